@@ -1,0 +1,201 @@
+# ipuofd — one non-recursive Makefile.
+#
+#   make            build programs (build/bin), the client library (build/lib)
+#   make test       install missing Debian packages, build, run every test,
+#                   then run the whole suite again under ASan + UBSan
+#   make demo       install, build, start a daemon on loopback, run the demo job, stop it
+#   make install    PREFIX=/usr/local DESTDIR= (staged installs honoured)
+#
+# Sources are picked up by directory, so a new file needs no Makefile edit:
+#   proto/*.c            frame codec (+ generated ipuof.pb-c.c)      -> part of the client lib
+#   sim/*.c              simulated IPU, no network code              -> build/lib/libipuofsim.a
+#   daemon/*.c           ipuofd (main.c holds main())                -> build/bin/ipuofd
+#   client/*.c           libipuof-client                             -> build/lib/libipuof-client.{so,a}
+#   tools/*.c            one program per file, helpers in tools/util -> build/bin/NAME
+#   tests/unit/test_*.c  one cmocka binary per module                -> build/tests/test_*
+
+VERSION_MAJOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MAJOR \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
+VERSION_MINOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MINOR \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
+VERSION_PATCH := $(shell sed -n 's/^\#define IPUOF_VERSION_PATCH \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
+VERSION       := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+SONAME        := libipuof-client.so.$(VERSION_MAJOR)
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+
+# SAN=1 builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/.
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD   ?= build
+SANFLAGS :=
+endif
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
+           -Wno-missing-field-initializers -Werror
+PKGS    := libevent libevent_pthreads libprotobuf-c inih
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) cmocka 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+BLAS_LIBS  := -lopenblas
+ALL_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread -D_GNU_SOURCE -MMD -MP \
+              -DIPUOF_VERSION_STR='"$(VERSION)"' \
+              -Iclient/include -Iproto -I$(BUILD)/gen -Isim -Idaemon -Itools/util $(PKG_CFLAGS)
+LDFLAGS ?=
+ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS) -pthread
+
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+
+PROTO_SRC  := $(wildcard proto/*.c)
+SIM_SRC    := $(wildcard sim/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c)
+CLIENT_SRC := $(wildcard client/*.c)
+TOOLUTIL_SRC := $(wildcard tools/util/*.c)
+TOOL_SRC   := $(wildcard tools/*.c)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+TESTUTIL_SRC := $(wildcard tests/util/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+GEN_IPUOF := $(BUILD)/gen/ipuof.pb-c.c
+GEN_ONNX  := $(BUILD)/gen/onnx.pb-c.c
+GEN_HDRS  := $(GEN_IPUOF:.c=.h) $(GEN_ONNX:.c=.h)
+
+PROTO_OBJ  := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/ipuof.pb-c.o
+SIM_OBJ    := $(call obj,$(SIM_SRC)) $(BUILD)/obj/gen/onnx.pb-c.o
+DAEMON_OBJ := $(call obj,$(filter-out daemon/main.c,$(DAEMON_SRC)))
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
+TOOLUTIL_OBJ := $(call obj,$(TOOLUTIL_SRC))
+TESTUTIL_OBJ := $(call obj,$(TESTUTIL_SRC))
+
+LIB_PROTO  := $(BUILD)/lib/libipuofproto.a
+LIB_SIM    := $(BUILD)/lib/libipuofsim.a
+LIB_DAEMON := $(BUILD)/lib/libipuofd-core.a
+LIB_CLIENT_A  := $(BUILD)/lib/libipuof-client.a
+LIB_CLIENT_SO := $(BUILD)/lib/libipuof-client.so.$(VERSION)
+LIB_TOOLUTIL  := $(BUILD)/lib/libipuoftools.a
+LIB_TESTUTIL  := $(BUILD)/lib/libipuoftest.a
+
+DAEMON_BIN := $(BUILD)/bin/ipuofd
+TOOL_BINS  := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+.PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench fuzz
+.SUFFIXES:
+.DELETE_ON_ERROR:
+
+all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS)
+
+# ---- generated protobuf-c code ------------------------------------------------------------
+$(GEN_IPUOF) $(GEN_IPUOF:.c=.h): proto/ipuof.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/ipuof.proto
+
+$(GEN_ONNX) $(GEN_ONNX:.c=.h): $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(BUILD)/gen $(ONNX_PROTO)
+
+# ---- objects ------------------------------------------------------------------------------
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Werror -Wshadow,$(ALL_CFLAGS)) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# ---- libraries ----------------------------------------------------------------------------
+$(LIB_PROTO): $(PROTO_OBJ)
+$(LIB_SIM): $(SIM_OBJ)
+$(LIB_DAEMON): $(DAEMON_OBJ)
+$(LIB_CLIENT_A): $(CLIENT_OBJ)
+$(LIB_TOOLUTIL): $(TOOLUTIL_OBJ)
+$(LIB_TESTUTIL): $(TESTUTIL_OBJ)
+$(BUILD)/lib/%.a:
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_CLIENT_SO): $(CLIENT_OBJ) client/libipuof-client.sym
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(ALL_LDFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=client/libipuof-client.sym \
+	    -Wl,-z,relro -Wl,-z,now -Wl,--no-undefined -o $@ $(CLIENT_OBJ) $(shell pkg-config --libs libprotobuf-c)
+	ln -sf $(notdir $@) $(BUILD)/lib/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/lib/libipuof-client.so
+
+$(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/client.h
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# ---- programs -----------------------------------------------------------------------------
+$(DAEMON_BIN): $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_SIM) $(LIB_PROTO)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -Wl,-z,relro -Wl,-z,now -o $@ $^ $(PKG_LIBS) $(BLAS_LIBS) -lm
+
+# Tools link the client library statically: an installed ipuctl never depends on a build rpath.
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_TOOLUTIL) $(LIB_CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -Wl,-z,relro -Wl,-z,now -o $@ $^ $(shell pkg-config --libs libprotobuf-c) -lm
+
+# Unit tests may use any internal library; static linking pulls in only what they touch.
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_DAEMON) $(LIB_SIM) $(LIB_CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka) $(BLAS_LIBS) -lm
+
+# ---- dependencies, tests, demo ------------------------------------------------------------
+deps:
+	@sh tools/deps.sh
+
+# make test = deps, build, the suite, then the suite again under ASan/UBSan.
+test: deps
+	$(MAKE) check
+	$(MAKE) SAN=1 check
+
+check: all
+	@sh tests/run.sh $(BUILD)
+
+test-san:
+	$(MAKE) SAN=1 check
+
+demo: deps all
+	@sh tools/demo.sh $(BUILD)
+
+bench: all
+	@sh bench/run.sh $(BUILD)
+
+# ---- install ------------------------------------------------------------------------------
+install: all
+	install -Dm0755 $(DAEMON_BIN) $(DESTDIR)$(SBINDIR)/ipuofd
+	for t in $(TOOL_BINS); do install -Dm0755 $$t $(DESTDIR)$(BINDIR)/$$(basename $$t); done
+	install -Dm0644 $(LIB_CLIENT_A) $(DESTDIR)$(LIBDIR)/libipuof-client.a
+	install -Dm0755 $(LIB_CLIENT_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB_CLIENT_SO))
+	ln -sf $(notdir $(LIB_CLIENT_SO)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libipuof-client.so
+	install -Dm0644 client/include/ipuof/client.h $(DESTDIR)$(INCLUDEDIR)/ipuof/client.h
+	install -Dm0644 $(BUILD)/lib/ipuof-client.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
+	install -Dm0644 systemd/ipuofd.service $(DESTDIR)$(UNITDIR)/ipuofd.service
+	sed -i 's|/usr/sbin/ipuofd|$(SBINDIR)/ipuofd|; s|/etc/ipuofd/|$(SYSCONFDIR)/ipuofd/|' \
+	    $(DESTDIR)$(UNITDIR)/ipuofd.service
+	install -Dm0644 systemd/ipuofd.conf $(DESTDIR)$(SYSCONFDIR)/ipuofd/ipuofd.conf
+	for m in man/*.[0-9]; do s=$${m##*.}; install -Dm0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/ipuofd $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOL_BINS)))
+	rm -f $(DESTDIR)$(LIBDIR)/libipuof-client.* $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/ipuof
+	rm -f $(DESTDIR)$(UNITDIR)/ipuofd.service
+	for m in man/*.[0-9]; do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,248 @@
+/*
+ * ipuof/client.h — libipuof-client, the C library that talks to ipuofd.
+ *
+ * One header, opaque handles, every call returns an int status (IPUOF_OK == 0 or an
+ * IPUOF_E_* code). The sentence that explains the last failure on a handle is returned
+ * by ipuof_client_errmsg(); the daemon's own sentence is passed through verbatim.
+ *
+ * Thread-safety: a handle may be used by one thread at a time. Different handles are
+ * independent and may be used from different threads at once. The library keeps no
+ * global state, never prints, and never calls exit() or abort().
+ *
+ * Ownership: strings passed in are copied before the call returns. Pointers returned by
+ * the library are borrowed from the handle they came from and stay valid until the next
+ * call on that handle or until it is freed, unless the function says otherwise.
+ * Every _free() accepts NULL.
+ *
+ * Linking: pkg-config --cflags --libs ipuof-client
+ */
+#ifndef IPUOF_CLIENT_H
+#define IPUOF_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IPUOF_VERSION_MAJOR 0
+#define IPUOF_VERSION_MINOR 1
+#define IPUOF_VERSION_PATCH 0
+
+/* Default TCP port of ipuofd (the port IPU-over-Fabric servers use). */
+#define IPUOF_DEFAULT_PORT 50052
+
+#if defined(__GNUC__) && defined(IPUOF_BUILDING_LIBRARY)
+#define IPUOF_API __attribute__((visibility("default")))
+#else
+#define IPUOF_API
+#endif
+
+/*
+ * Status codes, shared by the wire protocol (Error.code) and the library.
+ * Numbers are stable and never reused; a retired code keeps its number.
+ */
+enum ipuof_status {
+    IPUOF_OK = 0,
+    IPUOF_E_INVAL = 1,           /* an argument or request field is invalid */
+    IPUOF_E_NOMEM = 2,           /* out of host memory */
+    IPUOF_E_IO = 3,              /* socket error */
+    IPUOF_E_CLOSED = 4,          /* the peer closed the connection */
+    IPUOF_E_PROTO = 5,           /* protocol violation: bad frame or message */
+    IPUOF_E_VERSION = 6,         /* protocol versions differ */
+    IPUOF_E_TIMEOUT = 7,         /* a connect, request or wait timed out */
+    IPUOF_E_AUTH = 8,            /* not authorised (bad token, admin right needed) */
+    IPUOF_E_NOTFOUND = 9,        /* no such IPU, partition or object */
+    IPUOF_E_BUSY = 10,           /* not enough free IPUs, or the IPU is in use */
+    IPUOF_E_TOO_MANY = 11,       /* too many connections or waiters */
+    IPUOF_E_TOO_LARGE = 12,      /* a frame, string or list is over its limit */
+    IPUOF_E_DEVICE_RESET = 13,   /* the partition was reset by an administrator */
+    IPUOF_E_NOT_ATTACHED = 14,   /* the request needs an attached partition */
+    IPUOF_E_ALREADY_ATTACHED = 15, /* this connection already holds a partition */
+    IPUOF_E_UNSUPPORTED = 16,    /* an op, dtype, opset or option is not supported */
+    IPUOF_E_SHAPE = 17,          /* a tensor shape does not match */
+    IPUOF_E_DTYPE = 18,          /* a tensor dtype does not match */
+    IPUOF_E_DEVICE_OOM = 19,     /* the graph does not fit the IPU's memory */
+    IPUOF_E_COMPILE = 20,        /* the graph cannot be compiled */
+    IPUOF_E_SHUTDOWN = 21,       /* the daemon is shutting down */
+    IPUOF_E_INTERNAL = 22,       /* a bug in ipuofd; please report it */
+    IPUOF_E_CONFIG = 23,         /* invalid configuration */
+    IPUOF_E_CANCELLED = 24,      /* the operation was cancelled */
+    IPUOF_E_STATE = 25           /* the call is not valid in the handle's current state */
+    /* next: 26 */
+};
+#define IPUOF_STATUS_COUNT 26
+
+/* Recovery actions (Error.recovery), as poptorch.RecoverableError.recovery_action. */
+enum ipuof_recovery {
+    IPUOF_RECOVERY_NONE = 0,
+    IPUOF_RECOVERY_RETRY = 1,
+    IPUOF_RECOVERY_REATTACH = 2,
+    IPUOF_RECOVERY_IPU_RESET = 3,
+    IPUOF_RECOVERY_PARTITION_RESET = 4
+};
+
+/* Error classes (Error.error_class). */
+enum ipuof_error_class {
+    IPUOF_ERROR_PLAIN = 0,         /* poptorch.Error */
+    IPUOF_ERROR_RECOVERABLE = 1,   /* poptorch.RecoverableError */
+    IPUOF_ERROR_UNRECOVERABLE = 2  /* poptorch.UnrecoverableError */
+};
+
+/* Static text for a status code ("no such IPU, partition or object"); never NULL. */
+IPUOF_API const char *ipuof_strerror(int status);
+
+/* Static name of a status code ("IPUOF_E_NOTFOUND"); never NULL. */
+IPUOF_API const char *ipuof_status_name(int status);
+
+/* Static name of a recovery action ("IPU_RESET"); never NULL. */
+IPUOF_API const char *ipuof_recovery_name(int recovery);
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
+IPUOF_API const char *ipuof_version(void);
+
+/* ---- connection --------------------------------------------------------------------- */
+
+typedef struct ipuof_client ipuof_client;
+
+/* A new, unconnected handle, or NULL when out of memory. */
+IPUOF_API ipuof_client *ipuof_client_new(void);
+
+/* Closes the connection (the daemon frees whatever the handle held) and frees the handle. */
+IPUOF_API void ipuof_client_free(ipuof_client *c);
+
+/* Timeouts in milliseconds; 0 means wait for ever. Defaults: connect 5000, request 60000.
+ * An attach that waits for IPUs is bounded by its own wait timeout instead. */
+IPUOF_API int ipuof_client_set_timeouts(ipuof_client *c, int connect_ms, int request_ms);
+
+/* Name shown by `ipuctl status` (default: the program name). Copied. */
+IPUOF_API int ipuof_client_set_name(ipuof_client *c, const char *name);
+
+/* Token sent in the hello when the daemon requires one. Copied. */
+IPUOF_API int ipuof_client_set_auth_token(ipuof_client *c, const char *token);
+
+/* Admin token: lets a TCP connection reset devices. Copied. */
+IPUOF_API int ipuof_client_set_admin_token(ipuof_client *c, const char *token);
+
+/*
+ * Connects and performs the hello. address is "HOST:PORT", "[V6]:PORT", "HOST" (default
+ * port) or "unix:/path/to/socket". NULL means the IPUOF_SERVER environment variable, or
+ * 127.0.0.1:50052 when it is unset.
+ * Errors: IPUOF_E_IO (unreachable), IPUOF_E_TIMEOUT, IPUOF_E_VERSION (the message names
+ * both versions), IPUOF_E_AUTH, IPUOF_E_TOO_MANY (connection limit), IPUOF_E_INVAL.
+ */
+IPUOF_API int ipuof_client_connect(ipuof_client *c, const char *address);
+
+/* The sentence explaining the last failure on c ("" after success). Borrowed. */
+IPUOF_API const char *ipuof_client_errmsg(const ipuof_client *c);
+
+/* Details of the last failure: status code, error class, recovery action, component
+ * ("protocol", "device", "client", ...). Any out-pointer may be NULL. Returns the code. */
+IPUOF_API int ipuof_client_last_error(const ipuof_client *c, int *error_class,
+                                      int *recovery, const char **component);
+
+/* True when the daemon granted admin rights on this connection. */
+IPUOF_API int ipuof_client_is_admin(const ipuof_client *c);
+
+/* ---- devices ------------------------------------------------------------------------ */
+
+struct ipuof_attach_opts {
+    unsigned num_ipus;          /* a power of two unless auto_round */
+    const char *partition_name; /* NULL or "": the daemon names it */
+    unsigned process_id;        /* distributed use: this process's index */
+    unsigned num_processes;     /* 0 or 1: not distributed */
+    int wait;                   /* 0: fail at once when too few are free; 1: queue */
+    unsigned wait_timeout_ms;   /* with wait: give up after this long (0: for ever) */
+    int auto_round;             /* round num_ipus up to a power of two */
+};
+
+/*
+ * Attaches this connection to a partition of opts->num_ipus free IPUs. On success the
+ * partition's IPU ids are written to ipu_ids (up to max_ids of them) and their count to
+ * *n_ids; either may be NULL.
+ * Errors: IPUOF_E_BUSY (too few free: the message says how many are free and who holds
+ * the rest), IPUOF_E_TIMEOUT (waited wait_timeout_ms), IPUOF_E_INVAL (not a power of two,
+ * more than the daemon has), IPUOF_E_ALREADY_ATTACHED.
+ */
+IPUOF_API int ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts,
+                           unsigned *ipu_ids, size_t max_ids, size_t *n_ids);
+
+/* Name of the attached partition, or NULL when not attached. Borrowed. */
+IPUOF_API const char *ipuof_partition_name(const ipuof_client *c);
+
+/* Returns the partition's IPUs to the pool. Errors: IPUOF_E_NOT_ATTACHED. */
+IPUOF_API int ipuof_detach(ipuof_client *c);
+
+/* Liveness and readiness of the daemon; *ready may be NULL. */
+IPUOF_API int ipuof_health(ipuof_client *c, int *ready);
+
+/* ---- status ------------------------------------------------------------------------- */
+
+typedef struct ipuof_status_report ipuof_status_report;
+
+enum ipuof_ipu_state {
+    IPUOF_IPU_FREE = 0,
+    IPUOF_IPU_ATTACHED = 1,
+    IPUOF_IPU_BUSY = 2,
+    IPUOF_IPU_ERROR = 3
+};
+
+/* One IPU as the daemon reports it. Strings are borrowed from the report; "" when empty. */
+struct ipuof_ipu_info {
+    unsigned id;
+    int state;                   /* enum ipuof_ipu_state */
+    unsigned tiles;
+    uint64_t memory_capacity_bytes;
+    uint64_t memory_used_bytes;
+    const char *partition;
+    int held;                    /* 1 when the fields below describe a holder */
+    unsigned holder_client_id;
+    const char *holder_name;
+    unsigned holder_pid;
+    const char *holder_peer;
+    const char *loaded;
+    uint64_t steps_run;
+    const char *error;
+};
+
+/* Asks the daemon for the state of every IPU. *out is caller-owned: free it with
+ * ipuof_status_report_free(). */
+IPUOF_API int ipuof_status(ipuof_client *c, ipuof_status_report **out);
+IPUOF_API void ipuof_status_report_free(ipuof_status_report *r);
+IPUOF_API size_t ipuof_status_report_ipu_count(const ipuof_status_report *r);
+/* Fills *info for IPU i (0-based index into the report); IPUOF_E_INVAL when out of range. */
+IPUOF_API int ipuof_status_report_ipu(const ipuof_status_report *r, size_t i,
+                                      struct ipuof_ipu_info *info);
+IPUOF_API const char *ipuof_status_report_server_version(const ipuof_status_report *r);
+IPUOF_API uint64_t ipuof_status_report_uptime_ms(const ipuof_status_report *r);
+IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
+IPUOF_API unsigned ipuof_status_report_waiting(const ipuof_status_report *r);
+
+/* Static name of an IPU state ("free", "attached", "busy", "error"). */
+IPUOF_API const char *ipuof_ipu_state_name(int state);
+
+/* ---- administration ----------------------------------------------------------------- */
+
+enum ipuof_reset_scope {
+    IPUOF_RESET_ALL = 0,
+    IPUOF_RESET_IPU = 1,
+    IPUOF_RESET_PARTITION = 2
+};
+
+/*
+ * Resets IPUs to free (admin only). scope selects all IPUs, the IPU ipu_id, or the
+ * partition named partition. Without force, IPUs someone holds are refused with
+ * IPUOF_E_BUSY and nothing is reset; with force their holder is told its partition was
+ * reset (it receives IPUOF_E_DEVICE_RESET). The number of IPUs reset goes to *n_reset
+ * (may be NULL).
+ * Errors: IPUOF_E_AUTH (not admin), IPUOF_E_NOTFOUND (no such IPU or partition), IPUOF_E_BUSY.
+ */
+IPUOF_API int ipuof_reset(ipuof_client *c, int scope, unsigned ipu_id, const char *partition,
+                          int force, size_t *n_reset);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IPUOF_CLIENT_H */
