@@ -113,10 +113,15 @@ IPUOF_API ipuof_client *ipuof_client_new(void);
 IPUOF_API void ipuof_client_free(ipuof_client *c);
 
 /* Timeouts in milliseconds; 0 means wait for ever. Defaults: connect 5000, request 60000.
- * An attach that waits for IPUs is bounded by its own wait timeout instead. */
+ * The connect timeout bounds the TCP connect and the hello exchange (name resolution is
+ * not bounded by it); the request timeout bounds each later request. An attach that waits
+ * for IPUs gets wait_timeout_ms plus the request timeout (no limit when either is 0).
+ * A request that times out closes the connection: later calls return IPUOF_E_CLOSED.
+ * Errors: IPUOF_E_INVAL (negative). */
 IPUOF_API int ipuof_client_set_timeouts(ipuof_client *c, int connect_ms, int request_ms);
 
-/* Name shown by `ipuctl status` (default: the program name). Copied. */
+/* Name shown by `ipuctl status` (default: the program name). Copied. The three settings
+ * below travel in the hello, so they return IPUOF_E_STATE once the handle is connected. */
 IPUOF_API int ipuof_client_set_name(ipuof_client *c, const char *name);
 
 /* Token sent in the hello when the daemon requires one. Copied. */
@@ -130,7 +135,9 @@ IPUOF_API int ipuof_client_set_admin_token(ipuof_client *c, const char *token);
  * port) or "unix:/path/to/socket". NULL means the IPUOF_SERVER environment variable, or
  * 127.0.0.1:50052 when it is unset.
  * Errors: IPUOF_E_IO (unreachable), IPUOF_E_TIMEOUT, IPUOF_E_VERSION (the message names
- * both versions), IPUOF_E_AUTH, IPUOF_E_TOO_MANY (connection limit), IPUOF_E_INVAL.
+ * both versions), IPUOF_E_AUTH, IPUOF_E_TOO_MANY (connection limit), IPUOF_E_INVAL,
+ * IPUOF_E_STATE (already connected). A handle whose connection was closed (by an error or
+ * the daemon) may connect again.
  */
 IPUOF_API int ipuof_client_connect(ipuof_client *c, const char *address);
 
@@ -159,8 +166,8 @@ struct ipuof_attach_opts {
 
 /*
  * Attaches this connection to a partition of opts->num_ipus free IPUs. On success the
- * partition's IPU ids are written to ipu_ids (up to max_ids of them) and their count to
- * *n_ids; either may be NULL.
+ * partition's IPU ids are written to ipu_ids (up to max_ids of them) and their count (all
+ * of them, even past max_ids) to *n_ids; either may be NULL.
  * Errors: IPUOF_E_BUSY (too few free: the message says how many are free and who holds
  * the rest), IPUOF_E_TIMEOUT (waited wait_timeout_ms), IPUOF_E_INVAL (not a power of two,
  * more than the daemon has), IPUOF_E_ALREADY_ATTACHED.
@@ -168,14 +175,22 @@ struct ipuof_attach_opts {
 IPUOF_API int ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts,
                            unsigned *ipu_ids, size_t max_ids, size_t *n_ids);
 
-/* Name of the attached partition, or NULL when not attached. Borrowed. */
+/* Name of the attached partition, or NULL when not attached (also once the daemon has
+ * said the partition was reset or is shutting down). Borrowed. */
 IPUOF_API const char *ipuof_partition_name(const ipuof_client *c);
 
-/* Returns the partition's IPUs to the pool. Errors: IPUOF_E_NOT_ATTACHED. */
+/* Returns the partition's IPUs to the pool. Errors: IPUOF_E_NOT_ATTACHED; the daemon's
+ * IPUOF_E_DEVICE_RESET or IPUOF_E_SHUTDOWN (with its sentence) when it took the partition
+ * away since the last call. */
 IPUOF_API int ipuof_detach(ipuof_client *c);
 
-/* Liveness and readiness of the daemon; *ready may be NULL. */
+/* Liveness and readiness of the daemon: IPUOF_OK when it answered, with *ready (may be
+ * NULL) set to 1 when it is live and ready to accept work. */
 IPUOF_API int ipuof_health(ipuof_client *c, int *ready);
+
+/* Why the daemon said it was not ready in the last ipuof_health() on c ("" when it was
+ * ready). Borrowed. */
+IPUOF_API const char *ipuof_health_reason(const ipuof_client *c);
 
 /* ---- status ------------------------------------------------------------------------- */
 
@@ -240,6 +255,12 @@ enum ipuof_reset_scope {
  */
 IPUOF_API int ipuof_reset(ipuof_client *c, int scope, unsigned ipu_id, const char *partition,
                           int force, size_t *n_reset);
+
+/* As ipuof_reset(), and the ids of the IPUs reset are written to ipu_ids (up to max_ids of
+ * them; ipu_ids may be NULL). *n_reset counts them all, even past max_ids. */
+IPUOF_API int ipuof_reset_ids(ipuof_client *c, int scope, unsigned ipu_id,
+                              const char *partition, int force, unsigned *ipu_ids,
+                              size_t max_ids, size_t *n_reset);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,273 @@
+/*
+ * devices.c — the device requests: attach, detach, health and reset.
+ *
+ * Each public function clears the handle's last error, checks its arguments, builds one
+ * request, lets conn.c run the exchange, and copies what it needs out of the reply before
+ * freeing it; no protobuf message outlives the call. The partition a connection holds is
+ * kept on the handle; a notice from the daemon (partition reset, shutdown) drops it and its
+ * error is returned by the next call that needs the partition.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+
+/* Copies n ids into out[0..max) (out may be NULL) and stores n in *n_out (may be NULL). */
+static void
+copy_ids(const uint32_t *ids, size_t n, unsigned *out, size_t max, size_t *n_out)
+{
+    if (out != NULL) {
+        for (size_t i = 0; i < n && i < max; i++)
+            out[i] = ids[i];
+    }
+    if (n_out != NULL)
+        *n_out = n;
+}
+
+/* The request timeout for an attach: a wait must not be cut shorter than wait_timeout_ms,
+ * and waiting for ever means no request timeout either. */
+static int
+attach_timeout(const ipuof_client *c, const struct ipuof_attach_opts *opts)
+{
+    int64_t t;
+
+    if (!opts->wait)
+        return c->request_ms;
+    if (opts->wait_timeout_ms == 0 || c->request_ms == 0)
+        return 0;
+    t = (int64_t)opts->wait_timeout_ms + c->request_ms;
+    return t > INT32_MAX ? 0 : (int)t;
+}
+
+int
+ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ipu_ids,
+             size_t max_ids, size_t *n_ids)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
+    Ipuof__Header *reply = NULL;
+    const Ipuof__AttachReply *ar;
+    char *name = NULL;
+    int rc;
+
+    if (n_ids != NULL)
+        *n_ids = 0;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (opts == NULL) {
+        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "ipuof_attach() needs attach options");
+        goto out;
+    }
+    rc = ipuof_require_connection(c);
+    if (rc != IPUOF_OK)
+        goto out;
+    /* A partition reset while idle must not block attaching again. */
+    rc = ipuof_conn_poll_notices(c);
+    if (rc != IPUOF_OK)
+        goto out;
+    if (c->attached) {
+        rc = ipuof_err_set(c, IPUOF_E_ALREADY_ATTACHED, "client",
+                           "this connection already holds partition '%s'; detach first",
+                           c->partition);
+        goto out;
+    }
+    c->notice_pending = 0; /* a notice about an earlier partition is moot now */
+
+    a.num_ipus = opts->num_ipus;
+    a.partition_name = (char *)(opts->partition_name != NULL ? opts->partition_name : "");
+    a.process_id = opts->process_id;
+    a.num_processes = opts->num_processes;
+    a.wait = opts->wait != 0;
+    a.wait_timeout_ms = opts->wait_timeout_ms;
+    a.auto_round = opts->auto_round != 0;
+    req.body_case = IPUOF__HEADER__BODY_ATTACH;
+    req.attach = &a;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_ATTACH_REPLY, attach_timeout(c, opts),
+                         NULL, NULL, &reply);
+    if (rc != IPUOF_OK)
+        goto out;
+    ar = reply->attach_reply;
+    name = strdup(ar->partition_name != NULL ? ar->partition_name : "");
+    if (name == NULL) {
+        rc = ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory copying the partition "
+                           "name; the partition stays held until the connection closes");
+        goto out;
+    }
+    free(c->partition);
+    c->partition = name;
+    c->attached = 1;
+    c->notice_pending = 0; /* notices before the reply were about an earlier partition */
+    copy_ids(ar->ipu_ids, ar->n_ipu_ids, ipu_ids, max_ids, n_ids);
+out:
+    ipuof_frame_header_free(reply);
+    return rc;
+}
+
+const char *
+ipuof_partition_name(const ipuof_client *c)
+{
+    if (c == NULL || !c->attached)
+        return NULL;
+    return c->partition;
+}
+
+/* If a notice took the partition away, reports its error once and returns its code. */
+static int
+take_notice(ipuof_client *c)
+{
+    if (!c->notice_pending)
+        return IPUOF_OK;
+    c->notice_pending = 0;
+    return ipuof_err_report(c, &c->notice);
+}
+
+int
+ipuof_detach(ipuof_client *c)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__DetachRequest d = IPUOF__DETACH_REQUEST__INIT;
+    Ipuof__Header *reply = NULL;
+    int poll_rc;
+    int rc;
+
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    poll_rc = c->fd >= 0 ? ipuof_conn_poll_notices(c) : IPUOF_OK;
+    rc = take_notice(c); /* why the partition went away matters more than a closed socket */
+    if (rc != IPUOF_OK)
+        goto out;
+    rc = poll_rc != IPUOF_OK ? poll_rc : ipuof_require_connection(c);
+    if (rc != IPUOF_OK)
+        goto out;
+    if (!c->attached) {
+        rc = ipuof_err_set(c, IPUOF_E_NOT_ATTACHED, "client",
+                           "this connection holds no partition; nothing to detach");
+        goto out;
+    }
+    req.body_case = IPUOF__HEADER__BODY_DETACH;
+    req.detach = &d;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_DETACH_REPLY, c->request_ms, NULL, NULL,
+                         &reply);
+    if (rc != IPUOF_OK && c->notice_pending) {
+        /* The partition went away while the detach was in flight: say why. */
+        rc = take_notice(c);
+        goto out;
+    }
+    if (rc != IPUOF_OK)
+        goto out;
+    c->attached = 0;
+    free(c->partition);
+    c->partition = NULL;
+out:
+    ipuof_frame_header_free(reply);
+    return rc;
+}
+
+int
+ipuof_health(ipuof_client *c, int *ready)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__HealthRequest hq = IPUOF__HEALTH_REQUEST__INIT;
+    Ipuof__Header *reply = NULL;
+    const Ipuof__HealthReply *hr;
+    int rc;
+
+    if (ready != NULL)
+        *ready = 0;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    c->health_reason[0] = '\0';
+    req.body_case = IPUOF__HEADER__BODY_HEALTH;
+    req.health = &hq;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_HEALTH_REPLY, c->request_ms, NULL, NULL,
+                         &reply);
+    if (rc != IPUOF_OK)
+        goto out;
+    hr = reply->health_reply;
+    if (!hr->live || !hr->ready) {
+        const char *why = hr->reason != NULL && hr->reason[0] != '\0'
+                              ? hr->reason
+                              : (hr->live ? "ipuofd did not say why it is not ready"
+                                          : "ipuofd reports itself not live");
+        size_t n = strlen(why);
+
+        if (n >= sizeof c->health_reason)
+            n = sizeof c->health_reason - 1;
+        memcpy(c->health_reason, why, n);
+        c->health_reason[n] = '\0';
+    }
+    if (ready != NULL)
+        *ready = hr->live && hr->ready;
+out:
+    ipuof_frame_header_free(reply);
+    return rc;
+}
+
+const char *
+ipuof_health_reason(const ipuof_client *c)
+{
+    if (c == NULL)
+        return "";
+    return c->health_reason;
+}
+
+int
+ipuof_reset_ids(ipuof_client *c, int scope, unsigned ipu_id, const char *partition, int force,
+                unsigned *ipu_ids, size_t max_ids, size_t *n_reset)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__ResetRequest r = IPUOF__RESET_REQUEST__INIT;
+    Ipuof__Header *reply = NULL;
+    uint32_t one_id = ipu_id;
+    const Ipuof__ResetReply *rr;
+    int rc;
+
+    if (n_reset != NULL)
+        *n_reset = 0;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    switch (scope) {
+    case IPUOF_RESET_ALL:
+        r.all = 1;
+        break;
+    case IPUOF_RESET_IPU:
+        r.n_ipu_ids = 1;
+        r.ipu_ids = &one_id;
+        break;
+    case IPUOF_RESET_PARTITION:
+        if (partition == NULL || partition[0] == '\0') {
+            rc = ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                               "resetting a partition needs the partition's name");
+            goto out;
+        }
+        r.partition = (char *)partition;
+        break;
+    default:
+        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                           "reset scope %d is not IPUOF_RESET_ALL, _IPU or _PARTITION", scope);
+        goto out;
+    }
+    r.force = force != 0;
+    req.body_case = IPUOF__HEADER__BODY_RESET;
+    req.reset = &r;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_RESET_REPLY, c->request_ms, NULL, NULL,
+                         &reply);
+    if (rc != IPUOF_OK)
+        goto out;
+    rr = reply->reset_reply;
+    copy_ids(rr->ipu_ids, rr->n_ipu_ids, ipu_ids, max_ids, n_reset);
+out:
+    ipuof_frame_header_free(reply);
+    return rc;
+}
+
+int
+ipuof_reset(ipuof_client *c, int scope, unsigned ipu_id, const char *partition, int force,
+            size_t *n_reset)
+{
+    return ipuof_reset_ids(c, scope, ipu_id, partition, force, NULL, 0, n_reset);
+}

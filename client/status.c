@@ -1,0 +1,186 @@
+/*
+ * status.c — the status request and the report it returns.
+ *
+ * The report is a plain copy of the StatusReply: the protobuf message is freed before
+ * ipuof_status() returns, and every string the report hands out lives in one block the
+ * report owns, so ipuof_status_report_free() is three free() calls.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+
+struct ipuof_status_report {
+    char *server_version;            /* points into strings */
+    uint64_t uptime_ms;
+    unsigned clients;
+    unsigned waiting;
+    size_t n_ipus;
+    struct ipuof_ipu_info *ipus;     /* owned, n_ipus entries */
+    char *strings;                   /* owned: every string of the report, NUL-separated */
+};
+
+static size_t
+str_size(const char *s)
+{
+    return (s != NULL ? strlen(s) : 0) + 1;
+}
+
+/* Copies s (NULL: "") to *cursor, advances the cursor and returns the copy. */
+static const char *
+put_str(char **cursor, const char *s)
+{
+    char *dst = *cursor;
+    size_t n = str_size(s);
+
+    if (n > 1)
+        memcpy(dst, s, n);
+    else
+        dst[0] = '\0';
+    *cursor += n;
+    return dst;
+}
+
+/* Builds a caller-owned report from sr (only read); NULL when out of memory. */
+static ipuof_status_report *
+report_from_reply(const Ipuof__StatusReply *sr)
+{
+    ipuof_status_report *r = NULL;
+    size_t total = str_size(sr->server_version);
+    char *cursor;
+
+    for (size_t i = 0; i < sr->n_ipus; i++) {
+        const Ipuof__IpuInfo *in = sr->ipus[i];
+        total += str_size(in->partition) + str_size(in->loaded) + str_size(in->error);
+        if (in->holder != NULL)
+            total += str_size(in->holder->client_name) + str_size(in->holder->peer);
+    }
+    r = calloc(1, sizeof *r);
+    if (r == NULL)
+        goto fail;
+    r->strings = malloc(total + 1); /* + 1: the shared "" of an absent holder */
+    r->ipus = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->ipus);
+    if (r->strings == NULL || r->ipus == NULL)
+        goto fail;
+    cursor = r->strings;
+    r->server_version = (char *)put_str(&cursor, sr->server_version);
+    r->uptime_ms = sr->uptime_ms;
+    r->clients = sr->clients;
+    r->waiting = sr->waiting;
+    r->n_ipus = sr->n_ipus;
+    for (size_t i = 0; i < sr->n_ipus; i++) {
+        const Ipuof__IpuInfo *in = sr->ipus[i];
+        struct ipuof_ipu_info *out = &r->ipus[i];
+
+        out->id = in->id;
+        out->state = (int)in->state;
+        out->tiles = in->tiles;
+        out->memory_capacity_bytes = in->memory_capacity_bytes;
+        out->memory_used_bytes = in->memory_used_bytes;
+        out->partition = put_str(&cursor, in->partition);
+        out->loaded = put_str(&cursor, in->loaded);
+        out->error = put_str(&cursor, in->error);
+        out->held = in->holder != NULL;
+        if (in->holder != NULL) {
+            out->holder_client_id = in->holder->client_id;
+            out->holder_name = put_str(&cursor, in->holder->client_name);
+            out->holder_pid = in->holder->pid;
+            out->holder_peer = put_str(&cursor, in->holder->peer);
+        }
+        out->steps_run = in->steps_run;
+    }
+    /* Absent holders share one "" at the end of the block. */
+    cursor[0] = '\0';
+    for (size_t i = 0; i < r->n_ipus; i++) {
+        if (!r->ipus[i].held) {
+            r->ipus[i].holder_name = cursor;
+            r->ipus[i].holder_peer = cursor;
+        }
+    }
+    return r;
+fail:
+    ipuof_status_report_free(r);
+    return NULL;
+}
+
+int
+ipuof_status(ipuof_client *c, ipuof_status_report **out)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__StatusRequest sq = IPUOF__STATUS_REQUEST__INIT;
+    Ipuof__Header *reply = NULL;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (out == NULL) {
+        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "ipuof_status() needs a place for the "
+                           "report");
+        goto out;
+    }
+    req.body_case = IPUOF__HEADER__BODY_STATUS;
+    req.status = &sq;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_STATUS_REPLY, c->request_ms, NULL, NULL,
+                         &reply);
+    if (rc != IPUOF_OK)
+        goto out;
+    *out = report_from_reply(reply->status_reply);
+    if (*out == NULL)
+        rc = ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory copying the status of "
+                           "%zu IPUs", reply->status_reply->n_ipus);
+out:
+    ipuof_frame_header_free(reply);
+    return rc;
+}
+
+void
+ipuof_status_report_free(ipuof_status_report *r)
+{
+    if (r == NULL)
+        return;
+    free(r->ipus);
+    free(r->strings);
+    free(r);
+}
+
+size_t
+ipuof_status_report_ipu_count(const ipuof_status_report *r)
+{
+    return r != NULL ? r->n_ipus : 0;
+}
+
+int
+ipuof_status_report_ipu(const ipuof_status_report *r, size_t i, struct ipuof_ipu_info *info)
+{
+    if (r == NULL || info == NULL || i >= r->n_ipus)
+        return IPUOF_E_INVAL;
+    *info = r->ipus[i];
+    return IPUOF_OK;
+}
+
+const char *
+ipuof_status_report_server_version(const ipuof_status_report *r)
+{
+    return r != NULL ? r->server_version : "";
+}
+
+uint64_t
+ipuof_status_report_uptime_ms(const ipuof_status_report *r)
+{
+    return r != NULL ? r->uptime_ms : 0;
+}
+
+unsigned
+ipuof_status_report_clients(const ipuof_status_report *r)
+{
+    return r != NULL ? r->clients : 0;
+}
+
+unsigned
+ipuof_status_report_waiting(const ipuof_status_report *r)
+{
+    return r != NULL ? r->waiting : 0;
+}
