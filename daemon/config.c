@@ -1,0 +1,297 @@
+/*
+ * config.c — see config.h. Every key is described once, in the key table below: its
+ * section, name, type, bounds, and whether a SIGHUP reload may change it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL };
+
+struct key {
+    const char *section;
+    const char *name;
+    enum key_type type;
+    size_t offset;
+    size_t size;      /* K_STR: buffer size; K_UINT/K_BYTES: sizeof field */
+    uint64_t min, max;
+    int reloadable;
+};
+
+#define F(field) offsetof(struct cfg, field), sizeof(((struct cfg *)0)->field)
+
+static const struct key keys[] = {
+    {"server", "listen", K_STR, F(listen), 0, 0, 0},
+    {"server", "admin_socket", K_STR, F(admin_socket), 0, 0, 0},
+    {"server", "max_connections", K_UINT, F(max_connections), 1, 1000000, 1},
+    {"server", "max_header_bytes", K_BYTES, F(max_header_bytes), 1024, 64u << 20, 0},
+    {"server", "max_payload_bytes", K_BYTES, F(max_payload_bytes), 0, 0xffffffffu, 0},
+    {"server", "prehello_max_bytes", K_BYTES, F(prehello_max_bytes), 256, 1u << 20, 0},
+    {"server", "handshake_timeout", K_UINT, F(handshake_timeout), 1, 3600, 1},
+    {"server", "idle_timeout", K_UINT, F(idle_timeout), 0, 30 * 86400, 1},
+    {"server", "max_output_bytes", K_BYTES, F(max_output_bytes), 1u << 20, UINT64_MAX, 1},
+    {"server", "frames_per_read", K_UINT, F(frames_per_read), 1, 10000, 1},
+    {"server", "auth_token", K_STR, F(auth_token), 0, 0, 1},
+    {"server", "admin_token", K_STR, F(admin_token), 0, 0, 1},
+    {"server", "drain_timeout", K_UINT, F(drain_timeout), 0, 3600, 1},
+    {"server", "max_waiters", K_UINT, F(max_waiters), 0, 100000, 1},
+    {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
+    {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
+    {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
+    {"log", "level", K_LEVEL, F(log_level), 0, 0, 1},
+};
+
+static void
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void
+cfg_defaults(struct cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->listen, sizeof c->listen, "127.0.0.1:50052");
+    c->max_connections = 1024;
+    c->max_header_bytes = 1u << 20;
+    c->max_payload_bytes = 256u << 20;
+    c->prehello_max_bytes = 16384;
+    c->handshake_timeout = 10;
+    c->idle_timeout = 0;
+    c->max_output_bytes = 512ull << 20;
+    c->frames_per_read = 20;
+    c->drain_timeout = 30;
+    c->max_waiters = 256;
+    c->ipus = 4;
+    c->ipu_memory = 900ull << 20;
+    c->tiles = 1472;
+    c->log_level = LOG_LVL_INFO;
+}
+
+int
+cfg_parse_bytes(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {{"", 1},          {"B", 1},           {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
+                 {"GiB", 1ull << 30}, {"TiB", 1ull << 40}, {"K", 1ull << 10},   {"M", 1ull << 20},
+                 {"G", 1ull << 30},   {"KB", 1000},        {"MB", 1000000},     {"GB", 1000000000}};
+    char *end;
+    unsigned long long v;
+
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return -1;
+    while (*end == ' ')
+        end++;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            if (v > UINT64_MAX / units[i].mult)
+                return -1;
+            *out = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static const struct key *
+find_key(const char *section, const char *name)
+{
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((section == NULL || strcmp(keys[i].section, section) == 0) &&
+            strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+static void
+store_uint(void *field, size_t size, uint64_t v)
+{
+    if (size == sizeof(uint64_t))
+        *(uint64_t *)field = v;
+    else
+        *(uint32_t *)field = (uint32_t)v;
+}
+
+static uint64_t
+load_uint(const void *field, size_t size)
+{
+    return size == sizeof(uint64_t) ? *(const uint64_t *)field : *(const uint32_t *)field;
+}
+
+int
+cfg_set(struct cfg *c, const char *section, const char *name, const char *value, char *err,
+        size_t errlen)
+{
+    const struct key *k = find_key(section, name);
+    char *field;
+    uint64_t v;
+    char *end;
+    int lvl;
+
+    if (k == NULL) {
+        seterr(err, errlen, "unknown key '%s' in section [%s]; see ipuofd.conf(5) for the keys",
+               name, section ? section : "?");
+        return -1;
+    }
+    field = (char *)c + k->offset;
+    switch (k->type) {
+    case K_STR:
+        if (strlen(value) >= k->size) {
+            seterr(err, errlen, "[%s] %s is %zu bytes long; at most %zu are allowed", k->section,
+                   k->name, strlen(value), k->size - 1);
+            return -1;
+        }
+        snprintf(field, k->size, "%s", value);
+        return 0;
+    case K_LEVEL:
+        lvl = log_level_parse(value);
+        if (lvl < 0) {
+            seterr(err, errlen, "[%s] %s = '%s' is not a log level; use error, warn, info or debug",
+                   k->section, k->name, value);
+            return -1;
+        }
+        c->log_level = lvl;
+        return 0;
+    case K_UINT:
+        errno = 0;
+        v = strtoull(value, &end, 10);
+        if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || v < k->min ||
+            v > k->max) {
+            seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a whole number from %" PRIu64
+                   " to %" PRIu64, k->section, k->name, value, k->min, k->max);
+            return -1;
+        }
+        store_uint(field, k->size, v);
+        return 0;
+    case K_BYTES:
+        if (cfg_parse_bytes(value, &v) < 0 || v < k->min || v > k->max) {
+            seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a size in bytes from %" PRIu64
+                   " to %" PRIu64 ", optionally with a KiB, MiB or GiB suffix",
+                   k->section, k->name, value, k->min, k->max);
+            return -1;
+        }
+        store_uint(field, k->size, v);
+        return 0;
+    }
+    return -1;
+}
+
+struct load_ctx {
+    struct cfg *c;
+    char *err;
+    size_t errlen;
+    int failed;
+};
+
+static int
+on_ini_line(void *user, const char *section, const char *name, const char *value)
+{
+    struct load_ctx *ctx = user;
+
+    if (ctx->failed)
+        return 1; /* keep the first error only */
+    if (cfg_set(ctx->c, section, name, value, ctx->err, ctx->errlen) < 0) {
+        ctx->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int
+cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen)
+{
+    struct load_ctx ctx = {.c = c, .err = err, .errlen = errlen};
+    char detail[512];
+    int line;
+
+    err[0] = '\0';
+    line = ini_parse(path, on_ini_line, &ctx);
+    if (line == -1) {
+        seterr(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (line == -2) {
+        seterr(err, errlen, "out of memory reading config file %s", path);
+        return -1;
+    }
+    if (line > 0) {
+        if (ctx.failed) {
+            snprintf(detail, sizeof detail, "%s", err);
+            seterr(err, errlen, "%s:%d: %s", path, line, detail);
+        } else {
+            seterr(err, errlen, "%s:%d: syntax error; lines are 'key = value' under a [section]",
+                   path, line);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int
+cfg_validate(const struct cfg *c, char *err, size_t errlen)
+{
+    if (c->listen[0] == '\0') {
+        seterr(err, errlen, "[server] listen is empty; give HOST:PORT, e.g. 127.0.0.1:50052");
+        return -1;
+    }
+    if (c->prehello_max_bytes > c->max_header_bytes) {
+        seterr(err, errlen, "[server] prehello_max_bytes (%u) must not exceed max_header_bytes (%u)",
+               c->prehello_max_bytes, c->max_header_bytes);
+        return -1;
+    }
+    if (c->max_output_bytes < (uint64_t)c->max_payload_bytes + c->max_header_bytes) {
+        seterr(err, errlen,
+               "[server] max_output_bytes (%" PRIu64 ") must hold at least one largest frame "
+               "(max_payload_bytes + max_header_bytes = %" PRIu64 ")",
+               c->max_output_bytes, (uint64_t)c->max_payload_bytes + c->max_header_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+void
+cfg_apply_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t len)
+{
+    size_t used = 0;
+
+    ignored[0] = '\0';
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const struct key *k = &keys[i];
+        char *dst = (char *)cur + k->offset;
+        const char *src = (const char *)next + k->offset;
+        int differs;
+
+        if (k->type == K_STR)
+            differs = strcmp(dst, src) != 0;
+        else if (k->type == K_LEVEL)
+            differs = cur->log_level != next->log_level;
+        else
+            differs = load_uint(dst, k->size) != load_uint(src, k->size);
+        if (!differs)
+            continue;
+        if (k->reloadable) {
+            memcpy(dst, src, k->size);
+        } else if (used + strlen(k->name) + 3 < len) {
+            used += (size_t)snprintf(ignored + used, len - used, "%s%s", used ? ", " : "",
+                                     k->name);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+/*
+ * config.h — ipuofd's configuration: defaults, the INI file (libinih), command-line
+ * overrides, validation and the reload rules for SIGHUP.
+ *
+ * A struct cfg is a plain value: load into a fresh one, validate, then swap. Nothing here
+ * touches the running server; config.c has no globals.
+ */
+#ifndef IPUOFD_CONFIG_H
+#define IPUOFD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_MAX_IPUS 64
+#define CFG_TOKEN_MAX 256
+
+struct cfg {
+    /* [server] */
+    char listen[256];            /* HOST:PORT; port 0 = ephemeral */
+    char admin_socket[108];      /* "" = none */
+    char port_file[4096];        /* command line only: where to write the bound port */
+    unsigned max_connections;
+    uint32_t max_header_bytes;
+    uint32_t max_payload_bytes;
+    uint32_t prehello_max_bytes;
+    unsigned handshake_timeout;  /* seconds */
+    unsigned idle_timeout;       /* seconds, 0 = never */
+    uint64_t max_output_bytes;
+    unsigned frames_per_read;
+    char auth_token[CFG_TOKEN_MAX];
+    char admin_token[CFG_TOKEN_MAX];
+    unsigned drain_timeout;      /* seconds */
+    unsigned max_waiters;
+    /* [devices] */
+    unsigned ipus;
+    uint64_t ipu_memory;         /* bytes */
+    unsigned tiles;
+    /* [log] */
+    int log_level;
+};
+
+/* Fills c with the documented defaults. */
+void cfg_defaults(struct cfg *c);
+
+/*
+ * Reads the INI file at path into c (which holds defaults or earlier values). On error
+ * returns -1 with a sentence naming the file, line, key and what is accepted in err;
+ * c may then be partly updated and must be discarded.
+ */
+int cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen);
+
+/*
+ * Sets one key from a "section.key" or bare key name (used for command-line flags and by
+ * the file loader). Returns 0, or -1 with a sentence in err.
+ */
+int cfg_set(struct cfg *c, const char *section, const char *key, const char *value, char *err,
+            size_t errlen);
+
+/* Cross-field checks (e.g. prehello cap below the header cap). 0 or -1 with err. */
+int cfg_validate(const struct cfg *c, char *err, size_t errlen);
+
+/*
+ * Copies the keys that a reload may change from next into cur, and writes to ignored a
+ * comma-separated list of keys that differ but need a restart ("" when none).
+ */
+void cfg_apply_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t len);
+
+/* Parses "123", "900MiB", "1GiB", "64KiB", "2MB"... into bytes. 0 or -1. */
+int cfg_parse_bytes(const char *s, uint64_t *out);
+
+#endif

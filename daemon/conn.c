@@ -1,0 +1,433 @@
+/*
+ * conn.c — see conn.h.
+ *
+ * Reading: a frame is taken from the input buffer only once all of it is there; the read
+ * high-watermark is the largest frame allowed, so libevent stops reading (back-pressure)
+ * while one is buffered. At most frames_per_read frames are handled per callback; the rest
+ * wait for a deferred "resume" event so one busy client cannot starve the others.
+ *
+ * Limits before the hello: a frame may be at most prehello_max_bytes and carry no payload,
+ * and the hello must arrive within handshake_timeout seconds.
+ *
+ * Does not: decide what a request means (dispatch.c) or own devices (devices.c).
+ */
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "frame.h"
+#include "ipuof/client.h"
+#include "log.h"
+#include "server.h"
+
+static void on_read(struct bufferevent *bev, void *arg);
+static void on_write(struct bufferevent *bev, void *arg);
+static void on_event(struct bufferevent *bev, short what, void *arg);
+static void on_resume(evutil_socket_t fd, short what, void *arg);
+static void on_handshake_timeout(evutil_socket_t fd, short what, void *arg);
+
+static void
+format_peer(int fd, const struct sockaddr *sa, int via_admin, char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (via_admin || sa == NULL || sa->sa_family == AF_UNIX) {
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+            snprintf(out, len, "unix:uid=%u,pid=%d", (unsigned)cred.uid, (int)cred.pid);
+        else
+            snprintf(out, len, "unix");
+        return;
+    }
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        snprintf(out, len, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        snprintf(out, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        snprintf(out, len, "?");
+    }
+}
+
+static void
+frame_limits(const struct conn *c, struct ipuof_frame_limits *lim)
+{
+    const struct cfg *cfg = &c->srv->cfg;
+
+    ipuof_frame_limits_default(lim);
+    if (c->hello_done) {
+        lim->max_header = cfg->max_header_bytes;
+        lim->max_payload = cfg->max_payload_bytes;
+    } else {
+        lim->max_header = cfg->prehello_max_bytes - IPUOF_FRAME_HEAD_LEN;
+        lim->max_payload = 0;
+    }
+}
+
+static void
+set_read_watermark(struct conn *c)
+{
+    struct ipuof_frame_limits lim;
+
+    frame_limits(c, &lim);
+    bufferevent_setwatermark(c->bev, EV_READ, IPUOF_FRAME_HEAD_LEN,
+                             IPUOF_FRAME_HEAD_LEN + (size_t)lim.max_header + lim.max_payload);
+}
+
+struct conn *
+conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen, int via_admin_socket)
+{
+    struct conn *c = calloc(1, sizeof *c);
+    struct timeval hs = {.tv_sec = s->cfg.handshake_timeout};
+    int one = 1;
+
+    (void)salen;
+    if (c == NULL)
+        goto fail;
+    c->srv = s;
+    c->id = ++s->next_client_id;
+    c->via_admin_socket = via_admin_socket;
+    c->admin = via_admin_socket;
+    format_peer(fd, sa, via_admin_socket, c->peer, sizeof c->peer);
+    if (!via_admin_socket)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev == NULL)
+        goto fail;
+    fd = -1; /* owned by the bufferevent now */
+    c->handshake_timer = evtimer_new(s->base, on_handshake_timeout, c);
+    c->resume = event_new(s->base, -1, 0, on_resume, c);
+    if (c->handshake_timer == NULL || c->resume == NULL)
+        goto fail;
+    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    set_read_watermark(c);
+    conn_apply_timeouts(c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    evtimer_add(c->handshake_timer, &hs);
+    c->next = s->conns;
+    if (s->conns != NULL)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    log_debug("client %u connected from %s", c->id, c->peer);
+    return c;
+
+fail:
+    log_error("out of memory accepting a connection");
+    if (c != NULL) {
+        if (c->handshake_timer)
+            event_free(c->handshake_timer);
+        if (c->resume)
+            event_free(c->resume);
+        if (c->bev)
+            bufferevent_free(c->bev);
+        free(c);
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+void
+conn_free(struct conn *c)
+{
+    struct srv *s = c->srv;
+    int released = c->part != NULL;
+
+    if (c->part != NULL) {
+        log_info("client %u (%s, pid %u, %s) disconnected holding partition '%s'; its IPUs "
+                 "are free again", c->id, c->name, c->pid, c->peer, c->part->name);
+        dev_release(s->inv, c->part);
+        c->part = NULL;
+    }
+    srv_wait_cancel(s, c);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    s->nconns--;
+    event_free(c->handshake_timer);
+    event_free(c->resume);
+    bufferevent_free(c->bev);
+    free(c);
+    if (released)
+        srv_serve_waiters(s);
+}
+
+void
+conn_kill(struct conn *c, const char *why)
+{
+    if (c->dead)
+        return;
+    log_debug("client %u (%s): closing: %s", c->id, c->peer, why);
+    c->dead = 1;
+    if (c->in_callback == 0)
+        conn_free(c);
+}
+
+void
+conn_close_after_write(struct conn *c)
+{
+    c->closing = 1;
+    bufferevent_disable(c->bev, EV_READ);
+    evtimer_del(c->handshake_timer);
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        conn_kill(c, "closed after reply");
+}
+
+int
+conn_send(struct conn *c, const Ipuof__Header *h, const void *payload, uint32_t payload_len)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    uint8_t *buf;
+    size_t len;
+
+    if (c->dead)
+        return -1;
+    if (ipuof_frame_pack(h, payload_len, &buf, &len) != IPUOF_OK) {
+        conn_kill(c, "out of memory packing a reply");
+        return -1;
+    }
+    if (evbuffer_add(out, buf, len) < 0 ||
+        (payload_len > 0 && evbuffer_add(out, payload, payload_len) < 0)) {
+        free(buf);
+        conn_kill(c, "out of memory queueing a reply");
+        return -1;
+    }
+    free(buf);
+    if (evbuffer_get_length(out) > c->srv->cfg.max_output_bytes) {
+        log_warn("client %u (%s): %zu bytes of output queued, over max_output_bytes %llu: "
+                 "the client is not reading; disconnecting it",
+                 c->id, c->peer, evbuffer_get_length(out),
+                 (unsigned long long)c->srv->cfg.max_output_bytes);
+        conn_kill(c, "output limit");
+        return -1;
+    }
+    return 0;
+}
+
+void
+conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int recovery,
+                const char *component, const char *fmt, ...)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    e.code = (uint32_t)code;
+    e.component = (char *)component;
+    e.message = msg;
+    e.error_class = (Ipuof__ErrorClass)error_class;
+    e.recovery = (Ipuof__RecoveryAction)recovery;
+    h.request_id = req_id;
+    h.body_case = IPUOF__HEADER__BODY_ERROR;
+    h.error = &e;
+    log_debug("client %u: error %s: %s", c->id, ipuof_status_name(code), msg);
+    conn_send(c, &h, NULL, 0);
+}
+
+void
+conn_apply_timeouts(struct conn *c)
+{
+    struct timeval idle = {.tv_sec = c->srv->cfg.idle_timeout};
+
+    bufferevent_set_timeouts(c->bev, c->srv->cfg.idle_timeout ? &idle : NULL, NULL);
+}
+
+void
+conn_holder(const struct conn *c, struct dev_holder *h)
+{
+    memset(h, 0, sizeof *h);
+    h->client_id = c->id;
+    snprintf(h->name, sizeof h->name, "%s", c->name);
+    h->pid = c->pid;
+    snprintf(h->peer, sizeof h->peer, "%s", c->peer);
+}
+
+/* Answers a frame whose head or header is bad, then closes: the stream cannot be trusted. */
+static void
+frame_error(struct conn *c, int rc, const struct ipuof_frame_head *head, const char *msg)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    log_info("client %u (%s): dropping connection: %s", c->id, c->peer, msg);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    if (rc == IPUOF_E_VERSION)
+        conn_send_error(c, 0, IPUOF_E_VERSION, 0, 0, "protocol",
+                        "client speaks protocol version %u, ipuofd %s speaks version %u; use a "
+                        "client library and daemon of the same protocol version",
+                        head->version, IPUOF_VERSION_STR, IPUOF_PROTOCOL_VERSION);
+    else
+        conn_send_error(c, 0, rc, 0, 0, "protocol", "%s", msg);
+    conn_close_after_write(c);
+}
+
+/* Handles up to frames_per_read whole frames from the input buffer. */
+static void
+process_input(struct conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    unsigned budget = c->srv->cfg.frames_per_read;
+    unsigned handled = 0;
+
+    while (!c->dead && !c->closing) {
+        uint8_t headbuf[IPUOF_FRAME_HEAD_LEN];
+        struct ipuof_frame_limits lim;
+        struct ipuof_frame_head head;
+        Ipuof__Header *h;
+        size_t avail = evbuffer_get_length(in);
+        char err[256];
+        uint8_t *p;
+        int rc;
+
+        if (avail < IPUOF_FRAME_HEAD_LEN)
+            return;
+        if (handled == budget) {
+            event_active(c->resume, 0, 0);
+            return;
+        }
+        evbuffer_copyout(in, headbuf, sizeof headbuf);
+        frame_limits(c, &lim);
+        rc = ipuof_frame_head_decode(headbuf, sizeof headbuf, &lim, &head, err, sizeof err);
+        if (rc != IPUOF_OK) {
+            if (rc == IPUOF_E_TOO_LARGE && !c->hello_done)
+                snprintf(err, sizeof err, "frame of %u + %u bytes before the hello is over the "
+                         "pre-hello limit of %u bytes; send a hello first",
+                         head.header_len, head.payload_len, c->srv->cfg.prehello_max_bytes);
+            frame_error(c, rc, &head, err);
+            return;
+        }
+        if (avail < IPUOF_FRAME_HEAD_LEN + (size_t)head.header_len + head.payload_len)
+            return;
+        p = evbuffer_pullup(in, IPUOF_FRAME_HEAD_LEN + (ssize_t)head.header_len);
+        h = p ? ipuof_frame_header_unpack(p + IPUOF_FRAME_HEAD_LEN, head.header_len, &lim, err,
+                                          sizeof err)
+              : NULL;
+        evbuffer_drain(in, IPUOF_FRAME_HEAD_LEN + (size_t)head.header_len);
+        if (h == NULL) {
+            frame_error(c, IPUOF_E_PROTO, &head, p ? err : "out of memory");
+            return;
+        }
+        c->frames_in++;
+        handled++;
+        if (head.payload_len > 0) {
+            /* No request in this protocol version takes a raw payload. */
+            evbuffer_drain(in, head.payload_len);
+            conn_send_error(c, h->request_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                            "a %s request carries no payload, but %u payload bytes came with it",
+                            ipuof_frame_body_name(h), head.payload_len);
+        } else {
+            dispatch(c, h);
+        }
+        ipuof_frame_header_free(h);
+    }
+}
+
+void
+conn_enter(struct conn *c)
+{
+    c->in_callback++;
+}
+
+void
+conn_leave(struct conn *c)
+{
+    if (--c->in_callback == 0 && c->dead)
+        conn_free(c);
+}
+
+static void
+on_read(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)bev;
+    conn_enter(c);
+    process_input(c);
+    if (!c->dead)
+        set_read_watermark(c); /* the hello may have raised the limits */
+    conn_leave(c);
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    on_read(((struct conn *)arg)->bev, arg);
+}
+
+static void
+on_write(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)bev;
+    if (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        conn_kill(c, "closed after reply");
+}
+
+static void
+on_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)bev;
+    conn_enter(c);
+    if (what & BEV_EVENT_TIMEOUT) {
+        if (c->waiter != NULL) {
+            /* Waiting in the attach queue is not idleness. */
+            bufferevent_enable(c->bev, EV_READ);
+        } else {
+            log_info("client %u (%s): idle for %u s (idle_timeout); closing", c->id, c->peer,
+                     c->srv->cfg.idle_timeout);
+            conn_send_error(c, 0, IPUOF_E_TIMEOUT, 0, 0, "daemon",
+                            "connection idle for %u seconds (idle_timeout); closing it",
+                            c->srv->cfg.idle_timeout);
+            conn_close_after_write(c);
+        }
+    } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        conn_kill(c, (what & BEV_EVENT_EOF) ? "peer closed" : "socket error");
+    }
+    conn_leave(c);
+}
+
+static void
+on_handshake_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)fd;
+    (void)what;
+    if (c->hello_done)
+        return;
+    conn_enter(c);
+    log_info("client %u (%s): no hello within %u s (handshake_timeout); closing", c->id,
+             c->peer, c->srv->cfg.handshake_timeout);
+    conn_send_error(c, 0, IPUOF_E_TIMEOUT, 0, 0, "protocol",
+                    "no hello within %u seconds of connecting (handshake_timeout)",
+                    c->srv->cfg.handshake_timeout);
+    conn_close_after_write(c);
+    conn_leave(c);
+}

@@ -1,0 +1,242 @@
+/*
+ * devices.c — see devices.h.
+ */
+#include "devices.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipuof/client.h"
+
+static void
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+struct dev_inventory *
+dev_inventory_new(unsigned n, uint64_t memory, unsigned tiles)
+{
+    struct dev_inventory *inv = calloc(1, sizeof *inv);
+
+    if (inv == NULL)
+        return NULL;
+    inv->ipus = calloc(n, sizeof *inv->ipus);
+    if (inv->ipus == NULL) {
+        free(inv);
+        return NULL;
+    }
+    inv->n = n;
+    for (unsigned i = 0; i < n; i++) {
+        inv->ipus[i].id = i;
+        inv->ipus[i].state = DEV_FREE;
+        inv->ipus[i].tiles = tiles;
+        inv->ipus[i].memory_capacity = memory;
+    }
+    return inv;
+}
+
+void
+dev_inventory_free(struct dev_inventory *inv)
+{
+    if (inv == NULL)
+        return;
+    while (inv->parts != NULL)
+        dev_release(inv, inv->parts);
+    free(inv->ipus);
+    free(inv);
+}
+
+int
+dev_is_pow2(unsigned n)
+{
+    return n != 0 && (n & (n - 1)) == 0;
+}
+
+unsigned
+dev_round_pow2(unsigned n)
+{
+    unsigned p = 1;
+
+    while (p < n && p < (1u << 31))
+        p <<= 1;
+    return p;
+}
+
+unsigned
+dev_free_count(const struct dev_inventory *inv)
+{
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < inv->n; i++)
+        k += inv->ipus[i].state == DEV_FREE;
+    return k;
+}
+
+/* First IPU of an aligned group of count free IPUs, or -1. */
+static int
+find_group(const struct dev_inventory *inv, unsigned count)
+{
+    for (unsigned first = 0; first + count <= inv->n; first += count) {
+        unsigned k = 0;
+        while (k < count && inv->ipus[first + k].state == DEV_FREE)
+            k++;
+        if (k == count)
+            return (int)first;
+    }
+    return -1;
+}
+
+int
+dev_can_attach(const struct dev_inventory *inv, unsigned count)
+{
+    return dev_is_pow2(count) && count <= inv->n && find_group(inv, count) >= 0;
+}
+
+struct dev_partition *
+dev_find_partition(const struct dev_inventory *inv, const char *name)
+{
+    for (struct dev_partition *p = inv->parts; p != NULL; p = p->next)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
+
+void
+dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, size_t errlen)
+{
+    size_t used;
+    unsigned nfree = dev_free_count(inv);
+    const char *sep = "";
+
+    used = (size_t)snprintf(err, errlen, "cannot attach %u IPU%s: %u of %u IPUs are free", count,
+                            count == 1 ? "" : "s", nfree, inv->n);
+    if (nfree > 0 && used < errlen) {
+        used += (size_t)snprintf(err + used, errlen - used, " (");
+        for (unsigned i = 0; i < inv->n && used < errlen; i++) {
+            if (inv->ipus[i].state != DEV_FREE)
+                continue;
+            used += (size_t)snprintf(err + used, errlen - used, "%s%u", sep, i);
+            sep = ", ";
+        }
+        if (used < errlen)
+            used += (size_t)snprintf(err + used, errlen - used, ")%s",
+                                     nfree >= count ? " but not as an aligned group" : "");
+    }
+    for (const struct dev_partition *p = inv->parts; p != NULL && used < errlen; p = p->next) {
+        used += (size_t)snprintf(err + used, errlen - used,
+                                 "; IPU%s %u-%u held by %s (pid %u, %s) in partition '%s'",
+                                 p->count == 1 ? "" : "s", p->first, p->first + p->count - 1,
+                                 p->holder.name[0] ? p->holder.name : "client", p->holder.pid,
+                                 p->holder.peer, p->name);
+    }
+    for (unsigned i = 0; i < inv->n && used < errlen; i++)
+        if (inv->ipus[i].state == DEV_ERROR)
+            used += (size_t)snprintf(err + used, errlen - used,
+                                     "; IPU %u is in error and needs ipuctl reset", i);
+}
+
+int
+dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
+           const struct dev_holder *holder, void *owner, struct dev_partition **out, char *err,
+           size_t errlen)
+{
+    struct dev_partition *p;
+    int first;
+
+    *out = NULL;
+    if (!dev_is_pow2(count)) {
+        seterr(err, errlen,
+               "cannot attach %u IPUs: partitions are a power of two IPUs (1, 2, 4, ...); "
+               "ask for %u or set auto-rounding", count, dev_round_pow2(count ? count : 1));
+        return IPUOF_E_INVAL;
+    }
+    if (count > inv->n) {
+        seterr(err, errlen, "cannot attach %u IPUs: this daemon has %u IPUs", count, inv->n);
+        return IPUOF_E_INVAL;
+    }
+    if (name != NULL && strlen(name) >= DEV_NAME_MAX) {
+        seterr(err, errlen, "partition name is %zu bytes long; at most %d are allowed",
+               strlen(name), DEV_NAME_MAX - 1);
+        return IPUOF_E_INVAL;
+    }
+    if (name != NULL && name[0] != '\0' && dev_find_partition(inv, name) != NULL) {
+        seterr(err, errlen, "partition name '%s' is already in use; choose another name", name);
+        return IPUOF_E_BUSY;
+    }
+    first = find_group(inv, count);
+    if (first < 0) {
+        dev_describe_busy(inv, count, err, errlen);
+        return IPUOF_E_BUSY;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        seterr(err, errlen, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    if (name != NULL && name[0] != '\0') {
+        snprintf(p->name, sizeof p->name, "%s", name);
+    } else {
+        do
+            snprintf(p->name, sizeof p->name, "p%u", inv->next_seq++);
+        while (dev_find_partition(inv, p->name) != NULL);
+    }
+    p->first = (unsigned)first;
+    p->count = count;
+    if (holder != NULL)
+        p->holder = *holder;
+    p->owner = owner;
+    p->next = inv->parts;
+    inv->parts = p;
+    for (unsigned i = 0; i < count; i++) {
+        struct dev_ipu *d = &inv->ipus[p->first + i];
+        d->state = DEV_ATTACHED;
+        d->part = p;
+    }
+    *out = p;
+    return IPUOF_OK;
+}
+
+void
+dev_release(struct dev_inventory *inv, struct dev_partition *p)
+{
+    struct dev_partition **pp;
+
+    if (p == NULL)
+        return;
+    for (pp = &inv->parts; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < p->count; i++) {
+        struct dev_ipu *d = &inv->ipus[p->first + i];
+        d->part = NULL;
+        d->memory_used = 0;
+        d->loaded[0] = '\0';
+        if (d->state != DEV_ERROR)
+            d->state = DEV_FREE;
+    }
+    free(p);
+}
+
+void
+dev_clear(struct dev_inventory *inv, unsigned id)
+{
+    struct dev_ipu *d = &inv->ipus[id];
+
+    d->state = DEV_FREE;
+    d->memory_used = 0;
+    d->loaded[0] = '\0';
+    d->steps_run = 0;
+    d->error[0] = '\0';
+}

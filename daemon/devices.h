@@ -1,0 +1,92 @@
+/*
+ * devices.h — the inventory of simulated IPUs and the partition allocator.
+ *
+ * Pure bookkeeping: no I/O, no event loop, no locking (the event-loop thread owns the
+ * inventory). A partition is an aligned group of a power-of-two count of IPUs, as on an
+ * IPU-Machine, where IPU-Link topology makes {0,1}, {2,3} and {0..3} the groups of 2 and 4.
+ */
+#ifndef IPUOFD_DEVICES_H
+#define IPUOFD_DEVICES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum dev_state { DEV_FREE = 0, DEV_ATTACHED = 1, DEV_BUSY = 2, DEV_ERROR = 3 };
+
+#define DEV_NAME_MAX 64
+
+/* Who holds a partition, as ipuctl status shows it (copied into the partition). */
+struct dev_holder {
+    uint32_t client_id;
+    char name[DEV_NAME_MAX];
+    uint32_t pid;
+    char peer[64];
+};
+
+struct dev_partition;
+
+struct dev_ipu {
+    unsigned id;
+    enum dev_state state;
+    unsigned tiles;
+    uint64_t memory_capacity;
+    uint64_t memory_used;
+    struct dev_partition *part;  /* NULL when free */
+    char loaded[DEV_NAME_MAX];   /* what is loaded, "" when nothing */
+    uint64_t steps_run;
+    char error[128];             /* for DEV_ERROR */
+};
+
+struct dev_partition {
+    char name[DEV_NAME_MAX];
+    unsigned first;              /* IPU ids first .. first + count - 1 */
+    unsigned count;
+    struct dev_holder holder;
+    void *owner;                 /* the connection holding it (opaque here) */
+    struct dev_partition *next;
+};
+
+struct dev_inventory {
+    unsigned n;
+    struct dev_ipu *ipus;
+    struct dev_partition *parts; /* attached partitions */
+    unsigned next_seq;           /* for generated partition names */
+};
+
+/* A new inventory of n free IPUs, or NULL when out of memory. Free with dev_inventory_free. */
+struct dev_inventory *dev_inventory_new(unsigned n, uint64_t memory, unsigned tiles);
+void dev_inventory_free(struct dev_inventory *inv);
+
+unsigned dev_free_count(const struct dev_inventory *inv);
+
+/*
+ * Attaches count IPUs (a power of two, at most inv->n) as a new partition named name
+ * ("" = generated "pN"). Returns IPUOF_OK and *out, or IPUOF_E_INVAL (bad count or name),
+ * IPUOF_E_BUSY (name taken, or no aligned group of count free IPUs: err says how many are
+ * free and who holds the rest). The partition belongs to the inventory; release it with
+ * dev_release().
+ */
+int dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
+               const struct dev_holder *holder, void *owner, struct dev_partition **out,
+               char *err, size_t errlen);
+
+/* Writes why count IPUs cannot be attached: "N of M IPUs are free (a, b); IPUs x-y held by
+ * NAME (pid P, PEER) in partition 'Q'; ...". */
+void dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, size_t errlen);
+
+/* True when an attach of count IPUs would succeed now. */
+int dev_can_attach(const struct dev_inventory *inv, unsigned count);
+
+/* Returns the partition's IPUs to free and frees the partition. NULL is a no-op. */
+void dev_release(struct dev_inventory *inv, struct dev_partition *p);
+
+struct dev_partition *dev_find_partition(const struct dev_inventory *inv, const char *name);
+
+/* Clears a free IPU's state (error, loaded, memory, steps). The IPU must not be held. */
+void dev_clear(struct dev_inventory *inv, unsigned id);
+
+/* Rounds n up to a power of two (n >= 1). */
+unsigned dev_round_pow2(unsigned n);
+int dev_is_pow2(unsigned n);
+
+#endif

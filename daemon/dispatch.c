@@ -1,0 +1,69 @@
+/*
+ * dispatch.c — the request table (tmux cmd_entry style) and the checks every request
+ * passes before its handler runs: hello first, admin rights, shutdown.
+ */
+#include "dispatch.h"
+
+#include <stddef.h>
+
+#include "frame.h"
+#include "ipuof/client.h"
+#include "log.h"
+#include "server.h"
+
+static const struct req_entry table[] = {
+    {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, req_hello},
+    {IPUOF__HEADER__BODY_HEALTH, "health", 1, 0, req_health},
+    {IPUOF__HEADER__BODY_ATTACH, "attach", 0, 0, req_attach},
+    {IPUOF__HEADER__BODY_DETACH, "detach", 0, 0, req_detach},
+    {IPUOF__HEADER__BODY_STATUS, "status", 0, 0, req_status},
+    {IPUOF__HEADER__BODY_RESET, "reset", 0, 1, req_reset},
+};
+
+void
+dispatch(struct conn *c, const Ipuof__Header *h)
+{
+    const struct req_entry *e = NULL;
+
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].body == h->body_case)
+            e = &table[i];
+    if (e == NULL) {
+        conn_send_error(c, h->request_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "'%s' is not a request this daemon serves (protocol version %u)",
+                        ipuof_frame_body_name(h), IPUOF_PROTOCOL_VERSION);
+        if (!c->hello_done)
+            conn_close_after_write(c);
+        return;
+    }
+    if (h->request_id == 0) {
+        conn_send_error(c, 0, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "%s request has request_id 0; every request needs a non-zero id",
+                        e->name);
+        return;
+    }
+    if (!c->hello_done && !e->before_hello) {
+        conn_send_error(c, h->request_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "%s request before the hello; the first request must be a hello",
+                        e->name);
+        conn_close_after_write(c);
+        return;
+    }
+    if (e->admin && !c->admin) {
+        conn_send_error(c, h->request_id, IPUOF_E_AUTH, 0, 0, "daemon",
+                        "%s needs admin rights: connect through the admin socket%s%s or present "
+                        "the admin token", e->name, c->srv->cfg.admin_socket[0] ? " " : "",
+                        c->srv->cfg.admin_socket);
+        return;
+    }
+    if (c->srv->stopping && e->body != IPUOF__HEADER__BODY_HEALTH &&
+        e->body != IPUOF__HEADER__BODY_STATUS && e->body != IPUOF__HEADER__BODY_DETACH) {
+        conn_send_error(c, h->request_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_RETRY, "daemon",
+                        "ipuofd is shutting down and takes no new %s requests", e->name);
+        return;
+    }
+    log_debug("client %u: %s (request %llu)", c->id, e->name,
+              (unsigned long long)h->request_id);
+    e->fn(c, h->request_id, h);
+}

@@ -1,0 +1,43 @@
+/*
+ * dispatch.h — the request table: which handler serves each Header body, and what the
+ * request needs first (a completed hello, admin rights).
+ */
+#ifndef IPUOFD_DISPATCH_H
+#define IPUOFD_DISPATCH_H
+
+#include <stdint.h>
+
+#include "conn.h"
+#include "ipuof.pb-c.h"
+
+/* A handler answers the request itself (reply or error); it never frees h. */
+typedef void (*req_fn)(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+
+struct req_entry {
+    Ipuof__Header__BodyCase body;
+    const char *name;
+    int before_hello;            /* allowed before the hello */
+    int admin;                   /* needs admin rights */
+    req_fn fn;
+};
+
+/* Checks the request against its entry and runs the handler. */
+void dispatch(struct conn *c, const Ipuof__Header *h);
+
+/* Handlers, one file per family. */
+void req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+void req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+void req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+void req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+void req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+void req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+
+/* Replies to an attach (used by the wait queue too). */
+void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
+                    uint32_t waited_ms);
+
+/* Takes conn's partition away and tells it why with a Notice (code, sentence). */
+void revoke_partition(struct conn *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,180 @@
+/*
+ * req_admin.c — status, health and reset: what an operator sees and does.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "ipuof/client.h"
+#include "log.h"
+#include "server.h"
+
+void
+req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+{
+    struct srv *s = c->srv;
+    struct dev_inventory *inv = s->inv;
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__StatusReply sr = IPUOF__STATUS_REPLY__INIT;
+    Ipuof__IpuInfo info[CFG_MAX_IPUS];
+    Ipuof__IpuInfo *infop[CFG_MAX_IPUS];
+    Ipuof__Holder holders[CFG_MAX_IPUS];
+
+    (void)h;
+    for (unsigned i = 0; i < inv->n; i++) {
+        const struct dev_ipu *d = &inv->ipus[i];
+        Ipuof__IpuInfo *x = &info[i];
+
+        ipuof__ipu_info__init(x);
+        x->id = d->id;
+        x->state = (Ipuof__IpuState)d->state;
+        x->tiles = d->tiles;
+        x->memory_capacity_bytes = d->memory_capacity;
+        x->memory_used_bytes = d->memory_used;
+        x->loaded = (char *)d->loaded;
+        x->steps_run = d->steps_run;
+        x->error = (char *)d->error;
+        if (d->part != NULL) {
+            Ipuof__Holder *ho = &holders[i];
+            ipuof__holder__init(ho);
+            ho->client_id = d->part->holder.client_id;
+            ho->client_name = d->part->holder.name;
+            ho->pid = d->part->holder.pid;
+            ho->peer = d->part->holder.peer;
+            x->partition = d->part->name;
+            x->holder = ho;
+        }
+        infop[i] = x;
+    }
+    sr.server_version = (char *)IPUOF_VERSION_STR;
+    sr.uptime_ms = srv_now_ms() - s->started_ms;
+    sr.clients = s->nconns;
+    sr.waiting = s->nwaiting;
+    sr.n_ipus = inv->n;
+    sr.ipus = infop;
+    sr.rejected_connections = s->rejected;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_STATUS_REPLY;
+    r.status_reply = &sr;
+    conn_send(c, &r, NULL, 0);
+}
+
+void
+req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
+
+    (void)h;
+    hr.live = 1;
+    hr.ready = !c->srv->stopping && c->srv->inv != NULL;
+    hr.reason = (char *)(c->srv->stopping ? "shutting down" : "");
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_HEALTH_REPLY;
+    r.health_reply = &hr;
+    conn_send(c, &r, NULL, 0);
+    if (!c->hello_done)
+        conn_close_after_write(c); /* a probe: answer and hang up */
+}
+
+/* Marks in sel[] the IPUs a reset request names; 0 or an error already sent. */
+static int
+select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsigned char *sel)
+{
+    struct dev_inventory *inv = c->srv->inv;
+    int kinds = (rq->all != 0) + (rq->n_ipu_ids > 0) + (rq->partition[0] != '\0');
+
+    if (kinds != 1) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "daemon",
+                        "reset names %s; give exactly one of: all IPUs, IPU ids, a partition",
+                        kinds ? "more than one target" : "no target");
+        return -1;
+    }
+    if (rq->all) {
+        memset(sel, 1, inv->n);
+        return 0;
+    }
+    if (rq->partition[0] != '\0') {
+        struct dev_partition *p = dev_find_partition(inv, rq->partition);
+        if (p == NULL) {
+            conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "daemon",
+                            "no partition named '%s'; ipuctl status lists the partitions",
+                            rq->partition);
+            return -1;
+        }
+        memset(sel + p->first, 1, p->count);
+        return 0;
+    }
+    for (size_t i = 0; i < rq->n_ipu_ids; i++) {
+        if (rq->ipu_ids[i] >= inv->n) {
+            conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "daemon",
+                            "no IPU %u: this daemon has IPUs 0 to %u", rq->ipu_ids[i], inv->n - 1);
+            return -1;
+        }
+        sel[rq->ipu_ids[i]] = 1;
+    }
+    return 0;
+}
+
+void
+req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+{
+    const Ipuof__ResetRequest *rq = h->reset;
+    struct srv *s = c->srv;
+    struct dev_inventory *inv = s->inv;
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__ResetReply rr = IPUOF__RESET_REPLY__INIT;
+    unsigned char sel[CFG_MAX_IPUS] = {0};
+    uint32_t ids[CFG_MAX_IPUS];
+    char held[512] = "";
+    size_t used = 0;
+    unsigned n = 0;
+
+    if (select_ipus(c, req_id, rq, sel) < 0)
+        return;
+    /* A held IPU resets its whole partition: the partition cannot run with a hole in it. */
+    for (unsigned i = 0; i < inv->n; i++) {
+        struct dev_partition *p = inv->ipus[i].part;
+        if (!sel[i] || p == NULL)
+            continue;
+        memset(sel + p->first, 1, p->count);
+        if (used < sizeof held && !strstr(held, p->name))
+            used += (size_t)snprintf(held + used, sizeof held - used,
+                                     "%spartition '%s' (IPUs %u-%u) held by %s (pid %u, %s)",
+                                     used ? "; " : "", p->name, p->first, p->first + p->count - 1,
+                                     p->holder.name, p->holder.pid, p->holder.peer);
+    }
+    if (held[0] != '\0' && !rq->force) {
+        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "daemon",
+                        "refusing to reset IPUs in use: %s; add --force to reset them anyway "
+                        "(the holder is told its partition was reset)", held);
+        return;
+    }
+    s->hold_waiters = 1; /* no IPU may be handed out half-way through the reset */
+    for (unsigned i = 0; i < inv->n; i++) {
+        struct dev_partition *p = inv->ipus[i].part;
+        if (!sel[i])
+            continue;
+        if (p != NULL) {
+            struct conn *holder = p->owner;
+            log_warn("client %u (%s) reset partition '%s' held by client %u (%s, pid %u, %s)",
+                     c->id, c->peer, p->name, holder->id, holder->name, holder->pid, holder->peer);
+            revoke_partition(holder, IPUOF_E_DEVICE_RESET,
+                             "partition '%s' (IPUs %u-%u) was reset by an administrator; its "
+                             "state is lost: attach again", p->name, p->first,
+                             p->first + p->count - 1);
+        }
+        dev_clear(inv, i);
+        ids[n++] = i;
+    }
+    s->hold_waiters = 0;
+    log_info("client %u (%s) reset %u IPU%s", c->id, c->peer, n, n == 1 ? "" : "s");
+    rr.n_ipu_ids = n;
+    rr.ipu_ids = ids;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_RESET_REPLY;
+    r.reset_reply = &rr;
+    conn_send(c, &r, NULL, 0);
+    srv_serve_waiters(s);
+}

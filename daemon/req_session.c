@@ -1,0 +1,239 @@
+/*
+ * req_session.c — hello, attach and detach: a client's life with its partition.
+ */
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "frame.h"
+#include "ipuof/client.h"
+#include "log.h"
+#include "server.h"
+
+/* Compares tokens in time independent of where they differ. */
+static int
+token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+void
+req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+{
+    const Ipuof__Hello *hi = h->hello;
+    const struct cfg *cfg = &c->srv->cfg;
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
+
+    if (c->hello_done) {
+        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "hello sent twice on one connection; it is the first request only");
+        return;
+    }
+    if (hi->protocol_version != IPUOF_PROTOCOL_VERSION) {
+        conn_send_error(c, req_id, IPUOF_E_VERSION, 0, 0, "protocol",
+                        "client speaks protocol version %u, ipuofd %s speaks version %u; use a "
+                        "client library and daemon of the same protocol version",
+                        hi->protocol_version, IPUOF_VERSION_STR, IPUOF_PROTOCOL_VERSION);
+        conn_close_after_write(c);
+        return;
+    }
+    if (!c->via_admin_socket && cfg->auth_token[0] != '\0' &&
+        !token_equal(hi->auth_token, cfg->auth_token)) {
+        log_warn("client %u (%s): hello with a %s auth token; closing", c->id, c->peer,
+                 hi->auth_token[0] ? "wrong" : "missing");
+        conn_send_error(c, req_id, IPUOF_E_AUTH, 0, 0, "daemon",
+                        "%s auth token: this daemon requires the token set in its auth_token "
+                        "(IPUOF_AUTH_TOKEN for the client tools)",
+                        hi->auth_token[0] ? "wrong" : "missing");
+        conn_close_after_write(c);
+        return;
+    }
+    if (hi->admin_token[0] != '\0') {
+        if (cfg->admin_token[0] == '\0' || !token_equal(hi->admin_token, cfg->admin_token)) {
+            log_warn("client %u (%s): hello with a wrong admin token; closing", c->id, c->peer);
+            conn_send_error(c, req_id, IPUOF_E_AUTH, 0, 0, "daemon",
+                            "wrong admin token%s", cfg->admin_token[0] ? ""
+                            : ": this daemon has no admin_token; use the admin socket");
+            conn_close_after_write(c);
+            return;
+        }
+        c->admin = 1;
+    }
+    snprintf(c->name, sizeof c->name, "%s", hi->client_name[0] ? hi->client_name : "client");
+    c->pid = hi->pid;
+    c->hello_done = 1;
+    evtimer_del(c->handshake_timer);
+    log_info("client %u: hello from %s (pid %u, %s)%s", c->id, c->name, c->pid, c->peer,
+             c->admin ? " with admin rights" : "");
+
+    hr.protocol_version = IPUOF_PROTOCOL_VERSION;
+    hr.server_version = (char *)IPUOF_VERSION_STR;
+    hr.server_name = (char *)"ipuofd";
+    hr.admin = c->admin;
+    hr.num_ipus = c->srv->inv->n;
+    hr.client_id = c->id;
+    hr.max_payload_bytes = cfg->max_payload_bytes;
+    hr.max_header_bytes = cfg->max_header_bytes;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_HELLO_REPLY;
+    r.hello_reply = &hr;
+    conn_send(c, &r, NULL, 0);
+}
+
+void
+reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, uint32_t waited_ms)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
+    uint32_t ids[CFG_MAX_IPUS];
+
+    for (unsigned i = 0; i < p->count; i++)
+        ids[i] = p->first + i;
+    ar.partition_name = (char *)p->name;
+    ar.n_ipu_ids = p->count;
+    ar.ipu_ids = ids;
+    ar.waited_ms = waited_ms;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
+    r.attach_reply = &ar;
+    log_info("client %u (%s, pid %u) attached partition '%s' (IPUs %u-%u)%s", c->id, c->name,
+             c->pid, p->name, p->first, p->first + p->count - 1, waited_ms ? " after waiting" : "");
+    conn_send(c, &r, NULL, 0);
+}
+
+void
+req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+{
+    const Ipuof__AttachRequest *a = h->attach;
+    struct srv *s = c->srv;
+    struct dev_holder holder;
+    struct dev_partition *p;
+    unsigned count = a->num_ipus;
+    char err[1024];
+    int rc;
+
+    if (c->part != NULL || c->waiter != NULL) {
+        conn_send_error(c, req_id, IPUOF_E_ALREADY_ATTACHED, 0, 0, "device",
+                        "this connection %s partition '%s'; detach first",
+                        c->part ? "already holds" : "is already waiting for a",
+                        c->part ? c->part->name : "");
+        return;
+    }
+    if (count == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "attach asks for 0 IPUs; ask for 1 or more (a power of two)");
+        return;
+    }
+    if (a->num_processes > 1 && a->process_id >= a->num_processes) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process_id %u is out of range for %u processes (0..%u)", a->process_id,
+                        a->num_processes, a->num_processes - 1);
+        return;
+    }
+    if (a->auto_round)
+        count = dev_round_pow2(count);
+    if (count > s->inv->n || !dev_is_pow2(count)) {
+        rc = dev_attach(s->inv, count, a->partition_name, NULL, NULL, &p, err, sizeof err);
+        conn_send_error(c, req_id, rc, 0, 0, "device", "%s", err);
+        return;
+    }
+    conn_holder(c, &holder);
+    /* Clients already waiting come first: no attach jumps the queue. */
+    if (s->wait_head == NULL) {
+        rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
+        if (rc == IPUOF_OK) {
+            c->part = p;
+            reply_attached(c, req_id, p, 0);
+            return;
+        }
+        if (rc != IPUOF_E_BUSY || !a->wait) {
+            conn_send_error(c, req_id, rc, rc == IPUOF_E_BUSY ? IPUOF_ERROR_RECOVERABLE : 0,
+                            rc == IPUOF_E_BUSY ? IPUOF_RECOVERY_RETRY : 0, "device", "%s%s", err,
+                            rc == IPUOF_E_BUSY ? "; retry later or ask to wait for IPUs" : "");
+            return;
+        }
+    } else if (!a->wait) {
+        conn_send_error(c, req_id, IPUOF_E_BUSY, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
+                        "device", "cannot attach %u IPU%s at once: %u client%s already waiting "
+                        "for IPUs come first; retry later or ask to wait", count,
+                        count == 1 ? "" : "s", s->nwaiting, s->nwaiting == 1 ? " is" : "s are");
+        return;
+    }
+    if (srv_wait_enqueue(s, c, req_id, count, a->partition_name, a->wait_timeout_ms, err,
+                         sizeof err) < 0)
+        conn_send_error(c, req_id, IPUOF_E_TOO_MANY, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_RETRY, "device", "%s", err);
+}
+
+void
+req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
+    uint32_t ids[CFG_MAX_IPUS];
+    struct dev_partition *p = c->part;
+
+    (void)h;
+    if (p == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
+                        "this connection holds no partition; attach first");
+        return;
+    }
+    for (unsigned i = 0; i < p->count; i++)
+        ids[i] = p->first + i;
+    dr.n_ipu_ids = p->count;
+    dr.ipu_ids = ids;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
+    r.detach_reply = &dr;
+    log_info("client %u (%s, pid %u) detached partition '%s'", c->id, c->name, c->pid, p->name);
+    c->part = NULL;
+    dev_release(c->srv->inv, p);
+    conn_send(c, &r, NULL, 0);
+    srv_serve_waiters(c->srv);
+}
+
+void
+revoke_partition(struct conn *c, int code, const char *fmt, ...)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__Notice n = IPUOF__NOTICE__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+    uint32_t ids[CFG_MAX_IPUS];
+    struct dev_partition *p = c->part;
+    char msg[512];
+    va_list ap;
+
+    if (p == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (unsigned i = 0; i < p->count; i++)
+        ids[i] = p->first + i;
+    e.code = (uint32_t)code;
+    e.component = (char *)"device";
+    e.message = msg;
+    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
+    e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
+                                          : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
+    n.error = &e;
+    n.n_ipu_ids = p->count;
+    n.ipu_ids = ids;
+    r.request_id = 0;
+    r.body_case = IPUOF__HEADER__BODY_NOTICE;
+    r.notice = &n;
+    /* Release first: sending may drop a connection that stopped reading. */
+    c->part = NULL;
+    dev_release(c->srv->inv, p);
+    conn_send(c, &r, NULL, 0);
+}

@@ -1,0 +1,601 @@
+/*
+ * server.c — see server.h.
+ *
+ * Accepting: a connection over max_connections is told so with an error frame and closed
+ * (rejected_connections counts them). When accept() fails for want of descriptors the
+ * listener pauses for 100 ms instead of spinning.
+ *
+ * Shutdown: stop listening, tell every holder and waiter, let queued output drain, then
+ * leave the loop; drain_timeout bounds the wait. A second SIGTERM/SIGINT leaves at once.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/thread.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "dispatch.h"
+#include "frame.h"
+#include "ipuof/client.h"
+#include "log.h"
+#include "notify.h"
+
+struct waiter {
+    struct conn *conn;
+    uint64_t req_id;
+    unsigned count;
+    char name[DEV_NAME_MAX];
+    uint64_t since_ms;
+    struct event *timer;
+    struct waiter *prev, *next;
+};
+
+static void
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+uint64_t
+srv_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int
+srv_build_config(const struct srv *s, struct cfg *out, char *err, size_t errlen)
+{
+    cfg_defaults(out);
+    if (s->config_path != NULL && cfg_load_file(out, s->config_path, err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < s->nov; i++) {
+        char detail[512];
+        if (cfg_set(out, s->ov[i].section, s->ov[i].key, s->ov[i].value, detail,
+                    sizeof detail) < 0) {
+            seterr(err, errlen, "command line: %s", detail);
+            return -1;
+        }
+    }
+    return cfg_validate(out, err, errlen);
+}
+
+/* ---- sending a refusal on a socket we will not keep ---------------------------------- */
+
+static void
+refuse_fd(int fd, int code, const char *msg)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+    uint8_t *buf;
+    size_t len;
+
+    e.code = (uint32_t)code;
+    e.component = (char *)"daemon";
+    e.message = (char *)msg;
+    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
+    e.recovery = IPUOF__RECOVERY_ACTION__RECOVERY_RETRY;
+    h.body_case = IPUOF__HEADER__BODY_ERROR;
+    h.error = &e;
+    if (ipuof_frame_pack(&h, 0, &buf, &len) == IPUOF_OK) {
+        ssize_t n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)n;
+        free(buf);
+    }
+    close(fd);
+}
+
+/* ---- listeners ------------------------------------------------------------------------- */
+
+static void
+accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen, int admin)
+{
+    char msg[160];
+
+    if (s->stopping) {
+        refuse_fd(fd, IPUOF_E_SHUTDOWN, "ipuofd is shutting down");
+        return;
+    }
+    if (s->nconns >= s->cfg.max_connections) {
+        s->rejected++;
+        snprintf(msg, sizeof msg,
+                 "too many connections: ipuofd serves at most %u (max_connections); retry later",
+                 s->cfg.max_connections);
+        log_warn("rejected a connection: %u connections open (max_connections)", s->nconns);
+        refuse_fd(fd, IPUOF_E_TOO_MANY, msg);
+        return;
+    }
+    s->accepted++;
+    conn_new(s, fd, sa, salen, admin);
+}
+
+static void
+on_accept_tcp(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+              void *arg)
+{
+    (void)l;
+    accept_common(arg, fd, sa, salen, 0);
+}
+
+static void
+on_accept_admin(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                void *arg)
+{
+    (void)l;
+    accept_common(arg, fd, sa, salen, 1);
+}
+
+static void
+on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct srv *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->stopping)
+        return;
+    if (s->tcp)
+        evconnlistener_enable(s->tcp);
+    if (s->admin)
+        evconnlistener_enable(s->admin);
+}
+
+static void
+on_accept_error(struct evconnlistener *l, void *arg)
+{
+    struct srv *s = arg;
+    struct timeval tv = {0, 100000};
+    int e = EVUTIL_SOCKET_ERROR();
+
+    log_warn("accept failed: %s; pausing new connections for 100 ms",
+             evutil_socket_error_to_string(e));
+    evconnlistener_disable(l);
+    evtimer_add(s->ev_accept_retry, &tv);
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" into host and port strings. 0 or -1. */
+static int
+split_hostport(const char *in, char *host, size_t hlen, char *port, size_t plen)
+{
+    const char *colon;
+
+    if (in[0] == '[') {
+        const char *end = strchr(in, ']');
+        if (end == NULL || end[1] != ':' || (size_t)(end - in - 1) >= hlen)
+            return -1;
+        memcpy(host, in + 1, (size_t)(end - in - 1));
+        host[end - in - 1] = '\0';
+        colon = end + 1;
+    } else {
+        colon = strrchr(in, ':');
+        if (colon == NULL || (size_t)(colon - in) >= hlen)
+            return -1;
+        memcpy(host, in, (size_t)(colon - in));
+        host[colon - in] = '\0';
+    }
+    if (colon[1] == '\0' || strlen(colon + 1) >= plen)
+        return -1;
+    snprintf(port, plen, "%s", colon + 1);
+    return 0;
+}
+
+static int
+listen_tcp(struct srv *s, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[256], port[16];
+    int rc;
+
+    if (split_hostport(s->cfg.listen, host, sizeof host, port, sizeof port) < 0) {
+        seterr(err, errlen, "listen address '%s' is not HOST:PORT (e.g. 127.0.0.1:50052 or "
+               "[::1]:0)", s->cfg.listen);
+        return -1;
+    }
+    rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+    if (rc != 0) {
+        seterr(err, errlen, "cannot resolve listen address '%s': %s", s->cfg.listen,
+               gai_strerror(rc));
+        return -1;
+    }
+    s->tcp = evconnlistener_new_bind(s->base, on_accept_tcp, s,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                         LEV_OPT_CLOSE_ON_EXEC,
+                                     1024, res->ai_addr, (int)res->ai_addrlen);
+    freeaddrinfo(res);
+    if (s->tcp == NULL) {
+        seterr(err, errlen, "cannot listen on %s: %s", s->cfg.listen, strerror(errno));
+        return -1;
+    }
+    evconnlistener_set_error_cb(s->tcp, on_accept_error);
+    if (getsockname(evconnlistener_get_fd(s->tcp), (struct sockaddr *)&ss, &sl) == 0)
+        s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                       : ((struct sockaddr_in *)&ss)->sin_port);
+    if (strncmp(host, "127.", 4) != 0 && strcmp(host, "::1") != 0 &&
+        strcmp(host, "localhost") != 0 && s->cfg.auth_token[0] == '\0')
+        log_warn("listening on %s without an auth_token: anyone who can reach this address "
+                 "can use the IPUs", s->cfg.listen);
+    return 0;
+}
+
+static int
+listen_admin(struct srv *s, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *path = s->cfg.admin_socket;
+    struct stat st;
+
+    if (path[0] == '\0')
+        return 0;
+    if (strlen(path) >= sizeof sa.sun_path) {
+        seterr(err, errlen, "admin socket path '%s' is longer than %zu bytes", path,
+               sizeof sa.sun_path - 1);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path));
+    /* A stale socket from an earlier run is replaced; any other file is left alone. */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            seterr(err, errlen, "admin socket path '%s' exists and is not a socket", path);
+            return -1;
+        }
+        unlink(path);
+    }
+    s->admin = evconnlistener_new_bind(s->base, on_accept_admin, s,
+                                       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 64,
+                                       (struct sockaddr *)&sa, (int)sizeof sa);
+    if (s->admin == NULL) {
+        seterr(err, errlen, "cannot listen on admin socket %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* Whoever may open this file is an administrator: owner and group only. */
+    if (chmod(path, 0660) < 0) {
+        seterr(err, errlen, "cannot set permissions of admin socket %s: %s", path,
+               strerror(errno));
+        return -1;
+    }
+    evconnlistener_set_error_cb(s->admin, on_accept_error);
+    return 0;
+}
+
+int
+srv_write_port_file(const struct srv *s, const char *path, char *err, size_t errlen)
+{
+    char tmp[4200];
+    FILE *f;
+
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        seterr(err, errlen, "cannot write port file %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "%d\n", s->bound_port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        seterr(err, errlen, "cannot write port file %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+
+static void
+on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct srv *s = arg;
+
+    (void)what;
+    if (s->stopping) {
+        log_warn("second %s: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    log_info("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    srv_shutdown_begin(s);
+}
+
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    srv_reload(arg);
+}
+
+void
+srv_reload(struct srv *s)
+{
+    struct cfg next;
+    char err[1024], ignored[512];
+    char mono[64];
+
+    snprintf(mono, sizeof mono, "RELOADING=1\nMONOTONIC_USEC=%llu",
+             (unsigned long long)srv_now_ms() * 1000);
+    notify_send(mono);
+    if (srv_build_config(s, &next, err, sizeof err) < 0) {
+        log_error("reload failed, keeping the running configuration: %s", err);
+        notify_send("READY=1");
+        return;
+    }
+    cfg_apply_reload(&s->cfg, &next, ignored, sizeof ignored);
+    log_set_level(s->cfg.log_level);
+    for (struct conn *c = s->conns; c != NULL; c = c->next)
+        conn_apply_timeouts(c);
+    if (ignored[0] != '\0')
+        log_warn("reload: changes to %s need a restart and were not applied", ignored);
+    log_info("configuration reloaded%s", s->config_path ? "" : " (no config file: flags only)");
+    notify_send("READY=1");
+}
+
+/* ---- shutdown ---------------------------------------------------------------------------- */
+
+static void
+on_drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct srv *s = arg;
+    struct timeval tick = {0, 50000};
+    int pending = 0;
+
+    (void)fd;
+    (void)what;
+    for (struct conn *c = s->conns; c != NULL; c = c->next)
+        pending += evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
+    if (pending == 0 || srv_now_ms() >= s->stop_deadline_ms) {
+        if (pending)
+            log_warn("drain_timeout reached with %d client(s) still unwritten", pending);
+        event_base_loopexit(s->base, NULL);
+        return;
+    }
+    evtimer_add(s->ev_drain, &tick);
+}
+
+void
+srv_shutdown_begin(struct srv *s)
+{
+    struct timeval now = {0, 0};
+    struct conn *next;
+
+    if (s->stopping)
+        return;
+    s->stopping = 1;
+    notify_send("STOPPING=1");
+    if (s->tcp)
+        evconnlistener_disable(s->tcp);
+    if (s->admin)
+        evconnlistener_disable(s->admin);
+    while (s->wait_head != NULL) {
+        struct waiter *w = s->wait_head;
+        struct conn *c = w->conn;
+        uint64_t req = w->req_id;
+        srv_wait_cancel(s, c);
+        conn_send_error(c, req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
+                        "daemon", "ipuofd is shutting down; the attach request was not served");
+    }
+    for (struct conn *c = s->conns; c != NULL; c = next) {
+        next = c->next;
+        conn_enter(c);
+        if (c->part != NULL)
+            revoke_partition(c, IPUOF_E_SHUTDOWN,
+                             "ipuofd is shutting down; partition '%s' is released",
+                             c->part->name);
+        conn_close_after_write(c);
+        conn_leave(c);
+    }
+    s->stop_deadline_ms = srv_now_ms() + (uint64_t)s->cfg.drain_timeout * 1000;
+    evtimer_add(s->ev_drain, &now);
+}
+
+/* ---- attach wait queue ------------------------------------------------------------------- */
+
+static void
+waiter_unlink(struct srv *s, struct waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        s->wait_head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        s->wait_tail = w->prev;
+    s->nwaiting--;
+    w->conn->waiter = NULL;
+    if (w->timer)
+        event_free(w->timer);
+    free(w);
+}
+
+static void
+on_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct waiter *w = arg;
+    struct conn *c = w->conn;
+    struct srv *s = c->srv;
+    uint64_t req = w->req_id;
+    unsigned count = w->count;
+    uint64_t waited = srv_now_ms() - w->since_ms;
+    char busy[900];
+
+    (void)fd;
+    (void)what;
+    waiter_unlink(s, w);
+    dev_describe_busy(s->inv, count, busy, sizeof busy);
+    conn_enter(c);
+    conn_send_error(c, req, IPUOF_E_TIMEOUT, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
+                    "device", "waited %llu ms for %u IPU%s without getting them: %s",
+                    (unsigned long long)waited, count, count == 1 ? "" : "s", busy);
+    conn_leave(c);
+    srv_serve_waiters(s); /* the head may have blocked smaller requests behind it */
+}
+
+int
+srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
+                 const char *name, unsigned timeout_ms, char *err, size_t errlen)
+{
+    struct waiter *w;
+
+    if (s->nwaiting >= s->cfg.max_waiters) {
+        seterr(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
+               "(max_waiters); retry later", s->nwaiting);
+        return -1;
+    }
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        seterr(err, errlen, "out of memory");
+        return -1;
+    }
+    w->conn = c;
+    w->req_id = req_id;
+    w->count = count;
+    snprintf(w->name, sizeof w->name, "%s", name ? name : "");
+    w->since_ms = srv_now_ms();
+    if (timeout_ms > 0) {
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        w->timer = evtimer_new(s->base, on_wait_timeout, w);
+        if (w->timer == NULL) {
+            free(w);
+            seterr(err, errlen, "out of memory");
+            return -1;
+        }
+        evtimer_add(w->timer, &tv);
+    }
+    w->prev = s->wait_tail;
+    if (s->wait_tail)
+        s->wait_tail->next = w;
+    else
+        s->wait_head = w;
+    s->wait_tail = w;
+    s->nwaiting++;
+    c->waiter = w;
+    log_info("client %u (%s, pid %u) waits for %u IPU%s (%u in queue)", c->id, c->name, c->pid,
+             count, count == 1 ? "" : "s", s->nwaiting);
+    return 0;
+}
+
+void
+srv_wait_cancel(struct srv *s, struct conn *c)
+{
+    if (c->waiter != NULL)
+        waiter_unlink(s, c->waiter);
+}
+
+void
+srv_serve_waiters(struct srv *s)
+{
+    /* Strictly first come, first served: a large request at the head is not overtaken. */
+    while (s->wait_head != NULL && !s->stopping && !s->hold_waiters) {
+        struct waiter *w = s->wait_head;
+        struct conn *c = w->conn;
+        struct dev_holder holder;
+        struct dev_partition *p;
+        uint64_t req = w->req_id;
+        uint32_t waited;
+        char err[900];
+        int rc;
+
+        if (!dev_can_attach(s->inv, w->count))
+            return;
+        conn_holder(c, &holder);
+        rc = dev_attach(s->inv, w->count, w->name, &holder, c, &p, err, sizeof err);
+        waited = (uint32_t)(srv_now_ms() - w->since_ms);
+        waiter_unlink(s, w);
+        conn_enter(c);
+        if (rc == IPUOF_OK) {
+            c->part = p;
+            reply_attached(c, req, p, waited ? waited : 1);
+        } else {
+            conn_send_error(c, req, rc, 0, 0, "device", "%s", err);
+        }
+        conn_leave(c);
+    }
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+int
+srv_init(struct srv *s, char *err, size_t errlen)
+{
+    evthread_use_pthreads();
+    s->base = event_base_new();
+    if (s->base == NULL) {
+        seterr(err, errlen, "cannot create the event loop");
+        return -1;
+    }
+    s->started_ms = srv_now_ms();
+    s->inv = dev_inventory_new(s->cfg.ipus, s->cfg.ipu_memory, s->cfg.tiles);
+    s->ev_term = evsignal_new(s->base, SIGTERM, on_stop_signal, s);
+    s->ev_int = evsignal_new(s->base, SIGINT, on_stop_signal, s);
+    s->ev_hup = evsignal_new(s->base, SIGHUP, on_hup, s);
+    s->ev_drain = evtimer_new(s->base, on_drain_tick, s);
+    s->ev_accept_retry = evtimer_new(s->base, on_accept_retry, s);
+    if (s->inv == NULL || !s->ev_term || !s->ev_int || !s->ev_hup || !s->ev_drain ||
+        !s->ev_accept_retry) {
+        seterr(err, errlen, "out of memory");
+        return -1;
+    }
+    evsignal_add(s->ev_term, NULL);
+    evsignal_add(s->ev_int, NULL);
+    evsignal_add(s->ev_hup, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+void
+srv_run(struct srv *s)
+{
+    event_base_dispatch(s->base);
+}
+
+void
+srv_cleanup(struct srv *s)
+{
+    while (s->conns != NULL)
+        conn_free(s->conns);
+    if (s->tcp)
+        evconnlistener_free(s->tcp);
+    if (s->admin) {
+        evconnlistener_free(s->admin);
+        unlink(s->cfg.admin_socket);
+    }
+    if (s->ev_term)
+        event_free(s->ev_term);
+    if (s->ev_int)
+        event_free(s->ev_int);
+    if (s->ev_hup)
+        event_free(s->ev_hup);
+    if (s->ev_drain)
+        event_free(s->ev_drain);
+    if (s->ev_accept_retry)
+        event_free(s->ev_accept_retry);
+    dev_inventory_free(s->inv);
+    if (s->base)
+        event_base_free(s->base);
+    libevent_global_shutdown();
+}
