@@ -132,9 +132,13 @@ dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, si
                                      nfree >= count ? " but not as an aligned group" : "");
     }
     for (const struct dev_partition *p = inv->parts; p != NULL && used < errlen; p = p->next) {
+        char range[32];
+        if (p->count == 1)
+            snprintf(range, sizeof range, "IPU %u", p->first);
+        else
+            snprintf(range, sizeof range, "IPUs %u-%u", p->first, p->first + p->count - 1);
         used += (size_t)snprintf(err + used, errlen - used,
-                                 "; IPU%s %u-%u held by %s (pid %u, %s) in partition '%s'",
-                                 p->count == 1 ? "" : "s", p->first, p->first + p->count - 1,
+                                 "; %s held by %s (pid %u, %s) in partition '%s'", range,
                                  p->holder.name[0] ? p->holder.name : "client", p->holder.pid,
                                  p->holder.peer, p->name);
     }
