@@ -182,14 +182,11 @@ ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a)
     gai = getaddrinfo(a->host, a->port, &hints, &res);
     if (gai != 0) {
         if (gai == EAI_MEMORY)
-            rc = ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory resolving %s",
-                               a->host);
-        else
-            rc = ipuof_err_set(c, IPUOF_E_IO, "connection",
-                               "cannot resolve the host of ipuofd at %s: %s", c->address,
-                               gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
-        res = NULL;
-        goto out;
+            return ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory resolving %s",
+                                 a->host);
+        return ipuof_err_set(c, IPUOF_E_IO, "connection",
+                             "cannot resolve the host of ipuofd at %s: %s", c->address,
+                             gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
     }
     for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
         c->fd = connect_one(&io, ai->ai_family, ai->ai_addr, ai->ai_addrlen, &rc);

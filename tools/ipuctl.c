@@ -1,0 +1,562 @@
+/*
+ * ipuctl — look at and administer an ipuofd daemon.
+ *
+ *   ipuctl [--server HOST:PORT | --admin-socket PATH] [--token T] [--admin-token T]
+ *          [--timeout MS] COMMAND [ARGS]
+ *
+ * Commands come from one table of {name, usage, summary, handler}; each handler parses its
+ * own options and returns the process exit status (sysexits.h). Results go to stdout,
+ * errors to stderr as "ipuctl: <what failed>: <sentence>"; with --json stdout carries one
+ * JSON document and nothing else. Only main() exits.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "human.h"
+#include "ipuof/client.h"
+#include "json.h"
+#include "table.h"
+
+#define MAX_RESET_IDS 4096
+
+/* Global options, shared by every command. */
+struct opts {
+    const char *server;        /* NULL: IPUOF_SERVER, else 127.0.0.1:50052 */
+    const char *admin_socket;  /* NULL: use server */
+    const char *token;
+    const char *admin_token;
+    int timeout_ms;            /* -1: the library's defaults */
+};
+
+struct cmd {
+    const char *name;
+    const char *usage;
+    const char *summary;
+    int (*handler)(const struct opts *o, int argc, char **argv);
+};
+
+/* ---- errors and exit codes -------------------------------------------------------------- */
+
+/* The exit status for a failed call: connecting says whether the failure came while
+ * connecting (a timeout or a dropped connection there means the daemon is unreachable). */
+static int
+exit_code(int status, int connecting)
+{
+    switch (status) {
+    case IPUOF_OK:
+        return EX_OK;
+    case IPUOF_E_IO:
+    case IPUOF_E_SHUTDOWN:
+        return EX_UNAVAILABLE;
+    case IPUOF_E_TIMEOUT:
+        return connecting ? EX_UNAVAILABLE : EX_SOFTWARE;
+    case IPUOF_E_CLOSED:
+        return connecting ? EX_UNAVAILABLE : EX_PROTOCOL;
+    case IPUOF_E_INVAL:
+        return connecting ? EX_USAGE : EX_SOFTWARE;
+    case IPUOF_E_AUTH:
+        return EX_NOPERM;
+    case IPUOF_E_NOTFOUND:
+        return EX_DATAERR;
+    case IPUOF_E_BUSY:
+    case IPUOF_E_TOO_MANY:
+        return EX_TEMPFAIL;
+    case IPUOF_E_PROTO:
+    case IPUOF_E_VERSION:
+        return EX_PROTOCOL;
+    default:
+        return EX_SOFTWARE;
+    }
+}
+
+/* Prints "ipuctl: WHAT: SENTENCE" with the handle's sentence made terminal-safe. */
+static void
+report(const ipuof_client *c, int status, const char *what)
+{
+    char msg[4608];
+    const char *text = ipuof_client_errmsg(c);
+
+    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(status));
+    fprintf(stderr, "ipuctl: %s: %s\n", what, msg);
+}
+
+/* ---- connecting ------------------------------------------------------------------------- */
+
+/* Connects as the global options say. Returns EX_OK with *out (caller frees with
+ * ipuof_client_free()), or the exit status after printing why. */
+static int
+open_client(const struct opts *o, ipuof_client **out)
+{
+    char address[4200];
+    const char *addr = o->server;
+    ipuof_client *c;
+    int rc;
+
+    *out = NULL;
+    c = ipuof_client_new();
+    if (c == NULL) {
+        fprintf(stderr, "ipuctl: out of memory\n");
+        return EX_OSERR;
+    }
+    if (o->admin_socket != NULL) {
+        snprintf(address, sizeof address, "unix:%s", o->admin_socket);
+        addr = address;
+    }
+    rc = ipuof_client_set_name(c, "ipuctl");
+    if (rc == IPUOF_OK && o->token != NULL)
+        rc = ipuof_client_set_auth_token(c, o->token);
+    if (rc == IPUOF_OK && o->admin_token != NULL)
+        rc = ipuof_client_set_admin_token(c, o->admin_token);
+    if (rc == IPUOF_OK && o->timeout_ms >= 0)
+        rc = ipuof_client_set_timeouts(c, o->timeout_ms, o->timeout_ms);
+    if (rc == IPUOF_OK)
+        rc = ipuof_client_connect(c, addr);
+    if (rc != IPUOF_OK) {
+        report(c, rc, "connect");
+        ipuof_client_free(c);
+        return exit_code(rc, 1);
+    }
+    *out = c;
+    return EX_OK;
+}
+
+/* ---- status ----------------------------------------------------------------------------- */
+
+static void
+print_status_json(const ipuof_status_report *r)
+{
+    size_t n = ipuof_status_report_ipu_count(r);
+
+    fputs("{\"server_version\":", stdout);
+    json_string(stdout, ipuof_status_report_server_version(r));
+    printf(",\"uptime_ms\":%" PRIu64 ",\"clients\":%u,\"waiting\":%u,\"ipus\":[",
+           ipuof_status_report_uptime_ms(r), ipuof_status_report_clients(r),
+           ipuof_status_report_waiting(r));
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_ipu_info in;
+
+        if (ipuof_status_report_ipu(r, i, &in) != IPUOF_OK)
+            continue;
+        printf("%s{\"id\":%u,\"state\":", i > 0 ? "," : "", in.id);
+        json_string(stdout, ipuof_ipu_state_name(in.state));
+        printf(",\"tiles\":%u,\"memory_capacity_bytes\":%" PRIu64
+               ",\"memory_used_bytes\":%" PRIu64 ",\"partition\":",
+               in.tiles, in.memory_capacity_bytes, in.memory_used_bytes);
+        json_string_or_null(stdout, in.partition);
+        fputs(",\"holder\":", stdout);
+        if (in.held) {
+            printf("{\"client_id\":%u,\"name\":", in.holder_client_id);
+            json_string(stdout, in.holder_name);
+            printf(",\"pid\":%u,\"peer\":", in.holder_pid);
+            json_string(stdout, in.holder_peer);
+            putchar('}');
+        } else {
+            fputs("null", stdout);
+        }
+        fputs(",\"loaded\":", stdout);
+        json_string_or_null(stdout, in.loaded);
+        printf(",\"steps_run\":%" PRIu64 ",\"error\":", in.steps_run);
+        json_string_or_null(stdout, in.error);
+        putchar('}');
+    }
+    fputs("]}\n", stdout);
+}
+
+/* Fills the cells of one table row from in; the strings live in bufs. */
+static void
+status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[7])
+{
+    char used[32], cap[32];
+
+    snprintf(bufs[0], 256, "%u", in->id);
+    cells[0] = bufs[0];
+    cells[1] = ipuof_ipu_state_name(in->state);
+    cells[2] = in->partition[0] != '\0' ? in->partition : "-";
+    if (in->held)
+        snprintf(bufs[1], 256, "%s (pid %u, %s)", in->holder_name, in->holder_pid,
+                 in->holder_peer[0] != '\0' ? in->holder_peer : "?");
+    else
+        snprintf(bufs[1], 256, "-");
+    cells[3] = bufs[1];
+    human_bytes(used, sizeof used, in->memory_used_bytes);
+    human_bytes(cap, sizeof cap, in->memory_capacity_bytes);
+    snprintf(bufs[2], 256, "%s / %s", used, cap);
+    cells[4] = bufs[2];
+    cells[5] = in->loaded[0] != '\0' ? in->loaded : "-";
+    snprintf(bufs[3], 256, "%" PRIu64, in->steps_run);
+    cells[6] = bufs[3];
+}
+
+static int
+print_status_table(const ipuof_status_report *r)
+{
+    static const char *const heads[7] = {"IPU", "State", "Partition", "Holder",
+                                         "Memory used / capacity", "Loaded", "Steps run"};
+    static const int right[7] = {1, 0, 0, 0, 1, 0, 1};
+    size_t n = ipuof_status_report_ipu_count(r);
+    struct table t;
+    char uptime[32];
+    char version[64];
+    int rc = EX_OK;
+
+    human_duration(uptime, sizeof uptime, ipuof_status_report_uptime_ms(r));
+    human_sanitize(version, sizeof version, ipuof_status_report_server_version(r));
+    printf("ipuofd %s, up %s, %u client%s, %u waiting attach%s\n", version, uptime,
+           ipuof_status_report_clients(r), ipuof_status_report_clients(r) == 1 ? "" : "s",
+           ipuof_status_report_waiting(r), ipuof_status_report_waiting(r) == 1 ? "" : "es");
+    table_init(&t, 7, heads, right);
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_ipu_info in;
+        char bufs[4][256];
+        const char *cells[7];
+
+        if (ipuof_status_report_ipu(r, i, &in) != IPUOF_OK)
+            continue;
+        status_row(&in, bufs, cells);
+        if (table_add_row(&t, cells) != 0) {
+            fprintf(stderr, "ipuctl: status: out of memory\n");
+            rc = EX_OSERR;
+            goto out;
+        }
+    }
+    table_print(&t, stdout);
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_ipu_info in;
+        char err[1024];
+
+        if (ipuof_status_report_ipu(r, i, &in) != IPUOF_OK || in.error[0] == '\0')
+            continue;
+        human_sanitize(err, sizeof err, in.error);
+        printf("IPU %u: %s\n", in.id, err);
+    }
+out:
+    table_free(&t);
+    return rc;
+}
+
+static int
+cmd_status(const struct opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    ipuof_client *c = NULL;
+    ipuof_status_report *r = NULL;
+    int json = 0;
+    int ch;
+    int ex;
+    int rc;
+
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, "+jh", longopts, NULL)) != -1) {
+        if (ch == 'j') {
+            json = 1;
+        } else if (ch == 'h') {
+            printf("usage: ipuctl status [--json]\n");
+            return EX_OK;
+        } else {
+            fprintf(stderr, "ipuctl: status: bad option '%s'\nusage: ipuctl status [--json]\n",
+                    argv[optind - 1]);
+            return EX_USAGE;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "ipuctl: status: unexpected argument '%s'\n"
+                "usage: ipuctl status [--json]\n", argv[optind]);
+        return EX_USAGE;
+    }
+    ex = open_client(o, &c);
+    if (ex != EX_OK)
+        goto out;
+    rc = ipuof_status(c, &r);
+    if (rc != IPUOF_OK) {
+        report(c, rc, "status");
+        ex = exit_code(rc, 0);
+        goto out;
+    }
+    if (json)
+        print_status_json(r);
+    else
+        ex = print_status_table(r);
+    if (fflush(stdout) != 0) {
+        perror("ipuctl: status: writing the output");
+        ex = EX_IOERR;
+    }
+out:
+    ipuof_status_report_free(r);
+    ipuof_client_free(c);
+    return ex;
+}
+
+/* ---- reset ------------------------------------------------------------------------------ */
+
+#define RESET_USAGE "usage: ipuctl reset (--all | --ipu N | --partition NAME) [--force]\n"
+
+/* Prints the ids a reset touched: "reset IPU 2" / "reset 4 IPUs: 0, 1, 2, 3". */
+static void
+print_reset(const unsigned *ids, size_t n)
+{
+    if (n == 0) {
+        printf("nothing to reset\n");
+        return;
+    }
+    if (n == 1) {
+        printf("reset IPU %u\n", ids[0]);
+        return;
+    }
+    printf("reset %zu IPUs:", n);
+    for (size_t i = 0; i < n && i < MAX_RESET_IDS; i++)
+        printf("%s %u", i > 0 ? "," : "", ids[i]);
+    if (n > MAX_RESET_IDS)
+        printf(" and %zu more", n - MAX_RESET_IDS);
+    putchar('\n');
+}
+
+/* Parses a non-negative decimal IPU id; returns 0 on success. */
+static int
+parse_id(const char *s, unsigned *out)
+{
+    char *end;
+    unsigned long v;
+
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    v = strtoul(s, &end, 10);
+    if (*end != '\0' || v > 0xffffffffUL)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static int
+cmd_reset(const struct opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"all", no_argument, NULL, 'a'},
+        {"ipu", required_argument, NULL, 'i'},
+        {"partition", required_argument, NULL, 'p'},
+        {"force", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    unsigned ids[MAX_RESET_IDS];
+    ipuof_client *c = NULL;
+    const char *partition = NULL;
+    unsigned ipu = 0;
+    int scope = -1;
+    int scopes = 0;
+    int force = 0;
+    size_t n = 0;
+    int ch;
+    int ex;
+    int rc;
+
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, "+ai:p:fh", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'a':
+            scope = IPUOF_RESET_ALL;
+            scopes++;
+            break;
+        case 'i':
+            if (parse_id(optarg, &ipu) != 0) {
+                fprintf(stderr, "ipuctl: reset: --ipu wants an IPU id, not '%s'\n", optarg);
+                return EX_USAGE;
+            }
+            scope = IPUOF_RESET_IPU;
+            scopes++;
+            break;
+        case 'p':
+            partition = optarg;
+            scope = IPUOF_RESET_PARTITION;
+            scopes++;
+            break;
+        case 'f':
+            force = 1;
+            break;
+        case 'h':
+            fputs(RESET_USAGE, stdout);
+            return EX_OK;
+        default:
+            fprintf(stderr, "ipuctl: reset: bad option '%s'\n" RESET_USAGE, argv[optind - 1]);
+            return EX_USAGE;
+        }
+    }
+    if (optind != argc || scopes != 1) {
+        fprintf(stderr, "ipuctl: reset: give exactly one of --all, --ipu N, --partition NAME\n"
+                RESET_USAGE);
+        return EX_USAGE;
+    }
+    ex = open_client(o, &c);
+    if (ex != EX_OK)
+        goto out;
+    rc = ipuof_reset_ids(c, scope, ipu, partition, force, ids, MAX_RESET_IDS, &n);
+    if (rc != IPUOF_OK) {
+        report(c, rc, "reset");
+        /* Hints only where the daemon's own sentence does not already give them. */
+        if (rc == IPUOF_E_BUSY && !force && strstr(ipuof_client_errmsg(c), "--force") == NULL)
+            fprintf(stderr, "ipuctl: reset: the IPUs are in use; add --force to reset them "
+                    "anyway (their holders get IPUOF_E_DEVICE_RESET)\n");
+        else if (rc == IPUOF_E_AUTH && strstr(ipuof_client_errmsg(c), "admin") == NULL)
+            fprintf(stderr, "ipuctl: reset: resetting needs admin rights: use "
+                    "--admin-socket PATH or --admin-token TOKEN\n");
+        ex = exit_code(rc, 0);
+        goto out;
+    }
+    print_reset(ids, n);
+out:
+    ipuof_client_free(c);
+    return ex;
+}
+
+/* ---- health ----------------------------------------------------------------------------- */
+
+static int
+cmd_health(const struct opts *o, int argc, char **argv)
+{
+    ipuof_client *c = NULL;
+    char reason[4200];
+    int ready = 0;
+    int ex;
+    int rc;
+
+    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        printf("usage: ipuctl health\n");
+        return EX_OK;
+    }
+    if (argc != 1) {
+        fprintf(stderr, "ipuctl: health: unexpected argument '%s'\nusage: ipuctl health\n",
+                argv[1]);
+        return EX_USAGE;
+    }
+    ex = open_client(o, &c);
+    if (ex != EX_OK)
+        goto out;
+    rc = ipuof_health(c, &ready);
+    if (rc != IPUOF_OK) {
+        report(c, rc, "health");
+        ex = exit_code(rc, 0);
+        goto out;
+    }
+    if (ready) {
+        printf("live, ready\n");
+    } else {
+        human_sanitize(reason, sizeof reason, ipuof_health_reason(c));
+        printf("live, not ready: %s\n", reason);
+        ex = EX_TEMPFAIL;
+    }
+out:
+    ipuof_client_free(c);
+    return ex;
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static const struct cmd cmds[] = {
+    {"status", "status [--json]", "show every IPU, its state and who holds it", cmd_status},
+    {"reset", "reset (--all | --ipu N | --partition NAME) [--force]",
+     "return IPUs to free (admin); --force takes them from their holders", cmd_reset},
+    {"health", "health", "say whether the daemon is live and ready (exit 0 when ready)",
+     cmd_health},
+};
+
+static void
+usage(FILE *f)
+{
+    fprintf(f, "usage: ipuctl [--server HOST:PORT | --admin-socket PATH] [--token T]\n"
+               "              [--admin-token T] [--timeout MS] COMMAND [ARGS]\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        fprintf(f, "  %s\n      %s\n", cmds[i].usage, cmds[i].summary);
+    fprintf(f, "\noptions:\n"
+               "  --server HOST:PORT   daemon address (default: $IPUOF_SERVER, else "
+               "127.0.0.1:50052)\n"
+               "  --admin-socket PATH  connect to the daemon's local admin socket\n"
+               "  --token T            auth token, when the daemon requires one\n"
+               "  --admin-token T      admin token: allows reset over TCP\n"
+               "  --timeout MS         connect and request timeout in ms (0: none)\n"
+               "  --help, --version\n\n"
+               "exit status: 0 ok, 64 usage, 65 no such IPU or partition, 69 daemon "
+               "unreachable,\n"
+               "  70 other failure, 75 IPU in use / not ready / too many connections, "
+               "76 protocol\n"
+               "  or version mismatch, 77 not authorised\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"server", required_argument, NULL, 's'},
+        {"admin-socket", required_argument, NULL, 'S'},
+        {"token", required_argument, NULL, 't'},
+        {"admin-token", required_argument, NULL, 'T'},
+        {"timeout", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    struct opts o = {.timeout_ms = -1};
+    char *end;
+    long v;
+    int ch;
+
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            o.server = optarg;
+            break;
+        case 'S':
+            o.admin_socket = optarg;
+            break;
+        case 't':
+            o.token = optarg;
+            break;
+        case 'T':
+            o.admin_token = optarg;
+            break;
+        case 'w':
+            v = strtol(optarg, &end, 10);
+            if (optarg[0] < '0' || optarg[0] > '9' || *end != '\0' || v > 86400000L) {
+                fprintf(stderr, "ipuctl: --timeout wants milliseconds (0..86400000), "
+                        "not '%s'\n", optarg);
+                return EX_USAGE;
+            }
+            o.timeout_ms = (int)v;
+            break;
+        case 'h':
+            usage(stdout);
+            return EX_OK;
+        case 'V':
+            printf("ipuctl %s (libipuof-client %s)\n", IPUOF_VERSION_STR, ipuof_version());
+            return EX_OK;
+        default:
+            fprintf(stderr, "ipuctl: bad option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return EX_USAGE;
+        }
+    }
+    if (o.server != NULL && o.admin_socket != NULL) {
+        fprintf(stderr, "ipuctl: give --server or --admin-socket, not both\n");
+        return EX_USAGE;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "ipuctl: no command given\n");
+        usage(stderr);
+        return EX_USAGE;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[optind], cmds[i].name) == 0)
+            return cmds[i].handler(&o, argc - optind, argv + optind);
+    }
+    fprintf(stderr, "ipuctl: unknown command '%s'\n", argv[optind]);
+    usage(stderr);
+    return EX_USAGE;
+}
