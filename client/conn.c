@@ -502,8 +502,8 @@ ipuof_conn_call(ipuof_client *c, Ipuof__Header *req, Ipuof__Header__BodyCase wan
     }
     if (h->request_id != req->request_id) {
         rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s sent a %s frame for request %llu while request %llu "
-                           "(%s) was pending",
+                           "ipuofd at %s sent an unexpected frame (%s) for request %llu while "
+                           "request %llu (%s) was pending",
                            c->address, ipuof_frame_body_name(h),
                            (unsigned long long)h->request_id,
                            (unsigned long long)req->request_id, what);
@@ -512,7 +512,7 @@ ipuof_conn_call(ipuof_client *c, Ipuof__Header *req, Ipuof__Header__BodyCase wan
     }
     if (h->body_case != want) {
         rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s answered %s with a %s frame", c->address, what,
+                           "ipuofd at %s answered %s with an unexpected frame (%s)", c->address, what,
                            ipuof_frame_body_name(h));
         broken = 1;
         goto out;
@@ -561,8 +561,8 @@ ipuof_conn_poll_notices(ipuof_client *c)
             goto out;
         } else {
             rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                               "ipuofd at %s sent a %s frame for request %llu while no request "
-                               "was pending",
+                               "ipuofd at %s sent an unexpected frame (%s) for request %llu while "
+                               "no request was pending",
                                c->address, ipuof_frame_body_name(h),
                                (unsigned long long)h->request_id);
             goto out;
