@@ -512,8 +512,8 @@ ipuof_conn_call(ipuof_client *c, Ipuof__Header *req, Ipuof__Header__BodyCase wan
     }
     if (h->body_case != want) {
         rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s answered %s with an unexpected frame (%s)", c->address, what,
-                           ipuof_frame_body_name(h));
+                           "ipuofd at %s answered %s with an unexpected frame (%s)",
+                           c->address, what, ipuof_frame_body_name(h));
         broken = 1;
         goto out;
     }
