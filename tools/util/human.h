@@ -15,7 +15,15 @@ void human_bytes(char *buf, size_t len, uint64_t n);
 void human_duration(char *buf, size_t len, uint64_t ms);
 
 /* Copies src into dst[0..len) with control characters (which could drive the terminal)
- * replaced by '?'. src is only read; NULL is copied as "". */
+ * and bytes that are not valid UTF-8 replaced by '?'. src is only read; NULL is copied
+ * as "". */
 void human_sanitize(char *dst, size_t len, const char *src);
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s does not start one
+ * (overlong forms, surrogates and code points past U+10FFFF are invalid). */
+size_t human_utf8_len(const unsigned char *s);
+
+/* Characters in the valid UTF-8 string s: its width in a table, one column each. */
+size_t human_width(const char *s);
 
 #endif /* IPUCTL_HUMAN_H */

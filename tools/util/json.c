@@ -5,34 +5,7 @@
 
 #include <stddef.h>
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s does not start one. */
-static size_t
-utf8_len(const unsigned char *s)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned cp;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1fu;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0fu;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07u;
-    else
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0; /* also stops at the terminating NUL */
-        cp = cp << 6 | (s[i] & 0x3fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0; /* overlong, out of range, or a surrogate */
-    return n;
-}
+#include "human.h"
 
 void
 json_string(FILE *f, const char *s)
@@ -74,7 +47,7 @@ json_string(FILE *f, const char *s)
                 fprintf(f, "\\u%04x", *p);
                 break;
             }
-            n = utf8_len(p);
+            n = human_utf8_len(p);
             if (n == 0) {
                 fputs("\\ufffd", f);
                 break;

@@ -1,6 +1,7 @@
 /*
- * table.c — boxed text tables. Widths count bytes, which is right for the ASCII the daemon
- * normally reports; a wide UTF-8 name only shifts its own row's border.
+ * table.c — boxed text tables. Cells are sanitised to valid UTF-8 without control
+ * characters, and widths count characters: right for the ASCII and most text the daemon
+ * reports; a double-width (CJK) name only shifts its own row's border.
  */
 #include "table.h"
 
@@ -65,8 +66,17 @@ static void
 print_row(const char *const *cells, const size_t *width, const int *right, size_t ncols,
           FILE *f)
 {
-    for (size_t i = 0; i < ncols; i++)
-        fprintf(f, right[i] ? "| %*s " : "| %-*s ", (int)width[i], cells[i]);
+    for (size_t i = 0; i < ncols; i++) {
+        size_t pad = width[i] - human_width(cells[i]);
+
+        fputs("| ", f);
+        for (size_t k = 0; right[i] && k < pad; k++)
+            putc(' ', f);
+        fputs(cells[i], f);
+        for (size_t k = 0; !right[i] && k < pad; k++)
+            putc(' ', f);
+        putc(' ', f);
+    }
     fputs("|\n", f);
 }
 
@@ -77,9 +87,9 @@ table_print(const struct table *t, FILE *f)
     int left[TABLE_MAX_COLS] = {0};
 
     for (size_t i = 0; i < t->ncols; i++) {
-        width[i] = strlen(t->heads[i]);
+        width[i] = human_width(t->heads[i]);
         for (size_t r = 0; r < t->nrows; r++) {
-            size_t n = strlen(t->cells[r * t->ncols + i]);
+            size_t n = human_width(t->cells[r * t->ncols + i]);
             if (n > width[i])
                 width[i] = n;
         }
