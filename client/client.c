@@ -379,7 +379,9 @@ hello(ipuof_client *c)
     h.protocol_version = IPUOF_PROTOCOL_VERSION;
     h.client_name = c->name != NULL ? c->name : program_invocation_short_name;
     h.pid = (uint32_t)getpid();
-    h.auth_token = c->auth_token != NULL ? c->auth_token : (char *)"";
+    h.auth_token = c->auth_token != NULL ? c->auth_token : getenv(IPUOF_AUTH_TOKEN_ENV);
+    if (h.auth_token == NULL)
+        h.auth_token = (char *)"";
     h.admin_token = c->admin_token != NULL ? c->admin_token : (char *)"";
     req.body_case = IPUOF__HEADER__BODY_HELLO;
     req.hello = &h;

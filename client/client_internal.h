@@ -21,6 +21,7 @@
 /* Address used when neither the caller nor IPUOF_SERVER names one. */
 #define IPUOF_DEFAULT_ADDRESS "127.0.0.1:50052"
 #define IPUOF_SERVER_ENV "IPUOF_SERVER"
+#define IPUOF_AUTH_TOKEN_ENV "IPUOF_AUTH_TOKEN" /* auth token when none was set */
 
 #define IPUOF_DEFAULT_CONNECT_MS 5000
 #define IPUOF_DEFAULT_REQUEST_MS 60000

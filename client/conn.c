@@ -40,6 +40,9 @@ struct io {
     const char *what;   /* "the status request", "connecting" */
 };
 
+/* strerror() may share a buffer between threads; the GNU strerror_r() writes to ours. */
+#define ERRTEXT(e) strerror_r((e), (char[128]){0}, 128)
+
 static int64_t
 now_ms(void)
 {
@@ -99,7 +102,7 @@ io_wait(struct io *io, int fd, short events)
             return io_timeout(io);
         if (errno != EINTR)
             return ipuof_err_set(io->c, IPUOF_E_IO, "connection", "poll on the connection to "
-                                 "ipuofd at %s failed: %s", io->c->address, strerror(errno));
+                                 "ipuofd at %s failed: %s", io->c->address, ERRTEXT(errno));
     }
 }
 
@@ -186,7 +189,7 @@ ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a)
                                  a->host);
         return ipuof_err_set(c, IPUOF_E_IO, "connection",
                              "cannot resolve the host of ipuofd at %s: %s", c->address,
-                             gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
+                             gai == EAI_SYSTEM ? ERRTEXT(errno) : gai_strerror(gai));
     }
     for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
         c->fd = connect_one(&io, ai->ai_family, ai->ai_addr, ai->ai_addrlen, &rc);
@@ -205,7 +208,7 @@ out:
                              c->connect_ms);
     if (rc == IPUOF_E_IO)
         return ipuof_err_set(c, IPUOF_E_IO, "connection", "cannot connect to ipuofd at %s: %s%s",
-                             c->address, strerror(last_errno), connect_hint(last_errno));
+                             c->address, ERRTEXT(last_errno), connect_hint(last_errno));
     return rc;
 }
 
@@ -251,7 +254,7 @@ send_all(struct io *io, struct iovec *iov, int iovcnt)
             }
             return ipuof_err_set(io->c, IPUOF_E_IO, "connection",
                                  "sending %s to ipuofd at %s failed: %s", io->what,
-                                 io->c->address, strerror(errno));
+                                 io->c->address, ERRTEXT(errno));
         }
         done = (size_t)n;
         while (iovcnt > 0 && done >= iov->iov_len) {
@@ -296,7 +299,7 @@ recv_all(struct io *io, void *buf, size_t len)
         }
         return ipuof_err_set(io->c, IPUOF_E_IO, "connection",
                              "reading from ipuofd at %s during %s failed: %s", io->c->address,
-                             io->what, strerror(errno));
+                             io->what, ERRTEXT(errno));
     }
     return IPUOF_OK;
 }
@@ -481,6 +484,11 @@ ipuof_conn_call(ipuof_client *c, Ipuof__Header *req, Ipuof__Header__BodyCase wan
         goto out;
     }
     for (;;) {
+        if (io_left(&io) == 0) {
+            rc = io_timeout(&io); /* a stream of notices must not hold the call for ever */
+            broken = 1;
+            goto out;
+        }
         rc = recv_frame(&io, req->request_id, pin, &too_large, &h);
         if (rc != IPUOF_OK) {
             broken = 1;
@@ -526,6 +534,11 @@ ipuof_conn_call(ipuof_client *c, Ipuof__Header *req, Ipuof__Header__BodyCase wan
     *reply = h;
     h = NULL;
 out:
+    if (broken && rc == IPUOF_E_CLOSED && c->notice_pending) {
+        size_t n = strlen(c->err.msg);
+        snprintf(c->err.msg + n, sizeof c->err.msg - n, "; before closing it said: %s",
+                 c->notice.msg);
+    }
     if (broken)
         ipuof_conn_close(c);
     free(frame);

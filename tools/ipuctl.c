@@ -478,8 +478,10 @@ usage(FILE *f)
                "  --server HOST:PORT   daemon address (default: $IPUOF_SERVER, else "
                "127.0.0.1:50052)\n"
                "  --admin-socket PATH  connect to the daemon's local admin socket\n"
-               "  --token T            auth token, when the daemon requires one\n"
-               "  --admin-token T      admin token: allows reset over TCP\n"
+               "  --token T            auth token, when the daemon requires one (default:\n"
+               "                       $IPUOF_AUTH_TOKEN)\n"
+               "  --admin-token T      admin token: allows reset over TCP (default:\n"
+               "                       $IPUOF_ADMIN_TOKEN)\n"
                "  --timeout MS         connect and request timeout in ms (0: none)\n"
                "  --help, --version\n\n"
                "exit status: 0 ok, 64 usage, 65 no such IPU or partition, 69 daemon "
@@ -542,6 +544,13 @@ main(int argc, char **argv)
             usage(stderr);
             return EX_USAGE;
         }
+    }
+    /* Tokens from the environment keep them out of ps(1); the auth token is read by the
+     * library itself (IPUOF_AUTH_TOKEN). */
+    if (o.admin_token == NULL) {
+        o.admin_token = getenv("IPUOF_ADMIN_TOKEN");
+        if (o.admin_token != NULL && o.admin_token[0] == '\0')
+            o.admin_token = NULL;
     }
     if (o.server != NULL && o.admin_socket != NULL) {
         fprintf(stderr, "ipuctl: give --server or --admin-socket, not both\n");

@@ -953,7 +953,11 @@ test_notice_while_idle(void **state)
 
     (void)state;
     fake_start(&f, script_notice_idle);
+    /* Without a token set, IPUOF_AUTH_TOKEN is sent (fs_hello checks it). */
+    assert_int_equal(ipuof_client_set_auth_token(c, NULL), IPUOF_OK);
+    setenv("IPUOF_AUTH_TOKEN", "secret", 1);
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
+    unsetenv("IPUOF_AUTH_TOKEN");
     assert_int_equal(ipuof_attach(c, &o, NULL, 0, NULL), IPUOF_OK);
     usleep(100 * 1000);
     assert_error(c, ipuof_detach(c), IPUOF_E_SHUTDOWN, "ipuofd is shutting down");

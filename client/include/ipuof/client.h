@@ -124,7 +124,8 @@ IPUOF_API int ipuof_client_set_timeouts(ipuof_client *c, int connect_ms, int req
  * below travel in the hello, so they return IPUOF_E_STATE once the handle is connected. */
 IPUOF_API int ipuof_client_set_name(ipuof_client *c, const char *name);
 
-/* Token sent in the hello when the daemon requires one. Copied. */
+/* Token sent in the hello when the daemon requires one. Copied. Without one, the
+ * IPUOF_AUTH_TOKEN environment variable is sent, if set. */
 IPUOF_API int ipuof_client_set_auth_token(ipuof_client *c, const char *token);
 
 /* Admin token: lets a TCP connection reset devices. Copied. */
