@@ -177,7 +177,7 @@ status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[
     cells[1] = ipuof_ipu_state_name(in->state);
     cells[2] = in->partition[0] != '\0' ? in->partition : "-";
     if (in->held)
-        snprintf(bufs[1], 256, "%s (pid %u, %s)", in->holder_name, in->holder_pid,
+        snprintf(bufs[1], 256, "%s[%u]@%s", in->holder_name, in->holder_pid,
                  in->holder_peer[0] != '\0' ? in->holder_peer : "?");
     else
         snprintf(bufs[1], 256, "-");
@@ -194,8 +194,8 @@ status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[
 static int
 print_status_table(const ipuof_status_report *r)
 {
-    static const char *const heads[7] = {"IPU", "State", "Partition", "Holder",
-                                         "Memory used / capacity", "Loaded", "Steps run"};
+    static const char *const heads[7] = {"IPU", "STATE", "PARTITION", "HOLDER",
+                                         "MEMORY", "LOADED", "STEPS"};
     static const int right[7] = {1, 0, 0, 0, 1, 0, 1};
     size_t n = ipuof_status_report_ipu_count(r);
     struct table t;
