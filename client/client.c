@@ -16,6 +16,7 @@
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
+/* Copies src (NULL: "") into dst[0..cap), cut to fit and always terminated. */
 static void
 copy_str(char *dst, size_t cap, const char *src)
 {

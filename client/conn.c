@@ -43,6 +43,7 @@ struct io {
 /* strerror() may share a buffer between threads; the GNU strerror_r() writes to ours. */
 #define ERRTEXT(e) strerror_r((e), (char[128]){0}, 128)
 
+/* CLOCK_MONOTONIC in milliseconds: deadlines do not move with the wall clock. */
 static int64_t
 now_ms(void)
 {
@@ -52,6 +53,8 @@ now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Starts an exchange: the deadline is timeout_ms from now (0: none); what is borrowed
+ * for the messages and must outlive io. */
 static void
 io_init(struct io *io, ipuof_client *c, int timeout_ms, const char *what)
 {
@@ -75,6 +78,7 @@ io_left(const struct io *io)
     return left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
+/* Records the timeout of io on its handle and returns IPUOF_E_TIMEOUT. */
 static int
 io_timeout(struct io *io)
 {
@@ -153,6 +157,7 @@ fail:
     return -1;
 }
 
+/* A static hint to add after the reason a connect failed with errno err, or "". */
 static const char *
 connect_hint(int err)
 {
@@ -413,6 +418,7 @@ record_notice(ipuof_client *c, const Ipuof__Notice *n)
     c->partition = NULL;
 }
 
+/* A fresh request id for c: counts up from 1 and skips 0 when it wraps. */
 static uint64_t
 next_request_id(ipuof_client *c)
 {

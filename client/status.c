@@ -20,6 +20,7 @@ struct ipuof_status_report {
     char *strings;                   /* owned: every string of the report, NUL-separated */
 };
 
+/* Bytes s takes in the string block, terminator included; NULL takes one, as "". */
 static size_t
 str_size(const char *s)
 {

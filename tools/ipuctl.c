@@ -126,6 +126,7 @@ open_client(const struct opts *o, ipuof_client **out)
 
 /* ---- status ----------------------------------------------------------------------------- */
 
+/* Writes r to stdout as one JSON object and a newline (the format of ipuctl(8)). */
 static void
 print_status_json(const ipuof_status_report *r)
 {
@@ -191,6 +192,8 @@ status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[
     cells[6] = bufs[3];
 }
 
+/* Writes r to stdout as a summary line, a table and one line per IPU in error. Returns
+ * EX_OK, or EX_OSERR when out of memory (after saying so on stderr). */
 static int
 print_status_table(const ipuof_status_report *r)
 {
@@ -238,6 +241,7 @@ out:
     return rc;
 }
 
+/* ipuctl status [--json]. Returns the exit status. */
 static int
 cmd_status(const struct opts *o, int argc, char **argv)
 {
@@ -334,6 +338,7 @@ parse_id(const char *s, unsigned *out)
     return 0;
 }
 
+/* ipuctl reset (--all | --ipu N | --partition NAME) [--force]. Returns the exit status. */
 static int
 cmd_reset(const struct opts *o, int argc, char **argv)
 {
@@ -417,6 +422,7 @@ out:
 
 /* ---- health ----------------------------------------------------------------------------- */
 
+/* ipuctl health: EX_OK when ready, EX_TEMPFAIL when live but not ready. */
 static int
 cmd_health(const struct opts *o, int argc, char **argv)
 {
@@ -466,6 +472,7 @@ static const struct cmd cmds[] = {
      cmd_health},
 };
 
+/* Writes the full usage, built from the command table, to f. */
 static void
 usage(FILE *f)
 {

@@ -51,6 +51,7 @@ fail:
     return -1;
 }
 
+/* Writes a +----+ border line for columns of the given widths. */
 static void
 print_rule(const size_t *width, size_t ncols, FILE *f)
 {
@@ -62,6 +63,7 @@ print_rule(const size_t *width, size_t ncols, FILE *f)
     fputs("+\n", f);
 }
 
+/* Writes one row, each cell padded to its column's width (in characters). */
 static void
 print_row(const char *const *cells, const size_t *width, const int *right, size_t ncols,
           FILE *f)
