@@ -1,0 +1,613 @@
+/*
+ * compile.c — from a model and run options to an executable: resolve input shapes for one
+ * micro-batch, infer every node's outputs through the op table, fold nodes whose inputs are
+ * all known, drop nodes nothing reads, place nodes on IPUs, lay out the input and output
+ * run buffers, then hand over to plan.c (memory) and exec.c (binding).
+ *
+ * Does not: execute anything at run time, or know any op's semantics (ops.h does).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+
+#define MAX_DEVICE_ITERATIONS (1u << 24)
+#define MAX_REPLICAS 1024u
+
+void
+sim_compile_opts_init(struct sim_compile_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->device_iterations = 1;
+    o->replicas = 1;
+    o->ipu_memory_bytes = SIM_DEFAULT_IPU_MEMORY;
+    o->tiles = SIM_DEFAULT_TILES;
+    o->default_mode.kind = SIM_OUTPUT_ALL;
+}
+
+bool
+sim_exe_own(struct sim_exe *e, void *p)
+{
+    if (e->n_owned == e->cap_owned) {
+        int cap = e->cap_owned ? e->cap_owned * 2 : 16;
+        void **n = realloc(e->owned, (size_t)cap * sizeof(*n));
+        if (n == NULL) {
+            free(p);
+            return false;
+        }
+        e->owned = n;
+        e->cap_owned = cap;
+    }
+    e->owned[e->n_owned++] = p;
+    return true;
+}
+
+void
+sim_exe_free(struct sim_exe *e)
+{
+    if (e == NULL)
+        return;
+    for (int i = 0; i < e->n_nodes; i++)
+        free(e->nodes[i].params);
+    free(e->nodes);
+    for (int i = 0; i < e->n_owned; i++)
+        free(e->owned[i]);
+    free(e->owned);
+    for (int i = 0; i < e->n_in; i++)
+        free(e->in[i].buf);
+    for (int i = 0; i < e->n_out; i++)
+        free(e->out[i].buf);
+    free(e->in);
+    free(e->out);
+    if (e->arenas != NULL)
+        for (unsigned i = 0; i < e->R * e->ipr; i++)
+            free(e->arenas[i]);
+    free(e->arenas);
+    free(e->arena_bytes);
+    free(e->mem);
+    free(e->kern);
+    free(e->views);
+    free(e->patches);
+    free(e->patch_start);
+    free(e->rng);
+    free(e->vals);
+    free(e);
+}
+
+void
+sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views)
+{
+    k->label = n->label;
+    k->params = n->params;
+    k->n_in = n->n_in;
+    k->n_out = n->n_out;
+    k->in = views;
+    k->out = views + n->n_in;
+    k->scratch = NULL;
+    k->rng = NULL;
+}
+
+static void
+view_of(struct sim_tensor *t, const struct sim_val *v)
+{
+    t->dtype = v->ti.dtype;
+    t->shape = v->ti.shape;
+    t->numel = v->ti.numel;
+    t->data = v->kind == SIM_V_CONST ? (void *)v->ti.cdata : NULL;
+}
+
+/* Freezes model input i to the caller's value (copied). */
+static int
+freeze_input(struct sim_exe *e, int v, const struct sim_frozen_input *f, struct sim_err *err)
+{
+    const struct sim_mval *mv = &e->m->vals[v];
+    struct sim_val *val = &e->vals[v];
+    struct sim_shape s;
+    int64_t numel;
+    void *copy;
+
+    if (f->dtype != mv->dtype)
+        return sim_err_set(err, IPUOF_E_DTYPE, "frozen input '%s' is %s but the graph "
+                           "declares %s", mv->name, sim_dtype_name(f->dtype),
+                           sim_dtype_name(mv->dtype));
+    if (f->rank < 0 || f->rank > SIM_MAX_RANK || (f->rank > 0 && f->dims == NULL))
+        return sim_err_set(err, IPUOF_E_INVAL, "frozen input '%s' has an invalid rank %d",
+                           mv->name, f->rank);
+    s.rank = f->rank;
+    for (int i = 0; i < f->rank; i++)
+        s.d[i] = f->dims[i];
+    if (!sim_shape_numel(&s, &numel))
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "frozen input '%s' is too large",
+                           mv->name);
+    if (mv->rank >= 0) {
+        bool ok = mv->rank == s.rank;
+        for (int i = 0; ok && i < s.rank; i++)
+            ok = mv->dims[i] < 0 || mv->dims[i] == s.d[i];
+        if (!ok) {
+            char a[128];
+            return sim_err_set(err, IPUOF_E_SHAPE, "frozen input '%s' has shape %s, which "
+                               "the graph's declared shape does not allow", mv->name,
+                               sim_shape_fmt(&s, a, sizeof(a)));
+        }
+    }
+    if (numel > 0 && f->data == NULL)
+        return sim_err_set(err, IPUOF_E_INVAL, "frozen input '%s' has no data", mv->name);
+    copy = sim_aligned_alloc((size_t)numel * sim_dtype_size(f->dtype));
+    if (copy == NULL || !sim_exe_own(e, copy))
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    if (numel > 0)
+        memcpy(copy, f->data, (size_t)numel * sim_dtype_size(f->dtype));
+    val->kind = SIM_V_CONST;
+    val->ti.dtype = f->dtype;
+    val->ti.shape = s;
+    val->ti.numel = numel;
+    val->ti.cdata = copy;
+    val->bytes = (size_t)numel * sim_dtype_size(f->dtype);
+    return 0;
+}
+
+/* Sets up a runtime input: its step shape for one micro-batch and its run shape. */
+static int
+setup_input(struct sim_exe *e, int v, unsigned micro_batch, struct sim_err *err)
+{
+    const struct sim_mval *mv = &e->m->vals[v];
+    struct sim_val *val = &e->vals[v];
+    struct sim_exe_io *io = &e->in[e->n_in];
+    struct sim_shape s;
+    uint64_t reps = (uint64_t)e->D * e->R, run;
+
+    if (mv->rank < 0)
+        return sim_err_set(err, IPUOF_E_SHAPE, "graph input '%s' has no declared shape; "
+                           "export the model with input shapes", mv->name);
+    s.rank = mv->rank;
+    for (int i = 0; i < mv->rank; i++) {
+        s.d[i] = mv->dims[i];
+        if (i == 0 && mv->dims[0] < 0) {
+            if (micro_batch == 0)
+                return sim_err_set(err, IPUOF_E_SHAPE, "graph input '%s' has a symbolic "
+                                   "batch dimension '%s'; set the micro-batch size in the "
+                                   "compile options", mv->name,
+                                   mv->dim0_param != NULL ? mv->dim0_param : "?");
+            s.d[0] = micro_batch;
+        } else if (i == 0 && micro_batch != 0 && mv->dims[0] != (int64_t)micro_batch) {
+            return sim_err_set(err, IPUOF_E_SHAPE, "graph input '%s' has a fixed batch "
+                               "dimension of %lld but the micro-batch size is %u", mv->name,
+                               (long long)mv->dims[0], micro_batch);
+        } else if (mv->dims[i] < 0) {
+            return sim_err_set(err, IPUOF_E_SHAPE, "graph input '%s' dim %d is symbolic; "
+                               "only dim 0 (the batch) may be", mv->name, i);
+        }
+    }
+    val->kind = SIM_V_INPUT;
+    val->ti.dtype = mv->dtype;
+    val->ti.shape = s;
+    if (!sim_shape_numel(&s, &val->ti.numel))
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "graph input '%s' is too large", mv->name);
+    val->bytes = (size_t)val->ti.numel * sim_dtype_size(mv->dtype);
+    val->in_io = e->n_in;
+    io->name = mv->name;
+    io->val = v;
+    io->dtype = mv->dtype;
+    io->step = s;
+    io->step_bytes = val->bytes;
+    io->run = s;
+    if (s.rank == 0) {
+        io->run.rank = 1;
+        io->run.d[0] = (int64_t)reps;
+    } else if (!sim_mul_ok(reps, (uint64_t)s.d[0], &run) || run > (uint64_t)SIM_MAX_ELEMS) {
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "input '%s': the run is too large", mv->name);
+    } else {
+        io->run.d[0] = (int64_t)run;
+    }
+    if (!sim_mul_ok(reps, io->step_bytes, &run) || run > ((uint64_t)1 << 40))
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "input '%s': the run buffer would exceed "
+                           "1 TiB", mv->name);
+    io->run_bytes = (size_t)run;
+    if (s.rank > 0 && e->B == 0)
+        e->B = (unsigned)s.d[0];
+    e->n_in++;
+    return 0;
+}
+
+static int
+setup_inputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err)
+{
+    const struct sim_model *m = e->m;
+    int rc;
+
+    for (size_t f = 0; f < o->n_frozen; f++) {
+        bool found = false;
+        for (int i = 0; i < m->n_in; i++)
+            if (o->frozen[f].name != NULL &&
+                strcmp(m->vals[m->inputs[i]].name, o->frozen[f].name) == 0)
+                found = true;
+        if (!found)
+            return sim_err_set(err, IPUOF_E_NOTFOUND, "frozen input '%s' is not a graph input",
+                               o->frozen[f].name != NULL ? o->frozen[f].name : "(null)");
+    }
+    for (int i = 0; i < m->n_in; i++) {
+        int v = m->inputs[i];
+        const struct sim_frozen_input *fz = NULL;
+        for (size_t f = 0; f < o->n_frozen; f++)
+            if (strcmp(m->vals[v].name, o->frozen[f].name) == 0)
+                fz = &o->frozen[f];
+        rc = fz != NULL ? freeze_input(e, v, fz, err) : setup_input(e, v, o->micro_batch, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int
+unsupported_op(const struct sim_mnode *mn, const char *label, struct sim_err *err)
+{
+    if (mn->domain[0] != '\0')
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: op %s of domain '%s' is not "
+                           "supported (only the default ai.onnx domain is). Supported ops: %s",
+                           label, mn->op_type, mn->domain, sim_supported_ops());
+    return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: op %s is not supported. Supported ops: "
+                       "%s", label, mn->op_type, sim_supported_ops());
+}
+
+/* Evaluates a node whose inputs are all known, at compile time. */
+static int
+fold_node(struct sim_exe *e, const struct sim_enode *n, struct sim_infer *c,
+          struct sim_err *err)
+{
+    struct sim_kern k;
+    struct sim_tensor *views = calloc((size_t)n->n_in + (size_t)n->n_out + 1, sizeof(*views));
+    void *scratch = NULL;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int rc = 0;
+
+    if (views == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    sim_kern_init(&k, n, views);
+    k.params = c->params;
+    k.rng = &rng;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0)
+            view_of(&views[j], &e->vals[n->in[j]]);
+    for (int j = 0; j < n->n_out; j++) {
+        struct sim_val *v;
+        void *buf;
+        if (n->out[j] < 0)
+            continue;
+        v = &e->vals[n->out[j]];
+        buf = sim_aligned_alloc(v->bytes);
+        if (buf == NULL || !sim_exe_own(e, buf)) {
+            rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory folding %s", n->label);
+            goto out;
+        }
+        v->kind = SIM_V_CONST;
+        v->ti.cdata = buf;
+        view_of(&views[n->n_in + j], v);
+        views[n->n_in + j].data = buf;
+    }
+    scratch = sim_aligned_alloc(c->scratch_bytes);
+    if (scratch == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory folding %s", n->label);
+        goto out;
+    }
+    k.scratch = scratch;
+    rc = n->op->forward(&k, err);
+out:
+    free(scratch);
+    free(views);
+    return rc;
+}
+
+static int
+infer_node(struct sim_exe *e, int k, struct sim_err *err)
+{
+    const struct sim_model *m = e->m;
+    const struct sim_mnode *mn = &m->nodes[k];
+    struct sim_enode n = { 0 };
+    const struct sim_tinfo **ins = NULL;
+    struct sim_tinfo *outs = NULL;
+    struct sim_infer c = { 0 };
+    bool fold = true;
+    int rc = 0;
+
+    n.mnode = k;
+    n.in = mn->in;
+    n.out = mn->out;
+    n.n_in = mn->n_in;
+    n.n_out = mn->n_out;
+    n.ipu = mn->ipu;
+    n.stage = mn->stage;
+    sim_node_label(m, k, n.label, sizeof(n.label));
+    n.op = mn->domain[0] == '\0' ? sim_op_find(mn->op_type) : NULL;
+    if (n.op == NULL)
+        return unsupported_op(mn, n.label, err);
+    if (m->opset < n.op->since)
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: unsupported variant: %s as defined "
+                           "by opset %lld (the oldest supported version is opset %d). "
+                           "Supported ops: %s", n.label, mn->op_type, (long long)m->opset,
+                           n.op->since, sim_supported_ops());
+    if (mn->n_in < n.op->min_in || (n.op->max_in >= 0 && mn->n_in > n.op->max_in) ||
+        mn->n_out < n.op->min_out || mn->n_out > n.op->max_out)
+        return sim_err_set(err, IPUOF_E_INVAL, "%s has %d inputs and %d outputs; %s takes "
+                           "%d to %d inputs and %d to %d outputs", n.label, mn->n_in, mn->n_out,
+                           mn->op_type, n.op->min_in, n.op->max_in < 0 ? 65536 : n.op->max_in,
+                           n.op->min_out, n.op->max_out);
+    for (int j = 0; j < n.op->min_out; j++)
+        if (mn->out[j] < 0)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: required output %d has no name",
+                               n.label, j);
+    ins = calloc((size_t)mn->n_in + 1, sizeof(*ins));
+    outs = calloc((size_t)mn->n_out + 1, sizeof(*outs));
+    if (ins == NULL || outs == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < mn->n_in; j++) {
+        int v = mn->in[j];
+        if (v < 0 && j < n.op->min_in) {
+            rc = sim_err_set(err, IPUOF_E_INVAL, "%s: required input %d is missing", n.label,
+                             j);
+            goto out;
+        }
+        if (v < 0)
+            continue;
+        if (e->vals[v].kind == SIM_V_NONE) {
+            rc = sim_err_set(err, IPUOF_E_INVAL, "%s: input '%s' has no value", n.label,
+                             m->vals[v].name);
+            goto out;
+        }
+        ins[j] = &e->vals[v].ti;
+        if (e->vals[v].kind != SIM_V_CONST)
+            fold = false;
+    }
+    c.mn = mn;
+    c.label = n.label;
+    c.version = (int)m->opset;
+    c.n_in = mn->n_in;
+    c.n_out = mn->n_out;
+    c.in = ins;
+    c.out = outs;
+    c.err = err;
+    rc = n.op->infer(&c);
+    if (rc != 0)
+        goto out;
+    for (int j = 0; j < mn->n_out; j++) {
+        struct sim_val *v;
+        if (mn->out[j] < 0)
+            continue;
+        v = &e->vals[mn->out[j]];
+        v->ti = outs[j];
+        v->ti.cdata = NULL;
+        v->bytes = (size_t)outs[j].numel * sim_dtype_size(outs[j].dtype);
+        v->kind = SIM_V_ACT;
+    }
+    if (n.op->flags & SIM_OPF_SHAPE_ONLY)
+        fold = true;
+    if (n.op->flags & SIM_OPF_NOFOLD)
+        fold = false;
+    n.params = c.params;
+    n.scratch = c.scratch_bytes;
+    if (fold) {
+        rc = fold_node(e, &n, &c, err);
+        goto out;
+    }
+    for (int j = 0; j < mn->n_out; j++)
+        if (mn->out[j] >= 0) {
+            e->vals[mn->out[j]].producer = e->n_nodes;
+            e->vals[mn->out[j]].ipu = n.ipu;
+        }
+    e->nodes[e->n_nodes++] = n;
+    c.params = NULL;
+out:
+    free(c.params);
+    free(ins);
+    free(outs);
+    return rc;
+}
+
+/* Drops scheduled nodes none of whose outputs is read by a later node or an output. */
+static void
+drop_dead_nodes(struct sim_exe *e)
+{
+    const struct sim_model *m = e->m;
+    unsigned char *needed = calloc((size_t)m->n_vals + 1, 1);
+    int kept = 0;
+
+    if (needed == NULL)
+        return;     /* keeping dead nodes is correct, only slower */
+    for (int i = 0; i < m->n_out; i++)
+        needed[m->outputs[i]] = 1;
+    for (int s = e->n_nodes - 1; s >= 0; s--) {
+        struct sim_enode *n = &e->nodes[s];
+        bool live = false;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && needed[n->out[j]])
+                live = true;
+        if (!live) {
+            free(n->params);
+            n->params = NULL;
+            n->op = NULL;
+            for (int j = 0; j < n->n_out; j++)
+                if (n->out[j] >= 0)
+                    e->vals[n->out[j]].kind = SIM_V_NONE;
+            continue;
+        }
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0)
+                needed[n->in[j]] = 1;
+    }
+    for (int s = 0; s < e->n_nodes; s++) {
+        if (e->nodes[s].op == NULL)
+            continue;
+        e->nodes[kept] = e->nodes[s];
+        for (int j = 0; j < e->nodes[kept].n_out; j++)
+            if (e->nodes[kept].out[j] >= 0)
+                e->vals[e->nodes[kept].out[j]].producer = kept;
+        kept++;
+    }
+    e->n_nodes = kept;
+    free(needed);
+}
+
+static int
+output_mode(const struct sim_compile_opts *o, const char *name, struct sim_output_mode *mode)
+{
+    *mode = o->default_mode;
+    for (size_t i = 0; i < o->n_output_modes; i++)
+        if (o->output_modes[i].name != NULL && strcmp(o->output_modes[i].name, name) == 0)
+            *mode = o->output_modes[i].mode;
+    return 0;
+}
+
+static int
+setup_outputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err)
+{
+    const struct sim_model *m = e->m;
+
+    for (size_t i = 0; i < o->n_output_modes; i++) {
+        bool found = false;
+        for (int j = 0; j < m->n_out; j++)
+            if (o->output_modes[i].name != NULL &&
+                strcmp(o->output_modes[i].name, m->vals[m->outputs[j]].name) == 0)
+                found = true;
+        if (!found)
+            return sim_err_set(err, IPUOF_E_NOTFOUND, "an output mode is given for '%s', "
+                               "which is not a graph output",
+                               o->output_modes[i].name ? o->output_modes[i].name : "(null)");
+    }
+    for (int i = 0; i < m->n_out; i++) {
+        int v = m->outputs[i];
+        struct sim_val *val = &e->vals[v];
+        struct sim_exe_io *io = &e->out[i];
+        uint64_t slots, bytes;
+
+        io->name = m->vals[v].name;
+        io->val = v;
+        output_mode(o, io->name, &io->mode);
+        switch (io->mode.kind) {
+        case SIM_OUTPUT_ALL: io->iters = e->D; break;
+        case SIM_OUTPUT_FINAL: case SIM_OUTPUT_SUM: io->iters = 1; break;
+        case SIM_OUTPUT_EVERYN:
+            if (io->mode.n == 0 || e->D % io->mode.n != 0)
+                return sim_err_set(err, IPUOF_E_INVAL, "output '%s': EveryN(%u) needs a "
+                                   "period that divides the device iterations (%u)", io->name,
+                                   io->mode.n, e->D);
+            io->iters = e->D / io->mode.n;
+            break;
+        default:
+            return sim_err_set(err, IPUOF_E_INVAL, "output '%s': unknown output mode %d",
+                               io->name, io->mode.kind);
+        }
+        if (val->kind == SIM_V_NONE)
+            return sim_err_set(err, IPUOF_E_INTERNAL, "output '%s' has no value", io->name);
+        if (m->vals[v].kind == SIM_MV_NODE && m->vals[v].dtype != 0 &&
+            m->vals[v].dtype != val->ti.dtype)
+            return sim_err_set(err, IPUOF_E_DTYPE, "graph output '%s' is declared %s but "
+                               "computes %s", io->name, sim_onnx_dtype_name(m->vals[v].dtype),
+                               sim_dtype_name(val->ti.dtype));
+        io->dtype = val->ti.dtype;
+        io->step = val->ti.shape;
+        io->step_bytes = val->bytes;
+        slots = (uint64_t)io->iters * e->R;
+        io->run = io->step;
+        if (io->step.rank == 0) {
+            io->run.rank = 1;
+            io->run.d[0] = (int64_t)slots;
+        } else {
+            io->run.d[0] = (int64_t)(slots * (uint64_t)io->step.d[0]);
+        }
+        if (!sim_mul_ok(slots, io->step_bytes, &bytes) || bytes > ((uint64_t)1 << 40))
+            return sim_err_set(err, IPUOF_E_TOO_LARGE, "output '%s': the run buffer would "
+                               "exceed 1 TiB", io->name);
+        io->run_bytes = (size_t)bytes;
+        io->zero_copy = val->kind == SIM_V_ACT && val->out_io < 0 &&
+                        (io->mode.kind == SIM_OUTPUT_ALL || io->mode.kind == SIM_OUTPUT_FINAL);
+        if (io->zero_copy)
+            val->out_io = i;
+        e->n_out++;
+    }
+    return 0;
+}
+
+int
+sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
+            struct sim_exe **out, struct sim_err *err)
+{
+    struct sim_exe *e = NULL;
+    int rc = 0, total;
+
+    *out = NULL;
+    if (m == NULL || o == NULL)
+        return sim_err_set(err, IPUOF_E_INVAL, "no model or no options");
+    if (o->device_iterations < 1 || o->device_iterations > MAX_DEVICE_ITERATIONS)
+        return sim_err_set(err, IPUOF_E_INVAL, "device_iterations must be in [1, %u], not %u",
+                           MAX_DEVICE_ITERATIONS, o->device_iterations);
+    if (o->replicas < 1 || o->replicas > MAX_REPLICAS)
+        return sim_err_set(err, IPUOF_E_INVAL, "replicas must be in [1, %u], not %u",
+                           MAX_REPLICAS, o->replicas);
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    atomic_init(&e->busy, 0);
+    e->m = m;
+    e->D = o->device_iterations;
+    e->R = o->replicas;
+    e->capacity = o->ipu_memory_bytes ? o->ipu_memory_bytes : SIM_DEFAULT_IPU_MEMORY;
+    e->tiles = o->tiles ? o->tiles : SIM_DEFAULT_TILES;
+    e->vals = calloc((size_t)m->n_vals + 1, sizeof(*e->vals));
+    e->nodes = calloc((size_t)m->n_nodes + 1, sizeof(*e->nodes));
+    e->in = calloc((size_t)m->n_in + 1, sizeof(*e->in));
+    e->out = calloc((size_t)m->n_out + 1, sizeof(*e->out));
+    if (e->vals == NULL || e->nodes == NULL || e->in == NULL || e->out == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int v = 0; v < m->n_vals; v++) {
+        struct sim_val *val = &e->vals[v];
+        val->producer = -1;
+        val->off = -1;
+        val->in_io = -1;
+        val->out_io = -1;
+        if (m->vals[v].kind == SIM_MV_INIT) {
+            const struct sim_const *c = m->vals[v].init;
+            val->kind = SIM_V_CONST;
+            val->ti.dtype = c->dtype;
+            val->ti.shape = c->shape;
+            val->ti.numel = c->numel;
+            val->ti.cdata = c->data;
+            val->bytes = c->bytes;
+        }
+    }
+    rc = setup_inputs(e, o, err);
+    if (rc != 0)
+        goto fail;
+    total = m->n_nodes + 1;
+    for (int k = 0; k < m->n_nodes; k++) {
+        rc = infer_node(e, k, err);
+        if (rc != 0)
+            goto fail;
+        if (o->progress != NULL)
+            o->progress(k + 1, total, o->progress_ud);
+    }
+    drop_dead_nodes(e);
+    e->ipr = 1;
+    for (int s = 0; s < e->n_nodes; s++)
+        if ((unsigned)e->nodes[s].ipu + 1 > e->ipr)
+            e->ipr = (unsigned)e->nodes[s].ipu + 1;
+    rc = setup_outputs(e, o, err);
+    if (rc != 0)
+        goto fail;
+    rc = sim_plan_memory(e, err);
+    if (rc != 0)
+        goto fail;
+    rc = sim_exec_bind(e, err);
+    if (rc != 0)
+        goto fail;
+    if (o->progress != NULL)
+        o->progress(total, total, o->progress_ud);
+    *out = e;
+    return 0;
+fail:
+    sim_exe_free(e);
+    return rc;
+}

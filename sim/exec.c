@@ -1,0 +1,363 @@
+/*
+ * exec.c — the executor: allocate the arenas and run buffers once, bind every kernel's
+ * tensor views to them, and run device_iterations x replicas steps per sim_exe_run().
+ *
+ * A step allocates nothing: views that point into the input and output run buffers
+ * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
+ * outputs that are not written in place are copied or summed into their slots.
+ * Replicas run one after another on the calling thread (each with its own arena, sharing
+ * the read-only weights); OpenBLAS parallelises inside the matrix kernels.
+ * Also holds the executable's accessors.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+
+static void *
+val_ptr(struct sim_exe *e, int v, unsigned r)
+{
+    const struct sim_val *val = &e->vals[v];
+
+    if (val->kind == SIM_V_CONST)
+        return (void *)val->ti.cdata;
+    if (val->kind == SIM_V_ACT && val->off >= 0)
+        return (char *)e->arenas[r * e->ipr + (unsigned)val->ipu] + val->off;
+    return NULL;    /* input or zero-copy output: patched every step */
+}
+
+int
+sim_exec_bind(struct sim_exe *e, struct sim_err *err)
+{
+    size_t n_views = 0, n_patch = 0;
+    unsigned R = e->R;
+
+    for (int s = 0; s < e->n_nodes; s++)
+        n_views += (size_t)e->nodes[s].n_in + (size_t)e->nodes[s].n_out;
+    e->arenas = calloc((size_t)R * e->ipr, sizeof(*e->arenas));
+    e->kern = calloc((size_t)R * (size_t)e->n_nodes + 1, sizeof(*e->kern));
+    e->views = calloc((size_t)R * n_views + 1, sizeof(*e->views));
+    e->patches = calloc((size_t)R * n_views + 1, sizeof(*e->patches));
+    e->patch_start = calloc((size_t)R + 1, sizeof(*e->patch_start));
+    e->rng = calloc(R, sizeof(*e->rng));
+    if (e->arenas == NULL || e->kern == NULL || e->views == NULL || e->patches == NULL ||
+        e->patch_start == NULL || e->rng == NULL)
+        goto oom;
+    for (unsigned i = 0; i < R * e->ipr; i++) {
+        size_t bytes = e->arena_bytes[i % e->ipr];
+        e->arenas[i] = sim_aligned_alloc(bytes);
+        if (e->arenas[i] == NULL)
+            goto oom;
+        memset(e->arenas[i], 0, bytes);
+    }
+    for (int i = 0; i < e->n_in; i++) {
+        e->in[i].buf = sim_aligned_alloc(e->in[i].run_bytes);
+        if (e->in[i].buf == NULL)
+            goto oom;
+        memset(e->in[i].buf, 0, e->in[i].run_bytes);
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        e->out[i].buf = sim_aligned_alloc(e->out[i].run_bytes);
+        if (e->out[i].buf == NULL)
+            goto oom;
+        memset(e->out[i].buf, 0, e->out[i].run_bytes);
+    }
+    for (unsigned r = 0; r < R; r++) {
+        struct sim_tensor *views = e->views + (size_t)r * n_views;
+        e->patch_start[r] = (int)n_patch;
+        e->rng[r] = 0x853c49e6748fea9bull ^ ((uint64_t)r * 0x9e3779b97f4a7c15ull);
+        for (int s = 0; s < e->n_nodes; s++) {
+            const struct sim_enode *n = &e->nodes[s];
+            struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes + s];
+            sim_kern_init(k, n, views);
+            k->rng = &e->rng[r];
+            if (n->scratch > 0)
+                k->scratch = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->scratch_off;
+            for (int j = 0; j < n->n_in + n->n_out; j++) {
+                int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+                const struct sim_val *val;
+                if (v < 0)
+                    continue;
+                val = &e->vals[v];
+                views[j].dtype = val->ti.dtype;
+                views[j].shape = val->ti.shape;
+                views[j].numel = val->ti.numel;
+                views[j].data = val_ptr(e, v, r);
+                if (val->kind == SIM_V_INPUT)
+                    e->patches[n_patch++] = (struct sim_patch){ &views[j], val->in_io, false };
+                else if (val->kind == SIM_V_ACT && val->out_io >= 0)
+                    e->patches[n_patch++] = (struct sim_patch){ &views[j], val->out_io, true };
+            }
+            views += n->n_in + n->n_out;
+        }
+    }
+    e->patch_start[R] = (int)n_patch;
+    return 0;
+oom:
+    return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the executable's "
+                       "buffers");
+}
+
+/* Byte offset of the slot of output o written at iteration d by replica r, or -1 when
+ * this iteration is not returned. */
+static int64_t
+out_slot(const struct sim_exe *e, const struct sim_exe_io *o, unsigned d, unsigned r)
+{
+    uint64_t slot;
+
+    switch (o->mode.kind) {
+    case SIM_OUTPUT_ALL: slot = (uint64_t)d * e->R + r; break;
+    case SIM_OUTPUT_FINAL: case SIM_OUTPUT_SUM: slot = r; break;
+    case SIM_OUTPUT_EVERYN:
+        if ((d + 1) % o->mode.n != 0)
+            return -1;
+        slot = (uint64_t)((d + 1) / o->mode.n - 1) * e->R + r;
+        break;
+    default:
+        return -1;
+    }
+    return (int64_t)(slot * o->step_bytes);
+}
+
+static void
+sum_into(int dtype, void *dst, const void *src, int64_t n)
+{
+    switch (dtype) {
+    case SIM_DTYPE_FLOAT: {
+        float *d = dst;
+        const float *s = src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] += s[i];
+        break;
+    }
+    case SIM_DTYPE_INT64: {
+        uint64_t *d = dst;
+        const uint64_t *s = src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] += s[i];
+        break;
+    }
+    case SIM_DTYPE_INT32: {
+        uint32_t *d = dst;
+        const uint32_t *s = src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] += s[i];
+        break;
+    }
+    case SIM_DTYPE_BOOL: {
+        uint8_t *d = dst;
+        const uint8_t *s = src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = d[i] || s[i];
+        break;
+    }
+    default: {
+        uint8_t *d = dst;
+        const uint8_t *s = src;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = (uint8_t)(d[i] + s[i]);
+        break;
+    }
+    }
+}
+
+/* Copies or sums the outputs that are not written in place, after step (d, r). */
+static void
+post_step(struct sim_exe *e, unsigned d, unsigned r)
+{
+    for (int i = 0; i < e->n_out; i++) {
+        const struct sim_exe_io *o = &e->out[i];
+        const struct sim_val *v = &e->vals[o->val];
+        const void *src;
+        int64_t off;
+
+        if (o->zero_copy)
+            continue;
+        if (o->mode.kind == SIM_OUTPUT_FINAL && d + 1 != e->D)
+            continue;
+        off = out_slot(e, o, d, r);
+        if (off < 0)
+            continue;
+        if (v->kind == SIM_V_INPUT)
+            src = (const char *)e->in[v->in_io].buf +
+                  ((uint64_t)d * e->R + r) * e->in[v->in_io].step_bytes;
+        else
+            src = val_ptr(e, o->val, r);
+        if (o->step_bytes == 0)
+            continue;
+        if (o->mode.kind == SIM_OUTPUT_SUM && d > 0)
+            sum_into(o->dtype, (char *)o->buf + off, src, v->ti.numel);
+        else
+            memcpy((char *)o->buf + off, src, o->step_bytes);
+    }
+}
+
+int
+sim_exe_run(struct sim_exe *e, struct sim_err *err)
+{
+    int expected = 0, rc = 0;
+
+    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
+        return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
+    for (unsigned d = 0; d < e->D && rc == 0; d++) {
+        for (unsigned r = 0; r < e->R && rc == 0; r++) {
+            const struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes];
+            for (int p = e->patch_start[r]; p < e->patch_start[r + 1]; p++) {
+                const struct sim_patch *pt = &e->patches[p];
+                if (pt->is_out) {
+                    const struct sim_exe_io *o = &e->out[pt->io];
+                    pt->view->data = (char *)o->buf + out_slot(e, o, d, r);
+                } else {
+                    const struct sim_exe_io *in = &e->in[pt->io];
+                    pt->view->data = (char *)in->buf + ((uint64_t)d * e->R + r) * in->step_bytes;
+                }
+            }
+            for (int s = 0; s < e->n_nodes && rc == 0; s++)
+                rc = e->nodes[s].op->forward(&k[s], err);
+            if (rc == 0)
+                post_step(e, d, r);
+            else if (e->R > 1 || e->D > 1)
+                sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
+        }
+    }
+    atomic_store(&e->busy, 0);
+    return rc;
+}
+
+size_t
+sim_exe_input_count(const struct sim_exe *e)
+{
+    return (size_t)e->n_in;
+}
+
+size_t
+sim_exe_output_count(const struct sim_exe *e)
+{
+    return (size_t)e->n_out;
+}
+
+static void
+fill_info(const struct sim_exe_io *io, struct sim_io_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->name = io->name;
+    info->dtype = io->dtype;
+    info->rank = io->step.rank;
+    memcpy(info->dims, io->step.d, sizeof(info->dims));
+    info->run_rank = io->run.rank;
+    memcpy(info->run_dims, io->run.d, sizeof(info->run_dims));
+    info->step_bytes = io->step_bytes;
+    info->run_bytes = io->run_bytes;
+    info->mode = io->mode;
+    info->iterations = io->iters;
+}
+
+int
+sim_exe_input_info(const struct sim_exe *e, size_t i, struct sim_io_info *info)
+{
+    if (i >= (size_t)e->n_in)
+        return IPUOF_E_INVAL;
+    fill_info(&e->in[i], info);
+    info->iterations = e->D;
+    return 0;
+}
+
+int
+sim_exe_output_info(const struct sim_exe *e, size_t i, struct sim_io_info *info)
+{
+    if (i >= (size_t)e->n_out)
+        return IPUOF_E_INVAL;
+    fill_info(&e->out[i], info);
+    return 0;
+}
+
+long
+sim_exe_input_index(const struct sim_exe *e, const char *name)
+{
+    for (int i = 0; i < e->n_in; i++)
+        if (strcmp(e->in[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+long
+sim_exe_output_index(const struct sim_exe *e, const char *name)
+{
+    for (int i = 0; i < e->n_out; i++)
+        if (strcmp(e->out[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void *
+sim_exe_input_buffer(struct sim_exe *e, size_t i)
+{
+    return i < (size_t)e->n_in ? e->in[i].buf : NULL;
+}
+
+const void *
+sim_exe_output_buffer(const struct sim_exe *e, size_t i)
+{
+    return i < (size_t)e->n_out ? e->out[i].buf : NULL;
+}
+
+int
+sim_exe_check_input(const struct sim_exe *e, size_t i, int dtype, int rank,
+                    const int64_t *dims, struct sim_err *err)
+{
+    const struct sim_exe_io *io;
+    struct sim_shape got;
+    char want_s[160], got_s[160], step_s[160];
+
+    if (i >= (size_t)e->n_in)
+        return sim_err_set(err, IPUOF_E_INVAL, "input index %zu is out of range (%d inputs)",
+                           i, e->n_in);
+    io = &e->in[i];
+    if (dtype != io->dtype)
+        return sim_err_set(err, IPUOF_E_DTYPE, "input '%s' must be %s, not %s", io->name,
+                           sim_dtype_name(io->dtype), sim_onnx_dtype_name(dtype));
+    if (rank < 0 || rank > SIM_MAX_RANK || (rank > 0 && dims == NULL))
+        return sim_err_set(err, IPUOF_E_SHAPE, "input '%s': rank %d is invalid", io->name,
+                           rank);
+    got.rank = rank;
+    for (int k = 0; k < rank; k++)
+        got.d[k] = dims[k];
+    if (sim_shape_eq(&got, &io->run))
+        return 0;
+    if (rank == 0 && io->step.rank == 0 && e->D == 1 && e->R == 1)
+        return 0;   /* one scalar step: [] is as good as [1] */
+    sim_shape_fmt(&io->run, want_s, sizeof(want_s));
+    sim_shape_fmt(&got, got_s, sizeof(got_s));
+    if (io->step.rank > 0 && rank == io->run.rank && rank > 0) {
+        bool rest = true;
+        for (int k = 1; k < rank; k++)
+            rest = rest && got.d[k] == io->run.d[k];
+        if (rest)
+            return sim_err_set(err, IPUOF_E_SHAPE, "input '%s' has shape %s but one run needs "
+                               "%s: dim 0 must be device_iterations (%u) x replicas (%u) x "
+                               "micro-batch (%lld) = %lld", io->name, got_s, want_s, e->D,
+                               e->R, (long long)io->step.d[0], (long long)io->run.d[0]);
+    }
+    return sim_err_set(err, IPUOF_E_SHAPE, "input '%s' has shape %s but one run needs %s "
+                       "(one step is %s)", io->name, got_s, want_s,
+                       sim_shape_fmt(&io->step, step_s, sizeof(step_s)));
+}
+
+unsigned
+sim_exe_device_iterations(const struct sim_exe *e)
+{
+    return e->D;
+}
+
+unsigned
+sim_exe_replicas(const struct sim_exe *e)
+{
+    return e->R;
+}
+
+unsigned
+sim_exe_micro_batch(const struct sim_exe *e)
+{
+    return e->B;
+}

@@ -1,0 +1,283 @@
+/*
+ * op_activation.c — activations and normalised exponentials on float tensors: Relu,
+ * LeakyRelu, Sigmoid, Tanh, Softmax, LogSoftmax (both the opset < 13 "coerce to 2-D"
+ * semantics and the single-axis semantics of opset 13), and Dropout (identity in
+ * inference; in training mode a Bernoulli mask from the replica's random state).
+ *
+ * Does not: support other dtypes than float.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+static int
+infer_float_same(struct sim_infer *c)
+{
+    int rc = sim_in_dtype(c, 0, sim_dt_float);
+
+    return rc != 0 ? rc : sim_set_out(c, 0, SIM_DTYPE_FLOAT, &c->in[0]->shape);
+}
+
+/* x: any shape, y: same shape */
+static int
+fwd_relu(const struct sim_kern *k, struct sim_err *err)
+{
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+
+    (void)err;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+
+struct leaky_params {
+    float alpha;
+};
+
+static int
+infer_leaky(struct sim_infer *c)
+{
+    struct leaky_params *p;
+    int rc = infer_float_same(c);
+
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    return sim_ia_float(c, "alpha", 0.01f, &p->alpha);
+}
+
+static int
+fwd_leaky(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct leaky_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+
+    (void)err;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        y[i] = x[i] >= 0.0f ? x[i] : p->alpha * x[i];
+    return 0;
+}
+
+static int
+fwd_sigmoid(const struct sim_kern *k, struct sim_err *err)
+{
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+
+    (void)err;
+    for (int64_t i = 0; i < k->in[0].numel; i++) {
+        if (x[i] >= 0.0f) {
+            y[i] = 1.0f / (1.0f + expf(-x[i]));
+        } else {
+            float e = expf(x[i]);
+            y[i] = e / (1.0f + e);
+        }
+    }
+    return 0;
+}
+
+static int
+fwd_tanh(const struct sim_kern *k, struct sim_err *err)
+{
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+
+    (void)err;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        y[i] = tanhf(x[i]);
+    return 0;
+}
+
+/* ---- Softmax / LogSoftmax ------------------------------------------------------------- */
+
+struct softmax_params {
+    int64_t outer, n, inner;        /* x viewed as (outer, n, inner), softmax over n */
+    bool log;
+};
+
+static int
+infer_softmax_common(struct sim_infer *c, bool log)
+{
+    const struct sim_tinfo *x = c->in[0];
+    struct softmax_params *p;
+    int64_t axis;
+    int ax, rc = infer_float_same(c);
+
+    if (rc != 0)
+        return rc;
+    rc = sim_ia_int(c, "axis", c->version < 13 ? 1 : -1, &axis);
+    if (rc != 0)
+        return rc;
+    if (x->shape.rank == 0)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "input must have rank >= 1");
+    if (!sim_axis(axis, x->shape.rank, &ax))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "axis %lld is out of range for rank %d",
+                              (long long)axis, x->shape.rank);
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    p->log = log;
+    p->outer = sim_shape_span(&x->shape, 0, ax);
+    if (c->version < 13) {
+        p->n = sim_shape_span(&x->shape, ax, x->shape.rank);
+        p->inner = 1;
+    } else {
+        p->n = x->shape.d[ax];
+        p->inner = sim_shape_span(&x->shape, ax + 1, x->shape.rank);
+    }
+    return 0;
+}
+
+static int infer_softmax(struct sim_infer *c) { return infer_softmax_common(c, false); }
+static int infer_logsoftmax(struct sim_infer *c) { return infer_softmax_common(c, true); }
+
+/* x, y: (outer, n, inner) */
+static int
+fwd_softmax(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct softmax_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t n = p->n, inner = p->inner;
+
+    (void)err;
+    if (n == 0)
+        return 0;
+    for (int64_t o = 0; o < p->outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xr = x + o * n * inner + i;
+            float *yr = y + o * n * inner + i;
+            float mx = xr[0];
+            double sum = 0.0;
+            for (int64_t j = 1; j < n; j++)
+                if (xr[j * inner] > mx)
+                    mx = xr[j * inner];
+            for (int64_t j = 0; j < n; j++) {
+                float e = expf(xr[j * inner] - mx);
+                sum += e;
+                if (!p->log)
+                    yr[j * inner] = e;
+            }
+            if (p->log) {
+                float ls = (float)log(sum);
+                for (int64_t j = 0; j < n; j++)
+                    yr[j * inner] = xr[j * inner] - mx - ls;
+            } else {
+                float inv = (float)(1.0 / sum);
+                for (int64_t j = 0; j < n; j++)
+                    yr[j * inner] *= inv;
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- Dropout -------------------------------------------------------------------------- */
+
+struct dropout_params {
+    float ratio;                    /* attribute ratio (opset < 12) or default */
+    bool attr_training;             /* opset < 7 with is_test = 0 */
+    int mask_dtype;
+};
+
+static int
+infer_dropout(struct sim_infer *c)
+{
+    struct dropout_params *p;
+    int64_t is_test;
+    int rc = infer_float_same(c);
+
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    rc = sim_ia_float(c, "ratio", 0.5f, &p->ratio);
+    if (rc == 0)
+        rc = sim_ia_int(c, "is_test", 0, &is_test);
+    if (rc != 0)
+        return rc;
+    p->attr_training = c->version < 7 && is_test == 0;
+    if (c->version < 12 && (c->n_in > 1))
+        return sim_infer_fail(c, IPUOF_E_INVAL, "takes one input before opset 12");
+    if (sim_has_in(c, 1) && (c->in[1]->dtype != SIM_DTYPE_FLOAT || c->in[1]->numel != 1))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "ratio must be a single float");
+    if (sim_has_in(c, 2) && (c->in[2]->dtype != SIM_DTYPE_BOOL || c->in[2]->numel != 1))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "training_mode must be a single bool");
+    p->mask_dtype = c->version >= 10 ? SIM_DTYPE_BOOL : SIM_DTYPE_FLOAT;
+    if (c->n_out > 1) {
+        rc = sim_set_out(c, 1, p->mask_dtype, &c->in[0]->shape);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift generators"). */
+static uint64_t
+next_rand(uint64_t *s)
+{
+    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+/* x, y, mask: same shape */
+static int
+fwd_dropout(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct dropout_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    void *mask = k->n_out > 1 ? k->out[1].data : NULL;
+    float ratio = p->ratio;
+    bool training = p->attr_training;
+    int64_t n = k->in[0].numel;
+
+    (void)err;
+    if (k->n_in > 1 && k->in[1].data != NULL)
+        ratio = ((const float *)k->in[1].data)[0];
+    if (k->n_in > 2 && k->in[2].data != NULL)
+        training = ((const uint8_t *)k->in[2].data)[0] != 0;
+    if (!training || !(ratio > 0.0f)) {
+        if (y != x)
+            memcpy(y, x, (size_t)n * sizeof(float));
+        for (int64_t i = 0; mask != NULL && i < n; i++)
+            sim_put_i64(p->mask_dtype, mask, i, 1);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double u = (double)(next_rand(k->rng) >> 11) * (1.0 / 9007199254740992.0);
+        bool keep = ratio < 1.0f && u >= ratio;
+        y[i] = keep ? x[i] / (1.0f - ratio) : 0.0f;
+        if (mask != NULL)
+            sim_put_i64(p->mask_dtype, mask, i, keep);
+    }
+    return 0;
+}
+
+#define CODE_ACT 3072u
+
+const struct sim_op sim_ops_activation[] = {
+    { "Relu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_relu, NULL },
+    { "LeakyRelu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_leaky, fwd_leaky, NULL },
+    { "Sigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_sigmoid, NULL },
+    { "Tanh", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_tanh, NULL },
+    { "Softmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_softmax, fwd_softmax, NULL },
+    { "LogSoftmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_logsoftmax, fwd_softmax, NULL },
+    { "Dropout", 1, 1, 3, 1, 2, 0, SIM_OPF_NOFOLD, CODE_ACT, infer_dropout, fwd_dropout,
+      NULL },
+};
+
+const int sim_ops_activation_count =
+    (int)(sizeof(sim_ops_activation) / sizeof(sim_ops_activation[0]));

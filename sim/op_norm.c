@@ -1,0 +1,223 @@
+/*
+ * op_norm.c — normalisations on float tensors: BatchNormalization (inference with the
+ * running statistics; training mode of opset 14+ with batch statistics and the updated
+ * running mean and variance as outputs) and LayerNormalization (opset 17: any axis, with
+ * the optional Mean and InvStdDev outputs).
+ *
+ * Statistics are accumulated in double. Does not: the opset 9-13 training outputs of
+ * BatchNormalization (saved mean / variance), spatial=0.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+struct bn_params {
+    int64_t n, c, plane;            /* x viewed as (n, c, plane) */
+    float eps, momentum;
+    bool training;
+};
+
+static int
+infer_bn(struct sim_infer *c)
+{
+    const struct sim_tinfo *x = c->in[0];
+    struct bn_params *p;
+    int64_t training = 0, spatial = 1;
+    char s1[128], s2[128];
+    int rc;
+
+    for (int i = 0; i < 5; i++) {
+        rc = sim_in_dtype(c, i, sim_dt_float);
+        if (rc != 0)
+            return rc;
+    }
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    rc = sim_ia_float(c, "epsilon", 1e-5f, &p->eps);
+    if (rc == 0)
+        rc = sim_ia_float(c, "momentum", 0.9f, &p->momentum);
+    if (rc == 0)
+        rc = sim_ia_int(c, "training_mode", 0, &training);
+    if (rc == 0)
+        rc = sim_ia_int(c, "spatial", 1, &spatial);
+    if (rc != 0)
+        return rc;
+    if (spatial != 1)
+        return sim_infer_unsupported(c, "BatchNormalization with spatial=0");
+    if (c->version < 14 && c->n_out > 1)
+        return sim_infer_unsupported(c, "training outputs of BatchNormalization before "
+                                     "opset 14 (saved mean and variance)");
+    if (c->n_out > 3)
+        return sim_infer_fail(c, IPUOF_E_INVAL, "has %d outputs; opset %d allows 3", c->n_out,
+                              c->version);
+    if (x->shape.rank < 2)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "input %s must be (N, C, ...)",
+                              sim_shape_fmt(&x->shape, s1, sizeof(s1)));
+    for (int i = 1; i < 5; i++)
+        if (c->in[i]->shape.rank != 1 || c->in[i]->shape.d[0] != x->shape.d[1])
+            return sim_infer_fail(c, IPUOF_E_SHAPE, "input %d %s must be (C) = (%lld) for "
+                                  "input %s", i, sim_shape_fmt(&c->in[i]->shape, s2, sizeof(s2)),
+                                  (long long)x->shape.d[1],
+                                  sim_shape_fmt(&x->shape, s1, sizeof(s1)));
+    p->training = training != 0;
+    p->n = x->shape.d[0];
+    p->c = x->shape.d[1];
+    p->plane = sim_shape_span(&x->shape, 2, x->shape.rank);
+    rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &x->shape);
+    for (int i = 1; rc == 0 && i < c->n_out && i < 3; i++)
+        rc = sim_set_out(c, i, SIM_DTYPE_FLOAT, &c->in[3]->shape);
+    return rc;
+}
+
+/* x, y: (n, c, plane); scale, bias, mean, var, running outputs: (c) */
+static int
+fwd_bn(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct bn_params *p = k->params;
+    const float *x = k->in[0].data, *scale = k->in[1].data, *bias = k->in[2].data;
+    const float *mean = k->in[3].data, *var = k->in[4].data;
+    float *y = k->out[0].data;
+    float *rmean = k->n_out > 1 ? k->out[1].data : NULL;
+    float *rvar = k->n_out > 2 ? k->out[2].data : NULL;
+
+    (void)err;
+    for (int64_t ch = 0; ch < p->c; ch++) {
+        double m = mean[ch], v = var[ch], a, b;
+        if (p->training) {
+            double s = 0.0, ss = 0.0, cnt = (double)(p->n * p->plane);
+            for (int64_t n = 0; n < p->n; n++) {
+                const float *xr = x + (n * p->c + ch) * p->plane;
+                for (int64_t i = 0; i < p->plane; i++)
+                    s += xr[i];
+            }
+            m = cnt > 0 ? s / cnt : 0.0;
+            for (int64_t n = 0; n < p->n; n++) {
+                const float *xr = x + (n * p->c + ch) * p->plane;
+                for (int64_t i = 0; i < p->plane; i++)
+                    ss += (xr[i] - m) * (xr[i] - m);
+            }
+            v = cnt > 0 ? ss / cnt : 0.0;
+            if (rmean != NULL)
+                rmean[ch] = (float)(mean[ch] * p->momentum + m * (1.0 - p->momentum));
+            if (rvar != NULL)
+                rvar[ch] = (float)(var[ch] * p->momentum + v * (1.0 - p->momentum));
+        }
+        a = scale[ch] / sqrt(v + p->eps);
+        b = bias[ch] - m * a;
+        for (int64_t n = 0; n < p->n; n++) {
+            const float *xr = x + (n * p->c + ch) * p->plane;
+            float *yr = y + (n * p->c + ch) * p->plane;
+            float fa = (float)a, fb = (float)b;
+            for (int64_t i = 0; i < p->plane; i++)
+                yr[i] = xr[i] * fa + fb;
+        }
+    }
+    return 0;
+}
+
+struct ln_params {
+    int64_t outer, inner;
+    float eps;
+    bool scalar_scale, scalar_bias;
+};
+
+static int
+infer_ln(struct sim_infer *c)
+{
+    const struct sim_tinfo *x = c->in[0];
+    struct ln_params *p;
+    struct sim_shape stat;
+    int64_t axis;
+    int ax, rc = sim_in_dtype(c, 0, sim_dt_float);
+    char s1[128], s2[128];
+
+    if (rc == 0)
+        rc = sim_in_dtype(c, 1, sim_dt_float);
+    if (rc == 0 && sim_has_in(c, 2))
+        rc = sim_in_dtype(c, 2, sim_dt_float);
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    rc = sim_ia_int(c, "axis", -1, &axis);
+    if (rc == 0)
+        rc = sim_ia_float(c, "epsilon", 1e-5f, &p->eps);
+    if (rc != 0)
+        return rc;
+    if (!sim_axis(axis, x->shape.rank, &ax))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "axis %lld is out of range for rank %d",
+                              (long long)axis, x->shape.rank);
+    p->outer = sim_shape_span(&x->shape, 0, ax);
+    p->inner = sim_shape_span(&x->shape, ax, x->shape.rank);
+    for (int i = 1; i < 3; i++) {
+        const struct sim_tinfo *t = sim_has_in(c, i) ? c->in[i] : NULL;
+        if (t == NULL)
+            continue;
+        if (t->numel == 1) {
+            if (i == 1)
+                p->scalar_scale = true;
+            else
+                p->scalar_bias = true;
+            continue;
+        }
+        if (t->numel != p->inner || t->shape.rank > x->shape.rank - ax)
+            return sim_infer_unsupported(c, "%s %s for input %s with axis %d (it must have "
+                                         "the shape of the normalised dims or one element)",
+                                         i == 1 ? "Scale" : "B",
+                                         sim_shape_fmt(&t->shape, s1, sizeof(s1)),
+                                         sim_shape_fmt(&x->shape, s2, sizeof(s2)), ax);
+    }
+    stat = x->shape;
+    for (int i = ax; i < stat.rank; i++)
+        stat.d[i] = 1;
+    rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &x->shape);
+    for (int i = 1; rc == 0 && i < c->n_out; i++)
+        rc = sim_set_out(c, i, SIM_DTYPE_FLOAT, &stat);
+    return rc;
+}
+
+/* x, y: (outer, inner); scale, bias: (inner) or one value; mean, invstd: (outer) */
+static int
+fwd_ln(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct ln_params *p = k->params;
+    const float *x = k->in[0].data, *scale = k->in[1].data;
+    const float *bias = k->n_in > 2 ? k->in[2].data : NULL;
+    float *y = k->out[0].data;
+    float *mean_out = k->n_out > 1 ? k->out[1].data : NULL;
+    float *inv_out = k->n_out > 2 ? k->out[2].data : NULL;
+
+    (void)err;
+    for (int64_t o = 0; o < p->outer; o++) {
+        const float *xr = x + o * p->inner;
+        float *yr = y + o * p->inner;
+        double s = 0.0, ss = 0.0, m, inv;
+        for (int64_t i = 0; i < p->inner; i++)
+            s += xr[i];
+        m = p->inner > 0 ? s / (double)p->inner : 0.0;
+        for (int64_t i = 0; i < p->inner; i++)
+            ss += (xr[i] - m) * (xr[i] - m);
+        inv = 1.0 / sqrt((p->inner > 0 ? ss / (double)p->inner : 0.0) + p->eps);
+        for (int64_t i = 0; i < p->inner; i++) {
+            double sc = scale[p->scalar_scale ? 0 : i];
+            double b = bias != NULL ? bias[p->scalar_bias ? 0 : i] : 0.0;
+            yr[i] = (float)((xr[i] - m) * inv * sc + b);
+        }
+        if (mean_out != NULL)
+            mean_out[o] = (float)m;
+        if (inv_out != NULL)
+            inv_out[o] = (float)inv;
+    }
+    return 0;
+}
+
+const struct sim_op sim_ops_norm[] = {
+    { "BatchNormalization", 7, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, NULL },
+    { "LayerNormalization", 17, 2, 3, 1, 3, 0, 0, 8192u, infer_ln, fwd_ln, NULL },
+};
+
+const int sim_ops_norm_count = (int)(sizeof(sim_ops_norm) / sizeof(sim_ops_norm[0]));

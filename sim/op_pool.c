@@ -1,0 +1,242 @@
+/*
+ * op_pool.c — pooling over 1 to 3 spatial dims of NC... tensors: MaxPool (float, uint8,
+ * int8; pads, strides, dilations, ceil_mode, auto_pad, the optional Indices output with
+ * row- or column-major storage_order), AveragePool (float; count_include_pad, ceil_mode,
+ * auto_pad) and GlobalAveragePool.
+ *
+ * Every pool is computed as a 3-D pool with unit dims padded in front, so one loop nest
+ * serves all ranks. Windows are clipped to the input; padding never contributes a value.
+ * Does not: LpPool, MaxUnpool, dilated average pooling (opset 19).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+struct pool_params {
+    int64_t planes;                 /* N * C */
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
+    int nsp;
+    bool avg, include_pad, col_major;
+};
+
+static int
+infer_pool(struct sim_infer *c, bool avg, bool global)
+{
+    const struct sim_tinfo *x = c->in[0];
+    struct pool_params *p;
+    struct sim_window win;
+    int64_t kern[3], in[3], ceil_mode = 0, include_pad = 0, storage = 0;
+    const int64_t *ks;
+    struct sim_shape o;
+    int nks, nsp, rc;
+    static const int max_types[] = { SIM_DTYPE_FLOAT, SIM_DTYPE_UINT8, SIM_DTYPE_INT8, 0 };
+    char s1[128];
+
+    rc = sim_in_dtype(c, 0, avg ? sim_dt_float : max_types);
+    if (rc != 0)
+        return rc;
+    if (x->shape.rank < 3 || x->shape.rank > 5)
+        return sim_infer_unsupported(c, "input %s: 1 to 3 spatial dims are supported",
+                                     sim_shape_fmt(&x->shape, s1, sizeof(s1)));
+    nsp = x->shape.rank - 2;
+    for (int i = 0; i < nsp; i++)
+        in[i] = x->shape.d[2 + i];
+    if (global) {
+        memset(&win, 0, sizeof(win));
+        win.nsp = nsp;
+        for (int i = 0; i < nsp; i++) {
+            win.in[i] = win.k[i] = in[i];
+            win.s[i] = win.d[i] = 1;
+            win.out[i] = 1;
+        }
+    } else {
+        rc = sim_ia_ints(c, "kernel_shape", &ks, &nks);
+        if (rc == 0)
+            rc = sim_ia_int(c, "ceil_mode", 0, &ceil_mode);
+        if (rc == 0)
+            rc = sim_ia_int(c, "count_include_pad", 0, &include_pad);
+        if (rc == 0)
+            rc = sim_ia_int(c, "storage_order", 0, &storage);
+        if (rc != 0)
+            return rc;
+        if (nks != nsp)
+            return sim_infer_fail(c, IPUOF_E_INVAL, "kernel_shape must have %d values", nsp);
+        for (int i = 0; i < nsp; i++)
+            kern[i] = ks[i];
+        rc = sim_window_infer(c, nsp, in, kern, ceil_mode != 0, !avg, &win);
+        if (rc != 0)
+            return rc;
+    }
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    p->avg = avg;
+    p->include_pad = include_pad != 0;
+    p->col_major = storage != 0;
+    p->planes = x->shape.d[0] * x->shape.d[1];
+    p->nsp = nsp;
+    /* spatial dim i of the model is dim 3 - nsp + i of the 3-D pool */
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - nsp);
+        p->in[i] = j >= 0 ? win.in[j] : 1;
+        p->k[i] = j >= 0 ? win.k[j] : 1;
+        p->s[i] = j >= 0 ? win.s[j] : 1;
+        p->d[i] = j >= 0 ? win.d[j] : 1;
+        p->pb[i] = j >= 0 ? win.pb[j] : 0;
+        p->pe[i] = j >= 0 ? win.pe[j] : 0;
+        p->out[i] = j >= 0 ? win.out[j] : 1;
+    }
+    o = x->shape;
+    for (int i = 0; i < nsp; i++)
+        o.d[2 + i] = win.out[i];
+    rc = sim_set_out(c, 0, x->dtype, &o);
+    if (rc == 0 && c->n_out > 1)
+        rc = sim_set_out(c, 1, SIM_DTYPE_INT64, &o);
+    return rc;
+}
+
+static int infer_maxpool(struct sim_infer *c) { return infer_pool(c, false, false); }
+static int infer_avgpool(struct sim_infer *c) { return infer_pool(c, true, false); }
+static int infer_gavgpool(struct sim_infer *c) { return infer_pool(c, true, true); }
+
+/* Valid kernel taps [*k0, *k1) of output position o along dim i. */
+static void
+taps(const struct pool_params *p, int i, int64_t o, int64_t *k0, int64_t *k1)
+{
+    int64_t start = o * p->s[i] - p->pb[i], d = p->d[i];
+    int64_t lo = 0, hi = p->k[i];
+
+    if (start < 0)
+        lo = (-start + d - 1) / d;
+    if (start + (hi - 1) * d >= p->in[i])
+        hi = (p->in[i] - 1 - start) / d + 1;
+    if (start >= p->in[i])
+        hi = 0;
+    if (hi < lo)
+        hi = lo;
+    *k0 = lo;
+    *k1 = hi;
+}
+
+/* Window size used by count_include_pad: the window clipped to the padded input. */
+static int64_t
+padded_extent(const struct pool_params *p, int i, int64_t o)
+{
+    int64_t start = o * p->s[i] - p->pb[i];
+    int64_t end = start + (p->k[i] - 1) * p->d[i] + 1;
+    int64_t lim = p->in[i] + p->pe[i];
+
+    return (end > lim ? lim : end) - start;
+}
+
+/* x: (N, C, spatial...), y and indices: (N, C, out spatial...) */
+static int
+fwd_pool(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct pool_params *p = k->params;
+    const struct sim_tensor *xt = &k->in[0];
+    int64_t *ind = k->n_out > 1 ? k->out[1].data : NULL;
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+    bool isf = xt->dtype == SIM_DTYPE_FLOAT;
+
+    (void)err;
+    for (int64_t pl = 0; pl < p->planes; pl++) {
+        int64_t oi = pl * plane_out;
+        for (int64_t o0 = 0; o0 < p->out[0]; o0++) {
+            int64_t a0, b0;
+            taps(p, 0, o0, &a0, &b0);
+            for (int64_t o1 = 0; o1 < p->out[1]; o1++) {
+                int64_t a1, b1;
+                taps(p, 1, o1, &a1, &b1);
+                for (int64_t o2 = 0; o2 < p->out[2]; o2++, oi++) {
+                    int64_t a2, b2, best_i = -1, cnt = 0;
+                    double acc = p->avg ? 0.0 : -INFINITY;
+                    taps(p, 2, o2, &a2, &b2);
+                    for (int64_t t0 = a0; t0 < b0; t0++) {
+                        int64_t i0 = o0 * p->s[0] - p->pb[0] + t0 * p->d[0];
+                        for (int64_t t1 = a1; t1 < b1; t1++) {
+                            int64_t i1 = o1 * p->s[1] - p->pb[1] + t1 * p->d[1];
+                            int64_t row = pl * plane_in + (i0 * p->in[1] + i1) * p->in[2];
+                            for (int64_t t2 = a2; t2 < b2; t2++) {
+                                int64_t i2 = o2 * p->s[2] - p->pb[2] + t2 * p->d[2];
+                                double v = isf ? ((const float *)xt->data)[row + i2]
+                                               : sim_get_f64(xt->dtype, xt->data, row + i2);
+                                cnt++;
+                                if (p->avg) {
+                                    acc += v;
+                                } else if (v > acc || best_i < 0) {
+                                    acc = v;
+                                    best_i = p->col_major
+                                                 ? pl * plane_in +
+                                                       (i2 * p->in[1] + i1) * p->in[0] + i0
+                                                 : row + i2;
+                                }
+                            }
+                        }
+                    }
+                    if (p->avg) {
+                        int64_t div = cnt;
+                        if (p->include_pad)
+                            div = padded_extent(p, 0, o0) * padded_extent(p, 1, o1) *
+                                  padded_extent(p, 2, o2);
+                        acc = div > 0 ? acc / (double)div : 0.0;
+                    }
+                    if (isf)
+                        ((float *)k->out[0].data)[oi] = (float)acc;
+                    else
+                        sim_put_f64(xt->dtype, k->out[0].data, oi, cnt ? acc : 0.0);
+                    if (ind != NULL)
+                        ind[oi] = best_i < 0 ? 0 : best_i;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled. */
+static int
+fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
+{
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
+
+    for (int64_t pl = 0; pl < p->planes; pl++) {
+        const float *xp = x + pl * H * W;
+        float *yp = y + pl * OH * OW;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            const float *r0 = xp + 2 * oy * W, *r1 = r0 + W;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                float a = r0[2 * ox] > r0[2 * ox + 1] ? r0[2 * ox] : r0[2 * ox + 1];
+                float b = r1[2 * ox] > r1[2 * ox + 1] ? r1[2 * ox] : r1[2 * ox + 1];
+                yp[oy * OW + ox] = a > b ? a : b;
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct pool_params *p = k->params;
+
+    if (k->in[0].dtype == SIM_DTYPE_FLOAT && k->n_out == 1 && p->k[0] == 1 &&
+        p->k[1] == 2 && p->k[2] == 2 && p->s[1] == 2 && p->s[2] == 2 && p->d[1] == 1 &&
+        p->d[2] == 1 && p->pb[1] == 0 && p->pb[2] == 0 && p->out[1] * 2 <= p->in[1] &&
+        p->out[2] * 2 <= p->in[2])
+        return fwd_maxpool_2x2(k, p);
+    return fwd_pool(k, err);
+}
+
+const struct sim_op sim_ops_pool[] = {
+    { "MaxPool", 1, 1, 1, 1, 2, 0, 0, 8192u, infer_maxpool, fwd_maxpool, NULL },
+    { "AveragePool", 1, 1, 1, 1, 1, 0, 0, 8192u, infer_avgpool, fwd_pool, NULL },
+    { "GlobalAveragePool", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_gavgpool, fwd_pool, NULL },
+};
+
+const int sim_ops_pool_count = (int)(sizeof(sim_ops_pool) / sizeof(sim_ops_pool[0]));

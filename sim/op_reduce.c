@@ -1,0 +1,188 @@
+/*
+ * op_reduce.c — reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin over any set of
+ * axes (attribute before opset 13 for ReduceSum / always for the others up to opset 17;
+ * a compile-time input for ReduceSum from opset 13), keepdims, noop_with_empty_axes.
+ *
+ * The input's dims are coalesced into alternating runs of kept and reduced dims, and the
+ * step walks the input once, accumulating in double in the scratch buffer.
+ * Does not: the L1/L2/LogSum/SumSquare family.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+
+struct reduce_params {
+    int kind;
+    bool noop;                      /* identity (empty axes with noop_with_empty_axes) */
+    int nd;                         /* coalesced dims */
+    int64_t dims[SIM_MAX_RANK];
+    int64_t so[SIM_MAX_RANK];       /* output strides, 0 on reduced dims */
+    int64_t out_n, count;           /* output elements, elements reduced into each */
+};
+
+static int
+infer_reduce(struct sim_infer *c, int kind)
+{
+    const struct sim_tinfo *x = c->in[0];
+    struct reduce_params *p;
+    int64_t keepdims, noop_empty, axes[SIM_MAX_RANK];
+    bool red[SIM_MAX_RANK] = { false };
+    int n_axes = -1, rc;
+    struct sim_shape o;
+    int64_t acc = 1, so[SIM_MAX_RANK];
+    static const int types[] = { SIM_DTYPE_FLOAT, SIM_DTYPE_INT32, SIM_DTYPE_INT64, 0 };
+
+    rc = sim_in_dtype(c, 0, types);
+    if (rc == 0)
+        rc = sim_ia_int(c, "keepdims", 1, &keepdims);
+    if (rc == 0)
+        rc = sim_ia_int(c, "noop_with_empty_axes", 0, &noop_empty);
+    if (rc != 0)
+        return rc;
+    if (kind == R_SUM && c->version >= 13) {
+        if (sim_has_in(c, 1)) {
+            rc = sim_in_const_ints(c, 1, "axes", axes, SIM_MAX_RANK, &n_axes);
+            if (rc != 0)
+                return rc;
+        }
+    } else {
+        const int64_t *v;
+        int n;
+        if (c->n_in > 1)
+            return sim_infer_fail(c, IPUOF_E_INVAL, "takes one input in opset %d", c->version);
+        rc = sim_ia_ints(c, "axes", &v, &n);
+        if (rc != 0)
+            return rc;
+        if (n > SIM_MAX_RANK)
+            return sim_infer_fail(c, IPUOF_E_SHAPE, "%d axes for rank %d", n, x->shape.rank);
+        for (int i = 0; i < n; i++)
+            axes[i] = v[i];
+        n_axes = n;
+    }
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    p->kind = kind;
+    if (n_axes <= 0) {
+        if (noop_empty && n_axes <= 0) {
+            p->noop = true;
+            return sim_set_out(c, 0, x->dtype, &x->shape);
+        }
+        for (int i = 0; i < x->shape.rank; i++)
+            red[i] = true;
+    }
+    for (int i = 0; i < n_axes; i++) {
+        int ax;
+        if (!sim_axis(axes[i], x->shape.rank, &ax))
+            return sim_infer_fail(c, IPUOF_E_SHAPE, "axis %lld is out of range for rank %d",
+                                  (long long)axes[i], x->shape.rank);
+        red[ax] = true;
+    }
+    o.rank = 0;
+    p->count = 1;
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (red[i])
+            p->count *= x->shape.d[i];
+        if (!red[i] || keepdims)
+            o.d[o.rank++] = red[i] ? 1 : x->shape.d[i];
+    }
+    if ((kind == R_MAX || kind == R_MIN) && p->count == 0 && sim_shape_count(&x->shape) == 0 &&
+        x->shape.rank > 0)
+        return sim_infer_unsupported(c, "max/min over an empty set");
+    for (int i = x->shape.rank - 1; i >= 0; i--) {
+        so[i] = red[i] ? 0 : acc;
+        if (!red[i])
+            acc *= x->shape.d[i];
+    }
+    p->nd = 0;
+    for (int i = 0; i < x->shape.rank; i++) {
+        int64_t d = x->shape.d[i];
+        if (d == 1)
+            continue;
+        if (p->nd > 0 && so[i] == p->so[p->nd - 1] * d &&
+            (so[i] == 0) == (p->so[p->nd - 1] == 0)) {
+            p->dims[p->nd - 1] *= d;
+            p->so[p->nd - 1] = so[i];
+            continue;
+        }
+        p->dims[p->nd] = d;
+        p->so[p->nd] = so[i];
+        p->nd++;
+    }
+    if (p->nd == 0) {
+        p->dims[0] = 1;
+        p->so[0] = 0;
+        p->nd = 1;
+    }
+    p->out_n = sim_shape_count(&o);
+    c->scratch_bytes = (size_t)p->out_n * sizeof(double);
+    return sim_set_out(c, 0, x->dtype, &o);
+}
+
+static int infer_rsum(struct sim_infer *c) { return infer_reduce(c, R_SUM); }
+static int infer_rmean(struct sim_infer *c) { return infer_reduce(c, R_MEAN); }
+static int infer_rmax(struct sim_infer *c) { return infer_reduce(c, R_MAX); }
+static int infer_rmin(struct sim_infer *c) { return infer_reduce(c, R_MIN); }
+
+/* x: any shape; y: x with the reduced dims removed or kept as 1 */
+static int
+fwd_reduce(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct reduce_params *p = k->params;
+    const struct sim_tensor *x = &k->in[0];
+    double *acc = k->scratch;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n = p->dims[p->nd - 1];
+    int64_t inner_so = p->so[p->nd - 1], total = x->numel;
+    bool isf = x->dtype == SIM_DTYPE_FLOAT;
+    double init = p->kind == R_MAX ? -INFINITY : p->kind == R_MIN ? INFINITY : 0.0;
+
+    (void)err;
+    if (p->noop) {
+        memcpy(k->out[0].data, x->data, (size_t)total * sim_dtype_size(x->dtype));
+        return 0;
+    }
+    for (int64_t i = 0; i < p->out_n; i++)
+        acc[i] = init;
+    for (int64_t base = 0; base < total; base += n) {
+        for (int64_t i = 0; i < n; i++) {
+            double v = isf ? ((const float *)x->data)[base + i]
+                           : sim_get_f64(x->dtype, x->data, base + i);
+            double *a = &acc[oo + i * inner_so];
+            switch (p->kind) {
+            case R_MAX: if (v > *a || v != v) *a = v; break;
+            case R_MIN: if (v < *a || v != v) *a = v; break;
+            default: *a += v; break;
+            }
+        }
+        for (int d = p->nd - 2; d >= 0; d--) {
+            idx[d]++;
+            oo += p->so[d];
+            if (idx[d] < p->dims[d])
+                break;
+            oo -= p->so[d] * p->dims[d];
+            idx[d] = 0;
+        }
+    }
+    for (int64_t i = 0; i < p->out_n; i++) {
+        double v = acc[i];
+        if (p->kind == R_MEAN)
+            v = p->count > 0 ? v / (double)p->count : NAN;
+        sim_put_f64(x->dtype, k->out[0].data, i, v);
+    }
+    return 0;
+}
+
+#define CODE_RED 6144u
+
+const struct sim_op sim_ops_reduce[] = {
+    { "ReduceSum", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_RED, infer_rsum, fwd_reduce, NULL },
+    { "ReduceMean", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmean, fwd_reduce, NULL },
+    { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, NULL },
+    { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, NULL },
+};
+
+const int sim_ops_reduce_count = (int)(sizeof(sim_ops_reduce) / sizeof(sim_ops_reduce[0]));

@@ -1,0 +1,156 @@
+/*
+ * ops.h — the op table: how the compiler and the executor talk to ops.
+ *
+ * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
+ * op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c, op_shape.c):
+ *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
+ *              shape, build the op's private parameters and ask for scratch memory;
+ *   forward  — at run time: compute outputs from inputs, allocating nothing;
+ *   backward — reserved for autodiff (NULL until training lands): given the forward
+ *              kernel and output gradients, accumulate (+=) input gradients.
+ * Ops never see protobuf or the memory plan; they get tensor views.
+ */
+#ifndef SIM_OPS_H
+#define SIM_OPS_H
+
+#include "model.h"
+
+/* What the compiler knows about a tensor while inferring. */
+struct sim_tinfo {
+    int dtype;
+    struct sim_shape shape;
+    int64_t numel;
+    const void *cdata;          /* the value when known at compile time, else NULL */
+};
+
+/* The context of one infer call. */
+struct sim_infer {
+    const struct sim_mnode *mn; /* attributes */
+    const char *label;          /* "node 3 'conv1' (Conv)" */
+    int version;                /* the model's ai.onnx opset */
+    int n_in, n_out;
+    const struct sim_tinfo *const *in;  /* n_in entries; NULL for an omitted input */
+    struct sim_tinfo *out;      /* n_out entries to fill (dtype, shape) */
+    void *params;               /* set by infer: malloc'd, freed by the compiler */
+    size_t scratch_bytes;       /* set by infer: per-step scratch the forward needs */
+    struct sim_err *err;
+};
+
+/* The context of one forward call: bound once at compile time, per replica. */
+struct sim_kern {
+    const char *label;
+    const void *params;
+    int n_in, n_out;
+    const struct sim_tensor *in;  /* n_in views; data NULL for an omitted input */
+    struct sim_tensor *out;       /* n_out views; data NULL for an omitted output */
+    void *scratch;                /* scratch_bytes, SIM_ALIGN-aligned */
+    uint64_t *rng;                /* per-replica random state (Dropout in training mode) */
+};
+
+typedef int (*sim_infer_fn)(struct sim_infer *c);
+typedef int (*sim_forward_fn)(const struct sim_kern *k, struct sim_err *err);
+/* Reserved: dout has n_out gradients of the outputs; din receives n_in gradients. */
+typedef int (*sim_backward_fn)(const struct sim_kern *k, const struct sim_tensor *dout,
+                               struct sim_tensor *din, struct sim_err *err);
+
+enum sim_op_flags {
+    SIM_OPF_NOFOLD = 1u << 0,     /* never evaluate at compile time (random ops) */
+    SIM_OPF_SHAPE_ONLY = 1u << 1  /* needs only the input's shape (Shape): always folds */
+};
+
+struct sim_op {
+    const char *name;           /* ONNX op_type */
+    int since;                  /* oldest ai.onnx opset implemented */
+    int min_in, max_in;         /* max_in < 0: variadic */
+    int min_out, max_out;
+    uint32_t const_inputs;      /* bit i: input i must be known at compile time */
+    unsigned flags;             /* enum sim_op_flags */
+    uint32_t code_bytes;        /* code-size estimate per node, see plan.c */
+    sim_infer_fn infer;
+    sim_forward_fn forward;
+    sim_backward_fn backward;
+};
+
+/* Family tables; each ends where its _count says. */
+extern const struct sim_op sim_ops_elementwise[];
+extern const int sim_ops_elementwise_count;
+extern const struct sim_op sim_ops_activation[];
+extern const int sim_ops_activation_count;
+extern const struct sim_op sim_ops_matmul[];
+extern const int sim_ops_matmul_count;
+extern const struct sim_op sim_ops_conv[];
+extern const int sim_ops_conv_count;
+extern const struct sim_op sim_ops_pool[];
+extern const int sim_ops_pool_count;
+extern const struct sim_op sim_ops_reduce[];
+extern const int sim_ops_reduce_count;
+extern const struct sim_op sim_ops_norm[];
+extern const int sim_ops_norm_count;
+extern const struct sim_op sim_ops_shape[];
+extern const int sim_ops_shape_count;
+
+/* The op for an ONNX op_type in the default domain, or NULL. */
+const struct sim_op *sim_op_find(const char *op_type);
+
+/* Calls fn for every op of every family (for tests and listings). */
+void sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud);
+
+/* ---- helpers for infer functions (each returns 0 or an error set on c->err) ---------- */
+
+/* "<label>: <formatted text>" with code. */
+int sim_infer_fail(struct sim_infer *c, int code, const char *fmt, ...) SIM_PRINTF(3, 4);
+
+/* An unsupported variant: IPUOF_E_UNSUPPORTED naming the node and the variant. */
+int sim_infer_unsupported(struct sim_infer *c, const char *fmt, ...) SIM_PRINTF(2, 3);
+
+/* Typed attribute getters: *out = def when absent; wrong type -> IPUOF_E_INVAL. */
+int sim_ia_int(struct sim_infer *c, const char *name, int64_t def, int64_t *out);
+int sim_ia_float(struct sim_infer *c, const char *name, float def, float *out);
+int sim_ia_str(struct sim_infer *c, const char *name, const char *def, const char **out);
+/* *n = -1 when absent; otherwise the count and *v borrowed from the model. */
+int sim_ia_ints(struct sim_infer *c, const char *name, const int64_t **v, int *n);
+
+/* Input i present? */
+static inline bool
+sim_has_in(const struct sim_infer *c, int i)
+{
+    return i < c->n_in && c->in[i] != NULL;
+}
+
+/* Requires input i to have a compile-time value; reads up to max integers of it (int32 or
+ * int64) into v and their count into *n. */
+int sim_in_const_ints(struct sim_infer *c, int i, const char *what, int64_t *v, int max,
+                      int *n);
+
+/* Requires the dtype of input i to be one of the listed ones (terminated by 0). */
+int sim_in_dtype(struct sim_infer *c, int i, const int *allowed);
+
+/* Sets output i to dtype and shape (numel computed and checked). */
+int sim_set_out(struct sim_infer *c, int i, int dtype, const struct sim_shape *s);
+
+/* Allocates zeroed params of n bytes into c->params. */
+void *sim_params(struct sim_infer *c, size_t n);
+
+/* Sliding-window geometry shared by Conv and the pools (up to 3 spatial dims). */
+struct sim_window {
+    int nsp;                        /* spatial dims */
+    int64_t in[3], k[3], s[3], d[3];
+    int64_t pb[3], pe[3];           /* padding at the beginning / end of each dim */
+    int64_t out[3];
+};
+
+/*
+ * Reads auto_pad, pads, strides and dilations (dilations only when allow_dilations) for
+ * input spatial dims in[] and kernel k[], and computes the output dims (rounding up when
+ * ceil_mode, as PyTorch does: a last window starting in the end padding is dropped).
+ */
+int sim_window_infer(struct sim_infer *c, int nsp, const int64_t *in, const int64_t *k,
+                     bool ceil_mode, bool allow_dilations, struct sim_window *w);
+
+/* dtype lists for sim_in_dtype. */
+extern const int sim_dt_float[];
+extern const int sim_dt_numeric[];   /* float, uint8, int8, int32, int64 */
+extern const int sim_dt_index[];     /* int32, int64 */
+extern const int sim_dt_any[];
+
+#endif /* SIM_OPS_H */

@@ -1,0 +1,20 @@
+/*
+ * pb_int.h — the one internal bridge from protobuf-c's ONNX types to sim's own tensors.
+ * Included only by onnx_load.c and tensor_pb.c; compute code never sees protobuf types.
+ */
+#ifndef SIM_PB_INT_H
+#define SIM_PB_INT_H
+
+#include "onnx.pb-c.h"
+
+#include "model.h"
+
+/*
+ * Converts an unpacked TensorProto into a newly allocated host tensor (*out, caller-owned:
+ * sim_const_free()). what names the tensor in error messages ("initializer 'w'").
+ * Errors as sim_tensor_pb_decode().
+ */
+int sim_const_from_pb(const Onnx__TensorProto *t, const char *what, struct sim_const **out,
+                      struct sim_err *err);
+
+#endif /* SIM_PB_INT_H */

@@ -1,0 +1,252 @@
+/*
+ * plan.c — the static memory plan of an executable, as Poplar makes one at compile time.
+ *
+ * Does: compute each activation's lifetime over the schedule (from the step that produces
+ * it to the last step that reads it; outputs copied after the step live to the end), give
+ * every activation and every node's scratch one offset in its IPU's arena with first-fit
+ * reuse of memory whose lifetime has ended, and add up the memory of each IPU:
+ *   weights     constants read by the IPU's nodes (each counted once per IPU);
+ *   activations the arena plus one step of every input stream the IPU reads and every
+ *               output it writes straight to the host;
+ *   code        SIM_CODE_BASE_BYTES of control program plus, per node, the op table's
+ *               code_bytes estimate (vertex code and state of a typical Poplar lowering,
+ *               a constant per op kind, independent of tensor sizes).
+ * A graph that does not fit an IPU is refused with IPUOF_E_DEVICE_OOM.
+ * Does not: allocate the arenas (exec.c does) or model tile-level layout.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+
+struct block {
+    size_t size;
+    int first, last;
+    int ipu;
+    int64_t *off;
+};
+
+static int
+cmp_block(const void *a, const void *b)
+{
+    const struct block *x = a, *y = b;
+
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    if (x->size != y->size)
+        return x->size > y->size ? -1 : 1;
+    return 0;
+}
+
+static size_t
+align_up(size_t n)
+{
+    return (n + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+}
+
+/* First-fit placement of the blocks of one IPU (sorted by first use). Returns the arena
+ * size, or SIZE_MAX when out of memory. */
+static size_t
+place_blocks(struct block *b, size_t n, int ipu)
+{
+    struct block **active = malloc((n + 1) * sizeof(*active));
+    size_t n_active = 0, top = 0;
+
+    if (active == NULL)
+        return SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        size_t size, cand = 0, pos, k = 0;
+        if (b[i].ipu != ipu)
+            continue;
+        size = align_up(b[i].size ? b[i].size : 1);
+        for (size_t j = 0; j < n_active; j++)
+            if (active[j]->last >= b[i].first)
+                active[k++] = active[j];
+        n_active = k;
+        pos = n_active;
+        for (size_t j = 0; j < n_active; j++) {
+            size_t aoff = (size_t)*active[j]->off;
+            if (aoff >= cand && aoff - cand >= size) {
+                pos = j;
+                break;
+            }
+            if (aoff + align_up(active[j]->size ? active[j]->size : 1) > cand)
+                cand = aoff + align_up(active[j]->size ? active[j]->size : 1);
+        }
+        *b[i].off = (int64_t)cand;
+        memmove(&active[pos + 1], &active[pos], (n_active - pos) * sizeof(*active));
+        active[pos] = &b[i];
+        n_active++;
+        if (cand + size > top)
+            top = cand + size;
+    }
+    free(active);
+    return top;
+}
+
+static void
+liveness(struct sim_exe *e)
+{
+    for (int v = 0; v < e->m->n_vals; v++) {
+        e->vals[v].first = -1;
+        e->vals[v].last = -1;
+    }
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        for (int j = 0; j < n->n_in; j++) {
+            struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
+            if (v != NULL && v->kind == SIM_V_ACT && v->last < s)
+                v->last = s;
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
+            if (v != NULL && v->kind == SIM_V_ACT) {
+                v->first = s;
+                if (v->last < s)
+                    v->last = s;
+            }
+        }
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        struct sim_val *v = &e->vals[e->out[i].val];
+        if (v->kind == SIM_V_ACT && !e->out[i].zero_copy)
+            v->last = e->n_nodes;
+    }
+}
+
+static void
+fmt_bytes(uint64_t b, char *buf, size_t n)
+{
+    if (b >= ((uint64_t)1 << 30))
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)((uint64_t)1 << 30));
+    else if (b >= ((uint64_t)1 << 20))
+        snprintf(buf, n, "%.2f MiB", (double)b / (double)((uint64_t)1 << 20));
+    else
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
+/* Weights, streams and code of IPU p. */
+static void
+account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
+{
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        if ((unsigned)n->ipu != p)
+            continue;
+        r->code += n->op->code_bytes;
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v < 0 || seen[v] == (int)p + 1)
+                continue;
+            seen[v] = (int)p + 1;
+            if (e->vals[v].kind == SIM_V_CONST)
+                r->weights += e->vals[v].bytes;
+            else if (e->vals[v].kind == SIM_V_INPUT)
+                r->activations += e->vals[v].bytes;
+        }
+    }
+    for (int i = 0; i < e->n_out; i++) {
+        const struct sim_val *v = &e->vals[e->out[i].val];
+        unsigned ipu = v->kind == SIM_V_ACT ? (unsigned)v->ipu : 0;
+        if (ipu != p)
+            continue;
+        if (e->out[i].zero_copy || v->kind == SIM_V_INPUT)
+            r->activations += e->out[i].step_bytes;
+        else if (v->kind == SIM_V_CONST && seen[e->out[i].val] != (int)p + 1) {
+            seen[e->out[i].val] = (int)p + 1;
+            r->weights += v->bytes;
+        }
+    }
+}
+
+int
+sim_plan_memory(struct sim_exe *e, struct sim_err *err)
+{
+    struct block *b = NULL;
+    int *seen = NULL;
+    size_t nb = 0;
+    int rc = 0;
+
+    liveness(e);
+    b = calloc((size_t)e->m->n_vals + (size_t)e->n_nodes + 1, sizeof(*b));
+    seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
+    e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
+    e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
+    if (b == NULL || seen == NULL || e->arena_bytes == NULL || e->mem == NULL)
+        goto oom;
+    for (int v = 0; v < e->m->n_vals; v++) {
+        struct sim_val *val = &e->vals[v];
+        if (val->kind != SIM_V_ACT || val->out_io >= 0)
+            continue;
+        b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off };
+    }
+    for (int s = 0; s < e->n_nodes; s++) {
+        struct sim_enode *n = &e->nodes[s];
+        n->scratch_off = -1;
+        if (n->scratch > 0)
+            b[nb++] = (struct block){ n->scratch, s, s, n->ipu, &n->scratch_off };
+    }
+    qsort(b, nb, sizeof(*b), cmp_block);
+    for (unsigned p = 0; p < e->ipr; p++) {
+        struct sim_mem_report *r = &e->mem[p];
+        size_t top = place_blocks(b, nb, (int)p);
+        if (top == SIZE_MAX)
+            goto oom;
+        e->arena_bytes[p] = top;
+        r->ipu = p;
+        r->tiles = e->tiles;
+        r->capacity = e->capacity;
+        r->code = SIM_CODE_BASE_BYTES;
+        r->activations = top;
+        account(e, p, seen, r);
+        r->total = r->weights + r->activations + r->code;
+    }
+    for (unsigned p = 0; p < e->ipr; p++) {
+        const struct sim_mem_report *r = &e->mem[p];
+        char need[32], have[32];
+        if (r->total <= r->capacity)
+            continue;
+        fmt_bytes(r->total, need, sizeof(need));
+        fmt_bytes(r->capacity, have, sizeof(have));
+        rc = sim_err_set(err, IPUOF_E_DEVICE_OOM,
+                         "the graph does not fit: IPU %u (replica 0) needs %llu bytes (%s: "
+                         "weights %llu, activations %llu, code %llu) but has %llu bytes (%s) "
+                         "available. To make it fit, use a smaller micro-batch (now %u), "
+                         "split the model over more IPUs (__ipu_number / pipelining), or keep "
+                         "weights and optimizer state in remote (host) memory",
+                         p, (unsigned long long)r->total, need,
+                         (unsigned long long)r->weights, (unsigned long long)r->activations,
+                         (unsigned long long)r->code, (unsigned long long)r->capacity, have,
+                         e->B);
+        goto out;
+    }
+    for (unsigned r = 1; r < e->R; r++)
+        for (unsigned p = 0; p < e->ipr; p++) {
+            e->mem[r * e->ipr + p] = e->mem[p];
+            e->mem[r * e->ipr + p].ipu = r * e->ipr + p;
+            e->mem[r * e->ipr + p].replica = r;
+        }
+    goto out;
+oom:
+    rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
+out:
+    free(b);
+    free(seen);
+    return rc;
+}
+
+size_t
+sim_exe_ipu_count(const struct sim_exe *e)
+{
+    return (size_t)e->R * e->ipr;
+}
+
+int
+sim_exe_memory(const struct sim_exe *e, size_t ipu, struct sim_mem_report *rep)
+{
+    if (ipu >= (size_t)e->R * e->ipr)
+        return IPUOF_E_INVAL;
+    *rep = e->mem[ipu];
+    return 0;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Regenerates claimed.txt and skipped.txt from the ONNX node tests on this machine.
+
+A node test is considered when every op of its graph is in the simulator's op table
+(CLAIMED below, kept in sync with sim/op_*.c). It is claimed when all its inputs and outputs
+use dtypes the simulator supports, and skipped (with the reason) otherwise or when it is
+listed in MANUAL_SKIPS. Run from the repository root: tests/conformance/make_lists.py
+"""
+import os
+import sys
+
+import onnx
+from onnx import TensorProto
+
+NODE_DIR = "/usr/share/libonnx-testdata/data/node"
+CLAIMED = set("""Abs Add AveragePool BatchNormalization Cast Clip Concat Constant Conv Div
+Dropout Erf Exp Flatten Gather Gemm GlobalAveragePool Identity LayerNormalization LeakyRelu
+Log LogSoftmax MatMul MaxPool Mul Neg Pow ReduceMax ReduceMean ReduceMin ReduceSum Relu
+Reshape Shape Sigmoid Slice Softmax Sqrt Squeeze Sub Tanh Transpose Unsqueeze""".split())
+SUPPORTED = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
+             TensorProto.INT64, TensorProto.BOOL}
+MANUAL_SKIPS = {
+    "test_training_dropout": "training-mode Dropout with ratio 0.75: the mask comes from "
+                             "numpy's random generator, which the simulator does not replicate",
+    "test_training_dropout_default": "training-mode Dropout with ratio 0.5: the mask comes "
+                                     "from numpy's random generator",
+    "test_training_dropout_default_mask": "training-mode Dropout with ratio 0.5: the mask comes "
+                                          "from numpy's random generator",
+    "test_training_dropout_mask": "training-mode Dropout with ratio 0.75: the mask comes from "
+                                  "numpy's random generator",
+}
+
+
+def value_types(graph):
+    for v in list(graph.input) + list(graph.output):
+        t = v.type
+        if t.HasField("tensor_type"):
+            yield v.name, t.tensor_type.elem_type
+        else:
+            yield v.name, None
+
+
+def main():
+    claimed, skipped = [], []
+    for test in sorted(os.listdir(NODE_DIR)):
+        model = onnx.load(os.path.join(NODE_DIR, test, "model.onnx"))
+        ops = {n.op_type for n in model.graph.node}
+        if not ops or not ops <= CLAIMED:
+            continue
+        bad = [(n, t) for n, t in value_types(model.graph) if t not in SUPPORTED]
+        if test in MANUAL_SKIPS:
+            skipped.append((test, MANUAL_SKIPS[test]))
+        elif bad:
+            name, t = bad[0]
+            what = "a non-tensor type" if t is None else \
+                "dtype " + TensorProto.DataType.Name(t).lower()
+            skipped.append((test, "'%s' has %s, which the simulator does not support"
+                            % (name, what)))
+        else:
+            claimed.append(test)
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "claimed.txt"), "w") as f:
+        f.write("".join(t + "\n" for t in claimed))
+    with open(os.path.join(here, "skipped.txt"), "w") as f:
+        f.write("".join("%s  %s\n" % (t, r) for t, r in skipped))
+    print("%d claimed, %d skipped" % (len(claimed), len(skipped)), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
