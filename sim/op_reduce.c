@@ -135,16 +135,18 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
     const struct reduce_params *p = k->params;
     const struct sim_tensor *x = &k->in[0];
     double *acc = k->scratch;
-    int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n = p->dims[p->nd - 1];
-    int64_t inner_so = p->so[p->nd - 1], total = x->numel;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = x->numel;
     bool isf = x->dtype == SIM_DTYPE_FLOAT;
     double init = p->kind == R_MAX ? -INFINITY : p->kind == R_MIN ? INFINITY : 0.0;
 
     (void)err;
     if (p->noop) {
-        memcpy(k->out[0].data, x->data, (size_t)total * sim_dtype_size(x->dtype));
+        if (total > 0)
+            memcpy(k->out[0].data, x->data, (size_t)total * sim_dtype_size(x->dtype));
         return 0;
     }
+    n = p->dims[p->nd - 1];
+    inner_so = p->so[p->nd - 1];
     for (int64_t i = 0; i < p->out_n; i++)
         acc[i] = init;
     for (int64_t base = 0; base < total; base += n) {
