@@ -388,6 +388,16 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     n.params = c.params;
     n.scratch = c.scratch_bytes;
     if (fold) {
+        uint64_t bytes = c.scratch_bytes;
+        for (int j = 0; j < mn->n_out; j++)
+            if (mn->out[j] >= 0)
+                bytes += e->vals[mn->out[j]].bytes;
+        if (bytes > e->capacity) {
+            rc = sim_err_set(err, IPUOF_E_DEVICE_OOM, "%s: folding it into a constant would "
+                             "take %llu bytes, more than the IPU memory (%llu bytes)", n.label,
+                             (unsigned long long)bytes, (unsigned long long)e->capacity);
+            goto out;
+        }
         rc = fold_node(e, &n, &c, err);
         goto out;
     }

@@ -10,6 +10,7 @@
  */
 #include <cblas.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,23 +105,31 @@ infer_conv(struct sim_infer *c)
     p->kg = p->cg * p->kh * p->kw;
     p->pointwise = p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 &&
                    p->pw == 0 && p->oh == p->h && p->ow == p->w;
-    {
-        int64_t per_image = (p->kg + p->mg) * p->oh * p->ow * (int64_t)sizeof(float);
-        int64_t chunk = per_image > 0 ? SCRATCH_BUDGET / per_image : p->n;
-        p->chunk = chunk < 1 ? 1 : chunk > p->n ? p->n : chunk;
-        if (p->chunk < 1)
-            p->chunk = 1;
-        if (!p->pointwise)
-            c->scratch_bytes = (size_t)(per_image * p->chunk);
-        if (p->kg > INT_MAX || p->mg > INT_MAX || p->chunk * p->oh * p->ow > INT_MAX)
-            return sim_infer_unsupported(c, "GEMM dimensions over 2^31");
-    }
     o.rank = x->shape.rank;
     o.d[0] = p->n;
     o.d[1] = p->m;
     for (int i = 0; i < nsp; i++)
         o.d[2 + i] = win.out[i];
-    return sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
+    rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
+    if (rc != 0)
+        return rc;
+    if (p->kg > INT_MAX || p->mg > INT_MAX || p->oh * p->ow > INT_MAX)
+        return sim_infer_unsupported(c, "GEMM dimensions over 2^31");
+    {
+        /* images per GEMM: as many as fit the scratch budget, at least one */
+        double per_image = (double)(p->kg + p->mg) * (double)(p->oh * p->ow) * sizeof(float);
+        double chunk = per_image > 0 ? floor((double)SCRATCH_BUDGET / per_image) : (double)p->n;
+        p->chunk = chunk < 1 ? 1 : chunk > (double)p->n ? p->n : (int64_t)chunk;
+        if (p->chunk < 1)
+            p->chunk = 1;
+        if (p->chunk * p->oh * p->ow > INT_MAX)
+            p->chunk = INT_MAX / (p->oh * p->ow > 0 ? p->oh * p->ow : 1);
+        if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
+            return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
+        if (!p->pointwise)
+            c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
+    }
+    return 0;
 }
 
 /* cols (kg, nimg * P) from images x[n0 .. n0+nimg) of group g; P = oh * ow. */

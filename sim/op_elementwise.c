@@ -208,13 +208,16 @@ infer_binary(struct sim_infer *c, int op)
         return sim_infer_fail(c, IPUOF_E_SHAPE, "shapes %s and %s do not broadcast",
                               sim_shape_fmt(&a->shape, sa, sizeof(sa)),
                               sim_shape_fmt(&b->shape, sb, sizeof(sb)));
+    rc = sim_set_out(c, 0, a->dtype, &o);
+    if (rc != 0)
+        return rc;
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;
     p->op = op;
     bcast_plan(&a->shape, &b->shape, &o, &p->bc);
     p->fn = a->dtype == b->dtype ? pick_row(a->dtype, op) : NULL;
-    return sim_set_out(c, 0, a->dtype, &o);
+    return 0;
 }
 
 /* Pow over any pair of supported types, through double. */

@@ -88,6 +88,14 @@ infer_matmul(struct sim_infer *c)
         return sim_infer_fail(c, IPUOF_E_SHAPE, "batch dimensions of %s and %s do not "
                               "broadcast", sim_shape_fmt(&a->shape, s1, sizeof(s1)),
                               sim_shape_fmt(&b->shape, s2, sizeof(s2)));
+    o = ob;
+    if (!a_vec)
+        o.d[o.rank++] = as.d[as.rank - 2];
+    if (!b_vec)
+        o.d[o.rank++] = bs.d[bs.rank - 1];
+    rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
+    if (rc != 0)
+        return rc;
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;
@@ -97,7 +105,10 @@ infer_matmul(struct sim_infer *c)
     p->nb = ob.rank;
     p->batch = sim_shape_count(&ob);
     p->fold = bb.rank == 0 || sim_shape_count(&bb) == 1;
-    if (!fits_int(p->m * (p->fold ? p->batch : 1)) || !fits_int(p->n) || !fits_int(p->k))
+    if (sim_shape_count(&ab) != p->batch)
+        p->fold = false;   /* A itself is broadcast: no contiguous fold */
+    if (!fits_int(p->m) || !fits_int(p->n) || !fits_int(p->k) ||
+        (p->fold && !fits_int(p->m * p->batch)))
         return sim_infer_unsupported(c, "matrix dimensions over 2^31");
     for (int i = ob.rank - 1; i >= 0; i--) {
         int ia = i - (ob.rank - ab.rank), ib = i - (ob.rank - bb.rank);
@@ -108,14 +119,7 @@ infer_matmul(struct sim_infer *c)
         acc_a *= da;
         acc_b *= db;
     }
-    if (p->fold && sim_shape_count(&ab) != p->batch)
-        p->fold = false;   /* A itself is broadcast: no contiguous fold */
-    o = ob;
-    if (!a_vec)
-        o.d[o.rank++] = p->m;
-    if (!b_vec)
-        o.d[o.rank++] = p->n;
-    return sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
+    return 0;
 }
 
 /* a: (batchA..., m, k), b: (batchB..., k, n), y: (batch..., m, n) */

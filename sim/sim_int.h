@@ -51,8 +51,9 @@ struct sim_shape {
 };
 
 /*
- * Element count of s into *n. Returns false when a dim is negative or the product exceeds
- * SIM_MAX_ELEMS (checked without overflow).
+ * Element count of s into *n. Returns false when a dim is negative or the product of the
+ * non-zero dims exceeds SIM_MAX_ELEMS (checked without overflow), so every partial product
+ * of a shape that passed is safe to compute.
  */
 bool sim_shape_numel(const struct sim_shape *s, int64_t *n);
 

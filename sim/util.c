@@ -94,17 +94,25 @@ sim_dtype_name(int dtype)
 bool
 sim_shape_numel(const struct sim_shape *s, int64_t *n)
 {
-    uint64_t acc = 1;
+    uint64_t nonzero = 1;
+    bool empty = false;
 
     if (s->rank < 0 || s->rank > SIM_MAX_RANK)
         return false;
+    /* The product of the non-zero dims is bounded too, so that any partial product of a
+     * validated shape (the spans ops compute) fits in int64_t even when a dim is 0. */
     for (int i = 0; i < s->rank; i++) {
-        if (s->d[i] < 0 || !sim_mul_ok(acc, (uint64_t)s->d[i], &acc))
+        if (s->d[i] < 0)
             return false;
-        if (acc > (uint64_t)SIM_MAX_ELEMS)
+        if (s->d[i] == 0) {
+            empty = true;
+            continue;
+        }
+        if (!sim_mul_ok(nonzero, (uint64_t)s->d[i], &nonzero) ||
+            nonzero > (uint64_t)SIM_MAX_ELEMS)
             return false;
     }
-    *n = (int64_t)acc;
+    *n = empty ? 0 : (int64_t)nonzero;
     return true;
 }
 
