@@ -49,7 +49,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 BLAS_LIBS  := -lopenblas
 ALL_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread -D_GNU_SOURCE -MMD -MP \
               -DIPUOF_VERSION_STR='"$(VERSION)"' \
-              -Iclient/include -Iproto -I$(BUILD)/gen -Isim -Idaemon -Itools/util $(PKG_CFLAGS)
+              -Iclient/include -Iproto -I$(BUILD)/gen -Isim -Idaemon -Itools/util -Itests/util $(PKG_CFLAGS)
 LDFLAGS ?=
 ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS) -pthread
 
@@ -62,6 +62,7 @@ CLIENT_SRC := $(wildcard client/*.c)
 TOOLUTIL_SRC := $(wildcard tools/util/*.c)
 TOOL_SRC   := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+INTEG_SRC  := $(wildcard tests/integ/test_*.c)
 TESTUTIL_SRC := $(wildcard tests/util/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -88,12 +89,13 @@ LIB_TESTUTIL  := $(BUILD)/lib/libipuoftest.a
 DAEMON_BIN := $(BUILD)/bin/ipuofd
 TOOL_BINS  := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 
 .PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
-all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS)
+all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS) $(INTEG_BINS)
 
 # ---- generated protobuf-c code ------------------------------------------------------------
 $(GEN_IPUOF) $(GEN_IPUOF:.c=.h): proto/ipuof.proto
@@ -150,6 +152,11 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_TOOLUTIL) $(LIB_CLIENT_A)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_DAEMON) $(LIB_SIM) $(LIB_CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka) $(BLAS_LIBS) -lm
+
+# Integration tests talk to a real daemon through the client library and raw frames.
+$(BUILD)/tests/integ/%: $(BUILD)/obj/tests/integ/%.o $(LIB_TESTUTIL) $(LIB_CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(shell pkg-config --libs libprotobuf-c cmocka) -lm
 
 # ---- dependencies, tests, demo ------------------------------------------------------------
 deps:

@@ -116,7 +116,6 @@ conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen, int via_ad
         goto fail;
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
     set_read_watermark(c);
-    conn_apply_timeouts(c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     evtimer_add(c->handshake_timer, &hs);
     c->next = s->conns;
@@ -252,6 +251,8 @@ conn_apply_timeouts(struct conn *c)
 {
     struct timeval idle = {.tv_sec = c->srv->cfg.idle_timeout};
 
+    if (!c->hello_done)
+        return; /* the handshake timer covers the time before the hello */
     bufferevent_set_timeouts(c->bev, c->srv->cfg.idle_timeout ? &idle : NULL, NULL);
 }
 

@@ -72,6 +72,7 @@ req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
     c->pid = hi->pid;
     c->hello_done = 1;
     evtimer_del(c->handshake_timer);
+    conn_apply_timeouts(c);
     log_info("client %u: hello from %s (pid %u, %s)%s", c->id, c->name, c->pid, c->peer,
              c->admin ? " with admin rights" : "");
 
