@@ -1,0 +1,112 @@
+#!/bin/sh
+# The operator's view end to end: a real ipuofd on an ephemeral loopback port, driven with
+# ipuctl and ipuof-hello; exit codes and JSON checked. Usage: sh tests/integ/test_ipuctl.sh [BUILD]
+set -u
+B=${1:-build}
+D=$(mktemp -d /tmp/ipuctl-test-XXXXXX)
+PID=""
+cleanup() {
+    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+no() { fail=$((fail + 1)); echo "not ok - $1"; }
+check() { # description expected-rc actual-rc
+    if [ "$2" = "$3" ]; then ok "$1"; else no "$1 (exit $3, expected $2)"; fi
+}
+
+"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --ipus 4 \
+    --admin-socket "$D/admin.sock" --foreground 2>"$D/log" &
+PID=$!
+i=0
+while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+PORT=$(cat "$D/port")
+S="127.0.0.1:$PORT"
+CTL="$B/bin/ipuctl"
+
+"$CTL" --server "$S" status --json >"$D/status.json" 2>"$D/err"
+check "status --json exits 0" 0 $?
+python3 - "$D/status.json" <<'PY' && ok "status --json lists 4 free IPUs" || no "status --json lists 4 free IPUs"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ipus = d["ipus"]
+assert len(ipus) == 4, ipus
+for i, x in enumerate(ipus):
+    assert x["id"] == i and x["state"] == "free" and x["partition"] is None and x["holder"] is None
+    assert x["memory_capacity_bytes"] == 900 * 2**20 and x["memory_used_bytes"] == 0
+PY
+[ ! -s "$D/err" ] && ok "status --json writes nothing to stderr" || no "status --json wrote to stderr"
+
+"$CTL" --server "$S" status >"$D/table"
+check "status table exits 0" 0 $?
+grep -q "free" "$D/table" && ok "status table shows free IPUs" || no "status table"
+
+# Garbage and an oversized frame do not stop the daemon.
+python3 - "$PORT" <<'PY'
+import os, socket, struct, sys
+port = int(sys.argv[1])
+for payload in (os.urandom(1 << 20), b"IPUF" + struct.pack(">HHII", 1, 0, 16, 0xFFFFFFFF)):
+    s = socket.create_connection(("127.0.0.1", port))
+    try:
+        s.sendall(payload)
+        s.settimeout(5)
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+    s.close()
+PY
+kill -0 "$PID" && ok "daemon alive after garbage" || no "daemon died after garbage"
+"$CTL" --server "$S" status --json >/dev/null
+check "status after garbage" 0 $?
+
+# A holder, then resets.
+"$B/bin/ipuof-hello" --server "$S" --ipus 2 --partition demo --hold 3000 >"$D/hello.out" 2>"$D/hello.err" &
+HELLO=$!
+i=0
+until "$CTL" --server "$S" status --json 2>/dev/null | grep -q '"demo"'; do
+    sleep 0.05; i=$((i + 1)); [ $i -gt 100 ] && break
+done
+"$CTL" --server "$S" status --json | python3 -c '
+import json,sys; d=json.load(sys.stdin)
+held=[x for x in d["ipus"] if x["partition"]=="demo"]
+assert len(held)==2 and held[0]["holder"]["name"]=="ipuof-hello", held' \
+    && ok "status shows the holder" || no "status shows the holder"
+"$CTL" --server "$S" reset --all 2>"$D/err"
+check "reset over TCP without admin rights is refused (77)" 77 $?
+"$CTL" --admin-socket "$D/admin.sock" reset --partition demo 2>"$D/err"
+check "reset of a held partition without --force (75)" 75 $?
+grep -q -- "--force" "$D/err" && ok "refusal mentions --force" || no "refusal mentions --force"
+"$CTL" --admin-socket "$D/admin.sock" reset --ipu 9 2>/dev/null
+check "reset of a missing IPU (65)" 65 $?
+"$CTL" --admin-socket "$D/admin.sock" reset --partition demo --force >/dev/null
+check "forced reset (0)" 0 $?
+wait "$HELLO"
+check "holder learns of the reset (75)" 75 $?
+grep -q "reset" "$D/hello.err" && ok "holder's message says reset" || no "holder's message: $(cat "$D/hello.err")"
+"$CTL" --admin-socket "$D/admin.sock" reset --all >/dev/null
+check "reset --all through the admin socket" 0 $?
+
+"$CTL" --server 127.0.0.1:1 status 2>/dev/null
+check "unreachable daemon (69)" 69 $?
+"$CTL" --server "$S" frobnicate 2>/dev/null
+check "unknown command (64)" 64 $?
+
+# Config checking.
+"$B/bin/ipuofd" --check-config --config systemd/ipuofd.conf >/dev/null
+check "--check-config accepts the sample config" 0 $?
+printf '[server]\nmax_conections = 1\n' >"$D/bad.conf"
+"$B/bin/ipuofd" --check-config --config "$D/bad.conf" 2>"$D/err"
+check "--check-config rejects an unknown key (78)" 78 $?
+grep -q "max_conections" "$D/err" && ok "the error names the key" || no "the error names the key"
+
+kill -TERM "$PID"
+wait "$PID"
+check "SIGTERM exits 0" 0 $?
+PID=""
+[ ! -e "$D/admin.sock" ] && ok "admin socket removed on exit" || no "admin socket left behind"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Runs every test against the build in $1 (default build): cmocka unit tests, integration
+# tests that start real daemons, and shell tests. Prints one line per program and a final
+# "N passed, M failed, K skipped" line; exits non-zero when anything failed.
+#
+#   IPUOF_TEST_FILTER=devices sh tests/run.sh build    only programs whose name matches
+set -u
+BUILD=${1:-build}
+export IPUOFD_BIN="$BUILD/bin/ipuofd"
+export IPUCTL_BIN="$BUILD/bin/ipuctl"
+export IPUOF_BUILD="$BUILD"
+# Sanitizer builds: fail on the first report, check leaks.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+filter=${IPUOF_TEST_FILTER:-}
+logdir="$BUILD/test-logs"
+mkdir -p "$logdir"
+
+passed=0 failed=0 skipped=0 failures=""
+
+count_cmocka() { # log -> sets p f
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$1" | awk '{s+=$1} END {print s+0}')
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
+}
+
+run_one() { # kind name command...
+    kind=$1 name=$2
+    shift 2
+    case "$name" in *"$filter"*) ;; *) return ;; esac
+    log="$logdir/$name.log"
+    start=$(date +%s)
+    timeout 900 "$@" >"$log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    p=0 f=0 s=0
+    if [ "$kind" = cmocka ]; then
+        count_cmocka "$log"
+        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    else
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+        if [ "$rc" -eq 77 ]; then
+            s=1
+        elif [ -n "$line" ]; then
+            p=$(echo "$line" | sed 's/^\([0-9]*\) passed.*/\1/')
+            f=$(echo "$line" | sed 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/')
+            s=$(echo "$line" | sed -n 's/.*failed, \([0-9]*\) skipped.*/\1/p')
+            s=${s:-0}
+            [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+        elif [ "$rc" -eq 0 ]; then
+            p=1
+        else
+            f=1
+        fi
+    fi
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+    if [ "$f" -ne 0 ]; then
+        printf 'FAIL %-28s %4d passed %3d failed (%ss, rc %d) log: %s\n' "$name" "$p" "$f" "$secs" "$rc" "$log"
+        failures="$failures $name"
+        grep -E 'ERROR|FAILED|Error|error:|not ok|runtime error|Sanitizer' "$log" | head -n 20 | sed 's/^/     /'
+    else
+        printf 'ok   %-28s %4d passed %3d skipped (%ss)\n' "$name" "$p" "$s" "$secs"
+    fi
+}
+
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] && run_one cmocka "$(basename "$t")" "$t"
+done
+for t in "$BUILD"/tests/integ/test_*; do
+    [ -x "$t" ] && run_one cmocka "integ_$(basename "$t")" "$t"
+done
+for t in tests/integ/test_*.sh; do
+    [ -f "$t" ] && run_one sh "$(basename "$t" .sh)" sh "$t" "$BUILD"
+done
+
+echo
+[ -n "$failures" ] && echo "failed:$failures"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Installs the Debian packages ipuofd needs to build, test and run its demo, when missing.
+#   sh tools/deps.sh          build + test + demo packages
+#   sh tools/deps.sh bench    also the benchmark references (python3-torch, python3-onnx)
+set -eu
+
+pkgs="gcc libc6-dev make pkgconf protobuf-c-compiler libprotobuf-c-dev libevent-dev \
+libcmocka-dev libinih-dev libopenblas-dev libonnx-dev libonnx-testdata dataset-fashion-mnist \
+systemd man-db groff-base python3"
+if [ "${1:-}" = bench ]; then
+    pkgs="$pkgs python3-torch python3-onnx python3-numpy"
+fi
+
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing="$missing $p"
+    fi
+done
+if [ -z "$missing" ]; then
+    echo "deps: all packages present"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+else
+    echo "deps: missing packages:$missing; run as root: apt-get install$missing" >&2
+    exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing
