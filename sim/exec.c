@@ -344,6 +344,30 @@ sim_exe_check_input(const struct sim_exe *e, size_t i, int dtype, int rank,
                        sim_shape_fmt(&io->step, step_s, sizeof(step_s)));
 }
 
+int
+sim_exe_tensor_info(const struct sim_exe *e, const char *name, int *dtype, int *rank,
+                    int64_t *dims)
+{
+    for (int v = 0; v < e->m->n_vals; v++) {
+        const struct sim_val *val = &e->vals[v];
+        if (strcmp(e->m->vals[v].name, name) != 0)
+            continue;
+        if (val->kind == SIM_V_NONE)
+            return IPUOF_E_NOTFOUND;
+        *dtype = val->ti.dtype;
+        *rank = val->ti.shape.rank;
+        memcpy(dims, val->ti.shape.d, sizeof(int64_t) * (size_t)val->ti.shape.rank);
+        return 0;
+    }
+    return IPUOF_E_NOTFOUND;
+}
+
+size_t
+sim_exe_node_count(const struct sim_exe *e)
+{
+    return (size_t)e->n_nodes;
+}
+
 unsigned
 sim_exe_device_iterations(const struct sim_exe *e)
 {

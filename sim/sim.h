@@ -240,6 +240,17 @@ const void *sim_exe_output_buffer(const struct sim_exe *e, size_t i);
 int sim_exe_check_input(const struct sim_exe *e, size_t i, int dtype, int rank,
                         const int64_t *dims, struct sim_err *err);
 
+/*
+ * The dtype and per-step shape the compiler inferred for any tensor of the graph, by name
+ * (inputs, weights, intermediates, outputs). dims must hold SIM_MAX_RANK entries.
+ * IPUOF_E_NOTFOUND when no tensor has that name or nothing computes it.
+ */
+int sim_exe_tensor_info(const struct sim_exe *e, const char *name, int *dtype, int *rank,
+                        int64_t *dims);
+
+/* Nodes left to run each step after constant folding and dead-code removal. */
+size_t sim_exe_node_count(const struct sim_exe *e);
+
 /* Run options as resolved by the compiler. */
 unsigned sim_exe_device_iterations(const struct sim_exe *e);
 unsigned sim_exe_replicas(const struct sim_exe *e);
