@@ -133,10 +133,14 @@ $(LIB_CLIENT_SO): $(CLIENT_OBJ) client/libipuof-client.sym
 	ln -sf $(notdir $@) $(BUILD)/lib/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/lib/libipuof-client.so
 
+# The .pc file is made again at install time, for the PREFIX given to make install.
+PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' \
+	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|' client/ipuof-client.pc.in
 $(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/client.h
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(PC_SED) > $@
 
 # ---- programs -----------------------------------------------------------------------------
 $(DAEMON_BIN): $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_SIM) $(LIB_PROTO)
@@ -188,7 +192,8 @@ install: all
 	ln -sf $(notdir $(LIB_CLIENT_SO)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libipuof-client.so
 	install -Dm0644 client/include/ipuof/client.h $(DESTDIR)$(INCLUDEDIR)/ipuof/client.h
-	install -Dm0644 $(BUILD)/lib/ipuof-client.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
+	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig
+	$(PC_SED) > $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
 	install -Dm0644 systemd/ipuofd.service $(DESTDIR)$(UNITDIR)/ipuofd.service
 	sed -i 's|/usr/sbin/ipuofd|$(SBINDIR)/ipuofd|; s|/etc/ipuofd/|$(SYSCONFDIR)/ipuofd/|' \
 	    $(DESTDIR)$(UNITDIR)/ipuofd.service

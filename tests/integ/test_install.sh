@@ -1,0 +1,50 @@
+#!/bin/sh
+# make install into a staging directory: every file lands, the pkg-config file works, and a
+# program built against the installed header and library runs. Usage: sh tests/integ/test_install.sh [BUILD]
+set -u
+B=${1:-build}
+D=$(mktemp -d /tmp/ipuof-install-XXXXXX)
+trap 'rm -rf "$D"' EXIT INT TERM
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+no() { fail=$((fail + 1)); echo "not ok - $1"; }
+
+if ! make -s install BUILD="$B" DESTDIR="$D/root" PREFIX=/usr >"$D/log" 2>&1; then
+    no "make install"; cat "$D/log"; echo "$pass passed, $((fail)) failed"; exit 1
+fi
+ok "make install DESTDIR=... PREFIX=/usr"
+for f in usr/sbin/ipuofd usr/bin/ipuctl usr/include/ipuof/client.h \
+         usr/lib/libipuof-client.a usr/lib/libipuof-client.so usr/lib/libipuof-client.so.0 \
+         usr/lib/pkgconfig/ipuof-client.pc usr/lib/systemd/system/ipuofd.service \
+         etc/ipuofd/ipuofd.conf usr/share/man/man8/ipuofd.8 usr/share/man/man8/ipuctl.8 \
+         usr/share/man/man5/ipuofd.conf.5; do
+    [ -e "$D/root/$f" ] && ok "installed $f" || no "installed $f"
+done
+grep -q "$D" "$D/root/usr/lib/pkgconfig/ipuof-client.pc" && no "DESTDIR leaked into the .pc file" \
+    || ok "DESTDIR not embedded in the .pc file"
+soname=$(objdump -p "$D/root/usr/lib/libipuof-client.so" | awk '/SONAME/ {print $2}')
+[ "$soname" = "libipuof-client.so.0" ] && ok "SONAME is libipuof-client.so.0" || no "SONAME is '$soname'"
+exported=$(nm -D --defined-only "$D/root/usr/lib/libipuof-client.so" | awk '{print $3}' | grep -v '^ipuof_' | grep -v '^IPUOF' | wc -l)
+[ "$exported" -eq 0 ] && ok "only ipuof_* symbols exported" || no "$exported foreign symbols exported"
+
+cat >"$D/app.c" <<'C'
+#include <ipuof/client.h>
+#include <stdio.h>
+int main(void) {
+    ipuof_client *c = ipuof_client_new();
+    int rc = ipuof_client_connect(c, "127.0.0.1:1");
+    printf("%s %s\n", ipuof_version(), ipuof_status_name(rc));
+    ipuof_client_free(c);
+    return rc == IPUOF_E_IO ? 0 : 1;
+}
+C
+export PKG_CONFIG_PATH="$D/root/usr/lib/pkgconfig"
+if cc -o "$D/app" "$D/app.c" $(pkg-config --define-variable=prefix="$D/root/usr" --cflags --libs ipuof-client) >"$D/cc.log" 2>&1; then
+    ok "an application builds with pkg-config --cflags --libs ipuof-client"
+    LD_LIBRARY_PATH="$D/root/usr/lib" "$D/app" >/dev/null && ok "and runs against the shared library" \
+        || no "the application ran wrong"
+else
+    no "an application builds with pkg-config"; cat "$D/cc.log"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

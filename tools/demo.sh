@@ -1,0 +1,54 @@
+#!/bin/sh
+# make demo: start ipuofd on an ephemeral loopback port, run the demo job against it, stop it.
+set -eu
+B=${1:-build}
+D=$(mktemp -d /tmp/ipuofd-demo-XXXXXX)
+PID=""
+cleanup() {
+    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "starting ipuofd (4 simulated IPUs, 900 MiB each) on 127.0.0.1, ephemeral port"
+"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --ipus 4 \
+    --admin-socket "$D/admin.sock" --foreground 2>"$D/ipuofd.log" &
+PID=$!
+i=0
+while [ ! -s "$D/port" ]; do
+    sleep 0.05; i=$((i + 1))
+    if [ $i -gt 200 ]; then echo "ipuofd did not start:"; cat "$D/ipuofd.log"; exit 1; fi
+done
+S="127.0.0.1:$(cat "$D/port")"
+export IPUOF_SERVER="$S"
+echo "listening on $S"
+
+step "ipuctl status"
+"$B/bin/ipuctl" status
+
+step "two applications attach partitions (ipuof-hello --ipus 2, --ipus 1)"
+"$B/bin/ipuof-hello" --ipus 2 --partition train --hold 1500 &
+A=$!
+sleep 0.3
+"$B/bin/ipuof-hello" --ipus 1 --partition infer --hold 1000 &
+C=$!
+sleep 0.3
+
+step "ipuctl status while they hold their IPUs"
+"$B/bin/ipuctl" status
+
+step "a third asks for 4 IPUs and waits in the queue until they are free"
+"$B/bin/ipuof-hello" --ipus 4 --wait 10000
+wait "$A" "$C"
+
+step "ipuctl status --json"
+"$B/bin/ipuctl" status --json
+echo
+
+step "stopping ipuofd (SIGTERM)"
+kill -TERM "$PID"
+wait "$PID"
+echo "ipuofd exited with status $?"
+PID=""
