@@ -29,7 +29,8 @@ struct sim_const {
     struct sim_shape shape;
     int64_t numel;
     size_t bytes;
-    void *data;                 /* owned, SIM_ALIGN-aligned, at least 1 byte */
+    void *data;                 /* SIM_ALIGN-aligned, at least 1 byte */
+    bool view;                  /* data points into the model's weights buffer */
 };
 
 void sim_const_free(struct sim_const *c);
@@ -78,6 +79,10 @@ struct sim_mnode {
 
 struct sim_model {
     int64_t opset;              /* ai.onnx opset */
+    void *weights;              /* every initializer's data, in graph order, each at a
+                                 * SIM_ALIGN boundary: one flat buffer an optimizer can
+                                 * walk (initializer consts are views into it) */
+    size_t weights_bytes;
     int64_t ir_version;
     int n_vals;
     struct sim_mval *vals;

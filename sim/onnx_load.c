@@ -19,6 +19,7 @@
 #define MAX_NODE_OUTPUTS 1024
 #define MAX_NODE_ATTRS 1024
 #define MAX_PLACEMENT 64
+#define ALIGN_UP(n) (((n) + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN)
 
 static const char *
 nz(const char *s)
@@ -47,6 +48,7 @@ sim_model_free(struct sim_model *m)
         sim_const_free(m->vals[i].init);
     }
     free(m->vals);
+    free(m->weights);
     for (int i = 0; i < m->n_nodes; i++) {
         struct sim_mnode *n = &m->nodes[i];
         free(n->name);
@@ -204,7 +206,7 @@ copy_attr(struct loader *L, const Onnx__AttributeProto *ap, struct sim_attr *a,
                                "tensor", label, a->name);
         a->type = SIM_ATTR_TENSOR;
         snprintf(what, sizeof(what), "%s: attribute '%s'", label, a->name);
-        return sim_const_from_pb(ap->t, what, &a->t, L->err);
+        return sim_const_from_pb(ap->t, what, NULL, &a->t, L->err);
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
         a->type = SIM_ATTR_GRAPH;
         return 0;
@@ -426,7 +428,14 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
         m->in_needs_const == NULL || !sim_strmap_init(&L->names, (size_t)nv))
         return nomem(L);
 
-    for (size_t i = 0; i < g->n_initializer; i++) {
+    /* Every initializer's data goes into one flat buffer, m->weights (see model.h). */
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (g->initializer[i] != NULL)
+            m->weights_bytes += ALIGN_UP(sim_pb_tensor_bytes(g->initializer[i]));
+    m->weights = sim_aligned_alloc(m->weights_bytes);
+    if (m->weights == NULL)
+        return nomem(L);
+    for (size_t i = 0, off = 0; i < g->n_initializer; i++) {
         const Onnx__TensorProto *t = g->initializer[i];
         char what[300];
         int idx;
@@ -436,7 +445,9 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
         if (rc != 0)
             return rc;
         snprintf(what, sizeof(what), "initializer '%s'", t->name);
-        rc = sim_const_from_pb(t, what, &m->vals[idx].init, L->err);
+        rc = sim_const_from_pb(t, what, (char *)m->weights + off, &m->vals[idx].init,
+                               L->err);
+        off += ALIGN_UP(sim_pb_tensor_bytes(t));
         if (rc != 0)
             return rc;
         m->vals[idx].dtype = m->vals[idx].init->dtype;

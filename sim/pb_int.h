@@ -10,11 +10,15 @@
 #include "model.h"
 
 /*
- * Converts an unpacked TensorProto into a newly allocated host tensor (*out, caller-owned:
- * sim_const_free()). what names the tensor in error messages ("initializer 'w'").
- * Errors as sim_tensor_pb_decode().
+ * Converts an unpacked TensorProto into a host tensor (*out, caller-owned: sim_const_free()).
+ * The data goes to dest when not NULL (at least sim_pb_tensor_bytes(t) bytes, borrowed: the
+ * const is then a view), else to a new buffer. what names the tensor in error messages
+ * ("initializer 'w'"). Errors as sim_tensor_pb_decode().
  */
-int sim_const_from_pb(const Onnx__TensorProto *t, const char *what, struct sim_const **out,
-                      struct sim_err *err);
+int sim_const_from_pb(const Onnx__TensorProto *t, const char *what, void *dest,
+                      struct sim_const **out, struct sim_err *err);
+
+/* Bytes of t's data, or 0 when t is invalid (sim_const_from_pb then says why). */
+size_t sim_pb_tensor_bytes(const Onnx__TensorProto *t);
 
 #endif /* SIM_PB_INT_H */

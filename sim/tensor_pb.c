@@ -25,7 +25,8 @@ sim_const_free(struct sim_const *c)
 {
     if (c == NULL)
         return;
-    free(c->data);
+    if (!c->view)
+        free(c->data);
     free(c);
 }
 
@@ -68,71 +69,82 @@ count:
                        (long long)n);
 }
 
-int
-sim_const_from_pb(const Onnx__TensorProto *t, const char *what, struct sim_const **out,
-                  struct sim_err *err)
+/* Validates dtype, location, rank, dims and the raw_data length of t; fills c's dtype,
+ * shape, numel and bytes. */
+static int
+pb_header(const Onnx__TensorProto *t, const char *what, struct sim_const *c,
+          struct sim_err *err)
 {
-    struct sim_const *c = NULL;
-    int rc = 0;
     int dtype = t->has_data_type ? t->data_type : 0;
-    size_t esz;
     uint64_t bytes;
 
-    *out = NULL;
-    if (!sim_dtype_ok(dtype)) {
-        rc = sim_err_set(err, IPUOF_E_UNSUPPORTED,
-                         "%s: dtype %s (%d) is not supported (float, uint8, int8, int32, "
-                         "int64 and bool are)", what, sim_onnx_dtype_name(dtype), dtype);
-        goto fail;
-    }
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        rc = sim_err_set(err, IPUOF_E_UNSUPPORTED,
-                         "%s: external data is not supported; save the model with its "
-                         "tensors inline", what);
-        goto fail;
-    }
-    if (t->segment != NULL) {
-        rc = sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: segmented tensors are not supported",
-                         what);
-        goto fail;
-    }
-    if (t->n_dims > SIM_MAX_RANK) {
-        rc = sim_err_set(err, IPUOF_E_TOO_LARGE, "%s: rank %zu exceeds the limit of %d", what,
-                         t->n_dims, SIM_MAX_RANK);
-        goto fail;
-    }
-    c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        goto nomem;
+    if (!sim_dtype_ok(dtype))
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED,
+                           "%s: dtype %s (%d) is not supported (float, uint8, int8, int32, "
+                           "int64 and bool are)", what, sim_onnx_dtype_name(dtype), dtype);
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED,
+                           "%s: external data is not supported; save the model with its "
+                           "tensors inline", what);
+    if (t->segment != NULL)
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: segmented tensors are not supported",
+                           what);
+    if (t->n_dims > SIM_MAX_RANK)
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "%s: rank %zu exceeds the limit of %d", what,
+                           t->n_dims, SIM_MAX_RANK);
     c->dtype = dtype;
     c->shape.rank = (int)t->n_dims;
     for (size_t i = 0; i < t->n_dims; i++) {
-        if (t->dims[i] < 0) {
-            rc = sim_err_set(err, IPUOF_E_INVAL, "%s: dim %zu is negative (%lld)", what, i,
-                             (long long)t->dims[i]);
-            goto fail;
-        }
+        if (t->dims[i] < 0)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: dim %zu is negative (%lld)", what, i,
+                               (long long)t->dims[i]);
         c->shape.d[i] = t->dims[i];
     }
-    if (!sim_shape_numel(&c->shape, &c->numel)) {
-        rc = sim_err_set(err, IPUOF_E_TOO_LARGE, "%s: more than %lld elements", what,
-                         (long long)SIM_MAX_ELEMS);
-        goto fail;
-    }
-    esz = sim_dtype_size(dtype);
-    bytes = (uint64_t)c->numel * esz;
-    if (t->has_raw_data && t->raw_data.len != bytes) {
-        rc = sim_err_set(err, IPUOF_E_INVAL,
-                         "%s: raw_data holds %zu bytes but shape and dtype need %llu", what,
-                         t->raw_data.len, (unsigned long long)bytes);
-        goto fail;
-    }
+    if (!sim_shape_numel(&c->shape, &c->numel))
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "%s: more than %lld elements", what,
+                           (long long)SIM_MAX_ELEMS);
+    bytes = (uint64_t)c->numel * sim_dtype_size(dtype);
+    if (t->has_raw_data && t->raw_data.len != bytes)
+        return sim_err_set(err, IPUOF_E_INVAL,
+                           "%s: raw_data holds %zu bytes but shape and dtype need %llu", what,
+                           t->raw_data.len, (unsigned long long)bytes);
     c->bytes = (size_t)bytes;
-    c->data = sim_aligned_alloc(c->bytes);
-    if (c->data == NULL)
-        goto nomem;
+    return 0;
+}
+
+size_t
+sim_pb_tensor_bytes(const Onnx__TensorProto *t)
+{
+    struct sim_const c = { 0 };
+
+    return pb_header(t, "", &c, NULL) == 0 ? c.bytes : 0;
+}
+
+int
+sim_const_from_pb(const Onnx__TensorProto *t, const char *what, void *dest,
+                  struct sim_const **out, struct sim_err *err)
+{
+    struct sim_const *c = calloc(1, sizeof(*c));
+    int rc;
+
+    *out = NULL;
+    if (c == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory", what);
+    rc = pb_header(t, what, c, err);
+    if (rc != 0)
+        goto fail;
+    if (dest != NULL) {
+        c->data = dest;
+        c->view = true;
+    } else {
+        c->data = sim_aligned_alloc(c->bytes);
+        if (c->data == NULL) {
+            rc = sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory", what);
+            goto fail;
+        }
+    }
     if (t->has_raw_data) {
-        if (bytes > 0)
+        if (c->bytes > 0)
             memcpy(c->data, t->raw_data.data, c->bytes);
     } else {
         rc = copy_typed(c, t, what, err);
@@ -141,8 +153,6 @@ sim_const_from_pb(const Onnx__TensorProto *t, const char *what, struct sim_const
     }
     *out = c;
     return 0;
-nomem:
-    rc = sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory", what);
 fail:
     sim_const_free(c);
     return rc;
@@ -173,7 +183,7 @@ sim_tensor_pb_decode(const void *buf, size_t len, struct sim_host_tensor *out,
     t = onnx__tensor_proto__unpack(NULL, len, buf);
     if (t == NULL)
         return sim_err_set(err, IPUOF_E_INVAL, "not a serialized ONNX TensorProto");
-    rc = sim_const_from_pb(t, "tensor", &c, err);
+    rc = sim_const_from_pb(t, "tensor", NULL, &c, err);
     if (rc != 0)
         goto out;
     out->name = sim_strdup(t->name);
