@@ -263,6 +263,129 @@ IPUOF_API int ipuof_reset_ids(ipuof_client *c, int scope, unsigned ipu_id,
                               const char *partition, int force, unsigned *ipu_ids,
                               size_t max_ids, size_t *n_reset);
 
+/* ---- models: compile and run ---------------------------------------------------------- */
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+enum ipuof_dtype {
+    IPUOF_DTYPE_FLOAT = 1,
+    IPUOF_DTYPE_UINT8 = 2,
+    IPUOF_DTYPE_INT8 = 3,
+    IPUOF_DTYPE_INT32 = 6,
+    IPUOF_DTYPE_INT64 = 7,
+    IPUOF_DTYPE_BOOL = 9
+};
+
+/* Static name of a dtype ("float", "int64", ...). */
+IPUOF_API const char *ipuof_dtype_name(int dtype);
+/* Bytes per element, 0 for an unknown dtype. */
+IPUOF_API size_t ipuof_dtype_size(int dtype);
+
+/* PopTorch's OutputMode for one output. */
+enum ipuof_output_kind {
+    IPUOF_OUTPUT_DEFAULT = 0,   /* All for inference models, Final for training models */
+    IPUOF_OUTPUT_ALL = 1,       /* every micro-batch */
+    IPUOF_OUTPUT_FINAL = 2,     /* the last micro-batch of the call */
+    IPUOF_OUTPUT_SUM = 3,       /* summed over device iterations, not over the batch */
+    IPUOF_OUTPUT_EVERYN = 4     /* every n-th device iteration */
+};
+
+struct ipuof_output_mode {
+    const char *name;           /* the output it applies to */
+    int kind;                   /* enum ipuof_output_kind */
+    unsigned n;                 /* IPUOF_OUTPUT_EVERYN only */
+};
+
+/* Called while the daemon compiles: done <= total. */
+typedef void (*ipuof_progress_fn)(int done, int total, void *user);
+
+struct ipuof_model_opts {
+    const char *name;                 /* shown in ipuctl status; NULL: "model" */
+    unsigned device_iterations;       /* 0 means 1 */
+    unsigned replicas;                /* 0 means 1; at most the partition's IPUs */
+    unsigned micro_batch;             /* for a symbolic batch dimension; 0: from the graph */
+    int default_output_kind;          /* enum ipuof_output_kind, for outputs not listed */
+    unsigned default_output_n;
+    const struct ipuof_output_mode *output_modes; /* n_output_modes entries, may be NULL */
+    size_t n_output_modes;
+    int no_cache;                     /* compile even when the daemon has it cached */
+    ipuof_progress_fn progress;       /* may be NULL */
+    void *progress_user;
+};
+
+typedef struct ipuof_model ipuof_model;
+
+/*
+ * Compiles an ONNX model (bytes borrowed for the call) on the attached partition.
+ * Uploads larger than the daemon's frame payload limit are sent in chunks. On success *out
+ * is caller-owned: free it with ipuof_model_free() before freeing the client.
+ * Errors: IPUOF_E_NOT_ATTACHED, IPUOF_E_UNSUPPORTED (op, opset: the message names the
+ * node), IPUOF_E_DEVICE_OOM (the message names the IPU, bytes needed and available),
+ * IPUOF_E_INVAL (bad options, malformed model), IPUOF_E_SHAPE, IPUOF_E_DTYPE.
+ */
+IPUOF_API int ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
+                                  const struct ipuof_model_opts *opts, ipuof_model **out);
+
+/* Reads an ONNX file and compiles it as ipuof_model_compile() does. */
+IPUOF_API int ipuof_model_compile_file(ipuof_client *c, const char *path,
+                                       const struct ipuof_model_opts *opts, ipuof_model **out);
+
+/* Frees the model on the daemon and the handle. NULL is a no-op. */
+IPUOF_API void ipuof_model_free(ipuof_model *m);
+
+/* A tensor: its description and, for run inputs and outputs, its bytes (little-endian,
+ * row-major). In a tensor the library returns, pointers are borrowed from the model. */
+struct ipuof_tensor {
+    const char *name;
+    int dtype;                  /* enum ipuof_dtype */
+    int rank;
+    int64_t dims[8];
+    const void *data;
+    size_t bytes;
+};
+
+IPUOF_API size_t ipuof_model_input_count(const ipuof_model *m);
+IPUOF_API size_t ipuof_model_output_count(const ipuof_model *m);
+
+/* The run shape of input / output i (data NULL); step_dims, when not NULL, receives the
+ * shape of one micro-batch on one replica (8 entries). IPUOF_E_INVAL when out of range. */
+IPUOF_API int ipuof_model_input_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
+                                     int64_t *step_dims);
+IPUOF_API int ipuof_model_output_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
+                                      int64_t *step_dims);
+
+/* 1 when the daemon answered the compile from its executable cache. */
+IPUOF_API int ipuof_model_cached(const ipuof_model *m);
+/* Microseconds the daemon spent compiling (0 when cached). */
+IPUOF_API uint64_t ipuof_model_compile_us(const ipuof_model *m);
+IPUOF_API unsigned ipuof_model_device_iterations(const ipuof_model *m);
+IPUOF_API unsigned ipuof_model_replicas(const ipuof_model *m);
+IPUOF_API unsigned ipuof_model_micro_batch(const ipuof_model *m);
+
+/* Memory the model uses on the i-th IPU it occupies (bytes); any pointer may be NULL. */
+IPUOF_API size_t ipuof_model_ipu_count(const ipuof_model *m);
+IPUOF_API int ipuof_model_memory(const ipuof_model *m, size_t i, unsigned *ipu_id,
+                                 uint64_t *weights, uint64_t *activations, uint64_t *code,
+                                 uint64_t *total, uint64_t *capacity);
+
+/*
+ * Runs one call. inputs holds one tensor per model input, matched by name (or, when every
+ * name is NULL, in order), each with the run shape: micro-batch x device iterations x
+ * replicas samples along dim 0. The daemon checks dtypes and shapes first; a mismatch is
+ * IPUOF_E_SHAPE / IPUOF_E_DTYPE naming the input, the expected and the received shape.
+ * Outputs are then available with ipuof_model_output() until the next run or free.
+ */
+IPUOF_API int ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n);
+
+/* Output i of the last run (data and bytes set; borrowed until the next run or free). */
+IPUOF_API int ipuof_model_output(const ipuof_model *m, size_t i, struct ipuof_tensor *t);
+
+/* Index of the input / output called name, or -1. */
+IPUOF_API long ipuof_model_input_index(const ipuof_model *m, const char *name);
+IPUOF_API long ipuof_model_output_index(const ipuof_model *m, const char *name);
+
+/* Microseconds the daemon's simulated IPUs spent in the last run. */
+IPUOF_API uint64_t ipuof_model_run_us(const ipuof_model *m);
+
 #ifdef __cplusplus
 }
 #endif
