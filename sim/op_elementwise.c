@@ -5,7 +5,7 @@
  * Broadcasting is planned once at compile time: the output's dims are coalesced so that a
  * step walks rows of the innermost dim with each input's stride 0 or 1. Integer arithmetic
  * wraps (computed unsigned) and integer division by zero gives 0, so no input can trap.
- * Does not: do legacy (opset < 7) broadcasting with the axis attribute.
+ * Before opset 7, broadcasting follows the legacy broadcast / axis attributes.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -175,36 +175,68 @@ pick_row(int dtype, int op)
     }
 }
 
+/* Opset < 7 broadcasting: with broadcast=0 the shapes must be equal; with broadcast=1, B
+ * lines up with A's dims from `axis` (default: A's trailing dims). *bs becomes B's shape
+ * with trailing 1s, which numpy broadcasting then treats the same way. */
+static int
+legacy_broadcast(struct sim_infer *c, const struct sim_shape *as, struct sim_shape *bs)
+{
+    int64_t bcast, axis;
+    char s1[128], s2[128];
+    int rc = sim_ia_int(c, "broadcast", 0, &bcast);
+
+    if (rc == 0)
+        rc = sim_ia_int(c, "axis", INT64_MIN, &axis);
+    if (rc != 0)
+        return rc;
+    if (bcast == 0) {
+        if (!sim_shape_eq(as, bs))
+            return sim_infer_fail(c, IPUOF_E_SHAPE, "shapes %s and %s differ and broadcast "
+                                  "is 0", sim_shape_fmt(as, s1, sizeof(s1)),
+                                  sim_shape_fmt(bs, s2, sizeof(s2)));
+        return 0;
+    }
+    if (axis == INT64_MIN)
+        return 0;
+    if (axis < 0)
+        axis += as->rank;
+    if (axis < 0 || axis + bs->rank > as->rank)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "cannot broadcast %s into %s at axis %lld",
+                              sim_shape_fmt(bs, s2, sizeof(s2)),
+                              sim_shape_fmt(as, s1, sizeof(s1)), (long long)axis);
+    while (bs->rank < as->rank - axis)
+        bs->d[bs->rank++] = 1;
+    return 0;
+}
+
 static int
 infer_binary(struct sim_infer *c, int op)
 {
     const struct sim_tinfo *a = c->in[0], *b = c->in[1];
+    struct sim_shape o, bs;
     struct bin_params *p;
-    struct sim_shape o;
-    int64_t bcast_attr;
     int rc;
     char sa[128], sb[128];
+    static const int pow_types[] = { SIM_DTYPE_FLOAT, SIM_DTYPE_INT32, SIM_DTYPE_INT64, 0 };
 
     if (!sim_has_in(c, 0) || !sim_has_in(c, 1))
         return sim_infer_fail(c, IPUOF_E_INVAL, "needs two inputs");
-    rc = sim_ia_int(c, "broadcast", 0, &bcast_attr);
-    if (rc != 0)
-        return rc;
-    if (bcast_attr != 0)
-        return sim_infer_unsupported(c, "legacy broadcast attribute (opset < 7)");
-    rc = sim_in_dtype(c, 0, op == OP_POW ? (const int[]){ SIM_DTYPE_FLOAT, SIM_DTYPE_INT32,
-                                                          SIM_DTYPE_INT64, 0 }
-                                         : sim_dt_numeric);
+    rc = sim_in_dtype(c, 0, op == OP_POW ? pow_types : sim_dt_numeric);
     if (rc == 0)
-        rc = sim_in_dtype(c, 1, op == OP_POW ? (const int[]){ SIM_DTYPE_FLOAT, SIM_DTYPE_INT32,
-                                                              SIM_DTYPE_INT64, 0 }
-                                             : sim_dt_numeric);
+        rc = sim_in_dtype(c, 1, op == OP_POW ? pow_types : sim_dt_numeric);
     if (rc != 0)
         return rc;
     if (op != OP_POW && a->dtype != b->dtype)
         return sim_infer_fail(c, IPUOF_E_DTYPE, "inputs have different dtypes (%s and %s)",
                               sim_dtype_name(a->dtype), sim_dtype_name(b->dtype));
-    if (!sim_shape_broadcast(&a->shape, &b->shape, &o))
+    bs = b->shape;
+    if (c->version < 7) {
+        rc = legacy_broadcast(c, &a->shape, &bs);
+        if (rc != 0)
+            return rc;
+    }
+    if (!sim_shape_broadcast(&a->shape, &bs, &o) ||
+        (c->version < 7 && !sim_shape_eq(&o, &a->shape)))
         return sim_infer_fail(c, IPUOF_E_SHAPE, "shapes %s and %s do not broadcast",
                               sim_shape_fmt(&a->shape, sa, sizeof(sa)),
                               sim_shape_fmt(&b->shape, sb, sizeof(sb)));
@@ -215,7 +247,7 @@ infer_binary(struct sim_infer *c, int op)
     if (p == NULL)
         return IPUOF_E_NOMEM;
     p->op = op;
-    bcast_plan(&a->shape, &b->shape, &o, &p->bc);
+    bcast_plan(&a->shape, &bs, &o, &p->bc);
     p->fn = a->dtype == b->dtype ? pick_row(a->dtype, op) : NULL;
     return 0;
 }
@@ -488,18 +520,18 @@ fwd_cast(const struct sim_kern *k, struct sim_err *err)
 #define CODE_EW 3072u
 
 const struct sim_op sim_ops_elementwise[] = {
-    { "Add", 7, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, NULL },
-    { "Sub", 7, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, NULL },
-    { "Mul", 7, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, NULL },
-    { "Div", 7, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, NULL },
-    { "Pow", 7, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, NULL },
+    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, NULL },
+    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, NULL },
+    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, NULL },
+    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, NULL },
+    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, NULL },
     { "Neg", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_neg, fwd_unary, NULL },
     { "Abs", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_abs, fwd_unary, NULL },
     { "Sqrt", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_sqrt, fwd_unary, NULL },
     { "Exp", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_exp, fwd_unary, NULL },
     { "Log", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_log, fwd_unary, NULL },
     { "Erf", 9, 1, 1, 1, 1, 0, 0, CODE_EW, infer_erf, fwd_unary, NULL },
-    { "Clip", 6, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, NULL },
+    { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, NULL },
     { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, NULL },
     { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, NULL },
 };

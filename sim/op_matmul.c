@@ -260,7 +260,7 @@ fwd_gemm(const struct sim_kern *k, struct sim_err *err)
 
 const struct sim_op sim_ops_matmul[] = {
     { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, NULL },
-    { "Gemm", 7, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, NULL },
+    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, NULL },
 };
 
 const int sim_ops_matmul_count = (int)(sizeof(sim_ops_matmul) / sizeof(sim_ops_matmul[0]));

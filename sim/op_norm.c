@@ -24,7 +24,7 @@ infer_bn(struct sim_infer *c)
 {
     const struct sim_tinfo *x = c->in[0];
     struct bn_params *p;
-    int64_t training = 0, spatial = 1;
+    int64_t training = 0, spatial = 1, is_test = 0;
     char s1[128], s2[128];
     int rc;
 
@@ -43,11 +43,16 @@ infer_bn(struct sim_infer *c)
         rc = sim_ia_int(c, "training_mode", 0, &training);
     if (rc == 0)
         rc = sim_ia_int(c, "spatial", 1, &spatial);
+    if (rc == 0)
+        rc = sim_ia_int(c, "is_test", 0, &is_test);
     if (rc != 0)
         return rc;
+    if (c->version < 7 && is_test == 0 && c->n_out > 1)
+        return sim_infer_unsupported(c, "training-mode BatchNormalization before opset 7 "
+                                     "(is_test = 0 with statistics outputs)");
     if (spatial != 1)
         return sim_infer_unsupported(c, "BatchNormalization with spatial=0");
-    if (c->version < 14 && c->n_out > 1)
+    if (c->version >= 7 && c->version < 14 && c->n_out > 1)
         return sim_infer_unsupported(c, "training outputs of BatchNormalization before "
                                      "opset 14 (saved mean and variance)");
     if (c->n_out > 3)
@@ -216,7 +221,7 @@ fwd_ln(const struct sim_kern *k, struct sim_err *err)
 }
 
 const struct sim_op sim_ops_norm[] = {
-    { "BatchNormalization", 7, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, NULL },
+    { "BatchNormalization", 1, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, NULL },
     { "LayerNormalization", 17, 2, 3, 1, 3, 0, 0, 8192u, infer_ln, fwd_ln, NULL },
 };
 

@@ -40,7 +40,19 @@ infer_reshape(struct sim_infer *c)
     struct sim_shape o;
     char s1[128], s2[128];
 
-    rc = sim_in_const_ints(c, 1, "shape", spec, SIM_MAX_RANK, &n);
+    if (c->version < 5) {
+        const int64_t *v;
+        rc = sim_ia_ints(c, "shape", &v, &n);
+        if (rc == 0 && (n < 0 || n > SIM_MAX_RANK))
+            return sim_infer_fail(c, IPUOF_E_INVAL, "attribute 'shape' is required (at most "
+                                  "%d dims)", SIM_MAX_RANK);
+        for (int i = 0; rc == 0 && i < n; i++)
+            spec[i] = v[i];
+    } else if (c->n_in < 2 || c->in[1] == NULL) {
+        return sim_infer_fail(c, IPUOF_E_INVAL, "input 1 (shape) is required");
+    } else {
+        rc = sim_in_const_ints(c, 1, "shape", spec, SIM_MAX_RANK, &n);
+    }
     if (rc == 0)
         rc = sim_ia_int(c, "allowzero", 0, &allowzero);
     if (rc != 0)
@@ -659,7 +671,7 @@ fwd_constant(const struct sim_kern *k, struct sim_err *err)
 #define CODE_COPY 2048u
 
 const struct sim_op sim_ops_shape[] = {
-    { "Reshape", 5, 2, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_reshape, fwd_copy_data, NULL },
+    { "Reshape", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_reshape, fwd_copy_data, NULL },
     { "Flatten", 1, 1, 1, 1, 1, 0, 0, CODE_COPY, infer_flatten, fwd_copy_data, NULL },
     { "Squeeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_squeeze, fwd_copy_data, NULL },
     { "Unsqueeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_unsqueeze, fwd_copy_data,

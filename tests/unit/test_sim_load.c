@@ -75,11 +75,12 @@ test_opset(void **state)
     sim_ob_node(b, "Relu", "", "x", "y");
     sim_ob_output(b, "y", F32);
     assert_int_equal(load_ob(b, &m, &err), IPUOF_E_UNSUPPORTED);
-    /* Add before opset 7 used legacy broadcasting: refused per op at compile time */
-    b = sim_ob_new(6);
+    /* Cast before opset 6 named its target type with a string: refused per op */
+    b = sim_ob_new(5);
     sim_ob_input(b, "x", F32, 1, d);
-    sim_ob_node(b, "Add", "legacy", "x,x", "y");
-    sim_ob_output(b, "y", F32);
+    sim_ob_node(b, "Cast", "legacy", "x", "y");
+    sim_ob_attr_str(b, "to", "INT32");
+    sim_ob_output(b, "y", SIM_DTYPE_INT32);
     assert_int_equal(load_ob(b, &m, &err), 0);
     {
         struct sim_compile_opts o;
@@ -87,7 +88,8 @@ test_opset(void **state)
         sim_compile_opts_init(&o);
         assert_int_equal(sim_compile(m, &o, &e, &err), IPUOF_E_UNSUPPORTED);
         printf("  refused: %.160s...\n", err.msg);
-        assert_non_null(strstr(err.msg, "'legacy' (Add)"));
+        assert_non_null(strstr(err.msg, "'legacy' (Cast)"));
+        assert_non_null(strstr(err.msg, "opset 5"));
     }
     sim_model_free(m);
 }

@@ -183,6 +183,24 @@ test_binary(void **state)
     binary_f32("Pow", a, 2, d23, &two, 0, d0, pw, 6);
 }
 
+/* Opset 6 Add: broadcast=1 with axis lines B up with A's dims from axis. */
+static void
+test_legacy_broadcast(void **state)
+{
+    const float a[6] = { 1, 2, 3, 4, 5, 6 }, b[2] = { 10, 20 };
+    const float want[6] = { 11, 12, 13, 24, 25, 26 };
+    struct t in[2] = { { "a", F32, 2, { 2, 3 }, a, 0 }, { "b", F32, 1, { 2 }, b, 1 } };
+    struct sim_ob *ob = op_begin("Add", 6, in, 2, 1);
+    struct run r;
+
+    (void)state;
+    sim_ob_attr_int(ob, "broadcast", 1);
+    sim_ob_attr_int(ob, "axis", 0);
+    r = op_run(ob);
+    expect_f32("Add opset 6 broadcast=1 axis=0", outf(&r, 0), want, 6, 0);
+    run_free(&r);
+}
+
 static void
 test_integer_arith(void **state)
 {
@@ -736,6 +754,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_legacy_broadcast),
         cmocka_unit_test(test_integer_arith),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_clip_cast_identity),
