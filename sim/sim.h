@@ -7,8 +7,9 @@
  * constant folding, placement of every node on an IPU, a static memory plan with a fit
  * check), and runs an executable over one "run" of device_iterations x replicas
  * micro-batches (sim_exe_run) without allocating anything per step.
- * What it does not do: no network, no files (the caller reads bytes), no logging (errors
- * come back in struct sim_err), no training yet (the op table has room for backward rules).
+ * What it does not do: no network, no files (the caller reads bytes; tensor_pb.h has the
+ * TensorProto file helpers), no logging (errors come back in struct sim_err), no training
+ * yet (the op table has room for backward rules). See sim/README.md for the design.
  *
  * Threading: a model is immutable after sim_model_load(); any number of threads may compile
  * from one model at once. An executable may be used by one thread at a time; different
