@@ -10,9 +10,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "onnx_build.h"
 #include "sim.h"
@@ -366,6 +369,89 @@ test_replica_memory(void **state)
     sim_model_free(m);
 }
 
+static void
+count_progress(int done, int total, void *ud)
+{
+    int *last = ud;
+
+    assert_true(done <= total);
+    assert_true(done >= *last);
+    *last = done;
+}
+
+static void
+test_progress(void **state)
+{
+    struct sim_model *m = model_double_and_sum(4);
+    struct sim_compile_opts o;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+    int last = 0;
+
+    (void)state;
+    sim_compile_opts_init(&o);
+    o.progress = count_progress;
+    o.progress_ud = &last;
+    assert_int_equal(sim_compile(m, &o, &e, &err), 0);
+    assert_int_equal(last, 3);      /* 2 nodes + the memory plan */
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+struct worker {
+    struct sim_exe *e;
+    int rc;
+    atomic_int started, done;
+};
+
+static void *
+run_worker(void *arg)
+{
+    struct worker *w = arg;
+    struct sim_err err;
+
+    atomic_store(&w->started, 1);
+    w->rc = sim_exe_run(w->e, &err);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/*
+ * Two executables run at once on two threads; a second run of an executable that is
+ * running is refused with IPUOF_E_BUSY (whichever of the two calls comes second).
+ */
+static void
+test_threads(void **state)
+{
+    struct sim_model *m = model_double_and_sum(-1);
+    struct sim_exe *a = compile_modes(m, 100000, 1, 256, SIM_OUTPUT_FINAL, SIM_OUTPUT_SUM, 0);
+    struct sim_exe *b = compile_modes(m, 3, 2, 2, SIM_OUTPUT_ALL, SIM_OUTPUT_ALL, 0);
+    struct worker w = { a, -1, 0, 0 };
+    struct timespec ms = { 0, 1000000 };
+    struct sim_err err;
+    pthread_t t;
+    int mine;
+
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, run_worker, &w), 0);
+    while (!atomic_load(&w.started))
+        nanosleep(&ms, NULL);
+    nanosleep(&ms, NULL);
+    fill_and_run(b, 12);            /* another executable runs meanwhile */
+    mine = sim_exe_run(a, &err);
+    pthread_join(t, NULL);
+    assert_true(w.rc == 0 || w.rc == IPUOF_E_BUSY);
+    assert_true(mine == 0 || mine == IPUOF_E_BUSY);
+    assert_false(w.rc == IPUOF_E_BUSY && mine == IPUOF_E_BUSY);
+    if (mine == IPUOF_E_BUSY || w.rc == IPUOF_E_BUSY)
+        printf("  a second run of a running executable is refused (IPUOF_E_BUSY)\n");
+    else
+        printf("  the two runs did not overlap this time\n");
+    sim_exe_free(a);
+    sim_exe_free(b);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -377,6 +463,8 @@ main(void)
         cmocka_unit_test(test_runtime_error),
         cmocka_unit_test(test_frozen_input),
         cmocka_unit_test(test_replica_memory),
+        cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_threads),
     };
 
     return cmocka_run_group_tests_name("sim_exec", tests, NULL, NULL);
