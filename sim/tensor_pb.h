@@ -7,6 +7,7 @@
  * IPUOF_E_UNSUPPORTED naming the dtype. Data comes from raw_data (little-endian) or the
  * typed fields; external data and segments are refused. Every count and size is checked
  * against the SIM_MAX_* limits before anything is allocated from it.
+ * Does not: read models (onnx_load.c does) or convert between dtypes.
  */
 #ifndef SIM_TENSOR_PB_H
 #define SIM_TENSOR_PB_H

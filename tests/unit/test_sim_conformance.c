@@ -11,6 +11,7 @@
  * and fails on any failure. Environment: IPUOF_ONNX_NODE_DIR overrides the test data
  * directory, IPUOF_CONFORMANCE_DIR the directory holding claimed.txt / skipped.txt,
  * IPUOF_CONFORMANCE_ONLY runs one named test.
+ * Does not go through the daemon: the daemon-side runner tool does that.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -3,6 +3,7 @@
  * outputs, output modes All / Final / Sum / EveryN (with scalar outputs keeping the
  * replica dimension), input checks, symbolic and fixed batch dims, frozen inputs, and a
  * run-time error (a Gather index out of range) that leaves the executable usable.
+ * Not here: op numerics (test_sim_ops.c) and the memory plan (test_sim_plan.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -3,6 +3,7 @@
  * chosen micro-batch, folding of a PyTorch-style Shape -> Gather -> Unsqueeze -> Concat ->
  * Reshape chain and of constant-only subgraphs, dead-code removal, and the shape and dtype
  * errors the compiler reports (naming the node and the shapes involved).
+ * Not here: numerics of the ops (test_sim_ops.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -2,6 +2,8 @@
  * test_sim_plan.c — the static memory plan: liveness-based reuse of the arena, results
  * unchanged by reuse (a graph with long-lived skip connections), the fit check and its
  * error, per-IPU figures when nodes carry __ipu_number, and the code-size estimate.
+ * Not here: the arena offsets themselves, which are internal; reuse is checked through
+ * the reported sizes and through results that would break if live tensors overlapped.
  */
 #include <setjmp.h>
 #include <stdarg.h>

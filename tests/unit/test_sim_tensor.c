@@ -3,6 +3,7 @@
  * dims, numpy broadcasting rules, axis normalisation, saturating conversions, the string
  * map, TensorProto encode / decode (raw and typed fields, files, hostile bytes), and Add
  * over random broadcastable shape pairs compared with a naive index computation.
+ * Not here: the broadcasting of the other binary ops, which share Add's kernel.
  */
 #include <setjmp.h>
 #include <stdarg.h>
