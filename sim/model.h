@@ -33,6 +33,7 @@ struct sim_const {
     bool view;                  /* data points into the model's weights buffer */
 };
 
+/* Frees c and its data unless the data is a view (NULL is a no-op). */
 void sim_const_free(struct sim_const *c);
 
 struct sim_attr {

@@ -17,6 +17,7 @@ struct sim_ob;
 /* A builder for a model importing ai.onnx opset `opset`; NULL when out of memory. */
 struct sim_ob *sim_ob_new(int64_t opset);
 
+/* Frees the builder and everything it copied (NULL is a no-op). */
 void sim_ob_free(struct sim_ob *b);
 
 /* A graph input; dims[i] < 0 declares dim i symbolic ("N"). dims may be NULL if rank 0. */
@@ -34,6 +35,7 @@ int sim_ob_initializer(struct sim_ob *b, const char *name, int dtype, int rank,
 int sim_ob_node(struct sim_ob *b, const char *op_type, const char *name, const char *inputs,
                 const char *outputs);
 
+/* Attributes of the last node; values and arrays are copied. 0 or an IPUOF_E_* code. */
 int sim_ob_attr_int(struct sim_ob *b, const char *name, int64_t v);
 int sim_ob_attr_float(struct sim_ob *b, const char *name, float v);
 int sim_ob_attr_str(struct sim_ob *b, const char *name, const char *v);

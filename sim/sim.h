@@ -103,11 +103,13 @@ struct sim_model;
  */
 int sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_err *err);
 
+/* Frees a model (NULL is a no-op). Executables compiled from it must be freed first. */
 void sim_model_free(struct sim_model *m);
 
 /* The ai.onnx opset the model imports. */
 int64_t sim_model_opset(const struct sim_model *m);
 
+/* Nodes in the graph as loaded (before folding). */
 size_t sim_model_node_count(const struct sim_model *m);
 
 /* Graph inputs that are not initializers, in graph order. Names are borrowed. */
@@ -121,6 +123,7 @@ const char *sim_model_input_name(const struct sim_model *m, size_t i);
  */
 int sim_model_input_needs_constant(const struct sim_model *m, size_t i);
 
+/* Graph outputs in graph order; names are borrowed, NULL when i is out of range. */
 size_t sim_model_output_count(const struct sim_model *m);
 const char *sim_model_output_name(const struct sim_model *m, size_t i);
 
@@ -193,6 +196,7 @@ struct sim_exe;
 int sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
                 struct sim_exe **out, struct sim_err *err);
 
+/* Frees an executable and its buffers (NULL is a no-op); it must not be running. */
 void sim_exe_free(struct sim_exe *e);
 
 /* ---- executables: inputs and outputs ------------------------------------------------ */
@@ -211,6 +215,7 @@ struct sim_io_info {
     unsigned iterations;                /* outputs: device iterations returned per replica */
 };
 
+/* Inputs (graph inputs not frozen) and outputs of the executable, in graph order. */
 size_t sim_exe_input_count(const struct sim_exe *e);
 size_t sim_exe_output_count(const struct sim_exe *e);
 
@@ -252,10 +257,11 @@ int sim_exe_tensor_info(const struct sim_exe *e, const char *name, int *dtype, i
 /* Nodes left to run each step after constant folding and dead-code removal. */
 size_t sim_exe_node_count(const struct sim_exe *e);
 
-/* Run options as resolved by the compiler. */
+/* Run options as resolved by the compiler: D, R and the micro-batch (dim 0 of the first
+ * input of rank >= 1, or 0 when there is none). */
 unsigned sim_exe_device_iterations(const struct sim_exe *e);
 unsigned sim_exe_replicas(const struct sim_exe *e);
-unsigned sim_exe_micro_batch(const struct sim_exe *e);   /* 0 when no input has dim 0 */
+unsigned sim_exe_micro_batch(const struct sim_exe *e);
 
 /* ---- executables: memory ------------------------------------------------------------ */
 

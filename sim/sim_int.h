@@ -63,6 +63,7 @@ int64_t sim_shape_count(const struct sim_shape *s);
 /* Product of dims [from, to). */
 int64_t sim_shape_span(const struct sim_shape *s, int from, int to);
 
+/* Same rank and dims. */
 bool sim_shape_eq(const struct sim_shape *a, const struct sim_shape *b);
 
 /* Writes "[2, 3, 4]" (or "[]" for a scalar) into buf, truncating to n bytes. Returns buf. */
@@ -106,6 +107,7 @@ struct sim_strmap {
     int *vals;
 };
 
+/* Sizes the map for at most `expected` keys (false when out of memory); fini frees it. */
 bool sim_strmap_init(struct sim_strmap *m, size_t expected);
 void sim_strmap_fini(struct sim_strmap *m);
 /* Inserts key -> val; returns false if key is already present (val untouched). */
