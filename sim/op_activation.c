@@ -51,6 +51,7 @@ infer_leaky(struct sim_infer *c)
     return sim_ia_float(c, "alpha", 0.01f, &p->alpha);
 }
 
+/* x, y: same shape */
 static int
 fwd_leaky(const struct sim_kern *k, struct sim_err *err)
 {
@@ -64,6 +65,7 @@ fwd_leaky(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* x, y: same shape */
 static int
 fwd_sigmoid(const struct sim_kern *k, struct sim_err *err)
 {
@@ -82,6 +84,7 @@ fwd_sigmoid(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* x, y: same shape */
 static int
 fwd_tanh(const struct sim_kern *k, struct sim_err *err)
 {

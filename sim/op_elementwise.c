@@ -285,6 +285,7 @@ pow_generic(const struct bcast *bc, const struct sim_tensor *a, const struct sim
     }
 }
 
+/* a, b: shapes that broadcast to y's */
 static int
 fwd_binary(const struct sim_kern *k, struct sim_err *err)
 {
@@ -335,6 +336,7 @@ infer_unary(struct sim_infer *c, int op)
     return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
+/* x, y: same shape and dtype */
 static int
 fwd_unary(const struct sim_kern *k, struct sim_err *err)
 {
@@ -427,6 +429,7 @@ infer_clip(struct sim_infer *c)
     return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
+/* x, y: same shape; min, max: one element each or absent */
 static int
 fwd_clip(const struct sim_kern *k, struct sim_err *err)
 {
@@ -468,6 +471,7 @@ infer_identity(struct sim_infer *c)
     return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
+/* x, y: same shape and dtype */
 static int
 fwd_copy(const struct sim_kern *k, struct sim_err *err)
 {
@@ -495,6 +499,7 @@ infer_cast(struct sim_infer *c)
     return sim_set_out(c, 0, (int)to, &c->in[0]->shape);
 }
 
+/* x, y: same shape, y of the target dtype */
 static int
 fwd_cast(const struct sim_kern *k, struct sim_err *err)
 {

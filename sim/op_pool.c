@@ -220,6 +220,7 @@ fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
     return 0;
 }
 
+/* x: (N, C, spatial...); y, indices: (N, C, out spatial...) */
 static int
 fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
 {

@@ -590,6 +590,7 @@ infer_shape(struct sim_infer *c)
     return sim_set_out(c, 0, SIM_DTYPE_INT64, &o);
 }
 
+/* x: any (only its shape is read); y: (end - start) int64 */
 static int
 fwd_shape(const struct sim_kern *k, struct sim_err *err)
 {
@@ -657,6 +658,7 @@ infer_constant(struct sim_infer *c)
                                  a->name);
 }
 
+/* y: the attribute's value */
 static int
 fwd_constant(const struct sim_kern *k, struct sim_err *err)
 {
