@@ -559,6 +559,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     if (e == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     atomic_init(&e->busy, 0);
+    atomic_init(&e->run_id, 0);
+    atomic_init(&e->cancel_id, 0);
     e->m = m;
     e->D = o->device_iterations;
     e->R = o->replicas;

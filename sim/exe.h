@@ -90,7 +90,9 @@ struct sim_exe {
     struct sim_patch *patches;  /* grouped by replica: patch_start[r] .. patch_start[r+1] */
     int *patch_start;
     uint64_t *rng;              /* per replica */
-    atomic_int busy;
+    atomic_int busy;            /* a run is in progress */
+    atomic_uint_fast64_t run_id;    /* id of the latest run */
+    atomic_uint_fast64_t cancel_id; /* run to stop at the next node boundary */
 };
 
 /* Keeps p (malloc'd) until the executable is freed. Returns false when out of memory

@@ -197,9 +197,11 @@ int
 sim_exe_run(struct sim_exe *e, struct sim_err *err)
 {
     int expected = 0, rc = 0;
+    uint_fast64_t id;
 
     if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
         return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
+    id = atomic_fetch_add(&e->run_id, 1) + 1;
     for (unsigned d = 0; d < e->D && rc == 0; d++) {
         for (unsigned r = 0; r < e->R && rc == 0; r++) {
             const struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes];
@@ -213,16 +215,29 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
                     pt->view->data = (char *)in->buf + ((uint64_t)d * e->R + r) * in->step_bytes;
                 }
             }
-            for (int s = 0; s < e->n_nodes && rc == 0; s++)
+            for (int s = 0; s < e->n_nodes && rc == 0; s++) {
+                if (atomic_load_explicit(&e->cancel_id, memory_order_relaxed) == id) {
+                    rc = sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled at device "
+                                     "iteration %u of %u, replica %u", d, e->D, r);
+                    break;
+                }
                 rc = e->nodes[s].op->forward(&k[s], err);
+                if (rc != 0 && (e->R > 1 || e->D > 1))
+                    sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
+            }
             if (rc == 0)
                 post_step(e, d, r);
-            else if (e->R > 1 || e->D > 1)
-                sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
         }
     }
     atomic_store(&e->busy, 0);
     return rc;
+}
+
+void
+sim_exe_cancel(struct sim_exe *e)
+{
+    if (atomic_load(&e->busy))
+        atomic_store(&e->cancel_id, atomic_load(&e->run_id));
 }
 
 size_t

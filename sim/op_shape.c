@@ -425,6 +425,12 @@ infer_slice(struct sim_infer *c)
         if (step == 0)
             return sim_infer_fail(c, IPUOF_E_INVAL, "step 0 on axis %d", ax);
         dim = x->shape.d[ax];
+        /* a step longer than the dim selects at most the start: clamp it so that offset
+         * arithmetic stays far from overflow */
+        if (step > dim)
+            step = dim > 0 ? dim : 1;
+        if (step < -dim)
+            step = dim > 0 ? -dim : -1;
         st = starts[i];
         en = ends[i];
         if (st < 0)

@@ -296,8 +296,17 @@ int sim_exe_memory(const struct sim_exe *e, size_t ipu, struct sim_mem_report *r
  * Runs D x R steps over the input buffers and fills the output buffers (see "Run layout").
  * Allocates nothing. Errors: IPUOF_E_INVAL (input data out of range, e.g. a Gather index:
  * the message names the node and the value), IPUOF_E_BUSY (already running in another
- * thread). After an error the output buffers hold unspecified values.
+ * thread), IPUOF_E_CANCELLED (sim_exe_cancel). After an error the output buffers hold
+ * unspecified values; the executable stays usable.
  */
 int sim_exe_run(struct sim_exe *e, struct sim_err *err);
+
+/*
+ * Asks the run in progress on e (if any) to stop at the next node boundary; that
+ * sim_exe_run() then returns IPUOF_E_CANCELLED and the outputs hold unspecified values.
+ * Safe to call from any thread at any time (e.g. for `ipuctl reset`); without a run in
+ * progress it does nothing. A single kernel already started is finished first.
+ */
+void sim_exe_cancel(struct sim_exe *e);
 
 #endif /* SIM_SIM_H */

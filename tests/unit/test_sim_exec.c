@@ -425,7 +425,7 @@ static void
 test_threads(void **state)
 {
     struct sim_model *m = model_double_and_sum(-1);
-    struct sim_exe *a = compile_modes(m, 100000, 1, 256, SIM_OUTPUT_FINAL, SIM_OUTPUT_SUM, 0);
+    struct sim_exe *a = compile_modes(m, 200000, 1, 8, SIM_OUTPUT_FINAL, SIM_OUTPUT_SUM, 0);
     struct sim_exe *b = compile_modes(m, 3, 2, 2, SIM_OUTPUT_ALL, SIM_OUTPUT_ALL, 0);
     struct worker w = { a, -1, 0, 0 };
     struct timespec ms = { 0, 1000000 };
@@ -453,6 +453,35 @@ test_threads(void **state)
     sim_model_free(m);
 }
 
+/* A long run cancelled from another thread stops with IPUOF_E_CANCELLED; the executable
+ * runs normally afterwards, and a cancel with no run in progress has no effect. */
+static void
+test_cancel(void **state)
+{
+    struct sim_model *m = model_double_and_sum(-1);
+    struct sim_exe *a = compile_modes(m, 2000000, 1, 1, SIM_OUTPUT_FINAL, SIM_OUTPUT_SUM, 0);
+    struct sim_exe *b = compile_modes(m, 3, 2, 2, SIM_OUTPUT_ALL, SIM_OUTPUT_ALL, 0);
+    struct worker w = { a, -1, 0, 0 };
+    struct timespec ms = { 0, 1000000 };
+    pthread_t t;
+
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, run_worker, &w), 0);
+    while (!atomic_load(&w.done)) {
+        if (atomic_load(&w.started))
+            sim_exe_cancel(a);
+        nanosleep(&ms, NULL);
+    }
+    pthread_join(t, NULL);
+    assert_true(w.rc == IPUOF_E_CANCELLED || w.rc == 0);
+    printf("  %s\n", w.rc == 0 ? "the run finished before the cancel" : "cancelled");
+    sim_exe_cancel(b);
+    fill_and_run(b, 12);
+    sim_exe_free(a);
+    sim_exe_free(b);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -466,6 +495,7 @@ main(void)
         cmocka_unit_test(test_replica_memory),
         cmocka_unit_test(test_progress),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_cancel),
     };
 
     return cmocka_run_group_tests_name("sim_exec", tests, NULL, NULL);
