@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "frame.h"
 #include "ipuof/client.h"
@@ -61,6 +62,8 @@ struct ipuof_client {
     char address[IPUOF_ADDRESS_MAX]; /* as shown in messages: "127.0.0.1:50052", "unix:/run/x" */
     int ever_connected;           /* a connection existed and was closed since */
     uint64_t last_request_id;     /* request ids are last_request_id + 1, never 0 */
+    uint64_t conn_gen;            /* counts connections opened; a model keeps its own */
+    uint64_t attach_gen;          /* counts successful attaches; a model keeps its own */
     struct ipuof_frame_limits lim; /* what this side accepts from the daemon */
 
     /* From the HelloReply of the current connection. */
@@ -128,7 +131,63 @@ void ipuof_err_clear(ipuof_client *c);
 /* IPUOF_OK when c has a connection, else IPUOF_E_CLOSED with a sentence on c. */
 int ipuof_require_connection(ipuof_client *c);
 
-/* ---- conn.c ------------------------------------------------------------------------------ */
+/* ---- devices.c --------------------------------------------------------------------------- */
+
+/* If a notice took the partition away, reports its error once (it becomes the last error)
+ * and returns its code; IPUOF_OK when none is pending. */
+int ipuof_take_notice(ipuof_client *c);
+
+/* ---- conn.c: the socket, deadlines, raw frames ------------------------------------------ */
+
+/* One stretch of I/O under a deadline, and what it is for the messages. */
+struct ipuof_io {
+    ipuof_client *c;
+    int64_t deadline;             /* CLOCK_MONOTONIC ms; -1: none */
+    int timeout_ms;               /* as given, for messages; 0: no limit */
+    const char *what;             /* "the status request"; borrowed, must outlive the io */
+};
+
+/* Starts io on c: the deadline is timeout_ms from now (0: none). */
+void ipuof_io_init(struct ipuof_io *io, ipuof_client *c, int timeout_ms, const char *what);
+
+/* Moves the deadline to timeout_ms from now: for exchanges whose timeout bounds the gap
+ * between frames rather than the whole exchange. */
+void ipuof_io_rearm(struct ipuof_io *io);
+
+/* Milliseconds left before the deadline, for poll(): -1 without one, 0 when it passed. */
+int ipuof_io_left(const struct ipuof_io *io);
+
+/* Records on the handle that io timed out and returns IPUOF_E_TIMEOUT. */
+int ipuof_io_timeout(struct ipuof_io *io);
+
+/* Sends iov[0..iovcnt) completely (any count; the array is advanced in place, the bytes
+ * it points at are only read). Returns IPUOF_OK or IPUOF_E_IO / _TIMEOUT with a sentence. */
+int ipuof_io_send(struct ipuof_io *io, struct iovec *iov, int iovcnt);
+
+/*
+ * Where the payload of a reply goes, chosen once its header has been read. place() is
+ * called for a frame that carries reply_id and is neither a notice nor an Error, with the
+ * header (borrowed for the call) and the payload's length. It returns IPUOF_OK with *iov
+ * pointing at *iovcnt buffers (owned by arg, borrowed until the payload is read) whose
+ * lengths add up to payload_len (*iovcnt 0: discard the payload); or an error code with a
+ * sentence on c, and the payload is read and discarded. what names the request.
+ */
+struct ipuof_sink {
+    int (*place)(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
+                 uint32_t payload_len, struct iovec **iov, int *iovcnt);
+    void *arg;
+};
+
+/*
+ * Reads one whole frame: head, header, payload. The payload goes where sink says for a
+ * frame answering reply_id (see struct ipuof_sink; sink may be NULL) and is discarded in
+ * bounded chunks otherwise. *sink_rc receives place()'s result (IPUOF_OK when it was not
+ * called). Returns IPUOF_OK with *out caller-owned (ipuof_frame_header_free()), or a failure
+ * of the stream (IPUOF_E_IO, _CLOSED, _TIMEOUT, _PROTO, _VERSION, _TOO_LARGE, _NOMEM) with a
+ * sentence on the handle; the stream is then out of step and the caller closes it.
+ */
+int ipuof_io_recv_frame(struct ipuof_io *io, uint64_t reply_id, const struct ipuof_sink *sink,
+                        int *sink_rc, Ipuof__Header **out);
 
 /*
  * Opens a socket to a (TCP: every address getaddrinfo returns, in order, within one connect
@@ -142,10 +201,63 @@ int ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a);
  * last error and a pending notice are kept. */
 void ipuof_conn_close(ipuof_client *c);
 
+/* ---- xchg.c: requests and the frames that answer them ------------------------------------ */
+
 /*
- * Sends req (its request_id is set here to a fresh id) with an optional payload, then
- * reads frames until the reply to it arrives, recording any notice on the way. timeout_ms
- * bounds the whole exchange (0: no limit).
+ * One request in flight: its id, its I/O deadline, and whether the stream broke. Begin it
+ * with ipuof_xchg_begin(), send the request (and any follow-up frames with the same id)
+ * with ipuof_xchg_send(), read the answers with ipuof_xchg_recv(), and finish with
+ * ipuof_xchg_end(), which closes the connection when the stream can no longer be trusted.
+ * The struct must stay where it is between begin and end (io.what points into it).
+ */
+struct ipuof_xchg {
+    struct ipuof_io io;
+    uint64_t id;                  /* the request id every frame of the exchange carries */
+    int frames_sent;
+    int broken;                   /* 1: close the connection at the end */
+    char what[64];                /* "the compile request" */
+};
+
+/*
+ * Starts an exchange for req on c: checks there is a connection, gives req a fresh request
+ * id, and starts the deadline (timeout_ms, 0: none). req is only read. Returns IPUOF_OK or
+ * IPUOF_E_CLOSED with a sentence; ipuof_xchg_end() may be called either way.
+ */
+int ipuof_xchg_begin(ipuof_client *c, struct ipuof_xchg *x, Ipuof__Header *req, int timeout_ms);
+
+/*
+ * Sends one frame of the exchange: h (its request_id must be x->id; only read) followed by
+ * the payload payload[0..n) (borrowed for the call, sent straight from those buffers, n may
+ * be 0). The frame is checked first against the daemon's announced header and payload
+ * limits (IPUOF_E_TOO_LARGE, nothing sent). A send that fails marks the stream broken; when
+ * the daemon said why before closing, its Error is returned.
+ */
+int ipuof_xchg_send(struct ipuof_xchg *x, const Ipuof__Header *h, const struct iovec *payload,
+                    int n);
+
+/*
+ * Reads the next frame answering x, recording any notice on the way (notices do not move the
+ * deadline). With nowait, returns IPUOF_OK and *out NULL when nothing is readable now.
+ * Returns IPUOF_OK with *out (caller-owned, ipuof_frame_header_free()) of any body but Error
+ * (the caller checks it, see ipuof_xchg_unexpected()); the daemon's error code, copied to c,
+ * when it answered with an Error; sink's error when place() refused the payload (the stream
+ * stays in step); or a failure of the stream, which marks it broken.
+ */
+int ipuof_xchg_recv(struct ipuof_xchg *x, const struct ipuof_sink *sink, int nowait,
+                    Ipuof__Header **out);
+
+/* Records that the daemon answered x with a frame of the wrong body (h, only read), marks
+ * the stream broken and returns IPUOF_E_PROTO. */
+int ipuof_xchg_unexpected(struct ipuof_xchg *x, const Ipuof__Header *h);
+
+/* Ends x with status rc: when the stream broke, the connection is closed (and an
+ * IPUOF_E_CLOSED sentence quotes a notice the daemon sent before closing). Returns rc. */
+int ipuof_xchg_end(struct ipuof_xchg *x, int rc);
+
+/*
+ * One request and its reply: sends req (given a fresh request id) with an optional payload,
+ * then reads frames until the reply to it arrives, recording any notice on the way.
+ * timeout_ms bounds the whole exchange (0: no limit).
  *
  * Returns IPUOF_OK with *reply (caller-owned, free with ipuof_frame_header_free()) whose
  * body is want; or the daemon's error code with its Error copied to c; or a failure of the

@@ -1,17 +1,15 @@
 /*
- * conn.c — the client's socket: connecting (TCP or AF_UNIX) under a deadline, and frame
- * I/O on top of the codec in proto/frame.c.
+ * conn.c — the client's socket: connecting (TCP or AF_UNIX) under a deadline, and raw
+ * frame I/O on top of the codec in proto/frame.c. Requests and their replies (ids, notices,
+ * errors) are xchg.c's job.
  *
  * The socket stays blocking; every wait goes through poll() against the call's deadline
  * and every send/recv uses MSG_DONTWAIT, so a call never blocks past its timeout. Sends
  * use MSG_NOSIGNAL: a daemon that went away is an IPUOF_E_IO, never a SIGPIPE in the host
  * application. EINTR is retried. A request payload goes out with sendmsg() straight from
- * the caller's buffer; a reply payload is read straight into the caller's buffer or, when
- * nobody asked for it, discarded in bounded chunks. Every length is checked by the codec
- * against the handle's limits before anything is allocated.
- *
- * After a failure in the middle of an exchange (I/O error, timeout, bad frame) the stream
- * can no longer be trusted, so the connection is closed; later calls get IPUOF_E_CLOSED.
+ * the caller's buffers; a reply payload is read straight into the buffers a sink chooses
+ * once the header is known or, when nobody asked for it, discarded in bounded chunks. Every
+ * length is checked by the codec against the handle's limits before anything is allocated.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,15 +28,9 @@
 #include "client_internal.h"
 
 #define DISCARD_CHUNK 4096
-#define MAX_IDLE_FRAMES 64 /* frames read by one ipuof_conn_poll_notices() */
 
-/* One exchange's context: the handle, its deadline, and what it is for the messages. */
-struct io {
-    ipuof_client *c;
-    int64_t deadline;   /* CLOCK_MONOTONIC ms; -1: none */
-    int timeout_ms;     /* as given, for messages */
-    const char *what;   /* "the status request", "connecting" */
-};
+/* The iovecs one sendmsg() takes (IOV_MAX is at least 1024 on Linux). */
+#define SEND_IOV_MAX 1024
 
 /* strerror() may share a buffer between threads; the GNU strerror_r() writes to ours. */
 #define ERRTEXT(e) strerror_r((e), (char[128]){0}, 128)
@@ -53,20 +45,23 @@ now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Starts an exchange: the deadline is timeout_ms from now (0: none); what is borrowed
- * for the messages and must outlive io. */
-static void
-io_init(struct io *io, ipuof_client *c, int timeout_ms, const char *what)
+void
+ipuof_io_init(struct ipuof_io *io, ipuof_client *c, int timeout_ms, const char *what)
 {
     io->c = c;
     io->timeout_ms = timeout_ms;
-    io->deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
     io->what = what;
+    ipuof_io_rearm(io);
 }
 
-/* Milliseconds left before the deadline for poll(): -1 without one, 0 when it passed. */
-static int
-io_left(const struct io *io)
+void
+ipuof_io_rearm(struct ipuof_io *io)
+{
+    io->deadline = io->timeout_ms > 0 ? now_ms() + io->timeout_ms : -1;
+}
+
+int
+ipuof_io_left(const struct ipuof_io *io)
 {
     int64_t left;
 
@@ -78,9 +73,8 @@ io_left(const struct io *io)
     return left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
-/* Records the timeout of io on its handle and returns IPUOF_E_TIMEOUT. */
-static int
-io_timeout(struct io *io)
+int
+ipuof_io_timeout(struct ipuof_io *io)
 {
     return ipuof_err_set(io->c, IPUOF_E_TIMEOUT, "connection",
                          "ipuofd at %s did not answer %s within %d ms", io->c->address,
@@ -89,21 +83,21 @@ io_timeout(struct io *io)
 
 /* Waits until fd is ready for events or the deadline passes. */
 static int
-io_wait(struct io *io, int fd, short events)
+io_wait(struct ipuof_io *io, int fd, short events)
 {
     struct pollfd p = {.fd = fd, .events = events};
 
     for (;;) {
-        int left = io_left(io);
+        int left = ipuof_io_left(io);
         int n;
 
         if (left == 0)
-            return io_timeout(io);
+            return ipuof_io_timeout(io);
         n = poll(&p, 1, left);
         if (n > 0)
             return IPUOF_OK; /* POLLERR/POLLHUP included: the next send/recv says what */
         if (n == 0)
-            return io_timeout(io);
+            return ipuof_io_timeout(io);
         if (errno != EINTR)
             return ipuof_err_set(io->c, IPUOF_E_IO, "connection", "poll on the connection to "
                                  "ipuofd at %s failed: %s", io->c->address, ERRTEXT(errno));
@@ -115,7 +109,7 @@ io_wait(struct io *io, int fd, short events)
 /* Connects a new socket to sa within io's deadline. Returns the blocking fd, or -1 with
  * *rc and errno (for IPUOF_E_IO) set; a timeout leaves its sentence on the handle. */
 static int
-connect_one(struct io *io, int family, const struct sockaddr *sa, socklen_t salen, int *rc)
+connect_one(struct ipuof_io *io, int family, const struct sockaddr *sa, socklen_t salen, int *rc)
 {
     int fd = -1;
     int soerr = 0;
@@ -172,13 +166,13 @@ ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a)
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
-    struct io io;
+    struct ipuof_io io;
     int rc = IPUOF_E_IO;
     int last_errno = 0;
     int gai;
 
     ipuof_conn_close(c);
-    io_init(&io, c, c->connect_ms, "the connection attempt");
+    ipuof_io_init(&io, c, c->connect_ms, "the connection attempt");
     if (a->is_unix) {
         struct sockaddr_un sun = {.sun_family = AF_UNIX};
 
@@ -205,8 +199,10 @@ ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a)
 out:
     if (res != NULL)
         freeaddrinfo(res);
-    if (c->fd >= 0)
+    if (c->fd >= 0) {
+        c->conn_gen++; /* models compiled on an earlier connection are gone */
         return IPUOF_OK;
+    }
     if (rc == IPUOF_E_TIMEOUT)
         return ipuof_err_set(c, IPUOF_E_TIMEOUT, "connection",
                              "connecting to ipuofd at %s timed out after %d ms", c->address,
@@ -232,9 +228,8 @@ ipuof_conn_close(ipuof_client *c)
 
 /* ---- frame I/O ------------------------------------------------------------------------- */
 
-/* Sends iov[0..iovcnt) completely; the iovec array is consumed (advanced in place). */
-static int
-send_all(struct io *io, struct iovec *iov, int iovcnt)
+int
+ipuof_io_send(struct ipuof_io *io, struct iovec *iov, int iovcnt)
 {
     int fd = io->c->fd;
 
@@ -243,7 +238,9 @@ send_all(struct io *io, struct iovec *iov, int iovcnt)
         iovcnt--;
     }
     while (iovcnt > 0) {
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+        struct msghdr msg = {.msg_iov = iov,
+                             .msg_iovlen = (size_t)(iovcnt < SEND_IOV_MAX ? iovcnt
+                                                                          : SEND_IOV_MAX)};
         ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         size_t done;
         int rc;
@@ -277,7 +274,7 @@ send_all(struct io *io, struct iovec *iov, int iovcnt)
 
 /* Reads exactly len bytes into buf. */
 static int
-recv_all(struct io *io, void *buf, size_t len)
+recv_all(struct ipuof_io *io, void *buf, size_t len)
 {
     int fd = io->c->fd;
     size_t got = 0;
@@ -311,7 +308,7 @@ recv_all(struct io *io, void *buf, size_t len)
 
 /* Reads and drops len bytes, DISCARD_CHUNK at a time. */
 static int
-discard(struct io *io, size_t len)
+discard(struct ipuof_io *io, size_t len)
 {
     char chunk[DISCARD_CHUNK];
 
@@ -326,15 +323,40 @@ discard(struct io *io, size_t len)
     return IPUOF_OK;
 }
 
-/*
- * Reads one frame: the head, exactly header_len bytes of header, then exactly payload_len
- * bytes of payload. The payload goes into pin when the frame is the reply to reply_id (not a
- * notice) and pin->buf is set; otherwise it is discarded. *too_large is set when it did not
- * fit pin. On success *out is caller-owned (ipuof_frame_header_free()).
- */
+/* Reads a payload of len bytes where sink puts it (a frame answering reply_id) or drops
+ * it; *sink_rc receives place()'s verdict. */
 static int
-recv_frame(struct io *io, uint64_t reply_id, struct ipuof_payload_in *pin, int *too_large,
-           Ipuof__Header **out)
+recv_payload(struct ipuof_io *io, const Ipuof__Header *h, uint32_t len,
+             const struct ipuof_sink *sink, int *sink_rc)
+{
+    struct iovec *iov = NULL;
+    int iovcnt = 0;
+    size_t total = 0;
+    int rc;
+
+    *sink_rc = sink->place(sink->arg, io->c, io->what, h, len, &iov, &iovcnt);
+    if (*sink_rc != IPUOF_OK || iovcnt == 0)
+        return discard(io, len);
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    if (total != len) {
+        *sink_rc = ipuof_err_set(io->c, IPUOF_E_INTERNAL, "client",
+                                 "the buffers for the reply to %s hold %zu bytes, not the %u "
+                                 "of its payload",
+                                 io->what, total, len);
+        return discard(io, len);
+    }
+    for (int i = 0; i < iovcnt; i++) {
+        rc = recv_all(io, iov[i].iov_base, iov[i].iov_len);
+        if (rc != IPUOF_OK)
+            return rc;
+    }
+    return IPUOF_OK;
+}
+
+int
+ipuof_io_recv_frame(struct ipuof_io *io, uint64_t reply_id, const struct ipuof_sink *sink,
+                    int *sink_rc, Ipuof__Header **out)
 {
     ipuof_client *c = io->c;
     uint8_t head_buf[IPUOF_FRAME_HEAD_LEN];
@@ -345,7 +367,7 @@ recv_frame(struct io *io, uint64_t reply_id, struct ipuof_payload_in *pin, int *
     int rc;
 
     *out = NULL;
-    *too_large = 0;
+    *sink_rc = IPUOF_OK;
     rc = recv_all(io, head_buf, sizeof head_buf);
     if (rc != IPUOF_OK)
         goto out;
@@ -375,223 +397,17 @@ recv_frame(struct io *io, uint64_t reply_id, struct ipuof_payload_in *pin, int *
                            c->address, err);
         goto out;
     }
-    if (pin != NULL && pin->buf != NULL && reply_id != 0 && h->request_id == reply_id &&
-        h->body_case != IPUOF__HEADER__BODY_NOTICE) {
-        pin->len = head.payload_len;
-        if (head.payload_len <= pin->cap) {
-            rc = recv_all(io, pin->buf, head.payload_len);
-        } else {
-            *too_large = 1;
-            rc = discard(io, head.payload_len);
-        }
-    } else {
+    if (sink != NULL && reply_id != 0 && h->request_id == reply_id &&
+        h->body_case != IPUOF__HEADER__BODY_NOTICE && h->body_case != IPUOF__HEADER__BODY_ERROR)
+        rc = recv_payload(io, h, head.payload_len, sink, sink_rc);
+    else
         rc = discard(io, head.payload_len);
-    }
     if (rc != IPUOF_OK)
         goto out;
     *out = h;
     h = NULL;
 out:
     free(hbuf);
-    ipuof_frame_header_free(h);
-    return rc;
-}
-
-/* Records a notice: the partition is gone, and its error waits for the next call that
- * needs the partition. */
-static void
-record_notice(ipuof_client *c, const Ipuof__Notice *n)
-{
-    if (n->error != NULL) {
-        ipuof_err_from_wire(&c->notice, n->error);
-    } else {
-        c->notice.code = IPUOF_E_DEVICE_RESET;
-        c->notice.error_class = IPUOF_ERROR_RECOVERABLE;
-        c->notice.recovery = IPUOF_RECOVERY_REATTACH;
-        snprintf(c->notice.component, sizeof c->notice.component, "daemon");
-        snprintf(c->notice.msg, sizeof c->notice.msg,
-                 "ipuofd took this connection's partition away; attach again");
-    }
-    c->notice_pending = 1;
-    c->attached = 0;
-    free(c->partition);
-    c->partition = NULL;
-}
-
-/* A fresh request id for c: counts up from 1 and skips 0 when it wraps. */
-static uint64_t
-next_request_id(ipuof_client *c)
-{
-    c->last_request_id++;
-    if (c->last_request_id == 0)
-        c->last_request_id++;
-    return c->last_request_id;
-}
-
-int
-ipuof_conn_call(ipuof_client *c, Ipuof__Header *req, Ipuof__Header__BodyCase want,
-                int timeout_ms, const struct ipuof_payload_out *pout,
-                struct ipuof_payload_in *pin, Ipuof__Header **reply)
-{
-    char what[64];
-    struct io io;
-    uint8_t *frame = NULL;
-    size_t frame_len = 0;
-    uint32_t payload_len = pout != NULL ? pout->len : 0;
-    Ipuof__Header *h = NULL;
-    struct iovec iov[2];
-    int broken = 0;
-    int too_large = 0;
-    int rc;
-
-    *reply = NULL;
-    rc = ipuof_require_connection(c);
-    if (rc != IPUOF_OK)
-        goto out;
-    snprintf(what, sizeof what, "the %s request", ipuof_frame_body_name(req));
-    io_init(&io, c, timeout_ms, what);
-    req->request_id = next_request_id(c);
-    rc = ipuof_frame_pack(req, payload_len, &frame, &frame_len);
-    if (rc != IPUOF_OK) {
-        ipuof_err_set(c, rc, "client", "cannot encode %s: %s", what, ipuof_strerror(rc));
-        goto out;
-    }
-    if (c->peer_max_header != 0 && frame_len - IPUOF_FRAME_HEAD_LEN > c->peer_max_header) {
-        rc = ipuof_err_set(c, IPUOF_E_TOO_LARGE, "client",
-                           "%s is %zu bytes long; ipuofd accepts at most %u", what,
-                           frame_len - IPUOF_FRAME_HEAD_LEN, c->peer_max_header);
-        goto out;
-    }
-    if (c->peer_max_payload != 0 && payload_len > c->peer_max_payload) {
-        rc = ipuof_err_set(c, IPUOF_E_TOO_LARGE, "client",
-                           "the payload of %s is %u bytes; ipuofd accepts at most %llu per "
-                           "frame, send it in chunks",
-                           what, payload_len, (unsigned long long)c->peer_max_payload);
-        goto out;
-    }
-    iov[0].iov_base = frame;
-    iov[0].iov_len = frame_len;
-    iov[1].iov_base = (void *)(pout != NULL ? pout->buf : NULL);
-    iov[1].iov_len = payload_len;
-    rc = send_all(&io, iov, 2);
-    if (rc != IPUOF_OK) {
-        broken = 1;
-        if (rc == IPUOF_E_IO) {
-            /* The daemon may have said why before closing (connection limit, shutdown). */
-            struct ipuof_err_info sent = c->err;
-            if (recv_frame(&io, 0, NULL, &too_large, &h) == IPUOF_OK &&
-                h->body_case == IPUOF__HEADER__BODY_ERROR) {
-                ipuof_err_from_wire(&c->err, h->error);
-                rc = c->err.code;
-            } else {
-                rc = ipuof_err_report(c, &sent);
-            }
-        }
-        goto out;
-    }
-    for (;;) {
-        if (io_left(&io) == 0) {
-            rc = io_timeout(&io); /* a stream of notices must not hold the call for ever */
-            broken = 1;
-            goto out;
-        }
-        rc = recv_frame(&io, req->request_id, pin, &too_large, &h);
-        if (rc != IPUOF_OK) {
-            broken = 1;
-            goto out;
-        }
-        if (h->body_case != IPUOF__HEADER__BODY_NOTICE)
-            break;
-        record_notice(c, h->notice);
-        ipuof_frame_header_free(h);
-        h = NULL;
-    }
-    if (h->body_case == IPUOF__HEADER__BODY_ERROR &&
-        (h->request_id == req->request_id || h->request_id == 0)) {
-        /* Id 0: the daemon speaks about the connection itself and closes it. */
-        ipuof_err_from_wire(&c->err, h->error);
-        rc = c->err.code;
-        broken = h->request_id == 0;
-        goto out;
-    }
-    if (h->request_id != req->request_id) {
-        rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s sent an unexpected frame (%s) for request %llu while "
-                           "request %llu (%s) was pending",
-                           c->address, ipuof_frame_body_name(h),
-                           (unsigned long long)h->request_id,
-                           (unsigned long long)req->request_id, what);
-        broken = 1;
-        goto out;
-    }
-    if (h->body_case != want) {
-        rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s answered %s with an unexpected frame (%s)",
-                           c->address, what, ipuof_frame_body_name(h));
-        broken = 1;
-        goto out;
-    }
-    if (too_large) {
-        rc = ipuof_err_set(c, IPUOF_E_TOO_LARGE, "client",
-                           "the reply to %s carries %zu payload bytes; the buffer holds %zu",
-                           what, pin->len, pin->cap);
-        goto out;
-    }
-    *reply = h;
-    h = NULL;
-out:
-    if (broken && rc == IPUOF_E_CLOSED && c->notice_pending) {
-        size_t n = strlen(c->err.msg);
-        snprintf(c->err.msg + n, sizeof c->err.msg - n, "; before closing it said: %s",
-                 c->notice.msg);
-    }
-    if (broken)
-        ipuof_conn_close(c);
-    free(frame);
-    ipuof_frame_header_free(h);
-    return rc;
-}
-
-int
-ipuof_conn_poll_notices(ipuof_client *c)
-{
-    struct io io;
-    Ipuof__Header *h = NULL;
-    int too_large;
-    int rc = IPUOF_OK;
-
-    for (int i = 0; i < MAX_IDLE_FRAMES && c->fd >= 0; i++) {
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        int n = poll(&p, 1, 0);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        io_init(&io, c, c->request_ms, "a notice");
-        rc = recv_frame(&io, 0, NULL, &too_large, &h);
-        if (rc != IPUOF_OK)
-            goto out;
-        if (h->body_case == IPUOF__HEADER__BODY_NOTICE) {
-            record_notice(c, h->notice);
-        } else if (h->body_case == IPUOF__HEADER__BODY_ERROR && h->request_id == 0) {
-            ipuof_err_from_wire(&c->err, h->error);
-            rc = c->err.code;
-            goto out;
-        } else {
-            rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                               "ipuofd at %s sent an unexpected frame (%s) for request %llu while "
-                               "no request was pending",
-                               c->address, ipuof_frame_body_name(h),
-                               (unsigned long long)h->request_id);
-            goto out;
-        }
-        ipuof_frame_header_free(h);
-        h = NULL;
-    }
-out:
-    if (rc != IPUOF_OK)
-        ipuof_conn_close(c);
     ipuof_frame_header_free(h);
     return rc;
 }

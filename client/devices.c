@@ -97,6 +97,7 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     free(c->partition);
     c->partition = name;
     c->attached = 1;
+    c->attach_gen++; /* models compiled for an earlier partition are gone */
     c->notice_pending = 0; /* notices before the reply were about an earlier partition */
     copy_ids(ar->ipu_ids, ar->n_ipu_ids, ipu_ids, max_ids, n_ids);
 out:
@@ -112,9 +113,8 @@ ipuof_partition_name(const ipuof_client *c)
     return c->partition;
 }
 
-/* If a notice took the partition away, reports its error once and returns its code. */
-static int
-take_notice(ipuof_client *c)
+int
+ipuof_take_notice(ipuof_client *c)
 {
     if (!c->notice_pending)
         return IPUOF_OK;
@@ -135,7 +135,8 @@ ipuof_detach(ipuof_client *c)
         return IPUOF_E_INVAL;
     ipuof_err_clear(c);
     poll_rc = c->fd >= 0 ? ipuof_conn_poll_notices(c) : IPUOF_OK;
-    rc = take_notice(c); /* why the partition went away matters more than a closed socket */
+    /* Why the partition went away matters more than a closed socket. */
+    rc = ipuof_take_notice(c);
     if (rc != IPUOF_OK)
         goto out;
     rc = poll_rc != IPUOF_OK ? poll_rc : ipuof_require_connection(c);
@@ -152,7 +153,7 @@ ipuof_detach(ipuof_client *c)
                          &reply);
     if (rc != IPUOF_OK && c->notice_pending) {
         /* The partition went away while the detach was in flight: say why. */
-        rc = take_notice(c);
+        rc = ipuof_take_notice(c);
         goto out;
     }
     if (rc != IPUOF_OK)
