@@ -19,7 +19,90 @@
 #define MAX_NODE_OUTPUTS 1024
 #define MAX_NODE_ATTRS 1024
 #define MAX_PLACEMENT 64
+#define MAX_PB_DEPTH 64                 /* nested messages (subgraphs nest legitimately) */
+#define MAX_PB_MESSAGES 2000000u        /* messages in one model: each costs ~100 bytes */
 #define ALIGN_UP(n) (((n) + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN)
+
+/* ---- a pre-scan of the wire format -------------------------------------------------- */
+
+/*
+ * protobuf-c has no nesting or size limits: unpacking recurses once per nested message and
+ * allocates a C struct for every message (a 2-byte empty message becomes ~100 bytes). The
+ * scan walks the wire format with the message descriptors, before unpacking, and refuses
+ * input nested deeper than MAX_PB_DEPTH or holding more than MAX_PB_MESSAGES messages.
+ */
+struct pb_scan {
+    size_t messages;
+    const char *problem;
+};
+
+static bool
+pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if ((b & 0x80) == 0) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool
+pb_scan_message(const uint8_t *p, const uint8_t *end, const ProtobufCMessageDescriptor *d,
+                int depth, struct pb_scan *s)
+{
+    if (depth > MAX_PB_DEPTH) {
+        s->problem = "messages are nested too deeply";
+        return false;
+    }
+    if (++s->messages > MAX_PB_MESSAGES) {
+        s->problem = "it holds too many protobuf messages";
+        return false;
+    }
+    while (p < end) {
+        uint64_t key, len;
+        const ProtobufCFieldDescriptor *f;
+        if (!pb_varint(&p, end, &key))
+            goto bad;
+        switch (key & 7) {
+        case 0:
+            if (!pb_varint(&p, end, &len))
+                goto bad;
+            break;
+        case 1:
+            if (end - p < 8)
+                goto bad;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                goto bad;
+            p += 4;
+            break;
+        case 2:
+            if (!pb_varint(&p, end, &len) || len > (uint64_t)(end - p))
+                goto bad;
+            f = key >> 3 <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+                !pb_scan_message(p, p + len, f->descriptor, depth + 1, s))
+                return false;
+            p += len;
+            break;
+        default:
+            goto bad;
+        }
+    }
+    return true;
+bad:
+    s->problem = "the protobuf encoding is broken";
+    return false;
+}
 
 static const char *
 nz(const char *s)
@@ -531,6 +614,16 @@ sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_
     if (len > SIM_MAX_MODEL_BYTES)
         return sim_err_set(err, IPUOF_E_TOO_LARGE, "the model is %zu bytes, over the limit "
                            "of %zu", len, SIM_MAX_MODEL_BYTES);
+    {
+        struct pb_scan scan = { 0, NULL };
+        if (!pb_scan_message(onnx, (const uint8_t *)onnx + len, &onnx__model_proto__descriptor,
+                             0, &scan))
+            return sim_err_set(err, scan.messages > MAX_PB_MESSAGES ? IPUOF_E_TOO_LARGE
+                                                                    : IPUOF_E_INVAL,
+                               "the bytes are not an acceptable ONNX ModelProto: %s (at most "
+                               "%d levels and %u messages)", scan.problem, MAX_PB_DEPTH,
+                               MAX_PB_MESSAGES);
+    }
     mp = onnx__model_proto__unpack(NULL, len, onnx);
     if (mp == NULL)
         return sim_err_set(err, IPUOF_E_INVAL, "the bytes are not a serialized ONNX "

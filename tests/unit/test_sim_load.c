@@ -280,6 +280,50 @@ test_bad_initializer(void **state)
     free(buf);
 }
 
+/* Wraps buf[0..*len) in a length-delimited field (a nested message) in place: the caller
+ * leaves room at the front. Returns the new start. */
+static uint8_t *
+wrap(uint8_t *start, size_t *len, unsigned field)
+{
+    uint8_t hdr[16];
+    size_t n = 0, l = *len;
+
+    hdr[n++] = (uint8_t)(field << 3 | 2);
+    do {
+        hdr[n++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+        l >>= 7;
+    } while (l > 0);
+    start -= n;
+    memcpy(start, hdr, n);
+    *len += n;
+    return start;
+}
+
+/* Graph -> node -> attribute -> subgraph -> node ... nested far deeper than any model:
+ * refused before protobuf-c would recurse through it. */
+static void
+test_deep_nesting(void **state)
+{
+    const size_t levels = 200000, cap = levels * 3 * 6 + 64;
+    uint8_t *buf = malloc(cap), *p = buf + cap;
+    size_t len = 0;
+    struct sim_model *m = NULL;
+    struct sim_err err;
+
+    (void)state;
+    for (size_t i = 0; i < levels; i++) {
+        p = wrap(p, &len, 6);   /* AttributeProto.g holds the graph so far */
+        p = wrap(p, &len, 5);   /* NodeProto.attribute holds that attribute */
+        p = wrap(p, &len, 1);   /* GraphProto.node holds that node */
+    }
+    p = wrap(p, &len, 7);       /* ModelProto.graph */
+    assert_int_equal(sim_model_load(p, len, &m, &err), IPUOF_E_INVAL);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "nested too deeply"));
+    assert_null(m);
+    free(buf);
+}
+
 /* A small CNN in the shape of the MNIST benchmark, used as the fuzz seed. */
 static void *
 cnn_bytes(size_t *len)
@@ -408,6 +452,7 @@ main(void)
         cmocka_unit_test(test_broken_graphs),
         cmocka_unit_test(test_unsorted_nodes),
         cmocka_unit_test(test_bad_initializer),
+        cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_fuzz),
     };
 
