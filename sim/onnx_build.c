@@ -514,37 +514,37 @@ sim_ob_serialize(struct sim_ob *b, void **out, size_t *len)
     g.initializer = tmp_alloc(&t, b->n_inits, sizeof(*g.initializer));
     g.input = tmp_alloc(&t, b->n_inputs, sizeof(*g.input));
     g.output = tmp_alloc(&t, b->n_outputs, sizeof(*g.output));
+    rc = IPUOF_E_NOMEM;     /* until the pack below succeeds */
     if (g.node == NULL || g.initializer == NULL || g.input == NULL || g.output == NULL)
-        goto oom;
+        goto done;
     for (size_t i = 0; i < b->n_nodes; i++) {
         g.node[g.n_node] = pb_node(&t, &b->nodes[i]);
         if (g.node[g.n_node++] == NULL)
-            goto oom;
+            goto done;
     }
     for (size_t i = 0; i < b->n_inits; i++) {
         g.initializer[g.n_initializer] = pb_tensor(&t, &b->inits[i]);
         if (g.initializer[g.n_initializer++] == NULL)
-            goto oom;
+            goto done;
     }
     for (size_t i = 0; i < b->n_inputs; i++) {
         g.input[g.n_input] = pb_vi(&t, &b->inputs[i]);
         if (g.input[g.n_input++] == NULL)
-            goto oom;
+            goto done;
     }
     for (size_t i = 0; i < b->n_outputs; i++) {
         g.output[g.n_output] = pb_vi(&t, &b->outputs[i]);
         if (g.output[g.n_output++] == NULL)
-            goto oom;
+            goto done;
     }
     *len = onnx__model_proto__get_packed_size(&mp);
     *out = malloc(*len + 1);
-    if (*out == NULL)
-        goto oom;
+    if (*out == NULL) {
+        *len = 0;
+        goto done;
+    }
     onnx__model_proto__pack(&mp, *out);
-    goto done;
-oom:
-    *len = 0;
-    rc = IPUOF_E_NOMEM;
+    rc = 0;
 done:
     for (size_t i = 0; i < t.n; i++)
         free(t.p[i]);

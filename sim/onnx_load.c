@@ -380,8 +380,10 @@ topo_sort(struct loader *L)
     size_t edges = 0;
     struct sim_mnode *sorted = NULL;
 
-    if (pending == NULL || order == NULL || newidx == NULL || users_start == NULL)
-        goto oom;
+    if (pending == NULL || order == NULL || newidx == NULL || users_start == NULL) {
+        rc = nomem(L);
+        goto out;
+    }
     for (int k = 0; k < n; k++)
         for (int j = 0; j < m->nodes[k].n_in; j++) {
             int v = m->nodes[k].in[j];
@@ -394,12 +396,16 @@ topo_sort(struct loader *L)
     for (int k = 0; k < n; k++)
         users_start[k + 1] += users_start[k];
     users = malloc((edges + 1) * sizeof(int));
-    if (users == NULL)
-        goto oom;
+    if (users == NULL) {
+        rc = nomem(L);
+        goto out;
+    }
     {
         int *fill = calloc((size_t)n + 1, sizeof(int));
-        if (fill == NULL)
-            goto oom;
+        if (fill == NULL) {
+            rc = nomem(L);
+            goto out;
+        }
         for (int k = 0; k < n; k++)
             for (int j = 0; j < m->nodes[k].n_in; j++) {
                 int v = m->nodes[k].in[j];
@@ -430,8 +436,10 @@ topo_sort(struct loader *L)
         goto out;
     }
     sorted = malloc(((size_t)n + 1) * sizeof(*sorted));
-    if (sorted == NULL)
-        goto oom;
+    if (sorted == NULL) {
+        rc = nomem(L);
+        goto out;
+    }
     for (int i = 0; i < n; i++) {
         sorted[i] = m->nodes[order[i]];
         newidx[order[i]] = i;
@@ -441,9 +449,6 @@ topo_sort(struct loader *L)
     for (int v = 0; v < m->n_vals; v++)
         if (m->vals[v].producer >= 0)
             m->vals[v].producer = newidx[m->vals[v].producer];
-    goto out;
-oom:
-    rc = nomem(L);
 out:
     free(pending);
     free(order);

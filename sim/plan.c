@@ -173,8 +173,10 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
     e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
     e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
-    if (b == NULL || seen == NULL || e->arena_bytes == NULL || e->mem == NULL)
-        goto oom;
+    if (b == NULL || seen == NULL || e->arena_bytes == NULL || e->mem == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
+        goto out;
+    }
     for (int v = 0; v < e->m->n_vals; v++) {
         struct sim_val *val = &e->vals[v];
         if (val->kind != SIM_V_ACT || val->out_io >= 0)
@@ -191,8 +193,10 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     for (unsigned p = 0; p < e->ipr; p++) {
         struct sim_mem_report *r = &e->mem[p];
         size_t top = place_blocks(b, nb, (int)p);
-        if (top == SIZE_MAX)
-            goto oom;
+        if (top == SIZE_MAX) {
+            rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
+            goto out;
+        }
         e->arena_bytes[p] = top;
         r->ipu = p;
         r->tiles = e->tiles;
@@ -227,9 +231,6 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
             e->mem[r * e->ipr + p].ipu = r * e->ipr + p;
             e->mem[r * e->ipr + p].replica = r;
         }
-    goto out;
-oom:
-    rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
 out:
     free(b);
     free(seen);
