@@ -687,6 +687,22 @@ sim_model_input_name(const struct sim_model *m, size_t i)
 }
 
 int
+sim_model_input_decl(const struct sim_model *m, size_t i, int *dtype, int *rank,
+                     int64_t *dims)
+{
+    const struct sim_mval *v;
+
+    if (i >= (size_t)m->n_in)
+        return IPUOF_E_INVAL;
+    v = &m->vals[m->inputs[i]];
+    *dtype = v->dtype;
+    *rank = v->rank;
+    for (int k = 0; k < v->rank; k++)
+        dims[k] = v->dims[k];
+    return 0;
+}
+
+int
 sim_model_input_needs_constant(const struct sim_model *m, size_t i)
 {
     return i < (size_t)m->n_in ? m->in_needs_const[i] : 0;

@@ -117,6 +117,14 @@ size_t sim_model_input_count(const struct sim_model *m);
 const char *sim_model_input_name(const struct sim_model *m, size_t i);
 
 /*
+ * The declared dtype and shape of graph input i (before compiling): dims must hold
+ * SIM_MAX_RANK entries; a symbolic or unknown dim is -1; *rank is -1 when the model
+ * declares no shape. IPUOF_E_INVAL when i is out of range.
+ */
+int sim_model_input_decl(const struct sim_model *m, size_t i, int *dtype, int *rank,
+                         int64_t *dims);
+
+/*
  * 1 when graph input i decides a shape (it reaches a Reshape shape, a Slice bound, an
  * axes operand, ...). A static-shape compiler needs its value at compile time: pass it in
  * sim_compile_opts.frozen, or the compile fails naming the node that needs it.

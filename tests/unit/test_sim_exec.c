@@ -108,6 +108,15 @@ test_mode_all(void **state)
     const float *yb, *sb;
 
     (void)state;
+    {
+        int dt, rank;
+        int64_t dims[SIM_MAX_RANK];
+        assert_int_equal(sim_model_input_decl(m, 0, &dt, &rank, dims), 0);
+        assert_int_equal(dt, F32);
+        assert_int_equal(rank, 2);
+        assert_true(dims[0] == -1 && dims[1] == 3);
+        assert_int_equal(sim_model_input_decl(m, 1, &dt, &rank, dims), IPUOF_E_INVAL);
+    }
     sim_exe_input_info(e, 0, &in);
     assert_int_equal(in.run_rank, 2);
     assert_int_equal(in.run_dims[0], D * R * B);
