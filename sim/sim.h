@@ -30,12 +30,12 @@
  *
  *     run buffer = step[d=0][r=0], step[d=0][r=1], ..., step[d=0][r=R-1], step[d=1][r=0], ...
  *
- * i.e. the shape [D, R, *step_shape] flattened, exactly as PopART's IStepIO expects an input
- * of shape [batchesPerStep, replicationFactor, micro-batch, ...]. For an input whose step
- * shape is [B, ...] the run shape is [D*R*B, ...]; with the usual dataset order, samples
- * 0..B-1 go to replica 0 at iteration 0, samples B..2B-1 to replica 1 at iteration 0, and so
- * on. (PopTorch hands PopART the combined batch in this order.) A rank-0 input has run
- * shape [D*R] (with D = R = 1 a rank-0 tensor is accepted too). Outputs use the same order over the iterations they return:
+ * i.e. the shape [D, R, *step_shape] flattened, as PopART expects an input of shape
+ * [batchesPerStep, (accumulationFactor,) replicationFactor, micro-batch, ...] and lays out
+ * its anchors. For an input whose step shape is [B, ...] the run shape is [D*R*B, ...]:
+ * samples 0..B-1 of the combined batch go to replica 0 at iteration 0, samples B..2B-1 to
+ * replica 1 at iteration 0, and so on. A rank-0 input has run shape [D*R] (with D = R = 1 a
+ * rank-0 tensor is accepted too). Outputs use the same order over the iterations they return:
  *   SIM_OUTPUT_ALL     every iteration:          [D, R, *step]  -> run shape [D*R*B, ...]
  *   SIM_OUTPUT_FINAL   the last iteration:       [R, *step]     -> run shape [R*B, ...]
  *   SIM_OUTPUT_SUM     summed over iterations:   [R, *step]     (not summed over the batch)
