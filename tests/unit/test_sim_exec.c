@@ -165,8 +165,8 @@ test_mode_final_sum(void **state)
         for (unsigned b = 0; b < B; b++)
             for (int j = 0; j < 3; j++) {
                 size_t row = ((size_t)(D - 1) * R + r) * B + b;
-                float want = 2.0f * (float)(row * 10 + (size_t)j);
-                assert_true(yb[(r * B + b) * 3 + (unsigned)j] == want);
+                float wy = 2.0f * (float)(row * 10 + (size_t)j);
+                assert_true(yb[(r * B + b) * 3 + (unsigned)j] == wy);
             }
         for (unsigned d = 0; d < D; d++)
             want += step_sum(d, r, R, B);
