@@ -295,7 +295,8 @@ struct ipuof_output_mode {
     unsigned n;                 /* IPUOF_OUTPUT_EVERYN only */
 };
 
-/* Called while the daemon compiles: done <= total. */
+/* Called while the daemon compiles: done <= total. It runs inside ipuof_model_compile() and
+ * must not call the library on the same client handle. */
 typedef void (*ipuof_progress_fn)(int done, int total, void *user);
 
 struct ipuof_model_opts {
@@ -315,21 +316,30 @@ struct ipuof_model_opts {
 typedef struct ipuof_model ipuof_model;
 
 /*
- * Compiles an ONNX model (bytes borrowed for the call) on the attached partition.
- * Uploads larger than the daemon's frame payload limit are sent in chunks. On success *out
- * is caller-owned: free it with ipuof_model_free() before freeing the client.
- * Errors: IPUOF_E_NOT_ATTACHED, IPUOF_E_UNSUPPORTED (op, opset: the message names the
- * node), IPUOF_E_DEVICE_OOM (the message names the IPU, bytes needed and available),
- * IPUOF_E_INVAL (bad options, malformed model), IPUOF_E_SHAPE, IPUOF_E_DTYPE.
+ * Compiles an ONNX model (bytes borrowed for the call) on the attached partition; opts may
+ * be NULL (all defaults). Uploads larger than the daemon's frame payload limit are sent in
+ * chunks. The request timeout bounds the wait between two frames (progress events
+ * included), not the whole compile. On success *out is caller-owned: free it with
+ * ipuof_model_free() before freeing the client. The model belongs to this connection and
+ * partition: after a detach, a reset or a new connection it can only be freed.
+ * Errors: IPUOF_E_NOT_ATTACHED (or the reset/shutdown that took the partition away),
+ * IPUOF_E_UNSUPPORTED (op, opset: the message names the node), IPUOF_E_DEVICE_OOM (the
+ * message names the IPU, bytes needed and available), IPUOF_E_INVAL (bad options, malformed
+ * model), IPUOF_E_SHAPE, IPUOF_E_DTYPE, IPUOF_E_TOO_LARGE (the daemon's model size limit).
  */
 IPUOF_API int ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
                                   const struct ipuof_model_opts *opts, ipuof_model **out);
 
-/* Reads an ONNX file and compiles it as ipuof_model_compile() does. */
+/* Reads an ONNX file and compiles it as ipuof_model_compile() does. When opts or
+ * opts->name is NULL the model is named after the file ("mnist" for "data/mnist.onnx").
+ * Errors, besides those of ipuof_model_compile(): IPUOF_E_NOTFOUND (no such file),
+ * IPUOF_E_IO (unreadable), IPUOF_E_INVAL (empty or not a regular file). */
 IPUOF_API int ipuof_model_compile_file(ipuof_client *c, const char *path,
                                        const struct ipuof_model_opts *opts, ipuof_model **out);
 
-/* Frees the model on the daemon and the handle. NULL is a no-op. */
+/* Frees the model on the daemon (when its connection and partition are still there; errors
+ * are ignored and the client's last error is left as it was) and the handle. NULL is a
+ * no-op. */
 IPUOF_API void ipuof_model_free(ipuof_model *m);
 
 /* A tensor: its description and, for run inputs and outputs, its bytes (little-endian,
@@ -347,7 +357,8 @@ IPUOF_API size_t ipuof_model_input_count(const ipuof_model *m);
 IPUOF_API size_t ipuof_model_output_count(const ipuof_model *m);
 
 /* The run shape of input / output i (data NULL); step_dims, when not NULL, receives the
- * shape of one micro-batch on one replica (8 entries). IPUOF_E_INVAL when out of range. */
+ * shape of one micro-batch on one replica (8 entries, -1 past its rank). IPUOF_E_INVAL when
+ * out of range. */
 IPUOF_API int ipuof_model_input_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
                                      int64_t *step_dims);
 IPUOF_API int ipuof_model_output_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
@@ -370,13 +381,17 @@ IPUOF_API int ipuof_model_memory(const ipuof_model *m, size_t i, unsigned *ipu_i
 /*
  * Runs one call. inputs holds one tensor per model input, matched by name (or, when every
  * name is NULL, in order), each with the run shape: micro-batch x device iterations x
- * replicas samples along dim 0. The daemon checks dtypes and shapes first; a mismatch is
- * IPUOF_E_SHAPE / IPUOF_E_DTYPE naming the input, the expected and the received shape.
- * Outputs are then available with ipuof_model_output() until the next run or free.
+ * replicas samples along dim 0. The tensors' bytes are borrowed for the call and sent
+ * without a copy. Count, dtypes, shapes and sizes are checked before anything is sent: a
+ * mismatch is IPUOF_E_SHAPE / IPUOF_E_DTYPE / IPUOF_E_INVAL naming the input, the expected
+ * and the received shape. IPUOF_E_TOO_LARGE when the inputs exceed the daemon's frame
+ * payload limit (max_payload_bytes): run fewer device iterations per call. Outputs are then
+ * available with ipuof_model_output() until the next run or free.
  */
 IPUOF_API int ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n);
 
-/* Output i of the last run (data and bytes set; borrowed until the next run or free). */
+/* Output i of the last run (data and bytes set; borrowed until the next run or free).
+ * IPUOF_E_INVAL when out of range, IPUOF_E_STATE when no run has completed. */
 IPUOF_API int ipuof_model_output(const ipuof_model *m, size_t i, struct ipuof_tensor *t);
 
 /* Index of the input / output called name, or -1. */

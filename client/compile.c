@@ -1,0 +1,524 @@
+/*
+ * compile.c — compiling a model on the attached partition: the upload in chunks that fit
+ * the daemon's frame payload limit, progress events, and the CompileReply copied into a
+ * handle the caller owns.
+ *
+ * A compile is one exchange (xchg.c) of many frames: CompileRequest with the first part of
+ * the model, ModelChunk frames with the rest, then CompileProgress events and a CompileReply
+ * or an Error. The request timeout bounds the gap between two frames, not the compile, so a
+ * long compile that reports progress never times out. Between chunks the socket is polled
+ * without waiting, so an upload the daemon rejects (model too large, partition reset) stops
+ * at the next chunk. The protobuf reply is freed before the call returns: the handle keeps
+ * plain copies (model.c frees them and answers questions about them).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model_internal.h"
+
+#define DEFAULT_MODEL_NAME "model"
+#define MODEL_NAME_MAX 128 /* a name made from a file name */
+
+/* strerror() may share a buffer between threads; the GNU strerror_r() writes to ours. */
+#define ERRTEXT(e) strerror_r((e), (char[128]){0}, 128)
+
+/* IPUOF_OK when c is connected and holds a partition; else why not, with a sentence (a
+ * notice that took the partition away is reported once). */
+static int
+partition_ready(ipuof_client *c)
+{
+    int poll_rc;
+    int rc;
+
+    rc = ipuof_require_connection(c);
+    if (rc != IPUOF_OK)
+        return rc;
+    poll_rc = ipuof_conn_poll_notices(c); /* a partition reset while idle */
+    rc = ipuof_take_notice(c);
+    if (rc != IPUOF_OK)
+        return rc;
+    if (poll_rc != IPUOF_OK)
+        return poll_rc;
+    if (!c->attached)
+        return ipuof_err_set(c, IPUOF_E_NOT_ATTACHED, "client",
+                             "this connection holds no partition; attach one with ipuof_attach() "
+                             "before compiling a model");
+    return IPUOF_OK;
+}
+
+/* ---- the request -------------------------------------------------------------------- */
+
+/* Checks an output kind and its n; what names it in the sentence. */
+static int
+check_mode(ipuof_client *c, int kind, unsigned n, const char *what)
+{
+    if (kind < IPUOF_OUTPUT_DEFAULT || kind > IPUOF_OUTPUT_EVERYN)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "%s has output kind %d, which is not one of IPUOF_OUTPUT_*", what,
+                             kind);
+    if (kind == IPUOF_OUTPUT_EVERYN && n == 0)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "%s is IPUOF_OUTPUT_EVERYN with n = 0; n must be at least 1", what);
+    return IPUOF_OK;
+}
+
+/* Checks the options before anything is sent. */
+static int
+check_opts(ipuof_client *c, const struct ipuof_model_opts *o)
+{
+    int rc;
+
+    if (o->name != NULL && strlen(o->name) > IPUOF_DEFAULT_MAX_STRING)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "the model name is %zu bytes long; the limit is %u",
+                             strlen(o->name), IPUOF_DEFAULT_MAX_STRING);
+    rc = check_mode(c, o->default_output_kind, o->default_output_n, "the default output mode");
+    if (rc != IPUOF_OK)
+        return rc;
+    if (o->n_output_modes > 0 && o->output_modes == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "n_output_modes is %zu but output_modes is NULL", o->n_output_modes);
+    if (o->n_output_modes > IPUOF_DEFAULT_MAX_REPEATED)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "%zu output modes given; the limit is %u", o->n_output_modes,
+                             IPUOF_DEFAULT_MAX_REPEATED);
+    for (size_t i = 0; i < o->n_output_modes; i++) {
+        const struct ipuof_output_mode *om = &o->output_modes[i];
+        char what[64];
+
+        if (om->name == NULL || om->name[0] == '\0')
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                                 "output mode %zu names no output", i);
+        snprintf(what, sizeof what, "output mode %zu", i);
+        rc = check_mode(c, om->kind, om->n, what);
+        if (rc != IPUOF_OK)
+            return rc;
+    }
+    return IPUOF_OK;
+}
+
+/* The CompileRequest's output mode list: *modes and *ptrs are caller-owned (free()), their
+ * names borrowed from o. */
+static int
+build_modes(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__OutputMode **modes,
+            Ipuof__OutputMode ***ptrs)
+{
+    size_t n = o->n_output_modes;
+
+    *modes = calloc(n != 0 ? n : 1, sizeof **modes);
+    *ptrs = calloc(n != 0 ? n : 1, sizeof **ptrs);
+    if (*modes == NULL || *ptrs == NULL)
+        return ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory for %zu output modes",
+                             n);
+    for (size_t i = 0; i < n; i++) {
+        ipuof__output_mode__init(&(*modes)[i]);
+        (*modes)[i].name = (char *)o->output_modes[i].name;
+        (*modes)[i].kind = (Ipuof__OutputKind)o->output_modes[i].kind;
+        (*modes)[i].n = o->output_modes[i].n;
+        (*ptrs)[i] = &(*modes)[i];
+    }
+    return IPUOF_OK;
+}
+
+/* Hands a CompileProgress to the caller's callback, if any. */
+static void
+report_progress(const struct ipuof_model_opts *o, const Ipuof__CompileProgress *p)
+{
+    if (o->progress == NULL || p == NULL)
+        return;
+    o->progress(p->done > INT_MAX ? INT_MAX : (int)p->done,
+                p->total > INT_MAX ? INT_MAX : (int)p->total, o->progress_user);
+}
+
+/* Reads what the daemon sent about x while the model was uploading, without waiting:
+ * progress goes to the callback, an Error ends the upload. */
+static int
+check_early(struct ipuof_xchg *x, const struct ipuof_model_opts *o)
+{
+    for (;;) {
+        Ipuof__Header *h = NULL;
+        int rc = ipuof_xchg_recv(x, NULL, 1, &h);
+
+        if (rc != IPUOF_OK || h == NULL)
+            return rc;
+        if (h->body_case != IPUOF__HEADER__BODY_COMPILE_PROGRESS)
+            rc = ipuof_xchg_unexpected(x, h);
+        else
+            report_progress(o, h->compile_progress);
+        ipuof_frame_header_free(h);
+        if (rc != IPUOF_OK)
+            return rc;
+    }
+}
+
+/* Model bytes a frame with a protobuf header of hdr_len bytes may carry: frame head, header
+ * and payload together stay within the daemon's max_payload_bytes. */
+static size_t
+frame_room(const ipuof_client *c, size_t hdr_len)
+{
+    uint64_t max = c->peer_max_payload != 0 ? c->peer_max_payload : IPUOF_DEFAULT_MAX_PAYLOAD;
+
+    if (max > UINT32_MAX)
+        max = UINT32_MAX;
+    if (max <= IPUOF_FRAME_HEAD_LEN + (uint64_t)hdr_len)
+        return 0;
+    return (size_t)(max - IPUOF_FRAME_HEAD_LEN - hdr_len);
+}
+
+/* Sends req with the first part of model[0..len) (borrowed), then ModelChunk frames with
+ * the rest. */
+static int
+upload(struct ipuof_xchg *x, const Ipuof__Header *req, const uint8_t *model, size_t len,
+       const struct ipuof_model_opts *o)
+{
+    ipuof_client *c = x->io.c;
+    Ipuof__Header ch = IPUOF__HEADER__INIT;
+    Ipuof__ModelChunk mc = IPUOF__MODEL_CHUNK__INIT;
+    size_t off = 0;
+    int rc;
+
+    ch.request_id = x->id;
+    ch.body_case = IPUOF__HEADER__BODY_MODEL_CHUNK;
+    ch.model_chunk = &mc;
+    for (int first = 1; first || off < len; first = 0) {
+        const Ipuof__Header *h = first ? req : &ch;
+        struct iovec piece;
+        size_t room;
+
+        if (!first) {
+            rc = check_early(x, o);
+            if (rc != IPUOF_OK)
+                return rc;
+            mc.offset = off;
+        }
+        room = frame_room(c, ipuof__header__get_packed_size(h));
+        if (room == 0) {
+            x->broken = x->frames_sent > 0;
+            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                                 "ipuofd at %s accepts frames of at most %llu bytes, too few "
+                                 "for a frame that carries part of a model",
+                                 c->address, (unsigned long long)c->peer_max_payload);
+        }
+        piece.iov_base = (void *)(model + off);
+        piece.iov_len = len - off < room ? len - off : room;
+        rc = ipuof_xchg_send(x, h, &piece, 1);
+        if (rc != IPUOF_OK)
+            return rc;
+        ipuof_io_rearm(&x->io);
+        off += piece.iov_len;
+    }
+    return IPUOF_OK;
+}
+
+/* Reads progress events until the CompileReply (*out, caller-owned) or an Error. */
+static int
+await_reply(struct ipuof_xchg *x, const struct ipuof_model_opts *o, Ipuof__Header **out)
+{
+    *out = NULL;
+    for (;;) {
+        Ipuof__Header *h = NULL;
+        int rc = ipuof_xchg_recv(x, NULL, 0, &h);
+
+        if (rc != IPUOF_OK)
+            return rc;
+        if (h->body_case == IPUOF__HEADER__BODY_COMPILE_REPLY) {
+            *out = h;
+            return IPUOF_OK;
+        }
+        if (h->body_case == IPUOF__HEADER__BODY_COMPILE_PROGRESS) {
+            report_progress(o, h->compile_progress);
+            ipuof_io_rearm(&x->io);
+            rc = IPUOF_OK;
+        } else {
+            rc = ipuof_xchg_unexpected(x, h);
+        }
+        ipuof_frame_header_free(h);
+        if (rc != IPUOF_OK)
+            return rc;
+    }
+}
+
+/* ---- the reply ------------------------------------------------------------------------ */
+
+/* n zeroed entries of size bytes (at least one entry, so that NULL means out of memory);
+ * caller-owned. */
+static void *
+zalloc(size_t n, size_t size)
+{
+    return calloc(n != 0 ? n : 1, size);
+}
+
+/* Gives m its run state: the per-call arrays, and the output buffers when the outputs fit
+ * one reply (a run that could not receive them fails before sending anything). */
+static int
+alloc_run_state(ipuof_client *c, ipuof_model *m)
+{
+    uint64_t total = 0;
+
+    m->order = zalloc(m->n_inputs, sizeof *m->order);
+    m->req_info = zalloc(m->n_inputs, sizeof *m->req_info);
+    m->req_ptrs = zalloc(m->n_inputs, sizeof *m->req_ptrs);
+    m->in_iov = zalloc(m->n_inputs, sizeof *m->in_iov);
+    m->out = zalloc(m->n_outputs, sizeof *m->out);
+    m->out_iov = zalloc(m->n_outputs, sizeof *m->out_iov);
+    if (m->order == NULL || m->req_info == NULL || m->req_ptrs == NULL || m->in_iov == NULL ||
+        m->out == NULL || m->out_iov == NULL)
+        goto nomem;
+    for (size_t i = 0; i < m->n_outputs; i++)
+        total += m->outputs[i].bytes;
+    if (total > c->lim.max_payload)
+        return IPUOF_OK;
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        m->out[i].cap = (size_t)m->outputs[i].bytes;
+        m->out[i].buf = malloc(m->out[i].cap != 0 ? m->out[i].cap : 1);
+        if (m->out[i].buf == NULL)
+            goto nomem;
+    }
+    return IPUOF_OK;
+nomem:
+    return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
+                         "out of memory for the run buffers of a model with %zu inputs and "
+                         "%zu outputs",
+                         m->n_inputs, m->n_outputs);
+}
+
+/* Builds a caller-owned model handle from cr (only read); name is copied. */
+static int
+model_from_reply(ipuof_client *c, const Ipuof__CompileReply *cr, const char *name,
+                 ipuof_model **out)
+{
+    ipuof_model *m = calloc(1, sizeof *m);
+    int rc = IPUOF_E_NOMEM;
+
+    *out = NULL;
+    if (m != NULL) {
+        m->name = strdup(name);
+        m->inputs = zalloc(cr->n_inputs, sizeof *m->inputs);
+        m->outputs = zalloc(cr->n_outputs, sizeof *m->outputs);
+        m->memory = zalloc(cr->n_memory, sizeof *m->memory);
+    }
+    if (m == NULL || m->name == NULL || m->inputs == NULL || m->outputs == NULL ||
+        m->memory == NULL) {
+        ipuof_err_set(c, rc, "client", "out of memory for a compiled model");
+        goto fail;
+    }
+    m->c = c;
+    m->conn_gen = c->conn_gen;
+    m->attach_gen = c->attach_gen;
+    m->id = cr->model_id;
+    m->cached = cr->cached;
+    m->compile_us = cr->cached ? 0 : cr->compile_us;
+    m->device_iterations = cr->device_iterations != 0 ? cr->device_iterations : 1;
+    m->replicas = cr->replicas != 0 ? cr->replicas : 1;
+    m->micro_batch = cr->micro_batch;
+    m->n_inputs = cr->n_inputs;
+    m->n_outputs = cr->n_outputs;
+    m->n_memory = cr->n_memory;
+    for (size_t i = 0; i < cr->n_inputs; i++) {
+        rc = ipuof_tinfo_from_wire(c, &m->inputs[i], cr->inputs[i], "input", i);
+        if (rc != IPUOF_OK)
+            goto fail;
+    }
+    for (size_t i = 0; i < cr->n_outputs; i++) {
+        rc = ipuof_tinfo_from_wire(c, &m->outputs[i], cr->outputs[i], "output", i);
+        if (rc != IPUOF_OK)
+            goto fail;
+    }
+    for (size_t i = 0; i < cr->n_memory; i++) {
+        const Ipuof__MemoryReport *r = cr->memory[i];
+
+        m->memory[i] = (struct ipuof_mem){r->ipu, r->replica, r->weights_bytes,
+                                          r->activations_bytes, r->code_bytes, r->total_bytes,
+                                          r->capacity_bytes};
+    }
+    rc = alloc_run_state(c, m);
+    if (rc != IPUOF_OK)
+        goto fail;
+    *out = m;
+    return IPUOF_OK;
+fail:
+    if (m != NULL)
+        ipuof_model_destroy(m);
+    return rc;
+}
+
+int
+ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
+                    const struct ipuof_model_opts *opts, ipuof_model **out)
+{
+    static const struct ipuof_model_opts no_opts;
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
+    Ipuof__OutputMode dm = IPUOF__OUTPUT_MODE__INIT;
+    Ipuof__OutputMode *modes = NULL;
+    Ipuof__OutputMode **mode_ptrs = NULL;
+    Ipuof__Header *reply = NULL;
+    ipuof_model *m = NULL;
+    struct ipuof_xchg x;
+    int begun = 0;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (out == NULL || onnx == NULL || len == 0) {
+        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                           "ipuof_model_compile() needs the model's bytes (not %s) and a place "
+                           "for the model handle",
+                           onnx == NULL ? "NULL" : "0 bytes");
+        goto out;
+    }
+    if (opts == NULL)
+        opts = &no_opts;
+    rc = check_opts(c, opts);
+    if (rc == IPUOF_OK)
+        rc = partition_ready(c);
+    if (rc == IPUOF_OK)
+        rc = build_modes(c, opts, &modes, &mode_ptrs);
+    if (rc != IPUOF_OK)
+        goto out;
+    cr.model_bytes = len;
+    cr.name = (char *)(opts->name != NULL ? opts->name : DEFAULT_MODEL_NAME);
+    cr.device_iterations = opts->device_iterations != 0 ? opts->device_iterations : 1;
+    cr.replicas = opts->replicas != 0 ? opts->replicas : 1;
+    cr.micro_batch = opts->micro_batch;
+    dm.kind = (Ipuof__OutputKind)opts->default_output_kind;
+    dm.n = opts->default_output_n;
+    cr.default_mode = &dm;
+    cr.n_output_modes = opts->n_output_modes;
+    cr.output_modes = mode_ptrs;
+    cr.no_cache = opts->no_cache != 0;
+    req.body_case = IPUOF__HEADER__BODY_COMPILE;
+    req.compile = &cr;
+    rc = ipuof_xchg_begin(c, &x, &req, c->request_ms);
+    begun = 1;
+    if (rc == IPUOF_OK)
+        rc = upload(&x, &req, onnx, len, opts);
+    if (rc == IPUOF_OK)
+        rc = await_reply(&x, opts, &reply);
+    if (rc == IPUOF_OK)
+        rc = model_from_reply(c, reply->compile_reply, cr.name, &m);
+out:
+    if (begun)
+        rc = ipuof_xchg_end(&x, rc);
+    if (rc != IPUOF_OK && reply != NULL)
+        ipuof_model_forget(c, reply->compile_reply->model_id); /* compiled, but unusable here */
+    if (rc == IPUOF_OK)
+        *out = m;
+    ipuof_frame_header_free(reply);
+    free(modes);
+    free(mode_ptrs);
+    return ipuof_model_settle(c, rc);
+}
+
+/* Reads the file at path into *buf (caller-owned) of *len bytes. */
+static int
+read_file(ipuof_client *c, const char *path, void **buf, size_t *len)
+{
+    struct stat st;
+    char *data = NULL;
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = IPUOF_OK;
+
+    *buf = NULL;
+    *len = 0;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rc = ipuof_err_set(c, errno == ENOENT ? IPUOF_E_NOTFOUND : IPUOF_E_IO, "client",
+                           "cannot read model file '%s': %s", path,
+                           ERRTEXT(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uintmax_t)st.st_size > SIZE_MAX) {
+        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                           "model file '%s' is %s", path,
+                           S_ISREG(st.st_mode) ? "empty" : "not a regular file");
+        goto out;
+    }
+    data = malloc((size_t)st.st_size);
+    if (data == NULL) {
+        rc = ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory for model file '%s' "
+                           "(%lld bytes)", path, (long long)st.st_size);
+        goto out;
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = ipuof_err_set(c, IPUOF_E_IO, "client", "cannot read model file '%s': %s",
+                               path, n == 0 ? "it shrank while being read"
+                                            : ERRTEXT(errno));
+            goto out;
+        }
+        got += (size_t)n;
+    }
+    *buf = data;
+    *len = got;
+    data = NULL;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(data);
+    return rc;
+}
+
+/* Writes the base name of path without a ".onnx" suffix into buf[0..len). */
+static void
+name_from_path(const char *path, char *buf, size_t len)
+{
+    const char *base = strrchr(path, '/');
+    size_t n;
+
+    base = base != NULL ? base + 1 : path;
+    n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".onnx") == 0)
+        n -= 5;
+    if (n == 0) {
+        base = DEFAULT_MODEL_NAME;
+        n = strlen(base);
+    }
+    snprintf(buf, len, "%.*s", (int)n, base);
+}
+
+int
+ipuof_model_compile_file(ipuof_client *c, const char *path,
+                         const struct ipuof_model_opts *opts, ipuof_model **out)
+{
+    struct ipuof_model_opts named = {0};
+    char name[MODEL_NAME_MAX];
+    void *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (path == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "ipuof_model_compile_file() needs a file name");
+    rc = read_file(c, path, &buf, &len);
+    if (rc != IPUOF_OK)
+        return rc;
+    if (opts != NULL)
+        named = *opts;
+    if (named.name == NULL) {
+        name_from_path(path, name, sizeof name);
+        named.name = name;
+    }
+    rc = ipuof_model_compile(c, buf, len, &named, out);
+    free(buf);
+    return rc;
+}
+

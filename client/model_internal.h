@@ -1,0 +1,130 @@
+/*
+ * model_internal.h — the layout of a compiled model handle and the helpers model.c (compile,
+ * free, information), run.c (run calls, outputs) and tensor.c (dtypes, shapes, input
+ * checks) share. Not installed; nothing here is exported from the shared library.
+ *
+ * A model is used from one thread at a time, like the client it belongs to; it borrows the
+ * client, which must outlive it.
+ */
+#ifndef IPUOF_MODEL_INTERNAL_H
+#define IPUOF_MODEL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "client_internal.h"
+
+#define IPUOF_MAX_RANK 8 /* as struct ipuof_tensor.dims */
+
+/* One input or output as the daemon described it at compile time (a TensorInfo copied). */
+struct ipuof_tinfo {
+    char *name;                      /* owned, never NULL */
+    int dtype;                       /* enum ipuof_dtype */
+    int rank;
+    int64_t dims[IPUOF_MAX_RANK];    /* the run shape */
+    int step_rank;
+    int64_t step_dims[IPUOF_MAX_RANK]; /* one micro-batch on one replica */
+    uint64_t bytes;                  /* bytes of the run tensor */
+    int mode_kind;                   /* outputs: enum ipuof_output_kind */
+    unsigned mode_n;
+};
+
+/* One output of the last run: its bytes live in buf, read straight from the socket. */
+struct ipuof_outbuf {
+    void *buf;                       /* owned; grown only when a reply announces more */
+    size_t cap;
+    int dtype;
+    int rank;
+    int64_t dims[IPUOF_MAX_RANK];
+    size_t bytes;
+};
+
+/* Memory the model uses on one IPU (a MemoryReport copied). */
+struct ipuof_mem {
+    unsigned ipu;
+    unsigned replica;
+    uint64_t weights, activations, code, total, capacity;
+};
+
+struct ipuof_model {
+    ipuof_client *c;                 /* borrowed: must outlive the model */
+    uint64_t conn_gen;               /* c->conn_gen and c->attach_gen at compile time */
+    uint64_t attach_gen;
+    uint32_t id;                     /* the daemon's model id */
+    char *name;                      /* owned */
+    int cached;
+    uint64_t compile_us;
+    unsigned device_iterations;
+    unsigned replicas;
+    unsigned micro_batch;
+    size_t n_inputs;
+    struct ipuof_tinfo *inputs;      /* owned, n_inputs */
+    size_t n_outputs;
+    struct ipuof_tinfo *outputs;     /* owned, n_outputs */
+    size_t n_memory;
+    struct ipuof_mem *memory;        /* owned, n_memory */
+
+    /* Run state, allocated once at compile so a run call allocates nothing. */
+    const struct ipuof_tensor **order; /* n_inputs: the caller's tensor for each input */
+    Ipuof__TensorInfo *req_info;     /* n_inputs, the RunRequest's descriptions */
+    Ipuof__TensorInfo **req_ptrs;    /* n_inputs, pointing into req_info */
+    struct iovec *in_iov;            /* n_inputs, the caller's input bytes */
+    struct ipuof_outbuf *out;        /* n_outputs */
+    struct iovec *out_iov;           /* n_outputs, where a reply's payload goes */
+    int have_outputs;                /* 1 after a run that completed */
+    uint64_t run_us;
+};
+
+/* ---- tensor.c ------------------------------------------------------------------------- */
+
+/* Bytes of a tensor of dtype and shape dims[0..rank) into *bytes. Returns 0, or -1 for an
+ * unknown dtype, a negative dimension or a size past UINT64_MAX. */
+int ipuof_shape_bytes(int dtype, int rank, const int64_t *dims, uint64_t *bytes);
+
+/* Writes dims[0..rank) as "[8, 1, 28, 28]" ("[]" for a scalar) into buf[0..len). */
+void ipuof_shape_format(char *buf, size_t len, int rank, const int64_t *dims);
+
+/*
+ * Copies the TensorInfo src (only read) into *dst, checking it: a known dtype, at most
+ * IPUOF_MAX_RANK dims, none negative, and bytes that match dtype and shape. role and index
+ * ("input", 2) name it in the sentence. Returns IPUOF_OK, IPUOF_E_PROTO or IPUOF_E_NOMEM
+ * with a sentence on c; *dst owns its name either way (free with ipuof_tinfo_fini()).
+ */
+int ipuof_tinfo_from_wire(ipuof_client *c, struct ipuof_tinfo *dst, const Ipuof__TensorInfo *src,
+                          const char *role, size_t index);
+
+/* Frees what t owns; t may be zeroed. */
+void ipuof_tinfo_fini(struct ipuof_tinfo *t);
+
+/*
+ * Matches the caller's tensors in[0..n) (borrowed for the run) to m's inputs, by name or,
+ * when every name is NULL, in order, and writes the match to m->order. Returns IPUOF_OK or
+ * IPUOF_E_INVAL (count, unknown or repeated name, some names missing) with a sentence.
+ */
+int ipuof_inputs_match(ipuof_model *m, const struct ipuof_tensor *in, size_t n);
+
+/* Checks the caller's tensor t against m's input i: IPUOF_E_DTYPE, IPUOF_E_SHAPE (naming the
+ * input, both shapes and the batch arithmetic) or IPUOF_E_INVAL (bytes, no data). */
+int ipuof_input_check(ipuof_model *m, size_t i, const struct ipuof_tensor *t);
+
+/* ---- model.c -------------------------------------------------------------------------- */
+
+/* IPUOF_OK when m can run: its connection and partition are the ones it was compiled on.
+ * Otherwise the reason (a notice that took the partition away, IPUOF_E_CLOSED,
+ * IPUOF_E_NOT_ATTACHED, IPUOF_E_STATE) with a sentence on m->c. */
+int ipuof_model_usable(ipuof_model *m);
+
+/* Asks the daemon to free its model id, if the connection is up; the outcome is ignored
+ * and c's last error is left as it was. */
+void ipuof_model_forget(ipuof_client *c, uint32_t id);
+
+/* Frees m and everything it owns (a partly built model included), without telling the
+ * daemon. */
+void ipuof_model_destroy(ipuof_model *m);
+
+/* After a compile or run that failed with rc: when the daemon's answer repeats a notice the
+ * handle holds (same code), the caller has been told, so the notice is dropped. Returns rc. */
+int ipuof_model_settle(ipuof_client *c, int rc);
+
+#endif /* IPUOF_MODEL_INTERNAL_H */

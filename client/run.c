@@ -1,0 +1,241 @@
+/*
+ * run.c — one run call of a compiled model, and its outputs.
+ *
+ * The caller's tensors are matched to the model's inputs and checked here (count, dtype,
+ * shape, bytes, the frame payload limit) before anything is sent, so a mistake costs no
+ * round trip and its sentence names the input and both shapes. The RunRequest goes out with
+ * the inputs' bytes sent straight from the caller's buffers (one sendmsg over all of them);
+ * the RunReply's payload is read straight into per-model output buffers, allocated at
+ * compile time and grown only when a reply announces more. A run allocates nothing else.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+/* Checks the RunReply rr against m and the payload of payload_len bytes it came with.
+ * Returns IPUOF_OK or IPUOF_E_PROTO with a sentence. */
+static int
+check_reply(ipuof_model *m, const char *what, const Ipuof__RunReply *rr, uint32_t payload_len)
+{
+    ipuof_client *c = m->c;
+    uint64_t sum = 0;
+    int over = 0;
+
+    if (rr->n_outputs != m->n_outputs)
+        return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                             "ipuofd at %s answered %s with %zu outputs; model '%s' has %zu",
+                             c->address, what, rr->n_outputs, m->name, m->n_outputs);
+    for (size_t i = 0; i < rr->n_outputs; i++) {
+        const Ipuof__TensorInfo *o = rr->outputs[i];
+        uint64_t bytes;
+
+        if (o->n_dims > IPUOF_MAX_RANK ||
+            ipuof_shape_bytes((int)o->dtype, (int)o->n_dims, o->dims, &bytes) != 0 ||
+            bytes != o->bytes)
+            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                                 "ipuofd at %s described output %zu of %s as %llu bytes of "
+                                 "dtype %d with %zu dims, which do not agree",
+                                 c->address, i, what, (unsigned long long)o->bytes,
+                                 (int)o->dtype, o->n_dims);
+        if (o->name != NULL && o->name[0] != '\0' && strcmp(o->name, m->outputs[i].name) != 0)
+            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                                 "ipuofd at %s returned output %zu of %s as '%s'; the model "
+                                 "calls it '%s'",
+                                 c->address, i, what, o->name, m->outputs[i].name);
+        if (bytes > (uint64_t)payload_len - sum) {
+            over = 1;
+            break;
+        }
+        sum += bytes;
+    }
+    if (over || sum != payload_len)
+        return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                             "ipuofd at %s answered %s with %u payload bytes but its outputs "
+                             "add up to %s%llu bytes",
+                             c->address, what, payload_len, over ? "more than " : "",
+                             (unsigned long long)(over ? payload_len : sum));
+    return IPUOF_OK;
+}
+
+/* place() of the run's sink: checks the RunReply, records each output's description and
+ * points the payload at the model's output buffers, growing those that are too small.
+ * Frames of another body are left to the caller (their payload is discarded). */
+static int
+place_outputs(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
+              uint32_t payload_len, struct iovec **iov, int *iovcnt)
+{
+    ipuof_model *m = arg;
+    const Ipuof__RunReply *rr = h->run_reply;
+    int rc;
+
+    *iovcnt = 0;
+    if (h->body_case != IPUOF__HEADER__BODY_RUN_REPLY)
+        return IPUOF_OK;
+    rc = check_reply(m, what, rr, payload_len);
+    if (rc != IPUOF_OK)
+        return rc;
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        const Ipuof__TensorInfo *o = rr->outputs[i];
+        struct ipuof_outbuf *ob = &m->out[i];
+
+        if (ob->buf == NULL || o->bytes > ob->cap) {
+            void *p = realloc(ob->buf, o->bytes != 0 ? (size_t)o->bytes : 1);
+
+            if (p == NULL)
+                return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
+                                     "out of memory for output '%s' (%llu bytes)",
+                                     m->outputs[i].name, (unsigned long long)o->bytes);
+            ob->buf = p;
+            ob->cap = (size_t)o->bytes;
+        }
+        ob->dtype = (int)o->dtype;
+        ob->rank = (int)o->n_dims;
+        memset(ob->dims, 0, sizeof ob->dims);
+        if (o->n_dims > 0)
+            memcpy(ob->dims, o->dims, o->n_dims * sizeof *o->dims);
+        ob->bytes = (size_t)o->bytes;
+        m->out_iov[i].iov_base = ob->buf;
+        m->out_iov[i].iov_len = ob->bytes;
+    }
+    *iov = m->out_iov;
+    *iovcnt = (int)m->n_outputs;
+    return IPUOF_OK;
+}
+
+/* Checks what one call sends and receives against the frame payload limits of both sides;
+ * in_bytes is the inputs' total. */
+static int
+check_sizes(ipuof_model *m, uint64_t in_bytes)
+{
+    ipuof_client *c = m->c;
+    uint64_t max_in = c->peer_max_payload != 0 ? c->peer_max_payload : UINT32_MAX;
+    uint64_t out_bytes = 0;
+
+    if (max_in > UINT32_MAX)
+        max_in = UINT32_MAX;
+    if (in_bytes > max_in)
+        return ipuof_err_set(c, IPUOF_E_TOO_LARGE, "client",
+                             "the inputs of one call of model '%s' take %llu bytes but ipuofd "
+                             "at %s accepts at most %llu per frame (its max_payload_bytes); "
+                             "run fewer device iterations per call or raise max_payload_bytes",
+                             m->name, (unsigned long long)in_bytes, c->address,
+                             (unsigned long long)max_in);
+    for (size_t i = 0; i < m->n_outputs; i++)
+        out_bytes += m->outputs[i].bytes;
+    if (out_bytes > c->lim.max_payload)
+        return ipuof_err_set(c, IPUOF_E_TOO_LARGE, "client",
+                             "the outputs of one call of model '%s' take %llu bytes but this "
+                             "library accepts at most %u per reply; run fewer device "
+                             "iterations per call or return fewer outputs (output modes "
+                             "final, sum or every:N)",
+                             m->name, (unsigned long long)out_bytes, c->lim.max_payload);
+    return IPUOF_OK;
+}
+
+/* Fills the RunRequest's input descriptions and the payload's pieces from m->order (the
+ * caller's tensors, borrowed for the call) and returns the payload's length. */
+static uint64_t
+describe_inputs(ipuof_model *m)
+{
+    uint64_t total = 0;
+
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const struct ipuof_tensor *t = m->order[i];
+        Ipuof__TensorInfo *ti = &m->req_info[i];
+
+        ipuof__tensor_info__init(ti);
+        ti->name = m->inputs[i].name;
+        ti->dtype = (Ipuof__DType)t->dtype;
+        ti->n_dims = (size_t)t->rank;
+        ti->dims = (int64_t *)t->dims;
+        ti->bytes = t->bytes;
+        m->req_ptrs[i] = ti;
+        m->in_iov[i].iov_base = (void *)t->data;
+        m->in_iov[i].iov_len = t->bytes;
+        total += t->bytes;
+    }
+    return total;
+}
+
+int
+ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__RunRequest rr = IPUOF__RUN_REQUEST__INIT;
+    struct ipuof_sink sink;
+    Ipuof__Header *h = NULL;
+    struct ipuof_xchg x;
+    ipuof_client *c;
+    int begun = 0;
+    int rc;
+
+    if (m == NULL)
+        return IPUOF_E_INVAL;
+    c = m->c;
+    ipuof_err_clear(c);
+    m->have_outputs = 0;
+    rc = ipuof_model_usable(m);
+    if (rc == IPUOF_OK)
+        rc = ipuof_inputs_match(m, inputs, n);
+    for (size_t i = 0; rc == IPUOF_OK && i < m->n_inputs; i++)
+        rc = ipuof_input_check(m, i, m->order[i]);
+    if (rc == IPUOF_OK)
+        rc = check_sizes(m, describe_inputs(m));
+    if (rc != IPUOF_OK)
+        goto out;
+    rr.model_id = m->id;
+    rr.n_inputs = m->n_inputs;
+    rr.inputs = m->req_ptrs;
+    req.body_case = IPUOF__HEADER__BODY_RUN;
+    req.run = &rr;
+    sink.place = place_outputs;
+    sink.arg = m;
+    rc = ipuof_xchg_begin(c, &x, &req, c->request_ms);
+    begun = 1;
+    if (rc == IPUOF_OK)
+        rc = ipuof_xchg_send(&x, &req, m->in_iov, (int)m->n_inputs);
+    if (rc != IPUOF_OK)
+        goto out;
+    ipuof_io_rearm(&x.io); /* the timeout bounds the wait for the reply, not the upload */
+    rc = ipuof_xchg_recv(&x, &sink, 0, &h);
+    if (rc != IPUOF_OK)
+        goto out;
+    if (h->body_case != IPUOF__HEADER__BODY_RUN_REPLY) {
+        rc = ipuof_xchg_unexpected(&x, h);
+        goto out;
+    }
+    m->run_us = h->run_reply->run_us;
+    m->have_outputs = 1;
+out:
+    if (begun)
+        rc = ipuof_xchg_end(&x, rc);
+    ipuof_frame_header_free(h);
+    return ipuof_model_settle(c, rc);
+}
+
+int
+ipuof_model_output(const ipuof_model *m, size_t i, struct ipuof_tensor *t)
+{
+    const struct ipuof_outbuf *ob;
+
+    if (m == NULL || t == NULL || i >= m->n_outputs)
+        return IPUOF_E_INVAL;
+    if (!m->have_outputs)
+        return IPUOF_E_STATE;
+    ob = &m->out[i];
+    memset(t, 0, sizeof *t);
+    t->name = m->outputs[i].name;
+    t->dtype = ob->dtype;
+    t->rank = ob->rank;
+    memcpy(t->dims, ob->dims, sizeof t->dims);
+    t->data = ob->buf;
+    t->bytes = ob->bytes;
+    return IPUOF_OK;
+}
+
+uint64_t
+ipuof_model_run_us(const ipuof_model *m)
+{
+    return m != NULL && m->have_outputs ? m->run_us : 0;
+}
