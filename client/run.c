@@ -43,8 +43,8 @@ check_reply(ipuof_model *m, const char *what, const Ipuof__RunReply *rr, uint32_
                                  "ipuofd at %s returned output %zu of %s as '%s'; the model "
                                  "calls it '%s'",
                                  c->address, i, what, o->name, m->outputs[i].name);
-        if (bytes > (uint64_t)payload_len - sum) {
-            over = 1;
+        if (bytes > UINT64_MAX - sum) {
+            over = 1; /* past 2^64: certainly not the payload's length */
             break;
         }
         sum += bytes;
@@ -54,7 +54,7 @@ check_reply(ipuof_model *m, const char *what, const Ipuof__RunReply *rr, uint32_
                              "ipuofd at %s answered %s with %u payload bytes but its outputs "
                              "add up to %s%llu bytes",
                              c->address, what, payload_len, over ? "more than " : "",
-                             (unsigned long long)(over ? payload_len : sum));
+                             (unsigned long long)sum);
     return IPUOF_OK;
 }
 

@@ -1,0 +1,1081 @@
+/*
+ * test_client_model.c — the model API of libipuof-client against a fake daemon.
+ *
+ * The fake is a thread that accepts one connection on 127.0.0.1:0, reads frames with the
+ * codec and answers with a script, as in test_client.c. The thread never calls cmocka (its
+ * longjmp is only safe on the test's own thread): it records what went wrong, and what it
+ * saw, in struct fake, and the test checks that after joining it.
+ *
+ * Covered: the chunked upload (a 5000-byte model under a 1024-byte frame payload limit
+ * arrives in 5+ frames that reassemble exactly), progress callbacks, the CompileReply copied
+ * into the handle, run payloads sent in the model's input order and outputs read back (and
+ * grown), local dtype / shape / count / size errors with their sentences, the too-large
+ * error, an upload the daemon rejects early, the timeout applying to the gap between frames,
+ * a notice during a compile, and a run reply whose sizes do not add up.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../client/client_internal.h"
+#include "frame.h"
+#include "ipuof/client.h"
+
+#define MODEL_LEN 5000
+#define SMALL_PAYLOAD 1024
+
+/* ---- the fake daemon ------------------------------------------------------------------ */
+
+struct fake;
+typedef void (*fake_script)(struct fake *f, int fd);
+
+struct fake {
+    int lfd;
+    char addr[64];
+    pthread_t thread;
+    fake_script script;
+    uint64_t max_payload;     /* announced in the HelloReply */
+    int rcvbuf;               /* SO_RCVBUF of the accepted socket; 0: default */
+    int failed;               /* set by the server thread */
+    char why[256];
+    uint64_t last_id;
+    uint32_t header_len;      /* of the last frame read */
+    uint8_t *payload;         /* payload of the last frame read (owned) */
+    uint32_t payload_len;
+    /* what the scripts saw, checked by the tests */
+    int frames;               /* frames that carried the model */
+    int model_ok;             /* the model reassembled exactly */
+    int run_ok;               /* the run payloads were the inputs in the model's order */
+    int chunks_after_error;
+};
+
+/* Records the first failure of the server thread. */
+static void
+fake_fail(struct fake *f, const char *why)
+{
+    if (!f->failed)
+        snprintf(f->why, sizeof f->why, "%s", why);
+    f->failed = 1;
+}
+
+/* Reads exactly len bytes; -1 at end of stream or on an error. */
+static int
+fs_read_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* Writes exactly len bytes; -1 on an error. */
+static int
+fs_write_all(int fd, const void *buf, size_t len)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads one frame (payload to f->payload); NULL at end of stream (recorded unless eof_ok)
+ * or on a bad frame. */
+static Ipuof__Header *
+fs_read(struct fake *f, int fd, int eof_ok)
+{
+    struct ipuof_frame_limits lim;
+    struct ipuof_frame_head head;
+    uint8_t hb[IPUOF_FRAME_HEAD_LEN];
+    uint8_t *buf = NULL;
+    Ipuof__Header *h = NULL;
+
+    ipuof_frame_limits_default(&lim);
+    if (fs_read_all(fd, hb, sizeof hb) != 0) {
+        if (!eof_ok)
+            fake_fail(f, "server: end of stream before a frame head");
+        goto out;
+    }
+    if (ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, NULL, 0) != IPUOF_OK) {
+        fake_fail(f, "server: bad frame head from the client");
+        goto out;
+    }
+    buf = malloc(head.header_len);
+    if (buf == NULL || fs_read_all(fd, buf, head.header_len) != 0) {
+        fake_fail(f, "server: short header");
+        goto out;
+    }
+    h = ipuof_frame_header_unpack(buf, head.header_len, &lim, NULL, 0);
+    if (h == NULL) {
+        fake_fail(f, "server: bad header");
+        goto out;
+    }
+    free(f->payload);
+    f->header_len = head.header_len;
+    f->payload = malloc(head.payload_len + 1);
+    f->payload_len = head.payload_len;
+    if (f->payload == NULL || fs_read_all(fd, f->payload, head.payload_len) != 0) {
+        fake_fail(f, "server: short payload");
+        ipuof_frame_header_free(h);
+        h = NULL;
+        goto out;
+    }
+    if (h->request_id == 0 || h->request_id < f->last_id)
+        fake_fail(f, "server: request id went backwards");
+    f->last_id = h->request_id;
+out:
+    free(buf);
+    return h;
+}
+
+/* Sends h and a payload. */
+static void
+fs_send(struct fake *f, int fd, const Ipuof__Header *h, const void *payload, uint32_t plen)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+
+    if (ipuof_frame_pack(h, plen, &frame, &len) != IPUOF_OK) {
+        fake_fail(f, "server: pack failed");
+        return;
+    }
+    if (fs_write_all(fd, frame, len) != 0 || (plen > 0 && fs_write_all(fd, payload, plen) != 0))
+        fake_fail(f, "server: send failed");
+    free(frame);
+}
+
+/* Sends an Error answering request id. */
+static void
+fs_send_error(struct fake *f, int fd, uint64_t id, int code, const char *msg)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+
+    e.code = (uint32_t)code;
+    e.component = (char *)"compiler";
+    e.message = (char *)msg;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_ERROR;
+    h.error = &e;
+    fs_send(f, fd, &h, NULL, 0);
+}
+
+/* Reads a frame that must carry body want; NULL (and a recorded failure) otherwise. */
+static Ipuof__Header *
+fs_expect(struct fake *f, int fd, Ipuof__Header__BodyCase want)
+{
+    Ipuof__Header *h = fs_read(f, fd, 0);
+
+    if (h != NULL && h->body_case != want) {
+        char why[128];
+
+        snprintf(why, sizeof why, "server: expected body %d, got %s", (int)want,
+                 ipuof_frame_body_name(h));
+        fake_fail(f, why);
+        ipuof_frame_header_free(h);
+        h = NULL;
+    }
+    return h;
+}
+
+/* Answers the hello with f->max_payload as the payload limit; 0 on success. */
+static int
+fs_hello(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_HELLO);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
+
+    if (req == NULL)
+        return -1;
+    hr.protocol_version = IPUOF_PROTOCOL_VERSION;
+    hr.server_version = (char *)"0.1.0";
+    hr.num_ipus = 4;
+    hr.client_id = 1;
+    hr.max_payload_bytes = f->max_payload;
+    hr.max_header_bytes = 1u << 16;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_HELLO_REPLY;
+    h.hello_reply = &hr;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+    return 0;
+}
+
+/* Reads an attach and grants partition "p" of IPUs 0 and 1; 0 on success. */
+static int
+fs_attach(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_ATTACH);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
+    uint32_t ids[2] = {0, 1};
+
+    if (req == NULL)
+        return -1;
+    ar.partition_name = (char *)"p";
+    ar.n_ipu_ids = 2;
+    ar.ipu_ids = ids;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
+    h.attach_reply = &ar;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+    return 0;
+}
+
+/* Sends CompileProgress done/total for request id. */
+static void
+fs_progress(struct fake *f, int fd, uint64_t id, unsigned done, unsigned total)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__CompileProgress p = IPUOF__COMPILE_PROGRESS__INIT;
+
+    p.done = done;
+    p.total = total;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
+    h.compile_progress = &p;
+    fs_send(f, fd, &h, NULL, 0);
+}
+
+/* A tensor as the scripts describe it: float32 unless dtype says otherwise. */
+struct desc {
+    const char *name;
+    int dtype;
+    int rank;
+    int64_t dims[8];
+    int64_t step[8];
+};
+
+/* Bytes of a desc's run tensor. */
+static uint64_t
+desc_bytes(const struct desc *d)
+{
+    uint64_t n = ipuof_dtype_size(d->dtype);
+
+    for (int i = 0; i < d->rank; i++)
+        n *= (uint64_t)d->dims[i];
+    return n;
+}
+
+/* Fills ti (pointing into d) from d. */
+static void
+desc_info(const struct desc *d, Ipuof__TensorInfo *ti)
+{
+    ipuof__tensor_info__init(ti);
+    ti->name = (char *)d->name;
+    ti->dtype = (Ipuof__DType)d->dtype;
+    ti->n_dims = (size_t)d->rank;
+    ti->dims = (int64_t *)d->dims;
+    ti->n_step_dims = (size_t)d->rank;
+    ti->step_dims = (int64_t *)d->step;
+    ti->bytes = desc_bytes(d);
+}
+
+/* Sends a CompileReply for model model_id with the given inputs and outputs. */
+static void
+fs_compile_reply(struct fake *f, int fd, uint64_t id, uint32_t model_id, unsigned di,
+                 unsigned replicas, const struct desc *in, size_t nin, const struct desc *out,
+                 size_t nout)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__CompileReply cr = IPUOF__COMPILE_REPLY__INIT;
+    Ipuof__TensorInfo ti[8], *tp[8];
+    Ipuof__MemoryReport mr[2] = {IPUOF__MEMORY_REPORT__INIT, IPUOF__MEMORY_REPORT__INIT};
+    Ipuof__MemoryReport *mp[2] = {&mr[0], &mr[1]};
+
+    for (size_t i = 0; i < nin + nout; i++) {
+        desc_info(i < nin ? &in[i] : &out[i - nin], &ti[i]);
+        tp[i] = &ti[i];
+    }
+    for (int i = 0; i < 2; i++) {
+        mr[i].ipu = (uint32_t)i;
+        mr[i].replica = (uint32_t)i;
+        mr[i].weights_bytes = 1000;
+        mr[i].activations_bytes = 2000;
+        mr[i].code_bytes = 300;
+        mr[i].total_bytes = 3300;
+        mr[i].capacity_bytes = 943718400;
+    }
+    cr.model_id = model_id;
+    cr.cached = 0;
+    cr.n_inputs = nin;
+    cr.inputs = tp;
+    cr.n_outputs = nout;
+    cr.outputs = tp + nin;
+    cr.n_memory = 2;
+    cr.memory = mp;
+    cr.compile_us = 4321;
+    cr.device_iterations = di;
+    cr.replicas = replicas;
+    cr.micro_batch = in[0].step[0] > 0 ? (uint32_t)in[0].step[0] : 0;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_REPLY;
+    h.compile_reply = &cr;
+    fs_send(f, fd, &h, NULL, 0);
+}
+
+/* Sends a RunReply with outputs out[0..n) whose payload is payload[0..plen). */
+static void
+fs_run_reply(struct fake *f, int fd, uint64_t id, const struct desc *out, size_t n,
+             const void *payload, uint32_t plen)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__RunReply rr = IPUOF__RUN_REPLY__INIT;
+    Ipuof__TensorInfo ti[8], *tp[8];
+
+    for (size_t i = 0; i < n; i++) {
+        desc_info(&out[i], &ti[i]);
+        ti[i].n_step_dims = 0;
+        tp[i] = &ti[i];
+    }
+    rr.n_outputs = n;
+    rr.outputs = tp;
+    rr.run_us = 777;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
+    h.run_reply = &rr;
+    fs_send(f, fd, &h, payload, plen);
+}
+
+/* Reads a FreeModelRequest for model_id and answers it. */
+static void
+fs_free_model(struct fake *f, int fd, uint32_t model_id)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_FREE_MODEL);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__FreeModelReply fr = IPUOF__FREE_MODEL_REPLY__INIT;
+
+    if (req == NULL)
+        return;
+    if (req->free_model->model_id != model_id)
+        fake_fail(f, "server: freed the wrong model");
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
+    h.free_model_reply = &fr;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+}
+
+/* Reads until the client closes; any frame that arrives is a failure. */
+static void
+fs_expect_eof(struct fake *f, int fd)
+{
+    Ipuof__Header *h = fs_read(f, fd, 1);
+
+    if (h != NULL) {
+        fake_fail(f, "server: a frame arrived where none should");
+        ipuof_frame_header_free(h);
+    }
+}
+
+/* Accepts one connection and runs the script on it. */
+static void *
+fake_main(void *arg)
+{
+    struct fake *f = arg;
+    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
+    struct timeval tv = {.tv_sec = 10};
+    int fd;
+
+    if (poll(&p, 1, 5000) != 1) {
+        fake_fail(f, "server: no connection within 5 s");
+        return NULL;
+    }
+    fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0) {
+        fake_fail(f, "server: accept failed");
+        return NULL;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    f->script(f, fd);
+    close(fd);
+    return NULL;
+}
+
+/* Starts a fake that announces max_payload; rcvbuf (0: default) is set before listening
+ * so the accepted socket starts with it. */
+static void
+fake_start(struct fake *f, fake_script script, uint64_t max_payload, int rcvbuf)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sin;
+
+    memset(f, 0, sizeof *f);
+    f->script = script;
+    f->max_payload = max_payload;
+    f->rcvbuf = rcvbuf;
+    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->lfd >= 0);
+    if (rcvbuf > 0)
+        assert_int_equal(setsockopt(f->lfd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+    assert_int_equal(listen(f->lfd, 4), 0);
+    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sin, &len), 0);
+    snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", ntohs(sin.sin_port));
+    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
+}
+
+/* Joins the fake and fails the test if its script saw something wrong. */
+static void
+fake_stop(struct fake *f)
+{
+    pthread_join(f->thread, NULL);
+    close(f->lfd);
+    free(f->payload);
+    if (f->failed)
+        print_error("%s\n", f->why);
+    assert_false(f->failed);
+}
+
+/* A connected, attached handle with the given request timeout. */
+static ipuof_client *
+new_attached(const struct fake *f, int request_ms)
+{
+    ipuof_client *c = ipuof_client_new();
+    struct ipuof_attach_opts ao = {.num_ipus = 2};
+
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_set_timeouts(c, 3000, request_ms), IPUOF_OK);
+    assert_int_equal(ipuof_client_connect(c, f->addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    return c;
+}
+
+/* Checks rc and the handle's sentence (which must contain needle, when not NULL). */
+static void
+assert_error(const ipuof_client *c, int rc, int want, const char *needle)
+{
+    print_message("  %s: %s\n", ipuof_status_name(rc), ipuof_client_errmsg(c));
+    assert_int_equal(rc, want);
+    assert_int_equal(ipuof_client_last_error(c, NULL, NULL, NULL), want);
+    if (needle != NULL)
+        assert_non_null(strstr(ipuof_client_errmsg(c), needle));
+}
+
+/* The model bytes the tests upload: a pattern the fake can check. */
+static void
+fill_model(uint8_t *buf, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(i * 31 + 7);
+}
+
+/* ---- the main script: chunks, progress, reply, runs, a second model, frees ------------- */
+
+/* Model 7: x float [8, 4] and y int64 [8] in, out float [8, 3] and loss float [2] out;
+ * micro-batch 2, 2 device iterations, 2 replicas. */
+static const struct desc m7_in[] = {
+    {"x", IPUOF_DTYPE_FLOAT, 2, {8, 4}, {2, 4}},
+    {"y", IPUOF_DTYPE_INT64, 1, {8}, {2}},
+};
+static const struct desc m7_out[] = {
+    {"out", IPUOF_DTYPE_FLOAT, 2, {8, 3}, {2, 3}},
+    {"loss", IPUOF_DTYPE_FLOAT, 1, {2}, {1}},
+};
+static const struct desc m7_out_grown[] = {
+    {"out", IPUOF_DTYPE_FLOAT, 2, {8, 5}, {2, 5}},
+    {"loss", IPUOF_DTYPE_FLOAT, 1, {2}, {1}},
+};
+/* Model 8: img float [800, 1, 28, 28] (micro-batch 8 x 100 device iterations x 1 replica). */
+static const struct desc m8_in[] = {
+    {"img", IPUOF_DTYPE_FLOAT, 4, {800, 1, 28, 28}, {8, 1, 28, 28}},
+};
+static const struct desc m8_out[] = {
+    {"logits", IPUOF_DTYPE_FLOAT, 2, {800, 10}, {8, 10}},
+};
+
+/* The run inputs of model 7 as the test fills them. */
+static void
+m7_inputs(float *x, int64_t *y)
+{
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)i + 0.25f;
+    for (int i = 0; i < 8; i++)
+        y[i] = 100 + i;
+}
+
+/* Reads every chunk of the model whose compile request req (only read) was just read;
+ * checks frame sizes, ids, offsets and that the bytes reassemble exactly. */
+static uint64_t
+fs_read_model(struct fake *f, int fd, const Ipuof__Header *req)
+{
+    uint64_t id = req->request_id;
+    uint64_t total = req->compile->model_bytes;
+    uint8_t *model = malloc(total);
+    uint8_t *want = malloc(total);
+    uint64_t got = 0;
+
+    if (model == NULL || want == NULL) {
+        fake_fail(f, "server: out of memory");
+        goto out;
+    }
+    for (;;) {
+        Ipuof__Header *ch;
+
+        if (IPUOF_FRAME_HEAD_LEN + f->header_len + f->payload_len > f->max_payload)
+            fake_fail(f, "server: a frame is larger than max_payload_bytes");
+        if (got + f->payload_len > total || f->frames > 100000) {
+            fake_fail(f, "server: more model bytes or frames than announced");
+            goto out;
+        }
+        memcpy(model + got, f->payload, f->payload_len);
+        got += f->payload_len;
+        f->frames++;
+        if (got == total)
+            break;
+        ch = fs_expect(f, fd, IPUOF__HEADER__BODY_MODEL_CHUNK);
+        if (ch == NULL)
+            goto out;
+        if (ch->request_id != id || ch->model_chunk->offset != got)
+            fake_fail(f, "server: chunk with a wrong id or offset");
+        ipuof_frame_header_free(ch);
+    }
+    fill_model(want, total);
+    f->model_ok = memcmp(model, want, total) == 0;
+out:
+    free(model);
+    free(want);
+    return id;
+}
+
+/* Reads a RunRequest for model 7 and checks its descriptions and payload (x then y). */
+static uint64_t
+fs_read_run7(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_RUN);
+    float x[32];
+    int64_t y[8];
+    uint64_t id;
+    const Ipuof__RunRequest *rr;
+
+    if (req == NULL)
+        return 0;
+    id = req->request_id;
+    rr = req->run;
+    m7_inputs(x, y);
+    if (rr->model_id == 7 && rr->n_inputs == 2 && strcmp(rr->inputs[0]->name, "x") == 0 &&
+        strcmp(rr->inputs[1]->name, "y") == 0 && rr->inputs[0]->n_dims == 2 &&
+        rr->inputs[0]->dims[0] == 8 && rr->inputs[0]->dims[1] == 4 &&
+        rr->inputs[1]->dtype == IPUOF__DTYPE__DTYPE_INT64 && rr->inputs[0]->bytes == 128 &&
+        rr->inputs[1]->bytes == 64 && f->payload_len == 192 &&
+        memcmp(f->payload, x, 128) == 0 && memcmp(f->payload + 128, y, 64) == 0)
+        f->run_ok++;
+    ipuof_frame_header_free(req);
+    return id;
+}
+
+static void
+script_main(struct fake *f, int fd)
+{
+    Ipuof__Header *req;
+    uint64_t id;
+    float out[2 + 8 * 5];
+
+    if (fs_hello(f, fd) != 0 || fs_attach(f, fd) != 0)
+        return;
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    if (req == NULL)
+        return;
+    {
+        const Ipuof__CompileRequest *cr = req->compile;
+        if (cr->model_bytes != MODEL_LEN || strcmp(cr->name, "unit-model") != 0 ||
+            cr->device_iterations != 2 || cr->replicas != 2 || cr->micro_batch != 0 ||
+            cr->default_mode == NULL || cr->default_mode->kind != IPUOF__OUTPUT_KIND__OUTPUT_ALL ||
+            cr->n_output_modes != 1 || strcmp(cr->output_modes[0]->name, "loss") != 0 ||
+            cr->output_modes[0]->kind != IPUOF__OUTPUT_KIND__OUTPUT_FINAL || !cr->no_cache)
+            fake_fail(f, "server: compile request fields");
+    }
+    id = fs_read_model(f, fd, req);
+    ipuof_frame_header_free(req);
+    fs_progress(f, fd, id, 1, 2);
+    fs_progress(f, fd, id, 2, 2);
+    fs_compile_reply(f, fd, id, 7, 2, 2, m7_in, 2, m7_out, 2);
+
+    /* Run 1: outputs as compiled. */
+    for (int i = 0; i < 26; i++)
+        out[i] = (float)i * 0.5f;
+    id = fs_read_run7(f, fd);
+    fs_run_reply(f, fd, id, m7_out, 2, out, 26 * 4);
+    /* Run 2: a larger first output, which the client must grow its buffer for. */
+    for (int i = 0; i < 42; i++)
+        out[i] = (float)i - 1.0f;
+    id = fs_read_run7(f, fd);
+    fs_run_reply(f, fd, id, m7_out_grown, 2, out, 42 * 4);
+
+    /* Model 8 fits one frame; the client's checks keep its runs from being sent. */
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    if (req == NULL)
+        return;
+    if (req->compile->model_bytes != 100 || f->payload_len != 100 ||
+        strcmp(req->compile->name, "model") != 0)
+        fake_fail(f, "server: second compile request");
+    fs_compile_reply(f, fd, req->request_id, 8, 100, 1, m8_in, 1, m8_out, 1);
+    ipuof_frame_header_free(req);
+    fs_free_model(f, fd, 8);
+    fs_free_model(f, fd, 7);
+    fs_expect_eof(f, fd);
+}
+
+struct progress_log {
+    int n;
+    int done[8];
+    int total[8];
+};
+
+/* Progress callback: logs what it is given. */
+static void
+log_progress(int done, int total, void *user)
+{
+    struct progress_log *p = user;
+
+    if (p->n < 8) {
+        p->done[p->n] = done;
+        p->total[p->n] = total;
+    }
+    p->n++;
+}
+
+static void
+test_compile_chunks_progress_run(void **state)
+{
+    struct fake f;
+    struct ipuof_output_mode modes[1] = {{"loss", IPUOF_OUTPUT_FINAL, 0}};
+    struct progress_log plog = {0};
+    struct ipuof_model_opts o = {.name = "unit-model", .device_iterations = 2, .replicas = 2,
+                                 .default_output_kind = IPUOF_OUTPUT_ALL,
+                                 .output_modes = modes, .n_output_modes = 1, .no_cache = 1,
+                                 .progress = log_progress, .progress_user = &plog};
+    uint8_t *bytes = malloc(MODEL_LEN);
+    ipuof_client *c;
+    ipuof_model *m = NULL, *m8 = NULL;
+    struct ipuof_tensor t, in[2];
+    int64_t step[8];
+    float x[32];
+    int64_t y[8];
+    unsigned ipu;
+    uint64_t total;
+    float *img;
+
+    (void)state;
+    assert_non_null(bytes);
+    fill_model(bytes, MODEL_LEN);
+    fake_start(&f, script_main, SMALL_PAYLOAD, 0);
+    c = new_attached(&f, 2000);
+    assert_int_equal(ipuof_model_compile(c, bytes, MODEL_LEN, &o, &m), IPUOF_OK);
+    assert_non_null(m);
+
+    /* What the daemon said, copied. */
+    assert_int_equal(plog.n, 2);
+    assert_int_equal(plog.done[0], 1);
+    assert_int_equal(plog.done[1], 2);
+    assert_int_equal(plog.total[1], 2);
+    assert_int_equal(ipuof_model_input_count(m), 2);
+    assert_int_equal(ipuof_model_output_count(m), 2);
+    assert_int_equal(ipuof_model_device_iterations(m), 2);
+    assert_int_equal(ipuof_model_replicas(m), 2);
+    assert_int_equal(ipuof_model_micro_batch(m), 2);
+    assert_int_equal(ipuof_model_cached(m), 0);
+    assert_int_equal(ipuof_model_compile_us(m), 4321);
+    assert_int_equal(ipuof_model_input_info(m, 1, &t, step), IPUOF_OK);
+    assert_string_equal(t.name, "y");
+    assert_int_equal(t.dtype, IPUOF_DTYPE_INT64);
+    assert_int_equal(t.rank, 1);
+    assert_int_equal(t.dims[0], 8);
+    assert_int_equal(t.bytes, 64);
+    assert_null(t.data);
+    assert_int_equal(step[0], 2);
+    assert_int_equal(step[1], -1);
+    assert_int_equal(ipuof_model_output_info(m, 0, &t, NULL), IPUOF_OK);
+    assert_string_equal(t.name, "out");
+    assert_int_equal(ipuof_model_input_info(m, 2, &t, NULL), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_input_index(m, "y"), 1);
+    assert_int_equal(ipuof_model_input_index(m, "z"), -1);
+    assert_int_equal(ipuof_model_output_index(m, "loss"), 1);
+    assert_int_equal(ipuof_model_ipu_count(m), 2);
+    assert_int_equal(ipuof_model_memory(m, 1, &ipu, NULL, NULL, NULL, &total, NULL), IPUOF_OK);
+    assert_int_equal(ipu, 1);
+    assert_int_equal(total, 3300);
+    assert_int_equal(ipuof_model_memory(m, 2, NULL, NULL, NULL, NULL, NULL, NULL),
+                     IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_output(m, 0, &t), IPUOF_E_STATE);
+
+    /* Local checks: nothing reaches the fake (its script would fail on a stray frame). */
+    m7_inputs(x, y);
+    in[0] = (struct ipuof_tensor){"y", IPUOF_DTYPE_INT64, 1, {8}, y, sizeof y};
+    in[1] = (struct ipuof_tensor){"x", IPUOF_DTYPE_FLOAT, 2, {2, 4}, x, 32};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_SHAPE,
+                 "input 'x' has shape [2, 4] but the model expects [8, 4] (micro-batch 2 x 2 "
+                 "device iterations x 2 replicas)");
+    in[1] = (struct ipuof_tensor){"x", IPUOF_DTYPE_INT32, 2, {8, 4}, x, sizeof x};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_DTYPE,
+                 "input 'x' has dtype int32 but model 'unit-model' expects float");
+    in[1] = (struct ipuof_tensor){"x", IPUOF_DTYPE_FLOAT, 2, {8, 4}, x, 100};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_INVAL, "holds 100 bytes");
+    in[1] = (struct ipuof_tensor){"z", IPUOF_DTYPE_FLOAT, 2, {8, 4}, x, sizeof x};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_INVAL,
+                 "'z' is not an input of model 'unit-model'; its inputs are 'x', 'y'");
+    in[1] = (struct ipuof_tensor){"y", IPUOF_DTYPE_INT64, 1, {8}, y, sizeof y};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_INVAL, "given twice");
+    in[1] = (struct ipuof_tensor){NULL, IPUOF_DTYPE_FLOAT, 2, {8, 4}, x, sizeof x};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_INVAL, "no name");
+    assert_error(c, ipuof_model_run(m, in, 1), IPUOF_E_INVAL, "takes 2 inputs ('x', 'y')");
+
+    /* Run 1 by name, in the opposite order: the payload goes in the model's order. */
+    in[1] = (struct ipuof_tensor){"x", IPUOF_DTYPE_FLOAT, 2, {8, 4}, x, sizeof x};
+    assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+    assert_string_equal(ipuof_client_errmsg(c), "");
+    assert_int_equal(ipuof_model_run_us(m), 777);
+    assert_int_equal(ipuof_model_output(m, 0, &t), IPUOF_OK);
+    assert_string_equal(t.name, "out");
+    assert_int_equal(t.rank, 2);
+    assert_int_equal(t.dims[1], 3);
+    assert_int_equal(t.bytes, 96);
+    assert_true(((const float *)t.data)[5] == 2.5f);
+    assert_int_equal(ipuof_model_output(m, 1, &t), IPUOF_OK);
+    assert_int_equal(t.bytes, 8);
+    assert_true(((const float *)t.data)[1] == 12.5f);
+    assert_int_equal(ipuof_model_output(m, 2, &t), IPUOF_E_INVAL);
+
+    /* Run 2 in order without names; the reply grows the first output. */
+    in[0] = (struct ipuof_tensor){NULL, IPUOF_DTYPE_FLOAT, 2, {8, 4}, x, sizeof x};
+    in[1] = (struct ipuof_tensor){NULL, IPUOF_DTYPE_INT64, 1, {8}, y, sizeof y};
+    assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+    assert_int_equal(ipuof_model_output(m, 0, &t), IPUOF_OK);
+    assert_int_equal(t.dims[1], 5);
+    assert_int_equal(t.bytes, 160);
+    assert_true(((const float *)t.data)[39] == 38.0f);
+    assert_int_equal(ipuof_model_output(m, 1, &t), IPUOF_OK);
+    assert_true(((const float *)t.data)[0] == 39.0f);
+
+    /* Model 8: a run of 800 images is more than one 1024-byte frame carries. */
+    assert_int_equal(ipuof_model_compile(c, bytes, 100, NULL, &m8), IPUOF_OK);
+    img = calloc(800 * 28 * 28, sizeof *img);
+    assert_non_null(img);
+    in[0] = (struct ipuof_tensor){"img", IPUOF_DTYPE_FLOAT, 4, {8, 1, 28, 28}, img,
+                                  8 * 28 * 28 * 4};
+    assert_error(c, ipuof_model_run(m8, in, 1), IPUOF_E_SHAPE,
+                 "input 'img' has shape [8, 1, 28, 28] but the model expects [800, 1, 28, 28] "
+                 "(micro-batch 8 x 100 device iterations x 1 replica)");
+    in[0] = (struct ipuof_tensor){"img", IPUOF_DTYPE_FLOAT, 4, {800, 1, 28, 28}, img,
+                                  800 * 28 * 28 * 4};
+    assert_error(c, ipuof_model_run(m8, in, 1), IPUOF_E_TOO_LARGE, "accepts at most 1024");
+    assert_non_null(strstr(ipuof_client_errmsg(c), "fewer device iterations"));
+    assert_non_null(strstr(ipuof_client_errmsg(c), "max_payload_bytes"));
+    free(img);
+
+    ipuof_model_free(m8);
+    ipuof_model_free(m);
+    ipuof_client_free(c);
+    fake_stop(&f);
+    print_message("  the model arrived in %d frames\n", f.frames);
+    assert_true(f.frames >= 5);
+    assert_true(f.model_ok);
+    assert_int_equal(f.run_ok, 2);
+    free(bytes);
+}
+
+/* ---- an upload the daemon rejects at once ----------------------------------------------- */
+
+#define BIG_MODEL (200 * 1024)
+
+/* Answers the first frame of the compile with an Error, waits, then counts the chunks that
+ * still arrive until the health request that follows. */
+static void
+script_reject_early(struct fake *f, int fd)
+{
+    Ipuof__Header *req;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
+    uint64_t id;
+
+    if (fs_hello(f, fd) != 0 || fs_attach(f, fd) != 0)
+        return;
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    if (req == NULL)
+        return;
+    id = req->request_id;
+    ipuof_frame_header_free(req);
+    fs_send_error(f, fd, id, IPUOF_E_TOO_LARGE,
+                  "the model is 204800 bytes; this ipuofd compiles models of at most 4096");
+    usleep(100 * 1000); /* the client fills the socket and waits */
+    for (;;) {
+        req = fs_read(f, fd, 0);
+        if (req == NULL)
+            return;
+        if (req->body_case != IPUOF__HEADER__BODY_MODEL_CHUNK)
+            break;
+        f->chunks_after_error++;
+        ipuof_frame_header_free(req);
+    }
+    if (req->body_case != IPUOF__HEADER__BODY_HEALTH)
+        fake_fail(f, "server: expected a health request after the chunks");
+    hr.live = 1;
+    hr.ready = 1;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_HEALTH_REPLY;
+    h.health_reply = &hr;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+    fs_expect_eof(f, fd);
+}
+
+static void
+test_compile_rejected_early(void **state)
+{
+    struct fake f;
+    uint8_t *bytes = malloc(BIG_MODEL);
+    ipuof_client *c;
+    ipuof_model *m = (ipuof_model *)&f;
+    int sndbuf = 4096;
+    int ready = 0;
+    int chunks = BIG_MODEL / SMALL_PAYLOAD;
+
+    (void)state;
+    assert_non_null(bytes);
+    fill_model(bytes, BIG_MODEL);
+    fake_start(&f, script_reject_early, SMALL_PAYLOAD, 4096);
+    c = new_attached(&f, 5000);
+    assert_int_equal(setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
+    assert_error(c, ipuof_model_compile(c, bytes, BIG_MODEL, NULL, &m), IPUOF_E_TOO_LARGE,
+                 "compiles models of at most 4096");
+    assert_null(m);
+    /* The stream stayed in step: the next request works. */
+    assert_int_equal(ipuof_health(c, &ready), IPUOF_OK);
+    assert_int_equal(ready, 1);
+    ipuof_client_free(c);
+    fake_stop(&f);
+    print_message("  %d of about %d chunks were sent after the error\n", f.chunks_after_error,
+                  chunks);
+    assert_true(f.chunks_after_error < chunks / 2);
+    free(bytes);
+}
+
+/* ---- progress spaced wider than the timeout; a notice during a compile ------------------- */
+
+static const struct desc m3_in[] = {{"a", IPUOF_DTYPE_FLOAT, 1, {4}, {4}}};
+static const struct desc m3_out[] = {{"b", IPUOF_DTYPE_FLOAT, 1, {4}, {4}}};
+
+static void
+script_slow_then_reset(struct fake *f, int fd)
+{
+    Ipuof__Header *req;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__Notice n = IPUOF__NOTICE__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+
+    if (fs_hello(f, fd) != 0 || fs_attach(f, fd) != 0)
+        return;
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    if (req == NULL)
+        return;
+    for (unsigned i = 1; i <= 4; i++) {
+        usleep(120 * 1000);
+        fs_progress(f, fd, req->request_id, i, 4);
+    }
+    usleep(120 * 1000);
+    fs_compile_reply(f, fd, req->request_id, 3, 1, 1, m3_in, 1, m3_out, 1);
+    ipuof_frame_header_free(req);
+
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    if (req == NULL)
+        return;
+    fs_progress(f, fd, req->request_id, 1, 4);
+    e.code = IPUOF_E_DEVICE_RESET;
+    e.component = (char *)"device";
+    e.message = (char *)"partition 'p' was reset by an administrator; attach again";
+    n.error = &e;
+    h.body_case = IPUOF__HEADER__BODY_NOTICE;
+    h.notice = &n;
+    fs_send(f, fd, &h, NULL, 0);
+    fs_send_error(f, fd, req->request_id, IPUOF_E_DEVICE_RESET,
+                  "the compile was cancelled: partition 'p' was reset by an administrator");
+    ipuof_frame_header_free(req);
+    fs_expect_eof(f, fd); /* no free, no detach: the partition is gone */
+}
+
+static void
+test_progress_gaps_and_notice(void **state)
+{
+    struct fake f;
+    struct progress_log plog = {0};
+    struct ipuof_model_opts o = {.progress = log_progress, .progress_user = &plog};
+    uint8_t bytes[64];
+    float a[4] = {1, 2, 3, 4};
+    struct ipuof_tensor in = {NULL, IPUOF_DTYPE_FLOAT, 1, {4}, a, sizeof a};
+    ipuof_client *c;
+    ipuof_model *m = NULL, *m2 = NULL;
+
+    (void)state;
+    fill_model(bytes, sizeof bytes);
+    fake_start(&f, script_slow_then_reset, 1u << 20, 0);
+    c = new_attached(&f, 300);
+    /* 600 ms in all, never 300 ms without a frame. */
+    assert_int_equal(ipuof_model_compile(c, bytes, sizeof bytes, &o, &m), IPUOF_OK);
+    assert_int_equal(plog.n, 4);
+    assert_int_equal(plog.done[3], 4);
+    assert_error(c, ipuof_model_compile(c, bytes, sizeof bytes, &o, &m2), IPUOF_E_DEVICE_RESET,
+                 "the compile was cancelled");
+    assert_null(m2);
+    assert_null(ipuof_partition_name(c));
+    /* Told once: the notice is not reported again. */
+    assert_error(c, ipuof_model_run(m, &in, 1), IPUOF_E_NOT_ATTACHED, "no longer holds");
+    assert_error(c, ipuof_detach(c), IPUOF_E_NOT_ATTACHED, NULL);
+    ipuof_model_free(m); /* nothing is sent for a model whose partition is gone */
+    ipuof_client_free(c);
+    fake_stop(&f);
+}
+
+/* ---- a run reply whose sizes do not add up --------------------------------------------- */
+
+static void
+script_bad_run_reply(struct fake *f, int fd)
+{
+    Ipuof__Header *req;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
+    float junk[3] = {0};
+
+    if (fs_hello(f, fd) != 0 || fs_attach(f, fd) != 0)
+        return;
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    if (req == NULL)
+        return;
+    fs_compile_reply(f, fd, req->request_id, 3, 1, 1, m3_in, 1, m3_out, 1);
+    ipuof_frame_header_free(req);
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_RUN);
+    if (req == NULL)
+        return;
+    if (f->payload_len != 16)
+        fake_fail(f, "server: run payload");
+    fs_run_reply(f, fd, req->request_id, m3_out, 1, junk, sizeof junk); /* 12 bytes, not 16 */
+    ipuof_frame_header_free(req);
+    req = fs_expect(f, fd, IPUOF__HEADER__BODY_HEALTH);
+    if (req == NULL)
+        return;
+    hr.live = 1;
+    hr.ready = 1;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_HEALTH_REPLY;
+    h.health_reply = &hr;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+    fs_free_model(f, fd, 3);
+    fs_expect_eof(f, fd);
+}
+
+static void
+test_bad_run_reply(void **state)
+{
+    struct fake f;
+    uint8_t bytes[16];
+    float a[4] = {1, 2, 3, 4};
+    struct ipuof_tensor in = {"a", IPUOF_DTYPE_FLOAT, 1, {4}, a, sizeof a};
+    struct ipuof_tensor t;
+    ipuof_client *c;
+    ipuof_model *m = NULL;
+
+    (void)state;
+    fill_model(bytes, sizeof bytes);
+    fake_start(&f, script_bad_run_reply, 1u << 20, 0);
+    c = new_attached(&f, 2000);
+    assert_int_equal(ipuof_model_compile(c, bytes, sizeof bytes, NULL, &m), IPUOF_OK);
+    assert_error(c, ipuof_model_run(m, &in, 1), IPUOF_E_PROTO, "add up to 16 bytes");
+    assert_int_equal(ipuof_model_output(m, 0, &t), IPUOF_E_STATE);
+    assert_int_equal(ipuof_health(c, NULL), IPUOF_OK);
+    ipuof_model_free(m);
+    ipuof_client_free(c);
+    fake_stop(&f);
+}
+
+/* ---- without a daemon ------------------------------------------------------------------ */
+
+static void
+test_names_null_unconnected(void **state)
+{
+    ipuof_client *c = ipuof_client_new();
+    ipuof_model *m = (ipuof_model *)c;
+    struct ipuof_tensor t;
+    uint8_t b[4] = {0};
+
+    (void)state;
+    assert_string_equal(ipuof_dtype_name(IPUOF_DTYPE_FLOAT), "float");
+    assert_string_equal(ipuof_dtype_name(IPUOF_DTYPE_BOOL), "bool");
+    assert_string_equal(ipuof_dtype_name(42), "unknown");
+    assert_int_equal(ipuof_dtype_size(IPUOF_DTYPE_INT64), 8);
+    assert_int_equal(ipuof_dtype_size(IPUOF_DTYPE_UINT8), 1);
+    assert_int_equal(ipuof_dtype_size(0), 0);
+
+    ipuof_model_free(NULL);
+    assert_int_equal(ipuof_model_input_count(NULL), 0);
+    assert_int_equal(ipuof_model_output_count(NULL), 0);
+    assert_int_equal(ipuof_model_input_info(NULL, 0, &t, NULL), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_output(NULL, 0, &t), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_run(NULL, NULL, 0), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_input_index(NULL, "x"), -1);
+    assert_int_equal(ipuof_model_cached(NULL), 0);
+    assert_int_equal(ipuof_model_run_us(NULL), 0);
+    assert_int_equal(ipuof_model_memory(NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL),
+                     IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_compile(NULL, b, sizeof b, NULL, &m), IPUOF_E_INVAL);
+    assert_null(m);
+
+    assert_error(c, ipuof_model_compile(c, NULL, 0, NULL, &m), IPUOF_E_INVAL, "bytes");
+    assert_error(c, ipuof_model_compile(c, b, sizeof b, NULL, &m), IPUOF_E_CLOSED,
+                 "not connected");
+    {
+        struct ipuof_model_opts o = {.default_output_kind = IPUOF_OUTPUT_EVERYN};
+        assert_error(c, ipuof_model_compile(c, b, sizeof b, &o, &m), IPUOF_E_INVAL, "n = 0");
+    }
+    assert_error(c, ipuof_model_compile_file(c, "/nonexistent/m.onnx", NULL, &m),
+                 IPUOF_E_NOTFOUND, "/nonexistent/m.onnx");
+    assert_error(c, ipuof_model_compile_file(c, "/", NULL, &m), IPUOF_E_INVAL,
+                 "not a regular file");
+    ipuof_client_free(c);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names_null_unconnected),
+        cmocka_unit_test(test_compile_chunks_progress_run),
+        cmocka_unit_test(test_compile_rejected_early),
+        cmocka_unit_test(test_progress_gaps_and_notice),
+        cmocka_unit_test(test_bad_run_reply),
+    };
+
+    return cmocka_run_group_tests_name("client_model", tests, NULL, NULL);
+}
