@@ -1,0 +1,580 @@
+/*
+ * ipuof-run — compile an ONNX model on ipuofd, run it once, write its outputs.
+ *
+ *   ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...
+ *             [--output-dir DIR] [--device-iterations N] [--replicas R]
+ *             [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]
+ *
+ * Inputs and outputs are ONNX TensorProto files, as in the ONNX backend test data, so
+ * `ipuof-run --model test_relu/model.onnx --input test_relu/test_data_set_0/input_0.pb
+ * --output-dir out` writes out/y.pb to compare with output_0.pb. One line of summary goes to
+ * stdout, a progress bar to stderr when it is a terminal, errors to stderr as
+ * "ipuof-run: <what failed>: <sentence>". Exit status: 0, 1 on failure, 64 on bad usage, 69
+ * when the daemon cannot be reached. Only main() exits.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "human.h"
+#include "ipuof/client.h"
+#include "tensorfile.h"
+
+#define MAX_INPUTS 256
+#define BAR_WIDTH 30
+
+/* One --input: a file, bound to a graph input by name or, without one, in order. */
+struct input_arg {
+    const char *name;          /* NULL: bind in order; points into argv */
+    const char *path;
+    struct tensorfile t;        /* the file's tensor, owned */
+    void *tiled;               /* owned: t repeated to the run shape, or NULL */
+    int used;
+};
+
+struct run_opts {
+    const char *server;        /* NULL: IPUOF_SERVER, else 127.0.0.1:50052 */
+    const char *model;
+    const char *output_dir;    /* NULL: outputs are not written */
+    struct input_arg in[MAX_INPUTS];
+    size_t n_in;
+    unsigned device_iterations;
+    unsigned replicas;
+    unsigned ipus;             /* 0: the smallest power of two >= replicas */
+    int out_kind;
+    unsigned out_n;
+    int quiet;
+};
+
+/* Prints the synopsis to f, and the whole text when full. */
+static void
+usage(FILE *f, int full)
+{
+    fprintf(f,
+            "usage: ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...\n"
+            "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
+            "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n");
+    if (!full) {
+        fprintf(f, "Try 'ipuof-run --help' for more information.\n");
+        return;
+    }
+    fprintf(f,
+            "\n"
+            "Compiles an ONNX model on ipuofd, runs it once and writes each graph output to\n"
+            "DIR/NAME.pb as an ONNX TensorProto (characters of NAME other than letters, digits,\n"
+            "'.', '-' and '_' become '_'). Without --output-dir nothing is written.\n"
+            "\n"
+            "  --input NAME=FILE    a TensorProto for graph input NAME; without NAME= inputs\n"
+            "                       bind to the graph inputs not named, in order\n"
+            "  --device-iterations  micro-batches per replica in the call (default 1)\n"
+            "  --replicas           data-parallel replicas (default 1)\n"
+            "  --ipus               IPUs to attach (default: smallest power of two >= replicas)\n"
+            "  --output-mode        what outputs return: every micro-batch (all, default),\n"
+            "                       the last (final), the sum over device iterations (sum),\n"
+            "                       or every N-th device iteration (every:N)\n"
+            "  --quiet              no progress bar and no summary line\n"
+            "\n"
+            "One call consumes micro-batch x device-iterations x replicas samples along dim 0.\n"
+            "An input with the shape of one micro-batch is tiled device-iterations x replicas\n"
+            "times along dim 0; an input whose dim 0 is already the whole call is used as is.\n"
+            "\n"
+            "Prints \"compiled in X ms, ran N samples in Y ms, Z samples/s\". Exit status: 0,\n"
+            "1 on failure, 64 on bad usage, 69 when ipuofd cannot be reached. The server is\n"
+            "IPUOF_SERVER when --server is not given, else 127.0.0.1:50052.\n");
+}
+
+/* Parses a decimal count >= min from s into *out; 0, or -1 with a message printed. */
+static int
+parse_count(const char *opt, const char *s, unsigned min, unsigned *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > 1u << 24) {
+        fprintf(stderr, "ipuof-run: %s expects a number from %u to %u, not '%s'\n", opt, min,
+                1u << 24, s);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* Parses --output-mode's value into o; 0 or -1 with a message printed. */
+static int
+parse_output_mode(const char *s, struct run_opts *o)
+{
+    if (strcmp(s, "all") == 0)
+        o->out_kind = IPUOF_OUTPUT_ALL;
+    else if (strcmp(s, "final") == 0)
+        o->out_kind = IPUOF_OUTPUT_FINAL;
+    else if (strcmp(s, "sum") == 0)
+        o->out_kind = IPUOF_OUTPUT_SUM;
+    else if (strncmp(s, "every:", 6) == 0) {
+        o->out_kind = IPUOF_OUTPUT_EVERYN;
+        return parse_count("--output-mode every:N", s + 6, 1, &o->out_n);
+    } else {
+        fprintf(stderr, "ipuof-run: --output-mode is all, final, sum or every:N, not '%s'\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Records one --input value: "NAME=FILE" when the part before the first '=' has no '/',
+ * otherwise a file bound in order. arg points into argv and stays there. */
+static int
+add_input(struct run_opts *o, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    struct input_arg *in;
+
+    if (o->n_in == MAX_INPUTS) {
+        fprintf(stderr, "ipuof-run: at most %d --input options\n", MAX_INPUTS);
+        return -1;
+    }
+    in = &o->in[o->n_in++];
+    if (eq != NULL && eq != arg && memchr(arg, '/', (size_t)(eq - arg)) == NULL) {
+        *eq = '\0';
+        in->name = arg;
+        in->path = eq + 1;
+    } else {
+        in->path = arg;
+    }
+    return 0;
+}
+
+/* Parses the command line into o. Returns 0 to run, EX_OK after --help, or EX_USAGE. */
+static int
+parse_args(int argc, char **argv, struct run_opts *o, int *stop)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, 's'},  {"model", required_argument, NULL, 'm'},
+        {"input", required_argument, NULL, 'i'},   {"output-dir", required_argument, NULL, 'o'},
+        {"device-iterations", required_argument, NULL, 'd'},
+        {"replicas", required_argument, NULL, 'r'}, {"output-mode", required_argument, NULL, 'M'},
+        {"ipus", required_argument, NULL, 'n'},    {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    int opt;
+    int bad = 0;
+
+    *stop = 0;
+    o->device_iterations = 1;
+    o->replicas = 1;
+    o->out_kind = IPUOF_OUTPUT_DEFAULT;
+    while (!bad && (opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case 's': o->server = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 'i': bad = add_input(o, optarg) != 0; break;
+        case 'o': o->output_dir = optarg; break;
+        case 'd': bad = parse_count("--device-iterations", optarg, 1, &o->device_iterations); break;
+        case 'r': bad = parse_count("--replicas", optarg, 1, &o->replicas); break;
+        case 'M': bad = parse_output_mode(optarg, o) != 0; break;
+        case 'n': bad = parse_count("--ipus", optarg, 1, &o->ipus); break;
+        case 'q': o->quiet = 1; break;
+        case 'h': usage(stdout, 1); *stop = 1; return EX_OK;
+        default: bad = 1; break;
+        }
+    }
+    if (!bad && (optind < argc || o->model == NULL)) {
+        fprintf(stderr, "ipuof-run: %s\n", o->model == NULL ? "--model FILE.onnx is required"
+                                                            : "unexpected argument");
+        bad = 1;
+    }
+    if (bad) {
+        usage(stderr, 0);
+        *stop = 1;
+        return EX_USAGE;
+    }
+    return EX_OK;
+}
+
+/* ---- talking to the daemon -------------------------------------------------------------- */
+
+/* The model's name for ipuctl status into buf[0..len): the file's base name without ".onnx",
+ * or its directory's name for the "model.onnx" of the ONNX test layout. */
+static void
+model_name(const char *path, char *buf, size_t len)
+{
+    const char *base = strrchr(path, '/');
+    const char *dir = path;
+    size_t n;
+
+    base = base != NULL ? base + 1 : path;
+    if (strcmp(base, "model.onnx") == 0 && base - path >= 2) {
+        for (const char *p = path; p < base - 1; p++)
+            if (*p == '/')
+                dir = p + 1;
+        n = (size_t)(base - 1 - dir);
+        if (n > 0) {
+            snprintf(buf, len, "%.*s", (int)n, dir);
+            return;
+        }
+    }
+    n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".onnx") == 0)
+        n -= 5;
+    snprintf(buf, len, "%.*s", (int)n, base);
+}
+
+/* Prints "ipuof-run: WHAT: SENTENCE (CODE)" and returns the exit status for rc; connecting
+ * says whether the failure came while reaching the daemon. */
+static int
+fail(const ipuof_client *c, const char *what, int rc, int connecting)
+{
+    char msg[4608];
+    const char *text = ipuof_client_errmsg(c);
+
+    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(rc));
+    fprintf(stderr, "ipuof-run: %s: %s (%s)\n", what, msg, ipuof_status_name(rc));
+    if (rc == IPUOF_E_IO || (connecting && (rc == IPUOF_E_TIMEOUT || rc == IPUOF_E_CLOSED)))
+        return EX_UNAVAILABLE;
+    return 1;
+}
+
+/* Draws the compile progress bar on stderr: "compiling [#####     ] 50%". */
+static void
+progress_bar(int done, int total, void *user)
+{
+    int *drawn = user;
+    int pct = total > 0 ? (int)((long long)done * 100 / total) : 0;
+    int fill = pct * BAR_WIDTH / 100;
+
+    if (pct < 0 || pct > 100)
+        return;
+    fprintf(stderr, "\rcompiling [%.*s%*s] %3d%%", fill,
+            "##############################", BAR_WIDTH - fill, "", pct);
+    fflush(stderr);
+    *drawn = 1;
+}
+
+/* The smallest power of two >= n (n >= 1). */
+static unsigned
+pow2_at_least(unsigned n)
+{
+    unsigned p = 1;
+
+    while (p < n && p < (1u << 30))
+        p <<= 1;
+    return p;
+}
+
+/* CLOCK_MONOTONIC in milliseconds. */
+static double
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- inputs ---------------------------------------------------------------------------- */
+
+/* Reads every --input file; 0, or 1 after printing why. */
+static int
+load_inputs(struct run_opts *o)
+{
+    char err[512];
+
+    for (size_t i = 0; i < o->n_in; i++) {
+        if (tensorfile_read(o->in[i].path, &o->in[i].t, err, sizeof err) != 0) {
+            fprintf(stderr, "ipuof-run: input: %s\n", err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The --input for model input i (description want): the one named so, else the next one
+ * given without a name. NULL after printing why. */
+static struct input_arg *
+find_input(struct run_opts *o, const struct ipuof_tensor *want)
+{
+    for (size_t j = 0; j < o->n_in; j++)
+        if (o->in[j].name != NULL && strcmp(o->in[j].name, want->name) == 0)
+            return &o->in[j];
+    for (size_t j = 0; j < o->n_in; j++) {
+        if (o->in[j].name == NULL && !o->in[j].used)
+            return &o->in[j];
+    }
+    fprintf(stderr, "ipuof-run: input: the model needs input '%s' (%s, %zu bytes per call); "
+            "give it with --input %s=FILE.pb\n",
+            want->name, ipuof_dtype_name(want->dtype), want->bytes, want->name);
+    return NULL;
+}
+
+/* 1 when shapes a[0..ra) and b[0..rb) are equal. */
+static int
+same_shape(int ra, const int64_t *a, int rb, const int64_t *b)
+{
+    if (ra != rb)
+        return 0;
+    for (int d = 0; d < ra; d++)
+        if (a[d] != b[d])
+            return 0;
+    return 1;
+}
+
+/* Describes in's tensor for model input want in *t: as is, or tiled to the run shape when
+ * it holds one micro-batch (the daemon's step shape, or dim 0 that many times smaller).
+ * 0, or 1 after printing why (out of memory). */
+static int
+bind_one(const ipuof_model *m, const struct ipuof_tensor *want, const int64_t *step,
+         struct input_arg *in, struct ipuof_tensor *t)
+{
+    const struct tensorfile *pb = &in->t;
+    size_t k = (size_t)ipuof_model_device_iterations(m) * ipuof_model_replicas(m);
+    int step_rank = 0;
+    int tile;
+
+    while (step_rank < 8 && step[step_rank] >= 0)
+        step_rank++;
+    *t = (struct ipuof_tensor){want->name, pb->dtype, pb->rank, {0}, pb->data, pb->bytes};
+    memcpy(t->dims, pb->dims, sizeof t->dims);
+    in->used = 1;
+    if (same_shape(pb->rank, pb->dims, want->rank, want->dims) || pb->dtype != want->dtype ||
+        pb->bytes == 0 || k < 2 || pb->bytes * k != want->bytes)
+        return 0;
+    tile = same_shape(pb->rank, pb->dims, step_rank, step);
+    if (!tile && pb->rank == want->rank && pb->rank > 0 && pb->dims[0] * (int64_t)k ==
+                                                               want->dims[0]) {
+        tile = same_shape(pb->rank - 1, pb->dims + 1, want->rank - 1, want->dims + 1);
+    }
+    if (!tile)
+        return 0; /* the library names both shapes */
+    in->tiled = malloc(want->bytes);
+    if (in->tiled == NULL) {
+        fprintf(stderr, "ipuof-run: input: out of memory tiling '%s' to %zu bytes\n",
+                want->name, want->bytes);
+        return 1;
+    }
+    for (size_t r = 0; r < k; r++)
+        memcpy((char *)in->tiled + r * pb->bytes, pb->data, pb->bytes);
+    t->data = in->tiled;
+    t->bytes = want->bytes;
+    t->rank = want->rank;
+    memcpy(t->dims, want->dims, sizeof t->dims);
+    return 0;
+}
+
+/* Binds the --input files to m's inputs into t[0..count) in the model's order. 0, or 1
+ * after printing why. */
+static int
+bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
+{
+    size_t n = ipuof_model_input_count(m);
+
+    for (size_t j = 0; j < o->n_in; j++) {
+        if (o->in[j].name != NULL && ipuof_model_input_index(m, o->in[j].name) < 0) {
+            fprintf(stderr, "ipuof-run: input: the model has no input '%s'\n", o->in[j].name);
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_tensor want;
+        int64_t step[8];
+        struct input_arg *in;
+
+        ipuof_model_input_info(m, i, &want, step);
+        in = find_input(o, &want);
+        if (in == NULL || bind_one(m, &want, step, in, &t[i]) != 0)
+            return 1;
+    }
+    for (size_t j = 0; j < o->n_in; j++) {
+        if (!o->in[j].used) {
+            fprintf(stderr, "ipuof-run: input: %s is one input too many; the model takes %zu\n",
+                    o->in[j].path, n);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- outputs --------------------------------------------------------------------------- */
+
+/* Creates dir and its parents as needed; 0, or -1 with errno set. */
+static int
+mkdir_p(const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* Writes name with every character but [A-Za-z0-9._-] replaced by '_' into buf[0..len);
+ * an empty name, "." or ".." becomes "output". */
+static void
+file_name(const char *name, char *buf, size_t len)
+{
+    size_t i;
+
+    for (i = 0; name[i] != '\0' && i + 1 < len; i++) {
+        char ch = name[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
+        buf[i] = ok ? ch : '_';
+    }
+    buf[i] = '\0';
+    if (buf[0] == '\0' || strcmp(buf, ".") == 0 || strcmp(buf, "..") == 0)
+        snprintf(buf, len, "output");
+}
+
+/* Writes every output of m's last run to dir/NAME.pb. 0, or 1 after printing why. */
+static int
+write_outputs(const ipuof_model *m, const char *dir)
+{
+    char err[512], fname[256], path[4400];
+
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "ipuof-run: output: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    for (size_t i = 0; i < ipuof_model_output_count(m); i++) {
+        struct ipuof_tensor t;
+
+        if (ipuof_model_output(m, i, &t) != IPUOF_OK)
+            return 1;
+        file_name(t.name, fname, sizeof fname);
+        snprintf(path, sizeof path, "%s/%s.pb", dir, fname);
+        if (tensorfile_write(path, t.name, t.dtype, t.rank, t.dims, t.data, t.bytes, err,
+                            sizeof err) != 0) {
+            fprintf(stderr, "ipuof-run: output: %s\n", err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Samples one call consumes: micro-batch x device iterations x replicas. */
+static unsigned long long
+samples(const ipuof_model *m)
+{
+    unsigned long long per = ipuof_model_micro_batch(m);
+    struct ipuof_tensor t;
+    int64_t step[8];
+
+    if (per == 0 && ipuof_model_input_info(m, 0, &t, step) == IPUOF_OK && step[0] > 0)
+        per = (unsigned long long)step[0];
+    if (per == 0)
+        per = 1;
+    return per * ipuof_model_device_iterations(m) * ipuof_model_replicas(m);
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+/* Connects, attaches, compiles, runs and writes. Returns the exit status; what it holds is
+ * freed by the caller from *cp and *mp. */
+static int
+run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs)
+{
+    struct ipuof_attach_opts ao = {0};
+    struct ipuof_model_opts mo = {0};
+    char name[128];
+    int bar = 0;
+    double t0, t_compile, t_run;
+    unsigned long long n;
+    ipuof_client *c;
+    int rc;
+
+    c = *cp = ipuof_client_new();
+    if (c == NULL) {
+        fprintf(stderr, "ipuof-run: out of memory\n");
+        return 1;
+    }
+    ipuof_client_set_name(c, "ipuof-run");
+    rc = ipuof_client_connect(c, o->server);
+    if (rc != IPUOF_OK)
+        return fail(c, "connect", rc, 1);
+    ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas);
+    rc = ipuof_attach(c, &ao, NULL, 0, NULL);
+    if (rc != IPUOF_OK)
+        return fail(c, "attach", rc, 0);
+    model_name(o->model, name, sizeof name);
+    mo.name = name;
+    mo.device_iterations = o->device_iterations;
+    mo.replicas = o->replicas;
+    mo.default_output_kind = o->out_kind;
+    mo.default_output_n = o->out_n;
+    if (!o->quiet && isatty(STDERR_FILENO)) {
+        mo.progress = progress_bar;
+        mo.progress_user = &bar;
+    }
+    t0 = now_ms();
+    rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    t_compile = now_ms() - t0;
+    if (bar)
+        fputc('\n', stderr);
+    if (rc != IPUOF_OK)
+        return fail(c, "compile", rc, 0);
+    if (ipuof_model_input_count(*mp) > MAX_INPUTS) {
+        fprintf(stderr, "ipuof-run: the model has more than %d inputs\n", MAX_INPUTS);
+        return 1;
+    }
+    if (bind_inputs(o, *mp, inputs) != 0)
+        return 1;
+    t0 = now_ms();
+    rc = ipuof_model_run(*mp, inputs, ipuof_model_input_count(*mp));
+    t_run = now_ms() - t0;
+    if (rc != IPUOF_OK)
+        return fail(c, "run", rc, 0);
+    if (o->output_dir != NULL && write_outputs(*mp, o->output_dir) != 0)
+        return 1;
+    n = samples(*mp);
+    if (!o->quiet)
+        printf("compiled in %.1f ms%s, ran %llu sample%s in %.1f ms, %.0f samples/s\n",
+               t_compile, ipuof_model_cached(*mp) ? " (cached)" : "", n, n == 1 ? "" : "s",
+               t_run, (double)n * 1000.0 / (t_run > 0.001 ? t_run : 0.001));
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    static struct run_opts o;
+    static struct ipuof_tensor inputs[MAX_INPUTS];
+    ipuof_client *c = NULL;
+    ipuof_model *m = NULL;
+    int stop;
+    int rc;
+
+    rc = parse_args(argc, argv, &o, &stop);
+    if (stop)
+        return rc;
+    rc = load_inputs(&o);
+    if (rc == 0)
+        rc = run(&o, &c, &m, inputs);
+    ipuof_model_free(m);
+    if (c != NULL && ipuof_partition_name(c) != NULL)
+        (void)ipuof_detach(c);
+    ipuof_client_free(c);
+    for (size_t i = 0; i < o.n_in; i++) {
+        tensorfile_free(&o.in[i].t);
+        free(o.in[i].tiled);
+    }
+    return rc;
+}
