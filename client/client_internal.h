@@ -64,6 +64,8 @@ struct ipuof_client {
     uint64_t last_request_id;     /* request ids are last_request_id + 1, never 0 */
     uint64_t conn_gen;            /* counts connections opened; a model keeps its own */
     uint64_t attach_gen;          /* counts successful attaches; a model keeps its own */
+    uint64_t abandoned_id;        /* an upload the daemon refused while chunks were on the
+                                     way: its later Errors (one per chunk) are dropped */
     struct ipuof_frame_limits lim; /* what this side accepts from the daemon */
 
     /* From the HelloReply of the current connection. */

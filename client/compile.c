@@ -407,6 +407,8 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     if (rc == IPUOF_OK)
         rc = model_from_reply(c, reply->compile_reply, cr.name, &m);
 out:
+    if (begun && rc != IPUOF_OK && !x.broken && x.frames_sent > 1)
+        c->abandoned_id = x.id; /* chunks sent after the daemon refused get an Error each */
     if (begun)
         rc = ipuof_xchg_end(&x, rc);
     if (rc != IPUOF_OK && reply != NULL)

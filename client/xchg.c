@@ -42,6 +42,15 @@ record_notice(ipuof_client *c, const Ipuof__Notice *n)
     c->partition = NULL;
 }
 
+/* 1 when h is a late Error about an upload the daemon already refused (it answers each
+ * chunk that was on the way): nobody waits for it, so it is dropped. */
+static int
+stale_error(const ipuof_client *c, const Ipuof__Header *h)
+{
+    return h->body_case == IPUOF__HEADER__BODY_ERROR && c->abandoned_id != 0 &&
+           h->request_id == c->abandoned_id;
+}
+
 /* A fresh request id for c: counts up from 1 and skips 0 when it wraps. */
 static uint64_t
 next_request_id(ipuof_client *c)
@@ -194,9 +203,11 @@ ipuof_xchg_recv(struct ipuof_xchg *x, const struct ipuof_sink *sink, int nowait,
             x->broken = 1;
             goto out;
         }
-        if (h->body_case != IPUOF__HEADER__BODY_NOTICE)
+        if (h->body_case != IPUOF__HEADER__BODY_NOTICE &&
+            (h->request_id == x->id || !stale_error(c, h)))
             break;
-        record_notice(c, h->notice);
+        if (h->body_case == IPUOF__HEADER__BODY_NOTICE)
+            record_notice(c, h->notice);
         ipuof_frame_header_free(h);
         h = NULL;
     }
@@ -339,6 +350,8 @@ ipuof_conn_poll_notices(ipuof_client *c)
             goto out;
         if (h->body_case == IPUOF__HEADER__BODY_NOTICE) {
             record_notice(c, h->notice);
+        } else if (stale_error(c, h)) {
+            /* dropped */
         } else if (h->body_case == IPUOF__HEADER__BODY_ERROR && h->request_id == 0) {
             ipuof_err_from_wire(&c->err, h->error);
             rc = c->err.code;

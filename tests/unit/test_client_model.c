@@ -10,7 +10,8 @@
  * arrives in 5+ frames that reassemble exactly), progress callbacks, the CompileReply copied
  * into the handle, run payloads sent in the model's input order and outputs read back (and
  * grown), local dtype / shape / count / size errors with their sentences, the too-large
- * error, an upload the daemon rejects early, the timeout applying to the gap between frames,
+ * error, an upload the daemon rejects early (with late Errors for chunks on the way), the
+ * timeout applying to the gap between frames,
  * a notice during a compile, and a run reply whose sizes do not add up.
  */
 #include <setjmp.h>
@@ -811,8 +812,10 @@ test_compile_chunks_progress_run(void **state)
 
 #define BIG_MODEL (200 * 1024)
 
-/* Answers the first frame of the compile with an Error, waits, then counts the chunks that
- * still arrive until the health request that follows. */
+/* Refuses the upload after its first two chunks have arrived, as a daemon whose answer was
+ * slower than the client: the Error for the request, then one Error for each chunk that
+ * arrives after the refusal (as ipuofd does), so stale Errors sit in the stream. Counts the
+ * chunks still sent after the refusal, then answers the health request that follows. */
 static void
 script_reject_early(struct fake *f, int fd)
 {
@@ -828,8 +831,15 @@ script_reject_early(struct fake *f, int fd)
         return;
     id = req->request_id;
     ipuof_frame_header_free(req);
+    for (int i = 0; i < 2; i++) {
+        req = fs_expect(f, fd, IPUOF__HEADER__BODY_MODEL_CHUNK);
+        if (req == NULL)
+            return;
+        ipuof_frame_header_free(req);
+    }
     fs_send_error(f, fd, id, IPUOF_E_TOO_LARGE,
                   "the model is 204800 bytes; this ipuofd compiles models of at most 4096");
+    fs_send_error(f, fd, id, IPUOF_E_PROTO, "model chunk for a refused upload");
     usleep(100 * 1000); /* the client fills the socket and waits */
     for (;;) {
         req = fs_read(f, fd, 0);
@@ -838,6 +848,7 @@ script_reject_early(struct fake *f, int fd)
         if (req->body_case != IPUOF__HEADER__BODY_MODEL_CHUNK)
             break;
         f->chunks_after_error++;
+        fs_send_error(f, fd, id, IPUOF_E_PROTO, "model chunk for a refused upload");
         ipuof_frame_header_free(req);
     }
     if (req->body_case != IPUOF__HEADER__BODY_HEALTH)
@@ -872,7 +883,8 @@ test_compile_rejected_early(void **state)
     assert_error(c, ipuof_model_compile(c, bytes, BIG_MODEL, NULL, &m), IPUOF_E_TOO_LARGE,
                  "compiles models of at most 4096");
     assert_null(m);
-    /* The stream stayed in step: the next request works. */
+    /* The stream stayed in step and the late Errors about the refused upload are dropped:
+     * the next request works. */
     assert_int_equal(ipuof_health(c, &ready), IPUOF_OK);
     assert_int_equal(ready, 1);
     ipuof_client_free(c);
