@@ -158,9 +158,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_DAEMON) $(LI
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka) $(BLAS_LIBS) -lm
 
 # Integration tests talk to a real daemon through the client library and raw frames.
-$(BUILD)/tests/integ/%: $(BUILD)/obj/tests/integ/%.o $(LIB_TESTUTIL) $(LIB_CLIENT_A)
+# (libipuofsim.a only for its ONNX TensorProto reader, to load test data.)
+$(BUILD)/tests/integ/%: $(BUILD)/obj/tests/integ/%.o $(LIB_TESTUTIL) $(LIB_SIM) $(LIB_CLIENT_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(shell pkg-config --libs libprotobuf-c cmocka) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(shell pkg-config --libs libprotobuf-c cmocka) $(BLAS_LIBS) -lm
 
 # ---- dependencies, tests, demo ------------------------------------------------------------
 deps:

@@ -43,6 +43,9 @@ static const struct key keys[] = {
     {"server", "admin_token", K_STR, F(admin_token), 0, 0, 1},
     {"server", "drain_timeout", K_UINT, F(drain_timeout), 0, 3600, 1},
     {"server", "max_waiters", K_UINT, F(max_waiters), 0, 100000, 1},
+    {"server", "max_model_bytes", K_BYTES, F(max_model_bytes), 1024, 1ull << 31, 1},
+    {"server", "cache_entries", K_UINT, F(cache_entries), 0, 4096, 0},
+    {"server", "worker_threads", K_UINT, F(worker_threads), 0, 256, 0},
     {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
     {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
@@ -74,6 +77,9 @@ cfg_defaults(struct cfg *c)
     c->frames_per_read = 20;
     c->drain_timeout = 30;
     c->max_waiters = 256;
+    c->max_model_bytes = 1ull << 30;
+    c->cache_entries = 16;
+    c->worker_threads = 0;
     c->ipus = 4;
     c->ipu_memory = 900ull << 20;
     c->tiles = 1472;

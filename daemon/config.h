@@ -31,6 +31,9 @@ struct cfg {
     char admin_token[CFG_TOKEN_MAX];
     unsigned drain_timeout;      /* seconds */
     unsigned max_waiters;
+    uint64_t max_model_bytes;    /* largest ONNX model accepted */
+    unsigned cache_entries;      /* compiled executables kept for reuse */
+    unsigned worker_threads;     /* 0 = one per CPU */
     /* [devices] */
     unsigned ipus;
     uint64_t ipu_memory;         /* bytes */

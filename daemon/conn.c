@@ -29,6 +29,7 @@
 #include "frame.h"
 #include "ipuof/client.h"
 #include "log.h"
+#include "models.h"
 #include "server.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
@@ -85,8 +86,9 @@ set_read_watermark(struct conn *c)
     struct ipuof_frame_limits lim;
 
     frame_limits(c, &lim);
+    /* A header must fit whole; payloads stream through in pieces of up to 4 MiB. */
     bufferevent_setwatermark(c->bev, EV_READ, IPUOF_FRAME_HEAD_LEN,
-                             IPUOF_FRAME_HEAD_LEN + (size_t)lim.max_header + lim.max_payload);
+                             IPUOF_FRAME_HEAD_LEN + (size_t)lim.max_header + (4u << 20));
 }
 
 struct conn *
@@ -148,6 +150,12 @@ conn_free(struct conn *c)
     struct srv *s = c->srv;
     int released = c->part != NULL;
 
+    if (c->payload_left > 0 && c->sink.abort != NULL)
+        c->sink.abort(c, c->sink.arg);
+    if (c->inflight != NULL)
+        c->inflight->conn = NULL; /* the worker's result is dropped when it comes back */
+    models_drop_upload(c);
+    models_release_all(c, IPUOF_E_CLOSED, 1);
     if (c->part != NULL) {
         log_info("client %u (%s, pid %u, %s) disconnected holding partition '%s'; its IPUs "
                  "are free again", c->id, c->name, c->pid, c->peer, c->part->name);
@@ -194,23 +202,40 @@ conn_close_after_write(struct conn *c)
 int
 conn_send(struct conn *c, const Ipuof__Header *h, const void *payload, uint32_t payload_len)
 {
+    struct conn_iov iov = {payload, payload_len};
+
+    return conn_sendv(c, h, &iov, payload_len > 0 ? 1 : 0);
+}
+
+int
+conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, int n)
+{
     struct evbuffer *out = bufferevent_get_output(c->bev);
+    uint64_t payload_len = 0;
     uint8_t *buf;
     size_t len;
 
     if (c->dead)
         return -1;
-    if (ipuof_frame_pack(h, payload_len, &buf, &len) != IPUOF_OK) {
-        conn_kill(c, "out of memory packing a reply");
+    for (int i = 0; i < n; i++)
+        payload_len += iov[i].len;
+    if (payload_len > UINT32_MAX ||
+        ipuof_frame_pack(h, (uint32_t)payload_len, &buf, &len) != IPUOF_OK) {
+        conn_kill(c, "cannot pack a reply");
         return -1;
     }
-    if (evbuffer_add(out, buf, len) < 0 ||
-        (payload_len > 0 && evbuffer_add(out, payload, payload_len) < 0)) {
+    if (evbuffer_add(out, buf, len) < 0) {
         free(buf);
         conn_kill(c, "out of memory queueing a reply");
         return -1;
     }
     free(buf);
+    for (int i = 0; i < n; i++) {
+        if (iov[i].len > 0 && evbuffer_add(out, iov[i].base, iov[i].len) < 0) {
+            conn_kill(c, "out of memory queueing a reply");
+            return -1;
+        }
+    }
     if (evbuffer_get_length(out) > c->srv->cfg.max_output_bytes) {
         log_warn("client %u (%s): %zu bytes of output queued, over max_output_bytes %llu: "
                  "the client is not reading; disconnecting it",
@@ -284,6 +309,64 @@ frame_error(struct conn *c, int rc, const struct ipuof_frame_head *head, const c
     conn_close_after_write(c);
 }
 
+void
+conn_set_sink(struct conn *c, const struct conn_sink *sink)
+{
+    c->sink = *sink;
+    c->sink_idx = 0;
+    c->sink_off = 0;
+}
+
+void
+conn_job_begin(struct conn *c)
+{
+    c->job_active = 1;
+}
+
+void
+conn_job_end(struct conn *c)
+{
+    c->job_active = 0;
+    if (!c->dead && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        event_active(c->resume, 0, 0);
+}
+
+/* Moves available payload bytes to the sink (or discards them); runs done() at the end. */
+static void
+read_payload(struct conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    while (c->payload_left > 0) {
+        size_t avail = evbuffer_get_length(in);
+        size_t n;
+
+        if (avail == 0)
+            return;
+        if (c->sink_idx < c->sink.nseg) {
+            size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
+            n = avail < room ? avail : room;
+            if (n > c->payload_left)
+                n = (size_t)c->payload_left;
+            evbuffer_remove(in, c->sink.seg[c->sink_idx] + c->sink_off, n);
+            c->sink_off += n;
+            if (c->sink_off == c->sink.seg_len[c->sink_idx]) {
+                c->sink_idx++;
+                c->sink_off = 0;
+            }
+        } else {
+            n = avail < c->payload_left ? avail : (size_t)c->payload_left;
+            evbuffer_drain(in, n);
+        }
+        c->payload_left -= n;
+    }
+    if (c->sink.done != NULL) {
+        void (*done)(struct conn *, void *) = c->sink.done;
+        c->sink.done = NULL;
+        done(c, c->sink.arg);
+    }
+}
+
 /* Handles up to frames_per_read whole frames from the input buffer. */
 static void
 process_input(struct conn *c)
@@ -294,6 +377,15 @@ process_input(struct conn *c)
 
     while (!c->dead && !c->closing) {
         uint8_t headbuf[IPUOF_FRAME_HEAD_LEN];
+
+        if (c->payload_left > 0) {
+            read_payload(c);
+            if (c->payload_left > 0)
+                return; /* wait for more bytes */
+            continue;
+        }
+        if (c->job_active)
+            return; /* frames wait until the job in flight is answered */
         struct ipuof_frame_limits lim;
         struct ipuof_frame_head head;
         Ipuof__Header *h;
@@ -319,7 +411,7 @@ process_input(struct conn *c)
             frame_error(c, rc, &head, err);
             return;
         }
-        if (avail < IPUOF_FRAME_HEAD_LEN + (size_t)head.header_len + head.payload_len)
+        if (avail < IPUOF_FRAME_HEAD_LEN + (size_t)head.header_len)
             return;
         p = evbuffer_pullup(in, IPUOF_FRAME_HEAD_LEN + (ssize_t)head.header_len);
         h = p ? ipuof_frame_header_unpack(p + IPUOF_FRAME_HEAD_LEN, head.header_len, &lim, err,
@@ -332,16 +424,14 @@ process_input(struct conn *c)
         }
         c->frames_in++;
         handled++;
-        if (head.payload_len > 0) {
-            /* No request in this protocol version takes a raw payload. */
-            evbuffer_drain(in, head.payload_len);
-            conn_send_error(c, h->request_id, IPUOF_E_PROTO, 0, 0, "protocol",
-                            "a %s request carries no payload, but %u payload bytes came with it",
-                            ipuof_frame_body_name(h), head.payload_len);
-        } else {
-            dispatch(c, h);
-        }
+        memset(&c->sink, 0, sizeof c->sink);
+        c->sink_idx = 0;
+        c->sink_off = 0;
+        c->payload_left = head.payload_len;
+        dispatch(c, h, head.payload_len);
         ipuof_frame_header_free(h);
+        if (c->payload_left > 0 && !c->dead)
+            read_payload(c);
     }
 }
 

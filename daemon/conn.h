@@ -15,6 +15,28 @@
 
 struct srv;
 struct waiter;
+struct model;
+struct req_job;
+struct compile_job;
+struct conn;
+
+/* Where the raw payload of the frame being read goes: up to CONN_MAX_SEGS buffers, filled in
+ * order; then done() runs. Without a sink the payload is read and discarded. */
+#define CONN_MAX_SEGS 64
+struct conn_sink {
+    uint8_t *seg[CONN_MAX_SEGS];
+    size_t seg_len[CONN_MAX_SEGS];
+    int nseg;
+    void (*done)(struct conn *c, void *arg);
+    void (*abort)(struct conn *c, void *arg); /* the connection died first; may be NULL */
+    void *arg;
+};
+
+/* One piece of an outgoing payload (copied by conn_sendv). */
+struct conn_iov {
+    const void *base;
+    size_t len;
+};
 
 struct conn {
     struct srv *srv;
@@ -34,6 +56,18 @@ struct conn {
     int in_callback;
     int dead;                    /* free once the callback unwinds */
     uint64_t frames_in;
+
+    /* payload of the frame being read */
+    uint64_t payload_left;       /* bytes still to read */
+    struct conn_sink sink;       /* where they go (nseg == 0: discarded) */
+    int sink_idx;
+    size_t sink_off;
+
+    int job_active;              /* a compile or run is in flight: read no more frames */
+    struct model *models;        /* compiled models this connection owns */
+    struct compile_job *upload;  /* model bytes arriving for a compile */
+    struct req_job *inflight;    /* the compile or run on a worker, or NULL */
+
     struct conn *prev, *next;
 };
 
@@ -59,6 +93,16 @@ void conn_close_after_write(struct conn *c);
  * output goes over max_output_bytes the connection is dropped. Returns 0 or -1.
  */
 int conn_send(struct conn *c, const Ipuof__Header *h, const void *payload, uint32_t payload_len);
+
+/* Queues one frame whose payload is the concatenation of iov[0..n). As conn_send. */
+int conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, int n);
+
+/* Sets where the payload of the frame now being dispatched goes (its handler calls this). */
+void conn_set_sink(struct conn *c, const struct conn_sink *sink);
+
+/* Marks a job in flight (frames wait) or finished (buffered frames are processed again). */
+void conn_job_begin(struct conn *c);
+void conn_job_end(struct conn *c);
 
 /* Queues an Error reply for req_id. */
 void conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int recovery,

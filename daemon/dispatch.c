@@ -12,16 +12,20 @@
 #include "server.h"
 
 static const struct req_entry table[] = {
-    {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, req_hello},
-    {IPUOF__HEADER__BODY_HEALTH, "health", 1, 0, req_health},
-    {IPUOF__HEADER__BODY_ATTACH, "attach", 0, 0, req_attach},
-    {IPUOF__HEADER__BODY_DETACH, "detach", 0, 0, req_detach},
-    {IPUOF__HEADER__BODY_STATUS, "status", 0, 0, req_status},
-    {IPUOF__HEADER__BODY_RESET, "reset", 0, 1, req_reset},
+    {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello},
+    {IPUOF__HEADER__BODY_HEALTH, "health", 1, 0, 0, req_health},
+    {IPUOF__HEADER__BODY_ATTACH, "attach", 0, 0, 0, req_attach},
+    {IPUOF__HEADER__BODY_DETACH, "detach", 0, 0, 0, req_detach},
+    {IPUOF__HEADER__BODY_STATUS, "status", 0, 0, 0, req_status},
+    {IPUOF__HEADER__BODY_RESET, "reset", 0, 1, 0, req_reset},
+    {IPUOF__HEADER__BODY_COMPILE, "compile", 0, 0, 1, req_compile},
+    {IPUOF__HEADER__BODY_MODEL_CHUNK, "model_chunk", 0, 0, 1, req_model_chunk},
+    {IPUOF__HEADER__BODY_RUN, "run", 0, 0, 1, req_run},
+    {IPUOF__HEADER__BODY_FREE_MODEL, "free_model", 0, 0, 0, req_free_model},
 };
 
 void
-dispatch(struct conn *c, const Ipuof__Header *h)
+dispatch(struct conn *c, const Ipuof__Header *h, uint32_t payload_len)
 {
     const struct req_entry *e = NULL;
 
@@ -63,7 +67,13 @@ dispatch(struct conn *c, const Ipuof__Header *h)
                         "ipuofd is shutting down and takes no new %s requests", e->name);
         return;
     }
+    if (payload_len > 0 && !e->payload) {
+        conn_send_error(c, h->request_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "a %s request carries no payload, but %u payload bytes came with it",
+                        e->name, payload_len);
+        return;
+    }
     log_debug("client %u: %s (request %llu)", c->id, e->name,
               (unsigned long long)h->request_id);
-    e->fn(c, h->request_id, h);
+    e->fn(c, h->request_id, h, payload_len);
 }

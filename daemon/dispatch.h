@@ -10,27 +10,37 @@
 #include "conn.h"
 #include "ipuof.pb-c.h"
 
-/* A handler answers the request itself (reply or error); it never frees h. */
-typedef void (*req_fn)(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+/* A handler answers the request itself (reply or error); it never frees h. payload_len raw
+ * bytes follow the header: a handler that wants them calls conn_set_sink(), otherwise they
+ * are discarded. */
+typedef void (*req_fn)(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                       uint32_t payload_len);
 
 struct req_entry {
     Ipuof__Header__BodyCase body;
     const char *name;
     int before_hello;            /* allowed before the hello */
     int admin;                   /* needs admin rights */
+    int payload;                 /* takes a raw payload */
     req_fn fn;
 };
 
 /* Checks the request against its entry and runs the handler. */
-void dispatch(struct conn *c, const Ipuof__Header *h);
+void dispatch(struct conn *c, const Ipuof__Header *h, uint32_t payload_len);
 
 /* Handlers, one file per family. */
-void req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
-void req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
-void req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
-void req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
-void req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
-void req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h);
+void req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                     uint32_t payload_len);
+void req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                    uint32_t payload_len);
 
 /* Replies to an attach (used by the wait queue too). */
 void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,

@@ -11,8 +11,9 @@
 #include "server.h"
 
 void
-req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
+    (void)payload_len;
     struct srv *s = c->srv;
     struct dev_inventory *inv = s->inv;
     Ipuof__Header r = IPUOF__HEADER__INIT;
@@ -61,8 +62,9 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
 }
 
 void
-req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
+    (void)payload_len;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
 
@@ -118,8 +120,9 @@ select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsi
 }
 
 void
-req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
+    (void)payload_len;
     const Ipuof__ResetRequest *rq = h->reset;
     struct srv *s = c->srv;
     struct dev_inventory *inv = s->inv;

@@ -11,6 +11,7 @@
 #include "frame.h"
 #include "ipuof/client.h"
 #include "log.h"
+#include "models.h"
 #include "server.h"
 
 /* Compares tokens in time independent of where they differ. */
@@ -26,8 +27,9 @@ token_equal(const char *a, const char *b)
 }
 
 void
-req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
+    (void)payload_len;
     const Ipuof__Hello *hi = h->hello;
     const struct cfg *cfg = &c->srv->cfg;
     Ipuof__Header r = IPUOF__HEADER__INIT;
@@ -112,8 +114,9 @@ reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, u
 }
 
 void
-req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
+    (void)payload_len;
     const Ipuof__AttachRequest *a = h->attach;
     struct srv *s = c->srv;
     struct dev_holder holder;
@@ -176,8 +179,9 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
 }
 
 void
-req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
+req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
+    (void)payload_len;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
     uint32_t ids[CFG_MAX_IPUS];
@@ -197,6 +201,7 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h)
     r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
     r.detach_reply = &dr;
     log_info("client %u (%s, pid %u) detached partition '%s'", c->id, c->name, c->pid, p->name);
+    models_release_all(c, IPUOF_E_NOT_ATTACHED, 0);
     c->part = NULL;
     dev_release(c->srv->inv, p);
     conn_send(c, &r, NULL, 0);
@@ -234,6 +239,7 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     r.body_case = IPUOF__HEADER__BODY_NOTICE;
     r.notice = &n;
     /* Release first: sending may drop a connection that stopped reading. */
+    models_release_all(c, code, 0);
     c->part = NULL;
     dev_release(c->srv->inv, p);
     conn_send(c, &r, NULL, 0);

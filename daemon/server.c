@@ -365,9 +365,10 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     for (struct conn *c = s->conns; c != NULL; c = c->next)
         pending += evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
+    pending += (int)work_pending(s->work);
     if (pending == 0 || srv_now_ms() >= s->stop_deadline_ms) {
         if (pending)
-            log_warn("drain_timeout reached with %d client(s) still unwritten", pending);
+            log_warn("drain_timeout reached with %d client(s) or job(s) unfinished", pending);
         event_base_loopexit(s->base, NULL);
         return;
     }
@@ -548,6 +549,13 @@ srv_init(struct srv *s, char *err, size_t errlen)
     }
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(s->cfg.ipus, s->cfg.ipu_memory, s->cfg.tiles);
+    cache_init(&s->cache, s->cfg.cache_entries);
+    s->work = work_new(s->base, s->cfg.worker_threads ? s->cfg.worker_threads
+                                                      : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    if (s->work == NULL) {
+        seterr(err, errlen, "cannot start worker threads");
+        return -1;
+    }
     s->ev_term = evsignal_new(s->base, SIGTERM, on_stop_signal, s);
     s->ev_int = evsignal_new(s->base, SIGINT, on_stop_signal, s);
     s->ev_hup = evsignal_new(s->base, SIGHUP, on_hup, s);
@@ -594,6 +602,9 @@ srv_cleanup(struct srv *s)
         event_free(s->ev_drain);
     if (s->ev_accept_retry)
         event_free(s->ev_accept_retry);
+    work_free(s->work);
+    s->work = NULL;
+    cache_destroy(&s->cache);
     dev_inventory_free(s->inv);
     if (s->base)
         event_base_free(s->base);

@@ -14,6 +14,8 @@
 
 #include "config.h"
 #include "devices.h"
+#include "models.h"
+#include "work.h"
 
 struct conn;
 struct waiter;
@@ -48,6 +50,10 @@ struct srv {
     struct waiter *wait_head, *wait_tail;
     unsigned nwaiting;
     int hold_waiters;                        /* set while IPUs are being reset */
+
+    struct work *work;                       /* compile and run threads */
+    struct cache cache;                      /* compiled executables */
+    uint32_t next_model_id;
 
     int stopping;
     uint64_t stop_deadline_ms;

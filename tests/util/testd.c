@@ -194,17 +194,46 @@ write_all(int fd, const void *buf, size_t len)
 }
 
 int
-raw_send(int fd, const Ipuof__Header *h)
+raw_send_payload(int fd, const Ipuof__Header *h, const void *payload, size_t plen)
 {
     uint8_t *buf;
     size_t len;
     int rc;
 
-    if (ipuof_frame_pack(h, 0, &buf, &len) != IPUOF_OK)
+    if (ipuof_frame_pack(h, (uint32_t)plen, &buf, &len) != IPUOF_OK)
         return -1;
     rc = write_all(fd, buf, len);
     free(buf);
+    if (rc == 0 && plen > 0)
+        rc = write_all(fd, payload, plen);
     return rc;
+}
+
+int
+raw_send(int fd, const Ipuof__Header *h)
+{
+    return raw_send_payload(fd, h, NULL, 0);
+}
+
+void *
+read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    void *buf = NULL;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+        buf = malloc((size_t)n + 1);
+        if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        }
+        *len = (size_t)n;
+    }
+    fclose(f);
+    return buf;
 }
 
 int
@@ -242,6 +271,41 @@ read_exact(int fd, uint8_t *buf, size_t len, int timeout_ms, int *eof)
         len -= (size_t)n;
     }
     return 0;
+}
+
+Ipuof__Header *
+raw_recv_payload(int fd, int timeout_ms, void **payload, size_t *plen)
+{
+    struct ipuof_frame_limits lim;
+    struct ipuof_frame_head head;
+    uint8_t hb[IPUOF_FRAME_HEAD_LEN];
+    Ipuof__Header *h = NULL;
+    uint8_t *body;
+    int eof = 0;
+
+    *payload = NULL;
+    *plen = 0;
+    ipuof_frame_limits_default(&lim);
+    if (read_exact(fd, hb, sizeof hb, timeout_ms, &eof) < 0 ||
+        ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, NULL, 0) != IPUOF_OK)
+        return NULL;
+    body = malloc((size_t)head.header_len + 1);
+    if (body == NULL)
+        return NULL;
+    if (read_exact(fd, body, head.header_len, timeout_ms, &eof) == 0)
+        h = ipuof_frame_header_unpack(body, head.header_len, &lim, NULL, 0);
+    free(body);
+    if (h != NULL && head.payload_len > 0) {
+        *payload = malloc(head.payload_len);
+        if (*payload == NULL || read_exact(fd, *payload, head.payload_len, timeout_ms, &eof) < 0) {
+            free(*payload);
+            *payload = NULL;
+            ipuof_frame_header_free(h);
+            return NULL;
+        }
+        *plen = head.payload_len;
+    }
+    return h;
 }
 
 Ipuof__Header *

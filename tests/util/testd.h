@@ -53,6 +53,9 @@ int raw_connect(int port);
 /* Sends a frame with h (and no payload). 0 or -1. */
 int raw_send(int fd, const Ipuof__Header *h);
 
+/* Sends a frame with h and len payload bytes. 0 or -1. */
+int raw_send_payload(int fd, const Ipuof__Header *h, const void *payload, size_t len);
+
 /* Sends a hello with the given protocol version and request id 1. 0 or -1. */
 int raw_hello(int fd, uint32_t version);
 
@@ -61,6 +64,13 @@ int raw_hello(int fd, uint32_t version);
  * ipuof_frame_header_free) or NULL on EOF, error or timeout (*eof set to 1 on EOF/reset).
  */
 Ipuof__Header *raw_recv(int fd, int timeout_ms, int *eof);
+
+/* As raw_recv, and returns the frame's payload in *payload (malloc'd, caller frees; NULL
+ * when empty) and its length in *len. */
+Ipuof__Header *raw_recv_payload(int fd, int timeout_ms, void **payload, size_t *len);
+
+/* Reads a whole file into a malloc'd buffer (caller frees); NULL on error. */
+void *read_file(const char *path, size_t *len);
 
 /* Reads until EOF or timeout; returns 1 if the peer closed within timeout_ms. */
 int raw_wait_closed(int fd, int timeout_ms);

@@ -1,0 +1,221 @@
+/*
+ * models.c — the executable cache and the bookkeeping of models on IPUs. See models.h.
+ *
+ * Cache: an entry keeps the model bytes it was compiled from, so a hit is an exact byte
+ * comparison (hashes only narrow the search): one client can never be handed another
+ * client's executable by a hash collision. An entry serves one live model at a time; a
+ * second client compiling the same model while the first still uses it gets its own
+ * compile, which then also stays in the cache. Entries not in use are evicted least
+ * recently used first beyond cache_entries.
+ */
+#include "models.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "devices.h"
+#include "log.h"
+#include "server.h"
+
+void
+cache_init(struct cache *k, unsigned max)
+{
+    memset(k, 0, sizeof *k);
+    pthread_mutex_init(&k->mu, NULL);
+    k->max = max;
+}
+
+static void
+entry_free(struct cache_entry *e)
+{
+    sim_exe_free(e->exe);
+    sim_model_free(e->model);
+    free(e->bytes);
+    free(e->key);
+    free(e);
+}
+
+/* Evicts unused entries, oldest first, while there are more than max. Caller holds mu. */
+static void
+trim_locked(struct cache *k)
+{
+    while (k->n > k->max) {
+        struct cache_entry **victim = NULL;
+        for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
+            if (!(*pp)->in_use && (victim == NULL || (*pp)->last_used_ms < (*victim)->last_used_ms))
+                victim = pp;
+        if (victim == NULL)
+            return;
+        struct cache_entry *e = *victim;
+        *victim = e->next;
+        k->n--;
+        entry_free(e);
+    }
+}
+
+void
+cache_destroy(struct cache *k)
+{
+    struct cache_entry *e, *next;
+
+    for (e = k->head; e != NULL; e = next) {
+        next = e->next;
+        entry_free(e);
+    }
+    k->head = NULL;
+    k->n = 0;
+    pthread_mutex_destroy(&k->mu);
+}
+
+struct cache_entry *
+cache_acquire(struct cache *k, const uint8_t *bytes, size_t len, const char *key)
+{
+    uint64_t h = cache_hash(bytes, len, key);
+    struct cache_entry *hit = NULL;
+
+    pthread_mutex_lock(&k->mu);
+    for (struct cache_entry *e = k->head; e != NULL; e = e->next) {
+        if (!e->in_use && e->hash == h && e->len == len && strcmp(e->key, key) == 0 &&
+            memcmp(e->bytes, bytes, len) == 0) {
+            hit = e;
+            hit->in_use = 1;
+            break;
+        }
+    }
+    if (hit)
+        k->hits++;
+    else
+        k->misses++;
+    pthread_mutex_unlock(&k->mu);
+    return hit;
+}
+
+void
+cache_insert(struct cache *k, struct cache_entry *e)
+{
+    pthread_mutex_lock(&k->mu);
+    e->in_use = 1;
+    e->next = k->head;
+    k->head = e;
+    k->n++;
+    trim_locked(k);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void
+cache_release(struct cache *k, struct cache_entry *e)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&k->mu);
+    e->in_use = 0;
+    e->last_used_ms = srv_now_ms();
+    trim_locked(k);
+    pthread_mutex_unlock(&k->mu);
+}
+
+uint64_t
+cache_hash(const uint8_t *bytes, size_t len, const char *key)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ bytes[i]) * 1099511628211ull;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h;
+}
+
+/* ---- models on IPUs --------------------------------------------------------------------- */
+
+void
+model_place(struct srv *s, struct model *m)
+{
+    for (unsigned i = 0; i < m->nipus; i++)
+        s->inv->ipus[m->first_ipu + i].memory_used += m->mem[i];
+    m->placed = 1;
+}
+
+static void
+model_unplace(struct srv *s, struct model *m)
+{
+    if (!m->placed)
+        return;
+    for (unsigned i = 0; i < m->nipus; i++) {
+        struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
+        d->memory_used = d->memory_used >= m->mem[i] ? d->memory_used - m->mem[i] : 0;
+    }
+    m->placed = 0;
+}
+
+void
+model_free(struct srv *s, struct model *m)
+{
+    if (m == NULL)
+        return;
+    model_unplace(s, m);
+    cache_release(&s->cache, m->entry);
+    free(m);
+}
+
+void
+models_update_loaded(struct srv *s, struct conn *c)
+{
+    const struct dev_partition *p = c->part;
+
+    if (p == NULL)
+        return;
+    for (unsigned i = 0; i < p->count; i++) {
+        struct dev_ipu *d = &s->inv->ipus[p->first + i];
+        size_t used = 0;
+        d->loaded[0] = '\0';
+        for (const struct model *m = c->models; m != NULL; m = m->next) {
+            if (d->id < m->first_ipu || d->id >= m->first_ipu + m->nipus)
+                continue;
+            if (used + strlen(m->name) + 2 >= sizeof d->loaded)
+                break;
+            used += (size_t)snprintf(d->loaded + used, sizeof d->loaded - used, "%s%s",
+                                     used ? "," : "", m->name);
+        }
+    }
+}
+
+void
+models_release_all(struct conn *c, int cancel_code, int conn_dying)
+{
+    struct srv *s = c->srv;
+    struct model *m, *next;
+
+    for (m = c->models; m != NULL; m = next) {
+        next = m->next;
+        m->next = NULL;
+        model_unplace(s, m);
+        if (!m->busy) {
+            model_free(s, m);
+        } else if (m->job != NULL) {
+            /* A run is in flight: stop it at the next node; its completion frees the model
+             * and reports cancel_code. */
+            m->cancel_code = cancel_code;
+            sim_exe_cancel(m->entry->exe);
+            if (conn_dying)
+                m->owner = NULL;
+        } else if (conn_dying) {
+            model_free(s, m); /* its payload was still arriving; nothing more will */
+        } else {
+            m->cancel_code = cancel_code; /* payload arriving: the sink's end frees it */
+        }
+    }
+    c->models = NULL;
+    models_update_loaded(s, c);
+}
+
+struct model *
+models_find(struct conn *c, uint32_t id)
+{
+    for (struct model *m = c->models; m != NULL; m = m->next)
+        if (m->id == id)
+            return m;
+    return NULL;
+}

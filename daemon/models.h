@@ -1,0 +1,103 @@
+/*
+ * models.h — compiled models on the daemon: the executable cache shared by all clients,
+ * the models each connection owns, their place on the partition's IPUs (memory, "loaded",
+ * steps run), and the jobs that compile and run them on worker threads.
+ *
+ * Threading: the cache is shared with worker threads and has its own mutex; everything
+ * else is owned by the event-loop thread.
+ */
+#ifndef IPUOFD_MODELS_H
+#define IPUOFD_MODELS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "sim.h"
+#include "work.h"
+
+struct conn;
+struct srv;
+
+/* A compiled executable, kept for reuse after its model is freed. */
+struct cache_entry {
+    uint64_t hash;               /* of bytes + key, to narrow the search */
+    uint8_t *bytes;              /* the ONNX model it was compiled from (owned) */
+    size_t len;
+    char *key;                   /* the compile options, serialised (owned) */
+    struct sim_model *model;
+    struct sim_exe *exe;
+    int in_use;                  /* a live model uses it */
+    uint64_t last_used_ms;
+    struct cache_entry *next;
+};
+
+struct cache {
+    pthread_mutex_t mu;
+    struct cache_entry *head;
+    unsigned n, max;
+    uint64_t hits, misses;
+};
+
+void cache_init(struct cache *k, unsigned max);
+/* Frees every entry (at exit). */
+void cache_destroy(struct cache *k);
+
+uint64_t cache_hash(const uint8_t *bytes, size_t len, const char *key);
+
+/* An unused entry compiled from exactly these bytes and options, marked in use; or NULL.
+ * Any thread. */
+struct cache_entry *cache_acquire(struct cache *k, const uint8_t *bytes, size_t len,
+                                  const char *key);
+
+/* Adds a new entry (in use); evicts beyond max. Any thread. */
+void cache_insert(struct cache *k, struct cache_entry *e);
+
+/* The model using e is gone; e stays for reuse until evicted. NULL is a no-op. Any thread. */
+void cache_release(struct cache *k, struct cache_entry *e);
+
+/* A request whose work runs on a worker thread. conn is NULL once the client is gone. */
+struct req_job {
+    struct job job;
+    struct srv *srv;
+    struct conn *conn;
+    uint64_t req_id;
+};
+
+struct model {
+    uint32_t id;
+    char name[64];
+    struct conn *owner;          /* NULL once orphaned (its run finishes first) */
+    struct cache_entry *entry;   /* holds the executable */
+    unsigned first_ipu, nipus;   /* daemon IPU ids it occupies */
+    uint64_t mem[CFG_MAX_IPUS];  /* bytes on each of them */
+    int placed;                  /* counted in the IPUs' memory_used */
+    int busy;                    /* run input arriving or a run in flight */
+    struct req_job *job;         /* the run in flight, or NULL */
+    int cancel_code;             /* non-zero: the partition went away during the run */
+    struct model *next;
+};
+
+/* Counts m's memory on its IPUs. */
+void model_place(struct srv *s, struct model *m);
+
+/* Uncounts and frees m, returning its executable to the cache. NULL is a no-op. */
+void model_free(struct srv *s, struct model *m);
+
+/* The model of c with this id, or NULL. */
+struct model *models_find(struct conn *c, uint32_t id);
+
+/*
+ * Takes every model away from c and uncounts its memory: idle models are freed now; a
+ * model whose run is in flight is freed when the run ends, which then reports cancel_code
+ * to c (or to nobody when conn_dying). Call before the partition itself is released.
+ */
+void models_release_all(struct conn *c, int cancel_code, int conn_dying);
+
+/* Drops an unfinished model upload of c, if any. */
+void models_drop_upload(struct conn *c);
+
+/* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
+void models_update_loaded(struct srv *s, struct conn *c);
+
+#endif

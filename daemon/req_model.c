@@ -1,0 +1,767 @@
+/*
+ * req_model.c — compile, model_chunk, run and free_model: the requests that put graphs on
+ * the simulated IPUs and stream batches through them.
+ *
+ * Compile: the model bytes arrive in the compile frame's payload and in model_chunk frames
+ * until model_bytes are in; then a worker thread loads and compiles them (or finds them in
+ * the cache), sending compile_progress events meanwhile. Run: the input bytes are read
+ * from the socket straight into the executable's input buffers, a worker runs the device
+ * iterations and replicas, and the outputs go back in one frame. While a job is in flight
+ * the connection's further frames wait; other connections are served.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "dispatch.h"
+#include "frame.h"
+#include "ipuof/client.h"
+#include "log.h"
+#include "models.h"
+#include "server.h"
+
+#define MAX_MODE_OPTS 256
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* ---- compile ------------------------------------------------------------------------------ */
+
+struct compile_job {
+    struct req_job rj;
+    uint8_t *bytes;                    /* model_bytes, filled by the upload */
+    size_t len, got;
+    char name[64];
+    char *key;                         /* serialised options, for the cache */
+    struct sim_compile_opts opts;
+    struct sim_output_opt modes[MAX_MODE_OPTS];
+    char *mode_names[MAX_MODE_OPTS];
+    int no_cache;
+    unsigned first_ipu, part_count;
+    uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
+    atomic_int prog_done, prog_total;
+    struct event *prog_ev;
+    /* results */
+    struct cache_entry *entry;
+    int cached;
+    int rc;
+    struct sim_err err;
+    uint64_t us;
+};
+
+static void
+compile_job_free(struct compile_job *cj)
+{
+    if (cj == NULL)
+        return;
+    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
+        free(cj->mode_names[i]);
+    if (cj->prog_ev)
+        event_free(cj->prog_ev);
+    free(cj->bytes);
+    free(cj->key);
+    free(cj);
+}
+
+static int
+map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
+{
+    switch (k) {
+    case IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT:
+    case IPUOF__OUTPUT_KIND__OUTPUT_ALL: m->kind = SIM_OUTPUT_ALL; break;
+    case IPUOF__OUTPUT_KIND__OUTPUT_FINAL: m->kind = SIM_OUTPUT_FINAL; break;
+    case IPUOF__OUTPUT_KIND__OUTPUT_SUM: m->kind = SIM_OUTPUT_SUM; break;
+    case IPUOF__OUTPUT_KIND__OUTPUT_EVERYN: m->kind = SIM_OUTPUT_EVERYN; break;
+    default: return -1;
+    }
+    m->n = m->kind == SIM_OUTPUT_EVERYN ? n : 0;
+    return 0;
+}
+
+static void
+on_progress_cb(int done, int total, void *ud)
+{
+    struct compile_job *cj = ud;
+
+    atomic_store(&cj->prog_done, done);
+    atomic_store(&cj->prog_total, total);
+    event_active(cj->prog_ev, 0, 0);
+}
+
+static void
+on_progress_ev(evutil_socket_t fd, short what, void *arg)
+{
+    struct compile_job *cj = arg;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__CompileProgress p = IPUOF__COMPILE_PROGRESS__INIT;
+
+    (void)fd;
+    (void)what;
+    if (cj->rj.conn == NULL)
+        return;
+    p.done = (uint32_t)atomic_load(&cj->prog_done);
+    p.total = (uint32_t)atomic_load(&cj->prog_total);
+    h.request_id = cj->rj.req_id;
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
+    h.compile_progress = &p;
+    conn_send(cj->rj.conn, &h, NULL, 0);
+}
+
+/* Worker thread: find the model in the cache or compile it. */
+static void
+compile_run(struct job *j)
+{
+    struct compile_job *cj = (struct compile_job *)j;
+    struct cache *k = &cj->rj.srv->cache;
+    struct cache_entry *e = NULL;
+    uint64_t t0 = now_us();
+
+    cj->rc = IPUOF_OK;
+    if (!cj->no_cache)
+        e = cache_acquire(k, cj->bytes, cj->len, cj->key);
+    if (e != NULL) {
+        size_t n = sim_exe_ipu_count(e->exe);
+        cj->cached = 1;
+        for (size_t i = 0; i < n; i++) {
+            struct sim_mem_report rep;
+            sim_exe_memory(e->exe, i, &rep);
+            if (rep.total > cj->remaining[i]) {
+                cj->rc = IPUOF_E_DEVICE_OOM;
+                snprintf(cj->err.msg, sizeof cj->err.msg,
+                         "model '%s' does not fit IPU %u: it needs %" PRIu64 " bytes, %" PRIu64
+                         " are free (other models of this partition use the rest); free a "
+                         "model or attach more IPUs", cj->name, cj->first_ipu + (unsigned)i,
+                         rep.total, cj->remaining[i]);
+                cache_release(k, e);
+                return;
+            }
+        }
+        cj->entry = e;
+        on_progress_cb(1, 1, cj);
+        cj->us = now_us() - t0;
+        return;
+    }
+    e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        cj->rc = IPUOF_E_NOMEM;
+        snprintf(cj->err.msg, sizeof cj->err.msg, "out of memory");
+        return;
+    }
+    cj->rc = sim_model_load(cj->bytes, cj->len, &e->model, &cj->err);
+    if (cj->rc == IPUOF_OK)
+        cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
+    cj->us = now_us() - t0;
+    if (cj->rc != IPUOF_OK) {
+        sim_model_free(e->model);
+        free(e);
+        return;
+    }
+    e->bytes = cj->bytes;
+    e->len = cj->len;
+    e->key = cj->key;
+    e->hash = cache_hash(e->bytes, e->len, e->key);
+    cj->bytes = NULL;
+    cj->key = NULL;
+    cache_insert(k, e);
+    cj->entry = e;
+}
+
+static void
+fill_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t *dims,
+                 int64_t *step, Ipuof__OutputMode *mode)
+{
+    ipuof__tensor_info__init(ti);
+    ti->name = (char *)io->name;
+    ti->dtype = (Ipuof__DType)io->dtype;
+    for (int d = 0; d < io->run_rank; d++)
+        dims[d] = io->run_dims[d];
+    for (int d = 0; d < io->rank; d++)
+        step[d] = io->dims[d];
+    ti->n_dims = (size_t)io->run_rank;
+    ti->dims = dims;
+    ti->n_step_dims = (size_t)io->rank;
+    ti->step_dims = step;
+    ti->bytes = io->run_bytes;
+    if (mode != NULL) {
+        ipuof__output_mode__init(mode);
+        mode->name = (char *)io->name;
+        mode->kind = (Ipuof__OutputKind)(io->mode.kind + 1);
+        mode->n = io->mode.n;
+        ti->mode = mode;
+    }
+}
+
+static void
+reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cached, uint64_t us)
+{
+    struct sim_exe *exe = m->entry->exe;
+    size_t ni = sim_exe_input_count(exe), no = sim_exe_output_count(exe), nt = ni + no;
+    size_t nm = sim_exe_ipu_count(exe);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__CompileReply r = IPUOF__COMPILE_REPLY__INIT;
+    Ipuof__TensorInfo *ti = calloc(nt + 1, sizeof *ti);
+    Ipuof__TensorInfo **tp = calloc(nt + 1, sizeof *tp);
+    Ipuof__OutputMode *modes = calloc(no + 1, sizeof *modes);
+    int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(nt + 1, sizeof *dims);
+    Ipuof__MemoryReport *mr = calloc(nm + 1, sizeof *mr);
+    Ipuof__MemoryReport **mp = calloc(nm + 1, sizeof *mp);
+
+    if (!ti || !tp || !modes || !dims || !mr || !mp) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        struct sim_io_info io;
+        if (i < ni)
+            sim_exe_input_info(exe, i, &io);
+        else
+            sim_exe_output_info(exe, i - ni, &io);
+        fill_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
+                         i < ni ? NULL : &modes[i - ni]);
+        tp[i] = &ti[i];
+    }
+    for (size_t i = 0; i < nm; i++) {
+        struct sim_mem_report rep;
+        sim_exe_memory(exe, i, &rep);
+        ipuof__memory_report__init(&mr[i]);
+        mr[i].ipu = m->first_ipu + rep.ipu;
+        mr[i].replica = rep.replica;
+        mr[i].weights_bytes = rep.weights;
+        mr[i].activations_bytes = rep.activations;
+        mr[i].code_bytes = rep.code;
+        mr[i].total_bytes = rep.total;
+        mr[i].capacity_bytes = c->srv->cfg.ipu_memory;
+        mp[i] = &mr[i];
+    }
+    r.model_id = m->id;
+    r.cached = cached;
+    r.n_inputs = ni;
+    r.inputs = tp;
+    r.n_outputs = no;
+    r.outputs = tp + ni;
+    r.n_memory = nm;
+    r.memory = mp;
+    r.compile_us = us;
+    r.device_iterations = sim_exe_device_iterations(exe);
+    r.replicas = sim_exe_replicas(exe);
+    r.micro_batch = sim_exe_micro_batch(exe);
+    h.request_id = req_id;
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_REPLY;
+    h.compile_reply = &r;
+    conn_send(c, &h, NULL, 0);
+out:
+    free(ti);
+    free(tp);
+    free(modes);
+    free(dims);
+    free(mr);
+    free(mp);
+}
+
+/* Loop thread: the compile finished. */
+static void
+compile_done(struct job *j)
+{
+    struct compile_job *cj = (struct compile_job *)j;
+    struct conn *c = cj->rj.conn;
+    struct srv *s = cj->rj.srv;
+    struct model *m;
+
+    if (c == NULL) { /* the client went away */
+        cache_release(&s->cache, cj->entry);
+        compile_job_free(cj);
+        return;
+    }
+    c->inflight = NULL;
+    conn_enter(c);
+    if (cj->rc != IPUOF_OK) {
+        log_info("client %u: compile of '%s' failed: %s", c->id, cj->name, cj->err.msg);
+        conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
+        goto out;
+    }
+    if (c->part == NULL || c->part->first != cj->first_ipu || c->part->count != cj->part_count) {
+        cache_release(&s->cache, cj->entry);
+        conn_send_error(c, cj->rj.req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_REATTACH, "device",
+                        "the partition was reset while model '%s' compiled; attach again",
+                        cj->name);
+        goto out;
+    }
+    m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        cache_release(&s->cache, cj->entry);
+        conn_send_error(c, cj->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        goto out;
+    }
+    m->id = ++s->next_model_id;
+    snprintf(m->name, sizeof m->name, "%s", cj->name);
+    m->owner = c;
+    m->entry = cj->entry;
+    m->first_ipu = cj->first_ipu;
+    m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
+    for (unsigned i = 0; i < m->nipus && i < CFG_MAX_IPUS; i++) {
+        struct sim_mem_report rep;
+        sim_exe_memory(m->entry->exe, i, &rep);
+        m->mem[i] = rep.total;
+    }
+    model_place(s, m);
+    m->next = c->models;
+    c->models = m;
+    models_update_loaded(s, c);
+    log_info("client %u (%s): model %u '%s' %s in %.1f ms on IPUs %u-%u", c->id, c->name, m->id,
+             m->name, cj->cached ? "from the cache" : "compiled", (double)cj->us / 1000.0,
+             m->first_ipu, m->first_ipu + m->nipus - 1);
+    reply_compiled(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us);
+out:
+    compile_job_free(cj);
+    conn_job_end(c);
+    conn_leave(c);
+}
+
+/* The whole model has arrived: hand it to a worker. */
+static void
+upload_complete(struct conn *c)
+{
+    struct compile_job *cj = c->upload;
+
+    c->upload = NULL;
+    cj->rj.job.run = compile_run;
+    cj->rj.job.done = compile_done;
+    cj->prog_ev = event_new(c->srv->base, -1, 0, on_progress_ev, cj);
+    if (cj->prog_ev == NULL || work_submit(c->srv->work, &cj->rj.job) < 0) {
+        conn_send_error(c, cj->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        compile_job_free(cj);
+        return;
+    }
+    c->inflight = &cj->rj;
+    conn_job_begin(c);
+}
+
+static void
+on_chunk_received(struct conn *c, void *arg)
+{
+    struct compile_job *cj = arg;
+
+    if (c->upload != cj)
+        return;
+    if (cj->got == cj->len)
+        upload_complete(c);
+}
+
+/* Points the frame's payload at the upload buffer. 0, or -1 with an error sent. */
+static int
+take_chunk(struct conn *c, uint64_t req_id, struct compile_job *cj, uint64_t offset,
+           uint32_t payload_len)
+{
+    struct conn_sink sink = {.nseg = 1, .done = on_chunk_received, .arg = cj};
+
+    if (offset != cj->got || payload_len > cj->len - cj->got) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "model chunk at offset %" PRIu64 " with %u bytes does not continue the "
+                        "upload (%zu of %zu bytes received)", offset, payload_len, cj->got,
+                        cj->len);
+        return -1;
+    }
+    sink.seg[0] = cj->bytes + offset;
+    sink.seg_len[0] = payload_len;
+    cj->got += payload_len;
+    conn_set_sink(c, &sink);
+    return 0;
+}
+
+static char *
+options_key(const struct compile_job *cj)
+{
+    char *key = malloc(64 + (size_t)cj->opts.n_output_modes * 300);
+    size_t used;
+
+    if (key == NULL)
+        return NULL;
+    used = (size_t)sprintf(key, "D%u R%u B%u M%d/%u", cj->opts.device_iterations,
+                           cj->opts.replicas, cj->opts.micro_batch, cj->opts.default_mode.kind,
+                           cj->opts.default_mode.n);
+    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
+        used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
+                                cj->modes[i].mode.kind, cj->modes[i].mode.n);
+    return key;
+}
+
+void
+req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    const Ipuof__CompileRequest *rq = h->compile;
+    struct srv *s = c->srv;
+    struct compile_job *cj = NULL;
+    unsigned R = rq->replicas ? rq->replicas : 1;
+
+    if (c->part == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
+                        "compiling needs IPUs: attach a partition first");
+        return;
+    }
+    if (c->upload != NULL) {
+        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "a model upload is already in progress on this connection");
+        return;
+    }
+    if (rq->model_bytes == 0 || rq->model_bytes > s->cfg.max_model_bytes) {
+        conn_send_error(c, req_id, rq->model_bytes ? IPUOF_E_TOO_LARGE : IPUOF_E_INVAL, 0, 0,
+                        "daemon", "model of %" PRIu64 " bytes: models of 1 to %" PRIu64
+                        " bytes (max_model_bytes) are accepted", rq->model_bytes,
+                        s->cfg.max_model_bytes);
+        return;
+    }
+    if (payload_len > rq->model_bytes) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "compile payload of %u bytes is more than model_bytes (%" PRIu64 ")",
+                        payload_len, rq->model_bytes);
+        return;
+    }
+    if (rq->device_iterations == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "deviceIterations is 0; it must be at least 1 (each call runs "
+                        "deviceIterations micro-batches per replica)");
+        return;
+    }
+    if (R > c->part->count) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "replication factor %u needs %u IPUs, but partition '%s' has %u; "
+                        "attach a partition of %u IPUs or lower the replication factor", R, R,
+                        c->part->name, c->part->count, dev_round_pow2(R));
+        return;
+    }
+    if (rq->n_output_modes > MAX_MODE_OPTS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu output modes given; at most %d are accepted", rq->n_output_modes,
+                        MAX_MODE_OPTS);
+        return;
+    }
+    cj = calloc(1, sizeof *cj);
+    if (cj == NULL)
+        goto oom;
+    cj->bytes = malloc(rq->model_bytes);
+    if (cj->bytes == NULL)
+        goto oom;
+    cj->len = rq->model_bytes;
+    cj->rj.srv = s;
+    cj->rj.conn = c;
+    cj->rj.req_id = req_id;
+    snprintf(cj->name, sizeof cj->name, "%s", rq->name[0] ? rq->name : "model");
+    sim_compile_opts_init(&cj->opts);
+    cj->opts.device_iterations = rq->device_iterations;
+    cj->opts.replicas = R;
+    cj->opts.micro_batch = rq->micro_batch;
+    cj->opts.tiles = s->cfg.tiles;
+    if (rq->default_mode != NULL &&
+        map_kind(rq->default_mode->kind, &cj->opts.default_mode, rq->default_mode->n) < 0)
+        goto bad_mode;
+    for (size_t i = 0; i < rq->n_output_modes; i++) {
+        cj->mode_names[i] = strdup(rq->output_modes[i]->name);
+        if (cj->mode_names[i] == NULL)
+            goto oom;
+        cj->opts.n_output_modes = i + 1;
+        cj->modes[i].name = cj->mode_names[i];
+        if (map_kind(rq->output_modes[i]->kind, &cj->modes[i].mode, rq->output_modes[i]->n) < 0)
+            goto bad_mode;
+    }
+    cj->opts.output_modes = cj->modes;
+    cj->opts.progress = on_progress_cb;
+    cj->opts.progress_ud = cj;
+    cj->no_cache = rq->no_cache;
+    cj->first_ipu = c->part->first;
+    cj->part_count = c->part->count;
+    cj->opts.ipu_memory_bytes = UINT64_MAX;
+    for (unsigned i = 0; i < c->part->count; i++) {
+        const struct dev_ipu *d = &s->inv->ipus[c->part->first + i];
+        cj->remaining[i] = d->memory_capacity - d->memory_used;
+        if (i < R && cj->remaining[i] < cj->opts.ipu_memory_bytes)
+            cj->opts.ipu_memory_bytes = cj->remaining[i];
+    }
+    cj->key = options_key(cj);
+    if (cj->key == NULL)
+        goto oom;
+    c->upload = cj;
+    if (payload_len == 0 && cj->len > 0)
+        return; /* everything comes in model_chunk frames */
+    if (take_chunk(c, req_id, cj, 0, payload_len) < 0) {
+        c->upload = NULL;
+        compile_job_free(cj);
+    }
+    return;
+
+bad_mode:
+    conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                    "unknown output mode; use All, Final, Sum or EveryN");
+    compile_job_free(cj);
+    return;
+oom:
+    conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon",
+                    "out of memory receiving a model of %" PRIu64 " bytes", rq->model_bytes);
+    compile_job_free(cj);
+}
+
+void
+req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    struct compile_job *cj = c->upload;
+
+    if (cj == NULL || cj->rj.req_id != req_id) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "model chunk for request %" PRIu64 ", which is not an upload in "
+                        "progress", req_id);
+        return;
+    }
+    if (take_chunk(c, req_id, cj, h->model_chunk->offset, payload_len) < 0) {
+        c->upload = NULL;
+        compile_job_free(cj);
+    }
+}
+
+void
+models_drop_upload(struct conn *c)
+{
+    compile_job_free(c->upload);
+    c->upload = NULL;
+}
+
+/* ---- run -------------------------------------------------------------------------------- */
+
+struct run_job {
+    struct req_job rj;
+    struct model *m;
+    int rc;
+    struct sim_err err;
+    uint64_t us;
+};
+
+static void
+run_run(struct job *j)
+{
+    struct run_job *r = (struct run_job *)j;
+    uint64_t t0 = now_us();
+
+    r->rc = sim_exe_run(r->m->entry->exe, &r->err);
+    r->us = now_us() - t0;
+}
+
+static void
+reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
+{
+    struct sim_exe *exe = m->entry->exe;
+    size_t no = sim_exe_output_count(exe);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
+    Ipuof__TensorInfo ti[CONN_MAX_SEGS];
+    Ipuof__TensorInfo *tp[CONN_MAX_SEGS];
+    int64_t dims[CONN_MAX_SEGS][2 * SIM_MAX_RANK];
+    struct conn_iov iov[CONN_MAX_SEGS];
+
+    for (size_t i = 0; i < no; i++) {
+        struct sim_io_info io;
+        sim_exe_output_info(exe, i, &io);
+        fill_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK, NULL);
+        tp[i] = &ti[i];
+        iov[i].base = sim_exe_output_buffer(exe, i);
+        iov[i].len = io.run_bytes;
+    }
+    r.n_outputs = no;
+    r.outputs = tp;
+    r.run_us = us;
+    h.request_id = req_id;
+    h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
+    h.run_reply = &r;
+    conn_sendv(c, &h, iov, (int)no);
+}
+
+static void
+run_done(struct job *j)
+{
+    struct run_job *r = (struct run_job *)j;
+    struct model *m = r->m;
+    struct srv *s = r->rj.srv;
+    struct conn *c = r->rj.conn;
+
+    m->busy = 0;
+    m->job = NULL;
+    if (c == NULL || m->owner == NULL) { /* the client went away during the run */
+        model_free(s, m);
+        free(r);
+        return;
+    }
+    c->inflight = NULL;
+    conn_enter(c);
+    if (m->cancel_code != 0) {
+        conn_send_error(c, r->rj.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_REATTACH, "device",
+                        "the run of model '%s' was interrupted: %s", m->name,
+                        m->cancel_code == IPUOF_E_SHUTDOWN ? "ipuofd is shutting down"
+                                                           : "the partition was reset");
+        model_free(s, m);
+    } else if (r->rc != IPUOF_OK) {
+        conn_send_error(c, r->rj.req_id, r->rc, 0, 0, "executor", "%s", r->err.msg);
+    } else {
+        unsigned D = sim_exe_device_iterations(m->entry->exe);
+        for (unsigned i = 0; i < m->nipus; i++)
+            s->inv->ipus[m->first_ipu + i].steps_run += D;
+        reply_run(c, r->rj.req_id, m, r->us);
+    }
+    free(r);
+    conn_job_end(c);
+    conn_leave(c);
+}
+
+/* The inputs have arrived in the executable's buffers: run them on a worker. */
+static void
+on_run_payload(struct conn *c, void *arg)
+{
+    struct run_job *r = arg;
+    struct model *m = r->m;
+
+    if (m->cancel_code != 0) {
+        conn_send_error(c, r->rj.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_REATTACH, "device",
+                        "the partition was reset before model '%s' could run", m->name);
+        model_free(c->srv, m);
+        free(r);
+        conn_job_end(c);
+        return;
+    }
+    r->rj.job.run = run_run;
+    r->rj.job.done = run_done;
+    if (work_submit(c->srv->work, &r->rj.job) < 0) {
+        m->busy = 0;
+        conn_send_error(c, r->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        free(r);
+        conn_job_end(c);
+        return;
+    }
+    m->job = &r->rj;
+    c->inflight = &r->rj;
+}
+
+/* The connection died while the inputs were arriving (the model is freed with it). */
+static void
+on_run_abort(struct conn *c, void *arg)
+{
+    (void)c;
+    free(arg);
+}
+
+void
+req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    const Ipuof__RunRequest *rq = h->run;
+    struct conn_sink sink = {0};
+    struct model *m = models_find(c, rq->model_id);
+    struct sim_exe *exe;
+    struct run_job *r;
+    uint64_t total = 0;
+    size_t n_in;
+
+    if (m == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
+                        "no model %u on this connection; compile one first", rq->model_id);
+        return;
+    }
+    exe = m->entry->exe;
+    n_in = sim_exe_input_count(exe);
+    if (rq->n_inputs != n_in || n_in > CONN_MAX_SEGS) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
+                        "run of model '%s' gives %zu inputs; the model takes %zu", m->name,
+                        rq->n_inputs, n_in);
+        return;
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        const Ipuof__TensorInfo *ti = rq->inputs[i];
+        long idx = ti->name[0] ? sim_exe_input_index(exe, ti->name) : (long)i;
+        struct sim_io_info io;
+        struct sim_err err;
+        int rc;
+
+        if (idx < 0 || (size_t)idx != i) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
+                            "run input %zu is '%s', but model '%s' takes '%s' there (inputs "
+                            "go in the order of the compile reply)", i, ti->name, m->name,
+                            sim_exe_input_info(exe, i, &io) == 0 ? io.name : "?");
+            return;
+        }
+        if (ti->n_dims > SIM_MAX_RANK) {
+            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor",
+                            "input '%s' has rank %zu; at most %d is supported", ti->name,
+                            ti->n_dims, SIM_MAX_RANK);
+            return;
+        }
+        rc = sim_exe_check_input(exe, i, (int)ti->dtype, (int)ti->n_dims, ti->dims, &err);
+        if (rc != IPUOF_OK) {
+            conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
+            return;
+        }
+        sim_exe_input_info(exe, i, &io);
+        sink.seg[i] = sim_exe_input_buffer(exe, i);
+        sink.seg_len[i] = io.run_bytes;
+        total += io.run_bytes;
+    }
+    if (total != payload_len) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "run payload has %u bytes; the inputs described need %" PRIu64,
+                        payload_len, total);
+        return;
+    }
+    r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        return;
+    }
+    r->rj.srv = c->srv;
+    r->rj.conn = c;
+    r->rj.req_id = req_id;
+    r->m = m;
+    m->busy = 1;
+    sink.nseg = (int)n_in;
+    sink.done = on_run_payload;
+    sink.abort = on_run_abort;
+    sink.arg = r;
+    conn_job_begin(c);
+    if (payload_len == 0)
+        on_run_payload(c, r);
+    else
+        conn_set_sink(c, &sink);
+}
+
+void
+req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__FreeModelReply fr = IPUOF__FREE_MODEL_REPLY__INIT;
+    struct model **pp, *m = NULL;
+
+    (void)payload_len;
+    for (pp = &c->models; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->id == h->free_model->model_id) {
+            m = *pp;
+            *pp = m->next;
+            break;
+        }
+    }
+    if (m == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
+                        "no model %u on this connection", h->free_model->model_id);
+        return;
+    }
+    model_free(c->srv, m);
+    models_update_loaded(c->srv, c);
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
+    r.free_model_reply = &fr;
+    conn_send(c, &r, NULL, 0);
+}
