@@ -25,6 +25,16 @@
 #include "server.h"
 
 #define MAX_MODE_OPTS 256
+#define MAX_CONSTS 64
+
+/* A value offered for an input that may decide shapes (copied from the request). */
+struct constant_in {
+    char *name;
+    int dtype;
+    int rank;
+    int64_t dims[SIM_MAX_RANK];
+    void *data;
+};
 
 static uint64_t
 now_us(void)
@@ -46,6 +56,9 @@ struct compile_job {
     struct sim_compile_opts opts;
     struct sim_output_opt modes[MAX_MODE_OPTS];
     char *mode_names[MAX_MODE_OPTS];
+    struct constant_in consts[MAX_CONSTS];
+    size_t n_consts;
+    struct sim_frozen_input frozen[MAX_CONSTS];
     int no_cache;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
@@ -66,6 +79,10 @@ compile_job_free(struct compile_job *cj)
         return;
     for (size_t i = 0; i < cj->opts.n_output_modes; i++)
         free(cj->mode_names[i]);
+    for (size_t i = 0; i < cj->n_consts; i++) {
+        free(cj->consts[i].name);
+        free(cj->consts[i].data);
+    }
     if (cj->prog_ev)
         event_free(cj->prog_ev);
     free(cj->bytes);
@@ -117,6 +134,83 @@ on_progress_ev(evutil_socket_t fd, short what, void *arg)
     conn_send(cj->rj.conn, &h, NULL, 0);
 }
 
+/* Fixes the offered constant inputs that decide shapes in m. */
+static void
+freeze_constants(struct compile_job *cj, const struct sim_model *m)
+{
+    struct sim_frozen_input *frozen = cj->frozen;
+    size_t n = 0;
+
+    for (size_t k = 0; k < cj->n_consts; k++) {
+        for (size_t i = 0; i < sim_model_input_count(m); i++) {
+            if (strcmp(sim_model_input_name(m, i), cj->consts[k].name) != 0 ||
+                !sim_model_input_needs_constant(m, i))
+                continue;
+            frozen[n].name = cj->consts[k].name;
+            frozen[n].dtype = cj->consts[k].dtype;
+            frozen[n].rank = cj->consts[k].rank;
+            frozen[n].dims = cj->consts[k].dims;
+            frozen[n].data = cj->consts[k].data;
+            n++;
+        }
+    }
+    cj->opts.frozen = frozen;
+    cj->opts.n_frozen = n;
+}
+
+/* Copies the request's constant inputs, checking each one's size. 0 or -1 with an error sent. */
+static int
+copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
+               const Ipuof__CompileRequest *rq)
+{
+    if (rq->n_constant_inputs > MAX_CONSTS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu constant inputs given; at most %d are accepted",
+                        rq->n_constant_inputs, MAX_CONSTS);
+        return -1;
+    }
+    for (size_t k = 0; k < rq->n_constant_inputs; k++) {
+        const Ipuof__ConstantInput *ci = rq->constant_inputs[k];
+        struct constant_in *dst = &cj->consts[k];
+        size_t esize = sim_dtype_size((int)ci->dtype);
+        uint64_t numel = 1;
+
+        if (ci->n_dims > SIM_MAX_RANK || esize == 0) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                            "constant input '%s' has rank %zu and dtype %d; rank 0 to %d and a "
+                            "supported dtype are accepted", ci->name, ci->n_dims, ci->dtype,
+                            SIM_MAX_RANK);
+            return -1;
+        }
+        for (size_t d = 0; d < ci->n_dims; d++) {
+            if (ci->dims[d] < 0 || ci->dims[d] > (1 << 24)) {
+                numel = UINT64_MAX;
+                break;
+            }
+            numel *= (uint64_t)ci->dims[d];
+            dst->dims[d] = ci->dims[d];
+        }
+        if (numel == UINT64_MAX || numel * esize != ci->data.len) {
+            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "compiler",
+                            "constant input '%s' carries %zu bytes, which is not its shape's "
+                            "size in %s", ci->name, ci->data.len,
+                            sim_dtype_name((int)ci->dtype));
+            return -1;
+        }
+        dst->name = strdup(ci->name);
+        dst->data = malloc(ci->data.len + 1);
+        cj->n_consts = k + 1;
+        if (dst->name == NULL || dst->data == NULL) {
+            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+            return -1;
+        }
+        memcpy(dst->data, ci->data.data, ci->data.len);
+        dst->dtype = (int)ci->dtype;
+        dst->rank = (int)ci->n_dims;
+    }
+    return 0;
+}
+
 /* Worker thread: find the model in the cache or compile it. */
 static void
 compile_run(struct job *j)
@@ -158,6 +252,8 @@ compile_run(struct job *j)
         return;
     }
     cj->rc = sim_model_load(cj->bytes, cj->len, &e->model, &cj->err);
+    if (cj->rc == IPUOF_OK)
+        freeze_constants(cj, e->model);
     if (cj->rc == IPUOF_OK)
         cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
     cj->us = now_us() - t0;
@@ -379,10 +475,21 @@ take_chunk(struct conn *c, uint64_t req_id, struct compile_job *cj, uint64_t off
     return 0;
 }
 
+static size_t
+constant_bytes(const struct constant_in *k)
+{
+    size_t n = sim_dtype_size(k->dtype);
+
+    for (int d = 0; d < k->rank; d++)
+        n *= (size_t)k->dims[d];
+    return n;
+}
+
+/* The options as a string: two compiles share an executable only when these are equal. */
 static char *
 options_key(const struct compile_job *cj)
 {
-    char *key = malloc(64 + (size_t)cj->opts.n_output_modes * 300);
+    char *key = malloc(64 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600);
     size_t used;
 
     if (key == NULL)
@@ -393,6 +500,14 @@ options_key(const struct compile_job *cj)
     for (size_t i = 0; i < cj->opts.n_output_modes; i++)
         used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
                                 cj->modes[i].mode.kind, cj->modes[i].mode.n);
+    for (size_t i = 0; i < cj->n_consts; i++) {
+        const struct constant_in *k = &cj->consts[i];
+        uint64_t h = cache_hash(k->data, constant_bytes(k), k->name);
+        used += (size_t)sprintf(key + used, " C%.256s:%d:%d:%016" PRIx64, k->name, k->dtype,
+                                k->rank, h);
+        for (int d = 0; d < k->rank; d++)
+            used += (size_t)sprintf(key + used, ",%" PRId64, k->dims[d]);
+    }
     return key;
 }
 
@@ -486,6 +601,10 @@ req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pa
         cj->remaining[i] = d->memory_capacity - d->memory_used;
         if (i < R && cj->remaining[i] < cj->opts.ipu_memory_bytes)
             cj->opts.ipu_memory_bytes = cj->remaining[i];
+    }
+    if (copy_constants(c, req_id, cj, rq) < 0) {
+        compile_job_free(cj);
+        return;
     }
     cj->key = options_key(cj);
     if (cj->key == NULL)
