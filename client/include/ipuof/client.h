@@ -311,6 +311,12 @@ struct ipuof_model_opts {
     int no_cache;                     /* compile even when the daemon has it cached */
     ipuof_progress_fn progress;       /* may be NULL */
     void *progress_user;
+    /* Values for graph inputs that decide shapes (a Reshape's shape, Slice bounds, axes):
+     * the compiler plans static shapes and fixes these inputs to the values given; they
+     * are then no longer inputs of the model. A tensor given here for an input that decides
+     * no shape is ignored and the input stays a run input. Copied by the compile call. */
+    const struct ipuof_tensor *constant_inputs;
+    size_t n_constant_inputs;
 };
 
 typedef struct ipuof_model ipuof_model;
@@ -342,16 +348,6 @@ IPUOF_API int ipuof_model_compile_file(ipuof_client *c, const char *path,
  * no-op. */
 IPUOF_API void ipuof_model_free(ipuof_model *m);
 
-/* A tensor: its description and, for run inputs and outputs, its bytes (little-endian,
- * row-major). In a tensor the library returns, pointers are borrowed from the model. */
-struct ipuof_tensor {
-    const char *name;
-    int dtype;                  /* enum ipuof_dtype */
-    int rank;
-    int64_t dims[8];
-    const void *data;
-    size_t bytes;
-};
 
 IPUOF_API size_t ipuof_model_input_count(const ipuof_model *m);
 IPUOF_API size_t ipuof_model_output_count(const ipuof_model *m);
