@@ -295,6 +295,17 @@ struct ipuof_output_mode {
     unsigned n;                 /* IPUOF_OUTPUT_EVERYN only */
 };
 
+/* A tensor: its description and, for run inputs and outputs, its bytes (little-endian,
+ * row-major). In a tensor the library returns, pointers are borrowed from the model. */
+struct ipuof_tensor {
+    const char *name;
+    int dtype;                  /* enum ipuof_dtype */
+    int rank;
+    int64_t dims[8];
+    const void *data;
+    size_t bytes;
+};
+
 /* Called while the daemon compiles: done <= total. It runs inside ipuof_model_compile() and
  * must not call the library on the same client handle. */
 typedef void (*ipuof_progress_fn)(int done, int total, void *user);
