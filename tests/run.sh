@@ -33,7 +33,7 @@ run_one() { # kind name command...
     rc=$?
     secs=$(( $(date +%s) - start ))
     p=0 f=0 s=0
-    if [ "$kind" = cmocka ]; then
+    if [ "$kind" = cmocka ] && grep -q '^\[==========\]' "$log"; then
         count_cmocka "$log"
         [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     else
