@@ -126,6 +126,50 @@ build_modes(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__OutputMode
     return IPUOF_OK;
 }
 
+/* The CompileRequest's constant inputs: *cis and *ptrs are caller-owned (free()); names, dims
+ * and data are borrowed from o. */
+static int
+build_consts(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__ConstantInput **cis,
+             Ipuof__ConstantInput ***ptrs)
+{
+    size_t n = o->n_constant_inputs;
+
+    *cis = NULL;
+    *ptrs = NULL;
+    if (n > 0 && o->constant_inputs == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "n_constant_inputs is %zu but constant_inputs is NULL", n);
+    *cis = calloc(n != 0 ? n : 1, sizeof **cis);
+    *ptrs = calloc(n != 0 ? n : 1, sizeof **ptrs);
+    if (*cis == NULL || *ptrs == NULL)
+        return ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory for %zu constant inputs",
+                             n);
+    for (size_t i = 0; i < n; i++) {
+        const struct ipuof_tensor *t = &o->constant_inputs[i];
+        size_t want = ipuof_dtype_size(t->dtype);
+
+        if (t->name == NULL || t->rank < 0 || t->rank > 8 || want == 0)
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                                 "constant input %zu needs a name, a rank of 0 to 8 and a known "
+                                 "dtype", i);
+        for (int d = 0; d < t->rank; d++)
+            want *= t->dims[d] > 0 ? (size_t)t->dims[d] : 0;
+        if (want != t->bytes || (want > 0 && t->data == NULL))
+            return ipuof_err_set(c, IPUOF_E_SHAPE, "client",
+                                 "constant input '%s' has %zu bytes; its shape and dtype need %zu",
+                                 t->name, t->bytes, want);
+        ipuof__constant_input__init(&(*cis)[i]);
+        (*cis)[i].name = (char *)t->name;
+        (*cis)[i].dtype = (Ipuof__DType)t->dtype;
+        (*cis)[i].n_dims = (size_t)t->rank;
+        (*cis)[i].dims = (int64_t *)t->dims;
+        (*cis)[i].data.data = (uint8_t *)t->data;
+        (*cis)[i].data.len = t->bytes;
+        (*ptrs)[i] = &(*cis)[i];
+    }
+    return IPUOF_OK;
+}
+
 /* Hands a CompileProgress to the caller's callback, if any. */
 static void
 report_progress(const struct ipuof_model_opts *o, const Ipuof__CompileProgress *p)
@@ -358,6 +402,8 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     Ipuof__OutputMode dm = IPUOF__OUTPUT_MODE__INIT;
     Ipuof__OutputMode *modes = NULL;
     Ipuof__OutputMode **mode_ptrs = NULL;
+    Ipuof__ConstantInput *consts = NULL;
+    Ipuof__ConstantInput **const_ptrs = NULL;
     Ipuof__Header *reply = NULL;
     ipuof_model *m = NULL;
     struct ipuof_xchg x;
@@ -383,6 +429,8 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
         rc = partition_ready(c);
     if (rc == IPUOF_OK)
         rc = build_modes(c, opts, &modes, &mode_ptrs);
+    if (rc == IPUOF_OK)
+        rc = build_consts(c, opts, &consts, &const_ptrs);
     if (rc != IPUOF_OK)
         goto out;
     cr.model_bytes = len;
@@ -396,6 +444,8 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     cr.n_output_modes = opts->n_output_modes;
     cr.output_modes = mode_ptrs;
     cr.no_cache = opts->no_cache != 0;
+    cr.n_constant_inputs = opts->n_constant_inputs;
+    cr.constant_inputs = const_ptrs;
     req.body_case = IPUOF__HEADER__BODY_COMPILE;
     req.compile = &cr;
     rc = ipuof_xchg_begin(c, &x, &req, c->request_ms);
@@ -418,6 +468,8 @@ out:
     ipuof_frame_header_free(reply);
     free(modes);
     free(mode_ptrs);
+    free(consts);
+    free(const_ptrs);
     return ipuof_model_settle(c, rc);
 }
 
