@@ -258,6 +258,9 @@ ipuof_input_check(ipuof_model *m, size_t i, const struct ipuof_tensor *t)
                              t->rank, IPUOF_MAX_RANK);
     for (int d = 0; same && d < t->rank; d++)
         same = t->dims[d] == want->dims[d];
+    /* A scalar input's run shape is [D x R]; with one step per call the scalar itself fits. */
+    if (!same && t->rank == 0 && want->rank == 1 && want->dims[0] == 1 && want->step_rank == 0)
+        same = 1;
     if (!same) {
         ipuof_shape_format(got_shape, sizeof got_shape, t->rank, t->dims);
         ipuof_shape_format(want_shape, sizeof want_shape, want->rank, want->dims);
