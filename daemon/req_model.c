@@ -204,7 +204,8 @@ copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
             return -1;
         }
-        memcpy(dst->data, ci->data.data, ci->data.len);
+        if (ci->data.len > 0)
+            memcpy(dst->data, ci->data.data, ci->data.len);
         dst->dtype = (int)ci->dtype;
         dst->rank = (int)ci->n_dims;
     }

@@ -39,7 +39,10 @@ int main(void) {
 }
 C
 export PKG_CONFIG_PATH="$D/root/usr/lib/pkgconfig"
-if cc -o "$D/app" "$D/app.c" $(pkg-config --define-variable=prefix="$D/root/usr" --cflags --libs ipuof-client) >"$D/cc.log" 2>&1; then
+# A sanitizer build's library needs the sanitizer runtime in the application too.
+san=""
+nm -D "$D/root/usr/lib/libipuof-client.so" | grep -q __asan_init && san="-fsanitize=address,undefined"
+if cc $san -o "$D/app" "$D/app.c" $(pkg-config --define-variable=prefix="$D/root/usr" --cflags --libs ipuof-client) >"$D/cc.log" 2>&1; then
     ok "an application builds with pkg-config --cflags --libs ipuof-client"
     LD_LIBRARY_PATH="$D/root/usr/lib" "$D/app" >/dev/null && ok "and runs against the shared library" \
         || no "the application ran wrong"
