@@ -2,7 +2,9 @@
  * compile.c — from a model and run options to an executable: resolve input shapes for one
  * micro-batch, infer every node's outputs through the op table, fold nodes whose inputs are
  * all known, drop nodes nothing reads, place nodes on IPUs, lay out the input and output
- * run buffers, then hand over to plan.c (memory) and exec.c (binding).
+ * run buffers, then hand over to plan.c (memory) and exec.c (binding). For a training
+ * compile, weights.c decides which initializers become weights before inference and lays
+ * them out after autodiff.c has built the backward schedule.
  *
  * Does not: execute anything at run time, or know any op's semantics (ops.h does).
  */
@@ -14,6 +16,7 @@
 
 #define MAX_DEVICE_ITERATIONS (1u << 24)
 #define MAX_REPLICAS 1024u
+#define MAX_ACCUMULATION (1u << 20)
 
 void
 sim_compile_opts_init(struct sim_compile_opts *o)
@@ -23,7 +26,11 @@ sim_compile_opts_init(struct sim_compile_opts *o)
     o->replicas = 1;
     o->ipu_memory_bytes = SIM_DEFAULT_IPU_MEMORY;
     o->tiles = SIM_DEFAULT_TILES;
-    o->default_mode.kind = SIM_OUTPUT_ALL;
+    o->default_mode.kind = SIM_OUTPUT_DEFAULT;
+    o->gradient_accumulation = 1;
+    o->accumulation_reduction = SIM_REDUCE_MEAN;
+    sim_optimizer_init(&o->optimizer, SIM_OPT_SGD);
+    o->optimizer.lr = 0.01f;
 }
 
 bool
@@ -72,6 +79,10 @@ sim_exe_free(struct sim_exe *e)
     free(e->patch_start);
     free(e->rng);
     free(e->vals);
+    free(e->w);
+    free(e->params);
+    free(e->bufs);
+    sim_train_free(e->tr);
     free(e);
 }
 
@@ -85,6 +96,7 @@ sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *
     k->in = views;
     k->out = views + n->n_in;
     k->scratch = NULL;
+    k->saved = NULL;
     k->rng = NULL;
 }
 
@@ -155,7 +167,7 @@ setup_input(struct sim_exe *e, int v, unsigned micro_batch, struct sim_err *err)
     struct sim_val *val = &e->vals[v];
     struct sim_exe_io *io = &e->in[e->n_in];
     struct sim_shape s;
-    uint64_t reps = (uint64_t)e->D * e->R, run;
+    uint64_t reps = (uint64_t)e->D * e->A * e->R, run;
 
     if (mv->rank < 0)
         return sim_err_set(err, IPUOF_E_SHAPE, "graph input '%s' has no declared shape; "
@@ -244,8 +256,8 @@ unsupported_op(const struct sim_mnode *mn, const char *label, struct sim_err *er
 {
     if (mn->domain[0] != '\0')
         return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: op %s of domain '%s' is not "
-                           "supported (only the default ai.onnx domain is). Supported ops: %s",
-                           label, mn->op_type, mn->domain, sim_supported_ops());
+                           "supported (custom ops are named domain.op below). Supported ops: "
+                           "%s", label, mn->op_type, mn->domain, sim_supported_ops());
     return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: op %s is not supported. Supported ops: "
                        "%s", label, mn->op_type, sim_supported_ops());
 }
@@ -318,10 +330,11 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     n.ipu = mn->ipu;
     n.stage = mn->stage;
     sim_node_label(m, k, n.label, sizeof(n.label));
-    n.op = mn->domain[0] == '\0' ? sim_op_find(mn->op_type) : NULL;
+    n.bstep = -1;
+    n.op = sim_op_find_in(mn->domain, mn->op_type);
     if (n.op == NULL)
         return unsupported_op(mn, n.label, err);
-    if (m->opset < n.op->since)
+    if (n.op->domain == NULL && m->opset < n.op->since)
         return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: unsupported variant: %s as defined "
                            "by opset %lld (the oldest supported version is opset %d). "
                            "Supported ops: %s", n.label, mn->op_type, (long long)m->opset,
@@ -359,6 +372,8 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
         ins[j] = &e->vals[v].ti;
         if (e->vals[v].kind != SIM_V_CONST)
             fold = false;
+        if (e->vals[v].kind == SIM_V_WEIGHT && j < 32)
+            c.weight_inputs |= 1u << j;
     }
     c.mn = mn;
     c.label = n.label;
@@ -368,6 +383,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     c.in = ins;
     c.out = outs;
     c.err = err;
+    c.training = e->tr != NULL;
     rc = n.op->infer(&c);
     if (rc != 0)
         goto out;
@@ -387,6 +403,8 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
         fold = false;
     n.params = c.params;
     n.scratch = c.scratch_bytes;
+    n.saved = c.saved_bytes;
+    n.bwd_scratch = c.bwd_scratch_bytes;
     if (fold) {
         uint64_t bytes = c.scratch_bytes;
         for (int j = 0; j < mn->n_out; j++)
@@ -459,14 +477,19 @@ drop_dead_nodes(struct sim_exe *e)
     free(needed);
 }
 
-static int
-output_mode(const struct sim_compile_opts *o, const char *name, struct sim_output_mode *mode)
+/* The mode of output `name`, DEFAULT resolved: All for inference, Final for training. */
+static void
+output_mode(const struct sim_exe *e, const struct sim_compile_opts *o, const char *name,
+            struct sim_output_mode *mode)
 {
     *mode = o->default_mode;
     for (size_t i = 0; i < o->n_output_modes; i++)
         if (o->output_modes[i].name != NULL && strcmp(o->output_modes[i].name, name) == 0)
             *mode = o->output_modes[i].mode;
-    return 0;
+    if (mode->kind == SIM_OUTPUT_DEFAULT) {
+        mode->kind = e->tr != NULL ? SIM_OUTPUT_FINAL : SIM_OUTPUT_ALL;
+        mode->n = 0;
+    }
 }
 
 static int
@@ -493,16 +516,16 @@ setup_outputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_er
 
         io->name = m->vals[v].name;
         io->val = v;
-        output_mode(o, io->name, &io->mode);
+        output_mode(e, o, io->name, &io->mode);
         switch (io->mode.kind) {
-        case SIM_OUTPUT_ALL: io->iters = e->D; break;
+        case SIM_OUTPUT_ALL: io->iters = e->D * e->A; break;
         case SIM_OUTPUT_FINAL: case SIM_OUTPUT_SUM: io->iters = 1; break;
         case SIM_OUTPUT_EVERYN:
             if (io->mode.n == 0 || e->D % io->mode.n != 0)
                 return sim_err_set(err, IPUOF_E_INVAL, "output '%s': EveryN(%u) needs a "
                                    "period that divides the device iterations (%u)", io->name,
                                    io->mode.n, e->D);
-            io->iters = e->D / io->mode.n;
+            io->iters = e->D / io->mode.n * e->A;
             break;
         default:
             return sim_err_set(err, IPUOF_E_INVAL, "output '%s': unknown output mode %d",
@@ -539,6 +562,63 @@ setup_outputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_er
     return 0;
 }
 
+static int
+check_opts(const struct sim_compile_opts *o, struct sim_err *err)
+{
+    if (o->device_iterations < 1 || o->device_iterations > MAX_DEVICE_ITERATIONS)
+        return sim_err_set(err, IPUOF_E_INVAL, "device_iterations must be in [1, %u], not %u",
+                           MAX_DEVICE_ITERATIONS, o->device_iterations);
+    if (o->replicas < 1 || o->replicas > MAX_REPLICAS)
+        return sim_err_set(err, IPUOF_E_INVAL, "replicas must be in [1, %u], not %u",
+                           MAX_REPLICAS, o->replicas);
+    if (o->gradient_accumulation < 1 || o->gradient_accumulation > MAX_ACCUMULATION)
+        return sim_err_set(err, IPUOF_E_INVAL, "gradient_accumulation must be in [1, %u], "
+                           "not %u", MAX_ACCUMULATION, o->gradient_accumulation);
+    if (o->loss == NULL && o->gradient_accumulation != 1)
+        return sim_err_set(err, IPUOF_E_INVAL, "gradient_accumulation is %u but no loss is "
+                           "named: an inference compile must use 1 (gradients are only "
+                           "accumulated when training)", o->gradient_accumulation);
+    if (o->loss == NULL)
+        return 0;
+    if (o->accumulation_reduction != SIM_REDUCE_MEAN &&
+        o->accumulation_reduction != SIM_REDUCE_SUM)
+        return sim_err_set(err, IPUOF_E_INVAL, "accumulation_reduction %d is neither mean "
+                           "(%d) nor sum (%d)", o->accumulation_reduction, SIM_REDUCE_MEAN,
+                           SIM_REDUCE_SUM);
+    return sim_optimizer_check(&o->optimizer, err);
+}
+
+/* The training state of a compile with a loss: the loss must be a graph output. */
+static int
+setup_training(struct sim_exe *e, const struct sim_model *m, const struct sim_compile_opts *o,
+               struct sim_err *err)
+{
+    struct sim_train *tr = calloc(1, sizeof(*tr));
+
+    if (tr == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    e->tr = tr;
+    tr->A = o->gradient_accumulation;
+    tr->reduction = o->accumulation_reduction;
+    tr->opt = o->optimizer;
+    tr->loss = -1;
+    for (int i = 0; i < m->n_out; i++)
+        if (strcmp(m->vals[m->outputs[i]].name, o->loss) == 0)
+            tr->loss = m->outputs[i];
+    if (tr->loss < 0) {
+        char list[512];
+        size_t used = 0;
+        list[0] = '\0';
+        for (int i = 0; i < m->n_out && used < sizeof(list); i++)
+            used += (size_t)snprintf(list + used, sizeof(list) - used, "%s'%s'",
+                                     i ? ", " : "", m->vals[m->outputs[i]].name);
+        return sim_err_set(err, IPUOF_E_INVAL, "the loss '%s' is not a graph output (the "
+                           "outputs are %s); export the model with the loss as an output",
+                           o->loss, list);
+    }
+    return 0;
+}
+
 int
 sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             struct sim_exe **out, struct sim_err *err)
@@ -549,15 +629,19 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     *out = NULL;
     if (m == NULL || o == NULL)
         return sim_err_set(err, IPUOF_E_INVAL, "no model or no options");
-    if (o->device_iterations < 1 || o->device_iterations > MAX_DEVICE_ITERATIONS)
-        return sim_err_set(err, IPUOF_E_INVAL, "device_iterations must be in [1, %u], not %u",
-                           MAX_DEVICE_ITERATIONS, o->device_iterations);
-    if (o->replicas < 1 || o->replicas > MAX_REPLICAS)
-        return sim_err_set(err, IPUOF_E_INVAL, "replicas must be in [1, %u], not %u",
-                           MAX_REPLICAS, o->replicas);
+    rc = check_opts(o, err);
+    if (rc != 0)
+        return rc;
     e = calloc(1, sizeof(*e));
     if (e == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    e->A = o->gradient_accumulation;
+    e->seed = o->seed;
+    if (o->loss != NULL) {
+        rc = setup_training(e, m, o, err);
+        if (rc != 0)
+            goto fail;
+    }
     atomic_init(&e->busy, 0);
     atomic_init(&e->run_id, 0);
     atomic_init(&e->cancel_id, 0);
@@ -580,6 +664,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         val->off = -1;
         val->in_io = -1;
         val->out_io = -1;
+        val->weight = -1;
+        val->goff = -1;
         if (m->vals[v].kind == SIM_MV_INIT) {
             const struct sim_const *c = m->vals[v].init;
             val->kind = SIM_V_CONST;
@@ -591,6 +677,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         }
     }
     rc = setup_inputs(e, o, err);
+    if (rc == 0 && (o->loss != NULL || o->updatable_weights))
+        rc = sim_weights_mark(e, o, err);
     if (rc != 0)
         goto fail;
     total = m->n_nodes + 1;
@@ -606,13 +694,18 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     for (int s = 0; s < e->n_nodes; s++)
         if ((unsigned)e->nodes[s].ipu + 1 > e->ipr)
             e->ipr = (unsigned)e->nodes[s].ipu + 1;
-    rc = setup_outputs(e, o, err);
-    if (rc != 0)
-        goto fail;
-    rc = sim_plan_memory(e, err);
-    if (rc != 0)
-        goto fail;
-    rc = sim_exec_bind(e, err);
+    if (e->tr != NULL)
+        rc = sim_autodiff(e, err);
+    if (rc == 0)
+        rc = sim_weights_layout(e, err);
+    if (rc == 0)
+        rc = setup_outputs(e, o, err);
+    if (rc == 0)
+        rc = sim_plan_memory(e, err);
+    if (rc == 0)
+        rc = sim_exec_bind(e, err);
+    if (rc == 0 && e->tr != NULL)
+        rc = sim_train_bind(e, err);
     if (rc != 0)
         goto fail;
     if (o->progress != NULL)

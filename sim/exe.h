@@ -1,11 +1,20 @@
 /*
  * exe.h — the compiled executable, shared by compile.c (inference, folding, placement,
- * input/output layout), plan.c (memory plan, fit check) and exec.c (binding and running).
+ * input/output layout), weights.c (which initializers become weights the executable owns,
+ * their storage), autodiff.c (the backward schedule), plan.c (memory plan, fit check),
+ * exec.c (binding and running inference), train.c (training runs, the optimizers) and
+ * weights_io.c (reading, writing, copying and saving weights).
  *
  * Values are indexed exactly as the model's values. Only nodes that survive constant
  * folding are in the schedule. Memory: one arena per IPU (replica r, IPU p within the
  * replica: arenas[r * ipr + p]); every activation gets one offset in its IPU's arena,
  * reused between tensors whose lifetimes do not overlap.
+ *
+ * Training timeline of one micro-batch: forward steps 0 .. n_nodes-1, then backward steps
+ * n_nodes .. n_nodes+n_bsteps-1 (the gradient rules of the forward nodes that need one, in
+ * reverse order). Gradients of activations live in the arena from their first writer to
+ * their producer's backward step; weights, gradient accumulators and optimizer state are
+ * flat buffers (llm.c style) so the optimizer is one loop over all trainable floats.
  */
 #ifndef SIM_EXE_H
 #define SIM_EXE_H
@@ -18,7 +27,8 @@ enum sim_val_kind {
     SIM_V_NONE = 0,             /* not reached (an unused output of a node) */
     SIM_V_CONST = 1,            /* known at compile time: cdata */
     SIM_V_INPUT = 2,            /* a runtime graph input: lives in the input run buffer */
-    SIM_V_ACT = 3               /* produced by a scheduled node */
+    SIM_V_ACT = 3,              /* produced by a scheduled node */
+    SIM_V_WEIGHT = 4            /* an initializer the executable owns (e->w[weight]) */
 };
 
 struct sim_val {
@@ -31,6 +41,21 @@ struct sim_val {
     int64_t off;                /* arena offset, -1 when not in an arena */
     int in_io;                  /* input index when SIM_V_INPUT, else -1 */
     int out_io;                 /* output index when written straight to an output slot */
+    int weight;                 /* index in e->w when SIM_V_WEIGHT, else -1 */
+    bool grad;                  /* training: carries a gradient (from a trainable weight
+                                 * to the loss) */
+    int gfirst, glast;          /* training: timeline steps the gradient lives (ACT) */
+    int64_t goff;               /* training: arena offset of the gradient (ACT), or -1 */
+};
+
+/* A weight the executable owns (training, or inference with updatable_weights). */
+struct sim_weight {
+    int val;
+    int kind;                   /* enum sim_weight_kind */
+    size_t bytes;
+    size_t off;                 /* byte offset in e->params (trainable and frozen) or in
+                                 * one replica's block of e->bufs (buffers) */
+    int ipu;                    /* IPU of its first reader */
 };
 
 struct sim_enode {
@@ -44,6 +69,45 @@ struct sim_enode {
     int ipu;
     int stage;
     char label[160];
+    size_t saved;               /* training: bytes kept from forward to backward */
+    int64_t saved_off;
+    size_t bwd_scratch;         /* training: backward scratch bytes */
+    int64_t bwd_scratch_off;
+    int bstep;                  /* training: index of its backward step, or -1 */
+};
+
+/* A training executable's backward step: the gradient rule of one forward node. */
+struct sim_bstep {
+    int node;                   /* schedule index of the forward node */
+    int zero_start, zero_end;   /* e->tr->zero_vals[start..end): gradients first written
+                                 * here, zeroed before the rule runs */
+};
+
+/* One backward kernel of one replica: the forward kernel (backward scratch) and the
+ * gradient views of its outputs and inputs. */
+struct sim_bkern {
+    struct sim_kern k;
+    struct sim_tensor *dout;    /* k.n_out views */
+    struct sim_tensor *din;     /* k.n_in views */
+};
+
+/* Training state (NULL for inference executables). */
+struct sim_train {
+    unsigned A;                 /* gradient accumulation */
+    int reduction;              /* enum sim_reduction */
+    int loss;                   /* value index of the loss */
+    struct sim_optimizer opt;
+    uint64_t steps;             /* optimizer steps taken */
+    int n_bsteps;
+    struct sim_bstep *bsteps;
+    int *zero_vals;             /* value indices, grouped by backward step */
+    struct sim_bkern *bkern;    /* R * n_bsteps */
+    struct sim_tensor *gviews;  /* backing store of every backward kernel's dout/din */
+    float *grads;               /* R * n_train floats: per-replica accumulators; replica
+                                 * 0's holds the reduced gradient after each step */
+    float *mom1, *mom2;         /* optimizer state (n_train floats each), NULL when unused */
+    bool mom_started;           /* SGD: the momentum buffer holds a value */
+    float **loss_grad;          /* per replica: the loss's gradient, seeded with 1 */
 };
 
 struct sim_exe_io {
@@ -68,6 +132,8 @@ struct sim_patch {
 struct sim_exe {
     const struct sim_model *m;
     unsigned D, R, B;
+    unsigned A;                 /* gradient accumulation, 1 for inference */
+    uint64_t seed;              /* of the per-replica random generators */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
     unsigned tiles;
@@ -80,6 +146,16 @@ struct sim_exe {
 
     void **owned;               /* folded / frozen constant buffers */
     int n_owned, cap_owned;
+
+    int n_w;                    /* weights the executable owns, in initializer order */
+    struct sim_weight *w;
+    float *params;              /* trainable weights (n_train floats, aligned slots), then
+                                 * frozen ones: one copy shared by every replica */
+    size_t n_train;             /* floats of the trainable part (with alignment gaps) */
+    size_t params_bytes;
+    char *bufs;                 /* R blocks of bufs_bytes: per-replica buffers */
+    size_t bufs_bytes;
+    struct sim_train *tr;
 
     size_t *arena_bytes;        /* per IPU within a replica */
     void **arenas;              /* R * ipr */
@@ -99,13 +175,53 @@ struct sim_exe {
  * (p is then freed). */
 bool sim_exe_own(struct sim_exe *e, void *p);
 
+/* weights.c: before inference, turns the float initializers the executable will own into
+ * SIM_V_WEIGHT values (o->loss: those reaching the loss, running statistics and frozen
+ * weights; o->updatable_weights: all). */
+int sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err);
+
+/* weights.c: after autodiff, lays out and fills e->params and e->bufs. */
+int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
+
+/* autodiff.c: which values carry gradients, which weights train, the backward steps and
+ * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
+int sim_autodiff(struct sim_exe *e, struct sim_err *err);
+
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);
 
 /* exec.c: allocates arenas and run buffers and binds every kernel view. */
 int sim_exec_bind(struct sim_exe *e, struct sim_err *err);
 
+/* train.c: allocates the accumulators and optimizer state, binds the backward kernels. */
+int sim_train_bind(struct sim_exe *e, struct sim_err *err);
+
+/* train.c: one training run (D optimizer steps); the caller holds e->busy. */
+int sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
+
+/* train.c: frees e->tr. */
+void sim_train_free(struct sim_train *tr);
+
+/* optim.c: one optimizer step over e->params with the reduced gradient e->tr->grads. */
+void sim_optim_step(struct sim_exe *e);
+
 /* Fills the views of kernel k for node n from value data pointers (used by folding). */
 void sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views);
+
+/* exec.c: data pointer of value v for replica r (NULL for inputs and zero-copy outputs,
+ * which are patched per step). */
+void *sim_val_ptr(const struct sim_exe *e, int v, unsigned r);
+
+/* exec.c: points the views that read inputs or write outputs at micro-batch (d, a) of
+ * replica r; runs the forward kernels of replica r; copies or sums the outputs after it. */
+void sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
+int sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err);
+void sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
+
+/* Whether the run id has been cancelled. */
+bool sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id);
+
+/* Per-replica generator state for a seed. */
+uint64_t sim_rng_seed(uint64_t seed, unsigned replica);
 
 #endif /* SIM_EXE_H */

@@ -1,6 +1,7 @@
 /*
  * exec.c — the executor: allocate the arenas and run buffers once, bind every kernel's
- * tensor views to them, and run device_iterations x replicas steps per sim_exe_run().
+ * tensor views to them, and run device_iterations x replicas steps per sim_exe_run()
+ * (a training executable's runs are train.c's; they share the step helpers here).
  *
  * A step allocates nothing: views that point into the input and output run buffers
  * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
@@ -15,8 +16,8 @@
 
 #include "exe.h"
 
-static void *
-val_ptr(struct sim_exe *e, int v, unsigned r)
+void *
+sim_val_ptr(const struct sim_exe *e, int v, unsigned r)
 {
     const struct sim_val *val = &e->vals[v];
 
@@ -24,7 +25,25 @@ val_ptr(struct sim_exe *e, int v, unsigned r)
         return (void *)val->ti.cdata;
     if (val->kind == SIM_V_ACT && val->off >= 0)
         return (char *)e->arenas[r * e->ipr + (unsigned)val->ipu] + val->off;
+    if (val->kind == SIM_V_WEIGHT) {
+        const struct sim_weight *w = &e->w[val->weight];
+        if (w->kind == SIM_WEIGHT_BUFFER)
+            return e->bufs + (size_t)r * e->bufs_bytes + w->off;
+        return (char *)e->params + w->off;
+    }
     return NULL;    /* input or zero-copy output: patched every step */
+}
+
+/* splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators"). */
+uint64_t
+sim_rng_seed(uint64_t seed, unsigned replica)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * ((uint64_t)replica + 1);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z != 0 ? z : 0x853c49e6748fea9bull;
 }
 
 int
@@ -66,7 +85,7 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
     for (unsigned r = 0; r < R; r++) {
         struct sim_tensor *views = e->views + (size_t)r * n_views;
         e->patch_start[r] = (int)n_patch;
-        e->rng[r] = 0x853c49e6748fea9bull ^ ((uint64_t)r * 0x9e3779b97f4a7c15ull);
+        e->rng[r] = sim_rng_seed(e->seed, r);
         for (int s = 0; s < e->n_nodes; s++) {
             const struct sim_enode *n = &e->nodes[s];
             struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes + s];
@@ -74,6 +93,8 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
             k->rng = &e->rng[r];
             if (n->scratch > 0)
                 k->scratch = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->scratch_off;
+            if (n->saved > 0 && n->saved_off >= 0)
+                k->saved = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->saved_off;
             for (int j = 0; j < n->n_in + n->n_out; j++) {
                 int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
                 const struct sim_val *val;
@@ -83,7 +104,7 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
                 views[j].dtype = val->ti.dtype;
                 views[j].shape = val->ti.shape;
                 views[j].numel = val->ti.numel;
-                views[j].data = val_ptr(e, v, r);
+                views[j].data = sim_val_ptr(e, v, r);
                 if (val->kind == SIM_V_INPUT)
                     e->patches[n_patch++] = (struct sim_patch){ &views[j], val->in_io, false };
                 else if (val->kind == SIM_V_ACT && val->out_io >= 0)
@@ -99,25 +120,34 @@ oom:
                        "buffers");
 }
 
-/* Byte offset of the slot of output o written at iteration d by replica r, or -1 when
- * this iteration is not returned. */
+/* Byte offset of the slot of output o written at micro-batch (d, a) by replica r, or -1
+ * when this iteration is not returned. */
 static int64_t
-out_slot(const struct sim_exe *e, const struct sim_exe_io *o, unsigned d, unsigned r)
+out_slot(const struct sim_exe *e, const struct sim_exe_io *o, unsigned d, unsigned a,
+         unsigned r)
 {
     uint64_t slot;
 
     switch (o->mode.kind) {
-    case SIM_OUTPUT_ALL: slot = (uint64_t)d * e->R + r; break;
+    case SIM_OUTPUT_ALL: slot = ((uint64_t)d * e->A + a) * e->R + r; break;
     case SIM_OUTPUT_FINAL: case SIM_OUTPUT_SUM: slot = r; break;
     case SIM_OUTPUT_EVERYN:
         if ((d + 1) % o->mode.n != 0)
             return -1;
-        slot = (uint64_t)((d + 1) / o->mode.n - 1) * e->R + r;
+        slot = ((uint64_t)((d + 1) / o->mode.n - 1) * e->A + a) * e->R + r;
         break;
     default:
         return -1;
     }
     return (int64_t)(slot * o->step_bytes);
+}
+
+/* Offset of micro-batch (d, a) of replica r in an input's run buffer. */
+static uint64_t
+in_slot(const struct sim_exe *e, const struct sim_exe_io *in, unsigned d, unsigned a,
+        unsigned r)
+{
+    return (((uint64_t)d * e->A + a) * e->R + r) * in->step_bytes;
 }
 
 static void
@@ -162,9 +192,8 @@ sum_into(int dtype, void *dst, const void *src, int64_t n)
     }
 }
 
-/* Copies or sums the outputs that are not written in place, after step (d, r). */
-static void
-post_step(struct sim_exe *e, unsigned d, unsigned r)
+void
+sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
 {
     for (int i = 0; i < e->n_out; i++) {
         const struct sim_exe_io *o = &e->out[i];
@@ -174,23 +203,57 @@ post_step(struct sim_exe *e, unsigned d, unsigned r)
 
         if (o->zero_copy)
             continue;
-        if (o->mode.kind == SIM_OUTPUT_FINAL && d + 1 != e->D)
+        if (o->mode.kind == SIM_OUTPUT_FINAL && (d + 1 != e->D || a + 1 != e->A))
             continue;
-        off = out_slot(e, o, d, r);
+        off = out_slot(e, o, d, a, r);
         if (off < 0)
             continue;
         if (v->kind == SIM_V_INPUT)
-            src = (const char *)e->in[v->in_io].buf +
-                  ((uint64_t)d * e->R + r) * e->in[v->in_io].step_bytes;
+            src = (const char *)e->in[v->in_io].buf + in_slot(e, &e->in[v->in_io], d, a, r);
         else
-            src = val_ptr(e, o->val, r);
+            src = sim_val_ptr(e, o->val, r);
         if (o->step_bytes == 0)
             continue;
-        if (o->mode.kind == SIM_OUTPUT_SUM && d > 0)
+        if (o->mode.kind == SIM_OUTPUT_SUM && (d > 0 || a > 0))
             sum_into(o->dtype, (char *)o->buf + off, src, v->ti.numel);
         else
             memcpy((char *)o->buf + off, src, o->step_bytes);
     }
+}
+
+void
+sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
+{
+    for (int p = e->patch_start[r]; p < e->patch_start[r + 1]; p++) {
+        const struct sim_patch *pt = &e->patches[p];
+        if (pt->is_out) {
+            const struct sim_exe_io *o = &e->out[pt->io];
+            pt->view->data = (char *)o->buf + out_slot(e, o, d, a, r);
+        } else {
+            const struct sim_exe_io *in = &e->in[pt->io];
+            pt->view->data = (char *)in->buf + in_slot(e, in, d, a, r);
+        }
+    }
+}
+
+bool
+sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id)
+{
+    return atomic_load_explicit(&e->cancel_id, memory_order_relaxed) == id;
+}
+
+int
+sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
+{
+    const struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes];
+    int rc = 0;
+
+    for (int s = 0; s < e->n_nodes && rc == 0; s++) {
+        if (sim_exe_cancelled(e, id))
+            return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
+        rc = e->nodes[s].op->forward(&k[s], err);
+    }
+    return rc;
 }
 
 int
@@ -202,31 +265,22 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
     if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
         return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
     id = atomic_fetch_add(&e->run_id, 1) + 1;
+    if (e->tr != NULL) {
+        rc = sim_train_run(e, id, err);
+        atomic_store(&e->busy, 0);
+        return rc;
+    }
     for (unsigned d = 0; d < e->D && rc == 0; d++) {
         for (unsigned r = 0; r < e->R && rc == 0; r++) {
-            const struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes];
-            for (int p = e->patch_start[r]; p < e->patch_start[r + 1]; p++) {
-                const struct sim_patch *pt = &e->patches[p];
-                if (pt->is_out) {
-                    const struct sim_exe_io *o = &e->out[pt->io];
-                    pt->view->data = (char *)o->buf + out_slot(e, o, d, r);
-                } else {
-                    const struct sim_exe_io *in = &e->in[pt->io];
-                    pt->view->data = (char *)in->buf + ((uint64_t)d * e->R + r) * in->step_bytes;
-                }
-            }
-            for (int s = 0; s < e->n_nodes && rc == 0; s++) {
-                if (atomic_load_explicit(&e->cancel_id, memory_order_relaxed) == id) {
-                    rc = sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled at device "
-                                     "iteration %u of %u, replica %u", d, e->D, r);
-                    break;
-                }
-                rc = e->nodes[s].op->forward(&k[s], err);
-                if (rc != 0 && (e->R > 1 || e->D > 1))
-                    sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
-            }
+            sim_exec_patch(e, d, 0, r);
+            rc = sim_exec_forward(e, r, id, err);
+            if (rc == IPUOF_E_CANCELLED)
+                sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled at device "
+                            "iteration %u of %u, replica %u", d, e->D, r);
+            else if (rc != 0 && (e->R > 1 || e->D > 1))
+                sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
             if (rc == 0)
-                post_step(e, d, r);
+                sim_exec_post_step(e, d, 0, r);
         }
     }
     atomic_store(&e->busy, 0);
@@ -274,7 +328,7 @@ sim_exe_input_info(const struct sim_exe *e, size_t i, struct sim_io_info *info)
     if (i >= (size_t)e->n_in)
         return IPUOF_E_INVAL;
     fill_info(&e->in[i], info);
-    info->iterations = e->D;
+    info->iterations = e->D * e->A;
     return 0;
 }
 
@@ -340,7 +394,7 @@ sim_exe_check_input(const struct sim_exe *e, size_t i, int dtype, int rank,
         got.d[k] = dims[k];
     if (sim_shape_eq(&got, &io->run))
         return 0;
-    if (rank == 0 && io->step.rank == 0 && e->D == 1 && e->R == 1)
+    if (rank == 0 && io->step.rank == 0 && e->D == 1 && e->A == 1 && e->R == 1)
         return 0;   /* one scalar step: [] is as good as [1] */
     sim_shape_fmt(&io->run, want_s, sizeof(want_s));
     sim_shape_fmt(&got, got_s, sizeof(got_s));
@@ -348,6 +402,12 @@ sim_exe_check_input(const struct sim_exe *e, size_t i, int dtype, int rank,
         bool rest = true;
         for (int k = 1; k < rank; k++)
             rest = rest && got.d[k] == io->run.d[k];
+        if (rest && e->A > 1)
+            return sim_err_set(err, IPUOF_E_SHAPE, "input '%s' has shape %s but one run needs "
+                               "%s: dim 0 must be device_iterations (%u) x "
+                               "gradient_accumulation (%u) x replicas (%u) x micro-batch "
+                               "(%lld) = %lld", io->name, got_s, want_s, e->D, e->A, e->R,
+                               (long long)io->step.d[0], (long long)io->run.d[0]);
         if (rest)
             return sim_err_set(err, IPUOF_E_SHAPE, "input '%s' has shape %s but one run needs "
                                "%s: dim 0 must be device_iterations (%u) x replicas (%u) x "
@@ -399,4 +459,16 @@ unsigned
 sim_exe_micro_batch(const struct sim_exe *e)
 {
     return e->B;
+}
+
+unsigned
+sim_exe_gradient_accumulation(const struct sim_exe *e)
+{
+    return e->A;
+}
+
+int
+sim_exe_is_training(const struct sim_exe *e)
+{
+    return e->tr != NULL;
 }

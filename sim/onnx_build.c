@@ -35,7 +35,7 @@ struct ob_attr {
 };
 
 struct ob_node {
-    char *op, *name;
+    char *op, *name, *domain;
     char **in, **out;
     size_t n_in, n_out;
     struct ob_attr *attrs;
@@ -51,6 +51,7 @@ struct ob_vi {
 
 struct sim_ob {
     int64_t opset;
+    int64_t ir_version;
     int err;
     struct ob_vi *inputs, *outputs;
     size_t n_inputs, n_outputs;
@@ -86,9 +87,17 @@ sim_ob_new(int64_t opset)
 {
     struct sim_ob *b = calloc(1, sizeof(*b));
 
-    if (b != NULL)
+    if (b != NULL) {
         b->opset = opset;
+        b->ir_version = 8;
+    }
     return b;
+}
+
+void
+sim_ob_ir_version(struct sim_ob *b, int64_t v)
+{
+    b->ir_version = v;
 }
 
 static void
@@ -113,6 +122,7 @@ sim_ob_free(struct sim_ob *b)
         struct ob_node *n = &b->nodes[i];
         free(n->op);
         free(n->name);
+        free(n->domain);
         for (size_t j = 0; j < n->n_in; j++)
             free(n->in[j]);
         for (size_t j = 0; j < n->n_out; j++)
@@ -192,6 +202,20 @@ sim_ob_output(struct sim_ob *b, const char *name, int dtype)
     return add_vi(b, &b->outputs, &b->n_outputs, name, dtype, -1, NULL);
 }
 
+#define DIM_UNKNOWN (-2)
+
+int
+sim_ob_output_rank(struct sim_ob *b, const char *name, int dtype, int rank)
+{
+    int64_t dims[SIM_MAX_RANK];
+
+    if (rank < 0 || rank > SIM_MAX_RANK)
+        return fail(b, IPUOF_E_INVAL);
+    for (int i = 0; i < rank; i++)
+        dims[i] = DIM_UNKNOWN;
+    return add_vi(b, &b->outputs, &b->n_outputs, name, dtype, rank, dims);
+}
+
 int
 sim_ob_initializer(struct sim_ob *b, const char *name, int dtype, int rank,
                    const int64_t *dims, const void *data)
@@ -243,6 +267,51 @@ sim_ob_node(struct sim_ob *b, const char *op_type, const char *name, const char 
         split(outputs, &n->out, &n->n_out) != 0)
         return fail(b, IPUOF_E_NOMEM);
     return 0;
+}
+
+static int
+copy_names(const char *const *src, size_t n, char ***out, size_t *n_out)
+{
+    *out = calloc(n + 1, sizeof(char *));
+    *n_out = 0;
+    if (*out == NULL)
+        return IPUOF_E_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        (*out)[i] = sim_strdup(src[i]);
+        if ((*out)[i] == NULL)
+            return IPUOF_E_NOMEM;
+        *n_out = i + 1;
+    }
+    return 0;
+}
+
+int
+sim_ob_node_v(struct sim_ob *b, const char *op_type, const char *name,
+              const char *const *inputs, size_t n_in, const char *const *outputs, size_t n_out)
+{
+    struct ob_node *n = grow((void **)&b->nodes, &b->n_nodes, sizeof(*n));
+
+    if (n == NULL)
+        return fail(b, IPUOF_E_NOMEM);
+    n->op = sim_strdup(op_type);
+    n->name = sim_strdup(name);
+    if (n->op == NULL || n->name == NULL || copy_names(inputs, n_in, &n->in, &n->n_in) != 0 ||
+        copy_names(outputs, n_out, &n->out, &n->n_out) != 0)
+        return fail(b, IPUOF_E_NOMEM);
+    return 0;
+}
+
+int
+sim_ob_node_domain(struct sim_ob *b, const char *domain)
+{
+    struct ob_node *n;
+
+    if (b->n_nodes == 0)
+        return fail(b, IPUOF_E_INVAL);
+    n = &b->nodes[b->n_nodes - 1];
+    free(n->domain);
+    n->domain = sim_strdup(domain);
+    return n->domain != NULL ? 0 : fail(b, IPUOF_E_NOMEM);
 }
 
 static struct ob_attr *
@@ -416,6 +485,8 @@ pb_vi(struct tmp *t, const struct ob_vi *v)
         if (v->dims[i] >= 0) {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
             d->dim_value = v->dims[i];
+        } else if (v->dims[i] == DIM_UNKNOWN) {
+            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE__NOT_SET;
         } else {
             d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
             d->dim_param = (char *)"N";
@@ -436,6 +507,7 @@ pb_node(struct tmp *t, const struct ob_node *n)
     onnx__node_proto__init(np);
     np->op_type = n->op;
     np->name = n->name;
+    np->domain = n->domain;
     np->n_input = n->n_in;
     np->input = n->in;
     np->n_output = n->n_out;
@@ -486,13 +558,42 @@ pb_node(struct tmp *t, const struct ob_node *n)
     return np;
 }
 
+/* The opset imports: ai.onnx, then version 1 of each custom domain the nodes use. */
+static Onnx__OperatorSetIdProto **
+opset_imports(struct sim_ob *b, struct tmp *t, size_t *n)
+{
+    Onnx__OperatorSetIdProto **v = tmp_alloc(t, b->n_nodes + 1, sizeof(*v));
+
+    *n = 0;
+    if (v == NULL)
+        return NULL;
+    for (size_t i = 0; i <= b->n_nodes; i++) {
+        const char *d = i == 0 ? "" : b->nodes[i - 1].domain;
+        Onnx__OperatorSetIdProto *os;
+        bool seen = false;
+        if (i > 0 && (d == NULL || d[0] == '\0' || strcmp(d, "ai.onnx") == 0))
+            continue;
+        for (size_t j = 1; j < *n; j++)
+            seen = seen || strcmp(v[j]->domain, d) == 0;
+        if (seen)
+            continue;
+        os = tmp_alloc(t, 1, sizeof(*os));
+        if (os == NULL)
+            return NULL;
+        onnx__operator_set_id_proto__init(os);
+        os->domain = (char *)d;
+        os->has_version = 1;
+        os->version = i == 0 ? b->opset : 1;
+        v[(*n)++] = os;
+    }
+    return v;
+}
+
 int
 sim_ob_serialize(struct sim_ob *b, void **out, size_t *len)
 {
     Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
     Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-    Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-    Onnx__OperatorSetIdProto *osp = &os;
     struct tmp t = { 0 };
     int rc = 0;
 
@@ -501,20 +602,19 @@ sim_ob_serialize(struct sim_ob *b, void **out, size_t *len)
     if (b->err != 0)
         return IPUOF_E_INVAL;
     mp.has_ir_version = 1;
-    mp.ir_version = 8;
+    mp.ir_version = b->ir_version;
     mp.producer_name = (char *)"ipuofd-sim";
-    os.domain = (char *)"";
-    os.has_version = 1;
-    os.version = b->opset;
-    mp.n_opset_import = 1;
-    mp.opset_import = &osp;
+    mp.opset_import = opset_imports(b, &t, &mp.n_opset_import);
     mp.graph = &g;
+    rc = IPUOF_E_NOMEM;
+    if (mp.opset_import == NULL)
+        goto done;
     g.name = (char *)"graph";
     g.node = tmp_alloc(&t, b->n_nodes, sizeof(*g.node));
     g.initializer = tmp_alloc(&t, b->n_inits, sizeof(*g.initializer));
     g.input = tmp_alloc(&t, b->n_inputs, sizeof(*g.input));
     g.output = tmp_alloc(&t, b->n_outputs, sizeof(*g.output));
-    rc = IPUOF_E_NOMEM;     /* until the pack below succeeds */
+    /* rc stays IPUOF_E_NOMEM until the pack below succeeds */
     if (g.node == NULL || g.initializer == NULL || g.input == NULL || g.output == NULL)
         goto done;
     for (size_t i = 0; i < b->n_nodes; i++) {

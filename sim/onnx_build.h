@@ -26,6 +26,9 @@ int sim_ob_input(struct sim_ob *b, const char *name, int dtype, int rank, const 
 /* A graph output; dtype 0 leaves its type undeclared. */
 int sim_ob_output(struct sim_ob *b, const char *name, int dtype);
 
+/* A graph output of known rank whose dims are left unknown (onnx.checker wants a shape). */
+int sim_ob_output_rank(struct sim_ob *b, const char *name, int dtype, int rank);
+
 /* An initializer holding numel(dims) * sim_dtype_size(dtype) bytes of data (copied). */
 int sim_ob_initializer(struct sim_ob *b, const char *name, int dtype, int rank,
                        const int64_t *dims, const void *data);
@@ -34,6 +37,19 @@ int sim_ob_initializer(struct sim_ob *b, const char *name, int dtype, int rank,
  * an omitted optional operand ("x,,b"). Attribute calls below apply to the last node. */
 int sim_ob_node(struct sim_ob *b, const char *op_type, const char *name, const char *inputs,
                 const char *outputs);
+
+/* A node with its operands as arrays (names may hold any character; "" is an omitted
+ * optional operand). */
+int sim_ob_node_v(struct sim_ob *b, const char *op_type, const char *name,
+                  const char *const *inputs, size_t n_in, const char *const *outputs,
+                  size_t n_out);
+
+/* Puts the last node in a custom domain ("ai.graphcore"); the model then imports version 1
+ * of that domain. */
+int sim_ob_node_domain(struct sim_ob *b, const char *domain);
+
+/* The ModelProto's ir_version (default 8). */
+void sim_ob_ir_version(struct sim_ob *b, int64_t v);
 
 /* Attributes of the last node; values and arrays are copied. 0 or an IPUOF_E_* code. */
 int sim_ob_attr_int(struct sim_ob *b, const char *name, int64_t v);

@@ -1,8 +1,9 @@
 /*
- * op_activation.c — activations and normalised exponentials on float tensors: Relu,
- * LeakyRelu, Sigmoid, Tanh, Softmax, LogSoftmax (both the opset < 13 "coerce to 2-D"
- * semantics and the single-axis semantics of opset 13), and Dropout (identity in
- * inference; in training mode a Bernoulli mask from the replica's random state).
+ * op_activation.c — activations and normalised exponentials on float tensors, forward and
+ * backward: Relu, LeakyRelu, Sigmoid, Tanh, Softmax, LogSoftmax (both the opset < 13
+ * "coerce to 2-D" semantics and the single-axis semantics of opset 13), and Dropout
+ * (identity in inference; in training mode, and always in a training executable, a
+ * Bernoulli mask from the replica's random state, kept for the backward).
  *
  * Does not: support other dtypes than float.
  */
@@ -186,6 +187,7 @@ fwd_softmax(const struct sim_kern *k, struct sim_err *err)
 struct dropout_params {
     float ratio;                    /* attribute ratio (opset < 12) or default */
     bool attr_training;             /* opset < 7 with is_test = 0 */
+    bool force_training;            /* a training executable: always drop */
     int mask_dtype;
 };
 
@@ -207,6 +209,9 @@ infer_dropout(struct sim_infer *c)
     if (rc != 0)
         return rc;
     p->attr_training = c->version < 7 && is_test == 0;
+    p->force_training = c->training;
+    if (c->training)
+        c->saved_bytes = (size_t)c->in[0]->numel;   /* the mask, one byte per element */
     if (c->version < 12 && (c->n_in > 1))
         return sim_infer_fail(c, IPUOF_E_INVAL, "takes one input before opset 12");
     if (sim_has_in(c, 1) && (c->in[1]->dtype != SIM_DTYPE_FLOAT || c->in[1]->numel != 1))
@@ -235,7 +240,24 @@ next_rand(uint64_t *s)
     return x * 0x2545f4914f6cdd1dull;
 }
 
-/* x, y, mask: same shape */
+/* The ratio and mode of one step. */
+static float
+dropout_ratio(const struct sim_kern *k, bool *training)
+{
+    const struct dropout_params *p = k->params;
+    float ratio = p->ratio;
+
+    *training = p->attr_training;
+    if (k->n_in > 1 && k->in[1].data != NULL)
+        ratio = ((const float *)k->in[1].data)[0];
+    if (k->n_in > 2 && k->in[2].data != NULL)
+        *training = ((const uint8_t *)k->in[2].data)[0] != 0;
+    if (p->force_training)
+        *training = true;
+    return ratio;
+}
+
+/* x, y, mask: same shape; saved (training executables): one keep byte per element */
 static int
 fwd_dropout(const struct sim_kern *k, struct sim_err *err)
 {
@@ -243,20 +265,19 @@ fwd_dropout(const struct sim_kern *k, struct sim_err *err)
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
     void *mask = k->n_out > 1 ? k->out[1].data : NULL;
-    float ratio = p->ratio;
-    bool training = p->attr_training;
+    uint8_t *keep_out = k->saved;
+    bool training;
+    float ratio = dropout_ratio(k, &training);
     int64_t n = k->in[0].numel;
 
     (void)err;
-    if (k->n_in > 1 && k->in[1].data != NULL)
-        ratio = ((const float *)k->in[1].data)[0];
-    if (k->n_in > 2 && k->in[2].data != NULL)
-        training = ((const uint8_t *)k->in[2].data)[0] != 0;
     if (!training || !(ratio > 0.0f)) {
         if (y != x)
             memcpy(y, x, (size_t)n * sizeof(float));
         for (int64_t i = 0; mask != NULL && i < n; i++)
             sim_put_i64(p->mask_dtype, mask, i, 1);
+        if (keep_out != NULL)
+            memset(keep_out, 1, (size_t)n);
         return 0;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -265,21 +286,151 @@ fwd_dropout(const struct sim_kern *k, struct sim_err *err)
         y[i] = keep ? x[i] / (1.0f - ratio) : 0.0f;
         if (mask != NULL)
             sim_put_i64(p->mask_dtype, mask, i, keep);
+        if (keep_out != NULL)
+            keep_out[i] = keep;
     }
+    return 0;
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* y = relu(x): dx += dy where y > 0 (PyTorch's threshold_backward on the result) */
+static int
+bwd_relu(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const float *y = k->out[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += y[i] > 0.0f ? g[i] : 0.0f;
+    return 0;
+}
+
+/* dx += dy where x > 0, alpha * dy elsewhere */
+static int
+bwd_leaky(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+          struct sim_err *err)
+{
+    const struct leaky_params *p = k->params;
+    const float *x = k->in[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += x[i] > 0.0f ? g[i] : p->alpha * g[i];
+    return 0;
+}
+
+/* dx += dy * y * (1 - y) */
+static int
+bwd_sigmoid(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const float *y = k->out[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += g[i] * y[i] * (1.0f - y[i]);
+    return 0;
+}
+
+/* dx += dy * (1 - y^2) */
+static int
+bwd_tanh(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const float *y = k->out[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += g[i] * (1.0f - y[i] * y[i]);
+    return 0;
+}
+
+/* x, y, dy, dx: (outer, n, inner). Softmax: dx += y * (dy - sum_j dy_j y_j);
+ * LogSoftmax: dx += dy - exp(y) * sum_j dy_j. */
+static int
+bwd_softmax(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const struct softmax_params *p = k->params;
+    const float *y = k->out[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+    int64_t n = p->n, inner = p->inner;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t o = 0; o < p->outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * n * inner + i;
+            double dot = 0.0;
+            for (int64_t j = 0; j < n; j++)
+                dot += p->log ? (double)g[base + j * inner]
+                              : (double)g[base + j * inner] * y[base + j * inner];
+            for (int64_t j = 0; j < n; j++) {
+                int64_t at = base + j * inner;
+                if (p->log)
+                    dx[at] += g[at] - expf(y[at]) * (float)dot;
+                else
+                    dx[at] += y[at] * (g[at] - (float)dot);
+            }
+        }
+    return 0;
+}
+
+/* dx += dy * keep / (1 - ratio), with the mask the forward kept */
+static int
+bwd_dropout(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const uint8_t *keep = k->saved;
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+    bool training;
+    float ratio = dropout_ratio(k, &training), scale;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    if (!training || !(ratio > 0.0f) || keep == NULL) {
+        for (int64_t i = 0; i < k->in[0].numel; i++)
+            dx[i] += g[i];
+        return 0;
+    }
+    scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += keep[i] ? g[i] * scale : 0.0f;
     return 0;
 }
 
 #define CODE_ACT 3072u
 
 const struct sim_op sim_ops_activation[] = {
-    { "Relu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_relu, NULL },
-    { "LeakyRelu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_leaky, fwd_leaky, NULL },
-    { "Sigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_sigmoid, NULL },
-    { "Tanh", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_tanh, NULL },
-    { "Softmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_softmax, fwd_softmax, NULL },
-    { "LogSoftmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_logsoftmax, fwd_softmax, NULL },
-    { "Dropout", 1, 1, 3, 1, 2, 0, SIM_OPF_NOFOLD, CODE_ACT, infer_dropout, fwd_dropout,
+    { "Relu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_relu, bwd_relu, 1u, NULL },
+    { "LeakyRelu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_leaky, fwd_leaky, bwd_leaky, 1u,
       NULL },
+    { "Sigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_sigmoid, bwd_sigmoid,
+      1u, NULL },
+    { "Tanh", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_tanh, bwd_tanh, 1u, NULL },
+    { "Softmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_softmax, fwd_softmax, bwd_softmax, 1u,
+      NULL },
+    { "LogSoftmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_logsoftmax, fwd_softmax, bwd_softmax,
+      1u, NULL },
+    { "Dropout", 1, 1, 3, 1, 2, 0, SIM_OPF_NOFOLD, CODE_ACT, infer_dropout, fwd_dropout,
+      bwd_dropout, 1u, NULL },
 };
 
 const int sim_ops_activation_count =

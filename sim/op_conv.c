@@ -1,11 +1,14 @@
 /*
  * op_conv.c — Conv on float NCHW tensors (1-D and 2-D, pads, strides, dilations, groups,
- * auto_pad, optional bias) as im2col + OpenBLAS sgemm.
+ * auto_pad, optional bias) as im2col + OpenBLAS sgemm, forward and backward.
  *
  * The batch is folded into the GEMM: images are processed in chunks whose im2col matrix
  * fits a fixed scratch budget, so one sgemm covers many images (N = chunk x OH x OW);
  * its (M, chunk, OH*OW) result is then scattered to NCHW with the bias added. A 1x1
  * convolution with stride 1 and no padding skips im2col and multiplies each image in place.
+ * The backward uses the same chunks: dY is gathered to (M, chunk x OH x OW), the weight
+ * gradient is one sgemm against the recomputed im2col matrix, the input gradient one sgemm
+ * with the transposed weights into a column matrix that col2im adds back into NCHW.
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
 #include <cblas.h>
@@ -128,6 +131,8 @@ infer_conv(struct sim_infer *c)
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
         if (!p->pointwise)
             c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
+        if (c->training)
+            c->bwd_scratch_bytes = c->scratch_bytes;
     }
     return 0;
 }
@@ -226,8 +231,122 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* dx[n0 .. n0+nimg) of group g += col2im(cols); cols (kg, nimg * P) as im2col lays it out. */
+static void
+col2im(const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg, int64_t g,
+       float *dx)
+{
+    int64_t P = p->oh * p->ow, ld = nimg * P;
+
+    for (int64_t ci = 0; ci < p->cg; ci++)
+        for (int64_t ki = 0; ki < p->kh; ki++)
+            for (int64_t kj = 0; kj < p->kw; kj++) {
+                const float *row = cols + ((ci * p->kh + ki) * p->kw + kj) * ld;
+                int64_t off = kj * p->dw - p->pw, lo = 0, hi = p->ow;
+                while (lo < hi && lo * p->sw + off < 0)
+                    lo++;
+                while (hi > lo && (hi - 1) * p->sw + off >= p->w)
+                    hi--;
+                for (int64_t n = 0; n < nimg; n++) {
+                    float *xc = dx + ((n0 + n) * p->c + g * p->cg + ci) * p->h * p->w;
+                    const float *src = row + n * P;
+                    for (int64_t oy = 0; oy < p->oh; oy++, src += p->ow) {
+                        int64_t iy = oy * p->sh - p->ph + ki * p->dh;
+                        float *xr;
+                        if (iy < 0 || iy >= p->h)
+                            continue;
+                        xr = xc + iy * p->w;
+                        if (p->sw == 1)
+                            for (int64_t ox = lo; ox < hi; ox++)
+                                xr[ox + off] += src[ox];
+                        else
+                            for (int64_t ox = lo; ox < hi; ox++)
+                                xr[ox * p->sw + off] += src[ox];
+                    }
+                }
+            }
+}
+
+/* Pointwise: per image and group, dW_g += dY_g X_g^T, dX_g += W_g^T dY_g. */
+static void
+bwd_pointwise(const struct conv_params *p, const float *x, const float *w, const float *g,
+              float *dx, float *dw)
+{
+    int64_t P = p->oh * p->ow;
+
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t gr = 0; gr < p->group; gr++) {
+            const float *gy = g + (n * p->m + gr * p->mg) * P;
+            int64_t xo = (n * p->c + gr * p->cg) * P;
+            if (dw != NULL)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->mg, (int)p->cg,
+                            (int)P, 1.0f, gy, (int)P, x + xo, (int)P, 1.0f,
+                            dw + gr * p->mg * p->cg, (int)p->cg);
+            if (dx != NULL)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p->cg, (int)P,
+                            (int)p->mg, 1.0f, w + gr * p->mg * p->cg, (int)p->cg, gy, (int)P,
+                            1.0f, dx + xo, (int)P);
+        }
+}
+
+/* x, dx: (N, C, H, W); w, dw: (M, C/group, KH, KW); db: (M); dy: (N, M, OH, OW) */
+static int
+bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const struct conv_params *p = k->params;
+    const float *x = k->in[0].data, *w = k->in[1].data, *g = dout[0].data;
+    float *dx = din[0].data, *dw = din[1].data;
+    float *db = k->n_in > 2 ? din[2].data : NULL;
+    int64_t P = p->oh * p->ow;
+
+    (void)err;
+    if (g == NULL || p->n == 0 || p->m == 0 || P == 0)
+        return 0;
+    if (db != NULL)
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t m = 0; m < p->m; m++) {
+                const float *gr = g + (n * p->m + m) * P;
+                float s = 0.0f;
+                for (int64_t i = 0; i < P; i++)
+                    s += gr[i];
+                db[m] += s;
+            }
+    if (dx == NULL && dw == NULL)
+        return 0;
+    if (p->pointwise) {
+        bwd_pointwise(p, x, w, g, dx, dw);
+        return 0;
+    }
+    for (int64_t n0 = 0; n0 < p->n; n0 += p->chunk) {
+        int64_t nimg = p->n - n0 < p->chunk ? p->n - n0 : p->chunk, cols_n = nimg * P;
+        float *cols = k->scratch, *gy = cols + p->kg * cols_n;
+        for (int64_t gr = 0; gr < p->group; gr++) {
+            for (int64_t m = 0; m < p->mg; m++)
+                for (int64_t n = 0; n < nimg; n++)
+                    memcpy(gy + m * cols_n + n * P, g + ((n0 + n) * p->m + gr * p->mg + m) * P,
+                           (size_t)P * sizeof(float));
+            if (dw != NULL) {
+                im2col(p, x, n0, nimg, gr, cols);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->mg, (int)p->kg,
+                            (int)cols_n, 1.0f, gy, (int)cols_n, cols, (int)cols_n, 1.0f,
+                            dw + gr * p->mg * p->kg, (int)p->kg);
+            }
+            if (dx != NULL) {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p->kg, (int)cols_n,
+                            (int)p->mg, 1.0f, w + gr * p->mg * p->kg, (int)p->kg, gy,
+                            (int)cols_n, 0.0f, cols, (int)cols_n);
+                col2im(p, cols, n0, nimg, gr, dx);
+            }
+        }
+    }
+    return 0;
+}
+
 const struct sim_op sim_ops_conv[] = {
-    { "Conv", 1, 2, 3, 1, 1, 0, 0, 32768u, infer_conv, fwd_conv, NULL },
+    { "Conv", 1, 2, 3, 1, 1, 0, 0, 32768u, infer_conv, fwd_conv, bwd_conv, 7u, NULL },
 };
 
 const int sim_ops_conv_count = (int)(sizeof(sim_ops_conv) / sizeof(sim_ops_conv[0]));

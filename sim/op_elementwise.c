@@ -1,11 +1,13 @@
 /*
- * op_elementwise.c — elementwise ops: Add, Sub, Mul, Div, Pow (ONNX multidirectional
- * broadcasting), Neg, Abs, Sqrt, Exp, Log, Erf, Clip, Identity, Cast.
+ * op_elementwise.c — binary elementwise ops with ONNX multidirectional broadcasting: Add,
+ * Sub, Mul, Div, Pow, forward and backward (op_unary.c has the one-input ops).
  *
  * Broadcasting is planned once at compile time: the output's dims are coalesced so that a
  * step walks rows of the innermost dim with each input's stride 0 or 1. Integer arithmetic
  * wraps (computed unsigned) and integer division by zero gives 0, so no input can trap.
  * Before opset 7, broadcasting follows the legacy broadcast / axis attributes.
+ * The backward walks the same rows and adds each output's contribution into the input
+ * element it came from, so a broadcast input's gradient is summed over the broadcast dims.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -309,214 +311,98 @@ static int infer_mul(struct sim_infer *c) { return infer_binary(c, OP_MUL); }
 static int infer_div(struct sim_infer *c) { return infer_binary(c, OP_DIV); }
 static int infer_pow(struct sim_infer *c) { return infer_binary(c, OP_POW); }
 
-/* ---- unary ---------------------------------------------------------------------------- */
+/* ---- backward ------------------------------------------------------------------------- */
 
-enum { U_NEG, U_ABS, U_SQRT, U_EXP, U_LOG, U_ERF };
-
-struct unary_params {
-    int op;
-};
-
-static int
-infer_unary(struct sim_infer *c, int op)
+/* The exponent at element i of b, whatever b's dtype (Pow allows integer exponents). */
+static float
+exponent_at(const struct sim_tensor *b, int64_t i)
 {
-    struct unary_params *p;
-    int rc;
-    static const int neg_types[] = { SIM_DTYPE_FLOAT, SIM_DTYPE_INT8, SIM_DTYPE_INT32,
-                                     SIM_DTYPE_INT64, 0 };
-
-    rc = sim_in_dtype(c, 0, op == U_NEG ? neg_types : op == U_ABS ? sim_dt_numeric
-                                                                  : sim_dt_float);
-    if (rc != 0)
-        return rc;
-    p = sim_params(c, sizeof(*p));
-    if (p == NULL)
-        return IPUOF_E_NOMEM;
-    p->op = op;
-    return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
+    return b->dtype == SIM_DTYPE_FLOAT ? ((const float *)b->data)[i]
+                                       : (float)sim_get_f64(b->dtype, b->data, i);
 }
 
-/* x, y: same shape and dtype */
-static int
-fwd_unary(const struct sim_kern *k, struct sim_err *err)
-{
-    const struct unary_params *p = k->params;
-    const struct sim_tensor *x = &k->in[0];
-    int64_t n = x->numel;
-
-    (void)err;
-    if (x->dtype == SIM_DTYPE_FLOAT) {
-        const float *in = x->data;
-        float *out = k->out[0].data;
-        switch (p->op) {
-        case U_NEG: for (int64_t i = 0; i < n; i++) out[i] = -in[i]; break;
-        case U_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(in[i]); break;
-        case U_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(in[i]); break;
-        case U_EXP: for (int64_t i = 0; i < n; i++) out[i] = expf(in[i]); break;
-        case U_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(in[i]); break;
-        case U_ERF: for (int64_t i = 0; i < n; i++) out[i] = erff(in[i]); break;
-        default: break;
-        }
-        return 0;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = sim_get_i64(x->dtype, x->data, i);
-        if (p->op == U_NEG || (p->op == U_ABS && v < 0))
-            v = (int64_t)(0 - (uint64_t)v);
-        sim_put_i64(x->dtype, k->out[0].data, i, v);
-    }
-    return 0;
-}
-
-static int infer_neg(struct sim_infer *c) { return infer_unary(c, U_NEG); }
-static int infer_abs(struct sim_infer *c) { return infer_unary(c, U_ABS); }
-static int infer_sqrt(struct sim_infer *c) { return infer_unary(c, U_SQRT); }
-static int infer_exp(struct sim_infer *c) { return infer_unary(c, U_EXP); }
-static int infer_log(struct sim_infer *c) { return infer_unary(c, U_LOG); }
-static int infer_erf(struct sim_infer *c) { return infer_unary(c, U_ERF); }
-
-/* ---- Clip ----------------------------------------------------------------------------- */
-
-struct clip_params {
-    bool attr_bounds;               /* opset < 11: bounds are attributes */
-    double lo, hi;                  /* attribute bounds / dtype limits */
-};
-
+/*
+ * One row of n outputs: a, da at stride ia, b, db at stride ib (from offsets oa, ob), y and
+ * g contiguous. d(a+b) = (1, 1); d(a-b) = (1, -1); d(a*b) = (b, a); d(a/b) = (1/b, -a/b^2);
+ * d(a^b) = (b a^(b-1), a^b ln a), with PyTorch's zero where the exponent is 0 (for da) or
+ * the base is 0 with a non-negative exponent (for db).
+ */
 static void
-dtype_limits(int dtype, double *lo, double *hi)
+bwd_row(int op, const float *a, const struct sim_tensor *bt, const float *y, const float *g,
+        float *da, float *db, int64_t oa, int64_t ob, int64_t n, int64_t ia, int64_t ib)
 {
-    switch (dtype) {
-    case SIM_DTYPE_UINT8: *lo = 0; *hi = 255; break;
-    case SIM_DTYPE_INT8: *lo = -128; *hi = 127; break;
-    case SIM_DTYPE_INT32: *lo = -2147483648.0; *hi = 2147483647.0; break;
-    case SIM_DTYPE_INT64: *lo = -9223372036854775808.0; *hi = 9223372036854775807.0; break;
-    default: *lo = -INFINITY; *hi = INFINITY; break;
+    const float *b = bt->data;
+
+    switch (op) {
+    case OP_ADD:
+    case OP_SUB: {
+        float sign = op == OP_SUB ? -1.0f : 1.0f;
+        for (int64_t i = 0; da != NULL && i < n; i++)
+            da[oa + i * ia] += g[i];
+        for (int64_t i = 0; db != NULL && i < n; i++)
+            db[ob + i * ib] += sign * g[i];
+        break;
     }
-}
-
-static int
-infer_clip(struct sim_infer *c)
-{
-    struct clip_params *p;
-    int rc = sim_in_dtype(c, 0, sim_dt_numeric);
-
-    if (rc != 0)
-        return rc;
-    p = sim_params(c, sizeof(*p));
-    if (p == NULL)
-        return IPUOF_E_NOMEM;
-    dtype_limits(c->in[0]->dtype, &p->lo, &p->hi);
-    if (c->version < 11) {
-        float lo, hi;
-        p->attr_bounds = true;
-        rc = sim_ia_float(c, "min", -INFINITY, &lo);
-        if (rc == 0)
-            rc = sim_ia_float(c, "max", INFINITY, &hi);
-        if (rc != 0)
-            return rc;
-        p->lo = lo;
-        p->hi = hi;
-    } else {
-        for (int i = 1; i < 3; i++) {
-            if (!sim_has_in(c, i))
-                continue;
-            if (c->in[i]->dtype != c->in[0]->dtype || c->in[i]->numel != 1)
-                return sim_infer_fail(c, IPUOF_E_SHAPE, "input %d (%s) must be a single %s "
-                                      "value", i, i == 1 ? "min" : "max",
-                                      sim_dtype_name(c->in[0]->dtype));
+    case OP_MUL:
+        for (int64_t i = 0; da != NULL && i < n; i++)
+            da[oa + i * ia] += g[i] * b[ob + i * ib];
+        for (int64_t i = 0; db != NULL && i < n; i++)
+            db[ob + i * ib] += g[i] * a[oa + i * ia];
+        break;
+    case OP_DIV:
+        for (int64_t i = 0; da != NULL && i < n; i++)
+            da[oa + i * ia] += g[i] / b[ob + i * ib];
+        for (int64_t i = 0; db != NULL && i < n; i++) {
+            float z = b[ob + i * ib];
+            db[ob + i * ib] -= g[i] * a[oa + i * ia] / (z * z);
         }
+        break;
+    case OP_POW:
+        for (int64_t i = 0; da != NULL && i < n; i++) {
+            float z = exponent_at(bt, ob + i * ib);
+            if (z != 0.0f)
+                da[oa + i * ia] += g[i] * z * powf(a[oa + i * ia], z - 1.0f);
+        }
+        for (int64_t i = 0; db != NULL && i < n; i++) {
+            float x = a[oa + i * ia];
+            if (!(x == 0.0f && b[ob + i * ib] >= 0.0f))
+                db[ob + i * ib] += g[i] * y[i] * logf(x);
+        }
+        break;
+    default:
+        break;
     }
-    return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
-/* x, y: same shape; min, max: one element each or absent */
+/* a, b: shapes that broadcast to y's; dy like y; da, db like a, b (float only) */
 static int
-fwd_clip(const struct sim_kern *k, struct sim_err *err)
+bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+           struct sim_err *err)
 {
-    const struct clip_params *p = k->params;
-    const struct sim_tensor *x = &k->in[0];
-    double lo = p->lo, hi = p->hi;
+    const struct bin_params *p = k->params;
+    const struct bcast *bc = &p->bc;
+    const float *g = dout[0].data, *y = k->out[0].data;
+    float *da = din[0].data, *db = din[1].data;
+    int nd = bc->nd;
+    int64_t n = bc->dims[nd - 1], offa = 0, offb = 0;
+    int64_t idx[SIM_MAX_RANK] = { 0 };
 
     (void)err;
-    if (!p->attr_bounds) {
-        if (k->n_in > 1 && k->in[1].data != NULL)
-            lo = sim_get_f64(x->dtype, k->in[1].data, 0);
-        if (k->n_in > 2 && k->in[2].data != NULL)
-            hi = sim_get_f64(x->dtype, k->in[2].data, 0);
-    }
-    if (x->dtype == SIM_DTYPE_FLOAT) {
-        const float *in = x->data;
-        float *out = k->out[0].data, flo = (float)lo, fhi = (float)hi;
-        for (int64_t i = 0; i < x->numel; i++) {
-            float v = in[i] < flo ? flo : in[i];
-            out[i] = v > fhi ? fhi : v;
-        }
+    if (g == NULL || bc->total == 0 || (da == NULL && db == NULL))
         return 0;
-    }
-    for (int64_t i = 0; i < x->numel; i++) {
-        double v = sim_get_f64(x->dtype, x->data, i);
-        v = v < lo ? lo : v;
-        sim_put_f64(x->dtype, k->out[0].data, i, v > hi ? hi : v);
-    }
-    return 0;
-}
-
-/* ---- Identity and Cast ---------------------------------------------------------------- */
-
-static int
-infer_identity(struct sim_infer *c)
-{
-    if (!sim_has_in(c, 0))
-        return sim_infer_fail(c, IPUOF_E_INVAL, "needs an input");
-    return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
-}
-
-/* x, y: same shape and dtype */
-static int
-fwd_copy(const struct sim_kern *k, struct sim_err *err)
-{
-    size_t n = (size_t)k->in[0].numel * sim_dtype_size(k->in[0].dtype);
-
-    (void)err;
-    if (n > 0 && k->out[0].data != k->in[0].data)
-        memcpy(k->out[0].data, k->in[0].data, n);
-    return 0;
-}
-
-static int
-infer_cast(struct sim_infer *c)
-{
-    int64_t to;
-    int rc = sim_ia_int(c, "to", 0, &to);
-
-    if (rc != 0)
-        return rc;
-    if (sim_attr_find(c->mn, "to") == NULL)
-        return sim_infer_fail(c, IPUOF_E_INVAL, "attribute 'to' is required");
-    if (!sim_dtype_ok((int)to) || to != (int)to)
-        return sim_infer_unsupported(c, "Cast to %s (supported: float, uint8, int8, int32, "
-                                     "int64, bool)", sim_onnx_dtype_name((int)to));
-    return sim_set_out(c, 0, (int)to, &c->in[0]->shape);
-}
-
-/* x, y: same shape, y of the target dtype */
-static int
-fwd_cast(const struct sim_kern *k, struct sim_err *err)
-{
-    const struct sim_tensor *x = &k->in[0];
-    struct sim_tensor *y = &k->out[0];
-
-    if (x->dtype == y->dtype)
-        return fwd_copy(k, err);
-    if (x->dtype == SIM_DTYPE_FLOAT) {
-        for (int64_t i = 0; i < x->numel; i++)
-            sim_put_f64(y->dtype, y->data, i, ((const float *)x->data)[i]);
-    } else if (y->dtype == SIM_DTYPE_FLOAT) {
-        for (int64_t i = 0; i < x->numel; i++)
-            ((float *)y->data)[i] = (float)sim_get_i64(x->dtype, x->data, i);
-    } else {
-        for (int64_t i = 0; i < x->numel; i++)
-            sim_put_i64(y->dtype, y->data, i, sim_get_i64(x->dtype, x->data, i));
+    for (int64_t r = 0; r < bc->total / n; r++) {
+        bwd_row(p->op, k->in[0].data, &k->in[1], y + r * n, g + r * n, da, db, offa, offb, n,
+                bc->sa[nd - 1], bc->sb[nd - 1]);
+        for (int d = nd - 2; d >= 0; d--) {
+            idx[d]++;
+            offa += bc->sa[d];
+            offb += bc->sb[d];
+            if (idx[d] < bc->dims[d])
+                break;
+            offa -= bc->sa[d] * bc->dims[d];
+            offb -= bc->sb[d] * bc->dims[d];
+            idx[d] = 0;
+        }
     }
     return 0;
 }
@@ -525,20 +411,11 @@ fwd_cast(const struct sim_kern *k, struct sim_err *err)
 #define CODE_EW 3072u
 
 const struct sim_op sim_ops_elementwise[] = {
-    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, NULL },
-    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, NULL },
-    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, NULL },
-    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, NULL },
-    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, NULL },
-    { "Neg", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_neg, fwd_unary, NULL },
-    { "Abs", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_abs, fwd_unary, NULL },
-    { "Sqrt", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_sqrt, fwd_unary, NULL },
-    { "Exp", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_exp, fwd_unary, NULL },
-    { "Log", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_log, fwd_unary, NULL },
-    { "Erf", 9, 1, 1, 1, 1, 0, 0, CODE_EW, infer_erf, fwd_unary, NULL },
-    { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, NULL },
-    { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, NULL },
-    { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, NULL },
+    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, bwd_binary, 3u, NULL },
+    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, bwd_binary, 3u, NULL },
+    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, bwd_binary, 3u, NULL },
+    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, bwd_binary, 3u, NULL },
+    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, bwd_binary, 3u, NULL },
 };
 
 const int sim_ops_elementwise_count =

@@ -1,10 +1,12 @@
 /*
  * op_matmul.c — matrix products on float tensors through OpenBLAS cblas_sgemm: MatMul
  * (numpy semantics: 1-D operands promoted and squeezed, batch dims broadcast) and Gemm
- * (transA, transB, alpha, beta, C broadcast to (M, N)).
+ * (transA, transB, alpha, beta, C broadcast to (M, N)), forward and backward.
  *
  * When B carries no batch dims the batch of A is folded into one GEMM (M' = batch x M), so
- * a fully connected layer over a micro-batch is a single sgemm call.
+ * a fully connected layer over a micro-batch is a single sgemm call, and so is each of its
+ * two gradients. Gradients accumulate (sgemm with beta = 1), so a broadcast operand's
+ * gradient sums over the batch it was broadcast to.
  * Does not: support integer matrix products.
  */
 #include <cblas.h>
@@ -14,7 +16,8 @@
 
 #include "ops.h"
 
-/* C (m x n) = A (m x k) * B (k x n), all row-major with the given leading dims. */
+/* C (m x n) = alpha op(A) (m x k) * op(B) (k x n) + beta C, row-major with the given
+ * leading dims (of A and B as stored). */
 static void
 gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
      int64_t lda, const float *b, int64_t ldb, float beta, float *c)
@@ -258,9 +261,99 @@ fwd_gemm(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* y = a b: da += dy b^T, db += a^T dy, per batch matrix (a, da: (m, k); b, db: (k, n);
+ * dy: (m, n)), or as one GEMM each when the batch is folded. */
+static int
+bwd_matmul(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+           struct sim_err *err)
+{
+    const struct matmul_params *p = k->params;
+    const float *a = k->in[0].data, *b = k->in[1].data, *g = dout[0].data;
+    float *da = din[0].data, *db = din[1].data;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, oa = 0, ob = 0;
+    int64_t ma = p->m * p->k, mb = p->k * p->n, my = p->m * p->n;
+
+    (void)err;
+    if (g == NULL)
+        return 0;
+    if (p->fold) {
+        if (da != NULL)
+            gemm(false, true, p->batch * p->m, p->k, p->n, 1.0f, g, p->n, b, p->n, 1.0f, da);
+        if (db != NULL)
+            gemm(true, false, p->k, p->n, p->batch * p->m, 1.0f, a, p->k, g, p->n, 1.0f, db);
+        return 0;
+    }
+    for (int64_t i = 0; i < p->batch; i++) {
+        if (da != NULL)
+            gemm(false, true, p->m, p->k, p->n, 1.0f, g + i * my, p->n, b + ob * mb, p->n, 1.0f,
+                 da + oa * ma);
+        if (db != NULL)
+            gemm(true, false, p->k, p->n, p->m, 1.0f, a + oa * ma, p->k, g + i * my, p->n, 1.0f,
+                 db + ob * mb);
+        for (int d = p->nb - 1; d >= 0; d--) {
+            idx[d]++;
+            oa += p->sa[d];
+            ob += p->sb[d];
+            if (idx[d] < p->bdims[d])
+                break;
+            oa -= p->sa[d] * p->bdims[d];
+            ob -= p->sb[d] * p->bdims[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/*
+ * y = alpha op(A) op(B) + beta C, dy: (m, n).
+ *   dA (m, k) += alpha dy op(B)^T, stored transposed when transA: (k, m) += alpha op(B) dy^T
+ *   dB (k, n) += alpha op(A)^T dy, stored transposed when transB: (n, k) += alpha dy^T op(A)
+ *   dC += beta dy, summed over the dims C was broadcast along
+ */
+static int
+bwd_gemm(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const struct gemm_params *p = k->params;
+    const float *a = k->in[0].data, *b = k->in[1].data, *g = dout[0].data;
+    float *da = din[0].data, *db = din[1].data;
+    float *dc = k->n_in > 2 ? din[2].data : NULL;
+    int64_t lda = p->ta ? p->m : p->k, ldb = p->tb ? p->k : p->n;
+
+    (void)err;
+    if (g == NULL)
+        return 0;
+    if (da != NULL && !p->ta)
+        gemm(false, !p->tb, p->m, p->k, p->n, p->alpha, g, p->n, b, ldb, 1.0f, da);
+    else if (da != NULL)
+        gemm(p->tb, true, p->k, p->m, p->n, p->alpha, b, ldb, g, p->n, 1.0f, da);
+    if (db != NULL && !p->tb)
+        gemm(!p->ta, false, p->k, p->n, p->m, p->alpha, a, lda, g, p->n, 1.0f, db);
+    else if (db != NULL)
+        gemm(true, p->ta, p->n, p->k, p->m, p->alpha, g, p->n, a, lda, 1.0f, db);
+    if (dc != NULL && k->in[2].data != NULL) {
+        for (int64_t i = 0; i < p->m; i++) {
+            const float *gr = g + i * p->n;
+            float *cr = dc + i * p->c_sm;
+            if (p->c_sn == 0) {
+                float s = 0.0f;
+                for (int64_t j = 0; j < p->n; j++)
+                    s += gr[j];
+                cr[0] += p->beta * s;
+            } else {
+                for (int64_t j = 0; j < p->n; j++)
+                    cr[j] += p->beta * gr[j];
+            }
+        }
+    }
+    return 0;
+}
+
 const struct sim_op sim_ops_matmul[] = {
-    { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, NULL },
-    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, NULL },
+    { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, bwd_matmul, 3u, NULL },
+    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, bwd_gemm, 7u, NULL },
 };
 
 const int sim_ops_matmul_count = (int)(sizeof(sim_ops_matmul) / sizeof(sim_ops_matmul[0]));

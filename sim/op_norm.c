@@ -1,9 +1,15 @@
 /*
- * op_norm.c — normalisations on float tensors: BatchNormalization (inference with the
- * running statistics; training mode of opset 14+ with batch statistics and the updated
- * running mean and variance as outputs) and LayerNormalization (opset 17: any axis, with
- * the optional Mean and InvStdDev outputs).
+ * op_norm.c — normalisations on float tensors, forward and backward: BatchNormalization
+ * (inference with the running statistics; training mode of opset 14+ with batch
+ * statistics and the updated running mean and variance as outputs) and LayerNormalization
+ * (opset 17: any axis, with the optional Mean and InvStdDev outputs).
  *
+ * In a training executable BatchNormalization always uses the statistics of the step's
+ * micro-batch, keeps the batch mean and 1/sqrt(var + eps) for its backward, and updates
+ * its running statistics in place when they are weights, as torch.nn.BatchNorm does:
+ * running = momentum * running + (1 - momentum) * batch, with ONNX's momentum
+ * (1 - PyTorch's) and the unbiased batch variance for running_var (ONNX's reference uses
+ * the biased one, which an inference compile of a training-mode node keeps).
  * Statistics are accumulated in double. Does not: the opset 9-13 training outputs of
  * BatchNormalization (saved mean / variance), spatial=0.
  */
@@ -16,7 +22,9 @@
 struct bn_params {
     int64_t n, c, plane;            /* x viewed as (n, c, plane) */
     float eps, momentum;
-    bool training;
+    bool training;                  /* batch statistics */
+    bool torch_stats;               /* training executable: unbiased running_var, saved */
+    bool in_place;                  /* update the running statistics inputs (weights) */
 };
 
 static int
@@ -67,7 +75,11 @@ infer_bn(struct sim_infer *c)
                                   "input %s", i, sim_shape_fmt(&c->in[i]->shape, s2, sizeof(s2)),
                                   (long long)x->shape.d[1],
                                   sim_shape_fmt(&x->shape, s1, sizeof(s1)));
-    p->training = training != 0;
+    p->training = training != 0 || c->training;
+    p->torch_stats = c->training;
+    p->in_place = c->training && (c->weight_inputs & (1u << 3)) && (c->weight_inputs & (1u << 4));
+    if (c->training)
+        c->saved_bytes = 2 * (size_t)x->shape.d[1] * sizeof(float);
     p->n = x->shape.d[0];
     p->c = x->shape.d[1];
     p->plane = sim_shape_span(&x->shape, 2, x->shape.rank);
@@ -77,33 +89,65 @@ infer_bn(struct sim_infer *c)
     return rc;
 }
 
-/* x, y: (n, c, plane); scale, bias, mean, var, running outputs: (c) */
+/* The mean of channel ch of x (n, c, plane) and its sum of squared deviations *ss. */
+static double
+batch_stats(const struct bn_params *p, const float *x, int64_t ch, double *ss)
+{
+    double s = 0.0, cnt = (double)(p->n * p->plane), m;
+
+    for (int64_t n = 0; n < p->n; n++) {
+        const float *xr = x + (n * p->c + ch) * p->plane;
+        for (int64_t i = 0; i < p->plane; i++)
+            s += xr[i];
+    }
+    m = cnt > 0 ? s / cnt : 0.0;
+    *ss = 0.0;
+    for (int64_t n = 0; n < p->n; n++) {
+        const float *xr = x + (n * p->c + ch) * p->plane;
+        for (int64_t i = 0; i < p->plane; i++)
+            *ss += (xr[i] - m) * (xr[i] - m);
+    }
+    return m;
+}
+
+/* x, y: (n, c, plane); scale, bias, mean, var, running outputs: (c);
+ * saved (training executables): batch mean (c) then 1/sqrt(batch var + eps) (c) */
 static int
 fwd_bn(const struct sim_kern *k, struct sim_err *err)
 {
     const struct bn_params *p = k->params;
     const float *x = k->in[0].data, *scale = k->in[1].data, *bias = k->in[2].data;
-    const float *mean = k->in[3].data, *var = k->in[4].data;
+    float *mean = k->in[3].data, *var = k->in[4].data;
     float *y = k->out[0].data;
     float *rmean = k->n_out > 1 ? k->out[1].data : NULL;
     float *rvar = k->n_out > 2 ? k->out[2].data : NULL;
+    float *saved = k->saved;
 
     (void)err;
     for (int64_t ch = 0; ch < p->c; ch++) {
         double m = mean[ch], v = var[ch], a, b;
-        if (p->training) {
-            double s = 0.0, ss = 0.0, cnt = (double)(p->n * p->plane);
-            for (int64_t n = 0; n < p->n; n++) {
-                const float *xr = x + (n * p->c + ch) * p->plane;
-                for (int64_t i = 0; i < p->plane; i++)
-                    s += xr[i];
+        if (p->training && p->torch_stats) {
+            double ss, cnt = (double)(p->n * p->plane), rm, rv;
+            m = batch_stats(p, x, ch, &ss);
+            v = cnt > 0 ? ss / cnt : 0.0;
+            rm = mean[ch] * (double)p->momentum + m * (1.0 - p->momentum);
+            rv = var[ch] * (double)p->momentum +
+                 (cnt > 1 ? ss / (cnt - 1) : v) * (1.0 - p->momentum);
+            if (rmean != NULL)
+                rmean[ch] = (float)rm;
+            if (rvar != NULL)
+                rvar[ch] = (float)rv;
+            if (p->in_place) {
+                mean[ch] = (float)rm;
+                var[ch] = (float)rv;
             }
-            m = cnt > 0 ? s / cnt : 0.0;
-            for (int64_t n = 0; n < p->n; n++) {
-                const float *xr = x + (n * p->c + ch) * p->plane;
-                for (int64_t i = 0; i < p->plane; i++)
-                    ss += (xr[i] - m) * (xr[i] - m);
+            if (saved != NULL) {
+                saved[ch] = (float)m;
+                saved[p->c + ch] = (float)(1.0 / sqrt(v + p->eps));
             }
+        } else if (p->training) {
+            double ss, cnt = (double)(p->n * p->plane);
+            m = batch_stats(p, x, ch, &ss);
             v = cnt > 0 ? ss / cnt : 0.0;
             if (rmean != NULL)
                 rmean[ch] = (float)(mean[ch] * p->momentum + m * (1.0 - p->momentum));
@@ -220,9 +264,127 @@ fwd_ln(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* ---- backward ------------------------------------------------------------------------- */
+
+/*
+ * x, dx, dy: (n, c, plane); scale, dscale, dbias: (c). With batch statistics (N values per
+ * channel, xhat = (x - mean) * inv): dbias += sum dy, dscale += sum dy xhat,
+ * dx += scale inv / N (N dy - sum dy - xhat sum dy xhat). With running statistics the op is
+ * affine: dx += dy scale inv. The running-statistics outputs carry no gradient (buffers).
+ */
+static int
+bwd_bn(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+       struct sim_err *err)
+{
+    const struct bn_params *p = k->params;
+    const float *x = k->in[0].data, *scale = k->in[1].data, *g = dout[0].data;
+    const float *saved = k->saved;
+    float *dx = din[0].data, *dscale = din[1].data, *dbias = din[2].data;
+    double cnt = (double)(p->n * p->plane);
+
+    if (g == NULL)
+        return 0;
+    if (p->training && saved == NULL)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no batch statistics were kept",
+                           k->label);
+    for (int64_t ch = 0; ch < p->c; ch++) {
+        double m, inv, sg = 0.0, sgx = 0.0;
+        if (p->training) {
+            m = saved[ch];
+            inv = saved[p->c + ch];
+        } else {
+            m = ((const float *)k->in[3].data)[ch];
+            inv = 1.0 / sqrt((double)((const float *)k->in[4].data)[ch] + p->eps);
+        }
+        for (int64_t n = 0; n < p->n; n++) {
+            const float *xr = x + (n * p->c + ch) * p->plane, *gr = g + (n * p->c + ch) * p->plane;
+            for (int64_t i = 0; i < p->plane; i++) {
+                sg += gr[i];
+                sgx += gr[i] * (xr[i] - m) * inv;
+            }
+        }
+        if (dbias != NULL)
+            dbias[ch] += (float)sg;
+        if (dscale != NULL)
+            dscale[ch] += (float)sgx;
+        if (dx == NULL)
+            continue;
+        for (int64_t n = 0; n < p->n; n++) {
+            const float *xr = x + (n * p->c + ch) * p->plane, *gr = g + (n * p->c + ch) * p->plane;
+            float *dr = dx + (n * p->c + ch) * p->plane;
+            if (!p->training) {
+                float a = (float)(scale[ch] * inv);
+                for (int64_t i = 0; i < p->plane; i++)
+                    dr[i] += gr[i] * a;
+                continue;
+            }
+            for (int64_t i = 0; i < p->plane; i++) {
+                double xhat = (xr[i] - m) * inv;
+                dr[i] += (float)(scale[ch] * inv / cnt * (cnt * gr[i] - sg - xhat * sgx));
+            }
+        }
+    }
+    return 0;
+}
+
+/*
+ * x, dx, dy: (outer, inner); scale, bias and their gradients: (inner) or one value;
+ * dmean, dinvstd (optional outputs' gradients): (outer). With xhat = (x - m) inv and
+ * h = dy scale: dx += inv (h - mean(h) - xhat mean(h xhat)), dscale += sum dy xhat,
+ * dbias += sum dy; the Mean and InvStdDev outputs add dmean / inner and
+ * -dinvstd inv^3 (x - m) / inner.
+ */
+static int
+bwd_ln(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+       struct sim_err *err)
+{
+    const struct ln_params *p = k->params;
+    const float *x = k->in[0].data, *scale = k->in[1].data, *g = dout[0].data;
+    const float *gm = k->n_out > 1 ? dout[1].data : NULL, *gi = k->n_out > 2 ? dout[2].data : NULL;
+    float *dx = din[0].data, *dscale = din[1].data, *dbias = k->n_in > 2 ? din[2].data : NULL;
+    double inner = (double)p->inner;
+
+    (void)err;
+    if (p->inner == 0)
+        return 0;
+    for (int64_t o = 0; o < p->outer; o++) {
+        const float *xr = x + o * p->inner, *gr = g != NULL ? g + o * p->inner : NULL;
+        double s = 0.0, ss = 0.0, m, inv, sh = 0.0, shx = 0.0;
+        for (int64_t i = 0; i < p->inner; i++)
+            s += xr[i];
+        m = s / inner;
+        for (int64_t i = 0; i < p->inner; i++)
+            ss += (xr[i] - m) * (xr[i] - m);
+        inv = 1.0 / sqrt(ss / inner + p->eps);
+        for (int64_t i = 0; gr != NULL && i < p->inner; i++) {
+            double xhat = (xr[i] - m) * inv, h = gr[i] * (double)scale[p->scalar_scale ? 0 : i];
+            sh += h;
+            shx += h * xhat;
+            if (dscale != NULL)
+                dscale[p->scalar_scale ? 0 : i] += (float)(gr[i] * xhat);
+            if (dbias != NULL)
+                dbias[p->scalar_bias ? 0 : i] += gr[i];
+        }
+        if (dx == NULL)
+            continue;
+        for (int64_t i = 0; i < p->inner; i++) {
+            double xhat = (xr[i] - m) * inv, v = 0.0;
+            if (gr != NULL)
+                v += inv * (gr[i] * (double)scale[p->scalar_scale ? 0 : i] - sh / inner -
+                            xhat * shx / inner);
+            if (gm != NULL)
+                v += gm[o] / inner;
+            if (gi != NULL)
+                v -= gi[o] * inv * inv * inv * (xr[i] - m) / inner;
+            dx[o * p->inner + i] += (float)v;
+        }
+    }
+    return 0;
+}
+
 const struct sim_op sim_ops_norm[] = {
-    { "BatchNormalization", 1, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, NULL },
-    { "LayerNormalization", 17, 2, 3, 1, 3, 0, 0, 8192u, infer_ln, fwd_ln, NULL },
+    { "BatchNormalization", 1, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, bwd_bn, 7u, NULL },
+    { "LayerNormalization", 17, 2, 3, 1, 3, 0, 0, 8192u, infer_ln, fwd_ln, bwd_ln, 7u, NULL },
 };
 
 const int sim_ops_norm_count = (int)(sizeof(sim_ops_norm) / sizeof(sim_ops_norm[0]));

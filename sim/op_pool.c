@@ -2,10 +2,13 @@
  * op_pool.c — pooling over 1 to 3 spatial dims of NC... tensors: MaxPool (float, uint8,
  * int8; pads, strides, dilations, ceil_mode, auto_pad, the optional Indices output with
  * row- or column-major storage_order), AveragePool (float; count_include_pad, ceil_mode,
- * auto_pad) and GlobalAveragePool.
+ * auto_pad) and GlobalAveragePool, forward and backward (float).
  *
  * Every pool is computed as a 3-D pool with unit dims padded in front, so one loop nest
  * serves all ranks. Windows are clipped to the input; padding never contributes a value.
+ * In a training executable MaxPool keeps the input index of each output's maximum (the
+ * first one, as PyTorch) for its backward; AveragePool's backward spreads each output's
+ * gradient evenly over the window it averaged.
  * Does not: LpPool, MaxUnpool, dilated average pooling (opset 19).
  */
 #include <math.h>
@@ -19,6 +22,7 @@ struct pool_params {
     int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
     int nsp;
     bool avg, include_pad, col_major;
+    bool save_argmax;               /* training MaxPool: saved holds int64 input indices */
 };
 
 static int
@@ -77,6 +81,7 @@ infer_pool(struct sim_infer *c, bool avg, bool global)
     p->col_major = storage != 0;
     p->planes = x->shape.d[0] * x->shape.d[1];
     p->nsp = nsp;
+    p->save_argmax = c->training && !avg && x->dtype == SIM_DTYPE_FLOAT;
     /* spatial dim i of the model is dim 3 - nsp + i of the 3-D pool */
     for (int i = 0; i < 3; i++) {
         int j = i - (3 - nsp);
@@ -94,6 +99,8 @@ infer_pool(struct sim_infer *c, bool avg, bool global)
     rc = sim_set_out(c, 0, x->dtype, &o);
     if (rc == 0 && c->n_out > 1)
         rc = sim_set_out(c, 1, SIM_DTYPE_INT64, &o);
+    if (rc == 0 && p->save_argmax)
+        c->saved_bytes = (size_t)c->out[0].numel * sizeof(int64_t);
     return rc;
 }
 
@@ -138,6 +145,7 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
     const struct pool_params *p = k->params;
     const struct sim_tensor *xt = &k->in[0];
     int64_t *ind = k->n_out > 1 ? k->out[1].data : NULL;
+    int64_t *arg = p->save_argmax ? k->saved : NULL;
     int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
     int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
     bool isf = xt->dtype == SIM_DTYPE_FLOAT;
@@ -152,7 +160,7 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
                 int64_t a1, b1;
                 taps(p, 1, o1, &a1, &b1);
                 for (int64_t o2 = 0; o2 < p->out[2]; o2++, oi++) {
-                    int64_t a2, b2, best_i = -1, cnt = 0;
+                    int64_t a2, b2, best_i = -1, best_row = -1, cnt = 0;
                     double acc = p->avg ? 0.0 : -INFINITY;
                     taps(p, 2, o2, &a2, &b2);
                     for (int64_t t0 = a0; t0 < b0; t0++) {
@@ -169,6 +177,7 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
                                     acc += v;
                                 } else if (v > acc || best_i < 0) {
                                     acc = v;
+                                    best_row = row + i2;
                                     best_i = p->col_major
                                                  ? pl * plane_in +
                                                        (i2 * p->in[1] + i1) * p->in[0] + i0
@@ -190,6 +199,8 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
                         sim_put_f64(xt->dtype, k->out[0].data, oi, cnt ? acc : 0.0);
                     if (ind != NULL)
                         ind[oi] = best_i < 0 ? 0 : best_i;
+                    if (arg != NULL)
+                        arg[oi] = best_row;
                 }
             }
         }
@@ -197,12 +208,14 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
-/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled. */
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
+ * arg (training): the input index of each maximum, the first one on ties. */
 static int
 fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
 {
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
+    int64_t *arg = p->save_argmax ? k->saved : NULL;
     int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
 
     for (int64_t pl = 0; pl < p->planes; pl++) {
@@ -210,6 +223,19 @@ fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
         float *yp = y + pl * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++) {
             const float *r0 = xp + 2 * oy * W, *r1 = r0 + W;
+            if (arg != NULL) {
+                int64_t *ap = arg + pl * OH * OW + oy * OW, base = pl * H * W + 2 * oy * W;
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    int64_t c = 2 * ox, best = c;
+                    float v = r0[c];
+                    if (r0[c + 1] > v) { v = r0[c + 1]; best = c + 1; }
+                    if (r1[c] > v) { v = r1[c]; best = W + c; }
+                    if (r1[c + 1] > v) { v = r1[c + 1]; best = W + c + 1; }
+                    yp[oy * OW + ox] = v;
+                    ap[ox] = base + best;
+                }
+                continue;
+            }
             for (int64_t ox = 0; ox < OW; ox++) {
                 float a = r0[2 * ox] > r0[2 * ox + 1] ? r0[2 * ox] : r0[2 * ox + 1];
                 float b = r1[2 * ox] > r1[2 * ox + 1] ? r1[2 * ox] : r1[2 * ox + 1];
@@ -234,10 +260,84 @@ fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
     return fwd_pool(k, err);
 }
 
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* dx[argmax[o]] += dy[o]; dy: (N, C, out...), dx: (N, C, in...) */
+static int
+bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const int64_t *arg = k->saved;
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+
+    if (g == NULL || dx == NULL)
+        return 0;
+    if (arg == NULL)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no argmax was kept", k->label);
+    for (int64_t o = 0; o < k->out[0].numel; o++)
+        if (arg[o] >= 0)
+            dx[arg[o]] += g[o];
+    return 0;
+}
+
+/* Each output's gradient divided by the count it averaged over, added to every tap of
+ * its window; dy: (N, C, out...), dx: (N, C, in...) */
+static int
+bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const struct pool_params *p = k->params;
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t pl = 0; pl < p->planes; pl++) {
+        int64_t oi = pl * plane_out;
+        for (int64_t o0 = 0; o0 < p->out[0]; o0++) {
+            int64_t a0, b0;
+            taps(p, 0, o0, &a0, &b0);
+            for (int64_t o1 = 0; o1 < p->out[1]; o1++) {
+                int64_t a1, b1;
+                taps(p, 1, o1, &a1, &b1);
+                for (int64_t o2 = 0; o2 < p->out[2]; o2++, oi++) {
+                    int64_t a2, b2, div;
+                    float gv;
+                    taps(p, 2, o2, &a2, &b2);
+                    div = (b0 - a0) * (b1 - a1) * (b2 - a2);
+                    if (p->include_pad)
+                        div = padded_extent(p, 0, o0) * padded_extent(p, 1, o1) *
+                              padded_extent(p, 2, o2);
+                    if (div <= 0)
+                        continue;
+                    gv = g[oi] / (float)div;
+                    for (int64_t t0 = a0; t0 < b0; t0++) {
+                        int64_t i0 = o0 * p->s[0] - p->pb[0] + t0 * p->d[0];
+                        for (int64_t t1 = a1; t1 < b1; t1++) {
+                            int64_t i1 = o1 * p->s[1] - p->pb[1] + t1 * p->d[1];
+                            float *row = dx + pl * plane_in + (i0 * p->in[1] + i1) * p->in[2];
+                            for (int64_t t2 = a2; t2 < b2; t2++)
+                                row[o2 * p->s[2] - p->pb[2] + t2 * p->d[2]] += gv;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 const struct sim_op sim_ops_pool[] = {
-    { "MaxPool", 1, 1, 1, 1, 2, 0, 0, 8192u, infer_maxpool, fwd_maxpool, NULL },
-    { "AveragePool", 1, 1, 1, 1, 1, 0, 0, 8192u, infer_avgpool, fwd_pool, NULL },
-    { "GlobalAveragePool", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_gavgpool, fwd_pool, NULL },
+    { "MaxPool", 1, 1, 1, 1, 2, 0, 0, 8192u, infer_maxpool, fwd_maxpool, bwd_maxpool, 1u,
+      NULL },
+    { "AveragePool", 1, 1, 1, 1, 1, 0, 0, 8192u, infer_avgpool, fwd_pool, bwd_avgpool, 1u,
+      NULL },
+    { "GlobalAveragePool", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_gavgpool, fwd_pool, bwd_avgpool,
+      1u, NULL },
 };
 
 const int sim_ops_pool_count = (int)(sizeof(sim_ops_pool) / sizeof(sim_ops_pool[0]));

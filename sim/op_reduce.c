@@ -4,8 +4,10 @@
  * a compile-time input for ReduceSum from opset 13), keepdims, noop_with_empty_axes.
  *
  * The input's dims are coalesced into alternating runs of kept and reduced dims, and the
- * step walks the input once, accumulating in double in the scratch buffer.
- * Does not: the L1/L2/LogSum/SumSquare family.
+ * step walks the input once, accumulating in double in the scratch buffer. The backward of
+ * ReduceSum and ReduceMean walks the input the same way, adding each output's gradient
+ * (divided by the count for the mean) to every element that was reduced into it.
+ * Does not: the L1/L2/LogSum/SumSquare family, gradients of ReduceMax / ReduceMin.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -178,13 +180,57 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* x, dx: any shape; dy: the reduced shape (float) */
+static int
+bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+           struct sim_err *err)
+{
+    const struct reduce_params *p = k->params;
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = k->in[0].numel;
+    float scale = p->kind == R_MEAN && p->count > 0 ? 1.0f / (float)p->count : 1.0f;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    if (p->noop) {
+        for (int64_t i = 0; i < total; i++)
+            dx[i] += g[i];
+        return 0;
+    }
+    n = p->dims[p->nd - 1];
+    inner_so = p->so[p->nd - 1];
+    for (int64_t base = 0; base < total; base += n) {
+        if (inner_so == 0) {
+            float gv = g[oo] * scale;
+            for (int64_t i = 0; i < n; i++)
+                dx[base + i] += gv;
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                dx[base + i] += g[oo + i * inner_so] * scale;
+        }
+        for (int d = p->nd - 2; d >= 0; d--) {
+            idx[d]++;
+            oo += p->so[d];
+            if (idx[d] < p->dims[d])
+                break;
+            oo -= p->so[d] * p->dims[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
 #define CODE_RED 6144u
 
 const struct sim_op sim_ops_reduce[] = {
-    { "ReduceSum", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_RED, infer_rsum, fwd_reduce, NULL },
-    { "ReduceMean", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmean, fwd_reduce, NULL },
-    { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, NULL },
-    { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, NULL },
+    { "ReduceSum", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_RED, infer_rsum, fwd_reduce, bwd_reduce,
+      1u, NULL },
+    { "ReduceMean", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmean, fwd_reduce, bwd_reduce, 1u,
+      NULL },
+    { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, NULL, 1u, NULL },
+    { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, NULL, 1u, NULL },
 };
 
 const int sim_ops_reduce_count = (int)(sizeof(sim_ops_reduce) / sizeof(sim_ops_reduce[0]));

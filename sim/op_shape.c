@@ -676,20 +676,166 @@ fwd_constant(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* Reshape, Flatten, Squeeze, Unsqueeze: the data keeps its order, dx += dy */
+static int
+bwd_copy_data(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+              struct sim_err *err)
+{
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += g[i];
+    return 0;
+}
+
+/* dx[permuted index] += dy, walking dy in order as the forward walks y */
+static int
+bwd_transpose(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+              struct sim_err *err)
+{
+    const struct transpose_params *p = k->params;
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, off = 0, n = k->out[0].numel;
+    int last = p->rank - 1;
+
+    (void)err;
+    if (g == NULL || dx == NULL || n == 0)
+        return 0;
+    if (p->rank == 0) {
+        dx[0] += g[0];
+        return 0;
+    }
+    for (int64_t o = 0; o < n; o += p->odims[last]) {
+        int64_t s = p->istr[last];
+        for (int64_t i = 0; i < p->odims[last]; i++)
+            dx[off + i * s] += g[o + i];
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            off += p->istr[d];
+            if (idx[d] < p->odims[d])
+                break;
+            off -= p->istr[d] * p->odims[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* dy: (outer, sum d_i, inner...) split back into dx_i: (outer, d_i, inner...) */
+static int
+bwd_concat(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+           struct sim_err *err)
+{
+    const struct concat_params *p = k->params;
+    const float *g = dout[0].data;
+
+    (void)err;
+    if (g == NULL)
+        return 0;
+    for (int64_t o = 0; o < p->outer; o++)
+        for (int i = 0; i < k->n_in; i++) {
+            int64_t chunk = k->in[i].numel / p->outer;
+            float *dx = din[i].data;
+            if (dx != NULL)
+                for (int64_t j = 0; j < chunk; j++)
+                    dx[o * chunk + j] += g[j];
+            g += chunk;
+        }
+    return 0;
+}
+
+/* dx[selected element] += dy, walking the selection as the forward does */
+static int
+bwd_slice(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+          struct sim_err *err)
+{
+    const struct slice_params *p = k->params;
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, off = 0, n = k->out[0].numel;
+    int last = p->rank - 1;
+
+    (void)err;
+    if (g == NULL || dx == NULL || n == 0)
+        return 0;
+    if (p->rank == 0) {
+        dx[0] += g[0];
+        return 0;
+    }
+    for (int d = 0; d < p->rank; d++)
+        off += p->start[d] * p->istr[d];
+    for (int64_t o = 0; o < n; o += p->len[last]) {
+        int64_t s = p->step[last] * p->istr[last];
+        for (int64_t i = 0; i < p->len[last]; i++)
+            dx[off + i * s] += g[o + i];
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            off += p->step[d] * p->istr[d];
+            if (idx[d] < p->len[d])
+                break;
+            off -= p->step[d] * p->istr[d] * p->len[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* data, ddata: (outer, dim, inner); indices: m values (checked by the forward of the same
+ * step); dy: (outer, m, inner). ddata[o, idx_j, :] += dy[o, j, :]. */
+static int
+bwd_gather(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+           struct sim_err *err)
+{
+    const struct gather_params *p = k->params;
+    const struct sim_tensor *ind = &k->in[1];
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t o = 0; o < p->outer; o++)
+        for (int64_t j = 0; j < ind->numel; j++, g += p->inner) {
+            int64_t v = sim_get_i64(ind->dtype, ind->data, j);
+            float *row;
+            if (v < 0)
+                v += p->dim;
+            if (v < 0 || v >= p->dim)
+                continue;
+            row = dx + (o * p->dim + v) * p->inner;
+            for (int64_t i = 0; i < p->inner; i++)
+                row[i] += g[i];
+        }
+    return 0;
+}
+
 #define CODE_COPY 2048u
 
 const struct sim_op sim_ops_shape[] = {
-    { "Reshape", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_reshape, fwd_copy_data, NULL },
-    { "Flatten", 1, 1, 1, 1, 1, 0, 0, CODE_COPY, infer_flatten, fwd_copy_data, NULL },
-    { "Squeeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_squeeze, fwd_copy_data, NULL },
+    { "Reshape", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_reshape, fwd_copy_data,
+      bwd_copy_data, 1u, NULL },
+    { "Flatten", 1, 1, 1, 1, 1, 0, 0, CODE_COPY, infer_flatten, fwd_copy_data, bwd_copy_data,
+      1u, NULL },
+    { "Squeeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_squeeze, fwd_copy_data,
+      bwd_copy_data, 1u, NULL },
     { "Unsqueeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_unsqueeze, fwd_copy_data,
+      bwd_copy_data, 1u, NULL },
+    { "Transpose", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_transpose, fwd_transpose, bwd_transpose,
+      1u, NULL },
+    { "Concat", 1, 1, -1, 1, 1, 0, 0, CODE_COPY, infer_concat, fwd_concat, bwd_concat,
+      0xffffffffu, NULL },
+    { "Slice", 1, 1, 5, 1, 1, 0x1eu, 0, 4096u, infer_slice, fwd_slice, bwd_slice, 1u, NULL },
+    { "Gather", 1, 2, 2, 1, 1, 0, 0, 4096u, infer_gather, fwd_gather, bwd_gather, 1u, NULL },
+    { "Shape", 1, 1, 1, 1, 1, 0, SIM_OPF_SHAPE_ONLY, 512u, infer_shape, fwd_shape, NULL, 0u,
       NULL },
-    { "Transpose", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_transpose, fwd_transpose, NULL },
-    { "Concat", 1, 1, -1, 1, 1, 0, 0, CODE_COPY, infer_concat, fwd_concat, NULL },
-    { "Slice", 1, 1, 5, 1, 1, 0x1eu, 0, 4096u, infer_slice, fwd_slice, NULL },
-    { "Gather", 1, 2, 2, 1, 1, 0, 0, 4096u, infer_gather, fwd_gather, NULL },
-    { "Shape", 1, 1, 1, 1, 1, 0, SIM_OPF_SHAPE_ONLY, 512u, infer_shape, fwd_shape, NULL },
-    { "Constant", 1, 0, 0, 1, 1, 0, 0, 512u, infer_constant, fwd_constant, NULL },
+    { "Constant", 1, 0, 0, 1, 1, 0, 0, 512u, infer_constant, fwd_constant, NULL, 0u, NULL },
 };
 
 const int sim_ops_shape_count = (int)(sizeof(sim_ops_shape) / sizeof(sim_ops_shape[0]));

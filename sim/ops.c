@@ -20,6 +20,7 @@ struct family {
 
 static const struct family families[] = {
     { sim_ops_elementwise, &sim_ops_elementwise_count },
+    { sim_ops_unary, &sim_ops_unary_count },
     { sim_ops_activation, &sim_ops_activation_count },
     { sim_ops_matmul, &sim_ops_matmul_count },
     { sim_ops_conv, &sim_ops_conv_count },
@@ -27,6 +28,7 @@ static const struct family families[] = {
     { sim_ops_reduce, &sim_ops_reduce_count },
     { sim_ops_norm, &sim_ops_norm_count },
     { sim_ops_shape, &sim_ops_shape_count },
+    { sim_ops_loss, &sim_ops_loss_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
@@ -41,10 +43,22 @@ const int sim_dt_any[] = { SIM_DTYPE_FLOAT, SIM_DTYPE_UINT8, SIM_DTYPE_INT8,
 const struct sim_op *
 sim_op_find(const char *op_type)
 {
+    return sim_op_find_in("", op_type);
+}
+
+const struct sim_op *
+sim_op_find_in(const char *domain, const char *op_type)
+{
+    bool dflt = domain == NULL || domain[0] == '\0' || strcmp(domain, "ai.onnx") == 0;
+
     for (size_t f = 0; f < N_FAMILIES; f++)
-        for (int i = 0; i < *families[f].count; i++)
-            if (strcmp(families[f].ops[i].name, op_type) == 0)
-                return &families[f].ops[i];
+        for (int i = 0; i < *families[f].count; i++) {
+            const struct sim_op *op = &families[f].ops[i];
+            if (strcmp(op->name, op_type) != 0)
+                continue;
+            if (dflt ? op->domain == NULL : op->domain != NULL && strcmp(op->domain, domain) == 0)
+                return op;
+        }
     return NULL;
 }
 
@@ -56,7 +70,7 @@ sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud)
             fn(&families[f].ops[i], ud);
 }
 
-static char supported_list[1024];
+static char supported_list[1536];
 static pthread_once_t supported_once = PTHREAD_ONCE_INIT;
 
 static int
@@ -68,12 +82,20 @@ cmp_str(const void *a, const void *b)
 static void
 build_supported(void)
 {
+    static char custom[16][64];
     const char *names[256];
-    size_t n = 0, used = 0;
+    size_t n = 0, n_custom = 0, used = 0;
 
     for (size_t f = 0; f < N_FAMILIES; f++)
-        for (int i = 0; i < *families[f].count && n < 256; i++)
-            names[n++] = families[f].ops[i].name;
+        for (int i = 0; i < *families[f].count && n < 256; i++) {
+            const struct sim_op *op = &families[f].ops[i];
+            if (op->domain == NULL) {
+                names[n++] = op->name;
+            } else if (n_custom < 16) {
+                snprintf(custom[n_custom], sizeof(custom[0]), "%s.%s", op->domain, op->name);
+                names[n++] = custom[n_custom++];
+            }
+        }
     qsort(names, n, sizeof(names[0]), cmp_str);
     for (size_t i = 0; i < n && used < sizeof(supported_list); i++)
         used += (size_t)snprintf(supported_list + used, sizeof(supported_list) - used,
@@ -269,7 +291,7 @@ sim_model_mark_const_inputs(struct sim_model *m)
      * needed too (except through Shape, which only needs a shape). */
     for (int k = m->n_nodes - 1; k >= 0; k--) {
         const struct sim_mnode *nd = &m->nodes[k];
-        const struct sim_op *op = nd->domain[0] == '\0' ? sim_op_find(nd->op_type) : NULL;
+        const struct sim_op *op = sim_op_find_in(nd->domain, nd->op_type);
         bool out_needed = false;
 
         for (int j = 0; j < nd->n_out; j++)

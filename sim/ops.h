@@ -2,12 +2,18 @@
  * ops.h — the op table: how the compiler and the executor talk to ops.
  *
  * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
- * op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c, op_shape.c):
+ * op_unary.c, op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c,
+ * op_shape.c, op_loss.c):
  *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
  *              shape, build the op's private parameters and ask for scratch memory;
  *   forward  — at run time: compute outputs from inputs, allocating nothing;
- *   backward — reserved for autodiff (NULL until training lands): given the forward
- *              kernel and output gradients, accumulate (+=) input gradients.
+ *   backward — the gradient rule (NULL for ops without one): given the forward kernel
+ *              (its inputs, outputs, params and saved state) and the gradients of its
+ *              outputs, accumulate (+=) the gradients of its differentiable inputs.
+ * In a training executable (infer's c->training) an op may ask for `saved` memory that
+ * lives from its forward to its backward step (BatchNormalization's batch statistics,
+ * Dropout's mask, MaxPool's argmax) and for backward scratch. autodiff.c builds the
+ * backward schedule from these entries; grad_inputs says which inputs carry a gradient.
  * Ops never see protobuf or the memory plan; they get tensor views.
  */
 #ifndef SIM_OPS_H
@@ -34,6 +40,15 @@ struct sim_infer {
     void *params;               /* set by infer: malloc'd, freed by the compiler */
     size_t scratch_bytes;       /* set by infer: per-step scratch the forward needs */
     struct sim_err *err;
+    /* training executables only */
+    bool training;              /* PyTorch's module.train(): BatchNormalization uses batch
+                                 * statistics, Dropout drops, forward keeps what backward
+                                 * needs in `saved` */
+    uint32_t weight_inputs;     /* bit i: input i is an updatable weight of the executable
+                                 * (BatchNormalization updates its running statistics in
+                                 * place only when they are) */
+    size_t saved_bytes;         /* set by infer: kept from forward to backward */
+    size_t bwd_scratch_bytes;   /* set by infer: scratch the backward needs */
 };
 
 /* The context of one forward call: bound once at compile time, per replica. */
@@ -43,13 +58,20 @@ struct sim_kern {
     int n_in, n_out;
     const struct sim_tensor *in;  /* n_in views; data NULL for an omitted input */
     struct sim_tensor *out;       /* n_out views; data NULL for an omitted output */
-    void *scratch;                /* scratch_bytes, SIM_ALIGN-aligned */
+    void *scratch;                /* scratch_bytes (backward: bwd_scratch_bytes), aligned */
+    void *saved;                  /* saved_bytes, from forward to backward; NULL in an
+                                   * inference executable */
     uint64_t *rng;                /* per-replica random state (Dropout in training mode) */
 };
 
 typedef int (*sim_infer_fn)(struct sim_infer *c);
 typedef int (*sim_forward_fn)(const struct sim_kern *k, struct sim_err *err);
-/* Reserved: dout has n_out gradients of the outputs; din receives n_in gradients. */
+/*
+ * dout has n_out gradients of the outputs (same shapes; data NULL: that output has no
+ * gradient, i.e. zero); din has n_in gradient views of the inputs (data NULL: not wanted).
+ * The rule adds (+=) into every wanted din; the caller zeroes them once per micro-batch.
+ * k is the forward kernel except that k->scratch is the backward scratch.
+ */
 typedef int (*sim_backward_fn)(const struct sim_kern *k, const struct sim_tensor *dout,
                                struct sim_tensor *din, struct sim_err *err);
 
@@ -69,11 +91,23 @@ struct sim_op {
     sim_infer_fn infer;
     sim_forward_fn forward;
     sim_backward_fn backward;
+    uint32_t grad_inputs;       /* bit i: input i is differentiable (bit 31 covers every
+                                 * input from 31 on, for variadic ops) */
+    const char *domain;         /* NULL: ai.onnx; else the custom domain ("ai.graphcore") */
 };
+
+/* Whether input i of op carries a gradient. */
+static inline bool
+sim_op_grad_input(const struct sim_op *op, int i)
+{
+    return (op->grad_inputs >> (i < 31 ? i : 31)) & 1u;
+}
 
 /* Family tables; each ends where its _count says. */
 extern const struct sim_op sim_ops_elementwise[];
 extern const int sim_ops_elementwise_count;
+extern const struct sim_op sim_ops_unary[];
+extern const int sim_ops_unary_count;
 extern const struct sim_op sim_ops_activation[];
 extern const int sim_ops_activation_count;
 extern const struct sim_op sim_ops_matmul[];
@@ -88,9 +122,14 @@ extern const struct sim_op sim_ops_norm[];
 extern const int sim_ops_norm_count;
 extern const struct sim_op sim_ops_shape[];
 extern const int sim_ops_shape_count;
+extern const struct sim_op sim_ops_loss[];
+extern const int sim_ops_loss_count;
 
 /* The op for an ONNX op_type in the default domain, or NULL. */
 const struct sim_op *sim_op_find(const char *op_type);
+
+/* The op for op_type in domain ("" or "ai.onnx" for the default one), or NULL. */
+const struct sim_op *sim_op_find_in(const char *domain, const char *op_type);
 
 /* Calls fn for every op of every family (for tests and listings). */
 void sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud);

@@ -10,7 +10,12 @@
  *               output it writes straight to the host;
  *   code        SIM_CODE_BASE_BYTES of control program plus, per node, the op table's
  *               code_bytes estimate (vertex code and state of a typical Poplar lowering,
- *               a constant per op kind, independent of tensor sizes).
+ *               a constant per op kind, independent of tensor sizes; a node with a
+ *               backward step counts twice).
+ * Training adds the backward timeline (exe.h): a forward node's inputs and outputs live
+ * until its backward step, gradients of activations, saved state and backward scratch get
+ * arena blocks like activations do, and each IPU also accounts the gradient accumulators
+ * and optimizer state of the trainable weights it holds.
  * A graph that does not fit an IPU is refused with IPUOF_E_DEVICE_OOM.
  * Does not: allocate the arenas (exec.c does) or model tile-level layout.
  */
@@ -85,33 +90,44 @@ place_blocks(struct block *b, size_t n, int ipu)
     return top;
 }
 
+/* Steps of the timeline: forward nodes, then backward steps when training. */
+static int
+timeline_end(const struct sim_exe *e)
+{
+    return e->n_nodes + (e->tr != NULL ? e->tr->n_bsteps : 0);
+}
+
 static void
 liveness(struct sim_exe *e)
 {
+    int F = e->n_nodes;
+
     for (int v = 0; v < e->m->n_vals; v++) {
         e->vals[v].first = -1;
         e->vals[v].last = -1;
     }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
+        /* a node's backward step reads its inputs and outputs */
+        int until = n->bstep >= 0 ? F + n->bstep : s;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT && v->last < s)
-                v->last = s;
+            if (v != NULL && v->kind == SIM_V_ACT && v->last < until)
+                v->last = until;
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
             if (v != NULL && v->kind == SIM_V_ACT) {
                 v->first = s;
-                if (v->last < s)
-                    v->last = s;
+                if (v->last < until)
+                    v->last = until;
             }
         }
     }
     for (int i = 0; i < e->n_out; i++) {
         struct sim_val *v = &e->vals[e->out[i].val];
         if (v->kind == SIM_V_ACT && !e->out[i].zero_copy)
-            v->last = e->n_nodes;
+            v->last = timeline_end(e);
     }
 }
 
@@ -126,7 +142,21 @@ fmt_bytes(uint64_t b, char *buf, size_t n)
         snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
 }
 
-/* Weights, streams and code of IPU p. */
+/* Optimizer state floats per trainable float. */
+static unsigned
+state_per_weight(const struct sim_exe *e)
+{
+    const struct sim_optimizer *o;
+
+    if (e->tr == NULL)
+        return 0;
+    o = &e->tr->opt;
+    if (o->kind == SIM_OPT_SGD)
+        return o->momentum != 0.0f ? 1 : 0;
+    return 2;
+}
+
+/* Weights, streams, code, gradient accumulators and optimizer state of IPU p. */
 static void
 account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
 {
@@ -134,16 +164,28 @@ account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
         const struct sim_enode *n = &e->nodes[s];
         if ((unsigned)n->ipu != p)
             continue;
-        r->code += n->op->code_bytes;
+        r->code += n->op->code_bytes * (n->bstep >= 0 ? 2u : 1u);
         for (int j = 0; j < n->n_in; j++) {
             int v = n->in[j];
-            if (v < 0 || seen[v] == (int)p + 1)
-                continue;
+            if (v < 0 || seen[v] == (int)p + 1 || e->vals[v].kind == SIM_V_WEIGHT)
+                continue;     /* weights are counted below, on the IPU that holds them */
             seen[v] = (int)p + 1;
             if (e->vals[v].kind == SIM_V_CONST)
                 r->weights += e->vals[v].bytes;
             else if (e->vals[v].kind == SIM_V_INPUT)
                 r->activations += e->vals[v].bytes;
+        }
+    }
+    for (int i = 0; i < e->n_w; i++) {
+        const struct sim_weight *w = &e->w[i];
+        if ((unsigned)w->ipu != p)
+            continue;
+        if (seen[w->val] != (int)p + 1)
+            r->weights += w->bytes;
+        seen[w->val] = (int)p + 1;
+        if (w->kind == SIM_WEIGHT_TRAINABLE) {
+            r->gradients += w->bytes;
+            r->optimizer += (uint64_t)w->bytes * state_per_weight(e);
         }
     }
     for (int i = 0; i < e->n_out; i++) {
@@ -153,7 +195,8 @@ account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
             continue;
         if (e->out[i].zero_copy || v->kind == SIM_V_INPUT)
             r->activations += e->out[i].step_bytes;
-        else if (v->kind == SIM_V_CONST && seen[e->out[i].val] != (int)p + 1) {
+        else if ((v->kind == SIM_V_CONST || v->kind == SIM_V_WEIGHT) &&
+                 seen[e->out[i].val] != (int)p + 1) {
             seen[e->out[i].val] = (int)p + 1;
             r->weights += v->bytes;
         }
@@ -169,7 +212,7 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     int rc = 0;
 
     liveness(e);
-    b = calloc((size_t)e->m->n_vals + (size_t)e->n_nodes + 1, sizeof(*b));
+    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 1, sizeof(*b));
     seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
     e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
     e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
@@ -185,9 +228,24 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     }
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
+        int bs = n->bstep >= 0 ? e->n_nodes + n->bstep : -1;
         n->scratch_off = -1;
+        n->saved_off = -1;
+        n->bwd_scratch_off = -1;
         if (n->scratch > 0)
             b[nb++] = (struct block){ n->scratch, s, s, n->ipu, &n->scratch_off };
+        if (e->tr == NULL)
+            continue;
+        if (n->saved > 0)
+            b[nb++] = (struct block){ n->saved, s, bs >= 0 ? bs : s, n->ipu, &n->saved_off };
+        if (n->bwd_scratch > 0 && bs >= 0)
+            b[nb++] = (struct block){ n->bwd_scratch, bs, bs, n->ipu, &n->bwd_scratch_off };
+    }
+    for (int v = 0; e->tr != NULL && v < e->m->n_vals; v++) {
+        struct sim_val *val = &e->vals[v];
+        if (!val->grad || val->kind != SIM_V_ACT)
+            continue;
+        b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff };
     }
     qsort(b, nb, sizeof(*b), cmp_block);
     for (unsigned p = 0; p < e->ipr; p++) {
@@ -204,7 +262,7 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         r->code = SIM_CODE_BASE_BYTES;
         r->activations = top;
         account(e, p, seen, r);
-        r->total = r->weights + r->activations + r->code;
+        r->total = r->weights + r->activations + r->code + r->gradients + r->optimizer;
     }
     for (unsigned p = 0; p < e->ipr; p++) {
         const struct sim_mem_report *r = &e->mem[p];
@@ -215,14 +273,16 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         fmt_bytes(r->capacity, have, sizeof(have));
         rc = sim_err_set(err, IPUOF_E_DEVICE_OOM,
                          "the graph does not fit: IPU %u (replica 0) needs %llu bytes (%s: "
-                         "weights %llu, activations %llu, code %llu) but has %llu bytes (%s) "
-                         "available. To make it fit, use a smaller micro-batch (now %u), "
-                         "split the model over more IPUs (__ipu_number / pipelining), or keep "
-                         "weights and optimizer state in remote (host) memory",
+                         "weights %llu, activations %llu, code %llu, gradients %llu, "
+                         "optimizer state %llu) but has %llu bytes (%s) available. To make it "
+                         "fit, use a smaller micro-batch (now %u), split the model over more "
+                         "IPUs (__ipu_number / pipelining), or keep weights and optimizer "
+                         "state in remote (host) memory",
                          p, (unsigned long long)r->total, need,
                          (unsigned long long)r->weights, (unsigned long long)r->activations,
-                         (unsigned long long)r->code, (unsigned long long)r->capacity, have,
-                         e->B);
+                         (unsigned long long)r->code, (unsigned long long)r->gradients,
+                         (unsigned long long)r->optimizer, (unsigned long long)r->capacity,
+                         have, e->B);
         goto out;
     }
     for (unsigned r = 1; r < e->R; r++)

@@ -6,16 +6,20 @@
  * with run options into an executable (sim_compile: shape inference for one micro-batch,
  * constant folding, placement of every node on an IPU, a static memory plan with a fit
  * check), and runs an executable over one "run" of device_iterations x replicas
- * micro-batches (sim_exe_run) without allocating anything per step.
+ * micro-batches (sim_exe_run) without allocating anything per step. With a loss named in
+ * the compile options the executable trains (see "Training" below): one run is then
+ * device_iterations x gradient_accumulation x replicas micro-batches, each device
+ * iteration ending with one optimizer step.
  * What it does not do: no network, no files (the caller reads bytes; tensor_pb.h has the
- * TensorProto file helpers), no logging (errors come back in struct sim_err), no training
- * yet (the op table has room for backward rules). See sim/README.md for the design.
+ * TensorProto file helpers), no logging (errors come back in struct sim_err).
+ * See sim/README.md for the design.
  *
  * Threading: a model is immutable after sim_model_load(); any number of threads may compile
  * from one model at once. An executable may be used by one thread at a time; different
  * executables are independent and may run concurrently. sim_exe_run() refuses (IPUOF_E_BUSY)
- * when the same executable is already running in another thread. Matrix work uses OpenBLAS,
- * which may start its own threads.
+ * when the same executable is already running in another thread, and so do the calls that
+ * read or change an executable's weights or optimizer while it runs. Matrix work uses
+ * OpenBLAS, which may start its own threads.
  *
  * Errors: every function that can fail returns 0 or an IPUOF_E_* code from
  * <ipuof/client.h> and, when err is not NULL, fills err->code and a one-sentence err->msg
@@ -26,21 +30,49 @@
  * came from and stay valid until it is freed. Every _free() accepts NULL.
  *
  * Run layout (the "PopART layout", see DESIGN.md section 2): one run consumes, for every
- * input, device_iterations (D) x replicas (R) per-step tensors laid out iteration-major:
+ * input, device_iterations (D) x gradient_accumulation (A) x replicas (R) per-step tensors
+ * laid out iteration-major (A is 1 for inference):
  *
- *     run buffer = step[d=0][r=0], step[d=0][r=1], ..., step[d=0][r=R-1], step[d=1][r=0], ...
+ *     run buffer = step[d=0][a=0][r=0], step[0][0][1], ..., step[0][0][R-1], step[0][1][0], ...
+ *                  ..., step[0][A-1][R-1], step[d=1][a=0][r=0], ...
  *
- * i.e. the shape [D, R, *step_shape] flattened, as PopART expects an input of shape
- * [batchesPerStep, (accumulationFactor,) replicationFactor, micro-batch, ...] and lays out
- * its anchors. For an input whose step shape is [B, ...] the run shape is [D*R*B, ...]:
- * samples 0..B-1 of the combined batch go to replica 0 at iteration 0, samples B..2B-1 to
- * replica 1 at iteration 0, and so on. A rank-0 input has run shape [D*R] (with D = R = 1 a
- * rank-0 tensor is accepted too). Outputs use the same order over the iterations they return:
- *   SIM_OUTPUT_ALL     every iteration:          [D, R, *step]  -> run shape [D*R*B, ...]
- *   SIM_OUTPUT_FINAL   the last iteration:       [R, *step]     -> run shape [R*B, ...]
- *   SIM_OUTPUT_SUM     summed over iterations:   [R, *step]     (not summed over the batch)
- *   SIM_OUTPUT_EVERYN  iterations n-1, 2n-1, ..: [D/n, R, *step] (D must be a multiple of n)
- * A rank-0 output (a scalar loss) comes back as one value per replica and returned iteration.
+ * i.e. the shape [D, A, R, *step_shape] flattened, as PopART expects an input of shape
+ * [batchesPerStep, accumulationFactor, replicationFactor, micro-batch, ...] and lays out
+ * its anchors. For an input whose step shape is [B, ...] the run shape is [D*A*R*B, ...]:
+ * samples 0..B-1 of the combined batch go to replica 0 at iteration 0 (accumulation step 0),
+ * samples B..2B-1 to replica 1, and so on. A rank-0 input has run shape [D*A*R] (with
+ * D = A = R = 1 a rank-0 tensor is accepted too). Outputs use the same order over the
+ * micro-batches they return:
+ *   SIM_OUTPUT_ALL     every micro-batch:          [D, A, R, *step] -> run shape [D*A*R*B, ...]
+ *   SIM_OUTPUT_FINAL   the last one:               [R, *step]       -> run shape [R*B, ...]
+ *   SIM_OUTPUT_SUM     summed over iterations and accumulation steps: [R, *step]
+ *                      (not summed over the batch)
+ *   SIM_OUTPUT_EVERYN  iterations n-1, 2n-1, ..:  [D/n, A, R, *step] (n must divide D)
+ * A rank-0 output (a scalar loss) comes back as one value per replica and returned
+ * micro-batch. The default mode (SIM_OUTPUT_DEFAULT) is All for inference and Final for
+ * training, as PopTorch's OutputMode.Default.
+ *
+ * Training (PopTorch's trainingModel on an ONNX graph that computes its own loss):
+ *   - The loss is a graph output holding one float per replica and micro-batch (rank 0 or
+ *     one element). Its gradient is seeded with 1 for every micro-batch.
+ *   - Trainable weights are the float initializers from which the loss can be reached
+ *     through differentiable operands (not through labels, indices, shapes, Clip bounds,
+ *     running statistics), minus those named in sim_compile_opts.frozen_weights (PyTorch's
+ *     requires_grad=False). PopTorch trains every parameter of the module; an ONNX export
+ *     keeps exactly those as initializers. Other float initializers stay constant.
+ *   - BatchNormalization and Dropout run in training mode (PyTorch's module.train()),
+ *     whatever their attributes say. BatchNormalization normalises with the statistics of
+ *     each replica's micro-batch only and updates its running mean and variance (when they
+ *     are initializers) once per micro-batch: running = momentum * running +
+ *     (1 - momentum) * batch, with ONNX's momentum (= 1 - PyTorch's) and, as PyTorch does,
+ *     the unbiased batch variance. Each replica keeps its own running statistics; reading
+ *     them returns replica 0's. Dropout draws its masks from a per-replica generator seeded
+ *     from sim_compile_opts.seed (same seed -> same masks -> same weights).
+ *   - Per device iteration: each replica computes the gradients of its A micro-batches,
+ *     accumulated; the accumulated gradients of all replicas are reduced once (mean over
+ *     accumulation steps and replicas by default, or sum: PopTorch's
+ *     accumulationAndReplicationReductionType) and one optimizer step updates the single
+ *     copy of the weights every replica reads, so replicas stay bit-identical.
  */
 #ifndef SIM_SIM_H
 #define SIM_SIM_H
@@ -138,10 +170,13 @@ const char *sim_model_output_name(const struct sim_model *m, size_t i);
 /* ---- compiling ---------------------------------------------------------------------- */
 
 enum sim_output_kind {
-    SIM_OUTPUT_ALL = 0,     /* every micro-batch (the default, as for inference models) */
-    SIM_OUTPUT_FINAL = 1,   /* the last device iteration */
-    SIM_OUTPUT_SUM = 2,     /* summed over device iterations, not over the batch */
-    SIM_OUTPUT_EVERYN = 3   /* every n-th device iteration */
+    SIM_OUTPUT_ALL = 0,     /* every micro-batch */
+    SIM_OUTPUT_FINAL = 1,   /* the last micro-batch (last device iteration and accumulation
+                             * step) */
+    SIM_OUTPUT_SUM = 2,     /* summed over device iterations and accumulation steps, not
+                             * over the batch */
+    SIM_OUTPUT_EVERYN = 3,  /* every n-th device iteration (all its accumulation steps) */
+    SIM_OUTPUT_DEFAULT = 4  /* All for inference, Final for training */
 };
 
 struct sim_output_mode {
@@ -171,6 +206,43 @@ struct sim_frozen_input {
 /* Called during compilation with done <= total; may be NULL. Must not call into sim. */
 typedef void (*sim_progress_fn)(int done, int total, void *ud);
 
+/* ---- optimizers ---------------------------------------------------------------------- */
+
+/* The optimizers, with torch.optim's definitions (see sim_optimizer_init). */
+enum sim_optimizer_kind {
+    SIM_OPT_SGD = 1,        /* torch.optim.SGD */
+    SIM_OPT_ADAM = 2,       /* torch.optim.Adam (weight decay is L2 added to the gradient) */
+    SIM_OPT_ADAMW = 3       /* torch.optim.AdamW (decoupled weight decay) */
+};
+
+struct sim_optimizer {
+    int kind;               /* enum sim_optimizer_kind */
+    float lr;               /* >= 0 */
+    float weight_decay;     /* >= 0 */
+    float momentum;         /* SGD: >= 0 */
+    float dampening;        /* SGD */
+    int nesterov;           /* SGD: needs momentum > 0 and dampening 0 */
+    float beta1, beta2;     /* Adam, AdamW: each in [0, 1) */
+    float eps;              /* Adam, AdamW: > 0 */
+};
+
+/*
+ * Fills o with PyTorch's defaults for kind: SGD lr=1e-3 (torch >= 2.0; earlier versions
+ * require it), momentum=0, dampening=0, weight_decay=0, nesterov=False; Adam lr=1e-3,
+ * betas=(0.9, 0.999), eps=1e-8, weight_decay=0; AdamW the same with weight_decay=1e-2.
+ * IPUOF_E_INVAL for an unknown kind.
+ */
+int sim_optimizer_init(struct sim_optimizer *o, int kind);
+
+/* Checks o's kind and ranges; IPUOF_E_INVAL with a message naming the bad parameter. */
+int sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err);
+
+/* How the gradients of the accumulation steps and replicas are combined. */
+enum sim_reduction {
+    SIM_REDUCE_MEAN = 0,    /* the default */
+    SIM_REDUCE_SUM = 1
+};
+
 struct sim_compile_opts {
     unsigned device_iterations;   /* D, >= 1 */
     unsigned replicas;            /* R, >= 1: replica r runs on IPU r */
@@ -184,9 +256,24 @@ struct sim_compile_opts {
     size_t n_frozen;
     sim_progress_fn progress;
     void *progress_ud;
+
+    /* Training: a training executable when loss is not NULL (see "Training" above). */
+    const char *loss;                 /* name of the graph output to minimise */
+    struct sim_optimizer optimizer;   /* checked by sim_optimizer_check() */
+    unsigned gradient_accumulation;   /* A, >= 1; must be 1 without a loss */
+    int accumulation_reduction;       /* enum sim_reduction, over accumulation and replicas */
+    uint64_t seed;                    /* Dropout masks (PopTorch's randomSeed) */
+    const char *const *frozen_weights;  /* float initializers not to train, may be NULL */
+    size_t n_frozen_weights;
+    /* Inference: keep every float initializer as a weight the executable owns, so that
+     * sim_exe_write_weight() and sim_exe_copy_weights() can change it (nodes reading
+     * weights are then not folded). Training executables always own their weights. */
+    int updatable_weights;
 };
 
-/* Fills o with the defaults: D=1, R=1, B from graph, 900 MiB, 1472 tiles, mode ALL. */
+/* Fills o with the defaults: D=1, R=1, B from graph, 900 MiB, 1472 tiles, mode DEFAULT,
+ * no loss; for training A=1, mean reduction, seed 0 and SGD with lr=0.01 (PopTorch's
+ * trainingModel default when no optimizer is given). */
 void sim_compile_opts_init(struct sim_compile_opts *o);
 
 struct sim_exe;
@@ -195,14 +282,30 @@ struct sim_exe;
  * Compiles m for o (borrowed for the call; m must outlive the executable, which borrows
  * its initializer data). Infers the dtype and shape of every tensor for one micro-batch,
  * folds constants, places every node on an IPU, plans memory and checks that it fits.
+ * With o->loss set it also builds the backward graph (each op's gradient rule, in reverse
+ * order), and plans gradients, gradient accumulators and optimizer state in the same plan.
  * On success *out is a caller-owned executable (free with sim_exe_free()).
  * Errors: IPUOF_E_UNSUPPORTED (op, op version or variant: the message names the node, the
- * op, the variant and lists the supported ops), IPUOF_E_SHAPE / IPUOF_E_DTYPE (inconsistent
- * graph), IPUOF_E_INVAL (bad options), IPUOF_E_DEVICE_OOM (does not fit: the message names
- * the IPU, the bytes needed and available and what would help), IPUOF_E_NOMEM.
+ * op, the variant and lists the supported ops; an op without a gradient between a weight
+ * and the loss; a CtcLoss limit), IPUOF_E_SHAPE / IPUOF_E_DTYPE (inconsistent graph),
+ * IPUOF_E_INVAL (bad options: the loss is not a graph output or not one value per replica,
+ * an optimizer parameter out of range, gradient_accumulation 0 or > 1 without a loss, no
+ * trainable weight), IPUOF_E_NOTFOUND (a frozen weight or output mode names nothing),
+ * IPUOF_E_DEVICE_OOM (does not fit: the message names the IPU, the bytes needed and
+ * available and what would help), IPUOF_E_NOMEM.
  */
 int sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
                 struct sim_exe **out, struct sim_err *err);
+
+/*
+ * Compiles m (for instance the inference export of a trained module, or the training
+ * model itself) for inference with updatable weights (o->loss must be NULL; o may be NULL
+ * for the defaults) and copies src's current weights into it (sim_exe_copy_weights()),
+ * without serialising anything. src (usually a training executable) must not be running;
+ * m must outlive the new executable. *out is caller-owned.
+ */
+int sim_compile_inference_from(const struct sim_model *m, const struct sim_compile_opts *o,
+                               struct sim_exe *src, struct sim_exe **out, struct sim_err *err);
 
 /* Frees an executable and its buffers (NULL is a no-op); it must not be running. */
 void sim_exe_free(struct sim_exe *e);
@@ -219,8 +322,10 @@ struct sim_io_info {
     int64_t run_dims[SIM_MAX_RANK];
     size_t step_bytes;
     size_t run_bytes;                   /* size of the buffer sim_exe_*_buffer returns */
-    struct sim_output_mode mode;        /* outputs only */
-    unsigned iterations;                /* outputs: device iterations returned per replica */
+    struct sim_output_mode mode;        /* outputs only, resolved (never DEFAULT) */
+    unsigned iterations;                /* micro-batches per replica in the run buffer:
+                                         * inputs D*A; outputs those returned (All: D*A,
+                                         * Final and Sum: 1, EveryN(n): D/n*A) */
 };
 
 /* Inputs (graph inputs not frozen) and outputs of the executable, in graph order. */
@@ -266,18 +371,26 @@ int sim_exe_tensor_info(const struct sim_exe *e, const char *name, int *dtype, i
 size_t sim_exe_node_count(const struct sim_exe *e);
 
 /* Run options as resolved by the compiler: D, R and the micro-batch (dim 0 of the first
- * input of rank >= 1, or 0 when there is none). */
+ * input of rank >= 1, or 0 when there is none), A (1 for inference). */
 unsigned sim_exe_device_iterations(const struct sim_exe *e);
 unsigned sim_exe_replicas(const struct sim_exe *e);
 unsigned sim_exe_micro_batch(const struct sim_exe *e);
+unsigned sim_exe_gradient_accumulation(const struct sim_exe *e);
+
+/* 1 for a training executable (compiled with a loss), else 0. */
+int sim_exe_is_training(const struct sim_exe *e);
 
 /* ---- executables: memory ------------------------------------------------------------ */
 
 /*
- * The memory of one IPU, in bytes. weights: constants the IPU holds; activations: the
- * arena of intermediate tensors (after liveness-based reuse) plus one step of every input
- * and output stream; code: the estimate of the compiled program (a per-op constant from
- * the op table, plus SIM_CODE_BASE_BYTES of control code per IPU).
+ * The memory of one IPU, in bytes. weights: constants and weights the IPU holds;
+ * activations: the arena of intermediate tensors (forward and, when training, backward:
+ * gradients of activations, state kept for the backward, scratch; after liveness-based
+ * reuse) plus one step of every input and output stream; code: the estimate of the
+ * compiled program (a per-op constant from the op table, plus SIM_CODE_BASE_BYTES of
+ * control code per IPU); gradients: the gradient accumulators of the trainable weights the
+ * IPU holds; optimizer: their optimizer state (SGD momentum, Adam's two moments).
+ * total = weights + activations + code + gradients + optimizer.
  */
 struct sim_mem_report {
     unsigned ipu;                 /* IPU index within the executable's partition */
@@ -288,6 +401,8 @@ struct sim_mem_report {
     uint64_t code;
     uint64_t total;
     uint64_t capacity;
+    uint64_t gradients;
+    uint64_t optimizer;
 };
 
 #define SIM_CODE_BASE_BYTES ((uint64_t)256 << 10)
@@ -301,11 +416,13 @@ int sim_exe_memory(const struct sim_exe *e, size_t ipu, struct sim_mem_report *r
 /* ---- executables: running ----------------------------------------------------------- */
 
 /*
- * Runs D x R steps over the input buffers and fills the output buffers (see "Run layout").
- * Allocates nothing. Errors: IPUOF_E_INVAL (input data out of range, e.g. a Gather index:
- * the message names the node and the value), IPUOF_E_BUSY (already running in another
+ * Runs D x A x R micro-batches over the input buffers and fills the output buffers (see
+ * "Run layout"); a training executable takes D optimizer steps. Allocates nothing.
+ * Errors: IPUOF_E_INVAL (input data out of range, e.g. a Gather index or a label: the
+ * message names the node and the value), IPUOF_E_BUSY (already running in another
  * thread), IPUOF_E_CANCELLED (sim_exe_cancel). After an error the output buffers hold
- * unspecified values; the executable stays usable.
+ * unspecified values; the executable stays usable, but a training run stopped by an error
+ * may have taken some of its optimizer steps (the error message says which iteration).
  */
 int sim_exe_run(struct sim_exe *e, struct sim_err *err);
 
@@ -316,5 +433,92 @@ int sim_exe_run(struct sim_exe *e, struct sim_err *err);
  * progress it does nothing. A single kernel already started is finished first.
  */
 void sim_exe_cancel(struct sim_exe *e);
+
+/* ---- executables: training ---------------------------------------------------------- */
+
+/*
+ * Replaces the optimizer's hyper-parameters between runs, without recompiling (PopTorch's
+ * setOptimizer). The kind must be the one compiled; SGD's momentum can only become
+ * non-zero if it was non-zero at compile time (the momentum buffer is planned then).
+ * Optimizer state (moments, step count) is kept. Errors: IPUOF_E_INVAL (not a training
+ * executable, range, kind), IPUOF_E_BUSY (running).
+ */
+int sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o,
+                          struct sim_err *err);
+
+/* The current optimizer (IPUOF_E_INVAL when e does not train). */
+int sim_exe_get_optimizer(const struct sim_exe *e, struct sim_optimizer *o);
+
+/* Optimizer steps taken since compiling (Adam's bias correction uses it). */
+uint64_t sim_exe_optimizer_steps(const struct sim_exe *e);
+
+/* Restarts every replica's random generator from seed, as if compiled with it.
+ * IPUOF_E_BUSY when running. */
+int sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err);
+
+/* ---- executables: weights ----------------------------------------------------------- */
+
+enum sim_weight_kind {
+    SIM_WEIGHT_TRAINABLE = 1,   /* updated by the optimizer */
+    SIM_WEIGHT_BUFFER = 2,      /* updated by the graph (BatchNormalization running
+                                 * statistics), per replica */
+    SIM_WEIGHT_FROZEN = 3       /* only changed by sim_exe_write_weight / copy_weights */
+};
+
+/* One weight of an executable; name is borrowed from the executable's model. */
+struct sim_weight_info {
+    const char *name;
+    int kind;                   /* enum sim_weight_kind */
+    int dtype;
+    int rank;
+    int64_t dims[SIM_MAX_RANK];
+    size_t bytes;
+};
+
+/*
+ * The weights an executable owns, in graph order of their initializers: for a training
+ * executable its trainable weights, running statistics and the other weights it keeps
+ * writable (frozen_weights, and float initializers that do not reach the loss); for an
+ * inference executable compiled with updatable_weights, every float initializer; else none.
+ */
+size_t sim_exe_weight_count(const struct sim_exe *e);
+int sim_exe_weight_info(const struct sim_exe *e, size_t i, struct sim_weight_info *info);
+long sim_exe_weight_index(const struct sim_exe *e, const char *name);
+
+/*
+ * Copies the current value of weight `name` into dst (bytes must equal its size; buffers:
+ * replica 0's) / from src into the weight (buffers: every replica's copy), like PopTorch's
+ * copyWeightsToHost / copyWeightsToDevice. Errors: IPUOF_E_NOTFOUND (no such weight),
+ * IPUOF_E_SHAPE (wrong size), IPUOF_E_BUSY (running).
+ */
+int sim_exe_read_weight(struct sim_exe *e, const char *name, void *dst, size_t bytes,
+                        struct sim_err *err);
+int sim_exe_write_weight(struct sim_exe *e, const char *name, const void *src, size_t bytes,
+                         struct sim_err *err);
+
+/*
+ * The gradient of trainable weight `name` that the last optimizer step applied (after the
+ * reduction over accumulation steps and replicas); zeros before the first run. For tests
+ * and debugging (PopART's gradient anchors). Errors as sim_exe_read_weight.
+ */
+int sim_exe_read_gradient(struct sim_exe *e, const char *name, void *dst, size_t bytes,
+                          struct sim_err *err);
+
+/*
+ * Copies every weight of src into the weight of the same name of dst (training -> an
+ * inference executable compiled with updatable_weights, or between any two executables
+ * that own weights). Weights only one of them has are left alone. Errors: IPUOF_E_INVAL
+ * (dst owns no weights, dst == src, no weight in common), IPUOF_E_SHAPE / IPUOF_E_DTYPE
+ * (same name, different tensor), IPUOF_E_BUSY (either is running).
+ */
+int sim_exe_copy_weights(struct sim_exe *dst, struct sim_exe *src, struct sim_err *err);
+
+/*
+ * Serialises the executable's model as ONNX ModelProto bytes whose initializers hold the
+ * executable's current weights (others as loaded), loadable by onnx.load and
+ * sim_model_load. *bytes is caller-owned (free()). Attributes of types sim does not keep
+ * (graphs, string lists) and doc strings are not written. IPUOF_E_BUSY while running.
+ */
+int sim_exe_save_onnx(struct sim_exe *e, void **bytes, size_t *len, struct sim_err *err);
 
 #endif /* SIM_SIM_H */

@@ -1,0 +1,212 @@
+/*
+ * autodiff.c — the backward graph of a training executable, built at compile time from the
+ * forward schedule (reverse-mode differentiation, one gradient rule per op as ggml keeps
+ * them: the op table's backward entries).
+ *
+ * Does: check the loss (a float graph output computed by a node, one value per replica and
+ * micro-batch); mark the values that carry a gradient: float values reachable from a
+ * trainable weight through differentiable operands (grad_inputs) from which the loss is
+ * reachable the same way; demote weights that turn out not to reach the loss through float
+ * values to frozen; refuse an op without a gradient rule on such a path; give every forward
+ * node with a gradient-carrying output one backward step, in reverse schedule order; and
+ * compute the lifetime of each activation's gradient on the training timeline (from its
+ * first writer, i.e. its last reader's backward step, to its producer's backward step),
+ * listing where each must be zeroed. plan.c places them in the arena.
+ * Does not: run anything (train.c) or know an op's gradient formula (the op files do).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+
+static bool
+is_float(const struct sim_exe *e, int v)
+{
+    return v >= 0 && e->vals[v].kind != SIM_V_NONE && e->vals[v].ti.dtype == SIM_DTYPE_FLOAT;
+}
+
+static int
+check_loss(struct sim_exe *e, struct sim_err *err)
+{
+    const struct sim_val *lv = &e->vals[e->tr->loss];
+    const char *name = e->m->vals[e->tr->loss].name;
+    char s[128];
+
+    switch (lv->kind) {
+    case SIM_V_CONST:
+        return sim_err_set(err, IPUOF_E_INVAL, "the loss '%s' is a constant: it depends on "
+                           "no weight, so there is nothing to train", name);
+    case SIM_V_INPUT:
+    case SIM_V_WEIGHT:
+        return sim_err_set(err, IPUOF_E_INVAL, "the loss '%s' is a graph %s, not computed by "
+                           "the graph", name, lv->kind == SIM_V_INPUT ? "input" : "weight");
+    case SIM_V_ACT:
+        break;
+    default:
+        return sim_err_set(err, IPUOF_E_INTERNAL, "the loss '%s' has no value", name);
+    }
+    if (lv->ti.dtype != SIM_DTYPE_FLOAT || lv->ti.numel != 1)
+        return sim_err_set(err, IPUOF_E_INVAL, "the loss '%s' is %s %s, but a loss must be "
+                           "one float per replica and micro-batch; reduce it (ReduceMean, or "
+                           "a loss op with reduction 'mean' or 'sum')", name,
+                           sim_dtype_name(lv->ti.dtype), sim_shape_fmt(&lv->ti.shape, s,
+                                                                       sizeof(s)));
+    return 0;
+}
+
+/* Marks e->vals[v].grad; returns the number of trainable weights that carry one. */
+static int
+mark_gradients(struct sim_exe *e, unsigned char *from, unsigned char *to)
+{
+    int trainable = 0;
+
+    for (int i = 0; i < e->n_w; i++)
+        if (e->w[i].kind == SIM_WEIGHT_TRAINABLE)
+            from[e->w[i].val] = 1;
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        bool hit = false;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && sim_op_grad_input(n->op, j) && from[n->in[j]])
+                hit = true;
+        for (int j = 0; hit && j < n->n_out; j++)
+            if (is_float(e, n->out[j]))
+                from[n->out[j]] = 1;
+    }
+    to[e->tr->loss] = 1;
+    for (int s = e->n_nodes - 1; s >= 0; s--) {
+        const struct sim_enode *n = &e->nodes[s];
+        bool hit = false;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && to[n->out[j]])
+                hit = true;
+        for (int j = 0; hit && j < n->n_in; j++)
+            if (is_float(e, n->in[j]) && sim_op_grad_input(n->op, j))
+                to[n->in[j]] = 1;
+    }
+    for (int v = 0; v < e->m->n_vals; v++)
+        e->vals[v].grad = from[v] && to[v] && is_float(e, v);
+    for (int i = 0; i < e->n_w; i++) {
+        struct sim_weight *w = &e->w[i];
+        if (w->kind != SIM_WEIGHT_TRAINABLE)
+            continue;
+        if (e->vals[w->val].grad)
+            trainable++;
+        else
+            w->kind = SIM_WEIGHT_FROZEN;
+    }
+    return trainable;
+}
+
+/* One backward step per node with a gradient-carrying output, in reverse order. */
+static int
+build_steps(struct sim_exe *e, struct sim_err *err)
+{
+    struct sim_train *tr = e->tr;
+
+    tr->bsteps = calloc((size_t)e->n_nodes + 1, sizeof(*tr->bsteps));
+    if (tr->bsteps == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    for (int s = e->n_nodes - 1; s >= 0; s--) {
+        struct sim_enode *n = &e->nodes[s];
+        bool need = false;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && e->vals[n->out[j]].grad)
+                need = true;
+        if (!need)
+            continue;
+        if (n->op->backward == NULL)
+            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: %s has no gradient, but it lies "
+                               "between trainable weights and the loss '%s' (ops with "
+                               "gradients: Add Sub Mul Div Neg Abs Sqrt Exp Log Pow Erf Clip "
+                               "MatMul Gemm Conv MaxPool AveragePool GlobalAveragePool Relu "
+                               "LeakyRelu Sigmoid Tanh Softmax LogSoftmax BatchNormalization "
+                               "LayerNormalization Dropout Reshape Flatten Transpose Concat "
+                               "Squeeze Unsqueeze Identity Gather Slice ReduceMean ReduceSum "
+                               "Cast and the losses); mark the weights before it as frozen "
+                               "or change the graph", n->label, n->op->name,
+                               e->m->vals[tr->loss].name);
+        n->bstep = tr->n_bsteps;
+        tr->bsteps[tr->n_bsteps++].node = s;
+    }
+    return 0;
+}
+
+/* Gradient lifetimes of activations and the zero lists of the backward steps. */
+static int
+lifetimes(struct sim_exe *e, struct sim_err *err)
+{
+    struct sim_train *tr = e->tr;
+    int F = e->n_nodes, n_zero = 0;
+
+    for (int v = 0; v < e->m->n_vals; v++) {
+        struct sim_val *val = &e->vals[v];
+        val->gfirst = val->glast = -1;
+        if (!val->grad || val->kind != SIM_V_ACT)
+            continue;
+        val->glast = F + e->nodes[val->producer].bstep;
+        if (v == tr->loss)
+            val->gfirst = F;
+    }
+    for (int b = 0; b < tr->n_bsteps; b++) {
+        const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
+        for (int j = 0; j < n->n_in; j++) {
+            struct sim_val *val = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
+            if (val == NULL || !val->grad || val->kind != SIM_V_ACT ||
+                !sim_op_grad_input(n->op, j))
+                continue;
+            if (val->gfirst < 0 || F + b < val->gfirst)
+                val->gfirst = F + b;
+        }
+    }
+    tr->zero_vals = calloc((size_t)e->m->n_vals + 1, sizeof(int));
+    if (tr->zero_vals == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    for (int b = 0; b < tr->n_bsteps; b++) {
+        tr->bsteps[b].zero_start = n_zero;
+        for (int v = 0; v < e->m->n_vals; v++) {
+            const struct sim_val *val = &e->vals[v];
+            if (val->grad && val->kind == SIM_V_ACT && v != tr->loss && val->gfirst == F + b)
+                tr->zero_vals[n_zero++] = v;
+        }
+        tr->bsteps[b].zero_end = n_zero;
+    }
+    for (int v = 0; v < e->m->n_vals; v++) {
+        const struct sim_val *val = &e->vals[v];
+        if (val->grad && val->kind == SIM_V_ACT && (val->gfirst < 0 || val->gfirst > val->glast))
+            return sim_err_set(err, IPUOF_E_INTERNAL, "gradient of '%s' has no writer before "
+                               "its reader", e->m->vals[v].name);
+    }
+    return 0;
+}
+
+int
+sim_autodiff(struct sim_exe *e, struct sim_err *err)
+{
+    unsigned char *from = NULL, *to = NULL;
+    int rc = check_loss(e, err);
+
+    if (rc != 0)
+        return rc;
+    from = calloc((size_t)e->m->n_vals + 1, 1);
+    to = calloc((size_t)e->m->n_vals + 1, 1);
+    if (from == NULL || to == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
+    if (mark_gradients(e, from, to) == 0) {
+        rc = sim_err_set(err, IPUOF_E_INVAL, "the graph has no trainable weights: no float "
+                         "initializer reaches the loss '%s' through differentiable operands "
+                         "(weights must be initializers; frozen_weights and running "
+                         "statistics do not train)", e->m->vals[e->tr->loss].name);
+        goto out;
+    }
+    rc = build_steps(e, err);
+    if (rc == 0)
+        rc = lifetimes(e, err);
+out:
+    free(from);
+    free(to);
+    return rc;
+}

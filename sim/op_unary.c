@@ -1,0 +1,317 @@
+/*
+ * op_unary.c — one-input elementwise ops, forward and backward: Neg, Abs, Sqrt, Exp, Log,
+ * Erf, Clip (bounds as attributes before opset 11, as optional inputs after), Identity,
+ * Cast.
+ *
+ * Integer Neg and Abs wrap (computed unsigned); every backward is float only (an integer
+ * tensor carries no gradient). Gradients follow PyTorch's formulas, including its choices
+ * at kinks: d|x| = sign(x) (0 at 0), Clip passes the gradient where min <= x <= max.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+enum { U_NEG, U_ABS, U_SQRT, U_EXP, U_LOG, U_ERF };
+
+struct unary_params {
+    int op;
+};
+
+static int
+infer_unary(struct sim_infer *c, int op)
+{
+    struct unary_params *p;
+    int rc;
+    static const int neg_types[] = { SIM_DTYPE_FLOAT, SIM_DTYPE_INT8, SIM_DTYPE_INT32,
+                                     SIM_DTYPE_INT64, 0 };
+
+    rc = sim_in_dtype(c, 0, op == U_NEG ? neg_types : op == U_ABS ? sim_dt_numeric
+                                                                  : sim_dt_float);
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    p->op = op;
+    return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
+}
+
+/* x, y: same shape and dtype */
+static int
+fwd_unary(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct unary_params *p = k->params;
+    const struct sim_tensor *x = &k->in[0];
+    int64_t n = x->numel;
+
+    (void)err;
+    if (x->dtype == SIM_DTYPE_FLOAT) {
+        const float *in = x->data;
+        float *out = k->out[0].data;
+        switch (p->op) {
+        case U_NEG: for (int64_t i = 0; i < n; i++) out[i] = -in[i]; break;
+        case U_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(in[i]); break;
+        case U_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(in[i]); break;
+        case U_EXP: for (int64_t i = 0; i < n; i++) out[i] = expf(in[i]); break;
+        case U_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(in[i]); break;
+        case U_ERF: for (int64_t i = 0; i < n; i++) out[i] = erff(in[i]); break;
+        default: break;
+        }
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = sim_get_i64(x->dtype, x->data, i);
+        if (p->op == U_NEG || (p->op == U_ABS && v < 0))
+            v = (int64_t)(0 - (uint64_t)v);
+        sim_put_i64(x->dtype, k->out[0].data, i, v);
+    }
+    return 0;
+}
+
+static int infer_neg(struct sim_infer *c) { return infer_unary(c, U_NEG); }
+static int infer_abs(struct sim_infer *c) { return infer_unary(c, U_ABS); }
+static int infer_sqrt(struct sim_infer *c) { return infer_unary(c, U_SQRT); }
+static int infer_exp(struct sim_infer *c) { return infer_unary(c, U_EXP); }
+static int infer_log(struct sim_infer *c) { return infer_unary(c, U_LOG); }
+static int infer_erf(struct sim_infer *c) { return infer_unary(c, U_ERF); }
+
+/* ---- Clip ----------------------------------------------------------------------------- */
+
+struct clip_params {
+    bool attr_bounds;               /* opset < 11: bounds are attributes */
+    double lo, hi;                  /* attribute bounds / dtype limits */
+};
+
+static void
+dtype_limits(int dtype, double *lo, double *hi)
+{
+    switch (dtype) {
+    case SIM_DTYPE_UINT8: *lo = 0; *hi = 255; break;
+    case SIM_DTYPE_INT8: *lo = -128; *hi = 127; break;
+    case SIM_DTYPE_INT32: *lo = -2147483648.0; *hi = 2147483647.0; break;
+    case SIM_DTYPE_INT64: *lo = -9223372036854775808.0; *hi = 9223372036854775807.0; break;
+    default: *lo = -INFINITY; *hi = INFINITY; break;
+    }
+}
+
+static int
+infer_clip(struct sim_infer *c)
+{
+    struct clip_params *p;
+    int rc = sim_in_dtype(c, 0, sim_dt_numeric);
+
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    dtype_limits(c->in[0]->dtype, &p->lo, &p->hi);
+    if (c->version < 11) {
+        float lo, hi;
+        p->attr_bounds = true;
+        rc = sim_ia_float(c, "min", -INFINITY, &lo);
+        if (rc == 0)
+            rc = sim_ia_float(c, "max", INFINITY, &hi);
+        if (rc != 0)
+            return rc;
+        p->lo = lo;
+        p->hi = hi;
+    } else {
+        for (int i = 1; i < 3; i++) {
+            if (!sim_has_in(c, i))
+                continue;
+            if (c->in[i]->dtype != c->in[0]->dtype || c->in[i]->numel != 1)
+                return sim_infer_fail(c, IPUOF_E_SHAPE, "input %d (%s) must be a single %s "
+                                      "value", i, i == 1 ? "min" : "max",
+                                      sim_dtype_name(c->in[0]->dtype));
+        }
+    }
+    return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
+}
+
+/* x, y: same shape; min, max: one element each or absent */
+static int
+fwd_clip(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct clip_params *p = k->params;
+    const struct sim_tensor *x = &k->in[0];
+    double lo = p->lo, hi = p->hi;
+
+    (void)err;
+    if (!p->attr_bounds) {
+        if (k->n_in > 1 && k->in[1].data != NULL)
+            lo = sim_get_f64(x->dtype, k->in[1].data, 0);
+        if (k->n_in > 2 && k->in[2].data != NULL)
+            hi = sim_get_f64(x->dtype, k->in[2].data, 0);
+    }
+    if (x->dtype == SIM_DTYPE_FLOAT) {
+        const float *in = x->data;
+        float *out = k->out[0].data, flo = (float)lo, fhi = (float)hi;
+        for (int64_t i = 0; i < x->numel; i++) {
+            float v = in[i] < flo ? flo : in[i];
+            out[i] = v > fhi ? fhi : v;
+        }
+        return 0;
+    }
+    for (int64_t i = 0; i < x->numel; i++) {
+        double v = sim_get_f64(x->dtype, x->data, i);
+        v = v < lo ? lo : v;
+        sim_put_f64(x->dtype, k->out[0].data, i, v > hi ? hi : v);
+    }
+    return 0;
+}
+
+/* ---- Identity and Cast ---------------------------------------------------------------- */
+
+static int
+infer_identity(struct sim_infer *c)
+{
+    if (!sim_has_in(c, 0))
+        return sim_infer_fail(c, IPUOF_E_INVAL, "needs an input");
+    return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
+}
+
+/* x, y: same shape and dtype */
+static int
+fwd_copy(const struct sim_kern *k, struct sim_err *err)
+{
+    size_t n = (size_t)k->in[0].numel * sim_dtype_size(k->in[0].dtype);
+
+    (void)err;
+    if (n > 0 && k->out[0].data != k->in[0].data)
+        memcpy(k->out[0].data, k->in[0].data, n);
+    return 0;
+}
+
+static int
+infer_cast(struct sim_infer *c)
+{
+    int64_t to;
+    int rc = sim_ia_int(c, "to", 0, &to);
+
+    if (rc != 0)
+        return rc;
+    if (sim_attr_find(c->mn, "to") == NULL)
+        return sim_infer_fail(c, IPUOF_E_INVAL, "attribute 'to' is required");
+    if (!sim_dtype_ok((int)to) || to != (int)to)
+        return sim_infer_unsupported(c, "Cast to %s (supported: float, uint8, int8, int32, "
+                                     "int64, bool)", sim_onnx_dtype_name((int)to));
+    return sim_set_out(c, 0, (int)to, &c->in[0]->shape);
+}
+
+/* x, y: same shape, y of the target dtype */
+static int
+fwd_cast(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct sim_tensor *x = &k->in[0];
+    struct sim_tensor *y = &k->out[0];
+
+    if (x->dtype == y->dtype)
+        return fwd_copy(k, err);
+    if (x->dtype == SIM_DTYPE_FLOAT) {
+        for (int64_t i = 0; i < x->numel; i++)
+            sim_put_f64(y->dtype, y->data, i, ((const float *)x->data)[i]);
+    } else if (y->dtype == SIM_DTYPE_FLOAT) {
+        for (int64_t i = 0; i < x->numel; i++)
+            ((float *)y->data)[i] = (float)sim_get_i64(x->dtype, x->data, i);
+    } else {
+        for (int64_t i = 0; i < x->numel; i++)
+            sim_put_i64(y->dtype, y->data, i, sim_get_i64(x->dtype, x->data, i));
+    }
+    return 0;
+}
+
+/* ---- backward ------------------------------------------------------------------------- */
+
+/* x, y, dy, dx: same shape (float) */
+static int
+bwd_unary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+          struct sim_err *err)
+{
+    const struct unary_params *p = k->params;
+    const float *x = k->in[0].data, *y = k->out[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+    int64_t n = k->in[0].numel;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    switch (p->op) {
+    case U_NEG: for (int64_t i = 0; i < n; i++) dx[i] -= g[i]; break;
+    case U_ABS:
+        for (int64_t i = 0; i < n; i++)
+            dx[i] += x[i] > 0.0f ? g[i] : x[i] < 0.0f ? -g[i] : 0.0f;
+        break;
+    case U_SQRT: for (int64_t i = 0; i < n; i++) dx[i] += g[i] * 0.5f / y[i]; break;
+    case U_EXP: for (int64_t i = 0; i < n; i++) dx[i] += g[i] * y[i]; break;
+    case U_LOG: for (int64_t i = 0; i < n; i++) dx[i] += g[i] / x[i]; break;
+    case U_ERF:
+        /* d erf(x) = 2 / sqrt(pi) * exp(-x^2) */
+        for (int64_t i = 0; i < n; i++)
+            dx[i] += g[i] * 1.12837916709551257f * expf(-x[i] * x[i]);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* x, y, dy, dx: same shape; min, max: one element each or absent */
+static int
+bwd_clip(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const struct clip_params *p = k->params;
+    const float *x = k->in[0].data, *g = dout[0].data;
+    float *dx = din[0].data;
+    float lo = (float)p->lo, hi = (float)p->hi;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    if (!p->attr_bounds) {
+        if (k->n_in > 1 && k->in[1].data != NULL)
+            lo = ((const float *)k->in[1].data)[0];
+        if (k->n_in > 2 && k->in[2].data != NULL)
+            hi = ((const float *)k->in[2].data)[0];
+    }
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        if (x[i] >= lo && x[i] <= hi)
+            dx[i] += g[i];
+    return 0;
+}
+
+/* Identity and Cast between floats: x, y, dy, dx the same shape */
+static int
+bwd_copy(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const float *g = dout[0].data;
+    float *dx = din[0].data;
+
+    (void)err;
+    if (g == NULL || dx == NULL || din[0].dtype != SIM_DTYPE_FLOAT ||
+        dout[0].dtype != SIM_DTYPE_FLOAT)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        dx[i] += g[i];
+    return 0;
+}
+
+#define CODE_EW 3072u
+
+const struct sim_op sim_ops_unary[] = {
+    { "Neg", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_neg, fwd_unary, bwd_unary, 1u, NULL },
+    { "Abs", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_abs, fwd_unary, bwd_unary, 1u, NULL },
+    { "Sqrt", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_sqrt, fwd_unary, bwd_unary, 1u, NULL },
+    { "Exp", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_exp, fwd_unary, bwd_unary, 1u, NULL },
+    { "Log", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_log, fwd_unary, bwd_unary, 1u, NULL },
+    { "Erf", 9, 1, 1, 1, 1, 0, 0, CODE_EW, infer_erf, fwd_unary, bwd_unary, 1u, NULL },
+    { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, bwd_clip, 1u, NULL },
+    { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_copy, 1u, NULL },
+    { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_copy, 1u, NULL },
+};
+
+const int sim_ops_unary_count = (int)(sizeof(sim_ops_unary) / sizeof(sim_ops_unary[0]));

@@ -1,0 +1,231 @@
+/*
+ * optim.c — the optimizers of training executables, with torch.optim's definitions and
+ * defaults, as flat loops over the trainable floats (every trainable weight lives in one
+ * buffer, e->params[0 .. n_train), with its reduced gradient in e->tr->grads[0 .. n_train)).
+ *
+ * Does: defaults and range checks (the checks torch.optim's constructors make, plus eps > 0),
+ * one optimizer step, changing hyper-parameters between runs (PopTorch's setOptimizer), and
+ * restarting the random generators.
+ * Does not: reduce gradients (train.c) or plan optimizer state (plan.c accounts for it,
+ * train.c allocates it).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exe.h"
+
+static const char *
+kind_name(int kind)
+{
+    switch (kind) {
+    case SIM_OPT_SGD: return "SGD";
+    case SIM_OPT_ADAM: return "Adam";
+    case SIM_OPT_ADAMW: return "AdamW";
+    default: return "unknown";
+    }
+}
+
+int
+sim_optimizer_init(struct sim_optimizer *o, int kind)
+{
+    memset(o, 0, sizeof(*o));
+    o->kind = kind;
+    o->lr = 1e-3f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    switch (kind) {
+    case SIM_OPT_SGD:
+    case SIM_OPT_ADAM:
+        return 0;
+    case SIM_OPT_ADAMW:
+        o->weight_decay = 1e-2f;
+        return 0;
+    default:
+        return IPUOF_E_INVAL;
+    }
+}
+
+int
+sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err)
+{
+    const char *k = kind_name(o->kind);
+
+    if (o->kind != SIM_OPT_SGD && o->kind != SIM_OPT_ADAM && o->kind != SIM_OPT_ADAMW)
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer kind %d is not SGD (%d), Adam (%d) "
+                           "or AdamW (%d)", o->kind, SIM_OPT_SGD, SIM_OPT_ADAM, SIM_OPT_ADAMW);
+    if (!(o->lr >= 0.0f) || isinf(o->lr))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid learning rate %g (lr "
+                           "must be >= 0 and finite)", k, (double)o->lr);
+    if (!(o->weight_decay >= 0.0f) || isinf(o->weight_decay))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid weight_decay %g (must "
+                           "be >= 0 and finite)", k, (double)o->weight_decay);
+    if (o->kind == SIM_OPT_SGD) {
+        if (!(o->momentum >= 0.0f) || isinf(o->momentum))
+            return sim_err_set(err, IPUOF_E_INVAL, "optimizer SGD: invalid momentum %g (must "
+                               "be >= 0 and finite)", (double)o->momentum);
+        if (!isfinite(o->dampening))
+            return sim_err_set(err, IPUOF_E_INVAL, "optimizer SGD: dampening %g is not "
+                               "finite", (double)o->dampening);
+        if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f))
+            return sim_err_set(err, IPUOF_E_INVAL, "optimizer SGD: Nesterov momentum requires "
+                               "a momentum > 0 and zero dampening (momentum %g, dampening %g)",
+                               (double)o->momentum, (double)o->dampening);
+        return 0;
+    }
+    if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid beta1 %g (must be in "
+                           "[0, 1))", k, (double)o->beta1);
+    if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid beta2 %g (must be in "
+                           "[0, 1))", k, (double)o->beta2);
+    if (!(o->eps > 0.0f) || isinf(o->eps))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid eps %g (must be > 0 "
+                           "and finite)", k, (double)o->eps);
+    return 0;
+}
+
+/*
+ * SGD, https://pytorch.org/docs/stable/generated/torch.optim.SGD.html:
+ *   g = grad + weight_decay * p
+ *   if momentum != 0: b = g on the first step, else momentum * b + (1 - dampening) * g;
+ *                     g = g + momentum * b if nesterov else b
+ *   p = p - lr * g
+ */
+static void
+step_sgd(struct sim_exe *e)
+{
+    const struct sim_optimizer *o = &e->tr->opt;
+    float *p = e->params, *b = e->tr->mom1;
+    const float *grad = e->tr->grads;
+    float lr = o->lr, wd = o->weight_decay, mu = o->momentum, damp = 1.0f - o->dampening;
+    bool first = !e->tr->mom_started;
+
+    for (size_t i = 0; i < e->n_train; i++) {
+        float g = grad[i];
+        if (wd != 0.0f)
+            g += wd * p[i];
+        if (mu != 0.0f && b != NULL) {
+            b[i] = first ? g : mu * b[i] + damp * g;
+            g = o->nesterov ? g + mu * b[i] : b[i];
+        }
+        p[i] -= lr * g;
+    }
+    if (mu != 0.0f && b != NULL)
+        e->tr->mom_started = true;
+}
+
+/*
+ * Adam, https://pytorch.org/docs/stable/generated/torch.optim.Adam.html, and AdamW,
+ * https://pytorch.org/docs/stable/generated/torch.optim.AdamW.html (t = step count):
+ *   Adam:  g = grad + weight_decay * p          AdamW: p = p - lr * weight_decay * p
+ *   m = beta1 * m + (1 - beta1) * g
+ *   v = beta2 * v + (1 - beta2) * g^2
+ *   p = p - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+ * computed as torch.optim's implementation does: step size lr / (1 - beta1^t), and
+ * denominator sqrt(v) / sqrt(1 - beta2^t) + eps.
+ */
+static void
+step_adam(struct sim_exe *e, bool decoupled)
+{
+    const struct sim_optimizer *o = &e->tr->opt;
+    float *p = e->params, *m = e->tr->mom1, *v = e->tr->mom2;
+    const float *grad = e->tr->grads;
+    double t = (double)e->tr->steps;
+    float b1 = o->beta1, b2 = o->beta2, wd = o->weight_decay, eps = o->eps;
+    float step_size = (float)((double)o->lr / (1.0 - pow(b1, t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow(b2, t));
+    float decay = 1.0f - o->lr * wd;
+
+    for (size_t i = 0; i < e->n_train; i++) {
+        float g = grad[i], denom;
+        if (decoupled)
+            p[i] *= decay;
+        else if (wd != 0.0f)
+            g += wd * p[i];
+        m[i] = m[i] * b1 + g * (1.0f - b1);
+        v[i] = v[i] * b2 + g * g * (1.0f - b2);
+        denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * m[i] / denom;
+    }
+}
+
+void
+sim_optim_step(struct sim_exe *e)
+{
+    e->tr->steps++;
+    switch (e->tr->opt.kind) {
+    case SIM_OPT_SGD: step_sgd(e); break;
+    case SIM_OPT_ADAM: step_adam(e, false); break;
+    case SIM_OPT_ADAMW: step_adam(e, true); break;
+    default: break;
+    }
+}
+
+/* Takes e->busy for a call that must not overlap a run. */
+static int
+lock(struct sim_exe *e, struct sim_err *err)
+{
+    int expected = 0;
+
+    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
+        return sim_err_set(err, IPUOF_E_BUSY, "the executable is running");
+    return 0;
+}
+
+int
+sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o, struct sim_err *err)
+{
+    int rc;
+
+    if (e->tr == NULL)
+        return sim_err_set(err, IPUOF_E_INVAL, "not a training executable (compile with a "
+                           "loss to train)");
+    rc = sim_optimizer_check(o, err);
+    if (rc != 0)
+        return rc;
+    if (o->kind != e->tr->opt.kind)
+        return sim_err_set(err, IPUOF_E_INVAL, "the executable was compiled for %s; switching "
+                           "to %s needs a new compile (its state is planned at compile time)",
+                           kind_name(e->tr->opt.kind), kind_name(o->kind));
+    if (o->kind == SIM_OPT_SGD && o->momentum != 0.0f && e->tr->mom1 == NULL)
+        return sim_err_set(err, IPUOF_E_INVAL, "SGD was compiled without momentum, so no "
+                           "momentum buffer was planned; compile with a non-zero momentum to "
+                           "change it later");
+    rc = lock(e, err);
+    if (rc != 0)
+        return rc;
+    e->tr->opt = *o;
+    atomic_store(&e->busy, 0);
+    return 0;
+}
+
+int
+sim_exe_get_optimizer(const struct sim_exe *e, struct sim_optimizer *o)
+{
+    if (e->tr == NULL)
+        return IPUOF_E_INVAL;
+    *o = e->tr->opt;
+    return 0;
+}
+
+uint64_t
+sim_exe_optimizer_steps(const struct sim_exe *e)
+{
+    return e->tr != NULL ? e->tr->steps : 0;
+}
+
+int
+sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err)
+{
+    int rc = lock(e, err);
+
+    if (rc != 0)
+        return rc;
+    e->seed = seed;
+    for (unsigned r = 0; r < e->R; r++)
+        e->rng[r] = sim_rng_seed(seed, r);
+    atomic_store(&e->busy, 0);
+    return 0;
+}

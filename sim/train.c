@@ -1,0 +1,200 @@
+/*
+ * train.c — running a training executable: PopTorch's trainingModel semantics.
+ *
+ * One run is D device iterations. Each iteration zeroes the per-replica gradient
+ * accumulators, runs A micro-batches on every replica (forward, the loss's gradient seeded
+ * with 1, the backward steps in reverse order, each zeroing the activation gradients it is
+ * the first to write and adding into the others and into the accumulators), then reduces
+ * the accumulators of all replicas once into replica 0's (mean over A x R by default, or
+ * sum) and takes one optimizer step on the single copy of the weights every replica reads.
+ * Nothing is allocated per step: the accumulators, the optimizer state and every backward
+ * kernel's gradient views are bound here at compile time (sim_train_bind).
+ * Does not: decide what is trainable (weights.c, autodiff.c) or implement an optimizer
+ * (optim.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+
+void
+sim_train_free(struct sim_train *tr)
+{
+    if (tr == NULL)
+        return;
+    free(tr->bsteps);
+    free(tr->zero_vals);
+    free(tr->bkern);
+    free(tr->gviews);
+    free(tr->grads);
+    free(tr->mom1);
+    free(tr->mom2);
+    free(tr->loss_grad);
+    free(tr);
+}
+
+/* The gradient of value v on replica r: an arena block for activations, the replica's
+ * accumulator slot for trainable weights, NULL for anything else. */
+static void *
+grad_ptr(const struct sim_exe *e, int v, unsigned r)
+{
+    const struct sim_val *val = &e->vals[v];
+
+    if (!val->grad)
+        return NULL;
+    if (val->kind == SIM_V_ACT && val->goff >= 0)
+        return (char *)e->arenas[r * e->ipr + (unsigned)val->ipu] + val->goff;
+    if (val->kind == SIM_V_WEIGHT && e->w[val->weight].kind == SIM_WEIGHT_TRAINABLE)
+        return (char *)(e->tr->grads + (size_t)r * e->n_train) + e->w[val->weight].off;
+    return NULL;
+}
+
+static float *
+alloc_floats(size_t n)
+{
+    float *p = sim_aligned_alloc(n * sizeof(float));
+
+    if (p != NULL)
+        memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+static void
+grad_view(struct sim_tensor *t, const struct sim_exe *e, int v, unsigned r, bool wanted)
+{
+    const struct sim_val *val = &e->vals[v];
+
+    t->dtype = val->ti.dtype;
+    t->shape = val->ti.shape;
+    t->numel = val->ti.numel;
+    t->data = wanted ? grad_ptr(e, v, r) : NULL;
+}
+
+int
+sim_train_bind(struct sim_exe *e, struct sim_err *err)
+{
+    struct sim_train *tr = e->tr;
+    size_t n_views = 0, R = e->R, nb = (size_t)tr->n_bsteps;
+    bool need1 = tr->opt.kind != SIM_OPT_SGD || tr->opt.momentum != 0.0f;
+    bool need2 = tr->opt.kind != SIM_OPT_SGD;
+
+    if (e->n_train > SIZE_MAX / sizeof(float) / R)
+        return sim_err_set(err, IPUOF_E_TOO_LARGE, "the gradient accumulators are too large");
+    tr->grads = alloc_floats(R * e->n_train);
+    tr->mom1 = need1 ? alloc_floats(e->n_train) : NULL;
+    tr->mom2 = need2 ? alloc_floats(e->n_train) : NULL;
+    for (size_t b = 0; b < nb; b++) {
+        const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
+        n_views += (size_t)n->n_in + (size_t)n->n_out;
+    }
+    tr->bkern = calloc(R * nb + 1, sizeof(*tr->bkern));
+    tr->gviews = calloc(R * n_views + 1, sizeof(*tr->gviews));
+    tr->loss_grad = calloc(R, sizeof(*tr->loss_grad));
+    if (tr->grads == NULL || (need1 && tr->mom1 == NULL) || (need2 && tr->mom2 == NULL) ||
+        tr->bkern == NULL || tr->gviews == NULL || tr->loss_grad == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the gradient "
+                           "accumulators and optimizer state");
+    for (unsigned r = 0; r < e->R; r++) {
+        struct sim_tensor *views = tr->gviews + (size_t)r * n_views;
+        tr->loss_grad[r] = grad_ptr(e, tr->loss, r);
+        for (size_t b = 0; b < nb; b++) {
+            int s = tr->bsteps[b].node;
+            const struct sim_enode *n = &e->nodes[s];
+            struct sim_bkern *bk = &tr->bkern[r * nb + b];
+            bk->k = e->kern[(size_t)r * e->n_nodes + (size_t)s];
+            bk->k.scratch = n->bwd_scratch_off >= 0
+                                ? (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] +
+                                      n->bwd_scratch_off
+                                : NULL;
+            bk->dout = views;
+            bk->din = views + n->n_out;
+            for (int j = 0; j < n->n_out; j++)
+                if (n->out[j] >= 0)
+                    grad_view(&bk->dout[j], e, n->out[j], r, true);
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] >= 0)
+                    grad_view(&bk->din[j], e, n->in[j], r, sim_op_grad_input(n->op, j));
+            views += n->n_in + n->n_out;
+        }
+    }
+    if (tr->loss_grad[0] == NULL)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "the loss has no gradient buffer");
+    return 0;
+}
+
+/* The backward steps of one micro-batch on replica r. */
+static int
+backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
+{
+    struct sim_train *tr = e->tr;
+    const struct sim_bkern *bk = &tr->bkern[(size_t)r * (size_t)tr->n_bsteps];
+    void *const *arenas = e->arenas + (size_t)r * e->ipr;
+
+    *tr->loss_grad[r] = 1.0f;
+    for (int b = 0; b < tr->n_bsteps; b++) {
+        const struct sim_bstep *st = &tr->bsteps[b];
+        int rc;
+        if (sim_exe_cancelled(e, id))
+            return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
+        for (int z = st->zero_start; z < st->zero_end; z++) {
+            const struct sim_val *v = &e->vals[tr->zero_vals[z]];
+            memset((char *)arenas[v->ipu] + v->goff, 0, v->bytes);
+        }
+        rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Replica 0's accumulator becomes the reduced gradient of all replicas. */
+static void
+reduce(struct sim_exe *e)
+{
+    struct sim_train *tr = e->tr;
+    size_t n = e->n_train;
+    float *g0 = tr->grads;
+    float scale = tr->reduction == SIM_REDUCE_MEAN ? 1.0f / ((float)tr->A * (float)e->R) : 1.0f;
+
+    for (unsigned r = 1; r < e->R; r++) {
+        const float *gr = tr->grads + (size_t)r * n;
+        for (size_t i = 0; i < n; i++)
+            g0[i] += gr[i];
+    }
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            g0[i] *= scale;
+}
+
+int
+sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
+{
+    struct sim_train *tr = e->tr;
+
+    for (unsigned d = 0; d < e->D; d++) {
+        memset(tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
+        for (unsigned a = 0; a < tr->A; a++)
+            for (unsigned r = 0; r < e->R; r++) {
+                int rc;
+                sim_exec_patch(e, d, a, r);
+                rc = sim_exec_forward(e, r, id, err);
+                if (rc == 0)
+                    rc = backward(e, r, id, err);
+                if (rc == IPUOF_E_CANCELLED)
+                    return sim_err_set(err, rc, "the run was cancelled at device iteration "
+                                       "%u of %u (accumulation step %u, replica %u); %u "
+                                       "optimizer steps were taken", d, e->D, a, r, d);
+                if (rc != 0) {
+                    if (e->D > 1 || tr->A > 1 || e->R > 1)
+                        sim_err_prefix(err, "device iteration %u, accumulation step %u, "
+                                       "replica %u (%u optimizer steps taken): ", d, a, r, d);
+                    return rc;
+                }
+                sim_exec_post_step(e, d, a, r);
+            }
+        reduce(e);
+        sim_optim_step(e);
+    }
+    return 0;
+}
