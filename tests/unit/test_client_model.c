@@ -12,7 +12,9 @@
  * grown), local dtype / shape / count / size errors with their sentences, the too-large
  * error, an upload the daemon rejects early (with late Errors for chunks on the way), the
  * timeout applying to the gap between frames,
- * a notice during a compile, and a run reply whose sizes do not add up.
+ * a notice during a compile, and a run reply whose sizes do not add up. The last test runs
+ * against a real ipuofd (IPUOFD_BIN, skipped when it cannot be started): a chunked compile,
+ * results checked against the host, output mode Final, the cache, refused uploads.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +39,8 @@
 #include "../../client/client_internal.h"
 #include "frame.h"
 #include "ipuof/client.h"
+#include "onnx_build.h"
+#include "testd.h"
 
 #define MODEL_LEN 5000
 #define SMALL_PAYLOAD 1024
@@ -1032,6 +1036,154 @@ test_bad_run_reply(void **state)
     fake_stop(&f);
 }
 
+/* ---- against a real ipuofd ------------------------------------------------------------- */
+
+#define E2E_B 4   /* micro-batch */
+#define E2E_K 32  /* features in */
+#define E2E_N 48  /* features out */
+#define E2E_D 2   /* device iterations */
+
+/* y = Relu(x W + b) with x [B, K], W [K, N], b [N]: ONNX bytes (caller frees) in *out. */
+static void
+e2e_model(const float *w, const float *bias, void **out, size_t *len)
+{
+    struct sim_ob *b = sim_ob_new(13);
+    int64_t dx[2] = {E2E_B, E2E_K}, dw[2] = {E2E_K, E2E_N}, db[1] = {E2E_N};
+
+    assert_non_null(b);
+    sim_ob_input(b, "x", IPUOF_DTYPE_FLOAT, 2, dx);
+    sim_ob_initializer(b, "W", IPUOF_DTYPE_FLOAT, 2, dw, w);
+    sim_ob_initializer(b, "b", IPUOF_DTYPE_FLOAT, 1, db, bias);
+    sim_ob_node(b, "MatMul", "mm", "x,W", "xw");
+    sim_ob_node(b, "Add", "add", "xw,b", "z");
+    sim_ob_node(b, "Relu", "relu", "z", "y");
+    sim_ob_output(b, "y", IPUOF_DTYPE_FLOAT);
+    assert_int_equal(sim_ob_serialize(b, out, len), 0);
+    sim_ob_free(b);
+}
+
+/* Max |y - Relu(x W + b)| over rows rows of x (row-major) and y. */
+static double
+e2e_maxdiff(const float *x, const float *w, const float *bias, const float *y, int rows)
+{
+    double worst = 0;
+
+    for (int r = 0; r < rows; r++) {
+        for (int n = 0; n < E2E_N; n++) {
+            double acc = bias[n];
+            double d;
+
+            for (int k = 0; k < E2E_K; k++)
+                acc += (double)x[r * E2E_K + k] * w[k * E2E_N + n];
+            d = (acc > 0 ? acc : 0) - y[r * E2E_N + n];
+            if (d < 0)
+                d = -d;
+            if (d > worst)
+                worst = d;
+        }
+    }
+    return worst;
+}
+
+/* The daemon test_real_daemon started, until it stops it: the teardown stops it when an
+ * assertion cut the test short. */
+static struct testd *live_daemon;
+
+static void
+test_real_daemon(void **state)
+{
+    static const char conf[] = "[server]\nmax_payload_bytes = 4096\n"
+                               "max_output_bytes = 8388608\nmax_model_bytes = 65536\n";
+    static float w[E2E_K * E2E_N], bias[E2E_N], x[E2E_D * E2E_B * E2E_K];
+    static uint8_t junk[100000];
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    struct ipuof_attach_opts ao = {.num_ipus = 1};
+    struct ipuof_model_opts o = {.name = "e2e", .device_iterations = E2E_D};
+    struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {E2E_D * E2E_B, E2E_K}, x, sizeof x};
+    struct ipuof_tensor t;
+    ipuof_client *c;
+    ipuof_model *m = NULL, *mf = NULL, *mc = NULL, *bad = NULL;
+    void *onnx = NULL;
+    size_t len = 0;
+    double diff;
+
+    (void)state;
+    if (testd_start(&d, conf, NULL) != 0) {
+        print_message("  no ipuofd to test against (IPUOFD_BIN); skipped\n");
+        skip();
+    }
+    live_daemon = &d;
+    for (int i = 0; i < E2E_K * E2E_N; i++)
+        w[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+    for (int i = 0; i < E2E_N; i++)
+        bias[i] = (float)(i % 5) * 0.1f - 0.2f;
+    for (int i = 0; i < E2E_D * E2E_B * E2E_K; i++)
+        x[i] = (float)((i * 13) % 23) / 23.0f - 0.4f;
+    e2e_model(w, bias, &onnx, &len);
+    print_message("  model of %zu bytes, frame payload limit 4096\n", len);
+    assert_true(len > 4096); /* the upload takes more than one frame */
+
+    c = ipuof_client_new();
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    assert_int_equal(ipuof_model_compile(c, onnx, len, &o, &m), IPUOF_OK);
+    assert_int_equal(ipuof_model_input_info(m, 0, &t, NULL), IPUOF_OK);
+    assert_int_equal(t.dims[0], E2E_D * E2E_B);
+    assert_int_equal(ipuof_model_run(m, &in, 1), IPUOF_OK);
+    assert_int_equal(ipuof_model_output(m, 0, &t), IPUOF_OK);
+    assert_string_equal(t.name, "y");
+    assert_int_equal(t.dims[0], E2E_D * E2E_B);
+    assert_int_equal(t.dims[1], E2E_N);
+    diff = e2e_maxdiff(x, w, bias, t.data, E2E_D * E2E_B);
+    print_message("  output mode All: max |difference| from the host %g\n", diff);
+    assert_true(diff < 1e-4);
+
+    /* Final: the last micro-batch only. */
+    o.default_output_kind = IPUOF_OUTPUT_FINAL;
+    assert_int_equal(ipuof_model_compile(c, onnx, len, &o, &mf), IPUOF_OK);
+    assert_int_equal(ipuof_model_run(mf, &in, 1), IPUOF_OK);
+    assert_int_equal(ipuof_model_output(mf, 0, &t), IPUOF_OK);
+    assert_int_equal(t.dims[0], E2E_B);
+    diff = e2e_maxdiff(x + (E2E_D - 1) * E2E_B * E2E_K, w, bias, t.data, E2E_B);
+    print_message("  output mode Final: max |difference| from the host %g\n", diff);
+    assert_true(diff < 1e-4);
+
+    /* Freed, its executable goes back to the cache: the same model and options hit it (a
+     * cache entry serves one live model at a time). */
+    ipuof_model_free(mf);
+    o.default_output_kind = IPUOF_OUTPUT_FINAL;
+    assert_int_equal(ipuof_model_compile(c, onnx, len, &o, &mc), IPUOF_OK);
+    print_message("  compiled again after a free: cached %d\n", ipuof_model_cached(mc));
+    assert_int_equal(ipuof_model_cached(mc), 1);
+    assert_int_equal(ipuof_model_compile_us(mc), 0);
+
+    /* Refused uploads, chunks still on the way: the connection stays usable every time. */
+    for (int i = 0; i < 20; i++) {
+        assert_error(c, ipuof_model_compile(c, junk, sizeof junk, NULL, &bad),
+                     IPUOF_E_TOO_LARGE, "max_model_bytes");
+        assert_int_equal(ipuof_model_run(m, &in, 1), IPUOF_OK);
+    }
+    ipuof_model_free(mc);
+    ipuof_model_free(m);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(onnx);
+    live_daemon = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
+/* Teardown: stops the daemon a failed test_real_daemon left running. */
+static int
+stop_live_daemon(void **state)
+{
+    (void)state;
+    if (live_daemon != NULL)
+        testd_stop(live_daemon);
+    live_daemon = NULL;
+    return 0;
+}
+
 /* ---- without a daemon ------------------------------------------------------------------ */
 
 static void
@@ -1087,6 +1239,7 @@ main(void)
         cmocka_unit_test(test_compile_rejected_early),
         cmocka_unit_test(test_progress_gaps_and_notice),
         cmocka_unit_test(test_bad_run_reply),
+        cmocka_unit_test_teardown(test_real_daemon, stop_live_daemon),
     };
 
     return cmocka_run_group_tests_name("client_model", tests, NULL, NULL);
