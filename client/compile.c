@@ -146,18 +146,16 @@ build_consts(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__ConstantI
                              n);
     for (size_t i = 0; i < n; i++) {
         const struct ipuof_tensor *t = &o->constant_inputs[i];
-        size_t want = ipuof_dtype_size(t->dtype);
+        uint64_t want;
 
-        if (t->name == NULL || t->rank < 0 || t->rank > 8 || want == 0)
+        if (t->name == NULL || ipuof_shape_bytes(t->dtype, t->rank, t->dims, &want) != 0)
             return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                                 "constant input %zu needs a name, a rank of 0 to 8 and a known "
-                                 "dtype", i);
-        for (int d = 0; d < t->rank; d++)
-            want *= t->dims[d] > 0 ? (size_t)t->dims[d] : 0;
+                                 "constant input %zu needs a name, a rank of 0 to 8, dims of "
+                                 "at least 0 and a known dtype", i);
         if (want != t->bytes || (want > 0 && t->data == NULL))
             return ipuof_err_set(c, IPUOF_E_SHAPE, "client",
-                                 "constant input '%s' has %zu bytes; its shape and dtype need %zu",
-                                 t->name, t->bytes, want);
+                                 "constant input '%s' has %zu bytes; its shape and dtype need "
+                                 "%llu", t->name, t->bytes, (unsigned long long)want);
         ipuof__constant_input__init(&(*cis)[i]);
         (*cis)[i].name = (char *)t->name;
         (*cis)[i].dtype = (Ipuof__DType)t->dtype;
@@ -233,6 +231,7 @@ upload(struct ipuof_xchg *x, const Ipuof__Header *req, const uint8_t *model, siz
     for (int first = 1; first || off < len; first = 0) {
         const Ipuof__Header *h = first ? req : &ch;
         struct iovec piece;
+        size_t hdr_len;
         size_t room;
 
         if (!first) {
@@ -241,13 +240,16 @@ upload(struct ipuof_xchg *x, const Ipuof__Header *req, const uint8_t *model, siz
                 return rc;
             mc.offset = off;
         }
-        room = frame_room(c, ipuof__header__get_packed_size(h));
+        hdr_len = ipuof__header__get_packed_size(h);
+        room = frame_room(c, hdr_len);
         if (room == 0) {
             x->broken = x->frames_sent > 0;
-            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                                 "ipuofd at %s accepts frames of at most %llu bytes, too few "
-                                 "for a frame that carries part of a model",
-                                 c->address, (unsigned long long)c->peer_max_payload);
+            return ipuof_err_set(c, IPUOF_E_TOO_LARGE, "client",
+                                 "a %s header of %zu bytes leaves no room for model bytes under "
+                                 "the frame payload limit of ipuofd at %s (%llu bytes); send "
+                                 "smaller constant inputs or raise max_payload_bytes",
+                                 ipuof_frame_body_name(h), hdr_len, c->address,
+                                 (unsigned long long)c->peer_max_payload);
         }
         piece.iov_base = (void *)(model + off);
         piece.iov_len = len - off < room ? len - off : room;
