@@ -28,6 +28,7 @@
 
 #define MAX_INPUTS 256
 #define BAR_WIDTH 30
+#define CONST_MAX_ELEMS 4096 /* integer inputs up to this size are offered as constants */
 
 /* One --input: a file, bound to a graph input by name or, without one, in order. */
 struct input_arg {
@@ -35,7 +36,8 @@ struct input_arg {
     const char *path;
     struct tensorfile t;        /* the file's tensor, owned */
     void *tiled;               /* owned: t repeated to the run shape, or NULL */
-    int used;
+    const char *const_name;    /* offered to the compiler as a constant under this name */
+    int used;                  /* bound to a model input, or fixed by the compiler */
 };
 
 struct run_opts {
@@ -79,6 +81,10 @@ usage(FILE *f, int full)
             "                       the last (final), the sum over device iterations (sum),\n"
             "                       or every N-th device iteration (every:N)\n"
             "  --quiet              no progress bar and no summary line\n"
+            "\n"
+            "Small integer inputs (a Reshape's shape, reduction axes) are offered to the\n"
+            "compiler as constants under NAME or the file's tensor name: those that decide\n"
+            "shapes are fixed at compile time, the others stay run inputs.\n"
             "\n"
             "One call consumes micro-batch x device-iterations x replicas samples along dim 0.\n"
             "An input with the shape of one micro-batch is tiled device-iterations x replicas\n"
@@ -300,7 +306,7 @@ static struct input_arg *
 find_input(struct run_opts *o, const struct ipuof_tensor *want)
 {
     for (size_t j = 0; j < o->n_in; j++)
-        if (o->in[j].name != NULL && strcmp(o->in[j].name, want->name) == 0)
+        if (o->in[j].name != NULL && !o->in[j].used && strcmp(o->in[j].name, want->name) == 0)
             return &o->in[j];
     for (size_t j = 0; j < o->n_in; j++) {
         if (o->in[j].name == NULL && !o->in[j].used)
@@ -366,15 +372,16 @@ bind_one(const ipuof_model *m, const struct ipuof_tensor *want, const int64_t *s
     return 0;
 }
 
-/* Binds the --input files to m's inputs into t[0..count) in the model's order. 0, or 1
- * after printing why. */
+/* Binds the --input files (but those the compiler fixed) to m's inputs into t[0..count) in
+ * the model's order. 0, or 1 after printing why. */
 static int
 bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
 {
     size_t n = ipuof_model_input_count(m);
 
     for (size_t j = 0; j < o->n_in; j++) {
-        if (o->in[j].name != NULL && ipuof_model_input_index(m, o->in[j].name) < 0) {
+        if (o->in[j].name != NULL && !o->in[j].used &&
+            ipuof_model_input_index(m, o->in[j].name) < 0) {
             fprintf(stderr, "ipuof-run: input: the model has no input '%s'\n", o->in[j].name);
             return 1;
         }
@@ -397,6 +404,41 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
         }
     }
     return 0;
+}
+
+/* Offers the small integer inputs that have a name as constant inputs of the compile:
+ * fills consts (borrowing the inputs' data) and returns how many. */
+static size_t
+offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
+{
+    size_t n = 0;
+
+    for (size_t j = 0; j < o->n_in; j++) {
+        struct input_arg *in = &o->in[j];
+        const char *name = in->name != NULL ? in->name : in->t.name;
+        size_t elem = ipuof_dtype_size(in->t.dtype);
+
+        if ((in->t.dtype != IPUOF_DTYPE_INT64 && in->t.dtype != IPUOF_DTYPE_INT32) ||
+            name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS)
+            continue;
+        in->const_name = name;
+        consts[n] = (struct ipuof_tensor){name, in->t.dtype, in->t.rank, {0}, in->t.data,
+                                          in->t.bytes};
+        memcpy(consts[n].dims, in->t.dims, sizeof consts[n].dims);
+        n++;
+    }
+    return n;
+}
+
+/* Marks the offered constants the compiler fixed (they are no longer inputs of m) as used,
+ * so they bind to nothing. */
+static void
+drop_fixed_constants(struct run_opts *o, const ipuof_model *m)
+{
+    for (size_t j = 0; j < o->n_in; j++) {
+        if (o->in[j].const_name != NULL && ipuof_model_input_index(m, o->in[j].const_name) < 0)
+            o->in[j].used = 1;
+    }
 }
 
 /* ---- outputs --------------------------------------------------------------------------- */
@@ -490,7 +532,8 @@ samples(const ipuof_model *m)
 /* Connects, attaches, compiles, runs and writes. Returns the exit status; what it holds is
  * freed by the caller from *cp and *mp. */
 static int
-run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs)
+run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs,
+    struct ipuof_tensor *consts)
 {
     struct ipuof_attach_opts ao = {0};
     struct ipuof_model_opts mo = {0};
@@ -520,6 +563,8 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     mo.replicas = o->replicas;
     mo.default_output_kind = o->out_kind;
     mo.default_output_n = o->out_n;
+    mo.constant_inputs = consts;
+    mo.n_constant_inputs = offer_constants(o, consts);
     if (!o->quiet && isatty(STDERR_FILENO)) {
         mo.progress = progress_bar;
         mo.progress_user = &bar;
@@ -535,6 +580,7 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         fprintf(stderr, "ipuof-run: the model has more than %d inputs\n", MAX_INPUTS);
         return 1;
     }
+    drop_fixed_constants(o, *mp);
     if (bind_inputs(o, *mp, inputs) != 0)
         return 1;
     t0 = now_ms();
@@ -556,7 +602,7 @@ int
 main(int argc, char **argv)
 {
     static struct run_opts o;
-    static struct ipuof_tensor inputs[MAX_INPUTS];
+    static struct ipuof_tensor inputs[MAX_INPUTS], consts[MAX_INPUTS];
     ipuof_client *c = NULL;
     ipuof_model *m = NULL;
     int stop;
@@ -567,7 +613,7 @@ main(int argc, char **argv)
         return rc;
     rc = load_inputs(&o);
     if (rc == 0)
-        rc = run(&o, &c, &m, inputs);
+        rc = run(&o, &c, &m, inputs, consts);
     ipuof_model_free(m);
     if (c != NULL && ipuof_partition_name(c) != NULL)
         (void)ipuof_detach(c);
