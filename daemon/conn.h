@@ -67,6 +67,7 @@ struct conn {
     struct model *models;        /* compiled models this connection owns */
     struct compile_job *upload;  /* model bytes arriving for a compile */
     struct req_job *inflight;    /* the compile or run on a worker, or NULL */
+    uint64_t refused_upload;     /* request id of the last compile refused mid-upload */
 
     struct conn *prev, *next;
 };

@@ -512,8 +512,20 @@ options_key(const struct compile_job *cj)
     return key;
 }
 
+static int compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                         uint32_t payload_len);
+
 void
 req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    /* A refused compile's remaining model chunks are dropped without a second answer. */
+    if (compile_begin(c, req_id, h, payload_len) < 0)
+        c->refused_upload = req_id;
+}
+
+/* Checks a compile request and starts receiving its model. 0, or -1 with an error sent. */
+static int
+compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     const Ipuof__CompileRequest *rq = h->compile;
     struct srv *s = c->srv;
@@ -523,44 +535,44 @@ req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pa
     if (c->part == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
                         "compiling needs IPUs: attach a partition first");
-        return;
+        return -1;
     }
     if (c->upload != NULL) {
         conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
                         "a model upload is already in progress on this connection");
-        return;
+        return -1;
     }
     if (rq->model_bytes == 0 || rq->model_bytes > s->cfg.max_model_bytes) {
         conn_send_error(c, req_id, rq->model_bytes ? IPUOF_E_TOO_LARGE : IPUOF_E_INVAL, 0, 0,
                         "daemon", "model of %" PRIu64 " bytes: models of 1 to %" PRIu64
                         " bytes (max_model_bytes) are accepted", rq->model_bytes,
                         s->cfg.max_model_bytes);
-        return;
+        return -1;
     }
     if (payload_len > rq->model_bytes) {
         conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
                         "compile payload of %u bytes is more than model_bytes (%" PRIu64 ")",
                         payload_len, rq->model_bytes);
-        return;
+        return -1;
     }
     if (rq->device_iterations == 0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                         "deviceIterations is 0; it must be at least 1 (each call runs "
                         "deviceIterations micro-batches per replica)");
-        return;
+        return -1;
     }
     if (R > c->part->count) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                         "replication factor %u needs %u IPUs, but partition '%s' has %u; "
                         "attach a partition of %u IPUs or lower the replication factor", R, R,
                         c->part->name, c->part->count, dev_round_pow2(R));
-        return;
+        return -1;
     }
     if (rq->n_output_modes > MAX_MODE_OPTS) {
         conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
                         "%zu output modes given; at most %d are accepted", rq->n_output_modes,
                         MAX_MODE_OPTS);
-        return;
+        return -1;
     }
     cj = calloc(1, sizeof *cj);
     if (cj == NULL)
@@ -605,29 +617,31 @@ req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pa
     }
     if (copy_constants(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
-        return;
+        return -1;
     }
     cj->key = options_key(cj);
     if (cj->key == NULL)
         goto oom;
     c->upload = cj;
     if (payload_len == 0 && cj->len > 0)
-        return; /* everything comes in model_chunk frames */
+        return 0; /* everything comes in model_chunk frames */
     if (take_chunk(c, req_id, cj, 0, payload_len) < 0) {
         c->upload = NULL;
         compile_job_free(cj);
+        return -1;
     }
-    return;
+    return 0;
 
 bad_mode:
     conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                     "unknown output mode; use All, Final, Sum or EveryN");
     compile_job_free(cj);
-    return;
+    return -1;
 oom:
     conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon",
                     "out of memory receiving a model of %" PRIu64 " bytes", rq->model_bytes);
     compile_job_free(cj);
+    return -1;
 }
 
 void
@@ -635,6 +649,9 @@ req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_
 {
     struct compile_job *cj = c->upload;
 
+    if (cj == NULL && req_id == c->refused_upload) {
+        return; /* the rest of an upload already refused: the client has its one error */
+    }
     if (cj == NULL || cj->rj.req_id != req_id) {
         conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
                         "model chunk for request %" PRIu64 ", which is not an upload in "
@@ -643,6 +660,7 @@ req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_
     }
     if (take_chunk(c, req_id, cj, h->model_chunk->offset, payload_len) < 0) {
         c->upload = NULL;
+        c->refused_upload = req_id;
         compile_job_free(cj);
     }
 }

@@ -77,7 +77,8 @@ testd_start(struct testd *d, const char *config_text, const char *const *extra)
         return -1;
     if (d->pid == 0) {
         int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
+        if (fd >= 0) { /* stdout too: a daemon left behind must not hold the caller's pipe */
+            dup2(fd, STDOUT_FILENO);
             dup2(fd, STDERR_FILENO);
             close(fd);
         }
