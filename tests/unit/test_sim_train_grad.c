@@ -1,0 +1,807 @@
+/*
+ * test_sim_train_grad.c — every op's gradient rule against central finite differences,
+ * driven by one table with at least one case per differentiable op (ggml's gradient check).
+ *
+ * Each case builds a small graph whose differentiable operands are float initializers
+ * (trainable weights), appends loss = ReduceSum(y * r) with r a fixed random frozen weight,
+ * compiles it for training with SGD lr = 0 (so runs never change the weights) and compares
+ * the gradient the executable applied (sim_exe_read_gradient) with
+ * (loss(w + eps) - loss(w - eps)) / (2 eps) for every element of every weight. The error of
+ * an element is |analytic - numeric| / (1 + |numeric|); the max per op is printed and must
+ * stay under the case's tolerance. Inputs of ops with kinks (Relu, Abs, MaxPool, Clip) are
+ * kept away from the kinks by more than eps. Dropout cases restart the generator before
+ * every run so each run draws the same mask.
+ * test_table_covers_every_op fails when an op with a backward rule has no case, or when an
+ * op the training issue lists lacks a backward rule.
+ * Not here: training runs, optimizers, losses' forward values (test_sim_train.c).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_build.h"
+#include "ops.h"
+#include "sim.h"
+
+#define F32 SIM_DTYPE_FLOAT
+#define I64 SIM_DTYPE_INT64
+#define MAX_PARAMS 8
+
+/* Value distributions for weights. */
+enum dist {
+    D_ANY,          /* uniform in [-1, 1] */
+    D_POS,          /* uniform in [0.5, 1.5] */
+    D_AWAY,         /* |x| in [0.2, 1], random sign: away from kinks at 0 */
+    D_DISTINCT      /* a shuffled ramp with steps of 0.05: a unique maximum per window */
+};
+
+/* The weights the current case declared (their names, for the harness). */
+static const char *params[MAX_PARAMS];
+static int n_params;
+static uint64_t rng_state;
+
+static float
+urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static int64_t
+numel_of(int rank, const int64_t *d)
+{
+    int64_t n = 1;
+
+    for (int i = 0; i < rank; i++)
+        n *= d[i];
+    return n;
+}
+
+static void
+fill(float *v, int64_t n, enum dist dist)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float u = urand();
+        switch (dist) {
+        case D_POS: v[i] = 0.5f + u; break;
+        case D_AWAY: v[i] = (0.2f + 0.8f * u) * (urand() < 0.5f ? -1.0f : 1.0f); break;
+        case D_DISTINCT: v[i] = (float)i * 0.05f - (float)n * 0.025f; break;
+        default: v[i] = 2.0f * u - 1.0f; break;
+        }
+    }
+    if (dist == D_DISTINCT)
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = (int64_t)(urand() * (float)(i + 1)) % (i + 1);
+            float t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+        }
+}
+
+/* A trainable weight of the case: an initializer whose gradient is checked. */
+static void
+param(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum dist dist)
+{
+    int64_t n = numel_of(rank, d);
+    float *v = malloc((size_t)n * sizeof(float) + 4);
+
+    assert_non_null(v);
+    fill(v, n, dist);
+    sim_ob_initializer(b, name, F32, rank, d, v);
+    free(v);
+    assert_true(n_params < MAX_PARAMS);
+    params[n_params++] = name;
+}
+
+/* A float initializer that is not checked (running statistics, weights of a loss). */
+static void
+fconst(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum dist dist)
+{
+    int64_t n = numel_of(rank, d);
+    float *v = malloc((size_t)n * sizeof(float) + 4);
+
+    assert_non_null(v);
+    fill(v, n, dist);
+    sim_ob_initializer(b, name, F32, rank, d, v);
+    free(v);
+}
+
+static void
+ints(struct sim_ob *b, const char *name, int rank, const int64_t *d, const int64_t *v)
+{
+    sim_ob_initializer(b, name, I64, rank, d, v);
+}
+
+#define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
+
+/* ---- cases: each adds nodes computing "y" ---------------------------------------------- */
+
+static void
+b_binary(struct sim_ob *b, const char *op, enum dist db)
+{
+    param(b, "a", 3, DIMS(2, 3, 4), D_ANY);
+    param(b, "b", 2, DIMS(3, 1), db);
+    sim_ob_node(b, op, "n", "a,b", "y");
+}
+
+static void g_add(struct sim_ob *b) { b_binary(b, "Add", D_ANY); }
+static void g_sub(struct sim_ob *b) { b_binary(b, "Sub", D_ANY); }
+static void g_mul(struct sim_ob *b) { b_binary(b, "Mul", D_ANY); }
+static void g_div(struct sim_ob *b) { b_binary(b, "Div", D_POS); }
+
+static void
+g_pow(struct sim_ob *b)
+{
+    param(b, "a", 2, DIMS(3, 4), D_POS);
+    param(b, "b", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "Pow", "n", "a,b", "y");
+}
+
+static void
+b_unary(struct sim_ob *b, const char *op, enum dist dist)
+{
+    param(b, "x", 2, DIMS(3, 5), dist);
+    sim_ob_node(b, op, "n", "x", "y");
+}
+
+static void g_neg(struct sim_ob *b) { b_unary(b, "Neg", D_ANY); }
+static void g_abs(struct sim_ob *b) { b_unary(b, "Abs", D_AWAY); }
+static void g_sqrt(struct sim_ob *b) { b_unary(b, "Sqrt", D_POS); }
+static void g_exp(struct sim_ob *b) { b_unary(b, "Exp", D_ANY); }
+static void g_log(struct sim_ob *b) { b_unary(b, "Log", D_POS); }
+static void g_erf(struct sim_ob *b) { b_unary(b, "Erf", D_ANY); }
+static void g_relu(struct sim_ob *b) { b_unary(b, "Relu", D_AWAY); }
+static void g_sigmoid(struct sim_ob *b) { b_unary(b, "Sigmoid", D_ANY); }
+static void g_tanh(struct sim_ob *b) { b_unary(b, "Tanh", D_ANY); }
+static void g_identity(struct sim_ob *b) { b_unary(b, "Identity", D_ANY); }
+
+static void
+g_leaky(struct sim_ob *b)
+{
+    b_unary(b, "LeakyRelu", D_AWAY);
+    sim_ob_attr_float(b, "alpha", 0.2f);
+}
+
+static void
+g_cast(struct sim_ob *b)
+{
+    b_unary(b, "Cast", D_ANY);
+    sim_ob_attr_int(b, "to", F32);
+}
+
+static void
+g_clip(struct sim_ob *b)
+{
+    const float lo = -0.5f, hi = 0.6f;
+
+    param(b, "x", 2, DIMS(4, 5), D_AWAY);
+    sim_ob_initializer(b, "lo", F32, 0, NULL, &lo);
+    sim_ob_initializer(b, "hi", F32, 0, NULL, &hi);
+    sim_ob_node(b, "Clip", "n", "x,lo,hi", "y");
+}
+
+static void
+g_softmax(struct sim_ob *b)
+{
+    b_unary(b, "Softmax", D_ANY);
+    sim_ob_attr_int(b, "axis", 0);
+}
+
+static void
+g_logsoftmax(struct sim_ob *b)
+{
+    b_unary(b, "LogSoftmax", D_ANY);
+}
+
+static void
+g_matmul(struct sim_ob *b)
+{
+    param(b, "a", 3, DIMS(2, 3, 4), D_ANY);
+    param(b, "b", 2, DIMS(4, 5), D_ANY);
+    sim_ob_node(b, "MatMul", "n", "a,b", "y");
+}
+
+static void
+g_matmul_bcast(struct sim_ob *b)
+{
+    param(b, "a", 3, DIMS(1, 3, 4), D_ANY);
+    param(b, "b", 3, DIMS(2, 4, 2), D_ANY);
+    sim_ob_node(b, "MatMul", "n", "a,b", "y");
+}
+
+static void
+g_matmul_vec(struct sim_ob *b)
+{
+    param(b, "a", 1, DIMS(4), D_ANY);
+    param(b, "b", 2, DIMS(4, 3), D_ANY);
+    sim_ob_node(b, "MatMul", "n", "a,b", "y");
+}
+
+static void
+g_gemm(struct sim_ob *b)
+{
+    param(b, "a", 2, DIMS(4, 3), D_ANY);
+    param(b, "b", 2, DIMS(5, 4), D_ANY);
+    param(b, "c", 1, DIMS(5), D_ANY);
+    sim_ob_node(b, "Gemm", "n", "a,b,c", "y");
+    sim_ob_attr_int(b, "transA", 1);
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_attr_float(b, "alpha", 0.7f);
+    sim_ob_attr_float(b, "beta", 1.3f);
+}
+
+static void
+g_gemm_plain(struct sim_ob *b)
+{
+    param(b, "a", 2, DIMS(3, 4), D_ANY);
+    param(b, "b", 2, DIMS(4, 2), D_ANY);
+    param(b, "c", 2, DIMS(3, 1), D_ANY);
+    sim_ob_node(b, "Gemm", "n", "a,b,c", "y");
+}
+
+static void
+g_conv(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 2, 5, 5), D_ANY);
+    param(b, "w", 4, DIMS(3, 2, 3, 3), D_ANY);
+    param(b, "bias", 1, DIMS(3), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_ints(b, "pads", DIMS(1, 0, 0, 1), 4);
+}
+
+static void
+g_conv_groups(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 4, 7, 6), D_ANY);
+    param(b, "w", 4, DIMS(4, 2, 2, 3), D_ANY);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 1), 2);
+    sim_ob_attr_ints(b, "dilations", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+static void
+g_conv_1d(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 8), D_ANY);
+    param(b, "w", 3, DIMS(2, 3, 3), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w", "y");
+    sim_ob_attr_ints(b, "strides", DIMS(2), 1);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1), 2);
+}
+
+static void
+g_conv_pointwise(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 4, 3, 3), D_ANY);
+    param(b, "w", 4, DIMS(4, 2, 1, 1), D_ANY);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 2);
+}
+
+static void
+g_maxpool(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 2, 4, 6), D_DISTINCT);
+    sim_ob_node(b, "MaxPool", "n", "x", "y");
+    sim_ob_attr_ints(b, "kernel_shape", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+}
+
+static void
+g_maxpool_pad(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(1, 2, 5, 5), D_DISTINCT);
+    sim_ob_node(b, "MaxPool", "n", "x", "y");
+    sim_ob_attr_ints(b, "kernel_shape", DIMS(3, 3), 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+static void
+g_avgpool(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 2, 5, 5), D_ANY);
+    sim_ob_node(b, "AveragePool", "n", "x", "y");
+    sim_ob_attr_ints(b, "kernel_shape", DIMS(3, 3), 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+static void
+g_avgpool_incl(struct sim_ob *b)
+{
+    g_avgpool(b);
+    sim_ob_attr_int(b, "count_include_pad", 1);
+}
+
+static void
+g_gavgpool(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 3, 3, 4), D_ANY);
+    sim_ob_node(b, "GlobalAveragePool", "n", "x", "y");
+}
+
+static void
+g_bn(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(3, 2, 2, 3), D_ANY);
+    param(b, "scale", 1, DIMS(2), D_POS);
+    param(b, "bias", 1, DIMS(2), D_ANY);
+    fconst(b, "mean", 1, DIMS(2), D_ANY);
+    fconst(b, "var", 1, DIMS(2), D_POS);
+    sim_ob_node(b, "BatchNormalization", "n", "x,scale,bias,mean,var", "y");
+}
+
+static void
+g_ln(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    param(b, "scale", 1, DIMS(4), D_POS);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "LayerNormalization", "n", "x,scale,bias", "y");
+}
+
+static void
+g_ln_axis(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    param(b, "scale", 2, DIMS(3, 4), D_POS);
+    sim_ob_node(b, "LayerNormalization", "n", "x,scale", "y");
+    sim_ob_attr_int(b, "axis", 1);
+}
+
+static void
+g_dropout(struct sim_ob *b)
+{
+    const float ratio = 0.4f;
+
+    param(b, "x", 2, DIMS(6, 5), D_ANY);
+    sim_ob_initializer(b, "ratio", F32, 0, NULL, &ratio);
+    sim_ob_node(b, "Dropout", "n", "x,ratio", "y");
+}
+
+static void
+g_reshape(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    ints(b, "shape", 1, DIMS(2), DIMS(4, -1));
+    sim_ob_node(b, "Reshape", "n", "x,shape", "y");
+}
+
+static void
+g_flatten(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    sim_ob_node(b, "Flatten", "n", "x", "y");
+    sim_ob_attr_int(b, "axis", 2);
+}
+
+static void
+g_transpose(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    sim_ob_node(b, "Transpose", "n", "x", "y");
+    sim_ob_attr_ints(b, "perm", DIMS(2, 0, 1), 3);
+}
+
+static void
+g_concat(struct sim_ob *b)
+{
+    param(b, "a", 3, DIMS(2, 1, 3), D_ANY);
+    param(b, "b", 3, DIMS(2, 2, 3), D_ANY);
+    sim_ob_node(b, "Concat", "n", "a,b,a", "y");
+    sim_ob_attr_int(b, "axis", 1);
+}
+
+static void
+g_squeeze(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(3, 1, 4), D_ANY);
+    ints(b, "axes", 1, DIMS(1), DIMS(1));
+    sim_ob_node(b, "Squeeze", "n", "x,axes", "y");
+}
+
+static void
+g_unsqueeze(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 4), D_ANY);
+    ints(b, "axes", 1, DIMS(2), DIMS(0, 2));
+    sim_ob_node(b, "Unsqueeze", "n", "x,axes", "y");
+}
+
+static void
+g_gather(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 5, 3), D_ANY);
+    ints(b, "idx", 2, DIMS(2, 2), DIMS(4, -1, 0, 4));
+    sim_ob_node(b, "Gather", "n", "x,idx", "y");
+    sim_ob_attr_int(b, "axis", 1);
+}
+
+static void
+g_slice(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(3, 6, 5), D_ANY);
+    ints(b, "starts", 1, DIMS(2), DIMS(5, 1));
+    ints(b, "ends", 1, DIMS(2), DIMS(0, 5));
+    ints(b, "axes", 1, DIMS(2), DIMS(1, 2));
+    ints(b, "steps", 1, DIMS(2), DIMS(-2, 2));
+    sim_ob_node(b, "Slice", "n", "x,starts,ends,axes,steps", "y");
+}
+
+static void
+g_reducemean(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    sim_ob_node(b, "ReduceMean", "n", "x", "y");
+    sim_ob_attr_ints(b, "axes", DIMS(0, 2), 2);
+    sim_ob_attr_int(b, "keepdims", 0);
+}
+
+static void
+g_reducesum(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    ints(b, "axes", 1, DIMS(1), DIMS(1));
+    sim_ob_node(b, "ReduceSum", "n", "x,axes", "y");
+}
+
+static void
+g_sce(struct sim_ob *b)
+{
+    param(b, "s", 2, DIMS(4, 5), D_ANY);
+    ints(b, "lab", 1, DIMS(4), DIMS(1, 0, 4, 1));
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "n", "s,lab", "y");
+}
+
+static void
+g_sce_weighted(struct sim_ob *b)
+{
+    param(b, "s", 3, DIMS(3, 4, 2), D_ANY);
+    ints(b, "lab", 2, DIMS(3, 2), DIMS(1, 3, 2, 2, 0, 1));
+    fconst(b, "w", 1, DIMS(4), D_POS);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "n", "s,lab,w", "y,logp");
+    sim_ob_attr_int(b, "ignore_index", 2);
+}
+
+static void
+g_sce_none(struct sim_ob *b)
+{
+    param(b, "s", 2, DIMS(3, 4), D_ANY);
+    ints(b, "lab", 1, DIMS(3), DIMS(3, 0, 2));
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "n", "s,lab", "y");
+    sim_ob_attr_str(b, "reduction", "none");
+}
+
+static void
+g_nll(struct sim_ob *b)
+{
+    param(b, "s", 3, DIMS(3, 4, 2), D_ANY);
+    ints(b, "lab", 2, DIMS(3, 2), DIMS(1, 3, 2, 2, 0, 1));
+    fconst(b, "w", 1, DIMS(4), D_POS);
+    sim_ob_node(b, "NegativeLogLikelihoodLoss", "n", "s,lab,w", "y");
+    sim_ob_attr_str(b, "reduction", "sum");
+}
+
+static void
+g_ctc(struct sim_ob *b)
+{
+    param(b, "lp", 3, DIMS(6, 2, 4), D_ANY);
+    ints(b, "tg", 2, DIMS(2, 3), DIMS(1, 2, 2, 3, 0, 0));
+    ints(b, "il", 1, DIMS(2), DIMS(6, 5));
+    ints(b, "tl", 1, DIMS(2), DIMS(3, 1));
+    sim_ob_node(b, "CtcLoss", "n", "lp,tg,il,tl", "y");
+    sim_ob_node_domain(b, "ai.graphcore");
+}
+
+static void
+g_ctc_sum(struct sim_ob *b)
+{
+    param(b, "lp", 3, DIMS(5, 3, 4), D_ANY);
+    ints(b, "tg", 2, DIMS(3, 2), DIMS(0, 1, 2, 2, 1, 0));
+    ints(b, "il", 1, DIMS(3), DIMS(5, 5, 2));
+    ints(b, "tl", 1, DIMS(3), DIMS(2, 2, 0));
+    sim_ob_node(b, "CtcLoss", "n", "lp,tg,il,tl", "y");
+    sim_ob_node_domain(b, "ai.graphcore");
+    sim_ob_attr_str(b, "reduction", "sum");
+    sim_ob_attr_int(b, "blank", 3);
+}
+
+/* A chain, so gradients of intermediates (not only of weights) are checked. */
+static void
+g_chain(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 4), D_ANY);
+    param(b, "w", 2, DIMS(4, 4), D_ANY);
+    sim_ob_node(b, "MatMul", "mm", "x,w", "h");
+    sim_ob_node(b, "Tanh", "t", "h", "h2");
+    sim_ob_node(b, "Mul", "sq", "h2,x", "h3");
+    sim_ob_node(b, "Softmax", "sm", "h3", "y");
+}
+
+struct gcase {
+    const char *op;             /* the op whose gradient rule the case checks */
+    const char *what;
+    void (*build)(struct sim_ob *b);
+    float eps, tol;
+};
+
+static const struct gcase cases[] = {
+    { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
+    { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
+    { "Mul", "broadcast", g_mul, 1e-2f, 1e-3f },
+    { "Div", "broadcast", g_div, 1e-2f, 1e-3f },
+    { "Pow", "base and exponent", g_pow, 5e-3f, 1e-3f },
+    { "Neg", "", g_neg, 1e-2f, 1e-3f },
+    { "Abs", "", g_abs, 1e-2f, 1e-3f },
+    { "Sqrt", "", g_sqrt, 1e-2f, 1e-3f },
+    { "Exp", "", g_exp, 1e-2f, 1e-3f },
+    { "Log", "", g_log, 1e-2f, 1e-3f },
+    { "Erf", "", g_erf, 1e-2f, 1e-3f },
+    { "Clip", "min and max inputs", g_clip, 1e-2f, 1e-3f },
+    { "Relu", "", g_relu, 1e-2f, 1e-3f },
+    { "LeakyRelu", "alpha 0.2", g_leaky, 1e-2f, 1e-3f },
+    { "Sigmoid", "", g_sigmoid, 1e-2f, 1e-3f },
+    { "Tanh", "", g_tanh, 1e-2f, 1e-3f },
+    { "Softmax", "axis 0", g_softmax, 1e-2f, 1e-3f },
+    { "LogSoftmax", "", g_logsoftmax, 1e-2f, 1e-3f },
+    { "Identity", "", g_identity, 1e-2f, 1e-3f },
+    { "Cast", "float to float", g_cast, 1e-2f, 1e-3f },
+    { "MatMul", "batch folded", g_matmul, 1e-2f, 1e-3f },
+    { "MatMul", "broadcast batch", g_matmul_bcast, 1e-2f, 1e-3f },
+    { "MatMul", "vector x matrix", g_matmul_vec, 1e-2f, 1e-3f },
+    { "Gemm", "transA transB alpha beta, C (N)", g_gemm, 1e-2f, 1e-3f },
+    { "Gemm", "C (M, 1)", g_gemm_plain, 1e-2f, 1e-3f },
+    { "Conv", "3x3, asymmetric pads", g_conv, 1e-2f, 1e-3f },
+    { "Conv", "groups 2, strides, dilations, pads", g_conv_groups, 1e-2f, 1e-3f },
+    { "Conv", "1-D, stride 2", g_conv_1d, 1e-2f, 1e-3f },
+    { "Conv", "pointwise, groups 2", g_conv_pointwise, 1e-2f, 1e-3f },
+    { "MaxPool", "2x2 stride 2", g_maxpool, 1e-3f, 1e-3f },
+    { "MaxPool", "3x3 stride 2 pads 1", g_maxpool_pad, 1e-3f, 1e-3f },
+    { "AveragePool", "3x3 stride 2 pads 1", g_avgpool, 1e-2f, 1e-3f },
+    { "AveragePool", "count_include_pad", g_avgpool_incl, 1e-2f, 1e-3f },
+    { "GlobalAveragePool", "", g_gavgpool, 1e-2f, 1e-3f },
+    { "BatchNormalization", "training mode", g_bn, 1e-2f, 1e-3f },
+    { "LayerNormalization", "axis -1, scale and bias", g_ln, 1e-2f, 1e-3f },
+    { "LayerNormalization", "axis 1, no bias", g_ln_axis, 1e-2f, 1e-3f },
+    { "Dropout", "training mode, ratio 0.4", g_dropout, 1e-2f, 1e-3f },
+    { "Reshape", "", g_reshape, 1e-2f, 1e-3f },
+    { "Flatten", "axis 2", g_flatten, 1e-2f, 1e-3f },
+    { "Transpose", "perm (2, 0, 1)", g_transpose, 1e-2f, 1e-3f },
+    { "Concat", "an input used twice", g_concat, 1e-2f, 1e-3f },
+    { "Squeeze", "", g_squeeze, 1e-2f, 1e-3f },
+    { "Unsqueeze", "", g_unsqueeze, 1e-2f, 1e-3f },
+    { "Gather", "repeated and negative indices", g_gather, 1e-2f, 1e-3f },
+    { "Slice", "negative step and step 2", g_slice, 1e-2f, 1e-3f },
+    { "ReduceMean", "axes (0, 2)", g_reducemean, 1e-2f, 1e-3f },
+    { "ReduceSum", "axes input", g_reducesum, 1e-2f, 1e-3f },
+    { "SoftmaxCrossEntropyLoss", "mean", g_sce, 1e-2f, 1e-3f },
+    { "SoftmaxCrossEntropyLoss", "weights, ignore_index, log_prob, (N,C,d)",
+      g_sce_weighted, 1e-2f, 1e-3f },
+    { "SoftmaxCrossEntropyLoss", "reduction none", g_sce_none, 1e-2f, 1e-3f },
+    { "NegativeLogLikelihoodLoss", "sum, weights, (N,C,d)", g_nll, 1e-2f, 1e-3f },
+    { "CtcLoss", "mean, blank 0, ragged lengths", g_ctc, 1e-2f, 1e-3f },
+    { "CtcLoss", "sum, blank 3, repeated label, empty target", g_ctc_sum, 1e-2f, 1e-3f },
+    { "MatMul", "chain MatMul-Tanh-Mul-Softmax", g_chain, 1e-2f, 1e-3f },
+};
+
+#define N_CASES (sizeof(cases) / sizeof(cases[0]))
+
+/* ---- harness ----------------------------------------------------------------------------- */
+
+static struct sim_model *
+load(struct sim_ob *b)
+{
+    struct sim_model *m = NULL;
+    struct sim_err err;
+    void *bytes;
+    size_t len;
+
+    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
+    if (sim_model_load(bytes, len, &m, &err) != 0)
+        fail_msg("%s", err.msg);
+    free(bytes);
+    return m;
+}
+
+/* Builds the case, once to learn y's shape, then with the loss appended. */
+static struct sim_model *
+case_model(const struct gcase *gc, int seed)
+{
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_exe *e = NULL;
+    struct sim_model *m;
+    struct sim_err err;
+    int64_t dims[SIM_MAX_RANK];
+    int dtype, rank;
+
+    rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)seed;
+    n_params = 0;
+    gc->build(b);
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    sim_ob_free(b);
+    sim_compile_opts_init(&o);
+    if (sim_compile(m, &o, &e, &err) != 0)
+        fail_msg("%s (%s): %s", gc->op, gc->what, err.msg);
+    assert_int_equal(sim_exe_tensor_info(e, "y", &dtype, &rank, dims), 0);
+    sim_exe_free(e);
+    sim_model_free(m);
+
+    b = sim_ob_new(17);
+    rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)seed;
+    n_params = 0;
+    gc->build(b);
+    fconst(b, "r", rank, dims, D_ANY);
+    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
+    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    m = load(b);
+    sim_ob_free(b);
+    return m;
+}
+
+static float
+run_loss(struct sim_exe *e, bool reseed)
+{
+    struct sim_err err;
+
+    if (reseed)
+        assert_int_equal(sim_exe_set_seed(e, 7, &err), 0);
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("%s", err.msg);
+    return ((const float *)sim_exe_output_buffer(e, 0))[0];
+}
+
+/* Max error of one case over every element of every weight. */
+static double
+check_case(const struct gcase *gc, int seed)
+{
+    static const char *frozen[] = { "r" };
+    struct sim_model *m = case_model(gc, seed);
+    struct sim_compile_opts o;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+    double maxerr = 0.0;
+    bool reseed = strcmp(gc->op, "Dropout") == 0;
+
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
+    o.optimizer.lr = 0.0f;
+    o.frozen_weights = frozen;
+    o.n_frozen_weights = 1;
+    if (sim_compile(m, &o, &e, &err) != 0)
+        fail_msg("%s (%s): %s", gc->op, gc->what, err.msg);
+    run_loss(e, reseed);
+    for (int p = 0; p < n_params; p++) {
+        long wi = sim_exe_weight_index(e, params[p]);
+        struct sim_weight_info info;
+        float *w, *grad;
+        size_t n;
+        assert_true(wi >= 0);
+        sim_exe_weight_info(e, (size_t)wi, &info);
+        if (info.kind != SIM_WEIGHT_TRAINABLE)
+            fail_msg("%s (%s): weight '%s' is not trainable", gc->op, gc->what, params[p]);
+        n = info.bytes / sizeof(float);
+        w = malloc(info.bytes + 4);
+        grad = malloc(info.bytes + 4);
+        assert_non_null(w);
+        assert_non_null(grad);
+        run_loss(e, reseed);    /* the gradient at the unperturbed weights */
+        assert_int_equal(sim_exe_read_gradient(e, params[p], grad, info.bytes, &err), 0);
+        assert_int_equal(sim_exe_read_weight(e, params[p], w, info.bytes, &err), 0);
+        for (size_t i = 0; i < n; i++) {
+            float keep = w[i], lp, lm;
+            double num, d;
+            w[i] = keep + gc->eps;
+            assert_int_equal(sim_exe_write_weight(e, params[p], w, info.bytes, &err), 0);
+            lp = run_loss(e, reseed);
+            w[i] = keep - gc->eps;
+            assert_int_equal(sim_exe_write_weight(e, params[p], w, info.bytes, &err), 0);
+            lm = run_loss(e, reseed);
+            w[i] = keep;
+            assert_int_equal(sim_exe_write_weight(e, params[p], w, info.bytes, &err), 0);
+            num = ((double)lp - (double)lm) / (2.0 * gc->eps);
+            d = fabs((double)grad[i] - num) / (1.0 + fabs(num));
+            if (!(d <= gc->tol))
+                printf("  %s (%s): d loss / d %s[%zu] = %.6g, central difference %.6g\n",
+                       gc->op, gc->what, params[p], i, grad[i], num);
+            if (!(d <= maxerr))
+                maxerr = d;
+        }
+        free(w);
+        free(grad);
+    }
+    sim_exe_free(e);
+    sim_model_free(m);
+    return maxerr;
+}
+
+static void
+test_gradients(void **state)
+{
+    int failed = 0;
+
+    (void)state;
+    for (size_t c = 0; c < N_CASES; c++) {
+        const struct gcase *gc = &cases[c];
+        double err = check_case(gc, (int)c);
+        bool ok = err <= gc->tol;
+        printf("%-26s %-46s max error %.2e (tol %.0e) %s\n", gc->op, gc->what, err,
+               (double)gc->tol, ok ? "OK" : "NOT OK");
+        failed += !ok;
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* The ops the training issue requires gradients for. */
+static const char *const required[] = {
+    "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Sqrt", "Exp", "Log", "Pow", "Erf", "Clip",
+    "MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Relu",
+    "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "BatchNormalization",
+    "LayerNormalization", "Dropout", "Reshape", "Flatten", "Transpose", "Concat", "Squeeze",
+    "Unsqueeze", "Identity", "Gather", "Slice", "ReduceMean", "ReduceSum", "Cast",
+    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CtcLoss",
+};
+
+static void
+check_covered(const struct sim_op *op, void *ud)
+{
+    int *missing = ud;
+    bool found = false;
+
+    if (op->backward == NULL)
+        return;
+    for (size_t c = 0; c < N_CASES; c++)
+        found = found || strcmp(cases[c].op, op->name) == 0;
+    if (!found) {
+        printf("op %s has a backward rule but no gradient-check case\n", op->name);
+        (*missing)++;
+    }
+}
+
+static void
+test_table_covers_every_op(void **state)
+{
+    int missing = 0;
+
+    (void)state;
+    sim_op_foreach(check_covered, &missing);
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+        const struct sim_op *op = sim_op_find(required[i]);
+        if (op == NULL)
+            op = sim_op_find_in("ai.graphcore", required[i]);
+        if (op == NULL || op->backward == NULL) {
+            printf("op %s has no backward rule\n", required[i]);
+            missing++;
+        }
+    }
+    assert_int_equal(missing, 0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_covers_every_op),
+        cmocka_unit_test(test_gradients),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
