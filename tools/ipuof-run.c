@@ -24,6 +24,7 @@
 
 #include "human.h"
 #include "ipuof/client.h"
+#include "tensorcmp.h"
 #include "tensorfile.h"
 
 #define MAX_INPUTS 256
@@ -52,6 +53,8 @@ struct run_opts {
     int out_kind;
     unsigned out_n;
     int quiet;
+    const char *expect[MAX_INPUTS];   /* --expect files: outputs to compare with */
+    size_t n_expect;
 };
 
 /* Prints the synopsis to f, and the whole text when full. */
@@ -61,7 +64,8 @@ usage(FILE *f, int full)
     fprintf(f,
             "usage: ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...\n"
             "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
-            "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n");
+            "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
+            "                 [--expect FILE.pb]...\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -81,6 +85,9 @@ usage(FILE *f, int full)
             "                       the last (final), the sum over device iterations (sum),\n"
             "                       or every N-th device iteration (every:N)\n"
             "  --quiet              no progress bar and no summary line\n"
+            "  --expect FILE.pb     compare the graph output of the file's tensor name with\n"
+            "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
+            "                       exact for integers); a mismatch exits 1\n"
             "\n"
             "Small integer inputs (a Reshape's shape, reduction axes) are offered to the\n"
             "compiler as constants under NAME or the file's tensor name: those that decide\n"
@@ -166,7 +173,8 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"device-iterations", required_argument, NULL, 'd'},
         {"replicas", required_argument, NULL, 'r'}, {"output-mode", required_argument, NULL, 'M'},
         {"ipus", required_argument, NULL, 'n'},    {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"expect", required_argument, NULL, 'e'},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int opt;
     int bad = 0;
@@ -186,6 +194,14 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'M': bad = parse_output_mode(optarg, o) != 0; break;
         case 'n': bad = parse_count("--ipus", optarg, 1, &o->ipus); break;
         case 'q': o->quiet = 1; break;
+        case 'e':
+            if (o->n_expect == MAX_INPUTS) {
+                fprintf(stderr, "ipuof-run: more than %d --expect files\n", MAX_INPUTS);
+                bad = 1;
+            } else {
+                o->expect[o->n_expect++] = optarg;
+            }
+            break;
         case 'h': usage(stdout, 1); *stop = 1; return EX_OK;
         default: bad = 1; break;
         }
@@ -531,6 +547,42 @@ samples(const ipuof_model *m)
 
 /* Connects, attaches, compiles, runs and writes. Returns the exit status; what it holds is
  * freed by the caller from *cp and *mp. */
+/* Compares outputs with the --expect files. 0 when all match, 1 otherwise (reported). */
+static int
+check_expected(const struct run_opts *o, const ipuof_model *m)
+{
+    double maxdiff = 0;
+    int bad = 0;
+
+    for (size_t i = 0; i < o->n_expect; i++) {
+        struct tensorfile want;
+        struct ipuof_tensor got;
+        char msg[512];
+        long idx;
+
+        if (tensorfile_read(o->expect[i], &want, msg, sizeof msg) != 0) {
+            fprintf(stderr, "ipuof-run: %s\n", msg);
+            bad = 1;
+            continue;
+        }
+        idx = ipuof_model_output_index(m, want.name);
+        if (idx < 0) {
+            fprintf(stderr, "ipuof-run: %s: the model has no output '%s'\n", o->expect[i],
+                    want.name);
+            bad = 1;
+        } else if (ipuof_model_output(m, (size_t)idx, &got) != IPUOF_OK ||
+                   tensorcmp(&got, &want, &maxdiff, msg, sizeof msg) != 0) {
+            fprintf(stderr, "ipuof-run: output mismatch: %s\n", msg);
+            bad = 1;
+        }
+        tensorfile_free(&want);
+    }
+    if (o->n_expect > 0 && !o->quiet)
+        printf("%zu output%s %s, largest float difference %.3g\n", o->n_expect,
+               o->n_expect == 1 ? "" : "s", bad ? "checked, MISMATCH" : "match", maxdiff);
+    return bad;
+}
+
 static int
 run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs,
     struct ipuof_tensor *consts)
@@ -589,6 +641,8 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     if (rc != IPUOF_OK)
         return fail(c, "run", rc, 0);
     if (o->output_dir != NULL && write_outputs(*mp, o->output_dir) != 0)
+        return 1;
+    if (check_expected(o, *mp) != 0)
         return 1;
     n = samples(*mp);
     if (!o->quiet)
