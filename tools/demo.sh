@@ -43,6 +43,18 @@ step "a third asks for 4 IPUs and waits in the queue until they are free"
 "$B/bin/ipuof-hello" --ipus 4 --wait 10000
 wait "$A" "$C"
 
+NODE=/usr/share/libonnx-testdata/data/node
+if [ -d "$NODE/test_conv_with_strides_padding" ]; then
+    T="$NODE/test_conv_with_strides_padding"
+    step "ipuof-run: an ONNX convolution checked against its reference output"
+    "$B/bin/ipuof-run" --model "$T/model.onnx" --input "$T/test_data_set_0/input_0.pb" --input "$T/test_data_set_0/input_1.pb" \
+        --expect "$T/test_data_set_0/output_0.pb"
+    step "the same model, 100 device iterations x 2 replicas per call (inputs tiled)"
+    "$B/bin/ipuof-run" --model "$T/model.onnx" --input "$T/test_data_set_0/input_0.pb" --input "$T/test_data_set_0/input_1.pb" \
+        --device-iterations 100 --replicas 2 --output-dir "$D/out"
+    ls -l "$D/out"
+fi
+
 step "ipuctl status --json"
 "$B/bin/ipuctl" status --json
 echo
