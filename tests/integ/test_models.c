@@ -12,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "frame.h"
+#include "onnx_build.h"
 #include "ipuof/client.h"
 #include "tensor_pb.h"
 #include "testd.h"
@@ -530,6 +532,123 @@ test_vanishing_clients(void **state)
     memset(&d, 0, sizeof d);
 }
 
+/* A model that takes seconds per call: a chain of 512x512 MatMuls on a [256, 512] input. */
+static void *
+slow_model(size_t *len)
+{
+    struct sim_ob *b = sim_ob_new(13);
+    int64_t dx[2] = {256, 512}, dw[2] = {512, 512};
+    float *w = calloc(512 * 512, sizeof *w);
+    char in[16], out[16];
+    void *bytes = NULL;
+
+    assert_non_null(w);
+    for (int i = 0; i < 512; i++)
+        w[i * 512 + i] = 1.0f;
+    sim_ob_input(b, "x", IPUOF_DTYPE_FLOAT, 2, dx);
+    sim_ob_initializer(b, "w", IPUOF_DTYPE_FLOAT, 2, dw, w);
+    for (int k = 0; k < 40; k++) {
+        snprintf(in, sizeof in, k ? "h%d" : "x", k);
+        snprintf(out, sizeof out, k == 39 ? "y" : "h%d", k + 1);
+        char ins[40];
+        snprintf(ins, sizeof ins, "%s,w", in);
+        sim_ob_node(b, "MatMul", NULL, ins, out);
+    }
+    sim_ob_output(b, "y", IPUOF_DTYPE_FLOAT);
+    assert_int_equal(sim_ob_serialize(b, &bytes, len), 0);
+    sim_ob_free(b);
+    free(w);
+    return bytes;
+}
+
+/* While one client's run is in flight, others are served; a forced reset interrupts it. */
+static void
+test_long_run_status_and_reset(void **state)
+{
+    struct compile_args a = {.D = 200, .R = 1, .name = "slow"};
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__RunRequest rq = IPUOF__RUN_REQUEST__INIT;
+    Ipuof__TensorInfo ti = IPUOF__TENSOR_INFO__INIT, *tip = &ti;
+    Ipuof__StatusRequest sr = IPUOF__STATUS_REQUEST__INIT;
+    int64_t dims[2] = {256 * 200, 512};
+    size_t len, in_bytes = (size_t)256 * 200 * 512 * 4;
+    void *model = slow_model(&len), *buf;
+    struct timespec t0, t1;
+    int fd, other, eof, got_notice = 0;
+    long ms;
+
+    (void)state;
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    fd = session(1);
+    r = compile_bytes(fd, model, len, &a, NULL);
+    if (r->body_case == IPUOF__HEADER__BODY_ERROR)
+        fail_msg("compile: %s", r->error->message);
+    rq.model_id = r->compile_reply->model_id;
+    ipuof_frame_header_free(r);
+    free(model);
+
+    ti.name = (char *)"x";
+    ti.dtype = IPUOF__DTYPE__DTYPE_FLOAT;
+    ti.n_dims = 2;
+    ti.dims = dims;
+    ti.bytes = in_bytes;
+    rq.n_inputs = 1;
+    rq.inputs = &tip;
+    h.request_id = next_id++;
+    h.body_case = IPUOF__HEADER__BODY_RUN;
+    h.run = &rq;
+    buf = calloc(1, in_bytes);
+    assert_int_equal(raw_send_payload(fd, &h, buf, in_bytes), 0);
+    free(buf);
+    usleep(300000); /* the run is under way: 8000 MatMuls of 256x512x512 */
+
+    other = session(0);
+    h.request_id = next_id++;
+    h.body_case = IPUOF__HEADER__BODY_STATUS;
+    h.status = &sr;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(raw_send(other, &h), 0);
+    r = raw_recv(other, 5000, &eof);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_non_null(r);
+    assert_string_equal(r->status_reply->ipus[0]->loaded, "slow");
+    ipuof_frame_header_free(r);
+    ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    print_message("status answered in %ld ms during the run\n", ms);
+    assert_true(ms < 2000);
+    close(other);
+
+    {
+        ipuof_client *ac = ipuof_client_new();
+        size_t n = 0;
+        assert_int_equal(ipuof_client_connect(ac, d.admin_addr), IPUOF_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        assert_int_equal(ipuof_reset(ac, IPUOF_RESET_ALL, 0, NULL, 1, &n), IPUOF_OK);
+        ipuof_client_free(ac);
+    }
+    /* The runner hears of the reset (a notice) and its run ends with an error, promptly. */
+    for (int k = 0; k < 3; k++) {
+        r = raw_recv(fd, 10000, &eof);
+        assert_non_null(r);
+        if (r->body_case == IPUOF__HEADER__BODY_NOTICE) {
+            got_notice = 1;
+            ipuof_frame_header_free(r);
+            continue;
+        }
+        break;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(got_notice);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    assert_int_equal(r->error->code, IPUOF_E_DEVICE_RESET);
+    ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    print_message("run interrupted %ld ms after the reset: %s\n", ms, r->error->message);
+    ipuof_frame_header_free(r);
+    close(fd);
+    assert_int_equal(testd_stop(&d), 0);
+    memset(&d, 0, sizeof d);
+}
+
 int
 main(void)
 {
@@ -539,6 +658,7 @@ main(void)
         cmocka_unit_test_teardown(test_memory_in_status_and_chunks, teardown),
         cmocka_unit_test_teardown(test_bad_models_and_options, teardown),
         cmocka_unit_test_teardown(test_vanishing_clients, teardown),
+        cmocka_unit_test_teardown(test_long_run_status_and_reset, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests_name("models", tests, NULL, NULL);
