@@ -7,7 +7,8 @@
  * its (M, chunk, OH*OW) result is then scattered to NCHW with the bias added. A 1x1
  * convolution with stride 1 and no padding skips im2col and multiplies each image in place.
  * The backward uses the same chunks: dY is gathered to (M, chunk x OH x OW), the weight
- * gradient is one sgemm against the recomputed im2col matrix, the input gradient one sgemm
+ * gradient is one sgemm against the im2col matrix (kept from the forward when the batch is
+ * one chunk, else recomputed), the input gradient one sgemm
  * with the transposed weights into a column matrix that col2im adds back into NCHW.
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
@@ -28,6 +29,8 @@ struct conv_params {
     int64_t group, cg, mg;          /* channels per group in and out */
     int64_t kg;                     /* rows of the im2col matrix: cg * kh * kw */
     int64_t chunk;                  /* images per GEMM */
+    bool save_cols;                 /* training, one chunk, one group: the forward's im2col
+                                     * matrix is kept (saved) for the weight gradient */
     bool pointwise;                 /* 1x1, stride 1, no padding */
 };
 
@@ -133,6 +136,10 @@ infer_conv(struct sim_infer *c)
             c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
         if (c->training)
             c->bwd_scratch_bytes = c->scratch_bytes;
+        if (c->training && !p->pointwise && p->chunk == p->n && p->group == 1) {
+            p->save_cols = true;
+            c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
+        }
     }
     return 0;
 }
@@ -212,6 +219,8 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
     for (int64_t n0 = 0; n0 < p->n; n0 += p->chunk) {
         int64_t nimg = p->n - n0 < p->chunk ? p->n - n0 : p->chunk, cols_n = nimg * P;
         float *cols = k->scratch, *tmp = cols + p->kg * cols_n;
+        if (p->save_cols)
+            cols = k->saved;
         for (int64_t g = 0; g < p->group; g++) {
             im2col(p, x, n0, nimg, g, cols);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->mg, (int)cols_n,
@@ -329,9 +338,13 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
                     memcpy(gy + m * cols_n + n * P, g + ((n0 + n) * p->m + gr * p->mg + m) * P,
                            (size_t)P * sizeof(float));
             if (dw != NULL) {
-                im2col(p, x, n0, nimg, gr, cols);
+                const float *xcols = cols;
+                if (p->save_cols)
+                    xcols = k->saved;
+                else
+                    im2col(p, x, n0, nimg, gr, cols);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->mg, (int)p->kg,
-                            (int)cols_n, 1.0f, gy, (int)cols_n, cols, (int)cols_n, 1.0f,
+                            (int)cols_n, 1.0f, gy, (int)cols_n, xcols, (int)cols_n, 1.0f,
                             dw + gr * p->mg * p->kg, (int)p->kg);
             }
             if (dx != NULL) {

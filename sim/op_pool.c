@@ -7,7 +7,8 @@
  * Every pool is computed as a 3-D pool with unit dims padded in front, so one loop nest
  * serves all ranks. Windows are clipped to the input; padding never contributes a value.
  * In a training executable MaxPool keeps the input index of each output's maximum (the
- * first one, as PyTorch) for its backward; AveragePool's backward spreads each output's
+ * first one, as PyTorch) for its backward, except in the unrolled 2x2 case, whose backward
+ * finds the maximum again by comparing the window with the output; AveragePool's backward spreads each output's
  * gradient evenly over the window it averaged.
  * Does not: LpPool, MaxUnpool, dilated average pooling (opset 19).
  */
@@ -23,6 +24,7 @@ struct pool_params {
     int nsp;
     bool avg, include_pad, col_major;
     bool save_argmax;               /* training MaxPool: saved holds int64 input indices */
+    bool fast2x2;                   /* float MaxPool 2x2 stride 2 unpadded, no Indices */
 };
 
 static int
@@ -81,7 +83,12 @@ infer_pool(struct sim_infer *c, bool avg, bool global)
     p->col_major = storage != 0;
     p->planes = x->shape.d[0] * x->shape.d[1];
     p->nsp = nsp;
-    p->save_argmax = c->training && !avg && x->dtype == SIM_DTYPE_FLOAT;
+    p->fast2x2 = !avg && x->dtype == SIM_DTYPE_FLOAT && c->n_out == 1 && nsp == 2 &&
+                 win.k[0] == 2 && win.k[1] == 2 && win.s[0] == 2 && win.s[1] == 2 &&
+                 win.d[0] == 1 && win.d[1] == 1 && win.pb[0] == 0 && win.pb[1] == 0 &&
+                 win.out[0] * 2 <= win.in[0] && win.out[1] * 2 <= win.in[1];
+    /* the 2x2 backward finds each maximum again by comparing with the output */
+    p->save_argmax = c->training && !avg && x->dtype == SIM_DTYPE_FLOAT && !p->fast2x2;
     /* spatial dim i of the model is dim 3 - nsp + i of the 3-D pool */
     for (int i = 0; i < 3; i++) {
         int j = i - (3 - nsp);
@@ -208,14 +215,12 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
-/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
- * arg (training): the input index of each maximum, the first one on ties. */
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled. */
 static int
 fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
 {
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
-    int64_t *arg = p->save_argmax ? k->saved : NULL;
     int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
 
     for (int64_t pl = 0; pl < p->planes; pl++) {
@@ -223,19 +228,6 @@ fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
         float *yp = y + pl * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++) {
             const float *r0 = xp + 2 * oy * W, *r1 = r0 + W;
-            if (arg != NULL) {
-                int64_t *ap = arg + pl * OH * OW + oy * OW, base = pl * H * W + 2 * oy * W;
-                for (int64_t ox = 0; ox < OW; ox++) {
-                    int64_t c = 2 * ox, best = c;
-                    float v = r0[c];
-                    if (r0[c + 1] > v) { v = r0[c + 1]; best = c + 1; }
-                    if (r1[c] > v) { v = r1[c]; best = W + c; }
-                    if (r1[c + 1] > v) { v = r1[c + 1]; best = W + c + 1; }
-                    yp[oy * OW + ox] = v;
-                    ap[ox] = base + best;
-                }
-                continue;
-            }
             for (int64_t ox = 0; ox < OW; ox++) {
                 float a = r0[2 * ox] > r0[2 * ox + 1] ? r0[2 * ox] : r0[2 * ox + 1];
                 float b = r1[2 * ox] > r1[2 * ox + 1] ? r1[2 * ox] : r1[2 * ox + 1];
@@ -252,27 +244,55 @@ fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
 {
     const struct pool_params *p = k->params;
 
-    if (k->in[0].dtype == SIM_DTYPE_FLOAT && k->n_out == 1 && p->k[0] == 1 &&
-        p->k[1] == 2 && p->k[2] == 2 && p->s[1] == 2 && p->s[2] == 2 && p->d[1] == 1 &&
-        p->d[2] == 1 && p->pb[1] == 0 && p->pb[2] == 0 && p->out[1] * 2 <= p->in[1] &&
-        p->out[2] * 2 <= p->in[2])
+    if (p->fast2x2)
         return fwd_maxpool_2x2(k, p);
     return fwd_pool(k, err);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
 
+/* 2x2 stride 2: dy[o] goes to the first of the four inputs equal to y[o] (the one the
+ * forward picked); x, dx: (N, C, H, W), y, dy: (N, C, OH, OW) */
+static void
+bwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p, const float *g, float *dx)
+{
+    const float *x = k->in[0].data, *y = k->out[0].data;
+    int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
+
+    for (int64_t pl = 0; pl < p->planes; pl++)
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t r0 = pl * H * W + 2 * oy * W, o = (pl * OH + oy) * OW;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                /* masks instead of branches (the position of a maximum is unpredictable):
+                 * only the first input equal to the maximum gets the gradient */
+                int64_t c = r0 + 2 * ox;
+                float v = y[o + ox], gv = g[o + ox];
+                int e0 = x[c] == v, e1 = x[c + 1] == v, e2 = x[c + W] == v;
+                int m1 = e1 & !e0, m2 = e2 & !e0 & !e1, m3 = !(e0 | e1 | e2);
+                dx[c] += gv * (float)e0;
+                dx[c + 1] += gv * (float)m1;
+                dx[c + W] += gv * (float)m2;
+                dx[c + W + 1] += gv * (float)m3;
+            }
+        }
+}
+
 /* dx[argmax[o]] += dy[o]; dy: (N, C, out...), dx: (N, C, in...) */
 static int
 bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
             struct sim_err *err)
 {
+    const struct pool_params *p = k->params;
     const int64_t *arg = k->saved;
     const float *g = dout[0].data;
     float *dx = din[0].data;
 
     if (g == NULL || dx == NULL)
         return 0;
+    if (p->fast2x2) {
+        bwd_maxpool_2x2(k, p, g, dx);
+        return 0;
+    }
     if (arg == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no argmax was kept", k->label);
     for (int64_t o = 0; o < k->out[0].numel; o++)
