@@ -11,6 +11,9 @@
  * and fails on any failure. Environment: IPUOF_ONNX_NODE_DIR overrides the test data
  * directory, IPUOF_CONFORMANCE_DIR the directory holding claimed.txt / skipped.txt,
  * IPUOF_CONFORMANCE_ONLY runs one named test.
+ * test_loss_node_tests runs every (non-expanded) SoftmaxCrossEntropyLoss and
+ * NegativeLogLikelihoodLoss node test of the installed data the same way; they are listed
+ * by directory name rather than in claimed.txt.
  * Does not go through the daemon: the daemon-side runner tool does that.
  */
 #include <setjmp.h>
@@ -23,6 +26,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -295,11 +299,65 @@ test_conformance(void **state)
     assert_true(passed > 0);
 }
 
+static int
+cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The loss ops' node tests: test_sce_* and test_nllloss_*, without the _expanded variants
+ * (those test the function body made of other ops). */
+static void
+test_loss_node_tests(void **state)
+{
+    const char *node_dir = getenv("IPUOF_ONNX_NODE_DIR");
+    char *names[512], why[1200];
+    int n = 0, passed = 0, failed = 0;
+    double maxdiff = 0.0;
+    struct dirent *de;
+    DIR *d;
+
+    (void)state;
+    if (node_dir == NULL)
+        node_dir = NODE_DIR;
+    d = opendir(node_dir);
+    if (d == NULL) {
+        printf("ONNX node test data not found at %s (install libonnx-testdata)\n", node_dir);
+        skip();
+    }
+    while ((de = readdir(d)) != NULL && n < 512) {
+        size_t l = strlen(de->d_name);
+        if ((strncmp(de->d_name, "test_sce_", 9) != 0 &&
+             strncmp(de->d_name, "test_nllloss_", 13) != 0) ||
+            (l > 9 && strcmp(de->d_name + l - 9, "_expanded") == 0))
+            continue;
+        names[n] = strdup(de->d_name);
+        assert_non_null(names[n]);
+        n++;
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(names[0]), cmp_names);
+    for (int i = 0; i < n; i++) {
+        if (run_one_test(node_dir, names[i], why, sizeof(why), &maxdiff) == 0) {
+            passed++;
+        } else {
+            failed++;
+            printf("FAIL %s: %s\n", names[i], why);
+        }
+        free(names[i]);
+    }
+    printf("loss ops: max abs difference on passing float outputs: %.3g\n", maxdiff);
+    printf("loss ops: %d passed, %d failed\n", passed, failed);
+    assert_int_equal(failed, 0);
+    assert_true(passed > 0);
+}
+
 int
 main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conformance),
+        cmocka_unit_test(test_loss_node_tests),
     };
     const char *dir = getenv("IPUOF_CONFORMANCE_DIR");
 
