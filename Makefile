@@ -184,6 +184,11 @@ demo: deps all
 bench: all
 	@sh bench/run.sh $(BUILD)
 
+# libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler.
+fuzz:
+	@sh tools/deps.sh fuzz
+	@sh tests/fuzz/run.sh
+
 # ---- install ------------------------------------------------------------------------------
 install: all
 	install -Dm0755 $(DAEMON_BIN) $(DESTDIR)$(SBINDIR)/ipuofd
@@ -209,6 +214,6 @@ uninstall:
 	for m in man/*.[0-9]; do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

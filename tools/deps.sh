@@ -2,14 +2,16 @@
 # Installs the Debian packages ipuofd needs to build, test and run its demo, when missing.
 #   sh tools/deps.sh          build + test + demo packages
 #   sh tools/deps.sh bench    also the benchmark references (python3-torch, python3-onnx)
+#   sh tools/deps.sh fuzz     also clang and its fuzzer runtime
 set -eu
 
 pkgs="gcc libc6-dev make pkgconf protobuf-c-compiler libprotobuf-c-dev libevent-dev \
 libcmocka-dev libinih-dev libopenblas-dev libonnx-dev libonnx-testdata dataset-fashion-mnist \
 systemd man-db groff-base python3"
-if [ "${1:-}" = bench ]; then
-    pkgs="$pkgs python3-torch python3-onnx python3-numpy"
-fi
+case "${1:-}" in
+bench) pkgs="$pkgs python3-torch python3-onnx python3-numpy" ;;
+fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
+esac
 
 missing=""
 for p in $pkgs; do
