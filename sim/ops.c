@@ -28,6 +28,7 @@ static const struct family families[] = {
     { sim_ops_reduce, &sim_ops_reduce_count },
     { sim_ops_norm, &sim_ops_norm_count },
     { sim_ops_shape, &sim_ops_shape_count },
+    { sim_ops_select, &sim_ops_select_count },
     { sim_ops_loss, &sim_ops_loss_count },
 };
 
