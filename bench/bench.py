@@ -188,6 +188,8 @@ def main():
     ap.add_argument("--label", default="")
     args = ap.parse_args()
 
+    # SIGTERM unwinds like Ctrl-C, so the daemon and the driver are always stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     ipuofd = os.path.join(args.build, "bin", "ipuofd")
     driver_bin = os.path.join(args.build, "bench", "ipuof-bench")
     n_threads = int(os.environ.get("BENCH_THREADS", "0")) or len(os.sched_getaffinity(0))
@@ -215,6 +217,7 @@ def main():
 
         daemon, addr = start_daemon(ipuofd, wd, env)
         drv = None
+        failed = ""
         try:
             drv = Driver(driver_bin, env)
             info, _ = drv.cmd("info")
@@ -333,12 +336,20 @@ def main():
                 print("%s: %s %.0f samples/s, %s %.0f samples/s, ratio %.2fx (target >= %.1fx)%s"
                       % (case, an, a.median(), bn, b.median(), ratio, target,
                          "" if ratio >= target else "  MISSED"))
+        except RuntimeError as e:
+            failed = str(e)
         finally:
             if drv is not None:
                 drv.close()
             rc = stop_daemon(daemon)
             if rc != 0:
                 print("bench: ipuofd exited with status %d" % rc)
+        if failed:
+            print("bench: FAILED: %s" % failed)
+            with open(os.path.join(wd, "ipuofd.log")) as f:
+                tail = f.readlines()[-20:]
+            print("bench: the end of ipuofd's log:\n" + "".join(tail), end="")
+            sys.exit(1)
     print("(benchmark took %.0f s)" % (time.monotonic() - t_start))
 
 

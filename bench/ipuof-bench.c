@@ -151,7 +151,7 @@ cmd_connect(const char *addr)
         return -1;
     }
     ipuof_client_set_name(cli, "ipuof-bench");
-    ipuof_client_set_timeouts(cli, 5000, 300000);
+    ipuof_client_set_timeouts(cli, 5000, 20000); /* a call takes well under 1 s */
     rc = ipuof_client_connect(cli, addr);
     if (rc == IPUOF_OK) {
         ao.num_ipus = 1;
