@@ -681,6 +681,77 @@ test_accumulation_equivalence(void **state)
     assert_true(d < 1e-5 && dr < 1e-5 && ds < 1e-5);
 }
 
+/* The MLP with its layers on IPUs 0, 1 and 1 (PopART's __ipu_number): sharded training
+ * reaches the single-IPU weights, and each IPU reports the weights and optimizer state of
+ * the layers it holds. */
+static void
+test_sharded_training(void **state)
+{
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_optimizer opt;
+    struct sim_compile_opts o;
+    struct sim_mem_report r0, r1;
+    struct sim_model *m;
+    struct sim_exe *e;
+    float one[83], sharded[83];
+    size_t off = 0;
+    double d;
+
+    (void)state;
+    sim_optimizer_init(&opt, SIM_OPT_ADAMW);
+    opt.lr = 0.02f;
+    train_mlp(1, 1, 8, &opt, SIM_REDUCE_MEAN, one);
+    sim_ob_input(b, "x", F32, 2, DIMS(-1, 6));
+    sim_ob_input(b, "y", I64, 1, DIMS(-1));
+    init_weight(b, "0.weight", 2, DIMS(8, 6), G("%s.init.0.weight", "mlp_adamw")->v);
+    init_weight(b, "0.bias", 1, DIMS(8), G("%s.init.0.bias", "mlp_adamw")->v);
+    init_weight(b, "2.weight", 2, DIMS(3, 8), G("%s.init.2.weight", "mlp_adamw")->v);
+    init_weight(b, "2.bias", 1, DIMS(3), G("%s.init.2.bias", "mlp_adamw")->v);
+    sim_ob_node(b, "Gemm", "fc0", "x,0.weight,0.bias", "h");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_attr_int(b, "__ipu_number", 0);
+    sim_ob_node(b, "Relu", "act", "h", "h2");
+    sim_ob_attr_int(b, "__ipu_number", 1);
+    sim_ob_node(b, "Gemm", "fc2", "h2,2.weight,2.bias", "logits");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_attr_int(b, "__ipu_number", 1);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,y", "loss");
+    sim_ob_attr_int(b, "__ipu_number", 1);
+    sim_ob_output(b, "loss", F32);
+    m = load(b);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    o.optimizer = opt;
+    o.device_iterations = 3;
+    o.micro_batch = 8;
+    e = compile(m, &o);
+    assert_int_equal(sim_exe_ipu_count(e), 2);
+    for (int r = 0; r < 2; r++) {
+        set_input_f(e, "x", G("%s.x", "mlp_adamw")->v, 144);
+        set_input_labels(e, "y", G("%s.y", "mlp_adamw")->v, 24);
+        run(e);
+    }
+    for (int i = 0; i < 4; i++) {
+        struct sim_err err;
+        assert_int_equal(sim_exe_read_weight(e, mlp_weights[i], sharded + off,
+                                             mlp_sizes[i] * sizeof(float), &err), 0);
+        off += mlp_sizes[i];
+    }
+    d = max_diff(one, sharded, 83);
+    sim_exe_memory(e, 0, &r0);
+    sim_exe_memory(e, 1, &r1);
+    printf("sharded over 2 IPUs vs 1 IPU (AdamW, 6 steps): %.2e; IPU 0 gradients %llu "
+           "optimizer %llu, IPU 1 gradients %llu optimizer %llu\n", d,
+           (unsigned long long)r0.gradients, (unsigned long long)r0.optimizer,
+           (unsigned long long)r1.gradients, (unsigned long long)r1.optimizer);
+    assert_true(d < 1e-6);
+    assert_int_equal(r0.gradients, (48 + 8) * 4);
+    assert_int_equal(r1.gradients, (24 + 3) * 4);
+    assert_int_equal(r1.optimizer, 2 * (24 + 3) * 4);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 /* ---- BatchNormalization running statistics --------------------------------------------- */
 
 /* x (B, 2) -> BatchNormalization -> loss = ReduceSum(y * x2) with x2 = x */
@@ -923,6 +994,7 @@ main(void)
         cmocka_unit_test(test_optimizer_formulas),
         cmocka_unit_test(test_replica_equivalence),
         cmocka_unit_test(test_accumulation_equivalence),
+        cmocka_unit_test(test_sharded_training),
         cmocka_unit_test(test_bn_running_stats),
         cmocka_unit_test(test_dropout_seed),
         cmocka_unit_test(test_output_modes),
