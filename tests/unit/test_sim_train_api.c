@@ -357,7 +357,11 @@ test_weights_api(void **state)
     assert_int_equal(sim_exe_read_weight(inf, "fc.w", g, sizeof(g), &err), 0);
     assert_memory_equal(w, g, sizeof(w));
     o.loss = "loss";
-    assert_int_equal(sim_compile_inference_from(mi, &o, e, &inf, &err) == 0, 0);
+    {
+        struct sim_exe *none = NULL;
+        assert_int_equal(sim_compile_inference_from(mi, &o, e, &none, &err), IPUOF_E_INVAL);
+        assert_null(none);
+    }
     sim_exe_free(plain);
     sim_exe_free(inf);
     sim_exe_free(e);
