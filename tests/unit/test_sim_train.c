@@ -6,7 +6,8 @@
  * made of ordinary ops; each optimizer against its formula on a loss whose gradient is
  * known exactly, with hyper-parameters changed between runs; replica and accumulation
  * equivalence; per-replica running statistics updated once per micro-batch; Dropout
- * reproducibility from the seed; output modes and the [D][A][R][B] run layout.
+ * reproducibility from the seed; output modes and the [D][A][R][B] run layout; the time of
+ * one training step of the tutorial's MNIST CNN (printed, not asserted).
  * Each comparison prints the max difference it saw.
  * Not here: gradient rules (test_sim_train_grad.c), loss values, weights API and errors
  * (test_sim_train_api.c).
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "onnx_build.h"
 #include "sim.h"
@@ -982,6 +984,99 @@ test_output_modes(void **state)
     sim_model_free(m);
 }
 
+/* ---- speed: the MNIST CNN of the pipelining tutorial ----------------------------------- */
+
+static void
+random_fill(float *v, size_t n, float scale, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 1103515245u + 12345u;
+        v[i] = ((float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f) * scale;
+    }
+}
+
+/*
+ * Conv(1->10, k5) MaxPool 2 Relu Conv(10->20, k5) MaxPool 2 Relu Linear(320->256) Relu
+ * Linear(256->10) CrossEntropy, batch 40, AdamW: prints the time of one training step
+ * (forward, backward, optimizer), for comparison with PyTorch on the same machine. Not
+ * asserted: the figure depends on the machine.
+ */
+static void
+test_mnist_cnn_speed(void **state)
+{
+    static const int64_t wd[8][4] = { { 10, 1, 5, 5 }, { 10 }, { 20, 10, 5, 5 }, { 20 },
+                                      { 256, 320 }, { 256 }, { 10, 256 }, { 10 } };
+    static const int wr[8] = { 4, 1, 4, 1, 2, 1, 2, 1 };
+    static const char *const wn[8] = { "c1.w", "c1.b", "c2.w", "c2.b", "l3.w", "l3.b",
+                                       "l4.w", "l4.b" };
+    struct sim_ob *b = sim_ob_new(13);
+    struct sim_compile_opts o;
+    struct sim_model *m;
+    struct sim_exe *e;
+    struct timespec t0, t1;
+    unsigned seed = 1;
+    const unsigned D = 10, runs = 5;
+    float *x, *buf = malloc(81920 * sizeof(float));
+    int64_t *y;
+    double ms;
+
+    (void)state;
+    assert_non_null(buf);
+    sim_ob_input(b, "x", F32, 4, DIMS(-1, 1, 28, 28));
+    sim_ob_input(b, "y", I64, 1, DIMS(-1));
+    for (int i = 0; i < 8; i++) {
+        size_t n = 1;
+        for (int k = 0; k < wr[i]; k++)
+            n *= (size_t)wd[i][k];
+        random_fill(buf, n, 0.05f, &seed);
+        init_weight(b, wn[i], wr[i], wd[i], buf);
+    }
+    free(buf);
+    sim_ob_initializer(b, "shape", I64, 1, DIMS(2), DIMS(-1, 320));
+    sim_ob_node(b, "Conv", "c1", "x,c1.w,c1.b", "a1");
+    sim_ob_node(b, "MaxPool", "p1", "a1", "a2");
+    sim_ob_attr_ints(b, "kernel_shape", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+    sim_ob_node(b, "Relu", "r1", "a2", "a3");
+    sim_ob_node(b, "Conv", "c2", "a3,c2.w,c2.b", "a4");
+    sim_ob_node(b, "MaxPool", "p2", "a4", "a5");
+    sim_ob_attr_ints(b, "kernel_shape", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+    sim_ob_node(b, "Relu", "r2", "a5", "a6");
+    sim_ob_node(b, "Reshape", "view", "a6,shape", "a7");
+    sim_ob_node(b, "Gemm", "l3", "a7,l3.w,l3.b", "a8");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_node(b, "Relu", "r3", "a8", "a9");
+    sim_ob_node(b, "Gemm", "l4", "a9,l4.w,l4.b", "logits");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,y", "loss");
+    sim_ob_output(b, "loss", F32);
+    m = load(b);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    sim_optimizer_init(&o.optimizer, SIM_OPT_ADAMW);
+    o.device_iterations = D;
+    o.micro_batch = 40;
+    e = compile(m, &o);
+    x = sim_exe_input_buffer(e, 0);
+    y = sim_exe_input_buffer(e, 1);
+    random_fill(x, (size_t)D * 40 * 784, 1.0f, &seed);
+    for (unsigned i = 0; i < D * 40; i++)
+        y[i] = (int64_t)((i * 7) % 10);
+    run(e);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned r = 0; r < runs; r++)
+        run(e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) /
+         (runs * D);
+    printf("MNIST CNN, batch 40, AdamW: %.2f ms per training step, %.0f samples/s (loss "
+           "%.3f)\n", ms, 40.0 / ms * 1e3, ((const float *)sim_exe_output_buffer(e, 0))[0]);
+    assert_true(isfinite(((const float *)sim_exe_output_buffer(e, 0))[0]));
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -998,6 +1093,7 @@ main(void)
         cmocka_unit_test(test_bn_running_stats),
         cmocka_unit_test(test_dropout_seed),
         cmocka_unit_test(test_output_modes),
+        cmocka_unit_test(test_mnist_cnn_speed),
     };
 
     return cmocka_run_group_tests(tests, load_golden, free_golden);
