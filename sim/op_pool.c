@@ -8,8 +8,8 @@
  * serves all ranks. Windows are clipped to the input; padding never contributes a value.
  * In a training executable MaxPool keeps the input index of each output's maximum (the
  * first one, as PyTorch) for its backward, except in the unrolled 2x2 case, whose backward
- * finds the maximum again by comparing the window with the output; AveragePool's backward spreads each output's
- * gradient evenly over the window it averaged.
+ * finds the maximum again by comparing the window with the output; AveragePool's backward
+ * spreads each output's gradient evenly over the window it averaged.
  * Does not: LpPool, MaxUnpool, dilated average pooling (opset 19).
  */
 #include <math.h>

@@ -805,7 +805,8 @@ test_bn_running_stats(void **state)
         const float *mb = x + (a * 2 + 0) * 4;     /* [a][r = 0][B = 2][C = 2] */
         for (int c = 0; c < 2; c++) {
             double mean = (mb[c] + mb[2 + c]) / 2.0;
-            double var_u = (mb[c] - mean) * (mb[c] - mean) + (mb[2 + c] - mean) * (mb[2 + c] - mean);
+            double var_u = (mb[c] - mean) * (mb[c] - mean) +
+                           (mb[2 + c] - mean) * (mb[2 + c] - mean);
             want_m[c] = 0.75 * want_m[c] + 0.25 * mean;
             want_v[c] = 0.75 * want_v[c] + 0.25 * var_u;   /* unbiased: / (2 - 1) */
         }
