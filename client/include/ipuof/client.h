@@ -408,6 +408,225 @@ IPUOF_API long ipuof_model_output_index(const ipuof_model *m, const char *name);
 /* Microseconds the daemon's simulated IPUs spent in the last run. */
 IPUOF_API uint64_t ipuof_model_run_us(const ipuof_model *m);
 
+/* ---- data loading --------------------------------------------------------------------- */
+
+/*
+ * A host data loader with poptorch.DataLoader's semantics, and a reader for IDX (MNIST
+ * format) files that plugs into it.
+ *
+ * A dataset is a set of callbacks, as a torch Dataset: length() and get(index), plus the
+ * description of one item's fields (name, dtype, per-sample shape). The loader asks it for
+ * the items of one combined batch of B x D x A x R samples (micro-batch x device
+ * iterations x gradient accumulation x replicas, PopTorch's combinedBatchSize) and hands
+ * them back as one contiguous tensor per field, of shape [B*D*A*R, *sample_shape], ready
+ * for ipuof_model_run(). Sample k of a combined batch is the k-th item of the epoch's order
+ * (the dataset order, or its shuffled permutation); the daemon splits dim 0
+ * iteration-major, [D][A][R][B]: sample k goes to device iteration k / (A*R*B),
+ * accumulation step (k / (R*B)) % A, replica (k / B) % R, position k % B of the micro-batch.
+ *
+ * Epochs. An epoch has floor(N / (B*D*A*R)) batches for a dataset of N items: the last
+ * N mod (B*D*A*R) items of the epoch's order are dropped, as PopTorch's default
+ * drop_last=True does, because the IPU needs complete combined batches. With keep_last the
+ * epoch has one more, short batch holding the rest (struct ipuof_batch.samples says how
+ * many); it is meant for host-side use only: ipuof_model_run() refuses it (IPUOF_E_SHAPE).
+ *
+ * Shuffle. The order of epoch e is a permutation of 0..N-1, the same on every machine for
+ * the same seed: a Fisher-Yates shuffle of the identity (for i from N-1 down to 1, swap
+ * entries i and j) where j is drawn from xoshiro256** as r mod (i+1) for the first output r
+ * >= 2^64 mod (i+1) (unbiased). The generator's four state words are four successive
+ * outputs of splitmix64 started at splitmix64(seed) ^ e, splitmix64 being the usual
+ * "state += 0x9E3779B97F4A7C15; z = state; z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9;
+ * z = (z ^ z >> 27) * 0x94D049BB133111EB; return z ^ z >> 31". Integer arithmetic only.
+ *
+ * Threading. A loader is used by one thread at a time, like every handle. In
+ * IPUOF_DATALOADER_SYNC mode the dataset's callbacks run inside ipuof_dataloader_next(), on
+ * the caller's thread. In IPUOF_DATALOADER_ASYNC mode (poptorch's AsynchronousDataAccessor)
+ * one background thread owned by the loader calls get() (and errmsg()) to prepare the next
+ * combined batch while the caller uses the current one (double buffering: two batches in
+ * memory). get() is then called from that thread, while the caller's thread runs, but never
+ * from two threads at once; a dataset that the caller also touches itself meanwhile must
+ * lock. length() is only called by ipuof_dataloader_new(), on the caller's thread. No
+ * thread waits by spinning: the two sides wait on condition variables.
+ */
+
+/* At most this many fields per item. */
+#define IPUOF_DATASET_MAX_FIELDS 16
+
+/* Room for any sentence a constructor writes to its errbuf (a longer one, which only a
+ * very long file name makes, is cut). */
+#define IPUOF_ERRBUF_SIZE 512
+
+/* One field of an item: a name (the name the batch's tensor carries, see
+ * ipuof_dataloader_opts.names), an element type and the shape of one sample, without the
+ * batch dimension: rank 0 (a scalar) to 7, every dim >= 1. */
+struct ipuof_field {
+    const char *name;
+    int dtype;                  /* enum ipuof_dtype */
+    int rank;
+    int64_t dims[8];
+};
+
+struct ipuof_dataset_ops {
+    /* The number of items. Called once, by ipuof_dataloader_new(). */
+    size_t (*length)(void *ds);
+    /*
+     * Writes item index (0 <= index < length) of ds: for each field f, exactly one sample's
+     * bytes (little-endian, row-major; dims product x dtype size) to outs[f]. The buffers
+     * belong to the loader, are aligned for their dtype and are borrowed for the call. user
+     * is ipuof_dataloader_opts.user. Returns IPUOF_OK, or an IPUOF_E_* code to fail the
+     * batch (any other value is reported as IPUOF_E_IO).
+     */
+    int (*get)(void *ds, size_t index, void *const *outs, void *user);
+    /* Optional (may be NULL): a sentence saying why the last get() failed, called on the
+     * thread that called get(), right after it failed. Borrowed; the loader copies it. */
+    const char *(*errmsg)(void *ds, void *user);
+};
+
+/* A dataset as the loader takes it. Every pointer is borrowed: ds and ops must outlive the
+ * loaders that use them; fields (and their names) are copied by ipuof_dataloader_new(). */
+struct ipuof_dataset {
+    const struct ipuof_dataset_ops *ops;
+    void *ds;
+    const struct ipuof_field *fields;
+    size_t n_fields;            /* 1 to IPUOF_DATASET_MAX_FIELDS */
+};
+
+/* poptorch.DataLoaderMode. */
+enum ipuof_dataloader_mode {
+    IPUOF_DATALOADER_SYNC = 0,  /* get() runs inside ipuof_dataloader_next() */
+    IPUOF_DATALOADER_ASYNC = 1  /* a background thread prepares the next combined batch */
+};
+
+/* Options of a loader; zero is the default of every field (PopTorch's defaults). */
+struct ipuof_dataloader_opts {
+    unsigned batch_size;            /* B, the micro-batch; 0 means 1 */
+    unsigned device_iterations;     /* D; 0 means 1; as ipuof_model_opts.device_iterations */
+    unsigned gradient_accumulation; /* A; 0 means 1, which inference needs */
+    unsigned replicas;              /* R; 0 means 1; as ipuof_model_opts.replicas */
+    int shuffle;                    /* a new permutation every epoch (see above) */
+    uint64_t seed;                  /* the shuffle's seed */
+    int keep_last;                  /* 0: drop the incomplete last batch (drop_last=True);
+                                       1: return it short (drop_last=False), host use only */
+    int mode;                       /* enum ipuof_dataloader_mode */
+    const char *const *names;       /* NULL, or one name per field (a NULL entry keeps the
+                                       field's name) for the batch's tensors, e.g. the
+                                       model's input names; copied */
+    void *user;                     /* passed to get() and errmsg() */
+};
+
+/* One combined batch. Borrowed from the loader, with the tensors and their bytes: valid
+ * until the next call to ipuof_dataloader_next(), _reset(), _set_epoch() or _free() on the
+ * loader it came from. Copy what must live longer. */
+struct ipuof_batch {
+    uint64_t epoch;
+    size_t index;               /* the batch's number in its epoch, from 0 */
+    size_t samples;             /* B*D*A*R; fewer only in a short last batch (keep_last) */
+    size_t n_tensors;           /* one per field, in the dataset's field order */
+    const struct ipuof_tensor *tensors; /* shape [samples, *sample_shape]; pass to
+                                           ipuof_model_run(m, b->tensors, b->n_tensors) */
+};
+
+typedef struct ipuof_dataloader ipuof_dataloader;
+
+/*
+ * A loader over dataset (opts may be NULL: all defaults). It calls dataset->ops->length()
+ * once, allocates the batch buffers (two in async mode) and, in async mode, starts its
+ * thread, which begins preparing the first batch of epoch 0 at once. On success *out is
+ * caller-owned: free it with ipuof_dataloader_free() before the dataset.
+ * Errors (a sentence in errbuf[0..errlen), which may be NULL): IPUOF_E_INVAL (a NULL
+ * callback, a field with an unknown dtype, a bad rank or dim, two fields with one name, an
+ * empty dataset, fewer items than one combined batch without keep_last, an unknown mode),
+ * IPUOF_E_NOMEM (the buffers, or the thread could not be started).
+ */
+IPUOF_API int ipuof_dataloader_new(const struct ipuof_dataset *dataset,
+                                   const struct ipuof_dataloader_opts *opts,
+                                   ipuof_dataloader **out, char *errbuf, size_t errlen);
+
+/* Stops the thread (waiting for a get() in progress to return; items not yet fetched are
+ * not fetched), even in the middle of an epoch, and frees the loader. NULL is a no-op. */
+IPUOF_API void ipuof_dataloader_free(ipuof_dataloader *dl);
+
+/*
+ * The next combined batch of the current epoch in *out (see struct ipuof_batch for how long
+ * it stays valid). After the epoch's last batch, one call returns IPUOF_OK with *out NULL;
+ * the call after that starts the next epoch (with its own permutation), as a new
+ * `for batch in loader:` does in Python. So a loop "while next() == IPUOF_OK and *out" reads
+ * one epoch.
+ * Errors: the code get() returned, with a sentence naming the item, the batch and the
+ * epoch, followed by errmsg()'s sentence when the dataset has one. In async mode an error
+ * of the background thread is returned by the call that would have returned that batch.
+ * A failed call does not move the loader: the next call tries the same batch again,
+ * calling get() for each of its items again. IPUOF_E_INVAL when dl or out is NULL.
+ */
+IPUOF_API int ipuof_dataloader_next(ipuof_dataloader *dl, const struct ipuof_batch **out);
+
+/* Goes to the first batch of epoch epoch (whose permutation depends on seed and epoch),
+ * dropping what the background thread prepared for another position. Setting the epoch
+ * the next batch belongs to anyway (the usual "for each epoch: set_epoch(e); read it"
+ * loop) keeps what was prepared. */
+IPUOF_API int ipuof_dataloader_set_epoch(ipuof_dataloader *dl, uint64_t epoch);
+
+/* As ipuof_dataloader_set_epoch(dl, 0): the loader starts again as it was created. */
+IPUOF_API int ipuof_dataloader_reset(ipuof_dataloader *dl);
+
+/* The epoch the next ipuof_dataloader_next() reads from (once an epoch's end has been
+ * returned, the next epoch's number). */
+IPUOF_API uint64_t ipuof_dataloader_epoch(const ipuof_dataloader *dl);
+
+/* Samples per combined batch, B*D*A*R (poptorch's combinedBatchSize). */
+IPUOF_API size_t ipuof_dataloader_combined_batch_size(const ipuof_dataloader *dl);
+
+/* Batches per epoch: floor(N / combined), + 1 with keep_last when N is not a multiple. */
+IPUOF_API size_t ipuof_dataloader_batches_per_epoch(const ipuof_dataloader *dl);
+
+/* The number of items, N, length() returned. */
+IPUOF_API size_t ipuof_dataloader_length(const ipuof_dataloader *dl);
+
+/* The sentence explaining the last failure on dl ("" after success). Borrowed until the
+ * next call on dl. */
+IPUOF_API const char *ipuof_dataloader_errmsg(const ipuof_dataloader *dl);
+
+/* ---- IDX (MNIST format) datasets ---- */
+
+typedef struct ipuof_idx_dataset ipuof_idx_dataset;
+
+struct ipuof_idx_opts {
+    float mean;                 /* pixels become (x / 255 - mean) / std, in float; */
+    float std;                  /* defaults 0 and 1 (std 0 means 1); MNIST's usual
+                                   normalisation is mean 0.1307, std 0.3081 */
+    size_t limit;               /* keep only the first limit items; 0: all of them */
+};
+
+/*
+ * Reads an IDX image file (magic 0x00000803: unsigned bytes, dims [N, rows, cols]) and,
+ * unless labels_path is NULL, an IDX label file (0x00000801: unsigned bytes, [N]), each
+ * plain or gzip-compressed (told apart by content, not by name), such as MNIST's and
+ * Fashion-MNIST's train-images-idx3-ubyte.gz. Both are read whole and checked: magic, equal
+ * counts, a length that matches the header exactly (no missing or extra bytes), caps (at
+ * most 2^28 items and 2^24 pixels per image). Only the first opts->limit items are kept.
+ * opts may be NULL. Items have two fields: "image", float [1, rows, cols], normalised as
+ * opts says, and "label", int64 [] (just "image" without a label file). On success *out is
+ * caller-owned (ipuof_idx_dataset_free()); the dataset is read-only from then on, so its
+ * get() may run on any thread, even several at once.
+ * Errors (a sentence naming the file and what is wrong in errbuf[0..errlen), which may be
+ * NULL): IPUOF_E_NOTFOUND (no such file), IPUOF_E_IO (unreadable, corrupt compressed data),
+ * IPUOF_E_INVAL (not an IDX file of the kind wanted, truncated, extra bytes, counts that
+ * differ, empty, over a cap, a mean or std that is not finite), IPUOF_E_UNSUPPORTED (an IDX
+ * element type other than unsigned byte), IPUOF_E_NOMEM.
+ */
+IPUOF_API int ipuof_idx_dataset_open(const char *images_path, const char *labels_path,
+                                     const struct ipuof_idx_opts *opts,
+                                     ipuof_idx_dataset **out, char *errbuf, size_t errlen);
+
+/* Frees the dataset; loaders using it must be freed first. NULL is a no-op. */
+IPUOF_API void ipuof_idx_dataset_free(ipuof_idx_dataset *d);
+
+/* Fills *out with d's callbacks and fields (borrowed from d) for ipuof_dataloader_new(). */
+IPUOF_API void ipuof_idx_dataset_describe(ipuof_idx_dataset *d, struct ipuof_dataset *out);
+
+/* Items kept (after opts->limit). */
+IPUOF_API size_t ipuof_idx_dataset_length(const ipuof_idx_dataset *d);
+
 #ifdef __cplusplus
 }
 #endif
