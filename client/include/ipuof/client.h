@@ -408,6 +408,106 @@ IPUOF_API long ipuof_model_output_index(const ipuof_model *m, const char *name);
 /* Microseconds the daemon's simulated IPUs spent in the last run. */
 IPUOF_API uint64_t ipuof_model_run_us(const ipuof_model *m);
 
+/* ---- training -------------------------------------------------------------------------- */
+
+/* Optimizers, with torch.optim's definitions. */
+enum ipuof_optimizer_kind {
+    IPUOF_OPTIMIZER_SGD = 1,    /* torch.optim.SGD */
+    IPUOF_OPTIMIZER_ADAM = 2,   /* torch.optim.Adam (weight decay added to the gradient) */
+    IPUOF_OPTIMIZER_ADAMW = 3   /* torch.optim.AdamW (decoupled weight decay) */
+};
+
+struct ipuof_optimizer {
+    int kind;                   /* enum ipuof_optimizer_kind */
+    float lr;
+    float weight_decay;
+    float momentum;             /* SGD */
+    float dampening;            /* SGD */
+    int nesterov;               /* SGD */
+    float beta1, beta2;         /* Adam, AdamW */
+    float eps;                  /* Adam, AdamW */
+};
+
+/* Fills o with PyTorch's defaults for kind (SGD lr 1e-3; Adam lr 1e-3, betas (0.9, 0.999),
+ * eps 1e-8; AdamW the same with weight_decay 1e-2). IPUOF_E_INVAL for an unknown kind. */
+IPUOF_API int ipuof_optimizer_init(struct ipuof_optimizer *o, int kind);
+
+/* How gradients of accumulation steps and replicas combine before the optimizer step. */
+enum ipuof_reduction {
+    IPUOF_REDUCTION_MEAN = 0,   /* the default, as PopTorch's */
+    IPUOF_REDUCTION_SUM = 1
+};
+
+struct ipuof_training_opts {
+    const char *loss;                   /* the graph output to minimise (required) */
+    struct ipuof_optimizer optimizer;   /* kind 0: SGD with lr 0.01, as PopTorch's default */
+    unsigned gradient_accumulation;     /* 0 means 1 */
+    int accumulation_reduction;         /* enum ipuof_reduction */
+    uint64_t seed;                      /* randomSeed: Dropout masks are reproducible */
+    const char *const *frozen_weights;  /* float initializers not to train; may be NULL */
+    size_t n_frozen_weights;
+};
+
+/*
+ * Compiles a training model (PopTorch's trainingModel): the forward ONNX graph ends in the
+ * loss named in t->loss; the daemon builds the backward graph and the optimizer. One run
+ * consumes micro-batch x device_iterations x gradient_accumulation x replicas samples and
+ * takes device_iterations optimizer steps. Outputs default to Final. Errors as
+ * ipuof_model_compile(), plus IPUOF_E_INVAL for a loss that is not a graph output or not
+ * one value per replica, an optimizer parameter out of range, or no trainable weights.
+ */
+IPUOF_API int ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
+                                           const struct ipuof_model_opts *opts,
+                                           const struct ipuof_training_opts *t,
+                                           ipuof_model **out);
+IPUOF_API int ipuof_model_compile_training_file(ipuof_client *c, const char *path,
+                                                const struct ipuof_model_opts *opts,
+                                                const struct ipuof_training_opts *t,
+                                                ipuof_model **out);
+
+/*
+ * An inference model (PopTorch's inferenceModel) of the same graph with training's current
+ * weights, copied inside the daemon (no round trip through the client). opts gives its
+ * device iterations, replicas and output modes (outputs default to All). Later training
+ * does not change it until ipuof_model_copy_weights(inference, training).
+ */
+IPUOF_API int ipuof_model_inference_from(ipuof_model *training,
+                                         const struct ipuof_model_opts *opts,
+                                         ipuof_model **out);
+
+IPUOF_API int ipuof_model_is_training(const ipuof_model *m);
+IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
+
+/* PopTorch's setOptimizer: new hyper-parameters between runs, without recompiling. The
+ * kind cannot change. */
+IPUOF_API int ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o);
+
+/* The weights a model can read and write: name, dtype, shape (data NULL) and kind
+ * (enum ipuof_weight_kind). Borrowed from the model. */
+enum ipuof_weight_kind {
+    IPUOF_WEIGHT_TRAINABLE = 1,
+    IPUOF_WEIGHT_BUFFER = 2,    /* BatchNormalization running statistics */
+    IPUOF_WEIGHT_FROZEN = 3
+};
+IPUOF_API size_t ipuof_model_weight_count(const ipuof_model *m);
+IPUOF_API int ipuof_model_weight_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
+                                      int *kind);
+
+/* Reads weight name into dst (bytes must be its size) / writes it from src, like PopTorch's
+ * copyWeightsToHost / copyWeightsToDevice. Errors: IPUOF_E_NOTFOUND, IPUOF_E_SHAPE. */
+IPUOF_API int ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst,
+                                      size_t bytes);
+IPUOF_API int ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src,
+                                       size_t bytes);
+
+/* Copies every weight of src into the same-named weight of dst, inside the daemon. */
+IPUOF_API int ipuof_model_copy_weights(ipuof_model *dst, ipuof_model *src);
+
+/* The model as ONNX bytes whose initializers are the current (trained) weights: to a file,
+ * or to *bytes (caller-owned, free()). */
+IPUOF_API int ipuof_model_save_onnx(ipuof_model *m, const char *path);
+IPUOF_API int ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t *len);
+
 /* ---- data loading --------------------------------------------------------------------- */
 
 /*
@@ -569,8 +669,8 @@ IPUOF_API int ipuof_dataloader_set_epoch(ipuof_dataloader *dl, uint64_t epoch);
 /* As ipuof_dataloader_set_epoch(dl, 0): the loader starts again as it was created. */
 IPUOF_API int ipuof_dataloader_reset(ipuof_dataloader *dl);
 
-/* The epoch the next ipuof_dataloader_next() reads from (once an epoch's end has been
- * returned, the next epoch's number). */
+/* The current epoch: that of the batches returned since the last end of an epoch (0 for a
+ * new loader); the call that reports an epoch's end moves it to the next. */
 IPUOF_API uint64_t ipuof_dataloader_epoch(const ipuof_dataloader *dl);
 
 /* Samples per combined batch, B*D*A*R (poptorch's combinedBatchSize). */
