@@ -510,9 +510,7 @@ ipuof_dataloader_reset(ipuof_dataloader *dl)
 uint64_t
 ipuof_dataloader_epoch(const ipuof_dataloader *dl)
 {
-    if (dl == NULL)
-        return 0;
-    return dl->index >= dl->batches ? dl->epoch + 1 : dl->epoch;
+    return dl != NULL ? dl->epoch : 0;
 }
 
 size_t

@@ -313,6 +313,7 @@ test_epochs(void **state)
                 assert_int_equal(b->index, i);
                 assert_int_equal(item_of(b, 0), 3 * i);
             }
+            assert_int_equal(ipuof_dataloader_epoch(dl), e); /* its end not reported yet */
             assert_int_equal(ipuof_dataloader_next(dl, &b), IPUOF_OK);
             assert_null(b);
             assert_int_equal(ipuof_dataloader_epoch(dl), e + 1);
