@@ -601,7 +601,8 @@ enum ipuof_dataloader_mode {
 struct ipuof_dataloader_opts {
     unsigned batch_size;            /* B, the micro-batch; 0 means 1 */
     unsigned device_iterations;     /* D; 0 means 1; as ipuof_model_opts.device_iterations */
-    unsigned gradient_accumulation; /* A; 0 means 1, which inference needs */
+    unsigned gradient_accumulation; /* A; 0 means 1, which inference needs; as
+                                       ipuof_training_opts.gradient_accumulation */
     unsigned replicas;              /* R; 0 means 1; as ipuof_model_opts.replicas */
     int shuffle;                    /* a new permutation every epoch (see above) */
     uint64_t seed;                  /* the shuffle's seed */
