@@ -6,7 +6,7 @@
 set -eu
 
 pkgs="gcc libc6-dev make pkgconf protobuf-c-compiler libprotobuf-c-dev libevent-dev \
-libcmocka-dev libinih-dev libopenblas-dev libonnx-dev libonnx-testdata dataset-fashion-mnist \
+libcmocka-dev libinih-dev zlib1g-dev libopenblas-dev libonnx-dev libonnx-testdata dataset-fashion-mnist \
 systemd man-db groff-base python3"
 case "${1:-}" in
 bench) pkgs="$pkgs python3-torch python3-onnx python3-numpy" ;;
