@@ -22,6 +22,11 @@ static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_MODEL_CHUNK, "model_chunk", 0, 0, 1, req_model_chunk},
     {IPUOF__HEADER__BODY_RUN, "run", 0, 0, 1, req_run},
     {IPUOF__HEADER__BODY_FREE_MODEL, "free_model", 0, 0, 0, req_free_model},
+    {IPUOF__HEADER__BODY_SET_OPTIMIZER, "set_optimizer", 0, 0, 0, req_set_optimizer},
+    {IPUOF__HEADER__BODY_READ_WEIGHTS, "read_weights", 0, 0, 0, req_read_weights},
+    {IPUOF__HEADER__BODY_WRITE_WEIGHTS, "write_weights", 0, 0, 1, req_write_weights},
+    {IPUOF__HEADER__BODY_COPY_WEIGHTS, "copy_weights", 0, 0, 0, req_copy_weights},
+    {IPUOF__HEADER__BODY_SAVE_MODEL, "save_model", 0, 0, 0, req_save_model},
 };
 
 void

@@ -41,6 +41,16 @@ void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
 void req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                     uint32_t payload_len);
+void req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                       uint32_t payload_len);
+void req_read_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                      uint32_t payload_len);
+void req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                       uint32_t payload_len);
+void req_copy_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                      uint32_t payload_len);
+void req_save_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
+                    uint32_t payload_len);
 
 /* Replies to an attach (used by the wait queue too). */
 void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,

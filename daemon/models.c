@@ -11,6 +11,7 @@
 #include "models.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +45,7 @@ trim_locked(struct cache *k)
     while (k->n > k->max) {
         struct cache_entry **victim = NULL;
         for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
-            if (!(*pp)->in_use && (victim == NULL || (*pp)->last_used_ms < (*victim)->last_used_ms))
+            if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_used_ms < (*victim)->last_used_ms))
                 victim = pp;
         if (victim == NULL)
             return;
@@ -112,6 +113,21 @@ cache_release(struct cache *k, struct cache_entry *e)
     pthread_mutex_lock(&k->mu);
     e->in_use = 0;
     e->last_used_ms = srv_now_ms();
+    /* Entries that cannot be reused go once nothing uses them or borrows their model. */
+    while (e != NULL && !e->reusable && !e->in_use && e->refs == 0) {
+        struct cache_entry *parent = e->parent;
+        for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == e) {
+                *pp = e->next;
+                k->n--;
+                break;
+            }
+        }
+        entry_free(e);
+        if (parent != NULL)
+            parent->refs--;
+        e = parent;
+    }
     trim_locked(k);
     pthread_mutex_unlock(&k->mu);
 }
@@ -218,4 +234,38 @@ models_find(struct conn *c, uint32_t id)
         if (m->id == id)
             return m;
     return NULL;
+}
+
+uint64_t
+models_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void
+models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t *dims,
+                 int64_t *step, Ipuof__OutputMode *mode)
+{
+    ipuof__tensor_info__init(ti);
+    ti->name = (char *)io->name;
+    ti->dtype = (Ipuof__DType)io->dtype;
+    for (int d = 0; d < io->run_rank; d++)
+        dims[d] = io->run_dims[d];
+    for (int d = 0; d < io->rank; d++)
+        step[d] = io->dims[d];
+    ti->n_dims = (size_t)io->run_rank;
+    ti->dims = dims;
+    ti->n_step_dims = (size_t)io->rank;
+    ti->step_dims = step;
+    ti->bytes = io->run_bytes;
+    if (mode != NULL) {
+        ipuof__output_mode__init(mode);
+        mode->name = (char *)io->name;
+        mode->kind = (Ipuof__OutputKind)(io->mode.kind + 1);
+        mode->n = io->mode.n;
+        ti->mode = mode;
+    }
 }

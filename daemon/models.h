@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ipuof.pb-c.h"
 #include "sim.h"
 #include "work.h"
 
@@ -28,6 +29,9 @@ struct cache_entry {
     struct sim_model *model;
     struct sim_exe *exe;
     int in_use;                  /* a live model uses it */
+    int reusable;                /* may serve a later compile (not a training executable) */
+    int refs;                    /* executables made from this one's model (inference_from) */
+    struct cache_entry *parent;  /* the entry whose model this one borrows, or NULL */
     uint64_t last_used_ms;
     struct cache_entry *next;
 };
@@ -99,5 +103,14 @@ void models_drop_upload(struct conn *c);
 
 /* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
 void models_update_loaded(struct srv *s, struct conn *c);
+
+/* Microseconds on a monotonic clock. */
+uint64_t models_now_us(void);
+
+/* Fills a wire TensorInfo from an executable's input or output description; dims and step
+ * (SIM_MAX_RANK entries each) and mode (outputs only; NULL for inputs) are caller storage
+ * the message points into. */
+void models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t *dims,
+                        int64_t *step, Ipuof__OutputMode *mode);
 
 #endif

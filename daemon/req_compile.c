@@ -1,13 +1,11 @@
 /*
- * req_model.c — compile, model_chunk, run and free_model: the requests that put graphs on
- * the simulated IPUs and stream batches through them.
+ * req_compile.c — compile and model_chunk: the requests that put graphs on the simulated
+ * IPUs, for inference or training (and inference models made from a training model).
  *
- * Compile: the model bytes arrive in the compile frame's payload and in model_chunk frames
- * until model_bytes are in; then a worker thread loads and compiles them (or finds them in
- * the cache), sending compile_progress events meanwhile. Run: the input bytes are read
- * from the socket straight into the executable's input buffers, a worker runs the device
- * iterations and replicas, and the outputs go back in one frame. While a job is in flight
- * the connection's further frames wait; other connections are served.
+ * The model bytes arrive in the compile frame's payload and in model_chunk frames until
+ * model_bytes are in; then a worker thread loads and compiles them (or finds them in the
+ * cache), sending compile_progress events meanwhile. While a job is in flight the
+ * connection's further frames wait; other connections are served.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -36,14 +34,6 @@ struct constant_in {
     void *data;
 };
 
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 /* ---- compile ------------------------------------------------------------------------------ */
 
@@ -59,6 +49,8 @@ struct compile_job {
     struct constant_in consts[MAX_CONSTS];
     size_t n_consts;
     struct sim_frozen_input frozen[MAX_CONSTS];
+    char *loss;                        /* training when not NULL */
+    char *frozen_w[MAX_CONSTS];        /* weights not to train */
     int no_cache;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
@@ -83,6 +75,9 @@ compile_job_free(struct compile_job *cj)
         free(cj->consts[i].name);
         free(cj->consts[i].data);
     }
+    for (size_t i = 0; i < cj->opts.n_frozen_weights; i++)
+        free(cj->frozen_w[i]);
+    free(cj->loss);
     if (cj->prog_ev)
         event_free(cj->prog_ev);
     free(cj->bytes);
@@ -94,7 +89,7 @@ static int
 map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
 {
     switch (k) {
-    case IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT:
+    case IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT: m->kind = SIM_OUTPUT_DEFAULT; break;
     case IPUOF__OUTPUT_KIND__OUTPUT_ALL: m->kind = SIM_OUTPUT_ALL; break;
     case IPUOF__OUTPUT_KIND__OUTPUT_FINAL: m->kind = SIM_OUTPUT_FINAL; break;
     case IPUOF__OUTPUT_KIND__OUTPUT_SUM: m->kind = SIM_OUTPUT_SUM; break;
@@ -219,10 +214,10 @@ compile_run(struct job *j)
     struct compile_job *cj = (struct compile_job *)j;
     struct cache *k = &cj->rj.srv->cache;
     struct cache_entry *e = NULL;
-    uint64_t t0 = now_us();
+    uint64_t t0 = models_now_us();
 
     cj->rc = IPUOF_OK;
-    if (!cj->no_cache)
+    if (!cj->no_cache && cj->loss == NULL)
         e = cache_acquire(k, cj->bytes, cj->len, cj->key);
     if (e != NULL) {
         size_t n = sim_exe_ipu_count(e->exe);
@@ -243,7 +238,7 @@ compile_run(struct job *j)
         }
         cj->entry = e;
         on_progress_cb(1, 1, cj);
-        cj->us = now_us() - t0;
+        cj->us = models_now_us() - t0;
         return;
     }
     e = calloc(1, sizeof *e);
@@ -257,7 +252,7 @@ compile_run(struct job *j)
         freeze_constants(cj, e->model);
     if (cj->rc == IPUOF_OK)
         cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
-    cj->us = now_us() - t0;
+    cj->us = models_now_us() - t0;
     if (cj->rc != IPUOF_OK) {
         sim_model_free(e->model);
         free(e);
@@ -267,36 +262,13 @@ compile_run(struct job *j)
     e->len = cj->len;
     e->key = cj->key;
     e->hash = cache_hash(e->bytes, e->len, e->key);
+    e->reusable = cj->loss == NULL; /* a training executable's weights change as it trains */
     cj->bytes = NULL;
     cj->key = NULL;
     cache_insert(k, e);
     cj->entry = e;
 }
 
-static void
-fill_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t *dims,
-                 int64_t *step, Ipuof__OutputMode *mode)
-{
-    ipuof__tensor_info__init(ti);
-    ti->name = (char *)io->name;
-    ti->dtype = (Ipuof__DType)io->dtype;
-    for (int d = 0; d < io->run_rank; d++)
-        dims[d] = io->run_dims[d];
-    for (int d = 0; d < io->rank; d++)
-        step[d] = io->dims[d];
-    ti->n_dims = (size_t)io->run_rank;
-    ti->dims = dims;
-    ti->n_step_dims = (size_t)io->rank;
-    ti->step_dims = step;
-    ti->bytes = io->run_bytes;
-    if (mode != NULL) {
-        ipuof__output_mode__init(mode);
-        mode->name = (char *)io->name;
-        mode->kind = (Ipuof__OutputKind)(io->mode.kind + 1);
-        mode->n = io->mode.n;
-        ti->mode = mode;
-    }
-}
 
 static void
 reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cached, uint64_t us)
@@ -312,8 +284,13 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
     int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(nt + 1, sizeof *dims);
     Ipuof__MemoryReport *mr = calloc(nm + 1, sizeof *mr);
     Ipuof__MemoryReport **mp = calloc(nm + 1, sizeof *mp);
+    size_t nw = sim_exe_weight_count(exe);
+    Ipuof__WeightInfo *wi = calloc(nw + 1, sizeof *wi);
+    Ipuof__WeightInfo **wp = calloc(nw + 1, sizeof *wp);
+    Ipuof__TensorInfo *wt = calloc(nw + 1, sizeof *wt);
+    int64_t(*wd)[SIM_MAX_RANK] = calloc(nw + 1, sizeof *wd);
 
-    if (!ti || !tp || !modes || !dims || !mr || !mp) {
+    if (!ti || !tp || !modes || !dims || !mr || !mp || !wi || !wp || !wt || !wd) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         goto out;
     }
@@ -323,7 +300,7 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
             sim_exe_input_info(exe, i, &io);
         else
             sim_exe_output_info(exe, i - ni, &io);
-        fill_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
+        models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
                          i < ni ? NULL : &modes[i - ni]);
         tp[i] = &ti[i];
     }
@@ -338,7 +315,25 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
         mr[i].code_bytes = rep.code;
         mr[i].total_bytes = rep.total;
         mr[i].capacity_bytes = c->srv->cfg.ipu_memory;
+        mr[i].gradients_bytes = rep.gradients;
+        mr[i].optimizer_bytes = rep.optimizer;
         mp[i] = &mr[i];
+    }
+    for (size_t i = 0; i < nw; i++) {
+        struct sim_weight_info w;
+        sim_exe_weight_info(exe, i, &w);
+        ipuof__weight_info__init(&wi[i]);
+        ipuof__tensor_info__init(&wt[i]);
+        wt[i].name = (char *)w.name;
+        wt[i].dtype = (Ipuof__DType)w.dtype;
+        for (int d = 0; d < w.rank; d++)
+            wd[i][d] = w.dims[d];
+        wt[i].n_dims = (size_t)w.rank;
+        wt[i].dims = wd[i];
+        wt[i].bytes = w.bytes;
+        wi[i].tensor = &wt[i];
+        wi[i].kind = (Ipuof__WeightKind)w.kind;
+        wp[i] = &wi[i];
     }
     r.model_id = m->id;
     r.cached = cached;
@@ -352,6 +347,10 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
     r.device_iterations = sim_exe_device_iterations(exe);
     r.replicas = sim_exe_replicas(exe);
     r.micro_batch = sim_exe_micro_batch(exe);
+    r.training = sim_exe_is_training(exe);
+    r.gradient_accumulation = sim_exe_gradient_accumulation(exe);
+    r.n_weights = nw;
+    r.weights = wp;
     h.request_id = req_id;
     h.body_case = IPUOF__HEADER__BODY_COMPILE_REPLY;
     h.compile_reply = &r;
@@ -363,6 +362,10 @@ out:
     free(dims);
     free(mr);
     free(mp);
+    free(wi);
+    free(wp);
+    free(wt);
+    free(wd);
 }
 
 /* Loop thread: the compile finished. */
@@ -512,6 +515,100 @@ options_key(const struct compile_job *cj)
     return key;
 }
 
+/* Maps the wire optimizer to sim's (kind 0: PopTorch's default, SGD with lr 0.01). */
+static void
+map_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o)
+{
+    if (w == NULL || w->kind == IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT) {
+        sim_optimizer_init(o, SIM_OPT_SGD);
+        o->lr = 0.01f;
+        return;
+    }
+    o->kind = (int)w->kind; /* SGD 1, ADAM 2, ADAMW 3 on both sides */
+    o->lr = w->lr;
+    o->weight_decay = w->weight_decay;
+    o->momentum = w->momentum;
+    o->dampening = w->dampening;
+    o->nesterov = w->nesterov;
+    o->beta1 = w->beta1;
+    o->beta2 = w->beta2;
+    o->eps = w->eps;
+}
+
+/* Copies the training options of rq into cj. 0, or -1 with an error sent. */
+static int
+training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                 const Ipuof__CompileRequest *rq)
+{
+    if (rq->loss[0] == '\0')
+        return 0;
+    cj->loss = strdup(rq->loss);
+    if (cj->loss == NULL)
+        goto oom;
+    cj->opts.loss = cj->loss;
+    map_optimizer(rq->optimizer, &cj->opts.optimizer);
+    cj->opts.gradient_accumulation = rq->gradient_accumulation;
+    cj->opts.accumulation_reduction = rq->accumulation_reduction == IPUOF__REDUCTION_TYPE__REDUCTION_SUM
+                                          ? SIM_REDUCE_SUM : SIM_REDUCE_MEAN;
+    cj->opts.seed = rq->seed;
+    for (size_t i = 0; i < rq->n_frozen_weights; i++) {
+        cj->frozen_w[i] = strdup(rq->frozen_weights[i]);
+        if (cj->frozen_w[i] == NULL)
+            goto oom;
+        cj->opts.n_frozen_weights = i + 1;
+    }
+    cj->opts.frozen_weights = (const char *const *)cj->frozen_w;
+    return 0;
+oom:
+    conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+    return -1;
+}
+
+/*
+ * An inference model with the current weights of training model src_id, compiled here on
+ * the loop thread (the graph is already loaded, so this takes milliseconds). 0, or -1 with
+ * an error sent; cj is consumed either way.
+ */
+static int
+compile_from_training(struct conn *c, uint64_t req_id, struct compile_job *cj, uint32_t src_id)
+{
+    struct model *src = models_find(c, src_id);
+    struct cache_entry *e;
+    uint64_t t0 = models_now_us();
+    int rc;
+
+    if (src == NULL || !sim_exe_is_training(src->entry->exe)) {
+        conn_send_error(c, req_id, src ? IPUOF_E_INVAL : IPUOF_E_NOTFOUND, 0, 0, "compiler",
+                        "model %u %s; an inference model is made from a training model of this "
+                        "connection", src_id, src ? "is not a training model" : "does not exist");
+        compile_job_free(cj);
+        return -1;
+    }
+    e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        compile_job_free(cj);
+        return -1;
+    }
+    cj->rc = sim_compile_inference_from(src->entry->model, &cj->opts, src->entry->exe, &e->exe,
+                                        &cj->err);
+    cj->us = models_now_us() - t0;
+    if (cj->rc == IPUOF_OK) {
+        e->parent = src->entry; /* borrows the training model's graph */
+        e->key = strdup("");
+        src->entry->refs++;
+        cache_insert(&c->srv->cache, e); /* not reusable: its weights are the training's */
+        cj->entry = e;
+    } else {
+        free(e);
+    }
+    rc = cj->rc;
+    c->inflight = &cj->rj;
+    conn_job_begin(c);
+    compile_done(&cj->rj.job); /* replies, and frees cj */
+    return rc == IPUOF_OK ? 0 : -1;
+}
+
 static int compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                          uint32_t payload_len);
 
@@ -542,7 +639,13 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         "a model upload is already in progress on this connection");
         return -1;
     }
-    if (rq->model_bytes == 0 || rq->model_bytes > s->cfg.max_model_bytes) {
+    if (rq->from_model_id != 0) {
+        if (rq->model_bytes != 0 || payload_len != 0) {
+            conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                            "a compile from model %u carries no model bytes", rq->from_model_id);
+            return -1;
+        }
+    } else if (rq->model_bytes == 0 || rq->model_bytes > s->cfg.max_model_bytes) {
         conn_send_error(c, req_id, rq->model_bytes ? IPUOF_E_TOO_LARGE : IPUOF_E_INVAL, 0, 0,
                         "daemon", "model of %" PRIu64 " bytes: models of 1 to %" PRIu64
                         " bytes (max_model_bytes) are accepted", rq->model_bytes,
@@ -574,10 +677,28 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         MAX_MODE_OPTS);
         return -1;
     }
+    if (rq->loss[0] != '\0' && rq->gradient_accumulation == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "gradientAccumulation is 0; a training model accumulates the gradients "
+                        "of at least 1 micro-batch per optimizer step");
+        return -1;
+    }
+    if (rq->loss[0] == '\0' && rq->gradient_accumulation > 1) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "gradientAccumulation is %u, but an inference model has no gradients to "
+                        "accumulate; use 1, or name a loss to train", rq->gradient_accumulation);
+        return -1;
+    }
+    if (rq->n_frozen_weights > MAX_CONSTS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu frozen weights given; at most %d are accepted",
+                        rq->n_frozen_weights, MAX_CONSTS);
+        return -1;
+    }
     cj = calloc(1, sizeof *cj);
     if (cj == NULL)
         goto oom;
-    cj->bytes = malloc(rq->model_bytes);
+    cj->bytes = malloc(rq->model_bytes ? rq->model_bytes : 1);
     if (cj->bytes == NULL)
         goto oom;
     cj->len = rq->model_bytes;
@@ -619,9 +740,15 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         compile_job_free(cj);
         return -1;
     }
+    if (training_options(c, req_id, cj, rq) < 0) {
+        compile_job_free(cj);
+        return -1;
+    }
     cj->key = options_key(cj);
     if (cj->key == NULL)
         goto oom;
+    if (rq->from_model_id != 0)
+        return compile_from_training(c, req_id, cj, rq->from_model_id);
     c->upload = cj;
     if (payload_len == 0 && cj->len > 0)
         return 0; /* everything comes in model_chunk frames */
@@ -672,234 +799,3 @@ models_drop_upload(struct conn *c)
     c->upload = NULL;
 }
 
-/* ---- run -------------------------------------------------------------------------------- */
-
-struct run_job {
-    struct req_job rj;
-    struct model *m;
-    int rc;
-    struct sim_err err;
-    uint64_t us;
-};
-
-static void
-run_run(struct job *j)
-{
-    struct run_job *r = (struct run_job *)j;
-    uint64_t t0 = now_us();
-
-    r->rc = sim_exe_run(r->m->entry->exe, &r->err);
-    r->us = now_us() - t0;
-}
-
-static void
-reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
-{
-    struct sim_exe *exe = m->entry->exe;
-    size_t no = sim_exe_output_count(exe);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
-    Ipuof__TensorInfo ti[CONN_MAX_SEGS];
-    Ipuof__TensorInfo *tp[CONN_MAX_SEGS];
-    int64_t dims[CONN_MAX_SEGS][2 * SIM_MAX_RANK];
-    struct conn_iov iov[CONN_MAX_SEGS];
-
-    for (size_t i = 0; i < no; i++) {
-        struct sim_io_info io;
-        sim_exe_output_info(exe, i, &io);
-        fill_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK, NULL);
-        tp[i] = &ti[i];
-        iov[i].base = sim_exe_output_buffer(exe, i);
-        iov[i].len = io.run_bytes;
-    }
-    r.n_outputs = no;
-    r.outputs = tp;
-    r.run_us = us;
-    h.request_id = req_id;
-    h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
-    h.run_reply = &r;
-    conn_sendv(c, &h, iov, (int)no);
-}
-
-static void
-run_done(struct job *j)
-{
-    struct run_job *r = (struct run_job *)j;
-    struct model *m = r->m;
-    struct srv *s = r->rj.srv;
-    struct conn *c = r->rj.conn;
-
-    m->busy = 0;
-    m->job = NULL;
-    if (c == NULL || m->owner == NULL) { /* the client went away during the run */
-        model_free(s, m);
-        free(r);
-        return;
-    }
-    c->inflight = NULL;
-    conn_enter(c);
-    if (m->cancel_code != 0) {
-        conn_send_error(c, r->rj.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
-                        IPUOF_RECOVERY_REATTACH, "device",
-                        "the run of model '%s' was interrupted: %s", m->name,
-                        m->cancel_code == IPUOF_E_SHUTDOWN ? "ipuofd is shutting down"
-                                                           : "the partition was reset");
-        model_free(s, m);
-    } else if (r->rc != IPUOF_OK) {
-        conn_send_error(c, r->rj.req_id, r->rc, 0, 0, "executor", "%s", r->err.msg);
-    } else {
-        unsigned D = sim_exe_device_iterations(m->entry->exe);
-        for (unsigned i = 0; i < m->nipus; i++)
-            s->inv->ipus[m->first_ipu + i].steps_run += D;
-        reply_run(c, r->rj.req_id, m, r->us);
-    }
-    free(r);
-    conn_job_end(c);
-    conn_leave(c);
-}
-
-/* The inputs have arrived in the executable's buffers: run them on a worker. */
-static void
-on_run_payload(struct conn *c, void *arg)
-{
-    struct run_job *r = arg;
-    struct model *m = r->m;
-
-    if (m->cancel_code != 0) {
-        conn_send_error(c, r->rj.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
-                        IPUOF_RECOVERY_REATTACH, "device",
-                        "the partition was reset before model '%s' could run", m->name);
-        model_free(c->srv, m);
-        free(r);
-        conn_job_end(c);
-        return;
-    }
-    r->rj.job.run = run_run;
-    r->rj.job.done = run_done;
-    if (work_submit(c->srv->work, &r->rj.job) < 0) {
-        m->busy = 0;
-        conn_send_error(c, r->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        free(r);
-        conn_job_end(c);
-        return;
-    }
-    m->job = &r->rj;
-    c->inflight = &r->rj;
-}
-
-/* The connection died while the inputs were arriving (the model is freed with it). */
-static void
-on_run_abort(struct conn *c, void *arg)
-{
-    (void)c;
-    free(arg);
-}
-
-void
-req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
-{
-    const Ipuof__RunRequest *rq = h->run;
-    struct conn_sink sink = {0};
-    struct model *m = models_find(c, rq->model_id);
-    struct sim_exe *exe;
-    struct run_job *r;
-    uint64_t total = 0;
-    size_t n_in;
-
-    if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection; compile one first", rq->model_id);
-        return;
-    }
-    exe = m->entry->exe;
-    n_in = sim_exe_input_count(exe);
-    if (rq->n_inputs != n_in || n_in > CONN_MAX_SEGS) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
-                        "run of model '%s' gives %zu inputs; the model takes %zu", m->name,
-                        rq->n_inputs, n_in);
-        return;
-    }
-    for (size_t i = 0; i < n_in; i++) {
-        const Ipuof__TensorInfo *ti = rq->inputs[i];
-        long idx = ti->name[0] ? sim_exe_input_index(exe, ti->name) : (long)i;
-        struct sim_io_info io;
-        struct sim_err err;
-        int rc;
-
-        if (idx < 0 || (size_t)idx != i) {
-            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
-                            "run input %zu is '%s', but model '%s' takes '%s' there (inputs "
-                            "go in the order of the compile reply)", i, ti->name, m->name,
-                            sim_exe_input_info(exe, i, &io) == 0 ? io.name : "?");
-            return;
-        }
-        if (ti->n_dims > SIM_MAX_RANK) {
-            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor",
-                            "input '%s' has rank %zu; at most %d is supported", ti->name,
-                            ti->n_dims, SIM_MAX_RANK);
-            return;
-        }
-        rc = sim_exe_check_input(exe, i, (int)ti->dtype, (int)ti->n_dims, ti->dims, &err);
-        if (rc != IPUOF_OK) {
-            conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
-            return;
-        }
-        sim_exe_input_info(exe, i, &io);
-        sink.seg[i] = sim_exe_input_buffer(exe, i);
-        sink.seg_len[i] = io.run_bytes;
-        total += io.run_bytes;
-    }
-    if (total != payload_len) {
-        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
-                        "run payload has %u bytes; the inputs described need %" PRIu64,
-                        payload_len, total);
-        return;
-    }
-    r = calloc(1, sizeof *r);
-    if (r == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        return;
-    }
-    r->rj.srv = c->srv;
-    r->rj.conn = c;
-    r->rj.req_id = req_id;
-    r->m = m;
-    m->busy = 1;
-    sink.nseg = (int)n_in;
-    sink.done = on_run_payload;
-    sink.abort = on_run_abort;
-    sink.arg = r;
-    conn_job_begin(c);
-    if (payload_len == 0)
-        on_run_payload(c, r);
-    else
-        conn_set_sink(c, &sink);
-}
-
-void
-req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
-{
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__FreeModelReply fr = IPUOF__FREE_MODEL_REPLY__INIT;
-    struct model **pp, *m = NULL;
-
-    (void)payload_len;
-    for (pp = &c->models; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->id == h->free_model->model_id) {
-            m = *pp;
-            *pp = m->next;
-            break;
-        }
-    }
-    if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection", h->free_model->model_id);
-        return;
-    }
-    model_free(c->srv, m);
-    models_update_loaded(c->srv, c);
-    r.request_id = req_id;
-    r.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
-    r.free_model_reply = &fr;
-    conn_send(c, &r, NULL, 0);
-}
