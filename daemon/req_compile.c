@@ -590,6 +590,7 @@ compile_from_training(struct conn *c, uint64_t req_id, struct compile_job *cj, u
         compile_job_free(cj);
         return -1;
     }
+    cj->opts.progress = NULL; /* compiled here, at once: no progress events */
     cj->rc = sim_compile_inference_from(src->entry->model, &cj->opts, src->entry->exe, &e->exe,
                                         &cj->err);
     cj->us = models_now_us() - t0;
