@@ -10,6 +10,10 @@
  * without waiting, so an upload the daemon rejects (model too large, partition reset) stops
  * at the next chunk. The protobuf reply is freed before the call returns: the handle keeps
  * plain copies (model.c frees them and answers questions about them).
+ *
+ * Training compiles and inference models made from a training model (train.c) go through
+ * the same exchange, ipuof_compile_request(), with the CompileRequest's training fields or
+ * from_model_id set (the latter with no model bytes at all).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +27,6 @@
 #include "model_internal.h"
 
 #define DEFAULT_MODEL_NAME "model"
-#define MODEL_NAME_MAX 128 /* a name made from a file name */
 
 /* strerror() may share a buffer between threads; the GNU strerror_r() writes to ours. */
 #define ERRTEXT(e) strerror_r((e), (char[128]){0}, 128)
@@ -383,7 +386,9 @@ model_from_reply(ipuof_client *c, const Ipuof__CompileReply *cr, const char *nam
                                           r->activations_bytes, r->code_bytes, r->total_bytes,
                                           r->capacity_bytes};
     }
-    rc = alloc_run_state(c, m);
+    rc = ipuof_model_take_training(c, m, cr);
+    if (rc == IPUOF_OK)
+        rc = alloc_run_state(c, m);
     if (rc != IPUOF_OK)
         goto fail;
     *out = m;
@@ -394,9 +399,27 @@ fail:
     return rc;
 }
 
+/* Copies the fields of extra (only read) that a plain compile leaves unset into cr; the
+ * pointers stay borrowed from extra. */
+static void
+add_extra(Ipuof__CompileRequest *cr, const Ipuof__CompileRequest *extra)
+{
+    if (extra == NULL)
+        return;
+    cr->loss = extra->loss;
+    cr->optimizer = extra->optimizer;
+    cr->gradient_accumulation = extra->gradient_accumulation;
+    cr->accumulation_reduction = extra->accumulation_reduction;
+    cr->seed = extra->seed;
+    cr->n_frozen_weights = extra->n_frozen_weights;
+    cr->frozen_weights = extra->frozen_weights;
+    cr->from_model_id = extra->from_model_id;
+}
+
 int
-ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
-                    const struct ipuof_model_opts *opts, ipuof_model **out)
+ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
+                      const struct ipuof_model_opts *opts, const char *name,
+                      const Ipuof__CompileRequest *extra, ipuof_model **out)
 {
     static const struct ipuof_model_opts no_opts;
     Ipuof__Header req = IPUOF__HEADER__INIT;
@@ -412,20 +435,11 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     int begun = 0;
     int rc;
 
-    if (out != NULL)
-        *out = NULL;
-    if (c == NULL)
-        return IPUOF_E_INVAL;
-    ipuof_err_clear(c);
-    if (out == NULL || onnx == NULL || len == 0) {
-        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                           "ipuof_model_compile() needs the model's bytes (not %s) and a place "
-                           "for the model handle",
-                           onnx == NULL ? "NULL" : "0 bytes");
-        goto out;
-    }
+    *out = NULL;
     if (opts == NULL)
         opts = &no_opts;
+    if (name == NULL)
+        name = opts->name != NULL ? opts->name : DEFAULT_MODEL_NAME;
     rc = check_opts(c, opts);
     if (rc == IPUOF_OK)
         rc = partition_ready(c);
@@ -436,7 +450,7 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     if (rc != IPUOF_OK)
         goto out;
     cr.model_bytes = len;
-    cr.name = (char *)(opts->name != NULL ? opts->name : DEFAULT_MODEL_NAME);
+    cr.name = (char *)name;
     cr.device_iterations = opts->device_iterations != 0 ? opts->device_iterations : 1;
     cr.replicas = opts->replicas != 0 ? opts->replicas : 1;
     cr.micro_batch = opts->micro_batch;
@@ -448,6 +462,7 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     cr.no_cache = opts->no_cache != 0;
     cr.n_constant_inputs = opts->n_constant_inputs;
     cr.constant_inputs = const_ptrs;
+    add_extra(&cr, extra);
     req.body_case = IPUOF__HEADER__BODY_COMPILE;
     req.compile = &cr;
     rc = ipuof_xchg_begin(c, &x, &req, c->request_ms);
@@ -475,9 +490,26 @@ out:
     return ipuof_model_settle(c, rc);
 }
 
+int
+ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
+                    const struct ipuof_model_opts *opts, ipuof_model **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (out == NULL || onnx == NULL || len == 0)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "ipuof_model_compile() needs the model's bytes (not %s) and a "
+                             "place for the model handle",
+                             onnx == NULL ? "NULL" : "0 bytes");
+    return ipuof_compile_request(c, onnx, len, opts, NULL, NULL, out);
+}
+
 /* Reads the file at path into *buf (caller-owned) of *len bytes. */
 static int
-read_file(ipuof_client *c, const char *path, void **buf, size_t *len)
+read_whole(ipuof_client *c, const char *path, void **buf, size_t *len)
 {
     struct stat st;
     char *data = NULL;
@@ -547,11 +579,21 @@ name_from_path(const char *path, char *buf, size_t len)
 }
 
 int
+ipuof_model_file_read(ipuof_client *c, const char *path, void **buf, size_t *len,
+                      char *name, size_t name_len)
+{
+    int rc = read_whole(c, path, buf, len);
+
+    if (rc == IPUOF_OK)
+        name_from_path(path, name, name_len);
+    return rc;
+}
+
+int
 ipuof_model_compile_file(ipuof_client *c, const char *path,
                          const struct ipuof_model_opts *opts, ipuof_model **out)
 {
-    struct ipuof_model_opts named = {0};
-    char name[MODEL_NAME_MAX];
+    char name[IPUOF_MODEL_NAME_MAX];
     void *buf = NULL;
     size_t len = 0;
     int rc;
@@ -561,20 +603,15 @@ ipuof_model_compile_file(ipuof_client *c, const char *path,
     if (c == NULL)
         return IPUOF_E_INVAL;
     ipuof_err_clear(c);
-    if (path == NULL)
+    if (path == NULL || out == NULL)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_compile_file() needs a file name");
-    rc = read_file(c, path, &buf, &len);
-    if (rc != IPUOF_OK)
-        return rc;
-    if (opts != NULL)
-        named = *opts;
-    if (named.name == NULL) {
-        name_from_path(path, name, sizeof name);
-        named.name = name;
-    }
-    rc = ipuof_model_compile(c, buf, len, &named, out);
+                             "ipuof_model_compile_file() needs a file name and a place for "
+                             "the model handle");
+    rc = ipuof_model_file_read(c, path, &buf, &len, name, sizeof name);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_request(c, buf, len, opts,
+                                   opts != NULL && opts->name != NULL ? opts->name : name, NULL,
+                                   out);
     free(buf);
     return rc;
 }
-

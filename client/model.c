@@ -80,6 +80,9 @@ ipuof_model_destroy(ipuof_model *m)
         ipuof_tinfo_fini(&m->outputs[i]);
     for (size_t i = 0; m->out != NULL && i < m->n_outputs; i++)
         free(m->out[i].buf);
+    for (size_t i = 0; m->weights != NULL && i < m->n_weights; i++)
+        ipuof_tinfo_fini(&m->weights[i].t);
+    free(m->weights);
     free(m->inputs);
     free(m->outputs);
     free(m->memory);

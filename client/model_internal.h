@@ -16,6 +16,7 @@
 #include "client_internal.h"
 
 #define IPUOF_MAX_RANK 8 /* as struct ipuof_tensor.dims */
+#define IPUOF_MODEL_NAME_MAX 128 /* a model name made from a file name */
 
 /* One input or output as the daemon described it at compile time (a TensorInfo copied). */
 struct ipuof_tinfo {
@@ -38,6 +39,12 @@ struct ipuof_outbuf {
     int rank;
     int64_t dims[IPUOF_MAX_RANK];
     size_t bytes;
+};
+
+/* One weight a model can read and write (a WeightInfo copied). */
+struct ipuof_winfo {
+    struct ipuof_tinfo t;            /* dims: the weight's shape; owns its name */
+    int kind;                        /* enum ipuof_weight_kind, 0 when the daemon left it out */
 };
 
 /* Memory the model uses on one IPU (a MemoryReport copied). */
@@ -64,6 +71,10 @@ struct ipuof_model {
     struct ipuof_tinfo *outputs;     /* owned, n_outputs */
     size_t n_memory;
     struct ipuof_mem *memory;        /* owned, n_memory */
+    int training;                    /* compiled with a loss (CompileReply.training) */
+    unsigned gradient_accumulation;  /* A: 1 for inference */
+    size_t n_weights;
+    struct ipuof_winfo *weights;     /* owned, n_weights */
 
     /* Run state, allocated once at compile so a run call allocates nothing. */
     const struct ipuof_tensor **order; /* n_inputs: the caller's tensor for each input */
@@ -107,6 +118,35 @@ int ipuof_inputs_match(ipuof_model *m, const struct ipuof_tensor *in, size_t n);
 /* Checks the caller's tensor t against m's input i: IPUOF_E_DTYPE, IPUOF_E_SHAPE (naming the
  * input, both shapes and the batch arithmetic) or IPUOF_E_INVAL (bytes, no data). */
 int ipuof_input_check(ipuof_model *m, size_t i, const struct ipuof_tensor *t);
+
+/* ---- compile.c ------------------------------------------------------------------------ */
+
+/*
+ * The compile exchange behind every public compile call: sends a CompileRequest built from
+ * opts (NULL: defaults) with onnx[0..len) as its model bytes (borrowed; len 0 sends none),
+ * plus the fields of extra (may be NULL; only read) that a plain compile leaves unset: the
+ * training fields (loss, optimizer, gradient_accumulation, accumulation_reduction, seed,
+ * frozen_weights) and from_model_id. name is the model's name when opts gives none. On
+ * success *out is a caller-owned model. Errors as ipuof_model_compile(), with a sentence on
+ * c; the caller has cleared c's last error.
+ */
+int ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
+                          const struct ipuof_model_opts *opts, const char *name,
+                          const Ipuof__CompileRequest *extra, ipuof_model **out);
+
+/* Reads the file at path into *buf (caller-owned, free()) of *len bytes, and writes the
+ * model name made from its base name (without ".onnx") into name[0..name_len). Errors
+ * IPUOF_E_NOTFOUND, IPUOF_E_IO, IPUOF_E_INVAL (empty, not a regular file), IPUOF_E_NOMEM,
+ * with a sentence on c. */
+int ipuof_model_file_read(ipuof_client *c, const char *path, void **buf, size_t *len,
+                          char *name, size_t name_len);
+
+/* ---- train.c ------------------------------------------------------------------------- */
+
+/* Copies the training fields of the CompileReply cr (only read) into m: whether it trains,
+ * its gradient accumulation and its weight list. Returns IPUOF_OK, or IPUOF_E_PROTO /
+ * IPUOF_E_NOMEM with a sentence on c (what was copied stays owned by m). */
+int ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr);
 
 /* ---- model.c -------------------------------------------------------------------------- */
 

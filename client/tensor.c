@@ -220,11 +220,14 @@ ipuof_inputs_match(ipuof_model *m, const struct ipuof_tensor *in, size_t n)
 }
 
 /* Writes " (micro-batch B x D device iterations x R replicas)" into buf[0..len) when want's
- * dim 0 is the batch dimension those make up, else "". */
+ * dim 0 is the batch dimension those make up, else "". A training model's gradient
+ * accumulation A is a factor too: its run takes B x D x A x R samples. */
 static void
 batch_arithmetic(const ipuof_model *m, const struct ipuof_tinfo *want, char *buf, size_t len)
 {
-    uint64_t per_call = (uint64_t)m->device_iterations * m->replicas;
+    unsigned acc = m->gradient_accumulation != 0 ? m->gradient_accumulation : 1;
+    uint64_t per_call = (uint64_t)m->device_iterations * acc * m->replicas;
+    char acc_text[64] = "";
 
     buf[0] = '\0';
     if (want->rank < 1 || want->step_rank != want->rank || want->step_dims[0] <= 0)
@@ -234,9 +237,13 @@ batch_arithmetic(const ipuof_model *m, const struct ipuof_tinfo *want, char *buf
             return;
     if ((uint64_t)want->step_dims[0] * per_call != (uint64_t)want->dims[0])
         return;
-    snprintf(buf, len, " (micro-batch %lld x %u device iteration%s x %u replica%s)",
+    if (m->training || acc > 1)
+        snprintf(acc_text, sizeof acc_text, " x %u gradient accumulation step%s", acc,
+                 acc == 1 ? "" : "s");
+    snprintf(buf, len, " (micro-batch %lld x %u device iteration%s%s x %u replica%s)",
              (long long)want->step_dims[0], m->device_iterations,
-             m->device_iterations == 1 ? "" : "s", m->replicas, m->replicas == 1 ? "" : "s");
+             m->device_iterations == 1 ? "" : "s", acc_text, m->replicas,
+             m->replicas == 1 ? "" : "s");
 }
 
 int

@@ -1,0 +1,314 @@
+/*
+ * train.c — training models (PopTorch's trainingModel): torch.optim's defaults, the
+ * training compile, the inference model made from a training model, setOptimizer, and what
+ * the CompileReply says about training (whether the model trains, its gradient
+ * accumulation, the weights it can read and write).
+ *
+ * Both compiles are compile.c's exchange (ipuof_compile_request()) with the CompileRequest's
+ * training fields set, or with from_model_id set and no model bytes. Reading, writing,
+ * copying and saving weights is weights.c's job.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+/* PyTorch's defaults (torch.optim, torch >= 2.0 for SGD's lr). */
+#define DEFAULT_LR 1e-3f
+#define DEFAULT_BETA1 0.9f
+#define DEFAULT_BETA2 0.999f
+#define DEFAULT_EPS 1e-8f
+#define ADAMW_WEIGHT_DECAY 1e-2f
+
+int
+ipuof_optimizer_init(struct ipuof_optimizer *o, int kind)
+{
+    if (o == NULL)
+        return IPUOF_E_INVAL;
+    if (kind != IPUOF_OPTIMIZER_SGD && kind != IPUOF_OPTIMIZER_ADAM &&
+        kind != IPUOF_OPTIMIZER_ADAMW)
+        return IPUOF_E_INVAL;
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->lr = DEFAULT_LR;
+    if (kind == IPUOF_OPTIMIZER_SGD)
+        return IPUOF_OK;
+    o->beta1 = DEFAULT_BETA1;
+    o->beta2 = DEFAULT_BETA2;
+    o->eps = DEFAULT_EPS;
+    o->weight_decay = kind == IPUOF_OPTIMIZER_ADAMW ? ADAMW_WEIGHT_DECAY : 0.0f;
+    return IPUOF_OK;
+}
+
+/* Checks an optimizer's kind: one of IPUOF_OPTIMIZER_*, or 0 (PopTorch's default SGD) when
+ * allow_default. The ranges of the hyper-parameters are the daemon's to check. */
+static int
+check_optimizer(ipuof_client *c, const struct ipuof_optimizer *o, int allow_default)
+{
+    if ((o->kind == 0 && allow_default) || o->kind == IPUOF_OPTIMIZER_SGD ||
+        o->kind == IPUOF_OPTIMIZER_ADAM || o->kind == IPUOF_OPTIMIZER_ADAMW)
+        return IPUOF_OK;
+    return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                         "optimizer kind %d is not one of IPUOF_OPTIMIZER_SGD (1), _ADAM (2) "
+                         "or _ADAMW (3)%s",
+                         o->kind, allow_default ? ", nor 0 for PopTorch's default SGD" : "");
+}
+
+/* Fills the wire form of o into *w (o is only read). */
+static void
+optimizer_to_wire(const struct ipuof_optimizer *o, Ipuof__Optimizer *w)
+{
+    ipuof__optimizer__init(w);
+    w->kind = (Ipuof__OptimizerKind)o->kind; /* 0 is OPTIMIZER_DEFAULT */
+    w->lr = o->lr;
+    w->weight_decay = o->weight_decay;
+    w->momentum = o->momentum;
+    w->dampening = o->dampening;
+    w->nesterov = o->nesterov != 0;
+    w->beta1 = o->beta1;
+    w->beta2 = o->beta2;
+    w->eps = o->eps;
+}
+
+/* Checks the training options before anything is sent. */
+static int
+check_training(ipuof_client *c, const struct ipuof_training_opts *t)
+{
+    if (t == NULL || t->loss == NULL || t->loss[0] == '\0')
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "a training compile needs the name of the graph output to "
+                             "minimise in ipuof_training_opts.loss");
+    if (strlen(t->loss) > IPUOF_DEFAULT_MAX_STRING)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "the loss name is %zu bytes long; the limit is %u",
+                             strlen(t->loss), IPUOF_DEFAULT_MAX_STRING);
+    if (t->accumulation_reduction != IPUOF_REDUCTION_MEAN &&
+        t->accumulation_reduction != IPUOF_REDUCTION_SUM)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "accumulation_reduction %d is neither IPUOF_REDUCTION_MEAN (0) nor "
+                             "IPUOF_REDUCTION_SUM (1)",
+                             t->accumulation_reduction);
+    if (t->n_frozen_weights > 0 && t->frozen_weights == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "n_frozen_weights is %zu but frozen_weights is NULL",
+                             t->n_frozen_weights);
+    if (t->n_frozen_weights > IPUOF_DEFAULT_MAX_REPEATED)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "%zu frozen weights given; the limit is %u", t->n_frozen_weights,
+                             IPUOF_DEFAULT_MAX_REPEATED);
+    for (size_t i = 0; i < t->n_frozen_weights; i++) {
+        if (t->frozen_weights[i] == NULL || t->frozen_weights[i][0] == '\0')
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client", "frozen weight %zu has no name",
+                                 i);
+    }
+    return check_optimizer(c, &t->optimizer, 1);
+}
+
+/* The CompileRequest fields of t (checked) in *extra, with its optimizer in *opt; strings
+ * stay borrowed from t. */
+static void
+training_fields(const struct ipuof_training_opts *t, Ipuof__CompileRequest *extra,
+                Ipuof__Optimizer *opt)
+{
+    ipuof__compile_request__init(extra);
+    optimizer_to_wire(&t->optimizer, opt);
+    extra->loss = (char *)t->loss;
+    extra->optimizer = opt;
+    extra->gradient_accumulation = t->gradient_accumulation != 0 ? t->gradient_accumulation : 1;
+    extra->accumulation_reduction = (Ipuof__ReductionType)t->accumulation_reduction;
+    extra->seed = t->seed;
+    extra->n_frozen_weights = t->n_frozen_weights;
+    extra->frozen_weights = (char **)t->frozen_weights;
+}
+
+int
+ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
+                             const struct ipuof_model_opts *opts,
+                             const struct ipuof_training_opts *t, ipuof_model **out)
+{
+    Ipuof__CompileRequest extra;
+    Ipuof__Optimizer opt;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (out == NULL || onnx == NULL || len == 0)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "ipuof_model_compile_training() needs the model's bytes (not %s) "
+                             "and a place for the model handle",
+                             onnx == NULL ? "NULL" : "0 bytes");
+    rc = check_training(c, t);
+    if (rc != IPUOF_OK)
+        return rc;
+    training_fields(t, &extra, &opt);
+    return ipuof_compile_request(c, onnx, len, opts, NULL, &extra, out);
+}
+
+int
+ipuof_model_compile_training_file(ipuof_client *c, const char *path,
+                                  const struct ipuof_model_opts *opts,
+                                  const struct ipuof_training_opts *t, ipuof_model **out)
+{
+    Ipuof__CompileRequest extra;
+    Ipuof__Optimizer opt;
+    char name[IPUOF_MODEL_NAME_MAX];
+    void *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (path == NULL || out == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "ipuof_model_compile_training_file() needs a file name and a "
+                             "place for the model handle");
+    rc = check_training(c, t);
+    if (rc == IPUOF_OK)
+        rc = ipuof_model_file_read(c, path, &buf, &len, name, sizeof name);
+    if (rc == IPUOF_OK) {
+        training_fields(t, &extra, &opt);
+        rc = ipuof_compile_request(c, buf, len, opts,
+                                   opts != NULL && opts->name != NULL ? opts->name : name,
+                                   &extra, out);
+    }
+    free(buf);
+    return rc;
+}
+
+int
+ipuof_model_inference_from(ipuof_model *training, const struct ipuof_model_opts *opts,
+                           ipuof_model **out)
+{
+    static const uint8_t no_bytes[1];
+    struct ipuof_model_opts o = {0};
+    Ipuof__CompileRequest extra;
+    ipuof_client *c;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (training == NULL)
+        return IPUOF_E_INVAL;
+    c = training->c;
+    ipuof_err_clear(c);
+    if (out == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "ipuof_model_inference_from() needs a place for the model handle");
+    rc = ipuof_model_usable(training);
+    if (rc != IPUOF_OK)
+        return ipuof_model_settle(c, rc);
+    if (opts != NULL)
+        o = *opts;
+    /* A symbolic batch dimension needs a size: the training model's unless opts says. */
+    if (o.micro_batch == 0)
+        o.micro_batch = training->micro_batch;
+    ipuof__compile_request__init(&extra);
+    extra.from_model_id = training->id;
+    return ipuof_compile_request(c, no_bytes, 0, &o, o.name != NULL ? o.name : training->name,
+                                 &extra, out);
+}
+
+int
+ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__SetOptimizerRequest so = IPUOF__SET_OPTIMIZER_REQUEST__INIT;
+    Ipuof__Optimizer opt;
+    Ipuof__Header *reply = NULL;
+    ipuof_client *c;
+    int rc;
+
+    if (m == NULL)
+        return IPUOF_E_INVAL;
+    c = m->c;
+    ipuof_err_clear(c);
+    if (o == NULL)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "ipuof_model_set_optimizer() needs an optimizer");
+    rc = check_optimizer(c, o, 0);
+    if (rc == IPUOF_OK)
+        rc = ipuof_model_usable(m);
+    if (rc != IPUOF_OK)
+        return ipuof_model_settle(c, rc);
+    optimizer_to_wire(o, &opt);
+    so.model_id = m->id;
+    so.optimizer = &opt;
+    req.body_case = IPUOF__HEADER__BODY_SET_OPTIMIZER;
+    req.set_optimizer = &so;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY, c->request_ms, NULL,
+                         NULL, &reply);
+    ipuof_frame_header_free(reply);
+    return ipuof_model_settle(c, rc);
+}
+
+/* ---- what the daemon reported ------------------------------------------------------- */
+
+int
+ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr)
+{
+    m->training = cr->training;
+    m->gradient_accumulation = cr->gradient_accumulation != 0 ? cr->gradient_accumulation : 1;
+    m->weights = calloc(cr->n_weights != 0 ? cr->n_weights : 1, sizeof *m->weights);
+    if (m->weights == NULL)
+        return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
+                             "out of memory for the %zu weights of a compiled model",
+                             cr->n_weights);
+    m->n_weights = cr->n_weights;
+    for (size_t i = 0; i < cr->n_weights; i++) {
+        const Ipuof__WeightInfo *w = cr->weights[i];
+        int rc;
+
+        if (w->tensor == NULL)
+            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                                 "ipuofd at %s described weight %zu without a tensor",
+                                 c->address, i);
+        rc = ipuof_tinfo_from_wire(c, &m->weights[i].t, w->tensor, "weight", i);
+        if (rc != IPUOF_OK)
+            return rc;
+        m->weights[i].kind = (int)w->kind;
+    }
+    return IPUOF_OK;
+}
+
+int
+ipuof_model_is_training(const ipuof_model *m)
+{
+    return m != NULL && m->training;
+}
+
+unsigned
+ipuof_model_gradient_accumulation(const ipuof_model *m)
+{
+    return m != NULL ? m->gradient_accumulation : 0;
+}
+
+size_t
+ipuof_model_weight_count(const ipuof_model *m)
+{
+    return m != NULL ? m->n_weights : 0;
+}
+
+int
+ipuof_model_weight_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t, int *kind)
+{
+    const struct ipuof_tinfo *w;
+
+    if (m == NULL || i >= m->n_weights || t == NULL)
+        return IPUOF_E_INVAL;
+    w = &m->weights[i].t;
+    memset(t, 0, sizeof *t);
+    t->name = w->name;
+    t->dtype = w->dtype;
+    t->rank = w->rank;
+    memcpy(t->dims, w->dims, sizeof t->dims);
+    t->bytes = (size_t)w->bytes;
+    if (kind != NULL)
+        *kind = m->weights[i].kind;
+    return IPUOF_OK;
+}
