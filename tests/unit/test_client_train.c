@@ -1,0 +1,914 @@
+/*
+ * test_client_train.c — the training API of libipuof-client against a fake daemon.
+ *
+ * The fake is a thread that accepts one connection on 127.0.0.1:0, reads frames with the
+ * codec and answers with a script, as in test_client_model.c (whose helpers are repeated
+ * here). The thread never calls cmocka: it records what went wrong in struct fake, and the
+ * test checks that after joining it. Each script step that saw the frame it expected, with
+ * the fields and payload it expected, counts in f.steps.
+ *
+ * Covered: torch.optim's defaults; a training compile carries loss, optimizer, gradient
+ * accumulation, reduction, seed and frozen weights, and the reply's training fields and
+ * weight list are copied; an inference model made from it sends from_model_id and no model
+ * bytes; setOptimizer and the daemon's refusal of it; a weight read lands in the caller's
+ * buffer, a write sends the caller's bytes with the weight's description; local NOTFOUND /
+ * SHAPE checks; a read whose announced size differs from the buffer (IPUOF_E_SHAPE, the
+ * connection stays usable); copy; save_onnx writes the file and save_onnx_buffer refuses a
+ * reply whose sizes disagree; the batch arithmetic of a training model's input names the
+ * gradient accumulation; argument checks without a daemon. The last test trains a small
+ * model on a real ipuofd (IPUOFD_BIN; skipped when it cannot be started or has no training).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../client/client_internal.h"
+#include "frame.h"
+#include "ipuof/client.h"
+#include "onnx_build.h"
+#include "testd.h"
+
+#define MODEL_LEN 100
+#define SAVED_LEN 3000
+
+/* ---- the fake daemon ------------------------------------------------------------------ */
+
+struct fake;
+typedef void (*fake_script)(struct fake *f, int fd);
+
+struct fake {
+    int lfd;
+    char addr[64];
+    pthread_t thread;
+    fake_script script;
+    uint64_t max_payload;     /* announced in the HelloReply */
+    int rcvbuf;               /* SO_RCVBUF of the accepted socket; 0: default */
+    int failed;               /* set by the server thread */
+    char why[256];
+    uint64_t last_id;
+    uint32_t header_len;      /* of the last frame read */
+    uint8_t *payload;         /* payload of the last frame read (owned) */
+    uint32_t payload_len;
+    int steps;                /* script steps that saw what they expected */
+};
+
+/* Records the first failure of the server thread. */
+static void
+fake_fail(struct fake *f, const char *why)
+{
+    if (!f->failed)
+        snprintf(f->why, sizeof f->why, "%s", why);
+    f->failed = 1;
+}
+
+/* Reads exactly len bytes; -1 at end of stream or on an error. */
+static int
+fs_read_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* Writes exactly len bytes; -1 on an error. */
+static int
+fs_write_all(int fd, const void *buf, size_t len)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads one frame (payload to f->payload); NULL at end of stream (recorded unless eof_ok)
+ * or on a bad frame. */
+static Ipuof__Header *
+fs_read(struct fake *f, int fd, int eof_ok)
+{
+    struct ipuof_frame_limits lim;
+    struct ipuof_frame_head head;
+    uint8_t hb[IPUOF_FRAME_HEAD_LEN];
+    uint8_t *buf = NULL;
+    Ipuof__Header *h = NULL;
+
+    ipuof_frame_limits_default(&lim);
+    if (fs_read_all(fd, hb, sizeof hb) != 0) {
+        if (!eof_ok)
+            fake_fail(f, "server: end of stream before a frame head");
+        goto out;
+    }
+    if (ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, NULL, 0) != IPUOF_OK) {
+        fake_fail(f, "server: bad frame head from the client");
+        goto out;
+    }
+    buf = malloc(head.header_len);
+    if (buf == NULL || fs_read_all(fd, buf, head.header_len) != 0) {
+        fake_fail(f, "server: short header");
+        goto out;
+    }
+    h = ipuof_frame_header_unpack(buf, head.header_len, &lim, NULL, 0);
+    if (h == NULL) {
+        fake_fail(f, "server: bad header");
+        goto out;
+    }
+    free(f->payload);
+    f->header_len = head.header_len;
+    f->payload = malloc(head.payload_len + 1);
+    f->payload_len = head.payload_len;
+    if (f->payload == NULL || fs_read_all(fd, f->payload, head.payload_len) != 0) {
+        fake_fail(f, "server: short payload");
+        ipuof_frame_header_free(h);
+        h = NULL;
+        goto out;
+    }
+    if (h->request_id == 0 || h->request_id < f->last_id)
+        fake_fail(f, "server: request id went backwards");
+    f->last_id = h->request_id;
+out:
+    free(buf);
+    return h;
+}
+
+/* Sends h and a payload. */
+static void
+fs_send(struct fake *f, int fd, const Ipuof__Header *h, const void *payload, uint32_t plen)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+
+    if (ipuof_frame_pack(h, plen, &frame, &len) != IPUOF_OK) {
+        fake_fail(f, "server: pack failed");
+        return;
+    }
+    if (fs_write_all(fd, frame, len) != 0 || (plen > 0 && fs_write_all(fd, payload, plen) != 0))
+        fake_fail(f, "server: send failed");
+    free(frame);
+}
+
+/* Sends an Error answering request id. */
+static void
+fs_send_error(struct fake *f, int fd, uint64_t id, int code, const char *msg)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+
+    e.code = (uint32_t)code;
+    e.component = (char *)"compiler";
+    e.message = (char *)msg;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_ERROR;
+    h.error = &e;
+    fs_send(f, fd, &h, NULL, 0);
+}
+
+/* Reads a frame that must carry body want; NULL (and a recorded failure) otherwise. */
+static Ipuof__Header *
+fs_expect(struct fake *f, int fd, Ipuof__Header__BodyCase want)
+{
+    Ipuof__Header *h = fs_read(f, fd, 0);
+
+    if (h != NULL && h->body_case != want) {
+        char why[128];
+
+        snprintf(why, sizeof why, "server: expected body %d, got %s", (int)want,
+                 ipuof_frame_body_name(h));
+        fake_fail(f, why);
+        ipuof_frame_header_free(h);
+        h = NULL;
+    }
+    return h;
+}
+
+/* Answers the hello with f->max_payload as the payload limit; 0 on success. */
+static int
+fs_hello(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_HELLO);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
+
+    if (req == NULL)
+        return -1;
+    hr.protocol_version = IPUOF_PROTOCOL_VERSION;
+    hr.server_version = (char *)"0.1.0";
+    hr.num_ipus = 4;
+    hr.client_id = 1;
+    hr.max_payload_bytes = f->max_payload;
+    hr.max_header_bytes = 1u << 16;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_HELLO_REPLY;
+    h.hello_reply = &hr;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+    return 0;
+}
+
+/* Reads an attach and grants partition "p" of IPUs 0 and 1; 0 on success. */
+static int
+fs_attach(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_ATTACH);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
+    uint32_t ids[2] = {0, 1};
+
+    if (req == NULL)
+        return -1;
+    ar.partition_name = (char *)"p";
+    ar.n_ipu_ids = 2;
+    ar.ipu_ids = ids;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
+    h.attach_reply = &ar;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+    return 0;
+}
+
+/* Reads a FreeModelRequest for model_id and answers it. */
+static void
+fs_free_model(struct fake *f, int fd, uint32_t model_id)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_FREE_MODEL);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__FreeModelReply fr = IPUOF__FREE_MODEL_REPLY__INIT;
+
+    if (req == NULL)
+        return;
+    if (req->free_model->model_id != model_id)
+        fake_fail(f, "server: freed the wrong model");
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
+    h.free_model_reply = &fr;
+    fs_send(f, fd, &h, NULL, 0);
+    ipuof_frame_header_free(req);
+}
+
+/* Reads until the client closes; any frame that arrives is a failure. */
+static void
+fs_expect_eof(struct fake *f, int fd)
+{
+    Ipuof__Header *h = fs_read(f, fd, 1);
+
+    if (h != NULL) {
+        fake_fail(f, "server: a frame arrived where none should");
+        ipuof_frame_header_free(h);
+    }
+}
+
+/* Accepts one connection and runs the script on it. */
+static void *
+fake_main(void *arg)
+{
+    struct fake *f = arg;
+    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
+    struct timeval tv = {.tv_sec = 10};
+    int fd;
+
+    if (poll(&p, 1, 5000) != 1) {
+        fake_fail(f, "server: no connection within 5 s");
+        return NULL;
+    }
+    fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0) {
+        fake_fail(f, "server: accept failed");
+        return NULL;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    f->script(f, fd);
+    close(fd);
+    return NULL;
+}
+
+/* Starts a fake that announces max_payload; rcvbuf (0: default) is set before listening
+ * so the accepted socket starts with it. */
+static void
+fake_start(struct fake *f, fake_script script, uint64_t max_payload, int rcvbuf)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sin;
+
+    memset(f, 0, sizeof *f);
+    f->script = script;
+    f->max_payload = max_payload;
+    f->rcvbuf = rcvbuf;
+    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->lfd >= 0);
+    if (rcvbuf > 0)
+        assert_int_equal(setsockopt(f->lfd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+    assert_int_equal(listen(f->lfd, 4), 0);
+    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sin, &len), 0);
+    snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", ntohs(sin.sin_port));
+    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
+}
+
+/* Joins the fake and fails the test if its script saw something wrong. */
+static void
+fake_stop(struct fake *f)
+{
+    pthread_join(f->thread, NULL);
+    close(f->lfd);
+    free(f->payload);
+    if (f->failed)
+        print_error("%s\n", f->why);
+    assert_false(f->failed);
+}
+
+/* A connected, attached handle with the given request timeout. */
+static ipuof_client *
+new_attached(const struct fake *f, int request_ms)
+{
+    ipuof_client *c = ipuof_client_new();
+    struct ipuof_attach_opts ao = {.num_ipus = 2};
+
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_set_timeouts(c, 3000, request_ms), IPUOF_OK);
+    assert_int_equal(ipuof_client_connect(c, f->addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    return c;
+}
+
+/* Checks rc and the handle's sentence (which must contain needle, when not NULL). */
+static void
+assert_error(const ipuof_client *c, int rc, int want, const char *needle)
+{
+    print_message("  %s: %s\n", ipuof_status_name(rc), ipuof_client_errmsg(c));
+    assert_int_equal(rc, want);
+    assert_int_equal(ipuof_client_last_error(c, NULL, NULL, NULL), want);
+    if (needle != NULL)
+        assert_non_null(strstr(ipuof_client_errmsg(c), needle));
+}
+
+/* The model bytes the tests upload and the ONNX bytes the fake saves: patterns. */
+static void
+fill(uint8_t *buf, size_t len, unsigned salt)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(i * 31 + salt);
+}
+
+/* A tensor as the scripts describe it. */
+struct desc {
+    const char *name;
+    int dtype;
+    int rank;
+    int64_t dims[8];
+    int step_rank;
+    int64_t step[8];
+};
+
+/* Fills ti (pointing into d) from d. */
+static void
+desc_info(const struct desc *d, Ipuof__TensorInfo *ti)
+{
+    uint64_t n = ipuof_dtype_size(d->dtype);
+
+    for (int i = 0; i < d->rank; i++)
+        n *= (uint64_t)d->dims[i];
+    ipuof__tensor_info__init(ti);
+    ti->name = (char *)d->name;
+    ti->dtype = (Ipuof__DType)d->dtype;
+    ti->n_dims = (size_t)d->rank;
+    ti->dims = (int64_t *)d->dims;
+    ti->n_step_dims = (size_t)d->step_rank;
+    ti->step_dims = (int64_t *)d->step;
+    ti->bytes = n;
+}
+
+/* Training model 7: x float [24, 5] and y int64 [24] (micro-batch 4 x 2 device iterations
+ * x 3 accumulation steps x 1 replica), loss float [6] (All); weights w [5, 3] trainable and
+ * b [3] frozen. Inference model 8: x [20, 5] (4 x 5 device iterations), logits [20, 3]. */
+static const struct desc t7_io[] = {
+    {"x", IPUOF_DTYPE_FLOAT, 2, {24, 5}, 2, {4, 5}},
+    {"y", IPUOF_DTYPE_INT64, 1, {24}, 1, {4}},
+    {"loss", IPUOF_DTYPE_FLOAT, 1, {6}, 0, {0}},
+};
+static const struct desc t7_weights[] = {
+    {"w", IPUOF_DTYPE_FLOAT, 2, {5, 3}, 2, {5, 3}},
+    {"b", IPUOF_DTYPE_FLOAT, 1, {3}, 1, {3}},
+};
+static const struct desc i8_io[] = {
+    {"x", IPUOF_DTYPE_FLOAT, 2, {20, 5}, 2, {4, 5}},
+    {"logits", IPUOF_DTYPE_FLOAT, 2, {20, 3}, 2, {4, 3}},
+};
+
+/* Sends a CompileReply: io[0..nin) inputs, io[nin..nio) outputs, weights w[0..nw) whose
+ * kinds are trainable but the last (frozen). */
+static void
+fs_compile_reply(struct fake *f, int fd, uint64_t id, uint32_t model_id, int training,
+                 unsigned di, unsigned acc, const struct desc *io, size_t nin, size_t nio,
+                 const struct desc *w, size_t nw)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__CompileReply cr = IPUOF__COMPILE_REPLY__INIT;
+    Ipuof__TensorInfo ti[8], *tp[8], wti[4];
+    Ipuof__WeightInfo wi[4], *wp[4];
+
+    for (size_t i = 0; i < nio; i++) {
+        desc_info(&io[i], &ti[i]);
+        tp[i] = &ti[i];
+    }
+    for (size_t i = 0; i < nw; i++) {
+        ipuof__weight_info__init(&wi[i]);
+        desc_info(&w[i], &wti[i]);
+        wti[i].n_step_dims = 0;
+        wi[i].tensor = &wti[i];
+        wi[i].kind = i + 1 < nw ? IPUOF__WEIGHT_KIND__WEIGHT_TRAINABLE
+                                : IPUOF__WEIGHT_KIND__WEIGHT_FROZEN;
+        wp[i] = &wi[i];
+    }
+    cr.model_id = model_id;
+    cr.n_inputs = nin;
+    cr.inputs = tp;
+    cr.n_outputs = nio - nin;
+    cr.outputs = tp + nin;
+    cr.compile_us = 99;
+    cr.device_iterations = di;
+    cr.replicas = 1;
+    cr.micro_batch = 4;
+    cr.training = training;
+    cr.gradient_accumulation = acc;
+    cr.n_weights = nw;
+    cr.weights = wp;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_REPLY;
+    h.compile_reply = &cr;
+    fs_send(f, fd, &h, NULL, 0);
+}
+
+/* Answers request id with an empty reply of body bc (the *_reply messages without fields). */
+static void
+fs_empty_reply(struct fake *f, int fd, uint64_t id, Ipuof__Header__BodyCase bc)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__SetOptimizerReply so = IPUOF__SET_OPTIMIZER_REPLY__INIT;
+    Ipuof__WriteWeightsReply ww = IPUOF__WRITE_WEIGHTS_REPLY__INIT;
+    Ipuof__CopyWeightsReply cw = IPUOF__COPY_WEIGHTS_REPLY__INIT;
+
+    h.request_id = id;
+    h.body_case = bc;
+    if (bc == IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY)
+        h.set_optimizer_reply = &so;
+    else if (bc == IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY)
+        h.write_weights_reply = &ww;
+    else
+        h.copy_weights_reply = &cw;
+    fs_send(f, fd, &h, NULL, 0);
+}
+
+/* The values of weight w (15 floats) and b (3 floats) as the fake holds them. */
+static void
+weight_values(float *w, float *b)
+{
+    for (int i = 0; i < 15; i++)
+        w[i] = (float)i * 0.25f - 1.0f;
+    for (int i = 0; i < 3; i++)
+        b[i] = 1.5f + (float)i;
+}
+
+/* Reads a ReadWeightsRequest for model_id and weight name and answers with the weight d,
+ * whose bytes are data. */
+static void
+fs_read_weight(struct fake *f, int fd, uint32_t model_id, const struct desc *d,
+               const void *data)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_READ_WEIGHTS);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__ReadWeightsReply rr = IPUOF__READ_WEIGHTS_REPLY__INIT;
+    Ipuof__TensorInfo ti, *tp = &ti;
+
+    if (req == NULL)
+        return;
+    if (req->read_weights->model_id == model_id && req->read_weights->n_names == 1 &&
+        strcmp(req->read_weights->names[0], d->name) == 0 && f->payload_len == 0)
+        f->steps++;
+    else
+        fake_fail(f, "server: read request fields");
+    desc_info(d, &ti);
+    ti.n_step_dims = 0;
+    rr.n_weights = 1;
+    rr.weights = &tp;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_READ_WEIGHTS_REPLY;
+    h.read_weights_reply = &rr;
+    fs_send(f, fd, &h, data, (uint32_t)ti.bytes);
+    ipuof_frame_header_free(req);
+}
+
+/* Reads a SaveModelRequest for model_id and answers announcing announced bytes with a
+ * payload of SAVED_LEN pattern bytes. */
+static void
+fs_save(struct fake *f, int fd, uint32_t model_id, uint64_t announced)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_SAVE_MODEL);
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__SaveModelReply sr = IPUOF__SAVE_MODEL_REPLY__INIT;
+    uint8_t saved[SAVED_LEN];
+
+    if (req == NULL)
+        return;
+    if (req->save_model->model_id == model_id)
+        f->steps++;
+    fill(saved, sizeof saved, 3);
+    sr.bytes = announced;
+    h.request_id = req->request_id;
+    h.body_case = IPUOF__HEADER__BODY_SAVE_MODEL_REPLY;
+    h.save_model_reply = &sr;
+    fs_send(f, fd, &h, saved, sizeof saved);
+    ipuof_frame_header_free(req);
+}
+
+/* The training compile: every training field as the test set them. */
+static void
+fs_training_compile(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    const Ipuof__CompileRequest *cr;
+    const Ipuof__Optimizer *o;
+    uint8_t want[MODEL_LEN];
+
+    if (req == NULL)
+        return;
+    cr = req->compile;
+    o = cr->optimizer;
+    fill(want, sizeof want, 7);
+    if (cr->model_bytes == MODEL_LEN && f->payload_len == MODEL_LEN &&
+        memcmp(f->payload, want, MODEL_LEN) == 0 && strcmp(cr->name, "unit-train") == 0 &&
+        cr->device_iterations == 2 && cr->replicas == 1 && cr->micro_batch == 4 &&
+        strcmp(cr->loss, "loss") == 0 && o != NULL &&
+        o->kind == IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW &&
+        o->lr == 0.002f && o->weight_decay == 0.01f && o->beta1 == 0.9f &&
+        o->beta2 == 0.999f && o->eps == 1e-8f && o->momentum == 0.0f &&
+        cr->gradient_accumulation == 3 &&
+        cr->accumulation_reduction == IPUOF__REDUCTION_TYPE__REDUCTION_SUM && cr->seed == 42 &&
+        cr->n_frozen_weights == 1 && strcmp(cr->frozen_weights[0], "b") == 0 &&
+        cr->from_model_id == 0 && cr->n_output_modes == 1 &&
+        cr->output_modes[0]->kind == IPUOF__OUTPUT_KIND__OUTPUT_ALL)
+        f->steps++;
+    else
+        fake_fail(f, "server: training compile request fields");
+    fs_compile_reply(f, fd, req->request_id, 7, 1, 2, 3, t7_io, 2, 3, t7_weights, 2);
+    ipuof_frame_header_free(req);
+}
+
+/* The inference model made from model 7: no model bytes, from_model_id 7, the training
+ * model's micro-batch and name. */
+static void
+fs_inference_from(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_COMPILE);
+    const Ipuof__CompileRequest *cr;
+
+    if (req == NULL)
+        return;
+    cr = req->compile;
+    if (cr->model_bytes == 0 && f->payload_len == 0 && cr->from_model_id == 7 &&
+        cr->micro_batch == 4 && cr->device_iterations == 5 &&
+        strcmp(cr->name, "unit-train") == 0 && (cr->loss == NULL || cr->loss[0] == '\0') &&
+        cr->optimizer == NULL && cr->gradient_accumulation == 0)
+        f->steps++;
+    else
+        fake_fail(f, "server: inference-from compile request fields");
+    fs_compile_reply(f, fd, req->request_id, 8, 0, 5, 1, i8_io, 1, 2, NULL, 0);
+    ipuof_frame_header_free(req);
+}
+
+/* Two SetOptimizer requests: the first answered, the second refused. */
+static void
+fs_set_optimizer(struct fake *f, int fd)
+{
+    for (int i = 0; i < 2; i++) {
+        Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_SET_OPTIMIZER);
+        const Ipuof__Optimizer *o;
+
+        if (req == NULL)
+            return;
+        o = req->set_optimizer->optimizer;
+        if (req->set_optimizer->model_id == 7 && o != NULL &&
+            o->kind == (i == 0 ? IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW
+                               : IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD) &&
+            o->lr == (i == 0 ? 0.0005f : 0.001f))
+            f->steps++;
+        else
+            fake_fail(f, "server: set optimizer fields");
+        if (i == 0)
+            fs_empty_reply(f, fd, req->request_id, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY);
+        else
+            fs_send_error(f, fd, req->request_id, IPUOF_E_INVAL,
+                          "the optimizer kind cannot change from AdamW to SGD");
+        ipuof_frame_header_free(req);
+    }
+}
+
+/* A WriteWeights of b = {10, 20, 30} to model 7. */
+static void
+fs_write_weight(struct fake *f, int fd)
+{
+    static const float want[3] = {10, 20, 30};
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_WRITE_WEIGHTS);
+    const Ipuof__WriteWeightsRequest *ww;
+
+    if (req == NULL)
+        return;
+    ww = req->write_weights;
+    if (ww->model_id == 7 && ww->n_weights == 1 && strcmp(ww->weights[0]->name, "b") == 0 &&
+        ww->weights[0]->dtype == IPUOF__DTYPE__DTYPE_FLOAT && ww->weights[0]->n_dims == 1 &&
+        ww->weights[0]->dims[0] == 3 && ww->weights[0]->bytes == 12 && f->payload_len == 12 &&
+        memcmp(f->payload, want, 12) == 0)
+        f->steps++;
+    else
+        fake_fail(f, "server: write request fields or payload");
+    fs_empty_reply(f, fd, req->request_id, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY);
+    ipuof_frame_header_free(req);
+}
+
+/* A CopyWeights from model 7 into model 8. */
+static void
+fs_copy_weights(struct fake *f, int fd)
+{
+    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_COPY_WEIGHTS);
+
+    if (req == NULL)
+        return;
+    if (req->copy_weights->dst_model_id == 8 && req->copy_weights->src_model_id == 7)
+        f->steps++;
+    else
+        fake_fail(f, "server: copy request fields");
+    fs_empty_reply(f, fd, req->request_id, IPUOF__HEADER__BODY_COPY_WEIGHTS_REPLY);
+    ipuof_frame_header_free(req);
+}
+
+static void
+script_train(struct fake *f, int fd)
+{
+    float w[15], b[3];
+
+    weight_values(w, b);
+    if (fs_hello(f, fd) != 0 || fs_attach(f, fd) != 0)
+        return;
+    fs_training_compile(f, fd);
+    fs_inference_from(f, fd);
+    fs_set_optimizer(f, fd);
+    fs_read_weight(f, fd, 7, &t7_weights[0], w);
+    fs_write_weight(f, fd);
+    fs_read_weight(f, fd, 8, &t7_weights[0], w); /* the client's buffer is too small */
+    fs_copy_weights(f, fd);
+    fs_save(f, fd, 7, SAVED_LEN);
+    fs_save(f, fd, 8, SAVED_LEN + 1);            /* sizes that disagree */
+    fs_read_weight(f, fd, 7, &t7_weights[1], b); /* the connection is still in step */
+    fs_free_model(f, fd, 8);
+    fs_free_model(f, fd, 7);
+    fs_expect_eof(f, fd);
+}
+
+static void
+test_training_api(void **state)
+{
+    static const char *const frozen[] = {"b"};
+    struct ipuof_output_mode modes[] = {{"loss", IPUOF_OUTPUT_ALL, 0}};
+    struct ipuof_model_opts o = {.name = "unit-train", .device_iterations = 2,
+                                 .micro_batch = 4, .output_modes = modes,
+                                 .n_output_modes = 1};
+    struct ipuof_training_opts t = {.loss = "loss", .gradient_accumulation = 3,
+                                    .accumulation_reduction = IPUOF_REDUCTION_SUM,
+                                    .seed = 42, .frozen_weights = frozen,
+                                    .n_frozen_weights = 1};
+    struct ipuof_model_opts io = {.device_iterations = 5};
+    struct ipuof_optimizer opt;
+    uint8_t model[MODEL_LEN], want_saved[SAVED_LEN];
+    float w[15], want_w[15], b[3], want_b[3], small[8], x[24 * 5];
+    int64_t y[24];
+    struct ipuof_tensor ti, in[2];
+    char path[] = "/tmp/ipuof-train-XXXXXX";
+    ipuof_model *m = NULL, *inf = NULL;
+    ipuof_client *c;
+    void *buf = (void *)1;
+    size_t len = 1;
+    void *saved;
+    int kind = 0;
+    int fd;
+    struct fake f;
+
+    (void)state;
+    fill(model, sizeof model, 7);
+    weight_values(want_w, want_b);
+    assert_int_equal(ipuof_optimizer_init(&t.optimizer, IPUOF_OPTIMIZER_ADAMW), IPUOF_OK);
+    t.optimizer.lr = 0.002f;
+    fake_start(&f, script_train, 1u << 20, 0);
+    c = new_attached(&f, 3000);
+
+    assert_int_equal(ipuof_model_compile_training(c, model, sizeof model, &o, &t, &m), IPUOF_OK);
+    assert_int_equal(ipuof_model_is_training(m), 1);
+    assert_int_equal(ipuof_model_gradient_accumulation(m), 3);
+    assert_int_equal(ipuof_model_device_iterations(m), 2);
+    assert_int_equal(ipuof_model_weight_count(m), 2);
+    assert_int_equal(ipuof_model_weight_info(m, 0, &ti, &kind), IPUOF_OK);
+    assert_string_equal(ti.name, "w");
+    assert_int_equal(ti.dtype, IPUOF_DTYPE_FLOAT);
+    assert_int_equal(ti.rank, 2);
+    assert_int_equal(ti.dims[0], 5);
+    assert_int_equal(ti.dims[1], 3);
+    assert_int_equal(ti.bytes, 60);
+    assert_null(ti.data);
+    assert_int_equal(kind, IPUOF_WEIGHT_TRAINABLE);
+    assert_int_equal(ipuof_model_weight_info(m, 1, &ti, &kind), IPUOF_OK);
+    assert_string_equal(ti.name, "b");
+    assert_int_equal(kind, IPUOF_WEIGHT_FROZEN);
+    assert_int_equal(ipuof_model_weight_info(m, 2, &ti, &kind), IPUOF_E_INVAL);
+
+    /* Local checks: nothing reaches the fake. The run's dim 0 counts A. */
+    memset(x, 0, sizeof x);
+    memset(y, 0, sizeof y);
+    in[0] = (struct ipuof_tensor){"x", IPUOF_DTYPE_FLOAT, 2, {8, 5}, x, 8 * 5 * 4};
+    in[1] = (struct ipuof_tensor){"y", IPUOF_DTYPE_INT64, 1, {24}, y, sizeof y};
+    assert_error(c, ipuof_model_run(m, in, 2), IPUOF_E_SHAPE,
+                 "expects [24, 5] (micro-batch 4 x 2 device iterations x 3 gradient "
+                 "accumulation steps x 1 replica)");
+    assert_error(c, ipuof_model_read_weight(m, "nope", w, sizeof w), IPUOF_E_NOTFOUND,
+                 "model 'unit-train' has no weight 'nope'");
+    assert_error(c, ipuof_model_read_weight(m, "w", small, sizeof small), IPUOF_E_SHAPE,
+                 "weight 'w' of model 'unit-train' is [5, 3] of float, 60 bytes, but the "
+                 "buffer given holds 32");
+    assert_error(c, ipuof_model_write_weight(m, "b", b, 4), IPUOF_E_SHAPE, "holds 4");
+    assert_error(c, ipuof_model_read_weight(m, NULL, w, sizeof w), IPUOF_E_INVAL, NULL);
+    opt = t.optimizer;
+    opt.kind = 9;
+    assert_error(c, ipuof_model_set_optimizer(m, &opt), IPUOF_E_INVAL, "optimizer kind 9");
+    assert_error(c, ipuof_model_copy_weights(m, NULL), IPUOF_E_INVAL, "NULL");
+
+    /* The inference model from the training one. */
+    assert_int_equal(ipuof_model_inference_from(m, &io, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_is_training(inf), 0);
+    assert_int_equal(ipuof_model_gradient_accumulation(inf), 1);
+    assert_int_equal(ipuof_model_weight_count(inf), 0);
+    assert_int_equal(ipuof_model_device_iterations(inf), 5);
+
+    /* setOptimizer, then one the daemon refuses: its sentence is passed through. */
+    opt = t.optimizer;
+    opt.lr = 0.0005f;
+    assert_int_equal(ipuof_model_set_optimizer(m, &opt), IPUOF_OK);
+    assert_int_equal(ipuof_optimizer_init(&opt, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_error(c, ipuof_model_set_optimizer(m, &opt), IPUOF_E_INVAL,
+                 "the optimizer kind cannot change from AdamW to SGD");
+
+    /* Read into the caller's buffer, write from it. */
+    memset(w, 0, sizeof w);
+    assert_int_equal(ipuof_model_read_weight(m, "w", w, sizeof w), IPUOF_OK);
+    assert_memory_equal(w, want_w, sizeof w);
+    b[0] = 10;
+    b[1] = 20;
+    b[2] = 30;
+    assert_int_equal(ipuof_model_write_weight(m, "b", b, sizeof b), IPUOF_OK);
+
+    /* Model 8 listed no weights: its size is checked against the reply, which is refused. */
+    assert_error(c, ipuof_model_read_weight(inf, "w", small, sizeof small), IPUOF_E_SHAPE,
+                 "weight 'w' of model 'unit-train' is [5, 3] of float, 60 bytes, but the "
+                 "buffer given holds 32");
+    assert_int_equal(ipuof_model_copy_weights(inf, m), IPUOF_OK);
+
+    /* Save to a file, then a reply whose sizes disagree. */
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ipuof_model_save_onnx(m, path), IPUOF_OK);
+    saved = read_file(path, &len);
+    assert_non_null(saved);
+    assert_int_equal(len, SAVED_LEN);
+    fill(want_saved, sizeof want_saved, 3);
+    assert_memory_equal(saved, want_saved, SAVED_LEN);
+    free(saved);
+    unlink(path);
+    assert_error(c, ipuof_model_save_onnx_buffer(inf, &buf, &len), IPUOF_E_PROTO,
+                 "announcing 3001 model bytes with 3000 payload bytes");
+    assert_null(buf);
+    assert_int_equal(len, 0);
+
+    /* Still in step. */
+    memset(b, 0, sizeof b);
+    assert_int_equal(ipuof_model_read_weight(m, "b", b, sizeof b), IPUOF_OK);
+    assert_memory_equal(b, want_b, sizeof b);
+    ipuof_model_free(inf);
+    ipuof_model_free(m);
+    ipuof_client_free(c);
+    fake_stop(&f);
+    assert_int_equal(f.steps, 11);
+}
+
+/* ---- without a daemon ------------------------------------------------------------------ */
+
+static void
+test_defaults_and_arguments(void **state)
+{
+    struct ipuof_optimizer o;
+    struct ipuof_training_opts t = {.loss = "loss"};
+    struct ipuof_tensor ti;
+    ipuof_client *c = ipuof_client_new();
+    ipuof_model *m = (ipuof_model *)c;
+    uint8_t bytes[4] = {0};
+    void *buf = NULL;
+    size_t len = 0;
+
+    (void)state;
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_int_equal(o.kind, IPUOF_OPTIMIZER_SGD);
+    assert_true(o.lr == 1e-3f && o.momentum == 0 && o.dampening == 0 && o.weight_decay == 0 &&
+                o.nesterov == 0);
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_ADAM), IPUOF_OK);
+    assert_true(o.lr == 1e-3f && o.beta1 == 0.9f && o.beta2 == 0.999f && o.eps == 1e-8f &&
+                o.weight_decay == 0);
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_ADAMW), IPUOF_OK);
+    assert_true(o.lr == 1e-3f && o.beta1 == 0.9f && o.beta2 == 0.999f && o.eps == 1e-8f &&
+                o.weight_decay == 1e-2f);
+    assert_int_equal(ipuof_optimizer_init(&o, 0), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_optimizer_init(&o, 4), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_optimizer_init(NULL, IPUOF_OPTIMIZER_SGD), IPUOF_E_INVAL);
+
+    assert_int_equal(ipuof_model_is_training(NULL), 0);
+    assert_int_equal(ipuof_model_gradient_accumulation(NULL), 0);
+    assert_int_equal(ipuof_model_weight_count(NULL), 0);
+    assert_int_equal(ipuof_model_weight_info(NULL, 0, &ti, NULL), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_set_optimizer(NULL, &o), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_read_weight(NULL, "w", bytes, 4), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_write_weight(NULL, "w", bytes, 4), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_copy_weights(NULL, NULL), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_save_onnx(NULL, "/tmp/x.onnx"), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_save_onnx_buffer(NULL, &buf, &len), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_model_inference_from(NULL, NULL, &m), IPUOF_E_INVAL);
+    assert_null(m);
+    assert_int_equal(ipuof_model_compile_training(NULL, bytes, 4, NULL, &t, &m),
+                     IPUOF_E_INVAL);
+
+    /* The training options are checked before the connection. */
+    assert_error(c, ipuof_model_compile_training(c, bytes, 4, NULL, NULL, &m), IPUOF_E_INVAL,
+                 "loss");
+    t.loss = "";
+    assert_error(c, ipuof_model_compile_training(c, bytes, 4, NULL, &t, &m), IPUOF_E_INVAL,
+                 "loss");
+    t.loss = "loss";
+    t.optimizer.kind = 7;
+    assert_error(c, ipuof_model_compile_training(c, bytes, 4, NULL, &t, &m), IPUOF_E_INVAL,
+                 "optimizer kind 7");
+    t.optimizer.kind = 0;
+    t.accumulation_reduction = 2;
+    assert_error(c, ipuof_model_compile_training(c, bytes, 4, NULL, &t, &m), IPUOF_E_INVAL,
+                 "accumulation_reduction 2");
+    t.accumulation_reduction = IPUOF_REDUCTION_MEAN;
+    t.n_frozen_weights = 2;
+    assert_error(c, ipuof_model_compile_training(c, bytes, 4, NULL, &t, &m), IPUOF_E_INVAL,
+                 "frozen_weights is NULL");
+    t.n_frozen_weights = 0;
+    assert_error(c, ipuof_model_compile_training(c, NULL, 0, NULL, &t, &m), IPUOF_E_INVAL,
+                 "bytes");
+    assert_error(c, ipuof_model_compile_training(c, bytes, 4, NULL, &t, &m), IPUOF_E_CLOSED,
+                 "not connected");
+    assert_error(c, ipuof_model_compile_training_file(c, "/nonexistent/t.onnx", NULL, &t, &m),
+                 IPUOF_E_NOTFOUND, "/nonexistent/t.onnx");
+    assert_null(m);
+    ipuof_client_free(c);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_arguments),
+        cmocka_unit_test(test_training_api),
+    };
+
+    return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);
+}
