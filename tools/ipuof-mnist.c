@@ -1,0 +1,599 @@
+/*
+ * ipuof-mnist — PopTorch's MNIST tutorial end to end on ipuofd: train the tutorial's
+ * network (built here as ONNX, see tools/util/mnist_model.h) with AdamW, then measure its
+ * accuracy on the test set with an inference model made from the trained one.
+ *
+ *   ipuof-mnist [--server HOST:PORT] [--data DIR] [--epochs N] [--batch-size 40]
+ *               [--test-batch-size 8] [--device-iterations 10]
+ *               [--gradient-accumulation 10] [--replicas 1] [--learning-rate 0.001]
+ *               [--optimizer adamw|adam|sgd] [--seed 42] [--limit-train N]
+ *               [--limit-test N] [--save FILE.onnx] [--load FILE.onnx] [--quiet]
+ *
+ * Data: DIR's train-images-idx3-ubyte(.gz) etc. (MNIST or Fashion-MNIST), read with the
+ * client's IDX reader, normalised with mean 0.1307 and std 0.3081, batched by the client's
+ * data loader (B x D x A x R samples per call, shuffled from the seed, loaded
+ * asynchronously). Outputs: a tqdm-like bar per epoch on stderr when it is a terminal, else
+ * one summary line per epoch on stdout; then "Accuracy on test set: XX.XX%" on stdout.
+ * Errors go to stderr as "ipuof-mnist: <what failed>: <sentence>". Exit status: 0, 1 on
+ * failure, 64 on bad usage, 69 when the daemon cannot be reached. Only main() exits.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "human.h"
+#include "ipuof/client.h"
+#include "mnist_model.h"
+#include "pbar.h"
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+#define NORM_MEAN 0.1307f
+#define NORM_STD 0.3081f
+#define MAX_TEST_ITERATIONS 100  /* the tutorial's inference device iterations */
+#define REQUEST_TIMEOUT_MS 600000
+
+struct mnist_opts {
+    const char *server;         /* NULL: IPUOF_SERVER, else 127.0.0.1:50052 */
+    const char *data;
+    unsigned epochs, batch, test_batch, iterations, accumulation, replicas;
+    float lr;
+    int optimizer;              /* enum ipuof_optimizer_kind */
+    uint64_t seed;
+    unsigned limit_train, limit_test;
+    const char *save, *load;
+    int quiet;
+};
+
+/* What a run holds; freed by release(). */
+struct mnist_run {
+    ipuof_client *c;
+    ipuof_model *train, *infer;
+    ipuof_idx_dataset *train_ds, *test_ds;
+    ipuof_dataloader *train_dl, *test_dl;
+    void *onnx;
+    size_t onnx_len;
+    int bar;                    /* draw progress bars on stderr */
+};
+
+/* Running sums over the batches of an epoch or of the test set. */
+struct tally {
+    double loss_sum;
+    size_t losses;
+    size_t correct, seen;
+};
+
+static void
+usage(FILE *f, int full)
+{
+    fprintf(f,
+            "usage: ipuof-mnist [--server HOST:PORT] [--data DIR] [--epochs N]\n"
+            "                   [--batch-size 40] [--test-batch-size 8] [--device-iterations 10]\n"
+            "                   [--gradient-accumulation 10] [--replicas 1]\n"
+            "                   [--learning-rate 0.001] [--optimizer adamw|adam|sgd] [--seed 42]\n"
+            "                   [--limit-train N] [--limit-test N] [--save FILE.onnx]\n"
+            "                   [--load FILE.onnx] [--quiet]\n");
+    if (!full) {
+        fprintf(f, "Try 'ipuof-mnist --help' for more information.\n");
+        return;
+    }
+    fprintf(f,
+            "\n"
+            "Trains the MNIST network of PopTorch's pipelining tutorial on ipuofd (two\n"
+            "ConvLayers, Linear(320, 256), ReLU, Linear(256, 10), cross-entropy loss) and\n"
+            "prints its accuracy on the test set.\n"
+            "\n"
+            "  --data DIR           train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz),\n"
+            "                       t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz)\n"
+            "                       (default " DEFAULT_DATA ")\n"
+            "  --epochs N           passes over the training set (default 3; 0: test only)\n"
+            "  --batch-size B       training micro-batch (default 40)\n"
+            "  --test-batch-size    inference micro-batch (default 8)\n"
+            "  --device-iterations  optimizer steps per call (default 10)\n"
+            "  --gradient-accumulation  micro-batches per optimizer step (default 10)\n"
+            "  --replicas R         data-parallel replicas (default 1); the partition has R\n"
+            "                       IPUs rounded up to a power of two\n"
+            "  --learning-rate      (default 0.001)      --optimizer  adamw (default), adam, sgd\n"
+            "  --seed               weights and shuffle (default 42)\n"
+            "  --limit-train N, --limit-test N   use only the first N samples\n"
+            "  --save FILE.onnx     write the trained model, weights included\n"
+            "  --load FILE.onnx     start from a saved model instead of new weights\n"
+            "  --quiet              only the accuracy line\n"
+            "\n"
+            "One training call takes B x D x A x R samples (4000 by default: 15 calls per\n"
+            "epoch of 60000). Exit status: 0, 1 on failure, 64 on bad usage, 69 when ipuofd\n"
+            "cannot be reached. The server is IPUOF_SERVER without --server, else\n"
+            "127.0.0.1:50052.\n");
+}
+
+/* Parses a decimal count from min to 2^24 into *out; 0, or -1 with a message printed. */
+static int
+parse_count(const char *opt, const char *s, unsigned min, unsigned *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > 1u << 24) {
+        fprintf(stderr, "ipuof-mnist: %s expects a number from %u to %u, not '%s'\n", opt, min,
+                1u << 24, s);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* Parses the options' values that are not counts; 0, or -1 with a message printed. */
+static int
+parse_other(int opt, const char *s, struct mnist_opts *o)
+{
+    char *end;
+
+    errno = 0;
+    if (opt == 'l') {
+        double v = strtod(s, &end);
+
+        if (errno != 0 || end == s || *end != '\0' || !(v > 0) || !isfinite(v)) {
+            fprintf(stderr, "ipuof-mnist: --learning-rate expects a positive number, not "
+                    "'%s'\n", s);
+            return -1;
+        }
+        o->lr = (float)v;
+    } else if (opt == 'S') {
+        unsigned long long v = strtoull(s, &end, 10);
+
+        if (errno != 0 || end == s || *end != '\0' || s[0] == '-') {
+            fprintf(stderr, "ipuof-mnist: --seed expects a number, not '%s'\n", s);
+            return -1;
+        }
+        o->seed = v;
+    } else if (strcmp(s, "adamw") == 0 || strcmp(s, "adam") == 0 || strcmp(s, "sgd") == 0) {
+        o->optimizer = s[0] == 's' ? IPUOF_OPTIMIZER_SGD
+                       : s[4] == 'w' ? IPUOF_OPTIMIZER_ADAMW : IPUOF_OPTIMIZER_ADAM;
+    } else {
+        fprintf(stderr, "ipuof-mnist: --optimizer is adamw, adam or sgd, not '%s'\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses the command line into o. Returns EX_OK to run (or after --help, with *stop set),
+ * or EX_USAGE. */
+static int
+parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, 's'}, {"data", required_argument, NULL, 'D'},
+        {"epochs", required_argument, NULL, 'e'}, {"batch-size", required_argument, NULL, 'b'},
+        {"test-batch-size", required_argument, NULL, 't'},
+        {"device-iterations", required_argument, NULL, 'd'},
+        {"gradient-accumulation", required_argument, NULL, 'a'},
+        {"replicas", required_argument, NULL, 'r'},
+        {"learning-rate", required_argument, NULL, 'l'},
+        {"optimizer", required_argument, NULL, 'o'}, {"seed", required_argument, NULL, 'S'},
+        {"limit-train", required_argument, NULL, 'L'},
+        {"limit-test", required_argument, NULL, 'T'}, {"save", required_argument, NULL, 'w'},
+        {"load", required_argument, NULL, 'R'}, {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    int opt, bad = 0;
+
+    *stop = 0;
+    *o = (struct mnist_opts){.data = DEFAULT_DATA, .epochs = 3, .batch = 40, .test_batch = 8,
+                             .iterations = 10, .accumulation = 10, .replicas = 1,
+                             .lr = 0.001f, .optimizer = IPUOF_OPTIMIZER_ADAMW, .seed = 42};
+    while (!bad && (opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case 's': o->server = optarg; break;
+        case 'D': o->data = optarg; break;
+        case 'e': bad = parse_count("--epochs", optarg, 0, &o->epochs); break;
+        case 'b': bad = parse_count("--batch-size", optarg, 1, &o->batch); break;
+        case 't': bad = parse_count("--test-batch-size", optarg, 1, &o->test_batch); break;
+        case 'd': bad = parse_count("--device-iterations", optarg, 1, &o->iterations); break;
+        case 'a':
+            bad = parse_count("--gradient-accumulation", optarg, 1, &o->accumulation);
+            break;
+        case 'r': bad = parse_count("--replicas", optarg, 1, &o->replicas); break;
+        case 'L': bad = parse_count("--limit-train", optarg, 1, &o->limit_train); break;
+        case 'T': bad = parse_count("--limit-test", optarg, 1, &o->limit_test); break;
+        case 'l': case 'S': case 'o': bad = parse_other(opt, optarg, o); break;
+        case 'w': o->save = optarg; break;
+        case 'R': o->load = optarg; break;
+        case 'q': o->quiet = 1; break;
+        case 'h': usage(stdout, 1); *stop = 1; return EX_OK;
+        default: bad = 1; break;
+        }
+    }
+    if (!bad && optind < argc) {
+        fprintf(stderr, "ipuof-mnist: unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (bad) {
+        usage(stderr, 0);
+        *stop = 1;
+        return EX_USAGE;
+    }
+    return EX_OK;
+}
+
+/* ---- failures --------------------------------------------------------------------------- */
+
+/* Prints "ipuof-mnist: WHAT: SENTENCE (CODE)" from c's last error and returns the exit
+ * status; connecting says whether it came while reaching the daemon. */
+static int
+fail(const ipuof_client *c, const char *what, int rc, int connecting)
+{
+    char msg[4608];
+    const char *text = c != NULL ? ipuof_client_errmsg(c) : "";
+
+    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(rc));
+    fprintf(stderr, "ipuof-mnist: %s: %s (%s)\n", what, msg, ipuof_status_name(rc));
+    if (rc == IPUOF_E_IO || (connecting && (rc == IPUOF_E_TIMEOUT || rc == IPUOF_E_CLOSED)))
+        return EX_UNAVAILABLE;
+    return 1;
+}
+
+/* As fail() for a failure of the data loader dl. */
+static int
+fail_loader(const ipuof_dataloader *dl, const char *what, int rc)
+{
+    char msg[4608];
+
+    human_sanitize(msg, sizeof msg, ipuof_dataloader_errmsg(dl));
+    fprintf(stderr, "ipuof-mnist: %s: %s (%s)\n", what, msg, ipuof_status_name(rc));
+    return 1;
+}
+
+/* ---- data ------------------------------------------------------------------------------- */
+
+/* Opens DIR/PREFIX-images-idx3-ubyte(.gz) and its labels, keeping limit items (0: all).
+ * 0, or 1 after printing why. */
+static int
+open_split(const char *dir, const char *prefix, unsigned limit, ipuof_idx_dataset **out)
+{
+    struct ipuof_idx_opts io = {.mean = NORM_MEAN, .std = NORM_STD, .limit = limit};
+    char images[4096], labels[4096], err[IPUOF_ERRBUF_SIZE];
+    int rc;
+
+    snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
+    snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
+    if (access(images, F_OK) != 0)
+        images[strlen(images) - 3] = '\0';
+    if (access(labels, F_OK) != 0)
+        labels[strlen(labels) - 3] = '\0';
+    rc = ipuof_idx_dataset_open(images, labels, &io, out, err, sizeof err);
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "ipuof-mnist: data: %s (%s)\n", err, ipuof_status_name(rc));
+        return 1;
+    }
+    return 0;
+}
+
+/* A loader over ds giving B x D x A x R samples per batch, with the fields named as the
+ * model's inputs. 0, or 1 after printing why. */
+static int
+make_loader(ipuof_idx_dataset *ds, unsigned b, unsigned d, unsigned a, unsigned r,
+            int shuffle, uint64_t seed, ipuof_dataloader **out)
+{
+    static const char *const names[] = {MNIST_INPUT_IMAGE, MNIST_INPUT_LABELS};
+    struct ipuof_dataloader_opts lo = {.batch_size = b, .device_iterations = d,
+                                       .gradient_accumulation = a, .replicas = r,
+                                       .shuffle = shuffle, .seed = seed,
+                                       .mode = IPUOF_DATALOADER_ASYNC, .names = names};
+    struct ipuof_dataset dset;
+    char err[IPUOF_ERRBUF_SIZE];
+    int rc;
+
+    ipuof_idx_dataset_describe(ds, &dset);
+    rc = ipuof_dataloader_new(&dset, &lo, out, err, sizeof err);
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "ipuof-mnist: data: %s (%s)\n", err, ipuof_status_name(rc));
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads the whole file at path into *buf (caller-owned) of *len bytes; 0, or 1 after
+ * printing why. */
+static int
+read_model(const char *path, void **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    long n = -1;
+    int rc = 1;
+
+    if (f != NULL && fseek(f, 0, SEEK_END) == 0)
+        n = ftell(f);
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL &&
+        fread(data, 1, (size_t)n, f) == (size_t)n) {
+        *buf = data;
+        *len = (size_t)n;
+        data = NULL;
+        rc = 0;
+    } else {
+        fprintf(stderr, "ipuof-mnist: --load: cannot read '%s': %s\n", path,
+                f == NULL || n < 0 ? strerror(errno) : n == 0 ? "empty file" : "read error");
+    }
+    if (f != NULL)
+        fclose(f);
+    free(data);
+    return rc;
+}
+
+/* ---- one call's figures ------------------------------------------------------------------- */
+
+/* Adds the last run of m over batch b to t: the loss values returned, and the logits'
+ * arg-max against the labels (the last rows of the batch when fewer rows came back, as the
+ * tutorial's accuracy() does). */
+static void
+tally_run(const ipuof_model *m, const struct ipuof_batch *b, struct tally *t)
+{
+    struct ipuof_tensor loss, logits;
+    const int64_t *labels = b->tensors[1].data;
+    long li = ipuof_model_output_index(m, MNIST_OUTPUT_LOSS);
+    long gi = ipuof_model_output_index(m, MNIST_OUTPUT_LOGITS);
+
+    if (li >= 0 && ipuof_model_output(m, (size_t)li, &loss) == IPUOF_OK) {
+        const float *v = loss.data;
+
+        for (size_t i = 0; i < loss.bytes / sizeof *v; i++)
+            t->loss_sum += v[i];
+        t->losses += loss.bytes / sizeof *v;
+    }
+    if (gi >= 0 && ipuof_model_output(m, (size_t)gi, &logits) == IPUOF_OK &&
+        logits.rank == 2 && logits.dims[1] == MNIST_CLASSES) {
+        const float *v = logits.data;
+        size_t rows = (size_t)logits.dims[0];
+        size_t first = b->samples > rows ? b->samples - rows : 0;
+
+        for (size_t r = 0; r < rows && first + r < b->samples; r++) {
+            const float *row = v + r * MNIST_CLASSES;
+            int best = 0;
+
+            for (int k = 1; k < MNIST_CLASSES; k++)
+                if (row[k] > row[best])
+                    best = k;
+            t->correct += labels[first + r] == best;
+            t->seen++;
+        }
+    }
+}
+
+/* Writes "loss=0.5100, acc=81.20%" for t into buf[0..len). */
+static void
+tally_text(const struct tally *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "loss=%.4f, acc=%.2f%%", t->losses ? t->loss_sum / (double)t->losses : 0,
+             t->seen ? 100.0 * (double)t->correct / (double)t->seen : 0);
+}
+
+/* Runs m over every batch of dl's current epoch into *t, drawing a bar labelled label when
+ * r->bar. Returns 0, or the exit status after printing why. */
+static int
+run_epoch(struct mnist_run *r, ipuof_model *m, ipuof_dataloader *dl, const char *label,
+          struct tally *t, double *secs)
+{
+    size_t total = ipuof_dataloader_batches_per_epoch(dl), done = 0;
+    const struct ipuof_batch *b;
+    struct pbar bar;
+    char text[96];
+    int rc;
+
+    memset(t, 0, sizeof *t);
+    pbar_start(&bar, stderr, label, total);
+    if (r->bar)
+        pbar_draw(&bar, 0, NULL);
+    for (;;) {
+        rc = ipuof_dataloader_next(dl, &b);
+        if (rc != IPUOF_OK)
+            return fail_loader(dl, "data", rc);
+        if (b == NULL)
+            break;
+        rc = ipuof_model_run(m, b->tensors, b->n_tensors);
+        if (rc != IPUOF_OK)
+            return fail(r->c, "run", rc, 0);
+        tally_run(m, b, t);
+        done++;
+        if (r->bar) {
+            tally_text(t, text, sizeof text);
+            pbar_draw(&bar, done, text);
+        }
+    }
+    if (r->bar)
+        pbar_end(&bar);
+    *secs = pbar_elapsed(&bar);
+    return 0;
+}
+
+/* ---- the steps -------------------------------------------------------------------------- */
+
+/* The smallest power of two >= n (n >= 1). */
+static unsigned
+pow2_at_least(unsigned n)
+{
+    unsigned p = 1;
+
+    while (p < n && p < (1u << 30))
+        p <<= 1;
+    return p;
+}
+
+/* Connects, attaches R IPUs (a power of two) and compiles the training model. Returns 0 or
+ * the exit status after printing why. */
+static int
+setup(const struct mnist_opts *o, struct mnist_run *r)
+{
+    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas)};
+    struct ipuof_output_mode modes[] = {{MNIST_OUTPUT_LOSS, IPUOF_OUTPUT_ALL, 0},
+                                        {MNIST_OUTPUT_LOGITS, IPUOF_OUTPUT_ALL, 0}};
+    struct ipuof_model_opts mo = {.name = "mnist", .device_iterations = o->iterations,
+                                  .replicas = o->replicas, .micro_batch = o->batch,
+                                  .output_modes = modes, .n_output_modes = 2};
+    struct ipuof_training_opts t = {.loss = MNIST_OUTPUT_LOSS,
+                                    .gradient_accumulation = o->accumulation,
+                                    .seed = o->seed};
+    int rc;
+
+    r->c = ipuof_client_new();
+    if (r->c == NULL) {
+        fprintf(stderr, "ipuof-mnist: out of memory\n");
+        return 1;
+    }
+    ipuof_client_set_name(r->c, "ipuof-mnist");
+    ipuof_client_set_timeouts(r->c, 5000, REQUEST_TIMEOUT_MS);
+    rc = ipuof_client_connect(r->c, o->server);
+    if (rc != IPUOF_OK)
+        return fail(r->c, "connect", rc, 1);
+    rc = ipuof_attach(r->c, &ao, NULL, 0, NULL);
+    if (rc != IPUOF_OK)
+        return fail(r->c, "attach", rc, 0);
+    if (o->load != NULL ? read_model(o->load, &r->onnx, &r->onnx_len) != 0
+                        : mnist_model_build(o->seed, &r->onnx, &r->onnx_len) != 0) {
+        if (o->load == NULL)
+            fprintf(stderr, "ipuof-mnist: out of memory building the model\n");
+        return 1;
+    }
+    ipuof_optimizer_init(&t.optimizer, o->optimizer);
+    t.optimizer.lr = o->lr;
+    rc = ipuof_model_compile_training(r->c, r->onnx, r->onnx_len, &mo, &t, &r->train);
+    if (rc != IPUOF_OK)
+        return fail(r->c, "compile", rc, 0);
+    if (!o->quiet)
+        printf("training model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
+               "call\n",
+               (double)ipuof_model_compile_us(r->train) / 1000.0,
+               ipuof_model_cached(r->train) ? " (cached)" : "", o->batch, o->iterations,
+               o->accumulation, o->replicas,
+               (unsigned long long)o->batch * o->iterations * o->accumulation * o->replicas);
+    return 0;
+}
+
+/* Trains for o->epochs epochs, then saves the model when asked. Returns 0 or the exit status after printing why. */
+static int
+train(const struct mnist_opts *o, struct mnist_run *r)
+{
+    struct tally t;
+    char label[64], text[96];
+    double secs;
+    int rc;
+
+    if (o->epochs > 0 && make_loader(r->train_ds, o->batch, o->iterations, o->accumulation,
+                                     o->replicas, 1, o->seed, &r->train_dl) != 0)
+        return 1;
+    for (unsigned e = 0; e < o->epochs; e++) {
+        snprintf(label, sizeof label, "Epoch %u/%u", e + 1, o->epochs);
+        ipuof_dataloader_set_epoch(r->train_dl, e);
+        rc = run_epoch(r, r->train, r->train_dl, label, &t, &secs);
+        if (rc != 0)
+            return rc;
+        if (!r->bar && !o->quiet) {
+            tally_text(&t, text, sizeof text);
+            printf("%s: %zu calls, %zu samples in %.1f s, %s\n", label,
+                   ipuof_dataloader_batches_per_epoch(r->train_dl), t.seen, secs, text);
+            fflush(stdout);
+        }
+    }
+    if (o->save != NULL) {
+        rc = ipuof_model_save_onnx(r->train, o->save);
+        if (rc != IPUOF_OK)
+            return fail(r->c, "save", rc, 0);
+        if (!o->quiet)
+            printf("saved the trained model to %s\n", o->save);
+    }
+    return 0;
+}
+
+/* Device iterations for the test model: one call holds several micro-batches and, when a
+ * divisor of the test set's micro-batches allows it, the calls cover it exactly. */
+static unsigned
+test_iterations(size_t items, unsigned batch, unsigned replicas)
+{
+    size_t groups = items / ((size_t)batch * replicas);
+    unsigned best = 1;
+
+    for (unsigned d = 1; d <= MAX_TEST_ITERATIONS && d <= groups; d++)
+        if (groups % d == 0)
+            best = d;
+    if (best < 10 && groups > 0)
+        best = groups < MAX_TEST_ITERATIONS ? (unsigned)groups : MAX_TEST_ITERATIONS;
+    return best;
+}
+
+/* Measures the accuracy on the test set with an inference model made from the trained
+ * one. Returns 0 or the exit status after printing why. */
+static int
+test(const struct mnist_opts *o, struct mnist_run *r)
+{
+    unsigned d = test_iterations(ipuof_idx_dataset_length(r->test_ds), o->test_batch,
+                                 o->replicas);
+    struct ipuof_model_opts mo = {.name = "mnist-inference", .device_iterations = d,
+                                  .replicas = o->replicas, .micro_batch = o->test_batch,
+                                  .default_output_kind = IPUOF_OUTPUT_ALL};
+    struct tally t;
+    char text[96];
+    double secs;
+    int rc;
+
+    rc = ipuof_model_inference_from(r->train, &mo, &r->infer);
+    if (rc != IPUOF_OK)
+        return fail(r->c, "inference model", rc, 0);
+    if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, &r->test_dl) != 0)
+        return 1;
+    rc = run_epoch(r, r->infer, r->test_dl, "Testing", &t, &secs);
+    if (rc != 0)
+        return rc;
+    if (!o->quiet) {
+        tally_text(&t, text, sizeof text);
+        printf("tested %zu samples in %.1f s (%u x %u x %u per call): %s\n", t.seen, secs,
+               o->test_batch, d, o->replicas, text);
+    }
+    printf("Accuracy on test set: %.2f%%\n",
+           t.seen ? 100.0 * (double)t.correct / (double)t.seen : 0.0);
+    return 0;
+}
+
+/* Frees what r holds, loaders before their datasets, models before their client. */
+static void
+release(struct mnist_run *r)
+{
+    ipuof_dataloader_free(r->train_dl);
+    ipuof_dataloader_free(r->test_dl);
+    ipuof_idx_dataset_free(r->train_ds);
+    ipuof_idx_dataset_free(r->test_ds);
+    ipuof_model_free(r->infer);
+    ipuof_model_free(r->train);
+    if (r->c != NULL && ipuof_partition_name(r->c) != NULL)
+        (void)ipuof_detach(r->c);
+    ipuof_client_free(r->c);
+    free(r->onnx);
+}
+
+int
+main(int argc, char **argv)
+{
+    struct mnist_opts o;
+    struct mnist_run r = {0};
+    int stop;
+    int rc;
+
+    rc = parse_args(argc, argv, &o, &stop);
+    if (stop)
+        return rc;
+    r.bar = !o.quiet && isatty(STDERR_FILENO);
+    rc = (o.epochs > 0 ? open_split(o.data, "train", o.limit_train, &r.train_ds) : 0) ||
+         open_split(o.data, "t10k", o.limit_test, &r.test_ds);
+    if (rc == 0)
+        rc = setup(&o, &r);
+    if (rc == 0)
+        rc = train(&o, &r);
+    if (rc == 0)
+        rc = test(&o, &r);
+    release(&r);
+    return rc;
+}
