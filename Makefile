@@ -40,6 +40,7 @@ SANFLAGS :=
 endif
 
 CC      ?= cc
+EPOCHS  ?= 1
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
            -Wno-missing-field-initializers -Werror
@@ -179,7 +180,7 @@ test-san:
 	$(MAKE) SAN=1 check
 
 demo: deps all
-	@sh tools/demo.sh $(BUILD)
+	@EPOCHS=$(EPOCHS) sh tools/demo.sh $(BUILD)
 
 bench: all
 	@sh bench/run.sh $(BUILD)

@@ -55,6 +55,21 @@ if [ -d "$NODE/test_conv_with_strides_padding" ]; then
     ls -l "$D/out"
 fi
 
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    step "the tutorial: ipuof-mnist trains the MNIST network on Fashion-MNIST (1 epoch)"
+    echo "(batch 40 x 10 device iterations x 10 gradient accumulation, AdamW lr 1e-3;"
+    echo " 'make demo EPOCHS=3' runs the tutorial's 3 epochs)"
+    "$B/bin/ipuof-mnist" --epochs "${EPOCHS:-1}" --save "$D/mnist.onnx" &
+    M=$!
+    sleep 3
+    step "ipuctl status while it trains"
+    "$B/bin/ipuctl" status
+    wait "$M"
+    step "the trained model was saved as ONNX, weights included"
+    ls -l "$D/mnist.onnx"
+    "$B/bin/ipuof-mnist" --epochs 0 --load "$D/mnist.onnx" --limit-test 2000
+fi
+
 step "ipuctl status --json"
 "$B/bin/ipuctl" status --json
 echo
