@@ -902,12 +902,201 @@ test_defaults_and_arguments(void **state)
     ipuof_client_free(c);
 }
 
+/* ---- against a real ipuofd ------------------------------------------------------------- */
+
+#define RB 4 /* micro-batch */
+#define RK 4 /* features */
+#define RN 3 /* classes */
+
+static struct testd *live_daemon;
+
+/* A linear classifier with its loss: logits = Gemm(x [RB, RK], W [RN, RK], b, transB),
+ * loss = SoftmaxCrossEntropyLoss(logits, y [RB], mean). *out caller-owned. */
+static void
+linear_model(void **out, size_t *len)
+{
+    static const int64_t xd[] = {RB, RK}, yd[] = {RB}, wd[] = {RN, RK}, bd[] = {RN};
+    float w[RN * RK], b[RN];
+    struct sim_ob *ob = sim_ob_new(13);
+
+    for (int i = 0; i < RN * RK; i++)
+        w[i] = (float)((i * 7) % 5) * 0.1f - 0.2f;
+    for (int i = 0; i < RN; i++)
+        b[i] = 0.05f * (float)i;
+    assert_non_null(ob);
+    sim_ob_input(ob, "x", IPUOF_DTYPE_FLOAT, 2, xd);
+    sim_ob_input(ob, "y", IPUOF_DTYPE_INT64, 1, yd);
+    sim_ob_initializer(ob, "W", IPUOF_DTYPE_FLOAT, 2, wd, w);
+    sim_ob_initializer(ob, "b", IPUOF_DTYPE_FLOAT, 1, bd, b);
+    sim_ob_node(ob, "Gemm", "fc", "x,W,b", "logits");
+    sim_ob_attr_int(ob, "transB", 1);
+    sim_ob_node(ob, "SoftmaxCrossEntropyLoss", "sce", "logits,y", "loss");
+    sim_ob_attr_str(ob, "reduction", "mean");
+    sim_ob_output(ob, "logits", IPUOF_DTYPE_FLOAT);
+    sim_ob_output(ob, "loss", IPUOF_DTYPE_FLOAT);
+    assert_int_equal(sim_ob_serialize(ob, out, len), 0);
+    sim_ob_free(ob);
+}
+
+/* The largest |logits - (x W^T + b)| over RB rows (the host's reference). */
+static double
+linear_maxdiff(const float *x, const float *w, const float *b, const float *logits)
+{
+    double worst = 0;
+
+    for (int r = 0; r < RB; r++)
+        for (int n = 0; n < RN; n++) {
+            double want = b[n];
+
+            for (int k = 0; k < RK; k++)
+                want += (double)x[r * RK + k] * w[n * RK + k];
+            if (fabs(want - logits[r * RN + n]) > worst)
+                worst = fabs(want - logits[r * RN + n]);
+        }
+    return worst;
+}
+
+/* Runs inference model m on x (and y, which the graph's loss reads) and returns the largest
+ * difference of its logits from the host's with weights w, b. */
+static double
+infer_diff(ipuof_model *m, float *x, int64_t *y, const float *w, const float *b)
+{
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {RB, RK}, x, RB * RK * 4},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {RB}, y, RB * 8}};
+    struct ipuof_tensor t;
+
+    assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+    assert_int_equal(ipuof_model_output(m, (size_t)ipuof_model_output_index(m, "logits"), &t),
+                     IPUOF_OK);
+    assert_int_equal(t.bytes, RB * RN * 4);
+    return linear_maxdiff(x, w, b, t.data);
+}
+
+static void
+test_real_daemon(void **state)
+{
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    struct ipuof_attach_opts ao = {.num_ipus = 1};
+    struct ipuof_model_opts mo = {.name = "linear", .device_iterations = 2};
+    struct ipuof_training_opts to = {.loss = "loss"};
+    float x[2 * RB * RK], w[RN * RK], b[RN], zero[RN * RK] = {0}, back[RN * RK];
+    int64_t y[2 * RB];
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {2 * RB, RK}, x, sizeof x},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {2 * RB}, y, sizeof y}};
+    struct ipuof_tensor t;
+    ipuof_model *m = NULL, *inf = NULL, *saved = NULL;
+    ipuof_client *c;
+    void *onnx = NULL, *buf = NULL;
+    size_t len = 0, blen = 0;
+    float first = 0, last = 0;
+    int kind = 0, rc;
+
+    (void)state;
+    if (testd_start(&d, NULL, NULL) != 0) {
+        print_message("  no ipuofd to test against (IPUOFD_BIN); skipped\n");
+        skip();
+    }
+    live_daemon = &d;
+    for (int i = 0; i < 2 * RB; i++) {
+        y[i] = i % RN;
+        for (int k = 0; k < RK; k++)
+            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
+    }
+    linear_model(&onnx, &len);
+    c = ipuof_client_new();
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    to.optimizer.kind = IPUOF_OPTIMIZER_SGD;
+    to.optimizer.lr = 0.5f;
+    rc = ipuof_model_compile_training(c, onnx, len, &mo, &to, &m);
+    print_message("  training compile: %s\n", rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
+    assert_int_equal(rc, IPUOF_OK);
+    assert_int_equal(ipuof_model_is_training(m), 1);
+    assert_int_equal(ipuof_model_gradient_accumulation(m), 1);
+    assert_int_equal(ipuof_model_weight_count(m), 2);
+    assert_int_equal(ipuof_model_weight_info(m, 0, &t, &kind), IPUOF_OK);
+    assert_int_equal(kind, IPUOF_WEIGHT_TRAINABLE);
+
+    /* Training lowers the loss (Final: the last micro-batch's). */
+    for (int step = 0; step < 20; step++) {
+        assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+        assert_int_equal(ipuof_model_output(m, (size_t)ipuof_model_output_index(m, "loss"), &t),
+                         IPUOF_OK);
+        assert_int_equal(t.bytes, 4);
+        last = *(const float *)t.data;
+        if (step == 0)
+            first = last;
+    }
+    print_message("  loss %.4f -> %.4f after 40 SGD steps\n", first, last);
+    assert_true(last < first * 0.5f);
+
+    /* Weights: read, write zeros and read them back, write the values again. */
+    assert_int_equal(ipuof_model_read_weight(m, "W", w, sizeof w), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_weight(m, "b", b, sizeof b), IPUOF_OK);
+    assert_int_equal(ipuof_model_write_weight(m, "W", zero, sizeof zero), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_weight(m, "W", back, sizeof back), IPUOF_OK);
+    assert_memory_equal(back, zero, sizeof zero);
+    assert_int_equal(ipuof_model_write_weight(m, "W", w, sizeof w), IPUOF_OK);
+    assert_error(c, ipuof_model_read_weight(m, "nope", w, sizeof w), IPUOF_E_NOTFOUND, "nope");
+
+    /* The inference model has the trained weights; later training changes it only after a
+     * copy. */
+    mo.device_iterations = 1;
+    assert_int_equal(ipuof_model_inference_from(m, &mo, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_is_training(inf), 0);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    assert_int_equal(ipuof_model_read_weight(m, "W", w, sizeof w), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_weight(m, "b", b, sizeof b), IPUOF_OK);
+    assert_true(infer_diff(inf, x, y, w, b) > 1e-6);
+    assert_int_equal(ipuof_model_copy_weights(inf, m), IPUOF_OK);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+
+    /* setOptimizer; the kind cannot change. */
+    to.optimizer.lr = 0.1f;
+    assert_int_equal(ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_OK);
+    ipuof_optimizer_init(&to.optimizer, IPUOF_OPTIMIZER_ADAM);
+    rc = ipuof_model_set_optimizer(m, &to.optimizer);
+    print_message("  set_optimizer to Adam: %s\n", ipuof_client_errmsg(c));
+    assert_int_not_equal(rc, IPUOF_OK);
+
+    /* Saved, compiled again: the trained weights. */
+    assert_int_equal(ipuof_model_save_onnx_buffer(m, &buf, &blen), IPUOF_OK);
+    assert_true(blen > 0);
+    assert_int_equal(ipuof_model_compile(c, buf, blen, &mo, &saved), IPUOF_OK);
+    assert_true(infer_diff(saved, x, y, w, b) < 1e-5);
+
+    ipuof_model_free(saved);
+    ipuof_model_free(inf);
+    ipuof_model_free(m);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(buf);
+    free(onnx);
+    live_daemon = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
+/* Teardown: stops the daemon a failed test_real_daemon left running. */
+static int
+stop_live_daemon(void **state)
+{
+    (void)state;
+    if (live_daemon != NULL)
+        testd_stop(live_daemon);
+    live_daemon = NULL;
+    return 0;
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_arguments),
         cmocka_unit_test(test_training_api),
+        cmocka_unit_test_teardown(test_real_daemon, stop_live_daemon),
     };
 
     return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);
