@@ -468,8 +468,9 @@ IPUOF_API int ipuof_model_compile_training_file(ipuof_client *c, const char *pat
 /*
  * An inference model (PopTorch's inferenceModel) of the same graph with training's current
  * weights, copied inside the daemon (no round trip through the client). opts gives its
- * device iterations, replicas and output modes (outputs default to All). Later training
- * does not change it until ipuof_model_copy_weights(inference, training).
+ * device iterations, replicas, micro-batch and output modes (outputs default to All); a
+ * micro_batch of 0 and a NULL name mean the training model's. Later training does not
+ * change it until ipuof_model_copy_weights(inference, training).
  */
 IPUOF_API int ipuof_model_inference_from(ipuof_model *training,
                                          const struct ipuof_model_opts *opts,
