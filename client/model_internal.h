@@ -134,6 +134,8 @@ int ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
                           const struct ipuof_model_opts *opts, const char *name,
                           const Ipuof__CompileRequest *extra, ipuof_model **out);
 
+/* ---- modelfile.c ---------------------------------------------------------------------- */
+
 /* Reads the file at path into *buf (caller-owned, free()) of *len bytes, and writes the
  * model name made from its base name (without ".onnx") into name[0..name_len). Errors
  * IPUOF_E_NOTFOUND, IPUOF_E_IO, IPUOF_E_INVAL (empty, not a regular file), IPUOF_E_NOMEM,

@@ -474,7 +474,8 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     return 0;
 }
 
-/* Trains for o->epochs epochs, then saves the model when asked. Returns 0 or the exit status after printing why. */
+/* Trains for o->epochs epochs, then saves the model when asked. Returns 0 or the exit
+ * status after printing why. */
 static int
 train(const struct mnist_opts *o, struct mnist_run *r)
 {
