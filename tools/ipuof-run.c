@@ -50,6 +50,7 @@ struct run_opts {
     unsigned device_iterations;
     unsigned replicas;
     unsigned ipus;             /* 0: the smallest power of two >= replicas */
+    unsigned micro_batch;      /* for a symbolic batch dimension; 0: from the graph */
     int out_kind;
     unsigned out_n;
     int quiet;
@@ -65,7 +66,7 @@ usage(FILE *f, int full)
             "usage: ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...\n"
             "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
-            "                 [--expect FILE.pb]...\n");
+            "                 [--micro-batch B] [--expect FILE.pb]...\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -81,6 +82,8 @@ usage(FILE *f, int full)
             "  --device-iterations  micro-batches per replica in the call (default 1)\n"
             "  --replicas           data-parallel replicas (default 1)\n"
             "  --ipus               IPUs to attach (default: smallest power of two >= replicas)\n"
+            "  --micro-batch B      the batch size of a model whose batch dimension is\n"
+            "                       symbolic (as exported with a dynamic batch axis)\n"
             "  --output-mode        what outputs return: every micro-batch (all, default),\n"
             "                       the last (final), the sum over device iterations (sum),\n"
             "                       or every N-th device iteration (every:N)\n"
@@ -174,6 +177,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"replicas", required_argument, NULL, 'r'}, {"output-mode", required_argument, NULL, 'M'},
         {"ipus", required_argument, NULL, 'n'},    {"quiet", no_argument, NULL, 'q'},
         {"expect", required_argument, NULL, 'e'},  {"help", no_argument, NULL, 'h'},
+        {"micro-batch", required_argument, NULL, 'b'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -193,6 +197,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'r': bad = parse_count("--replicas", optarg, 1, &o->replicas); break;
         case 'M': bad = parse_output_mode(optarg, o) != 0; break;
         case 'n': bad = parse_count("--ipus", optarg, 1, &o->ipus); break;
+        case 'b': bad = parse_count("--micro-batch", optarg, 1, &o->micro_batch); break;
         case 'q': o->quiet = 1; break;
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
@@ -613,6 +618,7 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     mo.name = name;
     mo.device_iterations = o->device_iterations;
     mo.replicas = o->replicas;
+    mo.micro_batch = o->micro_batch;
     mo.default_output_kind = o->out_kind;
     mo.default_output_n = o->out_n;
     mo.constant_inputs = consts;
