@@ -153,7 +153,7 @@ else
 fi
 
 # ---- 5. man pages ------------------------------------------------------------------------
-for page in man/ipuofd.8 man/ipuctl.8 man/ipuofd.conf.5; do
+for page in man/*.[0-9]; do
     if [ ! -f "$page" ]; then
         not_ok "man --warnings $page: file missing"
         continue
