@@ -67,6 +67,8 @@ cfg_defaults(struct cfg *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->listen, sizeof c->listen, "127.0.0.1:50052");
+    snprintf(c->admin_socket, sizeof c->admin_socket, "/run/ipuofd/admin.sock");
+    c->admin_socket_default = 1;
     c->max_connections = 1024;
     c->max_header_bytes = 1u << 20;
     c->max_payload_bytes = 256u << 20;
@@ -158,6 +160,8 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         return -1;
     }
     field = (char *)c + k->offset;
+    if (k->offset == offsetof(struct cfg, admin_socket))
+        c->admin_socket_default = 0;
     switch (k->type) {
     case K_STR:
         if (strlen(value) >= k->size) {

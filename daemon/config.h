@@ -18,6 +18,8 @@ struct cfg {
     /* [server] */
     char listen[256];            /* HOST:PORT; port 0 = ephemeral */
     char admin_socket[108];      /* "" = none */
+    int admin_socket_default;    /* not set by the file or a flag: failing to create it only
+                                  * warns (a daemon run by hand may not write /run) */
     char port_file[4096];        /* command line only: where to write the bound port */
     unsigned max_connections;
     uint32_t max_header_bytes;

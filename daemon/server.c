@@ -241,15 +241,56 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
     return 0;
 }
 
+/* 1 when a daemon answers on the Unix socket at path. */
+static int
+socket_is_live(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int live;
+
+    if (fd < 0)
+        return 0;
+    live = connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0;
+    close(fd);
+    return live;
+}
+
+static int listen_admin_at(struct srv *s, char *err, size_t errlen);
+
+/* The admin socket: a failure is fatal when it was configured, a warning for the default. */
 static int
 listen_admin(struct srv *s, char *err, size_t errlen)
+{
+    char dir[sizeof s->cfg.admin_socket];
+    char *slash;
+
+    if (s->cfg.admin_socket[0] == '\0')
+        return 0;
+    if (s->cfg.admin_socket_default) {
+        snprintf(dir, sizeof dir, "%s", s->cfg.admin_socket);
+        slash = strrchr(dir, '/');
+        if (slash != NULL && slash != dir) {
+            *slash = '\0';
+            if (mkdir(dir, 0750) < 0 && errno != EEXIST)
+                log_debug("cannot create %s: %s", dir, strerror(errno));
+        }
+    }
+    if (listen_admin_at(s, err, errlen) == 0)
+        return 0;
+    if (!s->cfg.admin_socket_default)
+        return -1;
+    log_warn("no admin socket: %s (give --admin-socket PATH to choose one)", err);
+    s->cfg.admin_socket[0] = '\0';
+    return 0;
+}
+
+static int
+listen_admin_at(struct srv *s, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     const char *path = s->cfg.admin_socket;
     struct stat st;
 
-    if (path[0] == '\0')
-        return 0;
     if (strlen(path) >= sizeof sa.sun_path) {
         seterr(err, errlen, "admin socket path '%s' is longer than %zu bytes", path,
                sizeof sa.sun_path - 1);
@@ -260,6 +301,10 @@ listen_admin(struct srv *s, char *err, size_t errlen)
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             seterr(err, errlen, "admin socket path '%s' exists and is not a socket", path);
+            return -1;
+        }
+        if (socket_is_live(&sa)) {
+            seterr(err, errlen, "admin socket %s is in use by another running ipuofd", path);
             return -1;
         }
         unlink(path);
