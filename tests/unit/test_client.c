@@ -3,7 +3,7 @@
  *
  * What needs no peer: status names, NULL handling, address parsing, calls on an unconnected
  * handle, a refused connect, and that the version script exports exactly the header's
- * functions. What needs a peer uses a fake server in this file: a thread that accepts one
+ * functions. What needs a peer uses the fake server of fakesrv.h: a thread that accepts one
  * connection on 127.0.0.1:0, reads frames with the codec and answers with a script. The
  * thread never calls cmocka (its longjmp is only safe on the test's own thread); it records
  * what went wrong in struct fake and the test checks that after joining it.
@@ -16,19 +16,16 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../../client/client_internal.h"
+#include "fakesrv.h"
 #include "frame.h"
 #include "ipuof/client.h"
 
@@ -212,16 +209,6 @@ test_symbol_list_matches_header(void **state)
 /* ---- calls without a daemon ----------------------------------------------------------- */
 
 static void
-assert_error(const ipuof_client *c, int rc, int want, const char *needle)
-{
-    print_message("  %s: %s\n", ipuof_status_name(rc), ipuof_client_errmsg(c));
-    assert_int_equal(rc, want);
-    assert_int_equal(ipuof_client_last_error(c, NULL, NULL, NULL), want);
-    if (needle != NULL)
-        assert_non_null(strstr(ipuof_client_errmsg(c), needle));
-}
-
-static void
 test_unconnected_calls(void **state)
 {
     ipuof_client *c = ipuof_client_new();
@@ -305,192 +292,59 @@ test_connect_refused(void **state)
 
 /* ---- the fake server ------------------------------------------------------------------ */
 
-struct fake;
-typedef void (*fake_script)(struct fake *f, int fd);
+/* The fake of fakesrv.h, with the payload limit these tests announce. */
+#define FAKE_MAX_PAYLOAD (1u << 20)
 
-struct fake {
-    int lfd;
-    int port;
-    char addr[64];
-    pthread_t thread;
-    fake_script script;
-    int failed;               /* set by the server thread */
-    char why[256];
-    uint64_t last_id;         /* request id of the last frame read */
-    uint8_t *payload;         /* payload of the last frame read (owned) */
-    uint32_t payload_len;
-    int arg;                  /* free for the script */
-};
-
+/* Fills e as a recoverable "device" error whose recovery is to attach again. */
 static void
-fake_fail(struct fake *f, const char *why)
+device_error(Ipuof__Error *e, int code, const char *msg)
 {
-    if (!f->failed)
-        snprintf(f->why, sizeof f->why, "%s", why);
-    f->failed = 1;
+    ipuof__error__init(e);
+    e->code = (uint32_t)code;
+    e->component = (char *)"device";
+    e->message = (char *)msg;
+    e->error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
+    e->recovery = IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
 }
 
-static int
-fs_read_all(int fd, void *buf, size_t len)
-{
-    size_t got = 0;
-
-    while (got < len) {
-        ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            return -1;
-    }
-    return 0;
-}
-
-static int
-fs_write_all(int fd, const void *buf, size_t len)
-{
-    size_t done = 0;
-
-    while (done < len) {
-        ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
-        if (n > 0)
-            done += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            return -1;
-    }
-    return 0;
-}
-
-/* Reads one frame; NULL at end of stream or on a bad frame (recorded unless eof_ok). */
-static Ipuof__Header *
-fs_read(struct fake *f, int fd, int eof_ok)
-{
-    struct ipuof_frame_limits lim;
-    struct ipuof_frame_head head;
-    uint8_t hb[IPUOF_FRAME_HEAD_LEN];
-    uint8_t *buf = NULL;
-    Ipuof__Header *h = NULL;
-
-    ipuof_frame_limits_default(&lim);
-    if (fs_read_all(fd, hb, sizeof hb) != 0) {
-        if (!eof_ok)
-            fake_fail(f, "server: end of stream before a frame head");
-        goto out;
-    }
-    if (ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, NULL, 0) != IPUOF_OK) {
-        fake_fail(f, "server: bad frame head from the client");
-        goto out;
-    }
-    buf = malloc(head.header_len);
-    if (buf == NULL || fs_read_all(fd, buf, head.header_len) != 0) {
-        fake_fail(f, "server: short header");
-        goto out;
-    }
-    h = ipuof_frame_header_unpack(buf, head.header_len, &lim, NULL, 0);
-    if (h == NULL) {
-        fake_fail(f, "server: bad header");
-        goto out;
-    }
-    free(f->payload);
-    f->payload = malloc(head.payload_len + 1);
-    f->payload_len = head.payload_len;
-    if (f->payload == NULL || fs_read_all(fd, f->payload, head.payload_len) != 0) {
-        fake_fail(f, "server: short payload");
-        ipuof_frame_header_free(h);
-        h = NULL;
-        goto out;
-    }
-    if (h->request_id == 0 || h->request_id <= f->last_id)
-        fake_fail(f, "server: request id not fresh");
-    f->last_id = h->request_id;
-out:
-    free(buf);
-    return h;
-}
-
-/* Sends h (+ payload); version != 0 overrides the head's protocol version. */
+/* Sends a device_error() answering request id (0: not an answer). */
 static void
-fs_send(struct fake *f, int fd, const Ipuof__Header *h, const void *payload, uint32_t plen,
-        unsigned version)
-{
-    uint8_t *frame = NULL;
-    size_t len = 0;
-
-    if (ipuof_frame_pack(h, plen, &frame, &len) != IPUOF_OK) {
-        fake_fail(f, "server: pack failed");
-        return;
-    }
-    if (version != 0) {
-        frame[4] = (uint8_t)(version >> 8);
-        frame[5] = (uint8_t)version;
-    }
-    if (fs_write_all(fd, frame, len) != 0 || (plen > 0 && fs_write_all(fd, payload, plen) != 0))
-        fake_fail(f, "server: send failed");
-    free(frame);
-}
-
-static void
-fs_send_error(struct fake *f, int fd, uint64_t id, int code, const char *msg)
+fs_send_device_error(struct fake *f, int fd, uint64_t id, int code, const char *msg)
 {
     Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__Error e = IPUOF__ERROR__INIT;
+    Ipuof__Error e;
 
-    e.code = (uint32_t)code;
-    e.component = (char *)"device";
-    e.message = (char *)msg;
-    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
+    device_error(&e, code, msg);
     h.request_id = id;
     h.body_case = IPUOF__HEADER__BODY_ERROR;
     h.error = &e;
-    fs_send(f, fd, &h, NULL, 0, 0);
+    fs_send(f, fd, &h, NULL, 0);
 }
 
+/* Sends a Notice carrying a device_error() for IPUs 0 and 1. */
 static void
 fs_send_notice(struct fake *f, int fd, int code, const char *msg)
 {
     Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__Notice n = IPUOF__NOTICE__INIT;
-    Ipuof__Error e = IPUOF__ERROR__INIT;
+    Ipuof__Error e;
     uint32_t ids[2] = {0, 1};
 
-    e.code = (uint32_t)code;
-    e.component = (char *)"device";
-    e.message = (char *)msg;
-    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
+    device_error(&e, code, msg);
     n.error = &e;
     n.n_ipu_ids = 2;
     n.ipu_ids = ids;
     h.body_case = IPUOF__HEADER__BODY_NOTICE;
     h.notice = &n;
-    fs_send(f, fd, &h, NULL, 0, 0);
+    fs_send(f, fd, &h, NULL, 0);
 }
 
-/* Reads a frame that must carry body want; NULL (and a recorded failure) otherwise. */
-static Ipuof__Header *
-fs_expect(struct fake *f, int fd, Ipuof__Header__BodyCase want)
-{
-    Ipuof__Header *h = fs_read(f, fd, 0);
-
-    if (h != NULL && h->body_case != want) {
-        fake_fail(f, "server: unexpected request body");
-        ipuof_frame_header_free(h);
-        h = NULL;
-    }
-    return h;
-}
-
-/* Reads the hello and answers a HelloReply granting admin rights; 0 on success. */
+/* Reads the hello of a new_client() handle, checks its fields and answers granting admin
+ * rights; 0 on success. */
 static int
-fs_hello(struct fake *f, int fd)
+fs_hello_unit(struct fake *f, int fd)
 {
     Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_HELLO);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
 
     if (req == NULL)
         return -1;
@@ -498,87 +352,12 @@ fs_hello(struct fake *f, int fd)
         strcmp(req->hello->client_name, "unit") != 0 ||
         strcmp(req->hello->auth_token, "secret") != 0)
         fake_fail(f, "server: hello fields");
-    hr.protocol_version = IPUOF_PROTOCOL_VERSION;
-    hr.server_version = (char *)"0.1.0";
-    hr.server_name = (char *)"fake";
-    hr.admin = 1;
-    hr.num_ipus = 4;
-    hr.client_id = 7;
-    hr.max_payload_bytes = 1u << 20;
-    hr.max_header_bytes = 1u << 16;
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_HELLO_REPLY;
-    h.hello_reply = &hr;
-    fs_send(f, fd, &h, NULL, 0, 0);
+    fs_hello_reply(f, fd, req, 1);
     ipuof_frame_header_free(req);
     return 0;
 }
 
-/* Waits until the client closes its end, so the script's last frames are not cut off. */
-static void
-fs_wait_eof(struct fake *f, int fd)
-{
-    char b[64];
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-
-    while (poll(&p, 1, 5000) > 0 && recv(fd, b, sizeof b, 0) > 0)
-        ;
-    (void)f;
-}
-
-static void *
-fake_main(void *arg)
-{
-    struct fake *f = arg;
-    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
-    struct timeval tv = {.tv_sec = 5};
-    int fd;
-
-    if (poll(&p, 1, 5000) != 1) {
-        fake_fail(f, "server: no connection within 5 s");
-        return NULL;
-    }
-    fd = accept(f->lfd, NULL, NULL);
-    if (fd < 0) {
-        fake_fail(f, "server: accept failed");
-        return NULL;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    f->script(f, fd);
-    close(fd);
-    return NULL;
-}
-
-static void
-fake_start(struct fake *f, fake_script script)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sin;
-
-    memset(f, 0, sizeof *f);
-    f->script = script;
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(f->lfd >= 0);
-    assert_int_equal(bind(f->lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-    assert_int_equal(listen(f->lfd, 4), 0);
-    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sin, &len), 0);
-    f->port = ntohs(sin.sin_port);
-    snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", f->port);
-    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
-}
-
-static void
-fake_stop(struct fake *f)
-{
-    pthread_join(f->thread, NULL);
-    close(f->lfd);
-    free(f->payload);
-    if (f->failed)
-        print_error("%s\n", f->why);
-    assert_false(f->failed);
-}
-
-/* A handle named "unit" with short timeouts, as fs_hello() expects. */
+/* A handle named "unit" with short timeouts, as fs_hello_unit() expects. */
 static ipuof_client *
 new_client(int request_ms)
 {
@@ -600,7 +379,7 @@ script_version_error(struct fake *f, int fd)
 
     if (req == NULL)
         return;
-    fs_send_error(f, fd, req->request_id, IPUOF_E_VERSION,
+    fs_send_device_error(f, fd, req->request_id, IPUOF_E_VERSION,
                   "this ipuofd speaks protocol version 1 only; upgrade libipuof-client");
     ipuof_frame_header_free(req);
     fs_wait_eof(f, fd);
@@ -615,7 +394,7 @@ test_hello_version_error(void **state)
     const char *comp;
 
     (void)state;
-    fake_start(&f, script_version_error);
+    fake_start(&f, script_version_error, FAKE_MAX_PAYLOAD, 0);
     assert_error(c, ipuof_client_connect(c, f.addr), IPUOF_E_VERSION,
                  "this ipuofd speaks protocol version 1 only; upgrade libipuof-client");
     ipuof_client_last_error(c, &cls, &rec, &comp);
@@ -641,7 +420,7 @@ script_foreign_version(struct fake *f, int fd)
     h.request_id = req->request_id;
     h.body_case = IPUOF__HEADER__BODY_ERROR;
     h.error = &e;
-    fs_send(f, fd, &h, NULL, 0, 99);
+    fs_send_version(f, fd, &h, NULL, 0, 99);
     ipuof_frame_header_free(req);
     fs_wait_eof(f, fd);
 }
@@ -653,7 +432,7 @@ test_hello_foreign_frame_version(void **state)
     ipuof_client *c = new_client(2000);
 
     (void)state;
-    fake_start(&f, script_foreign_version);
+    fake_start(&f, script_foreign_version, FAKE_MAX_PAYLOAD, 0);
     assert_error(c, ipuof_client_connect(c, f.addr), IPUOF_E_VERSION,
                  "ipuofd speaks protocol version 99, this library speaks version 1");
     ipuof_client_free(c);
@@ -674,7 +453,7 @@ script_hello_status(struct fake *f, int fd)
     Ipuof__Header *req;
     static uint8_t junk[100000];
 
-    if (fs_hello(f, fd) != 0)
+    if (fs_hello_unit(f, fd) != 0)
         return;
     req = fs_expect(f, fd, IPUOF__HEADER__BODY_STATUS);
     if (req == NULL)
@@ -705,7 +484,7 @@ script_hello_status(struct fake *f, int fd)
     h.body_case = IPUOF__HEADER__BODY_STATUS_REPLY;
     h.status_reply = &sr;
     memset(junk, 0xab, sizeof junk);
-    fs_send(f, fd, &h, junk, sizeof junk, 0);
+    fs_send(f, fd, &h, junk, sizeof junk);
     ipuof_frame_header_free(req);
 
     req = fs_expect(f, fd, IPUOF__HEADER__BODY_HEALTH);
@@ -717,7 +496,7 @@ script_hello_status(struct fake *f, int fd)
     h.request_id = req->request_id;
     h.body_case = IPUOF__HEADER__BODY_HEALTH_REPLY;
     h.health_reply = &hr;
-    fs_send(f, fd, &h, NULL, 0, 0);
+    fs_send(f, fd, &h, NULL, 0);
     ipuof_frame_header_free(req);
     fs_wait_eof(f, fd);
 }
@@ -732,7 +511,7 @@ test_hello_status_health(void **state)
     int ready = 1;
 
     (void)state;
-    fake_start(&f, script_hello_status);
+    fake_start(&f, script_hello_status, FAKE_MAX_PAYLOAD, 0);
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
     assert_string_equal(ipuof_client_errmsg(c), "");
     assert_int_equal(ipuof_client_is_admin(c), 1);
@@ -780,7 +559,7 @@ static void
 script_too_many(struct fake *f, int fd)
 {
     /* The connection limit is announced before the hello is read: request id 0. */
-    fs_send_error(f, fd, 0, IPUOF_E_TOO_MANY, "ipuofd serves at most 1 client; try later");
+    fs_send_device_error(f, fd, 0, IPUOF_E_TOO_MANY, "ipuofd serves at most 1 client; try later");
 }
 
 static void
@@ -790,7 +569,7 @@ test_hello_too_many(void **state)
     ipuof_client *c = new_client(2000);
 
     (void)state;
-    fake_start(&f, script_too_many);
+    fake_start(&f, script_too_many, FAKE_MAX_PAYLOAD, 0);
     assert_error(c, ipuof_client_connect(c, f.addr), IPUOF_E_TOO_MANY, "at most 1 client");
     ipuof_client_free(c);
     fake_stop(&f);
@@ -810,7 +589,7 @@ test_hello_peer_closes(void **state)
     ipuof_client *c = new_client(2000);
 
     (void)state;
-    fake_start(&f, script_close_at_once);
+    fake_start(&f, script_close_at_once, FAKE_MAX_PAYLOAD, 0);
     assert_error(c, ipuof_client_connect(c, f.addr), IPUOF_E_CLOSED, "closed the connection");
     ipuof_client_free(c);
     fake_stop(&f);
@@ -835,7 +614,7 @@ test_hello_garbage(void **state)
     ipuof_client *c = new_client(2000);
 
     (void)state;
-    fake_start(&f, script_garbage);
+    fake_start(&f, script_garbage, FAKE_MAX_PAYLOAD, 0);
     assert_error(c, ipuof_client_connect(c, f.addr), IPUOF_E_PROTO, "magic");
     ipuof_client_free(c);
     fake_stop(&f);
@@ -856,7 +635,7 @@ send_attach_reply(struct fake *f, int fd, uint64_t id, const char *name)
     h.request_id = id;
     h.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
     h.attach_reply = &ar;
-    fs_send(f, fd, &h, NULL, 0, 0);
+    fs_send(f, fd, &h, NULL, 0);
 }
 
 /* Attach (checks the fields, answers after f->arg ms), then: a detach is answered with a
@@ -866,7 +645,7 @@ script_attach_notice_in_flight(struct fake *f, int fd)
 {
     Ipuof__Header *req;
 
-    if (fs_hello(f, fd) != 0)
+    if (fs_hello_unit(f, fd) != 0)
         return;
     req = fs_expect(f, fd, IPUOF__HEADER__BODY_ATTACH);
     if (req == NULL)
@@ -882,7 +661,7 @@ script_attach_notice_in_flight(struct fake *f, int fd)
         return;
     fs_send_notice(f, fd, IPUOF_E_DEVICE_RESET,
                    "partition 'p' (IPUs 0-1) was reset by an administrator; attach again");
-    fs_send_error(f, fd, req->request_id, IPUOF_E_NOT_ATTACHED, "not attached");
+    fs_send_device_error(f, fd, req->request_id, IPUOF_E_NOT_ATTACHED, "not attached");
     ipuof_frame_header_free(req);
     fs_wait_eof(f, fd);
 }
@@ -898,7 +677,7 @@ test_attach_wait_and_notice_in_flight(void **state)
     size_t n = 0;
 
     (void)state;
-    fake_start(&f, script_attach_notice_in_flight);
+    fake_start(&f, script_attach_notice_in_flight, FAKE_MAX_PAYLOAD, 0);
     f.arg = 300; /* longer than the request timeout, shorter than the wait */
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
     assert_int_equal(ipuof_attach(c, &o, ids, 1, &n), IPUOF_OK);
@@ -921,7 +700,7 @@ script_notice_idle(struct fake *f, int fd)
     Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
     Ipuof__Header *req;
 
-    if (fs_hello(f, fd) != 0)
+    if (fs_hello_unit(f, fd) != 0)
         return;
     req = fs_expect(f, fd, IPUOF__HEADER__BODY_ATTACH);
     if (req == NULL)
@@ -938,7 +717,7 @@ script_notice_idle(struct fake *f, int fd)
     h.request_id = req->request_id;
     h.body_case = IPUOF__HEADER__BODY_HEALTH_REPLY;
     h.health_reply = &hr;
-    fs_send(f, fd, &h, NULL, 0, 0);
+    fs_send(f, fd, &h, NULL, 0);
     ipuof_frame_header_free(req);
     fs_wait_eof(f, fd);
 }
@@ -952,8 +731,8 @@ test_notice_while_idle(void **state)
     int ready = 0;
 
     (void)state;
-    fake_start(&f, script_notice_idle);
-    /* Without a token set, IPUOF_AUTH_TOKEN is sent (fs_hello checks it). */
+    fake_start(&f, script_notice_idle, FAKE_MAX_PAYLOAD, 0);
+    /* Without a token set, IPUOF_AUTH_TOKEN is sent (fs_hello_unit checks it). */
     assert_int_equal(ipuof_client_set_auth_token(c, NULL), IPUOF_OK);
     setenv("IPUOF_AUTH_TOKEN", "secret", 1);
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
@@ -977,7 +756,7 @@ script_silent(struct fake *f, int fd)
 {
     Ipuof__Header *req;
 
-    if (fs_hello(f, fd) != 0)
+    if (fs_hello_unit(f, fd) != 0)
         return;
     req = fs_expect(f, fd, IPUOF__HEADER__BODY_STATUS);
     ipuof_frame_header_free(req);
@@ -994,7 +773,7 @@ test_request_timeout_closes(void **state)
     long ms;
 
     (void)state;
-    fake_start(&f, script_silent);
+    fake_start(&f, script_silent, FAKE_MAX_PAYLOAD, 0);
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_error(c, ipuof_status(c, &r), IPUOF_E_TIMEOUT, "150 ms");
@@ -1013,12 +792,12 @@ script_wrong_id(struct fake *f, int fd)
 {
     Ipuof__Header *req;
 
-    if (fs_hello(f, fd) != 0)
+    if (fs_hello_unit(f, fd) != 0)
         return;
     req = fs_expect(f, fd, IPUOF__HEADER__BODY_DETACH);
     if (req == NULL)
         return;
-    fs_send_error(f, fd, req->request_id + 5, IPUOF_E_NOT_ATTACHED, "not attached");
+    fs_send_device_error(f, fd, req->request_id + 5, IPUOF_E_NOT_ATTACHED, "not attached");
     ipuof_frame_header_free(req);
     fs_wait_eof(f, fd);
 }
@@ -1031,7 +810,7 @@ test_reply_with_wrong_id(void **state)
     struct ipuof_attach_opts o = {.num_ipus = 1};
 
     (void)state;
-    fake_start(&f, script_wrong_id);
+    fake_start(&f, script_wrong_id, FAKE_MAX_PAYLOAD, 0);
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
     /* Pretend a partition is held so that the detach goes to the daemon. */
     c->attached = 1;
@@ -1051,7 +830,7 @@ script_echo(struct fake *f, int fd)
     Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
 
-    if (fs_hello(f, fd) != 0)
+    if (fs_hello_unit(f, fd) != 0)
         return;
     for (int i = 0; i < 2; i++) {
         Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_HEALTH);
@@ -1062,7 +841,7 @@ script_echo(struct fake *f, int fd)
         h.request_id = req->request_id;
         h.body_case = IPUOF__HEADER__BODY_HEALTH_REPLY;
         h.health_reply = &hr;
-        fs_send(f, fd, &h, f->payload, f->payload_len, 0);
+        fs_send(f, fd, &h, f->payload, f->payload_len);
         ipuof_frame_header_free(req);
     }
     fs_wait_eof(f, fd);
@@ -1088,7 +867,7 @@ test_payload_roundtrip(void **state)
     assert_non_null(in);
     for (size_t i = 0; i < len; i++)
         out[i] = (uint8_t)(i * 7 + 3);
-    fake_start(&f, script_echo);
+    fake_start(&f, script_echo, FAKE_MAX_PAYLOAD, 0);
     assert_int_equal(ipuof_client_connect(c, f.addr), IPUOF_OK);
     req.body_case = IPUOF__HEADER__BODY_HEALTH;
     req.health = &hq;

@@ -1,10 +1,10 @@
 /*
  * test_client_model.c — the model API of libipuof-client against a fake daemon.
  *
- * The fake is a thread that accepts one connection on 127.0.0.1:0, reads frames with the
- * codec and answers with a script, as in test_client.c. The thread never calls cmocka (its
- * longjmp is only safe on the test's own thread): it records what went wrong, and what it
- * saw, in struct fake, and the test checks that after joining it.
+ * The fake daemon is the one of fakesrv.h: a thread that accepts one connection on
+ * 127.0.0.1:0, reads frames with the codec and answers with a script. It records what went
+ * wrong in struct fake, and what the scripts saw in a struct seen, and the test checks both
+ * after joining it.
  *
  * Covered: the chunked upload (a 5000-byte model under a 1024-byte frame payload limit
  * arrives in 5+ frames that reassemble exactly), progress callbacks, the CompileReply copied
@@ -23,20 +23,14 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../client/client_internal.h"
+#include "fakesrv.h"
 #include "frame.h"
 #include "ipuof/client.h"
 #include "onnx_build.h"
@@ -47,218 +41,13 @@
 
 /* ---- the fake daemon ------------------------------------------------------------------ */
 
-struct fake;
-typedef void (*fake_script)(struct fake *f, int fd);
-
-struct fake {
-    int lfd;
-    char addr[64];
-    pthread_t thread;
-    fake_script script;
-    uint64_t max_payload;     /* announced in the HelloReply */
-    int rcvbuf;               /* SO_RCVBUF of the accepted socket; 0: default */
-    int failed;               /* set by the server thread */
-    char why[256];
-    uint64_t last_id;
-    uint32_t header_len;      /* of the last frame read */
-    uint8_t *payload;         /* payload of the last frame read (owned) */
-    uint32_t payload_len;
-    /* what the scripts saw, checked by the tests */
+/* What the scripts saw, checked by the tests: f.ctx points to one. */
+struct seen {
     int frames;               /* frames that carried the model */
     int model_ok;             /* the model reassembled exactly */
     int run_ok;               /* the run payloads were the inputs in the model's order */
     int chunks_after_error;
 };
-
-/* Records the first failure of the server thread. */
-static void
-fake_fail(struct fake *f, const char *why)
-{
-    if (!f->failed)
-        snprintf(f->why, sizeof f->why, "%s", why);
-    f->failed = 1;
-}
-
-/* Reads exactly len bytes; -1 at end of stream or on an error. */
-static int
-fs_read_all(int fd, void *buf, size_t len)
-{
-    size_t got = 0;
-
-    while (got < len) {
-        ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            return -1;
-    }
-    return 0;
-}
-
-/* Writes exactly len bytes; -1 on an error. */
-static int
-fs_write_all(int fd, const void *buf, size_t len)
-{
-    size_t done = 0;
-
-    while (done < len) {
-        ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
-        if (n > 0)
-            done += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            return -1;
-    }
-    return 0;
-}
-
-/* Reads one frame (payload to f->payload); NULL at end of stream (recorded unless eof_ok)
- * or on a bad frame. */
-static Ipuof__Header *
-fs_read(struct fake *f, int fd, int eof_ok)
-{
-    struct ipuof_frame_limits lim;
-    struct ipuof_frame_head head;
-    uint8_t hb[IPUOF_FRAME_HEAD_LEN];
-    uint8_t *buf = NULL;
-    Ipuof__Header *h = NULL;
-
-    ipuof_frame_limits_default(&lim);
-    if (fs_read_all(fd, hb, sizeof hb) != 0) {
-        if (!eof_ok)
-            fake_fail(f, "server: end of stream before a frame head");
-        goto out;
-    }
-    if (ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, NULL, 0) != IPUOF_OK) {
-        fake_fail(f, "server: bad frame head from the client");
-        goto out;
-    }
-    buf = malloc(head.header_len);
-    if (buf == NULL || fs_read_all(fd, buf, head.header_len) != 0) {
-        fake_fail(f, "server: short header");
-        goto out;
-    }
-    h = ipuof_frame_header_unpack(buf, head.header_len, &lim, NULL, 0);
-    if (h == NULL) {
-        fake_fail(f, "server: bad header");
-        goto out;
-    }
-    free(f->payload);
-    f->header_len = head.header_len;
-    f->payload = malloc(head.payload_len + 1);
-    f->payload_len = head.payload_len;
-    if (f->payload == NULL || fs_read_all(fd, f->payload, head.payload_len) != 0) {
-        fake_fail(f, "server: short payload");
-        ipuof_frame_header_free(h);
-        h = NULL;
-        goto out;
-    }
-    if (h->request_id == 0 || h->request_id < f->last_id)
-        fake_fail(f, "server: request id went backwards");
-    f->last_id = h->request_id;
-out:
-    free(buf);
-    return h;
-}
-
-/* Sends h and a payload. */
-static void
-fs_send(struct fake *f, int fd, const Ipuof__Header *h, const void *payload, uint32_t plen)
-{
-    uint8_t *frame = NULL;
-    size_t len = 0;
-
-    if (ipuof_frame_pack(h, plen, &frame, &len) != IPUOF_OK) {
-        fake_fail(f, "server: pack failed");
-        return;
-    }
-    if (fs_write_all(fd, frame, len) != 0 || (plen > 0 && fs_write_all(fd, payload, plen) != 0))
-        fake_fail(f, "server: send failed");
-    free(frame);
-}
-
-/* Sends an Error answering request id. */
-static void
-fs_send_error(struct fake *f, int fd, uint64_t id, int code, const char *msg)
-{
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__Error e = IPUOF__ERROR__INIT;
-
-    e.code = (uint32_t)code;
-    e.component = (char *)"compiler";
-    e.message = (char *)msg;
-    h.request_id = id;
-    h.body_case = IPUOF__HEADER__BODY_ERROR;
-    h.error = &e;
-    fs_send(f, fd, &h, NULL, 0);
-}
-
-/* Reads a frame that must carry body want; NULL (and a recorded failure) otherwise. */
-static Ipuof__Header *
-fs_expect(struct fake *f, int fd, Ipuof__Header__BodyCase want)
-{
-    Ipuof__Header *h = fs_read(f, fd, 0);
-
-    if (h != NULL && h->body_case != want) {
-        char why[128];
-
-        snprintf(why, sizeof why, "server: expected body %d, got %s", (int)want,
-                 ipuof_frame_body_name(h));
-        fake_fail(f, why);
-        ipuof_frame_header_free(h);
-        h = NULL;
-    }
-    return h;
-}
-
-/* Answers the hello with f->max_payload as the payload limit; 0 on success. */
-static int
-fs_hello(struct fake *f, int fd)
-{
-    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_HELLO);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
-
-    if (req == NULL)
-        return -1;
-    hr.protocol_version = IPUOF_PROTOCOL_VERSION;
-    hr.server_version = (char *)"0.1.0";
-    hr.num_ipus = 4;
-    hr.client_id = 1;
-    hr.max_payload_bytes = f->max_payload;
-    hr.max_header_bytes = 1u << 16;
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_HELLO_REPLY;
-    h.hello_reply = &hr;
-    fs_send(f, fd, &h, NULL, 0);
-    ipuof_frame_header_free(req);
-    return 0;
-}
-
-/* Reads an attach and grants partition "p" of IPUs 0 and 1; 0 on success. */
-static int
-fs_attach(struct fake *f, int fd)
-{
-    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_ATTACH);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
-    uint32_t ids[2] = {0, 1};
-
-    if (req == NULL)
-        return -1;
-    ar.partition_name = (char *)"p";
-    ar.n_ipu_ids = 2;
-    ar.ipu_ids = ids;
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
-    h.attach_reply = &ar;
-    fs_send(f, fd, &h, NULL, 0);
-    ipuof_frame_header_free(req);
-    return 0;
-}
 
 /* Sends CompileProgress done/total for request id. */
 static void
@@ -375,121 +164,6 @@ fs_run_reply(struct fake *f, int fd, uint64_t id, const struct desc *out, size_t
     fs_send(f, fd, &h, payload, plen);
 }
 
-/* Reads a FreeModelRequest for model_id and answers it. */
-static void
-fs_free_model(struct fake *f, int fd, uint32_t model_id)
-{
-    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_FREE_MODEL);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__FreeModelReply fr = IPUOF__FREE_MODEL_REPLY__INIT;
-
-    if (req == NULL)
-        return;
-    if (req->free_model->model_id != model_id)
-        fake_fail(f, "server: freed the wrong model");
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
-    h.free_model_reply = &fr;
-    fs_send(f, fd, &h, NULL, 0);
-    ipuof_frame_header_free(req);
-}
-
-/* Reads until the client closes; any frame that arrives is a failure. */
-static void
-fs_expect_eof(struct fake *f, int fd)
-{
-    Ipuof__Header *h = fs_read(f, fd, 1);
-
-    if (h != NULL) {
-        fake_fail(f, "server: a frame arrived where none should");
-        ipuof_frame_header_free(h);
-    }
-}
-
-/* Accepts one connection and runs the script on it. */
-static void *
-fake_main(void *arg)
-{
-    struct fake *f = arg;
-    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
-    struct timeval tv = {.tv_sec = 10};
-    int fd;
-
-    if (poll(&p, 1, 5000) != 1) {
-        fake_fail(f, "server: no connection within 5 s");
-        return NULL;
-    }
-    fd = accept(f->lfd, NULL, NULL);
-    if (fd < 0) {
-        fake_fail(f, "server: accept failed");
-        return NULL;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    f->script(f, fd);
-    close(fd);
-    return NULL;
-}
-
-/* Starts a fake that announces max_payload; rcvbuf (0: default) is set before listening
- * so the accepted socket starts with it. */
-static void
-fake_start(struct fake *f, fake_script script, uint64_t max_payload, int rcvbuf)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sin;
-
-    memset(f, 0, sizeof *f);
-    f->script = script;
-    f->max_payload = max_payload;
-    f->rcvbuf = rcvbuf;
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(f->lfd >= 0);
-    if (rcvbuf > 0)
-        assert_int_equal(setsockopt(f->lfd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
-    assert_int_equal(bind(f->lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-    assert_int_equal(listen(f->lfd, 4), 0);
-    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sin, &len), 0);
-    snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", ntohs(sin.sin_port));
-    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
-}
-
-/* Joins the fake and fails the test if its script saw something wrong. */
-static void
-fake_stop(struct fake *f)
-{
-    pthread_join(f->thread, NULL);
-    close(f->lfd);
-    free(f->payload);
-    if (f->failed)
-        print_error("%s\n", f->why);
-    assert_false(f->failed);
-}
-
-/* A connected, attached handle with the given request timeout. */
-static ipuof_client *
-new_attached(const struct fake *f, int request_ms)
-{
-    ipuof_client *c = ipuof_client_new();
-    struct ipuof_attach_opts ao = {.num_ipus = 2};
-
-    assert_non_null(c);
-    assert_int_equal(ipuof_client_set_timeouts(c, 3000, request_ms), IPUOF_OK);
-    assert_int_equal(ipuof_client_connect(c, f->addr), IPUOF_OK);
-    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
-    return c;
-}
-
-/* Checks rc and the handle's sentence (which must contain needle, when not NULL). */
-static void
-assert_error(const ipuof_client *c, int rc, int want, const char *needle)
-{
-    print_message("  %s: %s\n", ipuof_status_name(rc), ipuof_client_errmsg(c));
-    assert_int_equal(rc, want);
-    assert_int_equal(ipuof_client_last_error(c, NULL, NULL, NULL), want);
-    if (needle != NULL)
-        assert_non_null(strstr(ipuof_client_errmsg(c), needle));
-}
-
 /* The model bytes the tests upload: a pattern the fake can check. */
 static void
 fill_model(uint8_t *buf, size_t len)
@@ -542,6 +216,7 @@ fs_read_model(struct fake *f, int fd, const Ipuof__Header *req)
     uint8_t *model = malloc(total);
     uint8_t *want = malloc(total);
     uint64_t got = 0;
+    struct seen *seen = f->ctx;
 
     if (model == NULL || want == NULL) {
         fake_fail(f, "server: out of memory");
@@ -552,13 +227,13 @@ fs_read_model(struct fake *f, int fd, const Ipuof__Header *req)
 
         if (IPUOF_FRAME_HEAD_LEN + f->header_len + f->payload_len > f->max_payload)
             fake_fail(f, "server: a frame is larger than max_payload_bytes");
-        if (got + f->payload_len > total || f->frames > 100000) {
+        if (got + f->payload_len > total || seen->frames > 100000) {
             fake_fail(f, "server: more model bytes or frames than announced");
             goto out;
         }
         memcpy(model + got, f->payload, f->payload_len);
         got += f->payload_len;
-        f->frames++;
+        seen->frames++;
         if (got == total)
             break;
         ch = fs_expect(f, fd, IPUOF__HEADER__BODY_MODEL_CHUNK);
@@ -569,7 +244,7 @@ fs_read_model(struct fake *f, int fd, const Ipuof__Header *req)
         ipuof_frame_header_free(ch);
     }
     fill_model(want, total);
-    f->model_ok = memcmp(model, want, total) == 0;
+    seen->model_ok = memcmp(model, want, total) == 0;
 out:
     free(model);
     free(want);
@@ -585,6 +260,7 @@ fs_read_run7(struct fake *f, int fd)
     int64_t y[8];
     uint64_t id;
     const Ipuof__RunRequest *rr;
+    struct seen *seen = f->ctx;
 
     if (req == NULL)
         return 0;
@@ -597,7 +273,7 @@ fs_read_run7(struct fake *f, int fd)
         rr->inputs[1]->dtype == IPUOF__DTYPE__DTYPE_INT64 && rr->inputs[0]->bytes == 128 &&
         rr->inputs[1]->bytes == 64 && f->payload_len == 192 &&
         memcmp(f->payload, x, 128) == 0 && memcmp(f->payload + 128, y, 64) == 0)
-        f->run_ok++;
+        seen->run_ok++;
     ipuof_frame_header_free(req);
     return id;
 }
@@ -677,6 +353,7 @@ static void
 test_compile_chunks_progress_run(void **state)
 {
     struct fake f;
+    struct seen seen = {0};
     struct ipuof_output_mode modes[1] = {{"loss", IPUOF_OUTPUT_FINAL, 0}};
     struct progress_log plog = {0};
     struct ipuof_model_opts o = {.name = "unit-model", .device_iterations = 2, .replicas = 2,
@@ -698,6 +375,7 @@ test_compile_chunks_progress_run(void **state)
     assert_non_null(bytes);
     fill_model(bytes, MODEL_LEN);
     fake_start(&f, script_main, SMALL_PAYLOAD, 0);
+    f.ctx = &seen;
     c = new_attached(&f, 2000);
     assert_int_equal(ipuof_model_compile(c, bytes, MODEL_LEN, &o, &m), IPUOF_OK);
     assert_non_null(m);
@@ -805,10 +483,10 @@ test_compile_chunks_progress_run(void **state)
     ipuof_model_free(m);
     ipuof_client_free(c);
     fake_stop(&f);
-    print_message("  the model arrived in %d frames\n", f.frames);
-    assert_true(f.frames >= 5);
-    assert_true(f.model_ok);
-    assert_int_equal(f.run_ok, 2);
+    print_message("  the model arrived in %d frames\n", seen.frames);
+    assert_true(seen.frames >= 5);
+    assert_true(seen.model_ok);
+    assert_int_equal(seen.run_ok, 2);
     free(bytes);
 }
 
@@ -827,6 +505,7 @@ script_reject_early(struct fake *f, int fd)
     Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
     uint64_t id;
+    struct seen *seen = f->ctx;
 
     if (fs_hello(f, fd) != 0 || fs_attach(f, fd) != 0)
         return;
@@ -841,9 +520,9 @@ script_reject_early(struct fake *f, int fd)
             return;
         ipuof_frame_header_free(req);
     }
-    fs_send_error(f, fd, id, IPUOF_E_TOO_LARGE,
+    fs_send_error(f, fd, id, IPUOF_E_TOO_LARGE, "compiler",
                   "the model is 204800 bytes; this ipuofd compiles models of at most 4096");
-    fs_send_error(f, fd, id, IPUOF_E_PROTO, "model chunk for a refused upload");
+    fs_send_error(f, fd, id, IPUOF_E_PROTO, "compiler", "model chunk for a refused upload");
     usleep(100 * 1000); /* the client fills the socket and waits */
     for (;;) {
         req = fs_read(f, fd, 0);
@@ -851,8 +530,8 @@ script_reject_early(struct fake *f, int fd)
             return;
         if (req->body_case != IPUOF__HEADER__BODY_MODEL_CHUNK)
             break;
-        f->chunks_after_error++;
-        fs_send_error(f, fd, id, IPUOF_E_PROTO, "model chunk for a refused upload");
+        seen->chunks_after_error++;
+        fs_send_error(f, fd, id, IPUOF_E_PROTO, "compiler", "model chunk for a refused upload");
         ipuof_frame_header_free(req);
     }
     if (req->body_case != IPUOF__HEADER__BODY_HEALTH)
@@ -871,6 +550,7 @@ static void
 test_compile_rejected_early(void **state)
 {
     struct fake f;
+    struct seen seen = {0};
     uint8_t *bytes = malloc(BIG_MODEL);
     ipuof_client *c;
     ipuof_model *m = (ipuof_model *)&f;
@@ -882,6 +562,7 @@ test_compile_rejected_early(void **state)
     assert_non_null(bytes);
     fill_model(bytes, BIG_MODEL);
     fake_start(&f, script_reject_early, SMALL_PAYLOAD, 4096);
+    f.ctx = &seen;
     c = new_attached(&f, 5000);
     assert_int_equal(setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
     assert_error(c, ipuof_model_compile(c, bytes, BIG_MODEL, NULL, &m), IPUOF_E_TOO_LARGE,
@@ -893,9 +574,9 @@ test_compile_rejected_early(void **state)
     assert_int_equal(ready, 1);
     ipuof_client_free(c);
     fake_stop(&f);
-    print_message("  %d of about %d chunks were sent after the error\n", f.chunks_after_error,
+    print_message("  %d of about %d chunks were sent after the error\n", seen.chunks_after_error,
                   chunks);
-    assert_true(f.chunks_after_error < chunks / 2);
+    assert_true(seen.chunks_after_error < chunks / 2);
     free(bytes);
 }
 
@@ -936,7 +617,7 @@ script_slow_then_reset(struct fake *f, int fd)
     h.body_case = IPUOF__HEADER__BODY_NOTICE;
     h.notice = &n;
     fs_send(f, fd, &h, NULL, 0);
-    fs_send_error(f, fd, req->request_id, IPUOF_E_DEVICE_RESET,
+    fs_send_error(f, fd, req->request_id, IPUOF_E_DEVICE_RESET, "compiler",
                   "the compile was cancelled: partition 'p' was reset by an administrator");
     ipuof_frame_header_free(req);
     fs_expect_eof(f, fd); /* no free, no detach: the partition is gone */

@@ -1,11 +1,10 @@
 /*
  * test_client_train.c — the training API of libipuof-client against a fake daemon.
  *
- * The fake is a thread that accepts one connection on 127.0.0.1:0, reads frames with the
- * codec and answers with a script, as in test_client_model.c (whose helpers are repeated
- * here). The thread never calls cmocka: it records what went wrong in struct fake, and the
- * test checks that after joining it. Each script step that saw the frame it expected, with
- * the fields and payload it expected, counts in f.steps.
+ * The fake daemon is the one of fakesrv.h: a thread that accepts one connection on
+ * 127.0.0.1:0, reads frames with the codec and answers with a script. It records what went
+ * wrong in struct fake, and the test checks that after joining it. Each script step that
+ * saw the frame it expected, with the fields and payload it expected, counts in f.steps.
  *
  * Covered: torch.optim's defaults; a training compile carries loss, optimizer, gradient
  * accumulation, reduction, seed and frozen weights, and the reply's training fields and
@@ -25,21 +24,14 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../client/client_internal.h"
+#include "fakesrv.h"
 #include "frame.h"
 #include "ipuof/client.h"
 #include "onnx_build.h"
@@ -49,330 +41,6 @@
 #define SAVED_LEN 3000
 
 /* ---- the fake daemon ------------------------------------------------------------------ */
-
-struct fake;
-typedef void (*fake_script)(struct fake *f, int fd);
-
-struct fake {
-    int lfd;
-    char addr[64];
-    pthread_t thread;
-    fake_script script;
-    uint64_t max_payload;     /* announced in the HelloReply */
-    int rcvbuf;               /* SO_RCVBUF of the accepted socket; 0: default */
-    int failed;               /* set by the server thread */
-    char why[256];
-    uint64_t last_id;
-    uint32_t header_len;      /* of the last frame read */
-    uint8_t *payload;         /* payload of the last frame read (owned) */
-    uint32_t payload_len;
-    int steps;                /* script steps that saw what they expected */
-};
-
-/* Records the first failure of the server thread. */
-static void
-fake_fail(struct fake *f, const char *why)
-{
-    if (!f->failed)
-        snprintf(f->why, sizeof f->why, "%s", why);
-    f->failed = 1;
-}
-
-/* Reads exactly len bytes; -1 at end of stream or on an error. */
-static int
-fs_read_all(int fd, void *buf, size_t len)
-{
-    size_t got = 0;
-
-    while (got < len) {
-        ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            return -1;
-    }
-    return 0;
-}
-
-/* Writes exactly len bytes; -1 on an error. */
-static int
-fs_write_all(int fd, const void *buf, size_t len)
-{
-    size_t done = 0;
-
-    while (done < len) {
-        ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
-        if (n > 0)
-            done += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            return -1;
-    }
-    return 0;
-}
-
-/* Reads one frame (payload to f->payload); NULL at end of stream (recorded unless eof_ok)
- * or on a bad frame. */
-static Ipuof__Header *
-fs_read(struct fake *f, int fd, int eof_ok)
-{
-    struct ipuof_frame_limits lim;
-    struct ipuof_frame_head head;
-    uint8_t hb[IPUOF_FRAME_HEAD_LEN];
-    uint8_t *buf = NULL;
-    Ipuof__Header *h = NULL;
-
-    ipuof_frame_limits_default(&lim);
-    if (fs_read_all(fd, hb, sizeof hb) != 0) {
-        if (!eof_ok)
-            fake_fail(f, "server: end of stream before a frame head");
-        goto out;
-    }
-    if (ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, NULL, 0) != IPUOF_OK) {
-        fake_fail(f, "server: bad frame head from the client");
-        goto out;
-    }
-    buf = malloc(head.header_len);
-    if (buf == NULL || fs_read_all(fd, buf, head.header_len) != 0) {
-        fake_fail(f, "server: short header");
-        goto out;
-    }
-    h = ipuof_frame_header_unpack(buf, head.header_len, &lim, NULL, 0);
-    if (h == NULL) {
-        fake_fail(f, "server: bad header");
-        goto out;
-    }
-    free(f->payload);
-    f->header_len = head.header_len;
-    f->payload = malloc(head.payload_len + 1);
-    f->payload_len = head.payload_len;
-    if (f->payload == NULL || fs_read_all(fd, f->payload, head.payload_len) != 0) {
-        fake_fail(f, "server: short payload");
-        ipuof_frame_header_free(h);
-        h = NULL;
-        goto out;
-    }
-    if (h->request_id == 0 || h->request_id < f->last_id)
-        fake_fail(f, "server: request id went backwards");
-    f->last_id = h->request_id;
-out:
-    free(buf);
-    return h;
-}
-
-/* Sends h and a payload. */
-static void
-fs_send(struct fake *f, int fd, const Ipuof__Header *h, const void *payload, uint32_t plen)
-{
-    uint8_t *frame = NULL;
-    size_t len = 0;
-
-    if (ipuof_frame_pack(h, plen, &frame, &len) != IPUOF_OK) {
-        fake_fail(f, "server: pack failed");
-        return;
-    }
-    if (fs_write_all(fd, frame, len) != 0 || (plen > 0 && fs_write_all(fd, payload, plen) != 0))
-        fake_fail(f, "server: send failed");
-    free(frame);
-}
-
-/* Sends an Error answering request id. */
-static void
-fs_send_error(struct fake *f, int fd, uint64_t id, int code, const char *msg)
-{
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__Error e = IPUOF__ERROR__INIT;
-
-    e.code = (uint32_t)code;
-    e.component = (char *)"compiler";
-    e.message = (char *)msg;
-    h.request_id = id;
-    h.body_case = IPUOF__HEADER__BODY_ERROR;
-    h.error = &e;
-    fs_send(f, fd, &h, NULL, 0);
-}
-
-/* Reads a frame that must carry body want; NULL (and a recorded failure) otherwise. */
-static Ipuof__Header *
-fs_expect(struct fake *f, int fd, Ipuof__Header__BodyCase want)
-{
-    Ipuof__Header *h = fs_read(f, fd, 0);
-
-    if (h != NULL && h->body_case != want) {
-        char why[128];
-
-        snprintf(why, sizeof why, "server: expected body %d, got %s", (int)want,
-                 ipuof_frame_body_name(h));
-        fake_fail(f, why);
-        ipuof_frame_header_free(h);
-        h = NULL;
-    }
-    return h;
-}
-
-/* Answers the hello with f->max_payload as the payload limit; 0 on success. */
-static int
-fs_hello(struct fake *f, int fd)
-{
-    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_HELLO);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
-
-    if (req == NULL)
-        return -1;
-    hr.protocol_version = IPUOF_PROTOCOL_VERSION;
-    hr.server_version = (char *)"0.1.0";
-    hr.num_ipus = 4;
-    hr.client_id = 1;
-    hr.max_payload_bytes = f->max_payload;
-    hr.max_header_bytes = 1u << 16;
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_HELLO_REPLY;
-    h.hello_reply = &hr;
-    fs_send(f, fd, &h, NULL, 0);
-    ipuof_frame_header_free(req);
-    return 0;
-}
-
-/* Reads an attach and grants partition "p" of IPUs 0 and 1; 0 on success. */
-static int
-fs_attach(struct fake *f, int fd)
-{
-    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_ATTACH);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
-    uint32_t ids[2] = {0, 1};
-
-    if (req == NULL)
-        return -1;
-    ar.partition_name = (char *)"p";
-    ar.n_ipu_ids = 2;
-    ar.ipu_ids = ids;
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
-    h.attach_reply = &ar;
-    fs_send(f, fd, &h, NULL, 0);
-    ipuof_frame_header_free(req);
-    return 0;
-}
-
-/* Reads a FreeModelRequest for model_id and answers it. */
-static void
-fs_free_model(struct fake *f, int fd, uint32_t model_id)
-{
-    Ipuof__Header *req = fs_expect(f, fd, IPUOF__HEADER__BODY_FREE_MODEL);
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__FreeModelReply fr = IPUOF__FREE_MODEL_REPLY__INIT;
-
-    if (req == NULL)
-        return;
-    if (req->free_model->model_id != model_id)
-        fake_fail(f, "server: freed the wrong model");
-    h.request_id = req->request_id;
-    h.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
-    h.free_model_reply = &fr;
-    fs_send(f, fd, &h, NULL, 0);
-    ipuof_frame_header_free(req);
-}
-
-/* Reads until the client closes; any frame that arrives is a failure. */
-static void
-fs_expect_eof(struct fake *f, int fd)
-{
-    Ipuof__Header *h = fs_read(f, fd, 1);
-
-    if (h != NULL) {
-        fake_fail(f, "server: a frame arrived where none should");
-        ipuof_frame_header_free(h);
-    }
-}
-
-/* Accepts one connection and runs the script on it. */
-static void *
-fake_main(void *arg)
-{
-    struct fake *f = arg;
-    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
-    struct timeval tv = {.tv_sec = 10};
-    int fd;
-
-    if (poll(&p, 1, 5000) != 1) {
-        fake_fail(f, "server: no connection within 5 s");
-        return NULL;
-    }
-    fd = accept(f->lfd, NULL, NULL);
-    if (fd < 0) {
-        fake_fail(f, "server: accept failed");
-        return NULL;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    f->script(f, fd);
-    close(fd);
-    return NULL;
-}
-
-/* Starts a fake that announces max_payload; rcvbuf (0: default) is set before listening
- * so the accepted socket starts with it. */
-static void
-fake_start(struct fake *f, fake_script script, uint64_t max_payload, int rcvbuf)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sin;
-
-    memset(f, 0, sizeof *f);
-    f->script = script;
-    f->max_payload = max_payload;
-    f->rcvbuf = rcvbuf;
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(f->lfd >= 0);
-    if (rcvbuf > 0)
-        assert_int_equal(setsockopt(f->lfd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
-    assert_int_equal(bind(f->lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-    assert_int_equal(listen(f->lfd, 4), 0);
-    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sin, &len), 0);
-    snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", ntohs(sin.sin_port));
-    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
-}
-
-/* Joins the fake and fails the test if its script saw something wrong. */
-static void
-fake_stop(struct fake *f)
-{
-    pthread_join(f->thread, NULL);
-    close(f->lfd);
-    free(f->payload);
-    if (f->failed)
-        print_error("%s\n", f->why);
-    assert_false(f->failed);
-}
-
-/* A connected, attached handle with the given request timeout. */
-static ipuof_client *
-new_attached(const struct fake *f, int request_ms)
-{
-    ipuof_client *c = ipuof_client_new();
-    struct ipuof_attach_opts ao = {.num_ipus = 2};
-
-    assert_non_null(c);
-    assert_int_equal(ipuof_client_set_timeouts(c, 3000, request_ms), IPUOF_OK);
-    assert_int_equal(ipuof_client_connect(c, f->addr), IPUOF_OK);
-    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
-    return c;
-}
-
-/* Checks rc and the handle's sentence (which must contain needle, when not NULL). */
-static void
-assert_error(const ipuof_client *c, int rc, int want, const char *needle)
-{
-    print_message("  %s: %s\n", ipuof_status_name(rc), ipuof_client_errmsg(c));
-    assert_int_equal(rc, want);
-    assert_int_equal(ipuof_client_last_error(c, NULL, NULL, NULL), want);
-    if (needle != NULL)
-        assert_non_null(strstr(ipuof_client_errmsg(c), needle));
-}
 
 /* The model bytes the tests upload and the ONNX bytes the fake saves: patterns. */
 static void
@@ -629,7 +297,7 @@ fs_set_optimizer(struct fake *f, int fd)
         if (i == 0)
             fs_empty_reply(f, fd, req->request_id, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY);
         else
-            fs_send_error(f, fd, req->request_id, IPUOF_E_INVAL,
+            fs_send_error(f, fd, req->request_id, IPUOF_E_INVAL, "compiler",
                           "the optimizer kind cannot change from AdamW to SGD");
         ipuof_frame_header_free(req);
     }
