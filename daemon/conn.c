@@ -487,9 +487,8 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->waiter != NULL || c->job_active || c->payload_left > 0) {
-            /* Waiting for IPUs, for a compile or run, or for the rest of a payload is not
-             * idleness. */
+        if (c->waiter != NULL || c->job_active) {
+            /* Waiting for IPUs, or for its compile or run, is not idleness. */
             bufferevent_enable(c->bev, EV_READ);
         } else {
             log_info("client %u (%s): idle for %u s (idle_timeout); closing", c->id, c->peer,
