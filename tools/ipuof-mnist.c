@@ -26,11 +26,13 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "human.h"
 #include "ipuof/client.h"
 #include "mnist_model.h"
 #include "pbar.h"
 
+#define PROG "ipuof-mnist"  /* how messages start */
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 #define NORM_MEAN 0.1307f
 #define NORM_STD 0.3081f
@@ -110,24 +112,6 @@ usage(FILE *f, int full)
             "127.0.0.1:50052.\n");
 }
 
-/* Parses a decimal count from min to 2^24 into *out; 0, or -1 with a message printed. */
-static int
-parse_count(const char *opt, const char *s, unsigned min, unsigned *out)
-{
-    char *end;
-    unsigned long v;
-
-    errno = 0;
-    v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > 1u << 24) {
-        fprintf(stderr, "ipuof-mnist: %s expects a number from %u to %u, not '%s'\n", opt, min,
-                1u << 24, s);
-        return -1;
-    }
-    *out = (unsigned)v;
-    return 0;
-}
-
 /* Parses the options' values that are not counts; 0, or -1 with a message printed. */
 static int
 parse_other(int opt, const char *s, struct mnist_opts *o)
@@ -191,16 +175,16 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         switch (opt) {
         case 's': o->server = optarg; break;
         case 'D': o->data = optarg; break;
-        case 'e': bad = parse_count("--epochs", optarg, 0, &o->epochs); break;
-        case 'b': bad = parse_count("--batch-size", optarg, 1, &o->batch); break;
-        case 't': bad = parse_count("--test-batch-size", optarg, 1, &o->test_batch); break;
-        case 'd': bad = parse_count("--device-iterations", optarg, 1, &o->iterations); break;
+        case 'e': bad = args_count(PROG, "--epochs", optarg, 0, &o->epochs); break;
+        case 'b': bad = args_count(PROG, "--batch-size", optarg, 1, &o->batch); break;
+        case 't': bad = args_count(PROG, "--test-batch-size", optarg, 1, &o->test_batch); break;
+        case 'd': bad = args_count(PROG, "--device-iterations", optarg, 1, &o->iterations); break;
         case 'a':
-            bad = parse_count("--gradient-accumulation", optarg, 1, &o->accumulation);
+            bad = args_count(PROG, "--gradient-accumulation", optarg, 1, &o->accumulation);
             break;
-        case 'r': bad = parse_count("--replicas", optarg, 1, &o->replicas); break;
-        case 'L': bad = parse_count("--limit-train", optarg, 1, &o->limit_train); break;
-        case 'T': bad = parse_count("--limit-test", optarg, 1, &o->limit_test); break;
+        case 'r': bad = args_count(PROG, "--replicas", optarg, 1, &o->replicas); break;
+        case 'L': bad = args_count(PROG, "--limit-train", optarg, 1, &o->limit_train); break;
+        case 'T': bad = args_count(PROG, "--limit-test", optarg, 1, &o->limit_test); break;
         case 'l': case 'S': case 'o': bad = parse_other(opt, optarg, o); break;
         case 'w': o->save = optarg; break;
         case 'R': o->load = optarg; break;
@@ -223,22 +207,7 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
 
 /* ---- failures --------------------------------------------------------------------------- */
 
-/* Prints "ipuof-mnist: WHAT: SENTENCE (CODE)" from c's last error and returns the exit
- * status; connecting says whether it came while reaching the daemon. */
-static int
-fail(const ipuof_client *c, const char *what, int rc, int connecting)
-{
-    char msg[4608];
-    const char *text = c != NULL ? ipuof_client_errmsg(c) : "";
-
-    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(rc));
-    fprintf(stderr, "ipuof-mnist: %s: %s (%s)\n", what, msg, ipuof_status_name(rc));
-    if (rc == IPUOF_E_IO || (connecting && (rc == IPUOF_E_TIMEOUT || rc == IPUOF_E_CLOSED)))
-        return EX_UNAVAILABLE;
-    return 1;
-}
-
-/* As fail() for a failure of the data loader dl. */
+/* As args_fail() for a failure of the data loader dl. */
 static int
 fail_loader(const ipuof_dataloader *dl, const char *what, int rc)
 {
@@ -397,7 +366,7 @@ run_epoch(struct mnist_run *r, ipuof_model *m, ipuof_dataloader *dl, const char 
             break;
         rc = ipuof_model_run(m, b->tensors, b->n_tensors);
         if (rc != IPUOF_OK)
-            return fail(r->c, "run", rc, 0);
+            return args_fail(PROG, r->c, "run", rc, 0);
         tally_run(m, b, t);
         done++;
         if (r->bar) {
@@ -449,10 +418,10 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     ipuof_client_set_timeouts(r->c, 5000, REQUEST_TIMEOUT_MS);
     rc = ipuof_client_connect(r->c, o->server);
     if (rc != IPUOF_OK)
-        return fail(r->c, "connect", rc, 1);
+        return args_fail(PROG, r->c, "connect", rc, 1);
     rc = ipuof_attach(r->c, &ao, NULL, 0, NULL);
     if (rc != IPUOF_OK)
-        return fail(r->c, "attach", rc, 0);
+        return args_fail(PROG, r->c, "attach", rc, 0);
     if (o->load != NULL ? read_model(o->load, &r->onnx, &r->onnx_len) != 0
                         : mnist_model_build(o->seed, &r->onnx, &r->onnx_len) != 0) {
         if (o->load == NULL)
@@ -463,7 +432,7 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     t.optimizer.lr = o->lr;
     rc = ipuof_model_compile_training(r->c, r->onnx, r->onnx_len, &mo, &t, &r->train);
     if (rc != IPUOF_OK)
-        return fail(r->c, "compile", rc, 0);
+        return args_fail(PROG, r->c, "compile", rc, 0);
     if (!o->quiet)
         printf("training model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
                "call\n",
@@ -503,7 +472,7 @@ train(const struct mnist_opts *o, struct mnist_run *r)
     if (o->save != NULL) {
         rc = ipuof_model_save_onnx(r->train, o->save);
         if (rc != IPUOF_OK)
-            return fail(r->c, "save", rc, 0);
+            return args_fail(PROG, r->c, "save", rc, 0);
         if (!o->quiet)
             printf("saved the trained model to %s\n", o->save);
     }
@@ -543,7 +512,7 @@ test(const struct mnist_opts *o, struct mnist_run *r)
 
     rc = ipuof_model_inference_from(r->train, &mo, &r->infer);
     if (rc != IPUOF_OK)
-        return fail(r->c, "inference model", rc, 0);
+        return args_fail(PROG, r->c, "inference model", rc, 0);
     if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, &r->test_dl) != 0)
         return 1;
     rc = run_epoch(r, r->infer, r->test_dl, "Testing", &t, &secs);

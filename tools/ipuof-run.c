@@ -22,11 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "human.h"
+#include "args.h"
 #include "ipuof/client.h"
 #include "tensorcmp.h"
 #include "tensorfile.h"
 
+#define PROG "ipuof-run"  /* how messages start */
 #define MAX_INPUTS 256
 #define BAR_WIDTH 30
 #define CONST_MAX_ELEMS 4096 /* integer inputs up to this size are offered as constants */
@@ -105,24 +106,6 @@ usage(FILE *f, int full)
             "IPUOF_SERVER when --server is not given, else 127.0.0.1:50052.\n");
 }
 
-/* Parses a decimal count >= min from s into *out; 0, or -1 with a message printed. */
-static int
-parse_count(const char *opt, const char *s, unsigned min, unsigned *out)
-{
-    char *end;
-    unsigned long v;
-
-    errno = 0;
-    v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > 1u << 24) {
-        fprintf(stderr, "ipuof-run: %s expects a number from %u to %u, not '%s'\n", opt, min,
-                1u << 24, s);
-        return -1;
-    }
-    *out = (unsigned)v;
-    return 0;
-}
-
 /* Parses --output-mode's value into o; 0 or -1 with a message printed. */
 static int
 parse_output_mode(const char *s, struct run_opts *o)
@@ -135,7 +118,7 @@ parse_output_mode(const char *s, struct run_opts *o)
         o->out_kind = IPUOF_OUTPUT_SUM;
     else if (strncmp(s, "every:", 6) == 0) {
         o->out_kind = IPUOF_OUTPUT_EVERYN;
-        return parse_count("--output-mode every:N", s + 6, 1, &o->out_n);
+        return args_count(PROG, "--output-mode every:N", s + 6, 1, &o->out_n);
     } else {
         fprintf(stderr, "ipuof-run: --output-mode is all, final, sum or every:N, not '%s'\n", s);
         return -1;
@@ -193,11 +176,13 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'm': o->model = optarg; break;
         case 'i': bad = add_input(o, optarg) != 0; break;
         case 'o': o->output_dir = optarg; break;
-        case 'd': bad = parse_count("--device-iterations", optarg, 1, &o->device_iterations); break;
-        case 'r': bad = parse_count("--replicas", optarg, 1, &o->replicas); break;
+        case 'd':
+            bad = args_count(PROG, "--device-iterations", optarg, 1, &o->device_iterations);
+            break;
+        case 'r': bad = args_count(PROG, "--replicas", optarg, 1, &o->replicas); break;
         case 'M': bad = parse_output_mode(optarg, o) != 0; break;
-        case 'n': bad = parse_count("--ipus", optarg, 1, &o->ipus); break;
-        case 'b': bad = parse_count("--micro-batch", optarg, 1, &o->micro_batch); break;
+        case 'n': bad = args_count(PROG, "--ipus", optarg, 1, &o->ipus); break;
+        case 'b': bad = args_count(PROG, "--micro-batch", optarg, 1, &o->micro_batch); break;
         case 'q': o->quiet = 1; break;
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
@@ -250,21 +235,6 @@ model_name(const char *path, char *buf, size_t len)
     if (n > 5 && strcmp(base + n - 5, ".onnx") == 0)
         n -= 5;
     snprintf(buf, len, "%.*s", (int)n, base);
-}
-
-/* Prints "ipuof-run: WHAT: SENTENCE (CODE)" and returns the exit status for rc; connecting
- * says whether the failure came while reaching the daemon. */
-static int
-fail(const ipuof_client *c, const char *what, int rc, int connecting)
-{
-    char msg[4608];
-    const char *text = ipuof_client_errmsg(c);
-
-    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(rc));
-    fprintf(stderr, "ipuof-run: %s: %s (%s)\n", what, msg, ipuof_status_name(rc));
-    if (rc == IPUOF_E_IO || (connecting && (rc == IPUOF_E_TIMEOUT || rc == IPUOF_E_CLOSED)))
-        return EX_UNAVAILABLE;
-    return 1;
 }
 
 /* Draws the compile progress bar on stderr: "compiling [#####     ] 50%". */
@@ -609,11 +579,11 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     ipuof_client_set_name(c, "ipuof-run");
     rc = ipuof_client_connect(c, o->server);
     if (rc != IPUOF_OK)
-        return fail(c, "connect", rc, 1);
+        return args_fail(PROG, c, "connect", rc, 1);
     ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas);
     rc = ipuof_attach(c, &ao, NULL, 0, NULL);
     if (rc != IPUOF_OK)
-        return fail(c, "attach", rc, 0);
+        return args_fail(PROG, c, "attach", rc, 0);
     model_name(o->model, name, sizeof name);
     mo.name = name;
     mo.device_iterations = o->device_iterations;
@@ -633,7 +603,7 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     if (bar)
         fputc('\n', stderr);
     if (rc != IPUOF_OK)
-        return fail(c, "compile", rc, 0);
+        return args_fail(PROG, c, "compile", rc, 0);
     if (ipuof_model_input_count(*mp) > MAX_INPUTS) {
         fprintf(stderr, "ipuof-run: the model has more than %d inputs\n", MAX_INPUTS);
         return 1;
@@ -645,7 +615,7 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     rc = ipuof_model_run(*mp, inputs, ipuof_model_input_count(*mp));
     t_run = now_ms() - t0;
     if (rc != IPUOF_OK)
-        return fail(c, "run", rc, 0);
+        return args_fail(PROG, c, "run", rc, 0);
     if (o->output_dir != NULL && write_outputs(*mp, o->output_dir) != 0)
         return 1;
     if (check_expected(o, *mp) != 0)
