@@ -484,8 +484,8 @@ out:
 }
 
 int
-ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
-                    const struct ipuof_model_opts *opts, ipuof_model **out)
+ipuof_compile_bytes_check(ipuof_client *c, const char *fn, const void *onnx, size_t len,
+                          ipuof_model **out)
 {
     if (out != NULL)
         *out = NULL;
@@ -494,21 +494,16 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
     ipuof_err_clear(c);
     if (out == NULL || onnx == NULL || len == 0)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_compile() needs the model's bytes (not %s) and a "
-                             "place for the model handle",
-                             onnx == NULL ? "NULL" : "0 bytes");
-    return ipuof_compile_request(c, onnx, len, opts, NULL, NULL, out);
+                             "%s() needs the model's bytes (not %s) and a place for the model "
+                             "handle",
+                             fn, onnx == NULL ? "NULL" : "0 bytes");
+    return IPUOF_OK;
 }
 
 int
-ipuof_model_compile_file(ipuof_client *c, const char *path,
-                         const struct ipuof_model_opts *opts, ipuof_model **out)
+ipuof_compile_file_check(ipuof_client *c, const char *fn, const char *path,
+                         ipuof_model **out)
 {
-    char name[IPUOF_MODEL_NAME_MAX];
-    void *buf = NULL;
-    size_t len = 0;
-    int rc;
-
     if (out != NULL)
         *out = NULL;
     if (c == NULL)
@@ -516,13 +511,46 @@ ipuof_model_compile_file(ipuof_client *c, const char *path,
     ipuof_err_clear(c);
     if (path == NULL || out == NULL)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_compile_file() needs a file name and a place for "
-                             "the model handle");
+                             "%s() needs a file name and a place for the model handle", fn);
+    return IPUOF_OK;
+}
+
+int
+ipuof_compile_file(ipuof_client *c, const char *path, const struct ipuof_model_opts *opts,
+                   const Ipuof__CompileRequest *extra, ipuof_model **out)
+{
+    char name[IPUOF_MODEL_NAME_MAX];
+    void *buf = NULL;
+    size_t len = 0;
+    int rc;
+
     rc = ipuof_model_file_read(c, path, &buf, &len, name, sizeof name);
     if (rc == IPUOF_OK)
         rc = ipuof_compile_request(c, buf, len, opts,
-                                   opts != NULL && opts->name != NULL ? opts->name : name, NULL,
-                                   out);
+                                   opts != NULL && opts->name != NULL ? opts->name : name,
+                                   extra, out);
     free(buf);
     return rc;
+}
+
+int
+ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
+                    const struct ipuof_model_opts *opts, ipuof_model **out)
+{
+    int rc = ipuof_compile_bytes_check(c, "ipuof_model_compile", onnx, len, out);
+
+    if (rc != IPUOF_OK)
+        return rc;
+    return ipuof_compile_request(c, onnx, len, opts, NULL, NULL, out);
+}
+
+int
+ipuof_model_compile_file(ipuof_client *c, const char *path,
+                         const struct ipuof_model_opts *opts, ipuof_model **out)
+{
+    int rc = ipuof_compile_file_check(c, "ipuof_model_compile_file", path, out);
+
+    if (rc != IPUOF_OK)
+        return rc;
+    return ipuof_compile_file(c, path, opts, NULL, out);
 }

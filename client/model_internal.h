@@ -134,6 +134,26 @@ int ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
                           const struct ipuof_model_opts *opts, const char *name,
                           const Ipuof__CompileRequest *extra, ipuof_model **out);
 
+/*
+ * The argument checks that open a public compile call from model bytes, fn naming it
+ * ("ipuof_model_compile") in the sentence: sets *out (when out is not NULL) to NULL and
+ * clears c's last error. IPUOF_OK when the call can go on; IPUOF_E_INVAL when c is NULL, or
+ * with a sentence on c when onnx is NULL, len is 0 or out is NULL.
+ */
+int ipuof_compile_bytes_check(ipuof_client *c, const char *fn, const void *onnx, size_t len,
+                              ipuof_model **out);
+
+/* As ipuof_compile_bytes_check() for a public compile call from a file: IPUOF_E_INVAL with a
+ * sentence when path or out is NULL. */
+int ipuof_compile_file_check(ipuof_client *c, const char *fn, const char *path,
+                             ipuof_model **out);
+
+/* Reads the model file at path (modelfile.c) and compiles it with ipuof_compile_request()
+ * (opts, extra as there), named opts->name or, without one, after the file. The caller has
+ * checked the arguments with ipuof_compile_file_check(). Errors as the two calls. */
+int ipuof_compile_file(ipuof_client *c, const char *path, const struct ipuof_model_opts *opts,
+                       const Ipuof__CompileRequest *extra, ipuof_model **out);
+
 /* ---- modelfile.c ---------------------------------------------------------------------- */
 
 /* Reads the file at path into *buf (caller-owned, free()) of *len bytes, and writes the

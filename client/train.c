@@ -130,16 +130,9 @@ ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
     Ipuof__Optimizer opt;
     int rc;
 
-    if (out != NULL)
-        *out = NULL;
-    if (c == NULL)
-        return IPUOF_E_INVAL;
-    ipuof_err_clear(c);
-    if (out == NULL || onnx == NULL || len == 0)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_compile_training() needs the model's bytes (not %s) "
-                             "and a place for the model handle",
-                             onnx == NULL ? "NULL" : "0 bytes");
+    rc = ipuof_compile_bytes_check(c, "ipuof_model_compile_training", onnx, len, out);
+    if (rc != IPUOF_OK)
+        return rc;
     rc = check_training(c, t);
     if (rc != IPUOF_OK)
         return rc;
@@ -154,31 +147,16 @@ ipuof_model_compile_training_file(ipuof_client *c, const char *path,
 {
     Ipuof__CompileRequest extra;
     Ipuof__Optimizer opt;
-    char name[IPUOF_MODEL_NAME_MAX];
-    void *buf = NULL;
-    size_t len = 0;
     int rc;
 
-    if (out != NULL)
-        *out = NULL;
-    if (c == NULL)
-        return IPUOF_E_INVAL;
-    ipuof_err_clear(c);
-    if (path == NULL || out == NULL)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_compile_training_file() needs a file name and a "
-                             "place for the model handle");
+    rc = ipuof_compile_file_check(c, "ipuof_model_compile_training_file", path, out);
+    if (rc != IPUOF_OK)
+        return rc;
     rc = check_training(c, t);
-    if (rc == IPUOF_OK)
-        rc = ipuof_model_file_read(c, path, &buf, &len, name, sizeof name);
-    if (rc == IPUOF_OK) {
-        training_fields(t, &extra, &opt);
-        rc = ipuof_compile_request(c, buf, len, opts,
-                                   opts != NULL && opts->name != NULL ? opts->name : name,
-                                   &extra, out);
-    }
-    free(buf);
-    return rc;
+    if (rc != IPUOF_OK)
+        return rc;
+    training_fields(t, &extra, &opt);
+    return ipuof_compile_file(c, path, opts, &extra, out);
 }
 
 int
