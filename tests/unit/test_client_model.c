@@ -766,10 +766,6 @@ e2e_maxdiff(const float *x, const float *w, const float *bias, const float *y, i
     return worst;
 }
 
-/* The daemon test_real_daemon started, until it stops it: the teardown stops it when an
- * assertion cut the test short. */
-static struct testd *live_daemon;
-
 static void
 test_real_daemon(void **state)
 {
@@ -793,7 +789,7 @@ test_real_daemon(void **state)
         print_message("  no ipuofd to test against (IPUOFD_BIN); skipped\n");
         skip();
     }
-    live_daemon = &d;
+    testd_live = &d;
     for (int i = 0; i < E2E_K * E2E_N; i++)
         w[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
     for (int i = 0; i < E2E_N; i++)
@@ -850,19 +846,8 @@ test_real_daemon(void **state)
     assert_int_equal(ipuof_detach(c), IPUOF_OK);
     ipuof_client_free(c);
     free(onnx);
-    live_daemon = NULL;
+    testd_live = NULL;
     assert_int_equal(testd_stop(&d), 0);
-}
-
-/* Teardown: stops the daemon a failed test_real_daemon left running. */
-static int
-stop_live_daemon(void **state)
-{
-    (void)state;
-    if (live_daemon != NULL)
-        testd_stop(live_daemon);
-    live_daemon = NULL;
-    return 0;
 }
 
 /* ---- without a daemon ------------------------------------------------------------------ */
@@ -920,7 +905,7 @@ main(void)
         cmocka_unit_test(test_compile_rejected_early),
         cmocka_unit_test(test_progress_gaps_and_notice),
         cmocka_unit_test(test_bad_run_reply),
-        cmocka_unit_test_teardown(test_real_daemon, stop_live_daemon),
+        cmocka_unit_test_teardown(test_real_daemon, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("client_model", tests, NULL, NULL);

@@ -576,8 +576,6 @@ test_defaults_and_arguments(void **state)
 #define RK 4 /* features */
 #define RN 3 /* classes */
 
-static struct testd *live_daemon;
-
 /* A linear classifier with its loss: logits = Gemm(x [RB, RK], W [RN, RK], b, transB),
  * loss = SoftmaxCrossEntropyLoss(logits, y [RB], mean). *out caller-owned. */
 static void
@@ -664,7 +662,7 @@ test_real_daemon(void **state)
         print_message("  no ipuofd to test against (IPUOFD_BIN); skipped\n");
         skip();
     }
-    live_daemon = &d;
+    testd_live = &d;
     for (int i = 0; i < 2 * RB; i++) {
         y[i] = i % RN;
         for (int k = 0; k < RK; k++)
@@ -743,19 +741,8 @@ test_real_daemon(void **state)
     ipuof_client_free(c);
     free(buf);
     free(onnx);
-    live_daemon = NULL;
+    testd_live = NULL;
     assert_int_equal(testd_stop(&d), 0);
-}
-
-/* Teardown: stops the daemon a failed test_real_daemon left running. */
-static int
-stop_live_daemon(void **state)
-{
-    (void)state;
-    if (live_daemon != NULL)
-        testd_stop(live_daemon);
-    live_daemon = NULL;
-    return 0;
 }
 
 int
@@ -764,7 +751,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_arguments),
         cmocka_unit_test(test_training_api),
-        cmocka_unit_test_teardown(test_real_daemon, stop_live_daemon),
+        cmocka_unit_test_teardown(test_real_daemon, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);

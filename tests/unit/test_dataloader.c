@@ -1123,8 +1123,6 @@ test_idx_fashion_mnist(void **state)
 #define RUN_B 2
 #define RUN_D 3
 
-static struct testd *live_daemon;
-
 /* "out" = x * 1 + 0.5 with x [RUN_B, 2, 3]: ONNX bytes (caller frees). */
 static void
 plus_half_model(void **out, size_t *len)
@@ -1170,7 +1168,7 @@ test_batches_run_on_daemon(void **state)
         print_message("  no ipuofd to test against (IPUOFD_BIN); skipped\n");
         skip();
     }
-    live_daemon = &d;
+    testd_live = &d;
     plus_half_model(&onnx, &len);
     c = ipuof_client_new();
     assert_non_null(c);
@@ -1205,18 +1203,8 @@ test_batches_run_on_daemon(void **state)
     ipuof_model_free(m);
     ipuof_client_free(c);
     free(onnx);
-    live_daemon = NULL;
+    testd_live = NULL;
     assert_int_equal(testd_stop(&d), 0);
-}
-
-static int
-stop_live_daemon(void **state)
-{
-    (void)state;
-    if (live_daemon != NULL)
-        testd_stop(live_daemon);
-    live_daemon = NULL;
-    return 0;
 }
 
 int
@@ -1236,7 +1224,7 @@ main(void)
         cmocka_unit_test(test_idx_read),
         cmocka_unit_test(test_idx_errors),
         cmocka_unit_test(test_idx_fashion_mnist),
-        cmocka_unit_test_teardown(test_batches_run_on_daemon, stop_live_daemon),
+        cmocka_unit_test_teardown(test_batches_run_on_daemon, testd_stop_live),
     };
 
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

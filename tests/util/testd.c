@@ -132,6 +132,18 @@ testd_signal_wait(struct testd *d, int sig, int timeout_ms)
     return -1;
 }
 
+struct testd *testd_live;
+
+int
+testd_stop_live(void **state)
+{
+    (void)state;
+    if (testd_live != NULL)
+        testd_stop(testd_live);
+    testd_live = NULL;
+    return 0;
+}
+
 int
 testd_stop(struct testd *d)
 {

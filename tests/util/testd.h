@@ -42,6 +42,15 @@ int testd_signal_wait(struct testd *d, int sig, int timeout_ms);
 /* SIGTERM + wait; then removes the directory. Returns the exit status as above. */
 int testd_stop(struct testd *d);
 
+/*
+ * The daemon a test started, from testd_start() until it stops it itself, or NULL: a test
+ * that an assertion may cut short sets it, and its teardown testd_stop_live() stops it.
+ */
+extern struct testd *testd_live;
+
+/* A cmocka teardown (state unused): stops testd_live when it is set and clears it. 0. */
+int testd_stop_live(void **state);
+
 /* True when the daemon's log contains needle. */
 int testd_log_contains(const struct testd *d, const char *needle);
 
