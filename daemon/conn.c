@@ -86,8 +86,9 @@ set_read_watermark(struct conn *c)
     struct ipuof_frame_limits lim;
 
     frame_limits(c, &lim);
-    /* A header must fit whole; payloads stream through in pieces of up to 4 MiB. */
-    bufferevent_setwatermark(c->bev, EV_READ, IPUOF_FRAME_HEAD_LEN,
+    /* A header must fit whole; payloads stream through in pieces of up to 4 MiB. While a
+     * payload arrives every byte counts: its last few may be fewer than a frame head. */
+    bufferevent_setwatermark(c->bev, EV_READ, c->payload_left > 0 ? 1 : IPUOF_FRAME_HEAD_LEN,
                              IPUOF_FRAME_HEAD_LEN + (size_t)lim.max_header + (4u << 20));
 }
 

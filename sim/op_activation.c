@@ -28,8 +28,14 @@ fwd_relu(const struct sim_kern *k, struct sim_err *err)
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
 
+    int64_t n = k->in[0].numel, i = 0;
+
     (void)err;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
+    /* Blocks of a fixed length, which the compiler vectorises at -O2. */
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            y[i + j] = x[i + j] > 0.0f ? x[i + j] : 0.0f;
+    for (; i < n; i++)
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     return 0;
 }
