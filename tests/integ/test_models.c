@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -532,6 +533,61 @@ test_vanishing_clients(void **state)
     memset(&d, 0, sizeof d);
 }
 
+/* A run whose last payload bytes (fewer than a frame head) arrive late is still answered. */
+static void
+test_payload_tail_arrives_late(void **state)
+{
+    struct compile_args a = {.D = 1, .R = 1, .name = "relu"};
+    struct sim_host_tensor x = {0};
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__RunRequest rq = IPUOF__RUN_REQUEST__INIT;
+    Ipuof__TensorInfo ti = IPUOF__TENSOR_INFO__INIT, *tip = &ti;
+    int64_t dims[3];
+    void *out;
+    size_t out_len;
+    int fd;
+
+    (void)state;
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    load_pb(NODE "test_relu/test_data_set_0/input_0.pb", &x);
+    fd = session(1);
+    r = compile_file(fd, NODE "test_relu/model.onnx", &a, NULL);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_COMPILE_REPLY);
+    rq.model_id = r->compile_reply->model_id;
+    ipuof_frame_header_free(r);
+    for (int i = 0; i < 3; i++)
+        dims[i] = x.dims[i];
+    ti.name = (char *)"x";
+    ti.dtype = IPUOF__DTYPE__DTYPE_FLOAT;
+    ti.n_dims = 3;
+    ti.dims = dims;
+    ti.bytes = x.bytes;
+    rq.n_inputs = 1;
+    rq.inputs = &tip;
+    h.request_id = next_id++;
+    h.body_case = IPUOF__HEADER__BODY_RUN;
+    h.run = &rq;
+    {
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(ipuof_frame_pack(&h, (uint32_t)x.bytes, &buf, &len), IPUOF_OK);
+        assert_int_equal(send(fd, buf, len, 0), (ssize_t)len);
+        free(buf);
+    }
+    assert_int_equal(send(fd, x.data, x.bytes - 8, 0), (ssize_t)(x.bytes - 8));
+    usleep(200000);
+    assert_int_equal(send(fd, (uint8_t *)x.data + x.bytes - 8, 8, 0), 8);
+    r = raw_recv_payload(fd, 5000, &out, &out_len);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_RUN_REPLY);
+    ipuof_frame_header_free(r);
+    free(out);
+    close(fd);
+    sim_host_tensor_fini(&x);
+    assert_int_equal(testd_stop(&d), 0);
+    memset(&d, 0, sizeof d);
+}
+
 /* A model that takes seconds per call: a chain of 512x512 MatMuls on a [256, 512] input. */
 static void *
 slow_model(size_t *len)
@@ -659,6 +715,7 @@ main(void)
         cmocka_unit_test_teardown(test_bad_models_and_options, teardown),
         cmocka_unit_test_teardown(test_vanishing_clients, teardown),
         cmocka_unit_test_teardown(test_long_run_status_and_reset, teardown),
+        cmocka_unit_test_teardown(test_payload_tail_arrives_late, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests_name("models", tests, NULL, NULL);
