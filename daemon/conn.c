@@ -14,6 +14,7 @@
 #include "conn.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -332,6 +333,38 @@ conn_job_end(struct conn *c)
         event_active(c->resume, 0, 0);
 }
 
+/*
+ * Receives payload bytes from the socket into the current sink segment without passing
+ * through libevent's buffer. Returns the bytes received, 0 when none are waiting, or -1
+ * when the connection ended (it is then being closed).
+ */
+static ssize_t
+recv_direct(struct conn *c)
+{
+    size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
+    ssize_t n;
+
+    if (room > c->payload_left)
+        room = (size_t)c->payload_left;
+    do {
+        n = recv(bufferevent_getfd(c->bev), c->sink.seg[c->sink_idx] + c->sink_off, room,
+                 MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (n <= 0) {
+        conn_kill(c, n == 0 ? "peer closed during a payload" : "socket error during a payload");
+        return -1;
+    }
+    c->sink_off += (size_t)n;
+    c->payload_left -= (uint64_t)n;
+    if (c->sink_off == c->sink.seg_len[c->sink_idx]) {
+        c->sink_idx++;
+        c->sink_off = 0;
+    }
+    return n;
+}
+
 /* Moves available payload bytes to the sink (or discards them); runs done() at the end. */
 static void
 read_payload(struct conn *c)
@@ -342,8 +375,12 @@ read_payload(struct conn *c)
         size_t avail = evbuffer_get_length(in);
         size_t n;
 
-        if (avail == 0)
-            return;
+        if (avail == 0) {
+            /* What libevent has not read yet goes from the socket straight to the sink. */
+            if (c->sink_idx >= c->sink.nseg || recv_direct(c) <= 0)
+                return;
+            continue;
+        }
         if (c->sink_idx < c->sink.nseg) {
             size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
             n = avail < room ? avail : room;
