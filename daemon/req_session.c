@@ -71,6 +71,9 @@ req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         c->admin = 1;
     }
     snprintf(c->name, sizeof c->name, "%s", hi->client_name[0] ? hi->client_name : "client");
+    for (char *p = c->name; *p; p++) /* shown in logs and ipuctl: printable only */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     c->pid = hi->pid;
     c->hello_done = 1;
     evtimer_del(c->handshake_timer);
@@ -142,6 +145,15 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         "process_id %u is out of range for %u processes (0..%u)", a->process_id,
                         a->num_processes, a->num_processes - 1);
         return;
+    }
+    for (const char *ch = a->partition_name; *ch; ch++) {
+        if (!((*ch >= 'a' && *ch <= 'z') || (*ch >= 'A' && *ch <= 'Z') ||
+              (*ch >= '0' && *ch <= '9') || *ch == '-' || *ch == '_' || *ch == '.')) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                            "partition name has the character 0x%02x; use letters, digits, "
+                            "'-', '_' and '.'", (unsigned char)*ch);
+            return;
+        }
     }
     if (a->auto_round)
         count = dev_round_pow2(count);

@@ -126,6 +126,11 @@ test_two_clients_see_each_other(void **state)
 
     assert_int_equal(ipuof_detach(a), IPUOF_OK);
     assert_int_equal(ipuof_detach(a), IPUOF_E_NOT_ATTACHED);
+    {
+        struct ipuof_attach_opts bad = {.num_ipus = 1, .partition_name = "two words"};
+        assert_int_equal(ipuof_attach(a, &bad, NULL, 0, NULL), IPUOF_E_INVAL);
+        assert_non_null(strstr(ipuof_client_errmsg(a), "letters, digits"));
+    }
     ipuof_client_free(a);
     ipuof_client_free(b);
     stop_ok(&d);
