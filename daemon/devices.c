@@ -149,14 +149,8 @@ dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, si
 }
 
 int
-dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
-           const struct dev_holder *holder, void *owner, struct dev_partition **out, char *err,
-           size_t errlen)
+dev_check_count(const struct dev_inventory *inv, unsigned count, char *err, size_t errlen)
 {
-    struct dev_partition *p;
-    int first;
-
-    *out = NULL;
     if (!dev_is_pow2(count)) {
         seterr(err, errlen,
                "cannot attach %u IPUs: partitions are a power of two IPUs (1, 2, 4, ...); "
@@ -167,6 +161,28 @@ dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
         seterr(err, errlen, "cannot attach %u IPUs: this daemon has %u IPUs", count, inv->n);
         return IPUOF_E_INVAL;
     }
+    return IPUOF_OK;
+}
+
+unsigned
+dev_partition_ids(const struct dev_partition *p, uint32_t *ids)
+{
+    for (unsigned i = 0; i < p->count; i++)
+        ids[i] = p->first + i;
+    return p->count;
+}
+
+int
+dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
+           const struct dev_holder *holder, void *owner, struct dev_partition **out, char *err,
+           size_t errlen)
+{
+    struct dev_partition *p;
+    int first;
+
+    *out = NULL;
+    if (dev_check_count(inv, count, err, errlen) != IPUOF_OK)
+        return IPUOF_E_INVAL;
     if (name != NULL && strlen(name) >= DEV_NAME_MAX) {
         seterr(err, errlen, "partition name is %zu bytes long; at most %d are allowed",
                strlen(name), DEV_NAME_MAX - 1);

@@ -70,6 +70,13 @@ int dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
                const struct dev_holder *holder, void *owner, struct dev_partition **out,
                char *err, size_t errlen);
 
+/* IPUOF_OK when count IPUs can ever be attached (a power of two, at most inv->n);
+ * IPUOF_E_INVAL with a sentence saying what to ask for instead. */
+int dev_check_count(const struct dev_inventory *inv, unsigned count, char *err, size_t errlen);
+
+/* Writes the partition's IPU ids to ids (room for p->count) and returns their count. */
+unsigned dev_partition_ids(const struct dev_partition *p, uint32_t *ids);
+
 /* Writes why count IPUs cannot be attached: "N of M IPUs are free (a, b); IPUs x-y held by
  * NAME (pid P, PEER) in partition 'Q'; ...". */
 void dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, size_t errlen);

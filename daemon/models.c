@@ -269,3 +269,23 @@ models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t 
         ti->mode = mode;
     }
 }
+
+void
+models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o)
+{
+    if (w == NULL || w->kind == IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT) {
+        sim_optimizer_init(o, SIM_OPT_SGD);
+        o->lr = 0.01f;
+        return;
+    }
+    memset(o, 0, sizeof *o);
+    o->kind = (int)w->kind; /* SGD 1, ADAM 2, ADAMW 3 on both sides */
+    o->lr = w->lr;
+    o->weight_decay = w->weight_decay;
+    o->momentum = w->momentum;
+    o->dampening = w->dampening;
+    o->nesterov = w->nesterov;
+    o->beta1 = w->beta1;
+    o->beta2 = w->beta2;
+    o->eps = w->eps;
+}

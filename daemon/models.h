@@ -104,6 +104,9 @@ void models_drop_upload(struct conn *c);
 /* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
 void models_update_loaded(struct srv *s, struct conn *c);
 
+/* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01. */
+void models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o);
+
 /* Microseconds on a monotonic clock. */
 uint64_t models_now_us(void);
 

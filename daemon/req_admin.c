@@ -13,7 +13,6 @@
 void
 req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    (void)payload_len;
     struct srv *s = c->srv;
     struct dev_inventory *inv = s->inv;
     Ipuof__Header r = IPUOF__HEADER__INIT;
@@ -22,6 +21,7 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     Ipuof__IpuInfo *infop[CFG_MAX_IPUS];
     Ipuof__Holder holders[CFG_MAX_IPUS];
 
+    (void)payload_len;
     (void)h;
     for (unsigned i = 0; i < inv->n; i++) {
         const struct dev_ipu *d = &inv->ipus[i];
@@ -64,10 +64,10 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
 void
 req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    (void)payload_len;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__HealthReply hr = IPUOF__HEALTH_REPLY__INIT;
 
+    (void)payload_len;
     (void)h;
     hr.live = 1;
     hr.ready = !c->srv->stopping && c->srv->inv != NULL;
@@ -122,7 +122,6 @@ select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsi
 void
 req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    (void)payload_len;
     const Ipuof__ResetRequest *rq = h->reset;
     struct srv *s = c->srv;
     struct dev_inventory *inv = s->inv;
@@ -134,6 +133,7 @@ req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
     size_t used = 0;
     unsigned n = 0;
 
+    (void)payload_len;
     if (select_ipus(c, req_id, rq, sel) < 0)
         return;
     /* A held IPU resets its whole partition: the partition cannot run with a hole in it. */

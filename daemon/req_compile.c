@@ -515,26 +515,6 @@ options_key(const struct compile_job *cj)
     return key;
 }
 
-/* Maps the wire optimizer to sim's (kind 0: PopTorch's default, SGD with lr 0.01). */
-static void
-map_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o)
-{
-    if (w == NULL || w->kind == IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT) {
-        sim_optimizer_init(o, SIM_OPT_SGD);
-        o->lr = 0.01f;
-        return;
-    }
-    o->kind = (int)w->kind; /* SGD 1, ADAM 2, ADAMW 3 on both sides */
-    o->lr = w->lr;
-    o->weight_decay = w->weight_decay;
-    o->momentum = w->momentum;
-    o->dampening = w->dampening;
-    o->nesterov = w->nesterov;
-    o->beta1 = w->beta1;
-    o->beta2 = w->beta2;
-    o->eps = w->eps;
-}
-
 /* Copies the training options of rq into cj. 0, or -1 with an error sent. */
 static int
 training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
@@ -546,7 +526,7 @@ training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
     if (cj->loss == NULL)
         goto oom;
     cj->opts.loss = cj->loss;
-    map_optimizer(rq->optimizer, &cj->opts.optimizer);
+    models_optimizer(rq->optimizer, &cj->opts.optimizer);
     cj->opts.gradient_accumulation = rq->gradient_accumulation;
     cj->opts.accumulation_reduction = rq->accumulation_reduction == IPUOF__REDUCTION_TYPE__REDUCTION_SUM
                                           ? SIM_REDUCE_SUM : SIM_REDUCE_MEAN;

@@ -29,12 +29,12 @@ token_equal(const char *a, const char *b)
 void
 req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    (void)payload_len;
     const Ipuof__Hello *hi = h->hello;
     const struct cfg *cfg = &c->srv->cfg;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__HelloReply hr = IPUOF__HELLO_REPLY__INIT;
 
+    (void)payload_len;
     if (c->hello_done) {
         conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
                         "hello sent twice on one connection; it is the first request only");
@@ -102,10 +102,8 @@ reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, u
     Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
     uint32_t ids[CFG_MAX_IPUS];
 
-    for (unsigned i = 0; i < p->count; i++)
-        ids[i] = p->first + i;
     ar.partition_name = (char *)p->name;
-    ar.n_ipu_ids = p->count;
+    ar.n_ipu_ids = dev_partition_ids(p, ids);
     ar.ipu_ids = ids;
     ar.waited_ms = waited_ms;
     r.request_id = req_id;
@@ -119,7 +117,6 @@ reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, u
 void
 req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    (void)payload_len;
     const Ipuof__AttachRequest *a = h->attach;
     struct srv *s = c->srv;
     struct dev_holder holder;
@@ -128,6 +125,7 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     char err[1024];
     int rc;
 
+    (void)payload_len;
     if (c->part != NULL || c->waiter != NULL) {
         conn_send_error(c, req_id, IPUOF_E_ALREADY_ATTACHED, 0, 0, "device",
                         "this connection %s partition '%s'; detach first",
@@ -157,9 +155,8 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     }
     if (a->auto_round)
         count = dev_round_pow2(count);
-    if (count > s->inv->n || !dev_is_pow2(count)) {
-        rc = dev_attach(s->inv, count, a->partition_name, NULL, NULL, &p, err, sizeof err);
-        conn_send_error(c, req_id, rc, 0, 0, "device", "%s", err);
+    if (dev_check_count(s->inv, count, err, sizeof err) != IPUOF_OK) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device", "%s", err);
         return;
     }
     conn_holder(c, &holder);
@@ -193,21 +190,19 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
 void
 req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    (void)payload_len;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
     uint32_t ids[CFG_MAX_IPUS];
     struct dev_partition *p = c->part;
 
+    (void)payload_len;
     (void)h;
     if (p == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
                         "this connection holds no partition; attach first");
         return;
     }
-    for (unsigned i = 0; i < p->count; i++)
-        ids[i] = p->first + i;
-    dr.n_ipu_ids = p->count;
+    dr.n_ipu_ids = dev_partition_ids(p, ids);
     dr.ipu_ids = ids;
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
@@ -236,8 +231,7 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (unsigned i = 0; i < p->count; i++)
-        ids[i] = p->first + i;
+    n.n_ipu_ids = dev_partition_ids(p, ids);
     e.code = (uint32_t)code;
     e.component = (char *)"device";
     e.message = msg;
@@ -245,7 +239,6 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
                                           : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
     n.error = &e;
-    n.n_ipu_ids = p->count;
     n.ipu_ids = ids;
     r.request_id = 0;
     r.body_case = IPUOF__HEADER__BODY_NOTICE;

@@ -33,15 +33,23 @@ find(struct conn *c, uint64_t req_id, uint32_t id)
     return m;
 }
 
+/* Sends an empty reply of kind body (set_optimizer, write_weights, copy_weights). */
 static void
-reply_empty(struct conn *c, uint64_t req_id, Ipuof__Header__BodyCase body, void *msg)
+reply_empty(struct conn *c, uint64_t req_id, Ipuof__Header__BodyCase body)
 {
     Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__SetOptimizerReply so = IPUOF__SET_OPTIMIZER_REPLY__INIT;
+    Ipuof__WriteWeightsReply ww = IPUOF__WRITE_WEIGHTS_REPLY__INIT;
+    Ipuof__CopyWeightsReply cw = IPUOF__COPY_WEIGHTS_REPLY__INIT;
 
     r.request_id = req_id;
     r.body_case = body;
-    /* Every empty reply message is a bare ProtobufCMessage at the same place in the oneof. */
-    r.set_optimizer_reply = msg;
+    if (body == IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY)
+        r.set_optimizer_reply = &so;
+    else if (body == IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY)
+        r.write_weights_reply = &ww;
+    else
+        r.copy_weights_reply = &cw;
     conn_send(c, &r, NULL, 0);
 }
 
@@ -49,7 +57,6 @@ void
 req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     const Ipuof__SetOptimizerRequest *rq = h->set_optimizer;
-    Ipuof__SetOptimizerReply rep = IPUOF__SET_OPTIMIZER_REPLY__INIT;
     const Ipuof__Optimizer *w = rq->optimizer;
     struct model *m = find(c, req_id, rq->model_id);
     struct sim_optimizer o;
@@ -64,23 +71,14 @@ req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         "set_optimizer carries no optimizer");
         return;
     }
-    memset(&o, 0, sizeof o);
-    o.kind = (int)w->kind;
-    o.lr = w->lr;
-    o.weight_decay = w->weight_decay;
-    o.momentum = w->momentum;
-    o.dampening = w->dampening;
-    o.nesterov = w->nesterov;
-    o.beta1 = w->beta1;
-    o.beta2 = w->beta2;
-    o.eps = w->eps;
+    models_optimizer(w, &o);
     rc = sim_exe_set_optimizer(m->entry->exe, &o, &err);
     if (rc != IPUOF_OK) {
         conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
         return;
     }
     log_debug("client %u: model %u optimizer set (lr %g)", c->id, m->id, (double)o.lr);
-    reply_empty(c, req_id, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY, &rep);
+    reply_empty(c, req_id, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY);
 }
 
 static void
@@ -201,7 +199,6 @@ static void
 on_weights_payload(struct conn *c, void *arg)
 {
     struct weight_write *ww = arg;
-    Ipuof__WriteWeightsReply rep = IPUOF__WRITE_WEIGHTS_REPLY__INIT;
     struct model *m = models_find(c, ww->model_id);
 
     if (m == NULL) {
@@ -219,7 +216,7 @@ on_weights_payload(struct conn *c, void *arg)
             goto out;
         }
     }
-    reply_empty(c, ww->req_id, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY, &rep);
+    reply_empty(c, ww->req_id, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY);
 out:
     weight_write_free(ww);
 }
@@ -302,7 +299,6 @@ void
 req_copy_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     const Ipuof__CopyWeightsRequest *rq = h->copy_weights;
-    Ipuof__CopyWeightsReply rep = IPUOF__COPY_WEIGHTS_REPLY__INIT;
     struct model *dst = find(c, req_id, rq->dst_model_id), *src;
     struct sim_err err;
     int rc;
@@ -318,7 +314,7 @@ req_copy_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32
         conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
         return;
     }
-    reply_empty(c, req_id, IPUOF__HEADER__BODY_COPY_WEIGHTS_REPLY, &rep);
+    reply_empty(c, req_id, IPUOF__HEADER__BODY_COPY_WEIGHTS_REPLY);
 }
 
 void

@@ -43,26 +43,9 @@ teardown(void **state)
 static int
 session(unsigned n)
 {
-    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
-    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
-    int fd = raw_connect(d.port), eof;
+    int fd = raw_session(d.port, n);
 
     assert_true(fd >= 0);
-    assert_int_equal(raw_hello(fd, IPUOF_PROTOCOL_VERSION), 0);
-    r = raw_recv(fd, 5000, &eof);
-    assert_non_null(r);
-    ipuof_frame_header_free(r);
-    if (n == 0)
-        return fd;
-    a.num_ipus = n;
-    h.request_id = next_id++;
-    h.body_case = IPUOF__HEADER__BODY_ATTACH;
-    h.attach = &a;
-    assert_int_equal(raw_send(fd, &h), 0);
-    r = raw_recv(fd, 5000, &eof);
-    assert_non_null(r);
-    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ATTACH_REPLY);
-    ipuof_frame_header_free(r);
     return fd;
 }
 

@@ -94,22 +94,9 @@ make_batch(unsigned seed, int n, float *x, int64_t *y)
 static int
 session(void)
 {
-    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
-    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
-    int fd = raw_connect(d.port), eof;
+    int fd = raw_session(d.port, 1);
 
     assert_true(fd >= 0);
-    assert_int_equal(raw_hello(fd, IPUOF_PROTOCOL_VERSION), 0);
-    r = raw_recv(fd, 5000, &eof);
-    ipuof_frame_header_free(r);
-    a.num_ipus = 1;
-    h.request_id = next_id++;
-    h.body_case = IPUOF__HEADER__BODY_ATTACH;
-    h.attach = &a;
-    assert_int_equal(raw_send(fd, &h), 0);
-    r = raw_recv(fd, 5000, &eof);
-    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ATTACH_REPLY);
-    ipuof_frame_header_free(r);
     return fd;
 }
 

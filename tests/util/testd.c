@@ -365,3 +365,31 @@ raw_wait_closed(int fd, int timeout_ms)
             return 1;
     }
 }
+
+int
+raw_session(int port, unsigned nipus)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
+    int fd = raw_connect(port), ok, eof;
+
+    if (fd < 0)
+        return -1;
+    r = raw_hello(fd, IPUOF_PROTOCOL_VERSION) == 0 ? raw_recv(fd, 5000, &eof) : NULL;
+    ok = r != NULL && r->body_case == IPUOF__HEADER__BODY_HELLO_REPLY;
+    ipuof_frame_header_free(r);
+    if (ok && nipus > 0) {
+        a.num_ipus = nipus;
+        h.request_id = 2;
+        h.body_case = IPUOF__HEADER__BODY_ATTACH;
+        h.attach = &a;
+        r = raw_send(fd, &h) == 0 ? raw_recv(fd, 5000, &eof) : NULL;
+        ok = r != NULL && r->body_case == IPUOF__HEADER__BODY_ATTACH_REPLY;
+        ipuof_frame_header_free(r);
+    }
+    if (!ok) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}

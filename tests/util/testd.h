@@ -62,6 +62,12 @@ int raw_connect(int port);
 /* Sends a frame with h (and no payload). 0 or -1. */
 int raw_send(int fd, const Ipuof__Header *h);
 
+/*
+ * A raw connection to 127.0.0.1:port that said hello and, when nipus > 0, attached that
+ * many IPUs (request id 2). Returns the socket, or -1 when any step failed.
+ */
+int raw_session(int port, unsigned nipus);
+
 /* Sends a frame with h and len payload bytes. 0 or -1. */
 int raw_send_payload(int fd, const Ipuof__Header *h, const void *payload, size_t len);
 
