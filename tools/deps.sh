@@ -1,15 +1,34 @@
 #!/bin/sh
 # Installs the Debian packages ipuofd needs to build, test and run its demo, when missing.
-#   sh tools/deps.sh          build + test + demo packages
-#   sh tools/deps.sh bench    also the benchmark references (python3-torch, python3-onnx)
+#   sh tools/deps.sh          build + test + demo packages (the PyTorch parity tests included)
+#   sh tools/deps.sh bench    the same (the benchmark references are test dependencies too)
 #   sh tools/deps.sh fuzz     also clang and its fuzzer runtime
+# One package per line, each with what needs it.
 set -eu
 
-pkgs="gcc libc6-dev make pkgconf protobuf-c-compiler libprotobuf-c-dev libevent-dev \
-libcmocka-dev libinih-dev zlib1g-dev libopenblas-dev libonnx-dev libonnx-testdata dataset-fashion-mnist \
-systemd man-db groff-base python3"
+pkgs="
+gcc libc6-dev make pkgconf
+protobuf-c-compiler libprotobuf-c-dev
+libevent-dev
+libcmocka-dev
+libinih-dev
+zlib1g-dev
+libopenblas-dev
+libonnx-dev
+libonnx-testdata
+dataset-fashion-mnist
+systemd
+man-db groff-base
+python3
+python3-numpy
+python3-onnx
+python3-torch
+python3-torchvision
+python3-cffi
+python3-pytest
+openmpi-bin
+"
 case "${1:-}" in
-bench) pkgs="$pkgs python3-torch python3-onnx python3-numpy" ;;
 fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
 esac
 
