@@ -79,11 +79,16 @@ struct model {
     int busy;                    /* run input arriving or a run in flight */
     struct req_job *job;         /* the run in flight, or NULL */
     int cancel_code;             /* non-zero: the partition went away during the run */
+    unsigned nproc;              /* processes of the job sharing it (jobs.c); 0 or 1: none */
+    uint64_t freed_by;           /* a job's model: bit p set once process p freed it */
     struct model *next;
 };
 
 /* Counts m's memory on its IPUs. */
 void model_place(struct srv *s, struct model *m);
+
+/* Uncounts m's memory on its IPUs (when counted). */
+void model_unplace(struct srv *s, struct model *m);
 
 /* Uncounts and frees m, returning its executable to the cache. NULL is a no-op. */
 void model_free(struct srv *s, struct model *m);

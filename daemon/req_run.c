@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "ipuof/client.h"
+#include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -154,6 +155,10 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
                         "no model %u on this connection; compile one first", rq->model_id);
         return;
     }
+    if (m->nproc > 1) { /* this process's slice of a job's run */
+        djob_run(c, req_id, rq, payload_len, m);
+        return;
+    }
     exe = m->entry->exe;
     n_in = sim_exe_input_count(exe);
     if (rq->n_inputs != n_in || n_in > CONN_MAX_SEGS) {
@@ -233,6 +238,13 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
             *pp = m->next;
             break;
         }
+    }
+    if (m == NULL && c->djob != NULL && djob_free_model(c, h->free_model->model_id) == 0) {
+        r.request_id = req_id;
+        r.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
+        r.free_model_reply = &fr;
+        conn_send(c, &r, NULL, 0);
+        return;
     }
     if (m == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",

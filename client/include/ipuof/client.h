@@ -156,10 +156,14 @@ IPUOF_API int ipuof_client_is_admin(const ipuof_client *c);
 /* ---- devices ------------------------------------------------------------------------ */
 
 struct ipuof_attach_opts {
-    unsigned num_ipus;          /* a power of two unless auto_round */
-    const char *partition_name; /* NULL or "": the daemon names it */
+    unsigned num_ipus;          /* a power of two unless auto_round; in a job of several
+                                 * processes, the whole partition (the same in each) */
+    const char *partition_name; /* NULL or "": the daemon names it; in a job of several
+                                 * processes: IPUOF_PARTITION, else one made from the
+                                 * launcher's job id, else "ipuof-job" */
     unsigned process_id;        /* distributed use: this process's index */
-    unsigned num_processes;     /* 0 or 1: not distributed */
+    unsigned num_processes;     /* 0: from the environment (ipuof_process_env); 1: not
+                                 * distributed */
     int wait;                   /* 0: fail at once when too few are free; 1: queue */
     unsigned wait_timeout_ms;   /* with wait: give up after this long (0: for ever) */
     int auto_round;             /* round num_ipus up to a power of two */
@@ -175,6 +179,18 @@ struct ipuof_attach_opts {
  */
 IPUOF_API int ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts,
                            unsigned *ipu_ids, size_t max_ids, size_t *n_ids);
+
+/*
+ * Which process of a job this is, from the environment: IPUOF_PROCESS_ID and
+ * IPUOF_NUM_PROCESSES, else Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (so
+ * `mpirun -np 2 app` works unchanged), else PopRun's POPDIST_REPLICA_INDEX_OFFSET /
+ * POPDIST_NUM_LOCAL_REPLICAS and POPDIST_NUM_TOTAL_REPLICAS / POPDIST_NUM_LOCAL_REPLICAS.
+ * None set: 0 of 1. Either out-pointer may be NULL. IPUOF_E_INVAL when a variable is not a
+ * number, only one of a pair is set, or the id is out of range; err (may be NULL) then says
+ * which.
+ */
+IPUOF_API int ipuof_process_env(unsigned *process_id, unsigned *num_processes, char *err,
+                                size_t errlen);
 
 /* Name of the attached partition, or NULL when not attached (also once the daemon has
  * said the partition was reset or is shutting down). Borrowed. */

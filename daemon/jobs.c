@@ -1,0 +1,824 @@
+/*
+ * jobs.c — jobs of several host processes sharing one partition (see jobs.h): gathering
+ * the processes' attaches and compiles, receiving each process's slice of a run straight
+ * into its replicas' rows, running once, answering each process with its own replicas'
+ * outputs, and ending the job cleanly when a process leaves.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "dispatch.h"
+#include "ipuof/client.h"
+#include "jobs.h"
+#include "log.h"
+#include "models.h"
+#include "server.h"
+
+struct djob;
+
+/* One process of a job: its connection and what it is waiting for. */
+struct djob_proc {
+    struct djob *job;
+    unsigned id;                 /* its process id */
+    struct conn *conn;           /* NULL before it attaches and after it left */
+    uint32_t pid;                /* for messages once the connection is gone */
+    char peer[64];
+    uint64_t attach_req;         /* attach held until every process came, or 0 */
+    struct compile_job *cj;      /* compile held until every process sent one, or NULL */
+    uint64_t compile_req;        /* compile waiting for its reply, or 0 */
+    int compile_submitter;       /* its connection has the job's compile in flight */
+    uint64_t run_req;            /* run whose slice arrived or is arriving, or 0 */
+    int run_arriving;            /* the slice's bytes are still being received */
+    size_t cur_in, cur_blk;      /* receive cursor: input, (d, a) block */
+};
+
+/* The run of a job's model on a worker. */
+struct djob_work {
+    struct job job;
+    struct djob *j;
+    struct model *m;
+    int rc;
+    struct sim_err err;
+    uint64_t us;
+};
+
+struct djob {
+    struct srv *srv;
+    char name[DEV_NAME_MAX];
+    unsigned nproc, count;       /* processes; IPUs of the partition */
+    unsigned nattached, ncompile, nrun;
+    int started;                 /* every process attached */
+    int dead;                    /* ended: freed once nothing is in flight */
+    struct dev_partition *part;
+    struct event *timer;         /* job_timeout for the phase now gathering */
+    struct model *models;        /* the job's executables, shared by its processes */
+    struct model *run_model;     /* the model whose slices are being gathered */
+    struct djob_work *inflight;  /* the run on a worker, or NULL */
+    int arriving;                /* processes whose slice is still arriving */
+    struct djob *next;
+    struct djob_proc proc[];     /* nproc */
+};
+
+static void job_end(struct djob *j, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Frees j when it has ended and nothing refers to it any more. */
+static void
+job_maybe_free(struct djob *j)
+{
+    if (!j->dead || j->inflight != NULL || j->arriving > 0)
+        return;
+    while (j->models != NULL) {
+        struct model *m = j->models;
+        j->models = m->next;
+        model_free(j->srv, m);
+    }
+    if (j->timer != NULL)
+        event_free(j->timer);
+    free(j);
+}
+
+/* The process ids (", "-separated) that have not done what the phase waits for. */
+static void
+missing(const struct djob *j, int phase, char *out, size_t len)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (unsigned p = 0; p < j->nproc && used + 16 < len; p++) {
+        const struct djob_proc *q = &j->proc[p];
+        int absent = phase == 0 ? q->conn == NULL
+                     : phase == 1 ? q->cj == NULL
+                                  : q->run_req == 0 || q->run_arriving;
+        if (absent)
+            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "", p);
+    }
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct djob *j = arg;
+    char who[256];
+    int phase = !j->started ? 0 : j->ncompile > 0 ? 1 : 2;
+
+    (void)fd;
+    (void)what;
+    missing(j, phase, who, sizeof who);
+    job_end(j, IPUOF_E_TIMEOUT,
+            "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
+            "start every process with the same partition name and process count, and let "
+            "each one make the same calls", j->name, j->srv->cfg.job_timeout,
+            strchr(who, ',') ? "es" : "", who, j->nproc,
+            phase == 0 ? "attach" : phase == 1 ? "send its compile" : "send its slice of the run");
+}
+
+static void
+arm_timer(struct djob *j)
+{
+    struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
+
+    evtimer_add(j->timer, &tv);
+}
+
+/* Sends a Notice that the partition is gone to c. */
+static void
+send_notice(struct conn *c, const struct djob *j, int code, const char *msg)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__Notice n = IPUOF__NOTICE__INIT;
+    Ipuof__Error e = IPUOF__ERROR__INIT;
+    uint32_t ids[CFG_MAX_IPUS];
+
+    n.n_ipu_ids = j->part ? dev_partition_ids(j->part, ids) : 0;
+    n.ipu_ids = ids;
+    e.code = (uint32_t)code;
+    e.component = (char *)"device";
+    e.message = (char *)msg;
+    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
+    e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
+                                          : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
+    n.error = &e;
+    r.body_case = IPUOF__HEADER__BODY_NOTICE;
+    r.notice = &n;
+    conn_send(c, &r, NULL, 0);
+}
+
+/*
+ * Ends the job: every process still there gets an error for what it waits for (and a
+ * Notice when it had its partition), the models and the partition are released, and the
+ * job is freed once its run in flight and arriving slices are done.
+ */
+static void
+job_end(struct djob *j, int code, const char *fmt, ...)
+{
+    struct srv *s = j->srv;
+    struct djob **pp;
+    char msg[768];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_info("job '%s': ended: %s", j->name, msg);
+    evtimer_del(j->timer);
+    for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    }
+    j->dead = 1;
+    if (j->inflight != NULL)
+        sim_exe_cancel(j->inflight->m->entry->exe);
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct djob_proc *q = &j->proc[p];
+        struct conn *c = q->conn;
+        int recovery = code == IPUOF_E_TIMEOUT || code == IPUOF_E_SHUTDOWN
+                           ? IPUOF_RECOVERY_RETRY : IPUOF_RECOVERY_REATTACH;
+
+        compile_job_discard(q->cj);
+        q->cj = NULL;
+        if (c == NULL)
+            continue;
+        conn_enter(c);
+        if (q->attach_req != 0) {
+            conn_send_error(c, q->attach_req, code, IPUOF_ERROR_RECOVERABLE, recovery,
+                            "device", "%s", msg);
+            conn_job_end(c);
+        } else {
+            send_notice(c, j, code, msg);
+        }
+        if (q->compile_req != 0) {
+            conn_send_error(c, q->compile_req, code, IPUOF_ERROR_RECOVERABLE, recovery,
+                            "device", "%s", msg);
+            if (!q->compile_submitter) /* the submitter's compile_done ends its wait */
+                conn_job_end(c);
+        }
+        if (q->run_req != 0 && !q->run_arriving) {
+            conn_send_error(c, q->run_req, code, IPUOF_ERROR_RECOVERABLE, recovery, "device",
+                            "%s", msg);
+            conn_job_end(c);
+        }
+        /* A slice still arriving is answered when its last byte is in (on_slice). */
+        c->djob = NULL;
+        c->part = NULL;
+        q->conn = q->run_arriving ? c : NULL;
+        conn_leave(c);
+    }
+    /* The IPUs go back to the pool now; the models themselves are freed with the job. */
+    for (struct model *m = j->models; m != NULL; m = m->next) {
+        model_unplace(s, m);
+        m->owner = NULL;
+    }
+    dev_release(s->inv, j->part);
+    j->part = NULL;
+    job_maybe_free(j);
+    srv_serve_waiters(s);
+}
+
+static struct djob *
+job_find(const struct srv *s, const char *name)
+{
+    for (struct djob *j = s->jobs; j != NULL; j = j->next)
+        if (strcmp(j->name, name) == 0)
+            return j;
+    return NULL;
+}
+
+/* A new job named name of nproc processes on count IPUs, holding a new partition; NULL
+ * with an error sent to c. */
+static struct djob *
+job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsigned count)
+{
+    struct srv *s = c->srv;
+    struct dev_holder holder;
+    struct djob *j = calloc(1, sizeof *j + nproc * sizeof j->proc[0]);
+    char err[1024];
+    int rc;
+
+    if (j == NULL || (j->timer = evtimer_new(s->base, on_timer, j)) == NULL) {
+        free(j);
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        return NULL;
+    }
+    conn_holder(c, &holder);
+    rc = dev_attach(s->inv, count, name, &holder, c, &j->part, err, sizeof err);
+    if (rc != IPUOF_OK) {
+        conn_send_error(c, req_id, rc, rc == IPUOF_E_BUSY ? IPUOF_ERROR_RECOVERABLE : 0,
+                        rc == IPUOF_E_BUSY ? IPUOF_RECOVERY_RETRY : 0, "device", "%s%s", err,
+                        rc == IPUOF_E_BUSY ? "; retry later" : "");
+        event_free(j->timer);
+        free(j);
+        return NULL;
+    }
+    j->srv = s;
+    snprintf(j->name, sizeof j->name, "%s", name);
+    j->nproc = nproc;
+    j->count = count;
+    for (unsigned p = 0; p < nproc; p++) {
+        j->proc[p].job = j;
+        j->proc[p].id = p;
+    }
+    j->next = s->jobs;
+    s->jobs = j;
+    arm_timer(j);
+    log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
+             j->part->first, j->part->first + count - 1);
+    return j;
+}
+
+void
+djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
+{
+    struct djob *j;
+    struct djob_proc *q;
+
+    if (a->partition_name[0] == '\0') {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process %u of %u attaches without a partition name; the processes "
+                        "of a job find each other by the name they all give", a->process_id,
+                        a->num_processes);
+        return;
+    }
+    if (a->num_processes > DJOB_MAX_PROCS) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "%u processes asked for; a job has at most %d", a->num_processes,
+                        DJOB_MAX_PROCS);
+        return;
+    }
+    j = job_find(c->srv, a->partition_name);
+    if (j == NULL) {
+        if (dev_find_partition(c->srv->inv, a->partition_name) != NULL) {
+            conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
+                            "partition '%s' is held by a single process, not by a job of %u "
+                            "processes; choose another name", a->partition_name,
+                            a->num_processes);
+            return;
+        }
+        j = job_new(c, req_id, a->partition_name, a->num_processes, count);
+        if (j == NULL)
+            return;
+    } else if (j->started) {
+        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
+                        "the job on partition '%s' already has all its %u processes",
+                        j->name, j->nproc);
+        return;
+    } else if (a->num_processes != j->nproc) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "num_processes differs: process %u says %u, the job on partition '%s' "
+                        "has %u; give every process the same count", a->process_id,
+                        a->num_processes, j->name, j->nproc);
+        return;
+    } else if (count != j->count) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "num_ipus differs: process %u asks for %u, the job on partition '%s' "
+                        "has %u; every process asks for the whole partition", a->process_id,
+                        count, j->name, j->count);
+        return;
+    } else if (j->proc[a->process_id].conn != NULL) {
+        const struct djob_proc *o = &j->proc[a->process_id];
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process id %u of the job on partition '%s' is already attached "
+                        "(pid %u, %s); give each process its own id 0..%u", a->process_id,
+                        j->name, o->pid, o->peer, j->nproc - 1);
+        return;
+    }
+    q = &j->proc[a->process_id];
+    q->conn = c;
+    q->pid = c->pid;
+    snprintf(q->peer, sizeof q->peer, "%s", c->peer);
+    q->attach_req = req_id;
+    c->djob = j;
+    c->djob_pid = q->id;
+    c->part = j->part;
+    conn_job_begin(c); /* its frames wait for the attach reply */
+    if (++j->nattached < j->nproc)
+        return;
+    j->started = 1;
+    evtimer_del(j->timer);
+    log_info("job '%s': all %u processes attached", j->name, j->nproc);
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct djob_proc *r = &j->proc[p];
+        uint64_t id = r->attach_req;
+        r->attach_req = 0;
+        conn_enter(r->conn);
+        reply_attached(r->conn, id, j->part, 0);
+        conn_job_end(r->conn);
+        conn_leave(r->conn); /* a kill here ends the job through djob_leave */
+        if (j->dead)
+            return;
+    }
+}
+
+/* Takes c out of its job (it is leaving) and ends the job for the others. */
+static void
+leave(struct conn *c, const char *how)
+{
+    struct djob *j = c->djob;
+    struct djob_proc *q = &j->proc[c->djob_pid];
+
+    q->conn = NULL;
+    compile_job_discard(q->cj);
+    q->cj = NULL;
+    if (q->run_arriving) { /* its sink's abort or done is called no more for the job */
+        q->run_arriving = 0;
+        j->arriving--;
+    }
+    q->run_req = q->compile_req = q->attach_req = 0;
+    c->djob = NULL;
+    c->part = NULL;
+    job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) %s; the "
+            "job has ended and its IPUs are free: start every process again", q->id, j->name,
+            q->pid, q->peer, how);
+}
+
+void
+djob_detach(struct conn *c, uint64_t req_id)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
+    uint32_t ids[CFG_MAX_IPUS];
+
+    dr.n_ipu_ids = dev_partition_ids(c->djob->part, ids);
+    dr.ipu_ids = ids;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
+    r.detach_reply = &dr;
+    leave(c, "detached");
+    conn_send(c, &r, NULL, 0);
+}
+
+void
+djob_leave(struct conn *c)
+{
+    leave(c, "disconnected");
+}
+
+void
+djob_revoke(struct conn *c, int code, const char *msg)
+{
+    job_end(c->djob, code, "%s", msg);
+}
+
+/* ---- compile ---------------------------------------------------------------------------- */
+
+/* Answers every process's held compile with the error code and msg. */
+static void
+compile_refuse(struct djob *j, int code, const char *msg)
+{
+    for (unsigned k = 0; k < j->nproc; k++) {
+        struct djob_proc *r = &j->proc[k];
+        uint64_t id = r->compile_req;
+        compile_job_discard(r->cj);
+        r->cj = NULL;
+        r->compile_req = 0;
+        conn_send_error(r->conn, id, code, 0, 0, "compiler", "%s", msg);
+        conn_job_end(r->conn);
+    }
+}
+
+void
+djob_compile_ready(struct conn *c, struct compile_job *cj)
+{
+    struct djob *j = c->djob;
+    struct djob_proc *q = &j->proc[c->djob_pid], *p0 = &j->proc[0];
+    char msg[768];
+    int rc;
+
+    if (q->cj != NULL || q->compile_req != 0) {
+        conn_send_error(c, compile_job_req_id(cj), IPUOF_E_STATE, 0, 0, "protocol",
+                        "process %u already has a compile waiting for the job's other "
+                        "processes", q->id);
+        compile_job_discard(cj);
+        return;
+    }
+    q->cj = cj;
+    q->compile_req = compile_job_req_id(cj);
+    conn_job_begin(c);
+    if (j->ncompile++ == 0)
+        arm_timer(j);
+    if (j->ncompile < j->nproc)
+        return;
+    evtimer_del(j->timer);
+    j->ncompile = 0;
+    for (unsigned p = 1; p < j->nproc; p++) {
+        if (compile_job_diff(p0->cj, 0, j->proc[p].cj, p, msg, sizeof msg)) {
+            compile_refuse(j, IPUOF_E_INVAL, msg);
+            return;
+        }
+    }
+    rc = compile_job_submit(p0->conn, p0->cj, j->nproc, msg, sizeof msg);
+    if (rc != IPUOF_OK) {
+        compile_refuse(j, rc, msg);
+        return;
+    }
+    p0->cj = NULL; /* the worker has it */
+    p0->compile_submitter = 1;
+    for (unsigned p = 1; p < j->nproc; p++) {
+        compile_job_discard(j->proc[p].cj);
+        j->proc[p].cj = NULL;
+    }
+}
+
+void
+djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cached, uint64_t us)
+{
+    struct djob *j = c->djob;
+
+    j->proc[0].compile_submitter = 0;
+    if (m != NULL) {
+        m->nproc = j->nproc;
+        m->next = j->models;
+        j->models = m;
+        log_info("job '%s': model %u '%s' %s for %u processes x %u replicas", j->name, m->id,
+                 m->name, cached ? "from the cache" : "compiled", j->nproc,
+                 sim_exe_replicas(m->entry->exe) / j->nproc);
+    }
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct djob_proc *q = &j->proc[p];
+        uint64_t id = q->compile_req;
+        q->compile_req = 0;
+        if (m != NULL)
+            compile_reply_send(q->conn, id, m, cached, us);
+        else
+            conn_send_error(q->conn, id, rc, 0, 0, "compiler", "%s", msg);
+        if (p != 0) /* process 0's compile_done ends its own wait */
+            conn_job_end(q->conn);
+    }
+}
+
+struct model *
+djob_find_model(const struct conn *c, uint32_t id)
+{
+    for (struct model *m = c->djob->models; m != NULL; m = m->next)
+        if (m->id == id && !(m->freed_by & ((uint64_t)1 << c->djob_pid)))
+            return m;
+    return NULL;
+}
+
+int
+djob_free_model(struct conn *c, uint32_t id)
+{
+    struct djob *j = c->djob;
+    struct model *m = djob_find_model(c, id), **pp;
+
+    if (m == NULL)
+        return -1;
+    m->freed_by |= (uint64_t)1 << c->djob_pid;
+    if (m->busy || m->freed_by != (j->nproc == 64 ? UINT64_MAX : ((uint64_t)1 << j->nproc) - 1))
+        return 0;
+    for (pp = &j->models; *pp != m; pp = &(*pp)->next)
+        ;
+    *pp = m->next;
+    model_free(c->srv, m);
+    return 0;
+}
+
+/* ---- runs ------------------------------------------------------------------------------- */
+
+/*
+ * The rows of process q in buffer (io's run buffer): block k (one device iteration and
+ * accumulation step, or one returned micro-batch for an output) holds R steps; q's
+ * are steps q*Rl .. (q+1)*Rl-1.
+ */
+static void
+slice_of(const struct djob *j, const struct sim_exe *exe, const struct sim_io_info *io,
+         unsigned q, size_t k, size_t *off, size_t *len)
+{
+    size_t R = sim_exe_replicas(exe), Rl = R / j->nproc;
+
+    *off = (k * R + (size_t)q * Rl) * io->step_bytes;
+    *len = Rl * io->step_bytes;
+}
+
+/* Sets the next segments of a slice's receive: straight into its rows of each input. */
+static int
+slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
+{
+    struct djob_proc *q = arg;
+    struct djob *j = q->job;
+    struct sim_exe *exe = j->run_model->entry->exe;
+    size_t n_in = sim_exe_input_count(exe);
+
+    (void)c;
+    sink->nseg = 0;
+    while (q->cur_in < n_in && sink->nseg < CONN_MAX_SEGS) {
+        struct sim_io_info io;
+        size_t off, len;
+        sim_exe_input_info(exe, q->cur_in, &io);
+        if (q->cur_blk >= io.iterations || io.step_bytes == 0) {
+            q->cur_in++;
+            q->cur_blk = 0;
+            continue;
+        }
+        slice_of(j, exe, &io, q->id, q->cur_blk++, &off, &len);
+        sink->seg[sink->nseg] = (uint8_t *)sim_exe_input_buffer(exe, q->cur_in) + off;
+        sink->seg_len[sink->nseg++] = len;
+    }
+    return sink->nseg > 0 ? 0 : -1;
+}
+
+static void
+work_run(struct job *jb)
+{
+    struct djob_work *w = (struct djob_work *)jb;
+    uint64_t t0 = models_now_us();
+
+    w->rc = sim_exe_run(w->m->entry->exe, &w->err);
+    w->us = models_now_us() - t0;
+}
+
+/* Sends process q its replicas' outputs of the run just done. */
+static void
+reply_slice(struct djob *j, struct djob_proc *q, struct model *m, uint64_t us)
+{
+    struct sim_exe *exe = m->entry->exe;
+    size_t no = sim_exe_output_count(exe), niov = 0, cap = 0;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
+    Ipuof__TensorInfo *ti = calloc(no + 1, sizeof *ti);
+    Ipuof__TensorInfo **tp = calloc(no + 1, sizeof *tp);
+    int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(no + 1, sizeof *dims);
+    struct conn_iov *iov = NULL;
+
+    for (size_t i = 0; i < no; i++) {
+        struct sim_io_info io;
+        sim_exe_output_info(exe, i, &io);
+        cap += io.iterations;
+    }
+    iov = calloc(cap + 1, sizeof *iov);
+    if (ti == NULL || tp == NULL || dims == NULL || iov == NULL) {
+        conn_send_error(q->conn, q->run_req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < no; i++) {
+        struct sim_io_info io;
+        const uint8_t *buf = sim_exe_output_buffer(exe, i);
+        sim_exe_output_info(exe, i, &io);
+        models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK, NULL);
+        if (ti[i].n_dims > 0)
+            dims[i][0] /= j->nproc;
+        ti[i].bytes /= j->nproc;
+        tp[i] = &ti[i];
+        for (size_t k = 0; k < io.iterations && io.step_bytes > 0; k++) {
+            size_t off, len;
+            slice_of(j, exe, &io, q->id, k, &off, &len);
+            iov[niov].base = buf + off;
+            iov[niov++].len = len;
+        }
+    }
+    r.n_outputs = no;
+    r.outputs = tp;
+    r.run_us = us;
+    h.request_id = q->run_req;
+    h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
+    h.run_reply = &r;
+    conn_sendv(q->conn, &h, iov, (int)niov);
+out:
+    free(ti);
+    free(tp);
+    free(dims);
+    free(iov);
+}
+
+static void
+work_done(struct job *jb)
+{
+    struct djob_work *w = (struct djob_work *)jb;
+    struct djob *j = w->j;
+    struct model *m = w->m;
+
+    j->inflight = NULL;
+    m->busy = 0;
+    if (j->dead) { /* every process had its error from job_end */
+        free(w);
+        job_maybe_free(j);
+        return;
+    }
+    if (w->rc == IPUOF_OK) {
+        unsigned D = sim_exe_device_iterations(m->entry->exe);
+        for (unsigned i = 0; i < m->nipus; i++)
+            j->srv->inv->ipus[m->first_ipu + i].steps_run += D;
+    }
+    j->run_model = NULL;
+    j->nrun = 0;
+    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
+        struct djob_proc *q = &j->proc[p];
+        struct conn *c = q->conn;
+        conn_enter(c);
+        if (w->rc == IPUOF_OK)
+            reply_slice(j, q, m, w->us);
+        else
+            conn_send_error(c, q->run_req, w->rc, 0, 0, "executor", "%s", w->err.msg);
+        q->run_req = 0;
+        conn_job_end(c);
+        conn_leave(c); /* a kill here ends the job through djob_leave */
+    }
+    free(w);
+}
+
+/* Every process's slice is in: run once on a worker. */
+static void
+run_all(struct djob *j)
+{
+    struct djob_work *w = calloc(1, sizeof *w);
+
+    evtimer_del(j->timer);
+    if (w == NULL) {
+        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
+                "'%s'", j->name);
+        return;
+    }
+    w->j = j;
+    w->m = j->run_model;
+    w->job.run = work_run;
+    w->job.done = work_done;
+    if (work_submit(j->srv->work, &w->job) < 0) {
+        free(w);
+        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
+                "'%s'", j->name);
+        return;
+    }
+    j->inflight = w;
+}
+
+/* The last byte of q's slice is in. */
+static void
+on_slice(struct conn *c, void *arg)
+{
+    struct djob_proc *q = arg;
+    struct djob *j = q->job;
+
+    q->run_arriving = 0;
+    j->arriving--;
+    if (j->dead) { /* the job ended while the bytes arrived */
+        conn_send_error(c, q->run_req, IPUOF_E_CLOSED, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_REATTACH, "device", "the job on partition '%s' ended "
+                        "while this process's slice of the run arrived", j->name);
+        q->run_req = 0;
+        q->conn = NULL;
+        conn_job_end(c);
+        job_maybe_free(j);
+        return;
+    }
+    if (++j->nrun == j->nproc)
+        run_all(j);
+}
+
+/* The connection died while q's slice arrived. */
+static void
+on_slice_abort(struct conn *c, void *arg)
+{
+    struct djob_proc *q = arg;
+    struct djob *j = q->job;
+
+    (void)c;
+    if (!q->run_arriving)
+        return;
+    q->run_arriving = 0;
+    j->arriving--;
+    if (j->dead) {
+        q->conn = NULL;
+        job_maybe_free(j);
+    }
+}
+
+/* Checks rq's inputs against the local shapes of m (a job's model). 0, or -1 with an
+ * error sent. *total gets the slice's bytes. */
+static int
+check_slice(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
+            const struct model *m, uint64_t *total)
+{
+    struct sim_exe *exe = m->entry->exe;
+    size_t n_in = sim_exe_input_count(exe);
+
+    *total = 0;
+    if (rq->n_inputs != n_in) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
+                        "run of model '%s' gives %zu inputs; the model takes %zu", m->name,
+                        rq->n_inputs, n_in);
+        return -1;
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        const Ipuof__TensorInfo *ti = rq->inputs[i];
+        struct sim_io_info io;
+        int same;
+
+        sim_exe_input_info(exe, i, &io);
+        same = (int)ti->dtype == io.dtype && (int)ti->n_dims == io.run_rank &&
+               (ti->name[0] == '\0' || strcmp(ti->name, io.name) == 0);
+        for (int d = 0; same && d < io.run_rank; d++)
+            same = ti->dims[d] == (d == 0 ? io.run_dims[0] / m->nproc : io.run_dims[d]);
+        if (!same) {
+            char want[160];
+            size_t used = 0;
+            for (int d = 0; d < io.run_rank && used + 24 < sizeof want; d++)
+                used += (size_t)snprintf(want + used, sizeof want - used, "%s%" PRId64,
+                                         d ? "," : "",
+                                         d == 0 ? io.run_dims[0] / m->nproc : io.run_dims[d]);
+            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor",
+                            "run input %zu ('%s') of process %u does not match '%s' %s[%s]: "
+                            "each process sends its own replicas' share", i, ti->name,
+                            c->djob_pid, io.name, sim_dtype_name(io.dtype), want);
+            return -1;
+        }
+        *total += io.run_bytes / m->nproc;
+    }
+    return 0;
+}
+
+void
+djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
+         struct model *m)
+{
+    struct djob *j = c->djob;
+    struct djob_proc *q = &j->proc[c->djob_pid];
+    struct conn_sink sink = {0};
+    uint64_t total;
+
+    if (q->run_req != 0) {
+        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "process %u already sent its slice of a run", q->id);
+        return;
+    }
+    if (j->run_model != NULL && j->run_model != m) {
+        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "executor",
+                        "process %u runs model %u while the job's other processes run model "
+                        "%u; every process runs the same model in the same order", q->id,
+                        m->id, j->run_model->id);
+        return;
+    }
+    if (check_slice(c, req_id, rq, m, &total) < 0)
+        return;
+    if (total != payload_len) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "run payload has %u bytes; the inputs described need %" PRIu64,
+                        payload_len, total);
+        return;
+    }
+    j->run_model = m;
+    m->busy = 1;
+    q->run_req = req_id;
+    q->cur_in = 0;
+    q->cur_blk = 0;
+    conn_job_begin(c);
+    if (j->nrun == 0 && j->arriving == 0)
+        arm_timer(j);
+    if (payload_len == 0) {
+        if (++j->nrun == j->nproc)
+            run_all(j);
+        return;
+    }
+    q->run_arriving = 1;
+    j->arriving++;
+    sink.refill = slice_refill;
+    sink.done = on_slice;
+    sink.abort = on_slice_abort;
+    sink.arg = q;
+    conn_set_sink(c, &sink); /* the first segments come from refill */
+}
