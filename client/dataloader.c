@@ -71,6 +71,8 @@ struct ipuof_dataloader {
     size_t length;                  /* N */
     size_t combined;                /* B * D * A * R */
     size_t batches;                 /* per epoch */
+    size_t block;                   /* R * B: the samples of one (d, a) step */
+    unsigned proc, nproc;           /* this process's share of a job of nproc processes */
     int shuffle;
     uint64_t seed;
     int async;
@@ -251,8 +253,16 @@ fill(ipuof_dataloader *dl, struct slot *s, uint64_t epoch, size_t index, uint64_
         dl->perm_epoch = epoch;
         dl->perm_valid = 1;
     }
+    if (dl->nproc > 1)
+        first = index * dl->combined * dl->nproc;
     for (size_t k = 0; k < s->samples; k++) {
-        size_t item = dl->perm != NULL ? dl->perm[first + k] : first + k;
+        size_t pos = first + k;
+        size_t item;
+
+        if (dl->nproc > 1) /* this process's replicas' rows of the job's combined batch */
+            pos = first + (k / dl->block) * dl->block * dl->nproc + dl->proc * dl->block +
+                  k % dl->block;
+        item = dl->perm != NULL ? dl->perm[pos] : pos;
 
         if (cancelled(dl, gen)) {
             rc = IPUOF_E_CANCELLED;
@@ -771,21 +781,48 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
                         "replicas %u is too large", b, d, a, r);
         goto fail;
     }
+    dl->block = (size_t)b * r;
+    dl->proc = opts->process_id;
+    dl->nproc = opts->num_processes;
+    if (dl->nproc == 0) {
+        char why[256];
+        rc = ipuof_process_env(&dl->proc, &dl->nproc, why, sizeof why);
+        if (rc != IPUOF_OK) {
+            rc = errbuf_set(errbuf, errlen, rc, "%s", why);
+            goto fail;
+        }
+    }
+    if (dl->nproc > 1 && (dl->proc >= dl->nproc || opts->keep_last)) {
+        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                        dl->proc >= dl->nproc ? "process id %u is out of range for %u "
+                                                "processes"
+                                              : "keep_last is for host use only; process %u "
+                                                "of %u takes complete batches",
+                        dl->proc, dl->nproc);
+        goto fail;
+    }
     dl->length = dl->ops->length(dl->ds);
     if (dl->length == 0) {
         rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "the dataset is empty (length() is 0)");
         goto fail;
     }
-    dl->batches = dl->length / dl->combined;
+    if (dl->nproc > 1 && dl->combined > SIZE_MAX / dl->nproc) {
+        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "%u processes x %zu samples per "
+                        "combined batch is too large", dl->nproc, dl->combined);
+        goto fail;
+    }
+    /* A job's processes together take nproc x combined samples per batch. */
+    dl->batches = dl->length / (dl->combined * (dl->nproc > 1 ? dl->nproc : 1));
     if (opts->keep_last && dl->length % dl->combined != 0)
         dl->batches++;
     if (dl->batches == 0) {
         rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
                         "the dataset has %zu items, fewer than one combined batch of %zu "
                         "(micro-batch %u x device iterations %u x gradient accumulation %u x "
-                        "replicas %u), so with drop_last (keep_last 0) no batch would ever be "
-                        "produced",
-                        dl->length, dl->combined, b, d, a, r);
+                        "replicas %u x processes %u), so with drop_last (keep_last 0) no batch "
+                        "would ever be produced",
+                        dl->length, dl->combined * (dl->nproc > 1 ? dl->nproc : 1), b, d, a, r,
+                        dl->nproc > 1 ? dl->nproc : 1);
         goto fail;
     }
     if (dl->shuffle) {

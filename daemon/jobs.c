@@ -31,6 +31,7 @@ struct djob_proc {
     struct compile_job *cj;      /* compile held until every process sent one, or NULL */
     uint64_t compile_req;        /* compile waiting for its reply, or 0 */
     int compile_submitter;       /* its connection has the job's compile in flight */
+    char left[32];               /* "detached" or "disconnected" once it left, else "" */
     uint64_t run_req;            /* run whose slice arrived or is arriving, or 0 */
     int run_arriving;            /* the slice's bytes are still being received */
     size_t cur_in, cur_blk;      /* receive cursor: input, (d, a) block */
@@ -59,6 +60,7 @@ struct djob {
     struct model *run_model;     /* the model whose slices are being gathered */
     struct djob_work *inflight;  /* the run on a worker, or NULL */
     int arriving;                /* processes whose slice is still arriving */
+    int hold;                    /* loops over the processes under way (they may end it) */
     struct djob *next;
     struct djob_proc proc[];     /* nproc */
 };
@@ -70,7 +72,7 @@ static void job_end(struct djob *j, int code, const char *fmt, ...)
 static void
 job_maybe_free(struct djob *j)
 {
-    if (!j->dead || j->inflight != NULL || j->arriving > 0)
+    if (!j->dead || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
         return;
     while (j->models != NULL) {
         struct model *m = j->models;
@@ -80,6 +82,25 @@ job_maybe_free(struct djob *j)
     if (j->timer != NULL)
         event_free(j->timer);
     free(j);
+}
+
+/* Brackets a loop that talks to the processes' connections: a connection freed meanwhile
+ * may end the job, which is then freed at job_unhold(). job_unhold returns 1 when the job
+ * has ended (it may be gone: do not touch it). */
+static void
+job_hold(struct djob *j)
+{
+    j->hold++;
+}
+
+static int
+job_unhold(struct djob *j)
+{
+    int dead = j->dead;
+
+    j->hold--;
+    job_maybe_free(j);
+    return dead;
 }
 
 /* The process ids (", "-separated) that have not done what the phase waits for. */
@@ -175,6 +196,7 @@ job_end(struct djob *j, int code, const char *fmt, ...)
     j->dead = 1;
     if (j->inflight != NULL)
         sim_exe_cancel(j->inflight->m->entry->exe);
+    job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct djob_proc *q = &j->proc[p];
         struct conn *c = q->conn;
@@ -205,6 +227,7 @@ job_end(struct djob *j, int code, const char *fmt, ...)
             conn_job_end(c);
         }
         /* A slice still arriving is answered when its last byte is in (on_slice). */
+        models_release_all(c, code, 0); /* its own models lived on the job's IPUs too */
         c->djob = NULL;
         c->part = NULL;
         q->conn = q->run_arriving ? c : NULL;
@@ -217,7 +240,7 @@ job_end(struct djob *j, int code, const char *fmt, ...)
     }
     dev_release(s->inv, j->part);
     j->part = NULL;
-    job_maybe_free(j);
+    job_unhold(j);
     srv_serve_waiters(s);
 }
 
@@ -342,26 +365,54 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
     j->started = 1;
     evtimer_del(j->timer);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
-    for (unsigned p = 0; p < j->nproc; p++) {
+    job_hold(j);
+    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct djob_proc *r = &j->proc[p];
+        struct conn *o = r->conn;
         uint64_t id = r->attach_req;
         r->attach_req = 0;
-        conn_enter(r->conn);
-        reply_attached(r->conn, id, j->part, 0);
-        conn_job_end(r->conn);
-        conn_leave(r->conn); /* a kill here ends the job through djob_leave */
-        if (j->dead)
-            return;
+        conn_enter(o);
+        reply_attached(o, id, j->part, 0);
+        conn_job_end(o);
+        conn_leave(o); /* a kill here ends the job through djob_leave */
     }
+    job_unhold(j);
 }
 
-/* Takes c out of its job (it is leaving) and ends the job for the others. */
+/* Ends j when a process has left: the others cannot make a collective call without it.
+ * 1 when it ended. */
+static int
+end_if_left(struct djob *j)
+{
+    for (unsigned p = 0; p < j->nproc; p++) {
+        const struct djob_proc *q = &j->proc[p];
+        if (q->left[0] != '\0') {
+            job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
+                    "%s; the job has ended and its IPUs are free: start every process again",
+                    q->id, j->name, q->pid, q->peer, q->left);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Takes c out of its job. When the others wait for it (attaching, compiling, a run's
+ * slices) or it was the last, the job ends now: every process still there gets an error
+ * naming c's process. Otherwise the job ends at the next call that needs every process,
+ * and the others may meanwhile finish what they do alone (process 0's test, say).
+ */
 static void
 leave(struct conn *c, const char *how)
 {
     struct djob *j = c->djob;
     struct djob_proc *q = &j->proc[c->djob_pid];
+    int waiting = !j->started || j->ncompile > 0 || j->nrun > 0 || j->arriving > 0 ||
+                  j->inflight != NULL || j->proc[0].compile_submitter;
+    unsigned live = 0;
 
+    models_release_all(c, IPUOF_E_NOT_ATTACHED, 0); /* its own models, on the job's IPUs */
+    snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
     compile_job_discard(q->cj);
     q->cj = NULL;
@@ -372,9 +423,19 @@ leave(struct conn *c, const char *how)
     q->run_req = q->compile_req = q->attach_req = 0;
     c->djob = NULL;
     c->part = NULL;
-    job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) %s; the "
-            "job has ended and its IPUs are free: start every process again", q->id, j->name,
-            q->pid, q->peer, how);
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct conn *o = j->proc[p].conn;
+        if (o == NULL)
+            continue;
+        if (live++ == 0 && j->part->owner == c) { /* a reset goes to a process still here */
+            j->part->owner = o;
+            conn_holder(o, &j->part->holder);
+        }
+    }
+    if (waiting)
+        end_if_left(j);
+    else if (live == 0)
+        job_end(j, IPUOF_E_CLOSED, "all %u processes have left", j->nproc);
 }
 
 void
@@ -411,15 +472,20 @@ djob_revoke(struct conn *c, int code, const char *msg)
 static void
 compile_refuse(struct djob *j, int code, const char *msg)
 {
-    for (unsigned k = 0; k < j->nproc; k++) {
+    job_hold(j);
+    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
         struct djob_proc *r = &j->proc[k];
+        struct conn *o = r->conn;
         uint64_t id = r->compile_req;
         compile_job_discard(r->cj);
         r->cj = NULL;
         r->compile_req = 0;
-        conn_send_error(r->conn, id, code, 0, 0, "compiler", "%s", msg);
-        conn_job_end(r->conn);
+        conn_enter(o);
+        conn_send_error(o, id, code, 0, 0, "compiler", "%s", msg);
+        conn_job_end(o);
+        conn_leave(o);
     }
+    job_unhold(j);
 }
 
 void
@@ -440,6 +506,8 @@ djob_compile_ready(struct conn *c, struct compile_job *cj)
     q->cj = cj;
     q->compile_req = compile_job_req_id(cj);
     conn_job_begin(c);
+    if (end_if_left(j)) /* answers this compile too */
+        return;
     if (j->ncompile++ == 0)
         arm_timer(j);
     if (j->ncompile < j->nproc)
@@ -479,17 +547,22 @@ djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cach
                  m->name, cached ? "from the cache" : "compiled", j->nproc,
                  sim_exe_replicas(m->entry->exe) / j->nproc);
     }
-    for (unsigned p = 0; p < j->nproc; p++) {
+    job_hold(j);
+    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct djob_proc *q = &j->proc[p];
+        struct conn *o = q->conn;
         uint64_t id = q->compile_req;
         q->compile_req = 0;
+        conn_enter(o);
         if (m != NULL)
-            compile_reply_send(q->conn, id, m, cached, us);
+            compile_reply_send(o, id, m, cached, us);
         else
-            conn_send_error(q->conn, id, rc, 0, 0, "compiler", "%s", msg);
+            conn_send_error(o, id, rc, 0, 0, "compiler", "%s", msg);
         if (p != 0) /* process 0's compile_done ends its own wait */
-            conn_job_end(q->conn);
+            conn_job_end(o);
+        conn_leave(o);
     }
+    job_unhold(j);
 }
 
 struct model *
@@ -633,9 +706,9 @@ work_done(struct job *jb)
     struct djob *j = w->j;
     struct model *m = w->m;
 
-    j->inflight = NULL;
     m->busy = 0;
     if (j->dead) { /* every process had its error from job_end */
+        j->inflight = NULL;
         free(w);
         job_maybe_free(j);
         return;
@@ -647,6 +720,7 @@ work_done(struct job *jb)
     }
     j->run_model = NULL;
     j->nrun = 0;
+    job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct djob_proc *q = &j->proc[p];
         struct conn *c = q->conn;
@@ -659,7 +733,9 @@ work_done(struct job *jb)
         conn_job_end(c);
         conn_leave(c); /* a kill here ends the job through djob_leave */
     }
+    j->inflight = NULL;
     free(w);
+    job_unhold(j);
 }
 
 /* Every process's slice is in: run once on a worker. */
@@ -801,12 +877,14 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
                         payload_len, total);
         return;
     }
+    q->run_req = req_id; /* so that an end now answers it; its bytes are then dropped */
+    conn_job_begin(c);
+    if (end_if_left(j))
+        return;
     j->run_model = m;
     m->busy = 1;
-    q->run_req = req_id;
     q->cur_in = 0;
     q->cur_blk = 0;
-    conn_job_begin(c);
     if (j->nrun == 0 && j->arriving == 0)
         arm_timer(j);
     if (payload_len == 0) {

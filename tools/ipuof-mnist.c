@@ -8,6 +8,12 @@
  *               [--gradient-accumulation 10] [--replicas 1] [--learning-rate 0.001]
  *               [--optimizer adamw|adam|sgd] [--seed 42] [--limit-train N]
  *               [--limit-test N] [--save FILE.onnx] [--load FILE.onnx] [--quiet]
+ *               [--process-id P --num-processes N]
+ *
+ * Several processes (--num-processes, else IPUOF_PROCESS_ID / IPUOF_NUM_PROCESSES, else the
+ * variables of mpirun or poprun) train one model together on one partition of R x N IPUs:
+ * each takes its share of every shuffled batch and prints its own figures; process 0 saves
+ * the model and tests it.
  *
  * Data: DIR's train-images-idx3-ubyte(.gz) etc. (MNIST or Fashion-MNIST), read with the
  * client's IDX reader, normalised with mean 0.1307 and std 0.3081, batched by the client's
@@ -49,6 +55,7 @@ struct mnist_opts {
     unsigned limit_train, limit_test;
     const char *save, *load;
     int quiet;
+    unsigned process_id, num_processes; /* num_processes 0: from the environment */
 };
 
 /* What a run holds; freed by release(). */
@@ -60,6 +67,7 @@ struct mnist_run {
     void *onnx;
     size_t onnx_len;
     int bar;                    /* draw progress bars on stderr */
+    char tag[32];               /* "[process P] " in a job of several processes, else "" */
 };
 
 /* Running sums over the batches of an epoch or of the test set. */
@@ -78,7 +86,8 @@ usage(FILE *f, int full)
             "                   [--gradient-accumulation 10] [--replicas 1]\n"
             "                   [--learning-rate 0.001] [--optimizer adamw|adam|sgd] [--seed 42]\n"
             "                   [--limit-train N] [--limit-test N] [--save FILE.onnx]\n"
-            "                   [--load FILE.onnx] [--quiet]\n");
+            "                   [--load FILE.onnx] [--quiet]\n"
+            "                   [--process-id P --num-processes N]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-mnist --help' for more information.\n");
         return;
@@ -105,6 +114,10 @@ usage(FILE *f, int full)
             "  --save FILE.onnx     write the trained model, weights included\n"
             "  --load FILE.onnx     start from a saved model instead of new weights\n"
             "  --quiet              only the accuracy line\n"
+            "  --process-id P, --num-processes N   process P of N training one model\n"
+            "                       together on R x N IPUs (default: IPUOF_PROCESS_ID and\n"
+            "                       IPUOF_NUM_PROCESSES, else mpirun's or poprun's variables,\n"
+            "                       else 0 of 1); process 0 saves and tests\n"
             "\n"
             "One training call takes B x D x A x R samples (4000 by default: 15 calls per\n"
             "epoch of 60000). Exit status: 0, 1 on failure, 64 on bad usage, 69 when ipuofd\n"
@@ -163,6 +176,8 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         {"limit-train", required_argument, NULL, 'L'},
         {"limit-test", required_argument, NULL, 'T'}, {"save", required_argument, NULL, 'w'},
         {"load", required_argument, NULL, 'R'}, {"quiet", no_argument, NULL, 'q'},
+        {"process-id", required_argument, NULL, 'p'},
+        {"num-processes", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     int opt, bad = 0;
@@ -189,12 +204,25 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         case 'w': o->save = optarg; break;
         case 'R': o->load = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'p': bad = args_count(PROG, "--process-id", optarg, 0, &o->process_id); break;
+        case 'n': bad = args_count(PROG, "--num-processes", optarg, 1, &o->num_processes); break;
         case 'h': usage(stdout, 1); *stop = 1; return EX_OK;
         default: bad = 1; break;
         }
     }
     if (!bad && optind < argc) {
         fprintf(stderr, "ipuof-mnist: unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (!bad && o->num_processes == 0) {
+        char why[256];
+        if (ipuof_process_env(&o->process_id, &o->num_processes, why, sizeof why) != IPUOF_OK) {
+            fprintf(stderr, "ipuof-mnist: %s\n", why);
+            bad = 1;
+        }
+    } else if (!bad && o->process_id >= o->num_processes) {
+        fprintf(stderr, "ipuof-mnist: --process-id %u is out of range for %u processes\n",
+                o->process_id, o->num_processes);
         bad = 1;
     }
     if (bad) {
@@ -247,13 +275,14 @@ open_split(const char *dir, const char *prefix, unsigned limit, ipuof_idx_datase
  * model's inputs. 0, or 1 after printing why. */
 static int
 make_loader(ipuof_idx_dataset *ds, unsigned b, unsigned d, unsigned a, unsigned r,
-            int shuffle, uint64_t seed, ipuof_dataloader **out)
+            int shuffle, uint64_t seed, unsigned pid, unsigned nproc, ipuof_dataloader **out)
 {
     static const char *const names[] = {MNIST_INPUT_IMAGE, MNIST_INPUT_LABELS};
     struct ipuof_dataloader_opts lo = {.batch_size = b, .device_iterations = d,
                                        .gradient_accumulation = a, .replicas = r,
                                        .shuffle = shuffle, .seed = seed,
-                                       .mode = IPUOF_DATALOADER_ASYNC, .names = names};
+                                       .mode = IPUOF_DATALOADER_ASYNC, .names = names,
+                                       .process_id = pid, .num_processes = nproc};
     struct ipuof_dataset dset;
     char err[IPUOF_ERRBUF_SIZE];
     int rc;
@@ -398,7 +427,9 @@ pow2_at_least(unsigned n)
 static int
 setup(const struct mnist_opts *o, struct mnist_run *r)
 {
-    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas)};
+    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas * o->num_processes),
+                                   .process_id = o->process_id,
+                                   .num_processes = o->num_processes};
     struct ipuof_output_mode modes[] = {{MNIST_OUTPUT_LOSS, IPUOF_OUTPUT_ALL, 0},
                                         {MNIST_OUTPUT_LOGITS, IPUOF_OUTPUT_ALL, 0}};
     struct ipuof_model_opts mo = {.name = "mnist", .device_iterations = o->iterations,
@@ -434,8 +465,8 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "compile", rc, 0);
     if (!o->quiet)
-        printf("training model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
-               "call\n",
+        printf("%straining model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
+               "call\n", r->tag,
                (double)ipuof_model_compile_us(r->train) / 1000.0,
                ipuof_model_cached(r->train) ? " (cached)" : "", o->batch, o->iterations,
                o->accumulation, o->replicas,
@@ -454,7 +485,8 @@ train(const struct mnist_opts *o, struct mnist_run *r)
     int rc;
 
     if (o->epochs > 0 && make_loader(r->train_ds, o->batch, o->iterations, o->accumulation,
-                                     o->replicas, 1, o->seed, &r->train_dl) != 0)
+                                     o->replicas, 1, o->seed, o->process_id,
+                                     o->num_processes, &r->train_dl) != 0)
         return 1;
     for (unsigned e = 0; e < o->epochs; e++) {
         snprintf(label, sizeof label, "Epoch %u/%u", e + 1, o->epochs);
@@ -464,12 +496,12 @@ train(const struct mnist_opts *o, struct mnist_run *r)
             return rc;
         if (!r->bar && !o->quiet) {
             tally_text(&t, text, sizeof text);
-            printf("%s: %zu calls, %zu samples in %.1f s, %s\n", label,
+            printf("%s%s: %zu calls, %zu samples in %.1f s, %s\n", r->tag, label,
                    ipuof_dataloader_batches_per_epoch(r->train_dl), t.seen, secs, text);
             fflush(stdout);
         }
     }
-    if (o->save != NULL) {
+    if (o->save != NULL && o->process_id == 0) {
         rc = ipuof_model_save_onnx(r->train, o->save);
         if (rc != IPUOF_OK)
             return args_fail(PROG, r->c, "save", rc, 0);
@@ -513,7 +545,7 @@ test(const struct mnist_opts *o, struct mnist_run *r)
     rc = ipuof_model_inference_from(r->train, &mo, &r->infer);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "inference model", rc, 0);
-    if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, &r->test_dl) != 0)
+    if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, 0, 1, &r->test_dl) != 0)
         return 1;
     rc = run_epoch(r, r->infer, r->test_dl, "Testing", &t, &secs);
     if (rc != 0)
@@ -556,13 +588,15 @@ main(int argc, char **argv)
     if (stop)
         return rc;
     r.bar = !o.quiet && isatty(STDERR_FILENO);
+    if (o.num_processes > 1)
+        snprintf(r.tag, sizeof r.tag, "[process %u] ", o.process_id);
     rc = (o.epochs > 0 ? open_split(o.data, "train", o.limit_train, &r.train_ds) : 0) ||
-         open_split(o.data, "t10k", o.limit_test, &r.test_ds);
+         (o.process_id == 0 ? open_split(o.data, "t10k", o.limit_test, &r.test_ds) : 0);
     if (rc == 0)
         rc = setup(&o, &r);
     if (rc == 0)
         rc = train(&o, &r);
-    if (rc == 0)
+    if (rc == 0 && o.process_id == 0) /* the job's other processes leave it the test */
         rc = test(&o, &r);
     release(&r);
     return rc;

@@ -630,6 +630,15 @@ struct ipuof_dataloader_opts {
                                        field's name) for the batch's tensors, e.g. the
                                        model's input names; copied */
     void *user;                     /* passed to get() and errmsg() */
+    /* A job of several processes (configureProcessId): every process shuffles the same way
+     * (same seed) and takes its share: of the job's combined batch of
+     * B x D x A x R x num_processes samples in the epoch's order, laid out [D][A][P][R][B],
+     * process p takes the rows of its replicas (p x R .. (p+1) x R - 1) of every (d, a)
+     * step, so the processes together cover each epoch once, exactly as one process with
+     * R x num_processes replicas would. num_processes 0: from the environment, as
+     * ipuof_process_env(); 1: not distributed. keep_last is refused with several. */
+    unsigned process_id;
+    unsigned num_processes;
 };
 
 /* One combined batch. Borrowed from the loader, with the tensors and their bytes: valid
