@@ -71,6 +71,11 @@ int djob_free_model(struct conn *c, uint32_t id);
 void djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
               uint32_t payload_len, struct model *m);
 
+/* The processes of every job for a status reply: *out (caller frees with free(); its
+ * messages point into the jobs, valid until the loop runs again) and its count. 0, or -1
+ * when out of memory. */
+int djob_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
+
 /* ---- implemented by req_compile.c for this file ---- */
 
 uint64_t compile_job_req_id(const struct compile_job *cj);

@@ -117,16 +117,31 @@ else
     not_ok "mpirun is missing (Debian package openmpi-bin, a test dependency)"
 fi
 
-# A second process that never comes: job_timeout (2 s), then an error naming it.
+# A second process that never comes: job_timeout (2 s), then an error naming it. Meanwhile
+# ipuctl status shows the job's processes against its partition.
 start=$(date +%s)
 # shellcheck disable=SC2086
-IPUOF_PROCESS_ID=0 IPUOF_NUM_PROCESSES=2 timeout 60 "$MNIST" $ARGS --batch-size 8 \
-    >"$D/alone.out" 2>&1
+IPUOF_PROCESS_ID=0 IPUOF_NUM_PROCESSES=2 IPUOF_PARTITION=lonely "$MNIST" $ARGS \
+    --batch-size 8 >"$D/alone.out" 2>&1 &
+k0=$!
+KIDS="$k0"
+i=0
+while ! grep -q "job 'lonely': 2 processes" "$D/log" && [ $i -lt 200 ]; do
+    sleep 0.02; i=$((i + 1))
+done
+"$B/bin/ipuctl" status >"$D/jobstatus" 2>&1
+"$B/bin/ipuctl" status --json >"$D/jobstatus.json" 2>&1
+wait "$k0"
 rc=$?
+KIDS=""
 secs=$(( $(date +%s) - start ))
+check "ipuctl status shows the job's processes: pid, address, process id ($(cat "$D/jobstatus"))" \
+    sh -c "grep -Eq '^\| lonely +\| +0 of 2 \| attaching \| ipuof-mnist\[$k0\]@127\.0\.0\.1:[0-9]+ \|' '$D/jobstatus' &&
+           grep -Eq '^\| lonely +\| +1 of 2 \| absent +\| - ' '$D/jobstatus' &&
+           grep -q '\"job_processes\":\[{\"partition\":\"lonely\",\"process_id\":0,\"num_processes\":2,\"state\":\"attaching\",\"holder\":{' '$D/jobstatus.json'"
 check "a job whose process 1 never comes fails after job_timeout ($rc, ${secs} s: \
 $(tail -c 300 "$D/alone.out"))" \
-    sh -c "[ $rc -eq 1 ] && [ $secs -lt 30 ] && grep -q 'waited 2 s (job_timeout) for process 1 of 2 to attach' '$D/alone.out'"
+    sh -c "[ $rc -eq 1 ] && [ $secs -lt 30 ] && grep -q \"the job on partition 'lonely' waited 2 s (job_timeout) for process 1 of 2 to attach\" '$D/alone.out'"
 
 # A second process killed mid-run: the first ends at once with an error naming it.
 LONG="--data $DATA --epochs 1 --limit-train 20000 --limit-test 80 --batch-size 8

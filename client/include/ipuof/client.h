@@ -251,6 +251,27 @@ IPUOF_API uint64_t ipuof_status_report_uptime_ms(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_waiting(const ipuof_status_report *r);
 
+/* One process of a job of several processes sharing a partition (configureProcessId), as
+ * the daemon reports it. Strings are borrowed from the report; "" when empty. */
+struct ipuof_job_process {
+    const char *partition;
+    unsigned process_id;
+    unsigned num_processes;
+    const char *state;          /* "attaching", "attached", "detached", "disconnected",
+                                 * "absent" (not come yet) */
+    int present;                /* 1 when the fields below describe its connection */
+    unsigned client_id;
+    const char *name;
+    unsigned pid;
+    const char *peer;
+};
+
+/* The processes of the daemon's jobs, partition by partition. */
+IPUOF_API size_t ipuof_status_report_process_count(const ipuof_status_report *r);
+/* Fills *p for process i (0-based index into the report); IPUOF_E_INVAL when out of range. */
+IPUOF_API int ipuof_status_report_process(const ipuof_status_report *r, size_t i,
+                                          struct ipuof_job_process *p);
+
 /* Static name of an IPU state ("free", "attached", "busy", "error"). */
 IPUOF_API const char *ipuof_ipu_state_name(int state);
 
