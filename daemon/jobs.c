@@ -17,6 +17,7 @@
 #include "log.h"
 #include "models.h"
 #include "server.h"
+#include "slices.h"
 
 struct djob;
 
@@ -34,7 +35,7 @@ struct djob_proc {
     char left[32];               /* "detached" or "disconnected" once it left, else "" */
     uint64_t run_req;            /* run whose slice arrived or is arriving, or 0 */
     int run_arriving;            /* the slice's bytes are still being received */
-    size_t cur_in, cur_blk;      /* receive cursor: input, (d, a) block */
+    struct slice_cursor cur;     /* where its slice's next bytes go */
 };
 
 /* The run of a job's model on a worker. */
@@ -609,31 +610,26 @@ slice_of(const struct djob *j, const struct sim_exe *exe, const struct sim_io_in
     *len = Rl * io->step_bytes;
 }
 
+/* This process's share of the job's model m, as slices.c plans it. */
+static struct slice_plan
+plan_of(const struct djob *j, const struct djob_proc *q, const struct model *m)
+{
+    struct slice_plan pl = {j->nproc, q->id, m->group > 1 ? m->group : 1,
+                            m->group_orthogonal};
+
+    return pl;
+}
+
 /* Sets the next segments of a slice's receive: straight into its rows of each input. */
 static int
 slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 {
     struct djob_proc *q = arg;
     struct djob *j = q->job;
-    struct sim_exe *exe = j->run_model->entry->exe;
-    size_t n_in = sim_exe_input_count(exe);
+    struct slice_plan pl = plan_of(j, q, j->run_model);
 
     (void)c;
-    sink->nseg = 0;
-    while (q->cur_in < n_in && sink->nseg < CONN_MAX_SEGS) {
-        struct sim_io_info io;
-        size_t off, len;
-        sim_exe_input_info(exe, q->cur_in, &io);
-        if (q->cur_blk >= io.iterations || io.step_bytes == 0) {
-            q->cur_in++;
-            q->cur_blk = 0;
-            continue;
-        }
-        slice_of(j, exe, &io, q->id, q->cur_blk++, &off, &len);
-        sink->seg[sink->nseg] = (uint8_t *)sim_exe_input_buffer(exe, q->cur_in) + off;
-        sink->seg_len[sink->nseg++] = len;
-    }
-    return sink->nseg > 0 ? 0 : -1;
+    return slice_fill(j->run_model->entry->exe, &pl, &q->cur, sink);
 }
 
 static void
@@ -642,6 +638,10 @@ work_run(struct job *jb)
     struct djob_work *w = (struct djob_work *)jb;
     uint64_t t0 = models_now_us();
 
+    for (unsigned p = 0; p < w->j->nproc; p++) { /* input groups: one row to every replica */
+        struct slice_plan pl = plan_of(w->j, &w->j->proc[p], w->m);
+        slice_replicate(w->m->entry->exe, &pl);
+    }
     w->rc = sim_exe_run(w->m->entry->exe, &w->err);
     w->us = models_now_us() - t0;
 }
@@ -804,50 +804,6 @@ on_slice_abort(struct conn *c, void *arg)
     }
 }
 
-/* Checks rq's inputs against the local shapes of m (a job's model). 0, or -1 with an
- * error sent. *total gets the slice's bytes. */
-static int
-check_slice(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
-            const struct model *m, uint64_t *total)
-{
-    struct sim_exe *exe = m->entry->exe;
-    size_t n_in = sim_exe_input_count(exe);
-
-    *total = 0;
-    if (rq->n_inputs != n_in) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
-                        "run of model '%s' gives %zu inputs; the model takes %zu", m->name,
-                        rq->n_inputs, n_in);
-        return -1;
-    }
-    for (size_t i = 0; i < n_in; i++) {
-        const Ipuof__TensorInfo *ti = rq->inputs[i];
-        struct sim_io_info io;
-        int same;
-
-        sim_exe_input_info(exe, i, &io);
-        same = (int)ti->dtype == io.dtype && (int)ti->n_dims == io.run_rank &&
-               (ti->name[0] == '\0' || strcmp(ti->name, io.name) == 0);
-        for (int d = 0; same && d < io.run_rank; d++)
-            same = ti->dims[d] == (d == 0 ? io.run_dims[0] / m->nproc : io.run_dims[d]);
-        if (!same) {
-            char want[160];
-            size_t used = 0;
-            for (int d = 0; d < io.run_rank && used + 24 < sizeof want; d++)
-                used += (size_t)snprintf(want + used, sizeof want - used, "%s%" PRId64,
-                                         d ? "," : "",
-                                         d == 0 ? io.run_dims[0] / m->nproc : io.run_dims[d]);
-            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor",
-                            "run input %zu ('%s') of process %u does not match '%s' %s[%s]: "
-                            "each process sends its own replicas' share", i, ti->name,
-                            c->djob_pid, io.name, sim_dtype_name(io.dtype), want);
-            return -1;
-        }
-        *total += io.run_bytes / m->nproc;
-    }
-    return 0;
-}
-
 void
 djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
          struct model *m)
@@ -855,6 +811,8 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
     struct djob *j = c->djob;
     struct djob_proc *q = &j->proc[c->djob_pid];
     struct conn_sink sink = {0};
+    struct slice_plan pl;
+    char msg[512];
     uint64_t total;
 
     if (q->run_req != 0) {
@@ -869,8 +827,13 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
                         m->id, j->run_model->id);
         return;
     }
-    if (check_slice(c, req_id, rq, m, &total) < 0)
+    pl = plan_of(j, q, m);
+    if (slice_check(m->entry->exe, &pl, rq->inputs, rq->n_inputs, m->name, &total, msg,
+                    sizeof msg) < 0) {
+        conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor", "process %u: %s", q->id,
+                        msg);
         return;
+    }
     if (total != payload_len) {
         conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
                         "run payload has %u bytes; the inputs described need %" PRIu64,
@@ -883,8 +846,7 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
         return;
     j->run_model = m;
     m->busy = 1;
-    q->cur_in = 0;
-    q->cur_blk = 0;
+    memset(&q->cur, 0, sizeof q->cur);
     if (j->nrun == 0 && j->arriving == 0)
         arm_timer(j);
     if (payload_len == 0) {

@@ -81,6 +81,8 @@ struct model {
     int cancel_code;             /* non-zero: the partition went away during the run */
     unsigned nproc;              /* processes of the job sharing it (jobs.c); 0 or 1: none */
     uint64_t freed_by;           /* a job's model: bit p set once process p freed it */
+    unsigned group;              /* inputReplicaGrouping: replicas per input group (0/1: none) */
+    int group_orthogonal;        /* its groups are orthogonal, not consecutive */
     struct model *next;
 };
 

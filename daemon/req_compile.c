@@ -54,6 +54,8 @@ struct compile_job {
     char *frozen_w[MAX_CONSTS];        /* weights not to train */
     int no_cache;
     unsigned nproc;                    /* processes of the job it compiles for; 0: none */
+    unsigned group;                    /* inputReplicaGrouping size (1: none) */
+    int group_orthogonal;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
     atomic_int prog_done, prog_total;
@@ -277,6 +279,7 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
                    uint64_t us)
 {
     unsigned P = m->nproc > 1 ? m->nproc : 1; /* a job's process sees its own slice */
+    unsigned G = m->group > 1 ? m->group : 1; /* and one input per group of replicas */
     struct sim_exe *exe = m->entry->exe;
     size_t ni = sim_exe_input_count(exe), no = sim_exe_output_count(exe), nt = ni + no;
     size_t nm = sim_exe_ipu_count(exe);
@@ -307,8 +310,8 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
         models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
                          i < ni ? NULL : &modes[i - ni]);
         if (ti[i].n_dims > 0)
-            dims[i][0] /= P;
-        ti[i].bytes /= P;
+            dims[i][0] /= i < ni ? P * G : P;
+        ti[i].bytes /= i < ni ? P * G : P;
         tp[i] = &ti[i];
     }
     for (size_t i = 0; i < nm; i++) {
@@ -422,6 +425,8 @@ compile_done(struct job *j)
     m->owner = c;
     m->entry = cj->entry;
     m->first_ipu = cj->first_ipu;
+    m->group = cj->group;
+    m->group_orthogonal = cj->group_orthogonal;
     m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
     for (unsigned i = 0; i < m->nipus && i < CFG_MAX_IPUS; i++) {
         struct sim_mem_report rep;
@@ -682,6 +687,23 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         c->part->name, c->part->count, dev_round_pow2(R));
         return -1;
     }
+    if (rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL ||
+        (rq->input_group_type != IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE &&
+         rq->input_group_size > 1 && (rq->input_group_size > R || R % rq->input_group_size))) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "inputReplicaGrouping: %s",
+                        rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL
+                            ? "input_group_type cannot be All; use Consecutive or Orthogonal"
+                        : rq->input_group_size > R
+                            ? "input_group_size cannot be larger than replication_factor"
+                            : "input_group_size must be a factor of replication_factor");
+        return -1;
+    }
+    if (rq->input_group_type > IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "unknown input_group_type %d; use Consecutive (0), Orthogonal (1) or "
+                        "NoGrouping (3)", rq->input_group_type);
+        return -1;
+    }
     if (rq->n_output_modes > MAX_MODE_OPTS) {
         conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
                         "%zu output modes given; at most %d are accepted", rq->n_output_modes,
@@ -738,6 +760,9 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     cj->opts.progress = on_progress_cb;
     cj->opts.progress_ud = cj;
     cj->no_cache = rq->no_cache;
+    cj->group = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE ||
+                        rq->input_group_size == 0 ? 1 : rq->input_group_size;
+    cj->group_orthogonal = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ORTHOGONAL;
     cj->first_ipu = c->part->first;
     cj->part_count = c->part->count;
     cj->opts.ipu_memory_bytes = UINT64_MAX;
@@ -861,6 +886,13 @@ compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_
     DIFF_U(device_iterations, "deviceIterations")
     DIFF_U(replicas, "replicationFactor")
     DIFF_U(micro_batch, "micro_batch")
+    if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
+        what = "inputReplicaGrouping";
+        snprintf(va, sizeof va, "(%u, %s)", a->group,
+                 a->group_orthogonal ? "Orthogonal" : "Consecutive");
+        snprintf(vb, sizeof vb, "(%u, %s)", b->group,
+                 b->group_orthogonal ? "Orthogonal" : "Consecutive");
+    }
     if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
         what = "loss";
         snprintf(va, sizeof va, "%.256s", str_or_none(a->loss));

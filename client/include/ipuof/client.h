@@ -365,6 +365,19 @@ struct ipuof_model_opts {
      * no shape is ignored and the input stays a run input. Copied by the compile call. */
     const struct ipuof_tensor *constant_inputs;
     size_t n_constant_inputs;
+    /* inputReplicaGrouping(size, type): the replicas of a group receive the same input, so
+     * a call carries B x D x (replicas / input_group_size) x A samples of each input (the
+     * compile reply's input shapes say so). The size divides replicas; 0 or 1: none. */
+    unsigned input_group_size;
+    int input_group_type;             /* enum ipuof_group_type */
+};
+
+/* PopTorch's CommGroupType, for ipuof_model_opts.input_group_type. */
+enum ipuof_group_type {
+    IPUOF_GROUP_CONSECUTIVE = 0,      /* groups of consecutive replicas */
+    IPUOF_GROUP_ORTHOGONAL = 1,       /* replicas replicas/size apart in one group */
+    IPUOF_GROUP_ALL = 2,              /* refused for inputs, as PopTorch does */
+    IPUOF_GROUP_NONE = 3              /* NoGrouping: size 1 */
 };
 
 typedef struct ipuof_model ipuof_model;
