@@ -575,7 +575,8 @@ IPUOF_API int ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t 
  * iteration-major, [D][A][R][B]: sample k goes to device iteration k / (A*R*B),
  * accumulation step (k / (R*B)) % A, replica (k / B) % R, position k % B of the micro-batch.
  *
- * Epochs. An epoch has floor(N / (B*D*A*R)) batches for a dataset of N items: the last
+ * Epochs. An epoch has floor(N / (B*D*A*R)) batches for a dataset of N items (with
+ * num_processes P > 1: floor(N / (B*D*A*R*P)), see ipuof_dataloader_opts): the last
  * N mod (B*D*A*R) items of the epoch's order are dropped, as PopTorch's default
  * drop_last=True does, because the IPU needs complete combined batches. With keep_last the
  * epoch has one more, short batch holding the rest (struct ipuof_batch.samples says how
@@ -737,7 +738,8 @@ IPUOF_API uint64_t ipuof_dataloader_epoch(const ipuof_dataloader *dl);
 /* Samples per combined batch, B*D*A*R (poptorch's combinedBatchSize). */
 IPUOF_API size_t ipuof_dataloader_combined_batch_size(const ipuof_dataloader *dl);
 
-/* Batches per epoch: floor(N / combined), + 1 with keep_last when N is not a multiple. */
+/* Batches per epoch: floor(N / combined), + 1 with keep_last when N is not a multiple; in a
+ * job of P processes floor(N / (combined x P)). */
 IPUOF_API size_t ipuof_dataloader_batches_per_epoch(const ipuof_dataloader *dl);
 
 /* The number of items, N, length() returned. */
