@@ -4,8 +4,12 @@
  * the processes together cover each epoch exactly once, in exactly the rows one process
  * with all the replicas would fill; the process id and count come from the options or from
  * the launchers' environment variables (IPUOF_*, Open MPI, PopRun), and bad values are
- * refused with the variable named.
+ * refused with the variable named. The rebatched mode (PopTorch's AsyncRebatched): the
+ * reference's example of 100 samples, 7 workers and batch 4 uses all 100 samples (25
+ * batches), in the order the synchronous mode gives, with get() on 7 threads; a failing
+ * get() names its item.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,6 +42,30 @@ ds_get(void *ds, size_t index, void *const *outs, void *user)
 }
 
 static const struct ipuof_dataset_ops ops = {ds_length, ds_get, NULL};
+
+/* The rebatched dataset: records the threads that call get(); item fail_at fails. */
+static pthread_mutex_t threads_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t threads[64];
+static size_t n_threads;
+static size_t fail_at = (size_t)-1;
+
+static int
+ds_get_mt(void *ds, size_t index, void *const *outs, void *user)
+{
+    size_t i;
+
+    pthread_mutex_lock(&threads_mu);
+    for (i = 0; i < n_threads && !pthread_equal(threads[i], pthread_self()); i++)
+        ;
+    if (i == n_threads && n_threads < 64)
+        threads[n_threads++] = pthread_self();
+    pthread_mutex_unlock(&threads_mu);
+    if (index == fail_at)
+        return IPUOF_E_IO;
+    return ds_get(ds, index, outs, user);
+}
+
+static const struct ipuof_dataset_ops ops_mt = {ds_length, ds_get_mt, NULL};
 static const struct ipuof_field field = {"y", IPUOF_DTYPE_INT64, 0, {0}};
 
 static ipuof_dataloader *
@@ -198,6 +226,53 @@ test_loader_from_env(void **state)
     clear_env();
 }
 
+/* 100 samples, 7 workers, batch 4: 25 batches, every sample once, as in sync mode. */
+static void
+test_rebatched(void **state)
+{
+    size_t n = 100;
+    struct ipuof_dataset d = {&ops_mt, &n, &field, 1};
+    struct ipuof_dataloader_opts o = {.batch_size = 4, .shuffle = 1, .seed = 5,
+                                      .num_processes = 1,
+                                      .mode = IPUOF_DATALOADER_ASYNC_REBATCHED, .workers = 7};
+    ipuof_dataloader *dl = NULL, *sync;
+    int64_t got[100], want[100];
+    unsigned char seen[100] = {0};
+    const struct ipuof_batch *b;
+    char err[IPUOF_ERRBUF_SIZE];
+
+    (void)state;
+    n_threads = 0;
+    assert_int_equal(ipuof_dataloader_new(&d, &o, &dl, err, sizeof err), IPUOF_OK);
+    assert_int_equal(ipuof_dataloader_batches_per_epoch(dl), 25);
+    assert_int_equal(read_epoch(dl, 0, got, 100), 100);
+    for (size_t k = 0; k < 100; k++) {
+        assert_true(got[k] >= 0 && got[k] < 100);
+        assert_int_equal(seen[got[k]]++, 0);
+    }
+    o.mode = IPUOF_DATALOADER_SYNC;
+    sync = loader(&n, &o, IPUOF_OK);
+    assert_int_equal(read_epoch(sync, 0, want, 100), 100);
+    assert_memory_equal(got, want, sizeof got);
+    print_message("rebatched: 100 samples in 25 batches of 4, get() on %zu threads\n",
+                  n_threads);
+    assert_int_equal(n_threads, 7);
+    /* a failing get() names its item, and the loader goes on after it */
+    fail_at = (size_t)want[42];
+    assert_int_equal(ipuof_dataloader_set_epoch(dl, 0), IPUOF_OK);
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(ipuof_dataloader_next(dl, &b), IPUOF_OK);
+    assert_int_equal(ipuof_dataloader_next(dl, &b), IPUOF_E_IO);
+    snprintf(err, sizeof err, "failed on item %zu (sample 2 of batch 10 of epoch 0)", fail_at);
+    assert_non_null(strstr(ipuof_dataloader_errmsg(dl), err));
+    fail_at = (size_t)-1;
+    ipuof_dataloader_free(dl);
+    ipuof_dataloader_free(sync);
+    o.mode = IPUOF_DATALOADER_ASYNC_REBATCHED;
+    o.workers = IPUOF_DATALOADER_MAX_WORKERS + 1;
+    assert_null(loader(&n, &o, IPUOF_E_INVAL));
+}
+
 int
 main(void)
 {
@@ -205,6 +280,7 @@ main(void)
         cmocka_unit_test(test_epoch_coverage),
         cmocka_unit_test(test_process_env),
         cmocka_unit_test(test_loader_from_env),
+        cmocka_unit_test(test_rebatched),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -646,8 +646,17 @@ struct ipuof_dataset {
 /* poptorch.DataLoaderMode. */
 enum ipuof_dataloader_mode {
     IPUOF_DATALOADER_SYNC = 0,  /* get() runs inside ipuof_dataloader_next() */
-    IPUOF_DATALOADER_ASYNC = 1  /* a background thread prepares the next combined batch */
+    IPUOF_DATALOADER_ASYNC = 1, /* a background thread prepares the next combined batch */
+    /* PopTorch's AsyncRebatched: as ASYNC, and ipuof_dataloader_opts.workers threads
+     * produce single samples (worker w: samples w, w + workers, ... of the epoch) while
+     * the loader builds the batches, so no worker's remainder is dropped: an epoch holds
+     * floor(N / combined) batches whatever the workers. get() is then called from several
+     * threads at once: the dataset must allow that. */
+    IPUOF_DATALOADER_ASYNC_REBATCHED = 2
 };
+
+/* At most this many workers per loader. */
+#define IPUOF_DATALOADER_MAX_WORKERS 64
 
 /* Options of a loader; zero is the default of every field (PopTorch's defaults). */
 struct ipuof_dataloader_opts {
@@ -674,6 +683,9 @@ struct ipuof_dataloader_opts {
      * ipuof_process_env(); 1: not distributed. keep_last is refused with several. */
     unsigned process_id;
     unsigned num_processes;
+    unsigned workers;               /* IPUOF_DATALOADER_ASYNC_REBATCHED: threads producing
+                                       samples (0 means 1; at most
+                                       IPUOF_DATALOADER_MAX_WORKERS); ignored otherwise */
 };
 
 /* One combined batch. Borrowed from the loader, with the tensors and their bytes: valid
