@@ -273,6 +273,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     r->rj.conn = c;
     r->rj.req_id = req_id;
     r->m = m;
+    r->plan = (struct slice_plan){1, 0, 1, 0}; /* every row from the payload */
     m->busy = 1;
     sink.nseg = (int)n_in;
     sink.done = on_run_payload;

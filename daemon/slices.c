@@ -61,10 +61,11 @@ void
 slice_replicate(struct sim_exe *exe, const struct slice_plan *pl)
 {
     size_t n_in = sim_exe_input_count(exe), R = sim_exe_replicas(exe);
-    unsigned rl = (unsigned)(R / pl->nproc), groups;
+    unsigned rl, groups;
 
-    if (pl->group <= 1)
+    if (pl->group <= 1 || pl->nproc == 0)
         return;
+    rl = (unsigned)(R / pl->nproc);
     groups = rl / pl->group;
     for (size_t i = 0; i < n_in; i++) {
         struct sim_io_info io;
