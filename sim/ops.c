@@ -30,6 +30,10 @@ static const struct family families[] = {
     { sim_ops_shape, &sim_ops_shape_count },
     { sim_ops_select, &sim_ops_select_count },
     { sim_ops_loss, &sim_ops_loss_count },
+    { sim_ops_logic, &sim_ops_logic_count },
+    { sim_ops_pad, &sim_ops_pad_count },
+    { sim_ops_gen, &sim_ops_gen_count },
+    { sim_ops_split, &sim_ops_split_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
@@ -71,7 +75,7 @@ sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud)
             fn(&families[f].ops[i], ud);
 }
 
-static char supported_list[1536];
+static char supported_list[2048];
 static pthread_once_t supported_once = PTHREAD_ONCE_INIT;
 
 static int
