@@ -124,7 +124,10 @@ build_steps(struct sim_exe *e, struct sim_err *err)
                                "LeakyRelu Sigmoid Tanh Softmax LogSoftmax BatchNormalization "
                                "LayerNormalization Dropout Reshape Flatten Transpose Concat "
                                "Squeeze Unsqueeze Identity Gather Slice ReduceMean ReduceSum "
-                               "Cast and the losses); mark the weights before it as frozen "
+                               "Cast HardSigmoid HardSwish Elu Softplus Pad Split ScatterND "
+                               "ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSumExp ReduceProd "
+                               "Where Mod Expand and the losses); mark the weights before it "
+                               "as frozen "
                                "or change the graph", n->label, n->op->name,
                                e->m->vals[tr->loss].name);
         n->bstep = tr->n_bsteps;
