@@ -15,7 +15,7 @@ cases export forward(x) -> y), and writes into OUTDIR/<case>/ as ONNX TensorProt
                              of torch.optim.SGD(lr=0.1)
 
 OUTDIR/cases.txt lists "<case> train" or "<case> infer", one per line. The C side
-(build/tests/integ/test_interop_layers OUTDIR) runs each model on ipuofd and compares.
+(build/tests/integ/drv_interop_layers OUTDIR) runs each model on ipuofd and compares.
 """
 import os
 import sys

@@ -1,8 +1,8 @@
 /*
- * test_interop_layers.c — the C side of test_interop_layers.sh: the everyday PyTorch layers
+ * drv_interop_layers.c — the C side of test_interop_layers.sh: the everyday PyTorch layers
  * (tests/integ/layers_torch.py) run and trained on ipuofd, compared with PyTorch.
  *
- *   build/tests/integ/test_interop_layers DIR
+ *   build/tests/integ/drv_interop_layers DIR
  *
  * DIR is what layers_torch.py wrote: cases.txt ("<case> train|infer" lines) and one
  * directory per case (model.onnx, input_K.pb, y.pb; for training cases loss.pb and
@@ -246,7 +246,7 @@ main(int argc, char **argv)
     int rc, cases = 0;
 
     if (argc < 2) {
-        printf("# test_interop_layers runs from tests/integ/test_interop_layers.sh\n");
+        printf("# drv_interop_layers runs from tests/integ/test_interop_layers.sh\n");
         printf("0 passed, 0 failed\n");
         return 77;
     }
