@@ -31,7 +31,7 @@
 #define PROG "ipuof-run"  /* how messages start */
 #define MAX_INPUTS 256
 #define BAR_WIDTH 30
-#define CONST_MAX_ELEMS 4096 /* integer inputs up to this size are offered as constants */
+#define CONST_MAX_ELEMS 4096 /* inputs up to this size are offered as constants */
 
 /* One --input: a file, bound to a graph input by name or, without one, in order. */
 struct input_arg {
@@ -103,9 +103,9 @@ usage(FILE *f, int full)
             "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
             "                       exact for integers); a mismatch exits 1\n"
             "\n"
-            "Small integer inputs (a Reshape's shape, reduction axes) are offered to the\n"
-            "compiler as constants under NAME or the file's tensor name: those that decide\n"
-            "shapes are fixed at compile time, the others stay run inputs.\n"
+            "Small inputs (a Reshape's shape, reduction axes, Range's bounds) are offered to\n"
+            "the compiler as constants under NAME or the file's tensor name: those that\n"
+            "decide shapes are fixed at compile time, the others stay run inputs.\n"
             "\n"
             "One call consumes micro-batch x device-iterations x replicas samples along dim 0.\n"
             "An input with the shape of one micro-batch is tiled device-iterations x replicas\n"
@@ -423,7 +423,8 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
     return 0;
 }
 
-/* Offers the small integer inputs that have a name as constant inputs of the compile:
+/* Offers the small inputs that have a name as constant inputs of the compile (the daemon
+ * fixes only those that decide shapes: integer shapes and axes, Range's float bounds):
  * fills consts (borrowing the inputs' data) and returns how many. */
 static size_t
 offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
@@ -435,8 +436,7 @@ offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
         const char *name = in->name != NULL ? in->name : in->t.name;
         size_t elem = ipuof_dtype_size(in->t.dtype);
 
-        if ((in->t.dtype != IPUOF_DTYPE_INT64 && in->t.dtype != IPUOF_DTYPE_INT32) ||
-            name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS)
+        if (elem == 0 || name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS)
             continue;
         in->const_name = name;
         consts[n] = (struct ipuof_tensor){name, in->t.dtype, in->t.rank, {0}, in->t.data,
