@@ -5,7 +5,8 @@
  * the optional constant_value input read at run time. Negative pads crop.
  *
  * At compile time every output coordinate of every dim is mapped to the input coordinate it
- * copies (-1: the constant), so a step is a walk over the output. The backward (float)
+ * copies (-1: the constant), so a step is a walk over the output rows, each copying its
+ * interior with one memcpy. The backward (float)
  * walks the same maps and adds dy into the element it was copied from, so reflected and
  * edge elements collect every copy's gradient.
  * Does not: the opset-18 axes input, 'wrap' mode.
@@ -24,6 +25,8 @@ struct pad_params {
     int64_t out[SIM_MAX_RANK];
     int64_t in_stride[SIM_MAX_RANK];
     int64_t map_at[SIM_MAX_RANK];   /* offset of dim k's map in map[] */
+    int64_t lo, hi;                 /* innermost dim: outputs [lo, hi) copy inputs
+                                     * [lo - pad, hi - pad) in order (one memcpy) */
     int64_t map[];                  /* output coordinate -> input coordinate or -1 */
 };
 
@@ -147,6 +150,14 @@ infer_pad(struct sim_infer *c)
             p->map[maps + i] = pad_source(p->mode, i, pads[d], x->shape.d[d]);
         maps += o.d[d];
     }
+    p->lo = p->hi = 0;
+    if (rank > 0) {
+        int64_t pb = pads[rank - 1], n = x->shape.d[rank - 1];
+        p->lo = pb > 0 ? pb : 0;
+        p->hi = pb + n < o.d[rank - 1] ? pb + n : o.d[rank - 1];
+        if (p->hi < p->lo)
+            p->hi = p->lo;
+    }
     if (rank == 0) {
         p->out[0] = 1;
         p->in_stride[0] = 1;
@@ -203,10 +214,18 @@ pad_fwd_row(void *ctx, int64_t r, int64_t off)
     const int64_t *map = p->map + p->map_at[p->rank - 1];
     char *y = f->y + r * n * (int64_t)f->es;
 
+    int64_t es = (int64_t)f->es;
+
+    if (off >= 0 && p->hi > p->lo)
+        memcpy(y + p->lo * es, f->x + (off + map[p->lo]) * es, (size_t)((p->hi - p->lo) * es));
     for (int64_t i = 0; i < n; i++) {
-        const char *src = off < 0 || map[i] < 0 ? f->value
-                          : f->x + (off + map[i] * p->in_stride[p->rank - 1]) * (int64_t)f->es;
-        memcpy(y + i * (int64_t)f->es, src, f->es);
+        const char *src;
+        if (off >= 0 && i >= p->lo && i < p->hi) {
+            i = p->hi - 1;
+            continue;
+        }
+        src = off < 0 || map[i] < 0 ? f->value : f->x + (off + map[i]) * es;
+        memcpy(y + i * es, src, f->es);
     }
 }
 
@@ -239,7 +258,7 @@ pad_bwd_row(void *ctx, int64_t r, int64_t off)
 {
     const struct pad_bwd *b = ctx;
     const struct pad_params *p = b->p;
-    int64_t n = p->out[p->rank - 1], st = p->in_stride[p->rank - 1];
+    int64_t n = p->out[p->rank - 1];
     const int64_t *map = p->map + p->map_at[p->rank - 1];
     const float *g = b->g + r * n;
 
@@ -247,7 +266,7 @@ pad_bwd_row(void *ctx, int64_t r, int64_t off)
         return;
     for (int64_t i = 0; i < n; i++)
         if (map[i] >= 0)
-            b->dx[off + map[i] * st] += g[i];
+            b->dx[off + map[i]] += g[i];
 }
 
 /* dx += every dy element copied from x's element (none for the constant) */
