@@ -141,6 +141,9 @@ const struct sim_op *sim_op_find(const char *op_type);
 /* The op for op_type in domain ("" or "ai.onnx" for the default one), or NULL. */
 const struct sim_op *sim_op_find_in(const char *domain, const char *op_type);
 
+/* The ops with a gradient rule, sorted, as "Abs, Add, ..." (static storage). */
+const char *sim_gradient_ops(void);
+
 /* Calls fn for every op of every family (for tests and listings). */
 void sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud);
 
