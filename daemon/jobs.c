@@ -14,64 +14,15 @@
 #include "dispatch.h"
 #include "ipuof/client.h"
 #include "jobs.h"
+#include "jobs_int.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
 #include "slices.h"
 
-struct djob;
-
-/* One process of a job: its connection and what it is waiting for. */
-struct djob_proc {
-    struct djob *job;
-    unsigned id;                 /* its process id */
-    struct conn *conn;           /* NULL before it attaches and after it left */
-    uint32_t pid;                /* for messages once the connection is gone */
-    char peer[64];
-    uint64_t attach_req;         /* attach held until every process came, or 0 */
-    struct compile_job *cj;      /* compile held until every process sent one, or NULL */
-    uint64_t compile_req;        /* compile waiting for its reply, or 0 */
-    int compile_submitter;       /* its connection has the job's compile in flight */
-    char left[32];               /* "detached" or "disconnected" once it left, else "" */
-    uint64_t run_req;            /* run whose slice arrived or is arriving, or 0 */
-    int run_arriving;            /* the slice's bytes are still being received */
-    struct slice_cursor cur;     /* where its slice's next bytes go */
-};
-
-/* The run of a job's model on a worker. */
-struct djob_work {
-    struct job job;
-    struct djob *j;
-    struct model *m;
-    int rc;
-    struct sim_err err;
-    uint64_t us;
-};
-
-struct djob {
-    struct srv *srv;
-    char name[DEV_NAME_MAX];
-    unsigned nproc, count;       /* processes; IPUs of the partition */
-    unsigned nattached, ncompile, nrun;
-    int started;                 /* every process attached */
-    int dead;                    /* ended: freed once nothing is in flight */
-    struct dev_partition *part;
-    struct event *timer;         /* job_timeout for the phase now gathering */
-    struct model *models;        /* the job's executables, shared by its processes */
-    struct model *run_model;     /* the model whose slices are being gathered */
-    struct djob_work *inflight;  /* the run on a worker, or NULL */
-    int arriving;                /* processes whose slice is still arriving */
-    int hold;                    /* loops over the processes under way (they may end it) */
-    struct djob *next;
-    struct djob_proc proc[];     /* nproc */
-};
-
-static void job_end(struct djob *j, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* Frees j when it has ended and nothing refers to it any more. */
-static void
-job_maybe_free(struct djob *j)
+void
+djob_maybe_free(struct djob *j)
 {
     if (!j->dead || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
         return;
@@ -86,21 +37,21 @@ job_maybe_free(struct djob *j)
 }
 
 /* Brackets a loop that talks to the processes' connections: a connection freed meanwhile
- * may end the job, which is then freed at job_unhold(). job_unhold returns 1 when the job
+ * may end the job, which is then freed at djob_unhold(). job_unhold returns 1 when the job
  * has ended (it may be gone: do not touch it). */
-static void
-job_hold(struct djob *j)
+void
+djob_hold(struct djob *j)
 {
     j->hold++;
 }
 
-static int
-job_unhold(struct djob *j)
+int
+djob_unhold(struct djob *j)
 {
     int dead = j->dead;
 
     j->hold--;
-    job_maybe_free(j);
+    djob_maybe_free(j);
     return dead;
 }
 
@@ -131,7 +82,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     missing(j, phase, who, sizeof who);
-    job_end(j, IPUOF_E_TIMEOUT,
+    djob_end(j, IPUOF_E_TIMEOUT,
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
             "each one make the same calls", j->name, j->srv->cfg.job_timeout,
@@ -139,8 +90,8 @@ on_timer(evutil_socket_t fd, short what, void *arg)
             phase == 0 ? "attach" : phase == 1 ? "send its compile" : "send its slice of the run");
 }
 
-static void
-arm_timer(struct djob *j)
+void
+djob_arm_timer(struct djob *j)
 {
     struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
 
@@ -175,8 +126,8 @@ send_notice(struct conn *c, const struct djob *j, int code, const char *msg)
  * Notice when it had its partition), the models and the partition are released, and the
  * job is freed once its run in flight and arriving slices are done.
  */
-static void
-job_end(struct djob *j, int code, const char *fmt, ...)
+void
+djob_end(struct djob *j, int code, const char *fmt, ...)
 {
     struct srv *s = j->srv;
     struct djob **pp;
@@ -197,7 +148,7 @@ job_end(struct djob *j, int code, const char *fmt, ...)
     j->dead = 1;
     if (j->inflight != NULL)
         sim_exe_cancel(j->inflight->m->entry->exe);
-    job_hold(j);
+    djob_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct djob_proc *q = &j->proc[p];
         struct conn *c = q->conn;
@@ -241,7 +192,7 @@ job_end(struct djob *j, int code, const char *fmt, ...)
     }
     dev_release(s->inv, j->part);
     j->part = NULL;
-    job_unhold(j);
+    djob_unhold(j);
     srv_serve_waiters(s);
 }
 
@@ -290,7 +241,7 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
     }
     j->next = s->jobs;
     s->jobs = j;
-    arm_timer(j);
+    djob_arm_timer(j);
     log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
              j->part->first, j->part->first + count - 1);
     return j;
@@ -366,7 +317,7 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
     j->started = 1;
     evtimer_del(j->timer);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
-    job_hold(j);
+    djob_hold(j);
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct djob_proc *r = &j->proc[p];
         struct conn *o = r->conn;
@@ -377,18 +328,18 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
         conn_job_end(o);
         conn_leave(o); /* a kill here ends the job through djob_leave */
     }
-    job_unhold(j);
+    djob_unhold(j);
 }
 
 /* Ends j when a process has left: the others cannot make a collective call without it.
  * 1 when it ended. */
-static int
-end_if_left(struct djob *j)
+int
+djob_end_if_left(struct djob *j)
 {
     for (unsigned p = 0; p < j->nproc; p++) {
         const struct djob_proc *q = &j->proc[p];
         if (q->left[0] != '\0') {
-            job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
+            djob_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
                     "%s; the job has ended and its IPUs are free: start every process again",
                     q->id, j->name, q->pid, q->peer, q->left);
             return 1;
@@ -434,9 +385,9 @@ leave(struct conn *c, const char *how)
         }
     }
     if (waiting)
-        end_if_left(j);
+        djob_end_if_left(j);
     else if (live == 0)
-        job_end(j, IPUOF_E_CLOSED, "all %u processes have left", j->nproc);
+        djob_end(j, IPUOF_E_CLOSED, "all %u processes have left", j->nproc);
 }
 
 void
@@ -464,7 +415,7 @@ djob_leave(struct conn *c)
 void
 djob_revoke(struct conn *c, int code, const char *msg)
 {
-    job_end(c->djob, code, "%s", msg);
+    djob_end(c->djob, code, "%s", msg);
 }
 
 /* ---- compile ---------------------------------------------------------------------------- */
@@ -473,7 +424,7 @@ djob_revoke(struct conn *c, int code, const char *msg)
 static void
 compile_refuse(struct djob *j, int code, const char *msg)
 {
-    job_hold(j);
+    djob_hold(j);
     for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
         struct djob_proc *r = &j->proc[k];
         struct conn *o = r->conn;
@@ -486,7 +437,7 @@ compile_refuse(struct djob *j, int code, const char *msg)
         conn_job_end(o);
         conn_leave(o);
     }
-    job_unhold(j);
+    djob_unhold(j);
 }
 
 void
@@ -507,10 +458,10 @@ djob_compile_ready(struct conn *c, struct compile_job *cj)
     q->cj = cj;
     q->compile_req = compile_job_req_id(cj);
     conn_job_begin(c);
-    if (end_if_left(j)) /* answers this compile too */
+    if (djob_end_if_left(j)) /* answers this compile too */
         return;
     if (j->ncompile++ == 0)
-        arm_timer(j);
+        djob_arm_timer(j);
     if (j->ncompile < j->nproc)
         return;
     evtimer_del(j->timer);
@@ -548,7 +499,7 @@ djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cach
                  m->name, cached ? "from the cache" : "compiled", j->nproc,
                  sim_exe_replicas(m->entry->exe) / j->nproc);
     }
-    job_hold(j);
+    djob_hold(j);
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct djob_proc *q = &j->proc[p];
         struct conn *o = q->conn;
@@ -563,7 +514,7 @@ djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cach
             conn_job_end(o);
         conn_leave(o);
     }
-    job_unhold(j);
+    djob_unhold(j);
 }
 
 struct model *
@@ -591,276 +542,6 @@ djob_free_model(struct conn *c, uint32_t id)
     *pp = m->next;
     model_free(c->srv, m);
     return 0;
-}
-
-/* ---- runs ------------------------------------------------------------------------------- */
-
-/*
- * The rows of process q in buffer (io's run buffer): block k (one device iteration and
- * accumulation step, or one returned micro-batch for an output) holds R steps; q's
- * are steps q*Rl .. (q+1)*Rl-1.
- */
-static void
-slice_of(const struct djob *j, const struct sim_exe *exe, const struct sim_io_info *io,
-         unsigned q, size_t k, size_t *off, size_t *len)
-{
-    size_t R = sim_exe_replicas(exe), Rl = R / j->nproc;
-
-    *off = (k * R + (size_t)q * Rl) * io->step_bytes;
-    *len = Rl * io->step_bytes;
-}
-
-/* This process's share of the job's model m, as slices.c plans it. */
-static struct slice_plan
-plan_of(const struct djob *j, const struct djob_proc *q, const struct model *m)
-{
-    struct slice_plan pl = {j->nproc, q->id, m->group > 1 ? m->group : 1,
-                            m->group_orthogonal};
-
-    return pl;
-}
-
-/* Sets the next segments of a slice's receive: straight into its rows of each input. */
-static int
-slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
-{
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
-    struct slice_plan pl = plan_of(j, q, j->run_model);
-
-    (void)c;
-    return slice_fill(j->run_model->entry->exe, &pl, &q->cur, sink);
-}
-
-static void
-work_run(struct job *jb)
-{
-    struct djob_work *w = (struct djob_work *)jb;
-    uint64_t t0 = models_now_us();
-
-    for (unsigned p = 0; p < w->j->nproc; p++) { /* input groups: one row to every replica */
-        struct slice_plan pl = plan_of(w->j, &w->j->proc[p], w->m);
-        slice_replicate(w->m->entry->exe, &pl);
-    }
-    w->rc = sim_exe_run(w->m->entry->exe, &w->err);
-    w->us = models_now_us() - t0;
-}
-
-/* Sends process q its replicas' outputs of the run just done. */
-static void
-reply_slice(struct djob *j, struct djob_proc *q, struct model *m, uint64_t us)
-{
-    struct sim_exe *exe = m->entry->exe;
-    size_t no = sim_exe_output_count(exe), niov = 0, cap = 0;
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
-    Ipuof__TensorInfo *ti = calloc(no + 1, sizeof *ti);
-    Ipuof__TensorInfo **tp = calloc(no + 1, sizeof *tp);
-    int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(no + 1, sizeof *dims);
-    struct conn_iov *iov = NULL;
-
-    for (size_t i = 0; i < no; i++) {
-        struct sim_io_info io;
-        sim_exe_output_info(exe, i, &io);
-        cap += io.iterations;
-    }
-    iov = calloc(cap + 1, sizeof *iov);
-    if (ti == NULL || tp == NULL || dims == NULL || iov == NULL) {
-        conn_send_error(q->conn, q->run_req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < no; i++) {
-        struct sim_io_info io;
-        const uint8_t *buf = sim_exe_output_buffer(exe, i);
-        sim_exe_output_info(exe, i, &io);
-        models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK, NULL);
-        if (ti[i].n_dims > 0)
-            dims[i][0] /= j->nproc;
-        ti[i].bytes /= j->nproc;
-        tp[i] = &ti[i];
-        for (size_t k = 0; k < io.iterations && io.step_bytes > 0; k++) {
-            size_t off, len;
-            slice_of(j, exe, &io, q->id, k, &off, &len);
-            iov[niov].base = buf + off;
-            iov[niov++].len = len;
-        }
-    }
-    r.n_outputs = no;
-    r.outputs = tp;
-    r.run_us = us;
-    h.request_id = q->run_req;
-    h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
-    h.run_reply = &r;
-    conn_sendv(q->conn, &h, iov, (int)niov);
-out:
-    free(ti);
-    free(tp);
-    free(dims);
-    free(iov);
-}
-
-static void
-work_done(struct job *jb)
-{
-    struct djob_work *w = (struct djob_work *)jb;
-    struct djob *j = w->j;
-    struct model *m = w->m;
-
-    m->busy = 0;
-    if (j->dead) { /* every process had its error from job_end */
-        j->inflight = NULL;
-        free(w);
-        job_maybe_free(j);
-        return;
-    }
-    if (w->rc == IPUOF_OK) {
-        unsigned D = sim_exe_device_iterations(m->entry->exe);
-        for (unsigned i = 0; i < m->nipus; i++)
-            j->srv->inv->ipus[m->first_ipu + i].steps_run += D;
-    }
-    j->run_model = NULL;
-    j->nrun = 0;
-    job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct djob_proc *q = &j->proc[p];
-        struct conn *c = q->conn;
-        conn_enter(c);
-        if (w->rc == IPUOF_OK)
-            reply_slice(j, q, m, w->us);
-        else
-            conn_send_error(c, q->run_req, w->rc, 0, 0, "executor", "%s", w->err.msg);
-        q->run_req = 0;
-        conn_job_end(c);
-        conn_leave(c); /* a kill here ends the job through djob_leave */
-    }
-    j->inflight = NULL;
-    free(w);
-    job_unhold(j);
-}
-
-/* Every process's slice is in: run once on a worker. */
-static void
-run_all(struct djob *j)
-{
-    struct djob_work *w = calloc(1, sizeof *w);
-
-    evtimer_del(j->timer);
-    if (w == NULL) {
-        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
-                "'%s'", j->name);
-        return;
-    }
-    w->j = j;
-    w->m = j->run_model;
-    w->job.run = work_run;
-    w->job.done = work_done;
-    if (work_submit(j->srv->work, &w->job) < 0) {
-        free(w);
-        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
-                "'%s'", j->name);
-        return;
-    }
-    j->inflight = w;
-}
-
-/* The last byte of q's slice is in. */
-static void
-on_slice(struct conn *c, void *arg)
-{
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
-
-    q->run_arriving = 0;
-    j->arriving--;
-    if (j->dead) { /* the job ended while the bytes arrived */
-        conn_send_error(c, q->run_req, IPUOF_E_CLOSED, IPUOF_ERROR_RECOVERABLE,
-                        IPUOF_RECOVERY_REATTACH, "device", "the job on partition '%s' ended "
-                        "while this process's slice of the run arrived", j->name);
-        q->run_req = 0;
-        q->conn = NULL;
-        conn_job_end(c);
-        job_maybe_free(j);
-        return;
-    }
-    if (++j->nrun == j->nproc)
-        run_all(j);
-}
-
-/* The connection died while q's slice arrived. */
-static void
-on_slice_abort(struct conn *c, void *arg)
-{
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
-
-    (void)c;
-    if (!q->run_arriving)
-        return;
-    q->run_arriving = 0;
-    j->arriving--;
-    if (j->dead) {
-        q->conn = NULL;
-        job_maybe_free(j);
-    }
-}
-
-void
-djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
-         struct model *m)
-{
-    struct djob *j = c->djob;
-    struct djob_proc *q = &j->proc[c->djob_pid];
-    struct conn_sink sink = {0};
-    struct slice_plan pl;
-    char msg[512];
-    uint64_t total;
-
-    if (q->run_req != 0) {
-        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
-                        "process %u already sent its slice of a run", q->id);
-        return;
-    }
-    if (j->run_model != NULL && j->run_model != m) {
-        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "executor",
-                        "process %u runs model %u while the job's other processes run model "
-                        "%u; every process runs the same model in the same order", q->id,
-                        m->id, j->run_model->id);
-        return;
-    }
-    pl = plan_of(j, q, m);
-    if (slice_check(m->entry->exe, &pl, rq->inputs, rq->n_inputs, m->name, &total, msg,
-                    sizeof msg) < 0) {
-        conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor", "process %u: %s", q->id,
-                        msg);
-        return;
-    }
-    if (total != payload_len) {
-        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
-                        "run payload has %u bytes; the inputs described need %" PRIu64,
-                        payload_len, total);
-        return;
-    }
-    q->run_req = req_id; /* so that an end now answers it; its bytes are then dropped */
-    conn_job_begin(c);
-    if (end_if_left(j))
-        return;
-    j->run_model = m;
-    m->busy = 1;
-    memset(&q->cur, 0, sizeof q->cur);
-    if (j->nrun == 0 && j->arriving == 0)
-        arm_timer(j);
-    if (payload_len == 0) {
-        if (++j->nrun == j->nproc)
-            run_all(j);
-        return;
-    }
-    q->run_arriving = 1;
-    j->arriving++;
-    sink.refill = slice_refill;
-    sink.done = on_slice;
-    sink.abort = on_slice_abort;
-    sink.arg = q;
-    conn_set_sink(c, &sink); /* the first segments come from refill */
 }
 
 /* ---- status ----------------------------------------------------------------------------- */
