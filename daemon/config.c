@@ -178,8 +178,8 @@ set_real(const struct key *k, double *field, const char *value, char *err, size_
     if (value[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v > max ||
         (k->min != 0 ? v <= 0.0 : v < 0.0)) {
         seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a number %s 0 and at most %g "
-               "(e.g. 62.5e12)", k->section, k->name, value,
-               k->min != 0 ? "above" : "from", max);
+               "(e.g. %s)", k->section, k->name, value,
+               k->min != 0 ? "above" : "from", max, max > 1.0 ? "62.5e12" : "0.25");
         return -1;
     }
     *field = v;
