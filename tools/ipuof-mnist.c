@@ -43,7 +43,7 @@
 #include "ipuof/client.h"
 #include "mnist_model.h"
 #include "pbar.h"
-#include "timeline.h"
+#include "profile.h"
 
 #define PROG "ipuof-mnist"  /* how messages start */
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
@@ -605,55 +605,6 @@ print_clock(const struct clock_sum *k, const struct mnist_opts *o)
            k->bottleneck);
 }
 
-/* Writes DIR/trace.json (the last training call's trace) and DIR/timeline.svg. Returns 0,
- * or the exit status after printing why. */
-static int
-write_profile(struct mnist_run *r, const char *dir)
-{
-    struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1400, .title = NULL};
-    char path[4096], err[512], title[256];
-    char *json = NULL;
-    size_t len = 0;
-    FILE *f;
-    int rc;
-
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ipuof-mnist: --profile %s: cannot make the directory: %s\n", dir,
-                strerror(errno));
-        return EX_CANTCREAT;
-    }
-    rc = ipuof_model_trace(r->train, &json, &len);
-    if (rc != IPUOF_OK)
-        return args_fail(PROG, r->c, "profile", rc, 0);
-    snprintf(path, sizeof path, "%s/trace.json", dir);
-    f = fopen(path, "w");
-    if (f == NULL || fwrite(json, 1, len, f) != len || fclose(f) != 0) {
-        fprintf(stderr, "ipuof-mnist: --profile: cannot write %s: %s\n", path, strerror(errno));
-        free(json);
-        return EX_CANTCREAT;
-    }
-    printf("trace of the last training call: %s\n", path);
-    snprintf(path, sizeof path, "%s/timeline.svg", dir);
-    snprintf(title, sizeof title, "ipuof-mnist: the last training call on the simulated clock");
-    v.title = title;
-    f = fopen(path, "w");
-    if (f == NULL) {
-        fprintf(stderr, "ipuof-mnist: --profile: cannot create %s: %s\n", path, strerror(errno));
-        free(json);
-        return EX_CANTCREAT;
-    }
-    rc = timeline_render(json, len, "trace.json", &v, f, err, sizeof err);
-    if (fclose(f) != 0 || rc != 0) {
-        fprintf(stderr, "ipuof-mnist: --profile: cannot draw %s: %s\n", path,
-                rc != 0 ? err : strerror(errno));
-        free(json);
-        return 1;
-    }
-    printf("timeline: %s\n", path);
-    free(json);
-    return 0;
-}
-
 /* Trains for o->epochs epochs, then saves the model when asked. Returns 0 or the exit
  * status after printing why. */
 static int
@@ -683,7 +634,8 @@ train(const struct mnist_opts *o, struct mnist_run *r)
     if (o->epochs > 0 && !o->quiet)
         print_clock(&r->clock, o);
     if (o->epochs > 0 && o->profile != NULL) {
-        rc = write_profile(r, o->profile);
+        rc = profile_write(PROG, r->c, r->train, o->profile,
+                           "ipuof-mnist: the last training call on the simulated clock");
         if (rc != 0)
             return rc;
     }
