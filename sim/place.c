@@ -114,8 +114,8 @@ place_blocks(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err
         if (used[b])
             continue;
         rc = sim_err_set(err, IPUOF_E_INVAL, "block '%s' matches no node: a block is the "
-                         "nodes whose name starts with its prefix (torch 1.13 exports name "
-                         "them after the module path, e.g. '/layer1/conv/Conv'; the first "
+                         "nodes whose name starts with its prefix (torch 1.13's exporter "
+                         "names them after the module path, e.g. '/layer1/conv/Conv'; the first "
                          "node here is '%s')", o->blocks[b].prefix,
                          e->n_nodes > 0 ? node_name(e, 0) : "");
         goto out;
@@ -265,7 +265,7 @@ check_partition(const struct sim_exe *e, unsigned partition, struct sim_err *err
     if ((uint64_t)e->ipr * e->R > partition)
         return sim_err_set(err, IPUOF_E_INVAL, "the model needs %u IPUs (%u replicas x %u "
                            "IPUs per replica) but the partition has %u; attach %u IPUs or "
-                           "use %u replicas", e->ipr * e->R, e->R, e->ipr, partition,
+                           "use at most %u replicas", e->ipr * e->R, e->R, e->ipr, partition,
                            e->ipr * e->R, partition / e->ipr > 0 ? partition / e->ipr : 1);
     return 0;
 }
@@ -313,11 +313,11 @@ check_strategy(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_e
         e->location[k] = o->location[k];
     }
     if (e->tr == NULL && (o->location[SIM_LOC_OPTIMIZER] || o->location[SIM_LOC_ACCUMULATORS]))
-        return sim_err_set(err, IPUOF_E_INVAL, "the %s are placed off chip but this is an "
+        return sim_err_set(err, IPUOF_E_INVAL, "the %s placed off chip, but this is an "
                            "inference model, which has none; set this location only for "
                            "a training model (one with a loss)",
-                           o->location[SIM_LOC_OPTIMIZER] ? "optimizer state" :
-                           "gradient accumulators");
+                           o->location[SIM_LOC_OPTIMIZER] ? "optimizer state is" :
+                           "gradient accumulators are");
     if (e->tr == NULL && o->location[SIM_LOC_ACTIVATIONS] && N > 1)
         return sim_err_set(err, IPUOF_E_INVAL, "activations are placed off chip but this "
                            "is an inference model, which keeps no activations for a backward "
