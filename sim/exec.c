@@ -267,6 +267,8 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
     id = atomic_fetch_add(&e->run_id, 1) + 1;
     if (e->tr != NULL) {
         rc = sim_train_run(e, id, err);
+        if (rc == 0)
+            atomic_store(&e->ran, 1);
         atomic_store(&e->busy, 0);
         return rc;
     }
@@ -283,6 +285,8 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
                 sim_exec_post_step(e, d, 0, r);
         }
     }
+    if (rc == 0)
+        atomic_store(&e->ran, 1);
     atomic_store(&e->busy, 0);
     return rc;
 }
