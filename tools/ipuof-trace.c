@@ -7,7 +7,8 @@
  * host transfers, weight updates and reductions in colours of their own, and a time axis
  * in simulated time.
  *
- *   ipuof-trace [-o OUT.svg] [--width PX] [--start US] [--end US] [--title TEXT] TRACE.json
+ *   ipuof-trace [-o OUT.svg] [--width PX] [--start US] [--end US] [--iteration N] [--title TEXT]
+ *             TRACE.json
  *
  * Reads the whole trace (at most 256 MiB), keeps complete events ("ph":"X") and thread
  * names ("ph":"M", "thread_name"), and writes the SVG to OUT.svg or standard output.
@@ -22,6 +23,7 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "timeline.h"
 
 #define PROG "ipuof-trace"
@@ -75,8 +77,8 @@ fail:
 static void
 usage(FILE *f)
 {
-    fputs("usage: " PROG " [-o OUT.svg] [--width PX] [--start US] [--end US] [--title TEXT] "
-          "TRACE.json\n"
+    fputs("usage: " PROG " [-o OUT.svg] [--width PX] [--start US] [--end US] [--iteration N]\n"
+          "                   [--title TEXT] TRACE.json\n"
           "Renders an ipuofd execution trace as an SVG timeline: one row per IPU, forward and\n"
           "backward spans labelled with their micro-batch, a simulated-time axis.\n", f);
 }
@@ -103,9 +105,11 @@ main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'}, {"width", required_argument, NULL, 'w'},
         {"start", required_argument, NULL, 's'},  {"end", required_argument, NULL, 'e'},
         {"title", required_argument, NULL, 't'},  {"help", no_argument, NULL, 'h'},
+        {"iteration", required_argument, NULL, 'i'},
         {NULL, 0, NULL, 0},
     };
-    struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1200, .title = NULL};
+    struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1200, .title = NULL, .iteration = -1};
+    unsigned iteration;
     const char *out = NULL;
     char err[512];
     char *text = NULL;
@@ -127,6 +131,11 @@ main(int argc, char **argv)
         case 's': if (parse_us("--start", optarg, &v.t0) < 0) return EX_USAGE; break;
         case 'e': if (parse_us("--end", optarg, &v.t1) < 0) return EX_USAGE; break;
         case 't': v.title = optarg; break;
+        case 'i':
+            if (args_count(PROG, "--iteration", optarg, 0, &iteration) != 0)
+                return EX_USAGE;
+            v.iteration = iteration;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EX_USAGE;
         }

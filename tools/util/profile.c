@@ -17,7 +17,8 @@ int
 profile_write(const char *prog, ipuof_client *c, ipuof_model *m, const char *dir,
               const char *title)
 {
-    struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1400, .title = title};
+    struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1400, .title = title,
+                              .iteration = 0};
     char path[4096], err[512];
     char *json = NULL;
     size_t len = 0;
@@ -48,6 +49,11 @@ profile_write(const char *prog, ipuof_client *c, ipuof_model *m, const char *dir
         return EX_CANTCREAT;
     }
     rc = timeline_render(json, len, "trace.json", &v, f, err, sizeof err);
+    if (rc == TIMELINE_EBAD && strstr(err, "device iteration") != NULL) {
+        v.iteration = -1; /* a trace without iterations: all of it */
+        rewind(f);
+        rc = timeline_render(json, len, "trace.json", &v, f, err, sizeof err);
+    }
     if (fclose(f) != 0 || rc != 0) {
         fprintf(stderr, "%s: --profile: cannot draw %s: %s\n", prog, path,
                 rc != 0 ? err : strerror(errno));

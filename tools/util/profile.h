@@ -9,7 +9,8 @@
 
 /*
  * Makes dir when missing, fetches m's trace (m compiled with profile on, after a run) and
- * writes DIR/trace.json and DIR/timeline.svg (titled title; NULL: from the trace), printing
+ * writes DIR/trace.json and DIR/timeline.svg (its first device iteration, as the tutorial's
+ * pipeline figure shows one; titled title, NULL: from the trace), printing
  * both paths on stdout. Returns 0, or the exit status after printing why on stderr as
  * "PROG: ...": the daemon's error through args_fail(), EX_CANTCREAT for a file.
  */

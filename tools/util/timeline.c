@@ -37,7 +37,7 @@ struct span {
     int row;                  /* index into rows */
     double ts, dur;           /* microseconds */
     enum kind kind;
-    long mb, stage;           /* -1 when the event does not say */
+    long mb, stage, iter;     /* -1 when the event does not say */
     const char *name;         /* borrowed from the JSON document */
 };
 
@@ -134,6 +134,7 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
     s->kind = kind_of(s->name, jr_str(jr_get(args, "kind")));
     s->mb = (long)jr_num(jr_get(args, "mb"), -1);
     s->stage = (long)jr_num(jr_get(args, "stage"), -1);
+    s->iter = (long)jr_num(jr_get(args, "iter"), -1);
     if (s->name != NULL && s->mb < 0 && (s->kind == K_FWD || s->kind == K_BWD)) {
         long st, mb;
         if (sscanf(s->name + 1, "%ld.%ld", &st, &mb) == 2) {
@@ -145,9 +146,11 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
     return 0;
 }
 
-/* Reads the trace-event document root into t. 0 or -1 with err. */
+/* Reads the trace-event document root into t, its time span over the spans of device
+ * iteration iter (-1: all). 0 or -1 with err. */
 static int
-timeline_read(const struct jr_value *root, struct timeline *t, char *err, size_t errlen)
+timeline_read(const struct jr_value *root, struct timeline *t, long iter, char *err,
+              size_t errlen)
 {
     const struct jr_value *ev = root->type == JR_ARRAY ? root : jr_get(root, "traceEvents");
 
@@ -178,8 +181,14 @@ timeline_read(const struct jr_value *root, struct timeline *t, char *err, size_t
     t->t0 = INFINITY;
     t->t1 = -INFINITY;
     for (size_t i = 0; i < t->n; i++) {
+        if (iter >= 0 && t->spans[i].iter != iter)
+            continue;
         t->t0 = fmin(t->t0, t->spans[i].ts);
         t->t1 = fmax(t->t1, t->spans[i].ts + t->spans[i].dur);
+    }
+    if (t->t0 > t->t1) {
+        snprintf(err, errlen, "the trace has no spans of device iteration %ld", iter);
+        return -1;
     }
     return 0;
 }
@@ -265,7 +274,8 @@ timeline_svg(const struct timeline *t, const struct timeline_view *v, FILE *f)
             double a = fmax(s->ts, v->t0), b = fmin(s->ts + s->dur, v->t1), x, w;
             int label = s->kind == K_FWD || s->kind == K_BWD;
 
-            if (s->row != r || b < a || (b == a && s->dur > 0))
+            if (s->row != r || b < a || (b == a && s->dur > 0) ||
+                (v->iteration >= 0 && s->iter != v->iteration))
                 continue;
             x = LEFT + (a - v->t0) * scale;
             w = fmax((b - a) * scale, 0.5);
@@ -332,9 +342,10 @@ timeline_render(const char *json, size_t len, const char *name, const struct tim
     const struct jr_value *root;
     char title[512];
     int rc = TIMELINE_EBAD;
+    size_t shown = 0;
 
     if (jr_parse(json, len, &doc, &root, err, errlen) < 0 ||
-        timeline_read(root, &t, err, errlen) < 0)
+        timeline_read(root, &t, view->iteration, err, errlen) < 0)
         goto out;
     v.t0 = view->t0 >= 0 ? view->t0 : t.t0;
     v.t1 = view->t1 >= 0 ? view->t1 : t.t1;
@@ -344,9 +355,11 @@ timeline_render(const char *json, size_t len, const char *name, const struct tim
         rc = TIMELINE_EWINDOW;
         goto out;
     }
+    for (size_t i = 0; i < t.n; i++)
+        shown += view->iteration < 0 || t.spans[i].iter == view->iteration;
     if (v.title == NULL) {
         snprintf(title, sizeof title, "%s: %d IPU%s, %zu spans, %.6g \xc2\xb5s", name, t.nrows,
-                 t.nrows == 1 ? "" : "s", t.n, t.t1 - t.t0);
+                 t.nrows == 1 ? "" : "s", shown, t.t1 - t.t0);
         v.title = title;
     }
     timeline_svg(&t, &v, out);

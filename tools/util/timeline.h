@@ -17,11 +17,12 @@
 #define TIMELINE_EWINDOW 2   /* the window asked for holds nothing */
 
 /* What to draw: a window of simulated time (t0 / t1 < 0: the trace's start / end, in
- * microseconds), the picture's width in pixels, a title (NULL: made from the name). */
+ * microseconds; with an iteration, that iteration's start / end), the picture's width in pixels, a title (NULL: made from the name). */
 struct timeline_view {
     double t0, t1;
     int width;
     const char *title;
+    long iteration;   /* >= 0: only the spans of this device iteration (args.iter); -1: all */
 };
 
 /*
