@@ -1,15 +1,17 @@
 /*
  * test_placement.c — placement options, cost figures and traces against a real ipuofd:
  * a model whose nodes are named as torch 1.13 names them ("/b1/...", "/b2/...") compiled
- * with blocks over two IPUs, pipelined, with profiling on; its runs' cost figures and trace
- * through the client library (checked as the simulator reports them: real figures, or its
- * IPUOF_E_UNSUPPORTED passed through whole); the executable cache telling placements
- * apart; the daemon's own checks of what a client sends (raw frames past the library's
+ * with blocks over two IPUs, pipelined, with profiling on; its run's cost figures (samples
+ * x seconds adding up, two IPUs busy) and trace (lanes, spans of both stages) through the
+ * client library; the [cost] rates of the configuration reaching the simulated clock (a
+ * reload that slows compute down slows the simulated run down); the executable cache
+ * telling placements apart; the daemon's own checks of what a client sends (raw frames past the library's
  * checks: too many blocks, a block IPU beyond the partition, an unknown strategy or
  * location); a trace request for a model compiled without profiling; the [cost] section of
  * the configuration accepted and a bad rate refused.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,33 +106,46 @@ test_options_cost_trace(void **state)
     rc = ipuof_model_run_cost(m, &secs, &sps, &stage);
     print_message("  cost: %s (%s) device %.3g s, %.4g samples/s, bottleneck stage %d\n",
                   ipuof_status_name(rc), rc ? ipuof_client_errmsg(c) : "", secs, sps, stage);
-    if (rc == IPUOF_E_UNSUPPORTED) {
-        /* A simulator without a cost model: its answer passed through whole. */
-        assert_non_null(strstr(ipuof_client_errmsg(c), "does not model device time"));
-        assert_int_equal(ipuof_model_run_ipu_count(m), 0);
-    } else {
-        assert_int_equal(rc, IPUOF_OK);
-        assert_true(secs > 0 && sps > 0);
-        assert_true(sps * secs > 4 * B - 1e-6 && sps * secs < 4 * B + 1e-6);
-        assert_int_equal(ipuof_model_run_ipu_count(m), 2);
-        for (size_t i = 0; i < 2; i++) {
-            double f = -1;
-            assert_int_equal(ipuof_model_run_busy(m, i, &f), IPUOF_OK);
-            assert_true(f > 0 && f <= 1.0);
-        }
+    assert_int_equal(rc, IPUOF_OK);
+    assert_true(secs > 0 && sps > 0);
+    assert_true(sps * secs > 4 * B - 1e-6 && sps * secs < 4 * B + 1e-6);
+    assert_true(stage == 0 || stage == 1);
+    assert_int_equal(ipuof_model_run_ipu_count(m), 2);
+    for (size_t i = 0; i < 2; i++) {
+        double f = -1;
+        assert_int_equal(ipuof_model_run_busy(m, i, &f), IPUOF_OK);
+        assert_true(f > 0 && f <= 1.0);
     }
     rc = ipuof_model_trace(m, &json, &len);
     print_message("  trace: %s %zu bytes %s\n", ipuof_status_name(rc), len,
                   rc ? ipuof_client_errmsg(c) : "");
-    if (rc == IPUOF_E_UNSUPPORTED) {
-        assert_non_null(strstr(ipuof_client_errmsg(c), "not recorded"));
-    } else {
-        assert_int_equal(rc, IPUOF_OK);
-        assert_int_equal(strlen(json), len);
-        assert_non_null(strstr(json, "\"traceEvents\""));
-        assert_non_null(strstr(json, "\"IPU 1\""));
-        assert_non_null(strstr(json, "\"F0.0\""));
-        free(json);
+    assert_int_equal(rc, IPUOF_OK);
+    assert_int_equal(strlen(json), len);
+    assert_non_null(strstr(json, "\"traceEvents\""));
+    assert_non_null(strstr(json, "\"IPU 1\""));
+    assert_non_null(strstr(json, "\"F0.0\""));
+    assert_non_null(strstr(json, "\"F1.3\""));
+    free(json);
+    json = NULL;
+
+    /* Compute and host link 1000 times slower after a reload: the same placement, compiled
+     * again (the rates are part of the cache key), takes longer on the simulated clock. */
+    {
+        double secs2 = 0;
+        assert_int_equal(testd_write_config(&d, "[cost]\nflops_per_s = 62.5e9\nhost_bytes_per_s = 64e6\n"), 0);
+        kill(d.pid, SIGHUP);
+        for (int i = 0; i < 200 && !testd_log_contains(&d, "configuration reloaded"); i++)
+            usleep(10000);
+        assert_true(testd_log_contains(&d, "configuration reloaded"));
+        assert_int_equal(ipuof_model_compile(c, onnx, onnx_len, &o, &m2), IPUOF_OK);
+        assert_int_equal(ipuof_model_cached(m2), 0);
+        assert_int_equal(ipuof_model_run(m2, &in, 1), IPUOF_OK);
+        assert_int_equal(ipuof_model_run_cost(m2, &secs2, NULL, NULL), IPUOF_OK);
+        print_message("  device time %.4g s, with compute and host link 1000x slower %.4g s\n", secs,
+                      secs2);
+        assert_true(secs2 > secs * 2);
+        ipuof_model_free(m2);
+        m2 = NULL;
     }
 
     /* Same bytes, same placement: the cache; another strategy: a new executable. */
@@ -150,7 +165,8 @@ test_options_cost_trace(void **state)
         rc = ipuof_model_trace(plain, &json, &len);
         print_message("  trace without profile: %s %s\n", ipuof_status_name(rc),
                       ipuof_client_errmsg(c));
-        assert_true(rc == IPUOF_E_INVAL || rc == IPUOF_E_UNSUPPORTED);
+        assert_int_equal(rc, IPUOF_E_INVAL);
+        assert_non_null(strstr(ipuof_client_errmsg(c), "without profiling"));
         assert_null(json);
     }
     ipuof_model_free(plain);
