@@ -593,7 +593,7 @@ print_clock(const struct clock_sum *k, const struct mnist_opts *o)
         return;
     }
     per_call = k->secs / (double)k->calls;
-    printf("simulated device time: %.4f s for %llu calls of %llu samples (%.3f ms per call)\n",
+    printf("simulated device time: %.4g s for %llu calls of %llu samples (%.4g ms per call)\n",
            k->secs, k->calls, k->samples / k->calls, per_call * 1e3);
     for (size_t i = 0; i < k->n_ipus; i++)
         printf("  IPU %zu busy %.1f%%\n", i, 100.0 * k->busy_secs[i] / k->secs);
