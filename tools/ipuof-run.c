@@ -740,7 +740,7 @@ print_cost(ipuof_client *c, const ipuof_model *m)
            "stage %d, busy:", secs * 1e3, sps, stage);
     for (size_t i = 0; i < ipuof_model_run_ipu_count(m); i++)
         if (ipuof_model_run_busy(m, i, &f) == IPUOF_OK)
-            printf(" IPU %zu %.1f%%", i, 100.0 * f);
+            printf(" IPU %zu %.3g%%", i, 100.0 * f);
     putchar('\n');
 }
 
