@@ -635,7 +635,8 @@ train(const struct mnist_opts *o, struct mnist_run *r)
         print_clock(&r->clock, o);
     if (o->epochs > 0 && o->profile != NULL) {
         rc = profile_write(PROG, r->c, r->train, o->profile,
-                           "ipuof-mnist: the last training call on the simulated clock");
+                           "ipuof-mnist: the first optimizer step of the last training call, "
+                           "on the simulated clock");
         if (rc != 0)
             return rc;
     }

@@ -292,7 +292,7 @@ timeline_svg(const struct timeline *t, const struct timeline_view *v, FILE *f)
             if (label && s->mb >= 0) {
                 int chars = snprintf(buf, sizeof buf, "%c%ld", s->kind == K_FWD ? 'F' : 'B',
                                      s->mb + 1);
-                if (w >= chars * 7.0 + 2)
+                if (w >= chars * 6.2 + 1)
                     fprintf(f, "<text class=\"mb\" x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" "
                                "fill=\"#ffffff\" font-size=\"11\">%s</text>\n",
                             x + w / 2, y + ROW_H / 2.0 + 4, buf);
