@@ -278,6 +278,99 @@ test_daemon_checks(void **state)
     memset(&d, 0, sizeof d);
 }
 
+/* A training version of two_block_model: logits = Relu(x W1) W2, loss = cross-entropy of
+ * logits and labels (node /loss/SoftmaxCrossEntropyLoss, as torch names it). */
+static void
+training_model(void **out, size_t *len)
+{
+    static float w1[K * K], w2[K * K];
+    struct sim_ob *b = sim_ob_new(13);
+    int64_t dx[2] = {B, K}, dw[2] = {K, K}, dl[1] = {B};
+
+    for (int i = 0; i < K * K; i++) {
+        w1[i] = (float)((i * 7) % 11) / 11.0f - 0.3f;
+        w2[i] = (float)((i * 5) % 13) / 13.0f - 0.4f;
+    }
+    assert_non_null(b);
+    sim_ob_input(b, "x", IPUOF_DTYPE_FLOAT, 2, dx);
+    sim_ob_input(b, "labels", IPUOF_DTYPE_INT64, 1, dl);
+    sim_ob_initializer(b, "W1", IPUOF_DTYPE_FLOAT, 2, dw, w1);
+    sim_ob_initializer(b, "W2", IPUOF_DTYPE_FLOAT, 2, dw, w2);
+    sim_ob_node(b, "MatMul", "/b1/MatMul", "x,W1", "h1");
+    sim_ob_node(b, "Relu", "/b1/Relu", "h1", "a1");
+    sim_ob_node(b, "MatMul", "/b2/MatMul", "a1,W2", "logits");
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "/loss/SoftmaxCrossEntropyLoss", "logits,labels",
+                "loss");
+    sim_ob_attr_str(b, "reduction", "mean");
+    sim_ob_output_rank(b, "loss", IPUOF_DTYPE_FLOAT, 0);
+    assert_int_equal(sim_ob_serialize(b, out, len), 0);
+    sim_ob_free(b);
+}
+
+/* Pipeline stashes and off-chip optimizer state in the compile reply and in ipuctl's
+ * status: a training model pipelined over two IPUs with its optimizer state off chip. */
+static void
+test_memory_in_status(void **state)
+{
+    static const struct ipuof_block blocks[2] = {{"/b1/", IPUOF_STAGE_AUTO, 0},
+                                                 {"/b2/", IPUOF_STAGE_AUTO, 1}};
+    struct ipuof_attach_opts ao = {.num_ipus = 2};
+    struct ipuof_model_opts o = {.name = "stash"};
+    struct ipuof_training_opts t = {.loss = "loss", .gradient_accumulation = 4};
+    ipuof_client *c = ipuof_client_new();
+    ipuof_status_report *rep = NULL;
+    ipuof_model *m = NULL;
+    uint64_t stash[2] = {0}, off[2] = {0}, opt[2] = {0};
+    unsigned ids[2];
+    size_t nids = 0;
+    void *onnx = NULL;
+    size_t len = 0;
+
+    (void)state;
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    training_model(&onnx, &len);
+    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, ids, 2, &nids), IPUOF_OK);
+    assert_int_equal(nids, 2);
+    assert_int_equal(ipuof_model_opts_set_blocks(&o, blocks, 2), IPUOF_OK);
+    assert_int_equal(ipuof_model_opts_set_strategy(&o, IPUOF_STRATEGY_PIPELINED), IPUOF_OK);
+    assert_int_equal(ipuof_model_opts_set_location(&o, IPUOF_TENSORS_OPTIMIZER,
+                                                   IPUOF_LOCATION_OFF_CHIP), IPUOF_OK);
+    assert_int_equal(ipuof_optimizer_init(&t.optimizer, IPUOF_OPTIMIZER_ADAMW), IPUOF_OK);
+    if (ipuof_model_compile_training(c, onnx, len, &o, &t, &m) != IPUOF_OK)
+        fail_msg("compile: %s", ipuof_client_errmsg(c));
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(ipuof_model_memory_detail(m, i, NULL, &opt[i], &stash[i], &off[i],
+                                                   NULL), IPUOF_OK);
+        print_message("  IPU %zu: stash %llu, optimizer on chip %llu, off chip %llu\n", i,
+                      (unsigned long long)stash[i], (unsigned long long)opt[i],
+                      (unsigned long long)off[i]);
+    }
+    assert_true(stash[0] > 0);           /* stage 0 keeps activations of micro-batches in flight */
+    assert_true(off[0] > 0 && off[1] > 0); /* AdamW's moments of both stages' weights */
+    assert_int_equal(ipuof_status(c, &rep), IPUOF_OK);
+    for (size_t i = 0; i < 2; i++) {
+        struct ipuof_ipu_info in;
+        assert_int_equal(ipuof_status_report_ipu(rep, ids[i], &in), IPUOF_OK);
+        assert_int_equal(in.memory_stash_bytes, stash[i]);
+        assert_int_equal(in.memory_offchip_bytes, off[i]);
+    }
+    ipuof_status_report_free(rep);
+    ipuof_model_free(m);
+    assert_int_equal(ipuof_status(c, &rep), IPUOF_OK);
+    {
+        struct ipuof_ipu_info in;
+        assert_int_equal(ipuof_status_report_ipu(rep, ids[0], &in), IPUOF_OK);
+        assert_int_equal(in.memory_stash_bytes, 0);
+        assert_int_equal(in.memory_offchip_bytes, 0);
+    }
+    ipuof_status_report_free(rep);
+    ipuof_client_free(c);
+    free(onnx);
+    assert_int_equal(testd_stop(&d), 0);
+    memset(&d, 0, sizeof d);
+}
+
 static void
 test_bad_cost_config(void **state)
 {
@@ -293,6 +386,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_options_cost_trace, teardown),
         cmocka_unit_test_teardown(test_daemon_checks, teardown),
+        cmocka_unit_test_teardown(test_memory_in_status, teardown),
         cmocka_unit_test_teardown(test_bad_cost_config, teardown),
     };
 
