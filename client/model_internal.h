@@ -204,8 +204,8 @@ int ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o);
 /* Sets cr's placement fields from o (already checked); *blocks and *ptrs are caller-owned
  * (free()), the prefixes borrowed from o. Reads POPLAR_ENGINE_OPTIONS: with profiling asked
  * there, cr->profile is set and *trace_dir receives the directory (caller-owned, free()).
- * Errors IPUOF_E_NOMEM, IPUOF_E_INVAL (POPLAR_ENGINE_OPTIONS is not a JSON object of
- * strings and booleans) with a sentence on c. */
+ * Errors IPUOF_E_NOMEM, IPUOF_E_INVAL (POPLAR_ENGINE_OPTIONS is not a flat JSON object of
+ * strings, numbers and booleans) with a sentence on c. */
 int ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
                           Ipuof__CompileRequest *cr, Ipuof__Block **blocks, Ipuof__Block ***ptrs,
                           char **trace_dir);

@@ -135,8 +135,8 @@ skip_ws(const char *s)
 }
 
 /*
- * Parses POPLAR_ENGINE_OPTIONS's value v: a flat JSON object whose values are strings or
- * true / false. *profile is set when autoReport.all or autoReport.outputExecutionProfile is
+ * Parses POPLAR_ENGINE_OPTIONS's value v: a flat JSON object whose values are strings,
+ * numbers or true / false (Poplar's other options are accepted and ignored). *profile is set when autoReport.all or autoReport.outputExecutionProfile is
  * "true" (or true); dir (PATH_MAX-sized) receives autoReport.directory, "." by default.
  * Returns 0, or -1 when v is not such an object.
  */
@@ -168,6 +168,10 @@ engine_options(const char *v, int *profile, char *dir, size_t dir_len)
         } else if (strncmp(s, "true", 4) == 0 || strncmp(s, "false", 5) == 0) {
             snprintf(val, sizeof val, "%s", *s == 't' ? "true" : "false");
             s += *s == 't' ? 4 : 5;
+        } else if (strchr("-0123456789", *s) != NULL && *s != '\0') {
+            size_t n = strspn(s, "-+.0123456789eE");
+            snprintf(val, sizeof val, "%.*s", (int)(n < sizeof val ? n : sizeof val - 1), s);
+            s += n;
         } else {
             return -1;
         }
@@ -222,7 +226,8 @@ ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
         return IPUOF_OK;
     if (strlen(env) > ENGINE_OPTIONS_MAX || engine_options(env, &profile, dir, sizeof dir) < 0)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             ENGINE_OPTIONS_ENV " is not a JSON object of strings and booleans "
+                             ENGINE_OPTIONS_ENV " is not a flat JSON object of strings, numbers "
+                             "and booleans "
                              "of at most %d bytes, such as {\"autoReport.all\":\"true\", "
                              "\"autoReport.directory\":\"./report\"}", ENGINE_OPTIONS_MAX);
     if (!profile)

@@ -387,8 +387,8 @@ test_engine_options_env(void **state)
 
     (void)state;
     assert_non_null(mkdtemp(dir));
-    snprintf(env, sizeof env, "{\"autoReport.all\":\"true\", \"autoReport.directory\":\"%s/r\"}",
-             dir);
+    snprintf(env, sizeof env, "{\"autoReport.all\":\"true\", \"opt.level\": 2, "
+             "\"debug.keep\":false, \"autoReport.directory\":\"%s/r\"}", dir);
     fake_start(&f, script_env, 1 << 20, 0);
     f.ctx = &s;
     c = new_attached(&f, 5000);
