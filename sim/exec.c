@@ -6,8 +6,9 @@
  * A step allocates nothing: views that point into the input and output run buffers
  * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
  * outputs that are not written in place are copied or summed into their slots.
- * Replicas run one after another on the calling thread (each with its own arena, sharing
- * the read-only weights); OpenBLAS parallelises inside the matrix kernels.
+ * With more than one replica, each replica runs on its own crew thread (crew.c; the caller
+ * is thread 0), with its own arenas, sharing the read-only weights; a replica's IPUs run on
+ * its thread in schedule order. OpenBLAS parallelises inside the matrix kernels.
  * Also holds the executable's accessors.
  */
 #include <stdio.h>

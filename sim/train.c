@@ -7,6 +7,8 @@
  * the first to write and adding into the others and into the accumulators), then reduces
  * the accumulators of all replicas once into replica 0's (mean over A x R by default, or
  * sum) and takes one optimizer step on the single copy of the weights every replica reads.
+ * With more than one replica every replica runs on its own crew thread and the reduction
+ * and the optimizer step are a collective step taken by thread 0 between two barriers.
  * Nothing is allocated per step: the accumulators, the optimizer state and every backward
  * kernel's gradient views are bound here at compile time (sim_train_bind).
  * Does not: decide what is trainable (weights.c, autodiff.c) or implement an optimizer
