@@ -56,6 +56,9 @@ sim_exe_free(struct sim_exe *e)
 {
     if (e == NULL)
         return;
+    sim_crew_free(e->crew);
+    free(e->terr);
+    free(e->trc);
     for (int i = 0; i < e->n_nodes; i++)
         free(e->nodes[i].params);
     free(e->nodes);
@@ -657,6 +660,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     e->profile = o->profile != 0;
     e->cost = o->cost;
     atomic_init(&e->ran, 0);
+    atomic_init(&e->abort_run, 0);
     e->vals = calloc((size_t)m->n_vals + 1, sizeof(*e->vals));
     e->nodes = calloc((size_t)m->n_nodes + 1, sizeof(*e->nodes));
     e->in = calloc((size_t)m->n_in + 1, sizeof(*e->in));

@@ -311,12 +311,13 @@ no_fit(const struct sim_exe *e, unsigned p, struct sim_err *err)
     if (r->optimizer > 0 && without_opt <= r->capacity) {
         fmt_bytes(without_opt, alt, sizeof(alt));
         used += (size_t)snprintf(hint + used, sizeof(hint) - used, "with the optimizer state "
-                                 "off chip (location[SIM_LOC_OPTIMIZER]) it would need %s, "
-                                 "which fits; ", alt);
+                                 "off chip (the optimizer's tensor location) it would need "
+                                 "%s, which fits; ", alt);
     }
     if (ipus > e->ipr && used < sizeof(hint))
         used += (size_t)snprintf(hint + used, sizeof(hint) - used, "split over at least %u "
-                                 "IPUs (blocks or __ipu_number, pipelined) it needs about "
+                                 "IPUs (blocks, or __ipu_number / __pipeline_stage "
+                                 "attributes) it needs about "
                                  "%llu bytes per IPU; ", ipus,
                                  (unsigned long long)(sum / ipus));
     if (used < sizeof(hint))

@@ -12,8 +12,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,7 +416,7 @@ test_clock(void **state)
 {
     struct sim_model *m = tutorial();
     struct sim_compile_opts o;
-    struct sim_cost_report pipe, shard, one, off;
+    struct sim_cost_report pipe, pipe2, shard, one, off;
 
     (void)state;
     /* the tutorial's options: batch 40, accumulation 10, 10 device iterations, AdamW,
@@ -422,6 +425,10 @@ test_clock(void **state)
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     cost_of(m, &o, &pipe);
+    /* the rest compares strategies over two device iterations (the clock of every
+     * iteration is the same) */
+    o.device_iterations = 2;
+    cost_of(m, &o, &pipe2);
     o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
     cost_of(m, &o, &off);
     o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
@@ -436,22 +443,24 @@ test_clock(void **state)
            "bottleneck stage %d\n", pipe.device_seconds * 1e3, 1.0 / pipe.device_seconds,
            pipe.samples_per_s, pipe.busy[0], pipe.busy[1], pipe.busy[2], pipe.busy[3],
            pipe.bottleneck_stage);
-    printf("  sharded: %.3f ms; one IPU: %.3f ms; pipelined, optimizer off chip: %.3f ms\n",
+    printf("  per 2 device iterations: pipelined %.3f ms, sharded %.3f ms, one IPU %.3f ms, "
+           "pipelined with the optimizer off chip %.3f ms\n", pipe2.device_seconds * 1e3,
            shard.device_seconds * 1e3, one.device_seconds * 1e3, off.device_seconds * 1e3);
     assert_int_equal(pipe.n_ipus, 4);
     assert_int_equal(one.n_ipus, 1);
     assert_true(pipe.device_seconds > 0 && isfinite(pipe.device_seconds));
     assert_true(fabs(pipe.samples_per_s * pipe.device_seconds - 4000) < 1e-6);
+    assert_true(fabs(pipe2.device_seconds * 5 - pipe.device_seconds) < 0.01 * pipe.device_seconds);
     /* pipelining overlaps the stages: faster than sharding, every IPU busier */
-    assert_true(pipe.device_seconds < shard.device_seconds);
+    assert_true(pipe2.device_seconds < shard.device_seconds);
     for (int i = 0; i < 4; i++) {
-        assert_true(pipe.busy[i] > shard.busy[i]);
-        assert_true(pipe.busy[i] > 0 && pipe.busy[i] <= 1);
+        assert_true(pipe2.busy[i] > shard.busy[i]);
+        assert_true(pipe2.busy[i] > 0 && pipe2.busy[i] <= 1);
     }
     /* the first conv layer has fewer FLOPs than the second: stage 1 is the bottleneck */
     assert_int_equal(pipe.bottleneck_stage, 1);
     /* streaming the optimizer state costs time */
-    assert_true(off.device_seconds > pipe.device_seconds);
+    assert_true(off.device_seconds > pipe2.device_seconds);
     sim_model_free(m);
 }
 
@@ -575,6 +584,80 @@ test_batchnorm_same_weights(void **state)
     sim_model_free(m);
 }
 
+/* ---- replicas on their own threads ---------------------------------------------------- */
+
+static int
+thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+struct bg_run {
+    struct sim_exe *e;
+    struct sim_err err;
+    int rc;
+};
+
+static void *
+bg_run(void *p)
+{
+    struct bg_run *b = p;
+
+    b->rc = sim_exe_run(b->e, &b->err);
+    return NULL;
+}
+
+static void
+test_replica_threads(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e;
+    struct bg_run b;
+    pthread_t th;
+    int before, after;
+    const struct timespec pause = { 0, 50 * 1000 * 1000 };
+
+    (void)state;
+    train_opts(&o, 8, 2, 2);
+    o.replicas = 4;
+    e = compile_ok(m, &o);
+    before = thread_count();
+    run_ok(e);
+    after = thread_count();
+    printf("  threads: %d before the first run, %d after (4 replicas)\n", before, after);
+    assert_int_equal(after, before + 3);
+    run_ok(e);
+    assert_int_equal(thread_count(), after);    /* created once per executable */
+    assert_int_equal(sim_exe_optimizer_steps(e), 4);
+    sim_exe_free(e);
+    assert_int_equal(thread_count(), before);   /* joined when it is freed */
+
+    /* a long run over four replica threads stops when cancelled */
+    o.device_iterations = 500;
+    e = compile_ok(m, &o);
+    fill_inputs(e);
+    b.e = e;
+    assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
+    nanosleep(&pause, NULL);
+    sim_exe_cancel(e);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    printf("  %s\n", b.err.msg);
+    assert_int_equal(b.rc, IPUOF_E_CANCELLED);
+    assert_true(sim_exe_optimizer_steps(e) < 500);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 /* ---- memory --------------------------------------------------------------------------- */
 
 #define BIG 4720    /* 4 square layers of 4720 x 4720 floats: 340 MiB of weights */
@@ -684,6 +767,7 @@ main(void)
         cmocka_unit_test(test_clock),
         cmocka_unit_test(test_strategies_same_weights),
         cmocka_unit_test(test_batchnorm_same_weights),
+        cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_memory_fit),
     };
 
