@@ -19,7 +19,7 @@
 #define AXIS_H 34
 #define LEGEND_H 28
 
-enum kind { K_FWD, K_BWD, K_EXCHANGE, K_HOST, K_UPDATE, K_REDUCE, K_OTHER, K_KINDS };
+enum kind { K_FWD, K_BWD, K_EXCHANGE, K_HOST, K_STREAM, K_UPDATE, K_REDUCE, K_OTHER, K_KINDS };
 
 static const struct {
     const char *cls, *fill, *legend;
@@ -28,6 +28,7 @@ static const struct {
     [K_BWD] = {"bwd", "#f28e2b", "backward"},
     [K_EXCHANGE] = {"exchange", "#9d9d9d", "exchange"},
     [K_HOST] = {"host", "#59a14f", "host I/O"},
+    [K_STREAM] = {"stream", "#76b7b2", "off-chip stream"},
     [K_UPDATE] = {"update", "#e15759", "weight update"},
     [K_REDUCE] = {"reduce", "#b07aa1", "reduce"},
     [K_OTHER] = {"other", "#bab0ac", "other"},
@@ -90,6 +91,8 @@ kind_of(const char *name, const char *k)
         return K_EXCHANGE;
     if (strncmp(s, "host", 4) == 0)
         return K_HOST;
+    if (strcmp(s, "stream") == 0)
+        return K_STREAM;
     if (strcmp(s, "weight-update") == 0 || strcmp(s, "update") == 0)
         return K_UPDATE;
     if (strcmp(s, "reduce") == 0)

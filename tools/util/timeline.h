@@ -1,7 +1,7 @@
 /*
  * timeline.h — an ipuofd execution trace (Chrome trace-event JSON: one tid per IPU,
- * complete "X" events named F<stage>.<mb> / B<stage>.<mb>, exchange, host-in/out,
- * weight-update, reduce, with args {stage, mb, kind}) drawn as an SVG timeline like the
+ * complete "X" events named F<stage>.<mb> / B<stage>.<mb>, exchange, host-in/out, stream
+ * (off-chip tensors), weight-update, reduce, with args {stage, mb, iter, kind}) drawn as an SVG timeline like the
  * pipeline figure of PopTorch's pipelining tutorial: one row per IPU, forward and backward
  * spans in two colours labelled F<n> / B<n> with the micro-batch counted from 1, the other
  * kinds in colours of their own, a simulated-time axis and a legend. Used by ipuof-trace
