@@ -106,6 +106,10 @@ python3 -c 'print("[" * 100 + "]" * 100)' > "$D/deep.json"
 [ $rc -eq 64 ] && ok "--width 10 refused: $(cat "$D/err")" || notok "--width ($rc)"
 "$T" --start 500 "$D/pipe.json" >/dev/null 2>"$D/err"; rc=$?
 [ $rc -eq 64 ] && grep -q "empty" "$D/err" && ok "an empty window refused" || notok "window ($rc)"
+# Times so large that adding a tick step no longer changes them: the axis still ends.
+printf '{"traceEvents":[{"ph":"X","ts":5e15,"dur":1,"tid":0,"name":"F0.0"}]}' >"$D/late.json"
+timeout 20 "$T" -o "$D/late.svg" "$D/late.json" 2>"$D/err"; rc=$?
+[ $rc -eq 0 ] && ok "a trace at 5e15 us renders (the axis loop ends)" || notok "late trace ($rc)"
 "$T" "$D/missing.json" >/dev/null 2>"$D/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "cannot open" "$D/err" && ok "a missing file" || notok "missing ($rc)"
 exit $fail

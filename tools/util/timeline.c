@@ -309,7 +309,9 @@ timeline_svg(const struct timeline *t, const struct timeline_view *v, FILE *f)
 
         fprintf(f, "<g class=\"axis\">\n<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                    "stroke=\"#333333\"/>\n", LEFT, ya, LEFT + plot_w, ya);
-        for (double tk = first; tk <= v->t1 + step * 1e-9; tk += step) {
+        /* by index: at large times, tk += step could stop advancing */
+        for (int k = 0; k <= 100 && first + k * step <= v->t1 + step * 1e-9; k++) {
+            double tk = first + k * step;
             double x = LEFT + (tk - v->t0) * scale;
             time_label(buf, sizeof buf, fabs(tk) < step * 1e-9 ? 0.0 : tk, step);
             fprintf(f, "<line class=\"tick\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" "
