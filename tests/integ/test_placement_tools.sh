@@ -1,7 +1,8 @@
 #!/bin/sh
 # The placement options of the tools against a real ipuofd: ipuof-run splits a two-block
 # model (nodes named as torch 1.13 names them) over two IPUs with --block, pipelined, and
-# its outputs still match numpy; --profile writes the trace and a two-row timeline; bad
+# its outputs still match numpy; --profile writes the trace and a two-row timeline, and so
+# does POPLAR_ENGINE_OPTIONS for the unchanged command (the library's autoReport); bad
 # --block / --strategy values and a prefix matching no node are refused with what would be
 # right. ipuof-mnist --strategy pipelined trains the tutorial over four IPUs to the same
 # test accuracy as on one IPU (the weights do not depend on the strategy), prints the
@@ -64,6 +65,15 @@ else
     not_ok "ipuof-run --block: $(cat "$D/out")"
 fi
 grep "simulated" "$D/out"
+
+# An unchanged program profiled through the environment, as Poplar's autoReport does.
+if POPLAR_ENGINE_OPTIONS="{\"autoReport.all\":\"true\",\"autoReport.directory\":\"$D/auto\"}" \
+    "$RUN" --model "$D/two.onnx" --input "$D/x.pb" --device-iterations 4 --block /b1/:0 \
+    --block /b2/:1 >"$D/out" 2>&1 && grep -q '"F1.3"' "$D/auto/two.trace.json"; then
+    ok "POPLAR_ENGINE_OPTIONS autoReport: the library wrote $D/auto/two.trace.json"
+else
+    not_ok "POPLAR_ENGINE_OPTIONS: $(cat "$D/out"; ls "$D/auto" 2>&1)"
+fi
 
 expect_refused() { # status, needle, description, then the command
     want=$1 needle=$2 what=$3
