@@ -11,6 +11,9 @@
 #   DIST_PAIRS=3        runs of each, alternating; the median is reported
 #   DIST_ARGS="--batch-size 40 --device-iterations 10 --gradient-accumulation 1"
 #   DIST_DATA=/usr/share/datasets/fashion-mnist
+#   DIST_CALLGRIND=1    instead: instruction counts (valgrind --tool=callgrind, repeatable
+#                       under load) of the daemon and of the clients for one run of each
+#                       (DIST_SAMPLES defaults to 1600 then)
 # Throughput is training samples over the epoch's seconds as ipuof-mnist prints them (for
 # two processes: both processes' samples over the slower one's seconds), so compiling and
 # testing are left out. Timings are reported, never judged: the exit status is 0 whether
@@ -20,7 +23,8 @@
 # (SC2086: argument lists are split on purpose; SC2317: cleanup runs from a trap)
 set -eu
 B=${1:-build}
-SAMPLES=${DIST_SAMPLES:-16000}
+CALLGRIND=${DIST_CALLGRIND:-0}
+if [ "$CALLGRIND" = 1 ]; then SAMPLES=${DIST_SAMPLES:-1600}; else SAMPLES=${DIST_SAMPLES:-16000}; fi
 PAIRS=${DIST_PAIRS:-3}
 ARGS=${DIST_ARGS:---batch-size 40 --device-iterations 10 --gradient-accumulation 1}
 DATA=${DIST_DATA:-/usr/share/datasets/fashion-mnist}
@@ -42,13 +46,52 @@ cleanup() {
     rm -rf "$D"
 }
 trap cleanup EXIT INT TERM
+COMMON="--data $DATA --epochs 1 --limit-train $SAMPLES --limit-test 80 $ARGS"
+
+# Instruction counts: one daemon under callgrind per configuration, clients under callgrind.
+if [ "$CALLGRIND" = 1 ]; then
+    command -v valgrind >/dev/null 2>&1 || die "valgrind is missing"
+    ir() { sed -n 's/^summary: //p' "$1"; }
+    for mode in one two; do
+        valgrind --tool=callgrind --callgrind-out-file="$D/d.$mode" "$B/bin/ipuofd" \
+            --listen 127.0.0.1:0 --port-file "$D/port.$mode" --foreground \
+            --admin-socket "$D/adm.$mode" >"$D/log.$mode" 2>&1 &
+        V=$!
+        PID=$V
+        i=0
+        while [ ! -s "$D/port.$mode" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+        [ -s "$D/port.$mode" ] || die "ipuofd did not start under valgrind"
+        export IPUOF_SERVER="127.0.0.1:$(cat "$D/port.$mode")"
+        if [ $mode = one ]; then
+            valgrind --tool=callgrind --callgrind-out-file="$D/c0.$mode" "$B/bin/ipuof-mnist" \
+                $COMMON --replicas 2 --quiet >/dev/null 2>"$D/e.$mode" || die "1 x 2 failed"
+        else
+            for p in 0 1; do
+                IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 valgrind --tool=callgrind \
+                    --callgrind-out-file="$D/c$p.$mode" "$B/bin/ipuof-mnist" $COMMON --quiet \
+                    >/dev/null 2>"$D/e$p.$mode" &
+                eval "k$p=\$!"
+            done
+            wait "$k0" || die "2 x 1: process 0 failed"
+            wait "$k1" || die "2 x 1: process 1 failed"
+        fi
+        kill -TERM "$V"
+        wait "$V" || true
+        PID=""
+    done
+    echo "instructions (callgrind), $SAMPLES training samples, ipuof-mnist $ARGS:"
+    echo "  1 process x 2 replicas:  daemon $(ir "$D/d.one"), client $(ir "$D/c0.one")"
+    echo "  2 processes x 1 replica: daemon $(ir "$D/d.two"), clients $(ir "$D/c0.two") + $(ir "$D/c1.two")"
+    awk -v a="$(ir "$D/d.one")" -v b="$(ir "$D/d.two")" \
+        'BEGIN { printf "dist: daemon instructions, two processes / one = %.4f\n", b / a }'
+    exit 0
+fi
 "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
 PID=$!
 i=0
 while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 [ -s "$D/port" ] || die "ipuofd did not start: $(cat "$D/log")"
 export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
-COMMON="--data $DATA --epochs 1 --limit-train $SAMPLES --limit-test 80 $ARGS"
 
 # "SAMPLES SECONDS" of the epoch line of ipuof-mnist's output file $1.
 epoch_of() {
