@@ -69,9 +69,11 @@ run_one() { # kind name command...
     fi
     unlisted=""
     if [ "$s" -gt 0 ]; then
+        set -f # a case of "*" is a word, not a file name pattern
         for c in ${skipcases:-"*"}; do
             skip_listed "$name" "$c" || unlisted="$unlisted $c"
         done
+        set +f
     fi
     if [ -n "$unlisted" ]; then
         f=$((f + 1))
