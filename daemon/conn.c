@@ -127,6 +127,7 @@ conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen, int via_ad
         s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    s->nadmin += via_admin_socket != 0;
     log_debug("client %u connected from %s", c->id, c->peer);
     return c;
 
@@ -172,6 +173,7 @@ conn_free(struct conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     s->nconns--;
+    s->nadmin -= c->via_admin_socket != 0;
     event_free(c->handshake_timer);
     event_free(c->resume);
     bufferevent_free(c->bev);
@@ -329,6 +331,10 @@ void
 conn_job_end(struct conn *c)
 {
     c->job_active = 0;
+    if (c->srv->stopping && !c->dead) {
+        conn_close_after_write(c); /* the shutdown waited for this job's answer */
+        return;
+    }
     if (!c->dead && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
         event_active(c->resume, 0, 0);
 }
@@ -466,6 +472,7 @@ process_input(struct conn *c)
         c->sink_idx = 0;
         c->sink_off = 0;
         c->payload_left = head.payload_len;
+        c->payload_req = h->request_id;
         dispatch(c, h, head.payload_len);
         ipuof_frame_header_free(h);
         if (c->payload_left > 0 && !c->dead)
@@ -525,8 +532,9 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->waiter != NULL || c->job_active) {
-            /* Waiting for IPUs, or for its compile or run, is not idleness. */
+        if (c->part != NULL || c->waiter != NULL || c->job_active || c->upload != NULL) {
+            /* Holding IPUs, waiting for them, or for its compile or run is not idleness:
+             * only a client that holds nothing is closed. */
             bufferevent_enable(c->bev, EV_READ);
         } else {
             log_info("client %u (%s): idle for %u s (idle_timeout); closing", c->id, c->peer,

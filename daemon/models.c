@@ -146,10 +146,21 @@ cache_hash(const uint8_t *bytes, size_t len, const char *key)
 
 /* ---- models on IPUs --------------------------------------------------------------------- */
 
+/* The IPUs of m that exist in the inventory and in m->mem[]: never index past either. */
+static unsigned
+model_ipus(const struct srv *s, const struct model *m)
+{
+    unsigned n = m->nipus < CFG_MAX_IPUS ? m->nipus : CFG_MAX_IPUS;
+
+    if (m->first_ipu >= s->inv->n)
+        return 0;
+    return n < s->inv->n - m->first_ipu ? n : s->inv->n - m->first_ipu;
+}
+
 void
 model_place(struct srv *s, struct model *m)
 {
-    for (unsigned i = 0; i < m->nipus; i++)
+    for (unsigned i = 0; i < model_ipus(s, m); i++)
         s->inv->ipus[m->first_ipu + i].memory_used += m->mem[i];
     m->placed = 1;
 }
@@ -159,11 +170,18 @@ model_unplace(struct srv *s, struct model *m)
 {
     if (!m->placed)
         return;
-    for (unsigned i = 0; i < m->nipus; i++) {
+    for (unsigned i = 0; i < model_ipus(s, m); i++) {
         struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
         d->memory_used = d->memory_used >= m->mem[i] ? d->memory_used - m->mem[i] : 0;
     }
     m->placed = 0;
+}
+
+void
+models_count_steps(struct srv *s, const struct model *m, uint64_t steps)
+{
+    for (unsigned i = 0; i < model_ipus(s, m); i++)
+        s->inv->ipus[m->first_ipu + i].steps_run += steps;
 }
 
 void

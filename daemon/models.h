@@ -82,8 +82,12 @@ struct model {
     struct model *next;
 };
 
-/* Counts m's memory on its IPUs. */
+/* Counts m's memory on its IPUs (only IPUs of the inventory: a number past it is
+ * ignored, never indexed). */
 void model_place(struct srv *s, struct model *m);
+
+/* Adds steps to the steps_run of m's IPUs (bounded as model_place). */
+void models_count_steps(struct srv *s, const struct model *m, uint64_t steps);
 
 /* Uncounts and frees m, returning its executable to the cache. NULL is a no-op. */
 void model_free(struct srv *s, struct model *m);
@@ -100,6 +104,10 @@ void models_release_all(struct conn *c, int cancel_code, int conn_dying);
 
 /* Drops an unfinished model upload of c, if any. */
 void models_drop_upload(struct conn *c);
+
+/* Answers c's unfinished model upload, if any, with error code and the sentence why, and
+ * drops it. 1 when there was one, else 0. */
+int models_refuse_upload(struct conn *c, int code, const char *why);
 
 /* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
 void models_update_loaded(struct srv *s, struct conn *c);

@@ -116,12 +116,17 @@ accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen,
         refuse_fd(fd, IPUOF_E_SHUTDOWN, "ipuofd is shutting down");
         return;
     }
-    if (s->nconns >= s->cfg.max_connections) {
+    /* The admin socket has its own reserve, so clients filling max_connections can never
+     * keep the operator's ipuctl out. */
+    if (admin ? s->nadmin >= s->cfg.admin_connections
+              : s->nconns - s->nadmin >= s->cfg.max_connections) {
+        unsigned limit = admin ? s->cfg.admin_connections : s->cfg.max_connections;
+        const char *key = admin ? "admin_connections" : "max_connections";
         s->rejected++;
         snprintf(msg, sizeof msg,
-                 "too many connections: ipuofd serves at most %u (max_connections); retry later",
-                 s->cfg.max_connections);
-        log_warn("rejected a connection: %u connections open (max_connections)", s->nconns);
+                 "too many connections: ipuofd serves at most %u on its %s (%s); retry later",
+                 limit, admin ? "admin socket" : "TCP address", key);
+        log_warn("rejected a connection: %u connections open (%s)", limit, key);
         refuse_fd(fd, IPUOF_E_TOO_MANY, msg);
         return;
     }
@@ -234,10 +239,9 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
     if (getsockname(evconnlistener_get_fd(s->tcp), (struct sockaddr *)&ss, &sl) == 0)
         s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                        : ((struct sockaddr_in *)&ss)->sin_port);
-    if (strncmp(host, "127.", 4) != 0 && strcmp(host, "::1") != 0 &&
-        strcmp(host, "localhost") != 0 && s->cfg.auth_token[0] == '\0')
-        log_warn("listening on %s without an auth_token: anyone who can reach this address "
-                 "can use the IPUs", s->cfg.listen);
+    if (!cfg_listen_is_loopback(s->cfg.listen) && s->cfg.auth_token[0] == '\0')
+        log_warn("listening on %s without an auth_token (allow_unauthenticated = yes): "
+                 "anyone who can reach this address can use the IPUs", s->cfg.listen);
     return 0;
 }
 
@@ -420,6 +424,27 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
     evtimer_add(s->ev_drain, &tick);
 }
 
+/*
+ * Shutdown for one connection: the request in flight gets its own answer, then the
+ * connection closes. A compile or run on a worker answers when it ends (interrupted: its
+ * partition was revoked) and conn_job_end() closes; an upload or run input still arriving
+ * is answered now.
+ */
+static void
+shutdown_answer(struct conn *c)
+{
+    static const char why[] = "ipuofd is shutting down";
+
+    if (c->inflight != NULL)
+        return;
+    if (!models_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
+        c->sink.done != NULL)
+        conn_send_error(c, c->payload_req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_RETRY, "daemon", "%s; request %llu was not served", why,
+                        (unsigned long long)c->payload_req);
+    conn_close_after_write(c);
+}
+
 void
 srv_shutdown_begin(struct srv *s)
 {
@@ -449,7 +474,7 @@ srv_shutdown_begin(struct srv *s)
             revoke_partition(c, IPUOF_E_SHUTDOWN,
                              "ipuofd is shutting down; partition '%s' is released",
                              c->part->name);
-        conn_close_after_write(c);
+        shutdown_answer(c);
         conn_leave(c);
     }
     s->stop_deadline_ms = srv_now_ms() + (uint64_t)s->cfg.drain_timeout * 1000;

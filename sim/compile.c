@@ -589,6 +589,35 @@ check_opts(const struct sim_compile_opts *o, struct sim_err *err)
     return sim_optimizer_check(&o->optimizer, err);
 }
 
+/*
+ * The placement must fit the partition compiled for (o->partition_ipus; 0 leaves it
+ * unchecked): no node on an IPU at or beyond it, and replicas x IPUs per replica within
+ * it. Otherwise IPUOF_E_INVAL naming the node, its IPU, the partition size and the IPUs
+ * the model needs.
+ */
+int
+sim_check_partition(const struct sim_exe *e, const struct sim_compile_opts *o,
+                    struct sim_err *err)
+{
+    unsigned P = o->partition_ipus;
+
+    if (P == 0)
+        return 0;
+    for (int s = 0; s < e->n_nodes; s++)
+        if ((unsigned)e->nodes[s].ipu >= P)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s is placed on IPU %d (__ipu_number), "
+                               "but the partition has %u IPU%s (0 to %u); the model needs "
+                               "%u IPUs per replica: attach a partition of at least %u, or "
+                               "place the node on a lower IPU", e->nodes[s].label,
+                               e->nodes[s].ipu, P, P == 1 ? "" : "s", P - 1, e->ipr,
+                               e->ipr * e->R);
+    if ((uint64_t)e->ipr * e->R > P)
+        return sim_err_set(err, IPUOF_E_INVAL, "the model needs %u IPUs (%u replicas x %u "
+                           "IPUs per replica, the highest __ipu_number + 1), but the "
+                           "partition has %u", e->ipr * e->R, e->R, e->ipr, P);
+    return 0;
+}
+
 /* The training state of a compile with a loss: the loss must be a graph output. */
 static int
 setup_training(struct sim_exe *e, const struct sim_model *m, const struct sim_compile_opts *o,
@@ -695,6 +724,9 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     for (int s = 0; s < e->n_nodes; s++)
         if ((unsigned)e->nodes[s].ipu + 1 > e->ipr)
             e->ipr = (unsigned)e->nodes[s].ipu + 1;
+    rc = sim_check_partition(e, o, err);
+    if (rc != 0)
+        goto fail;
     if (e->tr != NULL)
         rc = sim_autodiff(e, err);
     if (rc == 0)

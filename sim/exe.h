@@ -187,6 +187,11 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
 
+/* compile.c: the placement (e->ipr, node IPUs, replicas) against o->partition_ipus; the
+ * multi-IPU placement calls it too. 0 or IPUOF_E_INVAL naming the node, IPU and size. */
+int sim_check_partition(const struct sim_exe *e, const struct sim_compile_opts *o,
+                        struct sim_err *err);
+
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);
 

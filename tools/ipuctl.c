@@ -89,7 +89,7 @@ report(const ipuof_client *c, int status, const char *what)
 /* Connects as the global options say. Returns EX_OK with *out (caller frees with
  * ipuof_client_free()), or the exit status after printing why. */
 static int
-open_client(const struct opts *o, ipuof_client **out)
+open_client_as(const struct opts *o, ipuof_client **out, int probe)
 {
     char address[4200];
     const char *addr = o->server;
@@ -114,7 +114,7 @@ open_client(const struct opts *o, ipuof_client **out)
     if (rc == IPUOF_OK && o->timeout_ms >= 0)
         rc = ipuof_client_set_timeouts(c, o->timeout_ms, o->timeout_ms);
     if (rc == IPUOF_OK)
-        rc = ipuof_client_connect(c, addr);
+        rc = probe ? ipuof_client_connect_probe(c, addr) : ipuof_client_connect(c, addr);
     if (rc != IPUOF_OK) {
         report(c, rc, "connect");
         ipuof_client_free(c);
@@ -122,6 +122,13 @@ open_client(const struct opts *o, ipuof_client **out)
     }
     *out = c;
     return EX_OK;
+}
+
+/* A client connected (with its hello) to the daemon o names; EX_OK or an exit code. */
+static int
+open_client(const struct opts *o, ipuof_client **out)
+{
+    return open_client_as(o, out, 0);
 }
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -441,7 +448,7 @@ cmd_health(const struct opts *o, int argc, char **argv)
                 argv[1]);
         return EX_USAGE;
     }
-    ex = open_client(o, &c);
+    ex = open_client_as(o, &c, 1); /* health comes before the hello: no token needed */
     if (ex != EX_OK)
         goto out;
     rc = ipuof_health(c, &ready);

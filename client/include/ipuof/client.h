@@ -142,6 +142,14 @@ IPUOF_API int ipuof_client_set_admin_token(ipuof_client *c, const char *token);
  */
 IPUOF_API int ipuof_client_connect(ipuof_client *c, const char *address);
 
+/*
+ * Connects without a hello, for ipuof_health() only (no token needed: the daemon answers
+ * a health request before the hello, then closes the connection). address as for
+ * ipuof_client_connect(). Errors: IPUOF_E_IO, IPUOF_E_TIMEOUT, IPUOF_E_INVAL,
+ * IPUOF_E_STATE (already connected).
+ */
+IPUOF_API int ipuof_client_connect_probe(ipuof_client *c, const char *address);
+
 /* The sentence explaining the last failure on c ("" after success). Borrowed. */
 IPUOF_API const char *ipuof_client_errmsg(const ipuof_client *c);
 
