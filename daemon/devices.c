@@ -266,6 +266,7 @@ dev_clear(struct dev_inventory *inv, unsigned id)
 
     d->state = DEV_FREE;
     d->memory_used = 0;
+    d->host_used = 0;
     d->loaded[0] = '\0';
     d->steps_run = 0;
     d->error[0] = '\0';

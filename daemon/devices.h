@@ -31,6 +31,8 @@ struct dev_ipu {
     unsigned tiles;
     uint64_t memory_capacity;
     uint64_t memory_used;
+    uint64_t host_used;          /* run buffers in host memory of the models whose partition
+                                  * starts here (a partition's host-side streams) */
     struct dev_partition *part;  /* NULL when free */
     char loaded[DEV_NAME_MAX];   /* what is loaded, "" when nothing */
     uint64_t steps_run;

@@ -56,6 +56,7 @@ struct compile_job {
     int no_cache;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
+    uint64_t host_left;                /* host_memory the partition's models leave free */
     atomic_int prog_done, prog_total;
     struct event *prog_ev;
     /* results */
@@ -225,6 +226,10 @@ compile_run(struct job *j)
         cache_release(k, e); /* compiled for a larger partition: compile here to say why */
         e = NULL;
     }
+    if (e != NULL && e->host_bytes > cj->host_left) {
+        cache_release(k, e); /* compile here: the compiler says why it does not fit */
+        e = NULL;
+    }
     if (e != NULL) {
         size_t n = sim_exe_ipu_count(e->exe);
         cj->cached = 1;
@@ -259,6 +264,12 @@ compile_run(struct job *j)
     if (cj->rc == IPUOF_OK)
         cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
     cj->us = models_now_us() - t0;
+    if (cj->rc == IPUOF_E_TOO_LARGE && strncmp(cj->err.msg, "the run buffers", 15) == 0) {
+        size_t used = strlen(cj->err.msg);
+        snprintf(cj->err.msg + used, sizeof cj->err.msg - used, " (this partition's host "
+                 "memory for run buffers: %" PRIu64 " bytes (host_memory), %" PRIu64
+                 " of them free)", cj->rj.srv->cfg.host_memory, cj->host_left);
+    }
     if (cj->rc != IPUOF_OK) {
         sim_model_free(e->model);
         free(e);
@@ -362,6 +373,7 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
         mr[i].capacity_bytes = c->srv->cfg.ipu_memory;
         mr[i].gradients_bytes = rep.gradients;
         mr[i].optimizer_bytes = rep.optimizer;
+        mr[i].host_stream_bytes = i == 0 ? m->host : 0;
         mp[i] = &mr[i];
     }
     for (size_t i = 0; i < nw; i++) {
@@ -484,6 +496,7 @@ compile_done(struct job *j)
         sim_exe_memory(m->entry->exe, i, &rep);
         m->mem[i] = rep.total;
     }
+    m->host = m->entry->host_bytes;
     model_place(s, m);
     m->next = c->models;
     c->models = m;
@@ -794,6 +807,11 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         cj->remaining[i] = d->memory_capacity - d->memory_used;
         if (i < R && cj->remaining[i] < cj->opts.ipu_memory_bytes)
             cj->opts.ipu_memory_bytes = cj->remaining[i];
+    }
+    {
+        uint64_t used = models_host_used(c);
+        cj->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
+        cj->opts.host_memory_bytes = cj->host_left ? cj->host_left : 1; /* 0 = no limit */
     }
     if (copy_constants(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);

@@ -393,6 +393,7 @@ srv_reload(struct srv *s)
     }
     cfg_apply_reload(&s->cfg, &next, ignored, sizeof ignored);
     log_set_level(s->cfg.log_level);
+    cache_set_idle_host(&s->cache, s->cfg.host_memory);
     for (struct conn *c = s->conns; c != NULL; c = c->next)
         conn_apply_timeouts(c);
     if (ignored[0] != '\0')
@@ -619,7 +620,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     }
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(s->cfg.ipus, s->cfg.ipu_memory, s->cfg.tiles);
-    cache_init(&s->cache, s->cfg.cache_entries);
+    cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory);
     s->work = work_new(s->base, s->cfg.worker_threads ? s->cfg.worker_threads
                                                       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
     if (s->work == NULL) {

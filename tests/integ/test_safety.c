@@ -177,6 +177,62 @@ test_ipu_number_beyond_partition(void **state)
     stop_ok();
 }
 
+/* Item 3: run buffers count as host memory, per partition, against host_memory: shown in
+ * the compile reply and ipuctl status, refused at compile over the limit, naming it. */
+static void
+test_host_memory_limit(void **state)
+{
+    ipuof_client *c;
+    ipuof_model *m1 = NULL, *m2 = NULL, *big = NULL;
+    ipuof_status_report *rep;
+    struct ipuof_ipu_info in;
+    struct ipuof_model_opts o = {.device_iterations = 1000000};
+    size_t len;
+    void *bytes = relu_model(1, 1, 1000, -1, &len);
+    int rc;
+
+    (void)state;
+    assert_int_equal(testd_start(&d, "[devices]\nhost_memory = 64MiB\n", NULL), 0);
+    c = client_on(d.addr, 1);
+    rc = ipuof_model_compile(c, bytes, len, &o, &big);
+    print_message("D = 1000000 of a [1,1000] Relu: %s: %s\n", ipuof_status_name(rc),
+                  ipuof_client_errmsg(c));
+    assert_int_equal(rc, IPUOF_E_TOO_LARGE);
+    assert_non_null(strstr(ipuof_client_errmsg(c), "8000000000 bytes of host memory"));
+    assert_non_null(strstr(ipuof_client_errmsg(c), "host_memory"));
+    assert_non_null(strstr(ipuof_client_errmsg(c), "67108864"));
+
+    o.device_iterations = 1000; /* 4 MB in, 4 MB out */
+    assert_int_equal(ipuof_model_compile(c, bytes, len, &o, &m1), IPUOF_OK);
+    assert_int_equal(ipuof_model_host_bytes(m1), 8000000);
+    o.device_iterations = 5000; /* 40 MB: 48 MB in all, under 64 MiB */
+    assert_int_equal(ipuof_model_compile(c, bytes, len, &o, &m2), IPUOF_OK);
+    assert_int_equal(ipuof_status(c, &rep), IPUOF_OK);
+    assert_int_equal(ipuof_status_report_ipu(rep, 0, &in), IPUOF_OK);
+    print_message("status: IPU 0 host memory %llu of %llu bytes\n",
+                  (unsigned long long)in.host_memory_used_bytes,
+                  (unsigned long long)ipuof_status_report_host_memory(rep));
+    assert_int_equal(in.host_memory_used_bytes, 48000000);
+    assert_int_equal(ipuof_status_report_host_memory(rep), 64u << 20);
+    ipuof_status_report_free(rep);
+    o.no_cache = 1; /* another 40 MB: over the partition's 64 MiB */
+    rc = ipuof_model_compile(c, bytes, len, &o, &big);
+    print_message("a third model: %s: %s\n", ipuof_status_name(rc), ipuof_client_errmsg(c));
+    assert_int_equal(rc, IPUOF_E_TOO_LARGE);
+    assert_non_null(strstr(ipuof_client_errmsg(c), "19108864 of them free"));
+    ipuof_model_free(m2);
+    assert_int_equal(ipuof_model_compile(c, bytes, len, &o, &m2), IPUOF_OK);
+    ipuof_model_free(m1);
+    ipuof_model_free(m2);
+    assert_int_equal(ipuof_status(c, &rep), IPUOF_OK);
+    assert_int_equal(ipuof_status_report_ipu(rep, 0, &in), IPUOF_OK);
+    assert_int_equal(in.host_memory_used_bytes, 0);
+    ipuof_status_report_free(rep);
+    ipuof_client_free(c);
+    free(bytes);
+    stop_ok();
+}
+
 /* ---- raw frames: a run whose inputs stop half-way -------------------------------------- */
 
 /* Sends a compile of bytes (D device iterations) as request id; returns the model id, or
@@ -320,7 +376,7 @@ test_sigterm_answers_request_in_flight(void **state)
     assert_true(got_notice);
     assert_true(got_error);
     close(fd);
-    assert_int_equal(testd_signal_wait(&d, SIGTERM, 10000), 0);
+    assert_int_equal(testd_signal_wait(&d, 0, 10000), 0); /* signal 0: only wait for exit */
     testd_stop(&d);
     memset(&d, 0, sizeof d);
     free(bytes);
@@ -544,6 +600,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_many_inputs_and_outputs, teardown),
         cmocka_unit_test_teardown(test_ipu_number_beyond_partition, teardown),
+        cmocka_unit_test_teardown(test_host_memory_limit, teardown),
         cmocka_unit_test_teardown(test_revoke_during_run_input, teardown),
         cmocka_unit_test_teardown(test_sigterm_answers_request_in_flight, teardown),
         cmocka_unit_test_teardown(test_busy_while_running, teardown),
