@@ -77,6 +77,12 @@ struct conn {
 struct conn *conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen,
                       int via_admin_socket);
 
+/* Wraps a bufferevent (owned from now on, also on failure; a socket's or one end of a
+ * bufferevent pair, as unit tests use) with peer as its printable address. NULL when out
+ * of memory. */
+struct conn *conn_new_bev(struct srv *s, struct bufferevent *bev, const char *peer,
+                          int via_admin_socket);
+
 /* Frees the connection now, or when its callback unwinds; releases what it holds. */
 void conn_kill(struct conn *c, const char *why);
 

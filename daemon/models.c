@@ -119,7 +119,8 @@ cache_set_idle_host(struct cache *k, uint64_t max_idle_host)
 void
 cache_insert(struct cache *k, struct cache_entry *e)
 {
-    e->host_bytes = e->exe != NULL ? models_host_bytes(e->exe) : 0;
+    if (e->exe != NULL)
+        e->host_bytes = models_host_bytes(e->exe);
     pthread_mutex_lock(&k->mu);
     e->in_use = 1;
     e->next = k->head;

@@ -27,6 +27,7 @@
 #include "onnx_build.h"
 #include "sim.h"
 #include "testd.h"
+#include "testmodels.h"
 
 static struct testd d;
 
@@ -47,31 +48,13 @@ stop_ok(void)
     memset(&d, 0, sizeof d);
 }
 
-/* Relu models: n_in inputs x<i> of shape [1, width]; n_out outputs y<k> = Relu(x<k % n_in>).
- * ipu >= 0 puts the first node on that IPU (__ipu_number). Caller frees the bytes. */
+/* Relu models (testmodels.h); the test fails when they cannot be built. */
 static void *
 relu_model(int n_in, int n_out, int64_t width, int ipu, size_t *len)
 {
-    struct sim_ob *b = sim_ob_new(13);
-    int64_t dims[2] = {1, width};
-    char x[32], y[32];
-    void *bytes = NULL;
+    void *bytes = testmodel_relu(n_in, n_out, width, ipu, len);
 
-    assert_non_null(b);
-    for (int i = 0; i < n_in; i++) {
-        snprintf(x, sizeof x, "x%d", i);
-        assert_int_equal(sim_ob_input(b, x, SIM_DTYPE_FLOAT, 2, dims), 0);
-    }
-    for (int k = 0; k < n_out; k++) {
-        snprintf(x, sizeof x, "x%d", k % n_in);
-        snprintf(y, sizeof y, "y%d", k);
-        assert_int_equal(sim_ob_node(b, "Relu", y, x, y), 0);
-        if (k == 0 && ipu >= 0)
-            assert_int_equal(sim_ob_attr_int(b, "__ipu_number", ipu), 0);
-        assert_int_equal(sim_ob_output(b, y, SIM_DTYPE_FLOAT), 0);
-    }
-    assert_int_equal(sim_ob_serialize(b, &bytes, len), 0);
-    sim_ob_free(b);
+    assert_non_null(bytes);
     return bytes;
 }
 
