@@ -569,8 +569,8 @@ test_unauthenticated_listen(void **state)
     assert_int_equal(sh(cmd), 0);
 
     assert_int_equal(testd_start(&d, "[server]\nauth_token = s3cret\n", NULL), 0);
-    snprintf(cmd, sizeof cmd, "env -u IPUOF_AUTH_TOKEN build/bin/ipuctl --server %s health",
-             d.addr);
+    snprintf(cmd, sizeof cmd, "env -u IPUOF_AUTH_TOKEN %s --server %s health",
+             getenv("IPUCTL_BIN") ? getenv("IPUCTL_BIN") : "build/bin/ipuctl", d.addr);
     rc = sh(cmd);
     print_message("ipuctl health without the token: exit %d\n", rc);
     assert_int_equal(rc, 0);
