@@ -50,6 +50,9 @@ dpair_srv_free(struct srv *s)
         conn_free(s->conns);
     work_free(s->work);
     s->work = NULL;
+    /* Bufferevents freed with deferred callbacks are finalized by the loop: let it run. */
+    for (int i = 0; i < 3; i++)
+        event_base_loop(s->base, EVLOOP_NONBLOCK);
     cache_destroy(&s->cache);
     dev_inventory_free(s->inv);
     if (s->ev_drain != NULL)

@@ -19,7 +19,7 @@
 int dpair_srv_init(struct srv *s, unsigned ipus, unsigned workers);
 
 /* Frees every connection, the workers (finishing their jobs), the cache, the inventory
- * and the base. */
+ * and the base. Free the client ends first: the loop finalizes them here. */
 void dpair_srv_free(struct srv *s);
 
 /* A connection of s over a bufferevent pair (deferred callbacks, as a socket's). Returns
