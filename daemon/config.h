@@ -44,6 +44,14 @@ struct cfg {
     uint64_t host_memory;        /* bytes of run buffers (host-side streams) per partition,
                                   * and of cached executables not in use */
     unsigned tiles;
+    /* [cost]: the simulated clock's rates (sim's struct sim_cost_cfg) */
+    double cost_flops_per_s;
+    double cost_mem_bytes_per_s;
+    double cost_exchange_bytes_per_s;
+    double cost_link_bytes_per_s;
+    double cost_host_bytes_per_s;
+    double cost_sync_seconds;
+    double cost_efficiency;
     /* [log] */
     int log_level;
 };

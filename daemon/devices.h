@@ -33,6 +33,8 @@ struct dev_ipu {
     uint64_t memory_used;
     uint64_t host_used;          /* run buffers in host memory of the models whose partition
                                   * starts here (a partition's host-side streams) */
+    uint64_t memory_stash;       /* of memory_used: loaded models' pipeline stashes */
+    uint64_t memory_offchip;     /* loaded models' state in host memory (not in used) */
     struct dev_partition *part;  /* NULL when free */
     char loaded[DEV_NAME_MAX];   /* what is loaded, "" when nothing */
     uint64_t steps_run;

@@ -213,8 +213,12 @@ models_host_used(const struct conn *c)
 void
 model_place(struct srv *s, struct model *m)
 {
-    for (unsigned i = 0; i < model_ipus(s, m); i++)
-        s->inv->ipus[m->first_ipu + i].memory_used += m->mem[i];
+    for (unsigned i = 0; i < model_ipus(s, m); i++) {
+        struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
+        d->memory_used += m->mem[i];
+        d->memory_stash += m->stash[i];
+        d->memory_offchip += m->offchip[i];
+    }
     if (model_ipus(s, m) > 0)
         s->inv->ipus[m->first_ipu].host_used += m->host;
     m->placed = 1;
@@ -228,6 +232,9 @@ model_unplace(struct srv *s, struct model *m)
     for (unsigned i = 0; i < model_ipus(s, m); i++) {
         struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
         d->memory_used = d->memory_used >= m->mem[i] ? d->memory_used - m->mem[i] : 0;
+        d->memory_stash = d->memory_stash >= m->stash[i] ? d->memory_stash - m->stash[i] : 0;
+        d->memory_offchip =
+            d->memory_offchip >= m->offchip[i] ? d->memory_offchip - m->offchip[i] : 0;
         if (i == 0)
             d->host_used = d->host_used >= m->host ? d->host_used - m->host : 0;
     }

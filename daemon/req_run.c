@@ -63,6 +63,8 @@ reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
     Ipuof__TensorInfo **tp = calloc(no + 1, sizeof *tp);
     int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(no + 1, sizeof *dims);
     struct conn_iov *iov = calloc(no + 1, sizeof *iov);
+    Ipuof__RunCost cost;
+    double busy[SIM_MAX_IPUS];
 
     if (ti == NULL || tp == NULL || dims == NULL || iov == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
@@ -79,6 +81,8 @@ reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
     r.n_outputs = no;
     r.outputs = tp;
     r.run_us = us;
+    req_run_cost(exe, &cost, busy);
+    r.cost = &cost;
     h.request_id = req_id;
     h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
     h.run_reply = &r;

@@ -56,6 +56,9 @@ sim_exe_free(struct sim_exe *e)
 {
     if (e == NULL)
         return;
+    sim_crew_free(e->crew);
+    free(e->terr);
+    free(e->trc);
     for (int i = 0; i < e->n_nodes; i++)
         free(e->nodes[i].params);
     free(e->nodes);
@@ -79,6 +82,9 @@ sim_exe_free(struct sim_exe *e)
     free(e->patches);
     free(e->patch_start);
     free(e->rng);
+    free(e->stage_ipu);
+    free(e->stage_node);
+    sim_clock_free(e->clock);
     free(e->vals);
     free(e->w);
     free(e->params);
@@ -589,35 +595,6 @@ check_opts(const struct sim_compile_opts *o, struct sim_err *err)
     return sim_optimizer_check(&o->optimizer, err);
 }
 
-/*
- * The placement must fit the partition compiled for (o->partition_ipus; 0 leaves it
- * unchecked): no node on an IPU at or beyond it, and replicas x IPUs per replica within
- * it. Otherwise IPUOF_E_INVAL naming the node, its IPU, the partition size and the IPUs
- * the model needs.
- */
-int
-sim_check_partition(const struct sim_exe *e, const struct sim_compile_opts *o,
-                    struct sim_err *err)
-{
-    unsigned P = o->partition_ipus;
-
-    if (P == 0)
-        return 0;
-    for (int s = 0; s < e->n_nodes; s++)
-        if ((unsigned)e->nodes[s].ipu >= P)
-            return sim_err_set(err, IPUOF_E_INVAL, "%s is placed on IPU %d (__ipu_number), "
-                               "but the partition has %u IPU%s (0 to %u); the model needs "
-                               "%u IPUs per replica: attach a partition of at least %u, or "
-                               "place the node on a lower IPU", e->nodes[s].label,
-                               e->nodes[s].ipu, P, P == 1 ? "" : "s", P - 1, e->ipr,
-                               e->ipr * e->R);
-    if ((uint64_t)e->ipr * e->R > P)
-        return sim_err_set(err, IPUOF_E_INVAL, "the model needs %u IPUs (%u replicas x %u "
-                           "IPUs per replica, the highest __ipu_number + 1), but the "
-                           "partition has %u", e->ipr * e->R, e->R, e->ipr, P);
-    return 0;
-}
-
 /* The run buffers of one call (every input and output, D x R micro-batches) against
  * o->host_memory_bytes, before they are allocated. 0 or IPUOF_E_TOO_LARGE. */
 static int
@@ -701,6 +678,10 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     e->R = o->replicas;
     e->capacity = o->ipu_memory_bytes ? o->ipu_memory_bytes : SIM_DEFAULT_IPU_MEMORY;
     e->tiles = o->tiles ? o->tiles : SIM_DEFAULT_TILES;
+    e->profile = o->profile != 0;
+    e->cost = o->cost;
+    atomic_init(&e->ran, 0);
+    atomic_init(&e->abort_run, 0);
     e->vals = calloc((size_t)m->n_vals + 1, sizeof(*e->vals));
     e->nodes = calloc((size_t)m->n_nodes + 1, sizeof(*e->nodes));
     e->in = calloc((size_t)m->n_in + 1, sizeof(*e->in));
@@ -741,14 +722,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             o->progress(k + 1, total, o->progress_ud);
     }
     drop_dead_nodes(e);
-    e->ipr = 1;
-    for (int s = 0; s < e->n_nodes; s++)
-        if ((unsigned)e->nodes[s].ipu + 1 > e->ipr)
-            e->ipr = (unsigned)e->nodes[s].ipu + 1;
-    rc = sim_check_partition(e, o, err);
-    if (rc != 0)
-        goto fail;
-    if (e->tr != NULL)
+    rc = sim_place(e, o, err);
+    if (rc == 0 && e->tr != NULL)
         rc = sim_autodiff(e, err);
     if (rc == 0)
         rc = sim_weights_layout(e, err);
@@ -758,6 +733,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = check_host_memory(e, o, err);
     if (rc == 0)
         rc = sim_plan_memory(e, err);
+    if (rc == 0)
+        rc = sim_sched_build(e, err);
     if (rc == 0)
         rc = sim_exec_bind(e, err);
     if (rc == 0 && e->tr != NULL)
