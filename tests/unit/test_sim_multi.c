@@ -30,14 +30,14 @@
 
 /* The tutorial's blocks B1..B4, one per IPU (torch names; mnist_model.c's node names). */
 static const struct sim_block_opt tutorial_blocks[] = {
-    { "layer1", -1, 0 }, { "layer2", -1, 1 }, { "flatten", -1, 2 }, { "layer3", -1, 2 },
-    { "layer4", -1, 3 }, { "loss", -1, 3 },
+    { "/model/layer1/", -1, 0 }, { "/model/layer2/", -1, 1 }, { "/model/Flatten", -1, 2 },
+    { "/model/layer3", -1, 2 }, { "/model/layer4/", -1, 3 }, { "/loss/", -1, 3 },
 };
 /* Auto-staging gives one stage per block: B3 and B4 are two blocks each here, so give
  * the stages explicitly to get the tutorial's four. */
 static const struct sim_block_opt tutorial_stages[] = {
-    { "layer1", 0, 0 }, { "layer2", 1, 1 }, { "flatten", 2, 2 }, { "layer3", 2, 2 },
-    { "layer4", 3, 3 }, { "loss", 3, 3 },
+    { "/model/layer1/", 0, 0 }, { "/model/layer2/", 1, 1 }, { "/model/Flatten", 2, 2 },
+    { "/model/layer3", 2, 2 }, { "/model/layer4/", 3, 3 }, { "/loss/", 3, 3 },
 };
 
 static struct sim_model *
@@ -160,7 +160,7 @@ test_placement_errors(void **state)
     o.replicas = 1;
 
     memcpy(bad, tutorial_stages, sizeof(bad));
-    bad[5].prefix = "/loss/SoftmaxCrossEntropyLoss";
+    bad[5].prefix = "/loss/CrossEntropy"; /* the node is /loss/SoftmaxCrossEntropyLoss */
     o.blocks = bad;
     compile_fails(m, &o, IPUOF_E_INVAL, "matches no node");
 
