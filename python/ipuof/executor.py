@@ -375,6 +375,7 @@ class PoplarExecutor:
         self._names = [n for n, _ in inputs]
         sample = [self._host_tensor(t)[:b] for _, t in inputs]
         flat, self._template, loss = self._probe(sample)
+        self._sample = sample
         self._onnx, rec = self._export(sample, self._names, len(flat))
         ipus = self._placement(rec)
         self._out_names = [f"output{i}" for i in range(len(flat))]
@@ -409,11 +410,22 @@ class PoplarExecutor:
                     accumulation=o.Training.gradient_accumulation, reduction=red,
                     seed=seed, frozen=frozen)
 
-    def _compile_on_device(self):
+    def _recapture(self):
+        """An inference model's weights are constants of its graph: after the host's
+        weights changed, the graph is captured again and compiled on the same partition."""
+        _sync_host()
+        self._onnx, _ = self._export(self._sample, self._names, len(self._out_names))
+        if self._exe is not None:
+            self._exe.free()
+            self._exe = None
+            self._compile_on_device(attach=False)
+
+    def _compile_on_device(self, attach=True):
         if self._options.connection_type == enums.ConnectionType.Never:
             raise Error("this model was compiled with connectionType(ConnectionType.Never): "
                         "it cannot be run; use ConnectionType.Always or OnDemand")
-        self._attach(self._ipus)
+        if attach:
+            self._attach(self._ipus)
         name = "training" if self._training else "inference"
         try:
             self._exe = _device.compile_model(
@@ -462,8 +474,7 @@ class PoplarExecutor:
             if key != self._opt_key:
                 self.setOptimizer(self._optimizer)
         elif self._uploaded_generation != _generation[0]:
-            _sync_host()
-            self.copyWeightsToDevice()
+            self._recapture()
         inputs = self._bind(args, kwargs)
         if [n for n, _ in inputs] != self._names:
             raise Error(f"the model was compiled for the inputs {self._names}, not "
@@ -507,6 +518,9 @@ class PoplarExecutor:
     def copyWeightsToDevice(self):
         """Copies the host module's weights to the device."""
         if self._exe is None:
+            return
+        if not self._training:
+            self._recapture()
             return
         with torch.no_grad():
             for name, _dtype, _shape, _kind in self._exe.weights():

@@ -112,14 +112,14 @@ class _TensorLocationOptions(_OptionsDict):
     KINDS = ("weights", "activations", "accumulators", "optimizer")
 
     def __init__(self):
-        super().__init__(**{f"location_{k}": TensorLocationSettings() for k in self.KINDS})
+        super().__init__()
 
     def _set(self, kind, settings):
         self._check_frozen()
         if not isinstance(settings, TensorLocationSettings):
             raise ValueError(f"set{kind.capitalize()}Location expects a "
                              "poptorch.TensorLocationSettings")
-        self._values[f"location_{kind}"] = settings
+        self._values[f"location_{kind}"] = dict(settings._values)
         return self
 
     def setActivationLocation(self, settings):
@@ -136,7 +136,8 @@ class _TensorLocationOptions(_OptionsDict):
 
     def off_chip(self):
         """The kinds placed off chip, in KINDS order."""
-        return [k for k in self.KINDS if not self._values[f"location_{k}"].onChip]
+        return [k for k in self.KINDS
+                if not self._values.get(f"location_{k}", {}).get("onChip", True)]
 
 
 class _TrainingOptions(_OptionsDict):
@@ -164,7 +165,7 @@ class _DistributedOptions(_OptionsDict):
     from Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE, as PopTorch's do."""
 
     def __init__(self):
-        super().__init__(num_processes=1, process_id=0)
+        super().__init__(num_distributed_processes=1, distributed_process_id=0)
         self.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
 
     def disable(self):
@@ -181,15 +182,16 @@ class _DistributedOptions(_OptionsDict):
                 isinstance(process_id, int) and 0 <= process_id < num_processes):
             raise ValueError("configureProcessId expects 0 <= process_id < num_processes, "
                              f"not ({process_id!r}, {num_processes!r})")
-        return self.set(process_id=process_id, num_processes=num_processes)
+        return self.set(distributed_process_id=process_id,
+                        num_distributed_processes=num_processes)
 
     @property
     def processId(self):
-        return self._values["process_id"]
+        return self._values["distributed_process_id"]
 
     @property
     def numProcesses(self):
-        return self._values["num_processes"]
+        return self._values["num_distributed_processes"]
 
 
 class _PrecisionOptions(_OptionsDict):
@@ -197,7 +199,8 @@ class _PrecisionOptions(_OptionsDict):
 
 
 class _JitOptions(_OptionsDict):
-    pass
+    def __init__(self):
+        super().__init__(trace_model=False)
 
 
 class _PopartOptions(_OptionsDict):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.path.abspath(os.path.join(ROOT, os.environ.get("IPUOF_BUILD", "build")))
+BUILD = os.path.abspath(os.environ.get("IPUOF_BUILD", os.path.join(ROOT, "build")))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("IPUOF_CLIENT_LIB", os.path.join(BUILD, "lib", "libipuof-client.so"))
 FASHION = "/usr/share/datasets/fashion-mnist"
