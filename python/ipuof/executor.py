@@ -23,7 +23,7 @@ import weakref
 import torch
 
 from . import _device, _lib, blocks, enums
-from .errors import Error
+from .errors import Error, RecoverableError
 from .options import Options
 
 ffi = _lib.ffi
@@ -481,7 +481,14 @@ class PoplarExecutor:
                         f"{[n for n, _ in inputs]}")
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
-        self._exe.run(tensors)
+        try:
+            self._exe.run(tensors)
+        except RecoverableError as exc:
+            # The partition is gone (reset, shutdown): the model can only be freed. The
+            # host keeps the weights of the last copy; attachToDevice() starts again.
+            if exc.recovery_action in ("REATTACH", "RETRY", "PARTITION_RESET", "IPU_RESET"):
+                self._release()
+            raise
         flat = []
         for i in range(len(self._exe.outputs)):
             shape, dtype, buf = self._exe.output(i)

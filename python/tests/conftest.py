@@ -53,8 +53,8 @@ class Daemon:
         self.addr = f"127.0.0.1:{port}"
 
     def ipuctl(self, *args):
-        return subprocess.run([os.path.join(BUILD, "bin", "ipuctl"), "--server",
-                               "unix:" + self.admin, *args], capture_output=True, text=True)
+        return subprocess.run([os.path.join(BUILD, "bin", "ipuctl"), "--admin-socket",
+                               self.admin, *args], capture_output=True, text=True)
 
     def stop(self):
         if self.proc.poll() is None:
