@@ -88,9 +88,7 @@ class DataLoader(tud.DataLoader):
         pid = options.Distributed.processId
         iterable = isinstance(dataset, tud.IterableDataset)
         shuffle = bool(shuffle)
-        if persistent_workers is None:
-            persistent_workers = num_workers > 0
-        kwargs.setdefault("persistent_workers", persistent_workers)
+        kwargs.setdefault("persistent_workers", bool(persistent_workers))
         if self._mode == enums.DataLoaderMode.AsyncRebatched:
             # Single samples from the workers; the accessor makes the combined batches.
             if iterable:
@@ -182,9 +180,7 @@ class AsynchronousDataAccessor:
     def __len__(self):
         return len(self._dataset)
 
-    def _source(self):
-        it = self._dataset._plain_iter() if isinstance(self._dataset, DataLoader) \
-            else iter(self._dataset)
+    def _source(self, it):
         if not self._rebatch:
             yield from it
             return
@@ -195,9 +191,9 @@ class AsynchronousDataAccessor:
                 yield tud.default_collate(pending)
                 pending = []
 
-    def _work(self, q, stop):
+    def _work(self, it, q, stop):
         try:
-            for batch in self._source():
+            for batch in self._source(it):
                 while not stop.is_set():
                     try:
                         q.put(batch, timeout=0.1)
@@ -224,9 +220,14 @@ class AsynchronousDataAccessor:
 
     def __iter__(self):
         self.terminate()
+        # The loader's iterator (and its worker processes) is made here, on the caller's
+        # thread: forking from the background thread could copy a lock another thread
+        # holds into the workers.
+        it = self._dataset._plain_iter() if isinstance(self._dataset, DataLoader) \
+            else iter(self._dataset)
         self._queue = queue.Queue(maxsize=self._size)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, args=(self._queue, self._stop),
+        self._thread = threading.Thread(target=self._work, args=(it, self._queue, self._stop),
                                         name="poptorch-async-loader", daemon=True)
         self._thread.start()
         q = self._queue
