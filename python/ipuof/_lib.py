@@ -3,9 +3,10 @@ client/include/ipuof/client.h that this package uses (copied by hand, kept in th
 header's order). The protocol is never spoken here: every request goes through the C
 library.
 
-The library is found, in order, at IPUOF_CLIENT_LIB (a path), in the build tree this file
-sits in (build/lib/libipuof-client.so, for tests run from a checkout) and then as the
-system's libipuof-client.so.0.
+The library is found, in order, at IPUOF_CLIENT_LIB (a path), in the build tree named by
+IPUOF_BUILD or the one this checkout holds (build/lib/libipuof-client.so), then as the
+system's: PREFIX/lib/libipuof-client.so.0 next to the installed package, then whatever the
+dynamic linker finds for libipuof-client.so.0.
 """
 import os
 
@@ -158,6 +159,8 @@ def _candidates():
     # python/ipuof/_lib.py in a checkout: the build tree is ../../build.
     out.append(os.path.normpath(os.path.join(here, "..", "..", "build", "lib",
                                              "libipuof-client.so")))
+    # Installed: PREFIX/lib/python3*/dist-packages/ipuof/ next to PREFIX/lib/.
+    out.append(os.path.normpath(os.path.join(here, "..", "..", "..", "libipuof-client.so.0")))
     out.append("libipuof-client.so.0")
     return out
 
