@@ -156,11 +156,34 @@ class CompiledModel:
             self.ptr = None
 
 
+def _set_placement(o, placement, keep):
+    """Applies placement (dict strategy, blocks [(prefix, stage, ipu)], off_chip [kinds])
+    to the model options o with the library's setters."""
+    rc = lib.ipuof_model_opts_set_strategy(o, placement["strategy"])
+    if rc == 0 and placement["blocks"]:
+        arr = ffi.new("struct ipuof_block[]", len(placement["blocks"]))
+        for i, (prefix, stage, ipu) in enumerate(placement["blocks"]):
+            s = ffi.new("char[]", prefix.encode())
+            keep.append(s)
+            arr[i].prefix = s
+            arr[i].stage = stage
+            arr[i].ipu = ipu
+        keep.append(arr)
+        rc = lib.ipuof_model_opts_set_blocks(o, arr, len(placement["blocks"]))
+    for kind in placement["off_chip"]:
+        if rc == 0:
+            rc = lib.ipuof_model_opts_set_location(o, _lib.TENSOR_KINDS.index(kind), 1)
+    if rc != 0:
+        raise Error(f"the placement options were refused by libipuof-client "
+                    f"({_lib.string(lib.ipuof_status_name(rc))}): {placement}", status=rc)
+
+
 def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replicas,
-                  output_kinds, training=None):
+                  output_kinds, training=None, placement=None):
     """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
     training: None, or dict(loss, optimizer (cffi struct), accumulation, reduction, seed,
-    frozen). Returns a CompiledModel."""
+    frozen); placement: None, or as _set_placement() takes it (only with a library that
+    has the placement options). Returns a CompiledModel."""
     keep = []
     o = ffi.new("struct ipuof_model_opts *")
     nm = ffi.new("char[]", name.encode())
@@ -179,6 +202,8 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
     o.output_modes = modes
     o.n_output_modes = len(output_kinds)
     keep.append(modes)
+    if placement is not None:
+        _set_placement(o, placement, keep)
     buf = ffi.from_buffer(onnx_bytes)
     out = ffi.new("ipuof_model **")
     if training is None:

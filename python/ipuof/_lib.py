@@ -57,6 +57,7 @@ struct ipuof_tensor {
     size_t bytes;
 };
 typedef void (*ipuof_progress_fn)(int done, int total, void *user);
+@PLACEMENT_TYPES@
 struct ipuof_model_opts {
     const char *name;
     unsigned device_iterations;
@@ -71,6 +72,7 @@ struct ipuof_model_opts {
     void *progress_user;
     const struct ipuof_tensor *constant_inputs;
     size_t n_constant_inputs;
+    @PLACEMENT_FIELDS@
 };
 typedef struct ipuof_model ipuof_model;
 int ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
@@ -142,8 +144,33 @@ OPTIMIZER_SGD, OPTIMIZER_ADAM, OPTIMIZER_ADAMW = 1, 2, 3
 REDUCTION_MEAN, REDUCTION_SUM = 0, 1
 WEIGHT_TRAINABLE, WEIGHT_BUFFER, WEIGHT_FROZEN = 1, 2, 3
 
-ffi = cffi.FFI()
-ffi.cdef(CDEF)
+# The placement options (strategy, blocks, tensor locations, profiling) of newer libraries:
+# fields appended to struct ipuof_model_opts and their setters. They are declared only when
+# the library has them, so the struct this package allocates always has the library's size.
+PLACEMENT_FIELDS = r"""
+    int strategy;
+    const struct ipuof_block *blocks;
+    size_t n_blocks;
+    int locations[4];
+    int profile;
+"""
+PLACEMENT_TYPES = r"""
+struct ipuof_block {
+    const char *prefix;
+    int stage;
+    unsigned ipu;
+};
+"""
+PLACEMENT_CDEF = r"""
+int ipuof_model_opts_set_strategy(struct ipuof_model_opts *o, int strategy);
+int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o, const struct ipuof_block *blocks,
+                                size_t n);
+int ipuof_model_opts_set_location(struct ipuof_model_opts *o, int kind, int location);
+int ipuof_model_opts_set_profile(struct ipuof_model_opts *o, int on);
+int ipuof_model_trace(ipuof_model *m, char **json, size_t *len);
+"""
+# enum ipuof_tensor_kind, in the order of struct ipuof_model_opts.locations.
+TENSOR_KINDS = ("weights", "activations", "accumulators", "optimizer")
 
 
 def _candidates():
@@ -165,22 +192,37 @@ def _candidates():
     return out
 
 
-def _open():
-    """Opens the first library that loads; ImportError listing every attempt."""
+def _find():
+    """The path of the first library that loads, and whether it has the placement options;
+    ImportError listing every attempt."""
+    probe = cffi.FFI()
+    probe.cdef("int ipuof_model_opts_set_strategy(void *o, int strategy);")
     tried = []
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
             tried.append(f"{path}: no such file")
             continue
         try:
-            return ffi.dlopen(path), path
+            handle = probe.dlopen(path)
         except OSError as exc:
             tried.append(f"{path}: {exc}")
+            continue
+        try:
+            handle.ipuof_model_opts_set_strategy
+            return path, True
+        except AttributeError:
+            return path, False
     raise ImportError("cannot load libipuof-client (set IPUOF_CLIENT_LIB to its path, or "
                       "install the library): " + "; ".join(tried))
 
 
-lib, path = _open()
+path, PLACEMENT = _find()
+ffi = cffi.FFI()
+ffi.cdef(CDEF.replace("@PLACEMENT_FIELDS@", PLACEMENT_FIELDS if PLACEMENT else "")
+         .replace("@PLACEMENT_TYPES@", PLACEMENT_TYPES if PLACEMENT else ""))
+if PLACEMENT:
+    ffi.cdef(PLACEMENT_CDEF)
+lib = ffi.dlopen(path)
 
 
 def string(p):

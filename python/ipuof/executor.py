@@ -307,20 +307,24 @@ class PoplarExecutor:
         return f.getvalue(), rec
 
     def _placement(self, rec):
-        """(IPUs per replica, placement list or None) from the strategy and the recorded
-        blocks; Error when it needs support the library does not have yet."""
+        """(IPUs per replica, placement dict or None) from the strategy, the recorded
+        blocks and the tensor locations; Error when they need options the library does
+        not have."""
         o = self._options
         strategy = o.execution_strategy
         off_chip = o.TensorLocations.off_chip()
-        placement = None
-        ipus = 1
+        blocks_list = []
         if strategy is not None:
-            placement = strategy.placement(rec.blocks, rec.order)
-        elif rec.order:
-            placement = blocks.PipelinedExecution().placement(rec.blocks, rec.order) \
-                if all(rec.blocks[b]["ipu"] is not None for b in rec.order) else None
-        if placement:
-            ipus = max(p[2] for p in placement) + 1
+            blocks_list = strategy.placement(rec.blocks, rec.order)
+        elif rec.order and all(rec.blocks[b]["ipu"] is not None for b in rec.order):
+            # Blocks with IPUs and no strategy: PopTorch pipelines them, a stage per IPU.
+            blocks_list = blocks.PipelinedExecution().placement(rec.blocks, rec.order)
+        ipus = max(p[2] for p in blocks_list) + 1 if blocks_list else 1
+        if not (strategy or blocks_list or off_chip):
+            return 1, None
+        if _lib.PLACEMENT:
+            return ipus, {"strategy": strategy.code if strategy else 0,
+                          "blocks": blocks_list, "off_chip": off_chip}
         needs = []
         if ipus > 1:
             needs.append(f"placing blocks on {ipus} IPUs")
@@ -329,11 +333,10 @@ class PoplarExecutor:
         if needs:
             raise Error(", ".join(needs) + " is not supported by this libipuof-client yet "
                         f"({_lib.path}): the multi-IPU placement options are not in its API")
-        if placement:
-            warnings.warn(f"{type(strategy).__name__ if strategy else 'Blocks'}: every block "
-                          "is on IPU 0, so the model runs as one stage on one IPU (this "
-                          "libipuof-client has no placement options yet)", stacklevel=4)
-        return ipus
+        warnings.warn(f"{type(strategy).__name__ if strategy else 'Blocks'}: every block "
+                      "is on IPU 0, so the model runs as one stage on one IPU (this "
+                      "libipuof-client has no placement options yet)", stacklevel=4)
+        return 1, None
 
     def _attach(self, ipus_per_replica):
         o = self._options
@@ -363,7 +366,7 @@ class PoplarExecutor:
             raise Error("distributed execution (Distributed.configureProcessId with "
                         f"{o.Distributed.numProcesses} processes) is not supported by this "
                         "libipuof-client/ipuofd yet: one process per partition only")
-        if _profiling_dir(o) is not None:
+        if _profiling_dir(o) is not None and not _lib.PLACEMENT:
             warnings.warn("profiling (POPLAR_ENGINE_OPTIONS autoReport) is not available "
                           "yet: this libipuof-client cannot fetch an execution trace",
                           stacklevel=2)
@@ -377,7 +380,7 @@ class PoplarExecutor:
         flat, self._template, loss = self._probe(sample)
         self._sample = sample
         self._onnx, rec = self._export(sample, self._names, len(flat))
-        ipus = self._placement(rec)
+        ipus, self._placement_opts = self._placement(rec)
         self._out_names = [f"output{i}" for i in range(len(flat))]
         self._loss = loss
         kind = _OUTPUT_KINDS[o.output_mode]
@@ -427,14 +430,23 @@ class PoplarExecutor:
         if attach:
             self._attach(self._ipus)
         name = "training" if self._training else "inference"
+        # Options.enableProfiling(dir) as the environment switch the library reads.
+        prof = self._options._values.get("profiling_dir")
+        saved = os.environ.get("POPLAR_ENGINE_OPTIONS")
+        if prof and saved is None:
+            os.environ["POPLAR_ENGINE_OPTIONS"] = json.dumps(
+                {"autoReport.all": "true", "autoReport.directory": prof})
         try:
             self._exe = _device.compile_model(
                 self._conn, self._onnx, name,
                 training=self._training_args() if self._training else None,
-                **self._compile_args)
+                placement=self._placement_opts, **self._compile_args)
         except BaseException:
             self._release()
             raise
+        finally:
+            if prof and saved is None:
+                del os.environ["POPLAR_ENGINE_OPTIONS"]
         known = set(self._names)
         for info in self._exe.inputs:
             if info["name"] not in known:
