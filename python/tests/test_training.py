@@ -287,3 +287,22 @@ def test_weights_round_trip_and_set_optimizer(daemon):
     out, _ = pm(x, t)
     assert out.shape == (4, 2)
     pm.destroy()
+
+
+def test_input_replica_grouping(daemon):
+    """inputReplicaGrouping(2, Consecutive) with 2 replicas: one micro-batch per device
+    iteration feeds both replicas, which return the same rows."""
+    opts = poptorch.Options()
+    opts.deviceIterations(3)
+    opts.replicationFactor(2)
+    opts.inputReplicaGrouping(2, poptorch.CommGroupType.Consecutive)
+    torch.manual_seed(8)
+    model = ExampleModelWithLoss([3, 2], 2)
+    pm = poptorch.inferenceModel(model, opts)
+    x = torch.rand(3 * 4, 3, 2)  # B 4 x D 3 x (R 2 / group 2)
+    out = pm(x)
+    assert out.shape == (3 * 2 * 4, 2)
+    with torch.no_grad():
+        want = model(x).reshape(3, 1, 4, 2).repeat(1, 2, 1, 1).reshape(-1, 2)
+    assert close(out, want)
+    pm.destroy()
