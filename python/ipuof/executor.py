@@ -313,6 +313,10 @@ class PoplarExecutor:
         o = self._options
         strategy = o.execution_strategy
         off_chip = o.TensorLocations.off_chip()
+        if not self._training:
+            # Inference has no optimizer state or accumulators: PopTorch ignores these
+            # locations there (the tutorial clones its training options).
+            off_chip = [k for k in off_chip if k not in ("optimizer", "accumulators")]
         blocks_list = []
         if strategy is not None:
             blocks_list = strategy.placement(rec.blocks, rec.order)
