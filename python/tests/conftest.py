@@ -88,7 +88,8 @@ def fashion_root():
     """A root directory for torchvision.datasets.FashionMNIST(root, download=False):
     FashionMNIST/raw/ holding links to Debian's .gz files and their decompressed copies."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
-        pytest.skip(f"no Fashion-MNIST in {FASHION} (Debian package dataset-fashion-mnist)")
+        pytest.fail(f"no Fashion-MNIST in {FASHION}: make deps installs Debian's "
+                    "dataset-fashion-mnist")
     tmp = tempfile.mkdtemp(prefix="ipuof-fashion-")
     raw = os.path.join(tmp, "FashionMNIST", "raw")
     os.makedirs(raw)
