@@ -33,4 +33,4 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
            "SyncPattern", "TensorLocationSettings", "UnrecoverableError",
            "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
-           "removeBlocks", "trainingModel"]
+           "library_path", "removeBlocks", "trainingModel"]

@@ -618,9 +618,10 @@ class PoplarExecutor:
 
     def __getattr__(self, name):
         # Attributes of the wrapped module, as PopTorch's wrapper forwards them.
-        if name.startswith("_"):
+        model = self.__dict__.get("_user_model")
+        if name.startswith("_") or model is None:
             raise AttributeError(name)
-        return getattr(self.__dict__["_user_model"], name)
+        return getattr(model, name)
 
     def __repr__(self):
         return f"{'training' if self._training else 'inference'}Model(" + \

@@ -1,10 +1,7 @@
 """PopTorch's error classes with the daemon's sentences, and the options' behaviour
 (validation, printed form, clone, options with no meaning here)."""
 import copy
-import os
 import socket
-import subprocess
-import sys
 import warnings
 
 import pytest
