@@ -57,7 +57,6 @@ struct ipuof_tensor {
     size_t bytes;
 };
 typedef void (*ipuof_progress_fn)(int done, int total, void *user);
-@PLACEMENT_TYPES@
 struct ipuof_model_opts {
     const char *name;
     unsigned device_iterations;
@@ -72,7 +71,10 @@ struct ipuof_model_opts {
     void *progress_user;
     const struct ipuof_tensor *constant_inputs;
     size_t n_constant_inputs;
-    @PLACEMENT_FIELDS@
+    /* Newer libraries append fields here (placement, input groups); zero is the default
+     * of each. This package sets them only through the library's setters, which write at
+     * the library's own offsets, so the room below only has to be large enough. */
+    char reserved[1024];
 };
 typedef struct ipuof_model ipuof_model;
 int ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
@@ -144,24 +146,14 @@ OPTIMIZER_SGD, OPTIMIZER_ADAM, OPTIMIZER_ADAMW = 1, 2, 3
 REDUCTION_MEAN, REDUCTION_SUM = 0, 1
 WEIGHT_TRAINABLE, WEIGHT_BUFFER, WEIGHT_FROZEN = 1, 2, 3
 
-# The placement options (strategy, blocks, tensor locations, profiling) of newer libraries:
-# fields appended to struct ipuof_model_opts and their setters. They are declared only when
-# the library has them, so the struct this package allocates always has the library's size.
-PLACEMENT_FIELDS = r"""
-    int strategy;
-    const struct ipuof_block *blocks;
-    size_t n_blocks;
-    int locations[4];
-    int profile;
-"""
-PLACEMENT_TYPES = r"""
+# The placement options (strategy, blocks, tensor locations, profiling) of newer libraries,
+# set through setters (see struct ipuof_model_opts.reserved).
+PLACEMENT_CDEF = r"""
 struct ipuof_block {
     const char *prefix;
     int stage;
     unsigned ipu;
 };
-"""
-PLACEMENT_CDEF = r"""
 int ipuof_model_opts_set_strategy(struct ipuof_model_opts *o, int strategy);
 int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o, const struct ipuof_block *blocks,
                                 size_t n);
@@ -193,10 +185,11 @@ def _candidates():
 
 
 def _find():
-    """The path of the first library that loads, and whether it has the placement options;
-    ImportError listing every attempt."""
+    """The path of the first library that loads, whether it has the placement options and
+    whether it has jobs of several processes; ImportError listing every attempt."""
     probe = cffi.FFI()
-    probe.cdef("int ipuof_model_opts_set_strategy(void *o, int strategy);")
+    probe.cdef("int ipuof_model_opts_set_strategy(void *o, int strategy);"
+               "int ipuof_process_env(unsigned *p, unsigned *n, char *err, size_t len);")
     tried = []
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
@@ -207,19 +200,23 @@ def _find():
         except OSError as exc:
             tried.append(f"{path}: {exc}")
             continue
-        try:
-            handle.ipuof_model_opts_set_strategy
-            return path, True
-        except AttributeError:
-            return path, False
+        return path, _exports(handle, "ipuof_model_opts_set_strategy"), \
+            _exports(handle, "ipuof_process_env")
     raise ImportError("cannot load libipuof-client (set IPUOF_CLIENT_LIB to its path, or "
                       "install the library): " + "; ".join(tried))
 
 
-path, PLACEMENT = _find()
+def _exports(handle, name):
+    try:
+        getattr(handle, name)
+    except AttributeError:
+        return False
+    return True
+
+
+path, PLACEMENT, JOBS = _find()
 ffi = cffi.FFI()
-ffi.cdef(CDEF.replace("@PLACEMENT_FIELDS@", PLACEMENT_FIELDS if PLACEMENT else "")
-         .replace("@PLACEMENT_TYPES@", PLACEMENT_TYPES if PLACEMENT else ""))
+ffi.cdef(CDEF)
 if PLACEMENT:
     ffi.cdef(PLACEMENT_CDEF)
 lib = ffi.dlopen(path)

@@ -30,12 +30,13 @@ def _combined(options, batch_size):
 
 class _ShareSampler(tud.Sampler):
     """Batches of process process_id: the same (seeded) order of all the indices in every
-    process, cut into global batches of local x num_processes, of which this process takes
-    share process_id. Incomplete global batches are dropped (or, with keep_last, shared
-    out as far as they go)."""
+    process, cut into global batches of local x num_processes samples laid out as one
+    process with all the replicas would lay them out, [steps][processes][rows]; this process
+    takes its rows of each step (its replicas' micro-batches). Incomplete global batches
+    are dropped (or, with keep_last, shared out as far as they go)."""
 
-    def __init__(self, n, local, process_id, num_processes, shuffle, seed, keep_last):
-        self.n, self.local = n, local
+    def __init__(self, n, local, steps, process_id, num_processes, shuffle, seed, keep_last):
+        self.n, self.local, self.steps = n, local, steps
         self.pid, self.nproc = process_id, num_processes
         self.shuffle, self.seed, self.keep_last = shuffle, seed, keep_last
         self.epoch = 0
@@ -52,9 +53,13 @@ class _ShareSampler(tud.Sampler):
         self.epoch += 1
         glob = self.local * self.nproc
         full = self.n // glob
+        rows = self.local // self.steps
         for j in range(full):
-            start = j * glob + self.pid * self.local
-            yield order[start:start + self.local]
+            out = []
+            for st in range(self.steps):
+                start = j * glob + (st * self.nproc + self.pid) * rows
+                out.extend(order[start:start + rows])
+            yield out
         if self.keep_last and full * glob < self.n:
             rest = order[full * glob:]
             share = rest[self.pid * self.local:(self.pid + 1) * self.local]
@@ -113,7 +118,8 @@ class DataLoader(tud.DataLoader):
         if shuffle and seed is None:
             raise Error("poptorch.DataLoader: shuffling across several processes needs the "
                         "same poptorch.Options().randomSeed(...) in every process")
-        sampler = _ShareSampler(len(dataset), self._combined, pid, nproc, shuffle,
+        steps = options.device_iterations * options.Training.gradient_accumulation
+        sampler = _ShareSampler(len(dataset), self._combined, steps, pid, nproc, shuffle,
                                 seed or 0, not drop_last)
         super().__init__(dataset, batch_sampler=sampler, num_workers=num_workers, **kwargs)
 

@@ -344,7 +344,9 @@ class PoplarExecutor:
 
     def _attach(self, ipus_per_replica):
         o = self._options
-        n = o.replication_factor * ipus_per_replica
+        nproc = o.Distributed.numProcesses
+        # A job of several processes attaches its whole partition from each process.
+        n = o.replication_factor * ipus_per_replica * nproc
         if n & (n - 1) and not o.auto_round_num_ipus:
             p = 1
             while p < n:
@@ -356,7 +358,7 @@ class PoplarExecutor:
                         "number of IPUs or set poptorch.Options().autoRoundNumIPUs(True).")
         self._conn = _device.Connection(_device.program_name())
         wait = bool(os.environ.get("POPTORCH_WAIT_FOR_IPU"))
-        self._conn.attach(n, o.auto_round_num_ipus, wait, 0, 0, 0)
+        self._conn.attach(n, o.auto_round_num_ipus, wait, 0, o.Distributed.processId, nproc)
 
     def compile(self, *args, **kwargs):
         """Captures and compiles the model for inputs like args (a whole combined batch),
@@ -366,7 +368,7 @@ class PoplarExecutor:
         if self._exe is not None or self._onnx is not None:
             return
         o = self._options
-        if o.Distributed.numProcesses > 1:
+        if o.Distributed.numProcesses > 1 and not _lib.JOBS:
             raise Error("distributed execution (Distributed.configureProcessId with "
                         f"{o.Distributed.numProcesses} processes) is not supported by this "
                         "libipuof-client/ipuofd yet: one process per partition only")

@@ -83,6 +83,17 @@ def test_process_shares_are_disjoint_and_seeded():
     assert first != second
 
 
+def test_process_share_layout_is_that_of_one_process_with_all_replicas():
+    """Process p's batch holds, for each (device iteration, accumulation step), the rows of
+    its replicas in the global layout [D][A][R_global][B]."""
+    opts = poptorch.Options()
+    opts.deviceIterations(2)
+    opts.Distributed.configureProcessId(1, 3)
+    dl = poptorch.DataLoader(opts, Numbers(60), batch_size=5, shuffle=False)
+    labels = [int(i) for i in next(iter(dl))[1]]
+    assert labels == list(range(5, 10)) + list(range(20, 25))
+
+
 def test_distributed_shuffle_needs_a_seed():
     opts = poptorch.Options()
     opts.Distributed.configureProcessId(0, 2)
