@@ -105,7 +105,8 @@ class DataLoader(tud.DataLoader):
             self._drop_last = drop_last
             return
         self._rebatch = None
-        if iterable or (nproc == 1 or not auto_distributed_partitioning):
+        seeded = shuffle and options.random_seed is not None
+        if iterable or ((nproc == 1 and not seeded) or not auto_distributed_partitioning):
             if nproc > 1 and iterable:
                 raise Error("poptorch.DataLoader: an IterableDataset must split itself "
                             "between processes (use torch.utils.data.get_worker_info and "

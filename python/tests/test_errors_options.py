@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import poptorch
-from models import ExampleModelWithLoss, Network, TrainingModelWithLoss
+from models import ExampleModelWithLoss, Network, TrainingModelWithLoss  # noqa: F401
 
 
 def small():
@@ -184,11 +184,48 @@ def test_off_chip_optimizer_state(daemon):
     pm.destroy()
 
 
-def test_distributed_model_waits_on_the_daemon(daemon):
+def test_distributed_two_processes_reference_000(daemon):
+    """Reference 000: two processes launched by mpirun, configureProcessId from Open MPI's
+    environment, one partition; one call trains what one process with both replicas
+    trains. A library without jobs refuses with an Error saying so."""
+    import ipuof._lib
     opts = poptorch.Options()
     opts.Distributed.configureProcessId(0, 2)
-    with pytest.raises(poptorch.Error, match="distributed execution"):
-        poptorch.trainingModel(small(), opts)(*batch())
+    if not ipuof._lib.JOBS:
+        with pytest.raises(poptorch.Error, match="distributed execution"):
+            poptorch.trainingModel(small(), opts)(*batch())
+        return
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from models import ExampleDataset
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is missing: make deps installs Debian's openmpi-bin"
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."),
+               IPUOF_PARTITION=f"pytest-job-{os.getpid()}")
+    r = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                        "-x", "PYTHONPATH", "-x", "IPUOF_SERVER", "-x", "IPUOF_PARTITION",
+                        "-x", "IPUOF_CLIENT_LIB", sys.executable,
+                        os.path.join(os.path.dirname(__file__), "dist_worker.py")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    print(r.stdout, r.stderr[-3000:])
+    assert r.returncode == 0
+    got = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][0])
+    # The same in one process with 2 replicas: the loader's global batch, one call.
+    one = poptorch.Options()
+    one.randomSeed(5)
+    one.deviceIterations(2)
+    one.replicationFactor(2)
+    loader = poptorch.DataLoader(one, ExampleDataset([3, 2], 64), batch_size=4, shuffle=True)
+    torch.manual_seed(1)
+    model = ExampleModelWithLoss([3, 2], 2)
+    pm = poptorch.trainingModel(model, one, torch.optim.SGD(model.parameters(), lr=0.1))
+    pm(*next(iter(loader)))
+    assert torch.allclose(model.fc.weight.detach(), torch.tensor(got["weight"]), rtol=1e-4)
+    assert torch.allclose(model.fc.bias.detach(), torch.tensor(got["bias"]), rtol=1e-4)
+    pm.destroy()
 
 
 def test_connection_type_never_refuses_to_run():
