@@ -15,6 +15,7 @@ struct ipuof_status_report {
     uint64_t uptime_ms;
     unsigned clients;
     unsigned waiting;
+    uint64_t host_memory;            /* per partition, for run buffers */
     size_t n_ipus;
     struct ipuof_ipu_info *ipus;     /* owned, n_ipus entries */
     size_t n_procs;
@@ -77,6 +78,7 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->uptime_ms = sr->uptime_ms;
     r->clients = sr->clients;
     r->waiting = sr->waiting;
+    r->host_memory = sr->host_memory_bytes;
     r->n_ipus = sr->n_ipus;
     for (size_t i = 0; i < sr->n_ipus; i++) {
         const Ipuof__IpuInfo *in = sr->ipus[i];
@@ -100,6 +102,7 @@ report_from_reply(const Ipuof__StatusReply *sr)
             out->holder_peer = put_str(&cursor, in->holder->peer);
         }
         out->steps_run = in->steps_run;
+        out->host_memory_used_bytes = in->host_memory_used_bytes;
     }
     r->n_procs = sr->n_job_processes;
     for (size_t i = 0; i < sr->n_job_processes; i++) {
@@ -234,4 +237,10 @@ ipuof_status_report_process(const ipuof_status_report *r, size_t i, struct ipuof
         return IPUOF_E_INVAL;
     *p = r->procs[i];
     return IPUOF_OK;
+}
+
+uint64_t
+ipuof_status_report_host_memory(const ipuof_status_report *r)
+{
+    return r != NULL ? r->host_memory : 0;
 }

@@ -88,8 +88,9 @@ int compile_job_diff(const struct compile_job *a, unsigned pa, const struct comp
  * code with a sentence in msg (cj is then still the caller's). */
 int compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char *msg,
                        size_t len);
-/* Sends the compile reply for m to c (the local shapes of c's slice for a job's model). */
-void compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
+/* Sends the compile reply for m to c (the local shapes of c's slice for a job's model).
+ * 0, or -1 with an error sent. */
+int compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
                         uint64_t us);
 
 #endif

@@ -135,11 +135,9 @@ work_done(struct job *jb)
         djob_maybe_free(j);
         return;
     }
-    if (w->rc == IPUOF_OK) {
-        unsigned D = sim_exe_device_iterations(m->entry->exe);
-        for (unsigned i = 0; i < m->nipus; i++)
-            j->srv->inv->ipus[m->first_ipu + i].steps_run += D;
-    }
+    dev_set_busy(j->srv->inv, m->first_ipu, m->nipus, 0); /* still the job's IPUs */
+    if (w->rc == IPUOF_OK)
+        models_count_steps(j->srv, m, sim_exe_device_iterations(m->entry->exe));
     j->run_model = NULL;
     j->nrun = 0;
     djob_hold(j); /* j->inflight stays set: a process leaving now ends the job */
@@ -183,6 +181,7 @@ run_all(struct djob *j)
         return;
     }
     j->inflight = w;
+    dev_set_busy(j->srv->inv, w->m->first_ipu, w->m->nipus, 1);
 }
 
 /* The last byte of q's slice is in. */

@@ -26,9 +26,9 @@ slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor
 {
     size_t n_in = sim_exe_input_count(exe), R = sim_exe_replicas(exe);
     unsigned rl = (unsigned)(R / pl->nproc), groups = rl / pl->group;
+    int n = 0;
 
-    sink->nseg = 0;
-    while (cur->in < n_in && sink->nseg < CONN_MAX_SEGS) {
+    while (cur->in < n_in && n < SLICE_SEGS) {
         struct sim_io_info io;
         uint8_t *buf = sim_exe_input_buffer(exe, cur->in);
         size_t row;
@@ -41,20 +41,22 @@ slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor
         }
         row = cur->step * R + (size_t)pl->proc * rl;
         if (pl->group <= 1) { /* the process's rows of this step, at once */
-            sink->seg[sink->nseg] = buf + row * io.step_bytes;
-            sink->seg_len[sink->nseg++] = rl * io.step_bytes;
+            cur->seg[n] = buf + row * io.step_bytes;
+            cur->seg_len[n++] = rl * io.step_bytes;
             cur->step++;
             continue;
         }
-        sink->seg[sink->nseg] = buf + (row + group_row(pl, (unsigned)cur->grp)) *
-                                          io.step_bytes;
-        sink->seg_len[sink->nseg++] = io.step_bytes;
+        cur->seg[n] = buf + (row + group_row(pl, (unsigned)cur->grp)) * io.step_bytes;
+        cur->seg_len[n++] = io.step_bytes;
         if (++cur->grp == groups) {
             cur->grp = 0;
             cur->step++;
         }
     }
-    return sink->nseg > 0 ? 0 : -1;
+    sink->seg = cur->seg;
+    sink->seg_len = cur->seg_len;
+    sink->nseg = n;
+    return n > 0 ? 0 : -1;
 }
 
 void

@@ -24,14 +24,19 @@ struct slice_plan {
     int orthogonal;              /* the groups' type */
 };
 
-/* Where the next segments come from: input, step, group. */
+#define SLICE_SEGS 64              /* segments handed to the connection at a time */
+
+/* Where the next segments come from (input, step, group), and the segments last handed
+ * out (the sink borrows them until its next refill). */
 struct slice_cursor {
     size_t in, step, grp;
+    uint8_t *seg[SLICE_SEGS];
+    size_t seg_len[SLICE_SEGS];
 };
 
 /* Rows to fill with contiguous receives, one segment per (input, step) without groups,
- * one per (input, step, group) with them. Sets sink's segments (up to CONN_MAX_SEGS) from
- * cur and advances it; 0, or -1 when every row is filled. */
+ * one per (input, step, group) with them. Points sink's segments at up to SLICE_SEGS of
+ * cur's, from cur's position, and advances it; 0, or -1 when every row is filled. */
 int slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor *cur,
                struct conn_sink *sink);
 
