@@ -292,6 +292,29 @@ g_conv_pointwise(struct sim_ob *b)
 }
 
 static void
+g_conv_depthwise(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 3, 4, 19), D_ANY);
+    param(b, "w", 4, DIMS(3, 1, 3, 3), D_ANY);
+    param(b, "bias", 1, DIMS(3), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 3);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+static void
+g_conv_depthwise_s2(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 2, 7, 9), D_ANY);
+    param(b, "w", 4, DIMS(4, 1, 3, 2), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "dilations", DIMS(1, 2), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 2, 0, 1), 4);
+}
+
+static void
 g_maxpool(struct sim_ob *b)
 {
     param(b, "x", 4, DIMS(2, 2, 4, 6), D_DISTINCT);
@@ -569,6 +592,8 @@ static const struct gcase cases[] = {
     { "Conv", "groups 2, strides, dilations, pads", g_conv_groups, 1e-2f, 1e-3f },
     { "Conv", "1-D, stride 2", g_conv_1d, 1e-2f, 1e-3f },
     { "Conv", "pointwise, groups 2", g_conv_pointwise, 1e-2f, 1e-3f },
+    { "Conv", "depthwise 3x3, pads", g_conv_depthwise, 1e-2f, 1e-3f },
+    { "Conv", "depthwise x2, strides, dilations, pads", g_conv_depthwise_s2, 1e-2f, 1e-3f },
     { "MaxPool", "2x2 stride 2", g_maxpool, 1e-3f, 1e-3f },
     { "MaxPool", "3x3 stride 2 pads 1", g_maxpool_pad, 1e-3f, 1e-3f },
     { "AveragePool", "3x3 stride 2 pads 1", g_avgpool, 1e-2f, 1e-3f },
