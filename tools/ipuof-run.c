@@ -57,6 +57,7 @@ struct run_opts {
     int quiet;
     const char *expect[MAX_INPUTS];   /* --expect files: outputs to compare with */
     size_t n_expect;
+    const char *loss;          /* --loss: compile for training (SGD, lr 0.01); NULL: inference */
 };
 
 /* Prints the synopsis to f, and the whole text when full. */
@@ -67,7 +68,7 @@ usage(FILE *f, int full)
             "usage: ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...\n"
             "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
-            "                 [--micro-batch B] [--expect FILE.pb]...\n");
+            "                 [--micro-batch B] [--expect FILE.pb]... [--loss NAME]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -92,6 +93,9 @@ usage(FILE *f, int full)
             "  --expect FILE.pb     compare the graph output of the file's tensor name with\n"
             "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
             "                       exact for integers); a mismatch exits 1\n"
+            "  --loss NAME          compile for training, minimising graph output NAME (one\n"
+            "                       value per micro-batch): every device iteration takes one\n"
+            "                       SGD step (lr 0.01, PopTorch's default optimizer)\n"
             "\n"
             "Small integer inputs (a Reshape's shape, reduction axes) are offered to the\n"
             "compiler as constants under NAME or the file's tensor name: those that decide\n"
@@ -161,6 +165,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"ipus", required_argument, NULL, 'n'},    {"quiet", no_argument, NULL, 'q'},
         {"expect", required_argument, NULL, 'e'},  {"help", no_argument, NULL, 'h'},
         {"micro-batch", required_argument, NULL, 'b'},
+        {"loss", required_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -184,6 +189,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'n': bad = args_count(PROG, "--ipus", optarg, 1, &o->ipus); break;
         case 'b': bad = args_count(PROG, "--micro-batch", optarg, 1, &o->micro_batch); break;
         case 'q': o->quiet = 1; break;
+        case 'L': o->loss = optarg; break;
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
                 fprintf(stderr, "ipuof-run: more than %d --expect files\n", MAX_INPUTS);
@@ -598,7 +604,13 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         mo.progress_user = &bar;
     }
     t0 = now_ms();
-    rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    if (o->loss != NULL) {
+        struct ipuof_training_opts to = {0};
+        to.loss = o->loss;
+        rc = ipuof_model_compile_training_file(c, o->model, &mo, &to, mp);
+    } else {
+        rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    }
     t_compile = now_ms() - t0;
     if (bar)
         fputc('\n', stderr);
