@@ -92,7 +92,7 @@ TOOL_BINS  := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench fuzz
+.PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench bench-models fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -184,6 +184,9 @@ demo: deps all
 
 bench: all
 	@sh bench/run.sh $(BUILD)
+
+bench-models: all
+	@/usr/bin/python3 bench/models.py --build $(BUILD)
 
 # libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler.
 fuzz:

@@ -298,6 +298,22 @@ dw_fwd_piece(void *ctx, int64_t lo, int64_t hi)
                 }
                 yr[ox] = s;
             }
+            /* four blocks at once: four independent chains of additions */
+            if (sw == 1)
+                for (; ox + 32 <= e; ox += 32) {
+                    v8f a0 = { b, b, b, b, b, b, b, b }, a1 = a0, a2 = a0, a3 = a0;
+                    for (int t = 0; t < nt; t++) {
+                        const float *xp = xc + tx[t] + ox;
+                        a0 += tw[t] * *(const v8f_u *)xp;
+                        a1 += tw[t] * *(const v8f_u *)(xp + 8);
+                        a2 += tw[t] * *(const v8f_u *)(xp + 16);
+                        a3 += tw[t] * *(const v8f_u *)(xp + 24);
+                    }
+                    *(v8f_u *)(yr + ox) = a0;
+                    *(v8f_u *)(yr + ox + 8) = a1;
+                    *(v8f_u *)(yr + ox + 16) = a2;
+                    *(v8f_u *)(yr + ox + 24) = a3;
+                }
             if (sw == 1)
                 for (; ox + 8 <= e; ox += 8) {
                     v8f acc = { b, b, b, b, b, b, b, b };
