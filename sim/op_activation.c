@@ -97,7 +97,8 @@ sigmoid_piece(void *ctx, int64_t lo, int64_t hi)
 
     for (; i + 8 <= hi; i += 8) {
         sim_v8f v = *(const sim_v8f_u *)(x + i);
-        sim_v8f e = sim_v8expf(sim_v8sel(v >= 0.0f, -v, v));
+        sim_v8f e = sim_v8sel(v >= 0.0f, -v, v);
+        sim_v8expf(&e);
         *(sim_v8f_u *)(y + i) = sim_v8sel(v >= 0.0f, SIM_V8(1.0f), e) / (1.0f + e);
     }
     for (; i < hi; i++) {

@@ -65,8 +65,11 @@ unary_piece(void *ctx, int64_t lo, int64_t hi)
     case U_LOG: for (int64_t i = lo; i < hi; i++) out[i] = logf(in[i]); break;
     case U_ERF: {
         int64_t i = lo;
-        for (; i + 8 <= hi; i += 8)
-            *(sim_v8f_u *)(out + i) = sim_v8erff(*(const sim_v8f_u *)(in + i));
+        for (; i + 8 <= hi; i += 8) {
+            sim_v8f v = *(const sim_v8f_u *)(in + i);
+            sim_v8erff(&v);
+            *(sim_v8f_u *)(out + i) = v;
+        }
         for (; i < hi; i++)
             out[i] = sim_verff(in[i]);
         break;

@@ -17,26 +17,21 @@
 
 /* Eight floats at a time with GCC/clang vector extensions (the loop vectorizer does not
  * if-convert these bodies); the scalar versions below do the same operations in the same
- * order, so a tail element rounds exactly as it would inside a block. The helpers are
- * always inlined, so their 32-byte vector values never cross a call: -Wpsabi (which warns
- * that such a call's ABI depends on AVX) is off for the files that include this header. */
-#pragma GCC diagnostic ignored "-Wpsabi"
+ * order, so a tail element rounds exactly as it would inside a block. */
 typedef float sim_v8f __attribute__((vector_size(32)));
 typedef int32_t sim_v8i __attribute__((vector_size(32)));
 typedef float sim_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 
 #define SIM_V8(c) ((sim_v8f){ (c), (c), (c), (c), (c), (c), (c), (c) })
 
-static inline __attribute__((always_inline)) sim_v8f
-sim_v8sel(sim_v8i m, sim_v8f a, sim_v8f b)
-{
-    return (sim_v8f)((m & (sim_v8i)a) | (~m & (sim_v8i)b));
-}
+/* Lanes of a where the mask m (a vector comparison) is set, else of b. */
+#define sim_v8sel(m, a, b) ((sim_v8f)(((m) & (sim_v8i)(a)) | (~(m) & (sim_v8i)(b))))
 
-static inline __attribute__((always_inline)) sim_v8f
-sim_v8expf(sim_v8f x)
+/* *v = e^*v, lane by lane (passed by address: no 32-byte vector crosses a call). */
+static inline __attribute__((always_inline)) void
+sim_v8expf(sim_v8f *v)
 {
-    sim_v8f fx, r, y, nf;
+    sim_v8f x = *v, fx, r, y, nf;
     sim_v8i n;
 
     x = sim_v8sel(x > 88.3762626647949f, SIM_V8(88.3762626647949f), x);
@@ -54,18 +49,20 @@ sim_v8expf(sim_v8f x)
     y = y * r + 5.0000001201E-1f;
     y = y * r * r + r + 1.0f;
     n = ((n < -126) & -126) | (~(n < -126) & n);
-    return y * (sim_v8f)((n + 127) << 23);
+    *v = y * (sim_v8f)((n + 127) << 23);
 }
 
-static inline __attribute__((always_inline)) sim_v8f
-sim_v8erff(sim_v8f x)
+/* *v = erf(*v), lane by lane. */
+static inline __attribute__((always_inline)) void
+sim_v8erff(sim_v8f *v)
 {
-    sim_v8f ax = sim_v8sel(x < 0.0f, -x, x), x2 = x * x, t, p, big, small;
+    sim_v8f x = *v, ax = sim_v8sel(x < 0.0f, -x, x), x2 = x * x, t, p, big, small, e = -x2;
 
     t = 1.0f / (1.0f + 0.3275911f * ax);
     p = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
          0.254829592f) * t;
-    big = 1.0f - p * sim_v8expf(-x2);
+    sim_v8expf(&e);
+    big = 1.0f - p * e;
     big = sim_v8sel(x < 0.0f, -big, big);
     p = SIM_V8(1.0f / 9360.0f);
     p = p * x2 - 1.0f / 1320.0f;
@@ -75,7 +72,7 @@ sim_v8erff(sim_v8f x)
     p = p * x2 - 1.0f / 3.0f;
     p = p * x2 + 1.0f;
     small = 1.12837916709551257f * x * p;
-    return sim_v8sel(ax < 0.5f, small, big);
+    *v = sim_v8sel(ax < 0.5f, small, big);
 }
 
 static inline __attribute__((always_inline)) float
