@@ -204,8 +204,9 @@ im2col(const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, in
                     for (int64_t ox = 0; ox < lo; ox++)
                         dst[ox] = 0.0f;
                     if (p->sw == 1) {
-                        if (hi > lo)
-                            memcpy(dst + lo, xr + lo + off, (size_t)(hi - lo) * sizeof(float));
+                        /* rows are short (tens of floats): a loop beats a memcpy call */
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            dst[ox] = xr[ox + off];
                     } else {
                         for (int64_t ox = lo; ox < hi; ox++)
                             dst[ox] = xr[ox * p->sw + off];
