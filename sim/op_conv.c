@@ -160,6 +160,7 @@ struct conv_run {
     const float *x, *w, *bias, *gy;  /* gy: dY (N, M, OH, OW) */
     float *y, *dx, *dw, *db;
     float *cols, *tmp;               /* the chunk's column matrix and GEMM result / dY copy */
+    const float *dyc;                /* backward: the chunk's dY as (mg, nimg * P) */
     int64_t n0, nimg, grp;           /* the chunk's first image, its images, the group */
 };
 
@@ -394,13 +395,16 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         r.nimg = p->n - r.n0 < p->chunk ? p->n - r.n0 : p->chunk;
         cols_n = r.nimg * P;
         r.cols = p->save_cols ? k->saved : k->scratch;
-        r.tmp = (float *)k->scratch + p->kg * cols_n;
         for (r.grp = 0; r.grp < p->group; r.grp++) {
+            /* one image: the GEMM's (mg, P) result is already the output's layout */
+            r.tmp = r.nimg == 1 ? r.y + (r.n0 * p->m + r.grp * p->mg) * P
+                                : (float *)k->scratch + p->kg * cols_n;
             sim_pool_for(r.nimg * p->oh, grain_for(p->kg * p->ow), im2col_piece, &r);
             sim_pool_sgemm(false, false, p->mg, cols_n, p->kg, 1.0f,
                            r.w + r.grp * p->mg * p->kg, p->kg, r.cols, cols_n, 0.0f, r.tmp,
                            cols_n);
-            sim_pool_for(p->mg, grain_for(cols_n), scatter_piece, &r);
+            if (r.nimg > 1 || r.bias != NULL)   /* in place when one image: adds the bias */
+                sim_pool_for(p->mg, grain_for(cols_n), scatter_piece, &r);
         }
     }
     return 0;
@@ -577,19 +581,24 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
         r.cols = k->scratch;
         r.tmp = r.cols + p->kg * cols_n;
         for (r.grp = 0; r.grp < p->group; r.grp++) {
-            sim_pool_for(p->mg, grain_for(cols_n), gather_piece, &r);
+            /* one image: dY's (mg, P) block is already the GEMM operand's layout */
+            r.dyc = r.tmp;
+            if (r.nimg == 1)
+                r.dyc = r.gy + (r.n0 * p->m + r.grp * p->mg) * P;
+            else
+                sim_pool_for(p->mg, grain_for(cols_n), gather_piece, &r);
             if (r.dw != NULL) {
                 const float *xcols = r.cols;
                 if (p->save_cols)
                     xcols = k->saved;
                 else
                     sim_pool_for(r.nimg * p->oh, grain_for(p->kg * p->ow), im2col_piece, &r);
-                sim_pool_sgemm(false, true, p->mg, p->kg, cols_n, 1.0f, r.tmp, cols_n, xcols,
+                sim_pool_sgemm(false, true, p->mg, p->kg, cols_n, 1.0f, r.dyc, cols_n, xcols,
                                cols_n, 1.0f, r.dw + r.grp * p->mg * p->kg, p->kg);
             }
             if (r.dx != NULL) {
                 sim_pool_sgemm(true, false, p->kg, cols_n, p->mg, 1.0f,
-                               r.w + r.grp * p->mg * p->kg, p->kg, r.tmp, cols_n, 0.0f,
+                               r.w + r.grp * p->mg * p->kg, p->kg, r.dyc, cols_n, 0.0f,
                                r.cols, cols_n);
                 sim_pool_for(p->cg, grain_for(p->kh * p->kw * cols_n), col2im_piece, &r);
             }

@@ -291,6 +291,27 @@ g_conv_pointwise(struct sim_ob *b)
     sim_ob_attr_int(b, "group", 2);
 }
 
+/* One image: the GEMM works in the output's and dY's own layout (no scatter, no gather). */
+static void
+g_conv_one_image(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(1, 2, 5, 6), D_ANY);
+    param(b, "w", 4, DIMS(3, 2, 3, 3), D_ANY);
+    param(b, "bias", 1, DIMS(3), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+/* Images larger than half the im2col budget: one image per chunk, the backward redoes
+ * im2col (nothing saved). */
+static void
+g_conv_image_chunks(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 8, 17, 17), D_ANY);
+    param(b, "w", 4, DIMS(1, 8, 5, 5), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w", "y");
+}
+
 static void
 g_conv_depthwise(struct sim_ob *b)
 {
@@ -592,8 +613,6 @@ static const struct gcase cases[] = {
     { "Conv", "groups 2, strides, dilations, pads", g_conv_groups, 1e-2f, 1e-3f },
     { "Conv", "1-D, stride 2", g_conv_1d, 1e-2f, 1e-3f },
     { "Conv", "pointwise, groups 2", g_conv_pointwise, 1e-2f, 1e-3f },
-    { "Conv", "depthwise 3x3, pads", g_conv_depthwise, 1e-2f, 1e-3f },
-    { "Conv", "depthwise x2, strides, dilations, pads", g_conv_depthwise_s2, 1e-2f, 1e-3f },
     { "MaxPool", "2x2 stride 2", g_maxpool, 1e-3f, 1e-3f },
     { "MaxPool", "3x3 stride 2 pads 1", g_maxpool_pad, 1e-3f, 1e-3f },
     { "AveragePool", "3x3 stride 2 pads 1", g_avgpool, 1e-2f, 1e-3f },
@@ -621,6 +640,11 @@ static const struct gcase cases[] = {
     { "CtcLoss", "mean, blank 0, ragged lengths", g_ctc, 1e-2f, 1e-3f },
     { "CtcLoss", "sum, blank 3, repeated label, empty target", g_ctc_sum, 1e-2f, 1e-3f },
     { "MatMul", "chain MatMul-Tanh-Mul-Softmax", g_chain, 1e-2f, 1e-3f },
+    /* later additions go last: a case's random data is seeded by its position */
+    { "Conv", "one image, bias, pads", g_conv_one_image, 1e-2f, 1e-3f },
+    { "Conv", "one image per im2col chunk", g_conv_image_chunks, 1e-2f, 1e-3f },
+    { "Conv", "depthwise 3x3, pads", g_conv_depthwise, 1e-2f, 1e-3f },
+    { "Conv", "depthwise x2, strides, dilations, pads", g_conv_depthwise_s2, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
