@@ -4,6 +4,8 @@
  *   ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...
  *             [--output-dir DIR] [--device-iterations N] [--replicas R]
  *             [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]
+ *             [--block PREFIX[:STAGE]:IPU]... [--strategy pipelined|sharded|phased]
+ *             [--profile DIR]
  *
  * Inputs and outputs are ONNX TensorProto files, as in the ONNX backend test data, so
  * `ipuof-run --model test_relu/model.onnx --input test_relu/test_data_set_0/input_0.pb
@@ -11,9 +13,17 @@
  * stdout, a progress bar to stderr when it is a terminal, errors to stderr as
  * "ipuof-run: <what failed>: <sentence>". Exit status: 0, 1 on failure, 64 on bad usage, 69
  * when the daemon cannot be reached. Only main() exits.
+ *
+ * Placement: each --block puts the nodes whose name starts with PREFIX (torch 1.13 names
+ * nodes after the module path: "/layer1/conv/Conv") on IPU IPU of each replica, in pipeline
+ * stage STAGE (default: one stage per block, in order), so any exported model can be split
+ * from the command line; --strategy says how the stages run. With the run's cost figures
+ * the summary adds the simulated device time, each IPU's busy fraction and the samples/s
+ * predicted on IPUs; --profile DIR writes the run's trace and timeline there.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +34,7 @@
 
 #include "args.h"
 #include "ipuof/client.h"
+#include "profile.h"
 #include "tensorcmp.h"
 #include "tensorfile.h"
 
@@ -51,12 +62,20 @@ struct run_opts {
     unsigned device_iterations;
     unsigned replicas;
     unsigned ipus;             /* 0: the smallest power of two >= replicas */
-    unsigned micro_batch;      /* for a symbolic batch dimension; 0: from the graph */
+    unsigned micro_batch;      /* for a symbolic batch dimension; 0: from the graph, else
+                                * from the first input's dim 0 */
+    int wait;                  /* --wait: queue for IPUs when too few are free */
+    unsigned wait_s;           /* --wait's limit in seconds (0: for ever) */
+    int auto_round;            /* --auto-round: round --ipus up to a power of two */
     int out_kind;
     unsigned out_n;
     int quiet;
     const char *expect[MAX_INPUTS];   /* --expect files: outputs to compare with */
     size_t n_expect;
+    struct ipuof_block blocks[IPUOF_MAX_BLOCKS]; /* --block; prefixes point into argv */
+    size_t n_blocks;
+    int strategy;              /* enum ipuof_strategy */
+    const char *profile;       /* --profile DIR, or NULL */
     const char *loss;          /* --loss: compile for training (SGD, lr 0.01); NULL: inference */
 };
 
@@ -68,7 +87,9 @@ usage(FILE *f, int full)
             "usage: ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...\n"
             "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
-            "                 [--micro-batch B] [--expect FILE.pb]... [--loss NAME]\n");
+            "                 [--micro-batch B] [--expect FILE.pb]... [--wait[=SECONDS]]\n"
+            "                 [--auto-round] [--block PREFIX[:STAGE]:IPU]...\n"
+            "                 [--strategy pipelined|sharded|phased] [--profile DIR] [--loss NAME]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -85,11 +106,22 @@ usage(FILE *f, int full)
             "  --replicas           data-parallel replicas (default 1)\n"
             "  --ipus               IPUs to attach (default: smallest power of two >= replicas)\n"
             "  --micro-batch B      the batch size of a model whose batch dimension is\n"
-            "                       symbolic (as exported with a dynamic batch axis)\n"
+            "                       symbolic (as exported with a dynamic batch axis); by\n"
+            "                       default the input's dim 0 (divided by device iterations\n"
+            "                       x replicas when it divides), as onnxruntime would run it\n"
+            "  --wait[=SECONDS]     queue for IPUs when too few are free (default: for ever)\n"
+            "  --auto-round         round --ipus up to a power of two\n"
             "  --output-mode        what outputs return: every micro-batch (all, default),\n"
             "                       the last (final), the sum over device iterations (sum),\n"
             "                       or every N-th device iteration (every:N)\n"
             "  --quiet              no progress bar and no summary line\n"
+            "  --block P[:S]:I      put the nodes whose name starts with P on IPU I of each\n"
+            "                       replica, in pipeline stage S (default: one stage per\n"
+            "                       block, in order); repeat for each block (at most 256)\n"
+            "  --strategy S         how the stages run: pipelined (the default with blocks),\n"
+            "                       sharded, or phased (serial phased)\n"
+            "  --profile DIR        write the run's trace to DIR/trace.json and its\n"
+            "                       timeline to DIR/timeline.svg\n"
             "  --expect FILE.pb     compare the graph output of the file's tensor name with\n"
             "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
             "                       exact for integers); a mismatch exits 1\n"
@@ -97,9 +129,10 @@ usage(FILE *f, int full)
             "                       value per micro-batch): every device iteration takes one\n"
             "                       SGD step (lr 0.01, PopTorch's default optimizer)\n"
             "\n"
-            "Small integer inputs (a Reshape's shape, reduction axes) are offered to the\n"
-            "compiler as constants under NAME or the file's tensor name: those that decide\n"
-            "shapes are fixed at compile time, the others stay run inputs.\n"
+            "Small integer inputs (a Reshape's shape, reduction axes) and scalars (Range's\n"
+            "bounds) are offered to the compiler as constants under NAME or the file's\n"
+            "tensor name: those that decide shapes are fixed at compile time, the others\n"
+            "stay run inputs.\n"
             "\n"
             "One call consumes micro-batch x device-iterations x replicas samples along dim 0.\n"
             "An input with the shape of one micro-batch is tiled device-iterations x replicas\n"
@@ -125,6 +158,64 @@ parse_output_mode(const char *s, struct run_opts *o)
         return args_count(PROG, "--output-mode every:N", s + 6, 1, &o->out_n);
     } else {
         fprintf(stderr, "ipuof-run: --output-mode is all, final, sum or every:N, not '%s'\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses one --block value "PREFIX[:STAGE]:IPU" (split at the last colons) into o.
+ * arg points into argv and stays there; 0 or -1 with a message printed. */
+static int
+add_block(struct run_opts *o, char *arg)
+{
+    char *last = strrchr(arg, ':');
+    char *mid = NULL;
+    struct ipuof_block *b;
+    unsigned ipu, stage = 0;
+
+    if (o->n_blocks == IPUOF_MAX_BLOCKS) {
+        fprintf(stderr, "ipuof-run: at most %d --block options\n", IPUOF_MAX_BLOCKS);
+        return -1;
+    }
+    if (last == NULL || last == arg) {
+        fprintf(stderr, "ipuof-run: --block expects PREFIX[:STAGE]:IPU, as /layer1/:0 or "
+                "/layer2/:1:1, not '%s'\n", arg);
+        return -1;
+    }
+    *last = '\0';
+    mid = strrchr(arg, ':');
+    if (args_count(PROG, "--block's IPU", last + 1, 0, &ipu) != 0)
+        return -1;
+    if (mid != NULL && mid != arg) {
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(mid + 1, &end, 10);
+        if (mid[1] >= '0' && mid[1] <= '9' && *end == '\0' && errno == 0 && v <= 4096) {
+            *mid = '\0';
+            stage = (unsigned)v + 1;
+        }
+    }
+    b = &o->blocks[o->n_blocks++];
+    b->prefix = arg;
+    b->stage = stage > 0 ? (int)stage - 1 : IPUOF_STAGE_AUTO;
+    b->ipu = ipu;
+    return 0;
+}
+
+/* Parses --strategy's value into o; 0 or -1 with a message printed. */
+static int
+parse_strategy(const char *s, struct run_opts *o)
+{
+    if (strcmp(s, "pipelined") == 0)
+        o->strategy = IPUOF_STRATEGY_PIPELINED;
+    else if (strcmp(s, "sharded") == 0)
+        o->strategy = IPUOF_STRATEGY_SHARDED;
+    else if (strcmp(s, "phased") == 0)
+        o->strategy = IPUOF_STRATEGY_PHASED;
+    else {
+        fprintf(stderr, "ipuof-run: --strategy is pipelined, sharded or phased, not '%s'\n", s);
         return -1;
     }
     return 0;
@@ -165,6 +256,9 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"ipus", required_argument, NULL, 'n'},    {"quiet", no_argument, NULL, 'q'},
         {"expect", required_argument, NULL, 'e'},  {"help", no_argument, NULL, 'h'},
         {"micro-batch", required_argument, NULL, 'b'},
+        {"wait", optional_argument, NULL, 'W'},    {"auto-round", no_argument, NULL, 'A'},
+        {"block", required_argument, NULL, 'B'},   {"strategy", required_argument, NULL, 'S'},
+        {"profile", required_argument, NULL, 'P'},
         {"loss", required_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
@@ -188,6 +282,15 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'M': bad = parse_output_mode(optarg, o) != 0; break;
         case 'n': bad = args_count(PROG, "--ipus", optarg, 1, &o->ipus); break;
         case 'b': bad = args_count(PROG, "--micro-batch", optarg, 1, &o->micro_batch); break;
+        case 'W':
+            o->wait = 1;
+            if (optarg != NULL)
+                bad = args_count(PROG, "--wait", optarg, 0, &o->wait_s);
+            break;
+        case 'A': o->auto_round = 1; break;
+        case 'B': bad = add_block(o, optarg) != 0; break;
+        case 'S': bad = parse_strategy(optarg, o) != 0; break;
+        case 'P': o->profile = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'L': o->loss = optarg; break;
         case 'e':
@@ -379,7 +482,16 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
     for (size_t j = 0; j < o->n_in; j++) {
         if (o->in[j].name != NULL && !o->in[j].used &&
             ipuof_model_input_index(m, o->in[j].name) < 0) {
-            fprintf(stderr, "ipuof-run: input: the model has no input '%s'\n", o->in[j].name);
+            fprintf(stderr, "ipuof-run: input: the model has no input '%s'; its inputs are:",
+                    o->in[j].name);
+            for (size_t i = 0; i < n; i++) {
+                struct ipuof_tensor info;
+                int64_t step[8];
+
+                if (ipuof_model_input_info(m, i, &info, step) == IPUOF_OK)
+                    fprintf(stderr, "%s '%s'", i ? "," : "", info.name);
+            }
+            fprintf(stderr, "%s\n", n == 0 ? " none" : "");
             return 1;
         }
     }
@@ -403,8 +515,11 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
     return 0;
 }
 
-/* Offers the small integer inputs that have a name as constant inputs of the compile:
- * fills consts (borrowing the inputs' data) and returns how many. */
+/* Offers the small integer inputs and the scalars that have a name as constant inputs of
+ * the compile (the daemon fixes only those that decide shapes: shapes, axes, Range's
+ * bounds): fills consts (borrowing the inputs' data) and returns how many. A wrongly named
+ * offer is indistinguishable from a fixed one afterwards, so floats are offered only as
+ * scalars, which a data input rarely is. */
 static size_t
 offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
 {
@@ -414,9 +529,10 @@ offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
         struct input_arg *in = &o->in[j];
         const char *name = in->name != NULL ? in->name : in->t.name;
         size_t elem = ipuof_dtype_size(in->t.dtype);
+        int integer = in->t.dtype == IPUOF_DTYPE_INT64 || in->t.dtype == IPUOF_DTYPE_INT32;
 
-        if ((in->t.dtype != IPUOF_DTYPE_INT64 && in->t.dtype != IPUOF_DTYPE_INT32) ||
-            name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS)
+        if (elem == 0 || name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS ||
+            (!integer && in->t.bytes != elem))
             continue;
         in->const_name = name;
         consts[n] = (struct ipuof_tensor){name, in->t.dtype, in->t.rank, {0}, in->t.data,
@@ -526,6 +642,50 @@ samples(const ipuof_model *m)
 
 /* ---- main ------------------------------------------------------------------------------ */
 
+/*
+ * The micro-batch for a model whose batch dimension is symbolic, from the --input bound to
+ * the graph input the daemon's sentence msg names ("graph input 'x' has a symbolic batch
+ * dimension ..."), else the first input: its dim 0 divided by device iterations x replicas
+ * when that divides (the file holds the whole call), else its dim 0 (one micro-batch,
+ * tiled). Returns 0 after printing why when there is nothing to take it from.
+ */
+static unsigned
+derive_micro_batch(const struct run_opts *o, const char *msg)
+{
+    const struct input_arg *in = NULL;
+    const char *q = strstr(msg, "graph input '");
+    unsigned long long k = (unsigned long long)o->device_iterations * o->replicas;
+    int64_t d0;
+    unsigned b;
+
+    if (q != NULL) {
+        const char *name = q + 13, *end = strchr(name, '\'');
+
+        for (size_t j = 0; end != NULL && j < o->n_in && in == NULL; j++) {
+            const char *n = o->in[j].name != NULL ? o->in[j].name : o->in[j].t.name;
+            if (n != NULL && strlen(n) == (size_t)(end - name) &&
+                strncmp(n, name, (size_t)(end - name)) == 0)
+                in = &o->in[j];
+        }
+    }
+    for (size_t j = 0; in == NULL && j < o->n_in; j++)
+        if (o->in[j].name == NULL && o->in[j].t.rank > 0)
+            in = &o->in[j];
+    if (in == NULL || in->t.rank < 1 || in->t.dims[0] < 1 || in->t.dims[0] > ARGS_COUNT_MAX) {
+        fprintf(stderr, "ipuof-run: compile: %s; give --micro-batch B (for example "
+                "--micro-batch 1), or an --input whose dim 0 is the batch\n", msg);
+        return 0;
+    }
+    d0 = in->t.dims[0];
+    b = (unsigned)(k > 1 && (unsigned long long)d0 % k == 0 ? (unsigned long long)d0 / k
+                                                          : (unsigned long long)d0);
+    if (!o->quiet)
+        fprintf(stderr, "ipuof-run: the model's batch dimension is symbolic: micro-batch %u "
+                "from %s (dim 0 = %lld); --micro-batch sets it\n", b, in->path,
+                (long long)d0);
+    return b;
+}
+
 /* Connects, attaches, compiles, runs and writes. Returns the exit status; what it holds is
  * freed by the caller from *cp and *mp. */
 /* Compares outputs with the --expect files. 0 when all match, 1 otherwise (reported). */
@@ -564,6 +724,51 @@ check_expected(const struct run_opts *o, const ipuof_model *m)
     return bad;
 }
 
+/* IPUs one replica occupies: one more than the highest --block IPU (1 without blocks). */
+static unsigned
+ipus_per_replica(const struct run_opts *o)
+{
+    unsigned n = 1;
+
+    for (size_t i = 0; i < o->n_blocks; i++)
+        if (o->blocks[i].ipu + 1 > n)
+            n = o->blocks[i].ipu + 1;
+    return n;
+}
+
+/* Prints the simulated clock's figures of m's run, or why there are none. */
+static void
+print_cost(ipuof_client *c, const ipuof_model *m)
+{
+    double secs = 0, sps = 0, f;
+    int stage = -1;
+
+    if (ipuof_model_run_cost(m, &secs, &sps, &stage) != IPUOF_OK) {
+        printf("simulated device time: none (%s)\n", ipuof_client_errmsg(c));
+        return;
+    }
+    printf("simulated device time %.4g ms, predicted %.0f samples/s on IPUs, bottleneck "
+           "stage %d, busy:", secs * 1e3, sps, stage);
+    for (size_t i = 0; i < ipuof_model_run_ipu_count(m); i++)
+        if (ipuof_model_run_busy(m, i, &f) == IPUOF_OK)
+            printf(" IPU %zu %.3g%%", i, 100.0 * f);
+    putchar('\n');
+}
+
+/* Compiles o->model with mo: for training (SGD, PopTorch's default) when --loss names the
+ * loss, else for inference. Returns the client's status; *mp as ipuof_model_compile_file. */
+static int
+compile_model(ipuof_client *c, const struct run_opts *o, const struct ipuof_model_opts *mo,
+              ipuof_model **mp)
+{
+    if (o->loss != NULL) {
+        struct ipuof_training_opts to = {0};
+        to.loss = o->loss;
+        return ipuof_model_compile_training_file(c, o->model, mo, &to, mp);
+    }
+    return ipuof_model_compile_file(c, o->model, mo, mp);
+}
+
 static int
 run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs,
     struct ipuof_tensor *consts)
@@ -586,7 +791,10 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     rc = ipuof_client_connect(c, o->server);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "connect", rc, 1);
-    ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas);
+    ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas * ipus_per_replica(o));
+    ao.wait = o->wait;
+    ao.wait_timeout_ms = o->wait_s > UINT_MAX / 1000 ? UINT_MAX : o->wait_s * 1000;
+    ao.auto_round = o->auto_round;
     rc = ipuof_attach(c, &ao, NULL, 0, NULL);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "attach", rc, 0);
@@ -597,6 +805,12 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     mo.micro_batch = o->micro_batch;
     mo.default_output_kind = o->out_kind;
     mo.default_output_n = o->out_n;
+    if (ipuof_model_opts_set_blocks(&mo, o->blocks, o->n_blocks) != IPUOF_OK ||
+        ipuof_model_opts_set_strategy(&mo, o->strategy) != IPUOF_OK ||
+        ipuof_model_opts_set_profile(&mo, o->profile != NULL) != IPUOF_OK) {
+        fprintf(stderr, "ipuof-run: a --block needs a prefix\n");
+        return EX_USAGE;
+    }
     mo.constant_inputs = consts;
     mo.n_constant_inputs = offer_constants(o, consts);
     if (!o->quiet && isatty(STDERR_FILENO)) {
@@ -604,12 +818,14 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         mo.progress_user = &bar;
     }
     t0 = now_ms();
-    if (o->loss != NULL) {
-        struct ipuof_training_opts to = {0};
-        to.loss = o->loss;
-        rc = ipuof_model_compile_training_file(c, o->model, &mo, &to, mp);
-    } else {
-        rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    rc = compile_model(c, o, &mo, mp);
+    if (rc == IPUOF_E_SHAPE && o->micro_batch == 0 &&
+        strstr(ipuof_client_errmsg(c), "symbolic batch dimension") != NULL) {
+        /* A dynamic batch axis: run the input as given, as onnxruntime would. */
+        mo.micro_batch = derive_micro_batch(o, ipuof_client_errmsg(c));
+        if (mo.micro_batch == 0)
+            return 1;
+        rc = compile_model(c, o, &mo, mp);
     }
     t_compile = now_ms() - t0;
     if (bar)
@@ -637,6 +853,10 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         printf("compiled in %.1f ms%s, ran %llu sample%s in %.1f ms, %.0f samples/s\n",
                t_compile, ipuof_model_cached(*mp) ? " (cached)" : "", n, n == 1 ? "" : "s",
                t_run, (double)n * 1000.0 / (t_run > 0.001 ? t_run : 0.001));
+    if (!o->quiet)
+        print_cost(c, *mp);
+    if (o->profile != NULL)
+        return profile_write(PROG, c, *mp, o->profile, NULL);
     return 0;
 }
 
