@@ -19,6 +19,10 @@ torch.optim.SGD on the same network. torch.onnx.export folds BatchNorm into the
 convolutions of a model in eval mode, so both sides train the folded network
 (torch.fx.experimental.optimization.fuse): the same graph, the same work.
 
+Kernel efficiency, robust to a loaded machine: CPU seconds (all threads) of one batch-8
+inference step, least of 3, in-process (bench/ipuof-cpu.c with IPUOF_SIM_THREADS=1 and with
+the whole pool) beside PyTorch's process time for the same forward on 1 thread.
+
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
 Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,efficientnet_b0,
 convnext_tiny), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5). Timings are reported, never judged: exit 0
@@ -147,8 +151,9 @@ def main():
                 sys.exit("bench-models: ipuofd did not write its port in 10 s")
             with open(port_file) as f:
                 server = "127.0.0.1:" + f.read().strip()
-            results = [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, False)
-                       for n in names if n]
+            cpu_tool = build_cpu_tool(args.build)
+            results = [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, False,
+                                   cpu_tool) for n in names if n]
             results += [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, True)
                         for n in train_names if n]
         finally:
@@ -167,6 +172,16 @@ def main():
         print("| %s | %s | %.1f | %.1f | %.1f | %.2f (best: %s) | %.1f |" %
               (r["name"], r["mode"], r["t1"], r["t2"], r["ipu"], r["ratio"], r["best"],
                r["gflops"]))
+    print()
+    print("CPU seconds per batch-8 inference step (least of 3; less disturbed by other load):")
+    print("| model | ipuofd, 1 thread | ipuofd, pool (all threads) | PyTorch, 1 thread | "
+          "PyTorch / ipuofd (1 thread) |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        if r["cpu"]:
+            c = r["cpu"]
+            print("| %s | %.3f | %.3f | %.3f | %.2f |" % (r["name"], c[0], c[1], c[2],
+                                                         c[2] / c[0]))
 
 
 class WithLoss(torch.nn.Module):
@@ -180,7 +195,40 @@ class WithLoss(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.net(x), labels)
 
 
-def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train):
+def build_cpu_tool(build):
+    """Compiles bench/ipuof-cpu.c against the built simulator library; returns its path."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.join(build, "bench", "ipuof-cpu")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
+           "-D_GNU_SOURCE", "-Iclient/include", "-Isim", "-o", out,
+           os.path.join(here, "ipuof-cpu.c"), os.path.join(build, "lib", "libipuofsim.a"),
+           "-lprotobuf-c", "-lz", "-lopenblas", "-lm", "-pthread"]
+    subprocess.run(cmd, check=True, cwd=os.path.dirname(here))
+    return out
+
+
+def cpu_seconds(tool, path, model, x, threads_env):
+    """(ipuofd in-process CPU s with 1 thread, with the pool, PyTorch 1-thread CPU s)."""
+    res = []
+    for env in threads_env:
+        p = subprocess.run([tool, path, str(BATCH), "3"], env=dict(os.environ, **env),
+                           capture_output=True, text=True, timeout=900)
+        m = re.search(r"cpu_s=([\d.]+)", p.stdout)
+        if p.returncode != 0 or m is None:
+            sys.exit("bench-models: ipuof-cpu failed: %s" % (p.stdout + p.stderr).strip())
+        res.append(float(m.group(1)))
+    torch.set_num_threads(1)
+    best = 1e30
+    with torch.inference_mode():
+        for _ in range(3):
+            t = time.process_time()
+            model(x)
+            best = min(best, time.process_time() - t)
+    return res + [best]
+
+
+def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=None):
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None).eval()
     x = torch.randn(BATCH, 3, 224, 224)
@@ -277,7 +325,13 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train):
           "(target >= 1.0x)%s; ipuofd %.1f GFLOP/s" %
           (name, mode, med["ipu"], best, max(med["t1"], med["t2"]), ratio,
            "" if ratio >= 1.0 else "  MISSED", gflops))
-    return dict(name=name, mode=mode, t1=med["t1"], t2=med["t2"], ipu=med["ipu"], ratio=ratio,
+    cpu = None
+    if cpu_tool is not None and not train:
+        cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}])
+        print("  CPU seconds per batch-8 step (least of 3): ipuofd %.3f on 1 thread, %.3f on "
+              "the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
+              (cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))
+    return dict(name=name, mode=mode, cpu=cpu, t1=med["t1"], t2=med["t2"], ipu=med["ipu"], ratio=ratio,
                 best=best, gflops=gflops)
 
 
