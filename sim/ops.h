@@ -40,6 +40,10 @@ struct sim_infer {
     void *params;               /* set by infer: malloc'd, freed by the compiler */
     size_t scratch_bytes;       /* set by infer: per-step scratch the forward needs */
     struct sim_err *err;
+    bool eval;                  /* an inference executable with PyTorch's module.eval()
+                                 * semantics (sim_compile_opts.eval_mode): BatchNormalization
+                                 * uses running statistics, Dropout is the identity, whatever
+                                 * the node's training flags say */
     /* training executables only */
     bool training;              /* PyTorch's module.train(): BatchNormalization uses batch
                                  * statistics, Dropout drops, forward keeps what backward
