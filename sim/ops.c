@@ -30,6 +30,8 @@ static const struct family families[] = {
     { sim_ops_shape, &sim_ops_shape_count },
     { sim_ops_select, &sim_ops_select_count },
     { sim_ops_loss, &sim_ops_loss_count },
+    /* ConvTranspose, Resize, LSTM and GRU */
+    { sim_ops_convt, &sim_ops_convt_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

@@ -539,6 +539,42 @@ struct gcase {
     float eps, tol;
 };
 
+/* ---- ConvTranspose, Resize, LSTM, GRU ---- */
+
+static void
+g_convt(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 4, 3, 4), D_ANY);
+    param(b, "w", 4, DIMS(4, 2, 3, 2), D_ANY);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "ConvTranspose", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 3), 2);
+    sim_ob_attr_ints(b, "dilations", DIMS(2, 1), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 0, 0, 1), 4);
+    sim_ob_attr_ints(b, "output_padding", DIMS(1, 1), 2);
+}
+
+static void
+g_convt_1d(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 5), D_ANY);
+    param(b, "w", 3, DIMS(3, 2, 4), D_ANY);
+    sim_ob_node(b, "ConvTranspose", "n", "x,w", "y");
+    sim_ob_attr_ints(b, "strides", DIMS(2), 1);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1), 2);
+}
+
+static void
+g_convt_3d(struct sim_ob *b)
+{
+    param(b, "x", 5, DIMS(1, 2, 2, 3, 2), D_ANY);
+    param(b, "w", 5, DIMS(2, 2, 2, 2, 3), D_ANY);
+    param(b, "bias", 1, DIMS(2), D_ANY);
+    sim_ob_node(b, "ConvTranspose", "n", "x,w,bias", "y");
+    sim_ob_attr_ints(b, "strides", DIMS(1, 2, 1), 3);
+}
+
 static const struct gcase cases[] = {
     { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
     { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
@@ -596,6 +632,11 @@ static const struct gcase cases[] = {
     { "CtcLoss", "mean, blank 0, ragged lengths", g_ctc, 1e-2f, 1e-3f },
     { "CtcLoss", "sum, blank 3, repeated label, empty target", g_ctc_sum, 1e-2f, 1e-3f },
     { "MatMul", "chain MatMul-Tanh-Mul-Softmax", g_chain, 1e-2f, 1e-3f },
+    /* ConvTranspose, Resize, LSTM, GRU */
+    { "ConvTranspose", "groups 2, strides, dilations, pads, output_padding", g_convt, 1e-2f,
+      1e-3f },
+    { "ConvTranspose", "1-D, stride 2, pads", g_convt_1d, 1e-2f, 1e-3f },
+    { "ConvTranspose", "3-D, bias", g_convt_3d, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
