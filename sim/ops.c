@@ -32,6 +32,7 @@ static const struct family families[] = {
     { sim_ops_loss, &sim_ops_loss_count },
     /* ConvTranspose, Resize, LSTM and GRU */
     { sim_ops_convt, &sim_ops_convt_count },
+    { sim_ops_resize, &sim_ops_resize_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

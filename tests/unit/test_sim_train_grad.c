@@ -575,6 +575,63 @@ g_convt_3d(struct sim_ob *b)
     sim_ob_attr_ints(b, "strides", DIMS(1, 2, 1), 3);
 }
 
+static void
+g_resize_linear(struct sim_ob *b)
+{
+    static const float scales[4] = { 1.0f, 1.0f, 2.0f, 1.5f };
+    param(b, "x", 4, DIMS(2, 2, 3, 4), D_ANY);
+    sim_ob_initializer(b, "scales", F32, 1, DIMS(4), scales);
+    sim_ob_node(b, "Resize", "n", "x,,scales", "y");
+    sim_ob_attr_str(b, "mode", "linear");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "pytorch_half_pixel");
+}
+
+static void
+g_resize_nearest(struct sim_ob *b)
+{
+    static const float scales[4] = { 1.0f, 1.0f, 2.0f, 3.0f };
+    param(b, "x", 4, DIMS(1, 2, 3, 2), D_ANY);
+    sim_ob_initializer(b, "scales", F32, 1, DIMS(4), scales);
+    sim_ob_node(b, "Resize", "n", "x,,scales", "y");
+    sim_ob_attr_str(b, "mode", "nearest");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "asymmetric");
+    sim_ob_attr_str(b, "nearest_mode", "floor");
+}
+
+static void
+g_resize_cubic(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(1, 1, 5, 4), D_ANY);
+    ints(b, "sizes", 1, DIMS(4), DIMS(1, 1, 3, 7));
+    sim_ob_node(b, "Resize", "n", "x,,,sizes", "y");
+    sim_ob_attr_str(b, "mode", "cubic");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "align_corners");
+    sim_ob_attr_int(b, "exclude_outside", 1);
+}
+
+static void
+g_resize_crop(struct sim_ob *b)
+{
+    static const float roi[6] = { 0.0f, 0.2f, -0.1f, 1.0f, 0.9f, 1.2f };
+    param(b, "x", 3, DIMS(2, 4, 5), D_ANY);
+    sim_ob_initializer(b, "roi", F32, 1, DIMS(6), roi);
+    ints(b, "sizes", 1, DIMS(3), DIMS(2, 3, 6));
+    sim_ob_node(b, "Resize", "n", "x,roi,,sizes", "y");
+    sim_ob_attr_str(b, "mode", "linear");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "tf_crop_and_resize");
+    sim_ob_attr_float(b, "extrapolation_value", 3.0f);
+}
+
+static void
+g_upsample(struct sim_ob *b)
+{
+    static const float scales[4] = { 1.0f, 1.0f, 2.0f, 2.0f };
+    param(b, "x", 4, DIMS(2, 1, 2, 3), D_ANY);
+    sim_ob_initializer(b, "scales", F32, 1, DIMS(4), scales);
+    sim_ob_node(b, "Upsample", "n", "x,scales", "y");
+    sim_ob_attr_str(b, "mode", "linear");
+}
+
 static const struct gcase cases[] = {
     { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
     { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
@@ -637,6 +694,12 @@ static const struct gcase cases[] = {
       1e-3f },
     { "ConvTranspose", "1-D, stride 2, pads", g_convt_1d, 1e-2f, 1e-3f },
     { "ConvTranspose", "3-D, bias", g_convt_3d, 1e-2f, 1e-3f },
+    { "Resize", "linear, pytorch_half_pixel, scales 2 x 1.5", g_resize_linear, 1e-2f, 1e-3f },
+    { "Resize", "nearest, asymmetric, floor", g_resize_nearest, 1e-2f, 1e-3f },
+    { "Resize", "cubic, align_corners, exclude_outside, sizes", g_resize_cubic, 1e-2f,
+      1e-3f },
+    { "Resize", "linear, tf_crop_and_resize, extrapolation", g_resize_crop, 1e-2f, 1e-3f },
+    { "Upsample", "linear, scales 2 x 2", g_upsample, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
