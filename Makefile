@@ -47,6 +47,17 @@ WARN    := -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
 PKGS    := libevent libevent_pthreads libprotobuf-c inih zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) cmocka 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_MISSING := $(shell for p in $(PKGS) cmocka; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
+
+# What pkg-config prints is read when this file is parsed. On a new machine the libraries
+# arrive with `make deps`, so the goals that run it (test, demo, deps, fuzz) build in a
+# sub-make parsed after it; any other build goal stops here rather than link without them.
+NO_BUILD_GOALS := deps test demo fuzz clean uninstall help
+ifneq ($(strip $(PKG_MISSING)),)
+ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
+$(error pkg-config cannot find: $(strip $(PKG_MISSING)). Run 'make deps' (it installs the Debian packages), or 'make test' / 'make demo', which run it first)
+endif
+endif
 BLAS_LIBS  := -lopenblas
 ALL_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread -D_GNU_SOURCE -MMD -MP \
               -DIPUOF_VERSION_STR='"$(VERSION)"' \
@@ -64,6 +75,7 @@ TOOLUTIL_SRC := $(wildcard tools/util/*.c)
 TOOL_SRC   := $(wildcard tools/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 INTEG_SRC  := $(wildcard tests/integ/test_*.c)
+DRV_SRC    := $(wildcard tests/integ/drv_*.c)
 TESTUTIL_SRC := $(wildcard tests/util/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -91,12 +103,14 @@ DAEMON_BIN := $(BUILD)/bin/ipuofd
 TOOL_BINS  := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
+# Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
+DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
 .PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
-all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS) $(INTEG_BINS)
+all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS) $(INTEG_BINS) $(DRV_BINS)
 
 # ---- generated protobuf-c code ------------------------------------------------------------
 $(GEN_IPUOF) $(GEN_IPUOF:.c=.h): proto/ipuof.proto
@@ -179,7 +193,9 @@ check: all
 test-san:
 	$(MAKE) SAN=1 check
 
-demo: deps all
+# deps first, then a sub-make: it is parsed after deps has installed the libraries.
+demo: deps
+	$(MAKE) all
 	@EPOCHS=$(EPOCHS) sh tools/demo.sh $(BUILD)
 
 bench: all

@@ -530,6 +530,16 @@ ipuof_compile_file(ipuof_client *c, const char *path, const struct ipuof_model_o
                                    opts != NULL && opts->name != NULL ? opts->name : name,
                                    extra, out);
     free(buf);
+    /* The daemon only saw bytes: a refusal of the bytes as a whole names the file they came
+     * from, so that a user who gave the wrong file sees which. */
+    if (rc == IPUOF_E_INVAL && strncmp(c->err.msg, "the bytes are not", 17) == 0) {
+        char msg[sizeof c->err.msg];
+
+        memcpy(msg, c->err.msg, sizeof msg);
+        if (snprintf(c->err.msg, sizeof c->err.msg, "%s is not an ONNX model: %s", path, msg) >=
+            (int)sizeof c->err.msg)
+            c->err.msg[sizeof c->err.msg - 1] = '\0'; /* a long path: the end is cut */
+    }
     return rc;
 }
 

@@ -12,6 +12,9 @@
  * length is checked by the codec against the handle's limits before anything is allocated.
  */
 #include <errno.h>
+#include <sys/stat.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -160,6 +163,40 @@ connect_hint(int err)
     return "";
 }
 
+/*
+ * A Unix socket this process may not open: its file permissions decide who may use it (the
+ * admin socket is how ipuofd grants admin rights), so the sentence says who may, from the
+ * socket's owner, group and mode. Returns IPUOF_E_AUTH.
+ */
+static int
+unix_denied(ipuof_client *c, const char *path, int err)
+{
+    struct stat st;
+    char who[512] = "";
+
+    if (stat(path, &st) == 0) {
+        struct passwd *pw = getpwuid(st.st_uid);
+        struct group *gr = getgrgid(st.st_gid);
+        char user[64], group[64];
+
+        if (pw != NULL)
+            snprintf(user, sizeof user, "%s", pw->pw_name);
+        else
+            snprintf(user, sizeof user, "uid %u", (unsigned)st.st_uid);
+        if (gr != NULL)
+            snprintf(group, sizeof group, "%s", gr->gr_name);
+        else
+            snprintf(group, sizeof group, "gid %u", (unsigned)st.st_gid);
+        snprintf(who, sizeof who, "; it is owned by %s, group %s, mode %04o: run as %s%s%s",
+                 user, group, (unsigned)(st.st_mode & 07777), user,
+                 (st.st_mode & 0060) == 0060 ? " or a member of group " : "",
+                 (st.st_mode & 0060) == 0060 ? group : "");
+    }
+    return ipuof_err_set(c, IPUOF_E_AUTH, "connection",
+                         "may not use ipuofd's socket %s: %s%s (or connect over TCP with an "
+                         "admin token)", path, ERRTEXT(err), who);
+}
+
 int
 ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a)
 {
@@ -207,6 +244,8 @@ out:
         return ipuof_err_set(c, IPUOF_E_TIMEOUT, "connection",
                              "connecting to ipuofd at %s timed out after %d ms", c->address,
                              c->connect_ms);
+    if (rc == IPUOF_E_IO && a->is_unix && (last_errno == EACCES || last_errno == EPERM))
+        return unix_denied(c, a->path, last_errno);
     if (rc == IPUOF_E_IO)
         return ipuof_err_set(c, IPUOF_E_IO, "connection", "cannot connect to ipuofd at %s: %s%s",
                              c->address, ERRTEXT(last_errno), connect_hint(last_errno));

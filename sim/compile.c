@@ -31,6 +31,7 @@ sim_compile_opts_init(struct sim_compile_opts *o)
     o->accumulation_reduction = SIM_REDUCE_MEAN;
     sim_optimizer_init(&o->optimizer, SIM_OPT_SGD);
     o->optimizer.lr = 0.01f;
+    sim_cost_cfg_init(&o->cost);
 }
 
 bool

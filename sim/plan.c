@@ -275,9 +275,8 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
                          "the graph does not fit: IPU %u (replica 0) needs %llu bytes (%s: "
                          "weights %llu, activations %llu, code %llu, gradients %llu, "
                          "optimizer state %llu) but has %llu bytes (%s) available. To make it "
-                         "fit, use a smaller micro-batch (now %u), split the model over more "
-                         "IPUs (__ipu_number / pipelining), or keep weights and optimizer "
-                         "state in remote (host) memory",
+                         "fit, use a smaller micro-batch (now %u) or split the model over more "
+                         "IPUs (__ipu_number / __pipeline_stage attributes)",
                          p, (unsigned long long)r->total, need,
                          (unsigned long long)r->weights, (unsigned long long)r->activations,
                          (unsigned long long)r->code, (unsigned long long)r->gradients,

@@ -243,6 +243,56 @@ enum sim_reduction {
     SIM_REDUCE_SUM = 1
 };
 
+/* Execution strategies (PopTorch's setExecutionStrategy). */
+enum sim_strategy {
+    SIM_STRATEGY_DEFAULT = 0,     /* pipelined when the model has more than one stage */
+    SIM_STRATEGY_PIPELINED = 1,   /* every IPU on a different micro-batch at once */
+    SIM_STRATEGY_SHARDED = 2,     /* stages one after another, one micro-batch at a time */
+    SIM_STRATEGY_PHASED = 3       /* serial phased: phases in turn, weights streamed */
+};
+
+/*
+ * One block of a placement given by option: the nodes whose name starts with prefix
+ * (torch 1.13 names nodes after the module path, "/layer1/conv/Conv"). stage -1: auto (one
+ * stage per block in block order; consecutive stages on one IPU are allowed); ipu >= 0.
+ * A prefix that matches no node is a compile error. Strings are borrowed for the compile.
+ */
+struct sim_block_opt {
+    const char *prefix;
+    int stage;
+    int ipu;
+};
+
+/* What a tensor location setting applies to (PopTorch's TensorLocations). */
+enum sim_tensor_kind {
+    SIM_LOC_WEIGHTS = 0,
+    SIM_LOC_ACTIVATIONS = 1,
+    SIM_LOC_ACCUMULATORS = 2,
+    SIM_LOC_OPTIMIZER = 3,
+    SIM_LOC_KINDS = 4
+};
+
+enum sim_location {
+    SIM_LOC_ON_CHIP = 0,
+    SIM_LOC_OFF_CHIP = 1          /* remote buffers in the daemon's host memory */
+};
+
+/*
+ * Rates of the simulated clock; sim_cost_cfg_init() sets the GC200's published figures.
+ * The daemon's configuration file can override each.
+ */
+struct sim_cost_cfg {
+    double flops_per_s;           /* FP32 peak per IPU */
+    double mem_bytes_per_s;       /* on-chip memory bandwidth per IPU */
+    double exchange_bytes_per_s;  /* IPU-Exchange (tile to tile, on chip) */
+    double link_bytes_per_s;      /* IPU-Links, per IPU */
+    double host_bytes_per_s;      /* host link (PCIe Gen4 x16) */
+    double sync_s;                /* one bulk-synchronous sync */
+    double efficiency;            /* fraction of peak compute an op reaches */
+};
+
+void sim_cost_cfg_init(struct sim_cost_cfg *c);
+
 struct sim_compile_opts {
     unsigned device_iterations;   /* D, >= 1 */
     unsigned replicas;            /* R, >= 1: replica r runs on IPU r */
@@ -274,6 +324,18 @@ struct sim_compile_opts {
      * uses the running statistics and Dropout is the identity. sim_compile_inference_from()
      * always sets it; ignored with a loss. */
     int eval_mode;
+
+    /* Multi-IPU placement, execution strategy, tensor locations, cost model and trace. */
+    unsigned partition_ipus;      /* IPUs of the partition compiled for; 0: no check. A
+                                   * placement needing more (replicas x IPUs per replica, or
+                                   * an __ipu_number / block IPU at or beyond it) is a compile
+                                   * error naming the node, its IPU and the partition size. */
+    int strategy;                 /* enum sim_strategy */
+    const struct sim_block_opt *blocks;   /* n_blocks entries, may be NULL */
+    size_t n_blocks;
+    int location[SIM_LOC_KINDS];  /* enum sim_location per enum sim_tensor_kind */
+    int profile;                  /* 1: record an execution trace on the simulated clock */
+    struct sim_cost_cfg cost;     /* simulated-clock rates (sim_cost_cfg_init) */
 };
 
 /* Fills o with the defaults: D=1, R=1, B from graph, 900 MiB, 1472 tiles, mode DEFAULT,
@@ -410,6 +472,9 @@ struct sim_mem_report {
     uint64_t capacity;
     uint64_t gradients;
     uint64_t optimizer;
+    uint64_t stash;               /* stashed for in-flight micro-batches (pipelining) */
+    uint64_t offchip;             /* held in the daemon's host memory; not in total */
+    uint64_t peak_not_always_live;
 };
 
 #define SIM_CODE_BASE_BYTES ((uint64_t)256 << 10)
@@ -527,5 +592,31 @@ int sim_exe_copy_weights(struct sim_exe *dst, struct sim_exe *src, struct sim_er
  * (graphs, string lists) and doc strings are not written. IPUOF_E_BUSY while running.
  */
 int sim_exe_save_onnx(struct sim_exe *e, void **bytes, size_t *len, struct sim_err *err);
+
+/* ---- executables: simulated clock and trace ------------------------------------------ */
+
+#define SIM_MAX_IPUS 64
+
+/* The simulated-clock figures of the last sim_exe_run(). */
+struct sim_cost_report {
+    double device_seconds;        /* simulated time of the whole run */
+    double samples_per_s;         /* samples of the run / device_seconds */
+    unsigned n_ipus;              /* entries of busy[] in use (<= SIM_MAX_IPUS) */
+    double busy[SIM_MAX_IPUS];    /* each IPU's busy fraction of device_seconds */
+    int bottleneck_stage;         /* the stage with the most compute time */
+};
+
+/* Fills *rep for the last run. IPUOF_E_INVAL before the first run. */
+int sim_exe_cost(const struct sim_exe *e, struct sim_cost_report *rep);
+
+/*
+ * The trace of the last run of an executable compiled with profile = 1, as Chrome
+ * trace-event JSON: one tid per IPU ("IPU n"), complete events ("ph":"X", ts/dur in
+ * simulated microseconds) named "F<stage>.<mb>" / "B<stage>.<mb>" for the forward /
+ * backward of a micro-batch, "exchange", "host-in", "host-out", "weight-update", "reduce";
+ * args {"stage","mb","kind"}. *json is caller-owned (free()). IPUOF_E_INVAL when
+ * profiling was off.
+ */
+int sim_exe_trace_json(const struct sim_exe *e, char **json, size_t *len, struct sim_err *err);
 
 #endif /* SIM_SIM_H */

@@ -18,9 +18,18 @@ mkdir -p "$logdir"
 
 passed=0 failed=0 skipped=0 failures=""
 
-count_cmocka() { # log -> sets p f
+count_cmocka() { # log -> sets p f s and skipcases (names of skipped tests)
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$1" | awk '{s+=$1} END {print s+0}')
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test(s), listed below:/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
+    # cmocka names each skipped test after the summary line and once more after [ RUN ].
+    skipcases=$(sed -n 's/^\[  SKIPPED \] \([A-Za-z0-9_]*\)$/\1/p' "$1" | sort -u)
+}
+
+# 0 when tests/skips.txt lists a reason for a skip of case $2 (or of any case) of program $1.
+skip_listed() {
+    awk -v prog="$1" -v c="$2" '$1 == prog && ($2 == c || $2 == "*") { found = 1 } END { exit !found }' \
+        tests/skips.txt 2>/dev/null
 }
 
 run_one() { # kind name command...
@@ -32,19 +41,25 @@ run_one() { # kind name command...
     timeout 900 "$@" >"$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
-    p=0 f=0 s=0
+    p=0 f=0 s=0 skipcases=""
     if [ "$kind" = cmocka ] && grep -q '^\[==========\]' "$log"; then
         count_cmocka "$log"
         [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     else
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+        tapskips=$(grep -c -E '^ok .*# SKIP' "$log")
         if [ "$rc" -eq 77 ]; then
-            s=1
+            s=1 skipcases="*"
         elif [ -n "$line" ]; then
             p=$(echo "$line" | sed 's/^\([0-9]*\) passed.*/\1/')
             f=$(echo "$line" | sed 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/')
             s=$(echo "$line" | sed -n 's/.*failed, \([0-9]*\) skipped.*/\1/p')
             s=${s:-0}
+            # A TAP "ok ... # SKIP" the program counted as passed is a skip.
+            if [ "$tapskips" -gt 0 ] && [ "$p" -ge "$tapskips" ]; then
+                p=$((p - tapskips)) s=$((s + tapskips))
+            fi
+            [ "$s" -gt 0 ] && skipcases="*"
             [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
         elif [ "$rc" -eq 0 ]; then
             p=1
@@ -52,11 +67,21 @@ run_one() { # kind name command...
             f=1
         fi
     fi
+    unlisted=""
+    if [ "$s" -gt 0 ]; then
+        for c in ${skipcases:-"*"}; do
+            skip_listed "$name" "$c" || unlisted="$unlisted $c"
+        done
+    fi
+    if [ -n "$unlisted" ]; then
+        f=$((f + 1))
+        echo "$name: skipped without a reason in tests/skips.txt:$unlisted" >>"$log"
+    fi
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     if [ "$f" -ne 0 ]; then
         printf 'FAIL %-28s %4d passed %3d failed (%ss, rc %d) log: %s\n' "$name" "$p" "$f" "$secs" "$rc" "$log"
         failures="$failures $name"
-        grep -E 'ERROR|FAILED|Error|error:|not ok|runtime error|Sanitizer' "$log" | head -n 20 | sed 's/^/     /'
+        grep -E 'ERROR|FAILED|Error|error:|not ok|runtime error|Sanitizer|skipped without' "$log" | head -n 20 | sed 's/^/     /'
     else
         printf 'ok   %-28s %4d passed %3d skipped (%ss)\n' "$name" "$p" "$s" "$secs"
     fi

@@ -6,26 +6,34 @@
  *
  * --wait queues for IPUs up to MS milliseconds when too few are free; --hold keeps the
  * partition MS milliseconds before detaching. Exit status: 0 on success, 75 when the IPUs
- * are busy or the partition was reset, 69 when the daemon cannot be reached, 1 otherwise.
+ * are busy, a --wait ran out or the partition was reset, 69 when the daemon cannot be
+ * reached, 77 when it refuses us (token, socket permissions), 1 otherwise.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sysexits.h>
 #include <time.h>
 
 #include "ipuof/client.h"
 
+/* Reports a failed call and returns the exit status. A timeout is the daemon being
+ * unreachable (69) only while connecting; a --wait for IPUs that ran out is 75, as busy. */
 static int
 fail(ipuof_client *c, const char *what, int rc)
 {
+    int connecting = strcmp(what, "connect") == 0;
+
     fprintf(stderr, "ipuof-hello: %s: %s (%s)\n", what, ipuof_client_errmsg(c),
             ipuof_status_name(rc));
     ipuof_client_free(c);
-    if (rc == IPUOF_E_IO || rc == IPUOF_E_TIMEOUT)
+    if (rc == IPUOF_E_IO || (connecting && rc == IPUOF_E_TIMEOUT))
         return EX_UNAVAILABLE;
-    if (rc == IPUOF_E_BUSY || rc == IPUOF_E_DEVICE_RESET)
+    if (rc == IPUOF_E_BUSY || rc == IPUOF_E_DEVICE_RESET || rc == IPUOF_E_TIMEOUT)
         return EX_TEMPFAIL;
+    if (rc == IPUOF_E_AUTH)
+        return EX_NOPERM;
     return 1;
 }
 

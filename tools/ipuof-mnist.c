@@ -15,7 +15,8 @@
  * asynchronously). Outputs: a tqdm-like bar per epoch on stderr when it is a terminal, else
  * one summary line per epoch on stdout; then "Accuracy on test set: XX.XX%" on stdout.
  * Errors go to stderr as "ipuof-mnist: <what failed>: <sentence>". Exit status: 0, 1 on
- * failure, 64 on bad usage, 69 when the daemon cannot be reached. Only main() exits.
+ * failure, 64 on bad usage (counts the data cannot fill), 69 when the daemon cannot be
+ * reached, 73 when --save cannot create its file. Only main() exits.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +48,8 @@ struct mnist_opts {
     int optimizer;              /* enum ipuof_optimizer_kind */
     uint64_t seed;
     unsigned limit_train, limit_test;
+    int wait;                  /* --wait: queue for IPUs when too few are free */
+    unsigned wait_s;           /* its limit in seconds (0: for ever) */
     const char *save, *load;
     int quiet;
 };
@@ -78,6 +81,7 @@ usage(FILE *f, int full)
             "                   [--gradient-accumulation 10] [--replicas 1]\n"
             "                   [--learning-rate 0.001] [--optimizer adamw|adam|sgd] [--seed 42]\n"
             "                   [--limit-train N] [--limit-test N] [--save FILE.onnx]\n"
+            "                   [--wait[=SECONDS]]\n"
             "                   [--load FILE.onnx] [--quiet]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-mnist --help' for more information.\n");
@@ -104,10 +108,12 @@ usage(FILE *f, int full)
             "  --limit-train N, --limit-test N   use only the first N samples\n"
             "  --save FILE.onnx     write the trained model, weights included\n"
             "  --load FILE.onnx     start from a saved model instead of new weights\n"
+            "  --wait[=SECONDS]     queue for IPUs when too few are free (default: for ever)\n"
             "  --quiet              only the accuracy line\n"
             "\n"
             "One training call takes B x D x A x R samples (4000 by default: 15 calls per\n"
-            "epoch of 60000). Exit status: 0, 1 on failure, 64 on bad usage, 69 when ipuofd\n"
+            "epoch of 60000). Exit status: 0, 1 on failure, 64 on bad usage, 73 when --save\n"
+            "cannot create its file, 69 when ipuofd\n"
             "cannot be reached. The server is IPUOF_SERVER without --server, else\n"
             "127.0.0.1:50052.\n");
 }
@@ -163,6 +169,7 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         {"limit-train", required_argument, NULL, 'L'},
         {"limit-test", required_argument, NULL, 'T'}, {"save", required_argument, NULL, 'w'},
         {"load", required_argument, NULL, 'R'}, {"quiet", no_argument, NULL, 'q'},
+        {"wait", optional_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     int opt, bad = 0;
@@ -189,6 +196,11 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         case 'w': o->save = optarg; break;
         case 'R': o->load = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'W':
+            o->wait = 1;
+            if (optarg != NULL)
+                bad = args_count(PROG, "--wait", optarg, 0, &o->wait_s);
+            break;
         case 'h': usage(stdout, 1); *stop = 1; return EX_OK;
         default: bad = 1; break;
         }
@@ -419,6 +431,8 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     rc = ipuof_client_connect(r->c, o->server);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "connect", rc, 1);
+    ao.wait = o->wait;
+    ao.wait_timeout_ms = o->wait_s > 4000000u ? 4000000000u : o->wait_s * 1000u;
     rc = ipuof_attach(r->c, &ao, NULL, 0, NULL);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "attach", rc, 0);
@@ -528,6 +542,51 @@ test(const struct mnist_opts *o, struct mnist_run *r)
     return 0;
 }
 
+/* Checks what can be checked before any work: --save's directory can take the file, and
+ * the training set holds at least one call's samples. 0, or EX_USAGE / EX_CANTCREAT after
+ * printing why. */
+static int
+check_plan(const struct mnist_opts *o, const struct mnist_run *r)
+{
+    unsigned long long per_call =
+        (unsigned long long)o->batch * o->iterations * o->accumulation * o->replicas;
+
+    if (o->save != NULL) {
+        char dir[4096];
+        const char *slash = strrchr(o->save, '/');
+
+        if (slash == NULL)
+            snprintf(dir, sizeof dir, ".");
+        else
+            snprintf(dir, sizeof dir, "%.*s", slash == o->save ? 1 : (int)(slash - o->save),
+                     o->save);
+        if (access(dir, W_OK) != 0) {
+            fprintf(stderr, "ipuof-mnist: --save %s: cannot write into %s: %s; give a path in "
+                    "an existing, writable directory\n", o->save, dir, strerror(errno));
+            return EX_CANTCREAT;
+        }
+    }
+    if (r->train_ds != NULL && ipuof_idx_dataset_length(r->train_ds) < per_call) {
+        size_t have = ipuof_idx_dataset_length(r->train_ds);
+
+        fprintf(stderr, "ipuof-mnist: the training set has %zu samples%s, fewer than one call "
+                "takes (batch %u x device iterations %u x gradient accumulation %u x replicas "
+                "%u = %llu): use --limit-train %llu or more, or lower those counts\n", have,
+                o->limit_train ? " (--limit-train)" : "", o->batch, o->iterations,
+                o->accumulation, o->replicas, per_call, per_call);
+        return EX_USAGE;
+    }
+    if (r->test_ds != NULL &&
+        ipuof_idx_dataset_length(r->test_ds) < (size_t)o->test_batch * o->replicas) {
+        fprintf(stderr, "ipuof-mnist: the test set has %zu samples, fewer than one test call "
+                "takes (test batch %u x replicas %u): use --limit-test %u or more\n",
+                ipuof_idx_dataset_length(r->test_ds), o->test_batch, o->replicas,
+                o->test_batch * o->replicas);
+        return EX_USAGE;
+    }
+    return 0;
+}
+
 /* Frees what r holds, loaders before their datasets, models before their client. */
 static void
 release(struct mnist_run *r)
@@ -558,6 +617,8 @@ main(int argc, char **argv)
     r.bar = !o.quiet && isatty(STDERR_FILENO);
     rc = (o.epochs > 0 ? open_split(o.data, "train", o.limit_train, &r.train_ds) : 0) ||
          open_split(o.data, "t10k", o.limit_test, &r.test_ds);
+    if (rc == 0)
+        rc = check_plan(&o, &r);
     if (rc == 0)
         rc = setup(&o, &r);
     if (rc == 0)

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,11 @@ struct run_opts {
     unsigned device_iterations;
     unsigned replicas;
     unsigned ipus;             /* 0: the smallest power of two >= replicas */
-    unsigned micro_batch;      /* for a symbolic batch dimension; 0: from the graph */
+    unsigned micro_batch;      /* for a symbolic batch dimension; 0: from the graph, else
+                                * from the first input's dim 0 */
+    int wait;                  /* --wait: queue for IPUs when too few are free */
+    unsigned wait_s;           /* --wait's limit in seconds (0: for ever) */
+    int auto_round;            /* --auto-round: round --ipus up to a power of two */
     int out_kind;
     unsigned out_n;
     int quiet;
@@ -67,7 +72,8 @@ usage(FILE *f, int full)
             "usage: ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...\n"
             "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
-            "                 [--micro-batch B] [--expect FILE.pb]...\n");
+            "                 [--micro-batch B] [--expect FILE.pb]... [--wait[=SECONDS]]\n"
+            "                 [--auto-round]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -84,7 +90,11 @@ usage(FILE *f, int full)
             "  --replicas           data-parallel replicas (default 1)\n"
             "  --ipus               IPUs to attach (default: smallest power of two >= replicas)\n"
             "  --micro-batch B      the batch size of a model whose batch dimension is\n"
-            "                       symbolic (as exported with a dynamic batch axis)\n"
+            "                       symbolic (as exported with a dynamic batch axis); by\n"
+            "                       default the input's dim 0 (divided by device iterations\n"
+            "                       x replicas when it divides), as onnxruntime would run it\n"
+            "  --wait[=SECONDS]     queue for IPUs when too few are free (default: for ever)\n"
+            "  --auto-round         round --ipus up to a power of two\n"
             "  --output-mode        what outputs return: every micro-batch (all, default),\n"
             "                       the last (final), the sum over device iterations (sum),\n"
             "                       or every N-th device iteration (every:N)\n"
@@ -161,6 +171,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"ipus", required_argument, NULL, 'n'},    {"quiet", no_argument, NULL, 'q'},
         {"expect", required_argument, NULL, 'e'},  {"help", no_argument, NULL, 'h'},
         {"micro-batch", required_argument, NULL, 'b'},
+        {"wait", optional_argument, NULL, 'W'},    {"auto-round", no_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -183,6 +194,12 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'M': bad = parse_output_mode(optarg, o) != 0; break;
         case 'n': bad = args_count(PROG, "--ipus", optarg, 1, &o->ipus); break;
         case 'b': bad = args_count(PROG, "--micro-batch", optarg, 1, &o->micro_batch); break;
+        case 'W':
+            o->wait = 1;
+            if (optarg != NULL)
+                bad = args_count(PROG, "--wait", optarg, 0, &o->wait_s);
+            break;
+        case 'A': o->auto_round = 1; break;
         case 'q': o->quiet = 1; break;
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
@@ -373,7 +390,16 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
     for (size_t j = 0; j < o->n_in; j++) {
         if (o->in[j].name != NULL && !o->in[j].used &&
             ipuof_model_input_index(m, o->in[j].name) < 0) {
-            fprintf(stderr, "ipuof-run: input: the model has no input '%s'\n", o->in[j].name);
+            fprintf(stderr, "ipuof-run: input: the model has no input '%s'; its inputs are:",
+                    o->in[j].name);
+            for (size_t i = 0; i < n; i++) {
+                struct ipuof_tensor info;
+                int64_t step[8];
+
+                if (ipuof_model_input_info(m, i, &info, step) == IPUOF_OK)
+                    fprintf(stderr, "%s '%s'", i ? "," : "", info.name);
+            }
+            fprintf(stderr, "%s\n", n == 0 ? " none" : "");
             return 1;
         }
     }
@@ -520,6 +546,50 @@ samples(const ipuof_model *m)
 
 /* ---- main ------------------------------------------------------------------------------ */
 
+/*
+ * The micro-batch for a model whose batch dimension is symbolic, from the --input bound to
+ * the graph input the daemon's sentence msg names ("graph input 'x' has a symbolic batch
+ * dimension ..."), else the first input: its dim 0 divided by device iterations x replicas
+ * when that divides (the file holds the whole call), else its dim 0 (one micro-batch,
+ * tiled). Returns 0 after printing why when there is nothing to take it from.
+ */
+static unsigned
+derive_micro_batch(const struct run_opts *o, const char *msg)
+{
+    const struct input_arg *in = NULL;
+    const char *q = strstr(msg, "graph input '");
+    unsigned long long k = (unsigned long long)o->device_iterations * o->replicas;
+    int64_t d0;
+    unsigned b;
+
+    if (q != NULL) {
+        const char *name = q + 13, *end = strchr(name, '\'');
+
+        for (size_t j = 0; end != NULL && j < o->n_in && in == NULL; j++) {
+            const char *n = o->in[j].name != NULL ? o->in[j].name : o->in[j].t.name;
+            if (n != NULL && strlen(n) == (size_t)(end - name) &&
+                strncmp(n, name, (size_t)(end - name)) == 0)
+                in = &o->in[j];
+        }
+    }
+    for (size_t j = 0; in == NULL && j < o->n_in; j++)
+        if (o->in[j].name == NULL && o->in[j].t.rank > 0)
+            in = &o->in[j];
+    if (in == NULL || in->t.rank < 1 || in->t.dims[0] < 1 || in->t.dims[0] > ARGS_COUNT_MAX) {
+        fprintf(stderr, "ipuof-run: compile: %s; give --micro-batch B (for example "
+                "--micro-batch 1), or an --input whose dim 0 is the batch\n", msg);
+        return 0;
+    }
+    d0 = in->t.dims[0];
+    b = (unsigned)(k > 1 && (unsigned long long)d0 % k == 0 ? (unsigned long long)d0 / k
+                                                          : (unsigned long long)d0);
+    if (!o->quiet)
+        fprintf(stderr, "ipuof-run: the model's batch dimension is symbolic: micro-batch %u "
+                "from %s (dim 0 = %lld); --micro-batch sets it\n", b, in->path,
+                (long long)d0);
+    return b;
+}
+
 /* Connects, attaches, compiles, runs and writes. Returns the exit status; what it holds is
  * freed by the caller from *cp and *mp. */
 /* Compares outputs with the --expect files. 0 when all match, 1 otherwise (reported). */
@@ -581,6 +651,9 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "connect", rc, 1);
     ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas);
+    ao.wait = o->wait;
+    ao.wait_timeout_ms = o->wait_s > UINT_MAX / 1000 ? UINT_MAX : o->wait_s * 1000;
+    ao.auto_round = o->auto_round;
     rc = ipuof_attach(c, &ao, NULL, 0, NULL);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "attach", rc, 0);
@@ -599,6 +672,14 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     }
     t0 = now_ms();
     rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    if (rc == IPUOF_E_SHAPE && o->micro_batch == 0 &&
+        strstr(ipuof_client_errmsg(c), "symbolic batch dimension") != NULL) {
+        /* A dynamic batch axis: run the input as given, as onnxruntime would. */
+        mo.micro_batch = derive_micro_batch(o, ipuof_client_errmsg(c));
+        if (mo.micro_batch == 0)
+            return 1;
+        rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    }
     t_compile = now_ms() - t0;
     if (bar)
         fputc('\n', stderr);

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for FUZZ_SECONDS
-# (default 60). Seeds: valid frames written by the frame target's own corpus, the ONNX node
+# (default 300: five minutes per target). Seeds: valid frames written by the frame target's own corpus, the ONNX node
 # test models, and the sample config. Crashes are left in build-fuzz/ as crash-* files.
 #   sh tests/fuzz/run.sh            (make fuzz)
 set -eu
-S=${FUZZ_SECONDS:-60}
+S=${FUZZ_SECONDS:-300}
 O=build-fuzz
 command -v clang >/dev/null || { echo "fuzz: clang is missing: sh tools/deps.sh fuzz"; exit 1; }
 make -s build/gen/ipuof.pb-c.c build/gen/onnx.pb-c.c

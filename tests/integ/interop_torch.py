@@ -18,7 +18,7 @@ ONNX TensorProto files in OUTDIR:
                              Adam's first update g / (|g| + eps) depends on rounding, so the
                              C side allows those elements a difference of up to lr)
 
-The C side (build/tests/integ/test_interop_step OUTDIR) does the same step on ipuofd and
+The C side (build/tests/integ/drv_interop_step OUTDIR) does the same step on ipuofd and
 compares.
 """
 import os

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Interoperability with PyTorch: tests/integ/interop_torch.py defines the tutorial's MNIST
 # network in PyTorch, exports it to ONNX and trains one AdamW step on one batch;
-# build/tests/integ/test_interop_step trains the same step on ipuofd from the exported model
-# and compares the loss and every updated weight (rtol 1e-4). Skipped (77) unless Debian's
-# /usr/bin/python3 has torch and onnx (a python3 earlier on PATH may lack them).
+# build/tests/integ/drv_interop_step trains the same step on ipuofd from the exported model
+# and compares the loss and every updated weight (rtol 1e-4). Debian's /usr/bin/python3
+# must have torch and onnx (make deps installs them; a python3 earlier on PATH may lack
+# them): without them the test fails, it does not skip.
 # Usage: sh tests/integ/test_interop_torch.sh [BUILD]
 set -u
 B=${1:-build}
@@ -16,8 +17,8 @@ cleanup() {
     rm -rf "$D"
 }
 trap cleanup EXIT INT TERM
-"$PY" -c "import torch, onnx" 2>/dev/null ||
-    { echo "skip: $PY cannot import torch and onnx (python3-torch, python3-onnx)"; exit 77; }
+"$PY" -c "import torch, torch.onnx, onnx.numpy_helper" 2>/dev/null ||
+    { echo "not ok - $PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; echo "0 passed, 1 failed"; exit 1; }
 
 pass=0 fail=0
 if "$PY" "$HERE/interop_torch.py" "$D/step" >"$D/py.out" 2>&1; then
@@ -35,7 +36,7 @@ while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
 
 if [ "$fail" -eq 0 ]; then
-    "$B/tests/integ/test_interop_step" "$D/step" >"$D/c.out" 2>&1
+    "$B/tests/integ/drv_interop_step" "$D/step" >"$D/c.out" 2>&1
     rc=$?
     grep -v -E '^[0-9]+ passed, [0-9]+ failed' "$D/c.out"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$D/c.out" | tail -n 1)
@@ -45,7 +46,7 @@ if [ "$fail" -eq 0 ]; then
     fail=$((fail + ${f:-0}))
     if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
         fail=$((fail + 1))
-        echo "not ok - test_interop_step exited with $rc"
+        echo "not ok - drv_interop_step exited with $rc"
     fi
 fi
 

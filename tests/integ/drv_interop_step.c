@@ -1,8 +1,8 @@
 /*
- * test_interop_step.c — the C side of test_interop_torch.sh: one AdamW step of a model
+ * drv_interop_step.c — the C side of test_interop_torch.sh: one AdamW step of a model
  * PyTorch exported, on ipuofd, compared with PyTorch's own step.
  *
- *   build/tests/integ/test_interop_step DIR
+ *   build/tests/integ/drv_interop_step DIR
  *
  * DIR is what tests/integ/interop_torch.py wrote (model.onnx, input_image.pb,
  * input_labels.pb, loss.pb, initial_K.pb and weight_K.pb for each initializer K). The
@@ -226,9 +226,8 @@ main(int argc, char **argv)
     int rc;
 
     if (argc < 2) {
-        printf("# test_interop_step runs from tests/integ/test_interop_torch.sh\n");
-        printf("0 passed, 0 failed\n");
-        return 77;
+        fprintf(stderr, "usage: drv_interop_step DIR (run by tests/integ/test_interop_torch.sh)\n");
+        return 2;
     }
     c = ipuof_client_new();
     if (c == NULL)
