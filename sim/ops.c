@@ -33,6 +33,7 @@ static const struct family families[] = {
     /* ConvTranspose, Resize, LSTM and GRU */
     { sim_ops_convt, &sim_ops_convt_count },
     { sim_ops_resize, &sim_ops_resize_count },
+    { sim_ops_rnn, &sim_ops_rnn_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

@@ -3,7 +3,7 @@
  *
  * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
  * op_unary.c, op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c,
- * op_shape.c, op_select.c, op_loss.c, op_convt.c, op_resize.c):
+ * op_shape.c, op_select.c, op_loss.c, op_convt.c, op_resize.c, op_rnn.c):
  *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
  *              shape, build the op's private parameters and ask for scratch memory;
  *   forward  — at run time: compute outputs from inputs, allocating nothing;
@@ -135,6 +135,8 @@ extern const struct sim_op sim_ops_convt[];
 extern const int sim_ops_convt_count;
 extern const struct sim_op sim_ops_resize[];
 extern const int sim_ops_resize_count;
+extern const struct sim_op sim_ops_rnn[];
+extern const int sim_ops_rnn_count;
 
 /* The op for an ONNX op_type in the default domain, or NULL. */
 const struct sim_op *sim_op_find(const char *op_type);

@@ -10,7 +10,7 @@ when DROPOUT is 1, Linear(144, 10)) with a CrossEntropyLoss, exports it for trai
 BatchNormalization, 13 carries its running statistics as extra outputs) and writes
 DIR/model.onnx, DIR/input_image.pb (float [4, 1, 8, 8]) and DIR/input_labels.pb (int64 [4]).
 
-`check` reads what build/tests/integ/test_interop_eval wrote into DIR after one SGD step
+`check` reads what build/tests/integ/drv_interop_eval wrote into DIR after one SGD step
 (lr 0.1) on ipuofd and an inference model made from it, and compares with PyTorch:
   - the inference model's logits with PyTorch's eval() of the module holding the daemon's
     weights after the step (running statistics included): BatchNorm uses the running

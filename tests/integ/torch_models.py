@@ -9,13 +9,14 @@ WHAT is any of:
   all            all 17 classification models the op-coverage issue names (ALL)
   layers         small models of everyday layers (LAYERS)
   train:NAME     one SGD step (lr 0.1) of torchvision model NAME, loss and weights
+  train-layers   one SGD step of small classifiers made of the everyday layers
   a model name   one torchvision model
 
 Inference: each model is built with weights=None after torch.manual_seed(0), put in eval(),
 exported with torch.onnx.export(opset_version=13) for a batch of 2 random images, run once
 with BUILD/bin/ipuof-run, and its output compared with PyTorch's:
 |got - want| <= 1e-4 + 1e-3 |want|. Training: the model and a CrossEntropyLoss are exported
-for training (TrainingMode.TRAINING, opset 13), BUILD/tests/integ/test_interop_eval runs
+for training (TrainingMode.TRAINING, opset 13), BUILD/tests/integ/drv_interop_eval runs
 one SGD step and writes the loss and the weights after it, which are compared with
 torch.optim.SGD's step from the same weights (running statistics included).
 Prints one row per model (max |diff|, ok / FAIL, or the daemon's refusal sentence) and
@@ -66,6 +67,27 @@ class Decoder(torch.nn.Module):
         return self.up3(y.flatten(2))
 
 
+class Recurrent(torch.nn.Module):
+    """nn.LSTM / nn.GRU (2 layers) with learnt initial states (the zero states torch
+    creates otherwise export as Expand), returning the output sequence and the final
+    states flattened into one tensor."""
+
+    def __init__(self, cls, batch_first, bidirectional, batch=2):
+        super().__init__()
+        self.rnn = cls(3, 4, num_layers=2, batch_first=batch_first, bidirectional=bidirectional)
+        dirs = 2 if bidirectional else 1
+        self.lstm = cls is torch.nn.LSTM
+        self.h0 = torch.nn.Parameter(torch.randn(2 * dirs, batch, 4))
+        self.c0 = torch.nn.Parameter(torch.randn(2 * dirs, batch, 4)) if self.lstm else None
+
+    def forward(self, x):
+        if self.lstm:
+            y, (h, c) = self.rnn(x, (self.h0, self.c0))
+            return torch.cat([y.flatten(), h.flatten(), c.flatten()])
+        y, h = self.rnn(x, self.h0)
+        return torch.cat([y.flatten(), h.flatten()])
+
+
 def layer_models():
     return [
         ("Upsample nearest x2", Upsample(scale_factor=2, mode="nearest"), (2, 3, 5, 6)),
@@ -74,6 +96,10 @@ def layer_models():
         ("Upsample bilinear align_corners", Upsample(size=(7, 9), mode="bilinear",
                                                      align_corners=True), (2, 3, 5, 6)),
         ("ConvTranspose2d/1d decoder", Decoder(), (2, 3, 5, 6)),
+        ("LSTM 2 layers", Recurrent(torch.nn.LSTM, False, False), (5, 2, 3)),
+        ("LSTM batch_first bidirectional", Recurrent(torch.nn.LSTM, True, True), (2, 5, 3)),
+        ("GRU 2 layers batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
+        ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (5, 2, 3)),
     ]
 
 
@@ -187,13 +213,43 @@ class WithLoss(torch.nn.Module):
         return out, self.loss(out, labels)
 
 
-def run_train(build, work, res, name):
-    d = os.path.join(work, "train_" + name)
+class Classifier(torch.nn.Module):
+    """A layer of LAYERS followed by a Linear classifier into 5 classes."""
+
+    def __init__(self, layer, shape):
+        super().__init__()
+        self.layer = layer
+        with torch.no_grad():
+            features = layer(torch.zeros(*shape)).numel() // 2
+        self.fc = torch.nn.Linear(features, 5)
+
+    def forward(self, x):
+        return self.fc(self.layer(x).reshape(2, -1))
+
+
+def train_layers():
+    """(name, model, input shape) for the one-step training checks of everyday layers."""
+    torch.manual_seed(3)
+    cases = [
+        ("Upsample bilinear", Upsample(scale_factor=2, mode="bilinear"), (2, 3, 5, 6)),
+        ("Upsample nearest", Upsample(scale_factor=2, mode="nearest"), (2, 3, 5, 6)),
+        ("ConvTranspose decoder", Decoder(), (2, 3, 5, 6)),
+        ("LSTM batch_first bidirectional", Recurrent(torch.nn.LSTM, True, True), (2, 5, 3)),
+        # time-major: 2 steps, so that dim 0 (the micro-batch for the compiler) is 2 too
+        ("LSTM 2 layers", Recurrent(torch.nn.LSTM, False, False), (2, 2, 3)),
+        ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (2, 2, 3)),
+        ("GRU batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
+    ]
+    return [(n, Classifier(m, s), s) for n, m, s in cases]
+
+
+def run_train(build, work, res, name, model=None, shape=(2, 3, 224, 224)):
+    d = os.path.join(work, "train_" + name.replace(" ", "_"))
     os.makedirs(d, exist_ok=True)
-    model = WithLoss(torchvision_model(name))
+    model = WithLoss(torchvision_model(name) if model is None else model)
     torch.manual_seed(2)
-    image = torch.randn(2, 3, 224, 224)
-    labels = torch.tensor([3, 7])
+    image = torch.randn(*shape)
+    labels = torch.tensor([3, 1])
     model.train()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -205,7 +261,7 @@ def run_train(build, work, res, name):
     write(os.path.join(d, "input_labels.pb"), labels.numpy(), "labels")
     initial = {i.name: numpy_helper.to_array(i)
                for i in onnx.load(os.path.join(d, "model.onnx")).graph.initializer}
-    p = subprocess.run([os.path.join(build, "tests", "integ", "test_interop_eval"), d],
+    p = subprocess.run([os.path.join(build, "tests", "integ", "drv_interop_eval"), d],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0 or not os.path.exists(os.path.join(d, "step_loss.pb")):
         bad = [l for l in p.stdout.splitlines() if l.startswith("not ok")]
@@ -249,6 +305,9 @@ def main():
                 run_inference(build, work, res, name, model, shape)
         elif what.startswith("train:"):
             run_train(build, work, res, what[6:])
+        elif what == "train-layers":
+            for name, model, shape in train_layers():
+                run_train(build, work, res, name, model, shape)
         else:
             names = SUITE if what == "suite" else ALL if what == "all" else [what]
             for name in names:

@@ -632,6 +632,69 @@ g_upsample(struct sim_ob *b)
     sim_ob_attr_str(b, "mode", "linear");
 }
 
+static void
+g_lstm(struct sim_ob *b)
+{
+    /* bidirectional, layout 0, bias, initial states, peepholes; Y, Y_h and Y_c all used */
+    param(b, "x", 3, DIMS(3, 2, 3), D_ANY);
+    param(b, "w", 3, DIMS(2, 8, 3), D_ANY);
+    param(b, "rw", 3, DIMS(2, 8, 2), D_ANY);
+    param(b, "bias", 2, DIMS(2, 16), D_ANY);
+    param(b, "h0", 3, DIMS(2, 2, 2), D_ANY);
+    param(b, "c0", 3, DIMS(2, 2, 2), D_ANY);
+    param(b, "p", 2, DIMS(2, 6), D_ANY);
+    sim_ob_node(b, "LSTM", "n", "x,w,rw,bias,,h0,c0,p", "ya,yh,yc");
+    sim_ob_attr_int(b, "hidden_size", 2);
+    sim_ob_attr_str(b, "direction", "bidirectional");
+    sim_ob_node(b, "Mul", "m", "yh,yc", "hc");
+    sim_ob_node(b, "Add", "a", "ya,hc", "y");
+}
+
+static void
+g_lstm_rev(struct sim_ob *b)
+{
+    /* reverse, layout 1 (batch first), no bias or states; Y_h only */
+    param(b, "x", 3, DIMS(2, 4, 3), D_ANY);
+    param(b, "w", 3, DIMS(1, 12, 3), D_ANY);
+    param(b, "rw", 3, DIMS(1, 12, 3), D_ANY);
+    sim_ob_node(b, "LSTM", "n", "x,w,rw", ",y");
+    sim_ob_attr_int(b, "hidden_size", 3);
+    sim_ob_attr_int(b, "layout", 1);
+    sim_ob_attr_str(b, "direction", "reverse");
+}
+
+static void
+g_gru(struct sim_ob *b)
+{
+    /* PyTorch's form: linear_before_reset, bidirectional, layout 1, bias, initial_h */
+    param(b, "x", 3, DIMS(2, 3, 3), D_ANY);
+    param(b, "w", 3, DIMS(2, 6, 3), D_ANY);
+    param(b, "rw", 3, DIMS(2, 6, 2), D_ANY);
+    param(b, "bias", 2, DIMS(2, 12), D_ANY);
+    param(b, "h0", 3, DIMS(2, 2, 2), D_ANY);
+    sim_ob_node(b, "GRU", "n", "x,w,rw,bias,,h0", "ya,yh");
+    sim_ob_attr_int(b, "hidden_size", 2);
+    sim_ob_attr_int(b, "layout", 1);
+    sim_ob_attr_int(b, "linear_before_reset", 1);
+    sim_ob_attr_str(b, "direction", "bidirectional");
+    ints(b, "shp", 1, DIMS(4), DIMS(2, 1, 2, 2));   /* Y_h (N, dirs, H) against Y (N, T, ..) */
+    sim_ob_node(b, "Reshape", "t", "yh,shp", "yht");
+    sim_ob_node(b, "Mul", "m", "ya,yht", "y");
+}
+
+static void
+g_gru_reset(struct sim_ob *b)
+{
+    /* ONNX's default: the reset gate before the recurrent product */
+    param(b, "x", 3, DIMS(3, 2, 2), D_ANY);
+    param(b, "w", 3, DIMS(1, 9, 2), D_ANY);
+    param(b, "rw", 3, DIMS(1, 9, 3), D_ANY);
+    param(b, "bias", 2, DIMS(1, 18), D_ANY);
+    param(b, "h0", 3, DIMS(1, 2, 3), D_ANY);
+    sim_ob_node(b, "GRU", "n", "x,w,rw,bias,,h0", "y");
+    sim_ob_attr_int(b, "hidden_size", 3);
+}
+
 static const struct gcase cases[] = {
     { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
     { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
@@ -700,6 +763,10 @@ static const struct gcase cases[] = {
       1e-3f },
     { "Resize", "linear, tf_crop_and_resize, extrapolation", g_resize_crop, 1e-2f, 1e-3f },
     { "Upsample", "linear, scales 2 x 2", g_upsample, 1e-2f, 1e-3f },
+    { "LSTM", "bidirectional, bias, states, peepholes, Y Y_h Y_c", g_lstm, 1e-2f, 1e-3f },
+    { "LSTM", "reverse, layout 1, Y_h only", g_lstm_rev, 1e-2f, 1e-3f },
+    { "GRU", "linear_before_reset, bidirectional, layout 1", g_gru, 1e-2f, 1e-3f },
+    { "GRU", "reset before the product, initial_h", g_gru_reset, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))

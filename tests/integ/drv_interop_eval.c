@@ -1,8 +1,8 @@
 /*
- * test_interop_eval.c — the C side of test_interop_eval.sh: one SGD step of a model PyTorch
+ * drv_interop_eval.c — the C side of test_interop_eval.sh: one SGD step of a model PyTorch
  * exported for training, then an inference model made from it, on ipuofd.
  *
- *   build/tests/integ/test_interop_eval DIR
+ *   build/tests/integ/drv_interop_eval DIR
  *
  * DIR is what `tests/integ/interop_eval.py export` wrote (model.onnx, input_image.pb,
  * input_labels.pb). The daemon is IPUOF_SERVER. The program compiles model.onnx as a
@@ -186,7 +186,7 @@ main(int argc, char **argv)
     int rc;
 
     if (argc < 2) {
-        printf("# test_interop_eval runs from tests/integ/test_interop_eval.sh\n");
+        printf("# drv_interop_eval runs from tests/integ/test_interop_eval.sh\n");
         printf("0 passed, 0 failed\n");
         return 77;
     }
