@@ -18,6 +18,7 @@ libonnx-dev
 libonnx-testdata
 dataset-fashion-mnist
 systemd
+procps
 man-db groff-base
 python3
 python3-numpy

@@ -41,8 +41,8 @@ if [ ! -f "$base/.ready" ]; then
     echo "fresh: making a Debian 12 root in $base (once; later runs copy it)"
     debootstrap --variant=minbase bookworm "$base" "$(archive)" >"$logs/debootstrap.log" 2>&1 ||
         die "debootstrap failed; see $logs/debootstrap.log"
-    cp /etc/apt/sources.list.d/*.sources "$base/etc/apt/sources.list.d/" 2>/dev/null
-    [ -f /etc/apt/sources.list ] && cp /etc/apt/sources.list "$base/etc/apt/sources.list"
+    # debootstrap wrote a sources.list for the archive above; nothing else is added, so
+    # apt sees each source once.
     cp /etc/resolv.conf "$base/etc/resolv.conf" 2>/dev/null
     # A new machine has make, to type the README's commands, and nothing of ours.
     chroot "$base" /bin/sh -c 'apt-get update -qq && apt-get install -y -qq make' \
