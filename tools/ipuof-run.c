@@ -32,6 +32,7 @@
 #define MAX_INPUTS 256
 #define BAR_WIDTH 30
 #define CONST_MAX_ELEMS 4096 /* integer inputs up to this size are offered as constants */
+#define CONST_MAX_FLOATS 16  /* and 1-D float inputs up to this size (Resize's scales, roi) */
 
 /* One --input: a file, bound to a graph input by name or, without one, in order. */
 struct input_arg {
@@ -103,8 +104,9 @@ usage(FILE *f, int full)
             "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
             "                       exact for integers); a mismatch exits 1\n"
             "\n"
-            "Small integer inputs (a Reshape's shape, reduction axes) are offered to the\n"
-            "compiler as constants under NAME or the file's tensor name: those that decide\n"
+            "Small integer inputs (a Reshape's shape, reduction axes) and short 1-D float\n"
+            "inputs (Resize's scales) are offered to the compiler as constants under NAME\n"
+            "or the file's tensor name: those that decide\n"
             "shapes are fixed at compile time, the others stay run inputs.\n"
             "\n"
             "One call consumes micro-batch x device-iterations x replicas samples along dim 0.\n"
@@ -423,7 +425,8 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
     return 0;
 }
 
-/* Offers the small integer inputs that have a name as constant inputs of the compile:
+/* Offers the small integer inputs and short 1-D float inputs that have a name as constant
+ * inputs of the compile:
  * fills consts (borrowing the inputs' data) and returns how many. */
 static size_t
 offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
@@ -435,8 +438,12 @@ offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
         const char *name = in->name != NULL ? in->name : in->t.name;
         size_t elem = ipuof_dtype_size(in->t.dtype);
 
-        if ((in->t.dtype != IPUOF_DTYPE_INT64 && in->t.dtype != IPUOF_DTYPE_INT32) ||
-            name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS)
+        int ints = in->t.dtype == IPUOF_DTYPE_INT64 || in->t.dtype == IPUOF_DTYPE_INT32;
+        int floats = in->t.dtype == IPUOF_DTYPE_FLOAT && in->t.rank == 1 &&
+                      in->t.bytes / elem <= CONST_MAX_FLOATS;
+
+        if (!(ints || floats) || name == NULL || name[0] == '\0' ||
+            in->t.bytes / elem > CONST_MAX_ELEMS)
             continue;
         in->const_name = name;
         consts[n] = (struct ipuof_tensor){name, in->t.dtype, in->t.rank, {0}, in->t.data,
