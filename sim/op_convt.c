@@ -98,7 +98,13 @@ infer_convt(struct sim_infer *c)
         return sim_infer_fail(c, IPUOF_E_INVAL, "output_shape has %d values; give the %d "
                               "spatial dims", nos, nsp);
     for (int i = 0; i < nsp; i++) {
-        int64_t full = s[i] * (x->shape.d[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1;
+        const int64_t lim = (int64_t)1 << 20;
+        int64_t full;
+        if (s[i] > lim || d[i] > lim || op[i] > lim || pads[i] < -lim || pads[i] > lim ||
+            pads[nsp + i] < -lim || pads[nsp + i] > lim)
+            return sim_infer_fail(c, IPUOF_E_INVAL, "strides, dilations, pads and "
+                                  "output_padding must be below 2^20");
+        full = s[i] * (x->shape.d[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1;
         if (s[i] < 1 || d[i] < 1 || op[i] < 0 || (op[i] >= s[i] && op[i] >= d[i]))
             return sim_infer_fail(c, IPUOF_E_INVAL, "strides %lld, dilations %lld and "
                                   "output_padding %lld: strides and dilations must be >= 1 "
@@ -107,7 +113,11 @@ infer_convt(struct sim_infer *c)
         if (nos >= 0 || strcmp(auto_pad, "SAME_UPPER") == 0 ||
             strcmp(auto_pad, "SAME_LOWER") == 0) {
             int64_t want = nos >= 0 ? os[nos - nsp + i] : x->shape.d[2 + i] * s[i];
-            int64_t total = full - want;
+            int64_t total;
+            if (want < 1 || want > ((int64_t)1 << 40))
+                return sim_infer_fail(c, IPUOF_E_INVAL, "output_shape %lld is not from 1 to "
+                                      "2^40", (long long)want);
+            total = full - want;
             if (total < 0)
                 total = 0;   /* a larger output_shape: the extra end stays bias only */
             if (strcmp(auto_pad, "SAME_UPPER") == 0) {
@@ -180,13 +190,16 @@ infer_convt(struct sim_infer *c)
 }
 
 /*
- * Scatter (add) or gather between cols (mg K, P) and the output-side tensor y of one image
+ * Scatter (add) or gather between cols (mg K, P) and the output-side tensor of one image
  * and group (mg, out...): cols row (m, kz, ky, kx), column (iz, iy, ix) pairs with
- * y[m][iz sz - pbz + kz dz][...] when inside. add: y += cols; else cols = y (0 outside).
+ * y[m][iz sz - pbz + kz dz][...] when inside. ydst not NULL: ydst += cols (scatter); else
+ * cols = ysrc, 0 outside (gather).
  */
 static void
-cols_xfer(const struct convt_params *p, float *cols, float *y, bool add)
+cols_xfer(const struct convt_params *p, float *cols, const float *ysrc, float *ydst)
 {
+    bool add = ydst != NULL;
+    const float *y = add ? ydst : ysrc;
     int64_t row = 0;
 
     for (int64_t m = 0; m < p->mg; m++)
@@ -194,25 +207,28 @@ cols_xfer(const struct convt_params *p, float *cols, float *y, bool add)
             for (int64_t ky = 0; ky < p->k[1]; ky++)
                 for (int64_t kx = 0; kx < p->k[2]; kx++, row++) {
                     float *cr = cols + row * p->pin;
-                    float *ym = y + m * p->pout;
+                    const float *ym = y + m * p->pout;
                     for (int64_t iz = 0; iz < p->in[0]; iz++) {
                         int64_t oz = iz * p->s[0] - p->pb[0] + kz * p->d[0];
                         bool zin = oz >= 0 && oz < p->out[0];
                         for (int64_t iy = 0; iy < p->in[1]; iy++) {
                             int64_t oy = iy * p->s[1] - p->pb[1] + ky * p->d[1];
                             float *c = cr + (iz * p->in[1] + iy) * p->in[2];
-                            float *yr = ym + (oz * p->out[1] + oy) * p->out[2];
+                            int64_t yo;
+                            const float *yr;
                             if (!zin || oy < 0 || oy >= p->out[1]) {
                                 if (!add)
                                     memset(c, 0, (size_t)p->in[2] * sizeof(float));
                                 continue;
                             }
+                            yo = m * p->pout + (oz * p->out[1] + oy) * p->out[2];
+                            yr = ym + (oz * p->out[1] + oy) * p->out[2];
                             for (int64_t ix = 0; ix < p->in[2]; ix++) {
                                 int64_t ox = ix * p->s[2] - p->pb[2] + kx * p->d[2];
                                 bool in = ox >= 0 && ox < p->out[2];
                                 if (add) {
                                     if (in)
-                                        yr[ox] += c[ix];
+                                        ydst[yo + ox] += c[ix];
                                 } else {
                                     c[ix] = in ? yr[ox] : 0.0f;
                                 }
@@ -248,7 +264,7 @@ fwd_convt(const struct sim_kern *k, struct sim_err *err)
                         (int)p->cg, 1.0f, w + g * p->cg * rows, (int)rows,
                         x + (n * p->c + g * p->cg) * p->pin, (int)p->pin, 0.0f, cols,
                         (int)p->pin);
-            cols_xfer(p, cols, y + (n * p->m + g * p->mg) * p->pout, true);
+            cols_xfer(p, cols, NULL, y + (n * p->m + g * p->mg) * p->pout);
         }
     return 0;
 }
@@ -281,7 +297,7 @@ bwd_convt(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t gr = 0; gr < p->group; gr++) {
             int64_t xo = (n * p->c + gr * p->cg) * p->pin;
-            cols_xfer(p, cols, (float *)(g + (n * p->m + gr * p->mg) * p->pout), false);
+            cols_xfer(p, cols, g + (n * p->m + gr * p->mg) * p->pout, NULL);
             if (dx != NULL)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->cg, (int)p->pin,
                             (int)rows, 1.0f, w + gr * p->cg * rows, (int)rows, cols,

@@ -263,8 +263,9 @@ infer_resample(struct sim_infer *c, bool upsample, int si, int zi)
     }
     for (int i = 0; i < r; i++) {
         if (ns != 0) {
-            if (!(scale[i] > 0.0))
-                return sim_infer_fail(c, IPUOF_E_INVAL, "scales must be positive");
+            if (!(scale[i] > 0.0) || (double)x->shape.d[i] * scale[i] > (double)(1ll << 40))
+                return sim_infer_fail(c, IPUOF_E_INVAL, "scales must be positive and give "
+                                      "dims below 2^40");
             o.d[i] = (int64_t)floor((double)x->shape.d[i] * scale[i] + 1e-9);
         } else {
             if (sizes[i] < 0)

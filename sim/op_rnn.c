@@ -117,8 +117,9 @@ infer_rnn(struct sim_infer *c, bool gru)
     dirs = strcmp(dir, "bidirectional") == 0 ? 2 : 1;
     T = layout ? x->shape.d[1] : x->shape.d[0];
     N = layout ? x->shape.d[0] : x->shape.d[1];
-    if (hidden < 1)
-        return sim_infer_fail(c, IPUOF_E_INVAL, "hidden_size must be given and positive");
+    if (hidden < 1 || hidden > ((int64_t)1 << 24))
+        return sim_infer_fail(c, IPUOF_E_INVAL, "hidden_size %lld: it must be given, from 1 "
+                              "to 2^24", (long long)hidden);
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;
