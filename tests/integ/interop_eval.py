@@ -1,8 +1,8 @@
 """PyTorch's side of test_interop_eval.sh: training exports with BatchNormalization and Dropout.
 
 Usage:
-  /usr/bin/python3 tests/integ/interop_eval.py export DIR OPSET DROPOUT
-  /usr/bin/python3 tests/integ/interop_eval.py check DIR
+  /usr/bin/python3 tests/integ/interop_eval.py export DIR OPSET DROPOUT [DIR OPSET DROPOUT]...
+  /usr/bin/python3 tests/integ/interop_eval.py check DIR [DIR]...
 
 `export` builds a small CNN (Conv 1->4 3x3, BatchNorm2d, ReLU, Flatten, Dropout(p=0.5)
 when DROPOUT is 1, Linear(144, 10)) with a CrossEntropyLoss, exports it for training
@@ -169,10 +169,16 @@ def check(dir_):
 
 
 def main():
+    args = sys.argv[2:]
     if sys.argv[1] == "export":
-        export(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
+        for i in range(0, len(args) - 2, 3):
+            export(args[i], int(args[i + 1]), args[i + 2] == "1")
         return 0
-    return 0 if check(sys.argv[2]) else 1
+    ok = True
+    for d in args:
+        print("# %s" % d)
+        ok = check(d) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
