@@ -44,6 +44,8 @@ sp_ints(struct sim_infer *c, const char *name, int nsp, int64_t def, int64_t *v)
     return 0;
 }
 
+/* X (N, C, in...), W (C, M/group, k...), B (M): the output (N, M, out...) from strides,
+ * pads or auto_pad / output_shape, output_padding and dilations; the column scratch. */
 static int
 infer_convt(struct sim_infer *c)
 {

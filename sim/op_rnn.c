@@ -71,6 +71,9 @@ want_shape(struct sim_infer *c, int i, const char *what, int rank, const int64_t
     return 0;
 }
 
+/* Checks X, W, R and the optional inputs against hidden_size, direction and layout, sets
+ * Y, Y_h (and LSTM's Y_c), and sizes the forward's scratch and, when training, the saved
+ * states and the backward's scratch. */
 static int
 infer_rnn(struct sim_infer *c, bool gru)
 {
@@ -195,9 +198,11 @@ infer_rnn(struct sim_infer *c, bool gru)
     return 0;
 }
 
+/* The table's entry points. */
 static int infer_lstm(struct sim_infer *c) { return infer_rnn(c, false); }
 static int infer_gru(struct sim_infer *c) { return infer_rnn(c, true); }
 
+/* The logistic function. */
 static inline float
 sigm(float v)
 {
