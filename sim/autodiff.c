@@ -118,15 +118,10 @@ build_steps(struct sim_exe *e, struct sim_err *err)
             continue;
         if (n->op->backward == NULL)
             return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: %s has no gradient, but it lies "
-                               "between trainable weights and the loss '%s' (ops with "
-                               "gradients: Add Sub Mul Div Neg Abs Sqrt Exp Log Pow Erf Clip "
-                               "MatMul Gemm Conv MaxPool AveragePool GlobalAveragePool Relu "
-                               "LeakyRelu Sigmoid Tanh Softmax LogSoftmax BatchNormalization "
-                               "LayerNormalization Dropout Reshape Flatten Transpose Concat "
-                               "Squeeze Unsqueeze Identity Gather Slice ReduceMean ReduceSum "
-                               "Cast and the losses); mark the weights before it as frozen "
-                               "or change the graph", n->label, n->op->name,
-                               e->m->vals[tr->loss].name);
+                               "between trainable weights and the loss '%s'; mark the weights "
+                               "before it as frozen or change the graph (ops with gradients: "
+                               "%s)", n->label, n->op->name, e->m->vals[tr->loss].name,
+                               sim_gradient_ops());
         n->bstep = tr->n_bsteps;
         tr->bsteps[tr->n_bsteps++].node = s;
     }

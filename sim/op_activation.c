@@ -1,6 +1,7 @@
 /*
  * op_activation.c — activations and normalised exponentials on float tensors, forward and
- * backward: Relu, LeakyRelu, Sigmoid, Tanh, Softmax, LogSoftmax (both the opset < 13
+ * backward: Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Elu, Softplus,
+ * Softmax, LogSoftmax (both the opset < 13
  * "coerce to 2-D" semantics and the single-axis semantics of opset 13), and Dropout
  * (identity in inference, and in an eval_mode executable whatever training_mode says; in
  * training mode, and always in a training executable, a
@@ -102,6 +103,111 @@ fwd_tanh(const struct sim_kern *k, struct sim_err *err)
     (void)err;
     for (int64_t i = 0; i < k->in[0].numel; i++)
         y[i] = tanhf(x[i]);
+    return 0;
+}
+
+/* ---- HardSigmoid, HardSwish, Elu, Softplus ------------------------------------------- */
+
+enum { A_HSIGMOID, A_HSWISH, A_ELU, A_SOFTPLUS };
+
+struct act_params {
+    int kind;
+    float alpha, beta;
+};
+
+static int
+infer_act(struct sim_infer *c, int kind, float alpha, float beta)
+{
+    struct act_params *p;
+    int rc = infer_float_same(c);
+
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    p->kind = kind;
+    p->alpha = alpha;
+    p->beta = beta;
+    if (kind == A_HSIGMOID || kind == A_ELU)
+        rc = sim_ia_float(c, "alpha", alpha, &p->alpha);
+    if (rc == 0 && kind == A_HSIGMOID)
+        rc = sim_ia_float(c, "beta", beta, &p->beta);
+    return rc;
+}
+
+static int infer_hsigmoid(struct sim_infer *c) { return infer_act(c, A_HSIGMOID, 0.2f, 0.5f); }
+static int infer_hswish(struct sim_infer *c) { return infer_act(c, A_HSWISH, 1.0f / 6.0f, 0.5f); }
+static int infer_elu(struct sim_infer *c) { return infer_act(c, A_ELU, 1.0f, 0.0f); }
+static int infer_softplus(struct sim_infer *c) { return infer_act(c, A_SOFTPLUS, 0.0f, 0.0f); }
+
+/*
+ * x, y: same shape. HardSigmoid: max(0, min(1, alpha x + beta)); HardSwish: x times the
+ * HardSigmoid with alpha 1/6, beta 1/2; Elu: x > 0 ? x : alpha (e^x - 1); Softplus:
+ * ln(1 + e^x), computed without overflow.
+ */
+static int
+fwd_act(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct act_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    float a = p->alpha, b = p->beta;
+
+    (void)err;
+    for (int64_t i = 0; i < k->in[0].numel; i++) {
+        float v = x[i], h;
+        switch (p->kind) {
+        case A_HSIGMOID:
+        case A_HSWISH:
+            h = a * v + b;
+            h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+            y[i] = p->kind == A_HSWISH ? v * h : h;
+            break;
+        case A_ELU:
+            y[i] = v > 0.0f ? v : a * expm1f(v);
+            break;
+        default:
+            y[i] = v > 0.0f ? v + log1pf(expf(-v)) : log1pf(expf(v));
+            break;
+        }
+    }
+    return 0;
+}
+
+/*
+ * HardSigmoid: dx += alpha dy inside the linear part (0 < alpha x + beta < 1, strictly, as
+ * PyTorch); HardSwish: dy (2 alpha x + beta) there, dy above, 0 below; Elu: dy for x > 0,
+ * dy (y + alpha) elsewhere; Softplus: dy sigmoid(x).
+ */
+static int
+bwd_act(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+        struct sim_err *err)
+{
+    const struct act_params *p = k->params;
+    const float *x = k->in[0].data, *y = k->out[0].data, *g = dout[0].data;
+    float *dx = din[0].data, a = p->alpha, b = p->beta;
+
+    (void)err;
+    if (g == NULL || dx == NULL)
+        return 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++) {
+        float v = x[i], h = a * v + b;
+        switch (p->kind) {
+        case A_HSIGMOID:
+            dx[i] += h > 0.0f && h < 1.0f ? g[i] * a : 0.0f;
+            break;
+        case A_HSWISH:
+            dx[i] += h < 0.0f ? 0.0f : h <= 1.0f ? g[i] * (2.0f * a * v + b) : g[i];
+            break;
+        case A_ELU:
+            dx[i] += v > 0.0f ? g[i] : g[i] * (y[i] + a);
+            break;
+        default:
+            dx[i] += g[i] * (v >= 0.0f ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v)));
+            break;
+        }
+    }
     return 0;
 }
 
@@ -436,6 +542,11 @@ const struct sim_op sim_ops_activation[] = {
     { "Sigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_sigmoid, bwd_sigmoid,
       1u, NULL },
     { "Tanh", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_tanh, bwd_tanh, 1u, NULL },
+    { "HardSigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_hsigmoid, fwd_act, bwd_act, 1u,
+      NULL },
+    { "HardSwish", 14, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_hswish, fwd_act, bwd_act, 1u, NULL },
+    { "Elu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_elu, fwd_act, bwd_act, 1u, NULL },
+    { "Softplus", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_softplus, fwd_act, bwd_act, 1u, NULL },
     { "Softmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_softmax, fwd_softmax, bwd_softmax, 1u,
       NULL },
     { "LogSoftmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_logsoftmax, fwd_softmax, bwd_softmax,

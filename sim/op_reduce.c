@@ -1,13 +1,18 @@
 /*
- * op_reduce.c — reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin over any set of
- * axes (attribute before opset 13 for ReduceSum / always for the others up to opset 17;
- * a compile-time input for ReduceSum from opset 13), keepdims, noop_with_empty_axes.
+ * op_reduce.c — reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceL1, ReduceL2,
+ * ReduceSumSquare, ReduceLogSumExp, ReduceProd over any set of axes (attribute before
+ * opset 13 for ReduceSum / always for the others up to opset 17; a compile-time input for
+ * ReduceSum from opset 13), keepdims, noop_with_empty_axes; and ArgMax / ArgMin over one
+ * axis (keepdims, select_last_index), int64 results.
  *
  * The input's dims are coalesced into alternating runs of kept and reduced dims, and the
- * step walks the input once, accumulating in double in the scratch buffer. The backward of
- * ReduceSum and ReduceMean walks the input the same way, adding each output's gradient
- * (divided by the count for the mean) to every element that was reduced into it.
- * Does not: the L1/L2/LogSum/SumSquare family, gradients of ReduceMax / ReduceMin.
+ * step walks the input once, accumulating in double in the scratch buffer (LogSumExp keeps a
+ * running maximum and a rescaled sum, so it cannot overflow). The backward walks the input
+ * the same way, adding to every element the gradient of the output it was reduced into
+ * times the element's partial derivative: 1 (sum), 1/count (mean), sign(x) (L1), 2x (sum
+ * of squares), x/y (L2), e^(x-y) (log-sum-exp), the product of the other elements (prod:
+ * counted with the zeros apart, so a zero element gets the product of the rest).
+ * Does not: ReduceLogSum, gradients of ReduceMax / ReduceMin / ArgMax / ArgMin.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -15,7 +20,7 @@
 
 #include "ops.h"
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_L1, R_L2, R_SSQ, R_LSE, R_PROD };
 
 struct reduce_params {
     int kind;
@@ -121,7 +126,9 @@ infer_reduce(struct sim_infer *c, int kind)
         p->nd = 1;
     }
     p->out_n = sim_shape_count(&o);
-    c->scratch_bytes = (size_t)p->out_n * sizeof(double);
+    c->scratch_bytes = (size_t)p->out_n * 2 * sizeof(double);
+    if (kind == R_PROD)
+        c->bwd_scratch_bytes = (size_t)p->out_n * 2 * sizeof(double);
     return sim_set_out(c, 0, x->dtype, &o);
 }
 
@@ -129,6 +136,11 @@ static int infer_rsum(struct sim_infer *c) { return infer_reduce(c, R_SUM); }
 static int infer_rmean(struct sim_infer *c) { return infer_reduce(c, R_MEAN); }
 static int infer_rmax(struct sim_infer *c) { return infer_reduce(c, R_MAX); }
 static int infer_rmin(struct sim_infer *c) { return infer_reduce(c, R_MIN); }
+static int infer_rl1(struct sim_infer *c) { return infer_reduce(c, R_L1); }
+static int infer_rl2(struct sim_infer *c) { return infer_reduce(c, R_L2); }
+static int infer_rssq(struct sim_infer *c) { return infer_reduce(c, R_SSQ); }
+static int infer_rlse(struct sim_infer *c) { return infer_reduce(c, R_LSE); }
+static int infer_rprod(struct sim_infer *c) { return infer_reduce(c, R_PROD); }
 
 /* x: any shape; y: x with the reduced dims removed or kept as 1 */
 static int
@@ -136,10 +148,11 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
 {
     const struct reduce_params *p = k->params;
     const struct sim_tensor *x = &k->in[0];
-    double *acc = k->scratch;
+    double *acc = k->scratch, *acc2 = acc + p->out_n;
     int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = x->numel;
     bool isf = x->dtype == SIM_DTYPE_FLOAT;
-    double init = p->kind == R_MAX ? -INFINITY : p->kind == R_MIN ? INFINITY : 0.0;
+    double init = p->kind == R_MAX || p->kind == R_LSE ? -INFINITY
+                  : p->kind == R_MIN ? INFINITY : p->kind == R_PROD ? 1.0 : 0.0;
 
     (void)err;
     if (p->noop) {
@@ -149,8 +162,10 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
     }
     n = p->dims[p->nd - 1];
     inner_so = p->so[p->nd - 1];
-    for (int64_t i = 0; i < p->out_n; i++)
+    for (int64_t i = 0; i < p->out_n; i++) {
         acc[i] = init;
+        acc2[i] = 0.0;
+    }
     for (int64_t base = 0; base < total; base += n) {
         for (int64_t i = 0; i < n; i++) {
             double v = isf ? ((const float *)x->data)[base + i]
@@ -159,6 +174,20 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
             switch (p->kind) {
             case R_MAX: if (v > *a || v != v) *a = v; break;
             case R_MIN: if (v < *a || v != v) *a = v; break;
+            case R_L1: *a += fabs(v); break;
+            case R_L2:
+            case R_SSQ: *a += v * v; break;
+            case R_PROD: *a *= v; break;
+            case R_LSE: {
+                double *s = &acc2[oo + i * inner_so];
+                if (v > *a) {
+                    *s = *s * exp(*a - v) + 1.0;
+                    *a = v;
+                } else {
+                    *s += exp(v - *a);
+                }
+                break;
+            }
             default: *a += v; break;
             }
         }
@@ -175,21 +204,77 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
         double v = acc[i];
         if (p->kind == R_MEAN)
             v = p->count > 0 ? v / (double)p->count : NAN;
+        else if (p->kind == R_L2)
+            v = sqrt(v);
+        else if (p->kind == R_LSE)
+            v = acc2[i] > 0.0 ? v + log(acc2[i]) : -INFINITY;
         sim_put_f64(x->dtype, k->out[0].data, i, v);
     }
     return 0;
 }
 
-/* x, dx: any shape; dy: the reduced shape (float) */
+/* The product of the non-zero elements reduced into each output (prod[o]) and their count
+ * of zeros (zeros[o]), for the gradient of ReduceProd. */
+static void
+prod_parts(const struct reduce_params *p, const float *x, int64_t total, double *prod,
+           double *zeros)
+{
+    int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n = p->dims[p->nd - 1];
+    int64_t inner_so = p->so[p->nd - 1];
+
+    for (int64_t i = 0; i < p->out_n; i++) {
+        prod[i] = 1.0;
+        zeros[i] = 0.0;
+    }
+    for (int64_t base = 0; base < total; base += n) {
+        for (int64_t i = 0; i < n; i++) {
+            int64_t o = oo + i * inner_so;
+            if (x[base + i] == 0.0f)
+                zeros[o] += 1.0;
+            else
+                prod[o] *= x[base + i];
+        }
+        for (int d = p->nd - 2; d >= 0; d--) {
+            idx[d]++;
+            oo += p->so[d];
+            if (idx[d] < p->dims[d])
+                break;
+            oo -= p->so[d] * p->dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* d y[o] / d x for one element x reduced into output o. */
+static float
+reduce_partial(const struct reduce_params *p, float x, float y, int64_t o, const double *prod,
+               const double *zeros)
+{
+    switch (p->kind) {
+    case R_MEAN: return p->count > 0 ? 1.0f / (float)p->count : 0.0f;
+    case R_L1: return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f;
+    case R_SSQ: return 2.0f * x;
+    case R_L2: return y != 0.0f ? x / y : 0.0f;
+    case R_LSE: return expf(x - y);
+    case R_PROD:
+        if (zeros[o] == 0.0)
+            return (float)(prod[o] / x);
+        return zeros[o] == 1.0 && x == 0.0f ? (float)prod[o] : 0.0f;
+    default: return 1.0f;
+    }
+}
+
+/* x, dx: any shape; dy, y: the reduced shape (float) */
 static int
 bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
            struct sim_err *err)
 {
     const struct reduce_params *p = k->params;
-    const float *g = dout[0].data;
+    const float *g = dout[0].data, *x = k->in[0].data, *y = k->out[0].data;
     float *dx = din[0].data;
+    double *prod = p->kind == R_PROD ? k->scratch : NULL;
+    double *zeros = p->kind == R_PROD ? prod + p->out_n : NULL;
     int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = k->in[0].numel;
-    float scale = p->kind == R_MEAN && p->count > 0 ? 1.0f / (float)p->count : 1.0f;
 
     (void)err;
     if (g == NULL || dx == NULL)
@@ -199,16 +284,20 @@ bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
             dx[i] += g[i];
         return 0;
     }
+    if (p->kind == R_PROD)
+        prod_parts(p, x, total, prod, zeros);
     n = p->dims[p->nd - 1];
     inner_so = p->so[p->nd - 1];
     for (int64_t base = 0; base < total; base += n) {
-        if (inner_so == 0) {
-            float gv = g[oo] * scale;
+        if (p->kind == R_SUM && inner_so == 0) {
+            float gv = g[oo];
             for (int64_t i = 0; i < n; i++)
                 dx[base + i] += gv;
         } else {
-            for (int64_t i = 0; i < n; i++)
-                dx[base + i] += g[oo + i * inner_so] * scale;
+            for (int64_t i = 0; i < n; i++) {
+                int64_t o = oo + i * inner_so;
+                dx[base + i] += g[o] * reduce_partial(p, x[base + i], y[o], o, prod, zeros);
+            }
         }
         for (int d = p->nd - 2; d >= 0; d--) {
             idx[d]++;
@@ -222,6 +311,83 @@ bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     return 0;
 }
 
+/* ---- ArgMax / ArgMin ------------------------------------------------------------------ */
+
+struct arg_params {
+    bool max, last;
+    int64_t outer, n, inner;        /* x viewed as (outer, n, inner) */
+};
+
+static int
+infer_arg(struct sim_infer *c, bool max)
+{
+    const struct sim_tinfo *x = c->in[0];
+    struct arg_params *p;
+    int64_t axis, keepdims, last;
+    struct sim_shape o;
+    int ax, rc = sim_in_dtype(c, 0, sim_dt_numeric);
+
+    if (rc == 0)
+        rc = sim_ia_int(c, "axis", 0, &axis);
+    if (rc == 0)
+        rc = sim_ia_int(c, "keepdims", 1, &keepdims);
+    if (rc == 0)
+        rc = sim_ia_int(c, "select_last_index", 0, &last);
+    if (rc != 0)
+        return rc;
+    if (!sim_axis(axis, x->shape.rank, &ax))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "axis %lld is out of range for rank %d",
+                              (long long)axis, x->shape.rank);
+    if (x->shape.d[ax] == 0)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "axis %d has no elements to choose from", ax);
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    p->max = max;
+    p->last = last != 0;
+    p->outer = sim_shape_span(&x->shape, 0, ax);
+    p->n = x->shape.d[ax];
+    p->inner = sim_shape_span(&x->shape, ax + 1, x->shape.rank);
+    o = x->shape;
+    if (keepdims) {
+        o.d[ax] = 1;
+    } else {
+        for (int i = ax; i + 1 < o.rank; i++)
+            o.d[i] = o.d[i + 1];
+        o.rank--;
+    }
+    return sim_set_out(c, 0, SIM_DTYPE_INT64, &o);
+}
+
+static int infer_argmax(struct sim_infer *c) { return infer_arg(c, true); }
+static int infer_argmin(struct sim_infer *c) { return infer_arg(c, false); }
+
+/* x: (outer, n, inner); y: (outer, inner) int64, the first (or last) extreme's index */
+static int
+fwd_arg(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct arg_params *p = k->params;
+    const struct sim_tensor *x = &k->in[0];
+    int64_t *y = k->out[0].data;
+
+    (void)err;
+    for (int64_t o = 0; o < p->outer; o++)
+        for (int64_t i = 0; i < p->inner; i++) {
+            int64_t base = o * p->n * p->inner + i, best = 0;
+            double bv = sim_get_f64(x->dtype, x->data, base);
+            for (int64_t j = 1; j < p->n; j++) {
+                double v = sim_get_f64(x->dtype, x->data, base + j * p->inner);
+                bool better = p->max ? v > bv : v < bv;
+                if (better || (p->last && v == bv)) {
+                    bv = v;
+                    best = j;
+                }
+            }
+            y[o * p->inner + i] = best;
+        }
+    return 0;
+}
+
 #define CODE_RED 6144u
 
 const struct sim_op sim_ops_reduce[] = {
@@ -231,6 +397,16 @@ const struct sim_op sim_ops_reduce[] = {
       NULL },
     { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, NULL, 1u, NULL },
     { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, NULL, 1u, NULL },
+    { "ReduceL1", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl1, fwd_reduce, bwd_reduce, 1u, NULL },
+    { "ReduceL2", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl2, fwd_reduce, bwd_reduce, 1u, NULL },
+    { "ReduceSumSquare", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rssq, fwd_reduce, bwd_reduce,
+      1u, NULL },
+    { "ReduceLogSumExp", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rlse, fwd_reduce, bwd_reduce,
+      1u, NULL },
+    { "ReduceProd", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rprod, fwd_reduce, bwd_reduce, 1u,
+      NULL },
+    { "ArgMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_argmax, fwd_arg, NULL, 0u, NULL },
+    { "ArgMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_argmin, fwd_arg, NULL, 0u, NULL },
 };
 
 const int sim_ops_reduce_count = (int)(sizeof(sim_ops_reduce) / sizeof(sim_ops_reduce[0]));

@@ -7,7 +7,8 @@
  * Backward (float data): each op's gradient walks the same index pattern as its forward and
  * adds dy into the element of x it was copied from (Gather: w.r.t. the data, summing over
  * repeated indices).
- * Does not: Split, Expand, Tile, Pad, ScatterND, string tensors.
+ * Does not: Tile, string tensors (Split and ScatterND are in op_split.c, Expand in op_gen.c,
+ * Pad in op_pad.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -30,6 +30,10 @@ static const struct family families[] = {
     { sim_ops_shape, &sim_ops_shape_count },
     { sim_ops_select, &sim_ops_select_count },
     { sim_ops_loss, &sim_ops_loss_count },
+    { sim_ops_logic, &sim_ops_logic_count },
+    { sim_ops_pad, &sim_ops_pad_count },
+    { sim_ops_gen, &sim_ops_gen_count },
+    { sim_ops_split, &sim_ops_split_count },
     /* ConvTranspose, Resize, LSTM and GRU */
     { sim_ops_convt, &sim_ops_convt_count },
     { sim_ops_resize, &sim_ops_resize_count },
@@ -75,8 +79,8 @@ sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud)
             fn(&families[f].ops[i], ud);
 }
 
-static char supported_list[1536];
-static pthread_once_t supported_once = PTHREAD_ONCE_INIT;
+static char supported_list[2048], gradient_list[2048];
+static pthread_once_t supported_once = PTHREAD_ONCE_INIT, gradient_once = PTHREAD_ONCE_INIT;
 
 static int
 cmp_str(const void *a, const void *b)
@@ -84,34 +88,49 @@ cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Writes the sorted names of every op (only those with a gradient rule when grad_only) into
+ * buf as "A, B, C"; custom-domain ops as domain.op. */
 static void
-build_supported(void)
+build_list(char *buf, size_t cap, bool grad_only)
 {
-    static char custom[16][64];
+    static char custom[2][16][64];
     const char *names[256];
     size_t n = 0, n_custom = 0, used = 0;
 
     for (size_t f = 0; f < N_FAMILIES; f++)
         for (int i = 0; i < *families[f].count && n < 256; i++) {
             const struct sim_op *op = &families[f].ops[i];
+            if (grad_only && op->backward == NULL)
+                continue;
             if (op->domain == NULL) {
                 names[n++] = op->name;
             } else if (n_custom < 16) {
-                snprintf(custom[n_custom], sizeof(custom[0]), "%s.%s", op->domain, op->name);
-                names[n++] = custom[n_custom++];
+                char *c = custom[grad_only][n_custom++];
+                snprintf(c, sizeof(custom[0][0]), "%s.%s", op->domain, op->name);
+                names[n++] = c;
             }
         }
     qsort(names, n, sizeof(names[0]), cmp_str);
-    for (size_t i = 0; i < n && used < sizeof(supported_list); i++)
-        used += (size_t)snprintf(supported_list + used, sizeof(supported_list) - used,
-                                 "%s%s", i ? ", " : "", names[i]);
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", names[i]);
 }
+
+static void build_supported(void) { build_list(supported_list, sizeof(supported_list), false); }
+static void build_gradient(void) { build_list(gradient_list, sizeof(gradient_list), true); }
 
 const char *
 sim_supported_ops(void)
 {
     pthread_once(&supported_once, build_supported);
     return supported_list;
+}
+
+const char *
+sim_gradient_ops(void)
+{
+    pthread_once(&gradient_once, build_gradient);
+    return gradient_list;
 }
 
 int

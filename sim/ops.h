@@ -3,7 +3,8 @@
  *
  * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
  * op_unary.c, op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c,
- * op_shape.c, op_select.c, op_loss.c, op_convt.c, op_resize.c, op_rnn.c):
+ * op_shape.c, op_select.c, op_loss.c, op_logic.c, op_pad.c, op_gen.c, op_split.c,
+ * op_convt.c, op_resize.c, op_rnn.c):
  *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
  *              shape, build the op's private parameters and ask for scratch memory;
  *   forward  — at run time: compute outputs from inputs, allocating nothing;
@@ -130,6 +131,14 @@ extern const struct sim_op sim_ops_select[];
 extern const int sim_ops_select_count;
 extern const struct sim_op sim_ops_loss[];
 extern const int sim_ops_loss_count;
+extern const struct sim_op sim_ops_logic[];
+extern const int sim_ops_logic_count;
+extern const struct sim_op sim_ops_pad[];
+extern const int sim_ops_pad_count;
+extern const struct sim_op sim_ops_gen[];
+extern const int sim_ops_gen_count;
+extern const struct sim_op sim_ops_split[];
+extern const int sim_ops_split_count;
 /* ConvTranspose (op_convt.c), Resize (op_resize.c), LSTM and GRU (op_rnn.c) */
 extern const struct sim_op sim_ops_convt[];
 extern const int sim_ops_convt_count;
@@ -143,6 +152,9 @@ const struct sim_op *sim_op_find(const char *op_type);
 
 /* The op for op_type in domain ("" or "ai.onnx" for the default one), or NULL. */
 const struct sim_op *sim_op_find_in(const char *domain, const char *op_type);
+
+/* The ops with a gradient rule, sorted, as "Abs, Add, ..." (static storage). */
+const char *sim_gradient_ops(void);
 
 /* Calls fn for every op of every family (for tests and listings). */
 void sim_op_foreach(void (*fn)(const struct sim_op *op, void *ud), void *ud);

@@ -17,6 +17,9 @@ CLAIMED = set("""Abs Add AveragePool BatchNormalization Cast Clip Concat Constan
 Dropout Erf Exp Flatten Gather Gemm GlobalAveragePool Identity LayerNormalization LeakyRelu
 Log LogSoftmax MatMul MaxPool Mul Neg Pow ReduceMax ReduceMean ReduceMin ReduceSum Relu
 Reshape Shape Sigmoid Slice Softmax Sqrt Squeeze Sub Tanh Transpose Unsqueeze
+Pad HardSigmoid HardSwish Elu Softplus Split ReduceLogSumExp ReduceL2 ReduceProd ReduceL1
+ReduceSumSquare ArgMax ArgMin Greater Less Equal GreaterOrEqual LessOrEqual Not And Or Xor
+Where ConstantOfShape Expand Range Mod ScatterND
 ConvTranspose Resize Upsample LSTM GRU""".split())
 SUPPORTED = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
              TensorProto.INT64, TensorProto.BOOL}

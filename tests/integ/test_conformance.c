@@ -5,9 +5,9 @@
  * NODE/<test>/model.onnx, test_data_set_N/input_K.pb, output_K.pb) the runner compiles the
  * model on the daemon through libipuof-client, runs every data set, and compares each output
  * with rtol 1e-4 and atol 1e-5 as the ONNX backend test does (exact for integer and bool
- * outputs). Small integer inputs and 1-D float inputs of up to 16 values are offered as
- * constant inputs: the daemon fixes those that decide shapes (a Reshape's shape, Slice
- * bounds, Resize's scales) and leaves the others as run inputs.
+ * outputs). Small inputs are offered as constant inputs: the daemon fixes those that decide
+ * shapes (a Reshape's shape, Slice bounds, Range's bounds) and leaves the others as run
+ * inputs.
  *
  * Prints one line per failure and "N passed, M failed, K skipped" (K: the entries of
  * tests/conformance/skipped.txt); exits 1 on any failure.
@@ -147,8 +147,7 @@ run_test(ipuof_client *c, const char *name, double *maxdiff, char *msg, size_t l
         return -1;
     for (int i = 0; i < ds.n_in; i++) {
         const struct sim_host_tensor *t = &ds.in[i];
-        if (((t->dtype == IPUOF_DTYPE_INT64 || t->dtype == IPUOF_DTYPE_INT32) &&
-             t->numel <= 4096) || (t->dtype == IPUOF_DTYPE_FLOAT && t->rank == 1 && t->numel <= 16))
+        if (t->numel <= 4096)   /* Range's float bounds decide a shape too */
             to_api(t, &consts[nc++]);
     }
     o.constant_inputs = consts;

@@ -79,8 +79,8 @@ rc=$?
 check "bad usage exits 64 (got $rc)" [ "$rc" -eq 64 ]
 "$MNIST" --data "$DATA" --epochs 1 --limit-train 100 --limit-test 100 >/dev/null 2>"$D/err6"
 rc=$?
-check "too few samples for one call exits 1 with the loader's sentence (got $rc)" \
-    sh -c "[ $rc -eq 1 ] && grep -q 'ipuof-mnist: data: ' '$D/err6'"
+check "too few samples for one call exits 64 before any work, naming the value that works (got $rc)" \
+    sh -c "[ $rc -eq 64 ] && grep -q 'use --limit-train 4000 or more' '$D/err6'"
 
 kill -TERM "$PID"
 wait "$PID"

@@ -34,7 +34,7 @@ import torch
 from onnx import numpy_helper
 
 RTOL, ATOL = 1e-3, 1e-4
-SUITE = ["resnet18", "mobilenet_v2", "squeezenet1_0", "shufflenet_v2_x1_0"]
+SUITE = ["resnet18", "mobilenet_v2", "squeezenet1_0", "shufflenet_v2_x1_0", "mobilenet_v3_small"]
 ALL = ["alexnet", "vgg11", "resnet18", "resnet50", "squeezenet1_0", "googlenet",
        "shufflenet_v2_x1_0", "mobilenet_v2", "mnasnet0_5", "efficientnet_b0",
        "regnet_y_400mf", "convnext_tiny", "densenet121", "inception_v3",

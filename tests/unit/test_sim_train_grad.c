@@ -520,6 +520,153 @@ g_ctc_sum(struct sim_ob *b)
     sim_ob_attr_int(b, "blank", 3);
 }
 
+/* ---- the everyday-layer ops ------------------------------------------------------------ */
+
+/* A frozen float scalar initializer. */
+static void
+fscalar(struct sim_ob *b, const char *name, float v)
+{
+    sim_ob_initializer(b, name, F32, 0, NULL, &v);
+}
+
+static void
+g_hardsigmoid(struct sim_ob *b)
+{
+    b_unary(b, "HardSigmoid", D_AWAY);
+    sim_ob_attr_float(b, "alpha", 1.5f);
+    sim_ob_attr_float(b, "beta", 0.6f);
+}
+
+/* x * 4 spreads the inputs over HardSwish's three pieces (kinks at -3 and 3). */
+static void
+g_hardswish(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(4, 5), D_AWAY);
+    fscalar(b, "four", 4.0f);
+    sim_ob_node(b, "Mul", "scale", "x,four", "x4");
+    sim_ob_node(b, "HardSwish", "n", "x4", "y");
+}
+
+static void
+g_elu(struct sim_ob *b)
+{
+    b_unary(b, "Elu", D_AWAY);
+    sim_ob_attr_float(b, "alpha", 0.7f);
+}
+
+static void g_softplus(struct sim_ob *b) { b_unary(b, "Softplus", D_ANY); }
+
+static void
+b_pad(struct sim_ob *b, const char *mode)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    ints(b, "pads", 1, DIMS(6), DIMS(0, 2, 1, 1, 1, 3));
+    sim_ob_node(b, "Pad", "n", "x,pads", "y");
+    sim_ob_attr_str(b, "mode", mode);
+}
+
+static void g_pad_constant(struct sim_ob *b) { b_pad(b, "constant"); }
+static void g_pad_reflect(struct sim_ob *b) { b_pad(b, "reflect"); }
+static void g_pad_edge(struct sim_ob *b) { b_pad(b, "edge"); }
+
+static void
+g_pad_crop(struct sim_ob *b)
+{
+    const float v = 0.3f;
+
+    param(b, "x", 2, DIMS(4, 5), D_ANY);
+    ints(b, "pads", 1, DIMS(4), DIMS(-1, 2, 1, -2));
+    sim_ob_initializer(b, "v", F32, 0, NULL, &v);
+    sim_ob_node(b, "Pad", "n", "x,pads,v", "y");
+}
+
+static void
+g_split(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 6, 3), D_ANY);
+    ints(b, "sizes", 1, DIMS(3), DIMS(1, 3, 2));
+    sim_ob_node(b, "Split", "n", "x,sizes", "p0,p1,p2");
+    sim_ob_attr_int(b, "axis", 1);
+    sim_ob_node(b, "Concat", "cat", "p2,p0,p1", "y");
+    sim_ob_attr_int(b, "axis", 1);
+}
+
+static void
+g_split_unused(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(4, 6), D_ANY);
+    sim_ob_node(b, "Split", "n", "x", "y,rest");
+    sim_ob_attr_int(b, "axis", -1);
+}
+
+static void
+b_scatternd(struct sim_ob *b, const char *reduction)
+{
+    param(b, "data", 3, DIMS(4, 3, 2), D_ANY);
+    ints(b, "idx", 2, DIMS(2, 1), DIMS(2, -4));
+    param(b, "upd", 3, DIMS(2, 3, 2), D_ANY);
+    sim_ob_node(b, "ScatterND", "n", "data,idx,upd", "y");
+    sim_ob_attr_str(b, "reduction", reduction);
+}
+
+static void g_scatternd(struct sim_ob *b) { b_scatternd(b, "none"); }
+static void g_scatternd_add(struct sim_ob *b) { b_scatternd(b, "add"); }
+
+static void
+b_reduce(struct sim_ob *b, const char *op, enum dist dist)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), dist);
+    sim_ob_node(b, op, "n", "x", "y");
+    sim_ob_attr_ints(b, "axes", DIMS(0, 2), 2);
+}
+
+static void g_rl1(struct sim_ob *b) { b_reduce(b, "ReduceL1", D_AWAY); }
+static void g_rl2(struct sim_ob *b) { b_reduce(b, "ReduceL2", D_ANY); }
+static void g_rssq(struct sim_ob *b) { b_reduce(b, "ReduceSumSquare", D_ANY); }
+static void g_rlse(struct sim_ob *b) { b_reduce(b, "ReduceLogSumExp", D_ANY); }
+static void g_rprod(struct sim_ob *b) { b_reduce(b, "ReduceProd", D_POS); }
+
+static void
+g_rlse_all(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 4), D_ANY);
+    sim_ob_node(b, "ReduceLogSumExp", "n", "x", "y");
+    sim_ob_attr_int(b, "keepdims", 0);
+}
+
+static void
+g_where(struct sim_ob *b)
+{
+    static const uint8_t cond[4] = { 1, 0, 0, 1 };
+
+    sim_ob_initializer(b, "c", SIM_DTYPE_BOOL, 1, DIMS(4), cond);
+    param(b, "x", 2, DIMS(3, 4), D_ANY);
+    param(b, "z", 2, DIMS(3, 1), D_ANY);
+    sim_ob_node(b, "Where", "n", "c,x,z", "y");
+}
+
+/* a * 3 / (b + 1.5): quotients up to 1.5 in magnitude, so trunc takes 0 and +-1 */
+static void
+g_mod(struct sim_ob *b)
+{
+    param(b, "a", 2, DIMS(3, 4), D_ANY);
+    param(b, "b", 1, DIMS(4), D_POS);
+    fscalar(b, "three", 3.0f);
+    fscalar(b, "half3", 1.5f);
+    sim_ob_node(b, "Mul", "sa", "a,three", "a3");
+    sim_ob_node(b, "Add", "sb", "b,half3", "b3");
+    sim_ob_node(b, "Mod", "n", "a3,b3", "y");
+    sim_ob_attr_int(b, "fmod", 1);
+}
+
+static void
+g_expand(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 1), D_ANY);
+    ints(b, "shape", 1, DIMS(3), DIMS(2, 1, 4));
+    sim_ob_node(b, "Expand", "n", "x,shape", "y");
+}
+
 /* A chain, so gradients of intermediates (not only of weights) are checked. */
 static void
 g_chain(struct sim_ob *b)
@@ -752,6 +899,27 @@ static const struct gcase cases[] = {
     { "CtcLoss", "mean, blank 0, ragged lengths", g_ctc, 1e-2f, 1e-3f },
     { "CtcLoss", "sum, blank 3, repeated label, empty target", g_ctc_sum, 1e-2f, 1e-3f },
     { "MatMul", "chain MatMul-Tanh-Mul-Softmax", g_chain, 1e-2f, 1e-3f },
+    { "HardSigmoid", "alpha 1.5 beta 0.6, both clamps", g_hardsigmoid, 1e-3f, 1e-3f },
+    { "HardSwish", "4x: all three pieces", g_hardswish, 1e-3f, 1e-3f },
+    { "Elu", "alpha 0.7", g_elu, 1e-2f, 1e-3f },
+    { "Softplus", "", g_softplus, 1e-2f, 1e-3f },
+    { "Pad", "constant", g_pad_constant, 1e-2f, 1e-3f },
+    { "Pad", "reflect", g_pad_reflect, 1e-2f, 1e-3f },
+    { "Pad", "edge", g_pad_edge, 1e-2f, 1e-3f },
+    { "Pad", "negative pads crop, constant_value input", g_pad_crop, 1e-2f, 1e-3f },
+    { "Split", "sizes input, outputs concatenated out of order", g_split, 1e-2f, 1e-3f },
+    { "Split", "equal parts, one output unused", g_split_unused, 1e-2f, 1e-3f },
+    { "ScatterND", "reduction none, negative index", g_scatternd, 1e-2f, 1e-3f },
+    { "ScatterND", "reduction add", g_scatternd_add, 1e-2f, 1e-3f },
+    { "ReduceL1", "axes (0, 2)", g_rl1, 1e-2f, 1e-3f },
+    { "ReduceL2", "axes (0, 2)", g_rl2, 1e-2f, 1e-3f },
+    { "ReduceSumSquare", "axes (0, 2)", g_rssq, 1e-2f, 1e-3f },
+    { "ReduceLogSumExp", "axes (0, 2)", g_rlse, 1e-2f, 1e-3f },
+    { "ReduceLogSumExp", "all axes, keepdims 0", g_rlse_all, 1e-2f, 1e-3f },
+    { "ReduceProd", "axes (0, 2)", g_rprod, 1e-2f, 1e-3f },
+    { "Where", "bool condition broadcast over x and y", g_where, 1e-2f, 1e-3f },
+    { "Mod", "fmod 1, quotients -1 to 1", g_mod, 1e-3f, 1e-3f },
+    { "Expand", "(3, 1) to (2, 3, 4)", g_expand, 1e-2f, 1e-3f },
     /* ConvTranspose, Resize, LSTM, GRU */
     { "ConvTranspose", "groups 2, strides, dilations, pads, output_padding", g_convt, 1e-2f,
       1e-3f },
@@ -929,6 +1097,8 @@ static const char *const required[] = {
     "LayerNormalization", "Dropout", "Reshape", "Flatten", "Transpose", "Concat", "Squeeze",
     "Unsqueeze", "Identity", "Gather", "Slice", "ReduceMean", "ReduceSum", "Cast",
     "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CtcLoss",
+    "HardSigmoid", "HardSwish", "Elu", "Softplus", "Pad", "Split", "ScatterND", "ReduceL1",
+    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "Where", "Mod", "Expand",
 };
 
 static void
