@@ -88,6 +88,18 @@ class Recurrent(torch.nn.Module):
         return torch.cat([y.flatten(), h.flatten()])
 
 
+class PlainRecurrent(torch.nn.Module):
+    """nn.LSTM / nn.GRU as most code calls them: no initial states (torch's zero states
+    export as ConstantOfShape/Expand), the output sequence only."""
+
+    def __init__(self, cls, batch_first, bidirectional):
+        super().__init__()
+        self.rnn = cls(3, 4, batch_first=batch_first, bidirectional=bidirectional)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
 def layer_models():
     return [
         ("Upsample nearest x2", Upsample(scale_factor=2, mode="nearest"), (2, 3, 5, 6)),
@@ -100,6 +112,8 @@ def layer_models():
         ("LSTM batch_first bidirectional", Recurrent(torch.nn.LSTM, True, True), (2, 5, 3)),
         ("GRU 2 layers batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
         ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (5, 2, 3)),
+        ("LSTM zero states", PlainRecurrent(torch.nn.LSTM, False, False), (5, 2, 3)),
+        ("GRU zero states batch_first bi", PlainRecurrent(torch.nn.GRU, True, True), (2, 5, 3)),
     ]
 
 
