@@ -15,10 +15,13 @@ WHAT is any of:
 Inference: each model is built with weights=None after torch.manual_seed(0), put in eval(),
 exported with torch.onnx.export(opset_version=13) for a batch of 2 random images, run once
 with BUILD/bin/ipuof-run, and its output compared with PyTorch's:
-|got - want| <= 1e-4 + 1e-3 |want|. Training: the model and a CrossEntropyLoss are exported
+|got - want| <= 1e-4 + 1e-3 |want|; where that fails, the row passes only if the daemon's
+largest distance to PyTorch's float64 result is at most twice PyTorch's float32 one (the
+row prints both). Training: the model and a CrossEntropyLoss are exported
 for training (TrainingMode.TRAINING, opset 13), BUILD/tests/integ/drv_interop_eval runs
 one SGD step and writes the loss and the weights after it, which are compared with
-torch.optim.SGD's step from the same weights (running statistics included).
+torch.optim.SGD's step from the same weights (running statistics included), with the same
+float64 fallback as inference for a weight outside rtol/atol.
 Prints one row per model (max |diff|, ok / FAIL, or the daemon's refusal sentence) and
 "N passed, M failed"; exits 1 when anything failed or was refused.
 """
@@ -185,15 +188,28 @@ def run_inference(build, work, res, name, model, shape):
         return
     _, got = read(os.path.join(out, "y.pb"))
     ok, diff, why = compare(got, want.numpy())
+    if not ok and not why:
+        # Outside rtol/atol somewhere: accept only if the daemon is as close to PyTorch's
+        # float64 result as PyTorch's own float32 result is (deep nets' rounding).
+        import copy
+        with torch.no_grad():
+            want64 = copy.deepcopy(model).double()(x.double()).numpy()
+        own = float(np.abs(want.numpy() - want64).max())
+        ours = float(np.abs(got.astype(np.float64) - want64).max())
+        ok = ours <= 2 * own
+        why = "float64: daemon %.3g, PyTorch float32 %.3g" % (ours, own)
     res.row(name, ok, "max |diff| %.3g, max |PyTorch| %.3g %s(%.0f s)" %
             (diff, float(np.abs(want.numpy()).max()), why + " " if why else "", secs))
 
 
 def torchvision_model(name):
-    """torchvision's NAME with weights=None, its normalisation layers' affine parameters and
-    running statistics drawn at random (seeded): freshly initialised ones (1, 0, mean 0,
-    var 1) and the small initial weights of some classifiers make outputs of 1e-9 or less,
-    which any tolerance would accept."""
+    """torchvision's NAME with weights=None, made to give outputs worth comparing (seeded):
+    freshly initialised normalisation layers (1, 0, mean 0, var 1), zero-initialised heads
+    (vit_b_16's) and small classifier weights make outputs of 1e-9 or constants, which any
+    tolerance would accept, while inception_v3's initialisation grows activations to 1e14.
+    So the normalisation layers get random affine parameters, all-zero Linear weights get
+    N(0, 0.02), Linear biases U(-0.5, 0.5), and BatchNorm's running statistics are
+    calibrated on one train-mode pass over a random batch (cumulative average)."""
     import torchvision
     torch.manual_seed(0)
     kw = {"weights": None}
@@ -208,11 +224,21 @@ def torchvision_model(name):
                     m.weight is not None:
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
+            if isinstance(m, torch.nn.Linear) and not bool(m.weight.any()):
+                m.weight.normal_(0.0, 0.02)
             if isinstance(m, torch.nn.Linear) and m.bias is not None:
                 m.bias.uniform_(-0.5, 0.5)
+        bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+        for m in bns:
+            m.reset_running_stats()
+            m.momentum = None
+        if bns:
+            size = 299 if name == "inception_v3" else 224
+            model.train()
+            model(torch.randn(4, 3, size, size))
+        for m in bns:
+            m.momentum = 0.1
+    model.eval()
     return model
 
 
@@ -286,27 +312,40 @@ def run_train(build, work, res, name, model=None, shape=(2, 3, 224, 224)):
     with torch.no_grad():
         for k, v in initial.items():
             own[k].copy_(torch.from_numpy(np.array(v)))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    opt.zero_grad()
-    _, loss = model(image, labels)
-    loss.backward()
-    opt.step()
+    import copy
+    model64 = copy.deepcopy(model).double()
+    for m, img in ((model, image), (model64, image.double())):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        opt.zero_grad()
+        _, l = m(img, labels)
+        l.backward()
+        opt.step()
+        if m is model:
+            loss = l
     _, got = read(os.path.join(d, "step_loss.pb"))
     ok, diff, _ = compare(got.reshape(()), loss.detach().numpy())
     res.row("train %s loss" % name, ok, "%.6f vs PyTorch %.6f" % (float(got.reshape(())),
                                                                   float(loss)))
-    own = model.state_dict()
-    worst, worst_name, bad, k = 0.0, "", 0, 0
+    own, own64 = model.state_dict(), model64.state_dict()
+    worst, worst_name, bad, k, rounding = 0.0, "", 0, 0, []
     while os.path.exists(os.path.join(d, "w_%d.pb" % k)):
         wname, value = read(os.path.join(d, "w_%d.pb" % k))
         ok, diff, _ = compare(value, own[wname].numpy())
+        if not ok:
+            # as for inference: as close to the float64 step as PyTorch's float32 step is
+            w64 = own64[wname].numpy()
+            ours = float(np.abs(value.astype(np.float64) - w64).max())
+            theirs = float(np.abs(own[wname].numpy().astype(np.float64) - w64).max())
+            ok = ours <= 2 * theirs
+            rounding.append("%s: float64 daemon %.3g, PyTorch float32 %.3g" %
+                            (wname, ours, theirs))
         bad += not ok
         if diff >= worst:
             worst, worst_name = diff, wname
         k += 1
     res.row("train %s weights" % name, bad == 0 and k > 0,
-            "%d weights, %d outside tolerance, max |diff| %.3g (%s)" % (k, bad, worst,
-                                                                     worst_name))
+            "%d weights, %d outside tolerance, max |diff| %.3g (%s)%s" %
+            (k, bad, worst, worst_name, "; " + "; ".join(rounding) if rounding else ""))
 
 
 def main():
