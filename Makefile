@@ -168,7 +168,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_TOOLUTIL) $(LIB_CLIENT_A)
 	$(CC) $(ALL_LDFLAGS) -Wl,-z,relro -Wl,-z,now -o $@ $^ $(shell pkg-config --libs libprotobuf-c zlib) -lm
 
 # Unit tests may use any internal library; static linking pulls in only what they touch.
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_DAEMON) $(LIB_SIM) $(LIB_CLIENT_A)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_TOOLUTIL) $(LIB_DAEMON) $(LIB_SIM) $(LIB_CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs cmocka) $(BLAS_LIBS) -lm
 

@@ -96,7 +96,7 @@ check_opts(ipuof_client *c, const struct ipuof_model_opts *o)
         if (rc != IPUOF_OK)
             return rc;
     }
-    return IPUOF_OK;
+    return ipuof_placement_check(c, o);
 }
 
 /* The CompileRequest's output mode list: *modes and *ptrs are caller-owned (free()), their
@@ -377,7 +377,9 @@ model_from_reply(ipuof_client *c, const Ipuof__CompileReply *cr, const char *nam
 
         m->memory[i] = (struct ipuof_mem){r->ipu, r->replica, r->weights_bytes,
                                           r->activations_bytes, r->code_bytes, r->total_bytes,
-                                          r->capacity_bytes};
+                                          r->capacity_bytes, r->gradients_bytes,
+                                          r->optimizer_bytes, r->stash_bytes, r->offchip_bytes,
+                                          r->peak_not_always_live_bytes};
     }
     rc = ipuof_model_take_training(c, m, cr);
     if (rc == IPUOF_OK)
@@ -422,6 +424,9 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     Ipuof__OutputMode **mode_ptrs = NULL;
     Ipuof__ConstantInput *consts = NULL;
     Ipuof__ConstantInput **const_ptrs = NULL;
+    Ipuof__Block *blocks = NULL;
+    Ipuof__Block **block_ptrs = NULL;
+    char *trace_dir = NULL;
     Ipuof__Header *reply = NULL;
     ipuof_model *m = NULL;
     struct ipuof_xchg x;
@@ -440,6 +445,8 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
         rc = build_modes(c, opts, &modes, &mode_ptrs);
     if (rc == IPUOF_OK)
         rc = build_consts(c, opts, &consts, &const_ptrs);
+    if (rc == IPUOF_OK)
+        rc = ipuof_placement_build(c, opts, &cr, &blocks, &block_ptrs, &trace_dir);
     if (rc != IPUOF_OK)
         goto out;
     cr.model_bytes = len;
@@ -466,6 +473,13 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
         rc = await_reply(&x, opts, &reply);
     if (rc == IPUOF_OK)
         rc = model_from_reply(c, reply->compile_reply, cr.name, &m);
+    if (rc == IPUOF_OK && trace_dir != NULL) {
+        rc = ipuof_trace_path_set(m, trace_dir);
+        if (rc != IPUOF_OK) {
+            ipuof_model_destroy(m);
+            m = NULL;
+        }
+    }
 out:
     if (begun && rc != IPUOF_OK && !x.broken && x.frames_sent > 1)
         c->abandoned_id = x.id; /* chunks sent after the daemon refused get an Error each */
@@ -480,6 +494,9 @@ out:
     free(mode_ptrs);
     free(consts);
     free(const_ptrs);
+    free(blocks);
+    free(block_ptrs);
+    free(trace_dir);
     return ipuof_model_settle(c, rc);
 }
 

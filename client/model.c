@@ -93,6 +93,7 @@ ipuof_model_destroy(ipuof_model *m)
     free(m->out);
     free(m->out_iov);
     free(m->name);
+    free(m->trace_path);
     free(m);
 }
 

@@ -52,7 +52,10 @@ struct ipuof_mem {
     unsigned ipu;
     unsigned replica;
     uint64_t weights, activations, code, total, capacity;
+    uint64_t gradients, optimizer, stash, offchip, peak_not_always_live;
 };
+
+#define IPUOF_MAX_BUSY 64 /* IPUs a run's busy fractions describe (the daemon's limit) */
 
 struct ipuof_model {
     ipuof_client *c;                 /* borrowed: must outlive the model */
@@ -85,6 +88,16 @@ struct ipuof_model {
     struct iovec *out_iov;           /* n_outputs, where a reply's payload goes */
     int have_outputs;                /* 1 after a run that completed */
     uint64_t run_us;
+
+    /* The simulated clock's figures of the last run (RunReply.cost; profile.c). */
+    int cost_code;                   /* IPUOF_OK, or why there are none */
+    char cost_reason[256];
+    double device_seconds, samples_per_s;
+    int bottleneck_stage;
+    size_t n_busy;
+    double busy[IPUOF_MAX_BUSY];
+    char *trace_path;                /* owned: where every run's trace goes (from
+                                      * POPLAR_ENGINE_OPTIONS), or NULL */
 };
 
 /* ---- tensor.c ------------------------------------------------------------------------- */
@@ -169,6 +182,40 @@ int ipuof_model_file_read(ipuof_client *c, const char *path, void **buf, size_t 
  * its gradient accumulation and its weight list. Returns IPUOF_OK, or IPUOF_E_PROTO /
  * IPUOF_E_NOMEM with a sentence on c (what was copied stays owned by m). */
 int ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr);
+
+/* ---- weights.c ----------------------------------------------------------------------- */
+
+/* One request of m and its reply of body want, whose payload goes where sink says (sink may
+ * be NULL: discarded); payload[0..n_payload) is sent after req (borrowed). Returns IPUOF_OK
+ * with *reply caller-owned, or the failure with a sentence on m's client. */
+int ipuof_model_call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
+                     const struct ipuof_sink *sink, const struct iovec *payload, int n_payload,
+                     Ipuof__Header **reply);
+
+/* Writes buf[0..len) to the file at path (created or truncated); a file that could not be
+ * written whole is removed. Errors IPUOF_E_NOTFOUND, IPUOF_E_IO with a sentence on c. */
+int ipuof_file_write(ipuof_client *c, const char *path, const void *buf, size_t len);
+
+/* ---- profile.c ----------------------------------------------------------------------- */
+
+/* Checks o's placement options with a sentence on c: IPUOF_OK or IPUOF_E_INVAL. */
+int ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o);
+
+/* Sets cr's placement fields from o (already checked); *blocks and *ptrs are caller-owned
+ * (free()), the prefixes borrowed from o. Reads POPLAR_ENGINE_OPTIONS: with profiling asked
+ * there, cr->profile is set and *trace_dir receives the directory (caller-owned, free()).
+ * Errors IPUOF_E_NOMEM, IPUOF_E_INVAL (POPLAR_ENGINE_OPTIONS is not a flat JSON object of
+ * strings, numbers and booleans) with a sentence on c. */
+int ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
+                          Ipuof__CompileRequest *cr, Ipuof__Block **blocks, Ipuof__Block ***ptrs,
+                          char **trace_dir);
+
+/* Makes m->trace_path from the trace directory dir (borrowed) and m's name: IPUOF_OK or
+ * IPUOF_E_NOMEM / IPUOF_E_IO (the directory cannot be made) with a sentence on m->c. */
+int ipuof_trace_path_set(ipuof_model *m, const char *dir);
+
+/* Copies a RunReply's cost (may be NULL: a daemon without it) into m. */
+void ipuof_model_take_cost(ipuof_model *m, const Ipuof__RunCost *cost);
 
 /* ---- model.c -------------------------------------------------------------------------- */
 

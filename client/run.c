@@ -8,6 +8,7 @@
  * the RunReply's payload is read straight into per-model output buffers, allocated at
  * compile time and grown only when a reply announces more. A run allocates nothing else.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,24 @@ describe_inputs(ipuof_model *m)
     return total;
 }
 
+/* Profiling asked by POPLAR_ENGINE_OPTIONS: writes the run's trace to m->trace_path. The
+ * outputs stay available when this fails; the error says the run itself completed. */
+static int
+auto_report(ipuof_model *m)
+{
+    int rc = ipuof_model_write_trace(m, m->trace_path);
+    char why[512];
+
+    if (rc != IPUOF_OK) {
+        snprintf(why, sizeof why, "%s", ipuof_client_errmsg(m->c));
+        ipuof_err_set(m->c, rc, "client",
+                      "the run of model '%s' completed, but its trace could not be written to "
+                      "'%s' (POPLAR_ENGINE_OPTIONS asks for it): %s", m->name, m->trace_path,
+                      why);
+    }
+    return rc;
+}
+
 int
 ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n)
 {
@@ -206,11 +225,14 @@ ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n)
         goto out;
     }
     m->run_us = h->run_reply->run_us;
+    ipuof_model_take_cost(m, h->run_reply->cost);
     m->have_outputs = 1;
 out:
     if (begun)
         rc = ipuof_xchg_end(&x, rc);
     ipuof_frame_header_free(h);
+    if (rc == IPUOF_OK && m->trace_path != NULL)
+        rc = auto_report(m);
     return ipuof_model_settle(c, rc);
 }
 

@@ -78,6 +78,8 @@ report_from_reply(const Ipuof__StatusReply *sr)
         out->tiles = in->tiles;
         out->memory_capacity_bytes = in->memory_capacity_bytes;
         out->memory_used_bytes = in->memory_used_bytes;
+        out->memory_stash_bytes = in->stash_bytes;
+        out->memory_offchip_bytes = in->offchip_bytes;
         out->partition = put_str(&cursor, in->partition);
         out->loaded = put_str(&cursor, in->loaded);
         out->error = put_str(&cursor, in->error);

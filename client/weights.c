@@ -64,13 +64,9 @@ check_weight(ipuof_model *m, const char *name, size_t bytes, const struct ipuof_
     return IPUOF_OK;
 }
 
-/*
- * One request of m and its reply of body want, whose payload goes where sink says (sink may
- * be NULL: discarded). Returns IPUOF_OK with *reply caller-owned, or the failure with a
- * sentence on m's client.
- */
-static int
-call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
+/* See model_internal.h. */
+int
+ipuof_model_call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
      const struct ipuof_sink *sink, const struct iovec *payload, int n_payload,
      Ipuof__Header **reply)
 {
@@ -188,7 +184,8 @@ ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t byte
     rw.names = names;
     req.body_case = IPUOF__HEADER__BODY_READ_WEIGHTS;
     req.read_weights = &rw;
-    rc = call(m, &req, IPUOF__HEADER__BODY_READ_WEIGHTS_REPLY, &sink, NULL, 0, &reply);
+    rc = ipuof_model_call(m, &req, IPUOF__HEADER__BODY_READ_WEIGHTS_REPLY, &sink, NULL, 0,
+                          &reply);
     ipuof_frame_header_free(reply);
     return ipuof_model_settle(c, rc);
 }
@@ -234,8 +231,8 @@ ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size
     req.write_weights = &ww;
     payload.iov_base = (void *)src;
     payload.iov_len = bytes;
-    rc = call(m, &req, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY, NULL, &payload,
-              bytes > 0 ? 1 : 0, &reply);
+    rc = ipuof_model_call(m, &req, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY, NULL, &payload,
+                          bytes > 0 ? 1 : 0, &reply);
     ipuof_frame_header_free(reply);
     return ipuof_model_settle(c, rc);
 }
@@ -269,7 +266,8 @@ ipuof_model_copy_weights(ipuof_model *dst, ipuof_model *src)
     cw.src_model_id = src->id;
     req.body_case = IPUOF__HEADER__BODY_COPY_WEIGHTS;
     req.copy_weights = &cw;
-    rc = call(dst, &req, IPUOF__HEADER__BODY_COPY_WEIGHTS_REPLY, NULL, NULL, 0, &reply);
+    rc = ipuof_model_call(dst, &req, IPUOF__HEADER__BODY_COPY_WEIGHTS_REPLY, NULL, NULL, 0,
+                          &reply);
     ipuof_frame_header_free(reply);
     return ipuof_model_settle(c, rc);
 }
@@ -342,7 +340,8 @@ ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t *len)
         sm.model_id = m->id;
         req.body_case = IPUOF__HEADER__BODY_SAVE_MODEL;
         req.save_model = &sm;
-        rc = call(m, &req, IPUOF__HEADER__BODY_SAVE_MODEL_REPLY, &sink, NULL, 0, &reply);
+        rc = ipuof_model_call(m, &req, IPUOF__HEADER__BODY_SAVE_MODEL_REPLY, &sink, NULL, 0,
+                              &reply);
     }
     if (rc == IPUOF_OK && ss.buf == NULL)
         rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
@@ -358,10 +357,9 @@ ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t *len)
     return ipuof_model_settle(c, rc);
 }
 
-/* Writes buf[0..len) to the file at path (created or truncated); a file that could not be
- * written whole is removed. */
-static int
-write_file(ipuof_client *c, const char *path, const void *buf, size_t len)
+/* See model_internal.h. */
+int
+ipuof_file_write(ipuof_client *c, const char *path, const void *buf, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     size_t done = 0;
@@ -406,7 +404,7 @@ ipuof_model_save_onnx(ipuof_model *m, const char *path)
                              "ipuof_model_save_onnx() needs a file name");
     rc = ipuof_model_save_onnx_buffer(m, &buf, &len);
     if (rc == IPUOF_OK)
-        rc = write_file(m->c, path, buf, len);
+        rc = ipuof_file_write(m->c, path, buf, len);
     free(buf);
     return rc;
 }

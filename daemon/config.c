@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +15,21 @@
 
 #include "log.h"
 
-enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL };
+enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL };
 
 struct key {
     const char *section;
     const char *name;
     enum key_type type;
     size_t offset;
-    size_t size;      /* K_STR: buffer size; K_UINT/K_BYTES: sizeof field */
-    uint64_t min, max;
+    size_t size;      /* K_STR: buffer size; K_UINT/K_BYTES/K_REAL: sizeof field */
+    uint64_t min, max;            /* K_REAL: the value lies in (min, max / 1000], or in
+                                   * [0, max / 1000] when min is 0 */
     int reloadable;
 };
+
+/* K_REAL bounds are kept x1000: rates up to 1e15 per second, fractions up to 1. */
+#define RATE_MAX (1000ull * 1000000000000000ull)
 
 #define F(field) offsetof(struct cfg, field), sizeof(((struct cfg *)0)->field)
 
@@ -49,6 +54,14 @@ static const struct key keys[] = {
     {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
     {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
+    /* [cost]: rates are reloadable; they apply to models compiled after the reload. */
+    {"cost", "flops_per_s", K_REAL, F(cost_flops_per_s), 1, RATE_MAX, 1},
+    {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "exchange_bytes_per_s", K_REAL, F(cost_exchange_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "link_bytes_per_s", K_REAL, F(cost_link_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "host_bytes_per_s", K_REAL, F(cost_host_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "sync_seconds", K_REAL, F(cost_sync_seconds), 0, 1000ull, 1},
+    {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
     {"log", "level", K_LEVEL, F(log_level), 0, 0, 1},
 };
 
@@ -85,6 +98,14 @@ cfg_defaults(struct cfg *c)
     c->ipus = 4;
     c->ipu_memory = 900ull << 20;
     c->tiles = 1472;
+    /* GC200 (IPU-M2000) published figures, as sim_cost_cfg_init(); sources in ipuofd.conf */
+    c->cost_flops_per_s = 62.5e12;
+    c->cost_mem_bytes_per_s = 47.5e12;
+    c->cost_exchange_bytes_per_s = 8e12;
+    c->cost_link_bytes_per_s = 320e9;
+    c->cost_host_bytes_per_s = 64e9;
+    c->cost_sync_seconds = 1e-6;
+    c->cost_efficiency = 0.25;
     c->log_level = LOG_LVL_INFO;
 }
 
@@ -144,6 +165,27 @@ load_uint(const void *field, size_t size)
     return size == sizeof(uint64_t) ? *(const uint64_t *)field : *(const uint32_t *)field;
 }
 
+/* Parses a K_REAL key's value ("62.5e12", "0.25") into *field, checking its bounds. */
+static int
+set_real(const struct key *k, double *field, const char *value, char *err, size_t errlen)
+{
+    double max = (double)k->max / 1000.0;
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(value, &end);
+    if (value[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v > max ||
+        (k->min != 0 ? v <= 0.0 : v < 0.0)) {
+        seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a number %s 0 and at most %g "
+               "(e.g. %s)", k->section, k->name, value,
+               k->min != 0 ? "above" : "from", max, max > 1.0 ? "62.5e12" : "0.25");
+        return -1;
+    }
+    *field = v;
+    return 0;
+}
+
 int
 cfg_set(struct cfg *c, const char *section, const char *name, const char *value, char *err,
         size_t errlen)
@@ -191,6 +233,8 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         }
         store_uint(field, k->size, v);
         return 0;
+    case K_REAL:
+        return set_real(k, (double *)field, value, err, errlen);
     case K_BYTES:
         if (cfg_parse_bytes(value, &v) < 0 || v < k->min || v > k->max) {
             seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a size in bytes from %" PRIu64
@@ -293,6 +337,8 @@ cfg_apply_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t 
             differs = strcmp(dst, src) != 0;
         else if (k->type == K_LEVEL)
             differs = cur->log_level != next->log_level;
+        else if (k->type == K_REAL)
+            differs = *(const double *)dst != *(const double *)src;
         else
             differs = load_uint(dst, k->size) != load_uint(src, k->size);
         if (!differs)

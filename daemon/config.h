@@ -40,6 +40,14 @@ struct cfg {
     unsigned ipus;
     uint64_t ipu_memory;         /* bytes */
     unsigned tiles;
+    /* [cost]: the simulated clock's rates (sim's struct sim_cost_cfg) */
+    double cost_flops_per_s;
+    double cost_mem_bytes_per_s;
+    double cost_exchange_bytes_per_s;
+    double cost_link_bytes_per_s;
+    double cost_host_bytes_per_s;
+    double cost_sync_seconds;
+    double cost_efficiency;
     /* [log] */
     int log_level;
 };

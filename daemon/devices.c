@@ -242,6 +242,8 @@ dev_release(struct dev_inventory *inv, struct dev_partition *p)
         struct dev_ipu *d = &inv->ipus[p->first + i];
         d->part = NULL;
         d->memory_used = 0;
+        d->memory_stash = 0;
+        d->memory_offchip = 0;
         d->loaded[0] = '\0';
         if (d->state != DEV_ERROR)
             d->state = DEV_FREE;
@@ -256,6 +258,8 @@ dev_clear(struct dev_inventory *inv, unsigned id)
 
     d->state = DEV_FREE;
     d->memory_used = 0;
+    d->memory_stash = 0;
+    d->memory_offchip = 0;
     d->loaded[0] = '\0';
     d->steps_run = 0;
     d->error[0] = '\0';

@@ -31,6 +31,8 @@ struct dev_ipu {
     unsigned tiles;
     uint64_t memory_capacity;
     uint64_t memory_used;
+    uint64_t memory_stash;       /* of memory_used: loaded models' pipeline stashes */
+    uint64_t memory_offchip;     /* loaded models' state in host memory (not in used) */
     struct dev_partition *part;  /* NULL when free */
     char loaded[DEV_NAME_MAX];   /* what is loaded, "" when nothing */
     uint64_t steps_run;

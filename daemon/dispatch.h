@@ -10,6 +10,8 @@
 #include "conn.h"
 #include "ipuof.pb-c.h"
 
+struct sim_exe;
+
 /* A handler answers the request itself (reply or error); it never frees h. payload_len raw
  * bytes follow the header: a handler that wants them calls conn_set_sink(), otherwise they
  * are discarded. */
@@ -51,6 +53,11 @@ void req_copy_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                       uint32_t payload_len);
 void req_save_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                     uint32_t payload_len);
+void req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+
+/* Fills *rc with the cost figures of e's last run (or the code and reason why there are
+ * none); busy (SIM_MAX_IPUS entries) is caller storage rc points into. */
+void req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy);
 
 /* Replies to an attach (used by the wait queue too). */
 void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,

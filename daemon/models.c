@@ -149,8 +149,12 @@ cache_hash(const uint8_t *bytes, size_t len, const char *key)
 void
 model_place(struct srv *s, struct model *m)
 {
-    for (unsigned i = 0; i < m->nipus; i++)
-        s->inv->ipus[m->first_ipu + i].memory_used += m->mem[i];
+    for (unsigned i = 0; i < m->nipus; i++) {
+        struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
+        d->memory_used += m->mem[i];
+        d->memory_stash += m->stash[i];
+        d->memory_offchip += m->offchip[i];
+    }
     m->placed = 1;
 }
 
@@ -162,6 +166,9 @@ model_unplace(struct srv *s, struct model *m)
     for (unsigned i = 0; i < m->nipus; i++) {
         struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
         d->memory_used = d->memory_used >= m->mem[i] ? d->memory_used - m->mem[i] : 0;
+        d->memory_stash = d->memory_stash >= m->stash[i] ? d->memory_stash - m->stash[i] : 0;
+        d->memory_offchip =
+            d->memory_offchip >= m->offchip[i] ? d->memory_offchip - m->offchip[i] : 0;
     }
     m->placed = 0;
 }

@@ -75,6 +75,8 @@ struct model {
     struct cache_entry *entry;   /* holds the executable */
     unsigned first_ipu, nipus;   /* daemon IPU ids it occupies */
     uint64_t mem[CFG_MAX_IPUS];  /* bytes on each of them */
+    uint64_t stash[CFG_MAX_IPUS];   /* of mem: pipeline stashes */
+    uint64_t offchip[CFG_MAX_IPUS]; /* held in host memory, not in mem */
     int placed;                  /* counted in the IPUs' memory_used */
     int busy;                    /* run input arriving or a run in flight */
     struct req_job *job;         /* the run in flight, or NULL */

@@ -33,6 +33,8 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         x->tiles = d->tiles;
         x->memory_capacity_bytes = d->memory_capacity;
         x->memory_used_bytes = d->memory_used;
+        x->stash_bytes = d->memory_stash;
+        x->offchip_bytes = d->memory_offchip;
         x->loaded = (char *)d->loaded;
         x->steps_run = d->steps_run;
         x->error = (char *)d->error;

@@ -24,6 +24,8 @@
 
 #define MAX_MODE_OPTS 256
 #define MAX_CONSTS 64
+#define MAX_BLOCKS 256      /* blocks of a placement (PopTorch models use a handful) */
+#define MAX_BLOCK_STAGE 4096
 
 /* A value offered for an input that may decide shapes (copied from the request). */
 struct constant_in {
@@ -51,6 +53,8 @@ struct compile_job {
     struct sim_frozen_input frozen[MAX_CONSTS];
     char *loss;                        /* training when not NULL */
     char *frozen_w[MAX_CONSTS];        /* weights not to train */
+    struct sim_block_opt blocks[MAX_BLOCKS];
+    char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
     int no_cache;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
@@ -77,6 +81,8 @@ compile_job_free(struct compile_job *cj)
     }
     for (size_t i = 0; i < cj->opts.n_frozen_weights; i++)
         free(cj->frozen_w[i]);
+    for (size_t i = 0; i < cj->opts.n_blocks; i++)
+        free(cj->block_prefix[i]);
     free(cj->loss);
     if (cj->prog_ev)
         event_free(cj->prog_ev);
@@ -317,6 +323,9 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
         mr[i].capacity_bytes = c->srv->cfg.ipu_memory;
         mr[i].gradients_bytes = rep.gradients;
         mr[i].optimizer_bytes = rep.optimizer;
+        mr[i].stash_bytes = rep.stash;
+        mr[i].offchip_bytes = rep.offchip;
+        mr[i].peak_not_always_live_bytes = rep.peak_not_always_live;
         mp[i] = &mr[i];
     }
     for (size_t i = 0; i < nw; i++) {
@@ -413,6 +422,8 @@ compile_done(struct job *j)
         struct sim_mem_report rep;
         sim_exe_memory(m->entry->exe, i, &rep);
         m->mem[i] = rep.total;
+        m->stash[i] = rep.stash;
+        m->offchip[i] = rep.offchip;
     }
     model_place(s, m);
     m->next = c->models;
@@ -493,7 +504,10 @@ constant_bytes(const struct constant_in *k)
 static char *
 options_key(const struct compile_job *cj)
 {
-    char *key = malloc(64 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600);
+    const struct sim_compile_opts *o = &cj->opts;
+    const struct sim_cost_cfg *k0 = &o->cost;
+    char *key = malloc(320 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600 +
+                       cj->opts.n_blocks * 300);
     size_t used;
 
     if (key == NULL)
@@ -501,6 +515,15 @@ options_key(const struct compile_job *cj)
     used = (size_t)sprintf(key, "D%u R%u B%u M%d/%u", cj->opts.device_iterations,
                            cj->opts.replicas, cj->opts.micro_batch, cj->opts.default_mode.kind,
                            cj->opts.default_mode.n);
+    used += (size_t)sprintf(key + used, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a",
+                            o->partition_ipus, o->strategy, o->location[0], o->location[1],
+                            o->location[2], o->location[3], o->profile, k0->flops_per_s,
+                            k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
+                            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s,
+                            k0->efficiency);
+    for (size_t i = 0; i < o->n_blocks; i++)
+        used += (size_t)sprintf(key + used, " b%.256s:%d:%d", o->blocks[i].prefix,
+                                o->blocks[i].stage, o->blocks[i].ipu);
     for (size_t i = 0; i < cj->opts.n_output_modes; i++)
         used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
                                 cj->modes[i].mode.kind, cj->modes[i].mode.n);
@@ -542,6 +565,99 @@ training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
 oom:
     conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
     return -1;
+}
+
+/* The wire's tensor location, or -1 for a value this daemon does not know. */
+static int
+map_location(Ipuof__TensorLocation l)
+{
+    switch (l) {
+    case IPUOF__TENSOR_LOCATION__LOCATION_ON_CHIP: return SIM_LOC_ON_CHIP;
+    case IPUOF__TENSOR_LOCATION__LOCATION_OFF_CHIP: return SIM_LOC_OFF_CHIP;
+    default: return -1;
+    }
+}
+
+/*
+ * Copies the placement options of rq (strategy, blocks, tensor locations, profile) into cj,
+ * checking each where it enters: the block count against MAX_BLOCKS, every prefix non-empty,
+ * stages from -1 (auto) to MAX_BLOCK_STAGE, IPUs below the partition's size. 0, or -1 with
+ * an error sent.
+ */
+static int
+placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                  const Ipuof__CompileRequest *rq)
+{
+    const Ipuof__TensorLocation locs[SIM_LOC_KINDS] = {
+        [SIM_LOC_WEIGHTS] = rq->weights_location,
+        [SIM_LOC_ACTIVATIONS] = rq->activations_location,
+        [SIM_LOC_ACCUMULATORS] = rq->accumulators_location,
+        [SIM_LOC_OPTIMIZER] = rq->optimizer_location,
+    };
+    static const char *const loc_names[SIM_LOC_KINDS] = {"weights", "activations",
+                                                         "accumulators", "optimizer state"};
+
+    if (rq->strategy < IPUOF__EXECUTION_STRATEGY__STRATEGY_DEFAULT ||
+        rq->strategy > IPUOF__EXECUTION_STRATEGY__STRATEGY_PHASED) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "execution strategy %d is unknown; use default (0), pipelined (1), "
+                        "sharded (2) or phased (3)", (int)rq->strategy);
+        return -1;
+    }
+    cj->opts.strategy = (int)rq->strategy;
+    for (int k = 0; k < SIM_LOC_KINDS; k++) {
+        cj->opts.location[k] = map_location(locs[k]);
+        if (cj->opts.location[k] < 0) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                            "tensor location %d for the %s is unknown; use on chip (0) or off "
+                            "chip (1)", (int)locs[k], loc_names[k]);
+            return -1;
+        }
+    }
+    cj->opts.profile = rq->profile != 0;
+    if (rq->n_blocks > MAX_BLOCKS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu blocks given; at most %d are accepted", rq->n_blocks, MAX_BLOCKS);
+        return -1;
+    }
+    for (size_t i = 0; i < rq->n_blocks; i++) {
+        const Ipuof__Block *b = rq->blocks[i];
+
+        if (b->prefix[0] == '\0' || b->stage < -1 || b->stage > MAX_BLOCK_STAGE ||
+            b->ipu >= cj->part_count) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                            "block %zu ('%.200s', stage %d, IPU %u) is invalid: a block needs a "
+                            "node-name prefix, a stage from -1 (auto) to %d and an IPU below "
+                            "the partition's %u", i, b->prefix, (int)b->stage, b->ipu,
+                            MAX_BLOCK_STAGE, cj->part_count);
+            return -1;
+        }
+        cj->block_prefix[i] = strdup(b->prefix);
+        if (cj->block_prefix[i] == NULL) {
+            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+            return -1;
+        }
+        cj->opts.n_blocks = i + 1;
+        cj->blocks[i].prefix = cj->block_prefix[i];
+        cj->blocks[i].stage = (int)b->stage;
+        cj->blocks[i].ipu = (int)b->ipu;
+    }
+    cj->opts.blocks = cj->opts.n_blocks > 0 ? cj->blocks : NULL;
+    return 0;
+}
+
+/* The simulated clock's rates from the daemon's configuration. */
+static void
+cost_options(const struct cfg *cfg, struct sim_cost_cfg *k)
+{
+    sim_cost_cfg_init(k);
+    k->flops_per_s = cfg->cost_flops_per_s;
+    k->mem_bytes_per_s = cfg->cost_mem_bytes_per_s;
+    k->exchange_bytes_per_s = cfg->cost_exchange_bytes_per_s;
+    k->link_bytes_per_s = cfg->cost_link_bytes_per_s;
+    k->host_bytes_per_s = cfg->cost_host_bytes_per_s;
+    k->sync_s = cfg->cost_sync_seconds;
+    k->efficiency = cfg->cost_efficiency;
 }
 
 /*
@@ -722,6 +838,12 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         return -1;
     }
     if (training_options(c, req_id, cj, rq) < 0) {
+        compile_job_free(cj);
+        return -1;
+    }
+    cj->opts.partition_ipus = c->part->count;
+    cost_options(&s->cfg, &cj->opts.cost);
+    if (placement_options(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
         return -1;
     }

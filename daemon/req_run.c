@@ -46,6 +46,8 @@ reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
     Ipuof__TensorInfo *tp[CONN_MAX_SEGS];
     int64_t dims[CONN_MAX_SEGS][2 * SIM_MAX_RANK];
     struct conn_iov iov[CONN_MAX_SEGS];
+    Ipuof__RunCost cost;
+    double busy[SIM_MAX_IPUS];
 
     for (size_t i = 0; i < no; i++) {
         struct sim_io_info io;
@@ -58,6 +60,8 @@ reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
     r.n_outputs = no;
     r.outputs = tp;
     r.run_us = us;
+    req_run_cost(exe, &cost, busy);
+    r.cost = &cost;
     h.request_id = req_id;
     h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
     h.run_reply = &r;

@@ -56,6 +56,9 @@ sim_exe_free(struct sim_exe *e)
 {
     if (e == NULL)
         return;
+    sim_crew_free(e->crew);
+    free(e->terr);
+    free(e->trc);
     for (int i = 0; i < e->n_nodes; i++)
         free(e->nodes[i].params);
     free(e->nodes);
@@ -79,6 +82,9 @@ sim_exe_free(struct sim_exe *e)
     free(e->patches);
     free(e->patch_start);
     free(e->rng);
+    free(e->stage_ipu);
+    free(e->stage_node);
+    sim_clock_free(e->clock);
     free(e->vals);
     free(e->w);
     free(e->params);
@@ -692,6 +698,10 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     e->R = o->replicas;
     e->capacity = o->ipu_memory_bytes ? o->ipu_memory_bytes : SIM_DEFAULT_IPU_MEMORY;
     e->tiles = o->tiles ? o->tiles : SIM_DEFAULT_TILES;
+    e->profile = o->profile != 0;
+    e->cost = o->cost;
+    atomic_init(&e->ran, 0);
+    atomic_init(&e->abort_run, 0);
     e->vals = calloc((size_t)m->n_vals + 1, sizeof(*e->vals));
     e->nodes = calloc((size_t)m->n_nodes + 1, sizeof(*e->nodes));
     e->in = calloc((size_t)m->n_in + 1, sizeof(*e->in));
@@ -734,11 +744,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             o->progress(k + 1, total, o->progress_ud);
     }
     drop_dead_nodes(e);
-    e->ipr = 1;
-    for (int s = 0; s < e->n_nodes; s++)
-        if ((unsigned)e->nodes[s].ipu + 1 > e->ipr)
-            e->ipr = (unsigned)e->nodes[s].ipu + 1;
-    if (e->tr != NULL)
+    rc = sim_place(e, o, err);
+    if (rc == 0 && e->tr != NULL)
         rc = sim_autodiff(e, err);
     if (rc == 0)
         rc = sim_weights_layout(e, err);
@@ -746,6 +753,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = setup_outputs(e, o, err);
     if (rc == 0)
         rc = sim_plan_memory(e, err);
+    if (rc == 0)
+        rc = sim_sched_build(e, err);
     if (rc == 0)
         rc = sim_exec_bind(e, err);
     if (rc == 0 && e->tr != NULL)

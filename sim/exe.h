@@ -167,6 +167,21 @@ struct sim_exe {
     struct sim_patch *patches;  /* grouped by replica: patch_start[r] .. patch_start[r+1] */
     int *patch_start;
     uint64_t *rng;              /* per replica */
+    /* placement (place.c), schedule and simulated clock (schedule.c, cost.c) */
+    int strategy;               /* enum sim_strategy, resolved (never DEFAULT) */
+    int n_stages;               /* pipeline stages (phases when phased), >= 1 */
+    int *stage_ipu;             /* n_stages: the IPU within a replica of each stage */
+    int *stage_node;            /* n_stages: the first node of each stage */
+    int location[SIM_LOC_KINDS];    /* enum sim_location per enum sim_tensor_kind */
+    int profile;                /* record a trace of each run */
+    struct sim_cost_cfg cost;
+    struct sim_clock *clock;    /* the simulated clock of one run (schedule.c), owned */
+    atomic_int ran;             /* a run has completed: the cost report is valid */
+    struct sim_crew *crew;      /* replica threads (crew.c), created at the first run with
+                                 * more than one replica; NULL before */
+    struct sim_err *terr;       /* per crew thread: its error */
+    int *trc;                   /* per crew thread: its status */
+    atomic_int abort_run;       /* a crew thread failed or was cancelled: stop */
     atomic_int busy;            /* a run is in progress */
     atomic_uint_fast64_t run_id;    /* id of the latest run */
     atomic_uint_fast64_t cancel_id; /* run to stop at the next node boundary */
@@ -187,6 +202,28 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
 /* autodiff.c: which values carry gradients, which weights train, the backward steps and
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
+
+/* place.c: the stage and IPU of every node, e->ipr, the strategy, and their checks. */
+int sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err);
+
+/* schedule.c: the schedule of one run and its simulated clock (e->clock). */
+int sim_sched_build(struct sim_exe *e, struct sim_err *err);
+void sim_clock_free(struct sim_clock *c);
+
+/* crew.c: n threads (the caller is thread 0) that run a job together. */
+typedef void (*sim_crew_job)(struct sim_exe *e, unsigned idx, unsigned n, void *ud);
+struct sim_crew *sim_crew_new(unsigned n);
+void sim_crew_free(struct sim_crew *c);
+void sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud);
+void sim_crew_barrier(struct sim_crew *c);
+
+/* exec.c: the crew of a run (created at the first run with R > 1), or NULL when the run
+ * is sequential. IPUOF_E_NOMEM when the threads cannot be started. */
+int sim_exe_crew(struct sim_exe *e, struct sim_err *err);
+
+/* exec.c: after a crew run of n threads, the first thread failure (a real error before a
+ * cancellation) copied to err, or 0. */
+int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
 
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);

@@ -6,8 +6,9 @@
  * A step allocates nothing: views that point into the input and output run buffers
  * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
  * outputs that are not written in place are copied or summed into their slots.
- * Replicas run one after another on the calling thread (each with its own arena, sharing
- * the read-only weights); OpenBLAS parallelises inside the matrix kernels.
+ * With more than one replica, each replica runs on its own crew thread (crew.c; the caller
+ * is thread 0), with its own arenas, sharing the read-only weights; a replica's IPUs run on
+ * its thread in schedule order. OpenBLAS parallelises inside the matrix kernels.
  * Also holds the executable's accessors.
  */
 #include <stdio.h>
@@ -257,6 +258,83 @@ sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err
 }
 
 int
+sim_exe_crew(struct sim_exe *e, struct sim_err *err)
+{
+    unsigned n = e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS;
+
+    if (e->R == 1 || e->crew != NULL)
+        return 0;
+    e->terr = calloc(n, sizeof(*e->terr));
+    e->trc = calloc(n, sizeof(*e->trc));
+    if (e->terr != NULL && e->trc != NULL)
+        e->crew = sim_crew_new(n);
+    if (e->crew == NULL) {
+        free(e->terr);
+        free(e->trc);
+        e->terr = NULL;
+        e->trc = NULL;
+        return sim_err_set(err, IPUOF_E_NOMEM, "could not start the %u threads of the "
+                           "replicas", n);
+    }
+    return 0;
+}
+
+/* The first failure of the crew's threads (by thread order), copied to err. */
+int
+sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (e->trc[i] != 0 && e->trc[i] != IPUOF_E_CANCELLED) {
+            if (err != NULL)
+                *err = e->terr[i];
+            return e->trc[i];
+        }
+    for (unsigned i = 0; i < n; i++)
+        if (e->trc[i] != 0) {
+            if (err != NULL)
+                *err = e->terr[i];
+            return e->trc[i];
+        }
+    return 0;
+}
+
+/* One iteration's step of replica r: patch, forward, outputs; rc and err as the run's. */
+static int
+infer_step(struct sim_exe *e, unsigned d, unsigned r, uint_fast64_t id, struct sim_err *err)
+{
+    int rc;
+
+    sim_exec_patch(e, d, 0, r);
+    rc = sim_exec_forward(e, r, id, err);
+    if (rc == IPUOF_E_CANCELLED)
+        sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled at device "
+                    "iteration %u of %u, replica %u", d, e->D, r);
+    else if (rc != 0 && (e->R > 1 || e->D > 1))
+        sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
+    if (rc == 0)
+        sim_exec_post_step(e, d, 0, r);
+    return rc;
+}
+
+/* A crew thread of an inference run: every device iteration of its replicas. */
+static void
+infer_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
+{
+    uint_fast64_t id = *(const uint_fast64_t *)ud;
+    int rc = 0;
+
+    for (unsigned r = idx; r < e->R && rc == 0; r += n)
+        for (unsigned d = 0; d < e->D && rc == 0; d++) {
+            if (atomic_load_explicit(&e->abort_run, memory_order_relaxed))
+                break;
+            rc = infer_step(e, d, r, id, &e->terr[idx]);
+        }
+    e->trc[idx] = rc;
+    if (rc != 0)
+        atomic_store(&e->abort_run, 1);
+}
+
+int
 sim_exe_run(struct sim_exe *e, struct sim_err *err)
 {
     int expected = 0, rc = 0;
@@ -265,24 +343,23 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
     if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
         return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
     id = atomic_fetch_add(&e->run_id, 1) + 1;
-    if (e->tr != NULL) {
-        rc = sim_train_run(e, id, err);
+    rc = sim_exe_crew(e, err);
+    if (rc != 0) {
         atomic_store(&e->busy, 0);
         return rc;
     }
-    for (unsigned d = 0; d < e->D && rc == 0; d++) {
-        for (unsigned r = 0; r < e->R && rc == 0; r++) {
-            sim_exec_patch(e, d, 0, r);
-            rc = sim_exec_forward(e, r, id, err);
-            if (rc == IPUOF_E_CANCELLED)
-                sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled at device "
-                            "iteration %u of %u, replica %u", d, e->D, r);
-            else if (rc != 0 && (e->R > 1 || e->D > 1))
-                sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
-            if (rc == 0)
-                sim_exec_post_step(e, d, 0, r);
-        }
+    atomic_store(&e->abort_run, 0);
+    if (e->tr != NULL) {
+        rc = sim_train_run(e, id, err);
+    } else if (e->crew != NULL) {
+        sim_crew_run(e->crew, e, infer_job, &id);
+        rc = sim_exe_crew_status(e, e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS, err);
+    } else {
+        for (unsigned d = 0; d < e->D && rc == 0; d++)
+            rc = infer_step(e, d, 0, id, err);
     }
+    if (rc == 0)
+        atomic_store(&e->ran, 1);
     atomic_store(&e->busy, 0);
     return rc;
 }

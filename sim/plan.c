@@ -203,6 +203,137 @@ account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
     }
 }
 
+/* Bytes stage k keeps from a micro-batch's forward to its backward: the activations its
+ * nodes produce that a backward step reads, and the state saved for the backward. */
+static uint64_t
+stage_stash(const struct sim_exe *e, int k)
+{
+    uint64_t b = 0;
+
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        if (n->stage != k)
+            continue;
+        b += n->saved;
+        for (int j = 0; j < n->n_out; j++) {
+            const struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
+            if (v != NULL && v->kind == SIM_V_ACT && v->last >= e->n_nodes)
+                b += v->bytes;
+        }
+    }
+    return b;
+}
+
+/* Weights the nodes of stage k read (phased: what one phase needs on chip). */
+static uint64_t
+stage_weights(const struct sim_exe *e, int k)
+{
+    uint64_t b = 0;
+
+    for (int i = 0; i < e->n_w; i++) {
+        bool read = false;
+        for (int s = 0; s < e->n_nodes && !read; s++)
+            for (int j = 0; j < e->nodes[s].n_in && !read; j++)
+                read = e->nodes[s].stage == k && e->nodes[s].in[j] == e->w[i].val;
+        if (read)
+            b += e->w[i].bytes;
+    }
+    return b;
+}
+
+/* Pipelining stashes (training: stage k has min(A, 2(N-k)-1) micro-batches between its
+ * forward and its backward, one of them in the arena), tensors held off chip, totals. */
+static void
+stash_and_locations(struct sim_exe *e)
+{
+    int N = e->n_stages;
+
+    for (unsigned p = 0; p < e->ipr; p++) {
+        struct sim_mem_report *r = &e->mem[p];
+        uint64_t phase_w = 0;
+        for (int k = 0; k < N; k++) {
+            unsigned flight;
+            if (e->stage_ipu[k] != (int)p)
+                continue;
+            if (e->strategy == SIM_STRATEGY_PHASED) {
+                uint64_t w = stage_weights(e, k);
+                phase_w = w > phase_w ? w : phase_w;
+            }
+            if (e->strategy != SIM_STRATEGY_PIPELINED || e->tr == NULL)
+                continue;
+            flight = 2u * (unsigned)(N - k) - 1u;
+            if (flight > e->A)
+                flight = e->A;
+            r->stash += (uint64_t)(flight - 1) * stage_stash(e, k);
+        }
+        if (e->strategy == SIM_STRATEGY_PHASED && phase_w < r->weights) {
+            r->offchip += r->weights - phase_w;     /* phases not running: off chip */
+            r->weights = phase_w;
+        }
+        if (e->location[SIM_LOC_WEIGHTS]) {
+            r->offchip += r->weights;
+            r->weights = 0;
+        }
+        if (e->location[SIM_LOC_ACTIVATIONS]) {
+            r->offchip += r->stash;
+            r->stash = 0;
+        }
+        if (e->location[SIM_LOC_ACCUMULATORS]) {
+            r->offchip += r->gradients;
+            r->gradients = 0;
+        }
+        if (e->location[SIM_LOC_OPTIMIZER]) {
+            r->offchip += r->optimizer;
+            r->optimizer = 0;
+        }
+        r->total = r->weights + r->activations + r->code + r->gradients + r->optimizer +
+                   r->stash;
+    }
+}
+
+/* The error for IPU p, which does not fit: what it needs, the shortfall, what would fit. */
+static int
+no_fit(const struct sim_exe *e, unsigned p, struct sim_err *err)
+{
+    const struct sim_mem_report *r = &e->mem[p];
+    char need[32], have[32], short_s[32], alt[32], hint[512];
+    uint64_t sum = 0, without_opt = r->total - r->optimizer;
+    unsigned ipus;
+    size_t used = 0;
+
+    for (unsigned q = 0; q < e->ipr; q++)
+        sum += e->mem[q].total;
+    ipus = (unsigned)((sum + r->capacity - 1) / (r->capacity ? r->capacity : 1));
+    fmt_bytes(r->total, need, sizeof(need));
+    fmt_bytes(r->capacity, have, sizeof(have));
+    fmt_bytes(r->total - r->capacity, short_s, sizeof(short_s));
+    hint[0] = '\0';
+    if (r->optimizer > 0 && without_opt <= r->capacity) {
+        fmt_bytes(without_opt, alt, sizeof(alt));
+        used += (size_t)snprintf(hint + used, sizeof(hint) - used, "with the optimizer state "
+                                 "off chip (the optimizer's tensor location) it would need "
+                                 "%s, which fits; ", alt);
+    }
+    if (ipus > e->ipr && used < sizeof(hint))
+        used += (size_t)snprintf(hint + used, sizeof(hint) - used, "split over at least %u "
+                                 "IPUs (blocks, or __ipu_number / __pipeline_stage "
+                                 "attributes) it needs about "
+                                 "%llu bytes per IPU; ", ipus,
+                                 (unsigned long long)(sum / ipus));
+    if (used < sizeof(hint))
+        snprintf(hint + used, sizeof(hint) - used, "a smaller micro-batch (now %u) shrinks "
+                 "the activations", e->B);
+    return sim_err_set(err, IPUOF_E_DEVICE_OOM,
+                       "the graph does not fit: IPU %u (replica 0) needs %llu bytes (%s: "
+                       "weights %llu, activations %llu, code %llu, gradients %llu, optimizer "
+                       "state %llu, pipeline stash %llu) but has %llu bytes (%s) available, "
+                       "%s short. To make it fit: %s", p, (unsigned long long)r->total, need,
+                       (unsigned long long)r->weights, (unsigned long long)r->activations,
+                       (unsigned long long)r->code, (unsigned long long)r->gradients,
+                       (unsigned long long)r->optimizer, (unsigned long long)r->stash,
+                       (unsigned long long)r->capacity, have, short_s, hint);
+}
+
 int
 sim_plan_memory(struct sim_exe *e, struct sim_err *err)
 {
@@ -261,29 +392,15 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         r->capacity = e->capacity;
         r->code = SIM_CODE_BASE_BYTES;
         r->activations = top;
+        r->peak_not_always_live = top;
         account(e, p, seen, r);
-        r->total = r->weights + r->activations + r->code + r->gradients + r->optimizer;
     }
-    for (unsigned p = 0; p < e->ipr; p++) {
-        const struct sim_mem_report *r = &e->mem[p];
-        char need[32], have[32];
-        if (r->total <= r->capacity)
-            continue;
-        fmt_bytes(r->total, need, sizeof(need));
-        fmt_bytes(r->capacity, have, sizeof(have));
-        rc = sim_err_set(err, IPUOF_E_DEVICE_OOM,
-                         "the graph does not fit: IPU %u (replica 0) needs %llu bytes (%s: "
-                         "weights %llu, activations %llu, code %llu, gradients %llu, "
-                         "optimizer state %llu) but has %llu bytes (%s) available. To make it "
-                         "fit, use a smaller micro-batch (now %u) or split the model over more "
-                         "IPUs (__ipu_number / __pipeline_stage attributes)",
-                         p, (unsigned long long)r->total, need,
-                         (unsigned long long)r->weights, (unsigned long long)r->activations,
-                         (unsigned long long)r->code, (unsigned long long)r->gradients,
-                         (unsigned long long)r->optimizer, (unsigned long long)r->capacity,
-                         have, e->B);
-        goto out;
-    }
+    stash_and_locations(e);
+    for (unsigned p = 0; p < e->ipr; p++)
+        if (e->mem[p].total > e->mem[p].capacity) {
+            rc = no_fit(e, p, err);
+            goto out;
+        }
     for (unsigned r = 1; r < e->R; r++)
         for (unsigned p = 0; p < e->ipr; p++) {
             e->mem[r * e->ipr + p] = e->mem[p];

@@ -56,15 +56,20 @@ if [ -d "$NODE/test_conv_with_strides_padding" ]; then
 fi
 
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    step "the tutorial: ipuof-mnist trains the MNIST network on Fashion-MNIST (1 epoch)"
-    echo "(batch 40 x 10 device iterations x 10 gradient accumulation, AdamW lr 1e-3;"
-    echo " 'make demo EPOCHS=3' runs the tutorial's 3 epochs)"
-    "$B/bin/ipuof-mnist" --epochs "${EPOCHS:-1}" --save "$D/mnist.onnx" &
+    P="$B/demo-profile"
+    step "the tutorial: ipuof-mnist trains the MNIST network pipelined over 4 IPUs (1 epoch)"
+    echo "(blocks B1..B4 one per IPU; batch 40 x 10 device iterations x 10 gradient"
+    echo " accumulation, AdamW lr 1e-3; 'make demo EPOCHS=3' runs the tutorial's 3 epochs;"
+    echo " the trace of the last training call and its timeline go to $P)"
+    "$B/bin/ipuof-mnist" --epochs "${EPOCHS:-1}" --strategy pipelined --profile "$P" \
+        --save "$D/mnist.onnx" &
     M=$!
     sleep 3
-    step "ipuctl status while it trains"
+    step "ipuctl status while it trains (memory per IPU, with the pipeline stashes)"
     "$B/bin/ipuctl" status
     wait "$M"
+    step "the pipeline timeline of one optimizer step (open it in a browser)"
+    echo "$(cd "$P" && pwd)/timeline.svg  (trace: $(cd "$P" && pwd)/trace.json, for Perfetto)"
     step "the trained model was saved as ONNX, weights included"
     ls -l "$D/mnist.onnx"
     "$B/bin/ipuof-mnist" --epochs 0 --load "$D/mnist.onnx" --limit-test 2000

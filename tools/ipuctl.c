@@ -145,8 +145,10 @@ print_status_json(const ipuof_status_report *r)
         printf("%s{\"id\":%u,\"state\":", i > 0 ? "," : "", in.id);
         json_string(stdout, ipuof_ipu_state_name(in.state));
         printf(",\"tiles\":%u,\"memory_capacity_bytes\":%" PRIu64
-               ",\"memory_used_bytes\":%" PRIu64 ",\"partition\":",
-               in.tiles, in.memory_capacity_bytes, in.memory_used_bytes);
+               ",\"memory_used_bytes\":%" PRIu64 ",\"memory_stash_bytes\":%" PRIu64
+               ",\"memory_offchip_bytes\":%" PRIu64 ",\"partition\":",
+               in.tiles, in.memory_capacity_bytes, in.memory_used_bytes,
+               in.memory_stash_bytes, in.memory_offchip_bytes);
         json_string_or_null(stdout, in.partition);
         fputs(",\"holder\":", stdout);
         if (in.held) {
@@ -171,7 +173,8 @@ print_status_json(const ipuof_status_report *r)
 static void
 status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[7])
 {
-    char used[32], cap[32];
+    char used[32], cap[32], stash[32], off[32];
+    size_t len;
 
     snprintf(bufs[0], 256, "%u", in->id);
     cells[0] = bufs[0];
@@ -185,7 +188,12 @@ status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[
     cells[3] = bufs[1];
     human_bytes(used, sizeof used, in->memory_used_bytes);
     human_bytes(cap, sizeof cap, in->memory_capacity_bytes);
-    snprintf(bufs[2], 256, "%s / %s", used, cap);
+    len = (size_t)snprintf(bufs[2], 256, "%s / %s", used, cap);
+    if (in->memory_stash_bytes > 0 || in->memory_offchip_bytes > 0) {
+        human_bytes(stash, sizeof stash, in->memory_stash_bytes);
+        human_bytes(off, sizeof off, in->memory_offchip_bytes);
+        snprintf(bufs[2] + len, 256 - len, " (stash %s, off chip %s)", stash, off);
+    }
     cells[4] = bufs[2];
     cells[5] = in->loaded[0] != '\0' ? in->loaded : "-";
     snprintf(bufs[3], 256, "%" PRIu64, in->steps_run);

@@ -8,6 +8,8 @@
  *               [--gradient-accumulation 10] [--replicas 1] [--learning-rate 0.001]
  *               [--optimizer adamw|adam|sgd] [--seed 42] [--limit-train N]
  *               [--limit-test N] [--save FILE.onnx] [--load FILE.onnx] [--quiet]
+ *               [--strategy single|pipelined|sharded|phased] [--offload-optimiser]
+ *               [--profile DIR]
  *
  * Data: DIR's train-images-idx3-ubyte(.gz) etc. (MNIST or Fashion-MNIST), read with the
  * client's IDX reader, normalised with mean 0.1307 and std 0.3081, batched by the client's
@@ -17,6 +19,14 @@
  * Errors go to stderr as "ipuof-mnist: <what failed>: <sentence>". Exit status: 0, 1 on
  * failure, 64 on bad usage (counts the data cannot fill), 69 when the daemon cannot be
  * reached, 73 when --save cannot create its file. Only main() exits.
+ *
+ * Placement, as the tutorial's: --strategy other than single splits the network into its
+ * blocks B1..B4 (node-name prefixes, see mnist_model.h), one per IPU of each replica, run
+ * pipelined, sharded or serial-phased; --offload-optimiser keeps the optimizer state off
+ * chip. After training it prints the simulated clock's figures (device time, each IPU's
+ * busy fraction, the samples/s and calls/s the run would reach on IPUs); --profile DIR
+ * records the trace of the last training call into DIR/trace.json and draws it into
+ * DIR/timeline.svg.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -32,6 +43,7 @@
 #include "ipuof/client.h"
 #include "mnist_model.h"
 #include "pbar.h"
+#include "profile.h"
 
 #define PROG "ipuof-mnist"  /* how messages start */
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
@@ -52,6 +64,21 @@ struct mnist_opts {
     unsigned wait_s;           /* its limit in seconds (0: for ever) */
     const char *save, *load;
     int quiet;
+    int strategy;              /* enum ipuof_strategy; -1: single (one IPU per replica) */
+    int offload;               /* --offload-optimiser */
+    const char *profile;       /* --profile DIR, or NULL */
+};
+
+/* The simulated clock's figures summed over the training calls. */
+struct clock_sum {
+    int code;                   /* IPUOF_OK once a call had figures, else why not */
+    char reason[512];
+    double secs;                /* simulated device seconds */
+    unsigned long long samples;
+    unsigned long long calls;
+    size_t n_ipus;
+    double busy_secs[64];       /* each IPU's busy fraction x device seconds */
+    int bottleneck;             /* of the last call */
 };
 
 /* What a run holds; freed by release(). */
@@ -63,6 +90,7 @@ struct mnist_run {
     void *onnx;
     size_t onnx_len;
     int bar;                    /* draw progress bars on stderr */
+    struct clock_sum clock;     /* of the training calls */
 };
 
 /* Running sums over the batches of an epoch or of the test set. */
@@ -82,7 +110,9 @@ usage(FILE *f, int full)
             "                   [--learning-rate 0.001] [--optimizer adamw|adam|sgd] [--seed 42]\n"
             "                   [--limit-train N] [--limit-test N] [--save FILE.onnx]\n"
             "                   [--wait[=SECONDS]]\n"
-            "                   [--load FILE.onnx] [--quiet]\n");
+            "                   [--load FILE.onnx] [--quiet]\n"
+            "                   [--strategy single|pipelined|sharded|phased]\n"
+            "                   [--offload-optimiser] [--profile DIR]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-mnist --help' for more information.\n");
         return;
@@ -110,6 +140,13 @@ usage(FILE *f, int full)
             "  --load FILE.onnx     start from a saved model instead of new weights\n"
             "  --wait[=SECONDS]     queue for IPUs when too few are free (default: for ever)\n"
             "  --quiet              only the accuracy line\n"
+            "  --strategy S         single (default: one IPU per replica), or the tutorial's\n"
+            "                       blocks B1..B4 on 4 IPUs per replica: pipelined, sharded,\n"
+            "                       phased (serial phased)\n"
+            "  --offload-optimiser  keep the optimizer state off chip (in the daemon's host\n"
+            "                       memory), as setOptimizerLocation(useOnChipStorage(False))\n"
+            "  --profile DIR        write the last training call's trace to DIR/trace.json\n"
+            "                       and its timeline to DIR/timeline.svg\n"
             "\n"
             "One training call takes B x D x A x R samples (4000 by default: 15 calls per\n"
             "epoch of 60000). Exit status: 0, 1 on failure, 64 on bad usage, 73 when --save\n"
@@ -142,6 +179,19 @@ parse_other(int opt, const char *s, struct mnist_opts *o)
             return -1;
         }
         o->seed = v;
+    } else if (opt == 'P') {
+        static const char *const names[] = {"single", "pipelined", "sharded", "phased"};
+        static const int values[] = {-1, IPUOF_STRATEGY_PIPELINED, IPUOF_STRATEGY_SHARDED,
+                                     IPUOF_STRATEGY_PHASED};
+        for (size_t i = 0; i < 4; i++) {
+            if (strcmp(s, names[i]) == 0) {
+                o->strategy = values[i];
+                return 0;
+            }
+        }
+        fprintf(stderr, "ipuof-mnist: --strategy is single, pipelined, sharded or phased, not "
+                "'%s'\n", s);
+        return -1;
     } else if (strcmp(s, "adamw") == 0 || strcmp(s, "adam") == 0 || strcmp(s, "sgd") == 0) {
         o->optimizer = s[0] == 's' ? IPUOF_OPTIMIZER_SGD
                        : s[4] == 'w' ? IPUOF_OPTIMIZER_ADAMW : IPUOF_OPTIMIZER_ADAM;
@@ -170,6 +220,10 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         {"limit-test", required_argument, NULL, 'T'}, {"save", required_argument, NULL, 'w'},
         {"load", required_argument, NULL, 'R'}, {"quiet", no_argument, NULL, 'q'},
         {"wait", optional_argument, NULL, 'W'},
+        {"strategy", required_argument, NULL, 'P'},
+        {"offload-optimiser", no_argument, NULL, 'O'},
+        {"offload-optimizer", no_argument, NULL, 'O'},
+        {"profile", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     int opt, bad = 0;
@@ -177,7 +231,8 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
     *stop = 0;
     *o = (struct mnist_opts){.data = DEFAULT_DATA, .epochs = 3, .batch = 40, .test_batch = 8,
                              .iterations = 10, .accumulation = 10, .replicas = 1,
-                             .lr = 0.001f, .optimizer = IPUOF_OPTIMIZER_ADAMW, .seed = 42};
+                             .lr = 0.001f, .optimizer = IPUOF_OPTIMIZER_ADAMW, .seed = 42,
+                             .strategy = -1};
     while (!bad && (opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (opt) {
         case 's': o->server = optarg; break;
@@ -192,7 +247,9 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         case 'r': bad = args_count(PROG, "--replicas", optarg, 1, &o->replicas); break;
         case 'L': bad = args_count(PROG, "--limit-train", optarg, 1, &o->limit_train); break;
         case 'T': bad = args_count(PROG, "--limit-test", optarg, 1, &o->limit_test); break;
-        case 'l': case 'S': case 'o': bad = parse_other(opt, optarg, o); break;
+        case 'l': case 'S': case 'o': case 'P': bad = parse_other(opt, optarg, o); break;
+        case 'O': o->offload = 1; break;
+        case 'F': o->profile = optarg; break;
         case 'w': o->save = optarg; break;
         case 'R': o->load = optarg; break;
         case 'q': o->quiet = 1; break;
@@ -354,11 +411,43 @@ tally_text(const struct tally *t, char *buf, size_t len)
              t->seen ? 100.0 * (double)t->correct / (double)t->seen : 0);
 }
 
+/* Adds the simulated clock's figures of m's last run (samples samples) to *k; a run without
+ * them leaves their reason in k (the first call's figures decide whether there are any). */
+static void
+clock_add(struct clock_sum *k, const ipuof_model *m, size_t samples, ipuof_client *c)
+{
+    double secs = 0, sps = 0;
+    int stage = -1;
+    int rc = ipuof_model_run_cost(m, &secs, &sps, &stage);
+
+    if (rc != IPUOF_OK) {
+        if (k->calls == 0) {
+            k->code = rc;
+            human_sanitize(k->reason, sizeof k->reason, ipuof_client_errmsg(c));
+        }
+        return;
+    }
+    k->code = IPUOF_OK;
+    k->secs += secs;
+    k->samples += samples;
+    k->calls++;
+    k->bottleneck = stage;
+    k->n_ipus = ipuof_model_run_ipu_count(m);
+    if (k->n_ipus > sizeof k->busy_secs / sizeof k->busy_secs[0])
+        k->n_ipus = sizeof k->busy_secs / sizeof k->busy_secs[0];
+    for (size_t i = 0; i < k->n_ipus; i++) {
+        double f = 0;
+        if (ipuof_model_run_busy(m, i, &f) == IPUOF_OK)
+            k->busy_secs[i] += f * secs;
+    }
+}
+
 /* Runs m over every batch of dl's current epoch into *t, drawing a bar labelled label when
- * r->bar. Returns 0, or the exit status after printing why. */
+ * r->bar; the simulated clock's figures go to *clock when it is not NULL. Returns 0, or the
+ * exit status after printing why. */
 static int
 run_epoch(struct mnist_run *r, ipuof_model *m, ipuof_dataloader *dl, const char *label,
-          struct tally *t, double *secs)
+          struct tally *t, double *secs, struct clock_sum *clock)
 {
     size_t total = ipuof_dataloader_batches_per_epoch(dl), done = 0;
     const struct ipuof_batch *b;
@@ -380,6 +469,8 @@ run_epoch(struct mnist_run *r, ipuof_model *m, ipuof_dataloader *dl, const char 
         if (rc != IPUOF_OK)
             return args_fail(PROG, r->c, "run", rc, 0);
         tally_run(m, b, t);
+        if (clock != NULL)
+            clock_add(clock, m, b->samples, r->c);
         done++;
         if (r->bar) {
             tally_text(t, text, sizeof text);
@@ -405,12 +496,34 @@ pow2_at_least(unsigned n)
     return p;
 }
 
+/* Prints the memory the model uses on each of its IPUs, with stashes and off-chip state. */
+static void
+print_memory(const ipuof_model *m)
+{
+    for (size_t i = 0; i < ipuof_model_ipu_count(m); i++) {
+        uint64_t total = 0, cap = 0, stash = 0, off = 0;
+        unsigned id = 0;
+        char a[32], b[32], c[32], d[32];
+
+        if (ipuof_model_memory(m, i, &id, NULL, NULL, NULL, &total, &cap) != IPUOF_OK ||
+            ipuof_model_memory_detail(m, i, NULL, NULL, &stash, &off, NULL) != IPUOF_OK)
+            continue;
+        human_bytes(a, sizeof a, total);
+        human_bytes(b, sizeof b, cap);
+        human_bytes(c, sizeof c, stash);
+        human_bytes(d, sizeof d, off);
+        printf("  IPU %u: %s of %s (stash %s, off chip %s)\n", id, a, b, c, d);
+    }
+}
+
 /* Connects, attaches R IPUs (a power of two) and compiles the training model. Returns 0 or
  * the exit status after printing why. */
 static int
 setup(const struct mnist_opts *o, struct mnist_run *r)
 {
-    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas)};
+    unsigned per_replica = o->strategy >= 0 ? MNIST_BLOCKS : 1;
+    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas * per_replica)};
+    struct ipuof_block blocks[MNIST_BLOCKS];
     struct ipuof_output_mode modes[] = {{MNIST_OUTPUT_LOSS, IPUOF_OUTPUT_ALL, 0},
                                         {MNIST_OUTPUT_LOGITS, IPUOF_OUTPUT_ALL, 0}};
     struct ipuof_model_opts mo = {.name = "mnist", .device_iterations = o->iterations,
@@ -444,6 +557,15 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     }
     ipuof_optimizer_init(&t.optimizer, o->optimizer);
     t.optimizer.lr = o->lr;
+    for (unsigned i = 0; i < MNIST_BLOCKS; i++)
+        blocks[i] = (struct ipuof_block){mnist_block_prefix[i], IPUOF_STAGE_AUTO, i};
+    if (o->strategy >= 0 && (ipuof_model_opts_set_strategy(&mo, o->strategy) != IPUOF_OK ||
+                             ipuof_model_opts_set_blocks(&mo, blocks, MNIST_BLOCKS) != IPUOF_OK))
+        return 1;
+    if (o->offload)
+        ipuof_model_opts_set_location(&mo, IPUOF_TENSORS_OPTIMIZER, IPUOF_LOCATION_OFF_CHIP);
+    if (o->profile != NULL)
+        ipuof_model_opts_set_profile(&mo, 1);
     rc = ipuof_model_compile_training(r->c, r->onnx, r->onnx_len, &mo, &t, &r->train);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "compile", rc, 0);
@@ -454,7 +576,33 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
                ipuof_model_cached(r->train) ? " (cached)" : "", o->batch, o->iterations,
                o->accumulation, o->replicas,
                (unsigned long long)o->batch * o->iterations * o->accumulation * o->replicas);
+    if (!o->quiet)
+        print_memory(r->train);
     return 0;
+}
+
+/* Prints the simulated clock's figures of the training calls beside the tutorial's 15 it/s
+ * (4 IPUs, one call of 4000 samples per iteration). */
+static void
+print_clock(const struct clock_sum *k, const struct mnist_opts *o)
+{
+    double per_call;
+
+    if (k->code != IPUOF_OK || k->calls == 0 || k->secs <= 0) {
+        printf("simulated device time: none (%s)\n", k->reason[0] ? k->reason : "no calls");
+        return;
+    }
+    per_call = k->secs / (double)k->calls;
+    printf("simulated device time: %.4g s for %llu calls of %llu samples (%.4g ms per call)\n",
+           k->secs, k->calls, k->samples / k->calls, per_call * 1e3);
+    for (size_t i = 0; i < k->n_ipus; i++)
+        printf("  IPU %zu busy %.1f%%\n", i, 100.0 * k->busy_secs[i] / k->secs);
+    printf("predicted on IPUs: %.0f samples/s, %.1f calls/s (it/s) [%s, bottleneck stage %d]\n",
+           (double)k->samples / k->secs, 1.0 / per_call,
+           o->strategy == IPUOF_STRATEGY_PIPELINED ? "pipelined"
+           : o->strategy == IPUOF_STRATEGY_SHARDED ? "sharded"
+           : o->strategy == IPUOF_STRATEGY_PHASED  ? "phased" : "single",
+           k->bottleneck);
 }
 
 /* Trains for o->epochs epochs, then saves the model when asked. Returns 0 or the exit
@@ -473,7 +621,7 @@ train(const struct mnist_opts *o, struct mnist_run *r)
     for (unsigned e = 0; e < o->epochs; e++) {
         snprintf(label, sizeof label, "Epoch %u/%u", e + 1, o->epochs);
         ipuof_dataloader_set_epoch(r->train_dl, e);
-        rc = run_epoch(r, r->train, r->train_dl, label, &t, &secs);
+        rc = run_epoch(r, r->train, r->train_dl, label, &t, &secs, &r->clock);
         if (rc != 0)
             return rc;
         if (!r->bar && !o->quiet) {
@@ -482,6 +630,15 @@ train(const struct mnist_opts *o, struct mnist_run *r)
                    ipuof_dataloader_batches_per_epoch(r->train_dl), t.seen, secs, text);
             fflush(stdout);
         }
+    }
+    if (o->epochs > 0 && !o->quiet)
+        print_clock(&r->clock, o);
+    if (o->epochs > 0 && o->profile != NULL) {
+        rc = profile_write(PROG, r->c, r->train, o->profile,
+                           "ipuof-mnist: the first optimizer step of the last training call, "
+                           "on the simulated clock");
+        if (rc != 0)
+            return rc;
     }
     if (o->save != NULL) {
         rc = ipuof_model_save_onnx(r->train, o->save);
@@ -529,7 +686,7 @@ test(const struct mnist_opts *o, struct mnist_run *r)
         return args_fail(PROG, r->c, "inference model", rc, 0);
     if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, &r->test_dl) != 0)
         return 1;
-    rc = run_epoch(r, r->infer, r->test_dl, "Testing", &t, &secs);
+    rc = run_epoch(r, r->infer, r->test_dl, "Testing", &t, &secs, NULL);
     if (rc != 0)
         return rc;
     if (!o->quiet) {
@@ -565,6 +722,12 @@ check_plan(const struct mnist_opts *o, const struct mnist_run *r)
                     "an existing, writable directory\n", o->save, dir, strerror(errno));
             return EX_CANTCREAT;
         }
+    }
+    if (o->profile != NULL && access(o->profile, W_OK) != 0 &&
+        (errno != ENOENT || mkdir(o->profile, 0777) != 0)) {
+        fprintf(stderr, "ipuof-mnist: --profile %s: cannot write there: %s; give a writable "
+                "directory (made when missing)\n", o->profile, strerror(errno));
+        return EX_CANTCREAT;
     }
     if (r->train_ds != NULL && ipuof_idx_dataset_length(r->train_ds) < per_call) {
         size_t have = ipuof_idx_dataset_length(r->train_ds);

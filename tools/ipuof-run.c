@@ -4,6 +4,8 @@
  *   ipuof-run [--server HOST:PORT] --model FILE.onnx [--input [NAME=]FILE.pb]...
  *             [--output-dir DIR] [--device-iterations N] [--replicas R]
  *             [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]
+ *             [--block PREFIX[:STAGE]:IPU]... [--strategy pipelined|sharded|phased]
+ *             [--profile DIR]
  *
  * Inputs and outputs are ONNX TensorProto files, as in the ONNX backend test data, so
  * `ipuof-run --model test_relu/model.onnx --input test_relu/test_data_set_0/input_0.pb
@@ -11,6 +13,13 @@
  * stdout, a progress bar to stderr when it is a terminal, errors to stderr as
  * "ipuof-run: <what failed>: <sentence>". Exit status: 0, 1 on failure, 64 on bad usage, 69
  * when the daemon cannot be reached. Only main() exits.
+ *
+ * Placement: each --block puts the nodes whose name starts with PREFIX (torch 1.13 names
+ * nodes after the module path: "/layer1/conv/Conv") on IPU IPU of each replica, in pipeline
+ * stage STAGE (default: one stage per block, in order), so any exported model can be split
+ * from the command line; --strategy says how the stages run. With the run's cost figures
+ * the summary adds the simulated device time, each IPU's busy fraction and the samples/s
+ * predicted on IPUs; --profile DIR writes the run's trace and timeline there.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -25,6 +34,7 @@
 
 #include "args.h"
 #include "ipuof/client.h"
+#include "profile.h"
 #include "tensorcmp.h"
 #include "tensorfile.h"
 
@@ -62,6 +72,10 @@ struct run_opts {
     int quiet;
     const char *expect[MAX_INPUTS];   /* --expect files: outputs to compare with */
     size_t n_expect;
+    struct ipuof_block blocks[IPUOF_MAX_BLOCKS]; /* --block; prefixes point into argv */
+    size_t n_blocks;
+    int strategy;              /* enum ipuof_strategy */
+    const char *profile;       /* --profile DIR, or NULL */
 };
 
 /* Prints the synopsis to f, and the whole text when full. */
@@ -73,7 +87,8 @@ usage(FILE *f, int full)
             "                 [--output-dir DIR] [--device-iterations N] [--replicas R]\n"
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
             "                 [--micro-batch B] [--expect FILE.pb]... [--wait[=SECONDS]]\n"
-            "                 [--auto-round]\n");
+            "                 [--auto-round] [--block PREFIX[:STAGE]:IPU]...\n"
+            "                 [--strategy pipelined|sharded|phased] [--profile DIR]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -99,6 +114,13 @@ usage(FILE *f, int full)
             "                       the last (final), the sum over device iterations (sum),\n"
             "                       or every N-th device iteration (every:N)\n"
             "  --quiet              no progress bar and no summary line\n"
+            "  --block P[:S]:I      put the nodes whose name starts with P on IPU I of each\n"
+            "                       replica, in pipeline stage S (default: one stage per\n"
+            "                       block, in order); repeat for each block (at most 256)\n"
+            "  --strategy S         how the stages run: pipelined (the default with blocks),\n"
+            "                       sharded, or phased (serial phased)\n"
+            "  --profile DIR        write the run's trace to DIR/trace.json and its\n"
+            "                       timeline to DIR/timeline.svg\n"
             "  --expect FILE.pb     compare the graph output of the file's tensor name with\n"
             "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
             "                       exact for integers); a mismatch exits 1\n"
@@ -132,6 +154,64 @@ parse_output_mode(const char *s, struct run_opts *o)
         return args_count(PROG, "--output-mode every:N", s + 6, 1, &o->out_n);
     } else {
         fprintf(stderr, "ipuof-run: --output-mode is all, final, sum or every:N, not '%s'\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses one --block value "PREFIX[:STAGE]:IPU" (split at the last colons) into o.
+ * arg points into argv and stays there; 0 or -1 with a message printed. */
+static int
+add_block(struct run_opts *o, char *arg)
+{
+    char *last = strrchr(arg, ':');
+    char *mid = NULL;
+    struct ipuof_block *b;
+    unsigned ipu, stage = 0;
+
+    if (o->n_blocks == IPUOF_MAX_BLOCKS) {
+        fprintf(stderr, "ipuof-run: at most %d --block options\n", IPUOF_MAX_BLOCKS);
+        return -1;
+    }
+    if (last == NULL || last == arg) {
+        fprintf(stderr, "ipuof-run: --block expects PREFIX[:STAGE]:IPU, as /layer1/:0 or "
+                "/layer2/:1:1, not '%s'\n", arg);
+        return -1;
+    }
+    *last = '\0';
+    mid = strrchr(arg, ':');
+    if (args_count(PROG, "--block's IPU", last + 1, 0, &ipu) != 0)
+        return -1;
+    if (mid != NULL && mid != arg) {
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(mid + 1, &end, 10);
+        if (mid[1] >= '0' && mid[1] <= '9' && *end == '\0' && errno == 0 && v <= 4096) {
+            *mid = '\0';
+            stage = (unsigned)v + 1;
+        }
+    }
+    b = &o->blocks[o->n_blocks++];
+    b->prefix = arg;
+    b->stage = stage > 0 ? (int)stage - 1 : IPUOF_STAGE_AUTO;
+    b->ipu = ipu;
+    return 0;
+}
+
+/* Parses --strategy's value into o; 0 or -1 with a message printed. */
+static int
+parse_strategy(const char *s, struct run_opts *o)
+{
+    if (strcmp(s, "pipelined") == 0)
+        o->strategy = IPUOF_STRATEGY_PIPELINED;
+    else if (strcmp(s, "sharded") == 0)
+        o->strategy = IPUOF_STRATEGY_SHARDED;
+    else if (strcmp(s, "phased") == 0)
+        o->strategy = IPUOF_STRATEGY_PHASED;
+    else {
+        fprintf(stderr, "ipuof-run: --strategy is pipelined, sharded or phased, not '%s'\n", s);
         return -1;
     }
     return 0;
@@ -173,6 +253,8 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"expect", required_argument, NULL, 'e'},  {"help", no_argument, NULL, 'h'},
         {"micro-batch", required_argument, NULL, 'b'},
         {"wait", optional_argument, NULL, 'W'},    {"auto-round", no_argument, NULL, 'A'},
+        {"block", required_argument, NULL, 'B'},   {"strategy", required_argument, NULL, 'S'},
+        {"profile", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -201,6 +283,9 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
                 bad = args_count(PROG, "--wait", optarg, 0, &o->wait_s);
             break;
         case 'A': o->auto_round = 1; break;
+        case 'B': bad = add_block(o, optarg) != 0; break;
+        case 'S': bad = parse_strategy(optarg, o) != 0; break;
+        case 'P': o->profile = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
@@ -633,6 +718,37 @@ check_expected(const struct run_opts *o, const ipuof_model *m)
     return bad;
 }
 
+/* IPUs one replica occupies: one more than the highest --block IPU (1 without blocks). */
+static unsigned
+ipus_per_replica(const struct run_opts *o)
+{
+    unsigned n = 1;
+
+    for (size_t i = 0; i < o->n_blocks; i++)
+        if (o->blocks[i].ipu + 1 > n)
+            n = o->blocks[i].ipu + 1;
+    return n;
+}
+
+/* Prints the simulated clock's figures of m's run, or why there are none. */
+static void
+print_cost(ipuof_client *c, const ipuof_model *m)
+{
+    double secs = 0, sps = 0, f;
+    int stage = -1;
+
+    if (ipuof_model_run_cost(m, &secs, &sps, &stage) != IPUOF_OK) {
+        printf("simulated device time: none (%s)\n", ipuof_client_errmsg(c));
+        return;
+    }
+    printf("simulated device time %.4g ms, predicted %.0f samples/s on IPUs, bottleneck "
+           "stage %d, busy:", secs * 1e3, sps, stage);
+    for (size_t i = 0; i < ipuof_model_run_ipu_count(m); i++)
+        if (ipuof_model_run_busy(m, i, &f) == IPUOF_OK)
+            printf(" IPU %zu %.3g%%", i, 100.0 * f);
+    putchar('\n');
+}
+
 static int
 run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs,
     struct ipuof_tensor *consts)
@@ -655,7 +771,7 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     rc = ipuof_client_connect(c, o->server);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "connect", rc, 1);
-    ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas);
+    ao.num_ipus = o->ipus != 0 ? o->ipus : pow2_at_least(o->replicas * ipus_per_replica(o));
     ao.wait = o->wait;
     ao.wait_timeout_ms = o->wait_s > UINT_MAX / 1000 ? UINT_MAX : o->wait_s * 1000;
     ao.auto_round = o->auto_round;
@@ -669,6 +785,12 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     mo.micro_batch = o->micro_batch;
     mo.default_output_kind = o->out_kind;
     mo.default_output_n = o->out_n;
+    if (ipuof_model_opts_set_blocks(&mo, o->blocks, o->n_blocks) != IPUOF_OK ||
+        ipuof_model_opts_set_strategy(&mo, o->strategy) != IPUOF_OK ||
+        ipuof_model_opts_set_profile(&mo, o->profile != NULL) != IPUOF_OK) {
+        fprintf(stderr, "ipuof-run: a --block needs a prefix\n");
+        return EX_USAGE;
+    }
     mo.constant_inputs = consts;
     mo.n_constant_inputs = offer_constants(o, consts);
     if (!o->quiet && isatty(STDERR_FILENO)) {
@@ -711,6 +833,10 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         printf("compiled in %.1f ms%s, ran %llu sample%s in %.1f ms, %.0f samples/s\n",
                t_compile, ipuof_model_cached(*mp) ? " (cached)" : "", n, n == 1 ? "" : "s",
                t_run, (double)n * 1000.0 / (t_run > 0.001 ? t_run : 0.001));
+    if (!o->quiet)
+        print_cost(c, *mp);
+    if (o->profile != NULL)
+        return profile_write(PROG, c, *mp, o->profile, NULL);
     return 0;
 }
 

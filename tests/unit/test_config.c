@@ -193,6 +193,40 @@ test_reload_rules(void **state)
     assert_null(strstr(ignored, "idle_timeout"));
 }
 
+/* The [cost] rates: GC200 defaults, the shipped file's values, exponents, bounds, reload. */
+static void
+test_cost_rates(void **state)
+{
+    struct cfg c, next;
+    char err[256], ignored[256];
+
+    (void)state;
+    cfg_defaults(&c);
+    assert_true(c.cost_flops_per_s == 62.5e12);
+    assert_true(c.cost_link_bytes_per_s == 320e9);
+    assert_true(c.cost_host_bytes_per_s == 64e9);
+    next = c;
+    assert_int_equal(cfg_load_file(&next, "systemd/ipuofd.conf", err, sizeof err), 0);
+    assert_memory_equal(&next.cost_flops_per_s, &c.cost_flops_per_s,
+                        7 * sizeof c.cost_flops_per_s);
+    write_file("[cost]\nflops_per_s = 250e12\nefficiency = 0.5\nsync_seconds = 0\n");
+    assert_int_equal(cfg_load_file(&next, path, err, sizeof err), 0);
+    assert_true(next.cost_flops_per_s == 250e12);
+    assert_true(next.cost_efficiency == 0.5);
+    assert_true(next.cost_sync_seconds == 0.0);
+    cfg_apply_reload(&c, &next, ignored, sizeof ignored);
+    assert_string_equal(ignored, "");
+    assert_true(c.cost_flops_per_s == 250e12);
+    assert_int_equal(cfg_set(&c, "cost", "flops_per_s", "0", err, sizeof err), -1);
+    assert_non_null(strstr(err, "flops_per_s"));
+    assert_int_equal(cfg_set(&c, "cost", "efficiency", "1.5", err, sizeof err), -1);
+    assert_non_null(strstr(err, "at most 1"));
+    assert_int_equal(cfg_set(&c, "cost", "host_bytes_per_s", "nan", err, sizeof err), -1);
+    assert_int_equal(cfg_set(&c, "cost", "host_bytes_per_s", "64e9x", err, sizeof err), -1);
+    assert_int_equal(cfg_set(&c, "cost", "sync_seconds", "-1e-6", err, sizeof err), -1);
+    assert_true(c.cost_host_bytes_per_s == 64e9);
+}
+
 int
 main(void)
 {
@@ -205,6 +239,7 @@ main(void)
         cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_reload_rules),
+        cmocka_unit_test_teardown(test_cost_rates, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -74,22 +74,30 @@ static const int64_t k5[] = {5, 5}, ones[] = {1, 1}, zeros[] = {0, 0, 0, 0}, k2[
 #define GEMM_ATTRS {A_FLOAT("alpha", 1.0f), A_FLOAT("beta", 1.0f), A_INT("transB", 1)}, 3
 
 static const struct node nodes[N_NODES] = {
-    {"Conv", "layer1/conv", {MNIST_INPUT_IMAGE, "layer1.conv.weight", "layer1.conv.bias"}, 3,
-     "layer1/conv_out", CONV_ATTRS},
-    {"MaxPool", "layer1/pool", {"layer1/conv_out"}, 1, "layer1/pool_out", POOL_ATTRS},
-    {"Relu", "layer1/relu", {"layer1/pool_out"}, 1, "layer1/out", {{0}}, 0},
-    {"Conv", "layer2/conv", {"layer1/out", "layer2.conv.weight", "layer2.conv.bias"}, 3,
-     "layer2/conv_out", CONV_ATTRS},
-    {"MaxPool", "layer2/pool", {"layer2/conv_out"}, 1, "layer2/pool_out", POOL_ATTRS},
-    {"Relu", "layer2/relu", {"layer2/pool_out"}, 1, "layer2/out", {{0}}, 0},
-    {"Flatten", "flatten", {"layer2/out"}, 1, "flat", {A_INT("axis", 1)}, 1},
-    {"Gemm", "layer3", {"flat", "layer3.weight", "layer3.bias"}, 3, "layer3/out", GEMM_ATTRS},
-    {"Relu", "layer3_act", {"layer3/out"}, 1, "layer3/act", {{0}}, 0},
-    {"Gemm", "layer4", {"layer3/act", "layer4.weight", "layer4.bias"}, 3, MNIST_OUTPUT_LOGITS,
+    {"Conv", "/model/layer1/conv/Conv",
+     {MNIST_INPUT_IMAGE, "layer1.conv.weight", "layer1.conv.bias"}, 3, "layer1/conv_out",
+     CONV_ATTRS},
+    {"MaxPool", "/model/layer1/pool/MaxPool", {"layer1/conv_out"}, 1, "layer1/pool_out",
+     POOL_ATTRS},
+    {"Relu", "/model/layer1/relu/Relu", {"layer1/pool_out"}, 1, "layer1/out", {{0}}, 0},
+    {"Conv", "/model/layer2/conv/Conv", {"layer1/out", "layer2.conv.weight", "layer2.conv.bias"},
+     3, "layer2/conv_out", CONV_ATTRS},
+    {"MaxPool", "/model/layer2/pool/MaxPool", {"layer2/conv_out"}, 1, "layer2/pool_out",
+     POOL_ATTRS},
+    {"Relu", "/model/layer2/relu/Relu", {"layer2/pool_out"}, 1, "layer2/out", {{0}}, 0},
+    {"Flatten", "/model/Flatten", {"layer2/out"}, 1, "flat", {A_INT("axis", 1)}, 1},
+    {"Gemm", "/model/layer3/Gemm", {"flat", "layer3.weight", "layer3.bias"}, 3, "layer3/out",
      GEMM_ATTRS},
-    {"SoftmaxCrossEntropyLoss", "loss", {MNIST_OUTPUT_LOGITS, MNIST_INPUT_LABELS}, 2,
-     MNIST_OUTPUT_LOSS, {A_STR("reduction", "mean")}, 1},
+    {"Relu", "/model/layer3_act/Relu", {"layer3/out"}, 1, "layer3/act", {{0}}, 0},
+    {"Gemm", "/model/layer4/Gemm", {"layer3/act", "layer4.weight", "layer4.bias"}, 3,
+     MNIST_OUTPUT_LOGITS, GEMM_ATTRS},
+    {"SoftmaxCrossEntropyLoss", "/loss/SoftmaxCrossEntropyLoss",
+     {MNIST_OUTPUT_LOGITS, MNIST_INPUT_LABELS}, 2, MNIST_OUTPUT_LOSS,
+     {A_STR("reduction", "mean")}, 1},
 };
+
+const char *const mnist_block_prefix[MNIST_BLOCKS] = {"/model/layer1/", "/model/layer2/",
+                                                      "/model/layer3", "/model/layer4/"};
 
 /* Graph inputs and outputs: name, element type, shape (-1: the symbolic "batch"). */
 struct value {

@@ -8,6 +8,12 @@
  *                            -> Gemm(256->10, transB) = logits       (layer4)
  *   SoftmaxCrossEntropyLoss(logits, labels [batch] int64, reduction mean) = loss
  *
+ * Nodes are named as torch 1.13 names them when it exports the tutorial's
+ * TrainingModelWithLoss (module path, then op: "/model/layer1/conv/Conv", "/model/Flatten",
+ * "/model/layer3_act/Relu", "/loss/SoftmaxCrossEntropyLoss"), so the tutorial's blocks are
+ * node-name prefixes: B1 "/model/layer1/", B2 "/model/layer2/", B3 "/model/layer3" (layer3
+ * and layer3_act), B4 "/model/layer4/"; the Flatten and the loss follow their producers.
+ *
  * The batch dimension of the inputs and of logits is symbolic ("batch"): the compile gives
  * the micro-batch. Opset 13. The initializers carry PyTorch's parameter names
  * (layer1.conv.weight, layer1.conv.bias, layer2.conv.weight, layer2.conv.bias,
@@ -33,6 +39,10 @@
 #define MNIST_OUTPUT_LOGITS "logits"
 #define MNIST_OUTPUT_LOSS "loss"
 #define MNIST_CLASSES 10
+#define MNIST_BLOCKS 4
+
+/* The prefixes of the tutorial's blocks B1..B4 (see above). */
+extern const char *const mnist_block_prefix[MNIST_BLOCKS];
 
 /* Builds the model with weights drawn from seed. On success returns 0 with *out (caller-
  * owned, free()) holding *len bytes of a serialized ModelProto; -1 when out of memory. */

@@ -220,6 +220,8 @@ struct ipuof_ipu_info {
     const char *loaded;
     uint64_t steps_run;
     const char *error;
+    uint64_t memory_stash_bytes;   /* of memory_used_bytes: pipeline stashes */
+    uint64_t memory_offchip_bytes; /* loaded models' state held off chip, not in used */
 };
 
 /* Asks the daemon for the state of every IPU. *out is caller-owned: free it with
@@ -310,6 +312,41 @@ struct ipuof_tensor {
  * must not call the library on the same client handle. */
 typedef void (*ipuof_progress_fn)(int done, int total, void *user);
 
+/* Execution strategies (PopTorch's setExecutionStrategy). */
+enum ipuof_strategy {
+    IPUOF_STRATEGY_DEFAULT = 0,   /* pipelined when the model has more than one stage */
+    IPUOF_STRATEGY_PIPELINED = 1, /* every IPU on a different micro-batch at once */
+    IPUOF_STRATEGY_SHARDED = 2,   /* stages one after another, one micro-batch at a time */
+    IPUOF_STRATEGY_PHASED = 3     /* serial phased: phases in turn, weights streamed */
+};
+
+/* What a tensor location applies to (PopTorch's TensorLocations). */
+enum ipuof_tensor_kind {
+    IPUOF_TENSORS_WEIGHTS = 0,
+    IPUOF_TENSORS_ACTIVATIONS = 1,
+    IPUOF_TENSORS_ACCUMULATORS = 2,
+    IPUOF_TENSORS_OPTIMIZER = 3,  /* optimizer state (setOptimizerLocation) */
+    IPUOF_TENSOR_KINDS = 4
+};
+
+enum ipuof_location {
+    IPUOF_LOCATION_ON_CHIP = 0,
+    IPUOF_LOCATION_OFF_CHIP = 1   /* remote buffers in the daemon's host memory */
+};
+
+#define IPUOF_MAX_BLOCKS 256     /* blocks of one placement */
+#define IPUOF_STAGE_AUTO (-1)    /* one stage per block, in block order */
+
+/* A block of a placement (PopTorch's poptorch.Block): the nodes whose name starts with
+ * prefix (torch 1.13 names nodes after the module path, "/layer1/conv/Conv"), on pipeline
+ * stage `stage` (or IPUOF_STAGE_AUTO) of IPU `ipu` of each replica. Nodes no block matches
+ * stay with the block of their producer. */
+struct ipuof_block {
+    const char *prefix;
+    int stage;
+    unsigned ipu;
+};
+
 struct ipuof_model_opts {
     const char *name;                 /* shown in ipuctl status; NULL: "model" */
     unsigned device_iterations;       /* 0 means 1 */
@@ -328,7 +365,33 @@ struct ipuof_model_opts {
      * no shape is ignored and the input stays a run input. Copied by the compile call. */
     const struct ipuof_tensor *constant_inputs;
     size_t n_constant_inputs;
+    /* Placement over several IPUs and profiling: set them with the setters below. A zeroed
+     * struct means one IPU per replica, on-chip tensors, no trace. */
+    int strategy;                     /* enum ipuof_strategy */
+    const struct ipuof_block *blocks; /* n_blocks entries, borrowed until the compile call */
+    size_t n_blocks;
+    int locations[IPUOF_TENSOR_KINDS]; /* enum ipuof_location per enum ipuof_tensor_kind */
+    int profile;                      /* 1: the daemon records a trace of every run */
 };
+
+/*
+ * Setters of the placement options, checking each value (IPUOF_E_INVAL, and o unchanged,
+ * for a NULL o, an unknown strategy, kind or location, more than IPUOF_MAX_BLOCKS blocks,
+ * a block without a prefix, a stage below IPUOF_STAGE_AUTO). Blocks are borrowed, not
+ * copied, until the compile call. The compile checks them again with a sentence, and the
+ * daemon checks IPUs against the partition and prefixes against the model's node names.
+ *
+ * Profiling is also switched on without changing a program by the environment variable
+ * POPLAR_ENGINE_OPTIONS, read at each compile as Poplar reads it: a JSON object whose
+ * "autoReport.all" or "autoReport.outputExecutionProfile" is "true" compiles with profile,
+ * and whose "autoReport.directory" (default ".") receives, after every run of the model,
+ * its trace as <directory>/<model name>.trace.json.
+ */
+IPUOF_API int ipuof_model_opts_set_strategy(struct ipuof_model_opts *o, int strategy);
+IPUOF_API int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o,
+                                          const struct ipuof_block *blocks, size_t n);
+IPUOF_API int ipuof_model_opts_set_location(struct ipuof_model_opts *o, int kind, int location);
+IPUOF_API int ipuof_model_opts_set_profile(struct ipuof_model_opts *o, int on);
 
 typedef struct ipuof_model ipuof_model;
 
@@ -407,6 +470,38 @@ IPUOF_API long ipuof_model_output_index(const ipuof_model *m, const char *name);
 
 /* Microseconds the daemon's simulated IPUs spent in the last run. */
 IPUOF_API uint64_t ipuof_model_run_us(const ipuof_model *m);
+
+/*
+ * The simulated clock's figures for the last run: what it would take on IPUs (simulated
+ * device seconds), the samples per second that makes, and the pipeline stage with the most
+ * compute; any pointer may be NULL. Errors: IPUOF_E_STATE (no run yet), or the daemon's
+ * reason for having none (IPUOF_E_UNSUPPORTED from a simulator without a cost model), with
+ * its sentence.
+ */
+IPUOF_API int ipuof_model_run_cost(const ipuof_model *m, double *device_seconds,
+                                   double *samples_per_s, int *bottleneck_stage);
+/* IPUs the last run's busy fractions describe (0 without cost figures). */
+IPUOF_API size_t ipuof_model_run_ipu_count(const ipuof_model *m);
+/* The fraction of the last run's device time IPU i (of the model's IPUs) was busy.
+ * IPUOF_E_INVAL when i is out of range. */
+IPUOF_API int ipuof_model_run_busy(const ipuof_model *m, size_t i, double *fraction);
+
+/*
+ * The execution trace of the last run of a model compiled with profile on: Chrome
+ * trace-event JSON (Perfetto and chrome://tracing open it), in *json (caller-owned,
+ * free(); NUL-terminated, *len bytes without the NUL) or written to the file at path.
+ * Errors: the daemon's (IPUOF_E_INVAL when profiling was off or before a run,
+ * IPUOF_E_UNSUPPORTED from a simulator without traces), IPUOF_E_IO, IPUOF_E_NOTFOUND.
+ */
+IPUOF_API int ipuof_model_trace(ipuof_model *m, char **json, size_t *len);
+IPUOF_API int ipuof_model_write_trace(ipuof_model *m, const char *path);
+
+/* Memory of the model on its i-th IPU beyond ipuof_model_memory(): gradient accumulators,
+ * optimizer state, pipeline stashes (all in total), bytes held off chip (not in total) and
+ * the peak of what is not always live. Any pointer may be NULL; IPUOF_E_INVAL out of range. */
+IPUOF_API int ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t *gradients,
+                                        uint64_t *optimizer, uint64_t *stash,
+                                        uint64_t *offchip, uint64_t *peak_not_always_live);
 
 /* ---- training -------------------------------------------------------------------------- */
 

@@ -1,0 +1,155 @@
+/*
+ * crew.c — the threads that run an executable's replicas: one thread per replica (up to
+ * SIM_MAX_IPUS threads; beyond that a thread takes replicas r, r + T, r + 2T, ...), created
+ * once, at the executable's first run with more than one replica, and joined when it is
+ * freed. The calling thread of sim_exe_run() is thread 0. Threads wait for a run, run
+ * their share of it and meet at barriers (the end of each device iteration of a training
+ * run, where thread 0 performs the reduction across replicas and the weight update, the
+ * collective step, while the others wait).
+ * Does not: decide what a thread runs (exec.c and train.c give it a job).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+
+struct sim_crew {
+    unsigned n;                 /* threads, the caller included */
+    pthread_t *th;              /* n - 1 workers */
+    unsigned started;           /* workers created */
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done_cv, bar_cv;
+    uint64_t gen;               /* run generation: workers start a run when it changes */
+    unsigned done;              /* workers finished with the current run */
+    unsigned bar_count;
+    uint64_t bar_gen;
+    bool quit;
+    sim_crew_job job;
+    struct sim_exe *e;
+    void *ud;
+};
+
+struct worker_arg {
+    struct sim_crew *c;
+    unsigned idx;
+};
+
+static void *
+worker(void *p)
+{
+    struct worker_arg *a = p;
+    struct sim_crew *c = a->c;
+    unsigned idx = a->idx;
+    uint64_t seen = 0;
+
+    free(a);
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->quit && c->gen == seen)
+            pthread_cond_wait(&c->wake, &c->mu);
+        if (c->quit)
+            break;
+        seen = c->gen;
+        pthread_mutex_unlock(&c->mu);
+        c->job(c->e, idx, c->n, c->ud);
+        pthread_mutex_lock(&c->mu);
+        c->done++;
+        pthread_cond_signal(&c->done_cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+void
+sim_crew_free(struct sim_crew *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->quit = true;
+    pthread_cond_broadcast(&c->wake);
+    pthread_mutex_unlock(&c->mu);
+    for (unsigned i = 0; i < c->started; i++)
+        pthread_join(c->th[i], NULL);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->done_cv);
+    pthread_cond_destroy(&c->bar_cv);
+    free(c->th);
+    free(c);
+}
+
+struct sim_crew *
+sim_crew_new(unsigned n)
+{
+    struct sim_crew *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->n = n;
+    c->th = calloc(n, sizeof(*c->th));
+    if (c->th == NULL) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->done_cv, NULL);
+    pthread_cond_init(&c->bar_cv, NULL);
+    for (unsigned i = 1; i < n; i++) {
+        struct worker_arg *a = malloc(sizeof(*a));
+        if (a == NULL)
+            break;
+        a->c = c;
+        a->idx = i;
+        if (pthread_create(&c->th[c->started], NULL, worker, a) != 0) {
+            free(a);
+            break;
+        }
+        c->started++;
+    }
+    if (c->started + 1 != n) {
+        sim_crew_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void
+sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud)
+{
+    pthread_mutex_lock(&c->mu);
+    c->job = job;
+    c->e = e;
+    c->ud = ud;
+    c->done = 0;
+    c->gen++;
+    pthread_cond_broadcast(&c->wake);
+    pthread_mutex_unlock(&c->mu);
+    job(e, 0, c->n, ud);
+    pthread_mutex_lock(&c->mu);
+    while (c->done + 1 < c->n)
+        pthread_cond_wait(&c->done_cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void
+sim_crew_barrier(struct sim_crew *c)
+{
+    uint64_t gen;
+
+    if (c == NULL || c->n == 1)
+        return;
+    pthread_mutex_lock(&c->mu);
+    gen = c->bar_gen;
+    if (++c->bar_count == c->n) {
+        c->bar_count = 0;
+        c->bar_gen++;
+        pthread_cond_broadcast(&c->bar_cv);
+    } else {
+        while (c->bar_gen == gen)
+            pthread_cond_wait(&c->bar_cv, &c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,68 @@
+/*
+ * schedule.h — the schedule of a run and its simulated clock, shared by schedule.c (the per-stage
+ * costs, the schedule walk) and cost.c (FLOPs per node, the cost report, the trace JSON).
+ *
+ * A run is a sequence of bulk-synchronous steps ("ticks"). In a tick every IPU of a replica
+ * runs its items one after another (host-in, a forward or backward of one stage for one
+ * micro-batch, the send of its results to other IPUs, host-out), then all IPUs sync. Which
+ * micro-batch each stage works on in each tick is the strategy (see schedule.c). Replicas run
+ * the same schedule on their own IPUs at the same time; after the micro-batches of a device
+ * iteration of a training run come the gradient reduction across replicas and the weight
+ * update (with off-chip state streamed on and off around it).
+ * Every figure depends only on shapes, placement and the cost rates, never on data.
+ */
+#ifndef SIM_SCHEDULE_H
+#define SIM_SCHEDULE_H
+
+#include "exe.h"
+
+enum sim_ev_kind {
+    SIM_EV_FWD = 0,
+    SIM_EV_BWD = 1,
+    SIM_EV_EXCHANGE = 2,
+    SIM_EV_HOST_IN = 3,
+    SIM_EV_HOST_OUT = 4,
+    SIM_EV_UPDATE = 5,
+    SIM_EV_REDUCE = 6,
+    SIM_EV_STREAM = 7,          /* off-chip tensors streamed on or off */
+    SIM_EV_KINDS = 8
+};
+
+/* One span of the simulated clock, on IPU `ipu` of replica 0 (replicas are identical). */
+struct sim_ev {
+    double t0, dur;             /* seconds */
+    int ipu;
+    int kind;                   /* enum sim_ev_kind */
+    int stage;                  /* -1 when not a stage's work */
+    long long mb;               /* micro-batch within the device iteration (training) or
+                                 * the run (inference), -1 when none */
+    long long iter;             /* device iteration (training), else 0 */
+};
+
+/* Per-stage and per-IPU costs of one micro-batch, in seconds. */
+struct sim_clock {
+    int n_stages;
+    unsigned n_ipus;            /* per replica */
+    double *fwd, *bwd;          /* n_stages: compute of one micro-batch */
+    double *xfwd, *xbwd;        /* n_stages: sending activations / gradients to other IPUs */
+    double *hin, *hout;         /* n_stages: host input / output streams of a micro-batch */
+    double *wload;              /* n_stages: phased: loading the stage's weights */
+    double *update;             /* n_ipus: the weight update of one device iteration */
+    double *stream;             /* n_ipus: off-chip state streamed on and off around it */
+    double *reduce;             /* n_ipus: the gradient all-reduce across replicas */
+    double hout_final;          /* outputs returned once per run (Final, Sum) */
+    double device_seconds;      /* the whole run */
+    double *busy;               /* n_ipus: compute seconds in the run */
+};
+
+/* Called for each span; returns false to stop the walk early. */
+typedef bool (*sim_ev_fn)(const struct sim_ev *ev, void *ud);
+
+/* Walks the schedule of one run, calling fn (may be NULL) for each span in time order
+ * per tick, and returns the run's simulated duration; c->busy is filled when fn is NULL. */
+double sim_sched_walk(const struct sim_exe *e, struct sim_clock *c, sim_ev_fn fn, void *ud);
+
+/* cost.c: FLOPs and memory bytes of the forward of node s for one micro-batch. */
+void sim_cost_node(const struct sim_exe *e, int s, double *flops, double *bytes);
+
+#endif /* SIM_SCHEDULE_H */

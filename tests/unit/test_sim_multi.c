@@ -1,0 +1,775 @@
+/*
+ * test_sim_multi.c — a model over several simulated IPUs: placement by blocks and its
+ * errors, the pipelined schedule read back from a recorded trace (ramp-up, steady state,
+ * ramp-down), the simulated clock (pipelined against sharded, the tutorial's prediction),
+ * the same weights whatever the strategy (the tutorial network, and a model with
+ * BatchNormalization), and the memory plan (a model too big for one IPU that fits
+ * pipelined over 4 IPUs or with its optimizer state off chip).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mnist_model.h"
+#include "onnx_build.h"
+#include "sim.h"
+
+#define F32 SIM_DTYPE_FLOAT
+#define MIB ((uint64_t)1 << 20)
+
+/* The tutorial's blocks B1..B4, one per IPU (torch names; mnist_model.c's node names). */
+static const struct sim_block_opt tutorial_blocks[] = {
+    { "/model/layer1/", -1, 0 }, { "/model/layer2/", -1, 1 }, { "/model/Flatten", -1, 2 },
+    { "/model/layer3", -1, 2 }, { "/model/layer4/", -1, 3 }, { "/loss/", -1, 3 },
+};
+/* Auto-staging gives one stage per block: B3 and B4 are two blocks each here, so give
+ * the stages explicitly to get the tutorial's four. */
+static const struct sim_block_opt tutorial_stages[] = {
+    { "/model/layer1/", 0, 0 }, { "/model/layer2/", 1, 1 }, { "/model/Flatten", 2, 2 },
+    { "/model/layer3", 2, 2 }, { "/model/layer4/", 3, 3 }, { "/loss/", 3, 3 },
+};
+
+static struct sim_model *
+load_bytes(void *bytes, size_t len)
+{
+    struct sim_model *m = NULL;
+    struct sim_err err;
+
+    if (sim_model_load(bytes, len, &m, &err) != 0)
+        fail_msg("%s", err.msg);
+    free(bytes);
+    return m;
+}
+
+static struct sim_model *
+tutorial(void)
+{
+    void *bytes;
+    size_t len;
+
+    assert_int_equal(mnist_model_build(7, &bytes, &len), 0);
+    return load_bytes(bytes, len);
+}
+
+static void
+train_opts(struct sim_compile_opts *o, unsigned B, unsigned A, unsigned D)
+{
+    sim_compile_opts_init(o);
+    o->loss = "loss";
+    o->micro_batch = B;
+    o->gradient_accumulation = A;
+    o->device_iterations = D;
+    sim_optimizer_init(&o->optimizer, SIM_OPT_ADAMW);
+    o->optimizer.lr = 0.001f;
+}
+
+/* Deterministic data: images in [0, 1), labels 0..9. */
+static void
+fill_inputs(struct sim_exe *e)
+{
+    struct sim_io_info in;
+    uint64_t s = 12345;
+
+    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
+        assert_int_equal(sim_exe_input_info(e, i, &in), 0);
+        if (in.dtype == F32) {
+            float *x = sim_exe_input_buffer(e, i);
+            for (size_t k = 0; k < in.run_bytes / 4; k++)
+                x[k] = (float)(mnist_splitmix64(&s) >> 40) / (float)(1 << 24);
+        } else {
+            int64_t *y = sim_exe_input_buffer(e, i);
+            for (size_t k = 0; k < in.run_bytes / 8; k++)
+                y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
+        }
+    }
+}
+
+static struct sim_exe *
+compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
+{
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+
+    if (sim_compile(m, o, &e, &err) != 0)
+        fail_msg("compile: %s", err.msg);
+    return e;
+}
+
+static void
+run_ok(struct sim_exe *e)
+{
+    struct sim_err err;
+
+    fill_inputs(e);
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+}
+
+/* Compiles and expects an error whose message contains want. */
+static void
+compile_fails(const struct sim_model *m, const struct sim_compile_opts *o, int code,
+              const char *want)
+{
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+
+    assert_int_equal(sim_compile(m, o, &e, &err), code);
+    assert_null(e);
+    printf("  %s\n", err.msg);
+    if (strstr(err.msg, want) == NULL)
+        fail_msg("the message lacks '%s'", want);
+}
+
+/* ---- placement --------------------------------------------------------------------- */
+
+static void
+test_placement_errors(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_block_opt bad[6];
+    struct sim_exe *e;
+    struct sim_cost_report rep;
+
+    (void)state;
+    train_opts(&o, 8, 4, 1);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    o.partition_ipus = 4;
+    e = compile_ok(m, &o);
+    assert_int_equal(sim_exe_ipu_count(e), 4);
+    assert_int_equal(sim_exe_cost(e, &rep), IPUOF_E_INVAL);    /* before the first run */
+    sim_exe_free(e);
+
+    o.partition_ipus = 2;
+    compile_fails(m, &o, IPUOF_E_INVAL, "partition has 2 IPUs");
+    o.partition_ipus = 4;
+    o.replicas = 2;
+    compile_fails(m, &o, IPUOF_E_INVAL, "needs 8 IPUs (2 replicas x 4");
+    o.replicas = 1;
+
+    memcpy(bad, tutorial_stages, sizeof(bad));
+    bad[5].prefix = "/loss/CrossEntropy"; /* the node is /loss/SoftmaxCrossEntropyLoss */
+    o.blocks = bad;
+    compile_fails(m, &o, IPUOF_E_INVAL, "matches no node");
+
+    memcpy(bad, tutorial_stages, sizeof(bad));
+    bad[0].stage = 2;       /* layer1 after layer2: activations would go backwards */
+    bad[0].ipu = 2;
+    compile_fails(m, &o, IPUOF_E_INVAL, "ascending");
+
+    memcpy(bad, tutorial_stages, sizeof(bad));
+    bad[3].ipu = 1;         /* stage 2 over IPUs 2 and 1 */
+    compile_fails(m, &o, IPUOF_E_INVAL, "every node of a stage must be on one IPU");
+
+    memcpy(bad, tutorial_stages, sizeof(bad));
+    bad[2].stage = -1;
+    compile_fails(m, &o, IPUOF_E_INVAL, "give every block a stage, or none");
+
+    o.blocks = tutorial_stages;
+    o.gradient_accumulation = 3;
+    compile_fails(m, &o, IPUOF_E_INVAL, "gradient_accumulation is 3; raise it to 4");
+    o.strategy = SIM_STRATEGY_SHARDED;      /* sharding has no such constraint */
+    e = compile_ok(m, &o);
+    sim_exe_free(e);
+    o.strategy = SIM_STRATEGY_DEFAULT;
+    o.gradient_accumulation = 4;
+
+    o.location[SIM_LOC_OPTIMIZER] = 5;
+    compile_fails(m, &o, IPUOF_E_INVAL, "location of the optimizer state is 5");
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
+
+    /* inference: device iterations >= stages, and no optimizer state to place */
+    o.loss = NULL;
+    o.gradient_accumulation = 1;
+    o.device_iterations = 2;
+    compile_fails(m, &o, IPUOF_E_INVAL, "device_iterations is 2; raise it to 4");
+    o.device_iterations = 4;
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
+    compile_fails(m, &o, IPUOF_E_INVAL, "inference model");
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
+    e = compile_ok(m, &o);
+    sim_exe_free(e);
+
+    /* auto-staging: one stage per block, consecutive stages on one IPU */
+    train_opts(&o, 8, 6, 1);
+    o.blocks = tutorial_blocks;
+    o.n_blocks = 6;
+    e = compile_ok(m, &o);
+    assert_int_equal(sim_exe_ipu_count(e), 4);
+    sim_exe_free(e);
+    o.gradient_accumulation = 5;            /* six stages */
+    compile_fails(m, &o, IPUOF_E_INVAL, "pipeline stages (6)");
+    sim_model_free(m);
+}
+
+/* ---- the schedule, from the trace ----------------------------------------------------- */
+
+struct span {
+    char name[32];
+    unsigned tid;
+    double ts, dur;
+};
+
+/* Reads the complete events of a trace this library wrote (one event per line). */
+static struct span *
+parse_trace(const char *json, size_t *n)
+{
+    size_t cap = 1024;
+    struct span *s = malloc(cap * sizeof(*s));
+    const char *p = json;
+
+    assert_non_null(s);
+    *n = 0;
+    assert_non_null(strstr(json, "\"traceEvents\""));
+    assert_non_null(strstr(json, "\"name\":\"IPU 3\""));
+    while ((p = strstr(p, "{\"name\":\"")) != NULL) {
+        struct span sp;
+        if (sscanf(p, "{\"name\":\"%31[^\"]\",\"ph\":\"X\",\"pid\":0,\"tid\":%u,\"ts\":%lf,"
+                   "\"dur\":%lf", sp.name, &sp.tid, &sp.ts, &sp.dur) == 4) {
+            if (*n == cap) {
+                cap *= 2;
+                s = realloc(s, cap * sizeof(*s));
+                assert_non_null(s);
+            }
+            s[(*n)++] = sp;
+        }
+        p++;
+    }
+    return s;
+}
+
+static const struct span *
+find(const struct span *s, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s[i].name, name) == 0)
+            return &s[i];
+    fail_msg("no span %s in the trace", name);
+    return NULL;
+}
+
+static bool
+is_compute(const struct span *s)
+{
+    return (s->name[0] == 'F' || s->name[0] == 'B') && s->name[1] >= '0' && s->name[1] <= '9';
+}
+
+/* The start of the tick (bulk-synchronous step) x runs in: within a tick an IPU's spans
+ * follow each other without a gap, and ticks are separated by a sync. */
+static double
+tick_of(const struct span *s, size_t n, const struct span *x)
+{
+    double start = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        bool first = true;
+        if (s[i].ts > x->ts + 1e-3 || s[i].ts < start)
+            continue;
+        for (size_t j = 0; j < n && first; j++)
+            first = !(s[j].tid == s[i].tid && j != i &&
+                      fabs(s[j].ts + s[j].dur - s[i].ts) < 1e-3);
+        if (first)
+            start = s[i].ts;
+    }
+    return start;
+}
+
+/* IPUs running a forward or backward in the tick of span x. */
+static int
+busy_in_tick(const struct span *s, size_t n, const struct span *x)
+{
+    double t = tick_of(s, n, x);
+    unsigned seen = 0;
+    int busy = 0;
+
+    for (size_t i = 0; i < n; i++)
+        if (is_compute(&s[i]) && !(seen >> s[i].tid & 1u) &&
+            fabs(tick_of(s, n, &s[i]) - t) < 1e-3) {
+            seen |= 1u << s[i].tid;
+            busy++;
+        }
+    return busy;
+}
+
+static void
+test_pipeline_schedule(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e;
+    struct sim_err err;
+    char *json, name[32];
+    size_t len, n;
+    struct span *s;
+    const struct span *last_b3, *last_b0, *upd;
+
+    (void)state;
+    train_opts(&o, 8, 10, 1);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    o.profile = 1;
+    e = compile_ok(m, &o);
+    assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), IPUOF_E_INVAL);
+    run_ok(e);
+    assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), 0);
+    assert_int_equal(strlen(json), len);
+    s = parse_trace(json, &n);
+    free(json);
+    printf("  %zu spans\n", n);
+
+    /* ramp-up: micro-batch 0 goes through the stages one tick after another, and until it
+     * reaches the last stage not every IPU is busy */
+    for (int st = 1; st < 4; st++) {
+        const struct span *a, *b;
+        snprintf(name, sizeof(name), "F%d.0", st - 1);
+        a = find(s, n, name);
+        snprintf(name, sizeof(name), "F%d.0", st);
+        b = find(s, n, name);
+        assert_int_equal(b->tid, (unsigned)st);
+        assert_true(b->ts >= a->ts + a->dur);
+        assert_int_equal(busy_in_tick(s, n, a), st);
+    }
+    /* backward in reverse stage order, each on its forward's IPU */
+    for (int st = 3; st > 0; st--) {
+        const struct span *a, *b;
+        snprintf(name, sizeof(name), "B%d.0", st);
+        a = find(s, n, name);
+        snprintf(name, sizeof(name), "B%d.0", st - 1);
+        b = find(s, n, name);
+        assert_int_equal(a->tid, (unsigned)st);
+        assert_true(b->ts >= a->ts + a->dur);
+    }
+    /* steady state: when B0.0 runs, every IPU is busy */
+    {
+        const struct span *b00 = find(s, n, "B0.0");
+        assert_int_equal(busy_in_tick(s, n, b00), 4);
+    }
+    /* on each IPU the micro-batches come in order */
+    for (int st = 0; st < 4; st++)
+        for (int mb = 1; mb < 10; mb++) {
+            char prev[32];
+            snprintf(prev, sizeof(prev), "F%d.%d", st, mb - 1);
+            snprintf(name, sizeof(name), "F%d.%d", st, mb);
+            assert_true(find(s, n, name)->ts > find(s, n, prev)->ts);
+            snprintf(prev, sizeof(prev), "B%d.%d", st, mb - 1);
+            snprintf(name, sizeof(name), "B%d.%d", st, mb);
+            assert_true(find(s, n, name)->ts > find(s, n, prev)->ts);
+        }
+    /* ramp-down: the last stage finishes first, the first stage last, then the update */
+    last_b3 = find(s, n, "B3.9");
+    last_b0 = find(s, n, "B0.9");
+    assert_true(last_b3->ts + last_b3->dur <= last_b0->ts);
+    assert_int_equal(busy_in_tick(s, n, last_b0), 1);
+    upd = find(s, n, "weight-update");
+    assert_true(upd->ts >= last_b0->ts + last_b0->dur);
+    free(s);
+    sim_exe_free(e);
+
+    /* sharded: never two IPUs at once */
+    o.strategy = SIM_STRATEGY_SHARDED;
+    e = compile_ok(m, &o);
+    run_ok(e);
+    assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), 0);
+    s = parse_trace(json, &n);
+    free(json);
+    for (size_t i = 0; i < n; i++)
+        if (is_compute(&s[i]))
+            assert_int_equal(busy_in_tick(s, n, &s[i]), 1);
+    free(s);
+    sim_exe_free(e);
+
+    /* without profiling there is no trace */
+    o.profile = 0;
+    e = compile_ok(m, &o);
+    run_ok(e);
+    assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), IPUOF_E_INVAL);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* ---- the simulated clock ---------------------------------------------------------------- */
+
+static void
+cost_of(const struct sim_model *m, struct sim_compile_opts *o, struct sim_cost_report *rep)
+{
+    struct sim_exe *e = compile_ok(m, o);
+
+    run_ok(e);
+    assert_int_equal(sim_exe_cost(e, rep), 0);
+    sim_exe_free(e);
+}
+
+static void
+test_clock(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_cost_report pipe, pipe2, shard, one, off;
+
+    (void)state;
+    /* the tutorial's options: batch 40, accumulation 10, 10 device iterations, AdamW,
+     * B1..B4 on four IPUs, pipelined: one call is 4000 samples */
+    train_opts(&o, 40, 10, 10);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    cost_of(m, &o, &pipe);
+    /* the rest compares strategies over two device iterations (the clock of every
+     * iteration is the same) */
+    o.device_iterations = 2;
+    cost_of(m, &o, &pipe2);
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
+    cost_of(m, &o, &off);
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
+    o.strategy = SIM_STRATEGY_SHARDED;
+    cost_of(m, &o, &shard);
+    o.blocks = NULL;
+    o.n_blocks = 0;
+    o.strategy = SIM_STRATEGY_DEFAULT;
+    cost_of(m, &o, &one);
+    printf("  tutorial, 4 IPUs pipelined: %.3f ms per call of 4000 samples = %.1f it/s "
+           "(%.0f samples/s; the tutorial states about 15 it/s), busy %.2f %.2f %.2f %.2f, "
+           "bottleneck stage %d\n", pipe.device_seconds * 1e3, 1.0 / pipe.device_seconds,
+           pipe.samples_per_s, pipe.busy[0], pipe.busy[1], pipe.busy[2], pipe.busy[3],
+           pipe.bottleneck_stage);
+    printf("  per 2 device iterations: pipelined %.3f ms, sharded %.3f ms, one IPU %.3f ms, "
+           "pipelined with the optimizer off chip %.3f ms\n", pipe2.device_seconds * 1e3,
+           shard.device_seconds * 1e3, one.device_seconds * 1e3, off.device_seconds * 1e3);
+    assert_int_equal(pipe.n_ipus, 4);
+    assert_int_equal(one.n_ipus, 1);
+    assert_true(pipe.device_seconds > 0 && isfinite(pipe.device_seconds));
+    assert_true(fabs(pipe.samples_per_s * pipe.device_seconds - 4000) < 1e-6);
+    assert_true(fabs(pipe2.device_seconds * 5 - pipe.device_seconds) < 0.01 * pipe.device_seconds);
+    /* pipelining overlaps the stages: faster than sharding, every IPU busier */
+    assert_true(pipe2.device_seconds < shard.device_seconds);
+    for (int i = 0; i < 4; i++) {
+        assert_true(pipe2.busy[i] > shard.busy[i]);
+        assert_true(pipe2.busy[i] > 0 && pipe2.busy[i] <= 1);
+    }
+    /* the first conv layer has fewer FLOPs than the second: stage 1 is the bottleneck */
+    assert_int_equal(pipe.bottleneck_stage, 1);
+    /* streaming the optimizer state costs time */
+    assert_true(off.device_seconds > pipe2.device_seconds);
+    sim_model_free(m);
+}
+
+/* ---- the same numbers whatever the strategy --------------------------------------------- */
+
+static float
+max_weight_diff(struct sim_exe *a, struct sim_exe *b)
+{
+    struct sim_weight_info wi;
+    struct sim_err err;
+    float d = 0;
+
+    assert_int_equal(sim_exe_weight_count(a), sim_exe_weight_count(b));
+    for (size_t i = 0; i < sim_exe_weight_count(a); i++) {
+        float *x, *y;
+        assert_int_equal(sim_exe_weight_info(a, i, &wi), 0);
+        x = malloc(wi.bytes);
+        y = malloc(wi.bytes);
+        assert_int_equal(sim_exe_read_weight(a, wi.name, x, wi.bytes, &err), 0);
+        assert_int_equal(sim_exe_read_weight(b, wi.name, y, wi.bytes, &err), 0);
+        for (size_t k = 0; k < wi.bytes / 4; k++)
+            if (fabsf(x[k] - y[k]) > d)
+                d = fabsf(x[k] - y[k]);
+        free(x);
+        free(y);
+    }
+    return d;
+}
+
+/* Trains 10 optimizer steps with every strategy; the weights agree with one IPU's. */
+static void
+same_weights(const struct sim_model *m, struct sim_compile_opts *o,
+             const struct sim_block_opt *blocks, size_t n_blocks)
+{
+    static const int strategies[] = { SIM_STRATEGY_PIPELINED, SIM_STRATEGY_SHARDED,
+                                      SIM_STRATEGY_PHASED };
+    static const char *const names[] = { "pipelined", "sharded", "phased" };
+    struct sim_exe *one, *e;
+
+    o->blocks = NULL;
+    o->n_blocks = 0;
+    o->strategy = SIM_STRATEGY_DEFAULT;
+    one = compile_ok(m, o);
+    run_ok(one);
+    assert_int_equal(sim_exe_optimizer_steps(one), 10);
+    o->blocks = blocks;
+    o->n_blocks = n_blocks;
+    for (int i = 0; i < 3; i++) {
+        float d;
+        o->strategy = strategies[i];
+        e = compile_ok(m, o);
+        assert_int_equal(sim_exe_ipu_count(e), n_blocks > 2 ? 4 : 2);
+        run_ok(e);
+        d = max_weight_diff(one, e);
+        printf("  %s: max |w - w(one IPU)| = %g after 10 steps\n", names[i], (double)d);
+        assert_true(d <= 1e-5f);
+        sim_exe_free(e);
+    }
+    sim_exe_free(one);
+}
+
+static void
+test_strategies_same_weights(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+
+    (void)state;
+    train_opts(&o, 8, 4, 10);
+    same_weights(m, &o, tutorial_stages, 6);
+    sim_model_free(m);
+}
+
+/* x [B,1,8,8] -> Conv 4x3x3 -> BatchNormalization -> Relu -> Flatten -> Gemm 10 -> loss,
+ * in blocks "b1" (conv, bn) and "b2" (the rest). */
+static struct sim_model *
+bn_model(void)
+{
+    struct sim_ob *b = sim_ob_new(13);
+    const int64_t dx[4] = { -1, 1, 8, 8 }, dy[1] = { -1 }, dw[4] = { 4, 1, 3, 3 };
+    const int64_t d4[1] = { 4 }, dfc[2] = { 10, 144 }, d10[1] = { 10 };
+    float w[144 * 10], ones[4] = { 1, 1, 1, 1 }, zeros[10] = { 0 };
+    uint64_t s = 99;
+    void *bytes;
+    size_t len;
+
+    mnist_uniform(&s, w, 36, 1.0f / 3);
+    sim_ob_input(b, "x", F32, 4, dx);
+    sim_ob_input(b, "y", SIM_DTYPE_INT64, 1, dy);
+    sim_ob_initializer(b, "conv.w", F32, 4, dw, w);
+    sim_ob_initializer(b, "bn.scale", F32, 1, d4, ones);
+    sim_ob_initializer(b, "bn.bias", F32, 1, d4, zeros);
+    sim_ob_initializer(b, "bn.mean", F32, 1, d4, zeros);
+    sim_ob_initializer(b, "bn.var", F32, 1, d4, ones);
+    mnist_uniform(&s, w, 1440, 1.0f / 12);
+    sim_ob_initializer(b, "fc.w", F32, 2, dfc, w);
+    sim_ob_initializer(b, "fc.b", F32, 1, d10, zeros);
+    sim_ob_node(b, "Conv", "b1/conv", "x,conv.w", "c");
+    sim_ob_node(b, "BatchNormalization", "b1/bn", "c,bn.scale,bn.bias,bn.mean,bn.var", "n");
+    sim_ob_node(b, "Relu", "b2/relu", "n", "r");
+    sim_ob_node(b, "Flatten", "b2/flatten", "r", "f");
+    sim_ob_node(b, "Gemm", "b2/fc", "f,fc.w,fc.b", "logits");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "b2/loss", "logits,y", "loss");
+    sim_ob_output(b, "loss", F32);
+    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
+    sim_ob_free(b);
+    return load_bytes(bytes, len);
+}
+
+static void
+test_batchnorm_same_weights(void **state)
+{
+    static const struct sim_block_opt blocks[] = { { "b1", -1, 0 }, { "b2", -1, 1 } };
+    struct sim_model *m = bn_model();
+    struct sim_compile_opts o;
+
+    (void)state;
+    train_opts(&o, 6, 2, 10);
+    same_weights(m, &o, blocks, 2);
+    sim_model_free(m);
+}
+
+/* ---- replicas on their own threads ---------------------------------------------------- */
+
+static int
+thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+struct bg_run {
+    struct sim_exe *e;
+    struct sim_err err;
+    int rc;
+};
+
+static void *
+bg_run(void *p)
+{
+    struct bg_run *b = p;
+
+    b->rc = sim_exe_run(b->e, &b->err);
+    return NULL;
+}
+
+static void
+test_replica_threads(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e;
+    struct bg_run b;
+    pthread_t th;
+    int before, after;
+    const struct timespec pause = { 0, 50 * 1000 * 1000 };
+
+    (void)state;
+    train_opts(&o, 8, 2, 2);
+    o.replicas = 4;
+    e = compile_ok(m, &o);
+    before = thread_count();
+    run_ok(e);
+    after = thread_count();
+    printf("  threads: %d before the first run, %d after (4 replicas)\n", before, after);
+    assert_int_equal(after, before + 3);
+    run_ok(e);
+    assert_int_equal(thread_count(), after);    /* created once per executable */
+    assert_int_equal(sim_exe_optimizer_steps(e), 4);
+    sim_exe_free(e);
+    assert_int_equal(thread_count(), before);   /* joined when it is freed */
+
+    /* a long run over four replica threads stops when cancelled */
+    o.device_iterations = 500;
+    e = compile_ok(m, &o);
+    fill_inputs(e);
+    b.e = e;
+    assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
+    nanosleep(&pause, NULL);
+    sim_exe_cancel(e);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    printf("  %s\n", b.err.msg);
+    assert_int_equal(b.rc, IPUOF_E_CANCELLED);
+    assert_true(sim_exe_optimizer_steps(e) < 500);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* ---- memory --------------------------------------------------------------------------- */
+
+#define BIG 4720    /* 4 square layers of 4720 x 4720 floats: 340 MiB of weights */
+
+static struct sim_model *
+big_mlp(void)
+{
+    struct sim_ob *b = sim_ob_new(13);
+    const int64_t dx[2] = { 8, BIG }, dw[2] = { BIG, BIG };
+    float *w = calloc((size_t)BIG * BIG, sizeof(float));
+    char name[16], in[24], out[16];
+    void *bytes;
+    size_t len;
+
+    assert_non_null(w);
+    sim_ob_input(b, "x", F32, 2, dx);
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "w%d", i);
+        sim_ob_initializer(b, name, F32, 2, dw, w);
+    }
+    free(w);
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "fc%d", i);
+        if (i == 0)
+            snprintf(in, sizeof(in), "x,w0");
+        else
+            snprintf(in, sizeof(in), "a%d,w%d", i - 1, i);
+        snprintf(out, sizeof(out), "h%d", i);
+        sim_ob_node(b, "MatMul", name, in, out);
+        snprintf(name, sizeof(name), "act%d", i);
+        snprintf(in, sizeof(in), "h%d", i);
+        snprintf(out, sizeof(out), "a%d", i);
+        sim_ob_node(b, "Relu", name, in, out);
+    }
+    sim_ob_node(b, "Mul", "lossmul", "a3,a3", "sq");
+    sim_ob_node(b, "ReduceMean", "lossmean", "sq", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
+    sim_ob_free(b);
+    return load_bytes(bytes, len);
+}
+
+static void
+test_memory_fit(void **state)
+{
+    static const struct sim_block_opt blocks[] = {
+        { "fc0", 0, 0 }, { "fc1", 1, 1 }, { "fc2", 2, 2 }, { "fc3", 3, 3 },
+    };
+    struct sim_model *m = big_mlp();
+    struct sim_compile_opts o;
+    struct sim_mem_report r;
+    struct sim_exe *e;
+
+    (void)state;
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    o.gradient_accumulation = 4;
+    sim_optimizer_init(&o.optimizer, SIM_OPT_ADAM);
+    /* one IPU: 340 MiB of weights, as much of gradients, twice as much of Adam's state */
+    compile_fails(m, &o, IPUOF_E_DEVICE_OOM, "IPU 0 (replica 0) needs");
+    compile_fails(m, &o, IPUOF_E_DEVICE_OOM, "with the optimizer state off chip");
+    compile_fails(m, &o, IPUOF_E_DEVICE_OOM, "split over at least 2 IPUs");
+
+    /* the optimizer state off chip: fits, and the report says where it went */
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
+    e = compile_ok(m, &o);
+    assert_int_equal(sim_exe_memory(e, 0, &r), 0);
+    printf("  optimizer off chip: IPU 0 total %llu MiB, off chip %llu MiB\n",
+           (unsigned long long)(r.total / MIB), (unsigned long long)(r.offchip / MIB));
+    assert_int_equal(r.optimizer, 0);
+    assert_int_equal(r.offchip, 2 * 4 * (uint64_t)BIG * BIG * 4);
+    assert_true(r.total <= r.capacity);
+    sim_exe_free(e);
+
+    /* pipelined over four IPUs: a quarter each, plus the stashes of in-flight batches */
+    o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
+    o.blocks = blocks;
+    o.n_blocks = 4;
+    e = compile_ok(m, &o);
+    assert_int_equal(sim_exe_ipu_count(e), 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(sim_exe_memory(e, i, &r), 0);
+        printf("  pipelined, IPU %zu: total %llu MiB, stash %llu KiB, peak not always live "
+               "%llu KiB\n", i, (unsigned long long)(r.total / MIB),
+               (unsigned long long)(r.stash >> 10),
+               (unsigned long long)(r.peak_not_always_live >> 10));
+        assert_true(r.total <= r.capacity);
+        assert_int_equal(r.offchip, 0);
+        assert_true(r.peak_not_always_live > 0);
+        /* stage i keeps min(A, 2(4-i)-1) micro-batches in flight: i = 3 keeps only one */
+        if (i < 3)
+            assert_true(r.stash > 0);
+        else
+            assert_int_equal(r.stash, 0);
+    }
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_placement_errors),
+        cmocka_unit_test(test_pipeline_schedule),
+        cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_strategies_same_weights),
+        cmocka_unit_test(test_batchnorm_same_weights),
+        cmocka_unit_test(test_replica_threads),
+        cmocka_unit_test(test_memory_fit),
+    };
+
+    return cmocka_run_group_tests_name("sim_multi", tests, NULL, NULL);
+}
