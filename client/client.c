@@ -411,8 +411,23 @@ out:
     return rc;
 }
 
+static int connect_to(ipuof_client *c, const char *address, int do_hello);
+
 int
 ipuof_client_connect(ipuof_client *c, const char *address)
+{
+    return connect_to(c, address, 1);
+}
+
+int
+ipuof_client_connect_probe(ipuof_client *c, const char *address)
+{
+    return connect_to(c, address, 0);
+}
+
+/* Opens the connection to address and, when do_hello, says hello. */
+static int
+connect_to(ipuof_client *c, const char *address, int do_hello)
 {
     struct ipuof_addr addr;
     char err[IPUOF_ERRMSG_MAX];
@@ -443,6 +458,8 @@ ipuof_client_connect(ipuof_client *c, const char *address)
     if (rc != IPUOF_OK)
         return rc;
     c->ever_connected = 1;
+    if (!do_hello)
+        return IPUOF_OK;
     rc = hello(c);
     if (rc != IPUOF_OK)
         ipuof_conn_close(c);

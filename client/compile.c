@@ -375,6 +375,8 @@ model_from_reply(ipuof_client *c, const Ipuof__CompileReply *cr, const char *nam
     for (size_t i = 0; i < cr->n_memory; i++) {
         const Ipuof__MemoryReport *r = cr->memory[i];
 
+        m->host_bytes += r->host_stream_bytes;
+
         m->memory[i] = (struct ipuof_mem){r->ipu, r->replica, r->weights_bytes,
                                           r->activations_bytes, r->code_bytes, r->total_bytes,
                                           r->capacity_bytes, r->gradients_bytes,

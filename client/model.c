@@ -220,6 +220,12 @@ ipuof_model_ipu_count(const ipuof_model *m)
     return m != NULL ? m->n_memory : 0;
 }
 
+uint64_t
+ipuof_model_host_bytes(const ipuof_model *m)
+{
+    return m != NULL ? m->host_bytes : 0;
+}
+
 int
 ipuof_model_memory(const ipuof_model *m, size_t i, unsigned *ipu_id, uint64_t *weights,
                    uint64_t *activations, uint64_t *code, uint64_t *total, uint64_t *capacity)

@@ -74,6 +74,7 @@ struct ipuof_model {
     struct ipuof_tinfo *outputs;     /* owned, n_outputs */
     size_t n_memory;
     struct ipuof_mem *memory;        /* owned, n_memory */
+    uint64_t host_bytes;             /* run buffers in the daemon's host memory */
     int training;                    /* compiled with a loss (CompileReply.training) */
     unsigned gradient_accumulation;  /* A: 1 for inference */
     size_t n_weights;

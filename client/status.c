@@ -15,6 +15,7 @@ struct ipuof_status_report {
     uint64_t uptime_ms;
     unsigned clients;
     unsigned waiting;
+    uint64_t host_memory;            /* per partition, for run buffers */
     size_t n_ipus;
     struct ipuof_ipu_info *ipus;     /* owned, n_ipus entries */
     char *strings;                   /* owned: every string of the report, NUL-separated */
@@ -68,6 +69,7 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->uptime_ms = sr->uptime_ms;
     r->clients = sr->clients;
     r->waiting = sr->waiting;
+    r->host_memory = sr->host_memory_bytes;
     r->n_ipus = sr->n_ipus;
     for (size_t i = 0; i < sr->n_ipus; i++) {
         const Ipuof__IpuInfo *in = sr->ipus[i];
@@ -91,6 +93,7 @@ report_from_reply(const Ipuof__StatusReply *sr)
             out->holder_peer = put_str(&cursor, in->holder->peer);
         }
         out->steps_run = in->steps_run;
+        out->host_memory_used_bytes = in->host_memory_used_bytes;
     }
     /* Absent holders share one "" at the end of the block. */
     cursor[0] = '\0';
@@ -186,4 +189,10 @@ unsigned
 ipuof_status_report_waiting(const ipuof_status_report *r)
 {
     return r != NULL ? r->waiting : 0;
+}
+
+uint64_t
+ipuof_status_report_host_memory(const ipuof_status_report *r)
+{
+    return r != NULL ? r->host_memory : 0;
 }

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ini.h>
 #include <inttypes.h>
@@ -15,7 +16,7 @@
 
 #include "log.h"
 
-enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL };
+enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL };
 
 struct key {
     const char *section;
@@ -42,6 +43,8 @@ static const struct key keys[] = {
     {"server", "prehello_max_bytes", K_BYTES, F(prehello_max_bytes), 256, 1u << 20, 0},
     {"server", "handshake_timeout", K_UINT, F(handshake_timeout), 1, 3600, 1},
     {"server", "idle_timeout", K_UINT, F(idle_timeout), 0, 30 * 86400, 1},
+    {"server", "admin_connections", K_UINT, F(admin_connections), 1, 10000, 1},
+    {"server", "allow_unauthenticated", K_BOOL, F(allow_unauthenticated), 0, 1, 1},
     {"server", "max_output_bytes", K_BYTES, F(max_output_bytes), 1u << 20, UINT64_MAX, 1},
     {"server", "frames_per_read", K_UINT, F(frames_per_read), 1, 10000, 1},
     {"server", "auth_token", K_STR, F(auth_token), 0, 0, 1},
@@ -54,6 +57,7 @@ static const struct key keys[] = {
     {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
     {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
+    {"devices", "host_memory", K_BYTES, F(host_memory), 1u << 20, 1ull << 44, 1},
     /* [cost]: rates are reloadable; they apply to models compiled after the reload. */
     {"cost", "flops_per_s", K_REAL, F(cost_flops_per_s), 1, RATE_MAX, 1},
     {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 1, RATE_MAX, 1},
@@ -87,7 +91,9 @@ cfg_defaults(struct cfg *c)
     c->max_payload_bytes = 256u << 20;
     c->prehello_max_bytes = 16384;
     c->handshake_timeout = 10;
-    c->idle_timeout = 0;
+    c->idle_timeout = 300;
+    c->admin_connections = 8;
+    c->host_memory = 1ull << 30;
     c->max_output_bytes = 512ull << 20;
     c->frames_per_read = 20;
     c->drain_timeout = 30;
@@ -222,6 +228,19 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         }
         c->log_level = lvl;
         return 0;
+    case K_BOOL:
+        if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+            v = 1;
+        else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 ||
+                 strcmp(value, "0") == 0)
+            v = 0;
+        else {
+            seterr(err, errlen, "[%s] %s = '%s' is invalid; use yes or no", k->section,
+                   k->name, value);
+            return -1;
+        }
+        store_uint(field, k->size, v);
+        return 0;
     case K_UINT:
         errno = 0;
         v = strtoull(value, &end, 10);
@@ -300,10 +319,46 @@ cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen)
 }
 
 int
+cfg_listen_is_loopback(const char *listen)
+{
+    char host[256];
+    const char *end;
+    size_t n;
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (listen[0] == '[') {
+        listen++;
+        end = strchr(listen, ']');
+    } else {
+        end = strrchr(listen, ':');
+    }
+    n = end != NULL ? (size_t)(end - listen) : strlen(listen);
+    if (n == 0 || n >= sizeof host)
+        return 0; /* ":PORT" listens on every address */
+    memcpy(host, listen, n);
+    host[n] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        return 1;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0; /* a name: it may resolve to anything */
+}
+
+int
 cfg_validate(const struct cfg *c, char *err, size_t errlen)
 {
     if (c->listen[0] == '\0') {
         seterr(err, errlen, "[server] listen is empty; give HOST:PORT, e.g. 127.0.0.1:50052");
+        return -1;
+    }
+    if (!cfg_listen_is_loopback(c->listen) && c->auth_token[0] == '\0' &&
+        !c->allow_unauthenticated) {
+        seterr(err, errlen, "[server] listen = %s is not a loopback address and no auth_token "
+               "is set: anyone who can reach it could use the IPUs; set auth_token, listen on "
+               "127.0.0.1, or set allow_unauthenticated = yes if this is meant", c->listen);
         return -1;
     }
     if (c->prehello_max_bytes > c->max_header_bytes) {

@@ -26,7 +26,9 @@ struct cfg {
     uint32_t max_payload_bytes;
     uint32_t prehello_max_bytes;
     unsigned handshake_timeout;  /* seconds */
-    unsigned idle_timeout;       /* seconds, 0 = never */
+    unsigned idle_timeout;       /* seconds, 0 = never; applies to clients holding nothing */
+    unsigned admin_connections;  /* admin-socket connections allowed beyond max_connections */
+    int allow_unauthenticated;   /* 1: a non-loopback listen without auth_token is meant */
     uint64_t max_output_bytes;
     unsigned frames_per_read;
     char auth_token[CFG_TOKEN_MAX];
@@ -39,6 +41,8 @@ struct cfg {
     /* [devices] */
     unsigned ipus;
     uint64_t ipu_memory;         /* bytes */
+    uint64_t host_memory;        /* bytes of run buffers (host-side streams) per partition,
+                                  * and of cached executables not in use */
     unsigned tiles;
     /* [cost]: the simulated clock's rates (sim's struct sim_cost_cfg) */
     double cost_flops_per_s;
@@ -69,7 +73,12 @@ int cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen);
 int cfg_set(struct cfg *c, const char *section, const char *key, const char *value, char *err,
             size_t errlen);
 
-/* Cross-field checks (e.g. prehello cap below the header cap). 0 or -1 with err. */
+/* 1 when the host of a "HOST:PORT" listen address is a loopback address (127.0.0.0/8,
+ * ::1, localhost); 0 for any other address, a name, or an empty host (every address). */
+int cfg_listen_is_loopback(const char *listen);
+
+/* Cross-field checks (e.g. prehello cap below the header cap; a non-loopback listen
+ * address needs auth_token or allow_unauthenticated). 0 or -1 with err. */
 int cfg_validate(const struct cfg *c, char *err, size_t errlen);
 
 /*

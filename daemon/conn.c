@@ -96,24 +96,38 @@ set_read_watermark(struct conn *c)
 struct conn *
 conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen, int via_admin_socket)
 {
-    struct conn *c = calloc(1, sizeof *c);
-    struct timeval hs = {.tv_sec = s->cfg.handshake_timeout};
+    struct bufferevent *bev;
+    char peer[64];
     int one = 1;
 
     (void)salen;
+    format_peer(fd, sa, via_admin_socket, peer, sizeof peer);
+    if (!via_admin_socket)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL) {
+        log_error("out of memory accepting a connection");
+        close(fd);
+        return NULL;
+    }
+    return conn_new_bev(s, bev, peer, via_admin_socket);
+}
+
+struct conn *
+conn_new_bev(struct srv *s, struct bufferevent *bev, const char *peer, int via_admin_socket)
+{
+    struct conn *c = calloc(1, sizeof *c);
+    struct timeval hs = {.tv_sec = s->cfg.handshake_timeout};
+
     if (c == NULL)
         goto fail;
     c->srv = s;
     c->id = ++s->next_client_id;
     c->via_admin_socket = via_admin_socket;
     c->admin = via_admin_socket;
-    format_peer(fd, sa, via_admin_socket, c->peer, sizeof c->peer);
-    if (!via_admin_socket)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (c->bev == NULL)
-        goto fail;
-    fd = -1; /* owned by the bufferevent now */
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
+    c->bev = bev;
+    bev = NULL; /* owned by the connection now */
     c->handshake_timer = evtimer_new(s->base, on_handshake_timeout, c);
     c->resume = event_new(s->base, -1, 0, on_resume, c);
     if (c->handshake_timer == NULL || c->resume == NULL)
@@ -127,6 +141,7 @@ conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen, int via_ad
         s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    s->nadmin += via_admin_socket != 0;
     log_debug("client %u connected from %s", c->id, c->peer);
     return c;
 
@@ -141,8 +156,8 @@ fail:
             bufferevent_free(c->bev);
         free(c);
     }
-    if (fd >= 0)
-        close(fd);
+    if (bev != NULL)
+        bufferevent_free(bev);
     return NULL;
 }
 
@@ -172,6 +187,7 @@ conn_free(struct conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     s->nconns--;
+    s->nadmin -= c->via_admin_socket != 0;
     event_free(c->handshake_timer);
     event_free(c->resume);
     bufferevent_free(c->bev);
@@ -329,6 +345,10 @@ void
 conn_job_end(struct conn *c)
 {
     c->job_active = 0;
+    if (c->srv->stopping && !c->dead) {
+        conn_close_after_write(c); /* the shutdown waited for this job's answer */
+        return;
+    }
     if (!c->dead && evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
         event_active(c->resume, 0, 0);
 }
@@ -344,6 +364,8 @@ recv_direct(struct conn *c)
     size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
     ssize_t n;
 
+    if (bufferevent_getfd(c->bev) < 0)
+        return 0; /* no socket (a bufferevent pair): bytes come through the buffer */
     if (room > c->payload_left)
         room = (size_t)c->payload_left;
     do {
@@ -466,6 +488,7 @@ process_input(struct conn *c)
         c->sink_idx = 0;
         c->sink_off = 0;
         c->payload_left = head.payload_len;
+        c->payload_req = h->request_id;
         dispatch(c, h, head.payload_len);
         ipuof_frame_header_free(h);
         if (c->payload_left > 0 && !c->dead)
@@ -525,8 +548,9 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->waiter != NULL || c->job_active) {
-            /* Waiting for IPUs, or for its compile or run, is not idleness. */
+        if (c->part != NULL || c->waiter != NULL || c->job_active || c->upload != NULL) {
+            /* Holding IPUs, waiting for them, or for its compile or run is not idleness:
+             * only a client that holds nothing is closed. */
             bufferevent_enable(c->bev, EV_READ);
         } else {
             log_info("client %u (%s): idle for %u s (idle_timeout); closing", c->id, c->peer,

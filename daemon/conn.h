@@ -20,12 +20,12 @@ struct req_job;
 struct compile_job;
 struct conn;
 
-/* Where the raw payload of the frame being read goes: up to CONN_MAX_SEGS buffers, filled in
- * order; then done() runs. Without a sink the payload is read and discarded. */
-#define CONN_MAX_SEGS 64
+/* Where the raw payload of the frame being read goes: nseg buffers, filled in order; then
+ * done() runs. Without a sink the payload is read and discarded. The arrays seg and seg_len
+ * are borrowed from the handler (usually its job) until done() or abort() runs. */
 struct conn_sink {
-    uint8_t *seg[CONN_MAX_SEGS];
-    size_t seg_len[CONN_MAX_SEGS];
+    uint8_t *const *seg;
+    const size_t *seg_len;
     int nseg;
     void (*done)(struct conn *c, void *arg);
     void (*abort)(struct conn *c, void *arg); /* the connection died first; may be NULL */
@@ -59,6 +59,7 @@ struct conn {
 
     /* payload of the frame being read */
     uint64_t payload_left;       /* bytes still to read */
+    uint64_t payload_req;        /* the request id of the frame whose payload is read */
     struct conn_sink sink;       /* where they go (nseg == 0: discarded) */
     int sink_idx;
     size_t sink_off;
@@ -75,6 +76,12 @@ struct conn {
 /* Wraps an accepted socket. Returns NULL (and closes fd) when out of memory. */
 struct conn *conn_new(struct srv *s, int fd, const struct sockaddr *sa, int salen,
                       int via_admin_socket);
+
+/* Wraps a bufferevent (owned from now on, also on failure; a socket's or one end of a
+ * bufferevent pair, as unit tests use) with peer as its printable address. NULL when out
+ * of memory. */
+struct conn *conn_new_bev(struct srv *s, struct bufferevent *bev, const char *peer,
+                          int via_admin_socket);
 
 /* Frees the connection now, or when its callback unwinds; releases what it holds. */
 void conn_kill(struct conn *c, const char *why);
@@ -101,7 +108,8 @@ int conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *io
 /* Sets where the payload of the frame now being dispatched goes (its handler calls this). */
 void conn_set_sink(struct conn *c, const struct conn_sink *sink);
 
-/* Marks a job in flight (frames wait) or finished (buffered frames are processed again). */
+/* Marks a job in flight (frames wait) or finished (buffered frames are processed again;
+ * during a shutdown the connection is then closed once its answer is written). */
 void conn_job_begin(struct conn *c);
 void conn_job_end(struct conn *c);
 

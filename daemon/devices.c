@@ -252,12 +252,23 @@ dev_release(struct dev_inventory *inv, struct dev_partition *p)
 }
 
 void
+dev_set_busy(struct dev_inventory *inv, unsigned first, unsigned count, int busy)
+{
+    enum dev_state from = busy ? DEV_ATTACHED : DEV_BUSY;
+
+    for (unsigned i = first; i < inv->n && i - first < count; i++)
+        if (inv->ipus[i].state == from)
+            inv->ipus[i].state = busy ? DEV_BUSY : DEV_ATTACHED;
+}
+
+void
 dev_clear(struct dev_inventory *inv, unsigned id)
 {
     struct dev_ipu *d = &inv->ipus[id];
 
     d->state = DEV_FREE;
     d->memory_used = 0;
+    d->host_used = 0;
     d->memory_stash = 0;
     d->memory_offchip = 0;
     d->loaded[0] = '\0';

@@ -31,6 +31,8 @@ struct dev_ipu {
     unsigned tiles;
     uint64_t memory_capacity;
     uint64_t memory_used;
+    uint64_t host_used;          /* run buffers in host memory of the models whose partition
+                                  * starts here (a partition's host-side streams) */
     uint64_t memory_stash;       /* of memory_used: loaded models' pipeline stashes */
     uint64_t memory_offchip;     /* loaded models' state in host memory (not in used) */
     struct dev_partition *part;  /* NULL when free */
@@ -93,6 +95,11 @@ struct dev_partition *dev_find_partition(const struct dev_inventory *inv, const 
 
 /* Clears a free IPU's state (error, loaded, memory, steps). The IPU must not be held. */
 void dev_clear(struct dev_inventory *inv, unsigned id);
+
+/* Shows IPUs first .. first + count - 1 busy (a compile or run executes on them: attached
+ * ones become DEV_BUSY) or no longer (DEV_BUSY ones become DEV_ATTACHED). Ids outside the
+ * inventory and IPUs in another state (freed, reset, in error meanwhile) are left alone. */
+void dev_set_busy(struct dev_inventory *inv, unsigned first, unsigned count, int busy);
 
 /* Rounds n up to a power of two (n >= 1). */
 unsigned dev_round_pow2(unsigned n);

@@ -21,11 +21,12 @@
 #include "server.h"
 
 void
-cache_init(struct cache *k, unsigned max)
+cache_init(struct cache *k, unsigned max, uint64_t max_idle_host)
 {
     memset(k, 0, sizeof *k);
     pthread_mutex_init(&k->mu, NULL);
     k->max = max;
+    k->max_idle_host = max_idle_host;
 }
 
 static void
@@ -38,11 +39,24 @@ entry_free(struct cache_entry *e)
     free(e);
 }
 
-/* Evicts unused entries, oldest first, while there are more than max. Caller holds mu. */
+/* Run-buffer bytes held by entries nothing uses. Caller holds mu. */
+static uint64_t
+idle_host_locked(const struct cache *k)
+{
+    uint64_t sum = 0;
+
+    for (const struct cache_entry *e = k->head; e != NULL; e = e->next)
+        if (!e->in_use && e->refs == 0)
+            sum += e->host_bytes;
+    return sum;
+}
+
+/* Evicts unused entries, oldest first, while there are more than max or their run buffers
+ * take more than max_idle_host bytes. Caller holds mu. */
 static void
 trim_locked(struct cache *k)
 {
-    while (k->n > k->max) {
+    while (k->n > k->max || idle_host_locked(k) > k->max_idle_host) {
         struct cache_entry **victim = NULL;
         for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
             if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_used_ms < (*victim)->last_used_ms))
@@ -94,8 +108,19 @@ cache_acquire(struct cache *k, const uint8_t *bytes, size_t len, const char *key
 }
 
 void
+cache_set_idle_host(struct cache *k, uint64_t max_idle_host)
+{
+    pthread_mutex_lock(&k->mu);
+    k->max_idle_host = max_idle_host;
+    trim_locked(k);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void
 cache_insert(struct cache *k, struct cache_entry *e)
 {
+    if (e->exe != NULL)
+        e->host_bytes = models_host_bytes(e->exe);
     pthread_mutex_lock(&k->mu);
     e->in_use = 1;
     e->next = k->head;
@@ -146,15 +171,56 @@ cache_hash(const uint8_t *bytes, size_t len, const char *key)
 
 /* ---- models on IPUs --------------------------------------------------------------------- */
 
+/* The IPUs of m that exist in the inventory and in m->mem[]: never index past either. */
+static unsigned
+model_ipus(const struct srv *s, const struct model *m)
+{
+    unsigned n = m->nipus < CFG_MAX_IPUS ? m->nipus : CFG_MAX_IPUS;
+
+    if (m->first_ipu >= s->inv->n)
+        return 0;
+    return n < s->inv->n - m->first_ipu ? n : s->inv->n - m->first_ipu;
+}
+
+uint64_t
+models_host_bytes(const struct sim_exe *e)
+{
+    uint64_t sum = 0;
+
+    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
+        struct sim_io_info io;
+        if (sim_exe_input_info(e, i, &io) == 0)
+            sum += io.run_bytes;
+    }
+    for (size_t i = 0; i < sim_exe_output_count(e); i++) {
+        struct sim_io_info io;
+        if (sim_exe_output_info(e, i, &io) == 0)
+            sum += io.run_bytes;
+    }
+    return sum;
+}
+
+uint64_t
+models_host_used(const struct conn *c)
+{
+    uint64_t sum = 0;
+
+    for (const struct model *m = c->models; m != NULL; m = m->next)
+        sum += m->host;
+    return sum;
+}
+
 void
 model_place(struct srv *s, struct model *m)
 {
-    for (unsigned i = 0; i < m->nipus; i++) {
+    for (unsigned i = 0; i < model_ipus(s, m); i++) {
         struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
         d->memory_used += m->mem[i];
         d->memory_stash += m->stash[i];
         d->memory_offchip += m->offchip[i];
     }
+    if (model_ipus(s, m) > 0)
+        s->inv->ipus[m->first_ipu].host_used += m->host;
     m->placed = 1;
 }
 
@@ -163,14 +229,23 @@ model_unplace(struct srv *s, struct model *m)
 {
     if (!m->placed)
         return;
-    for (unsigned i = 0; i < m->nipus; i++) {
+    for (unsigned i = 0; i < model_ipus(s, m); i++) {
         struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
         d->memory_used = d->memory_used >= m->mem[i] ? d->memory_used - m->mem[i] : 0;
         d->memory_stash = d->memory_stash >= m->stash[i] ? d->memory_stash - m->stash[i] : 0;
         d->memory_offchip =
             d->memory_offchip >= m->offchip[i] ? d->memory_offchip - m->offchip[i] : 0;
+        if (i == 0)
+            d->host_used = d->host_used >= m->host ? d->host_used - m->host : 0;
     }
     m->placed = 0;
+}
+
+void
+models_count_steps(struct srv *s, const struct model *m, uint64_t steps)
+{
+    for (unsigned i = 0; i < model_ipus(s, m); i++)
+        s->inv->ipus[m->first_ipu + i].steps_run += steps;
 }
 
 void

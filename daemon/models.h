@@ -30,6 +30,7 @@ struct cache_entry {
     struct sim_exe *exe;
     int in_use;                  /* a live model uses it */
     int reusable;                /* may serve a later compile (not a training executable) */
+    uint64_t host_bytes;         /* its run buffers (models_host_bytes), set by cache_insert */
     int refs;                    /* executables made from this one's model (inference_from) */
     struct cache_entry *parent;  /* the entry whose model this one borrows, or NULL */
     uint64_t last_used_ms;
@@ -40,10 +41,16 @@ struct cache {
     pthread_mutex_t mu;
     struct cache_entry *head;
     unsigned n, max;
+    uint64_t max_idle_host;      /* run-buffer bytes unused entries may keep (host_memory) */
     uint64_t hits, misses;
 };
 
-void cache_init(struct cache *k, unsigned max);
+/* An empty cache keeping at most max entries, and unused entries whose run buffers total
+ * at most max_idle_host bytes (evicted least recently used first beyond either). */
+void cache_init(struct cache *k, unsigned max, uint64_t max_idle_host);
+
+/* Changes the limit on unused entries' run buffers (a reload) and evicts beyond it. */
+void cache_set_idle_host(struct cache *k, uint64_t max_idle_host);
 /* Frees every entry (at exit). */
 void cache_destroy(struct cache *k);
 
@@ -77,6 +84,7 @@ struct model {
     uint64_t mem[CFG_MAX_IPUS];  /* bytes on each of them */
     uint64_t stash[CFG_MAX_IPUS];   /* of mem: pipeline stashes */
     uint64_t offchip[CFG_MAX_IPUS]; /* held in host memory, not in mem */
+    uint64_t host;               /* its run buffers in host memory (charged to first_ipu) */
     int placed;                  /* counted in the IPUs' memory_used */
     int busy;                    /* run input arriving or a run in flight */
     struct req_job *job;         /* the run in flight, or NULL */
@@ -84,8 +92,19 @@ struct model {
     struct model *next;
 };
 
-/* Counts m's memory on its IPUs. */
+/* Bytes of an executable's run buffers: every input and output of one call, held in the
+ * daemon's host memory (the host-side streams). */
+uint64_t models_host_bytes(const struct sim_exe *e);
+
+/* Run-buffer bytes of c's models (what its partition uses of host_memory). */
+uint64_t models_host_used(const struct conn *c);
+
+/* Counts m's memory on its IPUs, and its run buffers on its first IPU (only IPUs of the
+ * inventory: a number past it is ignored, never indexed). */
 void model_place(struct srv *s, struct model *m);
+
+/* Adds steps to the steps_run of m's IPUs (bounded as model_place). */
+void models_count_steps(struct srv *s, const struct model *m, uint64_t steps);
 
 /* Uncounts and frees m, returning its executable to the cache. NULL is a no-op. */
 void model_free(struct srv *s, struct model *m);
@@ -102,6 +121,10 @@ void models_release_all(struct conn *c, int cancel_code, int conn_dying);
 
 /* Drops an unfinished model upload of c, if any. */
 void models_drop_upload(struct conn *c);
+
+/* Answers c's unfinished model upload, if any, with error code and the sentence why, and
+ * drops it. 1 when there was one, else 0. */
+int models_refuse_upload(struct conn *c, int code, const char *why);
 
 /* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
 void models_update_loaded(struct srv *s, struct conn *c);

@@ -37,6 +37,7 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         x->offchip_bytes = d->memory_offchip;
         x->loaded = (char *)d->loaded;
         x->steps_run = d->steps_run;
+        x->host_memory_used_bytes = d->host_used;
         x->error = (char *)d->error;
         if (d->part != NULL) {
             Ipuof__Holder *ho = &holders[i];
@@ -57,6 +58,7 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     sr.n_ipus = inv->n;
     sr.ipus = infop;
     sr.rejected_connections = s->rejected;
+    sr.host_memory_bytes = s->cfg.host_memory;
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_STATUS_REPLY;
     r.status_reply = &sr;

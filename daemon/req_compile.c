@@ -43,6 +43,8 @@ struct compile_job {
     struct req_job rj;
     uint8_t *bytes;                    /* model_bytes, filled by the upload */
     size_t len, got;
+    uint8_t *chunk;                    /* the sink of the chunk being read: where it goes */
+    size_t chunk_len;
     char name[64];
     char *key;                         /* serialised options, for the cache */
     struct sim_compile_opts opts;
@@ -58,6 +60,7 @@ struct compile_job {
     int no_cache;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
+    uint64_t host_left;                /* host_memory the partition's models leave free */
     atomic_int prog_done, prog_total;
     struct event *prog_ev;
     /* results */
@@ -225,6 +228,14 @@ compile_run(struct job *j)
     cj->rc = IPUOF_OK;
     if (!cj->no_cache && cj->loss == NULL)
         e = cache_acquire(k, cj->bytes, cj->len, cj->key);
+    if (e != NULL && sim_exe_ipu_count(e->exe) > cj->part_count) {
+        cache_release(k, e); /* compiled for a larger partition: compile here to say why */
+        e = NULL;
+    }
+    if (e != NULL && e->host_bytes > cj->host_left) {
+        cache_release(k, e); /* compile here: the compiler says why it does not fit */
+        e = NULL;
+    }
     if (e != NULL) {
         size_t n = sim_exe_ipu_count(e->exe);
         cj->cached = 1;
@@ -259,6 +270,12 @@ compile_run(struct job *j)
     if (cj->rc == IPUOF_OK)
         cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
     cj->us = models_now_us() - t0;
+    if (cj->rc == IPUOF_E_TOO_LARGE && strncmp(cj->err.msg, "the run buffers", 15) == 0) {
+        size_t used = strlen(cj->err.msg);
+        snprintf(cj->err.msg + used, sizeof cj->err.msg - used, " (this partition's host "
+                 "memory for run buffers: %" PRIu64 " bytes (host_memory), %" PRIu64
+                 " of them free)", cj->rj.srv->cfg.host_memory, cj->host_left);
+    }
     if (cj->rc != IPUOF_OK) {
         sim_model_free(e->model);
         free(e);
@@ -276,9 +293,48 @@ compile_run(struct job *j)
 }
 
 
-static void
+/*
+ * Refuses (0 = fits) a compiled model whose description cannot cross the wire: more inputs,
+ * outputs or weights than a repeated field may hold, or a compile reply over the header
+ * limit both ends accept (the run request and reply describe a subset of it). The
+ * sentence goes to err.
+ */
+static int
+reply_too_large(const struct conn *c, const Ipuof__Header *h, const Ipuof__CompileReply *r,
+                const char *name, char *err, size_t errlen)
+{
+    uint32_t lim = c->srv->cfg.max_header_bytes < IPUOF_DEFAULT_MAX_HEADER
+                       ? c->srv->cfg.max_header_bytes : IPUOF_DEFAULT_MAX_HEADER;
+    size_t most = r->n_inputs > r->n_outputs ? r->n_inputs : r->n_outputs;
+    size_t bytes;
+
+    if (r->n_weights > most)
+        most = r->n_weights;
+    if (most > IPUOF_DEFAULT_MAX_REPEATED) {
+        snprintf(err, errlen, "model '%s' has %zu inputs, %zu outputs and %zu weights; at most "
+                 "%u of each can be described in a frame", name, r->n_inputs, r->n_outputs,
+                 r->n_weights, IPUOF_DEFAULT_MAX_REPEATED);
+        return 1;
+    }
+    bytes = ipuof__header__get_packed_size(h);
+    if (bytes > lim) {
+        snprintf(err, errlen, "model '%s' has %zu inputs, %zu outputs and %zu weights, whose "
+                 "description takes %zu bytes, over the frame header limit of %u bytes "
+                 "(max_header_bytes, and the client's limit); shorten the tensor names or "
+                 "split the model", name, r->n_inputs, r->n_outputs, r->n_weights, bytes, lim);
+        return 1;
+    }
+    return 0;
+}
+
+/* Sends the compile reply of m. 0, or -1 with an error sent (out of memory, or a model
+ * too large to describe: see reply_too_large). */
+static int
 reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cached, uint64_t us)
 {
+    int rc = -1;
+    char err[512];
+
     struct sim_exe *exe = m->entry->exe;
     size_t ni = sim_exe_input_count(exe), no = sim_exe_output_count(exe), nt = ni + no;
     size_t nm = sim_exe_ipu_count(exe);
@@ -326,6 +382,7 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
         mr[i].stash_bytes = rep.stash;
         mr[i].offchip_bytes = rep.offchip;
         mr[i].peak_not_always_live_bytes = rep.peak_not_always_live;
+        mr[i].host_stream_bytes = i == 0 ? m->host : 0;
         mp[i] = &mr[i];
     }
     for (size_t i = 0; i < nw; i++) {
@@ -363,7 +420,12 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
     h.request_id = req_id;
     h.body_case = IPUOF__HEADER__BODY_COMPILE_REPLY;
     h.compile_reply = &r;
+    if (reply_too_large(c, &h, &r, m->name, err, sizeof err)) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler", "%s", err);
+        goto out;
+    }
     conn_send(c, &h, NULL, 0);
+    rc = 0;
 out:
     free(ti);
     free(tp);
@@ -375,6 +437,7 @@ out:
     free(wp);
     free(wt);
     free(wd);
+    return rc;
 }
 
 /* Loop thread: the compile finished. */
@@ -386,6 +449,8 @@ compile_done(struct job *j)
     struct srv *s = cj->rj.srv;
     struct model *m;
 
+    if (cj->prog_ev != NULL) /* it went to a worker (see upload_complete) */
+        dev_set_busy(s->inv, cj->first_ipu, cj->part_count, 0);
     if (c == NULL) { /* the client went away */
         cache_release(&s->cache, cj->entry);
         compile_job_free(cj);
@@ -393,6 +458,11 @@ compile_done(struct job *j)
     }
     c->inflight = NULL;
     conn_enter(c);
+    if (j->dropped) {
+        cj->rc = IPUOF_E_SHUTDOWN;
+        snprintf(cj->err.msg, sizeof cj->err.msg,
+                 "the compile of '%s' was not started: ipuofd is stopping", cj->name);
+    }
     if (cj->rc != IPUOF_OK) {
         log_info("client %u: compile of '%s' failed: %s", c->id, cj->name, cj->err.msg);
         conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
@@ -400,10 +470,15 @@ compile_done(struct job *j)
     }
     if (c->part == NULL || c->part->first != cj->first_ipu || c->part->count != cj->part_count) {
         cache_release(&s->cache, cj->entry);
-        conn_send_error(c, cj->rj.req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
-                        IPUOF_RECOVERY_REATTACH, "device",
-                        "the partition was reset while model '%s' compiled; attach again",
-                        cj->name);
+        if (s->stopping)
+            conn_send_error(c, cj->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                            IPUOF_RECOVERY_RETRY, "daemon", "ipuofd shut down while model "
+                            "'%s' compiled; its partition is released", cj->name);
+        else
+            conn_send_error(c, cj->rj.req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
+                            IPUOF_RECOVERY_REATTACH, "device",
+                            "the partition was reset while model '%s' compiled; attach again",
+                            cj->name);
         goto out;
     }
     m = calloc(1, sizeof *m);
@@ -418,6 +493,13 @@ compile_done(struct job *j)
     m->entry = cj->entry;
     m->first_ipu = cj->first_ipu;
     m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
+    if (m->nipus > cj->part_count) { /* the compiler checks this (partition_ipus) */
+        conn_send_error(c, cj->rj.req_id, IPUOF_E_INTERNAL, 0, 0, "compiler",
+                        "model '%s' was placed on %u IPUs, but the partition has %u", cj->name,
+                        m->nipus, cj->part_count);
+        model_free(s, m);
+        goto out;
+    }
     for (unsigned i = 0; i < m->nipus && i < CFG_MAX_IPUS; i++) {
         struct sim_mem_report rep;
         sim_exe_memory(m->entry->exe, i, &rep);
@@ -425,6 +507,7 @@ compile_done(struct job *j)
         m->stash[i] = rep.stash;
         m->offchip[i] = rep.offchip;
     }
+    m->host = m->entry->host_bytes;
     model_place(s, m);
     m->next = c->models;
     c->models = m;
@@ -432,7 +515,11 @@ compile_done(struct job *j)
     log_info("client %u (%s): model %u '%s' %s in %.1f ms on IPUs %u-%u", c->id, c->name, m->id,
              m->name, cj->cached ? "from the cache" : "compiled", (double)cj->us / 1000.0,
              m->first_ipu, m->first_ipu + m->nipus - 1);
-    reply_compiled(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us);
+    if (reply_compiled(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us) < 0) {
+        c->models = m->next; /* refused: it was never the client's */
+        model_free(s, m);
+        models_update_loaded(s, c);
+    }
 out:
     compile_job_free(cj);
     conn_job_end(c);
@@ -456,6 +543,7 @@ upload_complete(struct conn *c)
     }
     c->inflight = &cj->rj;
     conn_job_begin(c);
+    dev_set_busy(c->srv->inv, cj->first_ipu, cj->part_count, 1);
 }
 
 static void
@@ -483,8 +571,10 @@ take_chunk(struct conn *c, uint64_t req_id, struct compile_job *cj, uint64_t off
                         cj->len);
         return -1;
     }
-    sink.seg[0] = cj->bytes + offset;
-    sink.seg_len[0] = payload_len;
+    cj->chunk = cj->bytes + offset;
+    cj->chunk_len = payload_len;
+    sink.seg = &cj->chunk;
+    sink.seg_len = &cj->chunk_len;
     cj->got += payload_len;
     conn_set_sink(c, &sink);
     return 0;
@@ -833,6 +923,11 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         if (i < R && cj->remaining[i] < cj->opts.ipu_memory_bytes)
             cj->opts.ipu_memory_bytes = cj->remaining[i];
     }
+    {
+        uint64_t used = models_host_used(c);
+        cj->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
+        cj->opts.host_memory_bytes = cj->host_left ? cj->host_left : 1; /* 0 = no limit */
+    }
     if (copy_constants(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
         return -1;
@@ -902,3 +997,15 @@ models_drop_upload(struct conn *c)
     c->upload = NULL;
 }
 
+int
+models_refuse_upload(struct conn *c, int code, const char *why)
+{
+    if (c->upload == NULL)
+        return 0;
+    conn_send_error(c, c->upload->rj.req_id, code, IPUOF_ERROR_RECOVERABLE,
+                    IPUOF_RECOVERY_RETRY, "daemon", "the compile of '%s' was not served: %s",
+                    c->upload->name, why);
+    c->refused_upload = c->upload->rj.req_id;
+    models_drop_upload(c);
+    return 1;
+}

@@ -23,7 +23,22 @@ struct run_job {
     int rc;
     struct sim_err err;
     uint64_t us;
+    uint8_t **seg;               /* the input buffers, one per model input (the sink's) */
+    size_t *seg_len;
 };
+
+/* A run job with room for n inputs' sink entries, or NULL. Free with free(). */
+static struct run_job *
+run_job_new(size_t n)
+{
+    struct run_job *r = calloc(1, sizeof *r + n * (sizeof *r->seg + sizeof *r->seg_len));
+
+    if (r == NULL)
+        return NULL;
+    r->seg = (uint8_t **)(r + 1);
+    r->seg_len = (size_t *)(r->seg + n);
+    return r;
+}
 
 static void
 run_run(struct job *j)
@@ -35,6 +50,8 @@ run_run(struct job *j)
     r->us = models_now_us() - t0;
 }
 
+/* Sends the outputs of m's last run: one TensorInfo and one payload piece per output (as
+ * many as the model has; the compile refused models whose reply cannot be framed). */
 static void
 reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
 {
@@ -42,13 +59,17 @@ reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
     size_t no = sim_exe_output_count(exe);
     Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
-    Ipuof__TensorInfo ti[CONN_MAX_SEGS];
-    Ipuof__TensorInfo *tp[CONN_MAX_SEGS];
-    int64_t dims[CONN_MAX_SEGS][2 * SIM_MAX_RANK];
-    struct conn_iov iov[CONN_MAX_SEGS];
+    Ipuof__TensorInfo *ti = calloc(no + 1, sizeof *ti);
+    Ipuof__TensorInfo **tp = calloc(no + 1, sizeof *tp);
+    int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(no + 1, sizeof *dims);
+    struct conn_iov *iov = calloc(no + 1, sizeof *iov);
     Ipuof__RunCost cost;
     double busy[SIM_MAX_IPUS];
 
+    if (ti == NULL || tp == NULL || dims == NULL || iov == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < no; i++) {
         struct sim_io_info io;
         sim_exe_output_info(exe, i, &io);
@@ -66,6 +87,11 @@ reply_run(struct conn *c, uint64_t req_id, struct model *m, uint64_t us)
     h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
     h.run_reply = &r;
     conn_sendv(c, &h, iov, (int)no);
+out:
+    free(ti);
+    free(tp);
+    free(dims);
+    free(iov);
 }
 
 static void
@@ -78,6 +104,7 @@ run_done(struct job *j)
 
     m->busy = 0;
     m->job = NULL;
+    dev_set_busy(s->inv, m->first_ipu, m->nipus, 0);
     if (c == NULL || m->owner == NULL) { /* the client went away during the run */
         model_free(s, m);
         free(r);
@@ -92,12 +119,14 @@ run_done(struct job *j)
                         m->cancel_code == IPUOF_E_SHUTDOWN ? "ipuofd is shutting down"
                                                            : "the partition was reset");
         model_free(s, m);
+    } else if (j->dropped) {
+        conn_send_error(c, r->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_RETRY, "daemon",
+                        "the run of model '%s' was not started: ipuofd is stopping", m->name);
     } else if (r->rc != IPUOF_OK) {
         conn_send_error(c, r->rj.req_id, r->rc, 0, 0, "executor", "%s", r->err.msg);
     } else {
-        unsigned D = sim_exe_device_iterations(m->entry->exe);
-        for (unsigned i = 0; i < m->nipus; i++)
-            s->inv->ipus[m->first_ipu + i].steps_run += D;
+        models_count_steps(s, m, sim_exe_device_iterations(m->entry->exe));
         reply_run(c, r->rj.req_id, m, r->us);
     }
     free(r);
@@ -132,14 +161,20 @@ on_run_payload(struct conn *c, void *arg)
     }
     m->job = &r->rj;
     c->inflight = &r->rj;
+    dev_set_busy(c->srv->inv, m->first_ipu, m->nipus, 1);
 }
 
-/* The connection died while the inputs were arriving (the model is freed with it). */
+/* The connection died while the inputs were arriving. A model still on the connection is
+ * freed with it; one already taken away (its partition was revoked: cancel_code set, off
+ * the connection's list) waited for this payload to end and is freed here. */
 static void
 on_run_abort(struct conn *c, void *arg)
 {
-    (void)c;
-    free(arg);
+    struct run_job *r = arg;
+
+    if (r->m->cancel_code != 0)
+        model_free(c->srv, r->m);
+    free(r);
 }
 
 void
@@ -160,7 +195,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     }
     exe = m->entry->exe;
     n_in = sim_exe_input_count(exe);
-    if (rq->n_inputs != n_in || n_in > CONN_MAX_SEGS) {
+    if (rq->n_inputs != n_in) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
                         "run of model '%s' gives %zu inputs; the model takes %zu", m->name,
                         rq->n_inputs, n_in);
@@ -192,8 +227,6 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
             return;
         }
         sim_exe_input_info(exe, i, &io);
-        sink.seg[i] = sim_exe_input_buffer(exe, i);
-        sink.seg_len[i] = io.run_bytes;
         total += io.run_bytes;
     }
     if (total != payload_len) {
@@ -202,16 +235,24 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
                         payload_len, total);
         return;
     }
-    r = calloc(1, sizeof *r);
+    r = run_job_new(n_in);
     if (r == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        struct sim_io_info io;
+        sim_exe_input_info(exe, i, &io);
+        r->seg[i] = sim_exe_input_buffer(exe, i);
+        r->seg_len[i] = io.run_bytes;
     }
     r->rj.srv = c->srv;
     r->rj.conn = c;
     r->rj.req_id = req_id;
     r->m = m;
     m->busy = 1;
+    sink.seg = r->seg;
+    sink.seg_len = r->seg_len;
     sink.nseg = (int)n_in;
     sink.done = on_run_payload;
     sink.abort = on_run_abort;

@@ -19,7 +19,7 @@
 #include "models.h"
 #include "server.h"
 
-#define MAX_WEIGHTS_PER_REQUEST CONN_MAX_SEGS
+#define MAX_WEIGHTS_PER_REQUEST 64
 
 /* The model with id, or NULL with an error sent. */
 static struct model *
@@ -174,7 +174,7 @@ struct weight_write {
     uint64_t req_id;
     size_t n;
     char *names[MAX_WEIGHTS_PER_REQUEST];
-    void *bufs[MAX_WEIGHTS_PER_REQUEST];
+    uint8_t *bufs[MAX_WEIGHTS_PER_REQUEST];
     size_t bytes[MAX_WEIGHTS_PER_REQUEST];
 };
 
@@ -272,8 +272,6 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
             goto fail;
         }
-        sink.seg[i] = ww->bufs[i];
-        sink.seg_len[i] = w.bytes;
         total += w.bytes;
     }
     if (total != payload_len) {
@@ -282,6 +280,8 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         payload_len, total);
         goto fail;
     }
+    sink.seg = ww->bufs;
+    sink.seg_len = ww->bytes;
     sink.nseg = (int)ww->n;
     sink.done = on_weights_payload;
     sink.abort = on_weights_abort;

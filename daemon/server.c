@@ -116,12 +116,17 @@ accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen,
         refuse_fd(fd, IPUOF_E_SHUTDOWN, "ipuofd is shutting down");
         return;
     }
-    if (s->nconns >= s->cfg.max_connections) {
+    /* The admin socket has its own reserve, so clients filling max_connections can never
+     * keep the operator's ipuctl out. */
+    if (admin ? s->nadmin >= s->cfg.admin_connections
+              : s->nconns - s->nadmin >= s->cfg.max_connections) {
+        unsigned limit = admin ? s->cfg.admin_connections : s->cfg.max_connections;
+        const char *key = admin ? "admin_connections" : "max_connections";
         s->rejected++;
         snprintf(msg, sizeof msg,
-                 "too many connections: ipuofd serves at most %u (max_connections); retry later",
-                 s->cfg.max_connections);
-        log_warn("rejected a connection: %u connections open (max_connections)", s->nconns);
+                 "too many connections: ipuofd serves at most %u on its %s (%s); retry later",
+                 limit, admin ? "admin socket" : "TCP address", key);
+        log_warn("rejected a connection: %u connections open (%s)", limit, key);
         refuse_fd(fd, IPUOF_E_TOO_MANY, msg);
         return;
     }
@@ -234,10 +239,9 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
     if (getsockname(evconnlistener_get_fd(s->tcp), (struct sockaddr *)&ss, &sl) == 0)
         s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                        : ((struct sockaddr_in *)&ss)->sin_port);
-    if (strncmp(host, "127.", 4) != 0 && strcmp(host, "::1") != 0 &&
-        strcmp(host, "localhost") != 0 && s->cfg.auth_token[0] == '\0')
-        log_warn("listening on %s without an auth_token: anyone who can reach this address "
-                 "can use the IPUs", s->cfg.listen);
+    if (!cfg_listen_is_loopback(s->cfg.listen) && s->cfg.auth_token[0] == '\0')
+        log_warn("listening on %s without an auth_token (allow_unauthenticated = yes): "
+                 "anyone who can reach this address can use the IPUs", s->cfg.listen);
     return 0;
 }
 
@@ -389,6 +393,7 @@ srv_reload(struct srv *s)
     }
     cfg_apply_reload(&s->cfg, &next, ignored, sizeof ignored);
     log_set_level(s->cfg.log_level);
+    cache_set_idle_host(&s->cache, s->cfg.host_memory);
     for (struct conn *c = s->conns; c != NULL; c = c->next)
         conn_apply_timeouts(c);
     if (ignored[0] != '\0')
@@ -420,6 +425,27 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
     evtimer_add(s->ev_drain, &tick);
 }
 
+/*
+ * Shutdown for one connection: the request in flight gets its own answer, then the
+ * connection closes. A compile or run on a worker answers when it ends (interrupted: its
+ * partition was revoked) and conn_job_end() closes; an upload or run input still arriving
+ * is answered now.
+ */
+static void
+shutdown_answer(struct conn *c)
+{
+    static const char why[] = "ipuofd is shutting down";
+
+    if (c->inflight != NULL)
+        return;
+    if (!models_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
+        c->sink.done != NULL)
+        conn_send_error(c, c->payload_req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                        IPUOF_RECOVERY_RETRY, "daemon", "%s; request %llu was not served", why,
+                        (unsigned long long)c->payload_req);
+    conn_close_after_write(c);
+}
+
 void
 srv_shutdown_begin(struct srv *s)
 {
@@ -449,7 +475,7 @@ srv_shutdown_begin(struct srv *s)
             revoke_partition(c, IPUOF_E_SHUTDOWN,
                              "ipuofd is shutting down; partition '%s' is released",
                              c->part->name);
-        conn_close_after_write(c);
+        shutdown_answer(c);
         conn_leave(c);
     }
     s->stop_deadline_ms = srv_now_ms() + (uint64_t)s->cfg.drain_timeout * 1000;
@@ -594,7 +620,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     }
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(s->cfg.ipus, s->cfg.ipu_memory, s->cfg.tiles);
-    cache_init(&s->cache, s->cfg.cache_entries);
+    cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory);
     s->work = work_new(s->base, s->cfg.worker_threads ? s->cfg.worker_threads
                                                       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
     if (s->work == NULL) {

@@ -43,7 +43,8 @@ struct srv {
 
     struct event *ev_term, *ev_int, *ev_hup, *ev_drain, *ev_accept_retry;
     struct conn *conns;
-    unsigned nconns;
+    unsigned nconns;                         /* all of them */
+    unsigned nadmin;                         /* those on the admin socket (own reserve) */
     uint32_t next_client_id;
     uint64_t accepted, rejected;
 

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+struct done_ctx;
+
 struct work {
     struct event_base *base;
     pthread_mutex_t mu;
@@ -15,6 +17,7 @@ struct work {
     struct job *head, *tail;
     int stop;
     unsigned pending;             /* loop thread only */
+    struct done_ctx *outstanding; /* every job submitted whose done() has not run; loop only */
     unsigned nthreads;
     pthread_t *threads;
 };
@@ -22,7 +25,26 @@ struct work {
 struct done_ctx {
     struct work *w;
     struct job *j;
+    struct done_ctx *prev, *next; /* in w->outstanding */
 };
+
+/* Takes ctx off the outstanding list, frees it and the job's event. Loop thread. */
+static void
+ctx_finish(struct done_ctx *ctx)
+{
+    struct work *w = ctx->w;
+
+    if (ctx->prev != NULL)
+        ctx->prev->next = ctx->next;
+    else
+        w->outstanding = ctx->next;
+    if (ctx->next != NULL)
+        ctx->next->prev = ctx->prev;
+    w->pending--;
+    event_free(ctx->j->ev);
+    ctx->j->ev = NULL;
+    free(ctx);
+}
 
 static void *
 worker(void *arg)
@@ -57,10 +79,7 @@ on_done(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    ctx->w->pending--;
-    event_free(j->ev);
-    j->ev = NULL;
-    free(ctx);
+    ctx_finish(ctx);
     j->done(j);
 }
 
@@ -104,6 +123,12 @@ work_submit(struct work *w, struct job *j)
         return -1;
     }
     j->next = NULL;
+    j->dropped = 0;
+    ctx->prev = NULL;
+    ctx->next = w->outstanding;
+    if (w->outstanding != NULL)
+        w->outstanding->prev = ctx;
+    w->outstanding = ctx;
     w->pending++;
     pthread_mutex_lock(&w->mu);
     if (w->tail)
@@ -133,12 +158,15 @@ work_free(struct work *w)
     pthread_mutex_unlock(&w->mu);
     for (unsigned i = 0; i < w->nthreads; i++)
         pthread_join(w->threads[i], NULL);
-    while (w->head != NULL) { /* queued but never started */
-        struct job *j = w->head;
-        w->head = j->next;
-        free(event_get_callback_arg(j->ev));
-        event_free(j->ev);
-        j->ev = NULL;
+    for (struct job *j = w->head; j != NULL; j = j->next)
+        j->dropped = 1; /* queued, never started */
+    w->head = w->tail = NULL;
+    /* The workers are gone: finish every job, run or not, whose done() the loop has not
+     * delivered (the loop may no longer be running to deliver it). */
+    while (w->outstanding != NULL) {
+        struct job *j = w->outstanding->j;
+        ctx_finish(w->outstanding);
+        j->done(j);
     }
     free(w->threads);
     pthread_mutex_destroy(&w->mu);

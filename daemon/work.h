@@ -12,7 +12,10 @@ struct work;
 
 struct job {
     void (*run)(struct job *j);   /* on a worker thread; must not touch loop-owned state */
-    void (*done)(struct job *j);  /* on the loop thread, after run(); may free the job */
+    void (*done)(struct job *j);  /* on the loop thread, after run() (or instead of it when
+                                   * dropped); may free the job */
+    int dropped;                  /* set when work_free() drops the job before it ran: done()
+                                   * then answers it as interrupted and frees it */
     struct event *ev;             /* set by work_submit */
     struct job *next;
 };
@@ -26,8 +29,9 @@ int work_submit(struct work *w, struct job *j);
 /* Jobs queued or running. Loop thread only. */
 unsigned work_pending(const struct work *w);
 
-/* Stops the workers after the jobs they are running; jobs still queued are dropped
- * (their done() is not called). NULL is a no-op. */
+/* Stops the workers after the jobs they are running, then calls done() on the loop thread
+ * for every job not yet completed: those that ran, and those still queued (with dropped
+ * set), so each job is answered or freed exactly once. NULL is a no-op. */
 void work_free(struct work *w);
 
 #endif

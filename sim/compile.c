@@ -635,6 +635,27 @@ check_opts(const struct sim_compile_opts *o, struct sim_err *err)
     return sim_optimizer_check(&o->optimizer, err);
 }
 
+/* The run buffers of one call (every input and output, D x R micro-batches) against
+ * o->host_memory_bytes, before they are allocated. 0 or IPUOF_E_TOO_LARGE. */
+static int
+check_host_memory(const struct sim_exe *e, const struct sim_compile_opts *o,
+                  struct sim_err *err)
+{
+    uint64_t total = 0;
+
+    for (int i = 0; i < e->n_in; i++)
+        total += e->in[i].run_bytes;
+    for (int i = 0; i < e->n_out; i++)
+        total += e->out[i].run_bytes;
+    if (o->host_memory_bytes == 0 || total <= o->host_memory_bytes)
+        return 0;
+    return sim_err_set(err, IPUOF_E_TOO_LARGE, "the run buffers of one call (%u device "
+                       "iterations x %u replicas x micro-batch %u, inputs and outputs) take "
+                       "%llu bytes of host memory, over the %llu bytes available to them; "
+                       "run fewer device iterations per call", e->D, e->R, e->B,
+                       (unsigned long long)total, (unsigned long long)o->host_memory_bytes);
+}
+
 /* The training state of a compile with a loss: the loss must be a graph output. */
 static int
 setup_training(struct sim_exe *e, const struct sim_model *m, const struct sim_compile_opts *o,
@@ -751,6 +772,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = sim_weights_layout(e, err);
     if (rc == 0)
         rc = setup_outputs(e, o, err);
+    if (rc == 0)
+        rc = check_host_memory(e, o, err);
     if (rc == 0)
         rc = sim_plan_memory(e, err);
     if (rc == 0)

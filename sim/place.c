@@ -275,27 +275,34 @@ check_partition(const struct sim_exe *e, unsigned partition, struct sim_err *err
 static int
 check_shared_weights(const struct sim_exe *e, struct sim_err *err)
 {
-    for (int s = 0; s < e->n_nodes; s++) {
+    int *first = malloc(((size_t)e->m->n_vals + 1) * sizeof(*first));   /* first reader */
+    int rc = 0;
+
+    if (first == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    for (int v = 0; v < e->m->n_vals; v++)
+        first[v] = -1;
+    for (int s = 0; s < e->n_nodes && rc == 0; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        for (int j = 0; j < n->n_in; j++) {
+        for (int j = 0; j < n->n_in && rc == 0; j++) {
             int v = n->in[j];
+            const struct sim_enode *q;
             if (v < 0 || e->vals[v].kind != SIM_V_WEIGHT)
                 continue;
-            for (int t = 0; t < s; t++) {
-                const struct sim_enode *q = &e->nodes[t];
-                if (q->ipu == n->ipu)
-                    continue;
-                for (int k = 0; k < q->n_in; k++)
-                    if (q->in[k] == v)
-                        return sim_err_set(err, IPUOF_E_INVAL, "weight '%s' is read on IPU "
-                                           "%d (%s) and IPU %d (%s): when pipelining, "
-                                           "every stage using a weight must be on one IPU",
-                                           e->m->vals[v].name, q->ipu, lbl(e, t),
-                                           n->ipu, lbl(e, s));
+            if (first[v] < 0) {
+                first[v] = s;
+                continue;
             }
+            q = &e->nodes[first[v]];
+            if (q->ipu != n->ipu)
+                rc = sim_err_set(err, IPUOF_E_INVAL, "weight '%s' is read on IPU %d (%s) and "
+                                 "IPU %d (%s): when pipelining, every stage using a weight "
+                                 "must be on one IPU", e->m->vals[v].name, q->ipu,
+                                 lbl(e, first[v]), n->ipu, lbl(e, s));
         }
     }
-    return 0;
+    free(first);
+    return rc;
 }
 
 static int

@@ -224,29 +224,38 @@ stage_stash(const struct sim_exe *e, int k)
     return b;
 }
 
-/* Weights the nodes of stage k read (phased: what one phase needs on chip). */
+/* Weights the nodes of stage k read (phased: what one phase needs on chip); mark has
+ * e->n_w entries. */
 static uint64_t
-stage_weights(const struct sim_exe *e, int k)
+stage_weights(const struct sim_exe *e, int k, int *mark)
 {
     uint64_t b = 0;
 
-    for (int i = 0; i < e->n_w; i++) {
-        bool read = false;
-        for (int s = 0; s < e->n_nodes && !read; s++)
-            for (int j = 0; j < e->nodes[s].n_in && !read; j++)
-                read = e->nodes[s].stage == k && e->nodes[s].in[j] == e->w[i].val;
-        if (read)
-            b += e->w[i].bytes;
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        if (n->stage != k)
+            continue;
+        for (int j = 0; j < n->n_in; j++) {
+            const struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
+            if (v == NULL || v->kind != SIM_V_WEIGHT || mark[v->weight] == k + 1)
+                continue;
+            mark[v->weight] = k + 1;
+            b += e->w[v->weight].bytes;
+        }
     }
     return b;
 }
 
 /* Pipelining stashes (training: stage k has min(A, 2(N-k)-1) micro-batches between its
  * forward and its backward, one of them in the arena), tensors held off chip, totals. */
-static void
-stash_and_locations(struct sim_exe *e)
+static int
+stash_and_locations(struct sim_exe *e, struct sim_err *err)
 {
     int N = e->n_stages;
+    int *mark = calloc((size_t)e->n_w + 1, sizeof(*mark));
+
+    if (mark == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
 
     for (unsigned p = 0; p < e->ipr; p++) {
         struct sim_mem_report *r = &e->mem[p];
@@ -256,7 +265,7 @@ stash_and_locations(struct sim_exe *e)
             if (e->stage_ipu[k] != (int)p)
                 continue;
             if (e->strategy == SIM_STRATEGY_PHASED) {
-                uint64_t w = stage_weights(e, k);
+                uint64_t w = stage_weights(e, k, mark);
                 phase_w = w > phase_w ? w : phase_w;
             }
             if (e->strategy != SIM_STRATEGY_PIPELINED || e->tr == NULL)
@@ -289,6 +298,8 @@ stash_and_locations(struct sim_exe *e)
         r->total = r->weights + r->activations + r->code + r->gradients + r->optimizer +
                    r->stash;
     }
+    free(mark);
+    return 0;
 }
 
 /* The error for IPU p, which does not fit: what it needs, the shortfall, what would fit. */
@@ -395,7 +406,9 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         r->peak_not_always_live = top;
         account(e, p, seen, r);
     }
-    stash_and_locations(e);
+    rc = stash_and_locations(e, err);
+    if (rc != 0)
+        goto out;
     for (unsigned p = 0; p < e->ipr; p++)
         if (e->mem[p].total > e->mem[p].capacity) {
             rc = no_fit(e, p, err);

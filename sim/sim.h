@@ -336,6 +336,11 @@ struct sim_compile_opts {
     int location[SIM_LOC_KINDS];  /* enum sim_location per enum sim_tensor_kind */
     int profile;                  /* 1: record an execution trace on the simulated clock */
     struct sim_cost_cfg cost;     /* simulated-clock rates (sim_cost_cfg_init) */
+
+    /* Host memory the run buffers (inputs and outputs of a whole call: D x R micro-batches,
+     * the host-side streams) may take; 0: no limit. Over it the compile fails with
+     * IPUOF_E_TOO_LARGE before they are allocated; the message starts "the run buffers". */
+    uint64_t host_memory_bytes;
 };
 
 /* Fills o with the defaults: D=1, R=1, B from graph, 900 MiB, 1472 tiles, mode DEFAULT,

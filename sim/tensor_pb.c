@@ -69,8 +69,21 @@ count:
                        (long long)n);
 }
 
-/* Validates dtype, location, rank, dims and the raw_data length of t; fills c's dtype,
- * shape, numel and bytes. */
+/* The elements t carries in the typed field that holds dtype. */
+static uint64_t
+typed_count(const Onnx__TensorProto *t, int dtype)
+{
+    switch (dtype) {
+    case SIM_DTYPE_FLOAT: return t->n_float_data;
+    case SIM_DTYPE_INT64: return t->n_int64_data;
+    case SIM_DTYPE_INT32: case SIM_DTYPE_INT8: case SIM_DTYPE_UINT8: case SIM_DTYPE_BOOL:
+        return t->n_int32_data;
+    default: return 0;
+    }
+}
+
+/* Validates dtype, location, rank, dims and the length of the data t carries (raw_data or
+ * its typed field) against them; fills c's dtype, shape, numel and bytes. */
 static int
 pb_header(const Onnx__TensorProto *t, const char *what, struct sim_const *c,
           struct sim_err *err)
@@ -108,6 +121,13 @@ pb_header(const Onnx__TensorProto *t, const char *what, struct sim_const *c,
         return sim_err_set(err, IPUOF_E_INVAL,
                            "%s: raw_data holds %zu bytes but shape and dtype need %llu", what,
                            t->raw_data.len, (unsigned long long)bytes);
+    /* The data must be there before anyone allocates for it: a few bytes of dims must not
+     * make the loader ask for gigabytes. */
+    if (!t->has_raw_data && typed_count(t, dtype) != (uint64_t)c->numel)
+        return sim_err_set(err, IPUOF_E_INVAL,
+                           "%s: holds %llu elements but its shape needs %lld and it has no "
+                           "raw_data", what, (unsigned long long)typed_count(t, dtype),
+                           (long long)c->numel);
     c->bytes = (size_t)bytes;
     return 0;
 }

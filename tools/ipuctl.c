@@ -89,7 +89,7 @@ report(const ipuof_client *c, int status, const char *what)
 /* Connects as the global options say. Returns EX_OK with *out (caller frees with
  * ipuof_client_free()), or the exit status after printing why. */
 static int
-open_client(const struct opts *o, ipuof_client **out)
+open_client_as(const struct opts *o, ipuof_client **out, int probe)
 {
     char address[4200];
     const char *addr = o->server;
@@ -114,7 +114,7 @@ open_client(const struct opts *o, ipuof_client **out)
     if (rc == IPUOF_OK && o->timeout_ms >= 0)
         rc = ipuof_client_set_timeouts(c, o->timeout_ms, o->timeout_ms);
     if (rc == IPUOF_OK)
-        rc = ipuof_client_connect(c, addr);
+        rc = probe ? ipuof_client_connect_probe(c, addr) : ipuof_client_connect(c, addr);
     if (rc != IPUOF_OK) {
         report(c, rc, "connect");
         ipuof_client_free(c);
@@ -122,6 +122,13 @@ open_client(const struct opts *o, ipuof_client **out)
     }
     *out = c;
     return EX_OK;
+}
+
+/* A client connected (with its hello) to the daemon o names; EX_OK or an exit code. */
+static int
+open_client(const struct opts *o, ipuof_client **out)
+{
+    return open_client_as(o, out, 0);
 }
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -134,9 +141,10 @@ print_status_json(const ipuof_status_report *r)
 
     fputs("{\"server_version\":", stdout);
     json_string(stdout, ipuof_status_report_server_version(r));
-    printf(",\"uptime_ms\":%" PRIu64 ",\"clients\":%u,\"waiting\":%u,\"ipus\":[",
+    printf(",\"uptime_ms\":%" PRIu64 ",\"clients\":%u,\"waiting\":%u,"
+           "\"host_memory_bytes\":%" PRIu64 ",\"ipus\":[",
            ipuof_status_report_uptime_ms(r), ipuof_status_report_clients(r),
-           ipuof_status_report_waiting(r));
+           ipuof_status_report_waiting(r), ipuof_status_report_host_memory(r));
     for (size_t i = 0; i < n; i++) {
         struct ipuof_ipu_info in;
 
@@ -162,7 +170,8 @@ print_status_json(const ipuof_status_report *r)
         }
         fputs(",\"loaded\":", stdout);
         json_string_or_null(stdout, in.loaded);
-        printf(",\"steps_run\":%" PRIu64 ",\"error\":", in.steps_run);
+        printf(",\"steps_run\":%" PRIu64 ",\"host_memory_used_bytes\":%" PRIu64
+               ",\"error\":", in.steps_run, in.host_memory_used_bytes);
         json_string_or_null(stdout, in.error);
         putchar('}');
     }
@@ -171,7 +180,8 @@ print_status_json(const ipuof_status_report *r)
 
 /* Fills the cells of one table row from in; the strings live in bufs. */
 static void
-status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[7])
+status_row(const struct ipuof_ipu_info *in, uint64_t host_limit, char bufs[][256],
+           const char *cells[8])
 {
     char used[32], cap[32], stash[32], off[32];
     size_t len;
@@ -198,6 +208,14 @@ status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[
     cells[5] = in->loaded[0] != '\0' ? in->loaded : "-";
     snprintf(bufs[3], 256, "%" PRIu64, in->steps_run);
     cells[6] = bufs[3];
+    if (in->host_memory_used_bytes > 0) {
+        human_bytes(used, sizeof used, in->host_memory_used_bytes);
+        human_bytes(cap, sizeof cap, host_limit);
+        snprintf(bufs[4], 256, "%s / %s", used, cap);
+    } else {
+        snprintf(bufs[4], 256, "-");
+    }
+    cells[7] = bufs[4];
 }
 
 /* Writes r to stdout as a summary line, a table and one line per IPU in error. Returns
@@ -205,9 +223,9 @@ status_row(const struct ipuof_ipu_info *in, char bufs[][256], const char *cells[
 static int
 print_status_table(const ipuof_status_report *r)
 {
-    static const char *const heads[7] = {"IPU", "STATE", "PARTITION", "HOLDER",
-                                         "MEMORY", "LOADED", "STEPS"};
-    static const int right[7] = {1, 0, 0, 0, 1, 0, 1};
+    static const char *const heads[8] = {"IPU", "STATE", "PARTITION", "HOLDER",
+                                         "MEMORY", "LOADED", "STEPS", "HOST"};
+    static const int right[8] = {1, 0, 0, 0, 1, 0, 1, 1};
     size_t n = ipuof_status_report_ipu_count(r);
     struct table t;
     char uptime[32];
@@ -219,15 +237,15 @@ print_status_table(const ipuof_status_report *r)
     printf("ipuofd %s, up %s, %u client%s, %u waiting attach%s\n", version, uptime,
            ipuof_status_report_clients(r), ipuof_status_report_clients(r) == 1 ? "" : "s",
            ipuof_status_report_waiting(r), ipuof_status_report_waiting(r) == 1 ? "" : "es");
-    table_init(&t, 7, heads, right);
+    table_init(&t, 8, heads, right);
     for (size_t i = 0; i < n; i++) {
         struct ipuof_ipu_info in;
-        char bufs[4][256];
-        const char *cells[7];
+        char bufs[5][256];
+        const char *cells[8];
 
         if (ipuof_status_report_ipu(r, i, &in) != IPUOF_OK)
             continue;
-        status_row(&in, bufs, cells);
+        status_row(&in, ipuof_status_report_host_memory(r), bufs, cells);
         if (table_add_row(&t, cells) != 0) {
             fprintf(stderr, "ipuctl: status: out of memory\n");
             rc = EX_OSERR;
@@ -449,7 +467,7 @@ cmd_health(const struct opts *o, int argc, char **argv)
                 argv[1]);
         return EX_USAGE;
     }
-    ex = open_client(o, &c);
+    ex = open_client_as(o, &c, 1); /* health comes before the hello: no token needed */
     if (ex != EX_OK)
         goto out;
     rc = ipuof_health(c, &ready);

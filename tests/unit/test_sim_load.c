@@ -285,6 +285,52 @@ test_bad_initializer(void **state)
     free(buf);
 }
 
+/* Initializers that declare huge dims but carry no data: refused for the missing data
+ * before anything is allocated for them (64 x 64 GiB declared; the model is a few bytes). */
+static void
+test_initializer_without_data(void **state)
+{
+    Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT, *osp = &os;
+    Onnx__TensorProto t[64], *tp[64];
+    char names[64][8];
+    int64_t dims[2] = { (int64_t)1 << 17, (int64_t)1 << 17 };
+    struct sim_model *m = NULL;
+    struct sim_err err;
+    uint8_t *buf;
+    size_t len;
+
+    (void)state;
+    os.has_version = 1;
+    os.version = 13;
+    mp.n_opset_import = 1;
+    mp.opset_import = &osp;
+    mp.graph = &g;
+    for (int i = 0; i < 64; i++) {
+        onnx__tensor_proto__init(&t[i]);
+        snprintf(names[i], sizeof names[i], "w%d", i);
+        t[i].name = names[i];
+        t[i].n_dims = 2;
+        t[i].dims = dims;
+        t[i].has_data_type = 1;
+        t[i].data_type = F32;
+        tp[i] = &t[i];
+    }
+    g.n_initializer = 64;
+    g.initializer = tp;
+    len = onnx__model_proto__get_packed_size(&mp);
+    buf = malloc(len);
+    onnx__model_proto__pack(&mp, buf);
+    printf("  model of %zu bytes declares 64 initializers of 64 GiB\n", len);
+    assert_int_equal(sim_model_load(buf, len, &m, &err), IPUOF_E_INVAL);
+    printf("  refused: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "initializer 'w0'"));
+    assert_non_null(strstr(err.msg, "holds 0 elements"));
+    assert_null(m);
+    free(buf);
+}
+
 /* Wraps buf[0..*len) in a length-delimited field (a nested message) in place: the caller
  * leaves room at the front. Returns the new start. */
 static uint8_t *
@@ -457,6 +503,7 @@ main(void)
         cmocka_unit_test(test_broken_graphs),
         cmocka_unit_test(test_unsorted_nodes),
         cmocka_unit_test(test_bad_initializer),
+        cmocka_unit_test(test_initializer_without_data),
         cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_fuzz),
     };

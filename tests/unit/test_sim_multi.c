@@ -755,6 +755,27 @@ test_memory_fit(void **state)
             assert_int_equal(r.stash, 0);
     }
     sim_exe_free(e);
+
+    /* serial phased on one IPU: only the running phase's weights on chip */
+    {
+        static const struct sim_block_opt phases[] = {
+            { "fc0", 0, 0 }, { "fc1", 1, 0 }, { "fc2", 2, 0 }, { "fc3", 3, 0 },
+        };
+        uint64_t layer = (uint64_t)BIG * BIG * 4;
+        o.blocks = phases;
+        o.strategy = SIM_STRATEGY_PHASED;
+        compile_fails(m, &o, IPUOF_E_DEVICE_OOM, "IPU 0 (replica 0) needs");
+        o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
+        o.location[SIM_LOC_ACCUMULATORS] = SIM_LOC_OFF_CHIP;
+        e = compile_ok(m, &o);
+        assert_int_equal(sim_exe_ipu_count(e), 1);
+        assert_int_equal(sim_exe_memory(e, 0, &r), 0);
+        printf("  phased on one IPU: weights on chip %llu MiB, off chip %llu MiB\n",
+               (unsigned long long)(r.weights / MIB), (unsigned long long)(r.offchip / MIB));
+        assert_int_equal(r.weights, layer);
+        assert_int_equal(r.offchip, 3 * layer + 4 * layer + 8 * layer);
+        sim_exe_free(e);
+    }
     sim_model_free(m);
 }
 

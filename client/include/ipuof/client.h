@@ -142,6 +142,14 @@ IPUOF_API int ipuof_client_set_admin_token(ipuof_client *c, const char *token);
  */
 IPUOF_API int ipuof_client_connect(ipuof_client *c, const char *address);
 
+/*
+ * Connects without a hello, for ipuof_health() only (no token needed: the daemon answers
+ * a health request before the hello, then closes the connection). address as for
+ * ipuof_client_connect(). Errors: IPUOF_E_IO, IPUOF_E_TIMEOUT, IPUOF_E_INVAL,
+ * IPUOF_E_STATE (already connected).
+ */
+IPUOF_API int ipuof_client_connect_probe(ipuof_client *c, const char *address);
+
 /* The sentence explaining the last failure on c ("" after success). Borrowed. */
 IPUOF_API const char *ipuof_client_errmsg(const ipuof_client *c);
 
@@ -222,6 +230,8 @@ struct ipuof_ipu_info {
     const char *error;
     uint64_t memory_stash_bytes;   /* of memory_used_bytes: pipeline stashes */
     uint64_t memory_offchip_bytes; /* loaded models' state held off chip, not in used */
+    uint64_t host_memory_used_bytes; /* run buffers in the daemon's host memory of the
+                                      * models of the partition starting at this IPU */
 };
 
 /* Asks the daemon for the state of every IPU. *out is caller-owned: free it with
@@ -236,6 +246,8 @@ IPUOF_API const char *ipuof_status_report_server_version(const ipuof_status_repo
 IPUOF_API uint64_t ipuof_status_report_uptime_ms(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_waiting(const ipuof_status_report *r);
+/* Host memory each partition may use for its models' run buffers (bytes). */
+IPUOF_API uint64_t ipuof_status_report_host_memory(const ipuof_status_report *r);
 
 /* Static name of an IPU state ("free", "attached", "busy", "error"). */
 IPUOF_API const char *ipuof_ipu_state_name(int state);
@@ -444,6 +456,9 @@ IPUOF_API unsigned ipuof_model_micro_batch(const ipuof_model *m);
 
 /* Memory the model uses on the i-th IPU it occupies (bytes); any pointer may be NULL. */
 IPUOF_API size_t ipuof_model_ipu_count(const ipuof_model *m);
+/* Bytes of the model's run buffers (one call's inputs and outputs) in the daemon's host
+ * memory; they count against the partition's host memory limit. */
+IPUOF_API uint64_t ipuof_model_host_bytes(const ipuof_model *m);
 IPUOF_API int ipuof_model_memory(const ipuof_model *m, size_t i, unsigned *ipu_id,
                                  uint64_t *weights, uint64_t *activations, uint64_t *code,
                                  uint64_t *total, uint64_t *capacity);
