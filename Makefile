@@ -109,7 +109,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench fuzz
+.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -207,6 +207,9 @@ demo: deps
 
 bench: all
 	@sh bench/run.sh $(BUILD)
+
+bench-models: all
+	@/usr/bin/python3 bench/models.py --build $(BUILD)
 
 # libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler.
 fuzz:
