@@ -14,9 +14,9 @@
 #   tools/*.c            one program per file, helpers in tools/util -> build/bin/NAME
 #   tests/unit/test_*.c  one cmocka binary per module                -> build/tests/test_*
 
-VERSION_MAJOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MAJOR \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
-VERSION_MINOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MINOR \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
-VERSION_PATCH := $(shell sed -n 's/^\#define IPUOF_VERSION_PATCH \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
+VERSION_MAJOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MAJOR \([0-9]*\).*/\1/p' client/include/ipuof/status.h)
+VERSION_MINOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MINOR \([0-9]*\).*/\1/p' client/include/ipuof/status.h)
+VERSION_PATCH := $(shell sed -n 's/^\#define IPUOF_VERSION_PATCH \([0-9]*\).*/\1/p' client/include/ipuof/status.h)
 VERSION       := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 SONAME        := libipuof-client.so.$(VERSION_MAJOR)
 
@@ -156,7 +156,7 @@ PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' \
 	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))|' \
 	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(INCLUDEDIR))|' \
 	    -e 's|@VERSION@|$(VERSION)|' client/ipuof-client.pc.in
-$(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/client.h
+$(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/status.h
 	@mkdir -p $(dir $@)
 	$(PC_SED) > $@
 
@@ -225,6 +225,7 @@ install: all
 	ln -sf $(notdir $(LIB_CLIENT_SO)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libipuof-client.so
 	install -Dm0644 client/include/ipuof/client.h $(DESTDIR)$(INCLUDEDIR)/ipuof/client.h
+	install -Dm0644 client/include/ipuof/status.h $(DESTDIR)$(INCLUDEDIR)/ipuof/status.h
 	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig
 	$(PC_SED) > $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
 	install -Dm0644 systemd/ipuofd.service $(DESTDIR)$(UNITDIR)/ipuofd.service

@@ -29,7 +29,7 @@
 #include "dispatch.h"
 #include "jobs.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 
 static void
 seterr(char *err, size_t errlen, const char *fmt, ...)

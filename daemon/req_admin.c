@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "server.h"

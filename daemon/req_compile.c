@@ -17,7 +17,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "models.h"

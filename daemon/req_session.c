@@ -9,7 +9,7 @@
 
 #include "dispatch.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "models.h"

@@ -13,7 +13,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"

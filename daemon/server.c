@@ -30,7 +30,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "notify.h"
 
