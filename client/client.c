@@ -44,6 +44,19 @@ ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt,
     return code;
 }
 
+int
+ipuof_errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (buf == NULL || len == 0)
+        return code;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 void
 ipuof_err_from_wire(struct ipuof_err_info *dst, const Ipuof__Error *e)
 {
