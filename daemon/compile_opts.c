@@ -13,6 +13,7 @@
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "server.h"
+#include "wiremap.h"
 
 /* Checks a compile request's sizes and counts against the daemon's limits and the
  * partition (c->part is set) before anything is allocated. 0, or -1 with an error sent. */
@@ -102,14 +103,11 @@ compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileReque
 int
 compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
 {
-    switch (k) {
-    case IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT: m->kind = SIM_OUTPUT_DEFAULT; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_ALL: m->kind = SIM_OUTPUT_ALL; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_FINAL: m->kind = SIM_OUTPUT_FINAL; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_SUM: m->kind = SIM_OUTPUT_SUM; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_EVERYN: m->kind = SIM_OUTPUT_EVERYN; break;
-    default: return -1;
-    }
+    int kind;
+
+    if (enummap_a_to_b(&wiremap_output_kind, k, &kind) < 0)
+        return -1;
+    m->kind = kind;
     m->n = m->kind == SIM_OUTPUT_EVERYN ? n : 0;
     return 0;
 }
@@ -141,7 +139,7 @@ compile_freeze_constants(struct compile_job *cj, const struct sim_model *m)
 /* Copies the request's constant inputs, checking each one's size. 0 or -1 with an error sent. */
 int
 compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
-               const Ipuof__CompileRequest *rq)
+                       const Ipuof__CompileRequest *rq)
 {
     if (rq->n_constant_inputs > MAX_CONSTS) {
         conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
@@ -152,7 +150,8 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
     for (size_t k = 0; k < rq->n_constant_inputs; k++) {
         const Ipuof__ConstantInput *ci = rq->constant_inputs[k];
         struct constant_in *dst = &cj->consts[k];
-        size_t esize = sim_dtype_size((int)ci->dtype);
+        int dtype = wiremap_sim_dtype(ci->dtype);
+        size_t esize = dtype < 0 ? 0 : sim_dtype_size(dtype);
         uint64_t numel = 1;
 
         if (ci->n_dims > SIM_MAX_RANK || esize == 0) {
@@ -174,7 +173,7 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
             conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "compiler",
                             "constant input '%s' carries %zu bytes, which is not its shape's "
                             "size in %s", ci->name, ci->data.len,
-                            sim_dtype_name((int)ci->dtype));
+                            sim_dtype_name(dtype));
             return -1;
         }
         dst->name = strdup(ci->name);
@@ -186,7 +185,7 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
         }
         if (ci->data.len > 0)
             memcpy(dst->data, ci->data.data, ci->data.len);
-        dst->dtype = (int)ci->dtype;
+        dst->dtype = dtype;
         dst->rank = (int)ci->n_dims;
     }
     return 0;
@@ -243,18 +242,25 @@ compile_options_key(const struct compile_job *cj)
 /* Copies the training options of rq into cj. 0, or -1 with an error sent. */
 int
 compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
-                 const Ipuof__CompileRequest *rq)
+                         const Ipuof__CompileRequest *rq)
 {
+    char msg[320];
+
     if (rq->loss[0] == '\0')
         return 0;
     cj->loss = strdup(rq->loss);
     if (cj->loss == NULL)
         goto oom;
     cj->opts.loss = cj->loss;
-    models_optimizer(rq->optimizer, &cj->opts.optimizer);
+    if (models_optimizer(rq->optimizer, &cj->opts.optimizer, msg, sizeof msg) < 0)
+        goto bad;
     cj->opts.gradient_accumulation = rq->gradient_accumulation;
-    cj->opts.accumulation_reduction = rq->accumulation_reduction == IPUOF__REDUCTION_TYPE__REDUCTION_SUM
-                                          ? SIM_REDUCE_SUM : SIM_REDUCE_MEAN;
+    if (enummap_a_to_b(&wiremap_reduction, rq->accumulation_reduction,
+                       &cj->opts.accumulation_reduction) < 0) {
+        wiremap_refuse(&wiremap_reduction, rq->accumulation_reduction,
+                       "accumulationAndReplicationReductionType", msg, sizeof msg);
+        goto bad;
+    }
     cj->opts.seed = rq->seed;
     for (size_t i = 0; i < rq->n_frozen_weights; i++) {
         cj->frozen_w[i] = strdup(rq->frozen_weights[i]);
@@ -264,20 +270,12 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj
     }
     cj->opts.frozen_weights = (const char *const *)cj->frozen_w;
     return 0;
+bad:
+    conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
+    return -1;
 oom:
     conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
     return -1;
-}
-
-/* The wire's tensor location, or -1 for a value this daemon does not know. */
-static int
-map_location(Ipuof__TensorLocation l)
-{
-    switch (l) {
-    case IPUOF__TENSOR_LOCATION__LOCATION_ON_CHIP: return SIM_LOC_ON_CHIP;
-    case IPUOF__TENSOR_LOCATION__LOCATION_OFF_CHIP: return SIM_LOC_OFF_CHIP;
-    default: return -1;
-    }
 }
 
 /*
@@ -288,7 +286,7 @@ map_location(Ipuof__TensorLocation l)
  */
 int
 compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
-                  const Ipuof__CompileRequest *rq)
+                          const Ipuof__CompileRequest *rq)
 {
     const Ipuof__TensorLocation locs[SIM_LOC_KINDS] = {
         [SIM_LOC_WEIGHTS] = rq->weights_location,
@@ -299,20 +297,17 @@ compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *c
     static const char *const loc_names[SIM_LOC_KINDS] = {"weights", "activations",
                                                          "accumulators", "optimizer state"};
 
-    if (rq->strategy < IPUOF__EXECUTION_STRATEGY__STRATEGY_DEFAULT ||
-        rq->strategy > IPUOF__EXECUTION_STRATEGY__STRATEGY_PHASED) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "execution strategy %d is unknown; use default (0), pipelined (1), "
-                        "sharded (2) or phased (3)", (int)rq->strategy);
+    char msg[320];
+
+    if (enummap_a_to_b(&wiremap_strategy, rq->strategy, &cj->opts.strategy) < 0) {
+        wiremap_refuse(&wiremap_strategy, rq->strategy, "the compile", msg, sizeof msg);
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
         return -1;
     }
-    cj->opts.strategy = (int)rq->strategy;
     for (int k = 0; k < SIM_LOC_KINDS; k++) {
-        cj->opts.location[k] = map_location(locs[k]);
-        if (cj->opts.location[k] < 0) {
-            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                            "tensor location %d for the %s is unknown; use on chip (0) or off "
-                            "chip (1)", (int)locs[k], loc_names[k]);
+        if (enummap_a_to_b(&wiremap_location, locs[k], &cj->opts.location[k]) < 0) {
+            wiremap_refuse(&wiremap_location, locs[k], loc_names[k], msg, sizeof msg);
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
             return -1;
         }
     }

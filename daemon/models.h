@@ -136,8 +136,10 @@ int models_refuse_upload(struct conn *c, int code, const char *why);
 /* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
 void models_update_loaded(struct srv *s, struct conn *c);
 
-/* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01. */
-void models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o);
+/* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01.
+ * 0, or -1 with the sentence in msg[0..len) for a kind the daemon does not know. */
+int models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg,
+                     size_t len);
 
 /* Microseconds on a monotonic clock. */
 uint64_t models_now_us(void);

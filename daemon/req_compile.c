@@ -23,6 +23,7 @@
 #include "log.h"
 #include "models.h"
 #include "server.h"
+#include "wiremap.h"
 
 /* ---- compile ------------------------------------------------------------------------------ */
 
@@ -260,14 +261,16 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
         ipuof__weight_info__init(&wi[i]);
         ipuof__tensor_info__init(&wt[i]);
         wt[i].name = (char *)w.name;
-        wt[i].dtype = (Ipuof__DType)w.dtype;
+        wt[i].dtype = (Ipuof__DType)wiremap_to_wire(&wiremap_dtype, w.dtype,
+                                                    IPUOF__DTYPE__DTYPE_UNDEFINED);
         for (int d = 0; d < w.rank; d++)
             wd[i][d] = w.dims[d];
         wt[i].n_dims = (size_t)w.rank;
         wt[i].dims = wd[i];
         wt[i].bytes = w.bytes;
         wi[i].tensor = &wt[i];
-        wi[i].kind = (Ipuof__WeightKind)w.kind;
+        wi[i].kind = (Ipuof__WeightKind)wiremap_to_wire(&wiremap_weight_kind, w.kind,
+                                                        IPUOF__WEIGHT_KIND__WEIGHT_UNKNOWN);
         wp[i] = &wi[i];
     }
     r.model_id = m->id;

@@ -18,6 +18,7 @@
 #include "models.h"
 #include "server.h"
 #include "slices.h"
+#include "wiremap.h"
 
 struct run_job {
     struct req_job rj;
@@ -287,7 +288,14 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
                             ti->n_dims, SIM_MAX_RANK);
             return;
         }
-        rc = sim_exe_check_input(exe, i, (int)ti->dtype, (int)ti->n_dims, ti->dims, &err);
+        if (wiremap_sim_dtype(ti->dtype) < 0) {
+            wiremap_refuse(&wiremap_dtype, ti->dtype, "a run input", err.msg, sizeof err.msg);
+            conn_send_error(c, req_id, IPUOF_E_DTYPE, 0, 0, "executor", "run input %zu ('%s'): "
+                            "%s", i, ti->name, err.msg);
+            return;
+        }
+        rc = sim_exe_check_input(exe, i, wiremap_sim_dtype(ti->dtype), (int)ti->n_dims,
+                                 ti->dims, &err);
         if (rc != IPUOF_OK) {
             conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
             return;
