@@ -580,7 +580,8 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
             goto oom;
         cj->opts.n_output_modes = i + 1;
         cj->modes[i].name = cj->mode_names[i];
-        if (compile_map_kind(rq->output_modes[i]->kind, &cj->modes[i].mode, rq->output_modes[i]->n) < 0)
+        if (compile_map_kind(rq->output_modes[i]->kind, &cj->modes[i].mode,
+                             rq->output_modes[i]->n) < 0)
             goto bad_mode;
     }
     cj->opts.output_modes = cj->modes;
