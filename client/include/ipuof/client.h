@@ -1,8 +1,9 @@
 /*
  * ipuof/client.h — libipuof-client, the C library that talks to ipuofd.
  *
- * One header, opaque handles, every call returns an int status (IPUOF_OK == 0 or an
- * IPUOF_E_* code). The sentence that explains the last failure on a handle is returned
+ * One header to include (it brings ipuof/status.h: the version, status codes and dtypes it
+ * shares with the daemon), opaque handles, every call returns an int status (IPUOF_OK == 0
+ * or an IPUOF_E_* code). The sentence that explains the last failure on a handle is returned
  * by ipuof_client_errmsg(); the daemon's own sentence is passed through verbatim.
  *
  * Thread-safety: a handle may be used by one thread at a time. Different handles are
