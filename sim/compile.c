@@ -84,6 +84,9 @@ sim_exe_free(struct sim_exe *e)
     free(e->rng);
     free(e->stage_ipu);
     free(e->stage_node);
+    free(e->xfer);
+    free(e->xbuf);
+    sim_bar_free(e->rbar, e->R);
     sim_clock_free(e->clock);
     free(e->vals);
     free(e->w);

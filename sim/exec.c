@@ -47,6 +47,31 @@ sim_rng_seed(uint64_t seed, unsigned replica)
     return z != 0 ? z : 0x853c49e6748fea9bull;
 }
 
+/* The exchange buffers: per replica, each crossing activation and its gradient. */
+static int
+bind_xfers(struct sim_exe *e)
+{
+    size_t at = 0;
+
+    for (int i = 0; i < e->n_xfer; i++) {
+        struct sim_xfer *x = &e->xfer[i];
+        size_t bytes = (e->vals[x->val].bytes + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+        x->xoff = at;
+        at += bytes;
+        x->gxoff = at;
+        if (x->goff >= 0)
+            at += bytes;
+    }
+    e->xbytes = at;
+    if (at == 0)
+        return 0;
+    e->xbuf = sim_aligned_alloc(at * e->R);
+    if (e->xbuf == NULL)
+        return -1;
+    memset(e->xbuf, 0, at * e->R);
+    return 0;
+}
+
 int
 sim_exec_bind(struct sim_exe *e, struct sim_err *err)
 {
@@ -59,10 +84,12 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
     e->kern = calloc((size_t)R * (size_t)e->n_nodes + 1, sizeof(*e->kern));
     e->views = calloc((size_t)R * n_views + 1, sizeof(*e->views));
     e->patches = calloc((size_t)R * n_views + 1, sizeof(*e->patches));
-    e->patch_start = calloc((size_t)R + 1, sizeof(*e->patch_start));
-    e->rng = calloc(R, sizeof(*e->rng));
+    e->patch_start = calloc((size_t)R * (size_t)e->n_stages + 1, sizeof(*e->patch_start));
+    e->rng = calloc((size_t)R * (size_t)e->n_nodes + 1, sizeof(*e->rng));
     if (e->arenas == NULL || e->kern == NULL || e->views == NULL || e->patches == NULL ||
         e->patch_start == NULL || e->rng == NULL)
+        goto oom;
+    if (bind_xfers(e) != 0)
         goto oom;
     for (unsigned i = 0; i < R * e->ipr; i++) {
         size_t bytes = e->arena_bytes[i % e->ipr];
@@ -85,13 +112,13 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
     }
     for (unsigned r = 0; r < R; r++) {
         struct sim_tensor *views = e->views + (size_t)r * n_views;
-        e->patch_start[r] = (int)n_patch;
-        e->rng[r] = sim_rng_seed(e->seed, r);
         for (int s = 0; s < e->n_nodes; s++) {
             const struct sim_enode *n = &e->nodes[s];
             struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes + s];
+            if (s == e->stage_node[n->stage])
+                e->patch_start[r * (unsigned)e->n_stages + (unsigned)n->stage] = (int)n_patch;
             sim_kern_init(k, n, views);
-            k->rng = &e->rng[r];
+            k->rng = &e->rng[(size_t)r * e->n_nodes + s];
             if (n->scratch > 0)
                 k->scratch = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->scratch_off;
             if (n->saved > 0 && n->saved_off >= 0)
@@ -106,15 +133,18 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
                 views[j].shape = val->ti.shape;
                 views[j].numel = val->ti.numel;
                 views[j].data = sim_val_ptr(e, v, r);
+                if (val->kind == SIM_V_ACT && val->ipu != n->ipu)   /* its exchange copy */
+                    views[j].data = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] +
+                                    e->xfer[sim_xfer_find(e, v, n->ipu)].off;
                 if (val->kind == SIM_V_INPUT)
                     e->patches[n_patch++] = (struct sim_patch){ &views[j], val->in_io, false };
-                else if (val->kind == SIM_V_ACT && val->out_io >= 0)
+                else if (val->kind == SIM_V_ACT && val->out_io >= 0 && val->ipu == n->ipu)
                     e->patches[n_patch++] = (struct sim_patch){ &views[j], val->out_io, true };
             }
             views += n->n_in + n->n_out;
         }
     }
-    e->patch_start[R] = (int)n_patch;
+    e->patch_start[R * (unsigned)e->n_stages] = (int)n_patch;
     return 0;
 oom:
     return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the executable's "
@@ -196,13 +226,19 @@ sum_into(int dtype, void *dst, const void *src, int64_t n)
 void
 sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
 {
+    sim_exec_outputs(e, d, a, r, -1);
+}
+
+void
+sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int ipu)
+{
     for (int i = 0; i < e->n_out; i++) {
         const struct sim_exe_io *o = &e->out[i];
         const struct sim_val *v = &e->vals[o->val];
         const void *src;
         int64_t off;
 
-        if (o->zero_copy)
+        if (o->zero_copy || (ipu >= 0 && (v->kind == SIM_V_ACT ? v->ipu : 0) != ipu))
             continue;
         if (o->mode.kind == SIM_OUTPUT_FINAL && (d + 1 != e->D || a + 1 != e->A))
             continue;
@@ -222,10 +258,11 @@ sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
     }
 }
 
-void
-sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
+/* Points patches [p0, p1) at micro-batch (d, a) of replica r. */
+static void
+patch_range(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int p0, int p1)
 {
-    for (int p = e->patch_start[r]; p < e->patch_start[r + 1]; p++) {
+    for (int p = p0; p < p1; p++) {
         const struct sim_patch *pt = &e->patches[p];
         if (pt->is_out) {
             const struct sim_exe_io *o = &e->out[pt->io];
@@ -235,6 +272,50 @@ sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
             pt->view->data = (char *)in->buf + in_slot(e, in, d, a, r);
         }
     }
+}
+
+/* splitmix64 finaliser of a word. */
+static uint64_t
+mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void
+sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int s0, int s1)
+{
+    uint64_t mb = e->mb_done + (uint64_t)d * e->A + a;
+
+    for (int s = s0; s < s1; s++) {
+        uint64_t z;
+        if (!e->nodes[s].rnd)
+            continue;
+        z = mix64(sim_rng_seed(e->seed, r) ^ mix64((uint64_t)e->nodes[s].mnode + 1));
+        z = mix64(z + 0x9e3779b97f4a7c15ull * (mb + 1));
+        e->rng[(size_t)r * e->n_nodes + s] = z != 0 ? z : 0x853c49e6748fea9bull;
+    }
+}
+
+void
+sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
+{
+    unsigned N = (unsigned)e->n_stages;
+
+    patch_range(e, d, a, r, e->patch_start[r * N], e->patch_start[(r + 1) * N]);
+    if (e->n_rnd > 0)
+        sim_exec_seed(e, d, a, r, 0, e->n_nodes);
+}
+
+void
+sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int k)
+{
+    unsigned i = r * (unsigned)e->n_stages + (unsigned)k;
+
+    patch_range(e, d, a, r, e->patch_start[i], e->patch_start[i + 1]);
+    if (e->n_rnd > 0)
+        sim_exec_seed(e, d, a, r, e->stage_node[k], sim_stage_end(e, k));
 }
 
 bool
@@ -262,13 +343,19 @@ sim_exe_crew(struct sim_exe *e, struct sim_err *err)
 {
     unsigned n = e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS;
 
-    if (e->R == 1 || e->crew != NULL)
+    if (e->ipr > 1)
+        n = e->R * e->ipr;      /* a thread per (replica, IPU) */
+    if (n == 1 || e->crew != NULL)
         return 0;
     e->terr = calloc(n, sizeof(*e->terr));
     e->trc = calloc(n, sizeof(*e->trc));
-    if (e->terr != NULL && e->trc != NULL)
+    if (e->ipr > 1)
+        e->rbar = sim_bar_new(e->R, e->ipr);
+    if (e->terr != NULL && e->trc != NULL && (e->ipr == 1 || e->rbar != NULL))
         e->crew = sim_crew_new(n);
     if (e->crew == NULL) {
+        sim_bar_free(e->rbar, e->R);
+        e->rbar = NULL;
         free(e->terr);
         free(e->trc);
         e->terr = NULL;
@@ -349,7 +436,9 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
         return rc;
     }
     atomic_store(&e->abort_run, 0);
-    if (e->tr != NULL) {
+    if (e->ipr > 1) {
+        rc = sim_ipus_run(e, id, err);
+    } else if (e->tr != NULL) {
         rc = sim_train_run(e, id, err);
     } else if (e->crew != NULL) {
         sim_crew_run(e->crew, e, infer_job, &id);
@@ -360,6 +449,7 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
     }
     if (rc == 0)
         atomic_store(&e->ran, 1);
+    e->mb_done += (uint64_t)e->D * e->A;
     atomic_store(&e->busy, 0);
     return rc;
 }

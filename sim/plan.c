@@ -12,6 +12,9 @@
  *               code_bytes estimate (vertex code and state of a typical Poplar lowering,
  *               a constant per op kind, independent of tensor sizes; a node with a
  *               backward step counts twice).
+ * An activation read on another IPU lives in its producer's arena until the send after
+ * the producing stage's forward, and in a copy in the reader's arena from the receive
+ * before the first reading stage to its last reader there (struct sim_xfer).
  * Training adds the backward timeline (exe.h): a forward node's inputs and outputs live
  * until its backward step, gradients of activations, saved state and backward scratch get
  * arena blocks like activations do, and each IPU also accounts the gradient accumulators
@@ -106,14 +109,28 @@ liveness(struct sim_exe *e)
         e->vals[v].first = -1;
         e->vals[v].last = -1;
     }
+    for (int i = 0; i < e->n_xfer; i++) {
+        e->xfer[i].first = e->stage_node[e->xfer[i].rstage];   /* received before it */
+        e->xfer[i].last = e->xfer[i].first;
+    }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
         /* a node's backward step reads its inputs and outputs */
         int until = n->bstep >= 0 ? F + n->bstep : s;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT && v->last < until)
-                v->last = until;
+            int u = until;
+            if (v == NULL || v->kind != SIM_V_ACT)
+                continue;
+            if (v->ipu != n->ipu) {     /* read from its exchange copy on n's IPU */
+                struct sim_xfer *x = &e->xfer[sim_xfer_find(e, n->in[j], n->ipu)];
+                if (x->last < until)
+                    x->last = until;
+                /* the producer keeps it until the send after its stage's forward */
+                u = sim_stage_end(e, x->sstage) - 1;
+            }
+            if (v->last < u)
+                v->last = u;
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
@@ -354,7 +371,8 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     int rc = 0;
 
     liveness(e);
-    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 1, sizeof(*b));
+    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
+               sizeof(*b));
     seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
     e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
     e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
@@ -388,6 +406,13 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         if (!val->grad || val->kind != SIM_V_ACT)
             continue;
         b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff };
+    }
+    for (int i = 0; i < e->n_xfer; i++) {
+        struct sim_xfer *x = &e->xfer[i];
+        size_t bytes = e->vals[x->val].bytes;
+        b[nb++] = (struct block){ bytes, x->first, x->last, x->dst, &x->off };
+        if (e->tr != NULL && x->gfirst >= 0)
+            b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff };
     }
     qsort(b, nb, sizeof(*b), cmp_block);
     for (unsigned p = 0; p < e->ipr; p++) {
