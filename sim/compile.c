@@ -72,10 +72,11 @@ sim_exe_free(struct sim_exe *e)
     free(e->in);
     free(e->out);
     if (e->arenas != NULL)
-        for (unsigned i = 0; i < e->R * e->ipr; i++)
+        for (unsigned i = 0; i < e->R * e->S * e->ipr; i++)
             free(e->arenas[i]);
     free(e->arenas);
     free(e->arena_bytes);
+    free(e->slots);
     free(e->mem);
     free(e->kern);
     free(e->views);

@@ -95,6 +95,8 @@ struct sim_xfer {
     int64_t goff;               /* dst arena offset of that gradient, -1 when no reader on
                                  * dst writes one (then nothing goes back) */
     bool gassign;               /* the received gradient is the producer's first writer */
+    unsigned depth;             /* exchange buffers of each direction: micro-batch m uses
+                                 * buffer m % depth (rstage - sstage + 1 in flight) */
     size_t xoff, gxoff;         /* its exchange buffers in one replica's block of e->xbuf */
 };
 
@@ -133,13 +135,13 @@ struct sim_train {
     struct sim_gzero *zero;     /* grouped by backward step */
     int *stage_b;               /* n_stages + 1: stage k's backward steps are
                                  * [stage_b[k + 1], stage_b[k]) (reverse order) */
-    struct sim_bkern *bkern;    /* R * n_bsteps */
+    struct sim_bkern *bkern;    /* per lane, n_bsteps each */
     struct sim_tensor *gviews;  /* backing store of every backward kernel's dout/din */
     float *grads;               /* R * n_train floats: per-replica accumulators; replica
                                  * 0's holds the reduced gradient after each step */
     float *mom1, *mom2;         /* optimizer state (n_train floats each), NULL when unused */
     bool mom_started;           /* SGD: the momentum buffer holds a value */
-    float **loss_grad;          /* per replica: the loss's gradient, seeded with 1 */
+    float **loss_grad;          /* per lane: the loss's gradient, seeded with 1 */
 };
 
 struct sim_exe_io {
@@ -190,15 +192,20 @@ struct sim_exe {
     struct sim_train *tr;
 
     size_t *arena_bytes;        /* per IPU within a replica */
-    void **arenas;              /* R * ipr */
+    unsigned *slots;            /* per IPU within a replica: its stash slots, the
+                                 * micro-batches it holds at once (pipelined; else 1) */
+    unsigned S;                 /* the most slots of any IPU; a lane is (replica r, slot j),
+                                 * numbered r * S + j */
+    void **arenas;              /* per lane and IPU: arenas[lane * ipr + p]; NULL for the
+                                 * slots an IPU does not use (j >= slots[p]) */
     struct sim_mem_report *mem; /* R * ipr */
 
-    struct sim_kern *kern;      /* R * n_nodes */
+    struct sim_kern *kern;      /* per lane, n_nodes each (R * S * n_nodes) */
     struct sim_tensor *views;   /* backing store of every kernel's in/out views */
-    struct sim_patch *patches;  /* grouped by replica and stage: patch_start[r * N + k] ..
-                                 * patch_start[r * N + k + 1] (N = n_stages) */
+    struct sim_patch *patches;  /* grouped by lane and stage: patch_start[L * N + k] ..
+                                 * patch_start[L * N + k + 1] (N = n_stages) */
     int *patch_start;
-    uint64_t *rng;              /* per replica and node: the random state of each kernel,
+    uint64_t *rng;              /* per lane and node: the random state of each kernel,
                                  * reseeded for each micro-batch (sim_exec_seed) */
     uint64_t mb_done;           /* micro-batches per replica run before this run */
     int n_rnd;                  /* nodes that draw random numbers */
@@ -207,6 +214,9 @@ struct sim_exe {
     char *xbuf;                 /* R blocks of xbytes: the exchange buffers */
     size_t xbytes;
     struct sim_bar *rbar;       /* per replica: the barrier of its IPU threads */
+    struct sim_step_rec *log;   /* the IPU threads' step log (sim_exe_log_steps), borrowed */
+    size_t log_cap;
+    atomic_size_t log_n;
     /* placement (place.c), schedule and simulated clock (schedule.c, cost.c) */
     int strategy;               /* enum sim_strategy, resolved (never DEFAULT) */
     int n_stages;               /* pipeline stages (phases when phased), >= 1 */
@@ -308,9 +318,9 @@ void sim_optim_step(struct sim_exe *e);
 /* Fills the views of kernel k for node n from value data pointers (used by folding). */
 void sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views);
 
-/* exec.c: data pointer of value v for replica r (NULL for inputs and zero-copy outputs,
- * which are patched per step). */
-void *sim_val_ptr(const struct sim_exe *e, int v, unsigned r);
+/* exec.c: data pointer of value v for replica r in lane L (NULL for inputs and zero-copy
+ * outputs, which are patched per step). */
+void *sim_val_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L);
 
 /* exec.c: points the views that read inputs or write outputs at micro-batch (d, a) of
  * replica r; runs the forward kernels of replica r; copies or sums the outputs after it. */
@@ -318,14 +328,24 @@ void sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
 int sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err);
 void sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
 
-/* exec.c: the same for stage k only (its views, its random nodes), and the outputs held
- * on IPU p (ipu -1: all). */
-void sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int k);
-void sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int ipu);
+/* exec.c: the same for stage k only in lane L of replica r (its views, its random
+ * nodes), and the outputs produced by stage k (k -1: all) from lane L. */
+void sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
+                          int k);
+void sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
+                      int k);
 
-/* exec.c: reseeds the random nodes in [s0, s1) of replica r for micro-batch (d, a) of
- * this run: a generator per node, from the seed, replica, node and micro-batch. */
-void sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int s0, int s1);
+/* exec.c: reseeds the random nodes in [s0, s1) of lane L (replica r) for micro-batch
+ * (d, a) of this run: a generator per node, from the seed, replica, node and micro-batch. */
+void sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L, int s0,
+                   int s1);
+
+/* exec.c: n rounded up to SIM_ALIGN. */
+static inline size_t
+sim_align(size_t n)
+{
+    return (n + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+}
 
 /* Whether the run id has been cancelled. */
 bool sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id);

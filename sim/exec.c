@@ -18,14 +18,14 @@
 #include "exe.h"
 
 void *
-sim_val_ptr(const struct sim_exe *e, int v, unsigned r)
+sim_val_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L)
 {
     const struct sim_val *val = &e->vals[v];
 
     if (val->kind == SIM_V_CONST)
         return (void *)val->ti.cdata;
     if (val->kind == SIM_V_ACT && val->off >= 0)
-        return (char *)e->arenas[r * e->ipr + (unsigned)val->ipu] + val->off;
+        return (char *)e->arenas[L * e->ipr + (unsigned)val->ipu] + val->off;
     if (val->kind == SIM_V_WEIGHT) {
         const struct sim_weight *w = &e->w[val->weight];
         if (w->kind == SIM_WEIGHT_BUFFER)
@@ -47,7 +47,8 @@ sim_rng_seed(uint64_t seed, unsigned replica)
     return z != 0 ? z : 0x853c49e6748fea9bull;
 }
 
-/* The exchange buffers: per replica, each crossing activation and its gradient. */
+/* The exchange buffers: per replica, each crossing activation and its gradient, depth
+ * buffers each (the micro-batches between the send and the receive). */
 static int
 bind_xfers(struct sim_exe *e)
 {
@@ -56,11 +57,12 @@ bind_xfers(struct sim_exe *e)
     for (int i = 0; i < e->n_xfer; i++) {
         struct sim_xfer *x = &e->xfer[i];
         size_t bytes = (e->vals[x->val].bytes + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+        x->depth = (unsigned)(x->rstage - x->sstage) + 1u;
         x->xoff = at;
-        at += bytes;
+        at += bytes * x->depth;
         x->gxoff = at;
         if (x->goff >= 0)
-            at += bytes;
+            at += bytes * x->depth;
     }
     e->xbytes = at;
     if (at == 0)
@@ -72,27 +74,57 @@ bind_xfers(struct sim_exe *e)
     return 0;
 }
 
+/* The views of node n in lane L of replica r; patches registered from *n_patch on. */
+static void
+bind_node(struct sim_exe *e, const struct sim_enode *n, unsigned r, unsigned L,
+          struct sim_tensor *views, size_t *n_patch)
+{
+    char *arena = e->arenas[L * e->ipr + (unsigned)n->ipu];
+
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+        int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        const struct sim_val *val;
+        if (v < 0)
+            continue;
+        val = &e->vals[v];
+        views[j].dtype = val->ti.dtype;
+        views[j].shape = val->ti.shape;
+        views[j].numel = val->ti.numel;
+        views[j].data = sim_val_ptr(e, v, r, L);
+        if (val->kind == SIM_V_ACT && val->ipu != n->ipu)   /* its exchange copy */
+            views[j].data = arena + e->xfer[sim_xfer_find(e, v, n->ipu)].off;
+        if (val->kind == SIM_V_INPUT)
+            e->patches[(*n_patch)++] = (struct sim_patch){ &views[j], val->in_io, false };
+        else if (val->kind == SIM_V_ACT && val->out_io >= 0 && val->ipu == n->ipu)
+            e->patches[(*n_patch)++] = (struct sim_patch){ &views[j], val->out_io, true };
+    }
+}
+
 int
 sim_exec_bind(struct sim_exe *e, struct sim_err *err)
 {
     size_t n_views = 0, n_patch = 0;
-    unsigned R = e->R;
+    unsigned R = e->R, S = e->S, N = (unsigned)e->n_stages;
+    size_t lanes = (size_t)R * S;
 
     for (int s = 0; s < e->n_nodes; s++)
         n_views += (size_t)e->nodes[s].n_in + (size_t)e->nodes[s].n_out;
-    e->arenas = calloc((size_t)R * e->ipr, sizeof(*e->arenas));
-    e->kern = calloc((size_t)R * (size_t)e->n_nodes + 1, sizeof(*e->kern));
-    e->views = calloc((size_t)R * n_views + 1, sizeof(*e->views));
-    e->patches = calloc((size_t)R * n_views + 1, sizeof(*e->patches));
-    e->patch_start = calloc((size_t)R * (size_t)e->n_stages + 1, sizeof(*e->patch_start));
-    e->rng = calloc((size_t)R * (size_t)e->n_nodes + 1, sizeof(*e->rng));
+    e->arenas = calloc(lanes * e->ipr, sizeof(*e->arenas));
+    e->kern = calloc(lanes * (size_t)e->n_nodes + 1, sizeof(*e->kern));
+    e->views = calloc(lanes * n_views + 1, sizeof(*e->views));
+    e->patches = calloc(lanes * n_views + 1, sizeof(*e->patches));
+    e->patch_start = calloc(lanes * N + 1, sizeof(*e->patch_start));
+    e->rng = calloc(lanes * (size_t)e->n_nodes + 1, sizeof(*e->rng));
     if (e->arenas == NULL || e->kern == NULL || e->views == NULL || e->patches == NULL ||
         e->patch_start == NULL || e->rng == NULL)
         goto oom;
     if (bind_xfers(e) != 0)
         goto oom;
-    for (unsigned i = 0; i < R * e->ipr; i++) {
-        size_t bytes = e->arena_bytes[i % e->ipr];
+    for (size_t i = 0; i < lanes * e->ipr; i++) {
+        unsigned p = (unsigned)(i % e->ipr), j = (unsigned)(i / e->ipr % S);
+        size_t bytes = e->arena_bytes[p];
+        if (j >= e->slots[p])
+            continue;
         e->arenas[i] = sim_aligned_alloc(bytes);
         if (e->arenas[i] == NULL)
             goto oom;
@@ -110,41 +142,28 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
             goto oom;
         memset(e->out[i].buf, 0, e->out[i].run_bytes);
     }
-    for (unsigned r = 0; r < R; r++) {
-        struct sim_tensor *views = e->views + (size_t)r * n_views;
+    for (unsigned L = 0; L < lanes; L++) {
+        struct sim_tensor *views = e->views + (size_t)L * n_views;
+        unsigned r = L / S;
         for (int s = 0; s < e->n_nodes; s++) {
             const struct sim_enode *n = &e->nodes[s];
-            struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes + s];
+            struct sim_kern *k = &e->kern[(size_t)L * e->n_nodes + s];
+            char *arena = e->arenas[L * e->ipr + (unsigned)n->ipu];
             if (s == e->stage_node[n->stage])
-                e->patch_start[r * (unsigned)e->n_stages + (unsigned)n->stage] = (int)n_patch;
+                e->patch_start[L * N + (unsigned)n->stage] = (int)n_patch;
             sim_kern_init(k, n, views);
-            k->rng = &e->rng[(size_t)r * e->n_nodes + s];
-            if (n->scratch > 0)
-                k->scratch = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->scratch_off;
-            if (n->saved > 0 && n->saved_off >= 0)
-                k->saved = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->saved_off;
-            for (int j = 0; j < n->n_in + n->n_out; j++) {
-                int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-                const struct sim_val *val;
-                if (v < 0)
-                    continue;
-                val = &e->vals[v];
-                views[j].dtype = val->ti.dtype;
-                views[j].shape = val->ti.shape;
-                views[j].numel = val->ti.numel;
-                views[j].data = sim_val_ptr(e, v, r);
-                if (val->kind == SIM_V_ACT && val->ipu != n->ipu)   /* its exchange copy */
-                    views[j].data = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] +
-                                    e->xfer[sim_xfer_find(e, v, n->ipu)].off;
-                if (val->kind == SIM_V_INPUT)
-                    e->patches[n_patch++] = (struct sim_patch){ &views[j], val->in_io, false };
-                else if (val->kind == SIM_V_ACT && val->out_io >= 0 && val->ipu == n->ipu)
-                    e->patches[n_patch++] = (struct sim_patch){ &views[j], val->out_io, true };
-            }
             views += n->n_in + n->n_out;
+            if (arena == NULL)
+                continue;       /* a slot this node's IPU does not use */
+            k->rng = &e->rng[(size_t)L * e->n_nodes + s];
+            if (n->scratch > 0)
+                k->scratch = arena + n->scratch_off;
+            if (n->saved > 0 && n->saved_off >= 0)
+                k->saved = arena + n->saved_off;
+            bind_node(e, n, r, L, (struct sim_tensor *)k->in, &n_patch);
         }
     }
-    e->patch_start[R * (unsigned)e->n_stages] = (int)n_patch;
+    e->patch_start[lanes * N] = (int)n_patch;
     return 0;
 oom:
     return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the executable's "
@@ -226,11 +245,20 @@ sum_into(int dtype, void *dst, const void *src, int64_t n)
 void
 sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
 {
-    sim_exec_outputs(e, d, a, r, -1);
+    sim_exec_outputs(e, d, a, r, r * e->S, -1);
+}
+
+/* The stage that produces output o (stage 0 for inputs, constants and weights). */
+static int
+out_stage(const struct sim_exe *e, const struct sim_exe_io *o)
+{
+    const struct sim_val *v = &e->vals[o->val];
+
+    return v->kind == SIM_V_ACT && v->producer >= 0 ? e->nodes[v->producer].stage : 0;
 }
 
 void
-sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int ipu)
+sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L, int k)
 {
     for (int i = 0; i < e->n_out; i++) {
         const struct sim_exe_io *o = &e->out[i];
@@ -238,7 +266,7 @@ sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int ipu)
         const void *src;
         int64_t off;
 
-        if (o->zero_copy || (ipu >= 0 && (v->kind == SIM_V_ACT ? v->ipu : 0) != ipu))
+        if (o->zero_copy || (k >= 0 && out_stage(e, o) != k))
             continue;
         if (o->mode.kind == SIM_OUTPUT_FINAL && (d + 1 != e->D || a + 1 != e->A))
             continue;
@@ -248,7 +276,7 @@ sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int ipu)
         if (v->kind == SIM_V_INPUT)
             src = (const char *)e->in[v->in_io].buf + in_slot(e, &e->in[v->in_io], d, a, r);
         else
-            src = sim_val_ptr(e, o->val, r);
+            src = sim_val_ptr(e, o->val, r, L);
         if (o->step_bytes == 0)
             continue;
         if (o->mode.kind == SIM_OUTPUT_SUM && (d > 0 || a > 0))
@@ -284,7 +312,8 @@ mix64(uint64_t z)
 }
 
 void
-sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int s0, int s1)
+sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L, int s0,
+              int s1)
 {
     uint64_t mb = e->mb_done + (uint64_t)d * e->A + a;
 
@@ -294,7 +323,7 @@ sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int s0, int
             continue;
         z = mix64(sim_rng_seed(e->seed, r) ^ mix64((uint64_t)e->nodes[s].mnode + 1));
         z = mix64(z + 0x9e3779b97f4a7c15ull * (mb + 1));
-        e->rng[(size_t)r * e->n_nodes + s] = z != 0 ? z : 0x853c49e6748fea9bull;
+        e->rng[(size_t)L * e->n_nodes + s] = z != 0 ? z : 0x853c49e6748fea9bull;
     }
 }
 
@@ -303,19 +332,22 @@ sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
 {
     unsigned N = (unsigned)e->n_stages;
 
-    patch_range(e, d, a, r, e->patch_start[r * N], e->patch_start[(r + 1) * N]);
+    unsigned L = r * e->S;      /* one micro-batch at a time: slot 0 */
+
+    patch_range(e, d, a, r, e->patch_start[L * N], e->patch_start[(L + 1) * N]);
     if (e->n_rnd > 0)
-        sim_exec_seed(e, d, a, r, 0, e->n_nodes);
+        sim_exec_seed(e, d, a, r, L, 0, e->n_nodes);
 }
 
 void
-sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int k)
+sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
+                     int k)
 {
-    unsigned i = r * (unsigned)e->n_stages + (unsigned)k;
+    unsigned i = L * (unsigned)e->n_stages + (unsigned)k;
 
     patch_range(e, d, a, r, e->patch_start[i], e->patch_start[i + 1]);
     if (e->n_rnd > 0)
-        sim_exec_seed(e, d, a, r, e->stage_node[k], sim_stage_end(e, k));
+        sim_exec_seed(e, d, a, r, L, e->stage_node[k], sim_stage_end(e, k));
 }
 
 bool
@@ -327,7 +359,7 @@ sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id)
 int
 sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
 {
-    const struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes];
+    const struct sim_kern *k = &e->kern[(size_t)r * e->S * (size_t)e->n_nodes];
     int rc = 0;
 
     for (int s = 0; s < e->n_nodes && rc == 0; s++) {
