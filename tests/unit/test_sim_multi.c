@@ -4,7 +4,8 @@
  * ramp-down), the simulated clock (pipelined against sharded, the tutorial's prediction),
  * the same weights whatever the strategy (the tutorial network, and a model with
  * BatchNormalization, and one with Dropout), the IPU threads (created once, joined at
- * free, stopped by a cancel), and the memory plan (a model too big for one IPU that fits
+ * free, stopped by a cancel), four IPUs working on different micro-batches in the same
+ * step of a pipeline (the IPU threads' step log), and the memory plan (a model too big for one IPU that fits
  * pipelined over 4 IPUs or with its optimizer state off chip).
  */
 #include <setjmp.h>
@@ -741,6 +742,79 @@ test_ipu_threads(void **state)
     sim_model_free(m);
 }
 
+/* The tutorial pipelined over 4 IPUs, from the IPU threads' step log: in each step of the
+ * steady state four distinct host threads, one per IPU, each ran the forward and the
+ * backward of micro-batches no other IPU touched in that step; the numbers are those of
+ * one IPU. */
+static void
+test_pipeline_concurrency(void **state)
+{
+    enum { A = 12, N = 4, CAP = 4096 };
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e, *one;
+    struct sim_step_rec *log = calloc(CAP, sizeof(*log));
+    size_t n;
+    int steady = 0;
+
+    (void)state;
+    assert_non_null(log);
+    train_opts(&o, 8, A, 2);
+    one = compile_ok(m, &o);
+    run_ok(one);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    o.strategy = SIM_STRATEGY_PIPELINED;
+    e = compile_ok(m, &o);
+    sim_exe_log_steps(e, log, CAP);
+    run_ok(e);
+    n = sim_exe_logged_steps(e);
+    /* every stage ran a forward and a backward of every micro-batch of both iterations */
+    assert_int_equal(n, 2 * 2 * N * A);
+    for (long long t = 2 * N - 1; t < A; t++) {
+        unsigned long th[N];
+        int fwd_mb[N], bwd_mb[N], seen = 0;
+        for (int p = 0; p < N; p++)
+            fwd_mb[p] = bwd_mb[p] = -1;
+        for (size_t i = 0; i < n; i++) {
+            const struct sim_step_rec *r = &log[i];
+            if (r->iteration != 0 || r->step != t)
+                continue;
+            assert_true(r->ipu < N);
+            assert_int_equal(r->stage, (int)r->ipu);
+            if (fwd_mb[r->ipu] < 0 && bwd_mb[r->ipu] < 0) {
+                th[r->ipu] = r->thread;
+                seen++;
+            } else {
+                assert_true(th[r->ipu] == r->thread);   /* an IPU is one thread */
+            }
+            if (r->backward)
+                bwd_mb[r->ipu] = (int)r->micro_batch;
+            else
+                fwd_mb[r->ipu] = (int)r->micro_batch;
+        }
+        assert_int_equal(seen, N);
+        for (int p = 0; p < N; p++) {
+            /* stage p: forward of t - p, backward of t - (2N - 1 - p) */
+            assert_int_equal(fwd_mb[p], (int)t - p);
+            assert_int_equal(bwd_mb[p], (int)t - (2 * N - 1 - p));
+            for (int q = 0; q < p; q++) {
+                assert_true(th[p] != th[q]);
+                assert_true(fwd_mb[p] != fwd_mb[q] && fwd_mb[p] != bwd_mb[q]);
+            }
+        }
+        steady++;
+    }
+    printf("  %d steady-state steps: 4 IPU threads, each on its own micro-batches\n", steady);
+    assert_int_equal(steady, A - (2 * N - 1));
+    assert_true(max_weight_diff(one, e) <= 1e-5f);
+    sim_exe_log_steps(e, NULL, 0);
+    sim_exe_free(e);
+    sim_exe_free(one);
+    free(log);
+    sim_model_free(m);
+}
+
 /* ---- memory --------------------------------------------------------------------------- */
 
 #define BIG 4720    /* 4 square layers of 4720 x 4720 floats: 340 MiB of weights */
@@ -874,6 +948,7 @@ main(void)
         cmocka_unit_test(test_dropout_same_weights),
         cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_ipu_threads),
+        cmocka_unit_test(test_pipeline_concurrency),
         cmocka_unit_test(test_memory_fit),
     };
 
