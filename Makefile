@@ -29,6 +29,9 @@ MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+# The Python package (python/): Debian's python3 reads /usr/lib/python3/dist-packages, and
+# /usr/local/lib/python3.X/dist-packages for a /usr/local install.
+PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
 
 # SAN=1 builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/.
 ifeq ($(SAN),1)
@@ -106,7 +109,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench fuzz
+.PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench bench-models fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -201,6 +204,9 @@ demo: deps
 bench: all
 	@sh bench/run.sh $(BUILD)
 
+bench-models: all
+	@/usr/bin/python3 bench/models.py --build $(BUILD)
+
 # libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler.
 fuzz:
 	@sh tools/deps.sh fuzz
@@ -222,11 +228,13 @@ install: all
 	    $(DESTDIR)$(UNITDIR)/ipuofd.service
 	install -Dm0644 systemd/ipuofd.conf $(DESTDIR)$(SYSCONFDIR)/ipuofd/ipuofd.conf
 	for m in man/*.[0-9]; do s=$${m##*.}; install -Dm0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
+	for f in python/ipuof/*.py python/poptorch/*.py; do install -Dm0644 $$f $(DESTDIR)$(PYTHONDIR)/$${f#python/}; done
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/ipuofd $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOL_BINS)))
 	rm -f $(DESTDIR)$(LIBDIR)/libipuof-client.* $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/ipuof
+	rm -rf $(DESTDIR)$(PYTHONDIR)/ipuof $(DESTDIR)$(PYTHONDIR)/poptorch
 	rm -f $(DESTDIR)$(UNITDIR)/ipuofd.service
 	for m in man/*.[0-9]; do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
 

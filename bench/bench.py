@@ -10,6 +10,8 @@ Cases (targets from the project's performance promises):
                  vs PyTorch at batch 1000                                  >= 1.0x
   mb8-di100      ipuofd micro_batch 8, device_iterations 100 (800 samples per call)
                  vs PyTorch at batch 8, one call per batch                 >= 2.0x
+PyTorch runs at 1 and at 2 threads (OPENBLAS_NUM_THREADS=1, never more threads than
+CPUs); each case compares with the faster of the two and names it.
   di100-inproc   the mb8-di100 calls through the daemon vs the same compiled plan
                  run in-process (sim_compile + sim_exe_run, no network)    >= 0.9x
 
@@ -29,9 +31,10 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
-from torch import nn
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # PyTorch's own BLAS: intra-op threads only
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 FASHION = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 SETTLE_S = 0.2  # idle time between contestants: lets spinning BLAS/OpenMP threads sleep
@@ -285,13 +288,16 @@ def main():
                 return run
 
             c_d1000 = Contestant("ipuofd mb1000 di1", 1000, drv_run("daemon", "b1000"))
-            c_t1000 = Contestant("pytorch batch 1000", 1000, torch_run(1000))
+            t2 = min(2, n_threads)
+            c_t1000 = Contestant("pytorch batch 1000, %d thr" % t2, 1000,
+                                 torch_run(1000, threads=t2))
+            c_t1000_1 = Contestant("pytorch batch 1000, 1 thr", 1000, torch_run(1000, threads=1))
             c_d8 = Contestant("ipuofd mb8 di100", 800, drv_run("daemon", "mb8"))
-            c_t8 = Contestant("pytorch batch 8", 8, torch_run(8))
+            c_t8 = Contestant("pytorch batch 8, %d thr" % t2, 8, torch_run(8, threads=t2))
             c_i8 = Contestant("in-process mb8 di100", 800, drv_run("inproc", "mb8"))
-            # Reference only (no target): small batches often run best on one thread.
+            # Small batches often run best on one thread: both are measured, the best counts.
             c_t8_1 = Contestant("pytorch batch 8, 1 thr", 8, torch_run(8, threads=1))
-            order = [c_d1000, c_t1000, c_d8, c_t8, c_i8, c_t8_1]
+            order = [c_d1000, c_t1000, c_t1000_1, c_d8, c_t8, c_i8, c_t8_1]
             for c in order:
                 c.warm_up(min(1.0, rep_s))
                 time.sleep(SETTLE_S)
@@ -323,12 +329,18 @@ def main():
                 print("WARNING: fewer than 3 quiet rounds; statistics over all rounds, disturbed "
                       "by other work on this machine: run again when it is idle")
             print()
-            cases = [("batch1000", c_d1000, "ipuofd", c_t1000, "pytorch", 1.0),
-                     ("mb8-di100", c_d8, "ipuofd", c_t8, "pytorch", 2.0),
+            def best(*cs):
+                return max(cs, key=lambda c: c.median())
+            b1000, b8 = best(c_t1000, c_t1000_1), best(c_t8, c_t8_1)
+            cases = [("batch1000", c_d1000, "ipuofd", b1000,
+                      "pytorch best (%s)" % b1000.label.split(", ")[-1], 1.0),
+                     ("mb8-di100", c_d8, "ipuofd", b8,
+                      "pytorch best (%s)" % b8.label.split(", ")[-1], 2.0),
                      ("di100-inproc", c_d8, "ipuofd", c_i8, "in-process", 0.9)]
             print_overheads(c_d1000, c_d8, c_i8, run_us, comp)
-            print("reference: pytorch batch 8 on 1 thread %.0f samples/s (ipuofd mb8 di100 is "
-                  "%.2fx that; no target)" % (c_t8_1.median(), c_d8.median() / c_t8_1.median()))
+            print("pytorch batch 8: %.0f samples/s on 1 thread, %.0f on %d; batch 1000: %.0f on "
+                  "1 thread, %.0f on %d" % (c_t8_1.median(), c_t8.median(), t2,
+                                            c_t1000_1.median(), c_t1000.median(), t2))
             print()
             print("summary%s:" % (" [%s]" % args.label if args.label else ""))
             for case, a, an, b, bn, target in cases:
@@ -369,8 +381,9 @@ def print_header(args, n_threads, reps, rep_s, info, source, addr):
           "ReLU, Flatten, Linear 320->256, ReLU, Linear 256->10 (seeded random weights)")
     print("  data       %s" % source)
     print("  machine    %s, %d CPUs usable" % (cpu, len(os.sched_getaffinity(0))))
-    print("  threads    %d on each side: torch.set_num_threads(%d); ipuofd and the in-process "
-          "plan use OPENBLAS_NUM_THREADS=%d" % (n_threads, n_threads, n_threads))
+    print("  threads    ipuofd and the in-process plan: the simulator's host thread pool (%d "
+          "CPUs, OpenBLAS at 1 thread); PyTorch: 1 and %d threads with OPENBLAS_NUM_THREADS=1, "
+          "the faster counts" % (n_threads, min(2, n_threads)))
     print("  openblas   kernel %s, %s threads (%s); OPENBLAS_CORETYPE %s"
           % (info.get("corename", "?"), info.get("openblas_threads", "?"),
              info.get("config", "?"),

@@ -144,7 +144,7 @@ run_torch() {
     shift
     args=""
     for s in "$@"; do args="$args --seed $s"; done
-    if ! "$PY" "$HERE/train_torch.py" --data "$DATA" --epochs "$EPOCHS" --threads "$tt" \
+    if ! OPENBLAS_NUM_THREADS=1 "$PY" "$HERE/train_torch.py" --data "$DATA" --epochs "$EPOCHS" --threads "$tt" \
         $args >"$WD/torch.out" 2>&1; then
         cat "$WD/torch.out" >&2
         die "train_torch.py failed"
@@ -171,7 +171,7 @@ echo "  training   $EPOCHS epoch(s) of 60000, micro-batch 40, gradient accumulat
 echo "  ipuofd     $B/bin/ipuof-mnist --epochs $EPOCHS --seed $SEED (device iterations 10: 4000 samples per call) through $B/bin/ipuofd on $ADDR"
 echo "  pytorch    $("$PY" -c 'import torch; print(torch.__version__, torch.__file__.rsplit("/", 2)[0])'), $PY $HERE/train_torch.py"
 echo "  machine    ${CPU:-?}, $(nproc) CPUs usable"
-echo "  threads    $THREADS on each side: torch.set_num_threads($THREADS); the daemon runs with OPENBLAS_NUM_THREADS=$THREADS"
+echo "  threads    pytorch: torch.set_num_threads($THREADS), and 1 for the reference, OPENBLAS_NUM_THREADS=1 (the faster counts); the daemon: its host thread pool over the CPUs"
 echo "  openblas   $OB; OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE-unset}"
 echo
 
@@ -242,26 +242,30 @@ if [ "$DO_SPREAD" = 1 ] && [ -n "$SPREAD_SEEDS" ]; then
         d = s / n - t / m; printf "%+.2f points (ipuofd - pytorch)", d }')"
 fi
 
-# Reference without a target: PyTorch on one thread (small networks often train faster
-# on one OpenMP thread than on several).
+# PyTorch on one thread too (small networks often train faster on one OpenMP thread than
+# on several): the summary compares with the faster of the two.
 REF=""
+R1_N="" R1_S=""
 if [ "$THREADS" -gt 1 ] && [ "$REF_1T" = 1 ]; then
     r=$(run_torch 1 "$SEED")
     if [ -n "$r" ]; then
         set -- $r
+        R1_N=$2 R1_S=$3
         REF=$(echo "$I_N $I_S $2 $3 $4" | awk '{ a = $1 / $2; b = $3 / $4
-            printf "reference: pytorch on 1 thread %.0f samples/s, accuracy %.2f%% (samples/s per epoch: ", b, $5 }')
-        REF="$REF$(rates "$WD/torch.out"); ipuofd is $(echo "$I_N $I_S $2 $3" | awk '{ printf "%.2f", ($1 / $2) / ($3 / $4) }')x that; no target)"
+            printf "pytorch on 1 thread: %.0f samples/s, accuracy %.2f%% (samples/s per epoch: ", b, $5 }')
+        REF="$REF$(rates "$WD/torch.out"); ipuofd is $(echo "$I_N $I_S $2 $3" | awk '{ printf "%.2f", ($1 / $2) / ($3 / $4) }')x that)"
     fi
 fi
 
 echo
 [ -z "$REF" ] || echo "$REF"
 echo "summary:"
-echo "$I_N $I_S $T_N $T_S" | awk '{
-    a = $1 / $2; b = $3 / $4; r = a / b
-    printf "train: ipuofd %.0f samples/s, pytorch %.0f samples/s, ratio %.2fx (target >= 1.0x)%s\n",
-        a, b, r, (r >= 1.0) ? "" : "  MISSED" }'
+echo "$I_N $I_S $T_N $T_S ${R1_N:-0} ${R1_S:-0} $THREADS" | awk '{
+    a = $1 / $2; b = $3 / $4; b1 = ($6 > 0) ? $5 / $6 : 0; w = $7 " threads"
+    if (b1 > b) { b = b1; w = "1 thread" }
+    r = a / b
+    printf "train: ipuofd %.0f samples/s, pytorch best (%s) %.0f samples/s, ratio %.2fx (target >= 2.0x)%s\n",
+        a, w, b, r, (r >= 2.0) ? "" : "  MISSED" }'
 echo "$I_A $T_A $EPOCHS" | awk '{
     d = $1 - $2; if (d < 0) d = -d
     printf "accuracy after %d epoch%s: ipuofd %.2f%%, pytorch %.2f%%, difference %.2f points (target <= 1.0)%s\n",

@@ -160,12 +160,28 @@ cache_release(struct cache *k, struct cache_entry *e)
 uint64_t
 cache_hash(const uint8_t *bytes, size_t len, const char *key)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    /* FNV-1a's multiply over 8-byte words in four independent lanes (a model is hundreds of
+     * megabytes: byte-wise FNV took about 0.7 s per pass over vgg11's 531 MB), then FNV-1a
+     * over the tail, the lanes and the key. A hit is confirmed with memcmp, so the hash
+     * only has to spread. */
+    const uint64_t prime = 1099511628211ull;
+    uint64_t lane[4] = { 1469598103934665603ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                         0x165667b19e3779f9ull };
+    uint64_t h = 1469598103934665603ull;
+    size_t i = 0;
 
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ bytes[i]) * 1099511628211ull;
+    for (; i + 32 <= len; i += 32)
+        for (int j = 0; j < 4; j++) {
+            uint64_t w;
+            memcpy(&w, bytes + i + 8 * j, sizeof(w));
+            lane[j] = (lane[j] ^ w) * prime;
+        }
+    for (; i < len; i++)
+        h = (h ^ bytes[i]) * prime;
+    for (int j = 0; j < 4; j++)
+        h = (h ^ lane[j]) * prime;
     for (const char *p = key; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        h = (h ^ (uint8_t)*p) * prime;
     return h;
 }
 

@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hot.h"
 #include "ops.h"
+#include "pool.h"
+#include "vmath.h"
 
 static int
 infer_float_same(struct sim_infer *c)
@@ -22,22 +25,32 @@ infer_float_same(struct sim_infer *c)
     return rc != 0 ? rc : sim_set_out(c, 0, SIM_DTYPE_FLOAT, &c->in[0]->shape);
 }
 
+/* What the pieces of a float map share. */
+struct map_run {
+    const float *x;
+    float *y;
+};
+
+/* y = max(x, 0) on [lo, hi). */
+SIM_HOT static void
+relu_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct map_run *r = ctx;
+    const float *x = r->x;
+    float *y = r->y;
+
+    for (int64_t i = lo; i < hi; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
 /* x: any shape, y: same shape */
 static int
 fwd_relu(const struct sim_kern *k, struct sim_err *err)
 {
-    const float *x = k->in[0].data;
-    float *y = k->out[0].data;
-
-    int64_t n = k->in[0].numel, i = 0;
+    struct map_run r = { k->in[0].data, k->out[0].data };
 
     (void)err;
-    /* Blocks of a fixed length, which the compiler vectorises at -O2. */
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            y[i + j] = x[i + j] > 0.0f ? x[i + j] : 0.0f;
-    for (; i < n; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, relu_piece, &r);
     return 0;
 }
 
@@ -73,22 +86,36 @@ fwd_leaky(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* y = 1 / (1 + e^-x) on [lo, hi), as e^x / (1 + e^x) for x < 0 (no overflow). */
+SIM_HOT static void
+sigmoid_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct map_run *r = ctx;
+    const float *x = r->x;
+    float *y = r->y;
+
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = *(const sim_v8f_u *)(x + i);
+        sim_v8f e = sim_v8sel(v >= 0.0f, -v, v);
+        sim_v8expf(&e);
+        *(sim_v8f_u *)(y + i) = sim_v8sel(v >= 0.0f, SIM_V8(1.0f), e) / (1.0f + e);
+    }
+    for (; i < hi; i++) {
+        float e = sim_vexpf(x[i] >= 0.0f ? -x[i] : x[i]);
+        y[i] = (x[i] >= 0.0f ? 1.0f : e) / (1.0f + e);
+    }
+}
+
 /* x, y: same shape */
 static int
 fwd_sigmoid(const struct sim_kern *k, struct sim_err *err)
 {
-    const float *x = k->in[0].data;
-    float *y = k->out[0].data;
+    struct map_run r = { k->in[0].data, k->out[0].data };
 
     (void)err;
-    for (int64_t i = 0; i < k->in[0].numel; i++) {
-        if (x[i] >= 0.0f) {
-            y[i] = 1.0f / (1.0f + expf(-x[i]));
-        } else {
-            float e = expf(x[i]);
-            y[i] = e / (1.0f + e);
-        }
-    }
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, sigmoid_piece, &r);
     return 0;
 }
 

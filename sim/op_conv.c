@@ -19,8 +19,12 @@
 #include <string.h>
 
 #include "ops.h"
+#include "hot.h"
+#include "pool.h"
 
 #define SCRATCH_BUDGET ((int64_t)256 << 10) /* fits L2: the unfolded images stay in cache */
+
+#define DW_MAX_TAPS 256  /* depthwise kernels up to this many taps run the direct kernel */
 
 struct conv_params {
     int64_t n, c, h, w;             /* input (2-D view; 1-D has h = 1) */
@@ -32,6 +36,8 @@ struct conv_params {
     bool save_cols;                 /* training, one chunk, one group: the forward's im2col
                                      * matrix is kept (saved) for the weight gradient */
     bool pointwise;                 /* 1x1, stride 1, no padding */
+    bool depthwise;                 /* one input channel per group (group > 1): a direct
+                                     * kernel, no im2col */
 };
 
 static int
@@ -111,6 +117,8 @@ infer_conv(struct sim_infer *c)
     p->kg = p->cg * p->kh * p->kw;
     p->pointwise = p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 &&
                    p->pw == 0 && p->oh == p->h && p->ow == p->w;
+    p->depthwise = !p->pointwise && p->cg == 1 && p->group > 1 &&
+                   p->kh * p->kw <= DW_MAX_TAPS;
     o.rank = x->shape.rank;
     o.d[0] = p->n;
     o.d[1] = p->m;
@@ -130,6 +138,8 @@ infer_conv(struct sim_infer *c)
             p->chunk = 1;
         if (p->chunk * p->oh * p->ow > INT_MAX)
             p->chunk = INT_MAX / (p->oh * p->ow > 0 ? p->oh * p->ow : 1);
+        if (p->depthwise)
+            return 0;
         if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
         if (!p->pointwise)
@@ -144,48 +154,210 @@ infer_conv(struct sim_infer *c)
     return 0;
 }
 
-/* cols (kg, nimg * P) from images x[n0 .. n0+nimg) of group g; P = oh * ow. */
-static void
-im2col(const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, int64_t g,
-       float *cols)
+/* What the pieces of one parallel step share. */
+struct conv_run {
+    const struct conv_params *p;
+    const float *x, *w, *bias, *gy;  /* gy: dY (N, M, OH, OW) */
+    float *y, *dx, *dw, *db;
+    float *cols, *tmp;               /* the chunk's column matrix and GEMM result / dY copy */
+    const float *dyc;                /* backward: the chunk's dY as (mg, nimg * P) */
+    int64_t n0, nimg, grp;           /* the chunk's first image, its images, the group */
+};
+
+/* Output columns ox in [*lo, *hi) whose input column for kernel column kj is inside the row. */
+static inline void
+ox_range(const struct conv_params *p, int64_t kj, int64_t *lo, int64_t *hi)
 {
-    int64_t P = p->oh * p->ow, ld = nimg * P;
+    int64_t off = kj * p->dw - p->pw, l = 0, h = p->ow;
+
+    while (l < h && l * p->sw + off < 0)
+        l++;
+    while (h > l && (h - 1) * p->sw + off >= p->w)
+        h--;
+    *lo = l;
+    *hi = h;
+}
+
+/* Columns of output rows [r0, r1) (r = image-in-chunk x OH + oy) of cols (kg, nimg * P),
+ * from images x[n0 .. n0+nimg) of group g; P = oh * ow. */
+SIM_HOT static void
+im2col(const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, int64_t g,
+       float *cols, int64_t r0, int64_t r1)
+{
+    int64_t ld = nimg * p->oh * p->ow;
 
     for (int64_t ci = 0; ci < p->cg; ci++)
         for (int64_t ki = 0; ki < p->kh; ki++)
             for (int64_t kj = 0; kj < p->kw; kj++) {
                 float *row = cols + ((ci * p->kh + ki) * p->kw + kj) * ld;
-                /* output columns ow in [lo, hi) read inside the input row */
-                int64_t off = kj * p->dw - p->pw, lo = 0, hi = p->ow;
-                while (lo < hi && lo * p->sw + off < 0)
-                    lo++;
-                while (hi > lo && (hi - 1) * p->sw + off >= p->w)
-                    hi--;
-                for (int64_t n = 0; n < nimg; n++) {
-                    const float *xc = x + ((n0 + n) * p->c + g * p->cg + ci) * p->h * p->w;
-                    float *dst = row + n * P;
-                    for (int64_t oy = 0; oy < p->oh; oy++, dst += p->ow) {
-                        int64_t iy = oy * p->sh - p->ph + ki * p->dh;
-                        const float *xr;
-                        if (iy < 0 || iy >= p->h) {
-                            memset(dst, 0, (size_t)p->ow * sizeof(float));
-                            continue;
-                        }
-                        xr = xc + iy * p->w;
-                        for (int64_t ox = 0; ox < lo; ox++)
-                            dst[ox] = 0.0f;
-                        if (p->sw == 1) {
-                            if (hi > lo)
-                                memcpy(dst + lo, xr + lo + off, (size_t)(hi - lo) * sizeof(float));
-                        } else {
-                            for (int64_t ox = lo; ox < hi; ox++)
-                                dst[ox] = xr[ox * p->sw + off];
-                        }
-                        for (int64_t ox = hi; ox < p->ow; ox++)
-                            dst[ox] = 0.0f;
+                int64_t off = kj * p->dw - p->pw, lo, hi;
+                ox_range(p, kj, &lo, &hi);
+                for (int64_t r = r0; r < r1; r++) {
+                    int64_t n = r / p->oh, oy = r % p->oh;
+                    int64_t iy = oy * p->sh - p->ph + ki * p->dh;
+                    const float *xr;
+                    float *dst = row + r * p->ow;
+                    if (iy < 0 || iy >= p->h) {
+                        memset(dst, 0, (size_t)p->ow * sizeof(float));
+                        continue;
                     }
+                    xr = x + ((n0 + n) * p->c + g * p->cg + ci) * p->h * p->w + iy * p->w;
+                    for (int64_t ox = 0; ox < lo; ox++)
+                        dst[ox] = 0.0f;
+                    if (p->sw == 1) {
+                        /* rows are short (tens of floats): a loop beats a memcpy call */
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            dst[ox] = xr[ox + off];
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ox++)
+                            dst[ox] = xr[ox * p->sw + off];
+                    }
+                    for (int64_t ox = hi; ox < p->ow; ox++)
+                        dst[ox] = 0.0f;
                 }
             }
+}
+
+static void
+im2col_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+
+    im2col(r->p, r->x, r->n0, r->nimg, r->grp, r->cols, lo, hi);
+}
+
+/* Output channels [lo, hi) of the group: y = tmp (mg, nimg * P) scattered to NCHW + bias. */
+SIM_HOT static void
+scatter_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+    const struct conv_params *p = r->p;
+    int64_t P = p->oh * p->ow, cols_n = r->nimg * P;
+
+    for (int64_t m = lo; m < hi; m++) {
+        float b = r->bias != NULL ? r->bias[r->grp * p->mg + m] : 0.0f;
+        for (int64_t n = 0; n < r->nimg; n++) {
+            const float *src = r->tmp + m * cols_n + n * P;
+            float *dst = r->y + ((r->n0 + n) * p->m + r->grp * p->mg + m) * P;
+            for (int64_t i = 0; i < P; i++)
+                dst[i] = src[i] + b;
+        }
+    }
+}
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias)); /* unaligned */
+
+/* Depthwise forward of output planes [lo, hi) (plane = n x M + m), direct: each output row
+ * gathers its taps (the kernel rows inside the input, as row pointers and weights), then
+ * sums them in registers eight columns at a time where every tap is inside the row, tap by
+ * tap over the row for strided rows and the rest, and with bounds checks at the edges. */
+SIM_HOT static void
+dw_fwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+    const struct conv_params *p = r->p;
+    const int64_t kh = p->kh, kw = p->kw, sw = p->sw, dw = p->dw, pw = p->pw, w = p->w;
+    const int64_t ow = p->ow, oh = p->oh;
+    int64_t a = 0, e = ow;         /* columns whose every tap is inside the input row */
+    int64_t tx[DW_MAX_TAPS];       /* a tap's input row start plus its column offset */
+    int64_t tc[DW_MAX_TAPS];       /* a tap's column offset */
+    float tw[DW_MAX_TAPS];
+
+    for (int64_t kj = 0; kj < kw; kj++) {
+        int64_t l, h;
+        ox_range(p, kj, &l, &h);
+        a = l > a ? l : a;
+        e = h < e ? h : e;
+    }
+    if (e < a)
+        e = a;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        int64_t n = pl / p->m, m = pl % p->m;
+        const float *xc = r->x + (n * p->c + m / p->mg) * p->h * w;
+        const float *wm = r->w + m * kh * kw;
+        float b = r->bias != NULL ? r->bias[m] : 0.0f;
+        float *yr = r->y + pl * oh * ow;
+        for (int64_t oy = 0; oy < oh; oy++, yr += ow) {
+            int nt = 0;
+            int64_t ox = 0;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                int64_t iy = oy * p->sh - p->ph + ki * p->dh;
+                if (iy < 0 || iy >= p->h)
+                    continue;
+                for (int64_t kj = 0; kj < kw; kj++) {
+                    tc[nt] = kj * dw - pw;
+                    tx[nt] = iy * w + tc[nt];
+                    tw[nt++] = wm[ki * kw + kj];
+                }
+            }
+            for (; ox < a; ox++) {
+                float s = b;
+                for (int t = 0; t < nt; t++) {
+                    int64_t ix = ox * sw + tc[t];
+                    if (ix >= 0 && ix < w)
+                        s += tw[t] * xc[tx[t] + ox * sw];
+                }
+                yr[ox] = s;
+            }
+            /* four blocks at once: four independent chains of additions */
+            if (sw == 1)
+                for (; ox + 32 <= e; ox += 32) {
+                    v8f a0 = { b, b, b, b, b, b, b, b }, a1 = a0, a2 = a0, a3 = a0;
+                    for (int t = 0; t < nt; t++) {
+                        const float *xp = xc + tx[t] + ox;
+                        a0 += tw[t] * *(const v8f_u *)xp;
+                        a1 += tw[t] * *(const v8f_u *)(xp + 8);
+                        a2 += tw[t] * *(const v8f_u *)(xp + 16);
+                        a3 += tw[t] * *(const v8f_u *)(xp + 24);
+                    }
+                    *(v8f_u *)(yr + ox) = a0;
+                    *(v8f_u *)(yr + ox + 8) = a1;
+                    *(v8f_u *)(yr + ox + 16) = a2;
+                    *(v8f_u *)(yr + ox + 24) = a3;
+                }
+            if (sw == 1)
+                for (; ox + 8 <= e; ox += 8) {
+                    v8f acc = { b, b, b, b, b, b, b, b };
+                    for (int t = 0; t < nt; t++)
+                        acc += tw[t] * *(const v8f_u *)(xc + tx[t] + ox);
+                    *(v8f_u *)(yr + ox) = acc;
+                }
+            if (ox < e) {
+                int64_t ox0 = ox;
+                for (ox = ox0; ox < e; ox++)
+                    yr[ox] = b;
+                for (int t = 0; t < nt; t++) {
+                    const float *xr = xc + tx[t] + ox0 * sw;
+                    float wv = tw[t];
+                    if (sw == 1)
+                        for (ox = ox0; ox < e; ox++)
+                            yr[ox] += wv * xr[ox - ox0];
+                    else
+                        for (ox = ox0; ox < e; ox++)
+                            yr[ox] += wv * xr[(ox - ox0) * sw];
+                }
+            }
+            for (; ox < ow; ox++) {
+                float s = b;
+                for (int t = 0; t < nt; t++) {
+                    int64_t ix = ox * sw + tc[t];
+                    if (ix >= 0 && ix < w)
+                        s += tw[t] * xc[tx[t] + ox * sw];
+                }
+                yr[ox] = s;
+            }
+        }
+    }
+}
+
+/* Rows of work per parallel piece worth its hand-off (about 64 k multiply-adds). */
+static int64_t
+grain_for(int64_t work_per_index)
+{
+    int64_t g = work_per_index > 0 ? ((int64_t)1 << 16) / work_per_index : 1;
+
+    return g < 1 ? 1 : g;
 }
 
 /* x: (N, C, H, W), w: (M, C/group, KH, KW), bias: (M) or absent, y: (N, M, OH, OW) */
@@ -193,48 +365,46 @@ static int
 fwd_conv(const struct sim_kern *k, struct sim_err *err)
 {
     const struct conv_params *p = k->params;
-    const float *x = k->in[0].data, *w = k->in[1].data;
-    const float *bias = k->n_in > 2 ? k->in[2].data : NULL;
-    float *y = k->out[0].data;
+    struct conv_run r = { .p = p, .x = k->in[0].data, .w = k->in[1].data,
+                          .bias = k->n_in > 2 ? k->in[2].data : NULL, .y = k->out[0].data };
     int64_t P = p->oh * p->ow;
 
     (void)err;
     if (p->n == 0 || p->m == 0 || P == 0)
         return 0;
+    if (p->depthwise) {
+        sim_pool_for(p->n * p->m, grain_for(P * p->kh * p->kw), dw_fwd_piece, &r);
+        return 0;
+    }
     if (p->pointwise) {
         for (int64_t n = 0; n < p->n; n++)
             for (int64_t g = 0; g < p->group; g++) {
-                float *yg = y + (n * p->m + g * p->mg) * P;
-                if (bias != NULL)
+                float *yg = r.y + (n * p->m + g * p->mg) * P;
+                if (r.bias != NULL)
                     for (int64_t m = 0; m < p->mg; m++)
                         for (int64_t i = 0; i < P; i++)
-                            yg[m * P + i] = bias[g * p->mg + m];
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->mg, (int)P,
-                            (int)p->cg, 1.0f, w + g * p->mg * p->cg, (int)p->cg,
-                            x + (n * p->c + g * p->cg) * P, (int)P, bias ? 1.0f : 0.0f, yg,
-                            (int)P);
+                            yg[m * P + i] = r.bias[g * p->mg + m];
+                sim_pool_sgemm(false, false, p->mg, P, p->cg, 1.0f, r.w + g * p->mg * p->cg,
+                               p->cg, r.x + (n * p->c + g * p->cg) * P, P,
+                               r.bias ? 1.0f : 0.0f, yg, P);
             }
         return 0;
     }
-    for (int64_t n0 = 0; n0 < p->n; n0 += p->chunk) {
-        int64_t nimg = p->n - n0 < p->chunk ? p->n - n0 : p->chunk, cols_n = nimg * P;
-        float *cols = k->scratch, *tmp = cols + p->kg * cols_n;
-        if (p->save_cols)
-            cols = k->saved;
-        for (int64_t g = 0; g < p->group; g++) {
-            im2col(p, x, n0, nimg, g, cols);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->mg, (int)cols_n,
-                        (int)p->kg, 1.0f, w + g * p->mg * p->kg, (int)p->kg, cols, (int)cols_n,
-                        0.0f, tmp, (int)cols_n);
-            for (int64_t m = 0; m < p->mg; m++) {
-                float b = bias != NULL ? bias[g * p->mg + m] : 0.0f;
-                for (int64_t n = 0; n < nimg; n++) {
-                    const float *src = tmp + m * cols_n + n * P;
-                    float *dst = y + ((n0 + n) * p->m + g * p->mg + m) * P;
-                    for (int64_t i = 0; i < P; i++)
-                        dst[i] = src[i] + b;
-                }
-            }
+    for (r.n0 = 0; r.n0 < p->n; r.n0 += p->chunk) {
+        int64_t cols_n;
+        r.nimg = p->n - r.n0 < p->chunk ? p->n - r.n0 : p->chunk;
+        cols_n = r.nimg * P;
+        r.cols = p->save_cols ? k->saved : k->scratch;
+        for (r.grp = 0; r.grp < p->group; r.grp++) {
+            /* one image: the GEMM's (mg, P) result is already the output's layout */
+            r.tmp = r.nimg == 1 ? r.y + (r.n0 * p->m + r.grp * p->mg) * P
+                                : (float *)k->scratch + p->kg * cols_n;
+            sim_pool_for(r.nimg * p->oh, grain_for(p->kg * p->ow), im2col_piece, &r);
+            sim_pool_sgemm(false, false, p->mg, cols_n, p->kg, 1.0f,
+                           r.w + r.grp * p->mg * p->kg, p->kg, r.cols, cols_n, 0.0f, r.tmp,
+                           cols_n);
+            if (r.nimg > 1 || r.bias != NULL)   /* in place when one image: adds the bias */
+                sim_pool_for(p->mg, grain_for(cols_n), scatter_piece, &r);
         }
     }
     return 0;
@@ -242,22 +412,20 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
 
 /* ---- backward ------------------------------------------------------------------------- */
 
-/* dx[n0 .. n0+nimg) of group g += col2im(cols); cols (kg, nimg * P) as im2col lays it out. */
-static void
+/* Channels [ci0, ci1) of group g of dx[n0 .. n0+nimg) += col2im(cols); cols (kg, nimg * P)
+ * as im2col lays it out. */
+SIM_HOT static void
 col2im(const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg, int64_t g,
-       float *dx)
+       float *dx, int64_t ci0, int64_t ci1)
 {
     int64_t P = p->oh * p->ow, ld = nimg * P;
 
-    for (int64_t ci = 0; ci < p->cg; ci++)
+    for (int64_t ci = ci0; ci < ci1; ci++)
         for (int64_t ki = 0; ki < p->kh; ki++)
             for (int64_t kj = 0; kj < p->kw; kj++) {
                 const float *row = cols + ((ci * p->kh + ki) * p->kw + kj) * ld;
-                int64_t off = kj * p->dw - p->pw, lo = 0, hi = p->ow;
-                while (lo < hi && lo * p->sw + off < 0)
-                    lo++;
-                while (hi > lo && (hi - 1) * p->sw + off >= p->w)
-                    hi--;
+                int64_t off = kj * p->dw - p->pw, lo, hi;
+                ox_range(p, kj, &lo, &hi);
                 for (int64_t n = 0; n < nimg; n++) {
                     float *xc = dx + ((n0 + n) * p->c + g * p->cg + ci) * p->h * p->w;
                     const float *src = row + n * P;
@@ -278,6 +446,88 @@ col2im(const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg,
             }
 }
 
+static void
+col2im_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+
+    col2im(r->p, r->cols, r->n0, r->nimg, r->grp, r->dx, lo, hi);
+}
+
+/* Output channels [lo, hi) of the group: tmp (mg, nimg * P) = dY gathered from NCHW. */
+SIM_HOT static void
+gather_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+    const struct conv_params *p = r->p;
+    int64_t P = p->oh * p->ow, cols_n = r->nimg * P;
+
+    for (int64_t m = lo; m < hi; m++)
+        for (int64_t n = 0; n < r->nimg; n++)
+            memcpy(r->tmp + m * cols_n + n * P,
+                   r->gy + ((r->n0 + n) * p->m + r->grp * p->mg + m) * P,
+                   (size_t)P * sizeof(float));
+}
+
+/* db[m] += sum of dY over images and positions, for channels [lo, hi). */
+SIM_HOT static void
+db_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+    const struct conv_params *p = r->p;
+    int64_t P = p->oh * p->ow;
+
+    for (int64_t m = lo; m < hi; m++)
+        for (int64_t n = 0; n < p->n; n++) {
+            const float *gr = r->gy + (n * p->m + m) * P;
+            float s = 0.0f;
+            for (int64_t i = 0; i < P; i++)
+                s += gr[i];
+            r->db[m] += s;
+        }
+}
+
+/* Depthwise backward of input channels [lo, hi) (each one group): dX of the channel and dW
+ * of the group's output channels, over every image. */
+SIM_HOT static void
+dw_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+    const struct conv_params *p = r->p;
+    int64_t P = p->oh * p->ow, HW = p->h * p->w, K = p->kh * p->kw;
+
+    for (int64_t ci = lo; ci < hi; ci++)
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t mm = 0; mm < p->mg; mm++) {
+                int64_t m = ci * p->mg + mm;
+                const float *xc = r->x + (n * p->c + ci) * HW, *wm = r->w + m * K;
+                const float *gr = r->gy + (n * p->m + m) * P;
+                float *dxc = r->dx != NULL ? r->dx + (n * p->c + ci) * HW : NULL;
+                float *dwm = r->dw != NULL ? r->dw + m * K : NULL;
+                for (int64_t oy = 0; oy < p->oh; oy++, gr += p->ow)
+                    for (int64_t ki = 0; ki < p->kh; ki++) {
+                        int64_t iy = oy * p->sh - p->ph + ki * p->dh;
+                        if (iy < 0 || iy >= p->h)
+                            continue;
+                        for (int64_t kj = 0; kj < p->kw; kj++) {
+                            int64_t off = kj * p->dw - p->pw + iy * p->w, l, h;
+                            ox_range(p, kj, &l, &h);
+                            if (dwm != NULL) {
+                                float s = 0.0f;
+                                for (int64_t ox = l; ox < h; ox++)
+                                    s += gr[ox] * xc[ox * p->sw + off];
+                                dwm[ki * p->kw + kj] += s;
+                            }
+                            if (dxc != NULL) {
+                                float wv = wm[ki * p->kw + kj];
+                                for (int64_t ox = l; ox < h; ox++)
+                                    dxc[ox * p->sw + off] += wv * gr[ox];
+                            }
+                        }
+                    }
+            }
+}
+
 /* Pointwise: per image and group, dW_g += dY_g X_g^T, dX_g += W_g^T dY_g. */
 static void
 bwd_pointwise(const struct conv_params *p, const float *x, const float *w, const float *g,
@@ -290,13 +540,11 @@ bwd_pointwise(const struct conv_params *p, const float *x, const float *w, const
             const float *gy = g + (n * p->m + gr * p->mg) * P;
             int64_t xo = (n * p->c + gr * p->cg) * P;
             if (dw != NULL)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->mg, (int)p->cg,
-                            (int)P, 1.0f, gy, (int)P, x + xo, (int)P, 1.0f,
-                            dw + gr * p->mg * p->cg, (int)p->cg);
+                sim_pool_sgemm(false, true, p->mg, p->cg, P, 1.0f, gy, P, x + xo, P, 1.0f,
+                               dw + gr * p->mg * p->cg, p->cg);
             if (dx != NULL)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p->cg, (int)P,
-                            (int)p->mg, 1.0f, w + gr * p->mg * p->cg, (int)p->cg, gy, (int)P,
-                            1.0f, dx + xo, (int)P);
+                sim_pool_sgemm(true, false, p->cg, P, p->mg, 1.0f, w + gr * p->mg * p->cg,
+                               p->cg, gy, P, 1.0f, dx + xo, P);
         }
 }
 
@@ -306,52 +554,53 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
          struct sim_err *err)
 {
     const struct conv_params *p = k->params;
-    const float *x = k->in[0].data, *w = k->in[1].data, *g = dout[0].data;
-    float *dx = din[0].data, *dw = din[1].data;
-    float *db = k->n_in > 2 ? din[2].data : NULL;
+    struct conv_run r = { .p = p, .x = k->in[0].data, .w = k->in[1].data, .gy = dout[0].data,
+                          .dx = din[0].data, .dw = din[1].data,
+                          .db = k->n_in > 2 ? din[2].data : NULL };
     int64_t P = p->oh * p->ow;
 
     (void)err;
-    if (g == NULL || p->n == 0 || p->m == 0 || P == 0)
+    if (r.gy == NULL || p->n == 0 || p->m == 0 || P == 0)
         return 0;
-    if (db != NULL)
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t m = 0; m < p->m; m++) {
-                const float *gr = g + (n * p->m + m) * P;
-                float s = 0.0f;
-                for (int64_t i = 0; i < P; i++)
-                    s += gr[i];
-                db[m] += s;
-            }
-    if (dx == NULL && dw == NULL)
+    if (r.db != NULL)
+        sim_pool_for(p->m, grain_for(p->n * P), db_piece, &r);
+    if (r.dx == NULL && r.dw == NULL)
         return 0;
-    if (p->pointwise) {
-        bwd_pointwise(p, x, w, g, dx, dw);
+    if (p->depthwise) {
+        sim_pool_for(p->c, grain_for(p->n * p->mg * P * p->kh * p->kw), dw_bwd_piece, &r);
         return 0;
     }
-    for (int64_t n0 = 0; n0 < p->n; n0 += p->chunk) {
-        int64_t nimg = p->n - n0 < p->chunk ? p->n - n0 : p->chunk, cols_n = nimg * P;
-        float *cols = k->scratch, *gy = cols + p->kg * cols_n;
-        for (int64_t gr = 0; gr < p->group; gr++) {
-            for (int64_t m = 0; m < p->mg; m++)
-                for (int64_t n = 0; n < nimg; n++)
-                    memcpy(gy + m * cols_n + n * P, g + ((n0 + n) * p->m + gr * p->mg + m) * P,
-                           (size_t)P * sizeof(float));
-            if (dw != NULL) {
-                const float *xcols = cols;
+    if (p->pointwise) {
+        bwd_pointwise(p, r.x, r.w, r.gy, r.dx, r.dw);
+        return 0;
+    }
+    for (r.n0 = 0; r.n0 < p->n; r.n0 += p->chunk) {
+        int64_t cols_n;
+        r.nimg = p->n - r.n0 < p->chunk ? p->n - r.n0 : p->chunk;
+        cols_n = r.nimg * P;
+        r.cols = k->scratch;
+        r.tmp = r.cols + p->kg * cols_n;
+        for (r.grp = 0; r.grp < p->group; r.grp++) {
+            /* one image: dY's (mg, P) block is already the GEMM operand's layout */
+            r.dyc = r.tmp;
+            if (r.nimg == 1)
+                r.dyc = r.gy + (r.n0 * p->m + r.grp * p->mg) * P;
+            else
+                sim_pool_for(p->mg, grain_for(cols_n), gather_piece, &r);
+            if (r.dw != NULL) {
+                const float *xcols = r.cols;
                 if (p->save_cols)
                     xcols = k->saved;
                 else
-                    im2col(p, x, n0, nimg, gr, cols);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->mg, (int)p->kg,
-                            (int)cols_n, 1.0f, gy, (int)cols_n, xcols, (int)cols_n, 1.0f,
-                            dw + gr * p->mg * p->kg, (int)p->kg);
+                    sim_pool_for(r.nimg * p->oh, grain_for(p->kg * p->ow), im2col_piece, &r);
+                sim_pool_sgemm(false, true, p->mg, p->kg, cols_n, 1.0f, r.dyc, cols_n, xcols,
+                               cols_n, 1.0f, r.dw + r.grp * p->mg * p->kg, p->kg);
             }
-            if (dx != NULL) {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)p->kg, (int)cols_n,
-                            (int)p->mg, 1.0f, w + gr * p->mg * p->kg, (int)p->kg, gy,
-                            (int)cols_n, 0.0f, cols, (int)cols_n);
-                col2im(p, cols, n0, nimg, gr, dx);
+            if (r.dx != NULL) {
+                sim_pool_sgemm(true, false, p->kg, cols_n, p->mg, 1.0f,
+                               r.w + r.grp * p->mg * p->kg, p->kg, r.dyc, cols_n, 0.0f,
+                               r.cols, cols_n);
+                sim_pool_for(p->cg, grain_for(p->kh * p->kw * cols_n), col2im_piece, &r);
             }
         }
     }

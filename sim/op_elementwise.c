@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hot.h"
 #include "ops.h"
+#include "pool.h"
 
 /* ---- broadcasting plan ---------------------------------------------------------------- */
 
@@ -70,20 +72,34 @@ bcast_plan(const struct sim_shape *a, const struct sim_shape *b, const struct si
 typedef void (*row_fn)(const void *a, const void *b, void *o, int64_t n, int64_t ia,
                        int64_t ib);
 
+/* What the pieces of one broadcast run share. */
+struct bcast_job {
+    const struct bcast *bc;
+    const char *a, *b;
+    char *o;
+    size_t ea, eb, eo;
+    row_fn fn;
+};
+
+/* Output rows [r0, r1) of a broadcast run (a row: the innermost coalesced dim). */
 static void
-bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t ea, size_t eb,
-          size_t eo, row_fn fn)
+bcast_rows(void *ctx, int64_t r0, int64_t r1)
 {
+    const struct bcast_job *j = ctx;
+    const struct bcast *bc = j->bc;
     int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], rows, offa = 0, offb = 0;
+    int64_t n = bc->dims[nd - 1], offa = 0, offb = 0, rest = r0;
     int64_t idx[SIM_MAX_RANK] = { 0 };
 
-    if (bc->total == 0)
-        return;
-    rows = bc->total / n;
-    for (int64_t r = 0; r < rows; r++) {
-        fn(a + offa * (int64_t)ea, b + offb * (int64_t)eb, o + r * n * (int64_t)eo, n,
-           bc->sa[nd - 1], bc->sb[nd - 1]);
+    for (int k = nd - 2; k >= 0; k--) {
+        idx[k] = rest % bc->dims[k];
+        rest /= bc->dims[k];
+        offa += idx[k] * bc->sa[k];
+        offb += idx[k] * bc->sb[k];
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        j->fn(j->a + offa * (int64_t)j->ea, j->b + offb * (int64_t)j->eb,
+              j->o + r * n * (int64_t)j->eo, n, bc->sa[nd - 1], bc->sb[nd - 1]);
         for (int k = nd - 2; k >= 0; k--) {
             idx[k]++;
             offa += bc->sa[k];
@@ -97,10 +113,23 @@ bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t 
     }
 }
 
+/* Every output row, spread over the host thread pool when the output is large. */
+static void
+bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t ea, size_t eb,
+          size_t eo, row_fn fn)
+{
+    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn };
+    int64_t n = bc->dims[bc->nd - 1];
+
+    if (bc->total == 0)
+        return;
+    sim_pool_for(bc->total / n, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
+}
+
 /* Row functions for (op, type). The three common stride patterns get their own loops so
  * the compiler can vectorise them. */
 #define ROW_FN(name, T, EXPR)                                                              \
-    static void name(const void *va, const void *vb, void *vo, int64_t n, int64_t ia,      \
+    SIM_HOT static void name(const void *va, const void *vb, void *vo, int64_t n, int64_t ia,      \
                      int64_t ib)                                                           \
     {                                                                                      \
         const T *pa = va, *pb = vb;                                                        \
@@ -148,7 +177,7 @@ ROW_FN(add_u8, uint8_t, (uint8_t)(x + y))
 ROW_FN(sub_u8, uint8_t, (uint8_t)(x - y))
 ROW_FN(mul_u8, uint8_t, (uint8_t)(x * y))
 ROW_FN(div_u8, uint8_t, y == 0 ? 0 : (uint8_t)(x / y))
-ROW_FN(pow_f32, float, powf(x, y))
+ROW_FN(pow_f32, float, (y == 2.0f ? x * x : powf(x, y)))
 
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW };
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "pool.h"
 
 /* C (m x n) = alpha op(A) (m x k) * op(B) (k x n) + beta C, row-major with the given
  * leading dims (of A and B as stored). */
@@ -32,8 +33,7 @@ gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float
                 c[i] *= beta;
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)n);
+    sim_pool_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
 }
 
 static bool

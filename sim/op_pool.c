@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hot.h"
 #include "ops.h"
+#include "pool.h"
 
 struct pool_params {
     int64_t planes;                 /* N * C */
@@ -145,10 +147,11 @@ padded_extent(const struct pool_params *p, int i, int64_t o)
     return (end > lim ? lim : end) - start;
 }
 
-/* x: (N, C, spatial...), y and indices: (N, C, out spatial...) */
-static int
-fwd_pool(const struct sim_kern *k, struct sim_err *err)
+/* The windows of planes [lo, hi) (ctx: the kernel). */
+static void
+pool_planes(void *ctx, int64_t lo, int64_t hi)
 {
+    const struct sim_kern *k = ctx;
     const struct pool_params *p = k->params;
     const struct sim_tensor *xt = &k->in[0];
     int64_t *ind = k->n_out > 1 ? k->out[1].data : NULL;
@@ -157,8 +160,7 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
     int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
     bool isf = xt->dtype == SIM_DTYPE_FLOAT;
 
-    (void)err;
-    for (int64_t pl = 0; pl < p->planes; pl++) {
+    for (int64_t pl = lo; pl < hi; pl++) {
         int64_t oi = pl * plane_out;
         for (int64_t o0 = 0; o0 < p->out[0]; o0++) {
             int64_t a0, b0;
@@ -212,6 +214,17 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
             }
         }
     }
+}
+
+/* x: (N, C, spatial...), y and indices: (N, C, out spatial...) */
+static int
+fwd_pool(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct pool_params *p = k->params;
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+
+    (void)err;
+    sim_pool_for(p->planes, 4096 / (plane_out + 1) + 1, pool_planes, (void *)k);
     return 0;
 }
 
@@ -253,13 +266,22 @@ fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
 
 /* 2x2 stride 2: dy[o] goes to the first of the four inputs equal to y[o] (the one the
  * forward picked); x, dx: (N, C, H, W), y, dy: (N, C, OH, OW) */
-static void
-bwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p, const float *g, float *dx)
-{
-    const float *x = k->in[0].data, *y = k->out[0].data;
-    int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
+struct mp2_run {
+    const struct pool_params *p;
+    const float *x, *y, *g;
+    float *dx;
+};
 
-    for (int64_t pl = 0; pl < p->planes; pl++)
+/* The 2x2 stride-2 backward of planes [lo, hi). */
+SIM_HOT static void
+mp2_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct mp2_run *r = ctx;
+    const float *x = r->x, *y = r->y, *g = r->g;
+    float *dx = r->dx;
+    int64_t H = r->p->in[1], W = r->p->in[2], OH = r->p->out[1], OW = r->p->out[2];
+
+    for (int64_t pl = lo; pl < hi; pl++)
         for (int64_t oy = 0; oy < OH; oy++) {
             int64_t r0 = pl * H * W + 2 * oy * W, o = (pl * OH + oy) * OW;
             for (int64_t ox = 0; ox < OW; ox++) {
@@ -275,6 +297,15 @@ bwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p, const flo
                 dx[c + W + 1] += gv * (float)m3;
             }
         }
+}
+
+static void
+bwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p, const float *g, float *dx)
+{
+    struct mp2_run r = { p, k->in[0].data, k->out[0].data, g, dx };
+
+    sim_pool_for(p->planes, SIM_POOL_MAP_GRAIN / (p->in[1] * p->in[2] + 1) + 1, mp2_bwd_piece,
+                 &r);
 }
 
 /* dx[argmax[o]] += dy[o]; dy: (N, C, out...), dx: (N, C, in...) */

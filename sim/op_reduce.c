@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hot.h"
 #include "ops.h"
+#include "pool.h"
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_L1, R_L2, R_SSQ, R_LSE, R_PROD };
 
@@ -142,6 +144,37 @@ static int infer_rssq(struct sim_infer *c) { return infer_reduce(c, R_SSQ); }
 static int infer_rlse(struct sim_infer *c) { return infer_reduce(c, R_LSE); }
 static int infer_rprod(struct sim_infer *c) { return infer_reduce(c, R_PROD); }
 
+/* What the pieces of a row reduction share. */
+struct rows_run {
+    const float *x;
+    float *y;
+    int64_t n;                      /* row length */
+    double scale;                   /* 1, or 1 / count for a mean */
+};
+
+/* y[r] = scale x sum of row r of x, for rows [lo, hi); in double, four partial sums. */
+SIM_HOT static void
+rows_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct rows_run *r = ctx;
+    int64_t n = r->n;
+
+    for (int64_t row = lo; row < hi; row++) {
+        const float *x = r->x + row * n;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            s0 += x[i];
+            s1 += x[i + 1];
+            s2 += x[i + 2];
+            s3 += x[i + 3];
+        }
+        for (; i < n; i++)
+            s0 += x[i];
+        r->y[row] = (float)(((s0 + s1) + (s2 + s3)) * r->scale);
+    }
+}
+
 /* x: any shape; y: x with the reduced dims removed or kept as 1 */
 static int
 fwd_reduce(const struct sim_kern *k, struct sim_err *err)
@@ -162,6 +195,19 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
     }
     n = p->dims[p->nd - 1];
     inner_so = p->so[p->nd - 1];
+    if (isf && (p->kind == R_SUM || p->kind == R_MEAN) && p->count > 0) {
+        /* every reduced dim trailing: sums of contiguous rows (LayerNorm's mean) */
+        int64_t row = 1;
+        int d = p->nd - 1;
+        for (; d >= 0 && p->so[d] == 0; d--)
+            row *= p->dims[d];
+        if (row == p->count && p->out_n * row == total) {
+            struct rows_run r = { x->data, k->out[0].data, row,
+                                  p->kind == R_MEAN ? 1.0 / (double)p->count : 1.0 };
+            sim_pool_for(p->out_n, SIM_POOL_MAP_GRAIN / row + 1, rows_piece, &r);
+            return 0;
+        }
+    }
     for (int64_t i = 0; i < p->out_n; i++) {
         acc[i] = init;
         acc2[i] = 0.0;

@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hot.h"
 #include "ops.h"
+#include "pool.h"
+#include "vmath.h"
 
 enum { U_NEG, U_ABS, U_SQRT, U_EXP, U_LOG, U_ERF };
 
@@ -38,6 +41,43 @@ infer_unary(struct sim_infer *c, int op)
     return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
+/* What the pieces of a float map share. */
+struct map_run {
+    int op;
+    const float *in;
+    float *out;
+    float lo, hi;
+};
+
+/* out[i] = op(in[i]) for i in [lo, hi). */
+SIM_HOT static void
+unary_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct map_run *r = ctx;
+    const float *in = r->in;
+    float *out = r->out;
+
+    switch (r->op) {
+    case U_NEG: for (int64_t i = lo; i < hi; i++) out[i] = -in[i]; break;
+    case U_ABS: for (int64_t i = lo; i < hi; i++) out[i] = fabsf(in[i]); break;
+    case U_SQRT: for (int64_t i = lo; i < hi; i++) out[i] = sqrtf(in[i]); break;
+    case U_EXP: for (int64_t i = lo; i < hi; i++) out[i] = expf(in[i]); break;
+    case U_LOG: for (int64_t i = lo; i < hi; i++) out[i] = logf(in[i]); break;
+    case U_ERF: {
+        int64_t i = lo;
+        for (; i + 8 <= hi; i += 8) {
+            sim_v8f v = *(const sim_v8f_u *)(in + i);
+            sim_v8erff(&v);
+            *(sim_v8f_u *)(out + i) = v;
+        }
+        for (; i < hi; i++)
+            out[i] = sim_verff(in[i]);
+        break;
+    }
+    default: break;
+    }
+}
+
 /* x, y: same shape and dtype */
 static int
 fwd_unary(const struct sim_kern *k, struct sim_err *err)
@@ -48,17 +88,8 @@ fwd_unary(const struct sim_kern *k, struct sim_err *err)
 
     (void)err;
     if (x->dtype == SIM_DTYPE_FLOAT) {
-        const float *in = x->data;
-        float *out = k->out[0].data;
-        switch (p->op) {
-        case U_NEG: for (int64_t i = 0; i < n; i++) out[i] = -in[i]; break;
-        case U_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(in[i]); break;
-        case U_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(in[i]); break;
-        case U_EXP: for (int64_t i = 0; i < n; i++) out[i] = expf(in[i]); break;
-        case U_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(in[i]); break;
-        case U_ERF: for (int64_t i = 0; i < n; i++) out[i] = erff(in[i]); break;
-        default: break;
-        }
+        struct map_run r = { p->op, x->data, k->out[0].data, 0.0f, 0.0f };
+        sim_pool_for(n, SIM_POOL_MAP_GRAIN, unary_piece, &r);
         return 0;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -131,6 +162,20 @@ infer_clip(struct sim_infer *c)
     return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
+/* out[i] = in[i] clipped to [r->lo, r->hi] for i in [lo, hi). */
+SIM_HOT static void
+clip_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct map_run *r = ctx;
+    const float *in = r->in;
+    float *out = r->out, flo = r->lo, fhi = r->hi;
+
+    for (int64_t i = lo; i < hi; i++) {
+        float v = in[i] < flo ? flo : in[i];
+        out[i] = v > fhi ? fhi : v;
+    }
+}
+
 /* x, y: same shape; min, max: one element each or absent */
 static int
 fwd_clip(const struct sim_kern *k, struct sim_err *err)
@@ -147,12 +192,8 @@ fwd_clip(const struct sim_kern *k, struct sim_err *err)
             hi = sim_get_f64(x->dtype, k->in[2].data, 0);
     }
     if (x->dtype == SIM_DTYPE_FLOAT) {
-        const float *in = x->data;
-        float *out = k->out[0].data, flo = (float)lo, fhi = (float)hi;
-        for (int64_t i = 0; i < x->numel; i++) {
-            float v = in[i] < flo ? flo : in[i];
-            out[i] = v > fhi ? fhi : v;
-        }
+        struct map_run r = { 0, x->data, k->out[0].data, (float)lo, (float)hi };
+        sim_pool_for(x->numel, SIM_POOL_MAP_GRAIN, clip_piece, &r);
         return 0;
     }
     for (int64_t i = 0; i < x->numel; i++) {

@@ -76,6 +76,7 @@ struct run_opts {
     size_t n_blocks;
     int strategy;              /* enum ipuof_strategy */
     const char *profile;       /* --profile DIR, or NULL */
+    const char *loss;          /* --loss: compile for training (SGD, lr 0.01); NULL: inference */
 };
 
 /* Prints the synopsis to f, and the whole text when full. */
@@ -88,7 +89,7 @@ usage(FILE *f, int full)
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
             "                 [--micro-batch B] [--expect FILE.pb]... [--wait[=SECONDS]]\n"
             "                 [--auto-round] [--block PREFIX[:STAGE]:IPU]...\n"
-            "                 [--strategy pipelined|sharded|phased] [--profile DIR]\n");
+            "                 [--strategy pipelined|sharded|phased] [--profile DIR] [--loss NAME]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -124,6 +125,9 @@ usage(FILE *f, int full)
             "  --expect FILE.pb     compare the graph output of the file's tensor name with\n"
             "                       it (rtol 1e-4, atol 1e-5, as the ONNX backend tests;\n"
             "                       exact for integers); a mismatch exits 1\n"
+            "  --loss NAME          compile for training, minimising graph output NAME (one\n"
+            "                       value per micro-batch): every device iteration takes one\n"
+            "                       SGD step (lr 0.01, PopTorch's default optimizer)\n"
             "\n"
             "Small integer inputs (a Reshape's shape, reduction axes) and scalars (Range's\n"
             "bounds) are offered to the compiler as constants under NAME or the file's\n"
@@ -255,6 +259,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"wait", optional_argument, NULL, 'W'},    {"auto-round", no_argument, NULL, 'A'},
         {"block", required_argument, NULL, 'B'},   {"strategy", required_argument, NULL, 'S'},
         {"profile", required_argument, NULL, 'P'},
+        {"loss", required_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -287,6 +292,7 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'S': bad = parse_strategy(optarg, o) != 0; break;
         case 'P': o->profile = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'L': o->loss = optarg; break;
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
                 fprintf(stderr, "ipuof-run: more than %d --expect files\n", MAX_INPUTS);
@@ -749,6 +755,20 @@ print_cost(ipuof_client *c, const ipuof_model *m)
     putchar('\n');
 }
 
+/* Compiles o->model with mo: for training (SGD, PopTorch's default) when --loss names the
+ * loss, else for inference. Returns the client's status; *mp as ipuof_model_compile_file. */
+static int
+compile_model(ipuof_client *c, const struct run_opts *o, const struct ipuof_model_opts *mo,
+              ipuof_model **mp)
+{
+    if (o->loss != NULL) {
+        struct ipuof_training_opts to = {0};
+        to.loss = o->loss;
+        return ipuof_model_compile_training_file(c, o->model, mo, &to, mp);
+    }
+    return ipuof_model_compile_file(c, o->model, mo, mp);
+}
+
 static int
 run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor *inputs,
     struct ipuof_tensor *consts)
@@ -798,14 +818,14 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         mo.progress_user = &bar;
     }
     t0 = now_ms();
-    rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+    rc = compile_model(c, o, &mo, mp);
     if (rc == IPUOF_E_SHAPE && o->micro_batch == 0 &&
         strstr(ipuof_client_errmsg(c), "symbolic batch dimension") != NULL) {
         /* A dynamic batch axis: run the input as given, as onnxruntime would. */
         mo.micro_batch = derive_micro_batch(o, ipuof_client_errmsg(c));
         if (mo.micro_batch == 0)
             return 1;
-        rc = ipuof_model_compile_file(c, o->model, &mo, mp);
+        rc = compile_model(c, o, &mo, mp);
     }
     t_compile = now_ms() - t0;
     if (bar)

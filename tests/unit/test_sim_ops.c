@@ -535,6 +535,10 @@ test_conv(void **state)
     conv_case("Conv vs direct: dilation 2", 2, 2, 10, 3, 3, 1, 2, 2, 1, 0);
     conv_case("Conv vs direct: groups 2", 3, 4, 8, 6, 3, 1, 1, 1, 2, 1);
     conv_case("Conv vs direct: depthwise", 2, 4, 7, 4, 3, 1, 1, 1, 4, 1);
+    conv_case("Conv vs direct: depthwise, wide rows", 2, 32, 30, 32, 3, 1, 1, 1, 32, 1);
+    conv_case("Conv vs direct: depthwise 7x7", 2, 8, 21, 8, 7, 1, 3, 1, 8, 1);
+    conv_case("Conv vs direct: depthwise stride 2", 2, 6, 17, 6, 3, 2, 1, 1, 6, 0);
+    conv_case("Conv vs direct: depthwise x2, dilation 2", 2, 3, 20, 6, 3, 1, 2, 2, 3, 1);
     conv_case("Conv vs direct: 1x1 pointwise", 3, 5, 6, 7, 1, 1, 0, 1, 1, 1);
     conv_case("Conv vs direct: batch in chunks", 3, 64, 40, 8, 3, 1, 1, 1, 1, 1);
 }

@@ -291,6 +291,50 @@ g_conv_pointwise(struct sim_ob *b)
     sim_ob_attr_int(b, "group", 2);
 }
 
+/* One image: the GEMM works in the output's and dY's own layout (no scatter, no gather). */
+static void
+g_conv_one_image(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(1, 2, 5, 6), D_ANY);
+    param(b, "w", 4, DIMS(3, 2, 3, 3), D_ANY);
+    param(b, "bias", 1, DIMS(3), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+/* Images larger than half the im2col budget: one image per chunk, the backward redoes
+ * im2col (nothing saved). */
+static void
+g_conv_image_chunks(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 8, 17, 17), D_ANY);
+    param(b, "w", 4, DIMS(1, 8, 5, 5), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w", "y");
+}
+
+static void
+g_conv_depthwise(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 3, 4, 19), D_ANY);
+    param(b, "w", 4, DIMS(3, 1, 3, 3), D_ANY);
+    param(b, "bias", 1, DIMS(3), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 3);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 1, 1), 4);
+}
+
+static void
+g_conv_depthwise_s2(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 2, 7, 9), D_ANY);
+    param(b, "w", 4, DIMS(4, 1, 3, 2), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 2), 2);
+    sim_ob_attr_ints(b, "dilations", DIMS(1, 2), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 2, 0, 1), 4);
+}
+
 static void
 g_maxpool(struct sim_ob *b)
 {
@@ -764,6 +808,11 @@ static const struct gcase cases[] = {
     { "Where", "bool condition broadcast over x and y", g_where, 1e-2f, 1e-3f },
     { "Mod", "fmod 1, quotients -1 to 1", g_mod, 1e-3f, 1e-3f },
     { "Expand", "(3, 1) to (2, 3, 4)", g_expand, 1e-2f, 1e-3f },
+    /* later additions go last: a case's random data is seeded by its position */
+    { "Conv", "one image, bias, pads", g_conv_one_image, 1e-2f, 1e-3f },
+    { "Conv", "one image per im2col chunk", g_conv_image_chunks, 1e-2f, 1e-3f },
+    { "Conv", "depthwise 3x3, pads", g_conv_depthwise, 1e-2f, 1e-3f },
+    { "Conv", "depthwise x2, strides, dilations, pads", g_conv_depthwise_s2, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))

@@ -1,0 +1,36 @@
+"""ipuof: a PopTorch-compatible package over libipuof-client. `import poptorch` gives the
+same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1:50052)
+unchanged."""
+from . import optim
+from ._lib import path as library_path
+from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
+                     SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
+from .data import AsynchronousDataAccessor, DataLoader
+from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode, Liveness,
+                    MeanReductionStrategy, OutputMode, ReductionType, SharingStrategy,
+                    SyncPattern)
+from .errors import Error, RecoverableError, UnrecoverableError
+from .executor import PoplarExecutor, inferenceModel, trainingModel
+from .options import Options, TensorLocationSettings
+
+__version__ = "0.1.0"
+
+
+def ipuHardwareIsAvailable(num_ipus=1):
+    """False: ipuofd's IPUs are simulated."""
+    return False
+
+
+def isRunningOnIpu():
+    """False on the host (PopTorch returns True only inside a traced IPU graph)."""
+    return False
+
+
+__all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction",
+           "CommGroupType", "ConnectionType", "DataLoader", "DataLoaderMode", "Error",
+           "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "Phase",
+           "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
+           "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
+           "SyncPattern", "TensorLocationSettings", "UnrecoverableError",
+           "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
+           "library_path", "removeBlocks", "trainingModel"]

@@ -1,0 +1,234 @@
+"""The daemon side of one executor: a connection, its partition and a compiled model, held
+through libipuof-client. Every failing call raises the poptorch error class the daemon
+gave, with its sentence.
+"""
+import os
+import sys
+
+from . import _lib
+from .errors import Error, from_client
+
+ffi, lib = _lib.ffi, _lib.lib
+
+# Torch dtypes as the library numbers them (ONNX's TensorProto.DataType).
+_DTYPES = {"torch.float32": _lib.DTYPE_FLOAT, "torch.uint8": _lib.DTYPE_UINT8,
+           "torch.int8": _lib.DTYPE_INT8, "torch.int32": _lib.DTYPE_INT32,
+           "torch.int64": _lib.DTYPE_INT64, "torch.bool": _lib.DTYPE_BOOL}
+
+
+def dtype_code(t):
+    """The library's dtype for torch tensor t; Error for one the IPU has no type for."""
+    code = _DTYPES.get(str(t.dtype))
+    if code is None:
+        raise Error(f"tensors of {t.dtype} are not supported by ipuofd; use float32, "
+                    "int64, int32, int8, uint8 or bool")
+    return code
+
+
+class Connection:
+    """A client handle connected to the daemon (IPUOF_SERVER, or the default)."""
+
+    def __init__(self, name):
+        self.ptr = lib.ipuof_client_new()
+        if self.ptr == ffi.NULL:
+            raise MemoryError("ipuof_client_new")
+        lib.ipuof_client_set_name(self.ptr, name.encode())
+        timeout = int(os.environ.get("IPUOF_REQUEST_TIMEOUT_MS", "600000"))
+        lib.ipuof_client_set_timeouts(self.ptr, 5000, timeout)
+        rc = lib.ipuof_client_connect(self.ptr, ffi.NULL)
+        if rc != 0:
+            exc = from_client(self.ptr, "connecting to ipuofd at " +
+                              os.environ.get("IPUOF_SERVER", "127.0.0.1:50052"), rc)
+            self.close()
+            raise exc
+        self.attached = False
+
+    def fail(self, what, rc):
+        """The exception for rc returned by the call described by what."""
+        return from_client(self.ptr, what, rc)
+
+    def attach(self, num_ipus, auto_round, wait, wait_timeout_ms, process_id, num_processes):
+        o = ffi.new("struct ipuof_attach_opts *")
+        o.num_ipus = num_ipus
+        o.auto_round = int(auto_round)
+        o.wait = int(wait)
+        o.wait_timeout_ms = wait_timeout_ms
+        o.process_id = process_id
+        o.num_processes = num_processes
+        rc = lib.ipuof_attach(self.ptr, o, ffi.NULL, 0, ffi.NULL)
+        if rc != 0:
+            raise self.fail(f"Failed to acquire {num_ipus} IPU(s)", rc)
+        self.attached = True
+
+    def detach(self):
+        if self.attached and lib.ipuof_partition_name(self.ptr) != ffi.NULL:
+            lib.ipuof_detach(self.ptr)
+        self.attached = False
+
+    def close(self):
+        if self.ptr is not None:
+            lib.ipuof_client_free(self.ptr)
+            self.ptr = None
+
+
+class CompiledModel:
+    """A model compiled on the daemon; frees itself on the daemon with free()."""
+
+    def __init__(self, conn, ptr, keep):
+        self.conn = conn
+        self.ptr = ptr
+        self._keep = keep  # cffi buffers the model handle may still point into
+        self.inputs = [self._info(lib.ipuof_model_input_info, i)
+                       for i in range(lib.ipuof_model_input_count(ptr))]
+        self.outputs = [self._info(lib.ipuof_model_output_info, i)
+                        for i in range(lib.ipuof_model_output_count(ptr))]
+        self.cached = bool(lib.ipuof_model_cached(ptr))
+        self.compile_us = lib.ipuof_model_compile_us(ptr)
+        self._run_inputs = ffi.new("struct ipuof_tensor[]", max(1, len(self.inputs)))
+        self._out = ffi.new("struct ipuof_tensor *")
+
+    def _info(self, fn, i):
+        t = ffi.new("struct ipuof_tensor *")
+        step = ffi.new("int64_t[8]")
+        fn(self.ptr, i, t, step)
+        return {"name": _lib.string(t.name), "dtype": t.dtype,
+                "shape": [t.dims[k] for k in range(t.rank)],
+                "step": [step[k] for k in range(8) if step[k] >= 0]}
+
+    def weights(self):
+        """[(name, dtype, shape, kind)] of the weights the daemon holds."""
+        out = []
+        t = ffi.new("struct ipuof_tensor *")
+        kind = ffi.new("int *")
+        for i in range(lib.ipuof_model_weight_count(self.ptr)):
+            lib.ipuof_model_weight_info(self.ptr, i, t, kind)
+            out.append((_lib.string(t.name), t.dtype, [t.dims[k] for k in range(t.rank)],
+                        kind[0]))
+        return out
+
+    def run(self, tensors):
+        """Runs one call with the contiguous CPU tensors given in input order; the
+        outputs are read with output()."""
+        for i, (info, t) in enumerate(zip(self.inputs, tensors)):
+            rt = self._run_inputs[i]
+            rt.name = ffi.NULL  # matched in order
+            rt.dtype = info["dtype"]
+            rt.rank = t.dim()
+            for k, d in enumerate(t.shape):
+                rt.dims[k] = d
+            rt.data = ffi.cast("const void *", t.data_ptr())
+            rt.bytes = t.numel() * t.element_size()
+        rc = lib.ipuof_model_run(self.ptr, self._run_inputs, len(self.inputs))
+        if rc != 0:
+            raise self.conn.fail("run", rc)
+
+    def output(self, i):
+        """(shape, dtype, cffi buffer) of output i of the last run; the buffer is borrowed
+        until the next run."""
+        rc = lib.ipuof_model_output(self.ptr, i, self._out)
+        if rc != 0:
+            raise self.conn.fail("output", rc)
+        t = self._out
+        return ([t.dims[k] for k in range(t.rank)], t.dtype, ffi.buffer(t.data, t.bytes))
+
+    def read_weight(self, name, dst):
+        rc = lib.ipuof_model_read_weight(self.ptr, name.encode(),
+                                         ffi.cast("void *", dst.data_ptr()),
+                                         dst.numel() * dst.element_size())
+        if rc != 0:
+            raise self.conn.fail(f"copyWeightsToHost ({name})", rc)
+
+    def write_weight(self, name, src):
+        rc = lib.ipuof_model_write_weight(self.ptr, name.encode(),
+                                          ffi.cast("const void *", src.data_ptr()),
+                                          src.numel() * src.element_size())
+        if rc != 0:
+            raise self.conn.fail(f"copyWeightsToDevice ({name})", rc)
+
+    def set_optimizer(self, o):
+        rc = lib.ipuof_model_set_optimizer(self.ptr, o)
+        if rc != 0:
+            raise self.conn.fail("setOptimizer", rc)
+
+    def free(self):
+        if self.ptr is not None:
+            lib.ipuof_model_free(self.ptr)
+            self.ptr = None
+
+
+def _set_placement(o, placement, keep):
+    """Applies placement (dict strategy, blocks [(prefix, stage, ipu)], off_chip [kinds])
+    to the model options o with the library's setters."""
+    rc = lib.ipuof_model_opts_set_strategy(o, placement["strategy"])
+    if rc == 0 and placement["blocks"]:
+        arr = ffi.new("struct ipuof_block[]", len(placement["blocks"]))
+        for i, (prefix, stage, ipu) in enumerate(placement["blocks"]):
+            s = ffi.new("char[]", prefix.encode())
+            keep.append(s)
+            arr[i].prefix = s
+            arr[i].stage = stage
+            arr[i].ipu = ipu
+        keep.append(arr)
+        rc = lib.ipuof_model_opts_set_blocks(o, arr, len(placement["blocks"]))
+    for kind in placement["off_chip"]:
+        if rc == 0:
+            rc = lib.ipuof_model_opts_set_location(o, _lib.TENSOR_KINDS.index(kind), 1)
+    if rc != 0:
+        raise Error(f"the placement options were refused by libipuof-client "
+                    f"({_lib.string(lib.ipuof_status_name(rc))}): {placement}", status=rc)
+
+
+def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replicas,
+                  output_kinds, training=None, placement=None):
+    """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
+    training: None, or dict(loss, optimizer (cffi struct), accumulation, reduction, seed,
+    frozen); placement: None, or as _set_placement() takes it (only with a library that
+    has the placement options). Returns a CompiledModel."""
+    keep = []
+    o = ffi.new("struct ipuof_model_opts *")
+    nm = ffi.new("char[]", name.encode())
+    keep.append(nm)
+    o.name = nm
+    o.device_iterations = device_iterations
+    o.replicas = replicas
+    o.micro_batch = micro_batch
+    modes = ffi.new("struct ipuof_output_mode[]", max(1, len(output_kinds)))
+    for i, (oname, kind, n) in enumerate(output_kinds):
+        s = ffi.new("char[]", oname.encode())
+        keep.append(s)
+        modes[i].name = s
+        modes[i].kind = kind
+        modes[i].n = n
+    o.output_modes = modes
+    o.n_output_modes = len(output_kinds)
+    keep.append(modes)
+    if placement is not None:
+        _set_placement(o, placement, keep)
+    buf = ffi.from_buffer(onnx_bytes)
+    out = ffi.new("ipuof_model **")
+    if training is None:
+        rc = lib.ipuof_model_compile(conn.ptr, buf, len(onnx_bytes), o, out)
+    else:
+        t = ffi.new("struct ipuof_training_opts *")
+        loss = ffi.new("char[]", training["loss"].encode())
+        keep.append(loss)
+        t.loss = loss
+        t.optimizer = training["optimizer"][0]
+        t.gradient_accumulation = training["accumulation"]
+        t.accumulation_reduction = training["reduction"]
+        t.seed = training["seed"]
+        frozen = [ffi.new("char[]", f.encode()) for f in training["frozen"]]
+        keep.extend(frozen)
+        arr = ffi.new("const char *[]", frozen or [ffi.NULL])
+        keep.append(arr)
+        t.frozen_weights = arr
+        t.n_frozen_weights = len(frozen)
+        rc = lib.ipuof_model_compile_training(conn.ptr, buf, len(onnx_bytes), o, t, out)
+    if rc != 0:
+        raise conn.fail("compile", rc)
+    return CompiledModel(conn, out[0], keep)
+
+
+def program_name():
+    """The name shown by `ipuctl status`: the program's file name."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"

@@ -1,0 +1,255 @@
+"""Blocks, stages and execution strategies, as PopTorch declares them, turned into the
+daemon's placement: a list of (node-name prefix, stage, IPU).
+
+A block is marked in the model with poptorch.Block (a context manager, or the decorator
+BlockFunction), or by BeginBlock on a layer. While the model is captured
+(torch.onnx.export), a module forward pre-hook records which modules run inside which
+block; torch 1.13 names every ONNX node after its module path ("/layer1/conv/Conv"), so a
+block becomes the prefixes "/layer1/" of its modules. Ops outside any module stay with the
+block of their producer, as the daemon places them.
+"""
+import functools
+import threading
+
+import torch
+
+from . import enums
+
+_state = threading.local()
+
+
+def _recording():
+    """The recorder of the capture in progress on this thread, or None."""
+    return getattr(_state, "recorder", None)
+
+
+class _Recorder:
+    """Collects, during one capture, the module paths run inside each block."""
+
+    def __init__(self, root):
+        self.paths = {id(m): name for name, m in root.named_modules()}
+        self.stack = []           # (user_id, ipu_id) of the open Block contexts
+        self.begun = None         # the block a BeginBlock layer started
+        self.blocks = {}          # user_id -> {"ipu": id or None, "prefixes": [...]}
+        self.order = []           # user ids in the order they were first seen
+        self.handle = None
+
+    def __enter__(self):
+        _state.recorder = self
+        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self._pre)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+        _state.recorder = None
+
+    def _block(self, user_id, ipu_id):
+        b = self.blocks.get(user_id)
+        if b is None:
+            b = self.blocks[user_id] = {"ipu": ipu_id, "prefixes": []}
+            self.order.append(user_id)
+        elif ipu_id is not None:
+            b["ipu"] = ipu_id
+        return b
+
+    def _pre(self, module, args):
+        begin = getattr(module, "_ipuof_begin_block", None)
+        if begin is not None:
+            self.begun = begin
+            self._block(*begin)
+        current = self.stack[-1] if self.stack else self.begun
+        path = self.paths.get(id(module))
+        if current is None or not path:
+            return
+        prefix = "/" + path.replace(".", "/") + "/"
+        b = self._block(*current)
+        # Only the outermost module of a block is needed: its prefix covers the others.
+        for blk in self.blocks.values():
+            for p in blk["prefixes"]:
+                if prefix.startswith(p):
+                    return
+        b["prefixes"].append(prefix)
+
+
+class Block:
+    """Ops run inside `with poptorch.Block("B1", ipu_id=0):` belong to block "B1"."""
+
+    _auto = None
+
+    def __init__(self, user_id=None, ipu_id=None):
+        if user_id is None:
+            if Block._auto is None:
+                raise ValueError("poptorch.Block needs a user_id (or Block.useAutoId())")
+            user_id = str(Block._auto)
+            Block._auto += 1
+        self.user_id = str(user_id)
+        self.ipu_id = ipu_id
+
+    @staticmethod
+    def useAutoId():
+        """Blocks without a user_id are numbered "0", "1", ... from now on."""
+        Block._auto = 0
+
+    @staticmethod
+    def start(user_id=None, ipu_id=None):
+        return Block(user_id, ipu_id)
+
+    def __enter__(self):
+        rec = _recording()
+        if rec is not None:
+            rec.stack.append((self.user_id, self.ipu_id))
+            rec._block(self.user_id, self.ipu_id)
+        return self
+
+    def __exit__(self, *exc):
+        rec = _recording()
+        if rec is not None and rec.stack:
+            rec.stack.pop()
+        return False
+
+
+def BlockFunction(user_id=None, ipu_id=None):
+    """A decorator: every call of the function runs inside Block(user_id, ipu_id)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            with Block(user_id, ipu_id):
+                return fn(*args, **kwargs)
+        return inner
+    return wrap
+
+
+def BeginBlock(layer, user_id=None, ipu_id=None):
+    """Marks layer (a torch.nn.Module) as the start of block user_id: it and the layers
+    that run after it, up to the next BeginBlock, form the block. Returns layer."""
+    if not isinstance(layer, torch.nn.Module):
+        raise ValueError("BeginBlock expects a torch.nn.Module")
+    if user_id is None:
+        user_id = str(id(layer))
+    layer._ipuof_begin_block = (str(user_id), ipu_id)
+    return layer
+
+
+def removeBlocks(module):
+    """Removes the BeginBlock marks of module and its children."""
+    for m in module.modules():
+        if hasattr(m, "_ipuof_begin_block"):
+            del m._ipuof_begin_block
+
+
+class Stage:
+    """Blocks run one after another in one pipeline stage, on one IPU."""
+
+    def __init__(self, *block_ids):
+        self.blocks = [str(b) for b in block_ids]
+        self._ipu = None
+
+    def ipu(self, ipu):
+        self._ipu = ipu
+        return self
+
+
+class _Strategy:
+    """The common part of the execution strategies: stages of blocks."""
+    code = 0
+    name = ""
+
+    def __init__(self, *args):
+        self.auto = enums.AutoStage.SameAsIpu
+        self.stages = []
+        for a in args:
+            if isinstance(a, enums.AutoStage):
+                self.auto = a
+            elif isinstance(a, Stage):
+                self.stages.append(a)
+            else:
+                self.stages.append(Stage(a))
+        seen = set()
+        for s in self.stages:
+            for b in s.blocks:
+                if b in seen:
+                    raise ValueError(f"{b} associated with more than one stage")
+                seen.add(b)
+
+    def stage(self, block_id):
+        """The stage holding block_id (to set its IPU)."""
+        for s in self.stages:
+            if str(block_id) in s.blocks:
+                return s
+        raise ValueError(f"Unknown Block '{block_id}' list of expected Blocks: "
+                         f"{[b for s in self.stages for b in s.blocks]}")
+
+    def placement(self, recorder_blocks, order):
+        """[(prefix, stage, ipu)] for the daemon from the recorded blocks; stage -1 lets
+        the daemon number them. Raises poptorch.Error for a block the model never used."""
+        from .errors import Error
+        stages = self.stages or [Stage(b) for b in order]
+        known = {b for s in stages for b in s.blocks}
+        for b in order:
+            if b not in known:
+                stages.append(Stage(b))
+        out = []
+        next_stage = 0
+        for s in stages:
+            stage_id = next_stage
+            next_stage += 1
+            for b in s.blocks:
+                if b not in recorder_blocks:
+                    raise Error(f"{self.name}: Unknown Block '{b}' list of expected Blocks: "
+                                f"{order}")
+                blk = recorder_blocks[b]
+                ipu = s._ipu if s._ipu is not None else blk["ipu"]
+                if ipu is None:
+                    raise Error("poptorch.AutoStage.SameAsIpu was selected but no IPU was "
+                                f"specified for block {b}")
+                if self.auto == enums.AutoStage.SameAsIpu and not self.stages:
+                    stage_id = ipu
+                if not blk["prefixes"]:
+                    raise Error(f"{self.name}: block '{b}' contains no module, so no ONNX "
+                                "node can be assigned to it; put layers (nn.Module calls) "
+                                "inside the block")
+                out.extend((p, stage_id, ipu) for p in blk["prefixes"])
+        return out
+
+
+class PipelinedExecution(_Strategy):
+    """Stages on different IPUs work on different micro-batches at once."""
+    code = 1
+    name = "PipelinedExecution"
+
+
+class ShardedExecution(_Strategy):
+    """Stages run one after another, one micro-batch at a time."""
+    code = 2
+    name = "ShardedExecution"
+
+
+class SerialPhasedExecution(_Strategy):
+    """Phases run in turn on the same IPUs, weights streamed in and out."""
+    code = 3
+    name = "SerialPhasedExecution"
+
+    def __init__(self, *args):
+        if any(isinstance(a, enums.AutoStage) for a in args):
+            raise ValueError("There is currently no AutoStage for PhasedExecution, please "
+                             "explicitly specify the phases")
+        super().__init__(*args)
+
+    def setTensorsLiveness(self, liveness):
+        self.liveness = enums.Liveness(liveness)
+        return self
+
+    def useSeparateBackwardPhase(self, use=True):
+        self.separate_backward = bool(use)
+        return self
+
+
+class Phase(Stage):
+    """A phase of SerialPhasedExecution: stages given as block ids."""
+
+    def ipus(self, *ids):
+        if len(ids) != 1:
+            raise ValueError(f"Phase contains {len(self.blocks)} stages but you provided "
+                             f"{len(ids)} ipus")
+        return self.ipu(ids[0])

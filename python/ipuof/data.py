@@ -1,0 +1,256 @@
+"""poptorch.DataLoader and poptorch.AsynchronousDataAccessor.
+
+DataLoader is a torch.utils.data.DataLoader whose batches are PopTorch's combined batch,
+B x deviceIterations x gradientAccumulation x (replicationFactor / inputGroupSize)
+samples, so one batch feeds one call of a model. Under Distributed.configureProcessId(i, n)
+every process draws the same seeded order of the whole dataset, and process i takes the
+i-th of n equal shares of every global batch, so the processes never see the same sample
+in an epoch. In the Async modes an AsynchronousDataAccessor prepares the next batches in
+a background thread while the model runs (the library call releases the GIL); in
+AsyncRebatched mode the underlying loader yields single samples and the accessor builds
+the combined batches itself, so an iterable dataset split over workers loses at most one
+incomplete batch in all (PopTorch's rebatching).
+"""
+import queue
+import threading
+
+import torch
+import torch.utils.data as tud
+
+from . import enums
+from .errors import Error
+
+
+def _combined(options, batch_size):
+    """Samples per call in this process."""
+    repl = options.replication_factor // options.input_group_size
+    return batch_size * options.device_iterations * \
+        options.Training.gradient_accumulation * repl
+
+
+class _ShareSampler(tud.Sampler):
+    """Batches of process process_id: the same (seeded) order of all the indices in every
+    process, cut into global batches of local x num_processes samples laid out as one
+    process with all the replicas would lay them out, [steps][processes][rows]; this process
+    takes its rows of each step (its replicas' micro-batches). Incomplete global batches
+    are dropped (or, with keep_last, shared out as far as they go)."""
+
+    def __init__(self, n, local, steps, process_id, num_processes, shuffle, seed, keep_last):
+        self.n, self.local, self.steps = n, local, steps
+        self.pid, self.nproc = process_id, num_processes
+        self.shuffle, self.seed, self.keep_last = shuffle, seed, keep_last
+        self.epoch = 0
+
+    def _order(self):
+        if not self.shuffle:
+            return list(range(self.n))
+        g = torch.Generator()
+        g.manual_seed(self.seed + self.epoch)
+        return torch.randperm(self.n, generator=g).tolist()
+
+    def __iter__(self):
+        order = self._order()
+        self.epoch += 1
+        glob = self.local * self.nproc
+        full = self.n // glob
+        rows = self.local // self.steps
+        for j in range(full):
+            out = []
+            for st in range(self.steps):
+                start = j * glob + (st * self.nproc + self.pid) * rows
+                out.extend(order[start:start + rows])
+            yield out
+        if self.keep_last and full * glob < self.n:
+            rest = order[full * glob:]
+            share = rest[self.pid * self.local:(self.pid + 1) * self.local]
+            if share:
+                yield share
+
+    def __len__(self):
+        glob = self.local * self.nproc
+        full = self.n // glob
+        extra = self.keep_last and full * glob + self.pid * self.local < self.n
+        return full + (1 if extra else 0)
+
+
+class DataLoader(tud.DataLoader):
+    """poptorch.DataLoader(options, dataset, batch_size=1, shuffle=False, num_workers=0,
+    drop_last=True, persistent_workers=None, auto_distributed_partitioning=True,
+    mode=DataLoaderMode.Sync, async_options=None, rebatched_worker_size=None, **kwargs)."""
+
+    def __init__(self, options, dataset, batch_size=1, shuffle=None, num_workers=0,
+                 drop_last=True, persistent_workers=None, auto_distributed_partitioning=True,
+                 mode=enums.DataLoaderMode.Sync, async_options=None,
+                 rebatched_worker_size=None, **kwargs):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size expects an integer >= 1, not {batch_size!r}")
+        self._options = options
+        self._mode = enums.DataLoaderMode(mode)
+        self._async_options = dict(async_options or {})
+        self.batch_size_per_step = batch_size
+        self._combined = _combined(options, batch_size)
+        nproc = options.Distributed.numProcesses
+        pid = options.Distributed.processId
+        iterable = isinstance(dataset, tud.IterableDataset)
+        shuffle = bool(shuffle)
+        kwargs.setdefault("persistent_workers", bool(persistent_workers))
+        if self._mode == enums.DataLoaderMode.AsyncRebatched:
+            # Single samples from the workers; the accessor makes the combined batches.
+            if iterable:
+                super().__init__(dataset, batch_size=None, num_workers=num_workers, **kwargs)
+            else:
+                super().__init__(dataset, batch_size=None, shuffle=shuffle,
+                                 num_workers=num_workers, **kwargs)
+            self._rebatch = self._combined
+            self._drop_last = drop_last
+            return
+        self._rebatch = None
+        seeded = shuffle and options.random_seed is not None
+        if iterable or ((nproc == 1 and not seeded) or not auto_distributed_partitioning):
+            if nproc > 1 and iterable:
+                raise Error("poptorch.DataLoader: an IterableDataset must split itself "
+                            "between processes (use torch.utils.data.get_worker_info and "
+                            "options.Distributed.processId)")
+            super().__init__(dataset, batch_size=self._combined,
+                             shuffle=shuffle if not iterable else None,
+                             num_workers=num_workers, drop_last=drop_last, **kwargs)
+            return
+        seed = options.random_seed
+        if shuffle and seed is None:
+            raise Error("poptorch.DataLoader: shuffling across several processes needs the "
+                        "same poptorch.Options().randomSeed(...) in every process")
+        steps = options.device_iterations * options.Training.gradient_accumulation
+        sampler = _ShareSampler(len(dataset), self._combined, steps, pid, nproc, shuffle,
+                                seed or 0, not drop_last)
+        super().__init__(dataset, batch_sampler=sampler, num_workers=num_workers, **kwargs)
+
+    @property
+    def combinedBatchSize(self):
+        """Samples per batch: B x deviceIterations x gradientAccumulation x replicas."""
+        return self._combined
+
+    @property
+    def options(self):
+        return self._options
+
+    def _plain_iter(self):
+        return super().__iter__()
+
+    def __iter__(self):
+        if self._mode == enums.DataLoaderMode.Sync:
+            return super().__iter__()
+        acc = getattr(self, "_accessor", None)
+        if acc is None:
+            acc = AsynchronousDataAccessor(self, rebatched_size=self._rebatch,
+                                           **self._async_options)
+            object.__setattr__(self, "_accessor", acc)
+        return iter(acc)
+
+    def __len__(self):
+        if self._rebatch:
+            n = super().__len__()
+            return n // self._rebatch if self._drop_last else -(-n // self._rebatch)
+        return super().__len__()
+
+    def terminate(self):
+        acc = getattr(self, "_accessor", None)
+        if acc is not None:
+            acc.terminate()
+
+
+_END = object()
+
+
+class _Failure:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+class AsynchronousDataAccessor:
+    """Iterates dataset (a DataLoader) in a background thread, up to buffer_size batches
+    ahead of the caller. With rebatched_size, dataset yields single samples and the
+    accessor collates them rebatched_size at a time (an incomplete last batch is
+    dropped). Each `for` over the accessor is one epoch of the dataset."""
+
+    def __init__(self, dataset, buffer_size=3, miss_sleep_time_in_ms=0.1,
+                 load_indefinitely=True, early_preload=False, sharing_strategy=None,
+                 rebatched_size=None):
+        if buffer_size < 1:
+            raise ValueError("buffer_size must be at least 1")
+        self._dataset = dataset
+        self._size = buffer_size
+        self._rebatch = rebatched_size
+        self._thread = None
+        self._stop = None
+        self._queue = None
+
+    def __len__(self):
+        return len(self._dataset)
+
+    def _source(self, it):
+        if not self._rebatch:
+            yield from it
+            return
+        pending = []
+        for sample in it:
+            pending.append(sample)
+            if len(pending) == self._rebatch:
+                yield tud.default_collate(pending)
+                pending = []
+
+    def _work(self, it, q, stop):
+        try:
+            for batch in self._source(it):
+                while not stop.is_set():
+                    try:
+                        q.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_END)
+        except BaseException as exc:  # handed to the consumer, raised there
+            q.put(_Failure(exc))
+
+    def terminate(self):
+        """Stops the background thread (waiting for the batch it is preparing)."""
+        if self._thread is not None:
+            self._stop.set()
+            try:
+                while True:
+                    self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join()
+            self._thread = None
+
+    def __iter__(self):
+        self.terminate()
+        # The loader's iterator (and its worker processes) is made here, on the caller's
+        # thread: forking from the background thread could copy a lock another thread
+        # holds into the workers.
+        it = self._dataset._plain_iter() if isinstance(self._dataset, DataLoader) \
+            else iter(self._dataset)
+        self._queue = queue.Queue(maxsize=self._size)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, args=(it, self._queue, self._stop),
+                                        name="poptorch-async-loader", daemon=True)
+        self._thread.start()
+        q = self._queue
+        while True:
+            item = q.get()
+            if item is _END:
+                self._thread.join()
+                self._thread = None
+                return
+            if isinstance(item, _Failure):
+                self._thread = None
+                raise item.exc
+            yield item
+
+    def __del__(self):
+        try:
+            self.terminate()
+        except Exception:
+            pass
