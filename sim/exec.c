@@ -6,9 +6,11 @@
  * A step allocates nothing: views that point into the input and output run buffers
  * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
  * outputs that are not written in place are copied or summed into their slots.
- * With more than one replica, each replica runs on its own crew thread (crew.c; the caller
- * is thread 0), with its own arenas, sharing the read-only weights; a replica's IPUs run on
- * its thread in schedule order. OpenBLAS parallelises inside the matrix kernels.
+ * With more than one replica on one IPU each, each replica runs on its own crew thread
+ * (crew.c; the caller is thread 0), with its own arenas, sharing the read-only weights;
+ * a model over several IPUs runs a thread per (replica, IPU) instead (ipus.c). Kernels
+ * spread large ops over the host thread pool (pool.c). Each IPU's arena exists once per
+ * stash slot (lane r * S + j); the one-thread paths here use slot 0.
  * Also holds the executable's accessors.
  */
 #include <stdio.h>
