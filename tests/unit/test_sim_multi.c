@@ -815,6 +815,48 @@ test_pipeline_concurrency(void **state)
     sim_model_free(m);
 }
 
+/* Inference pipelined over 4 IPUs (stage k on micro-batch t - k in step t) and sharded
+ * return the outputs of one IPU. */
+static void
+test_pipelined_inference(void **state)
+{
+    static const int strategies[] = { SIM_STRATEGY_PIPELINED, SIM_STRATEGY_SHARDED };
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *one, *e;
+    struct sim_io_info info;
+
+    (void)state;
+    sim_compile_opts_init(&o);
+    o.micro_batch = 8;
+    o.device_iterations = 7;
+    o.replicas = 2;
+    one = compile_ok(m, &o);
+    run_ok(one);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    for (int i = 0; i < 2; i++) {
+        o.strategy = strategies[i];
+        e = compile_ok(m, &o);
+        run_ok(e);
+        assert_int_equal(sim_exe_output_count(e), sim_exe_output_count(one));
+        for (size_t j = 0; j < sim_exe_output_count(e); j++) {
+            const float *x = sim_exe_output_buffer(one, j), *y = sim_exe_output_buffer(e, j);
+            float d = 0;
+            assert_int_equal(sim_exe_output_info(e, j, &info), 0);
+            assert_int_equal(info.dtype, F32);
+            for (size_t k = 0; k < info.run_bytes / 4; k++)
+                d = fabsf(x[k] - y[k]) > d ? fabsf(x[k] - y[k]) : d;
+            printf("  %s inference, output %zu: max |y - y(one IPU)| = %g\n",
+                   i == 0 ? "pipelined" : "sharded", j, (double)d);
+            assert_true(d <= 1e-5f);
+        }
+        sim_exe_free(e);
+    }
+    sim_exe_free(one);
+    sim_model_free(m);
+}
+
 /* ---- memory --------------------------------------------------------------------------- */
 
 #define BIG 4720    /* 4 square layers of 4720 x 4720 floats: 340 MiB of weights */
@@ -949,6 +991,7 @@ main(void)
         cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_ipu_threads),
         cmocka_unit_test(test_pipeline_concurrency),
+        cmocka_unit_test(test_pipelined_inference),
         cmocka_unit_test(test_memory_fit),
     };
 
