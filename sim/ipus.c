@@ -57,17 +57,17 @@ struct item {
 };
 
 static double
-now_s(void)
+now_s(clockid_t clk)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clk, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Appends an item to the step log (tests), when one is set. */
 static void
-log_item(struct sim_exe *e, const struct item *it, bool bwd, double t0)
+log_item(struct sim_exe *e, const struct item *it, bool bwd, double t0, double c0)
 {
     size_t i = atomic_fetch_add(&e->log_n, 1);
     struct sim_step_rec *rec;
@@ -84,7 +84,8 @@ log_item(struct sim_exe *e, const struct item *it, bool bwd, double t0)
     rec->step = it->t;
     rec->thread = (unsigned long)pthread_self();
     rec->t0 = t0;
-    rec->t1 = now_s();
+    rec->t1 = now_s(CLOCK_MONOTONIC);
+    rec->cpu = now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
 /* The lane of IPU p for micro-batch m of replica r. */
@@ -103,7 +104,8 @@ fwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
     char *ar = e->arenas[L * e->ipr + (unsigned)p];
     char *xb = e->xbuf + (size_t)it->r * e->xbytes;
     const struct sim_kern *kn = &e->kern[(size_t)L * e->n_nodes];
-    double t0 = e->log != NULL ? now_s() : 0;
+    double t0 = e->log != NULL ? now_s(CLOCK_MONOTONIC) : 0;
+    double c0 = e->log != NULL ? now_s(CLOCK_THREAD_CPUTIME_ID) : 0;
 
     for (int i = 0; i < e->n_xfer; i++) {       /* receive */
         const struct sim_xfer *x = &e->xfer[i];
@@ -127,7 +129,7 @@ fwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
     }
     sim_exec_outputs(e, it->d, it->a, it->r, L, it->k);
     if (e->log != NULL)
-        log_item(e, it, false, t0);
+        log_item(e, it, false, t0, c0);
     return 0;
 }
 
@@ -141,7 +143,8 @@ bwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
     char *ar = e->arenas[L * e->ipr + (unsigned)p];
     char *xb = e->xbuf + (size_t)it->r * e->xbytes;
     const struct sim_bkern *bk = &tr->bkern[(size_t)L * (size_t)tr->n_bsteps];
-    double t0 = e->log != NULL ? now_s() : 0;
+    double t0 = e->log != NULL ? now_s(CLOCK_MONOTONIC) : 0;
+    double c0 = e->log != NULL ? now_s(CLOCK_THREAD_CPUTIME_ID) : 0;
 
     if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
         *tr->loss_grad[L] = 1.0f;
@@ -180,7 +183,7 @@ bwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
             memcpy(xb + x->gxoff + it->m % x->depth * sim_align(bytes), ar + x->goff, bytes);
     }
     if (e->log != NULL)
-        log_item(e, it, true, t0);
+        log_item(e, it, true, t0, c0);
     return 0;
 }
 
