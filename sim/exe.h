@@ -168,6 +168,7 @@ struct sim_exe {
     unsigned D, R, B;
     unsigned A;                 /* gradient accumulation, 1 for inference */
     uint64_t seed;              /* of the per-replica random generators */
+    bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
     unsigned tiles;
