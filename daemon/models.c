@@ -327,6 +327,20 @@ models_release_all(struct conn *c, int cancel_code, int conn_dying)
     models_update_loaded(s, c);
 }
 
+void
+models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what)
+{
+    if (c->revoked_code != 0) {
+        conn_send_error(c, req_id, c->revoked_code, IPUOF_ERROR_RECOVERABLE,
+                        c->revoked_code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
+                                                             : IPUOF_RECOVERY_REATTACH,
+                        "device", "model %u is gone: %s", id, c->revoked_msg);
+        return;
+    }
+    conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
+                    "no model %u on this connection%s", id, what);
+}
+
 struct model *
 models_find(struct conn *c, uint32_t id)
 {

@@ -120,6 +120,14 @@ void model_free(struct srv *s, struct model *m);
 struct model *models_find(struct conn *c, uint32_t id);
 
 /*
+ * Answers request req_id, which names model id that c does not have: with the reason its
+ * partition was taken away (recoverable, re-attach) when a reset or shutdown freed its
+ * models since its last attach, else IPUOF_E_NOTFOUND. what ends the sentence ("; compile
+ * one first") and may be "".
+ */
+void models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
+
+/*
  * Takes every model away from c and uncounts its memory: idle models are freed now; a
  * model whose run is in flight is freed when the run ends, which then reports cancel_code
  * to c (or to nobody when conn_dying). Call before the partition itself is released.

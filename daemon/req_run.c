@@ -248,8 +248,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     size_t n_in;
 
     if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection; compile one first", rq->model_id);
+        models_send_missing(c, req_id, rq->model_id, "; compile one first");
         return;
     }
     if (m->nproc > 1) { /* this process's slice of a job's run */
@@ -362,8 +361,7 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
         return;
     }
     if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection", h->free_model->model_id);
+        models_send_missing(c, req_id, h->free_model->model_id, "");
         return;
     }
     model_free(c->srv, m);

@@ -29,8 +29,7 @@ find(struct conn *c, uint64_t req_id, uint32_t id)
     struct model *m = models_find(c, id);
 
     if (m == NULL)
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection", id);
+        models_send_missing(c, req_id, id, "");
     return m;
 }
 

@@ -590,6 +590,7 @@ srv_serve_waiters(struct srv *s)
         conn_enter(c);
         if (rc == IPUOF_OK) {
             c->part = p;
+            c->revoked_code = 0;
             reply_attached(c, req, p, waited ? waited : 1);
         } else {
             conn_send_error(c, req, rc, 0, 0, "device", "%s", err);

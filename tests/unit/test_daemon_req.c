@@ -247,6 +247,51 @@ test_revoke_during_input_then_disconnect(void **state)
     free(bytes);
 }
 
+/* A run that was already on its way when a reset took the partition (the client had not read
+ * the Notice yet) names the reset and says to re-attach, not "no model": the error a
+ * PopTorch user gets is a RecoverableError with REATTACH either way. */
+static void
+test_run_after_reset_names_the_reset(void **state)
+{
+    struct srv s;
+    struct conn *c;
+    struct bufferevent *b;
+    size_t len;
+    void *bytes = testmodel_relu(1, 1, 4, -1, &len);
+    float x[4] = {1, 2, 3, 4};
+    Ipuof__Header *r;
+    int error = 0;
+    uint32_t id;
+
+    (void)state;
+    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
+    b = dpair_connect(&s, 0, &c);
+    assert_int_equal(dpair_session(&s, b, 1), 0);
+    r = compile(&s, b, bytes, len);
+    id = r->compile_reply->model_id;
+    ipuof_frame_header_free(r);
+    conn_enter(c);
+    revoke_partition(c, IPUOF_E_DEVICE_RESET, "reset by the test");
+    conn_leave(c);
+    run(b, id, 1, x, 16);
+    while ((r = dpair_recv(&s, b, 2000, NULL, NULL)) != NULL) {
+        if (r->body_case == IPUOF__HEADER__BODY_ERROR && r->request_id == 4) {
+            print_message("run after the reset: %s\n", r->error->message);
+            assert_int_equal(r->error->code, IPUOF_E_DEVICE_RESET);
+            assert_int_equal(r->error->recovery, IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH);
+            assert_non_null(strstr(r->error->message, "reset by the test"));
+            error = 1;
+        }
+        ipuof_frame_header_free(r);
+        if (error)
+            break;
+    }
+    assert_true(error);
+    bufferevent_free(b);
+    dpair_srv_free(&s);
+    free(bytes);
+}
+
 /* Item 8: a shutdown while a run's inputs arrive: the Notice, then the run's own error. */
 static void
 test_shutdown_answers_request_in_flight(void **state)
@@ -296,6 +341,7 @@ main(void)
         cmocka_unit_test(test_ipu_beyond_partition),
         cmocka_unit_test(test_unknown_enum_refused),
         cmocka_unit_test(test_revoke_during_input_then_disconnect),
+        cmocka_unit_test(test_run_after_reset_names_the_reset),
         cmocka_unit_test(test_shutdown_answers_request_in_flight),
     };
 
