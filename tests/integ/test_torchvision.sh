@@ -1,6 +1,6 @@
 #!/bin/sh
 # Real networks against PyTorch through a real ipuofd (tests/integ/torch_models.py):
-# everyday layers (Upsample, ConvTranspose, LSTM, GRU: inference, and one SGD step of a
+# everyday layers (Upsample, ConvTranspose, LSTM, GRU, float %: inference, and one SGD step of a
 # small classifier with loss and weights against PyTorch's), the torchvision
 # classification models that fit the suite's time budget (batch 2, opset 13, eval,
 # rtol 1e-3 / atol 1e-4) and one SGD step of resnet18, mobilenet_v3_small and the smallest

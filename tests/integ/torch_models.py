@@ -111,6 +111,19 @@ class PlainRecurrent(torch.nn.Module):
         return self.rnn(x)[0]
 
 
+class Remainder(torch.nn.Module):
+    """Float `%` (torch.remainder: exported as Div, Floor, Mul, Sub) and torch.ceil after a
+    Linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 8)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y % 0.3 + 0.1 * torch.ceil(y)
+
+
 def layer_models():
     return [
         ("Upsample nearest x2", Upsample(scale_factor=2, mode="nearest"), (2, 3, 5, 6)),
@@ -123,6 +136,7 @@ def layer_models():
         ("LSTM batch_first bidirectional", Recurrent(torch.nn.LSTM, True, True), (2, 5, 3)),
         ("GRU 2 layers batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
         ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (5, 2, 3)),
+        ("float remainder and ceil", Remainder(), (2, 6)),
         ("LSTM zero states", PlainRecurrent(torch.nn.LSTM, False, False), (5, 2, 3)),
         ("GRU zero states batch_first bi", PlainRecurrent(torch.nn.GRU, True, True), (2, 5, 3)),
     ]
@@ -292,6 +306,7 @@ def train_layers():
         ("LSTM 2 layers", Recurrent(torch.nn.LSTM, False, False), (2, 2, 3)),
         ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (2, 2, 3)),
         ("GRU batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
+        ("float remainder and ceil", Remainder(), (2, 6)),
     ]
     return [(n, Classifier(m, s), s) for n, m, s in cases]
 
