@@ -1,11 +1,13 @@
 /*
  * op_unary.c — one-input elementwise ops, forward and backward: Neg, Abs, Sqrt, Exp, Log,
- * Erf, Clip (bounds as attributes before opset 11, as optional inputs after), Identity,
- * Cast.
+ * Erf, Floor, Ceil, Clip (bounds as attributes before opset 11, as optional inputs after),
+ * Identity, Cast.
  *
  * Integer Neg and Abs wrap (computed unsigned); every backward is float only (an integer
  * tensor carries no gradient). Gradients follow PyTorch's formulas, including its choices
- * at kinks: d|x| = sign(x) (0 at 0), Clip passes the gradient where min <= x <= max.
+ * at kinks: d|x| = sign(x) (0 at 0), Clip passes the gradient where min <= x <= max;
+ * Floor and Ceil have a zero gradient everywhere (as PyTorch's floor/ceil), so a path
+ * through them (float `%` exports as Div, Floor, Mul, Sub) trains without refusal.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 #include "pool.h"
 #include "vmath.h"
 
-enum { U_NEG, U_ABS, U_SQRT, U_EXP, U_LOG, U_ERF };
+enum { U_NEG, U_ABS, U_SQRT, U_EXP, U_LOG, U_ERF, U_FLOOR, U_CEIL };
 
 struct unary_params {
     int op;
@@ -63,6 +65,8 @@ unary_piece(void *ctx, int64_t lo, int64_t hi)
     case U_SQRT: for (int64_t i = lo; i < hi; i++) out[i] = sqrtf(in[i]); break;
     case U_EXP: for (int64_t i = lo; i < hi; i++) out[i] = expf(in[i]); break;
     case U_LOG: for (int64_t i = lo; i < hi; i++) out[i] = logf(in[i]); break;
+    case U_FLOOR: for (int64_t i = lo; i < hi; i++) out[i] = floorf(in[i]); break;
+    case U_CEIL: for (int64_t i = lo; i < hi; i++) out[i] = ceilf(in[i]); break;
     case U_ERF: {
         int64_t i = lo;
         for (; i + 8 <= hi; i += 8) {
@@ -107,6 +111,8 @@ static int infer_sqrt(struct sim_infer *c) { return infer_unary(c, U_SQRT); }
 static int infer_exp(struct sim_infer *c) { return infer_unary(c, U_EXP); }
 static int infer_log(struct sim_infer *c) { return infer_unary(c, U_LOG); }
 static int infer_erf(struct sim_infer *c) { return infer_unary(c, U_ERF); }
+static int infer_floor(struct sim_infer *c) { return infer_unary(c, U_FLOOR); }
+static int infer_ceil(struct sim_infer *c) { return infer_unary(c, U_CEIL); }
 
 /* ---- Clip ----------------------------------------------------------------------------- */
 
@@ -293,6 +299,8 @@ bwd_unary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
         for (int64_t i = 0; i < n; i++)
             dx[i] += g[i] * 1.12837916709551257f * expf(-x[i] * x[i]);
         break;
+    case U_FLOOR: /* zero gradient: dx gets nothing */
+    case U_CEIL:
     default:
         break;
     }
@@ -350,6 +358,8 @@ const struct sim_op sim_ops_unary[] = {
     { "Exp", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_exp, fwd_unary, bwd_unary, 1u, NULL },
     { "Log", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_log, fwd_unary, bwd_unary, 1u, NULL },
     { "Erf", 9, 1, 1, 1, 1, 0, 0, CODE_EW, infer_erf, fwd_unary, bwd_unary, 1u, NULL },
+    { "Floor", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_floor, fwd_unary, bwd_unary, 1u, NULL },
+    { "Ceil", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_ceil, fwd_unary, bwd_unary, 1u, NULL },
     { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, bwd_clip, 1u, NULL },
     { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_copy, 1u, NULL },
     { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_copy, 1u, NULL },

@@ -1,11 +1,11 @@
 #!/bin/sh
 # Real networks against PyTorch through a real ipuofd (tests/integ/torch_models.py):
-# everyday layers (Upsample, ConvTranspose, LSTM, GRU: inference, and one SGD step of a
-# small classifier with loss and weights against PyTorch's) and the torchvision
+# everyday layers (Upsample, ConvTranspose, LSTM, GRU, float %: inference, and one SGD step of a
+# small classifier with loss and weights against PyTorch's), the torchvision
 # classification models that fit the suite's time budget (batch 2, opset 13, eval,
-# rtol 1e-3 / atol 1e-4). With "all" (make test-models)
-# every torchvision model the op-coverage issue names and one SGD step of resnet18 against
-# PyTorch's, one row per model. Debian's /usr/bin/python3 must have torch, torchvision and
+# rtol 1e-3 / atol 1e-4) and one SGD step of resnet18, mobilenet_v3_small and the smallest
+# VisionTransformer against PyTorch's. With "all" (make test-models) every torchvision
+# model the op-coverage issue names and the same three SGD steps, one row per model. Debian's /usr/bin/python3 must have torch, torchvision and
 # onnx (make deps installs them): without them the test fails.
 # Usage: sh tests/integ/test_torchvision.sh [BUILD] [all]
 set -u
@@ -31,9 +31,9 @@ while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
 
 if [ "$WHAT" = all ]; then
-    set -- all train:resnet18
+    set -- all train:resnet18 train:mobilenet_v3_small train:vit_small
 else
-    set -- layers train-layers suite
+    set -- layers train-layers suite train:resnet18 train:mobilenet_v3_small train:vit_small
 fi
 "$PY" "$HERE/torch_models.py" "$B" "$D" "$@" >"$D/py.out" 2>&1
 rc=$?

@@ -8,7 +8,8 @@ WHAT is any of:
   suite          the torchvision models that fit the test suite's time budget (SUITE)
   all            all 17 classification models the op-coverage issue names (ALL)
   layers         small models of everyday layers (LAYERS)
-  train:NAME     one SGD step (lr 0.1) of torchvision model NAME, loss and weights
+  train:NAME     one SGD step (lr 0.1) of torchvision model NAME (or vit_small: the
+                 VisionTransformer class's smallest configuration), loss and weights
   train-layers   one SGD step of small classifiers made of the everyday layers
   a model name   one torchvision model
 
@@ -21,7 +22,10 @@ row prints both). Training: the model and a CrossEntropyLoss are exported
 for training (TrainingMode.TRAINING, opset 13), BUILD/tests/integ/drv_interop_eval runs
 one SGD step and writes the loss and the weights after it, which are compared with
 torch.optim.SGD's step from the same weights (running statistics included), with the same
-float64 fallback as inference for a weight outside rtol/atol.
+float64 fallback as inference for a weight outside rtol/atol, Dropout at p=0. PyTorch's
+float32 step is taken with its default (oneDNN) convolution and, if the daemon's step misses
+it, with its native im2col + GEMM convolution: the two differ from each other where a ReLU
+input lies within float32 rounding of 0 (see run_train).
 Prints one row per model (max |diff|, ok / FAIL, or the daemon's refusal sentence) and
 "N passed, M failed"; exits 1 when anything failed or was refused.
 """
@@ -42,6 +46,10 @@ ALL = ["alexnet", "vgg11", "resnet18", "resnet50", "squeezenet1_0", "googlenet",
        "shufflenet_v2_x1_0", "mobilenet_v2", "mnasnet0_5", "efficientnet_b0",
        "regnet_y_400mf", "convnext_tiny", "densenet121", "inception_v3",
        "mobilenet_v3_small", "vit_b_16", "swin_t"]
+# torchvision's VisionTransformer class in its smallest configuration that builds (image 32,
+# patch 8, 2 layers, 2 heads, hidden 32, MLP 64, 10 classes): vit_b_16's training step is
+# too slow for the suite; input (2, 3, 32, 32)
+VIT_SMALL = "vit_small"
 
 
 class Upsample(torch.nn.Module):
@@ -103,6 +111,19 @@ class PlainRecurrent(torch.nn.Module):
         return self.rnn(x)[0]
 
 
+class Remainder(torch.nn.Module):
+    """Float `%` (torch.remainder: exported as Div, Floor, Mul, Sub) and torch.ceil after a
+    Linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 8)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y % 0.3 + 0.1 * torch.ceil(y)
+
+
 def layer_models():
     return [
         ("Upsample nearest x2", Upsample(scale_factor=2, mode="nearest"), (2, 3, 5, 6)),
@@ -115,6 +136,7 @@ def layer_models():
         ("LSTM batch_first bidirectional", Recurrent(torch.nn.LSTM, True, True), (2, 5, 3)),
         ("GRU 2 layers batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
         ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (5, 2, 3)),
+        ("float remainder and ceil", Remainder(), (2, 6)),
         ("LSTM zero states", PlainRecurrent(torch.nn.LSTM, False, False), (5, 2, 3)),
         ("GRU zero states batch_first bi", PlainRecurrent(torch.nn.GRU, True, True), (2, 5, 3)),
     ]
@@ -217,7 +239,12 @@ def torchvision_model(name):
         kw["init_weights"] = True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = getattr(torchvision.models, name)(**kw)
+        if name == VIT_SMALL:
+            model = torchvision.models.VisionTransformer(
+                image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32,
+                mlp_dim=64, num_classes=10)
+        else:
+            model = getattr(torchvision.models, name)(**kw)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)) and \
@@ -279,14 +306,23 @@ def train_layers():
         ("LSTM 2 layers", Recurrent(torch.nn.LSTM, False, False), (2, 2, 3)),
         ("GRU bidirectional", Recurrent(torch.nn.GRU, False, True), (2, 2, 3)),
         ("GRU batch_first", Recurrent(torch.nn.GRU, True, False), (2, 5, 3)),
+        ("float remainder and ceil", Remainder(), (2, 6)),
     ]
     return [(n, Classifier(m, s), s) for n, m, s in cases]
 
 
-def run_train(build, work, res, name, model=None, shape=(2, 3, 224, 224)):
+def run_train(build, work, res, name, model=None, shape=None):
+    """One SGD step through the daemon against PyTorch's. Dropout is set to p=0 (the
+    daemon's masks are its own, not PyTorch's): the export still carries the Dropout nodes,
+    so the training graph runs them."""
     d = os.path.join(work, "train_" + name.replace(" ", "_"))
     os.makedirs(d, exist_ok=True)
+    if shape is None:
+        shape = (2, 3, 32, 32) if name == VIT_SMALL else (2, 3, 224, 224)
     model = WithLoss(torchvision_model(name) if model is None else model)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
     torch.manual_seed(2)
     image = torch.randn(*shape)
     labels = torch.tensor([3, 1])
@@ -312,40 +348,81 @@ def run_train(build, work, res, name, model=None, shape=(2, 3, 224, 224)):
     with torch.no_grad():
         for k, v in initial.items():
             own[k].copy_(torch.from_numpy(np.array(v)))
-    import copy
-    model64 = copy.deepcopy(model).double()
-    for m, img in ((model, image), (model64, image.double())):
-        opt = torch.optim.SGD(m.parameters(), lr=0.1)
-        opt.zero_grad()
-        _, l = m(img, labels)
-        l.backward()
-        opt.step()
-        if m is model:
-            loss = l
     _, got = read(os.path.join(d, "step_loss.pb"))
-    ok, diff, _ = compare(got.reshape(()), loss.detach().numpy())
-    res.row("train %s loss" % name, ok, "%.6f vs PyTorch %.6f" % (float(got.reshape(())),
-                                                                  float(loss)))
-    own, own64 = model.state_dict(), model64.state_dict()
-    worst, worst_name, bad, k, rounding = 0.0, "", 0, 0, []
+    daemon = {}
+    k = 0
     while os.path.exists(os.path.join(d, "w_%d.pb" % k)):
         wname, value = read(os.path.join(d, "w_%d.pb" % k))
+        daemon[wname] = value
+        k += 1
+    # PyTorch's float32 step with its default (oneDNN) convolution; where that misses,
+    # with its native im2col + GEMM convolution, the daemon's algorithm: the two are both
+    # PyTorch's float32 step, and a ReLU input within float32 rounding of 0 (resnet18 has
+    # one at -1.0e-7 in float64) takes a different side in each, which moves conv1.weight
+    # by 1.6e-3 between them.
+    first = None
+    for native in (False, True):
+        loss, own, own64 = torch_step(model, image, labels, native)
+        verdict = compare_step(got, loss, daemon, own, own64)
+        verdict["backend"] = "native im2col+GEMM" if native else "oneDNN"
+        if first is None:
+            first = verdict
+        if verdict["loss_ok"] and verdict["bad"] == 0:
+            break
+    if not (verdict["loss_ok"] and verdict["bad"] == 0):
+        verdict = first
+    note = " (PyTorch's %s convolution)" % verdict["backend"] if verdict is not first else ""
+    res.row("train %s loss" % name, verdict["loss_ok"],
+            "%.6f vs PyTorch %.6f%s" % (float(got.reshape(())), verdict["loss"], note))
+    # every parameter is among the daemon's weights, under its PyTorch name (an exporter
+    # that merged equal initializers would leave one out)
+    missing = [n for n, _ in model.named_parameters() if n not in daemon]
+    res.row("train %s weights" % name, verdict["bad"] == 0 and k > 0 and not missing,
+            "%d weights, %d outside tolerance, max |diff| %.3g (%s)%s%s%s" %
+            (k, verdict["bad"], verdict["worst"], verdict["worst_name"], note,
+             "; not written: " + ", ".join(missing) if missing else "",
+             "; " + "; ".join(verdict["rounding"]) if verdict["rounding"] else ""))
+
+
+def torch_step(model, image, labels, native_conv):
+    """One torch.optim.SGD step (lr 0.1) of copies of model in float32 and float64 from its
+    current weights; native_conv: PyTorch's im2col + GEMM convolution instead of oneDNN's.
+    Returns (float32 loss, float32 state_dict, float64 state_dict)."""
+    import copy
+    m32, m64 = copy.deepcopy(model), copy.deepcopy(model).double()
+    loss = None
+    with torch.backends.mkldnn.flags(enabled=not native_conv):
+        for m, img in ((m32, image), (m64, image.double())):
+            m.train()
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            opt.zero_grad()
+            _, l = m(img, labels)
+            l.backward()
+            opt.step()
+            if m is m32:
+                loss = l
+    return float(loss), m32.state_dict(), m64.state_dict()
+
+
+def compare_step(got_loss, loss, daemon, own, own64):
+    """The daemon's loss and weights after the step against PyTorch's (rtol/atol; a weight
+    outside passes when the daemon is as close to the float64 step as PyTorch's float32 is)."""
+    ok, _, _ = compare(got_loss.reshape(()), np.float32(loss))
+    v = {"loss_ok": ok, "loss": loss, "worst": 0.0, "worst_name": "", "bad": 0,
+         "rounding": []}
+    for wname, value in daemon.items():
         ok, diff, _ = compare(value, own[wname].numpy())
         if not ok:
-            # as for inference: as close to the float64 step as PyTorch's float32 step is
             w64 = own64[wname].numpy()
             ours = float(np.abs(value.astype(np.float64) - w64).max())
             theirs = float(np.abs(own[wname].numpy().astype(np.float64) - w64).max())
             ok = ours <= 2 * theirs
-            rounding.append("%s: float64 daemon %.3g, PyTorch float32 %.3g" %
-                            (wname, ours, theirs))
-        bad += not ok
-        if diff >= worst:
-            worst, worst_name = diff, wname
-        k += 1
-    res.row("train %s weights" % name, bad == 0 and k > 0,
-            "%d weights, %d outside tolerance, max |diff| %.3g (%s)%s" %
-            (k, bad, worst, worst_name, "; " + "; ".join(rounding) if rounding else ""))
+            v["rounding"].append("%s: float64 daemon %.3g, PyTorch float32 %.3g" %
+                                 (wname, ours, theirs))
+        v["bad"] += not ok
+        if diff >= v["worst"]:
+            v["worst"], v["worst_name"] = diff, wname
+    return v
 
 
 def main():

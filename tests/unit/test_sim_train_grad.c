@@ -703,6 +703,28 @@ g_mod(struct sim_ob *b)
     sim_ob_attr_int(b, "fmod", 1);
 }
 
+/* a - b floor(a / b): torch.remainder's float export (Div, Floor, Mul, Sub); |a| in
+ * [0.2, 1], b in [0.5, 1.5], so the quotients stay away from 0 */
+static void
+g_floor(struct sim_ob *b)
+{
+    param(b, "a", 2, DIMS(3, 4), D_AWAY);
+    param(b, "b", 1, DIMS(4), D_POS);
+    sim_ob_node(b, "Div", "q", "a,b", "ab");
+    sim_ob_node(b, "Floor", "n", "ab", "fl");
+    sim_ob_node(b, "Mul", "m", "b,fl", "bf");
+    sim_ob_node(b, "Sub", "s", "a,bf", "y");
+}
+
+/* x ceil(x), |x| in [0.2, 1]: the gradient is ceil(x) alone (Ceil's own is zero) */
+static void
+g_ceil(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 5), D_AWAY);
+    sim_ob_node(b, "Ceil", "n", "x", "c");
+    sim_ob_node(b, "Mul", "m", "x,c", "y");
+}
+
 static void
 g_expand(struct sim_ob *b)
 {
@@ -984,6 +1006,9 @@ static const struct gcase cases[] = {
     { "LSTM", "reverse, layout 1, Y_h only", g_lstm_rev, 1e-2f, 1e-3f },
     { "GRU", "linear_before_reset, bidirectional, layout 1", g_gru, 1e-2f, 1e-3f },
     { "GRU", "reset before the product, initial_h", g_gru_reset, 1e-2f, 1e-3f },
+    /* Floor, Ceil */
+    { "Floor", "a - b floor(a / b) (torch.remainder)", g_floor, 1e-3f, 1e-3f },
+    { "Ceil", "x ceil(x)", g_ceil, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
