@@ -275,7 +275,8 @@ def test_connection_type_never_refuses_to_run():
 
 def test_profiling_switch(daemon, monkeypatch, tmp_path):
     """POPLAR_ENGINE_OPTIONS' autoReport writes the run's trace (Chrome trace-event JSON)
-    into the directory; a library without traces gets a warning saying so."""
+    into the directory, and its SVG timeline once the model leaves the device; a library
+    without traces gets a warning saying so."""
     import json
     import ipuof._lib
     monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", '{"autoReport.all":"true",'
@@ -287,10 +288,15 @@ def test_profiling_switch(daemon, monkeypatch, tmp_path):
         pm.destroy()
         return
     pm(batch()[0])
+    assert not list(tmp_path.glob("*.svg"))  # drawn when the model leaves the device
     pm.destroy()
     traces = list(tmp_path.glob("*.trace.json"))
     assert traces, f"no trace in {tmp_path}: {list(tmp_path.iterdir())}"
     assert "traceEvents" in json.loads(traces[0].read_text())
+    svg = tmp_path / traces[0].name.replace(".trace.json", ".timeline.svg")
+    assert svg.exists(), f"no SVG timeline in {tmp_path}: {list(tmp_path.iterdir())}"
+    text = svg.read_text()
+    assert text.lstrip().startswith(("<svg", "<?xml")) and "</svg>" in text
 
 
 def test_options_validation_repr_clone_and_ignored_calls():
