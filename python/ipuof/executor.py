@@ -30,7 +30,7 @@ from .options import Options
 ffi = _lib.ffi
 
 _training_executors = weakref.WeakSet()
-_executors = weakref.WeakSet()  # every model, for the timelines drawn at exit
+_executors = weakref.WeakSet()  # models that ran with profiling: timelines drawn at exit
 _generation = [0]       # bumped by every training call: inference models re-upload
 _hooked_classes = {}    # original module class -> its weight-syncing subclass
 
@@ -596,8 +596,8 @@ class PoplarExecutor:
         self.copyWeightsToDevice()
 
     def _draw_timeline(self):
-        """Draws the last run's trace as an SVG beside it, once per run of runs (a warning
-        says why when it cannot)."""
+        """Draws the last run's trace as an SVG beside it, once for all the runs since the
+        last drawing (a warning says why when it cannot)."""
         if not self.__dict__.get("_trace_pending"):
             return
         self._trace_pending = False
