@@ -112,6 +112,8 @@ DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 .PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
+# Objects built on the way to a test program are kept, so a second make rebuilds nothing.
+.SECONDARY:
 
 all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS) $(INTEG_BINS) $(DRV_BINS)
 

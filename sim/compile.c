@@ -72,10 +72,11 @@ sim_exe_free(struct sim_exe *e)
     free(e->in);
     free(e->out);
     if (e->arenas != NULL)
-        for (unsigned i = 0; i < e->R * e->ipr; i++)
+        for (unsigned i = 0; i < e->R * e->S * e->ipr; i++)
             free(e->arenas[i]);
     free(e->arenas);
     free(e->arena_bytes);
+    free(e->slots);
     free(e->mem);
     free(e->kern);
     free(e->views);
@@ -84,6 +85,9 @@ sim_exe_free(struct sim_exe *e)
     free(e->rng);
     free(e->stage_ipu);
     free(e->stage_node);
+    free(e->xfer);
+    free(e->xbuf);
+    sim_bar_free(e->rbar, e->R);
     sim_clock_free(e->clock);
     free(e->vals);
     free(e->w);

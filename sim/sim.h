@@ -511,6 +511,27 @@ int sim_exe_run(struct sim_exe *e, struct sim_err *err);
  */
 void sim_exe_cancel(struct sim_exe *e);
 
+/* One step of the work of a simulated IPU thread, as the step log records it. */
+struct sim_step_rec {
+    unsigned replica, ipu;
+    int stage;
+    int backward;                 /* 1: the stage's backward, 0: its forward */
+    unsigned iteration;           /* device iteration */
+    unsigned micro_batch;         /* within the device iteration (training) or the run */
+    long long step;               /* the schedule step within the iteration (or the run) */
+    unsigned long thread;         /* the host thread that ran it (pthread_self) */
+    double t0, t1;                /* host monotonic clock, seconds */
+    double cpu;                   /* CPU seconds the thread spent on it (not counting
+                                   * host pool workers it used) */
+};
+
+/* Records the steps the IPU threads of an executable whose replicas span several IPUs take
+ * in its following runs into log (cap entries, owned by the caller, which keeps it until
+ * it calls this again with NULL or frees the executable); call between runs. For tests and
+ * tools: it costs four clock reads per step. sim_exe_logged_steps() is the count so far. */
+void sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap);
+size_t sim_exe_logged_steps(const struct sim_exe *e);
+
 /* ---- executables: training ---------------------------------------------------------- */
 
 /*

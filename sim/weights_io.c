@@ -69,7 +69,7 @@ sim_exe_weight_index(const struct sim_exe *e, const char *name)
 static void *
 weight_data(const struct sim_exe *e, int i, unsigned r)
 {
-    return sim_val_ptr(e, e->w[i].val, r);
+    return sim_val_ptr(e, e->w[i].val, r, r * e->S);
 }
 
 /* The index of weight `name` into *i, checking that it holds `bytes` bytes. */
