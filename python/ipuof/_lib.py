@@ -219,6 +219,9 @@ ffi = cffi.FFI()
 ffi.cdef(CDEF)
 if PLACEMENT:
     ffi.cdef(PLACEMENT_CDEF)
+if JOBS:
+    ffi.cdef("int ipuof_process_env(unsigned *process_id, unsigned *num_processes, "
+             "char *err, size_t errlen);")
 lib = ffi.dlopen(path)
 
 

@@ -12,6 +12,7 @@ attribute, state_dict(), parameters()) or building or running an inference model
 them back first, as PopTorch's implicit copyWeightsToHost does. An inference model takes
 its weights from the host module, and again whenever a training model ran since.
 """
+import atexit
 import contextlib
 import inspect
 import io
@@ -22,13 +23,14 @@ import weakref
 
 import torch
 
-from . import _device, _lib, blocks, enums
+from . import _device, _lib, blocks, enums, profiling
 from .errors import Error, RecoverableError
 from .options import Options
 
 ffi = _lib.ffi
 
 _training_executors = weakref.WeakSet()
+_executors = weakref.WeakSet()  # models that ran with profiling: timelines drawn at exit
 _generation = [0]       # bumped by every training call: inference models re-upload
 _hooked_classes = {}    # original module class -> its weight-syncing subclass
 
@@ -191,6 +193,8 @@ class PoplarExecutor:
         self._onnx = None
         self._compile_args = None
         self._host_stale = False
+        self._trace = None           # the trace file profiling writes, or None
+        self._trace_pending = False  # a run wrote it since the last timeline
         self._uploaded_generation = _generation[0]
         self._weights = {}
         self._names = []
@@ -443,6 +447,7 @@ class PoplarExecutor:
             os.environ["POPLAR_ENGINE_OPTIONS"] = json.dumps(
                 {"autoReport.all": "true", "autoReport.directory": prof})
         try:
+            self._trace = profiling.trace_path(name)
             self._exe = _device.compile_model(
                 self._conn, self._onnx, name,
                 training=self._training_args() if self._training else None,
@@ -518,6 +523,9 @@ class PoplarExecutor:
         if self._training:
             self._host_stale = True
             _generation[0] += 1
+        if self._trace:
+            self._trace_pending = True
+            _executors.add(self)
         return _unflatten(flat, self._template)
 
     # ---- weights, optimizer, device ----------------------------------------------------
@@ -587,7 +595,18 @@ class PoplarExecutor:
         self._compile_on_device()
         self.copyWeightsToDevice()
 
+    def _draw_timeline(self):
+        """Draws the last run's trace as an SVG beside it, once for all the runs since the
+        last drawing (a warning says why when it cannot)."""
+        if not self.__dict__.get("_trace_pending"):
+            return
+        self._trace_pending = False
+        why = profiling.render_timeline(self._trace)
+        if why is not None:
+            warnings.warn(f"profiling: no SVG timeline: {why}", stacklevel=3)
+
     def _release(self):
+        self._draw_timeline()
         if self._exe is not None:
             self._exe.free()
             self._exe = None
@@ -628,6 +647,12 @@ class PoplarExecutor:
     def __repr__(self):
         return f"{'training' if self._training else 'inference'}Model(" + \
             repr(self._user_model) + ")"
+
+
+@atexit.register
+def _draw_timelines_at_exit():
+    for ex in list(_executors):
+        ex._draw_timeline()
 
 
 def trainingModel(model, options=None, optimizer=None):

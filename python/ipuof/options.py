@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from . import enums
+from . import _lib, enums
 from .errors import Error
 
 # PopTorch option calls that change nothing here (the simulated IPU has no such knob);
@@ -162,11 +162,22 @@ class _TrainingOptions(_OptionsDict):
 
 class _DistributedOptions(_OptionsDict):
     """Several processes sharing one partition. By default the process id and count come
-    from Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE, as PopTorch's do."""
+    from the environment as libipuof-client reads it (ipuof_process_env):
+    IPUOF_PROCESS_ID/IPUOF_NUM_PROCESSES, else Open MPI's OMPI_COMM_WORLD_RANK/SIZE (as
+    PopTorch's do), else PopRun's POPDIST_* variables; none set: process 0 of 1."""
 
     def __init__(self):
         super().__init__(num_distributed_processes=1, distributed_process_id=0)
-        self.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+        if not _lib.JOBS:
+            self.setEnvVarNames("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+            return
+        pid = _lib.ffi.new("unsigned *")
+        num = _lib.ffi.new("unsigned *")
+        err = _lib.ffi.new("char[256]")
+        if _lib.lib.ipuof_process_env(pid, num, err, len(err)) != 0:
+            raise Error("poptorch.Options: the process id/count in the environment: " +
+                        _lib.string(err))
+        self.configureProcessId(pid[0], num[0])
 
     def disable(self):
         return self.configureProcessId(0, 1)

@@ -184,36 +184,25 @@ def test_off_chip_optimizer_state(daemon):
     pm.destroy()
 
 
-def test_distributed_two_processes_reference_000(daemon):
-    """Reference 000: two processes launched by mpirun, configureProcessId from Open MPI's
-    environment, one partition; one call trains what one process with both replicas
-    trains. A library without jobs refuses with an Error saying so."""
-    import ipuof._lib
-    opts = poptorch.Options()
-    opts.Distributed.configureProcessId(0, 2)
-    if not ipuof._lib.JOBS:
-        with pytest.raises(poptorch.Error, match="distributed execution"):
-            poptorch.trainingModel(small(), opts)(*batch())
-        return
+def _two_process_runs(cmds, env):
+    """Runs the commands of one two-process job together; their JSON lines by process."""
     import json
-    import os
-    import shutil
     import subprocess
-    import sys
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for c in cmds]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        print(out, err[-3000:])
+        assert p.returncode == 0, err[-3000:]
+    got = [json.loads(ln) for out, _ in outs for ln in out.splitlines() if ln.startswith("{")]
+    return {g["process"]: g for g in got}
+
+
+def _check_same_as_one_process(got):
+    """Two processes x 1 replica against one process x 2 replicas: the same weights after
+    the same steps, and each process given its replicas' rows of every global batch."""
     from models import ExampleDataset
-    mpirun = shutil.which("mpirun")
-    assert mpirun, "mpirun is missing: make deps installs Debian's openmpi-bin"
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."),
-               IPUOF_PARTITION=f"pytest-job-{os.getpid()}")
-    r = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                        "-x", "PYTHONPATH", "-x", "IPUOF_SERVER", "-x", "IPUOF_PARTITION",
-                        "-x", "IPUOF_CLIENT_LIB", sys.executable,
-                        os.path.join(os.path.dirname(__file__), "dist_worker.py")],
-                       capture_output=True, text=True, env=env, timeout=600)
-    print(r.stdout, r.stderr[-3000:])
-    assert r.returncode == 0
-    got = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][0])
-    # The same in one process with 2 replicas: the loader's global batch, one call.
+    assert sorted(got) == [0, 1]
     one = poptorch.Options()
     one.randomSeed(5)
     one.deviceIterations(2)
@@ -222,10 +211,58 @@ def test_distributed_two_processes_reference_000(daemon):
     torch.manual_seed(1)
     model = ExampleModelWithLoss([3, 2], 2)
     pm = poptorch.trainingModel(model, one, torch.optim.SGD(model.parameters(), lr=0.1))
-    pm(*next(iter(loader)))
-    assert torch.allclose(model.fc.weight.detach(), torch.tensor(got["weight"]), rtol=1e-4)
-    assert torch.allclose(model.fc.bias.detach(), torch.tensor(got["bias"]), rtol=1e-4)
+    calls = len(got[0]["rows"])
+    assert calls == 4 == len(got[1]["rows"])  # dist_worker.CALLS
+    for i, (data, labels) in enumerate(loader):
+        if i == calls:
+            break
+        pm(data, labels)
+        # One process's batch: [iterations][replicas][rows]; process p has replica p.
+        per_iter = data.reshape(2, 2, 4, 3, 2)
+        for p in (0, 1):
+            assert torch.equal(per_iter[:, p].reshape(8, 3, 2)[:, 0, 0],
+                               torch.tensor(got[p]["rows"][i]))
+    w = (model.fc.weight.detach() - torch.tensor(got[0]["weight"])).abs().max().item()
+    b = (model.fc.bias.detach() - torch.tensor(got[0]["bias"])).abs().max().item()
+    print(f"two processes against one: max abs difference {max(w, b)}")
+    assert max(w, b) <= 1e-5, f"max abs difference {max(w, b)}"
     pm.destroy()
+
+
+def test_distributed_two_processes_reference_000(daemon):
+    """Reference 000: two processes launched by mpirun, configureProcessId from Open MPI's
+    environment, one partition; CALLS calls train what one process with both replicas
+    trains, each process drawing its replicas' share of the data."""
+    import os
+    import shutil
+    import sys
+    import ipuof._lib
+    assert ipuof._lib.JOBS, f"{ipuof._lib.path} has no jobs of several processes"
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is missing: make deps installs Debian's openmpi-bin"
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."),
+               IPUOF_PARTITION=f"pytest-mpi-{os.getpid()}")
+    got = _two_process_runs([[mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                              "-x", "PYTHONPATH", "-x", "IPUOF_SERVER", "-x",
+                              "IPUOF_PARTITION", "-x", "IPUOF_CLIENT_LIB", sys.executable,
+                              os.path.join(os.path.dirname(__file__), "dist_worker.py")]],
+                            env)
+    _check_same_as_one_process(got)
+
+
+def test_distributed_configure_process_id(daemon):
+    """Two processes started by hand, each calling configureProcessId(i, 2) (no launcher
+    variables): the same job as under mpirun."""
+    import os
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."),
+               IPUOF_PARTITION=f"pytest-cfg-{os.getpid()}")
+    for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "IPUOF_PROCESS_ID",
+              "IPUOF_NUM_PROCESSES"):
+        env.pop(k, None)
+    worker = os.path.join(os.path.dirname(__file__), "dist_worker.py")
+    got = _two_process_runs([[sys.executable, worker, str(i), "2"] for i in (0, 1)], env)
+    _check_same_as_one_process(got)
 
 
 def test_connection_type_never_refuses_to_run():
@@ -238,7 +275,8 @@ def test_connection_type_never_refuses_to_run():
 
 def test_profiling_switch(daemon, monkeypatch, tmp_path):
     """POPLAR_ENGINE_OPTIONS' autoReport writes the run's trace (Chrome trace-event JSON)
-    into the directory; a library without traces gets a warning saying so."""
+    into the directory, and its SVG timeline once the model leaves the device; a library
+    without traces gets a warning saying so."""
     import json
     import ipuof._lib
     monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", '{"autoReport.all":"true",'
@@ -250,10 +288,15 @@ def test_profiling_switch(daemon, monkeypatch, tmp_path):
         pm.destroy()
         return
     pm(batch()[0])
+    assert not list(tmp_path.glob("*.svg"))  # drawn when the model leaves the device
     pm.destroy()
     traces = list(tmp_path.glob("*.trace.json"))
     assert traces, f"no trace in {tmp_path}: {list(tmp_path.iterdir())}"
     assert "traceEvents" in json.loads(traces[0].read_text())
+    svg = tmp_path / traces[0].name.replace(".trace.json", ".timeline.svg")
+    assert svg.exists(), f"no SVG timeline in {tmp_path}: {list(tmp_path.iterdir())}"
+    text = svg.read_text()
+    assert text.lstrip().startswith(("<svg", "<?xml")) and "</svg>" in text
 
 
 def test_options_validation_repr_clone_and_ignored_calls():

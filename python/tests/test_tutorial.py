@@ -46,3 +46,15 @@ def test_tutorial_pipelined_offloaded(daemon, fashion_root):
     assert re.search(r"^Epoch 1/1: 5 calls, 8000 samples in ", r.stdout, re.M)
     m = re.search(r"^Accuracy on test set: (\d+\.\d\d)%$", r.stdout, re.M)
     assert m and float(m.group(1)) > 50.0
+
+
+def test_tutorial_sharded_many_workers(daemon, fashion_root):
+    """--strategy sharded (B1..B4 on IPUs 0..3, one stage at a time) with 8 Async
+    workers: trains and tests as well."""
+    r = run_tutorial(fashion_root, "--strategy", "sharded", "--limit-train", "4000",
+                     "--gradient-accumulation", "1", "--workers", "8")
+    print(r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0
+    assert re.search(r"^Epoch 1/1: 10 calls, 4000 samples in ", r.stdout, re.M)
+    m = re.search(r"^Accuracy on test set: (\d+\.\d\d)%$", r.stdout, re.M)
+    assert m and float(m.group(1)) > 50.0
