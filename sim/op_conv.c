@@ -7,8 +7,8 @@
  * its (M, chunk, OH*OW) result is then scattered to NCHW with the bias added. A 1x1
  * convolution with stride 1 and no padding skips im2col and multiplies each image in place.
  * The backward uses the same chunks: dY is gathered to (M, chunk x OH x OW), the weight
- * gradient is one sgemm against the im2col matrix (kept from the forward when the batch is
- * one chunk, else recomputed), the input gradient one sgemm
+ * gradient is one sgemm against the im2col matrices (kept from the forward when they fit
+ * SAVE_BUDGET, else recomputed), the input gradient one sgemm
  * with the transposed weights into a column matrix that col2im adds back into NCHW.
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
@@ -24,6 +24,8 @@
 #include "pool.h"
 
 #define SCRATCH_BUDGET ((int64_t)256 << 10) /* fits L2: the unfolded images stay in cache */
+#define SAVE_BUDGET ((int64_t)16 << 20)     /* most bytes of im2col matrices kept for the
+                                             * backward (the tutorial's: 2.3 and 2.6 MB) */
 
 #define DW_MAX_TAPS 256  /* depthwise kernels up to this many taps run the direct kernel */
 
@@ -34,8 +36,9 @@ struct conv_params {
     int64_t group, cg, mg;          /* channels per group in and out */
     int64_t kg;                     /* rows of the im2col matrix: cg * kh * kw */
     int64_t chunk;                  /* images per GEMM */
-    bool save_cols;                 /* training, one chunk, one group: the forward's im2col
-                                     * matrix is kept (saved) for the weight gradient */
+    bool save_cols;                 /* training, one group, not oneDNN, within SAVE_BUDGET:
+                                     * the forward's im2col matrices (chunk after chunk) are
+                                     * kept (saved) for the weight gradient */
     bool pointwise;                 /* 1x1, stride 1, no padding */
     bool depthwise;                 /* one input channel per group (group > 1): a direct
                                      * kernel, no im2col */
@@ -54,7 +57,7 @@ struct conv_params {
  * over wide images (0.3-1.0x). IPUOF_SIM_CONV=own or =dnnl overrides it (for measuring).
  */
 static bool
-use_dnnl(const struct conv_params *p)
+use_dnnl(const struct conv_params *p, bool training)
 {
     const char *e = getenv("IPUOF_SIM_CONV");
     int64_t taps = p->kh * p->kw;
@@ -64,6 +67,11 @@ use_dnnl(const struct conv_params *p)
     if (e != NULL && strcmp(e, "dnnl") == 0)
         return true;
     if (p->pointwise || (p->h == 1 && p->kh == 1))   /* pointwise and 1-D: measured or not */
+        return false;
+    /* training: the im2col matrices kept for the weight gradient (save_cols) are made by
+     * the hand-written forward anyway */
+    if (training && p->group == 1 && !p->depthwise &&
+        p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET)
         return false;
     if (p->depthwise)
         return taps >= 25 || p->ow <= 14;
@@ -159,7 +167,7 @@ infer_conv(struct sim_infer *c)
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
     if (rc != 0)
         return rc;
-    if (use_dnnl(p)) {
+    if (use_dnnl(p, c->training)) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
                                    sim_has_in(c, 2) };
@@ -190,7 +198,8 @@ infer_conv(struct sim_infer *c)
             if (!p->dnnl)
                 c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
         }
-        if (c->training && !p->dnnl && !p->pointwise && p->chunk == p->n && p->group == 1) {
+        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+            p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
             p->save_cols = true;
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
         }
@@ -441,7 +450,7 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         int64_t cols_n;
         r.nimg = p->n - r.n0 < p->chunk ? p->n - r.n0 : p->chunk;
         cols_n = r.nimg * P;
-        r.cols = p->save_cols ? k->saved : k->scratch;
+        r.cols = p->save_cols ? (float *)k->saved + p->kg * r.n0 * P : k->scratch;
         for (r.grp = 0; r.grp < p->group; r.grp++) {
             /* one image: the GEMM's (mg, P) result is already the output's layout */
             r.tmp = r.nimg == 1 ? r.y + (r.n0 * p->m + r.grp * p->mg) * P
@@ -637,7 +646,7 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
             if (r.dw != NULL) {
                 const float *xcols = r.cols;
                 if (p->save_cols)
-                    xcols = k->saved;
+                    xcols = (const float *)k->saved + p->kg * r.n0 * P;
                 else
                     sim_pool_for(r.nimg * p->oh, grain_for(p->kg * p->ow), im2col_piece, &r);
                 sim_pool_sgemm(false, true, p->mg, p->kg, cols_n, 1.0f, r.dyc, cols_n, xcols,
