@@ -109,7 +109,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san demo install uninstall clean bench bench-models fuzz
+.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -195,6 +195,10 @@ check: all
 
 test-san:
 	$(MAKE) SAN=1 check
+
+# Every torchvision classification model of issue 10 against PyTorch, and a resnet18 SGD step.
+test-models: all
+	@sh tests/integ/test_torchvision.sh $(BUILD) all
 
 # deps first, then a sub-make: it is parsed after deps has installed the libraries.
 demo: deps

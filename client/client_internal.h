@@ -117,6 +117,9 @@ int ipuof_addr_parse(const char *address, struct ipuof_addr *out, char *err, siz
 void ipuof_addr_format(const struct ipuof_addr *a, char *buf, size_t len);
 
 /* Records a failure of ours on c (class plain, recovery none) and returns code. */
+/* The shared partition name of a job launched together (process.c). */
+void ipuof_job_partition_name(char *out, size_t len);
+
 int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

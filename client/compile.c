@@ -456,6 +456,8 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     cr.device_iterations = opts->device_iterations != 0 ? opts->device_iterations : 1;
     cr.replicas = opts->replicas != 0 ? opts->replicas : 1;
     cr.micro_batch = opts->micro_batch;
+    cr.input_group_size = opts->input_group_size;
+    cr.input_group_type = (Ipuof__InputGroupType)opts->input_group_type;
     dm.kind = (Ipuof__OutputKind)opts->default_output_kind;
     dm.n = opts->default_output_n;
     cr.default_mode = &dm;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dl_workers.h"
 #include "ipuof/client.h"
 
 #define ERRMSG_MAX 512
@@ -71,6 +72,12 @@ struct ipuof_dataloader {
     size_t length;                  /* N */
     size_t combined;                /* B * D * A * R */
     size_t batches;                 /* per epoch */
+    size_t block;                   /* R * B: the samples of one (d, a) step */
+    unsigned proc, nproc;           /* this process's share of a job of nproc processes */
+    unsigned nworkers;              /* rebatched mode: threads producing single samples */
+    struct dl_workers *workers;     /* owned; NULL outside the rebatched mode */
+    void **wouts;                   /* owned: each worker's get() argument array */
+    char (*wmsg)[ERRMSG_MAX];       /* owned: each worker's last failure */
     int shuffle;
     uint64_t seed;
     int async;
@@ -230,16 +237,77 @@ cancelled(ipuof_dataloader *dl, uint64_t gen)
     return atomic_load(&dl->stop) || atomic_load(&dl->gen) != gen;
 }
 
+/* The dataset item at sample k of a batch whose first position in the epoch's order is
+ * first (for a job's process: of the job's combined batch). */
+static size_t
+item_at(const ipuof_dataloader *dl, size_t first, size_t k)
+{
+    size_t pos = first + k;
+
+    if (dl->nproc > 1) /* this process's replicas' rows of the job's combined batch */
+        pos = first + (k / dl->block) * dl->block * dl->nproc + dl->proc * dl->block +
+              k % dl->block;
+    return dl->perm != NULL ? dl->perm[pos] : pos;
+}
+
+/* Calls get() for sample k of s's batch (epoch, index) with the argument array outs.
+ * IPUOF_OK, or the failure with its sentence in msg. */
+static int
+get_sample(ipuof_dataloader *dl, struct slot *s, size_t first, size_t k, void **outs,
+           char *msg, size_t len)
+{
+    size_t item = item_at(dl, first, k);
+    int rc;
+
+    for (size_t f = 0; f < dl->n_fields; f++)
+        outs[f] = (char *)s->bufs[f] + k * dl->fields[f].sample_bytes;
+    rc = dl->ops->get(dl->ds, item, outs, dl->user);
+    if (rc != IPUOF_OK) {
+        const char *why = dl->ops->errmsg != NULL ? dl->ops->errmsg(dl->ds, dl->user) : NULL;
+        int raw = rc;
+
+        if (rc < 0 || rc >= IPUOF_STATUS_COUNT)
+            rc = IPUOF_E_IO;
+        snprintf(msg, len,
+                 "the dataset's get() failed on item %zu (sample %zu of batch %zu of "
+                 "epoch %llu) with %s (%d): %s",
+                 item, k, s->index, (unsigned long long)s->epoch, ipuof_status_name(rc), raw,
+                 why != NULL && why[0] != '\0' ? why : ipuof_strerror(rc));
+    }
+    return rc;
+}
+
+/* What the rebatched mode's workers fill. */
+struct fill_job {
+    ipuof_dataloader *dl;
+    struct slot *s;
+    size_t first;
+    uint64_t gen;
+};
+
+/* A worker's sample (dl_workers.h). */
+static int
+worker_sample(void *ctx, unsigned w, size_t k)
+{
+    struct fill_job *fj = ctx;
+    ipuof_dataloader *dl = fj->dl;
+
+    if (cancelled(dl, fj->gen))
+        return IPUOF_E_CANCELLED;
+    return get_sample(dl, fj->s, fj->first, k, dl->wouts + (size_t)w * dl->n_fields,
+                      dl->wmsg[w], sizeof dl->wmsg[w]);
+}
+
 /*
- * The producer's work: fills s with batch (epoch, index), one get() per item, and records
- * the outcome in s->rc and s->msg (the slot's position and sample count are set whatever
- * happens). Returns IPUOF_OK, IPUOF_E_CANCELLED when gen moved on (s holds nothing of use),
- * or get()'s failure.
+ * The producer's work: fills s with batch (epoch, index), one get() per item (on the
+ * workers in the rebatched mode), and records the outcome in s->rc and s->msg (the slot's
+ * position and sample count are set whatever happens). Returns IPUOF_OK,
+ * IPUOF_E_CANCELLED when gen moved on (s holds nothing of use), or get()'s failure.
  */
 static int
 fill(ipuof_dataloader *dl, struct slot *s, uint64_t epoch, size_t index, uint64_t gen)
 {
-    size_t first = index * dl->combined;
+    size_t first = index * dl->combined * (dl->nproc > 1 ? dl->nproc : 1);
     int rc = IPUOF_OK;
 
     s->epoch = epoch;
@@ -251,30 +319,25 @@ fill(ipuof_dataloader *dl, struct slot *s, uint64_t epoch, size_t index, uint64_
         dl->perm_epoch = epoch;
         dl->perm_valid = 1;
     }
-    for (size_t k = 0; k < s->samples; k++) {
-        size_t item = dl->perm != NULL ? dl->perm[first + k] : first + k;
+    if (dl->workers != NULL) {
+        struct fill_job fj = {dl, s, first, gen};
+        size_t failed_k = 0;
 
+        size_t base = index * dl->combined; /* the batch's first sample in the stream */
+
+        rc = dl_workers_run(dl->workers, worker_sample, &fj, base, s->samples, &failed_k);
+        if (rc != IPUOF_OK && rc != IPUOF_E_CANCELLED)
+            snprintf(s->msg, sizeof s->msg, "%s", dl->wmsg[(base + failed_k) % dl->nworkers]);
+        goto out;
+    }
+    for (size_t k = 0; k < s->samples; k++) {
         if (cancelled(dl, gen)) {
             rc = IPUOF_E_CANCELLED;
             goto out;
         }
-        for (size_t f = 0; f < dl->n_fields; f++)
-            dl->outs[f] = (char *)s->bufs[f] + k * dl->fields[f].sample_bytes;
-        rc = dl->ops->get(dl->ds, item, dl->outs, dl->user);
-        if (rc != IPUOF_OK) {
-            const char *why = dl->ops->errmsg != NULL ? dl->ops->errmsg(dl->ds, dl->user)
-                                                      : NULL;
-            int raw = rc;
-
-            if (rc < 0 || rc >= IPUOF_STATUS_COUNT)
-                rc = IPUOF_E_IO;
-            snprintf(s->msg, sizeof s->msg,
-                     "the dataset's get() failed on item %zu (sample %zu of batch %zu of "
-                     "epoch %llu) with %s (%d): %s",
-                     item, k, index, (unsigned long long)epoch, ipuof_status_name(rc), raw,
-                     why != NULL && why[0] != '\0' ? why : ipuof_strerror(rc));
+        rc = get_sample(dl, s, first, k, dl->outs, s->msg, sizeof s->msg);
+        if (rc != IPUOF_OK)
             goto out;
-        }
     }
 out:
     s->rc = rc;
@@ -651,6 +714,9 @@ ipuof_dataloader_free(ipuof_dataloader *dl)
     if (dl == NULL)
         return;
     stop_producer(dl);
+    dl_workers_free(dl->workers); /* after the producer, which may be waiting for them */
+    free(dl->wouts);
+    free(dl->wmsg);
     if (dl->sync_init) {
         pthread_cond_destroy(&dl->ready_cv);
         pthread_cond_destroy(&dl->work_cv);
@@ -737,10 +803,15 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
         return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
                           "a dataset needs an ops table with length() and get()%s",
                           dataset == NULL ? " (dataset is NULL)" : "");
-    if (opts->mode != IPUOF_DATALOADER_SYNC && opts->mode != IPUOF_DATALOADER_ASYNC)
+    if (opts->mode != IPUOF_DATALOADER_SYNC && opts->mode != IPUOF_DATALOADER_ASYNC &&
+        opts->mode != IPUOF_DATALOADER_ASYNC_REBATCHED)
         return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "unknown data loader mode %d (IPUOF_DATALOADER_SYNC is 0, _ASYNC 1)",
-                          opts->mode);
+                          "unknown data loader mode %d (IPUOF_DATALOADER_SYNC is 0, _ASYNC 1, "
+                          "_ASYNC_REBATCHED 2)", opts->mode);
+    if (opts->workers > IPUOF_DATALOADER_MAX_WORKERS)
+        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                          "%u workers asked for; at most %d", opts->workers,
+                          IPUOF_DATALOADER_MAX_WORKERS);
     dl = calloc(1, sizeof *dl);
     if (dl == NULL) {
         rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
@@ -751,7 +822,9 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
     dl->user = opts->user;
     dl->shuffle = opts->shuffle != 0;
     dl->seed = opts->seed;
-    dl->async = opts->mode == IPUOF_DATALOADER_ASYNC;
+    dl->async = opts->mode != IPUOF_DATALOADER_SYNC;
+    dl->nworkers = opts->mode == IPUOF_DATALOADER_ASYNC_REBATCHED
+                       ? (opts->workers != 0 ? opts->workers : 1) : 0;
     dl->n_slots = dl->async ? ASYNC_SLOTS : SYNC_SLOTS;
     atomic_init(&dl->gen, 0);
     atomic_init(&dl->stop, 0);
@@ -771,21 +844,48 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
                         "replicas %u is too large", b, d, a, r);
         goto fail;
     }
+    dl->block = (size_t)b * r;
+    dl->proc = opts->process_id;
+    dl->nproc = opts->num_processes;
+    if (dl->nproc == 0) {
+        char why[256];
+        rc = ipuof_process_env(&dl->proc, &dl->nproc, why, sizeof why);
+        if (rc != IPUOF_OK) {
+            rc = errbuf_set(errbuf, errlen, rc, "%s", why);
+            goto fail;
+        }
+    }
+    if (dl->nproc > 1 && (dl->proc >= dl->nproc || opts->keep_last)) {
+        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                        dl->proc >= dl->nproc ? "process id %u is out of range for %u "
+                                                "processes"
+                                              : "keep_last is for host use only; process %u "
+                                                "of %u takes complete batches",
+                        dl->proc, dl->nproc);
+        goto fail;
+    }
     dl->length = dl->ops->length(dl->ds);
     if (dl->length == 0) {
         rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "the dataset is empty (length() is 0)");
         goto fail;
     }
-    dl->batches = dl->length / dl->combined;
+    if (dl->nproc > 1 && dl->combined > SIZE_MAX / dl->nproc) {
+        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "%u processes x %zu samples per "
+                        "combined batch is too large", dl->nproc, dl->combined);
+        goto fail;
+    }
+    /* A job's processes together take nproc x combined samples per batch. */
+    dl->batches = dl->length / (dl->combined * (dl->nproc > 1 ? dl->nproc : 1));
     if (opts->keep_last && dl->length % dl->combined != 0)
         dl->batches++;
     if (dl->batches == 0) {
         rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
                         "the dataset has %zu items, fewer than one combined batch of %zu "
                         "(micro-batch %u x device iterations %u x gradient accumulation %u x "
-                        "replicas %u), so with drop_last (keep_last 0) no batch would ever be "
-                        "produced",
-                        dl->length, dl->combined, b, d, a, r);
+                        "replicas %u x processes %u), so with drop_last (keep_last 0) no batch "
+                        "would ever be produced",
+                        dl->length, dl->combined * (dl->nproc > 1 ? dl->nproc : 1), b, d, a, r,
+                        dl->nproc > 1 ? dl->nproc : 1);
         goto fail;
     }
     if (dl->shuffle) {
@@ -799,6 +899,16 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
     rc = alloc_slots(dl, errbuf, errlen);
     if (rc != IPUOF_OK)
         goto fail;
+    if (dl->nworkers > 0) {
+        dl->wouts = calloc((size_t)dl->nworkers * dl->n_fields, sizeof *dl->wouts);
+        dl->wmsg = calloc(dl->nworkers, sizeof *dl->wmsg);
+        if (dl->wouts == NULL || dl->wmsg == NULL ||
+            dl_workers_new(dl->nworkers, &dl->workers) != 0) {
+            rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory or threads for %u "
+                            "workers", dl->nworkers);
+            goto fail;
+        }
+    }
     if (dl->async) {
         rc = start_producer(dl, errbuf, errlen);
         if (rc != IPUOF_OK)

@@ -48,6 +48,7 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     Ipuof__Header *reply = NULL;
     const Ipuof__AttachReply *ar;
     char *name = NULL;
+    char errbuf[256], jobname[64];
     int rc;
 
     if (n_ids != NULL)
@@ -78,6 +79,17 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     a.partition_name = (char *)(opts->partition_name != NULL ? opts->partition_name : "");
     a.process_id = opts->process_id;
     a.num_processes = opts->num_processes;
+    if (opts->num_processes == 0) { /* from the launcher's environment */
+        rc = ipuof_process_env(&a.process_id, &a.num_processes, errbuf, sizeof errbuf);
+        if (rc != IPUOF_OK) {
+            rc = ipuof_err_set(c, rc, "client", "%s", errbuf);
+            goto out;
+        }
+    }
+    if (a.num_processes > 1 && a.partition_name[0] == '\0') {
+        ipuof_job_partition_name(jobname, sizeof jobname);
+        a.partition_name = jobname;
+    }
     a.wait = opts->wait != 0;
     a.wait_timeout_ms = opts->wait_timeout_ms;
     a.auto_round = opts->auto_round != 0;

@@ -3,7 +3,7 @@
  *
  * The report is a plain copy of the StatusReply: the protobuf message is freed before
  * ipuof_status() returns, and every string the report hands out lives in one block the
- * report owns, so ipuof_status_report_free() is three free() calls.
+ * report owns, so ipuof_status_report_free() is four free() calls.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,8 @@ struct ipuof_status_report {
     uint64_t host_memory;            /* per partition, for run buffers */
     size_t n_ipus;
     struct ipuof_ipu_info *ipus;     /* owned, n_ipus entries */
+    size_t n_procs;
+    struct ipuof_job_process *procs; /* owned, n_procs entries */
     char *strings;                   /* owned: every string of the report, NUL-separated */
 };
 
@@ -57,12 +59,19 @@ report_from_reply(const Ipuof__StatusReply *sr)
         if (in->holder != NULL)
             total += str_size(in->holder->client_name) + str_size(in->holder->peer);
     }
+    for (size_t i = 0; i < sr->n_job_processes; i++) {
+        const Ipuof__JobProcess *jp = sr->job_processes[i];
+        total += str_size(jp->partition) + str_size(jp->state);
+        if (jp->holder != NULL)
+            total += str_size(jp->holder->client_name) + str_size(jp->holder->peer);
+    }
     r = calloc(1, sizeof *r);
     if (r == NULL)
         goto fail;
     r->strings = malloc(total + 1); /* + 1: the shared "" of an absent holder */
     r->ipus = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->ipus);
-    if (r->strings == NULL || r->ipus == NULL)
+    r->procs = calloc(sr->n_job_processes + 1, sizeof *r->procs);
+    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL)
         goto fail;
     cursor = r->strings;
     r->server_version = (char *)put_str(&cursor, sr->server_version);
@@ -95,8 +104,31 @@ report_from_reply(const Ipuof__StatusReply *sr)
         out->steps_run = in->steps_run;
         out->host_memory_used_bytes = in->host_memory_used_bytes;
     }
+    r->n_procs = sr->n_job_processes;
+    for (size_t i = 0; i < sr->n_job_processes; i++) {
+        const Ipuof__JobProcess *jp = sr->job_processes[i];
+        struct ipuof_job_process *out = &r->procs[i];
+
+        out->partition = put_str(&cursor, jp->partition);
+        out->process_id = jp->process_id;
+        out->num_processes = jp->num_processes;
+        out->state = put_str(&cursor, jp->state);
+        out->present = jp->holder != NULL;
+        if (jp->holder != NULL) {
+            out->client_id = jp->holder->client_id;
+            out->name = put_str(&cursor, jp->holder->client_name);
+            out->pid = jp->holder->pid;
+            out->peer = put_str(&cursor, jp->holder->peer);
+        }
+    }
     /* Absent holders share one "" at the end of the block. */
     cursor[0] = '\0';
+    for (size_t i = 0; i < r->n_procs; i++) {
+        if (!r->procs[i].present) {
+            r->procs[i].name = cursor;
+            r->procs[i].peer = cursor;
+        }
+    }
     for (size_t i = 0; i < r->n_ipus; i++) {
         if (!r->ipus[i].held) {
             r->ipus[i].holder_name = cursor;
@@ -148,6 +180,7 @@ ipuof_status_report_free(ipuof_status_report *r)
     if (r == NULL)
         return;
     free(r->ipus);
+    free(r->procs);
     free(r->strings);
     free(r);
 }
@@ -189,6 +222,21 @@ unsigned
 ipuof_status_report_waiting(const ipuof_status_report *r)
 {
     return r != NULL ? r->waiting : 0;
+}
+
+size_t
+ipuof_status_report_process_count(const ipuof_status_report *r)
+{
+    return r != NULL ? r->n_procs : 0;
+}
+
+int
+ipuof_status_report_process(const ipuof_status_report *r, size_t i, struct ipuof_job_process *p)
+{
+    if (r == NULL || p == NULL || i >= r->n_procs)
+        return IPUOF_E_INVAL;
+    *p = r->procs[i];
+    return IPUOF_OK;
 }
 
 uint64_t

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "jobs.h"
 #include "frame.h"
 #include "ipuof/client.h"
 #include "log.h"
@@ -171,6 +172,8 @@ conn_free(struct conn *c)
         c->sink.abort(c, c->sink.arg);
     if (c->inflight != NULL)
         c->inflight->conn = NULL; /* the worker's result is dropped when it comes back */
+    if (c->djob != NULL)
+        djob_leave(c); /* the job ends for its other processes */
     models_drop_upload(c);
     models_release_all(c, IPUOF_E_CLOSED, 1);
     if (c->part != NULL) {
@@ -387,6 +390,24 @@ recv_direct(struct conn *c)
     return n;
 }
 
+/* True when the sink has a segment to fill (asking its refill() for more when the
+ * current ones are full). */
+static int
+sink_has_room(struct conn *c)
+{
+    if (c->sink_idx < c->sink.nseg)
+        return 1;
+    if (c->sink.refill == NULL || c->sink.refill(c, &c->sink, c->sink.arg) < 0) {
+        c->sink.refill = NULL;
+        c->sink.nseg = 0;
+        c->sink_idx = 0;
+        return 0;
+    }
+    c->sink_idx = 0;
+    c->sink_off = 0;
+    return c->sink.nseg > 0;
+}
+
 /* Moves available payload bytes to the sink (or discards them); runs done() at the end. */
 static void
 read_payload(struct conn *c)
@@ -399,11 +420,11 @@ read_payload(struct conn *c)
 
         if (avail == 0) {
             /* What libevent has not read yet goes from the socket straight to the sink. */
-            if (c->sink_idx >= c->sink.nseg || recv_direct(c) <= 0)
+            if (!sink_has_room(c) || recv_direct(c) <= 0)
                 return;
             continue;
         }
-        if (c->sink_idx < c->sink.nseg) {
+        if (sink_has_room(c)) {
             size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
             n = avail < room ? avail : room;
             if (n > c->payload_left)

@@ -19,6 +19,7 @@ struct model;
 struct req_job;
 struct compile_job;
 struct conn;
+struct djob;
 
 /* Where the raw payload of the frame being read goes: nseg buffers, filled in order; then
  * done() runs. Without a sink the payload is read and discarded. The arrays seg and seg_len
@@ -29,6 +30,9 @@ struct conn_sink {
     int nseg;
     void (*done)(struct conn *c, void *arg);
     void (*abort)(struct conn *c, void *arg); /* the connection died first; may be NULL */
+    /* Payload left after the last segment: refill() sets the next segments (seg, seg_len,
+     * nseg) and returns 0, or returns -1 to discard the rest. May be NULL. */
+    int (*refill)(struct conn *c, struct conn_sink *sink, void *arg);
     void *arg;
 };
 
@@ -69,6 +73,8 @@ struct conn {
     struct compile_job *upload;  /* model bytes arriving for a compile */
     struct req_job *inflight;    /* the compile or run on a worker, or NULL */
     uint64_t refused_upload;     /* request id of the last compile refused mid-upload */
+    struct djob *djob;           /* the job of several processes this one belongs to, or NULL */
+    unsigned djob_pid;           /* its process id in that job */
 
     struct conn *prev, *next;
 };

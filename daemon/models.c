@@ -9,6 +9,7 @@
  * recently used first beyond cache_entries.
  */
 #include "models.h"
+#include "jobs.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -240,7 +241,7 @@ model_place(struct srv *s, struct model *m)
     m->placed = 1;
 }
 
-static void
+void
 model_unplace(struct srv *s, struct model *m)
 {
     if (!m->placed)
@@ -331,7 +332,7 @@ models_find(struct conn *c, uint32_t id)
     for (struct model *m = c->models; m != NULL; m = m->next)
         if (m->id == id)
             return m;
-    return NULL;
+    return c->djob != NULL ? djob_find_model(c, id) : NULL;
 }
 
 uint64_t

@@ -89,6 +89,10 @@ struct model {
     int busy;                    /* run input arriving or a run in flight */
     struct req_job *job;         /* the run in flight, or NULL */
     int cancel_code;             /* non-zero: the partition went away during the run */
+    unsigned nproc;              /* processes of the job sharing it (jobs.c); 0 or 1: none */
+    uint64_t freed_by;           /* a job's model: bit p set once process p freed it */
+    unsigned group;              /* inputReplicaGrouping: replicas per input group (0/1: none) */
+    int group_orthogonal;        /* its groups are orthogonal, not consecutive */
     struct model *next;
 };
 
@@ -102,6 +106,9 @@ uint64_t models_host_used(const struct conn *c);
 /* Counts m's memory on its IPUs, and its run buffers on its first IPU (only IPUs of the
  * inventory: a number past it is ignored, never indexed). */
 void model_place(struct srv *s, struct model *m);
+
+/* Uncounts m's memory on its IPUs (when counted). */
+void model_unplace(struct srv *s, struct model *m);
 
 /* Adds steps to the steps_run of m's IPUs (bounded as model_place). */
 void models_count_steps(struct srv *s, const struct model *m, uint64_t steps);

@@ -7,6 +7,7 @@
 
 #include "dispatch.h"
 #include "ipuof/client.h"
+#include "jobs.h"
 #include "log.h"
 #include "server.h"
 
@@ -59,10 +60,15 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     sr.ipus = infop;
     sr.rejected_connections = s->rejected;
     sr.host_memory_bytes = s->cfg.host_memory;
+    if (djob_status(s, &sr.job_processes, &sr.n_job_processes) < 0) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        return;
+    }
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_STATUS_REPLY;
     r.status_reply = &sr;
     conn_send(c, &r, NULL, 0);
+    free(sr.job_processes);
 }
 
 void

@@ -18,6 +18,7 @@
 #include "dispatch.h"
 #include "frame.h"
 #include "ipuof/client.h"
+#include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -58,6 +59,9 @@ struct compile_job {
     struct sim_block_opt blocks[MAX_BLOCKS];
     char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
     int no_cache;
+    unsigned nproc;                    /* processes of the job it compiles for; 0: none */
+    unsigned group;                    /* inputReplicaGrouping size (1: none) */
+    int group_orthogonal;
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
     uint64_t host_left;                /* host_memory the partition's models leave free */
@@ -327,11 +331,15 @@ reply_too_large(const struct conn *c, const Ipuof__Header *h, const Ipuof__Compi
     return 0;
 }
 
-/* Sends the compile reply of m. 0, or -1 with an error sent (out of memory, or a model
- * too large to describe: see reply_too_large). */
-static int
-reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cached, uint64_t us)
+/* Sends the compile reply of m (for a job's process, the shapes of its own slice). 0, or
+ * -1 with an error sent (out of memory, or a model too large to describe: see
+ * reply_too_large). */
+int
+compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
+                   uint64_t us)
 {
+    unsigned P = m->nproc > 1 ? m->nproc : 1; /* a job's process sees its own slice */
+    unsigned G = m->group > 1 ? m->group : 1; /* and one input per group of replicas */
     int rc = -1;
     char err[512];
 
@@ -364,6 +372,9 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
             sim_exe_output_info(exe, i - ni, &io);
         models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
                          i < ni ? NULL : &modes[i - ni]);
+        if (ti[i].n_dims > 0)
+            dims[i][0] /= i < ni ? P * G : P;
+        ti[i].bytes /= i < ni ? P * G : P;
         tp[i] = &ti[i];
     }
     for (size_t i = 0; i < nm; i++) {
@@ -411,7 +422,7 @@ reply_compiled(struct conn *c, uint64_t req_id, const struct model *m, int cache
     r.memory = mp;
     r.compile_us = us;
     r.device_iterations = sim_exe_device_iterations(exe);
-    r.replicas = sim_exe_replicas(exe);
+    r.replicas = sim_exe_replicas(exe) / P;
     r.micro_batch = sim_exe_micro_batch(exe);
     r.training = sim_exe_is_training(exe);
     r.gradient_accumulation = sim_exe_gradient_accumulation(exe);
@@ -458,6 +469,10 @@ compile_done(struct job *j)
     }
     c->inflight = NULL;
     conn_enter(c);
+    if (cj->nproc > 1 && c->djob == NULL) { /* the job ended meanwhile: its error was sent */
+        cache_release(&s->cache, cj->entry);
+        goto out;
+    }
     if (j->dropped) {
         cj->rc = IPUOF_E_SHUTDOWN;
         snprintf(cj->err.msg, sizeof cj->err.msg,
@@ -465,7 +480,10 @@ compile_done(struct job *j)
     }
     if (cj->rc != IPUOF_OK) {
         log_info("client %u: compile of '%s' failed: %s", c->id, cj->name, cj->err.msg);
-        conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
+        if (cj->nproc > 1)
+            djob_compiled(c, NULL, cj->rc, cj->err.msg, 0, 0);
+        else
+            conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
         goto out;
     }
     if (c->part == NULL || c->part->first != cj->first_ipu || c->part->count != cj->part_count) {
@@ -492,6 +510,8 @@ compile_done(struct job *j)
     m->owner = c;
     m->entry = cj->entry;
     m->first_ipu = cj->first_ipu;
+    m->group = cj->group;
+    m->group_orthogonal = cj->group_orthogonal;
     m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
     if (m->nipus > cj->part_count) { /* the compiler checks this (partition_ipus) */
         conn_send_error(c, cj->rj.req_id, IPUOF_E_INTERNAL, 0, 0, "compiler",
@@ -509,13 +529,17 @@ compile_done(struct job *j)
     }
     m->host = m->entry->host_bytes;
     model_place(s, m);
+    if (cj->nproc > 1) {
+        djob_compiled(c, m, IPUOF_OK, "", cj->cached, cj->cached ? 0 : cj->us);
+        goto out;
+    }
     m->next = c->models;
     c->models = m;
     models_update_loaded(s, c);
     log_info("client %u (%s): model %u '%s' %s in %.1f ms on IPUs %u-%u", c->id, c->name, m->id,
              m->name, cj->cached ? "from the cache" : "compiled", (double)cj->us / 1000.0,
              m->first_ipu, m->first_ipu + m->nipus - 1);
-    if (reply_compiled(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us) < 0) {
+    if (compile_reply_send(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us) < 0) {
         c->models = m->next; /* refused: it was never the client's */
         model_free(s, m);
         models_update_loaded(s, c);
@@ -526,6 +550,21 @@ out:
     conn_leave(c);
 }
 
+/* Hands cj to a worker for c. 0, or -1 when out of memory (cj is then still the caller's). */
+static int
+compile_start(struct conn *c, struct compile_job *cj)
+{
+    cj->rj.job.run = compile_run;
+    cj->rj.job.done = compile_done;
+    cj->prog_ev = event_new(c->srv->base, -1, 0, on_progress_ev, cj);
+    if (cj->prog_ev == NULL || work_submit(c->srv->work, &cj->rj.job) < 0)
+        return -1;
+    c->inflight = &cj->rj;
+    conn_job_begin(c);
+    dev_set_busy(c->srv->inv, cj->first_ipu, cj->part_count, 1);
+    return 0;
+}
+
 /* The whole model has arrived: hand it to a worker. */
 static void
 upload_complete(struct conn *c)
@@ -533,17 +572,14 @@ upload_complete(struct conn *c)
     struct compile_job *cj = c->upload;
 
     c->upload = NULL;
-    cj->rj.job.run = compile_run;
-    cj->rj.job.done = compile_done;
-    cj->prog_ev = event_new(c->srv->base, -1, 0, on_progress_ev, cj);
-    if (cj->prog_ev == NULL || work_submit(c->srv->work, &cj->rj.job) < 0) {
-        conn_send_error(c, cj->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        compile_job_free(cj);
+    if (c->djob != NULL) { /* compiled once, when every process of the job has sent it */
+        djob_compile_ready(c, cj);
         return;
     }
-    c->inflight = &cj->rj;
-    conn_job_begin(c);
-    dev_set_busy(c->srv->inv, cj->first_ipu, cj->part_count, 1);
+    if (compile_start(c, cj) < 0) {
+        conn_send_error(c, cj->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        compile_job_free(cj);
+    }
 }
 
 static void
@@ -858,6 +894,23 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         c->part->name, c->part->count, dev_round_pow2(R));
         return -1;
     }
+    if (rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL ||
+        (rq->input_group_type != IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE &&
+         rq->input_group_size > 1 && (rq->input_group_size > R || R % rq->input_group_size))) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "inputReplicaGrouping: %s",
+                        rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL
+                            ? "input_group_type cannot be All; use Consecutive or Orthogonal"
+                        : rq->input_group_size > R
+                            ? "input_group_size cannot be larger than replication_factor"
+                            : "input_group_size must be a factor of replication_factor");
+        return -1;
+    }
+    if (rq->input_group_type > IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "unknown input_group_type %d; use Consecutive (0), Orthogonal (1) or "
+                        "NoGrouping (3)", rq->input_group_type);
+        return -1;
+    }
     if (rq->n_output_modes > MAX_MODE_OPTS) {
         conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
                         "%zu output modes given; at most %d are accepted", rq->n_output_modes,
@@ -914,6 +967,9 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     cj->opts.progress = on_progress_cb;
     cj->opts.progress_ud = cj;
     cj->no_cache = rq->no_cache;
+    cj->group = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE ||
+                        rq->input_group_size == 0 ? 1 : rq->input_group_size;
+    cj->group_orthogonal = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ORTHOGONAL;
     cj->first_ipu = c->part->first;
     cj->part_count = c->part->count;
     cj->opts.ipu_memory_bytes = UINT64_MAX;
@@ -1008,4 +1064,138 @@ models_refuse_upload(struct conn *c, int code, const char *why)
     c->refused_upload = c->upload->rj.req_id;
     models_drop_upload(c);
     return 1;
+}
+
+/* ---- for jobs of several processes (jobs.c) ------------------------------------------------ */
+
+uint64_t
+compile_job_req_id(const struct compile_job *cj)
+{
+    return cj->rj.req_id;
+}
+
+void
+compile_job_discard(struct compile_job *cj)
+{
+    compile_job_free(cj);
+}
+
+static const char *
+str_or_none(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? s : "(none)";
+}
+
+int
+compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
+                 unsigned pb, char *msg, size_t len)
+{
+    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
+    const char *what = NULL;
+    char va[300], vb[300];
+
+#define DIFF_U(field, name)                                                                   \
+    if (what == NULL && x->field != y->field) {                                               \
+        what = name;                                                                           \
+        snprintf(va, sizeof va, "%llu", (unsigned long long)x->field);                         \
+        snprintf(vb, sizeof vb, "%llu", (unsigned long long)y->field);                         \
+    }
+#define DIFF_F(field, name)                                                                   \
+    if (what == NULL && x->field != y->field) {                                               \
+        what = name;                                                                           \
+        snprintf(va, sizeof va, "%g", (double)x->field);                                       \
+        snprintf(vb, sizeof vb, "%g", (double)y->field);                                       \
+    }
+    if (a->len != b->len || memcmp(a->bytes, b->bytes, a->len) != 0) {
+        what = "model bytes";
+        snprintf(va, sizeof va, "%zu bytes (hash %016" PRIx64 ")", a->len,
+                 cache_hash(a->bytes, a->len, ""));
+        snprintf(vb, sizeof vb, "%zu bytes (hash %016" PRIx64 ")", b->len,
+                 cache_hash(b->bytes, b->len, ""));
+    }
+    DIFF_U(device_iterations, "deviceIterations")
+    DIFF_U(replicas, "replicationFactor")
+    DIFF_U(micro_batch, "micro_batch")
+    if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
+        what = "inputReplicaGrouping";
+        snprintf(va, sizeof va, "(%u, %s)", a->group,
+                 a->group_orthogonal ? "Orthogonal" : "Consecutive");
+        snprintf(vb, sizeof vb, "(%u, %s)", b->group,
+                 b->group_orthogonal ? "Orthogonal" : "Consecutive");
+    }
+    if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
+        what = "loss";
+        snprintf(va, sizeof va, "%.256s", str_or_none(a->loss));
+        snprintf(vb, sizeof vb, "%.256s", str_or_none(b->loss));
+    }
+    DIFF_U(gradient_accumulation, "gradientAccumulation")
+    DIFF_U(accumulation_reduction, "accumulationAndReplicationReductionType")
+    if (what == NULL && x->seed != y->seed) {
+        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
+                 "every process of a job must use the same seed (as PopTorch requires)", pa,
+                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
+        return 1;
+    }
+    DIFF_U(optimizer.kind, "optimizer")
+    DIFF_F(optimizer.lr, "optimizer lr")
+    DIFF_F(optimizer.weight_decay, "optimizer weight_decay")
+    DIFF_F(optimizer.momentum, "optimizer momentum")
+    DIFF_F(optimizer.dampening, "optimizer dampening")
+    DIFF_U(optimizer.nesterov, "optimizer nesterov")
+    DIFF_F(optimizer.beta1, "optimizer beta1")
+    DIFF_F(optimizer.beta2, "optimizer beta2")
+    DIFF_F(optimizer.eps, "optimizer eps")
+    DIFF_U(n_frozen_weights, "number of frozen weights")
+    for (size_t i = 0; what == NULL && i < x->n_frozen_weights; i++) {
+        if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
+            what = "frozen weight";
+            snprintf(va, sizeof va, "%.256s", a->frozen_w[i]);
+            snprintf(vb, sizeof vb, "%.256s", b->frozen_w[i]);
+        }
+    }
+    if (what == NULL && strcmp(a->key, b->key) != 0) {
+        what = "output modes or constant inputs";
+        snprintf(va, sizeof va, "%.290s", a->key);
+        snprintf(vb, sizeof vb, "%.290s", b->key);
+    }
+#undef DIFF_U
+#undef DIFF_F
+    if (what == NULL)
+        return 0;
+    snprintf(msg, len, "the processes of the job compile differently: %s is %s in process %u "
+             "and %s in process %u; every process compiles the same model with the same "
+             "options", what, va, pa, vb, pb);
+    return 1;
+}
+
+int
+compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char *msg,
+                   size_t len)
+{
+    unsigned R = cj->opts.replicas * nproc;
+    char *key;
+
+    if (R > cj->part_count) {
+        snprintf(msg, len, "%u processes x %u replicas need %u IPUs, but partition '%s' has "
+                 "%u; attach a partition of %u IPUs or lower the replication factor", nproc,
+                 cj->opts.replicas, R, c->part->name, cj->part_count, dev_round_pow2(R));
+        return IPUOF_E_INVAL;
+    }
+    cj->opts.replicas = R;
+    cj->nproc = nproc;
+    for (unsigned i = 0; i < R; i++)
+        if (cj->remaining[i] < cj->opts.ipu_memory_bytes)
+            cj->opts.ipu_memory_bytes = cj->remaining[i];
+    key = options_key(cj);
+    if (key == NULL) {
+        snprintf(msg, len, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    free(cj->key);
+    cj->key = key;
+    if (compile_start(c, cj) < 0) {
+        snprintf(msg, len, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    return IPUOF_OK;
 }

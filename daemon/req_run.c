@@ -13,13 +13,17 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "ipuof/client.h"
+#include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
+#include "slices.h"
 
 struct run_job {
     struct req_job rj;
     struct model *m;
+    struct slice_plan plan;       /* input replica groups: the rows the payload fills */
+    struct slice_cursor cur;
     int rc;
     struct sim_err err;
     uint64_t us;
@@ -46,6 +50,7 @@ run_run(struct job *j)
     struct run_job *r = (struct run_job *)j;
     uint64_t t0 = models_now_us();
 
+    slice_replicate(r->m->entry->exe, &r->plan); /* no-op without input groups */
     r->rc = sim_exe_run(r->m->entry->exe, &r->err);
     r->us = models_now_us() - t0;
 }
@@ -177,6 +182,59 @@ on_run_abort(struct conn *c, void *arg)
     free(r);
 }
 
+static int
+grouped_refill(struct conn *c, struct conn_sink *sink, void *arg)
+{
+    struct run_job *r = arg;
+
+    (void)c;
+    return slice_fill(r->m->entry->exe, &r->plan, &r->cur, sink);
+}
+
+/* A run of a model with input replica groups: the payload fills one row per group. */
+static void
+grouped_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
+            struct model *m)
+{
+    struct slice_plan pl = {1, 0, m->group, m->group_orthogonal};
+    struct conn_sink sink = {0};
+    struct run_job *r;
+    uint64_t total;
+    char msg[512];
+
+    if (slice_check(m->entry->exe, &pl, rq->inputs, rq->n_inputs, m->name, &total, msg,
+                    sizeof msg) < 0) {
+        conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor", "%s", msg);
+        return;
+    }
+    if (total != payload_len) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "run payload has %u bytes; the inputs described need %" PRIu64,
+                        payload_len, total);
+        return;
+    }
+    r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        return;
+    }
+    r->rj.srv = c->srv;
+    r->rj.conn = c;
+    r->rj.req_id = req_id;
+    r->m = m;
+    r->plan = pl;
+    m->busy = 1;
+    sink.refill = grouped_refill;
+    sink.done = on_run_payload;
+    sink.abort = on_run_abort;
+    sink.arg = r;
+    conn_job_begin(c);
+    if (payload_len == 0)
+        on_run_payload(c, r);
+    else
+        conn_set_sink(c, &sink);
+}
+
 void
 req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
@@ -191,6 +249,14 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     if (m == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
                         "no model %u on this connection; compile one first", rq->model_id);
+        return;
+    }
+    if (m->nproc > 1) { /* this process's slice of a job's run */
+        djob_run(c, req_id, rq, payload_len, m);
+        return;
+    }
+    if (m->group > 1) { /* one input per group of replicas */
+        grouped_run(c, req_id, rq, payload_len, m);
         return;
     }
     exe = m->entry->exe;
@@ -250,6 +316,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     r->rj.conn = c;
     r->rj.req_id = req_id;
     r->m = m;
+    r->plan = (struct slice_plan){1, 0, 1, 0}; /* every row from the payload */
     m->busy = 1;
     sink.seg = r->seg;
     sink.seg_len = r->seg_len;
@@ -278,6 +345,13 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
             *pp = m->next;
             break;
         }
+    }
+    if (m == NULL && c->djob != NULL && djob_free_model(c, h->free_model->model_id) == 0) {
+        r.request_id = req_id;
+        r.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
+        r.free_model_reply = &fr;
+        conn_send(c, &r, NULL, 0);
+        return;
     }
     if (m == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",

@@ -10,6 +10,7 @@
 #include "dispatch.h"
 #include "frame.h"
 #include "ipuof/client.h"
+#include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -159,6 +160,10 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device", "%s", err);
         return;
     }
+    if (a->num_processes > 1) { /* one of several processes sharing the partition */
+        djob_attach(c, req_id, a, count);
+        return;
+    }
     conn_holder(c, &holder);
     /* Clients already waiting come first: no attach jumps the queue. */
     if (s->wait_head == NULL) {
@@ -202,6 +207,13 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         "this connection holds no partition; attach first");
         return;
     }
+    if (c->djob != NULL) {
+        log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id,
+                 c->name, c->pid, p->name);
+        djob_detach(c, req_id);
+        srv_serve_waiters(c->srv);
+        return;
+    }
     dr.n_ipu_ids = dev_partition_ids(p, ids);
     dr.ipu_ids = ids;
     r.request_id = req_id;
@@ -231,6 +243,10 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (c->djob != NULL) { /* every process of the job is told */
+        djob_revoke(c, code, msg);
+        return;
+    }
     n.n_ipu_ids = dev_partition_ids(p, ids);
     e.code = (uint32_t)code;
     e.component = (char *)"device";

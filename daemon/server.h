@@ -19,6 +19,7 @@
 
 struct conn;
 struct waiter;
+struct djob;
 
 #define SRV_MAX_OVERRIDES 32
 
@@ -55,6 +56,7 @@ struct srv {
     struct work *work;                       /* compile and run threads */
     struct cache cache;                      /* compiled executables */
     uint32_t next_model_id;
+    struct djob *jobs;                       /* jobs of several processes (jobs.c) */
 
     int stopping;
     uint64_t stop_deadline_ms;

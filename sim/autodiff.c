@@ -11,7 +11,8 @@
  * node with a gradient-carrying output one backward step, in reverse schedule order; and
  * compute the lifetime of each activation's gradient on the training timeline (from its
  * first writer, i.e. its last reader's backward step, to its producer's backward step),
- * listing where each must be zeroed. plan.c places them in the arena.
+ * and of its exchange copies on the IPUs that read it (struct sim_xfer), listing where
+ * each must be zeroed. plan.c places them in the arenas.
  * Does not: run anything (train.c) or know an op's gradient formula (the op files do).
  */
 #include <stdio.h>
@@ -128,45 +129,107 @@ build_steps(struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
-/* Gradient lifetimes of activations and the zero lists of the backward steps. */
+/* The first backward step (timeline) on IPU ipu that writes the gradient of v, or -1. */
+static int
+first_writer(const struct sim_exe *e, int v, int ipu)
+{
+    const struct sim_train *tr = e->tr;
+
+    for (int b = 0; b < tr->n_bsteps; b++) {
+        const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
+        if (n->ipu != ipu)
+            continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == v && sim_op_grad_input(n->op, j))
+                return e->n_nodes + b;
+    }
+    return -1;
+}
+
+/* Stage k's backward steps: [stage_b[k + 1], stage_b[k]) (steps run in reverse order). */
+static int
+stage_steps(struct sim_exe *e, struct sim_err *err)
+{
+    struct sim_train *tr = e->tr;
+
+    tr->stage_b = calloc((size_t)e->n_stages + 1, sizeof(*tr->stage_b));
+    if (tr->stage_b == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    for (int k = 0; k < e->n_stages; k++)
+        for (int b = 0; b < tr->n_bsteps; b++)
+            if (tr->bsteps[b].node >= e->stage_node[k])
+                tr->stage_b[k] = b + 1;
+    return 0;
+}
+
+static void
+add_zero(struct sim_train *tr, int *n, int ipu, const int64_t *off, size_t bytes)
+{
+    tr->zero[(*n)++] = (struct sim_gzero){ ipu, off, bytes };
+}
+
+/* Gradient lifetimes of activations (and of their exchange copies on other IPUs: from
+ * the first writer there to the send after the reading stage's backward; the producer
+ * receives before its stage's backward) and the zero lists of the backward steps. */
 static int
 lifetimes(struct sim_exe *e, struct sim_err *err)
 {
     struct sim_train *tr = e->tr;
     int F = e->n_nodes, n_zero = 0;
+    unsigned char *assigned = calloc((size_t)e->m->n_vals + 1, 1);
 
+    if (assigned == NULL || stage_steps(e, err) != 0) {
+        free(assigned);
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    }
     for (int v = 0; v < e->m->n_vals; v++) {
         struct sim_val *val = &e->vals[v];
         val->gfirst = val->glast = -1;
         if (!val->grad || val->kind != SIM_V_ACT)
             continue;
         val->glast = F + e->nodes[val->producer].bstep;
-        if (v == tr->loss)
-            val->gfirst = F;
+        val->gfirst = v == tr->loss ? F : first_writer(e, v, val->ipu);
     }
-    for (int b = 0; b < tr->n_bsteps; b++) {
-        const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
-        for (int j = 0; j < n->n_in; j++) {
-            struct sim_val *val = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            if (val == NULL || !val->grad || val->kind != SIM_V_ACT ||
-                !sim_op_grad_input(n->op, j))
-                continue;
-            if (val->gfirst < 0 || F + b < val->gfirst)
-                val->gfirst = F + b;
+    for (int i = 0; i < e->n_xfer; i++) {
+        struct sim_xfer *x = &e->xfer[i];
+        struct sim_val *val = &e->vals[x->val];
+        int recv;
+        if (!val->grad)
+            continue;
+        x->gfirst = first_writer(e, x->val, x->dst);
+        if (x->gfirst < 0)
+            continue;           /* no reader there wants the gradient: nothing goes back */
+        x->glast = F + tr->stage_b[x->rstage] - 1;
+        if (x->glast < x->gfirst)
+            x->glast = x->gfirst;
+        recv = F + tr->stage_b[x->sstage + 1];
+        if (!assigned[x->val] && x->val != tr->loss && (val->gfirst < 0 || recv <= val->gfirst)) {
+            x->gassign = true;
+            assigned[x->val] = 1;
         }
+        if (val->gfirst < 0 || recv < val->gfirst)
+            val->gfirst = recv;
     }
-    tr->zero_vals = calloc((size_t)e->m->n_vals + 1, sizeof(int));
-    if (tr->zero_vals == NULL)
+    tr->zero = calloc((size_t)e->m->n_vals + (size_t)e->n_xfer + 1, sizeof(*tr->zero));
+    if (tr->zero == NULL) {
+        free(assigned);
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    }
     for (int b = 0; b < tr->n_bsteps; b++) {
         tr->bsteps[b].zero_start = n_zero;
         for (int v = 0; v < e->m->n_vals; v++) {
             const struct sim_val *val = &e->vals[v];
-            if (val->grad && val->kind == SIM_V_ACT && v != tr->loss && val->gfirst == F + b)
-                tr->zero_vals[n_zero++] = v;
+            if (val->grad && val->kind == SIM_V_ACT && v != tr->loss && !assigned[v] &&
+                val->gfirst == F + b)
+                add_zero(tr, &n_zero, val->ipu, &val->goff, val->bytes);
         }
+        for (int i = 0; i < e->n_xfer; i++)
+            if (e->xfer[i].gfirst == F + b)
+                add_zero(tr, &n_zero, e->xfer[i].dst, &e->xfer[i].goff,
+                         e->vals[e->xfer[i].val].bytes);
         tr->bsteps[b].zero_end = n_zero;
     }
+    free(assigned);
     for (int v = 0; v < e->m->n_vals; v++) {
         const struct sim_val *val = &e->vals[v];
         if (val->grad && val->kind == SIM_V_ACT && (val->gfirst < 0 || val->gfirst > val->glast))

@@ -72,10 +72,11 @@ sim_exe_free(struct sim_exe *e)
     free(e->in);
     free(e->out);
     if (e->arenas != NULL)
-        for (unsigned i = 0; i < e->R * e->ipr; i++)
+        for (unsigned i = 0; i < e->R * e->S * e->ipr; i++)
             free(e->arenas[i]);
     free(e->arenas);
     free(e->arena_bytes);
+    free(e->slots);
     free(e->mem);
     free(e->kern);
     free(e->views);
@@ -84,6 +85,9 @@ sim_exe_free(struct sim_exe *e)
     free(e->rng);
     free(e->stage_ipu);
     free(e->stage_node);
+    free(e->xfer);
+    free(e->xbuf);
+    sim_bar_free(e->rbar, e->R);
     sim_clock_free(e->clock);
     free(e->vals);
     free(e->w);
@@ -258,15 +262,53 @@ setup_inputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err
     return 0;
 }
 
+/*
+ * Refuses a model with ops the op tables lack, naming every one of them once with its
+ * count and first node, in order of first appearance: "unsupported ops: Expand x3 (first:
+ * node 5 'e'), LSTM x1 (first: node 9 'l'); supported: Abs, Add, ..." (custom-domain ops as
+ * domain.op). 0 when every op is known (variants and opset versions are the infer pass's).
+ */
 static int
-unsupported_op(const struct sim_mnode *mn, const char *label, struct sim_err *err)
+check_ops_known(const struct sim_model *m, struct sim_err *err)
 {
-    if (mn->domain[0] != '\0')
-        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: op %s of domain '%s' is not "
-                           "supported (custom ops are named domain.op below). Supported ops: "
-                           "%s", label, mn->op_type, mn->domain, sim_supported_ops());
-    return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: op %s is not supported. Supported ops: "
-                       "%s", label, mn->op_type, sim_supported_ops());
+    int *first = calloc((size_t)m->n_nodes + 1, sizeof(*first));
+    int *count = calloc((size_t)m->n_nodes + 1, sizeof(*count));
+    int n = 0, rc = 0;
+    char text[sizeof(err->msg)];
+    size_t used = 0;
+
+    if (first == NULL || count == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < m->n_nodes; k++) {
+        const struct sim_mnode *mn = &m->nodes[k];
+        int j;
+        if (sim_op_find_in(mn->domain, mn->op_type) != NULL)
+            continue;
+        for (j = 0; j < n; j++)
+            if (strcmp(m->nodes[first[j]].op_type, mn->op_type) == 0 &&
+                strcmp(m->nodes[first[j]].domain, mn->domain) == 0)
+                break;
+        if (j == n)
+            first[n++] = k;
+        count[j]++;
+    }
+    if (n == 0)
+        goto out;
+    used = (size_t)snprintf(text, sizeof(text), "unsupported ops: ");
+    for (int j = 0; j < n && used < sizeof(text); j++) {
+        const struct sim_mnode *mn = &m->nodes[first[j]];
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%s%s%s x%d (first: node "
+                                 "%d%s%s%s)", j ? ", " : "", mn->domain, mn->domain[0] ? "." : "",
+                                 mn->op_type, count[j], first[j], mn->name[0] ? " '" : "",
+                                 mn->name, mn->name[0] ? "'" : "");
+    }
+    rc = sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s; supported: %s", text, sim_supported_ops());
+out:
+    free(first);
+    free(count);
+    return rc;
 }
 
 /* Evaluates a node whose inputs are all known, at compile time. */
@@ -340,7 +382,8 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     n.bstep = -1;
     n.op = sim_op_find_in(mn->domain, mn->op_type);
     if (n.op == NULL)
-        return unsupported_op(mn, n.label, err);
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no op table entry (checked by "
+                           "check_ops_known)", n.label);
     if (n.op->domain == NULL && m->opset < n.op->since)
         return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: unsupported variant: %s as defined "
                            "by opset %lld (the oldest supported version is opset %d). "
@@ -391,6 +434,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     c.out = outs;
     c.err = err;
     c.training = e->tr != NULL;
+    c.eval = e->eval;
     rc = n.op->infer(&c);
     if (rc != 0)
         goto out;
@@ -665,6 +709,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     e->A = o->gradient_accumulation;
     e->seed = o->seed;
+    e->eval = o->eval_mode && o->loss == NULL;
     if (o->loss != NULL) {
         rc = setup_training(e, m, o, err);
         if (rc != 0)
@@ -708,7 +753,9 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             val->bytes = c->bytes;
         }
     }
-    rc = setup_inputs(e, o, err);
+    rc = check_ops_known(m, err);
+    if (rc == 0)
+        rc = setup_inputs(e, o, err);
     if (rc == 0 && (o->loss != NULL || o->updatable_weights))
         rc = sim_weights_mark(e, o, err);
     if (rc != 0)

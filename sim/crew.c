@@ -1,11 +1,14 @@
 /*
- * crew.c — the threads that run an executable's replicas: one thread per replica (up to
- * SIM_MAX_IPUS threads; beyond that a thread takes replicas r, r + T, r + 2T, ...), created
+ * crew.c — the threads that run an executable: one thread per replica (up to SIM_MAX_IPUS
+ * threads; beyond that a thread takes replicas r, r + T, r + 2T, ...), or, when a replica
+ * has several IPUs, one per (replica, IPU) (ipus.c), created
  * once, at the executable's first run with more than one replica, and joined when it is
  * freed. The calling thread of sim_exe_run() is thread 0. Threads wait for a run, run
  * their share of it and meet at barriers (the end of each device iteration of a training
  * run, where thread 0 performs the reduction across replicas and the weight update, the
- * collective step, while the others wait).
+ * collective step, while the others wait). Also the per-replica barriers of the IPU
+ * threads (sim_bar), which agree on stopping as they meet, so that every thread of a
+ * replica leaves the schedule at the same step.
  * Does not: decide what a thread runs (exec.c and train.c give it a job).
  */
 #include <pthread.h>
@@ -152,4 +155,75 @@ sim_crew_barrier(struct sim_crew *c)
             pthread_cond_wait(&c->bar_cv, &c->mu);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+unsigned
+sim_crew_size(const struct sim_crew *c)
+{
+    return c != NULL ? c->n : 1;
+}
+
+struct sim_bar {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned n, count;
+    uint64_t gen;
+    bool stop;                  /* some thread of the current round asked to stop */
+    bool last_stop;             /* the verdict of the previous round */
+};
+
+struct sim_bar *
+sim_bar_new(unsigned R, unsigned n)
+{
+    struct sim_bar *b = calloc(R, sizeof(*b));
+
+    if (b == NULL)
+        return NULL;
+    for (unsigned r = 0; r < R; r++) {
+        pthread_mutex_init(&b[r].mu, NULL);
+        pthread_cond_init(&b[r].cv, NULL);
+        b[r].n = n;
+    }
+    return b;
+}
+
+void
+sim_bar_free(struct sim_bar *b, unsigned R)
+{
+    if (b == NULL)
+        return;
+    for (unsigned r = 0; r < R; r++) {
+        pthread_mutex_destroy(&b[r].mu);
+        pthread_cond_destroy(&b[r].cv);
+    }
+    free(b);
+}
+
+bool
+sim_bar_wait(struct sim_bar *b, bool stop)
+{
+    bool verdict;
+
+    pthread_mutex_lock(&b->mu);
+    b->stop = b->stop || stop;
+    if (++b->count == b->n) {
+        b->last_stop = b->stop;
+        b->stop = false;
+        b->count = 0;
+        b->gen++;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        uint64_t gen = b->gen;
+        while (b->gen == gen)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
+    verdict = b->last_stop;
+    pthread_mutex_unlock(&b->mu);
+    return verdict;
+}
+
+struct sim_bar *
+sim_bar_at(struct sim_bar *b, unsigned r)
+{
+    return &b[r];
 }

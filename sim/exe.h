@@ -74,13 +74,45 @@ struct sim_enode {
     size_t bwd_scratch;         /* training: backward scratch bytes */
     int64_t bwd_scratch_off;
     int bstep;                  /* training: index of its backward step, or -1 */
+    bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
+};
+
+/* An activation read on an IPU other than its producer's (place.c): the producer's IPU
+ * sends it after the forward of the producing stage, out of its arena into an exchange
+ * buffer owned by neither arena; the reader's IPU receives it into its own copy before
+ * the forward of the first stage there that reads it. Its gradient goes the other way:
+ * the reader's copy is zeroed by its first local writer and sent after that stage's
+ * backward; the producer receives it before the producing stage's backward, adding it to
+ * (or, when it is the first writer, copying it over) its own gradient. */
+struct sim_xfer {
+    int val;
+    int src, dst;               /* IPUs within a replica */
+    int sstage;                 /* the producing stage (on src) */
+    int rstage;                 /* the first stage on dst that reads it */
+    int first, last;            /* timeline steps the copy lives on dst (plan.c) */
+    int64_t off;                /* the copy's offset in dst's arena */
+    int gfirst, glast;          /* training: its gradient's copy on dst (autodiff.c) */
+    int64_t goff;               /* dst arena offset of that gradient, -1 when no reader on
+                                 * dst writes one (then nothing goes back) */
+    bool gassign;               /* the received gradient is the producer's first writer */
+    unsigned depth;             /* exchange buffers of each direction: micro-batch m uses
+                                 * buffer m % depth (rstage - sstage + 1 in flight) */
+    size_t xoff, gxoff;         /* its exchange buffers in one replica's block of e->xbuf */
+};
+
+/* A gradient zeroed before a backward step: its IPU and its arena offset (a value's or an
+ * exchange copy's, known once plan.c has run). */
+struct sim_gzero {
+    int ipu;
+    const int64_t *off;
+    size_t bytes;
 };
 
 /* A training executable's backward step: the gradient rule of one forward node. */
 struct sim_bstep {
     int node;                   /* schedule index of the forward node */
-    int zero_start, zero_end;   /* e->tr->zero_vals[start..end): gradients first written
-                                 * here, zeroed before the rule runs */
+    int zero_start, zero_end;   /* e->tr->zero[start..end): gradients first written here,
+                                 * zeroed before the rule runs */
 };
 
 /* One backward kernel of one replica: the forward kernel (backward scratch) and the
@@ -100,14 +132,16 @@ struct sim_train {
     uint64_t steps;             /* optimizer steps taken */
     int n_bsteps;
     struct sim_bstep *bsteps;
-    int *zero_vals;             /* value indices, grouped by backward step */
-    struct sim_bkern *bkern;    /* R * n_bsteps */
+    struct sim_gzero *zero;     /* grouped by backward step */
+    int *stage_b;               /* n_stages + 1: stage k's backward steps are
+                                 * [stage_b[k + 1], stage_b[k]) (reverse order) */
+    struct sim_bkern *bkern;    /* per lane, n_bsteps each */
     struct sim_tensor *gviews;  /* backing store of every backward kernel's dout/din */
     float *grads;               /* R * n_train floats: per-replica accumulators; replica
                                  * 0's holds the reduced gradient after each step */
     float *mom1, *mom2;         /* optimizer state (n_train floats each), NULL when unused */
     bool mom_started;           /* SGD: the momentum buffer holds a value */
-    float **loss_grad;          /* per replica: the loss's gradient, seeded with 1 */
+    float **loss_grad;          /* per lane: the loss's gradient, seeded with 1 */
 };
 
 struct sim_exe_io {
@@ -134,6 +168,7 @@ struct sim_exe {
     unsigned D, R, B;
     unsigned A;                 /* gradient accumulation, 1 for inference */
     uint64_t seed;              /* of the per-replica random generators */
+    bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
     unsigned tiles;
@@ -158,14 +193,31 @@ struct sim_exe {
     struct sim_train *tr;
 
     size_t *arena_bytes;        /* per IPU within a replica */
-    void **arenas;              /* R * ipr */
+    unsigned *slots;            /* per IPU within a replica: its stash slots, the
+                                 * micro-batches it holds at once (pipelined; else 1) */
+    unsigned S;                 /* the most slots of any IPU; a lane is (replica r, slot j),
+                                 * numbered r * S + j */
+    void **arenas;              /* per lane and IPU: arenas[lane * ipr + p]; NULL for the
+                                 * slots an IPU does not use (j >= slots[p]) */
     struct sim_mem_report *mem; /* R * ipr */
 
-    struct sim_kern *kern;      /* R * n_nodes */
+    struct sim_kern *kern;      /* per lane, n_nodes each (R * S * n_nodes) */
     struct sim_tensor *views;   /* backing store of every kernel's in/out views */
-    struct sim_patch *patches;  /* grouped by replica: patch_start[r] .. patch_start[r+1] */
+    struct sim_patch *patches;  /* grouped by lane and stage: patch_start[L * N + k] ..
+                                 * patch_start[L * N + k + 1] (N = n_stages) */
     int *patch_start;
-    uint64_t *rng;              /* per replica */
+    uint64_t *rng;              /* per lane and node: the random state of each kernel,
+                                 * reseeded for each micro-batch (sim_exec_seed) */
+    uint64_t mb_done;           /* micro-batches per replica run before this run */
+    int n_rnd;                  /* nodes that draw random numbers */
+    int n_xfer;
+    struct sim_xfer *xfer;      /* activations crossing IPUs (place.c) */
+    char *xbuf;                 /* R blocks of xbytes: the exchange buffers */
+    size_t xbytes;
+    struct sim_bar *rbar;       /* per replica: the barrier of its IPU threads */
+    struct sim_step_rec *log;   /* the IPU threads' step log (sim_exe_log_steps), borrowed */
+    size_t log_cap;
+    atomic_size_t log_n;
     /* placement (place.c), schedule and simulated clock (schedule.c, cost.c) */
     int strategy;               /* enum sim_strategy, resolved (never DEFAULT) */
     int n_stages;               /* pipeline stages (phases when phased), >= 1 */
@@ -176,8 +228,9 @@ struct sim_exe {
     struct sim_cost_cfg cost;
     struct sim_clock *clock;    /* the simulated clock of one run (schedule.c), owned */
     atomic_int ran;             /* a run has completed: the cost report is valid */
-    struct sim_crew *crew;      /* replica threads (crew.c), created at the first run with
-                                 * more than one replica; NULL before */
+    struct sim_crew *crew;      /* the run's threads (crew.c): one per replica, or one per
+                                 * (replica, IPU) when a replica has several IPUs; created
+                                 * at the first run that needs more than one; NULL before */
     struct sim_err *terr;       /* per crew thread: its error */
     int *trc;                   /* per crew thread: its status */
     atomic_int abort_run;       /* a crew thread failed or was cancelled: stop */
@@ -215,6 +268,24 @@ struct sim_crew *sim_crew_new(unsigned n);
 void sim_crew_free(struct sim_crew *c);
 void sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud);
 void sim_crew_barrier(struct sim_crew *c);
+unsigned sim_crew_size(const struct sim_crew *c);
+
+/* crew.c: a barrier of n threads that also agrees on stopping: sim_bar_wait returns true
+ * for every thread when any of them passed stop = true in that round. */
+struct sim_bar;
+struct sim_bar *sim_bar_new(unsigned R, unsigned n);    /* R barriers of n threads */
+void sim_bar_free(struct sim_bar *b, unsigned R);
+bool sim_bar_wait(struct sim_bar *b, bool stop);
+struct sim_bar *sim_bar_at(struct sim_bar *b, unsigned r);     /* barrier r of R */
+
+/* ipus.c: one run of an executable whose replicas have several IPUs: one thread per
+ * (replica, IPU), stepping through the stages together; the caller holds e->busy and the
+ * crew exists. Training when e->tr != NULL. */
+int sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
+
+/* place.c: the exchange copies of activations that cross IPUs (e->xfer), the index of
+ * the copy of value v on IPU ipu or -1. */
+int sim_xfer_find(const struct sim_exe *e, int v, int ipu);
 
 /* exec.c: the crew of a run (created at the first run with R > 1), or NULL when the run
  * is sequential. IPUOF_E_NOMEM when the threads cannot be started. */
@@ -236,6 +307,9 @@ int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 /* train.c: one training run (D optimizer steps); the caller holds e->busy. */
 int sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
 
+/* train.c: replica 0's accumulator becomes the reduced gradient of all replicas. */
+void sim_train_reduce(struct sim_exe *e);
+
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);
 
@@ -245,9 +319,9 @@ void sim_optim_step(struct sim_exe *e);
 /* Fills the views of kernel k for node n from value data pointers (used by folding). */
 void sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views);
 
-/* exec.c: data pointer of value v for replica r (NULL for inputs and zero-copy outputs,
- * which are patched per step). */
-void *sim_val_ptr(const struct sim_exe *e, int v, unsigned r);
+/* exec.c: data pointer of value v for replica r in lane L (NULL for inputs and zero-copy
+ * outputs, which are patched per step). */
+void *sim_val_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L);
 
 /* exec.c: points the views that read inputs or write outputs at micro-batch (d, a) of
  * replica r; runs the forward kernels of replica r; copies or sums the outputs after it. */
@@ -255,10 +329,32 @@ void sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
 int sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err);
 void sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
 
+/* exec.c: the same for stage k only in lane L of replica r (its views, its random
+ * nodes), and the outputs produced by stage k (k -1: all) from lane L. */
+void sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
+                          int k);
+void sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
+                      int k);
+
+/* exec.c: reseeds the random nodes in [s0, s1) of lane L (replica r) for micro-batch
+ * (d, a) of this run: a generator per node, from the seed, replica, node and micro-batch. */
+void sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L, int s0,
+                   int s1);
+
+/* exec.c: n rounded up to SIM_ALIGN. */
+static inline size_t
+sim_align(size_t n)
+{
+    return (n + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+}
+
 /* Whether the run id has been cancelled. */
 bool sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id);
 
 /* Per-replica generator state for a seed. */
 uint64_t sim_rng_seed(uint64_t seed, unsigned replica);
+
+/* The first node of stage k (k == n_stages: n_nodes); nodes are sorted by stage. */
+int sim_stage_end(const struct sim_exe *e, int k);
 
 #endif /* SIM_EXE_H */

@@ -6,9 +6,11 @@
  * A step allocates nothing: views that point into the input and output run buffers
  * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
  * outputs that are not written in place are copied or summed into their slots.
- * With more than one replica, each replica runs on its own crew thread (crew.c; the caller
- * is thread 0), with its own arenas, sharing the read-only weights; a replica's IPUs run on
- * its thread in schedule order. OpenBLAS parallelises inside the matrix kernels.
+ * With more than one replica on one IPU each, each replica runs on its own crew thread
+ * (crew.c; the caller is thread 0), with its own arenas, sharing the read-only weights;
+ * a model over several IPUs runs a thread per (replica, IPU) instead (ipus.c). Kernels
+ * spread large ops over the host thread pool (pool.c). Each IPU's arena exists once per
+ * stash slot (lane r * S + j); the one-thread paths here use slot 0.
  * Also holds the executable's accessors.
  */
 #include <stdio.h>
@@ -18,14 +20,14 @@
 #include "exe.h"
 
 void *
-sim_val_ptr(const struct sim_exe *e, int v, unsigned r)
+sim_val_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L)
 {
     const struct sim_val *val = &e->vals[v];
 
     if (val->kind == SIM_V_CONST)
         return (void *)val->ti.cdata;
     if (val->kind == SIM_V_ACT && val->off >= 0)
-        return (char *)e->arenas[r * e->ipr + (unsigned)val->ipu] + val->off;
+        return (char *)e->arenas[L * e->ipr + (unsigned)val->ipu] + val->off;
     if (val->kind == SIM_V_WEIGHT) {
         const struct sim_weight *w = &e->w[val->weight];
         if (w->kind == SIM_WEIGHT_BUFFER)
@@ -47,25 +49,84 @@ sim_rng_seed(uint64_t seed, unsigned replica)
     return z != 0 ? z : 0x853c49e6748fea9bull;
 }
 
+/* The exchange buffers: per replica, each crossing activation and its gradient, depth
+ * buffers each (the micro-batches between the send and the receive). */
+static int
+bind_xfers(struct sim_exe *e)
+{
+    size_t at = 0;
+
+    for (int i = 0; i < e->n_xfer; i++) {
+        struct sim_xfer *x = &e->xfer[i];
+        size_t bytes = (e->vals[x->val].bytes + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
+        x->depth = (unsigned)(x->rstage - x->sstage) + 1u;
+        x->xoff = at;
+        at += bytes * x->depth;
+        x->gxoff = at;
+        if (x->goff >= 0)
+            at += bytes * x->depth;
+    }
+    e->xbytes = at;
+    if (at == 0)
+        return 0;
+    e->xbuf = sim_aligned_alloc(at * e->R);
+    if (e->xbuf == NULL)
+        return -1;
+    memset(e->xbuf, 0, at * e->R);
+    return 0;
+}
+
+/* The views of node n in lane L of replica r; patches registered from *n_patch on. */
+static void
+bind_node(struct sim_exe *e, const struct sim_enode *n, unsigned r, unsigned L,
+          struct sim_tensor *views, size_t *n_patch)
+{
+    char *arena = e->arenas[L * e->ipr + (unsigned)n->ipu];
+
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+        int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        const struct sim_val *val;
+        if (v < 0)
+            continue;
+        val = &e->vals[v];
+        views[j].dtype = val->ti.dtype;
+        views[j].shape = val->ti.shape;
+        views[j].numel = val->ti.numel;
+        views[j].data = sim_val_ptr(e, v, r, L);
+        if (val->kind == SIM_V_ACT && val->ipu != n->ipu)   /* its exchange copy */
+            views[j].data = arena + e->xfer[sim_xfer_find(e, v, n->ipu)].off;
+        if (val->kind == SIM_V_INPUT)
+            e->patches[(*n_patch)++] = (struct sim_patch){ &views[j], val->in_io, false };
+        else if (val->kind == SIM_V_ACT && val->out_io >= 0 && val->ipu == n->ipu)
+            e->patches[(*n_patch)++] = (struct sim_patch){ &views[j], val->out_io, true };
+    }
+}
+
 int
 sim_exec_bind(struct sim_exe *e, struct sim_err *err)
 {
     size_t n_views = 0, n_patch = 0;
-    unsigned R = e->R;
+    unsigned R = e->R, S = e->S, N = (unsigned)e->n_stages;
+    size_t lanes = (size_t)R * S;
 
     for (int s = 0; s < e->n_nodes; s++)
         n_views += (size_t)e->nodes[s].n_in + (size_t)e->nodes[s].n_out;
-    e->arenas = calloc((size_t)R * e->ipr, sizeof(*e->arenas));
-    e->kern = calloc((size_t)R * (size_t)e->n_nodes + 1, sizeof(*e->kern));
-    e->views = calloc((size_t)R * n_views + 1, sizeof(*e->views));
-    e->patches = calloc((size_t)R * n_views + 1, sizeof(*e->patches));
-    e->patch_start = calloc((size_t)R + 1, sizeof(*e->patch_start));
-    e->rng = calloc(R, sizeof(*e->rng));
+    e->arenas = calloc(lanes * e->ipr, sizeof(*e->arenas));
+    e->kern = calloc(lanes * (size_t)e->n_nodes + 1, sizeof(*e->kern));
+    e->views = calloc(lanes * n_views + 1, sizeof(*e->views));
+    e->patches = calloc(lanes * n_views + 1, sizeof(*e->patches));
+    e->patch_start = calloc(lanes * N + 1, sizeof(*e->patch_start));
+    e->rng = calloc(lanes * (size_t)e->n_nodes + 1, sizeof(*e->rng));
     if (e->arenas == NULL || e->kern == NULL || e->views == NULL || e->patches == NULL ||
         e->patch_start == NULL || e->rng == NULL)
         goto oom;
-    for (unsigned i = 0; i < R * e->ipr; i++) {
-        size_t bytes = e->arena_bytes[i % e->ipr];
+    if (bind_xfers(e) != 0)
+        goto oom;
+    for (size_t i = 0; i < lanes * e->ipr; i++) {
+        unsigned p = (unsigned)(i % e->ipr), j = (unsigned)(i / e->ipr % S);
+        size_t bytes = e->arena_bytes[p];
+        if (j >= e->slots[p])
+            continue;
         e->arenas[i] = sim_aligned_alloc(bytes);
         if (e->arenas[i] == NULL)
             goto oom;
@@ -83,38 +144,28 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
             goto oom;
         memset(e->out[i].buf, 0, e->out[i].run_bytes);
     }
-    for (unsigned r = 0; r < R; r++) {
-        struct sim_tensor *views = e->views + (size_t)r * n_views;
-        e->patch_start[r] = (int)n_patch;
-        e->rng[r] = sim_rng_seed(e->seed, r);
+    for (unsigned L = 0; L < lanes; L++) {
+        struct sim_tensor *views = e->views + (size_t)L * n_views;
+        unsigned r = L / S;
         for (int s = 0; s < e->n_nodes; s++) {
             const struct sim_enode *n = &e->nodes[s];
-            struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes + s];
+            struct sim_kern *k = &e->kern[(size_t)L * e->n_nodes + s];
+            char *arena = e->arenas[L * e->ipr + (unsigned)n->ipu];
+            if (s == e->stage_node[n->stage])
+                e->patch_start[L * N + (unsigned)n->stage] = (int)n_patch;
             sim_kern_init(k, n, views);
-            k->rng = &e->rng[r];
-            if (n->scratch > 0)
-                k->scratch = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->scratch_off;
-            if (n->saved > 0 && n->saved_off >= 0)
-                k->saved = (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] + n->saved_off;
-            for (int j = 0; j < n->n_in + n->n_out; j++) {
-                int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-                const struct sim_val *val;
-                if (v < 0)
-                    continue;
-                val = &e->vals[v];
-                views[j].dtype = val->ti.dtype;
-                views[j].shape = val->ti.shape;
-                views[j].numel = val->ti.numel;
-                views[j].data = sim_val_ptr(e, v, r);
-                if (val->kind == SIM_V_INPUT)
-                    e->patches[n_patch++] = (struct sim_patch){ &views[j], val->in_io, false };
-                else if (val->kind == SIM_V_ACT && val->out_io >= 0)
-                    e->patches[n_patch++] = (struct sim_patch){ &views[j], val->out_io, true };
-            }
             views += n->n_in + n->n_out;
+            if (arena == NULL)
+                continue;       /* a slot this node's IPU does not use */
+            k->rng = &e->rng[(size_t)L * e->n_nodes + s];
+            if (n->scratch > 0)
+                k->scratch = arena + n->scratch_off;
+            if (n->saved > 0 && n->saved_off >= 0)
+                k->saved = arena + n->saved_off;
+            bind_node(e, n, r, L, (struct sim_tensor *)k->in, &n_patch);
         }
     }
-    e->patch_start[R] = (int)n_patch;
+    e->patch_start[lanes * N] = (int)n_patch;
     return 0;
 oom:
     return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the executable's "
@@ -196,13 +247,28 @@ sum_into(int dtype, void *dst, const void *src, int64_t n)
 void
 sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
 {
+    sim_exec_outputs(e, d, a, r, r * e->S, -1);
+}
+
+/* The stage that produces output o (stage 0 for inputs, constants and weights). */
+static int
+out_stage(const struct sim_exe *e, const struct sim_exe_io *o)
+{
+    const struct sim_val *v = &e->vals[o->val];
+
+    return v->kind == SIM_V_ACT && v->producer >= 0 ? e->nodes[v->producer].stage : 0;
+}
+
+void
+sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L, int k)
+{
     for (int i = 0; i < e->n_out; i++) {
         const struct sim_exe_io *o = &e->out[i];
         const struct sim_val *v = &e->vals[o->val];
         const void *src;
         int64_t off;
 
-        if (o->zero_copy)
+        if (o->zero_copy || (k >= 0 && out_stage(e, o) != k))
             continue;
         if (o->mode.kind == SIM_OUTPUT_FINAL && (d + 1 != e->D || a + 1 != e->A))
             continue;
@@ -212,7 +278,7 @@ sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
         if (v->kind == SIM_V_INPUT)
             src = (const char *)e->in[v->in_io].buf + in_slot(e, &e->in[v->in_io], d, a, r);
         else
-            src = sim_val_ptr(e, o->val, r);
+            src = sim_val_ptr(e, o->val, r, L);
         if (o->step_bytes == 0)
             continue;
         if (o->mode.kind == SIM_OUTPUT_SUM && (d > 0 || a > 0))
@@ -222,10 +288,11 @@ sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
     }
 }
 
-void
-sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
+/* Points patches [p0, p1) at micro-batch (d, a) of replica r. */
+static void
+patch_range(struct sim_exe *e, unsigned d, unsigned a, unsigned r, int p0, int p1)
 {
-    for (int p = e->patch_start[r]; p < e->patch_start[r + 1]; p++) {
+    for (int p = p0; p < p1; p++) {
         const struct sim_patch *pt = &e->patches[p];
         if (pt->is_out) {
             const struct sim_exe_io *o = &e->out[pt->io];
@@ -237,6 +304,54 @@ sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
     }
 }
 
+/* splitmix64 finaliser of a word. */
+static uint64_t
+mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void
+sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L, int s0,
+              int s1)
+{
+    uint64_t mb = e->mb_done + (uint64_t)d * e->A + a;
+
+    for (int s = s0; s < s1; s++) {
+        uint64_t z;
+        if (!e->nodes[s].rnd)
+            continue;
+        z = mix64(sim_rng_seed(e->seed, r) ^ mix64((uint64_t)e->nodes[s].mnode + 1));
+        z = mix64(z + 0x9e3779b97f4a7c15ull * (mb + 1));
+        e->rng[(size_t)L * e->n_nodes + s] = z != 0 ? z : 0x853c49e6748fea9bull;
+    }
+}
+
+void
+sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
+{
+    unsigned N = (unsigned)e->n_stages;
+
+    unsigned L = r * e->S;      /* one micro-batch at a time: slot 0 */
+
+    patch_range(e, d, a, r, e->patch_start[L * N], e->patch_start[(L + 1) * N]);
+    if (e->n_rnd > 0)
+        sim_exec_seed(e, d, a, r, L, 0, e->n_nodes);
+}
+
+void
+sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
+                     int k)
+{
+    unsigned i = L * (unsigned)e->n_stages + (unsigned)k;
+
+    patch_range(e, d, a, r, e->patch_start[i], e->patch_start[i + 1]);
+    if (e->n_rnd > 0)
+        sim_exec_seed(e, d, a, r, L, e->stage_node[k], sim_stage_end(e, k));
+}
+
 bool
 sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id)
 {
@@ -246,7 +361,7 @@ sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id)
 int
 sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
 {
-    const struct sim_kern *k = &e->kern[(size_t)r * e->n_nodes];
+    const struct sim_kern *k = &e->kern[(size_t)r * e->S * (size_t)e->n_nodes];
     int rc = 0;
 
     for (int s = 0; s < e->n_nodes && rc == 0; s++) {
@@ -262,13 +377,19 @@ sim_exe_crew(struct sim_exe *e, struct sim_err *err)
 {
     unsigned n = e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS;
 
-    if (e->R == 1 || e->crew != NULL)
+    if (e->ipr > 1)
+        n = e->R * e->ipr;      /* a thread per (replica, IPU) */
+    if (n == 1 || e->crew != NULL)
         return 0;
     e->terr = calloc(n, sizeof(*e->terr));
     e->trc = calloc(n, sizeof(*e->trc));
-    if (e->terr != NULL && e->trc != NULL)
+    if (e->ipr > 1)
+        e->rbar = sim_bar_new(e->R, e->ipr);
+    if (e->terr != NULL && e->trc != NULL && (e->ipr == 1 || e->rbar != NULL))
         e->crew = sim_crew_new(n);
     if (e->crew == NULL) {
+        sim_bar_free(e->rbar, e->R);
+        e->rbar = NULL;
         free(e->terr);
         free(e->trc);
         e->terr = NULL;
@@ -349,7 +470,9 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
         return rc;
     }
     atomic_store(&e->abort_run, 0);
-    if (e->tr != NULL) {
+    if (e->ipr > 1) {
+        rc = sim_ipus_run(e, id, err);
+    } else if (e->tr != NULL) {
         rc = sim_train_run(e, id, err);
     } else if (e->crew != NULL) {
         sim_crew_run(e->crew, e, infer_job, &id);
@@ -360,6 +483,7 @@ sim_exe_run(struct sim_exe *e, struct sim_err *err)
     }
     if (rc == 0)
         atomic_store(&e->ran, 1);
+    e->mb_done += (uint64_t)e->D * e->A;
     atomic_store(&e->busy, 0);
     return rc;
 }

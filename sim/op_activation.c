@@ -3,7 +3,8 @@
  * backward: Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Elu, Softplus,
  * Softmax, LogSoftmax (both the opset < 13
  * "coerce to 2-D" semantics and the single-axis semantics of opset 13), and Dropout
- * (identity in inference; in training mode, and always in a training executable, a
+ * (identity in inference, and in an eval_mode executable whatever training_mode says; in
+ * training mode, and always in a training executable, a
  * Bernoulli mask from the replica's random state, kept for the backward).
  *
  * Does not: support other dtypes than float.
@@ -327,6 +328,7 @@ struct dropout_params {
     float ratio;                    /* attribute ratio (opset < 12) or default */
     bool attr_training;             /* opset < 7 with is_test = 0 */
     bool force_training;            /* a training executable: always drop */
+    bool force_eval;                /* eval(): never drop, whatever training_mode says */
     int mask_dtype;
 };
 
@@ -347,8 +349,9 @@ infer_dropout(struct sim_infer *c)
         rc = sim_ia_int(c, "is_test", 0, &is_test);
     if (rc != 0)
         return rc;
-    p->attr_training = c->version < 7 && is_test == 0;
+    p->attr_training = c->version < 7 && is_test == 0 && !c->eval;
     p->force_training = c->training;
+    p->force_eval = c->eval;
     if (c->training)
         c->saved_bytes = (size_t)c->in[0]->numel;   /* the mask, one byte per element */
     if (c->version < 12 && (c->n_in > 1))
@@ -393,6 +396,8 @@ dropout_ratio(const struct sim_kern *k, bool *training)
         *training = ((const uint8_t *)k->in[2].data)[0] != 0;
     if (p->force_training)
         *training = true;
+    if (p->force_eval)
+        *training = false;
     return ratio;
 }
 

@@ -1,8 +1,10 @@
 /*
  * op_norm.c — normalisations on float tensors, forward and backward: BatchNormalization
- * (inference with the running statistics; training mode of opset 14+ with batch
- * statistics and the updated running mean and variance as outputs) and LayerNormalization
- * (opset 17: any axis, with the optional Mean and InvStdDev outputs).
+ * (inference with the running statistics; training mode with batch statistics and the
+ * updated running mean and variance as outputs: opset 14+'s training_mode, opsets 7-13's
+ * statistics outputs, which add the batch mean and biased batch variance as saved_mean and
+ * saved_var) and LayerNormalization (opset 17: any axis, with the optional Mean and
+ * InvStdDev outputs).
  *
  * In a training executable BatchNormalization always uses the statistics of the step's
  * micro-batch, keeps the batch mean and 1/sqrt(var + eps) for its backward, and updates
@@ -10,8 +12,10 @@
  * running = momentum * running + (1 - momentum) * batch, with ONNX's momentum
  * (1 - PyTorch's) and the unbiased batch variance for running_var (ONNX's reference uses
  * the biased one, which an inference compile of a training-mode node keeps).
- * Statistics are accumulated in double. Does not: the opset 9-13 training outputs of
- * BatchNormalization (saved mean / variance), spatial=0.
+ * An eval_mode executable (an inference model made from a training model) uses the running
+ * statistics whatever the node says, as PyTorch's eval() does; its statistics outputs are
+ * copies of the running ones.
+ * Statistics are accumulated in double. Does not: spatial=0, training mode before opset 7.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -57,15 +61,19 @@ infer_bn(struct sim_infer *c)
         return rc;
     if (c->version < 7 && is_test == 0 && c->n_out > 1)
         return sim_infer_unsupported(c, "training-mode BatchNormalization before opset 7 "
-                                     "(is_test = 0 with statistics outputs)");
+                                     "(is_test = 0 with statistics outputs); re-export with "
+                                     "torch.onnx.export(..., opset_version=14) (or 7 to 13)");
     if (spatial != 1)
-        return sim_infer_unsupported(c, "BatchNormalization with spatial=0");
-    if (c->version >= 7 && c->version < 14 && c->n_out > 1)
-        return sim_infer_unsupported(c, "training outputs of BatchNormalization before "
-                                     "opset 14 (saved mean and variance)");
-    if (c->n_out > 3)
+        return sim_infer_unsupported(c, "BatchNormalization with spatial=0 (statistics per "
+                                     "element, not per channel); re-export at opset 9 or "
+                                     "later, where spatial does not exist");
+    if (c->version >= 14 && c->n_out > 3)
         return sim_infer_fail(c, IPUOF_E_INVAL, "has %d outputs; opset %d allows 3", c->n_out,
                               c->version);
+    if (c->version >= 7 && c->version < 14 && c->n_out > 1)
+        training = 1;   /* opsets 7-13: the statistics outputs make a training-mode node */
+    if (c->eval)
+        training = 0;
     if (x->shape.rank < 2)
         return sim_infer_fail(c, IPUOF_E_SHAPE, "input %s must be (N, C, ...)",
                               sim_shape_fmt(&x->shape, s1, sizeof(s1)));
@@ -84,7 +92,7 @@ infer_bn(struct sim_infer *c)
     p->c = x->shape.d[1];
     p->plane = sim_shape_span(&x->shape, 2, x->shape.rank);
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &x->shape);
-    for (int i = 1; rc == 0 && i < c->n_out && i < 3; i++)
+    for (int i = 1; rc == 0 && i < c->n_out; i++)
         rc = sim_set_out(c, i, SIM_DTYPE_FLOAT, &c->in[3]->shape);
     return rc;
 }
@@ -121,6 +129,8 @@ fwd_bn(const struct sim_kern *k, struct sim_err *err)
     float *y = k->out[0].data;
     float *rmean = k->n_out > 1 ? k->out[1].data : NULL;
     float *rvar = k->n_out > 2 ? k->out[2].data : NULL;
+    float *smean = k->n_out > 3 ? k->out[3].data : NULL;
+    float *svar = k->n_out > 4 ? k->out[4].data : NULL;
     float *saved = k->saved;
 
     (void)err;
@@ -153,7 +163,16 @@ fwd_bn(const struct sim_kern *k, struct sim_err *err)
                 rmean[ch] = (float)(mean[ch] * p->momentum + m * (1.0 - p->momentum));
             if (rvar != NULL)
                 rvar[ch] = (float)(var[ch] * p->momentum + v * (1.0 - p->momentum));
+        } else {
+            if (rmean != NULL)
+                rmean[ch] = mean[ch];
+            if (rvar != NULL)
+                rvar[ch] = var[ch];
         }
+        if (smean != NULL)
+            smean[ch] = (float)m;
+        if (svar != NULL)
+            svar[ch] = (float)v;
         a = scale[ch] / sqrt(v + p->eps);
         b = bias[ch] - m * a;
         for (int64_t n = 0; n < p->n; n++) {

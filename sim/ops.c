@@ -34,6 +34,10 @@ static const struct family families[] = {
     { sim_ops_pad, &sim_ops_pad_count },
     { sim_ops_gen, &sim_ops_gen_count },
     { sim_ops_split, &sim_ops_split_count },
+    /* ConvTranspose, Resize, LSTM and GRU */
+    { sim_ops_convt, &sim_ops_convt_count },
+    { sim_ops_resize, &sim_ops_resize_count },
+    { sim_ops_rnn, &sim_ops_rnn_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

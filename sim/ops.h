@@ -3,7 +3,8 @@
  *
  * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
  * op_unary.c, op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c,
- * op_shape.c, op_select.c, op_loss.c, op_logic.c, op_pad.c, op_gen.c, op_split.c):
+ * op_shape.c, op_select.c, op_loss.c, op_logic.c, op_pad.c, op_gen.c, op_split.c,
+ * op_convt.c, op_resize.c, op_rnn.c):
  *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
  *              shape, build the op's private parameters and ask for scratch memory;
  *   forward  — at run time: compute outputs from inputs, allocating nothing;
@@ -40,6 +41,10 @@ struct sim_infer {
     void *params;               /* set by infer: malloc'd, freed by the compiler */
     size_t scratch_bytes;       /* set by infer: per-step scratch the forward needs */
     struct sim_err *err;
+    bool eval;                  /* an inference executable with PyTorch's module.eval()
+                                 * semantics (sim_compile_opts.eval_mode): BatchNormalization
+                                 * uses running statistics, Dropout is the identity, whatever
+                                 * the node's training flags say */
     /* training executables only */
     bool training;              /* PyTorch's module.train(): BatchNormalization uses batch
                                  * statistics, Dropout drops, forward keeps what backward
@@ -134,6 +139,13 @@ extern const struct sim_op sim_ops_gen[];
 extern const int sim_ops_gen_count;
 extern const struct sim_op sim_ops_split[];
 extern const int sim_ops_split_count;
+/* ConvTranspose (op_convt.c), Resize (op_resize.c), LSTM and GRU (op_rnn.c) */
+extern const struct sim_op sim_ops_convt[];
+extern const int sim_ops_convt_count;
+extern const struct sim_op sim_ops_resize[];
+extern const int sim_ops_resize_count;
+extern const struct sim_op sim_ops_rnn[];
+extern const int sim_ops_rnn_count;
 
 /* The op for an ONNX op_type in the default domain, or NULL. */
 const struct sim_op *sim_op_find(const char *op_type);

@@ -224,8 +224,7 @@ sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err)
     if (rc != 0)
         return rc;
     e->seed = seed;
-    for (unsigned r = 0; r < e->R; r++)
-        e->rng[r] = sim_rng_seed(seed, r);
+    e->mb_done = 0;     /* the generators restart from the first micro-batch */
     atomic_store(&e->busy, 0);
     return 0;
 }

@@ -5,7 +5,9 @@
  * Does: give every node a stage and an IPU, either from the compile options' blocks (a
  * block is the nodes whose name starts with its prefix; PopTorch's Block / Stage / ipu) or
  * from PopART's node attributes (__ipu_number, __pipeline_stage); number the stages
- * 0..N-1 in order; resolve the execution strategy; and refuse, with a sentence saying what
+ * 0..N-1 in order and sort the schedule by stage (stable: still topological); list the
+ * activations that cross IPUs (the exchange copies, e->xfer); resolve the execution
+ * strategy; and refuse, with a sentence saying what
  * would be right: a block prefix matching no node, blocks mixing explicit and automatic
  * stages, a stage spread over two IPUs, a stage order that sends activations backwards, a
  * trainable weight read on two IPUs while pipelining, a placement needing more IPUs than
@@ -343,6 +345,86 @@ check_strategy(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_e
     return 0;
 }
 
+/* Stable sort of the schedule by stage (a topological order still, since stages ascend
+ * along the graph), so that each stage is a contiguous run of nodes. */
+static int
+sort_by_stage(struct sim_exe *e, struct sim_err *err)
+{
+    struct sim_enode *sorted = malloc(((size_t)e->n_nodes + 1) * sizeof(*sorted));
+    int *pos = malloc(((size_t)e->n_nodes + 1) * sizeof(*pos));
+    int i = 0;
+
+    if (sorted == NULL || pos == NULL) {
+        free(sorted);
+        free(pos);
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < e->n_stages; k++) {
+        e->stage_node[k] = i;
+        for (int s = 0; s < e->n_nodes; s++)
+            if (e->nodes[s].stage == k) {
+                pos[s] = i;
+                sorted[i++] = e->nodes[s];
+            }
+    }
+    for (int v = 0; v < e->m->n_vals; v++)
+        if (e->vals[v].producer >= 0)
+            e->vals[v].producer = pos[e->vals[v].producer];
+    memcpy(e->nodes, sorted, (size_t)e->n_nodes * sizeof(*sorted));
+    free(sorted);
+    free(pos);
+    return 0;
+}
+
+int
+sim_stage_end(const struct sim_exe *e, int k)
+{
+    return k + 1 < e->n_stages ? e->stage_node[k + 1] : e->n_nodes;
+}
+
+int
+sim_xfer_find(const struct sim_exe *e, int v, int ipu)
+{
+    for (int x = 0; x < e->n_xfer; x++)
+        if (e->xfer[x].val == v && e->xfer[x].dst == ipu)
+            return x;
+    return -1;
+}
+
+/* One exchange copy per (activation, IPU other than its producer's that reads it). */
+static int
+build_xfers(struct sim_exe *e, struct sim_err *err)
+{
+    size_t cap = 0;
+
+    for (int s = 0; s < e->n_nodes; s++)
+        cap += (size_t)e->nodes[s].n_in;
+    e->xfer = calloc(cap + 1, sizeof(*e->xfer));
+    if (e->xfer == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            const struct sim_val *val = v >= 0 ? &e->vals[v] : NULL;
+            struct sim_xfer *x;
+            if (val == NULL || val->kind != SIM_V_ACT || val->producer < 0 ||
+                val->ipu == n->ipu || sim_xfer_find(e, v, n->ipu) >= 0)
+                continue;
+            x = &e->xfer[e->n_xfer++];
+            x->val = v;
+            x->src = val->ipu;
+            x->dst = n->ipu;
+            x->sstage = e->nodes[val->producer].stage;
+            x->rstage = n->stage;     /* nodes are sorted by stage: the first reader's */
+            x->off = -1;
+            x->goff = -1;
+            x->gfirst = x->glast = -1;
+        }
+    }
+    return 0;
+}
+
 int
 sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err)
 {
@@ -363,6 +445,8 @@ sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *e
         rc = number_stages(e, err);
     if (rc == 0)
         rc = check_order(e, err);
+    if (rc == 0)
+        rc = sort_by_stage(e, err);
     if (rc != 0)
         return rc;
     e->ipr = 1;
@@ -373,11 +457,15 @@ sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *e
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0)
                 e->vals[n->out[j]].ipu = n->ipu;
+        n->rnd = strcmp(n->op->name, "Dropout") == 0;
+        e->n_rnd += n->rnd;
     }
     if (e->ipr > SIM_MAX_IPUS || (uint64_t)e->ipr * e->R > SIM_MAX_IPUS * 16u)
         return sim_err_set(err, IPUOF_E_INVAL, "the model needs %u IPUs per replica; at most "
                            "%d are supported", e->ipr, SIM_MAX_IPUS);
     rc = check_partition(e, o->partition_ipus, err);
+    if (rc == 0)
+        rc = build_xfers(e, err);
     if (rc != 0)
         return rc;
     e->strategy = o->strategy;

@@ -12,6 +12,9 @@
  *               code_bytes estimate (vertex code and state of a typical Poplar lowering,
  *               a constant per op kind, independent of tensor sizes; a node with a
  *               backward step counts twice).
+ * An activation read on another IPU lives in its producer's arena until the send after
+ * the producing stage's forward, and in a copy in the reader's arena from the receive
+ * before the first reading stage to its last reader there (struct sim_xfer).
  * Training adds the backward timeline (exe.h): a forward node's inputs and outputs live
  * until its backward step, gradients of activations, saved state and backward scratch get
  * arena blocks like activations do, and each IPU also accounts the gradient accumulators
@@ -106,14 +109,28 @@ liveness(struct sim_exe *e)
         e->vals[v].first = -1;
         e->vals[v].last = -1;
     }
+    for (int i = 0; i < e->n_xfer; i++) {
+        e->xfer[i].first = e->stage_node[e->xfer[i].rstage];   /* received before it */
+        e->xfer[i].last = e->xfer[i].first;
+    }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
         /* a node's backward step reads its inputs and outputs */
         int until = n->bstep >= 0 ? F + n->bstep : s;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT && v->last < until)
-                v->last = until;
+            int u = until;
+            if (v == NULL || v->kind != SIM_V_ACT)
+                continue;
+            if (v->ipu != n->ipu) {     /* read from its exchange copy on n's IPU */
+                struct sim_xfer *x = &e->xfer[sim_xfer_find(e, n->in[j], n->ipu)];
+                if (x->last < until)
+                    x->last = until;
+                /* the producer keeps it until the send after its stage's forward */
+                u = sim_stage_end(e, x->sstage) - 1;
+            }
+            if (v->last < u)
+                v->last = u;
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
@@ -203,27 +220,6 @@ account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
     }
 }
 
-/* Bytes stage k keeps from a micro-batch's forward to its backward: the activations its
- * nodes produce that a backward step reads, and the state saved for the backward. */
-static uint64_t
-stage_stash(const struct sim_exe *e, int k)
-{
-    uint64_t b = 0;
-
-    for (int s = 0; s < e->n_nodes; s++) {
-        const struct sim_enode *n = &e->nodes[s];
-        if (n->stage != k)
-            continue;
-        b += n->saved;
-        for (int j = 0; j < n->n_out; j++) {
-            const struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT && v->last >= e->n_nodes)
-                b += v->bytes;
-        }
-    }
-    return b;
-}
-
 /* Weights the nodes of stage k read (phased: what one phase needs on chip); mark has
  * e->n_w entries. */
 static uint64_t
@@ -246,8 +242,11 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
     return b;
 }
 
-/* Pipelining stashes (training: stage k has min(A, 2(N-k)-1) micro-batches between its
- * forward and its backward, one of them in the arena), tensors held off chip, totals. */
+/* Pipelining stashes: when pipelined, IPU p holds several micro-batches at once, each in
+ * a slot of its own (a whole copy of its arena): training, its first stage k has
+ * min(A, 2(N-k)-1) between the forward and the backward (the backward of the oldest runs
+ * before the forward of the newest in a step); inference, one per stage it holds. Then
+ * the tensors held off chip, and the totals. */
 static int
 stash_and_locations(struct sim_exe *e, struct sim_err *err)
 {
@@ -257,9 +256,17 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
     if (mark == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
 
+    e->slots = calloc(e->ipr, sizeof(*e->slots));
+    if (e->slots == NULL) {
+        free(mark);
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
+    }
+    e->S = 1;
     for (unsigned p = 0; p < e->ipr; p++) {
         struct sim_mem_report *r = &e->mem[p];
         uint64_t phase_w = 0;
+        int first = -1;
+        e->slots[p] = 1;
         for (int k = 0; k < N; k++) {
             unsigned flight;
             if (e->stage_ipu[k] != (int)p)
@@ -268,13 +275,27 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
                 uint64_t w = stage_weights(e, k, mark);
                 phase_w = w > phase_w ? w : phase_w;
             }
-            if (e->strategy != SIM_STRATEGY_PIPELINED || e->tr == NULL)
+            if (e->strategy != SIM_STRATEGY_PIPELINED)
                 continue;
-            flight = 2u * (unsigned)(N - k) - 1u;
-            if (flight > e->A)
-                flight = e->A;
-            r->stash += (uint64_t)(flight - 1) * stage_stash(e, k);
+            if (e->tr != NULL) {
+                flight = 2u * (unsigned)(N - k) - 1u;   /* forward to backward */
+                if (flight > e->A)
+                    flight = e->A;
+            } else {
+                flight = 1;
+            }
+            if (first < 0)
+                first = k;
+            if (flight < (unsigned)(k - first) + 1u)    /* stages after the first on p */
+                flight = (unsigned)(k - first) + 1u;
+            if (flight > e->slots[p])
+                e->slots[p] = flight;
         }
+        /* a slot is a whole copy of the IPU's arena (its own kernel bindings): the stash
+         * is the copies beyond the first */
+        r->stash = (uint64_t)(e->slots[p] - 1) * e->arena_bytes[p];
+        if (e->slots[p] > e->S)
+            e->S = e->slots[p];
         if (e->strategy == SIM_STRATEGY_PHASED && phase_w < r->weights) {
             r->offchip += r->weights - phase_w;     /* phases not running: off chip */
             r->weights = phase_w;
@@ -354,7 +375,8 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     int rc = 0;
 
     liveness(e);
-    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 1, sizeof(*b));
+    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
+               sizeof(*b));
     seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
     e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
     e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
@@ -388,6 +410,13 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         if (!val->grad || val->kind != SIM_V_ACT)
             continue;
         b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff };
+    }
+    for (int i = 0; i < e->n_xfer; i++) {
+        struct sim_xfer *x = &e->xfer[i];
+        size_t bytes = e->vals[x->val].bytes;
+        b[nb++] = (struct block){ bytes, x->first, x->last, x->dst, &x->off };
+        if (e->tr != NULL && x->gfirst >= 0)
+            b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff };
     }
     qsort(b, nb, sizeof(*b), cmp_block);
     for (unsigned p = 0; p < e->ipr; p++) {

@@ -319,6 +319,11 @@ struct sim_compile_opts {
      * sim_exe_write_weight() and sim_exe_copy_weights() can change it (nodes reading
      * weights are then not folded). Training executables always own their weights. */
     int updatable_weights;
+    /* Inference: PyTorch's module.eval() whatever the graph's flags say (a training graph's
+     * training_mode attributes and inputs, its statistics outputs): BatchNormalization
+     * uses the running statistics and Dropout is the identity. sim_compile_inference_from()
+     * always sets it; ignored with a loss. */
+    int eval_mode;
 
     /* Multi-IPU placement, execution strategy, tensor locations, cost model and trace. */
     unsigned partition_ipus;      /* IPUs of the partition compiled for; 0: no check. A
@@ -352,8 +357,9 @@ struct sim_exe;
  * With o->loss set it also builds the backward graph (each op's gradient rule, in reverse
  * order), and plans gradients, gradient accumulators and optimizer state in the same plan.
  * On success *out is a caller-owned executable (free with sim_exe_free()).
- * Errors: IPUOF_E_UNSUPPORTED (op, op version or variant: the message names the node, the
- * op, the variant and lists the supported ops; an op without a gradient between a weight
+ * Errors: IPUOF_E_UNSUPPORTED (ops the tables lack: all of them, each with its count and
+ * first node; an op version or variant: the message names the node, the op and the
+ * variant; both list the supported ops; an op without a gradient between a weight
  * and the loss; a CtcLoss limit), IPUOF_E_SHAPE / IPUOF_E_DTYPE (inconsistent graph),
  * IPUOF_E_INVAL (bad options: the loss is not a graph output or not one value per replica,
  * an optimizer parameter out of range, gradient_accumulation 0 or > 1 without a loss, no
@@ -368,7 +374,8 @@ int sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
  * Compiles m (for instance the inference export of a trained module, or the training
  * model itself) for inference with updatable weights (o->loss must be NULL; o may be NULL
  * for the defaults) and copies src's current weights into it (sim_exe_copy_weights()),
- * without serialising anything. src (usually a training executable) must not be running;
+ * without serialising anything. It runs as PyTorch's eval() does (eval_mode): the running
+ * statistics of BatchNormalization, no Dropout, whatever the training graph says. src (usually a training executable) must not be running;
  * m must outlive the new executable. *out is caller-owned.
  */
 int sim_compile_inference_from(const struct sim_model *m, const struct sim_compile_opts *o,
@@ -503,6 +510,27 @@ int sim_exe_run(struct sim_exe *e, struct sim_err *err);
  * progress it does nothing. A single kernel already started is finished first.
  */
 void sim_exe_cancel(struct sim_exe *e);
+
+/* One step of the work of a simulated IPU thread, as the step log records it. */
+struct sim_step_rec {
+    unsigned replica, ipu;
+    int stage;
+    int backward;                 /* 1: the stage's backward, 0: its forward */
+    unsigned iteration;           /* device iteration */
+    unsigned micro_batch;         /* within the device iteration (training) or the run */
+    long long step;               /* the schedule step within the iteration (or the run) */
+    unsigned long thread;         /* the host thread that ran it (pthread_self) */
+    double t0, t1;                /* host monotonic clock, seconds */
+    double cpu;                   /* CPU seconds the thread spent on it (not counting
+                                   * host pool workers it used) */
+};
+
+/* Records the steps the IPU threads of an executable whose replicas span several IPUs take
+ * in its following runs into log (cap entries, owned by the caller, which keeps it until
+ * it calls this again with NULL or frees the executable); call between runs. For tests and
+ * tools: it costs four clock reads per step. sim_exe_logged_steps() is the count so far. */
+void sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap);
+size_t sim_exe_logged_steps(const struct sim_exe *e);
 
 /* ---- executables: training ---------------------------------------------------------- */
 

@@ -26,7 +26,8 @@ sim_train_free(struct sim_train *tr)
     if (tr == NULL)
         return;
     free(tr->bsteps);
-    free(tr->zero_vals);
+    free(tr->zero);
+    free(tr->stage_b);
     free(tr->bkern);
     free(tr->gviews);
     free(tr->grads);
@@ -36,17 +37,22 @@ sim_train_free(struct sim_train *tr)
     free(tr);
 }
 
-/* The gradient of value v on replica r: an arena block for activations, the replica's
+/* The gradient of value v in lane L of replica r as IPU ipu sees it: an arena block for
+ * activations (the exchange copy's when v is produced on another IPU), the replica's
  * accumulator slot for trainable weights, NULL for anything else. */
 static void *
-grad_ptr(const struct sim_exe *e, int v, unsigned r)
+grad_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L, int ipu)
 {
     const struct sim_val *val = &e->vals[v];
 
     if (!val->grad)
         return NULL;
+    if (val->kind == SIM_V_ACT && val->ipu != ipu) {    /* its exchange copy on ipu */
+        const struct sim_xfer *x = &e->xfer[sim_xfer_find(e, v, ipu)];
+        return x->goff >= 0 ? (char *)e->arenas[L * e->ipr + (unsigned)ipu] + x->goff : NULL;
+    }
     if (val->kind == SIM_V_ACT && val->goff >= 0)
-        return (char *)e->arenas[r * e->ipr + (unsigned)val->ipu] + val->goff;
+        return (char *)e->arenas[L * e->ipr + (unsigned)val->ipu] + val->goff;
     if (val->kind == SIM_V_WEIGHT && e->w[val->weight].kind == SIM_WEIGHT_TRAINABLE)
         return (char *)(e->tr->grads + (size_t)r * e->n_train) + e->w[val->weight].off;
     return NULL;
@@ -63,14 +69,15 @@ alloc_floats(size_t n)
 }
 
 static void
-grad_view(struct sim_tensor *t, const struct sim_exe *e, int v, unsigned r, bool wanted)
+grad_view(struct sim_tensor *t, const struct sim_exe *e, int v, unsigned r, unsigned L,
+          int ipu, bool wanted)
 {
     const struct sim_val *val = &e->vals[v];
 
     t->dtype = val->ti.dtype;
     t->shape = val->ti.shape;
     t->numel = val->ti.numel;
-    t->data = wanted ? grad_ptr(e, v, r) : NULL;
+    t->data = wanted ? grad_ptr(e, v, r, L, ipu) : NULL;
 }
 
 int
@@ -90,34 +97,38 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
         const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
         n_views += (size_t)n->n_in + (size_t)n->n_out;
     }
-    tr->bkern = calloc(R * nb + 1, sizeof(*tr->bkern));
-    tr->gviews = calloc(R * n_views + 1, sizeof(*tr->gviews));
-    tr->loss_grad = calloc(R, sizeof(*tr->loss_grad));
+    tr->bkern = calloc(R * e->S * nb + 1, sizeof(*tr->bkern));
+    tr->gviews = calloc(R * e->S * n_views + 1, sizeof(*tr->gviews));
+    tr->loss_grad = calloc(R * e->S, sizeof(*tr->loss_grad));
     if (tr->grads == NULL || (need1 && tr->mom1 == NULL) || (need2 && tr->mom2 == NULL) ||
         tr->bkern == NULL || tr->gviews == NULL || tr->loss_grad == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the gradient "
                            "accumulators and optimizer state");
-    for (unsigned r = 0; r < e->R; r++) {
-        struct sim_tensor *views = tr->gviews + (size_t)r * n_views;
-        tr->loss_grad[r] = grad_ptr(e, tr->loss, r);
+    for (unsigned L = 0; L < e->R * e->S; L++) {
+        struct sim_tensor *views = tr->gviews + (size_t)L * n_views;
+        unsigned r = L / e->S;
+        int lipu = e->vals[tr->loss].ipu;
+        if (e->arenas[L * e->ipr + (unsigned)lipu] != NULL)
+            tr->loss_grad[L] = grad_ptr(e, tr->loss, r, L, lipu);
         for (size_t b = 0; b < nb; b++) {
             int s = tr->bsteps[b].node;
             const struct sim_enode *n = &e->nodes[s];
-            struct sim_bkern *bk = &tr->bkern[r * nb + b];
-            bk->k = e->kern[(size_t)r * e->n_nodes + (size_t)s];
-            bk->k.scratch = n->bwd_scratch_off >= 0
-                                ? (char *)e->arenas[r * e->ipr + (unsigned)n->ipu] +
-                                      n->bwd_scratch_off
-                                : NULL;
+            struct sim_bkern *bk = &tr->bkern[L * nb + b];
+            char *arena = e->arenas[L * e->ipr + (unsigned)n->ipu];
             bk->dout = views;
             bk->din = views + n->n_out;
+            views += n->n_in + n->n_out;
+            if (arena == NULL)
+                continue;       /* a slot this node's IPU does not use */
+            bk->k = e->kern[(size_t)L * e->n_nodes + (size_t)s];
+            bk->k.scratch = n->bwd_scratch_off >= 0 ? arena + n->bwd_scratch_off : NULL;
             for (int j = 0; j < n->n_out; j++)
                 if (n->out[j] >= 0)
-                    grad_view(&bk->dout[j], e, n->out[j], r, true);
+                    grad_view(&bk->dout[j], e, n->out[j], r, L, n->ipu, true);
             for (int j = 0; j < n->n_in; j++)
                 if (n->in[j] >= 0)
-                    grad_view(&bk->din[j], e, n->in[j], r, sim_op_grad_input(n->op, j));
-            views += n->n_in + n->n_out;
+                    grad_view(&bk->din[j], e, n->in[j], r, L, n->ipu,
+                              sim_op_grad_input(n->op, j));
         }
     }
     if (tr->loss_grad[0] == NULL)
@@ -130,18 +141,19 @@ static int
 backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
 {
     struct sim_train *tr = e->tr;
-    const struct sim_bkern *bk = &tr->bkern[(size_t)r * (size_t)tr->n_bsteps];
-    void *const *arenas = e->arenas + (size_t)r * e->ipr;
+    unsigned L = r * e->S;      /* one micro-batch at a time: slot 0 */
+    const struct sim_bkern *bk = &tr->bkern[(size_t)L * (size_t)tr->n_bsteps];
+    void *const *arenas = e->arenas + (size_t)L * e->ipr;
 
-    *tr->loss_grad[r] = 1.0f;
+    *tr->loss_grad[L] = 1.0f;
     for (int b = 0; b < tr->n_bsteps; b++) {
         const struct sim_bstep *st = &tr->bsteps[b];
         int rc;
         if (sim_exe_cancelled(e, id))
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
         for (int z = st->zero_start; z < st->zero_end; z++) {
-            const struct sim_val *v = &e->vals[tr->zero_vals[z]];
-            memset((char *)arenas[v->ipu] + v->goff, 0, v->bytes);
+            const struct sim_gzero *g = &tr->zero[z];
+            memset((char *)arenas[g->ipu] + *g->off, 0, g->bytes);
         }
         rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
@@ -150,9 +162,8 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
     return 0;
 }
 
-/* Replica 0's accumulator becomes the reduced gradient of all replicas. */
-static void
-reduce(struct sim_exe *e)
+void
+sim_train_reduce(struct sim_exe *e)
 {
     struct sim_train *tr = e->tr;
     size_t n = e->n_train;
@@ -222,7 +233,7 @@ train_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
         sim_crew_barrier(e->crew);
         stop = atomic_load(&e->abort_run) != 0;    /* nobody writes it until the next */
         if (idx == 0 && !stop) {
-            reduce(e);
+            sim_train_reduce(e);
             sim_optim_step(e);
         }
         sim_crew_barrier(e->crew);
@@ -249,7 +260,7 @@ sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
             if (rc != 0)
                 return rc;
         }
-        reduce(e);
+        sim_train_reduce(e);
         sim_optim_step(e);
     }
     return 0;

@@ -69,7 +69,7 @@ sim_exe_weight_index(const struct sim_exe *e, const char *name)
 static void *
 weight_data(const struct sim_exe *e, int i, unsigned r)
 {
-    return sim_val_ptr(e, e->w[i].val, r);
+    return sim_val_ptr(e, e->w[i].val, r, r * e->S);
 }
 
 /* The index of weight `name` into *i, checking that it holds `bytes` bytes. */
@@ -220,6 +220,7 @@ sim_compile_inference_from(const struct sim_model *m, const struct sim_compile_o
         return sim_err_set(err, IPUOF_E_INVAL, "sim_compile_inference_from compiles for "
                            "inference: the options must not name a loss");
     opts.updatable_weights = 1;
+    opts.eval_mode = 1; /* PopTorch's inferenceModel runs the module as eval() does */
     rc = sim_compile(m, &opts, out, err);
     if (rc == 0)
         rc = sim_exe_copy_weights(*out, src, err);

@@ -175,7 +175,78 @@ print_status_json(const ipuof_status_report *r)
         json_string_or_null(stdout, in.error);
         putchar('}');
     }
+    fputs("],\"job_processes\":[", stdout);
+    for (size_t i = 0; i < ipuof_status_report_process_count(r); i++) {
+        struct ipuof_job_process p;
+
+        if (ipuof_status_report_process(r, i, &p) != IPUOF_OK)
+            continue;
+        printf("%s{\"partition\":", i > 0 ? "," : "");
+        json_string(stdout, p.partition);
+        printf(",\"process_id\":%u,\"num_processes\":%u,\"state\":", p.process_id,
+               p.num_processes);
+        json_string(stdout, p.state);
+        fputs(",\"holder\":", stdout);
+        if (p.present) {
+            printf("{\"client_id\":%u,\"name\":", p.client_id);
+            json_string(stdout, p.name);
+            printf(",\"pid\":%u,\"peer\":", p.pid);
+            json_string(stdout, p.peer);
+            putchar('}');
+        } else {
+            fputs("null", stdout);
+        }
+        putchar('}');
+    }
     fputs("]}\n", stdout);
+}
+
+/* Writes the processes of the daemon's jobs as a table (nothing when there are none).
+ * Returns EX_OK, or EX_OSERR when out of memory (after saying so on stderr). */
+static int
+print_jobs_table(const ipuof_status_report *r)
+{
+    static const char *const heads[5] = {"PARTITION", "PROCESS", "STATE", "HOLDER", "CLIENT"};
+    static const int right[5] = {0, 1, 0, 0, 1};
+    size_t n = ipuof_status_report_process_count(r);
+    struct table t;
+    int rc = EX_OK;
+
+    if (n == 0)
+        return EX_OK;
+    table_init(&t, 5, heads, right);
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_job_process p;
+        char bufs[3][256];
+        const char *cells[5];
+
+        if (ipuof_status_report_process(r, i, &p) != IPUOF_OK)
+            continue;
+        cells[0] = p.partition;
+        snprintf(bufs[0], 256, "%u of %u", p.process_id, p.num_processes);
+        cells[1] = bufs[0];
+        cells[2] = p.state;
+        if (p.present)
+            snprintf(bufs[1], 256, "%s[%u]@%s", p.name, p.pid, p.peer[0] ? p.peer : "?");
+        else
+            snprintf(bufs[1], 256, "-");
+        cells[3] = bufs[1];
+        if (p.present)
+            snprintf(bufs[2], 256, "%u", p.client_id);
+        else
+            snprintf(bufs[2], 256, "-");
+        cells[4] = bufs[2];
+        if (table_add_row(&t, cells) != 0) {
+            fprintf(stderr, "ipuctl: status: out of memory\n");
+            rc = EX_OSERR;
+            goto out;
+        }
+    }
+    printf("jobs of several processes:\n");
+    table_print(&t, stdout);
+out:
+    table_free(&t);
+    return rc;
 }
 
 /* Fills the cells of one table row from in; the strings live in bufs. */
@@ -262,6 +333,7 @@ print_status_table(const ipuof_status_report *r)
         human_sanitize(err, sizeof err, in.error);
         printf("IPU %u: %s\n", in.id, err);
     }
+    rc = print_jobs_table(r);
 out:
     table_free(&t);
     return rc;

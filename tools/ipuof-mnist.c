@@ -10,6 +10,12 @@
  *               [--limit-test N] [--save FILE.onnx] [--load FILE.onnx] [--quiet]
  *               [--strategy single|pipelined|sharded|phased] [--offload-optimiser]
  *               [--profile DIR]
+ *               [--process-id P --num-processes N]
+ *
+ * Several processes (--num-processes, else IPUOF_PROCESS_ID / IPUOF_NUM_PROCESSES, else the
+ * variables of mpirun or poprun) train one model together on one partition of R x N IPUs:
+ * each takes its share of every shuffled batch and prints its own figures; process 0 saves
+ * the model and tests it.
  *
  * Data: DIR's train-images-idx3-ubyte(.gz) etc. (MNIST or Fashion-MNIST), read with the
  * client's IDX reader, normalised with mean 0.1307 and std 0.3081, batched by the client's
@@ -67,6 +73,7 @@ struct mnist_opts {
     int strategy;              /* enum ipuof_strategy; -1: single (one IPU per replica) */
     int offload;               /* --offload-optimiser */
     const char *profile;       /* --profile DIR, or NULL */
+    unsigned process_id, num_processes; /* num_processes 0: from the environment */
 };
 
 /* The simulated clock's figures summed over the training calls. */
@@ -91,6 +98,7 @@ struct mnist_run {
     size_t onnx_len;
     int bar;                    /* draw progress bars on stderr */
     struct clock_sum clock;     /* of the training calls */
+    char tag[32];               /* "[process P] " in a job of several processes, else "" */
 };
 
 /* Running sums over the batches of an epoch or of the test set. */
@@ -112,7 +120,8 @@ usage(FILE *f, int full)
             "                   [--wait[=SECONDS]]\n"
             "                   [--load FILE.onnx] [--quiet]\n"
             "                   [--strategy single|pipelined|sharded|phased]\n"
-            "                   [--offload-optimiser] [--profile DIR]\n");
+            "                   [--offload-optimiser] [--profile DIR]\n"
+            "                   [--process-id P --num-processes N]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-mnist --help' for more information.\n");
         return;
@@ -147,6 +156,10 @@ usage(FILE *f, int full)
             "                       memory), as setOptimizerLocation(useOnChipStorage(False))\n"
             "  --profile DIR        write the last training call's trace to DIR/trace.json\n"
             "                       and its timeline to DIR/timeline.svg\n"
+            "  --process-id P, --num-processes N   process P of N training one model\n"
+            "                       together on R x N IPUs (default: IPUOF_PROCESS_ID and\n"
+            "                       IPUOF_NUM_PROCESSES, else mpirun's or poprun's variables,\n"
+            "                       else 0 of 1); process 0 saves and tests\n"
             "\n"
             "One training call takes B x D x A x R samples (4000 by default: 15 calls per\n"
             "epoch of 60000). Exit status: 0, 1 on failure, 64 on bad usage, 73 when --save\n"
@@ -224,6 +237,8 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
         {"offload-optimiser", no_argument, NULL, 'O'},
         {"offload-optimizer", no_argument, NULL, 'O'},
         {"profile", required_argument, NULL, 'F'},
+        {"process-id", required_argument, NULL, 'p'},
+        {"num-processes", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     int opt, bad = 0;
@@ -258,12 +273,25 @@ parse_args(int argc, char **argv, struct mnist_opts *o, int *stop)
             if (optarg != NULL)
                 bad = args_count(PROG, "--wait", optarg, 0, &o->wait_s);
             break;
+        case 'p': bad = args_count(PROG, "--process-id", optarg, 0, &o->process_id); break;
+        case 'n': bad = args_count(PROG, "--num-processes", optarg, 1, &o->num_processes); break;
         case 'h': usage(stdout, 1); *stop = 1; return EX_OK;
         default: bad = 1; break;
         }
     }
     if (!bad && optind < argc) {
         fprintf(stderr, "ipuof-mnist: unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (!bad && o->num_processes == 0) {
+        char why[256];
+        if (ipuof_process_env(&o->process_id, &o->num_processes, why, sizeof why) != IPUOF_OK) {
+            fprintf(stderr, "ipuof-mnist: %s\n", why);
+            bad = 1;
+        }
+    } else if (!bad && o->process_id >= o->num_processes) {
+        fprintf(stderr, "ipuof-mnist: --process-id %u is out of range for %u processes\n",
+                o->process_id, o->num_processes);
         bad = 1;
     }
     if (bad) {
@@ -316,13 +344,14 @@ open_split(const char *dir, const char *prefix, unsigned limit, ipuof_idx_datase
  * model's inputs. 0, or 1 after printing why. */
 static int
 make_loader(ipuof_idx_dataset *ds, unsigned b, unsigned d, unsigned a, unsigned r,
-            int shuffle, uint64_t seed, ipuof_dataloader **out)
+            int shuffle, uint64_t seed, unsigned pid, unsigned nproc, ipuof_dataloader **out)
 {
     static const char *const names[] = {MNIST_INPUT_IMAGE, MNIST_INPUT_LABELS};
     struct ipuof_dataloader_opts lo = {.batch_size = b, .device_iterations = d,
                                        .gradient_accumulation = a, .replicas = r,
                                        .shuffle = shuffle, .seed = seed,
-                                       .mode = IPUOF_DATALOADER_ASYNC, .names = names};
+                                       .mode = IPUOF_DATALOADER_ASYNC, .names = names,
+                                       .process_id = pid, .num_processes = nproc};
     struct ipuof_dataset dset;
     char err[IPUOF_ERRBUF_SIZE];
     int rc;
@@ -522,7 +551,10 @@ static int
 setup(const struct mnist_opts *o, struct mnist_run *r)
 {
     unsigned per_replica = o->strategy >= 0 ? MNIST_BLOCKS : 1;
-    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas * per_replica)};
+    struct ipuof_attach_opts ao = {.num_ipus = pow2_at_least(o->replicas * per_replica *
+                                                            o->num_processes),
+                                   .process_id = o->process_id,
+                                   .num_processes = o->num_processes};
     struct ipuof_block blocks[MNIST_BLOCKS];
     struct ipuof_output_mode modes[] = {{MNIST_OUTPUT_LOSS, IPUOF_OUTPUT_ALL, 0},
                                         {MNIST_OUTPUT_LOGITS, IPUOF_OUTPUT_ALL, 0}};
@@ -570,8 +602,8 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "compile", rc, 0);
     if (!o->quiet)
-        printf("training model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
-               "call\n",
+        printf("%straining model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
+               "call\n", r->tag,
                (double)ipuof_model_compile_us(r->train) / 1000.0,
                ipuof_model_cached(r->train) ? " (cached)" : "", o->batch, o->iterations,
                o->accumulation, o->replicas,
@@ -616,7 +648,8 @@ train(const struct mnist_opts *o, struct mnist_run *r)
     int rc;
 
     if (o->epochs > 0 && make_loader(r->train_ds, o->batch, o->iterations, o->accumulation,
-                                     o->replicas, 1, o->seed, &r->train_dl) != 0)
+                                     o->replicas, 1, o->seed, o->process_id,
+                                     o->num_processes, &r->train_dl) != 0)
         return 1;
     for (unsigned e = 0; e < o->epochs; e++) {
         snprintf(label, sizeof label, "Epoch %u/%u", e + 1, o->epochs);
@@ -626,7 +659,7 @@ train(const struct mnist_opts *o, struct mnist_run *r)
             return rc;
         if (!r->bar && !o->quiet) {
             tally_text(&t, text, sizeof text);
-            printf("%s: %zu calls, %zu samples in %.1f s, %s\n", label,
+            printf("%s%s: %zu calls, %zu samples in %.1f s, %s\n", r->tag, label,
                    ipuof_dataloader_batches_per_epoch(r->train_dl), t.seen, secs, text);
             fflush(stdout);
         }
@@ -640,7 +673,7 @@ train(const struct mnist_opts *o, struct mnist_run *r)
         if (rc != 0)
             return rc;
     }
-    if (o->save != NULL) {
+    if (o->save != NULL && o->process_id == 0) {
         rc = ipuof_model_save_onnx(r->train, o->save);
         if (rc != IPUOF_OK)
             return args_fail(PROG, r->c, "save", rc, 0);
@@ -684,7 +717,7 @@ test(const struct mnist_opts *o, struct mnist_run *r)
     rc = ipuof_model_inference_from(r->train, &mo, &r->infer);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "inference model", rc, 0);
-    if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, &r->test_dl) != 0)
+    if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, 0, 1, &r->test_dl) != 0)
         return 1;
     rc = run_epoch(r, r->infer, r->test_dl, "Testing", &t, &secs, NULL);
     if (rc != 0)
@@ -705,8 +738,8 @@ test(const struct mnist_opts *o, struct mnist_run *r)
 static int
 check_plan(const struct mnist_opts *o, const struct mnist_run *r)
 {
-    unsigned long long per_call =
-        (unsigned long long)o->batch * o->iterations * o->accumulation * o->replicas;
+    unsigned long long per_call = (unsigned long long)o->batch * o->iterations *
+                                  o->accumulation * o->replicas * o->num_processes;
 
     if (o->save != NULL) {
         char dir[4096];
@@ -734,9 +767,10 @@ check_plan(const struct mnist_opts *o, const struct mnist_run *r)
 
         fprintf(stderr, "ipuof-mnist: the training set has %zu samples%s, fewer than one call "
                 "takes (batch %u x device iterations %u x gradient accumulation %u x replicas "
-                "%u = %llu): use --limit-train %llu or more, or lower those counts\n", have,
-                o->limit_train ? " (--limit-train)" : "", o->batch, o->iterations,
-                o->accumulation, o->replicas, per_call, per_call);
+                "%u x processes %u = %llu): use --limit-train %llu or more, or lower those "
+                "counts\n", have, o->limit_train ? " (--limit-train)" : "", o->batch,
+                o->iterations, o->accumulation, o->replicas, o->num_processes, per_call,
+                per_call);
         return EX_USAGE;
     }
     if (r->test_ds != NULL &&
@@ -778,15 +812,17 @@ main(int argc, char **argv)
     if (stop)
         return rc;
     r.bar = !o.quiet && isatty(STDERR_FILENO);
+    if (o.num_processes > 1)
+        snprintf(r.tag, sizeof r.tag, "[process %u] ", o.process_id);
     rc = (o.epochs > 0 ? open_split(o.data, "train", o.limit_train, &r.train_ds) : 0) ||
-         open_split(o.data, "t10k", o.limit_test, &r.test_ds);
+         (o.process_id == 0 ? open_split(o.data, "t10k", o.limit_test, &r.test_ds) : 0);
     if (rc == 0)
         rc = check_plan(&o, &r);
     if (rc == 0)
         rc = setup(&o, &r);
     if (rc == 0)
         rc = train(&o, &r);
-    if (rc == 0)
+    if (rc == 0 && o.process_id == 0) /* the job's other processes leave it the test */
         rc = test(&o, &r);
     release(&r);
     return rc;

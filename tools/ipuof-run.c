@@ -42,6 +42,7 @@
 #define MAX_INPUTS 256
 #define BAR_WIDTH 30
 #define CONST_MAX_ELEMS 4096 /* integer inputs up to this size are offered as constants */
+#define CONST_MAX_FLOATS 16  /* and 1-D float inputs up to this size (Resize's scales, roi) */
 
 /* One --input: a file, bound to a graph input by name or, without one, in order. */
 struct input_arg {
@@ -129,10 +130,10 @@ usage(FILE *f, int full)
             "                       value per micro-batch): every device iteration takes one\n"
             "                       SGD step (lr 0.01, PopTorch's default optimizer)\n"
             "\n"
-            "Small integer inputs (a Reshape's shape, reduction axes) and scalars (Range's\n"
-            "bounds) are offered to the compiler as constants under NAME or the file's\n"
-            "tensor name: those that decide shapes are fixed at compile time, the others\n"
-            "stay run inputs.\n"
+            "Small integer inputs (a Reshape's shape, reduction axes), scalars (Range's\n"
+            "bounds) and 1-D float inputs of up to 16 values (Resize's scales) are offered\n"
+            "to the compiler as constants under NAME or the file's tensor name: those that\n"
+            "decide shapes are fixed at compile time, the others stay run inputs.\n"
             "\n"
             "One call consumes micro-batch x device-iterations x replicas samples along dim 0.\n"
             "An input with the shape of one micro-batch is tiled device-iterations x replicas\n"
@@ -519,7 +520,8 @@ bind_inputs(struct run_opts *o, const ipuof_model *m, struct ipuof_tensor *t)
  * the compile (the daemon fixes only those that decide shapes: shapes, axes, Range's
  * bounds): fills consts (borrowing the inputs' data) and returns how many. A wrongly named
  * offer is indistinguishable from a fixed one afterwards, so floats are offered only as
- * scalars, which a data input rarely is. */
+ * scalars or 1-D vectors of up to CONST_MAX_FLOATS values (Resize's scales and roi), which
+ * a data input rarely is. */
 static size_t
 offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
 {
@@ -530,9 +532,11 @@ offer_constants(struct run_opts *o, struct ipuof_tensor *consts)
         const char *name = in->name != NULL ? in->name : in->t.name;
         size_t elem = ipuof_dtype_size(in->t.dtype);
         int integer = in->t.dtype == IPUOF_DTYPE_INT64 || in->t.dtype == IPUOF_DTYPE_INT32;
+        int vec = in->t.dtype == IPUOF_DTYPE_FLOAT && in->t.rank == 1 &&
+                  elem != 0 && in->t.bytes / elem <= CONST_MAX_FLOATS;
 
         if (elem == 0 || name == NULL || name[0] == '\0' || in->t.bytes / elem > CONST_MAX_ELEMS ||
-            (!integer && in->t.bytes != elem))
+            (!integer && !vec && in->t.bytes != elem))
             continue;
         in->const_name = name;
         consts[n] = (struct ipuof_tensor){name, in->t.dtype, in->t.rank, {0}, in->t.data,

@@ -19,7 +19,8 @@ Log LogSoftmax MatMul MaxPool Mul Neg Pow ReduceMax ReduceMean ReduceMin ReduceS
 Reshape Shape Sigmoid Slice Softmax Sqrt Squeeze Sub Tanh Transpose Unsqueeze
 Pad HardSigmoid HardSwish Elu Softplus Split ReduceLogSumExp ReduceL2 ReduceProd ReduceL1
 ReduceSumSquare ArgMax ArgMin Greater Less Equal GreaterOrEqual LessOrEqual Not And Or Xor
-Where ConstantOfShape Expand Range Mod ScatterND""".split())
+Where ConstantOfShape Expand Range Mod ScatterND
+ConvTranspose Resize Upsample LSTM GRU""".split())
 SUPPORTED = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
              TensorProto.INT64, TensorProto.BOOL}
 MANUAL_SKIPS = {

@@ -3,7 +3,9 @@
  * errors, the pipelined schedule read back from a recorded trace (ramp-up, steady state,
  * ramp-down), the simulated clock (pipelined against sharded, the tutorial's prediction),
  * the same weights whatever the strategy (the tutorial network, and a model with
- * BatchNormalization), and the memory plan (a model too big for one IPU that fits
+ * BatchNormalization, and one with Dropout), the IPU threads (created once, joined at
+ * free, stopped by a cancel), four IPUs working on different micro-batches in the same
+ * step of a pipeline (the IPU threads' step log), and the memory plan (a model too big for one IPU that fits
  * pipelined over 4 IPUs or with its optimizer state off chip).
  */
 #include <setjmp.h>
@@ -537,7 +539,7 @@ test_strategies_same_weights(void **state)
 /* x [B,1,8,8] -> Conv 4x3x3 -> BatchNormalization -> Relu -> Flatten -> Gemm 10 -> loss,
  * in blocks "b1" (conv, bn) and "b2" (the rest). */
 static struct sim_model *
-bn_model(void)
+bn_model(bool dropout)
 {
     struct sim_ob *b = sim_ob_new(13);
     const int64_t dx[4] = { -1, 1, 8, 8 }, dy[1] = { -1 }, dw[4] = { 4, 1, 3, 3 };
@@ -560,7 +562,12 @@ bn_model(void)
     sim_ob_initializer(b, "fc.b", F32, 1, d10, zeros);
     sim_ob_node(b, "Conv", "b1/conv", "x,conv.w", "c");
     sim_ob_node(b, "BatchNormalization", "b1/bn", "c,bn.scale,bn.bias,bn.mean,bn.var", "n");
-    sim_ob_node(b, "Relu", "b2/relu", "n", "r");
+    if (dropout) {      /* a mask per node and micro-batch, whatever the strategy */
+        sim_ob_node(b, "Dropout", "b1/drop", "n", "nd");
+        sim_ob_node(b, "Relu", "b2/relu", "nd", "r");
+    } else {
+        sim_ob_node(b, "Relu", "b2/relu", "n", "r");
+    }
     sim_ob_node(b, "Flatten", "b2/flatten", "r", "f");
     sim_ob_node(b, "Gemm", "b2/fc", "f,fc.w,fc.b", "logits");
     sim_ob_attr_int(b, "transB", 1);
@@ -575,7 +582,23 @@ static void
 test_batchnorm_same_weights(void **state)
 {
     static const struct sim_block_opt blocks[] = { { "b1", -1, 0 }, { "b2", -1, 1 } };
-    struct sim_model *m = bn_model();
+    struct sim_model *m = bn_model(false);
+    struct sim_compile_opts o;
+
+    (void)state;
+    train_opts(&o, 6, 2, 10);
+    same_weights(m, &o, blocks, 2);
+    sim_model_free(m);
+}
+
+/* Dropout on the first IPU, its result crossing to the second: the masks come from a
+ * generator per node and micro-batch (not from a stream shared by the IPU threads of a
+ * replica), so every strategy draws the same ones. */
+static void
+test_dropout_same_weights(void **state)
+{
+    static const struct sim_block_opt blocks[] = { { "b1", -1, 0 }, { "b2", -1, 1 } };
+    struct sim_model *m = bn_model(true);
     struct sim_compile_opts o;
 
     (void)state;
@@ -655,6 +678,182 @@ test_replica_threads(void **state)
     assert_int_equal(b.rc, IPUOF_E_CANCELLED);
     assert_true(sim_exe_optimizer_steps(e) < 500);
     sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* A model over 4 IPUs runs on a thread per (replica, IPU), created at the first run and
+ * joined at free; a long run over 2 x 4 IPU threads stops promptly when cancelled, and
+ * the same executable then runs again. */
+static void
+test_ipu_threads(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e;
+    struct bg_run b;
+    pthread_t th;
+    int before, after;
+    const struct timespec pause = { 0, 50 * 1000 * 1000 };
+    struct timespec t0, t1;
+    double waited;
+
+    (void)state;
+    train_opts(&o, 8, 4, 2);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    o.strategy = SIM_STRATEGY_SHARDED;
+    e = compile_ok(m, &o);
+    before = thread_count();
+    run_ok(e);
+    after = thread_count();
+    printf("  threads: %d before the first run, %d after (1 replica x 4 IPUs)\n", before,
+           after);
+    assert_int_equal(after, before + 3);
+    run_ok(e);
+    assert_int_equal(thread_count(), after);
+    sim_exe_free(e);
+    assert_int_equal(thread_count(), before);
+
+    o.replicas = 2;
+    o.device_iterations = 500;
+    o.strategy = SIM_STRATEGY_PIPELINED;
+    e = compile_ok(m, &o);
+    fill_inputs(e);
+    b.e = e;
+    assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
+    nanosleep(&pause, NULL);
+    assert_int_equal(thread_count(), before + 1 + 7);   /* bg_run's thread + 7 IPU threads */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sim_exe_cancel(e);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("  %s (stopped %.3f s after the cancel)\n", b.err.msg, waited);
+    assert_int_equal(b.rc, IPUOF_E_CANCELLED);
+    assert_true(sim_exe_optimizer_steps(e) < 500);
+    /* the threads are parked, not gone, and the executable runs again */
+    o.device_iterations = 2;
+    sim_exe_free(e);
+    assert_int_equal(thread_count(), before);
+    e = compile_ok(m, &o);
+    run_ok(e);
+    assert_int_equal(sim_exe_optimizer_steps(e), 2);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* The tutorial pipelined over 4 IPUs, from the IPU threads' step log: in each step of the
+ * steady state four distinct host threads, one per IPU, each ran the forward and the
+ * backward of micro-batches no other IPU touched in that step; the numbers are those of
+ * one IPU. */
+static void
+test_pipeline_concurrency(void **state)
+{
+    enum { A = 12, N = 4, CAP = 4096 };
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e, *one;
+    struct sim_step_rec *log = calloc(CAP, sizeof(*log));
+    size_t n;
+    int steady = 0;
+
+    (void)state;
+    assert_non_null(log);
+    train_opts(&o, 8, A, 2);
+    one = compile_ok(m, &o);
+    run_ok(one);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    o.strategy = SIM_STRATEGY_PIPELINED;
+    e = compile_ok(m, &o);
+    sim_exe_log_steps(e, log, CAP);
+    run_ok(e);
+    n = sim_exe_logged_steps(e);
+    /* every stage ran a forward and a backward of every micro-batch of both iterations */
+    assert_int_equal(n, 2 * 2 * N * A);
+    for (long long t = 2 * N - 1; t < A; t++) {
+        unsigned long th[N];
+        int fwd_mb[N], bwd_mb[N], seen = 0;
+        for (int p = 0; p < N; p++)
+            fwd_mb[p] = bwd_mb[p] = -1;
+        for (size_t i = 0; i < n; i++) {
+            const struct sim_step_rec *r = &log[i];
+            if (r->iteration != 0 || r->step != t)
+                continue;
+            assert_true(r->ipu < N);
+            assert_int_equal(r->stage, (int)r->ipu);
+            if (fwd_mb[r->ipu] < 0 && bwd_mb[r->ipu] < 0) {
+                th[r->ipu] = r->thread;
+                seen++;
+            } else {
+                assert_true(th[r->ipu] == r->thread);   /* an IPU is one thread */
+            }
+            if (r->backward)
+                bwd_mb[r->ipu] = (int)r->micro_batch;
+            else
+                fwd_mb[r->ipu] = (int)r->micro_batch;
+        }
+        assert_int_equal(seen, N);
+        for (int p = 0; p < N; p++) {
+            /* stage p: forward of t - p, backward of t - (2N - 1 - p) */
+            assert_int_equal(fwd_mb[p], (int)t - p);
+            assert_int_equal(bwd_mb[p], (int)t - (2 * N - 1 - p));
+            for (int q = 0; q < p; q++) {
+                assert_true(th[p] != th[q]);
+                assert_true(fwd_mb[p] != fwd_mb[q] && fwd_mb[p] != bwd_mb[q]);
+            }
+        }
+        steady++;
+    }
+    printf("  %d steady-state steps: 4 IPU threads, each on its own micro-batches\n", steady);
+    assert_int_equal(steady, A - (2 * N - 1));
+    assert_true(max_weight_diff(one, e) <= 1e-5f);
+    sim_exe_log_steps(e, NULL, 0);
+    sim_exe_free(e);
+    sim_exe_free(one);
+    free(log);
+    sim_model_free(m);
+}
+
+/* Inference pipelined over 4 IPUs (stage k on micro-batch t - k in step t) and sharded
+ * return the outputs of one IPU. */
+static void
+test_pipelined_inference(void **state)
+{
+    static const int strategies[] = { SIM_STRATEGY_PIPELINED, SIM_STRATEGY_SHARDED };
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *one, *e;
+    struct sim_io_info info;
+
+    (void)state;
+    sim_compile_opts_init(&o);
+    o.micro_batch = 8;
+    o.device_iterations = 7;
+    o.replicas = 2;
+    one = compile_ok(m, &o);
+    run_ok(one);
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    for (int i = 0; i < 2; i++) {
+        o.strategy = strategies[i];
+        e = compile_ok(m, &o);
+        run_ok(e);
+        assert_int_equal(sim_exe_output_count(e), sim_exe_output_count(one));
+        for (size_t j = 0; j < sim_exe_output_count(e); j++) {
+            const float *x = sim_exe_output_buffer(one, j), *y = sim_exe_output_buffer(e, j);
+            float d = 0;
+            assert_int_equal(sim_exe_output_info(e, j, &info), 0);
+            assert_int_equal(info.dtype, F32);
+            for (size_t k = 0; k < info.run_bytes / 4; k++)
+                d = fabsf(x[k] - y[k]) > d ? fabsf(x[k] - y[k]) : d;
+            printf("  %s inference, output %zu: max |y - y(one IPU)| = %g\n",
+                   i == 0 ? "pipelined" : "sharded", j, (double)d);
+            assert_true(d <= 1e-5f);
+        }
+        sim_exe_free(e);
+    }
+    sim_exe_free(one);
     sim_model_free(m);
 }
 
@@ -788,7 +987,11 @@ main(void)
         cmocka_unit_test(test_clock),
         cmocka_unit_test(test_strategies_same_weights),
         cmocka_unit_test(test_batchnorm_same_weights),
+        cmocka_unit_test(test_dropout_same_weights),
         cmocka_unit_test(test_replica_threads),
+        cmocka_unit_test(test_ipu_threads),
+        cmocka_unit_test(test_pipeline_concurrency),
+        cmocka_unit_test(test_pipelined_inference),
         cmocka_unit_test(test_memory_fit),
     };
 

@@ -730,6 +730,162 @@ struct gcase {
     float eps, tol;
 };
 
+/* ---- ConvTranspose, Resize, LSTM, GRU ---- */
+
+static void
+g_convt(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 4, 3, 4), D_ANY);
+    param(b, "w", 4, DIMS(4, 2, 3, 2), D_ANY);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "ConvTranspose", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(2, 3), 2);
+    sim_ob_attr_ints(b, "dilations", DIMS(2, 1), 2);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 0, 0, 1), 4);
+    sim_ob_attr_ints(b, "output_padding", DIMS(1, 1), 2);
+}
+
+static void
+g_convt_1d(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 5), D_ANY);
+    param(b, "w", 3, DIMS(3, 2, 4), D_ANY);
+    sim_ob_node(b, "ConvTranspose", "n", "x,w", "y");
+    sim_ob_attr_ints(b, "strides", DIMS(2), 1);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1), 2);
+}
+
+static void
+g_convt_3d(struct sim_ob *b)
+{
+    param(b, "x", 5, DIMS(1, 2, 2, 3, 2), D_ANY);
+    param(b, "w", 5, DIMS(2, 2, 2, 2, 3), D_ANY);
+    param(b, "bias", 1, DIMS(2), D_ANY);
+    sim_ob_node(b, "ConvTranspose", "n", "x,w,bias", "y");
+    sim_ob_attr_ints(b, "strides", DIMS(1, 2, 1), 3);
+}
+
+static void
+g_resize_linear(struct sim_ob *b)
+{
+    static const float scales[4] = { 1.0f, 1.0f, 2.0f, 1.5f };
+    param(b, "x", 4, DIMS(2, 2, 3, 4), D_ANY);
+    sim_ob_initializer(b, "scales", F32, 1, DIMS(4), scales);
+    sim_ob_node(b, "Resize", "n", "x,,scales", "y");
+    sim_ob_attr_str(b, "mode", "linear");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "pytorch_half_pixel");
+}
+
+static void
+g_resize_nearest(struct sim_ob *b)
+{
+    static const float scales[4] = { 1.0f, 1.0f, 2.0f, 3.0f };
+    param(b, "x", 4, DIMS(1, 2, 3, 2), D_ANY);
+    sim_ob_initializer(b, "scales", F32, 1, DIMS(4), scales);
+    sim_ob_node(b, "Resize", "n", "x,,scales", "y");
+    sim_ob_attr_str(b, "mode", "nearest");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "asymmetric");
+    sim_ob_attr_str(b, "nearest_mode", "floor");
+}
+
+static void
+g_resize_cubic(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(1, 1, 5, 4), D_ANY);
+    ints(b, "sizes", 1, DIMS(4), DIMS(1, 1, 3, 7));
+    sim_ob_node(b, "Resize", "n", "x,,,sizes", "y");
+    sim_ob_attr_str(b, "mode", "cubic");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "align_corners");
+    sim_ob_attr_int(b, "exclude_outside", 1);
+}
+
+static void
+g_resize_crop(struct sim_ob *b)
+{
+    static const float roi[6] = { 0.0f, 0.2f, -0.1f, 1.0f, 0.9f, 1.2f };
+    param(b, "x", 3, DIMS(2, 4, 5), D_ANY);
+    sim_ob_initializer(b, "roi", F32, 1, DIMS(6), roi);
+    ints(b, "sizes", 1, DIMS(3), DIMS(2, 3, 6));
+    sim_ob_node(b, "Resize", "n", "x,roi,,sizes", "y");
+    sim_ob_attr_str(b, "mode", "linear");
+    sim_ob_attr_str(b, "coordinate_transformation_mode", "tf_crop_and_resize");
+    sim_ob_attr_float(b, "extrapolation_value", 3.0f);
+}
+
+static void
+g_upsample(struct sim_ob *b)
+{
+    static const float scales[4] = { 1.0f, 1.0f, 2.0f, 2.0f };
+    param(b, "x", 4, DIMS(2, 1, 2, 3), D_ANY);
+    sim_ob_initializer(b, "scales", F32, 1, DIMS(4), scales);
+    sim_ob_node(b, "Upsample", "n", "x,scales", "y");
+    sim_ob_attr_str(b, "mode", "linear");
+}
+
+static void
+g_lstm(struct sim_ob *b)
+{
+    /* bidirectional, layout 0, bias, initial states, peepholes; Y, Y_h and Y_c all used */
+    param(b, "x", 3, DIMS(3, 2, 3), D_ANY);
+    param(b, "w", 3, DIMS(2, 8, 3), D_ANY);
+    param(b, "rw", 3, DIMS(2, 8, 2), D_ANY);
+    param(b, "bias", 2, DIMS(2, 16), D_ANY);
+    param(b, "h0", 3, DIMS(2, 2, 2), D_ANY);
+    param(b, "c0", 3, DIMS(2, 2, 2), D_ANY);
+    param(b, "p", 2, DIMS(2, 6), D_ANY);
+    sim_ob_node(b, "LSTM", "n", "x,w,rw,bias,,h0,c0,p", "ya,yh,yc");
+    sim_ob_attr_int(b, "hidden_size", 2);
+    sim_ob_attr_str(b, "direction", "bidirectional");
+    sim_ob_node(b, "Mul", "m", "yh,yc", "hc");
+    sim_ob_node(b, "Add", "a", "ya,hc", "y");
+}
+
+static void
+g_lstm_rev(struct sim_ob *b)
+{
+    /* reverse, layout 1 (batch first), no bias or states; Y_h only */
+    param(b, "x", 3, DIMS(2, 4, 3), D_ANY);
+    param(b, "w", 3, DIMS(1, 12, 3), D_ANY);
+    param(b, "rw", 3, DIMS(1, 12, 3), D_ANY);
+    sim_ob_node(b, "LSTM", "n", "x,w,rw", ",y");
+    sim_ob_attr_int(b, "hidden_size", 3);
+    sim_ob_attr_int(b, "layout", 1);
+    sim_ob_attr_str(b, "direction", "reverse");
+}
+
+static void
+g_gru(struct sim_ob *b)
+{
+    /* PyTorch's form: linear_before_reset, bidirectional, layout 1, bias, initial_h */
+    param(b, "x", 3, DIMS(2, 3, 3), D_ANY);
+    param(b, "w", 3, DIMS(2, 6, 3), D_ANY);
+    param(b, "rw", 3, DIMS(2, 6, 2), D_ANY);
+    param(b, "bias", 2, DIMS(2, 12), D_ANY);
+    param(b, "h0", 3, DIMS(2, 2, 2), D_ANY);
+    sim_ob_node(b, "GRU", "n", "x,w,rw,bias,,h0", "ya,yh");
+    sim_ob_attr_int(b, "hidden_size", 2);
+    sim_ob_attr_int(b, "layout", 1);
+    sim_ob_attr_int(b, "linear_before_reset", 1);
+    sim_ob_attr_str(b, "direction", "bidirectional");
+    ints(b, "shp", 1, DIMS(4), DIMS(2, 1, 2, 2));   /* Y_h (N, dirs, H) against Y (N, T, ..) */
+    sim_ob_node(b, "Reshape", "t", "yh,shp", "yht");
+    sim_ob_node(b, "Mul", "m", "ya,yht", "y");
+}
+
+static void
+g_gru_reset(struct sim_ob *b)
+{
+    /* ONNX's default: the reset gate before the recurrent product */
+    param(b, "x", 3, DIMS(3, 2, 2), D_ANY);
+    param(b, "w", 3, DIMS(1, 9, 2), D_ANY);
+    param(b, "rw", 3, DIMS(1, 9, 3), D_ANY);
+    param(b, "bias", 2, DIMS(1, 18), D_ANY);
+    param(b, "h0", 3, DIMS(1, 2, 3), D_ANY);
+    sim_ob_node(b, "GRU", "n", "x,w,rw,bias,,h0", "y");
+    sim_ob_attr_int(b, "hidden_size", 3);
+}
+
 static const struct gcase cases[] = {
     { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
     { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
@@ -813,6 +969,21 @@ static const struct gcase cases[] = {
     { "Conv", "one image per im2col chunk", g_conv_image_chunks, 1e-2f, 1e-3f },
     { "Conv", "depthwise 3x3, pads", g_conv_depthwise, 1e-2f, 1e-3f },
     { "Conv", "depthwise x2, strides, dilations, pads", g_conv_depthwise_s2, 1e-2f, 1e-3f },
+    /* ConvTranspose, Resize, LSTM, GRU */
+    { "ConvTranspose", "groups 2, strides, dilations, pads, output_padding", g_convt, 1e-2f,
+      1e-3f },
+    { "ConvTranspose", "1-D, stride 2, pads", g_convt_1d, 1e-2f, 1e-3f },
+    { "ConvTranspose", "3-D, bias", g_convt_3d, 1e-2f, 1e-3f },
+    { "Resize", "linear, pytorch_half_pixel, scales 2 x 1.5", g_resize_linear, 1e-2f, 1e-3f },
+    { "Resize", "nearest, asymmetric, floor", g_resize_nearest, 1e-2f, 1e-3f },
+    { "Resize", "cubic, align_corners, exclude_outside, sizes", g_resize_cubic, 1e-2f,
+      1e-3f },
+    { "Resize", "linear, tf_crop_and_resize, extrapolation", g_resize_crop, 1e-2f, 1e-3f },
+    { "Upsample", "linear, scales 2 x 2", g_upsample, 1e-2f, 1e-3f },
+    { "LSTM", "bidirectional, bias, states, peepholes, Y Y_h Y_c", g_lstm, 1e-2f, 1e-3f },
+    { "LSTM", "reverse, layout 1, Y_h only", g_lstm_rev, 1e-2f, 1e-3f },
+    { "GRU", "linear_before_reset, bidirectional, layout 1", g_gru, 1e-2f, 1e-3f },
+    { "GRU", "reset before the product, initial_h", g_gru_reset, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))

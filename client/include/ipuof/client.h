@@ -164,10 +164,14 @@ IPUOF_API int ipuof_client_is_admin(const ipuof_client *c);
 /* ---- devices ------------------------------------------------------------------------ */
 
 struct ipuof_attach_opts {
-    unsigned num_ipus;          /* a power of two unless auto_round */
-    const char *partition_name; /* NULL or "": the daemon names it */
+    unsigned num_ipus;          /* a power of two unless auto_round; in a job of several
+                                 * processes, the whole partition (the same in each) */
+    const char *partition_name; /* NULL or "": the daemon names it; in a job of several
+                                 * processes: IPUOF_PARTITION, else one made from the
+                                 * launcher's job id, else "ipuof-job" */
     unsigned process_id;        /* distributed use: this process's index */
-    unsigned num_processes;     /* 0 or 1: not distributed */
+    unsigned num_processes;     /* 0: from the environment (ipuof_process_env); 1: not
+                                 * distributed */
     int wait;                   /* 0: fail at once when too few are free; 1: queue */
     unsigned wait_timeout_ms;   /* with wait: give up after this long (0: for ever) */
     int auto_round;             /* round num_ipus up to a power of two */
@@ -183,6 +187,18 @@ struct ipuof_attach_opts {
  */
 IPUOF_API int ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts,
                            unsigned *ipu_ids, size_t max_ids, size_t *n_ids);
+
+/*
+ * Which process of a job this is, from the environment: IPUOF_PROCESS_ID and
+ * IPUOF_NUM_PROCESSES, else Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (so
+ * `mpirun -np 2 app` works unchanged), else PopRun's POPDIST_REPLICA_INDEX_OFFSET /
+ * POPDIST_NUM_LOCAL_REPLICAS and POPDIST_NUM_TOTAL_REPLICAS / POPDIST_NUM_LOCAL_REPLICAS.
+ * None set: 0 of 1. Either out-pointer may be NULL. IPUOF_E_INVAL when a variable is not a
+ * number, only one of a pair is set, or the id is out of range; err (may be NULL) then says
+ * which.
+ */
+IPUOF_API int ipuof_process_env(unsigned *process_id, unsigned *num_processes, char *err,
+                                size_t errlen);
 
 /* Name of the attached partition, or NULL when not attached (also once the daemon has
  * said the partition was reset or is shutting down). Borrowed. */
@@ -248,6 +264,27 @@ IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_waiting(const ipuof_status_report *r);
 /* Host memory each partition may use for its models' run buffers (bytes). */
 IPUOF_API uint64_t ipuof_status_report_host_memory(const ipuof_status_report *r);
+
+/* One process of a job of several processes sharing a partition (configureProcessId), as
+ * the daemon reports it. Strings are borrowed from the report; "" when empty. */
+struct ipuof_job_process {
+    const char *partition;
+    unsigned process_id;
+    unsigned num_processes;
+    const char *state;          /* "attaching", "attached", "detached", "disconnected",
+                                 * "absent" (not come yet) */
+    int present;                /* 1 when the fields below describe its connection */
+    unsigned client_id;
+    const char *name;
+    unsigned pid;
+    const char *peer;
+};
+
+/* The processes of the daemon's jobs, partition by partition. */
+IPUOF_API size_t ipuof_status_report_process_count(const ipuof_status_report *r);
+/* Fills *p for process i (0-based index into the report); IPUOF_E_INVAL when out of range. */
+IPUOF_API int ipuof_status_report_process(const ipuof_status_report *r, size_t i,
+                                          struct ipuof_job_process *p);
 
 /* Static name of an IPU state ("free", "attached", "busy", "error"). */
 IPUOF_API const char *ipuof_ipu_state_name(int state);
@@ -384,6 +421,19 @@ struct ipuof_model_opts {
     size_t n_blocks;
     int locations[IPUOF_TENSOR_KINDS]; /* enum ipuof_location per enum ipuof_tensor_kind */
     int profile;                      /* 1: the daemon records a trace of every run */
+    /* inputReplicaGrouping(size, type): the replicas of a group receive the same input, so
+     * a call carries B x D x (replicas / input_group_size) x A samples of each input (the
+     * compile reply's input shapes say so). The size divides replicas; 0 or 1: none. */
+    unsigned input_group_size;
+    int input_group_type;             /* enum ipuof_group_type */
+};
+
+/* PopTorch's CommGroupType, for ipuof_model_opts.input_group_type. */
+enum ipuof_group_type {
+    IPUOF_GROUP_CONSECUTIVE = 0,      /* groups of consecutive replicas */
+    IPUOF_GROUP_ORTHOGONAL = 1,       /* replicas replicas/size apart in one group */
+    IPUOF_GROUP_ALL = 2,              /* refused for inputs, as PopTorch does */
+    IPUOF_GROUP_NONE = 3              /* NoGrouping: size 1 */
 };
 
 /*
@@ -635,7 +685,8 @@ IPUOF_API int ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t 
  * iteration-major, [D][A][R][B]: sample k goes to device iteration k / (A*R*B),
  * accumulation step (k / (R*B)) % A, replica (k / B) % R, position k % B of the micro-batch.
  *
- * Epochs. An epoch has floor(N / (B*D*A*R)) batches for a dataset of N items: the last
+ * Epochs. An epoch has floor(N / (B*D*A*R)) batches for a dataset of N items (with
+ * num_processes P > 1: floor(N / (B*D*A*R*P)), see ipuof_dataloader_opts): the last
  * N mod (B*D*A*R) items of the epoch's order are dropped, as PopTorch's default
  * drop_last=True does, because the IPU needs complete combined batches. With keep_last the
  * epoch has one more, short batch holding the rest (struct ipuof_batch.samples says how
@@ -705,8 +756,17 @@ struct ipuof_dataset {
 /* poptorch.DataLoaderMode. */
 enum ipuof_dataloader_mode {
     IPUOF_DATALOADER_SYNC = 0,  /* get() runs inside ipuof_dataloader_next() */
-    IPUOF_DATALOADER_ASYNC = 1  /* a background thread prepares the next combined batch */
+    IPUOF_DATALOADER_ASYNC = 1, /* a background thread prepares the next combined batch */
+    /* PopTorch's AsyncRebatched: as ASYNC, and ipuof_dataloader_opts.workers threads
+     * produce single samples (worker w: samples w, w + workers, ... of the epoch) while
+     * the loader builds the batches, so no worker's remainder is dropped: an epoch holds
+     * floor(N / combined) batches whatever the workers. get() is then called from several
+     * threads at once: the dataset must allow that. */
+    IPUOF_DATALOADER_ASYNC_REBATCHED = 2
 };
+
+/* At most this many workers per loader. */
+#define IPUOF_DATALOADER_MAX_WORKERS 64
 
 /* Options of a loader; zero is the default of every field (PopTorch's defaults). */
 struct ipuof_dataloader_opts {
@@ -724,6 +784,18 @@ struct ipuof_dataloader_opts {
                                        field's name) for the batch's tensors, e.g. the
                                        model's input names; copied */
     void *user;                     /* passed to get() and errmsg() */
+    /* A job of several processes (configureProcessId): every process shuffles the same way
+     * (same seed) and takes its share: of the job's combined batch of
+     * B x D x A x R x num_processes samples in the epoch's order, laid out [D][A][P][R][B],
+     * process p takes the rows of its replicas (p x R .. (p+1) x R - 1) of every (d, a)
+     * step, so the processes together cover each epoch once, exactly as one process with
+     * R x num_processes replicas would. num_processes 0: from the environment, as
+     * ipuof_process_env(); 1: not distributed. keep_last is refused with several. */
+    unsigned process_id;
+    unsigned num_processes;
+    unsigned workers;               /* IPUOF_DATALOADER_ASYNC_REBATCHED: threads producing
+                                       samples (0 means 1; at most
+                                       IPUOF_DATALOADER_MAX_WORKERS); ignored otherwise */
 };
 
 /* One combined batch. Borrowed from the loader, with the tensors and their bytes: valid
@@ -788,7 +860,8 @@ IPUOF_API uint64_t ipuof_dataloader_epoch(const ipuof_dataloader *dl);
 /* Samples per combined batch, B*D*A*R (poptorch's combinedBatchSize). */
 IPUOF_API size_t ipuof_dataloader_combined_batch_size(const ipuof_dataloader *dl);
 
-/* Batches per epoch: floor(N / combined), + 1 with keep_last when N is not a multiple. */
+/* Batches per epoch: floor(N / combined), + 1 with keep_last when N is not a multiple; in a
+ * job of P processes floor(N / (combined x P)). */
 IPUOF_API size_t ipuof_dataloader_batches_per_epoch(const ipuof_dataloader *dl);
 
 /* The number of items, N, length() returned. */

@@ -1,0 +1,59 @@
+/*
+ * slices.h — which rows of an executable's input run buffers one connection's run bytes
+ * fill, and how: a process of a job of several fills its own replicas' rows (jobs.c), and
+ * with input replica grouping (PopTorch's inputReplicaGrouping) one row per group of
+ * replicas, copied to the group's other replicas before the run.
+ *
+ * The run layout is [steps][R][step] per input (steps = D x A, see sim/sim.h): process p of
+ * n owns replicas p*Rl .. (p+1)*Rl-1 (Rl = R / n); with groups of g replicas it sends
+ * Rl / g steps per step of the run. Consecutive groups are {0..g-1}, {g..2g-1}, ...;
+ * orthogonal groups hold replicas Rl / g apart: {0, Rl/g, ...}, {1, Rl/g + 1, ...}.
+ * Group s's row is its first replica's.
+ */
+#ifndef IPUOFD_SLICES_H
+#define IPUOFD_SLICES_H
+
+#include <stddef.h>
+
+#include "conn.h"
+#include "sim.h"
+
+struct slice_plan {
+    unsigned nproc, proc;        /* processes of the job and this one (1, 0: no job) */
+    unsigned group;              /* replicas per input group (1: none) */
+    int orthogonal;              /* the groups' type */
+};
+
+#define SLICE_SEGS 64              /* segments handed to the connection at a time */
+
+/* Where the next segments come from (input, step, group), and the segments last handed
+ * out (the sink borrows them until its next refill). */
+struct slice_cursor {
+    size_t in, step, grp;
+    uint8_t *seg[SLICE_SEGS];
+    size_t seg_len[SLICE_SEGS];
+};
+
+/* Rows to fill with contiguous receives, one segment per (input, step) without groups,
+ * one per (input, step, group) with them. Points sink's segments at up to SLICE_SEGS of
+ * cur's, from cur's position, and advances it; 0, or -1 when every row is filled. */
+int slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor *cur,
+               struct conn_sink *sink);
+
+/* Copies each group's row to the group's other replicas of pl's process. The caller holds
+ * exe (a worker, before sim_exe_run). No-op without groups. */
+void slice_replicate(struct sim_exe *exe, const struct slice_plan *pl);
+
+/* The share of the run buffer's dim 0 (and bytes) a connection sends: divided by nproc x
+ * group. */
+unsigned slice_divisor(const struct slice_plan *pl);
+
+/*
+ * Checks run request inputs (dtype, rank, dims, names) against the shapes of pl's share of
+ * exe's inputs. 0 with *total set to the payload bytes they take, or -1 with a sentence in
+ * msg.
+ */
+int slice_check(struct sim_exe *exe, const struct slice_plan *pl, Ipuof__TensorInfo **inputs,
+                size_t n_inputs, const char *model, uint64_t *total, char *msg, size_t len);
+
+#endif

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Training exports with BatchNormalization and Dropout against PyTorch: for opsets 14
+# (training_mode=1) and 13 (running statistics as extra outputs), with and without
+# Dropout(p=0.5), tests/integ/interop_eval.py exports a small CNN for training;
+# build/tests/integ/drv_interop_eval trains one SGD step on ipuofd and makes an inference
+# model of it; interop_eval.py compares that model's outputs with PyTorch's eval() on the
+# daemon's weights and, without Dropout, the step with PyTorch's. Debian's /usr/bin/python3
+# must have torch and onnx (make deps installs them): without them the test fails.
+# Usage: sh tests/integ/test_interop_eval.sh [BUILD]
+set -u
+B=${1:-build}
+PY=/usr/bin/python3
+HERE=$(dirname "$0")
+D=$(mktemp -d /tmp/ipuof-eval-XXXXXX)
+PID=""
+cleanup() {
+    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+"$PY" -c "import torch, torch.onnx, onnx.numpy_helper" 2>/dev/null ||
+    { echo "not ok - $PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; echo "0 passed, 1 failed"; exit 1; }
+
+"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
+PID=$!
+i=0
+while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "0 passed, 1 failed"; exit 1; }
+export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+
+pass=0 fail=0
+add() { # log: adds its "N passed, M failed" line and echoes its checks
+    grep -E '^(ok|not ok) - ' "$1"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+    f=$(echo "$line" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
+    pass=$((pass + ${p:-0}))
+    fail=$((fail + ${f:-1}))
+}
+set --
+for opset in 14 13; do
+    for drop in 1 0; do
+        set -- "$@" "$D/o${opset}d$drop" "$opset" "$drop"
+    done
+done
+if ! "$PY" "$HERE/interop_eval.py" export "$@" >"$D/py.out" 2>&1; then
+    fail=$((fail + 1))
+    echo "not ok - the exports failed: $(tail -n 5 "$D/py.out")"
+fi
+dirs=""
+for W in "$D"/o*; do
+    [ -f "$W/model.onnx" ] || continue
+    echo "# $W"
+    "$B/tests/integ/drv_interop_eval" "$W" >"$D/c.out" 2>&1
+    add "$D/c.out"
+    grep -q '^not ok' "$D/c.out" || dirs="$dirs $W"
+done
+if [ -n "$dirs" ]; then
+    # shellcheck disable=SC2086
+    "$PY" "$HERE/interop_eval.py" check $dirs >"$D/check.out" 2>&1
+    grep '^# ' "$D/check.out"
+    grep -E '^(ok|not ok) - ' "$D/check.out"
+    p=$(grep -c '^ok - ' "$D/check.out")
+    f=$(grep -c '^not ok - ' "$D/check.out")
+    pass=$((pass + p))
+    fail=$((fail + f))
+    grep -q 'Traceback' "$D/check.out" && { fail=$((fail + 1)); tail -n 5 "$D/check.out"; }
+fi
+[ "$(ls -d "$D"/o* 2>/dev/null | wc -l)" -eq 4 ] || { fail=$((fail + 1)); echo "not ok - four exports expected"; }
+
+kill -TERM "$PID"
+wait "$PID"
+rc=$?
+PID=""
+if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); echo "ok - ipuofd exits 0 on SIGTERM";
+else fail=$((fail + 1)); echo "not ok - ipuofd exited with $rc"; fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
