@@ -190,6 +190,12 @@ infer_conv(struct sim_infer *c)
             p->chunk = INT_MAX / (p->oh * p->ow > 0 ? p->oh * p->ow : 1);
         if (p->depthwise)
             return 0;
+        /* training with the im2col matrices kept: the whole batch in one GEMM when its
+         * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
+        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+            p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
+            per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
+            p->chunk = p->n;
         if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
         if (!p->pointwise) {
