@@ -14,9 +14,9 @@
 #   tools/*.c            one program per file, helpers in tools/util -> build/bin/NAME
 #   tests/unit/test_*.c  one cmocka binary per module                -> build/tests/test_*
 
-VERSION_MAJOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MAJOR \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
-VERSION_MINOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MINOR \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
-VERSION_PATCH := $(shell sed -n 's/^\#define IPUOF_VERSION_PATCH \([0-9]*\).*/\1/p' client/include/ipuof/client.h)
+VERSION_MAJOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MAJOR \([0-9]*\).*/\1/p' client/include/ipuof/status.h)
+VERSION_MINOR := $(shell sed -n 's/^\#define IPUOF_VERSION_MINOR \([0-9]*\).*/\1/p' client/include/ipuof/status.h)
+VERSION_PATCH := $(shell sed -n 's/^\#define IPUOF_VERSION_PATCH \([0-9]*\).*/\1/p' client/include/ipuof/status.h)
 VERSION       := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 SONAME        := libipuof-client.so.$(VERSION_MAJOR)
 
@@ -112,6 +112,8 @@ DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 .PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
+# Objects built on the way to a test program are kept, so a second make rebuilds nothing.
+.SECONDARY:
 
 all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS) $(INTEG_BINS) $(DRV_BINS)
 
@@ -156,7 +158,7 @@ PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' \
 	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))|' \
 	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(INCLUDEDIR))|' \
 	    -e 's|@VERSION@|$(VERSION)|' client/ipuof-client.pc.in
-$(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/client.h
+$(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/status.h
 	@mkdir -p $(dir $@)
 	$(PC_SED) > $@
 
@@ -225,6 +227,7 @@ install: all
 	ln -sf $(notdir $(LIB_CLIENT_SO)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libipuof-client.so
 	install -Dm0644 client/include/ipuof/client.h $(DESTDIR)$(INCLUDEDIR)/ipuof/client.h
+	install -Dm0644 client/include/ipuof/status.h $(DESTDIR)$(INCLUDEDIR)/ipuof/status.h
 	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig
 	$(PC_SED) > $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
 	install -Dm0644 systemd/ipuofd.service $(DESTDIR)$(UNITDIR)/ipuofd.service

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "wiremap.h"
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
@@ -44,14 +45,28 @@ ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt,
     return code;
 }
 
+int
+ipuof_errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (buf == NULL || len == 0)
+        return code;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 void
 ipuof_err_from_wire(struct ipuof_err_info *dst, const Ipuof__Error *e)
 {
     dst->code = e->code <= (uint32_t)INT32_MAX ? (int)e->code : IPUOF_E_PROTO;
     if (dst->code == IPUOF_OK)
         dst->code = IPUOF_E_PROTO; /* an Error that says "success" is itself an error */
-    dst->error_class = (int)e->error_class;
-    dst->recovery = (int)e->recovery;
+    dst->error_class = ipuof_wm_from_wire(&ipuof_wm_error_class, e->error_class,
+                                          IPUOF_ERROR_PLAIN);
+    dst->recovery = ipuof_wm_from_wire(&ipuof_wm_recovery, e->recovery, IPUOF_RECOVERY_NONE);
     copy_str(dst->component, sizeof dst->component,
              e->component != NULL && e->component[0] != '\0' ? e->component : "daemon");
     copy_str(dst->msg, sizeof dst->msg,

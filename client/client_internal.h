@@ -116,11 +116,17 @@ int ipuof_addr_parse(const char *address, struct ipuof_addr *out, char *err, siz
  * "unix:/path". */
 void ipuof_addr_format(const struct ipuof_addr *a, char *buf, size_t len);
 
-/* Records a failure of ours on c (class plain, recovery none) and returns code. */
 /* The shared partition name of a job launched together (process.c). */
 void ipuof_job_partition_name(char *out, size_t len);
 
+/* Records a failure of ours on c (class plain, recovery none) and returns code. */
 int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The same for objects without a client handle (data loader, IDX reader): writes the
+ * sentence fmt makes into buf[0..len) (nothing when buf is NULL or len 0) and returns
+ * code. */
+int ipuof_errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Copies an Error from the daemon into *dst verbatim (e is only read). A missing message

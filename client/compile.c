@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "wiremap.h"
 
 #define DEFAULT_MODEL_NAME "model"
 
@@ -54,7 +55,9 @@ partition_ready(ipuof_client *c)
 static int
 check_mode(ipuof_client *c, int kind, unsigned n, const char *what)
 {
-    if (kind < IPUOF_OUTPUT_DEFAULT || kind > IPUOF_OUTPUT_EVERYN)
+    int w;
+
+    if (enummap_a_to_b(&ipuof_wm_output_kind, kind, &w) != 0)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "%s has output kind %d, which is not one of IPUOF_OUTPUT_*", what,
                              kind);
@@ -77,6 +80,12 @@ check_opts(ipuof_client *c, const struct ipuof_model_opts *o)
     rc = check_mode(c, o->default_output_kind, o->default_output_n, "the default output mode");
     if (rc != IPUOF_OK)
         return rc;
+    if (ipuof_wm_to_wire(&ipuof_wm_group, o->input_group_type, -1) < 0) {
+        char known[200];
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "input_group_type %d is unknown; use %s", o->input_group_type,
+                             enummap_known(&ipuof_wm_group, known, sizeof known));
+    }
     if (o->n_output_modes > 0 && o->output_modes == NULL)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "n_output_modes is %zu but output_modes is NULL", o->n_output_modes);
@@ -115,7 +124,8 @@ build_modes(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__OutputMode
     for (size_t i = 0; i < n; i++) {
         ipuof__output_mode__init(&(*modes)[i]);
         (*modes)[i].name = (char *)o->output_modes[i].name;
-        (*modes)[i].kind = (Ipuof__OutputKind)o->output_modes[i].kind;
+        (*modes)[i].kind = (Ipuof__OutputKind)ipuof_wm_to_wire(
+            &ipuof_wm_output_kind, o->output_modes[i].kind, IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT);
         (*modes)[i].n = o->output_modes[i].n;
         (*ptrs)[i] = &(*modes)[i];
     }
@@ -154,7 +164,8 @@ build_consts(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__ConstantI
                                  "%llu", t->name, t->bytes, (unsigned long long)want);
         ipuof__constant_input__init(&(*cis)[i]);
         (*cis)[i].name = (char *)t->name;
-        (*cis)[i].dtype = (Ipuof__DType)t->dtype;
+        (*cis)[i].dtype = (Ipuof__DType)ipuof_wm_to_wire(&ipuof_wm_dtype, t->dtype,
+                                                         IPUOF__DTYPE__DTYPE_UNDEFINED);
         (*cis)[i].n_dims = (size_t)t->rank;
         (*cis)[i].dims = (int64_t *)t->dims;
         (*cis)[i].data.data = (uint8_t *)t->data;
@@ -457,8 +468,11 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     cr.replicas = opts->replicas != 0 ? opts->replicas : 1;
     cr.micro_batch = opts->micro_batch;
     cr.input_group_size = opts->input_group_size;
-    cr.input_group_type = (Ipuof__InputGroupType)opts->input_group_type;
-    dm.kind = (Ipuof__OutputKind)opts->default_output_kind;
+    cr.input_group_type = (Ipuof__InputGroupType)ipuof_wm_to_wire(
+        &ipuof_wm_group, opts->input_group_type, IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE);
+    dm.kind = (Ipuof__OutputKind)ipuof_wm_to_wire(&ipuof_wm_output_kind,
+                                                  opts->default_output_kind,
+                                                  IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT);
     dm.n = opts->default_output_n;
     cr.default_mode = &dm;
     cr.n_output_modes = opts->n_output_modes;

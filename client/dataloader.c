@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dl_workers.h"
+#include "client_internal.h"
 #include "ipuof/client.h"
 
 #define ERRMSG_MAX 512
@@ -112,24 +113,6 @@ struct ipuof_dataloader {
 };
 
 /* ---- errors ---------------------------------------------------------------------------- */
-
-/* Writes the sentence fmt makes into buf[0..len) (nothing when buf is NULL or len 0) and
- * returns code. */
-static int errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int
-errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (buf == NULL || len == 0)
-        return code;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 const char *
 ipuof_dataloader_errmsg(const ipuof_dataloader *dl)
@@ -501,8 +484,8 @@ ipuof_dataloader_next(ipuof_dataloader *dl, const struct ipuof_batch **out)
         return IPUOF_E_INVAL;
     dl->errmsg[0] = '\0';
     if (out == NULL) {
-        return errbuf_set(dl->errmsg, sizeof dl->errmsg, IPUOF_E_INVAL,
-                          "ipuof_dataloader_next() needs a place for the batch (out is NULL)");
+        return ipuof_errbuf_set(dl->errmsg, sizeof dl->errmsg, IPUOF_E_INVAL,
+                "ipuof_dataloader_next() needs a place for the batch (out is NULL)");
     }
     if (dl->async)
         pthread_mutex_lock(&dl->mu);
@@ -605,12 +588,12 @@ copy_fields(ipuof_dataloader *dl, const struct ipuof_dataset *dataset,
     size_t n = dataset->n_fields;
 
     if (dataset->fields == NULL || n == 0 || n > IPUOF_DATASET_MAX_FIELDS)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "a dataset needs 1 to %d fields, not %zu%s", IPUOF_DATASET_MAX_FIELDS,
-                          n, dataset->fields == NULL && n > 0 ? " (fields is NULL)" : "");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "a dataset needs 1 to %d fields, not %zu%s", IPUOF_DATASET_MAX_FIELDS,
+                n, dataset->fields == NULL && n > 0 ? " (fields is NULL)" : "");
     dl->fields = calloc(n, sizeof *dl->fields);
     if (dl->fields == NULL)
-        return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for %zu fields", n);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for %zu fields", n);
     dl->n_fields = n;
     for (size_t f = 0; f < n; f++) {
         const struct ipuof_field *src = &dataset->fields[f];
@@ -620,33 +603,33 @@ copy_fields(ipuof_dataloader *dl, const struct ipuof_dataset *dataset,
         size_t bytes = elem;
 
         if (name == NULL || name[0] == '\0')
-            return errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "field %zu has no name", f);
+            return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "field %zu has no name", f);
         if (elem == 0)
-            return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                              "field '%s' has dtype %d, which is not an enum ipuof_dtype value",
-                              name, src->dtype);
+            return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                    "field '%s' has dtype %d, which is not an enum ipuof_dtype value",
+                    name, src->dtype);
         if (src->rank < 0 || src->rank > MAX_SAMPLE_RANK)
-            return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                              "field '%s' has rank %d; a sample has 0 to %d dims (the batch "
-                              "adds one)",
-                              name, src->rank, MAX_SAMPLE_RANK);
+            return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                    "field '%s' has rank %d; a sample has 0 to %d dims (the batch "
+                                    "adds one)",
+                                    name, src->rank, MAX_SAMPLE_RANK);
         for (int d = 0; d < src->rank; d++) {
             if (src->dims[d] < 1)
-                return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                                  "field '%s' has dim %d of %lld; every dim must be at least 1",
-                                  name, d, (long long)src->dims[d]);
+                return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                        "field '%s' has dim %d of %lld; every dim must be at least 1",
+                        name, d, (long long)src->dims[d]);
             if ((uint64_t)src->dims[d] > SIZE_MAX / bytes)
-                return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                                  "field '%s' is too large for one sample", name);
+                return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                        "field '%s' is too large for one sample", name);
             bytes *= (size_t)src->dims[d];
         }
         for (size_t g = 0; g < f; g++)
             if (strcmp(dl->fields[g].name, name) == 0)
-                return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                                  "fields %zu and %zu are both called '%s'", g, f, name);
+                return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                        "fields %zu and %zu are both called '%s'", g, f, name);
         dst->name = strdup(name);
         if (dst->name == NULL)
-            return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for field names");
+            return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for field names");
         dst->dtype = src->dtype;
         dst->rank = src->rank;
         memcpy(dst->dims, src->dims, sizeof dst->dims);
@@ -667,27 +650,27 @@ alloc_slots(ipuof_dataloader *dl, char *errbuf, size_t errlen)
     dl->slots = calloc(dl->n_slots, sizeof *dl->slots);
     dl->outs = calloc(dl->n_fields, sizeof *dl->outs);
     if (dl->slots == NULL || dl->outs == NULL)
-        return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
     for (size_t i = 0; i < dl->n_slots; i++) {
         struct slot *s = &dl->slots[i];
 
         s->bufs = calloc(dl->n_fields, sizeof *s->bufs);
         s->tensors = calloc(dl->n_fields, sizeof *s->tensors);
         if (s->bufs == NULL || s->tensors == NULL)
-            return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
+            return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
         for (size_t f = 0; f < dl->n_fields; f++) {
             size_t sample = dl->fields[f].sample_bytes;
 
             if (sample > SIZE_MAX / most)
-                return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                                  "field '%s' of a batch of %zu samples does not fit in memory",
-                                  dl->fields[f].name, most);
+                return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                        "field '%s' of a batch of %zu samples does not fit in memory",
+                        dl->fields[f].name, most);
             s->bufs[f] = malloc(sample * most);
             if (s->bufs[f] == NULL)
-                return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                                  "out of memory for field '%s' of a batch of %zu samples "
-                                  "(%zu bytes)",
-                                  dl->fields[f].name, most, sample * most);
+                return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                                        "out of memory for field '%s' of a batch of %zu samples "
+                                        "(%zu bytes)",
+                                        dl->fields[f].name, most, sample * most);
         }
     }
     return IPUOF_OK;
@@ -755,17 +738,17 @@ start_producer(ipuof_dataloader *dl, char *errbuf, size_t errlen)
     int err;
 
     if (pthread_mutex_init(&dl->mu, NULL) != 0)
-        return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "cannot create the loader's mutex");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "cannot create the loader's mutex");
     if (pthread_cond_init(&dl->work_cv, NULL) != 0) {
         pthread_mutex_destroy(&dl->mu);
-        return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                          "cannot create the loader's condition variable");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                                "cannot create the loader's condition variable");
     }
     if (pthread_cond_init(&dl->ready_cv, NULL) != 0) {
         pthread_cond_destroy(&dl->work_cv);
         pthread_mutex_destroy(&dl->mu);
-        return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                          "cannot create the loader's condition variable");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                                "cannot create the loader's condition variable");
     }
     dl->sync_init = 1;
     dl->active = 1;
@@ -773,9 +756,9 @@ start_producer(ipuof_dataloader *dl, char *errbuf, size_t errlen)
     dl->prod_index = 0;
     err = pthread_create(&dl->thread, NULL, producer_main, dl);
     if (err != 0)
-        return errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                          "cannot start the loader's thread: %s",
-                          strerror_r(err, (char[128]){0}, 128));
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                                "cannot start the loader's thread: %s",
+                                strerror_r(err, (char[128]){0}, 128));
     dl->thread_started = 1;
     return IPUOF_OK;
 }
@@ -793,28 +776,28 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
     if (errbuf != NULL && errlen > 0)
         errbuf[0] = '\0';
     if (out == NULL)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "ipuof_dataloader_new() needs a place for the loader (out is NULL)");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "ipuof_dataloader_new() needs a place for the loader (out is NULL)");
     *out = NULL;
     if (opts == NULL)
         opts = &defaults;
     if (dataset == NULL || dataset->ops == NULL || dataset->ops->length == NULL ||
         dataset->ops->get == NULL)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "a dataset needs an ops table with length() and get()%s",
-                          dataset == NULL ? " (dataset is NULL)" : "");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "a dataset needs an ops table with length() and get()%s",
+                                dataset == NULL ? " (dataset is NULL)" : "");
     if (opts->mode != IPUOF_DATALOADER_SYNC && opts->mode != IPUOF_DATALOADER_ASYNC &&
         opts->mode != IPUOF_DATALOADER_ASYNC_REBATCHED)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "unknown data loader mode %d (IPUOF_DATALOADER_SYNC is 0, _ASYNC 1, "
-                          "_ASYNC_REBATCHED 2)", opts->mode);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "unknown data loader mode %d (IPUOF_DATALOADER_SYNC is 0, _ASYNC 1, "
+                "_ASYNC_REBATCHED 2)", opts->mode);
     if (opts->workers > IPUOF_DATALOADER_MAX_WORKERS)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "%u workers asked for; at most %d", opts->workers,
-                          IPUOF_DATALOADER_MAX_WORKERS);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "%u workers asked for; at most %d", opts->workers,
+                                IPUOF_DATALOADER_MAX_WORKERS);
     dl = calloc(1, sizeof *dl);
     if (dl == NULL) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the loader");
         goto fail;
     }
     dl->ops = dataset->ops;
@@ -839,9 +822,9 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
     dl->combined = b;
     if (mul_size(&dl->combined, d) != 0 || mul_size(&dl->combined, a) != 0 ||
         mul_size(&dl->combined, r) != 0) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                        "micro-batch %u x device iterations %u x gradient accumulation %u x "
-                        "replicas %u is too large", b, d, a, r);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              "micro-batch %u x device iterations %u x gradient accumulation %u x "
+                              "replicas %u is too large", b, d, a, r);
         goto fail;
     }
     dl->block = (size_t)b * r;
@@ -851,27 +834,28 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
         char why[256];
         rc = ipuof_process_env(&dl->proc, &dl->nproc, why, sizeof why);
         if (rc != IPUOF_OK) {
-            rc = errbuf_set(errbuf, errlen, rc, "%s", why);
+            rc = ipuof_errbuf_set(errbuf, errlen, rc, "%s", why);
             goto fail;
         }
     }
     if (dl->nproc > 1 && (dl->proc >= dl->nproc || opts->keep_last)) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                        dl->proc >= dl->nproc ? "process id %u is out of range for %u "
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              dl->proc >= dl->nproc ? "process id %u is out of range for %u "
                                                 "processes"
                                               : "keep_last is for host use only; process %u "
                                                 "of %u takes complete batches",
-                        dl->proc, dl->nproc);
+                              dl->proc, dl->nproc);
         goto fail;
     }
     dl->length = dl->ops->length(dl->ds);
     if (dl->length == 0) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "the dataset is empty (length() is 0)");
+        rc = ipuof_errbuf_set(
+                errbuf, errlen, IPUOF_E_INVAL, "the dataset is empty (length() is 0)");
         goto fail;
     }
     if (dl->nproc > 1 && dl->combined > SIZE_MAX / dl->nproc) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "%u processes x %zu samples per "
-                        "combined batch is too large", dl->nproc, dl->combined);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "%u processes x %zu samples per "
+                              "combined batch is too large", dl->nproc, dl->combined);
         goto fail;
     }
     /* A job's processes together take nproc x combined samples per batch. */
@@ -879,20 +863,20 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
     if (opts->keep_last && dl->length % dl->combined != 0)
         dl->batches++;
     if (dl->batches == 0) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                        "the dataset has %zu items, fewer than one combined batch of %zu "
-                        "(micro-batch %u x device iterations %u x gradient accumulation %u x "
-                        "replicas %u x processes %u), so with drop_last (keep_last 0) no batch "
-                        "would ever be produced",
-                        dl->length, dl->combined * (dl->nproc > 1 ? dl->nproc : 1), b, d, a, r,
-                        dl->nproc > 1 ? dl->nproc : 1);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "the dataset has %zu items, fewer than one combined batch of %zu "
+                "(micro-batch %u x device iterations %u x gradient accumulation %u x "
+                "replicas %u x processes %u), so with drop_last (keep_last 0) no batch "
+                "would ever be produced",
+                dl->length, dl->combined * (dl->nproc > 1 ? dl->nproc : 1), b, d, a, r,
+                dl->nproc > 1 ? dl->nproc : 1);
         goto fail;
     }
     if (dl->shuffle) {
         dl->perm = calloc(dl->length, sizeof *dl->perm);
         if (dl->perm == NULL) {
-            rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                            "out of memory for the shuffle of %zu items", dl->length);
+            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                                  "out of memory for the shuffle of %zu items", dl->length);
             goto fail;
         }
     }
@@ -904,8 +888,8 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
         dl->wmsg = calloc(dl->nworkers, sizeof *dl->wmsg);
         if (dl->wouts == NULL || dl->wmsg == NULL ||
             dl_workers_new(dl->nworkers, &dl->workers) != 0) {
-            rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory or threads for %u "
-                            "workers", dl->nworkers);
+            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory or threads for %u "
+                                  "workers", dl->nworkers);
             goto fail;
         }
     }

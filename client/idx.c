@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "client_internal.h"
 #include "ipuof/client.h"
 
 #define IDX_TYPE_UBYTE 0x08
@@ -51,24 +52,6 @@ struct idx_file {
     gzFile gz;                         /* NULL when not open */
 };
 
-static int errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Writes the sentence fmt makes into buf[0..len) (nothing when buf is NULL or len 0) and
- * returns code. */
-static int
-errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (buf == NULL || len == 0)
-        return code;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 /* ---- reading the files ---------------------------------------------------------------- */
 
 /* Opens f->path for reading through zlib. Returns IPUOF_OK, or IPUOF_E_NOTFOUND / _IO /
@@ -81,19 +64,19 @@ file_open(struct idx_file *f, char *errbuf, size_t errlen)
     int rc = IPUOF_OK;
 
     if (fd < 0 || fstat(fd, &st) != 0) {
-        rc = errbuf_set(errbuf, errlen, errno == ENOENT ? IPUOF_E_NOTFOUND : IPUOF_E_IO,
-                        "cannot open IDX %s file '%s': %s", f->what, f->path, ERRTEXT(errno));
+        rc = ipuof_errbuf_set(errbuf, errlen, errno == ENOENT ? IPUOF_E_NOTFOUND : IPUOF_E_IO,
+                              "cannot open IDX %s file '%s': %s", f->what, f->path, ERRTEXT(errno));
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                        "IDX %s file '%s' is not a regular file", f->what, f->path);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              "IDX %s file '%s' is not a regular file", f->what, f->path);
         goto out;
     }
     f->gz = gzdopen(fd, "rb");
     if (f->gz == NULL) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                        "out of memory opening IDX %s file '%s'", f->what, f->path);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                              "out of memory opening IDX %s file '%s'", f->what, f->path);
         goto out;
     }
     fd = -1; /* the gz handle owns it now */
@@ -132,15 +115,15 @@ file_read(struct idx_file *f, void *buf, size_t len, size_t *got, char *errbuf, 
             if (zerr == Z_BUF_ERROR) /* the compressed stream ends early: a short read */
                 return IPUOF_OK;
             if (zerr == Z_ERRNO)
-                return errbuf_set(errbuf, errlen, IPUOF_E_IO, "cannot read IDX %s file '%s': "
-                                  "%s", f->what, f->path, ERRTEXT(errno));
+                return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_IO, "cannot read IDX %s file '%s': "
+                                        "%s", f->what, f->path, ERRTEXT(errno));
             if (msg == NULL)
                 msg = "unknown error";
             else if (strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": ") != NULL)
                 msg = strstr(msg, ": ") + 2; /* zlib prefixes "<fd:N>: " */
-            return errbuf_set(errbuf, errlen, IPUOF_E_IO,
-                              "IDX %s file '%s' holds corrupt compressed data (zlib: %s)",
-                              f->what, f->path, msg);
+            return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_IO,
+                                    "IDX %s file '%s' holds corrupt compressed data (zlib: %s)",
+                                    f->what, f->path, msg);
         }
         if (n == 0)
             return IPUOF_OK;
@@ -195,41 +178,41 @@ read_header(struct idx_file *f, unsigned ndims, uint32_t *dims, char *errbuf, si
     if (rc != IPUOF_OK)
         return rc;
     if (got < 4)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "IDX %s file '%s' is %s: it holds %zu bytes, too few for the 4-byte "
-                          "magic number",
-                          f->what, f->path, got == 0 ? "empty" : "truncated", got);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "IDX %s file '%s' is %s: it holds %zu bytes, too few for the 4-byte "
+                "magic number",
+                f->what, f->path, got == 0 ? "empty" : "truncated", got);
     magic = (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 |
             head[3];
     type = (magic >> 8) & 0xff;
     nd = magic & 0xff;
     tname = idx_type_name(type);
     if ((magic >> 16) != 0 || tname == NULL)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "'%s' is not an IDX %s file: its magic number is 0x%08x, not "
-                          "0x%08x (unsigned bytes, %u dimension%s)",
-                          f->path, f->what, (unsigned)magic, (unsigned)want, ndims,
-                          ndims == 1 ? "" : "s");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "'%s' is not an IDX %s file: its magic number is 0x%08x, not "
+                                "0x%08x (unsigned bytes, %u dimension%s)",
+                                f->path, f->what, (unsigned)magic, (unsigned)want, ndims,
+                                ndims == 1 ? "" : "s");
     if (nd != ndims)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "'%s' is an IDX file of %u dimension%s (magic 0x%08x) but an IDX %s "
-                          "file has %u (magic 0x%08x)%s",
-                          f->path, nd, nd == 1 ? "" : "s", (unsigned)magic, f->what, ndims,
-                          (unsigned)want,
-                          nd == LABEL_DIMS ? "; is it a label file?"
-                          : nd == IMAGE_DIMS ? "; is it an image file?" : "");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "'%s' is an IDX file of %u dimension%s (magic 0x%08x) but an IDX %s "
+                "file has %u (magic 0x%08x)%s",
+                f->path, nd, nd == 1 ? "" : "s", (unsigned)magic, f->what, ndims,
+                (unsigned)want,
+                nd == LABEL_DIMS ? "; is it a label file?"
+                : nd == IMAGE_DIMS ? "; is it an image file?" : "");
     if (type != IDX_TYPE_UBYTE)
-        return errbuf_set(errbuf, errlen, IPUOF_E_UNSUPPORTED,
-                          "IDX %s file '%s' holds %s elements (magic 0x%08x); only unsigned "
-                          "bytes (0x%08x) are supported",
-                          f->what, f->path, tname, (unsigned)magic, (unsigned)want);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_UNSUPPORTED,
+                                "IDX %s file '%s' holds %s elements (magic 0x%08x); only unsigned "
+                                "bytes (0x%08x) are supported",
+                                f->what, f->path, tname, (unsigned)magic, (unsigned)want);
     rc = file_read(f, head + 4, len - 4, &got, errbuf, errlen);
     if (rc != IPUOF_OK)
         return rc;
     if (got < len - 4)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "IDX %s file '%s' is truncated: it ends inside its %zu-byte header",
-                          f->what, f->path, len);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "IDX %s file '%s' is truncated: it ends inside its %zu-byte header",
+                                f->what, f->path, len);
     for (unsigned d = 0; d < ndims; d++) {
         const unsigned char *p = head + 4 + 4 * d;
 
@@ -270,24 +253,24 @@ read_items(struct idx_file *f, void *buf, size_t keep, size_t n, size_t item, ch
         ended = got < want;
     }
     if (seen < total)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "IDX %s file '%s' is truncated: its header announces %zu %ss of %zu "
-                          "byte%s (%llu bytes of data) but only %llu bytes follow it",
-                          f->what, f->path, n, f->what, item, item == 1 ? "" : "s",
-                          (unsigned long long)total, (unsigned long long)seen);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "IDX %s file '%s' is truncated: its header announces %zu %ss of %zu "
+                "byte%s (%llu bytes of data) but only %llu bytes follow it",
+                f->what, f->path, n, f->what, item, item == 1 ? "" : "s",
+                (unsigned long long)total, (unsigned long long)seen);
     rc = file_read(f, scratch, 1, &got, errbuf, errlen);
     if (rc != IPUOF_OK)
         return rc;
     if (got == 0 && truncated_stream(f))
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "IDX %s file '%s' is truncated: its compressed data ends early",
-                          f->what, f->path);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "IDX %s file '%s' is truncated: its compressed data ends early",
+                                f->what, f->path);
     if (got != 0)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "IDX %s file '%s' has bytes after the %zu %ss its header announces "
-                          "(%llu bytes of data); the header's count is wrong or the file is "
-                          "not an IDX %s file",
-                          f->what, f->path, n, f->what, (unsigned long long)total, f->what);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "IDX %s file '%s' has bytes after the %zu %ss its header announces "
+                                "(%llu bytes of data); the header's count is wrong or the file is "
+                                "not an IDX %s file",
+                                f->what, f->path, n, f->what, (unsigned long long)total, f->what);
     return IPUOF_OK;
 }
 
@@ -394,17 +377,17 @@ ipuof_idx_dataset_open(const char *images_path, const char *labels_path,
     if (out != NULL)
         *out = NULL;
     if (out == NULL || images_path == NULL)
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "ipuof_idx_dataset_open() needs an image file name and a place for "
-                          "the dataset (%s is NULL)", out == NULL ? "out" : "images_path");
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "ipuof_idx_dataset_open() needs an image file name and a place for "
+                                "the dataset (%s is NULL)", out == NULL ? "out" : "images_path");
     if (opts == NULL)
         opts = &defaults;
     mean = opts->mean;
     std = opts->std != 0.0f ? opts->std : 1.0f;
     if (!isfinite(mean) || !isfinite(std))
-        return errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                          "the normalisation needs a finite mean and std, not %g and %g",
-                          (double)mean, (double)std);
+        return ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                "the normalisation needs a finite mean and std, not %g and %g",
+                                (double)mean, (double)std);
 
     rc = file_open(&img, errbuf, errlen);
     if (rc != IPUOF_OK)
@@ -413,17 +396,17 @@ ipuof_idx_dataset_open(const char *images_path, const char *labels_path,
     if (rc != IPUOF_OK)
         goto out;
     if (idims[0] == 0 || idims[0] > MAX_ITEMS) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                        "IDX image file '%s' announces %lu images; 1 to %lu are accepted",
-                        images_path, (unsigned long)idims[0], (unsigned long)MAX_ITEMS);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              "IDX image file '%s' announces %lu images; 1 to %lu are accepted",
+                              images_path, (unsigned long)idims[0], (unsigned long)MAX_ITEMS);
         goto out;
     }
     if (idims[1] == 0 || idims[2] == 0 || (uint64_t)idims[1] * idims[2] > MAX_PIXELS) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                        "IDX image file '%s' announces images of %lu x %lu pixels; 1 to %lu "
-                        "pixels are accepted",
-                        images_path, (unsigned long)idims[1], (unsigned long)idims[2],
-                        (unsigned long)MAX_PIXELS);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              "IDX image file '%s' announces images of %lu x %lu pixels; 1 to %lu "
+                              "pixels are accepted",
+                              images_path, (unsigned long)idims[1], (unsigned long)idims[2],
+                              (unsigned long)MAX_PIXELS);
         goto out;
     }
     n = idims[0];
@@ -435,11 +418,11 @@ ipuof_idx_dataset_open(const char *images_path, const char *labels_path,
         if (rc != IPUOF_OK)
             goto out;
         if (ldims[0] != idims[0]) {
-            rc = errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                            "IDX image file '%s' holds %lu images but label file '%s' holds "
-                            "%lu labels; they must hold the same number",
-                            images_path, (unsigned long)idims[0], labels_path,
-                            (unsigned long)ldims[0]);
+            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                                  "IDX image file '%s' holds %lu images but label file '%s' holds "
+                                  "%lu labels; they must hold the same number",
+                                  images_path, (unsigned long)idims[0], labels_path,
+                                  (unsigned long)ldims[0]);
             goto out;
         }
     }
@@ -447,7 +430,7 @@ ipuof_idx_dataset_open(const char *images_path, const char *labels_path,
 
     d = calloc(1, sizeof *d);
     if (d == NULL) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the dataset");
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory for the dataset");
         goto out;
     }
     d->n = keep;
@@ -455,9 +438,9 @@ ipuof_idx_dataset_open(const char *images_path, const char *labels_path,
     d->images = malloc(keep * d->pixels);
     d->labels = labels_path != NULL ? malloc(keep) : NULL;
     if (d->images == NULL || (labels_path != NULL && d->labels == NULL)) {
-        rc = errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                        "out of memory for %zu images of %zu pixels from '%s'", keep,
-                        d->pixels, images_path);
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                              "out of memory for %zu images of %zu pixels from '%s'", keep,
+                              d->pixels, images_path);
         goto out;
     }
     rc = read_items(&img, d->images, keep, n, d->pixels, errbuf, errlen);

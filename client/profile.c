@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "model_internal.h"
+#include "wiremap.h"
 
 #define ENGINE_OPTIONS_ENV "POPLAR_ENGINE_OPTIONS"
 #define ENGINE_OPTIONS_MAX 4096 /* longest value read from the environment */
@@ -77,12 +78,11 @@ ipuof_model_opts_set_profile(struct ipuof_model_opts *o, int on)
 int
 ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o)
 {
-    if (o->strategy < IPUOF_STRATEGY_DEFAULT || o->strategy > IPUOF_STRATEGY_PHASED)
+    if (ipuof_wm_to_wire(&ipuof_wm_strategy, o->strategy, -1) < 0)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "execution strategy %d is not one of IPUOF_STRATEGY_*", o->strategy);
     for (int k = 0; k < IPUOF_TENSOR_KINDS; k++)
-        if (o->locations[k] != IPUOF_LOCATION_ON_CHIP &&
-            o->locations[k] != IPUOF_LOCATION_OFF_CHIP)
+        if (ipuof_wm_to_wire(&ipuof_wm_location, o->locations[k], -1) < 0)
             return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                                  "tensor location %d of kind %d is not one of IPUOF_LOCATION_*",
                                  o->locations[k], k);
@@ -192,6 +192,14 @@ engine_options(const char *v, int *profile, char *dir, size_t dir_len)
     }
 }
 
+/* The wire's form of a tensor location already checked by ipuof_placement_check. */
+static Ipuof__TensorLocation
+location_to_wire(int location)
+{
+    return (Ipuof__TensorLocation)ipuof_wm_to_wire(&ipuof_wm_location, location,
+                                                   IPUOF__TENSOR_LOCATION__LOCATION_ON_CHIP);
+}
+
 int
 ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
                       Ipuof__CompileRequest *cr, Ipuof__Block **blocks, Ipuof__Block ***ptrs,
@@ -214,13 +222,14 @@ ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
         (*blocks)[i].ipu = o->blocks[i].ipu;
         (*ptrs)[i] = &(*blocks)[i];
     }
-    cr->strategy = (Ipuof__ExecutionStrategy)o->strategy;
+    cr->strategy = (Ipuof__ExecutionStrategy)ipuof_wm_to_wire(
+        &ipuof_wm_strategy, o->strategy, IPUOF__EXECUTION_STRATEGY__STRATEGY_DEFAULT);
     cr->n_blocks = n;
     cr->blocks = *ptrs;
-    cr->weights_location = (Ipuof__TensorLocation)o->locations[IPUOF_TENSORS_WEIGHTS];
-    cr->activations_location = (Ipuof__TensorLocation)o->locations[IPUOF_TENSORS_ACTIVATIONS];
-    cr->accumulators_location = (Ipuof__TensorLocation)o->locations[IPUOF_TENSORS_ACCUMULATORS];
-    cr->optimizer_location = (Ipuof__TensorLocation)o->locations[IPUOF_TENSORS_OPTIMIZER];
+    cr->weights_location = location_to_wire(o->locations[IPUOF_TENSORS_WEIGHTS]);
+    cr->activations_location = location_to_wire(o->locations[IPUOF_TENSORS_ACTIVATIONS]);
+    cr->accumulators_location = location_to_wire(o->locations[IPUOF_TENSORS_ACCUMULATORS]);
+    cr->optimizer_location = location_to_wire(o->locations[IPUOF_TENSORS_OPTIMIZER]);
     cr->profile = o->profile != 0;
     if (env == NULL || env[0] == '\0')
         return IPUOF_OK;

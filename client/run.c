@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "wiremap.h"
 
 /* Checks the RunReply rr against m and the payload of payload_len bytes it came with.
  * Returns IPUOF_OK or IPUOF_E_PROTO with a sentence. */
@@ -32,7 +33,8 @@ check_reply(ipuof_model *m, const char *what, const Ipuof__RunReply *rr, uint32_
         uint64_t bytes;
 
         if (o->n_dims > IPUOF_MAX_RANK ||
-            ipuof_shape_bytes((int)o->dtype, (int)o->n_dims, o->dims, &bytes) != 0 ||
+            ipuof_shape_bytes(ipuof_wm_from_wire(&ipuof_wm_dtype, o->dtype, 0), (int)o->n_dims,
+                              o->dims, &bytes) != 0 ||
             bytes != o->bytes)
             return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
                                  "ipuofd at %s described output %zu of %s as %llu bytes of "
@@ -90,7 +92,7 @@ place_outputs(void *arg, ipuof_client *c, const char *what, const Ipuof__Header 
             ob->buf = p;
             ob->cap = (size_t)o->bytes;
         }
-        ob->dtype = (int)o->dtype;
+        ob->dtype = ipuof_wm_from_wire(&ipuof_wm_dtype, o->dtype, 0);
         ob->rank = (int)o->n_dims;
         memset(ob->dims, 0, sizeof ob->dims);
         if (o->n_dims > 0)
@@ -147,7 +149,8 @@ describe_inputs(ipuof_model *m)
 
         ipuof__tensor_info__init(ti);
         ti->name = m->inputs[i].name;
-        ti->dtype = (Ipuof__DType)t->dtype;
+        ti->dtype = (Ipuof__DType)ipuof_wm_to_wire(&ipuof_wm_dtype, t->dtype,
+                                                   IPUOF__DTYPE__DTYPE_UNDEFINED);
         ti->n_dims = (size_t)t->rank;
         ti->dims = (int64_t *)t->dims;
         ti->bytes = t->bytes;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client_internal.h"
+#include "wiremap.h"
 
 struct ipuof_status_report {
     char *server_version;            /* points into strings */
@@ -85,7 +86,7 @@ report_from_reply(const Ipuof__StatusReply *sr)
         struct ipuof_ipu_info *out = &r->ipus[i];
 
         out->id = in->id;
-        out->state = (int)in->state;
+        out->state = ipuof_wm_from_wire(&ipuof_wm_ipu_state, in->state, IPUOF_IPU_ERROR);
         out->tiles = in->tiles;
         out->memory_capacity_bytes = in->memory_capacity_bytes;
         out->memory_used_bytes = in->memory_used_bytes;

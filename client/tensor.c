@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "wiremap.h"
 
 #define NAMES_MAX 512 /* room for a list of input names in a sentence */
 
@@ -108,7 +109,7 @@ ipuof_tinfo_from_wire(ipuof_client *c, struct ipuof_tinfo *dst, const Ipuof__Ten
     if (dst->name == NULL)
         return ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory copying the name of "
                              "%s %zu", role, index);
-    if (ipuof_dtype_size((int)src->dtype) == 0)
+    if (ipuof_wm_from_wire(&ipuof_wm_dtype, src->dtype, 0) == 0)
         return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
                              "ipuofd at %s described %s %zu ('%s') with dtype %d, which this "
                              "library does not know",
@@ -120,7 +121,7 @@ ipuof_tinfo_from_wire(ipuof_client *c, struct ipuof_tinfo *dst, const Ipuof__Ten
                              c->address, role, index, name,
                              src->n_dims > src->n_step_dims ? src->n_dims : src->n_step_dims,
                              IPUOF_MAX_RANK);
-    dst->dtype = (int)src->dtype;
+    dst->dtype = ipuof_wm_from_wire(&ipuof_wm_dtype, src->dtype, 0);
     dst->rank = (int)src->n_dims;
     dst->step_rank = (int)src->n_step_dims;
     if (src->n_dims > 0)
@@ -140,7 +141,8 @@ ipuof_tinfo_from_wire(ipuof_client *c, struct ipuof_tinfo *dst, const Ipuof__Ten
     }
     dst->bytes = bytes;
     if (src->mode != NULL) {
-        dst->mode_kind = (int)src->mode->kind;
+        dst->mode_kind = ipuof_wm_from_wire(&ipuof_wm_output_kind, src->mode->kind,
+                                            IPUOF_OUTPUT_DEFAULT);
         dst->mode_n = src->mode->n;
     }
     return IPUOF_OK;

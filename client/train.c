@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "wiremap.h"
 
 /* PyTorch's defaults (torch.optim, torch >= 2.0 for SGD's lr). */
 #define DEFAULT_LR 1e-3f
@@ -59,7 +60,8 @@ static void
 optimizer_to_wire(const struct ipuof_optimizer *o, Ipuof__Optimizer *w)
 {
     ipuof__optimizer__init(w);
-    w->kind = (Ipuof__OptimizerKind)o->kind; /* 0 is OPTIMIZER_DEFAULT */
+    w->kind = (Ipuof__OptimizerKind)ipuof_wm_to_wire(&ipuof_wm_optimizer, o->kind,
+                                                     IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT);
     w->lr = o->lr;
     w->weight_decay = o->weight_decay;
     w->momentum = o->momentum;
@@ -82,8 +84,7 @@ check_training(ipuof_client *c, const struct ipuof_training_opts *t)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "the loss name is %zu bytes long; the limit is %u",
                              strlen(t->loss), IPUOF_DEFAULT_MAX_STRING);
-    if (t->accumulation_reduction != IPUOF_REDUCTION_MEAN &&
-        t->accumulation_reduction != IPUOF_REDUCTION_SUM)
+    if (ipuof_wm_to_wire(&ipuof_wm_reduction, t->accumulation_reduction, -1) < 0)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "accumulation_reduction %d is neither IPUOF_REDUCTION_MEAN (0) nor "
                              "IPUOF_REDUCTION_SUM (1)",
@@ -115,7 +116,8 @@ training_fields(const struct ipuof_training_opts *t, Ipuof__CompileRequest *extr
     extra->loss = (char *)t->loss;
     extra->optimizer = opt;
     extra->gradient_accumulation = t->gradient_accumulation != 0 ? t->gradient_accumulation : 1;
-    extra->accumulation_reduction = (Ipuof__ReductionType)t->accumulation_reduction;
+    extra->accumulation_reduction = (Ipuof__ReductionType)ipuof_wm_to_wire(
+        &ipuof_wm_reduction, t->accumulation_reduction, IPUOF__REDUCTION_TYPE__REDUCTION_MEAN);
     extra->seed = t->seed;
     extra->n_frozen_weights = t->n_frozen_weights;
     extra->frozen_weights = (char **)t->frozen_weights;
@@ -249,7 +251,7 @@ ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileR
         rc = ipuof_tinfo_from_wire(c, &m->weights[i].t, w->tensor, "weight", i);
         if (rc != IPUOF_OK)
             return rc;
-        m->weights[i].kind = (int)w->kind;
+        m->weights[i].kind = ipuof_wm_from_wire(&ipuof_wm_weight_kind, w->kind, 0);
     }
     return IPUOF_OK;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "model_internal.h"
+#include "wiremap.h"
 
 /* strerror() may share a buffer between threads; the GNU strerror_r() writes to ours. */
 #define ERRTEXT(e) strerror_r((e), (char[128]){0}, 128)
@@ -129,7 +130,8 @@ place_weight(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *
     w = rr->weights[0];
     if ((w->name != NULL && w->name[0] != '\0' && strcmp(w->name, rs->name) != 0) ||
         w->n_dims > IPUOF_MAX_RANK ||
-        ipuof_shape_bytes((int)w->dtype, (int)w->n_dims, w->dims, &bytes) != 0 ||
+        ipuof_shape_bytes(ipuof_wm_from_wire(&ipuof_wm_dtype, w->dtype, 0), (int)w->n_dims,
+                          w->dims, &bytes) != 0 ||
         bytes != w->bytes || w->bytes != payload_len)
         return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
                              "ipuofd at %s answered %s for weight '%s' with a description "
@@ -143,7 +145,8 @@ place_weight(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *
         return ipuof_err_set(c, IPUOF_E_SHAPE, "client",
                              "weight '%s' of model '%s' is %s of %s, %llu bytes, but the "
                              "buffer given holds %zu",
-                             rs->name, rs->m->name, shape, ipuof_dtype_name((int)w->dtype),
+                             rs->name, rs->m->name, shape,
+                             ipuof_dtype_name(ipuof_wm_from_wire(&ipuof_wm_dtype, w->dtype, 0)),
                              (unsigned long long)w->bytes, rs->bytes);
     }
     rs->iov.iov_base = rs->dst;
@@ -220,7 +223,8 @@ ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size
     ti.name = (char *)name;
     ti.bytes = bytes;
     if (w != NULL) {
-        ti.dtype = (Ipuof__DType)w->dtype;
+        ti.dtype = (Ipuof__DType)ipuof_wm_to_wire(&ipuof_wm_dtype, w->dtype,
+                                                  IPUOF__DTYPE__DTYPE_UNDEFINED);
         ti.n_dims = (size_t)w->rank;
         ti.dims = (int64_t *)w->dims;
     }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "log.h"
 
 enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL };
@@ -69,16 +70,6 @@ static const struct key keys[] = {
     {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
     {"log", "level", K_LEVEL, F(log_level), 0, 0, 1},
 };
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void
 cfg_defaults(struct cfg *c)
@@ -185,7 +176,7 @@ set_real(const struct key *k, double *field, const char *value, char *err, size_
     v = strtod(value, &end);
     if (value[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v > max ||
         (k->min != 0 ? v <= 0.0 : v < 0.0)) {
-        seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a number %s 0 and at most %g "
+        errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; it takes a number %s 0 and at most %g "
                "(e.g. %s)", k->section, k->name, value,
                k->min != 0 ? "above" : "from", max, max > 1.0 ? "62.5e12" : "0.25");
         return -1;
@@ -205,7 +196,7 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
     int lvl;
 
     if (k == NULL) {
-        seterr(err, errlen, "unknown key '%s' in section [%s]; see ipuofd.conf(5) for the keys",
+        errbuf_set(err, errlen, "unknown key '%s' in section [%s]; see ipuofd.conf(5) for the keys",
                name, section ? section : "?");
         return -1;
     }
@@ -215,7 +206,7 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
     switch (k->type) {
     case K_STR:
         if (strlen(value) >= k->size) {
-            seterr(err, errlen, "[%s] %s is %zu bytes long; at most %zu are allowed", k->section,
+            errbuf_set(err, errlen, "[%s] %s is %zu bytes long; at most %zu are allowed", k->section,
                    k->name, strlen(value), k->size - 1);
             return -1;
         }
@@ -224,7 +215,7 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
     case K_LEVEL:
         lvl = log_level_parse(value);
         if (lvl < 0) {
-            seterr(err, errlen, "[%s] %s = '%s' is not a log level; use error, warn, info or debug",
+            errbuf_set(err, errlen, "[%s] %s = '%s' is not a log level; use error, warn, info or debug",
                    k->section, k->name, value);
             return -1;
         }
@@ -237,7 +228,7 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
                  strcmp(value, "0") == 0)
             v = 0;
         else {
-            seterr(err, errlen, "[%s] %s = '%s' is invalid; use yes or no", k->section,
+            errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; use yes or no", k->section,
                    k->name, value);
             return -1;
         }
@@ -248,7 +239,7 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         v = strtoull(value, &end, 10);
         if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0 || v < k->min ||
             v > k->max) {
-            seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a whole number from %" PRIu64
+            errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; it takes a whole number from %" PRIu64
                    " to %" PRIu64, k->section, k->name, value, k->min, k->max);
             return -1;
         }
@@ -258,7 +249,7 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         return set_real(k, (double *)field, value, err, errlen);
     case K_BYTES:
         if (cfg_parse_bytes(value, &v) < 0 || v < k->min || v > k->max) {
-            seterr(err, errlen, "[%s] %s = '%s' is invalid; it takes a size in bytes from %" PRIu64
+            errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; it takes a size in bytes from %" PRIu64
                    " to %" PRIu64 ", optionally with a KiB, MiB or GiB suffix",
                    k->section, k->name, value, k->min, k->max);
             return -1;
@@ -300,19 +291,19 @@ cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen)
     err[0] = '\0';
     line = ini_parse(path, on_ini_line, &ctx);
     if (line == -1) {
-        seterr(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        errbuf_set(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
         return -1;
     }
     if (line == -2) {
-        seterr(err, errlen, "out of memory reading config file %s", path);
+        errbuf_set(err, errlen, "out of memory reading config file %s", path);
         return -1;
     }
     if (line > 0) {
         if (ctx.failed) {
             snprintf(detail, sizeof detail, "%s", err);
-            seterr(err, errlen, "%s:%d: %s", path, line, detail);
+            errbuf_set(err, errlen, "%s:%d: %s", path, line, detail);
         } else {
-            seterr(err, errlen, "%s:%d: syntax error; lines are 'key = value' under a [section]",
+            errbuf_set(err, errlen, "%s:%d: syntax error; lines are 'key = value' under a [section]",
                    path, line);
         }
         return -1;
@@ -353,23 +344,23 @@ int
 cfg_validate(const struct cfg *c, char *err, size_t errlen)
 {
     if (c->listen[0] == '\0') {
-        seterr(err, errlen, "[server] listen is empty; give HOST:PORT, e.g. 127.0.0.1:50052");
+        errbuf_set(err, errlen, "[server] listen is empty; give HOST:PORT, e.g. 127.0.0.1:50052");
         return -1;
     }
     if (!cfg_listen_is_loopback(c->listen) && c->auth_token[0] == '\0' &&
         !c->allow_unauthenticated) {
-        seterr(err, errlen, "[server] listen = %s is not a loopback address and no auth_token "
+        errbuf_set(err, errlen, "[server] listen = %s is not a loopback address and no auth_token "
                "is set: anyone who can reach it could use the IPUs; set auth_token, listen on "
                "127.0.0.1, or set allow_unauthenticated = yes if this is meant", c->listen);
         return -1;
     }
     if (c->prehello_max_bytes > c->max_header_bytes) {
-        seterr(err, errlen, "[server] prehello_max_bytes (%u) must not exceed max_header_bytes (%u)",
+        errbuf_set(err, errlen, "[server] prehello_max_bytes (%u) must not exceed max_header_bytes (%u)",
                c->prehello_max_bytes, c->max_header_bytes);
         return -1;
     }
     if (c->max_output_bytes < (uint64_t)c->max_payload_bytes + c->max_header_bytes) {
-        seterr(err, errlen,
+        errbuf_set(err, errlen,
                "[server] max_output_bytes (%" PRIu64 ") must hold at least one largest frame "
                "(max_payload_bytes + max_header_bytes = %" PRIu64 ")",
                c->max_output_bytes, (uint64_t)c->max_payload_bytes + c->max_header_bytes);

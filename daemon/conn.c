@@ -29,10 +29,11 @@
 #include "dispatch.h"
 #include "jobs.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
+#include "wiremap.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
@@ -283,8 +284,10 @@ conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int 
     e.code = (uint32_t)code;
     e.component = (char *)component;
     e.message = msg;
-    e.error_class = (Ipuof__ErrorClass)error_class;
-    e.recovery = (Ipuof__RecoveryAction)recovery;
+    e.error_class = (Ipuof__ErrorClass)wiremap_to_wire(&wiremap_error_class, error_class,
+                                                       IPUOF__ERROR_CLASS__ERROR_CLASS_ERROR);
+    e.recovery = (Ipuof__RecoveryAction)wiremap_to_wire(&wiremap_recovery, recovery,
+                                                        IPUOF__RECOVERY_ACTION__RECOVERY_NONE);
     h.request_id = req_id;
     h.body_case = IPUOF__HEADER__BODY_ERROR;
     h.error = &e;

@@ -53,6 +53,9 @@ struct conn {
     char name[DEV_NAME_MAX];
     uint32_t pid;
     struct dev_partition *part;  /* attached partition, or NULL */
+    int revoked_code;            /* why the partition was taken away (IPUOF_E_DEVICE_RESET,
+                                  * ...), until the next attach; 0: it was not */
+    char revoked_msg[512];       /* the sentence the Notice carried */
     struct waiter *waiter;       /* queued attach, or NULL */
     struct event *handshake_timer;
     struct event *resume;        /* continues frame processing after a fairness yield */

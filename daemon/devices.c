@@ -8,19 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipuof/client.h"
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "errbuf.h"
+#include "ipuof/status.h"
 
 struct dev_inventory *
 dev_inventory_new(unsigned n, uint64_t memory, unsigned tiles)
@@ -152,13 +141,13 @@ int
 dev_check_count(const struct dev_inventory *inv, unsigned count, char *err, size_t errlen)
 {
     if (!dev_is_pow2(count)) {
-        seterr(err, errlen,
+        errbuf_set(err, errlen,
                "cannot attach %u IPUs: partitions are a power of two IPUs (1, 2, 4, ...); "
                "ask for %u or set auto-rounding", count, dev_round_pow2(count ? count : 1));
         return IPUOF_E_INVAL;
     }
     if (count > inv->n) {
-        seterr(err, errlen, "cannot attach %u IPUs: this daemon has %u IPUs", count, inv->n);
+        errbuf_set(err, errlen, "cannot attach %u IPUs: this daemon has %u IPUs", count, inv->n);
         return IPUOF_E_INVAL;
     }
     return IPUOF_OK;
@@ -184,12 +173,12 @@ dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
     if (dev_check_count(inv, count, err, errlen) != IPUOF_OK)
         return IPUOF_E_INVAL;
     if (name != NULL && strlen(name) >= DEV_NAME_MAX) {
-        seterr(err, errlen, "partition name is %zu bytes long; at most %d are allowed",
+        errbuf_set(err, errlen, "partition name is %zu bytes long; at most %d are allowed",
                strlen(name), DEV_NAME_MAX - 1);
         return IPUOF_E_INVAL;
     }
     if (name != NULL && name[0] != '\0' && dev_find_partition(inv, name) != NULL) {
-        seterr(err, errlen, "partition name '%s' is already in use; choose another name", name);
+        errbuf_set(err, errlen, "partition name '%s' is already in use; choose another name", name);
         return IPUOF_E_BUSY;
     }
     first = find_group(inv, count);
@@ -199,7 +188,7 @@ dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
     }
     p = calloc(1, sizeof *p);
     if (p == NULL) {
-        seterr(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         return IPUOF_E_NOMEM;
     }
     if (name != NULL && name[0] != '\0') {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "server.h"
 

@@ -12,7 +12,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
 #include "log.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
 #include "log.h"

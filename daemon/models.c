@@ -20,6 +20,7 @@
 #include "devices.h"
 #include "log.h"
 #include "server.h"
+#include "wiremap.h"
 
 void
 cache_init(struct cache *k, unsigned max, uint64_t max_idle_host)
@@ -326,6 +327,20 @@ models_release_all(struct conn *c, int cancel_code, int conn_dying)
     models_update_loaded(s, c);
 }
 
+void
+models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what)
+{
+    if (c->revoked_code != 0) {
+        conn_send_error(c, req_id, c->revoked_code, IPUOF_ERROR_RECOVERABLE,
+                        c->revoked_code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
+                                                             : IPUOF_RECOVERY_REATTACH,
+                        "device", "model %u is gone: %s", id, c->revoked_msg);
+        return;
+    }
+    conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
+                    "no model %u on this connection%s", id, what);
+}
+
 struct model *
 models_find(struct conn *c, uint32_t id)
 {
@@ -350,7 +365,8 @@ models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t 
 {
     ipuof__tensor_info__init(ti);
     ti->name = (char *)io->name;
-    ti->dtype = (Ipuof__DType)io->dtype;
+    ti->dtype = (Ipuof__DType)wiremap_to_wire(&wiremap_dtype, io->dtype,
+                                              IPUOF__DTYPE__DTYPE_UNDEFINED);
     for (int d = 0; d < io->run_rank; d++)
         dims[d] = io->run_dims[d];
     for (int d = 0; d < io->rank; d++)
@@ -363,22 +379,29 @@ models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t 
     if (mode != NULL) {
         ipuof__output_mode__init(mode);
         mode->name = (char *)io->name;
-        mode->kind = (Ipuof__OutputKind)(io->mode.kind + 1);
+        mode->kind = (Ipuof__OutputKind)wiremap_to_wire(&wiremap_output_kind, io->mode.kind,
+                                                        IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT);
         mode->n = io->mode.n;
         ti->mode = mode;
     }
 }
 
-void
-models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o)
+int
+models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg, size_t len)
 {
+    int kind;
+
     if (w == NULL || w->kind == IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT) {
         sim_optimizer_init(o, SIM_OPT_SGD);
         o->lr = 0.01f;
-        return;
+        return 0;
+    }
+    if (enummap_a_to_b(&wiremap_optimizer, w->kind, &kind) < 0) {
+        wiremap_refuse(&wiremap_optimizer, w->kind, "the optimizer", msg, len);
+        return -1;
     }
     memset(o, 0, sizeof *o);
-    o->kind = (int)w->kind; /* SGD 1, ADAM 2, ADAMW 3 on both sides */
+    o->kind = kind;
     o->lr = w->lr;
     o->weight_decay = w->weight_decay;
     o->momentum = w->momentum;
@@ -387,4 +410,5 @@ models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o)
     o->beta1 = w->beta1;
     o->beta2 = w->beta2;
     o->eps = w->eps;
+    return 0;
 }

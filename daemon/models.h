@@ -120,6 +120,14 @@ void model_free(struct srv *s, struct model *m);
 struct model *models_find(struct conn *c, uint32_t id);
 
 /*
+ * Answers request req_id, which names model id that c does not have: with the reason its
+ * partition was taken away (recoverable, re-attach) when a reset or shutdown freed its
+ * models since its last attach, else IPUOF_E_NOTFOUND. what ends the sentence ("; compile
+ * one first") and may be "".
+ */
+void models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
+
+/*
  * Takes every model away from c and uncounts its memory: idle models are freed now; a
  * model whose run is in flight is freed when the run ends, which then reports cancel_code
  * to c (or to nobody when conn_dying). Call before the partition itself is released.
@@ -136,8 +144,10 @@ int models_refuse_upload(struct conn *c, int code, const char *why);
 /* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
 void models_update_loaded(struct srv *s, struct conn *c);
 
-/* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01. */
-void models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o);
+/* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01.
+ * 0, or -1 with the sentence in msg[0..len) for a kind the daemon does not know. */
+int models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg,
+                     size_t len);
 
 /* Microseconds on a monotonic clock. */
 uint64_t models_now_us(void);

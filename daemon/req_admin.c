@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "server.h"
+#include "wiremap.h"
 
 void
 req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
@@ -30,7 +31,8 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
 
         ipuof__ipu_info__init(x);
         x->id = d->id;
-        x->state = (Ipuof__IpuState)d->state;
+        x->state = (Ipuof__IpuState)wiremap_to_wire(&wiremap_ipu_state, d->state,
+                                                    IPUOF__IPU_STATE__IPU_ERROR);
         x->tiles = d->tiles;
         x->memory_capacity_bytes = d->memory_capacity;
         x->memory_used_bytes = d->memory_used;

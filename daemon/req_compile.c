@@ -14,66 +14,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "compile_int.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
-
-#define MAX_MODE_OPTS 256
-#define MAX_CONSTS 64
-#define MAX_BLOCKS 256      /* blocks of a placement (PopTorch models use a handful) */
-#define MAX_BLOCK_STAGE 4096
-
-/* A value offered for an input that may decide shapes (copied from the request). */
-struct constant_in {
-    char *name;
-    int dtype;
-    int rank;
-    int64_t dims[SIM_MAX_RANK];
-    void *data;
-};
-
+#include "wiremap.h"
 
 /* ---- compile ------------------------------------------------------------------------------ */
-
-struct compile_job {
-    struct req_job rj;
-    uint8_t *bytes;                    /* model_bytes, filled by the upload */
-    size_t len, got;
-    uint8_t *chunk;                    /* the sink of the chunk being read: where it goes */
-    size_t chunk_len;
-    char name[64];
-    char *key;                         /* serialised options, for the cache */
-    struct sim_compile_opts opts;
-    struct sim_output_opt modes[MAX_MODE_OPTS];
-    char *mode_names[MAX_MODE_OPTS];
-    struct constant_in consts[MAX_CONSTS];
-    size_t n_consts;
-    struct sim_frozen_input frozen[MAX_CONSTS];
-    char *loss;                        /* training when not NULL */
-    char *frozen_w[MAX_CONSTS];        /* weights not to train */
-    struct sim_block_opt blocks[MAX_BLOCKS];
-    char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
-    int no_cache;
-    unsigned nproc;                    /* processes of the job it compiles for; 0: none */
-    unsigned group;                    /* inputReplicaGrouping size (1: none) */
-    int group_orthogonal;
-    unsigned first_ipu, part_count;
-    uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
-    uint64_t host_left;                /* host_memory the partition's models leave free */
-    atomic_int prog_done, prog_total;
-    struct event *prog_ev;
-    /* results */
-    struct cache_entry *entry;
-    int cached;
-    int rc;
-    struct sim_err err;
-    uint64_t us;
-};
 
 static void
 compile_job_free(struct compile_job *cj)
@@ -96,21 +48,6 @@ compile_job_free(struct compile_job *cj)
     free(cj->bytes);
     free(cj->key);
     free(cj);
-}
-
-static int
-map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
-{
-    switch (k) {
-    case IPUOF__OUTPUT_KIND__OUTPUT_DEFAULT: m->kind = SIM_OUTPUT_DEFAULT; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_ALL: m->kind = SIM_OUTPUT_ALL; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_FINAL: m->kind = SIM_OUTPUT_FINAL; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_SUM: m->kind = SIM_OUTPUT_SUM; break;
-    case IPUOF__OUTPUT_KIND__OUTPUT_EVERYN: m->kind = SIM_OUTPUT_EVERYN; break;
-    default: return -1;
-    }
-    m->n = m->kind == SIM_OUTPUT_EVERYN ? n : 0;
-    return 0;
 }
 
 static void
@@ -140,84 +77,6 @@ on_progress_ev(evutil_socket_t fd, short what, void *arg)
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
     h.compile_progress = &p;
     conn_send(cj->rj.conn, &h, NULL, 0);
-}
-
-/* Fixes the offered constant inputs that decide shapes in m. */
-static void
-freeze_constants(struct compile_job *cj, const struct sim_model *m)
-{
-    struct sim_frozen_input *frozen = cj->frozen;
-    size_t n = 0;
-
-    for (size_t k = 0; k < cj->n_consts; k++) {
-        for (size_t i = 0; i < sim_model_input_count(m); i++) {
-            if (strcmp(sim_model_input_name(m, i), cj->consts[k].name) != 0 ||
-                !sim_model_input_needs_constant(m, i))
-                continue;
-            frozen[n].name = cj->consts[k].name;
-            frozen[n].dtype = cj->consts[k].dtype;
-            frozen[n].rank = cj->consts[k].rank;
-            frozen[n].dims = cj->consts[k].dims;
-            frozen[n].data = cj->consts[k].data;
-            n++;
-        }
-    }
-    cj->opts.frozen = frozen;
-    cj->opts.n_frozen = n;
-}
-
-/* Copies the request's constant inputs, checking each one's size. 0 or -1 with an error sent. */
-static int
-copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
-               const Ipuof__CompileRequest *rq)
-{
-    if (rq->n_constant_inputs > MAX_CONSTS) {
-        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
-                        "%zu constant inputs given; at most %d are accepted",
-                        rq->n_constant_inputs, MAX_CONSTS);
-        return -1;
-    }
-    for (size_t k = 0; k < rq->n_constant_inputs; k++) {
-        const Ipuof__ConstantInput *ci = rq->constant_inputs[k];
-        struct constant_in *dst = &cj->consts[k];
-        size_t esize = sim_dtype_size((int)ci->dtype);
-        uint64_t numel = 1;
-
-        if (ci->n_dims > SIM_MAX_RANK || esize == 0) {
-            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                            "constant input '%s' has rank %zu and dtype %d; rank 0 to %d and a "
-                            "supported dtype are accepted", ci->name, ci->n_dims, ci->dtype,
-                            SIM_MAX_RANK);
-            return -1;
-        }
-        for (size_t d = 0; d < ci->n_dims; d++) {
-            if (ci->dims[d] < 0 || ci->dims[d] > (1 << 24)) {
-                numel = UINT64_MAX;
-                break;
-            }
-            numel *= (uint64_t)ci->dims[d];
-            dst->dims[d] = ci->dims[d];
-        }
-        if (numel == UINT64_MAX || numel * esize != ci->data.len) {
-            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "compiler",
-                            "constant input '%s' carries %zu bytes, which is not its shape's "
-                            "size in %s", ci->name, ci->data.len,
-                            sim_dtype_name((int)ci->dtype));
-            return -1;
-        }
-        dst->name = strdup(ci->name);
-        dst->data = malloc(ci->data.len + 1);
-        cj->n_consts = k + 1;
-        if (dst->name == NULL || dst->data == NULL) {
-            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-            return -1;
-        }
-        if (ci->data.len > 0)
-            memcpy(dst->data, ci->data.data, ci->data.len);
-        dst->dtype = (int)ci->dtype;
-        dst->rank = (int)ci->n_dims;
-    }
-    return 0;
 }
 
 /* Worker thread: find the model in the cache or compile it. */
@@ -270,7 +129,7 @@ compile_run(struct job *j)
     }
     cj->rc = sim_model_load(cj->bytes, cj->len, &e->model, &cj->err);
     if (cj->rc == IPUOF_OK)
-        freeze_constants(cj, e->model);
+        compile_freeze_constants(cj, e->model);
     if (cj->rc == IPUOF_OK)
         cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
     cj->us = models_now_us() - t0;
@@ -402,14 +261,16 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
         ipuof__weight_info__init(&wi[i]);
         ipuof__tensor_info__init(&wt[i]);
         wt[i].name = (char *)w.name;
-        wt[i].dtype = (Ipuof__DType)w.dtype;
+        wt[i].dtype = (Ipuof__DType)wiremap_to_wire(&wiremap_dtype, w.dtype,
+                                                    IPUOF__DTYPE__DTYPE_UNDEFINED);
         for (int d = 0; d < w.rank; d++)
             wd[i][d] = w.dims[d];
         wt[i].n_dims = (size_t)w.rank;
         wt[i].dims = wd[i];
         wt[i].bytes = w.bytes;
         wi[i].tensor = &wt[i];
-        wi[i].kind = (Ipuof__WeightKind)w.kind;
+        wi[i].kind = (Ipuof__WeightKind)wiremap_to_wire(&wiremap_weight_kind, w.kind,
+                                                        IPUOF__WEIGHT_KIND__WEIGHT_UNKNOWN);
         wp[i] = &wi[i];
     }
     r.model_id = m->id;
@@ -616,176 +477,6 @@ take_chunk(struct conn *c, uint64_t req_id, struct compile_job *cj, uint64_t off
     return 0;
 }
 
-static size_t
-constant_bytes(const struct constant_in *k)
-{
-    size_t n = sim_dtype_size(k->dtype);
-
-    for (int d = 0; d < k->rank; d++)
-        n *= (size_t)k->dims[d];
-    return n;
-}
-
-/* The options as a string: two compiles share an executable only when these are equal. */
-static char *
-options_key(const struct compile_job *cj)
-{
-    const struct sim_compile_opts *o = &cj->opts;
-    const struct sim_cost_cfg *k0 = &o->cost;
-    char *key = malloc(320 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600 +
-                       cj->opts.n_blocks * 300);
-    size_t used;
-
-    if (key == NULL)
-        return NULL;
-    used = (size_t)sprintf(key, "D%u R%u B%u M%d/%u", cj->opts.device_iterations,
-                           cj->opts.replicas, cj->opts.micro_batch, cj->opts.default_mode.kind,
-                           cj->opts.default_mode.n);
-    used += (size_t)sprintf(key + used, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a",
-                            o->partition_ipus, o->strategy, o->location[0], o->location[1],
-                            o->location[2], o->location[3], o->profile, k0->flops_per_s,
-                            k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
-                            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s,
-                            k0->efficiency);
-    for (size_t i = 0; i < o->n_blocks; i++)
-        used += (size_t)sprintf(key + used, " b%.256s:%d:%d", o->blocks[i].prefix,
-                                o->blocks[i].stage, o->blocks[i].ipu);
-    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
-        used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
-                                cj->modes[i].mode.kind, cj->modes[i].mode.n);
-    for (size_t i = 0; i < cj->n_consts; i++) {
-        const struct constant_in *k = &cj->consts[i];
-        uint64_t h = cache_hash(k->data, constant_bytes(k), k->name);
-        used += (size_t)sprintf(key + used, " C%.256s:%d:%d:%016" PRIx64, k->name, k->dtype,
-                                k->rank, h);
-        for (int d = 0; d < k->rank; d++)
-            used += (size_t)sprintf(key + used, ",%" PRId64, k->dims[d]);
-    }
-    return key;
-}
-
-/* Copies the training options of rq into cj. 0, or -1 with an error sent. */
-static int
-training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
-                 const Ipuof__CompileRequest *rq)
-{
-    if (rq->loss[0] == '\0')
-        return 0;
-    cj->loss = strdup(rq->loss);
-    if (cj->loss == NULL)
-        goto oom;
-    cj->opts.loss = cj->loss;
-    models_optimizer(rq->optimizer, &cj->opts.optimizer);
-    cj->opts.gradient_accumulation = rq->gradient_accumulation;
-    cj->opts.accumulation_reduction = rq->accumulation_reduction == IPUOF__REDUCTION_TYPE__REDUCTION_SUM
-                                          ? SIM_REDUCE_SUM : SIM_REDUCE_MEAN;
-    cj->opts.seed = rq->seed;
-    for (size_t i = 0; i < rq->n_frozen_weights; i++) {
-        cj->frozen_w[i] = strdup(rq->frozen_weights[i]);
-        if (cj->frozen_w[i] == NULL)
-            goto oom;
-        cj->opts.n_frozen_weights = i + 1;
-    }
-    cj->opts.frozen_weights = (const char *const *)cj->frozen_w;
-    return 0;
-oom:
-    conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-    return -1;
-}
-
-/* The wire's tensor location, or -1 for a value this daemon does not know. */
-static int
-map_location(Ipuof__TensorLocation l)
-{
-    switch (l) {
-    case IPUOF__TENSOR_LOCATION__LOCATION_ON_CHIP: return SIM_LOC_ON_CHIP;
-    case IPUOF__TENSOR_LOCATION__LOCATION_OFF_CHIP: return SIM_LOC_OFF_CHIP;
-    default: return -1;
-    }
-}
-
-/*
- * Copies the placement options of rq (strategy, blocks, tensor locations, profile) into cj,
- * checking each where it enters: the block count against MAX_BLOCKS, every prefix non-empty,
- * stages from -1 (auto) to MAX_BLOCK_STAGE, IPUs below the partition's size. 0, or -1 with
- * an error sent.
- */
-static int
-placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
-                  const Ipuof__CompileRequest *rq)
-{
-    const Ipuof__TensorLocation locs[SIM_LOC_KINDS] = {
-        [SIM_LOC_WEIGHTS] = rq->weights_location,
-        [SIM_LOC_ACTIVATIONS] = rq->activations_location,
-        [SIM_LOC_ACCUMULATORS] = rq->accumulators_location,
-        [SIM_LOC_OPTIMIZER] = rq->optimizer_location,
-    };
-    static const char *const loc_names[SIM_LOC_KINDS] = {"weights", "activations",
-                                                         "accumulators", "optimizer state"};
-
-    if (rq->strategy < IPUOF__EXECUTION_STRATEGY__STRATEGY_DEFAULT ||
-        rq->strategy > IPUOF__EXECUTION_STRATEGY__STRATEGY_PHASED) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "execution strategy %d is unknown; use default (0), pipelined (1), "
-                        "sharded (2) or phased (3)", (int)rq->strategy);
-        return -1;
-    }
-    cj->opts.strategy = (int)rq->strategy;
-    for (int k = 0; k < SIM_LOC_KINDS; k++) {
-        cj->opts.location[k] = map_location(locs[k]);
-        if (cj->opts.location[k] < 0) {
-            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                            "tensor location %d for the %s is unknown; use on chip (0) or off "
-                            "chip (1)", (int)locs[k], loc_names[k]);
-            return -1;
-        }
-    }
-    cj->opts.profile = rq->profile != 0;
-    if (rq->n_blocks > MAX_BLOCKS) {
-        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
-                        "%zu blocks given; at most %d are accepted", rq->n_blocks, MAX_BLOCKS);
-        return -1;
-    }
-    for (size_t i = 0; i < rq->n_blocks; i++) {
-        const Ipuof__Block *b = rq->blocks[i];
-
-        if (b->prefix[0] == '\0' || b->stage < -1 || b->stage > MAX_BLOCK_STAGE ||
-            b->ipu >= cj->part_count) {
-            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                            "block %zu ('%.200s', stage %d, IPU %u) is invalid: a block needs a "
-                            "node-name prefix, a stage from -1 (auto) to %d and an IPU below "
-                            "the partition's %u", i, b->prefix, (int)b->stage, b->ipu,
-                            MAX_BLOCK_STAGE, cj->part_count);
-            return -1;
-        }
-        cj->block_prefix[i] = strdup(b->prefix);
-        if (cj->block_prefix[i] == NULL) {
-            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-            return -1;
-        }
-        cj->opts.n_blocks = i + 1;
-        cj->blocks[i].prefix = cj->block_prefix[i];
-        cj->blocks[i].stage = (int)b->stage;
-        cj->blocks[i].ipu = (int)b->ipu;
-    }
-    cj->opts.blocks = cj->opts.n_blocks > 0 ? cj->blocks : NULL;
-    return 0;
-}
-
-/* The simulated clock's rates from the daemon's configuration. */
-static void
-cost_options(const struct cfg *cfg, struct sim_cost_cfg *k)
-{
-    sim_cost_cfg_init(k);
-    k->flops_per_s = cfg->cost_flops_per_s;
-    k->mem_bytes_per_s = cfg->cost_mem_bytes_per_s;
-    k->exchange_bytes_per_s = cfg->cost_exchange_bytes_per_s;
-    k->link_bytes_per_s = cfg->cost_link_bytes_per_s;
-    k->host_bytes_per_s = cfg->cost_host_bytes_per_s;
-    k->sync_s = cfg->cost_sync_seconds;
-    k->efficiency = cfg->cost_efficiency;
-}
-
 /*
  * An inference model with the current weights of training model src_id, compiled here on
  * the loop thread (the graph is already loaded, so this takes milliseconds). 0, or -1 with
@@ -862,79 +553,8 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         "a model upload is already in progress on this connection");
         return -1;
     }
-    if (rq->from_model_id != 0) {
-        if (rq->model_bytes != 0 || payload_len != 0) {
-            conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
-                            "a compile from model %u carries no model bytes", rq->from_model_id);
-            return -1;
-        }
-    } else if (rq->model_bytes == 0 || rq->model_bytes > s->cfg.max_model_bytes) {
-        conn_send_error(c, req_id, rq->model_bytes ? IPUOF_E_TOO_LARGE : IPUOF_E_INVAL, 0, 0,
-                        "daemon", "model of %" PRIu64 " bytes: models of 1 to %" PRIu64
-                        " bytes (max_model_bytes) are accepted", rq->model_bytes,
-                        s->cfg.max_model_bytes);
+    if (compile_request_check(c, req_id, rq, payload_len) < 0)
         return -1;
-    }
-    if (payload_len > rq->model_bytes) {
-        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
-                        "compile payload of %u bytes is more than model_bytes (%" PRIu64 ")",
-                        payload_len, rq->model_bytes);
-        return -1;
-    }
-    if (rq->device_iterations == 0) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "deviceIterations is 0; it must be at least 1 (each call runs "
-                        "deviceIterations micro-batches per replica)");
-        return -1;
-    }
-    if (R > c->part->count) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "replication factor %u needs %u IPUs, but partition '%s' has %u; "
-                        "attach a partition of %u IPUs or lower the replication factor", R, R,
-                        c->part->name, c->part->count, dev_round_pow2(R));
-        return -1;
-    }
-    if (rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL ||
-        (rq->input_group_type != IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE &&
-         rq->input_group_size > 1 && (rq->input_group_size > R || R % rq->input_group_size))) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "inputReplicaGrouping: %s",
-                        rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL
-                            ? "input_group_type cannot be All; use Consecutive or Orthogonal"
-                        : rq->input_group_size > R
-                            ? "input_group_size cannot be larger than replication_factor"
-                            : "input_group_size must be a factor of replication_factor");
-        return -1;
-    }
-    if (rq->input_group_type > IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "unknown input_group_type %d; use Consecutive (0), Orthogonal (1) or "
-                        "NoGrouping (3)", rq->input_group_type);
-        return -1;
-    }
-    if (rq->n_output_modes > MAX_MODE_OPTS) {
-        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
-                        "%zu output modes given; at most %d are accepted", rq->n_output_modes,
-                        MAX_MODE_OPTS);
-        return -1;
-    }
-    if (rq->loss[0] != '\0' && rq->gradient_accumulation == 0) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "gradientAccumulation is 0; a training model accumulates the gradients "
-                        "of at least 1 micro-batch per optimizer step");
-        return -1;
-    }
-    if (rq->loss[0] == '\0' && rq->gradient_accumulation > 1) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
-                        "gradientAccumulation is %u, but an inference model has no gradients to "
-                        "accumulate; use 1, or name a loss to train", rq->gradient_accumulation);
-        return -1;
-    }
-    if (rq->n_frozen_weights > MAX_CONSTS) {
-        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
-                        "%zu frozen weights given; at most %d are accepted",
-                        rq->n_frozen_weights, MAX_CONSTS);
-        return -1;
-    }
     cj = calloc(1, sizeof *cj);
     if (cj == NULL)
         goto oom;
@@ -952,7 +572,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     cj->opts.micro_batch = rq->micro_batch;
     cj->opts.tiles = s->cfg.tiles;
     if (rq->default_mode != NULL &&
-        map_kind(rq->default_mode->kind, &cj->opts.default_mode, rq->default_mode->n) < 0)
+        compile_map_kind(rq->default_mode->kind, &cj->opts.default_mode, rq->default_mode->n) < 0)
         goto bad_mode;
     for (size_t i = 0; i < rq->n_output_modes; i++) {
         cj->mode_names[i] = strdup(rq->output_modes[i]->name);
@@ -960,7 +580,8 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
             goto oom;
         cj->opts.n_output_modes = i + 1;
         cj->modes[i].name = cj->mode_names[i];
-        if (map_kind(rq->output_modes[i]->kind, &cj->modes[i].mode, rq->output_modes[i]->n) < 0)
+        if (compile_map_kind(rq->output_modes[i]->kind, &cj->modes[i].mode,
+                             rq->output_modes[i]->n) < 0)
             goto bad_mode;
     }
     cj->opts.output_modes = cj->modes;
@@ -984,21 +605,21 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         cj->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
         cj->opts.host_memory_bytes = cj->host_left ? cj->host_left : 1; /* 0 = no limit */
     }
-    if (copy_constants(c, req_id, cj, rq) < 0) {
+    if (compile_copy_constants(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
         return -1;
     }
-    if (training_options(c, req_id, cj, rq) < 0) {
+    if (compile_training_options(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
         return -1;
     }
     cj->opts.partition_ipus = c->part->count;
-    cost_options(&s->cfg, &cj->opts.cost);
-    if (placement_options(c, req_id, cj, rq) < 0) {
+    compile_cost_options(&s->cfg, &cj->opts.cost);
+    if (compile_placement_options(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
         return -1;
     }
-    cj->key = options_key(cj);
+    cj->key = compile_options_key(cj);
     if (cj->key == NULL)
         goto oom;
     if (rq->from_model_id != 0)
@@ -1080,94 +701,6 @@ compile_job_discard(struct compile_job *cj)
     compile_job_free(cj);
 }
 
-static const char *
-str_or_none(const char *s)
-{
-    return s != NULL && s[0] != '\0' ? s : "(none)";
-}
-
-int
-compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
-                 unsigned pb, char *msg, size_t len)
-{
-    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
-    const char *what = NULL;
-    char va[300], vb[300];
-
-#define DIFF_U(field, name)                                                                   \
-    if (what == NULL && x->field != y->field) {                                               \
-        what = name;                                                                           \
-        snprintf(va, sizeof va, "%llu", (unsigned long long)x->field);                         \
-        snprintf(vb, sizeof vb, "%llu", (unsigned long long)y->field);                         \
-    }
-#define DIFF_F(field, name)                                                                   \
-    if (what == NULL && x->field != y->field) {                                               \
-        what = name;                                                                           \
-        snprintf(va, sizeof va, "%g", (double)x->field);                                       \
-        snprintf(vb, sizeof vb, "%g", (double)y->field);                                       \
-    }
-    if (a->len != b->len || memcmp(a->bytes, b->bytes, a->len) != 0) {
-        what = "model bytes";
-        snprintf(va, sizeof va, "%zu bytes (hash %016" PRIx64 ")", a->len,
-                 cache_hash(a->bytes, a->len, ""));
-        snprintf(vb, sizeof vb, "%zu bytes (hash %016" PRIx64 ")", b->len,
-                 cache_hash(b->bytes, b->len, ""));
-    }
-    DIFF_U(device_iterations, "deviceIterations")
-    DIFF_U(replicas, "replicationFactor")
-    DIFF_U(micro_batch, "micro_batch")
-    if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
-        what = "inputReplicaGrouping";
-        snprintf(va, sizeof va, "(%u, %s)", a->group,
-                 a->group_orthogonal ? "Orthogonal" : "Consecutive");
-        snprintf(vb, sizeof vb, "(%u, %s)", b->group,
-                 b->group_orthogonal ? "Orthogonal" : "Consecutive");
-    }
-    if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
-        what = "loss";
-        snprintf(va, sizeof va, "%.256s", str_or_none(a->loss));
-        snprintf(vb, sizeof vb, "%.256s", str_or_none(b->loss));
-    }
-    DIFF_U(gradient_accumulation, "gradientAccumulation")
-    DIFF_U(accumulation_reduction, "accumulationAndReplicationReductionType")
-    if (what == NULL && x->seed != y->seed) {
-        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
-                 "every process of a job must use the same seed (as PopTorch requires)", pa,
-                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
-        return 1;
-    }
-    DIFF_U(optimizer.kind, "optimizer")
-    DIFF_F(optimizer.lr, "optimizer lr")
-    DIFF_F(optimizer.weight_decay, "optimizer weight_decay")
-    DIFF_F(optimizer.momentum, "optimizer momentum")
-    DIFF_F(optimizer.dampening, "optimizer dampening")
-    DIFF_U(optimizer.nesterov, "optimizer nesterov")
-    DIFF_F(optimizer.beta1, "optimizer beta1")
-    DIFF_F(optimizer.beta2, "optimizer beta2")
-    DIFF_F(optimizer.eps, "optimizer eps")
-    DIFF_U(n_frozen_weights, "number of frozen weights")
-    for (size_t i = 0; what == NULL && i < x->n_frozen_weights; i++) {
-        if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
-            what = "frozen weight";
-            snprintf(va, sizeof va, "%.256s", a->frozen_w[i]);
-            snprintf(vb, sizeof vb, "%.256s", b->frozen_w[i]);
-        }
-    }
-    if (what == NULL && strcmp(a->key, b->key) != 0) {
-        what = "output modes or constant inputs";
-        snprintf(va, sizeof va, "%.290s", a->key);
-        snprintf(vb, sizeof vb, "%.290s", b->key);
-    }
-#undef DIFF_U
-#undef DIFF_F
-    if (what == NULL)
-        return 0;
-    snprintf(msg, len, "the processes of the job compile differently: %s is %s in process %u "
-             "and %s in process %u; every process compiles the same model with the same "
-             "options", what, va, pa, vb, pb);
-    return 1;
-}
-
 int
 compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char *msg,
                    size_t len)
@@ -1186,7 +719,7 @@ compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char 
     for (unsigned i = 0; i < R; i++)
         if (cj->remaining[i] < cj->opts.ipu_memory_bytes)
             cj->opts.ipu_memory_bytes = cj->remaining[i];
-    key = options_key(cj);
+    key = compile_options_key(cj);
     if (key == NULL) {
         snprintf(msg, len, "out of memory");
         return IPUOF_E_NOMEM;

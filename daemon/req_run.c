@@ -12,12 +12,13 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
 #include "slices.h"
+#include "wiremap.h"
 
 struct run_job {
     struct req_job rj;
@@ -247,8 +248,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     size_t n_in;
 
     if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection; compile one first", rq->model_id);
+        models_send_missing(c, req_id, rq->model_id, "; compile one first");
         return;
     }
     if (m->nproc > 1) { /* this process's slice of a job's run */
@@ -287,7 +287,14 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
                             ti->n_dims, SIM_MAX_RANK);
             return;
         }
-        rc = sim_exe_check_input(exe, i, (int)ti->dtype, (int)ti->n_dims, ti->dims, &err);
+        if (wiremap_sim_dtype(ti->dtype) < 0) {
+            wiremap_refuse(&wiremap_dtype, ti->dtype, "a run input", err.msg, sizeof err.msg);
+            conn_send_error(c, req_id, IPUOF_E_DTYPE, 0, 0, "executor", "run input %zu ('%s'): "
+                            "%s", i, ti->name, err.msg);
+            return;
+        }
+        rc = sim_exe_check_input(exe, i, wiremap_sim_dtype(ti->dtype), (int)ti->n_dims,
+                                 ti->dims, &err);
         if (rc != IPUOF_OK) {
             conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
             return;
@@ -354,8 +361,7 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
         return;
     }
     if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection", h->free_model->model_id);
+        models_send_missing(c, req_id, h->free_model->model_id, "");
         return;
     }
     model_free(c->srv, m);

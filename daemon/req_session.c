@@ -9,7 +9,7 @@
 
 #include "dispatch.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
@@ -170,6 +170,7 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
         if (rc == IPUOF_OK) {
             c->part = p;
+            c->revoked_code = 0;
             reply_attached(c, req_id, p, 0);
             return;
         }
@@ -243,6 +244,10 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* Requests already on their way name models the revoke frees: they are answered with
+     * this reason, not "no such model" (the Notice may reach the client after them). */
+    c->revoked_code = code;
+    snprintf(c->revoked_msg, sizeof c->revoked_msg, "%s", msg);
     if (c->djob != NULL) { /* every process of the job is told */
         djob_revoke(c, code, msg);
         return;

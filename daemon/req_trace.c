@@ -13,7 +13,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -57,8 +57,7 @@ req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
 
     (void)payload_len;
     if (m == NULL) {
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection", h->trace->model_id);
+        models_send_missing(c, req_id, h->trace->model_id, "");
         return;
     }
     rc = sim_exe_trace_json(m->entry->exe, &json, &len, &err);

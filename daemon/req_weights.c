@@ -14,10 +14,11 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
+#include "wiremap.h"
 
 #define MAX_WEIGHTS_PER_REQUEST 64
 
@@ -28,8 +29,7 @@ find(struct conn *c, uint64_t req_id, uint32_t id)
     struct model *m = models_find(c, id);
 
     if (m == NULL)
-        conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                        "no model %u on this connection", id);
+        models_send_missing(c, req_id, id, "");
     return m;
 }
 
@@ -71,7 +71,10 @@ req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         "set_optimizer carries no optimizer");
         return;
     }
-    models_optimizer(w, &o);
+    if (models_optimizer(w, &o, err.msg, sizeof err.msg) < 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor", "%s", err.msg);
+        return;
+    }
     rc = sim_exe_set_optimizer(m->entry->exe, &o, &err);
     if (rc != IPUOF_OK) {
         conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
@@ -86,7 +89,8 @@ weight_tensor(Ipuof__TensorInfo *ti, const struct sim_weight_info *w, int64_t *d
 {
     ipuof__tensor_info__init(ti);
     ti->name = (char *)w->name;
-    ti->dtype = (Ipuof__DType)w->dtype;
+    ti->dtype = (Ipuof__DType)wiremap_to_wire(&wiremap_dtype, w->dtype,
+                                              IPUOF__DTYPE__DTYPE_UNDEFINED);
     for (int d = 0; d < w->rank; d++)
         dims[d] = w->dims[d];
     ti->n_dims = (size_t)w->rank;
@@ -265,11 +269,11 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
             goto fail;
         }
         sim_exe_weight_info(m->entry->exe, (size_t)idx, &w);
-        if (ti->bytes != w.bytes || (int)ti->dtype != w.dtype) {
+        if (ti->bytes != w.bytes || wiremap_sim_dtype(ti->dtype) != w.dtype) {
             conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor",
                             "weight '%s' is %zu bytes of %s; the write gives %" PRIu64
                             " bytes of %s", w.name, w.bytes, sim_dtype_name(w.dtype), ti->bytes,
-                            sim_dtype_name((int)ti->dtype));
+                            sim_dtype_name(wiremap_sim_dtype(ti->dtype)));
             goto fail;
         }
         ww->names[i] = strdup(w.name);

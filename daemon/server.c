@@ -29,8 +29,9 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "errbuf.h"
 #include "frame.h"
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 #include "log.h"
 #include "notify.h"
 
@@ -43,16 +44,6 @@ struct waiter {
     struct event *timer;
     struct waiter *prev, *next;
 };
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 uint64_t
 srv_now_ms(void)
@@ -73,7 +64,7 @@ srv_build_config(const struct srv *s, struct cfg *out, char *err, size_t errlen)
         char detail[512];
         if (cfg_set(out, s->ov[i].section, s->ov[i].key, s->ov[i].value, detail,
                     sizeof detail) < 0) {
-            seterr(err, errlen, "command line: %s", detail);
+            errbuf_set(err, errlen, "command line: %s", detail);
             return -1;
         }
     }
@@ -216,13 +207,13 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
     int rc;
 
     if (split_hostport(s->cfg.listen, host, sizeof host, port, sizeof port) < 0) {
-        seterr(err, errlen, "listen address '%s' is not HOST:PORT (e.g. 127.0.0.1:50052 or "
+        errbuf_set(err, errlen, "listen address '%s' is not HOST:PORT (e.g. 127.0.0.1:50052 or "
                "[::1]:0)", s->cfg.listen);
         return -1;
     }
     rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
     if (rc != 0) {
-        seterr(err, errlen, "cannot resolve listen address '%s': %s", s->cfg.listen,
+        errbuf_set(err, errlen, "cannot resolve listen address '%s': %s", s->cfg.listen,
                gai_strerror(rc));
         return -1;
     }
@@ -232,7 +223,7 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
                                      1024, res->ai_addr, (int)res->ai_addrlen);
     freeaddrinfo(res);
     if (s->tcp == NULL) {
-        seterr(err, errlen, "cannot listen on %s: %s", s->cfg.listen, strerror(errno));
+        errbuf_set(err, errlen, "cannot listen on %s: %s", s->cfg.listen, strerror(errno));
         return -1;
     }
     evconnlistener_set_error_cb(s->tcp, on_accept_error);
@@ -296,7 +287,7 @@ listen_admin_at(struct srv *s, char *err, size_t errlen)
     struct stat st;
 
     if (strlen(path) >= sizeof sa.sun_path) {
-        seterr(err, errlen, "admin socket path '%s' is longer than %zu bytes", path,
+        errbuf_set(err, errlen, "admin socket path '%s' is longer than %zu bytes", path,
                sizeof sa.sun_path - 1);
         return -1;
     }
@@ -304,11 +295,11 @@ listen_admin_at(struct srv *s, char *err, size_t errlen)
     /* A stale socket from an earlier run is replaced; any other file is left alone. */
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            seterr(err, errlen, "admin socket path '%s' exists and is not a socket", path);
+            errbuf_set(err, errlen, "admin socket path '%s' exists and is not a socket", path);
             return -1;
         }
         if (socket_is_live(&sa)) {
-            seterr(err, errlen, "admin socket %s is in use by another running ipuofd", path);
+            errbuf_set(err, errlen, "admin socket %s is in use by another running ipuofd", path);
             return -1;
         }
         unlink(path);
@@ -317,12 +308,12 @@ listen_admin_at(struct srv *s, char *err, size_t errlen)
                                        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 64,
                                        (struct sockaddr *)&sa, (int)sizeof sa);
     if (s->admin == NULL) {
-        seterr(err, errlen, "cannot listen on admin socket %s: %s", path, strerror(errno));
+        errbuf_set(err, errlen, "cannot listen on admin socket %s: %s", path, strerror(errno));
         return -1;
     }
     /* Whoever may open this file is an administrator: owner and group only. */
     if (chmod(path, 0660) < 0) {
-        seterr(err, errlen, "cannot set permissions of admin socket %s: %s", path,
+        errbuf_set(err, errlen, "cannot set permissions of admin socket %s: %s", path,
                strerror(errno));
         return -1;
     }
@@ -339,12 +330,12 @@ srv_write_port_file(const struct srv *s, const char *path, char *err, size_t err
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     f = fopen(tmp, "w");
     if (f == NULL) {
-        seterr(err, errlen, "cannot write port file %s: %s", tmp, strerror(errno));
+        errbuf_set(err, errlen, "cannot write port file %s: %s", tmp, strerror(errno));
         return -1;
     }
     fprintf(f, "%d\n", s->bound_port);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        seterr(err, errlen, "cannot write port file %s: %s", path, strerror(errno));
+        errbuf_set(err, errlen, "cannot write port file %s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -532,13 +523,13 @@ srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
     struct waiter *w;
 
     if (s->nwaiting >= s->cfg.max_waiters) {
-        seterr(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
+        errbuf_set(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
                "(max_waiters); retry later", s->nwaiting);
         return -1;
     }
     w = calloc(1, sizeof *w);
     if (w == NULL) {
-        seterr(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         return -1;
     }
     w->conn = c;
@@ -551,7 +542,7 @@ srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
         w->timer = evtimer_new(s->base, on_wait_timeout, w);
         if (w->timer == NULL) {
             free(w);
-            seterr(err, errlen, "out of memory");
+            errbuf_set(err, errlen, "out of memory");
             return -1;
         }
         evtimer_add(w->timer, &tv);
@@ -599,6 +590,7 @@ srv_serve_waiters(struct srv *s)
         conn_enter(c);
         if (rc == IPUOF_OK) {
             c->part = p;
+            c->revoked_code = 0;
             reply_attached(c, req, p, waited ? waited : 1);
         } else {
             conn_send_error(c, req, rc, 0, 0, "device", "%s", err);
@@ -615,7 +607,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     evthread_use_pthreads();
     s->base = event_base_new();
     if (s->base == NULL) {
-        seterr(err, errlen, "cannot create the event loop");
+        errbuf_set(err, errlen, "cannot create the event loop");
         return -1;
     }
     s->started_ms = srv_now_ms();
@@ -624,7 +616,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     s->work = work_new(s->base, s->cfg.worker_threads ? s->cfg.worker_threads
                                                       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
     if (s->work == NULL) {
-        seterr(err, errlen, "cannot start worker threads");
+        errbuf_set(err, errlen, "cannot start worker threads");
         return -1;
     }
     s->ev_term = evsignal_new(s->base, SIGTERM, on_stop_signal, s);
@@ -634,7 +626,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     s->ev_accept_retry = evtimer_new(s->base, on_accept_retry, s);
     if (s->inv == NULL || !s->ev_term || !s->ev_int || !s->ev_hup || !s->ev_drain ||
         !s->ev_accept_retry) {
-        seterr(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         return -1;
     }
     evsignal_add(s->ev_term, NULL);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "slices.h"
+#include "wiremap.h"
 
 /* The local replica that holds group s's row. */
 static unsigned
@@ -106,7 +107,7 @@ slice_check(struct sim_exe *exe, const struct slice_plan *pl, Ipuof__TensorInfo 
         int same;
 
         sim_exe_input_info(exe, i, &io);
-        same = (int)ti->dtype == io.dtype && (int)ti->n_dims == io.run_rank &&
+        same = wiremap_sim_dtype(ti->dtype) == io.dtype && (int)ti->n_dims == io.run_rank &&
                (ti->name[0] == '\0' || strcmp(ti->name, io.name) == 0);
         for (int d = 0; same && d < io.run_rank; d++)
             same = ti->dims[d] == (d == 0 ? io.run_dims[0] / div : io.run_dims[d]);

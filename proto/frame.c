@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 
 /* The unpacked message may use at most this many bytes per header byte, plus a floor. */
 #define UNPACK_BUDGET_FACTOR 16u

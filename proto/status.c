@@ -1,8 +1,8 @@
 /*
  * status.c — names and sentences for the status codes shared by the protocol and the
- * client library (enum ipuof_status in client/include/ipuof/client.h).
+ * client library (enum ipuof_status in client/include/ipuof/status.h).
  */
-#include "ipuof/client.h"
+#include "ipuof/status.h"
 
 #include <stddef.h>
 

@@ -22,7 +22,7 @@
  * OpenBLAS, which may start its own threads.
  *
  * Errors: every function that can fail returns 0 or an IPUOF_E_* code from
- * <ipuof/client.h> and, when err is not NULL, fills err->code and a one-sentence err->msg
+ * <ipuof/status.h> and, when err is not NULL, fills err->code and a one-sentence err->msg
  * saying what was wrong (naming the node, input, shape or limit involved).
  *
  * Ownership: the library copies what it needs from arguments before returning, unless a
@@ -80,7 +80,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <ipuof/client.h>
+#include <ipuof/status.h>
 
 /* One error: an IPUOF_E_* code and the sentence that explains it. */
 struct sim_err {

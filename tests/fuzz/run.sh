@@ -12,7 +12,7 @@ mkdir -p "$O/corpus/frame" "$O/corpus/onnx" "$O/corpus/config" "$O/corpus/trace"
 CF="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DIPUOF_VERSION_STR=\"fuzz\" -Iclient/include -Iproto -Ibuild/gen -Isim -Idaemon"
 LIBS="$(pkg-config --libs libprotobuf-c inih) -lopenblas -ldnnl -lgomp -lm -pthread"
 clang $CF -o "$O/fuzz_frame" tests/fuzz/fuzz_frame.c proto/frame.c proto/status.c build/gen/ipuof.pb-c.c $LIBS
-clang $CF -o "$O/fuzz_config" tests/fuzz/fuzz_config.c daemon/config.c daemon/log.c $LIBS
+clang $CF -o "$O/fuzz_config" tests/fuzz/fuzz_config.c daemon/config.c daemon/errbuf.c daemon/log.c $LIBS
 clang $CF -o "$O/fuzz_onnx" tests/fuzz/fuzz_onnx.c sim/*.c build/gen/onnx.pb-c.c $LIBS
 clang $CF -Itools/util -o "$O/fuzz_trace" tests/fuzz/fuzz_trace.c tools/util/timeline.c \
     tools/util/jsonread.c -lm

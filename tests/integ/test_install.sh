@@ -16,7 +16,7 @@ if ! make -s install $sanflag BUILD="$B" DESTDIR="$D/root" PREFIX=/usr >"$D/log"
     no "make install"; cat "$D/log"; echo "$pass passed, $((fail)) failed"; exit 1
 fi
 ok "make install DESTDIR=... PREFIX=/usr"
-for f in usr/sbin/ipuofd usr/bin/ipuctl usr/include/ipuof/client.h \
+for f in usr/sbin/ipuofd usr/bin/ipuctl usr/include/ipuof/client.h usr/include/ipuof/status.h \
          usr/lib/libipuof-client.a usr/lib/libipuof-client.so usr/lib/libipuof-client.so.0 \
          usr/lib/pkgconfig/ipuof-client.pc usr/lib/systemd/system/ipuofd.service \
          etc/ipuofd/ipuofd.conf usr/share/man/man8/ipuofd.8 usr/share/man/man8/ipuctl.8 \

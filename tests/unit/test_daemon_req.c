@@ -22,12 +22,13 @@
 #include "ipuof/client.h"
 #include "testmodels.h"
 
-/* Compiles bytes on b (request id 3, D = 1); returns the reply or error header. */
+/* Compiles bytes on b with the options of cr (request id 3; model_bytes, D = 1 and the
+ * name are set here); returns the reply or error header. */
 static Ipuof__Header *
-compile(struct srv *s, struct bufferevent *b, const void *bytes, size_t len)
+compile_with(struct srv *s, struct bufferevent *b, const void *bytes, size_t len,
+             Ipuof__CompileRequest cr)
 {
     Ipuof__Header h = IPUOF__HEADER__INIT, *r;
-    Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
 
     cr.model_bytes = len;
     cr.device_iterations = 1;
@@ -41,6 +42,15 @@ compile(struct srv *s, struct bufferevent *b, const void *bytes, size_t len)
         ipuof_frame_header_free(r);
     assert_non_null(r);
     return r;
+}
+
+/* Compiles bytes on b with default options (request id 3, D = 1). */
+static Ipuof__Header *
+compile(struct srv *s, struct bufferevent *b, const void *bytes, size_t len)
+{
+    Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
+
+    return compile_with(s, b, bytes, len, cr);
 }
 
 /* Sends a run of model_id with n inputs x<i> of [1,4] floats as request id 4; of the
@@ -153,6 +163,51 @@ test_ipu_beyond_partition(void **state)
     free(bytes);
 }
 
+/* Enum values outside the wire's tables are refused at compile with a sentence naming the
+ * value and the known ones (an unknown accumulation reduction used to be taken as Mean);
+ * the connection keeps serving. */
+static void
+test_unknown_enum_refused(void **state)
+{
+    struct srv s;
+    struct conn *c;
+    struct bufferevent *b;
+    size_t len;
+    void *bytes = testmodel_relu(1, 1, 4, -1, &len);
+    Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
+    Ipuof__Header *r;
+
+    (void)state;
+    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
+    b = dpair_connect(&s, 0, &c);
+    assert_int_equal(dpair_session(&s, b, 1), 0);
+    cr.loss = (char *)"y0";
+    cr.gradient_accumulation = 1;
+    cr.accumulation_reduction = (Ipuof__ReductionType)2;
+    r = compile_with(&s, b, bytes, len, cr);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    assert_int_equal(r->error->code, IPUOF_E_INVAL);
+    print_message("refused: %s\n", r->error->message);
+    assert_non_null(strstr(r->error->message, "reduction 2 for "
+                                              "accumulationAndReplicationReductionType is "
+                                              "unknown; use Mean (0), Sum (1)"));
+    ipuof_frame_header_free(r);
+    cr = (Ipuof__CompileRequest)IPUOF__COMPILE_REQUEST__INIT;
+    cr.strategy = (Ipuof__ExecutionStrategy)9;
+    r = compile_with(&s, b, bytes, len, cr);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    print_message("refused: %s\n", r->error->message);
+    assert_non_null(strstr(r->error->message, "execution strategy 9 for the compile is "
+                                              "unknown; use default (0)"));
+    ipuof_frame_header_free(r);
+    r = compile(&s, b, bytes, len);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_COMPILE_REPLY);
+    ipuof_frame_header_free(r);
+    bufferevent_free(b);
+    dpair_srv_free(&s);
+    free(bytes);
+}
+
 /* Item 6: a forced reset while a run's inputs arrive, then the client goes: the model is
  * freed and its cache entry is no longer in use (on main both leaked until exit). */
 static void
@@ -187,6 +242,51 @@ test_revoke_during_input_then_disconnect(void **state)
     conn_kill(c, "test: the client goes");
     assert_non_null(s.cache.head);
     assert_false(s.cache.head->in_use);
+    bufferevent_free(b);
+    dpair_srv_free(&s);
+    free(bytes);
+}
+
+/* A run that was already on its way when a reset took the partition (the client had not read
+ * the Notice yet) names the reset and says to re-attach, not "no model": the error a
+ * PopTorch user gets is a RecoverableError with REATTACH either way. */
+static void
+test_run_after_reset_names_the_reset(void **state)
+{
+    struct srv s;
+    struct conn *c;
+    struct bufferevent *b;
+    size_t len;
+    void *bytes = testmodel_relu(1, 1, 4, -1, &len);
+    float x[4] = {1, 2, 3, 4};
+    Ipuof__Header *r;
+    int error = 0;
+    uint32_t id;
+
+    (void)state;
+    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
+    b = dpair_connect(&s, 0, &c);
+    assert_int_equal(dpair_session(&s, b, 1), 0);
+    r = compile(&s, b, bytes, len);
+    id = r->compile_reply->model_id;
+    ipuof_frame_header_free(r);
+    conn_enter(c);
+    revoke_partition(c, IPUOF_E_DEVICE_RESET, "reset by the test");
+    conn_leave(c);
+    run(b, id, 1, x, 16);
+    while ((r = dpair_recv(&s, b, 2000, NULL, NULL)) != NULL) {
+        if (r->body_case == IPUOF__HEADER__BODY_ERROR && r->request_id == 4) {
+            print_message("run after the reset: %s\n", r->error->message);
+            assert_int_equal(r->error->code, IPUOF_E_DEVICE_RESET);
+            assert_int_equal(r->error->recovery, IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH);
+            assert_non_null(strstr(r->error->message, "reset by the test"));
+            error = 1;
+        }
+        ipuof_frame_header_free(r);
+        if (error)
+            break;
+    }
+    assert_true(error);
     bufferevent_free(b);
     dpair_srv_free(&s);
     free(bytes);
@@ -239,7 +339,9 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_many_inputs_outputs),
         cmocka_unit_test(test_ipu_beyond_partition),
+        cmocka_unit_test(test_unknown_enum_refused),
         cmocka_unit_test(test_revoke_during_input_then_disconnect),
+        cmocka_unit_test(test_run_after_reset_names_the_reset),
         cmocka_unit_test(test_shutdown_answers_request_in_flight),
     };
 

@@ -1,0 +1,87 @@
+/*
+ * compile_int.h — the inside of a compile, shared by req_compile.c (the requests, the
+ * upload, the worker and the reply) and compile_opts.c (the request's options: checked,
+ * decoded into sim_compile_opts, keyed for the cache, compared between processes).
+ * Loop thread only, except where a field says otherwise.
+ */
+#ifndef IPUOFD_COMPILE_INT_H
+#define IPUOFD_COMPILE_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "models.h"
+#include "sim.h"
+
+#define MAX_MODE_OPTS 256
+#define MAX_CONSTS 64
+#define MAX_BLOCKS 256      /* blocks of a placement (PopTorch models use a handful) */
+#define MAX_BLOCK_STAGE 4096
+
+/* A value offered for an input that may decide shapes (copied from the request). */
+struct constant_in {
+    char *name;
+    int dtype;
+    int rank;
+    int64_t dims[SIM_MAX_RANK];
+    void *data;
+};
+
+/* A compile in progress: the request's options, the model bytes as they arrive, and (once
+ * the worker is done) the result. Owned by the connection while uploading, then by the job. */
+struct compile_job {
+    struct req_job rj;
+    uint8_t *bytes;                    /* model_bytes, filled by the upload */
+    size_t len, got;
+    uint8_t *chunk;                    /* the sink of the chunk being read: where it goes */
+    size_t chunk_len;
+    char name[64];
+    char *key;                         /* serialised options, for the cache */
+    struct sim_compile_opts opts;
+    struct sim_output_opt modes[MAX_MODE_OPTS];
+    char *mode_names[MAX_MODE_OPTS];
+    struct constant_in consts[MAX_CONSTS];
+    size_t n_consts;
+    struct sim_frozen_input frozen[MAX_CONSTS];
+    char *loss;                        /* training when not NULL */
+    char *frozen_w[MAX_CONSTS];        /* weights not to train */
+    struct sim_block_opt blocks[MAX_BLOCKS];
+    char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
+    int no_cache;
+    unsigned nproc;                    /* processes of the job it compiles for; 0: none */
+    unsigned group;                    /* inputReplicaGrouping size (1: none) */
+    int group_orthogonal;
+    unsigned first_ipu, part_count;
+    uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
+    uint64_t host_left;                /* host_memory the partition's models leave free */
+    atomic_int prog_done, prog_total;
+    struct event *prog_ev;
+    /* results */
+    struct cache_entry *entry;
+    int cached;
+    int rc;
+    struct sim_err err;
+    uint64_t us;
+};
+
+/* ---- compile_opts.c ------------------------------------------------------------------------- */
+
+int compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
+                          uint32_t payload_len);
+/* The wire's output kind k (with EveryN's n) as the simulator's; 0, or -1 for a kind this
+ * daemon does not know. */
+int compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n);
+void compile_freeze_constants(struct compile_job *cj, const struct sim_model *m);
+int compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                           const Ipuof__CompileRequest *rq);
+/* Caller-owned (free()), or NULL when out of memory. */
+char *compile_options_key(const struct compile_job *cj);
+int compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                             const Ipuof__CompileRequest *rq);
+int compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                              const Ipuof__CompileRequest *rq);
+void compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k);
+
+#endif

@@ -1,0 +1,447 @@
+/*
+ * compile_opts.c — a compile request's options: checked where they enter (counts, sizes,
+ * enum values, placement against the partition), decoded into sim_compile_opts, turned into
+ * the cache key, and compared between the processes of a job. No I/O beyond the error
+ * replies; req_compile.c does the upload, the worker and the reply.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile_int.h"
+#include "ipuof/status.h"
+#include "jobs.h"
+#include "server.h"
+#include "wiremap.h"
+
+/* Checks a compile request's sizes and counts against the daemon's limits and the
+ * partition (c->part is set) before anything is allocated. 0, or -1 with an error sent. */
+int
+compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
+                      uint32_t payload_len)
+{
+    struct srv *s = c->srv;
+    unsigned R = rq->replicas ? rq->replicas : 1;
+
+    if (rq->from_model_id != 0) {
+        if (rq->model_bytes != 0 || payload_len != 0) {
+            conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                            "a compile from model %u carries no model bytes", rq->from_model_id);
+            return -1;
+        }
+    } else if (rq->model_bytes == 0 || rq->model_bytes > s->cfg.max_model_bytes) {
+        conn_send_error(c, req_id, rq->model_bytes ? IPUOF_E_TOO_LARGE : IPUOF_E_INVAL, 0, 0,
+                        "daemon", "model of %" PRIu64 " bytes: models of 1 to %" PRIu64
+                        " bytes (max_model_bytes) are accepted", rq->model_bytes,
+                        s->cfg.max_model_bytes);
+        return -1;
+    }
+    if (payload_len > rq->model_bytes) {
+        conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "compile payload of %u bytes is more than model_bytes (%" PRIu64 ")",
+                        payload_len, rq->model_bytes);
+        return -1;
+    }
+    if (rq->device_iterations == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "deviceIterations is 0; it must be at least 1 (each call runs "
+                        "deviceIterations micro-batches per replica)");
+        return -1;
+    }
+    if (R > c->part->count) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "replication factor %u needs %u IPUs, but partition '%s' has %u; "
+                        "attach a partition of %u IPUs or lower the replication factor", R, R,
+                        c->part->name, c->part->count, dev_round_pow2(R));
+        return -1;
+    }
+    if (rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL ||
+        (rq->input_group_type != IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE &&
+         rq->input_group_size > 1 && (rq->input_group_size > R || R % rq->input_group_size))) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "inputReplicaGrouping: %s",
+                        rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL
+                            ? "input_group_type cannot be All; use Consecutive or Orthogonal"
+                        : rq->input_group_size > R
+                            ? "input_group_size cannot be larger than replication_factor"
+                            : "input_group_size must be a factor of replication_factor");
+        return -1;
+    }
+    if (rq->input_group_type > IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "unknown input_group_type %d; use Consecutive (0), Orthogonal (1) or "
+                        "NoGrouping (3)", rq->input_group_type);
+        return -1;
+    }
+    if (rq->n_output_modes > MAX_MODE_OPTS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu output modes given; at most %d are accepted", rq->n_output_modes,
+                        MAX_MODE_OPTS);
+        return -1;
+    }
+    if (rq->loss[0] != '\0' && rq->gradient_accumulation == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "gradientAccumulation is 0; a training model accumulates the gradients "
+                        "of at least 1 micro-batch per optimizer step");
+        return -1;
+    }
+    if (rq->loss[0] == '\0' && rq->gradient_accumulation > 1) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "gradientAccumulation is %u, but an inference model has no gradients to "
+                        "accumulate; use 1, or name a loss to train", rq->gradient_accumulation);
+        return -1;
+    }
+    if (rq->n_frozen_weights > MAX_CONSTS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu frozen weights given; at most %d are accepted",
+                        rq->n_frozen_weights, MAX_CONSTS);
+        return -1;
+    }
+    return 0;
+}
+
+int
+compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
+{
+    int kind;
+
+    if (enummap_a_to_b(&wiremap_output_kind, k, &kind) < 0)
+        return -1;
+    m->kind = kind;
+    m->n = m->kind == SIM_OUTPUT_EVERYN ? n : 0;
+    return 0;
+}
+
+/* Fixes the offered constant inputs that decide shapes in m. */
+void
+compile_freeze_constants(struct compile_job *cj, const struct sim_model *m)
+{
+    struct sim_frozen_input *frozen = cj->frozen;
+    size_t n = 0;
+
+    for (size_t k = 0; k < cj->n_consts; k++) {
+        for (size_t i = 0; i < sim_model_input_count(m); i++) {
+            if (strcmp(sim_model_input_name(m, i), cj->consts[k].name) != 0 ||
+                !sim_model_input_needs_constant(m, i))
+                continue;
+            frozen[n].name = cj->consts[k].name;
+            frozen[n].dtype = cj->consts[k].dtype;
+            frozen[n].rank = cj->consts[k].rank;
+            frozen[n].dims = cj->consts[k].dims;
+            frozen[n].data = cj->consts[k].data;
+            n++;
+        }
+    }
+    cj->opts.frozen = frozen;
+    cj->opts.n_frozen = n;
+}
+
+/* Copies the request's constant inputs, checking each one's size. 0 or -1 with an error sent. */
+int
+compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                       const Ipuof__CompileRequest *rq)
+{
+    if (rq->n_constant_inputs > MAX_CONSTS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu constant inputs given; at most %d are accepted",
+                        rq->n_constant_inputs, MAX_CONSTS);
+        return -1;
+    }
+    for (size_t k = 0; k < rq->n_constant_inputs; k++) {
+        const Ipuof__ConstantInput *ci = rq->constant_inputs[k];
+        struct constant_in *dst = &cj->consts[k];
+        int dtype = wiremap_sim_dtype(ci->dtype);
+        size_t esize = dtype < 0 ? 0 : sim_dtype_size(dtype);
+        uint64_t numel = 1;
+
+        if (ci->n_dims > SIM_MAX_RANK || esize == 0) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                            "constant input '%s' has rank %zu and dtype %d; rank 0 to %d and a "
+                            "supported dtype are accepted", ci->name, ci->n_dims, ci->dtype,
+                            SIM_MAX_RANK);
+            return -1;
+        }
+        for (size_t d = 0; d < ci->n_dims; d++) {
+            if (ci->dims[d] < 0 || ci->dims[d] > (1 << 24)) {
+                numel = UINT64_MAX;
+                break;
+            }
+            numel *= (uint64_t)ci->dims[d];
+            dst->dims[d] = ci->dims[d];
+        }
+        if (numel == UINT64_MAX || numel * esize != ci->data.len) {
+            conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "compiler",
+                            "constant input '%s' carries %zu bytes, which is not its shape's "
+                            "size in %s", ci->name, ci->data.len,
+                            sim_dtype_name(dtype));
+            return -1;
+        }
+        dst->name = strdup(ci->name);
+        dst->data = malloc(ci->data.len + 1);
+        cj->n_consts = k + 1;
+        if (dst->name == NULL || dst->data == NULL) {
+            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+            return -1;
+        }
+        if (ci->data.len > 0)
+            memcpy(dst->data, ci->data.data, ci->data.len);
+        dst->dtype = dtype;
+        dst->rank = (int)ci->n_dims;
+    }
+    return 0;
+}
+
+static size_t
+constant_bytes(const struct constant_in *k)
+{
+    size_t n = sim_dtype_size(k->dtype);
+
+    for (int d = 0; d < k->rank; d++)
+        n *= (size_t)k->dims[d];
+    return n;
+}
+
+/* The options as a string: two compiles share an executable only when these are equal. */
+char *
+compile_options_key(const struct compile_job *cj)
+{
+    const struct sim_compile_opts *o = &cj->opts;
+    const struct sim_cost_cfg *k0 = &o->cost;
+    char *key = malloc(320 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600 +
+                       cj->opts.n_blocks * 300);
+    size_t used;
+
+    if (key == NULL)
+        return NULL;
+    used = (size_t)sprintf(key, "D%u R%u B%u M%d/%u", cj->opts.device_iterations,
+                           cj->opts.replicas, cj->opts.micro_batch, cj->opts.default_mode.kind,
+                           cj->opts.default_mode.n);
+    used += (size_t)sprintf(key + used, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a",
+                            o->partition_ipus, o->strategy, o->location[0], o->location[1],
+                            o->location[2], o->location[3], o->profile, k0->flops_per_s,
+                            k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
+                            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s,
+                            k0->efficiency);
+    for (size_t i = 0; i < o->n_blocks; i++)
+        used += (size_t)sprintf(key + used, " b%.256s:%d:%d", o->blocks[i].prefix,
+                                o->blocks[i].stage, o->blocks[i].ipu);
+    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
+        used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
+                                cj->modes[i].mode.kind, cj->modes[i].mode.n);
+    for (size_t i = 0; i < cj->n_consts; i++) {
+        const struct constant_in *k = &cj->consts[i];
+        uint64_t h = cache_hash(k->data, constant_bytes(k), k->name);
+        used += (size_t)sprintf(key + used, " C%.256s:%d:%d:%016" PRIx64, k->name, k->dtype,
+                                k->rank, h);
+        for (int d = 0; d < k->rank; d++)
+            used += (size_t)sprintf(key + used, ",%" PRId64, k->dims[d]);
+    }
+    return key;
+}
+
+/* Copies the training options of rq into cj. 0, or -1 with an error sent. */
+int
+compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                         const Ipuof__CompileRequest *rq)
+{
+    char msg[320];
+
+    if (rq->loss[0] == '\0')
+        return 0;
+    cj->loss = strdup(rq->loss);
+    if (cj->loss == NULL)
+        goto oom;
+    cj->opts.loss = cj->loss;
+    if (models_optimizer(rq->optimizer, &cj->opts.optimizer, msg, sizeof msg) < 0)
+        goto bad;
+    cj->opts.gradient_accumulation = rq->gradient_accumulation;
+    if (enummap_a_to_b(&wiremap_reduction, rq->accumulation_reduction,
+                       &cj->opts.accumulation_reduction) < 0) {
+        wiremap_refuse(&wiremap_reduction, rq->accumulation_reduction,
+                       "accumulationAndReplicationReductionType", msg, sizeof msg);
+        goto bad;
+    }
+    cj->opts.seed = rq->seed;
+    for (size_t i = 0; i < rq->n_frozen_weights; i++) {
+        cj->frozen_w[i] = strdup(rq->frozen_weights[i]);
+        if (cj->frozen_w[i] == NULL)
+            goto oom;
+        cj->opts.n_frozen_weights = i + 1;
+    }
+    cj->opts.frozen_weights = (const char *const *)cj->frozen_w;
+    return 0;
+bad:
+    conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
+    return -1;
+oom:
+    conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+    return -1;
+}
+
+/*
+ * Copies the placement options of rq (strategy, blocks, tensor locations, profile) into cj,
+ * checking each where it enters: the block count against MAX_BLOCKS, every prefix non-empty,
+ * stages from -1 (auto) to MAX_BLOCK_STAGE, IPUs below the partition's size. 0, or -1 with
+ * an error sent.
+ */
+int
+compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+                          const Ipuof__CompileRequest *rq)
+{
+    const Ipuof__TensorLocation locs[SIM_LOC_KINDS] = {
+        [SIM_LOC_WEIGHTS] = rq->weights_location,
+        [SIM_LOC_ACTIVATIONS] = rq->activations_location,
+        [SIM_LOC_ACCUMULATORS] = rq->accumulators_location,
+        [SIM_LOC_OPTIMIZER] = rq->optimizer_location,
+    };
+    static const char *const loc_names[SIM_LOC_KINDS] = {"weights", "activations",
+                                                         "accumulators", "optimizer state"};
+
+    char msg[320];
+
+    if (enummap_a_to_b(&wiremap_strategy, rq->strategy, &cj->opts.strategy) < 0) {
+        wiremap_refuse(&wiremap_strategy, rq->strategy, "the compile", msg, sizeof msg);
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
+        return -1;
+    }
+    for (int k = 0; k < SIM_LOC_KINDS; k++) {
+        if (enummap_a_to_b(&wiremap_location, locs[k], &cj->opts.location[k]) < 0) {
+            wiremap_refuse(&wiremap_location, locs[k], loc_names[k], msg, sizeof msg);
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
+            return -1;
+        }
+    }
+    cj->opts.profile = rq->profile != 0;
+    if (rq->n_blocks > MAX_BLOCKS) {
+        conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                        "%zu blocks given; at most %d are accepted", rq->n_blocks, MAX_BLOCKS);
+        return -1;
+    }
+    for (size_t i = 0; i < rq->n_blocks; i++) {
+        const Ipuof__Block *b = rq->blocks[i];
+
+        if (b->prefix[0] == '\0' || b->stage < -1 || b->stage > MAX_BLOCK_STAGE ||
+            b->ipu >= cj->part_count) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                            "block %zu ('%.200s', stage %d, IPU %u) is invalid: a block needs a "
+                            "node-name prefix, a stage from -1 (auto) to %d and an IPU below "
+                            "the partition's %u", i, b->prefix, (int)b->stage, b->ipu,
+                            MAX_BLOCK_STAGE, cj->part_count);
+            return -1;
+        }
+        cj->block_prefix[i] = strdup(b->prefix);
+        if (cj->block_prefix[i] == NULL) {
+            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+            return -1;
+        }
+        cj->opts.n_blocks = i + 1;
+        cj->blocks[i].prefix = cj->block_prefix[i];
+        cj->blocks[i].stage = (int)b->stage;
+        cj->blocks[i].ipu = (int)b->ipu;
+    }
+    cj->opts.blocks = cj->opts.n_blocks > 0 ? cj->blocks : NULL;
+    return 0;
+}
+
+/* The simulated clock's rates from the daemon's configuration. */
+void
+compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k)
+{
+    sim_cost_cfg_init(k);
+    k->flops_per_s = cfg->cost_flops_per_s;
+    k->mem_bytes_per_s = cfg->cost_mem_bytes_per_s;
+    k->exchange_bytes_per_s = cfg->cost_exchange_bytes_per_s;
+    k->link_bytes_per_s = cfg->cost_link_bytes_per_s;
+    k->host_bytes_per_s = cfg->cost_host_bytes_per_s;
+    k->sync_s = cfg->cost_sync_seconds;
+    k->efficiency = cfg->cost_efficiency;
+}
+
+static const char *
+str_or_none(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? s : "(none)";
+}
+
+int
+compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
+                 unsigned pb, char *msg, size_t len)
+{
+    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
+    const char *what = NULL;
+    char va[300], vb[300];
+
+#define DIFF_U(field, name)                                                                   \
+    if (what == NULL && x->field != y->field) {                                               \
+        what = name;                                                                           \
+        snprintf(va, sizeof va, "%llu", (unsigned long long)x->field);                         \
+        snprintf(vb, sizeof vb, "%llu", (unsigned long long)y->field);                         \
+    }
+#define DIFF_F(field, name)                                                                   \
+    if (what == NULL && x->field != y->field) {                                               \
+        what = name;                                                                           \
+        snprintf(va, sizeof va, "%g", (double)x->field);                                       \
+        snprintf(vb, sizeof vb, "%g", (double)y->field);                                       \
+    }
+    if (a->len != b->len || memcmp(a->bytes, b->bytes, a->len) != 0) {
+        what = "model bytes";
+        snprintf(va, sizeof va, "%zu bytes (hash %016" PRIx64 ")", a->len,
+                 cache_hash(a->bytes, a->len, ""));
+        snprintf(vb, sizeof vb, "%zu bytes (hash %016" PRIx64 ")", b->len,
+                 cache_hash(b->bytes, b->len, ""));
+    }
+    DIFF_U(device_iterations, "deviceIterations")
+    DIFF_U(replicas, "replicationFactor")
+    DIFF_U(micro_batch, "micro_batch")
+    if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
+        what = "inputReplicaGrouping";
+        snprintf(va, sizeof va, "(%u, %s)", a->group,
+                 a->group_orthogonal ? "Orthogonal" : "Consecutive");
+        snprintf(vb, sizeof vb, "(%u, %s)", b->group,
+                 b->group_orthogonal ? "Orthogonal" : "Consecutive");
+    }
+    if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
+        what = "loss";
+        snprintf(va, sizeof va, "%.256s", str_or_none(a->loss));
+        snprintf(vb, sizeof vb, "%.256s", str_or_none(b->loss));
+    }
+    DIFF_U(gradient_accumulation, "gradientAccumulation")
+    DIFF_U(accumulation_reduction, "accumulationAndReplicationReductionType")
+    if (what == NULL && x->seed != y->seed) {
+        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
+                 "every process of a job must use the same seed (as PopTorch requires)", pa,
+                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
+        return 1;
+    }
+    DIFF_U(optimizer.kind, "optimizer")
+    DIFF_F(optimizer.lr, "optimizer lr")
+    DIFF_F(optimizer.weight_decay, "optimizer weight_decay")
+    DIFF_F(optimizer.momentum, "optimizer momentum")
+    DIFF_F(optimizer.dampening, "optimizer dampening")
+    DIFF_U(optimizer.nesterov, "optimizer nesterov")
+    DIFF_F(optimizer.beta1, "optimizer beta1")
+    DIFF_F(optimizer.beta2, "optimizer beta2")
+    DIFF_F(optimizer.eps, "optimizer eps")
+    DIFF_U(n_frozen_weights, "number of frozen weights")
+    for (size_t i = 0; what == NULL && i < x->n_frozen_weights; i++) {
+        if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
+            what = "frozen weight";
+            snprintf(va, sizeof va, "%.256s", a->frozen_w[i]);
+            snprintf(vb, sizeof vb, "%.256s", b->frozen_w[i]);
+        }
+    }
+    if (what == NULL && strcmp(a->key, b->key) != 0) {
+        what = "output modes or constant inputs";
+        snprintf(va, sizeof va, "%.290s", a->key);
+        snprintf(vb, sizeof vb, "%.290s", b->key);
+    }
+#undef DIFF_U
+#undef DIFF_F
+    if (what == NULL)
+        return 0;
+    snprintf(msg, len, "the processes of the job compile differently: %s is %s in process %u "
+             "and %s in process %u; every process compiles the same model with the same "
+             "options", what, va, pa, vb, pb);
+    return 1;
+}
+
