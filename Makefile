@@ -61,7 +61,7 @@ ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 $(error pkg-config cannot find: $(strip $(PKG_MISSING)). Run 'make deps' (it installs the Debian packages), or 'make test' / 'make demo', which run it first)
 endif
 endif
-BLAS_LIBS  := -lopenblas
+BLAS_LIBS  := -lopenblas -ldnnl -lgomp
 ALL_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread -D_GNU_SOURCE -MMD -MP \
               -DIPUOF_VERSION_STR='"$(VERSION)"' \
               -Iclient/include -Iproto -I$(BUILD)/gen -Isim -Idaemon -Itools/util -Itests/util $(PKG_CFLAGS)

@@ -203,7 +203,7 @@ def build_cpu_tool(build):
     cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
            "-D_GNU_SOURCE", "-Iclient/include", "-Isim", "-o", out,
            os.path.join(here, "ipuof-cpu.c"), os.path.join(build, "lib", "libipuofsim.a"),
-           "-lprotobuf-c", "-lz", "-lopenblas", "-lm", "-pthread"]
+           "-lprotobuf-c", "-lz", "-lopenblas", "-ldnnl", "-lgomp", "-lm", "-pthread"]
     subprocess.run(cmd, check=True, cwd=os.path.dirname(here))
     return out
 

@@ -7,8 +7,8 @@
  * its (M, chunk, OH*OW) result is then scattered to NCHW with the bias added. A 1x1
  * convolution with stride 1 and no padding skips im2col and multiplies each image in place.
  * The backward uses the same chunks: dY is gathered to (M, chunk x OH x OW), the weight
- * gradient is one sgemm against the im2col matrix (kept from the forward when the batch is
- * one chunk, else recomputed), the input gradient one sgemm
+ * gradient is one sgemm against the im2col matrices (kept from the forward when they fit
+ * SAVE_BUDGET, else recomputed), the input gradient one sgemm
  * with the transposed weights into a column matrix that col2im adds back into NCHW.
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
@@ -18,11 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_dnnl.h"
 #include "ops.h"
 #include "hot.h"
 #include "pool.h"
 
 #define SCRATCH_BUDGET ((int64_t)256 << 10) /* fits L2: the unfolded images stay in cache */
+#define SAVE_BUDGET ((int64_t)16 << 20)     /* most bytes of im2col matrices kept for the
+                                             * backward (the tutorial's: 2.3 and 2.6 MB) */
 
 #define DW_MAX_TAPS 256  /* depthwise kernels up to this many taps run the direct kernel */
 
@@ -33,12 +36,49 @@ struct conv_params {
     int64_t group, cg, mg;          /* channels per group in and out */
     int64_t kg;                     /* rows of the im2col matrix: cg * kh * kw */
     int64_t chunk;                  /* images per GEMM */
-    bool save_cols;                 /* training, one chunk, one group: the forward's im2col
-                                     * matrix is kept (saved) for the weight gradient */
+    bool save_cols;                 /* training, one group, not oneDNN, within SAVE_BUDGET:
+                                     * the forward's im2col matrices (chunk after chunk) are
+                                     * kept (saved) for the weight gradient */
     bool pointwise;                 /* 1x1, stride 1, no padding */
     bool depthwise;                 /* one input channel per group (group > 1): a direct
                                      * kernel, no im2col */
+    bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
+    int dnnl_id;
 };
+
+/*
+ * Whether the forward of p goes to oneDNN (conv_dnnl.c) rather than this file's kernels:
+ * the rule measured per layer by bench/conv_shapes.py (CPU seconds on one thread, batch 8,
+ * the convolutions of resnet18, mobilenet_v2, efficientnet_b0, convnext_tiny; oneDNN's time
+ * includes its reorders from and to NCHW). oneDNN wins on 2-D kernels of 3x3 and more over
+ * 8 or more channels (1.1-1.6x), on 7x7 stems (1.4-1.6x), and on depthwise kernels of 5x5
+ * and more or with outputs 14 wide or less (1.5-14x); the rest stays here: pointwise (its
+ * NCHW GEMM needs no reorder; 0.4-1.1x), 2x2 and 3-5-wide stems (0.6-0.9x), depthwise 3x3
+ * over wide images (0.3-1.0x). IPUOF_SIM_CONV=own or =dnnl overrides it (for measuring).
+ */
+static bool
+use_dnnl(const struct conv_params *p, bool training)
+{
+    const char *e = getenv("IPUOF_SIM_CONV");
+    int64_t taps = p->kh * p->kw;
+
+    if (e != NULL && strcmp(e, "own") == 0)
+        return false;
+    if (e != NULL && strcmp(e, "dnnl") == 0)
+        return true;
+    if (p->pointwise || (p->h == 1 && p->kh == 1))   /* pointwise and 1-D: measured or not */
+        return false;
+    /* training: the im2col matrices kept for the weight gradient (save_cols) are made by
+     * the hand-written forward anyway */
+    if (training && p->group == 1 && !p->depthwise &&
+        p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET)
+        return false;
+    if (p->depthwise)
+        return taps >= 25 || p->ow <= 14;
+    if (p->group != 1)
+        return false;
+    return (p->cg >= 8 && taps >= 9) || taps >= 49;
+}
 
 static int
 infer_conv(struct sim_infer *c)
@@ -127,6 +167,16 @@ infer_conv(struct sim_infer *c)
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
     if (rc != 0)
         return rc;
+    if (use_dnnl(p, c->training)) {
+        struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                                   p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
+                                   sim_has_in(c, 2) };
+        size_t need;
+        if (sim_dnnl_conv_prepare(&d, sim_pool_threads(), &p->dnnl_id, &need) == 0) {
+            p->dnnl = true;
+            c->scratch_bytes = need;
+        }
+    }
     if (p->kg > INT_MAX || p->mg > INT_MAX || p->oh * p->ow > INT_MAX)
         return sim_infer_unsupported(c, "GEMM dimensions over 2^31");
     {
@@ -140,13 +190,22 @@ infer_conv(struct sim_infer *c)
             p->chunk = INT_MAX / (p->oh * p->ow > 0 ? p->oh * p->ow : 1);
         if (p->depthwise)
             return 0;
+        /* training with the im2col matrices kept: the whole batch in one GEMM when its
+         * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
+        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+            p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
+            per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
+            p->chunk = p->n;
         if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
-        if (!p->pointwise)
-            c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
-        if (c->training)
-            c->bwd_scratch_bytes = c->scratch_bytes;
-        if (c->training && !p->pointwise && p->chunk == p->n && p->group == 1) {
+        if (!p->pointwise) {
+            if (c->training)
+                c->bwd_scratch_bytes = (size_t)(per_image * (double)p->chunk);
+            if (!p->dnnl)
+                c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
+        }
+        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+            p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
             p->save_cols = true;
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
         }
@@ -369,9 +428,12 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
                           .bias = k->n_in > 2 ? k->in[2].data : NULL, .y = k->out[0].data };
     int64_t P = p->oh * p->ow;
 
-    (void)err;
     if (p->n == 0 || p->m == 0 || P == 0)
         return 0;
+    if (p->dnnl)
+        return sim_dnnl_conv_run(p->dnnl_id, r.x, r.w, r.bias, r.y, k->scratch) == 0
+                   ? 0
+                   : sim_err_set(err, IPUOF_E_INTERNAL, "oneDNN's convolution failed");
     if (p->depthwise) {
         sim_pool_for(p->n * p->m, grain_for(P * p->kh * p->kw), dw_fwd_piece, &r);
         return 0;
@@ -394,7 +456,7 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         int64_t cols_n;
         r.nimg = p->n - r.n0 < p->chunk ? p->n - r.n0 : p->chunk;
         cols_n = r.nimg * P;
-        r.cols = p->save_cols ? k->saved : k->scratch;
+        r.cols = p->save_cols ? (float *)k->saved + p->kg * r.n0 * P : k->scratch;
         for (r.grp = 0; r.grp < p->group; r.grp++) {
             /* one image: the GEMM's (mg, P) result is already the output's layout */
             r.tmp = r.nimg == 1 ? r.y + (r.n0 * p->m + r.grp * p->mg) * P
@@ -590,7 +652,7 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
             if (r.dw != NULL) {
                 const float *xcols = r.cols;
                 if (p->save_cols)
-                    xcols = k->saved;
+                    xcols = (const float *)k->saved + p->kg * r.n0 * P;
                 else
                     sim_pool_for(r.nimg * p->oh, grain_for(p->kg * p->ow), im2col_piece, &r);
                 sim_pool_sgemm(false, true, p->mg, p->kg, cols_n, 1.0f, r.dyc, cols_n, xcols,

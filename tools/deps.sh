@@ -14,6 +14,7 @@ libcmocka-dev
 libinih-dev
 zlib1g-dev
 libopenblas-dev
+libdnnl-dev
 libonnx-dev
 libonnx-testdata
 dataset-fashion-mnist

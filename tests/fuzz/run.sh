@@ -10,7 +10,7 @@ command -v clang >/dev/null || { echo "fuzz: clang is missing: sh tools/deps.sh 
 make -s build/gen/ipuof.pb-c.c build/gen/onnx.pb-c.c
 mkdir -p "$O/corpus/frame" "$O/corpus/onnx" "$O/corpus/config" "$O/corpus/trace"
 CF="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DIPUOF_VERSION_STR=\"fuzz\" -Iclient/include -Iproto -Ibuild/gen -Isim -Idaemon"
-LIBS="$(pkg-config --libs libprotobuf-c inih) -lopenblas -lm -pthread"
+LIBS="$(pkg-config --libs libprotobuf-c inih) -lopenblas -ldnnl -lgomp -lm -pthread"
 clang $CF -o "$O/fuzz_frame" tests/fuzz/fuzz_frame.c proto/frame.c proto/status.c build/gen/ipuof.pb-c.c $LIBS
 clang $CF -o "$O/fuzz_config" tests/fuzz/fuzz_config.c daemon/config.c daemon/errbuf.c daemon/log.c $LIBS
 clang $CF -o "$O/fuzz_onnx" tests/fuzz/fuzz_onnx.c sim/*.c build/gen/onnx.pb-c.c $LIBS

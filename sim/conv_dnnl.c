@@ -1,0 +1,446 @@
+/*
+ * conv_dnnl.c — 2-D convolution forward through oneDNN's C API (see conv_dnnl.h).
+ *
+ * Threads: Debian's libdnnl 2.6 is built with the OpenMP runtime, and a primitive fixes the
+ * split of its work for the OpenMP team size it sees when it is made. Measured on the
+ * shared 2-core machine, an OpenMP team of 2 beside the simulator's pool cost resnet18 38 %
+ * more CPU time than the hand-written kernels (its barriers spin while the other core is
+ * busy), so every primitive here is made and run for one thread (omp_set_num_threads(1) on
+ * the calling thread) and the batch is split over the simulator's pool instead (sim/pool.c):
+ * piece i convolves images [i * nb, (i + 1) * nb) with its own stream (per thread), memory
+ * objects and slice of scratch. The weights are reordered once per run, before the pieces.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "conv_dnnl.h"
+#include "pool.h"
+
+#define ALIGN 64
+#define NSETS 8        /* memory-object sets per sub-batch shape: pieces running at once */
+
+enum { M_X, M_W, M_B, M_Y, M_BX, M_BW, M_BY, M_PAD, M_COUNT };
+
+struct mem_set {
+    atomic_int busy;
+    dnnl_memory_t m[M_COUNT];
+};
+
+/* The primitives for one sub-batch size. */
+struct part {
+    int64_t nb;
+    dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain */
+    size_t off_bx, off_by, off_pad, bytes;  /* within the piece's slice of scratch */
+    struct mem_set sets[NSETS];
+};
+
+struct entry {
+    struct sim_dnnl_conv key;
+    int threads;
+    int64_t pieces;
+    dnnl_primitive_t rw;                /* weights to the layout conv wants; NULL: plain */
+    struct mem_set wsets[NSETS];        /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
+    size_t off_slices;                  /* the pieces' slices start here; bw at 0 */
+    struct part part[2];                /* [0]: nb images; [1]: the last piece's, if fewer */
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *table[SIM_DNNL_MAX_SHAPES];
+static int table_n;
+static dnnl_engine_t engine;
+static pthread_key_t stream_key;
+static int engine_ok = -1;          /* -1: not tried; 0: failed; 1: ready */
+
+static size_t
+align_up(size_t n)
+{
+    return (n + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static bool
+key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b)
+{
+    return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->m == b->m &&
+           a->oh == b->oh && a->ow == b->ow && a->kh == b->kh && a->kw == b->kw &&
+           a->sh == b->sh && a->sw == b->sw && a->dh == b->dh && a->dw == b->dw &&
+           a->ph == b->ph && a->pw == b->pw && a->group == b->group && a->bias == b->bias;
+}
+
+static void
+stream_free(void *s)
+{
+    dnnl_stream_destroy(s);
+}
+
+/* The CPU engine, made once; table_lock held. Returns 0 or -1. */
+static int
+engine_get(void)
+{
+    if (engine_ok < 0)
+        engine_ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+                    pthread_key_create(&stream_key, stream_free) == 0;
+    return engine_ok ? 0 : -1;
+}
+
+static void
+part_free(struct part *pt)
+{
+    for (int s = 0; s < NSETS; s++)
+        for (int i = 0; i < M_COUNT; i++)
+            if (pt->sets[s].m[i] != NULL)
+                dnnl_memory_destroy(pt->sets[s].m[i]);
+    if (pt->conv != NULL)
+        dnnl_primitive_destroy(pt->conv);
+    if (pt->rx != NULL)
+        dnnl_primitive_destroy(pt->rx);
+    if (pt->ry != NULL)
+        dnnl_primitive_destroy(pt->ry);
+}
+
+/* Frees what e holds (e itself too); NULL members are skipped. */
+static void
+entry_free(struct entry *e)
+{
+    if (e == NULL)
+        return;
+    part_free(&e->part[0]);
+    part_free(&e->part[1]);
+    if (e->rw != NULL)
+        dnnl_primitive_destroy(e->rw);
+    for (int s = 0; s < NSETS; s++)
+        for (int i = 0; i < M_COUNT; i++)
+            if (e->wsets[s].m[i] != NULL)
+                dnnl_memory_destroy(e->wsets[s].m[i]);
+    free(e);
+}
+
+/* A reorder primitive from md a to md b into *out (NULL when they are the same layout).
+ * Returns 0 or -1. */
+static int
+reorder_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, dnnl_primitive_t *out)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    int rc = -1;
+
+    *out = NULL;
+    if (dnnl_memory_desc_equal(a, b))
+        return 0;
+    if (dnnl_reorder_primitive_desc_create(&pd, a, engine, b, engine, NULL) == dnnl_success &&
+        dnnl_primitive_create(out, pd) == dnnl_success)
+        rc = 0;
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* Plain descriptors of d's weights (OIHW, or GOIHW when grouped) and bias. */
+static int
+weight_mds(const struct sim_dnnl_conv *d, dnnl_memory_desc_t *w_md, dnnl_memory_desc_t *b_md,
+           dnnl_format_tag_t tag)
+{
+    dnnl_dims_t wd = { d->group, d->m / d->group, d->c / d->group, d->kh, d->kw };
+    dnnl_dims_t bd = { d->m };
+    int wn = d->group > 1 ? 5 : 4;
+
+    if (wn == 4)
+        memmove(wd, wd + 1, 4 * sizeof(wd[0]));
+    if (tag != dnnl_format_tag_any)
+        tag = wn == 5 ? dnnl_goihw : dnnl_oihw;
+    return dnnl_memory_desc_init_by_tag(w_md, wn, wd, dnnl_f32, tag) == dnnl_success &&
+                   dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a) == dnnl_success
+               ? 0
+               : -1;
+}
+
+/*
+ * Makes pt's primitives for nb images of d, on one thread. *bw gets the weights' layout the
+ * convolution wants (the caller checks both parts agree). Returns 0 or -1.
+ */
+static int
+part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memory_desc_t *bw_out)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_convolution_desc_t cd;
+    dnnl_memory_desc_t x_md, w_md, b_md, y_md, any_x, any_w, any_y, bias_md;
+    const dnnl_memory_desc_t *bx, *bw, *by, *pad;
+    dnnl_dims_t xd = { nb, d->c, d->h, d->w }, yd = { nb, d->m, d->oh, d->ow };
+    dnnl_dims_t st = { d->sh, d->sw }, dil = { d->dh - 1, d->dw - 1 };
+    dnnl_dims_t pl = { d->ph, d->pw }, pr;
+    int rc = -1;
+
+    pt->nb = nb;
+    /* the end padding that gives exactly (oh, ow) */
+    pr[0] = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph;
+    pr[1] = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1 - d->w - d->pw;
+    if (pr[0] < 0 || pr[1] < 0)
+        return -1;
+    if (weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
+        weight_mds(d, &any_w, &bias_md, dnnl_format_tag_any) != 0 ||
+        dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, dnnl_nchw) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&y_md, 4, yd, dnnl_f32, dnnl_nchw) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&any_x, 4, xd, dnnl_f32, dnnl_format_tag_any) !=
+            dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&any_y, 4, yd, dnnl_f32, dnnl_format_tag_any) !=
+            dnnl_success)
+        return -1;
+    if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                   dnnl_convolution_direct, &any_x, &any_w,
+                                                   d->bias ? &b_md : NULL, &any_y, st, dil,
+                                                   pl, pr) != dnnl_success ||
+        dnnl_primitive_attr_create(&attr) != dnnl_success ||
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) !=
+            dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &cd, attr, engine, NULL) != dnnl_success ||
+        dnnl_primitive_create(&pt->conv, pd) != dnnl_success)
+        goto out;
+    bx = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    bw = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    by = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (bx == NULL || bw == NULL || by == NULL || reorder_make(&x_md, bx, &pt->rx) != 0 ||
+        reorder_make(by, &y_md, &pt->ry) != 0)
+        goto out;
+    *bw_out = *bw;
+    pt->off_bx = 0;
+    pt->off_by = pt->rx != NULL ? align_up(dnnl_memory_desc_get_size(bx)) : 0;
+    pt->off_pad = pt->off_by + (pt->ry != NULL ? align_up(dnnl_memory_desc_get_size(by)) : 0);
+    pt->bytes = pt->off_pad + (pad != NULL ? align_up(dnnl_memory_desc_get_size(pad)) : 0);
+    for (int s = 0; s < NSETS; s++) {
+        dnnl_memory_t *m = pt->sets[s].m;
+        if (dnnl_memory_create(&m[M_X], &x_md, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_B], &b_md, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_Y], &y_md, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_BX], bx, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_BW], bw, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_BY], by, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            (pad != NULL && dnnl_memory_desc_get_size(pad) > 0 &&
+             dnnl_memory_create(&m[M_PAD], pad, engine, DNNL_MEMORY_NONE) != dnnl_success))
+            goto out;
+    }
+    rc = 0;
+out:
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* Builds the entry for d split into up to `threads` pieces (table_lock held), or NULL. */
+static struct entry *
+entry_make(const struct sim_dnnl_conv *d, int threads)
+{
+    struct entry *e = calloc(1, sizeof(*e));
+    dnnl_memory_desc_t w_md, b_md, bw0, bw1;
+    int64_t nb, last;
+    int omp_was = omp_get_max_threads();
+    bool ok = false;
+
+    if (e == NULL)
+        return NULL;
+    e->key = *d;
+    e->threads = threads;
+    nb = (d->n + threads - 1) / threads;
+    nb = nb < 1 ? 1 : nb;
+    e->pieces = (d->n + nb - 1) / nb;
+    last = d->n - (e->pieces - 1) * nb;
+    omp_set_num_threads(1);
+    if (part_make(d, nb, &e->part[0], &bw0) != 0 ||
+        (last != nb && (part_make(d, last, &e->part[1], &bw1) != 0 ||
+                        !dnnl_memory_desc_equal(&bw0, &bw1))) ||
+        weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 || reorder_make(&w_md, &bw0, &e->rw) != 0)
+        goto out;
+    for (int s = 0; e->rw != NULL && s < NSETS; s++)
+        if (dnnl_memory_create(&e->wsets[s].m[M_W], &w_md, engine, DNNL_MEMORY_NONE) !=
+                dnnl_success ||
+            dnnl_memory_create(&e->wsets[s].m[M_BW], &bw0, engine, DNNL_MEMORY_NONE) !=
+                dnnl_success)
+            goto out;
+    e->off_slices = e->rw != NULL ? align_up(dnnl_memory_desc_get_size(&bw0)) : 0;
+    ok = true;
+out:
+    omp_set_num_threads(omp_was);
+    if (!ok) {
+        entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static size_t
+entry_scratch(const struct entry *e)
+{
+    size_t slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
+
+    return e->off_slices + slice * (size_t)e->pieces;
+}
+
+int
+sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_t *scratch)
+{
+    struct entry *e = NULL;
+    int rc = -1;
+
+    threads = threads < 1 ? 1 : threads > NSETS ? NSETS : threads;
+    pthread_mutex_lock(&table_lock);
+    if (engine_get() != 0)
+        goto out;
+    for (int i = 0; i < table_n; i++)
+        if (key_equal(&table[i]->key, d) && table[i]->threads == threads) {
+            *id = i;
+            *scratch = entry_scratch(table[i]);
+            rc = 0;
+            goto out;
+        }
+    if (table_n >= SIM_DNNL_MAX_SHAPES)
+        goto out;
+    e = entry_make(d, threads);
+    if (e == NULL)
+        goto out;
+    table[table_n] = e;
+    *id = table_n++;
+    *scratch = entry_scratch(e);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&table_lock);
+    return rc;
+}
+
+/* The calling thread's stream (made on its first call, freed when the thread ends). */
+static dnnl_stream_t
+stream_get(void)
+{
+    dnnl_stream_t s = pthread_getspecific(stream_key);
+
+    if (s == NULL && dnnl_stream_create(&s, engine, dnnl_stream_default_flags) == dnnl_success
+        && pthread_setspecific(stream_key, s) != 0) {
+        dnnl_stream_destroy(s);
+        s = NULL;
+    }
+    if (s != NULL && omp_get_max_threads() != 1)
+        omp_set_num_threads(1);
+    return s;
+}
+
+/* One primitive with a source and a destination argument. */
+static int
+exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_memory_t to)
+{
+    dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
+
+    return dnnl_primitive_execute(p, s, 2, a) == dnnl_success ? 0 : -1;
+}
+
+/* What the pieces of one run share. */
+struct run {
+    const struct entry *e;
+    const float *x, *bw, *bias;         /* bw: the weights in the layout conv wants */
+    float *y;
+    char *scratch;
+    atomic_int failed;
+};
+
+/* Takes a free set of sets (spinning while all NSETS are in use, which needs more than NSETS
+ * callers of one shape at once). */
+static struct mem_set *
+set_take(struct mem_set *sets)
+{
+    for (int k = 0;; k = (k + 1) % NSETS) {
+        int z = 0;
+        if (atomic_compare_exchange_strong(&sets[k].busy, &z, 1))
+            return &sets[k];
+    }
+}
+
+/* Convolves piece i (images [i * nb, ...)) on the calling thread. Returns 0 or -1. */
+static int
+piece_run(const struct run *r, int64_t i)
+{
+    const struct entry *e = r->e;
+    struct part *pt = (struct part *)&e->part[i == e->pieces - 1 && e->part[1].nb > 0];
+    struct mem_set *set;
+    dnnl_stream_t s = stream_get();
+    const struct sim_dnnl_conv *d = &e->key;
+    size_t slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
+    char *sc = r->scratch + e->off_slices + slice * (size_t)i;
+    const float *x = r->x + i * e->part[0].nb * d->c * d->h * d->w;
+    float *y = r->y + i * e->part[0].nb * d->m * d->oh * d->ow;
+    dnnl_exec_arg_t a[5];
+    dnnl_memory_t *m;
+    int na = 0, rc = -1;
+
+    if (s == NULL)
+        return -1;
+    set = set_take(pt->sets);
+    m = set->m;
+    dnnl_memory_set_data_handle(m[M_X], (void *)x);
+    dnnl_memory_set_data_handle(m[M_Y], y);
+    dnnl_memory_set_data_handle(m[M_BX], pt->rx != NULL ? sc + pt->off_bx : (void *)x);
+    dnnl_memory_set_data_handle(m[M_BW], (void *)r->bw);
+    dnnl_memory_set_data_handle(m[M_BY], pt->ry != NULL ? sc + pt->off_by : (void *)y);
+    if (pt->rx != NULL && exec2(pt->rx, s, m[M_X], m[M_BX]) != 0)
+        goto out;
+    a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, m[M_BX] };
+    a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, m[M_BW] };
+    a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_DST, m[M_BY] };
+    if (r->bias != NULL) {
+        dnnl_memory_set_data_handle(m[M_B], (void *)r->bias);
+        a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, m[M_B] };
+    }
+    if (m[M_PAD] != NULL) {
+        dnnl_memory_set_data_handle(m[M_PAD], sc + pt->off_pad);
+        a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, m[M_PAD] };
+    }
+    if (dnnl_primitive_execute(pt->conv, s, na, a) != dnnl_success ||
+        (pt->ry != NULL && exec2(pt->ry, s, m[M_BY], m[M_Y]) != 0))
+        goto out;
+    rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
+out:
+    atomic_store(&set->busy, 0);
+    return rc;
+}
+
+static void
+pieces_fn(void *ctx, int64_t lo, int64_t hi)
+{
+    struct run *r = ctx;
+
+    for (int64_t i = lo; i < hi; i++)
+        if (piece_run(r, i) != 0)
+            atomic_store(&r->failed, 1);
+}
+
+int
+sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
+                  void *scratch)
+{
+    struct entry *e = table[id];
+    struct run r = { .e = e, .x = x, .bw = w, .bias = bias, .y = y, .scratch = scratch };
+
+    atomic_init(&r.failed, 0);
+    if (e->rw != NULL) {
+        dnnl_stream_t s = stream_get();
+        struct mem_set *ws;
+        int rc;
+        if (s == NULL)
+            return -1;
+        ws = set_take(e->wsets);
+        dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
+        dnnl_memory_set_data_handle(ws->m[M_BW], scratch);
+        rc = exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
+        if (rc == 0)
+            rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
+        atomic_store(&ws->busy, 0);
+        if (rc != 0)
+            return -1;
+        r.bw = scratch;
+    }
+    sim_pool_for(e->pieces, 1, pieces_fn, &r);
+    return atomic_load(&r.failed) ? -1 : 0;
+}

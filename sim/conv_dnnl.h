@@ -1,0 +1,48 @@
+/*
+ * conv_dnnl.h — 2-D convolution forward through oneDNN (Debian's libdnnl, C API), for the
+ * layer shapes where it beats op_conv.c's im2col + OpenBLAS (the rule is in op_conv.c).
+ *
+ * A shape's primitives (the convolution in the layout oneDNN prefers for it, and the
+ * reorders from and to plain NCHW / OIHW) are built once, when a model is compiled, and kept
+ * in a process-wide table keyed by the shape: compiling the same layer again reuses them, so
+ * the table grows with distinct shapes only (at most SIM_DNNL_MAX_SHAPES; past that the
+ * caller keeps its own kernel). A run needs no allocation: the blocked copies and oneDNN's
+ * scratchpad live in the op's plan scratch, and each entry keeps a few sets of memory
+ * objects that concurrent callers take in turn. Every calling thread has its own stream.
+ */
+#ifndef SIM_CONV_DNNL_H
+#define SIM_CONV_DNNL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_DNNL_MAX_SHAPES 1024
+
+/* One 2-D convolution: plain NCHW input (n, c, h, w), OIHW weights, (n, m, oh, ow) output. */
+struct sim_dnnl_conv {
+    int64_t n, c, h, w, m, oh, ow;
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw;  /* dilations as ONNX counts them (1: none) */
+    int64_t group;
+    bool bias;
+};
+
+/*
+ * Builds (or finds) the primitives for d with its batch split into up to `threads` pieces
+ * (each a one-thread oneDNN primitive, run on the simulator's pool); *id gets their handle
+ * and *scratch the bytes of plan scratch a run needs. Returns 0, or -1 when oneDNN cannot
+ * serve the shape or the table is full (the caller then uses its own kernel). Thread-safe.
+ */
+int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
+                          size_t *scratch);
+
+/*
+ * y = conv(x, w) + bias for the shape prepared as id; scratch has the bytes prepare asked
+ * for (64-byte aligned). The pieces run through sim_pool_for, so concurrent simulated IPUs
+ * share the pool's threads and oneDNN adds none. Returns 0, or -1 when oneDNN failed (y is
+ * then undefined).
+ */
+int sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
+                      void *scratch);
+
+#endif
