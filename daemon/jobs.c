@@ -517,6 +517,27 @@ djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cach
     djob_unhold(j);
 }
 
+void
+djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p)
+{
+    struct djob *j = c->djob;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
+    h.compile_progress = (Ipuof__CompileProgress *)p;
+    djob_hold(j);
+    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
+        struct djob_proc *q = &j->proc[k];
+        if (q->conn == NULL || q->compile_req == 0)
+            continue;
+        h.request_id = q->compile_req;
+        conn_enter(q->conn);
+        conn_send(q->conn, &h, NULL, 0);
+        conn_leave(q->conn); /* a connection dropped for its backlog ends the job */
+    }
+    djob_unhold(j);
+}
+
 struct model *
 djob_find_model(const struct conn *c, uint32_t id)
 {

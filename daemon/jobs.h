@@ -60,6 +60,11 @@ void djob_compile_ready(struct conn *c, struct compile_job *cj);
 void djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cached,
                    uint64_t us);
 
+/* The job's compile, submitted by c, reports progress p: every process waiting for the
+ * compile gets it under its own request id (a client's wait for a long compile is kept
+ * alive by progress, so every process needs it, not only the submitter). */
+void djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p);
+
 /* The job's model with this id for c, or NULL. */
 struct model *djob_find_model(const struct conn *c, uint32_t id);
 

@@ -73,6 +73,11 @@ on_progress_ev(evutil_socket_t fd, short what, void *arg)
         return;
     p.done = (uint32_t)atomic_load(&cj->prog_done);
     p.total = (uint32_t)atomic_load(&cj->prog_total);
+    if (cj->nproc > 1) { /* every process of the job waits for this compile */
+        if (cj->rj.conn->djob != NULL)
+            djob_compile_progress(cj->rj.conn, &p);
+        return;
+    }
     h.request_id = cj->rj.req_id;
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
     h.compile_progress = &p;
