@@ -5,9 +5,10 @@
  * to five nodes
  * drawn from the op set with attributes and constant operands taken from the bytes (axes,
  * permutations, kernel shapes, strides, pads, dilations, groups, target shapes, indices,
- * slices; in range or not). A graph the compiler accepts is run on inputs taken from the
- * bytes, and, when its output is a float, compiled again for training with a mean of the
- * output as the loss and run for a step: whatever the compiler accepts must run without a
+ * slices; in range or not), on one IPU or split over up to four (PopART's __ipu_number and
+ * __pipeline_stage, a strategy, device iterations and accumulation from the bytes). A
+ * graph the compiler accepts is run on inputs taken from the bytes, and compiled again for
+ * training with a mean of the output as the loss and run for a step: whatever the compiler accepts must run without a
  * memory error, an undefined behaviour or an abort (ASan/UBSan watch).
  */
 #include <stdint.h>
@@ -106,6 +107,9 @@ ints_attr(struct sim_ob *b, struct rd *r, const char *name, size_t n, int64_t lo
         v[i] = pick(r, lo, hi);
     sim_ob_attr_ints(b, name, v, n < 8 ? n : 8);
 }
+
+/* Split over IPUs: node k goes to IPU ipu_of[k] (never decreasing), or -1: one IPU. */
+static int ipu_of[8];
 
 /* Appends node k reading x (rank about xr): writes its output's name into out. */
 static void
@@ -268,6 +272,10 @@ add_node(struct sim_ob *b, struct rd *r, int k, const char *x, int xr, char *out
         }
         break;
     }
+    if (ipu_of[k] >= 0) { /* the last node written: PopART's placement attributes */
+        sim_ob_attr_int(b, "__ipu_number", ipu_of[k]);
+        sim_ob_attr_int(b, "__pipeline_stage", ipu_of[k]);
+    }
 }
 
 /* Fills every input buffer of e from the bytes (floats small, integers small). */
@@ -301,6 +309,12 @@ compile_run(struct sim_model *m, struct rd *r, const char *loss)
     o.ipu_memory_bytes = 64u << 20;
     o.host_memory_bytes = 64u << 20;
     o.device_iterations = 1 + (byte(r) & 1);
+    if (ipu_of[0] >= 0) { /* over up to 4 IPUs: a strategy, enough micro-batches for it */
+        o.partition_ipus = 4;
+        o.strategy = (int)pick(r, SIM_STRATEGY_DEFAULT, SIM_STRATEGY_PHASED);
+        o.device_iterations = (unsigned)pick(r, 1, 5);
+        o.gradient_accumulation = loss != NULL ? (unsigned)pick(r, 1, 5) : 1;
+    }
     if (loss != NULL) {
         o.loss = loss;
         sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
@@ -333,12 +347,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < rank; i++)
         dims[i] = pick(&r, 1, 5);
     sim_ob_input(b, "x", SIM_DTYPE_FLOAT, rank, dims);
+    nodes = (int)pick(&r, 1, 5);
+    ipu_of[0] = byte(&r) & 1 ? 0 : -1;
+    for (int k = 1; k < nodes; k++)
+        ipu_of[k] = ipu_of[0] < 0 ? -1 : ipu_of[k - 1] + (int)(byte(&r) & 1);
     /* a weight first, so that the training compile has something to train */
     float_init(b, &r, "w", rank, dims);
     sim_ob_node_v(b, "Mul", "scale", (const char *const[]){"x", "w"}, 2,
                   (const char *const[]){"xw"}, 1);
+    if (ipu_of[0] >= 0) {
+        sim_ob_attr_int(b, "__ipu_number", 0);
+        sim_ob_attr_int(b, "__pipeline_stage", 0);
+    }
     snprintf(cur, sizeof cur, "xw");
-    nodes = (int)pick(&r, 1, 5);
     for (int k = 0; k < nodes; k++) {
         add_node(b, &r, k, cur, rank, next, sizeof next);
         snprintf(cur, sizeof cur, "%s", next);
@@ -347,6 +368,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sim_ob_node_v(b, "ReduceMean", "loss_node", (const char *const[]){cur}, 1,
                   (const char *const[]){"loss"}, 1);
     sim_ob_attr_int(b, "keepdims", 0);
+    if (ipu_of[0] >= 0) { /* the loss with the last node */
+        sim_ob_attr_int(b, "__ipu_number", ipu_of[nodes - 1]);
+        sim_ob_attr_int(b, "__pipeline_stage", ipu_of[nodes - 1]);
+    }
     sim_ob_output(b, cur, 0);
     sim_ob_output(b, "loss", 0);
     if (sim_ob_serialize(b, &bytes, &len) == 0 && sim_model_load(bytes, len, &m, &err) == 0) {
