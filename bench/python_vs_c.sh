@@ -62,6 +62,7 @@ epoch_secs() { sed -n 's/^Epoch [0-9]*\/[0-9]*: .* samples in \([0-9.]*\) s.*/\1
                awk '{s += $1} END {if (NR) printf "%.2f", s; else print "x"}'; }
 
 echo "python vs C, $EPOCHS epoch(s) of Fashion-MNIST, batch 40 x 10 iterations x 10 accumulation"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$RUNS"); do
     d0=$(dcpu)
     /usr/bin/time -f "%U %S" -o "$D/cpu.c.$r" \
@@ -101,6 +102,13 @@ awk -v c="$c" -v p="$p" -v s="$s" -v q="$q" 'BEGIN {
     printf "python/C epoch time, the tutorial unchanged (batched transforms): %.3f (target <= 1.10: %s)\n", p / c, p / c <= 1.10 ? "met" : "MISSED"
     printf "python/C epoch time, transforms per sample (IPUOF_BATCHED_LOADER=0): %.3f\n", s / c
     printf "python/C epoch time, --preload (the same data work as C): %.3f\n", q / c }'
+# The ratio of each run's pair (C and Python measured one after the other, so under about
+# the same load), and their median: steadier than the ratio of the medians when the load
+# drifts.
+awk '{print $2 / $1}' "$D/pairs" | sort -n | awk -v n="$RUNS" '
+    {r[NR] = $1; printf "%s%.3f", (NR > 1 ? ", " : "python/C of each pair of runs (the tutorial unchanged), sorted: "), $1}
+    END {printf " (median %.3f)\n", r[int((n + 1) / 2)]}'
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 # CPU seconds do not depend on what else the machine runs: the client's process tree and
 # the daemon, summed over the runs (the whole program: data, compile, training and test).
 awk '{cl[$1] += $2; dm[$1] += $3} END {
