@@ -43,6 +43,8 @@ for n in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
     gzip -dc "$DATA/$n.gz" >"$D/root/FashionMNIST/raw/$n"
 done
 
+echo "python vs C, $EPOCHS epoch(s) of Fashion-MNIST, batch 40 x 10 iterations x 10 accumulation"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The data work alone: one epoch of the tutorial's training loader (Sync, in this process),
 # batched and per sample, in CPU seconds (time.process_time), and whether they agree.
 PYTHONPATH=python "$PY" - "$D/root" <<'PYEOF' || die "the loader measurement failed"
@@ -88,8 +90,6 @@ ccpu() { awk '{printf "%.2f", $1 + $2}' "$1"; }
 epoch_secs() { sed -n 's/^Epoch [0-9]*\/[0-9]*: .* samples in \([0-9.]*\) s.*/\1/p' "$1" |
                awk '{s += $1} END {if (NR) printf "%.2f", s; else print "x"}'; }
 
-echo "python vs C, $EPOCHS epoch(s) of Fashion-MNIST, batch 40 x 10 iterations x 10 accumulation"
-echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$RUNS"); do
     d0=$(dcpu)
     /usr/bin/time -f "%U %S" -o "$D/cpu.c.$r" \
