@@ -21,6 +21,16 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("IPUOF_CLIENT_LIB", os.path.join(BUILD, "lib", "libipuof-client.so"))
 FASHION = "/usr/share/datasets/fashion-mnist"
 
+# Under a sanitizer build (tests/integ/test_python.sh preloads the runtimes into the
+# interpreter) the DataLoader's worker processes start from a fork server: gcc 12's ASan
+# allocator is not fork-safe, so a worker forked while another thread of the test process
+# was inside malloc could wait for ever on the allocator's lock (seen: a worker stuck in
+# asan_realloc). Plain runs keep torch's default, fork.
+if os.environ.get("IPUOF_TEST_START_METHOD"):
+    import torch.multiprocessing
+
+    torch.multiprocessing.set_start_method(os.environ["IPUOF_TEST_START_METHOD"], force=True)
+
 
 class Daemon:
     """A running ipuofd: addr "127.0.0.1:PORT", admin socket path, log path."""

@@ -4,7 +4,8 @@
 # ipuofd on an ephemeral loopback port. Prints pytest's output, then its counts as
 # "N passed, M failed, K skipped" for tests/run.sh.
 # A sanitizer build's client library is loaded with the sanitizer runtimes preloaded (leak
-# checks off: the interpreter itself keeps memory until exit).
+# checks off: the interpreter itself keeps memory until exit), and the DataLoader's workers
+# start from a fork server (gcc 12's ASan allocator is not fork-safe).
 # Usage: sh tests/integ/test_python.sh [BUILD]
 set -u
 B=${1:-build}
@@ -22,6 +23,7 @@ unset IPUOF_SERVER
 if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
     export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
     export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1"
+    export IPUOF_TEST_START_METHOD=forkserver # DataLoader workers: see python/tests/conftest.py
 fi
 "$PY" -m pytest -q -p no:cacheprovider python/tests >"$D/out" 2>&1
 rc=$?
