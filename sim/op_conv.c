@@ -44,6 +44,8 @@ struct conv_params {
                                      * kernel, no im2col */
     bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
     int dnnl_id;
+    bool dnnl_bwd;                  /* training: the backward runs oneDNN's dnnl_bwd_id */
+    int dnnl_bwd_id;
 };
 
 /*
@@ -68,10 +70,36 @@ use_dnnl(const struct conv_params *p, bool training)
         return true;
     if (p->pointwise || (p->h == 1 && p->kh == 1))   /* pointwise and 1-D: measured or not */
         return false;
-    /* training: the im2col matrices kept for the weight gradient (save_cols) are made by
-     * the hand-written forward anyway */
-    if (training && p->group == 1 && !p->depthwise &&
+    /* training with the hand-written backward: the im2col matrices kept for the weight
+     * gradient (save_cols) are made by the hand-written forward anyway */
+    if (training && !p->dnnl_bwd && p->group == 1 && !p->depthwise &&
         p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET)
+        return false;
+    if (p->depthwise)
+        return taps >= 25 || p->ow <= 14;
+    if (p->group != 1)
+        return false;
+    return (p->cg >= 8 && taps >= 9) || taps >= 49;
+}
+
+/*
+ * Whether the backward of p (training) goes to oneDNN (conv_dnnl_bwd.c): PROVISIONAL, to be
+ * replaced by the rule bench/conv_shapes.py --train measures. IPUOF_SIM_CONV=own|dnnl forces
+ * both passes; IPUOF_SIM_CONV_BWD=own|dnnl the backward only (for measuring).
+ */
+static bool
+use_dnnl_bwd(const struct conv_params *p)
+{
+    const char *e = getenv("IPUOF_SIM_CONV_BWD");
+    int64_t taps = p->kh * p->kw;
+
+    if (e == NULL)
+        e = getenv("IPUOF_SIM_CONV");
+    if (e != NULL && strcmp(e, "own") == 0)
+        return false;
+    if (e != NULL && strcmp(e, "dnnl") == 0)
+        return true;
+    if (p->pointwise || (p->h == 1 && p->kh == 1))
         return false;
     if (p->depthwise)
         return taps >= 25 || p->ow <= 14;
@@ -167,6 +195,16 @@ infer_conv(struct sim_infer *c)
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
     if (rc != 0)
         return rc;
+    if (c->training && use_dnnl_bwd(p)) {
+        struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                                   p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
+                                   false };
+        size_t need;
+        if (sim_dnnl_conv_bwd_prepare(&d, sim_pool_threads(), &p->dnnl_bwd_id, &need) == 0) {
+            p->dnnl_bwd = true;
+            c->bwd_scratch_bytes = need;
+        }
+    }
     if (use_dnnl(p, c->training)) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
@@ -192,19 +230,19 @@ infer_conv(struct sim_infer *c)
             return 0;
         /* training with the im2col matrices kept: the whole batch in one GEMM when its
          * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
-        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+        if (c->training && !p->dnnl && !p->dnnl_bwd && !p->pointwise && p->group == 1 &&
             p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
             per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
             p->chunk = p->n;
         if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
         if (!p->pointwise) {
-            if (c->training)
+            if (c->training && !p->dnnl_bwd)
                 c->bwd_scratch_bytes = (size_t)(per_image * (double)p->chunk);
             if (!p->dnnl)
                 c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
         }
-        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+        if (c->training && !p->dnnl && !p->dnnl_bwd && !p->pointwise && p->group == 1 &&
             p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
             p->save_cols = true;
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
@@ -621,13 +659,17 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
                           .db = k->n_in > 2 ? din[2].data : NULL };
     int64_t P = p->oh * p->ow;
 
-    (void)err;
     if (r.gy == NULL || p->n == 0 || p->m == 0 || P == 0)
         return 0;
     if (r.db != NULL)
         sim_pool_for(p->m, grain_for(p->n * P), db_piece, &r);
     if (r.dx == NULL && r.dw == NULL)
         return 0;
+    if (p->dnnl_bwd)
+        return sim_dnnl_conv_bwd_run(p->dnnl_bwd_id, r.x, r.w, r.gy, r.dx, r.dw,
+                                     k->scratch) == 0
+                   ? 0
+                   : sim_err_set(err, IPUOF_E_INTERNAL, "oneDNN's convolution backward failed");
     if (p->depthwise) {
         sim_pool_for(p->c, grain_for(p->n * p->mg * P * p->kh * p->kw), dw_bwd_piece, &r);
         return 0;
