@@ -83,9 +83,19 @@ use_dnnl(const struct conv_params *p, bool training)
 }
 
 /*
- * Whether the backward of p (training) goes to oneDNN (conv_dnnl_bwd.c): PROVISIONAL, to be
- * replaced by the rule bench/conv_shapes.py --train measures. IPUOF_SIM_CONV=own|dnnl forces
- * both passes; IPUOF_SIM_CONV_BWD=own|dnnl the backward only (for measuring).
+ * Whether the backward of p (training) goes to oneDNN (conv_dnnl_bwd.c) rather than this
+ * file's kernels: the rule measured per layer by bench/conv_shapes.py --train (CPU seconds
+ * of a whole training step of the layer, forward, backward and update, on 1 and 2 threads;
+ * batch 8, the convolutions of resnet18, mobilenet_v2 and efficientnet_b0, and the tutorial
+ * at batch 40). oneDNN wins on depthwise 3x3 (1.0-3.1x; the 3x3 class 1.4x), on depthwise
+ * 5x5 with outputs at most 14 wide (1.05-1.2x), and on 2-D kernels of 3x3 and more over 8
+ * or more channels with at least 1 024 output positions over the batch (1.0-1.3x; the
+ * tutorial's second layer 1.1-1.6x); the rest stays here: 7x7 and 3x3 stems over 3
+ * channels (0.6-0.9x), 3x3 layers with 7x7 outputs at batch 8 (0.7-1.0x), depthwise 5x5
+ * with outputs 28 wide (0.8-0.96x), pointwise and strided 1x1 (0.8-1.2x, no clear winner).
+ * A backward on oneDNN lets the forward follow its inference rule (no im2col matrix is
+ * kept for it). IPUOF_SIM_CONV=own|dnnl forces both passes; IPUOF_SIM_CONV_BWD=own|dnnl the
+ * backward only (for measuring).
  */
 static bool
 use_dnnl_bwd(const struct conv_params *p)
@@ -102,10 +112,10 @@ use_dnnl_bwd(const struct conv_params *p)
     if (p->pointwise || (p->h == 1 && p->kh == 1))
         return false;
     if (p->depthwise)
-        return taps >= 25 || p->ow <= 14;
+        return taps <= 9 || p->ow <= 14;
     if (p->group != 1)
         return false;
-    return (p->cg >= 8 && taps >= 9) || taps >= 49;
+    return p->cg >= 8 && taps >= 9 && p->n * p->oh * p->ow >= 1024;
 }
 
 static int
