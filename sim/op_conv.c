@@ -10,6 +10,8 @@
  * gradient is one sgemm against the im2col matrices (kept from the forward when they fit
  * SAVE_BUDGET, else recomputed), the input gradient one sgemm
  * with the transposed weights into a column matrix that col2im adds back into NCHW.
+ * The layer shapes where oneDNN measured faster run its primitives instead (conv_dnnl.c
+ * forward, conv_dnnl_bwd.c backward; the rules use_dnnl and use_dnnl_bwd).
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
 #include <cblas.h>
