@@ -13,7 +13,8 @@ convolution's input gradient is wanted), the Conv, loss = ReduceSum(y); the two 
 the backward only (IPUOF_SIM_CONV_BWD=own / =dnnl) and the forward follows its rule (which
 keeps the forward's im2col matrices for the hand-written weight gradient where they fit).
 The figure is a whole step (forward, backward, SGD update), so own/dnnl is the layer's
-training cost under each backward.
+training cost under each backward; a third run (IPUOF_SIM_CONV_BWD=data) takes the input
+gradient from oneDNN and the weight gradient from the hand-written kernels.
 
   /usr/bin/python3 bench/conv_shapes.py --build build /tmp/pm/resnet18.onnx ...
   /usr/bin/python3 bench/conv_shapes.py --build build --tutorial      (the MNIST CNN, batch 40)
@@ -124,16 +125,22 @@ def main():
             one_conv_model(x, w, a, b, path, o.train)
             own = cpu_s(tool, path, x[0], o.rounds, "own", o.threads, o.train)
             dnn = cpu_s(tool, path, x[0], o.rounds, "dnnl", o.threads, o.train)
+            dat = cpu_s(tool, path, x[0], o.rounds, "data", o.threads, o.train) if o.train \
+                else 0.0
             k = klass(x, w, a)
-            t = tot.setdefault(k, [0.0, 0.0])
+            t = tot.setdefault(k, [0.0, 0.0, 0.0])
             t[0] += own
             t[1] += dnn
-            print("%-16s x=%-20s w=%-18s s=%s g=%d  own %.5f  dnnl %.5f  own/dnnl %.2f" %
+            t[2] += dat
+            print("%-16s x=%-20s w=%-18s s=%s g=%d  own %.5f  dnnl %.5f  own/dnnl %.2f%s" %
                   (k, x, w, a.get("strides", [1, 1]), a.get("group", 1), own, dnn,
-                   own / max(dnn, 1e-5)), flush=True)
+                   own / max(dnn, 1e-5), "  data %.5f  own/data %.2f" %
+                   (dat, own / max(dat, 1e-5)) if o.train else ""), flush=True)
     print("\nper class (sum of distinct shapes):")
-    for k, (a, b) in sorted(tot.items()):
-        print("  %-16s own %.4f  dnnl %.4f  own/dnnl %.2f" % (k, a, b, a / max(b, 1e-5)))
+    for k, (a, b, c) in sorted(tot.items()):
+        print("  %-16s own %.4f  dnnl %.4f  own/dnnl %.2f%s" %
+              (k, a, b, a / max(b, 1e-5),
+               "  data %.4f  own/data %.2f" % (c, a / max(c, 1e-5)) if o.train else ""))
 
 
 if __name__ == "__main__":

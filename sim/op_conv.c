@@ -29,6 +29,9 @@
 #define SAVE_BUDGET ((int64_t)16 << 20)     /* most bytes of im2col matrices kept for the
                                              * backward (the tutorial's: 2.3 and 2.6 MB) */
 
+#define BWD_DATA 1u       /* dnnl_bwd: the input gradient */
+#define BWD_WEIGHTS 2u    /* dnnl_bwd: the weight gradient */
+
 #define DW_MAX_TAPS 256  /* depthwise kernels up to this many taps run the direct kernel */
 
 struct conv_params {
@@ -46,7 +49,8 @@ struct conv_params {
                                      * kernel, no im2col */
     bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
     int dnnl_id;
-    bool dnnl_bwd;                  /* training: the backward runs oneDNN's dnnl_bwd_id */
+    unsigned dnnl_bwd;              /* training: the gradients (BWD_DATA, BWD_WEIGHTS) oneDNN's
+                                     * dnnl_bwd_id computes; the others are this file's */
     int dnnl_bwd_id;
 };
 
@@ -74,7 +78,7 @@ use_dnnl(const struct conv_params *p, bool training)
         return false;
     /* training with the hand-written backward: the im2col matrices kept for the weight
      * gradient (save_cols) are made by the hand-written forward anyway */
-    if (training && !p->dnnl_bwd && p->group == 1 && !p->depthwise &&
+    if (training && !(p->dnnl_bwd & BWD_WEIGHTS) && p->group == 1 && !p->depthwise &&
         p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET)
         return false;
     if (p->depthwise)
@@ -85,21 +89,25 @@ use_dnnl(const struct conv_params *p, bool training)
 }
 
 /*
- * Whether the backward of p (training) goes to oneDNN (conv_dnnl_bwd.c) rather than this
- * file's kernels: the rule measured per layer by bench/conv_shapes.py --train (CPU seconds
- * of a whole training step of the layer, forward, backward and update, on 1 and 2 threads;
- * batch 8, the convolutions of resnet18, mobilenet_v2 and efficientnet_b0, and the tutorial
- * at batch 40). oneDNN wins on depthwise 3x3 (1.0-3.1x; the 3x3 class 1.4x), on depthwise
- * 5x5 with outputs at most 14 wide (1.05-1.2x), and on 2-D kernels of 3x3 and more over 8
- * or more channels with at least 1 024 output positions over the batch (1.0-1.3x; the
- * tutorial's second layer 1.1-1.6x); the rest stays here: 7x7 and 3x3 stems over 3
- * channels (0.6-0.9x), 3x3 layers with 7x7 outputs at batch 8 (0.7-1.0x), depthwise 5x5
- * with outputs 28 wide (0.8-0.96x), pointwise and strided 1x1 (0.8-1.2x, no clear winner).
- * A backward on oneDNN lets the forward follow its inference rule (no im2col matrix is
- * kept for it). IPUOF_SIM_CONV=own|dnnl forces both passes; IPUOF_SIM_CONV_BWD=own|dnnl the
- * backward only (for measuring).
+ * Which gradients of p (training) oneDNN computes (conv_dnnl_bwd.c: BWD_DATA, BWD_WEIGHTS;
+ * 0: none, this file's kernels do both): the rule measured per layer by
+ * bench/conv_shapes.py --train (CPU seconds of a whole training step of the layer, forward,
+ * backward and update, on 1 and 2 threads; batch 8, the convolutions of resnet18,
+ * mobilenet_v2 and efficientnet_b0, and the tutorial's at batch 40), comparing the
+ * hand-written backward, oneDNN's, and oneDNN's input gradient with the hand-written
+ * weight gradient. oneDNN's whole backward wins on depthwise 3x3 (the class 1.3-1.4x) and
+ * on 2-D kernels of 3x3 and more over 8 or more channels with at least 1 024 output
+ * positions over the batch (1.0-1.3x; the tutorial's second layer 0.95-1.6x); its input
+ * gradient alone wins on depthwise 5x5 (the class 1.2x, where its weight gradient loses,
+ * 0.9x) and on the 3x3 layers with fewer positions (resnet18's 7x7 outputs: 1.0-1.1x,
+ * where its whole backward loses, 0.9x). The rest stays here: 7x7 and 3x3 stems over 3
+ * channels (0.6-0.9x), pointwise and strided 1x1 (0.8-1.2x, no clear winner), 1-D and
+ * grouped convolutions. Where oneDNN computes the weight gradient the forward follows its
+ * inference rule; where this file does, the forward keeps its im2col matrices for it when
+ * they fit. IPUOF_SIM_CONV=own|dnnl forces both passes; IPUOF_SIM_CONV_BWD=own|dnnl|data
+ * the backward only (data: oneDNN's input gradient, this file's weight gradient).
  */
-static bool
+static unsigned
 use_dnnl_bwd(const struct conv_params *p)
 {
     const char *e = getenv("IPUOF_SIM_CONV_BWD");
@@ -108,16 +116,18 @@ use_dnnl_bwd(const struct conv_params *p)
     if (e == NULL)
         e = getenv("IPUOF_SIM_CONV");
     if (e != NULL && strcmp(e, "own") == 0)
-        return false;
+        return 0;
     if (e != NULL && strcmp(e, "dnnl") == 0)
-        return true;
+        return BWD_DATA | BWD_WEIGHTS;
+    if (e != NULL && strcmp(e, "data") == 0)
+        return BWD_DATA;
     if (p->pointwise || (p->h == 1 && p->kh == 1))
-        return false;
+        return 0;
     if (p->depthwise)
-        return taps <= 9 || p->ow <= 14;
-    if (p->group != 1)
-        return false;
-    return p->cg >= 8 && taps >= 9 && p->n * p->oh * p->ow >= 1024;
+        return taps <= 9 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
+    if (p->group != 1 || p->cg < 8 || taps < 9)
+        return 0;
+    return p->n * p->oh * p->ow >= 1024 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
 }
 
 static int
@@ -207,13 +217,13 @@ infer_conv(struct sim_infer *c)
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
     if (rc != 0)
         return rc;
-    if (c->training && use_dnnl_bwd(p)) {
+    if (c->training && use_dnnl_bwd(p) != 0) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
                                    false };
         size_t need;
         if (sim_dnnl_conv_bwd_prepare(&d, sim_pool_threads(), &p->dnnl_bwd_id, &need) == 0) {
-            p->dnnl_bwd = true;
+            p->dnnl_bwd = use_dnnl_bwd(p);
             c->bwd_scratch_bytes = need;
         }
     }
@@ -242,19 +252,23 @@ infer_conv(struct sim_infer *c)
             return 0;
         /* training with the im2col matrices kept: the whole batch in one GEMM when its
          * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
-        if (c->training && !p->dnnl && !p->dnnl_bwd && !p->pointwise && p->group == 1 &&
+        if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
+            p->group == 1 &&
             p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
             per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
             p->chunk = p->n;
         if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
         if (!p->pointwise) {
-            if (c->training && !p->dnnl_bwd)
+            /* the hand-written gradients' scratch; oneDNN's runs before them in the same */
+            if (c->training && p->dnnl_bwd != (BWD_DATA | BWD_WEIGHTS) &&
+                (size_t)(per_image * (double)p->chunk) > c->bwd_scratch_bytes)
                 c->bwd_scratch_bytes = (size_t)(per_image * (double)p->chunk);
             if (!p->dnnl)
                 c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
         }
-        if (c->training && !p->dnnl && !p->dnnl_bwd && !p->pointwise && p->group == 1 &&
+        if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
+            p->group == 1 &&
             p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
             p->save_cols = true;
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
@@ -677,11 +691,16 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
         sim_pool_for(p->m, grain_for(p->n * P), db_piece, &r);
     if (r.dx == NULL && r.dw == NULL)
         return 0;
-    if (p->dnnl_bwd)
-        return sim_dnnl_conv_bwd_run(p->dnnl_bwd_id, r.x, r.w, r.gy, r.dx, r.dw,
-                                     k->scratch) == 0
-                   ? 0
-                   : sim_err_set(err, IPUOF_E_INTERNAL, "oneDNN's convolution backward failed");
+    if (p->dnnl_bwd != 0) {
+        bool dw_here = p->dnnl_bwd & BWD_WEIGHTS;
+        if (sim_dnnl_conv_bwd_run(p->dnnl_bwd_id, r.x, r.w, r.gy, r.dx, dw_here ? r.dw : NULL,
+                                  k->scratch) != 0)
+            return sim_err_set(err, IPUOF_E_INTERNAL, "%s: oneDNN's convolution backward "
+                               "failed", k->label);
+        r.dx = NULL;            /* done; what is left is the weight gradient, if wanted */
+        if (dw_here || r.dw == NULL)
+            return 0;
+    }
     if (p->depthwise) {
         sim_pool_for(p->c, grain_for(p->n * p->mg * P * p->kh * p->kw), dw_bwd_piece, &r);
         return 0;

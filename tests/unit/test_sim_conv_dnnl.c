@@ -9,9 +9,11 @@
  *                                          consumers whose input gradients accumulate
  *     loss = ReduceSum((y1 + y2) * r)      r a frozen random weight
  * is compiled for training (SGD, lr 0, gradient accumulation 2, so the weights' gradients
- * add over two micro-batches too) once with IPUOF_SIM_CONV_BWD=own and once with =dnnl (the
- * forward keeps the default rule), run once, and every weight's applied gradient
- * (sim_exe_read_gradient) is compared: max |dnnl - own| / max |own| must stay under 1e-5.
+ * add over two micro-batches too) with IPUOF_SIM_CONV_BWD=own (the hand-written backward),
+ * =dnnl (oneDNN's), =data (oneDNN's input gradient, the hand-written weight gradient) and
+ * unset (op_conv.c's rule), the forward keeping its rule; each is run once and every
+ * weight's applied gradient (sim_exe_read_gradient) is compared with the own run's:
+ * max |other - own| / max |own| must stay under 1e-5.
  * The batch of 5 images does not split evenly over two pool threads (pieces of 3 and 2).
  */
 #include <setjmp.h>
@@ -37,18 +39,20 @@ struct ccase {
 };
 
 static const struct ccase cases[] = {
-    /* oneDNN by the rule: 3x3 over 8 or more channels, stride 1 and 2 */
-    { "3x3, 16 channels, pad 1", 5, 16, 10, 10, 16, 3, 1, 1, 1, 1 },
-    { "3x3 stride 2, 8 -> 24 channels", 5, 8, 11, 11, 24, 3, 2, 1, 1, 1 },
-    /* oneDNN by the rule: a 7x7 stem over 3 channels, stride 2 */
-    { "7x7 stem, stride 2, pad 3", 5, 3, 20, 20, 8, 7, 2, 3, 1, 1 },
-    /* oneDNN by the rule: depthwise 3x3 on a narrow image, depthwise 5x5 */
+    /* oneDNN's whole backward by the rule: 3x3 over 8 or more channels with 1 024 or more
+     * output positions over the batch (1 280); depthwise 3x3, narrow and wide */
+    { "3x3, 16 channels, 1280 positions", 5, 16, 16, 16, 16, 3, 1, 1, 1, 1 },
     { "depthwise 3x3, 12 wide", 5, 16, 12, 12, 16, 3, 1, 1, 1, 16 },
-    { "depthwise 5x5 stride 2", 5, 8, 17, 17, 8, 5, 2, 2, 1, 8 },
-    /* own kernels by the rule: 3x3 over few channels, depthwise 3x3 on a wide image,
-     * grouped, dilated, pointwise (oneDNN must still agree when forced) */
-    { "3x3 over 4 channels", 5, 4, 9, 9, 6, 3, 1, 0, 1, 1 },
     { "depthwise 3x3, 40 wide", 5, 8, 20, 40, 8, 3, 1, 1, 1, 8 },
+    /* oneDNN's input gradient, the own weight gradient by the rule: 3x3 layers with fewer
+     * positions (500, and 180 with stride 2), depthwise 5x5 */
+    { "3x3, 16 channels, 500 positions", 5, 16, 10, 10, 16, 3, 1, 1, 1, 1 },
+    { "3x3 stride 2, 8 -> 24 channels", 5, 8, 11, 11, 24, 3, 2, 1, 1, 1 },
+    { "depthwise 5x5 stride 2", 5, 8, 17, 17, 8, 5, 2, 2, 1, 8 },
+    /* own kernels by the rule: a 7x7 stem over 3 channels, 3x3 over few channels,
+     * grouped and dilated, pointwise (oneDNN must still agree when forced) */
+    { "7x7 stem, stride 2, pad 3", 5, 3, 20, 20, 8, 7, 2, 3, 1, 1 },
+    { "3x3 over 4 channels", 5, 4, 9, 9, 6, 3, 1, 0, 1, 1 },
     { "groups 2, dilation 2", 5, 8, 12, 12, 8, 3, 1, 2, 2, 2 },
     { "pointwise", 5, 16, 7, 7, 32, 1, 1, 0, 1, 1 },
 };
@@ -134,7 +138,8 @@ case_model(const struct ccase *cc)
 static const char *const weights[] = { "w0", "w1", "b1", "w2" };
 #define N_WEIGHTS (sizeof(weights) / sizeof(weights[0]))
 
-/* Runs one training step of cc's model with the backward forced to `side`; grads[i] gets
+/* Runs one training step of cc's model with the backward forced to `side` (NULL: the
+ * rule's choice); grads[i] gets
  * weight i's applied gradient (malloc'd, caller frees), n[i] its element count. */
 static void
 train_once(const struct ccase *cc, const char *side, float *grads[N_WEIGHTS],
@@ -148,7 +153,8 @@ train_once(const struct ccase *cc, const char *side, float *grads[N_WEIGHTS],
     struct sim_err err;
     float *in;
 
-    setenv("IPUOF_SIM_CONV_BWD", side, 1);
+    if (side != NULL)
+        setenv("IPUOF_SIM_CONV_BWD", side, 1);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
@@ -157,7 +163,7 @@ train_once(const struct ccase *cc, const char *side, float *grads[N_WEIGHTS],
     o.frozen_weights = frozen;
     o.n_frozen_weights = 1;
     if (sim_compile(m, &o, &e, &err) != 0)
-        fail_msg("%s (%s): %s", cc->what, side, err.msg);
+        fail_msg("%s (%s): %s", cc->what, side ? side : "rule", err.msg);
     unsetenv("IPUOF_SIM_CONV_BWD");
     assert_int_equal(sim_exe_input_info(e, 0, &info), 0);
     in = sim_exe_input_buffer(e, 0);
@@ -165,7 +171,7 @@ train_once(const struct ccase *cc, const char *side, float *grads[N_WEIGHTS],
     for (size_t i = 0; i < info.run_bytes / sizeof(float); i++)
         in[i] = urand();
     if (sim_exe_run(e, &err) != 0)
-        fail_msg("%s (%s): %s", cc->what, side, err.msg);
+        fail_msg("%s (%s): %s", cc->what, side ? side : "rule", err.msg);
     for (size_t i = 0; i < N_WEIGHTS; i++) {
         struct sim_weight_info wi;
         assert_int_equal(sim_exe_weight_info(e, (size_t)sim_exe_weight_index(e, weights[i]),
@@ -182,33 +188,41 @@ train_once(const struct ccase *cc, const char *side, float *grads[N_WEIGHTS],
 static void
 test_dnnl_backward_matches_own(void **state)
 {
+    static const char *const sides[] = { "dnnl", "data", NULL };
     double worst = 0.0;
 
     (void)state;
+    unsetenv("IPUOF_SIM_CONV");
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const struct ccase *cc = &cases[c];
-        float *own[N_WEIGHTS], *dnn[N_WEIGHTS];
-        size_t n[N_WEIGHTS], n2[N_WEIGHTS];
+        float *own[N_WEIGHTS];
+        size_t n[N_WEIGHTS];
         train_once(cc, "own", own, n);
-        train_once(cc, "dnnl", dnn, n2);
-        for (size_t i = 0; i < N_WEIGHTS; i++) {
-            double diff = 0.0, scale = 0.0, rel;
-            assert_int_equal(n[i], n2[i]);
-            for (size_t k = 0; k < n[i]; k++) {
-                diff = fmax(diff, fabs((double)dnn[i][k] - (double)own[i][k]));
-                scale = fmax(scale, fabs((double)own[i][k]));
+        for (size_t sd = 0; sd < sizeof(sides) / sizeof(sides[0]); sd++) {
+            const char *side = sides[sd] != NULL ? sides[sd] : "rule";
+            float *oth[N_WEIGHTS];
+            size_t n2[N_WEIGHTS];
+            train_once(cc, sides[sd], oth, n2);
+            for (size_t i = 0; i < N_WEIGHTS; i++) {
+                double diff = 0.0, scale = 0.0, rel;
+                assert_int_equal(n[i], n2[i]);
+                for (size_t k = 0; k < n[i]; k++) {
+                    diff = fmax(diff, fabs((double)oth[i][k] - (double)own[i][k]));
+                    scale = fmax(scale, fabs((double)own[i][k]));
+                }
+                rel = diff / (scale > 0.0 ? scale : 1.0);
+                printf("%-32s %-4s d%-3s max |%s - own| %.3e  max |own| %.3e  relative %.2e\n",
+                       cc->what, side, weights[i], side, diff, scale, rel);
+                assert_true(scale > 0.0);   /* the gradient is not trivially zero */
+                if (rel > 1e-5)
+                    fail_msg("%s, backward %s: gradient of %s differs by %.3e relative "
+                             "(tolerance 1e-5)", cc->what, side, weights[i], rel);
+                worst = fmax(worst, rel);
+                free(oth[i]);
             }
-            rel = diff / (scale > 0.0 ? scale : 1.0);
-            printf("%-32s d%-3s max |dnnl - own| %.3e  max |own| %.3e  relative %.2e\n",
-                   cc->what, weights[i], diff, scale, rel);
-            assert_true(scale > 0.0);   /* the gradient is not trivially zero */
-            if (rel > 1e-5)
-                fail_msg("%s: gradient of %s differs by %.3e relative (tolerance 1e-5)",
-                         cc->what, weights[i], rel);
-            worst = fmax(worst, rel);
-            free(own[i]);
-            free(dnn[i]);
         }
+        for (size_t i = 0; i < N_WEIGHTS; i++)
+            free(own[i]);
     }
     printf("worst relative difference %.2e (tolerance 1e-5)\n", worst);
 }
