@@ -25,8 +25,8 @@ in-process (bench/ipuof-cpu.c with IPUOF_SIM_THREADS=1 and with the whole pool) 
 PyTorch's process time for the same step on 1 thread.
 
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
-Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,efficientnet_b0,
-convnext_tiny), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5). Timings are reported, never judged: exit 0
+Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,mobilenet_v3_small,
+efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5). Timings are reported, never judged: exit 0
 unless the benchmark cannot run.
 """
 
@@ -49,7 +49,8 @@ import torchvision  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 from torch.fx.experimental.optimization import fuse  # noqa: E402
 
-DEFAULT_MODELS = "resnet18,mobilenet_v2,efficientnet_b0,convnext_tiny"
+DEFAULT_MODELS = ("resnet18,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,convnext_tiny,"
+                  "vit_b_16")
 DEFAULT_TRAIN = "resnet18,mobilenet_v2"
 BATCH, DI = 8, 4
 

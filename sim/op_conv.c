@@ -97,7 +97,7 @@ use_dnnl(const struct conv_params *p, bool training)
  * hand-written backward, oneDNN's, and oneDNN's input gradient with the hand-written
  * weight gradient. oneDNN's whole backward wins on depthwise 3x3 (the class 1.3-1.4x) and
  * on 2-D kernels of 3x3 and more over 8 or more channels with at least 1 024 output
- * positions over the batch (1.0-1.3x; the tutorial's second layer 0.95-1.6x); its input
+ * positions over the batch (0.97-1.3x; the tutorial's second layer 0.95-1.6x); its input
  * gradient alone wins on depthwise 5x5 (the class 1.2x, where its weight gradient loses,
  * 0.9x) and on the 3x3 layers with fewer positions (resnet18's 7x7 outputs: 1.0-1.1x,
  * where its whole backward loses, 0.9x). The rest stays here: 7x7 and 3x3 stems over 3
