@@ -266,6 +266,16 @@ echo "$I_N $I_S $T_N $T_S ${R1_N:-0} ${R1_S:-0} $THREADS" | awk '{
     r = a / b
     printf "train: ipuofd %.0f samples/s, pytorch best (%s) %.0f samples/s, ratio %.2fx (target >= 2.0x)%s\n",
         a, w, b, r, (r >= 2.0) ? "" : "  MISSED" }'
+# The distance to the machine's limit: the network's FLOPs per training sample and
+# OpenBLAS's sgemm peak on every CPU, measured now (train_torch.py --flops).
+set -- $(OPENBLAS_NUM_THREADS=1 "$PY" "$HERE/train_torch.py" --flops | sed -n 's/^flops per_sample=\([0-9]*\) peak_gflops=\([0-9.]*\) cpus=\([0-9]*\)$/\1 \2 \3/p')
+if [ $# -eq 3 ]; then
+    echo "$1 $2 $3 $I_N $I_S $T_N $T_S ${R1_N:-0} ${R1_S:-0}" | awk '{
+        f = $1; a = $4 / $5 * f / 1e9; b = $6 / $7 * f / 1e9
+        if ($9 > 0 && $8 / $9 * f / 1e9 > b) b = $8 / $9 * f / 1e9
+        printf "compute: %.2f MFLOP per training sample (Conv and Linear, forward + both gradients); ipuofd %.1f GFLOP/s, pytorch best %.1f GFLOP/s; OpenBLAS sgemm peak on %d CPUs %.1f GFLOP/s (2048^3, measured now): 2.0x pytorch would need %.1f GFLOP/s, %.0f%% of that peak\n",
+            f / 1e6, a, b, $3, $2, 2 * b, 100 * 2 * b / $2 }'
+fi
 echo "$I_A $T_A $EPOCHS" | awk '{
     d = $1 - $2; if (d < 0) d = -d
     printf "accuracy after %d epoch%s: ipuofd %.2f%%, pytorch %.2f%%, difference %.2f points (target <= 1.0)%s\n",

@@ -151,7 +151,61 @@ def train_one(seed, epochs, batch, accum, lr, train_x, train_y, test_x, test_y):
     return total_samples, total_secs, 100.0 * correct / n_test
 
 
+def training_flops():
+    """FLOPs of one training sample of Network: 2 x the multiply-adds of every Conv2d and
+    Linear forward (counted by forward hooks), again for each weight gradient, and again for
+    each input gradient but the first layer's (the image needs none)."""
+    net = Network()
+    macs = []
+
+    def hook(m, inp, out):
+        if isinstance(m, nn.Conv2d):
+            k = m.kernel_size[0] * m.kernel_size[1] * (m.in_channels // m.groups)
+            macs.append(out[0].numel() * k)
+        else:
+            macs.append(out[0].numel() * m.in_features)
+
+    hs = [m.register_forward_hook(hook) for m in net.modules()
+          if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.inference_mode():
+        net(torch.zeros(1, 1, 28, 28))
+    for h in hs:
+        h.remove()
+    fwd = 2 * sum(macs)
+    return fwd + fwd + (fwd - 2 * macs[0])
+
+
+def sgemm_peak():
+    """GFLOP/s of OpenBLAS sgemm 2048^3 on every CPU this process may use (best of 3)."""
+    import ctypes
+    import time
+
+    import numpy as np
+
+    lib = ctypes.CDLL("libopenblas.so.0")
+    ncpu = len(os.sched_getaffinity(0))
+    lib.openblas_set_num_threads(ncpu)
+    n = 2048
+    a = np.random.rand(n, n).astype(np.float32)
+    b = np.random.rand(n, n).astype(np.float32)
+    c = np.zeros((n, n), np.float32)
+    fp = ctypes.POINTER(ctypes.c_float)
+    args = [101, 111, 111, n, n, n, ctypes.c_float(1.0), a.ctypes.data_as(fp), n,
+            b.ctypes.data_as(fp), n, ctypes.c_float(0.0), c.ctypes.data_as(fp), n]
+    best = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        lib.cblas_sgemm(*args)
+        best = max(best, 2.0 * n ** 3 / (time.perf_counter() - t0) / 1e9)
+    lib.openblas_set_num_threads(1)
+    return best, ncpu
+
+
 def main():
+    if sys.argv[1:] == ["--flops"]:
+        peak, ncpu = sgemm_peak()
+        print("flops per_sample=%d peak_gflops=%.1f cpus=%d" % (training_flops(), peak, ncpu))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--epochs", type=int, default=3)

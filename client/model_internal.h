@@ -193,6 +193,14 @@ int ipuof_model_call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase
                      const struct ipuof_sink *sink, const struct iovec *payload, int n_payload,
                      Ipuof__Header **reply);
 
+/* Sends req for m and receives the one payload its reply (body want: a SaveModelReply or a
+ * TraceReply) announces, into a new allocation of that size plus a NUL: *bytes (caller
+ * frees) and *len. noun names the bytes in errors ("model", "trace"). Returns IPUOF_OK, or
+ * the failure with a sentence on m's client (a reply whose byte count is not its payload's
+ * is IPUOF_E_PROTO). */
+int ipuof_model_fetch_bytes(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
+                            const char *noun, char **bytes, size_t *len);
+
 /* Writes buf[0..len) to the file at path (created or truncated); a file that could not be
  * written whole is removed. Errors IPUOF_E_NOTFOUND, IPUOF_E_IO with a sentence on c. */
 int ipuof_file_write(ipuof_client *c, const char *path, const void *buf, size_t len);

@@ -359,72 +359,20 @@ ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t *gradients,
 
 /* ---- the trace -------------------------------------------------------------------------- */
 
-/* Where a TraceReply's payload goes: one allocation of its size plus a NUL. */
-struct trace_sink {
-    char *buf;
-    size_t len;
-    struct iovec iov;
-};
-
-/* place() of a trace: the reply's byte count must be its payload's. Frames of another body
- * are left to the caller. */
-static int
-place_trace(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
-            uint32_t payload_len, struct iovec **iov, int *iovcnt)
-{
-    struct trace_sink *ts = arg;
-
-    *iovcnt = 0;
-    if (h->body_case != IPUOF__HEADER__BODY_TRACE_REPLY)
-        return IPUOF_OK;
-    if (h->trace_reply->bytes != payload_len || payload_len == 0)
-        return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                             "ipuofd at %s answered %s announcing %llu trace bytes with %u "
-                             "payload bytes", c->address, what,
-                             (unsigned long long)h->trace_reply->bytes, payload_len);
-    free(ts->buf);
-    ts->buf = malloc((size_t)payload_len + 1);
-    if (ts->buf == NULL)
-        return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
-                             "out of memory for a trace of %u bytes", payload_len);
-    ts->buf[payload_len] = '\0';
-    ts->len = payload_len;
-    ts->iov.iov_base = ts->buf;
-    ts->iov.iov_len = payload_len;
-    *iov = &ts->iov;
-    *iovcnt = 1;
-    return IPUOF_OK;
-}
-
 /* The trace exchange of ipuof_model_trace(), without clearing c's error or settling. */
 static int
 fetch_trace(ipuof_model *m, char **json, size_t *len)
 {
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__TraceRequest tr = IPUOF__TRACE_REQUEST__INIT;
-    struct trace_sink ts = {0};
-    struct ipuof_sink sink = {.place = place_trace, .arg = &ts};
-    Ipuof__Header *reply = NULL;
     int rc = ipuof_model_usable(m);
 
-    if (rc == IPUOF_OK) {
-        tr.model_id = m->id;
-        req.body_case = IPUOF__HEADER__BODY_TRACE;
-        req.trace = &tr;
-        rc = ipuof_model_call(m, &req, IPUOF__HEADER__BODY_TRACE_REPLY, &sink, NULL, 0, &reply);
-    }
-    if (rc == IPUOF_OK && ts.buf == NULL)
-        rc = ipuof_err_set(m->c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s answered the trace request without trace bytes",
-                           m->c->address);
-    if (rc == IPUOF_OK) {
-        *json = ts.buf;
-        *len = ts.len;
-        ts.buf = NULL;
-    }
-    free(ts.buf);
-    ipuof_frame_header_free(reply);
-    return rc;
+    if (rc != IPUOF_OK)
+        return rc;
+    tr.model_id = m->id;
+    req.body_case = IPUOF__HEADER__BODY_TRACE;
+    req.trace = &tr;
+    return ipuof_model_fetch_bytes(m, &req, IPUOF__HEADER__BODY_TRACE_REPLY, "trace", json, len);
 }
 
 int

@@ -276,54 +276,94 @@ ipuof_model_copy_weights(ipuof_model *dst, ipuof_model *src)
     return ipuof_model_settle(c, rc);
 }
 
-/* ---- save ------------------------------------------------------------------------------ */
+/* ---- one sized payload ------------------------------------------------------------------ */
 
-/* Where a SaveModelReply's payload goes: one allocation of its size, owned by the sink until
- * the caller takes it. */
-struct save_sink {
-    void *buf;
+/* Where a reply's one payload goes (a SaveModelReply's model, a TraceReply's trace): one
+ * allocation of the size the reply announces plus a NUL, owned by the sink until the caller
+ * takes it. */
+struct bytes_sink {
+    Ipuof__Header__BodyCase want;
+    const char *noun;            /* "model", "trace": what the bytes are, for errors */
+    char *buf;
     size_t len;
     struct iovec iov;
 };
 
-/* place() of a save: the reply's byte count must be its payload's; the buffer is allocated
- * to fit. Frames of another body are left to the caller. */
-static int
-place_onnx(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
-           uint32_t payload_len, struct iovec **iov, int *iovcnt)
+/* The byte count a reply of the sink's kind announces. */
+static uint64_t
+announced_bytes(const Ipuof__Header *h)
 {
-    struct save_sink *ss = arg;
+    switch (h->body_case) {
+    case IPUOF__HEADER__BODY_SAVE_MODEL_REPLY:
+        return h->save_model_reply->bytes;
+    case IPUOF__HEADER__BODY_TRACE_REPLY:
+        return h->trace_reply->bytes;
+    default:
+        return 0;
+    }
+}
+
+/* place() of a sized payload: the reply's byte count must be its payload's; the buffer is
+ * allocated to fit. Frames of another body are left to the caller. */
+static int
+place_bytes(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
+            uint32_t payload_len, struct iovec **iov, int *iovcnt)
+{
+    struct bytes_sink *bs = arg;
 
     *iovcnt = 0;
-    if (h->body_case != IPUOF__HEADER__BODY_SAVE_MODEL_REPLY)
+    if (h->body_case != bs->want)
         return IPUOF_OK;
-    if (h->save_model_reply->bytes != payload_len || payload_len == 0)
+    if (announced_bytes(h) != payload_len || payload_len == 0)
         return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                             "ipuofd at %s answered %s announcing %llu model bytes with %u "
-                             "payload bytes",
-                             c->address, what,
-                             (unsigned long long)h->save_model_reply->bytes, payload_len);
-    free(ss->buf);
-    ss->buf = malloc(payload_len);
-    if (ss->buf == NULL)
+                             "ipuofd at %s answered %s announcing %llu %s bytes with %u "
+                             "payload bytes", c->address, what,
+                             (unsigned long long)announced_bytes(h), bs->noun, payload_len);
+    free(bs->buf);
+    bs->buf = malloc((size_t)payload_len + 1);
+    if (bs->buf == NULL)
         return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
-                             "out of memory for a saved model of %u bytes", payload_len);
-    ss->len = payload_len;
-    ss->iov.iov_base = ss->buf;
-    ss->iov.iov_len = payload_len;
-    *iov = &ss->iov;
+                             "out of memory for %u %s bytes", payload_len, bs->noun);
+    bs->buf[payload_len] = '\0';
+    bs->len = payload_len;
+    bs->iov.iov_base = bs->buf;
+    bs->iov.iov_len = payload_len;
+    *iov = &bs->iov;
     *iovcnt = 1;
     return IPUOF_OK;
 }
+
+/* See model_internal.h. */
+int
+ipuof_model_fetch_bytes(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
+                        const char *noun, char **bytes, size_t *len)
+{
+    struct bytes_sink bs = {.want = want, .noun = noun};
+    struct ipuof_sink sink = {.place = place_bytes, .arg = &bs};
+    Ipuof__Header *reply = NULL;
+    int rc = ipuof_model_call(m, req, want, &sink, NULL, 0, &reply);
+
+    if (rc == IPUOF_OK && bs.buf == NULL)
+        rc = ipuof_err_set(m->c, IPUOF_E_PROTO, "protocol",
+                           "ipuofd at %s answered without the %s bytes", m->c->address, noun);
+    if (rc == IPUOF_OK) {
+        *bytes = bs.buf;
+        *len = bs.len;
+        bs.buf = NULL;
+    }
+    free(bs.buf);
+    ipuof_frame_header_free(reply);
+    return rc;
+}
+
+/* ---- save ------------------------------------------------------------------------------ */
 
 int
 ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t *len)
 {
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__SaveModelRequest sm = IPUOF__SAVE_MODEL_REQUEST__INIT;
-    struct save_sink ss = {0};
-    struct ipuof_sink sink = {.place = place_onnx, .arg = &ss};
-    Ipuof__Header *reply = NULL;
+    char *buf = NULL;
     ipuof_client *c;
     int rc;
 
@@ -344,20 +384,11 @@ ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t *len)
         sm.model_id = m->id;
         req.body_case = IPUOF__HEADER__BODY_SAVE_MODEL;
         req.save_model = &sm;
-        rc = ipuof_model_call(m, &req, IPUOF__HEADER__BODY_SAVE_MODEL_REPLY, &sink, NULL, 0,
-                              &reply);
+        rc = ipuof_model_fetch_bytes(m, &req, IPUOF__HEADER__BODY_SAVE_MODEL_REPLY, "model",
+                                     &buf, len);
     }
-    if (rc == IPUOF_OK && ss.buf == NULL)
-        rc = ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                           "ipuofd at %s answered the save request without model bytes",
-                           c->address);
-    if (rc == IPUOF_OK) {
-        *bytes = ss.buf;
-        *len = ss.len;
-        ss.buf = NULL;
-    }
-    free(ss.buf);
-    ipuof_frame_header_free(reply);
+    if (rc == IPUOF_OK)
+        *bytes = buf;
     return ipuof_model_settle(c, rc);
 }
 

@@ -16,7 +16,7 @@
 #include "wiremap.h"
 
 /* Checks a compile request's sizes and counts against the daemon's limits and the
- * partition (c->part is set) before anything is allocated. 0, or -1 with an error sent. */
+ * partition (conn_part(c) is set) before anything is allocated. 0, or -1 with an error sent. */
 int
 compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
                       uint32_t payload_len)
@@ -49,11 +49,11 @@ compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileReque
                         "deviceIterations micro-batches per replica)");
         return -1;
     }
-    if (R > c->part->count) {
+    if (R > conn_part(c)->count) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                         "replication factor %u needs %u IPUs, but partition '%s' has %u; "
                         "attach a partition of %u IPUs or lower the replication factor", R, R,
-                        c->part->name, c->part->count, dev_round_pow2(R));
+                        conn_part(c)->name, conn_part(c)->count, dev_round_pow2(R));
         return -1;
     }
     if (rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL ||

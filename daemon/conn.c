@@ -167,21 +167,19 @@ void
 conn_free(struct conn *c)
 {
     struct srv *s = c->srv;
-    int released = c->part != NULL;
+    int released = c->djob != NULL;
 
     if (c->payload_left > 0 && c->sink.abort != NULL)
         c->sink.abort(c, c->sink.arg);
     if (c->inflight != NULL)
         c->inflight->conn = NULL; /* the worker's result is dropped when it comes back */
-    if (c->djob != NULL)
-        djob_leave(c); /* the job ends for its other processes */
     models_drop_upload(c);
-    models_release_all(c, IPUOF_E_CLOSED, 1);
-    if (c->part != NULL) {
+    if (djob_shared(c)) {
+        djob_leave(c); /* the job ends for its other processes */
+    } else if (c->djob != NULL) {
         log_info("client %u (%s, pid %u, %s) disconnected holding partition '%s'; its IPUs "
-                 "are free again", c->id, c->name, c->pid, c->peer, c->part->name);
-        dev_release(s->inv, c->part);
-        c->part = NULL;
+                 "are free again", c->id, c->name, c->pid, c->peer, conn_part(c)->name);
+        djob_solo_end(c, IPUOF_E_CLOSED, 1);
     }
     srv_wait_cancel(s, c);
     if (c->prev != NULL)
@@ -572,7 +570,7 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->part != NULL || c->waiter != NULL || c->job_active || c->upload != NULL) {
+        if (c->djob != NULL || c->waiter != NULL || c->job_active || c->upload != NULL) {
             /* Holding IPUs, waiting for them, or for its compile or run is not idleness:
              * only a client that holds nothing is closed. */
             bufferevent_enable(c->bev, EV_READ);

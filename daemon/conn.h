@@ -52,7 +52,6 @@ struct conn {
     int hello_done;
     char name[DEV_NAME_MAX];
     uint32_t pid;
-    struct dev_partition *part;  /* attached partition, or NULL */
     int revoked_code;            /* why the partition was taken away (IPUOF_E_DEVICE_RESET,
                                   * ...), until the next attach; 0: it was not */
     char revoked_msg[512];       /* the sentence the Notice carried */
@@ -72,11 +71,12 @@ struct conn {
     size_t sink_off;
 
     int job_active;              /* a compile or run is in flight: read no more frames */
-    struct model *models;        /* compiled models this connection owns */
     struct compile_job *upload;  /* model bytes arriving for a compile */
     struct req_job *inflight;    /* the compile or run on a worker, or NULL */
     uint64_t refused_upload;     /* request id of the last compile refused mid-upload */
-    struct djob *djob;           /* the job of several processes this one belongs to, or NULL */
+    struct djob *djob;           /* the job this connection belongs to once attached (its own
+                                  * job of one process, or one of several processes): it holds
+                                  * the partition and the compiled models; NULL: none */
     unsigned djob_pid;           /* its process id in that job */
 
     struct conn *prev, *next;

@@ -1,8 +1,9 @@
 /*
- * jobs.c — jobs of several host processes sharing one partition (see jobs.h): gathering
- * the processes' attaches and compiles, receiving each process's slice of a run straight
- * into its replicas' rows, running once, answering each process with its own replicas'
- * outputs, and ending the job cleanly when a process leaves.
+ * jobs.c — jobs (see jobs.h): a single process's own job, and jobs of several host
+ * processes sharing one partition: gathering the processes' attaches and compiles,
+ * receiving each process's slice of a run straight into its replicas' rows, running once,
+ * answering each process with its own replicas' outputs, and ending the job cleanly when a
+ * process leaves.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -34,6 +35,72 @@ djob_maybe_free(struct djob *j)
     if (j->timer != NULL)
         event_free(j->timer);
     free(j);
+}
+
+/* A job of nproc processes (fields zeroed, the processes numbered), or NULL. */
+static struct djob *
+job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
+{
+    struct djob *j = calloc(1, sizeof *j + nproc * sizeof j->proc[0]);
+
+    if (j == NULL)
+        return NULL;
+    j->srv = s;
+    snprintf(j->name, sizeof j->name, "%s", name);
+    j->nproc = nproc;
+    j->count = count;
+    for (unsigned p = 0; p < nproc; p++) {
+        j->proc[p].job = j;
+        j->proc[p].id = p;
+    }
+    return j;
+}
+
+int
+djob_solo(struct conn *c, struct dev_partition *p)
+{
+    struct djob *j = job_alloc(c->srv, p->name, 1, p->count);
+
+    if (j == NULL)
+        return -1;
+    j->part = p;
+    j->started = 1;
+    j->nattached = 1;
+    j->proc[0].conn = c;
+    j->proc[0].pid = c->pid;
+    snprintf(j->proc[0].peer, sizeof j->proc[0].peer, "%s", c->peer);
+    c->djob = j;
+    c->djob_pid = 0;
+    return 0;
+}
+
+void
+djob_solo_end(struct conn *c, int cancel_code, int conn_dying)
+{
+    struct djob *j = c->djob;
+
+    models_release_all(c, cancel_code, conn_dying);
+    dev_release(c->srv->inv, j->part);
+    c->djob = NULL;
+    free(j); /* a run in flight refers to its model and connection, never to the job */
+}
+
+int
+djob_shared(const struct conn *c)
+{
+    return c->djob != NULL && c->djob->nproc > 1;
+}
+
+struct dev_partition *
+conn_part(const struct conn *c)
+{
+    return c->djob != NULL ? c->djob->part : NULL;
+}
+
+struct model **
+djob_models(const struct conn *c)
+{
+    return c->djob != NULL ? &c->djob->models : NULL;
 }
 
 /* Brackets a loop that talks to the processes' connections: a connection freed meanwhile
@@ -179,9 +246,7 @@ djob_end(struct djob *j, int code, const char *fmt, ...)
             conn_job_end(c);
         }
         /* A slice still arriving is answered when its last byte is in (on_slice). */
-        models_release_all(c, code, 0); /* its own models lived on the job's IPUs too */
         c->djob = NULL;
-        c->part = NULL;
         q->conn = q->run_arriving ? c : NULL;
         conn_leave(c);
     }
@@ -212,7 +277,7 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
 {
     struct srv *s = c->srv;
     struct dev_holder holder;
-    struct djob *j = calloc(1, sizeof *j + nproc * sizeof j->proc[0]);
+    struct djob *j = job_alloc(s, name, nproc, count);
     char err[1024];
     int rc;
 
@@ -230,14 +295,6 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
         event_free(j->timer);
         free(j);
         return NULL;
-    }
-    j->srv = s;
-    snprintf(j->name, sizeof j->name, "%s", name);
-    j->nproc = nproc;
-    j->count = count;
-    for (unsigned p = 0; p < nproc; p++) {
-        j->proc[p].job = j;
-        j->proc[p].id = p;
     }
     j->next = s->jobs;
     s->jobs = j;
@@ -310,7 +367,6 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
     q->attach_req = req_id;
     c->djob = j;
     c->djob_pid = q->id;
-    c->part = j->part;
     conn_job_begin(c); /* its frames wait for the attach reply */
     if (++j->nattached < j->nproc)
         return;
@@ -363,7 +419,6 @@ leave(struct conn *c, const char *how)
                   j->inflight != NULL || j->proc[0].compile_submitter;
     unsigned live = 0;
 
-    models_release_all(c, IPUOF_E_NOT_ATTACHED, 0); /* its own models, on the job's IPUs */
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
     compile_job_discard(q->cj);
@@ -374,7 +429,6 @@ leave(struct conn *c, const char *how)
     }
     q->run_req = q->compile_req = q->attach_req = 0;
     c->djob = NULL;
-    c->part = NULL;
     for (unsigned p = 0; p < j->nproc; p++) {
         struct conn *o = j->proc[p].conn;
         if (o == NULL)
@@ -495,6 +549,7 @@ djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cach
         m->nproc = j->nproc;
         m->next = j->models;
         j->models = m;
+        models_update_loaded(j->srv, c);
         log_info("job '%s': model %u '%s' %s for %u processes x %u replicas", j->name, m->id,
                  m->name, cached ? "from the cache" : "compiled", j->nproc,
                  sim_exe_replicas(m->entry->exe) / j->nproc);
@@ -513,6 +568,27 @@ djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cach
         if (p != 0) /* process 0's compile_done ends its own wait */
             conn_job_end(o);
         conn_leave(o);
+    }
+    djob_unhold(j);
+}
+
+void
+djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p)
+{
+    struct djob *j = c->djob;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+
+    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
+    h.compile_progress = (Ipuof__CompileProgress *)p;
+    djob_hold(j);
+    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
+        struct djob_proc *q = &j->proc[k];
+        if (q->conn == NULL || q->compile_req == 0)
+            continue;
+        h.request_id = q->compile_req;
+        conn_enter(q->conn);
+        conn_send(q->conn, &h, NULL, 0);
+        conn_leave(q->conn); /* a connection dropped for its backlog ends the job */
     }
     djob_unhold(j);
 }

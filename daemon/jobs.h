@@ -1,18 +1,20 @@
 /*
- * jobs.h — a job of several host processes driving one partition as one data-parallel
- * model (PopTorch's configureProcessId): the job, not a connection, holds the partition and
- * the compiled executables; each process's connection belongs to the job and carries its
- * slice of every call.
+ * jobs.h — a job: what one or several host processes hold together, apart from their
+ * connections: the partition and the compiled executables with their weights. Every
+ * attached connection belongs to a job.
  *
- * One executable is compiled with replicas = local replicas x processes (the global
- * replicas). Process p owns replicas p*Rl .. (p+1)*Rl-1, so in the run layout [D][A][R][B..]
- * its slice of each (d, a) block is Rl contiguous steps: its run bytes are received
- * straight into those rows, and its outputs are gathered from them. A call runs when every
- * process has sent its slice; gradients are then reduced over all global replicas by the
- * executable itself and the one copy of the weights is updated.
+ * A single process attaching alone gets a job of its own (one process, djob_solo): its
+ * calls are its job's whole calls, so they run straight from its connection (req_compile.c,
+ * req_run.c) and the job ends when the process detaches, disconnects or loses the
+ * partition.
  *
- * A single-process client never meets this file: its connection keeps holding its own
- * partition and models (conn.c, models.c).
+ * A job of several processes (PopTorch's configureProcessId) is named by its partition and
+ * gathers its processes' calls. One executable is compiled with replicas = local replicas x
+ * processes (the global replicas). Process p owns replicas p*Rl .. (p+1)*Rl-1, so in the run
+ * layout [D][A][R][B..] its slice of each (d, a) block is Rl contiguous steps: its run bytes
+ * are received straight into those rows, and its outputs are gathered from them. A call runs
+ * when every process has sent its slice; gradients are then reduced over all global replicas
+ * by the executable itself and the one copy of the weights is updated.
  *
  * Everything here runs on the event-loop thread, except the run of a job's work.
  */
@@ -29,6 +31,26 @@ struct model;
 struct compile_job;
 
 #define DJOB_MAX_PROCS 64
+
+struct dev_partition;
+
+/* Makes c (attached alone to partition p, taken) the one process of a job of its own. 0,
+ * or -1 when out of memory (p is then still the caller's). */
+int djob_solo(struct conn *c, struct dev_partition *p);
+
+/* Ends the job of one process c belongs to: its models are released (a run in flight is
+ * cancelled with cancel_code and freed when it comes back; conn_dying: c is going away),
+ * the partition goes back to the pool and the job is freed. */
+void djob_solo_end(struct conn *c, int cancel_code, int conn_dying);
+
+/* 1 when c belongs to a job of several processes. */
+int djob_shared(const struct conn *c);
+
+/* The partition c's job holds, or NULL (c is not attached). */
+struct dev_partition *conn_part(const struct conn *c);
+
+/* The head of the list of c's job's compiled models, or NULL (c is not attached). */
+struct model **djob_models(const struct conn *c);
 
 /*
  * Attaches c as process a->process_id of the job named a->partition_name
@@ -59,6 +81,11 @@ void djob_compile_ready(struct conn *c, struct compile_job *cj);
  * model; rc/msg the failure. Replies to every process. */
 void djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cached,
                    uint64_t us);
+
+/* The job's compile, submitted by c, reports progress p: every process waiting for the
+ * compile gets it under its own request id (a client's wait for a long compile is kept
+ * alive by progress, so every process needs it, not only the submitter). */
+void djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p);
 
 /* The job's model with this id for c, or NULL. */
 struct model *djob_find_model(const struct conn *c, uint32_t id);

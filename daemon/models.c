@@ -221,9 +221,10 @@ models_host_bytes(const struct sim_exe *e)
 uint64_t
 models_host_used(const struct conn *c)
 {
+    struct model **list = djob_models(c);
     uint64_t sum = 0;
 
-    for (const struct model *m = c->models; m != NULL; m = m->next)
+    for (const struct model *m = list ? *list : NULL; m != NULL; m = m->next)
         sum += m->host;
     return sum;
 }
@@ -279,7 +280,8 @@ model_free(struct srv *s, struct model *m)
 void
 models_update_loaded(struct srv *s, struct conn *c)
 {
-    const struct dev_partition *p = c->part;
+    const struct dev_partition *p = conn_part(c);
+    struct model **list = djob_models(c);
 
     if (p == NULL)
         return;
@@ -287,7 +289,7 @@ models_update_loaded(struct srv *s, struct conn *c)
         struct dev_ipu *d = &s->inv->ipus[p->first + i];
         size_t used = 0;
         d->loaded[0] = '\0';
-        for (const struct model *m = c->models; m != NULL; m = m->next) {
+        for (const struct model *m = *list; m != NULL; m = m->next) {
             if (d->id < m->first_ipu || d->id >= m->first_ipu + m->nipus)
                 continue;
             if (used + strlen(m->name) + 2 >= sizeof d->loaded)
@@ -302,9 +304,12 @@ void
 models_release_all(struct conn *c, int cancel_code, int conn_dying)
 {
     struct srv *s = c->srv;
+    struct model **list = djob_models(c);
     struct model *m, *next;
 
-    for (m = c->models; m != NULL; m = next) {
+    if (list == NULL || djob_shared(c)) /* a shared job's models end with the job */
+        return;
+    for (m = *list; m != NULL; m = next) {
         next = m->next;
         m->next = NULL;
         model_unplace(s, m);
@@ -323,7 +328,7 @@ models_release_all(struct conn *c, int cancel_code, int conn_dying)
             m->cancel_code = cancel_code; /* payload arriving: the sink's end frees it */
         }
     }
-    c->models = NULL;
+    *list = NULL;
     models_update_loaded(s, c);
 }
 
@@ -344,9 +349,6 @@ models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *wh
 struct model *
 models_find(struct conn *c, uint32_t id)
 {
-    for (struct model *m = c->models; m != NULL; m = m->next)
-        if (m->id == id)
-            return m;
     return c->djob != NULL ? djob_find_model(c, id) : NULL;
 }
 

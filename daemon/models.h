@@ -100,7 +100,7 @@ struct model {
  * daemon's host memory (the host-side streams). */
 uint64_t models_host_bytes(const struct sim_exe *e);
 
-/* Run-buffer bytes of c's models (what its partition uses of host_memory). */
+/* Run-buffer bytes of the models of c's job (what its partition uses of host_memory). */
 uint64_t models_host_used(const struct conn *c);
 
 /* Counts m's memory on its IPUs, and its run buffers on its first IPU (only IPUs of the
@@ -116,7 +116,7 @@ void models_count_steps(struct srv *s, const struct model *m, uint64_t steps);
 /* Uncounts and frees m, returning its executable to the cache. NULL is a no-op. */
 void model_free(struct srv *s, struct model *m);
 
-/* The model of c with this id, or NULL. */
+/* The model of c's job with this id (not yet freed by c), or NULL. */
 struct model *models_find(struct conn *c, uint32_t id);
 
 /*
@@ -128,9 +128,11 @@ struct model *models_find(struct conn *c, uint32_t id);
 void models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
 
 /*
- * Takes every model away from c and uncounts its memory: idle models are freed now; a
- * model whose run is in flight is freed when the run ends, which then reports cancel_code
- * to c (or to nobody when conn_dying). Call before the partition itself is released.
+ * Takes every model away from the job of one process c belongs to and uncounts its memory:
+ * idle models are freed now; a model whose run is in flight is freed when the run ends,
+ * which then reports cancel_code to c (or to nobody when conn_dying). Call before the
+ * partition itself is released. A no-op for a job of several processes, whose models end
+ * with the job (jobs.c).
  */
 void models_release_all(struct conn *c, int cancel_code, int conn_dying);
 
@@ -141,7 +143,7 @@ void models_drop_upload(struct conn *c);
  * drops it. 1 when there was one, else 0. */
 int models_refuse_upload(struct conn *c, int code, const char *why);
 
-/* Rewrites each IPU's "loaded" list from the models of the partition's owner. */
+/* Rewrites each IPU's "loaded" list of c's partition from the models of c's job. */
 void models_update_loaded(struct srv *s, struct conn *c);
 
 /* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01.

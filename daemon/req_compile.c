@@ -73,6 +73,11 @@ on_progress_ev(evutil_socket_t fd, short what, void *arg)
         return;
     p.done = (uint32_t)atomic_load(&cj->prog_done);
     p.total = (uint32_t)atomic_load(&cj->prog_total);
+    if (cj->nproc > 1) { /* every process of the job waits for this compile */
+        if (cj->rj.conn->djob != NULL)
+            djob_compile_progress(cj->rj.conn, &p);
+        return;
+    }
     h.request_id = cj->rj.req_id;
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
     h.compile_progress = &p;
@@ -347,7 +352,8 @@ compile_done(struct job *j)
             conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
         goto out;
     }
-    if (c->part == NULL || c->part->first != cj->first_ipu || c->part->count != cj->part_count) {
+    if (conn_part(c) == NULL || conn_part(c)->first != cj->first_ipu ||
+        conn_part(c)->count != cj->part_count) {
         cache_release(&s->cache, cj->entry);
         if (s->stopping)
             conn_send_error(c, cj->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
@@ -394,14 +400,14 @@ compile_done(struct job *j)
         djob_compiled(c, m, IPUOF_OK, "", cj->cached, cj->cached ? 0 : cj->us);
         goto out;
     }
-    m->next = c->models;
-    c->models = m;
+    m->next = *djob_models(c); /* the job of this one process holds it */
+    *djob_models(c) = m;
     models_update_loaded(s, c);
     log_info("client %u (%s): model %u '%s' %s in %.1f ms on IPUs %u-%u", c->id, c->name, m->id,
              m->name, cj->cached ? "from the cache" : "compiled", (double)cj->us / 1000.0,
              m->first_ipu, m->first_ipu + m->nipus - 1);
     if (compile_reply_send(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us) < 0) {
-        c->models = m->next; /* refused: it was never the client's */
+        *djob_models(c) = m->next; /* refused: it was never the client's */
         model_free(s, m);
         models_update_loaded(s, c);
     }
@@ -433,7 +439,7 @@ upload_complete(struct conn *c)
     struct compile_job *cj = c->upload;
 
     c->upload = NULL;
-    if (c->djob != NULL) { /* compiled once, when every process of the job has sent it */
+    if (djob_shared(c)) { /* compiled once, when every process of the job has sent it */
         djob_compile_ready(c, cj);
         return;
     }
@@ -543,7 +549,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     struct compile_job *cj = NULL;
     unsigned R = rq->replicas ? rq->replicas : 1;
 
-    if (c->part == NULL) {
+    if (conn_part(c) == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
                         "compiling needs IPUs: attach a partition first");
         return -1;
@@ -591,11 +597,11 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     cj->group = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE ||
                         rq->input_group_size == 0 ? 1 : rq->input_group_size;
     cj->group_orthogonal = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ORTHOGONAL;
-    cj->first_ipu = c->part->first;
-    cj->part_count = c->part->count;
+    cj->first_ipu = conn_part(c)->first;
+    cj->part_count = conn_part(c)->count;
     cj->opts.ipu_memory_bytes = UINT64_MAX;
-    for (unsigned i = 0; i < c->part->count; i++) {
-        const struct dev_ipu *d = &s->inv->ipus[c->part->first + i];
+    for (unsigned i = 0; i < cj->part_count; i++) {
+        const struct dev_ipu *d = &s->inv->ipus[cj->first_ipu + i];
         cj->remaining[i] = d->memory_capacity - d->memory_used;
         if (i < R && cj->remaining[i] < cj->opts.ipu_memory_bytes)
             cj->opts.ipu_memory_bytes = cj->remaining[i];
@@ -613,7 +619,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         compile_job_free(cj);
         return -1;
     }
-    cj->opts.partition_ipus = c->part->count;
+    cj->opts.partition_ipus = cj->part_count;
     compile_cost_options(&s->cfg, &cj->opts.cost);
     if (compile_placement_options(c, req_id, cj, rq) < 0) {
         compile_job_free(cj);
@@ -711,7 +717,7 @@ compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char 
     if (R > cj->part_count) {
         snprintf(msg, len, "%u processes x %u replicas need %u IPUs, but partition '%s' has "
                  "%u; attach a partition of %u IPUs or lower the replication factor", nproc,
-                 cj->opts.replicas, R, c->part->name, cj->part_count, dev_round_pow2(R));
+                 cj->opts.replicas, R, conn_part(c)->name, cj->part_count, dev_round_pow2(R));
         return IPUOF_E_INVAL;
     }
     cj->opts.replicas = R;

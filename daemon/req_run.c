@@ -346,25 +346,25 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
     struct model **pp, *m = NULL;
 
     (void)payload_len;
-    for (pp = &c->models; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->id == h->free_model->model_id) {
-            m = *pp;
-            *pp = m->next;
-            break;
+    if (djob_shared(c)) { /* freed once every process of the job has freed it */
+        if (djob_free_model(c, h->free_model->model_id) < 0) {
+            models_send_missing(c, req_id, h->free_model->model_id, "");
+            return;
         }
+    } else {
+        for (pp = djob_models(c); pp != NULL && *pp != NULL; pp = &(*pp)->next) {
+            if ((*pp)->id == h->free_model->model_id) {
+                m = *pp;
+                *pp = m->next;
+                break;
+            }
+        }
+        if (m == NULL) {
+            models_send_missing(c, req_id, h->free_model->model_id, "");
+            return;
+        }
+        model_free(c->srv, m);
     }
-    if (m == NULL && c->djob != NULL && djob_free_model(c, h->free_model->model_id) == 0) {
-        r.request_id = req_id;
-        r.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;
-        r.free_model_reply = &fr;
-        conn_send(c, &r, NULL, 0);
-        return;
-    }
-    if (m == NULL) {
-        models_send_missing(c, req_id, h->free_model->model_id, "");
-        return;
-    }
-    model_free(c->srv, m);
     models_update_loaded(c->srv, c);
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_FREE_MODEL_REPLY;

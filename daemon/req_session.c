@@ -127,11 +127,11 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     int rc;
 
     (void)payload_len;
-    if (c->part != NULL || c->waiter != NULL) {
+    if (c->djob != NULL || c->waiter != NULL) {
         conn_send_error(c, req_id, IPUOF_E_ALREADY_ATTACHED, 0, 0, "device",
                         "this connection %s partition '%s'; detach first",
-                        c->part ? "already holds" : "is already waiting for a",
-                        c->part ? c->part->name : "");
+                        c->djob ? "already holds" : "is already waiting for a",
+                        c->djob ? conn_part(c)->name : "");
         return;
     }
     if (count == 0) {
@@ -168,8 +168,12 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     /* Clients already waiting come first: no attach jumps the queue. */
     if (s->wait_head == NULL) {
         rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
+        if (rc == IPUOF_OK && djob_solo(c, p) < 0) {
+            dev_release(s->inv, p);
+            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+            return;
+        }
         if (rc == IPUOF_OK) {
-            c->part = p;
             c->revoked_code = 0;
             reply_attached(c, req_id, p, 0);
             return;
@@ -199,7 +203,7 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
     uint32_t ids[CFG_MAX_IPUS];
-    struct dev_partition *p = c->part;
+    struct dev_partition *p = conn_part(c);
 
     (void)payload_len;
     (void)h;
@@ -208,7 +212,7 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         "this connection holds no partition; attach first");
         return;
     }
-    if (c->djob != NULL) {
+    if (djob_shared(c)) {
         log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id,
                  c->name, c->pid, p->name);
         djob_detach(c, req_id);
@@ -221,9 +225,7 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
     r.detach_reply = &dr;
     log_info("client %u (%s, pid %u) detached partition '%s'", c->id, c->name, c->pid, p->name);
-    models_release_all(c, IPUOF_E_NOT_ATTACHED, 0);
-    c->part = NULL;
-    dev_release(c->srv->inv, p);
+    djob_solo_end(c, IPUOF_E_NOT_ATTACHED, 0);
     conn_send(c, &r, NULL, 0);
     srv_serve_waiters(c->srv);
 }
@@ -235,7 +237,7 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     Ipuof__Notice n = IPUOF__NOTICE__INIT;
     Ipuof__Error e = IPUOF__ERROR__INIT;
     uint32_t ids[CFG_MAX_IPUS];
-    struct dev_partition *p = c->part;
+    struct dev_partition *p = conn_part(c);
     char msg[512];
     va_list ap;
 
@@ -248,7 +250,7 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
      * this reason, not "no such model" (the Notice may reach the client after them). */
     c->revoked_code = code;
     snprintf(c->revoked_msg, sizeof c->revoked_msg, "%s", msg);
-    if (c->djob != NULL) { /* every process of the job is told */
+    if (djob_shared(c)) { /* every process of the job is told */
         djob_revoke(c, code, msg);
         return;
     }
@@ -265,8 +267,6 @@ revoke_partition(struct conn *c, int code, const char *fmt, ...)
     r.body_case = IPUOF__HEADER__BODY_NOTICE;
     r.notice = &n;
     /* Release first: sending may drop a connection that stopped reading. */
-    models_release_all(c, code, 0);
-    c->part = NULL;
-    dev_release(c->srv->inv, p);
+    djob_solo_end(c, code, 0);
     conn_send(c, &r, NULL, 0);
 }

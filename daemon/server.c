@@ -32,6 +32,7 @@
 #include "errbuf.h"
 #include "frame.h"
 #include "ipuof/status.h"
+#include "jobs.h"
 #include "log.h"
 #include "notify.h"
 
@@ -462,10 +463,10 @@ srv_shutdown_begin(struct srv *s)
     for (struct conn *c = s->conns; c != NULL; c = next) {
         next = c->next;
         conn_enter(c);
-        if (c->part != NULL)
+        if (conn_part(c) != NULL)
             revoke_partition(c, IPUOF_E_SHUTDOWN,
                              "ipuofd is shutting down; partition '%s' is released",
-                             c->part->name);
+                             conn_part(c)->name);
         shutdown_answer(c);
         conn_leave(c);
     }
@@ -588,8 +589,10 @@ srv_serve_waiters(struct srv *s)
         waited = (uint32_t)(srv_now_ms() - w->since_ms);
         waiter_unlink(s, w);
         conn_enter(c);
-        if (rc == IPUOF_OK) {
-            c->part = p;
+        if (rc == IPUOF_OK && djob_solo(c, p) < 0) {
+            dev_release(s->inv, p);
+            conn_send_error(c, req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        } else if (rc == IPUOF_OK) {
             c->revoked_code = 0;
             reply_attached(c, req, p, waited ? waited : 1);
         } else {

@@ -26,44 +26,8 @@
 
 #include "ipuof/client.h"
 #include "sim.h"
+#include "drv.h"
 #include "tensor_pb.h"
-
-static int passed, failed;
-
-/* Records one check. */
-static void
-check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("%s - ", ok ? "ok" : "not ok");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    if (ok)
-        passed++;
-    else
-        failed++;
-}
-
-/* Reads DIR/NAME into *t (caller-owned; sim_host_tensor_fini); 0 or -1 (printed). */
-static int
-load(const char *dir, const char *name, struct sim_host_tensor *t)
-{
-    char path[4096];
-    struct sim_err err = {0};
-
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (sim_tensor_pb_read_file(path, t, &err) != 0) {
-        printf("# %s: %s\n", path, err.msg);
-        return -1;
-    }
-    return 0;
-}
 
 /* Writes t (borrowed) as DIR/NAME under tensor name tname; 0 or -1 (printed). */
 static int
@@ -131,45 +95,45 @@ run(ipuof_client *c, const char *dir)
     long li;
     int rc, nw;
 
-    if (load(dir, "input_image.pb", &image) != 0 || load(dir, "input_labels.pb", &labels) != 0) {
-        check(0, "the files of interop_eval.py are in %s", dir);
+    if (drv_load(dir, "input_image.pb", &image, 0) != 0 || drv_load(dir, "input_labels.pb", &labels, 0) != 0) {
+        drv_check(0, "the files of interop_eval.py are in %s", dir);
         goto out;
     }
     ipuof_optimizer_init(&t.optimizer, IPUOF_OPTIMIZER_SGD);
     t.optimizer.lr = 0.1f;
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     rc = ipuof_model_compile_training_file(c, path, NULL, &t, &m);
-    check(rc == IPUOF_OK, "the training export compiles for training (%s)",
+    drv_check(rc == IPUOF_OK, "the training export compiles for training (%s)",
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
     if (rc != IPUOF_OK)
         goto out;
     in[0] = view("image", &image);
     in[1] = view("labels", &labels);
     rc = ipuof_model_run(m, in, 2);
-    check(rc == IPUOF_OK, "one SGD step runs (%s)",
+    drv_check(rc == IPUOF_OK, "one SGD step runs (%s)",
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
     if (rc != IPUOF_OK)
         goto out;
     li = ipuof_model_output_index(m, "loss");
     rc = li >= 0 ? ipuof_model_output(m, (size_t)li, &out) : IPUOF_E_NOTFOUND;
-    check(rc == IPUOF_OK && save(dir, "step_loss.pb", "loss", &out) == 0,
+    drv_check(rc == IPUOF_OK && save(dir, "step_loss.pb", "loss", &out) == 0,
           "the step's loss is written");
     nw = save_weights(m, dir);
-    check(nw > 0, "the %d weights after the step are written", nw);
+    drv_check(nw > 0, "the %d weights after the step are written", nw);
 
     rc = ipuof_model_inference_from(m, NULL, &inf);
-    check(rc == IPUOF_OK, "an inference model is made from the training model (%s)",
+    drv_check(rc == IPUOF_OK, "an inference model is made from the training model (%s)",
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
     if (rc != IPUOF_OK)
         goto out;
     rc = ipuof_model_run(inf, in, 2);
-    check(rc == IPUOF_OK, "the inference model runs the batch (%s)",
+    drv_check(rc == IPUOF_OK, "the inference model runs the batch (%s)",
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
     if (rc != IPUOF_OK)
         goto out;
     li = ipuof_model_output_index(inf, "logits");
     rc = li >= 0 ? ipuof_model_output(inf, (size_t)li, &out) : IPUOF_E_NOTFOUND;
-    check(rc == IPUOF_OK && save(dir, "eval_logits.pb", "logits", &out) == 0,
+    drv_check(rc == IPUOF_OK && save(dir, "eval_logits.pb", "logits", &out) == 0,
           "the inference model's logits are written");
 out:
     ipuof_model_free(inf);
@@ -181,26 +145,15 @@ out:
 int
 main(int argc, char **argv)
 {
-    struct ipuof_attach_opts ao = {.num_ipus = 1};
     ipuof_client *c;
-    int rc;
 
     if (argc < 2) {
         printf("# drv_interop_eval runs from tests/integ/test_interop_eval.sh\n");
         printf("0 passed, 0 failed\n");
         return 77;
     }
-    c = ipuof_client_new();
-    if (c == NULL)
-        return 1;
-    rc = ipuof_client_connect(c, NULL);
-    if (rc == IPUOF_OK)
-        rc = ipuof_attach(c, &ao, NULL, 0, NULL);
-    check(rc == IPUOF_OK, "connect and attach (%s)",
-          rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
-    if (rc == IPUOF_OK)
+    c = drv_attach(1);
+    if (c != NULL)
         run(c, argv[1]);
-    ipuof_client_free(c);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+    return drv_finish(c);
 }

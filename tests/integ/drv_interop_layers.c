@@ -26,55 +26,12 @@
 
 #include "ipuof/client.h"
 #include "sim.h"
+#include "drv.h"
 #include "tensor_pb.h"
 
 #define MAX_INPUTS 4
 #define MAX_WEIGHTS 64
 #define LR 0.1f
-
-static int passed, failed;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Records one check. */
-static void
-check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("%s - ", ok ? "ok" : "not ok");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    if (ok)
-        passed++;
-    else
-        failed++;
-}
-
-/* Reads DIR/CASE/NAME into *t; 0, or -1 when missing (printed unless quiet) or undecodable. */
-static int
-load(const char *dir, const char *name, struct sim_host_tensor *t, int quiet_missing)
-{
-    char path[4096];
-    struct sim_err err = {0};
-    FILE *f;
-
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        if (!quiet_missing)
-            printf("# cannot open %s\n", path);
-        return -1;
-    }
-    fclose(f);
-    if (sim_tensor_pb_read_file(path, t, &err) != 0) {
-        printf("# %s: %s\n", path, err.msg);
-        return -1;
-    }
-    return 0;
-}
 
 /* The worst |got - want| of n floats as a multiple of atol + rtol |want| (<= 1: within);
  * the largest absolute difference in *maxdiff. NaN counts as infinitely wrong. */
@@ -107,7 +64,7 @@ load_inputs(const char *dir, struct sim_host_tensor *ts, struct ipuof_tensor *in
     for (int k = 0; k < MAX_INPUTS; k++) {
         char name[32];
         snprintf(name, sizeof name, "input_%d.pb", k);
-        if (load(dir, name, &ts[n], 1) != 0)
+        if (drv_load(dir, name, &ts[n], 1) != 0)
             break;
         in[n] = (struct ipuof_tensor){ts[n].name, ts[n].dtype, ts[n].rank, {0}, ts[n].data,
                                       ts[n].bytes};
@@ -130,15 +87,15 @@ infer_case(ipuof_client *c, const char *dir, const char *cname,
 
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     rc = ipuof_model_compile_file(c, path, NULL, &m);
-    check(rc == IPUOF_OK, "%s: compiles for inference (%s)", cname,
+    drv_check(rc == IPUOF_OK, "%s: compiles for inference (%s)", cname,
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
-    if (rc != IPUOF_OK || load(dir, "y.pb", &want, 0) != 0)
+    if (rc != IPUOF_OK || drv_load(dir, "y.pb", &want, 0) != 0)
         goto out;
     rc = ipuof_model_run(m, in, n_in);
     if (rc == IPUOF_OK)
         rc = ipuof_model_output(m, (size_t)ipuof_model_output_index(m, "y"), &out);
     if (rc != IPUOF_OK || out.bytes != want.bytes || out.dtype != want.dtype) {
-        check(0, "%s: inference runs and returns y like PyTorch's (%s; %zu bytes, want %zu)",
+        drv_check(0, "%s: inference runs and returns y like PyTorch's (%s; %zu bytes, want %zu)",
               cname, rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c),
               rc == IPUOF_OK ? out.bytes : 0, want.bytes);
         goto out;
@@ -146,10 +103,10 @@ infer_case(ipuof_client *c, const char *dir, const char *cname,
     if (want.dtype == IPUOF_DTYPE_FLOAT) {
         double diff, worst = compare(out.data, want.data, want.bytes / sizeof(float), 1e-3,
                                      1e-4, &diff);
-        check(worst <= 1, "%s: inference output y matches PyTorch's (max |diff| %.3g, %.2f x "
+        drv_check(worst <= 1, "%s: inference output y matches PyTorch's (max |diff| %.3g, %.2f x "
               "the tolerance)", cname, diff, worst);
     } else {
-        check(memcmp(out.data, want.data, want.bytes) == 0,
+        drv_check(memcmp(out.data, want.data, want.bytes) == 0,
               "%s: inference output y (%s) equals PyTorch's", cname,
               want.dtype == IPUOF_DTYPE_INT64 ? "int64" : "integer");
     }
@@ -171,15 +128,15 @@ check_weights(ipuof_model *m, ipuof_client *c, const char *dir, const char *cnam
         int rc;
 
         snprintf(name, sizeof name, "%s_%d.pb", prefix, k);
-        if (load(dir, name, &w, 1) != 0)
+        if (drv_load(dir, name, &w, 1) != 0)
             break;
         if (strcmp(prefix, "weight") == 0) {
             struct sim_host_tensor w0 = {0};
             double moved = 0;
             snprintf(name, sizeof name, "initial_%d.pb", k);
-            if (load(dir, name, &w0, 0) == 0 && w0.bytes == w.bytes)
+            if (drv_load(dir, name, &w0, 0) == 0 && w0.bytes == w.bytes)
                 compare(w.data, w0.data, w.bytes / sizeof(float), 0, 1, &moved);
-            check(moved > 0, "%s: PyTorch's step moved weight '%s' (by up to %.3g), so the "
+            drv_check(moved > 0, "%s: PyTorch's step moved weight '%s' (by up to %.3g), so the "
                   "layer's gradient is exercised", cname, w.name, moved);
             sim_host_tensor_fini(&w0);
         }
@@ -187,7 +144,7 @@ check_weights(ipuof_model *m, ipuof_client *c, const char *dir, const char *cnam
         rc = got != NULL ? ipuof_model_read_weight(m, w.name, got, w.bytes) : IPUOF_E_NOMEM;
         if (rc == IPUOF_OK)
             worst = compare(got, w.data, w.bytes / sizeof(float), rtol, atol, &diff);
-        check(rc == IPUOF_OK && worst <= 1, "%s: weight '%s' %s matches PyTorch's (max |diff| "
+        drv_check(rc == IPUOF_OK && worst <= 1, "%s: weight '%s' %s matches PyTorch's (max |diff| "
               "%.3g)%s%s", cname, w.name, strcmp(prefix, "initial") == 0 ? "before the step"
               : "after one SGD step", diff, rc == IPUOF_OK ? "" : ": ",
               rc == IPUOF_OK ? "" : ipuof_client_errmsg(c));
@@ -212,22 +169,22 @@ train_case(ipuof_client *c, const char *dir, const char *cname,
     t.optimizer.lr = LR;
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     rc = ipuof_model_compile_training_file(c, path, NULL, &t, &m);
-    check(rc == IPUOF_OK, "%s: compiles for training (%s)", cname,
+    drv_check(rc == IPUOF_OK, "%s: compiles for training (%s)", cname,
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
-    if (rc != IPUOF_OK || load(dir, "loss.pb", &loss, 0) != 0)
+    if (rc != IPUOF_OK || drv_load(dir, "loss.pb", &loss, 0) != 0)
         goto out;
     check_weights(m, c, dir, cname, "initial", 0, 0);
     rc = ipuof_model_run(m, in, n_in);
     if (rc == IPUOF_OK)
         rc = ipuof_model_output(m, (size_t)ipuof_model_output_index(m, "loss"), &out);
     if (rc != IPUOF_OK || out.bytes != sizeof(float)) {
-        check(0, "%s: one training step runs and returns one loss (%s)", cname,
+        drv_check(0, "%s: one training step runs and returns one loss (%s)", cname,
               rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
         goto out;
     }
     {
         double diff, worst = compare(out.data, loss.data, 1, 1e-4, 1e-6, &diff);
-        check(worst <= 1, "%s: the loss of the step matches PyTorch's: %.7f vs %.7f", cname,
+        drv_check(worst <= 1, "%s: the loss of the step matches PyTorch's: %.7f vs %.7f", cname,
               *(const float *)out.data, *(const float *)loss.data);
     }
     check_weights(m, c, dir, cname, "weight", 1e-4, 1e-6);
@@ -239,11 +196,10 @@ out:
 int
 main(int argc, char **argv)
 {
-    struct ipuof_attach_opts ao = {.num_ipus = 1};
     char line[256], path[4096];
     ipuof_client *c;
     FILE *f;
-    int rc, cases = 0;
+    int cases = 0;
 
     if (argc < 2) {
         printf("# drv_interop_layers runs from tests/integ/test_interop_layers.sh\n");
@@ -256,17 +212,8 @@ main(int argc, char **argv)
         printf("not ok - %s is readable\n0 passed, 1 failed\n", path);
         return 1;
     }
-    c = ipuof_client_new();
-    if (c == NULL) {
-        fclose(f);
-        return 1;
-    }
-    rc = ipuof_client_connect(c, NULL);
-    if (rc == IPUOF_OK)
-        rc = ipuof_attach(c, &ao, NULL, 0, NULL);
-    check(rc == IPUOF_OK, "connect and attach (%s)",
-          rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
-    while (rc == IPUOF_OK && fgets(line, sizeof line, f) != NULL) {
+    c = drv_attach(1);
+    while (c != NULL && fgets(line, sizeof line, f) != NULL) {
         struct sim_host_tensor ts[MAX_INPUTS] = {{0}};
         struct ipuof_tensor in[MAX_INPUTS];
         char cname[128], mode[16], dir[3900];
@@ -276,7 +223,7 @@ main(int argc, char **argv)
             continue;
         snprintf(dir, sizeof dir, "%s/%s", argv[1], cname);
         n_in = load_inputs(dir, ts, in);
-        check(n_in > 0, "%s: PyTorch's inputs are in %s", cname, dir);
+        drv_check(n_in > 0, "%s: PyTorch's inputs are in %s", cname, dir);
         if (n_in > 0) {
             infer_case(c, dir, cname, in, n_in);
             if (strcmp(mode, "train") == 0)
@@ -287,8 +234,6 @@ main(int argc, char **argv)
         cases++;
     }
     fclose(f);
-    check(cases > 0, "%d cases ran", cases);
-    ipuof_client_free(c);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+    drv_check(cases > 0, "%d cases ran", cases);
+    return drv_finish(c);
 }

@@ -26,6 +26,7 @@
 
 #include "ipuof/client.h"
 #include "sim.h"
+#include "drv.h"
 #include "tensor_pb.h"
 
 #define RTOL 1e-4
@@ -33,52 +34,6 @@
 #define LR 1e-3
 #define TINY_GRAD 1e-6
 #define MAX_WEIGHTS 64
-
-static int passed, failed;
-
-/* Records one check. */
-static void
-check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-
-    printf("%s - ", ok ? "ok" : "not ok");
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-    if (ok)
-        passed++;
-    else
-        failed++;
-}
-
-/* Reads DIR/NAME into *t; 0, or -1 when the file does not exist or cannot be decoded (why
- * is printed unless quiet_missing and it is missing). */
-static int
-load(const char *dir, const char *name, struct sim_host_tensor *t, int quiet_missing)
-{
-    char path[4096];
-    struct sim_err err = {0};
-    FILE *f;
-
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        if (!quiet_missing)
-            printf("# cannot open %s\n", path);
-        return -1;
-    }
-    fclose(f);
-    if (sim_tensor_pb_read_file(path, t, &err) != 0) {
-        printf("# %s: %s\n", path, err.msg);
-        return -1;
-    }
-    return 0;
-}
 
 /* The largest |got - want| over n floats as a multiple of the tolerance (<= 1: within),
  * the largest absolute difference in *maxdiff and where the worst one is in *at. grad (may
@@ -122,19 +77,19 @@ step(ipuof_client *c, const char *dir)
     ipuof_model *m = NULL;
     int rc;
 
-    if (load(dir, "input_image.pb", &image, 0) != 0 ||
-        load(dir, "input_labels.pb", &labels, 0) != 0 || load(dir, "loss.pb", &loss, 0) != 0) {
-        check(0, "the files of interop_torch.py are in %s", dir);
+    if (drv_load(dir, "input_image.pb", &image, 0) != 0 ||
+        drv_load(dir, "input_labels.pb", &labels, 0) != 0 || drv_load(dir, "loss.pb", &loss, 0) != 0) {
+        drv_check(0, "the files of interop_torch.py are in %s", dir);
         goto out;
     }
     ipuof_optimizer_init(&t.optimizer, IPUOF_OPTIMIZER_ADAMW);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     rc = ipuof_model_compile_training_file(c, path, NULL, &t, &m);
-    check(rc == IPUOF_OK, "the exported model compiles for training (%s)",
+    drv_check(rc == IPUOF_OK, "the exported model compiles for training (%s)",
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
     if (rc != IPUOF_OK)
         goto out;
-    check(ipuof_model_is_training(m) && ipuof_model_weight_count(m) > 0,
+    drv_check(ipuof_model_is_training(m) && ipuof_model_weight_count(m) > 0,
           "it is a training model with %zu weights", ipuof_model_weight_count(m));
 
     for (int k = 0; k < MAX_WEIGHTS; k++) {
@@ -143,11 +98,11 @@ step(ipuof_client *c, const char *dir)
         float *got;
 
         snprintf(name, sizeof name, "initial_%d.pb", k);
-        if (load(dir, name, &w, 1) != 0)
+        if (drv_load(dir, name, &w, 1) != 0)
             break;
         got = malloc(w.bytes);
         rc = got != NULL ? ipuof_model_read_weight(m, w.name, got, w.bytes) : IPUOF_E_NOMEM;
-        check(rc == IPUOF_OK && memcmp(got, w.data, w.bytes) == 0,
+        drv_check(rc == IPUOF_OK && memcmp(got, w.data, w.bytes) == 0,
               "weight '%s' before the step is the exported value (%s)", w.name,
               rc == IPUOF_OK ? "read" : ipuof_client_errmsg(c));
         free(got);
@@ -161,7 +116,7 @@ step(ipuof_client *c, const char *dir)
                                   labels.bytes};
     memcpy(in[1].dims, labels.dims, sizeof in[1].dims);
     rc = ipuof_model_run(m, in, 2);
-    check(rc == IPUOF_OK, "one training step runs (%s)",
+    drv_check(rc == IPUOF_OK, "one training step runs (%s)",
           rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
     if (rc != IPUOF_OK)
         goto out;
@@ -171,10 +126,10 @@ step(ipuof_client *c, const char *dir)
         size_t at, relaxed;
         double worst = compare(out.data, loss.data, NULL, 1, &diff, &at, &relaxed);
 
-        check(worst <= 1, "the loss matches PyTorch's: %.7f vs %.7f", *(const float *)out.data,
+        drv_check(worst <= 1, "the loss matches PyTorch's: %.7f vs %.7f", *(const float *)out.data,
               *(const float *)loss.data);
     } else {
-        check(0, "the step returns one loss value (%zu bytes)", rc == IPUOF_OK ? out.bytes : 0);
+        drv_check(0, "the step returns one loss value (%zu bytes)", rc == IPUOF_OK ? out.bytes : 0);
     }
 
     for (int k = 0; k < MAX_WEIGHTS; k++) {
@@ -185,11 +140,11 @@ step(ipuof_client *c, const char *dir)
         float *got;
 
         snprintf(name, sizeof name, "weight_%d.pb", k);
-        if (load(dir, name, &w, 1) != 0)
+        if (drv_load(dir, name, &w, 1) != 0)
             break;
         snprintf(name, sizeof name, "grad_%d.pb", k);
-        if (load(dir, name, &g, 0) != 0 || g.bytes != w.bytes) {
-            check(0, "the gradient of '%s' is in %s", w.name, dir);
+        if (drv_load(dir, name, &g, 0) != 0 || g.bytes != w.bytes) {
+            drv_check(0, "the gradient of '%s' is in %s", w.name, dir);
             sim_host_tensor_fini(&w);
             sim_host_tensor_fini(&g);
             continue;
@@ -202,7 +157,7 @@ step(ipuof_client *c, const char *dir)
         if (rc == IPUOF_OK && worst > 1)
             printf("# element %zu: %.9g, PyTorch %.9g\n", at, got[at],
                    ((const float *)w.data)[at]);
-        check(rc == IPUOF_OK && worst <= 1,
+        drv_check(rc == IPUOF_OK && worst <= 1,
               "weight '%s' after the step matches PyTorch's (max |diff| %.3g, %.2f x the "
               "tolerance; %zu of %zu elements with a tiny gradient)%s%s",
               w.name, diff, worst, relaxed, w.bytes / sizeof(float),
@@ -221,25 +176,14 @@ out:
 int
 main(int argc, char **argv)
 {
-    struct ipuof_attach_opts ao = {.num_ipus = 1};
     ipuof_client *c;
-    int rc;
 
     if (argc < 2) {
         fprintf(stderr, "usage: drv_interop_step DIR (run by tests/integ/test_interop_torch.sh)\n");
         return 2;
     }
-    c = ipuof_client_new();
-    if (c == NULL)
-        return 1;
-    rc = ipuof_client_connect(c, NULL);
-    if (rc == IPUOF_OK)
-        rc = ipuof_attach(c, &ao, NULL, 0, NULL);
-    check(rc == IPUOF_OK, "connect and attach (%s)",
-          rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
-    if (rc == IPUOF_OK)
+    c = drv_attach(1);
+    if (c != NULL)
         step(c, argv[1]);
-    ipuof_client_free(c);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+    return drv_finish(c);
 }

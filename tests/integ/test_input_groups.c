@@ -171,8 +171,19 @@ test_refused(void **state)
 struct proc_arg {
     unsigned id;
     int rc;
+    int progress;                /* compile progress events it received */
     float got[D * 2 * B * F];
 };
+
+static void
+count_progress(int done, int total, void *user)
+{
+    struct proc_arg *pa = user;
+
+    if (done >= 1 && done <= total) /* counted only when well formed (no asserts off the
+                                     * test's thread) */
+        pa->progress++;
+}
 
 static void *
 job_process(void *arg)
@@ -185,7 +196,8 @@ job_process(void *arg)
     void *bytes = relu_model(&len);
     struct ipuof_model_opts o = {.device_iterations = D, .replicas = 2,
                                  .default_output_kind = IPUOF_OUTPUT_ALL,
-                                 .input_group_size = 2};
+                                 .input_group_size = 2, .progress = count_progress,
+                                 .progress_user = pa};
     float x[D * B * F];
     struct ipuof_tensor in = {.name = "x", .dtype = IPUOF_DTYPE_FLOAT, .rank = 2,
                               .dims = {D * B, F}, .data = x, .bytes = sizeof x};
@@ -230,6 +242,7 @@ test_groups_in_a_job(void **state)
         pthread_join(t[p], NULL);
     for (unsigned p = 0; p < 2; p++) {
         assert_int_equal(pa[p].rc, IPUOF_OK);
+        assert_true(pa[p].progress >= 1); /* every process hears the job's compile */
         for (unsigned dd = 0; dd < D; dd++)
             for (unsigned r = 0; r < 2; r++) /* both local replicas: the process's group */
                 for (unsigned k = 0; k < B * F; k++)
