@@ -26,8 +26,8 @@ PyTorch's process time for the same step on 1 thread.
 
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
 Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,mobilenet_v3_small,
-efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5). Timings are reported, never judged: exit 0
-unless the benchmark cannot run.
+efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5).
+Timings are reported, never judged: exit 0 unless the benchmark cannot run.
 """
 
 import argparse

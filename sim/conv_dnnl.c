@@ -1,5 +1,7 @@
 /*
- * conv_dnnl.c — 2-D convolution forward through oneDNN's C API (see conv_dnnl.h).
+ * conv_dnnl.c — 2-D convolution forward through oneDNN's C API (see conv_dnnl.h), and the
+ * engine, streams, reorders and memory-object sets it shares with conv_dnnl_bwd.c
+ * (conv_dnnl_int.h).
  *
  * Threads: Debian's libdnnl 2.6 is built with the OpenMP runtime, and a primitive fixes the
  * split of its work for the OpenMP team size it sees when it is made. Measured on the
@@ -41,7 +43,7 @@ struct entry {
     int threads;
     int64_t pieces;
     dnnl_primitive_t rw;                /* weights to the layout conv wants; NULL: plain */
-    struct sim_dnnl_set wsets[NSETS];        /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
+    struct sim_dnnl_set wsets[NSETS];   /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
     size_t off_slices;                  /* the pieces' slices start here; bw at 0 */
     struct part part[2];                /* [0]: nb images; [1]: the last piece's, if fewer */
 };
@@ -132,7 +134,8 @@ sim_dnnl_reorder(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, bool 
                 dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success ||
                 dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success))
         goto out;
-    if (dnnl_reorder_primitive_desc_create(&pd, a, sim_dnnl_engine, b, sim_dnnl_engine, attr) == dnnl_success &&
+    if (dnnl_reorder_primitive_desc_create(&pd, a, sim_dnnl_engine, b, sim_dnnl_engine,
+                                           attr) == dnnl_success &&
         dnnl_primitive_create(out, pd) == dnnl_success)
         rc = 0;
 out:
@@ -209,7 +212,8 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     bw = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     by = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (bx == NULL || bw == NULL || by == NULL || sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0 ||
+    if (bx == NULL || bw == NULL || by == NULL ||
+        sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0 ||
         sim_dnnl_reorder(by, &y_md, false, &pt->ry) != 0)
         goto out;
     *bw_out = *bw;
@@ -260,7 +264,8 @@ entry_make(const struct sim_dnnl_conv *d, int threads)
     if (part_make(d, nb, &e->part[0], &bw0) != 0 ||
         (last != nb && (part_make(d, last, &e->part[1], &bw1) != 0 ||
                         !dnnl_memory_desc_equal(&bw0, &bw1))) ||
-        sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 || sim_dnnl_reorder(&w_md, &bw0, false, &e->rw) != 0)
+        sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
+        sim_dnnl_reorder(&w_md, &bw0, false, &e->rw) != 0)
         goto out;
     for (int s = 0; e->rw != NULL && s < NSETS; s++)
         if (dnnl_memory_create(&e->wsets[s].m[M_W], &w_md, sim_dnnl_engine, DNNL_MEMORY_NONE) !=
@@ -323,8 +328,9 @@ sim_dnnl_stream(void)
 {
     dnnl_stream_t s = pthread_getspecific(stream_key);
 
-    if (s == NULL && dnnl_stream_create(&s, sim_dnnl_engine, dnnl_stream_default_flags) == dnnl_success
-        && pthread_setspecific(stream_key, s) != 0) {
+    if (s == NULL &&
+        dnnl_stream_create(&s, sim_dnnl_engine, dnnl_stream_default_flags) == dnnl_success &&
+        pthread_setspecific(stream_key, s) != 0) {
         dnnl_stream_destroy(s);
         s = NULL;
     }
