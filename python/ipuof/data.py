@@ -9,7 +9,10 @@ in an epoch. In the Async modes an AsynchronousDataAccessor prepares the next ba
 a background thread while the model runs (the library call releases the GIL); in
 AsyncRebatched mode the underlying loader yields single samples and the accessor builds
 the combined batches itself, so an iterable dataset split over workers loses at most one
-incomplete batch in all (PopTorch's rebatching).
+incomplete batch in all (PopTorch's rebatching). Batches of a torchvision MNIST-family
+dataset with ToTensor / Normalize transforms are computed whole (batched.py: the same
+bits, without a PIL image and two transforms per sample in worker processes), unless
+IPUOF_BATCHED_LOADER=0.
 """
 import queue
 import threading
@@ -17,7 +20,7 @@ import threading
 import torch
 import torch.utils.data as tud
 
-from . import enums
+from . import batched, enums
 from .errors import Error
 
 
@@ -134,11 +137,16 @@ class DataLoader(tud.DataLoader):
         return self._options
 
     def _plain_iter(self):
+        """An epoch's iterator of combined batches: the batched path's when it reproduces
+        this loader's batches exactly, else torch's."""
+        fetcher = None if self._rebatch else batched.plan(self)
+        if fetcher is not None:
+            return batched.BatchedIter(self, fetcher)
         return super().__iter__()
 
     def __iter__(self):
         if self._mode == enums.DataLoaderMode.Sync:
-            return super().__iter__()
+            return self._plain_iter()
         acc = getattr(self, "_accessor", None)
         if acc is None:
             acc = AsynchronousDataAccessor(self, rebatched_size=self._rebatch,

@@ -58,3 +58,24 @@ def test_tutorial_sharded_many_workers(daemon, fashion_root):
     assert re.search(r"^Epoch 1/1: 10 calls, 4000 samples in ", r.stdout, re.M)
     m = re.search(r"^Accuracy on test set: (\d+\.\d\d)%$", r.stdout, re.M)
     assert m and float(m.group(1)) > 50.0
+
+
+def test_tutorial_batched_loader_trains_as_per_sample(daemon, fashion_root, monkeypatch):
+    """The tutorial unchanged, once with poptorch.DataLoader's batched path (the default for
+    its FashionMNIST with ToTensor and Normalize) and once per sample in its 2 Async
+    workers (IPUOF_BATCHED_LOADER=0): the same batches reach the daemon, so the epoch's
+    loss and accuracy and the test accuracy print the same digits."""
+    args = ("--limit-train", "8000", "--gradient-accumulation", "2")
+    monkeypatch.setenv("IPUOF_BATCHED_LOADER", "1")
+    fast = run_tutorial(fashion_root, *args)
+    monkeypatch.setenv("IPUOF_BATCHED_LOADER", "0")
+    slow = run_tutorial(fashion_root, *args)
+    print(fast.stdout, fast.stderr[-2000:], slow.stdout, slow.stderr[-2000:])
+    assert fast.returncode == 0 and slow.returncode == 0
+    pattern = r"^Epoch 1/1: 10 calls, 8000 samples in [0-9.]+ s, (loss=\S+, acc=\S+)$"
+    got = re.search(pattern, fast.stdout, re.M)
+    want = re.search(pattern, slow.stdout, re.M)
+    assert got and want and got.group(1) == want.group(1)
+    test = r"^Accuracy on test set: \d+\.\d\d%$"
+    assert re.search(test, fast.stdout, re.M).group(0) == \
+        re.search(test, slow.stdout, re.M).group(0)

@@ -9,9 +9,9 @@ B=${1:-build}
 D=$(mktemp -d /tmp/ipuof-trace-test-XXXXXX)
 trap 'rm -rf "$D"' EXIT INT TERM
 T="$B/bin/ipuof-trace"
-fail=0
-ok() { echo "ok - $1"; }
-notok() { echo "not ok - $1"; fail=1; }
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+notok() { fail=$((fail + 1)); echo "not ok - $1"; }
 
 # The synthetic pipeline: stage i runs forward of micro-batch m at step m+i and its backward
 # at step m+2N-1-i (steps of 10 us), as the tutorial's figure schedules them.
@@ -112,4 +112,5 @@ timeout 20 "$T" -o "$D/late.svg" "$D/late.json" 2>"$D/err"; rc=$?
 [ $rc -eq 0 ] && ok "a trace at 5e15 us renders (the axis loop ends)" || notok "late trace ($rc)"
 "$T" "$D/missing.json" >/dev/null 2>"$D/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "cannot open" "$D/err" && ok "a missing file" || notok "missing ($rc)"
-exit $fail
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
