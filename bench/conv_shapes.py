@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""Per-layer CPU seconds of the simulator's two convolution forwards, to choose between them.
+"""Per-layer CPU seconds of the simulator's two convolutions, to choose between them.
 
 For every distinct Conv of the given ONNX models (shapes from ONNX shape inference, batch
 fixed to --batch), builds a one-node model with random weights and runs it with
-BUILD/bench/ipuof-cpu (bench/models.py builds it) twice, on one host thread: once with the
-hand-written kernels (IPUOF_SIM_CONV=own) and once through oneDNN (IPUOF_SIM_CONV=dnnl).
-Prints one line per shape (least CPU seconds of --rounds runs, and own/dnnl), with the
-shape's class as op_conv.c's rule sees it, then the per-class totals.
+BUILD/bench/ipuof-cpu (bench/models.py builds it) twice, on --threads host threads (default
+1): once with the hand-written kernels (IPUOF_SIM_CONV=own) and once through oneDNN
+(IPUOF_SIM_CONV=dnnl). Prints one line per shape (least CPU seconds of --rounds runs, and
+own/dnnl), with the shape's class as op_conv.c's rule sees it, then the per-class totals.
+
+With --train the model is a training step instead: x + z (z a (1, C, 1, 1) weight, so the
+convolution's input gradient is wanted), the Conv, loss = ReduceSum(y); the two runs force
+the backward only (IPUOF_SIM_CONV_BWD=own / =dnnl) and the forward follows its rule (which
+keeps the forward's im2col matrices for the hand-written weight gradient where they fit).
+The figure is a whole step (forward, backward, SGD update), so own/dnnl is the layer's
+training cost under each backward; a third run (IPUOF_SIM_CONV_BWD=data) takes the input
+gradient from oneDNN and the weight gradient from the hand-written kernels.
 
   /usr/bin/python3 bench/conv_shapes.py --build build /tmp/pm/resnet18.onnx ...
   /usr/bin/python3 bench/conv_shapes.py --build build --tutorial      (the MNIST CNN, batch 40)
+  /usr/bin/python3 bench/conv_shapes.py --build build --train --threads 2 /tmp/pm/resnet18.onnx
 """
 import argparse
 import os
@@ -57,24 +66,31 @@ def klass(x, w, a):
     return "k%d cin%s" % (kh, "<8" if c // g < 8 else ">=8")
 
 
-def one_conv_model(x, w, a, bias, path):
+def one_conv_model(x, w, a, bias, path, train=False):
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(w).astype(np.float32) * 0.1, "W")]
-    ins = ["X", "W"]
+    ins = ["XZ" if train else "X", "W"]
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(w[0]).astype(np.float32), "B"))
         ins.append("B")
-    node = helper.make_node("Conv", ins, ["Y"], **a)
-    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT,
-                                                                        list(x))],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    nodes = [helper.make_node("Conv", ins, ["Y"], **a)]
+    out = "Y"
+    if train:
+        inits.append(numpy_helper.from_array(np.zeros((1, x[1], 1, 1), np.float32), "Z"))
+        nodes.insert(0, helper.make_node("Add", ["X", "Z"], ["XZ"]))
+        nodes.append(helper.make_node("ReduceSum", ["Y"], ["loss"], keepdims=0))
+        out = "loss"
+    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                                       list(x))],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def cpu_s(tool, path, batch, rounds, mode):
-    env = dict(os.environ, IPUOF_SIM_THREADS="1", OMP_NUM_THREADS="1", IPUOF_SIM_CONV=mode)
-    r = subprocess.run([tool, path, str(batch), str(rounds)], env=env, capture_output=True,
-                       text=True, check=True)
+def cpu_s(tool, path, batch, rounds, mode, threads, train):
+    env = dict(os.environ, IPUOF_SIM_THREADS=str(threads), OMP_NUM_THREADS="1")
+    env["IPUOF_SIM_CONV_BWD" if train else "IPUOF_SIM_CONV"] = mode
+    r = subprocess.run([tool, path, str(batch), str(rounds)] + (["loss"] if train else []),
+                       env=env, capture_output=True, text=True, check=True)
     return float(r.stdout.split()[0].split("=")[1])
 
 
@@ -84,6 +100,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tutorial", action="store_true")
+    ap.add_argument("--train", action="store_true", help="time training steps, backward forced")
+    ap.add_argument("--threads", type=int, default=1, help="IPUOF_SIM_THREADS of the runs")
     ap.add_argument("models", nargs="*")
     o = ap.parse_args()
     tool = os.path.join(o.build, "bench", "ipuof-cpu")
@@ -104,19 +122,25 @@ def main():
             if key in seen:
                 continue
             seen.add(key)
-            one_conv_model(x, w, a, b, path)
-            own = cpu_s(tool, path, x[0], o.rounds, "own")
-            dnn = cpu_s(tool, path, x[0], o.rounds, "dnnl")
+            one_conv_model(x, w, a, b, path, o.train)
+            own = cpu_s(tool, path, x[0], o.rounds, "own", o.threads, o.train)
+            dnn = cpu_s(tool, path, x[0], o.rounds, "dnnl", o.threads, o.train)
+            dat = cpu_s(tool, path, x[0], o.rounds, "data", o.threads, o.train) if o.train \
+                else 0.0
             k = klass(x, w, a)
-            t = tot.setdefault(k, [0.0, 0.0])
+            t = tot.setdefault(k, [0.0, 0.0, 0.0])
             t[0] += own
             t[1] += dnn
-            print("%-16s x=%-20s w=%-18s s=%s g=%d  own %.5f  dnnl %.5f  own/dnnl %.2f" %
-                  (k, x, w, a.get("strides", [1, 1]), a.get("group", 1), own, dnn, own / max(dnn, 1e-5)),
-                  flush=True)
+            t[2] += dat
+            print("%-16s x=%-20s w=%-18s s=%s g=%d  own %.5f  dnnl %.5f  own/dnnl %.2f%s" %
+                  (k, x, w, a.get("strides", [1, 1]), a.get("group", 1), own, dnn,
+                   own / max(dnn, 1e-5), "  data %.5f  own/data %.2f" %
+                   (dat, own / max(dat, 1e-5)) if o.train else ""), flush=True)
     print("\nper class (sum of distinct shapes):")
-    for k, (a, b) in sorted(tot.items()):
-        print("  %-16s own %.4f  dnnl %.4f  own/dnnl %.2f" % (k, a, b, a / max(b, 1e-5)))
+    for k, (a, b, c) in sorted(tot.items()):
+        print("  %-16s own %.4f  dnnl %.4f  own/dnnl %.2f%s" %
+              (k, a, b, a / max(b, 1e-5),
+               "  data %.4f  own/data %.2f" % (c, a / max(c, 1e-5)) if o.train else ""))
 
 
 if __name__ == "__main__":

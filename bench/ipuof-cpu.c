@@ -4,7 +4,10 @@
  * iteration), fills the input with fixed values, runs it ROUNDS times and prints the least
  * CPU time (all threads of the process, CLOCK_PROCESS_CPUTIME_ID) and wall time of a run:
  *
- *   ipuof-cpu FILE.onnx B ROUNDS  ->  "cpu_s=C wall_s=W load_s=L compile_s=P"
+ *   ipuof-cpu FILE.onnx B ROUNDS [LOSS]  ->  "cpu_s=C wall_s=W load_s=L compile_s=P"
+ *
+ * With LOSS (the name of a graph output) the step is a training step instead: forward,
+ * backward and one SGD update (lr 0.01), as bench/conv_shapes.py --train times it.
  *
  * CPU time is what the kernels cost, and moves far less than wall time when other
  * processes share the machine. IPUOF_SIM_THREADS=1 gives the one-thread figure.
@@ -60,8 +63,8 @@ main(int argc, char **argv)
     void *bytes;
     int rounds, rc = 1;
 
-    if (argc != 4 || atoi(argv[2]) < 1 || (rounds = atoi(argv[3])) < 1) {
-        fprintf(stderr, "usage: ipuof-cpu FILE.onnx MICRO_BATCH ROUNDS\n");
+    if (argc < 4 || argc > 5 || atoi(argv[2]) < 1 || (rounds = atoi(argv[3])) < 1) {
+        fprintf(stderr, "usage: ipuof-cpu FILE.onnx MICRO_BATCH ROUNDS [LOSS]\n");
         return 1;
     }
     bytes = read_file(argv[1], &len);
@@ -75,6 +78,8 @@ main(int argc, char **argv)
     t1 = now_s(CLOCK_MONOTONIC);
     sim_compile_opts_init(&o);
     o.micro_batch = (unsigned)atoi(argv[2]);
+    if (argc == 5)
+        o.loss = argv[4];
     if (sim_compile(m, &o, &e, &err) != 0)
         goto fail;
     t2 = now_s(CLOCK_MONOTONIC);

@@ -20,13 +20,14 @@ convolutions of a model in eval mode, so both sides train the folded network
 (torch.fx.experimental.optimization.fuse): the same graph, the same work.
 
 Kernel efficiency, robust to a loaded machine: CPU seconds (all threads) of one batch-8
-inference step, least of 3, in-process (bench/ipuof-cpu.c with IPUOF_SIM_THREADS=1 and with
-the whole pool) beside PyTorch's process time for the same forward on 1 thread.
+step (inference, or a training step: forward, backward, SGD update), least of 3,
+in-process (bench/ipuof-cpu.c with IPUOF_SIM_THREADS=1 and with the whole pool) beside
+PyTorch's process time for the same step on 1 thread.
 
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
-Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,efficientnet_b0,
-convnext_tiny), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5). Timings are reported, never judged: exit 0
-unless the benchmark cannot run.
+Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,mobilenet_v3_small,
+efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5).
+Timings are reported, never judged: exit 0 unless the benchmark cannot run.
 """
 
 import argparse
@@ -48,7 +49,8 @@ import torchvision  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 from torch.fx.experimental.optimization import fuse  # noqa: E402
 
-DEFAULT_MODELS = "resnet18,mobilenet_v2,efficientnet_b0,convnext_tiny"
+DEFAULT_MODELS = ("resnet18,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,convnext_tiny,"
+                  "vit_b_16")
 DEFAULT_TRAIN = "resnet18,mobilenet_v2"
 BATCH, DI = 8, 4
 
@@ -154,8 +156,8 @@ def main():
             cpu_tool = build_cpu_tool(args.build)
             results = [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, False,
                                    cpu_tool) for n in names if n]
-            results += [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, True)
-                        for n in train_names if n]
+            results += [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, True,
+                                    cpu_tool) for n in train_names if n]
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
@@ -173,15 +175,15 @@ def main():
               (r["name"], r["mode"], r["t1"], r["t2"], r["ipu"], r["ratio"], r["best"],
                r["gflops"]))
     print()
-    print("CPU seconds per batch-8 inference step (least of 3; less disturbed by other load):")
-    print("| model | ipuofd, 1 thread | ipuofd, pool (all threads) | PyTorch, 1 thread | "
+    print("CPU seconds per batch-8 step (least of 3; less disturbed by other load):")
+    print("| model | mode | ipuofd, 1 thread | ipuofd, pool (all threads) | PyTorch, 1 thread | "
           "PyTorch / ipuofd (1 thread) |")
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for r in results:
         if r["cpu"]:
             c = r["cpu"]
-            print("| %s | %.3f | %.3f | %.3f | %.2f |" % (r["name"], c[0], c[1], c[2],
-                                                         c[2] / c[0]))
+            print("| %s | %s | %.3f | %.3f | %.3f | %.2f |" % (r["name"], r["mode"], c[0], c[1],
+                                                              c[2], c[2] / c[0]))
 
 
 class WithLoss(torch.nn.Module):
@@ -208,23 +210,33 @@ def build_cpu_tool(build):
     return out
 
 
-def cpu_seconds(tool, path, model, x, threads_env):
-    """(ipuofd in-process CPU s with 1 thread, with the pool, PyTorch 1-thread CPU s)."""
+def cpu_seconds(tool, path, model, x, threads_env, train=None):
+    """(ipuofd in-process CPU s with 1 thread, with the pool, PyTorch 1-thread CPU s) of one
+    batch-8 step: inference, or with train = (labels, optimizer) a training step (forward,
+    backward, SGD update; ipuof-cpu's labels are zeros, which costs the same)."""
     res = []
     for env in threads_env:
-        p = subprocess.run([tool, path, str(BATCH), "3"], env=dict(os.environ, **env),
-                           capture_output=True, text=True, timeout=900)
+        p = subprocess.run([tool, path, str(BATCH), "3"] + (["loss"] if train else []),
+                           env=dict(os.environ, **env), capture_output=True, text=True,
+                           timeout=900)
         m = re.search(r"cpu_s=([\d.]+)", p.stdout)
         if p.returncode != 0 or m is None:
             sys.exit("bench-models: ipuof-cpu failed: %s" % (p.stdout + p.stderr).strip())
         res.append(float(m.group(1)))
     torch.set_num_threads(1)
     best = 1e30
-    with torch.inference_mode():
-        for _ in range(3):
-            t = time.process_time()
-            model(x)
-            best = min(best, time.process_time() - t)
+    for _ in range(3):
+        t = time.process_time()
+        if train:
+            labels, opt = train
+            model.train()
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), labels).backward()
+            opt.step()
+        else:
+            with torch.inference_mode():
+                model(x)
+        best = min(best, time.process_time() - t)
     return res + [best]
 
 
@@ -326,11 +338,12 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
           (name, mode, med["ipu"], best, max(med["t1"], med["t2"]), ratio,
            "" if ratio >= 1.0 else "  MISSED", gflops))
     cpu = None
-    if cpu_tool is not None and not train:
-        cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}])
-        print("  CPU seconds per batch-8 step (least of 3): ipuofd %.3f on 1 thread, %.3f on "
-              "the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
-              (cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))
+    if cpu_tool is not None:
+        cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}],
+                          (labels, opt) if train else None)
+        print("  CPU seconds per batch-8 %s step (least of 3): ipuofd %.3f on 1 thread, %.3f "
+              "on the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
+              (mode, cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))
     return dict(name=name, mode=mode, cpu=cpu, t1=med["t1"], t2=med["t2"], ipu=med["ipu"], ratio=ratio,
                 best=best, gflops=gflops)
 

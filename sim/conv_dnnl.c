@@ -1,5 +1,7 @@
 /*
- * conv_dnnl.c — 2-D convolution forward through oneDNN's C API (see conv_dnnl.h).
+ * conv_dnnl.c — 2-D convolution forward through oneDNN's C API (see conv_dnnl.h), and the
+ * engine, streams, reorders and memory-object sets it shares with conv_dnnl_bwd.c
+ * (conv_dnnl_int.h).
  *
  * Threads: Debian's libdnnl 2.6 is built with the OpenMP runtime, and a primitive fixes the
  * split of its work for the OpenMP team size it sees when it is made. Measured on the
@@ -19,24 +21,21 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "conv_dnnl.h"
+#include "conv_dnnl_int.h"
 #include "pool.h"
 
-#define ALIGN 64
-#define NSETS 8        /* memory-object sets per sub-batch shape: pieces running at once */
+#define NSETS SIM_DNNL_NSETS
 
 enum { M_X, M_W, M_B, M_Y, M_BX, M_BW, M_BY, M_PAD, M_COUNT };
+_Static_assert(M_COUNT <= SIM_DNNL_SET_MAX, "a set holds every memory object of a piece");
 
-struct mem_set {
-    atomic_int busy;
-    dnnl_memory_t m[M_COUNT];
-};
 
 /* The primitives for one sub-batch size. */
 struct part {
     int64_t nb;
     dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain */
     size_t off_bx, off_by, off_pad, bytes;  /* within the piece's slice of scratch */
-    struct mem_set sets[NSETS];
+    struct sim_dnnl_set sets[NSETS];
 };
 
 struct entry {
@@ -44,26 +43,26 @@ struct entry {
     int threads;
     int64_t pieces;
     dnnl_primitive_t rw;                /* weights to the layout conv wants; NULL: plain */
-    struct mem_set wsets[NSETS];        /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
+    struct sim_dnnl_set wsets[NSETS];   /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
     size_t off_slices;                  /* the pieces' slices start here; bw at 0 */
     struct part part[2];                /* [0]: nb images; [1]: the last piece's, if fewer */
 };
 
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t sim_dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
+dnnl_engine_t sim_dnnl_engine;
 static struct entry *table[SIM_DNNL_MAX_SHAPES];
 static int table_n;
-static dnnl_engine_t engine;
 static pthread_key_t stream_key;
 static int engine_ok = -1;          /* -1: not tried; 0: failed; 1: ready */
 
-static size_t
-align_up(size_t n)
+size_t
+sim_dnnl_align(size_t n)
 {
-    return (n + ALIGN - 1) / ALIGN * ALIGN;
+    return (n + SIM_DNNL_ALIGN - 1) / SIM_DNNL_ALIGN * SIM_DNNL_ALIGN;
 }
 
-static bool
-key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b)
+bool
+sim_dnnl_key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b)
 {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->m == b->m &&
            a->oh == b->oh && a->ow == b->ow && a->kh == b->kh && a->kw == b->kw &&
@@ -77,12 +76,11 @@ stream_free(void *s)
     dnnl_stream_destroy(s);
 }
 
-/* The CPU engine, made once; table_lock held. Returns 0 or -1. */
-static int
-engine_get(void)
+int
+sim_dnnl_engine_get(void)
 {
     if (engine_ok < 0)
-        engine_ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+        engine_ok = dnnl_engine_create(&sim_dnnl_engine, dnnl_cpu, 0) == dnnl_success &&
                     pthread_key_create(&stream_key, stream_free) == 0;
     return engine_ok ? 0 : -1;
 }
@@ -119,29 +117,40 @@ entry_free(struct entry *e)
     free(e);
 }
 
-/* A reorder primitive from md a to md b into *out (NULL when they are the same layout).
- * Returns 0 or -1. */
-static int
-reorder_make(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, dnnl_primitive_t *out)
+int
+sim_dnnl_reorder(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, bool sum,
+                 dnnl_primitive_t *out)
 {
     dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
     int rc = -1;
 
     *out = NULL;
-    if (dnnl_memory_desc_equal(a, b))
+    if (!sum && dnnl_memory_desc_equal(a, b))
         return 0;
-    if (dnnl_reorder_primitive_desc_create(&pd, a, engine, b, engine, NULL) == dnnl_success &&
+    if (sum && (dnnl_primitive_attr_create(&attr) != dnnl_success ||
+                dnnl_post_ops_create(&po) != dnnl_success ||
+                dnnl_post_ops_append_sum(po, 1.0f) != dnnl_success ||
+                dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success))
+        goto out;
+    if (dnnl_reorder_primitive_desc_create(&pd, a, sim_dnnl_engine, b, sim_dnnl_engine,
+                                           attr) == dnnl_success &&
         dnnl_primitive_create(out, pd) == dnnl_success)
         rc = 0;
+out:
     if (pd != NULL)
         dnnl_primitive_desc_destroy(pd);
+    if (po != NULL)
+        dnnl_post_ops_destroy(po);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
     return rc;
 }
 
-/* Plain descriptors of d's weights (OIHW, or GOIHW when grouped) and bias. */
-static int
-weight_mds(const struct sim_dnnl_conv *d, dnnl_memory_desc_t *w_md, dnnl_memory_desc_t *b_md,
-           dnnl_format_tag_t tag)
+int
+sim_dnnl_weight_mds(const struct sim_dnnl_conv *d, dnnl_memory_desc_t *w_md,
+                    dnnl_memory_desc_t *b_md, dnnl_format_tag_t tag)
 {
     dnnl_dims_t wd = { d->group, d->m / d->group, d->c / d->group, d->kh, d->kw };
     dnnl_dims_t bd = { d->m };
@@ -180,8 +189,8 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     pr[1] = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1 - d->w - d->pw;
     if (pr[0] < 0 || pr[1] < 0)
         return -1;
-    if (weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
-        weight_mds(d, &any_w, &bias_md, dnnl_format_tag_any) != 0 ||
+    if (sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
+        sim_dnnl_weight_mds(d, &any_w, &bias_md, dnnl_format_tag_any) != 0 ||
         dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, dnnl_nchw) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&y_md, 4, yd, dnnl_f32, dnnl_nchw) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&any_x, 4, xd, dnnl_f32, dnnl_format_tag_any) !=
@@ -196,31 +205,32 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
         dnnl_primitive_attr_create(&attr) != dnnl_success ||
         dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) !=
             dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &cd, attr, engine, NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &cd, attr, sim_dnnl_engine, NULL) != dnnl_success ||
         dnnl_primitive_create(&pt->conv, pd) != dnnl_success)
         goto out;
     bx = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     bw = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     by = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (bx == NULL || bw == NULL || by == NULL || reorder_make(&x_md, bx, &pt->rx) != 0 ||
-        reorder_make(by, &y_md, &pt->ry) != 0)
+    if (bx == NULL || bw == NULL || by == NULL ||
+        sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0 ||
+        sim_dnnl_reorder(by, &y_md, false, &pt->ry) != 0)
         goto out;
     *bw_out = *bw;
     pt->off_bx = 0;
-    pt->off_by = pt->rx != NULL ? align_up(dnnl_memory_desc_get_size(bx)) : 0;
-    pt->off_pad = pt->off_by + (pt->ry != NULL ? align_up(dnnl_memory_desc_get_size(by)) : 0);
-    pt->bytes = pt->off_pad + (pad != NULL ? align_up(dnnl_memory_desc_get_size(pad)) : 0);
+    pt->off_by = pt->rx != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(bx)) : 0;
+    pt->off_pad = pt->off_by + (pt->ry != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(by)) : 0);
+    pt->bytes = pt->off_pad + (pad != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(pad)) : 0);
     for (int s = 0; s < NSETS; s++) {
         dnnl_memory_t *m = pt->sets[s].m;
-        if (dnnl_memory_create(&m[M_X], &x_md, engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&m[M_B], &b_md, engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&m[M_Y], &y_md, engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&m[M_BX], bx, engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&m[M_BW], bw, engine, DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&m[M_BY], by, engine, DNNL_MEMORY_NONE) != dnnl_success ||
+        if (dnnl_memory_create(&m[M_X], &x_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_B], &b_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_Y], &y_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_BX], bx, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_BW], bw, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&m[M_BY], by, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
             (pad != NULL && dnnl_memory_desc_get_size(pad) > 0 &&
-             dnnl_memory_create(&m[M_PAD], pad, engine, DNNL_MEMORY_NONE) != dnnl_success))
+             dnnl_memory_create(&m[M_PAD], pad, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success))
             goto out;
     }
     rc = 0;
@@ -232,7 +242,7 @@ out:
     return rc;
 }
 
-/* Builds the entry for d split into up to `threads` pieces (table_lock held), or NULL. */
+/* Builds the entry for d split into up to `threads` pieces (sim_dnnl_lock held), or NULL. */
 static struct entry *
 entry_make(const struct sim_dnnl_conv *d, int threads)
 {
@@ -254,15 +264,16 @@ entry_make(const struct sim_dnnl_conv *d, int threads)
     if (part_make(d, nb, &e->part[0], &bw0) != 0 ||
         (last != nb && (part_make(d, last, &e->part[1], &bw1) != 0 ||
                         !dnnl_memory_desc_equal(&bw0, &bw1))) ||
-        weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 || reorder_make(&w_md, &bw0, &e->rw) != 0)
+        sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
+        sim_dnnl_reorder(&w_md, &bw0, false, &e->rw) != 0)
         goto out;
     for (int s = 0; e->rw != NULL && s < NSETS; s++)
-        if (dnnl_memory_create(&e->wsets[s].m[M_W], &w_md, engine, DNNL_MEMORY_NONE) !=
+        if (dnnl_memory_create(&e->wsets[s].m[M_W], &w_md, sim_dnnl_engine, DNNL_MEMORY_NONE) !=
                 dnnl_success ||
-            dnnl_memory_create(&e->wsets[s].m[M_BW], &bw0, engine, DNNL_MEMORY_NONE) !=
+            dnnl_memory_create(&e->wsets[s].m[M_BW], &bw0, sim_dnnl_engine, DNNL_MEMORY_NONE) !=
                 dnnl_success)
             goto out;
-    e->off_slices = e->rw != NULL ? align_up(dnnl_memory_desc_get_size(&bw0)) : 0;
+    e->off_slices = e->rw != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(&bw0)) : 0;
     ok = true;
 out:
     omp_set_num_threads(omp_was);
@@ -288,11 +299,11 @@ sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_
     int rc = -1;
 
     threads = threads < 1 ? 1 : threads > NSETS ? NSETS : threads;
-    pthread_mutex_lock(&table_lock);
-    if (engine_get() != 0)
+    pthread_mutex_lock(&sim_dnnl_lock);
+    if (sim_dnnl_engine_get() != 0)
         goto out;
     for (int i = 0; i < table_n; i++)
-        if (key_equal(&table[i]->key, d) && table[i]->threads == threads) {
+        if (sim_dnnl_key_equal(&table[i]->key, d) && table[i]->threads == threads) {
             *id = i;
             *scratch = entry_scratch(table[i]);
             rc = 0;
@@ -308,18 +319,18 @@ sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_
     *scratch = entry_scratch(e);
     rc = 0;
 out:
-    pthread_mutex_unlock(&table_lock);
+    pthread_mutex_unlock(&sim_dnnl_lock);
     return rc;
 }
 
-/* The calling thread's stream (made on its first call, freed when the thread ends). */
-static dnnl_stream_t
-stream_get(void)
+dnnl_stream_t
+sim_dnnl_stream(void)
 {
     dnnl_stream_t s = pthread_getspecific(stream_key);
 
-    if (s == NULL && dnnl_stream_create(&s, engine, dnnl_stream_default_flags) == dnnl_success
-        && pthread_setspecific(stream_key, s) != 0) {
+    if (s == NULL &&
+        dnnl_stream_create(&s, sim_dnnl_engine, dnnl_stream_default_flags) == dnnl_success &&
+        pthread_setspecific(stream_key, s) != 0) {
         dnnl_stream_destroy(s);
         s = NULL;
     }
@@ -328,9 +339,8 @@ stream_get(void)
     return s;
 }
 
-/* One primitive with a source and a destination argument. */
-static int
-exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_memory_t to)
+int
+sim_dnnl_exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_memory_t to)
 {
     dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
 
@@ -346,10 +356,8 @@ struct run {
     atomic_int failed;
 };
 
-/* Takes a free set of sets (spinning while all NSETS are in use, which needs more than NSETS
- * callers of one shape at once). */
-static struct mem_set *
-set_take(struct mem_set *sets)
+struct sim_dnnl_set *
+sim_dnnl_set_take(struct sim_dnnl_set *sets)
 {
     for (int k = 0;; k = (k + 1) % NSETS) {
         int z = 0;
@@ -364,8 +372,8 @@ piece_run(const struct run *r, int64_t i)
 {
     const struct entry *e = r->e;
     struct part *pt = (struct part *)&e->part[i == e->pieces - 1 && e->part[1].nb > 0];
-    struct mem_set *set;
-    dnnl_stream_t s = stream_get();
+    struct sim_dnnl_set *set;
+    dnnl_stream_t s = sim_dnnl_stream();
     const struct sim_dnnl_conv *d = &e->key;
     size_t slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
     char *sc = r->scratch + e->off_slices + slice * (size_t)i;
@@ -377,14 +385,14 @@ piece_run(const struct run *r, int64_t i)
 
     if (s == NULL)
         return -1;
-    set = set_take(pt->sets);
+    set = sim_dnnl_set_take(pt->sets);
     m = set->m;
     dnnl_memory_set_data_handle(m[M_X], (void *)x);
     dnnl_memory_set_data_handle(m[M_Y], y);
     dnnl_memory_set_data_handle(m[M_BX], pt->rx != NULL ? sc + pt->off_bx : (void *)x);
     dnnl_memory_set_data_handle(m[M_BW], (void *)r->bw);
     dnnl_memory_set_data_handle(m[M_BY], pt->ry != NULL ? sc + pt->off_by : (void *)y);
-    if (pt->rx != NULL && exec2(pt->rx, s, m[M_X], m[M_BX]) != 0)
+    if (pt->rx != NULL && sim_dnnl_exec2(pt->rx, s, m[M_X], m[M_BX]) != 0)
         goto out;
     a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, m[M_BX] };
     a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, m[M_BW] };
@@ -398,7 +406,7 @@ piece_run(const struct run *r, int64_t i)
         a[na++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, m[M_PAD] };
     }
     if (dnnl_primitive_execute(pt->conv, s, na, a) != dnnl_success ||
-        (pt->ry != NULL && exec2(pt->ry, s, m[M_BY], m[M_Y]) != 0))
+        (pt->ry != NULL && sim_dnnl_exec2(pt->ry, s, m[M_BY], m[M_Y]) != 0))
         goto out;
     rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
 out:
@@ -425,15 +433,15 @@ sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, flo
 
     atomic_init(&r.failed, 0);
     if (e->rw != NULL) {
-        dnnl_stream_t s = stream_get();
-        struct mem_set *ws;
+        dnnl_stream_t s = sim_dnnl_stream();
+        struct sim_dnnl_set *ws;
         int rc;
         if (s == NULL)
             return -1;
-        ws = set_take(e->wsets);
+        ws = sim_dnnl_set_take(e->wsets);
         dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
         dnnl_memory_set_data_handle(ws->m[M_BW], scratch);
-        rc = exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
+        rc = sim_dnnl_exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
         if (rc == 0)
             rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
         atomic_store(&ws->busy, 0);

@@ -1,6 +1,7 @@
 /*
- * conv_dnnl.h — 2-D convolution forward through oneDNN (Debian's libdnnl, C API), for the
- * layer shapes where it beats op_conv.c's im2col + OpenBLAS (the rule is in op_conv.c).
+ * conv_dnnl.h — 2-D convolution forward and backward through oneDNN (Debian's libdnnl, C
+ * API), for the layer shapes where it beats op_conv.c's im2col + OpenBLAS (the rules are in
+ * op_conv.c). The forward is conv_dnnl.c, the backward conv_dnnl_bwd.c.
  *
  * A shape's primitives (the convolution in the layout oneDNN prefers for it, and the
  * reorders from and to plain NCHW / OIHW) are built once, when a model is compiled, and kept
@@ -44,5 +45,26 @@ int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
  */
 int sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
                       void *scratch);
+
+/*
+ * The backward of d (both gradients; a run computes the ones it is given buffers for), made
+ * like the forward's: batch split into up to `threads` one-thread pieces, primitives in a
+ * process-wide table keyed by shape, *scratch the plan scratch a run needs. Returns 0, or -1
+ * when oneDNN cannot serve the shape or the table is full (the caller keeps its own
+ * kernels). Thread-safe.
+ */
+int sim_dnnl_conv_bwd_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
+                              size_t *scratch);
+
+/*
+ * dx += dX and dw += dW of the shape prepared as id, from the forward's input x, weights w
+ * and the output's gradient dy (all plain NCHW / OIHW); dx or dw NULL: not wanted. oneDNN
+ * writes both into the scratch (bytes the prepare asked for, 64-byte aligned) and a reorder
+ * with a sum post-op adds them, so several writers of a gradient accumulate as the gradient
+ * rules do. The bias gradient is not computed here. Returns 0, or -1 when oneDNN failed
+ * (dx and dw are then undefined).
+ */
+int sim_dnnl_conv_bwd_run(int id, const float *x, const float *w, const float *dy, float *dx,
+                          float *dw, void *scratch);
 
 #endif

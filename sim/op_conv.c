@@ -10,6 +10,8 @@
  * gradient is one sgemm against the im2col matrices (kept from the forward when they fit
  * SAVE_BUDGET, else recomputed), the input gradient one sgemm
  * with the transposed weights into a column matrix that col2im adds back into NCHW.
+ * The layer shapes where oneDNN measured faster run its primitives instead (conv_dnnl.c
+ * forward, conv_dnnl_bwd.c backward; the rules use_dnnl and use_dnnl_bwd).
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
 #include <cblas.h>
@@ -26,6 +28,9 @@
 #define SCRATCH_BUDGET ((int64_t)256 << 10) /* fits L2: the unfolded images stay in cache */
 #define SAVE_BUDGET ((int64_t)16 << 20)     /* most bytes of im2col matrices kept for the
                                              * backward (the tutorial's: 2.3 and 2.6 MB) */
+
+#define BWD_DATA 1u       /* dnnl_bwd: the input gradient */
+#define BWD_WEIGHTS 2u    /* dnnl_bwd: the weight gradient */
 
 #define DW_MAX_TAPS 256  /* depthwise kernels up to this many taps run the direct kernel */
 
@@ -44,6 +49,9 @@ struct conv_params {
                                      * kernel, no im2col */
     bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
     int dnnl_id;
+    unsigned dnnl_bwd;              /* training: the gradients (BWD_DATA, BWD_WEIGHTS) oneDNN's
+                                     * dnnl_bwd_id computes; the others are this file's */
+    int dnnl_bwd_id;
 };
 
 /*
@@ -68,9 +76,9 @@ use_dnnl(const struct conv_params *p, bool training)
         return true;
     if (p->pointwise || (p->h == 1 && p->kh == 1))   /* pointwise and 1-D: measured or not */
         return false;
-    /* training: the im2col matrices kept for the weight gradient (save_cols) are made by
-     * the hand-written forward anyway */
-    if (training && p->group == 1 && !p->depthwise &&
+    /* training with the hand-written backward: the im2col matrices kept for the weight
+     * gradient (save_cols) are made by the hand-written forward anyway */
+    if (training && !(p->dnnl_bwd & BWD_WEIGHTS) && p->group == 1 && !p->depthwise &&
         p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET)
         return false;
     if (p->depthwise)
@@ -78,6 +86,48 @@ use_dnnl(const struct conv_params *p, bool training)
     if (p->group != 1)
         return false;
     return (p->cg >= 8 && taps >= 9) || taps >= 49;
+}
+
+/*
+ * Which gradients of p (training) oneDNN computes (conv_dnnl_bwd.c: BWD_DATA, BWD_WEIGHTS;
+ * 0: none, this file's kernels do both): the rule measured per layer by
+ * bench/conv_shapes.py --train (CPU seconds of a whole training step of the layer, forward,
+ * backward and update, on 1 and 2 threads; batch 8, the convolutions of resnet18,
+ * mobilenet_v2 and efficientnet_b0, and the tutorial's at batch 40), comparing the
+ * hand-written backward, oneDNN's, and oneDNN's input gradient with the hand-written
+ * weight gradient. oneDNN's whole backward wins on depthwise 3x3 (the class 1.3-1.4x) and
+ * on 2-D kernels of 3x3 and more over 8 or more channels with at least 1 024 output
+ * positions over the batch (0.97-1.3x; the tutorial's second layer 0.95-1.6x); its input
+ * gradient alone wins on depthwise 5x5 (the class 1.2x, where its weight gradient loses,
+ * 0.9x) and on the 3x3 layers with fewer positions (resnet18's 7x7 outputs: 1.0-1.1x,
+ * where its whole backward loses, 0.9x). The rest stays here: 7x7 and 3x3 stems over 3
+ * channels (0.6-0.9x), pointwise and strided 1x1 (0.8-1.2x, no clear winner), 1-D and
+ * grouped convolutions. Where oneDNN computes the weight gradient the forward follows its
+ * inference rule; where this file does, the forward keeps its im2col matrices for it when
+ * they fit. IPUOF_SIM_CONV=own|dnnl forces both passes; IPUOF_SIM_CONV_BWD=own|dnnl|data
+ * the backward only (data: oneDNN's input gradient, this file's weight gradient).
+ */
+static unsigned
+use_dnnl_bwd(const struct conv_params *p)
+{
+    const char *e = getenv("IPUOF_SIM_CONV_BWD");
+    int64_t taps = p->kh * p->kw;
+
+    if (e == NULL)
+        e = getenv("IPUOF_SIM_CONV");
+    if (e != NULL && strcmp(e, "own") == 0)
+        return 0;
+    if (e != NULL && strcmp(e, "dnnl") == 0)
+        return BWD_DATA | BWD_WEIGHTS;
+    if (e != NULL && strcmp(e, "data") == 0)
+        return BWD_DATA;
+    if (p->pointwise || (p->h == 1 && p->kh == 1))
+        return 0;
+    if (p->depthwise)
+        return taps <= 9 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
+    if (p->group != 1 || p->cg < 8 || taps < 9)
+        return 0;
+    return p->n * p->oh * p->ow >= 1024 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
 }
 
 static int
@@ -167,6 +217,16 @@ infer_conv(struct sim_infer *c)
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
     if (rc != 0)
         return rc;
+    if (c->training && use_dnnl_bwd(p) != 0) {
+        struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                                   p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
+                                   false };
+        size_t need;
+        if (sim_dnnl_conv_bwd_prepare(&d, sim_pool_threads(), &p->dnnl_bwd_id, &need) == 0) {
+            p->dnnl_bwd = use_dnnl_bwd(p);
+            c->bwd_scratch_bytes = need;
+        }
+    }
     if (use_dnnl(p, c->training)) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
@@ -192,19 +252,23 @@ infer_conv(struct sim_infer *c)
             return 0;
         /* training with the im2col matrices kept: the whole batch in one GEMM when its
          * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
-        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+        if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
+            p->group == 1 &&
             p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
             per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
             p->chunk = p->n;
         if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
             return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
         if (!p->pointwise) {
-            if (c->training)
+            /* the hand-written gradients' scratch; oneDNN's runs before them in the same */
+            if (c->training && p->dnnl_bwd != (BWD_DATA | BWD_WEIGHTS) &&
+                (size_t)(per_image * (double)p->chunk) > c->bwd_scratch_bytes)
                 c->bwd_scratch_bytes = (size_t)(per_image * (double)p->chunk);
             if (!p->dnnl)
                 c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
         }
-        if (c->training && !p->dnnl && !p->pointwise && p->group == 1 &&
+        if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
+            p->group == 1 &&
             p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
             p->save_cols = true;
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
@@ -621,13 +685,22 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
                           .db = k->n_in > 2 ? din[2].data : NULL };
     int64_t P = p->oh * p->ow;
 
-    (void)err;
     if (r.gy == NULL || p->n == 0 || p->m == 0 || P == 0)
         return 0;
     if (r.db != NULL)
         sim_pool_for(p->m, grain_for(p->n * P), db_piece, &r);
     if (r.dx == NULL && r.dw == NULL)
         return 0;
+    if (p->dnnl_bwd != 0) {
+        bool dw_here = p->dnnl_bwd & BWD_WEIGHTS;
+        if (sim_dnnl_conv_bwd_run(p->dnnl_bwd_id, r.x, r.w, r.gy, r.dx, dw_here ? r.dw : NULL,
+                                  k->scratch) != 0)
+            return sim_err_set(err, IPUOF_E_INTERNAL, "%s: oneDNN's convolution backward "
+                               "failed", k->label);
+        r.dx = NULL;            /* done; what is left is the weight gradient, if wanted */
+        if (dw_here || r.dw == NULL)
+            return 0;
+    }
     if (p->depthwise) {
         sim_pool_for(p->c, grain_for(p->n * p->mg * P * p->kh * p->kw), dw_bwd_piece, &r);
         return 0;

@@ -1,0 +1,63 @@
+/*
+ * conv_dnnl_int.h — what conv_dnnl.c (forward) shares with conv_dnnl_bwd.c (backward): the
+ * engine, the per-thread streams, reorders and the memory-object sets concurrent pieces take
+ * in turn. Private to those two files.
+ */
+#ifndef SIM_CONV_DNNL_INT_H
+#define SIM_CONV_DNNL_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <pthread.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "conv_dnnl.h"
+
+#define SIM_DNNL_ALIGN 64
+#define SIM_DNNL_NSETS 8        /* memory-object sets per primitive: pieces running at once */
+#define SIM_DNNL_SET_MAX 16     /* memory objects in a set */
+
+/* Memory objects one piece binds to its buffers; busy while a piece uses them. */
+struct sim_dnnl_set {
+    atomic_int busy;
+    dnnl_memory_t m[SIM_DNNL_SET_MAX];
+};
+
+extern pthread_mutex_t sim_dnnl_lock;   /* guards the tables and the engine's creation */
+extern dnnl_engine_t sim_dnnl_engine;   /* valid once sim_dnnl_engine_get returned 0 */
+
+/* n rounded up to SIM_DNNL_ALIGN. */
+size_t sim_dnnl_align(size_t n);
+
+/* Whether two shapes are the same convolution. */
+bool sim_dnnl_key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b);
+
+/* Makes the CPU engine once (sim_dnnl_lock held). Returns 0, or -1 when oneDNN has none. */
+int sim_dnnl_engine_get(void);
+
+/*
+ * A reorder primitive from md a to md b into *out (caller-owned). Without sum, *out is NULL
+ * when the layouts are the same; with sum the reorder adds into its destination (b += a) and
+ * is always made. Returns 0 or -1.
+ */
+int sim_dnnl_reorder(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b, bool sum,
+                     dnnl_primitive_t *out);
+
+/* Plain descriptors of d's weights (OIHW, or GOIHW when grouped; tag dnnl_format_tag_any
+ * asks for "any" layout instead) and bias (M). Returns 0 or -1. */
+int sim_dnnl_weight_mds(const struct sim_dnnl_conv *d, dnnl_memory_desc_t *w_md,
+                        dnnl_memory_desc_t *b_md, dnnl_format_tag_t tag);
+
+/* The calling thread's stream (made on its first call, freed when the thread ends), with
+ * the thread's OpenMP team set to one; NULL when oneDNN cannot make one. */
+dnnl_stream_t sim_dnnl_stream(void);
+
+/* Runs p with one source and one destination argument on s. Returns 0 or -1. */
+int sim_dnnl_exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_memory_t to);
+
+/* Takes a free set of sets[SIM_DNNL_NSETS] (spinning while all are in use, which needs more
+ * than SIM_DNNL_NSETS callers of one primitive at once); give it back by storing 0 in busy. */
+struct sim_dnnl_set *sim_dnnl_set_take(struct sim_dnnl_set *sets);
+
+#endif
