@@ -815,6 +815,47 @@ test_pipeline_concurrency(void **state)
     sim_model_free(m);
 }
 
+/* A pipelined run whose last stage fails halfway (a label out of range in one micro-batch
+ * of one replica) stops every IPU thread of every replica with that error, the optimizer
+ * steps of the iterations before it taken, and the executable trains again afterwards. */
+static void
+test_pipeline_failure(void **state)
+{
+    enum { B = 8, A = 6, D = 3, R = 2 };
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_exe *e;
+    struct sim_io_info in;
+    struct sim_err err;
+    int64_t *labels = NULL;
+
+    (void)state;
+    train_opts(&o, B, A, D);
+    o.replicas = R;
+    o.blocks = tutorial_stages;
+    o.n_blocks = 6;
+    o.strategy = SIM_STRATEGY_PIPELINED;
+    e = compile_ok(m, &o);
+    fill_inputs(e);
+    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
+        assert_int_equal(sim_exe_input_info(e, i, &in), 0);
+        if (in.dtype != F32)
+            labels = sim_exe_input_buffer(e, i);
+    }
+    assert_non_null(labels);
+    /* iteration 1, accumulation step 4, replica 1, sample 3 ([D][A][R][B] layout) */
+    labels[((1 * A + 4) * R + 1) * B + 3] = 99;
+    assert_int_equal(sim_exe_run(e, &err), IPUOF_E_INVAL);
+    printf("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "label 99"));
+    assert_non_null(strstr(err.msg, "device iteration 1"));
+    assert_int_equal(sim_exe_optimizer_steps(e), 1);
+    run_ok(e);
+    assert_int_equal(sim_exe_optimizer_steps(e), 1 + D);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 /* Inference pipelined over 4 IPUs (stage k on micro-batch t - k in step t) and sharded
  * return the outputs of one IPU. */
 static void
@@ -991,6 +1032,7 @@ main(void)
         cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_ipu_threads),
         cmocka_unit_test(test_pipeline_concurrency),
+        cmocka_unit_test(test_pipeline_failure),
         cmocka_unit_test(test_pipelined_inference),
         cmocka_unit_test(test_memory_fit),
     };
