@@ -213,7 +213,8 @@ bench: all
 bench-models: all
 	@/usr/bin/python3 bench/models.py --build $(BUILD)
 
-# libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler.
+# libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler,
+# graphs built from the fuzzer's bytes compiled and run (one IPU and split), the trace reader.
 fuzz:
 	@sh tools/deps.sh fuzz
 	@sh tests/fuzz/run.sh
