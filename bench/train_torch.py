@@ -175,34 +175,10 @@ def training_flops():
     return fwd + fwd + (fwd - 2 * macs[0])
 
 
-def sgemm_peak():
-    """GFLOP/s of OpenBLAS sgemm 2048^3 on every CPU this process may use (best of 3)."""
-    import ctypes
-    import time
-
-    import numpy as np
-
-    lib = ctypes.CDLL("libopenblas.so.0")
-    ncpu = len(os.sched_getaffinity(0))
-    lib.openblas_set_num_threads(ncpu)
-    n = 2048
-    a = np.random.rand(n, n).astype(np.float32)
-    b = np.random.rand(n, n).astype(np.float32)
-    c = np.zeros((n, n), np.float32)
-    fp = ctypes.POINTER(ctypes.c_float)
-    args = [101, 111, 111, n, n, n, ctypes.c_float(1.0), a.ctypes.data_as(fp), n,
-            b.ctypes.data_as(fp), n, ctypes.c_float(0.0), c.ctypes.data_as(fp), n]
-    best = 0.0
-    for _ in range(3):
-        t0 = time.perf_counter()
-        lib.cblas_sgemm(*args)
-        best = max(best, 2.0 * n ** 3 / (time.perf_counter() - t0) / 1e9)
-    lib.openblas_set_num_threads(1)
-    return best, ncpu
-
-
 def main():
     if sys.argv[1:] == ["--flops"]:
+        from models import sgemm_peak  # bench/models.py, beside this script
+
         peak, ncpu = sgemm_peak()
         print("flops per_sample=%d peak_gflops=%.1f cpus=%d" % (training_flops(), peak, ncpu))
         return

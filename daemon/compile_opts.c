@@ -21,6 +21,7 @@ int
 compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
                       uint32_t payload_len)
 {
+    const struct dev_partition *part = conn_part(c);
     struct srv *s = c->srv;
     unsigned R = rq->replicas ? rq->replicas : 1;
 
@@ -49,11 +50,11 @@ compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileReque
                         "deviceIterations micro-batches per replica)");
         return -1;
     }
-    if (R > conn_part(c)->count) {
+    if (R > part->count) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                         "replication factor %u needs %u IPUs, but partition '%s' has %u; "
                         "attach a partition of %u IPUs or lower the replication factor", R, R,
-                        conn_part(c)->name, conn_part(c)->count, dev_round_pow2(R));
+                        part->name, part->count, dev_round_pow2(R));
         return -1;
     }
     if (rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ALL ||

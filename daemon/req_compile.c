@@ -324,6 +324,7 @@ compile_done(struct job *j)
     struct compile_job *cj = (struct compile_job *)j;
     struct conn *c = cj->rj.conn;
     struct srv *s = cj->rj.srv;
+    const struct dev_partition *part;
     struct model *m;
 
     if (cj->prog_ev != NULL) /* it went to a worker (see upload_complete) */
@@ -352,8 +353,8 @@ compile_done(struct job *j)
             conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
         goto out;
     }
-    if (conn_part(c) == NULL || conn_part(c)->first != cj->first_ipu ||
-        conn_part(c)->count != cj->part_count) {
+    part = conn_part(c);
+    if (part == NULL || part->first != cj->first_ipu || part->count != cj->part_count) {
         cache_release(&s->cache, cj->entry);
         if (s->stopping)
             conn_send_error(c, cj->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
@@ -546,10 +547,11 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
 {
     const Ipuof__CompileRequest *rq = h->compile;
     struct srv *s = c->srv;
+    const struct dev_partition *part = conn_part(c);
     struct compile_job *cj = NULL;
     unsigned R = rq->replicas ? rq->replicas : 1;
 
-    if (conn_part(c) == NULL) {
+    if (part == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
                         "compiling needs IPUs: attach a partition first");
         return -1;
@@ -597,8 +599,8 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     cj->group = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE ||
                         rq->input_group_size == 0 ? 1 : rq->input_group_size;
     cj->group_orthogonal = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ORTHOGONAL;
-    cj->first_ipu = conn_part(c)->first;
-    cj->part_count = conn_part(c)->count;
+    cj->first_ipu = part->first;
+    cj->part_count = part->count;
     cj->opts.ipu_memory_bytes = UINT64_MAX;
     for (unsigned i = 0; i < cj->part_count; i++) {
         const struct dev_ipu *d = &s->inv->ipus[cj->first_ipu + i];

@@ -61,6 +61,21 @@ sim_dnnl_align(size_t n)
     return (n + SIM_DNNL_ALIGN - 1) / SIM_DNNL_ALIGN * SIM_DNNL_ALIGN;
 }
 
+size_t
+sim_dnnl_md_bytes(const dnnl_memory_desc_t *md)
+{
+    return md != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(md)) : 0;
+}
+
+void
+sim_dnnl_split(int64_t n, int threads, int64_t *nb, int64_t *pieces, int64_t *last)
+{
+    *nb = (n + threads - 1) / threads;
+    *nb = *nb < 1 ? 1 : *nb;
+    *pieces = (n + *nb - 1) / *nb;
+    *last = n - (*pieces - 1) * *nb;
+}
+
 bool
 sim_dnnl_key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b)
 {
@@ -218,9 +233,9 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
         goto out;
     *bw_out = *bw;
     pt->off_bx = 0;
-    pt->off_by = pt->rx != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(bx)) : 0;
-    pt->off_pad = pt->off_by + (pt->ry != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(by)) : 0);
-    pt->bytes = pt->off_pad + (pad != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(pad)) : 0);
+    pt->off_by = pt->rx != NULL ? sim_dnnl_md_bytes(bx) : 0;
+    pt->off_pad = pt->off_by + (pt->ry != NULL ? sim_dnnl_md_bytes(by) : 0);
+    pt->bytes = pt->off_pad + sim_dnnl_md_bytes(pad);
     for (int s = 0; s < NSETS; s++) {
         dnnl_memory_t *m = pt->sets[s].m;
         if (dnnl_memory_create(&m[M_X], &x_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -256,10 +271,7 @@ entry_make(const struct sim_dnnl_conv *d, int threads)
         return NULL;
     e->key = *d;
     e->threads = threads;
-    nb = (d->n + threads - 1) / threads;
-    nb = nb < 1 ? 1 : nb;
-    e->pieces = (d->n + nb - 1) / nb;
-    last = d->n - (e->pieces - 1) * nb;
+    sim_dnnl_split(d->n, threads, &nb, &e->pieces, &last);
     omp_set_num_threads(1);
     if (part_make(d, nb, &e->part[0], &bw0) != 0 ||
         (last != nb && (part_make(d, last, &e->part[1], &bw1) != 0 ||
@@ -273,7 +285,7 @@ entry_make(const struct sim_dnnl_conv *d, int threads)
             dnnl_memory_create(&e->wsets[s].m[M_BW], &bw0, sim_dnnl_engine, DNNL_MEMORY_NONE) !=
                 dnnl_success)
             goto out;
-    e->off_slices = e->rw != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(&bw0)) : 0;
+    e->off_slices = e->rw != NULL ? sim_dnnl_md_bytes(&bw0) : 0;
     ok = true;
 out:
     omp_set_num_threads(omp_was);

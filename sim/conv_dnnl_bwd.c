@@ -84,13 +84,6 @@ bentry_free(struct bentry *e)
     free(e);
 }
 
-/* Bytes of md, aligned (0 for a NULL or empty md). */
-static size_t
-md_bytes(const dnnl_memory_desc_t *md)
-{
-    return md != NULL ? sim_dnnl_align(dnnl_memory_desc_get_size(md)) : 0;
-}
-
 /* The three descriptors (forward hint, backward data, backward weights) of nb images of d
  * as primitive descriptors (caller-owned). Returns 0 or -1. */
 static int
@@ -192,12 +185,15 @@ bpart_make(const struct sim_dnnl_conv *d, int64_t nb, struct bpart *pt,
     *bw_out = *bw;
     pt->dy_shared = dnnl_memory_desc_equal(bdyd, bdyw);
     pt->off_bx = 0;
-    pt->off_bdyd = pt->rx != NULL ? md_bytes(bx) : 0;
-    pt->off_bdyw = pt->off_bdyd + (pt->rdyd != NULL ? md_bytes(bdyd) : 0);
-    pt->off_bdx = pt->off_bdyw + (pt->rdyw != NULL && !pt->dy_shared ? md_bytes(bdyw) : 0);
-    pt->off_bdw = pt->off_bdx + md_bytes(bdx);
-    pt->off_pad = pt->off_bdw + md_bytes(bdw);
-    pad = md_bytes(padd) > md_bytes(padw) ? md_bytes(padd) : md_bytes(padw);
+    pt->off_bdyd = pt->rx != NULL ? sim_dnnl_md_bytes(bx) : 0;
+    pt->off_bdyw = pt->off_bdyd + (pt->rdyd != NULL ? sim_dnnl_md_bytes(bdyd) : 0);
+    pt->off_bdx = pt->off_bdyw +
+                  (pt->rdyw != NULL && !pt->dy_shared ? sim_dnnl_md_bytes(bdyw) : 0);
+    pt->off_bdw = pt->off_bdx + sim_dnnl_md_bytes(bdx);
+    pt->off_pad = pt->off_bdw + sim_dnnl_md_bytes(bdw);
+    pad = sim_dnnl_md_bytes(padd);
+    if (sim_dnnl_md_bytes(padw) > pad)
+        pad = sim_dnnl_md_bytes(padw);
     pt->bytes = pt->off_pad + pad;
     md[B_X] = &x_md;
     md[B_DY] = &y_md;
@@ -242,10 +238,7 @@ bentry_make(const struct sim_dnnl_conv *d, int threads)
         return NULL;
     e->key = *d;
     e->threads = threads;
-    nb = (d->n + threads - 1) / threads;
-    nb = nb < 1 ? 1 : nb;
-    e->pieces = (d->n + nb - 1) / nb;
-    last = d->n - (e->pieces - 1) * nb;
+    sim_dnnl_split(d->n, threads, &nb, &e->pieces, &last);
     omp_set_num_threads(1);
     if (bpart_make(d, nb, &e->part[0], &bw0) != 0 ||
         (last != nb && (bpart_make(d, last, &e->part[1], &bw1) != 0 ||
@@ -259,7 +252,7 @@ bentry_make(const struct sim_dnnl_conv *d, int threads)
             dnnl_memory_create(&e->wsets[s].m[B_BW], &bw0, sim_dnnl_engine,
                                DNNL_MEMORY_NONE) != dnnl_success)
             goto out;
-    e->off_slices = e->rw != NULL ? md_bytes(&bw0) : 0;
+    e->off_slices = e->rw != NULL ? sim_dnnl_md_bytes(&bw0) : 0;
     e->slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
     ok = true;
 out:

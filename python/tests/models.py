@@ -1,5 +1,7 @@
 """The models and datasets of the reference listings (PopTorch's documentation, 003 and
 002), and a plain-PyTorch reference of what one call of a training model computes."""
+import os
+import sys
 from functools import reduce
 from operator import mul
 
@@ -49,61 +51,10 @@ class ExampleDataset(torch.utils.data.Dataset):
         return self._all_data[index], self._all_labels[index]
 
 
-class ConvLayer(nn.Module):
-    """The pipelining tutorial's (002) convolution block."""
-
-    def __init__(self, in_channels, num_filters, kernel_size, pool_size):
-        super().__init__()
-        self.conv = nn.Conv2d(in_channels, num_filters, kernel_size=kernel_size)
-        self.pool = nn.MaxPool2d(kernel_size=pool_size)
-        self.relu = nn.ReLU()
-
-    def forward(self, x):
-        x = self.conv(x)
-        x = self.pool(x)
-        x = self.relu(x)
-        return x
-
-
-class Network(nn.Module):
-    """The pipelining tutorial's (002) network, blocks B1..B4."""
-
-    def __init__(self):
-        super().__init__()
-        self.layer1 = ConvLayer(1, 10, 5, 2)
-        self.layer2 = ConvLayer(10, 20, 5, 2)
-        self.layer3 = nn.Linear(320, 256)
-        self.layer3_act = nn.ReLU()
-        self.layer4 = nn.Linear(256, 10)
-
-    def forward(self, x):
-        with poptorch.Block("B1"):
-            x = self.layer1(x)
-        with poptorch.Block("B2"):
-            x = self.layer2(x)
-        with poptorch.Block("B3"):
-            x = x.view(-1, 320)
-            x = self.layer3_act(self.layer3(x))
-        with poptorch.Block("B4"):
-            x = self.layer4(x)
-        return x
-
-
-class TrainingModelWithLoss(nn.Module):
-    """The tutorial's (002) model with its loss in block B4."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        self.loss = nn.CrossEntropyLoss()
-
-    def forward(self, args, labels=None):
-        output = self.model(args)
-        if labels is None:
-            return output
-        with poptorch.Block("B4"):
-            loss = self.loss(output, labels)
-        return output, loss
+# The pipelining tutorial's (002) network with its blocks B1..B4, and the model with its loss
+# in B4: the example program's own classes, so the tests train exactly what it trains.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from mnist_tutorial import ConvLayer, Network, TrainingModelWithLoss  # noqa: E402,F401
 
 
 def reference_call(model, optimizer, inputs, labels, b, d, a, r, sum_reduction=False):
