@@ -109,6 +109,7 @@ sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *
     k->scratch = NULL;
     k->saved = NULL;
     k->rng = NULL;
+    k->act = n->act.kind != SIM_ACT_NONE ? &n->act : NULL;
 }
 
 static void
@@ -770,6 +771,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     }
     drop_dead_nodes(e);
     rc = sim_place(e, o, err);
+    if (rc == 0 && e->tr == NULL)
+        rc = sim_fuse(e, err);
     if (rc == 0 && e->tr != NULL)
         rc = sim_autodiff(e, err);
     if (rc == 0)

@@ -364,6 +364,7 @@ struct run {
     const struct entry *e;
     const float *x, *bw, *bias;         /* bw: the weights in the layout conv wants */
     float *y;
+    const struct sim_act *act;          /* applied to each piece's y, or NULL */
     char *scratch;
     atomic_int failed;
 };
@@ -421,6 +422,8 @@ piece_run(const struct run *r, int64_t i)
         (pt->ry != NULL && sim_dnnl_exec2(pt->ry, s, m[M_BY], m[M_Y]) != 0))
         goto out;
     rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
+    if (rc == 0 && r->act != NULL)     /* the piece's images, while they are in cache */
+        sim_act_range(r->act, y, y, 0, pt->nb * d->m * d->oh * d->ow);
 out:
     atomic_store(&set->busy, 0);
     return rc;
@@ -438,10 +441,11 @@ pieces_fn(void *ctx, int64_t lo, int64_t hi)
 
 int
 sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
-                  void *scratch)
+                  const struct sim_act *act, void *scratch)
 {
     struct entry *e = table[id];
-    struct run r = { .e = e, .x = x, .bw = w, .bias = bias, .y = y, .scratch = scratch };
+    struct run r = { .e = e, .x = x, .bw = w, .bias = bias, .y = y, .act = act,
+                     .scratch = scratch };
 
     atomic_init(&r.failed, 0);
     if (e->rw != NULL) {

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "act.h"
+
 #define SIM_DNNL_MAX_SHAPES 1024
 
 /* One 2-D convolution: plain NCHW input (n, c, h, w), OIHW weights, (n, m, oh, ow) output. */
@@ -38,13 +40,14 @@ int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
                           size_t *scratch);
 
 /*
- * y = conv(x, w) + bias for the shape prepared as id; scratch has the bytes prepare asked
- * for (64-byte aligned). The pieces run through sim_pool_for, so concurrent simulated IPUs
- * share the pool's threads and oneDNN adds none. Returns 0, or -1 when oneDNN failed (y is
- * then undefined).
+ * y = act(conv(x, w) + bias) for the shape prepared as id (act NULL: no activation; else
+ * applied to each piece of y right after oneDNN wrote it); scratch has the bytes prepare
+ * asked for (64-byte aligned). The pieces run through sim_pool_for, so concurrent
+ * simulated IPUs share the pool's threads and oneDNN adds none. Returns 0, or -1 when
+ * oneDNN failed (y is then undefined).
  */
 int sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
-                      void *scratch);
+                      const struct sim_act *act, void *scratch);
 
 /*
  * The backward of d (both gradients; a run computes the ones it is given buffers for), made

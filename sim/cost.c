@@ -49,7 +49,7 @@ sim_cost_node(const struct sim_exe *e, int s, double *flops, double *bytes)
                                          "Identity", "Transpose", "Concat", "Slice", "Gather",
                                          "Shape", "Constant", "Cast", NULL };
     static const char *const transcendental[] = { "Exp", "Log", "Erf", "Sqrt", "Pow",
-                                                  "Sigmoid", "Tanh", "Softmax",
+                                                  "Sigmoid", "SiLU", "Tanh", "Softmax",
                                                   "LogSoftmax", NULL };
     static const char *const losses[] = { "SoftmaxCrossEntropyLoss",
                                           "NegativeLogLikelihoodLoss", "CtcLoss", NULL };
@@ -93,6 +93,8 @@ sim_cost_node(const struct sim_exe *e, int s, double *flops, double *bytes)
     } else {
         *flops = in0 > out ? in0 : out;     /* elementwise, reductions, global pools */
     }
+    *flops += n->fused_flops;
+    *bytes += n->fused_bytes;
 }
 
 int

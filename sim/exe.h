@@ -75,6 +75,11 @@ struct sim_enode {
     int64_t bwd_scratch_off;
     int bstep;                  /* training: index of its backward step, or -1 */
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
+    struct sim_act act;         /* an activation fused into it (fuse.c), applied to out[0];
+                                 * kind SIM_ACT_NONE: none */
+    double fused_flops, fused_bytes, fused_in_bytes;    /* the cost of the nodes fused into
+                                 * it (cost.c, schedule.c), so fusing moves their time to
+                                 * it and changes no total */
 };
 
 /* An activation read on an IPU other than its producer's (place.c): the producer's IPU
@@ -294,6 +299,11 @@ int sim_exe_crew(struct sim_exe *e, struct sim_err *err);
 /* exec.c: after a crew run of n threads, the first thread failure (a real error before a
  * cancellation) copied to err, or 0. */
 int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
+
+/* fuse.c: in an inference executable (after placement), folds activations into the node
+ * that produces their input (Conv -> Relu, ..., Conv -> Sigmoid -> Mul as SiLU) and
+ * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; IPUOF_SIM_FUSE=0 turns it off. */
+int sim_fuse(struct sim_exe *e, struct sim_err *err);
 
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);

@@ -13,10 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hot.h"
-#include "ops.h"
-#include "pool.h"
-#include "vmath.h"
+#include "act.h"
+#include "exe.h"
 
 static int
 infer_float_same(struct sim_infer *c)
@@ -26,32 +24,14 @@ infer_float_same(struct sim_infer *c)
     return rc != 0 ? rc : sim_set_out(c, 0, SIM_DTYPE_FLOAT, &c->in[0]->shape);
 }
 
-/* What the pieces of a float map share. */
-struct map_run {
-    const float *x;
-    float *y;
-};
-
-/* y = max(x, 0) on [lo, hi). */
-SIM_HOT static void
-relu_piece(void *ctx, int64_t lo, int64_t hi)
-{
-    const struct map_run *r = ctx;
-    const float *x = r->x;
-    float *y = r->y;
-
-    for (int64_t i = lo; i < hi; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
 /* x: any shape, y: same shape */
 static int
 fwd_relu(const struct sim_kern *k, struct sim_err *err)
 {
-    struct map_run r = { k->in[0].data, k->out[0].data };
+    static const struct sim_act relu = { SIM_ACT_RELU, 0.0f, 0.0f };
 
     (void)err;
-    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, relu_piece, &r);
+    sim_act_map(&relu, k->in[0].data, k->out[0].data, k->in[0].numel);
     return 0;
 }
 
@@ -78,45 +58,33 @@ static int
 fwd_leaky(const struct sim_kern *k, struct sim_err *err)
 {
     const struct leaky_params *p = k->params;
-    const float *x = k->in[0].data;
-    float *y = k->out[0].data;
+    struct sim_act act = { SIM_ACT_LEAKY, p->alpha, 0.0f };
 
     (void)err;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        y[i] = x[i] >= 0.0f ? x[i] : p->alpha * x[i];
+    sim_act_map(&act, k->in[0].data, k->out[0].data, k->in[0].numel);
     return 0;
 }
 
-/* y = 1 / (1 + e^-x) on [lo, hi), as e^x / (1 + e^x) for x < 0 (no overflow). */
-SIM_HOT static void
-sigmoid_piece(void *ctx, int64_t lo, int64_t hi)
-{
-    const struct map_run *r = ctx;
-    const float *x = r->x;
-    float *y = r->y;
-
-    int64_t i = lo;
-
-    for (; i + 8 <= hi; i += 8) {
-        sim_v8f v = *(const sim_v8f_u *)(x + i);
-        sim_v8f e = sim_v8sel(v >= 0.0f, -v, v);
-        sim_v8expf(&e);
-        *(sim_v8f_u *)(y + i) = sim_v8sel(v >= 0.0f, SIM_V8(1.0f), e) / (1.0f + e);
-    }
-    for (; i < hi; i++) {
-        float e = sim_vexpf(x[i] >= 0.0f ? -x[i] : x[i]);
-        y[i] = (x[i] >= 0.0f ? 1.0f : e) / (1.0f + e);
-    }
-}
-
-/* x, y: same shape */
+/* x, y: same shape; y = 1 / (1 + e^-x) (act.c) */
 static int
 fwd_sigmoid(const struct sim_kern *k, struct sim_err *err)
 {
-    struct map_run r = { k->in[0].data, k->out[0].data };
+    static const struct sim_act sig = { SIM_ACT_SIGMOID, 0.0f, 0.0f };
 
     (void)err;
-    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, sigmoid_piece, &r);
+    sim_act_map(&sig, k->in[0].data, k->out[0].data, k->in[0].numel);
+    return 0;
+}
+
+/* x, y: same shape; y = x sigmoid(x), what Sigmoid then Mul(x, sigmoid(x)) compute, in one
+ * pass (fuse.c turns that pair into this internal op in inference). */
+static int
+fwd_silu(const struct sim_kern *k, struct sim_err *err)
+{
+    static const struct sim_act silu = { SIM_ACT_SILU, 0.0f, 0.0f };
+
+    (void)err;
+    sim_act_map(&silu, k->in[0].data, k->out[0].data, k->in[0].numel);
     return 0;
 }
 
@@ -168,37 +136,31 @@ static int infer_hswish(struct sim_infer *c) { return infer_act(c, A_HSWISH, 1.0
 static int infer_elu(struct sim_infer *c) { return infer_act(c, A_ELU, 1.0f, 0.0f); }
 static int infer_softplus(struct sim_infer *c) { return infer_act(c, A_SOFTPLUS, 0.0f, 0.0f); }
 
+/* The sim_act of an act_params kind. */
+static void
+act_of_params(const struct act_params *p, struct sim_act *act)
+{
+    static const int kinds[] = { [A_HSIGMOID] = SIM_ACT_HSIGMOID, [A_HSWISH] = SIM_ACT_HSWISH,
+                                 [A_ELU] = SIM_ACT_ELU, [A_SOFTPLUS] = SIM_ACT_SOFTPLUS };
+
+    act->kind = kinds[p->kind];
+    act->a = p->alpha;
+    act->b = p->beta;
+}
+
 /*
  * x, y: same shape. HardSigmoid: max(0, min(1, alpha x + beta)); HardSwish: x times the
  * HardSigmoid with alpha 1/6, beta 1/2; Elu: x > 0 ? x : alpha (e^x - 1); Softplus:
- * ln(1 + e^x), computed without overflow.
+ * ln(1 + e^x), computed without overflow (act.c).
  */
 static int
 fwd_act(const struct sim_kern *k, struct sim_err *err)
 {
-    const struct act_params *p = k->params;
-    const float *x = k->in[0].data;
-    float *y = k->out[0].data;
-    float a = p->alpha, b = p->beta;
+    struct sim_act act;
 
     (void)err;
-    for (int64_t i = 0; i < k->in[0].numel; i++) {
-        float v = x[i], h;
-        switch (p->kind) {
-        case A_HSIGMOID:
-        case A_HSWISH:
-            h = a * v + b;
-            h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
-            y[i] = p->kind == A_HSWISH ? v * h : h;
-            break;
-        case A_ELU:
-            y[i] = v > 0.0f ? v : a * expm1f(v);
-            break;
-        default:
-            y[i] = v > 0.0f ? v + log1pf(expf(-v)) : log1pf(expf(v));
-            break;
-        }
-    }
+    act_of_params(k->params, &act);
+    sim_act_map(&act, k->in[0].data, k->out[0].data, k->in[0].numel);
     return 0;
 }
 
@@ -584,3 +546,30 @@ const struct sim_op sim_ops_activation[] = {
 
 const int sim_ops_activation_count =
     (int)(sizeof(sim_ops_activation) / sizeof(sim_ops_activation[0]));
+
+/* The internal op of a fused Sigmoid -> Mul(x, sigmoid(x)) (act.h): inference only, so no
+ * infer (the Sigmoid's stands) and no gradient rule. */
+const struct sim_op sim_op_silu = { "SiLU", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, NULL, fwd_silu,
+                                    NULL, 1u, NULL };
+
+bool
+sim_activation_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act)
+{
+    if (n->n_in < 1 || n->in[0] < 0 || e->vals[n->in[0]].ti.dtype != SIM_DTYPE_FLOAT ||
+        n->n_out != 1 || n->out[0] < 0)
+        return false;
+    act->a = act->b = 0.0f;
+    if (n->op->forward == fwd_relu) {
+        act->kind = SIM_ACT_RELU;
+    } else if (n->op->forward == fwd_sigmoid) {
+        act->kind = SIM_ACT_SIGMOID;
+    } else if (n->op->forward == fwd_leaky) {
+        act->kind = SIM_ACT_LEAKY;
+        act->a = ((const struct leaky_params *)n->params)->alpha;
+    } else if (n->op->forward == fwd_act) {
+        act_of_params(n->params, act);
+    } else {
+        return false;
+    }
+    return true;
+}

@@ -285,6 +285,8 @@ struct conv_run {
     float *cols, *tmp;               /* the chunk's column matrix and GEMM result / dY copy */
     const float *dyc;                /* backward: the chunk's dY as (mg, nimg * P) */
     int64_t n0, nimg, grp;           /* the chunk's first image, its images, the group */
+    const struct sim_act *act;       /* forward: the fused activation applied to y, or NULL */
+    int64_t blk;                     /* fused pointwise: output columns per piece */
 };
 
 /* Output columns ox in [*lo, *hi) whose input column for kernel column kj is inside the row. */
@@ -349,7 +351,9 @@ im2col_piece(void *ctx, int64_t lo, int64_t hi)
     im2col(r->p, r->x, r->n0, r->nimg, r->grp, r->cols, lo, hi);
 }
 
-/* Output channels [lo, hi) of the group: y = tmp (mg, nimg * P) scattered to NCHW + bias. */
+/* Output channels [lo, hi) of the group: y = tmp (mg, nimg * P) scattered to NCHW + bias,
+ * then the fused activation; tmp may be y itself (one image): then only the bias and the
+ * activation are applied, in place. */
 SIM_HOT static void
 scatter_piece(void *ctx, int64_t lo, int64_t hi)
 {
@@ -362,8 +366,11 @@ scatter_piece(void *ctx, int64_t lo, int64_t hi)
         for (int64_t n = 0; n < r->nimg; n++) {
             const float *src = r->tmp + m * cols_n + n * P;
             float *dst = r->y + ((r->n0 + n) * p->m + r->grp * p->mg + m) * P;
-            for (int64_t i = 0; i < P; i++)
-                dst[i] = src[i] + b;
+            if (src != dst || r->bias != NULL)
+                for (int64_t i = 0; i < P; i++)
+                    dst[i] = src[i] + b;
+            if (r->act != NULL)     /* while the row is in cache */
+                sim_act_range(r->act, dst, dst, 0, P);
         }
     }
 }
@@ -374,7 +381,8 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias)); /* 
 /* Depthwise forward of output planes [lo, hi) (plane = n x M + m), direct: each output row
  * gathers its taps (the kernel rows inside the input, as row pointers and weights), then
  * sums them in registers eight columns at a time where every tap is inside the row, tap by
- * tap over the row for strided rows and the rest, and with bounds checks at the edges. */
+ * tap over the row for strided rows and the rest, and with bounds checks at the edges;
+ * then the fused activation over the plane. */
 SIM_HOT static void
 dw_fwd_piece(void *ctx, int64_t lo, int64_t hi)
 {
@@ -471,6 +479,8 @@ dw_fwd_piece(void *ctx, int64_t lo, int64_t hi)
                 yr[ox] = s;
             }
         }
+        if (r->act != NULL)         /* the plane is still in cache */
+            sim_act_range(r->act, r->y + pl * oh * ow, r->y + pl * oh * ow, 0, oh * ow);
     }
 }
 
@@ -481,6 +491,47 @@ grain_for(int64_t work_per_index)
     int64_t g = work_per_index > 0 ? ((int64_t)1 << 16) / work_per_index : 1;
 
     return g < 1 ? 1 : g;
+}
+
+/*
+ * Pointwise forward with a fused activation, pieces [lo, hi) of (image, group, column
+ * block): each block's GEMM (mg, blk) of the output, on the bias when there is one, then
+ * the activation over the block while it is in cache (the unfused path's sim_pool_sgemm
+ * splits the same products by columns too).
+ */
+static void
+pw_act_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct conv_run *r = ctx;
+    const struct conv_params *p = r->p;
+    int64_t P = p->oh * p->ow, nblk = (P + r->blk - 1) / r->blk;
+
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t b = i % nblk, g = i / nblk % p->group, n = i / nblk / p->group;
+        int64_t c0 = b * r->blk, c1 = c0 + r->blk < P ? c0 + r->blk : P;
+        float *yg = r->y + (n * p->m + g * p->mg) * P;
+        if (r->bias != NULL)
+            for (int64_t m = 0; m < p->mg; m++)
+                for (int64_t j = c0; j < c1; j++)
+                    yg[m * P + j] = r->bias[g * p->mg + m];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->mg, (int)(c1 - c0),
+                    (int)p->cg, 1.0f, r->w + g * p->mg * p->cg, (int)p->cg,
+                    r->x + (n * p->c + g * p->cg) * P + c0, (int)P, r->bias ? 1.0f : 0.0f,
+                    yg + c0, (int)P);
+        for (int64_t m = 0; m < p->mg; m++)
+            sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
+    }
+}
+
+/* Output columns per piece of a fused pointwise convolution: the (mg, blk) block about
+ * 64 KiB, so it is still in L2 when the activation reads it; whole 16-column register
+ * blocks, at least 64 columns. */
+static int64_t
+pw_block(const struct conv_params *p)
+{
+    int64_t blk = ((int64_t)16384 / (p->mg > 0 ? p->mg : 1)) / 16 * 16;
+
+    return blk < 64 ? 64 : blk;
 }
 
 /* x: (N, C, H, W), w: (M, C/group, KH, KW), bias: (M) or absent, y: (N, M, OH, OW) */
@@ -494,12 +545,19 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
 
     if (p->n == 0 || p->m == 0 || P == 0)
         return 0;
+    r.act = k->act;
     if (p->dnnl)
-        return sim_dnnl_conv_run(p->dnnl_id, r.x, r.w, r.bias, r.y, k->scratch) == 0
+        return sim_dnnl_conv_run(p->dnnl_id, r.x, r.w, r.bias, r.y, k->act, k->scratch) == 0
                    ? 0
                    : sim_err_set(err, IPUOF_E_INTERNAL, "oneDNN's convolution failed");
     if (p->depthwise) {
         sim_pool_for(p->n * p->m, grain_for(P * p->kh * p->kw), dw_fwd_piece, &r);
+        return 0;
+    }
+    if (p->pointwise && r.act != NULL) {
+        r.blk = pw_block(p);
+        sim_pool_for(p->n * p->group * ((P + r.blk - 1) / r.blk),
+                     grain_for(p->mg * p->cg * (r.blk < P ? r.blk : P)), pw_act_piece, &r);
         return 0;
     }
     if (p->pointwise) {
@@ -529,7 +587,8 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
             sim_pool_sgemm(false, false, p->mg, cols_n, p->kg, 1.0f,
                            r.w + r.grp * p->mg * p->kg, p->kg, r.cols, cols_n, 0.0f, r.tmp,
                            cols_n);
-            if (r.nimg > 1 || r.bias != NULL)   /* in place when one image: adds the bias */
+            /* in place when one image: adds the bias and applies the activation */
+            if (r.nimg > 1 || r.bias != NULL || r.act != NULL)
                 sim_pool_for(p->mg, grain_for(cols_n), scatter_piece, &r);
         }
     }

@@ -13,8 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "act.h"
+#include "exe.h"
 #include "hot.h"
-#include "ops.h"
 #include "pool.h"
 #include "vmath.h"
 
@@ -48,7 +49,6 @@ struct map_run {
     int op;
     const float *in;
     float *out;
-    float lo, hi;
 };
 
 /* out[i] = op(in[i]) for i in [lo, hi). */
@@ -92,7 +92,7 @@ fwd_unary(const struct sim_kern *k, struct sim_err *err)
 
     (void)err;
     if (x->dtype == SIM_DTYPE_FLOAT) {
-        struct map_run r = { p->op, x->data, k->out[0].data, 0.0f, 0.0f };
+        struct map_run r = { p->op, x->data, k->out[0].data };
         sim_pool_for(n, SIM_POOL_MAP_GRAIN, unary_piece, &r);
         return 0;
     }
@@ -168,20 +168,6 @@ infer_clip(struct sim_infer *c)
     return sim_set_out(c, 0, c->in[0]->dtype, &c->in[0]->shape);
 }
 
-/* out[i] = in[i] clipped to [r->lo, r->hi] for i in [lo, hi). */
-SIM_HOT static void
-clip_piece(void *ctx, int64_t lo, int64_t hi)
-{
-    const struct map_run *r = ctx;
-    const float *in = r->in;
-    float *out = r->out, flo = r->lo, fhi = r->hi;
-
-    for (int64_t i = lo; i < hi; i++) {
-        float v = in[i] < flo ? flo : in[i];
-        out[i] = v > fhi ? fhi : v;
-    }
-}
-
 /* x, y: same shape; min, max: one element each or absent */
 static int
 fwd_clip(const struct sim_kern *k, struct sim_err *err)
@@ -198,8 +184,8 @@ fwd_clip(const struct sim_kern *k, struct sim_err *err)
             hi = sim_get_f64(x->dtype, k->in[2].data, 0);
     }
     if (x->dtype == SIM_DTYPE_FLOAT) {
-        struct map_run r = { 0, x->data, k->out[0].data, (float)lo, (float)hi };
-        sim_pool_for(x->numel, SIM_POOL_MAP_GRAIN, clip_piece, &r);
+        struct sim_act act = { SIM_ACT_CLIP, (float)lo, (float)hi };
+        sim_act_map(&act, x->data, k->out[0].data, x->numel);
         return 0;
     }
     for (int64_t i = 0; i < x->numel; i++) {
@@ -208,6 +194,33 @@ fwd_clip(const struct sim_kern *k, struct sim_err *err)
         sim_put_f64(x->dtype, k->out[0].data, i, v > hi ? hi : v);
     }
     return 0;
+}
+
+bool
+sim_clip_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act)
+{
+    const struct clip_params *p = n->params;
+    double lo = p->lo, hi = p->hi;
+
+    if (n->op->forward != fwd_clip || n->n_out != 1 || n->out[0] < 0 ||
+        e->vals[n->in[0]].ti.dtype != SIM_DTYPE_FLOAT)
+        return false;
+    /* the bounds fwd_clip would read: each present input must be a compile-time value */
+    for (int i = 1; !p->attr_bounds && i < 3 && i < n->n_in; i++) {
+        const struct sim_val *v = n->in[i] >= 0 ? &e->vals[n->in[i]] : NULL;
+        if (v == NULL)
+            continue;
+        if (v->kind != SIM_V_CONST || v->ti.cdata == NULL)
+            return false;
+        if (i == 1)
+            lo = sim_get_f64(SIM_DTYPE_FLOAT, v->ti.cdata, 0);
+        else
+            hi = sim_get_f64(SIM_DTYPE_FLOAT, v->ti.cdata, 0);
+    }
+    act->kind = SIM_ACT_CLIP;
+    act->a = (float)lo;
+    act->b = (float)hi;
+    return true;
 }
 
 /* ---- Identity and Cast ---------------------------------------------------------------- */

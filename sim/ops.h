@@ -20,6 +20,7 @@
 #ifndef SIM_OPS_H
 #define SIM_OPS_H
 
+#include "act.h"
 #include "model.h"
 
 /* What the compiler knows about a tensor while inferring. */
@@ -67,6 +68,9 @@ struct sim_kern {
     void *saved;                  /* saved_bytes, from forward to backward; NULL in an
                                    * inference executable */
     uint64_t *rng;                /* per-replica random state (Dropout in training mode) */
+    const struct sim_act *act;    /* an activation fused into this node (fuse.c): the
+                                   * forward applies it to out[0] as it writes it; NULL:
+                                   * none. Only ops that fuse.c fuses (Conv) see one. */
 };
 
 typedef int (*sim_infer_fn)(struct sim_infer *c);

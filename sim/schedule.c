@@ -184,6 +184,7 @@ stage_costs(const struct sim_exe *e, struct sim_clock *c)
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0)
                 in_bytes += (double)e->vals[n->in[j]].bytes;
+        in_bytes += n->fused_in_bytes;
         t = compute_s(r, flops, bytes, in_bytes);
         c->fwd[n->stage] += t;
         if (n->bstep >= 0)

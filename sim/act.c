@@ -1,0 +1,176 @@
+/*
+ * act.c — the activation routines of act.h: one loop per kind, eight floats at a time with
+ * vmath.h's vectors and a scalar tail doing the same float operations in the same order,
+ * and the pool split of a whole tensor.
+ *
+ * The formulas are those the ops always used (op_activation.c, Clip in op_unary.c), so
+ * Relu, Clip, LeakyRelu, HardSigmoid and HardSwish give the same bits as before; Sigmoid is
+ * vmath.h's exp as before; SiLU rounds the sigmoid to float and multiplies, exactly what
+ * Sigmoid followed by Mul computes. Elu and Softplus call libm per element (scalar).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "act.h"
+#include "hot.h"
+#include "pool.h"
+#include "vmath.h"
+
+#define LD(p) (*(const sim_v8f_u *)(p))
+#define ST(p, v) (*(sim_v8f_u *)(p) = (v))
+
+SIM_HOT static void
+relu_range(const float *x, float *y, int64_t lo, int64_t hi)
+{
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = LD(x + i);
+        ST(y + i, sim_v8sel(v > 0.0f, v, SIM_V8(0.0f)));
+    }
+    for (; i < hi; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+SIM_HOT static void
+clip_range(const float *x, float *y, int64_t lo, int64_t hi, float a, float b)
+{
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = LD(x + i);
+        v = sim_v8sel(v < a, SIM_V8(a), v);
+        ST(y + i, sim_v8sel(v > b, SIM_V8(b), v));
+    }
+    for (; i < hi; i++) {
+        float v = x[i] < a ? a : x[i];
+        y[i] = v > b ? b : v;
+    }
+}
+
+SIM_HOT static void
+leaky_range(const float *x, float *y, int64_t lo, int64_t hi, float a)
+{
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = LD(x + i);
+        ST(y + i, sim_v8sel(v >= 0.0f, v, a * v));
+    }
+    for (; i < hi; i++)
+        y[i] = x[i] >= 0.0f ? x[i] : a * x[i];
+}
+
+/* HardSigmoid (swish false) or HardSwish (swish true). */
+SIM_HOT static void
+hard_range(const float *x, float *y, int64_t lo, int64_t hi, float a, float b, bool swish)
+{
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = LD(x + i), h = a * v + b;
+        h = sim_v8sel(h < 0.0f, SIM_V8(0.0f), sim_v8sel(h > 1.0f, SIM_V8(1.0f), h));
+        ST(y + i, swish ? v * h : h);
+    }
+    for (; i < hi; i++) {
+        float v = x[i], h = a * v + b;
+        h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+        y[i] = swish ? v * h : h;
+    }
+}
+
+/* Sigmoid (silu false) or x sigmoid(x) (silu true); the sigmoid as e^x / (1 + e^x) for
+ * x < 0 (no overflow). */
+SIM_HOT static void
+sigmoid_range(const float *x, float *y, int64_t lo, int64_t hi, bool silu)
+{
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = LD(x + i), s;
+        sim_v8f e = sim_v8sel(v >= 0.0f, -v, v);
+        sim_v8expf(&e);
+        s = sim_v8sel(v >= 0.0f, SIM_V8(1.0f), e) / (1.0f + e);
+        ST(y + i, silu ? v * s : s);
+    }
+    for (; i < hi; i++) {
+        float v = x[i], e = sim_vexpf(v >= 0.0f ? -v : v), s;
+        s = (v >= 0.0f ? 1.0f : e) / (1.0f + e);
+        y[i] = silu ? v * s : s;
+    }
+}
+
+static void
+elu_range(const float *x, float *y, int64_t lo, int64_t hi, float a)
+{
+    for (int64_t i = lo; i < hi; i++) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v : a * expm1f(v);
+    }
+}
+
+static void
+softplus_range(const float *x, float *y, int64_t lo, int64_t hi)
+{
+    for (int64_t i = lo; i < hi; i++) {
+        float v = x[i];
+        y[i] = v > 0.0f ? v + log1pf(expf(-v)) : log1pf(expf(v));
+    }
+}
+
+void
+sim_act_range(const struct sim_act *act, const float *x, float *y, int64_t lo, int64_t hi)
+{
+    switch (act->kind) {
+    case SIM_ACT_RELU: relu_range(x, y, lo, hi); break;
+    case SIM_ACT_CLIP: clip_range(x, y, lo, hi, act->a, act->b); break;
+    case SIM_ACT_LEAKY: leaky_range(x, y, lo, hi, act->a); break;
+    case SIM_ACT_HSIGMOID: hard_range(x, y, lo, hi, act->a, act->b, false); break;
+    case SIM_ACT_HSWISH: hard_range(x, y, lo, hi, act->a, act->b, true); break;
+    case SIM_ACT_SIGMOID: sigmoid_range(x, y, lo, hi, false); break;
+    case SIM_ACT_SILU: sigmoid_range(x, y, lo, hi, true); break;
+    case SIM_ACT_ELU: elu_range(x, y, lo, hi, act->a); break;
+    case SIM_ACT_SOFTPLUS: softplus_range(x, y, lo, hi); break;
+    default:
+        if (y != x && hi > lo)
+            memcpy(y + lo, x + lo, (size_t)(hi - lo) * sizeof(float));
+        break;
+    }
+}
+
+/* What the pieces of one map share. */
+struct act_run {
+    const struct sim_act *act;
+    const float *x;
+    float *y;
+};
+
+static void
+act_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct act_run *r = ctx;
+
+    sim_act_range(r->act, r->x, r->y, lo, hi);
+}
+
+void
+sim_act_map(const struct sim_act *act, const float *x, float *y, int64_t n)
+{
+    struct act_run r = { act, x, y };
+    /* libm per element: smaller pieces are worth their hand-off */
+    int64_t grain = act->kind == SIM_ACT_ELU || act->kind == SIM_ACT_SOFTPLUS
+                        ? SIM_POOL_MAP_GRAIN / 8
+                        : SIM_POOL_MAP_GRAIN;
+
+    sim_pool_for(n, grain, act_piece, &r);
+}
+
+const char *
+sim_act_name(int kind)
+{
+    static const char *const names[SIM_ACT_KINDS] = { "none", "Relu", "Clip", "LeakyRelu",
+                                                      "HardSigmoid", "HardSwish", "Sigmoid",
+                                                      "SiLU", "Elu", "Softplus" };
+
+    return kind >= 0 && kind < SIM_ACT_KINDS ? names[kind] : "?";
+}

@@ -1,0 +1,70 @@
+/*
+ * act.h — elementwise activations as data: what a node computes (kind and constants), and
+ * the routines that apply one to a range of floats. The activation ops (op_activation.c,
+ * Clip in op_unary.c) run them over their whole tensor, split over the pool; an op that
+ * produces an activation's input (Conv) applies the same routine to each piece of its
+ * output right after computing it, when the compiler has fused the two (fuse.c), so the
+ * numbers are the same either way.
+ *
+ * Every kind but Elu and Softplus runs eight floats at a time (vmath.h's sim_v8f) with the
+ * same float operations as its scalar tail, so a value rounds alike wherever it falls.
+ */
+#ifndef SIM_ACT_H
+#define SIM_ACT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum sim_act_kind {
+    SIM_ACT_NONE = 0,
+    SIM_ACT_RELU,       /* x > 0 ? x : 0 */
+    SIM_ACT_CLIP,       /* x < a ? a : x, then > b ? b (Clip: a = min, b = max) */
+    SIM_ACT_LEAKY,      /* x >= 0 ? x : a x */
+    SIM_ACT_HSIGMOID,   /* clamp(a x + b, 0, 1) */
+    SIM_ACT_HSWISH,     /* x clamp(a x + b, 0, 1) (a = 1/6, b = 1/2) */
+    SIM_ACT_SIGMOID,    /* 1 / (1 + e^-x), vmath.h's exp */
+    SIM_ACT_SILU,       /* x sigmoid(x): the sigmoid rounded to float, then the product */
+    SIM_ACT_ELU,        /* x > 0 ? x : a (e^x - 1) */
+    SIM_ACT_SOFTPLUS,   /* ln(1 + e^x) without overflow */
+    SIM_ACT_KINDS
+};
+
+/* One activation: its kind and the constants the kind uses (a, b above). */
+struct sim_act {
+    int kind;           /* enum sim_act_kind */
+    float a, b;
+};
+
+/*
+ * y[i] = act(x[i]) for i in [lo, hi), on the calling thread; y == x is allowed (in place),
+ * other overlaps are not. SIM_ACT_NONE copies (or, in place, does nothing).
+ */
+void sim_act_range(const struct sim_act *act, const float *x, float *y, int64_t lo,
+                   int64_t hi);
+
+/* y = act(x) over n floats, split over the pool (sim_pool_for); y == x is allowed. Must not
+ * be called from inside a pool piece for speed (it would run serially, correctly). */
+void sim_act_map(const struct sim_act *act, const float *x, float *y, int64_t n);
+
+/* The kind's name as ONNX calls it ("Relu", ..., "SiLU" for x sigmoid(x)). */
+const char *sim_act_name(int kind);
+
+struct sim_exe;
+struct sim_enode;
+struct sim_op;
+
+/*
+ * For fuse.c: the activation scheduled node n computes, into *act, when it is one a
+ * producer can apply (Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Elu, Softplus on
+ * floats: op_activation.c; Clip on floats with bounds known at compile time: op_unary.c).
+ * Returns false for any other node.
+ */
+bool sim_activation_act(const struct sim_exe *e, const struct sim_enode *n,
+                        struct sim_act *act);
+bool sim_clip_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act);
+
+/* The internal op a fused Sigmoid -> Mul(x, sigmoid(x)) becomes: one pass of x sigmoid(x)
+ * (op_activation.c; not in any op table, so no model can name it). */
+extern const struct sim_op sim_op_silu;
+
+#endif

@@ -1,0 +1,239 @@
+/*
+ * fuse.c — activations fused into the node that produces their input, in inference
+ * executables (a training one keeps every node: autodiff needs each op's output).
+ *
+ * Every CNN exported from PyTorch runs Conv (BatchNorm folded) then an activation, which
+ * re-reads the whole convolution output from memory after the convolution wrote it; SiLU
+ * is exported as Sigmoid then Mul(x, sigmoid(x)), three reads and two writes of the tensor.
+ * After placement (so stages and IPUs are final) this pass rewrites:
+ *   - Conv -> A, A one of act.h's activations (Relu, Clip with compile-time bounds,
+ *     LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Elu, Softplus): the Conv writes A's
+ *     output, applying A to each piece of it as it computes it (op_conv.c, conv_dnnl.c);
+ *   - Conv -> Sigmoid -> Mul(conv, sigmoid) (either operand order): the same with SiLU;
+ *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu).
+ * Conditions: the intermediate tensors are read only by the fused nodes, are not graph
+ * outputs, and every node involved has the same stage and IPU. The removed nodes' FLOPs
+ * and bytes move to the surviving node (cost.c), so the simulated clock does not change;
+ * the intermediates are no longer tensors, so the memory plan has fewer activations.
+ * IPUOF_SIM_FUSE=0 turns the pass off (for measuring and for the tests).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exe.h"
+#include "schedule.h"
+
+/* What the pass knows about the schedule. */
+struct fuse {
+    struct sim_exe *e;
+    int *reads;                 /* per value: how many input slots of live nodes read it */
+    bool *is_out;               /* per value: a graph output */
+    int *reader;                /* per value: the last node found reading it */
+    bool *gone;                 /* per node: fused into another */
+};
+
+static bool
+same_place(const struct sim_enode *a, const struct sim_enode *b)
+{
+    return a->ipu == b->ipu && a->stage == b->stage;
+}
+
+/* Whether node s is op `name` (by its table entry's name). */
+static bool
+is(const struct fuse *f, int s, const char *name)
+{
+    return strcmp(f->e->nodes[s].op->name, name) == 0;
+}
+
+/* Value v is an activation read by exactly `n` input slots and not a graph output. */
+static bool
+private_to(const struct fuse *f, int v, int n)
+{
+    return v >= 0 && f->e->vals[v].kind == SIM_V_ACT && !f->is_out[v] && f->reads[v] == n;
+}
+
+/* The node reading value v (valid when reads[v] >= 1). */
+static int
+reader_of(const struct fuse *f, int v)
+{
+    return f->reader[v];
+}
+
+/* Adds the cost of node `from` to node `to` and removes `from`. */
+static void
+absorb(struct fuse *f, int to, int from)
+{
+    struct sim_enode *t = &f->e->nodes[to], *n = &f->e->nodes[from];
+    double flops, bytes, in_bytes = 0;
+
+    sim_cost_node(f->e, from, &flops, &bytes);
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0)
+            in_bytes += (double)f->e->vals[n->in[j]].bytes;
+    t->fused_flops += flops;
+    t->fused_bytes += bytes;
+    t->fused_in_bytes += in_bytes + n->fused_in_bytes;
+    f->gone[from] = true;
+}
+
+/* Node `to` now writes value v (the output of a node fused into it) instead of its own
+ * output, which stops being a tensor. */
+static void
+retarget(struct fuse *f, int to, const int *out)
+{
+    struct sim_enode *t = &f->e->nodes[to];
+
+    f->e->vals[t->out[0]].kind = SIM_V_NONE;
+    f->e->vals[t->out[0]].producer = -1;
+    t->out = out;
+    f->e->vals[out[0]].producer = to;
+    f->e->vals[out[0]].ipu = t->ipu;
+}
+
+/* If node m is Mul(x, s) or Mul(s, x), both same-shape floats: true. */
+static bool
+is_mul_of(const struct fuse *f, int m, int x, int s)
+{
+    const struct sim_enode *n = &f->e->nodes[m];
+
+    return is(f, m, "Mul") && n->n_in == 2 && n->n_out == 1 && n->out[0] >= 0 &&
+           ((n->in[0] == x && n->in[1] == s) || (n->in[0] == s && n->in[1] == x));
+}
+
+/* Conv c -> activation, or Conv c -> Sigmoid -> Mul(conv, sigmoid). */
+static void
+fuse_conv(struct fuse *f, int c)
+{
+    struct sim_exe *e = f->e;
+    struct sim_enode *cn = &e->nodes[c];
+    int y = cn->n_out == 1 ? cn->out[0] : -1;
+    struct sim_act act;
+
+    if (y < 0 || e->vals[y].ti.dtype != SIM_DTYPE_FLOAT)
+        return;
+    if (private_to(f, y, 1)) {
+        int a = reader_of(f, y);
+        struct sim_enode *an = &e->nodes[a];
+        if (!same_place(cn, an) || an->in[0] != y ||
+            !(sim_activation_act(e, an, &act) || sim_clip_act(e, an, &act)))
+            return;
+        cn->act = act;
+        absorb(f, c, a);
+        retarget(f, c, an->out);
+        return;
+    }
+    if (private_to(f, y, 2)) {
+        /* the Sigmoid and the Mul both read y: find the Sigmoid among the later nodes */
+        for (int s = c + 1; s < e->n_nodes; s++) {
+            struct sim_enode *sn = &e->nodes[s];
+            int sv, m;
+            if (f->gone[s] || !is(f, s, "Sigmoid") || sn->in[0] != y || sn->n_out != 1)
+                continue;
+            sv = sn->out[0];
+            if (!private_to(f, sv, 1))
+                return;
+            m = reader_of(f, sv);
+            if (!is_mul_of(f, m, y, sv) || !same_place(cn, sn) || !same_place(cn, &e->nodes[m]))
+                return;
+            cn->act = (struct sim_act){ SIM_ACT_SILU, 0.0f, 0.0f };
+            absorb(f, c, s);
+            absorb(f, c, m);
+            e->vals[sv].kind = SIM_V_NONE;
+            e->vals[sv].producer = -1;
+            retarget(f, c, e->nodes[m].out);
+            return;
+        }
+    }
+}
+
+/* Sigmoid s -> Mul(x, sigmoid(x)) as one SiLU node. */
+static void
+fuse_silu(struct fuse *f, int s)
+{
+    struct sim_exe *e = f->e;
+    struct sim_enode *sn = &e->nodes[s];
+    int x = sn->in[0], sv = sn->n_out == 1 ? sn->out[0] : -1, m;
+
+    if (sv < 0 || x < 0 || e->vals[x].ti.dtype != SIM_DTYPE_FLOAT || !private_to(f, sv, 1))
+        return;
+    m = reader_of(f, sv);
+    if (!is_mul_of(f, m, x, sv) || !same_place(sn, &e->nodes[m]))
+        return;
+    absorb(f, s, m);
+    sn->op = &sim_op_silu;
+    e->vals[sv].kind = SIM_V_NONE;
+    e->vals[sv].producer = -1;
+    sn->out = e->nodes[m].out;
+    e->vals[sn->out[0]].producer = s;
+    e->vals[sn->out[0]].ipu = sn->ipu;
+}
+
+/* Drops the fused nodes from the schedule: producers and stage starts follow. */
+static void
+compact(struct fuse *f)
+{
+    struct sim_exe *e = f->e;
+    int kept = 0;
+
+    for (int k = 0; k < e->n_stages; k++)
+        e->stage_node[k] = -1;
+    for (int s = 0; s < e->n_nodes; s++) {
+        struct sim_enode *n = &e->nodes[s];
+        if (f->gone[s]) {
+            free(n->params);
+            n->params = NULL;
+            continue;
+        }
+        e->nodes[kept] = *n;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && e->vals[n->out[j]].kind == SIM_V_ACT)
+                e->vals[n->out[j]].producer = kept;
+        if (e->stage_node[n->stage] < 0)
+            e->stage_node[n->stage] = kept;
+        kept++;
+    }
+    e->n_nodes = kept;
+}
+
+int
+sim_fuse(struct sim_exe *e, struct sim_err *err)
+{
+    const char *env = getenv("IPUOF_SIM_FUSE");
+    size_t nv = (size_t)e->m->n_vals + 1, nn = (size_t)e->n_nodes + 1;
+    struct fuse f = { e, calloc(nv, sizeof(int)), calloc(nv, sizeof(bool)),
+                      calloc(nv, sizeof(int)), calloc(nn, sizeof(bool)) };
+    int rc = 0, n_gone = 0;
+
+    if (e->tr != NULL || (env != NULL && strcmp(env, "0") == 0))
+        goto out;
+    if (f.reads == NULL || f.is_out == NULL || f.reader == NULL || f.gone == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < e->m->n_out; i++)
+        f.is_out[e->m->outputs[i]] = true;
+    for (int s = 0; s < e->n_nodes; s++)
+        for (int j = 0; j < e->nodes[s].n_in; j++) {
+            int v = e->nodes[s].in[j];
+            if (v >= 0) {
+                f.reads[v]++;
+                f.reader[v] = s;
+            }
+        }
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "Conv"))
+            fuse_conv(&f, s);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "Sigmoid"))
+            fuse_silu(&f, s);
+    for (int s = 0; s < e->n_nodes; s++)
+        n_gone += f.gone[s];
+    if (n_gone > 0)
+        compact(&f);
+out:
+    free(f.reads);
+    free(f.is_out);
+    free(f.reader);
+    free(f.gone);
+    return rc;
+}
