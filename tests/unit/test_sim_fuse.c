@@ -1,0 +1,400 @@
+/*
+ * test_sim_fuse.c — the fusion pass (sim/fuse.c) and the activation routines it shares with
+ * the ops (sim/act.c): every pattern runs fused and unfused (IPUOF_SIM_FUSE=0) on the same
+ * inputs and must give the same outputs (bit for bit, except pointwise convolutions, whose
+ * GEMM is split differently: within 1e-6 relative), with the fused nodes gone from the
+ * schedule and the simulated clock unchanged; the patterns that must not fuse (the
+ * convolution's output also a graph output or read twice, a Clip bound that is not a
+ * constant, the activation on another IPU, a training compile) keep their nodes.
+ * The convolutions cover every forward path: pointwise GEMM, im2col GEMM (several images
+ * and one image without bias, in place), the direct depthwise kernel and oneDNN (a 3x3
+ * over 8 channels, a narrow depthwise 3x3).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "act.h"
+#include "onnx_build.h"
+#include "sim.h"
+
+#define F32 SIM_DTYPE_FLOAT
+
+/* One convolution layer: input (n, c, h, w), m output channels, k x k kernel. */
+struct conv_case {
+    const char *name;
+    int64_t n, c, h, w, m, k, stride, pad, group;
+    bool bias;
+    bool exact;             /* fused output bit-identical (not the pointwise GEMM) */
+};
+
+static const struct conv_case convs[] = {
+    { "pointwise", 2, 16, 30, 30, 24, 1, 1, 0, 1, true, false },
+    { "im2col 3x3", 2, 4, 10, 10, 6, 3, 1, 1, 1, true, true },
+    { "im2col, one image, no bias", 1, 3, 9, 9, 5, 3, 2, 1, 1, false, true },
+    { "depthwise 3x3 wide", 2, 6, 20, 20, 6, 3, 1, 1, 6, true, true },
+    { "oneDNN 3x3", 2, 8, 8, 8, 8, 3, 1, 1, 1, true, true },
+    { "oneDNN depthwise", 2, 8, 12, 12, 8, 3, 1, 1, 8, true, true },
+};
+
+/* The activation after the convolution. */
+enum { A_RELU, A_CLIP, A_LEAKY, A_HSIG, A_HSWISH, A_SIGMOID, A_ELU, A_SOFTPLUS, A_SILU,
+       A_SILU_SWAP, A_COUNT };
+static const char *const act_names[A_COUNT] = { "Relu", "Clip", "LeakyRelu", "HardSigmoid",
+                                                "HardSwish", "Sigmoid", "Elu", "Softplus",
+                                                "SiLU (Mul(x, s))", "SiLU (Mul(s, x))" };
+
+/* Deterministic values in about [-3, 3]. */
+static float
+val_at(size_t i, unsigned salt)
+{
+    return 3.0f * sinf((float)(i * 7 + salt * 13) * 0.37f);
+}
+
+static struct sim_model *
+load(struct sim_ob *b)
+{
+    struct sim_model *m = NULL;
+    struct sim_err err;
+    void *bytes;
+    size_t len;
+
+    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
+    sim_ob_free(b);
+    if (sim_model_load(bytes, len, &m, &err) != 0)
+        fail_msg("%s", err.msg);
+    free(bytes);
+    return m;
+}
+
+/* Adds Conv "conv" x -> c of cc, with its weights. */
+static void
+add_conv(struct sim_ob *b, const struct conv_case *cc)
+{
+    int64_t dw[4] = { cc->m, cc->c / cc->group, cc->k, cc->k }, db[1] = { cc->m };
+    size_t nw = (size_t)(dw[0] * dw[1] * dw[2] * dw[3]);
+    float *w = malloc(nw * sizeof(float)), bias[64];
+    int64_t pads[4] = { cc->pad, cc->pad, cc->pad, cc->pad };
+    int64_t strides[2] = { cc->stride, cc->stride };
+
+    assert_non_null(w);
+    for (size_t i = 0; i < nw; i++)
+        w[i] = 0.4f * val_at(i, 1);
+    for (int64_t i = 0; i < cc->m; i++)
+        bias[i] = 0.3f * val_at((size_t)i, 2);
+    sim_ob_initializer(b, "w", F32, 4, dw, w);
+    if (cc->bias)
+        sim_ob_initializer(b, "b", F32, 1, db, bias);
+    sim_ob_node(b, "Conv", "conv", cc->bias ? "x,w,b" : "x,w", "c");
+    sim_ob_attr_ints(b, "pads", pads, 4);
+    sim_ob_attr_ints(b, "strides", strides, 2);
+    sim_ob_attr_int(b, "group", cc->group);
+    free(w);
+}
+
+/* Adds activation a reading "c", writing "y". */
+static void
+add_act(struct sim_ob *b, int a)
+{
+    static const float lo = 0.0f, hi = 6.0f;
+
+    switch (a) {
+    case A_CLIP:
+        sim_ob_initializer(b, "lo", F32, 0, NULL, &lo);
+        sim_ob_initializer(b, "hi", F32, 0, NULL, &hi);
+        sim_ob_node(b, "Clip", "act", "c,lo,hi", "y");
+        break;
+    case A_LEAKY:
+        sim_ob_node(b, "LeakyRelu", "act", "c", "y");
+        sim_ob_attr_float(b, "alpha", 0.1f);
+        break;
+    case A_HSIG:
+        sim_ob_node(b, "HardSigmoid", "act", "c", "y");
+        sim_ob_attr_float(b, "alpha", 0.25f);
+        break;
+    case A_SILU:
+    case A_SILU_SWAP:
+        sim_ob_node(b, "Sigmoid", "act", "c", "s");
+        sim_ob_node(b, "Mul", "mul", a == A_SILU ? "c,s" : "s,c", "y");
+        break;
+    default:
+        sim_ob_node(b, act_names[a], "act", "c", "y");
+        break;
+    }
+}
+
+/* Conv cc -> activation a -> output y. */
+static struct sim_model *
+model_conv_act(const struct conv_case *cc, int a)
+{
+    struct sim_ob *b = sim_ob_new(14);
+    int64_t dx[4] = { cc->n, cc->c, cc->h, cc->w };
+
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    add_act(b, a);
+    sim_ob_output(b, "y", F32);
+    return load(b);
+}
+
+/* Compiles m (inference, or training on output `loss`) with fusion on or off. */
+static struct sim_exe *
+compile(const struct sim_model *m, bool fuse, const char *loss)
+{
+    struct sim_compile_opts o;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+
+    setenv("IPUOF_SIM_FUSE", fuse ? "1" : "0", 1);
+    sim_compile_opts_init(&o);
+    o.loss = loss;
+    o.partition_ipus = 4;
+    if (sim_compile(m, &o, &e, &err) != 0)
+        fail_msg("%s", err.msg);
+    unsetenv("IPUOF_SIM_FUSE");
+    return e;
+}
+
+/* Fills every float input with val_at and runs once. */
+static void
+run(struct sim_exe *e)
+{
+    struct sim_err err;
+
+    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
+        struct sim_io_info info;
+        float *x = sim_exe_input_buffer(e, i);
+        assert_int_equal(sim_exe_input_info(e, i, &info), 0);
+        for (size_t k = 0; k < info.run_bytes / sizeof(float); k++)
+            x[k] = val_at(k, 3 + (unsigned)i);
+    }
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+/* Runs m fused and unfused; checks outputs (exact, or within 1e-6 relative), that
+ * `removed` nodes are gone and that the simulated time is the same. Returns the max
+ * relative difference. */
+static double
+check_pair(const struct sim_model *m, size_t removed, bool exact, const char *what)
+{
+    struct sim_exe *f = compile(m, true, NULL), *u = compile(m, false, NULL);
+    struct sim_cost_report cf, cu;
+    double worst = 0;
+
+    assert_int_equal(sim_exe_node_count(f) + removed, sim_exe_node_count(u));
+    run(f);
+    run(u);
+    for (size_t o = 0; o < sim_exe_output_count(u); o++) {
+        struct sim_io_info info;
+        const float *a = sim_exe_output_buffer(f, o), *b = sim_exe_output_buffer(u, o);
+        assert_int_equal(sim_exe_output_info(u, o, &info), 0);
+        if (exact && memcmp(a, b, info.run_bytes) != 0)
+            fail_msg("%s: fused output %zu differs from the unfused one", what, o);
+        for (size_t k = 0; k < info.run_bytes / sizeof(float); k++) {
+            double d = fabs((double)a[k] - b[k]) / (fabs((double)b[k]) > 1 ? fabs(b[k]) : 1);
+            worst = d > worst ? d : worst;
+        }
+    }
+    if (worst > 1e-6)
+        fail_msg("%s: fused and unfused differ by %g relative", what, worst);
+    assert_int_equal(sim_exe_cost(f, &cf), 0);
+    assert_int_equal(sim_exe_cost(u, &cu), 0);
+    if (fabs(cf.device_seconds - cu.device_seconds) > 1e-9 * cu.device_seconds)
+        fail_msg("%s: simulated time %g fused, %g unfused", what, cf.device_seconds,
+                 cu.device_seconds);
+    sim_exe_free(f);
+    sim_exe_free(u);
+    return worst;
+}
+
+/* Every convolution path with every activation, and SiLU in both operand orders. */
+static void
+test_conv_act(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof(convs) / sizeof(convs[0]); c++)
+        for (int a = 0; a < A_COUNT; a++) {
+            struct sim_model *m = model_conv_act(&convs[c], a);
+            char what[128];
+            double d;
+            snprintf(what, sizeof(what), "%s -> %s", convs[c].name, act_names[a]);
+            d = check_pair(m, a >= A_SILU ? 2 : 1, convs[c].exact, what);
+            printf("  %-30s %-18s fused: max relative difference %g\n", convs[c].name,
+                   act_names[a], d);
+            sim_model_free(m);
+        }
+}
+
+/* Sigmoid -> Mul(x, sigmoid(x)) without a convolution: one SiLU node, same bits. */
+static void
+test_silu_alone(void **state)
+{
+    for (int swap = 0; swap < 2; swap++) {
+        struct sim_ob *b = sim_ob_new(13);
+        int64_t dx[2] = { 8, 5000 };
+        struct sim_model *m;
+        (void)state;
+        sim_ob_input(b, "x", F32, 2, dx);
+        sim_ob_node(b, "Sigmoid", "sig", "x", "s");
+        sim_ob_node(b, "Mul", "mul", swap ? "s,x" : "x,s", "y");
+        sim_ob_output(b, "y", F32);
+        m = load(b);
+        check_pair(m, 1, true, "Sigmoid -> Mul");
+        sim_model_free(m);
+    }
+}
+
+/* Patterns that must not fuse: same node count fused and unfused, same outputs. */
+static void
+test_not_fused(void **state)
+{
+    const struct conv_case *cc = &convs[1];
+    int64_t dx[4] = { cc->n, cc->c, cc->h, cc->w };
+    struct sim_model *m;
+    struct sim_ob *b;
+
+    (void)state;
+    /* the convolution's output is also a graph output */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    add_act(b, A_RELU);
+    sim_ob_output(b, "y", F32);
+    sim_ob_output(b, "c", F32);
+    m = load(b);
+    check_pair(m, 0, true, "conv output is a graph output");
+    sim_model_free(m);
+
+    /* read twice: by the Relu and by an Add */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    add_act(b, A_RELU);
+    sim_ob_node(b, "Add", "add", "c,y", "z");
+    sim_ob_output(b, "z", F32);
+    m = load(b);
+    check_pair(m, 0, true, "conv output read twice");
+    sim_model_free(m);
+
+    /* a Clip bound that is a graph input */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    sim_ob_input(b, "hi", F32, 0, NULL);
+    add_conv(b, cc);
+    sim_ob_node(b, "Clip", "clip", "c,,hi", "y");
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    check_pair(m, 0, true, "Clip bound not a constant");
+    sim_model_free(m);
+
+    /* the Sigmoid's output read by another node besides the Mul */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    add_act(b, A_SILU);
+    sim_ob_node(b, "Add", "add", "s,y", "z");
+    sim_ob_output(b, "z", F32);
+    m = load(b);
+    check_pair(m, 0, true, "sigmoid read twice");
+    sim_model_free(m);
+
+    /* the activation on another IPU */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    sim_ob_attr_int(b, "__ipu_number", 0);
+    sim_ob_node(b, "Relu", "act", "c", "y");
+    sim_ob_attr_int(b, "__ipu_number", 1);
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    check_pair(m, 0, true, "activation on another IPU");
+    sim_model_free(m);
+
+    /* training: every node stays (autodiff needs them) */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    add_act(b, A_HSWISH);
+    sim_ob_node(b, "ReduceMean", "mean", "y", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    m = load(b);
+    {
+        struct sim_exe *f = compile(m, true, "loss"), *u = compile(m, false, "loss");
+        assert_int_equal(sim_exe_node_count(f), sim_exe_node_count(u));
+        assert_int_equal(sim_exe_node_count(f), 3);
+        sim_exe_free(f);
+        sim_exe_free(u);
+    }
+    sim_model_free(m);
+}
+
+/* sim_act_range against the formulas the ops always used, lane by lane and in the tail,
+ * in place and not. */
+static void
+test_act_range(void **state)
+{
+    enum { N = 203 };
+    float x[N], y[N], z[N];
+
+    (void)state;
+    for (int i = 0; i < N; i++)
+        x[i] = i == 0 ? -0.0f : i == 1 ? NAN : i == 2 ? 1e30f : i == 3 ? -1e30f : val_at(i, 9);
+    for (int kind = SIM_ACT_RELU; kind < SIM_ACT_KINDS; kind++) {
+        struct sim_act a = { kind, kind == SIM_ACT_CLIP ? -1.0f : 0.2f,
+                             kind == SIM_ACT_CLIP ? 2.5f : 0.5f };
+        sim_act_range(&a, x, y, 0, N);
+        memcpy(z, x, sizeof(z));
+        sim_act_range(&a, z, z, 0, N);
+        assert_memory_equal(y, z, sizeof(y));
+        for (int i = 0; i < N; i++) {
+            float v = x[i], h = a.a * v + a.b, want, e;
+            switch (kind) {
+            case SIM_ACT_RELU: want = v > 0.0f ? v : 0.0f; break;
+            case SIM_ACT_CLIP: want = v < a.a ? a.a : v; want = want > a.b ? a.b : want; break;
+            case SIM_ACT_LEAKY: want = v >= 0.0f ? v : a.a * v; break;
+            case SIM_ACT_HSIGMOID:
+            case SIM_ACT_HSWISH:
+                h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+                want = kind == SIM_ACT_HSWISH ? v * h : h;
+                break;
+            case SIM_ACT_ELU: want = v > 0.0f ? v : a.a * expm1f(v); break;
+            case SIM_ACT_SOFTPLUS:
+                want = v > 0.0f ? v + log1pf(expf(-v)) : log1pf(expf(v));
+                break;
+            default:
+                /* Sigmoid and SiLU: vmath.h's exp, within the conformance tolerance */
+                e = (float)(1.0 / (1.0 + exp(-(double)v)));
+                want = kind == SIM_ACT_SILU ? v * e : e;
+                if (isnan(v))
+                    assert_true(isnan(y[i]));
+                else if (fabsf(y[i] - want) > 1e-6f * (fabsf(want) > 1 ? fabsf(want) : 1))
+                    fail_msg("%s(%g) = %g, want %g", sim_act_name(kind), v, y[i], want);
+                continue;
+            }
+            if (memcmp(&y[i], &want, sizeof(float)) != 0 && !(isnan(y[i]) && isnan(want)))
+                fail_msg("%s(%g) = %g, want %g", sim_act_name(kind), v, y[i], want);
+        }
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_act_range),
+        cmocka_unit_test(test_conv_act),
+        cmocka_unit_test(test_silu_alone),
+        cmocka_unit_test(test_not_fused),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
