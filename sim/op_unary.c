@@ -200,11 +200,13 @@ bool
 sim_clip_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act)
 {
     const struct clip_params *p = n->params;
-    double lo = p->lo, hi = p->hi;
+    double lo, hi;
 
-    if (n->op->forward != fwd_clip || n->n_out != 1 || n->out[0] < 0 ||
+    if (n->op->forward != fwd_clip || n->n_out != 1 || n->out[0] < 0 || p == NULL ||
         e->vals[n->in[0]].ti.dtype != SIM_DTYPE_FLOAT)
         return false;
+    lo = p->lo;
+    hi = p->hi;
     /* the bounds fwd_clip would read: each present input must be a compile-time value */
     for (int i = 1; !p->attr_bounds && i < 3 && i < n->n_in; i++) {
         const struct sim_val *v = n->in[i] >= 0 ? &e->vals[n->in[i]] : NULL;

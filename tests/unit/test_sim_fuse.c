@@ -284,6 +284,16 @@ test_not_fused(void **state)
     check_pair(m, 0, true, "conv output read twice");
     sim_model_free(m);
 
+    /* read by one node that is not an activation (one without params) */
+    b = sim_ob_new(14);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    sim_ob_node(b, "Identity", "id", "c", "y");
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    check_pair(m, 0, true, "conv read by Identity");
+    sim_model_free(m);
+
     /* a Clip bound that is a graph input */
     b = sim_ob_new(14);
     sim_ob_input(b, "x", F32, 4, dx);
