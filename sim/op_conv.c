@@ -493,11 +493,20 @@ grain_for(int64_t work_per_index)
     return g < 1 ? 1 : g;
 }
 
+/* y[i] += b for i in [0, n). */
+SIM_HOT static void
+add_scalar(float *y, int64_t n, float b)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += b;
+}
+
 /*
  * Pointwise forward with a fused activation, pieces [lo, hi) of (image, group, column
- * block): each block's GEMM (mg, blk) of the output, on the bias when there is one, then
- * the activation over the block while it is in cache (the unfused path's sim_pool_sgemm
- * splits the same products by columns too).
+ * block): each block's GEMM (mg, blk) of the output, then the bias and the activation row
+ * by row while the block is in cache (the unfused path fills the bias first and
+ * accumulates the GEMM on it: the same sum when OpenBLAS adds the product in one pass,
+ * within a rounding of it otherwise).
  */
 static void
 pw_act_piece(void *ctx, int64_t lo, int64_t hi)
@@ -510,16 +519,14 @@ pw_act_piece(void *ctx, int64_t lo, int64_t hi)
         int64_t b = i % nblk, g = i / nblk % p->group, n = i / nblk / p->group;
         int64_t c0 = b * r->blk, c1 = c0 + r->blk < P ? c0 + r->blk : P;
         float *yg = r->y + (n * p->m + g * p->mg) * P;
-        if (r->bias != NULL)
-            for (int64_t m = 0; m < p->mg; m++)
-                for (int64_t j = c0; j < c1; j++)
-                    yg[m * P + j] = r->bias[g * p->mg + m];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->mg, (int)(c1 - c0),
                     (int)p->cg, 1.0f, r->w + g * p->mg * p->cg, (int)p->cg,
-                    r->x + (n * p->c + g * p->cg) * P + c0, (int)P, r->bias ? 1.0f : 0.0f,
-                    yg + c0, (int)P);
-        for (int64_t m = 0; m < p->mg; m++)
+                    r->x + (n * p->c + g * p->cg) * P + c0, (int)P, 0.0f, yg + c0, (int)P);
+        for (int64_t m = 0; m < p->mg; m++) {
+            if (r->bias != NULL)
+                add_scalar(yg + m * P + c0, c1 - c0, r->bias[g * p->mg + m]);
             sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
+        }
     }
 }
 
