@@ -67,4 +67,9 @@ bool sim_clip_act(const struct sim_exe *e, const struct sim_enode *n, struct sim
  * (op_activation.c; not in any op table, so no model can name it). */
 extern const struct sim_op sim_op_silu;
 
+/* The internal op of a fused Add -> activation (same-shape float operands): y = act(a + b)
+ * in one pass, the activation bound as sim_kern.act (op_activation.c; named "Add", so the
+ * cost model charges it as the Add it replaces). */
+extern const struct sim_op sim_op_add_act;
+
 #endif

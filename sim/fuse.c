@@ -10,6 +10,8 @@
  *     LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Elu, Softplus): the Conv writes A's
  *     output, applying A to each piece of it as it computes it (op_conv.c, conv_dnnl.c);
  *   - Conv -> Sigmoid -> Mul(conv, sigmoid) (either operand order): the same with SiLU;
+ *   - Add (same-shape float operands) -> one of those activations: one node computing
+ *     act(a + b) (sim_op_add_act; resnet's residual Add -> Relu);
  *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu).
  * Conditions: the intermediate tensors are read only by the fused nodes, are not graph
  * outputs, and every node involved has the same stage and IPU. The removed nodes' FLOPs
@@ -146,6 +148,34 @@ fuse_conv(struct fuse *f, int c)
     }
 }
 
+/* Add (two float operands of the output's shape) -> activation, as one node. */
+static void
+fuse_add(struct fuse *f, int s)
+{
+    struct sim_exe *e = f->e;
+    struct sim_enode *n = &e->nodes[s];
+    int y = n->n_out == 1 ? n->out[0] : -1, a;
+    struct sim_act act;
+
+    if (y < 0 || n->n_in != 2 || e->vals[y].ti.dtype != SIM_DTYPE_FLOAT ||
+        !private_to(f, y, 1))
+        return;
+    for (int j = 0; j < 2; j++) {
+        const struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
+        if (v == NULL || v->ti.dtype != SIM_DTYPE_FLOAT ||
+            !sim_shape_eq(&v->ti.shape, &e->vals[y].ti.shape))
+            return;
+    }
+    a = reader_of(f, y);
+    if (!same_place(n, &e->nodes[a]) || e->nodes[a].in[0] != y ||
+        !(sim_activation_act(e, &e->nodes[a], &act) || sim_clip_act(e, &e->nodes[a], &act)))
+        return;
+    n->act = act;
+    absorb(f, s, a);
+    n->op = &sim_op_add_act;
+    retarget(f, s, e->nodes[a].out);
+}
+
 /* Sigmoid s -> Mul(x, sigmoid(x)) as one SiLU node. */
 static void
 fuse_silu(struct fuse *f, int s)
@@ -223,6 +253,9 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Conv"))
             fuse_conv(&f, s);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "Add") && e->nodes[s].op != &sim_op_add_act)
+            fuse_add(&f, s);
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Sigmoid"))
             fuse_silu(&f, s);

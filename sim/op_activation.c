@@ -15,6 +15,8 @@
 
 #include "act.h"
 #include "exe.h"
+#include "hot.h"
+#include "pool.h"
 
 static int
 infer_float_same(struct sim_infer *c)
@@ -546,6 +548,52 @@ const struct sim_op sim_ops_activation[] = {
 
 const int sim_ops_activation_count =
     (int)(sizeof(sim_ops_activation) / sizeof(sim_ops_activation[0]));
+
+/* What the pieces of an Add + activation share. */
+struct add_act_run {
+    const float *a, *b;
+    float *y;
+    const struct sim_act *act;
+};
+
+/* y[i] = a[i] + b[i] for i in [lo, hi) (Add's same-shape arithmetic). */
+SIM_HOT static void
+add_range(const float *a, const float *b, float *y, int64_t lo, int64_t hi)
+{
+    for (int64_t i = lo; i < hi; i++)
+        y[i] = a[i] + b[i];
+}
+
+/* [lo, hi) in blocks of 2048 floats: the sum, then the activation while it is in L1. */
+static void
+add_act_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct add_act_run *r = ctx;
+
+    for (int64_t i = lo; i < hi; i += 2048) {
+        int64_t e = i + 2048 < hi ? i + 2048 : hi;
+        add_range(r->a, r->b, r->y, i, e);
+        sim_act_range(r->act, r->y, r->y, i, e);
+    }
+}
+
+/* a, b, y: same shape; y = act(a + b), act the fused activation (k->act). What Add (no
+ * broadcasting) followed by an activation computes, in one pass (fuse.c). */
+static int
+fwd_add_act(const struct sim_kern *k, struct sim_err *err)
+{
+    static const struct sim_act none = { SIM_ACT_NONE, 0.0f, 0.0f };
+    struct add_act_run r = { k->in[0].data, k->in[1].data, k->out[0].data,
+                             k->act != NULL ? k->act : &none };
+
+    (void)err;
+    sim_pool_for(k->out[0].numel, SIM_POOL_MAP_GRAIN, add_act_piece, &r);
+    return 0;
+}
+
+/* The internal op of a fused Add -> activation (act.h). */
+const struct sim_op sim_op_add_act = { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_ACT, NULL,
+                                       fwd_add_act, NULL, 3u, NULL };
 
 /* The internal op of a fused Sigmoid -> Mul(x, sigmoid(x)) (act.h): inference only, so no
  * infer (the Sigmoid's stands) and no gradient rule. */

@@ -5,7 +5,8 @@
  * GEMM is split differently: within 1e-6 relative), with the fused nodes gone from the
  * schedule and the simulated clock unchanged; the patterns that must not fuse (the
  * convolution's output also a graph output or read twice, a Clip bound that is not a
- * constant, the activation on another IPU, a training compile) keep their nodes.
+ * constant, the activation on another IPU, a training compile) keep their nodes. Add ->
+ * activation fuses too when the Add does not broadcast.
  * The convolutions cover every forward path: pointwise GEMM, im2col GEMM (several images
  * and one image without bias, in place), the direct depthwise kernel and oneDNN (a 3x3
  * over 8 channels, a narrow depthwise 3x3).
@@ -253,6 +254,32 @@ test_silu_alone(void **state)
     }
 }
 
+/* Add (same shapes) -> activation: one node, same bits; with broadcasting it stays. */
+static void
+test_add_act(void **state)
+{
+    static const int acts[] = { A_RELU, A_CLIP, A_HSWISH, A_SIGMOID };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(acts) / sizeof(acts[0]); i++)
+        for (int bcast = 0; bcast < 2; bcast++) {
+            struct sim_ob *b = sim_ob_new(14);
+            int64_t dx[4] = { 2, 3, 50, 70 }, dr[4] = { 1, 3, 1, 70 };
+            struct sim_model *m;
+            char what[96];
+            sim_ob_input(b, "x", F32, 4, dx);
+            sim_ob_input(b, "r", F32, 4, bcast ? dr : dx);
+            sim_ob_node(b, "Add", "add", "x,r", "c");
+            add_act(b, acts[i]);
+            sim_ob_output(b, "y", F32);
+            m = load(b);
+            snprintf(what, sizeof(what), "Add%s -> %s", bcast ? " (broadcast)" : "",
+                     act_names[acts[i]]);
+            check_pair(m, bcast ? 0 : 1, true, what);
+            sim_model_free(m);
+        }
+}
+
 /* Patterns that must not fuse: same node count fused and unfused, same outputs. */
 static void
 test_not_fused(void **state)
@@ -446,6 +473,7 @@ main(void)
         cmocka_unit_test(test_sigmoid_bits),
         cmocka_unit_test(test_conv_act),
         cmocka_unit_test(test_silu_alone),
+        cmocka_unit_test(test_add_act),
         cmocka_unit_test(test_not_fused),
     };
 
