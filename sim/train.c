@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "pool.h"
 
 void
 sim_train_free(struct sim_train *tr)
@@ -153,7 +154,7 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
         for (int z = st->zero_start; z < st->zero_end; z++) {
             const struct sim_gzero *g = &tr->zero[z];
-            memset((char *)arenas[g->ipu] + *g->off, 0, g->bytes);
+            sim_pool_zero((char *)arenas[g->ipu] + *g->off, g->bytes);
         }
         rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
