@@ -6,8 +6,9 @@
  * output right after computing it, when the compiler has fused the two (fuse.c), so the
  * numbers are the same either way.
  *
- * Every kind but Elu and Softplus runs eight floats at a time (vmath.h's sim_v8f) with the
- * same float operations as its scalar tail, so a value rounds alike wherever it falls.
+ * Every kind but Elu and Softplus runs eight floats at a time (vmath.h's sim_v8f; Sigmoid
+ * and SiLU, bound by arithmetic, sixteen, with an AVX-512 clone) with the same float
+ * operations as its scalar tail, so a value rounds alike wherever it falls.
  */
 #ifndef SIM_ACT_H
 #define SIM_ACT_H
