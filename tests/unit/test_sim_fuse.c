@@ -146,6 +146,10 @@ model_conv_act(const struct conv_case *cc, int a)
     return load(b);
 }
 
+/* Device iterations and strategy of the next compiles (test_pipelined changes them). */
+static unsigned opt_iterations = 1;
+static int opt_strategy = SIM_STRATEGY_DEFAULT;
+
 /* Compiles m (inference, or training on output `loss`) with fusion on or off. */
 static struct sim_exe *
 compile(const struct sim_model *m, bool fuse, const char *loss)
@@ -158,6 +162,8 @@ compile(const struct sim_model *m, bool fuse, const char *loss)
     sim_compile_opts_init(&o);
     o.loss = loss;
     o.partition_ipus = 4;
+    o.device_iterations = opt_iterations;
+    o.strategy = opt_strategy;
     if (sim_compile(m, &o, &e, &err) != 0)
         fail_msg("%s", err.msg);
     unsetenv("IPUOF_SIM_FUSE");
@@ -278,6 +284,45 @@ test_add_act(void **state)
             check_pair(m, bcast ? 0 : 1, true, what);
             sim_model_free(m);
         }
+}
+
+/* Two pipeline stages on two IPUs, each Conv -> Relu fused within its stage (the stages'
+ * first nodes move when nodes leave the schedule), pipelined and sharded, four device
+ * iterations. */
+static void
+test_pipelined(void **state)
+{
+    static const int strategies[] = { SIM_STRATEGY_PIPELINED, SIM_STRATEGY_SHARDED };
+    int64_t dx[4] = { 2, 4, 9, 9 }, dw[4] = { 4, 4, 3, 3 }, pads[4] = { 1, 1, 1, 1 };
+    float w[144];
+    struct sim_model *m;
+    struct sim_ob *b = sim_ob_new(14);
+
+    (void)state;
+    for (int i = 0; i < 144; i++)
+        w[i] = 0.3f * val_at((size_t)i, 5);
+    sim_ob_input(b, "x", F32, 4, dx);
+    sim_ob_initializer(b, "w1", F32, 4, dw, w);
+    sim_ob_initializer(b, "w2", F32, 4, dw, w);
+    for (int k = 0; k < 2; k++) {
+        sim_ob_node(b, "Conv", k ? "conv2" : "conv1", k ? "r1,w2" : "x,w1", k ? "c2" : "c1");
+        sim_ob_attr_ints(b, "pads", pads, 4);
+        sim_ob_attr_int(b, "__ipu_number", k);
+        sim_ob_attr_int(b, "__pipeline_stage", k);
+        sim_ob_node(b, "Relu", k ? "relu2" : "relu1", k ? "c2" : "c1", k ? "y" : "r1");
+        sim_ob_attr_int(b, "__ipu_number", k);
+        sim_ob_attr_int(b, "__pipeline_stage", k);
+    }
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    opt_iterations = 4;
+    for (size_t i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++) {
+        opt_strategy = strategies[i];
+        check_pair(m, 2, true, i == 0 ? "pipelined" : "sharded");
+    }
+    opt_iterations = 1;
+    opt_strategy = SIM_STRATEGY_DEFAULT;
+    sim_model_free(m);
 }
 
 /* Patterns that must not fuse: same node count fused and unfused, same outputs. */
@@ -474,6 +519,7 @@ main(void)
         cmocka_unit_test(test_conv_act),
         cmocka_unit_test(test_silu_alone),
         cmocka_unit_test(test_add_act),
+        cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_not_fused),
     };
 
