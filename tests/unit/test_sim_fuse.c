@@ -44,6 +44,8 @@ static const struct conv_case convs[] = {
     { "depthwise 3x3 wide", 2, 6, 20, 20, 6, 3, 1, 1, 6, true, true },
     { "oneDNN 3x3", 2, 8, 8, 8, 8, 3, 1, 1, 1, true, true },
     { "oneDNN depthwise", 2, 8, 12, 12, 8, 3, 1, 1, 8, true, true },
+    { "grouped pointwise", 2, 8, 20, 20, 12, 1, 1, 0, 2, true, false },
+    { "grouped 3x3", 3, 6, 9, 9, 6, 3, 1, 1, 3, false, true },
 };
 
 /* The activation after the convolution. */
@@ -286,6 +288,39 @@ test_add_act(void **state)
         }
 }
 
+/* Clip before opset 11 (bounds as attributes), and with only a constant max. */
+static void
+test_clip_forms(void **state)
+{
+    const struct conv_case *cc = &convs[1];
+    int64_t dx[4] = { cc->n, cc->c, cc->h, cc->w };
+    static const float hi = 1.5f;
+    struct sim_model *m;
+    struct sim_ob *b;
+
+    (void)state;
+    b = sim_ob_new(10);
+    sim_ob_input(b, "x", F32, 4, dx);
+    add_conv(b, cc);
+    sim_ob_node(b, "Clip", "clip", "c", "y");
+    sim_ob_attr_float(b, "min", -0.5f);
+    sim_ob_attr_float(b, "max", 2.0f);
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    check_pair(m, 1, true, "Clip with attribute bounds");
+    sim_model_free(m);
+
+    b = sim_ob_new(13);
+    sim_ob_input(b, "x", F32, 4, dx);
+    sim_ob_initializer(b, "hi", F32, 0, NULL, &hi);
+    add_conv(b, cc);
+    sim_ob_node(b, "Clip", "clip", "c,,hi", "y");
+    sim_ob_output(b, "y", F32);
+    m = load(b);
+    check_pair(m, 1, true, "Clip with only a max");
+    sim_model_free(m);
+}
+
 /* Two pipeline stages on two IPUs, each Conv -> Relu fused within its stage (the stages'
  * first nodes move when nodes leave the schedule), pipelined and sharded, four device
  * iterations. */
@@ -519,6 +554,7 @@ main(void)
         cmocka_unit_test(test_conv_act),
         cmocka_unit_test(test_silu_alone),
         cmocka_unit_test(test_add_act),
+        cmocka_unit_test(test_clip_forms),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_not_fused),
     };
