@@ -70,6 +70,16 @@ mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Every few microseconds of a spin: whether SPIN_NS have passed since t0. It also yields
+ * the CPU to any other thread waiting for it (a spin must not slow a loaded machine: with
+ * nothing else runnable sched_yield returns at once). */
+static bool
+spin_expired(int64_t t0)
+{
+    sched_yield();
+    return mono_ns() - t0 > SPIN_NS;
+}
+
 /* Spins up to SPIN_NS until *v differs from seen; returns whether it does. */
 static bool
 spin_until_uint_changes(atomic_uint *v, unsigned seen)
@@ -80,7 +90,7 @@ spin_until_uint_changes(atomic_uint *v, unsigned seen)
         if (atomic_load_explicit(v, memory_order_acquire) != seen)
             return true;
         spin_pause();
-        if ((i & 63) == 0 && mono_ns() - t0 > SPIN_NS)
+        if ((i & 63) == 0 && spin_expired(t0))
             return false;
     }
 }
@@ -95,7 +105,7 @@ spin_until_zero(atomic_int *v)
         if (atomic_load_explicit(v, memory_order_acquire) == 0)
             return true;
         spin_pause();
-        if ((i & 63) == 0 && mono_ns() - t0 > SPIN_NS)
+        if ((i & 63) == 0 && spin_expired(t0))
             return false;
     }
 }
