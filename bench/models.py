@@ -300,9 +300,14 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
            "" if train else "; output vs pytorch: max abs diff %s" %
            (check.group(1) if check else "?")))
 
+    busy = []   # CPUs the daemon kept busy per call: its CPU time over the run's wall time
+
     def ipuofd():
+        j0 = own_jiffies([dpid])
         out = ipu_run(run_args + ["--device-iterations", str(DI)])
+        j1 = own_jiffies([dpid])
         m = re.search(r"ran (\d+) samples in ([\d.]+) ms", out)
+        busy.append((j1 - j0) / os.sysconf("SC_CLK_TCK") / (float(m.group(2)) / 1000.0))
         return int(m.group(1)) / (float(m.group(2)) / 1000.0)
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01) if train else None
@@ -356,6 +361,8 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
         print("  %-20s %7.1f samples/s  (min %.1f, max %.1f)" %
               (label, med[k], min(rates[k]), max(rates[k])))
     print("  other processes kept %s CPUs busy per round" % " ".join("%.2f" % v for v in loads))
+    print("  ipuofd kept %.2f CPUs busy during its calls (median; its CPU time, the upload "
+          "included, over the run's wall time)" % statistics.median(busy))
     best = "1 thread" if med["t1"] >= med["t2"] else "%d threads" % t2
     ratio = med["ipu"] / max(med["t1"], med["t2"])
     gflops = flops * med["ipu"] / 1e9
