@@ -157,7 +157,7 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
             const struct sim_gzero *g = &tr->zero[z];
             sim_pool_zero((char *)arenas[g->ipu] + *g->off, g->bytes);
         }
-        rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
+        rc = sim_exec_node_backward(e, st->node, &bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
             return rc;
     }
