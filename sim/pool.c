@@ -14,7 +14,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -278,34 +277,6 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
         }
     }
     pthread_mutex_unlock(&pool.mu);
-}
-
-/* ---- split memset ----------------------------------------------------------------------- */
-
-#define ZERO_UNIT 4096                  /* bytes per index of the split */
-#define ZERO_GRAIN 64                   /* units per piece: 256 KiB */
-
-struct zero_job {
-    char *p;
-    size_t bytes;
-};
-
-static void
-zero_piece(void *ctx, int64_t lo, int64_t hi)
-{
-    const struct zero_job *z = ctx;
-    size_t s = (size_t)lo * ZERO_UNIT, e = (size_t)hi * ZERO_UNIT;
-
-    e = e > z->bytes ? z->bytes : e;
-    memset(z->p + s, 0, e - s);
-}
-
-void
-sim_pool_zero(void *p, size_t bytes)
-{
-    struct zero_job z = { p, bytes };
-
-    sim_pool_for((int64_t)((bytes + ZERO_UNIT - 1) / ZERO_UNIT), ZERO_GRAIN, zero_piece, &z);
 }
 
 /* ---- split sgemm ------------------------------------------------------------------------ */
