@@ -6,7 +6,8 @@
  * overrides), started on first use and shared by every simulated IPU and every executable.
  * A parallel-for runs on the calling thread plus whichever workers are idle: when several
  * IPU threads call at once they share the workers, so the process never runs more compute
- * threads than callers + (cores - 1). Nothing is allocated per call. OpenBLAS is set to one
+ * threads than callers + (cores - 1). Workers out of work spin up to IPUOF_SIM_SPIN_US
+ * (default 50) before they sleep. Nothing is allocated per call. OpenBLAS is set to one
  * thread when the pool starts: large matrix products are split over the pool instead
  * (sim_pool_sgemm), so the two never compete for the cores.
  */
