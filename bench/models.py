@@ -30,6 +30,8 @@ its touched memory between calls) and prints the daemon's samples/s over it (iss
 within 5 %, >= 0.95x).
 
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
+BENCH_PROFILE=1 also prints where ipuofd's host time goes by op type (in-process, the pool,
+IPUOF_SIM_PROFILE=1: sim_exe_node_times).
 Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,mobilenet_v3_small,
 efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5).
 Timings are reported, never judged: exit 0 unless the benchmark cannot run.
@@ -300,9 +302,14 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
            "" if train else "; output vs pytorch: max abs diff %s" %
            (check.group(1) if check else "?")))
 
+    busy = []   # CPUs the daemon kept busy per call: its CPU time over the run's wall time
+
     def ipuofd():
+        j0 = own_jiffies([dpid])
         out = ipu_run(run_args + ["--device-iterations", str(DI)])
+        j1 = own_jiffies([dpid])
         m = re.search(r"ran (\d+) samples in ([\d.]+) ms", out)
+        busy.append((j1 - j0) / os.sysconf("SC_CLK_TCK") / (float(m.group(2)) / 1000.0))
         return int(m.group(1)) / (float(m.group(2)) / 1000.0)
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01) if train else None
@@ -356,6 +363,8 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
         print("  %-20s %7.1f samples/s  (min %.1f, max %.1f)" %
               (label, med[k], min(rates[k]), max(rates[k])))
     print("  other processes kept %s CPUs busy per round" % " ".join("%.2f" % v for v in loads))
+    print("  ipuofd kept %.2f CPUs busy during its calls (median; its CPU time, the upload "
+          "included, over the run's wall time)" % statistics.median(busy))
     best = "1 thread" if med["t1"] >= med["t2"] else "%d threads" % t2
     ratio = med["ipu"] / max(med["t1"], med["t2"])
     gflops = flops * med["ipu"] / 1e9
@@ -373,6 +382,11 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
     if cpu_tool is not None:
         cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}],
                           (labels, opt) if train else None)
+        if os.environ.get("BENCH_PROFILE") == "1":
+            p = subprocess.run([cpu_tool, path, str(BATCH), "3"] + (["loss"] if train else []),
+                               env=dict(os.environ, IPUOF_SIM_PROFILE="1"),
+                               capture_output=True, text=True, timeout=900)
+            print("  " + "\n  ".join(p.stdout.strip().splitlines()[1:13]))
         print("  CPU seconds per batch-8 %s step (least of 3): ipuofd %.3f on 1 thread, %.3f "
               "on the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
               (mode, cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))
