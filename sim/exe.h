@@ -77,6 +77,8 @@ struct sim_enode {
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
     struct sim_act act;         /* an activation fused into it (fuse.c), applied to out[0];
                                  * kind SIM_ACT_NONE: none */
+    char fused_op[40];          /* "Conv+Relu", "Add+Relu" when an activation is fused
+                                 * into it (sim_exe_node_times reports it), else "" */
     double fused_flops, fused_bytes, fused_in_bytes;    /* the cost of the nodes fused into
                                  * it (cost.c, schedule.c), so fusing moves their time to
                                  * it and changes no total */

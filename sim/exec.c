@@ -414,7 +414,8 @@ sim_exe_node_times(const struct sim_exe *e, struct sim_node_time *rows, size_t m
     if (e->host == NULL)
         return 0;
     for (int s = 0; s < e->n_nodes && n < max; s++, n++) {
-        rows[n].op = e->nodes[s].op->name;
+        rows[n].op = e->nodes[s].fused_op[0] != '\0' ? e->nodes[s].fused_op
+                                                      : e->nodes[s].op->name;
         rows[n].label = e->nodes[s].label;
         for (int pass = 0; pass < 2; pass++) {
             rows[n].ns[pass] = atomic_load(&e->host[s].ns[pass]);

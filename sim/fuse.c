@@ -19,6 +19,7 @@
  * the intermediates are no longer tensors, so the memory plan has fewer activations.
  * IPUOF_SIM_FUSE=0 turns the pass off (for measuring and for the tests).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,13 @@ absorb(struct fuse *f, int to, int from)
     f->gone[from] = true;
 }
 
+/* Names node n after the op and the activation fused into it ("Conv+Relu"). */
+static void
+name_fused(struct sim_enode *n, const char *op)
+{
+    snprintf(n->fused_op, sizeof(n->fused_op), "%s+%s", op, sim_act_name(n->act.kind));
+}
+
 /* Node `to` now writes value v (the output of a node fused into it) instead of its own
  * output, which stops being a tensor. */
 static void
@@ -120,6 +128,7 @@ fuse_conv(struct fuse *f, int c)
             !(sim_activation_act(e, an, &act) || sim_clip_act(e, an, &act)))
             return;
         cn->act = act;
+        name_fused(cn, "Conv");
         absorb(f, c, a);
         retarget(f, c, an->out);
         return;
@@ -138,6 +147,7 @@ fuse_conv(struct fuse *f, int c)
             if (!is_mul_of(f, m, y, sv) || !same_place(cn, sn) || !same_place(cn, &e->nodes[m]))
                 return;
             cn->act = (struct sim_act){ SIM_ACT_SILU, 0.0f, 0.0f };
+            name_fused(cn, "Conv");
             absorb(f, c, s);
             absorb(f, c, m);
             e->vals[sv].kind = SIM_V_NONE;
@@ -171,6 +181,7 @@ fuse_add(struct fuse *f, int s)
         !(sim_activation_act(e, &e->nodes[a], &act) || sim_clip_act(e, &e->nodes[a], &act)))
         return;
     n->act = act;
+    name_fused(n, "Add");
     absorb(f, s, a);
     n->op = &sim_op_add_act;
     retarget(f, s, e->nodes[a].out);

@@ -288,6 +288,51 @@ test_add_act(void **state)
         }
 }
 
+/* The host-time profile names a fused node after both ops. */
+static void
+test_node_names(void **state)
+{
+    static const struct { int act; const char *name; } cases[] = {
+        { A_HSWISH, "Conv+HardSwish" }, { A_SILU, "Conv+SiLU" },
+    };
+    struct sim_node_time rows[4];
+
+    (void)state;
+    setenv("IPUOF_SIM_PROFILE", "1", 1);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sim_model *m = model_conv_act(&convs[1], cases[i].act);
+        struct sim_exe *e = compile(m, true, NULL);
+        run(e);
+        assert_int_equal(sim_exe_node_times(e, rows, 4), 1);
+        assert_string_equal(rows[0].op, cases[i].name);
+        assert_int_equal(rows[0].calls[0], 1);
+        sim_exe_free(e);
+        sim_model_free(m);
+    }
+    {
+        struct sim_ob *b = sim_ob_new(13);
+        int64_t dx[2] = { 4, 300 };
+        struct sim_model *m;
+        struct sim_exe *e;
+        sim_ob_input(b, "x", F32, 2, dx);
+        sim_ob_input(b, "r", F32, 2, dx);
+        sim_ob_node(b, "Add", "add", "x,r", "a");
+        sim_ob_node(b, "Relu", "relu", "a", "c");
+        sim_ob_node(b, "Sigmoid", "sig", "c", "s");
+        sim_ob_node(b, "Mul", "mul", "c,s", "y");
+        sim_ob_output(b, "y", F32);
+        m = load(b);
+        e = compile(m, true, NULL);
+        run(e);
+        assert_int_equal(sim_exe_node_times(e, rows, 4), 2);
+        assert_string_equal(rows[0].op, "Add+Relu");
+        assert_string_equal(rows[1].op, "SiLU");
+        sim_exe_free(e);
+        sim_model_free(m);
+    }
+    unsetenv("IPUOF_SIM_PROFILE");
+}
+
 /* Clip before opset 11 (bounds as attributes), and with only a constant max. */
 static void
 test_clip_forms(void **state)
@@ -555,6 +600,7 @@ main(void)
         cmocka_unit_test(test_silu_alone),
         cmocka_unit_test(test_add_act),
         cmocka_unit_test(test_clip_forms),
+        cmocka_unit_test(test_node_names),
         cmocka_unit_test(test_pipelined),
         cmocka_unit_test(test_not_fused),
     };
