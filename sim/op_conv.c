@@ -286,7 +286,7 @@ struct conv_run {
     const float *dyc;                /* backward: the chunk's dY as (mg, nimg * P) */
     int64_t n0, nimg, grp;           /* the chunk's first image, its images, the group */
     const struct sim_act *act;       /* forward: the fused activation applied to y, or NULL */
-    int64_t blk;                     /* fused pointwise: output columns per piece */
+    int64_t blk, mblk;               /* fused pointwise: output columns and rows per piece */
 };
 
 /* Output columns ox in [*lo, *hi) whose input column for kernel column kj is inside the row. */
@@ -503,10 +503,10 @@ add_scalar(float *y, int64_t n, float b)
 
 /*
  * Pointwise forward with a fused activation, pieces [lo, hi) of (image, group, column
- * block): each block's GEMM (mg, blk) of the output, then the bias and the activation row
- * by row while the block is in cache (the unfused path fills the bias first and
- * accumulates the GEMM on it: the same sum when OpenBLAS adds the product in one pass,
- * within a rounding of it otherwise).
+ * block, row block): each block's GEMM (rows of mg, blk columns) of the output, then the
+ * bias and the activation row by row while the block is in cache (the unfused path fills
+ * the bias first and accumulates the GEMM on it: the same sum when OpenBLAS adds the
+ * product in one pass, within a rounding of it otherwise).
  */
 static void
 pw_act_piece(void *ctx, int64_t lo, int64_t hi)
@@ -514,15 +514,19 @@ pw_act_piece(void *ctx, int64_t lo, int64_t hi)
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
     int64_t P = p->oh * p->ow, nblk = (P + r->blk - 1) / r->blk;
+    int64_t nrow = (p->mg + r->mblk - 1) / r->mblk;
 
     for (int64_t i = lo; i < hi; i++) {
-        int64_t b = i % nblk, g = i / nblk % p->group, n = i / nblk / p->group;
+        int64_t rb = i % nrow, b = i / nrow % nblk, g = i / nrow / nblk % p->group;
+        int64_t n = i / nrow / nblk / p->group;
         int64_t c0 = b * r->blk, c1 = c0 + r->blk < P ? c0 + r->blk : P;
+        int64_t m0 = rb * r->mblk, m1 = m0 + r->mblk < p->mg ? m0 + r->mblk : p->mg;
         float *yg = r->y + (n * p->m + g * p->mg) * P;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p->mg, (int)(c1 - c0),
-                    (int)p->cg, 1.0f, r->w + g * p->mg * p->cg, (int)p->cg,
-                    r->x + (n * p->c + g * p->cg) * P + c0, (int)P, 0.0f, yg + c0, (int)P);
-        for (int64_t m = 0; m < p->mg; m++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(m1 - m0), (int)(c1 - c0),
+                    (int)p->cg, 1.0f, r->w + (g * p->mg + m0) * p->cg, (int)p->cg,
+                    r->x + (n * p->c + g * p->cg) * P + c0, (int)P, 0.0f, yg + m0 * P + c0,
+                    (int)P);
+        for (int64_t m = m0; m < m1; m++) {
             if (r->bias != NULL)
                 add_scalar(yg + m * P + c0, c1 - c0, r->bias[g * p->mg + m]);
             sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
@@ -530,15 +534,24 @@ pw_act_piece(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* Output columns per piece of a fused pointwise convolution: the (mg, blk) block about
- * 64 KiB, so it is still in L2 when the activation reads it; whole 16-column register
- * blocks, at least 64 columns. */
+/* The blocks of a fused pointwise convolution: *blk output columns per piece, the (mg,
+ * blk) block about 64 KiB so it is still in L2 when the activation reads it (whole
+ * 16-column register blocks, at least 64 columns); *mblk rows per piece: all mg, unless
+ * that leaves fewer than two pieces per pool thread (one small image: batch 1 at 7x7),
+ * then the rows split too (whole 4-row register blocks). Returns the count of pieces. */
 static int64_t
-pw_block(const struct conv_params *p)
+pw_blocks(const struct conv_params *p, int64_t *blk, int64_t *mblk)
 {
-    int64_t blk = ((int64_t)16384 / (p->mg > 0 ? p->mg : 1)) / 16 * 16;
+    int64_t P = p->oh * p->ow, want = 2 * (int64_t)sim_pool_threads(), pieces, split;
 
-    return blk < 64 ? 64 : blk;
+    *blk = ((int64_t)16384 / (p->mg > 0 ? p->mg : 1)) / 16 * 16;
+    *blk = *blk < 64 ? 64 : *blk;
+    pieces = p->n * p->group * ((P + *blk - 1) / *blk);
+    split = pieces >= want ? 1 : (want + pieces - 1) / pieces;
+    *mblk = (p->mg + split - 1) / split;
+    *mblk = (*mblk + 3) / 4 * 4;
+    *mblk = *mblk < 1 ? 1 : *mblk > p->mg ? p->mg : *mblk;
+    return pieces * ((p->mg + *mblk - 1) / *mblk);
 }
 
 /* x: (N, C, H, W), w: (M, C/group, KH, KW), bias: (M) or absent, y: (N, M, OH, OW) */
@@ -562,9 +575,9 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         return 0;
     }
     if (p->pointwise && r.act != NULL) {
-        r.blk = pw_block(p);
-        sim_pool_for(p->n * p->group * ((P + r.blk - 1) / r.blk),
-                     grain_for(p->mg * p->cg * (r.blk < P ? r.blk : P)), pw_act_piece, &r);
+        int64_t pieces = pw_blocks(p, &r.blk, &r.mblk);
+        sim_pool_for(pieces, grain_for(r.mblk * p->cg * (r.blk < P ? r.blk : P)),
+                     pw_act_piece, &r);
         return 0;
     }
     if (p->pointwise) {

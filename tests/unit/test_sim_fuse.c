@@ -7,7 +7,8 @@
  * convolution's output also a graph output or read twice, a Clip bound that is not a
  * constant, the activation on another IPU, a training compile) keep their nodes. Add ->
  * activation fuses too when the Add does not broadcast.
- * The convolutions cover every forward path: pointwise GEMM, im2col GEMM (several images
+ * The convolutions cover every forward path: pointwise GEMM (its blocks split by rows too
+ * when one small image would leave the pool idle), im2col GEMM (several images
  * and one image without bias, in place), the direct depthwise kernel and oneDNN (a 3x3
  * over 8 channels, a narrow depthwise 3x3).
  */
@@ -45,6 +46,7 @@ static const struct conv_case convs[] = {
     { "oneDNN 3x3", 2, 8, 8, 8, 8, 3, 1, 1, 1, true, true },
     { "oneDNN depthwise", 2, 8, 12, 12, 8, 3, 1, 1, 8, true, true },
     { "grouped pointwise", 2, 8, 20, 20, 12, 1, 1, 0, 2, true, false },
+    { "pointwise, one 7x7 image", 1, 16, 7, 7, 40, 1, 1, 0, 1, true, false },
     { "grouped 3x3", 3, 6, 9, 9, 6, 3, 1, 1, 3, false, true },
 };
 
