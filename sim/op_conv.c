@@ -12,6 +12,8 @@
  * with the transposed weights into a column matrix that col2im adds back into NCHW.
  * The layer shapes where oneDNN measured faster run its primitives instead (conv_dnnl.c
  * forward, conv_dnnl_bwd.c backward; the rules use_dnnl and use_dnnl_bwd).
+ * An activation fused into the Conv (fuse.c, inference; k->act) is applied by every forward
+ * path to each piece of the output right after computing it (act.h).
  * Does not: 3-D convolution, ConvTranspose, integer convolution.
  */
 #include <cblas.h>
