@@ -19,6 +19,7 @@
 #include "hot.h"
 #include "ops.h"
 #include "pool.h"
+#include "vsum.h"
 
 struct pool_params {
     int64_t planes;                 /* N * C */
@@ -27,6 +28,7 @@ struct pool_params {
     bool avg, include_pad, col_major;
     bool save_argmax;               /* training MaxPool: saved holds int64 input indices */
     bool fast2x2;                   /* float MaxPool 2x2 stride 2 unpadded, no Indices */
+    bool whole;                     /* an average of each whole plane, no padding */
 };
 
 static int
@@ -102,6 +104,10 @@ infer_pool(struct sim_infer *c, bool avg, bool global)
         p->pe[i] = j >= 0 ? win.pe[j] : 0;
         p->out[i] = j >= 0 ? win.out[j] : 1;
     }
+    p->whole = avg;
+    for (int i = 0; i < 3; i++)
+        p->whole = p->whole && p->out[i] == 1 && p->k[i] == p->in[i] && p->d[i] == 1 &&
+                   p->pb[i] == 0 && p->pe[i] == 0;
     o = x->shape;
     for (int i = 0; i < nsp; i++)
         o.d[2 + i] = win.out[i];
@@ -216,15 +222,43 @@ pool_planes(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* The averages of whole planes [lo, hi) (ctx: the kernel): y[pl] = sum of the plane / its
+ * size, the sum sixteen lanes at a time. */
+SIM_HOT static void
+mean_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct sim_kern *k = ctx;
+    const struct pool_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t plane = p->in[0] * p->in[1] * p->in[2];
+
+    for (int64_t pl = lo; pl < hi; pl++)
+        y[pl] = plane > 0 ? sim_vsumf(x + pl * plane, plane) / (float)plane : 0.0f;
+}
+
+/* Planes per parallel piece: about SIM_POOL_MAP_GRAIN element visits each. */
+static int64_t
+plane_grain(int64_t visits_per_plane)
+{
+    return SIM_POOL_MAP_GRAIN / (visits_per_plane + 1) + 1;
+}
+
 /* x: (N, C, spatial...), y and indices: (N, C, out spatial...) */
 static int
 fwd_pool(const struct sim_kern *k, struct sim_err *err)
 {
     const struct pool_params *p = k->params;
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
     int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
 
     (void)err;
-    sim_pool_for(p->planes, 4096 / (plane_out + 1) + 1, pool_planes, (void *)k);
+    if (p->whole) {
+        sim_pool_for(p->planes, plane_grain(plane_in), mean_planes, (void *)k);
+        return 0;
+    }
+    sim_pool_for(p->planes, plane_grain(plane_out * p->k[0] * p->k[1] * p->k[2]),
+                 pool_planes, (void *)k);
     return 0;
 }
 
@@ -308,6 +342,28 @@ bwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p, const flo
                  &r);
 }
 
+/* What the pieces of a pooling backward share. */
+struct pool_grad_run {
+    const struct pool_params *p;
+    const int64_t *arg;             /* MaxPool: the input index of each output's maximum */
+    const float *g;                 /* dy: (N, C, out...) */
+    float *dx;                      /* (N, C, in...), added to */
+};
+
+/* dx[argmax[o]] += dy[o] for the outputs of planes [lo, hi) (a maximum is in its own
+ * plane, so planes never share an element of dx). */
+static void
+argmax_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct pool_grad_run *r = ctx;
+    const struct pool_params *p = r->p;
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+
+    for (int64_t o = lo * plane_out; o < hi * plane_out; o++)
+        if (r->arg[o] >= 0)
+            r->dx[r->arg[o]] += r->g[o];
+}
+
 /* dx[argmax[o]] += dy[o]; dy: (N, C, out...), dx: (N, C, in...) */
 static int
 bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
@@ -317,6 +373,8 @@ bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
     const int64_t *arg = k->saved;
     const float *g = dout[0].data;
     float *dx = din[0].data;
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+    struct pool_grad_run r = { p, arg, g, dx };
 
     if (g == NULL || dx == NULL)
         return 0;
@@ -326,28 +384,23 @@ bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
     }
     if (arg == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no argmax was kept", k->label);
-    for (int64_t o = 0; o < k->out[0].numel; o++)
-        if (arg[o] >= 0)
-            dx[arg[o]] += g[o];
+    sim_pool_for(p->planes, plane_grain(plane_out), argmax_bwd_piece, &r);
     return 0;
 }
 
 /* Each output's gradient divided by the count it averaged over, added to every tap of
- * its window; dy: (N, C, out...), dx: (N, C, in...) */
-static int
-bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
-            struct sim_err *err)
+ * its window, for planes [lo, hi). */
+static void
+avg_bwd_piece(void *ctx, int64_t lo, int64_t hi)
 {
-    const struct pool_params *p = k->params;
-    const float *g = dout[0].data;
-    float *dx = din[0].data;
+    const struct pool_grad_run *r = ctx;
+    const struct pool_params *p = r->p;
+    const float *g = r->g;
+    float *dx = r->dx;
     int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
     int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
 
-    (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    for (int64_t pl = 0; pl < p->planes; pl++) {
+    for (int64_t pl = lo; pl < hi; pl++) {
         int64_t oi = pl * plane_out;
         for (int64_t o0 = 0; o0 < p->out[0]; o0++) {
             int64_t a0, b0;
@@ -379,6 +432,39 @@ bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
             }
         }
     }
+}
+
+/* The whole-plane average's backward for planes [lo, hi): dy[pl] / the plane's size added
+ * to every element of the plane (the same operations as avg_bwd_piece's, in a flat loop). */
+SIM_HOT static void
+mean_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct pool_grad_run *r = ctx;
+    const struct pool_params *p = r->p;
+    int64_t plane = p->in[0] * p->in[1] * p->in[2];
+
+    for (int64_t pl = lo; pl < hi; pl++) {
+        float gv = r->g[pl] / (float)plane, *row = r->dx + pl * plane;
+        for (int64_t i = 0; i < plane; i++)
+            row[i] += gv;
+    }
+}
+
+/* Each output's gradient divided by the count it averaged over, added to every tap of
+ * its window; dy: (N, C, out...), dx: (N, C, in...) */
+static int
+bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const struct pool_params *p = k->params;
+    struct pool_grad_run r = { p, NULL, dout[0].data, din[0].data };
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
+
+    (void)err;
+    if (r.g == NULL || r.dx == NULL || plane_in == 0)
+        return 0;
+    sim_pool_for(p->planes, plane_grain(plane_in), p->whole ? mean_bwd_piece : avg_bwd_piece,
+                 &r);
     return 0;
 }
 
