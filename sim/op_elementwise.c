@@ -79,7 +79,43 @@ struct bcast_job {
     char *o;
     size_t ea, eb, eo;
     row_fn fn;
+    int64_t seg, nseg;              /* a row cut into nseg segments of seg outputs */
 };
+
+/* The element offsets into a and b of output row r's first element. */
+static void
+bcast_row_offsets(const struct bcast *bc, int64_t r, int64_t *idx, int64_t *offa,
+                  int64_t *offb)
+{
+    *offa = 0;
+    *offb = 0;
+    for (int k = bc->nd - 2; k >= 0; k--) {
+        idx[k] = r % bc->dims[k];
+        r /= bc->dims[k];
+        *offa += idx[k] * bc->sa[k];
+        *offb += idx[k] * bc->sb[k];
+    }
+}
+
+/* Segments [u0, u1) of a broadcast run whose rows are long: segment u is outputs
+ * [(u % nseg) seg, ...) of row u / nseg, at most seg of them. */
+static void
+bcast_segments(void *ctx, int64_t u0, int64_t u1)
+{
+    const struct bcast_job *j = ctx;
+    const struct bcast *bc = j->bc;
+    int nd = bc->nd;
+    int64_t n = bc->dims[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
+    int64_t idx[SIM_MAX_RANK] = { 0 };
+
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t r = u / j->nseg, c0 = (u % j->nseg) * j->seg, offa, offb;
+        int64_t len = n - c0 < j->seg ? n - c0 : j->seg;
+        bcast_row_offsets(bc, r, idx, &offa, &offb);
+        j->fn(j->a + (offa + c0 * ia) * (int64_t)j->ea, j->b + (offb + c0 * ib) * (int64_t)j->eb,
+              j->o + (r * n + c0) * (int64_t)j->eo, len, ia, ib);
+    }
+}
 
 /* Output rows [r0, r1) of a broadcast run (a row: the innermost coalesced dim). */
 static void
@@ -88,15 +124,10 @@ bcast_rows(void *ctx, int64_t r0, int64_t r1)
     const struct bcast_job *j = ctx;
     const struct bcast *bc = j->bc;
     int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], offa = 0, offb = 0, rest = r0;
+    int64_t n = bc->dims[nd - 1], offa, offb;
     int64_t idx[SIM_MAX_RANK] = { 0 };
 
-    for (int k = nd - 2; k >= 0; k--) {
-        idx[k] = rest % bc->dims[k];
-        rest /= bc->dims[k];
-        offa += idx[k] * bc->sa[k];
-        offb += idx[k] * bc->sb[k];
-    }
+    bcast_row_offsets(bc, r0, idx, &offa, &offb);
     for (int64_t r = r0; r < r1; r++) {
         j->fn(j->a + offa * (int64_t)j->ea, j->b + offb * (int64_t)j->eb,
               j->o + r * n * (int64_t)j->eo, n, bc->sa[nd - 1], bc->sb[nd - 1]);
@@ -113,17 +144,29 @@ bcast_rows(void *ctx, int64_t r0, int64_t r1)
     }
 }
 
-/* Every output row, spread over the host thread pool when the output is large. */
+/*
+ * Every output row, spread over the host thread pool when the output is large: by rows,
+ * or, when rows are too few to go round the pool (equal shapes coalesce into one row), by
+ * segments of rows. Each output element is computed by the same row function from the
+ * same operands either way.
+ */
 static void
 bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t ea, size_t eb,
           size_t eo, row_fn fn)
 {
-    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn };
-    int64_t n = bc->dims[bc->nd - 1];
+    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn, 0, 1 };
+    int64_t n = bc->dims[bc->nd - 1], rows;
 
     if (bc->total == 0)
         return;
-    sim_pool_for(bc->total / n, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
+    rows = bc->total / n;
+    if (n >= 2 * SIM_POOL_MAP_GRAIN && rows < 2 * (int64_t)sim_pool_threads()) {
+        j.seg = SIM_POOL_MAP_GRAIN;
+        j.nseg = (n + j.seg - 1) / j.seg;
+        sim_pool_for(rows * j.nseg, 1, bcast_segments, &j);
+        return;
+    }
+    sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
 }
 
 /* Row functions for (op, type). The three common stride patterns get their own loops so

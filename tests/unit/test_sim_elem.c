@@ -1,0 +1,404 @@
+/*
+ * test_sim_elem.c — the vectorized, pool-split paths of the elementwise and reduction
+ * kernels against the plain per-element definition, on sizes that exercise every edge:
+ * vector tails (1, 7, 8, 9 elements), runs long enough to be split over the pool (more
+ * than two pieces of SIM_POOL_MAP_GRAIN), 1-element planes, and broadcasting on each axis.
+ *
+ * - Backward maps (Relu, LeakyRelu, Clip, HardSwish, HardSigmoid, Elu, Sigmoid): the
+ *   gradient a training executable applies to x for loss = ReduceSum(op(x) * r) must equal,
+ *   bit for bit, the scalar rule computed here with the same float operations.
+ * - GlobalAveragePool and a whole-plane AveragePool (the sixteen-lane sum): within 2e-6
+ *   relative of a double-precision mean and of ReduceMean; its gradient bit for bit.
+ * - Add, Sub, Mul, Div with every broadcast pattern of a (N, C, H, W) tensor, in both
+ *   operand orders, and equal shapes long enough to be cut into row segments: bit for bit
+ *   the per-element result.
+ *
+ * The pool is given three threads (IPUOF_SIM_THREADS, unless already set) so the split
+ * paths run whatever the machine's core count.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_build.h"
+#include "sim.h"
+
+#define F32 SIM_DTYPE_FLOAT
+#define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* Uniform in [lo, hi). */
+static float
+urand(float lo, float hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static float *
+rand_vec(int64_t n, float lo, float hi)
+{
+    float *v = malloc((size_t)n * sizeof(float) + 4);
+
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = urand(lo, hi);
+    return v;
+}
+
+/* Loads b (freed) and compiles it with o; fails the test on an error. */
+static struct sim_exe *
+compile(struct sim_ob *b, const struct sim_compile_opts *o, struct sim_model **m)
+{
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+    void *bytes;
+    size_t len;
+
+    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
+    sim_ob_free(b);
+    if (sim_model_load(bytes, len, m, &err) != 0)
+        fail_msg("load: %s", err.msg);
+    free(bytes);
+    if (sim_compile(*m, o, &e, &err) != 0)
+        fail_msg("compile: %s", err.msg);
+    return e;
+}
+
+/* ---- backward maps ---------------------------------------------------------------------- */
+
+enum act { A_RELU, A_LEAKY, A_CLIP, A_HSWISH, A_HSIGMOID, A_ELU, A_SIGMOID };
+
+static const char *const act_names[] = { "Relu", "LeakyRelu", "Clip", "HardSwish",
+                                         "HardSigmoid", "Elu", "Sigmoid" };
+
+/* The scalar rule: what dx[i] must be after one backward (dx starts at 0, dy = r). */
+static float
+want_grad(enum act a, float v, float r)
+{
+    float h, y;
+
+    switch (a) {
+    case A_RELU: return v > 0.0f ? r : 0.0f;
+    case A_LEAKY: return v > 0.0f ? r : 0.1f * r;
+    case A_CLIP: return v >= -0.5f && v <= 0.75f ? r : 0.0f;
+    case A_HSWISH:
+        h = 1.0f / 6.0f * v + 0.5f;
+        return h < 0.0f ? 0.0f : h <= 1.0f ? r * (2.0f * (1.0f / 6.0f) * v + 0.5f) : r;
+    case A_HSIGMOID:
+        h = 0.2f * v + 0.5f;
+        return h > 0.0f && h < 1.0f ? r * 0.2f : 0.0f;
+    case A_ELU:
+        y = 0.7f * expm1f(v);
+        return v > 0.0f ? r : r * (y + 0.7f);
+    default:
+        return -1.0f;   /* Sigmoid: compared against y (1 - y) r below */
+    }
+}
+
+/* loss = ReduceSum(act(x) * r) over n elements; checks d loss / dx. */
+static void
+check_act_grad(enum act a, int64_t n)
+{
+    static const char *frozen[] = { "r" };
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e;
+    struct sim_err err;
+    float *x = rand_vec(n, -4.0f, 4.0f), *r = rand_vec(n, -1.0f, 1.0f);
+    float *g = malloc((size_t)n * sizeof(float) + 4), lo = -0.5f, hi = 0.75f, *y = NULL;
+    int64_t bad = 0;
+
+    assert_non_null(g);
+    sim_ob_initializer(b, "x", F32, 1, DIMS(n), x);
+    sim_ob_initializer(b, "r", F32, 1, DIMS(n), r);
+    if (a == A_CLIP) {
+        sim_ob_initializer(b, "lo", F32, 0, NULL, &lo);
+        sim_ob_initializer(b, "hi", F32, 0, NULL, &hi);
+        sim_ob_node(b, "Clip", "act", "x,lo,hi", "y");
+    } else {
+        sim_ob_node(b, act_names[a], "act", "x", "y");
+        if (a == A_LEAKY)
+            sim_ob_attr_float(b, "alpha", 0.1f);
+        if (a == A_ELU)
+            sim_ob_attr_float(b, "alpha", 0.7f);
+    }
+    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
+    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    if (a == A_SIGMOID)
+        sim_ob_output(b, "y", F32);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
+    o.optimizer.lr = 0.0f;
+    o.frozen_weights = frozen;
+    o.n_frozen_weights = 1;
+    e = compile(b, &o, &m);
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    assert_int_equal(sim_exe_read_gradient(e, "x", g, (size_t)n * sizeof(float), &err), 0);
+    if (a == A_SIGMOID)
+        y = (float *)sim_exe_output_buffer(e, (size_t)sim_exe_output_index(e, "y"));
+    for (int64_t i = 0; i < n; i++) {
+        float w = a == A_SIGMOID ? r[i] * y[i] * (1.0f - y[i]) : want_grad(a, x[i], r[i]);
+        if (memcmp(&w, &g[i], sizeof(w)) != 0 && bad++ < 3)
+            printf("  %s n=%lld: dx[%lld] = %.9g, want %.9g\n", act_names[a], (long long)n,
+                   (long long)i, g[i], w);
+    }
+    assert_int_equal(bad, 0);
+    sim_exe_free(e);
+    sim_model_free(m);
+    free(x);
+    free(r);
+    free(g);
+}
+
+static void
+test_backward_maps(void **state)
+{
+    static const int64_t sizes[] = { 1, 7, 8, 9, 40003 };
+
+    (void)state;
+    for (int a = A_RELU; a <= A_SIGMOID; a++) {
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+            check_act_grad((enum act)a, sizes[s]);
+        printf("  %s backward: bit for bit at n = 1, 7, 8, 9, 40003\n", act_names[a]);
+    }
+}
+
+/* ---- whole-plane averages --------------------------------------------------------------- */
+
+/* GlobalAveragePool of x (N, C, H, W) against a double mean, ReduceMean, and AveragePool
+ * with the whole plane as its kernel. */
+static void
+check_mean(int64_t N, int64_t C, int64_t H, int64_t W, double *worst)
+{
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e;
+    struct sim_err err;
+    int64_t planes = N * C, plane = H * W, axes[2] = { 2, 3 };
+    float *x = rand_vec(planes * plane, -2.0f, 3.0f);
+    const float *gap, *avg, *red;
+
+    sim_ob_input(b, "x", F32, 4, DIMS(N, C, H, W));
+    sim_ob_node(b, "GlobalAveragePool", "gap", "x", "g");
+    sim_ob_node(b, "AveragePool", "avg", "x", "a");
+    sim_ob_attr_ints(b, "kernel_shape", DIMS(H, W), 2);
+    sim_ob_node(b, "ReduceMean", "red", "x", "r");
+    sim_ob_attr_ints(b, "axes", axes, 2);
+    sim_ob_output(b, "g", F32);
+    sim_ob_output(b, "a", F32);
+    sim_ob_output(b, "r", F32);
+    sim_compile_opts_init(&o);
+    e = compile(b, &o, &m);
+    memcpy(sim_exe_input_buffer(e, 0), x, (size_t)(planes * plane) * sizeof(float));
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    gap = sim_exe_output_buffer(e, 0);
+    avg = sim_exe_output_buffer(e, 1);
+    red = sim_exe_output_buffer(e, 2);
+    for (int64_t pl = 0; pl < planes; pl++) {
+        double s = 0.0, d;
+        for (int64_t i = 0; i < plane; i++)
+            s += x[pl * plane + i];
+        s /= (double)plane;
+        d = fabs(gap[pl] - s) / (1.0 + fabs(s));
+        if (d > *worst)
+            *worst = d;
+        d = fabs(gap[pl] - red[pl]) / (1.0 + fabs(s));
+        if (d > *worst)
+            *worst = d;
+        assert_memory_equal(&gap[pl], &avg[pl], sizeof(float));
+    }
+    sim_exe_free(e);
+    sim_model_free(m);
+    free(x);
+}
+
+static void
+test_global_average(void **state)
+{
+    double worst = 0.0;
+
+    (void)state;
+    check_mean(2, 3, 1, 1, &worst);
+    check_mean(1, 2, 1, 7, &worst);
+    check_mean(1, 2, 5, 7, &worst);
+    check_mean(3, 5, 17, 9, &worst);
+    check_mean(8, 40, 7, 7, &worst);
+    check_mean(2, 3, 112, 112, &worst);
+    printf("  GlobalAveragePool: max relative difference from the double mean and "
+           "ReduceMean %.2e (limit 2e-6)\n", worst);
+    assert_true(worst <= 2e-6);
+}
+
+/* d loss / dx of loss = ReduceSum(GlobalAveragePool(x) * r): r[plane] / plane size. */
+static void
+check_mean_grad(int64_t N, int64_t C, int64_t H, int64_t W)
+{
+    static const char *frozen[] = { "r" };
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e;
+    struct sim_err err;
+    int64_t planes = N * C, plane = H * W;
+    float *x = rand_vec(planes * plane, -1.0f, 1.0f), *r = rand_vec(planes, -1.0f, 1.0f);
+    float *g = malloc((size_t)(planes * plane) * sizeof(float) + 4);
+
+    assert_non_null(g);
+    sim_ob_initializer(b, "x", F32, 4, DIMS(N, C, H, W), x);
+    sim_ob_initializer(b, "r", F32, 4, DIMS(N, C, 1, 1), r);
+    sim_ob_node(b, "GlobalAveragePool", "gap", "x", "y");
+    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
+    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
+    o.optimizer.lr = 0.0f;
+    o.frozen_weights = frozen;
+    o.n_frozen_weights = 1;
+    e = compile(b, &o, &m);
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    assert_int_equal(sim_exe_read_gradient(e, "x", g, (size_t)(planes * plane) * sizeof(float),
+                                           &err), 0);
+    for (int64_t i = 0; i < planes * plane; i++) {
+        float w = r[i / plane] / (float)plane;
+        assert_memory_equal(&w, &g[i], sizeof(w));
+    }
+    sim_exe_free(e);
+    sim_model_free(m);
+    free(x);
+    free(r);
+    free(g);
+}
+
+static void
+test_global_average_grad(void **state)
+{
+    (void)state;
+    check_mean_grad(2, 3, 1, 1);
+    check_mean_grad(1, 3, 5, 7);
+    check_mean_grad(4, 16, 33, 31);
+    printf("  GlobalAveragePool backward: bit for bit (1x1, 5x7, 33x31 planes)\n");
+}
+
+/* ---- broadcast binary ops --------------------------------------------------------------- */
+
+/* a (shape da, rank ra) op b (db, rb), numpy broadcasting to rank 4 at most; the result
+ * must equal the per-element operation bit for bit. */
+static void
+check_binary(const char *op, int ra, const int64_t *da, int rb, const int64_t *db)
+{
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e;
+    struct sim_err err;
+    int64_t od[4], fa[4], fb[4], na = 1, nb = 1, no = 1, sa[4], sb[4];
+    float *x, *y;
+    const float *out;
+    int64_t bad = 0;
+
+    for (int k = 0; k < 4; k++) {
+        fa[k] = k - (4 - ra) >= 0 ? da[k - (4 - ra)] : 1;
+        fb[k] = k - (4 - rb) >= 0 ? db[k - (4 - rb)] : 1;
+        od[k] = fa[k] > fb[k] ? fa[k] : fb[k];
+    }
+    for (int k = 3; k >= 0; k--) {
+        sa[k] = fa[k] == 1 ? 0 : na;
+        sb[k] = fb[k] == 1 ? 0 : nb;
+        na *= fa[k];
+        nb *= fb[k];
+        no *= od[k];
+    }
+    x = rand_vec(na, -2.0f, 2.0f);
+    y = rand_vec(nb, 0.5f, 2.0f);
+    sim_ob_input(b, "a", F32, ra, da);
+    sim_ob_input(b, "b", F32, rb, db);
+    sim_ob_node(b, op, "n", "a,b", "y");
+    sim_ob_output(b, "y", F32);
+    sim_compile_opts_init(&o);
+    e = compile(b, &o, &m);
+    memcpy(sim_exe_input_buffer(e, 0), x, (size_t)na * sizeof(float));
+    memcpy(sim_exe_input_buffer(e, 1), y, (size_t)nb * sizeof(float));
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    out = sim_exe_output_buffer(e, 0);
+    for (int64_t i = 0; i < no; i++) {
+        int64_t rest = i, ia = 0, ib = 0;
+        float p, q, w;
+        for (int k = 3; k >= 0; k--) {
+            ia += (rest % od[k]) * sa[k];
+            ib += (rest % od[k]) * sb[k];
+            rest /= od[k];
+        }
+        p = x[ia];
+        q = y[ib];
+        w = op[0] == 'A' ? p + q : op[0] == 'S' ? p - q : op[0] == 'M' ? p * q : p / q;
+        if (memcmp(&w, &out[i], sizeof(w)) != 0 && bad++ < 3)
+            printf("  %s: y[%lld] = %.9g, want %.9g\n", op, (long long)i, out[i], w);
+    }
+    assert_int_equal(bad, 0);
+    sim_exe_free(e);
+    sim_model_free(m);
+    free(x);
+    free(y);
+}
+
+static void
+test_broadcast_binary(void **state)
+{
+    static const char *const ops[] = { "Add", "Sub", "Mul", "Div" };
+    const int64_t big[4] = { 2, 3, 97, 131 };
+    const int64_t *shapes[] = { DIMS(2, 3, 97, 131), DIMS(2, 3, 1, 1), DIMS(1, 3, 1, 1),
+                                DIMS(2, 1, 97, 131), DIMS(1, 1, 1, 131), DIMS(2, 1, 1, 1),
+                                DIMS(1, 3, 97, 1), DIMS(1, 1, 1, 1) };
+
+    (void)state;
+    for (size_t o = 0; o < 4; o++) {
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            check_binary(ops[o], 4, big, 4, shapes[s]);
+            check_binary(ops[o], 4, shapes[s], 4, big);
+        }
+        check_binary(ops[o], 1, DIMS(1), 4, big);                  /* a scalar first */
+        check_binary(ops[o], 2, DIMS(3, 40000), 2, DIMS(3, 1));    /* long rows, ib 0 */
+        check_binary(ops[o], 2, DIMS(1, 40000), 2, DIMS(2, 40000)); /* long rows, ia 0 */
+        check_binary(ops[o], 1, DIMS(70001), 1, DIMS(70001));      /* one row, cut */
+        check_binary(ops[o], 2, DIMS(1, 9), 2, DIMS(1, 9));        /* tails */
+        printf("  %s: bit for bit over %zu broadcast patterns in both orders, long rows "
+               "cut into segments, tails\n", ops[o], sizeof(shapes) / sizeof(shapes[0]));
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backward_maps),
+        cmocka_unit_test(test_global_average),
+        cmocka_unit_test(test_global_average_grad),
+        cmocka_unit_test(test_broadcast_binary),
+    };
+
+    setenv("IPUOF_SIM_THREADS", "3", 0);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
