@@ -29,6 +29,7 @@ struct pool_params {
     bool save_argmax;               /* training MaxPool: saved holds int64 input indices */
     bool fast2x2;                   /* float MaxPool 2x2 stride 2 unpadded, no Indices */
     bool whole;                     /* an average of each whole plane, no padding */
+    bool max2d;                     /* float MaxPool over at most 2 dims, no Indices */
 };
 
 static int
@@ -104,6 +105,7 @@ infer_pool(struct sim_infer *c, bool avg, bool global)
         p->pe[i] = j >= 0 ? win.pe[j] : 0;
         p->out[i] = j >= 0 ? win.out[j] : 1;
     }
+    p->max2d = !avg && x->dtype == SIM_DTYPE_FLOAT && c->n_out == 1 && nsp <= 2 && !p->fast2x2;
     p->whole = avg;
     for (int i = 0; i < 3; i++)
         p->whole = p->whole && p->out[i] == 1 && p->k[i] == p->in[i] && p->d[i] == 1 &&
@@ -262,15 +264,18 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
-/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled. */
-static int
-fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
+ * planes [lo, hi) (ctx: the kernel). */
+SIM_HOT static void
+max2x2_planes(void *ctx, int64_t lo, int64_t hi)
 {
+    const struct sim_kern *k = ctx;
+    const struct pool_params *p = k->params;
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
     int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
 
-    for (int64_t pl = 0; pl < p->planes; pl++) {
+    for (int64_t pl = lo; pl < hi; pl++) {
         const float *xp = x + pl * H * W;
         float *yp = y + pl * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++) {
@@ -282,7 +287,94 @@ fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
             }
         }
     }
-    return 0;
+}
+
+/*
+ * Float MaxPool over 1 or 2 dims without an Indices output, planes [lo, hi) (ctx: the
+ * kernel); in training the input index of each maximum goes to saved. The same choice as
+ * pool_planes' (the first valid tap, then a tap replaces the maximum when greater, taps in
+ * row-major order), made for the columns whose whole window lies inside the row one tap at
+ * a time across the row, with selects instead of branches; edge columns one by one.
+ */
+SIM_HOT static void
+max2d_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct sim_kern *k = ctx;
+    const struct pool_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t *arg = p->save_argmax ? k->saved : NULL;
+    int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
+    int64_t sx = p->s[2], dx = p->d[2], kw = p->k[2], px = p->pb[2];
+    int64_t c0 = (px + sx - 1) / sx, c1 = OW;     /* columns with every tap inside */
+
+    if (kw > 0 && W - 1 - (kw - 1) * dx + px < 0)
+        c1 = 0;
+    else if (kw > 0)
+        c1 = (W - 1 - (kw - 1) * dx + px) / sx + 1;
+    c1 = c1 > OW ? OW : c1;
+    c0 = c0 > c1 ? c1 : c0;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *xp = x + pl * H * W;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t a1, b1, o = (pl * OH + oy) * OW;
+            float *yr = y + o;
+            int64_t *ar = arg != NULL ? arg + o : NULL;
+            taps(p, 1, oy, &a1, &b1);
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t a2, b2, best = -1;
+                float acc = -INFINITY;
+                if (ox == c0 && c1 > c0 && b1 > a1) {
+                    ox = c1 - 1;    /* the interior is done below */
+                    continue;
+                }
+                taps(p, 2, ox, &a2, &b2);
+                for (int64_t t1 = a1; t1 < b1; t1++) {
+                    int64_t row = pl * H * W + (oy * p->s[1] - p->pb[1] + t1 * p->d[1]) * W;
+                    for (int64_t t2 = a2; t2 < b2; t2++) {
+                        int64_t at = row + ox * sx - px + t2 * dx;
+                        if (x[at] > acc || best < 0) {
+                            acc = x[at];
+                            best = at;
+                        }
+                    }
+                }
+                yr[ox] = acc;
+                if (ar != NULL)
+                    ar[ox] = best;
+            }
+            if (!(c1 > c0 && b1 > a1))
+                continue;
+            for (int64_t t1 = a1; t1 < b1; t1++) {
+                int64_t iy = oy * p->s[1] - p->pb[1] + t1 * p->d[1];
+                const float *xr = xp + iy * W - px;
+                int64_t base = pl * H * W + iy * W - px;
+                for (int64_t t2 = 0; t2 < kw; t2++) {
+                    const float *xt = xr + t2 * dx;
+                    if (t1 == a1 && t2 == 0) {
+                        for (int64_t ox = c0; ox < c1; ox++)
+                            yr[ox] = xt[ox * sx];
+                        for (int64_t ox = c0; ar != NULL && ox < c1; ox++)
+                            ar[ox] = base + ox * sx;
+                        continue;
+                    }
+                    if (ar == NULL) {
+                        for (int64_t ox = c0; ox < c1; ox++) {
+                            float v = xt[ox * sx];
+                            yr[ox] = v > yr[ox] ? v : yr[ox];
+                        }
+                    } else {
+                        for (int64_t ox = c0; ox < c1; ox++) {
+                            float v = xt[ox * sx];
+                            bool m = v > yr[ox];
+                            yr[ox] = m ? v : yr[ox];
+                            ar[ox] = m ? base + t2 * dx + ox * sx : ar[ox];
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /* x: (N, C, spatial...); y, indices: (N, C, out spatial...) */
@@ -290,9 +382,17 @@ static int
 fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
 {
     const struct pool_params *p = k->params;
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
 
-    if (p->fast2x2)
-        return fwd_maxpool_2x2(k, p);
+    if (p->fast2x2) {
+        sim_pool_for(p->planes, plane_grain(plane_in), max2x2_planes, (void *)k);
+        return 0;
+    }
+    if (p->max2d) {
+        sim_pool_for(p->planes, plane_grain(p->out[1] * p->out[2] * p->k[1] * p->k[2]),
+                     max2d_planes, (void *)k);
+        return 0;
+    }
     return fwd_pool(k, err);
 }
 

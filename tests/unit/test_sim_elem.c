@@ -9,6 +9,9 @@
  *   bit for bit, the scalar rule computed here with the same float operations.
  * - GlobalAveragePool and a whole-plane AveragePool (the sixteen-lane sum): within 2e-6
  *   relative of a double-precision mean and of ReduceMean; its gradient bit for bit.
+ * - MaxPool's float 1-/2-D path (no Indices output) against the general one (with
+ *   Indices): values bit for bit, and the training gradient against dy scattered to the
+ *   general path's indices, on pads, strides, dilations, ceil_mode and ties.
  * - Add, Sub, Mul, Div with every broadcast pattern of a (N, C, H, W) tensor, in both
  *   operand orders, and equal shapes long enough to be cut into row segments: bit for bit
  *   the per-element result.
@@ -389,6 +392,142 @@ test_broadcast_binary(void **state)
     }
 }
 
+/* ---- MaxPool ----------------------------------------------------------------------------- */
+
+struct mp_case {
+    int64_t n, c, h, w;             /* h 0: 1-D pooling over w */
+    int64_t k[2], s[2], d[2], pads[4], ceil;
+};
+
+/* Adds MaxPool node `name` of case mc reading x, writing outs ("y" or "y,ind"). */
+static void
+mp_node(struct sim_ob *b, const struct mp_case *mc, const char *name, const char *outs)
+{
+    int nsp = mc->h > 0 ? 2 : 1;
+    int64_t pads[4] = { mc->pads[0], mc->pads[1], mc->pads[2], mc->pads[3] };
+
+    if (nsp == 1) {
+        pads[0] = mc->pads[1];
+        pads[1] = mc->pads[3];
+    }
+    sim_ob_node(b, "MaxPool", name, "x", outs);
+    sim_ob_attr_ints(b, "kernel_shape", mc->k + 2 - nsp, (size_t)nsp);
+    sim_ob_attr_ints(b, "strides", mc->s + 2 - nsp, (size_t)nsp);
+    sim_ob_attr_ints(b, "dilations", mc->d + 2 - nsp, (size_t)nsp);
+    sim_ob_attr_ints(b, "pads", pads, 2 * (size_t)nsp);
+    sim_ob_attr_int(b, "ceil_mode", mc->ceil);
+}
+
+/* Values on a coarse grid, so windows hold ties (the first maximum must win). */
+static float *
+tie_vec(int64_t n)
+{
+    float *v = rand_vec(n, -3.0f, 3.0f);
+
+    for (int64_t i = 0; i < n; i++)
+        v[i] = floorf(v[i] * 2.0f) * 0.5f;
+    return v;
+}
+
+/*
+ * MaxPool without an Indices output (the float 1-/2-D path) against MaxPool with one (the
+ * general path): the same values bit for bit; then the gradient of a training MaxPool (the
+ * saved maxima) against dy scattered to the general path's indices.
+ */
+static void
+check_maxpool(const struct mp_case *mc)
+{
+    static const char *frozen[] = { "r" };
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e, *t;
+    struct sim_err err;
+    int rank = mc->h > 0 ? 4 : 3, dtype, orank;
+    int64_t xd[4] = { mc->n, mc->c, mc->h > 0 ? mc->h : mc->w, mc->w }, od[4], nx, ny = 1;
+    float *x, *r, *g, *want;
+    const float *y1, *y2;
+    const int64_t *ind;
+
+    nx = mc->n * mc->c * (mc->h > 0 ? mc->h : 1) * mc->w;
+    x = tie_vec(nx);
+    sim_ob_input(b, "x", F32, rank, xd);
+    mp_node(b, mc, "fast", "y1");
+    mp_node(b, mc, "general", "y2,ind");
+    sim_ob_output(b, "y1", F32);
+    sim_ob_output(b, "y2", F32);
+    sim_ob_output(b, "ind", SIM_DTYPE_INT64);
+    sim_compile_opts_init(&o);
+    e = compile(b, &o, &m);
+    assert_int_equal(sim_exe_tensor_info(e, "y1", &dtype, &orank, od), 0);
+    for (int i = 0; i < orank; i++)
+        ny *= od[i];
+    memcpy(sim_exe_input_buffer(e, 0), x, (size_t)nx * sizeof(float));
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    y1 = sim_exe_output_buffer(e, 0);
+    y2 = sim_exe_output_buffer(e, 1);
+    ind = sim_exe_output_buffer(e, 2);
+    assert_memory_equal(y1, y2, (size_t)ny * sizeof(float));
+
+    r = rand_vec(ny, -1.0f, 1.0f);
+    want = calloc((size_t)nx, sizeof(float));
+    g = malloc((size_t)nx * sizeof(float) + 4);
+    assert_non_null(want);
+    assert_non_null(g);
+    for (int64_t i = 0; i < ny; i++)
+        if (y2[i] > -INFINITY)
+            want[ind[i]] += r[i];
+    b = sim_ob_new(17);
+    sim_ob_initializer(b, "x", F32, rank, xd, x);
+    sim_ob_initializer(b, "r", F32, orank, od, r);
+    mp_node(b, mc, "fast", "y");
+    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
+    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
+    o.optimizer.lr = 0.0f;
+    o.frozen_weights = frozen;
+    o.n_frozen_weights = 1;
+    sim_exe_free(e);
+    sim_model_free(m);
+    t = compile(b, &o, &m);
+    if (sim_exe_run(t, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    assert_int_equal(sim_exe_read_gradient(t, "x", g, (size_t)nx * sizeof(float), &err), 0);
+    assert_memory_equal(g, want, (size_t)nx * sizeof(float));
+    sim_exe_free(t);
+    sim_model_free(m);
+    free(x);
+    free(r);
+    free(g);
+    free(want);
+}
+
+static void
+test_maxpool(void **state)
+{
+    static const struct mp_case cases[] = {
+        { 2, 3, 17, 19, { 3, 3 }, { 2, 2 }, { 1, 1 }, { 1, 1, 1, 1 }, 0 },  /* resnet stem */
+        { 1, 2, 9, 13, { 3, 2 }, { 1, 3 }, { 1, 1 }, { 0, 1, 2, 0 }, 1 },
+        { 2, 2, 11, 12, { 2, 3 }, { 2, 2 }, { 2, 2 }, { 1, 2, 0, 1 }, 0 },
+        { 1, 1, 5, 40, { 5, 5 }, { 1, 1 }, { 1, 1 }, { 2, 2, 2, 2 }, 0 },
+        { 1, 3, 4, 4, { 4, 4 }, { 1, 1 }, { 1, 1 }, { 0, 0, 0, 0 }, 0 },    /* one output */
+        { 1, 2, 3, 2, { 3, 3 }, { 2, 2 }, { 1, 1 }, { 1, 1, 1, 1 }, 1 },    /* W < kernel */
+        { 3, 2, 0, 29, { 1, 3 }, { 1, 2 }, { 1, 2 }, { 0, 1, 0, 2 }, 1 },   /* 1-D */
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_maxpool(&cases[i]);
+    printf("  MaxPool (1-D, 2-D; pads, strides, dilations, ceil_mode, ties): values and "
+           "training gradients bit for bit those of the general path, %zu cases\n",
+           sizeof(cases) / sizeof(cases[0]));
+}
+
 int
 main(void)
 {
@@ -397,6 +536,7 @@ main(void)
         cmocka_unit_test(test_global_average),
         cmocka_unit_test(test_global_average_grad),
         cmocka_unit_test(test_broadcast_binary),
+        cmocka_unit_test(test_maxpool),
     };
 
     setenv("IPUOF_SIM_THREADS", "3", 0);
