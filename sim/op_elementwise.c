@@ -3,8 +3,10 @@
  * Sub, Mul, Div, Pow, forward and backward (op_unary.c has the one-input ops).
  *
  * Broadcasting is planned once at compile time: the output's dims are coalesced so that a
- * step walks rows of the innermost dim with each input's stride 0 or 1. Integer arithmetic
- * wraps (computed unsigned) and integer division by zero gives 0, so no input can trap.
+ * step walks rows of the innermost dim with each input's stride 0 or 1, split over the
+ * pool by rows, or by segments of rows when there are too few rows to go round it.
+ * Integer arithmetic wraps (computed unsigned) and integer division by zero gives 0, so no
+ * input can trap.
  * Before opset 7, broadcasting follows the legacy broadcast / axis attributes.
  * The backward walks the same rows and adds each output's contribution into the input
  * element it came from, so a broadcast input's gradient is summed over the broadcast dims.

@@ -6,6 +6,10 @@
  *
  * Every pool is computed as a 3-D pool with unit dims padded in front, so one loop nest
  * serves all ranks. Windows are clipped to the input; padding never contributes a value.
+ * Three float cases have loops of their own, each giving what the general one gives: the
+ * average of whole unpadded planes (a sixteen-lane sum, vsum.h), MaxPool over 1 or 2 dims
+ * without Indices (interior columns one tap at a time across the row), MaxPool 2x2 stride
+ * 2. Forward and backward are split over the pool by plane.
  * In a training executable MaxPool keeps the input index of each output's maximum (the
  * first one, as PyTorch) for its backward, except in the unrolled 2x2 case, whose backward
  * finds the maximum again by comparing the window with the output; AveragePool's backward
