@@ -399,14 +399,36 @@ exponent_at(const struct sim_tensor *b, int64_t i)
  * One row of n outputs: a, da at stride ia, b, db at stride ib (from offsets oa, ob), y and
  * g contiguous. d(a+b) = (1, 1); d(a-b) = (1, -1); d(a*b) = (b, a); d(a/b) = (1/b, -a/b^2);
  * d(a^b) = (b a^(b-1), a^b ln a), with PyTorch's zero where the exponent is 0 (for da) or
- * the base is 0 with a non-negative exponent (for db).
+ * the base is 0 with a non-negative exponent (for db). Rows without broadcasting (both
+ * strides 1) of Add, Sub and Mul get loops of their own, which the compiler vectorizes;
+ * each element sees the same operations either way.
  */
-static void
+SIM_HOT static void
 bwd_row(int op, const float *a, const struct sim_tensor *bt, const float *y, const float *g,
         float *da, float *db, int64_t oa, int64_t ob, int64_t n, int64_t ia, int64_t ib)
 {
     const float *b = bt->data;
 
+    if (ia == 1 && ib == 1 && (op == OP_ADD || op == OP_SUB || op == OP_MUL)) {
+        const float *pa = a + oa, *pb = b + ob;
+        float *pda = da != NULL ? da + oa : NULL, *pdb = db != NULL ? db + ob : NULL;
+        if (pda != NULL && op == OP_MUL)
+            for (int64_t i = 0; i < n; i++)
+                pda[i] += g[i] * pb[i];
+        else if (pda != NULL)
+            for (int64_t i = 0; i < n; i++)
+                pda[i] += g[i];
+        if (pdb != NULL && op == OP_MUL)
+            for (int64_t i = 0; i < n; i++)
+                pdb[i] += g[i] * pa[i];
+        else if (pdb != NULL && op == OP_SUB)
+            for (int64_t i = 0; i < n; i++)
+                pdb[i] += -1.0f * g[i];
+        else if (pdb != NULL)
+            for (int64_t i = 0; i < n; i++)
+                pdb[i] += 1.0f * g[i];
+        return;
+    }
     switch (op) {
     case OP_ADD:
     case OP_SUB: {
@@ -448,36 +470,79 @@ bwd_row(int op, const float *a, const struct sim_tensor *bt, const float *y, con
     }
 }
 
-/* a, b: shapes that broadcast to y's; dy like y; da, db like a, b (float only) */
+/* What the pieces of one binary backward share. */
+struct bwd_job {
+    const struct bin_params *p;
+    const float *a, *y, *g;
+    const struct sim_tensor *bt;
+    float *da, *db;
+    int64_t seg, nseg;              /* a row cut into nseg segments of seg outputs */
+};
+
+/* Segments [u0, u1) of the output's rows (segment u: outputs [(u % nseg) seg, ...) of
+ * row u / nseg), their gradients added into da and db. */
+static void
+bwd_segments(void *ctx, int64_t u0, int64_t u1)
+{
+    const struct bwd_job *j = ctx;
+    const struct bcast *bc = &j->p->bc;
+    int nd = bc->nd;
+    int64_t n = bc->dims[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
+    int64_t idx[SIM_MAX_RANK] = { 0 };
+
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t r = u / j->nseg, c0 = (u % j->nseg) * j->seg, offa, offb;
+        int64_t len = n - c0 < j->seg ? n - c0 : j->seg;
+        bcast_row_offsets(bc, r, idx, &offa, &offb);
+        bwd_row(j->p->op, j->a, j->bt, j->y + r * n + c0, j->g + r * n + c0, j->da, j->db,
+                offa + c0 * ia, offb + c0 * ib, len, ia, ib);
+    }
+}
+
+/* Whether every element of the operand (strides s) that has a gradient is written by one
+ * row only (no broadcast over the outer dims), and by one segment only (nor the inner). */
+static void
+bwd_split_ok(const struct bcast *bc, const int64_t *s, bool *rows, bool *segs)
+{
+    for (int k = 0; k < bc->nd - 1; k++)
+        *rows = *rows && s[k] != 0;
+    *segs = *rows && *segs && s[bc->nd - 1] != 0;
+}
+
+/* a, b: shapes that broadcast to y's; dy like y; da, db like a, b (float only). Split over
+ * the pool by rows or segments of rows where no two pieces add into one element, so each
+ * element of da and db receives its terms in the same order on any thread. */
 static int
 bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
            struct sim_err *err)
 {
     const struct bin_params *p = k->params;
     const struct bcast *bc = &p->bc;
-    const float *g = dout[0].data, *y = k->out[0].data;
-    float *da = din[0].data, *db = din[1].data;
-    int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], offa = 0, offb = 0;
-    int64_t idx[SIM_MAX_RANK] = { 0 };
+    struct bwd_job j = { p, k->in[0].data, k->out[0].data, dout[0].data, &k->in[1],
+                         din[0].data, din[1].data, 0, 1 };
+    int64_t n = bc->dims[bc->nd - 1], rows;
+    bool rows_ok = true, segs_ok = true;
 
     (void)err;
-    if (g == NULL || bc->total == 0 || (da == NULL && db == NULL))
+    if (j.g == NULL || bc->total == 0 || (j.da == NULL && j.db == NULL))
         return 0;
-    for (int64_t r = 0; r < bc->total / n; r++) {
-        bwd_row(p->op, k->in[0].data, &k->in[1], y + r * n, g + r * n, da, db, offa, offb, n,
-                bc->sa[nd - 1], bc->sb[nd - 1]);
-        for (int d = nd - 2; d >= 0; d--) {
-            idx[d]++;
-            offa += bc->sa[d];
-            offb += bc->sb[d];
-            if (idx[d] < bc->dims[d])
-                break;
-            offa -= bc->sa[d] * bc->dims[d];
-            offb -= bc->sb[d] * bc->dims[d];
-            idx[d] = 0;
-        }
+    rows = bc->total / n;
+    j.seg = n;
+    if (j.da != NULL)
+        bwd_split_ok(bc, bc->sa, &rows_ok, &segs_ok);
+    if (j.db != NULL)
+        bwd_split_ok(bc, bc->sb, &rows_ok, &segs_ok);
+    if (!rows_ok) {
+        bwd_segments(&j, 0, rows);
+        return 0;
     }
+    if (segs_ok && n >= 2 * SIM_POOL_MAP_GRAIN && rows < 2 * (int64_t)sim_pool_threads()) {
+        j.seg = SIM_POOL_MAP_GRAIN;
+        j.nseg = (n + j.seg - 1) / j.seg;
+        sim_pool_for(rows * j.nseg, 1, bwd_segments, &j);
+        return 0;
+    }
+    sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bwd_segments, &j);
     return 0;
 }
 

@@ -14,7 +14,8 @@
  *   general path's indices, on pads, strides, dilations, ceil_mode and ties.
  * - Add, Sub, Mul, Div with every broadcast pattern of a (N, C, H, W) tensor, in both
  *   operand orders, and equal shapes long enough to be cut into row segments: bit for bit
- *   the per-element result.
+ *   the per-element result, and both operands' gradients bit for bit the terms added in
+ *   output order.
  *
  * The pool is given three threads (IPUOF_SIM_THREADS, unless already set) so the split
  * paths run whatever the machine's core count.
@@ -367,6 +368,89 @@ check_binary(const char *op, int ra, const int64_t *da, int rb, const int64_t *d
     free(y);
 }
 
+/* The gradients of a and b for loss = ReduceSum((a op b) * r): each element of da and db
+ * must be the sum of its terms added in output order, with the rule's float operations. */
+static void
+check_binary_grad(const char *op, int ra, const int64_t *da, int rb, const int64_t *db)
+{
+    static const char *frozen[] = { "r" };
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e;
+    struct sim_err err;
+    int64_t od[4], fa[4], fb[4], na = 1, nb = 1, no = 1, sa[4], sb[4];
+    float *x, *y, *r, *ga, *gb, *wa, *wb;
+
+    for (int k = 0; k < 4; k++) {
+        fa[k] = k - (4 - ra) >= 0 ? da[k - (4 - ra)] : 1;
+        fb[k] = k - (4 - rb) >= 0 ? db[k - (4 - rb)] : 1;
+        od[k] = fa[k] > fb[k] ? fa[k] : fb[k];
+    }
+    for (int k = 3; k >= 0; k--) {
+        sa[k] = fa[k] == 1 ? 0 : na;
+        sb[k] = fb[k] == 1 ? 0 : nb;
+        na *= fa[k];
+        nb *= fb[k];
+        no *= od[k];
+    }
+    x = rand_vec(na, -2.0f, 2.0f);
+    y = rand_vec(nb, 0.5f, 2.0f);
+    r = rand_vec(no, -1.0f, 1.0f);
+    ga = malloc((size_t)na * sizeof(float) + 4);
+    gb = malloc((size_t)nb * sizeof(float) + 4);
+    wa = calloc((size_t)na, sizeof(float));
+    wb = calloc((size_t)nb, sizeof(float));
+    assert_true(ga != NULL && gb != NULL && wa != NULL && wb != NULL);
+    sim_ob_initializer(b, "a", F32, ra, da, x);
+    sim_ob_initializer(b, "b", F32, rb, db, y);
+    sim_ob_initializer(b, "r", F32, 4, od, r);
+    sim_ob_node(b, op, "n", "a,b", "y");
+    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
+    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
+    o.optimizer.lr = 0.0f;
+    o.frozen_weights = frozen;
+    o.n_frozen_weights = 1;
+    e = compile(b, &o, &m);
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    assert_int_equal(sim_exe_read_gradient(e, "a", ga, (size_t)na * sizeof(float), &err), 0);
+    assert_int_equal(sim_exe_read_gradient(e, "b", gb, (size_t)nb * sizeof(float), &err), 0);
+    for (int64_t i = 0; i < no; i++) {
+        int64_t rest = i, ia = 0, ib = 0;
+        float g = r[i], p, q;
+        for (int k = 3; k >= 0; k--) {
+            ia += (rest % od[k]) * sa[k];
+            ib += (rest % od[k]) * sb[k];
+            rest /= od[k];
+        }
+        p = x[ia];
+        q = y[ib];
+        switch (op[0]) {
+        case 'A': wa[ia] += g; wb[ib] += 1.0f * g; break;
+        case 'S': wa[ia] += g; wb[ib] += -1.0f * g; break;
+        case 'M': wa[ia] += g * q; wb[ib] += g * p; break;
+        default: wa[ia] += g / q; wb[ib] -= g * p / (q * q); break;
+        }
+    }
+    assert_memory_equal(ga, wa, (size_t)na * sizeof(float));
+    assert_memory_equal(gb, wb, (size_t)nb * sizeof(float));
+    sim_exe_free(e);
+    sim_model_free(m);
+    free(x);
+    free(y);
+    free(r);
+    free(ga);
+    free(gb);
+    free(wa);
+    free(wb);
+}
+
 static void
 test_broadcast_binary(void **state)
 {
@@ -387,8 +471,17 @@ test_broadcast_binary(void **state)
         check_binary(ops[o], 2, DIMS(1, 40000), 2, DIMS(2, 40000)); /* long rows, ia 0 */
         check_binary(ops[o], 1, DIMS(70001), 1, DIMS(70001));      /* one row, cut */
         check_binary(ops[o], 2, DIMS(1, 9), 2, DIMS(1, 9));        /* tails */
-        printf("  %s: bit for bit over %zu broadcast patterns in both orders, long rows "
-               "cut into segments, tails\n", ops[o], sizeof(shapes) / sizeof(shapes[0]));
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            check_binary_grad(ops[o], 4, big, 4, shapes[s]);
+            check_binary_grad(ops[o], 4, shapes[s], 4, big);
+        }
+        check_binary_grad(ops[o], 2, DIMS(3, 40000), 2, DIMS(3, 1));
+        check_binary_grad(ops[o], 2, DIMS(1, 40000), 2, DIMS(2, 40000));
+        check_binary_grad(ops[o], 1, DIMS(70001), 1, DIMS(70001));
+        check_binary_grad(ops[o], 2, DIMS(1, 9), 2, DIMS(1, 9));
+        printf("  %s: values and both gradients bit for bit over %zu broadcast patterns in "
+               "both orders, long rows cut into segments, tails\n", ops[o],
+               sizeof(shapes) / sizeof(shapes[0]));
     }
 }
 
