@@ -310,10 +310,6 @@ int sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
 /* train.c: replica 0's accumulator becomes the reduced gradient of all replicas. */
 void sim_train_reduce(struct sim_exe *e);
 
-/* Zeroes bytes of an activation gradient at p (borrowed), split over the host thread pool
- * when the block is large (a backward step's first writer zeroes its gradients). */
-void sim_train_zero(void *p, size_t bytes);
-
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);
 

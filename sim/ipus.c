@@ -170,7 +170,7 @@ bwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
         for (int z = st->zero_start; z < st->zero_end; z++) {
             const struct sim_gzero *g = &tr->zero[z];
-            sim_train_zero(ar + *g->off, g->bytes); /* g->ipu == p: a stage's own */
+            memset(ar + *g->off, 0, g->bytes);      /* g->ipu == p: a stage's own */
         }
         rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)

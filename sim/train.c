@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "exe.h"
-#include "pool.h"
 
 void
 sim_train_free(struct sim_train *tr)
@@ -36,23 +35,6 @@ sim_train_free(struct sim_train *tr)
     free(tr->mom2);
     free(tr->loss_grad);
     free(tr);
-}
-
-/* Bytes [lo, hi) of the block at ctx set to 0. */
-static void
-zero_piece(void *ctx, int64_t lo, int64_t hi)
-{
-    memset((char *)ctx + lo, 0, (size_t)(hi - lo));
-}
-
-void
-sim_train_zero(void *p, size_t bytes)
-{
-    /* 256 KiB pieces: a hand-off costs about what zeroing a few KiB does */
-    if (bytes < ((size_t)1 << 19))
-        memset(p, 0, bytes);
-    else
-        sim_pool_for((int64_t)bytes, (int64_t)1 << 18, zero_piece, p);
 }
 
 /* The gradient of value v in lane L of replica r as IPU ipu sees it: an arena block for
@@ -171,7 +153,7 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
         for (int z = st->zero_start; z < st->zero_end; z++) {
             const struct sim_gzero *g = &tr->zero[z];
-            sim_train_zero((char *)arenas[g->ipu] + *g->off, g->bytes);
+            memset((char *)arenas[g->ipu] + *g->off, 0, g->bytes);
         }
         rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
