@@ -74,6 +74,26 @@ bcast_plan(const struct sim_shape *a, const struct sim_shape *b, const struct si
 typedef void (*row_fn)(const void *a, const void *b, void *o, int64_t n, int64_t ia,
                        int64_t ib);
 
+/* How rows of n outputs are cut for the pool: each into nseg segments of seg outputs
+ * (nseg 1, seg n: whole rows). */
+struct seg_plan {
+    int64_t seg, nseg;
+};
+
+/* Whole rows, or, when may_cut, the rows are too few to go round the pool and each is
+ * long enough for two pieces, segments of SIM_POOL_MAP_GRAIN outputs. */
+static struct seg_plan
+seg_plan(int64_t rows, int64_t n, bool may_cut)
+{
+    struct seg_plan sp = { n, 1 };
+
+    if (may_cut && n >= 2 * SIM_POOL_MAP_GRAIN && rows < 2 * (int64_t)sim_pool_threads()) {
+        sp.seg = SIM_POOL_MAP_GRAIN;
+        sp.nseg = (n + sp.seg - 1) / sp.seg;
+    }
+    return sp;
+}
+
 /* What the pieces of one broadcast run share. */
 struct bcast_job {
     const struct bcast *bc;
@@ -81,7 +101,7 @@ struct bcast_job {
     char *o;
     size_t ea, eb, eo;
     row_fn fn;
-    int64_t seg, nseg;              /* a row cut into nseg segments of seg outputs */
+    struct seg_plan sp;
 };
 
 /* The element offsets into a and b of output row r's first element. */
@@ -99,6 +119,22 @@ bcast_row_offsets(const struct bcast *bc, int64_t r, int64_t *idx, int64_t *offa
     }
 }
 
+/* Segment u of bc's rows cut by sp: its row *r, first output *c0 in the row, length *len,
+ * and the element offsets into a and b of that first output. */
+static void
+seg_at(const struct seg_plan *sp, const struct bcast *bc, int64_t u, int64_t *r, int64_t *c0,
+       int64_t *len, int64_t *offa, int64_t *offb)
+{
+    int64_t n = bc->dims[bc->nd - 1], idx[SIM_MAX_RANK] = { 0 };
+
+    *r = u / sp->nseg;
+    *c0 = (u % sp->nseg) * sp->seg;
+    *len = n - *c0 < sp->seg ? n - *c0 : sp->seg;
+    bcast_row_offsets(bc, *r, idx, offa, offb);
+    *offa += *c0 * bc->sa[bc->nd - 1];
+    *offb += *c0 * bc->sb[bc->nd - 1];
+}
+
 /* Segments [u0, u1) of a broadcast run whose rows are long: segment u is outputs
  * [(u % nseg) seg, ...) of row u / nseg, at most seg of them. */
 static void
@@ -106,16 +142,13 @@ bcast_segments(void *ctx, int64_t u0, int64_t u1)
 {
     const struct bcast_job *j = ctx;
     const struct bcast *bc = j->bc;
-    int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
-    int64_t idx[SIM_MAX_RANK] = { 0 };
+    int64_t n = bc->dims[bc->nd - 1];
 
     for (int64_t u = u0; u < u1; u++) {
-        int64_t r = u / j->nseg, c0 = (u % j->nseg) * j->seg, offa, offb;
-        int64_t len = n - c0 < j->seg ? n - c0 : j->seg;
-        bcast_row_offsets(bc, r, idx, &offa, &offb);
-        j->fn(j->a + (offa + c0 * ia) * (int64_t)j->ea, j->b + (offb + c0 * ib) * (int64_t)j->eb,
-              j->o + (r * n + c0) * (int64_t)j->eo, len, ia, ib);
+        int64_t r, c0, len, oa, ob;
+        seg_at(&j->sp, bc, u, &r, &c0, &len, &oa, &ob);
+        j->fn(j->a + oa * (int64_t)j->ea, j->b + ob * (int64_t)j->eb,
+              j->o + (r * n + c0) * (int64_t)j->eo, len, bc->sa[bc->nd - 1], bc->sb[bc->nd - 1]);
     }
 }
 
@@ -156,19 +189,17 @@ static void
 bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t ea, size_t eb,
           size_t eo, row_fn fn)
 {
-    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn, 0, 1 };
+    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn, { 0, 1 } };
     int64_t n = bc->dims[bc->nd - 1], rows;
 
     if (bc->total == 0)
         return;
     rows = bc->total / n;
-    if (n >= 2 * SIM_POOL_MAP_GRAIN && rows < 2 * (int64_t)sim_pool_threads()) {
-        j.seg = SIM_POOL_MAP_GRAIN;
-        j.nseg = (n + j.seg - 1) / j.seg;
-        sim_pool_for(rows * j.nseg, 1, bcast_segments, &j);
-        return;
-    }
-    sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
+    j.sp = seg_plan(rows, n, true);
+    if (j.sp.nseg > 1)
+        sim_pool_for(rows * j.sp.nseg, 1, bcast_segments, &j);
+    else
+        sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
 }
 
 /* Row functions for (op, type). The three common stride patterns get their own loops so
@@ -476,7 +507,7 @@ struct bwd_job {
     const float *a, *y, *g;
     const struct sim_tensor *bt;
     float *da, *db;
-    int64_t seg, nseg;              /* a row cut into nseg segments of seg outputs */
+    struct seg_plan sp;
 };
 
 /* Segments [u0, u1) of the output's rows (segment u: outputs [(u % nseg) seg, ...) of
@@ -486,16 +517,13 @@ bwd_segments(void *ctx, int64_t u0, int64_t u1)
 {
     const struct bwd_job *j = ctx;
     const struct bcast *bc = &j->p->bc;
-    int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], ia = bc->sa[nd - 1], ib = bc->sb[nd - 1];
-    int64_t idx[SIM_MAX_RANK] = { 0 };
+    int64_t n = bc->dims[bc->nd - 1];
 
     for (int64_t u = u0; u < u1; u++) {
-        int64_t r = u / j->nseg, c0 = (u % j->nseg) * j->seg, offa, offb;
-        int64_t len = n - c0 < j->seg ? n - c0 : j->seg;
-        bcast_row_offsets(bc, r, idx, &offa, &offb);
-        bwd_row(j->p->op, j->a, j->bt, j->y + r * n + c0, j->g + r * n + c0, j->da, j->db,
-                offa + c0 * ia, offb + c0 * ib, len, ia, ib);
+        int64_t r, c0, len, oa, ob;
+        seg_at(&j->sp, bc, u, &r, &c0, &len, &oa, &ob);
+        bwd_row(j->p->op, j->a, j->bt, j->y + r * n + c0, j->g + r * n + c0, j->da, j->db, oa,
+                ob, len, bc->sa[bc->nd - 1], bc->sb[bc->nd - 1]);
     }
 }
 
@@ -519,7 +547,7 @@ bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     const struct bin_params *p = k->params;
     const struct bcast *bc = &p->bc;
     struct bwd_job j = { p, k->in[0].data, k->out[0].data, dout[0].data, &k->in[1],
-                         din[0].data, din[1].data, 0, 1 };
+                         din[0].data, din[1].data, { 0, 1 } };
     int64_t n = bc->dims[bc->nd - 1], rows;
     bool rows_ok = true, segs_ok = true;
 
@@ -527,22 +555,17 @@ bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     if (j.g == NULL || bc->total == 0 || (j.da == NULL && j.db == NULL))
         return 0;
     rows = bc->total / n;
-    j.seg = n;
     if (j.da != NULL)
         bwd_split_ok(bc, bc->sa, &rows_ok, &segs_ok);
     if (j.db != NULL)
         bwd_split_ok(bc, bc->sb, &rows_ok, &segs_ok);
-    if (!rows_ok) {
+    j.sp = seg_plan(rows, n, segs_ok);
+    if (!rows_ok)
         bwd_segments(&j, 0, rows);
-        return 0;
-    }
-    if (segs_ok && n >= 2 * SIM_POOL_MAP_GRAIN && rows < 2 * (int64_t)sim_pool_threads()) {
-        j.seg = SIM_POOL_MAP_GRAIN;
-        j.nseg = (n + j.seg - 1) / j.seg;
-        sim_pool_for(rows * j.nseg, 1, bwd_segments, &j);
-        return 0;
-    }
-    sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bwd_segments, &j);
+    else if (j.sp.nseg > 1)
+        sim_pool_for(rows * j.sp.nseg, 1, bwd_segments, &j);
+    else
+        sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bwd_segments, &j);
     return 0;
 }
 

@@ -79,6 +79,30 @@ compile(struct sim_ob *b, const struct sim_compile_opts *o, struct sim_model **m
     return e;
 }
 
+/* Appends loss = ReduceSum(y * r) (r: a frozen weight the caller declares). */
+static void
+add_loss(struct sim_ob *b)
+{
+    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
+    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+}
+
+/* Training options: the loss above, SGD with lr 0 (the weights never change), r frozen. */
+static void
+train_opts(struct sim_compile_opts *o)
+{
+    static const char *frozen[] = { "r" };
+
+    sim_compile_opts_init(o);
+    o->loss = "loss";
+    sim_optimizer_init(&o->optimizer, SIM_OPT_SGD);
+    o->optimizer.lr = 0.0f;
+    o->frozen_weights = frozen;
+    o->n_frozen_weights = 1;
+}
+
 /* ---- backward maps ---------------------------------------------------------------------- */
 
 enum act { A_RELU, A_LEAKY, A_CLIP, A_HSWISH, A_HSIGMOID, A_ELU, A_SIGMOID };
@@ -114,7 +138,6 @@ want_grad(enum act a, float v, float r)
 static void
 check_act_grad(enum act a, int64_t n)
 {
-    static const char *frozen[] = { "r" };
     struct sim_ob *b = sim_ob_new(17);
     struct sim_compile_opts o;
     struct sim_model *m = NULL;
@@ -138,18 +161,10 @@ check_act_grad(enum act a, int64_t n)
         if (a == A_ELU)
             sim_ob_attr_float(b, "alpha", 0.7f);
     }
-    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
-    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
-    sim_ob_attr_int(b, "keepdims", 0);
-    sim_ob_output(b, "loss", F32);
+    add_loss(b);
     if (a == A_SIGMOID)
         sim_ob_output(b, "y", F32);
-    sim_compile_opts_init(&o);
-    o.loss = "loss";
-    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
-    o.optimizer.lr = 0.0f;
-    o.frozen_weights = frozen;
-    o.n_frozen_weights = 1;
+    train_opts(&o);
     e = compile(b, &o, &m);
     if (sim_exe_run(e, &err) != 0)
         fail_msg("run: %s", err.msg);
@@ -255,7 +270,6 @@ test_global_average(void **state)
 static void
 check_mean_grad(int64_t N, int64_t C, int64_t H, int64_t W)
 {
-    static const char *frozen[] = { "r" };
     struct sim_ob *b = sim_ob_new(17);
     struct sim_compile_opts o;
     struct sim_model *m = NULL;
@@ -269,16 +283,8 @@ check_mean_grad(int64_t N, int64_t C, int64_t H, int64_t W)
     sim_ob_initializer(b, "x", F32, 4, DIMS(N, C, H, W), x);
     sim_ob_initializer(b, "r", F32, 4, DIMS(N, C, 1, 1), r);
     sim_ob_node(b, "GlobalAveragePool", "gap", "x", "y");
-    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
-    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
-    sim_ob_attr_int(b, "keepdims", 0);
-    sim_ob_output(b, "loss", F32);
-    sim_compile_opts_init(&o);
-    o.loss = "loss";
-    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
-    o.optimizer.lr = 0.0f;
-    o.frozen_weights = frozen;
-    o.n_frozen_weights = 1;
+    add_loss(b);
+    train_opts(&o);
     e = compile(b, &o, &m);
     if (sim_exe_run(e, &err) != 0)
         fail_msg("run: %s", err.msg);
@@ -307,6 +313,44 @@ test_global_average_grad(void **state)
 
 /* ---- broadcast binary ops --------------------------------------------------------------- */
 
+/* Two shapes of rank <= 4 broadcast against each other: the output's dims, each input's
+ * element strides in them (0 where broadcast) and the element counts. */
+struct bshape {
+    int64_t od[4], sa[4], sb[4], na, nb, no;
+};
+
+static void
+bshape_of(int ra, const int64_t *da, int rb, const int64_t *db, struct bshape *bs)
+{
+    int64_t fa[4], fb[4];
+
+    bs->na = bs->nb = bs->no = 1;
+    for (int k = 0; k < 4; k++) {
+        fa[k] = k - (4 - ra) >= 0 ? da[k - (4 - ra)] : 1;
+        fb[k] = k - (4 - rb) >= 0 ? db[k - (4 - rb)] : 1;
+        bs->od[k] = fa[k] > fb[k] ? fa[k] : fb[k];
+    }
+    for (int k = 3; k >= 0; k--) {
+        bs->sa[k] = fa[k] == 1 ? 0 : bs->na;
+        bs->sb[k] = fb[k] == 1 ? 0 : bs->nb;
+        bs->na *= fa[k];
+        bs->nb *= fb[k];
+        bs->no *= bs->od[k];
+    }
+}
+
+/* The elements of a (*ia) and b (*ib) that output element i reads. */
+static void
+bshape_at(const struct bshape *bs, int64_t i, int64_t *ia, int64_t *ib)
+{
+    *ia = *ib = 0;
+    for (int k = 3; k >= 0; k--) {
+        *ia += (i % bs->od[k]) * bs->sa[k];
+        *ib += (i % bs->od[k]) * bs->sb[k];
+        i /= bs->od[k];
+    }
+}
+
 /* a (shape da, rank ra) op b (db, rb), numpy broadcasting to rank 4 at most; the result
  * must equal the per-element operation bit for bit. */
 static void
@@ -317,44 +361,29 @@ check_binary(const char *op, int ra, const int64_t *da, int rb, const int64_t *d
     struct sim_model *m = NULL;
     struct sim_exe *e;
     struct sim_err err;
-    int64_t od[4], fa[4], fb[4], na = 1, nb = 1, no = 1, sa[4], sb[4];
+    struct bshape bs;
     float *x, *y;
     const float *out;
     int64_t bad = 0;
 
-    for (int k = 0; k < 4; k++) {
-        fa[k] = k - (4 - ra) >= 0 ? da[k - (4 - ra)] : 1;
-        fb[k] = k - (4 - rb) >= 0 ? db[k - (4 - rb)] : 1;
-        od[k] = fa[k] > fb[k] ? fa[k] : fb[k];
-    }
-    for (int k = 3; k >= 0; k--) {
-        sa[k] = fa[k] == 1 ? 0 : na;
-        sb[k] = fb[k] == 1 ? 0 : nb;
-        na *= fa[k];
-        nb *= fb[k];
-        no *= od[k];
-    }
-    x = rand_vec(na, -2.0f, 2.0f);
-    y = rand_vec(nb, 0.5f, 2.0f);
+    bshape_of(ra, da, rb, db, &bs);
+    x = rand_vec(bs.na, -2.0f, 2.0f);
+    y = rand_vec(bs.nb, 0.5f, 2.0f);
     sim_ob_input(b, "a", F32, ra, da);
     sim_ob_input(b, "b", F32, rb, db);
     sim_ob_node(b, op, "n", "a,b", "y");
     sim_ob_output(b, "y", F32);
     sim_compile_opts_init(&o);
     e = compile(b, &o, &m);
-    memcpy(sim_exe_input_buffer(e, 0), x, (size_t)na * sizeof(float));
-    memcpy(sim_exe_input_buffer(e, 1), y, (size_t)nb * sizeof(float));
+    memcpy(sim_exe_input_buffer(e, 0), x, (size_t)bs.na * sizeof(float));
+    memcpy(sim_exe_input_buffer(e, 1), y, (size_t)bs.nb * sizeof(float));
     if (sim_exe_run(e, &err) != 0)
         fail_msg("run: %s", err.msg);
     out = sim_exe_output_buffer(e, 0);
-    for (int64_t i = 0; i < no; i++) {
-        int64_t rest = i, ia = 0, ib = 0;
+    for (int64_t i = 0; i < bs.no; i++) {
+        int64_t ia, ib;
         float p, q, w;
-        for (int k = 3; k >= 0; k--) {
-            ia += (rest % od[k]) * sa[k];
-            ib += (rest % od[k]) * sb[k];
-            rest /= od[k];
-        }
+        bshape_at(&bs, i, &ia, &ib);
         p = x[ia];
         q = y[ib];
         w = op[0] == 'A' ? p + q : op[0] == 'S' ? p - q : op[0] == 'M' ? p * q : p / q;
@@ -373,62 +402,38 @@ check_binary(const char *op, int ra, const int64_t *da, int rb, const int64_t *d
 static void
 check_binary_grad(const char *op, int ra, const int64_t *da, int rb, const int64_t *db)
 {
-    static const char *frozen[] = { "r" };
     struct sim_ob *b = sim_ob_new(17);
     struct sim_compile_opts o;
     struct sim_model *m = NULL;
     struct sim_exe *e;
     struct sim_err err;
-    int64_t od[4], fa[4], fb[4], na = 1, nb = 1, no = 1, sa[4], sb[4];
+    struct bshape bs;
     float *x, *y, *r, *ga, *gb, *wa, *wb;
 
-    for (int k = 0; k < 4; k++) {
-        fa[k] = k - (4 - ra) >= 0 ? da[k - (4 - ra)] : 1;
-        fb[k] = k - (4 - rb) >= 0 ? db[k - (4 - rb)] : 1;
-        od[k] = fa[k] > fb[k] ? fa[k] : fb[k];
-    }
-    for (int k = 3; k >= 0; k--) {
-        sa[k] = fa[k] == 1 ? 0 : na;
-        sb[k] = fb[k] == 1 ? 0 : nb;
-        na *= fa[k];
-        nb *= fb[k];
-        no *= od[k];
-    }
-    x = rand_vec(na, -2.0f, 2.0f);
-    y = rand_vec(nb, 0.5f, 2.0f);
-    r = rand_vec(no, -1.0f, 1.0f);
-    ga = malloc((size_t)na * sizeof(float) + 4);
-    gb = malloc((size_t)nb * sizeof(float) + 4);
-    wa = calloc((size_t)na, sizeof(float));
-    wb = calloc((size_t)nb, sizeof(float));
+    bshape_of(ra, da, rb, db, &bs);
+    x = rand_vec(bs.na, -2.0f, 2.0f);
+    y = rand_vec(bs.nb, 0.5f, 2.0f);
+    r = rand_vec(bs.no, -1.0f, 1.0f);
+    ga = malloc((size_t)bs.na * sizeof(float) + 4);
+    gb = malloc((size_t)bs.nb * sizeof(float) + 4);
+    wa = calloc((size_t)bs.na, sizeof(float));
+    wb = calloc((size_t)bs.nb, sizeof(float));
     assert_true(ga != NULL && gb != NULL && wa != NULL && wb != NULL);
     sim_ob_initializer(b, "a", F32, ra, da, x);
     sim_ob_initializer(b, "b", F32, rb, db, y);
-    sim_ob_initializer(b, "r", F32, 4, od, r);
+    sim_ob_initializer(b, "r", F32, 4, bs.od, r);
     sim_ob_node(b, op, "n", "a,b", "y");
-    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
-    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
-    sim_ob_attr_int(b, "keepdims", 0);
-    sim_ob_output(b, "loss", F32);
-    sim_compile_opts_init(&o);
-    o.loss = "loss";
-    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
-    o.optimizer.lr = 0.0f;
-    o.frozen_weights = frozen;
-    o.n_frozen_weights = 1;
+    add_loss(b);
+    train_opts(&o);
     e = compile(b, &o, &m);
     if (sim_exe_run(e, &err) != 0)
         fail_msg("run: %s", err.msg);
-    assert_int_equal(sim_exe_read_gradient(e, "a", ga, (size_t)na * sizeof(float), &err), 0);
-    assert_int_equal(sim_exe_read_gradient(e, "b", gb, (size_t)nb * sizeof(float), &err), 0);
-    for (int64_t i = 0; i < no; i++) {
-        int64_t rest = i, ia = 0, ib = 0;
+    assert_int_equal(sim_exe_read_gradient(e, "a", ga, (size_t)bs.na * sizeof(float), &err), 0);
+    assert_int_equal(sim_exe_read_gradient(e, "b", gb, (size_t)bs.nb * sizeof(float), &err), 0);
+    for (int64_t i = 0; i < bs.no; i++) {
+        int64_t ia, ib;
         float g = r[i], p, q;
-        for (int k = 3; k >= 0; k--) {
-            ia += (rest % od[k]) * sa[k];
-            ib += (rest % od[k]) * sb[k];
-            rest /= od[k];
-        }
+        bshape_at(&bs, i, &ia, &ib);
         p = x[ia];
         q = y[ib];
         switch (op[0]) {
@@ -438,8 +443,8 @@ check_binary_grad(const char *op, int ra, const int64_t *da, int rb, const int64
         default: wa[ia] += g / q; wb[ib] -= g * p / (q * q); break;
         }
     }
-    assert_memory_equal(ga, wa, (size_t)na * sizeof(float));
-    assert_memory_equal(gb, wb, (size_t)nb * sizeof(float));
+    assert_memory_equal(ga, wa, (size_t)bs.na * sizeof(float));
+    assert_memory_equal(gb, wb, (size_t)bs.nb * sizeof(float));
     sim_exe_free(e);
     sim_model_free(m);
     free(x);
@@ -530,7 +535,6 @@ tie_vec(int64_t n)
 static void
 check_maxpool(const struct mp_case *mc)
 {
-    static const char *frozen[] = { "r" };
     struct sim_ob *b = sim_ob_new(17);
     struct sim_compile_opts o;
     struct sim_model *m = NULL;
@@ -575,16 +579,8 @@ check_maxpool(const struct mp_case *mc)
     sim_ob_initializer(b, "x", F32, rank, xd, x);
     sim_ob_initializer(b, "r", F32, orank, od, r);
     mp_node(b, mc, "fast", "y");
-    sim_ob_node(b, "Mul", "weigh", "y,r", "yr");
-    sim_ob_node(b, "ReduceSum", "total", "yr", "loss");
-    sim_ob_attr_int(b, "keepdims", 0);
-    sim_ob_output(b, "loss", F32);
-    sim_compile_opts_init(&o);
-    o.loss = "loss";
-    sim_optimizer_init(&o.optimizer, SIM_OPT_SGD);
-    o.optimizer.lr = 0.0f;
-    o.frozen_weights = frozen;
-    o.n_frozen_weights = 1;
+    add_loss(b);
+    train_opts(&o);
     sim_exe_free(e);
     sim_model_free(m);
     t = compile(b, &o, &m);
