@@ -24,6 +24,11 @@ step (inference, or a training step: forward, backward, SGD update), least of 3,
 in-process (bench/ipuof-cpu.c with IPUOF_SIM_THREADS=1 and with the whole pool) beside
 PyTorch's process time for the same step on 1 thread.
 
+The daemon's own cost: each round also runs the same plan in-process (bench/ipuof-cpu.c,
+the pool, 4 steps timed after one untimed step: the daemon keeps the compiled executable and
+its touched memory between calls) and prints the daemon's samples/s over it (issue goal:
+within 5 %, >= 0.95x).
+
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
 Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,mobilenet_v3_small,
 efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5).
@@ -175,6 +180,14 @@ def main():
               (r["name"], r["mode"], r["t1"], r["t2"], r["ipu"], r["ratio"], r["best"],
                r["gflops"]))
     print()
+    print("Through the daemon vs the same plan in-process (%d steps a call, medians):" % DI)
+    print("| model | mode | daemon | in-process | daemon / in-process |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        if r["vs_inproc"] is not None:
+            print("| %s | %s | %.1f | %.1f | %.2f |" % (r["name"], r["mode"], r["ipu"],
+                                                      r["ipu"] / r["vs_inproc"], r["vs_inproc"]))
+    print()
     print("CPU seconds per batch-8 step (least of 3; less disturbed by other load):")
     print("| model | mode | ipuofd, 1 thread | ipuofd, pool (all threads) | PyTorch, 1 thread | "
           "PyTorch / ipuofd (1 thread) |")
@@ -287,9 +300,14 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
            "" if train else "; output vs pytorch: max abs diff %s" %
            (check.group(1) if check else "?")))
 
+    busy = []   # CPUs the daemon kept busy per call: its CPU time over the run's wall time
+
     def ipuofd():
+        j0 = own_jiffies([dpid])
         out = ipu_run(run_args + ["--device-iterations", str(DI)])
+        j1 = own_jiffies([dpid])
         m = re.search(r"ran (\d+) samples in ([\d.]+) ms", out)
+        busy.append((j1 - j0) / os.sysconf("SC_CLK_TCK") / (float(m.group(2)) / 1000.0))
         return int(m.group(1)) / (float(m.group(2)) / 1000.0)
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01) if train else None
@@ -312,7 +330,18 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
                 return BATCH * DI / (time.perf_counter() - t)
         return run
 
+    def inproc():
+        p = subprocess.run([cpu_tool, path, str(BATCH), str(DI + 1)] +
+                           (["loss"] if train else []), capture_output=True, text=True,
+                           timeout=900)
+        m = re.search(r"wall_rest_s=([\d.]+)", p.stdout)
+        if p.returncode != 0 or m is None:
+            sys.exit("bench-models: ipuof-cpu failed: %s" % (p.stdout + p.stderr).strip())
+        return BATCH * DI / float(m.group(1))
+
     sides = {"ipu": ipuofd, "t1": torch_at(1), "t2": torch_at(t2)}
+    if cpu_tool is not None:
+        sides["inproc"] = inproc
     for f in sides.values():   # warm-up
         f()
     rates = {k: [] for k in sides}
@@ -326,10 +355,14 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
         loads.append(others / os.sysconf("SC_CLK_TCK") / (time.monotonic() - w0))
     med = {k: statistics.median(v) for k, v in rates.items()}
     for k, label in (("ipu", "ipuofd"), ("t1", "pytorch 1 thread"),
-                     ("t2", "pytorch %d threads" % t2)):
+                     ("t2", "pytorch %d threads" % t2), ("inproc", "same plan in-process")):
+        if k not in med:
+            continue
         print("  %-20s %7.1f samples/s  (min %.1f, max %.1f)" %
               (label, med[k], min(rates[k]), max(rates[k])))
     print("  other processes kept %s CPUs busy per round" % " ".join("%.2f" % v for v in loads))
+    print("  ipuofd kept %.2f CPUs busy during its calls (median; its CPU time, the upload "
+          "included, over the run's wall time)" % statistics.median(busy))
     best = "1 thread" if med["t1"] >= med["t2"] else "%d threads" % t2
     ratio = med["ipu"] / max(med["t1"], med["t2"])
     gflops = flops * med["ipu"] / 1e9
@@ -337,6 +370,12 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
           "(target >= 1.0x)%s; ipuofd %.1f GFLOP/s" %
           (name, mode, med["ipu"], best, max(med["t1"], med["t2"]), ratio,
            "" if ratio >= 1.0 else "  MISSED", gflops))
+    vs_inproc = med["ipu"] / med["inproc"] if "inproc" in med else None
+    if vs_inproc is not None:
+        print("%s %s: through the daemon %.1f samples/s, the same plan in-process %.1f "
+              "(%d steps a call, the pool): %.2fx (target >= 0.95x)%s" %
+              (name, mode, med["ipu"], med["inproc"], DI, vs_inproc,
+               "" if vs_inproc >= 0.95 else "  MISSED"))
     cpu = None
     if cpu_tool is not None:
         cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}],
@@ -344,7 +383,7 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
         print("  CPU seconds per batch-8 %s step (least of 3): ipuofd %.3f on 1 thread, %.3f "
               "on the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
               (mode, cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))
-    return dict(name=name, mode=mode, cpu=cpu, t1=med["t1"], t2=med["t2"], ipu=med["ipu"], ratio=ratio,
+    return dict(name=name, mode=mode, cpu=cpu, vs_inproc=vs_inproc, t1=med["t1"], t2=med["t2"], ipu=med["ipu"], ratio=ratio,
                 best=best, gflops=gflops)
 
 

@@ -5,7 +5,7 @@
  *
  * Does: defaults and range checks (the checks torch.optim's constructors make, plus eps > 0),
  * one optimizer step, changing hyper-parameters between runs (PopTorch's setOptimizer), and
- * restarting the random generators.
+ * restarting the random generators. The update is split over the host thread pool.
  * Does not: reduce gradients (train.c) or plan optimizer state (plan.c accounts for it,
  * train.c allocates it).
  */
@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "exe.h"
+#include "hot.h"
+#include "pool.h"
 
 static const char *
 kind_name(int kind)
@@ -86,6 +88,15 @@ sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err)
     return 0;
 }
 
+/* One optimizer step's constants, shared by the pieces of the update (split over the pool;
+ * every element is independent, so the result does not depend on the split). */
+struct step_run {
+    float *p, *m, *v;
+    const float *grad;
+    float lr, wd, mu, damp, b1, b2, eps, step_size, bc2_sqrt, decay;
+    bool first, nesterov, decoupled;
+};
+
 /*
  * SGD, https://pytorch.org/docs/stable/generated/torch.optim.SGD.html:
  *   g = grad + weight_decay * p
@@ -93,26 +104,36 @@ sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err)
  *                     g = g + momentum * b if nesterov else b
  *   p = p - lr * g
  */
+SIM_HOT static void
+sgd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct step_run *s = ctx;
+    float *p = s->p, *b = s->m;
+    const float *grad = s->grad;
+
+    for (int64_t i = lo; i < hi; i++) {
+        float g = grad[i];
+        if (s->wd != 0.0f)
+            g += s->wd * p[i];
+        if (s->mu != 0.0f && b != NULL) {
+            b[i] = s->first ? g : s->mu * b[i] + s->damp * g;
+            g = s->nesterov ? g + s->mu * b[i] : b[i];
+        }
+        p[i] -= s->lr * g;
+    }
+}
+
 static void
 step_sgd(struct sim_exe *e)
 {
     const struct sim_optimizer *o = &e->tr->opt;
-    float *p = e->params, *b = e->tr->mom1;
-    const float *grad = e->tr->grads;
-    float lr = o->lr, wd = o->weight_decay, mu = o->momentum, damp = 1.0f - o->dampening;
-    bool first = !e->tr->mom_started;
+    struct step_run s = { .p = e->params, .m = e->tr->mom1, .grad = e->tr->grads,
+                          .lr = o->lr, .wd = o->weight_decay, .mu = o->momentum,
+                          .damp = 1.0f - o->dampening, .first = !e->tr->mom_started,
+                          .nesterov = o->nesterov };
 
-    for (size_t i = 0; i < e->n_train; i++) {
-        float g = grad[i];
-        if (wd != 0.0f)
-            g += wd * p[i];
-        if (mu != 0.0f && b != NULL) {
-            b[i] = first ? g : mu * b[i] + damp * g;
-            g = o->nesterov ? g + mu * b[i] : b[i];
-        }
-        p[i] -= lr * g;
-    }
-    if (mu != 0.0f && b != NULL)
+    sim_pool_for((int64_t)e->n_train, SIM_POOL_MAP_GRAIN, sgd_piece, &s);
+    if (s.mu != 0.0f && s.m != NULL)
         e->tr->mom_started = true;
 }
 
@@ -126,29 +147,39 @@ step_sgd(struct sim_exe *e)
  * computed as torch.optim's implementation does: step size lr / (1 - beta1^t), and
  * denominator sqrt(v) / sqrt(1 - beta2^t) + eps.
  */
+SIM_HOT static void
+adam_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct step_run *s = ctx;
+    float *p = s->p, *m = s->m, *v = s->v;
+    const float *grad = s->grad;
+
+    for (int64_t i = lo; i < hi; i++) {
+        float g = grad[i], denom;
+        if (s->decoupled)
+            p[i] *= s->decay;
+        else if (s->wd != 0.0f)
+            g += s->wd * p[i];
+        m[i] = m[i] * s->b1 + g * (1.0f - s->b1);
+        v[i] = v[i] * s->b2 + g * g * (1.0f - s->b2);
+        denom = sqrtf(v[i]) / s->bc2_sqrt + s->eps;
+        p[i] -= s->step_size * m[i] / denom;
+    }
+}
+
 static void
 step_adam(struct sim_exe *e, bool decoupled)
 {
     const struct sim_optimizer *o = &e->tr->opt;
-    float *p = e->params, *m = e->tr->mom1, *v = e->tr->mom2;
-    const float *grad = e->tr->grads;
     double t = (double)e->tr->steps;
-    float b1 = o->beta1, b2 = o->beta2, wd = o->weight_decay, eps = o->eps;
-    float step_size = (float)((double)o->lr / (1.0 - pow(b1, t)));
-    float bc2_sqrt = (float)sqrt(1.0 - pow(b2, t));
-    float decay = 1.0f - o->lr * wd;
+    struct step_run s = { .p = e->params, .m = e->tr->mom1, .v = e->tr->mom2,
+                          .grad = e->tr->grads, .wd = o->weight_decay, .b1 = o->beta1,
+                          .b2 = o->beta2, .eps = o->eps,
+                          .step_size = (float)((double)o->lr / (1.0 - pow(o->beta1, t))),
+                          .bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t)),
+                          .decay = 1.0f - o->lr * o->weight_decay, .decoupled = decoupled };
 
-    for (size_t i = 0; i < e->n_train; i++) {
-        float g = grad[i], denom;
-        if (decoupled)
-            p[i] *= decay;
-        else if (wd != 0.0f)
-            g += wd * p[i];
-        m[i] = m[i] * b1 + g * (1.0f - b1);
-        v[i] = v[i] * b2 + g * g * (1.0f - b2);
-        denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * m[i] / denom;
-    }
+    sim_pool_for((int64_t)e->n_train, SIM_POOL_MAP_GRAIN, adam_piece, &s);
 }
 
 void

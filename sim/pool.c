@@ -1,7 +1,8 @@
 /*
  * pool.c — the process-wide host thread pool (see pool.h).
  *
- * Workers sleep on a condition variable until a caller lists a job. A job is a range cut
+ * Workers out of work spin for SPIN_NS on the count of listed jobs, then sleep on a
+ * condition variable until a caller lists a job. A job is a range cut
  * into pieces; the caller and every worker that joins take pieces with an atomic counter,
  * so a busy or descheduled worker never holds the caller up beyond the piece it took. The
  * job lives on the caller's stack: the caller unlists it and waits until every worker that
@@ -13,6 +14,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool.h"
@@ -20,13 +23,18 @@
 #define POOL_MAX_THREADS 256
 #define PIECES_PER_THREAD 4        /* pieces per thread: evens out uneven or shared cores */
 #define SGEMM_MIN_FLOPS 4000000.0  /* below this a split costs more than it gains */
+#define SPIN_NS 50000              /* a worker out of work, or a caller waiting for its
+                                    * helpers, spins this long before sleeping: a network's
+                                    * ops follow each other within microseconds, and a
+                                    * futex wake-up costs about as much as a small piece */
 
 struct pool_job {
     sim_pool_fn fn;
     void *ctx;
     int64_t n, pieces;
     atomic_int_fast64_t next;      /* next piece to take */
-    int helpers;                   /* workers inside the job (under mu) */
+    atomic_int helpers;            /* workers inside the job (changed under mu) */
+    bool waiting;                  /* the caller sleeps on done (under mu) */
     bool listed;
     struct pool_job *next_job;
 };
@@ -37,11 +45,70 @@ static struct {
     pthread_cond_t done;           /* a worker left a job */
     struct pool_job *head, *tail;
     int threads;                   /* callers count as one: workers = threads - 1 */
+    atomic_uint listed;            /* jobs ever listed: spinning workers watch it */
 } pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-           NULL, NULL, 1 };
+           NULL, NULL, 1, 0 };
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool in_pool;  /* inside a piece: nested parallel-fors run serially */
+
+/* One pause of a spin loop. */
+static inline void
+spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static int64_t
+mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Every few microseconds of a spin: whether SPIN_NS have passed since t0. It also yields
+ * the CPU to any other thread waiting for it (a spin must not slow a loaded machine: with
+ * nothing else runnable sched_yield returns at once). */
+static bool
+spin_expired(int64_t t0)
+{
+    sched_yield();
+    return mono_ns() - t0 > SPIN_NS;
+}
+
+/* Spins up to SPIN_NS until *v differs from seen; returns whether it does. */
+static bool
+spin_until_uint_changes(atomic_uint *v, unsigned seen)
+{
+    int64_t t0 = mono_ns();
+
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != seen)
+            return true;
+        spin_pause();
+        if ((i & 63) == 0 && spin_expired(t0))
+            return false;
+    }
+}
+
+/* Spins up to SPIN_NS until *v is 0; returns whether it is. */
+static bool
+spin_until_zero(atomic_int *v)
+{
+    int64_t t0 = mono_ns();
+
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) == 0)
+            return true;
+        spin_pause();
+        if ((i & 63) == 0 && spin_expired(t0))
+            return false;
+    }
+}
 
 /* Takes and runs pieces of job until none is left. */
 static void
@@ -73,7 +140,7 @@ unlist_locked(struct pool_job *job)
     job->listed = false;
 }
 
-/* A worker: joins listed jobs forever. */
+/* A worker: joins listed jobs forever; out of work, spins a while, then sleeps. */
 static void *
 worker_main(void *arg)
 {
@@ -83,19 +150,25 @@ worker_main(void *arg)
     for (;;) {
         struct pool_job *job = pool.head;
         if (job == NULL) {
-            pthread_cond_wait(&pool.work, &pool.mu);
+            unsigned seen = atomic_load_explicit(&pool.listed, memory_order_relaxed);
+            bool more;
+            pthread_mutex_unlock(&pool.mu);
+            more = spin_until_uint_changes(&pool.listed, seen);
+            pthread_mutex_lock(&pool.mu);
+            if (!more && pool.head == NULL)
+                pthread_cond_wait(&pool.work, &pool.mu);
             continue;
         }
         if (atomic_load(&job->next) >= job->pieces) {
             unlist_locked(job);
             continue;
         }
-        job->helpers++;
+        atomic_fetch_add(&job->helpers, 1);
         pthread_mutex_unlock(&pool.mu);
         run_pieces(job);
         pthread_mutex_lock(&pool.mu);
         unlist_locked(job);
-        if (--job->helpers == 0)
+        if (atomic_fetch_sub(&job->helpers, 1) == 1 && job->waiting)
             pthread_cond_broadcast(&pool.done);
     }
     return NULL;
@@ -174,7 +247,8 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
     job.n = n;
     job.pieces = pieces;
     atomic_init(&job.next, 0);
-    job.helpers = 0;
+    atomic_init(&job.helpers, 0);
+    job.waiting = false;
     job.listed = true;
     job.next_job = NULL;
     pthread_mutex_lock(&pool.mu);
@@ -183,6 +257,7 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
     else
         pool.head = &job;
     pool.tail = &job;
+    atomic_fetch_add_explicit(&pool.listed, 1, memory_order_release);
     pthread_cond_broadcast(&pool.work);
     pthread_mutex_unlock(&pool.mu);
 
@@ -192,9 +267,45 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
 
     pthread_mutex_lock(&pool.mu);
     unlist_locked(&job);
-    while (job.helpers > 0)
-        pthread_cond_wait(&pool.done, &pool.mu);
+    if (atomic_load(&job.helpers) > 0) {
+        /* a helper is finishing its last piece: usually a matter of microseconds */
+        pthread_mutex_unlock(&pool.mu);
+        spin_until_zero(&job.helpers);
+        pthread_mutex_lock(&pool.mu);   /* the helper has let go of the job once we hold it */
+        while (atomic_load(&job.helpers) > 0) {
+            job.waiting = true;
+            pthread_cond_wait(&pool.done, &pool.mu);
+        }
+    }
     pthread_mutex_unlock(&pool.mu);
+}
+
+/* ---- split memset ----------------------------------------------------------------------- */
+
+#define ZERO_UNIT 4096                  /* bytes per index of the split */
+#define ZERO_GRAIN 64                   /* units per piece: 256 KiB */
+
+struct zero_job {
+    char *p;
+    size_t bytes;
+};
+
+static void
+zero_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct zero_job *z = ctx;
+    size_t s = (size_t)lo * ZERO_UNIT, e = (size_t)hi * ZERO_UNIT;
+
+    e = e > z->bytes ? z->bytes : e;
+    memset(z->p + s, 0, e - s);
+}
+
+void
+sim_pool_zero(void *p, size_t bytes)
+{
+    struct zero_job z = { p, bytes };
+
+    sim_pool_for((int64_t)((bytes + ZERO_UNIT - 1) / ZERO_UNIT), ZERO_GRAIN, zero_piece, &z);
 }
 
 /* ---- split sgemm ------------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #define SIM_POOL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Work on the index range [lo, hi) of a parallel-for; ctx is the caller's. */
@@ -41,5 +42,9 @@ void sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx);
 void sim_pool_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                     float *c, int64_t ldc);
+
+/* memset(p, 0, bytes), split over the pool when it is large enough to gain (the gradient
+ * buffers a backward step accumulates into are zeroed with it). */
+void sim_pool_zero(void *p, size_t bytes);
 
 #endif

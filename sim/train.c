@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "exe.h"
+#include "hot.h"
+#include "pool.h"
 
 void
 sim_train_free(struct sim_train *tr)
@@ -153,7 +155,7 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
         for (int z = st->zero_start; z < st->zero_end; z++) {
             const struct sim_gzero *g = &tr->zero[z];
-            memset((char *)arenas[g->ipu] + *g->off, 0, g->bytes);
+            sim_pool_zero((char *)arenas[g->ipu] + *g->off, g->bytes);
         }
         rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
@@ -162,22 +164,40 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
     return 0;
 }
 
+struct reduce_run {
+    float *g0;
+    size_t n;
+    unsigned R;
+    float scale;
+};
+
+/* Gradients [lo, hi): replica 0's += every other replica's, then scaled. */
+SIM_HOT static void
+reduce_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct reduce_run *c = ctx;
+    float *g0 = c->g0;
+
+    for (unsigned r = 1; r < c->R; r++) {
+        const float *gr = c->g0 + (size_t)r * c->n;
+        for (int64_t i = lo; i < hi; i++)
+            g0[i] += gr[i];
+    }
+    if (c->scale != 1.0f)
+        for (int64_t i = lo; i < hi; i++)
+            g0[i] *= c->scale;
+}
+
 void
 sim_train_reduce(struct sim_exe *e)
 {
     struct sim_train *tr = e->tr;
-    size_t n = e->n_train;
-    float *g0 = tr->grads;
-    float scale = tr->reduction == SIM_REDUCE_MEAN ? 1.0f / ((float)tr->A * (float)e->R) : 1.0f;
+    struct reduce_run c = { tr->grads, e->n_train, e->R,
+                            tr->reduction == SIM_REDUCE_MEAN
+                                ? 1.0f / ((float)tr->A * (float)e->R) : 1.0f };
 
-    for (unsigned r = 1; r < e->R; r++) {
-        const float *gr = tr->grads + (size_t)r * n;
-        for (size_t i = 0; i < n; i++)
-            g0[i] += gr[i];
-    }
-    if (scale != 1.0f)
-        for (size_t i = 0; i < n; i++)
-            g0[i] *= scale;
+    if (c.R > 1 || c.scale != 1.0f)
+        sim_pool_for((int64_t)c.n, SIM_POOL_MAP_GRAIN, reduce_piece, &c);
 }
 
 /* Micro-batch a of device iteration d on replica r: forward, backward, outputs. */
@@ -219,7 +239,7 @@ train_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
     for (unsigned d = 0; d < e->D; d++) {
         bool stop;
         for (unsigned r = idx; r < e->R && rc == 0; r += n)
-            memset(tr->grads + (size_t)r * e->n_train, 0, e->n_train * sizeof(float));
+            sim_pool_zero(tr->grads + (size_t)r * e->n_train, e->n_train * sizeof(float));
         for (unsigned a = 0; a < tr->A && rc == 0; a++)
             for (unsigned r = idx; r < e->R && rc == 0; r += n) {
                 if (atomic_load_explicit(&e->abort_run, memory_order_relaxed))
@@ -254,7 +274,7 @@ sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
         return sim_exe_crew_status(e, n, err);
     }
     for (unsigned d = 0; d < e->D; d++) {
-        memset(tr->grads, 0, e->n_train * sizeof(float));
+        sim_pool_zero(tr->grads, e->n_train * sizeof(float));
         for (unsigned a = 0; a < tr->A; a++) {
             int rc = train_step(e, d, a, 0, id, err);
             if (rc != 0)

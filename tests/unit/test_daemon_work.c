@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -19,6 +20,7 @@
 
 struct tjob {
     struct job job;
+    atomic_int started;         /* set by the worker as the job begins */
     int ran;
     int done;
     int dropped;
@@ -34,6 +36,7 @@ tjob_run(struct job *j)
     struct tjob *t = (struct tjob *)j;
     struct timespec ts = {0, (long)t->sleep_ms * 1000000};
 
+    atomic_store(&t->started, 1);
     if (t->sleep_ms > 0)
         nanosleep(&ts, NULL);
     t->ran = 1;
@@ -95,7 +98,7 @@ test_free_finishes_every_job(void **state)
     struct event_base *base;
     struct work *w;
     struct tjob t[4] = {0};
-    struct timespec ts = {0, 50000000};
+    struct timespec ts = {0, 1000000};
 
     (void)state;
     base = event_base_new();
@@ -105,10 +108,14 @@ test_free_finishes_every_job(void **state)
     for (int i = 0; i < 4; i++) {
         t[i].job.run = tjob_run;
         t[i].job.done = tjob_done;
-        t[i].sleep_ms = i == 0 ? 200 : 0;
+        t[i].sleep_ms = i == 0 ? 300 : 0;
         assert_int_equal(work_submit(w, &t[i].job), 0);
     }
-    nanosleep(&ts, NULL); /* the worker has taken job 0 and sleeps in it */
+    /* wait until the worker has taken job 0 (it then sleeps in it for 300 ms), however
+     * slowly a loaded machine starts the worker thread */
+    for (int i = 0; i < 30000 && !atomic_load(&t[0].started); i++)
+        nanosleep(&ts, NULL);
+    assert_true(atomic_load(&t[0].started));
     work_free(w);
     assert_true(t[0].ran);
     assert_int_equal(t[0].done, 1);
