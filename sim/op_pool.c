@@ -23,6 +23,7 @@
 #include "hot.h"
 #include "ops.h"
 #include "pool.h"
+#include "vmath.h"
 #include "vsum.h"
 
 struct pool_params {
@@ -293,6 +294,54 @@ max2x2_planes(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int64_t v4l __attribute__((vector_size(32)));
+typedef int64_t v4l_u __attribute__((vector_size(32), aligned(8), may_alias)); /* unaligned */
+
+/*
+ * One tap of a row of windows, training: for output columns [c0, c1) (every tap inside the
+ * row), the tap's input xt[ox sx] replaces yr[ox] when greater, and then ar[ox] becomes its
+ * index idx0 + ox sx. Strides 1 and 2 take eight columns at a time (stride 2 reads one
+ * element past the eighth column's tap, the next column's, so it stops a column early).
+ */
+static inline __attribute__((always_inline)) void
+max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, int64_t sx,
+               int64_t idx0)
+{
+    int64_t ox = c0, lim = sx == 1 ? c1 - 8 : sx == 2 ? c1 - 9 : c0 - 1;
+
+    for (; ox <= lim; ox += 8) {
+        sim_v8f v, cur = *(const sim_v8f_u *)(yr + ox);
+        sim_v8i m;
+        v4i mlo, mhi;
+        v4l wlo, whi, clo, chi;
+        v4l_u *a = (v4l_u *)(ar + ox);
+        int64_t b0 = idx0 + ox * sx;
+        if (sx == 1)
+            v = *(const sim_v8f_u *)(xt + ox);
+        else
+            v = __builtin_shuffle(*(const sim_v8f_u *)(xt + 2 * ox),
+                                  *(const sim_v8f_u *)(xt + 2 * ox + 8),
+                                  (sim_v8i){ 0, 2, 4, 6, 8, 10, 12, 14 });
+        m = v > cur;
+        *(sim_v8f_u *)(yr + ox) = sim_v8sel(m, v, cur);
+        mlo = (v4i){ m[0], m[1], m[2], m[3] };
+        mhi = (v4i){ m[4], m[5], m[6], m[7] };
+        wlo = __builtin_convertvector(mlo, v4l);
+        whi = __builtin_convertvector(mhi, v4l);
+        clo = b0 + (v4l){ 0, 1, 2, 3 } * sx;
+        chi = b0 + (v4l){ 4, 5, 6, 7 } * sx;
+        a[0] = (clo & wlo) | (a[0] & ~wlo);
+        a[1] = (chi & whi) | (a[1] & ~whi);
+    }
+    for (; ox < c1; ox++) {
+        float v = xt[ox * sx];
+        bool m = v > yr[ox];
+        yr[ox] = m ? v : yr[ox];
+        ar[ox] = m ? idx0 + ox * sx : ar[ox];
+    }
+}
+
 /*
  * Float MaxPool over 1 or 2 dims without an Indices output, planes [lo, hi) (ctx: the
  * kernel); in training the input index of each maximum goes to saved. The same choice as
@@ -368,12 +417,7 @@ max2d_planes(void *ctx, int64_t lo, int64_t hi)
                             yr[ox] = v > yr[ox] ? v : yr[ox];
                         }
                     } else {
-                        for (int64_t ox = c0; ox < c1; ox++) {
-                            float v = xt[ox * sx];
-                            bool m = v > yr[ox];
-                            yr[ox] = m ? v : yr[ox];
-                            ar[ox] = m ? base + t2 * dx + ox * sx : ar[ox];
-                        }
+                        max_tap_argmax(xt, yr, ar, c0, c1, sx, base + t2 * dx);
                     }
                 }
             }
