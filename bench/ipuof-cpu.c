@@ -15,6 +15,10 @@
  * With LOSS (the name of a graph output) the step is a training step instead: forward,
  * backward and one SGD update (lr 0.01), as bench/conv_shapes.py --train times it.
  *
+ * With IPUOF_SIM_PROFILE=1 in the environment it also prints where the host time of a run
+ * goes, by op type (sim_exe_node_times: forward and backward milliseconds per run, the
+ * nodes of the type, the share of the kernels' total), largest first.
+ *
  * CPU time is what the kernels cost, and moves far less than wall time when other
  * processes share the machine. IPUOF_SIM_THREADS=1 gives the one-thread figure.
  * Exit status 0, or 1 with a sentence on stderr.
@@ -55,6 +59,63 @@ read_file(const char *path, size_t *len)
     }
     fclose(f);
     return buf;
+}
+
+struct op_sum {
+    const char *op;
+    int nodes;
+    uint64_t ns[2];
+};
+
+static int
+by_total(const void *a, const void *b)
+{
+    const struct op_sum *x = a, *y = b;
+    uint64_t tx = x->ns[0] + x->ns[1], ty = y->ns[0] + y->ns[1];
+
+    return tx < ty ? 1 : tx > ty ? -1 : 0;
+}
+
+/* The host time of e's runs by op type, per run of `runs`; nothing when not recorded. */
+static void
+print_op_times(const struct sim_exe *e, int runs)
+{
+    size_t n = sim_exe_node_times(e, NULL, 0), cap = 4096, k = 0;
+    struct sim_node_time *rows = calloc(cap, sizeof(*rows));
+    struct op_sum *sum = calloc(cap, sizeof(*sum));
+    uint64_t total = 0;
+
+    (void)n;
+    if (rows == NULL || sum == NULL)
+        goto out;
+    n = sim_exe_node_times(e, rows, cap);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < k && strcmp(sum[j].op, rows[i].op) != 0)
+            j++;
+        if (j == k) {
+            sum[k].op = rows[i].op;
+            k++;
+        }
+        sum[j].nodes++;
+        sum[j].ns[0] += rows[i].ns[0];
+        sum[j].ns[1] += rows[i].ns[1];
+        total += rows[i].ns[0] + rows[i].ns[1];
+    }
+    if (k == 0 || total == 0)
+        goto out;
+    qsort(sum, k, sizeof(*sum), by_total);
+    printf("host time of a run by op type (%d runs, %zu nodes; the pool's help included):\n",
+           runs, n);
+    printf("  %-22s %6s %12s %12s %7s\n", "op", "nodes", "forward ms", "backward ms",
+           "share");
+    for (size_t j = 0; j < k; j++)
+        printf("  %-22s %6d %12.2f %12.2f %6.1f%%\n", sum[j].op, sum[j].nodes,
+               (double)sum[j].ns[0] / 1e6 / runs, (double)sum[j].ns[1] / 1e6 / runs,
+               100.0 * (double)(sum[j].ns[0] + sum[j].ns[1]) / (double)total);
+out:
+    free(rows);
+    free(sum);
 }
 
 int
@@ -111,6 +172,7 @@ main(int argc, char **argv)
     }
     printf("cpu_s=%.4f wall_s=%.4f wall_rest_s=%.4f load_s=%.3f compile_s=%.3f\n", best_cpu,
            best_wall, rest_wall, t1 - t0, t2 - t1);
+    print_op_times(e, rounds);
     rc = 0;
     goto out;
 fail:

@@ -30,6 +30,8 @@ its touched memory between calls) and prints the daemon's samples/s over it (iss
 within 5 %, >= 0.95x).
 
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
+BENCH_PROFILE=1 also prints where ipuofd's host time goes by op type (in-process, the pool,
+IPUOF_SIM_PROFILE=1: sim_exe_node_times).
 Environment: BENCH_MODELS (comma list, default resnet18,mobilenet_v2,mobilenet_v3_small,
 efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5).
 Timings are reported, never judged: exit 0 unless the benchmark cannot run.
@@ -380,6 +382,11 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
     if cpu_tool is not None:
         cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}],
                           (labels, opt) if train else None)
+        if os.environ.get("BENCH_PROFILE") == "1":
+            p = subprocess.run([cpu_tool, path, str(BATCH), "3"] + (["loss"] if train else []),
+                               env=dict(os.environ, IPUOF_SIM_PROFILE="1"),
+                               capture_output=True, text=True, timeout=900)
+            print("  " + "\n  ".join(p.stdout.strip().splitlines()[1:13]))
         print("  CPU seconds per batch-8 %s step (least of 3): ipuofd %.3f on 1 thread, %.3f "
               "on the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
               (mode, cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))

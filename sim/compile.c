@@ -57,6 +57,7 @@ sim_exe_free(struct sim_exe *e)
     if (e == NULL)
         return;
     sim_crew_free(e->crew);
+    free(e->host);
     free(e->terr);
     free(e->trc);
     for (int i = 0; i < e->n_nodes; i++)
@@ -691,6 +692,15 @@ setup_training(struct sim_exe *e, const struct sim_model *m, const struct sim_co
     return 0;
 }
 
+/* Whether executables record the host time of each node (IPUOF_SIM_PROFILE=1). */
+static bool
+host_clock_wanted(void)
+{
+    const char *v = getenv("IPUOF_SIM_PROFILE");
+
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 int
 sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             struct sim_exe **out, struct sim_err *err)
@@ -786,6 +796,11 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = sim_exec_bind(e, err);
     if (rc == 0 && e->tr != NULL)
         rc = sim_train_bind(e, err);
+    if (rc == 0 && host_clock_wanted()) {
+        e->host = calloc((size_t)e->n_nodes + 1, sizeof(*e->host));
+        if (e->host == NULL)
+            rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    }
     if (rc != 0)
         goto fail;
     if (o->progress != NULL)

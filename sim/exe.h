@@ -237,7 +237,24 @@ struct sim_exe {
     atomic_int busy;            /* a run is in progress */
     atomic_uint_fast64_t run_id;    /* id of the latest run */
     atomic_uint_fast64_t cancel_id; /* run to stop at the next node boundary */
+    struct sim_node_clock *host;    /* per node, or NULL: host time of its kernels
+                                     * (IPUOF_SIM_PROFILE=1 at compile; sim_exe_node_times) */
 };
+
+/* The host time a node's kernels took (wall clock of the calling thread, the pool's helpers
+ * included), summed over every run, replica and micro-batch; [0] forward, [1] backward. */
+struct sim_node_clock {
+    atomic_uint_fast64_t ns[2], calls[2];
+};
+
+/* Runs node s's forward kernel k, timing it when e->host is set. */
+int sim_exec_node_forward(struct sim_exe *e, int s, const struct sim_kern *k,
+                          struct sim_err *err);
+
+/* Runs node s's backward kernel k (dout, din), timing it when e->host is set. */
+int sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
+                           const struct sim_tensor *dout, struct sim_tensor *din,
+                           struct sim_err *err);
 
 /* Keeps p (malloc'd) until the executable is freed. Returns false when out of memory
  * (p is then freed). */

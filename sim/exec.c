@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exe.h"
 
@@ -358,6 +359,71 @@ sim_exe_cancelled(const struct sim_exe *e, uint_fast64_t id)
     return atomic_load_explicit(&e->cancel_id, memory_order_relaxed) == id;
 }
 
+static uint64_t
+host_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Adds one call of t0 .. now to node s's clock for pass (0 forward, 1 backward). */
+static void
+host_add(struct sim_exe *e, int s, int pass, uint64_t t0)
+{
+    atomic_fetch_add_explicit(&e->host[s].ns[pass], host_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->host[s].calls[pass], 1, memory_order_relaxed);
+}
+
+int
+sim_exec_node_forward(struct sim_exe *e, int s, const struct sim_kern *k, struct sim_err *err)
+{
+    uint64_t t0;
+    int rc;
+
+    if (e->host == NULL)
+        return e->nodes[s].op->forward(k, err);
+    t0 = host_ns();
+    rc = e->nodes[s].op->forward(k, err);
+    host_add(e, s, 0, t0);
+    return rc;
+}
+
+int
+sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
+                       const struct sim_tensor *dout, struct sim_tensor *din,
+                       struct sim_err *err)
+{
+    uint64_t t0;
+    int rc;
+
+    if (e->host == NULL)
+        return e->nodes[s].op->backward(k, dout, din, err);
+    t0 = host_ns();
+    rc = e->nodes[s].op->backward(k, dout, din, err);
+    host_add(e, s, 1, t0);
+    return rc;
+}
+
+size_t
+sim_exe_node_times(const struct sim_exe *e, struct sim_node_time *rows, size_t max)
+{
+    size_t n = 0;
+
+    if (e->host == NULL)
+        return 0;
+    for (int s = 0; s < e->n_nodes && n < max; s++, n++) {
+        rows[n].op = e->nodes[s].op->name;
+        rows[n].label = e->nodes[s].label;
+        for (int pass = 0; pass < 2; pass++) {
+            rows[n].ns[pass] = atomic_load(&e->host[s].ns[pass]);
+            rows[n].calls[pass] = atomic_load(&e->host[s].calls[pass]);
+        }
+    }
+    return n;
+}
+
 int
 sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
 {
@@ -367,7 +433,7 @@ sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err
     for (int s = 0; s < e->n_nodes && rc == 0; s++) {
         if (sim_exe_cancelled(e, id))
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
-        rc = e->nodes[s].op->forward(&k[s], err);
+        rc = sim_exec_node_forward(e, s, &k[s], err);
     }
     return rc;
 }

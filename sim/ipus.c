@@ -117,7 +117,7 @@ fwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
     for (int s = e->stage_node[it->k]; s < end && rc == 0; s++) {
         if (sim_exe_cancelled(e, id))
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
-        rc = e->nodes[s].op->forward(&kn[s], err);
+        rc = sim_exec_node_forward(e, s, &kn[s], err);
     }
     if (rc != 0)
         return rc;
@@ -172,7 +172,7 @@ bwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim
             const struct sim_gzero *g = &tr->zero[z];
             memset(ar + *g->off, 0, g->bytes);      /* g->ipu == p: a stage's own */
         }
-        rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
+        rc = sim_exec_node_backward(e, st->node, &bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
             return rc;
     }

@@ -1,9 +1,9 @@
 /*
  * pool.c — the process-wide host thread pool (see pool.h).
  *
- * Workers out of work spin for SPIN_NS on the count of listed jobs, then sleep on a
- * condition variable until a caller lists a job. A job is a range cut
- * into pieces; the caller and every worker that joins take pieces with an atomic counter,
+ * Workers out of work spin a while (SPIN_US_DEFAULT, yielding the CPU every few
+ * microseconds) on the count of listed jobs, then sleep on a condition variable until a
+ * caller lists a job. A job is a range cut into pieces; the caller and every worker that joins take pieces with an atomic counter,
  * so a busy or descheduled worker never holds the caller up beyond the piece it took. The
  * job lives on the caller's stack: the caller unlists it and waits until every worker that
  * joined has left before returning. Several callers (IPU threads) may list jobs at once;
@@ -14,7 +14,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,10 +22,11 @@
 #define POOL_MAX_THREADS 256
 #define PIECES_PER_THREAD 4        /* pieces per thread: evens out uneven or shared cores */
 #define SGEMM_MIN_FLOPS 4000000.0  /* below this a split costs more than it gains */
-#define SPIN_NS 50000              /* a worker out of work, or a caller waiting for its
+#define SPIN_US_DEFAULT 50         /* a worker out of work, or a caller waiting for its
                                     * helpers, spins this long before sleeping: a network's
                                     * ops follow each other within microseconds, and a
-                                    * futex wake-up costs about as much as a small piece */
+                                    * futex wake-up costs about as much as a small piece;
+                                    * IPUOF_SIM_SPIN_US overrides (0: sleep at once) */
 
 struct pool_job {
     sim_pool_fn fn;
@@ -46,8 +46,9 @@ static struct {
     struct pool_job *head, *tail;
     int threads;                   /* callers count as one: workers = threads - 1 */
     atomic_uint listed;            /* jobs ever listed: spinning workers watch it */
+    int64_t spin_ns;               /* how long a spin lasts (set at start) */
 } pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-           NULL, NULL, 1, 0 };
+           NULL, NULL, 1, 0, SPIN_US_DEFAULT * 1000 };
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static _Thread_local bool in_pool;  /* inside a piece: nested parallel-fors run serially */
@@ -70,22 +71,24 @@ mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Every few microseconds of a spin: whether SPIN_NS have passed since t0. It also yields
+/* Every few microseconds of a spin: whether the spin's time has passed since t0. It also yields
  * the CPU to any other thread waiting for it (a spin must not slow a loaded machine: with
  * nothing else runnable sched_yield returns at once). */
 static bool
 spin_expired(int64_t t0)
 {
     sched_yield();
-    return mono_ns() - t0 > SPIN_NS;
+    return mono_ns() - t0 > pool.spin_ns;
 }
 
-/* Spins up to SPIN_NS until *v differs from seen; returns whether it does. */
+/* Spins up to pool.spin_ns until *v differs from seen; returns whether it does. */
 static bool
 spin_until_uint_changes(atomic_uint *v, unsigned seen)
 {
     int64_t t0 = mono_ns();
 
+    if (pool.spin_ns == 0)
+        return atomic_load_explicit(v, memory_order_acquire) != seen;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(v, memory_order_acquire) != seen)
             return true;
@@ -95,12 +98,14 @@ spin_until_uint_changes(atomic_uint *v, unsigned seen)
     }
 }
 
-/* Spins up to SPIN_NS until *v is 0; returns whether it is. */
+/* Spins up to pool.spin_ns until *v is 0; returns whether it is. */
 static bool
 spin_until_zero(atomic_int *v)
 {
     int64_t t0 = mono_ns();
 
+    if (pool.spin_ns == 0)
+        return atomic_load_explicit(v, memory_order_acquire) == 0;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(v, memory_order_acquire) == 0)
             return true;
@@ -202,8 +207,15 @@ static void
 pool_start(void)
 {
     int want = machine_threads(), have = 1;
+    const char *spin = getenv("IPUOF_SIM_SPIN_US");
     pthread_attr_t attr;
 
+    if (spin != NULL && *spin != '\0') {
+        char *end;
+        long us = strtol(spin, &end, 10);
+        if (*end == '\0' && us >= 0 && us <= 1000000)
+            pool.spin_ns = (int64_t)us * 1000;
+    }
     openblas_set_num_threads(1);
     if (pthread_attr_init(&attr) != 0)
         return;
@@ -278,34 +290,6 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
         }
     }
     pthread_mutex_unlock(&pool.mu);
-}
-
-/* ---- split memset ----------------------------------------------------------------------- */
-
-#define ZERO_UNIT 4096                  /* bytes per index of the split */
-#define ZERO_GRAIN 64                   /* units per piece: 256 KiB */
-
-struct zero_job {
-    char *p;
-    size_t bytes;
-};
-
-static void
-zero_piece(void *ctx, int64_t lo, int64_t hi)
-{
-    const struct zero_job *z = ctx;
-    size_t s = (size_t)lo * ZERO_UNIT, e = (size_t)hi * ZERO_UNIT;
-
-    e = e > z->bytes ? z->bytes : e;
-    memset(z->p + s, 0, e - s);
-}
-
-void
-sim_pool_zero(void *p, size_t bytes)
-{
-    struct zero_job z = { p, bytes };
-
-    sim_pool_for((int64_t)((bytes + ZERO_UNIT - 1) / ZERO_UNIT), ZERO_GRAIN, zero_piece, &z);
 }
 
 /* ---- split sgemm ------------------------------------------------------------------------ */

@@ -6,7 +6,8 @@
  * overrides), started on first use and shared by every simulated IPU and every executable.
  * A parallel-for runs on the calling thread plus whichever workers are idle: when several
  * IPU threads call at once they share the workers, so the process never runs more compute
- * threads than callers + (cores - 1). Nothing is allocated per call. OpenBLAS is set to one
+ * threads than callers + (cores - 1). Workers out of work spin up to IPUOF_SIM_SPIN_US
+ * (default 50) before they sleep. Nothing is allocated per call. OpenBLAS is set to one
  * thread when the pool starts: large matrix products are split over the pool instead
  * (sim_pool_sgemm), so the two never compete for the cores.
  */
@@ -14,7 +15,6 @@
 #define SIM_POOL_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 /* Work on the index range [lo, hi) of a parallel-for; ctx is the caller's. */
@@ -42,9 +42,5 @@ void sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx);
 void sim_pool_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                     float *c, int64_t ldc);
-
-/* memset(p, 0, bytes), split over the pool when it is large enough to gain (the gradient
- * buffers a backward step accumulates into are zeroed with it). */
-void sim_pool_zero(void *p, size_t bytes);
 
 #endif

@@ -532,6 +532,22 @@ struct sim_step_rec {
 void sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap);
 size_t sim_exe_logged_steps(const struct sim_exe *e);
 
+/* Host time of one node of the schedule, summed over every run so far: [0] its forward,
+ * [1] its backward (training); the wall clock of the thread that ran it, the host thread
+ * pool's help included. op and label are borrowed from the executable. */
+struct sim_node_time {
+    const char *op, *label;
+    uint64_t ns[2], calls[2];
+};
+
+/*
+ * Where the host's time goes, node by node: fills rows[0 .. max) in schedule order and
+ * returns how many it filled, or 0 when the executable does not record it. It records it
+ * when IPUOF_SIM_PROFILE=1 is in the environment at sim_compile() (two clock reads per
+ * kernel call). For tools and benchmarks (bench/ipuof-cpu.c prints it by op type).
+ */
+size_t sim_exe_node_times(const struct sim_exe *e, struct sim_node_time *rows, size_t max);
+
 /* ---- executables: training ---------------------------------------------------------- */
 
 /*

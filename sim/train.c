@@ -155,9 +155,9 @@ backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
             return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
         for (int z = st->zero_start; z < st->zero_end; z++) {
             const struct sim_gzero *g = &tr->zero[z];
-            sim_pool_zero((char *)arenas[g->ipu] + *g->off, g->bytes);
+            memset((char *)arenas[g->ipu] + *g->off, 0, g->bytes);
         }
-        rc = e->nodes[st->node].op->backward(&bk[b].k, bk[b].dout, bk[b].din, err);
+        rc = sim_exec_node_backward(e, st->node, &bk[b].k, bk[b].dout, bk[b].din, err);
         if (rc != 0)
             return rc;
     }
@@ -239,7 +239,7 @@ train_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
     for (unsigned d = 0; d < e->D; d++) {
         bool stop;
         for (unsigned r = idx; r < e->R && rc == 0; r += n)
-            sim_pool_zero(tr->grads + (size_t)r * e->n_train, e->n_train * sizeof(float));
+            memset(tr->grads + (size_t)r * e->n_train, 0, e->n_train * sizeof(float));
         for (unsigned a = 0; a < tr->A && rc == 0; a++)
             for (unsigned r = idx; r < e->R && rc == 0; r += n) {
                 if (atomic_load_explicit(&e->abort_run, memory_order_relaxed))
@@ -274,7 +274,7 @@ sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
         return sim_exe_crew_status(e, n, err);
     }
     for (unsigned d = 0; d < e->D; d++) {
-        sim_pool_zero(tr->grads, e->n_train * sizeof(float));
+        memset(tr->grads, 0, e->n_train * sizeof(float));
         for (unsigned a = 0; a < tr->A; a++) {
             int rc = train_step(e, d, a, 0, id, err);
             if (rc != 0)

@@ -167,30 +167,6 @@ test_sgemm(void **state)
     assert_true(worst < 1e-4);
 }
 
-/* sim_pool_zero clears exactly [p, p + bytes): sizes below, at and above one piece, not
- * multiples of the 4 KiB unit, at an odd offset; the guard bytes around stay. */
-static void
-test_zero(void **state)
-{
-    static const size_t sizes[] = { 0, 1, 4095, 4097, 262144, 262145, 1000003, 3 << 20 };
-    (void)state;
-    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-        size_t n = sizes[s];
-        unsigned char *buf = malloc(n + 64);
-        assert_non_null(buf);
-        memset(buf, 0xa5, n + 64);
-        sim_pool_zero(buf + 31, n);
-        for (size_t i = 0; i < 31; i++)
-            assert_int_equal(buf[i], 0xa5);
-        for (size_t i = 0; i < n; i++)
-            if (buf[31 + i] != 0)
-                fail_msg("size %zu: byte %zu not cleared", n, i);
-        for (size_t i = 31 + n; i < n + 64; i++)
-            assert_int_equal(buf[i], 0xa5);
-        free(buf);
-    }
-}
-
 int
 main(void)
 {
@@ -198,7 +174,6 @@ main(void)
         cmocka_unit_test(test_cover),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_sgemm),
-        cmocka_unit_test(test_zero),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
