@@ -167,38 +167,88 @@ fwd_act(const struct sim_kern *k, struct sim_err *err)
 }
 
 /*
+ * What the pieces of a backward map share: x, y the forward's input and output, g the
+ * output's gradient, dx the input's gradient (added to); kind, a, b the op's parameters.
+ * Every piece does per element the float operations its scalar rule states (eight lanes
+ * at a time, selects instead of branches), so splitting over the pool or vectorizing leaves
+ * every result bit for bit the same.
+ */
+struct grad_run {
+    const float *x, *y, *g;
+    float *dx;
+    int kind;
+    float a, b;
+};
+
+/*
  * HardSigmoid: dx += alpha dy inside the linear part (0 < alpha x + beta < 1, strictly, as
  * PyTorch); HardSwish: dy (2 alpha x + beta) there, dy above, 0 below; Elu: dy for x > 0,
- * dy (y + alpha) elsewhere; Softplus: dy sigmoid(x).
+ * dy (y + alpha) elsewhere; Softplus: dy sigmoid(x). Elements [lo, hi).
  */
+SIM_HOT static void
+act_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct grad_run *r = ctx;
+    const float *x = r->x, *y = r->y, *g = r->g;
+    float *dx = r->dx, a = r->a, b = r->b;
+    int64_t i = lo;
+
+    switch (r->kind) {
+    case A_HSIGMOID:
+        for (; i + 8 <= hi; i += 8) {
+            sim_v8f h = a * *(const sim_v8f_u *)(x + i) + b;
+            sim_v8f t = sim_v8sel((h > 0.0f) & (h < 1.0f), *(const sim_v8f_u *)(g + i) * a,
+                                  SIM_V8(0.0f));
+            *(sim_v8f_u *)(dx + i) += t;
+        }
+        for (; i < hi; i++) {
+            float h = a * x[i] + b;
+            dx[i] += h > 0.0f && h < 1.0f ? g[i] * a : 0.0f;
+        }
+        break;
+    case A_HSWISH:
+        for (; i + 8 <= hi; i += 8) {
+            sim_v8f v = *(const sim_v8f_u *)(x + i), gv = *(const sim_v8f_u *)(g + i);
+            sim_v8f h = a * v + b;
+            sim_v8f t = sim_v8sel(h <= 1.0f, gv * (2.0f * a * v + b), gv);
+            *(sim_v8f_u *)(dx + i) += sim_v8sel(h < 0.0f, SIM_V8(0.0f), t);
+        }
+        for (; i < hi; i++) {
+            float v = x[i], h = a * v + b;
+            dx[i] += h < 0.0f ? 0.0f : h <= 1.0f ? g[i] * (2.0f * a * v + b) : g[i];
+        }
+        break;
+    case A_ELU:
+        for (; i + 8 <= hi; i += 8) {
+            sim_v8f gv = *(const sim_v8f_u *)(g + i);
+            sim_v8f t = gv * (*(const sim_v8f_u *)(y + i) + a);
+            *(sim_v8f_u *)(dx + i) += sim_v8sel(*(const sim_v8f_u *)(x + i) > 0.0f, gv, t);
+        }
+        for (; i < hi; i++)
+            dx[i] += x[i] > 0.0f ? g[i] : g[i] * (y[i] + a);
+        break;
+    default:        /* Softplus: libm's expf, one element at a time */
+        for (; i < hi; i++) {
+            float v = x[i];
+            dx[i] += g[i] * (v >= 0.0f ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v)));
+        }
+        break;
+    }
+}
+
+/* x, y, dy, dx: same shape */
 static int
 bwd_act(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
         struct sim_err *err)
 {
     const struct act_params *p = k->params;
-    const float *x = k->in[0].data, *y = k->out[0].data, *g = dout[0].data;
-    float *dx = din[0].data, a = p->alpha, b = p->beta;
+    struct grad_run r = { k->in[0].data, k->out[0].data, dout[0].data, din[0].data, p->kind,
+                          p->alpha, p->beta };
 
     (void)err;
-    if (g == NULL || dx == NULL)
+    if (r.g == NULL || r.dx == NULL)
         return 0;
-    for (int64_t i = 0; i < k->in[0].numel; i++) {
-        float v = x[i], h = a * v + b;
-        switch (p->kind) {
-        case A_HSIGMOID:
-            dx[i] += h > 0.0f && h < 1.0f ? g[i] * a : 0.0f;
-            break;
-        case A_HSWISH:
-            dx[i] += h < 0.0f ? 0.0f : h <= 1.0f ? g[i] * (2.0f * a * v + b) : g[i];
-            break;
-        case A_ELU:
-            dx[i] += v > 0.0f ? g[i] : g[i] * (y[i] + a);
-            break;
-        default:
-            dx[i] += g[i] * (v >= 0.0f ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v)));
-            break;
-        }
-    }
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, act_bwd_piece, &r);
     return 0;
 }
 
@@ -402,20 +452,67 @@ fwd_dropout(const struct sim_kern *k, struct sim_err *err)
 
 /* ---- backward ------------------------------------------------------------------------- */
 
-/* y = relu(x): dx += dy where y > 0 (PyTorch's threshold_backward on the result) */
+enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH };
+
+/* Relu: dx += dy where y > 0 (PyTorch's threshold_backward on the result), else 0;
+ * LeakyRelu: dy where x > 0, alpha dy elsewhere; Sigmoid: dy y (1 - y); Tanh:
+ * dy (1 - y^2). Elements [lo, hi). */
+SIM_HOT static void
+simple_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct grad_run *r = ctx;
+    const float *x = r->x, *y = r->y, *g = r->g;
+    float *dx = r->dx, a = r->a;
+    int64_t i = lo;
+
+    switch (r->kind) {
+    case G_RELU:
+        for (; i + 8 <= hi; i += 8)
+            *(sim_v8f_u *)(dx + i) += sim_v8sel(*(const sim_v8f_u *)(y + i) > 0.0f,
+                                                *(const sim_v8f_u *)(g + i), SIM_V8(0.0f));
+        for (; i < hi; i++)
+            dx[i] += y[i] > 0.0f ? g[i] : 0.0f;
+        break;
+    case G_LEAKY:
+        for (; i + 8 <= hi; i += 8) {
+            sim_v8f gv = *(const sim_v8f_u *)(g + i);
+            *(sim_v8f_u *)(dx + i) += sim_v8sel(*(const sim_v8f_u *)(x + i) > 0.0f, gv, a * gv);
+        }
+        for (; i < hi; i++)
+            dx[i] += x[i] > 0.0f ? g[i] : a * g[i];
+        break;
+    case G_SIGMOID:
+        for (; i < hi; i++)
+            dx[i] += g[i] * y[i] * (1.0f - y[i]);
+        break;
+    default:
+        for (; i < hi; i++)
+            dx[i] += g[i] * (1.0f - y[i] * y[i]);
+        break;
+    }
+}
+
+/* The simple rule `kind` over every element; x, y, dy, dx: same shape. */
+static int
+bwd_simple(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+           int kind, float a)
+{
+    struct grad_run r = { k->in[0].data, k->out[0].data, dout[0].data, din[0].data, kind, a,
+                          0.0f };
+
+    if (r.g == NULL || r.dx == NULL)
+        return 0;
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, simple_bwd_piece, &r);
+    return 0;
+}
+
+/* y = relu(x): dx += dy where y > 0 */
 static int
 bwd_relu(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
          struct sim_err *err)
 {
-    const float *y = k->out[0].data, *g = dout[0].data;
-    float *dx = din[0].data;
-
     (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        dx[i] += y[i] > 0.0f ? g[i] : 0.0f;
-    return 0;
+    return bwd_simple(k, dout, din, G_RELU, 0.0f);
 }
 
 /* dx += dy where x > 0, alpha * dy elsewhere */
@@ -424,15 +521,9 @@ bwd_leaky(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
           struct sim_err *err)
 {
     const struct leaky_params *p = k->params;
-    const float *x = k->in[0].data, *g = dout[0].data;
-    float *dx = din[0].data;
 
     (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        dx[i] += x[i] > 0.0f ? g[i] : p->alpha * g[i];
-    return 0;
+    return bwd_simple(k, dout, din, G_LEAKY, p->alpha);
 }
 
 /* dx += dy * y * (1 - y) */
@@ -440,15 +531,8 @@ static int
 bwd_sigmoid(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
             struct sim_err *err)
 {
-    const float *y = k->out[0].data, *g = dout[0].data;
-    float *dx = din[0].data;
-
     (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        dx[i] += g[i] * y[i] * (1.0f - y[i]);
-    return 0;
+    return bwd_simple(k, dout, din, G_SIGMOID, 0.0f);
 }
 
 /* dx += dy * (1 - y^2) */
@@ -456,15 +540,8 @@ static int
 bwd_tanh(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
          struct sim_err *err)
 {
-    const float *y = k->out[0].data, *g = dout[0].data;
-    float *dx = din[0].data;
-
     (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        dx[i] += g[i] * (1.0f - y[i] * y[i]);
-    return 0;
+    return bwd_simple(k, dout, din, G_TANH, 0.0f);
 }
 
 /* x, y, dy, dx: (outer, n, inner). Softmax: dx += y * (dy - sum_j dy_j y_j);

@@ -3,8 +3,10 @@
  * Sub, Mul, Div, Pow, forward and backward (op_unary.c has the one-input ops).
  *
  * Broadcasting is planned once at compile time: the output's dims are coalesced so that a
- * step walks rows of the innermost dim with each input's stride 0 or 1. Integer arithmetic
- * wraps (computed unsigned) and integer division by zero gives 0, so no input can trap.
+ * step walks rows of the innermost dim with each input's stride 0 or 1, split over the
+ * pool by rows, or by segments of rows when there are too few rows to go round it.
+ * Integer arithmetic wraps (computed unsigned) and integer division by zero gives 0, so no
+ * input can trap.
  * Before opset 7, broadcasting follows the legacy broadcast / axis attributes.
  * The backward walks the same rows and adds each output's contribution into the input
  * element it came from, so a broadcast input's gradient is summed over the broadcast dims.
@@ -72,6 +74,26 @@ bcast_plan(const struct sim_shape *a, const struct sim_shape *b, const struct si
 typedef void (*row_fn)(const void *a, const void *b, void *o, int64_t n, int64_t ia,
                        int64_t ib);
 
+/* How rows of n outputs are cut for the pool: each into nseg segments of seg outputs
+ * (nseg 1, seg n: whole rows). */
+struct seg_plan {
+    int64_t seg, nseg;
+};
+
+/* Whole rows, or, when may_cut, the rows are too few to go round the pool and each is
+ * long enough for two pieces, segments of SIM_POOL_MAP_GRAIN outputs. */
+static struct seg_plan
+seg_plan(int64_t rows, int64_t n, bool may_cut)
+{
+    struct seg_plan sp = { n, 1 };
+
+    if (may_cut && n >= 2 * SIM_POOL_MAP_GRAIN && rows < 2 * (int64_t)sim_pool_threads()) {
+        sp.seg = SIM_POOL_MAP_GRAIN;
+        sp.nseg = (n + sp.seg - 1) / sp.seg;
+    }
+    return sp;
+}
+
 /* What the pieces of one broadcast run share. */
 struct bcast_job {
     const struct bcast *bc;
@@ -79,7 +101,56 @@ struct bcast_job {
     char *o;
     size_t ea, eb, eo;
     row_fn fn;
+    struct seg_plan sp;
 };
+
+/* The element offsets into a and b of output row r's first element. */
+static void
+bcast_row_offsets(const struct bcast *bc, int64_t r, int64_t *idx, int64_t *offa,
+                  int64_t *offb)
+{
+    *offa = 0;
+    *offb = 0;
+    for (int k = bc->nd - 2; k >= 0; k--) {
+        idx[k] = r % bc->dims[k];
+        r /= bc->dims[k];
+        *offa += idx[k] * bc->sa[k];
+        *offb += idx[k] * bc->sb[k];
+    }
+}
+
+/* Segment u of bc's rows cut by sp: its row *r, first output *c0 in the row, length *len,
+ * and the element offsets into a and b of that first output. */
+static void
+seg_at(const struct seg_plan *sp, const struct bcast *bc, int64_t u, int64_t *r, int64_t *c0,
+       int64_t *len, int64_t *offa, int64_t *offb)
+{
+    int64_t n = bc->dims[bc->nd - 1], idx[SIM_MAX_RANK] = { 0 };
+
+    *r = u / sp->nseg;
+    *c0 = (u % sp->nseg) * sp->seg;
+    *len = n - *c0 < sp->seg ? n - *c0 : sp->seg;
+    bcast_row_offsets(bc, *r, idx, offa, offb);
+    *offa += *c0 * bc->sa[bc->nd - 1];
+    *offb += *c0 * bc->sb[bc->nd - 1];
+}
+
+/* Segments [u0, u1) of a broadcast run whose rows are long: segment u is outputs
+ * [(u % nseg) seg, ...) of row u / nseg, at most seg of them. */
+static void
+bcast_segments(void *ctx, int64_t u0, int64_t u1)
+{
+    const struct bcast_job *j = ctx;
+    const struct bcast *bc = j->bc;
+    int64_t n = bc->dims[bc->nd - 1];
+
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t r, c0, len, oa, ob;
+        seg_at(&j->sp, bc, u, &r, &c0, &len, &oa, &ob);
+        j->fn(j->a + oa * (int64_t)j->ea, j->b + ob * (int64_t)j->eb,
+              j->o + (r * n + c0) * (int64_t)j->eo, len, bc->sa[bc->nd - 1], bc->sb[bc->nd - 1]);
+    }
+}
 
 /* Output rows [r0, r1) of a broadcast run (a row: the innermost coalesced dim). */
 static void
@@ -88,15 +159,10 @@ bcast_rows(void *ctx, int64_t r0, int64_t r1)
     const struct bcast_job *j = ctx;
     const struct bcast *bc = j->bc;
     int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], offa = 0, offb = 0, rest = r0;
+    int64_t n = bc->dims[nd - 1], offa, offb;
     int64_t idx[SIM_MAX_RANK] = { 0 };
 
-    for (int k = nd - 2; k >= 0; k--) {
-        idx[k] = rest % bc->dims[k];
-        rest /= bc->dims[k];
-        offa += idx[k] * bc->sa[k];
-        offb += idx[k] * bc->sb[k];
-    }
+    bcast_row_offsets(bc, r0, idx, &offa, &offb);
     for (int64_t r = r0; r < r1; r++) {
         j->fn(j->a + offa * (int64_t)j->ea, j->b + offb * (int64_t)j->eb,
               j->o + r * n * (int64_t)j->eo, n, bc->sa[nd - 1], bc->sb[nd - 1]);
@@ -113,17 +179,27 @@ bcast_rows(void *ctx, int64_t r0, int64_t r1)
     }
 }
 
-/* Every output row, spread over the host thread pool when the output is large. */
+/*
+ * Every output row, spread over the host thread pool when the output is large: by rows,
+ * or, when rows are too few to go round the pool (equal shapes coalesce into one row), by
+ * segments of rows. Each output element is computed by the same row function from the
+ * same operands either way.
+ */
 static void
 bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t ea, size_t eb,
           size_t eo, row_fn fn)
 {
-    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn };
-    int64_t n = bc->dims[bc->nd - 1];
+    struct bcast_job j = { bc, a, b, o, ea, eb, eo, fn, { 0, 1 } };
+    int64_t n = bc->dims[bc->nd - 1], rows;
 
     if (bc->total == 0)
         return;
-    sim_pool_for(bc->total / n, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
+    rows = bc->total / n;
+    j.sp = seg_plan(rows, n, true);
+    if (j.sp.nseg > 1)
+        sim_pool_for(rows * j.sp.nseg, 1, bcast_segments, &j);
+    else
+        sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bcast_rows, &j);
 }
 
 /* Row functions for (op, type). The three common stride patterns get their own loops so
@@ -354,14 +430,36 @@ exponent_at(const struct sim_tensor *b, int64_t i)
  * One row of n outputs: a, da at stride ia, b, db at stride ib (from offsets oa, ob), y and
  * g contiguous. d(a+b) = (1, 1); d(a-b) = (1, -1); d(a*b) = (b, a); d(a/b) = (1/b, -a/b^2);
  * d(a^b) = (b a^(b-1), a^b ln a), with PyTorch's zero where the exponent is 0 (for da) or
- * the base is 0 with a non-negative exponent (for db).
+ * the base is 0 with a non-negative exponent (for db). Rows without broadcasting (both
+ * strides 1) of Add, Sub and Mul get loops of their own, which the compiler vectorizes;
+ * each element sees the same operations either way.
  */
-static void
+SIM_HOT static void
 bwd_row(int op, const float *a, const struct sim_tensor *bt, const float *y, const float *g,
         float *da, float *db, int64_t oa, int64_t ob, int64_t n, int64_t ia, int64_t ib)
 {
     const float *b = bt->data;
 
+    if (ia == 1 && ib == 1 && (op == OP_ADD || op == OP_SUB || op == OP_MUL)) {
+        const float *pa = a + oa, *pb = b + ob;
+        float *pda = da != NULL ? da + oa : NULL, *pdb = db != NULL ? db + ob : NULL;
+        if (pda != NULL && op == OP_MUL)
+            for (int64_t i = 0; i < n; i++)
+                pda[i] += g[i] * pb[i];
+        else if (pda != NULL)
+            for (int64_t i = 0; i < n; i++)
+                pda[i] += g[i];
+        if (pdb != NULL && op == OP_MUL)
+            for (int64_t i = 0; i < n; i++)
+                pdb[i] += g[i] * pa[i];
+        else if (pdb != NULL && op == OP_SUB)
+            for (int64_t i = 0; i < n; i++)
+                pdb[i] += -1.0f * g[i];
+        else if (pdb != NULL)
+            for (int64_t i = 0; i < n; i++)
+                pdb[i] += 1.0f * g[i];
+        return;
+    }
     switch (op) {
     case OP_ADD:
     case OP_SUB: {
@@ -403,36 +501,71 @@ bwd_row(int op, const float *a, const struct sim_tensor *bt, const float *y, con
     }
 }
 
-/* a, b: shapes that broadcast to y's; dy like y; da, db like a, b (float only) */
+/* What the pieces of one binary backward share. */
+struct bwd_job {
+    const struct bin_params *p;
+    const float *a, *y, *g;
+    const struct sim_tensor *bt;
+    float *da, *db;
+    struct seg_plan sp;
+};
+
+/* Segments [u0, u1) of the output's rows (segment u: outputs [(u % nseg) seg, ...) of
+ * row u / nseg), their gradients added into da and db. */
+static void
+bwd_segments(void *ctx, int64_t u0, int64_t u1)
+{
+    const struct bwd_job *j = ctx;
+    const struct bcast *bc = &j->p->bc;
+    int64_t n = bc->dims[bc->nd - 1];
+
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t r, c0, len, oa, ob;
+        seg_at(&j->sp, bc, u, &r, &c0, &len, &oa, &ob);
+        bwd_row(j->p->op, j->a, j->bt, j->y + r * n + c0, j->g + r * n + c0, j->da, j->db, oa,
+                ob, len, bc->sa[bc->nd - 1], bc->sb[bc->nd - 1]);
+    }
+}
+
+/* Whether every element of the operand (strides s) that has a gradient is written by one
+ * row only (no broadcast over the outer dims), and by one segment only (nor the inner). */
+static void
+bwd_split_ok(const struct bcast *bc, const int64_t *s, bool *rows, bool *segs)
+{
+    for (int k = 0; k < bc->nd - 1; k++)
+        *rows = *rows && s[k] != 0;
+    *segs = *rows && *segs && s[bc->nd - 1] != 0;
+}
+
+/* a, b: shapes that broadcast to y's; dy like y; da, db like a, b (float only). Split over
+ * the pool by rows or segments of rows where no two pieces add into one element, so each
+ * element of da and db receives its terms in the same order on any thread. */
 static int
 bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
            struct sim_err *err)
 {
     const struct bin_params *p = k->params;
     const struct bcast *bc = &p->bc;
-    const float *g = dout[0].data, *y = k->out[0].data;
-    float *da = din[0].data, *db = din[1].data;
-    int nd = bc->nd;
-    int64_t n = bc->dims[nd - 1], offa = 0, offb = 0;
-    int64_t idx[SIM_MAX_RANK] = { 0 };
+    struct bwd_job j = { p, k->in[0].data, k->out[0].data, dout[0].data, &k->in[1],
+                         din[0].data, din[1].data, { 0, 1 } };
+    int64_t n = bc->dims[bc->nd - 1], rows;
+    bool rows_ok = true, segs_ok = true;
 
     (void)err;
-    if (g == NULL || bc->total == 0 || (da == NULL && db == NULL))
+    if (j.g == NULL || bc->total == 0 || (j.da == NULL && j.db == NULL))
         return 0;
-    for (int64_t r = 0; r < bc->total / n; r++) {
-        bwd_row(p->op, k->in[0].data, &k->in[1], y + r * n, g + r * n, da, db, offa, offb, n,
-                bc->sa[nd - 1], bc->sb[nd - 1]);
-        for (int d = nd - 2; d >= 0; d--) {
-            idx[d]++;
-            offa += bc->sa[d];
-            offb += bc->sb[d];
-            if (idx[d] < bc->dims[d])
-                break;
-            offa -= bc->sa[d] * bc->dims[d];
-            offb -= bc->sb[d] * bc->dims[d];
-            idx[d] = 0;
-        }
-    }
+    rows = bc->total / n;
+    if (j.da != NULL)
+        bwd_split_ok(bc, bc->sa, &rows_ok, &segs_ok);
+    if (j.db != NULL)
+        bwd_split_ok(bc, bc->sb, &rows_ok, &segs_ok);
+    j.sp = seg_plan(rows, n, segs_ok);
+    if (!rows_ok)
+        bwd_segments(&j, 0, rows);
+    else if (j.sp.nseg > 1)
+        sim_pool_for(rows * j.sp.nseg, 1, bwd_segments, &j);
+    else
+        sim_pool_for(rows, SIM_POOL_MAP_GRAIN / n + 1, bwd_segments, &j);
     return 0;
 }
 

@@ -6,6 +6,10 @@
  *
  * Every pool is computed as a 3-D pool with unit dims padded in front, so one loop nest
  * serves all ranks. Windows are clipped to the input; padding never contributes a value.
+ * Three float cases have loops of their own, each giving what the general one gives: the
+ * average of whole unpadded planes (a sixteen-lane sum, vsum.h), MaxPool over 1 or 2 dims
+ * without Indices (interior columns one tap at a time across the row), MaxPool 2x2 stride
+ * 2. Forward and backward are split over the pool by plane.
  * In a training executable MaxPool keeps the input index of each output's maximum (the
  * first one, as PyTorch) for its backward, except in the unrolled 2x2 case, whose backward
  * finds the maximum again by comparing the window with the output; AveragePool's backward
@@ -19,6 +23,8 @@
 #include "hot.h"
 #include "ops.h"
 #include "pool.h"
+#include "vmath.h"
+#include "vsum.h"
 
 struct pool_params {
     int64_t planes;                 /* N * C */
@@ -27,6 +33,8 @@ struct pool_params {
     bool avg, include_pad, col_major;
     bool save_argmax;               /* training MaxPool: saved holds int64 input indices */
     bool fast2x2;                   /* float MaxPool 2x2 stride 2 unpadded, no Indices */
+    bool whole;                     /* an average of each whole plane, no padding */
+    bool max2d;                     /* float MaxPool over at most 2 dims, no Indices */
 };
 
 static int
@@ -102,6 +110,11 @@ infer_pool(struct sim_infer *c, bool avg, bool global)
         p->pe[i] = j >= 0 ? win.pe[j] : 0;
         p->out[i] = j >= 0 ? win.out[j] : 1;
     }
+    p->max2d = !avg && x->dtype == SIM_DTYPE_FLOAT && c->n_out == 1 && nsp <= 2 && !p->fast2x2;
+    p->whole = avg;
+    for (int i = 0; i < 3; i++)
+        p->whole = p->whole && p->out[i] == 1 && p->k[i] == p->in[i] && p->d[i] == 1 &&
+                   p->pb[i] == 0 && p->pe[i] == 0;
     o = x->shape;
     for (int i = 0; i < nsp; i++)
         o.d[2 + i] = win.out[i];
@@ -216,27 +229,58 @@ pool_planes(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* The averages of whole planes [lo, hi) (ctx: the kernel): y[pl] = sum of the plane / its
+ * size, the sum sixteen lanes at a time. */
+SIM_HOT static void
+mean_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct sim_kern *k = ctx;
+    const struct pool_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t plane = p->in[0] * p->in[1] * p->in[2];
+
+    for (int64_t pl = lo; pl < hi; pl++)
+        y[pl] = plane > 0 ? sim_vsumf(x + pl * plane, plane) / (float)plane : 0.0f;
+}
+
+/* Planes per parallel piece: about SIM_POOL_MAP_GRAIN element visits each. */
+static int64_t
+plane_grain(int64_t visits_per_plane)
+{
+    return SIM_POOL_MAP_GRAIN / (visits_per_plane + 1) + 1;
+}
+
 /* x: (N, C, spatial...), y and indices: (N, C, out spatial...) */
 static int
 fwd_pool(const struct sim_kern *k, struct sim_err *err)
 {
     const struct pool_params *p = k->params;
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
     int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
 
     (void)err;
-    sim_pool_for(p->planes, 4096 / (plane_out + 1) + 1, pool_planes, (void *)k);
+    if (p->whole) {
+        sim_pool_for(p->planes, plane_grain(plane_in), mean_planes, (void *)k);
+        return 0;
+    }
+    sim_pool_for(p->planes, plane_grain(plane_out * p->k[0] * p->k[1] * p->k[2]),
+                 pool_planes, (void *)k);
     return 0;
 }
 
-/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled. */
-static int
-fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
+ * planes [lo, hi) (ctx: the kernel). */
+SIM_HOT static void
+max2x2_planes(void *ctx, int64_t lo, int64_t hi)
 {
+    const struct sim_kern *k = ctx;
+    const struct pool_params *p = k->params;
     const float *x = k->in[0].data;
     float *y = k->out[0].data;
     int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
 
-    for (int64_t pl = 0; pl < p->planes; pl++) {
+    for (int64_t pl = lo; pl < hi; pl++) {
         const float *xp = x + pl * H * W;
         float *yp = y + pl * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++) {
@@ -248,7 +292,137 @@ fwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p)
             }
         }
     }
-    return 0;
+}
+
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int64_t v4l __attribute__((vector_size(32)));
+typedef int64_t v4l_u __attribute__((vector_size(32), aligned(8), may_alias)); /* unaligned */
+
+/*
+ * One tap of a row of windows, training: for output columns [c0, c1) (every tap inside the
+ * row), the tap's input xt[ox sx] replaces yr[ox] when greater, and then ar[ox] becomes its
+ * index idx0 + ox sx. Strides 1 and 2 take eight columns at a time (stride 2 reads one
+ * element past the eighth column's tap, the next column's, so it stops a column early).
+ */
+static inline __attribute__((always_inline)) void
+max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, int64_t sx,
+               int64_t idx0)
+{
+    int64_t ox = c0, lim = sx == 1 ? c1 - 8 : sx == 2 ? c1 - 9 : c0 - 1;
+
+    for (; ox <= lim; ox += 8) {
+        sim_v8f v, cur = *(const sim_v8f_u *)(yr + ox);
+        sim_v8i m;
+        v4i mlo, mhi;
+        v4l wlo, whi, clo, chi;
+        v4l_u *a = (v4l_u *)(ar + ox);
+        int64_t b0 = idx0 + ox * sx;
+        if (sx == 1)
+            v = *(const sim_v8f_u *)(xt + ox);
+        else
+            v = __builtin_shuffle(*(const sim_v8f_u *)(xt + 2 * ox),
+                                  *(const sim_v8f_u *)(xt + 2 * ox + 8),
+                                  (sim_v8i){ 0, 2, 4, 6, 8, 10, 12, 14 });
+        m = v > cur;
+        *(sim_v8f_u *)(yr + ox) = sim_v8sel(m, v, cur);
+        mlo = (v4i){ m[0], m[1], m[2], m[3] };
+        mhi = (v4i){ m[4], m[5], m[6], m[7] };
+        wlo = __builtin_convertvector(mlo, v4l);
+        whi = __builtin_convertvector(mhi, v4l);
+        clo = b0 + (v4l){ 0, 1, 2, 3 } * sx;
+        chi = b0 + (v4l){ 4, 5, 6, 7 } * sx;
+        a[0] = (clo & wlo) | (a[0] & ~wlo);
+        a[1] = (chi & whi) | (a[1] & ~whi);
+    }
+    for (; ox < c1; ox++) {
+        float v = xt[ox * sx];
+        bool m = v > yr[ox];
+        yr[ox] = m ? v : yr[ox];
+        ar[ox] = m ? idx0 + ox * sx : ar[ox];
+    }
+}
+
+/*
+ * Float MaxPool over 1 or 2 dims without an Indices output, planes [lo, hi) (ctx: the
+ * kernel); in training the input index of each maximum goes to saved. The same choice as
+ * pool_planes' (the first valid tap, then a tap replaces the maximum when greater, taps in
+ * row-major order), made for the columns whose whole window lies inside the row one tap at
+ * a time across the row, with selects instead of branches; edge columns one by one.
+ */
+SIM_HOT static void
+max2d_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct sim_kern *k = ctx;
+    const struct pool_params *p = k->params;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    int64_t *arg = p->save_argmax ? k->saved : NULL;
+    int64_t H = p->in[1], W = p->in[2], OH = p->out[1], OW = p->out[2];
+    int64_t sx = p->s[2], dx = p->d[2], kw = p->k[2], px = p->pb[2];
+    int64_t c0 = (px + sx - 1) / sx, c1 = OW;     /* columns with every tap inside */
+
+    if (kw > 0 && W - 1 - (kw - 1) * dx + px < 0)
+        c1 = 0;
+    else if (kw > 0)
+        c1 = (W - 1 - (kw - 1) * dx + px) / sx + 1;
+    c1 = c1 > OW ? OW : c1;
+    c0 = c0 > c1 ? c1 : c0;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *xp = x + pl * H * W;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t a1, b1, o = (pl * OH + oy) * OW;
+            float *yr = y + o;
+            int64_t *ar = arg != NULL ? arg + o : NULL;
+            taps(p, 1, oy, &a1, &b1);
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t a2, b2, best = -1;
+                float acc = -INFINITY;
+                if (ox == c0 && c1 > c0 && b1 > a1) {
+                    ox = c1 - 1;    /* the interior is done below */
+                    continue;
+                }
+                taps(p, 2, ox, &a2, &b2);
+                for (int64_t t1 = a1; t1 < b1; t1++) {
+                    int64_t row = pl * H * W + (oy * p->s[1] - p->pb[1] + t1 * p->d[1]) * W;
+                    for (int64_t t2 = a2; t2 < b2; t2++) {
+                        int64_t at = row + ox * sx - px + t2 * dx;
+                        if (x[at] > acc || best < 0) {
+                            acc = x[at];
+                            best = at;
+                        }
+                    }
+                }
+                yr[ox] = acc;
+                if (ar != NULL)
+                    ar[ox] = best;
+            }
+            if (!(c1 > c0 && b1 > a1))
+                continue;
+            for (int64_t t1 = a1; t1 < b1; t1++) {
+                int64_t iy = oy * p->s[1] - p->pb[1] + t1 * p->d[1];
+                const float *xr = xp + iy * W - px;
+                int64_t base = pl * H * W + iy * W - px;
+                for (int64_t t2 = 0; t2 < kw; t2++) {
+                    const float *xt = xr + t2 * dx;
+                    if (t1 == a1 && t2 == 0) {
+                        for (int64_t ox = c0; ox < c1; ox++)
+                            yr[ox] = xt[ox * sx];
+                        for (int64_t ox = c0; ar != NULL && ox < c1; ox++)
+                            ar[ox] = base + ox * sx;
+                        continue;
+                    }
+                    if (ar == NULL) {
+                        for (int64_t ox = c0; ox < c1; ox++) {
+                            float v = xt[ox * sx];
+                            yr[ox] = v > yr[ox] ? v : yr[ox];
+                        }
+                    } else {
+                        max_tap_argmax(xt, yr, ar, c0, c1, sx, base + t2 * dx);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /* x: (N, C, spatial...); y, indices: (N, C, out spatial...) */
@@ -256,9 +430,17 @@ static int
 fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
 {
     const struct pool_params *p = k->params;
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
 
-    if (p->fast2x2)
-        return fwd_maxpool_2x2(k, p);
+    if (p->fast2x2) {
+        sim_pool_for(p->planes, plane_grain(plane_in), max2x2_planes, (void *)k);
+        return 0;
+    }
+    if (p->max2d) {
+        sim_pool_for(p->planes, plane_grain(p->out[1] * p->out[2] * p->k[1] * p->k[2]),
+                     max2d_planes, (void *)k);
+        return 0;
+    }
     return fwd_pool(k, err);
 }
 
@@ -308,6 +490,28 @@ bwd_maxpool_2x2(const struct sim_kern *k, const struct pool_params *p, const flo
                  &r);
 }
 
+/* What the pieces of a pooling backward share. */
+struct pool_grad_run {
+    const struct pool_params *p;
+    const int64_t *arg;             /* MaxPool: the input index of each output's maximum */
+    const float *g;                 /* dy: (N, C, out...) */
+    float *dx;                      /* (N, C, in...), added to */
+};
+
+/* dx[argmax[o]] += dy[o] for the outputs of planes [lo, hi) (a maximum is in its own
+ * plane, so planes never share an element of dx). */
+static void
+argmax_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct pool_grad_run *r = ctx;
+    const struct pool_params *p = r->p;
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+
+    for (int64_t o = lo * plane_out; o < hi * plane_out; o++)
+        if (r->arg[o] >= 0)
+            r->dx[r->arg[o]] += r->g[o];
+}
+
 /* dx[argmax[o]] += dy[o]; dy: (N, C, out...), dx: (N, C, in...) */
 static int
 bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
@@ -317,6 +521,8 @@ bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
     const int64_t *arg = k->saved;
     const float *g = dout[0].data;
     float *dx = din[0].data;
+    int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
+    struct pool_grad_run r = { p, arg, g, dx };
 
     if (g == NULL || dx == NULL)
         return 0;
@@ -326,28 +532,23 @@ bwd_maxpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
     }
     if (arg == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no argmax was kept", k->label);
-    for (int64_t o = 0; o < k->out[0].numel; o++)
-        if (arg[o] >= 0)
-            dx[arg[o]] += g[o];
+    sim_pool_for(p->planes, plane_grain(plane_out), argmax_bwd_piece, &r);
     return 0;
 }
 
 /* Each output's gradient divided by the count it averaged over, added to every tap of
- * its window; dy: (N, C, out...), dx: (N, C, in...) */
-static int
-bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
-            struct sim_err *err)
+ * its window, for planes [lo, hi). */
+static void
+avg_bwd_piece(void *ctx, int64_t lo, int64_t hi)
 {
-    const struct pool_params *p = k->params;
-    const float *g = dout[0].data;
-    float *dx = din[0].data;
+    const struct pool_grad_run *r = ctx;
+    const struct pool_params *p = r->p;
+    const float *g = r->g;
+    float *dx = r->dx;
     int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
     int64_t plane_out = p->out[0] * p->out[1] * p->out[2];
 
-    (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    for (int64_t pl = 0; pl < p->planes; pl++) {
+    for (int64_t pl = lo; pl < hi; pl++) {
         int64_t oi = pl * plane_out;
         for (int64_t o0 = 0; o0 < p->out[0]; o0++) {
             int64_t a0, b0;
@@ -379,6 +580,39 @@ bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
             }
         }
     }
+}
+
+/* The whole-plane average's backward for planes [lo, hi): dy[pl] / the plane's size added
+ * to every element of the plane (the same operations as avg_bwd_piece's, in a flat loop). */
+SIM_HOT static void
+mean_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct pool_grad_run *r = ctx;
+    const struct pool_params *p = r->p;
+    int64_t plane = p->in[0] * p->in[1] * p->in[2];
+
+    for (int64_t pl = lo; pl < hi; pl++) {
+        float gv = r->g[pl] / (float)plane, *row = r->dx + pl * plane;
+        for (int64_t i = 0; i < plane; i++)
+            row[i] += gv;
+    }
+}
+
+/* Each output's gradient divided by the count it averaged over, added to every tap of
+ * its window; dy: (N, C, out...), dx: (N, C, in...) */
+static int
+bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+            struct sim_err *err)
+{
+    const struct pool_params *p = k->params;
+    struct pool_grad_run r = { p, NULL, dout[0].data, din[0].data };
+    int64_t plane_in = p->in[0] * p->in[1] * p->in[2];
+
+    (void)err;
+    if (r.g == NULL || r.dx == NULL || plane_in == 0)
+        return 0;
+    sim_pool_for(p->planes, plane_grain(plane_in), p->whole ? mean_bwd_piece : avg_bwd_piece,
+                 &r);
     return 0;
 }
 

@@ -287,31 +287,39 @@ fwd_cast(const struct sim_kern *k, struct sim_err *err)
 
 /* ---- backward ------------------------------------------------------------------------- */
 
-/* x, y, dy, dx: same shape (float) */
-static int
-bwd_unary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
-          struct sim_err *err)
-{
-    const struct unary_params *p = k->params;
-    const float *x = k->in[0].data, *y = k->out[0].data, *g = dout[0].data;
-    float *dx = din[0].data;
-    int64_t n = k->in[0].numel;
+/*
+ * What the pieces of a backward map share: x, y the forward's input and output, g the
+ * output's gradient, dx the input's gradient (added to); lo, hi Clip's bounds.
+ * Every piece does per element the float operations the scalar rule states, so splitting
+ * over the pool or running eight lanes at once leaves every result bit for bit the same.
+ */
+struct grad_run {
+    int op;
+    const float *x, *y, *g;
+    float *dx;
+    float lo, hi;
+};
 
-    (void)err;
-    if (g == NULL || dx == NULL)
-        return 0;
-    switch (p->op) {
-    case U_NEG: for (int64_t i = 0; i < n; i++) dx[i] -= g[i]; break;
+/* dx[i] += d op(x)/dx * g[i] for i in [lo, hi) (Floor and Ceil: nothing). */
+SIM_HOT static void
+unary_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct grad_run *r = ctx;
+    const float *x = r->x, *y = r->y, *g = r->g;
+    float *dx = r->dx;
+
+    switch (r->op) {
+    case U_NEG: for (int64_t i = lo; i < hi; i++) dx[i] -= g[i]; break;
     case U_ABS:
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = lo; i < hi; i++)
             dx[i] += x[i] > 0.0f ? g[i] : x[i] < 0.0f ? -g[i] : 0.0f;
         break;
-    case U_SQRT: for (int64_t i = 0; i < n; i++) dx[i] += g[i] * 0.5f / y[i]; break;
-    case U_EXP: for (int64_t i = 0; i < n; i++) dx[i] += g[i] * y[i]; break;
-    case U_LOG: for (int64_t i = 0; i < n; i++) dx[i] += g[i] / x[i]; break;
+    case U_SQRT: for (int64_t i = lo; i < hi; i++) dx[i] += g[i] * 0.5f / y[i]; break;
+    case U_EXP: for (int64_t i = lo; i < hi; i++) dx[i] += g[i] * y[i]; break;
+    case U_LOG: for (int64_t i = lo; i < hi; i++) dx[i] += g[i] / x[i]; break;
     case U_ERF:
         /* d erf(x) = 2 / sqrt(pi) * exp(-x^2) */
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = lo; i < hi; i++)
             dx[i] += g[i] * 1.12837916709551257f * expf(-x[i] * x[i]);
         break;
     case U_FLOOR: /* zero gradient: dx gets nothing */
@@ -319,7 +327,42 @@ bwd_unary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
     default:
         break;
     }
+}
+
+/* x, y, dy, dx: same shape (float) */
+static int
+bwd_unary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+          struct sim_err *err)
+{
+    const struct unary_params *p = k->params;
+    struct grad_run r = { p->op, k->in[0].data, k->out[0].data, dout[0].data, din[0].data,
+                          0.0f, 0.0f };
+
+    (void)err;
+    if (r.g == NULL || r.dx == NULL || p->op == U_FLOOR || p->op == U_CEIL)
+        return 0;
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, unary_bwd_piece, &r);
     return 0;
+}
+
+/* dx[i] += g[i] where lo <= x[i] <= hi, for i in [lo, hi) of the range: a select, not a
+ * branch (whether an element is clipped is unpredictable), and dx untouched elsewhere. */
+SIM_HOT static void
+clip_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct grad_run *r = ctx;
+    const float *x = r->x, *g = r->g;
+    float *dx = r->dx, flo = r->lo, fhi = r->hi;
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = *(const sim_v8f_u *)(x + i), d = *(sim_v8f_u *)(dx + i);
+        sim_v8f s = d + *(const sim_v8f_u *)(g + i);
+        *(sim_v8f_u *)(dx + i) = sim_v8sel((v >= flo) & (v <= fhi), s, d);
+    }
+    for (; i < hi; i++)
+        if (x[i] >= flo && x[i] <= fhi)
+            dx[i] += g[i];
 }
 
 /* x, y, dy, dx: same shape; min, max: one element each or absent */
@@ -328,23 +371,32 @@ bwd_clip(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
          struct sim_err *err)
 {
     const struct clip_params *p = k->params;
-    const float *x = k->in[0].data, *g = dout[0].data;
-    float *dx = din[0].data;
-    float lo = (float)p->lo, hi = (float)p->hi;
+    struct grad_run r = { 0, k->in[0].data, NULL, dout[0].data, din[0].data, (float)p->lo,
+                          (float)p->hi };
 
     (void)err;
-    if (g == NULL || dx == NULL)
+    if (r.g == NULL || r.dx == NULL)
         return 0;
     if (!p->attr_bounds) {
         if (k->n_in > 1 && k->in[1].data != NULL)
-            lo = ((const float *)k->in[1].data)[0];
+            r.lo = ((const float *)k->in[1].data)[0];
         if (k->n_in > 2 && k->in[2].data != NULL)
-            hi = ((const float *)k->in[2].data)[0];
+            r.hi = ((const float *)k->in[2].data)[0];
     }
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        if (x[i] >= lo && x[i] <= hi)
-            dx[i] += g[i];
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, clip_bwd_piece, &r);
     return 0;
+}
+
+/* dx[i] += g[i] for i in [lo, hi). */
+SIM_HOT static void
+copy_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct grad_run *r = ctx;
+    const float *g = r->g;
+    float *dx = r->dx;
+
+    for (int64_t i = lo; i < hi; i++)
+        dx[i] += g[i];
 }
 
 /* Identity and Cast between floats: x, y, dy, dx the same shape */
@@ -352,15 +404,13 @@ static int
 bwd_copy(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
          struct sim_err *err)
 {
-    const float *g = dout[0].data;
-    float *dx = din[0].data;
+    struct grad_run r = { 0, NULL, NULL, dout[0].data, din[0].data, 0.0f, 0.0f };
 
     (void)err;
-    if (g == NULL || dx == NULL || din[0].dtype != SIM_DTYPE_FLOAT ||
+    if (r.g == NULL || r.dx == NULL || din[0].dtype != SIM_DTYPE_FLOAT ||
         dout[0].dtype != SIM_DTYPE_FLOAT)
         return 0;
-    for (int64_t i = 0; i < k->in[0].numel; i++)
-        dx[i] += g[i];
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, copy_bwd_piece, &r);
     return 0;
 }
 

@@ -17,7 +17,8 @@
 
 /* Eight floats at a time with GCC/clang vector extensions (the loop vectorizer does not
  * if-convert these bodies); the scalar versions below do the same operations in the same
- * order, so a tail element rounds exactly as it would inside a block. */
+ * order, so a tail element rounds exactly as it would inside a block. The types and
+ * sim_v8sel also serve the backward maps' selects and vsum.h's lanes. */
 typedef float sim_v8f __attribute__((vector_size(32)));
 typedef int32_t sim_v8i __attribute__((vector_size(32)));
 typedef float sim_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));

@@ -693,7 +693,7 @@ test_ipu_threads(void **state)
     struct bg_run b;
     pthread_t th;
     int before, after;
-    const struct timespec pause = { 0, 50 * 1000 * 1000 };
+    const struct timespec pause = { 0, 50 * 1000 * 1000 }, tick = { 0, 1000 * 1000 };
     struct timespec t0, t1;
     double waited;
 
@@ -721,6 +721,9 @@ test_ipu_threads(void **state)
     fill_inputs(e);
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
+    /* until the run has started its threads, however slowly a loaded machine starts them */
+    for (int i = 0; i < 10000 && thread_count() < before + 1 + 7; i++)
+        nanosleep(&tick, NULL);
     nanosleep(&pause, NULL);
     assert_int_equal(thread_count(), before + 1 + 7);   /* bg_run's thread + 7 IPU threads */
     clock_gettime(CLOCK_MONOTONIC, &t0);
