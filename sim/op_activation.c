@@ -17,6 +17,7 @@
 #include "exe.h"
 #include "hot.h"
 #include "pool.h"
+#include "vmath.h"
 
 static int
 infer_float_same(struct sim_infer *c)
