@@ -10,6 +10,8 @@
  *     LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Elu, Softplus): the Conv writes A's
  *     output, applying A to each piece of it as it computes it (op_conv.c, conv_dnnl.c);
  *   - Conv -> Sigmoid -> Mul(conv, sigmoid) (either operand order): the same with SiLU;
+ *     Conv -> HardSigmoid -> Mul(conv, hardsigmoid): with HardSwish (HardSwish at opset 13,
+ *     mobilenet_v3's activation);
  *   - Add (same-shape float operands) -> one of those activations: one node computing
  *     act(a + b) (sim_op_add_act; resnet's residual Add -> Relu);
  *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu).
@@ -134,11 +136,13 @@ fuse_conv(struct fuse *f, int c)
         return;
     }
     if (private_to(f, y, 2)) {
-        /* the Sigmoid and the Mul both read y: find the Sigmoid among the later nodes */
+        /* the (Hard)Sigmoid and the Mul both read y: find it among the later nodes */
         for (int s = c + 1; s < e->n_nodes; s++) {
             struct sim_enode *sn = &e->nodes[s];
+            struct sim_act g;
             int sv, m;
-            if (f->gone[s] || !is(f, s, "Sigmoid") || sn->in[0] != y || sn->n_out != 1)
+            if (f->gone[s] || !(is(f, s, "Sigmoid") || is(f, s, "HardSigmoid")) ||
+                sn->in[0] != y || sn->n_out != 1 || !sim_activation_act(e, sn, &g))
                 continue;
             sv = sn->out[0];
             if (!private_to(f, sv, 1))
@@ -146,7 +150,10 @@ fuse_conv(struct fuse *f, int c)
             m = reader_of(f, sv);
             if (!is_mul_of(f, m, y, sv) || !same_place(cn, sn) || !same_place(cn, &e->nodes[m]))
                 return;
-            cn->act = (struct sim_act){ SIM_ACT_SILU, 0.0f, 0.0f };
+            /* x sigmoid(x) is SiLU; x hardsigmoid(x; a, b) is HardSwish with a and b (opset
+             * 13 exports HardSwish so): the same float operations, so the same bits */
+            cn->act = g.kind == SIM_ACT_SIGMOID ? (struct sim_act){ SIM_ACT_SILU, 0.0f, 0.0f }
+                                                : (struct sim_act){ SIM_ACT_HSWISH, g.a, g.b };
             name_fused(cn, "Conv");
             absorb(f, c, s);
             absorb(f, c, m);

@@ -52,10 +52,14 @@ static const struct conv_case convs[] = {
 
 /* The activation after the convolution. */
 enum { A_RELU, A_CLIP, A_LEAKY, A_HSIG, A_HSWISH, A_SIGMOID, A_ELU, A_SOFTPLUS, A_SILU,
-       A_SILU_SWAP, A_COUNT };
+       A_SILU_SWAP, A_HSWISH13, A_HSWISH13_SWAP, A_COUNT };
+/* A_SILU and after: two nodes read the convolution (the activation and the Mul);
+ * A_HSWISH13: HardSwish as opset 13 exports it, x * HardSigmoid(x; 1/6, 1/2) */
 static const char *const act_names[A_COUNT] = { "Relu", "Clip", "LeakyRelu", "HardSigmoid",
                                                 "HardSwish", "Sigmoid", "Elu", "Softplus",
-                                                "SiLU (Mul(x, s))", "SiLU (Mul(s, x))" };
+                                                "SiLU (Mul(x, s))", "SiLU (Mul(s, x))",
+                                                "HardSwish (Mul(x, h))",
+                                                "HardSwish (Mul(h, x))" };
 
 /* Deterministic values in about [-3, 3]. */
 static float
@@ -129,6 +133,12 @@ add_act(struct sim_ob *b, int a)
     case A_SILU_SWAP:
         sim_ob_node(b, "Sigmoid", "act", "c", "s");
         sim_ob_node(b, "Mul", "mul", a == A_SILU ? "c,s" : "s,c", "y");
+        break;
+    case A_HSWISH13:
+    case A_HSWISH13_SWAP:
+        sim_ob_node(b, "HardSigmoid", "act", "c", "s");
+        sim_ob_attr_float(b, "alpha", 1.0f / 6.0f);
+        sim_ob_node(b, "Mul", "mul", a == A_HSWISH13 ? "c,s" : "s,c", "y");
         break;
     default:
         sim_ob_node(b, act_names[a], "act", "c", "y");
