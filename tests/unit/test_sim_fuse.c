@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "act.h"
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 #include "vmath.h"
@@ -66,22 +67,6 @@ static float
 val_at(size_t i, unsigned salt)
 {
     return 3.0f * sinf((float)(i * 7 + salt * 13) * 0.37f);
-}
-
-static struct sim_model *
-load(struct sim_ob *b)
-{
-    struct sim_model *m = NULL;
-    struct sim_err err;
-    void *bytes;
-    size_t len;
-
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &m, &err) != 0)
-        fail_msg("%s", err.msg);
-    free(bytes);
-    return m;
 }
 
 /* Adds Conv "conv" x -> c of cc, with its weights. */
@@ -157,7 +142,7 @@ model_conv_act(const struct conv_case *cc, int a)
     add_conv(b, cc);
     add_act(b, a);
     sim_ob_output(b, "y", F32);
-    return load(b);
+    return test_ob_load(b);
 }
 
 /* Device iterations and strategy of the next compiles (test_pipelined changes them). */
@@ -268,7 +253,7 @@ test_silu_alone(void **state)
         sim_ob_node(b, "Sigmoid", "sig", "x", "s");
         sim_ob_node(b, "Mul", "mul", swap ? "s,x" : "x,s", "y");
         sim_ob_output(b, "y", F32);
-        m = load(b);
+        m = test_ob_load(b);
         check_pair(m, 1, true, "Sigmoid -> Mul");
         sim_model_free(m);
     }
@@ -292,7 +277,7 @@ test_add_act(void **state)
             sim_ob_node(b, "Add", "add", "x,r", "c");
             add_act(b, acts[i]);
             sim_ob_output(b, "y", F32);
-            m = load(b);
+            m = test_ob_load(b);
             snprintf(what, sizeof(what), "Add%s -> %s", bcast ? " (broadcast)" : "",
                      act_names[acts[i]]);
             check_pair(m, bcast ? 0 : 1, true, what);
@@ -333,7 +318,7 @@ test_node_names(void **state)
         sim_ob_node(b, "Sigmoid", "sig", "c", "s");
         sim_ob_node(b, "Mul", "mul", "c,s", "y");
         sim_ob_output(b, "y", F32);
-        m = load(b);
+        m = test_ob_load(b);
         e = compile(m, true, NULL);
         run(e);
         assert_int_equal(sim_exe_node_times(e, rows, 4), 2);
@@ -363,7 +348,7 @@ test_clip_forms(void **state)
     sim_ob_attr_float(b, "min", -0.5f);
     sim_ob_attr_float(b, "max", 2.0f);
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 1, true, "Clip with attribute bounds");
     sim_model_free(m);
 
@@ -373,7 +358,7 @@ test_clip_forms(void **state)
     add_conv(b, cc);
     sim_ob_node(b, "Clip", "clip", "c,,hi", "y");
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 1, true, "Clip with only a max");
     sim_model_free(m);
 }
@@ -406,7 +391,7 @@ test_pipelined(void **state)
         sim_ob_attr_int(b, "__pipeline_stage", k);
     }
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     opt_iterations = 4;
     for (size_t i = 0; i < sizeof(strategies) / sizeof(strategies[0]); i++) {
         opt_strategy = strategies[i];
@@ -434,7 +419,7 @@ test_not_fused(void **state)
     add_act(b, A_RELU);
     sim_ob_output(b, "y", F32);
     sim_ob_output(b, "c", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 0, true, "conv output is a graph output");
     sim_model_free(m);
 
@@ -445,7 +430,7 @@ test_not_fused(void **state)
     add_act(b, A_RELU);
     sim_ob_node(b, "Add", "add", "c,y", "z");
     sim_ob_output(b, "z", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 0, true, "conv output read twice");
     sim_model_free(m);
 
@@ -455,7 +440,7 @@ test_not_fused(void **state)
     add_conv(b, cc);
     sim_ob_node(b, "Identity", "id", "c", "y");
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 0, true, "conv read by Identity");
     sim_model_free(m);
 
@@ -466,7 +451,7 @@ test_not_fused(void **state)
     add_conv(b, cc);
     sim_ob_node(b, "Clip", "clip", "c,,hi", "y");
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 0, true, "Clip bound not a constant");
     sim_model_free(m);
 
@@ -477,7 +462,7 @@ test_not_fused(void **state)
     add_act(b, A_SILU);
     sim_ob_node(b, "Add", "add", "s,y", "z");
     sim_ob_output(b, "z", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 0, true, "sigmoid read twice");
     sim_model_free(m);
 
@@ -489,7 +474,7 @@ test_not_fused(void **state)
     sim_ob_node(b, "Relu", "act", "c", "y");
     sim_ob_attr_int(b, "__ipu_number", 1);
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     check_pair(m, 0, true, "activation on another IPU");
     sim_model_free(m);
 
@@ -501,7 +486,7 @@ test_not_fused(void **state)
     sim_ob_node(b, "ReduceMean", "mean", "y", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     {
         struct sim_exe *f = compile(m, true, "loss"), *u = compile(m, false, "loss");
         assert_int_equal(sim_exe_node_count(f), sim_exe_node_count(u));

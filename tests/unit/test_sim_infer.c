@@ -16,27 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
 #define F32 SIM_DTYPE_FLOAT
 #define I64 SIM_DTYPE_INT64
-
-static struct sim_model *
-load(struct sim_ob *b)
-{
-    struct sim_model *m = NULL;
-    struct sim_err err;
-    void *bytes;
-    size_t len;
-
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &m, &err) != 0)
-        fail_msg("%s", err.msg);
-    free(bytes);
-    return m;
-}
 
 static struct sim_exe *
 compile_b(struct sim_model *m, unsigned batch)
@@ -116,7 +101,7 @@ mnist_cnn(void)
     sim_ob_node(b, "Identity", "unused", "hr", "dead");
     sim_ob_output(b, "y", F32);
     free(z);
-    return load(b);
+    return test_ob_load(b);
 }
 
 static void
@@ -170,7 +155,7 @@ test_constant_subgraph(void **state)
     sim_ob_node(b, "Sqrt", "", "ac", "s");
     sim_ob_node(b, "Mul", "", "x,s", "y");
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     e = compile_b(m, 0);
     assert_int_equal(sim_exe_node_count(e), 1);
     memcpy(sim_exe_input_buffer(e, 0), xv, sizeof(xv));
@@ -196,7 +181,7 @@ shape_error(const char *op, int da_rank, const int64_t *da, int dtype_b, int db_
     sim_ob_input(b, "b", dtype_b, db_rank, db);
     sim_ob_node(b, op, "bad", "a,b", "y");
     sim_ob_output(b, "y", 0);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     assert_int_equal(sim_compile(m, &o, &e, &err), want_code);
     printf("  refused: %s\n", err.msg);

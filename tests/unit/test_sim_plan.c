@@ -16,27 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
 #define F32 SIM_DTYPE_FLOAT
 #define MIB ((uint64_t)1 << 20)
-
-static struct sim_model *
-load(struct sim_ob *b)
-{
-    struct sim_model *m = NULL;
-    struct sim_err err;
-    void *bytes;
-    size_t len;
-
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &m, &err) != 0)
-        fail_msg("%s", err.msg);
-    free(bytes);
-    return m;
-}
 
 /* x (256, 1024) -> n Relus in a chain -> y: every tensor is 1 MiB. */
 static struct sim_model *
@@ -53,7 +38,7 @@ chain(int n)
         sim_ob_node(b, "Relu", "", in, out);
     }
     sim_ob_output(b, "y", F32);
-    return load(b);
+    return test_ob_load(b);
 }
 
 static int
@@ -115,7 +100,7 @@ test_reuse_keeps_values(void **state)
     sim_ob_node(b, "Neg", "", "d", "e");
     sim_ob_node(b, "Add", "", "e,b", "y");
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     assert_int_equal(compile_cap(m, 0, &e, &err), 0);
     x = sim_exe_input_buffer(e, 0);
     for (int i = 0; i < 4096; i++)
@@ -190,7 +175,7 @@ test_placement(void **state)
     sim_ob_attr_int(b, "__ipu_number", 1);
     sim_ob_attr_int(b, "__pipeline_stage", 1);
     sim_ob_output(b, "y", F32);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.replicas = 2;
     assert_int_equal(sim_compile(m, &o, &e, &err), 0);

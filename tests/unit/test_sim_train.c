@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -116,22 +117,6 @@ G(const char *fmt, const char *tag)
 }
 
 /* ---- helpers --------------------------------------------------------------------------- */
-
-static struct sim_model *
-load(struct sim_ob *b)
-{
-    struct sim_model *m = NULL;
-    struct sim_err err;
-    void *bytes;
-    size_t len;
-
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &m, &err) != 0)
-        fail_msg("%s", err.msg);
-    free(bytes);
-    return m;
-}
 
 static struct sim_exe *
 compile(const struct sim_model *m, const struct sim_compile_opts *o)
@@ -238,7 +223,7 @@ mlp_model(const char *tag, bool with_loss)
         sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,y", "loss");
         sim_ob_output(b, "loss", F32);
     }
-    return load(b);
+    return test_ob_load(b);
 }
 
 static const char *const mlp_weights[] = { "0.weight", "0.bias", "2.weight", "2.bias" };
@@ -399,7 +384,7 @@ cnn_model(bool with_loss)
         sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,y", "loss");
         sim_ob_output(b, "loss", F32);
     }
-    return load(b);
+    return test_ob_load(b);
 }
 
 static void
@@ -498,7 +483,7 @@ test_golden_mse(void **state)
     sim_ob_node(b, "ReduceMean", "mean", "s", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     o.optimizer.lr = 0.2f;
@@ -537,7 +522,7 @@ linear_model(void)
     sim_ob_node(b, "ReduceSum", "s", "wx", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    return load(b);
+    return test_ob_load(b);
 }
 
 /* The reference: torch.optim's documented update, in double. */
@@ -770,7 +755,7 @@ test_sharded_training(void **state)
     sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,y", "loss");
     sim_ob_attr_int(b, "__ipu_number", 1);
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     o.optimizer = opt;
@@ -824,7 +809,7 @@ bn_model(void)
     sim_ob_node(b, "ReduceSum", "s", "yx", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    return load(b);
+    return test_ob_load(b);
 }
 
 static void
@@ -896,7 +881,7 @@ dropout_train(uint64_t seed, float *w, bool reset)
     sim_ob_node(b, "ReduceSum", "s", "hd", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     o.optimizer.lr = 0.1f;
@@ -956,7 +941,7 @@ modes_exe(struct sim_model **m, int kind, unsigned n)
     sim_ob_node(b, "ReduceMean", "s", "xw", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    *m = load(b);
+    *m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     o.optimizer.lr = 0.0f;
@@ -1102,7 +1087,7 @@ test_mnist_cnn_speed(void **state)
     sim_ob_attr_int(b, "transB", 1);
     sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,y", "loss");
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     sim_optimizer_init(&o.optimizer, SIM_OPT_ADAMW);

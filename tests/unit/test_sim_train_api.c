@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -31,22 +32,6 @@
 #define I64 SIM_DTYPE_INT64
 #define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
 #define FLOATS(...) (const float[]){ __VA_ARGS__ }
-
-static struct sim_model *
-load(struct sim_ob *b)
-{
-    struct sim_model *m = NULL;
-    struct sim_err err;
-    void *bytes;
-    size_t len;
-
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &m, &err) != 0)
-        fail_msg("%s", err.msg);
-    free(bytes);
-    return m;
-}
 
 static struct sim_exe *
 compile(const struct sim_model *m, const struct sim_compile_opts *o)
@@ -112,7 +97,7 @@ sce_model(const char *reduction, bool weights, bool ignore, bool log_prob)
     sim_ob_output(b, "loss", F32);
     if (log_prob)
         sim_ob_output(b, "lp", F32);
-    return load(b);
+    return test_ob_load(b);
 }
 
 static void
@@ -174,7 +159,7 @@ test_nll_values(void **state)
                     "loss");
         sim_ob_attr_str(b, "reduction", reds[i]);
         sim_ob_output(b, "loss", F32);
-        m = load(b);
+        m = test_ob_load(b);
         snprintf(what, sizeof(what), "NegativeLogLikelihoodLoss %s%s", reds[i],
                  i == 3 ? ", weights (1, 2, 3)" : "");
         check(what, infer(m, &e, 0), want[i], n[i]);
@@ -205,7 +190,7 @@ ctc_model(const char *reduction, bool zero_inf, int64_t tg_rank)
     sim_ob_attr_str(b, "reduction", reduction);
     sim_ob_attr_int(b, "zero_infinity", zero_inf);
     sim_ob_output(b, "loss", F32);
-    return load(b);
+    return test_ob_load(b);
 }
 
 static void
@@ -267,7 +252,7 @@ small_model(bool with_loss)
         sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,labels", "loss");
         sim_ob_output(b, "loss", F32);
     }
-    return load(b);
+    return test_ob_load(b);
 }
 
 static const char *const frozen_names[] = { "frozen" };
@@ -641,7 +626,7 @@ test_graph_errors(void **state)
     sim_ob_node(b, "ReduceSum", "s", "x", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
     expect_compile_error(m, &o, IPUOF_E_INVAL, "no trainable weights");
@@ -654,7 +639,7 @@ test_graph_errors(void **state)
     sim_ob_node(b, "ReduceMax", "mx", "xw", "loss");
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "loss", F32);
-    m = load(b);
+    m = test_ob_load(b);
     expect_compile_error(m, &o, IPUOF_E_UNSUPPORTED, "'mx' (ReduceMax): ReduceMax has no "
                          "gradient");
     sim_model_free(m);
