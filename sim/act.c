@@ -118,13 +118,7 @@ v16exp_nonpos(v16f *v)
     n = __builtin_convertvector(fx - 0.5f, v16i);
     nf = __builtin_convertvector(n, v16f);
     r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
-    y = V16(1.9875691500E-4f);
-    y = y * r + 1.3981999507E-3f;
-    y = y * r + 8.3334519073E-3f;
-    y = y * r + 4.1665795894E-2f;
-    y = y * r + 1.6666665459E-1f;
-    y = y * r + 5.0000001201E-1f;
-    y = y * r * r + r + 1.0f;
+    y = SIM_EXPF_POLY(r);
     *v = y * (v16f)((n + 127) << 23);
 }
 
@@ -139,13 +133,7 @@ exp_nonpos(float x)
     fx = x * 1.44269504088896341f;
     n = (int32_t)(fx - 0.5f);
     r = x - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
-    y = 1.9875691500E-4f;
-    y = y * r + 1.3981999507E-3f;
-    y = y * r + 8.3334519073E-3f;
-    y = y * r + 4.1665795894E-2f;
-    y = y * r + 1.6666665459E-1f;
-    y = y * r + 5.0000001201E-1f;
-    y = y * r * r + r + 1.0f;
+    y = SIM_EXPF_POLY(r);
     bits = (n + 127) << 23;
     memcpy(&s, &bits, sizeof(s));
     return y * s;

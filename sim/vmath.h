@@ -25,6 +25,13 @@ typedef float sim_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 
 #define SIM_V8(c) ((sim_v8f){ (c), (c), (c), (c), (c), (c), (c), (c) })
 
+/* e^r for |r| <= ln 2 / 2 (r: a float or a float vector): Cephes' expf polynomial, the
+ * same operations in the same order for every type, so every width rounds alike. */
+#define SIM_EXPF_POLY(r)                                                                   \
+    ((((((1.9875691500E-4f * (r) + 1.3981999507E-3f) * (r) + 8.3334519073E-3f) * (r) +    \
+        4.1665795894E-2f) * (r) + 1.6666665459E-1f) * (r) + 5.0000001201E-1f) * (r) * (r) + \
+     (r) + 1.0f)
+
 /* Lanes of a where the mask m (a vector comparison) is set, else of b. */
 #define sim_v8sel(m, a, b) ((sim_v8f)(((m) & (sim_v8i)(a)) | (~(m) & (sim_v8i)(b))))
 
@@ -42,13 +49,7 @@ sim_v8expf(sim_v8f *v)
                                 sim_v8i);
     nf = __builtin_convertvector(n, sim_v8f);
     r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
-    y = SIM_V8(1.9875691500E-4f);
-    y = y * r + 1.3981999507E-3f;
-    y = y * r + 8.3334519073E-3f;
-    y = y * r + 4.1665795894E-2f;
-    y = y * r + 1.6666665459E-1f;
-    y = y * r + 5.0000001201E-1f;
-    y = y * r * r + r + 1.0f;
+    y = SIM_EXPF_POLY(r);
     n = ((n < -126) & -126) | (~(n < -126) & n);
     *v = y * (sim_v8f)((n + 127) << 23);
 }
@@ -87,13 +88,7 @@ sim_vexpf(float x)
     fx = x * 1.44269504088896341f;
     n = (int32_t)(fx + (fx >= 0.0f ? 0.5f : -0.5f));
     r = x - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
-    y = 1.9875691500E-4f;
-    y = y * r + 1.3981999507E-3f;
-    y = y * r + 8.3334519073E-3f;
-    y = y * r + 4.1665795894E-2f;
-    y = y * r + 1.6666665459E-1f;
-    y = y * r + 5.0000001201E-1f;
-    y = y * r * r + r + 1.0f;
+    y = SIM_EXPF_POLY(r);
     n = n < -126 ? -126 : n;
     bits = (n + 127) << 23;
     memcpy(&s, &bits, sizeof(s));
