@@ -80,12 +80,11 @@ by_total(const void *a, const void *b)
 static void
 print_op_times(const struct sim_exe *e, int runs)
 {
-    size_t n = sim_exe_node_times(e, NULL, 0), cap = 4096, k = 0;
+    size_t cap = sim_exe_node_count(e) + 1, n, k = 0;
     struct sim_node_time *rows = calloc(cap, sizeof(*rows));
     struct op_sum *sum = calloc(cap, sizeof(*sum));
     uint64_t total = 0;
 
-    (void)n;
     if (rows == NULL || sum == NULL)
         goto out;
     n = sim_exe_node_times(e, rows, cap);

@@ -33,11 +33,13 @@ The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
 BENCH_PROFILE=1 also prints where ipuofd's host time goes by op type (in-process, the pool,
 IPUOF_SIM_PROFILE=1: sim_exe_node_times).
 Environment: BENCH_MODELS (comma list, default resnet18,resnet50,mobilenet_v2,
-mobilenet_v3_small,efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS, BENCH_ROUNDS (default 5).
+mobilenet_v3_small,efficientnet_b0,convnext_tiny,vit_b_16), BENCH_TRAIN_MODELS,
+BENCH_ROUNDS (default 5).
 Timings are reported, never judged: exit 0 unless the benchmark cannot run.
 """
 
 import argparse
+import copy
 import ctypes
 import os
 import re
@@ -225,19 +227,25 @@ def build_cpu_tool(build):
     return out
 
 
+def run_cpu_tool(tool, path, rounds, train, env=None):
+    """bench/ipuof-cpu's output for ROUNDS runs of the model at path (a training step when
+    train), with env added to the environment; exits when it fails."""
+    p = subprocess.run([tool, path, str(BATCH), str(rounds)] + (["loss"] if train else []),
+                       env=dict(os.environ, **(env or {})), capture_output=True, text=True,
+                       timeout=900)
+    if p.returncode != 0 or "cpu_s=" not in p.stdout:
+        sys.exit("bench-models: ipuof-cpu failed: %s" % (p.stdout + p.stderr).strip())
+    return p.stdout
+
+
 def cpu_seconds(tool, path, model, x, threads_env, train=None):
     """(ipuofd in-process CPU s with 1 thread, with the pool, PyTorch 1-thread CPU s) of one
     batch-8 step: inference, or with train = (labels, optimizer) a training step (forward,
     backward, SGD update; ipuof-cpu's labels are zeros, which costs the same)."""
     res = []
     for env in threads_env:
-        p = subprocess.run([tool, path, str(BATCH), "3"] + (["loss"] if train else []),
-                           env=dict(os.environ, **env), capture_output=True, text=True,
-                           timeout=900)
-        m = re.search(r"cpu_s=([\d.]+)", p.stdout)
-        if p.returncode != 0 or m is None:
-            sys.exit("bench-models: ipuof-cpu failed: %s" % (p.stdout + p.stderr).strip())
-        res.append(float(m.group(1)))
+        out = run_cpu_tool(tool, path, 3, train, env)
+        res.append(float(re.search(r"cpu_s=([\d.]+)", out).group(1)))
     torch.set_num_threads(1)
     best = 1e30
     for _ in range(3):
@@ -261,7 +269,6 @@ def check_output(model, x, want, path, name):
     PyTorch's float64 result than twice PyTorch's own float32 result is (a deep network's
     rounding, as tests/integ/torch_models.py accepts it). Exits when neither holds; returns
     a sentence with the figures."""
-    import copy
     got = numpy_helper.to_array(onnx.load_tensor(path)).astype(np.float64)
     diff = float(np.abs(got - want).max())
     if np.allclose(got, want, rtol=1e-4, atol=1e-5):
@@ -353,13 +360,8 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
         return run
 
     def inproc():
-        p = subprocess.run([cpu_tool, path, str(BATCH), str(DI + 1)] +
-                           (["loss"] if train else []), capture_output=True, text=True,
-                           timeout=900)
-        m = re.search(r"wall_rest_s=([\d.]+)", p.stdout)
-        if p.returncode != 0 or m is None:
-            sys.exit("bench-models: ipuof-cpu failed: %s" % (p.stdout + p.stderr).strip())
-        return BATCH * DI / float(m.group(1))
+        out = run_cpu_tool(cpu_tool, path, DI + 1, train)
+        return BATCH * DI / float(re.search(r"wall_rest_s=([\d.]+)", out).group(1))
 
     sides = {"ipu": ipuofd, "t1": torch_at(1), "t2": torch_at(t2)}
     if cpu_tool is not None:
@@ -403,10 +405,8 @@ def bench_model(name, wd, run_bin, server, rounds, t2, dpid, train, cpu_tool=Non
         cpu = cpu_seconds(cpu_tool, path, model, x, [{"IPUOF_SIM_THREADS": "1"}, {}],
                           (labels, opt) if train else None)
         if os.environ.get("BENCH_PROFILE") == "1":
-            p = subprocess.run([cpu_tool, path, str(BATCH), "3"] + (["loss"] if train else []),
-                               env=dict(os.environ, IPUOF_SIM_PROFILE="1"),
-                               capture_output=True, text=True, timeout=900)
-            print("  " + "\n  ".join(p.stdout.strip().splitlines()[1:13]))
+            out = run_cpu_tool(cpu_tool, path, 3, train, {"IPUOF_SIM_PROFILE": "1"})
+            print("  " + "\n  ".join(out.strip().splitlines()[1:13]))
         print("  CPU seconds per batch-8 %s step (least of 3): ipuofd %.3f on 1 thread, %.3f "
               "on the pool; pytorch %.3f on 1 thread (pytorch / ipuofd on 1 thread: %.2fx)" %
               (mode, cpu[0], cpu[1], cpu[2], cpu[2] / cpu[0]))

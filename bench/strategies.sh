@@ -33,6 +33,8 @@ DATA=${STRAT_DATA:-/usr/share/datasets/fashion-mnist}
 TICK=$(getconf CLK_TCK)
 CPUS=$(nproc)
 
+# shellcheck source=bench/daemon.sh
+. "$(dirname "$0")/daemon.sh"
 die() {
     echo "strategies: $*" >&2
     exit 1
@@ -77,16 +79,7 @@ start_daemon() {
             --admin-socket "$WD/admin.sock" --ipus 8 --foreground --log-level warn 2>"$WD/ipuofd.log" &
     fi
     DPID=$!
-    i=0
-    while [ ! -s "$WD/port" ]; do
-        if ! kill -0 "$DPID" 2>/dev/null || [ $i -ge 100 ]; then
-            cat "$WD/ipuofd.log" >&2
-            die "ipuofd did not start"
-        fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    ADDR=127.0.0.1:$(cat "$WD/port")
+    wait_daemon "$DPID" "$WD/port" "$WD/ipuofd.log"
 }
 
 # "busy jiffies of the machine, jiffies of the daemon, jiffies of this shell's children"

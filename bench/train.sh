@@ -34,6 +34,8 @@ DATA=${TRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 REF_1T=${TRAIN_REF_1THREAD:-1}
 TICK=$(getconf CLK_TCK)
 
+# shellcheck source=bench/daemon.sh
+. "$HERE/daemon.sh"
 die() {
     echo "train: $*" >&2
     exit 1
@@ -106,16 +108,7 @@ others() {
 OPENBLAS_NUM_THREADS=$THREADS "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$WD/port" \
     --ipus 1 --foreground --log-level warn 2>"$WD/ipuofd.log" &
 DPID=$!
-i=0
-while [ ! -s "$WD/port" ]; do
-    if ! kill -0 "$DPID" 2>/dev/null || [ $i -ge 100 ]; then
-        cat "$WD/ipuofd.log" >&2
-        die "ipuofd did not start"
-    fi
-    sleep 0.1
-    i=$((i + 1))
-done
-ADDR=127.0.0.1:$(cat "$WD/port")
+wait_daemon "$DPID" "$WD/port" "$WD/ipuofd.log"
 
 # ---- the two sides ---------------------------------------------------------------------
 # run_ipuofd SEED: prints "samples seconds accuracy" of ipuof-mnist, keeps its output.

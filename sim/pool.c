@@ -3,8 +3,9 @@
  *
  * Workers out of work spin a while (SPIN_US_DEFAULT, yielding the CPU every few
  * microseconds) on the count of listed jobs, then sleep on a condition variable until a
- * caller lists a job. A job is a range cut into pieces; the caller and every worker that joins take pieces with an atomic counter,
- * so a busy or descheduled worker never holds the caller up beyond the piece it took. The
+ * caller lists a job. A job is a range cut into pieces; the caller and every worker that
+ * joins take pieces with an atomic counter, so a busy or descheduled worker never holds
+ * the caller up beyond the piece it took. The
  * job lives on the caller's stack: the caller unlists it and waits until every worker that
  * joined has left before returning. Several callers (IPU threads) may list jobs at once;
  * idle workers join the oldest job that still has pieces.
@@ -48,7 +49,7 @@ static struct {
     pthread_cond_t done;           /* a worker left a job */
     struct pool_job *head, *tail;
     int threads;                   /* callers count as one: workers = threads - 1 */
-    atomic_uint listed;            /* jobs ever listed: spinning workers watch it */
+    atomic_int listed;             /* jobs ever listed (wraps): spinning workers watch it */
     int64_t spin_ns;               /* how long a spin lasts (set at start) */
 } pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
            NULL, NULL, 1, 0, SPIN_US_DEFAULT * 1000 };
@@ -74,47 +75,27 @@ mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Every few microseconds of a spin: whether the spin's time has passed since t0. It also yields
- * the CPU to any other thread waiting for it (a spin must not slow a loaded machine: with
- * nothing else runnable sched_yield returns at once). */
+/*
+ * Spins up to pool.spin_ns until (*v == value) is `equal`; returns whether it came true.
+ * Every few microseconds it yields the CPU to any other thread waiting for it (a spin must
+ * not slow a loaded machine: with nothing else runnable sched_yield returns at once).
+ */
 static bool
-spin_expired(int64_t t0)
-{
-    sched_yield();
-    return mono_ns() - t0 > pool.spin_ns;
-}
-
-/* Spins up to pool.spin_ns until *v differs from seen; returns whether it does. */
-static bool
-spin_until_uint_changes(atomic_uint *v, unsigned seen)
+spin_until(atomic_int *v, int value, bool equal)
 {
     int64_t t0 = mono_ns();
 
-    if (pool.spin_ns == 0)
-        return atomic_load_explicit(v, memory_order_acquire) != seen;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) != seen)
+        if ((atomic_load_explicit(v, memory_order_acquire) == value) == equal)
             return true;
-        spin_pause();
-        if ((i & 63) == 0 && spin_expired(t0))
+        if (pool.spin_ns == 0)
             return false;
-    }
-}
-
-/* Spins up to pool.spin_ns until *v is 0; returns whether it is. */
-static bool
-spin_until_zero(atomic_int *v)
-{
-    int64_t t0 = mono_ns();
-
-    if (pool.spin_ns == 0)
-        return atomic_load_explicit(v, memory_order_acquire) == 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) == 0)
-            return true;
         spin_pause();
-        if ((i & 63) == 0 && spin_expired(t0))
-            return false;
+        if ((i & 63) == 0) {
+            sched_yield();
+            if (mono_ns() - t0 > pool.spin_ns)
+                return false;
+        }
     }
 }
 
@@ -158,10 +139,10 @@ worker_main(void *arg)
     for (;;) {
         struct pool_job *job = pool.head;
         if (job == NULL) {
-            unsigned seen = atomic_load_explicit(&pool.listed, memory_order_relaxed);
+            int seen = atomic_load_explicit(&pool.listed, memory_order_relaxed);
             bool more;
             pthread_mutex_unlock(&pool.mu);
-            more = spin_until_uint_changes(&pool.listed, seen);
+            more = spin_until(&pool.listed, seen, false);
             pthread_mutex_lock(&pool.mu);
             if (!more && pool.head == NULL)
                 pthread_cond_wait(&pool.work, &pool.mu);
@@ -285,7 +266,7 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
     if (atomic_load(&job.helpers) > 0) {
         /* a helper is finishing its last piece: usually a matter of microseconds */
         pthread_mutex_unlock(&pool.mu);
-        spin_until_zero(&job.helpers);
+        spin_until(&job.helpers, 0, true);
         pthread_mutex_lock(&pool.mu);   /* the helper has let go of the job once we hold it */
         while (atomic_load(&job.helpers) > 0) {
             job.waiting = true;

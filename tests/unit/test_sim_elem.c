@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -66,14 +67,8 @@ compile(struct sim_ob *b, const struct sim_compile_opts *o, struct sim_model **m
 {
     struct sim_exe *e = NULL;
     struct sim_err err;
-    void *bytes;
-    size_t len;
 
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, m, &err) != 0)
-        fail_msg("load: %s", err.msg);
-    free(bytes);
+    *m = test_ob_load(b);
     if (sim_compile(*m, o, &e, &err) != 0)
         fail_msg("compile: %s", err.msg);
     return e;

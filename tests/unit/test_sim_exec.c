@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -31,10 +32,6 @@ model_double_and_sum(int64_t batch)
     struct sim_ob *b = sim_ob_new(13);
     const int64_t dx[2] = { batch, 3 };
     const float two = 2.0f;
-    struct sim_model *m = NULL;
-    struct sim_err err;
-    void *bytes;
-    size_t len;
 
     sim_ob_input(b, "x", F32, 2, dx);
     sim_ob_initializer(b, "two", F32, 0, NULL, &two);
@@ -43,12 +40,7 @@ model_double_and_sum(int64_t batch)
     sim_ob_attr_int(b, "keepdims", 0);
     sim_ob_output(b, "y", F32);
     sim_ob_output(b, "s", F32);
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &m, &err) != 0)
-        fail_msg("%s", err.msg);
-    free(bytes);
-    return m;
+    return test_ob_load(b);
 }
 
 static struct sim_exe *
