@@ -201,8 +201,10 @@ int ipuof_model_call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase
 int ipuof_model_fetch_bytes(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
                             const char *noun, char **bytes, size_t *len);
 
-/* Writes buf[0..len) to the file at path (created or truncated); a file that could not be
- * written whole is removed. Errors IPUOF_E_NOTFOUND, IPUOF_E_IO with a sentence on c. */
+/* Writes buf[0..len) to the file at path: into a new file beside it, renamed over it
+ * (proto/freshfile.h), so a symlink at path is replaced, never written through, and a file
+ * that could not be written whole leaves the old one as it was. Errors IPUOF_E_NOTFOUND
+ * (no such directory), IPUOF_E_IO, with a sentence on c. */
 int ipuof_file_write(ipuof_client *c, const char *path, const void *buf, size_t len);
 
 /* ---- profile.c ----------------------------------------------------------------------- */
