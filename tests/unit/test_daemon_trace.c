@@ -93,20 +93,14 @@ drain(struct srv *s, struct gate *g)
     pthread_cond_destroy(&g->cv);
 }
 
-/* On b (attached): compiles a one-Relu model with profile and runs it once, so that it has
- * a trace. Returns the model id. */
-static uint32_t
-profiled_model(struct srv *s, struct bufferevent *b)
+/* Sends a compile of a one-Relu model with profile on b (request id 3). */
+static void
+send_compile(struct bufferevent *b)
 {
-    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
-    Ipuof__RunRequest rq = IPUOF__RUN_REQUEST__INIT;
-    Ipuof__TensorInfo ti = IPUOF__TENSOR_INFO__INIT, *tp = &ti;
-    int64_t dims[2] = {1, 4};
-    float x[4] = {1, -2, 3, -4};
     size_t len;
     void *bytes = testmodel_relu(1, 1, 4, -1, &len);
-    uint32_t id;
 
     assert_non_null(bytes);
     cr.model_bytes = len;
@@ -117,14 +111,37 @@ profiled_model(struct srv *s, struct bufferevent *b)
     h.body_case = IPUOF__HEADER__BODY_COMPILE;
     h.compile = &cr;
     assert_int_equal(dpair_send(b, &h, bytes, len), 0);
+    free(bytes);
+}
+
+/* Reads b's compile reply; the model id. */
+static uint32_t
+recv_compile(struct srv *s, struct bufferevent *b)
+{
+    Ipuof__Header *r;
+    uint32_t id;
+
     while ((r = dpair_recv(s, b, 10000, NULL, NULL)) != NULL &&
            r->body_case == IPUOF__HEADER__BODY_COMPILE_PROGRESS)
         ipuof_frame_header_free(r);
     assert_non_null(r);
+    if (r->body_case == IPUOF__HEADER__BODY_ERROR)
+        fail_msg("compile: %s", r->error->message);
     assert_int_equal(r->body_case, IPUOF__HEADER__BODY_COMPILE_REPLY);
     id = r->compile_reply->model_id;
     ipuof_frame_header_free(r);
-    free(bytes);
+    return id;
+}
+
+/* Sends a run of model id on b with one [1,4] input (request id 4). */
+static void
+send_run(struct bufferevent *b, uint32_t id)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__RunRequest rq = IPUOF__RUN_REQUEST__INIT;
+    Ipuof__TensorInfo ti = IPUOF__TENSOR_INFO__INIT, *tp = &ti;
+    int64_t dims[2] = {1, 4};
+    float x[4] = {1, -2, 3, -4};
 
     ti.name = (char *)"x0";
     ti.dtype = IPUOF__DTYPE__DTYPE_FLOAT;
@@ -134,15 +151,36 @@ profiled_model(struct srv *s, struct bufferevent *b)
     rq.model_id = id;
     rq.n_inputs = 1;
     rq.inputs = &tp;
-    h = (Ipuof__Header)IPUOF__HEADER__INIT;
     h.request_id = 4;
     h.body_case = IPUOF__HEADER__BODY_RUN;
     h.run = &rq;
     assert_int_equal(dpair_send(b, &h, x, sizeof x), 0);
-    r = dpair_recv(s, b, 10000, NULL, NULL);
+}
+
+/* Reads b's run reply. */
+static void
+recv_run(struct srv *s, struct bufferevent *b)
+{
+    Ipuof__Header *r = dpair_recv(s, b, 10000, NULL, NULL);
+
     assert_non_null(r);
+    if (r->body_case == IPUOF__HEADER__BODY_ERROR)
+        fail_msg("run: %s", r->error->message);
     assert_int_equal(r->body_case, IPUOF__HEADER__BODY_RUN_REPLY);
     ipuof_frame_header_free(r);
+}
+
+/* On b (attached): compiles a one-Relu model with profile and runs it once, so that it has
+ * a trace. Returns the model id. */
+static uint32_t
+profiled_model(struct srv *s, struct bufferevent *b)
+{
+    uint32_t id;
+
+    send_compile(b);
+    id = recv_compile(s, b);
+    send_run(b, id);
+    recv_run(s, b);
     return id;
 }
 
@@ -314,6 +352,85 @@ test_reset_while_trace_builds(void **state)
     dpair_srv_free(&s);
 }
 
+/* Attaches b as process pid of a job of two named "j" on 2 IPUs (request id 2). */
+static void
+send_attach_job(struct bufferevent *b, unsigned pid)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
+
+    a.num_ipus = 2;
+    a.partition_name = (char *)"j";
+    a.process_id = pid;
+    a.num_processes = 2;
+    h.request_id = 2;
+    h.body_case = IPUOF__HEADER__BODY_ATTACH;
+    h.attach = &a;
+    assert_int_equal(dpair_send(b, &h, NULL, 0), 0);
+}
+
+/* A model of a job of two processes: process 0 asks for its trace, then both processes
+ * leave while it is written, which ends the job and would free its models. The job (and
+ * the model the worker reads) is held until the build ends, then freed: its cache entry is
+ * free again, nothing leaks and nothing is read after being freed (ASan build). */
+static void
+test_job_ends_while_trace_builds(void **state)
+{
+    struct srv s;
+    struct conn *c0, *c1;
+    struct bufferevent *b0, *b1;
+    Ipuof__Header *r;
+    struct gate g;
+    uint32_t id;
+
+    (void)state;
+    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
+    b0 = dpair_connect(&s, 0, &c0);
+    b1 = dpair_connect(&s, 0, &c1);
+    assert_int_equal(dpair_session(&s, b0, 0), 0);
+    assert_int_equal(dpair_session(&s, b1, 0), 0);
+    send_attach_job(b0, 0);
+    send_attach_job(b1, 1);
+    for (int i = 0; i < 2; i++) {
+        struct bufferevent *b = i ? b1 : b0;
+        r = dpair_recv(&s, b, 5000, NULL, NULL);
+        assert_non_null(r);
+        if (r->body_case == IPUOF__HEADER__BODY_ERROR)
+            fail_msg("attach: %s", r->error->message);
+        assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ATTACH_REPLY);
+        ipuof_frame_header_free(r);
+    }
+    send_compile(b0);
+    send_compile(b1);
+    id = recv_compile(&s, b0);
+    assert_int_equal(recv_compile(&s, b1), id);
+    send_run(b0, id);
+    send_run(b1, id);
+    recv_run(&s, b0);
+    recv_run(&s, b1);
+
+    gate_close(&s, &g);
+    send_trace(b0, 10, id);
+    assert_int_equal(waiting(&s, b0), 0);
+    assert_int_equal(work_pending(s.work), 2);
+    conn_enter(c1);
+    conn_kill(c1, "test: process 1 goes");
+    conn_leave(c1);
+    conn_enter(c0);
+    conn_kill(c0, "test: process 0 goes"); /* the last: the job ends */
+    conn_leave(c0);
+    bufferevent_free(b0);
+    bufferevent_free(b1);
+    dpair_pump(&s, 20);
+    assert_null(s.jobs);
+    assert_int_equal(s.nconns, 0);
+    assert_true(s.cache.head->in_use); /* held for the build */
+    gate_open(&g);
+    drain(&s, &g);
+    assert_false(s.cache.head->in_use);
+    dpair_srv_free(&s);
+}
+
 int
 main(void)
 {
@@ -321,6 +438,7 @@ main(void)
         cmocka_unit_test(test_status_served_while_trace_builds),
         cmocka_unit_test(test_close_while_trace_builds),
         cmocka_unit_test(test_reset_while_trace_builds),
+        cmocka_unit_test(test_job_ends_while_trace_builds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
