@@ -371,7 +371,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 void
 srv_reload(struct srv *s)
 {
-    struct cfg next;
+    struct cfg next, eff;
     char err[1024], ignored[512];
     char mono[64];
 
@@ -383,7 +383,26 @@ srv_reload(struct srv *s)
         notify_send("READY=1");
         return;
     }
-    cfg_apply_reload(&s->cfg, &next, ignored, sizeof ignored);
+    /* What would run: the keys a reload may change over the ones only a restart changes,
+     * checked as a whole against the listeners actually open (their addresses are not
+     * reloadable), so no reload can leave them less protected than a start would. */
+    eff = s->cfg;
+    cfg_apply_reload(&eff, &next, ignored, sizeof ignored);
+    if (cfg_validate(&eff, err, sizeof err) < 0) {
+        log_error("reload refused, keeping the running configuration: with the new file's "
+                  "reloadable keys and the settings only a restart changes (listen = %s "
+                  "stays open%s%s), %s; restart ipuofd to change the listen address, or keep "
+                  "the token until then", s->cfg.listen, ignored[0] ? "; not reloadable: " : "",
+                  ignored, err);
+        notify_send("READY=1");
+        return;
+    }
+    if (!cfg_listen_is_loopback(eff.listen) && eff.auth_token[0] == '\0' &&
+        s->cfg.auth_token[0] != '\0')
+        log_warn("reload: listen = %s now serves without an auth_token "
+                 "(allow_unauthenticated = yes): anyone who can reach it can use the IPUs",
+                 eff.listen);
+    s->cfg = eff;
     log_set_level(s->cfg.log_level);
     cache_set_idle_host(&s->cache, s->cfg.host_memory);
     for (struct conn *c = s->conns; c != NULL; c = c->next)

@@ -551,6 +551,54 @@ test_reload(void **state)
     stop_ok(&d);
 }
 
+/* The code of the answer to a hello without a token on a fresh connection: 0 when served,
+ * else the error's code (-1 when nothing came). */
+static int
+hello_without_token(int port)
+{
+    int fd = raw_connect(port), eof = 0, code = -1;
+    Ipuof__Header *h;
+
+    assert_true(fd >= 0);
+    assert_int_equal(raw_hello(fd, IPUOF_PROTOCOL_VERSION), 0);
+    h = raw_recv(fd, 5000, &eof);
+    if (h != NULL)
+        code = h->body_case == IPUOF__HEADER__BODY_ERROR ? (int)h->error->code : 0;
+    ipuof_frame_header_free(h);
+    close(fd);
+    return code;
+}
+
+/* A reload that would drop auth_token while a non-loopback listener stays open (its
+ * address needs a restart) is refused whole: the old token still guards the listener,
+ * and the log says why. A reload keeping the token is applied. */
+static void
+test_reload_keeps_token_of_open_listener(void **state)
+{
+    (void)state;
+    assert_int_equal(testd_start_listen(&d, NULL, "[server]\nlisten = 0.0.0.0:0\n"
+                                        "auth_token = s3cret\n", NULL), 0);
+    assert_int_equal(hello_without_token(d.port), IPUOF_E_AUTH);
+    assert_int_equal(testd_write_config(&d, "[server]\nlisten = 127.0.0.1:0\n"), 0);
+    kill(d.pid, SIGHUP);
+    for (int i = 0; i < 500 && !testd_log_contains(&d, "reload refused") &&
+                    !testd_log_contains(&d, "configuration reloaded"); i++)
+        usleep(10000);
+    assert_int_equal(hello_without_token(d.port), IPUOF_E_AUTH); /* main: 0, served */
+    assert_true(testd_log_contains(&d, "reload refused, keeping the running configuration"));
+    assert_true(testd_log_contains(&d, "listen = 0.0.0.0:0 stays open"));
+    assert_false(testd_log_contains(&d, "configuration reloaded"));
+    /* the same listener, the token kept: applied */
+    assert_int_equal(testd_write_config(&d, "[server]\nlisten = 0.0.0.0:0\n"
+                                        "auth_token = s3cret\n[log]\nlevel = debug\n"), 0);
+    kill(d.pid, SIGHUP);
+    for (int i = 0; i < 500 && !testd_log_contains(&d, "configuration reloaded"); i++)
+        usleep(10000);
+    assert_true(testd_log_contains(&d, "configuration reloaded"));
+    assert_int_equal(hello_without_token(d.port), IPUOF_E_AUTH);
+    stop_ok(&d);
+}
+
 int
 main(void)
 {
@@ -568,6 +616,7 @@ main(void)
         cmocka_unit_test_teardown(test_handshake_and_idle_timeouts, teardown),
         cmocka_unit_test_teardown(test_output_cap, teardown),
         cmocka_unit_test_teardown(test_reload, teardown),
+        cmocka_unit_test_teardown(test_reload_keeps_token_of_open_listener, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests_name("daemon", tests, NULL, NULL);
