@@ -5,6 +5,7 @@
  * replies; req_compile.c does the upload, the worker and the reply.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,19 @@ compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileReque
 }
 
 int
+compile_name_check(struct conn *c, uint64_t req_id, const char *what, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n <= MAX_NAME_BYTES)
+        return 0;
+    conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                    "%s '%.60s...' is %zu bytes long; names of at most %d bytes are accepted",
+                    what, name, n, MAX_NAME_BYTES);
+    return -1;
+}
+
+int
 compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
 {
     int kind;
@@ -155,6 +169,8 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
         size_t esize = dtype < 0 ? 0 : sim_dtype_size(dtype);
         uint64_t numel = 1;
 
+        if (compile_name_check(c, req_id, "constant input", ci->name) < 0)
+            return -1;
         if (ci->n_dims > SIM_MAX_RANK || esize == 0) {
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                             "constant input '%s' has rank %zu and dtype %d; rank 0 to %d and a "
@@ -202,42 +218,111 @@ constant_bytes(const struct constant_in *k)
     return n;
 }
 
-/* The options as a string: two compiles share an executable only when these are equal. */
+/* A growing string for the cache key; on allocation failure p becomes NULL and stays so. */
+struct keybuf {
+    char *p;
+    size_t len, cap;
+};
+
+static void
+key_add(struct keybuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+key_add(struct keybuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (b->p == NULL)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        free(b->p);
+        b->p = NULL;
+        return;
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        size_t cap = b->cap * 2 > b->len + (size_t)n + 1 ? b->cap * 2 : b->len + (size_t)n + 1;
+        char *q = realloc(b->p, cap);
+        if (q == NULL) {
+            free(b->p);
+            b->p = NULL;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+/* Appends n bytes of v in hex. */
+static void
+key_hex(struct keybuf *b, const uint8_t *v, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    if (b->p == NULL)
+        return;
+    if (b->cap - b->len < 2 * n + 1) {
+        char *q = realloc(b->p, b->len + 2 * n + 1 + b->cap);
+        if (q == NULL) {
+            free(b->p);
+            b->p = NULL;
+            return;
+        }
+        b->p = q;
+        b->cap += 2 * n + 1;
+    }
+    for (size_t j = 0; j < n; j++) {
+        b->p[b->len++] = digits[v[j] >> 4];
+        b->p[b->len++] = digits[v[j] & 15];
+    }
+    b->p[b->len] = '\0';
+}
+
+/*
+ * The options as a string: two compiles share an executable only when these are equal.
+ * Every name is written whole with its length before it ("13:/layer1/conv") and every
+ * constant input's value in hex, so no name can run into the next field and no two option
+ * sets give the same string; the names' lengths were bounded where they entered
+ * (MAX_NAME_BYTES), the values by the frame header limit.
+ */
 char *
 compile_options_key(const struct compile_job *cj)
 {
     const struct sim_compile_opts *o = &cj->opts;
     const struct sim_cost_cfg *k0 = &o->cost;
-    char *key = malloc(320 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600 +
-                       cj->opts.n_blocks * 300);
-    size_t used;
+    struct keybuf b = {.cap = 512};
 
-    if (key == NULL)
-        return NULL;
-    used = (size_t)sprintf(key, "D%u R%u B%u M%d/%u", cj->opts.device_iterations,
-                           cj->opts.replicas, cj->opts.micro_batch, cj->opts.default_mode.kind,
-                           cj->opts.default_mode.n);
-    used += (size_t)sprintf(key + used, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a",
-                            o->partition_ipus, o->strategy, o->location[0], o->location[1],
-                            o->location[2], o->location[3], o->profile, k0->flops_per_s,
-                            k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
-                            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s,
-                            k0->efficiency);
+    b.p = malloc(b.cap);
+    key_add(&b, "D%u R%u B%u M%d/%u", o->device_iterations, o->replicas, o->micro_batch,
+            o->default_mode.kind, o->default_mode.n);
+    key_add(&b, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a", o->partition_ipus, o->strategy,
+            o->location[0], o->location[1], o->location[2], o->location[3], o->profile,
+            k0->flops_per_s, k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
+            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s, k0->efficiency);
     for (size_t i = 0; i < o->n_blocks; i++)
-        used += (size_t)sprintf(key + used, " b%.256s:%d:%d", o->blocks[i].prefix,
-                                o->blocks[i].stage, o->blocks[i].ipu);
-    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
-        used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
-                                cj->modes[i].mode.kind, cj->modes[i].mode.n);
+        key_add(&b, " b%zu:%s:%d:%d", strlen(o->blocks[i].prefix), o->blocks[i].prefix,
+                o->blocks[i].stage, o->blocks[i].ipu);
+    for (size_t i = 0; i < o->n_output_modes; i++)
+        key_add(&b, " o%zu:%s=%d/%u", strlen(cj->modes[i].name), cj->modes[i].name,
+                cj->modes[i].mode.kind, cj->modes[i].mode.n);
     for (size_t i = 0; i < cj->n_consts; i++) {
         const struct constant_in *k = &cj->consts[i];
-        uint64_t h = cache_hash(k->data, constant_bytes(k), k->name);
-        used += (size_t)sprintf(key + used, " C%.256s:%d:%d:%016" PRIx64, k->name, k->dtype,
-                                k->rank, h);
+        const uint8_t *v = k->data;
+        size_t n = constant_bytes(k);
+        key_add(&b, " C%zu:%s:%d:%d", strlen(k->name), k->name, k->dtype, k->rank);
         for (int d = 0; d < k->rank; d++)
-            used += (size_t)sprintf(key + used, ",%" PRId64, k->dims[d]);
+            key_add(&b, ",%" PRId64, k->dims[d]);
+        key_add(&b, ":"); /* the value itself, not a hash of it: the key is exact */
+        key_hex(&b, v, n);
     }
-    return key;
+    return b.p;
 }
 
 /* Copies the training options of rq into cj. 0, or -1 with an error sent. */
@@ -249,6 +334,11 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj
 
     if (rq->loss[0] == '\0')
         return 0;
+    if (compile_name_check(c, req_id, "loss", rq->loss) < 0)
+        return -1;
+    for (size_t i = 0; i < rq->n_frozen_weights; i++)
+        if (compile_name_check(c, req_id, "frozen weight", rq->frozen_weights[i]) < 0)
+            return -1;
     cj->loss = strdup(rq->loss);
     if (cj->loss == NULL)
         goto oom;
@@ -321,6 +411,8 @@ compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *c
     for (size_t i = 0; i < rq->n_blocks; i++) {
         const Ipuof__Block *b = rq->blocks[i];
 
+        if (compile_name_check(c, req_id, "block prefix", b->prefix) < 0)
+            return -1;
         if (b->prefix[0] == '\0' || b->stage < -1 || b->stage > MAX_BLOCK_STAGE ||
             b->ipu >= cj->part_count) {
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
@@ -364,11 +456,146 @@ str_or_none(const char *s)
     return s != NULL && s[0] != '\0' ? s : "(none)";
 }
 
+/* Writes an output mode ("All", "EveryN(4)", ...) into out. */
+static void
+mode_str(const struct sim_output_mode *m, char *out, size_t len)
+{
+    static const char *const names[] = {"All", "Final", "Sum", "EveryN", "Default"};
+
+    if (m->kind == SIM_OUTPUT_EVERYN)
+        snprintf(out, len, "EveryN(%u)", m->n);
+    else if (m->kind >= 0 && m->kind <= SIM_OUTPUT_DEFAULT)
+        snprintf(out, len, "%s", names[m->kind]);
+    else
+        snprintf(out, len, "kind %d", m->kind);
+}
+
+static const char *
+strategy_str(int s)
+{
+    switch (s) {
+    case SIM_STRATEGY_DEFAULT: return "default";
+    case SIM_STRATEGY_PIPELINED: return "pipelined";
+    case SIM_STRATEGY_SHARDED: return "sharded";
+    case SIM_STRATEGY_PHASED: return "phased";
+    default: return "unknown";
+    }
+}
+
+/* The value of constant k as "name dtype[d0,d1] (N bytes, hash H)" into out. */
+static void
+const_str(const struct constant_in *k, char *out, size_t len)
+{
+    size_t used = (size_t)snprintf(out, len, "'%.100s' %s[", k->name, sim_dtype_name(k->dtype));
+
+    for (int d = 0; d < k->rank && used < len; d++)
+        used += (size_t)snprintf(out + used, len - used, "%s%" PRId64, d ? "," : "", k->dims[d]);
+    if (used < len)
+        snprintf(out + used, len - used, "] (%zu bytes, hash %016" PRIx64 ")", constant_bytes(k),
+                 cache_hash(k->data, constant_bytes(k), ""));
+}
+
+/*
+ * The placement, output-mode and constant-input options of a and b: the first that differs
+ * named in *what (static text) with both values in va and vb. 1 when one differs, else 0.
+ */
+static int
+diff_placement(const struct compile_job *a, const struct compile_job *b, const char **what,
+               char *va, char *vb, size_t vlen)
+{
+    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
+    static const char *const loc_what[SIM_LOC_KINDS] = {
+        "weights location", "activations location", "accumulators location",
+        "optimizer state location"};
+
+    if (x->strategy != y->strategy) {
+        *what = "execution strategy";
+        snprintf(va, vlen, "%s", strategy_str(x->strategy));
+        snprintf(vb, vlen, "%s", strategy_str(y->strategy));
+        return 1;
+    }
+    for (int k = 0; k < SIM_LOC_KINDS; k++) {
+        if (x->location[k] != y->location[k]) {
+            *what = loc_what[k];
+            snprintf(va, vlen, "%s", x->location[k] == SIM_LOC_OFF_CHIP ? "off-chip" : "on-chip");
+            snprintf(vb, vlen, "%s", y->location[k] == SIM_LOC_OFF_CHIP ? "off-chip" : "on-chip");
+            return 1;
+        }
+    }
+    if (x->profile != y->profile) {
+        *what = "profiling (POPLAR_ENGINE_OPTIONS autoReport)";
+        snprintf(va, vlen, "%s", x->profile ? "on" : "off");
+        snprintf(vb, vlen, "%s", y->profile ? "on" : "off");
+        return 1;
+    }
+    if (x->n_blocks != y->n_blocks) {
+        *what = "the number of placement blocks";
+        snprintf(va, vlen, "%zu", x->n_blocks);
+        snprintf(vb, vlen, "%zu", y->n_blocks);
+        return 1;
+    }
+    for (size_t i = 0; i < x->n_blocks; i++) {
+        const struct sim_block_opt *p = &x->blocks[i], *q = &y->blocks[i];
+        if (strcmp(p->prefix, q->prefix) != 0 || p->stage != q->stage || p->ipu != q->ipu) {
+            *what = "a placement block";
+            snprintf(va, vlen, "block %zu ('%.120s', stage %d, IPU %d)", i, p->prefix, p->stage,
+                     p->ipu);
+            snprintf(vb, vlen, "block %zu ('%.120s', stage %d, IPU %d)", i, q->prefix, q->stage,
+                     q->ipu);
+            return 1;
+        }
+    }
+    if (x->default_mode.kind != y->default_mode.kind || x->default_mode.n != y->default_mode.n) {
+        *what = "outputMode";
+        mode_str(&x->default_mode, va, vlen);
+        mode_str(&y->default_mode, vb, vlen);
+        return 1;
+    }
+    if (x->n_output_modes != y->n_output_modes) {
+        *what = "the number of per-output modes";
+        snprintf(va, vlen, "%zu", x->n_output_modes);
+        snprintf(vb, vlen, "%zu", y->n_output_modes);
+        return 1;
+    }
+    for (size_t i = 0; i < x->n_output_modes; i++) {
+        const struct sim_output_opt *p = &a->modes[i], *q = &b->modes[i];
+        char mp[32], mq[32];
+        if (strcmp(p->name, q->name) == 0 && p->mode.kind == q->mode.kind &&
+            p->mode.n == q->mode.n)
+            continue;
+        *what = "an output's mode";
+        mode_str(&p->mode, mp, sizeof mp);
+        mode_str(&q->mode, mq, sizeof mq);
+        snprintf(va, vlen, "'%.120s' %s", p->name, mp);
+        snprintf(vb, vlen, "'%.120s' %s", q->name, mq);
+        return 1;
+    }
+    if (a->n_consts != b->n_consts) {
+        *what = "the number of constant inputs";
+        snprintf(va, vlen, "%zu", a->n_consts);
+        snprintf(vb, vlen, "%zu", b->n_consts);
+        return 1;
+    }
+    for (size_t i = 0; i < a->n_consts; i++) {
+        const struct constant_in *p = &a->consts[i], *q = &b->consts[i];
+        if (strcmp(p->name, q->name) == 0 && p->dtype == q->dtype && p->rank == q->rank &&
+            memcmp(p->dims, q->dims, (size_t)p->rank * sizeof p->dims[0]) == 0 &&
+            memcmp(p->data, q->data, constant_bytes(p)) == 0)
+            continue;
+        *what = "a constant input";
+        const_str(p, va, vlen);
+        const_str(q, vb, vlen);
+        return 1;
+    }
+    return 0;
+}
+
 int
 compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
                  unsigned pb, char *msg, size_t len)
 {
     const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
+    const struct sim_cost_cfg *ka = &x->cost, *kb = &y->cost;
     const char *what = NULL;
     char va[300], vb[300];
 
@@ -384,12 +611,13 @@ compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_
         snprintf(va, sizeof va, "%g", (double)x->field);                                       \
         snprintf(vb, sizeof vb, "%g", (double)y->field);                                       \
     }
-    if (a->len != b->len || memcmp(a->bytes, b->bytes, a->len) != 0) {
-        what = "model bytes";
-        snprintf(va, sizeof va, "%zu bytes (hash %016" PRIx64 ")", a->len,
-                 cache_hash(a->bytes, a->len, ""));
-        snprintf(vb, sizeof vb, "%zu bytes (hash %016" PRIx64 ")", b->len,
-                 cache_hash(b->bytes, b->len, ""));
+    /* The options first: a different seed or option often changes the model bytes too
+     * (weights initialised from the seed), and is the cause to name. */
+    if (x->seed != y->seed) {
+        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
+                 "every process of a job must use the same seed (as PopTorch requires)", pa,
+                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
+        return 1;
     }
     DIFF_U(device_iterations, "deviceIterations")
     DIFF_U(replicas, "replicationFactor")
@@ -403,17 +631,11 @@ compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_
     }
     if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
         what = "loss";
-        snprintf(va, sizeof va, "%.256s", str_or_none(a->loss));
-        snprintf(vb, sizeof vb, "%.256s", str_or_none(b->loss));
+        snprintf(va, sizeof va, "'%.256s'", str_or_none(a->loss));
+        snprintf(vb, sizeof vb, "'%.256s'", str_or_none(b->loss));
     }
     DIFF_U(gradient_accumulation, "gradientAccumulation")
     DIFF_U(accumulation_reduction, "accumulationAndReplicationReductionType")
-    if (what == NULL && x->seed != y->seed) {
-        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
-                 "every process of a job must use the same seed (as PopTorch requires)", pa,
-                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
-        return 1;
-    }
     DIFF_U(optimizer.kind, "optimizer")
     DIFF_F(optimizer.lr, "optimizer lr")
     DIFF_F(optimizer.weight_decay, "optimizer weight_decay")
@@ -427,14 +649,36 @@ compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_
     for (size_t i = 0; what == NULL && i < x->n_frozen_weights; i++) {
         if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
             what = "frozen weight";
-            snprintf(va, sizeof va, "%.256s", a->frozen_w[i]);
-            snprintf(vb, sizeof vb, "%.256s", b->frozen_w[i]);
+            snprintf(va, sizeof va, "'%.256s'", a->frozen_w[i]);
+            snprintf(vb, sizeof vb, "'%.256s'", b->frozen_w[i]);
         }
     }
+    if (what == NULL)
+        diff_placement(a, b, &what, va, vb, sizeof va);
+    if (what == NULL && (ka->flops_per_s != kb->flops_per_s ||
+                         ka->mem_bytes_per_s != kb->mem_bytes_per_s ||
+                         ka->exchange_bytes_per_s != kb->exchange_bytes_per_s ||
+                         ka->link_bytes_per_s != kb->link_bytes_per_s ||
+                         ka->host_bytes_per_s != kb->host_bytes_per_s ||
+                         ka->sync_s != kb->sync_s || ka->efficiency != kb->efficiency)) {
+        /* set by the daemon, from its [cost] section at each process's compile */
+        snprintf(msg, len, "the daemon's [cost] rates changed (a reload) between the compiles "
+                 "of process %u and process %u of the job; compile again", pa, pb);
+        return 1;
+    }
+    if (what == NULL && (a->len != b->len || memcmp(a->bytes, b->bytes, a->len) != 0)) {
+        what = "the model (its ONNX bytes)";
+        snprintf(va, sizeof va, "%zu bytes (hash %016" PRIx64 ")", a->len,
+                 cache_hash(a->bytes, a->len, ""));
+        snprintf(vb, sizeof vb, "%zu bytes (hash %016" PRIx64 ")", b->len,
+                 cache_hash(b->bytes, b->len, ""));
+    }
     if (what == NULL && strcmp(a->key, b->key) != 0) {
-        what = "output modes or constant inputs";
-        snprintf(va, sizeof va, "%.290s", a->key);
-        snprintf(vb, sizeof vb, "%.290s", b->key);
+        /* every field of the key is compared above; this is a guard, not a message users see */
+        snprintf(msg, len, "the processes of the job compile with different options (process "
+                 "%u and process %u); every process compiles the same model with the same "
+                 "options", pa, pb);
+        return 1;
     }
 #undef DIFF_U
 #undef DIFF_F
@@ -445,4 +689,3 @@ compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_
              "options", what, va, pa, vb, pb);
     return 1;
 }
-
