@@ -55,6 +55,7 @@ static const struct key keys[] = {
     {"server", "job_timeout", K_UINT, F(job_timeout), 1, 86400, 1},
     {"server", "max_model_bytes", K_BYTES, F(max_model_bytes), 1024, 1ull << 31, 1},
     {"server", "cache_entries", K_UINT, F(cache_entries), 0, 4096, 0},
+    {"server", "cache_bytes", K_BYTES, F(cache_bytes), 0, 1ull << 44, 1},
     {"server", "worker_threads", K_UINT, F(worker_threads), 0, 256, 0},
     {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
@@ -93,6 +94,7 @@ cfg_defaults(struct cfg *c)
     c->job_timeout = 60;
     c->max_model_bytes = 1ull << 30;
     c->cache_entries = 16;
+    c->cache_bytes = 1ull << 30;
     c->worker_threads = 0;
     c->ipus = 4;
     c->ipu_memory = 900ull << 20;

@@ -38,6 +38,7 @@ struct cfg {
     unsigned job_timeout;        /* seconds a job of several processes waits for all of them */
     uint64_t max_model_bytes;    /* largest ONNX model accepted */
     unsigned cache_entries;      /* compiled executables kept for reuse */
+    uint64_t cache_bytes;        /* bytes the executable cache's entries may hold in all */
     unsigned worker_threads;     /* 0 = one per CPU */
     /* [devices] */
     unsigned ipus;

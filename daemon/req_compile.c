@@ -151,6 +151,7 @@ compile_run(struct job *j)
     }
     e->bytes = cj->bytes;
     e->len = cj->len;
+    snprintf(e->name, sizeof e->name, "%s", cj->name);
     e->key = cj->key;
     e->hash = cache_hash(e->bytes, e->len, e->key);
     e->reusable = cj->loss == NULL; /* a training executable's weights change as it trains */
@@ -516,6 +517,7 @@ compile_from_training(struct conn *c, uint64_t req_id, struct compile_job *cj, u
     cj->us = models_now_us() - t0;
     if (cj->rc == IPUOF_OK) {
         e->parent = src->entry; /* borrows the training model's graph */
+        snprintf(e->name, sizeof e->name, "%s", cj->name);
         e->key = strdup("");
         src->entry->refs++;
         cache_insert(&c->srv->cache, e); /* not reusable: its weights are the training's */
