@@ -55,6 +55,7 @@ static const struct key keys[] = {
     {"server", "admin_token", K_STR, F(admin_token), 0, 0, 1},
     {"server", "drain_timeout", K_UINT, F(drain_timeout), 0, 3600, 1},
     {"server", "max_waiters", K_UINT, F(max_waiters), 0, 100000, 1},
+    {"server", "max_waiters_per_client", K_UINT, F(max_waiters_per_client), 1, 100000, 1},
     {"server", "job_timeout", K_UINT, F(job_timeout), 1, 86400, 1},
     {"server", "max_model_bytes", K_BYTES, F(max_model_bytes), 1024, 1ull << 31, 1},
     {"server", "cache_entries", K_UINT, F(cache_entries), 0, 4096, 0},
@@ -94,6 +95,7 @@ cfg_defaults(struct cfg *c)
     c->frames_per_read = 20;
     c->drain_timeout = 30;
     c->max_waiters = 256;
+    c->max_waiters_per_client = 16;
     c->job_timeout = 60;
     c->max_model_bytes = 1ull << 30;
     c->cache_entries = 16;

@@ -513,6 +513,32 @@ waiter_unlink(struct srv *s, struct waiter *w)
     free(w);
 }
 
+/*
+ * Why w got no IPUs, into out: when enough IPUs are free for it, the requests ahead of it in
+ * the first-come queue (it is served only after them; the head is named); else who holds
+ * the IPUs (dev_describe_busy).
+ */
+static void
+describe_wait(const struct srv *s, const struct waiter *w, char *out, size_t len)
+{
+    const struct waiter *h = s->wait_head;
+    unsigned ahead = 0;
+
+    for (const struct waiter *p = w->prev; p != NULL; p = p->prev)
+        ahead++;
+    if (ahead == 0 || !dev_can_attach(s->inv, w->count)) {
+        dev_describe_busy(s->inv, w->count, out, len);
+        return;
+    }
+    snprintf(out, len, "%u of %u IPUs are free, enough for this request, but %u earlier "
+             "request%s in the first-come queue came first and could not be served yet: the "
+             "first, client %u (%s, pid %u), has waited %llu ms for %u IPU%s; requests are "
+             "served in the order they came, so this one waited behind %s",
+             dev_free_count(s->inv), s->inv->n, ahead, ahead == 1 ? "" : "s", h->conn->id, h->conn->name, h->conn->pid,
+             (unsigned long long)(srv_now_ms() - h->since_ms), h->count,
+             h->count == 1 ? "" : "s", ahead == 1 ? "it" : "them");
+}
+
 static void
 on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -526,8 +552,8 @@ on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    describe_wait(s, w, busy, sizeof busy);
     waiter_unlink(s, w);
-    dev_describe_busy(s->inv, count, busy, sizeof busy);
     conn_enter(c);
     conn_send_error(c, req, IPUOF_E_TIMEOUT, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
                     "device", "waited %llu ms for %u IPU%s without getting them: %s",
@@ -536,15 +562,39 @@ on_wait_timeout(evutil_socket_t fd, short what, void *arg)
     srv_serve_waiters(s); /* the head may have blocked smaller requests behind it */
 }
 
+/* 1 when a and b come from the same process: the same pid in their hello and the same
+ * peer address apart from the port ("unix" for the admin socket). */
+static int
+same_client(const struct conn *a, const struct conn *b)
+{
+    const char *ca = strrchr(a->peer, ':'), *cb = strrchr(b->peer, ':');
+    size_t la = ca != NULL ? (size_t)(ca - a->peer) : strlen(a->peer);
+    size_t lb = cb != NULL ? (size_t)(cb - b->peer) : strlen(b->peer);
+
+    return a->pid == b->pid && la == lb && memcmp(a->peer, b->peer, la) == 0;
+}
+
 int
 srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
                  const char *name, unsigned timeout_ms, char *err, size_t errlen)
 {
     struct waiter *w;
 
+    unsigned mine = 0;
+
     if (s->nwaiting >= s->cfg.max_waiters) {
         errbuf_set(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
                "(max_waiters); retry later", s->nwaiting);
+        return -1;
+    }
+    for (const struct waiter *p = s->wait_head; p != NULL; p = p->next)
+        mine += same_client(p->conn, c);
+    if (mine >= s->cfg.max_waiters_per_client) {
+        errbuf_set(err, errlen, "cannot wait for IPUs: process %u at %s already has %u "
+                   "connection%s waiting (max_waiters_per_client = %u, so one client cannot "
+                   "fill the queue of %u); wait for those, or ask the operator to raise it",
+                   c->pid, c->peer, mine, mine == 1 ? "" : "s", s->cfg.max_waiters_per_client,
+                   s->cfg.max_waiters);
         return -1;
     }
     w = calloc(1, sizeof *w);
