@@ -1,7 +1,8 @@
 /*
  * compile_int.h — the inside of a compile, shared by req_compile.c (the requests, the
- * upload, the worker and the reply) and compile_opts.c (the request's options: checked,
- * decoded into sim_compile_opts, keyed for the cache, compared between processes).
+ * upload, the worker and the reply), compile_opts.c (the request's options: checked,
+ * decoded into sim_compile_opts, keyed for the cache) and compile_diff.c (compared between
+ * a job's processes).
  * Loop thread only, except where a field says otherwise.
  */
 #ifndef IPUOFD_COMPILE_INT_H
@@ -84,6 +85,8 @@ int compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *
                            const Ipuof__CompileRequest *rq);
 /* Caller-owned (free()), or NULL when out of memory. */
 char *compile_options_key(const struct compile_job *cj);
+/* Bytes of constant input k's value. */
+size_t compile_constant_bytes(const struct constant_in *k);
 int compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
                              const Ipuof__CompileRequest *rq);
 int compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,

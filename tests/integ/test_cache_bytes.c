@@ -93,7 +93,11 @@ reload(int n)
         size_t len = 0;
         char *log = read_file(d.log, &len);
         int seen = 0;
-        for (char *p = log; p != NULL && (p = strstr(p, "configuration reloaded")) != NULL; p++)
+        static const char needle_text[] = "configuration reloaded";
+        /* read_file's buffer is not NUL-terminated: search len bytes */
+        for (char *p = log; p != NULL && (size_t)(p - log) < len &&
+                            (p = memmem(p, len - (size_t)(p - log), needle_text,
+                                        sizeof needle_text - 1)) != NULL; p++)
             seen++;
         free(log);
         if (seen >= n)
