@@ -31,6 +31,7 @@
 #include "dispatch.h"
 #include "errbuf.h"
 #include "frame.h"
+#include "freshfile.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
@@ -325,19 +326,15 @@ listen_admin_at(struct srv *s, char *err, size_t errlen)
 int
 srv_write_port_file(const struct srv *s, const char *path, char *err, size_t errlen)
 {
-    char tmp[4200];
-    FILE *f;
+    char buf[16];
+    const char *step = NULL;
+    int n = snprintf(buf, sizeof buf, "%d\n", s->bound_port);
 
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        errbuf_set(err, errlen, "cannot write port file %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    fprintf(f, "%d\n", s->bound_port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        errbuf_set(err, errlen, "cannot write port file %s: %s", path, strerror(errno));
-        unlink(tmp);
+    /* A new file made beside path (O_EXCL | O_NOFOLLOW, a random name) renamed over it: a
+     * symlink planted at either name is never followed. */
+    if (freshfile_write(path, buf, (size_t)n, &step) != 0) {
+        errbuf_set(err, errlen, "cannot %s port file %s: %s", step ? step : "write", path,
+                   strerror(errno));
         return -1;
     }
     return 0;
