@@ -201,10 +201,11 @@ infer_d2s_common(struct sim_infer *c, bool to_space)
             p->mode = D2S_DCR;
         else if (strcmp(mode, "CRD") == 0 && c->version >= 11)
             p->mode = D2S_CRD;
+        else if (strcmp(mode, "CRD") == 0)
+            return sim_infer_fail(c, IPUOF_E_INVAL, "mode CRD needs opset 11 or later (this "
+                                  "model's opset is %d, which has DCR only)", c->version);
         else
-            return sim_infer_fail(c, IPUOF_E_INVAL, "mode '%s' is not one of DCR, CRD (CRD "
-                                  "from opset 11; this model's opset is %d)", mode,
-                                  c->version);
+            return sim_infer_fail(c, IPUOF_E_INVAL, "mode '%s' is not one of DCR, CRD", mode);
         if (x->shape.d[1] % (b * b) != 0)
             return sim_infer_fail(c, IPUOF_E_SHAPE, "C of input %s must be a multiple of "
                                   "blocksize^2 = %lld", sim_shape_fmt(&x->shape, s, sizeof(s)),
