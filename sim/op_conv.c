@@ -14,7 +14,8 @@
  * forward, conv_dnnl_bwd.c backward; the rules use_dnnl and use_dnnl_bwd).
  * An activation fused into the Conv (fuse.c, inference; k->act) is applied by every forward
  * path to each piece of the output right after computing it (act.h).
- * Does not: 3-D convolution, ConvTranspose, integer convolution.
+ * 3-D convolution (a 5-D input) is op_conv3d.c's: infer, forward and backward hand it over.
+ * Does not: ConvTranspose, integer convolution.
  */
 #include <cblas.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv3d.h"
 #include "conv_dnnl.h"
 #include "ops.h"
 #include "hot.h"
@@ -154,8 +156,7 @@ infer_conv(struct sim_infer *c)
     if (rc != 0)
         return rc;
     if (x->shape.rank == 5)
-        return sim_infer_unsupported(c, "3-D convolution (input %s); 1-D and 2-D are "
-                                     "supported", sim_shape_fmt(&x->shape, s1, sizeof(s1)));
+        return sim_conv3d_infer(c);     /* op_conv3d.c */
     if (x->shape.rank < 3 || x->shape.rank > 4 || wt->shape.rank != x->shape.rank)
         return sim_infer_fail(c, IPUOF_E_SHAPE, "input %s and weights %s must both be (N, C, "
                               "H, W) or (N, C, L)", sim_shape_fmt(&x->shape, s1, sizeof(s1)),
@@ -561,6 +562,8 @@ pw_blocks(const struct conv_params *p, int64_t *blk, int64_t *mblk)
 static int
 fwd_conv(const struct sim_kern *k, struct sim_err *err)
 {
+    if (k->in[0].shape.rank == 5)       /* 3-D: op_conv3d.c, whose params these are */
+        return sim_conv3d_forward(k, err);
     const struct conv_params *p = k->params;
     struct conv_run r = { .p = p, .x = k->in[0].data, .w = k->in[1].data,
                           .bias = k->n_in > 2 ? k->in[2].data : NULL, .y = k->out[0].data };
@@ -757,6 +760,8 @@ static int
 bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
          struct sim_err *err)
 {
+    if (k->in[0].shape.rank == 5)
+        return sim_conv3d_backward(k, dout, din, err);
     const struct conv_params *p = k->params;
     struct conv_run r = { .p = p, .x = k->in[0].data, .w = k->in[1].data, .gy = dout[0].data,
                           .dx = din[0].data, .dw = din[1].data,

@@ -151,6 +151,16 @@ class PixelShuffleNet(torch.nn.Module):
         return self.shuffle(self.conv(x)).flatten(1)
 
 
+class Conv3dNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(2, 4, (2, 3, 3), stride=(1, 2, 1), padding=1, groups=2)
+        self.conv2 = torch.nn.Conv3d(4, 3, 1)
+
+    def forward(self, x):
+        return self.conv2(F.relu(self.conv(x))).flatten(1)
+
+
 def elementwise_mix(h):
     """Sign, Round, IsNaN, Max (clamp with a tensor bound) and Min in one expression."""
     a, b = h[:, :4], h[:, 4:]
@@ -192,6 +202,7 @@ def cases():
         ("pixel_shuffle", 14, PixelShuffleNet(), (2, 2, 3, 4), 1),
         ("cumsum", 14, Head(lambda h: torch.cumsum(h, 1) + torch.cumsum(h, 0).flip(0)),
          (4, 6), 1),
+        ("conv3d", 14, Conv3dNet(), (2, 2, 3, 5, 4), 2),
     ]
 
 

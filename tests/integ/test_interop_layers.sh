@@ -4,8 +4,8 @@
 # norm, prod, torch.where with comparisons, argmax/argmin, default AvgPool2d, reflect /
 # constant / replicate padding, mobilenet_v3's Hardswish + Hardsigmoid block; issue 19's
 # GroupNorm, InstanceNorm2d, PReLU, SELU, CELU, maximum/minimum/clamp/sign/round/isnan,
-# repeat, topk, tril/triu, PixelShuffle, cumsum) with PyTorch's outputs and SGD steps (one,
-# or three for GroupNorm, InstanceNorm2d and PReLU); build/tests/integ/drv_interop_layers
+# repeat, topk, tril/triu, PixelShuffle, cumsum, Conv3d) with PyTorch's outputs and SGD
+# steps (one, two for Conv3d, three for GroupNorm, InstanceNorm2d and PReLU); build/tests/integ/drv_interop_layers
 # runs each on a real ipuofd and compares the inference output (rtol 1e-3, atol 1e-4) and,
 # for the differentiable ones, the loss of every step and every weight after the last
 # (rtol 1e-4). Debian's /usr/bin/python3 must have

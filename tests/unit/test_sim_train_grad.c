@@ -1124,6 +1124,19 @@ g_topk_smallest(struct sim_ob *b)
     sim_ob_attr_int(b, "largest", 0);
 }
 
+static void
+g_conv3d(struct sim_ob *b)
+{
+    param(b, "x", 5, DIMS(2, 4, 3, 4, 3), D_ANY);
+    param(b, "w", 5, DIMS(4, 2, 2, 3, 2), D_ANY);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(1, 2, 1), 3);
+    sim_ob_attr_ints(b, "dilations", DIMS(2, 1, 1), 3);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 0, 0, 1, 1), 6);
+}
+
 static const struct gcase cases[] = {
     { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
     { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
@@ -1248,6 +1261,7 @@ static const struct gcase cases[] = {
     { "CumSum", "exclusive, reverse, axis -2", g_cumsum_rev, 1e-2f, 1e-3f },
     { "TopK", "k 3 of 5, largest", g_topk, 1e-2f, 1e-3f },
     { "TopK", "k 2 of 4, smallest, axis 0", g_topk_smallest, 1e-2f, 1e-3f },
+    { "Conv", "3-D: groups 2, strides, dilations, pads, bias", g_conv3d, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
