@@ -77,6 +77,12 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
 
     a.num_ipus = opts->num_ipus;
     a.partition_name = (char *)(opts->partition_name != NULL ? opts->partition_name : "");
+    /* The partition a config file or PopRun's variables name (the connect's lookup), unless
+     * the program names one or a job is given IPUOF_PARTITION. */
+    if (a.partition_name[0] == '\0' && c->target.partition[0] != '\0' &&
+        (opts->num_processes == 1 || getenv("IPUOF_PARTITION") == NULL ||
+         getenv("IPUOF_PARTITION")[0] == '\0'))
+        a.partition_name = c->target.partition;
     a.process_id = opts->process_id;
     a.num_processes = opts->num_processes;
     if (opts->num_processes == 0) { /* from the launcher's environment */

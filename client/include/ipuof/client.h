@@ -62,8 +62,13 @@ IPUOF_API int ipuof_client_set_admin_token(ipuof_client *c, const char *token);
 
 /*
  * Connects and performs the hello. address is "HOST:PORT", "[V6]:PORT", "HOST" (default
- * port) or "unix:/path/to/socket". NULL means the IPUOF_SERVER environment variable, or
- * 127.0.0.1:50052 when it is unset.
+ * port) or "unix:/path/to/socket". NULL means: the IPUoF config file IPUOF_CONFIG_PATH
+ * names, else PopRun's IPUOF_VIPU_API_HOST:IPUOF_VIPU_API_PORT (with
+ * IPUOF_VIPU_API_PARTITION_ID), else the one file of ~/.ipuof.conf.d/ for
+ * IPUOF_VIPU_API_PARTITION_ID and GCD IPUOF_VIPU_API_GCD_ID (0 when unset), else the
+ * IPUOF_SERVER environment variable, else 127.0.0.1:50052 (docs/pod-tools.md); the
+ * partition found on the way is the one ipuof_attach() takes when it is given none. A
+ * broken config file fails with IPUOF_E_INVAL naming the file and the field.
  * Errors: IPUOF_E_IO (unreachable), IPUOF_E_TIMEOUT, IPUOF_E_VERSION (the message names
  * both versions), IPUOF_E_AUTH, IPUOF_E_TOO_MANY (connection limit), IPUOF_E_INVAL,
  * IPUOF_E_STATE (already connected). A handle whose connection was closed (by an error or
@@ -95,9 +100,11 @@ IPUOF_API int ipuof_client_is_admin(const ipuof_client *c);
 struct ipuof_attach_opts {
     unsigned num_ipus;          /* a power of two unless auto_round; in a job of several
                                  * processes, the whole partition (the same in each) */
-    const char *partition_name; /* NULL or "": the daemon names it; in a job of several
-                                 * processes: IPUOF_PARTITION, else one made from the
-                                 * launcher's job id, else one made from the job key
+    const char *partition_name; /* NULL or "": the partition the connect's lookup found
+                                 * (a config file, IPUOF_VIPU_API_PARTITION_ID), else the
+                                 * daemon names it; in a job of several processes:
+                                 * IPUOF_PARTITION, else the lookup's, else one made from
+                                 * the launcher's job id, else one made from the job key
                                  * (ipuof_client_set_job_key) */
     unsigned process_id;        /* distributed use: this process's index */
     unsigned num_processes;     /* 0: from the environment (ipuof_process_env); 1: not
