@@ -23,7 +23,7 @@
  * are steps q*Rl .. (q+1)*Rl-1.
  */
 static void
-slice_of(const struct djob *j, const struct sim_exe *exe, const struct sim_io_info *io,
+slice_of(const struct job *j, const struct sim_exe *exe, const struct sim_io_info *io,
          unsigned q, size_t k, size_t *off, size_t *len)
 {
     size_t R = sim_exe_replicas(exe), Rl = R / j->nproc;
@@ -34,7 +34,7 @@ slice_of(const struct djob *j, const struct sim_exe *exe, const struct sim_io_in
 
 /* This process's share of the job's model m, as slices.c plans it. */
 static struct slice_plan
-plan_of(const struct djob *j, const struct djob_proc *q, const struct model *m)
+plan_of(const struct job *j, const struct job_proc *q, const struct model *m)
 {
     struct slice_plan pl = {j->nproc, q->id, m->group > 1 ? m->group : 1,
                             m->group_orthogonal};
@@ -46,8 +46,8 @@ plan_of(const struct djob *j, const struct djob_proc *q, const struct model *m)
 static int
 slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 {
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
+    struct job_proc *q = arg;
+    struct job *j = q->job;
     struct slice_plan pl = plan_of(j, q, j->run_model);
 
     (void)c;
@@ -55,9 +55,9 @@ slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 }
 
 static void
-work_run(struct job *jb)
+work_run(struct work_item *jb)
 {
-    struct djob_work *w = (struct djob_work *)jb;
+    struct run *w = (struct run *)jb;
     uint64_t t0 = models_now_us();
 
     for (unsigned p = 0; p < w->j->nproc; p++) { /* input groups: one row to every replica */
@@ -70,7 +70,7 @@ work_run(struct job *jb)
 
 /* Sends process q its replicas' outputs of the run just done. */
 static void
-reply_slice(struct djob *j, struct djob_proc *q, struct model *m, uint64_t us)
+reply_slice(struct job *j, struct job_proc *q, struct model *m, uint64_t us)
 {
     struct sim_exe *exe = m->entry->exe;
     size_t no = sim_exe_output_count(exe), niov = 0, cap = 0;
@@ -122,17 +122,17 @@ out:
 }
 
 static void
-work_done(struct job *jb)
+work_done(struct work_item *jb)
 {
-    struct djob_work *w = (struct djob_work *)jb;
-    struct djob *j = w->j;
+    struct run *w = (struct run *)jb;
+    struct job *j = w->j;
     struct model *m = w->m;
 
     m->busy = 0;
     if (j->dead) { /* every process had its error from job_end */
         j->inflight = NULL;
         free(w);
-        djob_maybe_free(j);
+        job_maybe_free(j);
         return;
     }
     dev_set_busy(j->srv->inv, m->first_ipu, m->nipus, 0); /* still the job's IPUs */
@@ -140,9 +140,9 @@ work_done(struct job *jb)
         models_count_steps(j->srv, m, sim_exe_device_iterations(m->entry->exe));
     j->run_model = NULL;
     j->nrun = 0;
-    djob_hold(j); /* j->inflight stays set: a process leaving now ends the job */
+    job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct djob_proc *q = &j->proc[p];
+        struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
         conn_enter(c);
         if (w->rc == IPUOF_OK)
@@ -150,33 +150,33 @@ work_done(struct job *jb)
         else
             conn_send_error(c, q->run_req, w->rc, 0, 0, "executor", "%s", w->err.msg);
         q->run_req = 0;
-        conn_job_end(c);
-        conn_leave(c); /* a kill here ends the job through djob_leave */
+        conn_release_frames(c);
+        conn_leave(c); /* a kill here ends the job through job_leave */
     }
     j->inflight = NULL;
     free(w);
-    djob_unhold(j);
+    job_unhold(j);
 }
 
 /* Every process's slice is in: run once on a worker. */
 static void
-run_all(struct djob *j)
+run_all(struct job *j)
 {
-    struct djob_work *w = calloc(1, sizeof *w);
+    struct run *w = calloc(1, sizeof *w);
 
     evtimer_del(j->timer);
     if (w == NULL) {
-        djob_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
+        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
         return;
     }
     w->j = j;
     w->m = j->run_model;
-    w->job.run = work_run;
-    w->job.done = work_done;
-    if (work_submit(j->srv->work, &w->job) < 0) {
+    w->item.run = work_run;
+    w->item.done = work_done;
+    if (work_submit(j->srv->work, &w->item) < 0) {
         free(w);
-        djob_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
+        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
         return;
     }
@@ -188,8 +188,8 @@ run_all(struct djob *j)
 static void
 on_slice(struct conn *c, void *arg)
 {
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
+    struct job_proc *q = arg;
+    struct job *j = q->job;
 
     q->run_arriving = 0;
     j->arriving--;
@@ -199,8 +199,8 @@ on_slice(struct conn *c, void *arg)
                         "while this process's slice of the run arrived", j->name);
         q->run_req = 0;
         q->conn = NULL;
-        conn_job_end(c);
-        djob_maybe_free(j);
+        conn_release_frames(c);
+        job_maybe_free(j);
         return;
     }
     if (++j->nrun == j->nproc)
@@ -211,8 +211,8 @@ on_slice(struct conn *c, void *arg)
 static void
 on_slice_abort(struct conn *c, void *arg)
 {
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
+    struct job_proc *q = arg;
+    struct job *j = q->job;
 
     (void)c;
     if (!q->run_arriving)
@@ -221,16 +221,16 @@ on_slice_abort(struct conn *c, void *arg)
     j->arriving--;
     if (j->dead) {
         q->conn = NULL;
-        djob_maybe_free(j);
+        job_maybe_free(j);
     }
 }
 
 void
-djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
+job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
          struct model *m)
 {
-    struct djob *j = c->djob;
-    struct djob_proc *q = &j->proc[c->djob_pid];
+    struct job *j = c->job;
+    struct job_proc *q = &j->proc[c->proc_id];
     struct conn_sink sink = {0};
     struct slice_plan pl;
     char msg[512];
@@ -262,14 +262,14 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
         return;
     }
     q->run_req = req_id; /* so that an end now answers it; its bytes are then dropped */
-    conn_job_begin(c);
-    if (djob_end_if_left(j))
+    conn_hold_frames(c);
+    if (job_end_if_left(j))
         return;
     j->run_model = m;
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
     if (j->nrun == 0 && j->arriving == 0)
-        djob_arm_timer(j);
+        job_arm_timer(j);
     if (payload_len == 0) {
         if (++j->nrun == j->nproc)
             run_all(j);

@@ -264,7 +264,7 @@ models_host_bytes(const struct sim_exe *e)
 uint64_t
 models_host_used(const struct conn *c)
 {
-    struct model **list = djob_models(c);
+    struct model **list = job_models(c);
     uint64_t sum = 0;
 
     for (const struct model *m = list ? *list : NULL; m != NULL; m = m->next)
@@ -324,7 +324,7 @@ void
 models_update_loaded(struct srv *s, struct conn *c)
 {
     const struct dev_partition *p = conn_part(c);
-    struct model **list = djob_models(c);
+    struct model **list = job_models(c);
 
     if (p == NULL)
         return;
@@ -347,10 +347,10 @@ void
 models_release_all(struct conn *c, int cancel_code, int conn_dying)
 {
     struct srv *s = c->srv;
-    struct model **list = djob_models(c);
+    struct model **list = job_models(c);
     struct model *m, *next;
 
-    if (list == NULL || djob_shared(c)) /* a shared job's models end with the job */
+    if (list == NULL || job_shared(c)) /* a shared job's models end with the job */
         return;
     for (m = *list; m != NULL; m = next) {
         next = m->next;
@@ -358,7 +358,7 @@ models_release_all(struct conn *c, int cancel_code, int conn_dying)
         model_unplace(s, m);
         if (!m->busy) {
             model_free(s, m);
-        } else if (m->job != NULL) {
+        } else if (m->task != NULL) {
             /* A run is in flight: stop it at the next node; its completion frees the model
              * and reports cancel_code. */
             m->cancel_code = cancel_code;
@@ -392,7 +392,7 @@ models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *wh
 struct model *
 models_find(struct conn *c, uint32_t id)
 {
-    return c->djob != NULL ? djob_find_model(c, id) : NULL;
+    return c->job != NULL ? job_find_model(c, id) : NULL;
 }
 
 uint64_t

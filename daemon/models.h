@@ -1,7 +1,7 @@
 /*
  * models.h — compiled models on the daemon: the executable cache shared by all clients,
  * the models each connection owns, their place on the partition's IPUs (memory, "loaded",
- * steps run), and the jobs that compile and run them on worker threads.
+ * steps run), and the tasks that compile and run them on worker threads.
  *
  * Threading: the cache is shared with worker threads and has its own mutex; everything
  * else is owned by the event-loop thread.
@@ -85,8 +85,8 @@ void cache_insert(struct cache *k, struct cache_entry *e);
 void cache_release(struct cache *k, struct cache_entry *e);
 
 /* A request whose work runs on a worker thread. conn is NULL once the client is gone. */
-struct req_job {
-    struct job job;
+struct req_task {
+    struct work_item item;
     struct srv *srv;
     struct conn *conn;
     uint64_t req_id;
@@ -104,7 +104,7 @@ struct model {
     uint64_t host;               /* its run buffers in host memory (charged to first_ipu) */
     int placed;                  /* counted in the IPUs' memory_used */
     int busy;                    /* run input arriving or a run in flight */
-    struct req_job *job;         /* the run in flight, or NULL */
+    struct req_task *task;         /* the run in flight, or NULL */
     int cancel_code;             /* non-zero: the partition went away during the run */
     unsigned nproc;              /* processes of the job sharing it (jobs.c); 0 or 1: none */
     uint64_t freed_by;           /* a job's model: bit p set once process p freed it */

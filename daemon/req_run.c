@@ -21,7 +21,7 @@
 #include "wiremap.h"
 
 struct run_job {
-    struct req_job rj;
+    struct req_task rt;
     struct model *m;
     struct slice_plan plan;       /* input replica groups: the rows the payload fills */
     struct slice_cursor cur;
@@ -46,7 +46,7 @@ run_job_new(size_t n)
 }
 
 static void
-run_run(struct job *j)
+run_run(struct work_item *j)
 {
     struct run_job *r = (struct run_job *)j;
     uint64_t t0 = models_now_us();
@@ -101,15 +101,15 @@ out:
 }
 
 static void
-run_done(struct job *j)
+run_done(struct work_item *j)
 {
     struct run_job *r = (struct run_job *)j;
     struct model *m = r->m;
-    struct srv *s = r->rj.srv;
-    struct conn *c = r->rj.conn;
+    struct srv *s = r->rt.srv;
+    struct conn *c = r->rt.conn;
 
     m->busy = 0;
-    m->job = NULL;
+    m->task = NULL;
     dev_set_busy(s->inv, m->first_ipu, m->nipus, 0);
     if (c == NULL || m->owner == NULL) { /* the client went away during the run */
         model_free(s, m);
@@ -119,24 +119,24 @@ run_done(struct job *j)
     c->inflight = NULL;
     conn_enter(c);
     if (m->cancel_code != 0) {
-        conn_send_error(c, r->rj.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
+        conn_send_error(c, r->rt.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_REATTACH, "device",
                         "the run of model '%s' was interrupted: %s", m->name,
                         m->cancel_code == IPUOF_E_SHUTDOWN ? "ipuofd is shutting down"
                                                            : "the partition was reset");
         model_free(s, m);
     } else if (j->dropped) {
-        conn_send_error(c, r->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+        conn_send_error(c, r->rt.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_RETRY, "daemon",
                         "the run of model '%s' was not started: ipuofd is stopping", m->name);
     } else if (r->rc != IPUOF_OK) {
-        conn_send_error(c, r->rj.req_id, r->rc, 0, 0, "executor", "%s", r->err.msg);
+        conn_send_error(c, r->rt.req_id, r->rc, 0, 0, "executor", "%s", r->err.msg);
     } else {
         models_count_steps(s, m, sim_exe_device_iterations(m->entry->exe));
-        reply_run(c, r->rj.req_id, m, r->us);
+        reply_run(c, r->rt.req_id, m, r->us);
     }
     free(r);
-    conn_job_end(c);
+    conn_release_frames(c);
     conn_leave(c);
 }
 
@@ -148,25 +148,25 @@ on_run_payload(struct conn *c, void *arg)
     struct model *m = r->m;
 
     if (m->cancel_code != 0) {
-        conn_send_error(c, r->rj.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
+        conn_send_error(c, r->rt.req_id, m->cancel_code, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_REATTACH, "device",
                         "the partition was reset before model '%s' could run", m->name);
         model_free(c->srv, m);
         free(r);
-        conn_job_end(c);
+        conn_release_frames(c);
         return;
     }
-    r->rj.job.run = run_run;
-    r->rj.job.done = run_done;
-    if (work_submit(c->srv->work, &r->rj.job) < 0) {
+    r->rt.item.run = run_run;
+    r->rt.item.done = run_done;
+    if (work_submit(c->srv->work, &r->rt.item) < 0) {
         m->busy = 0;
-        conn_send_error(c, r->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        conn_send_error(c, r->rt.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         free(r);
-        conn_job_end(c);
+        conn_release_frames(c);
         return;
     }
-    m->job = &r->rj;
-    c->inflight = &r->rj;
+    m->task = &r->rt;
+    c->inflight = &r->rt;
     dev_set_busy(c->srv->inv, m->first_ipu, m->nipus, 1);
 }
 
@@ -219,9 +219,9 @@ grouped_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;
     }
-    r->rj.srv = c->srv;
-    r->rj.conn = c;
-    r->rj.req_id = req_id;
+    r->rt.srv = c->srv;
+    r->rt.conn = c;
+    r->rt.req_id = req_id;
     r->m = m;
     r->plan = pl;
     m->busy = 1;
@@ -229,7 +229,7 @@ grouped_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32
     sink.done = on_run_payload;
     sink.abort = on_run_abort;
     sink.arg = r;
-    conn_job_begin(c);
+    conn_hold_frames(c);
     if (payload_len == 0)
         on_run_payload(c, r);
     else
@@ -252,7 +252,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
         return;
     }
     if (m->nproc > 1) { /* this process's slice of a job's run */
-        djob_run(c, req_id, rq, payload_len, m);
+        job_run(c, req_id, rq, payload_len, m);
         return;
     }
     if (m->group > 1) { /* one input per group of replicas */
@@ -319,9 +319,9 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
         r->seg[i] = sim_exe_input_buffer(exe, i);
         r->seg_len[i] = io.run_bytes;
     }
-    r->rj.srv = c->srv;
-    r->rj.conn = c;
-    r->rj.req_id = req_id;
+    r->rt.srv = c->srv;
+    r->rt.conn = c;
+    r->rt.req_id = req_id;
     r->m = m;
     r->plan = (struct slice_plan){1, 0, 1, 0}; /* every row from the payload */
     m->busy = 1;
@@ -331,7 +331,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
     sink.done = on_run_payload;
     sink.abort = on_run_abort;
     sink.arg = r;
-    conn_job_begin(c);
+    conn_hold_frames(c);
     if (payload_len == 0)
         on_run_payload(c, r);
     else
@@ -346,13 +346,13 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
     struct model **pp, *m = NULL;
 
     (void)payload_len;
-    if (djob_shared(c)) { /* freed once every process of the job has freed it */
-        if (djob_free_model(c, h->free_model->model_id) < 0) {
+    if (job_shared(c)) { /* freed once every process of the job has freed it */
+        if (job_free_model(c, h->free_model->model_id) < 0) {
             models_send_missing(c, req_id, h->free_model->model_id, "");
             return;
         }
     } else {
-        for (pp = djob_models(c); pp != NULL && *pp != NULL; pp = &(*pp)->next) {
+        for (pp = job_models(c); pp != NULL && *pp != NULL; pp = &(*pp)->next) {
             if ((*pp)->id == h->free_model->model_id) {
                 m = *pp;
                 *pp = m->next;

@@ -52,10 +52,10 @@ req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy)
 }
 
 /* A trace being written on a worker. json is the worker's result (owned by the job). */
-struct trace_job {
-    struct req_job rj;
+struct trace_task {
+    struct req_task rt;
     struct model *m;
-    struct djob *shared;         /* a job of several processes, held until done; or NULL */
+    struct job *shared;         /* a job of several processes, held until done; or NULL */
     char name[sizeof ((struct model *)0)->name];
     uint32_t max_payload;        /* max_payload_bytes when the request came */
     int rc;
@@ -67,20 +67,20 @@ struct trace_job {
 /* On a worker: writes the trace. Reads only the executable, which nothing else touches
  * until trace_done() (see the file's comment). */
 static void
-trace_run(struct job *j)
+trace_run(struct work_item *j)
 {
-    struct trace_job *t = (struct trace_job *)j;
+    struct trace_task *t = (struct trace_task *)j;
 
     t->rc = sim_exe_trace_json(t->m->entry->exe, &t->json, &t->len, &t->err);
 }
 
 /* Answers request req_id on c with t's result (c alive, not dropped). */
 static void
-trace_reply(struct conn *c, const struct trace_job *t)
+trace_reply(struct conn *c, const struct trace_task *t)
 {
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__TraceReply rep = IPUOF__TRACE_REPLY__INIT;
-    uint64_t req_id = t->rj.req_id;
+    uint64_t req_id = t->rt.req_id;
 
     if (t->rc != IPUOF_OK) {
         conn_send_error(c, req_id, t->rc, 0, 0, "executor", "no trace of model '%s': %s",
@@ -108,17 +108,17 @@ trace_reply(struct conn *c, const struct trace_job *t)
  * and is freed here, as after a run; a shared job's model lives until the job lets go.
  */
 static void
-trace_done(struct job *j)
+trace_done(struct work_item *j)
 {
-    struct trace_job *t = (struct trace_job *)j;
-    struct conn *c = t->rj.conn;
+    struct trace_task *t = (struct trace_task *)j;
+    struct conn *c = t->rt.conn;
     struct model *m = t->m;
 
     if (t->shared == NULL) {
         m->busy = 0;
-        m->job = NULL;
+        m->task = NULL;
         if (c == NULL || m->owner == NULL || m->cancel_code != 0) {
-            model_free(t->rj.srv, m); /* off every list since it was taken away */
+            model_free(t->rt.srv, m); /* off every list since it was taken away */
             m = NULL;
         }
     }
@@ -126,16 +126,16 @@ trace_done(struct job *j)
         c->inflight = NULL;
         conn_enter(c);
         if (j->dropped)
-            conn_send_error(c, t->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+            conn_send_error(c, t->rt.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
                             IPUOF_RECOVERY_RETRY, "daemon", "the trace of model '%s' was not "
                             "written: ipuofd is stopping", t->name);
         else
             trace_reply(c, t);
-        conn_job_end(c);
+        conn_release_frames(c);
         conn_leave(c);
     }
     if (t->shared != NULL)
-        djob_unhold(t->shared);
+        job_unhold(t->shared);
     free(t->json);
     free(t);
 }
@@ -148,7 +148,7 @@ void
 req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     struct model *m = models_find(c, h->trace->model_id);
-    struct trace_job *t;
+    struct trace_task *t;
 
     (void)payload_len;
     if (m == NULL) {
@@ -160,26 +160,26 @@ req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;
     }
-    t->rj.srv = c->srv;
-    t->rj.conn = c;
-    t->rj.req_id = req_id;
-    t->rj.job.run = trace_run;
-    t->rj.job.done = trace_done;
+    t->rt.srv = c->srv;
+    t->rt.conn = c;
+    t->rt.req_id = req_id;
+    t->rt.item.run = trace_run;
+    t->rt.item.done = trace_done;
     t->m = m;
-    t->shared = djob_shared(c) ? c->djob : NULL;
+    t->shared = job_shared(c) ? c->job : NULL;
     t->max_payload = c->srv->cfg.max_payload_bytes;
     snprintf(t->name, sizeof t->name, "%s", m->name);
-    if (work_submit(c->srv->work, &t->rj.job) < 0) {
+    if (work_submit(c->srv->work, &t->rt.item) < 0) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         free(t);
         return;
     }
     if (t->shared != NULL) {
-        djob_hold(t->shared); /* its models stay until trace_done, even if the job ends */
+        job_hold(t->shared); /* its models stay until trace_done, even if the job ends */
     } else {
         m->busy = 1;          /* taken away meanwhile: freed by trace_done, as after a run */
-        m->job = &t->rj;
+        m->task = &t->rt;
     }
-    c->inflight = &t->rj;
-    conn_job_begin(c);
+    c->inflight = &t->rt;
+    conn_hold_frames(c);
 }
