@@ -34,7 +34,10 @@ struct constant_in {
 /* A compile in progress: the request's options, the model bytes as they arrive, and (once
  * the worker is done) the result. Owned by the connection while uploading, then by the job. */
 struct compile_task {
-    struct req_task rt;
+    struct work_item item;
+    struct srv *srv;
+    uint64_t req_id;                   /* the request of the process that sent it */
+    struct job *job;                   /* the job it compiles for, held, once submitted */
     uint8_t *bytes;                    /* model_bytes, filled by the upload */
     size_t len, got;
     uint8_t *chunk;                    /* the sink of the chunk being read: where it goes */
@@ -52,7 +55,7 @@ struct compile_task {
     struct sim_block_opt blocks[MAX_BLOCKS];
     char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
     int no_cache;
-    unsigned nproc;                    /* processes of the job it compiles for; 0: none */
+    unsigned proc0, nproc;             /* the processes that share the model it makes */
     unsigned group;                    /* inputReplicaGrouping size (1: none) */
     int group_orthogonal;
     unsigned first_ipu, part_count;

@@ -171,16 +171,10 @@ conn_free(struct conn *c)
 
     if (c->payload_left > 0 && c->sink.abort != NULL)
         c->sink.abort(c, c->sink.arg);
-    if (c->inflight != NULL)
-        c->inflight->conn = NULL; /* the worker's result is dropped when it comes back */
+    req_trace_forget(c);
     models_drop_upload(c);
-    if (job_shared(c)) {
-        job_leave(c); /* the job ends for its other processes */
-    } else if (c->job != NULL) {
-        log_info("client %u (%s, pid %u, %s) disconnected holding partition '%s'; its IPUs "
-                 "are free again", c->id, c->name, c->pid, c->peer, conn_part(c)->name);
-        job_solo_end(c, IPUOF_E_CLOSED, 1);
-    }
+    if (c->job != NULL)
+        job_leave(c); /* the job decides what its process leaving means */
     srv_wait_cancel(s, c);
     if (c->prev != NULL)
         c->prev->next = c->next;

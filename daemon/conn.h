@@ -16,7 +16,7 @@
 struct srv;
 struct waiter;
 struct model;
-struct req_task;
+struct trace_task;
 struct compile_task;
 struct conn;
 struct job;
@@ -72,7 +72,7 @@ struct conn {
 
     int frames_held;              /* a compile or run is in flight: read no more frames */
     struct compile_task *upload;  /* model bytes arriving for a compile */
-    struct req_task *inflight;    /* the compile or run on a worker, or NULL */
+    struct trace_task *trace;    /* its trace being written on a worker, or NULL */
     uint64_t refused_upload;     /* request id of the last compile refused mid-upload */
     struct job *job;            /* the job this connection belongs to once attached (its own
                                   * job of one process, or one of several processes): it holds

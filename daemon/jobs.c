@@ -37,6 +37,8 @@ job_maybe_free(struct job *j)
     free(j);
 }
 
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+
 /* A job of nproc processes (fields zeroed, the processes numbered), or NULL. */
 static struct job *
 job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
@@ -56,13 +58,22 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
     return j;
 }
 
+/* Rewrites the "loaded" lists of j's IPUs from its models. */
+static void
+update_loaded(struct job *j)
+{
+    models_update_loaded(j->srv, j->part, j->models);
+}
+
 int
-job_solo(struct conn *c, struct dev_partition *p)
+job_of_one(struct conn *c, struct dev_partition *p)
 {
     struct job *j = job_alloc(c->srv, p->name, 1, p->count);
 
-    if (j == NULL)
+    if (j == NULL || (j->timer = evtimer_new(c->srv->base, on_timer, j)) == NULL) {
+        free(j);
         return -1;
+    }
     j->part = p;
     j->started = 1;
     j->nattached = 1;
@@ -71,24 +82,8 @@ job_solo(struct conn *c, struct dev_partition *p)
     snprintf(j->proc[0].peer, sizeof j->proc[0].peer, "%s", c->peer);
     c->job = j;
     c->proc_id = 0;
+    c->revoked_code = 0;
     return 0;
-}
-
-void
-job_solo_end(struct conn *c, int cancel_code, int conn_dying)
-{
-    struct job *j = c->job;
-
-    models_release_all(c, cancel_code, conn_dying);
-    dev_release(c->srv->inv, j->part);
-    c->job = NULL;
-    free(j); /* a run in flight refers to its model and connection, never to the job */
-}
-
-int
-job_shared(const struct conn *c)
-{
-    return c->job != NULL && c->job->nproc > 1;
 }
 
 struct dev_partition *
@@ -205,6 +200,8 @@ job_end(struct job *j, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_info("job '%s': ended: %s", j->name, msg);
+    j->end_code = code;
+    snprintf(j->end_msg, sizeof j->end_msg, "%s", msg);
     evtimer_del(j->timer);
     for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == j) {
@@ -219,8 +216,7 @@ job_end(struct job *j, int code, const char *fmt, ...)
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
-        int recovery = code == IPUOF_E_TIMEOUT || code == IPUOF_E_SHUTDOWN
-                           ? IPUOF_RECOVERY_RETRY : IPUOF_RECOVERY_REATTACH;
+        int recovery = job_recovery(code);
 
         compile_task_discard(q->ct);
         q->ct = NULL;
@@ -237,8 +233,7 @@ job_end(struct job *j, int code, const char *fmt, ...)
         if (q->compile_req != 0) {
             conn_send_error(c, q->compile_req, code, IPUOF_ERROR_RECOVERABLE, recovery,
                             "device", "%s", msg);
-            if (!q->compile_submitter) /* the submitter's compile_done ends its wait */
-                conn_release_frames(c);
+            conn_release_frames(c); /* a compile on a worker is dropped when it ends */
         }
         if (q->run_req != 0 && !q->run_arriving) {
             conn_send_error(c, q->run_req, code, IPUOF_ERROR_RECOVERABLE, recovery, "device",
@@ -251,14 +246,19 @@ job_end(struct job *j, int code, const char *fmt, ...)
         conn_leave(c);
     }
     /* The IPUs go back to the pool now; the models themselves are freed with the job. */
-    for (struct model *m = j->models; m != NULL; m = m->next) {
+    for (struct model *m = j->models; m != NULL; m = m->next)
         model_unplace(s, m);
-        m->owner = NULL;
-    }
     dev_release(s->inv, j->part);
     j->part = NULL;
     job_unhold(j);
     srv_serve_waiters(s);
+}
+
+int
+job_recovery(int code)
+{
+    return code == IPUOF_E_TIMEOUT || code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
+                                                               : IPUOF_RECOVERY_REATTACH;
 }
 
 /* Compares job keys in time independent of where they differ. 1 when equal. */
@@ -407,6 +407,7 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     q->attach_req = req_id;
     c->job = j;
     c->proc_id = q->id;
+    c->revoked_code = 0;
     conn_hold_frames(c); /* its frames wait for the attach reply */
     if (++j->nattached < j->nproc)
         return;
@@ -427,12 +428,12 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     job_unhold(j);
 }
 
-/* Ends j when a process has left: the others cannot make a collective call without it.
- * 1 when it ended. */
+/* Ends j when one of processes p0 .. p0+n-1 has left: the others cannot make a call they
+ * share with it. 1 when it ended. */
 int
-job_end_if_left(struct job *j)
+job_end_if_left(struct job *j, unsigned p0, unsigned n)
 {
-    for (unsigned p = 0; p < j->nproc; p++) {
+    for (unsigned p = p0; p < p0 + n; p++) {
         const struct job_proc *q = &j->proc[p];
         if (q->left[0] != '\0') {
             job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
@@ -455,8 +456,9 @@ leave(struct conn *c, const char *how)
 {
     struct job *j = c->job;
     struct job_proc *q = &j->proc[c->proc_id];
-    int waiting = !j->started || j->ncompile > 0 || j->nrun > 0 || j->arriving > 0 ||
-                  j->inflight != NULL || j->proc[0].compile_submitter;
+    const struct model *run = j->inflight != NULL ? j->inflight->m : j->run_model;
+    int waiting = !j->started || j->ncompile > 0 || j->compiling ||
+                  (run != NULL && q->id - run->proc0 < run->nproc); /* a run it shares */
     unsigned live = 0;
 
     snprintf(q->left, sizeof q->left, "%s", how);
@@ -479,9 +481,9 @@ leave(struct conn *c, const char *how)
         }
     }
     if (waiting)
-        job_end_if_left(j);
+        job_end_if_left(j, 0, j->nproc);
     else if (live == 0)
-        job_end(j, IPUOF_E_CLOSED, "all %u processes have left", j->nproc);
+        job_end(j, IPUOF_E_CLOSED, "its %u process%s left", j->nproc, j->nproc == 1 ? "" : "es");
 }
 
 void
@@ -509,7 +511,36 @@ job_leave(struct conn *c)
 void
 job_revoke(struct conn *c, int code, const char *msg)
 {
-    job_end(c->job, code, "%s", msg);
+    struct job *j = c->job;
+
+    /* Requests already on their way name models the end frees: they are answered with
+     * this reason, not "no such model" (the Notice may reach the client after them). */
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct conn *o = j->proc[p].conn;
+        if (o == NULL)
+            continue;
+        o->revoked_code = code;
+        snprintf(o->revoked_msg, sizeof o->revoked_msg, "%s", msg);
+    }
+    job_end(j, code, "%s", msg);
+}
+
+int
+job_ended(const struct job *j)
+{
+    return j->dead;
+}
+
+const char *
+job_name(const struct job *j)
+{
+    return j->name;
+}
+
+unsigned
+job_processes(const struct job *j)
+{
+    return j->nproc;
 }
 
 /* ---- compile ---------------------------------------------------------------------------- */
@@ -552,12 +583,13 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
     q->ct = ct;
     q->compile_req = compile_task_req_id(ct);
     conn_hold_frames(c);
-    if (job_end_if_left(j)) /* answers this compile too */
+    if (job_end_if_left(j, 0, j->nproc)) /* answers this compile too */
         return;
-    if (j->ncompile++ == 0)
-        job_arm_timer(j);
-    if (j->ncompile < j->nproc)
+    if (++j->ncompile < j->nproc) {
+        if (j->ncompile == 1) /* the first: wait for the others */
+            job_arm_timer(j);
         return;
+    }
     evtimer_del(j->timer);
     j->ncompile = 0;
     for (unsigned p = 1; p < j->nproc; p++) {
@@ -566,13 +598,12 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
             return;
         }
     }
-    rc = compile_task_submit(p0->conn, p0->ct, j->nproc, msg, sizeof msg);
+    rc = compile_task_submit(j, p0->ct, msg, sizeof msg);
     if (rc != IPUOF_OK) {
         compile_refuse(j, rc, msg);
         return;
     }
     p0->ct = NULL; /* the worker has it */
-    p0->compile_submitter = 1;
     for (unsigned p = 1; p < j->nproc; p++) {
         compile_task_discard(j->proc[p].ct);
         j->proc[p].ct = NULL;
@@ -580,42 +611,70 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
 }
 
 void
-job_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cached, uint64_t us)
+job_compile_begin(struct job *j)
 {
-    struct job *j = c->job;
+    job_hold(j);
+    j->compiling = 1;
+}
 
-    j->proc[0].compile_submitter = 0;
+void
+job_compile_end(struct job *j)
+{
+    j->compiling = 0;
+}
+
+void
+job_compile_here(struct conn *c, uint64_t req_id)
+{
+    c->job->proc[c->proc_id].compile_req = req_id;
+    conn_hold_frames(c);
+}
+
+void
+job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
+             const char *msg, int cached, uint64_t us)
+{
+    int refused = 0;
+
     if (m != NULL) {
-        m->nproc = j->nproc;
         m->next = j->models;
         j->models = m;
-        models_update_loaded(j->srv, c);
-        log_info("job '%s': model %u '%s' %s for %u processes x %u replicas", j->name, m->id,
-                 m->name, cached ? "from the cache" : "compiled", j->nproc,
-                 sim_exe_replicas(m->entry->exe) / j->nproc);
+        update_loaded(j);
+        log_info("job '%s': model %u '%s' %s for %u process%s x %u replicas in %.1f ms on IPUs "
+                 "%u-%u", j->name, m->id, m->name, cached ? "from the cache" : "compiled",
+                 m->nproc, m->nproc == 1 ? "" : "es", sim_exe_replicas(m->entry->exe) / m->nproc,
+                 (double)us / 1000.0, m->first_ipu, m->first_ipu + m->nipus - 1);
     }
     job_hold(j);
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
+    for (unsigned p = proc0; p < proc0 + nproc && !j->dead; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *o = q->conn;
         uint64_t id = q->compile_req;
+        if (o == NULL || id == 0)
+            continue;
         q->compile_req = 0;
         conn_enter(o);
-        if (m != NULL)
-            compile_reply_send(o, id, m, cached, us);
-        else
+        if (m == NULL)
             conn_send_error(o, id, rc, 0, 0, "compiler", "%s", msg);
-        if (p != 0) /* process 0's compile_done ends its own wait */
-            conn_release_frames(o);
+        else if (compile_reply_send(o, id, m, cached, cached ? 0 : us) < 0)
+            refused = 1;
+        conn_release_frames(o);
         conn_leave(o);
+    }
+    if (refused && !j->dead) { /* a reply could not be sent: the model is nobody's */
+        struct model **pp;
+        for (pp = &j->models; *pp != m; pp = &(*pp)->next)
+            ;
+        *pp = m->next;
+        model_free(j->srv, m);
+        update_loaded(j);
     }
     job_unhold(j);
 }
 
 void
-job_compile_progress(struct conn *c, const Ipuof__CompileProgress *p)
+job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
 {
-    struct job *j = c->job;
     Ipuof__Header h = IPUOF__HEADER__INIT;
 
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
@@ -636,8 +695,11 @@ job_compile_progress(struct conn *c, const Ipuof__CompileProgress *p)
 struct model *
 job_find_model(const struct conn *c, uint32_t id)
 {
+    if (c->job == NULL)
+        return NULL;
     for (struct model *m = c->job->models; m != NULL; m = m->next)
-        if (m->id == id && !(m->freed_by & ((uint64_t)1 << c->proc_id)))
+        if (m->id == id && c->proc_id - m->proc0 < m->nproc &&
+            !(m->freed_by & ((uint64_t)1 << c->proc_id)))
             return m;
     return NULL;
 }
@@ -651,12 +713,14 @@ job_free_model(struct conn *c, uint32_t id)
     if (m == NULL)
         return -1;
     m->freed_by |= (uint64_t)1 << c->proc_id;
-    if (m->busy || m->freed_by != (j->nproc == 64 ? UINT64_MAX : ((uint64_t)1 << j->nproc) - 1))
+    if (m->busy || m->freed_by != (m->nproc == 64 ? UINT64_MAX
+                                   : (((uint64_t)1 << m->nproc) - 1) << m->proc0))
         return 0;
     for (pp = &j->models; *pp != m; pp = &(*pp)->next)
         ;
     *pp = m->next;
     model_free(c->srv, m);
+    update_loaded(j);
     return 0;
 }
 

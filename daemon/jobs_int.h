@@ -27,7 +27,6 @@ struct job_proc {
     uint64_t attach_req;         /* attach held until every process came, or 0 */
     struct compile_task *ct;      /* compile held until every process sent one, or NULL */
     uint64_t compile_req;        /* compile waiting for its reply, or 0 */
-    int compile_submitter;       /* its connection has the job's compile in flight */
     char left[32];               /* "detached" or "disconnected" once it left, else "" */
     uint64_t run_req;            /* run whose slice arrived or is arriving, or 0 */
     int run_arriving;            /* the slice's bytes are still being received */
@@ -56,10 +55,14 @@ struct job {
     struct dev_partition *part;
     struct event *timer;         /* job_timeout for the phase now gathering */
     struct model *models;        /* the job's executables, shared by its processes */
-    struct model *run_model;     /* the model whose slices are being gathered */
+    struct model *run_model;     /* the model whose processes' inputs are being gathered */
     struct run *inflight;  /* the run on a worker, or NULL */
     int arriving;                /* processes whose slice is still arriving */
-    int hold;                    /* loops over the processes under way (they may end it) */
+    int compiling;               /* its compile is on a worker */
+    int hold;                    /* loops over the processes under way (they may end it), and
+                                  * tasks on workers that refer to it (compile, trace) */
+    int end_code;                /* why it ended (IPUOF_E_*), once dead */
+    char end_msg[768];
     struct job *next;
     struct job_proc proc[];     /* nproc */
 };
@@ -73,13 +76,12 @@ void job_end(struct job *j, int code, const char *fmt, ...)
 /* Frees j when it has ended and nothing refers to it any more. */
 void job_maybe_free(struct job *j);
 
-/* Brackets a loop that talks to the processes' connections (see jobs.c). job_unhold
- * returns 1 when the job ended meanwhile (it may be gone: do not touch it). */
-void job_hold(struct job *j);
-int job_unhold(struct job *j);
+/* Ends j when one of its processes p0 .. p0+n-1 has left. 1 when it ended. */
+int job_end_if_left(struct job *j, unsigned p0, unsigned n);
 
-/* Ends j when one of its processes has left. 1 when it ended. */
-int job_end_if_left(struct job *j);
+/* The recovery a process is told for a job that ended with code: retry after a timeout or
+ * a shutdown, attach again otherwise. */
+int job_recovery(int code);
 
 /* Arms job_timeout for the phase now gathering. */
 void job_arm_timer(struct job *j);

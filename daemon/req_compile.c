@@ -64,24 +64,14 @@ static void
 on_progress_ev(evutil_socket_t fd, short what, void *arg)
 {
     struct compile_task *ct = arg;
-    Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__CompileProgress p = IPUOF__COMPILE_PROGRESS__INIT;
 
     (void)fd;
     (void)what;
-    if (ct->rt.conn == NULL)
-        return;
     p.done = (uint32_t)atomic_load(&ct->prog_done);
     p.total = (uint32_t)atomic_load(&ct->prog_total);
-    if (ct->nproc > 1) { /* every process of the job waits for this compile */
-        if (ct->rt.conn->job != NULL)
-            job_compile_progress(ct->rt.conn, &p);
-        return;
-    }
-    h.request_id = ct->rt.req_id;
-    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
-    h.compile_progress = &p;
-    conn_send(ct->rt.conn, &h, NULL, 0);
+    if (!job_ended(ct->job)) /* every process of the job waits for this compile */
+        job_compile_progress(ct->job, &p);
 }
 
 /* Worker thread: find the model in the cache or compile it. */
@@ -89,7 +79,7 @@ static void
 compile_run(struct work_item *j)
 {
     struct compile_task *ct = (struct compile_task *)j;
-    struct cache *k = &ct->rt.srv->cache;
+    struct cache *k = &ct->srv->cache;
     struct cache_entry *e = NULL;
     uint64_t t0 = models_now_us();
 
@@ -318,76 +308,36 @@ out:
     return rc;
 }
 
-/* Loop thread: the compile finished. */
-static void
-compile_done(struct work_item *j)
+/* The model ct made (ct->rc IPUOF_OK) on its job's partition, placed on its IPUs; or NULL with
+ * ct->rc and ct->err set. */
+static struct model *
+compile_model(struct compile_task *ct)
 {
-    struct compile_task *ct = (struct compile_task *)j;
-    struct conn *c = ct->rt.conn;
-    struct srv *s = ct->rt.srv;
-    const struct dev_partition *part;
-    struct model *m;
+    struct srv *s = ct->srv;
+    struct model *m = calloc(1, sizeof *m);
 
-    if (ct->prog_ev != NULL) /* it went to a worker (see upload_complete) */
-        dev_set_busy(s->inv, ct->first_ipu, ct->part_count, 0);
-    if (c == NULL) { /* the client went away */
-        cache_release(&s->cache, ct->entry);
-        compile_task_free(ct);
-        return;
-    }
-    c->inflight = NULL;
-    conn_enter(c);
-    if (ct->nproc > 1 && c->job == NULL) { /* the job ended meanwhile: its error was sent */
-        cache_release(&s->cache, ct->entry);
-        goto out;
-    }
-    if (j->dropped) {
-        ct->rc = IPUOF_E_SHUTDOWN;
-        snprintf(ct->err.msg, sizeof ct->err.msg,
-                 "the compile of '%s' was not started: ipuofd is stopping", ct->name);
-    }
-    if (ct->rc != IPUOF_OK) {
-        log_info("client %u: compile of '%s' failed: %s", c->id, ct->name, ct->err.msg);
-        if (ct->nproc > 1)
-            job_compiled(c, NULL, ct->rc, ct->err.msg, 0, 0);
-        else
-            conn_send_error(c, ct->rt.req_id, ct->rc, 0, 0, "compiler", "%s", ct->err.msg);
-        goto out;
-    }
-    part = conn_part(c);
-    if (part == NULL || part->first != ct->first_ipu || part->count != ct->part_count) {
-        cache_release(&s->cache, ct->entry);
-        if (s->stopping)
-            conn_send_error(c, ct->rt.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
-                            IPUOF_RECOVERY_RETRY, "daemon", "ipuofd shut down while model "
-                            "'%s' compiled; its partition is released", ct->name);
-        else
-            conn_send_error(c, ct->rt.req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
-                            IPUOF_RECOVERY_REATTACH, "device",
-                            "the partition was reset while model '%s' compiled; attach again",
-                            ct->name);
-        goto out;
-    }
-    m = calloc(1, sizeof *m);
     if (m == NULL) {
         cache_release(&s->cache, ct->entry);
-        conn_send_error(c, ct->rt.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        goto out;
+        ct->rc = IPUOF_E_NOMEM;
+        snprintf(ct->err.msg, sizeof ct->err.msg, "out of memory");
+        return NULL;
     }
     m->id = ++s->next_model_id;
     snprintf(m->name, sizeof m->name, "%s", ct->name);
-    m->owner = c;
     m->entry = ct->entry;
     m->first_ipu = ct->first_ipu;
+    m->proc0 = ct->proc0;
+    m->nproc = ct->nproc;
     m->group = ct->group;
     m->group_orthogonal = ct->group_orthogonal;
     m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
-    if (m->nipus > ct->part_count) { /* the compiler checks this (partition_ipus) */
-        conn_send_error(c, ct->rt.req_id, IPUOF_E_INTERNAL, 0, 0, "compiler",
-                        "model '%s' was placed on %u IPUs, but the partition has %u", ct->name,
-                        m->nipus, ct->part_count);
+    if (m->nipus > ct->part_count) {
+        /* the compiler checks this (partition_ipus) */
+        ct->rc = IPUOF_E_INTERNAL;
+        snprintf(ct->err.msg, sizeof ct->err.msg, "model '%s' was placed on %u IPUs, but the "
+                 "partition has %u", ct->name, m->nipus, ct->part_count);
         model_free(s, m);
-        goto out;
+        return NULL;
     }
     for (unsigned i = 0; i < m->nipus && i < CFG_MAX_IPUS; i++) {
         struct sim_mem_report rep;
@@ -398,57 +348,65 @@ compile_done(struct work_item *j)
     }
     m->host = m->entry->host_bytes;
     model_place(s, m);
-    if (ct->nproc > 1) {
-        job_compiled(c, m, IPUOF_OK, "", ct->cached, ct->cached ? 0 : ct->us);
-        goto out;
-    }
-    m->next = *job_models(c); /* the job of this one process holds it */
-    *job_models(c) = m;
-    models_update_loaded(s, c);
-    log_info("client %u (%s): model %u '%s' %s in %.1f ms on IPUs %u-%u", c->id, c->name, m->id,
-             m->name, ct->cached ? "from the cache" : "compiled", (double)ct->us / 1000.0,
-             m->first_ipu, m->first_ipu + m->nipus - 1);
-    if (compile_reply_send(c, ct->rt.req_id, m, ct->cached, ct->cached ? 0 : ct->us) < 0) {
-        *job_models(c) = m->next; /* refused: it was never the client's */
-        model_free(s, m);
-        models_update_loaded(s, c);
-    }
-out:
-    compile_task_free(ct);
-    conn_release_frames(c);
-    conn_leave(c);
+    return m;
 }
 
-/* Hands ct to a worker for c. 0, or -1 when out of memory (ct is then still the caller's). */
-static int
-compile_start(struct conn *c, struct compile_task *ct)
+/* Loop thread: the compile finished (or was dropped by a stopping daemon before it
+ * started). Answers the job's processes unless the job ended meanwhile (they had their
+ * error then). */
+static void
+compile_done(struct work_item *it)
 {
-    ct->rt.item.run = compile_run;
-    ct->rt.item.done = compile_done;
-    ct->prog_ev = event_new(c->srv->base, -1, 0, on_progress_ev, ct);
-    if (ct->prog_ev == NULL || work_submit(c->srv->work, &ct->rt.item) < 0)
+    struct compile_task *ct = (struct compile_task *)it;
+    struct job *j = ct->job;
+    struct model *m = NULL;
+
+    if (ct->prog_ev != NULL) /* it went to a worker (see compile_start) */
+        dev_set_busy(ct->srv->inv, ct->first_ipu, ct->part_count, 0);
+    job_compile_end(j);
+    if (job_ended(j)) {
+        cache_release(&ct->srv->cache, ct->entry);
+        goto out;
+    }
+    if (it->dropped) {
+        ct->rc = IPUOF_E_SHUTDOWN;
+        snprintf(ct->err.msg, sizeof ct->err.msg,
+                 "the compile of '%s' was not started: ipuofd is stopping", ct->name);
+    }
+    if (ct->rc == IPUOF_OK)
+        m = compile_model(ct);
+    if (m == NULL)
+        log_info("job '%s': compile of '%s' failed: %s", job_name(j), ct->name, ct->err.msg);
+    job_compiled(j, ct->proc0, ct->nproc, m, ct->rc, ct->err.msg, ct->cached, ct->us);
+out:
+    job_unhold(j);
+    compile_task_free(ct);
+}
+
+/* Hands ct to a worker for job j, held until compile_done. 0, or -1 when out of memory (ct
+ * is then still the caller's). */
+static int
+compile_start(struct job *j, struct compile_task *ct)
+{
+    ct->item.run = compile_run;
+    ct->item.done = compile_done;
+    ct->prog_ev = event_new(ct->srv->base, -1, 0, on_progress_ev, ct);
+    if (ct->prog_ev == NULL || work_submit(ct->srv->work, &ct->item) < 0)
         return -1;
-    c->inflight = &ct->rt;
-    conn_hold_frames(c);
-    dev_set_busy(c->srv->inv, ct->first_ipu, ct->part_count, 1);
+    ct->job = j;
+    job_compile_begin(j);
+    dev_set_busy(ct->srv->inv, ct->first_ipu, ct->part_count, 1);
     return 0;
 }
 
-/* The whole model has arrived: hand it to a worker. */
+/* The whole model has arrived: the job compiles it once every process has sent it. */
 static void
 upload_complete(struct conn *c)
 {
     struct compile_task *ct = c->upload;
 
     c->upload = NULL;
-    if (job_shared(c)) { /* compiled once, when every process of the job has sent it */
-        job_compile_ready(c, ct);
-        return;
-    }
-    if (compile_start(c, ct) < 0) {
-        conn_send_error(c, ct->rt.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        compile_task_free(ct);
-    }
+    job_compile_ready(c, ct);
 }
 
 static void
@@ -526,9 +484,12 @@ compile_from_training(struct conn *c, uint64_t req_id, struct compile_task *ct, 
         free(e);
     }
     rc = ct->rc;
-    c->inflight = &ct->rt;
-    conn_hold_frames(c);
-    compile_done(&ct->rt.item); /* replies, and frees ct */
+    ct->proc0 = c->proc_id; /* this process's own model */
+    ct->nproc = 1;
+    job_compile_here(c, req_id);
+    ct->job = c->job;
+    job_compile_begin(c->job);
+    compile_done(&ct->item); /* replies, and frees ct */
     return rc == IPUOF_OK ? 0 : -1;
 }
 
@@ -572,9 +533,8 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     if (ct->bytes == NULL)
         goto oom;
     ct->len = rq->model_bytes;
-    ct->rt.srv = s;
-    ct->rt.conn = c;
-    ct->rt.req_id = req_id;
+    ct->srv = s;
+    ct->req_id = req_id;
     snprintf(ct->name, sizeof ct->name, "%s", rq->name[0] ? rq->name : "model");
     sim_compile_opts_init(&ct->opts);
     ct->opts.device_iterations = rq->device_iterations;
@@ -615,7 +575,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
             ct->opts.ipu_memory_bytes = ct->remaining[i];
     }
     {
-        uint64_t used = models_host_used(c);
+        uint64_t used = models_host_used(*job_models(c));
         ct->host_memory = s->cfg.host_memory;
         ct->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
         ct->opts.host_memory_bytes = ct->host_left ? ct->host_left : 1; /* 0 = no limit */
@@ -669,7 +629,7 @@ req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_
     if (ct == NULL && req_id == c->refused_upload) {
         return; /* the rest of an upload already refused: the client has its one error */
     }
-    if (ct == NULL || ct->rt.req_id != req_id) {
+    if (ct == NULL || ct->req_id != req_id) {
         conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
                         "model chunk for request %" PRIu64 ", which is not an upload in "
                         "progress", req_id);
@@ -694,10 +654,10 @@ models_refuse_upload(struct conn *c, int code, const char *why)
 {
     if (c->upload == NULL)
         return 0;
-    conn_send_error(c, c->upload->rt.req_id, code, IPUOF_ERROR_RECOVERABLE,
+    conn_send_error(c, c->upload->req_id, code, IPUOF_ERROR_RECOVERABLE,
                     IPUOF_RECOVERY_RETRY, "daemon", "the compile of '%s' was not served: %s",
                     c->upload->name, why);
-    c->refused_upload = c->upload->rt.req_id;
+    c->refused_upload = c->upload->req_id;
     models_drop_upload(c);
     return 1;
 }
@@ -707,7 +667,7 @@ models_refuse_upload(struct conn *c, int code, const char *why)
 uint64_t
 compile_task_req_id(const struct compile_task *ct)
 {
-    return ct->rt.req_id;
+    return ct->req_id;
 }
 
 void
@@ -717,19 +677,19 @@ compile_task_discard(struct compile_task *ct)
 }
 
 int
-compile_task_submit(struct conn *c, struct compile_task *ct, unsigned nproc, char *msg,
-                   size_t len)
+compile_task_submit(struct job *j, struct compile_task *ct, char *msg, size_t len)
 {
-    unsigned R = ct->opts.replicas * nproc;
+    unsigned nproc = job_processes(j), R = ct->opts.replicas * nproc;
     char *key;
 
     if (R > ct->part_count) {
         snprintf(msg, len, "%u processes x %u replicas need %u IPUs, but partition '%s' has "
                  "%u; attach a partition of %u IPUs or lower the replication factor", nproc,
-                 ct->opts.replicas, R, conn_part(c)->name, ct->part_count, dev_round_pow2(R));
+                 ct->opts.replicas, R, job_name(j), ct->part_count, dev_round_pow2(R));
         return IPUOF_E_INVAL;
     }
     ct->opts.replicas = R;
+    ct->proc0 = 0;
     ct->nproc = nproc;
     for (unsigned i = 0; i < R; i++)
         if (ct->remaining[i] < ct->opts.ipu_memory_bytes)
@@ -741,7 +701,7 @@ compile_task_submit(struct conn *c, struct compile_task *ct, unsigned nproc, cha
     }
     free(ct->key);
     ct->key = key;
-    if (compile_start(c, ct) < 0) {
+    if (compile_start(j, ct) < 0) {
         snprintf(msg, len, "out of memory");
         return IPUOF_E_NOMEM;
     }

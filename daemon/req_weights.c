@@ -236,7 +236,7 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
 
     if (m == NULL)
         return;
-    if (m->nproc > 1 && c->proc_id != 0) {
+    if (c->proc_id != m->proc0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
                         "process %u writes weights of model '%s', which its job's %u processes "
                         "share as one copy; only process 0 writes them (its weights are every "
