@@ -308,9 +308,10 @@ ox_range(const struct conv_params *p, int64_t kj, int64_t *lo, int64_t *hi)
 
 /* Columns of output rows [r0, r1) (r = image-in-chunk x OH + oy) of cols (kg, nimg * P),
  * from images x[n0 .. n0+nimg) of group g; P = oh * ow. */
-SIM_HOT static void
-im2col(const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, int64_t g,
-       float *cols, int64_t r0, int64_t r1)
+SIM_HOT_FN(im2col,
+           (const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, int64_t g,
+            float *cols, int64_t r0, int64_t r1),
+           (p, x, n0, nimg, g, cols, r0, r1))
 {
     int64_t ld = nimg * p->oh * p->ow;
 
@@ -357,8 +358,7 @@ im2col_piece(void *ctx, int64_t lo, int64_t hi)
 /* Output channels [lo, hi) of the group: y = tmp (mg, nimg * P) scattered to NCHW + bias,
  * then the fused activation; tmp may be y itself (one image): then only the bias and the
  * activation are applied, in place. */
-SIM_HOT static void
-scatter_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(scatter_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -386,8 +386,7 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias)); /* 
  * sums them in registers eight columns at a time where every tap is inside the row, tap by
  * tap over the row for strided rows and the rest, and with bounds checks at the edges;
  * then the fused activation over the plane. */
-SIM_HOT static void
-dw_fwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(dw_fwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -497,8 +496,7 @@ grain_for(int64_t work_per_index)
 }
 
 /* y[i] += b for i in [0, n). */
-SIM_HOT static void
-add_scalar(float *y, int64_t n, float b)
+SIM_HOT_FN(add_scalar, (float *y, int64_t n, float b), (y, n, b))
 {
     for (int64_t i = 0; i < n; i++)
         y[i] += b;
@@ -622,9 +620,10 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
 
 /* Channels [ci0, ci1) of group g of dx[n0 .. n0+nimg) += col2im(cols); cols (kg, nimg * P)
  * as im2col lays it out. */
-SIM_HOT static void
-col2im(const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg, int64_t g,
-       float *dx, int64_t ci0, int64_t ci1)
+SIM_HOT_FN(col2im,
+           (const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg,
+            int64_t g, float *dx, int64_t ci0, int64_t ci1),
+           (p, cols, n0, nimg, g, dx, ci0, ci1))
 {
     int64_t P = p->oh * p->ow, ld = nimg * P;
 
@@ -663,8 +662,7 @@ col2im_piece(void *ctx, int64_t lo, int64_t hi)
 }
 
 /* Output channels [lo, hi) of the group: tmp (mg, nimg * P) = dY gathered from NCHW. */
-SIM_HOT static void
-gather_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(gather_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -679,8 +677,7 @@ gather_piece(void *ctx, int64_t lo, int64_t hi)
 
 /* db[m] += sum of dY over images and positions, for channels [lo, hi); each image's plane
  * summed sixteen lanes at a time (vsum.h). */
-SIM_HOT static void
-db_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(db_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -693,8 +690,7 @@ db_piece(void *ctx, int64_t lo, int64_t hi)
 
 /* Depthwise backward of input channels [lo, hi) (each one group): dX of the channel and dW
  * of the group's output channels, over every image. */
-SIM_HOT static void
-dw_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(dw_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
