@@ -289,7 +289,7 @@ struct conv_run {
     const float *dyc;                /* backward: the chunk's dY as (mg, nimg * P) */
     int64_t n0, nimg, grp;           /* the chunk's first image, its images, the group */
     const struct sim_act *act;       /* forward: the fused activation applied to y, or NULL */
-    int64_t blk, mblk;               /* fused pointwise: output columns and rows per piece */
+    int64_t blk, mblk;               /* pointwise: output columns and rows per piece */
 };
 
 /* Output columns ox in [*lo, *hi) whose input column for kernel column kj is inside the row. */
@@ -503,14 +503,15 @@ SIM_HOT_FN(add_scalar, (float *y, int64_t n, float b), (y, n, b))
 }
 
 /*
- * Pointwise forward with a fused activation, pieces [lo, hi) of (image, group, column
- * block, row block): each block's GEMM (rows of mg, blk columns) of the output, then the
- * bias and the activation row by row while the block is in cache (the unfused path fills
- * the bias first and accumulates the GEMM on it: the same sum when OpenBLAS adds the
- * product in one pass, within a rounding of it otherwise).
+ * Pointwise forward, pieces [lo, hi) of (image, group, column block, row block): each
+ * block's GEMM (rows of mg, blk columns) of the output, then the bias and the fused
+ * activation, if any, row by row while the block is in cache. Fused or not, the output is
+ * made by the same GEMM calls: OpenBLAS's kernels for some CPUs (Haswell, Zen) round an
+ * element differently with the shape of the call it is in, so a path cut another way would
+ * differ from this one in the last bits on those CPUs only.
  */
 static void
-pw_act_piece(void *ctx, int64_t lo, int64_t hi)
+pw_piece(void *ctx, int64_t lo, int64_t hi)
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -530,13 +531,14 @@ pw_act_piece(void *ctx, int64_t lo, int64_t hi)
         for (int64_t m = m0; m < m1; m++) {
             if (r->bias != NULL)
                 add_scalar(yg + m * P + c0, c1 - c0, r->bias[g * p->mg + m]);
-            sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
+            if (r->act != NULL)
+                sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
         }
     }
 }
 
-/* The blocks of a fused pointwise convolution: *blk output columns per piece, the (mg,
- * blk) block about 64 KiB so it is still in L2 when the activation reads it (whole
+/* The blocks of a pointwise convolution: *blk output columns per piece, the (mg, blk)
+ * block about 64 KiB so it is still in L2 when the bias and activation read it (whole
  * 16-column register blocks, at least 64 columns); *mblk rows per piece: all mg, unless
  * that leaves fewer than two pieces per pool thread (one small image: batch 1 at 7x7),
  * then the rows split too (whole 4-row register blocks). Returns the count of pieces. */
@@ -575,24 +577,10 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         sim_pool_for(p->n * p->m, grain_for(P * p->kh * p->kw), dw_fwd_piece, &r);
         return 0;
     }
-    if (p->pointwise && r.act != NULL) {
-        int64_t pieces = pw_blocks(p, &r.blk, &r.mblk);
-        sim_pool_for(pieces, grain_for(r.mblk * p->cg * (r.blk < P ? r.blk : P)),
-                     pw_act_piece, &r);
-        return 0;
-    }
     if (p->pointwise) {
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t g = 0; g < p->group; g++) {
-                float *yg = r.y + (n * p->m + g * p->mg) * P;
-                if (r.bias != NULL)
-                    for (int64_t m = 0; m < p->mg; m++)
-                        for (int64_t i = 0; i < P; i++)
-                            yg[m * P + i] = r.bias[g * p->mg + m];
-                sim_pool_sgemm(false, false, p->mg, P, p->cg, 1.0f, r.w + g * p->mg * p->cg,
-                               p->cg, r.x + (n * p->c + g * p->cg) * P, P,
-                               r.bias ? 1.0f : 0.0f, yg, P);
-            }
+        int64_t pieces = pw_blocks(p, &r.blk, &r.mblk);
+        sim_pool_for(pieces, grain_for(r.mblk * p->cg * (r.blk < P ? r.blk : P)), pw_piece,
+                     &r);
         return 0;
     }
     for (r.n0 = 0; r.n0 < p->n; r.n0 += p->chunk) {
