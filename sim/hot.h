@@ -46,6 +46,10 @@ extern atomic_int sim_isa_now;
 /* Fixes the level in use (once, thread-safe) and returns it. */
 enum sim_isa sim_isa_fix(void);
 
+/* The level of the copy a SIM_HOT_WIDE_FN dispatcher calls now (for tests; 0 in builds
+ * without copies). */
+int sim_isa_probe(void);
+
 /* The level the kernels run with: one relaxed load once fixed. */
 static inline enum sim_isa
 sim_isa_level(void)
@@ -62,26 +66,16 @@ sim_isa_level(void)
 #define SIM_HOT_AT_(t) static __attribute__((noinline, SIM_HOT_OPT, target(t))) void
 #define SIM_HOT_BASE_ static __attribute__((noinline, SIM_HOT_OPT)) void
 
-#define SIM_HOT_FN(name, params, args)                                                     \
-    SIM_HOT_BODY_ name##_body params;                                                      \
-    SIM_HOT_AT_("avx2") name##_avx2 params { name##_body args; }                          \
-    SIM_HOT_BASE_ name##_base params { name##_body args; }                                 \
-    static void name params                                                                \
-    {                                                                                      \
+/* Calls name##_avx2 or name##_base, or also name##_avx512 (WIDE), with args by the level. */
+#define SIM_ISA_CALL_(name, args)                                                          \
+    do {                                                                                   \
         if (sim_isa_level() >= SIM_ISA_AVX2)                                               \
             name##_avx2 args;                                                              \
         else                                                                               \
             name##_base args;                                                              \
-    }                                                                                      \
-    SIM_HOT_BODY_ name##_body params
-
-#define SIM_HOT_WIDE_FN(name, params, args)                                                \
-    SIM_HOT_BODY_ name##_body params;                                                      \
-    SIM_HOT_AT_("avx512f") name##_avx512 params { name##_body args; }                     \
-    SIM_HOT_AT_("avx2") name##_avx2 params { name##_body args; }                          \
-    SIM_HOT_BASE_ name##_base params { name##_body args; }                                 \
-    static void name params                                                                \
-    {                                                                                      \
+    } while (0)
+#define SIM_ISA_CALL_WIDE_(name, args)                                                     \
+    do {                                                                                   \
         enum sim_isa l_ = sim_isa_level();                                                 \
         if (l_ >= SIM_ISA_AVX512)                                                          \
             name##_avx512 args;                                                            \
@@ -89,7 +83,21 @@ sim_isa_level(void)
             name##_avx2 args;                                                              \
         else                                                                               \
             name##_base args;                                                              \
-    }                                                                                      \
+    } while (0)
+
+#define SIM_HOT_FN(name, params, args)                                                     \
+    SIM_HOT_BODY_ name##_body params;                                                      \
+    SIM_HOT_AT_("avx2") name##_avx2 params { name##_body args; }                          \
+    SIM_HOT_BASE_ name##_base params { name##_body args; }                                 \
+    static void name params { SIM_ISA_CALL_(name, args); }                                 \
+    SIM_HOT_BODY_ name##_body params
+
+#define SIM_HOT_WIDE_FN(name, params, args)                                                \
+    SIM_HOT_BODY_ name##_body params;                                                      \
+    SIM_HOT_AT_("avx512f") name##_avx512 params { name##_body args; }                     \
+    SIM_HOT_AT_("avx2") name##_avx2 params { name##_body args; }                          \
+    SIM_HOT_BASE_ name##_base params { name##_body args; }                                 \
+    static void name params { SIM_ISA_CALL_WIDE_(name, args); }                            \
     SIM_HOT_BODY_ name##_body params
 #else
 #define SIM_ISA_DISPATCH 0

@@ -46,6 +46,24 @@ sim_isa_cpu_best(void)
     return SIM_ISA_BASELINE;
 }
 
+#if SIM_ISA_DISPATCH
+/* A dispatcher as SIM_HOT_WIDE_FN makes, over copies that say which they are. */
+static void probe_avx512(int *l) { *l = SIM_ISA_AVX512; }
+static void probe_avx2(int *l) { *l = SIM_ISA_AVX2; }
+static void probe_base(int *l) { *l = SIM_ISA_BASELINE; }
+#endif
+
+int
+sim_isa_probe(void)
+{
+    int l = 0;
+
+#if SIM_ISA_DISPATCH
+    SIM_ISA_CALL_WIDE_(probe, (&l));
+#endif
+    return l;
+}
+
 int
 sim_isa_dispatches(void)
 {
