@@ -16,6 +16,7 @@
 #include "log.h"
 #include "notify.h"
 #include "server.h"
+#include "sim.h"
 
 static void
 usage(FILE *f)
@@ -110,6 +111,7 @@ main(int argc, char **argv)
     const char *port_file = NULL;
     int foreground = 0, check_only = 0, report_fd = -1, opt;
     char err[1024];
+    struct sim_err serr;
 
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         struct srv_override *o = s.nov < SRV_MAX_OVERRIDES ? &s.ov[s.nov] : NULL;
@@ -151,6 +153,10 @@ main(int argc, char **argv)
         fprintf(stderr, "ipuofd: %s\n", err);
         return EX_CONFIG;
     }
+    if (sim_isa_check(&serr) != 0) {    /* IPUOF_SIM_ISA (sim/hot.h) */
+        fprintf(stderr, "ipuofd: %s\n", serr.msg);
+        return EX_CONFIG;
+    }
     if (check_only) {
         printf("ipuofd: configuration %s is valid\n", s.config_path ? s.config_path : "(defaults)");
         return 0;
@@ -176,6 +182,7 @@ main(int argc, char **argv)
              IPUOF_VERSION_STR, s.cfg.ipus, s.cfg.ipus == 1 ? "" : "s",
              (unsigned long long)(s.cfg.ipu_memory >> 20), s.cfg.tiles, s.cfg.listen,
              s.bound_port, s.cfg.admin_socket[0] ? ", admin socket " : "", s.cfg.admin_socket);
+    log_info("simulator kernels: %s", sim_isa_describe(err, sizeof err));
     report_start(&report_fd, 0);
     {
         char st[160];

@@ -15,6 +15,9 @@
  * test_sim_conv_dnnl instead).
  * The process itself checks that its level is what its environment asks for: tests/run.sh
  * runs the simulator's tests once per level, and this is what makes a capped pass capped.
+ *
+ *   test_sim_isa --levels     prints the level in use, then the lower ones this build has
+ *                             copies for ("avx512 avx2 baseline"): tests/run.sh's passes
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -424,5 +427,20 @@ main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "--child") == 0)
         return child_main(argc > 2 && strcmp(argv[2], "work") == 0);
+    if (argc > 1 && strcmp(argv[1], "--levels") == 0) {
+        /* for tests/run.sh: the level in use, then those below it that this build has
+         * copies for (lowest last); an invalid IPUOF_SIM_ISA is refused here too */
+        struct sim_err err;
+        if (sim_isa_check(&err) != 0) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 2;
+        }
+        printf("%s", sim_isa_name(sim_isa_current()));
+        for (int l = (int)sim_isa_current() - 1; sim_isa_dispatches() && l >= SIM_ISA_BASELINE;
+             l--)
+            printf(" %s", sim_isa_name((enum sim_isa)l));
+        printf("\n");
+        return 0;
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
