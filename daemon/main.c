@@ -129,7 +129,8 @@ main(int argc, char **argv)
         case 'f': foreground = 1; break;
         case 'C': check_only = 1; break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("ipuofd %s (protocol %d)\n", IPUOF_VERSION_STR, IPUOF_PROTOCOL_VERSION);
+        case 'V': printf("ipuofd %s (protocol %d)\nsimulator kernels: %s\n", IPUOF_VERSION_STR,
+                         IPUOF_PROTOCOL_VERSION, sim_isa_describe(err, sizeof err));
                   return 0;
         default: usage(stderr); return EX_USAGE;
         }

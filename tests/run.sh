@@ -125,6 +125,7 @@ fi || {
     echo "FAIL instruction-set levels: $levels"
     failed=$((failed + 1)) failures="$failures isa-levels" levels=""
 }
+# shellcheck disable=SC2086 # the levels are words
 set -- $levels
 if [ $# -gt 0 ]; then
     shift
