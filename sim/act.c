@@ -4,7 +4,7 @@
  * and the pool split of a whole tensor.
  *
  * Sigmoid and SiLU are bound by arithmetic, not memory: they run sixteen floats at a time,
- * with an AVX-512 clone besides the AVX2 and baseline ones.
+ * with an AVX-512 copy besides the AVX2 and baseline ones (hot.h).
  *
  * The formulas are those the ops always used (op_activation.c, Clip in op_unary.c), so
  * Relu, Clip, LeakyRelu, HardSigmoid and HardSwish give the same bits as before; Sigmoid is

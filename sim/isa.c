@@ -88,9 +88,11 @@ fix(void)
     level = isa.cap != 0 && isa.cap < isa.cpu ? isa.cap : isa.cpu;
     if (isa.cap != 0) {
         /* before oneDNN's first use: conv_dnnl.c fixes the level before its engine */
-        static const dnnl_cpu_isa_t dnnl_isa[] = { [SIM_ISA_BASELINE] = dnnl_cpu_isa_sse41,
-                                                   [SIM_ISA_AVX2] = dnnl_cpu_isa_avx2,
-                                                   [SIM_ISA_AVX512] = dnnl_cpu_isa_avx512_core };
+        static const dnnl_cpu_isa_t dnnl_isa[] = {
+            [SIM_ISA_BASELINE] = dnnl_cpu_isa_sse41,
+            [SIM_ISA_AVX2] = dnnl_cpu_isa_avx2,
+            [SIM_ISA_AVX512] = dnnl_cpu_isa_avx512_core,
+        };
         isa.dnnl_rc = (int)dnnl_set_max_cpu_isa(dnnl_isa[level]);
     }
     atomic_store_explicit(&sim_isa_now, (int)level, memory_order_release);

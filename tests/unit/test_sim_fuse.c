@@ -4,9 +4,9 @@
  * inputs and must give the same outputs bit for bit (on every CPU: the pointwise GEMM is cut
  * the same way fused or not, as OpenBLAS's Haswell and Zen kernels round an element by the
  * shape of its call), with the fused nodes gone from the schedule and the simulated clock
- * unchanged; and since bits alone prove it only for this machine's OpenBLAS, OpenBLAS's
- * cblas_sgemm is interposed to check that both runs make the same GEMM calls. the patterns that must not fuse (the
- * convolution's output also a graph output or read twice, a Clip bound that is not a
+ * unchanged; since equal bits prove it only for this machine's OpenBLAS, cblas_sgemm is
+ * interposed to check that both runs make the same GEMM calls. The patterns that must not
+ * fuse (the convolution's output also a graph output or read twice, a Clip bound that is not a
  * constant, the activation on another IPU, a training compile) keep their nodes. Add ->
  * activation fuses too when the Add does not broadcast.
  * The convolutions cover every forward path: pointwise GEMM (its blocks split by rows too

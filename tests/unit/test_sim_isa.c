@@ -232,7 +232,8 @@ child_main(bool work)
         for (size_t i = 0; i < N; i++)
             x[i] = i < sizeof(specials) / sizeof(specials[0]) ? specials[i] : 12.0f * urand();
         for (int k = SIM_ACT_RELU; k < SIM_ACT_KINDS; k++) {
-            struct sim_act a = { k, k == SIM_ACT_CLIP ? -1.5f : 0.2f, k == SIM_ACT_CLIP ? 6.0f : 0.5f };
+            struct sim_act a = { k, k == SIM_ACT_CLIP ? -1.5f : 0.2f,
+                                 k == SIM_ACT_CLIP ? 6.0f : 0.5f };
             sim_act_range(&a, x, y, 0, N - 3);      /* blocks and a tail */
             hash_bytes(y, (N - 3) * sizeof(float));
         }
@@ -292,8 +293,8 @@ run_child(const char *value, bool work, struct report *r)
     fclose(f);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("IPUOF_SIM_ISA=%s: the child failed (status %d): %s", value ? value : "(unset)",
-                 status, out);
+        fail_msg("IPUOF_SIM_ISA=%s: the child failed (status %d): %s",
+                 value ? value : "(unset)", status, out);
     for (char *p = out, *nl; *p != '\0'; p = nl + 1) {
         nl = strchr(p, '\n');
         if (nl == NULL)
