@@ -436,9 +436,9 @@ exponent_at(const struct sim_tensor *b, int64_t i)
  * each element sees the same operations either way.
  */
 SIM_HOT_FN(bwd_row,
-           (int op, const float *a, const struct sim_tensor *bt, const float *y, const float
-            *g, float *da, float *db, int64_t oa, int64_t ob, int64_t n, int64_t ia, int64_t
-            ib),
+           (int op, const float *a, const struct sim_tensor *bt, const float *y,
+            const float *g, float *da, float *db, int64_t oa, int64_t ob, int64_t n,
+            int64_t ia, int64_t ib),
            (op, a, bt, y, g, da, db, oa, ob, n, ia, ib))
 {
     const float *b = bt->data;
