@@ -193,7 +193,7 @@ int
 compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
                    uint64_t us)
 {
-    unsigned P = m->nproc > 1 ? m->nproc : 1; /* a job's process sees its own slice */
+    unsigned P = m->nproc; /* a process sees its own share of the model's replicas */
     unsigned G = m->group > 1 ? m->group : 1; /* and one input per group of replicas */
     int rc = -1;
     char err[512];
