@@ -135,10 +135,16 @@ dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, si
                                  p->holder.peer, p->name);
     }
     for (const struct dev_vpart *v = inv->vparts; v != NULL && used < errlen; v = v->next)
-        if (dev_vpart_holder(inv, v) == NULL)
-            used += (size_t)snprintf(err + used, errlen - used, "; IPUs %u-%u reserved for "
-                                     "partition '%s' (vipu list partitions), attached by its "
-                                     "name only", v->first, v->first + v->count - 1, v->name);
+        if (dev_vpart_holder(inv, v) == NULL) {
+            char range[32];
+            if (v->count == 1)
+                snprintf(range, sizeof range, "IPU %u", v->first);
+            else
+                snprintf(range, sizeof range, "IPUs %u-%u", v->first, v->first + v->count - 1);
+            used += (size_t)snprintf(err + used, errlen - used, "; %s reserved for partition "
+                                     "'%s' (vipu list partitions), attached by its name only",
+                                     range, v->name);
+        }
     for (unsigned i = 0; i < inv->n && used < errlen; i++)
         if (inv->ipus[i].state == DEV_ERROR)
             used += (size_t)snprintf(err + used, errlen - used,

@@ -37,6 +37,17 @@ void req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_
 void req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+
+/*
+ * Resets the IPUs marked in sel[] (CFG_MAX_IPUS entries, widened to whole partitions where
+ * one is held), on behalf of c: each holder's job is told its partition was reset. A held
+ * IPU without force is refused: IPUOF_E_BUSY with a sentence naming the holders in err,
+ * nothing reset. IPUOF_OK with the reset ids in ids (may be NULL) and their count in
+ * *n_ids (may be NULL). The caller serves the waiters afterwards.
+ */
+int admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids,
+                     unsigned *n_ids, char *err, size_t errlen);
 void req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                      uint32_t payload_len);

@@ -74,9 +74,13 @@ refuses "a bad host range" 64 "-H/--host: bad range in 'h[3-1]'" -H 'h[3-1]' ech
 refuses "a host named twice" 64 "-H/--host names host 'h1' twice" -H 'h[0-1],h1' echo STARTED
 refuses "an unclosed quote in --mpi-global-args" 64 "--mpi-global-args has an unclosed ' quote" \
     --offline-mode yes --mpi-global-args "--x 'y" echo STARTED
-refuses "an unusable IPUOF_SERVER for the V-IPU server" 64 \
-    "give the V-IPU server with --vipu-server-host and --vipu-server-port" \
-    env IPUOF_SERVER=h:0 "$POPRUN" echo STARTED
+IPUOF_SERVER=h:0 "$POPRUN" echo STARTED >"$D/out" 2>&1
+rc=$?
+if [ "$rc" -eq 64 ] && grep -q "give the V-IPU server with --vipu-server-host and --vipu-server-port" "$D/out"; then
+    ok "an IPUOF_SERVER without a usable port for the V-IPU server: exit 64"
+else
+    not_ok "IPUOF_SERVER=h:0 ($rc): $(cat "$D/out")"
+fi
 
 # The topology table and the variables of each instance (offline: no V-IPU server).
 "$POPRUN" --num-instances 2 --num-replicas 4 --ipus-per-replica 2 --print-topology yes \
@@ -128,23 +132,6 @@ else
     not_ok "-v: $(cat "$D/top.err")"
 fi
 
-# With a V-IPU server: the IPUOF_VIPU_API_* variables, and the caller's process id,
-# partition and config file do not reach the instances.
-IPUOF_PARTITION=x IPUOF_CONFIG_PATH=/x IPUOF_NUM_PROCESSES=3 IPUOF_PROCESS_ID=1 \
-    "$POPRUN" --num-instances 2 --num-replicas 2 --vipu-server-host 127.0.0.9 \
-    --vipu-server-port 6000 --vipu-partition pt --vipu-server-timeout 30 \
-    sh -c 'x=$(env | grep -E "^(IPUOF_[A-Z_]*(PARTITION|CONFIG|PROCESS|VIPU)[A-Z_]*)=" | sort | tr "\n" " "); echo "$x"' \
-    >"$D/vipu" 2>&1
-for i in 0 1; do
-    want="IPUOF_VIPU_API_GCD_ID=0 IPUOF_VIPU_API_HOST=127.0.0.9 IPUOF_VIPU_API_PARTITION_ID=pt IPUOF_VIPU_API_PORT=6000 IPUOF_VIPU_API_TIMEOUT=30 "
-    got=$(sed -n "s/^\[1,$i\]<stdout>://p" "$D/vipu")
-    if [ "$got" = "$want" ]; then
-        ok "instance $i gets PopRun's IPUOF_VIPU_API_* variables and not the caller's IPUOF_PROCESS_ID, IPUOF_PARTITION, IPUOF_CONFIG_PATH"
-    else
-        not_ok "instance $i's V-IPU variables: got '$got', want '$want' ($(cat "$D/vipu"))"
-    fi
-done
-
 # --only-output-from-instance, --mpi-global-args, and the program's exit status.
 "$POPRUN" --num-instances 2 --num-replicas 2 --offline-mode yes --only-output-from-instance 1 \
     --mpi-global-args "--report-bindings" sh -c 'echo instance $OMPI_COMM_WORLD_RANK; echo err >&2' \
@@ -164,32 +151,116 @@ else
     not_ok "exit status $rc (want 3) or --mpi-global-args: $(cat "$D/exit")"
 fi
 
-# End to end against a real ipuofd.
+# Against a real ipuofd: the partition service, then end to end.
 if ! "$PY" -c 'import torch, onnx, cffi' 2>/dev/null; then
     not_ok "Debian's python3 lacks torch/onnx/cffi (make deps installs them)"
     echo "$pass passed, $fail failed"
     exit 1
 fi
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground \
-    --admin-socket "$D/admin.sock" >"$D/log" 2>&1 &
+printf '[server]\nadmin_token = op-secret\n' >"$D/conf"
+"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground --config "$D/conf" \
+    --admin-socket "$D/admin.sock" --ipus 8 >"$D/log" 2>&1 &
 PID=$!
 i=0
 while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 [ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
 PORT=$(cat "$D/port")
+VIPU="$B/bin/vipu"
+SRV="--vipu-server-host 127.0.0.1 --vipu-server-port $PORT"
 export IPUOF_CLIENT_LIB="$B/lib/libipuof-client.so" PYTHONPATH="$PWD/python"
-unset IPUOF_SERVER IPUOF_PARTITION IPUOF_CONFIG_PATH
+unset IPUOF_SERVER IPUOF_PARTITION IPUOF_CONFIG_PATH IPUOF_ADMIN_TOKEN
+
+# The operator makes the partitions (admin socket); poprun uses them.
+"$VIPU" --admin-socket "$D/admin.sock" create partition pt --size 4 >"$D/mk" 2>&1 &&
+    "$VIPU" --admin-socket "$D/admin.sock" create partition two --size 2 --num-gcds 2 \
+    --reconfigurable >>"$D/mk" 2>&1
+[ $? -eq 0 ] && ok "vipu create partition (admin socket)" || not_ok "vipu create: $(cat "$D/mk")"
+
+# Each instance gets PopRun's IPUOF_VIPU_API_* variables, its GCD of a 2-GCD partition,
+# and not the caller's IPUOF_PROCESS_ID, IPUOF_PARTITION, IPUOF_CONFIG_PATH.
+# shellcheck disable=SC2086
+IPUOF_PARTITION=x IPUOF_CONFIG_PATH=/x IPUOF_NUM_PROCESSES=3 IPUOF_PROCESS_ID=1 \
+    "$POPRUN" --num-instances 2 --num-replicas 2 $SRV --vipu-partition two \
+    --vipu-server-timeout 30 \
+    sh -c 'x=$(env | grep -E "^(IPUOF_[A-Z_]*(PARTITION|CONFIG|PROCESS|VIPU)[A-Z_]*)=" | sort | tr "\n" " "); echo "$x"' \
+    >"$D/vipu" 2>&1
+for i in 0 1; do
+    want="IPUOF_VIPU_API_GCD_ID=$i IPUOF_VIPU_API_HOST=127.0.0.1 IPUOF_VIPU_API_PARTITION_ID=two IPUOF_VIPU_API_PORT=$PORT IPUOF_VIPU_API_TIMEOUT=30 "
+    got=$(sed -n "s/^\[1,$i\]<stdout>://p" "$D/vipu")
+    if [ "$got" = "$want" ]; then
+        ok "instance $i gets PopRun's IPUOF_VIPU_API_* variables (GCD $i of 2), not the caller's IPUOF_PROCESS_ID, IPUOF_PARTITION, IPUOF_CONFIG_PATH"
+    else
+        not_ok "instance $i's V-IPU variables: got '$got', want '$want' ($(cat "$D/vipu"))"
+    fi
+done
+
+# What poprun checks against the partition service.
+# shellcheck disable=SC2086
+refuses "a partition of another size" 64 \
+    "poprun: partition 'pt' has 4 IPUs but --num-replicas x --ipus-per-replica is 2; give --update-partition yes" \
+    --num-replicas 2 $SRV --vipu-partition pt echo STARTED
+# shellcheck disable=SC2086
+refuses "fewer instances than a partition's GCDs" 64 \
+    "poprun: partition 'two' has 2 GCDs; --num-instances (1) must be a multiple of them" \
+    --num-replicas 2 $SRV --vipu-partition two echo STARTED
+# shellcheck disable=SC2086
+refuses "creating a partition without admin rights" 1 \
+    "without admin rights, ask the operator for a partition (vipu create partition mine --size 2)" \
+    --num-replicas 2 $SRV --vipu-partition mine echo STARTED
+refuses "an unreachable V-IPU server" 69 \
+    "poprun: the V-IPU server (--vipu-server-host/--vipu-server-port): cannot connect to ipuofd at 127.0.0.1:1" \
+    --vipu-server-host 127.0.0.1 --vipu-server-port 1 echo STARTED
+# With the admin token: poprun creates its partition, and removes it after the run.
+# shellcheck disable=SC2086
+IPUOF_ADMIN_TOKEN=op-secret "$POPRUN" -v --num-replicas 2 $SRV sh -c 'echo $IPUOF_VIPU_API_PARTITION_ID' \
+    >"$D/made" 2>&1
+rc=$?
+made=$(sed -n 's/^\[1,0\]<stdout>://p' "$D/made")
+"$VIPU" --server "127.0.0.1:$PORT" list partitions >"$D/after" 2>&1
+if [ "$rc" -eq 0 ] && echo "$made" | grep -q '^poprun-[0-9a-f]\{8\}$' &&
+    grep -q "poprun: created partition '$made' (2 IPUs)" "$D/made" &&
+    grep -q "poprun: final state of $made: PS_ACTIVE" "$D/made" &&
+    grep -q "poprun: removed partition '$made'" "$D/made" && ! grep -q "$made" "$D/after"; then
+    ok "with the admin token poprun creates partition $made for the run and removes it after"
+else
+    not_ok "poprun's own partition ($rc): $(cat "$D/made" "$D/after")"
+fi
+# --update-partition yes recreates a partition of the wrong size, which then stays.
+# shellcheck disable=SC2086
+IPUOF_ADMIN_TOKEN=op-secret "$POPRUN" --num-replicas 4 $SRV --vipu-partition two \
+    --update-partition yes true >"$D/upd" 2>&1
+rc=$?
+"$VIPU" --server "127.0.0.1:$PORT" --showjson list partitions >"$D/after" 2>&1
+if [ "$rc" -eq 0 ] && grep -q '"id":"two","spec":{"ipus":4,"num_gcds":1,' "$D/after"; then
+    ok "--update-partition yes recreates 'two' with 4 IPUs and 1 GCD, and it stays"
+else
+    not_ok "--update-partition ($rc): $(cat "$D/upd" "$D/after")"
+fi
+
+# A program pointed at a partition that does not exist is told so before attaching.
+IPUOF_VIPU_API_HOST=127.0.0.1 IPUOF_VIPU_API_PORT=$PORT IPUOF_VIPU_API_PARTITION_ID=nope \
+    "$B/bin/ipuof-hello" --ipus 1 >"$D/nope" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "partition 'nope' (from IPUOF_VIPU_API_HOST): no partition 'nope' on this ipuofd (partitions: 'two', 'pt'); vipu create partition nope --size N makes one" "$D/nope"; then
+    ok "a program given a partition that does not exist is refused, naming where the name came from"
+else
+    not_ok "attach to a missing partition ($rc): $(cat "$D/nope")"
+fi
+
 if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
     export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
     export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1"
 fi
-IPUOF_SERVER=127.0.0.1:$PORT timeout 300 "$PY" tests/integ/poprun_train.py 4 >"$D/one.out" 2>&1
+# The reference: one process, 4 replicas, on the same partition (named as poprun names it).
+IPUOF_SERVER=127.0.0.1:$PORT IPUOF_VIPU_API_PARTITION_ID=pt timeout 300 \
+    "$PY" tests/integ/poprun_train.py 4 >"$D/one.out" 2>&1
 rc1=$?
-timeout 300 "$POPRUN" --num-instances 2 --num-replicas 4 --print-topology yes \
-    --vipu-server-host 127.0.0.1 --vipu-server-port "$PORT" \
-    "$PY" tests/integ/poprun_train.py >"$D/two.out" 2>&1
+# shellcheck disable=SC2086
+timeout 300 "$POPRUN" --num-instances 2 --num-replicas 4 --print-topology yes $SRV \
+    --vipu-partition pt "$PY" tests/integ/poprun_train.py >"$D/two.out" 2>&1
 rc2=$?
-cat "$D/two.out" | head -n 11
+unset LD_PRELOAD
+head -n 11 "$D/two.out"
 m=$("$PY" - "$D/one.out" "$D/two.out" <<'EOF'
 import json, sys
 def weights(path, prefix):
@@ -208,15 +279,18 @@ EOF
 )
 mrc=$?
 if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$mrc" -eq 0 ]; then
-    ok "poprun --num-instances 2 --num-replicas 4 trains what one process with 4 replicas does: $m"
+    ok "poprun --num-instances 2 --num-replicas 4 on partition 'pt' trains what one process with 4 replicas does: $m"
 else
     not_ok "poprun end to end ($rc1, $rc2, $m): $(tail -c 1500 "$D/one.out") $(tail -c 3000 "$D/two.out")"
 fi
-if grep -q "job 'poprun-[0-9a-f]\{8\}': model [0-9]* 'training' compiled for 2 processes x 2 replicas" "$D/log"; then
-    ok "the daemon ran one job of 2 processes x 2 replicas on poprun's partition"
+if grep -q "job 'pt': model [0-9]* 'training' compiled for 2 processes x 2 replicas" "$D/log"; then
+    ok "the daemon ran one job of 2 processes x 2 replicas on partition 'pt'"
 else
-    not_ok "the daemon's log shows no job of 2 x 2: $(tail -n 20 "$D/log")"
+    not_ok "the daemon's log shows no job of 2 x 2 on 'pt': $(tail -n 20 "$D/log")"
 fi
+"$VIPU" --server "127.0.0.1:$PORT" get partition pt >"$D/pt" 2>&1 &&
+    grep -q '| pt | ipuofd     |    4 |    1 | false    | ACTIVE | -       |' "$D/pt" &&
+    ok "the operator's partition stays after the run, free" || not_ok "after the run: $(cat "$D/pt")"
 kill "$PID"
 wait "$PID"
 rc=$?

@@ -167,6 +167,61 @@ IPUOF_API int ipuof_health(ipuof_client *c, int *ready);
  * ready). Borrowed. */
 IPUOF_API const char *ipuof_health_reason(const ipuof_client *c);
 
+/* ---- partitions: V-IPU's verbs (the partition service, docs/pod-tools.md) ------------ */
+
+/* A V-IPU partition reserves IPUs by name until it is removed or the daemon stops; an
+ * attach giving its name (ipuof_attach_opts.partition_name, a config file, poprun's
+ * IPUOF_VIPU_API_PARTITION_ID) takes them. */
+enum ipuof_vipu_state {
+    IPUOF_VIPU_PS_ACTIVE = 1, /* reserved and ready */
+    IPUOF_VIPU_PS_FAILED = 2  /* one of its IPUs is in error: reset it */
+};
+
+#define IPUOF_VIPU_NAME_MAX 64
+
+struct ipuof_vipu_partition {
+    char name[IPUOF_VIPU_NAME_MAX];
+    unsigned size;              /* IPUs */
+    unsigned num_gcds;          /* GCDs; each holds size / num_gcds consecutive IPUs */
+    unsigned first_ipu;         /* the daemon's IPUs first_ipu .. first_ipu + size - 1 */
+    int reconfigurable;
+    int state;                  /* enum ipuof_vipu_state */
+    int held;                   /* 1 when a program holds it; then the three below */
+    char holder_name[64];
+    unsigned holder_pid;
+    char holder_peer[64];
+};
+
+/*
+ * The daemon's partitions, oldest first: up to max written to out, the count (all of them)
+ * to *n; the daemon's IPU count to *num_ipus. Any out-pointer may be NULL.
+ */
+IPUOF_API int ipuof_vipu_list(ipuof_client *c, struct ipuof_vipu_partition *out, size_t max,
+                              size_t *n, unsigned *num_ipus);
+
+/* Partition name into *out. Errors: IPUOF_E_NOTFOUND (the sentence lists the partitions). */
+IPUOF_API int ipuof_vipu_get(ipuof_client *c, const char *name,
+                             struct ipuof_vipu_partition *out);
+
+/*
+ * Creates partition name of size IPUs (a power of two) in num_gcds GCDs (0 or 1: one),
+ * PS_ACTIVE at once; *out (may be NULL) describes it. Needs admin rights.
+ * Errors: IPUOF_E_AUTH, IPUOF_E_INVAL (size, GCDs or name: the sentence says what is
+ * right), IPUOF_E_BUSY (the name exists, or too few free IPUs: who holds them).
+ */
+IPUOF_API int ipuof_vipu_create(ipuof_client *c, const char *name, unsigned size,
+                                unsigned num_gcds, int reconfigurable,
+                                struct ipuof_vipu_partition *out);
+
+/* Resets the partition's IPUs (their state and error cleared). Nobody holding it: anybody
+ * may; somebody holding it: admin rights and force (the holder is told). Errors:
+ * IPUOF_E_NOTFOUND, IPUOF_E_AUTH, IPUOF_E_BUSY (held, no force). */
+IPUOF_API int ipuof_vipu_reset(ipuof_client *c, const char *name, int force);
+
+/* Removes the partition; its IPUs return to the pool. Needs admin rights; a partition
+ * somebody holds needs force (the holder is told it was reset). Errors as for reset. */
+IPUOF_API int ipuof_vipu_remove(ipuof_client *c, const char *name, int force);
+
 /* ---- status ------------------------------------------------------------------------- */
 
 typedef struct ipuof_status_report ipuof_status_report;
