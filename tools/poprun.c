@@ -98,12 +98,12 @@ add_host(struct opts *o, const char *host, size_t len)
     for (size_t i = 0; i < len; i++)
         if (host[i] <= ' ' || host[i] == ':' || host[i] == '\'' || host[i] == '"')
             return bad("-H/--host: bad character in host name '%.*s'", (int)len, host);
+    for (unsigned i = 0; i < o->nhosts; i++)
+        if (strlen(o->hosts[i]) == len && memcmp(o->hosts[i], host, len) == 0)
+            return bad("-H/--host names host '%s' twice", o->hosts[i]);
     o->hosts[o->nhosts] = strndup(host, len);
     if (o->hosts[o->nhosts] == NULL)
         return bad("out of memory");
-    for (unsigned i = 0; i < o->nhosts; i++)
-        if (strcmp(o->hosts[i], o->hosts[o->nhosts]) == 0)
-            return bad("-H/--host names host '%s' twice", o->hosts[i]);
     o->nhosts++;
     return 0;
 }

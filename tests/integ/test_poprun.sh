@@ -85,7 +85,7 @@ fi
 # The topology table and the variables of each instance (offline: no V-IPU server).
 "$POPRUN" --num-instances 2 --num-replicas 4 --ipus-per-replica 2 --print-topology yes \
     --offline-mode yes --mpi-local-args "-x LOCAL_ARG=1" -v \
-    env IPUOF_PROCESS_ID=9 sh -c 'x=$(env | grep -E "^(POPDIST_|IPUOF_|LOCAL_ARG)" | sort | tr "\n" " "); echo "$x"' \
+    env IPUOF_PROCESS_ID=9 sh -c 'x=$(env | grep -E "^(POPDIST_|IPUOF_(JOB_KEY|LOG_LEVEL|PROCESS_ID|NUM_PROCESSES|PARTITION|CONFIG_PATH|VIPU_API_[A-Z_]*)=|LOCAL_ARG)" | sort | tr "\n" " "); echo "$x"' \
     >"$D/top" 2>"$D/top.err"
 rc=$?
 cat >"$D/table" <<'EOF'
