@@ -73,10 +73,29 @@ struct compile_task {
     uint64_t us;
 };
 
+/* ---- the compile task, for the jobs (req_compile.c) ---- */
+
+uint64_t compile_task_req_id(const struct compile_task *ct);
+void compile_task_discard(struct compile_task *ct);
+/* 0 when a and b compile the same model the same way; else 1 and a sentence in msg
+ * naming the first option that differs and both values (a is process pa's, b pb's). */
+int compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
+                     unsigned pb, char *msg, size_t len);
+/* Compiles ct for every process of j (replicas x j->nproc) on a worker; the job is held
+ * until the compile ends, which then calls job_compiled unless the job ended. 0, or an
+ * IPUOF_E_* code with a sentence in msg (ct is then still the caller's). */
+int compile_task_submit(struct job *j, struct compile_task *ct, char *msg, size_t len);
+/* Sends the compile reply for m to c (the local shapes of c's slice for a job's model).
+ * 0, or -1 with an error sent. */
+int compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
+                        uint64_t us);
+
 /* ---- compile_opts.c ------------------------------------------------------------------------- */
 
-int compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
-                          uint32_t payload_len);
+/* Checks a compile request's sizes and counts against the daemon's limits and c's
+ * partition part before anything is allocated. 0, or -1 with an error sent. */
+int compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t req_id,
+                          const Ipuof__CompileRequest *rq, uint32_t payload_len);
 /* 0 when name (what it names: "output mode", "block prefix", ...) has at most
  * MAX_NAME_BYTES bytes; else -1 with an error sent to c. */
 int compile_name_check(struct conn *c, uint64_t req_id, const char *what, const char *name);

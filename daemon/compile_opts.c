@@ -12,17 +12,15 @@
 
 #include "compile_int.h"
 #include "ipuof/status.h"
-#include "jobs.h"
-#include "server.h"
+#include "srv_state.h"
 #include "wiremap.h"
 
-/* Checks a compile request's sizes and counts against the daemon's limits and the
- * partition (conn_part(c) is set) before anything is allocated. 0, or -1 with an error sent. */
+/* Checks a compile request's sizes and counts against the daemon's limits and c's
+ * partition part (not NULL) before anything is allocated. 0, or -1 with an error sent. */
 int
-compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
-                      uint32_t payload_len)
+compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t req_id,
+                      const Ipuof__CompileRequest *rq, uint32_t payload_len)
 {
-    const struct dev_partition *part = conn_part(c);
     struct srv *s = c->srv;
     unsigned R = rq->replicas ? rq->replicas : 1;
 

@@ -172,7 +172,7 @@ conn_free(struct conn *c)
     if (c->payload_left > 0 && c->sink.abort != NULL)
         c->sink.abort(c, c->sink.arg);
     req_trace_forget(c);
-    models_drop_upload(c);
+    req_compile_drop_upload(c);
     if (c->job != NULL)
         job_leave(c); /* the job decides what its process leaving means */
     srv_wait_cancel(s, c);

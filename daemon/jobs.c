@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_int.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "ipuof/status.h"
@@ -30,7 +31,7 @@ job_maybe_free(struct job *j)
     while (j->models != NULL) {
         struct model *m = j->models;
         j->models = m->next;
-        model_free(j->srv, m);
+        model_free(j->srv->inv, &j->srv->cache, m);
     }
     if (j->timer != NULL)
         event_free(j->timer);
@@ -62,7 +63,7 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
 static void
 update_loaded(struct job *j)
 {
-    models_update_loaded(j->srv, j->part, j->models);
+    models_update_loaded(j->srv->inv, j->part, j->models);
 }
 
 int
@@ -247,7 +248,7 @@ job_end(struct job *j, int code, const char *fmt, ...)
     }
     /* The IPUs go back to the pool now; the models themselves are freed with the job. */
     for (struct model *m = j->models; m != NULL; m = m->next)
-        model_unplace(s, m);
+        model_unplace(s->inv, m);
     dev_release(s->inv, j->part);
     j->part = NULL;
     job_unhold(j);
@@ -666,7 +667,7 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
         for (pp = &j->models; *pp != m; pp = &(*pp)->next)
             ;
         *pp = m->next;
-        model_free(j->srv, m);
+        model_free(j->srv->inv, &j->srv->cache, m);
         update_loaded(j);
     }
     job_unhold(j);
@@ -704,6 +705,20 @@ job_find_model(const struct conn *c, uint32_t id)
     return NULL;
 }
 
+void
+job_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what)
+{
+    if (c->revoked_code != 0) {
+        conn_send_error(c, req_id, c->revoked_code, IPUOF_ERROR_RECOVERABLE,
+                        c->revoked_code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
+                                                             : IPUOF_RECOVERY_REATTACH,
+                        "device", "model %u is gone: %s", id, c->revoked_msg);
+        return;
+    }
+    conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
+                    "no model %u on this connection%s", id, what);
+}
+
 int
 job_free_model(struct conn *c, uint32_t id)
 {
@@ -719,7 +734,7 @@ job_free_model(struct conn *c, uint32_t id)
     for (pp = &j->models; *pp != m; pp = &(*pp)->next)
         ;
     *pp = m->next;
-    model_free(c->srv, m);
+    model_free(c->srv->inv, &c->srv->cache, m);
     update_loaded(j);
     return 0;
 }

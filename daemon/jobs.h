@@ -113,6 +113,14 @@ void job_compile_progress(struct job *j, const Ipuof__CompileProgress *p);
 /* The job's model with this id for c, or NULL. */
 struct model *job_find_model(const struct conn *c, uint32_t id);
 
+/*
+ * Answers request req_id, which names model id that c does not have: with the reason its
+ * partition was taken away (recoverable, re-attach) when a reset or shutdown freed its
+ * models since its last attach, else IPUOF_E_NOTFOUND. what ends the sentence ("; compile
+ * one first") and may be "".
+ */
+void job_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
+
 /* c frees the job's model id: it is freed once every process has freed it. 0, or -1 when
  * there is no such model. */
 int job_free_model(struct conn *c, uint32_t id);
@@ -126,22 +134,5 @@ void job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
  * messages point into the jobs, valid until the loop runs again) and its count. 0, or -1
  * when out of memory. */
 int job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
-
-/* ---- implemented by req_compile.c for this file ---- */
-
-uint64_t compile_task_req_id(const struct compile_task *ct);
-void compile_task_discard(struct compile_task *ct);
-/* 0 when a and b compile the same model the same way; else 1 and a sentence in msg
- * naming the first option that differs and both values (a is process pa's, b pb's). */
-int compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
-                     unsigned pb, char *msg, size_t len);
-/* Compiles ct for every process of j (replicas x j->nproc) on a worker; the job is held
- * until the compile ends, which then calls job_compiled unless the job ended. 0, or an
- * IPUOF_E_* code with a sentence in msg (ct is then still the caller's). */
-int compile_task_submit(struct job *j, struct compile_task *ct, char *msg, size_t len);
-/* Sends the compile reply for m to c (the local shapes of c's slice for a job's model).
- * 0, or -1 with an error sent. */
-int compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
-                        uint64_t us);
 
 #endif

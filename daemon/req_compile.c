@@ -336,7 +336,7 @@ compile_model(struct compile_task *ct)
         ct->rc = IPUOF_E_INTERNAL;
         snprintf(ct->err.msg, sizeof ct->err.msg, "model '%s' was placed on %u IPUs, but the "
                  "partition has %u", ct->name, m->nipus, ct->part_count);
-        model_free(s, m);
+        model_free(s->inv, &s->cache, m);
         return NULL;
     }
     for (unsigned i = 0; i < m->nipus && i < CFG_MAX_IPUS; i++) {
@@ -347,7 +347,7 @@ compile_model(struct compile_task *ct)
         m->offchip[i] = rep.offchip;
     }
     m->host = m->entry->host_bytes;
-    model_place(s, m);
+    model_place(s->inv, m);
     return m;
 }
 
@@ -451,7 +451,7 @@ take_chunk(struct conn *c, uint64_t req_id, struct compile_task *ct, uint64_t of
 static int
 compile_from_training(struct conn *c, uint64_t req_id, struct compile_task *ct, uint32_t src_id)
 {
-    struct model *src = models_find(c, src_id);
+    struct model *src = job_find_model(c, src_id);
     struct cache_entry *e;
     uint64_t t0 = models_now_us();
     int rc;
@@ -524,7 +524,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         "a model upload is already in progress on this connection");
         return -1;
     }
-    if (compile_request_check(c, req_id, rq, payload_len) < 0)
+    if (compile_request_check(c, part, req_id, rq, payload_len) < 0)
         return -1;
     ct = calloc(1, sizeof *ct);
     if (ct == NULL)
@@ -643,14 +643,14 @@ req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_
 }
 
 void
-models_drop_upload(struct conn *c)
+req_compile_drop_upload(struct conn *c)
 {
     compile_task_free(c->upload);
     c->upload = NULL;
 }
 
 int
-models_refuse_upload(struct conn *c, int code, const char *why)
+req_compile_refuse_upload(struct conn *c, int code, const char *why)
 {
     if (c->upload == NULL)
         return 0;
@@ -658,7 +658,7 @@ models_refuse_upload(struct conn *c, int code, const char *why)
                     IPUOF_RECOVERY_RETRY, "daemon", "the compile of '%s' was not served: %s",
                     c->upload->name, why);
     c->refused_upload = c->upload->req_id;
-    models_drop_upload(c);
+    req_compile_drop_upload(c);
     return 1;
 }
 

@@ -47,15 +47,6 @@ struct waiter {
     struct waiter *prev, *next;
 };
 
-uint64_t
-srv_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int
 srv_build_config(const struct srv *s, struct cfg *out, char *err, size_t errlen)
 {
@@ -446,7 +437,7 @@ shutdown_answer(struct conn *c)
 
     if (c->trace != NULL)
         return;
-    if (!models_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
+    if (!req_compile_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
         c->sink.done != NULL)
         conn_send_error(c, c->payload_req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_RETRY, "daemon", "%s; request %llu was not served", why,
