@@ -65,10 +65,6 @@ int req_compile_refuse_upload(struct conn *c, int code, const char *why);
 /* c's connection is going away: its trace on a worker, if any, is dropped when done. */
 void req_trace_forget(struct conn *c);
 
-/* Replies to an attach (used by the wait queue too). */
-void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
-                    uint32_t waited_ms);
-
 /* Takes conn's partition away and tells it why with a Notice (code, sentence). */
 void revoke_partition(struct conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

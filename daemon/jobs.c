@@ -5,6 +5,7 @@
  * answering each process with its own replicas' outputs, and ending the job cleanly when a
  * process leaves.
  */
+#include <event2/event.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,13 +14,13 @@
 
 #include "compile_int.h"
 #include "conn.h"
-#include "dispatch.h"
+#include "errbuf.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 #include "slices.h"
 
 /* Frees j when it has ended and nothing refers to it any more. */
@@ -252,7 +253,7 @@ job_end(struct job *j, int code, const char *fmt, ...)
     dev_release(s->inv, j->part);
     j->part = NULL;
     job_unhold(j);
-    srv_serve_waiters(s);
+    job_serve_waiters(s);
 }
 
 int
@@ -422,7 +423,7 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
         uint64_t id = r->attach_req;
         r->attach_req = 0;
         conn_enter(o);
-        reply_attached(o, id, j->part, 0);
+        job_reply_attached(o, id, j->part, 0);
         conn_release_frames(o);
         conn_leave(o); /* a kill here ends the job through job_leave */
     }
@@ -783,4 +784,224 @@ job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
     *out = pp;
     *n = total;
     return 0;
+}
+
+/* A connection waiting for IPUs to attach alone (the queue is in struct srv). */
+struct waiter {
+    struct conn *conn;
+    uint64_t req_id;
+    unsigned count;
+    char name[DEV_NAME_MAX];
+    uint64_t since_ms;
+    struct event *timer;
+    struct waiter *prev, *next;
+};
+
+/* ---- the attach wait queue ------------------------------------------------------------------- */
+
+static void
+waiter_unlink(struct srv *s, struct waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        s->wait_head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        s->wait_tail = w->prev;
+    s->nwaiting--;
+    w->conn->waiter = NULL;
+    if (w->timer)
+        event_free(w->timer);
+    free(w);
+}
+
+/*
+ * Why w got no IPUs, into out: when enough IPUs are free for it, the requests ahead of it in
+ * the first-come queue (it is served only after them; the head is named); else who holds
+ * the IPUs (dev_describe_busy).
+ */
+static void
+describe_wait(const struct srv *s, const struct waiter *w, char *out, size_t len)
+{
+    const struct waiter *h = s->wait_head;
+    unsigned ahead = 0;
+
+    for (const struct waiter *p = w->prev; p != NULL; p = p->prev)
+        ahead++;
+    if (ahead == 0 || !dev_can_attach(s->inv, w->count)) {
+        dev_describe_busy(s->inv, w->count, out, len);
+        return;
+    }
+    snprintf(out, len, "%u of %u IPUs are free, enough for this request, but %u earlier "
+             "request%s in the first-come queue came first and could not be served yet: the "
+             "first, client %u (%s, pid %u), has waited %llu ms for %u IPU%s; requests are "
+             "served in the order they came, so this one waited behind %s",
+             dev_free_count(s->inv), s->inv->n, ahead, ahead == 1 ? "" : "s", h->conn->id, h->conn->name, h->conn->pid,
+             (unsigned long long)(srv_now_ms() - h->since_ms), h->count,
+             h->count == 1 ? "" : "s", ahead == 1 ? "it" : "them");
+}
+
+static void
+on_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct waiter *w = arg;
+    struct conn *c = w->conn;
+    struct srv *s = c->srv;
+    uint64_t req = w->req_id;
+    unsigned count = w->count;
+    uint64_t waited = srv_now_ms() - w->since_ms;
+    char busy[900];
+
+    (void)fd;
+    (void)what;
+    describe_wait(s, w, busy, sizeof busy);
+    waiter_unlink(s, w);
+    conn_enter(c);
+    conn_send_error(c, req, IPUOF_E_TIMEOUT, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
+                    "device", "waited %llu ms for %u IPU%s without getting them: %s",
+                    (unsigned long long)waited, count, count == 1 ? "" : "s", busy);
+    conn_leave(c);
+    job_serve_waiters(s); /* the head may have blocked smaller requests behind it */
+}
+
+/* 1 when a and b come from the same process: the same pid in their hello and the same
+ * peer address apart from the port ("unix" for the admin socket). */
+static int
+same_client(const struct conn *a, const struct conn *b)
+{
+    const char *ca = strrchr(a->peer, ':'), *cb = strrchr(b->peer, ':');
+    size_t la = ca != NULL ? (size_t)(ca - a->peer) : strlen(a->peer);
+    size_t lb = cb != NULL ? (size_t)(cb - b->peer) : strlen(b->peer);
+
+    return a->pid == b->pid && la == lb && memcmp(a->peer, b->peer, la) == 0;
+}
+
+int
+job_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
+                 const char *name, unsigned timeout_ms, char *err, size_t errlen)
+{
+    struct waiter *w;
+
+    unsigned mine = 0;
+
+    if (s->nwaiting >= s->cfg.max_waiters) {
+        errbuf_set(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
+               "(max_waiters); retry later", s->nwaiting);
+        return -1;
+    }
+    for (const struct waiter *p = s->wait_head; p != NULL; p = p->next)
+        mine += same_client(p->conn, c);
+    if (mine >= s->cfg.max_waiters_per_client) {
+        errbuf_set(err, errlen, "cannot wait for IPUs: process %u at %s already has %u "
+                   "connection%s waiting (max_waiters_per_client = %u, so one client cannot "
+                   "fill the queue of %u); wait for those, or ask the operator to raise it",
+                   c->pid, c->peer, mine, mine == 1 ? "" : "s", s->cfg.max_waiters_per_client,
+                   s->cfg.max_waiters);
+        return -1;
+    }
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return -1;
+    }
+    w->conn = c;
+    w->req_id = req_id;
+    w->count = count;
+    snprintf(w->name, sizeof w->name, "%s", name ? name : "");
+    w->since_ms = srv_now_ms();
+    if (timeout_ms > 0) {
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        w->timer = evtimer_new(s->base, on_wait_timeout, w);
+        if (w->timer == NULL) {
+            free(w);
+            errbuf_set(err, errlen, "out of memory");
+            return -1;
+        }
+        evtimer_add(w->timer, &tv);
+    }
+    w->prev = s->wait_tail;
+    if (s->wait_tail)
+        s->wait_tail->next = w;
+    else
+        s->wait_head = w;
+    s->wait_tail = w;
+    s->nwaiting++;
+    c->waiter = w;
+    log_info("client %u (%s, pid %u) waits for %u IPU%s (%u in queue)", c->id, c->name, c->pid,
+             count, count == 1 ? "" : "s", s->nwaiting);
+    return 0;
+}
+
+void
+job_wait_cancel(struct srv *s, struct conn *c)
+{
+    if (c->waiter != NULL)
+        waiter_unlink(s, c->waiter);
+}
+
+void
+job_wait_shutdown(struct srv *s)
+{
+    while (s->wait_head != NULL) {
+        struct waiter *w = s->wait_head;
+        struct conn *c = w->conn;
+        uint64_t req = w->req_id;
+        job_wait_cancel(s, c);
+        conn_send_error(c, req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
+                        "daemon", "ipuofd is shutting down; the attach request was not served");
+    }
+}
+
+void
+job_serve_waiters(struct srv *s)
+{
+    /* Strictly first come, first served: a large request at the head is not overtaken. */
+    while (s->wait_head != NULL && !s->stopping && !s->hold_waiters) {
+        struct waiter *w = s->wait_head;
+        struct conn *c = w->conn;
+        struct dev_holder holder;
+        struct dev_partition *p;
+        uint64_t req = w->req_id;
+        uint32_t waited;
+        char err[900];
+        int rc;
+
+        if (!dev_can_attach(s->inv, w->count))
+            return;
+        conn_holder(c, &holder);
+        rc = dev_attach(s->inv, w->count, w->name, &holder, c, &p, err, sizeof err);
+        waited = (uint32_t)(srv_now_ms() - w->since_ms);
+        waiter_unlink(s, w);
+        conn_enter(c);
+        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
+            dev_release(s->inv, p);
+            conn_send_error(c, req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        } else if (rc == IPUOF_OK) {
+            job_reply_attached(c, req, p, waited ? waited : 1);
+        } else {
+            conn_send_error(c, req, rc, 0, 0, "device", "%s", err);
+        }
+        conn_leave(c);
+    }
+}
+
+void
+job_reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, uint32_t waited_ms)
+{
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
+    uint32_t ids[CFG_MAX_IPUS];
+
+    ar.partition_name = (char *)p->name;
+    ar.n_ipu_ids = dev_partition_ids(p, ids);
+    ar.ipu_ids = ids;
+    ar.waited_ms = waited_ms;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
+    r.attach_reply = &ar;
+    log_info("client %u (%s, pid %u) attached partition '%s' (IPUs %u-%u)%s", c->id, c->name,
+             c->pid, p->name, p->first, p->first + p->count - 1, waited_ms ? " after waiting" : "");
+    conn_send(c, &r, NULL, 0);
 }

@@ -135,4 +135,21 @@ void job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
  * when out of memory. */
 int job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
 
+/* ---- the attach wait queue (its state is in struct srv) ---- */
+
+/* Queues conn's attach request; replies when IPUs free up or the timeout passes. */
+int job_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
+                     const char *name, unsigned timeout_ms, char *err, size_t errlen);
+/* Drops conn's queued attach, if any, without replying. */
+void job_wait_cancel(struct srv *s, struct conn *c);
+/* The daemon is stopping: every queued attach is answered (IPUOF_E_SHUTDOWN) and dropped. */
+void job_wait_shutdown(struct srv *s);
+/* Serves queued attaches, first come first served, after IPUs were returned: each is
+ * attached as a job of one and answered (job_reply_attached). */
+void job_serve_waiters(struct srv *s);
+
+/* Replies to c's attach req_id of partition p (after waiting waited_ms, 0: at once). */
+void job_reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
+                        uint32_t waited_ms);
+
 #endif

@@ -1,6 +1,6 @@
 /*
- * server.h — the ipuofd server: listeners, the connection registry, the attach wait
- * queue, signals, reload and graceful shutdown.
+ * server.h — the ipuofd server: listeners, the connection registry, signals, reload and
+ * graceful shutdown. Its state, struct srv, is in srv_state.h.
  *
  * Threading: everything here runs on the event-loop thread. Work that takes long runs
  * on worker threads and posts its completion back to the loop.
@@ -47,14 +47,8 @@ void srv_shutdown_begin(struct srv *s);
  */
 void srv_reload(struct srv *s);
 
-/* ---- attach wait queue (server.c) ---- */
-
-/* Queues conn's attach request; replies when IPUs free up or the timeout passes. */
-int srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
-                     const char *name, unsigned timeout_ms, char *err, size_t errlen);
-/* Drops conn's queued attach, if any, without replying. */
-void srv_wait_cancel(struct srv *s, struct conn *c);
-/* Serves queued attaches, first come first served, after IPUs were returned. */
-void srv_serve_waiters(struct srv *s);
+/* What every connection calls (frames, leaving, holding): set in struct srv's conn_hooks
+ * by srv_init (and by tests building a srv of their own). */
+extern const struct conn_hooks srv_conn_hooks;
 
 #endif
