@@ -78,37 +78,16 @@ void job_revoke(struct conn *c, int code, const char *msg);
  * sent its compile, then compiled once for all of them, or refused naming the difference). */
 void job_compile_ready(struct conn *c, struct compile_task *ct);
 
-/* j's compile for processes proc0 .. proc0+nproc-1 finished (j alive): m (NULL on
- * failure; taken, with proc0 and nproc set) is the job's model; rc/msg the failure. Replies
- * to those processes; a model whose reply could not be sent (too large to describe) is freed. */
-void job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
-                  const char *msg, int cached, uint64_t us);
-
-/* A compile of j goes to a worker: j is held (compile_done lets go with job_unhold) and a
- * process leaving meanwhile ends the job. job_compile_end: it came back. */
-void job_compile_begin(struct job *j);
-void job_compile_end(struct job *j);
-
-/* c's compile req_id is made here, at once, for c alone (an inference model from a
- * training model): its reply comes from job_compiled. */
-void job_compile_here(struct conn *c, uint64_t req_id);
-
-/* 1 once j has ended (its processes had their errors; it is freed when let go). */
-int job_ended(const struct job *j);
-/* j's name (its partition's) and its processes. */
-const char *job_name(const struct job *j);
-unsigned job_processes(const struct job *j);
+/* c's compile req_id was made here, at once, for c alone (an inference model from a
+ * training model): ct (taken; ct->rc, ct->err, ct->entry, ct->us set) becomes c's own
+ * model, or its error, and c gets the reply. */
+void job_compile_here(struct conn *c, uint64_t req_id, struct compile_task *ct);
 
 /* Holds j while something refers to it (a loop over its processes, a compile or trace on a
  * worker): an end meanwhile frees it only at the last job_unhold, which returns 1 when the
  * job has ended (it may be gone then: do not touch it). */
 void job_hold(struct job *j);
 int job_unhold(struct job *j);
-
-/* j's compile reports progress p: every process waiting for the compile gets it under its
- * own request id (a client's wait for a long compile is kept alive by progress, so every
- * process needs it). */
-void job_compile_progress(struct job *j, const Ipuof__CompileProgress *p);
 
 /* The job's model with this id for c, or NULL. */
 struct model *job_find_model(const struct conn *c, uint32_t id);

@@ -1,9 +1,9 @@
 /*
- * jobs.c — jobs (see jobs.h): a single process's own job, and jobs of several host
- * processes sharing one partition: gathering the processes' attaches and compiles,
- * receiving each process's slice of a run straight into its replicas' rows, running once,
- * answering each process with its own replicas' outputs, and ending the job cleanly when a
- * process leaves.
+ * jobs_life.c — a job's life (see jobs.h): made for a process attaching alone (at once or
+ * through the attach wait queue, which is here because a job ending serves it), held while
+ * something refers to it, timed out, ended, and left by its processes (detach, disconnect,
+ * revoke). Attaching as one of several processes is jobs_attach.c; compiles
+ * jobs_compile.c; runs jobs_run.c; the status reply jobs_status.c.
  */
 #include <event2/event.h>
 #include <inttypes.h>
@@ -21,7 +21,6 @@
 #include "log.h"
 #include "models.h"
 #include "srv_state.h"
-#include "slices.h"
 
 /* Frees j when it has ended and nothing refers to it any more. */
 void
@@ -41,14 +40,20 @@ job_maybe_free(struct job *j)
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);
 
-/* A job of nproc processes (fields zeroed, the processes numbered), or NULL. */
-static struct job *
+/* A job of nproc processes (fields zeroed, the processes numbered, its timer made), or
+ * NULL when out of memory. */
+struct job *
 job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
 {
     struct job *j = calloc(1, sizeof *j + nproc * sizeof j->proc[0]);
 
     if (j == NULL)
         return NULL;
+    j->timer = evtimer_new(s->base, on_timer, j);
+    if (j->timer == NULL) {
+        free(j);
+        return NULL;
+    }
     j->srv = s;
     snprintf(j->name, sizeof j->name, "%s", name);
     j->nproc = nproc;
@@ -60,9 +65,8 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
     return j;
 }
 
-/* Rewrites the "loaded" lists of j's IPUs from its models. */
-static void
-update_loaded(struct job *j)
+void
+job_update_loaded(struct job *j)
 {
     models_update_loaded(j->srv->inv, j->part, j->models);
 }
@@ -72,10 +76,8 @@ job_of_one(struct conn *c, struct dev_partition *p)
 {
     struct job *j = job_alloc(c->srv, p->name, 1, p->count);
 
-    if (j == NULL || (j->timer = evtimer_new(c->srv->base, on_timer, j)) == NULL) {
-        free(j);
+    if (j == NULL)
         return -1;
-    }
     j->part = p;
     j->started = 1;
     j->nattached = 1;
@@ -220,7 +222,7 @@ job_end(struct job *j, int code, const char *fmt, ...)
         struct conn *c = q->conn;
         int recovery = job_recovery(code);
 
-        compile_task_discard(q->ct);
+        compile_task_free(q->ct);
         q->ct = NULL;
         if (c == NULL)
             continue;
@@ -263,173 +265,6 @@ job_recovery(int code)
                                                                : IPUOF_RECOVERY_REATTACH;
 }
 
-/* Compares job keys in time independent of where they differ. 1 when equal. */
-static int
-keys_equal(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char diff = (unsigned char)(la != lb);
-
-    for (size_t i = 0; i < la; i++)
-        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
-    return diff == 0;
-}
-
-static struct job *
-job_find(const struct srv *s, const char *name)
-{
-    for (struct job *j = s->jobs; j != NULL; j = j->next)
-        if (strcmp(j->name, name) == 0)
-            return j;
-    return NULL;
-}
-
-/* A new job named name of nproc processes on count IPUs, holding a new partition; NULL
- * with an error sent to c. */
-static struct job *
-job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsigned count)
-{
-    struct srv *s = c->srv;
-    struct dev_holder holder;
-    struct job *j = job_alloc(s, name, nproc, count);
-    char err[1024];
-    int rc;
-
-    if (j == NULL || (j->timer = evtimer_new(s->base, on_timer, j)) == NULL) {
-        free(j);
-        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        return NULL;
-    }
-    conn_holder(c, &holder);
-    rc = dev_attach(s->inv, count, name, &holder, c, &j->part, err, sizeof err);
-    if (rc != IPUOF_OK) {
-        conn_send_error(c, req_id, rc, rc == IPUOF_E_BUSY ? IPUOF_ERROR_RECOVERABLE : 0,
-                        rc == IPUOF_E_BUSY ? IPUOF_RECOVERY_RETRY : 0, "device", "%s%s", err,
-                        rc == IPUOF_E_BUSY ? "; retry later" : "");
-        event_free(j->timer);
-        free(j);
-        return NULL;
-    }
-    j->next = s->jobs;
-    s->jobs = j;
-    job_arm_timer(j);
-    log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
-             j->part->first, j->part->first + count - 1);
-    return j;
-}
-
-void
-job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
-{
-    struct job *j;
-    struct job_proc *q;
-
-    if (a->partition_name[0] == '\0') {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "process %u of %u attaches without a partition name; the processes "
-                        "of a job find each other by the name they all give", a->process_id,
-                        a->num_processes);
-        return;
-    }
-    if (strlen(a->job_key) > JOB_KEY_MAX) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "the job key is %zu bytes long; at most %d are accepted",
-                        strlen(a->job_key), JOB_KEY_MAX);
-        return;
-    }
-    if (a->job_key[0] == '\0' && strcmp(a->partition_name, JOB_DEFAULT_NAME) == 0) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "process %u of %u has no job key and no job name of its own: "
-                        "unrelated programs would join each other's job under the default "
-                        "name '%s'; start the processes with mpirun (its job id is the key), "
-                        "or give every process of this launch the same IPUOF_JOB_KEY (e.g. "
-                        "IPUOF_JOB_KEY=$(od -An -N16 -tx1 /dev/urandom | tr -d ' ')) or the "
-                        "same name with IPUOF_PARTITION", a->process_id, a->num_processes,
-                        JOB_DEFAULT_NAME);
-        return;
-    }
-    if (a->num_processes > JOB_MAX_PROCS) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "%u processes asked for; a job has at most %d", a->num_processes,
-                        JOB_MAX_PROCS);
-        return;
-    }
-    j = job_find(c->srv, a->partition_name);
-    if (j == NULL) {
-        if (dev_find_partition(c->srv->inv, a->partition_name) != NULL) {
-            conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
-                            "partition '%s' is held by a single process, not by a job of %u "
-                            "processes; choose another name", a->partition_name,
-                            a->num_processes);
-            return;
-        }
-        j = job_new(c, req_id, a->partition_name, a->num_processes, count);
-        if (j == NULL)
-            return;
-        snprintf(j->key, sizeof j->key, "%s", a->job_key);
-    } else if (!keys_equal(a->job_key, j->key)) {
-        /* Nothing of the job is told: not its processes, count or who holds it. */
-        log_warn("client %u (%s, pid %u): refused joining job '%s' with a different job key",
-                 c->id, c->name, c->pid, j->name);
-        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
-                        "partition '%s' is taken by another job (its processes share a job "
-                        "key this process does not have); processes of one launch share the "
-                        "key of their launcher (mpirun) or IPUOF_JOB_KEY: start them together, "
-                        "or choose another name with IPUOF_PARTITION", a->partition_name);
-        return;
-    } else if (j->started) {
-        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
-                        "the job on partition '%s' already has all its %u processes",
-                        j->name, j->nproc);
-        return;
-    } else if (a->num_processes != j->nproc) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "num_processes differs: process %u says %u, the job on partition '%s' "
-                        "has %u; give every process the same count", a->process_id,
-                        a->num_processes, j->name, j->nproc);
-        return;
-    } else if (count != j->count) {
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "num_ipus differs: process %u asks for %u, the job on partition '%s' "
-                        "has %u; every process asks for the whole partition", a->process_id,
-                        count, j->name, j->count);
-        return;
-    } else if (j->proc[a->process_id].conn != NULL) {
-        const struct job_proc *o = &j->proc[a->process_id];
-        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
-                        "process id %u of the job on partition '%s' is already attached "
-                        "(pid %u, %s); give each process its own id 0..%u", a->process_id,
-                        j->name, o->pid, o->peer, j->nproc - 1);
-        return;
-    }
-    q = &j->proc[a->process_id];
-    q->conn = c;
-    q->pid = c->pid;
-    snprintf(q->peer, sizeof q->peer, "%s", c->peer);
-    q->attach_req = req_id;
-    c->job = j;
-    c->proc_id = q->id;
-    c->revoked_code = 0;
-    conn_hold_frames(c); /* its frames wait for the attach reply */
-    if (++j->nattached < j->nproc)
-        return;
-    j->started = 1;
-    evtimer_del(j->timer);
-    log_info("job '%s': all %u processes attached", j->name, j->nproc);
-    job_hold(j);
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct job_proc *r = &j->proc[p];
-        struct conn *o = r->conn;
-        uint64_t id = r->attach_req;
-        r->attach_req = 0;
-        conn_enter(o);
-        job_reply_attached(o, id, j->part, 0);
-        conn_release_frames(o);
-        conn_leave(o); /* a kill here ends the job through job_leave */
-    }
-    job_unhold(j);
-}
-
 /* Ends j when one of processes p0 .. p0+n-1 has left: the others cannot make a call they
  * share with it. 1 when it ended. */
 int
@@ -465,7 +300,7 @@ leave(struct conn *c, const char *how)
 
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
-    compile_task_discard(q->ct);
+    compile_task_free(q->ct);
     q->ct = NULL;
     if (q->run_arriving) { /* its sink's abort or done is called no more for the job */
         q->run_arriving = 0;
@@ -525,265 +360,6 @@ job_revoke(struct conn *c, int code, const char *msg)
         snprintf(o->revoked_msg, sizeof o->revoked_msg, "%s", msg);
     }
     job_end(j, code, "%s", msg);
-}
-
-int
-job_ended(const struct job *j)
-{
-    return j->dead;
-}
-
-const char *
-job_name(const struct job *j)
-{
-    return j->name;
-}
-
-unsigned
-job_processes(const struct job *j)
-{
-    return j->nproc;
-}
-
-/* ---- compile ---------------------------------------------------------------------------- */
-
-/* Answers every process's held compile with the error code and msg. */
-static void
-compile_refuse(struct job *j, int code, const char *msg)
-{
-    job_hold(j);
-    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
-        struct job_proc *r = &j->proc[k];
-        struct conn *o = r->conn;
-        uint64_t id = r->compile_req;
-        compile_task_discard(r->ct);
-        r->ct = NULL;
-        r->compile_req = 0;
-        conn_enter(o);
-        conn_send_error(o, id, code, 0, 0, "compiler", "%s", msg);
-        conn_release_frames(o);
-        conn_leave(o);
-    }
-    job_unhold(j);
-}
-
-void
-job_compile_ready(struct conn *c, struct compile_task *ct)
-{
-    struct job *j = c->job;
-    struct job_proc *q = &j->proc[c->proc_id], *p0 = &j->proc[0];
-    char msg[768];
-    int rc;
-
-    if (q->ct != NULL || q->compile_req != 0) {
-        conn_send_error(c, compile_task_req_id(ct), IPUOF_E_STATE, 0, 0, "protocol",
-                        "process %u already has a compile waiting for the job's other "
-                        "processes", q->id);
-        compile_task_discard(ct);
-        return;
-    }
-    q->ct = ct;
-    q->compile_req = compile_task_req_id(ct);
-    conn_hold_frames(c);
-    if (job_end_if_left(j, 0, j->nproc)) /* answers this compile too */
-        return;
-    if (++j->ncompile < j->nproc) {
-        if (j->ncompile == 1) /* the first: wait for the others */
-            job_arm_timer(j);
-        return;
-    }
-    evtimer_del(j->timer);
-    j->ncompile = 0;
-    for (unsigned p = 1; p < j->nproc; p++) {
-        if (compile_task_diff(p0->ct, 0, j->proc[p].ct, p, msg, sizeof msg)) {
-            compile_refuse(j, IPUOF_E_INVAL, msg);
-            return;
-        }
-    }
-    rc = compile_task_submit(j, p0->ct, msg, sizeof msg);
-    if (rc != IPUOF_OK) {
-        compile_refuse(j, rc, msg);
-        return;
-    }
-    p0->ct = NULL; /* the worker has it */
-    for (unsigned p = 1; p < j->nproc; p++) {
-        compile_task_discard(j->proc[p].ct);
-        j->proc[p].ct = NULL;
-    }
-}
-
-void
-job_compile_begin(struct job *j)
-{
-    job_hold(j);
-    j->compiling = 1;
-}
-
-void
-job_compile_end(struct job *j)
-{
-    j->compiling = 0;
-}
-
-void
-job_compile_here(struct conn *c, uint64_t req_id)
-{
-    c->job->proc[c->proc_id].compile_req = req_id;
-    conn_hold_frames(c);
-}
-
-void
-job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
-             const char *msg, int cached, uint64_t us)
-{
-    int refused = 0;
-
-    if (m != NULL) {
-        m->next = j->models;
-        j->models = m;
-        update_loaded(j);
-        log_info("job '%s': model %u '%s' %s for %u process%s x %u replicas in %.1f ms on IPUs "
-                 "%u-%u", j->name, m->id, m->name, cached ? "from the cache" : "compiled",
-                 m->nproc, m->nproc == 1 ? "" : "es", sim_exe_replicas(m->entry->exe) / m->nproc,
-                 (double)us / 1000.0, m->first_ipu, m->first_ipu + m->nipus - 1);
-    }
-    job_hold(j);
-    for (unsigned p = proc0; p < proc0 + nproc && !j->dead; p++) {
-        struct job_proc *q = &j->proc[p];
-        struct conn *o = q->conn;
-        uint64_t id = q->compile_req;
-        if (o == NULL || id == 0)
-            continue;
-        q->compile_req = 0;
-        conn_enter(o);
-        if (m == NULL)
-            conn_send_error(o, id, rc, 0, 0, "compiler", "%s", msg);
-        else if (compile_reply_send(o, id, m, cached, cached ? 0 : us) < 0)
-            refused = 1;
-        conn_release_frames(o);
-        conn_leave(o);
-    }
-    if (refused && !j->dead) { /* a reply could not be sent: the model is nobody's */
-        struct model **pp;
-        for (pp = &j->models; *pp != m; pp = &(*pp)->next)
-            ;
-        *pp = m->next;
-        model_free(j->srv->inv, &j->srv->cache, m);
-        update_loaded(j);
-    }
-    job_unhold(j);
-}
-
-void
-job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
-{
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-
-    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
-    h.compile_progress = (Ipuof__CompileProgress *)p;
-    job_hold(j);
-    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
-        struct job_proc *q = &j->proc[k];
-        if (q->conn == NULL || q->compile_req == 0)
-            continue;
-        h.request_id = q->compile_req;
-        conn_enter(q->conn);
-        conn_send(q->conn, &h, NULL, 0);
-        conn_leave(q->conn); /* a connection dropped for its backlog ends the job */
-    }
-    job_unhold(j);
-}
-
-struct model *
-job_find_model(const struct conn *c, uint32_t id)
-{
-    if (c->job == NULL)
-        return NULL;
-    for (struct model *m = c->job->models; m != NULL; m = m->next)
-        if (m->id == id && c->proc_id - m->proc0 < m->nproc &&
-            !(m->freed_by & ((uint64_t)1 << c->proc_id)))
-            return m;
-    return NULL;
-}
-
-void
-job_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what)
-{
-    if (c->revoked_code != 0) {
-        conn_send_error(c, req_id, c->revoked_code, IPUOF_ERROR_RECOVERABLE,
-                        c->revoked_code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
-                                                             : IPUOF_RECOVERY_REATTACH,
-                        "device", "model %u is gone: %s", id, c->revoked_msg);
-        return;
-    }
-    conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                    "no model %u on this connection%s", id, what);
-}
-
-int
-job_free_model(struct conn *c, uint32_t id)
-{
-    struct job *j = c->job;
-    struct model *m = job_find_model(c, id), **pp;
-
-    if (m == NULL)
-        return -1;
-    m->freed_by |= (uint64_t)1 << c->proc_id;
-    if (m->busy || m->freed_by != (m->nproc == 64 ? UINT64_MAX
-                                   : (((uint64_t)1 << m->nproc) - 1) << m->proc0))
-        return 0;
-    for (pp = &j->models; *pp != m; pp = &(*pp)->next)
-        ;
-    *pp = m->next;
-    model_free(c->srv->inv, &c->srv->cache, m);
-    update_loaded(j);
-    return 0;
-}
-
-/* ---- status ----------------------------------------------------------------------------- */
-
-int
-job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
-{
-    size_t total = 0, k = 0;
-    Ipuof__JobProcess **pp;
-    Ipuof__JobProcess *jp;
-    Ipuof__Holder *ho;
-    void *block;
-
-    for (const struct job *j = s->jobs; j != NULL; j = j->next)
-        total += j->nproc;
-    /* one block: the pointers, the messages, the holders */
-    block = calloc(1, total * (sizeof *pp + sizeof *jp + sizeof *ho) + 1);
-    if (block == NULL)
-        return -1;
-    pp = block;
-    jp = (Ipuof__JobProcess *)(pp + total);
-    ho = (Ipuof__Holder *)(jp + total);
-    for (struct job *j = s->jobs; j != NULL; j = j->next) {
-        for (unsigned p = 0; p < j->nproc; p++, k++) {
-            struct job_proc *q = &j->proc[p];
-            ipuof__job_process__init(&jp[k]);
-            jp[k].partition = j->name;
-            jp[k].process_id = p;
-            jp[k].num_processes = j->nproc;
-            jp[k].state = (char *)(q->left[0] ? q->left
-                                   : q->conn == NULL ? "absent"
-                                   : q->attach_req ? "attaching" : "attached");
-            if (q->conn != NULL) {
-                ipuof__holder__init(&ho[k]);
-                ho[k].client_id = q->conn->id;
-                ho[k].client_name = q->conn->name;
-                ho[k].pid = q->pid;
-                ho[k].peer = q->peer;
-                jp[k].holder = &ho[k];
-            }
-            pp[k] = &jp[k];
-        }
-    }
-    *out = pp;
-    *n = total;
-    return 0;
 }
 
 /* A connection waiting for IPUs to attach alone (the queue is in struct srv). */
