@@ -2,7 +2,8 @@
  * compile_opts.c — a compile request's options: checked where they enter (counts, sizes,
  * enum values, placement against the partition), decoded into sim_compile_opts, turned into
  * the cache key (compile_diff.c compares them between the processes of a job). No I/O
- * beyond the error replies; req_compile.c does the upload, the worker and the reply.
+ * beyond the error replies; req_compile.c does the upload, compile_task.c the worker and
+ * the reply.
  */
 #include <inttypes.h>
 #include <stdarg.h>

@@ -57,7 +57,7 @@ struct srv {
     struct work *work;                       /* compile and run threads */
     struct cache cache;                      /* compiled executables */
     uint32_t next_model_id;
-    struct job *jobs;                        /* the jobs (jobs.c) */
+    struct job *jobs;                        /* the jobs (jobs_life.c) */
     const struct conn_hooks *conn_hooks;     /* what a connection calls (server.c) */
 
     int stopping;
