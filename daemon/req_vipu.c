@@ -16,6 +16,7 @@
 #include "dispatch.h"
 #include "ipuof/status.h"
 #include "log.h"
+#include "jobs.h"
 #include "server.h"
 
 #define VIPU_MAX_LIST CFG_MAX_IPUS /* at most one partition per IPU */
@@ -174,7 +175,7 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
             return;
         }
         reply(c, req_id, &v, 1);
-        srv_serve_waiters(c->srv);
+        job_serve_waiters(c->srv);
         return;
     case IPUOF__VIPU_VERB__VIPU_REMOVE:
         if (need_admin(c, req_id, "remove partition") < 0)
@@ -194,7 +195,7 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
                  c->peer, v->name, v->first, v->first + v->count - 1);
         dev_vpart_remove(inv, v);
         reply(c, req_id, NULL, 0);
-        srv_serve_waiters(c->srv); /* its IPUs are anybody's now */
+        job_serve_waiters(c->srv); /* its IPUs are anybody's now */
         return;
     default:
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "vipu",
