@@ -1,28 +1,20 @@
 /*
  * schedule.c — the schedule of a run and its simulated clock (see schedule.h for the model).
  *
- * Schedules, per replica (N stages, A micro-batches per device iteration when training, D
- * micro-batches per run for inference):
- *   pipelined training  per device iteration A + 2N - 1 ticks; micro-batch m runs the
- *                       forward of stage s in tick m + s and its backward in tick
- *                       m + 2N - 1 - s: ramp-up (forwards only, one more IPU each tick),
- *                       steady state (every IPU runs a forward and a backward of different
- *                       micro-batches), ramp-down; then the reduction across replicas and
- *                       the weight update. Forward and backward of a stage share its IPU.
- *   pipelined inference D + N - 1 ticks; micro-batch m runs stage s in tick m + s.
- *   sharded             one micro-batch at a time: one tick per stage forward, then (when
- *                       training) one per stage backward in reverse order.
- *   serial phased       as sharded, each tick first loading its phase's weights from off
- *                       chip (the weights of the phases not running are held off chip).
+ * The schedule is each IPU's program (program.h states every strategy's step formula; built
+ * by program.c): the walk replays the programs of one replica's IPUs tick by tick, each step
+ * a span of its cost (a stage's forward, backward, host streams, sends; the phased weight
+ * loads; the reduction, the streamed state and the update), so the clock and the IPU
+ * threads (ipus.c), which interpret the same programs, cannot disagree about the schedule.
  * Costs of one micro-batch per stage come from cost.c's FLOPs and bytes per node at the
  * executable's rates (sim_cost_cfg): compute = FLOPs / (peak x efficiency) + memory bytes /
  * on-chip bandwidth + input bytes / IPU-Exchange bandwidth; a backward costs twice its
  * forward for MatMul, Gemm and Conv (gradients of both operands) and once for other ops;
  * tensors that cross IPUs go over the IPU-Links, host streams over the host link, and each
  * tick ends with one sync.
- * Does not: run kernels. The executor (exec.c, train.c) computes the numbers; the figures
- * here depend only on shapes, placement and rates, so they are computed once at compile
- * time and the trace is replayed from the same walk.
+ * Does not: run kernels or decide the schedule. The executor (exec.c, train.c, ipus.c)
+ * computes the numbers; the figures here depend only on shapes, placement and rates, so
+ * they are computed once at compile time and the trace is replayed from the same walk.
  */
 #include <stdlib.h>
 #include <string.h>
