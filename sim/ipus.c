@@ -2,8 +2,8 @@
  * ipus.c — running an executable whose replicas span several IPUs: each simulated IPU is
  * a thread of the crew (crew.c), one per (replica, IPU), created at the first run and
  * joined when the executable is freed. The threads of a replica step through the stage
- * schedule together, meeting at the replica's barrier after every step (sim_bar, which
- * also agrees on stopping): in a step, the IPU that holds the step's stage receives the
+ * schedule together, meeting at the replica's barrier after every tick (sim_bar, which
+ * also agrees on stopping): in a tick, the IPU that holds a stage's work receives the
  * activations (forward) or gradients (backward) other IPUs sent it through the exchange
  * buffers (e->xbuf, owned by neither arena), runs the stage's kernels on its own arena,
  * then sends what other IPUs will read (struct sim_xfer). Host input and output views of
@@ -53,7 +53,7 @@ struct item {
     int k;
     unsigned d, a;              /* device iteration, accumulation step */
     unsigned m;                 /* micro-batch: a (training) or d (inference) */
-    long long t;                /* the step */
+    long long t;                /* the logged schedule step (program.h) */
 };
 
 static double
