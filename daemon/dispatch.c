@@ -9,7 +9,7 @@
 #include "frame.h"
 #include "ipuof/status.h"
 #include "log.h"
-#include "server.h"
+#include "srv_state.h"
 
 static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello},

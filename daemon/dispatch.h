@@ -55,16 +55,15 @@ void req_save_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                     uint32_t payload_len);
 void req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 
-/* Fills *rc with the cost figures of e's last run (or the code and reason why there are
- * none); busy (SIM_MAX_IPUS entries) is caller storage rc points into. */
-void req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy);
+/* Drops an unfinished model upload of c, if any (req_compile.c). */
+void req_compile_drop_upload(struct conn *c);
+
+/* Answers c's unfinished model upload, if any, with error code and the sentence why, and
+ * drops it. 1 when there was one, else 0. */
+int req_compile_refuse_upload(struct conn *c, int code, const char *why);
 
 /* c's connection is going away: its trace on a worker, if any, is dropped when done. */
 void req_trace_forget(struct conn *c);
-
-/* Replies to an attach (used by the wait queue too). */
-void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
-                    uint32_t waited_ms);
 
 /* Takes conn's partition away and tells it why with a Notice (code, sentence). */
 void revoke_partition(struct conn *c, int code, const char *fmt, ...)

@@ -191,5 +191,5 @@ req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
     r.body_case = IPUOF__HEADER__BODY_RESET_REPLY;
     r.reset_reply = &rr;
     conn_send(c, &r, NULL, 0);
-    srv_serve_waiters(s);
+    job_serve_waiters(s);
 }
