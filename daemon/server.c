@@ -538,17 +538,9 @@ srv_init(struct srv *s, char *err, size_t errlen)
     evsignal_add(s->ev_int, NULL);
     evsignal_add(s->ev_hup, NULL);
     signal(SIGPIPE, SIG_IGN);
-    faults_init(&s->faults);
-    if (getenv("IPUOF_FAULTS") != NULL && getenv("IPUOF_FAULTS")[0] != '\0') {
-        char why[600];
-        if (faults_parse_json(&s->faults, getenv("IPUOF_FAULTS"), s->inv->n, why,
-                              sizeof why) < 0) {
-            errbuf_set(err, errlen, "%s", why);
-            return -1;
-        }
+    if (s->faults.n > 0)    /* IPUOF_FAULTS, read by main() */
         log_warn("IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)", s->faults.n,
                  s->faults.n == 1 ? "" : "s");
-    }
     if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0)
         return -1;
     return 0;
