@@ -64,12 +64,6 @@ void req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
  */
 int fault_hook(struct conn *c, uint64_t req_id, int at);
 
-/*
- * c's attach req_id has just taken partition p (not yet a job's): when a fault armed for
- * attach fires, p is released, its IPUs go into error as the fault says and the attach
- * gets the error (or c is cut). 1 when it fired (p is gone), else 0.
- */
-int fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p);
 void req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                      uint32_t payload_len);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "fault_fire.h"
 #include "frame.h"
 #include "ipuof/status.h"
 #include "jobs.h"

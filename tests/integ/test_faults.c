@@ -8,6 +8,7 @@
  * and IPU 0 can be attached and run on again. The daemon is stopped at the end and must
  * exit 0 (under SAN=1 LeakSanitizer makes a leak an exit status). Also IPUOF_FAULTS.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -278,6 +280,69 @@ test_kind_x_trigger(void **state)
     assert_int_equal(testd_stop(&d), 0);
 }
 
+/* An attach that waited in the queue meets a fault at attach as one served at once. */
+struct waiting {
+    int rc, cls, rec;
+};
+
+static void *
+wait_attach(void *arg)
+{
+    struct waiting *w = arg;
+    ipuof_client *c = connect_to(d.addr);
+    struct ipuof_attach_opts ao = {.num_ipus = 1, .wait = 1, .wait_timeout_ms = 10000};
+    const char *comp;
+
+    w->rc = ipuof_attach(c, &ao, NULL, 0, NULL);
+    ipuof_client_last_error(c, &w->cls, &w->rec, &comp);
+    ipuof_client_free(c);
+    return NULL;
+}
+
+static void
+test_attach_from_queue(void **state)
+{
+    ipuof_client *admin, *holder;
+    struct ipuof_attach_opts all = {.num_ipus = 2};
+    struct ipuof_fault f = {.has_ipu = 1, .ipu = 0};
+    struct waiting w = {0};
+    pthread_t th;
+    int rec, unrec;
+    char err[512];
+
+    (void)state;
+    assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
+    testd_live = &d;
+    admin = connect_to(d.admin_addr);
+    holder = connect_to(d.addr);
+    assert_int_equal(ipuof_attach(holder, &all, NULL, 0, NULL), IPUOF_OK);
+    snprintf(f.kind, sizeof f.kind, "recoverable:IPU_RESET");
+    snprintf(f.at, sizeof f.at, "attach");
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_OK);
+    assert_int_equal(pthread_create(&th, NULL, wait_attach, &w), 0);
+    for (int i = 0; i < 500; i++) { /* until the attach waits in the queue */
+        ipuof_status_report *r = NULL;
+        unsigned waiting;
+        assert_int_equal(ipuof_status(admin, &r), IPUOF_OK);
+        waiting = ipuof_status_report_waiting(r);
+        ipuof_status_report_free(r);
+        if (waiting == 1)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(ipuof_detach(holder), IPUOF_OK); /* serves the queue: IPU 0 */
+    pthread_join(th, NULL);
+    assert_int_equal(w.rc, IPUOF_E_DEVICE_FAULT);
+    assert_int_equal(w.cls, IPUOF_ERROR_RECOVERABLE);
+    assert_int_equal(w.rec, IPUOF_RECOVERY_IPU_RESET);
+    assert_int_equal(ipu_state(0, &rec, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    assert_int_equal(rec, IPUOF_RECOVERY_IPU_RESET);
+    ipuof_client_free(holder);
+    ipuof_client_free(admin);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
 /* A bad fault is refused with a sentence naming what is right; nothing is armed. */
 static void
 test_bad_faults(void **state)
@@ -398,6 +463,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_kind_x_trigger, testd_stop_live),
+        cmocka_unit_test_teardown(test_attach_from_queue, testd_stop_live),
         cmocka_unit_test_teardown(test_bad_faults, testd_stop_live),
         cmocka_unit_test_teardown(test_env_triggers, testd_stop_live),
         cmocka_unit_test(test_env_bad),
