@@ -28,20 +28,6 @@
 #define BOOL SIM_DTYPE_BOOL
 #define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
 
-/* Compiles and runs b (no run inputs); returns the run. */
-static struct test_ob_run
-run_ok(struct sim_ob *b)
-{
-    struct sim_err err = { 0 };
-    struct test_ob_run r = test_ob_compile(b, &err);
-
-    if (r.e == NULL)
-        fail_msg("compile: %s", err.msg);
-    if (sim_exe_run(r.e, &err) != 0)
-        fail_msg("run: %s", err.msg);
-    return r;
-}
-
 static void
 test_mod_integers(void **state)
 {
@@ -58,7 +44,7 @@ test_mod_integers(void **state)
         sim_ob_node(b, "Mod", "m", "x,y", "z");
         sim_ob_attr_int(b, "fmod", fm);
         sim_ob_output(b, "z", I64);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), fm ? want1 : want0, sizeof(want0));
         printf("  Mod fmod=%d on int64 (by 0 and MIN %% -1 give 0): exact\n", fm);
         test_ob_run_free(&r);
@@ -205,7 +191,7 @@ test_pad_argmax(void **state)
         sim_ob_node(b, "Pad", "pad", "x,p", "y");
         sim_ob_attr_str(b, "mode", m ? "edge" : "reflect");
         sim_ob_output(b, "y", F32);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), m ? want_e : want_r,
                             m ? sizeof(want_e) : sizeof(want_r));
         printf("  Pad %s: exact\n", m ? "edge (4, 1)" : "reflect 3 each side of 3");
@@ -217,7 +203,7 @@ test_pad_argmax(void **state)
         sim_ob_node(b, "ArgMax", "am", "t", "y");
         sim_ob_attr_int(b, "select_last_index", l);
         sim_ob_output(b, "y", I64);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), l ? last : first, sizeof(first));
         test_ob_run_free(&r);
     }

@@ -32,20 +32,6 @@
 #define BOOL SIM_DTYPE_BOOL
 #define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
 
-/* Compiles and runs b (no run inputs); returns the run. */
-static struct test_ob_run
-run_ok(struct sim_ob *b)
-{
-    struct sim_err err = { 0 };
-    struct test_ob_run r = test_ob_compile(b, &err);
-
-    if (r.e == NULL)
-        fail_msg("compile: %s", err.msg);
-    if (sim_exe_run(r.e, &err) != 0)
-        fail_msg("run: %s", err.msg);
-    return r;
-}
-
 /* Output k equals want (n floats; NaN equals NaN, and the sign of zero counts). */
 static void
 expect_floats(struct test_ob_run *r, int k, const float *want, size_t n)
@@ -76,7 +62,7 @@ test_max_min_nan_and_ints(void **state)
         sim_ob_initializer(b_, "b", F32, 1, DIMS(2), b);
         sim_ob_node(b_, mx ? "Max" : "Min", "n", "a,b", "y");
         sim_ob_output(b_, "y", F32);
-        r = run_ok(b_);
+        r = test_ob_run_ok(b_);
         expect_floats(&r, 0, mx ? want_max : want_min, 4);
         test_ob_run_free(&r);
 
@@ -86,7 +72,7 @@ test_max_min_nan_and_ints(void **state)
         sim_ob_initializer(b_, "c", I64, 1, DIMS(3), ic);
         sim_ob_node(b_, mx ? "Max" : "Min", "n", "a,b,c", "y");
         sim_ob_output(b_, "y", I64);
-        r = run_ok(b_);
+        r = test_ob_run_ok(b_);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), mx ? want_imax : want_imin,
                             sizeof(want_imax));
         test_ob_run_free(&r);
@@ -96,7 +82,7 @@ test_max_min_nan_and_ints(void **state)
     sim_ob_initializer(b_, "b", I8, 1, DIMS(3), ub);
     sim_ob_node(b_, "Max", "n", "a,b", "y");
     sim_ob_output(b_, "y", I8);
-    r = run_ok(b_);
+    r = test_ob_run_ok(b_);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want_u, sizeof(want_u));
     test_ob_run_free(&r);
     printf("  Max/Min: NaN wins (as torch.maximum), int64 extremes, int8: exact\n");
@@ -137,7 +123,7 @@ test_sign_round_isnan(void **state)
     sim_ob_output(b, "yr", F32);
     sim_ob_output(b, "ys", F32);
     sim_ob_output(b, "yn", BOOL);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     expect_floats(&r, 0, want_round, 8);
     expect_floats(&r, 1, want_sign, 8);
     assert_memory_equal(sim_exe_output_buffer(r.e, 2), want_nan, sizeof(want_nan));
@@ -150,7 +136,7 @@ test_sign_round_isnan(void **state)
     sim_ob_node(b, "Sign", "t", "u", "yu");
     sim_ob_output(b, "ys", I8);
     sim_ob_output(b, "yu", U8);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want_is, sizeof(want_is));
     assert_memory_equal(sim_exe_output_buffer(r.e, 1), want_us, sizeof(want_us));
     test_ob_run_free(&r);
@@ -178,7 +164,7 @@ test_prelu_selu_celu(void **state)
     sim_ob_initializer(b, "s", F32, 1, DIMS(1), s1);
     sim_ob_node(b, "PRelu", "n", "x,s", "y");
     sim_ob_output(b, "y", F32);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     expect_floats(&r, 0, want, 4);
     test_ob_run_free(&r);
 
@@ -187,7 +173,7 @@ test_prelu_selu_celu(void **state)
     sim_ob_initializer(b, "s", I32, 1, DIMS(3), is);
     sim_ob_node(b, "PRelu", "n", "x,s", "y");
     sim_ob_output(b, "y", I32);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want_i, sizeof(want_i));
     test_ob_run_free(&r);
     printf("  PRelu: float with one slope, int32 at opset 16: exact\n");
@@ -237,7 +223,7 @@ test_topk_ties_nan(void **state)
         sim_ob_attr_int(b, "largest", largest);
         sim_ob_output(b, "v", F32);
         sim_ob_output(b, "i", I64);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         expect_floats(&r, 0, largest ? want_l : want_s, largest ? 4 : 3);
         assert_memory_equal(sim_exe_output_buffer(r.e, 1), largest ? ind_l : ind_s,
                             (largest ? 4 : 3) * sizeof(int64_t));
@@ -249,7 +235,7 @@ test_topk_ties_nan(void **state)
     sim_ob_node(b, "TopK", "n", "x,k", "v,i");
     sim_ob_output(b, "v", I32);
     sim_ob_output(b, "i", I64);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want_i, sizeof(want_i));
     assert_memory_equal(sim_exe_output_buffer(r.e, 1), ind_i, sizeof(ind_i));
     test_ob_run_free(&r);
@@ -296,7 +282,7 @@ test_cumsum(void **state)
         sim_ob_attr_int(b, "exclusive", v & 1);
         sim_ob_attr_int(b, "reverse", v >> 1);
         sim_ob_output(b, "y", F32);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         expect_floats(&r, 0, want[v], 6);
         test_ob_run_free(&r);
     }
@@ -305,7 +291,7 @@ test_cumsum(void **state)
     sim_ob_initializer(b, "a", I64, 1, DIMS(1), axm2);
     sim_ob_node(b, "CumSum", "n", "x,a", "y");
     sim_ob_output(b, "y", F32);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     expect_floats(&r, 0, want0, 6);
     test_ob_run_free(&r);
 
@@ -314,7 +300,7 @@ test_cumsum(void **state)
     sim_ob_initializer(b, "a", I64, 0, NULL, ax0);
     sim_ob_node(b, "CumSum", "n", "x,a", "y");
     sim_ob_output(b, "y", I32);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want_i, sizeof(want_i));
     test_ob_run_free(&r);
     printf("  CumSum: exclusive / reverse / negative axis on float, int32 wraps: exact\n");
@@ -358,7 +344,7 @@ test_tile_trilu(void **state)
     sim_ob_node(b, "Tile", "z", "x,r0", "y0");
     sim_ob_output(b, "y", I64);
     sim_ob_output(b, "y0", I64);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want, sizeof(want));
     {
         struct sim_io_info info;
@@ -379,7 +365,7 @@ test_tile_trilu(void **state)
         sim_ob_attr_int(b, "upper", up);
         sim_ob_output(b, "y", BOOL);
         sim_ob_output(b, "yb", BOOL);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), up ? want_up : want_lo, 6);
         assert_memory_equal(sim_exe_output_buffer(r.e, 1), none, 6);
         test_ob_run_free(&r);
@@ -473,7 +459,7 @@ test_instancenorm(void **state)
     sim_ob_initializer(b, "b", F32, 1, DIMS(2), bias);
     sim_ob_node(b, "InstanceNormalization", "n", "x,s,b", "y");
     sim_ob_output(b, "y", F32);
-    r = run_ok(b);
+    r = test_ob_run_ok(b);
     got = sim_exe_output_buffer(r.e, 0);
     for (int i = 0; i < 8; i++)
         assert_true(fabsf(got[i] - want[i]) <= 1e-6f * (1.0f + fabsf(want[i])));

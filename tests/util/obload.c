@@ -44,6 +44,19 @@ test_ob_compile(struct sim_ob *b, struct sim_err *err)
     return r;
 }
 
+struct test_ob_run
+test_ob_run_ok(struct sim_ob *b)
+{
+    struct sim_err err = { 0 };
+    struct test_ob_run r = test_ob_compile(b, &err);
+
+    if (r.e == NULL)
+        fail_msg("compile: %s", err.msg);
+    if (sim_exe_run(r.e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    return r;
+}
+
 void
 test_ob_run_free(struct test_ob_run *r)
 {

@@ -25,6 +25,10 @@ struct sim_model *test_ob_load(struct sim_ob *b);
  * the executable, or NULL with the compiler's error in *err. Free with test_ob_run_free. */
 struct test_ob_run test_ob_compile(struct sim_ob *b, struct sim_err *err);
 
+/* Compiles b (freed) and runs it once with no run inputs; fails the running cmocka test
+ * with the compiler's or the run's sentence when either fails. */
+struct test_ob_run test_ob_run_ok(struct sim_ob *b);
+
 /* Frees what test_ob_compile made (a NULL executable included). */
 void test_ob_run_free(struct test_ob_run *r);
 
