@@ -98,7 +98,7 @@ trim_locked(struct cache *k)
     while (k->n > k->max || idle_host_locked(k) > k->max_idle_host || k->bytes > k->max_bytes) {
         struct cache_entry **victim = NULL;
         for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
-            if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_used_ms < (*victim)->last_used_ms))
+            if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_use < (*victim)->last_use))
                 victim = pp;
         if (victim == NULL)
             return;
@@ -182,7 +182,7 @@ cache_release(struct cache *k, struct cache_entry *e)
         return;
     pthread_mutex_lock(&k->mu);
     e->in_use = 0;
-    e->last_used_ms = models_now_us() / 1000; /* the loop's clock (srv_now_ms) */
+    e->last_use = ++k->releases;
     /* Entries that cannot be reused go once nothing uses them or borrows their model. */
     while (e != NULL && !e->reusable && !e->in_use && e->refs == 0) {
         struct cache_entry *parent = e->parent;

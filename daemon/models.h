@@ -36,7 +36,9 @@ struct cache_entry {
     char name[64];               /* the model's name, for the log */
     int refs;                    /* executables made from this one's model (inference_from) */
     struct cache_entry *parent;  /* the entry whose model this one borrows, or NULL */
-    uint64_t last_used_ms;
+    uint64_t last_use;           /* the cache's release count when last released: the LRU
+                                  * order (a count, not a clock: two releases within one
+                                  * millisecond stay ordered) */
     struct cache_entry *next;
 };
 
@@ -48,6 +50,7 @@ struct cache {
     uint64_t max_bytes;          /* bytes all entries may hold (cache_bytes) */
     uint64_t bytes;              /* bytes all entries hold: the sum of their held */
     uint64_t hits, misses, evictions;
+    uint64_t releases;           /* cache_release calls so far: entries' last_use */
 };
 
 /* An empty cache keeping at most max entries, unused entries whose run buffers total at

@@ -144,6 +144,28 @@ test_cache_evicts_beyond_cache_bytes(void **state)
     cache_destroy(&k);
 }
 
+/* Two releases within one millisecond stay ordered: the least recently released entry goes
+ * first. (The order was a millisecond clock: with a tie the entry first on the list, the
+ * newest inserted, went, so test_cache_bytes saw its most recently used model evicted in
+ * about half of its runs.) */
+static void
+test_cache_lru_within_a_millisecond(void **state)
+{
+    struct cache k;
+    struct cache_entry *x = entry_held(400), *y = entry_held(400);
+
+    (void)state;
+    cache_init(&k, 10, UINT64_MAX, 1000);
+    cache_insert(&k, x);
+    cache_insert(&k, y);               /* the list: y, x */
+    cache_release(&k, x);
+    cache_release(&k, y);              /* y the most recently used, at once */
+    cache_set_limits(&k, UINT64_MAX, 500); /* room for one: x goes */
+    assert_int_equal(k.n, 1);
+    assert_ptr_equal(k.head, y);
+    cache_destroy(&k);
+}
+
 /* What an entry holds: the ONNX bytes it keeps, the model's weights (once, whatever the
  * replicas), the activations and the run buffers. A [256, 256] float weight: 256 KiB. */
 static void
@@ -263,6 +285,7 @@ main(void)
         cmocka_unit_test(test_place_never_past_inventory),
         cmocka_unit_test(test_cache_evicts_beyond_host_memory),
         cmocka_unit_test(test_cache_evicts_beyond_cache_bytes),
+        cmocka_unit_test(test_cache_lru_within_a_millisecond),
         cmocka_unit_test(test_entry_bytes_count_model_and_weights),
         cmocka_unit_test(test_host_bytes_of_an_executable),
         cmocka_unit_test(test_busy_state),
