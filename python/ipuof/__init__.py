@@ -1,8 +1,9 @@
 """ipuof: a PopTorch-compatible package over libipuof-client. `import poptorch` gives the
 same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1:50052)
 unchanged."""
-from . import optim
+from . import optim, symbolics
 from ._lib import path as library_path
+from .capture import identity_loss
 from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
                      SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
@@ -14,6 +15,7 @@ from .executor import PoplarExecutor, inferenceModel, trainingModel
 from .options import Options, TensorLocationSettings
 
 __version__ = "0.1.0"
+symbolics.register()
 
 
 def ipuHardwareIsAvailable(num_ipus=1):
@@ -32,5 +34,5 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
            "SyncPattern", "TensorLocationSettings", "UnrecoverableError",
-           "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
+           "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
            "library_path", "removeBlocks", "trainingModel"]

@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from . import _device, _lib, blocks, enums, profiling
+from . import _device, _lib, blocks, capture, enums, profiling
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -83,33 +83,6 @@ _OUTPUT_KINDS = {enums.OutputMode.Default: _lib.OUTPUT_DEFAULT,
 _TORCH_DTYPES = {_lib.DTYPE_FLOAT: torch.float32, _lib.DTYPE_UINT8: torch.uint8,
                  _lib.DTYPE_INT8: torch.int8, _lib.DTYPE_INT32: torch.int32,
                  _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool}
-
-
-def _flatten(out):
-    """(list of tensors, template) for a tensor or a (nested) tuple/list of tensors."""
-    if isinstance(out, torch.Tensor):
-        return [out], None
-    if isinstance(out, (tuple, list)):
-        flat, tmpl = [], []
-        for o in out:
-            f, t = _flatten(o)
-            tmpl.append((len(f), t))
-            flat.extend(f)
-        return flat, (type(out), tmpl)
-    raise Error(f"the model returns a {type(out).__name__}; poptorch models return "
-                "tensors, or tuples or lists of tensors")
-
-
-def _unflatten(flat, tmpl):
-    """Rebuilds the structure _flatten() described from flat."""
-    if tmpl is None:
-        return flat[0]
-    kind, parts = tmpl
-    out, i = [], 0
-    for n, t in parts:
-        out.append(_unflatten(flat[i:i + n], t))
-        i += n
-    return kind(out)
 
 
 def _optimizer_struct(optimizer):
@@ -210,22 +183,8 @@ class PoplarExecutor:
     # ---- capture and compile ----------------------------------------------------------
 
     def _bind(self, args, kwargs):
-        """The call's inputs as [(name, tensor)] in the forward's parameter order."""
-        sig = inspect.signature(self._user_model.forward)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise Error(f"the call does not match {type(self._user_model).__name__}."
-                        f"forward{sig}: {exc}")
-        out = []
-        for name, value in bound.arguments.items():
-            if value is None:
-                break
-            if not isinstance(value, torch.Tensor):
-                raise Error(f"input '{name}' is a {type(value).__name__}; poptorch models "
-                            "take tensors")
-            out.append((name, value))
-        return out
+        """The call's arguments bound to forward's signature (capture.Call)."""
+        return capture.Call(self._user_model, args, kwargs)
 
     def _steps(self):
         o = self._options
@@ -258,38 +217,38 @@ class PoplarExecutor:
             t = t.float()
         return t.detach().contiguous()
 
-    def _probe(self, sample):
-        """Runs the module once on the host on sample (buffers and RNG restored after) to
-        learn its output structure and, when training, which output is the loss."""
+    def _probe(self, call, sample):
+        """Runs the module once on the host on copies of sample, with no side effects on
+        the host (capture.no_side_effects), to learn its output structure, the inputs it
+        changes in place and, when training, which output is the loss. Returns the
+        capture.Probe."""
         m = self._user_model
-        saved = {k: v.detach().clone() for k, v in
-                 torch.nn.Module.named_buffers(m)}
-        rng = torch.random.get_rng_state()
+        record = capture.Probe()
         was_training = m.training
         m.train(self._training)
         try:
-            with torch.enable_grad() if self._training else torch.no_grad():
-                out = m(*sample)
+            with capture.no_side_effects(m), \
+                    torch.enable_grad() if self._training else torch.no_grad():
+                capture.run_flat(m, call, [t.clone() for t in sample], record)
         finally:
             m.train(was_training)
-            with torch.no_grad():
-                for k, v in torch.nn.Module.named_buffers(m):
-                    v.copy_(saved[k])
-            torch.random.set_rng_state(rng)
-        flat, tmpl = _flatten(out)
-        loss = None
-        if self._training:
+        if self._training and record.loss is None:
+            flat = record.flat
             cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
             named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
             if not cands:
                 raise Error("a training model must return its loss: forward() returned no "
                             "scalar that depends on trainable weights (return (output, loss) "
-                            "or loss)")
-            loss = (named or cands)[0]
-        return flat, tmpl, loss
+                            "or loss, or mark it with poptorch.identity_loss)")
+            record.loss = (named or cands)[0]
+        record.flat = None
+        return record
 
-    def _export(self, sample, names, n_out):
+    def _export(self, call, sample, record):
+        """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
+        the blocks recorder; no side effects on the host."""
         m = self._user_model
+        n_out = record.n_out + len(record.mutated) + int(record.hidden_loss)
         was_training = m.training
         m.train(self._training)
         mode = torch.onnx.TrainingMode.TRAINING if self._training \
@@ -297,18 +256,21 @@ class PoplarExecutor:
         f = io.BytesIO()
         rec = blocks._Recorder(m)
         try:
-            with rec, warnings.catch_warnings():
+            with rec, capture.no_side_effects(m) as snap, \
+                    capture.flat_forward(m, call, record), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                torch.onnx.export(m, tuple(sample), f, opset_version=14, training=mode,
-                                  do_constant_folding=False, input_names=names,
+                torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
+                                  training=mode, do_constant_folding=False,
+                                  input_names=list(call.names),
                                   output_names=[f"output{i}" for i in range(n_out)])
+                onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
         except Error:
             raise
         except Exception as exc:
             raise Error(f"capturing the model with torch.onnx.export failed: {exc}")
         finally:
             m.train(was_training)
-        return f.getvalue(), rec
+        return onnx_bytes, rec
 
     def _placement(self, rec):
         """(IPUs per replica, placement dict or None) from the strategy, the recorded
@@ -381,24 +343,32 @@ class PoplarExecutor:
                           "yet: this libipuof-client cannot fetch an execution trace",
                           stacklevel=2)
         _sync_host()
-        inputs = self._bind(args, kwargs)
-        if not inputs:
+        call = self._bind(args, kwargs)
+        if not call.leaves:
             raise Error("the model needs at least one tensor input")
+        inputs = list(zip(call.names, call.leaves))
         b = self._micro_batch(inputs)
-        self._names = [n for n, _ in inputs]
-        sample = [self._host_tensor(t)[:b] for _, t in inputs]
-        flat, self._template, loss = self._probe(sample)
+        self._names = list(call.names)
+        self._call = call
+        sample = [self._host_tensor(t)[:b].clone() for t in call.leaves]
+        record = self._probe(call, sample)
         self._sample = sample
-        self._onnx, rec = self._export(sample, self._names, len(flat))
+        self._record = record
+        self._onnx, rec = self._export(call, sample, record)
         ipus, self._placement_opts = self._placement(rec)
-        self._out_names = [f"output{i}" for i in range(len(flat))]
-        self._loss = loss
+        n_graph = record.n_out + len(record.mutated) + int(record.hidden_loss)
+        self._out_names = [f"output{i}" for i in range(n_graph)]
+        self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
         n = o.output_return_period if o.output_mode == enums.OutputMode.EveryN else 0
+        # An input changed in place comes back whole, to be copied into the caller's.
+        kinds = [kind] * record.n_out + [_lib.OUTPUT_ALL] * len(record.mutated) + \
+            [kind] * int(record.hidden_loss)
         self._compile_args = dict(
             micro_batch=0, device_iterations=o.device_iterations,
             replicas=o.replication_factor,
-            output_kinds=[(nm, kind, n) for nm in self._out_names])
+            output_kinds=[(nm, k, n if k == kind else 0)
+                          for nm, k in zip(self._out_names, kinds)])
         self._ipus = ipus
         self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         o._freeze()
@@ -427,7 +397,7 @@ class PoplarExecutor:
         """An inference model's weights are constants of its graph: after the host's
         weights changed, the graph is captured again and compiled on the same partition."""
         _sync_host()
-        self._onnx, _ = self._export(self._sample, self._names, len(self._out_names))
+        self._onnx, _ = self._export(self._call, self._sample, self._record)
         if self._exe is not None:
             self._exe.free()
             self._exe = None
@@ -498,10 +468,12 @@ class PoplarExecutor:
                 self.setOptimizer(self._optimizer)
         elif self._uploaded_generation != _generation[0]:
             self._recapture()
-        inputs = self._bind(args, kwargs)
-        if [n for n, _ in inputs] != self._names:
-            raise Error(f"the model was compiled for the inputs {self._names}, not "
-                        f"{[n for n, _ in inputs]}")
+        call = self._bind(args, kwargs)
+        if call.names != self._names or not self._call.matches(call):
+            raise Error(f"the model was compiled for the inputs {self._names} (and their "
+                        f"non-tensor values), not {call.names}: call destroy() and compile "
+                        "again for another structure")
+        inputs = list(zip(call.names, call.leaves))
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
         try:
@@ -520,13 +492,42 @@ class PoplarExecutor:
             if not self._exe.outputs[i]["step"] and t.numel() == 1:
                 t = t.reshape(())
             flat.append(t)
+        rec = self._record
+        for k, i in enumerate(rec.mutated):
+            self._copy_back(call.leaves[i], flat[rec.n_out + k], call.names[i])
         if self._training:
             self._host_stale = True
             _generation[0] += 1
+            self._count_batches()
         if self._trace:
             self._trace_pending = True
             _executors.add(self)
-        return _unflatten(flat, self._template)
+        return capture.unflatten(rec.out_spec, iter(flat[:rec.n_out]))
+
+    def _count_batches(self):
+        """BatchNorm's num_batches_tracked is not part of the ONNX graph: the host counts
+        the run's forward passes (deviceIterations x gradientAccumulation), as torch's
+        calls would have."""
+        o = self._options
+        steps = o.device_iterations * o.Training.gradient_accumulation
+        with torch.no_grad():
+            for m in self._user_model.modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and \
+                        m.track_running_stats:
+                    n = m._buffers.get("num_batches_tracked")
+                    if n is not None:
+                        n.add_(steps)
+
+    def _copy_back(self, dst, value, name):
+        """An input the model changes in place gets the device's value, as torch's call
+        would have left it."""
+        if value.numel() != dst.numel():
+            warnings.warn(f"the model changes its input '{name}' in place, but the device "
+                          f"returned {tuple(value.shape)} for its {tuple(dst.shape)}: the "
+                          "host's tensor is left as it was", stacklevel=3)
+            return
+        with torch.no_grad():
+            dst.copy_(value.reshape(dst.shape).to(dst.dtype))
 
     # ---- weights, optimizer, device ----------------------------------------------------
 
@@ -561,6 +562,21 @@ class PoplarExecutor:
                 if t is not None:
                     self._exe.write_weight(name, t.detach().contiguous())
         self._uploaded_generation = _generation[0]
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Loads state_dict into the host module and, as PopTorch's wrapper does, onto the
+        device: a model on the device gets the weights copied there, a compiled one not
+        yet on the device is captured again with them. Returns the module's result
+        (missing and unexpected keys)."""
+        _sync_host()
+        result = self._user_model.load_state_dict(state_dict, strict)
+        self._host_stale = False
+        _generation[0] += 1  # other models of the same module take the new weights too
+        if self._exe is not None:
+            self.copyWeightsToDevice()
+        elif self._onnx is not None:
+            self._onnx, _ = self._export(self._call, self._sample, self._record)
+        return result
 
     def setOptimizer(self, optimizer):
         """New hyper-parameters (same kind of optimizer), applied without recompiling."""

@@ -1,0 +1,312 @@
+"""Capturing a module's call as an ONNX graph, without side effects.
+
+A PopTorch call takes any structure of inputs and returns any structure of outputs; the
+daemon takes and returns flat lists of tensors. This module binds a call's arguments as
+Python does (inspect.signature: keywords to their parameters, defaults, *args, **kwargs),
+flattens them into tensors and a spec of everything else (None, numbers, strings: constants
+of the graph), and flattens outputs the same way (tuples, lists, dicts, None).
+
+The host runs the module twice while capturing (once to learn the output structure, the
+loss and which inputs are changed in place, once inside torch.onnx.export). Neither run may
+leave a trace: both run on copies of the caller's tensors, and every parameter and buffer
+(BatchNorm's running statistics, num_batches_tracked) and the RNG state are put back
+afterwards, so the host state is what it was; the device run is the one real call.
+An input the module changes in place becomes an extra output of the graph, copied back into
+the caller's tensor after each run, as PopTorch does.
+
+identity_loss() marks the loss of a training model: during a capture the tensor it makes
+is recorded, and added as a hidden output when the module does not return it.
+"""
+import contextlib
+import inspect
+import threading
+
+import torch
+
+from .errors import Error
+
+_state = threading.local()
+
+
+def identity_loss(x, reduction):
+    """PopTorch's identity_loss: x reduced by reduction ("sum", "mean" or "none") and
+    marked as the loss a training model minimises. With "none" x comes back unchanged and
+    the gradient that flows into it is one for every element (the loss is its sum), as
+    PopART's IdentityLoss without reduction."""
+    if not isinstance(x, torch.Tensor):
+        raise Error(f"identity_loss takes a tensor, not a {type(x).__name__}")
+    if reduction == "sum":
+        out = x.sum()
+        loss = out
+    elif reduction == "mean":
+        out = x.mean()
+        loss = out
+    elif reduction == "none":
+        out = x
+        loss = None
+    else:
+        raise Error(f"identity_loss: reduction must be 'sum', 'mean' or 'none', not "
+                    f"{reduction!r}")
+    rec = getattr(_state, "losses", None)
+    if rec is not None:
+        rec.append((out, loss))
+    return out
+
+
+# ---- structures ------------------------------------------------------------------------
+
+def flatten(obj, path, leaves, names):
+    """The spec of obj; its tensors appended to leaves and their names (path-based) to
+    names. Tuples (named tuples too), lists and dicts are walked; anything else is a
+    constant."""
+    if isinstance(obj, torch.Tensor):
+        leaves.append(obj)
+        names.append(path)
+        return ("T",)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return ("N", type(obj), [flatten(v, f"{path}.{k}", leaves, names)
+                                 for k, v in zip(obj._fields, obj)])
+    if isinstance(obj, (tuple, list)):
+        return ("S", type(obj), [flatten(v, f"{path}.{i}", leaves, names)
+                                 for i, v in enumerate(obj)])
+    if isinstance(obj, dict):
+        return ("D", type(obj), [(k, flatten(v, f"{path}.{k}", leaves, names))
+                                 for k, v in obj.items()])
+    return ("C", obj)
+
+
+def unflatten(spec, it):
+    """Rebuilds the structure spec describes, taking tensors from iterator it."""
+    kind = spec[0]
+    if kind == "T":
+        return next(it)
+    if kind == "C":
+        return spec[1]
+    if kind == "N":
+        return spec[1](*[unflatten(s, it) for s in spec[2]])
+    if kind == "S":
+        return spec[1](unflatten(s, it) for s in spec[2])
+    return spec[1]((k, unflatten(s, it)) for k, s in spec[2])
+
+
+def same_constants(a, b):
+    """True when specs a and b have the same structure and constants."""
+    if a[0] != b[0]:
+        return False
+    if a[0] == "T":
+        return True
+    if a[0] == "C":
+        try:
+            return type(a[1]) is type(b[1]) and bool(a[1] == b[1])
+        except Exception:
+            return a[1] is b[1]
+    if a[1] is not b[1] or len(a[2]) != len(b[2]):
+        return False
+    if a[0] == "D":
+        return all(ka == kb and same_constants(sa, sb)
+                   for (ka, sa), (kb, sb) in zip(a[2], b[2]))
+    return all(same_constants(sa, sb) for sa, sb in zip(a[2], b[2]))
+
+
+class Call:
+    """One call's arguments bound to forward's signature: .leaves (the tensors, in order),
+    .names (one per tensor: the parameter's name, with .index/.key for nested ones),
+    .spec (how to rebuild (args, kwargs) from the tensors)."""
+
+    def __init__(self, module, args, kwargs):
+        sig = inspect.signature(module.forward)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise Error(f"the call does not match {type(module).__name__}.forward{sig}: "
+                        f"{exc}")
+        self.leaves, self.names = [], []
+        parts = []
+        skipped = False  # a positional parameter left to its default: the rest by keyword
+        for name, p in sig.parameters.items():
+            if name not in bound.arguments:
+                skipped = skipped or p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                continue
+            kind = p.kind
+            if kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and skipped:
+                kind = inspect.Parameter.KEYWORD_ONLY
+            value = bound.arguments[name]
+            parts.append((name, kind, flatten(value, name, self.leaves, self.names)))
+        self.spec = parts
+
+    def rebuild(self, tensors):
+        """(args, kwargs) for forward with tensors in place of the leaves."""
+        it = iter(tensors)
+        args, kwargs = [], {}
+        for name, kind, spec in self.spec:
+            value = unflatten(spec, it)
+            if kind == inspect.Parameter.VAR_POSITIONAL:
+                args.extend(value)
+            elif kind == inspect.Parameter.VAR_KEYWORD:
+                kwargs.update(value)
+            elif kind == inspect.Parameter.KEYWORD_ONLY:
+                kwargs[name] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    def matches(self, other):
+        """True when other binds the same structure and constants (the compiled graph
+        applies)."""
+        if len(self.spec) != len(other.spec):
+            return False
+        return all(n1 == n2 and same_constants(s1, s2)
+                   for (n1, _, s1), (n2, _, s2) in zip(self.spec, other.spec))
+
+
+# ---- running without side effects ---------------------------------------------------------
+
+def _state_slots(module):
+    """[(owner module, kind, name, tensor)] of every parameter and buffer."""
+    out = []
+    for m in module.modules():
+        for name, t in m._parameters.items():
+            if t is not None:
+                out.append((m, "_parameters", name, t))
+        for name, t in m._buffers.items():
+            if t is not None:
+                out.append((m, "_buffers", name, t))
+    return out
+
+
+class Snapshot:
+    """The parameters and buffers of a module as they were (see no_side_effects)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.saved = [(m, kind, name, t, t.detach().clone()) for m, kind, name, t in
+                      _state_slots(module)]
+
+    def changed(self):
+        """{state_dict name: value before} of the parameters and buffers whose values
+        changed (or whose tensor was replaced) since the snapshot."""
+        names = {id(t): k for k, t in
+                 torch.nn.Module.state_dict(self.module, keep_vars=True).items()}
+        out = {}
+        for m, kind, name, t, value in self.saved:
+            now = getattr(m, kind).get(name)
+            if now is not t or not torch.equal(t.detach(), value):
+                k = names.get(id(t)) or names.get(id(now))
+                if k is not None:
+                    out[k] = value
+        return out
+
+
+def fix_initializers(onnx_bytes, values):
+    """onnx_bytes with the initializers named in values ({name: tensor}) set to those
+    values: a capture traced in training mode runs the module once, and torch.onnx.export
+    reads the weights after that run (BatchNorm's running statistics already updated)."""
+    if not values:
+        return onnx_bytes
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load_from_string(onnx_bytes)
+    hit = False
+    for i, init in enumerate(model.graph.initializer):
+        v = values.get(init.name)
+        if v is not None:
+            model.graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(v.detach().cpu().numpy(), init.name))
+            hit = True
+    return model.SerializeToString() if hit else onnx_bytes
+
+
+@contextlib.contextmanager
+def no_side_effects(module):
+    """Runs the body (given a Snapshot of module), then puts back every parameter and
+    buffer of module (the same objects, with their values) and the RNG state as they
+    were."""
+    snap = Snapshot(module)
+    saved = snap.saved
+    rng = torch.random.get_rng_state()
+    try:
+        yield snap
+    finally:
+        with torch.no_grad():
+            for m, kind, name, t, value in saved:
+                getattr(m, kind)[name] = t
+                if t.data_ptr() != value.data_ptr():
+                    t.data.copy_(value)
+        torch.random.set_rng_state(rng)
+
+
+class Probe:
+    """What one host run of a call shows: .out_spec (the output structure), .n_out (tensors
+    returned), .mutated (indices of input leaves changed in place), .loss (index into the
+    flat outputs of the loss identity_loss marked, n_out for a hidden one, or None),
+    .hidden_loss (True when the loss is an extra output), .flat (the outputs)."""
+
+
+def _versions(tensors):
+    return [t._version for t in tensors]
+
+
+def run_flat(fn, call, tensors, record):
+    """Calls fn (the module, or its original forward) with tensors in the places of
+    call's leaves; returns the flat list of graph outputs: the module's tensors, then the
+    inputs changed in place (record.mutated, found on the first run), then a hidden loss.
+    record is a Probe, filled on the first run and followed on later ones."""
+    args, kwargs = call.rebuild(tensors)
+    before = _versions(tensors)
+    prev = getattr(_state, "losses", None)
+    _state.losses = []
+    try:
+        out = fn(*args, **kwargs)
+        losses = _state.losses
+    finally:
+        _state.losses = prev
+    leaves, names = [], []
+    spec = flatten(out, "output", leaves, names)
+    if not hasattr(record, "out_spec"):
+        record.out_spec = spec
+        record.n_out = len(leaves)
+        record.flat = leaves
+        record.mutated = [i for i, (b, a) in enumerate(zip(before, _versions(tensors)))
+                          if a != b]
+        record.loss, record.hidden_loss = None, False
+        if len(losses) > 1:
+            raise Error(f"identity_loss was called {len(losses)} times in one call: a "
+                        "model has one loss (add the terms and call it once)")
+        if losses:
+            shown, loss = losses[0]
+            idx = next((i for i, t in enumerate(leaves) if t is shown), None)
+            if loss is not None and idx is not None:
+                record.loss = idx
+            else:
+                record.loss, record.hidden_loss = record.n_out + len(record.mutated), True
+    elif len(leaves) != record.n_out:
+        raise Error(f"the model returned {len(leaves)} tensors while capturing it, "
+                    f"{record.n_out} the first time: its outputs must not depend on "
+                    "anything but the shapes of its inputs")
+    flat = list(leaves) + [tensors[i] for i in record.mutated]
+    if record.hidden_loss:
+        shown, loss = losses[0]
+        flat.append(loss if loss is not None else shown.sum())
+    return flat
+
+
+@contextlib.contextmanager
+def flat_forward(module, call, record):
+    """Within the body, module(*tensors) returns run_flat()'s tuple (what
+    torch.onnx.export traces); module's own forward runs inside it."""
+    had = "forward" in module.__dict__
+    old = module.__dict__.get("forward")
+    original = module.forward
+
+    def forward(*tensors):
+        return tuple(run_flat(original, call, list(tensors), record))
+
+    module.forward = forward
+    try:
+        yield
+    finally:
+        if had:
+            module.forward = old
+        else:
+            del module.forward

@@ -1,0 +1,53 @@
+"""ONNX symbolics registered for the opset the package exports at (14), where PyTorch's own
+exporter gives another result than PyTorch's op (never by patching PyTorch: through
+torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in one).
+
+- aten::floor_divide: the exporter still truncates toward zero (its comment: "Deprecated
+  behavior, floor_divide actually truncates"), while torch >= 1.13 floors: -7 // 2 is -4,
+  not -3. Floats: Floor(Div(a, b)); integers: (a - Mod(a, b)) / b with ONNX's integer Mod
+  (fmod=0: the remainder takes the divisor's sign), so the division is exact.
+- aten::softplus: the exporter drops threshold; torch returns x where beta * x > threshold.
+  Where(Greater(beta * x, threshold), x, Softplus(beta * x) / beta).
+"""
+import torch
+from torch.onnx import symbolic_helper as sym
+
+OPSET = 14
+_FLOAT = 1  # TensorProto.FLOAT
+
+
+def _const(g, value, like):
+    dtype = torch.float32
+    st = like.type().scalarType() if like.type().kind() == "TensorType" else None
+    if st == "Half":
+        dtype = torch.float16
+    elif st == "Double":
+        dtype = torch.float64
+    return g.op("Constant", value_t=torch.tensor(value, dtype=dtype))
+
+
+def floor_divide(g, self, other):
+    if sym._is_fp(self) or sym._is_fp(other):
+        a = self if sym._is_fp(self) else g.op("Cast", self, to_i=_FLOAT)
+        b = other if sym._is_fp(other) else g.op("Cast", other, to_i=_FLOAT)
+        return g.op("Floor", g.op("Div", a, b))
+    rem = g.op("Mod", self, other, fmod_i=0)
+    return g.op("Div", g.op("Sub", self, rem), other)
+
+
+def softplus(g, self, beta, threshold):
+    b = sym._maybe_get_const(beta, "f")
+    th = sym._maybe_get_const(threshold, "f")
+    if not isinstance(b, (int, float)) or not isinstance(th, (int, float)):
+        raise RuntimeError("softplus: beta and threshold must be constants")
+    bx = self if b == 1 else g.op("Mul", self, _const(g, float(b), self))
+    sp = g.op("Softplus", bx)
+    if b != 1:
+        sp = g.op("Div", sp, _const(g, float(b), self))
+    return g.op("Where", g.op("Greater", bx, _const(g, float(th), self)), self, sp)
+
+
+def register():
+    """Registers the symbolics above for OPSET (idempotent)."""
+    torch.onnx.register_custom_op_symbolic("aten::floor_divide", floor_divide, OPSET)
+    torch.onnx.register_custom_op_symbolic("aten::softplus", softplus, OPSET)
