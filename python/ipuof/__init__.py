@@ -3,13 +3,16 @@ same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1
 unchanged."""
 from . import optim, symbolics
 from ._lib import path as library_path
-from .capture import identity_loss
+from . import _logging, poptorch_core
+from ._logging import logger, setLogLevel
+from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
 from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
                      SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
-from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode, Liveness,
-                    MeanReductionStrategy, OutputMode, ReductionType, SharingStrategy,
-                    SyncPattern)
+from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
+                    HalfFloatCastingBehavior, Liveness, MatMulSerializationMode,
+                    MeanReductionStrategy, MultiConvPlanType, OutputMode, OverlapMode,
+                    ReductionType, SharingStrategy, SyncPattern, VariableRetrievalMode)
 from .errors import Error, RecoverableError, UnrecoverableError
 from .executor import PoplarExecutor, inferenceModel, trainingModel
 from .options import Options, TensorLocationSettings
@@ -33,6 +36,9 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "Phase",
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
-           "SyncPattern", "TensorLocationSettings", "UnrecoverableError",
+           "SyncPattern", "HalfFloatCastingBehavior", "ICustomArgParser",
+           "MatMulSerializationMode", "MultiConvPlanType", "OverlapMode",
+           "VariableRetrievalMode", "logger", "poptorch_core", "registerCustomArgParser",
+           "setLogLevel", "TensorLocationSettings", "UnrecoverableError",
            "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
            "library_path", "removeBlocks", "trainingModel"]

@@ -17,6 +17,7 @@ the caller's tensor after each run, as PopTorch does.
 identity_loss() marks the loss of a training model: during a capture the tensor it makes
 is recorded, and added as a hidden output when the module does not return it.
 """
+import abc
 import contextlib
 import inspect
 import threading
@@ -55,6 +56,34 @@ def identity_loss(x, reduction):
 
 # ---- structures ------------------------------------------------------------------------
 
+class ICustomArgParser(abc.ABC):
+    """PopTorch's interface for inputs and outputs of a type of one's own: yieldTensors
+    gives the object's tensors in a fixed order, reconstruct builds a new object like the
+    original from an iterator over tensors in that order."""
+
+    @abc.abstractmethod
+    def yieldTensors(self, struct):
+        """Yields every tensor of struct, in a deterministic order."""
+
+    @abc.abstractmethod
+    def reconstruct(self, original_structure, tensor_iterator):
+        """A new object like original_structure with tensors from tensor_iterator."""
+
+
+_custom_parsers = {}
+
+
+def registerCustomArgParser(arg_data_type, arg_parser):
+    """Registers arg_parser (an ICustomArgParser) for inputs and outputs of type
+    arg_data_type, replacing any earlier one; None removes it."""
+    if arg_parser is None:
+        _custom_parsers.pop(arg_data_type, None)
+        return
+    if not isinstance(arg_parser, ICustomArgParser):
+        raise Error("arg_parser must inherit from ICustomArgParser")
+    _custom_parsers[arg_data_type] = arg_parser
+
+
 def flatten(obj, path, leaves, names):
     """The spec of obj; its tensors appended to leaves and their names (path-based) to
     names. Tuples (named tuples too), lists and dicts are walked; anything else is a
@@ -63,6 +92,16 @@ def flatten(obj, path, leaves, names):
         leaves.append(obj)
         names.append(path)
         return ("T",)
+    parser = _custom_parsers.get(type(obj))
+    if parser is not None:
+        tensors = list(parser.yieldTensors(obj))
+        for i, t in enumerate(tensors):
+            if not isinstance(t, torch.Tensor):
+                raise Error(f"{type(parser).__name__}.yieldTensors gave a "
+                            f"{type(t).__name__} for {path}: it must yield tensors")
+            leaves.append(t)
+            names.append(f"{path}.{i}")
+        return ("X", parser, obj, len(tensors))
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return ("N", type(obj), [flatten(v, f"{path}.{k}", leaves, names)
                                  for k, v in zip(obj._fields, obj)])
@@ -82,6 +121,8 @@ def unflatten(spec, it):
         return next(it)
     if kind == "C":
         return spec[1]
+    if kind == "X":
+        return spec[1].reconstruct(spec[2], iter([next(it) for _ in range(spec[3])]))
     if kind == "N":
         return spec[1](*[unflatten(s, it) for s in spec[2]])
     if kind == "S":
@@ -95,6 +136,8 @@ def same_constants(a, b):
         return False
     if a[0] == "T":
         return True
+    if a[0] == "X":
+        return a[1] is b[1] and a[3] == b[3]
     if a[0] == "C":
         try:
             return type(a[1]) is type(b[1]) and bool(a[1] == b[1])

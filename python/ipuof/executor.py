@@ -116,8 +116,10 @@ def _optimizer_struct(optimizer):
         o.beta1, o.beta2 = g["betas"]
         o.eps = g["eps"]
     else:
-        raise Error(f"the optimizer {type(optimizer).__name__} is not supported by ipuofd: "
-                    "use torch.optim.SGD, Adam or AdamW (or poptorch.optim's)")
+        raise Error(f"the optimizer {type(optimizer).__name__} is not supported by ipuofd "
+                    "yet: its optimizer set (sim/optim.c) has SGD, Adam and AdamW; "
+                    "RMSprop and LAMB need it to gain them. Use torch.optim.SGD, Adam or "
+                    "AdamW (or poptorch.optim's)")
     o.lr = float(g["lr"])
     o.weight_decay = float(g.get("weight_decay", 0.0))
     return o

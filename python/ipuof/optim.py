@@ -39,3 +39,92 @@ class AdamW(torch.optim.AdamW):
     def __init__(self, params, *args, **kwargs):
         _pop_extra(kwargs, "AdamW")
         super().__init__(params, *args, **kwargs)
+
+
+class RMSprop(torch.optim.RMSprop):
+    """torch.optim.RMSprop taking PopTorch's extra arguments. On the host it is torch's
+    RMSprop; a training model cannot use it yet (the daemon's optimizer set, sim/optim.c,
+    has SGD, Adam and AdamW): trainingModel says so."""
+
+    def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, **kwargs):
+        _pop_extra(kwargs, "RMSprop")
+        super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                         momentum=momentum, centered=centered, **kwargs)
+
+
+class LAMB(torch.optim.Optimizer):
+    """PopTorch's LAMB (You et al., "Large Batch Optimization for Deep Learning", 2019),
+    biased unless bias_correction: per weight w with gradient g at step t,
+        m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
+        u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay w   (c = 1 - b^t, or 1)
+        r1 = min(|w|, max_weight_norm),  r2 = |u|
+        w -= lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1) * u
+    step() applies it on the host; a training model cannot use it yet (the daemon's
+    optimizer set, sim/optim.c, has SGD, Adam and AdamW): trainingModel says so."""
+
+    def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None,
+                 bias_correction=None, loss_scaling=None, max_weight_norm=None,
+                 accum_type=None, first_order_momentum_accum_type=None,
+                 second_order_momentum_accum_type=None):
+        for name, t in (("accum_type", accum_type),
+                        ("first_order_momentum_accum_type", first_order_momentum_accum_type),
+                        ("second_order_momentum_accum_type",
+                         second_order_momentum_accum_type)):
+            if t not in (None, torch.float32, torch.float16):
+                raise ValueError(f"LAMB: {name} must be torch.float32 or torch.float16, "
+                                 f"not {t}")
+        defaults = dict(lr=1e-3 if lr is None else lr,
+                        betas=(0.9, 0.999) if betas is None else tuple(betas),
+                        eps=1e-8 if eps is None else eps,
+                        weight_decay=1e-2 if weight_decay is None else weight_decay,
+                        max_weight_norm=65500.0 if max_weight_norm is None
+                        else max_weight_norm)
+        super().__init__(params, defaults)
+        self.bias_correction = True if bias_correction is None else bool(bias_correction)
+        self.loss_scaling = 1.0 if loss_scaling is None else loss_scaling
+        self.max_weight_norm = defaults["max_weight_norm"]
+        self.accum_type = accum_type or torch.float32
+        self.first_order_momentum_accum_type = first_order_momentum_accum_type or \
+            torch.float32
+        self.second_order_momentum_accum_type = second_order_momentum_accum_type or \
+            torch.float32
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p)
+                    st["exp_avg_sq"] = torch.zeros_like(p)
+                st["step"] += 1
+                m, v = st["exp_avg"], st["exp_avg_sq"]
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                c1 = 1 - b1 ** st["step"] if self.bias_correction else 1.0
+                c2 = 1 - b2 ** st["step"] if self.bias_correction else 1.0
+                u = (m / c1) / ((v / c2).sqrt() + group["eps"]) + \
+                    group["weight_decay"] * p
+                r1 = p.norm().clamp(max=group["max_weight_norm"])
+                r2 = u.norm()
+                trust = r1 / r2 if float(r1) > 0 and float(r2) > 0 else 1.0
+                p.sub_(group["lr"] * trust * u)
+        return loss
+
+
+class LAMBNoBias(LAMB):
+    """LAMB without bias correction (PopTorch's LAMBNoBias)."""
+
+    def __init__(self, params, *args, **kwargs):
+        kwargs["bias_correction"] = False
+        super().__init__(params, *args, **kwargs)

@@ -1,0 +1,146 @@
+"""PopTorch names that programs (and PopTorch's own tests) reach for: poptorch_core,
+setLogLevel, the custom argument parsers, the enums, and the optimizers RMSprop and LAMB."""
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+import poptorch
+import poptorch.poptorch_core as core
+
+
+def test_poptorch_core_errors_are_the_package_classes():
+    assert core.Error is poptorch.Error
+    assert core.RecoverableError is poptorch.RecoverableError
+    assert core.UnrecoverableError is poptorch.UnrecoverableError
+    assert not core.isCompilingWithDispatcher()
+    with pytest.raises(poptorch.RecoverableError) as info:
+        core._throwTestError(core.TestErrorType.PoplarRecoverableFullReset)
+    assert info.value.recovery_action == "FULL_RESET"
+    assert "throwTestError::bottomLevel" in info.value.location
+
+
+def test_validate_options():
+    core._validateOptions(poptorch.Options().toDict())
+    with pytest.raises(poptorch.Error, match="Unknown option 'nonsense'"):
+        core._validateOptions({"nonsense": 1})
+
+
+def test_set_log_level():
+    poptorch.setLogLevel("DEBUG")
+    assert poptorch.logger.level == 10
+    poptorch.setLogLevel(3)
+    assert poptorch.logger.level == 30
+    with pytest.raises(ValueError, match="Unknown log level: LOUD"):
+        poptorch.setLogLevel("LOUD")
+    poptorch._logging.setPopartLogLevel("INFO")
+    with pytest.raises(ValueError):
+        poptorch._logging.setPopartLogLevel("LOUD")
+    poptorch.setLogLevel("WARN")
+
+
+def test_enums_exist():
+    assert poptorch.MatMulSerializationMode.OutputChannels.value == "output_channels"
+    assert poptorch.HalfFloatCastingBehavior.HalfUpcastToFloat == 1
+    assert poptorch.VariableRetrievalMode.AllReplicas == 2
+    assert poptorch.OverlapMode.NoOverlap.value == "no_overlap"
+    assert poptorch.MultiConvPlanType.Serial == 1
+
+
+class Pair:
+    def __init__(self, a, b, tag):
+        self.a, self.b, self.tag = a, b, tag
+
+
+class PairParser(poptorch.ICustomArgParser):
+    def yieldTensors(self, struct):
+        yield struct.a
+        yield struct.b
+
+    def reconstruct(self, original_structure, tensor_iterator):
+        return Pair(next(tensor_iterator), next(tensor_iterator), original_structure.tag)
+
+
+def test_custom_arg_parser_inputs_and_outputs(daemon):
+    poptorch.registerCustomArgParser(Pair, PairParser())
+    try:
+        class M(nn.Module):
+            def forward(self, p):
+                return Pair(p.a * p.b, p.a - p.b, p.tag + "!")
+
+        a, b = torch.rand(2, 3), torch.rand(2, 3)
+        pm = poptorch.inferenceModel(M())
+        out = pm(Pair(a, b, "x"))
+        assert isinstance(out, Pair) and out.tag == "x!"
+        torch.testing.assert_close(out.a, a * b)
+        torch.testing.assert_close(out.b, a - b)
+        pm.destroy()
+        with pytest.raises(poptorch.Error, match="ICustomArgParser"):
+            poptorch.registerCustomArgParser(Pair, object())
+    finally:
+        poptorch.registerCustomArgParser(Pair, None)
+
+
+def _lamb_reference(w, grads, lr, b1, b2, eps, wd, bias_correction):
+    """LAMB written out step by step (You et al. 2019, PopTorch's variant) in float64."""
+    w = w.double().clone()
+    m = torch.zeros_like(w)
+    v = torch.zeros_like(w)
+    for t, g in enumerate(grads, 1):
+        g = g.double()
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        c1 = 1 - b1 ** t if bias_correction else 1.0
+        c2 = 1 - b2 ** t if bias_correction else 1.0
+        u = (m / c1) / (torch.sqrt(v / c2) + eps) + wd * w
+        r1, r2 = float(w.norm()), float(u.norm())
+        trust = r1 / r2 if r1 > 0 and r2 > 0 else 1.0
+        w = w - lr * trust * u
+    return w
+
+
+@pytest.mark.parametrize("cls,bias", [(poptorch.optim.LAMB, True),
+                                      (poptorch.optim.LAMBNoBias, False)])
+def test_lamb_on_the_host_matches_its_definition(cls, bias):
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(5, 4))
+    w0 = w.detach().clone()
+    grads = [torch.randn(5, 4) for _ in range(4)]
+    opt = cls([w], lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    for g in grads:
+        w.grad = g.clone()
+        opt.step()
+    ref = _lamb_reference(w0, grads, 0.01, 0.8, 0.95, 1e-6, 0.1, bias)
+    torch.testing.assert_close(w.detach().double(), ref, rtol=1e-5, atol=1e-6)
+    assert not math.isclose(float(w.detach().sum()), float(w0.sum()))
+
+
+def test_rmsprop_is_torch_rmsprop_with_poptorch_arguments():
+    torch.manual_seed(0)
+    a = nn.Linear(3, 2)
+    b = copy.deepcopy(a)
+    oa = poptorch.optim.RMSprop(a.parameters(), lr=0.01, alpha=0.9, loss_scaling=1.0)
+    ob = torch.optim.RMSprop(b.parameters(), lr=0.01, alpha=0.9)
+    x = torch.rand(4, 3)
+    for o, m in ((oa, a), (ob, b)):
+        m(x).sum().backward()
+        o.step()
+    torch.testing.assert_close(a.weight, b.weight)
+
+
+def test_optimizers_the_daemon_lacks_are_refused_with_a_sentence(daemon):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return poptorch.identity_loss(self.fc(x), reduction="mean")
+
+    m = M()
+    pm = poptorch.trainingModel(m, optimizer=poptorch.optim.LAMB(m.parameters()))
+    with pytest.raises(poptorch.Error, match=r"LAMB is not supported by ipuofd yet: its "
+                       r"optimizer set \(sim/optim.c\) has SGD, Adam and AdamW"):
+        pm(torch.rand(4, 3))
