@@ -364,9 +364,13 @@ enum ipuof_group_type {
  *
  * Profiling is also switched on without changing a program by the environment variable
  * POPLAR_ENGINE_OPTIONS, read at each compile as Poplar reads it: a JSON object whose
- * "autoReport.all" or "autoReport.outputExecutionProfile" is "true" compiles with profile,
- * and whose "autoReport.directory" (default ".") receives, after every run of the model,
- * its trace as <directory>/<model name>.trace.json.
+ * "autoReport.all" or "autoReport.outputExecutionProfile" is "true" (or true) compiles with
+ * profile, and whose "autoReport.directory" (default ".") receives, after every run of the
+ * model, its trace as <directory>/<model name>.trace.json. The value is UTF-8 JSON of at
+ * most 4096 bytes whose values are strings, numbers or true/false; strings are decoded
+ * whole (\u escapes too); the last of a repeated key counts; those two keys take true or
+ * false only ("True" is refused, as by Poplar's boolean options). The Python package
+ * reads it by the same rule (client/engine_opts.c; tests/data/engine_options.tsv).
  */
 IPUOF_API int ipuof_model_opts_set_strategy(struct ipuof_model_opts *o, int strategy);
 IPUOF_API int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o,
