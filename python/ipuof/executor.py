@@ -150,8 +150,15 @@ class PoplarExecutor:
             raise Error("poptorch expects a torch.nn.Module")
         options = options if options is not None else Options()
         if not training and options.Training.gradient_accumulation != 1:
-            raise Error("gradientAccumulation must be 1 for an inference model (it was "
-                        f"{options.Training.gradient_accumulation})")
+            msg = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or "
+                   "leave it as its default value (1) when running a "
+                   "poptorch.inferenceModel().")
+            if isinstance(options._execution_strategy, blocks.PipelinedExecution) and \
+                    not isinstance(options._execution_strategy, blocks.ShardedExecution):
+                msg += (" Use poptorch.Options().deviceIterations to process a "
+                        "sufficient number of batches each run for pipelined execution "
+                        "instead.")
+            raise Error(msg + f" (it was {options.Training.gradient_accumulation})")
         self._user_model = model
         self._options = options
         self._training = training

@@ -14,6 +14,7 @@ import warnings
 import torch
 
 from . import _lib, enums
+from ._logging import logger
 from .errors import Error
 
 # PopTorch option calls that change nothing here (the simulated IPU has no such knob);
@@ -290,10 +291,21 @@ class Options(_OptionsDict):
             if not isinstance(output_return_period, int) or output_return_period < 1:
                 raise ValueError("OutputMode.EveryN needs output_return_period > 0")
         elif output_return_period is not None:
-            raise ValueError("output_return_period is only meaningful with "
-                             "OutputMode.EveryN")
+            # PopTorch ignores the period of the other modes (it logs that it does).
+            logger.info("Anchor return period argument ignored with output_mode set to "
+                        "%s", output_mode)
+            output_return_period = None
         return self.set(output_mode=output_mode,
                         output_return_period=output_return_period or 1)
+
+    @property
+    def _execution_strategy(self):
+        """The strategy as PopTorch's Options hold it: PipelinedExecution() by default."""
+        s = self._values.get("execution_strategy")
+        if s is None:
+            from .blocks import PipelinedExecution
+            return PipelinedExecution()
+        return s
 
     def defaultOutputMode(self):
         return self.output_mode == enums.OutputMode.Default

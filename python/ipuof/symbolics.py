@@ -8,6 +8,8 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
   (fmod=0: the remainder takes the divisor's sign), so the division is exact.
 - aten::softplus: the exporter drops threshold; torch returns x where beta * x > threshold.
   Where(Greater(beta * x, threshold), x, Softplus(beta * x) / beta).
+- aten::mse_loss and aten::l1_loss: the exporter has none (nn.MSELoss and nn.L1Loss could
+  not be captured). (x - y)^2 and |x - y|, reduced by ReduceMean / ReduceSum or not.
 """
 import torch
 from torch.onnx import symbolic_helper as sym
@@ -47,7 +49,29 @@ def softplus(g, self, beta, threshold):
     return g.op("Where", g.op("Greater", bx, _const(g, float(th), self)), self, sp)
 
 
+def _reduce(g, x, reduction):
+    r = sym._maybe_get_const(reduction, "i")
+    if r == 0:
+        return x
+    if r == 1:
+        return g.op("ReduceMean", x, keepdims_i=0)
+    if r == 2:
+        return g.op("ReduceSum", x, keepdims_i=0)
+    raise RuntimeError(f"loss reduction {r!r} is not none (0), mean (1) or sum (2)")
+
+
+def mse_loss(g, self, target, reduction):
+    d = g.op("Sub", self, target)
+    return _reduce(g, g.op("Mul", d, d), reduction)
+
+
+def l1_loss(g, self, target, reduction):
+    return _reduce(g, g.op("Abs", g.op("Sub", self, target)), reduction)
+
+
 def register():
     """Registers the symbolics above for OPSET (idempotent)."""
     torch.onnx.register_custom_op_symbolic("aten::floor_divide", floor_divide, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::softplus", softplus, OPSET)
+    torch.onnx.register_custom_op_symbolic("aten::mse_loss", mse_loss, OPSET)
+    torch.onnx.register_custom_op_symbolic("aten::l1_loss", l1_loss, OPSET)

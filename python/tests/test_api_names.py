@@ -144,3 +144,20 @@ def test_optimizers_the_daemon_lacks_are_refused_with_a_sentence(daemon):
     with pytest.raises(poptorch.Error, match=r"LAMB is not supported by ipuofd yet: its "
                        r"optimizer set \(sim/optim.c\) has SGD, Adam and AdamW"):
         pm(torch.rand(4, 3))
+
+
+def test_output_return_period_ignored_outside_every_n():
+    opts = poptorch.Options().outputMode(poptorch.OutputMode.All, output_return_period=5)
+    assert opts.output_mode == poptorch.OutputMode.All
+
+
+def test_inference_with_accumulation_is_poptorch_text():
+    opts = poptorch.Options()
+    assert isinstance(opts._execution_strategy, poptorch.PipelinedExecution)
+    opts.Training.gradientAccumulation(2)
+    with pytest.raises(poptorch.poptorch_core.Error,
+                       match=r"You must set poptorch\.Options\(\)\.Training\."
+                       r"gradientAccumulation to 1 or leave it as its default value \(1\) "
+                       r"when running a poptorch\.inferenceModel\(\)\. Use poptorch\."
+                       r"Options\(\)\.deviceIterations to process"):
+        poptorch.inferenceModel(nn.Linear(2, 2), opts)

@@ -278,3 +278,36 @@ def test_nested_inputs_and_outputs(daemon):
     with pytest.raises(poptorch.Error, match="compiled for the inputs"):
         pm(*args2, k=4.0)
     pm.destroy()
+
+
+@pytest.mark.parametrize("loss_cls", [nn.MSELoss, nn.L1Loss])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_and_l1_losses_capture_and_train(daemon, loss_cls, reduction):
+    """The exporter has no symbolic for aten::mse_loss / l1_loss: the package's."""
+    torch.manual_seed(2)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.loss = loss_cls(reduction=reduction)
+
+        def forward(self, x, y):
+            out = self.fc(x)
+            loss = self.loss(out, y)
+            return out, poptorch.identity_loss(loss, reduction="none" if reduction != "none"
+                                               else "sum")
+
+    m = M()
+    ref = copy.deepcopy(m)
+    x, y = torch.rand(5, 4), torch.rand(5, 3)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt.zero_grad()
+    _, l = ref(x, y)
+    l.backward()
+    opt.step()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    _, loss = pm(x, y)
+    torch.testing.assert_close(loss, l.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m.fc.weight, ref.fc.weight, rtol=1e-5, atol=1e-6)
+    pm.destroy()
