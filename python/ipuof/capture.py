@@ -234,7 +234,7 @@ class Snapshot:
         out = {}
         for m, kind, name, t, value in self.saved:
             now = getattr(m, kind).get(name)
-            if now is not t or not torch.equal(t.detach(), value):
+            if now is not t or not torch.equal(t.detach().to(value.dtype), value):
                 k = names.get(id(t)) or names.get(id(now))
                 if k is not None:
                     out[k] = value
@@ -254,6 +254,8 @@ def fix_initializers(onnx_bytes, values):
     for i, init in enumerate(model.graph.initializer):
         v = values.get(init.name)
         if v is not None:
+            if init.data_type == onnx.TensorProto.FLOAT:
+                v = v.float()
             model.graph.initializer[i].CopyFrom(
                 numpy_helper.from_array(v.detach().cpu().numpy(), init.name))
             hit = True
@@ -274,9 +276,36 @@ def no_side_effects(module):
         with torch.no_grad():
             for m, kind, name, t, value in saved:
                 getattr(m, kind)[name] = t
-                if t.data_ptr() != value.data_ptr():
+                if t.dtype != value.dtype or t.shape != value.shape:
+                    t.data = value
+                elif t.data_ptr() != value.data_ptr():
                     t.data.copy_(value)
         torch.random.set_rng_state(rng)
+
+
+WIDENED = (torch.float16, torch.bfloat16, torch.float64)
+
+
+def widened(module):
+    """True when module holds parameters or buffers of a floating type the daemon does not
+    take (float16, bfloat16, float64): they are captured as float32 (as_float32)."""
+    return any(t.dtype in WIDENED for _, _, _, t in _state_slots(module))
+
+
+def as_float32(module):
+    """Makes every float16/bfloat16/float64 parameter and buffer of module float32 in
+    place (the same objects); only inside no_side_effects, which puts them back."""
+    with torch.no_grad():
+        for _, _, _, t in _state_slots(module):
+            if t.dtype in WIDENED:
+                t.data = t.data.float()
+
+
+def widened_half(module, inputs):
+    """True when module's floating state or a floating input is float16: its floating
+    outputs are given back as float16."""
+    return any(t.dtype == torch.float16 for _, _, _, t in _state_slots(module)) or \
+        any(t.dtype == torch.float16 for t in inputs)
 
 
 class Probe:

@@ -216,7 +216,8 @@ class PoplarExecutor:
 
     @staticmethod
     def _host_tensor(t):
-        if t.dtype == torch.float64:
+        # float16, bfloat16 and float64 travel and compute as float32 (see _half).
+        if t.dtype in capture.WIDENED:
             t = t.float()
         return t.detach().contiguous()
 
@@ -232,6 +233,7 @@ class PoplarExecutor:
         try:
             with capture.no_side_effects(m), \
                     torch.enable_grad() if self._training else torch.no_grad():
+                capture.as_float32(m)
                 capture.run_flat(m, call, [t.clone() for t in sample], record)
         finally:
             m.train(was_training)
@@ -262,6 +264,7 @@ class PoplarExecutor:
             with rec, capture.no_side_effects(m) as snap, \
                     capture.flat_forward(m, call, record), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                capture.as_float32(m)
                 torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
                                   training=mode, do_constant_folding=False,
                                   input_names=list(call.names),
@@ -354,6 +357,9 @@ class PoplarExecutor:
         self._names = list(call.names)
         self._call = call
         sample = [self._host_tensor(t)[:b].clone() for t in call.leaves]
+        # A float16 model (or float16 inputs) is captured and run in float32, its floating
+        # outputs given back as float16: the daemon has no float16 tensors yet.
+        self._half = capture.widened_half(self._user_model, call.leaves)
         record = self._probe(call, sample)
         self._sample = sample
         self._record = record
@@ -495,6 +501,8 @@ class PoplarExecutor:
             if not self._exe.outputs[i]["step"] and t.numel() == 1:
                 t = t.reshape(())
             flat.append(t)
+        if self._half:
+            flat = [t.half() if t.is_floating_point() else t for t in flat]
         rec = self._record
         for k, i in enumerate(rec.mutated):
             self._copy_back(call.leaves[i], flat[rec.n_out + k], call.names[i])
@@ -544,7 +552,8 @@ class PoplarExecutor:
                 t = self._weights.get(name)
                 if t is None:
                     continue
-                buf = torch.empty_like(t.data, memory_format=torch.contiguous_format)
+                dt = torch.float32 if t.dtype in capture.WIDENED else t.dtype
+                buf = torch.empty(t.shape, dtype=dt)
                 self._exe.read_weight(name, buf)
                 t.data.copy_(buf)
 
@@ -563,7 +572,10 @@ class PoplarExecutor:
             for name, _dtype, _shape, _kind in self._exe.weights():
                 t = self._weights.get(name)
                 if t is not None:
-                    self._exe.write_weight(name, t.detach().contiguous())
+                    v = t.detach()
+                    if v.dtype in capture.WIDENED:
+                        v = v.float()
+                    self._exe.write_weight(name, v.contiguous())
         self._uploaded_generation = _generation[0]
 
     def load_state_dict(self, state_dict, strict=True):
