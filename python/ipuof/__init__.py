@@ -3,8 +3,10 @@ same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1
 unchanged."""
 from . import optim, symbolics
 from ._lib import path as library_path
-from . import _logging, poptorch_core
+from . import _logging, ops, poptorch_core
 from ._logging import logger, setLogLevel
+from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_print_tensor,
+                  nop, recomputationCheckpoint, serializedMatMul, set_available_memory)
 from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
 from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
                      SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
@@ -39,6 +41,8 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "SyncPattern", "HalfFloatCastingBehavior", "ICustomArgParser",
            "MatMulSerializationMode", "MultiConvPlanType", "OverlapMode",
            "VariableRetrievalMode", "logger", "poptorch_core", "registerCustomArgParser",
-           "setLogLevel", "TensorLocationSettings", "UnrecoverableError",
+           "setLogLevel", "CPU", "MultiConv", "NameScope", "cond", "custom_op", "for_loop",
+           "ipu_print_tensor", "nop", "recomputationCheckpoint", "serializedMatMul",
+           "set_available_memory", "ops", "TensorLocationSettings", "UnrecoverableError",
            "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
            "library_path", "removeBlocks", "trainingModel"]

@@ -54,6 +54,13 @@ def identity_loss(x, reduction):
     return out
 
 
+def record_print(tensor, title):
+    """Notes, during a capture, a tensor ipu_print_tensor is to print after each run."""
+    rec = getattr(_state, "prints", None)
+    if rec is not None:
+        rec.append((tensor, title))
+
+
 # ---- structures ------------------------------------------------------------------------
 
 class ICustomArgParser(abc.ABC):
@@ -312,7 +319,14 @@ class Probe:
     """What one host run of a call shows: .out_spec (the output structure), .n_out (tensors
     returned), .mutated (indices of input leaves changed in place), .loss (index into the
     flat outputs of the loss identity_loss marked, n_out for a hidden one, or None),
-    .hidden_loss (True when the loss is an extra output), .flat (the outputs)."""
+    .hidden_loss (True when the loss is an extra output), .prints (the titles of the
+    ipu_print_tensor outputs, after all others), .flat (the outputs).
+
+    n_graph() is the number of graph outputs: returned, changed inputs, hidden loss,
+    printed."""
+
+    def n_graph(self):
+        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints)
 
 
 def _versions(tensors):
@@ -326,13 +340,13 @@ def run_flat(fn, call, tensors, record):
     record is a Probe, filled on the first run and followed on later ones."""
     args, kwargs = call.rebuild(tensors)
     before = _versions(tensors)
-    prev = getattr(_state, "losses", None)
-    _state.losses = []
+    prev = getattr(_state, "losses", None), getattr(_state, "prints", None)
+    _state.losses, _state.prints = [], []
     try:
         out = fn(*args, **kwargs)
-        losses = _state.losses
+        losses, prints = _state.losses, _state.prints
     finally:
-        _state.losses = prev
+        _state.losses, _state.prints = prev
     leaves, names = [], []
     spec = flatten(out, "output", leaves, names)
     if not hasattr(record, "out_spec"):
@@ -342,6 +356,7 @@ def run_flat(fn, call, tensors, record):
         record.mutated = [i for i, (b, a) in enumerate(zip(before, _versions(tensors)))
                           if a != b]
         record.loss, record.hidden_loss = None, False
+        record.prints = [title for _, title in prints]
         if len(losses) > 1:
             raise Error(f"identity_loss was called {len(losses)} times in one call: a "
                         "model has one loss (add the terms and call it once)")
@@ -360,6 +375,10 @@ def run_flat(fn, call, tensors, record):
     if record.hidden_loss:
         shown, loss = losses[0]
         flat.append(loss if loss is not None else shown.sum())
+    if len(prints) != len(record.prints):
+        raise Error("ipu_print_tensor was called a different number of times while "
+                    "capturing the model")
+    flat.extend(t for t, _ in prints)
     return flat
 
 

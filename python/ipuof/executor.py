@@ -195,10 +195,14 @@ class PoplarExecutor:
             (o.replication_factor // o.input_group_size)
 
     def _micro_batch(self, inputs):
-        """B from the first input's batch dimension; PopTorch's error when it is not a
-        multiple of the samples per call."""
+        """Checks every input's batch dimension (PopTorch's error when it is not a multiple
+        of the samples per call) and returns the micro-batch of each: the first
+        dimension divided by the samples per call. With one sample per call an input is
+        taken whole (it needs no batch dimension)."""
         o = self._options
         steps = self._steps()
+        if steps == 1:
+            return [t.shape[0] if t.dim() else None for _, t in inputs]
         for name, t in inputs:
             if t.dim() == 0 or t.shape[0] % steps != 0:
                 n = t.shape[0] if t.dim() else 0
@@ -212,7 +216,7 @@ class PoplarExecutor:
                     "because it is used to calculate the batch size which will be executed "
                     "on the device in any given iteration. For a full explanation see the "
                     "batching semantics page of the documentation.")
-        return inputs[0][1].shape[0] // steps
+        return [t.shape[0] // steps for _, t in inputs]
 
     @staticmethod
     def _host_tensor(t):
@@ -253,7 +257,7 @@ class PoplarExecutor:
         """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
         the blocks recorder; no side effects on the host."""
         m = self._user_model
-        n_out = record.n_out + len(record.mutated) + int(record.hidden_loss)
+        n_out = record.n_graph()
         was_training = m.training
         m.train(self._training)
         mode = torch.onnx.TrainingMode.TRAINING if self._training \
@@ -270,12 +274,21 @@ class PoplarExecutor:
                                   input_names=list(call.names),
                                   output_names=[f"output{i}" for i in range(n_out)])
                 onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
-        except Error:
-            raise
-        except Exception as exc:
-            raise Error(f"capturing the model with torch.onnx.export failed: {exc}")
+        except Exception as exc:  # noqa: B902 - any failure of the exporter
+            failure = exc if isinstance(exc, Error) else \
+                Error(f"capturing the model with torch.onnx.export failed: {exc}")
+        else:
+            failure = None
         finally:
             m.train(was_training)
+        if failure is not None:
+            # Raised afresh, without the exporter's frames: their arguments are TorchScript
+            # values of a graph freed by now, and printing them (as pytest does with a
+            # traceback's arguments) crashes the interpreter.
+            failure.__traceback__ = None
+            failure.__context__ = None
+            failure.__cause__ = None
+            raise failure
         return onnx_bytes, rec
 
     def _placement(self, rec):
@@ -350,13 +363,12 @@ class PoplarExecutor:
                           stacklevel=2)
         _sync_host()
         call = self._bind(args, kwargs)
-        if not call.leaves:
-            raise Error("the model needs at least one tensor input")
         inputs = list(zip(call.names, call.leaves))
-        b = self._micro_batch(inputs)
+        micro = self._micro_batch(inputs)
         self._names = list(call.names)
         self._call = call
-        sample = [self._host_tensor(t)[:b].clone() for t in call.leaves]
+        sample = [(self._host_tensor(t)[:b] if b is not None else self._host_tensor(t)).clone()
+                  for t, b in zip(call.leaves, micro)]
         # A float16 model (or float16 inputs) is captured and run in float32, its floating
         # outputs given back as float16: the daemon has no float16 tensors yet.
         self._half = capture.widened_half(self._user_model, call.leaves)
@@ -365,14 +377,13 @@ class PoplarExecutor:
         self._record = record
         self._onnx, rec = self._export(call, sample, record)
         ipus, self._placement_opts = self._placement(rec)
-        n_graph = record.n_out + len(record.mutated) + int(record.hidden_loss)
-        self._out_names = [f"output{i}" for i in range(n_graph)]
+        self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
         n = o.output_return_period if o.output_mode == enums.OutputMode.EveryN else 0
         # An input changed in place comes back whole, to be copied into the caller's.
         kinds = [kind] * record.n_out + [_lib.OUTPUT_ALL] * len(record.mutated) + \
-            [kind] * int(record.hidden_loss)
+            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints)
         self._compile_args = dict(
             micro_batch=0, device_iterations=o.device_iterations,
             replicas=o.replication_factor,
@@ -506,6 +517,10 @@ class PoplarExecutor:
         rec = self._record
         for k, i in enumerate(rec.mutated):
             self._copy_back(call.leaves[i], flat[rec.n_out + k], call.names[i])
+        first_print = rec.n_graph() - len(rec.prints)
+        for k, title in enumerate(rec.prints):
+            t = flat[first_print + k]
+            print(f"{title}: {t}" if title else str(t), flush=True)
         if self._training:
             self._host_stale = True
             _generation[0] += 1

@@ -311,3 +311,31 @@ def test_mse_and_l1_losses_capture_and_train(daemon, loss_cls, reduction):
     torch.testing.assert_close(loss, l.detach(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(m.fc.weight, ref.fc.weight, rtol=1e-5, atol=1e-6)
     pm.destroy()
+
+
+def test_inputs_without_a_batch_dimension(daemon):
+    """With one sample per call every input is taken whole: a scalar, or a matrix whose
+    first dimension is not the batch's."""
+    class M(nn.Module):
+        def forward(self, x, w, s):
+            return (x @ w) * s
+
+    x, w, s = torch.rand(3, 4), torch.rand(4, 5), torch.tensor(2.5)
+    pm = poptorch.inferenceModel(M())
+    torch.testing.assert_close(pm(x, w, s), (x @ w) * s, rtol=1e-5, atol=1e-6)
+    pm.destroy()
+
+
+def test_model_without_inputs(daemon):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([1.0, -2.0]))
+
+        def forward(self):
+            return torch.relu(self.w) * 3
+
+    pm = poptorch.inferenceModel(M())
+    torch.testing.assert_close(pm(), torch.tensor([3.0, 0.0]))
+    torch.testing.assert_close(pm(), torch.tensor([3.0, 0.0]))
+    pm.destroy()
