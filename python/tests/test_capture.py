@@ -339,3 +339,50 @@ def test_model_without_inputs(daemon):
     torch.testing.assert_close(pm(), torch.tensor([3.0, 0.0]))
     torch.testing.assert_close(pm(), torch.tensor([3.0, 0.0]))
     pm.destroy()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_group_norm_matches_torch(daemon, training):
+    """nn.GroupNorm (the exporter's InstanceNormalization is not a daemon op): the
+    package's decomposition, forward and one SGD step."""
+    torch.manual_seed(3)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 6, 3)
+            self.gn = nn.GroupNorm(3, 6)
+
+        def forward(self, x):
+            out = self.gn(self.conv(x))
+            return out, (out ** 2).mean()
+
+    m = M()
+    ref = copy.deepcopy(m)
+    x = torch.rand(2, 3, 6, 6)
+    if not training:
+        pm = poptorch.inferenceModel(m)
+        out, _ = pm(x)
+        torch.testing.assert_close(out, ref(x)[0], rtol=1e-4, atol=1e-5)
+        return
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt.zero_grad()
+    ref(x)[1].backward()
+    opt.step()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    pm(x)
+    torch.testing.assert_close(m.gn.weight, ref.gn.weight, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.conv.weight, ref.conv.weight, rtol=1e-4, atol=1e-5)
+    pm.destroy()
+
+
+def test_nansum_and_count_nonzero(daemon):
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.nansum(x, dim=1), torch.nansum(x), torch.count_nonzero(x, dim=1)
+
+    x = torch.tensor([[1.0, float("nan"), 2.0, 0.0], [float("nan"), -1.0, 0.0, 0.0]])
+    pm = poptorch.inferenceModel(M())
+    for got, want in zip(pm(x), M()(x)):
+        torch.testing.assert_close(got, want)
+    pm.destroy()
