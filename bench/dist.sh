@@ -67,7 +67,8 @@ if [ "$CALLGRIND" = 1 ]; then
                 $COMMON --replicas 2 --quiet >/dev/null 2>"$D/e.$mode" || die "1 x 2 failed"
         else
             for p in 0 1; do
-                IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 valgrind --tool=callgrind \
+                IPUOF_JOB_KEY=dist-$$ IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 valgrind \
+                    --tool=callgrind \
                     --callgrind-out-file="$D/c$p.$mode" "$B/bin/ipuof-mnist" $COMMON --quiet \
                     >/dev/null 2>"$D/e$p.$mode" &
                 eval "k$p=\$!"
