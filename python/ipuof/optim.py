@@ -13,6 +13,45 @@ _EXTRA = {"loss_scaling": 1.0, "velocity_scaling": 1.0, "use_combined_accum": No
           "max_grad_norm": None, "bias_correction": True, "max_weight_norm": None}
 
 
+class VariableAttributes:
+    """Which hyper-parameters of a poptorch optimizer are variable (may change between runs
+    without recompiling) and which are constant: PopTorch's optimizer.variable_attrs. Those
+    the program gave explicitly start variable. On ipuofd every hyper-parameter can change
+    between runs (setOptimizer), so the marks are kept and checked, and change nothing."""
+
+    def __init__(self, variable_attributes, allowed_attributes):
+        self._variable_attributes = list(variable_attributes)
+        self._allowed_attributes = list(allowed_attributes)
+
+    def isConstant(self, attr):
+        return attr not in self._variable_attributes
+
+    def _check(self, attr):
+        if attr not in self._allowed_attributes:
+            raise ValueError(f"Unknown attribute {attr}, allowed values: "
+                             f"{self._allowed_attributes}")
+
+    def markAsConstant(self, attr):
+        self._check(attr)
+        self._variable_attributes = [a for a in self._variable_attributes if a != attr]
+
+    def markAsVariable(self, attr):
+        self._check(attr)
+        if attr not in self._variable_attributes:
+            self._variable_attributes.append(attr)
+
+
+def _attach_attrs(opt, given, extra):
+    """Gives optimizer opt its variable_attrs: given (the arguments passed explicitly) are
+    variable; the allowed ones are its defaults' keys plus extra."""
+    allowed = [k for k in opt.defaults if k not in ("foreach", "maximize", "capturable",
+                                                    "differentiable", "fused")] + extra
+    opt.variable_attrs = VariableAttributes([k for k in given if k in allowed], allowed)
+    for k in extra:
+        if not hasattr(opt, k):
+            setattr(opt, k, 1.0)
+
+
 def _pop_extra(kwargs, name):
     for k, default in _EXTRA.items():
         if k in kwargs:
@@ -25,20 +64,26 @@ def _pop_extra(kwargs, name):
 
 class SGD(torch.optim.SGD):
     def __init__(self, params, lr=0.01, *args, **kwargs):
+        given = ["lr"] + list(kwargs)
         _pop_extra(kwargs, "SGD")
         super().__init__(params, lr, *args, **kwargs)
+        _attach_attrs(self, given, ["loss_scaling", "velocity_scaling"])
 
 
 class Adam(torch.optim.Adam):
     def __init__(self, params, *args, **kwargs):
+        given = list(kwargs)
         _pop_extra(kwargs, "Adam")
         super().__init__(params, *args, **kwargs)
+        _attach_attrs(self, given, ["loss_scaling"])
 
 
 class AdamW(torch.optim.AdamW):
     def __init__(self, params, *args, **kwargs):
+        given = list(kwargs)
         _pop_extra(kwargs, "AdamW")
         super().__init__(params, *args, **kwargs)
+        _attach_attrs(self, given, ["loss_scaling"])
 
 
 class RMSprop(torch.optim.RMSprop):
@@ -48,9 +93,11 @@ class RMSprop(torch.optim.RMSprop):
 
     def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, **kwargs):
+        given = ["lr"] + list(kwargs)
         _pop_extra(kwargs, "RMSprop")
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                          momentum=momentum, centered=centered, **kwargs)
+        _attach_attrs(self, given, ["loss_scaling"])
 
 
 class LAMB(torch.optim.Optimizer):
@@ -89,6 +136,11 @@ class LAMB(torch.optim.Optimizer):
             torch.float32
         self.second_order_momentum_accum_type = second_order_momentum_accum_type or \
             torch.float32
+        given = [k for k, v in (("lr", lr), ("betas", betas), ("eps", eps),
+                                ("weight_decay", weight_decay),
+                                ("max_weight_norm", max_weight_norm),
+                                ("loss_scaling", loss_scaling)) if v is not None]
+        _attach_attrs(self, given, ["loss_scaling"])
 
     @torch.no_grad()
     def step(self, closure=None):

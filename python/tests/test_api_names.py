@@ -161,3 +161,18 @@ def test_inference_with_accumulation_is_poptorch_text():
                        r"when running a poptorch\.inferenceModel\(\)\. Use poptorch\."
                        r"Options\(\)\.deviceIterations to process"):
         poptorch.inferenceModel(nn.Linear(2, 2), opts)
+
+
+def test_variable_attributes():
+    w = nn.Parameter(torch.rand(2))
+    opt = poptorch.optim.SGD([w], lr=0.1, momentum=0.9)
+    va = opt.variable_attrs
+    assert not va.isConstant("lr") and not va.isConstant("momentum")
+    assert va.isConstant("weight_decay")
+    va.markAsConstant("lr")
+    assert va.isConstant("lr")
+    va.markAsVariable("loss_scaling")
+    assert not va.isConstant("loss_scaling")
+    with pytest.raises(ValueError, match="Unknown attribute nonsense"):
+        va.markAsConstant("nonsense")
+    assert poptorch.optim.LAMB([w], lr=0.1).variable_attrs.isConstant("eps")
