@@ -13,6 +13,12 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
 - aten::group_norm: the exporter's InstanceNormalization (on a reshaped input) is not an
   op of the daemon; written as Reshape, ReduceMean, Sub, Mul, Sqrt, Div and the affine.
 - aten::nansum, aten::count_nonzero: the exporter has none.
+- ONNX ops the daemon lacks, written with ops it has: Tile (aten::repeat: Reshape, Expand,
+  Reshape), PRelu (Relu(x) - w Relu(-x)), Selu and Celu (Elu), GatherElements
+  (aten::gather: a one-hot mask, multiplied and summed), InstanceNormalization
+  (aten::instance_norm: as group_norm with a group per channel).
+- Losses the exporter lacks: smooth_l1, soft_margin, margin_ranking, poisson_nll (full
+  Stirling term too) and triplet_margin (p-norm distances, swap), each torch's formula.
 """
 import torch
 from torch.onnx import symbolic_helper as sym
@@ -114,9 +120,9 @@ def count_nonzero(g, input, dim):
 def _zero_like(g, x):
     if sym._is_fp(x):
         return _const(g, 0.0, x)
-    return g.op("Constant", value_t=torch.tensor(0, dtype=torch.int64)) \
-        if x.type().scalarType() == "Long" else \
-        g.op("CastLike", g.op("Constant", value_t=torch.tensor(0)), x)
+    dt = {"Long": torch.int64, "Int": torch.int32, "Bool": torch.bool,
+          "Byte": torch.uint8, "Char": torch.int8}.get(x.type().scalarType(), torch.int64)
+    return g.op("Constant", value_t=torch.tensor(0, dtype=dt))
 
 
 def _sum(g, x, dim, keepdim):
@@ -135,6 +141,190 @@ def _sum(g, x, dim, keepdim):
                 keepdims_i=keep)
 
 
+# ---- ops the daemon lacks, as ops it has -------------------------------------------------
+
+def _ints(g, values):
+    return g.op("Constant", value_t=torch.tensor(list(values), dtype=torch.int64))
+
+
+def _sizes(x, what):
+    sizes = sym._get_tensor_sizes(x)
+    if sizes is None or any(d is None for d in sizes):
+        raise RuntimeError(f"{what}: the input's shape must be known at capture")
+    return list(sizes)
+
+
+def repeat(g, self, repeats):
+    """Tensor.repeat (ONNX Tile, not a daemon op): the input with a 1 before each of its
+    dimensions, expanded to (r0, d0, r1, d1, ...) and reshaped to (r0 d0, r1 d1, ...)."""
+    reps = sym._maybe_get_const(repeats, "is")
+    if not isinstance(reps, (list, tuple)):
+        raise RuntimeError("repeat: the repeats must be constants")
+    reps = [int(r) for r in reps]
+    dims = _sizes(self, "repeat")
+    dims = [1] * (len(reps) - len(dims)) + dims
+    inter = []
+    for d in dims:
+        inter += [1, d]
+    big = []
+    for r, d in zip(reps, dims):
+        big += [r, d]
+    x = g.op("Reshape", self, _ints(g, inter))
+    x = g.op("Expand", x, _ints(g, big))
+    return g.op("Reshape", x, _ints(g, [r * d for r, d in zip(reps, dims)]))
+
+
+def prelu(g, self, weight):
+    """PReLU as Relu(x) - w * Relu(-x), w over the channel dimension (1)."""
+    rank = len(_sizes(self, "prelu"))
+    wsz = _sizes(weight, "prelu")
+    w = weight
+    if rank >= 2 and wsz and wsz[0] > 1:
+        w = g.op("Reshape", weight, _ints(g, [wsz[0]] + [1] * (rank - 2)))
+    return g.op("Sub", g.op("Relu", self), g.op("Mul", w, g.op("Relu", g.op("Neg", self))))
+
+
+_SELU_ALPHA = 1.6732632423543772
+_SELU_SCALE = 1.0507009873554805
+
+
+def selu(g, input):
+    return g.op("Mul", g.op("Elu", input, alpha_f=_SELU_ALPHA),
+                _const(g, _SELU_SCALE, input))
+
+
+def celu(g, self, alpha):
+    a = float(sym._maybe_get_const(alpha, "f"))
+    x = g.op("Div", self, _const(g, a, self))
+    return g.op("Mul", g.op("Elu", x, alpha_f=1.0), _const(g, a, self))
+
+
+def gather(g, self, dim, index, sparse_grad=False):
+    """torch.gather (ONNX GatherElements, not a daemon op) by a one-hot mask: the input cut
+    to the index's extent in the other dimensions, its dimension dim moved last behind a 1,
+    times (index == 0..n-1), summed over that last dimension."""
+    d = sym._maybe_get_const(dim, "i")
+    isz = _sizes(self, "gather")
+    xsz = _sizes(index, "gather")
+    rank = len(isz)
+    d = d % rank
+    x = self
+    if any(xsz[k] != isz[k] for k in range(rank) if k != d):
+        ends = [xsz[k] if k != d else isz[k] for k in range(rank)]
+        x = g.op("Slice", x, _ints(g, [0] * rank), _ints(g, ends), _ints(g, range(rank)))
+    perm = [k for k in range(rank) if k != d] + [d]
+    x = g.op("Transpose", x, perm_i=perm)
+    # (.., n) with a 1 back at d: x[i, 1, k, s] = input[i, s, k]
+    shape = [xsz[k] if k != d else 1 for k in range(rank)] + [isz[d]]
+    x = g.op("Reshape", x, _ints(g, shape))
+    hot = g.op("Equal", g.op("Unsqueeze", index, _ints(g, [rank])),
+               _ints(g, range(isz[d])))
+    st = self.type().scalarType()
+    if sym._is_fp(self):
+        hot = g.op("Cast", hot, to_i=_FLOAT)
+    else:
+        hot = g.op("Cast", hot, to_i=7)
+        x = g.op("Cast", x, to_i=7)
+    out = g.op("ReduceSum", g.op("Mul", x, hot), _ints(g, [rank]), keepdims_i=0)
+    if st == "Int":
+        out = g.op("Cast", out, to_i=6)
+    elif not sym._is_fp(self) and st != "Long":
+        raise RuntimeError(f"gather: {st} inputs are not supported (float, int32, int64)")
+    return out
+
+
+def instance_norm(g, input, weight, bias, running_mean, running_var, use_input_stats,
+                  momentum, eps, cudnn_enabled):
+    """InstanceNorm (ONNX InstanceNormalization, not a daemon op): with the input's
+    statistics, GroupNorm with a group per channel; with running statistics, their
+    normalisation."""
+    use = sym._maybe_get_const(use_input_stats, "b")
+    sizes = _sizes(input, "instance_norm")
+    if use:
+        return group_norm(g, input, sizes[1], weight, bias, eps, cudnn_enabled)
+    e = float(sym._maybe_get_const(eps, "f"))
+    stat = _ints(g, [sizes[1]] + [1] * (len(sizes) - 2))
+    y = g.op("Div", g.op("Sub", input, g.op("Reshape", running_mean, stat)),
+             g.op("Sqrt", g.op("Add", g.op("Reshape", running_var, stat),
+                               _const(g, e, input))))
+    if not sym._is_none(weight):
+        y = g.op("Mul", y, g.op("Reshape", weight, stat))
+    if not sym._is_none(bias):
+        y = g.op("Add", y, g.op("Reshape", bias, stat))
+    return y
+
+
+# ---- losses the exporter lacks -------------------------------------------------------------
+
+def smooth_l1_loss(g, self, target, reduction, beta):
+    b = float(sym._maybe_get_const(beta, "f"))
+    d = g.op("Abs", g.op("Sub", self, target))
+    if b == 0.0:
+        return _reduce(g, d, reduction)
+    quad = g.op("Div", g.op("Mul", g.op("Mul", d, d), _const(g, 0.5, self)),
+                _const(g, b, self))
+    lin = g.op("Sub", d, _const(g, 0.5 * b, self))
+    return _reduce(g, g.op("Where", g.op("Less", d, _const(g, b, self)), quad, lin),
+                   reduction)
+
+
+def soft_margin_loss(g, self, target, reduction):
+    return _reduce(g, g.op("Softplus", g.op("Neg", g.op("Mul", self, target))), reduction)
+
+
+def margin_ranking_loss(g, input1, input2, target, margin, reduction):
+    m = float(sym._maybe_get_const(margin, "f"))
+    v = g.op("Add", g.op("Neg", g.op("Mul", target, g.op("Sub", input1, input2))),
+             _const(g, m, input1))
+    return _reduce(g, g.op("Relu", v), reduction)
+
+
+def poisson_nll_loss(g, input, target, log_input, full, eps, reduction):
+    if sym._maybe_get_const(log_input, "b"):
+        loss = g.op("Sub", g.op("Exp", input), g.op("Mul", target, input))
+    else:
+        e = float(sym._maybe_get_const(eps, "f"))
+        loss = g.op("Sub", input,
+                    g.op("Mul", target, g.op("Log", g.op("Add", input, _const(g, e, input)))))
+    if sym._maybe_get_const(full, "b"):
+        # Stirling's term t log t - t + log(2 pi t) / 2 where t > 1.
+        t = target
+        st = g.op("Add", g.op("Sub", g.op("Mul", t, g.op("Log", t)), t),
+                  g.op("Mul", g.op("Log", g.op("Mul", t, _const(g, 2 * 3.141592653589793, t))),
+                       _const(g, 0.5, t)))
+        one = _const(g, 1.0, t)
+        loss = g.op("Add", loss, g.op("Where", g.op("Greater", t, one), st,
+                                      _const(g, 0.0, t)))
+    return _reduce(g, loss, reduction)
+
+
+def _pdist(g, a, b, p, eps):
+    """||a - b + eps||_p over the last dimension."""
+    d = g.op("Add", g.op("Sub", a, b), _const(g, eps, a))
+    rank = len(_sizes(a, "pairwise distance"))
+    if p == 2.0:
+        return g.op("Sqrt", g.op("ReduceSum", g.op("Mul", d, d), _ints(g, [rank - 1]),
+                                 keepdims_i=0))
+    if p == 1.0:
+        return g.op("ReduceSum", g.op("Abs", d), _ints(g, [rank - 1]), keepdims_i=0)
+    powd = g.op("Pow", g.op("Abs", d), _const(g, p, a))
+    return g.op("Pow", g.op("ReduceSum", powd, _ints(g, [rank - 1]), keepdims_i=0),
+                _const(g, 1.0 / p, a))
+
+
+def triplet_margin_loss(g, anchor, positive, negative, margin, p, eps, swap, reduction):
+    m = float(sym._maybe_get_const(margin, "f"))
+    pn = float(sym._maybe_get_const(p, "f"))
+    e = float(sym._maybe_get_const(eps, "f"))
+    d_ap = _pdist(g, anchor, positive, pn, e)
+    d_an = _pdist(g, anchor, negative, pn, e)
+    if sym._maybe_get_const(swap, "b"):
+        d_pn = _pdist(g, positive, negative, pn, e)
+        d_an = g.op("Where", g.op("Less", d_pn, d_an), d_pn, d_an)
+    v = g.op("Add", g.op("Sub", d_ap, d_an), _const(g, m, anchor))
+    return _reduce(g, g.op("Relu", v), reduction)
+
+
 def register():
     """Registers the symbolics above for OPSET (idempotent)."""
     torch.onnx.register_custom_op_symbolic("aten::floor_divide", floor_divide, OPSET)
@@ -144,3 +334,11 @@ def register():
     torch.onnx.register_custom_op_symbolic("aten::group_norm", group_norm, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::nansum", nansum, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::count_nonzero", count_nonzero, OPSET)
+    for name, fn in (("repeat", repeat), ("prelu", prelu), ("selu", selu), ("celu", celu),
+                     ("gather", gather), ("instance_norm", instance_norm),
+                     ("smooth_l1_loss", smooth_l1_loss),
+                     ("soft_margin_loss", soft_margin_loss),
+                     ("margin_ranking_loss", margin_ranking_loss),
+                     ("poisson_nll_loss", poisson_nll_loss),
+                     ("triplet_margin_loss", triplet_margin_loss)):
+        torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
