@@ -83,12 +83,18 @@ class _OptionsDict:
             f"{k}={v!r}" for k, v in self._values.items()) + ")"
 
 
+_warned = set()
+
+
 def _ignored(group, name):
-    """A setter that warns that name has no effect on ipuofd and returns the group."""
+    """A setter that warns (once per name and process) that name has no effect on ipuofd
+    and returns the group."""
 
     def setter(*args, **kwargs):
-        warnings.warn(f"poptorch.Options: {name}() has no effect on ipuofd's simulated IPUs; "
-                      "ignored", stacklevel=2)
+        if name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"poptorch.Options: {name}() has no effect on ipuofd's simulated "
+                          "IPUs; ignored (warned once)", stacklevel=2)
         return group
     return setter
 
@@ -219,8 +225,10 @@ class _PopartOptions(_OptionsDict):
     """PopART session options: none has a meaning on ipuofd."""
 
     def set(self, key, value):
-        warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on ipuofd; "
-                      "ignored", stacklevel=2)
+        if ("_Popart.set", key) not in _warned:
+            _warned.add(("_Popart.set", key))
+            warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
+                          "ipuofd; ignored (warned once)", stacklevel=2)
         return self
 
 
