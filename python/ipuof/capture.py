@@ -137,27 +137,6 @@ def unflatten(spec, it):
     return spec[1]((k, unflatten(s, it)) for k, s in spec[2])
 
 
-def same_constants(a, b):
-    """True when specs a and b have the same structure and constants."""
-    if a[0] != b[0]:
-        return False
-    if a[0] == "T":
-        return True
-    if a[0] == "X":
-        return a[1] is b[1] and a[3] == b[3]
-    if a[0] == "C":
-        try:
-            return type(a[1]) is type(b[1]) and bool(a[1] == b[1])
-        except Exception:
-            return a[1] is b[1]
-    if a[1] is not b[1] or len(a[2]) != len(b[2]):
-        return False
-    if a[0] == "D":
-        return all(ka == kb and same_constants(sa, sb)
-                   for (ka, sa), (kb, sb) in zip(a[2], b[2]))
-    return all(same_constants(sa, sb) for sa, sb in zip(a[2], b[2]))
-
-
 class Call:
     """One call's arguments bound to forward's signature: .leaves (the tensors, in order),
     .names (one per tensor: the parameter's name, with .index/.key for nested ones),
@@ -170,6 +149,8 @@ class Call:
         except TypeError as exc:
             raise Error(f"the call does not match {type(module).__name__}.forward{sig}: "
                         f"{exc}")
+        bound.apply_defaults()  # a default is a constant of the graph, as a given value
+        self.values = bound.arguments  # the call's own objects; dropped once compiled
         self.leaves, self.names = [], []
         parts = []
         skipped = False  # a positional parameter left to its default: the rest by keyword
@@ -201,13 +182,108 @@ class Call:
                 args.append(value)
         return args, kwargs
 
-    def matches(self, other):
-        """True when other binds the same structure and constants (the compiled graph
-        applies)."""
-        if len(self.spec) != len(other.spec):
-            return False
-        return all(n1 == n2 and same_constants(s1, s2)
-                   for (n1, _, s1), (n2, _, s2) in zip(self.spec, other.spec))
+    def conform(self, other):
+        """other's tensors in this (the compiled) call's order, after checking that other
+        has this call's structure, constants, tensor dtypes and shapes (dict keys in any
+        order); Error naming the first difference, in PopTorch's terms, otherwise."""
+        meta = iter([(t.dtype, t.shape) for t in self.leaves] if self.leaves and
+                    isinstance(self.leaves[0], torch.Tensor) else self.meta)
+        out = []
+        mine = [name for name, _, _ in self.spec]
+        theirs = list(other.values)
+        missing = [n for n in mine if n not in other.values]
+        extra = [n for n in theirs if n not in mine]
+        if missing or extra:
+            _mismatch("named arguments", missing, extra)
+        for name, _, spec in self.spec:
+            _conform(name, spec, other.values[name], meta, out)
+        return out
+
+    def forget_values(self):
+        """Keeps only what conform() needs (dtypes and shapes), not the tensors."""
+        self.meta = [(t.dtype, t.shape) for t in self.leaves]
+        self.values = None
+        self.leaves = []
+
+
+
+_END_TEXT = ("\nThe inputs of this call do not match those the model was compiled for: call "
+             "destroy() on the model (or make a new inferenceModel / trainingModel) to "
+             "compile it for these.")
+
+
+def _mismatch(name, missing, extra):
+    details = []
+    if extra:
+        details.append("Unexpected arguments: " + ", ".join(sorted(map(str, extra))))
+    if missing:
+        details.append("Missing arguments: " + ", ".join(sorted(map(str, missing))))
+    raise Error(f"Keys mismatch for {name}: {'. '.join(details)}.{_END_TEXT}")
+
+
+def _type_name(spec):
+    return {"T": torch.Tensor, "S": spec[1] if len(spec) > 1 else None,
+            "N": spec[1] if len(spec) > 1 else None,
+            "D": spec[1] if len(spec) > 1 else None}.get(spec[0], None)
+
+
+def _conform(name, spec, value, meta, out):
+    """Walks value along the compiled spec, appending its tensors to out in the compiled
+    order; Error at the first difference."""
+    kind = spec[0]
+    if kind == "T":
+        if not isinstance(value, torch.Tensor):
+            raise Error(f"Type mismatch for {name}: expected {torch.Tensor} but got "
+                        f"{type(value)}.{_END_TEXT}")
+        dtype, shape = next(meta)
+        if value.dtype != dtype:
+            raise Error(f"Data type mismatch for {name}: expected {dtype} but got "
+                        f"{value.dtype}.{_END_TEXT}")
+        if value.shape != shape:
+            raise Error(f"Shape mismatch for {name}: expected {shape} but got "
+                        f"{value.shape}.{_END_TEXT}")
+        out.append(value)
+        return
+    if kind == "C":
+        if isinstance(value, torch.Tensor) or type(value) is not type(spec[1]):
+            raise Error(f"Type mismatch for {name}: expected {type(spec[1])} but got "
+                        f"{type(value)}.{_END_TEXT}")
+        try:
+            same = bool(value == spec[1])
+        except Exception:
+            same = value is spec[1]
+        if not same:
+            raise Error(f"Value mismatch for {name}: expected {spec[1]} but got {value}."
+                        f"{_END_TEXT}")
+        return
+    if kind == "X":
+        if type(value) is not type(spec[2]):
+            raise Error(f"Type mismatch for {name}: expected {type(spec[2])} but got "
+                        f"{type(value)}.{_END_TEXT}")
+        tensors = list(spec[1].yieldTensors(value))
+        if len(tensors) != spec[3]:
+            raise Error(f"Length mismatch for {name}: expected {spec[3]} tensors but got "
+                        f"{len(tensors)}.{_END_TEXT}")
+        for i, t in enumerate(tensors):
+            _conform(f"{name}[{i}]", ("T",), t, meta, out)
+        return
+    if type(value) is not spec[1]:
+        raise Error(f"Type mismatch for {name}: expected {spec[1]} but got {type(value)}."
+                    f"{_END_TEXT}")
+    if kind == "D":
+        keys = [k for k, _ in spec[2]]
+        missing = [k for k in keys if k not in value]
+        extra = [k for k in value if k not in keys]
+        if missing or extra:
+            _mismatch(name, missing, extra)
+        for k, sub in spec[2]:
+            _conform(f"{name}[{k!r}]", sub, value[k], meta, out)
+        return
+    if len(value) != len(spec[2]):
+        raise Error(f"Length mismatch for {name}: expected {len(spec[2])} elements but got "
+                    f"{len(value)}.{_END_TEXT}")
+    for i, (sub, v) in enumerate(zip(spec[2], value)):
+        _conform(f"{name}[{i}]", sub, v, meta, out)
 
 
 # ---- running without side effects ---------------------------------------------------------

@@ -345,11 +345,23 @@ class PoplarExecutor:
         wait = bool(os.environ.get("POPTORCH_WAIT_FOR_IPU"))
         self._conn.attach(n, o.auto_round_num_ipus, wait, 0, o.Distributed.processId, nproc)
 
+    def _revive(self):
+        """After destroy(), the next call or compile() starts again: a new capture and a
+        new compile (PopTorch's rule, used to change a model's inputs)."""
+        self._destroyed = False
+        self._onnx = None
+        self._exe = None
+        if self._training:
+            _training_executors.add(self)
+            for m in self._user_model.modules():
+                if not hasattr(type(m), "_ipuof_original_class"):
+                    m.__class__ = _hooked_class(type(m))
+
     def compile(self, *args, **kwargs):
         """Captures and compiles the model for inputs like args (a whole combined batch),
         without running it."""
         if self._destroyed:
-            raise Error("this model was destroyed")
+            self._revive()
         if self._exe is not None or self._onnx is not None:
             return
         o = self._options
@@ -375,6 +387,7 @@ class PoplarExecutor:
         record = self._probe(call, sample)
         self._sample = sample
         self._record = record
+        call.forget_values()  # keep no reference to the caller's tensors
         self._onnx, rec = self._export(call, sample, record)
         ipus, self._placement_opts = self._placement(rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
@@ -477,7 +490,7 @@ class PoplarExecutor:
 
     def __call__(self, *args, **kwargs):
         if self._destroyed:
-            raise Error("this model was destroyed")
+            self._revive()
         if self._onnx is None:
             self.compile(*args, **kwargs)
         if self._exe is None:
@@ -489,11 +502,8 @@ class PoplarExecutor:
         elif self._uploaded_generation != _generation[0]:
             self._recapture()
         call = self._bind(args, kwargs)
-        if call.names != self._names or not self._call.matches(call):
-            raise Error(f"the model was compiled for the inputs {self._names} (and their "
-                        f"non-tensor values), not {call.names}: call destroy() and compile "
-                        "again for another structure")
-        inputs = list(zip(call.names, call.leaves))
+        leaves = self._call.conform(call)
+        inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
         try:
@@ -516,7 +526,7 @@ class PoplarExecutor:
             flat = [t.half() if t.is_floating_point() else t for t in flat]
         rec = self._record
         for k, i in enumerate(rec.mutated):
-            self._copy_back(call.leaves[i], flat[rec.n_out + k], call.names[i])
+            self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
         first_print = rec.n_graph() - len(rec.prints)
         for k, title in enumerate(rec.prints):
             t = flat[first_print + k]
@@ -670,6 +680,7 @@ class PoplarExecutor:
             self.copyWeightsToHostIfNeeded()
         self._release()
         self._destroyed = True
+        self._onnx = None
         _training_executors.discard(self)
         if self._training and not any(True for _ in _training_executors):
             for m in self._user_model.modules():

@@ -176,3 +176,15 @@ def test_variable_attributes():
     with pytest.raises(ValueError, match="Unknown attribute nonsense"):
         va.markAsConstant("nonsense")
     assert poptorch.optim.LAMB([w], lr=0.1).variable_attrs.isConstant("eps")
+
+
+def test_option_setters_take_poptorch_keyword_names():
+    o = poptorch.Options().deviceIterations(device_iterations=3) \
+        .replicationFactor(replication_factor=2).randomSeed(random_seed=4) \
+        .autoRoundNumIPUs(auto_round_num_ipus=True).logDir(log_dir="/tmp")
+    o.Training.gradientAccumulation(gradient_accumulation=5)
+    o.Training.accumulationAndReplicationReductionType(
+        reduction_type=poptorch.ReductionType.Sum)
+    o.TensorLocations.setWeightLocation(location=poptorch.TensorLocationSettings())
+    assert (o.device_iterations, o.replication_factor, o.random_seed) == (3, 2, 4)
+    assert o.Training.gradient_accumulation == 5

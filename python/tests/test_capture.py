@@ -275,8 +275,22 @@ def test_nested_inputs_and_outputs(daemon):
     args2 = ((t2[0], (t2[1], t2[2])), [t2[3], t2[4]], {"u": t2[5], "v": t2[6]})
     torch.testing.assert_close(pm(*args2)["sum"], m(*args2)["sum"])
     # Another constant is another graph: refused with a sentence, not silently wrong.
-    with pytest.raises(poptorch.Error, match="compiled for the inputs"):
+    with pytest.raises(poptorch.Error, match="Value mismatch for k: expected 3.0 but got 4.0"):
         pm(*args2, k=4.0)
+    # A dict's keys in another order are the same inputs; a missing key is named.
+    args3 = (args2[0], args2[1], {"v": t2[6], "u": t2[5]})
+    torch.testing.assert_close(pm(*args3)["sum"], m(*args3)["sum"])
+    with pytest.raises(poptorch.Error, match=r"Keys mismatch for table: Missing arguments: v"):
+        pm(args2[0], args2[1], {"u": t2[5]})
+    with pytest.raises(poptorch.Error, match=r"Shape mismatch for items\[1\]: expected "
+                       r"torch.Size\(\[2, 3\]\) but got torch.Size\(\[2, 4\]\)"):
+        pm(args2[0], [t2[3], torch.rand(2, 4)], args2[2])
+    with pytest.raises(poptorch.Error, match=r"Data type mismatch for items\[0\]: expected "
+                       r"torch.float32 but got torch.int64"):
+        pm(args2[0], [torch.ones(2, 3, dtype=torch.long), t2[4]], args2[2])
+    # destroy(): the next call compiles again, for whatever inputs it has.
+    pm.destroy()
+    torch.testing.assert_close(pm(*args2, k=4.0)["sum"], m(*args2, k=4.0)["sum"])
     pm.destroy()
 
 
