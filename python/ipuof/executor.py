@@ -405,7 +405,7 @@ class PoplarExecutor:
         self._ipus = ipus
         self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         o._freeze()
-        if o.connection_type == enums.ConnectionType.Always:
+        if o.connection_type == enums.ConnectionType.Always and record.n_graph() > 0:
             self._compile_on_device()
 
     def _training_args(self):
@@ -493,6 +493,10 @@ class PoplarExecutor:
             self._revive()
         if self._onnx is None:
             self.compile(*args, **kwargs)
+        if self._record.n_graph() == 0:
+            # Nothing comes back and nothing changes: the device has nothing to do.
+            self._call.conform(self._bind(args, kwargs))
+            return capture.unflatten(self._record.out_spec, iter([]))
         if self._exe is None:
             self._compile_on_device()
         if self._training:

@@ -400,3 +400,14 @@ def test_nansum_and_count_nonzero(daemon):
     for got, want in zip(pm(x), M()(x)):
         torch.testing.assert_close(got, want)
     pm.destroy()
+
+
+def test_model_with_no_output_and_no_effect(daemon):
+    class M(nn.Module):
+        def forward(self, x):
+            x * 2  # computes nothing anyone sees
+
+    pm = poptorch.inferenceModel(M())
+    assert pm(torch.rand(2, 3)) is None
+    assert pm(torch.rand(2, 3)) is None
+    pm.destroy()
