@@ -241,8 +241,8 @@ class _Failure:
 class AsynchronousDataAccessor:
     """Iterates dataset (a DataLoader) in a background thread, up to buffer_size batches
     ahead of the caller. With rebatched_size, dataset yields single samples and the
-    accessor collates them rebatched_size at a time (an incomplete last batch is
-    dropped). Each `for` over the accessor is one epoch of the dataset."""
+    accessor collates them rebatched_size at a time (an incomplete last batch is dropped,
+    unless dataset is a DataLoader made with drop_last=False). Each `for` over the accessor is one epoch of the dataset."""
 
     def __init__(self, dataset, buffer_size=3, miss_sleep_time_in_ms=0.1,
                  load_indefinitely=True, early_preload=False, sharing_strategy=None,
@@ -269,6 +269,9 @@ class AsynchronousDataAccessor:
             if len(pending) == self._rebatch:
                 yield tud.default_collate(pending)
                 pending = []
+        # The loader's drop_last=False keeps the shorter last batch (PopTorch's rule).
+        if pending and getattr(self._dataset, "_drop_last", True) is False:
+            yield tud.default_collate(pending)
 
     def _work(self, it, q, stop):
         try:

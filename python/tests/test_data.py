@@ -190,3 +190,23 @@ def test_user_batch_sampler_batches_are_combined():
         assert [b[1]["i"].tolist() for b in got] == want
     with pytest.raises(poptorch.Error, match="mutually exclusive with batch_size"):
         poptorch.DataLoader(opts, Rows(), batch_size=2, batch_sampler=Uneven())
+
+
+def test_async_rebatched_keeps_the_last_batch_without_drop_last():
+    import torch.utils.data as tud
+
+    class Rows(tud.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i)])
+
+    opts = poptorch.Options()
+    for drop_last, want in ((True, 8), (False, 10)):
+        loader = poptorch.DataLoader(opts, Rows(), batch_size=4, drop_last=drop_last,
+                                     mode=poptorch.DataLoaderMode.AsyncRebatched)
+        seen = sorted(int(v) for b in loader for v in b.flatten())
+        assert len(seen) == want and len(set(seen)) == want
+        assert len(loader) == (2 if drop_last else 3)
+        loader.terminate()
