@@ -12,7 +12,7 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
   not be captured). (x - y)^2 and |x - y|, reduced by ReduceMean / ReduceSum or not.
 - aten::group_norm: the exporter's InstanceNormalization (on a reshaped input) is not an
   op of the daemon; written as Reshape, ReduceMean, Sub, Mul, Sqrt, Div and the affine.
-- aten::nansum, aten::count_nonzero: the exporter has none.
+- aten::nansum, aten::count_nonzero, aten::addmv: the exporter has none.
 - ONNX ops the daemon lacks, written with ops it has: Tile (aten::repeat: Reshape, Expand,
   Reshape), PRelu (Relu(x) - w Relu(-x)), Selu and Celu (Elu), GatherElements
   (aten::gather: a one-hot mask, multiplied and summed), InstanceNormalization
@@ -254,6 +254,18 @@ def instance_norm(g, input, weight, bias, running_mean, running_var, use_input_s
     return y
 
 
+def addmv(g, self, mat, vec, beta, alpha):
+    """beta * self + alpha * (mat @ vec): the exporter has no aten::addmv."""
+    b = float(sym._maybe_get_const(beta, "f"))
+    a = float(sym._maybe_get_const(alpha, "f"))
+    mv = g.op("MatMul", mat, vec)
+    if a != 1.0:
+        mv = g.op("Mul", mv, _const(g, a, mv))
+    if b == 0.0:
+        return mv
+    return g.op("Add", self if b == 1.0 else g.op("Mul", self, _const(g, b, self)), mv)
+
+
 # ---- losses the exporter lacks -------------------------------------------------------------
 
 def smooth_l1_loss(g, self, target, reduction, beta):
@@ -336,6 +348,7 @@ def register():
     torch.onnx.register_custom_op_symbolic("aten::count_nonzero", count_nonzero, OPSET)
     for name, fn in (("repeat", repeat), ("prelu", prelu), ("selu", selu), ("celu", celu),
                      ("gather", gather), ("instance_norm", instance_norm),
+                     ("addmv", addmv),
                      ("smooth_l1_loss", smooth_l1_loss),
                      ("soft_margin_loss", soft_margin_loss),
                      ("margin_ranking_loss", margin_ranking_loss),

@@ -38,6 +38,8 @@ CASES = {
                     [torch.randn(4, 6), torch.randint(0, 4, (2, 6))]),
     "instance_norm": (lambda y: nn.functional.instance_norm(y.reshape(2, 3, 4)),
                       [torch.randn(2, 12)], 12),
+    "addmv": (lambda y, m, v: torch.addmv(y[:, 0], m, v, beta=0.5, alpha=2.0),
+              [torch.randn(4, 6), torch.randn(4, 3), torch.randn(3)]),
     "smooth_l1": (lambda y, t: F.smooth_l1_loss(y, t, beta=0.5),
                   [torch.randn(4, 6), torch.randn(4, 6)]),
     "smooth_l1_none": (lambda y, t: F.smooth_l1_loss(y, t, reduction="none"),
