@@ -26,13 +26,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "dispatch.h"
-#include "jobs.h"
 #include "frame.h"
 #include "ipuof/status.h"
 #include "log.h"
-#include "models.h"
-#include "server.h"
+#include "srv_state.h"
 #include "wiremap.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
@@ -167,21 +164,11 @@ void
 conn_free(struct conn *c)
 {
     struct srv *s = c->srv;
-    int released = c->djob != NULL;
+    int released;
 
     if (c->payload_left > 0 && c->sink.abort != NULL)
         c->sink.abort(c, c->sink.arg);
-    if (c->inflight != NULL)
-        c->inflight->conn = NULL; /* the worker's result is dropped when it comes back */
-    models_drop_upload(c);
-    if (djob_shared(c)) {
-        djob_leave(c); /* the job ends for its other processes */
-    } else if (c->djob != NULL) {
-        log_info("client %u (%s, pid %u, %s) disconnected holding partition '%s'; its IPUs "
-                 "are free again", c->id, c->name, c->pid, c->peer, conn_part(c)->name);
-        djob_solo_end(c, IPUOF_E_CLOSED, 1);
-    }
-    srv_wait_cancel(s, c);
+    released = s->conn_hooks->gone(c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -195,7 +182,7 @@ conn_free(struct conn *c)
     bufferevent_free(c->bev);
     free(c);
     if (released)
-        srv_serve_waiters(s);
+        s->conn_hooks->freed(s);
 }
 
 void
@@ -340,15 +327,15 @@ conn_set_sink(struct conn *c, const struct conn_sink *sink)
 }
 
 void
-conn_job_begin(struct conn *c)
+conn_hold_frames(struct conn *c)
 {
-    c->job_active = 1;
+    c->frames_held = 1;
 }
 
 void
-conn_job_end(struct conn *c)
+conn_release_frames(struct conn *c)
 {
-    c->job_active = 0;
+    c->frames_held = 0;
     if (c->srv->stopping && !c->dead) {
         conn_close_after_write(c); /* the shutdown waited for this job's answer */
         return;
@@ -466,7 +453,7 @@ process_input(struct conn *c)
                 return; /* wait for more bytes */
             continue;
         }
-        if (c->job_active)
+        if (c->frames_held)
             return; /* frames wait until the job in flight is answered */
         struct ipuof_frame_limits lim;
         struct ipuof_frame_head head;
@@ -511,7 +498,7 @@ process_input(struct conn *c)
         c->sink_off = 0;
         c->payload_left = head.payload_len;
         c->payload_req = h->request_id;
-        dispatch(c, h, head.payload_len);
+        c->srv->conn_hooks->frame(c, h, head.payload_len);
         ipuof_frame_header_free(h);
         if (c->payload_left > 0 && !c->dead)
             read_payload(c);
@@ -570,7 +557,7 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->djob != NULL || c->waiter != NULL || c->job_active || c->upload != NULL) {
+        if (c->frames_held || c->srv->conn_hooks->holds(c)) {
             /* Holding IPUs, waiting for them, or for its compile or run is not idleness:
              * only a client that holds nothing is closed. */
             bufferevent_enable(c->bev, EV_READ);

@@ -13,7 +13,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 
 /* Compares tokens in time independent of where they differ. */
 static int
@@ -97,25 +97,6 @@ req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
 }
 
 void
-reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, uint32_t waited_ms)
-{
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
-    uint32_t ids[CFG_MAX_IPUS];
-
-    ar.partition_name = (char *)p->name;
-    ar.n_ipu_ids = dev_partition_ids(p, ids);
-    ar.ipu_ids = ids;
-    ar.waited_ms = waited_ms;
-    r.request_id = req_id;
-    r.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
-    r.attach_reply = &ar;
-    log_info("client %u (%s, pid %u) attached partition '%s' (IPUs %u-%u)%s", c->id, c->name,
-             c->pid, p->name, p->first, p->first + p->count - 1, waited_ms ? " after waiting" : "");
-    conn_send(c, &r, NULL, 0);
-}
-
-void
 req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     const Ipuof__AttachRequest *a = h->attach;
@@ -127,11 +108,11 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     int rc;
 
     (void)payload_len;
-    if (c->djob != NULL || c->waiter != NULL) {
+    if (c->job != NULL || c->waiter != NULL) {
         conn_send_error(c, req_id, IPUOF_E_ALREADY_ATTACHED, 0, 0, "device",
                         "this connection %s partition '%s'; detach first",
-                        c->djob ? "already holds" : "is already waiting for a",
-                        c->djob ? conn_part(c)->name : "");
+                        c->job ? "already holds" : "is already waiting for a",
+                        c->job ? conn_part(c)->name : "");
         return;
     }
     if (count == 0) {
@@ -161,21 +142,20 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         return;
     }
     if (a->num_processes > 1) { /* one of several processes sharing the partition */
-        djob_attach(c, req_id, a, count);
+        job_attach(c, req_id, a, count);
         return;
     }
     conn_holder(c, &holder);
     /* Clients already waiting come first: no attach jumps the queue. */
     if (s->wait_head == NULL) {
         rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
-        if (rc == IPUOF_OK && djob_solo(c, p) < 0) {
+        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
             dev_release(s->inv, p);
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
             return;
         }
         if (rc == IPUOF_OK) {
-            c->revoked_code = 0;
-            reply_attached(c, req_id, p, 0);
+            job_reply_attached(c, req_id, p, 0);
             return;
         }
         if (rc != IPUOF_E_BUSY || !a->wait) {
@@ -191,7 +171,7 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         count == 1 ? "" : "s", s->nwaiting, s->nwaiting == 1 ? " is" : "s are");
         return;
     }
-    if (srv_wait_enqueue(s, c, req_id, count, a->partition_name, a->wait_timeout_ms, err,
+    if (job_wait_enqueue(s, c, req_id, count, a->partition_name, a->wait_timeout_ms, err,
                          sizeof err) < 0)
         conn_send_error(c, req_id, IPUOF_E_TOO_MANY, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_RETRY, "device", "%s", err);
@@ -200,9 +180,6 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
 void
 req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
-    uint32_t ids[CFG_MAX_IPUS];
     struct dev_partition *p = conn_part(c);
 
     (void)payload_len;
@@ -212,61 +189,22 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         "this connection holds no partition; attach first");
         return;
     }
-    if (djob_shared(c)) {
-        log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id,
-                 c->name, c->pid, p->name);
-        djob_detach(c, req_id);
-        srv_serve_waiters(c->srv);
-        return;
-    }
-    dr.n_ipu_ids = dev_partition_ids(p, ids);
-    dr.ipu_ids = ids;
-    r.request_id = req_id;
-    r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
-    r.detach_reply = &dr;
-    log_info("client %u (%s, pid %u) detached partition '%s'", c->id, c->name, c->pid, p->name);
-    djob_solo_end(c, IPUOF_E_NOT_ATTACHED, 0);
-    conn_send(c, &r, NULL, 0);
-    srv_serve_waiters(c->srv);
+    log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id, c->name,
+             c->pid, p->name);
+    job_detach(c, req_id); /* the job decides what its process leaving means */
+    job_serve_waiters(c->srv);
 }
 
 void
 revoke_partition(struct conn *c, int code, const char *fmt, ...)
 {
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__Notice n = IPUOF__NOTICE__INIT;
-    Ipuof__Error e = IPUOF__ERROR__INIT;
-    uint32_t ids[CFG_MAX_IPUS];
-    struct dev_partition *p = conn_part(c);
     char msg[512];
     va_list ap;
 
-    if (p == NULL)
+    if (c->job == NULL)
         return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* Requests already on their way name models the revoke frees: they are answered with
-     * this reason, not "no such model" (the Notice may reach the client after them). */
-    c->revoked_code = code;
-    snprintf(c->revoked_msg, sizeof c->revoked_msg, "%s", msg);
-    if (djob_shared(c)) { /* every process of the job is told */
-        djob_revoke(c, code, msg);
-        return;
-    }
-    n.n_ipu_ids = dev_partition_ids(p, ids);
-    e.code = (uint32_t)code;
-    e.component = (char *)"device";
-    e.message = msg;
-    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
-                                          : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
-    n.error = &e;
-    n.ipu_ids = ids;
-    r.request_id = 0;
-    r.body_case = IPUOF__HEADER__BODY_NOTICE;
-    r.notice = &n;
-    /* Release first: sending may drop a connection that stopped reading. */
-    djob_solo_end(c, code, 0);
-    conn_send(c, &r, NULL, 0);
+    job_revoke(c, code, msg); /* every process of the job is told */
 }

@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "ipuof/status.h"
+#include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -26,10 +27,10 @@
 static struct model *
 find(struct conn *c, uint64_t req_id, uint32_t id)
 {
-    struct model *m = models_find(c, id);
+    struct model *m = job_find_model(c, id);
 
     if (m == NULL)
-        models_send_missing(c, req_id, id, "");
+        job_send_missing(c, req_id, id, "");
     return m;
 }
 
@@ -203,7 +204,7 @@ static void
 on_weights_payload(struct conn *c, void *arg)
 {
     struct weight_write *ww = arg;
-    struct model *m = models_find(c, ww->model_id);
+    struct model *m = job_find_model(c, ww->model_id);
 
     if (m == NULL) {
         conn_send_error(c, ww->req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
@@ -236,12 +237,12 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
 
     if (m == NULL)
         return;
-    if (m->nproc > 1 && c->djob_pid != 0) {
+    if (c->proc_id != m->proc0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
                         "process %u writes weights of model '%s', which its job's %u processes "
                         "share as one copy; only process 0 writes them (its weights are every "
                         "replica's, as PopDistStrategy broadcasts from instance 0)",
-                        c->djob_pid, m->name, m->nproc);
+                        c->proc_id, m->name, m->nproc);
         return;
     }
     if (rq->n_weights == 0 || rq->n_weights > MAX_WEIGHTS_PER_REQUEST) {
