@@ -366,6 +366,24 @@ def no_side_effects(module):
         torch.random.set_rng_state(rng)
 
 
+def buffer_versions(module):
+    """{state_dict name: in-place version counter} of module's buffers."""
+    return {k: t._version for k, t in
+            torch.nn.Module.named_buffers(module) if t is not None}
+
+
+def changed_buffers(module, before):
+    """The names of buffers changed in place since before (buffer_versions), except
+    BatchNorm's running statistics and count, which the daemon updates itself."""
+    keep = set()
+    for name, m in module.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            for b in ("running_mean", "running_var", "num_batches_tracked"):
+                keep.add(f"{name}.{b}" if name else b)
+    return [k for k, v in buffer_versions(module).items()
+            if k not in keep and before.get(k, v) != v]
+
+
 WIDENED = (torch.float16, torch.bfloat16, torch.float64)
 
 

@@ -238,9 +238,17 @@ class PoplarExecutor:
             with capture.no_side_effects(m), \
                     torch.enable_grad() if self._training else torch.no_grad():
                 capture.as_float32(m)
+                before = capture.buffer_versions(m)
                 capture.run_flat(m, call, [t.clone() for t in sample], record)
+                changed = capture.changed_buffers(m, before)
         finally:
             m.train(was_training)
+        if changed:
+            raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
+                        "ipuofd does not keep such changes between device steps yet (only "
+                        "BatchNorm's running statistics are updated on the device), so the "
+                        "model would compute with stale values; keep the value outside the "
+                        "module or compute it on the host")
         if self._training and record.loss is None:
             flat = record.flat
             cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]

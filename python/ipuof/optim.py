@@ -1,11 +1,16 @@
 """poptorch.optim: torch.optim's SGD, Adam and AdamW taking PopTorch's extra arguments.
 
-The IPU-specific arguments (loss scaling, velocity scaling, accumulator types, ...) have no
-meaning on ipuofd's float32 simulator: non-default values are accepted with a warning.
+The IPU-specific arguments that only change precision (loss scaling, velocity scaling,
+accumulator types, ...) have no meaning on ipuofd's float32 simulator: non-default values
+are accepted with a warning. Those that change the update (max_grad_norm,
+bias_correction=False, max_weight_norm) are refused until the daemon's optimizers have
+them.
 """
 import warnings
 
 import torch
+
+from .errors import Error
 
 _EXTRA = {"loss_scaling": 1.0, "velocity_scaling": 1.0, "use_combined_accum": None,
           "accum_type": None, "velocity_accum_type": None,
@@ -52,14 +57,24 @@ def _attach_attrs(opt, given, extra):
             setattr(opt, k, 1.0)
 
 
+# Arguments that change the arithmetic of the update: ignoring them would train other
+# weights than PopTorch does, so a value other than the default is refused, not warned.
+_CHANGES_THE_UPDATE = ("max_grad_norm", "bias_correction", "max_weight_norm")
+
+
 def _pop_extra(kwargs, name):
     for k, default in _EXTRA.items():
         if k in kwargs:
             v = kwargs.pop(k)
-            if v is not None and v != default and not (k == "accum_type" and
-                                                       v == torch.float32):
-                warnings.warn(f"poptorch.optim.{name}: {k}={v!r} has no effect on ipuofd",
-                              stacklevel=3)
+            if v is None or v == default or (k == "accum_type" and v == torch.float32):
+                continue
+            if k in _CHANGES_THE_UPDATE:
+                raise Error(f"poptorch.optim.{name}: {k}={v!r} is not supported by ipuofd "
+                            "yet: its optimizers (sim/optim.c) have no gradient clipping, "
+                            "Adam without bias correction or weight-norm clipping, and "
+                            "ignoring it would train other weights")
+            warnings.warn(f"poptorch.optim.{name}: {k}={v!r} has no effect on ipuofd (its "
+                          "arithmetic is float32 throughout)", stacklevel=3)
 
 
 class SGD(torch.optim.SGD):

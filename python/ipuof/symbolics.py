@@ -13,6 +13,9 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
 - aten::group_norm: the exporter's InstanceNormalization (on a reshaped input) is not an
   op of the daemon; written as Reshape, ReduceMean, Sub, Mul, Sqrt, Div and the affine.
 - aten::nansum, aten::count_nonzero, aten::addmv: the exporter has none.
+- aten::roll (the exporter does not reduce a shift modulo the size: a shift past the end
+  gave other values) and aten::pairwise_distance (the exporter drops the absolute value
+  and adds eps to p: NaN for odd p): torch's definitions.
 - ONNX ops the daemon lacks, written with ops it has: Tile (aten::repeat: Reshape, Expand,
   Reshape), PRelu (Relu(x) - w Relu(-x)), Selu and Celu (Elu), GatherElements
   (aten::gather: a one-hot mask, multiplied and summed), InstanceNormalization
@@ -310,18 +313,58 @@ def poisson_nll_loss(g, input, target, log_input, full, eps, reduction):
     return _reduce(g, loss, reduction)
 
 
-def _pdist(g, a, b, p, eps):
-    """||a - b + eps||_p over the last dimension."""
+def _pdist(g, a, b, p, eps, keep=0):
+    """||a - b + eps||_p over the last dimension (torch's pairwise_distance)."""
     d = g.op("Add", g.op("Sub", a, b), _const(g, eps, a))
-    rank = len(_sizes(a, "pairwise distance"))
+    rank = max(len(_sizes(a, "pairwise distance")), len(_sizes(b, "pairwise distance")))
+    axis = _ints(g, [rank - 1])
     if p == 2.0:
-        return g.op("Sqrt", g.op("ReduceSum", g.op("Mul", d, d), _ints(g, [rank - 1]),
-                                 keepdims_i=0))
+        return g.op("Sqrt", g.op("ReduceSum", g.op("Mul", d, d), axis, keepdims_i=keep))
     if p == 1.0:
-        return g.op("ReduceSum", g.op("Abs", d), _ints(g, [rank - 1]), keepdims_i=0)
+        return g.op("ReduceSum", g.op("Abs", d), axis, keepdims_i=keep)
     powd = g.op("Pow", g.op("Abs", d), _const(g, p, a))
-    return g.op("Pow", g.op("ReduceSum", powd, _ints(g, [rank - 1]), keepdims_i=0),
-                _const(g, 1.0 / p, a))
+    return g.op("Pow", g.op("ReduceSum", powd, axis, keepdims_i=keep), _const(g, 1.0 / p, a))
+
+
+def pairwise_distance(g, input1, input2, p, eps, keepdim):
+    """The exporter's takes (x1 - x2)^p without the absolute value and adds eps to p (a
+    NaN for odd p and negative differences); torch's is ||x1 - x2 + eps||_p."""
+    return _pdist(g, input1, input2, float(sym._maybe_get_const(p, "f")),
+                  float(sym._maybe_get_const(eps, "f")),
+                  int(sym._maybe_get_const(keepdim, "i")))
+
+
+def roll(g, self, shifts, dims):
+    """torch.roll; the exporter slices at -shift without reducing it modulo the size, so
+    a shift larger than the dimension gave other values."""
+    sh = sym._maybe_get_const(shifts, "is")
+    dm = sym._maybe_get_const(dims, "is")
+    if not isinstance(sh, (list, tuple)) or not isinstance(dm, (list, tuple)):
+        raise RuntimeError("roll: shifts and dims must be constants")
+    sizes = _sizes(self, "roll")
+    result = self
+    if not dm:  # roll of the flattened tensor
+        flat = g.op("Reshape", self, _ints(g, [-1]))
+        n = 1
+        for d in sizes:
+            n *= d
+        k = sh[0] % n if n else 0
+        if k:
+            flat = g.op("Concat", g.op("Slice", flat, _ints(g, [n - k]), _ints(g, [n]),
+                                       _ints(g, [0])),
+                        g.op("Slice", flat, _ints(g, [0]), _ints(g, [n - k]), _ints(g, [0])),
+                        axis_i=0)
+        return g.op("Reshape", flat, _ints(g, sizes))
+    for s_, d in zip(sh, dm):
+        d = d % len(sizes)
+        n = sizes[d]
+        k = s_ % n if n else 0
+        if k == 0:
+            continue
+        tail = g.op("Slice", result, _ints(g, [n - k]), _ints(g, [n]), _ints(g, [d]))
+        head = g.op("Slice", result, _ints(g, [0]), _ints(g, [n - k]), _ints(g, [d]))
+        result = g.op("Concat", tail, head, axis_i=d)
+    return result
 
 
 def triplet_margin_loss(g, anchor, positive, negative, margin, p, eps, swap, reduction):
@@ -348,7 +391,8 @@ def register():
     torch.onnx.register_custom_op_symbolic("aten::count_nonzero", count_nonzero, OPSET)
     for name, fn in (("repeat", repeat), ("prelu", prelu), ("selu", selu), ("celu", celu),
                      ("gather", gather), ("instance_norm", instance_norm),
-                     ("addmv", addmv),
+                     ("addmv", addmv), ("roll", roll),
+                     ("pairwise_distance", pairwise_distance),
                      ("smooth_l1_loss", smooth_l1_loss),
                      ("soft_margin_loss", soft_margin_loss),
                      ("margin_ranking_loss", margin_ranking_loss),

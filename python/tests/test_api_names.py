@@ -188,3 +188,13 @@ def test_option_setters_take_poptorch_keyword_names():
     o.TensorLocations.setWeightLocation(location=poptorch.TensorLocationSettings())
     assert (o.device_iterations, o.replication_factor, o.random_seed) == (3, 2, 4)
     assert o.Training.gradient_accumulation == 5
+
+
+@pytest.mark.parametrize("cls,kw", [(poptorch.optim.SGD, {"max_grad_norm": 1.0}),
+                                    (poptorch.optim.Adam, {"max_grad_norm": 0.5}),
+                                    (poptorch.optim.AdamW, {"bias_correction": False})])
+def test_optimizer_arguments_that_change_the_update_are_refused(cls, kw):
+    """Ignored with a warning they trained other weights than PopTorch (PopTorch's
+    test_gradient_clipping differed by up to 5x)."""
+    with pytest.raises(poptorch.Error, match="is not supported by ipuofd yet"):
+        cls([nn.Parameter(torch.rand(2))], lr=0.1, **kw)

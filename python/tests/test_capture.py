@@ -122,7 +122,7 @@ def test_batchnorm_running_stats_counted_once(daemon):
 def test_compile_has_no_side_effects(daemon):
     """compile() leaves the caller's tensor, every parameter and buffer and the RNG state
     exactly as they were (the model changes its input in place, updates BatchNorm
-    statistics, draws dropout masks and changes a buffer in place)."""
+    statistics and draws dropout masks)."""
 
     class M(nn.Module):
         def __init__(self):
@@ -130,10 +130,8 @@ def test_compile_has_no_side_effects(daemon):
             self.fc = nn.Linear(4, 4)
             self.bn = nn.BatchNorm1d(4)
             self.drop = nn.Dropout(0.5)
-            self.register_buffer("calls", torch.zeros(1))
 
         def forward(self, x):
-            self.calls += 1
             x *= 2
             out = self.drop(self.bn(self.fc(x)))
             return out, out.sum()
@@ -411,3 +409,25 @@ def test_model_with_no_output_and_no_effect(daemon):
     assert pm(torch.rand(2, 3)) is None
     assert pm(torch.rand(2, 3)) is None
     pm.destroy()
+
+
+def test_a_buffer_changed_in_place_is_refused_not_silently_stale(daemon):
+    """forward() that accumulates into a buffer: the daemon would compute every step from
+    the buffer's first value (PopTorch's buffers_test gave 0 where torch gives 7.75)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.register_buffer("seen", torch.zeros(2))
+
+        def forward(self, x):
+            with torch.no_grad():
+                self.seen += x.sum(0)
+            out = self.fc(x) + self.seen
+            return out, out.sum()
+
+    m = M()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    with pytest.raises(poptorch.Error, match=r"changes the buffer\(s\) seen in place"):
+        pm(torch.rand(4, 2))
+    assert torch.equal(m.seen, torch.zeros(2))  # and the capture left it alone
