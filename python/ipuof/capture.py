@@ -367,21 +367,30 @@ def no_side_effects(module):
 
 
 def buffer_versions(module):
-    """{state_dict name: in-place version counter} of module's buffers."""
-    return {k: t._version for k, t in
+    """{state_dict name: (tensor, copy of its value)} of module's buffers."""
+    return {k: (t, t.detach().clone()) for k, t in
             torch.nn.Module.named_buffers(module) if t is not None}
 
 
 def changed_buffers(module, before):
-    """The names of buffers changed in place since before (buffer_versions), except
-    BatchNorm's running statistics and count, which the daemon updates itself."""
+    """The names of buffers whose value changed since before (buffer_versions), except
+    BatchNorm's running statistics and count, which the daemon updates itself. Values are
+    compared, not version counters: instance_norm writes its running statistics back
+    unchanged in eval mode."""
     keep = set()
     for name, m in module.named_modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             for b in ("running_mean", "running_var", "num_batches_tracked"):
                 keep.add(f"{name}.{b}" if name else b)
-    return [k for k, v in buffer_versions(module).items()
-            if k not in keep and before.get(k, v) != v]
+    out = []
+    for k, t in torch.nn.Module.named_buffers(module):
+        if k in keep or k not in before or t is None:
+            continue
+        old, value = before[k]
+        if t is not old or t.shape != value.shape or \
+                not torch.equal(t.detach().to(value.dtype), value):
+            out.append(k)
+    return out
 
 
 WIDENED = (torch.float16, torch.bfloat16, torch.float64)

@@ -431,3 +431,17 @@ def test_a_buffer_changed_in_place_is_refused_not_silently_stale(daemon):
     with pytest.raises(poptorch.Error, match=r"changes the buffer\(s\) seen in place"):
         pm(torch.rand(4, 2))
     assert torch.equal(m.seen, torch.zeros(2))  # and the capture left it alone
+
+
+def test_instance_norm_with_running_stats_in_eval_is_not_a_buffer_change(daemon):
+    """instance_norm copies its running statistics back unchanged in eval mode (their
+    version counters move): not a change."""
+    torch.manual_seed(0)
+    m = nn.InstanceNorm1d(3, track_running_stats=True)
+    m.running_mean.uniform_()
+    m.running_var.uniform_(0.5, 1.5)
+    m.eval()
+    x = torch.randn(2, 3, 5)
+    pm = poptorch.inferenceModel(m)
+    torch.testing.assert_close(pm(x), m(x), rtol=1e-4, atol=1e-5)
+    pm.destroy()
