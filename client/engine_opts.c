@@ -15,15 +15,23 @@
  *   - autoReport.directory, when given, is a non-empty string shorter than the directory
  *     buffer; the default is ".";
  *   - every other key is Poplar's business and is accepted and ignored.
+ *
+ * Strings and numbers are spelled by json.c's lexical pieces (ipuof_json_hex4, _put_utf8,
+ * _utf8_at, _number_end); the object itself is read here, not by ipuof_json_parse, because
+ * this rule differs from the config files' one: a key given twice is allowed (its last value
+ * counts), each member is judged as it is read (the first fault in the text is the one
+ * reported, as Python's reader reports it), and numbers are Poplar's business (no limit on
+ * their length or size).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "json.h"
 #include "model_internal.h"
 
 struct eo_reader {
-    const unsigned char *s;
+    const unsigned char *s, *end; /* the value, NUL-terminated at end */
     char *why;
     size_t why_len;
 };
@@ -43,21 +51,12 @@ eo_ws(struct eo_reader *r)
         r->s++;
 }
 
-/* Four hex digits at r->s into *v; 0 or -1. */
+/* Four hex digits at r->s into *v, past them; 0 or -1. */
 static int
 eo_hex4(struct eo_reader *r, unsigned *v)
 {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned ch = r->s[i];
-        unsigned d = ch >= '0' && ch <= '9'   ? ch - '0'
-                     : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10u
-                     : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10u
-                                              : 16u;
-        if (d == 16)
-            return -1;
-        *v = *v * 16 + d;
-    }
+    if (ipuof_json_hex4(r->s, r->end, v) < 0)
+        return -1;
     r->s += 4;
     return 0;
 }
@@ -67,60 +66,22 @@ eo_hex4(struct eo_reader *r, unsigned *v)
 static void
 eo_put(char *out, size_t len, size_t *n, unsigned cp)
 {
-    unsigned char b[4];
-    size_t k;
-
-    if (cp < 0x80) {
-        b[0] = (unsigned char)cp, k = 1;
-    } else if (cp < 0x800) {
-        b[0] = (unsigned char)(0xc0 | cp >> 6), b[1] = (unsigned char)(0x80 | (cp & 0x3f));
-        k = 2;
-    } else if (cp < 0x10000) {
-        b[0] = (unsigned char)(0xe0 | cp >> 12);
-        b[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-        b[2] = (unsigned char)(0x80 | (cp & 0x3f));
-        k = 3;
-    } else {
-        b[0] = (unsigned char)(0xf0 | cp >> 18);
-        b[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
-        b[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
-        b[3] = (unsigned char)(0x80 | (cp & 0x3f));
-        k = 4;
-    }
-    if (*n + k >= len) {
+    if (ipuof_json_put_utf8(out, len, n, cp) < 0)
         *n = len;
-        return;
-    }
-    memcpy(out + *n, b, k);
-    *n += k;
-    out[*n] = '\0';
+    else
+        out[*n] = '\0';
 }
 
-/* One UTF-8 sequence at r->s (not ASCII): its code point, or -1 when malformed. */
+/* One UTF-8 sequence at r->s (not ASCII), past it: its code point, or -1 when malformed. */
 static long
 eo_utf8(struct eo_reader *r)
 {
-    const unsigned char *s = r->s;
-    unsigned cp, k;
+    unsigned k;
+    long cp = ipuof_json_utf8_at(r->s, r->end, &k);
 
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        cp = s[0] & 0x1fu, k = 1;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        cp = s[0] & 0x0fu, k = 2;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        cp = s[0] & 0x07u, k = 3;
-    else
-        return -1;
-    for (unsigned i = 1; i <= k; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return -1;
-        cp = cp << 6 | (s[i] & 0x3fu);
-    }
-    if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return -1; /* overlong, beyond Unicode, or a surrogate */
-    r->s += k + 1;
-    return (long)cp;
+    if (cp >= 0)
+        r->s += k;
+    return cp;
 }
 
 /* A JSON string at r->s (its opening quote) decoded into out[0..len) (UTF-8). 0 or -1. */
@@ -192,33 +153,13 @@ eo_string(struct eo_reader *r, char *out, size_t len)
 static int
 eo_number(struct eo_reader *r, char *out, size_t len)
 {
-    const unsigned char *s = r->s, *start = s;
+    const char *why;
+    const unsigned char *end = ipuof_json_number_end(r->s, r->end, &why);
 
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        s++;
-    else if (*s >= '1' && *s <= '9')
-        while (*s >= '0' && *s <= '9')
-            s++;
-    else
+    if (end == NULL)
         return -1;
-    if (*s == '.') {
-        if (*++s < '0' || *s > '9')
-            return -1;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        if (*++s == '+' || *s == '-')
-            s++;
-        if (*s < '0' || *s > '9')
-            return -1;
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    snprintf(out, len, "%.*s", (int)(s - start), (const char *)start);
-    r->s = s;
+    snprintf(out, len, "%.*s", (int)(end - r->s), (const char *)r->s);
+    r->s = end;
     return 0;
 }
 
@@ -226,7 +167,8 @@ eo_number(struct eo_reader *r, char *out, size_t len)
 static int
 eo_parse(const char *v, int *profile, char *dir, size_t dir_len, char *why, size_t why_len)
 {
-    struct eo_reader r = {(const unsigned char *)v, why, why_len};
+    struct eo_reader r = {(const unsigned char *)v, (const unsigned char *)v + strlen(v), why,
+                          why_len};
     char key[128], val[IPUOF_ENGINE_OPTIONS_MAX + 1];
     int all = 0, oep = 0;
 

@@ -76,8 +76,8 @@ jr_found(const struct jr *r)
     return "a byte that starts no value";
 }
 
-static int
-hex4(const unsigned char *s, const unsigned char *end, unsigned *v)
+int
+ipuof_json_hex4(const unsigned char *s, const unsigned char *end, unsigned *v)
 {
     *v = 0;
     if (end - s < 4)
@@ -95,9 +95,8 @@ hex4(const unsigned char *s, const unsigned char *end, unsigned *v)
     return 0;
 }
 
-/* Appends cp as UTF-8 to out (used n, room IPUOF_JSON_MAX_STRING + 1). -1 when full. */
-static int
-put_utf8(char *out, size_t *n, unsigned cp)
+int
+ipuof_json_put_utf8(char *out, size_t cap, size_t *n, unsigned cp)
 {
     unsigned char b[4];
     size_t k;
@@ -119,16 +118,15 @@ put_utf8(char *out, size_t *n, unsigned cp)
         b[3] = (unsigned char)(0x80 | (cp & 0x3f));
         k = 4;
     }
-    if (*n + k > IPUOF_JSON_MAX_STRING)
+    if (*n + k >= cap)
         return -1;
     memcpy(out + *n, b, k);
     *n += k;
     return 0;
 }
 
-/* One UTF-8 sequence at s (not ASCII): its code point and length, or -1 when malformed. */
-static long
-utf8_at(const unsigned char *s, const unsigned char *end, unsigned *len)
+long
+ipuof_json_utf8_at(const unsigned char *s, const unsigned char *end, unsigned *len)
 {
     unsigned cp, k;
 
@@ -200,7 +198,7 @@ jr_string(struct jr *r)
             case 'r': cp = '\r'; break;
             case 't': cp = '\t'; break;
             case 'u':
-                if (hex4(r->s + 2, r->end, &cp) < 0) {
+                if (ipuof_json_hex4(r->s + 2, r->end, &cp) < 0) {
                     jr_fail(r, "\\u must be followed by four hex digits");
                     goto error;
                 }
@@ -208,7 +206,7 @@ jr_string(struct jr *r)
                 if (cp >= 0xd800 && cp <= 0xdbff) {
                     unsigned lo;
                     if (r->end - r->s < 8 || r->s[2] != '\\' || r->s[3] != 'u' ||
-                        hex4(r->s + 4, r->end, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff) {
+                        ipuof_json_hex4(r->s + 4, r->end, &lo) < 0 || lo < 0xdc00 || lo > 0xdfff) {
                         r->s = at;
                         jr_fail(r, "a lone UTF-16 surrogate \\u%04X in a string", cp);
                         goto error;
@@ -236,7 +234,7 @@ jr_string(struct jr *r)
         } else if (*r->s < 0x80) {
             cp = *r->s++;
         } else {
-            u = utf8_at(r->s, r->end, &len);
+            u = ipuof_json_utf8_at(r->s, r->end, &len);
             if (u < 0) {
                 jr_fail(r, "malformed UTF-8 (byte 0x%02x) in a string", *r->s);
                 goto error;
@@ -244,7 +242,7 @@ jr_string(struct jr *r)
             cp = (unsigned)u;
             r->s += len;
         }
-        if (put_utf8(out, &n, cp) < 0) {
+        if (ipuof_json_put_utf8(out, IPUOF_JSON_MAX_STRING + 1, &n, cp) < 0) {
             jr_fail(r, "a string is longer than %d bytes", IPUOF_JSON_MAX_STRING);
             goto error;
         }
@@ -256,41 +254,55 @@ error:
     return NULL;
 }
 
+const unsigned char *
+ipuof_json_number_end(const unsigned char *p, const unsigned char *end, const char **why)
+{
+    if (p < end && *p == '-')
+        p++;
+    if (p < end && *p == '0') {
+        p++;
+    } else if (p < end && *p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    } else {
+        *why = "a number must start with a digit or '-' and a digit";
+        return NULL;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            *why = "a number's '.' must be followed by a digit";
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            *why = "a number's exponent must have a digit";
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    return p;
+}
+
 /* A number at r->s, as RFC 8259 spells it. */
 static struct ipuof_json *
 jr_number(struct jr *r)
 {
-    const unsigned char *p = r->s;
+    const char *why = NULL;
+    const unsigned char *p = ipuof_json_number_end(r->s, r->end, &why);
     char buf[64];
     struct ipuof_json *j;
     size_t k;
 
-    if (p < r->end && *p == '-')
-        p++;
-    if (p < r->end && *p == '0') {
-        p++;
-    } else if (p < r->end && *p >= '1' && *p <= '9') {
-        while (p < r->end && *p >= '0' && *p <= '9')
-            p++;
-    } else {
-        return jr_fail(r, "a number must start with a digit or '-' and a digit");
-    }
-    if (p < r->end && *p == '.') {
-        p++;
-        if (p >= r->end || *p < '0' || *p > '9')
-            return jr_fail(r, "a number's '.' must be followed by a digit");
-        while (p < r->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (p < r->end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < r->end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= r->end || *p < '0' || *p > '9')
-            return jr_fail(r, "a number's exponent must have a digit");
-        while (p < r->end && *p >= '0' && *p <= '9')
-            p++;
-    }
+    if (p == NULL)
+        return jr_fail(r, "%s", why);
     k = (size_t)(p - r->s);
     if (k >= sizeof buf)
         return jr_fail(r, "a number of %zu characters; at most %zu are accepted", k,

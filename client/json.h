@@ -62,4 +62,26 @@ const struct ipuof_json *ipuof_json_get(const struct ipuof_json *obj, const char
 /* "an object", "a string", ...: the type's name for messages. */
 const char *ipuof_json_type_name(enum ipuof_json_type t);
 
+/*
+ * The lexical pieces of the reader, shared with the POPLAR_ENGINE_OPTIONS reader
+ * (engine_opts.c), which reads its flat object by its own rule but spells strings and
+ * numbers as this one does. Each reads only s[0..end).
+ */
+
+/* Four hex digits at s into *v: 0, or -1 when fewer than four or one is not hex. */
+int ipuof_json_hex4(const unsigned char *s, const unsigned char *end, unsigned *v);
+
+/* Appends code point cp as UTF-8 to out[*n..cap) and advances *n: 0, or -1 (nothing
+ * written) when it would leave no room for a terminating NUL. */
+int ipuof_json_put_utf8(char *out, size_t cap, size_t *n, unsigned cp);
+
+/* One UTF-8 sequence at s (s[0] >= 0x80): its code point with its length in *len, or -1
+ * when malformed (a bad lead or continuation byte, overlong, beyond U+10FFFF, a surrogate,
+ * or cut short by end). */
+long ipuof_json_utf8_at(const unsigned char *s, const unsigned char *end, unsigned *len);
+
+/* The end of the RFC 8259 number at p, or NULL with *why saying what is wrong. */
+const unsigned char *ipuof_json_number_end(const unsigned char *p, const unsigned char *end,
+                                           const char **why);
+
 #endif /* IPUOF_JSON_H */

@@ -19,6 +19,8 @@ struct ipuof_status_report {
     uint64_t host_memory;            /* per partition, for run buffers */
     size_t n_ipus;
     struct ipuof_ipu_info *ipus;     /* owned, n_ipus entries */
+    int *recovery;                   /* owned, n_ipus entries: IPUOF_RECOVERY_*, negated
+                                      * for an unrecoverable error */
     size_t n_procs;
     struct ipuof_job_process *procs; /* owned, n_procs entries */
     char *strings;                   /* owned: every string of the report, NUL-separated */
@@ -71,8 +73,9 @@ report_from_reply(const Ipuof__StatusReply *sr)
         goto fail;
     r->strings = malloc(total + 1); /* + 1: the shared "" of an absent holder */
     r->ipus = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->ipus);
+    r->recovery = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->recovery);
     r->procs = calloc(sr->n_job_processes + 1, sizeof *r->procs);
-    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL)
+    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL || r->recovery == NULL)
         goto fail;
     cursor = r->strings;
     r->server_version = (char *)put_str(&cursor, sr->server_version);
@@ -104,6 +107,10 @@ report_from_reply(const Ipuof__StatusReply *sr)
         }
         out->steps_run = in->steps_run;
         out->host_memory_used_bytes = in->host_memory_used_bytes;
+        r->recovery[i] = ipuof_wm_from_wire(&ipuof_wm_recovery, in->recovery,
+                                            IPUOF_RECOVERY_FULL_RESET);
+        if (in->unrecoverable)
+            r->recovery[i] = -IPUOF_RECOVERY_FULL_RESET;
     }
     r->n_procs = sr->n_job_processes;
     for (size_t i = 0; i < sr->n_job_processes; i++) {
@@ -181,6 +188,7 @@ ipuof_status_report_free(ipuof_status_report *r)
     if (r == NULL)
         return;
     free(r->ipus);
+    free(r->recovery);
     free(r->procs);
     free(r->strings);
     free(r);
@@ -199,6 +207,16 @@ ipuof_status_report_ipu(const ipuof_status_report *r, size_t i, struct ipuof_ipu
         return IPUOF_E_INVAL;
     *info = r->ipus[i];
     return IPUOF_OK;
+}
+
+int
+ipuof_status_report_ipu_recovery(const ipuof_status_report *r, size_t i, int *unrecoverable)
+{
+    int v = r != NULL && i < r->n_ipus ? r->recovery[i] : 0;
+
+    if (unrecoverable != NULL)
+        *unrecoverable = v < 0;
+    return v < 0 ? -v : v;
 }
 
 const char *

@@ -120,10 +120,14 @@ static const struct enummap_row recovery_rows[] = {
      "IPUOF_RECOVERY_IPU_RESET"},
     {IPUOF_RECOVERY_PARTITION_RESET, IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET,
      "IPUOF_RECOVERY_PARTITION_RESET"},
+    {IPUOF_RECOVERY_LINK_RESET, IPUOF__RECOVERY_ACTION__RECOVERY_LINK_RESET,
+     "IPUOF_RECOVERY_LINK_RESET"},
+    {IPUOF_RECOVERY_FULL_RESET, IPUOF__RECOVERY_ACTION__RECOVERY_FULL_RESET,
+     "IPUOF_RECOVERY_FULL_RESET"},
 };
-_Static_assert(ENUMMAP_LEN(recovery_rows) == IPUOF_RECOVERY_PARTITION_RESET + 1 &&
+_Static_assert(ENUMMAP_LEN(recovery_rows) == IPUOF_RECOVERY_FULL_RESET + 1 &&
                ENUMMAP_LEN(recovery_rows) ==
-                   IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET + 1,
+                   IPUOF__RECOVERY_ACTION__RECOVERY_FULL_RESET + 1,
                "a recovery action without its row");
 
 #define TABLE(var, what, rows) const struct enummap var = {what, rows, ENUMMAP_LEN(rows)}

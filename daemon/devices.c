@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "errbuf.h"
+#include "faults.h"
 #include "ipuof/status.h"
 
 struct dev_inventory *
@@ -148,7 +149,8 @@ dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, si
     for (unsigned i = 0; i < inv->n && used < errlen; i++)
         if (inv->ipus[i].state == DEV_ERROR)
             used += (size_t)snprintf(err + used, errlen - used,
-                                     "; IPU %u is in error and needs ipuctl reset", i);
+                                     "; IPU %u is in error and needs %s", i,
+                                     ipuof_recovery_name(inv->ipus[i].recovery));
 }
 
 int
@@ -303,6 +305,65 @@ dev_clear(struct dev_inventory *inv, unsigned id)
     d->loaded[0] = '\0';
     d->steps_run = 0;
     d->error[0] = '\0';
+    d->recovery = 0;
+    d->unrecoverable = 0;
+    d->error_part[0] = '\0';
+}
+
+void
+dev_set_error(struct dev_inventory *inv, unsigned id, int recovery, int unrecoverable,
+              const char *part, const char *msg)
+{
+    struct dev_ipu *d = &inv->ipus[id];
+
+    if (d->state == DEV_ERROR && faults_level(d->recovery) >= faults_level(recovery))
+        return;
+    d->state = DEV_ERROR;
+    d->recovery = recovery;
+    d->unrecoverable = unrecoverable != 0;
+    snprintf(d->error, sizeof d->error, "%s", msg);
+    snprintf(d->error_part, sizeof d->error_part, "%s", part != NULL ? part : "");
+}
+
+int
+dev_error_blocks(const struct dev_inventory *inv, unsigned count, const char *name,
+                 unsigned *ipu)
+{
+    const struct dev_vpart *vp = name != NULL && name[0] ? dev_vpart_find(inv, name) : NULL;
+
+    if (!dev_is_pow2(count) || count > inv->n)
+        return IPUOF_RECOVERY_NONE;
+    if (vp != NULL)
+        return dev_vpart_holder(inv, vp) == NULL && count <= vp->count
+               ? dev_error_need(inv, vp->first, vp->count, ipu) : IPUOF_RECOVERY_NONE;
+    if (find_group(inv, count) >= 0)
+        return IPUOF_RECOVERY_NONE;
+    for (unsigned first = 0; first + count <= inv->n; first += count) {
+        unsigned k = 0;
+        while (k < count && inv->ipus[first + k].vpart == NULL &&
+               (inv->ipus[first + k].state == DEV_FREE ||
+                (inv->ipus[first + k].state == DEV_ERROR && inv->ipus[first + k].part == NULL)))
+            k++;
+        if (k == count)
+            return dev_error_need(inv, first, count, ipu);
+    }
+    return IPUOF_RECOVERY_NONE;
+}
+
+int
+dev_error_need(const struct dev_inventory *inv, unsigned first, unsigned count, unsigned *ipu)
+{
+    int need = IPUOF_RECOVERY_NONE;
+
+    for (unsigned i = first; i < inv->n && i - first < count; i++) {
+        const struct dev_ipu *d = &inv->ipus[i];
+        if (d->state != DEV_ERROR || faults_level(d->recovery) <= faults_level(need))
+            continue;
+        need = d->recovery;
+        if (ipu != NULL)
+            *ipu = i;
+    }
+    return need;
 }
 
 /* ---- V-IPU partitions ------------------------------------------------------------------- */

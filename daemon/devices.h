@@ -40,7 +40,12 @@ struct dev_ipu {
     struct dev_vpart *vpart;     /* the V-IPU partition that reserves it, NULL when none */
     char loaded[DEV_NAME_MAX];   /* what is loaded, "" when nothing */
     uint64_t steps_run;
-    char error[128];             /* for DEV_ERROR */
+    char error[256];             /* for DEV_ERROR */
+    int recovery;                /* for DEV_ERROR: the IPUOF_RECOVERY_* reset that clears it */
+    int unrecoverable;           /* for DEV_ERROR: an unrecoverable error (FULL_RESET clears) */
+    uint64_t error_ms;           /* for DEV_ERROR: when it began (srv_now_ms), set by caller */
+    char error_part[DEV_NAME_MAX]; /* for DEV_ERROR: the partition it was in ("" none): a
+                                    * reset of that name reaches it after its holder left */
 };
 
 struct dev_partition {
@@ -114,6 +119,24 @@ struct dev_partition *dev_find_partition(const struct dev_inventory *inv, const 
 
 /* Clears a free IPU's state (error, loaded, memory, steps). The IPU must not be held. */
 void dev_clear(struct dev_inventory *inv, unsigned id);
+
+/* Puts IPU id in error: msg (copied, truncated) is what status shows, recovery the
+ * IPUOF_RECOVERY_* reset that clears it, part the partition it is in ("" or NULL: none).
+ * A held IPU stays held (its holder is refused until the reset); a released one stays in
+ * error, not free, until dev_clear. An IPU already in error keeps the stronger need. */
+void dev_set_error(struct dev_inventory *inv, unsigned id, int recovery, int unrecoverable,
+                   const char *part, const char *msg);
+
+/* The strongest recovery (by faults_level) IPUs first .. first + count - 1 in error need,
+ * with the first such IPU's id in *ipu; IPUOF_RECOVERY_NONE when none is in error. */
+int dev_error_need(const struct dev_inventory *inv, unsigned first, unsigned count,
+                   unsigned *ipu);
+
+/* When an attach of count IPUs (named name, may be NULL or "") fails only because IPUs
+ * are in error (it would succeed were they reset): the strongest recovery they need, the
+ * first such IPU in *ipu (may be NULL). Else IPUOF_RECOVERY_NONE. */
+int dev_error_blocks(const struct dev_inventory *inv, unsigned count, const char *name,
+                     unsigned *ipu);
 
 /* Shows IPUs first .. first + count - 1 busy (a compile or run executes on them: attached
  * ones become DEV_BUSY) or no longer (DEV_BUSY ones become DEV_ATTACHED). Ids outside the

@@ -29,6 +29,7 @@ static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_SAVE_MODEL, "save_model", 0, 0, 0, req_save_model},
     {IPUOF__HEADER__BODY_TRACE, "trace", 0, 0, 0, req_trace},
     {IPUOF__HEADER__BODY_VIPU, "vipu", 0, 0, 0, req_vipu}, /* rights per verb: req_vipu.c */
+    {IPUOF__HEADER__BODY_FAULT, "fault", 0, 1, 0, req_fault},
 };
 
 void

@@ -41,13 +41,29 @@ void req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
 
 /*
  * Resets the IPUs marked in sel[] (CFG_MAX_IPUS entries, widened to whole partitions where
- * one is held), on behalf of c: each holder's job is told its partition was reset. A held
- * IPU without force is refused: IPUOF_E_BUSY with a sentence naming the holders in err,
- * nothing reset. IPUOF_OK with the reset ids in ids (may be NULL) and their count in
+ * one is held), on behalf of c: each holder's job is told its partition was reset. level
+ * (IPUOF_RECOVERY_IPU_RESET for IPUs named by id, _PARTITION_RESET for a partition,
+ * _FULL_RESET for all) must clear every selected IPU in error (faults_level), else
+ * IPUOF_E_STATE with the reset it needs in err, nothing reset. A held IPU without force is
+ * refused: IPUOF_E_BUSY with a sentence naming the holders in err, nothing reset. IPUOF_OK with the reset ids in ids (may be NULL) and their count in
  * *n_ids (may be NULL). The caller serves the waiters afterwards.
  */
-int admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids,
+int admin_reset_ipus(struct conn *c, unsigned char *sel, int force, int level, uint32_t *ids,
                      unsigned *n_ids, char *err, size_t errlen);
+
+/* Serves ipuctl fault (inject, list, clear): req_fault.c. */
+void req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+
+/*
+ * A trigger point (faults.h's enum fault_at; not attach) of c's request req_id on c's
+ * partition: when one of its IPUs is in error, the request is refused with the error and
+ * the recovery it needs; else when an armed fault fires, it does what its kind says (the
+ * IPUs go into error and the request gets the error, or the connection is cut). 1 when
+ * the request was answered so (or c is being closed: touch nothing of it), 0 when it
+ * proceeds. c not attached: 0 (the handler says so).
+ */
+int fault_hook(struct conn *c, uint64_t req_id, int at);
+
 void req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                      uint32_t payload_len);

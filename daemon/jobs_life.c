@@ -15,6 +15,7 @@
 #include "compile_int.h"
 #include "conn.h"
 #include "errbuf.h"
+#include "fault_fire.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -551,7 +552,9 @@ job_serve_waiters(struct srv *s)
         waited = (uint32_t)(srv_now_ms() - w->since_ms);
         waiter_unlink(s, w);
         conn_enter(c);
-        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
+        if (rc == IPUOF_OK && fault_attach_hook(c, req, p)) {
+            /* an injected fault at attach: answered (or c cut), p released */
+        } else if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
             dev_release(s->inv, p);
             conn_send_error(c, req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         } else if (rc == IPUOF_OK) {

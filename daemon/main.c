@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "faults.h"
 #include "frame.h"
 #include "log.h"
 #include "notify.h"
@@ -156,6 +157,12 @@ main(int argc, char **argv)
     }
     if (sim_isa_check(&serr) != 0) {    /* IPUOF_SIM_ISA (sim/hot.h) */
         fprintf(stderr, "ipuofd: %s\n", serr.msg);
+        return EX_CONFIG;
+    }
+    faults_init(&s.faults);             /* IPUOF_FAULTS (daemon/faults.h): --check too */
+    if (getenv("IPUOF_FAULTS") != NULL && getenv("IPUOF_FAULTS")[0] != '\0' &&
+        faults_parse_json(&s.faults, getenv("IPUOF_FAULTS"), s.cfg.ipus, err, sizeof err) < 0) {
+        fprintf(stderr, "ipuofd: %s\n", err);
         return EX_CONFIG;
     }
     if (check_only) {

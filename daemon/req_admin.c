@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "faults.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
@@ -43,6 +44,11 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         x->steps_run = d->steps_run;
         x->host_memory_used_bytes = d->host_used;
         x->error = (char *)d->error;
+        if (d->state == DEV_ERROR) {
+            x->recovery = (Ipuof__RecoveryAction)wiremap_to_wire(&wiremap_recovery, d->recovery,
+                                                                 0);
+            x->unrecoverable = d->unrecoverable;
+        }
         if (d->part != NULL) {
             Ipuof__Holder *ho = &holders[i];
             ipuof__holder__init(ho);
@@ -113,6 +119,15 @@ select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsi
     if (rq->partition[0] != '\0') {
         struct dev_partition *p = dev_find_partition(inv, rq->partition);
         struct dev_vpart *v = dev_vpart_find(inv, rq->partition);
+        int errored = 0;
+        if (p == NULL && v == NULL) { /* IPUs in error remember the partition they were in */
+            for (unsigned i = 0; i < inv->n; i++)
+                if (inv->ipus[i].state == DEV_ERROR && inv->ipus[i].part == NULL &&
+                    strcmp(inv->ipus[i].error_part, rq->partition) == 0)
+                    sel[i] = 1, errored = 1;
+            if (errored)
+                return 0;
+        }
         if (p == NULL && v == NULL) {
             conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "daemon",
                             "no partition named '%s'; ipuctl status lists the partitions",
@@ -136,9 +151,42 @@ select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsi
     return 0;
 }
 
+/* The reset a recovery action names, as ipuctl says it. */
+static const char *
+reset_hint(int recovery)
+{
+    switch (recovery) {
+    case IPUOF_RECOVERY_IPU_RESET:
+        return "ipuctl reset --ipu, --partition or --all";
+    case IPUOF_RECOVERY_LINK_RESET:
+    case IPUOF_RECOVERY_PARTITION_RESET:
+        return "ipuctl reset --partition or --all (vipu reset partition)";
+    default:
+        return "ipuctl reset --all";
+    }
+}
+
+/* IPUOF_OK when a reset at level clears every IPU in error that sel[] marks, else
+ * IPUOF_E_STATE with a sentence naming the first IPU and the reset it needs. */
+static int
+check_level(const struct dev_inventory *inv, const unsigned char *sel, int level, char *err,
+            size_t errlen)
+{
+    for (unsigned i = 0; i < inv->n; i++) {
+        const struct dev_ipu *d = &inv->ipus[i];
+        if (!sel[i] || d->state != DEV_ERROR || faults_level(d->recovery) <= faults_level(level))
+            continue;
+        snprintf(err, errlen, "IPU %u needs %s, stronger than this %s, which would not clear "
+                 "its error (%s); use %s", i, ipuof_recovery_name(d->recovery),
+                 ipuof_recovery_name(level), d->error, reset_hint(d->recovery));
+        return IPUOF_E_STATE;
+    }
+    return IPUOF_OK;
+}
+
 int
-admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids, unsigned *n_ids,
-                 char *err, size_t errlen)
+admin_reset_ipus(struct conn *c, unsigned char *sel, int force, int level, uint32_t *ids,
+                 unsigned *n_ids, char *err, size_t errlen)
 {
     struct srv *s = c->srv;
     struct dev_inventory *inv = s->inv;
@@ -158,6 +206,8 @@ admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids, u
                                      used ? "; " : "", p->name, p->first, p->first + p->count - 1,
                                      p->holder.name, p->holder.pid, p->holder.peer);
     }
+    if (check_level(inv, sel, level, err, errlen) != IPUOF_OK)
+        return IPUOF_E_STATE;
     if (held[0] != '\0' && !force) {
         snprintf(err, errlen, "refusing to reset IPUs in use: %s; add --force to reset them "
                  "anyway (the holder is told its partition was reset)", held);
@@ -177,6 +227,11 @@ admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids, u
                              "state is lost: attach again", p->name, p->first,
                              p->first + p->count - 1);
         }
+        if (inv->ipus[i].state == DEV_ERROR)
+            log_warn("IPU %u recovered by a %s from client %u (%s) after %llu ms in error: %s",
+                     i, ipuof_recovery_name(level), c->id, c->peer,
+                     (unsigned long long)(srv_now_ms() - inv->ipus[i].error_ms),
+                     inv->ipus[i].error);
         dev_clear(inv, i);
         if (ids != NULL)
             ids[n] = i;
@@ -200,12 +255,16 @@ req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
     uint32_t ids[CFG_MAX_IPUS];
     char err[700];
     unsigned n = 0;
+    int level = rq->all ? IPUOF_RECOVERY_FULL_RESET : rq->partition[0] != '\0'
+                ? IPUOF_RECOVERY_PARTITION_RESET : IPUOF_RECOVERY_IPU_RESET;
+    int rc;
 
     (void)payload_len;
     if (select_ipus(c, req_id, rq, sel) < 0)
         return;
-    if (admin_reset_ipus(c, sel, rq->force, ids, &n, err, sizeof err) != IPUOF_OK) {
-        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "daemon", "%s", err);
+    rc = admin_reset_ipus(c, sel, rq->force, level, ids, &n, err, sizeof err);
+    if (rc != IPUOF_OK) {
+        conn_send_error(c, req_id, rc, 0, 0, "daemon", "%s", err);
         return;
     }
     rr.n_ipu_ids = n;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "fault_fire.h"
 #include "frame.h"
 #include "ipuof/status.h"
 #include "jobs.h"
@@ -149,6 +150,21 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     /* Clients already waiting come first: no attach jumps the queue. */
     if (s->wait_head == NULL) {
         rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
+        if (rc == IPUOF_OK && fault_attach_hook(c, req_id, p))
+            return; /* an injected fault at attach: answered, p released */
+        if (rc == IPUOF_E_BUSY && !a->wait) {
+            unsigned bad = 0;
+            int need = dev_error_blocks(s->inv, count, a->partition_name, &bad);
+            if (need != IPUOF_RECOVERY_NONE) {
+                const struct dev_ipu *d = &s->inv->ipus[bad];
+                conn_send_error(c, req_id, IPUOF_E_DEVICE_FAULT, d->unrecoverable ?
+                                IPUOF_ERROR_UNRECOVERABLE : IPUOF_ERROR_RECOVERABLE,
+                                d->unrecoverable ? IPUOF_RECOVERY_NONE : need, "device",
+                                "%s; IPU %u is in error (%s) and needs %s before it can be "
+                                "attached", err, bad, d->error, ipuof_recovery_name(need));
+                return;
+            }
+        }
         if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
             dev_release(s->inv, p);
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");

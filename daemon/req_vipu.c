@@ -169,8 +169,9 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
             need_admin(c, req_id, "reset partition of a partition somebody holds") < 0)
             return;
         select_vpart(v, sel);
-        if (admin_reset_ipus(c, sel, rq->force, NULL, NULL, err, sizeof err) != IPUOF_OK) {
-            conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "vipu", "reset partition %s: %s",
+        if ((rc = admin_reset_ipus(c, sel, rq->force, IPUOF_RECOVERY_PARTITION_RESET, NULL,
+                                   NULL, err, sizeof err)) != IPUOF_OK) {
+            conn_send_error(c, req_id, rc, 0, 0, "vipu", "reset partition %s: %s",
                             v->name, err);
             return;
         }
@@ -185,8 +186,9 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
             return;
         if (dev_vpart_holder(inv, v) != NULL) {
             select_vpart(v, sel);
-            if (admin_reset_ipus(c, sel, rq->force, NULL, NULL, err, sizeof err) != IPUOF_OK) {
-                conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "vipu",
+            if ((rc = admin_reset_ipus(c, sel, rq->force, IPUOF_RECOVERY_PARTITION_RESET, NULL,
+                                       NULL, err, sizeof err)) != IPUOF_OK) {
+                conn_send_error(c, req_id, rc, 0, 0, "vipu",
                                 "remove partition %s: %s", v->name, err);
                 return;
             }

@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "faults.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
@@ -245,6 +246,8 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         c->proc_id, m->name, m->nproc);
         return;
     }
+    if (fault_hook(c, req_id, FAULT_AT_WEIGHTS))
+        return;
     if (rq->n_weights == 0 || rq->n_weights > MAX_WEIGHTS_PER_REQUEST) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
                         "write_weights lists %zu weights; give 1 to %d", rq->n_weights,

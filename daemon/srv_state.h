@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "devices.h"
+#include "faults.h"
 #include "models.h"
 #include "work.h"
 
@@ -59,6 +60,7 @@ struct srv {
     uint32_t next_model_id;
     struct job *jobs;                        /* the jobs (jobs_life.c) */
     const struct conn_hooks *conn_hooks;     /* what a connection calls (server.c) */
+    struct fault_table faults;               /* injected faults (req_fault.c, IPUOF_FAULTS) */
 
     int stopping;
     uint64_t stop_deadline_ms;

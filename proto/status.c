@@ -38,9 +38,10 @@ static const struct status_text status_table[IPUOF_STATUS_COUNT] = {
     [IPUOF_E_CONFIG] = {"IPUOF_E_CONFIG", "invalid configuration"},
     [IPUOF_E_CANCELLED] = {"IPUOF_E_CANCELLED", "cancelled"},
     [IPUOF_E_STATE] = {"IPUOF_E_STATE", "not valid in the current state"},
+    [IPUOF_E_DEVICE_FAULT] = {"IPUOF_E_DEVICE_FAULT", "the IPU is in error"},
 };
 
-_Static_assert(IPUOF_E_STATE + 1 == IPUOF_STATUS_COUNT, "status_table out of sync with enum");
+_Static_assert(IPUOF_E_DEVICE_FAULT + 1 == IPUOF_STATUS_COUNT, "status_table out of sync with enum");
 
 const char *
 ipuof_strerror(int status)
@@ -62,7 +63,7 @@ const char *
 ipuof_recovery_name(int recovery)
 {
     static const char *const names[] = {"NONE", "RETRY", "REATTACH", "IPU_RESET",
-                                        "PARTITION_RESET"};
+                                        "PARTITION_RESET", "LINK_RESET", "FULL_RESET"};
 
     if (recovery < 0 || (size_t)recovery >= sizeof names / sizeof names[0])
         return "UNKNOWN";

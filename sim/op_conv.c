@@ -141,7 +141,7 @@ infer_conv(struct sim_infer *c)
     const struct sim_tinfo *x = c->in[0], *wt = c->in[1];
     struct conv_params *p;
     struct sim_window win;
-    int64_t group, in_sp[2], k_sp[2];
+    int64_t group, in_sp[3], k_sp[3];
     const int64_t *ks;
     struct sim_shape o;
     int nks, nsp, rc = sim_in_dtype(c, 0, sim_dt_float);
@@ -155,12 +155,11 @@ infer_conv(struct sim_infer *c)
         rc = sim_ia_ints(c, "kernel_shape", &ks, &nks);
     if (rc != 0)
         return rc;
-    if (x->shape.rank == 5)
-        return sim_conv3d_infer(c);     /* op_conv3d.c */
-    if (x->shape.rank < 3 || x->shape.rank > 4 || wt->shape.rank != x->shape.rank)
+    if (x->shape.rank < 3 || x->shape.rank > 5 || wt->shape.rank != x->shape.rank)
         return sim_infer_fail(c, IPUOF_E_SHAPE, "input %s and weights %s must both be (N, C, "
-                              "H, W) or (N, C, L)", sim_shape_fmt(&x->shape, s1, sizeof(s1)),
-                              sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
+                              "%s)", sim_shape_fmt(&x->shape, s1, sizeof(s1)),
+                              sim_shape_fmt(&wt->shape, s2, sizeof(s2)),
+                              x->shape.rank == 5 ? "D, H, W" : "H, W) or (N, C, L");
     nsp = x->shape.rank - 2;
     for (int i = 0; i < nsp; i++) {
         in_sp[i] = x->shape.d[2 + i];
@@ -187,6 +186,8 @@ infer_conv(struct sim_infer *c)
                                   sim_shape_fmt(&c->in[2]->shape, s1, sizeof(s1)),
                                   (long long)wt->shape.d[0]);
     }
+    if (nsp == 3)
+        return sim_conv3d_infer(c, group, &win);     /* op_conv3d.c */
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;

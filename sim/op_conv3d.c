@@ -5,7 +5,9 @@
  * side by side, as direct loops summing in double: the sizes PyTorch programs use on it are
  * small, and op_conv.c's im2col + sgemm machinery is 2-D. An activation fused into the node
  * (fuse.c, k->act) is applied to the output after it is computed.
- * Reached through op_conv.c's Conv entry, which hands it every 5-D input (conv3d.h).
+ * Reached through op_conv.c's Conv entry, which checks every input (the shapes, group,
+ * kernel_shape, the window and the bias, for 1-D to 3-D alike) and hands it the 5-D ones
+ * (conv3d.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,51 +20,12 @@ struct conv3d_params {
 };
 
 int
-sim_conv3d_infer(struct sim_infer *c)
+sim_conv3d_infer(struct sim_infer *c, int64_t group, const struct sim_window *win)
 {
     const struct sim_tinfo *x = c->in[0], *wt = c->in[1];
     struct conv3d_params *p;
-    struct sim_window win;
     struct sim_shape o;
-    int64_t group, in_sp[3], k_sp[3];
-    const int64_t *ks;
-    int nks, rc;
-    char s1[128], s2[128];
 
-    rc = sim_ia_int(c, "group", 1, &group);
-    if (rc == 0)
-        rc = sim_ia_ints(c, "kernel_shape", &ks, &nks);
-    if (rc != 0)
-        return rc;
-    if (wt->shape.rank != 5)
-        return sim_infer_fail(c, IPUOF_E_SHAPE, "input %s and weights %s must both be (N, C, "
-                              "D, H, W)", sim_shape_fmt(&x->shape, s1, sizeof(s1)),
-                              sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
-    for (int i = 0; i < 3; i++) {
-        in_sp[i] = x->shape.d[2 + i];
-        k_sp[i] = wt->shape.d[2 + i];
-        if (nks >= 0 && (nks != 3 || ks[i] != k_sp[i]))
-            return sim_infer_fail(c, IPUOF_E_SHAPE, "kernel_shape does not match the weights "
-                                  "%s", sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
-    }
-    if (group < 1 || x->shape.d[1] % group != 0 || wt->shape.d[0] % group != 0 ||
-        wt->shape.d[1] * group != x->shape.d[1])
-        return sim_infer_fail(c, IPUOF_E_SHAPE, "group %lld does not divide input %s and "
-                              "weights %s consistently", (long long)group,
-                              sim_shape_fmt(&x->shape, s1, sizeof(s1)),
-                              sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
-    rc = sim_window_infer(c, 3, in_sp, k_sp, false, true, &win);
-    if (rc != 0)
-        return rc;
-    if (sim_has_in(c, 2)) {
-        rc = sim_in_dtype(c, 2, sim_dt_float);
-        if (rc != 0)
-            return rc;
-        if (c->in[2]->shape.rank != 1 || c->in[2]->shape.d[0] != wt->shape.d[0])
-            return sim_infer_fail(c, IPUOF_E_SHAPE, "bias %s must be (%lld)",
-                                  sim_shape_fmt(&c->in[2]->shape, s1, sizeof(s1)),
-                                  (long long)wt->shape.d[0]);
-    }
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;
@@ -72,12 +35,12 @@ sim_conv3d_infer(struct sim_infer *c)
     p->group = group;
     p->cg = p->c / group;
     p->mg = p->m / group;
-    p->win = win;
+    p->win = *win;
     o.rank = 5;
     o.d[0] = p->n;
     o.d[1] = p->m;
     for (int i = 0; i < 3; i++)
-        o.d[2 + i] = win.out[i];
+        o.d[2 + i] = win->out[i];
     return sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
 }
 

@@ -9,7 +9,8 @@
  *
  * The statistics always come from the input, in training and inference alike (the op has
  * no running statistics), so the backward is the full normalisation backward. They are
- * accumulated in double; the backward recomputes them instead of keeping them in `saved`.
+ * accumulated in double (sim_norm_stats, shared with LayerNormalization); the backward
+ * recomputes them instead of keeping them in `saved`.
  * Does not: dtypes other than float (the simulator has no float16 or double tensors).
  */
 #include <math.h>
@@ -60,21 +61,6 @@ infer_in(struct sim_infer *c)
     return sim_set_out(c, 0, SIM_DTYPE_FLOAT, &x->shape);
 }
 
-/* The mean of the plane xr (len values) and 1 / sqrt(biased variance + eps) in *inv. */
-static double
-plane_stats(const float *xr, int64_t len, float eps, double *inv)
-{
-    double s = 0.0, ss = 0.0, m;
-
-    for (int64_t i = 0; i < len; i++)
-        s += xr[i];
-    m = len > 0 ? s / (double)len : 0.0;
-    for (int64_t i = 0; i < len; i++)
-        ss += (xr[i] - m) * (xr[i] - m);
-    *inv = 1.0 / sqrt((len > 0 ? ss / (double)len : 0.0) + eps);
-    return m;
-}
-
 /* x, y: (n, c, plane); scale, B: (c) */
 static int
 fwd_in(const struct sim_kern *k, struct sim_err *err)
@@ -88,7 +74,7 @@ fwd_in(const struct sim_kern *k, struct sim_err *err)
         for (int64_t ch = 0; ch < p->c; ch++) {
             const float *xr = x + (n * p->c + ch) * p->plane;
             float *yr = y + (n * p->c + ch) * p->plane;
-            double inv, m = plane_stats(xr, p->plane, p->eps, &inv);
+            double inv, m = sim_norm_stats(xr, p->plane, p->eps, &inv);
             double a = scale[ch] * inv, b = bias[ch] - m * a;
             for (int64_t i = 0; i < p->plane; i++)
                 yr[i] = (float)(xr[i] * a + b);
@@ -117,7 +103,7 @@ bwd_in(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tenso
         for (int64_t ch = 0; ch < p->c; ch++) {
             int64_t base = (n * p->c + ch) * p->plane;
             const float *xr = x + base, *gr = g + base;
-            double inv, m = plane_stats(xr, p->plane, p->eps, &inv), sg = 0.0, sgx = 0.0, a;
+            double inv, m = sim_norm_stats(xr, p->plane, p->eps, &inv), sg = 0.0, sgx = 0.0, a;
             for (int64_t i = 0; i < p->plane; i++) {
                 sg += gr[i];
                 sgx += gr[i] * (xr[i] - m) * inv;

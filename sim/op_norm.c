@@ -97,6 +97,20 @@ infer_bn(struct sim_infer *c)
     return rc;
 }
 
+double
+sim_norm_stats(const float *xr, int64_t len, float eps, double *inv)
+{
+    double s = 0.0, ss = 0.0, m;
+
+    for (int64_t i = 0; i < len; i++)
+        s += xr[i];
+    m = len > 0 ? s / (double)len : 0.0;
+    for (int64_t i = 0; i < len; i++)
+        ss += (xr[i] - m) * (xr[i] - m);
+    *inv = 1.0 / sqrt((len > 0 ? ss / (double)len : 0.0) + eps);
+    return m;
+}
+
 /* The mean of channel ch of x (n, c, plane) and its sum of squared deviations *ss. */
 static double
 batch_stats(const struct bn_params *p, const float *x, int64_t ch, double *ss)
@@ -263,13 +277,7 @@ fwd_ln(const struct sim_kern *k, struct sim_err *err)
     for (int64_t o = 0; o < p->outer; o++) {
         const float *xr = x + o * p->inner;
         float *yr = y + o * p->inner;
-        double s = 0.0, ss = 0.0, m, inv;
-        for (int64_t i = 0; i < p->inner; i++)
-            s += xr[i];
-        m = p->inner > 0 ? s / (double)p->inner : 0.0;
-        for (int64_t i = 0; i < p->inner; i++)
-            ss += (xr[i] - m) * (xr[i] - m);
-        inv = 1.0 / sqrt((p->inner > 0 ? ss / (double)p->inner : 0.0) + p->eps);
+        double inv, m = sim_norm_stats(xr, p->inner, p->eps, &inv);
         for (int64_t i = 0; i < p->inner; i++) {
             double sc = scale[p->scalar_scale ? 0 : i];
             double b = bias != NULL ? bias[p->scalar_bias ? 0 : i] : 0.0;
@@ -368,13 +376,7 @@ bwd_ln(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tenso
         return 0;
     for (int64_t o = 0; o < p->outer; o++) {
         const float *xr = x + o * p->inner, *gr = g != NULL ? g + o * p->inner : NULL;
-        double s = 0.0, ss = 0.0, m, inv, sh = 0.0, shx = 0.0;
-        for (int64_t i = 0; i < p->inner; i++)
-            s += xr[i];
-        m = s / inner;
-        for (int64_t i = 0; i < p->inner; i++)
-            ss += (xr[i] - m) * (xr[i] - m);
-        inv = 1.0 / sqrt(ss / inner + p->eps);
+        double inv, m = sim_norm_stats(xr, p->inner, p->eps, &inv), sh = 0.0, shx = 0.0;
         for (int64_t i = 0; gr != NULL && i < p->inner; i++) {
             double xhat = (xr[i] - m) * inv, h = gr[i] * (double)scale[p->scalar_scale ? 0 : i];
             sh += h;

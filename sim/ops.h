@@ -153,6 +153,10 @@ extern const int sim_ops_rnn_count;
 /* InstanceNormalization (op_instnorm.c); Max Min PRelu Selu Celu Sign Round IsNaN
  * (op_arith.c); Tile DepthToSpace SpaceToDepth Trilu (op_layout.c); CumSum TopK (op_scan.c) */
 extern const struct sim_op sim_ops_instnorm[];
+/* The mean of xr[0..len), accumulated in double, and 1 / sqrt(biased variance + eps) in
+ * *inv (mean 0 and variance 0 when len is 0): the statistics of one LayerNormalization row
+ * or InstanceNormalization plane (op_norm.c). */
+double sim_norm_stats(const float *xr, int64_t len, float eps, double *inv);
 extern const int sim_ops_instnorm_count;
 extern const struct sim_op sim_ops_arith[];
 extern const int sim_ops_arith_count;

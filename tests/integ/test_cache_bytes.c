@@ -30,10 +30,7 @@ static int
 teardown(void **state)
 {
     (void)state;
-    if (d.pid > 0 || d.dir[0] != '\0')
-        testd_stop(&d);
-    memset(&d, 0, sizeof d);
-    return 0;
+    return testd_reset(&d);
 }
 
 /* y = x . w with w a [512, 512] float weight filled with seed (1 MiB): the ONNX bytes in

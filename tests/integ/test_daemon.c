@@ -32,10 +32,7 @@ static int
 teardown(void **state)
 {
     (void)state;
-    if (d.pid > 0 || d.dir[0] != '\0')
-        testd_stop(&d);
-    memset(&d, 0, sizeof d);
-    return 0;
+    return testd_reset(&d);
 }
 
 static ipuof_client *

@@ -89,6 +89,31 @@ grep -q "reset" "$D/hello.err" && ok "holder's message says reset" || no "holder
 "$CTL" --admin-socket "$D/admin.sock" reset --all >/dev/null
 check "reset --all through the admin socket" 0 $?
 
+# ipuctl fault: usage errors before connecting, rights, the daemon's refusal, list, clear.
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 2>"$D/err"
+check "fault inject without --kind (64)" 64 $?
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --partition x --kind unrecoverable 2>/dev/null
+check "fault inject with two targets (64)" 64 $?
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --kind unrecoverable --probability 0.5 2>"$D/err"
+check "fault inject --probability without --seed (64)" 64 $?
+grep -q -- "--seed" "$D/err" && ok "the sentence asks for --seed" || no "no --seed hint: $(cat "$D/err")"
+"$CTL" --admin-socket "$D/admin.sock" fault frob 2>/dev/null
+check "fault with an unknown verb (64)" 64 $?
+"$CTL" --server "$S" fault inject --ipu 0 --kind unrecoverable 2>/dev/null
+check "fault inject over TCP without admin rights (77)" 77 $?
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --kind recoverable:PARITION_RESET 2>"$D/err"
+check "fault inject of a misspelt kind (64)" 64 $?
+grep -q "PARTITION_RESET" "$D/err" && ok "the daemon names the right spelling" || no "$(cat "$D/err")"
+out=$("$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 1 --kind host-sync-timeout --at compile --count 3)
+check "fault inject (0)" 0 $?
+[ "$out" = "armed fault 1: host-sync-timeout at compile" ] && ok "inject says what it armed" || no "inject printed: $out"
+"$CTL" --admin-socket "$D/admin.sock" fault list --json | python3 -c 'import json,sys; f=json.load(sys.stdin); assert [(x["id"],x["ipu"],x["kind"],x["at"],x["count"],x["state"]) for x in f]==[(1,1,"host-sync-timeout","compile",3,"armed")], f' 2>"$D/err"
+check "fault list --json shows the armed fault" 0 $?
+out=$("$CTL" --admin-socket "$D/admin.sock" fault clear)
+[ "$out" = "cleared 1 fault" ] && ok "fault clear" || no "fault clear printed: $out"
+"$CTL" --admin-socket "$D/admin.sock" fault clear --id 1 2>/dev/null
+check "fault clear of a fault gone (65)" 65 $?
+
 "$CTL" --server 127.0.0.1:1 status 2>/dev/null
 check "unreachable daemon (69)" 69 $?
 "$CTL" --server "$S" frobnicate 2>/dev/null

@@ -36,10 +36,7 @@ static int
 teardown(void **state)
 {
     (void)state;
-    if (d.pid > 0 || d.dir[0] != '\0')
-        testd_stop(&d);
-    memset(&d, 0, sizeof d);
-    return 0;
+    return testd_reset(&d);
 }
 
 /* y = Relu(Relu(x W1) W2): nodes /b1/MatMul, /b1/Relu, /b2/MatMul, /b2/Relu. */

@@ -35,10 +35,7 @@ static int
 teardown(void **state)
 {
     (void)state;
-    if (d.pid > 0 || d.dir[0] != '\0')
-        testd_stop(&d);
-    memset(&d, 0, sizeof d);
-    return 0;
+    return testd_reset(&d);
 }
 
 /* x [B,8] -> Gemm 8x16 -> Relu -> Gemm 16x4 = logits; loss = SCE(logits, labels). */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -27,74 +28,13 @@
 #define BOOL SIM_DTYPE_BOOL
 #define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
 
-struct run {
-    struct sim_model *m;
-    struct sim_exe *e;
-};
-
-/* Loads and compiles b (freed); NULL exe and the error in *err when compiling fails. */
-static struct run
-build(struct sim_ob *b, struct sim_err *err)
-{
-    struct run r = { 0 };
-    struct sim_compile_opts o;
-    void *bytes;
-    size_t len;
-
-    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
-    sim_ob_free(b);
-    if (sim_model_load(bytes, len, &r.m, err) != 0)
-        fail_msg("load: %s", err->msg);
-    free(bytes);
-    sim_compile_opts_init(&o);
-    if (sim_compile(r.m, &o, &r.e, err) != 0)
-        r.e = NULL;
-    return r;
-}
-
-static void
-run_free(struct run *r)
-{
-    sim_exe_free(r->e);
-    sim_model_free(r->m);
-}
-
-/* Compiles b, which must fail with code and a message containing text. */
-static void
-expect_refused(struct sim_ob *b, int code, const char *text)
-{
-    struct sim_err err = { 0 };
-    struct run r = build(b, &err);
-
-    if (r.e != NULL)
-        fail_msg("compiled, expected an error containing '%s'", text);
-    printf("  refused: %s\n", err.msg);
-    assert_int_equal(err.code, code);
-    assert_non_null(strstr(err.msg, text));
-    run_free(&r);
-}
-
-/* Compiles and runs b (no run inputs); returns the run. */
-static struct run
-run_ok(struct sim_ob *b)
-{
-    struct sim_err err = { 0 };
-    struct run r = build(b, &err);
-
-    if (r.e == NULL)
-        fail_msg("compile: %s", err.msg);
-    if (sim_exe_run(r.e, &err) != 0)
-        fail_msg("run: %s", err.msg);
-    return r;
-}
-
 static void
 test_mod_integers(void **state)
 {
     const int64_t x[6] = { 7, -7, 7, -7, INT64_MIN, 5 }, y[6] = { 3, 3, -3, 0, -1, 0 };
     const int64_t want0[6] = { 1, 2, -2, 0, 0, 0 }, want1[6] = { 1, -1, 1, 0, 0, 0 };
     struct sim_ob *b;
-    struct run r;
+    struct test_ob_run r;
 
     (void)state;
     for (int fm = 0; fm < 2; fm++) {
@@ -104,16 +44,16 @@ test_mod_integers(void **state)
         sim_ob_node(b, "Mod", "m", "x,y", "z");
         sim_ob_attr_int(b, "fmod", fm);
         sim_ob_output(b, "z", I64);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), fm ? want1 : want0, sizeof(want0));
         printf("  Mod fmod=%d on int64 (by 0 and MIN %% -1 give 0): exact\n", fm);
-        run_free(&r);
+        test_ob_run_free(&r);
     }
 }
 
 /* Copies data into the run buffer of input name. */
 static void
-feed(struct run *r, const char *name, const void *data, size_t bytes)
+feed(struct test_ob_run *r, const char *name, const void *data, size_t bytes)
 {
     long k = sim_exe_input_index(r->e, name);
 
@@ -129,7 +69,7 @@ test_where_broadcast(void **state)
     const float want[6] = { 10, -2, 10, 20, -2, 20 };
     struct sim_ob *b = sim_ob_new(16);
     struct sim_err err = { 0 };
-    struct run r;
+    struct test_ob_run r;
 
     (void)state;
     sim_ob_input(b, "c", BOOL, 1, DIMS(3));
@@ -137,7 +77,7 @@ test_where_broadcast(void **state)
     sim_ob_input(b, "y", F32, 2, DIMS(1, 3));
     sim_ob_node(b, "Where", "w", "c,x,y", "z");
     sim_ob_output(b, "z", F32);
-    r = build(b, &err);
+    r = test_ob_compile(b, &err);
     assert_non_null(r.e);
     feed(&r, "c", c, sizeof(c));
     feed(&r, "x", x, sizeof(x));
@@ -145,7 +85,7 @@ test_where_broadcast(void **state)
     assert_int_equal(sim_exe_run(r.e, &err), 0);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want, sizeof(want));
     printf("  Where (3) x (2, 1) x (1, 3) -> (2, 3): exact\n");
-    run_free(&r);
+    test_ob_run_free(&r);
 }
 
 /* Shape -> Gather -> Greater -> Where pick Reshape's shape; Range, ConstantOfShape and Concat
@@ -160,7 +100,7 @@ test_folding(void **state)
     struct sim_ob *b = sim_ob_new(13);
     struct sim_err err = { 0 };
     struct sim_io_info info;
-    struct run r;
+    struct test_ob_run r;
 
     (void)state;
     for (int i = 0; i < 12; i++)
@@ -187,7 +127,7 @@ test_folding(void **state)
     sim_ob_node(b, "Expand", "ex", "v,eshape", "ve");
     sim_ob_output(b, "xr", F32);
     sim_ob_output(b, "ve", F32);
-    r = build(b, &err);
+    r = test_ob_compile(b, &err);
     if (r.e == NULL)
         fail_msg("compile: %s", err.msg);
     feed(&r, "x", x, sizeof(x));
@@ -202,7 +142,7 @@ test_folding(void **state)
     printf("  shapes chosen at compile time: Reshape to (3, 4), Expand to (2, 3); %zu "
            "node(s) run\n", sim_exe_node_count(r.e));
     assert_true(sim_exe_node_count(r.e) <= 2);
-    run_free(&r);
+    test_ob_run_free(&r);
 }
 
 /* An index out of range is a run-time error naming it; a negative one counts from the end. */
@@ -213,7 +153,7 @@ test_scatternd_indices(void **state)
     const int64_t bad[1] = { 4 }, neg[1] = { -4 };
     struct sim_ob *b = sim_ob_new(16);
     struct sim_err err = { 0 };
-    struct run r;
+    struct test_ob_run r;
 
     (void)state;
     sim_ob_initializer(b, "data", F32, 1, DIMS(4), data);
@@ -221,7 +161,7 @@ test_scatternd_indices(void **state)
     sim_ob_initializer(b, "upd", F32, 1, DIMS(1), upd);
     sim_ob_node(b, "ScatterND", "sc", "data,idx,upd", "y");
     sim_ob_output(b, "y", F32);
-    r = build(b, &err);
+    r = test_ob_compile(b, &err);
     assert_non_null(r.e);
     feed(&r, "idx", bad, sizeof(bad));
     assert_int_equal(sim_exe_run(r.e, &err), IPUOF_E_INVAL);
@@ -230,7 +170,7 @@ test_scatternd_indices(void **state)
     feed(&r, "idx", neg, sizeof(neg));
     assert_int_equal(sim_exe_run(r.e, &err), 0);
     assert_memory_equal(sim_exe_output_buffer(r.e, 0), want, sizeof(want));
-    run_free(&r);
+    test_ob_run_free(&r);
 }
 
 /* Pad reflecting past the edge (numpy's 'reflect' repeats the mirror); ArgMax ties. */
@@ -241,7 +181,7 @@ test_pad_argmax(void **state)
     const float want_r[9] = { 2, 3, 2, 1, 2, 3, 2, 1, 2 }, want_e[8] = { 1, 1, 1, 1, 1, 2, 3, 3 };
     const int64_t pr[2] = { 3, 3 }, pe[2] = { 4, 1 }, first[1] = { 1 }, last[1] = { 2 };
     struct sim_ob *b;
-    struct run r;
+    struct test_ob_run r;
 
     (void)state;
     for (int m = 0; m < 2; m++) {
@@ -251,11 +191,11 @@ test_pad_argmax(void **state)
         sim_ob_node(b, "Pad", "pad", "x,p", "y");
         sim_ob_attr_str(b, "mode", m ? "edge" : "reflect");
         sim_ob_output(b, "y", F32);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), m ? want_e : want_r,
                             m ? sizeof(want_e) : sizeof(want_r));
         printf("  Pad %s: exact\n", m ? "edge (4, 1)" : "reflect 3 each side of 3");
-        run_free(&r);
+        test_ob_run_free(&r);
     }
     for (int l = 0; l < 2; l++) {
         b = sim_ob_new(13);
@@ -263,9 +203,9 @@ test_pad_argmax(void **state)
         sim_ob_node(b, "ArgMax", "am", "t", "y");
         sim_ob_attr_int(b, "select_last_index", l);
         sim_ob_output(b, "y", I64);
-        r = run_ok(b);
+        r = test_ob_run_ok(b);
         assert_memory_equal(sim_exe_output_buffer(r.e, 0), l ? last : first, sizeof(first));
-        run_free(&r);
+        test_ob_run_free(&r);
     }
     printf("  ArgMax of a tie: the first, or the last with select_last_index\n");
 }
@@ -298,40 +238,42 @@ test_refusals(void **state)
     (void)state;
     b = one_node("Pad", 13, "x,p", 1);
     sim_ob_initializer(b, "p", I64, 1, DIMS(3), p3);
-    expect_refused(b, IPUOF_E_SHAPE, "pads has 3 values; the input of rank 2 needs 4");
+    test_ob_expect_refused(b, IPUOF_E_SHAPE, "pads has 3 values; the input of rank 2 needs 4");
     b = one_node("Pad", 13, "x,p", 1);
     sim_ob_initializer(b, "p", I64, 1, DIMS(4), p4);
     sim_ob_attr_str(b, "mode", "wrap");
-    expect_refused(b, IPUOF_E_UNSUPPORTED, "mode 'wrap' is not one of constant, reflect, edge");
+    test_ob_expect_refused(b, IPUOF_E_UNSUPPORTED,
+                           "mode 'wrap' is not one of constant, reflect, edge");
     b = one_node("Split", 13, "x,s", 2);
     sim_ob_initializer(b, "s", I64, 1, DIMS(2), s2);
     sim_ob_attr_int(b, "axis", 1);
-    expect_refused(b, IPUOF_E_SHAPE, "split sizes add up to 2, not dim 1's 3");
+    test_ob_expect_refused(b, IPUOF_E_SHAPE, "split sizes add up to 2, not dim 1's 3");
     b = one_node("Split", 13, "x", 2);
     sim_ob_attr_int(b, "axis", 1);
-    expect_refused(b, IPUOF_E_SHAPE, "does not split into 2 equal parts");
+    test_ob_expect_refused(b, IPUOF_E_SHAPE, "does not split into 2 equal parts");
     b = one_node("Expand", 13, "x,s", 1);
     sim_ob_initializer(b, "s", I64, 1, DIMS(1), sh);
-    expect_refused(b, IPUOF_E_SHAPE, "does not broadcast to shape [2]");
+    test_ob_expect_refused(b, IPUOF_E_SHAPE, "does not broadcast to shape [2]");
     b = one_node("Range", 13, "a,b,d", 1);
     sim_ob_initializer(b, "a", F32, 0, NULL, &f0);
     sim_ob_initializer(b, "b", F32, 0, NULL, &f1);
     sim_ob_initializer(b, "d", F32, 0, NULL, &f0);
-    expect_refused(b, IPUOF_E_INVAL, "delta is 0");
+    test_ob_expect_refused(b, IPUOF_E_INVAL, "delta is 0");
     b = one_node("Mod", 13, "x,x", 1);
-    expect_refused(b, IPUOF_E_INVAL, "float inputs need fmod = 1");
+    test_ob_expect_refused(b, IPUOF_E_INVAL, "float inputs need fmod = 1");
     b = one_node("Where", 16, "c,x,i", 1);
     sim_ob_initializer(b, "c", BOOL, 1, DIMS(1), c);
     sim_ob_initializer(b, "i", I32, 1, DIMS(1), i1);
-    expect_refused(b, IPUOF_E_DTYPE, "x and y have different dtypes (float and int32)");
+    test_ob_expect_refused(b, IPUOF_E_DTYPE, "x and y have different dtypes (float and int32)");
     b = one_node("And", 13, "x,x", 1);
-    expect_refused(b, IPUOF_E_DTYPE, "input 0 has dtype float; supported: bool");
+    test_ob_expect_refused(b, IPUOF_E_DTYPE, "input 0 has dtype float; supported: bool");
     b = one_node("ArgMax", 13, "x", 1);
     sim_ob_attr_int(b, "axis", 2);
-    expect_refused(b, IPUOF_E_SHAPE, "axis 2 is out of range for rank 2");
+    test_ob_expect_refused(b, IPUOF_E_SHAPE, "axis 2 is out of range for rank 2");
     b = one_node("ScatterND", 16, "x,i,x", 1);
     sim_ob_initializer(b, "i", I64, 2, DIMS(1, 2), idx);
-    expect_refused(b, IPUOF_E_SHAPE, "updates have shape [2, 3]; indices and data ask for [1]");
+    test_ob_expect_refused(b, IPUOF_E_SHAPE,
+                           "updates have shape [2, 3]; indices and data ask for [1]");
 }
 
 int

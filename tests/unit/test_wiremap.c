@@ -115,12 +115,15 @@ test_every_value_maps(void **state)
     }
     {
         const int l[] = {IPUOF_RECOVERY_NONE, IPUOF_RECOVERY_RETRY, IPUOF_RECOVERY_REATTACH,
-                         IPUOF_RECOVERY_IPU_RESET, IPUOF_RECOVERY_PARTITION_RESET};
+                         IPUOF_RECOVERY_IPU_RESET, IPUOF_RECOVERY_PARTITION_RESET,
+                         IPUOF_RECOVERY_LINK_RESET, IPUOF_RECOVERY_FULL_RESET};
         const int w[] = {IPUOF__RECOVERY_ACTION__RECOVERY_NONE,
                          IPUOF__RECOVERY_ACTION__RECOVERY_RETRY,
                          IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH,
                          IPUOF__RECOVERY_ACTION__RECOVERY_IPU_RESET,
-                         IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET};
+                         IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET,
+                         IPUOF__RECOVERY_ACTION__RECOVERY_LINK_RESET,
+                         IPUOF__RECOVERY_ACTION__RECOVERY_FULL_RESET};
         round_trip(&wiremap_recovery, l, N(l), w, N(w));
     }
 }

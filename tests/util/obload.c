@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "obload.h"
 #include "onnx_build.h"
@@ -27,4 +29,52 @@ test_ob_load(struct sim_ob *b)
         fail_msg("%s", err.msg);
     free(bytes);
     return m;
+}
+
+struct test_ob_run
+test_ob_compile(struct sim_ob *b, struct sim_err *err)
+{
+    struct test_ob_run r = { 0 };
+    struct sim_compile_opts o;
+
+    r.m = test_ob_load(b);
+    sim_compile_opts_init(&o);
+    if (sim_compile(r.m, &o, &r.e, err) != 0)
+        r.e = NULL;
+    return r;
+}
+
+struct test_ob_run
+test_ob_run_ok(struct sim_ob *b)
+{
+    struct sim_err err = { 0 };
+    struct test_ob_run r = test_ob_compile(b, &err);
+
+    if (r.e == NULL)
+        fail_msg("compile: %s", err.msg);
+    if (sim_exe_run(r.e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    return r;
+}
+
+void
+test_ob_run_free(struct test_ob_run *r)
+{
+    sim_exe_free(r->e);
+    sim_model_free(r->m);
+}
+
+void
+test_ob_expect_refused(struct sim_ob *b, int code, const char *text)
+{
+    struct sim_err err = { 0 };
+    struct test_ob_run r = test_ob_compile(b, &err);
+
+    if (r.e != NULL)
+        fail_msg("compiled, expected an error containing '%s'", text);
+    printf("  refused: %s\n", err.msg);
+    assert_int_equal(err.code, code);
+    if (strstr(err.msg, text) == NULL)
+        fail_msg("the error '%s' does not say '%s'", err.msg, text);
+    test_ob_run_free(&r);
 }

@@ -7,10 +7,33 @@
 
 struct sim_ob;
 struct sim_model;
+struct sim_exe;
+struct sim_err;
+
+/* A loaded model and its executable (NULL when compiling failed). */
+struct test_ob_run {
+    struct sim_model *m;
+    struct sim_exe *e;
+};
 
 /* Serializes b, frees it and loads the bytes with sim_model_load; fails the running
  * cmocka test (with the loader's sentence) when either step fails. The caller frees the
  * model with sim_model_free. */
 struct sim_model *test_ob_load(struct sim_ob *b);
+
+/* Loads b (test_ob_load, which frees b) and compiles it with the default options: r.e is
+ * the executable, or NULL with the compiler's error in *err. Free with test_ob_run_free. */
+struct test_ob_run test_ob_compile(struct sim_ob *b, struct sim_err *err);
+
+/* Compiles b (freed) and runs it once with no run inputs; fails the running cmocka test
+ * with the compiler's or the run's sentence when either fails. */
+struct test_ob_run test_ob_run_ok(struct sim_ob *b);
+
+/* Frees what test_ob_compile made (a NULL executable included). */
+void test_ob_run_free(struct test_ob_run *r);
+
+/* Compiles b (freed), which must fail with code and a message containing text; fails the
+ * running cmocka test otherwise. Prints the message, so the log shows every refusal. */
+void test_ob_expect_refused(struct sim_ob *b, int code, const char *text);
 
 #endif

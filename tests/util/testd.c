@@ -168,6 +168,15 @@ testd_stop(struct testd *d)
 }
 
 int
+testd_reset(struct testd *d)
+{
+    if (d->pid > 0 || d->dir[0] != '\0')
+        testd_stop(d);
+    memset(d, 0, sizeof *d);
+    return 0;
+}
+
+int
 testd_log_contains(const struct testd *d, const char *needle)
 {
     char buf[65536];

@@ -57,6 +57,11 @@ extern struct testd *testd_live;
 /* A cmocka teardown (state unused): stops testd_live when it is set and clears it. 0. */
 int testd_stop_live(void **state);
 
+/* For a test file's own teardown over its static struct testd: stops d (testd_stop) when it
+ * was started and not stopped since (an assertion cut the test short), then zeroes it. 0,
+ * a cmocka teardown's return. */
+int testd_reset(struct testd *d);
+
 /* True when the daemon's log contains needle. */
 int testd_log_contains(const struct testd *d, const char *needle);
 

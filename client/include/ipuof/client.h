@@ -268,6 +268,12 @@ IPUOF_API size_t ipuof_status_report_ipu_count(const ipuof_status_report *r);
 /* Fills *info for IPU i (0-based index into the report); IPUOF_E_INVAL when out of range. */
 IPUOF_API int ipuof_status_report_ipu(const ipuof_status_report *r, size_t i,
                                       struct ipuof_ipu_info *info);
+/* For IPU i in error: the reset that clears it (IPUOF_RECOVERY_IPU_RESET, _LINK_RESET,
+ * _PARTITION_RESET, _FULL_RESET), with *unrecoverable (may be NULL) set to 1 for an
+ * unrecoverable error (then _FULL_RESET: ipuctl reset --all). IPUOF_RECOVERY_NONE when the
+ * IPU is not in error or i is out of range. */
+IPUOF_API int ipuof_status_report_ipu_recovery(const ipuof_status_report *r, size_t i,
+                                               int *unrecoverable);
 IPUOF_API const char *ipuof_status_report_server_version(const ipuof_status_report *r);
 IPUOF_API uint64_t ipuof_status_report_uptime_ms(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
@@ -323,6 +329,39 @@ IPUOF_API int ipuof_reset(ipuof_client *c, int scope, unsigned ipu_id, const cha
 IPUOF_API int ipuof_reset_ids(ipuof_client *c, int scope, unsigned ipu_id,
                               const char *partition, int force, unsigned *ipu_ids,
                               size_t max_ids, size_t *n_reset);
+
+/* ---- injected faults (ipuctl fault; docs/faults.md) ---------------------------------- */
+
+#define IPUOF_FAULT_NAME_MAX 64
+
+/* A fault to inject, or one the daemon lists. Kinds: "recoverable:IPU_RESET" (also
+ * LINK_RESET, PARTITION_RESET, FULL_RESET), "unrecoverable", "host-sync-timeout",
+ * "fabric-disconnect"; at: "attach", "compile", "weights", "run" ("" = run). */
+struct ipuof_fault {
+    unsigned id;                 /* list, inject: given by the daemon */
+    int has_ipu;                 /* target: IPU ipu, else partition, else any IPU */
+    unsigned ipu;
+    char partition[IPUOF_FAULT_NAME_MAX];
+    char kind[IPUOF_FAULT_NAME_MAX];
+    char at[16];
+    unsigned after_runs;         /* matching events skipped before it may fire */
+    unsigned count;              /* fires at most this often (0: once) */
+    double probability;          /* chance per matching event (0: 1) */
+    uint64_t seed;               /* of its reproducible draws */
+    unsigned fired, seen;        /* list: times fired, matching events seen */
+};
+
+/* Arms fault f (admin only); its id to *id (may be NULL). Errors: IPUOF_E_AUTH,
+ * IPUOF_E_INVAL (the daemon's sentence says which field and what is right). */
+IPUOF_API int ipuof_fault_inject(ipuof_client *c, const struct ipuof_fault *f, unsigned *id);
+
+/* The daemon's faults, armed and fired, oldest first: up to max to out, the count to *n. */
+IPUOF_API int ipuof_fault_list(ipuof_client *c, struct ipuof_fault *out, size_t max,
+                               size_t *n);
+
+/* Removes fault id (0: all); how many were removed to *n (may be NULL). IPUs already in
+ * error stay so until reset. Errors: IPUOF_E_AUTH, IPUOF_E_NOTFOUND (no fault id). */
+IPUOF_API int ipuof_fault_clear(ipuof_client *c, unsigned id, size_t *n);
 
 /* ---- models: compile and run ---------------------------------------------------------- */
 

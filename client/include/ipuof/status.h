@@ -58,10 +58,11 @@ enum ipuof_status {
     IPUOF_E_INTERNAL = 22,       /* a bug in ipuofd; please report it */
     IPUOF_E_CONFIG = 23,         /* invalid configuration */
     IPUOF_E_CANCELLED = 24,      /* the operation was cancelled */
-    IPUOF_E_STATE = 25           /* the call is not valid in the handle's current state */
-    /* next: 26 */
+    IPUOF_E_STATE = 25,          /* the call is not valid in the handle's current state */
+    IPUOF_E_DEVICE_FAULT = 26    /* the IPU is in error (an injected fault): see recovery */
+    /* next: 27 */
 };
-#define IPUOF_STATUS_COUNT 26
+#define IPUOF_STATUS_COUNT 27
 
 /* Recovery actions (Error.recovery), as poptorch.RecoverableError.recovery_action. */
 enum ipuof_recovery {
@@ -69,7 +70,9 @@ enum ipuof_recovery {
     IPUOF_RECOVERY_RETRY = 1,
     IPUOF_RECOVERY_REATTACH = 2,
     IPUOF_RECOVERY_IPU_RESET = 3,
-    IPUOF_RECOVERY_PARTITION_RESET = 4
+    IPUOF_RECOVERY_PARTITION_RESET = 4,
+    IPUOF_RECOVERY_LINK_RESET = 5,
+    IPUOF_RECOVERY_FULL_RESET = 6
 };
 
 /* Error classes (Error.error_class). */

@@ -1,0 +1,44 @@
+/*
+ * fault_fire.h — what an injected fault does when it fires (the table and its matching
+ * are faults.c): the IPUs it hits go into error, the request that met it gets PopTorch's
+ * error class and recovery action, or the client's connection is cut. Used by the
+ * request handlers (req_fault.c's fault_hook) and by every attach path.
+ */
+#ifndef IPUOFD_FAULT_FIRE_H
+#define IPUOFD_FAULT_FIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices.h"
+#include "faults.h"
+
+struct conn;
+struct srv;
+
+/*
+ * Fires f on partition IPUs first .. first + count - 1 named part: the IPUs it hits go
+ * into error (dev_set_error, with the time), with the sentence it makes (also written to
+ * msg[0..len)). The IPUs: the fault's own IPU, or the partition's first, for an IPU-level
+ * error; the whole partition for link, partition and full resets and for an unrecoverable
+ * error not aimed at one IPU.
+ */
+void fault_fire(struct srv *s, const struct fault *f, unsigned first, unsigned count,
+                const char *part, char *msg, size_t len);
+
+/* Answers c's request req_id with IPU d's error (d in error; part its partition's name):
+ * IPUOF_E_DEVICE_FAULT, its class and recovery, and the reset that clears it. */
+void fault_send_ipu_error(struct conn *c, uint64_t req_id, const struct dev_ipu *d,
+                          const char *part);
+
+/* Logs that f fired on c's request at partition part. */
+void fault_log_fired(const struct conn *c, const struct fault *f, const char *part);
+
+/*
+ * c's attach req_id has just taken partition p (not yet a job's): when a fault armed for
+ * attach fires, p is released, its IPUs go into error as the fault says and the attach
+ * gets the error (or c is cut: conn_kill). 1 when it fired (p is gone), else 0.
+ */
+int fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p);
+
+#endif

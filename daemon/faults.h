@@ -1,0 +1,112 @@
+/*
+ * faults.h — the table of injected faults (ipuctl fault, IPUOF_FAULTS) and their matching.
+ *
+ * No I/O, no event loop, no allocation: a fixed table the event-loop thread owns, fed the
+ * events of the trigger points (an attach, a compile, a weights write, a run on some IPUs)
+ * and answering which fault fires. req_fault.c does what a fired fault does (the error
+ * reply, the IPUs in error, the cut connection) and serves the requests.
+ */
+#ifndef IPUOFD_FAULTS_H
+#define IPUOFD_FAULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAULTS_MAX 64
+#define FAULTS_NAME_MAX 64
+
+enum fault_kind {
+    FAULT_RECOVERABLE = 0,       /* recoverable:ACTION: RecoverableError(ACTION) */
+    FAULT_UNRECOVERABLE = 1,     /* UnrecoverableError; the IPU is out of service */
+    FAULT_HOST_SYNC_TIMEOUT = 2, /* recoverable, IPU_RESET: a host sync timed out */
+    FAULT_FABRIC_DISCONNECT = 3  /* the client's connection is cut */
+};
+
+enum fault_at { FAULT_AT_ATTACH = 0, FAULT_AT_COMPILE = 1, FAULT_AT_WEIGHTS = 2,
+                FAULT_AT_RUN = 3 };
+#define FAULT_AT_COUNT 4
+
+struct fault {
+    unsigned id;                 /* 1, 2, ...; never reused while the daemon runs */
+    enum fault_kind kind;
+    int recovery;                /* IPUOF_RECOVERY_*: what the error says and the IPU needs */
+    int has_ipu;                 /* target: IPU ipu, else partition, else (both empty) any */
+    unsigned ipu;
+    char partition[FAULTS_NAME_MAX];
+    enum fault_at at;
+    unsigned after;              /* matching events skipped before it may fire */
+    unsigned count;              /* fires at most this often (>= 1) */
+    double probability;          /* (0, 1]: chance each eligible event fires */
+    uint64_t seed;
+    uint64_t rng;                /* xorshift64* state, from seed */
+    unsigned seen, fired;
+};
+
+struct fault_table {
+    struct fault f[FAULTS_MAX];
+    unsigned n;
+    unsigned next_id;
+};
+
+/* What a fault asks for, before it is in a table (the strings as ipuctl fault takes them). */
+struct fault_spec {
+    int has_ipu;
+    unsigned ipu;
+    const char *partition;       /* NULL or "": none */
+    const char *kind;            /* "recoverable:IPU_RESET", "unrecoverable", ... */
+    const char *at;              /* NULL or "": "run" */
+    unsigned after, count;       /* count 0: 1 */
+    double probability;          /* 0: 1 */
+    uint64_t seed;
+};
+
+/* An empty table. */
+void faults_init(struct fault_table *t);
+
+/*
+ * Checks spec and adds it as an armed fault; its id in *id (may be NULL). 0, or -1 with a
+ * sentence in err saying what was wrong and what would be right (a kind or trigger not
+ * known, both an IPU and a partition, a probability outside (0, 1], a full table);
+ * nothing is added then. n_ipus bounds the IPU id.
+ */
+int faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus,
+               unsigned *id, char *err, size_t errlen);
+
+/* Removes fault id (0: every fault). Returns how many were removed. */
+unsigned faults_clear(struct fault_table *t, unsigned id);
+
+/*
+ * An event at trigger point at on IPUs first .. first + count - 1 of partition part: the
+ * first armed fault (oldest first) whose trigger and target match it counts the event and,
+ * past its after events, fires when its draw (probability) says so. Returns the fault that
+ * fires (borrowed from t; its fired counted), or NULL. A fault that has fired count times
+ * no longer matches (it stays listed as fired until cleared).
+ */
+struct fault *faults_match(struct fault_table *t, enum fault_at at, unsigned first,
+                           unsigned count, const char *part);
+
+/* 1 when f has fired as often as it may. */
+int faults_spent(const struct fault *f);
+
+/*
+ * Parses IPUOF_FAULTS: a JSON array of objects {"ipu": N | "partition": "NAME", "kind":
+ * "...", "at": "...", "after_runs": K, "count": N, "probability": P, "seed": S} (a single
+ * object is taken as an array of one), adding each. 0, or -1 with a sentence in err naming
+ * the entry and what was wrong; entries before it stay added.
+ */
+int faults_parse_json(struct fault_table *t, const char *json, unsigned n_ipus, char *err,
+                      size_t errlen);
+
+/* "recoverable:IPU_RESET", "unrecoverable", ... of a fault; static. */
+const char *faults_kind_name(const struct fault *f, char *buf, size_t len);
+/* "attach", "compile", "weights", "run". */
+const char *faults_at_name(enum fault_at at);
+
+/*
+ * How strong a reset a recovery action asks for: IPU_RESET 1 < LINK_RESET 2 <
+ * PARTITION_RESET 3 < FULL_RESET 4; anything else 0. A reset clears an IPU's error when
+ * its level is at least the error's.
+ */
+int faults_level(int recovery);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * req_fault.c — injected faults: ipuctl fault's requests (inject, list, clear), and what a
+ * fault does when it fires at a trigger point (the table and its matching are faults.c,
+ * which does no I/O). A fired fault puts IPUs in error (devices.c's DEV_ERROR, shown by
+ * ipuctl status with the recovery they need) and answers the request with PopTorch's
+ * error class and recovery action, or cuts the client's connection.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "fault_fire.h"
+#include "faults.h"
+#include "ipuof/status.h"
+#include "jobs.h"
+#include "log.h"
+#include "srv_state.h"
+#include "wiremap.h"
+
+int
+fault_hook(struct conn *c, uint64_t req_id, int at)
+{
+    struct srv *s = c->srv;
+    const struct dev_partition *p = conn_part(c);
+    struct fault *f;
+    char msg[256];
+    unsigned bad = 0;
+
+    if (p == NULL)
+        return 0;
+    if (dev_error_need(s->inv, p->first, p->count, &bad) != IPUOF_RECOVERY_NONE) {
+        fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], p->name);
+        return 1;
+    }
+    f = faults_match(&s->faults, (enum fault_at)at, p->first, p->count, p->name);
+    if (f == NULL)
+        return 0;
+    fault_log_fired(c, f, p->name);
+    if (f->kind == FAULT_FABRIC_DISCONNECT) {
+        conn_kill(c, "injected fabric-disconnect");
+        return 1;
+    }
+    fault_fire(s, f, p->first, p->count, p->name, msg, sizeof msg);
+    dev_error_need(s->inv, p->first, p->count, &bad);
+    fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], p->name);
+    return 1;
+}
+
+/* One table entry as a wire FaultSpec (strings borrowed from f and kind). */
+static void
+to_wire(Ipuof__FaultSpec *w, const struct fault *f, char *kind, size_t kindlen)
+{
+    ipuof__fault_spec__init(w);
+    w->id = f->id;
+    w->has_ipu = f->has_ipu;
+    w->ipu = f->ipu;
+    w->partition = (char *)f->partition;
+    w->kind = (char *)faults_kind_name(f, kind, kindlen);
+    w->at = (char *)faults_at_name(f->at);
+    w->after = f->after;
+    w->count = f->count;
+    w->probability = f->probability;
+    w->seed = f->seed;
+    w->fired = f->fired;
+    w->seen = f->seen;
+}
+
+void
+req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    const Ipuof__FaultRequest *rq = h->fault;
+    struct srv *s = c->srv;
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__FaultReply fr = IPUOF__FAULT_REPLY__INIT;
+    Ipuof__FaultSpec w[FAULTS_MAX];
+    Ipuof__FaultSpec *wp[FAULTS_MAX];
+    char kinds[FAULTS_MAX][48];
+    char err[600];
+    unsigned id = 0;
+
+    (void)payload_len;
+    switch (rq->verb) {
+    case IPUOF__FAULT_VERB__FAULT_INJECT: {
+        const Ipuof__FaultSpec *sp = rq->spec;
+        struct fault_spec spec = {0};
+        if (sp == NULL) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "daemon",
+                            "fault inject without a fault: give its kind and target");
+            return;
+        }
+        spec.has_ipu = sp->has_ipu;
+        spec.ipu = sp->ipu;
+        spec.partition = sp->partition;
+        spec.kind = sp->kind;
+        spec.at = sp->at;
+        spec.after = sp->after;
+        spec.count = sp->count;
+        spec.probability = sp->probability;
+        spec.seed = sp->seed;
+        if (faults_add(&s->faults, &spec, s->inv->n, &id, err, sizeof err) < 0) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "daemon", "%s", err);
+            return;
+        }
+        for (unsigned i = 0; i < s->faults.n; i++)
+            if (s->faults.f[i].id == id) {
+                to_wire(&w[0], &s->faults.f[i], kinds[0], sizeof kinds[0]);
+                wp[0] = &w[0];
+                fr.n_faults = 1;
+                fr.faults = wp;
+                log_warn("client %u (%s, %s) armed fault %u: %s at %s", c->id, c->name,
+                         c->peer, id, w[0].kind, w[0].at);
+            }
+        break;
+    }
+    case IPUOF__FAULT_VERB__FAULT_LIST:
+        for (unsigned i = 0; i < s->faults.n; i++) {
+            to_wire(&w[i], &s->faults.f[i], kinds[i], sizeof kinds[i]);
+            wp[i] = &w[i];
+        }
+        fr.n_faults = s->faults.n;
+        fr.faults = wp;
+        break;
+    case IPUOF__FAULT_VERB__FAULT_CLEAR:
+        fr.cleared = faults_clear(&s->faults, rq->id);
+        if (rq->id != 0 && fr.cleared == 0) {
+            conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "daemon",
+                            "no fault %u; ipuctl fault list shows the faults", rq->id);
+            return;
+        }
+        log_warn("client %u (%s, %s) cleared %u fault%s", c->id, c->name, c->peer, fr.cleared,
+                 fr.cleared == 1 ? "" : "s");
+        break;
+    default:
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "daemon",
+                        "fault verb %d is not known (inject, list, clear)", (int)rq->verb);
+        return;
+    }
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_FAULT_REPLY;
+    r.fault_reply = &fr;
+    conn_send(c, &r, NULL, 0);
+}

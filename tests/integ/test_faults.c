@@ -1,0 +1,473 @@
+/*
+ * test_faults.c — injected faults (ipuctl fault, issue 22) on a real ipuofd with 2 IPUs,
+ * table-driven over kind x trigger: the faulted client gets the error class and recovery
+ * action of the kind (or its connection is cut), another client attached meanwhile keeps
+ * being served (compiles and runs), the IPU shows the error and the reset it needs in the
+ * status, an attach that only the faulted IPU blocks is refused with that recovery, a
+ * reset below the fault's level is refused and leaves the error, the right one clears it,
+ * and IPU 0 can be attached and run on again. The daemon is stopped at the end and must
+ * exit 0 (under SAN=1 LeakSanitizer makes a leak an exit status). Also IPUOF_FAULTS.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ipuof/client.h"
+#include "onnx_build.h"
+#include "testd.h"
+
+static struct testd d;
+
+/* y = x + w, x and w float [1, 4]: an inference model with one weight. */
+static void *
+add_model(size_t *len)
+{
+    static const float w[4] = {1, 2, 3, 4};
+    int64_t dims[2] = {1, 4};
+    struct sim_ob *b = sim_ob_new(13);
+    void *bytes = NULL;
+
+    sim_ob_input(b, "x", IPUOF_DTYPE_FLOAT, 2, dims);
+    sim_ob_initializer(b, "w", IPUOF_DTYPE_FLOAT, 2, dims, w);
+    sim_ob_node(b, "Add", "add", "x,w", "y");
+    sim_ob_output(b, "y", IPUOF_DTYPE_FLOAT);
+    assert_int_equal(sim_ob_serialize(b, &bytes, len), 0);
+    sim_ob_free(b);
+    return bytes;
+}
+
+static ipuof_client *
+connect_to(const char *addr)
+{
+    ipuof_client *c = ipuof_client_new();
+
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_set_timeouts(c, 5000, 20000), IPUOF_OK);
+    assert_int_equal(ipuof_client_connect(c, addr), IPUOF_OK);
+    return c;
+}
+
+/* Attaches 1 IPU named name; the IPU's id to *ipu. */
+static int
+attach1(ipuof_client *c, const char *name, unsigned *ipu)
+{
+    struct ipuof_attach_opts ao = {.num_ipus = 1, .partition_name = name};
+    unsigned ids[4];
+    size_t n = 0;
+    int rc = ipuof_attach(c, &ao, ids, 4, &n);
+
+    if (rc == IPUOF_OK && ipu != NULL)
+        *ipu = ids[0];
+    return rc;
+}
+
+/* Compiles the add model and runs it once; checks y = x + w. */
+static int
+compile_run(ipuof_client *c, ipuof_model **out)
+{
+    size_t len = 0;
+    void *bytes = add_model(&len);
+    ipuof_model *m = NULL;
+    const float x[4] = {10, 20, 30, 40};
+    struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {1, 4}, x, sizeof x};
+    struct ipuof_tensor y;
+    int rc = ipuof_model_compile(c, bytes, len, NULL, &m);
+
+    free(bytes);
+    if (rc == IPUOF_OK)
+        rc = ipuof_model_run(m, &in, 1);
+    if (rc == IPUOF_OK) {
+        assert_int_equal(ipuof_model_output(m, 0, &y), IPUOF_OK);
+        assert_true(((const float *)y.data)[3] == 44.0f);
+    }
+    if (out != NULL && rc == IPUOF_OK)
+        *out = m;
+    else
+        ipuof_model_free(m);
+    return rc;
+}
+
+/* IPU i's state and needed recovery from the status. */
+static int
+ipu_state(unsigned i, int *recovery, int *unrecoverable, char *error, size_t len)
+{
+    ipuof_client *c = connect_to(d.addr);
+    ipuof_status_report *r = NULL;
+    struct ipuof_ipu_info in;
+    int state;
+
+    assert_int_equal(ipuof_status(c, &r), IPUOF_OK);
+    assert_int_equal(ipuof_status_report_ipu(r, i, &in), IPUOF_OK);
+    state = in.state;
+    *recovery = ipuof_status_report_ipu_recovery(r, i, unrecoverable);
+    snprintf(error, len, "%s", in.error);
+    ipuof_status_report_free(r);
+    ipuof_client_free(c);
+    return state;
+}
+
+struct row {
+    const char *kind;
+    const char *at;
+    int cls;            /* expected error class, -1: the connection is cut */
+    int recovery;       /* expected recovery action (and the IPU's need) */
+    int weak_scope;     /* a reset too weak to clear it: IPUOF_RESET_IPU/_PARTITION, -1 none */
+    int scope;          /* the reset that clears it */
+};
+
+static const char *const ats[] = {"attach", "compile", "weights", "run"};
+
+static const struct row kinds[] = {
+    {"recoverable:IPU_RESET", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_IPU_RESET, -1,
+     IPUOF_RESET_IPU},
+    {"recoverable:LINK_RESET", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_LINK_RESET,
+     IPUOF_RESET_IPU, IPUOF_RESET_PARTITION},
+    {"recoverable:PARTITION_RESET", NULL, IPUOF_ERROR_RECOVERABLE,
+     IPUOF_RECOVERY_PARTITION_RESET, IPUOF_RESET_IPU, IPUOF_RESET_PARTITION},
+    {"recoverable:FULL_RESET", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_FULL_RESET,
+     IPUOF_RESET_PARTITION, IPUOF_RESET_ALL},
+    {"unrecoverable", NULL, IPUOF_ERROR_UNRECOVERABLE, IPUOF_RECOVERY_NONE,
+     IPUOF_RESET_PARTITION, IPUOF_RESET_ALL},
+    {"host-sync-timeout", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_IPU_RESET, -1,
+     IPUOF_RESET_IPU},
+    {"fabric-disconnect", NULL, -1, IPUOF_RECOVERY_NONE, -1, -1},
+};
+
+/* The victim's request at trigger at; returns its status. */
+static int
+victim_steps(ipuof_client *v, const char *at)
+{
+    size_t len = 0;
+    void *bytes;
+    ipuof_model *m = NULL;
+    const float w[4] = {0};
+    int rc = attach1(v, "victim", NULL);
+
+    if (strcmp(at, "attach") == 0 || rc != IPUOF_OK)
+        return rc;
+    bytes = add_model(&len);
+    rc = ipuof_model_compile(v, bytes, len, NULL, &m);
+    free(bytes);
+    if (strcmp(at, "compile") == 0 || rc != IPUOF_OK)
+        return rc;
+    if (strcmp(at, "weights") == 0) {
+        rc = ipuof_model_write_weight(m, "w", w, sizeof w);
+    } else {
+        const float x[4] = {1, 1, 1, 1};
+        struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {1, 4}, x, sizeof x};
+        rc = ipuof_model_run(m, &in, 1);
+    }
+    ipuof_model_free(m);
+    return rc;
+}
+
+static void
+one_case(const struct row *k, const char *at)
+{
+    ipuof_client *admin = connect_to(d.admin_addr);
+    ipuof_client *v = connect_to(d.addr);
+    ipuof_client *other, *again;
+    struct ipuof_fault f = {.has_ipu = 1, .ipu = 0};
+    struct ipuof_fault listed[8];
+    int cls = -1, rec = -1, rec_need, unrec = 0;
+    const char *comp = NULL;
+    char err[512];
+    size_t n = 0;
+    unsigned ipu = 9;
+    int rc;
+
+    print_message("case %s at %s\n", k->kind, at);
+    snprintf(f.kind, sizeof f.kind, "%s", k->kind);
+    snprintf(f.at, sizeof f.at, "%s", at);
+    assert_int_equal(ipuof_fault_clear(admin, 0, NULL), IPUOF_OK);
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_OK);
+
+    rc = victim_steps(v, at);
+    if (k->cls < 0) {
+        assert_true(rc == IPUOF_E_CLOSED || rc == IPUOF_E_IO);
+        ipuof_client_free(v);
+        v = NULL;
+    } else {
+        assert_int_equal(rc, IPUOF_E_DEVICE_FAULT);
+        ipuof_client_last_error(v, &cls, &rec, &comp);
+        assert_int_equal(cls, k->cls);
+        assert_int_equal(rec, k->recovery);
+        assert_non_null(strstr(ipuof_client_errmsg(v), "injected fault"));
+    }
+    /* The fault is listed as fired. */
+    assert_int_equal(ipuof_fault_list(admin, listed, 8, &n), IPUOF_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(listed[0].fired, 1);
+
+    /* Another client is served meanwhile: it gets IPU 1 (or, after a cut, any: the cut
+     * client's IPU went back to the pool) and compiles and runs. */
+    other = connect_to(d.addr);
+    assert_int_equal(attach1(other, NULL, &ipu), IPUOF_OK);
+    if (k->cls >= 0)
+        assert_int_equal(ipu, 1);
+    assert_int_equal(compile_run(other, NULL), IPUOF_OK);
+
+    if (k->cls < 0) { /* no IPU went into error */
+        assert_int_not_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+        assert_int_not_equal(ipu_state(1, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+        ipuof_client_free(other);
+        ipuof_client_free(admin);
+        return;
+    }
+    /* IPU 0 is in error with the reset it needs. */
+    assert_int_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    assert_int_equal(rec_need, k->recovery != IPUOF_RECOVERY_NONE ? k->recovery
+                                                                 : IPUOF_RECOVERY_FULL_RESET);
+    assert_int_equal(unrec, k->cls == IPUOF_ERROR_UNRECOVERABLE);
+    assert_non_null(strstr(err, "injected fault"));
+
+    /* The victim's next request on its partition is refused the same way. */
+    if (strcmp(at, "attach") != 0) {
+        assert_int_equal(compile_run(v, NULL), IPUOF_E_DEVICE_FAULT);
+        ipuof_client_last_error(v, &cls, &rec, &comp);
+        assert_int_equal(cls, k->cls);
+        assert_int_equal(rec, k->recovery);
+        assert_int_equal(ipuof_detach(v), IPUOF_OK);
+    }
+    /* With IPU 1 held, only IPU 0's error stands in the way of an attach: refused with
+     * the recovery it needs. */
+    again = connect_to(d.addr);
+    assert_int_equal(attach1(again, NULL, NULL), IPUOF_E_DEVICE_FAULT);
+    ipuof_client_last_error(again, &cls, &rec, &comp);
+    assert_int_equal(cls, k->cls);
+    assert_int_equal(rec, k->recovery);
+    ipuof_client_free(other); /* IPU 1 free again: a reset --all needs no --force */
+
+    if (k->weak_scope >= 0) {
+        rc = ipuof_reset(admin, k->weak_scope, 0, "victim", 0, NULL);
+        assert_int_equal(rc, IPUOF_E_STATE);
+        assert_non_null(strstr(ipuof_client_errmsg(admin), "stronger"));
+        assert_int_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    }
+    assert_int_equal(ipuof_reset(admin, k->scope, 0, "victim", 0, NULL), IPUOF_OK);
+    assert_int_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_FREE);
+    assert_int_equal(rec_need, IPUOF_RECOVERY_NONE);
+    assert_string_equal(err, "");
+    /* Attached and used again (the fault fired its one time). */
+    assert_int_equal(attach1(again, NULL, &ipu), IPUOF_OK);
+    assert_int_equal(ipu, 0);
+    assert_int_equal(compile_run(again, NULL), IPUOF_OK);
+    ipuof_client_free(again);
+    ipuof_client_free(v);
+    ipuof_client_free(admin);
+}
+
+static void
+test_kind_x_trigger(void **state)
+{
+    (void)state;
+    assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
+    testd_live = &d;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t a = 0; a < sizeof ats / sizeof ats[0]; a++)
+            one_case(&kinds[k], ats[a]);
+    assert_true(testd_log_contains(&d, "fired on client"));
+    assert_true(testd_log_contains(&d, "recovered by a"));
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
+/* An attach that waited in the queue meets a fault at attach as one served at once. */
+struct waiting {
+    int rc, cls, rec;
+};
+
+static void *
+wait_attach(void *arg)
+{
+    struct waiting *w = arg;
+    ipuof_client *c = connect_to(d.addr);
+    struct ipuof_attach_opts ao = {.num_ipus = 1, .wait = 1, .wait_timeout_ms = 10000};
+    const char *comp;
+
+    w->rc = ipuof_attach(c, &ao, NULL, 0, NULL);
+    ipuof_client_last_error(c, &w->cls, &w->rec, &comp);
+    ipuof_client_free(c);
+    return NULL;
+}
+
+static void
+test_attach_from_queue(void **state)
+{
+    ipuof_client *admin, *holder;
+    struct ipuof_attach_opts all = {.num_ipus = 2};
+    struct ipuof_fault f = {.has_ipu = 1, .ipu = 0};
+    struct waiting w = {0};
+    pthread_t th;
+    int rec, unrec;
+    char err[512];
+
+    (void)state;
+    assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
+    testd_live = &d;
+    admin = connect_to(d.admin_addr);
+    holder = connect_to(d.addr);
+    assert_int_equal(ipuof_attach(holder, &all, NULL, 0, NULL), IPUOF_OK);
+    snprintf(f.kind, sizeof f.kind, "recoverable:IPU_RESET");
+    snprintf(f.at, sizeof f.at, "attach");
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_OK);
+    assert_int_equal(pthread_create(&th, NULL, wait_attach, &w), 0);
+    for (int i = 0; i < 500; i++) { /* until the attach waits in the queue */
+        ipuof_status_report *r = NULL;
+        unsigned waiting;
+        assert_int_equal(ipuof_status(admin, &r), IPUOF_OK);
+        waiting = ipuof_status_report_waiting(r);
+        ipuof_status_report_free(r);
+        if (waiting == 1)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(ipuof_detach(holder), IPUOF_OK); /* serves the queue: IPU 0 */
+    pthread_join(th, NULL);
+    assert_int_equal(w.rc, IPUOF_E_DEVICE_FAULT);
+    assert_int_equal(w.cls, IPUOF_ERROR_RECOVERABLE);
+    assert_int_equal(w.rec, IPUOF_RECOVERY_IPU_RESET);
+    assert_int_equal(ipu_state(0, &rec, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    assert_int_equal(rec, IPUOF_RECOVERY_IPU_RESET);
+    ipuof_client_free(holder);
+    ipuof_client_free(admin);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
+/* A bad fault is refused with a sentence naming what is right; nothing is armed. */
+static void
+test_bad_faults(void **state)
+{
+    ipuof_client *admin, *plain;
+    struct ipuof_fault f = {.has_ipu = 1, .ipu = 0};
+    size_t n = 9;
+
+    (void)state;
+    assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
+    testd_live = &d;
+    admin = connect_to(d.admin_addr);
+    plain = connect_to(d.addr);
+    snprintf(f.kind, sizeof f.kind, "recoverable:IPU_RESET");
+    assert_int_equal(ipuof_fault_inject(plain, &f, NULL), IPUOF_E_AUTH);
+    snprintf(f.kind, sizeof f.kind, "recoverable:PARITION_RESET");
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
+    assert_non_null(strstr(ipuof_client_errmsg(admin), "PARTITION_RESET"));
+    snprintf(f.kind, sizeof f.kind, "unrecoverable");
+    snprintf(f.at, sizeof f.at, "load");
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
+    assert_non_null(strstr(ipuof_client_errmsg(admin), "attach, compile, weights or run"));
+    f.at[0] = '\0';
+    f.ipu = 2;
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
+    assert_non_null(strstr(ipuof_client_errmsg(admin), "IPUs 0 to 1"));
+    f.ipu = 0;
+    f.probability = 1.5;
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_fault_list(admin, NULL, 0, &n), IPUOF_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(ipuof_fault_clear(admin, 7, NULL), IPUOF_E_NOTFOUND);
+    ipuof_client_free(plain);
+    ipuof_client_free(admin);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
+/* --after-runs K, --count N, --probability P --seed S: which runs fail is the same on
+ * every daemon given the same seed. Returns a bit per run (1: failed). */
+static unsigned
+run_pattern(const char *faults_json)
+{
+    ipuof_client *c, *admin;
+    ipuof_model *m = NULL;
+    size_t len = 0;
+    void *bytes = add_model(&len);
+    const float x[4] = {1, 1, 1, 1};
+    struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {1, 4}, x, sizeof x};
+    unsigned bits = 0;
+    char env[512];
+
+    snprintf(env, sizeof env, "%s", faults_json);
+    setenv("IPUOF_FAULTS", env, 1);
+    assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
+    unsetenv("IPUOF_FAULTS");
+    testd_live = &d;
+    c = connect_to(d.addr);
+    admin = connect_to(d.admin_addr);
+    for (int i = 0; i < 16; i++) {
+        int rc;
+        if (m == NULL) {
+            assert_int_equal(attach1(c, NULL, NULL), IPUOF_OK);
+            assert_int_equal(ipuof_model_compile(c, bytes, len, NULL, &m), IPUOF_OK);
+        }
+        rc = ipuof_model_run(m, &in, 1);
+        if (rc != IPUOF_OK) { /* recover as a program would: detach, reset, attach again */
+            assert_int_equal(rc, IPUOF_E_DEVICE_FAULT);
+            bits |= 1u << i;
+            ipuof_model_free(m);
+            m = NULL;
+            assert_int_equal(ipuof_detach(c), IPUOF_OK);
+            assert_int_equal(ipuof_reset(admin, IPUOF_RESET_IPU, 0, NULL, 0, NULL), IPUOF_OK);
+        }
+    }
+    ipuof_model_free(m);
+    ipuof_client_free(c);
+    ipuof_client_free(admin);
+    free(bytes);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+    return bits;
+}
+
+static void
+test_env_triggers(void **state)
+{
+    unsigned a, b, c;
+
+    (void)state;
+    /* after 3 runs, twice: runs 3 and 4 fail (the fault counts runs reaching it). */
+    a = run_pattern("[{\"ipu\": 0, \"kind\": \"recoverable:IPU_RESET\", \"at\": \"run\", "
+                    "\"after_runs\": 3, \"count\": 2}]");
+    assert_int_equal(a, (1u << 3) | (1u << 4));
+    b = run_pattern("{\"kind\":\"host-sync-timeout\",\"probability\":0.3,\"seed\":42,"
+                    "\"count\":16}");
+    c = run_pattern("{\"kind\":\"host-sync-timeout\",\"probability\":0.3,\"seed\":42,"
+                    "\"count\":16}");
+    print_message("probability 0.3 seed 42 over 16 runs: failed 0x%04x\n", b);
+    assert_int_equal(b, c);
+    assert_true(b != 0 && b != 0xffff);
+}
+
+/* A bad IPUOF_FAULTS stops the daemon at start with a sentence. */
+static void
+test_env_bad(void **state)
+{
+    (void)state;
+    setenv("IPUOF_FAULTS", "[{\"kind\":\"recoverable:IPU_RESET\",\"colour\":1}]", 1);
+    assert_int_not_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
+    unsetenv("IPUOF_FAULTS");
+    assert_true(testd_log_contains(&d, "unknown key \"colour\""));
+    testd_stop(&d);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_kind_x_trigger, testd_stop_live),
+        cmocka_unit_test_teardown(test_attach_from_queue, testd_stop_live),
+        cmocka_unit_test_teardown(test_bad_faults, testd_stop_live),
+        cmocka_unit_test_teardown(test_env_triggers, testd_stop_live),
+        cmocka_unit_test(test_env_bad),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,241 @@
+/*
+ * test_faults.c — daemon/faults.c without a daemon: kinds and triggers parsed (and refused
+ * with a sentence), targets matched, --after-runs, --count, a seeded --probability that
+ * repeats, IPUOF_FAULTS's JSON byte by byte, reset levels; and devices.c's IPU error
+ * state (the strongest need kept, what blocks an attach, cleared by dev_clear).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "devices.h"
+#include "faults.h"
+#include "ipuof/status.h"
+
+static struct fault_table t;
+
+static int
+add(const char *kind, const char *at, int ipu, const char *part, char *err)
+{
+    struct fault_spec s = {.kind = kind, .at = at, .partition = part};
+
+    if (ipu >= 0) {
+        s.has_ipu = 1;
+        s.ipu = (unsigned)ipu;
+    }
+    return faults_add(&t, &s, 4, NULL, err, 512);
+}
+
+static void
+test_parse(void **state)
+{
+    char err[512];
+    char buf[48];
+
+    (void)state;
+    faults_init(&t);
+    assert_int_equal(add("recoverable:IPU_RESET", NULL, 0, NULL, err), 0);
+    assert_int_equal(t.f[0].at, FAULT_AT_RUN);
+    assert_int_equal(t.f[0].recovery, IPUOF_RECOVERY_IPU_RESET);
+    assert_int_equal(t.f[0].count, 1);
+    assert_string_equal(faults_kind_name(&t.f[0], buf, sizeof buf), "recoverable:IPU_RESET");
+    assert_int_equal(add("recoverable:LINK_RESET", "attach", -1, "p", err), 0);
+    assert_int_equal(t.f[1].recovery, IPUOF_RECOVERY_LINK_RESET);
+    assert_int_equal(add("unrecoverable", "weights", -1, NULL, err), 0);
+    assert_int_equal(t.f[2].recovery, IPUOF_RECOVERY_FULL_RESET);
+    assert_int_equal(add("fabric-disconnect", "compile", 3, NULL, err), 0);
+    /* refused, nothing added */
+    assert_int_equal(add("recoverable:PARITION_RESET", NULL, 0, NULL, err), -1);
+    assert_non_null(strstr(err, "PARTITION_RESET"));
+    assert_int_equal(add("oom", NULL, 0, NULL, err), -1);
+    assert_non_null(strstr(err, "host-sync-timeout"));
+    assert_int_equal(add("unrecoverable", "load", 0, NULL, err), -1);
+    assert_non_null(strstr(err, "attach, compile, weights or run"));
+    assert_int_equal(add("unrecoverable", NULL, 4, NULL, err), -1);
+    assert_non_null(strstr(err, "IPUs 0 to 3"));
+    assert_int_equal(add("unrecoverable", NULL, 1, "p", err), -1);
+    assert_non_null(strstr(err, "not both"));
+    assert_int_equal(add(NULL, NULL, 1, NULL, err), -1);
+    assert_int_equal(t.n, 4);
+    assert_int_equal(faults_clear(&t, 2), 1);
+    assert_int_equal(faults_clear(&t, 2), 0);
+    assert_int_equal(t.n, 3);
+    assert_int_equal(faults_clear(&t, 0), 3);
+    assert_int_equal(t.n, 0);
+    /* ids are not reused */
+    assert_int_equal(add("unrecoverable", NULL, 1, NULL, err), 0);
+    assert_int_equal(t.f[0].id, 5);
+}
+
+static void
+test_match(void **state)
+{
+    struct fault_spec s = {.kind = "recoverable:IPU_RESET", .has_ipu = 1, .ipu = 2,
+                           .after = 2, .count = 2};
+    char err[512];
+
+    (void)state;
+    faults_init(&t);
+    assert_int_equal(faults_add(&t, &s, 4, NULL, err, sizeof err), 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 2, "p0"));   /* IPUs 0-1: not its IPU */
+    assert_null(faults_match(&t, FAULT_AT_COMPILE, 2, 2, "p1")); /* not its trigger */
+    assert_int_equal(t.f[0].seen, 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 2, "p1"));   /* after 2 */
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 4, "p2"));
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3"));
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3"));
+    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3"));   /* count 2: spent */
+    assert_true(faults_spent(&t.f[0]));
+    assert_int_equal(t.f[0].fired, 2);
+
+    faults_init(&t);
+    s.has_ipu = 0;
+    s.partition = "train";
+    s.after = 0;
+    s.count = 0;
+    assert_int_equal(faults_add(&t, &s, 4, NULL, err, sizeof err), 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "other"));
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, NULL));
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "train"));
+}
+
+/* The runs (bits) of 64 that fire with probability p and seed. */
+static uint64_t
+pattern(double p, uint64_t seed)
+{
+    struct fault_spec s = {.kind = "host-sync-timeout", .probability = p, .seed = seed,
+                           .count = 64};
+    char err[512];
+    uint64_t bits = 0;
+
+    faults_init(&t);
+    assert_int_equal(faults_add(&t, &s, 4, NULL, err, sizeof err), 0);
+    for (int i = 0; i < 64; i++)
+        if (faults_match(&t, FAULT_AT_RUN, 0, 1, "p") != NULL)
+            bits |= 1ull << i;
+    return bits;
+}
+
+static void
+test_probability(void **state)
+{
+    uint64_t a = pattern(0.25, 7), b = pattern(0.25, 7), c = pattern(0.25, 8);
+    int n = __builtin_popcountll(a);
+
+    (void)state;
+    print_message("p 0.25 seed 7: %d of 64 fired\n", n);
+    assert_true(a == b);
+    assert_true(a != c);
+    assert_in_range(n, 6, 26);
+    assert_true(pattern(1.0, 1) == ~0ull);
+}
+
+static void
+test_json(void **state)
+{
+    char err[512];
+
+    (void)state;
+    faults_init(&t);
+    assert_int_equal(faults_parse_json(&t, " [ ] ", 4, err, sizeof err), 0);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(faults_parse_json(&t, "[{\"ipu\": 1, \"kind\": \"recoverable:FULL_RESET\","
+                                       " \"at\": \"weights\", \"after_runs\": 3, \"count\": 2},"
+                                       " {\"partition\": \"p\\\"q\", \"kind\": \"unrecoverable\","
+                                       " \"probability\": 0.5, \"seed\": 99}]", 4, err,
+                                       sizeof err), 0);
+    assert_int_equal(t.n, 2);
+    assert_int_equal(t.f[0].ipu, 1);
+    assert_int_equal(t.f[0].at, FAULT_AT_WEIGHTS);
+    assert_int_equal(t.f[0].after, 3);
+    assert_int_equal(t.f[0].count, 2);
+    assert_string_equal(t.f[1].partition, "p\"q");
+    assert_true(t.f[1].probability == 0.5);
+    assert_int_equal(t.f[1].seed, 99);
+    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"fabric-disconnect\"}", 4, err,
+                                       sizeof err), 0);
+    assert_int_equal(t.n, 3);
+    /* refused with a sentence */
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"x\"}]", 4, err, sizeof err), -1);
+    assert_non_null(strstr(err, "entry 0"));
+    assert_int_equal(faults_parse_json(&t, "[{\"ipu\":-1,\"kind\":\"unrecoverable\"}]", 4, err,
+                                       sizeof err), -1);
+    assert_non_null(strstr(err, "non-negative"));
+    assert_int_equal(faults_parse_json(&t, "[{\"count\":1.5}]", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"} x", 4, err,
+                                       sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"}] x", 4, err,
+                                       sizeof err), -1);
+    assert_non_null(strstr(err, "text after"));
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"", 4, err, sizeof err),
+                     -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable", 4, err, sizeof err),
+                     -1);
+    assert_int_equal(faults_parse_json(&t, "", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]", 4,
+                                       err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"colour\":1}]", 4, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unknown key"));
+}
+
+static void
+test_levels_and_errors(void **state)
+{
+    struct dev_inventory *inv = dev_inventory_new(4, 1 << 20, 1472);
+    struct dev_partition *p = NULL;
+    struct dev_holder h = {.pid = 1};
+    char err[512];
+    unsigned ipu = 9;
+
+    (void)state;
+    assert_true(faults_level(IPUOF_RECOVERY_IPU_RESET) < faults_level(IPUOF_RECOVERY_LINK_RESET));
+    assert_true(faults_level(IPUOF_RECOVERY_LINK_RESET) <
+                faults_level(IPUOF_RECOVERY_PARTITION_RESET));
+    assert_true(faults_level(IPUOF_RECOVERY_PARTITION_RESET) <
+                faults_level(IPUOF_RECOVERY_FULL_RESET));
+    assert_int_equal(faults_level(IPUOF_RECOVERY_RETRY), 0);
+    assert_string_equal(ipuof_recovery_name(IPUOF_RECOVERY_LINK_RESET), "LINK_RESET");
+    assert_string_equal(ipuof_recovery_name(IPUOF_RECOVERY_FULL_RESET), "FULL_RESET");
+
+    assert_int_equal(dev_attach(inv, 2, "a", &h, NULL, &p, err, sizeof err), IPUOF_OK);
+    dev_set_error(inv, 1, IPUOF_RECOVERY_PARTITION_RESET, 0, "a", "boom");
+    dev_set_error(inv, 1, IPUOF_RECOVERY_IPU_RESET, 0, "a", "weaker"); /* keeps the stronger */
+    assert_int_equal(inv->ipus[1].recovery, IPUOF_RECOVERY_PARTITION_RESET);
+    assert_string_equal(inv->ipus[1].error, "boom");
+    assert_int_equal(dev_error_need(inv, 0, 2, &ipu), IPUOF_RECOVERY_PARTITION_RESET);
+    assert_int_equal(ipu, 1);
+    assert_int_equal(dev_error_need(inv, 2, 2, NULL), IPUOF_RECOVERY_NONE);
+    dev_release(inv, p);
+    assert_int_equal(inv->ipus[1].state, DEV_ERROR);   /* a release leaves the error */
+    assert_int_equal(inv->ipus[0].state, DEV_FREE);
+    /* 2 IPUs: {2,3} free, no block. 4 IPUs: blocked by IPU 1 alone. */
+    assert_int_equal(dev_error_blocks(inv, 2, NULL, NULL), IPUOF_RECOVERY_NONE);
+    assert_int_equal(dev_error_blocks(inv, 4, NULL, &ipu), IPUOF_RECOVERY_PARTITION_RESET);
+    assert_int_equal(dev_attach(inv, 4, NULL, &h, NULL, &p, err, sizeof err), IPUOF_E_BUSY);
+    assert_non_null(strstr(err, "IPU 1 is in error and needs PARTITION_RESET"));
+    dev_clear(inv, 1);
+    assert_int_equal(inv->ipus[1].state, DEV_FREE);
+    assert_int_equal(inv->ipus[1].recovery, 0);
+    assert_string_equal(inv->ipus[1].error_part, "");
+    assert_int_equal(dev_error_blocks(inv, 4, NULL, NULL), IPUOF_RECOVERY_NONE);
+    dev_inventory_free(inv);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_match),
+        cmocka_unit_test(test_probability),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_levels_and_errors),
+    };
+
+    return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
+}
