@@ -84,21 +84,63 @@ ipuof_io_timeout(struct ipuof_io *io)
                          io->what, io->timeout_ms);
 }
 
-/* Waits until fd is ready for events or the deadline passes. */
+/*
+ * True when the daemon at c's address answers a health request on a connection of its
+ * own within c's connect timeout (its event loop answers while workers compile or run).
+ * A refusal, no answer, or a close without an answer means it is gone, stopped, hung or
+ * unreachable; any reply, even an error, means it is alive. Out of memory: assumed alive.
+ */
+static int
+daemon_answers(ipuof_client *c)
+{
+    ipuof_client *p = ipuof_client_new();
+    int rc;
+
+    if (p == NULL)
+        return 1;
+    (void)ipuof_client_set_timeouts(p, c->connect_ms, c->connect_ms);
+    rc = ipuof_client_connect_probe(p, c->address);
+    if (rc == IPUOF_OK)
+        rc = ipuof_health(p, NULL);
+    ipuof_client_free(p);
+    return rc != IPUOF_E_IO && rc != IPUOF_E_TIMEOUT && rc != IPUOF_E_CLOSED;
+}
+
+/*
+ * Waits until fd is ready for events or the deadline passes. A wait longer than the
+ * connect timeout is cut into stretches of that length: after each silent stretch the
+ * daemon is asked on a second connection whether it is alive (daemon_answers), so a
+ * daemon that was stopped, hangs or became unreachable is reported after about twice the
+ * connect timeout instead of at the end of a long request timeout. A connect timeout of 0
+ * turns this off.
+ */
 static int
 io_wait(struct ipuof_io *io, int fd, short events)
 {
     struct pollfd p = {.fd = fd, .events = events};
+    int every = io->c->connect_ms;
 
     for (;;) {
         int left = ipuof_io_left(io);
+        int slice = left;
         int n;
 
         if (left == 0)
             return ipuof_io_timeout(io);
-        n = poll(&p, 1, left);
+        if (every > 0 && (left < 0 || left > every))
+            slice = every;
+        n = poll(&p, 1, slice);
         if (n > 0)
             return IPUOF_OK; /* POLLERR/POLLHUP included: the next send/recv says what */
+        if (n == 0 && slice != left) {
+            if (daemon_answers(io->c))
+                continue;
+            return ipuof_err_set(io->c, IPUOF_E_CLOSED, "connection",
+                                 "ipuofd at %s stopped answering during %s: nothing came "
+                                 "for %d ms and a health probe on a new connection got no "
+                                 "answer within %d ms (the daemon was stopped, hangs, or "
+                                 "is unreachable)", io->c->address, io->what, every, every);
+        }
         if (n == 0)
             return ipuof_io_timeout(io);
         if (errno != EINTR)

@@ -1,19 +1,26 @@
 """ipuof: a PopTorch-compatible package over libipuof-client. `import poptorch` gives the
 same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1:50052)
 unchanged."""
-from . import optim
+from . import optim, symbolics
 from ._lib import path as library_path
+from . import _logging, ops, poptorch_core
+from ._logging import logger, setLogLevel
+from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_print_tensor,
+                  nop, recomputationCheckpoint, serializedMatMul, set_available_memory)
+from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
 from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
                      SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
-from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode, Liveness,
-                    MeanReductionStrategy, OutputMode, ReductionType, SharingStrategy,
-                    SyncPattern)
+from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
+                    HalfFloatCastingBehavior, Liveness, MatMulSerializationMode,
+                    MeanReductionStrategy, MultiConvPlanType, OutputMode, OverlapMode,
+                    ReductionType, SharingStrategy, SyncPattern, VariableRetrievalMode)
 from .errors import Error, RecoverableError, UnrecoverableError
 from .executor import PoplarExecutor, inferenceModel, trainingModel
 from .options import Options, TensorLocationSettings
 
 __version__ = "0.1.0"
+symbolics.register()
 
 
 def ipuHardwareIsAvailable(num_ipus=1):
@@ -31,6 +38,11 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "Phase",
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
-           "SyncPattern", "TensorLocationSettings", "UnrecoverableError",
-           "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
+           "SyncPattern", "HalfFloatCastingBehavior", "ICustomArgParser",
+           "MatMulSerializationMode", "MultiConvPlanType", "OverlapMode",
+           "VariableRetrievalMode", "logger", "poptorch_core", "registerCustomArgParser",
+           "setLogLevel", "CPU", "MultiConv", "NameScope", "cond", "custom_op", "for_loop",
+           "ipu_print_tensor", "nop", "recomputationCheckpoint", "serializedMatMul",
+           "set_available_memory", "ops", "TensorLocationSettings", "UnrecoverableError",
+           "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
            "library_path", "removeBlocks", "trainingModel"]

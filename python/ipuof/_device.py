@@ -25,6 +25,22 @@ def dtype_code(t):
     return code
 
 
+def _env_ms(name, default):
+    """The milliseconds in environment variable name (0: no limit), or default; Error for
+    a value that is not a whole number of milliseconds."""
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return default
+    try:
+        ms = int(v)
+    except ValueError:
+        ms = -1
+    if ms < 0 or ms > 2**31 - 1:
+        raise Error(f"{name}={v!r} is not a number of milliseconds: expected a whole "
+                    "number from 0 (no limit) to 2147483647")
+    return ms
+
+
 class Connection:
     """A client handle connected to the daemon (IPUOF_SERVER, or the default)."""
 
@@ -33,12 +49,16 @@ class Connection:
         if self.ptr == ffi.NULL:
             raise MemoryError("ipuof_client_new")
         lib.ipuof_client_set_name(self.ptr, name.encode())
-        timeout = int(os.environ.get("IPUOF_REQUEST_TIMEOUT_MS", "600000"))
-        lib.ipuof_client_set_timeouts(self.ptr, 5000, timeout)
+        # The connect timeout also paces the library's liveness check: a call that hears
+        # nothing for that long asks the daemon, on a second connection, whether it is
+        # alive, so a stopped or unreachable daemon is reported after about twice this,
+        # not at the end of the request timeout (which bounds a long compile or run).
+        connect = _env_ms("IPUOF_CONNECT_TIMEOUT_MS", 5000)
+        timeout = _env_ms("IPUOF_REQUEST_TIMEOUT_MS", 600000)
+        lib.ipuof_client_set_timeouts(self.ptr, connect, timeout)
         rc = lib.ipuof_client_connect(self.ptr, ffi.NULL)
         if rc != 0:
-            exc = from_client(self.ptr, "connecting to ipuofd at " +
-                              os.environ.get("IPUOF_SERVER", "127.0.0.1:50052"), rc)
+            exc = from_client(self.ptr, "connect", rc, connected=False)
             self.close()
             raise exc
         self.attached = False

@@ -85,6 +85,14 @@ class DataLoader(tud.DataLoader):
                  drop_last=True, persistent_workers=None, auto_distributed_partitioning=True,
                  mode=enums.DataLoaderMode.Sync, async_options=None,
                  rebatched_worker_size=None, **kwargs):
+        batch_sampler = kwargs.pop("batch_sampler", None)
+        if batch_sampler is not None:
+            self._init_user_sampler(options, dataset, batch_sampler, batch_size, shuffle,
+                                    num_workers, drop_last, persistent_workers,
+                                    auto_distributed_partitioning, mode, async_options,
+                                    kwargs)
+            return
+        self._user_sampler = False
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size expects an integer >= 1, not {batch_size!r}")
         self._options = options
@@ -127,6 +135,50 @@ class DataLoader(tud.DataLoader):
                                 seed or 0, not drop_last)
         super().__init__(dataset, batch_sampler=sampler, num_workers=num_workers, **kwargs)
 
+    def _init_user_sampler(self, options, dataset, batch_sampler, batch_size, shuffle,
+                           num_workers, drop_last, persistent_workers,
+                           auto_distributed_partitioning, mode, async_options, kwargs):
+        """A batch_sampler of the program's own (PopTorch's rule): each of its batches is
+        one micro-batch, and deviceIterations x replicas x gradientAccumulation of them in a
+        row are concatenated into a combined batch (the last one shorter unless
+        drop_last)."""
+        if batch_size != 1 or shuffle:
+            raise Error("`batch_sampler` option is mutually exclusive with batch_size, "
+                        "shuffle.")
+        if options.Distributed.numProcesses > 1 and auto_distributed_partitioning:
+            raise Error("`batch_sampler` option is mutually exclusive with "
+                        "auto_distributed_partitioning=True.")
+        self._user_sampler = True
+        self._options = options
+        self._mode = enums.DataLoaderMode(mode)
+        if self._mode == enums.DataLoaderMode.AsyncRebatched:
+            self._mode = enums.DataLoaderMode.Async
+        self._async_options = dict(async_options or {})
+        self._n_combine = _combined(options, 1)
+        per = getattr(batch_sampler, "batch_size", None) or 1
+        self.batch_size_per_step = per
+        self._combined = per * self._n_combine
+        self._sampler_drop_last = bool(drop_last)
+        self._rebatch = None
+        kwargs.setdefault("persistent_workers", bool(persistent_workers))
+        super().__init__(dataset, batch_sampler=batch_sampler, num_workers=num_workers,
+                         **kwargs)
+
+    def _combined_batches(self, it):
+        """Concatenates self._n_combine consecutive batches of it, leaf by leaf (tensors in
+        any structure, custom types through their ICustomArgParser)."""
+        from . import capture
+        group, spec = [], None
+        for batch in it:
+            leaves, names = [], []
+            spec = capture.flatten(batch, "batch", leaves, names)
+            group.append(leaves)
+            if len(group) == self._n_combine:
+                yield capture.unflatten(spec, iter(_cat(group)))
+                group = []
+        if group and not self._sampler_drop_last:
+            yield capture.unflatten(spec, iter(_cat(group)))
+
     @property
     def combinedBatchSize(self):
         """Samples per batch: B x deviceIterations x gradientAccumulation x replicas."""
@@ -139,6 +191,9 @@ class DataLoader(tud.DataLoader):
     def _plain_iter(self):
         """An epoch's iterator of combined batches: the batched path's when it reproduces
         this loader's batches exactly, else torch's."""
+        if self._user_sampler:
+            it = super().__iter__()
+            return self._combined_batches(it) if self._n_combine != 1 else it
         fetcher = None if self._rebatch else batched.plan(self)
         if fetcher is not None:
             return batched.BatchedIter(self, fetcher)
@@ -155,6 +210,10 @@ class DataLoader(tud.DataLoader):
         return iter(acc)
 
     def __len__(self):
+        if self._user_sampler:
+            n = super().__len__()
+            k = self._n_combine
+            return n // k if self._sampler_drop_last else -(-n // k)
         if self._rebatch:
             n = super().__len__()
             return n // self._rebatch if self._drop_last else -(-n // self._rebatch)
@@ -164,6 +223,11 @@ class DataLoader(tud.DataLoader):
         acc = getattr(self, "_accessor", None)
         if acc is not None:
             acc.terminate()
+
+
+def _cat(group):
+    """The i-th tensors of every batch in group, each list concatenated along dim 0."""
+    return [torch.cat([leaves[i] for leaves in group]) for i in range(len(group[0]))]
 
 
 _END = object()
@@ -177,8 +241,8 @@ class _Failure:
 class AsynchronousDataAccessor:
     """Iterates dataset (a DataLoader) in a background thread, up to buffer_size batches
     ahead of the caller. With rebatched_size, dataset yields single samples and the
-    accessor collates them rebatched_size at a time (an incomplete last batch is
-    dropped). Each `for` over the accessor is one epoch of the dataset."""
+    accessor collates them rebatched_size at a time (an incomplete last batch is dropped,
+    unless dataset is a DataLoader made with drop_last=False). Each `for` over the accessor is one epoch of the dataset."""
 
     def __init__(self, dataset, buffer_size=3, miss_sleep_time_in_ms=0.1,
                  load_indefinitely=True, early_preload=False, sharing_strategy=None,
@@ -205,6 +269,9 @@ class AsynchronousDataAccessor:
             if len(pending) == self._rebatch:
                 yield tud.default_collate(pending)
                 pending = []
+        # The loader's drop_last=False keeps the shorter last batch (PopTorch's rule).
+        if pending and getattr(self._dataset, "_drop_last", True) is False:
+            yield tud.default_collate(pending)
 
     def _work(self, it, q, stop):
         try:

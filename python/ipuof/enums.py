@@ -71,3 +71,38 @@ class SharingStrategy(enum.IntEnum):
     FileSystem = 1
     Fork = 2
     ForkServer = 3
+
+
+class HalfFloatCastingBehavior(enum.IntEnum):
+    """(PopTorch: deprecated, tracing only.) Kept for programs that name it."""
+    FloatDowncastToHalf = 0
+    HalfUpcastToFloat = 1
+    Default = 2
+
+
+class MatMulSerializationMode(enum.Enum):
+    """Which dimension poptorch.serializedMatMul splits the product along."""
+    InputChannels = "input_channels"
+    ReducingDim = "reducing_dim"
+    OutputChannels = "output_channels"
+    Disabled = "none"
+
+
+class OverlapMode(enum.Enum):
+    """Whether host transfers overlap compute (IO tiles): no meaning on simulated IPUs,
+    whose inputs arrive with the run."""
+    NoOverlap = "no_overlap"
+    OverlapAccumulationLoop = "overlap_accumulation_loop"
+    OverlapDeviceIterationLoop = "overlap_device_iteration_loop"
+
+
+class MultiConvPlanType(enum.IntEnum):
+    """How poptorch.MultiConv plans its convolutions."""
+    Parallel = 0
+    Serial = 1
+
+
+class VariableRetrievalMode(enum.IntEnum):
+    """Which replica's value of a replica-grouped variable is read back."""
+    OnePerGroup = 0
+    AllReplicas = 2

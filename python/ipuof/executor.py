@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from . import _device, _lib, blocks, enums, profiling
+from . import _device, _lib, blocks, capture, enums, profiling
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -85,33 +85,6 @@ _TORCH_DTYPES = {_lib.DTYPE_FLOAT: torch.float32, _lib.DTYPE_UINT8: torch.uint8,
                  _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool}
 
 
-def _flatten(out):
-    """(list of tensors, template) for a tensor or a (nested) tuple/list of tensors."""
-    if isinstance(out, torch.Tensor):
-        return [out], None
-    if isinstance(out, (tuple, list)):
-        flat, tmpl = [], []
-        for o in out:
-            f, t = _flatten(o)
-            tmpl.append((len(f), t))
-            flat.extend(f)
-        return flat, (type(out), tmpl)
-    raise Error(f"the model returns a {type(out).__name__}; poptorch models return "
-                "tensors, or tuples or lists of tensors")
-
-
-def _unflatten(flat, tmpl):
-    """Rebuilds the structure _flatten() described from flat."""
-    if tmpl is None:
-        return flat[0]
-    kind, parts = tmpl
-    out, i = [], 0
-    for n, t in parts:
-        out.append(_unflatten(flat[i:i + n], t))
-        i += n
-    return kind(out)
-
-
 def _optimizer_struct(optimizer):
     """The library's struct ipuof_optimizer for a torch.optim optimizer (or None: SGD with
     lr 0.01, PopTorch's default)."""
@@ -143,8 +116,10 @@ def _optimizer_struct(optimizer):
         o.beta1, o.beta2 = g["betas"]
         o.eps = g["eps"]
     else:
-        raise Error(f"the optimizer {type(optimizer).__name__} is not supported by ipuofd: "
-                    "use torch.optim.SGD, Adam or AdamW (or poptorch.optim's)")
+        raise Error(f"the optimizer {type(optimizer).__name__} is not supported by ipuofd "
+                    "yet: its optimizer set (sim/optim.c) has SGD, Adam and AdamW; "
+                    "RMSprop and LAMB need it to gain them. Use torch.optim.SGD, Adam or "
+                    "AdamW (or poptorch.optim's)")
     o.lr = float(g["lr"])
     o.weight_decay = float(g.get("weight_decay", 0.0))
     return o
@@ -175,8 +150,15 @@ class PoplarExecutor:
             raise Error("poptorch expects a torch.nn.Module")
         options = options if options is not None else Options()
         if not training and options.Training.gradient_accumulation != 1:
-            raise Error("gradientAccumulation must be 1 for an inference model (it was "
-                        f"{options.Training.gradient_accumulation})")
+            msg = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or "
+                   "leave it as its default value (1) when running a "
+                   "poptorch.inferenceModel().")
+            if isinstance(options._execution_strategy, blocks.PipelinedExecution) and \
+                    not isinstance(options._execution_strategy, blocks.ShardedExecution):
+                msg += (" Use poptorch.Options().deviceIterations to process a "
+                        "sufficient number of batches each run for pipelined execution "
+                        "instead.")
+            raise Error(msg + f" (it was {options.Training.gradient_accumulation})")
         self._user_model = model
         self._options = options
         self._training = training
@@ -204,22 +186,8 @@ class PoplarExecutor:
     # ---- capture and compile ----------------------------------------------------------
 
     def _bind(self, args, kwargs):
-        """The call's inputs as [(name, tensor)] in the forward's parameter order."""
-        sig = inspect.signature(self._user_model.forward)
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise Error(f"the call does not match {type(self._user_model).__name__}."
-                        f"forward{sig}: {exc}")
-        out = []
-        for name, value in bound.arguments.items():
-            if value is None:
-                break
-            if not isinstance(value, torch.Tensor):
-                raise Error(f"input '{name}' is a {type(value).__name__}; poptorch models "
-                            "take tensors")
-            out.append((name, value))
-        return out
+        """The call's arguments bound to forward's signature (capture.Call)."""
+        return capture.Call(self._user_model, args, kwargs)
 
     def _steps(self):
         o = self._options
@@ -227,10 +195,14 @@ class PoplarExecutor:
             (o.replication_factor // o.input_group_size)
 
     def _micro_batch(self, inputs):
-        """B from the first input's batch dimension; PopTorch's error when it is not a
-        multiple of the samples per call."""
+        """Checks every input's batch dimension (PopTorch's error when it is not a multiple
+        of the samples per call) and returns the micro-batch of each: the first
+        dimension divided by the samples per call. With one sample per call an input is
+        taken whole (it needs no batch dimension)."""
         o = self._options
         steps = self._steps()
+        if steps == 1:
+            return [t.shape[0] if t.dim() else None for _, t in inputs]
         for name, t in inputs:
             if t.dim() == 0 or t.shape[0] % steps != 0:
                 n = t.shape[0] if t.dim() else 0
@@ -244,46 +216,56 @@ class PoplarExecutor:
                     "because it is used to calculate the batch size which will be executed "
                     "on the device in any given iteration. For a full explanation see the "
                     "batching semantics page of the documentation.")
-        return inputs[0][1].shape[0] // steps
+        return [t.shape[0] // steps for _, t in inputs]
 
     @staticmethod
     def _host_tensor(t):
-        if t.dtype == torch.float64:
+        # float16, bfloat16 and float64 travel and compute as float32 (see _half).
+        if t.dtype in capture.WIDENED:
             t = t.float()
         return t.detach().contiguous()
 
-    def _probe(self, sample):
-        """Runs the module once on the host on sample (buffers and RNG restored after) to
-        learn its output structure and, when training, which output is the loss."""
+    def _probe(self, call, sample):
+        """Runs the module once on the host on copies of sample, with no side effects on
+        the host (capture.no_side_effects), to learn its output structure, the inputs it
+        changes in place and, when training, which output is the loss. Returns the
+        capture.Probe."""
         m = self._user_model
-        saved = {k: v.detach().clone() for k, v in
-                 torch.nn.Module.named_buffers(m)}
-        rng = torch.random.get_rng_state()
+        record = capture.Probe()
         was_training = m.training
         m.train(self._training)
         try:
-            with torch.enable_grad() if self._training else torch.no_grad():
-                out = m(*sample)
+            with capture.no_side_effects(m), \
+                    torch.enable_grad() if self._training else torch.no_grad():
+                capture.as_float32(m)
+                before = capture.buffer_versions(m)
+                capture.run_flat(m, call, [t.clone() for t in sample], record)
+                changed = capture.changed_buffers(m, before)
         finally:
             m.train(was_training)
-            with torch.no_grad():
-                for k, v in torch.nn.Module.named_buffers(m):
-                    v.copy_(saved[k])
-            torch.random.set_rng_state(rng)
-        flat, tmpl = _flatten(out)
-        loss = None
-        if self._training:
+        if changed:
+            raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
+                        "ipuofd does not keep such changes between device steps yet (only "
+                        "BatchNorm's running statistics are updated on the device), so the "
+                        "model would compute with stale values; keep the value outside the "
+                        "module or compute it on the host")
+        if self._training and record.loss is None:
+            flat = record.flat
             cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
             named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
             if not cands:
                 raise Error("a training model must return its loss: forward() returned no "
                             "scalar that depends on trainable weights (return (output, loss) "
-                            "or loss)")
-            loss = (named or cands)[0]
-        return flat, tmpl, loss
+                            "or loss, or mark it with poptorch.identity_loss)")
+            record.loss = (named or cands)[0]
+        record.flat = None
+        return record
 
-    def _export(self, sample, names, n_out):
+    def _export(self, call, sample, record):
+        """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
+        the blocks recorder; no side effects on the host."""
         m = self._user_model
+        n_out = record.n_graph()
         was_training = m.training
         m.train(self._training)
         mode = torch.onnx.TrainingMode.TRAINING if self._training \
@@ -291,18 +273,31 @@ class PoplarExecutor:
         f = io.BytesIO()
         rec = blocks._Recorder(m)
         try:
-            with rec, warnings.catch_warnings():
+            with rec, capture.no_side_effects(m) as snap, \
+                    capture.flat_forward(m, call, record), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                torch.onnx.export(m, tuple(sample), f, opset_version=14, training=mode,
-                                  do_constant_folding=False, input_names=names,
+                capture.as_float32(m)
+                torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
+                                  training=mode, do_constant_folding=False,
+                                  input_names=list(call.names),
                                   output_names=[f"output{i}" for i in range(n_out)])
-        except Error:
-            raise
-        except Exception as exc:
-            raise Error(f"capturing the model with torch.onnx.export failed: {exc}")
+                onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
+        except Exception as exc:  # noqa: B902 - any failure of the exporter
+            failure = exc if isinstance(exc, Error) else \
+                Error(f"capturing the model with torch.onnx.export failed: {exc}")
+        else:
+            failure = None
         finally:
             m.train(was_training)
-        return f.getvalue(), rec
+        if failure is not None:
+            # Raised afresh, without the exporter's frames: their arguments are TorchScript
+            # values of a graph freed by now, and printing them (as pytest does with a
+            # traceback's arguments) crashes the interpreter.
+            failure.__traceback__ = None
+            failure.__context__ = None
+            failure.__cause__ = None
+            raise failure
+        return onnx_bytes, rec
 
     def _placement(self, rec):
         """(IPUs per replica, placement dict or None) from the strategy, the recorded
@@ -358,11 +353,23 @@ class PoplarExecutor:
         wait = bool(os.environ.get("POPTORCH_WAIT_FOR_IPU"))
         self._conn.attach(n, o.auto_round_num_ipus, wait, 0, o.Distributed.processId, nproc)
 
+    def _revive(self):
+        """After destroy(), the next call or compile() starts again: a new capture and a
+        new compile (PopTorch's rule, used to change a model's inputs)."""
+        self._destroyed = False
+        self._onnx = None
+        self._exe = None
+        if self._training:
+            _training_executors.add(self)
+            for m in self._user_model.modules():
+                if not hasattr(type(m), "_ipuof_original_class"):
+                    m.__class__ = _hooked_class(type(m))
+
     def compile(self, *args, **kwargs):
         """Captures and compiles the model for inputs like args (a whole combined batch),
         without running it."""
         if self._destroyed:
-            raise Error("this model was destroyed")
+            self._revive()
         if self._exe is not None or self._onnx is not None:
             return
         o = self._options
@@ -375,28 +382,38 @@ class PoplarExecutor:
                           "yet: this libipuof-client cannot fetch an execution trace",
                           stacklevel=2)
         _sync_host()
-        inputs = self._bind(args, kwargs)
-        if not inputs:
-            raise Error("the model needs at least one tensor input")
-        b = self._micro_batch(inputs)
-        self._names = [n for n, _ in inputs]
-        sample = [self._host_tensor(t)[:b] for _, t in inputs]
-        flat, self._template, loss = self._probe(sample)
+        call = self._bind(args, kwargs)
+        inputs = list(zip(call.names, call.leaves))
+        micro = self._micro_batch(inputs)
+        self._names = list(call.names)
+        self._call = call
+        sample = [(self._host_tensor(t)[:b] if b is not None else self._host_tensor(t)).clone()
+                  for t, b in zip(call.leaves, micro)]
+        # A float16 model (or float16 inputs) is captured and run in float32, its floating
+        # outputs given back as float16: the daemon has no float16 tensors yet.
+        self._half = capture.widened_half(self._user_model, call.leaves)
+        record = self._probe(call, sample)
         self._sample = sample
-        self._onnx, rec = self._export(sample, self._names, len(flat))
+        self._record = record
+        call.forget_values()  # keep no reference to the caller's tensors
+        self._onnx, rec = self._export(call, sample, record)
         ipus, self._placement_opts = self._placement(rec)
-        self._out_names = [f"output{i}" for i in range(len(flat))]
-        self._loss = loss
+        self._out_names = [f"output{i}" for i in range(record.n_graph())]
+        self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
         n = o.output_return_period if o.output_mode == enums.OutputMode.EveryN else 0
+        # An input changed in place comes back whole, to be copied into the caller's.
+        kinds = [kind] * record.n_out + [_lib.OUTPUT_ALL] * len(record.mutated) + \
+            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints)
         self._compile_args = dict(
             micro_batch=0, device_iterations=o.device_iterations,
             replicas=o.replication_factor,
-            output_kinds=[(nm, kind, n) for nm in self._out_names])
+            output_kinds=[(nm, k, n if k == kind else 0)
+                          for nm, k in zip(self._out_names, kinds)])
         self._ipus = ipus
         self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         o._freeze()
-        if o.connection_type == enums.ConnectionType.Always:
+        if o.connection_type == enums.ConnectionType.Always and record.n_graph() > 0:
             self._compile_on_device()
 
     def _training_args(self):
@@ -421,7 +438,7 @@ class PoplarExecutor:
         """An inference model's weights are constants of its graph: after the host's
         weights changed, the graph is captured again and compiled on the same partition."""
         _sync_host()
-        self._onnx, _ = self._export(self._sample, self._names, len(self._out_names))
+        self._onnx, _ = self._export(self._call, self._sample, self._record)
         if self._exe is not None:
             self._exe.free()
             self._exe = None
@@ -481,9 +498,13 @@ class PoplarExecutor:
 
     def __call__(self, *args, **kwargs):
         if self._destroyed:
-            raise Error("this model was destroyed")
+            self._revive()
         if self._onnx is None:
             self.compile(*args, **kwargs)
+        if self._record.n_graph() == 0:
+            # Nothing comes back and nothing changes: the device has nothing to do.
+            self._call.conform(self._bind(args, kwargs))
+            return capture.unflatten(self._record.out_spec, iter([]))
         if self._exe is None:
             self._compile_on_device()
         if self._training:
@@ -492,10 +513,9 @@ class PoplarExecutor:
                 self.setOptimizer(self._optimizer)
         elif self._uploaded_generation != _generation[0]:
             self._recapture()
-        inputs = self._bind(args, kwargs)
-        if [n for n, _ in inputs] != self._names:
-            raise Error(f"the model was compiled for the inputs {self._names}, not "
-                        f"{[n for n, _ in inputs]}")
+        call = self._bind(args, kwargs)
+        leaves = self._call.conform(call)
+        inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
         try:
@@ -514,13 +534,48 @@ class PoplarExecutor:
             if not self._exe.outputs[i]["step"] and t.numel() == 1:
                 t = t.reshape(())
             flat.append(t)
+        if self._half:
+            flat = [t.half() if t.is_floating_point() else t for t in flat]
+        rec = self._record
+        for k, i in enumerate(rec.mutated):
+            self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
+        first_print = rec.n_graph() - len(rec.prints)
+        for k, title in enumerate(rec.prints):
+            t = flat[first_print + k]
+            print(f"{title}: {t}" if title else str(t), flush=True)
         if self._training:
             self._host_stale = True
             _generation[0] += 1
+            self._count_batches()
         if self._trace:
             self._trace_pending = True
             _executors.add(self)
-        return _unflatten(flat, self._template)
+        return capture.unflatten(rec.out_spec, iter(flat[:rec.n_out]))
+
+    def _count_batches(self):
+        """BatchNorm's num_batches_tracked is not part of the ONNX graph: the host counts
+        the run's forward passes (deviceIterations x gradientAccumulation), as torch's
+        calls would have."""
+        o = self._options
+        steps = o.device_iterations * o.Training.gradient_accumulation
+        with torch.no_grad():
+            for m in self._user_model.modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and \
+                        m.track_running_stats:
+                    n = m._buffers.get("num_batches_tracked")
+                    if n is not None:
+                        n.add_(steps)
+
+    def _copy_back(self, dst, value, name):
+        """An input the model changes in place gets the device's value, as torch's call
+        would have left it."""
+        if value.numel() != dst.numel():
+            warnings.warn(f"the model changes its input '{name}' in place, but the device "
+                          f"returned {tuple(value.shape)} for its {tuple(dst.shape)}: the "
+                          "host's tensor is left as it was", stacklevel=3)
+            return
+        with torch.no_grad():
+            dst.copy_(value.reshape(dst.shape).to(dst.dtype))
 
     # ---- weights, optimizer, device ----------------------------------------------------
 
@@ -534,7 +589,8 @@ class PoplarExecutor:
                 t = self._weights.get(name)
                 if t is None:
                     continue
-                buf = torch.empty_like(t.data, memory_format=torch.contiguous_format)
+                dt = torch.float32 if t.dtype in capture.WIDENED else t.dtype
+                buf = torch.empty(t.shape, dtype=dt)
                 self._exe.read_weight(name, buf)
                 t.data.copy_(buf)
 
@@ -553,8 +609,26 @@ class PoplarExecutor:
             for name, _dtype, _shape, _kind in self._exe.weights():
                 t = self._weights.get(name)
                 if t is not None:
-                    self._exe.write_weight(name, t.detach().contiguous())
+                    v = t.detach()
+                    if v.dtype in capture.WIDENED:
+                        v = v.float()
+                    self._exe.write_weight(name, v.contiguous())
         self._uploaded_generation = _generation[0]
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Loads state_dict into the host module and, as PopTorch's wrapper does, onto the
+        device: a model on the device gets the weights copied there, a compiled one not
+        yet on the device is captured again with them. Returns the module's result
+        (missing and unexpected keys)."""
+        _sync_host()
+        result = self._user_model.load_state_dict(state_dict, strict)
+        self._host_stale = False
+        _generation[0] += 1  # other models of the same module take the new weights too
+        if self._exe is not None:
+            self.copyWeightsToDevice()
+        elif self._onnx is not None:
+            self._onnx, _ = self._export(self._call, self._sample, self._record)
+        return result
 
     def setOptimizer(self, optimizer):
         """New hyper-parameters (same kind of optimizer), applied without recompiling."""
@@ -618,6 +692,7 @@ class PoplarExecutor:
             self.copyWeightsToHostIfNeeded()
         self._release()
         self._destroyed = True
+        self._onnx = None
         _training_executors.discard(self)
         if self._training and not any(True for _ in _training_executors):
             for m in self._user_model.modules():

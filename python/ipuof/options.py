@@ -14,6 +14,7 @@ import warnings
 import torch
 
 from . import _lib, enums
+from ._logging import logger
 from .errors import Error
 
 # PopTorch option calls that change nothing here (the simulated IPU has no such knob);
@@ -82,12 +83,18 @@ class _OptionsDict:
             f"{k}={v!r}" for k, v in self._values.items()) + ")"
 
 
+_warned = set()
+
+
 def _ignored(group, name):
-    """A setter that warns that name has no effect on ipuofd and returns the group."""
+    """A setter that warns (once per name and process) that name has no effect on ipuofd
+    and returns the group."""
 
     def setter(*args, **kwargs):
-        warnings.warn(f"poptorch.Options: {name}() has no effect on ipuofd's simulated IPUs; "
-                      "ignored", stacklevel=2)
+        if name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"poptorch.Options: {name}() has no effect on ipuofd's simulated "
+                          "IPUs; ignored (warned once)", stacklevel=2)
         return group
     return setter
 
@@ -122,17 +129,17 @@ class _TensorLocationOptions(_OptionsDict):
         self._values[f"location_{kind}"] = dict(settings._values)
         return self
 
-    def setActivationLocation(self, settings):
-        return self._set("activations", settings)
+    def setActivationLocation(self, location):
+        return self._set("activations", location)
 
-    def setWeightLocation(self, settings):
-        return self._set("weights", settings)
+    def setWeightLocation(self, location):
+        return self._set("weights", location)
 
-    def setAccumulatorLocation(self, settings):
-        return self._set("accumulators", settings)
+    def setAccumulatorLocation(self, location):
+        return self._set("accumulators", location)
 
-    def setOptimizerLocation(self, settings):
-        return self._set("optimizer", settings)
+    def setOptimizerLocation(self, location):
+        return self._set("optimizer", location)
 
     def off_chip(self):
         """The kinds placed off chip, in KINDS order."""
@@ -145,14 +152,16 @@ class _TrainingOptions(_OptionsDict):
         super().__init__(gradient_accumulation=1,
                          accumulation_and_replication_reduction_type=enums.ReductionType.Mean)
 
-    def gradientAccumulation(self, n):
+    def gradientAccumulation(self, gradient_accumulation):
         """Micro-batches whose gradients are accumulated before each weight update."""
+        n = gradient_accumulation
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"gradientAccumulation expects an integer >= 1, not {n!r}")
         return self.set(gradient_accumulation=n)
 
-    def accumulationAndReplicationReductionType(self, reduction):
+    def accumulationAndReplicationReductionType(self, reduction_type):
         """Mean (the default) or Sum of the gradients of accumulation steps and replicas."""
+        reduction = reduction_type
         if reduction not in (enums.ReductionType.Mean, enums.ReductionType.Sum):
             raise ValueError("accumulationAndReplicationReductionType expects "
                              "poptorch.ReductionType.Mean or poptorch.ReductionType.Sum "
@@ -218,8 +227,10 @@ class _PopartOptions(_OptionsDict):
     """PopART session options: none has a meaning on ipuofd."""
 
     def set(self, key, value):
-        warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on ipuofd; "
-                      "ignored", stacklevel=2)
+        if ("_Popart.set", key) not in _warned:
+            _warned.add(("_Popart.set", key))
+            warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
+                          "ipuofd; ignored (warned once)", stacklevel=2)
         return self
 
 
@@ -250,15 +261,17 @@ class Options(_OptionsDict):
         for g in self._GROUPS:
             getattr(self, g)._frozen = True
 
-    def deviceIterations(self, n):
+    def deviceIterations(self, device_iterations):
         """Iterations of the device loop per call (micro-batches, or optimizer steps when
         training)."""
+        n = device_iterations
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"deviceIterations expects an integer >= 1, not {n!r}")
         return self.set(device_iterations=n)
 
-    def replicationFactor(self, n):
+    def replicationFactor(self, replication_factor):
         """Data-parallel replicas of the model (in this process)."""
+        n = replication_factor
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"replicationFactor expects an integer >= 1, not {n!r}")
         return self.set(replication_factor=n)
@@ -276,8 +289,9 @@ class Options(_OptionsDict):
             raise ValueError("input_group_size must be a factor of replication_factor")
         return self.set(input_group_size=input_group_size, input_cgt=input_group_type)
 
-    def randomSeed(self, seed):
+    def randomSeed(self, random_seed):
         """The seed of Dropout masks and of the DataLoader's shuffle; also torch's."""
+        seed = random_seed
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"randomSeed expects an integer >= 0, not {seed!r}")
         torch.manual_seed(seed)
@@ -290,10 +304,21 @@ class Options(_OptionsDict):
             if not isinstance(output_return_period, int) or output_return_period < 1:
                 raise ValueError("OutputMode.EveryN needs output_return_period > 0")
         elif output_return_period is not None:
-            raise ValueError("output_return_period is only meaningful with "
-                             "OutputMode.EveryN")
+            # PopTorch ignores the period of the other modes (it logs that it does).
+            logger.info("Anchor return period argument ignored with output_mode set to "
+                        "%s", output_mode)
+            output_return_period = None
         return self.set(output_mode=output_mode,
                         output_return_period=output_return_period or 1)
+
+    @property
+    def _execution_strategy(self):
+        """The strategy as PopTorch's Options hold it: PipelinedExecution() by default."""
+        s = self._values.get("execution_strategy")
+        if s is None:
+            from .blocks import PipelinedExecution
+            return PipelinedExecution()
+        return s
 
     def defaultOutputMode(self):
         return self.output_mode == enums.OutputMode.Default
@@ -307,18 +332,18 @@ class Options(_OptionsDict):
                              "ShardedExecution or SerialPhasedExecution")
         return self.set(execution_strategy=strategy)
 
-    def autoRoundNumIPUs(self, enabled):
+    def autoRoundNumIPUs(self, auto_round_num_ipus=True):
         """Round the IPUs the model needs up to a power of two instead of failing."""
-        return self.set(auto_round_num_ipus=bool(enabled))
+        return self.set(auto_round_num_ipus=bool(auto_round_num_ipus))
 
     def connectionType(self, connection_type):
         """Always (attach when compiling), OnDemand (at the first run) or Never (compile
         only; running raises)."""
         return self.set(connection_type=enums.ConnectionType(connection_type))
 
-    def logDir(self, path):
+    def logDir(self, log_dir):
         """Where profiling reports and logs go (default ".")."""
-        return self.set(log_dir=str(path))
+        return self.set(log_dir=str(log_dir))
 
     def enableProfiling(self, directory="."):
         """Profiling into directory, as POPLAR_ENGINE_OPTIONS' autoReport does."""

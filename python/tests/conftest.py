@@ -35,14 +35,14 @@ if os.environ.get("IPUOF_TEST_START_METHOD"):
 class Daemon:
     """A running ipuofd: addr "127.0.0.1:PORT", admin socket path, log path."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, listen="127.0.0.1:0"):
         self.dir = tmp
         port_file = os.path.join(tmp, "port")
         self.admin = os.path.join(tmp, "admin.sock")
         self.log = os.path.join(tmp, "log")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [os.path.join(BUILD, "bin", "ipuofd"), "--listen", "127.0.0.1:0",
+                [os.path.join(BUILD, "bin", "ipuofd"), "--listen", listen,
                  "--port-file", port_file, "--foreground", "--admin-socket", self.admin],
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
@@ -56,7 +56,7 @@ class Daemon:
             if port:
                 break
             time.sleep(0.02)
-        if not port:
+        if not port or self.proc.poll() is not None:
             self.stop()
             with open(self.log) as f:
                 raise RuntimeError("ipuofd did not start: " + f.read()[-2000:])

@@ -156,3 +156,57 @@ def test_rebatching_uses_all_samples():
     assert all(b[0].shape == (4, 1) for b in batches)
     used = sorted(int(i) for _, labels in batches for i in labels)
     assert used == list(range(100))
+
+
+def test_user_batch_sampler_batches_are_combined():
+    """A batch_sampler of the program's own: deviceIterations of its batches in a row make
+    one combined batch (PopTorch's rule), the last one shorter unless drop_last."""
+    import torch.utils.data as tud
+
+    class Rows(tud.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i)]), {"i": torch.tensor(i)}
+
+    class Uneven:
+        batch_size = 2
+
+        def __iter__(self):
+            yield from ([0, 1], [2, 3, 4], [5], [6, 7], [8, 9])
+
+        def __len__(self):
+            return 5
+
+    opts = poptorch.Options().deviceIterations(2)
+    for drop_last, want in ((True, [[0, 1, 2, 3, 4], [5, 6, 7]]),
+                            (False, [[0, 1, 2, 3, 4], [5, 6, 7], [8, 9]])):
+        loader = poptorch.DataLoader(opts, Rows(), batch_sampler=Uneven(),
+                                     drop_last=drop_last)
+        got = list(loader)
+        assert len(loader) == len(want)
+        assert [b[0].flatten().tolist() for b in got] == [[float(i) for i in w] for w in want]
+        assert [b[1]["i"].tolist() for b in got] == want
+    with pytest.raises(poptorch.Error, match="mutually exclusive with batch_size"):
+        poptorch.DataLoader(opts, Rows(), batch_size=2, batch_sampler=Uneven())
+
+
+def test_async_rebatched_keeps_the_last_batch_without_drop_last():
+    import torch.utils.data as tud
+
+    class Rows(tud.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i)])
+
+    opts = poptorch.Options()
+    for drop_last, want in ((True, 8), (False, 10)):
+        loader = poptorch.DataLoader(opts, Rows(), batch_size=4, drop_last=drop_last,
+                                     mode=poptorch.DataLoaderMode.AsyncRebatched)
+        seen = sorted(int(v) for b in loader for v in b.flatten())
+        assert len(seen) == want and len(set(seen)) == want
+        assert len(loader) == (2 if drop_last else 3)
+        loader.terminate()

@@ -322,11 +322,14 @@ def test_options_validation_repr_clone_and_ignored_calls():
     with pytest.raises(ValueError, match="factor of replication_factor"):
         poptorch.Options().replicationFactor(4).inputReplicaGrouping(
             3, poptorch.CommGroupType.Consecutive)
+    import ipuof.options
+    ipuof.options._warned.clear()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         opts._Popart.set("saveInitializersToFile", "x.onnx")
         opts.enableExecutableCaching("/tmp/cache")
         opts.Precision.setPartialsType(torch.float)
+        opts.enableExecutableCaching("/tmp/cache2")  # warned once per name
     assert len(w) == 3 and all("no effect on ipuofd" in str(x.message) for x in w)
     with pytest.raises(AttributeError):
         opts.deviceIteration(3)  # a typo is not swallowed

@@ -46,6 +46,11 @@ IPUOF_API void ipuof_client_free(ipuof_client *c);
  * not bounded by it); the request timeout bounds each later request. An attach that waits
  * for IPUs gets wait_timeout_ms plus the request timeout (no limit when either is 0).
  * A request that times out closes the connection: later calls return IPUOF_E_CLOSED.
+ * The connect timeout also paces a liveness check: when a request has heard nothing for
+ * that long, the library asks the daemon on a second connection whether it is alive (a
+ * health request, bounded by the connect timeout); when it does not answer, the request
+ * fails with IPUOF_E_CLOSED and a sentence saying so, and the connection is closed. A
+ * connect timeout of 0 turns the check off.
  * Errors: IPUOF_E_INVAL (negative). */
 IPUOF_API int ipuof_client_set_timeouts(ipuof_client *c, int connect_ms, int request_ms);
 

@@ -1,0 +1,47 @@
+"""float16 models and inputs: captured and run in float32 (the daemon has no float16
+tensors yet), floating outputs given back as float16, the module left in float16."""
+import copy
+
+import torch
+import torch.nn as nn
+
+import poptorch
+
+
+def test_half_model_inference_matches_float32_torch(daemon):
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5))
+    m = copy.deepcopy(ref).half()
+    x = torch.rand(2, 3, 8, 8)
+    pm = poptorch.inferenceModel(m)
+    out = pm(x.half())
+    assert out.dtype == torch.float16
+    assert all(p.dtype == torch.float16 for p in m.parameters())
+    # The weights are float16 (rounded from ref's); the result is float32's of those
+    # weights rounded to float16: within float16's 2^-11 relative step of torch's float32
+    # result of the float16 weights.
+    want = copy.deepcopy(m).float()(x.half().float())
+    torch.testing.assert_close(out.float(), want, rtol=2 ** -10, atol=1e-3)
+    pm.destroy()
+
+
+def test_half_model_trains_and_weights_come_back_half(daemon):
+    torch.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, poptorch.identity_loss(out ** 2, reduction="mean")
+
+    m = M().half()
+    w0 = m.fc.weight.detach().clone()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    out, loss = pm(torch.rand(8, 4).half())
+    assert out.dtype == torch.float16 and loss.dtype == torch.float16
+    assert m.fc.weight.dtype == torch.float16
+    assert not torch.equal(m.fc.weight.detach(), w0)
+    pm.destroy()

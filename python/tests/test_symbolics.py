@@ -1,0 +1,107 @@
+"""Ops PyTorch's exporter lacks, or exports as ONNX ops the daemon lacks, captured through
+the package's symbolics (python/ipuof/symbolics.py): forward against torch, and one SGD step
+where the op has gradients."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import poptorch
+
+T = dict(rtol=1e-4, atol=1e-5)
+
+
+class Op(nn.Module):
+    """A linear layer (so there are weights to train) followed by fn."""
+
+    def __init__(self, fn, n=6):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self.fn = fn
+
+    def forward(self, x, *rest):
+        out = self.fn(self.fc(x), *rest)
+        return out, poptorch.identity_loss((out.float() ** 2).mean(), reduction="sum")
+
+
+CASES = {
+    "repeat": (lambda y: y.repeat(2, 1, 3), [torch.rand(3, 6)]),
+    "prelu_channels": (nn.PReLU(6), [torch.randn(4, 6)]),
+    "prelu_one": (nn.PReLU(), [torch.randn(4, 6)]),
+    "selu": (nn.SELU(), [torch.randn(4, 6)]),
+    "celu": (nn.CELU(0.7), [torch.randn(4, 6)]),
+    "gather_dim1": (lambda y, i: torch.gather(y, 1, i),
+                    [torch.randn(4, 6), torch.randint(0, 6, (4, 3))]),
+    "gather_dim0": (lambda y, i: torch.gather(y, 0, i),
+                    [torch.randn(4, 6), torch.randint(0, 4, (2, 6))]),
+    "instance_norm": (lambda y: nn.functional.instance_norm(y.reshape(2, 3, 4)),
+                      [torch.randn(2, 12)], 12),
+    "addmv": (lambda y, m, v: torch.addmv(y[:, 0], m, v, beta=0.5, alpha=2.0),
+              [torch.randn(4, 6), torch.randn(4, 3), torch.randn(3)]),
+    "roll_past_the_end": (lambda y: torch.roll(y, shifts=10, dims=1), [torch.randn(4, 6)]),
+    "roll_two_dims": (lambda y: torch.roll(y, shifts=(-7, 2), dims=(1, 0)), [torch.randn(4, 6)]),
+    "roll_flat": (lambda y: torch.roll(y, 5), [torch.randn(4, 6)]),
+    "pairwise_distance_p3": (lambda y, z: F.pairwise_distance(y, z, p=3.0, eps=1e-3,
+                                                              keepdim=True),
+                             [torch.randn(4, 6), torch.randn(4, 6)]),
+    "smooth_l1": (lambda y, t: F.smooth_l1_loss(y, t, beta=0.5),
+                  [torch.randn(4, 6), torch.randn(4, 6)]),
+    "smooth_l1_none": (lambda y, t: F.smooth_l1_loss(y, t, reduction="none"),
+                       [torch.randn(4, 6), torch.randn(4, 6)]),
+    "soft_margin": (lambda y, t: F.soft_margin_loss(y, t),
+                    [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
+    "margin_ranking": (lambda y, a, t: F.margin_ranking_loss(y, a, t, margin=0.3),
+                       [torch.randn(4, 6), torch.randn(4, 6),
+                        torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
+    "poisson_nll_log": (lambda y, t: F.poisson_nll_loss(y, t, log_input=True, full=True),
+                        [torch.randn(4, 6), torch.rand(4, 6) * 3]),
+    "poisson_nll": (lambda y, t: F.poisson_nll_loss(y.abs(), t, log_input=False,
+                                                    reduction="sum"),
+                    [torch.randn(4, 6), torch.rand(4, 6) * 3]),
+    "triplet": (lambda y, p, n: F.triplet_margin_loss(y, p, n, margin=0.5),
+                [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
+    "triplet_swap_p1": (lambda y, p, n: F.triplet_margin_loss(y, p, n, p=1.0, swap=True),
+                        [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_forward_and_training_step(daemon, name):
+    case = CASES[name]
+    fn, inputs = case[0], case[1]
+    n = case[2] if len(case) > 2 else 6
+    torch.manual_seed(5)
+    m = Op(fn, n)
+    ref = copy.deepcopy(m)
+    x = inputs[0][:, :n] if inputs[0].shape[-1] >= n else inputs[0]
+    args = [x] + inputs[1:]
+    pm = poptorch.inferenceModel(m)
+    try:
+        out, _ = pm(*args)
+        torch.testing.assert_close(out, ref(*args)[0], **T)
+    finally:
+        pm.destroy()
+
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(*args)[1].backward()
+    opt.step()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    try:
+        pm(*args)
+        torch.testing.assert_close(m.fc.weight, ref.fc.weight, **T)
+    finally:
+        pm.destroy()
+
+
+def test_integer_gather(daemon):
+    class G(nn.Module):
+        def forward(self, y, i):
+            return torch.gather(y, 1, i)
+
+    y = torch.randint(-50, 50, (3, 5))
+    i = torch.randint(0, 5, (3, 4))
+    pm = poptorch.inferenceModel(G())
+    assert torch.equal(pm(y, i), G()(y, i))
+    pm.destroy()
