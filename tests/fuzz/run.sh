@@ -60,7 +60,7 @@ export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
 for t in $T; do
     log="$O/fuzz_$t.log"
     echo "fuzz: $t for ${S}s"
-    if ! (cd "$O" && nice ./fuzz_"$t" -max_total_time="$S" -max_len=65536 -rss_limit_mb=2048 \
+    if ! (cd "$O" && nice ./fuzz_"$t" -max_total_time="$S" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
             -print_final_stats=1 "corpus/$t" "../tests/fuzz/corpus/$t") >"$log" 2>&1 ||
         grep -q -E 'runtime error:|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log"; then
         grep -E -A30 'runtime error:|ERROR: ' "$log" | head -n 40
