@@ -107,6 +107,14 @@ class Driver:
         self.p.wait(timeout=30)
 
 
+def isa_line(build):
+    """ipuofd's "simulator kernels: LEVEL (why)": the instruction set its kernels run with
+    here (IPUOF_SIM_ISA caps it)."""
+    out = subprocess.run([os.path.join(build, "bin", "ipuofd"), "--version"],
+                         capture_output=True, text=True).stdout.splitlines()
+    return out[1] if len(out) > 1 else "simulator kernels: ? (ipuofd --version failed)"
+
+
 def cpu_jiffies(pids):
     """(busy jiffies of the whole machine, jiffies used by pids and this process)."""
     with open("/proc/stat") as f:
@@ -391,7 +399,8 @@ def print_header(args, n_threads, reps, rep_s, info, source, addr):
     print("  pytorch    %s (%s), oneDNN %s"
           % (torch.__version__, torch.__file__.rsplit("/", 2)[0],
              "on" if torch.backends.mkldnn.is_available() else "off"))
-    print("  ipuofd     %s, listening on %s" % (args.build + "/bin/ipuofd", addr))
+    print("  ipuofd     %s, listening on %s; %s" % (args.build + "/bin/ipuofd", addr,
+                                                     isa_line(args.build)))
     print("  timing     after warm-up, %d quiet rounds (at most %d rounds) of ~%.1f s per "
           "contestant, interleaved; median (min-max)" % (reps, 2 * reps, rep_s))
     print()

@@ -67,7 +67,8 @@ if [ "$CALLGRIND" = 1 ]; then
                 $COMMON --replicas 2 --quiet >/dev/null 2>"$D/e.$mode" || die "1 x 2 failed"
         else
             for p in 0 1; do
-                IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 valgrind --tool=callgrind \
+                IPUOF_JOB_KEY=dist-$$ IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 valgrind \
+                    --tool=callgrind \
                     --callgrind-out-file="$D/c$p.$mode" "$B/bin/ipuof-mnist" $COMMON --quiet \
                     >/dev/null 2>"$D/e$p.$mode" &
                 eval "k$p=\$!"
@@ -79,7 +80,8 @@ if [ "$CALLGRIND" = 1 ]; then
         wait "$V" || true
         PID=""
     done
-    echo "instructions (callgrind), $SAMPLES training samples, ipuof-mnist $ARGS:"
+    echo "instructions (callgrind), $SAMPLES training samples, ipuof-mnist $ARGS;" \
+        "$("$B/bin/ipuofd" --version | sed -n 2p):"
     echo "  1 process x 2 replicas:  daemon $(ir "$D/d.one"), client $(ir "$D/c0.one")"
     echo "  2 processes x 1 replica: daemon $(ir "$D/d.two"), clients $(ir "$D/c0.two") + $(ir "$D/c1.two")"
     awk -v a="$(ir "$D/d.one")" -v b="$(ir "$D/d.two")" \

@@ -5,7 +5,10 @@
  * CPU time (all threads of the process, CLOCK_PROCESS_CPUTIME_ID) and wall time of a run:
  *
  *   ipuof-cpu FILE.onnx B ROUNDS [LOSS]
- *       ->  "cpu_s=C wall_s=W wall_rest_s=T load_s=L compile_s=P"
+ *       ->  "cpu_s=C wall_s=W wall_rest_s=T load_s=L compile_s=P isa=LEVEL"
+ *
+ * isa is the instruction set the simulator's kernels ran with (IPUOF_SIM_ISA caps it; see
+ * sim/hot.h).
  *
  * wall_rest_s is the wall time of runs 2..ROUNDS together (0 with one round): with ROUNDS =
  * the daemon's device iterations + 1 it is the in-process side of bench/models.py's
@@ -169,8 +172,8 @@ main(int argc, char **argv)
         best_wall = w < best_wall ? w : best_wall;
         rest_wall += r > 0 ? w : 0.0;
     }
-    printf("cpu_s=%.4f wall_s=%.4f wall_rest_s=%.4f load_s=%.3f compile_s=%.3f\n", best_cpu,
-           best_wall, rest_wall, t1 - t0, t2 - t1);
+    printf("cpu_s=%.4f wall_s=%.4f wall_rest_s=%.4f load_s=%.3f compile_s=%.3f isa=%s\n",
+           best_cpu, best_wall, rest_wall, t1 - t0, t2 - t1, sim_isa_name(sim_isa_current()));
     print_op_times(e, rounds);
     rc = 0;
     goto out;

@@ -64,6 +64,14 @@ DEFAULT_TRAIN = "resnet18,mobilenet_v2"
 BATCH, DI = 8, 4
 
 
+def isa_line(build):
+    """ipuofd's "simulator kernels: LEVEL (why)": the instruction set its kernels run with
+    here (IPUOF_SIM_ISA caps it)."""
+    out = subprocess.run([os.path.join(build, "bin", "ipuofd"), "--version"],
+                         capture_output=True, text=True).stdout.splitlines()
+    return out[1] if len(out) > 1 else "simulator kernels: ? (ipuofd --version failed)"
+
+
 def sgemm_peak():
     """GFLOP/s of OpenBLAS sgemm 2048^3 on every CPU (best of 3)."""
     lib = ctypes.CDLL("libopenblas.so.0")
@@ -142,8 +150,8 @@ def main():
     print("model benchmark: batch %d, ipuofd with --device-iterations %d through its own "
           "daemon; pytorch %s (1 and %d threads, OPENBLAS_NUM_THREADS=1)" %
           (BATCH, DI, torch.__version__, t2))
-    print("machine: %d CPUs; OpenBLAS sgemm peak (2048^3, %d threads) %.1f GFLOP/s" %
-          (ncpu, ncpu, peak))
+    print("machine: %d CPUs; OpenBLAS sgemm peak (2048^3, %d threads) %.1f GFLOP/s; %s" %
+          (ncpu, ncpu, peak, isa_line(args.build)))
     with tempfile.TemporaryDirectory(prefix="ipuof-models-") as wd:
         port_file = os.path.join(wd, "port")
         log = open(os.path.join(wd, "ipuofd.log"), "w")

@@ -45,6 +45,7 @@ done
 
 echo "python vs C, $EPOCHS epoch(s) of Fashion-MNIST, batch 40 x 10 iterations x 10 accumulation"
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$B/bin/ipuofd" --version | sed -n 2p
 # The data work alone: one epoch of the tutorial's training loader (Sync, in this process),
 # batched and per sample, in CPU seconds (time.process_time), and whether they agree.
 PYTHONPATH=python "$PY" - "$D/root" <<'PYEOF' || die "the loader measurement failed"

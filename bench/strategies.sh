@@ -185,6 +185,7 @@ echo "  runs       $B/bin/ipuof-mnist --epochs 1 --limit-train $SAMPLES --limit-
 echo "  daemon     $B/bin/ipuofd --ipus 8, one per setting of IPUOF_SIM_THREADS: $SETTINGS"
 echo "  machine    ${CPU:-?}, $CPUS CPUs usable, load average now $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "  rounds     $ROUNDS, each running both sides of a pair, the first side alternating"
+echo "  $("$B/bin/ipuofd" --version | sed -n 2p)"
 echo
 
 for s in $SETTINGS; do

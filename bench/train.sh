@@ -166,6 +166,7 @@ echo "  pytorch    $("$PY" -c 'import torch; print(torch.__version__, torch.__fi
 echo "  machine    ${CPU:-?}, $(nproc) CPUs usable"
 echo "  threads    pytorch: torch.set_num_threads($THREADS), and 1 for the reference, OPENBLAS_NUM_THREADS=1 (the faster counts); the daemon: its host thread pool over the CPUs"
 echo "  openblas   $OB; OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE-unset}"
+echo "  $("$B/bin/ipuofd" --version | sed -n 2p)"
 echo
 
 snap i0

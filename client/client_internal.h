@@ -76,6 +76,8 @@ struct ipuof_client {
     uint32_t peer_max_header;
     char server_version[64];
 
+    char job_key[IPUOF_JOB_KEY_MAX + 1]; /* ipuof_client_set_job_key; "" when not set */
+
     /* The partition this connection holds. */
     int attached;
     char *partition;              /* owned; NULL when not attached */
@@ -116,8 +118,18 @@ int ipuof_addr_parse(const char *address, struct ipuof_addr *out, char *err, siz
  * "unix:/path". */
 void ipuof_addr_format(const struct ipuof_addr *a, char *buf, size_t len);
 
-/* The shared partition name of a job launched together (process.c). */
-void ipuof_job_partition_name(char *out, size_t len);
+/*
+ * The job of several processes this one joins (process.c): the key its processes share
+ * (explicit when not NULL or "", else IPUOF_JOB_KEY, else the launcher's) into key, and
+ * its partition name (explicit when not NULL or "", else IPUOF_PARTITION, else one made
+ * from the launcher's job id, else one made from the key, else the default "ipuof-job")
+ * into name. IPUOF_OK, or IPUOF_E_INVAL with a sentence in err when there is neither a key
+ * nor a name of its own (the default name alone would join unrelated programs' jobs) or
+ * IPUOF_JOB_KEY is too long.
+ */
+int ipuof_job_identity(const char *explicit_name, const char *explicit_key, unsigned process_id,
+                       unsigned num_processes, char *name, size_t name_len, char *key,
+                       size_t key_len, char *err, size_t errlen);
 
 /* Records a failure of ours on c (class plain, recovery none) and returns code. */
 int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)

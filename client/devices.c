@@ -48,7 +48,7 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     Ipuof__Header *reply = NULL;
     const Ipuof__AttachReply *ar;
     char *name = NULL;
-    char errbuf[256], jobname[64];
+    char errbuf[512], jobname[64], jobkey[IPUOF_JOB_KEY_MAX + 1];
     int rc;
 
     if (n_ids != NULL)
@@ -86,9 +86,16 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
             goto out;
         }
     }
-    if (a.num_processes > 1 && a.partition_name[0] == '\0') {
-        ipuof_job_partition_name(jobname, sizeof jobname);
+    if (a.num_processes > 1) {
+        rc = ipuof_job_identity(a.partition_name, c->job_key, a.process_id, a.num_processes,
+                                jobname, sizeof jobname, jobkey, sizeof jobkey, errbuf,
+                                sizeof errbuf);
+        if (rc != IPUOF_OK) {
+            rc = ipuof_err_set(c, rc, "client", "%s", errbuf);
+            goto out;
+        }
         a.partition_name = jobname;
+        a.job_key = jobkey;
     }
     a.wait = opts->wait != 0;
     a.wait_timeout_ms = opts->wait_timeout_ms;

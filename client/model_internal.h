@@ -201,9 +201,26 @@ int ipuof_model_call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase
 int ipuof_model_fetch_bytes(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
                             const char *noun, char **bytes, size_t *len);
 
-/* Writes buf[0..len) to the file at path (created or truncated); a file that could not be
- * written whole is removed. Errors IPUOF_E_NOTFOUND, IPUOF_E_IO with a sentence on c. */
+/* Writes buf[0..len) to the file at path: into a new file beside it, renamed over it
+ * (proto/freshfile.h), so a symlink at path is replaced, never written through, and a file
+ * that could not be written whole leaves the old one as it was. Errors IPUOF_E_NOTFOUND
+ * (no such directory), IPUOF_E_IO, with a sentence on c. */
 int ipuof_file_write(ipuof_client *c, const char *path, const void *buf, size_t len);
+
+/* ---- engine_opts.c ------------------------------------------------------------------- */
+
+/* Longest POPLAR_ENGINE_OPTIONS value read (bytes). */
+#define IPUOF_ENGINE_OPTIONS_MAX 4096
+
+/*
+ * Reads POPLAR_ENGINE_OPTIONS's value v by the rule in engine_opts.c (shared with the
+ * Python package): *profile is set when autoReport.all or autoReport.outputExecutionProfile
+ * is true; dir[0..dir_len) receives autoReport.directory ("." by default). Returns 0, or -1
+ * with the sentence saying what is wrong and what would be right in why[0..why_len) (700
+ * bytes hold every one).
+ */
+int ipuof_engine_options(const char *v, int *profile, char *dir, size_t dir_len, char *why,
+                         size_t why_len);
 
 /* ---- profile.c ----------------------------------------------------------------------- */
 
@@ -213,8 +230,8 @@ int ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o);
 /* Sets cr's placement fields from o (already checked); *blocks and *ptrs are caller-owned
  * (free()), the prefixes borrowed from o. Reads POPLAR_ENGINE_OPTIONS: with profiling asked
  * there, cr->profile is set and *trace_dir receives the directory (caller-owned, free()).
- * Errors IPUOF_E_NOMEM, IPUOF_E_INVAL (POPLAR_ENGINE_OPTIONS is not a flat JSON object of
- * strings, numbers and booleans) with a sentence on c. */
+ * Errors IPUOF_E_NOMEM, IPUOF_E_INVAL (POPLAR_ENGINE_OPTIONS breaks ipuof_engine_options'
+ * rule) with a sentence on c. */
 int ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
                           Ipuof__CompileRequest *cr, Ipuof__Block **blocks, Ipuof__Block ***ptrs,
                           char **trace_dir);

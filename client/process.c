@@ -1,8 +1,10 @@
 /*
  * process.c — which process of a job of several this one is: the process id and count
  * from the environment variables the usual launchers set, so `mpirun -np 2 app` works
- * without code changes, and the partition name the processes of one launch agree on.
+ * without code changes, and the partition name and job key the processes of one launch
+ * agree on.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,25 +96,11 @@ ipuof_process_env(unsigned *process_id, unsigned *num_processes, char *err, size
     return IPUOF_OK;
 }
 
-/* The partition name the processes of one launch share when none is given: IPUOF_PARTITION,
- * else one made from the launcher's job id (Open MPI's PMIx namespace), else "ipuof-job".
- * Written to out (letters, digits, '-', '_', '.'). */
-void
-ipuof_job_partition_name(char *out, size_t len)
+/* Appends the characters of v allowed in a partition name to out[used..len), others as
+ * '-', up to 60 characters in all. Returns the new length. */
+static size_t
+name_append(char *out, size_t len, size_t used, const char *v)
 {
-    const char *v = getenv("IPUOF_PARTITION");
-    const char *prefix = "";
-    size_t used;
-
-    if (v == NULL || v[0] == '\0') {
-        v = getenv("PMIX_NAMESPACE");
-        prefix = "job-";
-    }
-    if (v == NULL || v[0] == '\0') {
-        v = "ipuof-job";
-        prefix = "";
-    }
-    used = (size_t)snprintf(out, len, "%s", prefix);
     for (const char *p = v; *p && used + 1 < len && used < 60; p++) {
         char ch = *p;
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -121,4 +109,100 @@ ipuof_job_partition_name(char *out, size_t len)
         out[used++] = ch;
     }
     out[used] = '\0';
+    return used;
+}
+
+/* The launcher's per-launch variables, shared by every process of one launch and different
+ * between launches. Open MPI 4.1's mpirun (checked on Debian 12's openmpi-bin 4.1.4 with
+ * `mpirun -n 2 env`) sets all but the third; orte_precondition_transports is a random
+ * 128-bit value drawn per launch. PopRun launches through mpirun. */
+static const char *const launcher_vars[] = {
+    "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid",
+    "OMPI_MCA_orte_precondition_transports",
+};
+
+/* The launcher's key: "VAR=value;" for each launcher variable set, into key. 1 when any
+ * was set, 0 otherwise (key ""). */
+static int
+launcher_key(char *key, size_t len)
+{
+    size_t used = 0;
+
+    key[0] = '\0';
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++) {
+        const char *v = getenv(launcher_vars[i]);
+        if (v == NULL || v[0] == '\0' || used >= len)
+            continue;
+        used += (size_t)snprintf(key + used, len - used, "%s=%s;", launcher_vars[i], v);
+    }
+    if (used >= len)
+        key[len - 1] = '\0';
+    return key[0] != '\0';
+}
+
+int
+ipuof_job_identity(const char *explicit_name, const char *explicit_key, unsigned process_id,
+                   unsigned num_processes, char *name, size_t name_len, char *key,
+                   size_t key_len, char *err, size_t errlen)
+{
+    const char *v;
+    uint64_t h = 1469598103934665603ull;
+
+    err[0] = '\0';
+    key[0] = '\0';
+    v = getenv("IPUOF_JOB_KEY");
+    if (explicit_key != NULL && explicit_key[0] != '\0') {
+        snprintf(key, key_len, "%s", explicit_key);
+    } else if (v != NULL && v[0] != '\0') {
+        if (strlen(v) > IPUOF_JOB_KEY_MAX || strlen(v) >= key_len) {
+            snprintf(err, errlen, "IPUOF_JOB_KEY is %zu bytes long; at most %d are accepted",
+                     strlen(v), IPUOF_JOB_KEY_MAX);
+            return IPUOF_E_INVAL;
+        }
+        snprintf(key, key_len, "%s", v);
+    } else {
+        launcher_key(key, key_len < IPUOF_JOB_KEY_MAX + 1 ? key_len : IPUOF_JOB_KEY_MAX + 1);
+    }
+    if (explicit_name != NULL && explicit_name[0] != '\0') {
+        snprintf(name, name_len, "%s", explicit_name);
+        return IPUOF_OK;
+    }
+    v = getenv("IPUOF_PARTITION");
+    if (v != NULL && v[0] != '\0') {
+        name_append(name, name_len, 0, v);
+        return IPUOF_OK;
+    }
+    v = getenv("PMIX_NAMESPACE");
+    if (v != NULL && v[0] != '\0' && key[0] != '\0') {
+        name_append(name, name_len, name_append(name, name_len, 0, "job-"), v);
+        return IPUOF_OK;
+    }
+    if (key[0] != '\0') { /* a name of the key's own: launches with their own keys never meet */
+        for (const char *p = key; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        snprintf(name, name_len, "ipuof-job-%08x", (unsigned)(h ^ (h >> 32)));
+        return IPUOF_OK;
+    }
+    snprintf(err, errlen, "process %u of %u has no job key and no job name of its own: "
+             "unrelated programs would join each other's job under the default name "
+             "'ipuof-job'; start the processes with mpirun (its job id is the key), or give "
+             "every process of this launch the same IPUOF_JOB_KEY (e.g. IPUOF_JOB_KEY=$(od "
+             "-An -N16 -tx1 /dev/urandom | tr -d ' ')) or the same name with IPUOF_PARTITION",
+             process_id, num_processes);
+    return IPUOF_E_INVAL;
+}
+
+int
+ipuof_client_set_job_key(ipuof_client *c, const char *key)
+{
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(c);
+    if (key == NULL)
+        key = "";
+    if (strlen(key) > IPUOF_JOB_KEY_MAX)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client", "the job key is %zu bytes long; at "
+                             "most %d are accepted", strlen(key), IPUOF_JOB_KEY_MAX);
+    snprintf(c->job_key, sizeof c->job_key, "%s", key);
+    return IPUOF_OK;
 }

@@ -18,7 +18,6 @@
 #include "wiremap.h"
 
 #define ENGINE_OPTIONS_ENV "POPLAR_ENGINE_OPTIONS"
-#define ENGINE_OPTIONS_MAX 4096 /* longest value read from the environment */
 
 /* ---- setters ---------------------------------------------------------------------------- */
 
@@ -99,99 +98,6 @@ ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o)
     return IPUOF_OK;
 }
 
-/* Reads a JSON string at *p (after its opening quote) into out[0..len); \" and \\ and \/
- * are unescaped, other escapes kept as written. Returns 0 with *p past the closing quote,
- * or -1. */
-static int
-json_string(const char **p, char *out, size_t len)
-{
-    size_t n = 0;
-    const char *s = *p;
-
-    while (*s != '"') {
-        char ch = *s++;
-        if (ch == '\0')
-            return -1;
-        if (ch == '\\') {
-            if (*s == '\0')
-                return -1;
-            ch = *s == '"' || *s == '\\' || *s == '/' ? *s++ : '\\';
-        }
-        if (n + 1 >= len)
-            return -1;
-        out[n++] = ch;
-    }
-    out[n] = '\0';
-    *p = s + 1;
-    return 0;
-}
-
-static const char *
-skip_ws(const char *s)
-{
-    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
-        s++;
-    return s;
-}
-
-/*
- * Parses POPLAR_ENGINE_OPTIONS's value v: a flat JSON object whose values are strings,
- * numbers or true / false (Poplar's other options are accepted and ignored). *profile is set when autoReport.all or autoReport.outputExecutionProfile is
- * "true" (or true); dir (PATH_MAX-sized) receives autoReport.directory, "." by default.
- * Returns 0, or -1 when v is not such an object.
- */
-static int
-engine_options(const char *v, int *profile, char *dir, size_t dir_len)
-{
-    const char *s = skip_ws(v);
-    char key[128], val[4096];
-
-    *profile = 0;
-    snprintf(dir, dir_len, ".");
-    if (*s++ != '{')
-        return -1;
-    s = skip_ws(s);
-    if (*s == '}')
-        return *skip_ws(s + 1) == '\0' ? 0 : -1;
-    for (;;) {
-        s = skip_ws(s);
-        if (*s++ != '"' || json_string(&s, key, sizeof key) < 0)
-            return -1;
-        s = skip_ws(s);
-        if (*s++ != ':')
-            return -1;
-        s = skip_ws(s);
-        if (*s == '"') {
-            s++;
-            if (json_string(&s, val, sizeof val) < 0)
-                return -1;
-        } else if (strncmp(s, "true", 4) == 0 || strncmp(s, "false", 5) == 0) {
-            snprintf(val, sizeof val, "%s", *s == 't' ? "true" : "false");
-            s += *s == 't' ? 4 : 5;
-        } else if (strchr("-0123456789", *s) != NULL && *s != '\0') {
-            size_t n = strspn(s, "-+.0123456789eE");
-            snprintf(val, sizeof val, "%.*s", (int)(n < sizeof val ? n : sizeof val - 1), s);
-            s += n;
-        } else {
-            return -1;
-        }
-        if ((strcmp(key, "autoReport.all") == 0 ||
-             strcmp(key, "autoReport.outputExecutionProfile") == 0) &&
-            strcmp(val, "true") == 0)
-            *profile = 1;
-        if (strcmp(key, "autoReport.directory") == 0) {
-            if (val[0] == '\0' || strlen(val) >= dir_len)
-                return -1;
-            snprintf(dir, dir_len, "%s", val);
-        }
-        s = skip_ws(s);
-        if (*s == '}')
-            return *skip_ws(s + 1) == '\0' ? 0 : -1;
-        if (*s++ != ',')
-            return -1;
-    }
-}
-
 /* The wire's form of a tensor location already checked by ipuof_placement_check. */
 static Ipuof__TensorLocation
 location_to_wire(int location)
@@ -207,7 +113,7 @@ ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
 {
     const char *env = getenv(ENGINE_OPTIONS_ENV);
     size_t n = o->n_blocks;
-    char dir[4096];
+    char dir[4096], why[700];
     int profile = 0;
 
     *trace_dir = NULL;
@@ -233,12 +139,8 @@ ipuof_placement_build(ipuof_client *c, const struct ipuof_model_opts *o,
     cr->profile = o->profile != 0;
     if (env == NULL || env[0] == '\0')
         return IPUOF_OK;
-    if (strlen(env) > ENGINE_OPTIONS_MAX || engine_options(env, &profile, dir, sizeof dir) < 0)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             ENGINE_OPTIONS_ENV " is not a flat JSON object of strings, numbers "
-                             "and booleans "
-                             "of at most %d bytes, such as {\"autoReport.all\":\"true\", "
-                             "\"autoReport.directory\":\"./report\"}", ENGINE_OPTIONS_MAX);
+    if (ipuof_engine_options(env, &profile, dir, sizeof dir, why, sizeof why) < 0)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client", "%s", why);
     if (!profile)
         return IPUOF_OK;
     cr->profile = 1;

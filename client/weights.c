@@ -11,12 +11,11 @@
  * (name, size) before anything is sent.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "freshfile.h"
 #include "model_internal.h"
 #include "wiremap.h"
 
@@ -396,32 +395,12 @@ ipuof_model_save_onnx_buffer(ipuof_model *m, void **bytes, size_t *len)
 int
 ipuof_file_write(ipuof_client *c, const char *path, const void *buf, size_t len)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    size_t done = 0;
-    int rc = IPUOF_OK;
+    const char *step = "create";
 
-    if (fd < 0)
-        return ipuof_err_set(c, errno == ENOENT ? IPUOF_E_NOTFOUND : IPUOF_E_IO, "client",
-                             "cannot create '%s': %s", path, ERRTEXT(errno));
-    while (done < len) {
-        ssize_t n = write(fd, (const char *)buf + done, len - done);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = ipuof_err_set(c, IPUOF_E_IO, "client", "cannot write '%s': %s", path,
-                               n == 0 ? "nothing written" : ERRTEXT(errno));
-            goto out;
-        }
-        done += (size_t)n;
-    }
-out:
-    if (close(fd) != 0 && rc == IPUOF_OK)
-        rc = ipuof_err_set(c, IPUOF_E_IO, "client", "cannot write '%s': %s", path,
-                           ERRTEXT(errno));
-    if (rc != IPUOF_OK)
-        unlink(path);
-    return rc;
+    if (freshfile_write(path, buf, len, &step) == 0)
+        return IPUOF_OK;
+    return ipuof_err_set(c, errno == ENOENT ? IPUOF_E_NOTFOUND : IPUOF_E_IO, "client",
+                         "cannot %s '%s': %s", step, path, ERRTEXT(errno));
 }
 
 int

@@ -1,7 +1,8 @@
 /*
  * compile_int.h — the inside of a compile, shared by req_compile.c (the requests, the
- * upload, the worker and the reply) and compile_opts.c (the request's options: checked,
- * decoded into sim_compile_opts, keyed for the cache, compared between processes).
+ * upload, the worker and the reply), compile_opts.c (the request's options: checked,
+ * decoded into sim_compile_opts, keyed for the cache) and compile_diff.c (compared between
+ * a job's processes).
  * Loop thread only, except where a field says otherwise.
  */
 #ifndef IPUOFD_COMPILE_INT_H
@@ -19,6 +20,7 @@
 #define MAX_CONSTS 64
 #define MAX_BLOCKS 256      /* blocks of a placement (PopTorch models use a handful) */
 #define MAX_BLOCK_STAGE 4096
+#define MAX_NAME_BYTES 4096 /* a tensor, output, loss or block-prefix name in a compile */
 
 /* A value offered for an input that may decide shapes (copied from the request). */
 struct constant_in {
@@ -56,6 +58,8 @@ struct compile_job {
     unsigned first_ipu, part_count;
     uint64_t remaining[CFG_MAX_IPUS];  /* free memory of each partition IPU at submit */
     uint64_t host_left;                /* host_memory the partition's models leave free */
+    uint64_t host_memory;              /* host_memory at submit (a reload may change the
+                                        * configuration while the worker reads this) */
     atomic_int prog_done, prog_total;
     struct event *prog_ev;
     /* results */
@@ -70,6 +74,9 @@ struct compile_job {
 
 int compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
                           uint32_t payload_len);
+/* 0 when name (what it names: "output mode", "block prefix", ...) has at most
+ * MAX_NAME_BYTES bytes; else -1 with an error sent to c. */
+int compile_name_check(struct conn *c, uint64_t req_id, const char *what, const char *name);
 /* The wire's output kind k (with EveryN's n) as the simulator's; 0, or -1 for a kind this
  * daemon does not know. */
 int compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n);
@@ -78,6 +85,8 @@ int compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *
                            const Ipuof__CompileRequest *rq);
 /* Caller-owned (free()), or NULL when out of memory. */
 char *compile_options_key(const struct compile_job *cj);
+/* Bytes of constant input k's value. */
+size_t compile_constant_bytes(const struct constant_in *k);
 int compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
                              const Ipuof__CompileRequest *rq);
 int compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,

@@ -1,10 +1,11 @@
 /*
  * compile_opts.c — a compile request's options: checked where they enter (counts, sizes,
  * enum values, placement against the partition), decoded into sim_compile_opts, turned into
- * the cache key, and compared between the processes of a job. No I/O beyond the error
- * replies; req_compile.c does the upload, the worker and the reply.
+ * the cache key (compile_diff.c compares them between the processes of a job). No I/O
+ * beyond the error replies; req_compile.c does the upload, the worker and the reply.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,19 @@ compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileReque
 }
 
 int
+compile_name_check(struct conn *c, uint64_t req_id, const char *what, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n <= MAX_NAME_BYTES)
+        return 0;
+    conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
+                    "%s '%.60s...' is %zu bytes long; names of at most %d bytes are accepted",
+                    what, name, n, MAX_NAME_BYTES);
+    return -1;
+}
+
+int
 compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
 {
     int kind;
@@ -155,6 +169,8 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
         size_t esize = dtype < 0 ? 0 : sim_dtype_size(dtype);
         uint64_t numel = 1;
 
+        if (compile_name_check(c, req_id, "constant input", ci->name) < 0)
+            return -1;
         if (ci->n_dims > SIM_MAX_RANK || esize == 0) {
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                             "constant input '%s' has rank %zu and dtype %d; rank 0 to %d and a "
@@ -192,8 +208,8 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
     return 0;
 }
 
-static size_t
-constant_bytes(const struct constant_in *k)
+size_t
+compile_constant_bytes(const struct constant_in *k)
 {
     size_t n = sim_dtype_size(k->dtype);
 
@@ -202,42 +218,111 @@ constant_bytes(const struct constant_in *k)
     return n;
 }
 
-/* The options as a string: two compiles share an executable only when these are equal. */
+/* A growing string for the cache key; on allocation failure p becomes NULL and stays so. */
+struct keybuf {
+    char *p;
+    size_t len, cap;
+};
+
+static void
+key_add(struct keybuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+key_add(struct keybuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (b->p == NULL)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        free(b->p);
+        b->p = NULL;
+        return;
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        size_t cap = b->cap * 2 > b->len + (size_t)n + 1 ? b->cap * 2 : b->len + (size_t)n + 1;
+        char *q = realloc(b->p, cap);
+        if (q == NULL) {
+            free(b->p);
+            b->p = NULL;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+/* Appends n bytes of v in hex. */
+static void
+key_hex(struct keybuf *b, const uint8_t *v, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    if (b->p == NULL)
+        return;
+    if (b->cap - b->len < 2 * n + 1) {
+        char *q = realloc(b->p, b->len + 2 * n + 1 + b->cap);
+        if (q == NULL) {
+            free(b->p);
+            b->p = NULL;
+            return;
+        }
+        b->p = q;
+        b->cap += 2 * n + 1;
+    }
+    for (size_t j = 0; j < n; j++) {
+        b->p[b->len++] = digits[v[j] >> 4];
+        b->p[b->len++] = digits[v[j] & 15];
+    }
+    b->p[b->len] = '\0';
+}
+
+/*
+ * The options as a string: two compiles share an executable only when these are equal.
+ * Every name is written whole with its length before it ("13:/layer1/conv") and every
+ * constant input's value in hex, so no name can run into the next field and no two option
+ * sets give the same string; the names' lengths were bounded where they entered
+ * (MAX_NAME_BYTES), the values by the frame header limit.
+ */
 char *
 compile_options_key(const struct compile_job *cj)
 {
     const struct sim_compile_opts *o = &cj->opts;
     const struct sim_cost_cfg *k0 = &o->cost;
-    char *key = malloc(320 + (size_t)cj->opts.n_output_modes * 300 + cj->n_consts * 600 +
-                       cj->opts.n_blocks * 300);
-    size_t used;
+    struct keybuf b = {.cap = 512};
 
-    if (key == NULL)
-        return NULL;
-    used = (size_t)sprintf(key, "D%u R%u B%u M%d/%u", cj->opts.device_iterations,
-                           cj->opts.replicas, cj->opts.micro_batch, cj->opts.default_mode.kind,
-                           cj->opts.default_mode.n);
-    used += (size_t)sprintf(key + used, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a",
-                            o->partition_ipus, o->strategy, o->location[0], o->location[1],
-                            o->location[2], o->location[3], o->profile, k0->flops_per_s,
-                            k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
-                            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s,
-                            k0->efficiency);
+    b.p = malloc(b.cap);
+    key_add(&b, "D%u R%u B%u M%d/%u", o->device_iterations, o->replicas, o->micro_batch,
+            o->default_mode.kind, o->default_mode.n);
+    key_add(&b, " P%u S%d L%d%d%d%d T%d K%a,%a,%a,%a,%a,%a,%a", o->partition_ipus, o->strategy,
+            o->location[0], o->location[1], o->location[2], o->location[3], o->profile,
+            k0->flops_per_s, k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
+            k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s, k0->efficiency);
     for (size_t i = 0; i < o->n_blocks; i++)
-        used += (size_t)sprintf(key + used, " b%.256s:%d:%d", o->blocks[i].prefix,
-                                o->blocks[i].stage, o->blocks[i].ipu);
-    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
-        used += (size_t)sprintf(key + used, " %.256s=%d/%u", cj->modes[i].name,
-                                cj->modes[i].mode.kind, cj->modes[i].mode.n);
+        key_add(&b, " b%zu:%s:%d:%d", strlen(o->blocks[i].prefix), o->blocks[i].prefix,
+                o->blocks[i].stage, o->blocks[i].ipu);
+    for (size_t i = 0; i < o->n_output_modes; i++)
+        key_add(&b, " o%zu:%s=%d/%u", strlen(cj->modes[i].name), cj->modes[i].name,
+                cj->modes[i].mode.kind, cj->modes[i].mode.n);
     for (size_t i = 0; i < cj->n_consts; i++) {
         const struct constant_in *k = &cj->consts[i];
-        uint64_t h = cache_hash(k->data, constant_bytes(k), k->name);
-        used += (size_t)sprintf(key + used, " C%.256s:%d:%d:%016" PRIx64, k->name, k->dtype,
-                                k->rank, h);
+        const uint8_t *v = k->data;
+        size_t n = compile_constant_bytes(k);
+        key_add(&b, " C%zu:%s:%d:%d", strlen(k->name), k->name, k->dtype, k->rank);
         for (int d = 0; d < k->rank; d++)
-            used += (size_t)sprintf(key + used, ",%" PRId64, k->dims[d]);
+            key_add(&b, ",%" PRId64, k->dims[d]);
+        key_add(&b, ":"); /* the value itself, not a hash of it: the key is exact */
+        key_hex(&b, v, n);
     }
-    return key;
+    return b.p;
 }
 
 /* Copies the training options of rq into cj. 0, or -1 with an error sent. */
@@ -249,6 +334,11 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj
 
     if (rq->loss[0] == '\0')
         return 0;
+    if (compile_name_check(c, req_id, "loss", rq->loss) < 0)
+        return -1;
+    for (size_t i = 0; i < rq->n_frozen_weights; i++)
+        if (compile_name_check(c, req_id, "frozen weight", rq->frozen_weights[i]) < 0)
+            return -1;
     cj->loss = strdup(rq->loss);
     if (cj->loss == NULL)
         goto oom;
@@ -321,6 +411,8 @@ compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *c
     for (size_t i = 0; i < rq->n_blocks; i++) {
         const Ipuof__Block *b = rq->blocks[i];
 
+        if (compile_name_check(c, req_id, "block prefix", b->prefix) < 0)
+            return -1;
         if (b->prefix[0] == '\0' || b->stage < -1 || b->stage > MAX_BLOCK_STAGE ||
             b->ipu >= cj->part_count) {
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
@@ -357,92 +449,3 @@ compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k)
     k->sync_s = cfg->cost_sync_seconds;
     k->efficiency = cfg->cost_efficiency;
 }
-
-static const char *
-str_or_none(const char *s)
-{
-    return s != NULL && s[0] != '\0' ? s : "(none)";
-}
-
-int
-compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
-                 unsigned pb, char *msg, size_t len)
-{
-    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
-    const char *what = NULL;
-    char va[300], vb[300];
-
-#define DIFF_U(field, name)                                                                   \
-    if (what == NULL && x->field != y->field) {                                               \
-        what = name;                                                                           \
-        snprintf(va, sizeof va, "%llu", (unsigned long long)x->field);                         \
-        snprintf(vb, sizeof vb, "%llu", (unsigned long long)y->field);                         \
-    }
-#define DIFF_F(field, name)                                                                   \
-    if (what == NULL && x->field != y->field) {                                               \
-        what = name;                                                                           \
-        snprintf(va, sizeof va, "%g", (double)x->field);                                       \
-        snprintf(vb, sizeof vb, "%g", (double)y->field);                                       \
-    }
-    if (a->len != b->len || memcmp(a->bytes, b->bytes, a->len) != 0) {
-        what = "model bytes";
-        snprintf(va, sizeof va, "%zu bytes (hash %016" PRIx64 ")", a->len,
-                 cache_hash(a->bytes, a->len, ""));
-        snprintf(vb, sizeof vb, "%zu bytes (hash %016" PRIx64 ")", b->len,
-                 cache_hash(b->bytes, b->len, ""));
-    }
-    DIFF_U(device_iterations, "deviceIterations")
-    DIFF_U(replicas, "replicationFactor")
-    DIFF_U(micro_batch, "micro_batch")
-    if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
-        what = "inputReplicaGrouping";
-        snprintf(va, sizeof va, "(%u, %s)", a->group,
-                 a->group_orthogonal ? "Orthogonal" : "Consecutive");
-        snprintf(vb, sizeof vb, "(%u, %s)", b->group,
-                 b->group_orthogonal ? "Orthogonal" : "Consecutive");
-    }
-    if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
-        what = "loss";
-        snprintf(va, sizeof va, "%.256s", str_or_none(a->loss));
-        snprintf(vb, sizeof vb, "%.256s", str_or_none(b->loss));
-    }
-    DIFF_U(gradient_accumulation, "gradientAccumulation")
-    DIFF_U(accumulation_reduction, "accumulationAndReplicationReductionType")
-    if (what == NULL && x->seed != y->seed) {
-        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
-                 "every process of a job must use the same seed (as PopTorch requires)", pa,
-                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
-        return 1;
-    }
-    DIFF_U(optimizer.kind, "optimizer")
-    DIFF_F(optimizer.lr, "optimizer lr")
-    DIFF_F(optimizer.weight_decay, "optimizer weight_decay")
-    DIFF_F(optimizer.momentum, "optimizer momentum")
-    DIFF_F(optimizer.dampening, "optimizer dampening")
-    DIFF_U(optimizer.nesterov, "optimizer nesterov")
-    DIFF_F(optimizer.beta1, "optimizer beta1")
-    DIFF_F(optimizer.beta2, "optimizer beta2")
-    DIFF_F(optimizer.eps, "optimizer eps")
-    DIFF_U(n_frozen_weights, "number of frozen weights")
-    for (size_t i = 0; what == NULL && i < x->n_frozen_weights; i++) {
-        if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
-            what = "frozen weight";
-            snprintf(va, sizeof va, "%.256s", a->frozen_w[i]);
-            snprintf(vb, sizeof vb, "%.256s", b->frozen_w[i]);
-        }
-    }
-    if (what == NULL && strcmp(a->key, b->key) != 0) {
-        what = "output modes or constant inputs";
-        snprintf(va, sizeof va, "%.290s", a->key);
-        snprintf(vb, sizeof vb, "%.290s", b->key);
-    }
-#undef DIFF_U
-#undef DIFF_F
-    if (what == NULL)
-        return 0;
-    snprintf(msg, len, "the processes of the job compile differently: %s is %s in process %u "
-             "and %s in process %u; every process compiles the same model with the same "
-             "options", what, va, pa, vb, pb);
-    return 1;
-}
-

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <inttypes.h>
 #include <math.h>
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "errbuf.h"
 #include "log.h"
@@ -52,9 +55,11 @@ static const struct key keys[] = {
     {"server", "admin_token", K_STR, F(admin_token), 0, 0, 1},
     {"server", "drain_timeout", K_UINT, F(drain_timeout), 0, 3600, 1},
     {"server", "max_waiters", K_UINT, F(max_waiters), 0, 100000, 1},
+    {"server", "max_waiters_per_client", K_UINT, F(max_waiters_per_client), 1, 100000, 1},
     {"server", "job_timeout", K_UINT, F(job_timeout), 1, 86400, 1},
     {"server", "max_model_bytes", K_BYTES, F(max_model_bytes), 1024, 1ull << 31, 1},
     {"server", "cache_entries", K_UINT, F(cache_entries), 0, 4096, 0},
+    {"server", "cache_bytes", K_BYTES, F(cache_bytes), 0, 1ull << 44, 1},
     {"server", "worker_threads", K_UINT, F(worker_threads), 0, 256, 0},
     {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
@@ -90,9 +95,11 @@ cfg_defaults(struct cfg *c)
     c->frames_per_read = 20;
     c->drain_timeout = 30;
     c->max_waiters = 256;
+    c->max_waiters_per_client = 16;
     c->job_timeout = 60;
     c->max_model_bytes = 1ull << 30;
     c->cache_entries = 16;
+    c->cache_bytes = 1ull << 30;
     c->worker_threads = 0;
     c->ipus = 4;
     c->ipu_memory = 900ull << 20;
@@ -281,19 +288,89 @@ on_ini_line(void *user, const char *section, const char *name, const char *value
     return 1;
 }
 
+/* The largest config file read (the shipped one is about 10 KiB). */
+#define CFG_FILE_MAX (1u << 20)
+
+/*
+ * Reads the config file at path into a NUL-terminated buffer (*out, caller frees), refusing
+ * what libinih would take silently: a directory (read as an empty file), a NUL byte (the
+ * rest of its line dropped) and a line longer than INI_MAX_LINE (split in two). 0, or -1
+ * with a sentence naming the file (and line) in err.
+ */
+static int
+read_config_text(const char *path, char **out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0, line = 1, col = 0;
+    ssize_t n;
+
+    *out = NULL;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        errbuf_set(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        errbuf_set(err, errlen, "config file %s is a directory; give the path of the file "
+                   "itself (e.g. /etc/ipuofd/ipuofd.conf)", path);
+        goto fail;
+    }
+    buf = malloc(CFG_FILE_MAX + 1);
+    if (buf == NULL) {
+        errbuf_set(err, errlen, "out of memory reading config file %s", path);
+        goto fail;
+    }
+    while ((n = read(fd, buf + len, CFG_FILE_MAX + 1 - len)) > 0 && len < CFG_FILE_MAX + 1)
+        len += (size_t)n;
+    if (n < 0) {
+        errbuf_set(err, errlen, "cannot read config file %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (len > CFG_FILE_MAX) {
+        errbuf_set(err, errlen, "config file %s is larger than %u bytes; is it the right file?",
+                   path, CFG_FILE_MAX);
+        goto fail;
+    }
+    buf[len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        if (buf[i] == '\0') {
+            errbuf_set(err, errlen, "%s:%zu: the line holds a NUL byte (column %zu), which "
+                       "would cut it short; a config file is text", path, line, col + 1);
+            goto fail;
+        }
+        if (buf[i] == '\n') {
+            line++;
+            col = 0;
+        } else if (++col >= INI_MAX_LINE) {
+            errbuf_set(err, errlen, "%s:%zu: the line is longer than %d characters, the most "
+                       "ipuofd reads of one line", path, line, INI_MAX_LINE - 1);
+            goto fail;
+        }
+    }
+    close(fd);
+    *out = buf;
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return -1;
+}
+
 int
 cfg_load_file(struct cfg *c, const char *path, char *err, size_t errlen)
 {
     struct load_ctx ctx = {.c = c, .err = err, .errlen = errlen};
     char detail[512];
+    char *text;
     int line;
 
     err[0] = '\0';
-    line = ini_parse(path, on_ini_line, &ctx);
-    if (line == -1) {
-        errbuf_set(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+    if (read_config_text(path, &text, err, errlen) < 0)
         return -1;
-    }
+    line = ini_parse_string(text, on_ini_line, &ctx);
+    free(text);
     if (line == -2) {
         errbuf_set(err, errlen, "out of memory reading config file %s", path);
         return -1;

@@ -35,9 +35,11 @@ struct cfg {
     char admin_token[CFG_TOKEN_MAX];
     unsigned drain_timeout;      /* seconds */
     unsigned max_waiters;
+    unsigned max_waiters_per_client; /* of them, from one process (pid and peer host) */
     unsigned job_timeout;        /* seconds a job of several processes waits for all of them */
     uint64_t max_model_bytes;    /* largest ONNX model accepted */
     unsigned cache_entries;      /* compiled executables kept for reuse */
+    uint64_t cache_bytes;        /* bytes the executable cache's entries may hold in all */
     unsigned worker_threads;     /* 0 = one per CPU */
     /* [devices] */
     unsigned ipus;

@@ -261,6 +261,18 @@ djob_end(struct djob *j, int code, const char *fmt, ...)
     srv_serve_waiters(s);
 }
 
+/* Compares job keys in time independent of where they differ. 1 when equal. */
+static int
+keys_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
 static struct djob *
 job_find(const struct srv *s, const char *name)
 {
@@ -317,6 +329,23 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
                         a->num_processes);
         return;
     }
+    if (strlen(a->job_key) > DJOB_KEY_MAX) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "the job key is %zu bytes long; at most %d are accepted",
+                        strlen(a->job_key), DJOB_KEY_MAX);
+        return;
+    }
+    if (a->job_key[0] == '\0' && strcmp(a->partition_name, DJOB_DEFAULT_NAME) == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process %u of %u has no job key and no job name of its own: "
+                        "unrelated programs would join each other's job under the default "
+                        "name '%s'; start the processes with mpirun (its job id is the key), "
+                        "or give every process of this launch the same IPUOF_JOB_KEY (e.g. "
+                        "IPUOF_JOB_KEY=$(od -An -N16 -tx1 /dev/urandom | tr -d ' ')) or the "
+                        "same name with IPUOF_PARTITION", a->process_id, a->num_processes,
+                        DJOB_DEFAULT_NAME);
+        return;
+    }
     if (a->num_processes > DJOB_MAX_PROCS) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "%u processes asked for; a job has at most %d", a->num_processes,
@@ -335,6 +364,17 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
         j = job_new(c, req_id, a->partition_name, a->num_processes, count);
         if (j == NULL)
             return;
+        snprintf(j->key, sizeof j->key, "%s", a->job_key);
+    } else if (!keys_equal(a->job_key, j->key)) {
+        /* Nothing of the job is told: not its processes, count or who holds it. */
+        log_warn("client %u (%s, pid %u): refused joining job '%s' with a different job key",
+                 c->id, c->name, c->pid, j->name);
+        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
+                        "partition '%s' is taken by another job (its processes share a job "
+                        "key this process does not have); processes of one launch share the "
+                        "key of their launcher (mpirun) or IPUOF_JOB_KEY: start them together, "
+                        "or choose another name with IPUOF_PARTITION", a->partition_name);
+        return;
     } else if (j->started) {
         conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
                         "the job on partition '%s' already has all its %u processes",

@@ -31,6 +31,9 @@ struct model;
 struct compile_job;
 
 #define DJOB_MAX_PROCS 64
+#define DJOB_KEY_MAX 256               /* bytes of a job key */
+#define DJOB_DEFAULT_NAME "ipuof-job"  /* the client's name for a job it was given no name
+                                        * for: never joined without a key */
 
 struct dev_partition;
 
@@ -53,11 +56,14 @@ struct dev_partition *conn_part(const struct conn *c);
 struct model **djob_models(const struct conn *c);
 
 /*
- * Attaches c as process a->process_id of the job named a->partition_name
- * (a->num_processes > 1), creating the job and its partition of count IPUs when c comes
- * first. The attach is answered when every process has come, or with an error to each of
- * them when job_timeout passes first. A process whose count, process count or id does not
- * fit the job gets an error naming both values.
+ * Attaches c as process a->process_id of the job named a->partition_name with the key
+ * a->job_key (a->num_processes > 1), creating the job and its partition of count IPUs when
+ * c comes first. A job is joined by its name and key together: a process with another key
+ * is refused without being told anything of the job, so it can neither take a free slot
+ * nor end the job; the default name (DJOB_DEFAULT_NAME) without a key is refused, saying
+ * how to give one. The attach is answered when every process has come, or with an error
+ * to each of them when job_timeout passes first. A process with the right key whose
+ * count, process count or id does not fit the job gets an error naming both values.
  */
 void djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a,
                  unsigned count);

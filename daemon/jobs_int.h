@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "devices.h"
+#include "jobs.h"
 #include "models.h"
 #include "slices.h"
 #include "work.h"
@@ -46,6 +47,8 @@ struct djob_work {
 struct djob {
     struct srv *srv;
     char name[DEV_NAME_MAX];
+    char key[DJOB_KEY_MAX + 1];  /* the job key its processes share ("" when the job was
+                                  * named explicitly without one); never shown */
     unsigned nproc, count;       /* processes; IPUs of the partition */
     unsigned nattached, ncompile, nrun;
     int started;                 /* every process attached */

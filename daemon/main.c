@@ -16,6 +16,7 @@
 #include "log.h"
 #include "notify.h"
 #include "server.h"
+#include "sim.h"
 
 static void
 usage(FILE *f)
@@ -110,6 +111,7 @@ main(int argc, char **argv)
     const char *port_file = NULL;
     int foreground = 0, check_only = 0, report_fd = -1, opt;
     char err[1024];
+    struct sim_err serr;
 
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         struct srv_override *o = s.nov < SRV_MAX_OVERRIDES ? &s.ov[s.nov] : NULL;
@@ -127,7 +129,8 @@ main(int argc, char **argv)
         case 'f': foreground = 1; break;
         case 'C': check_only = 1; break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("ipuofd %s (protocol %d)\n", IPUOF_VERSION_STR, IPUOF_PROTOCOL_VERSION);
+        case 'V': printf("ipuofd %s (protocol %d)\nsimulator kernels: %s\n", IPUOF_VERSION_STR,
+                         IPUOF_PROTOCOL_VERSION, sim_isa_describe(err, sizeof err));
                   return 0;
         default: usage(stderr); return EX_USAGE;
         }
@@ -149,6 +152,10 @@ main(int argc, char **argv)
     }
     if (srv_build_config(&s, &s.cfg, err, sizeof err) < 0) {
         fprintf(stderr, "ipuofd: %s\n", err);
+        return EX_CONFIG;
+    }
+    if (sim_isa_check(&serr) != 0) {    /* IPUOF_SIM_ISA (sim/hot.h) */
+        fprintf(stderr, "ipuofd: %s\n", serr.msg);
         return EX_CONFIG;
     }
     if (check_only) {
@@ -176,6 +183,7 @@ main(int argc, char **argv)
              IPUOF_VERSION_STR, s.cfg.ipus, s.cfg.ipus == 1 ? "" : "s",
              (unsigned long long)(s.cfg.ipu_memory >> 20), s.cfg.tiles, s.cfg.listen,
              s.bound_port, s.cfg.admin_socket[0] ? ", admin socket " : "", s.cfg.admin_socket);
+    log_info("simulator kernels: %s", sim_isa_describe(err, sizeof err));
     report_start(&report_fd, 0);
     {
         char st[160];

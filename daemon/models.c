@@ -6,7 +6,9 @@
  * client's executable by a hash collision. An entry serves one live model at a time; a
  * second client compiling the same model while the first still uses it gets its own
  * compile, which then also stays in the cache. Entries not in use are evicted least
- * recently used first beyond cache_entries.
+ * recently used first beyond cache_entries, beyond host_memory of run buffers, and
+ * beyond cache_bytes of everything the entries hold (cache_entry_bytes: model bytes,
+ * weights, every buffer), counting the entries in use.
  */
 #include "models.h"
 #include "jobs.h"
@@ -23,12 +25,36 @@
 #include "wiremap.h"
 
 void
-cache_init(struct cache *k, unsigned max, uint64_t max_idle_host)
+cache_init(struct cache *k, unsigned max, uint64_t max_idle_host, uint64_t max_bytes)
 {
     memset(k, 0, sizeof *k);
     pthread_mutex_init(&k->mu, NULL);
     k->max = max;
     k->max_idle_host = max_idle_host;
+    k->max_bytes = max_bytes;
+}
+
+uint64_t
+cache_entry_bytes(const struct cache_entry *e)
+{
+    uint64_t sum = e->len + e->host_bytes;
+
+    if (e->exe == NULL)
+        return sum;
+    for (size_t i = 0; i < sim_exe_ipu_count(e->exe); i++) {
+        struct sim_mem_report rep;
+        if (sim_exe_memory(e->exe, i, &rep) != 0)
+            continue;
+        if (e->parent == NULL && rep.replica == 0)
+            sum += rep.weights;
+        sum += rep.activations + rep.gradients + rep.optimizer + rep.stash;
+    }
+    for (size_t i = 0; i < sim_exe_weight_count(e->exe); i++) {
+        struct sim_weight_info w;
+        if (sim_exe_weight_info(e->exe, i, &w) == 0)
+            sum += w.bytes;
+    }
+    return sum;
 }
 
 static void
@@ -53,22 +79,37 @@ idle_host_locked(const struct cache *k)
     return sum;
 }
 
-/* Evicts unused entries, oldest first, while there are more than max or their run buffers
- * take more than max_idle_host bytes. Caller holds mu. */
+/* Takes e off the list (pp points at it) and frees it. Caller holds mu. */
+static void
+unlink_free_locked(struct cache *k, struct cache_entry **pp)
+{
+    struct cache_entry *e = *pp;
+
+    *pp = e->next;
+    k->n--;
+    k->bytes = k->bytes >= e->held ? k->bytes - e->held : 0;
+    entry_free(e);
+}
+
+/* Evicts unused entries, oldest first, while there are more than max, their run buffers
+ * take more than max_idle_host bytes or all entries hold more than max_bytes. Caller
+ * holds mu. */
 static void
 trim_locked(struct cache *k)
 {
-    while (k->n > k->max || idle_host_locked(k) > k->max_idle_host) {
+    while (k->n > k->max || idle_host_locked(k) > k->max_idle_host || k->bytes > k->max_bytes) {
         struct cache_entry **victim = NULL;
         for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
             if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_used_ms < (*victim)->last_used_ms))
                 victim = pp;
         if (victim == NULL)
             return;
-        struct cache_entry *e = *victim;
-        *victim = e->next;
-        k->n--;
-        entry_free(e);
+        k->evictions++;
+        log_info("executable cache: evicted '%s' (%llu bytes held; %u entries, %llu bytes "
+                 "before; cache_bytes = %llu, cache_entries = %u)", (*victim)->name,
+                 (unsigned long long)(*victim)->held, k->n, (unsigned long long)k->bytes,
+                 (unsigned long long)k->max_bytes, k->max);
+        unlink_free_locked(k, victim);
     }
 }
 
@@ -110,10 +151,11 @@ cache_acquire(struct cache *k, const uint8_t *bytes, size_t len, const char *key
 }
 
 void
-cache_set_idle_host(struct cache *k, uint64_t max_idle_host)
+cache_set_limits(struct cache *k, uint64_t max_idle_host, uint64_t max_bytes)
 {
     pthread_mutex_lock(&k->mu);
     k->max_idle_host = max_idle_host;
+    k->max_bytes = max_bytes;
     trim_locked(k);
     pthread_mutex_unlock(&k->mu);
 }
@@ -123,11 +165,14 @@ cache_insert(struct cache *k, struct cache_entry *e)
 {
     if (e->exe != NULL)
         e->host_bytes = models_host_bytes(e->exe);
+    if (e->exe != NULL || e->held == 0)
+        e->held = cache_entry_bytes(e);
     pthread_mutex_lock(&k->mu);
     e->in_use = 1;
     e->next = k->head;
     k->head = e;
     k->n++;
+    k->bytes += e->held;
     trim_locked(k);
     pthread_mutex_unlock(&k->mu);
 }
@@ -145,12 +190,10 @@ cache_release(struct cache *k, struct cache_entry *e)
         struct cache_entry *parent = e->parent;
         for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next) {
             if (*pp == e) {
-                *pp = e->next;
-                k->n--;
+                unlink_free_locked(k, pp);
                 break;
             }
         }
-        entry_free(e);
         if (parent != NULL)
             parent->refs--;
         e = parent;

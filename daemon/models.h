@@ -31,6 +31,9 @@ struct cache_entry {
     int in_use;                  /* a live model uses it */
     int reusable;                /* may serve a later compile (not a training executable) */
     uint64_t host_bytes;         /* its run buffers (models_host_bytes), set by cache_insert */
+    uint64_t held;               /* every byte it keeps (cache_entry_bytes), set by
+                                  * cache_insert */
+    char name[64];               /* the model's name, for the log */
     int refs;                    /* executables made from this one's model (inference_from) */
     struct cache_entry *parent;  /* the entry whose model this one borrows, or NULL */
     uint64_t last_used_ms;
@@ -42,15 +45,29 @@ struct cache {
     struct cache_entry *head;
     unsigned n, max;
     uint64_t max_idle_host;      /* run-buffer bytes unused entries may keep (host_memory) */
-    uint64_t hits, misses;
+    uint64_t max_bytes;          /* bytes all entries may hold (cache_bytes) */
+    uint64_t bytes;              /* bytes all entries hold: the sum of their held */
+    uint64_t hits, misses, evictions;
 };
 
-/* An empty cache keeping at most max entries, and unused entries whose run buffers total
- * at most max_idle_host bytes (evicted least recently used first beyond either). */
-void cache_init(struct cache *k, unsigned max, uint64_t max_idle_host);
+/* An empty cache keeping at most max entries, unused entries whose run buffers total at
+ * most max_idle_host bytes, and entries holding at most max_bytes in all (unused entries
+ * are evicted least recently used first beyond any of the three; entries in use count
+ * but stay). */
+void cache_init(struct cache *k, unsigned max, uint64_t max_idle_host, uint64_t max_bytes);
 
-/* Changes the limit on unused entries' run buffers (a reload) and evicts beyond it. */
-void cache_set_idle_host(struct cache *k, uint64_t max_idle_host);
+/* Changes the limits on unused entries' run buffers and on the bytes of all entries (a
+ * reload) and evicts beyond them. */
+void cache_set_limits(struct cache *k, uint64_t max_idle_host, uint64_t max_bytes);
+
+/*
+ * The bytes an entry keeps in the daemon's memory, from what the simulator reports: the
+ * ONNX bytes it was compiled from, the loaded model's weights and the constants folded
+ * from them (once: replicas share them; none for an entry borrowing its parent's model),
+ * the executable's own copy of the weights it trains or updates, every IPU's activations
+ * arena, gradient accumulators, optimizer state and pipeline stashes, and the run buffers.
+ */
+uint64_t cache_entry_bytes(const struct cache_entry *e);
 /* Frees every entry (at exit). */
 void cache_destroy(struct cache *k);
 

@@ -142,7 +142,7 @@ compile_run(struct job *j)
         size_t used = strlen(cj->err.msg);
         snprintf(cj->err.msg + used, sizeof cj->err.msg - used, " (this partition's host "
                  "memory for run buffers: %" PRIu64 " bytes (host_memory), %" PRIu64
-                 " of them free)", cj->rj.srv->cfg.host_memory, cj->host_left);
+                 " of them free)", cj->host_memory, cj->host_left);
     }
     if (cj->rc != IPUOF_OK) {
         sim_model_free(e->model);
@@ -151,6 +151,7 @@ compile_run(struct job *j)
     }
     e->bytes = cj->bytes;
     e->len = cj->len;
+    snprintf(e->name, sizeof e->name, "%s", cj->name);
     e->key = cj->key;
     e->hash = cache_hash(e->bytes, e->len, e->key);
     e->reusable = cj->loss == NULL; /* a training executable's weights change as it trains */
@@ -516,6 +517,7 @@ compile_from_training(struct conn *c, uint64_t req_id, struct compile_job *cj, u
     cj->us = models_now_us() - t0;
     if (cj->rc == IPUOF_OK) {
         e->parent = src->entry; /* borrows the training model's graph */
+        snprintf(e->name, sizeof e->name, "%s", cj->name);
         e->key = strdup("");
         src->entry->refs++;
         cache_insert(&c->srv->cache, e); /* not reusable: its weights are the training's */
@@ -583,6 +585,10 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
         compile_map_kind(rq->default_mode->kind, &cj->opts.default_mode, rq->default_mode->n) < 0)
         goto bad_mode;
     for (size_t i = 0; i < rq->n_output_modes; i++) {
+        if (compile_name_check(c, req_id, "output mode", rq->output_modes[i]->name) < 0) {
+            compile_job_free(cj);
+            return -1;
+        }
         cj->mode_names[i] = strdup(rq->output_modes[i]->name);
         if (cj->mode_names[i] == NULL)
             goto oom;
@@ -610,6 +616,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     }
     {
         uint64_t used = models_host_used(c);
+        cj->host_memory = s->cfg.host_memory;
         cj->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
         cj->opts.host_memory_bytes = cj->host_left ? cj->host_left : 1; /* 0 = no limit */
     }

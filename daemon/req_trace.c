@@ -3,8 +3,13 @@
  * run reply, and the trace request that returns the execution trace of a model's last run
  * (Chrome trace-event JSON, recorded when the model was compiled with profile).
  *
- * Both run on the event-loop thread: a connection's model never runs while its next request
- * is being served (requests of one connection are answered in order, a run's reply first).
+ * The cost figures are read on the event-loop thread with the run's reply. A trace (tens of
+ * megabytes, half a second to write for a long run) is written on a worker thread and sent
+ * from the loop thread when it is done, so the loop serves every other client meanwhile.
+ * While it is written the connection reads no more frames (as during its runs), so one
+ * connection has at most one trace build in flight, and nothing runs the model meanwhile:
+ * its own connection waits, and a job's run needs a slice from every process, this one
+ * included.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +19,8 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "ipuof/status.h"
+#include "jobs.h"
+#include "jobs_int.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -44,40 +51,135 @@ req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy)
     rc->bottleneck_stage = rep.bottleneck_stage;
 }
 
-void
-req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+/* A trace being written on a worker. json is the worker's result (owned by the job). */
+struct trace_job {
+    struct req_job rj;
+    struct model *m;
+    struct djob *shared;         /* a job of several processes, held until done; or NULL */
+    char name[sizeof ((struct model *)0)->name];
+    uint32_t max_payload;        /* max_payload_bytes when the request came */
+    int rc;
+    struct sim_err err;
+    char *json;
+    size_t len;
+};
+
+/* On a worker: writes the trace. Reads only the executable, which nothing else touches
+ * until trace_done() (see the file's comment). */
+static void
+trace_run(struct job *j)
+{
+    struct trace_job *t = (struct trace_job *)j;
+
+    t->rc = sim_exe_trace_json(t->m->entry->exe, &t->json, &t->len, &t->err);
+}
+
+/* Answers request req_id on c with t's result (c alive, not dropped). */
+static void
+trace_reply(struct conn *c, const struct trace_job *t)
 {
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__TraceReply rep = IPUOF__TRACE_REPLY__INIT;
+    uint64_t req_id = t->rj.req_id;
+
+    if (t->rc != IPUOF_OK) {
+        conn_send_error(c, req_id, t->rc, 0, 0, "executor", "no trace of model '%s': %s",
+                        t->name, t->err.msg);
+        return;
+    }
+    if (t->len == 0 || t->len > t->max_payload) {
+        conn_send_error(c, req_id, t->len ? IPUOF_E_TOO_LARGE : IPUOF_E_INTERNAL, 0, 0,
+                        "executor", "the trace of model '%s' is %zu bytes; one frame carries 1 "
+                        "to %u (max_payload_bytes): run fewer device iterations per call while "
+                        "profiling", t->name, t->len, t->max_payload);
+        return;
+    }
+    rep.bytes = t->len;
+    r.request_id = req_id;
+    r.body_case = IPUOF__HEADER__BODY_TRACE_REPLY;
+    r.trace_reply = &rep;
+    conn_send(c, &r, t->json, (uint32_t)t->len);
+}
+
+/*
+ * On the loop thread, after trace_run() (or instead of it when the daemon stops): answers
+ * the client if it is still there, then lets the model go. A model of the connection's own
+ * job that was taken away meanwhile (reset, detach, the connection closed) waited for this
+ * and is freed here, as after a run; a shared job's model lives until the job lets go.
+ */
+static void
+trace_done(struct job *j)
+{
+    struct trace_job *t = (struct trace_job *)j;
+    struct conn *c = t->rj.conn;
+    struct model *m = t->m;
+
+    if (t->shared == NULL) {
+        m->busy = 0;
+        m->job = NULL;
+        if (c == NULL || m->owner == NULL || m->cancel_code != 0) {
+            model_free(t->rj.srv, m); /* off every list since it was taken away */
+            m = NULL;
+        }
+    }
+    if (c != NULL) {
+        c->inflight = NULL;
+        conn_enter(c);
+        if (j->dropped)
+            conn_send_error(c, t->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                            IPUOF_RECOVERY_RETRY, "daemon", "the trace of model '%s' was not "
+                            "written: ipuofd is stopping", t->name);
+        else
+            trace_reply(c, t);
+        conn_job_end(c);
+        conn_leave(c);
+    }
+    if (t->shared != NULL)
+        djob_unhold(t->shared);
+    free(t->json);
+    free(t);
+}
+
+/*
+ * Trace of a model: checked here, written on a worker (trace_run), answered by trace_done.
+ * The connection reads no further frame until then.
+ */
+void
+req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
     struct model *m = models_find(c, h->trace->model_id);
-    struct sim_err err = {0};
-    char *json = NULL;
-    size_t len = 0;
-    int rc;
+    struct trace_job *t;
 
     (void)payload_len;
     if (m == NULL) {
         models_send_missing(c, req_id, h->trace->model_id, "");
         return;
     }
-    rc = sim_exe_trace_json(m->entry->exe, &json, &len, &err);
-    if (rc != IPUOF_OK) {
-        conn_send_error(c, req_id, rc, 0, 0, "executor", "no trace of model '%s': %s", m->name,
-                        err.msg);
-        goto out;
+    t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        return;
     }
-    if (len == 0 || len > c->srv->cfg.max_payload_bytes) {
-        conn_send_error(c, req_id, len ? IPUOF_E_TOO_LARGE : IPUOF_E_INTERNAL, 0, 0, "executor",
-                        "the trace of model '%s' is %zu bytes; one frame carries 1 to %u "
-                        "(max_payload_bytes): run fewer device iterations per call while "
-                        "profiling", m->name, len, c->srv->cfg.max_payload_bytes);
-        goto out;
+    t->rj.srv = c->srv;
+    t->rj.conn = c;
+    t->rj.req_id = req_id;
+    t->rj.job.run = trace_run;
+    t->rj.job.done = trace_done;
+    t->m = m;
+    t->shared = djob_shared(c) ? c->djob : NULL;
+    t->max_payload = c->srv->cfg.max_payload_bytes;
+    snprintf(t->name, sizeof t->name, "%s", m->name);
+    if (work_submit(c->srv->work, &t->rj.job) < 0) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        free(t);
+        return;
     }
-    rep.bytes = len;
-    r.request_id = req_id;
-    r.body_case = IPUOF__HEADER__BODY_TRACE_REPLY;
-    r.trace_reply = &rep;
-    conn_send(c, &r, json, (uint32_t)len);
-out:
-    free(json);
+    if (t->shared != NULL) {
+        djob_hold(t->shared); /* its models stay until trace_done, even if the job ends */
+    } else {
+        m->busy = 1;          /* taken away meanwhile: freed by trace_done, as after a run */
+        m->job = &t->rj;
+    }
+    c->inflight = &t->rj;
+    conn_job_begin(c);
 }

@@ -31,6 +31,7 @@
 #include "dispatch.h"
 #include "errbuf.h"
 #include "frame.h"
+#include "freshfile.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
@@ -325,19 +326,15 @@ listen_admin_at(struct srv *s, char *err, size_t errlen)
 int
 srv_write_port_file(const struct srv *s, const char *path, char *err, size_t errlen)
 {
-    char tmp[4200];
-    FILE *f;
+    char buf[16];
+    const char *step = NULL;
+    int n = snprintf(buf, sizeof buf, "%d\n", s->bound_port);
 
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        errbuf_set(err, errlen, "cannot write port file %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    fprintf(f, "%d\n", s->bound_port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        errbuf_set(err, errlen, "cannot write port file %s: %s", path, strerror(errno));
-        unlink(tmp);
+    /* A new file made beside path (O_EXCL | O_NOFOLLOW, a random name) renamed over it: a
+     * symlink planted at either name is never followed. */
+    if (freshfile_write(path, buf, (size_t)n, &step) != 0) {
+        errbuf_set(err, errlen, "cannot %s port file %s: %s", step ? step : "write", path,
+                   strerror(errno));
         return -1;
     }
     return 0;
@@ -371,7 +368,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
 void
 srv_reload(struct srv *s)
 {
-    struct cfg next;
+    struct cfg next, eff;
     char err[1024], ignored[512];
     char mono[64];
 
@@ -383,9 +380,28 @@ srv_reload(struct srv *s)
         notify_send("READY=1");
         return;
     }
-    cfg_apply_reload(&s->cfg, &next, ignored, sizeof ignored);
+    /* What would run: the keys a reload may change over the ones only a restart changes,
+     * checked as a whole against the listeners actually open (their addresses are not
+     * reloadable), so no reload can leave them less protected than a start would. */
+    eff = s->cfg;
+    cfg_apply_reload(&eff, &next, ignored, sizeof ignored);
+    if (cfg_validate(&eff, err, sizeof err) < 0) {
+        log_error("reload refused, keeping the running configuration: with the new file's "
+                  "reloadable keys and the settings only a restart changes (listen = %s "
+                  "stays open%s%s), %s; restart ipuofd to change the listen address, or keep "
+                  "the token until then", s->cfg.listen, ignored[0] ? "; not reloadable: " : "",
+                  ignored, err);
+        notify_send("READY=1");
+        return;
+    }
+    if (!cfg_listen_is_loopback(eff.listen) && eff.auth_token[0] == '\0' &&
+        s->cfg.auth_token[0] != '\0')
+        log_warn("reload: listen = %s now serves without an auth_token "
+                 "(allow_unauthenticated = yes): anyone who can reach it can use the IPUs",
+                 eff.listen);
+    s->cfg = eff;
     log_set_level(s->cfg.log_level);
-    cache_set_idle_host(&s->cache, s->cfg.host_memory);
+    cache_set_limits(&s->cache, s->cfg.host_memory, s->cfg.cache_bytes);
     for (struct conn *c = s->conns; c != NULL; c = c->next)
         conn_apply_timeouts(c);
     if (ignored[0] != '\0')
@@ -494,6 +510,32 @@ waiter_unlink(struct srv *s, struct waiter *w)
     free(w);
 }
 
+/*
+ * Why w got no IPUs, into out: when enough IPUs are free for it, the requests ahead of it in
+ * the first-come queue (it is served only after them; the head is named); else who holds
+ * the IPUs (dev_describe_busy).
+ */
+static void
+describe_wait(const struct srv *s, const struct waiter *w, char *out, size_t len)
+{
+    const struct waiter *h = s->wait_head;
+    unsigned ahead = 0;
+
+    for (const struct waiter *p = w->prev; p != NULL; p = p->prev)
+        ahead++;
+    if (ahead == 0 || !dev_can_attach(s->inv, w->count)) {
+        dev_describe_busy(s->inv, w->count, out, len);
+        return;
+    }
+    snprintf(out, len, "%u of %u IPUs are free, enough for this request, but %u earlier "
+             "request%s in the first-come queue came first and could not be served yet: the "
+             "first, client %u (%s, pid %u), has waited %llu ms for %u IPU%s; requests are "
+             "served in the order they came, so this one waited behind %s",
+             dev_free_count(s->inv), s->inv->n, ahead, ahead == 1 ? "" : "s", h->conn->id, h->conn->name, h->conn->pid,
+             (unsigned long long)(srv_now_ms() - h->since_ms), h->count,
+             h->count == 1 ? "" : "s", ahead == 1 ? "it" : "them");
+}
+
 static void
 on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -507,8 +549,8 @@ on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    describe_wait(s, w, busy, sizeof busy);
     waiter_unlink(s, w);
-    dev_describe_busy(s->inv, count, busy, sizeof busy);
     conn_enter(c);
     conn_send_error(c, req, IPUOF_E_TIMEOUT, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
                     "device", "waited %llu ms for %u IPU%s without getting them: %s",
@@ -517,15 +559,39 @@ on_wait_timeout(evutil_socket_t fd, short what, void *arg)
     srv_serve_waiters(s); /* the head may have blocked smaller requests behind it */
 }
 
+/* 1 when a and b come from the same process: the same pid in their hello and the same
+ * peer address apart from the port ("unix" for the admin socket). */
+static int
+same_client(const struct conn *a, const struct conn *b)
+{
+    const char *ca = strrchr(a->peer, ':'), *cb = strrchr(b->peer, ':');
+    size_t la = ca != NULL ? (size_t)(ca - a->peer) : strlen(a->peer);
+    size_t lb = cb != NULL ? (size_t)(cb - b->peer) : strlen(b->peer);
+
+    return a->pid == b->pid && la == lb && memcmp(a->peer, b->peer, la) == 0;
+}
+
 int
 srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
                  const char *name, unsigned timeout_ms, char *err, size_t errlen)
 {
     struct waiter *w;
 
+    unsigned mine = 0;
+
     if (s->nwaiting >= s->cfg.max_waiters) {
         errbuf_set(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
                "(max_waiters); retry later", s->nwaiting);
+        return -1;
+    }
+    for (const struct waiter *p = s->wait_head; p != NULL; p = p->next)
+        mine += same_client(p->conn, c);
+    if (mine >= s->cfg.max_waiters_per_client) {
+        errbuf_set(err, errlen, "cannot wait for IPUs: process %u at %s already has %u "
+                   "connection%s waiting (max_waiters_per_client = %u, so one client cannot "
+                   "fill the queue of %u); wait for those, or ask the operator to raise it",
+                   c->pid, c->peer, mine, mine == 1 ? "" : "s", s->cfg.max_waiters_per_client,
+                   s->cfg.max_waiters);
         return -1;
     }
     w = calloc(1, sizeof *w);
@@ -615,7 +681,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     }
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(s->cfg.ipus, s->cfg.ipu_memory, s->cfg.tiles);
-    cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory);
+    cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory, s->cfg.cache_bytes);
     s->work = work_new(s->base, s->cfg.worker_threads ? s->cfg.worker_threads
                                                       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
     if (s->work == NULL) {

@@ -84,7 +84,12 @@ void srv_cleanup(struct srv *s);
 /* Starts a graceful shutdown: stop accepting, tell clients, drain, leave the loop. */
 void srv_shutdown_begin(struct srv *s);
 
-/* Re-reads the config file and applies the reloadable keys; a bad file keeps the old one. */
+/*
+ * Re-reads the config file and applies the reloadable keys. A bad file keeps the old
+ * configuration, and so does one whose reloadable keys would not pass cfg_validate() with
+ * the keys only a restart changes (e.g. auth_token dropped while a non-loopback listener
+ * stays open): the reload is refused whole, with a log line saying why.
+ */
 void srv_reload(struct srv *s);
 
 /* Milliseconds on a monotonic clock. */

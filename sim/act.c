@@ -4,7 +4,7 @@
  * and the pool split of a whole tensor.
  *
  * Sigmoid and SiLU are bound by arithmetic, not memory: they run sixteen floats at a time,
- * with an AVX-512 clone besides the AVX2 and baseline ones.
+ * with an AVX-512 copy besides the AVX2 and baseline ones (hot.h).
  *
  * The formulas are those the ops always used (op_activation.c, Clip in op_unary.c), so
  * Relu, Clip, LeakyRelu, HardSigmoid and HardSwish give the same bits as before; Sigmoid is
@@ -22,8 +22,7 @@
 #define LD(p) (*(const sim_v8f_u *)(p))
 #define ST(p, v) (*(sim_v8f_u *)(p) = (v))
 
-SIM_HOT static void
-relu_range(const float *x, float *y, int64_t lo, int64_t hi)
+SIM_HOT_FN(relu_range, (const float *x, float *y, int64_t lo, int64_t hi), (x, y, lo, hi))
 {
     int64_t i = lo;
 
@@ -35,8 +34,9 @@ relu_range(const float *x, float *y, int64_t lo, int64_t hi)
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-SIM_HOT static void
-clip_range(const float *x, float *y, int64_t lo, int64_t hi, float a, float b)
+SIM_HOT_FN(clip_range,
+           (const float *x, float *y, int64_t lo, int64_t hi, float a, float b),
+           (x, y, lo, hi, a, b))
 {
     int64_t i = lo;
 
@@ -51,8 +51,9 @@ clip_range(const float *x, float *y, int64_t lo, int64_t hi, float a, float b)
     }
 }
 
-SIM_HOT static void
-leaky_range(const float *x, float *y, int64_t lo, int64_t hi, float a)
+SIM_HOT_FN(leaky_range,
+           (const float *x, float *y, int64_t lo, int64_t hi, float a),
+           (x, y, lo, hi, a))
 {
     int64_t i = lo;
 
@@ -65,8 +66,9 @@ leaky_range(const float *x, float *y, int64_t lo, int64_t hi, float a)
 }
 
 /* HardSigmoid (swish false) or HardSwish (swish true). */
-SIM_HOT static void
-hard_range(const float *x, float *y, int64_t lo, int64_t hi, float a, float b, bool swish)
+SIM_HOT_FN(hard_range,
+           (const float *x, float *y, int64_t lo, int64_t hi, float a, float b, bool swish),
+           (x, y, lo, hi, a, b, swish))
 {
     int64_t i = lo;
 
@@ -83,16 +85,9 @@ hard_range(const float *x, float *y, int64_t lo, int64_t hi, float a, float b, b
 }
 
 /* Sixteen floats at a time for Sigmoid and SiLU, which are bound by arithmetic (the other
- * kinds by memory): an AVX-512 clone runs them in one register (twice the AVX2 clone's
- * rate), the AVX2 clone in two; the operations, and so the bits, are the same in every
- * clone. Elsewhere (clang, ASan builds) the plain SIM_HOT. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define ACT_HOT_WIDE __attribute__((SIM_HOT_OPT, target_clones("avx512f", "avx2", "default")))
-#else
-#define ACT_HOT_WIDE SIM_HOT
-#endif
-
+ * kinds by memory): an AVX-512 copy (SIM_HOT_WIDE_FN) runs them in one register (twice the
+ * AVX2 copy's rate), the AVX2 copy in two; the operations, and so the bits, are the same in
+ * every copy. */
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
@@ -144,8 +139,9 @@ exp_nonpos(float x)
 
 /* Sigmoid (silu false) or x sigmoid(x) (silu true); the sigmoid as e^x / (1 + e^x) for
  * x < 0 (no overflow). */
-ACT_HOT_WIDE static void
-sigmoid_range(const float *x, float *y, int64_t lo, int64_t hi, bool silu)
+SIM_HOT_WIDE_FN(sigmoid_range,
+                (const float *x, float *y, int64_t lo, int64_t hi, bool silu),
+                (x, y, lo, hi, silu))
 {
     int64_t i = lo;
 

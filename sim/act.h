@@ -7,7 +7,7 @@
  * numbers are the same either way.
  *
  * Every kind but Elu and Softplus runs eight floats at a time (vmath.h's sim_v8f; Sigmoid
- * and SiLU, bound by arithmetic, sixteen, with an AVX-512 clone) with the same float
+ * and SiLU, bound by arithmetic, sixteen, with an AVX-512 copy) with the same float
  * operations as its scalar tail, so a value rounds alike wherever it falls.
  */
 #ifndef SIM_ACT_H

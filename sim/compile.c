@@ -712,6 +712,9 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     *out = NULL;
     if (m == NULL || o == NULL)
         return sim_err_set(err, IPUOF_E_INVAL, "no model or no options");
+    rc = sim_isa_check(err);    /* a bad IPUOF_SIM_ISA is refused; fixes the level first */
+    if (rc != 0)
+        return rc;
     rc = check_opts(o, err);
     if (rc != 0)
         return rc;

@@ -22,6 +22,7 @@
 
 #include "conv_dnnl.h"
 #include "conv_dnnl_int.h"
+#include "hot.h"
 #include "pool.h"
 
 #define NSETS SIM_DNNL_NSETS
@@ -94,6 +95,7 @@ stream_free(void *s)
 int
 sim_dnnl_engine_get(void)
 {
+    sim_isa_level();    /* oneDNN's ISA cap (hot.h) goes in before its first use */
     if (engine_ok < 0)
         engine_ok = dnnl_engine_create(&sim_dnnl_engine, dnnl_cpu, 0) == dnnl_success &&
                     pthread_key_create(&stream_key, stream_free) == 0;

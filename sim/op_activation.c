@@ -186,8 +186,7 @@ struct grad_run {
  * PyTorch); HardSwish: dy (2 alpha x + beta) there, dy above, 0 below; Elu: dy for x > 0,
  * dy (y + alpha) elsewhere; Softplus: dy sigmoid(x). Elements [lo, hi).
  */
-SIM_HOT static void
-act_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(act_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct grad_run *r = ctx;
     const float *x = r->x, *y = r->y, *g = r->g;
@@ -458,8 +457,7 @@ enum { G_RELU, G_LEAKY, G_SIGMOID, G_TANH };
 /* Relu: dx += dy where y > 0 (PyTorch's threshold_backward on the result), else 0;
  * LeakyRelu: dy where x > 0, alpha dy elsewhere; Sigmoid: dy y (1 - y); Tanh:
  * dy (1 - y^2). Elements [lo, hi). */
-SIM_HOT static void
-simple_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(simple_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct grad_run *r = ctx;
     const float *x = r->x, *y = r->y, *g = r->g;
@@ -635,8 +633,9 @@ struct add_act_run {
 };
 
 /* y[i] = a[i] + b[i] for i in [lo, hi) (Add's same-shape arithmetic). */
-SIM_HOT static void
-add_range(const float *a, const float *b, float *y, int64_t lo, int64_t hi)
+SIM_HOT_FN(add_range,
+           (const float *a, const float *b, float *y, int64_t lo, int64_t hi),
+           (a, b, y, lo, hi))
 {
     for (int64_t i = lo; i < hi; i++)
         y[i] = a[i] + b[i];

@@ -14,7 +14,8 @@
  * forward, conv_dnnl_bwd.c backward; the rules use_dnnl and use_dnnl_bwd).
  * An activation fused into the Conv (fuse.c, inference; k->act) is applied by every forward
  * path to each piece of the output right after computing it (act.h).
- * Does not: 3-D convolution, ConvTranspose, integer convolution.
+ * 3-D convolution (a 5-D input) is op_conv3d.c's: infer, forward and backward hand it over.
+ * Does not: ConvTranspose, integer convolution.
  */
 #include <cblas.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv3d.h"
 #include "conv_dnnl.h"
 #include "ops.h"
 #include "hot.h"
@@ -154,8 +156,7 @@ infer_conv(struct sim_infer *c)
     if (rc != 0)
         return rc;
     if (x->shape.rank == 5)
-        return sim_infer_unsupported(c, "3-D convolution (input %s); 1-D and 2-D are "
-                                     "supported", sim_shape_fmt(&x->shape, s1, sizeof(s1)));
+        return sim_conv3d_infer(c);     /* op_conv3d.c */
     if (x->shape.rank < 3 || x->shape.rank > 4 || wt->shape.rank != x->shape.rank)
         return sim_infer_fail(c, IPUOF_E_SHAPE, "input %s and weights %s must both be (N, C, "
                               "H, W) or (N, C, L)", sim_shape_fmt(&x->shape, s1, sizeof(s1)),
@@ -289,7 +290,7 @@ struct conv_run {
     const float *dyc;                /* backward: the chunk's dY as (mg, nimg * P) */
     int64_t n0, nimg, grp;           /* the chunk's first image, its images, the group */
     const struct sim_act *act;       /* forward: the fused activation applied to y, or NULL */
-    int64_t blk, mblk;               /* fused pointwise: output columns and rows per piece */
+    int64_t blk, mblk;               /* pointwise: output columns and rows per piece */
 };
 
 /* Output columns ox in [*lo, *hi) whose input column for kernel column kj is inside the row. */
@@ -308,9 +309,10 @@ ox_range(const struct conv_params *p, int64_t kj, int64_t *lo, int64_t *hi)
 
 /* Columns of output rows [r0, r1) (r = image-in-chunk x OH + oy) of cols (kg, nimg * P),
  * from images x[n0 .. n0+nimg) of group g; P = oh * ow. */
-SIM_HOT static void
-im2col(const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, int64_t g,
-       float *cols, int64_t r0, int64_t r1)
+SIM_HOT_FN(im2col,
+           (const struct conv_params *p, const float *x, int64_t n0, int64_t nimg, int64_t g,
+            float *cols, int64_t r0, int64_t r1),
+           (p, x, n0, nimg, g, cols, r0, r1))
 {
     int64_t ld = nimg * p->oh * p->ow;
 
@@ -357,8 +359,7 @@ im2col_piece(void *ctx, int64_t lo, int64_t hi)
 /* Output channels [lo, hi) of the group: y = tmp (mg, nimg * P) scattered to NCHW + bias,
  * then the fused activation; tmp may be y itself (one image): then only the bias and the
  * activation are applied, in place. */
-SIM_HOT static void
-scatter_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(scatter_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -386,8 +387,7 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias)); /* 
  * sums them in registers eight columns at a time where every tap is inside the row, tap by
  * tap over the row for strided rows and the rest, and with bounds checks at the edges;
  * then the fused activation over the plane. */
-SIM_HOT static void
-dw_fwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(dw_fwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -497,22 +497,22 @@ grain_for(int64_t work_per_index)
 }
 
 /* y[i] += b for i in [0, n). */
-SIM_HOT static void
-add_scalar(float *y, int64_t n, float b)
+SIM_HOT_FN(add_scalar, (float *y, int64_t n, float b), (y, n, b))
 {
     for (int64_t i = 0; i < n; i++)
         y[i] += b;
 }
 
 /*
- * Pointwise forward with a fused activation, pieces [lo, hi) of (image, group, column
- * block, row block): each block's GEMM (rows of mg, blk columns) of the output, then the
- * bias and the activation row by row while the block is in cache (the unfused path fills
- * the bias first and accumulates the GEMM on it: the same sum when OpenBLAS adds the
- * product in one pass, within a rounding of it otherwise).
+ * Pointwise forward, pieces [lo, hi) of (image, group, column block, row block): each
+ * block's GEMM (rows of mg, blk columns) of the output, then the bias and the fused
+ * activation, if any, row by row while the block is in cache. Fused or not, the output is
+ * made by the same GEMM calls: OpenBLAS's kernels for some CPUs (Haswell, Zen) round an
+ * element differently with the shape of the call it is in, so a path cut another way would
+ * differ from this one in the last bits on those CPUs only.
  */
 static void
-pw_act_piece(void *ctx, int64_t lo, int64_t hi)
+pw_piece(void *ctx, int64_t lo, int64_t hi)
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -532,13 +532,14 @@ pw_act_piece(void *ctx, int64_t lo, int64_t hi)
         for (int64_t m = m0; m < m1; m++) {
             if (r->bias != NULL)
                 add_scalar(yg + m * P + c0, c1 - c0, r->bias[g * p->mg + m]);
-            sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
+            if (r->act != NULL)
+                sim_act_range(r->act, yg + m * P, yg + m * P, c0, c1);
         }
     }
 }
 
-/* The blocks of a fused pointwise convolution: *blk output columns per piece, the (mg,
- * blk) block about 64 KiB so it is still in L2 when the activation reads it (whole
+/* The blocks of a pointwise convolution: *blk output columns per piece, the (mg, blk)
+ * block about 64 KiB so it is still in L2 when the bias and activation read it (whole
  * 16-column register blocks, at least 64 columns); *mblk rows per piece: all mg, unless
  * that leaves fewer than two pieces per pool thread (one small image: batch 1 at 7x7),
  * then the rows split too (whole 4-row register blocks). Returns the count of pieces. */
@@ -561,6 +562,8 @@ pw_blocks(const struct conv_params *p, int64_t *blk, int64_t *mblk)
 static int
 fwd_conv(const struct sim_kern *k, struct sim_err *err)
 {
+    if (k->in[0].shape.rank == 5)       /* 3-D: op_conv3d.c, whose params these are */
+        return sim_conv3d_forward(k, err);
     const struct conv_params *p = k->params;
     struct conv_run r = { .p = p, .x = k->in[0].data, .w = k->in[1].data,
                           .bias = k->n_in > 2 ? k->in[2].data : NULL, .y = k->out[0].data };
@@ -577,24 +580,10 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         sim_pool_for(p->n * p->m, grain_for(P * p->kh * p->kw), dw_fwd_piece, &r);
         return 0;
     }
-    if (p->pointwise && r.act != NULL) {
-        int64_t pieces = pw_blocks(p, &r.blk, &r.mblk);
-        sim_pool_for(pieces, grain_for(r.mblk * p->cg * (r.blk < P ? r.blk : P)),
-                     pw_act_piece, &r);
-        return 0;
-    }
     if (p->pointwise) {
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t g = 0; g < p->group; g++) {
-                float *yg = r.y + (n * p->m + g * p->mg) * P;
-                if (r.bias != NULL)
-                    for (int64_t m = 0; m < p->mg; m++)
-                        for (int64_t i = 0; i < P; i++)
-                            yg[m * P + i] = r.bias[g * p->mg + m];
-                sim_pool_sgemm(false, false, p->mg, P, p->cg, 1.0f, r.w + g * p->mg * p->cg,
-                               p->cg, r.x + (n * p->c + g * p->cg) * P, P,
-                               r.bias ? 1.0f : 0.0f, yg, P);
-            }
+        int64_t pieces = pw_blocks(p, &r.blk, &r.mblk);
+        sim_pool_for(pieces, grain_for(r.mblk * p->cg * (r.blk < P ? r.blk : P)), pw_piece,
+                     &r);
         return 0;
     }
     for (r.n0 = 0; r.n0 < p->n; r.n0 += p->chunk) {
@@ -622,9 +611,10 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
 
 /* Channels [ci0, ci1) of group g of dx[n0 .. n0+nimg) += col2im(cols); cols (kg, nimg * P)
  * as im2col lays it out. */
-SIM_HOT static void
-col2im(const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg, int64_t g,
-       float *dx, int64_t ci0, int64_t ci1)
+SIM_HOT_FN(col2im,
+           (const struct conv_params *p, const float *cols, int64_t n0, int64_t nimg,
+            int64_t g, float *dx, int64_t ci0, int64_t ci1),
+           (p, cols, n0, nimg, g, dx, ci0, ci1))
 {
     int64_t P = p->oh * p->ow, ld = nimg * P;
 
@@ -663,8 +653,7 @@ col2im_piece(void *ctx, int64_t lo, int64_t hi)
 }
 
 /* Output channels [lo, hi) of the group: tmp (mg, nimg * P) = dY gathered from NCHW. */
-SIM_HOT static void
-gather_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(gather_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -679,8 +668,7 @@ gather_piece(void *ctx, int64_t lo, int64_t hi)
 
 /* db[m] += sum of dY over images and positions, for channels [lo, hi); each image's plane
  * summed sixteen lanes at a time (vsum.h). */
-SIM_HOT static void
-db_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(db_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -693,8 +681,7 @@ db_piece(void *ctx, int64_t lo, int64_t hi)
 
 /* Depthwise backward of input channels [lo, hi) (each one group): dX of the channel and dW
  * of the group's output channels, over every image. */
-SIM_HOT static void
-dw_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(dw_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct conv_run *r = ctx;
     const struct conv_params *p = r->p;
@@ -757,6 +744,8 @@ static int
 bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
          struct sim_err *err)
 {
+    if (k->in[0].shape.rank == 5)
+        return sim_conv3d_backward(k, dout, din, err);
     const struct conv_params *p = k->params;
     struct conv_run r = { .p = p, .x = k->in[0].data, .w = k->in[1].data, .gy = dout[0].data,
                           .dx = din[0].data, .dw = din[1].data,

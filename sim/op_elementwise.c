@@ -205,8 +205,9 @@ bcast_run(const struct bcast *bc, const char *a, const char *b, char *o, size_t 
 /* Row functions for (op, type). The three common stride patterns get their own loops so
  * the compiler can vectorise them. */
 #define ROW_FN(name, T, EXPR)                                                              \
-    SIM_HOT static void name(const void *va, const void *vb, void *vo, int64_t n, int64_t ia,      \
-                     int64_t ib)                                                           \
+    SIM_HOT_FN(name,                                                                       \
+               (const void *va, const void *vb, void *vo, int64_t n, int64_t ia, int64_t ib), \
+               (va, vb, vo, n, ia, ib))                                                    \
     {                                                                                      \
         const T *pa = va, *pb = vb;                                                        \
         T *po = vo;                                                                        \
@@ -434,9 +435,11 @@ exponent_at(const struct sim_tensor *b, int64_t i)
  * strides 1) of Add, Sub and Mul get loops of their own, which the compiler vectorizes;
  * each element sees the same operations either way.
  */
-SIM_HOT static void
-bwd_row(int op, const float *a, const struct sim_tensor *bt, const float *y, const float *g,
-        float *da, float *db, int64_t oa, int64_t ob, int64_t n, int64_t ia, int64_t ib)
+SIM_HOT_FN(bwd_row,
+           (int op, const float *a, const struct sim_tensor *bt, const float *y,
+            const float *g, float *da, float *db, int64_t oa, int64_t ob, int64_t n,
+            int64_t ia, int64_t ib),
+           (op, a, bt, y, g, da, db, oa, ob, n, ia, ib))
 {
     const float *b = bt->data;
 

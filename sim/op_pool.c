@@ -231,8 +231,7 @@ pool_planes(void *ctx, int64_t lo, int64_t hi)
 
 /* The averages of whole planes [lo, hi) (ctx: the kernel): y[pl] = sum of the plane / its
  * size, the sum sixteen lanes at a time. */
-SIM_HOT static void
-mean_planes(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(mean_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct sim_kern *k = ctx;
     const struct pool_params *p = k->params;
@@ -271,8 +270,7 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
 
 /* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
  * planes [lo, hi) (ctx: the kernel). */
-SIM_HOT static void
-max2x2_planes(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct sim_kern *k = ctx;
     const struct pool_params *p = k->params;
@@ -349,8 +347,7 @@ max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, 
  * row-major order), made for the columns whose whole window lies inside the row one tap at
  * a time across the row, with selects instead of branches; edge columns one by one.
  */
-SIM_HOT static void
-max2d_planes(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(max2d_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct sim_kern *k = ctx;
     const struct pool_params *p = k->params;
@@ -455,8 +452,7 @@ struct mp2_run {
 };
 
 /* The 2x2 stride-2 backward of planes [lo, hi). */
-SIM_HOT static void
-mp2_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(mp2_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct mp2_run *r = ctx;
     const float *x = r->x, *y = r->y, *g = r->g;
@@ -584,8 +580,7 @@ avg_bwd_piece(void *ctx, int64_t lo, int64_t hi)
 
 /* The whole-plane average's backward for planes [lo, hi): dy[pl] / the plane's size added
  * to every element of the plane (the same operations as avg_bwd_piece's, in a flat loop). */
-SIM_HOT static void
-mean_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(mean_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct pool_grad_run *r = ctx;
     const struct pool_params *p = r->p;

@@ -153,8 +153,7 @@ struct rows_run {
 };
 
 /* y[r] = scale x sum of row r of x, for rows [lo, hi); in double, four partial sums. */
-SIM_HOT static void
-rows_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(rows_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct rows_run *r = ctx;
     int64_t n = r->n;

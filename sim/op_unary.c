@@ -52,8 +52,7 @@ struct map_run {
 };
 
 /* out[i] = op(in[i]) for i in [lo, hi). */
-SIM_HOT static void
-unary_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(unary_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct map_run *r = ctx;
     const float *in = r->in;
@@ -301,8 +300,7 @@ struct grad_run {
 };
 
 /* dx[i] += d op(x)/dx * g[i] for i in [lo, hi) (Floor and Ceil: nothing). */
-SIM_HOT static void
-unary_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(unary_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct grad_run *r = ctx;
     const float *x = r->x, *y = r->y, *g = r->g;
@@ -347,8 +345,7 @@ bwd_unary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
 
 /* dx[i] += g[i] where lo <= x[i] <= hi, for i in [lo, hi) of the range: a select, not a
  * branch (whether an element is clipped is unpredictable), and dx untouched elsewhere. */
-SIM_HOT static void
-clip_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(clip_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct grad_run *r = ctx;
     const float *x = r->x, *g = r->g;
@@ -388,8 +385,7 @@ bwd_clip(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
 }
 
 /* dx[i] += g[i] for i in [lo, hi). */
-SIM_HOT static void
-copy_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(copy_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct grad_run *r = ctx;
     const float *g = r->g;

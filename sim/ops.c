@@ -38,6 +38,12 @@ static const struct family families[] = {
     { sim_ops_convt, &sim_ops_convt_count },
     { sim_ops_resize, &sim_ops_resize_count },
     { sim_ops_rnn, &sim_ops_rnn_count },
+    /* the ops of PyTorch's layers beyond those: InstanceNormalization, Max Min PRelu Selu
+     * Celu Sign Round IsNaN, Tile DepthToSpace SpaceToDepth Trilu, CumSum TopK */
+    { sim_ops_instnorm, &sim_ops_instnorm_count },
+    { sim_ops_arith, &sim_ops_arith_count },
+    { sim_ops_layout, &sim_ops_layout_count },
+    { sim_ops_scan, &sim_ops_scan_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

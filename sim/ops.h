@@ -4,7 +4,7 @@
  * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
  * op_unary.c, op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c,
  * op_shape.c, op_select.c, op_loss.c, op_logic.c, op_pad.c, op_gen.c, op_split.c,
- * op_convt.c, op_resize.c, op_rnn.c):
+ * op_convt.c, op_resize.c, op_rnn.c, op_instnorm.c, op_arith.c, op_layout.c, op_scan.c):
  *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
  *              shape, build the op's private parameters and ask for scratch memory;
  *   forward  — at run time: compute outputs from inputs, allocating nothing;
@@ -150,6 +150,16 @@ extern const struct sim_op sim_ops_resize[];
 extern const int sim_ops_resize_count;
 extern const struct sim_op sim_ops_rnn[];
 extern const int sim_ops_rnn_count;
+/* InstanceNormalization (op_instnorm.c); Max Min PRelu Selu Celu Sign Round IsNaN
+ * (op_arith.c); Tile DepthToSpace SpaceToDepth Trilu (op_layout.c); CumSum TopK (op_scan.c) */
+extern const struct sim_op sim_ops_instnorm[];
+extern const int sim_ops_instnorm_count;
+extern const struct sim_op sim_ops_arith[];
+extern const int sim_ops_arith_count;
+extern const struct sim_op sim_ops_layout[];
+extern const int sim_ops_layout_count;
+extern const struct sim_op sim_ops_scan[];
+extern const int sim_ops_scan_count;
 
 /* The op for an ONNX op_type in the default domain, or NULL. */
 const struct sim_op *sim_op_find(const char *op_type);

@@ -104,8 +104,7 @@ struct step_run {
  *                     g = g + momentum * b if nesterov else b
  *   p = p - lr * g
  */
-SIM_HOT static void
-sgd_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(sgd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct step_run *s = ctx;
     float *p = s->p, *b = s->m;
@@ -147,8 +146,7 @@ step_sgd(struct sim_exe *e)
  * computed as torch.optim's implementation does: step size lr / (1 - beta1^t), and
  * denominator sqrt(v) / sqrt(1 - beta2^t) + eps.
  */
-SIM_HOT static void
-adam_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(adam_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct step_run *s = ctx;
     float *p = s->p, *m = s->m, *v = s->v;

@@ -661,4 +661,36 @@ int sim_exe_cost(const struct sim_exe *e, struct sim_cost_report *rep);
  */
 int sim_exe_trace_json(const struct sim_exe *e, char **json, size_t *len, struct sim_err *err);
 
+/* ---- the instruction set of the kernels (sim/hot.h states the contract) --------------- */
+
+/* Instruction-set levels of the simulator's kernels, lowest first. */
+enum sim_isa {
+    SIM_ISA_BASELINE = 1,         /* x86-64's baseline (SSE2); any other CPU */
+    SIM_ISA_AVX2 = 2,
+    SIM_ISA_AVX512 = 3            /* AVX-512F */
+};
+
+/* Fixes the level in use if not yet (the CPU's best, capped by IPUOF_SIM_ISA) and checks
+ * the variable: 0, or IPUOF_E_INVAL with err naming the accepted values when it was set to
+ * something else when the level was fixed (the level is then the CPU's best). */
+int sim_isa_check(struct sim_err *err);
+
+/* The level in use (fixed by this call if not yet). */
+enum sim_isa sim_isa_current(void);
+
+/* The CPU's best level. */
+enum sim_isa sim_isa_cpu_best(void);
+
+/* "baseline", "avx2", "avx512" ("?" for anything else). */
+const char *sim_isa_name(enum sim_isa level);
+
+/* Whether this build has a copy of each kernel per level (GCC on x86-64, no sanitizer);
+ * when not, IPUOF_SIM_ISA caps only oneDNN. */
+int sim_isa_dispatches(void);
+
+/* One line for a log or a report: the level in use and where it comes from, e.g.
+ * "avx2 (IPUOF_SIM_ISA=avx2; this CPU has avx512)" or "avx2 (IPUOF_SIM_ISA=avx512 is above
+ * this CPU's best: using avx2)". Fixes the level if not yet. Returns buf (n > 0). */
+const char *sim_isa_describe(char *buf, size_t n);
+
 #endif /* SIM_SIM_H */

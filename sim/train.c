@@ -172,8 +172,7 @@ struct reduce_run {
 };
 
 /* Gradients [lo, hi): replica 0's += every other replica's, then scaled. */
-SIM_HOT static void
-reduce_piece(void *ctx, int64_t lo, int64_t hi)
+SIM_HOT_FN(reduce_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct reduce_run *c = ctx;
     float *g0 = c->g0;

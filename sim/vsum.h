@@ -5,7 +5,7 @@
  *
  * The order is fixed by n alone (lane j of two accumulators adds elements j, j + 16, ...;
  * the lanes are then summed pairwise in a fixed tree and the tail added in order), so the
- * result never depends on the thread or the clone that computed it. Its rounding error
+ * result never depends on the thread or the level (hot.h) that computed it. Its rounding error
  * grows with n / 16 instead of n.
  */
 #ifndef SIM_VSUM_H

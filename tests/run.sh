@@ -4,6 +4,13 @@
 # "N passed, M failed, K skipped" line; exits non-zero when anything failed.
 #
 #   IPUOF_TEST_FILTER=devices sh tests/run.sh build    only programs whose name matches
+#
+# Then the simulator's unit tests (test_sim_*) and the parity tests (against PyTorch:
+# test_interop_*, test_torchvision; against ONNX's expected outputs: integ_test_conformance)
+# run again once per instruction-set level below the one the first pass ran at
+# (IPUOF_SIM_ISA, sim/hot.h), named "NAME [isa=LEVEL]": on an AVX-512 machine avx2 and
+# baseline, on an AVX2 one baseline; none where the build has one copy of each kernel
+# (sanitizer and clang builds). IPUOF_TEST_FILTER=isa= runs only those passes.
 set -u
 BUILD=${1:-build}
 export IPUOFD_BIN="$BUILD/bin/ipuofd"
@@ -32,11 +39,17 @@ skip_listed() {
         tests/skips.txt 2>/dev/null
 }
 
+isa="" # the level of a capped pass (run_one's command runs with IPUOF_SIM_ISA=$isa)
+
 run_one() { # kind name command...
     kind=$1 name=$2
     shift 2
-    case "$name" in *"$filter"*) ;; *) return ;; esac
-    log="$logdir/$name.log"
+    shown=$name log="$logdir/$name.log"
+    if [ -n "$isa" ]; then
+        shown="$name [isa=$isa]" log="$logdir/$name.isa-$isa.log"
+        set -- env IPUOF_SIM_ISA="$isa" "$@"
+    fi
+    case "$shown" in *"$filter"*) ;; *) return ;; esac
     start=$(date +%s)
     timeout 900 "$@" >"$log" 2>&1
     rc=$?
@@ -81,11 +94,11 @@ run_one() { # kind name command...
     fi
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     if [ "$f" -ne 0 ]; then
-        printf 'FAIL %-28s %4d passed %3d failed (%ss, rc %d) log: %s\n' "$name" "$p" "$f" "$secs" "$rc" "$log"
-        failures="$failures $name"
+        printf 'FAIL %-36s %4d passed %3d failed (%ss, rc %d) log: %s\n' "$shown" "$p" "$f" "$secs" "$rc" "$log"
+        failures="$failures $(echo "$shown" | tr -d ' ')"
         grep -E 'ERROR|FAILED|Error|error:|not ok|runtime error|Sanitizer|skipped without' "$log" | head -n 20 | sed 's/^/     /'
     else
-        printf 'ok   %-28s %4d passed %3d skipped (%ss)\n' "$name" "$p" "$s" "$secs"
+        printf 'ok   %-36s %4d passed %3d skipped (%ss)\n' "$shown" "$p" "$s" "$secs"
     fi
 }
 
@@ -101,6 +114,36 @@ done
 for t in tests/integ/test_*.sh; do
     [ -f "$t" ] && run_one sh "$(basename "$t" .sh)" sh "$t" "$BUILD"
 done
+
+# The capped passes (see the top).
+if [ ! -x "$BUILD/tests/test_sim_isa" ]; then
+    levels="$BUILD/tests/test_sim_isa is not built (make all builds it)"
+    false
+else
+    levels=$("$BUILD/tests/test_sim_isa" --levels 2>&1)
+fi || {
+    echo "FAIL instruction-set levels: $levels"
+    failed=$((failed + 1)) failures="$failures isa-levels" levels=""
+}
+# shellcheck disable=SC2086 # the levels are words
+set -- $levels
+if [ $# -gt 0 ]; then
+    shift
+    echo
+    echo "instruction-set levels: $levels (the pass above: ${levels%% *}; capped passes:" \
+        "${*:-none: this build has one copy of each kernel, or this CPU only the baseline})"
+fi
+for isa in "$@"; do
+    for t in "$BUILD"/tests/test_sim_*; do
+        [ -x "$t" ] && [ -f "tests/unit/$(basename "$t").c" ] && run_one cmocka "$(basename "$t")" "$t"
+    done
+    t=$BUILD/tests/integ/test_conformance
+    [ -x "$t" ] && run_one cmocka integ_test_conformance "$t"
+    for t in tests/integ/test_interop_*.sh tests/integ/test_torchvision.sh; do
+        [ -f "$t" ] && run_one sh "$(basename "$t" .sh)" sh "$t" "$BUILD"
+    done
+done
+isa=""
 
 echo
 [ -n "$failures" ] && echo "failed:$failures"

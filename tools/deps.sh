@@ -1,9 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages ipuofd needs to build, test and run its demo, when missing.
 #   sh tools/deps.sh          build + test + demo packages (the PyTorch parity tests included)
-#   sh tools/deps.sh bench    the same (the benchmark references are test dependencies too)
+#   sh tools/deps.sh bench    also valgrind and time (bench/dist.sh's instruction counts,
+#                             /usr/bin/time in docs/); PyTorch is a test dependency already
 #   sh tools/deps.sh fuzz     also clang and its fuzzer runtime
-# One package per line, each with what needs it.
+# The first set runs every step of README.md and docs/ (python3-tqdm: Graphcore's
+# mnist_pipeline.py in docs/python.md; openmpi-bin: mpirun).
 set -eu
 
 pkgs="
@@ -28,9 +30,11 @@ python3-torch
 python3-torchvision
 python3-cffi
 python3-pytest
+python3-tqdm
 openmpi-bin
 "
 case "${1:-}" in
+bench) pkgs="$pkgs valgrind time" ;;
 fuzz) pkgs="$pkgs clang libclang-rt-14-dev" ;;
 esac
 

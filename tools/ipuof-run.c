@@ -164,6 +164,9 @@ parse_output_mode(const char *s, struct run_opts *o)
     return 0;
 }
 
+#define BLOCK_IPUS 64     /* IPU indexes of a block: a daemon has at most 64 IPUs */
+#define BLOCK_STAGES 4096 /* the highest stage the daemon accepts */
+
 /* Parses one --block value "PREFIX[:STAGE]:IPU" (split at the last colons) into o.
  * arg points into argv and stays there; 0 or -1 with a message printed. */
 static int
@@ -187,13 +190,25 @@ add_block(struct run_opts *o, char *arg)
     mid = strrchr(arg, ':');
     if (args_count(PROG, "--block's IPU", last + 1, 0, &ipu) != 0)
         return -1;
+    if (ipu >= BLOCK_IPUS) {
+        fprintf(stderr, "ipuof-run: --block %s:%s: IPU %u is out of range; a block's IPU is an "
+                "index within one replica, 0 to %d (and below the partition's size)\n", arg,
+                last + 1, ipu, BLOCK_IPUS - 1);
+        return -1;
+    }
     if (mid != NULL && mid != arg) {
         char *end;
         unsigned long v;
 
         errno = 0;
         v = strtoul(mid + 1, &end, 10);
-        if (mid[1] >= '0' && mid[1] <= '9' && *end == '\0' && errno == 0 && v <= 4096) {
+        if (mid[1] >= '0' && mid[1] <= '9' && *end == '\0' && (errno != 0 || v > BLOCK_STAGES)) {
+            /* all digits: a stage, not the end of the prefix */
+            fprintf(stderr, "ipuof-run: --block %s:%s: stage %s is out of range; stages are 0 "
+                    "to %d\n", arg, last + 1, mid + 1, BLOCK_STAGES);
+            return -1;
+        }
+        if (mid[1] >= '0' && mid[1] <= '9' && *end == '\0') {
             *mid = '\0';
             stage = (unsigned)v + 1;
         }

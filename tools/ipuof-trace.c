@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "freshfile.h"
 #include "timeline.h"
 
 #define PROG "ipuof-trace"
@@ -111,7 +112,7 @@ main(int argc, char **argv)
     struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1200, .title = NULL, .iteration = -1};
     unsigned iteration;
     const char *out = NULL;
-    char err[512];
+    char err[512], tmp[FRESHFILE_TMP_MAX];
     char *text = NULL;
     size_t len = 0;
     FILE *f = stdout;
@@ -148,7 +149,7 @@ main(int argc, char **argv)
     text = slurp(argv[optind], &len);
     if (text == NULL)
         return 1;
-    if (out != NULL && (f = fopen(out, "w")) == NULL) {
+    if (out != NULL && (f = freshfile_fopen(out, tmp)) == NULL) {
         fprintf(stderr, PROG ": cannot create '%s': %s\n", out, strerror(errno));
         goto out;
     }
@@ -156,13 +157,11 @@ main(int argc, char **argv)
     if (r != 0) {
         fprintf(stderr, PROG ": %s: %s\n", argv[optind], err);
         rc = r == TIMELINE_EWINDOW ? EX_USAGE : 1;
-        if (out != NULL) {
-            fclose(f);
-            unlink(out);
-        }
+        if (out != NULL)
+            freshfile_fclose(f, tmp, out, 0); /* nothing is left behind */
         goto out;
     }
-    if (out != NULL && fclose(f) != 0) {
+    if (out != NULL && freshfile_fclose(f, tmp, out, 1) != 0) {
         fprintf(stderr, PROG ": cannot write '%s': %s\n", out, strerror(errno));
         goto out;
     }

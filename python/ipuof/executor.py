@@ -161,15 +161,9 @@ def _optimizer_key(optimizer):
 def _profiling_dir(options):
     """The directory POPLAR_ENGINE_OPTIONS' autoReport (or Options.enableProfiling) asks
     reports to go to, or None."""
-    env = os.environ.get("POPLAR_ENGINE_OPTIONS")
-    if env:
-        try:
-            eo = json.loads(env)
-        except ValueError as exc:
-            raise Error(f"POPLAR_ENGINE_OPTIONS is not valid JSON ({exc}): expected e.g. "
-                        '\'{"autoReport.all":"true","autoReport.directory":"DIR"}\'')
-        if str(eo.get("autoReport.all", "false")).lower() == "true":
-            return eo.get("autoReport.directory", options.log_dir)
+    on, directory = profiling.engine_options()  # the library's rule; Error when broken
+    if on:
+        return directory
     return options._values.get("profiling_dir")
 
 

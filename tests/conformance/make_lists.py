@@ -20,7 +20,9 @@ Reshape Shape Sigmoid Slice Softmax Sqrt Squeeze Sub Tanh Transpose Unsqueeze
 Pad HardSigmoid HardSwish Elu Softplus Split ReduceLogSumExp ReduceL2 ReduceProd ReduceL1
 ReduceSumSquare ArgMax ArgMin Greater Less Equal GreaterOrEqual LessOrEqual Not And Or Xor
 Where ConstantOfShape Expand Range Mod ScatterND
-ConvTranspose Resize Upsample LSTM GRU Floor Ceil""".split())
+ConvTranspose Resize Upsample LSTM GRU Floor Ceil
+InstanceNormalization Max Min PRelu Selu Celu Sign Round IsNaN Tile DepthToSpace SpaceToDepth
+Trilu CumSum TopK""".split())
 SUPPORTED = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
              TensorProto.INT64, TensorProto.BOOL}
 MANUAL_SKIPS = {

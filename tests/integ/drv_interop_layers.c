@@ -4,15 +4,16 @@
  *
  *   build/tests/integ/drv_interop_layers DIR
  *
- * DIR is what layers_torch.py wrote: cases.txt ("<case> train|infer" lines) and one
- * directory per case (model.onnx, input_K.pb, y.pb; for training cases loss.pb and
- * initial_K.pb / weight_K.pb per initializer). The daemon is IPUOF_SERVER. For every case:
+ * DIR is what layers_torch.py wrote: cases.txt ("<case> train <steps>" or "<case> infer"
+ * lines) and one directory per case (model.onnx, input_K.pb, y.pb; for training cases
+ * loss.pb, loss_S.pb for steps S >= 1, and initial_K.pb / weight_K.pb per initializer).
+ * The daemon is IPUOF_SERVER. For every case:
  *   - inference: the model compiled as an inference model, run on the inputs; output y
  *     against PyTorch's, |got - want| <= 1e-3 |want| + 1e-4 (integer outputs: equal);
  *   - training cases also: compiled as a training model (loss "loss", torch.optim.SGD with
- *     lr 0.1), the weights before the step checked against the exported ones, one step run,
- *     the loss and every updated weight against PyTorch's, |got - want| <= 1e-4 |want| +
- *     1e-6.
+ *     lr 0.1), the weights before the steps checked against the exported ones, the case's
+ *     steps run on the same inputs, the loss of each and every weight after the last
+ *     against PyTorch's, |got - want| <= 1e-4 |want| + 1e-6.
  * It prints one "ok - ..." / "not ok - ..." line per check and "N passed, M failed".
  *
  * Without DIR (as the test runner starts every integration test) there is nothing to
@@ -146,17 +147,17 @@ check_weights(ipuof_model *m, ipuof_client *c, const char *dir, const char *cnam
             worst = compare(got, w.data, w.bytes / sizeof(float), rtol, atol, &diff);
         drv_check(rc == IPUOF_OK && worst <= 1, "%s: weight '%s' %s matches PyTorch's (max |diff| "
               "%.3g)%s%s", cname, w.name, strcmp(prefix, "initial") == 0 ? "before the step"
-              : "after one SGD step", diff, rc == IPUOF_OK ? "" : ": ",
+              : "after the SGD steps", diff, rc == IPUOF_OK ? "" : ": ",
               rc == IPUOF_OK ? "" : ipuof_client_errmsg(c));
         free(got);
         sim_host_tensor_fini(&w);
     }
 }
 
-/* Training: one SGD step, loss and weights against PyTorch's. */
+/* Training: steps SGD steps, each loss and the weights after them against PyTorch's. */
 static void
 train_case(ipuof_client *c, const char *dir, const char *cname,
-           const struct ipuof_tensor *in, size_t n_in)
+           const struct ipuof_tensor *in, size_t n_in, int steps)
 {
     struct sim_host_tensor loss = {0};
     struct ipuof_training_opts t = {.loss = "loss"};
@@ -174,18 +175,27 @@ train_case(ipuof_client *c, const char *dir, const char *cname,
     if (rc != IPUOF_OK || drv_load(dir, "loss.pb", &loss, 0) != 0)
         goto out;
     check_weights(m, c, dir, cname, "initial", 0, 0);
-    rc = ipuof_model_run(m, in, n_in);
-    if (rc == IPUOF_OK)
-        rc = ipuof_model_output(m, (size_t)ipuof_model_output_index(m, "loss"), &out);
-    if (rc != IPUOF_OK || out.bytes != sizeof(float)) {
-        drv_check(0, "%s: one training step runs and returns one loss (%s)", cname,
-              rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
-        goto out;
-    }
-    {
+    for (int s = 0; s < steps; s++) {
+        char lname[32];
+        if (s > 0) {
+            sim_host_tensor_fini(&loss);
+            snprintf(lname, sizeof lname, "loss_%d.pb", s);
+            if (drv_load(dir, lname, &loss, 0) != 0) {
+                drv_check(0, "%s: PyTorch's loss of step %d is in %s", cname, s + 1, lname);
+                goto out;
+            }
+        }
+        rc = ipuof_model_run(m, in, n_in);
+        if (rc == IPUOF_OK)
+            rc = ipuof_model_output(m, (size_t)ipuof_model_output_index(m, "loss"), &out);
+        if (rc != IPUOF_OK || out.bytes != sizeof(float)) {
+            drv_check(0, "%s: training step %d runs and returns one loss (%s)", cname, s + 1,
+                  rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
+            goto out;
+        }
         double diff, worst = compare(out.data, loss.data, 1, 1e-4, 1e-6, &diff);
-        drv_check(worst <= 1, "%s: the loss of the step matches PyTorch's: %.7f vs %.7f", cname,
-              *(const float *)out.data, *(const float *)loss.data);
+        drv_check(worst <= 1, "%s: the loss of step %d matches PyTorch's: %.7f vs %.7f", cname,
+              s + 1, *(const float *)out.data, *(const float *)loss.data);
     }
     check_weights(m, c, dir, cname, "weight", 1e-4, 1e-6);
 out:
@@ -217,9 +227,10 @@ main(int argc, char **argv)
         struct sim_host_tensor ts[MAX_INPUTS] = {{0}};
         struct ipuof_tensor in[MAX_INPUTS];
         char cname[128], mode[16], dir[3900];
+        int steps = 1;
         size_t n_in;
 
-        if (sscanf(line, "%127s %15s", cname, mode) != 2)
+        if (sscanf(line, "%127s %15s %d", cname, mode, &steps) < 2)
             continue;
         snprintf(dir, sizeof dir, "%s/%s", argv[1], cname);
         n_in = load_inputs(dir, ts, in);
@@ -227,7 +238,7 @@ main(int argc, char **argv)
         if (n_in > 0) {
             infer_case(c, dir, cname, in, n_in);
             if (strcmp(mode, "train") == 0)
-                train_case(c, dir, cname, in, n_in);
+                train_case(c, dir, cname, in, n_in, steps);
         }
         for (size_t i = 0; i < n_in; i++)
             sim_host_tensor_fini(&ts[i]);

@@ -551,6 +551,149 @@ test_reload(void **state)
     stop_ok(&d);
 }
 
+/* Sends an attach of count IPUs that waits (timeout_ms, 0: for ever) on fd (request 2). */
+static void
+send_wait_attach(int fd, unsigned count, unsigned timeout_ms)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
+
+    a.num_ipus = count;
+    a.wait = 1;
+    a.wait_timeout_ms = timeout_ms;
+    h.request_id = 2;
+    h.body_case = IPUOF__HEADER__BODY_ATTACH;
+    h.attach = &a;
+    assert_int_equal(raw_send(fd, &h), 0);
+}
+
+/* The error code of the next frame on fd within timeout_ms (its message into msg), 0 for
+ * any other frame, -1 for none. */
+static int
+recv_code(int fd, int timeout_ms, char *msg, size_t len)
+{
+    int eof = 0, rc = -1;
+    Ipuof__Header *h = raw_recv(fd, timeout_ms, &eof);
+
+    msg[0] = '\0';
+    if (h != NULL) {
+        rc = h->body_case == IPUOF__HEADER__BODY_ERROR ? (int)h->error->code : 0;
+        if (rc != 0)
+            snprintf(msg, len, "%s", h->error->message);
+    }
+    ipuof_frame_header_free(h);
+    return rc;
+}
+
+/* A waiter whose IPUs are free but that stands behind an earlier, larger request times out
+ * saying so, naming the request ahead (main: "... but not as an aligned group"). */
+static void
+test_wait_timeout_names_request_ahead(void **state)
+{
+    ipuof_client *a;
+    int big, small;
+    char msg[1024];
+
+    (void)state;
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    a = connect_as(&d, "holder", NULL);
+    attach_n(a, 2, NULL);                    /* IPUs 0-1 held, 2-3 free */
+    big = raw_session(d.port, 0);
+    small = raw_session(d.port, 0);
+    assert_true(big >= 0 && small >= 0);
+    send_wait_attach(big, 4, 0);             /* the head: needs all 4 */
+    assert_int_equal(recv_code(big, 200, msg, sizeof msg), -1);
+    send_wait_attach(small, 2, 300);         /* 2 would fit, but the head came first */
+    assert_int_equal(recv_code(small, 5000, msg, sizeof msg), IPUOF_E_TIMEOUT);
+    print_message("%s\n", msg);
+    assert_null(strstr(msg, "aligned group"));
+    assert_non_null(strstr(msg, "2 of 4 IPUs are free, enough for this request, but 1 "
+                                "earlier request in the first-come queue came first"));
+    assert_non_null(strstr(msg, "for 4 IPUs"));
+    close(big);
+    close(small);
+    ipuof_client_free(a);
+    stop_ok(&d);
+}
+
+/* One process cannot fill the wait queue: its waiting connections beyond
+ * max_waiters_per_client (16 by default) are refused saying so (main: all 256 slots). */
+static void
+test_waiters_per_client(void **state)
+{
+    ipuof_client *a;
+    int fds[17];
+    char msg[1024];
+
+    (void)state;
+    assert_int_equal(testd_start(&d, "[devices]\nipus = 1\n", NULL), 0);
+    a = connect_as(&d, "holder", NULL);
+    attach_n(a, 1, NULL);
+    for (int i = 0; i < 17; i++) {
+        fds[i] = raw_session(d.port, 0);
+        assert_true(fds[i] >= 0);
+        send_wait_attach(fds[i], 1, 0);
+    }
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(recv_code(fds[i], 50, msg, sizeof msg), -1); /* waiting */
+    assert_int_equal(recv_code(fds[16], 5000, msg, sizeof msg), IPUOF_E_TOO_MANY);
+    print_message("%s\n", msg);
+    assert_non_null(strstr(msg, "already has 16 connections waiting"));
+    assert_non_null(strstr(msg, "max_waiters_per_client = 16"));
+    for (int i = 0; i < 17; i++)
+        close(fds[i]);
+    ipuof_client_free(a);
+    stop_ok(&d);
+}
+
+/* The code of the answer to a hello without a token on a fresh connection: 0 when served,
+ * else the error's code (-1 when nothing came). */
+static int
+hello_without_token(int port)
+{
+    int fd = raw_connect(port), eof = 0, code = -1;
+    Ipuof__Header *h;
+
+    assert_true(fd >= 0);
+    assert_int_equal(raw_hello(fd, IPUOF_PROTOCOL_VERSION), 0);
+    h = raw_recv(fd, 5000, &eof);
+    if (h != NULL)
+        code = h->body_case == IPUOF__HEADER__BODY_ERROR ? (int)h->error->code : 0;
+    ipuof_frame_header_free(h);
+    close(fd);
+    return code;
+}
+
+/* A reload that would drop auth_token while a non-loopback listener stays open (its
+ * address needs a restart) is refused whole: the old token still guards the listener,
+ * and the log says why. A reload keeping the token is applied. */
+static void
+test_reload_keeps_token_of_open_listener(void **state)
+{
+    (void)state;
+    assert_int_equal(testd_start_listen(&d, NULL, "[server]\nlisten = 0.0.0.0:0\n"
+                                        "auth_token = s3cret\n", NULL), 0);
+    assert_int_equal(hello_without_token(d.port), IPUOF_E_AUTH);
+    assert_int_equal(testd_write_config(&d, "[server]\nlisten = 127.0.0.1:0\n"), 0);
+    kill(d.pid, SIGHUP);
+    for (int i = 0; i < 500 && !testd_log_contains(&d, "reload refused") &&
+                    !testd_log_contains(&d, "configuration reloaded"); i++)
+        usleep(10000);
+    assert_int_equal(hello_without_token(d.port), IPUOF_E_AUTH); /* main: 0, served */
+    assert_true(testd_log_contains(&d, "reload refused, keeping the running configuration"));
+    assert_true(testd_log_contains(&d, "listen = 0.0.0.0:0 stays open"));
+    assert_false(testd_log_contains(&d, "configuration reloaded"));
+    /* the same listener, the token kept: applied */
+    assert_int_equal(testd_write_config(&d, "[server]\nlisten = 0.0.0.0:0\n"
+                                        "auth_token = s3cret\n[log]\nlevel = debug\n"), 0);
+    kill(d.pid, SIGHUP);
+    for (int i = 0; i < 500 && !testd_log_contains(&d, "configuration reloaded"); i++)
+        usleep(10000);
+    assert_true(testd_log_contains(&d, "configuration reloaded"));
+    assert_int_equal(hello_without_token(d.port), IPUOF_E_AUTH);
+    stop_ok(&d);
+}
+
 int
 main(void)
 {
@@ -568,6 +711,9 @@ main(void)
         cmocka_unit_test_teardown(test_handshake_and_idle_timeouts, teardown),
         cmocka_unit_test_teardown(test_output_cap, teardown),
         cmocka_unit_test_teardown(test_reload, teardown),
+        cmocka_unit_test_teardown(test_reload_keeps_token_of_open_listener, teardown),
+        cmocka_unit_test_teardown(test_wait_timeout_names_request_ahead, teardown),
+        cmocka_unit_test_teardown(test_waiters_per_client, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests_name("daemon", tests, NULL, NULL);

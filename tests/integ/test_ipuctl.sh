@@ -108,5 +108,19 @@ check "SIGTERM exits 0" 0 $?
 PID=""
 [ ! -e "$D/admin.sock" ] && ok "admin socket removed on exit" || no "admin socket left behind"
 
+# The port file is never written through a symlink: main wrote "<path>.tmp.<pid>" with
+# fopen, so a link planted at that predictable name (or at the port file) sent the port into
+# another file. The daemon's pid is the shell's that execs it.
+echo victim >"$D/victim"
+sh -c 'ln -s "$1/victim" "$1/p2.tmp.$$"; ln -s "$1/victim" "$1/p2"; exec "$2/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$1/p2" --ipus 1 --foreground 2>"$1/log2"' sh "$D" "$B" &
+P2=$!
+i=0
+while ! grep -q '^[0-9]' "$D/p2" 2>/dev/null && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+kill -TERM "$P2" 2>/dev/null; wait "$P2" 2>/dev/null
+[ "$(cat "$D/victim")" = victim ] && ok "a symlink at the port file's names is not followed" \
+    || no "the port file was written through a symlink: victim holds $(cat "$D/victim")"
+[ -f "$D/p2" ] && [ ! -L "$D/p2" ] && grep -q '^[0-9][0-9]*$' "$D/p2" \
+    && ok "the port file replaces the link" || no "the port file replaces the link"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -112,5 +112,19 @@ timeout 20 "$T" -o "$D/late.svg" "$D/late.json" 2>"$D/err"; rc=$?
 [ $rc -eq 0 ] && ok "a trace at 5e15 us renders (the axis loop ends)" || notok "late trace ($rc)"
 "$T" "$D/missing.json" >/dev/null 2>"$D/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "cannot open" "$D/err" && ok "a missing file" || notok "missing ($rc)"
+# -o through a planted symlink (issue 17, defect 6): the link is replaced by the SVG, its
+# target keeps its bytes; a drawing that fails leaves neither the output nor a temporary.
+printf 'precious' >"$D/victim"
+ln -s "$D/victim" "$D/link.svg"
+"$T" -o "$D/link.svg" "$D/pipe.json" 2>"$D/err"; rc=$?
+if [ $rc -eq 0 ] && [ ! -L "$D/link.svg" ] && grep -q "<svg" "$D/link.svg" &&
+    [ "$(cat "$D/victim")" = precious ]; then
+    ok "-o replaces a symlink, its target untouched"
+else
+    notok "-o through a symlink ($rc): victim now $(head -c 40 "$D/victim")"
+fi
+mkdir "$D/fail"
+"$T" --start 500 -o "$D/fail/out.svg" "$D/pipe.json" 2>/dev/null
+[ -z "$(ls -A "$D/fail")" ] && ok "a failed drawing leaves no file" || notok "left: $(ls -A "$D/fail")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,8 +3,9 @@
 # Fashion-MNIST (Debian's dataset-fashion-mnist) and the tutorial network:
 #   - 2 processes x 1 local replica reach the weights of 1 process x 2 replicas and of
 #     1 process x 1 replica with the micro-batch doubled (max abs difference <= 1e-5 after
-#     10 optimizer steps), launched with IPUOF_PROCESS_ID / IPUOF_NUM_PROCESSES and with
-#     `mpirun --oversubscribe --allow-run-as-root -np 2`;
+#     10 optimizer steps), launched with IPUOF_PROCESS_ID / IPUOF_NUM_PROCESSES and a job
+#     key of the launch (IPUOF_JOB_KEY), and with `mpirun --oversubscribe
+#     --allow-run-as-root -np 2` (whose job id is the key);
 #   - a job whose second process never comes ends after job_timeout with an error naming it;
 #   - a job whose second process is killed mid-run ends at once for the first, naming it;
 #   - different options or seeds between the processes are refused naming both values;
@@ -83,8 +84,8 @@ check "micro-batch doubled = 2 replicas: $m" close "$D/r2.onnx" "$D/b16.onnx"
 # Two processes with environment variables.
 for p in 0 1; do
     # shellcheck disable=SC2086
-    IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 "$MNIST" $ARGS --batch-size 8 \
-        --save "$D/env.onnx" >"$D/env$p.out" 2>&1 &
+    IPUOF_JOB_KEY=env-$$ IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 "$MNIST" $ARGS \
+        --batch-size 8 --save "$D/env.onnx" >"$D/env$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
 done
@@ -147,10 +148,10 @@ $(tail -c 300 "$D/alone.out"))" \
 LONG="--data $DATA --epochs 1 --limit-train 20000 --limit-test 80 --batch-size 8
       --device-iterations 1 --gradient-accumulation 1 --quiet"
 # shellcheck disable=SC2086
-IPUOF_PROCESS_ID=0 IPUOF_NUM_PROCESSES=2 "$MNIST" $LONG >"$D/kill0.out" 2>&1 &
+IPUOF_JOB_KEY=kill-$$ IPUOF_PROCESS_ID=0 IPUOF_NUM_PROCESSES=2 "$MNIST" $LONG >"$D/kill0.out" 2>&1 &
 k0=$!
 # shellcheck disable=SC2086
-IPUOF_PROCESS_ID=1 IPUOF_NUM_PROCESSES=2 "$MNIST" $LONG >"$D/kill1.out" 2>&1 &
+IPUOF_JOB_KEY=kill-$$ IPUOF_PROCESS_ID=1 IPUOF_NUM_PROCESSES=2 "$MNIST" $LONG >"$D/kill1.out" 2>&1 &
 k1=$!
 KIDS="$k0 $k1"
 i=0
@@ -173,7 +174,8 @@ $(tail -c 400 "$D/kill0.out"))" \
 # Different options, different seeds: refused naming both values.
 for p in 0 1; do
     # shellcheck disable=SC2086
-    IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 "$MNIST" $ARGS --batch-size $((8 * (p + 1))) \
+    IPUOF_JOB_KEY=opt-$$ IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 "$MNIST" $ARGS \
+        --batch-size $((8 * (p + 1))) \
         >"$D/opt$p.out" 2>&1 &
     eval "k$p=\$!"
 done
@@ -183,8 +185,8 @@ check "different micro-batches are refused naming both ($rc0, $rc1: $(tail -c 30
     sh -c "[ $rc0 -eq 1 ] && [ $rc1 -eq 1 ] && grep -q 'micro_batch is 8 in process 0 and 16 in process 1' '$D/opt0.out' && grep -q 'micro_batch is 8 in process 0 and 16 in process 1' '$D/opt1.out'"
 for p in 0 1; do
     # shellcheck disable=SC2086
-    IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 "$MNIST" $ARGS --batch-size 8 \
-        --load "$D/r2.onnx" --seed $((p + 1)) >"$D/seed$p.out" 2>&1 &
+    IPUOF_JOB_KEY=seed-$$ IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 "$MNIST" $ARGS \
+        --batch-size 8 --load "$D/r2.onnx" --seed $((p + 1)) >"$D/seed$p.out" 2>&1 &
     eval "k$p=\$!"
 done
 wait "$k0"; rc0=$?

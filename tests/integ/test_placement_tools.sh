@@ -3,7 +3,8 @@
 # model (nodes named as torch 1.13 names them) over two IPUs with --block, pipelined, and
 # its outputs still match numpy; --profile writes the trace and a two-row timeline, and so
 # does POPLAR_ENGINE_OPTIONS for the unchanged command (the library's autoReport); bad
-# --block / --strategy values and a prefix matching no node are refused with what would be
+# --block / --strategy values (a stage or IPU out of range named with the range) and a
+# prefix matching no node are refused with what would be
 # right. ipuof-mnist --strategy pipelined trains the tutorial over four IPUs to the same
 # test accuracy as on one IPU (the weights do not depend on the strategy), prints the
 # per-IPU memory with pipeline stashes, the simulated device time, each IPU's busy fraction
@@ -90,6 +91,12 @@ expect_refused 64 "PREFIX\[:STAGE\]:IPU" "--block without an IPU" \
     "$RUN" --model "$D/two.onnx" --block /b1/
 expect_refused 64 "--block's IPU" "--block with a bad IPU" \
     "$RUN" --model "$D/two.onnx" --block /b1/:x
+expect_refused 64 "stage 4097 is out of range; stages are 0 to 4096" \
+    "--block with a stage past 4096 (main: 'matches no node')" \
+    "$RUN" --model "$D/two.onnx" --input "$D/x.pb" --block /b1/:4097:0
+expect_refused 64 "IPU 4097 is out of range; a block's IPU is an index within one replica, 0 to 63" \
+    "--block with an IPU past any daemon's" \
+    "$RUN" --model "$D/two.onnx" --input "$D/x.pb" --block /b1/:0:4097
 expect_refused 64 "pipelined, sharded or phased" "--strategy unknown" \
     "$RUN" --model "$D/two.onnx" --strategy fast
 expect_refused 1 "/nope/" "a prefix matching no node" \

@@ -3,7 +3,9 @@
 # a dynamic batch axis run as given, the real input names listed for a wrong --input name, a
 # file that is not ONNX named, exit codes as the man pages say (a --wait that runs out: 75;
 # an admin socket the user may not open: 77 with who may), and ipuof-mnist's checks made
-# before any work (--save into a missing directory, --limit-train below one call).
+# before any work (--save into a missing directory, --limit-train below one call); the
+# simulator kernels' instruction set in ipuofd's log, and an IPUOF_SIM_ISA that is not a
+# level refused at start (78, naming the levels).
 # Usage: sh tests/integ/test_tools_errors.sh [BUILD]
 set -u
 B=${1:-build}
@@ -105,6 +107,12 @@ grep -q "compiled" "$D/out" && no "  ... before compiling" "$D/out" || ok "  ...
 check "ipuof-mnist --limit-train below one call exits 64" 64 $? "$D/err"
 has "  ... naming the value that works" "$D/err" "use --limit-train 4000"
 grep -q "compiled" "$D/out" && no "  ... before compiling" "$D/out" || ok "  ... before compiling"
+
+has "ipuofd logs the simulator kernels' instruction set" "$D/log" "simulator kernels: "
+IPUOF_SIM_ISA=avx3 "$B/bin/ipuofd" --listen 127.0.0.1:0 --admin-socket "$D/admin2.sock" \
+    --foreground >"$D/out" 2>"$D/err"
+check "ipuofd with IPUOF_SIM_ISA=avx3 exits 78 at start" 78 $? "$D/err"
+has "  ... naming the levels" "$D/err" "use baseline, avx2 or avx512"
 
 kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
 check "ipuofd exits 0 on SIGTERM" 0 "$rc" "$D/log"

@@ -367,14 +367,30 @@ test_cost_memory_trace(void **state)
     assert_int_equal(s.traces, 1);
 }
 
+/* Writes text to a new file at path. 0 or -1. */
+static int
+write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wx");
+    int rc;
+
+    if (f == NULL)
+        return -1;
+    rc = fputs(text, f) < 0;
+    return fclose(f) != 0 || rc ? -1 : 0;
+}
+
 /* POPLAR_ENGINE_OPTIONS switches profiling on for a program that does not ask for it, and
- * every run's trace lands in autoReport.directory. */
+ * every run's trace lands in autoReport.directory. A symlink planted at the trace's name
+ * (DIR/r/m.trace.json -> DIR/victim) is replaced by the trace, never written through: on
+ * main the victim was overwritten (issue 17, defect 6). */
 static void
 test_engine_options_env(void **state)
 {
     static const uint8_t b[16] = {1};
     char dir[] = "/tmp/ipuof-test-trace-XXXXXX";
-    char env[256], path[300];
+    char env[256], path[300], victim[300];
+    struct stat st;
     struct fake f;
     struct seen s = {0};
     float x[2] = {1.0f, 2.0f};
@@ -387,6 +403,12 @@ test_engine_options_env(void **state)
 
     (void)state;
     assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/r", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    assert_int_equal(write_text(victim, "precious"), 0);
+    snprintf(path, sizeof path, "%s/r/m.trace.json", dir);
+    assert_int_equal(symlink(victim, path), 0);
     snprintf(env, sizeof env, "{\"autoReport.all\":\"true\", \"opt.level\": 2, "
              "\"debug.keep\":false, \"autoReport.directory\":\"%s/r\"}", dir);
     fake_start(&f, script_env, 1 << 20, 0);
@@ -401,11 +423,17 @@ test_engine_options_env(void **state)
     assert_non_null(m);
     assert_int_equal(s.profile, 1);
     assert_int_equal(ipuof_model_run(m, &in, 1), IPUOF_OK);
-    snprintf(path, sizeof path, "%s/r/m.trace.json", dir);
     data = read_file(path, &len);
     assert_non_null(data);
     assert_int_equal(len, strlen(TRACE_JSON));
     assert_memory_equal(data, TRACE_JSON, len);
+    free(data);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode)); /* the symlink was replaced */
+    data = read_file(victim, &len);
+    assert_non_null(data);
+    assert_int_equal(len, 8);
+    assert_memory_equal(data, "precious", 8); /* and its target left alone */
     free(data);
     /* A trace that cannot be fetched fails the run's call, saying the run itself completed
      * and its outputs are there. */
@@ -418,6 +446,7 @@ test_engine_options_env(void **state)
     assert_int_equal(f.steps, 1);
     assert_int_equal(s.traces, 1);
     unlink(path);
+    unlink(victim);
     snprintf(path, sizeof path, "%s/r", dir);
     rmdir(path);
     rmdir(dir);

@@ -133,6 +133,46 @@ test_missing_file(void **state)
     assert_non_null(strstr(err, "cannot open"));
 }
 
+/* What libinih would take silently is refused naming the file and line: a directory
+ * (main: an empty config), a NUL byte (main: the rest of the line dropped, here the
+ * level), a line longer than ipuofd reads. */
+static void
+test_directory_nul_and_long_lines(void **state)
+{
+    static const char text[] = "[log]\nlevel = debug\0 junk\n";
+    struct cfg c;
+    char err[512], longline[400];
+    FILE *f;
+
+    (void)state;
+    cfg_defaults(&c);
+    assert_int_equal(cfg_load_file(&c, "/tmp", err, sizeof err), -1);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, "/tmp is a directory"));
+
+    write_file("");
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, sizeof text - 1, f), sizeof text - 1);
+    fclose(f);
+    cfg_defaults(&c);
+    assert_int_equal(cfg_load_file(&c, path, err, sizeof err), -1);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, ":2: the line holds a NUL byte (column 14)"));
+    assert_non_null(strstr(err, path));
+    unlink(path);
+
+    memset(longline, 'x', sizeof longline);
+    memcpy(longline, "[server]\nauth_token = ", 22);
+    longline[sizeof longline - 2] = '\n';
+    longline[sizeof longline - 1] = '\0';
+    write_file(longline);
+    cfg_defaults(&c);
+    assert_int_equal(cfg_load_file(&c, path, err, sizeof err), -1);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, ":2: the line is longer than 199 characters"));
+}
+
 static void
 test_bytes(void **state)
 {
@@ -236,6 +276,7 @@ main(void)
         cmocka_unit_test_teardown(test_unknown_key, teardown),
         cmocka_unit_test_teardown(test_bad_values, teardown),
         cmocka_unit_test_teardown(test_missing_file, teardown),
+        cmocka_unit_test_teardown(test_directory_nul_and_long_lines, teardown),
         cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_reload_rules),

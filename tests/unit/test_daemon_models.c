@@ -79,7 +79,7 @@ test_cache_evicts_beyond_host_memory(void **state)
     struct timespec ts = {0, 5000000};
 
     (void)state;
-    cache_init(&k, 10, 1000);
+    cache_init(&k, 10, 1000, UINT64_MAX);
     cache_insert(&k, a);
     cache_insert(&k, b);
     assert_int_equal(k.n, 2);
@@ -93,10 +93,102 @@ test_cache_evicts_beyond_host_memory(void **state)
     nanosleep(&ts, NULL);
     cache_release(&k, c);          /* 900 idle */
     assert_int_equal(k.n, 2);
-    cache_set_idle_host(&k, 500);  /* a reload lowers host_memory: b (older) goes */
+    cache_set_limits(&k, 500, UINT64_MAX); /* a reload lowers host_memory: b goes */
     assert_int_equal(k.n, 1);
     assert_ptr_equal(k.head, c);
     cache_destroy(&k);
+}
+
+/* An entry of held bytes with no executable (cache_insert keeps a preset held). */
+static struct cache_entry *
+entry_held(uint64_t held)
+{
+    struct cache_entry *e = entry(0);
+
+    e->held = held;
+    return e;
+}
+
+/* cache_bytes: the bytes of all entries, those in use included, are counted; unused
+ * entries are evicted least recently used first beyond the budget, and a reload lowering
+ * it evicts at once (on main nothing counted them: three clients' 512 MB entries stayed). */
+static void
+test_cache_evicts_beyond_cache_bytes(void **state)
+{
+    struct cache k;
+    struct cache_entry *a = entry_held(400), *b = entry_held(400), *c = entry_held(400);
+    struct timespec ts = {0, 5000000};
+
+    (void)state;
+    cache_init(&k, 10, UINT64_MAX, 1000);
+    cache_insert(&k, a);
+    cache_insert(&k, b);
+    assert_int_equal(k.bytes, 800);
+    cache_release(&k, a);
+    nanosleep(&ts, NULL);
+    cache_release(&k, b);
+    assert_int_equal(k.n, 2);          /* 800 <= 1000 */
+    cache_insert(&k, c);               /* 1200: a, the least recently used, goes */
+    assert_int_equal(k.n, 2);
+    assert_int_equal(k.bytes, 800);
+    assert_int_equal(k.evictions, 1);
+    assert_ptr_equal(k.head, c);
+    assert_ptr_equal(k.head->next, b);
+    cache_set_limits(&k, UINT64_MAX, 300); /* a reload: b (unused) goes, c (in use) stays */
+    assert_int_equal(k.n, 1);
+    assert_ptr_equal(k.head, c);
+    assert_int_equal(k.bytes, 400);
+    cache_release(&k, c);              /* unused now, over the budget: goes */
+    assert_int_equal(k.n, 0);
+    assert_int_equal(k.bytes, 0);
+    cache_destroy(&k);
+}
+
+/* What an entry holds: the ONNX bytes it keeps, the model's weights (once, whatever the
+ * replicas), the activations and the run buffers. A [256, 256] float weight: 256 KiB. */
+static void
+test_entry_bytes_count_model_and_weights(void **state)
+{
+    struct sim_ob *b = sim_ob_new(13);
+    int64_t xd[2] = {1, 256}, wd[2] = {256, 256};
+    float *w = calloc(256 * 256, sizeof *w);
+    struct sim_compile_opts o;
+    struct cache_entry e = {0};
+    struct sim_err err;
+    void *bytes;
+    size_t len;
+    uint64_t one, two;
+
+    (void)state;
+    assert_non_null(w);
+    sim_ob_input(b, "x", SIM_DTYPE_FLOAT, 2, xd);
+    sim_ob_initializer(b, "w", SIM_DTYPE_FLOAT, 2, wd, w);
+    sim_ob_node(b, "MatMul", "mm", "x,w", "y");
+    sim_ob_output(b, "y", SIM_DTYPE_FLOAT);
+    assert_int_equal(sim_ob_serialize(b, &bytes, &len), 0);
+    assert_int_equal(sim_model_load(bytes, len, &e.model, &err), 0);
+    sim_compile_opts_init(&o);
+    o.replicas = 1;
+    o.partition_ipus = 2;
+    assert_int_equal(sim_compile(e.model, &o, &e.exe, &err), 0);
+    e.len = len;
+    e.host_bytes = models_host_bytes(e.exe);
+    one = cache_entry_bytes(&e);
+    print_message("ONNX %zu bytes, entry holds %llu bytes\n", len, (unsigned long long)one);
+    assert_true(len > 256 * 256 * 4);
+    assert_true(one >= len + 256 * 256 * 4 + e.host_bytes);
+    assert_true(one < 3 * len);
+    sim_exe_free(e.exe);
+    o.replicas = 2; /* the replicas share the weights: counted once */
+    assert_int_equal(sim_compile(e.model, &o, &e.exe, &err), 0);
+    e.host_bytes = models_host_bytes(e.exe);
+    two = cache_entry_bytes(&e);
+    assert_true(two < one + 256 * 256 * 4);
+    sim_exe_free(e.exe);
+    sim_model_free(e.model);
+    sim_ob_free(b);
+    free(bytes);
+    free(w);
 }
 
 /* The run buffers of an executable: every input and output of a whole call. */
@@ -170,6 +262,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_place_never_past_inventory),
         cmocka_unit_test(test_cache_evicts_beyond_host_memory),
+        cmocka_unit_test(test_cache_evicts_beyond_cache_bytes),
+        cmocka_unit_test(test_entry_bytes_count_model_and_weights),
         cmocka_unit_test(test_host_bytes_of_an_executable),
         cmocka_unit_test(test_busy_state),
     };

@@ -128,24 +128,29 @@ test_unknown_op(void **state)
 static void
 test_unsupported_variant(void **state)
 {
-    const int64_t dx[5] = { 1, 1, 4, 4, 4 }, dw[5] = { 1, 1, 2, 2, 2 };
-    float w[8] = { 0 };
+    const int64_t dx[4] = { 2, 3, 2, 2 }, dc[1] = { 3 };
+    const float v[3] = { 1, 1, 1 };
     struct sim_model *m = NULL;
     struct sim_exe *e = NULL;
     struct sim_compile_opts o;
     struct sim_err err;
-    struct sim_ob *b = sim_ob_new(13);
+    struct sim_ob *b = sim_ob_new(8);
 
     (void)state;
-    sim_ob_input(b, "x", F32, 5, dx);
-    sim_ob_initializer(b, "w", F32, 5, dw, w);
-    sim_ob_node(b, "Conv", "conv3d", "x,w", "y");
+    sim_ob_input(b, "x", F32, 4, dx);
+    sim_ob_initializer(b, "s", F32, 1, dc, v);
+    sim_ob_initializer(b, "b", F32, 1, dc, v);
+    sim_ob_initializer(b, "mean", F32, 1, dc, v);
+    sim_ob_initializer(b, "var", F32, 1, dc, v);
+    sim_ob_node(b, "BatchNormalization", "bn", "x,s,b,mean,var", "y");
+    sim_ob_attr_int(b, "spatial", 0);
     sim_ob_output(b, "y", F32);
     assert_int_equal(load_ob(b, &m, &err), 0);
     sim_compile_opts_init(&o);
     assert_int_equal(sim_compile(m, &o, &e, &err), IPUOF_E_UNSUPPORTED);
     printf("  refused: %.200s...\n", err.msg);
-    assert_non_null(strstr(err.msg, "'conv3d' (Conv): unsupported variant: 3-D convolution"));
+    assert_non_null(strstr(err.msg, "'bn' (BatchNormalization): unsupported variant: "
+                                    "BatchNormalization with spatial=0"));
     assert_non_null(strstr(err.msg, "Supported ops:"));
     sim_model_free(m);
 }

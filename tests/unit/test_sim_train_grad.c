@@ -908,6 +908,235 @@ g_gru_reset(struct sim_ob *b)
     sim_ob_attr_int(b, "hidden_size", 3);
 }
 
+/* ---- the ops of issue 19: InstanceNormalization, Max, Min, PRelu, Selu, Celu, Sign,
+ * Round, Tile, DepthToSpace, SpaceToDepth, Trilu, CumSum, TopK ---- */
+
+/* A trainable weight with the given values (for inputs whose order must be controlled). */
+static void
+param_vals(struct sim_ob *b, const char *name, int rank, const int64_t *d, const float *v)
+{
+    sim_ob_initializer(b, name, F32, rank, d, v);
+    assert_true(n_params < MAX_PARAMS);
+    params[n_params++] = name;
+}
+
+static void
+g_instnorm(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(2, 3, 2, 3), D_ANY);
+    param(b, "scale", 1, DIMS(3), D_POS);
+    param(b, "bias", 1, DIMS(3), D_ANY);
+    sim_ob_node(b, "InstanceNormalization", "n", "x,scale,bias", "y");
+    sim_ob_attr_float(b, "epsilon", 1e-3f);
+}
+
+/* torch.nn.GroupNorm(2, 4)'s export: Reshape (N, 2, -1), InstanceNormalization with
+ * constant scale 1 and bias 0, Reshape back, Mul by the weight, Add the bias */
+static void
+g_groupnorm(struct sim_ob *b)
+{
+    static const float ones[2] = { 1.0f, 1.0f }, zeros[2] = { 0.0f, 0.0f };
+
+    param(b, "x", 3, DIMS(2, 4, 3), D_ANY);
+    param(b, "w", 2, DIMS(4, 1), D_POS);
+    param(b, "bias", 2, DIMS(4, 1), D_ANY);
+    ints(b, "grouped", 1, DIMS(3), DIMS(2, 2, -1));
+    ints(b, "back", 1, DIMS(3), DIMS(2, 4, 3));
+    sim_ob_node(b, "Constant", "c1", "", "ones");
+    sim_ob_attr_tensor(b, "value", F32, 1, DIMS(2), ones);
+    sim_ob_node(b, "Constant", "c0", "", "zeros");
+    sim_ob_attr_tensor(b, "value", F32, 1, DIMS(2), zeros);
+    sim_ob_node(b, "Reshape", "r1", "x,grouped", "xg");
+    sim_ob_node(b, "InstanceNormalization", "n", "xg,ones,zeros", "ng");
+    sim_ob_node(b, "Reshape", "r2", "ng,back", "nb");
+    sim_ob_node(b, "Mul", "m", "nb,w", "nw");
+    sim_ob_node(b, "Add", "a", "nw,bias", "y");
+}
+
+/* a: 24 ramp values, multiples of 0.05; b, c: odd multiples of 0.025, at least 0.025 from
+ * every value of a and 0.05 from each other, so no perturbation by eps changes the winner */
+static void
+g_max3(struct sim_ob *b)
+{
+    static const float vb[3] = { 0.125f, -0.275f, 0.325f };
+    static const float vc[4] = { -0.175f, 0.025f, 0.275f, -0.425f };
+
+    param(b, "a", 3, DIMS(2, 3, 4), D_DISTINCT);
+    param_vals(b, "b", 2, DIMS(3, 1), vb);
+    param_vals(b, "c", 1, DIMS(4), vc);
+    sim_ob_node(b, "Max", "n", "a,b,c", "y");
+}
+
+/* Ties at four places, where each input gets half the gradient (PyTorch's rule for
+ * torch.maximum), which is also what the central difference across a tie measures; every
+ * other pair is 0.1 apart, so eps changes no winner. */
+static void
+g_max_ties(struct sim_ob *b)
+{
+    static const float va[12] = { 0.3f, -0.2f, 0.5f, 0.1f, -0.6f, 0.4f,
+                                  0.0f, -0.3f, 0.7f, 0.2f, -0.1f, 0.6f };
+    static const float vb[12] = { 0.3f, 0.1f, 0.4f, 0.1f, -0.5f, 0.6f,
+                                  0.0f, -0.5f, 0.8f, 0.1f, -0.1f, 0.3f };
+
+    param_vals(b, "a", 2, DIMS(3, 4), va);
+    param_vals(b, "b", 2, DIMS(3, 4), vb);
+    sim_ob_node(b, "Max", "n", "a,b", "y");
+}
+
+static void
+g_min(struct sim_ob *b)
+{
+    static const float vb[3] = { 0.125f, -0.275f, 0.325f };
+
+    param(b, "a", 3, DIMS(2, 3, 4), D_DISTINCT);
+    param_vals(b, "b", 2, DIMS(3, 1), vb);
+    sim_ob_node(b, "Min", "n", "a,b", "y");
+}
+
+/* torch.nn.PReLU(3) on (N, C, L): the slope (C, 1) after the exporter's Unsqueeze */
+static void
+g_prelu(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_AWAY);
+    param(b, "slope", 2, DIMS(3, 1), D_ANY);
+    sim_ob_node(b, "PRelu", "n", "x,slope", "y");
+}
+
+static void
+g_prelu_scalar(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 5), D_AWAY);
+    param(b, "slope", 1, DIMS(1), D_POS);
+    sim_ob_node(b, "PRelu", "n", "x,slope", "y");
+}
+
+static void g_selu(struct sim_ob *b) { b_unary(b, "Selu", D_AWAY); }
+
+static void
+g_celu(struct sim_ob *b)
+{
+    b_unary(b, "Celu", D_AWAY);
+    sim_ob_attr_float(b, "alpha", 0.7f);
+}
+
+/* x sign(x) = |x|: the gradient is sign(x) alone (Sign's own is zero) */
+static void
+g_sign(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 5), D_AWAY);
+    sim_ob_node(b, "Sign", "n", "x", "s");
+    sim_ob_node(b, "Mul", "m", "x,s", "y");
+}
+
+/* x round(2x), x odd multiples of 0.025 (15 ramp values): round(2x) jumps at x = +-0.25,
+ * 0.025 away from every x; the gradient is round(2x) alone (Round's own is zero) */
+static void
+g_round(struct sim_ob *b)
+{
+    static const float two = 2.0f;
+
+    param(b, "x", 2, DIMS(3, 5), D_DISTINCT);
+    sim_ob_initializer(b, "two", F32, 0, NULL, &two);
+    sim_ob_node(b, "Mul", "d", "x,two", "x2");
+    sim_ob_node(b, "Round", "n", "x2", "rx");
+    sim_ob_node(b, "Mul", "m", "x,rx", "y");
+}
+
+static void
+g_tile(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 1, 3), D_ANY);
+    ints(b, "rep", 1, DIMS(3), DIMS(2, 3, 2));
+    sim_ob_node(b, "Tile", "n", "x,rep", "y");
+}
+
+static void
+g_d2s(struct sim_ob *b, const char *mode)
+{
+    param(b, "x", 4, DIMS(2, 8, 2, 3), D_ANY);
+    sim_ob_node(b, "DepthToSpace", "n", "x", "y");
+    sim_ob_attr_int(b, "blocksize", 2);
+    sim_ob_attr_str(b, "mode", mode);
+}
+
+static void g_d2s_dcr(struct sim_ob *b) { g_d2s(b, "DCR"); }
+static void g_d2s_crd(struct sim_ob *b) { g_d2s(b, "CRD"); }
+
+static void
+g_s2d(struct sim_ob *b)
+{
+    param(b, "x", 4, DIMS(1, 2, 4, 6), D_ANY);
+    sim_ob_node(b, "SpaceToDepth", "n", "x", "y");
+    sim_ob_attr_int(b, "blocksize", 2);
+}
+
+static void
+g_triu(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 3, 4), D_ANY);
+    ints(b, "k", 0, NULL, DIMS(1));
+    sim_ob_node(b, "Trilu", "n", "x,k", "y");
+}
+
+static void
+g_tril(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(4, 3), D_ANY);
+    ints(b, "k", 0, NULL, DIMS(-1));
+    sim_ob_node(b, "Trilu", "n", "x,k", "y");
+    sim_ob_attr_int(b, "upper", 0);
+}
+
+static void
+g_cumsum(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(2, 4, 3), D_ANY);
+    ints(b, "axis", 0, NULL, DIMS(1));
+    sim_ob_node(b, "CumSum", "n", "x,axis", "y");
+}
+
+static void
+g_cumsum_rev(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(5, 3), D_ANY);
+    ints(b, "axis", 1, DIMS(1), DIMS(-2));
+    sim_ob_node(b, "CumSum", "n", "x,axis", "y");
+    sim_ob_attr_int(b, "exclusive", 1);
+    sim_ob_attr_int(b, "reverse", 1);
+}
+
+/* distinct values 0.05 apart, so eps never changes which are the top k */
+static void
+g_topk(struct sim_ob *b)
+{
+    param(b, "x", 2, DIMS(3, 5), D_DISTINCT);
+    ints(b, "k", 1, DIMS(1), DIMS(3));
+    sim_ob_node(b, "TopK", "n", "x,k", "y,idx");
+}
+
+static void
+g_topk_smallest(struct sim_ob *b)
+{
+    param(b, "x", 3, DIMS(4, 2, 3), D_DISTINCT);
+    ints(b, "k", 1, DIMS(1), DIMS(2));
+    sim_ob_node(b, "TopK", "n", "x,k", "y,idx");
+    sim_ob_attr_int(b, "axis", 0);
+    sim_ob_attr_int(b, "largest", 0);
+}
+
+static void
+g_conv3d(struct sim_ob *b)
+{
+    param(b, "x", 5, DIMS(2, 4, 3, 4, 3), D_ANY);
+    param(b, "w", 5, DIMS(4, 2, 2, 3, 2), D_ANY);
+    param(b, "bias", 1, DIMS(4), D_ANY);
+    sim_ob_node(b, "Conv", "n", "x,w,bias", "y");
+    sim_ob_attr_int(b, "group", 2);
+    sim_ob_attr_ints(b, "strides", DIMS(1, 2, 1), 3);
+    sim_ob_attr_ints(b, "dilations", DIMS(2, 1, 1), 3);
+    sim_ob_attr_ints(b, "pads", DIMS(1, 1, 0, 0, 1, 1), 6);
+}
+
 static const struct gcase cases[] = {
     { "Add", "broadcast (2,3,4) + (3,1)", g_add, 1e-2f, 1e-3f },
     { "Sub", "broadcast", g_sub, 1e-2f, 1e-3f },
@@ -1009,6 +1238,30 @@ static const struct gcase cases[] = {
     /* Floor, Ceil */
     { "Floor", "a - b floor(a / b) (torch.remainder)", g_floor, 1e-3f, 1e-3f },
     { "Ceil", "x ceil(x)", g_ceil, 1e-2f, 1e-3f },
+    /* issue 19's ops */
+    { "InstanceNormalization", "(2,3,2,3), epsilon 1e-3", g_instnorm, 1e-2f, 1e-3f },
+    { "InstanceNormalization", "torch.nn.GroupNorm(2, 4)'s export", g_groupnorm, 1e-2f,
+      1e-3f },
+    { "Max", "three inputs broadcast, no ties", g_max3, 1e-2f, 1e-3f },
+    { "Max", "ties split the gradient evenly", g_max_ties, 1e-2f, 1e-3f },
+    { "Min", "broadcast (2,3,4), (3,1)", g_min, 1e-2f, 1e-3f },
+    { "PRelu", "slope (C, 1)", g_prelu, 1e-2f, 1e-3f },
+    { "PRelu", "one slope", g_prelu_scalar, 1e-2f, 1e-3f },
+    { "Selu", "", g_selu, 1e-2f, 1e-3f },
+    { "Celu", "alpha 0.7", g_celu, 1e-2f, 1e-3f },
+    { "Sign", "x sign(x)", g_sign, 1e-2f, 1e-3f },
+    { "Round", "x round(2x)", g_round, 1e-2f, 1e-3f },
+    { "Tile", "repeats (2, 3, 2)", g_tile, 1e-2f, 1e-3f },
+    { "DepthToSpace", "DCR, blocksize 2", g_d2s_dcr, 1e-2f, 1e-3f },
+    { "DepthToSpace", "CRD, blocksize 2", g_d2s_crd, 1e-2f, 1e-3f },
+    { "SpaceToDepth", "blocksize 2", g_s2d, 1e-2f, 1e-3f },
+    { "Trilu", "upper, k 1, batch of 2", g_triu, 1e-2f, 1e-3f },
+    { "Trilu", "lower, k -1", g_tril, 1e-2f, 1e-3f },
+    { "CumSum", "axis 1", g_cumsum, 1e-2f, 1e-3f },
+    { "CumSum", "exclusive, reverse, axis -2", g_cumsum_rev, 1e-2f, 1e-3f },
+    { "TopK", "k 3 of 5, largest", g_topk, 1e-2f, 1e-3f },
+    { "TopK", "k 2 of 4, smallest, axis 0", g_topk_smallest, 1e-2f, 1e-3f },
+    { "Conv", "3-D: groups 2, strides, dilations, pads, bias", g_conv3d, 1e-2f, 1e-3f },
 };
 
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
@@ -1173,6 +1426,9 @@ static const char *const required[] = {
     "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CtcLoss",
     "HardSigmoid", "HardSwish", "Elu", "Softplus", "Pad", "Split", "ScatterND", "ReduceL1",
     "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "Where", "Mod", "Expand",
+    /* issue 19 */
+    "InstanceNormalization", "Max", "Min", "PRelu", "Selu", "Celu", "Sign", "Round", "Tile",
+    "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "TopK",
 };
 
 static void

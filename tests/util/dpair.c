@@ -37,7 +37,7 @@ dpair_srv_init(struct srv *s, unsigned ipus, unsigned workers)
         return -1;
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(ipus, s->cfg.ipu_memory, s->cfg.tiles);
-    cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory);
+    cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory, s->cfg.cache_bytes);
     s->work = work_new(s->base, workers);
     s->ev_drain = evtimer_new(s->base, on_drain_noop, s);
     return s->inv != NULL && s->work != NULL && s->ev_drain != NULL ? 0 : -1;

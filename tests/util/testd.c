@@ -41,6 +41,13 @@ testd_write_config(struct testd *d, const char *text)
 int
 testd_start(struct testd *d, const char *config_text, const char *const *extra)
 {
+    return testd_start_listen(d, "127.0.0.1:0", config_text, extra);
+}
+
+int
+testd_start_listen(struct testd *d, const char *listen, const char *config_text,
+                   const char *const *extra)
+{
     const char *bin = getenv("IPUOFD_BIN");
     char port_file[128];
     const char *argv[40];
@@ -56,8 +63,10 @@ testd_start(struct testd *d, const char *config_text, const char *const *extra)
     snprintf(d->config, sizeof d->config, "%s/ipuofd.conf", d->dir);
     snprintf(d->log, sizeof d->log, "%s/log", d->dir);
     argv[argc++] = bin ? bin : "build/bin/ipuofd";
-    argv[argc++] = "--listen";
-    argv[argc++] = "127.0.0.1:0";
+    if (listen != NULL) {
+        argv[argc++] = "--listen";
+        argv[argc++] = listen;
+    }
     argv[argc++] = "--port-file";
     argv[argc++] = port_file;
     argv[argc++] = "--admin-socket";

@@ -32,6 +32,12 @@ struct testd {
  */
 int testd_start(struct testd *d, const char *config_text, const char *const *extra);
 
+/* As testd_start, with --listen listen instead of 127.0.0.1:0; NULL gives no --listen flag
+ * (the config file's listen applies; it should keep a port of 0). d->addr is still
+ * 127.0.0.1:PORT, so the address must accept loopback connections. */
+int testd_start_listen(struct testd *d, const char *listen, const char *config_text,
+                       const char *const *extra);
+
 /* Rewrites the config file (for reload tests). */
 int testd_write_config(struct testd *d, const char *config_text);
 

@@ -11,6 +11,7 @@
 #include <sysexits.h>
 
 #include "args.h"
+#include "freshfile.h"
 #include "timeline.h"
 
 int
@@ -19,7 +20,8 @@ profile_write(const char *prog, ipuof_client *c, ipuof_model *m, const char *dir
 {
     struct timeline_view v = {.t0 = -1, .t1 = -1, .width = 1400, .title = title,
                               .iteration = 0};
-    char path[4096], err[512];
+    char path[4096], tmp[FRESHFILE_TMP_MAX], err[512];
+    const char *step = "create";
     char *json = NULL;
     size_t len = 0;
     FILE *f;
@@ -34,15 +36,14 @@ profile_write(const char *prog, ipuof_client *c, ipuof_model *m, const char *dir
     if (rc != IPUOF_OK)
         return args_fail(prog, c, "profile", rc, 0);
     snprintf(path, sizeof path, "%s/trace.json", dir);
-    f = fopen(path, "w");
-    if (f == NULL || fwrite(json, 1, len, f) != len || fclose(f) != 0) {
-        fprintf(stderr, "%s: --profile: cannot write %s: %s\n", prog, path, strerror(errno));
+    if (freshfile_write(path, json, len, &step) != 0) {
+        fprintf(stderr, "%s: --profile: cannot %s %s: %s\n", prog, step, path, strerror(errno));
         free(json);
         return EX_CANTCREAT;
     }
     printf("trace: %s\n", path);
     snprintf(path, sizeof path, "%s/timeline.svg", dir);
-    f = fopen(path, "w");
+    f = freshfile_fopen(path, tmp);
     if (f == NULL) {
         fprintf(stderr, "%s: --profile: cannot create %s: %s\n", prog, path, strerror(errno));
         free(json);
@@ -50,11 +51,11 @@ profile_write(const char *prog, ipuof_client *c, ipuof_model *m, const char *dir
     }
     rc = timeline_render(json, len, "trace.json", &v, f, err, sizeof err);
     if (rc == TIMELINE_EBAD && strstr(err, "device iteration") != NULL) {
-        v.iteration = -1; /* a trace without iterations: all of it */
+        v.iteration = -1; /* a trace without iterations: all of it (nothing written yet) */
         rewind(f);
         rc = timeline_render(json, len, "trace.json", &v, f, err, sizeof err);
     }
-    if (fclose(f) != 0 || rc != 0) {
+    if (freshfile_fclose(f, tmp, path, rc == 0) != 0 || rc != 0) {
         fprintf(stderr, "%s: --profile: cannot draw %s: %s\n", prog, path,
                 rc != 0 ? err : strerror(errno));
         free(json);

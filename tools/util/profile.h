@@ -10,8 +10,9 @@
 /*
  * Makes dir when missing, fetches m's trace (m compiled with profile on, after a run) and
  * writes DIR/trace.json and DIR/timeline.svg (its first device iteration, as the tutorial's
- * pipeline figure shows one; titled title, NULL: from the trace), printing
- * both paths on stdout. Returns 0, or the exit status after printing why on stderr as
+ * pipeline figure shows one; titled title, NULL: from the trace), each into a new file
+ * renamed into place (proto/freshfile.h: a symlink there is replaced, never written
+ * through), printing both paths on stdout. Returns 0, or the exit status after printing why on stderr as
  * "PROG: ...": the daemon's error through args_fail(), EX_CANTCREAT for a file.
  */
 int profile_write(const char *prog, ipuof_client *c, ipuof_model *m, const char *dir,

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "freshfile.h"
 #include "ipuof/client.h"
 #include "onnx.pb-c.h"
 #include "tensorfile.h"
@@ -227,7 +228,7 @@ tensorfile_write(const char *path, const char *name, int dtype, int rank, const 
     Onnx__TensorProto tp = ONNX__TENSOR_PROTO__INIT;
     uint8_t *buf = NULL;
     size_t len;
-    FILE *f = NULL;
+    const char *step = "create";
     int rc = -1;
 
     if (ipuof_dtype_size(dtype) == 0 || rank < 0 || rank > TENSORFILE_MAX_RANK)
@@ -248,18 +249,10 @@ tensorfile_write(const char *path, const char *name, int dtype, int rank, const 
         goto out;
     }
     onnx__tensor_proto__pack(&tp, buf);
-    f = fopen(path, "wb");
-    if (f == NULL || fwrite(buf, 1, len, f) != len) {
-        seterr(err, errlen, "cannot write %s: %s", path, ERRTEXT(errno));
-        goto out;
-    }
-    rc = fclose(f);
-    f = NULL;
+    rc = freshfile_write(path, buf, len, &step); /* never through a symlink at path */
     if (rc != 0)
-        seterr(err, errlen, "cannot write %s: %s", path, ERRTEXT(errno));
+        seterr(err, errlen, "cannot %s %s: %s", step, path, ERRTEXT(errno));
 out:
-    if (f != NULL)
-        fclose(f);
     free(buf);
     return rc != 0 ? -1 : 0;
 }

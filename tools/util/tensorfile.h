@@ -29,7 +29,8 @@ struct tensorfile {
  * Returns 0, or -1 with a sentence naming the file in err[0..errlen). */
 int tensorfile_read(const char *path, struct tensorfile *t, char *err, size_t errlen);
 
-/* Writes a TensorProto (name, dims, data_type, raw_data) to path, created or truncated.
+/* Writes a TensorProto (name, dims, data_type, raw_data) to path: into a new file renamed
+ * over it (proto/freshfile.h: a symlink at path is replaced, never written through).
  * name and data (bytes long, which must match dtype and dims) are borrowed for the call.
  * Returns 0, or -1 with a sentence in err[0..errlen). */
 int tensorfile_write(const char *path, const char *name, int dtype, int rank,

@@ -97,7 +97,8 @@ struct ipuof_attach_opts {
                                  * processes, the whole partition (the same in each) */
     const char *partition_name; /* NULL or "": the daemon names it; in a job of several
                                  * processes: IPUOF_PARTITION, else one made from the
-                                 * launcher's job id, else "ipuof-job" */
+                                 * launcher's job id, else one made from the job key
+                                 * (ipuof_client_set_job_key) */
     unsigned process_id;        /* distributed use: this process's index */
     unsigned num_processes;     /* 0: from the environment (ipuof_process_env); 1: not
                                  * distributed */
@@ -116,6 +117,19 @@ struct ipuof_attach_opts {
  */
 IPUOF_API int ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts,
                            unsigned *ipu_ids, size_t max_ids, size_t *n_ids);
+
+/*
+ * The key the processes of one job of several share (at most IPUOF_JOB_KEY_MAX bytes;
+ * copied; NULL or "" clears it). A job is joined by its partition name and this key
+ * together, so unrelated programs never join each other's job and a process without the
+ * key is refused. Unset, ipuof_attach() takes IPUOF_JOB_KEY, else the launcher's (Open
+ * MPI's mpirun, and so PopRun: PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid,
+ * OMPI_MCA_orte_ess_jobid, OMPI_MCA_orte_precondition_transports). With neither a key nor
+ * a partition name of its own, an attach of several processes fails with IPUOF_E_INVAL
+ * saying how to give one. Errors: IPUOF_E_INVAL (too long).
+ */
+#define IPUOF_JOB_KEY_MAX 256
+IPUOF_API int ipuof_client_set_job_key(ipuof_client *c, const char *key);
 
 /*
  * Which process of a job this is, from the environment: IPUOF_PROCESS_ID and
@@ -359,9 +373,13 @@ enum ipuof_group_type {
  *
  * Profiling is also switched on without changing a program by the environment variable
  * POPLAR_ENGINE_OPTIONS, read at each compile as Poplar reads it: a JSON object whose
- * "autoReport.all" or "autoReport.outputExecutionProfile" is "true" compiles with profile,
- * and whose "autoReport.directory" (default ".") receives, after every run of the model,
- * its trace as <directory>/<model name>.trace.json.
+ * "autoReport.all" or "autoReport.outputExecutionProfile" is "true" (or true) compiles with
+ * profile, and whose "autoReport.directory" (default ".") receives, after every run of the
+ * model, its trace as <directory>/<model name>.trace.json. The value is UTF-8 JSON of at
+ * most 4096 bytes whose values are strings, numbers or true/false; strings are decoded
+ * whole (\u escapes too); the last of a repeated key counts; those two keys take true or
+ * false only ("True" is refused, as by Poplar's boolean options). The Python package
+ * reads it by the same rule (client/engine_opts.c; tests/data/engine_options.tsv).
  */
 IPUOF_API int ipuof_model_opts_set_strategy(struct ipuof_model_opts *o, int strategy);
 IPUOF_API int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o,

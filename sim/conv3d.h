@@ -1,0 +1,16 @@
+/*
+ * conv3d.h — Conv with three spatial dims (op_conv3d.c), reached through op_conv.c's Conv
+ * entry: its infer, forward and backward hand a 5-D input (N, C, D, H, W) to these, which
+ * have the contracts of the sim_op functions of the same kind (ops.h).
+ */
+#ifndef SIM_CONV3D_H
+#define SIM_CONV3D_H
+
+#include "ops.h"
+
+int sim_conv3d_infer(struct sim_infer *c);
+int sim_conv3d_forward(const struct sim_kern *k, struct sim_err *err);
+int sim_conv3d_backward(const struct sim_kern *k, const struct sim_tensor *dout,
+                        struct sim_tensor *din, struct sim_err *err);
+
+#endif /* SIM_CONV3D_H */
