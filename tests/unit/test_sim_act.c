@@ -1,7 +1,8 @@
 /*
  * test_sim_act.c — the activation kernels (sim/act.c) on NaN and the infinities, through
  * both of their paths: a block of 16 (Sigmoid, SiLU) or 8 (the others) lanes, and the
- * scalar tail, which must agree bit for bit; and through sim_act_map (the pool split).
+ * scalar tail, which must agree bit for bit; and through sim_act_map (the pool split). make
+ * test runs it at every instruction-set level (IPUOF_SIM_ISA), so each kernel copy is held.
  *
  * NaN in gives NaN out for every kind but Relu, as in PyTorch. Sigmoid and SiLU of NaN
  * were undefined behaviour (exp_nonpos converted NaN to an integer and shifted a negative
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "act.h"
+#include "sim.h"
 
 #define N 40 /* two blocks of 16, then a tail of 8; the specials at every position mod 16 */
 
@@ -127,9 +129,11 @@ test_nan_payloads(void **state)
 int
 main(void)
 {
+    char isa[160];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nan_inf),
         cmocka_unit_test(test_nan_payloads),
     };
+    printf("kernels: %s\n", sim_isa_describe(isa, sizeof isa)); /* IPUOF_SIM_ISA's passes */
     return cmocka_run_group_tests_name("sim_act", tests, NULL, NULL);
 }
