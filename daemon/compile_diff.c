@@ -1,6 +1,6 @@
 /*
  * compile_diff.c — comparing the compiles of a job's processes (see jobs.h,
- * compile_job_diff): the seed first, then every option one by one, the model bytes last,
+ * compile_task_diff): the seed first, then every option one by one, the model bytes last,
  * naming the first field that differs with both values in words.
  */
 #include <inttypes.h>
@@ -60,7 +60,7 @@ const_str(const struct constant_in *k, char *out, size_t len)
  * named in *what (static text) with both values in va and vb. 1 when one differs, else 0.
  */
 static int
-diff_placement(const struct compile_job *a, const struct compile_job *b, const char **what,
+diff_placement(const struct compile_task *a, const struct compile_task *b, const char **what,
                char *va, char *vb, size_t vlen)
 {
     const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
@@ -151,7 +151,7 @@ diff_placement(const struct compile_job *a, const struct compile_job *b, const c
 }
 
 int
-compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
+compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
                  unsigned pb, char *msg, size_t len)
 {
     const struct sim_compile_opts *x = &a->opts, *y = &b->opts;

@@ -33,8 +33,11 @@ struct constant_in {
 
 /* A compile in progress: the request's options, the model bytes as they arrive, and (once
  * the worker is done) the result. Owned by the connection while uploading, then by the job. */
-struct compile_job {
-    struct req_job rj;
+struct compile_task {
+    struct work_item item;
+    struct srv *srv;
+    uint64_t req_id;                   /* the request of the process that sent it */
+    struct job *job;                   /* the job it compiles for, held, once submitted */
     uint8_t *bytes;                    /* model_bytes, filled by the upload */
     size_t len, got;
     uint8_t *chunk;                    /* the sink of the chunk being read: where it goes */
@@ -52,7 +55,7 @@ struct compile_job {
     struct sim_block_opt blocks[MAX_BLOCKS];
     char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
     int no_cache;
-    unsigned nproc;                    /* processes of the job it compiles for; 0: none */
+    unsigned proc0, nproc;             /* the processes that share the model it makes */
     unsigned group;                    /* inputReplicaGrouping size (1: none) */
     int group_orthogonal;
     unsigned first_ipu, part_count;
@@ -80,16 +83,16 @@ int compile_name_check(struct conn *c, uint64_t req_id, const char *what, const 
 /* The wire's output kind k (with EveryN's n) as the simulator's; 0, or -1 for a kind this
  * daemon does not know. */
 int compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n);
-void compile_freeze_constants(struct compile_job *cj, const struct sim_model *m);
-int compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
+void compile_freeze_constants(struct compile_task *ct, const struct sim_model *m);
+int compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_task *ct,
                            const Ipuof__CompileRequest *rq);
 /* Caller-owned (free()), or NULL when out of memory. */
-char *compile_options_key(const struct compile_job *cj);
+char *compile_options_key(const struct compile_task *ct);
 /* Bytes of constant input k's value. */
 size_t compile_constant_bytes(const struct constant_in *k);
-int compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+int compile_training_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
                              const Ipuof__CompileRequest *rq);
-int compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+int compile_placement_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
                               const Ipuof__CompileRequest *rq);
 void compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k);
 

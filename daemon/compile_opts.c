@@ -129,31 +129,31 @@ compile_map_kind(Ipuof__OutputKind k, struct sim_output_mode *m, unsigned n)
 
 /* Fixes the offered constant inputs that decide shapes in m. */
 void
-compile_freeze_constants(struct compile_job *cj, const struct sim_model *m)
+compile_freeze_constants(struct compile_task *ct, const struct sim_model *m)
 {
-    struct sim_frozen_input *frozen = cj->frozen;
+    struct sim_frozen_input *frozen = ct->frozen;
     size_t n = 0;
 
-    for (size_t k = 0; k < cj->n_consts; k++) {
+    for (size_t k = 0; k < ct->n_consts; k++) {
         for (size_t i = 0; i < sim_model_input_count(m); i++) {
-            if (strcmp(sim_model_input_name(m, i), cj->consts[k].name) != 0 ||
+            if (strcmp(sim_model_input_name(m, i), ct->consts[k].name) != 0 ||
                 !sim_model_input_needs_constant(m, i))
                 continue;
-            frozen[n].name = cj->consts[k].name;
-            frozen[n].dtype = cj->consts[k].dtype;
-            frozen[n].rank = cj->consts[k].rank;
-            frozen[n].dims = cj->consts[k].dims;
-            frozen[n].data = cj->consts[k].data;
+            frozen[n].name = ct->consts[k].name;
+            frozen[n].dtype = ct->consts[k].dtype;
+            frozen[n].rank = ct->consts[k].rank;
+            frozen[n].dims = ct->consts[k].dims;
+            frozen[n].data = ct->consts[k].data;
             n++;
         }
     }
-    cj->opts.frozen = frozen;
-    cj->opts.n_frozen = n;
+    ct->opts.frozen = frozen;
+    ct->opts.n_frozen = n;
 }
 
 /* Copies the request's constant inputs, checking each one's size. 0 or -1 with an error sent. */
 int
-compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
+compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_task *ct,
                        const Ipuof__CompileRequest *rq)
 {
     if (rq->n_constant_inputs > MAX_CONSTS) {
@@ -164,7 +164,7 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
     }
     for (size_t k = 0; k < rq->n_constant_inputs; k++) {
         const Ipuof__ConstantInput *ci = rq->constant_inputs[k];
-        struct constant_in *dst = &cj->consts[k];
+        struct constant_in *dst = &ct->consts[k];
         int dtype = wiremap_sim_dtype(ci->dtype);
         size_t esize = dtype < 0 ? 0 : sim_dtype_size(dtype);
         uint64_t numel = 1;
@@ -195,7 +195,7 @@ compile_copy_constants(struct conn *c, uint64_t req_id, struct compile_job *cj,
         }
         dst->name = strdup(ci->name);
         dst->data = malloc(ci->data.len + 1);
-        cj->n_consts = k + 1;
+        ct->n_consts = k + 1;
         if (dst->name == NULL || dst->data == NULL) {
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
             return -1;
@@ -293,9 +293,9 @@ key_hex(struct keybuf *b, const uint8_t *v, size_t n)
  * (MAX_NAME_BYTES), the values by the frame header limit.
  */
 char *
-compile_options_key(const struct compile_job *cj)
+compile_options_key(const struct compile_task *ct)
 {
-    const struct sim_compile_opts *o = &cj->opts;
+    const struct sim_compile_opts *o = &ct->opts;
     const struct sim_cost_cfg *k0 = &o->cost;
     struct keybuf b = {.cap = 512};
 
@@ -310,10 +310,10 @@ compile_options_key(const struct compile_job *cj)
         key_add(&b, " b%zu:%s:%d:%d", strlen(o->blocks[i].prefix), o->blocks[i].prefix,
                 o->blocks[i].stage, o->blocks[i].ipu);
     for (size_t i = 0; i < o->n_output_modes; i++)
-        key_add(&b, " o%zu:%s=%d/%u", strlen(cj->modes[i].name), cj->modes[i].name,
-                cj->modes[i].mode.kind, cj->modes[i].mode.n);
-    for (size_t i = 0; i < cj->n_consts; i++) {
-        const struct constant_in *k = &cj->consts[i];
+        key_add(&b, " o%zu:%s=%d/%u", strlen(ct->modes[i].name), ct->modes[i].name,
+                ct->modes[i].mode.kind, ct->modes[i].mode.n);
+    for (size_t i = 0; i < ct->n_consts; i++) {
+        const struct constant_in *k = &ct->consts[i];
         const uint8_t *v = k->data;
         size_t n = compile_constant_bytes(k);
         key_add(&b, " C%zu:%s:%d:%d", strlen(k->name), k->name, k->dtype, k->rank);
@@ -325,9 +325,9 @@ compile_options_key(const struct compile_job *cj)
     return b.p;
 }
 
-/* Copies the training options of rq into cj. 0, or -1 with an error sent. */
+/* Copies the training options of rq into ct. 0, or -1 with an error sent. */
 int
-compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+compile_training_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
                          const Ipuof__CompileRequest *rq)
 {
     char msg[320];
@@ -339,27 +339,27 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_job *cj
     for (size_t i = 0; i < rq->n_frozen_weights; i++)
         if (compile_name_check(c, req_id, "frozen weight", rq->frozen_weights[i]) < 0)
             return -1;
-    cj->loss = strdup(rq->loss);
-    if (cj->loss == NULL)
+    ct->loss = strdup(rq->loss);
+    if (ct->loss == NULL)
         goto oom;
-    cj->opts.loss = cj->loss;
-    if (models_optimizer(rq->optimizer, &cj->opts.optimizer, msg, sizeof msg) < 0)
+    ct->opts.loss = ct->loss;
+    if (models_optimizer(rq->optimizer, &ct->opts.optimizer, msg, sizeof msg) < 0)
         goto bad;
-    cj->opts.gradient_accumulation = rq->gradient_accumulation;
+    ct->opts.gradient_accumulation = rq->gradient_accumulation;
     if (enummap_a_to_b(&wiremap_reduction, rq->accumulation_reduction,
-                       &cj->opts.accumulation_reduction) < 0) {
+                       &ct->opts.accumulation_reduction) < 0) {
         wiremap_refuse(&wiremap_reduction, rq->accumulation_reduction,
                        "accumulationAndReplicationReductionType", msg, sizeof msg);
         goto bad;
     }
-    cj->opts.seed = rq->seed;
+    ct->opts.seed = rq->seed;
     for (size_t i = 0; i < rq->n_frozen_weights; i++) {
-        cj->frozen_w[i] = strdup(rq->frozen_weights[i]);
-        if (cj->frozen_w[i] == NULL)
+        ct->frozen_w[i] = strdup(rq->frozen_weights[i]);
+        if (ct->frozen_w[i] == NULL)
             goto oom;
-        cj->opts.n_frozen_weights = i + 1;
+        ct->opts.n_frozen_weights = i + 1;
     }
-    cj->opts.frozen_weights = (const char *const *)cj->frozen_w;
+    ct->opts.frozen_weights = (const char *const *)ct->frozen_w;
     return 0;
 bad:
     conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
@@ -370,13 +370,13 @@ oom:
 }
 
 /*
- * Copies the placement options of rq (strategy, blocks, tensor locations, profile) into cj,
+ * Copies the placement options of rq (strategy, blocks, tensor locations, profile) into ct,
  * checking each where it enters: the block count against MAX_BLOCKS, every prefix non-empty,
  * stages from -1 (auto) to MAX_BLOCK_STAGE, IPUs below the partition's size. 0, or -1 with
  * an error sent.
  */
 int
-compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *cj,
+compile_placement_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
                           const Ipuof__CompileRequest *rq)
 {
     const Ipuof__TensorLocation locs[SIM_LOC_KINDS] = {
@@ -390,19 +390,19 @@ compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *c
 
     char msg[320];
 
-    if (enummap_a_to_b(&wiremap_strategy, rq->strategy, &cj->opts.strategy) < 0) {
+    if (enummap_a_to_b(&wiremap_strategy, rq->strategy, &ct->opts.strategy) < 0) {
         wiremap_refuse(&wiremap_strategy, rq->strategy, "the compile", msg, sizeof msg);
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
         return -1;
     }
     for (int k = 0; k < SIM_LOC_KINDS; k++) {
-        if (enummap_a_to_b(&wiremap_location, locs[k], &cj->opts.location[k]) < 0) {
+        if (enummap_a_to_b(&wiremap_location, locs[k], &ct->opts.location[k]) < 0) {
             wiremap_refuse(&wiremap_location, locs[k], loc_names[k], msg, sizeof msg);
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler", "%s", msg);
             return -1;
         }
     }
-    cj->opts.profile = rq->profile != 0;
+    ct->opts.profile = rq->profile != 0;
     if (rq->n_blocks > MAX_BLOCKS) {
         conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
                         "%zu blocks given; at most %d are accepted", rq->n_blocks, MAX_BLOCKS);
@@ -414,25 +414,25 @@ compile_placement_options(struct conn *c, uint64_t req_id, struct compile_job *c
         if (compile_name_check(c, req_id, "block prefix", b->prefix) < 0)
             return -1;
         if (b->prefix[0] == '\0' || b->stage < -1 || b->stage > MAX_BLOCK_STAGE ||
-            b->ipu >= cj->part_count) {
+            b->ipu >= ct->part_count) {
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                             "block %zu ('%.200s', stage %d, IPU %u) is invalid: a block needs a "
                             "node-name prefix, a stage from -1 (auto) to %d and an IPU below "
                             "the partition's %u", i, b->prefix, (int)b->stage, b->ipu,
-                            MAX_BLOCK_STAGE, cj->part_count);
+                            MAX_BLOCK_STAGE, ct->part_count);
             return -1;
         }
-        cj->block_prefix[i] = strdup(b->prefix);
-        if (cj->block_prefix[i] == NULL) {
+        ct->block_prefix[i] = strdup(b->prefix);
+        if (ct->block_prefix[i] == NULL) {
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
             return -1;
         }
-        cj->opts.n_blocks = i + 1;
-        cj->blocks[i].prefix = cj->block_prefix[i];
-        cj->blocks[i].stage = (int)b->stage;
-        cj->blocks[i].ipu = (int)b->ipu;
+        ct->opts.n_blocks = i + 1;
+        ct->blocks[i].prefix = ct->block_prefix[i];
+        ct->blocks[i].stage = (int)b->stage;
+        ct->blocks[i].ipu = (int)b->ipu;
     }
-    cj->opts.blocks = cj->opts.n_blocks > 0 ? cj->blocks : NULL;
+    ct->opts.blocks = ct->opts.n_blocks > 0 ? ct->blocks : NULL;
     return 0;
 }
 

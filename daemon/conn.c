@@ -167,20 +167,14 @@ void
 conn_free(struct conn *c)
 {
     struct srv *s = c->srv;
-    int released = c->djob != NULL;
+    int released = c->job != NULL;
 
     if (c->payload_left > 0 && c->sink.abort != NULL)
         c->sink.abort(c, c->sink.arg);
-    if (c->inflight != NULL)
-        c->inflight->conn = NULL; /* the worker's result is dropped when it comes back */
+    req_trace_forget(c);
     models_drop_upload(c);
-    if (djob_shared(c)) {
-        djob_leave(c); /* the job ends for its other processes */
-    } else if (c->djob != NULL) {
-        log_info("client %u (%s, pid %u, %s) disconnected holding partition '%s'; its IPUs "
-                 "are free again", c->id, c->name, c->pid, c->peer, conn_part(c)->name);
-        djob_solo_end(c, IPUOF_E_CLOSED, 1);
-    }
+    if (c->job != NULL)
+        job_leave(c); /* the job decides what its process leaving means */
     srv_wait_cancel(s, c);
     if (c->prev != NULL)
         c->prev->next = c->next;
@@ -340,15 +334,15 @@ conn_set_sink(struct conn *c, const struct conn_sink *sink)
 }
 
 void
-conn_job_begin(struct conn *c)
+conn_hold_frames(struct conn *c)
 {
-    c->job_active = 1;
+    c->frames_held = 1;
 }
 
 void
-conn_job_end(struct conn *c)
+conn_release_frames(struct conn *c)
 {
-    c->job_active = 0;
+    c->frames_held = 0;
     if (c->srv->stopping && !c->dead) {
         conn_close_after_write(c); /* the shutdown waited for this job's answer */
         return;
@@ -466,7 +460,7 @@ process_input(struct conn *c)
                 return; /* wait for more bytes */
             continue;
         }
-        if (c->job_active)
+        if (c->frames_held)
             return; /* frames wait until the job in flight is answered */
         struct ipuof_frame_limits lim;
         struct ipuof_frame_head head;
@@ -570,7 +564,7 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->djob != NULL || c->waiter != NULL || c->job_active || c->upload != NULL) {
+        if (c->job != NULL || c->waiter != NULL || c->frames_held || c->upload != NULL) {
             /* Holding IPUs, waiting for them, or for its compile or run is not idleness:
              * only a client that holds nothing is closed. */
             bufferevent_enable(c->bev, EV_READ);

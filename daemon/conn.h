@@ -16,14 +16,14 @@
 struct srv;
 struct waiter;
 struct model;
-struct req_job;
-struct compile_job;
+struct trace_task;
+struct compile_task;
 struct conn;
-struct djob;
+struct job;
 
 /* Where the raw payload of the frame being read goes: nseg buffers, filled in order; then
  * done() runs. Without a sink the payload is read and discarded. The arrays seg and seg_len
- * are borrowed from the handler (usually its job) until done() or abort() runs. */
+ * are borrowed from the handler (usually its request's state) until done() or abort() runs. */
 struct conn_sink {
     uint8_t *const *seg;
     const size_t *seg_len;
@@ -70,14 +70,14 @@ struct conn {
     int sink_idx;
     size_t sink_off;
 
-    int job_active;              /* a compile or run is in flight: read no more frames */
-    struct compile_job *upload;  /* model bytes arriving for a compile */
-    struct req_job *inflight;    /* the compile or run on a worker, or NULL */
+    int frames_held;              /* a compile or run is in flight: read no more frames */
+    struct compile_task *upload;  /* model bytes arriving for a compile */
+    struct trace_task *trace;    /* its trace being written on a worker, or NULL */
     uint64_t refused_upload;     /* request id of the last compile refused mid-upload */
-    struct djob *djob;           /* the job this connection belongs to once attached (its own
+    struct job *job;            /* the job this connection belongs to once attached (its own
                                   * job of one process, or one of several processes): it holds
                                   * the partition and the compiled models; NULL: none */
-    unsigned djob_pid;           /* its process id in that job */
+    unsigned proc_id;           /* its process id in that job */
 
     struct conn *prev, *next;
 };
@@ -117,10 +117,11 @@ int conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *io
 /* Sets where the payload of the frame now being dispatched goes (its handler calls this). */
 void conn_set_sink(struct conn *c, const struct conn_sink *sink);
 
-/* Marks a job in flight (frames wait) or finished (buffered frames are processed again;
+/* Holds the frames after this one (a request is being served off the loop: its reply must
+ * come first) or releases them (buffered frames are processed again;
  * during a shutdown the connection is then closed once its answer is written). */
-void conn_job_begin(struct conn *c);
-void conn_job_end(struct conn *c);
+void conn_hold_frames(struct conn *c);
+void conn_release_frames(struct conn *c);
 
 /* Queues an Error reply for req_id. */
 void conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int recovery,

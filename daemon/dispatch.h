@@ -59,6 +59,9 @@ void req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
  * none); busy (SIM_MAX_IPUS entries) is caller storage rc points into. */
 void req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy);
 
+/* c's connection is going away: its trace on a worker, if any, is dropped when done. */
+void req_trace_forget(struct conn *c);
+
 /* Replies to an attach (used by the wait queue too). */
 void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
                     uint32_t waited_ms);

@@ -23,7 +23,7 @@
 
 /* Frees j when it has ended and nothing refers to it any more. */
 void
-djob_maybe_free(struct djob *j)
+job_maybe_free(struct job *j)
 {
     if (!j->dead || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
         return;
@@ -37,11 +37,13 @@ djob_maybe_free(struct djob *j)
     free(j);
 }
 
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+
 /* A job of nproc processes (fields zeroed, the processes numbered), or NULL. */
-static struct djob *
+static struct job *
 job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
 {
-    struct djob *j = calloc(1, sizeof *j + nproc * sizeof j->proc[0]);
+    struct job *j = calloc(1, sizeof *j + nproc * sizeof j->proc[0]);
 
     if (j == NULL)
         return NULL;
@@ -56,83 +58,76 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
     return j;
 }
 
-int
-djob_solo(struct conn *c, struct dev_partition *p)
+/* Rewrites the "loaded" lists of j's IPUs from its models. */
+static void
+update_loaded(struct job *j)
 {
-    struct djob *j = job_alloc(c->srv, p->name, 1, p->count);
+    models_update_loaded(j->srv, j->part, j->models);
+}
 
-    if (j == NULL)
+int
+job_of_one(struct conn *c, struct dev_partition *p)
+{
+    struct job *j = job_alloc(c->srv, p->name, 1, p->count);
+
+    if (j == NULL || (j->timer = evtimer_new(c->srv->base, on_timer, j)) == NULL) {
+        free(j);
         return -1;
+    }
     j->part = p;
     j->started = 1;
     j->nattached = 1;
     j->proc[0].conn = c;
     j->proc[0].pid = c->pid;
     snprintf(j->proc[0].peer, sizeof j->proc[0].peer, "%s", c->peer);
-    c->djob = j;
-    c->djob_pid = 0;
+    c->job = j;
+    c->proc_id = 0;
+    c->revoked_code = 0;
     return 0;
-}
-
-void
-djob_solo_end(struct conn *c, int cancel_code, int conn_dying)
-{
-    struct djob *j = c->djob;
-
-    models_release_all(c, cancel_code, conn_dying);
-    dev_release(c->srv->inv, j->part);
-    c->djob = NULL;
-    free(j); /* a run in flight refers to its model and connection, never to the job */
-}
-
-int
-djob_shared(const struct conn *c)
-{
-    return c->djob != NULL && c->djob->nproc > 1;
 }
 
 struct dev_partition *
 conn_part(const struct conn *c)
 {
-    return c->djob != NULL ? c->djob->part : NULL;
+    return c->job != NULL ? c->job->part : NULL;
 }
 
 struct model **
-djob_models(const struct conn *c)
+job_models(const struct conn *c)
 {
-    return c->djob != NULL ? &c->djob->models : NULL;
+    return c->job != NULL ? &c->job->models : NULL;
 }
 
 /* Brackets a loop that talks to the processes' connections: a connection freed meanwhile
- * may end the job, which is then freed at djob_unhold(). job_unhold returns 1 when the job
+ * may end the job, which is then freed at job_unhold(). job_unhold returns 1 when the job
  * has ended (it may be gone: do not touch it). */
 void
-djob_hold(struct djob *j)
+job_hold(struct job *j)
 {
     j->hold++;
 }
 
 int
-djob_unhold(struct djob *j)
+job_unhold(struct job *j)
 {
     int dead = j->dead;
 
     j->hold--;
-    djob_maybe_free(j);
+    job_maybe_free(j);
     return dead;
 }
 
 /* The process ids (", "-separated) that have not done what the phase waits for. */
 static void
-missing(const struct djob *j, int phase, char *out, size_t len)
+missing(const struct job *j, int phase, char *out, size_t len)
 {
     size_t used = 0;
 
     out[0] = '\0';
     for (unsigned p = 0; p < j->nproc && used + 16 < len; p++) {
-        const struct djob_proc *q = &j->proc[p];
+        const struct job_proc *q = &j->proc[p];
         int absent = phase == 0 ? q->conn == NULL
-                     : phase == 1 ? q->cj == NULL
+                     : phase == 1 ? q->ct == NULL
                                   : q->run_req == 0 || q->run_arriving;
         if (absent)
             used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "", p);
@@ -142,14 +137,14 @@ missing(const struct djob *j, int phase, char *out, size_t len)
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
-    struct djob *j = arg;
+    struct job *j = arg;
     char who[256];
     int phase = !j->started ? 0 : j->ncompile > 0 ? 1 : 2;
 
     (void)fd;
     (void)what;
     missing(j, phase, who, sizeof who);
-    djob_end(j, IPUOF_E_TIMEOUT,
+    job_end(j, IPUOF_E_TIMEOUT,
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
             "each one make the same calls", j->name, j->srv->cfg.job_timeout,
@@ -158,7 +153,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-djob_arm_timer(struct djob *j)
+job_arm_timer(struct job *j)
 {
     struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
 
@@ -167,7 +162,7 @@ djob_arm_timer(struct djob *j)
 
 /* Sends a Notice that the partition is gone to c. */
 static void
-send_notice(struct conn *c, const struct djob *j, int code, const char *msg)
+send_notice(struct conn *c, const struct job *j, int code, const char *msg)
 {
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__Notice n = IPUOF__NOTICE__INIT;
@@ -194,10 +189,10 @@ send_notice(struct conn *c, const struct djob *j, int code, const char *msg)
  * job is freed once its run in flight and arriving slices are done.
  */
 void
-djob_end(struct djob *j, int code, const char *fmt, ...)
+job_end(struct job *j, int code, const char *fmt, ...)
 {
     struct srv *s = j->srv;
-    struct djob **pp;
+    struct job **pp;
     char msg[768];
     va_list ap;
 
@@ -205,6 +200,8 @@ djob_end(struct djob *j, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_info("job '%s': ended: %s", j->name, msg);
+    j->end_code = code;
+    snprintf(j->end_msg, sizeof j->end_msg, "%s", msg);
     evtimer_del(j->timer);
     for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == j) {
@@ -215,50 +212,53 @@ djob_end(struct djob *j, int code, const char *fmt, ...)
     j->dead = 1;
     if (j->inflight != NULL)
         sim_exe_cancel(j->inflight->m->entry->exe);
-    djob_hold(j);
+    job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
-        struct djob_proc *q = &j->proc[p];
+        struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
-        int recovery = code == IPUOF_E_TIMEOUT || code == IPUOF_E_SHUTDOWN
-                           ? IPUOF_RECOVERY_RETRY : IPUOF_RECOVERY_REATTACH;
+        int recovery = job_recovery(code);
 
-        compile_job_discard(q->cj);
-        q->cj = NULL;
+        compile_task_discard(q->ct);
+        q->ct = NULL;
         if (c == NULL)
             continue;
         conn_enter(c);
         if (q->attach_req != 0) {
             conn_send_error(c, q->attach_req, code, IPUOF_ERROR_RECOVERABLE, recovery,
                             "device", "%s", msg);
-            conn_job_end(c);
+            conn_release_frames(c);
         } else {
             send_notice(c, j, code, msg);
         }
         if (q->compile_req != 0) {
             conn_send_error(c, q->compile_req, code, IPUOF_ERROR_RECOVERABLE, recovery,
                             "device", "%s", msg);
-            if (!q->compile_submitter) /* the submitter's compile_done ends its wait */
-                conn_job_end(c);
+            conn_release_frames(c); /* a compile on a worker is dropped when it ends */
         }
         if (q->run_req != 0 && !q->run_arriving) {
             conn_send_error(c, q->run_req, code, IPUOF_ERROR_RECOVERABLE, recovery, "device",
                             "%s", msg);
-            conn_job_end(c);
+            conn_release_frames(c);
         }
         /* A slice still arriving is answered when its last byte is in (on_slice). */
-        c->djob = NULL;
+        c->job = NULL;
         q->conn = q->run_arriving ? c : NULL;
         conn_leave(c);
     }
     /* The IPUs go back to the pool now; the models themselves are freed with the job. */
-    for (struct model *m = j->models; m != NULL; m = m->next) {
+    for (struct model *m = j->models; m != NULL; m = m->next)
         model_unplace(s, m);
-        m->owner = NULL;
-    }
     dev_release(s->inv, j->part);
     j->part = NULL;
-    djob_unhold(j);
+    job_unhold(j);
     srv_serve_waiters(s);
+}
+
+int
+job_recovery(int code)
+{
+    return code == IPUOF_E_TIMEOUT || code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
+                                                               : IPUOF_RECOVERY_REATTACH;
 }
 
 /* Compares job keys in time independent of where they differ. 1 when equal. */
@@ -273,10 +273,10 @@ keys_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-static struct djob *
+static struct job *
 job_find(const struct srv *s, const char *name)
 {
-    for (struct djob *j = s->jobs; j != NULL; j = j->next)
+    for (struct job *j = s->jobs; j != NULL; j = j->next)
         if (strcmp(j->name, name) == 0)
             return j;
     return NULL;
@@ -284,12 +284,12 @@ job_find(const struct srv *s, const char *name)
 
 /* A new job named name of nproc processes on count IPUs, holding a new partition; NULL
  * with an error sent to c. */
-static struct djob *
+static struct job *
 job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsigned count)
 {
     struct srv *s = c->srv;
     struct dev_holder holder;
-    struct djob *j = job_alloc(s, name, nproc, count);
+    struct job *j = job_alloc(s, name, nproc, count);
     char err[1024];
     int rc;
 
@@ -310,17 +310,17 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
     }
     j->next = s->jobs;
     s->jobs = j;
-    djob_arm_timer(j);
+    job_arm_timer(j);
     log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
              j->part->first, j->part->first + count - 1);
     return j;
 }
 
 void
-djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
+job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
 {
-    struct djob *j;
-    struct djob_proc *q;
+    struct job *j;
+    struct job_proc *q;
 
     if (a->partition_name[0] == '\0') {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
@@ -329,13 +329,13 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
                         a->num_processes);
         return;
     }
-    if (strlen(a->job_key) > DJOB_KEY_MAX) {
+    if (strlen(a->job_key) > JOB_KEY_MAX) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "the job key is %zu bytes long; at most %d are accepted",
-                        strlen(a->job_key), DJOB_KEY_MAX);
+                        strlen(a->job_key), JOB_KEY_MAX);
         return;
     }
-    if (a->job_key[0] == '\0' && strcmp(a->partition_name, DJOB_DEFAULT_NAME) == 0) {
+    if (a->job_key[0] == '\0' && strcmp(a->partition_name, JOB_DEFAULT_NAME) == 0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "process %u of %u has no job key and no job name of its own: "
                         "unrelated programs would join each other's job under the default "
@@ -343,13 +343,13 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
                         "or give every process of this launch the same IPUOF_JOB_KEY (e.g. "
                         "IPUOF_JOB_KEY=$(od -An -N16 -tx1 /dev/urandom | tr -d ' ')) or the "
                         "same name with IPUOF_PARTITION", a->process_id, a->num_processes,
-                        DJOB_DEFAULT_NAME);
+                        JOB_DEFAULT_NAME);
         return;
     }
-    if (a->num_processes > DJOB_MAX_PROCS) {
+    if (a->num_processes > JOB_MAX_PROCS) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "%u processes asked for; a job has at most %d", a->num_processes,
-                        DJOB_MAX_PROCS);
+                        JOB_MAX_PROCS);
         return;
     }
     j = job_find(c->srv, a->partition_name);
@@ -393,7 +393,7 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
                         count, j->name, j->count);
         return;
     } else if (j->proc[a->process_id].conn != NULL) {
-        const struct djob_proc *o = &j->proc[a->process_id];
+        const struct job_proc *o = &j->proc[a->process_id];
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "process id %u of the job on partition '%s' is already attached "
                         "(pid %u, %s); give each process its own id 0..%u", a->process_id,
@@ -405,37 +405,38 @@ djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsi
     q->pid = c->pid;
     snprintf(q->peer, sizeof q->peer, "%s", c->peer);
     q->attach_req = req_id;
-    c->djob = j;
-    c->djob_pid = q->id;
-    conn_job_begin(c); /* its frames wait for the attach reply */
+    c->job = j;
+    c->proc_id = q->id;
+    c->revoked_code = 0;
+    conn_hold_frames(c); /* its frames wait for the attach reply */
     if (++j->nattached < j->nproc)
         return;
     j->started = 1;
     evtimer_del(j->timer);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
-    djob_hold(j);
+    job_hold(j);
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct djob_proc *r = &j->proc[p];
+        struct job_proc *r = &j->proc[p];
         struct conn *o = r->conn;
         uint64_t id = r->attach_req;
         r->attach_req = 0;
         conn_enter(o);
         reply_attached(o, id, j->part, 0);
-        conn_job_end(o);
-        conn_leave(o); /* a kill here ends the job through djob_leave */
+        conn_release_frames(o);
+        conn_leave(o); /* a kill here ends the job through job_leave */
     }
-    djob_unhold(j);
+    job_unhold(j);
 }
 
-/* Ends j when a process has left: the others cannot make a collective call without it.
- * 1 when it ended. */
+/* Ends j when one of processes p0 .. p0+n-1 has left: the others cannot make a call they
+ * share with it. 1 when it ended. */
 int
-djob_end_if_left(struct djob *j)
+job_end_if_left(struct job *j, unsigned p0, unsigned n)
 {
-    for (unsigned p = 0; p < j->nproc; p++) {
-        const struct djob_proc *q = &j->proc[p];
+    for (unsigned p = p0; p < p0 + n; p++) {
+        const struct job_proc *q = &j->proc[p];
         if (q->left[0] != '\0') {
-            djob_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
+            job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
                     "%s; the job has ended and its IPUs are free: start every process again",
                     q->id, j->name, q->pid, q->peer, q->left);
             return 1;
@@ -453,22 +454,23 @@ djob_end_if_left(struct djob *j)
 static void
 leave(struct conn *c, const char *how)
 {
-    struct djob *j = c->djob;
-    struct djob_proc *q = &j->proc[c->djob_pid];
-    int waiting = !j->started || j->ncompile > 0 || j->nrun > 0 || j->arriving > 0 ||
-                  j->inflight != NULL || j->proc[0].compile_submitter;
+    struct job *j = c->job;
+    struct job_proc *q = &j->proc[c->proc_id];
+    const struct model *run = j->inflight != NULL ? j->inflight->m : j->run_model;
+    int waiting = !j->started || j->ncompile > 0 || j->compiling ||
+                  (run != NULL && q->id - run->proc0 < run->nproc); /* a run it shares */
     unsigned live = 0;
 
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
-    compile_job_discard(q->cj);
-    q->cj = NULL;
+    compile_task_discard(q->ct);
+    q->ct = NULL;
     if (q->run_arriving) { /* its sink's abort or done is called no more for the job */
         q->run_arriving = 0;
         j->arriving--;
     }
     q->run_req = q->compile_req = q->attach_req = 0;
-    c->djob = NULL;
+    c->job = NULL;
     for (unsigned p = 0; p < j->nproc; p++) {
         struct conn *o = j->proc[p].conn;
         if (o == NULL)
@@ -479,19 +481,19 @@ leave(struct conn *c, const char *how)
         }
     }
     if (waiting)
-        djob_end_if_left(j);
+        job_end_if_left(j, 0, j->nproc);
     else if (live == 0)
-        djob_end(j, IPUOF_E_CLOSED, "all %u processes have left", j->nproc);
+        job_end(j, IPUOF_E_CLOSED, "its %u process%s left", j->nproc, j->nproc == 1 ? "" : "es");
 }
 
 void
-djob_detach(struct conn *c, uint64_t req_id)
+job_detach(struct conn *c, uint64_t req_id)
 {
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
     uint32_t ids[CFG_MAX_IPUS];
 
-    dr.n_ipu_ids = dev_partition_ids(c->djob->part, ids);
+    dr.n_ipu_ids = dev_partition_ids(c->job->part, ids);
     dr.ipu_ids = ids;
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
@@ -501,128 +503,185 @@ djob_detach(struct conn *c, uint64_t req_id)
 }
 
 void
-djob_leave(struct conn *c)
+job_leave(struct conn *c)
 {
     leave(c, "disconnected");
 }
 
 void
-djob_revoke(struct conn *c, int code, const char *msg)
+job_revoke(struct conn *c, int code, const char *msg)
 {
-    djob_end(c->djob, code, "%s", msg);
+    struct job *j = c->job;
+
+    /* Requests already on their way name models the end frees: they are answered with
+     * this reason, not "no such model" (the Notice may reach the client after them). */
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct conn *o = j->proc[p].conn;
+        if (o == NULL)
+            continue;
+        o->revoked_code = code;
+        snprintf(o->revoked_msg, sizeof o->revoked_msg, "%s", msg);
+    }
+    job_end(j, code, "%s", msg);
+}
+
+int
+job_ended(const struct job *j)
+{
+    return j->dead;
+}
+
+const char *
+job_name(const struct job *j)
+{
+    return j->name;
+}
+
+unsigned
+job_processes(const struct job *j)
+{
+    return j->nproc;
 }
 
 /* ---- compile ---------------------------------------------------------------------------- */
 
 /* Answers every process's held compile with the error code and msg. */
 static void
-compile_refuse(struct djob *j, int code, const char *msg)
+compile_refuse(struct job *j, int code, const char *msg)
 {
-    djob_hold(j);
+    job_hold(j);
     for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
-        struct djob_proc *r = &j->proc[k];
+        struct job_proc *r = &j->proc[k];
         struct conn *o = r->conn;
         uint64_t id = r->compile_req;
-        compile_job_discard(r->cj);
-        r->cj = NULL;
+        compile_task_discard(r->ct);
+        r->ct = NULL;
         r->compile_req = 0;
         conn_enter(o);
         conn_send_error(o, id, code, 0, 0, "compiler", "%s", msg);
-        conn_job_end(o);
+        conn_release_frames(o);
         conn_leave(o);
     }
-    djob_unhold(j);
+    job_unhold(j);
 }
 
 void
-djob_compile_ready(struct conn *c, struct compile_job *cj)
+job_compile_ready(struct conn *c, struct compile_task *ct)
 {
-    struct djob *j = c->djob;
-    struct djob_proc *q = &j->proc[c->djob_pid], *p0 = &j->proc[0];
+    struct job *j = c->job;
+    struct job_proc *q = &j->proc[c->proc_id], *p0 = &j->proc[0];
     char msg[768];
     int rc;
 
-    if (q->cj != NULL || q->compile_req != 0) {
-        conn_send_error(c, compile_job_req_id(cj), IPUOF_E_STATE, 0, 0, "protocol",
+    if (q->ct != NULL || q->compile_req != 0) {
+        conn_send_error(c, compile_task_req_id(ct), IPUOF_E_STATE, 0, 0, "protocol",
                         "process %u already has a compile waiting for the job's other "
                         "processes", q->id);
-        compile_job_discard(cj);
+        compile_task_discard(ct);
         return;
     }
-    q->cj = cj;
-    q->compile_req = compile_job_req_id(cj);
-    conn_job_begin(c);
-    if (djob_end_if_left(j)) /* answers this compile too */
+    q->ct = ct;
+    q->compile_req = compile_task_req_id(ct);
+    conn_hold_frames(c);
+    if (job_end_if_left(j, 0, j->nproc)) /* answers this compile too */
         return;
-    if (j->ncompile++ == 0)
-        djob_arm_timer(j);
-    if (j->ncompile < j->nproc)
+    if (++j->ncompile < j->nproc) {
+        if (j->ncompile == 1) /* the first: wait for the others */
+            job_arm_timer(j);
         return;
+    }
     evtimer_del(j->timer);
     j->ncompile = 0;
     for (unsigned p = 1; p < j->nproc; p++) {
-        if (compile_job_diff(p0->cj, 0, j->proc[p].cj, p, msg, sizeof msg)) {
+        if (compile_task_diff(p0->ct, 0, j->proc[p].ct, p, msg, sizeof msg)) {
             compile_refuse(j, IPUOF_E_INVAL, msg);
             return;
         }
     }
-    rc = compile_job_submit(p0->conn, p0->cj, j->nproc, msg, sizeof msg);
+    rc = compile_task_submit(j, p0->ct, msg, sizeof msg);
     if (rc != IPUOF_OK) {
         compile_refuse(j, rc, msg);
         return;
     }
-    p0->cj = NULL; /* the worker has it */
-    p0->compile_submitter = 1;
+    p0->ct = NULL; /* the worker has it */
     for (unsigned p = 1; p < j->nproc; p++) {
-        compile_job_discard(j->proc[p].cj);
-        j->proc[p].cj = NULL;
+        compile_task_discard(j->proc[p].ct);
+        j->proc[p].ct = NULL;
     }
 }
 
 void
-djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cached, uint64_t us)
+job_compile_begin(struct job *j)
 {
-    struct djob *j = c->djob;
+    job_hold(j);
+    j->compiling = 1;
+}
 
-    j->proc[0].compile_submitter = 0;
+void
+job_compile_end(struct job *j)
+{
+    j->compiling = 0;
+}
+
+void
+job_compile_here(struct conn *c, uint64_t req_id)
+{
+    c->job->proc[c->proc_id].compile_req = req_id;
+    conn_hold_frames(c);
+}
+
+void
+job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
+             const char *msg, int cached, uint64_t us)
+{
+    int refused = 0;
+
     if (m != NULL) {
-        m->nproc = j->nproc;
         m->next = j->models;
         j->models = m;
-        models_update_loaded(j->srv, c);
-        log_info("job '%s': model %u '%s' %s for %u processes x %u replicas", j->name, m->id,
-                 m->name, cached ? "from the cache" : "compiled", j->nproc,
-                 sim_exe_replicas(m->entry->exe) / j->nproc);
+        update_loaded(j);
+        log_info("job '%s': model %u '%s' %s for %u process%s x %u replicas in %.1f ms on IPUs "
+                 "%u-%u", j->name, m->id, m->name, cached ? "from the cache" : "compiled",
+                 m->nproc, m->nproc == 1 ? "" : "es", sim_exe_replicas(m->entry->exe) / m->nproc,
+                 (double)us / 1000.0, m->first_ipu, m->first_ipu + m->nipus - 1);
     }
-    djob_hold(j);
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct djob_proc *q = &j->proc[p];
+    job_hold(j);
+    for (unsigned p = proc0; p < proc0 + nproc && !j->dead; p++) {
+        struct job_proc *q = &j->proc[p];
         struct conn *o = q->conn;
         uint64_t id = q->compile_req;
+        if (o == NULL || id == 0)
+            continue;
         q->compile_req = 0;
         conn_enter(o);
-        if (m != NULL)
-            compile_reply_send(o, id, m, cached, us);
-        else
+        if (m == NULL)
             conn_send_error(o, id, rc, 0, 0, "compiler", "%s", msg);
-        if (p != 0) /* process 0's compile_done ends its own wait */
-            conn_job_end(o);
+        else if (compile_reply_send(o, id, m, cached, cached ? 0 : us) < 0)
+            refused = 1;
+        conn_release_frames(o);
         conn_leave(o);
     }
-    djob_unhold(j);
+    if (refused && !j->dead) { /* a reply could not be sent: the model is nobody's */
+        struct model **pp;
+        for (pp = &j->models; *pp != m; pp = &(*pp)->next)
+            ;
+        *pp = m->next;
+        model_free(j->srv, m);
+        update_loaded(j);
+    }
+    job_unhold(j);
 }
 
 void
-djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p)
+job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
 {
-    struct djob *j = c->djob;
     Ipuof__Header h = IPUOF__HEADER__INIT;
 
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
     h.compile_progress = (Ipuof__CompileProgress *)p;
-    djob_hold(j);
+    job_hold(j);
     for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
-        struct djob_proc *q = &j->proc[k];
+        struct job_proc *q = &j->proc[k];
         if (q->conn == NULL || q->compile_req == 0)
             continue;
         h.request_id = q->compile_req;
@@ -630,40 +689,45 @@ djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p)
         conn_send(q->conn, &h, NULL, 0);
         conn_leave(q->conn); /* a connection dropped for its backlog ends the job */
     }
-    djob_unhold(j);
+    job_unhold(j);
 }
 
 struct model *
-djob_find_model(const struct conn *c, uint32_t id)
+job_find_model(const struct conn *c, uint32_t id)
 {
-    for (struct model *m = c->djob->models; m != NULL; m = m->next)
-        if (m->id == id && !(m->freed_by & ((uint64_t)1 << c->djob_pid)))
+    if (c->job == NULL)
+        return NULL;
+    for (struct model *m = c->job->models; m != NULL; m = m->next)
+        if (m->id == id && c->proc_id - m->proc0 < m->nproc &&
+            !(m->freed_by & ((uint64_t)1 << c->proc_id)))
             return m;
     return NULL;
 }
 
 int
-djob_free_model(struct conn *c, uint32_t id)
+job_free_model(struct conn *c, uint32_t id)
 {
-    struct djob *j = c->djob;
-    struct model *m = djob_find_model(c, id), **pp;
+    struct job *j = c->job;
+    struct model *m = job_find_model(c, id), **pp;
 
     if (m == NULL)
         return -1;
-    m->freed_by |= (uint64_t)1 << c->djob_pid;
-    if (m->busy || m->freed_by != (j->nproc == 64 ? UINT64_MAX : ((uint64_t)1 << j->nproc) - 1))
+    m->freed_by |= (uint64_t)1 << c->proc_id;
+    if (m->busy || m->freed_by != (m->nproc == 64 ? UINT64_MAX
+                                   : (((uint64_t)1 << m->nproc) - 1) << m->proc0))
         return 0;
     for (pp = &j->models; *pp != m; pp = &(*pp)->next)
         ;
     *pp = m->next;
     model_free(c->srv, m);
+    update_loaded(j);
     return 0;
 }
 
 /* ---- status ----------------------------------------------------------------------------- */
 
 int
-djob_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
+job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
 {
     size_t total = 0, k = 0;
     Ipuof__JobProcess **pp;
@@ -671,7 +735,7 @@ djob_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
     Ipuof__Holder *ho;
     void *block;
 
-    for (const struct djob *j = s->jobs; j != NULL; j = j->next)
+    for (const struct job *j = s->jobs; j != NULL; j = j->next)
         total += j->nproc;
     /* one block: the pointers, the messages, the holders */
     block = calloc(1, total * (sizeof *pp + sizeof *jp + sizeof *ho) + 1);
@@ -680,9 +744,9 @@ djob_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
     pp = block;
     jp = (Ipuof__JobProcess *)(pp + total);
     ho = (Ipuof__Holder *)(jp + total);
-    for (struct djob *j = s->jobs; j != NULL; j = j->next) {
+    for (struct job *j = s->jobs; j != NULL; j = j->next) {
         for (unsigned p = 0; p < j->nproc; p++, k++) {
-            struct djob_proc *q = &j->proc[p];
+            struct job_proc *q = &j->proc[p];
             ipuof__job_process__init(&jp[k]);
             jp[k].partition = j->name;
             jp[k].process_id = p;

@@ -3,20 +3,19 @@
  * connections: the partition and the compiled executables with their weights. Every
  * attached connection belongs to a job.
  *
- * A single process attaching alone gets a job of its own (one process, djob_solo): its
- * calls are its job's whole calls, so they run straight from its connection (req_compile.c,
- * req_run.c) and the job ends when the process detaches, disconnects or loses the
- * partition.
- *
- * A job of several processes (PopTorch's configureProcessId) is named by its partition and
- * gathers its processes' calls. One executable is compiled with replicas = local replicas x
- * processes (the global replicas). Process p owns replicas p*Rl .. (p+1)*Rl-1, so in the run
+ * A job has n processes: a process attaching alone gets a job of its own (n = 1,
+ * job_of_one); a job of several processes (PopTorch's configureProcessId) is named by its
+ * partition and its processes find each other by that name and a job key (job_attach).
+ * Either way the job gathers its processes' calls, compiles once and runs once; with n = 1
+ * each gathering is complete at its first process. The job, not the connection, decides
+ * what a process leaving means. One executable is compiled with replicas = local replicas
+ * x processes (the global replicas). Process p owns replicas p*Rl .. (p+1)*Rl-1, so in the run
  * layout [D][A][R][B..] its slice of each (d, a) block is Rl contiguous steps: its run bytes
  * are received straight into those rows, and its outputs are gathered from them. A call runs
  * when every process has sent its slice; gradients are then reduced over all global replicas
  * by the executable itself and the one copy of the weights is updated.
  *
- * Everything here runs on the event-loop thread, except the run of a job's work.
+ * Everything here runs on the event-loop thread, except a run or compile on a worker.
  */
 #ifndef IPUOFD_JOBS_H
 #define IPUOFD_JOBS_H
@@ -28,99 +27,118 @@
 struct conn;
 struct srv;
 struct model;
-struct compile_job;
+struct compile_task;
+struct job;
 
-#define DJOB_MAX_PROCS 64
-#define DJOB_KEY_MAX 256               /* bytes of a job key */
-#define DJOB_DEFAULT_NAME "ipuof-job"  /* the client's name for a job it was given no name
+#define JOB_MAX_PROCS 64
+#define JOB_KEY_MAX 256               /* bytes of a job key */
+#define JOB_DEFAULT_NAME "ipuof-job"  /* the client's name for a job it was given no name
                                         * for: never joined without a key */
 
 struct dev_partition;
 
 /* Makes c (attached alone to partition p, taken) the one process of a job of its own. 0,
  * or -1 when out of memory (p is then still the caller's). */
-int djob_solo(struct conn *c, struct dev_partition *p);
-
-/* Ends the job of one process c belongs to: its models are released (a run in flight is
- * cancelled with cancel_code and freed when it comes back; conn_dying: c is going away),
- * the partition goes back to the pool and the job is freed. */
-void djob_solo_end(struct conn *c, int cancel_code, int conn_dying);
-
-/* 1 when c belongs to a job of several processes. */
-int djob_shared(const struct conn *c);
+int job_of_one(struct conn *c, struct dev_partition *p);
 
 /* The partition c's job holds, or NULL (c is not attached). */
 struct dev_partition *conn_part(const struct conn *c);
 
 /* The head of the list of c's job's compiled models, or NULL (c is not attached). */
-struct model **djob_models(const struct conn *c);
+struct model **job_models(const struct conn *c);
 
 /*
  * Attaches c as process a->process_id of the job named a->partition_name with the key
  * a->job_key (a->num_processes > 1), creating the job and its partition of count IPUs when
  * c comes first. A job is joined by its name and key together: a process with another key
  * is refused without being told anything of the job, so it can neither take a free slot
- * nor end the job; the default name (DJOB_DEFAULT_NAME) without a key is refused, saying
+ * nor end the job; the default name (JOB_DEFAULT_NAME) without a key is refused, saying
  * how to give one. The attach is answered when every process has come, or with an error
  * to each of them when job_timeout passes first. A process with the right key whose
  * count, process count or id does not fit the job gets an error naming both values.
  */
-void djob_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a,
+void job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a,
                  unsigned count);
 
-/* c detaches: it gets its reply, and the job ends for the others (an error naming c's
- * process). */
-void djob_detach(struct conn *c, uint64_t req_id);
+/* c detaches: it gets its reply; when the others wait for it, the job ends for them (an
+ * error naming c's process), and when it was the last the job ends: its partition and
+ * models are released. */
+void job_detach(struct conn *c, uint64_t req_id);
 
-/* c is going away (its connection closes): the job ends for the others. */
-void djob_leave(struct conn *c);
+/* c is going away (its connection closes): what leaving means for its job is decided as
+ * for a detach. */
+void job_leave(struct conn *c);
 
 /* The job's partition is taken away (reset, shutdown): every process gets a Notice with
- * code and msg, and errors for what it waited for. */
-void djob_revoke(struct conn *c, int code, const char *msg);
+ * code and msg, and errors for what it waited for (a run on a worker is cancelled, and
+ * freed when it comes back). */
+void job_revoke(struct conn *c, int code, const char *msg);
 
-/* The whole model of c's compile has arrived; cj is taken (held until every process has
+/* The whole model of c's compile has arrived; ct is taken (held until every process has
  * sent its compile, then compiled once for all of them, or refused naming the difference). */
-void djob_compile_ready(struct conn *c, struct compile_job *cj);
+void job_compile_ready(struct conn *c, struct compile_task *ct);
 
-/* The job's compile, submitted by c, finished: m (NULL on failure; taken) is the job's
- * model; rc/msg the failure. Replies to every process. */
-void djob_compiled(struct conn *c, struct model *m, int rc, const char *msg, int cached,
-                   uint64_t us);
+/* j's compile for processes proc0 .. proc0+nproc-1 finished (j alive): m (NULL on
+ * failure; taken, with proc0 and nproc set) is the job's model; rc/msg the failure. Replies
+ * to those processes; a model whose reply could not be sent (too large to describe) is freed. */
+void job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
+                  const char *msg, int cached, uint64_t us);
 
-/* The job's compile, submitted by c, reports progress p: every process waiting for the
- * compile gets it under its own request id (a client's wait for a long compile is kept
- * alive by progress, so every process needs it, not only the submitter). */
-void djob_compile_progress(struct conn *c, const Ipuof__CompileProgress *p);
+/* A compile of j goes to a worker: j is held (compile_done lets go with job_unhold) and a
+ * process leaving meanwhile ends the job. job_compile_end: it came back. */
+void job_compile_begin(struct job *j);
+void job_compile_end(struct job *j);
+
+/* c's compile req_id is made here, at once, for c alone (an inference model from a
+ * training model): its reply comes from job_compiled. */
+void job_compile_here(struct conn *c, uint64_t req_id);
+
+/* 1 once j has ended (its processes had their errors; it is freed when let go). */
+int job_ended(const struct job *j);
+/* j's name (its partition's) and its processes. */
+const char *job_name(const struct job *j);
+unsigned job_processes(const struct job *j);
+
+/* Holds j while something refers to it (a loop over its processes, a compile or trace on a
+ * worker): an end meanwhile frees it only at the last job_unhold, which returns 1 when the
+ * job has ended (it may be gone then: do not touch it). */
+void job_hold(struct job *j);
+int job_unhold(struct job *j);
+
+/* j's compile reports progress p: every process waiting for the compile gets it under its
+ * own request id (a client's wait for a long compile is kept alive by progress, so every
+ * process needs it). */
+void job_compile_progress(struct job *j, const Ipuof__CompileProgress *p);
 
 /* The job's model with this id for c, or NULL. */
-struct model *djob_find_model(const struct conn *c, uint32_t id);
+struct model *job_find_model(const struct conn *c, uint32_t id);
 
 /* c frees the job's model id: it is freed once every process has freed it. 0, or -1 when
  * there is no such model. */
-int djob_free_model(struct conn *c, uint32_t id);
+int job_free_model(struct conn *c, uint32_t id);
 
-/* Runs c's slice of a call of the job's model m (checked against the local shapes). */
-void djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
+/* Runs c's share of a call of the job's model m (checked against the local shapes): the
+ * model runs once every process sharing it has sent its input. */
+void job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
               uint32_t payload_len, struct model *m);
 
 /* The processes of every job for a status reply: *out (caller frees with free(); its
  * messages point into the jobs, valid until the loop runs again) and its count. 0, or -1
  * when out of memory. */
-int djob_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
+int job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
 
 /* ---- implemented by req_compile.c for this file ---- */
 
-uint64_t compile_job_req_id(const struct compile_job *cj);
-void compile_job_discard(struct compile_job *cj);
+uint64_t compile_task_req_id(const struct compile_task *ct);
+void compile_task_discard(struct compile_task *ct);
 /* 0 when a and b compile the same model the same way; else 1 and a sentence in msg
  * naming the first option that differs and both values (a is process pa's, b pb's). */
-int compile_job_diff(const struct compile_job *a, unsigned pa, const struct compile_job *b,
+int compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
                      unsigned pb, char *msg, size_t len);
-/* Compiles cj for nproc processes (replicas x nproc) on a worker for c. 0, or an IPUOF_E_*
- * code with a sentence in msg (cj is then still the caller's). */
-int compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char *msg,
-                       size_t len);
+/* Compiles ct for every process of j (replicas x j->nproc) on a worker; the job is held
+ * until the compile ends, which then calls job_compiled unless the job ended. 0, or an
+ * IPUOF_E_* code with a sentence in msg (ct is then still the caller's). */
+int compile_task_submit(struct job *j, struct compile_task *ct, char *msg, size_t len);
 /* Sends the compile reply for m to c (the local shapes of c's slice for a job's model).
  * 0, or -1 with an error sent. */
 int compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,

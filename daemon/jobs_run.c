@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "dispatch.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -17,69 +18,60 @@
 #include "server.h"
 #include "slices.h"
 
-/*
- * The rows of process q in buffer (io's run buffer): block k (one device iteration and
- * accumulation step, or one returned micro-batch for an output) holds R steps; q's
- * are steps q*Rl .. (q+1)*Rl-1.
- */
-static void
-slice_of(const struct djob *j, const struct sim_exe *exe, const struct sim_io_info *io,
-         unsigned q, size_t k, size_t *off, size_t *len)
-{
-    size_t R = sim_exe_replicas(exe), Rl = R / j->nproc;
-
-    *off = (k * R + (size_t)q * Rl) * io->step_bytes;
-    *len = Rl * io->step_bytes;
-}
-
-/* This process's share of the job's model m, as slices.c plans it. */
+/* Process q's share of model m (the processes p0 .. p0+n-1 that share it): its index
+ * among them, and the input groups, as slices.c plans them. */
 static struct slice_plan
-plan_of(const struct djob *j, const struct djob_proc *q, const struct model *m)
+plan_of(const struct job_proc *q, const struct model *m)
 {
-    struct slice_plan pl = {j->nproc, q->id, m->group > 1 ? m->group : 1,
+    struct slice_plan pl = {m->nproc, q->id - m->proc0, m->group > 1 ? m->group : 1,
                             m->group_orthogonal};
 
     return pl;
 }
 
-/* Sets the next segments of a slice's receive: straight into its rows of each input. */
+/* Sets the next segments of a process's run input: straight into its rows of each input. */
 static int
 slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 {
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
-    struct slice_plan pl = plan_of(j, q, j->run_model);
+    struct job_proc *q = arg;
+    struct job *j = q->job;
+    struct slice_plan pl = plan_of(q, j->run_model);
 
     (void)c;
     return slice_fill(j->run_model->entry->exe, &pl, &q->cur, sink);
 }
 
 static void
-work_run(struct job *jb)
+run_work(struct work_item *it)
 {
-    struct djob_work *w = (struct djob_work *)jb;
+    struct run *w = (struct run *)it;
     uint64_t t0 = models_now_us();
 
-    for (unsigned p = 0; p < w->j->nproc; p++) { /* input groups: one row to every replica */
-        struct slice_plan pl = plan_of(w->j, &w->j->proc[p], w->m);
+    for (unsigned p = 0; p < w->m->nproc; p++) { /* input groups: one row to every replica */
+        struct slice_plan pl = plan_of(&w->j->proc[w->m->proc0 + p], w->m);
         slice_replicate(w->m->entry->exe, &pl);
     }
     w->rc = sim_exe_run(w->m->entry->exe, &w->err);
     w->us = models_now_us() - t0;
 }
 
-/* Sends process q its replicas' outputs of the run just done. */
+/* Sends process q its replicas' rows of every output of m's last run (all of them for the
+ * one process of a model), with the run's cost figures. */
 static void
-reply_slice(struct djob *j, struct djob_proc *q, struct model *m, uint64_t us)
+reply_run(struct job_proc *q, struct model *m, uint64_t us)
 {
     struct sim_exe *exe = m->entry->exe;
+    struct slice_plan pl = plan_of(q, m);
     size_t no = sim_exe_output_count(exe), niov = 0, cap = 0;
+    size_t R = sim_exe_replicas(exe), Rl = R / pl.nproc;
     Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
     Ipuof__TensorInfo *ti = calloc(no + 1, sizeof *ti);
     Ipuof__TensorInfo **tp = calloc(no + 1, sizeof *tp);
     int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(no + 1, sizeof *dims);
     struct conn_iov *iov = NULL;
+    Ipuof__RunCost cost;
+    double busy[SIM_MAX_IPUS];
 
     for (size_t i = 0; i < no; i++) {
         struct sim_io_info io;
@@ -97,19 +89,27 @@ reply_slice(struct djob *j, struct djob_proc *q, struct model *m, uint64_t us)
         sim_exe_output_info(exe, i, &io);
         models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK, NULL);
         if (ti[i].n_dims > 0)
-            dims[i][0] /= j->nproc;
-        ti[i].bytes /= j->nproc;
+            dims[i][0] /= pl.nproc;
+        ti[i].bytes /= pl.nproc;
         tp[i] = &ti[i];
+        /* Block k (a device iteration, or a returned micro-batch) holds R steps; q's are
+         * steps proc*Rl .. (proc+1)*Rl-1. Adjacent pieces go out as one. */
         for (size_t k = 0; k < io.iterations && io.step_bytes > 0; k++) {
-            size_t off, len;
-            slice_of(j, exe, &io, q->id, k, &off, &len);
-            iov[niov].base = buf + off;
+            const uint8_t *base = buf + (k * R + (size_t)pl.proc * Rl) * io.step_bytes;
+            size_t len = Rl * io.step_bytes;
+            if (niov > 0 && (const uint8_t *)iov[niov - 1].base + iov[niov - 1].len == base) {
+                iov[niov - 1].len += len;
+                continue;
+            }
+            iov[niov].base = base;
             iov[niov++].len = len;
         }
     }
     r.n_outputs = no;
     r.outputs = tp;
     r.run_us = us;
+    req_run_cost(exe, &cost, busy);
+    r.cost = &cost;
     h.request_id = q->run_req;
     h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
     h.run_reply = &r;
@@ -121,62 +121,69 @@ out:
     free(iov);
 }
 
+/* Loop thread: the run is done (or was dropped by a stopping daemon before it started).
+ * Every process sharing the model gets its rows, or the error. On a job that has ended,
+ * every process already had its error from job_end: the run is only freed. */
 static void
-work_done(struct job *jb)
+run_done(struct work_item *it)
 {
-    struct djob_work *w = (struct djob_work *)jb;
-    struct djob *j = w->j;
+    struct run *w = (struct run *)it;
+    struct job *j = w->j;
     struct model *m = w->m;
 
     m->busy = 0;
-    if (j->dead) { /* every process had its error from job_end */
+    if (j->dead) {
         j->inflight = NULL;
         free(w);
-        djob_maybe_free(j);
+        job_maybe_free(j);
         return;
     }
     dev_set_busy(j->srv->inv, m->first_ipu, m->nipus, 0); /* still the job's IPUs */
-    if (w->rc == IPUOF_OK)
+    if (w->rc == IPUOF_OK && !it->dropped)
         models_count_steps(j->srv, m, sim_exe_device_iterations(m->entry->exe));
     j->run_model = NULL;
     j->nrun = 0;
-    djob_hold(j); /* j->inflight stays set: a process leaving now ends the job */
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct djob_proc *q = &j->proc[p];
+    job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
+    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !j->dead; p++) {
+        struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
         conn_enter(c);
-        if (w->rc == IPUOF_OK)
-            reply_slice(j, q, m, w->us);
+        if (it->dropped)
+            conn_send_error(c, q->run_req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+                            IPUOF_RECOVERY_RETRY, "daemon", "the run of model '%s' was not "
+                            "started: ipuofd is stopping", m->name);
+        else if (w->rc == IPUOF_OK)
+            reply_run(q, m, w->us);
         else
             conn_send_error(c, q->run_req, w->rc, 0, 0, "executor", "%s", w->err.msg);
         q->run_req = 0;
-        conn_job_end(c);
-        conn_leave(c); /* a kill here ends the job through djob_leave */
+        conn_release_frames(c);
+        conn_leave(c); /* a kill here ends the job through job_leave */
     }
     j->inflight = NULL;
     free(w);
-    djob_unhold(j);
+    job_unhold(j);
 }
 
-/* Every process's slice is in: run once on a worker. */
+/* Every process's input is in: run once on a worker. */
 static void
-run_all(struct djob *j)
+run_all(struct job *j)
 {
-    struct djob_work *w = calloc(1, sizeof *w);
+    struct run *w = calloc(1, sizeof *w);
 
     evtimer_del(j->timer);
     if (w == NULL) {
-        djob_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
+        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
         return;
     }
     w->j = j;
     w->m = j->run_model;
-    w->job.run = work_run;
-    w->job.done = work_done;
-    if (work_submit(j->srv->work, &w->job) < 0) {
+    w->item.run = run_work;
+    w->item.done = run_done;
+    if (work_submit(j->srv->work, &w->item) < 0) {
         free(w);
-        djob_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
+        job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
         return;
     }
@@ -184,35 +191,35 @@ run_all(struct djob *j)
     dev_set_busy(j->srv->inv, w->m->first_ipu, w->m->nipus, 1);
 }
 
-/* The last byte of q's slice is in. */
+/* The last byte of q's run input is in. */
 static void
-on_slice(struct conn *c, void *arg)
+on_input(struct conn *c, void *arg)
 {
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
+    struct job_proc *q = arg;
+    struct job *j = q->job;
 
     q->run_arriving = 0;
     j->arriving--;
     if (j->dead) { /* the job ended while the bytes arrived */
-        conn_send_error(c, q->run_req, IPUOF_E_CLOSED, IPUOF_ERROR_RECOVERABLE,
-                        IPUOF_RECOVERY_REATTACH, "device", "the job on partition '%s' ended "
-                        "while this process's slice of the run arrived", j->name);
+        conn_send_error(c, q->run_req, j->end_code, IPUOF_ERROR_RECOVERABLE,
+                        job_recovery(j->end_code), "device", "the job on partition '%s' ended "
+                        "while this process's run input arrived: %s", j->name, j->end_msg);
         q->run_req = 0;
         q->conn = NULL;
-        conn_job_end(c);
-        djob_maybe_free(j);
+        conn_release_frames(c);
+        job_maybe_free(j);
         return;
     }
-    if (++j->nrun == j->nproc)
+    if (++j->nrun == j->run_model->nproc)
         run_all(j);
 }
 
-/* The connection died while q's slice arrived. */
+/* The connection died while q's run input arrived. */
 static void
-on_slice_abort(struct conn *c, void *arg)
+on_input_abort(struct conn *c, void *arg)
 {
-    struct djob_proc *q = arg;
-    struct djob *j = q->job;
+    struct job_proc *q = arg;
+    struct job *j = q->job;
 
     (void)c;
     if (!q->run_arriving)
@@ -221,20 +228,21 @@ on_slice_abort(struct conn *c, void *arg)
     j->arriving--;
     if (j->dead) {
         q->conn = NULL;
-        djob_maybe_free(j);
+        job_maybe_free(j);
     }
 }
 
 void
-djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
-         struct model *m)
+job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t payload_len,
+        struct model *m)
 {
-    struct djob *j = c->djob;
-    struct djob_proc *q = &j->proc[c->djob_pid];
+    struct job *j = c->job;
+    struct job_proc *q = &j->proc[c->proc_id];
     struct conn_sink sink = {0};
     struct slice_plan pl;
     char msg[512];
     uint64_t total;
+    int rc;
 
     if (q->run_req != 0) {
         conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
@@ -248,11 +256,11 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
                         m->id, j->run_model->id);
         return;
     }
-    pl = plan_of(j, q, m);
-    if (slice_check(m->entry->exe, &pl, rq->inputs, rq->n_inputs, m->name, &total, msg,
-                    sizeof msg) < 0) {
-        conn_send_error(c, req_id, IPUOF_E_SHAPE, 0, 0, "executor", "process %u: %s", q->id,
-                        msg);
+    pl = plan_of(q, m);
+    rc = slice_check(m->entry->exe, &pl, rq->inputs, rq->n_inputs, m->name, &total, msg,
+                     sizeof msg);
+    if (rc != IPUOF_OK) {
+        conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", msg);
         return;
     }
     if (total != payload_len) {
@@ -262,25 +270,24 @@ djob_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t 
         return;
     }
     q->run_req = req_id; /* so that an end now answers it; its bytes are then dropped */
-    conn_job_begin(c);
-    if (djob_end_if_left(j))
+    conn_hold_frames(c);
+    if (job_end_if_left(j, m->proc0, m->nproc))
         return;
     j->run_model = m;
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
-    if (j->nrun == 0 && j->arriving == 0)
-        djob_arm_timer(j);
+    if (j->nrun + j->arriving == 0 && m->nproc > 1) /* the first: wait for the others */
+        job_arm_timer(j);
     if (payload_len == 0) {
-        if (++j->nrun == j->nproc)
+        if (++j->nrun == m->nproc)
             run_all(j);
         return;
     }
     q->run_arriving = 1;
     j->arriving++;
     sink.refill = slice_refill;
-    sink.done = on_slice;
-    sink.abort = on_slice_abort;
+    sink.done = on_input;
+    sink.abort = on_input_abort;
     sink.arg = q;
     conn_set_sink(c, &sink); /* the first segments come from refill */
 }
-

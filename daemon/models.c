@@ -262,12 +262,11 @@ models_host_bytes(const struct sim_exe *e)
 }
 
 uint64_t
-models_host_used(const struct conn *c)
+models_host_used(const struct model *list)
 {
-    struct model **list = djob_models(c);
     uint64_t sum = 0;
 
-    for (const struct model *m = list ? *list : NULL; m != NULL; m = m->next)
+    for (const struct model *m = list; m != NULL; m = m->next)
         sum += m->host;
     return sum;
 }
@@ -321,18 +320,15 @@ model_free(struct srv *s, struct model *m)
 }
 
 void
-models_update_loaded(struct srv *s, struct conn *c)
+models_update_loaded(struct srv *s, const struct dev_partition *p, const struct model *list)
 {
-    const struct dev_partition *p = conn_part(c);
-    struct model **list = djob_models(c);
-
     if (p == NULL)
         return;
     for (unsigned i = 0; i < p->count; i++) {
         struct dev_ipu *d = &s->inv->ipus[p->first + i];
         size_t used = 0;
         d->loaded[0] = '\0';
-        for (const struct model *m = *list; m != NULL; m = m->next) {
+        for (const struct model *m = list; m != NULL; m = m->next) {
             if (d->id < m->first_ipu || d->id >= m->first_ipu + m->nipus)
                 continue;
             if (used + strlen(m->name) + 2 >= sizeof d->loaded)
@@ -341,38 +337,6 @@ models_update_loaded(struct srv *s, struct conn *c)
                                      used ? "," : "", m->name);
         }
     }
-}
-
-void
-models_release_all(struct conn *c, int cancel_code, int conn_dying)
-{
-    struct srv *s = c->srv;
-    struct model **list = djob_models(c);
-    struct model *m, *next;
-
-    if (list == NULL || djob_shared(c)) /* a shared job's models end with the job */
-        return;
-    for (m = *list; m != NULL; m = next) {
-        next = m->next;
-        m->next = NULL;
-        model_unplace(s, m);
-        if (!m->busy) {
-            model_free(s, m);
-        } else if (m->job != NULL) {
-            /* A run is in flight: stop it at the next node; its completion frees the model
-             * and reports cancel_code. */
-            m->cancel_code = cancel_code;
-            sim_exe_cancel(m->entry->exe);
-            if (conn_dying)
-                m->owner = NULL;
-        } else if (conn_dying) {
-            model_free(s, m); /* its payload was still arriving; nothing more will */
-        } else {
-            m->cancel_code = cancel_code; /* payload arriving: the sink's end frees it */
-        }
-    }
-    *list = NULL;
-    models_update_loaded(s, c);
 }
 
 void
@@ -392,7 +356,7 @@ models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *wh
 struct model *
 models_find(struct conn *c, uint32_t id)
 {
-    return c->djob != NULL ? djob_find_model(c, id) : NULL;
+    return job_find_model(c, id);
 }
 
 uint64_t

@@ -1,7 +1,7 @@
 /*
  * models.h — compiled models on the daemon: the executable cache shared by all clients,
  * the models each connection owns, their place on the partition's IPUs (memory, "loaded",
- * steps run), and the jobs that compile and run them on worker threads.
+ * steps run), and the tasks that compile and run them on worker threads.
  *
  * Threading: the cache is shared with worker threads and has its own mutex; everything
  * else is owned by the event-loop thread.
@@ -19,6 +19,7 @@
 
 struct conn;
 struct srv;
+struct dev_partition;
 
 /* A compiled executable, kept for reuse after its model is freed. */
 struct cache_entry {
@@ -84,18 +85,9 @@ void cache_insert(struct cache *k, struct cache_entry *e);
 /* The model using e is gone; e stays for reuse until evicted. NULL is a no-op. Any thread. */
 void cache_release(struct cache *k, struct cache_entry *e);
 
-/* A request whose work runs on a worker thread. conn is NULL once the client is gone. */
-struct req_job {
-    struct job job;
-    struct srv *srv;
-    struct conn *conn;
-    uint64_t req_id;
-};
-
 struct model {
     uint32_t id;
     char name[64];
-    struct conn *owner;          /* NULL once orphaned (its run finishes first) */
     struct cache_entry *entry;   /* holds the executable */
     unsigned first_ipu, nipus;   /* daemon IPU ids it occupies */
     uint64_t mem[CFG_MAX_IPUS];  /* bytes on each of them */
@@ -104,10 +96,10 @@ struct model {
     uint64_t host;               /* its run buffers in host memory (charged to first_ipu) */
     int placed;                  /* counted in the IPUs' memory_used */
     int busy;                    /* run input arriving or a run in flight */
-    struct req_job *job;         /* the run in flight, or NULL */
-    int cancel_code;             /* non-zero: the partition went away during the run */
-    unsigned nproc;              /* processes of the job sharing it (jobs.c); 0 or 1: none */
-    uint64_t freed_by;           /* a job's model: bit p set once process p freed it */
+    unsigned proc0, nproc;       /* the processes of its job that share it: proc0 ..
+                                  * proc0+nproc-1 (all of them, but for an inference model
+                                  * made from a training model by one process) */
+    uint64_t freed_by;           /* bit p set once process p freed it */
     unsigned group;              /* inputReplicaGrouping: replicas per input group (0/1: none) */
     int group_orthogonal;        /* its groups are orthogonal, not consecutive */
     struct model *next;
@@ -117,8 +109,9 @@ struct model {
  * daemon's host memory (the host-side streams). */
 uint64_t models_host_bytes(const struct sim_exe *e);
 
-/* Run-buffer bytes of the models of c's job (what its partition uses of host_memory). */
-uint64_t models_host_used(const struct conn *c);
+/* Run-buffer bytes of the models of a list (a job's: what its partition uses of
+ * host_memory). */
+uint64_t models_host_used(const struct model *list);
 
 /* Counts m's memory on its IPUs, and its run buffers on its first IPU (only IPUs of the
  * inventory: a number past it is ignored, never indexed). */
@@ -144,15 +137,6 @@ struct model *models_find(struct conn *c, uint32_t id);
  */
 void models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
 
-/*
- * Takes every model away from the job of one process c belongs to and uncounts its memory:
- * idle models are freed now; a model whose run is in flight is freed when the run ends,
- * which then reports cancel_code to c (or to nobody when conn_dying). Call before the
- * partition itself is released. A no-op for a job of several processes, whose models end
- * with the job (jobs.c).
- */
-void models_release_all(struct conn *c, int cancel_code, int conn_dying);
-
 /* Drops an unfinished model upload of c, if any. */
 void models_drop_upload(struct conn *c);
 
@@ -160,8 +144,9 @@ void models_drop_upload(struct conn *c);
  * drops it. 1 when there was one, else 0. */
 int models_refuse_upload(struct conn *c, int code, const char *why);
 
-/* Rewrites each IPU's "loaded" list of c's partition from the models of c's job. */
-void models_update_loaded(struct srv *s, struct conn *c);
+/* Rewrites each IPU's "loaded" list of partition p from the models of list. */
+void models_update_loaded(struct srv *s, const struct dev_partition *p,
+                          const struct model *list);
 
 /* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01.
  * 0, or -1 with the sentence in msg[0..len) for a kind the daemon does not know. */

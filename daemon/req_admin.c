@@ -62,7 +62,7 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     sr.ipus = infop;
     sr.rejected_connections = s->rejected;
     sr.host_memory_bytes = s->cfg.host_memory;
-    if (djob_status(s, &sr.job_processes, &sr.n_job_processes) < 0) {
+    if (job_status(s, &sr.job_processes, &sr.n_job_processes) < 0) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;
     }

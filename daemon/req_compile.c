@@ -28,137 +28,127 @@
 /* ---- compile ------------------------------------------------------------------------------ */
 
 static void
-compile_job_free(struct compile_job *cj)
+compile_task_free(struct compile_task *ct)
 {
-    if (cj == NULL)
+    if (ct == NULL)
         return;
-    for (size_t i = 0; i < cj->opts.n_output_modes; i++)
-        free(cj->mode_names[i]);
-    for (size_t i = 0; i < cj->n_consts; i++) {
-        free(cj->consts[i].name);
-        free(cj->consts[i].data);
+    for (size_t i = 0; i < ct->opts.n_output_modes; i++)
+        free(ct->mode_names[i]);
+    for (size_t i = 0; i < ct->n_consts; i++) {
+        free(ct->consts[i].name);
+        free(ct->consts[i].data);
     }
-    for (size_t i = 0; i < cj->opts.n_frozen_weights; i++)
-        free(cj->frozen_w[i]);
-    for (size_t i = 0; i < cj->opts.n_blocks; i++)
-        free(cj->block_prefix[i]);
-    free(cj->loss);
-    if (cj->prog_ev)
-        event_free(cj->prog_ev);
-    free(cj->bytes);
-    free(cj->key);
-    free(cj);
+    for (size_t i = 0; i < ct->opts.n_frozen_weights; i++)
+        free(ct->frozen_w[i]);
+    for (size_t i = 0; i < ct->opts.n_blocks; i++)
+        free(ct->block_prefix[i]);
+    free(ct->loss);
+    if (ct->prog_ev)
+        event_free(ct->prog_ev);
+    free(ct->bytes);
+    free(ct->key);
+    free(ct);
 }
 
 static void
 on_progress_cb(int done, int total, void *ud)
 {
-    struct compile_job *cj = ud;
+    struct compile_task *ct = ud;
 
-    atomic_store(&cj->prog_done, done);
-    atomic_store(&cj->prog_total, total);
-    event_active(cj->prog_ev, 0, 0);
+    atomic_store(&ct->prog_done, done);
+    atomic_store(&ct->prog_total, total);
+    event_active(ct->prog_ev, 0, 0);
 }
 
 static void
 on_progress_ev(evutil_socket_t fd, short what, void *arg)
 {
-    struct compile_job *cj = arg;
-    Ipuof__Header h = IPUOF__HEADER__INIT;
+    struct compile_task *ct = arg;
     Ipuof__CompileProgress p = IPUOF__COMPILE_PROGRESS__INIT;
 
     (void)fd;
     (void)what;
-    if (cj->rj.conn == NULL)
-        return;
-    p.done = (uint32_t)atomic_load(&cj->prog_done);
-    p.total = (uint32_t)atomic_load(&cj->prog_total);
-    if (cj->nproc > 1) { /* every process of the job waits for this compile */
-        if (cj->rj.conn->djob != NULL)
-            djob_compile_progress(cj->rj.conn, &p);
-        return;
-    }
-    h.request_id = cj->rj.req_id;
-    h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
-    h.compile_progress = &p;
-    conn_send(cj->rj.conn, &h, NULL, 0);
+    p.done = (uint32_t)atomic_load(&ct->prog_done);
+    p.total = (uint32_t)atomic_load(&ct->prog_total);
+    if (!job_ended(ct->job)) /* every process of the job waits for this compile */
+        job_compile_progress(ct->job, &p);
 }
 
 /* Worker thread: find the model in the cache or compile it. */
 static void
-compile_run(struct job *j)
+compile_run(struct work_item *j)
 {
-    struct compile_job *cj = (struct compile_job *)j;
-    struct cache *k = &cj->rj.srv->cache;
+    struct compile_task *ct = (struct compile_task *)j;
+    struct cache *k = &ct->srv->cache;
     struct cache_entry *e = NULL;
     uint64_t t0 = models_now_us();
 
-    cj->rc = IPUOF_OK;
-    if (!cj->no_cache && cj->loss == NULL)
-        e = cache_acquire(k, cj->bytes, cj->len, cj->key);
-    if (e != NULL && sim_exe_ipu_count(e->exe) > cj->part_count) {
+    ct->rc = IPUOF_OK;
+    if (!ct->no_cache && ct->loss == NULL)
+        e = cache_acquire(k, ct->bytes, ct->len, ct->key);
+    if (e != NULL && sim_exe_ipu_count(e->exe) > ct->part_count) {
         cache_release(k, e); /* compiled for a larger partition: compile here to say why */
         e = NULL;
     }
-    if (e != NULL && e->host_bytes > cj->host_left) {
+    if (e != NULL && e->host_bytes > ct->host_left) {
         cache_release(k, e); /* compile here: the compiler says why it does not fit */
         e = NULL;
     }
     if (e != NULL) {
         size_t n = sim_exe_ipu_count(e->exe);
-        cj->cached = 1;
+        ct->cached = 1;
         for (size_t i = 0; i < n; i++) {
             struct sim_mem_report rep;
             sim_exe_memory(e->exe, i, &rep);
-            if (rep.total > cj->remaining[i]) {
-                cj->rc = IPUOF_E_DEVICE_OOM;
-                snprintf(cj->err.msg, sizeof cj->err.msg,
+            if (rep.total > ct->remaining[i]) {
+                ct->rc = IPUOF_E_DEVICE_OOM;
+                snprintf(ct->err.msg, sizeof ct->err.msg,
                          "model '%s' does not fit IPU %u: it needs %" PRIu64 " bytes, %" PRIu64
                          " are free (other models of this partition use the rest); free a "
-                         "model or attach more IPUs", cj->name, cj->first_ipu + (unsigned)i,
-                         rep.total, cj->remaining[i]);
+                         "model or attach more IPUs", ct->name, ct->first_ipu + (unsigned)i,
+                         rep.total, ct->remaining[i]);
                 cache_release(k, e);
                 return;
             }
         }
-        cj->entry = e;
-        on_progress_cb(1, 1, cj);
-        cj->us = models_now_us() - t0;
+        ct->entry = e;
+        on_progress_cb(1, 1, ct);
+        ct->us = models_now_us() - t0;
         return;
     }
     e = calloc(1, sizeof *e);
     if (e == NULL) {
-        cj->rc = IPUOF_E_NOMEM;
-        snprintf(cj->err.msg, sizeof cj->err.msg, "out of memory");
+        ct->rc = IPUOF_E_NOMEM;
+        snprintf(ct->err.msg, sizeof ct->err.msg, "out of memory");
         return;
     }
-    cj->rc = sim_model_load(cj->bytes, cj->len, &e->model, &cj->err);
-    if (cj->rc == IPUOF_OK)
-        compile_freeze_constants(cj, e->model);
-    if (cj->rc == IPUOF_OK)
-        cj->rc = sim_compile(e->model, &cj->opts, &e->exe, &cj->err);
-    cj->us = models_now_us() - t0;
-    if (cj->rc == IPUOF_E_TOO_LARGE && strncmp(cj->err.msg, "the run buffers", 15) == 0) {
-        size_t used = strlen(cj->err.msg);
-        snprintf(cj->err.msg + used, sizeof cj->err.msg - used, " (this partition's host "
+    ct->rc = sim_model_load(ct->bytes, ct->len, &e->model, &ct->err);
+    if (ct->rc == IPUOF_OK)
+        compile_freeze_constants(ct, e->model);
+    if (ct->rc == IPUOF_OK)
+        ct->rc = sim_compile(e->model, &ct->opts, &e->exe, &ct->err);
+    ct->us = models_now_us() - t0;
+    if (ct->rc == IPUOF_E_TOO_LARGE && strncmp(ct->err.msg, "the run buffers", 15) == 0) {
+        size_t used = strlen(ct->err.msg);
+        snprintf(ct->err.msg + used, sizeof ct->err.msg - used, " (this partition's host "
                  "memory for run buffers: %" PRIu64 " bytes (host_memory), %" PRIu64
-                 " of them free)", cj->host_memory, cj->host_left);
+                 " of them free)", ct->host_memory, ct->host_left);
     }
-    if (cj->rc != IPUOF_OK) {
+    if (ct->rc != IPUOF_OK) {
         sim_model_free(e->model);
         free(e);
         return;
     }
-    e->bytes = cj->bytes;
-    e->len = cj->len;
-    snprintf(e->name, sizeof e->name, "%s", cj->name);
-    e->key = cj->key;
+    e->bytes = ct->bytes;
+    e->len = ct->len;
+    snprintf(e->name, sizeof e->name, "%s", ct->name);
+    e->key = ct->key;
     e->hash = cache_hash(e->bytes, e->len, e->key);
-    e->reusable = cj->loss == NULL; /* a training executable's weights change as it trains */
-    cj->bytes = NULL;
-    cj->key = NULL;
+    e->reusable = ct->loss == NULL; /* a training executable's weights change as it trains */
+    ct->bytes = NULL;
+    ct->key = NULL;
     cache_insert(k, e);
-    cj->entry = e;
+    ct->entry = e;
 }
 
 
@@ -203,7 +193,7 @@ int
 compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
                    uint64_t us)
 {
-    unsigned P = m->nproc > 1 ? m->nproc : 1; /* a job's process sees its own slice */
+    unsigned P = m->nproc; /* a process sees its own share of the model's replicas */
     unsigned G = m->group > 1 ? m->group : 1; /* and one input per group of replicas */
     int rc = -1;
     char err[512];
@@ -318,76 +308,36 @@ out:
     return rc;
 }
 
-/* Loop thread: the compile finished. */
-static void
-compile_done(struct job *j)
+/* The model ct made (ct->rc IPUOF_OK) on its job's partition, placed on its IPUs; or NULL with
+ * ct->rc and ct->err set. */
+static struct model *
+compile_model(struct compile_task *ct)
 {
-    struct compile_job *cj = (struct compile_job *)j;
-    struct conn *c = cj->rj.conn;
-    struct srv *s = cj->rj.srv;
-    const struct dev_partition *part;
-    struct model *m;
+    struct srv *s = ct->srv;
+    struct model *m = calloc(1, sizeof *m);
 
-    if (cj->prog_ev != NULL) /* it went to a worker (see upload_complete) */
-        dev_set_busy(s->inv, cj->first_ipu, cj->part_count, 0);
-    if (c == NULL) { /* the client went away */
-        cache_release(&s->cache, cj->entry);
-        compile_job_free(cj);
-        return;
-    }
-    c->inflight = NULL;
-    conn_enter(c);
-    if (cj->nproc > 1 && c->djob == NULL) { /* the job ended meanwhile: its error was sent */
-        cache_release(&s->cache, cj->entry);
-        goto out;
-    }
-    if (j->dropped) {
-        cj->rc = IPUOF_E_SHUTDOWN;
-        snprintf(cj->err.msg, sizeof cj->err.msg,
-                 "the compile of '%s' was not started: ipuofd is stopping", cj->name);
-    }
-    if (cj->rc != IPUOF_OK) {
-        log_info("client %u: compile of '%s' failed: %s", c->id, cj->name, cj->err.msg);
-        if (cj->nproc > 1)
-            djob_compiled(c, NULL, cj->rc, cj->err.msg, 0, 0);
-        else
-            conn_send_error(c, cj->rj.req_id, cj->rc, 0, 0, "compiler", "%s", cj->err.msg);
-        goto out;
-    }
-    part = conn_part(c);
-    if (part == NULL || part->first != cj->first_ipu || part->count != cj->part_count) {
-        cache_release(&s->cache, cj->entry);
-        if (s->stopping)
-            conn_send_error(c, cj->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
-                            IPUOF_RECOVERY_RETRY, "daemon", "ipuofd shut down while model "
-                            "'%s' compiled; its partition is released", cj->name);
-        else
-            conn_send_error(c, cj->rj.req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
-                            IPUOF_RECOVERY_REATTACH, "device",
-                            "the partition was reset while model '%s' compiled; attach again",
-                            cj->name);
-        goto out;
-    }
-    m = calloc(1, sizeof *m);
     if (m == NULL) {
-        cache_release(&s->cache, cj->entry);
-        conn_send_error(c, cj->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        goto out;
+        cache_release(&s->cache, ct->entry);
+        ct->rc = IPUOF_E_NOMEM;
+        snprintf(ct->err.msg, sizeof ct->err.msg, "out of memory");
+        return NULL;
     }
     m->id = ++s->next_model_id;
-    snprintf(m->name, sizeof m->name, "%s", cj->name);
-    m->owner = c;
-    m->entry = cj->entry;
-    m->first_ipu = cj->first_ipu;
-    m->group = cj->group;
-    m->group_orthogonal = cj->group_orthogonal;
+    snprintf(m->name, sizeof m->name, "%s", ct->name);
+    m->entry = ct->entry;
+    m->first_ipu = ct->first_ipu;
+    m->proc0 = ct->proc0;
+    m->nproc = ct->nproc;
+    m->group = ct->group;
+    m->group_orthogonal = ct->group_orthogonal;
     m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
-    if (m->nipus > cj->part_count) { /* the compiler checks this (partition_ipus) */
-        conn_send_error(c, cj->rj.req_id, IPUOF_E_INTERNAL, 0, 0, "compiler",
-                        "model '%s' was placed on %u IPUs, but the partition has %u", cj->name,
-                        m->nipus, cj->part_count);
+    if (m->nipus > ct->part_count) {
+        /* the compiler checks this (partition_ipus) */
+        ct->rc = IPUOF_E_INTERNAL;
+        snprintf(ct->err.msg, sizeof ct->err.msg, "model '%s' was placed on %u IPUs, but the "
+                 "partition has %u", ct->name, m->nipus, ct->part_count);
         model_free(s, m);
-        goto out;
+        return NULL;
     }
     for (unsigned i = 0; i < m->nipus && i < CFG_MAX_IPUS; i++) {
         struct sim_mem_report rep;
@@ -398,89 +348,97 @@ compile_done(struct job *j)
     }
     m->host = m->entry->host_bytes;
     model_place(s, m);
-    if (cj->nproc > 1) {
-        djob_compiled(c, m, IPUOF_OK, "", cj->cached, cj->cached ? 0 : cj->us);
-        goto out;
-    }
-    m->next = *djob_models(c); /* the job of this one process holds it */
-    *djob_models(c) = m;
-    models_update_loaded(s, c);
-    log_info("client %u (%s): model %u '%s' %s in %.1f ms on IPUs %u-%u", c->id, c->name, m->id,
-             m->name, cj->cached ? "from the cache" : "compiled", (double)cj->us / 1000.0,
-             m->first_ipu, m->first_ipu + m->nipus - 1);
-    if (compile_reply_send(c, cj->rj.req_id, m, cj->cached, cj->cached ? 0 : cj->us) < 0) {
-        *djob_models(c) = m->next; /* refused: it was never the client's */
-        model_free(s, m);
-        models_update_loaded(s, c);
-    }
-out:
-    compile_job_free(cj);
-    conn_job_end(c);
-    conn_leave(c);
+    return m;
 }
 
-/* Hands cj to a worker for c. 0, or -1 when out of memory (cj is then still the caller's). */
-static int
-compile_start(struct conn *c, struct compile_job *cj)
+/* Loop thread: the compile finished (or was dropped by a stopping daemon before it
+ * started). Answers the job's processes unless the job ended meanwhile (they had their
+ * error then). */
+static void
+compile_done(struct work_item *it)
 {
-    cj->rj.job.run = compile_run;
-    cj->rj.job.done = compile_done;
-    cj->prog_ev = event_new(c->srv->base, -1, 0, on_progress_ev, cj);
-    if (cj->prog_ev == NULL || work_submit(c->srv->work, &cj->rj.job) < 0)
+    struct compile_task *ct = (struct compile_task *)it;
+    struct job *j = ct->job;
+    struct model *m = NULL;
+
+    if (ct->prog_ev != NULL) /* it went to a worker (see compile_start) */
+        dev_set_busy(ct->srv->inv, ct->first_ipu, ct->part_count, 0);
+    job_compile_end(j);
+    if (job_ended(j)) {
+        cache_release(&ct->srv->cache, ct->entry);
+        goto out;
+    }
+    if (it->dropped) {
+        ct->rc = IPUOF_E_SHUTDOWN;
+        snprintf(ct->err.msg, sizeof ct->err.msg,
+                 "the compile of '%s' was not started: ipuofd is stopping", ct->name);
+    }
+    if (ct->rc == IPUOF_OK)
+        m = compile_model(ct);
+    if (m == NULL)
+        log_info("job '%s': compile of '%s' failed: %s", job_name(j), ct->name, ct->err.msg);
+    job_compiled(j, ct->proc0, ct->nproc, m, ct->rc, ct->err.msg, ct->cached, ct->us);
+out:
+    job_unhold(j);
+    compile_task_free(ct);
+}
+
+/* Hands ct to a worker for job j, held until compile_done. 0, or -1 when out of memory (ct
+ * is then still the caller's). */
+static int
+compile_start(struct job *j, struct compile_task *ct)
+{
+    ct->item.run = compile_run;
+    ct->item.done = compile_done;
+    ct->prog_ev = event_new(ct->srv->base, -1, 0, on_progress_ev, ct);
+    if (ct->prog_ev == NULL || work_submit(ct->srv->work, &ct->item) < 0)
         return -1;
-    c->inflight = &cj->rj;
-    conn_job_begin(c);
-    dev_set_busy(c->srv->inv, cj->first_ipu, cj->part_count, 1);
+    ct->job = j;
+    job_compile_begin(j);
+    dev_set_busy(ct->srv->inv, ct->first_ipu, ct->part_count, 1);
     return 0;
 }
 
-/* The whole model has arrived: hand it to a worker. */
+/* The whole model has arrived: the job compiles it once every process has sent it. */
 static void
 upload_complete(struct conn *c)
 {
-    struct compile_job *cj = c->upload;
+    struct compile_task *ct = c->upload;
 
     c->upload = NULL;
-    if (djob_shared(c)) { /* compiled once, when every process of the job has sent it */
-        djob_compile_ready(c, cj);
-        return;
-    }
-    if (compile_start(c, cj) < 0) {
-        conn_send_error(c, cj->rj.req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        compile_job_free(cj);
-    }
+    job_compile_ready(c, ct);
 }
 
 static void
 on_chunk_received(struct conn *c, void *arg)
 {
-    struct compile_job *cj = arg;
+    struct compile_task *ct = arg;
 
-    if (c->upload != cj)
+    if (c->upload != ct)
         return;
-    if (cj->got == cj->len)
+    if (ct->got == ct->len)
         upload_complete(c);
 }
 
 /* Points the frame's payload at the upload buffer. 0, or -1 with an error sent. */
 static int
-take_chunk(struct conn *c, uint64_t req_id, struct compile_job *cj, uint64_t offset,
+take_chunk(struct conn *c, uint64_t req_id, struct compile_task *ct, uint64_t offset,
            uint32_t payload_len)
 {
-    struct conn_sink sink = {.nseg = 1, .done = on_chunk_received, .arg = cj};
+    struct conn_sink sink = {.nseg = 1, .done = on_chunk_received, .arg = ct};
 
-    if (offset != cj->got || payload_len > cj->len - cj->got) {
+    if (offset != ct->got || payload_len > ct->len - ct->got) {
         conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
                         "model chunk at offset %" PRIu64 " with %u bytes does not continue the "
-                        "upload (%zu of %zu bytes received)", offset, payload_len, cj->got,
-                        cj->len);
+                        "upload (%zu of %zu bytes received)", offset, payload_len, ct->got,
+                        ct->len);
         return -1;
     }
-    cj->chunk = cj->bytes + offset;
-    cj->chunk_len = payload_len;
-    sink.seg = &cj->chunk;
-    sink.seg_len = &cj->chunk_len;
-    cj->got += payload_len;
+    ct->chunk = ct->bytes + offset;
+    ct->chunk_len = payload_len;
+    sink.seg = &ct->chunk;
+    sink.seg_len = &ct->chunk_len;
+    ct->got += payload_len;
     conn_set_sink(c, &sink);
     return 0;
 }
@@ -488,10 +446,10 @@ take_chunk(struct conn *c, uint64_t req_id, struct compile_job *cj, uint64_t off
 /*
  * An inference model with the current weights of training model src_id, compiled here on
  * the loop thread (the graph is already loaded, so this takes milliseconds). 0, or -1 with
- * an error sent; cj is consumed either way.
+ * an error sent; ct is consumed either way.
  */
 static int
-compile_from_training(struct conn *c, uint64_t req_id, struct compile_job *cj, uint32_t src_id)
+compile_from_training(struct conn *c, uint64_t req_id, struct compile_task *ct, uint32_t src_id)
 {
     struct model *src = models_find(c, src_id);
     struct cache_entry *e;
@@ -502,33 +460,36 @@ compile_from_training(struct conn *c, uint64_t req_id, struct compile_job *cj, u
         conn_send_error(c, req_id, src ? IPUOF_E_INVAL : IPUOF_E_NOTFOUND, 0, 0, "compiler",
                         "model %u %s; an inference model is made from a training model of this "
                         "connection", src_id, src ? "is not a training model" : "does not exist");
-        compile_job_free(cj);
+        compile_task_free(ct);
         return -1;
     }
     e = calloc(1, sizeof *e);
     if (e == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        compile_job_free(cj);
+        compile_task_free(ct);
         return -1;
     }
-    cj->opts.progress = NULL; /* compiled here, at once: no progress events */
-    cj->rc = sim_compile_inference_from(src->entry->model, &cj->opts, src->entry->exe, &e->exe,
-                                        &cj->err);
-    cj->us = models_now_us() - t0;
-    if (cj->rc == IPUOF_OK) {
+    ct->opts.progress = NULL; /* compiled here, at once: no progress events */
+    ct->rc = sim_compile_inference_from(src->entry->model, &ct->opts, src->entry->exe, &e->exe,
+                                        &ct->err);
+    ct->us = models_now_us() - t0;
+    if (ct->rc == IPUOF_OK) {
         e->parent = src->entry; /* borrows the training model's graph */
-        snprintf(e->name, sizeof e->name, "%s", cj->name);
+        snprintf(e->name, sizeof e->name, "%s", ct->name);
         e->key = strdup("");
         src->entry->refs++;
         cache_insert(&c->srv->cache, e); /* not reusable: its weights are the training's */
-        cj->entry = e;
+        ct->entry = e;
     } else {
         free(e);
     }
-    rc = cj->rc;
-    c->inflight = &cj->rj;
-    conn_job_begin(c);
-    compile_done(&cj->rj.job); /* replies, and frees cj */
+    rc = ct->rc;
+    ct->proc0 = c->proc_id; /* this process's own model */
+    ct->nproc = 1;
+    job_compile_here(c, req_id);
+    ct->job = c->job;
+    job_compile_begin(c->job);
+    compile_done(&ct->item); /* replies, and frees ct */
     return rc == IPUOF_OK ? 0 : -1;
 }
 
@@ -550,7 +511,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     const Ipuof__CompileRequest *rq = h->compile;
     struct srv *s = c->srv;
     const struct dev_partition *part = conn_part(c);
-    struct compile_job *cj = NULL;
+    struct compile_task *ct = NULL;
     unsigned R = rq->replicas ? rq->replicas : 1;
 
     if (part == NULL) {
@@ -565,86 +526,85 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     }
     if (compile_request_check(c, req_id, rq, payload_len) < 0)
         return -1;
-    cj = calloc(1, sizeof *cj);
-    if (cj == NULL)
+    ct = calloc(1, sizeof *ct);
+    if (ct == NULL)
         goto oom;
-    cj->bytes = malloc(rq->model_bytes ? rq->model_bytes : 1);
-    if (cj->bytes == NULL)
+    ct->bytes = malloc(rq->model_bytes ? rq->model_bytes : 1);
+    if (ct->bytes == NULL)
         goto oom;
-    cj->len = rq->model_bytes;
-    cj->rj.srv = s;
-    cj->rj.conn = c;
-    cj->rj.req_id = req_id;
-    snprintf(cj->name, sizeof cj->name, "%s", rq->name[0] ? rq->name : "model");
-    sim_compile_opts_init(&cj->opts);
-    cj->opts.device_iterations = rq->device_iterations;
-    cj->opts.replicas = R;
-    cj->opts.micro_batch = rq->micro_batch;
-    cj->opts.tiles = s->cfg.tiles;
+    ct->len = rq->model_bytes;
+    ct->srv = s;
+    ct->req_id = req_id;
+    snprintf(ct->name, sizeof ct->name, "%s", rq->name[0] ? rq->name : "model");
+    sim_compile_opts_init(&ct->opts);
+    ct->opts.device_iterations = rq->device_iterations;
+    ct->opts.replicas = R;
+    ct->opts.micro_batch = rq->micro_batch;
+    ct->opts.tiles = s->cfg.tiles;
     if (rq->default_mode != NULL &&
-        compile_map_kind(rq->default_mode->kind, &cj->opts.default_mode, rq->default_mode->n) < 0)
+        compile_map_kind(rq->default_mode->kind, &ct->opts.default_mode, rq->default_mode->n) < 0)
         goto bad_mode;
     for (size_t i = 0; i < rq->n_output_modes; i++) {
         if (compile_name_check(c, req_id, "output mode", rq->output_modes[i]->name) < 0) {
-            compile_job_free(cj);
+            compile_task_free(ct);
             return -1;
         }
-        cj->mode_names[i] = strdup(rq->output_modes[i]->name);
-        if (cj->mode_names[i] == NULL)
+        ct->mode_names[i] = strdup(rq->output_modes[i]->name);
+        if (ct->mode_names[i] == NULL)
             goto oom;
-        cj->opts.n_output_modes = i + 1;
-        cj->modes[i].name = cj->mode_names[i];
-        if (compile_map_kind(rq->output_modes[i]->kind, &cj->modes[i].mode,
+        ct->opts.n_output_modes = i + 1;
+        ct->modes[i].name = ct->mode_names[i];
+        if (compile_map_kind(rq->output_modes[i]->kind, &ct->modes[i].mode,
                              rq->output_modes[i]->n) < 0)
             goto bad_mode;
     }
-    cj->opts.output_modes = cj->modes;
-    cj->opts.progress = on_progress_cb;
-    cj->opts.progress_ud = cj;
-    cj->no_cache = rq->no_cache;
-    cj->group = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE ||
+    ct->opts.output_modes = ct->modes;
+    ct->opts.progress = on_progress_cb;
+    ct->opts.progress_ud = ct;
+    ct->no_cache = rq->no_cache;
+    ct->group = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE ||
                         rq->input_group_size == 0 ? 1 : rq->input_group_size;
-    cj->group_orthogonal = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ORTHOGONAL;
-    cj->first_ipu = part->first;
-    cj->part_count = part->count;
-    cj->opts.ipu_memory_bytes = UINT64_MAX;
-    for (unsigned i = 0; i < cj->part_count; i++) {
-        const struct dev_ipu *d = &s->inv->ipus[cj->first_ipu + i];
-        cj->remaining[i] = d->memory_capacity - d->memory_used;
-        if (i < R && cj->remaining[i] < cj->opts.ipu_memory_bytes)
-            cj->opts.ipu_memory_bytes = cj->remaining[i];
+    ct->group_orthogonal = rq->input_group_type == IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_ORTHOGONAL;
+    ct->first_ipu = part->first;
+    ct->part_count = part->count;
+    ct->opts.ipu_memory_bytes = UINT64_MAX;
+    for (unsigned i = 0; i < ct->part_count; i++) {
+        const struct dev_ipu *d = &s->inv->ipus[ct->first_ipu + i];
+        ct->remaining[i] = d->memory_capacity - d->memory_used;
+        if (i < R && ct->remaining[i] < ct->opts.ipu_memory_bytes)
+            ct->opts.ipu_memory_bytes = ct->remaining[i];
     }
     {
-        uint64_t used = models_host_used(c);
-        cj->host_memory = s->cfg.host_memory;
-        cj->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
-        cj->opts.host_memory_bytes = cj->host_left ? cj->host_left : 1; /* 0 = no limit */
+        uint64_t used = models_host_used(*job_models(c));
+        ct->host_memory = s->cfg.host_memory;
+        ct->host_left = used < s->cfg.host_memory ? s->cfg.host_memory - used : 0;
+        ct->opts.host_memory_bytes = ct->host_left ? ct->host_left : 1; /* 0 = no limit */
     }
-    if (compile_copy_constants(c, req_id, cj, rq) < 0) {
-        compile_job_free(cj);
+    if (compile_copy_constants(c, req_id, ct, rq) < 0) {
+        compile_task_free(ct);
         return -1;
     }
-    if (compile_training_options(c, req_id, cj, rq) < 0) {
-        compile_job_free(cj);
+    if (compile_training_options(c, req_id, ct, rq) < 0) {
+        compile_task_free(ct);
         return -1;
     }
-    cj->opts.partition_ipus = cj->part_count;
-    compile_cost_options(&s->cfg, &cj->opts.cost);
-    if (compile_placement_options(c, req_id, cj, rq) < 0) {
-        compile_job_free(cj);
+    ct->opts.partition_ipus = ct->part_count;
+    compile_cost_options(&s->cfg, &ct->opts.cost);
+    if (compile_placement_options(c, req_id, ct, rq) < 0) {
+        compile_task_free(ct);
         return -1;
     }
-    cj->key = compile_options_key(cj);
-    if (cj->key == NULL)
+    ct->key = compile_options_key(ct);
+    if (ct->key == NULL)
         goto oom;
     if (rq->from_model_id != 0)
-        return compile_from_training(c, req_id, cj, rq->from_model_id);
-    c->upload = cj;
-    if (payload_len == 0 && cj->len > 0)
+        return compile_from_training(c, req_id, ct, rq->from_model_id);
+    c->upload = ct;
+    if (payload_len == 0 && ct->len > 0)
         return 0; /* everything comes in model_chunk frames */
-    if (take_chunk(c, req_id, cj, 0, payload_len) < 0) {
+    if (take_chunk(c, req_id, ct, 0, payload_len) < 0) {
         c->upload = NULL;
-        compile_job_free(cj);
+        compile_task_free(ct);
         return -1;
     }
     return 0;
@@ -652,40 +612,40 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
 bad_mode:
     conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
                     "unknown output mode; use All, Final, Sum or EveryN");
-    compile_job_free(cj);
+    compile_task_free(ct);
     return -1;
 oom:
     conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon",
                     "out of memory receiving a model of %" PRIu64 " bytes", rq->model_bytes);
-    compile_job_free(cj);
+    compile_task_free(ct);
     return -1;
 }
 
 void
 req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    struct compile_job *cj = c->upload;
+    struct compile_task *ct = c->upload;
 
-    if (cj == NULL && req_id == c->refused_upload) {
+    if (ct == NULL && req_id == c->refused_upload) {
         return; /* the rest of an upload already refused: the client has its one error */
     }
-    if (cj == NULL || cj->rj.req_id != req_id) {
+    if (ct == NULL || ct->req_id != req_id) {
         conn_send_error(c, req_id, IPUOF_E_PROTO, 0, 0, "protocol",
                         "model chunk for request %" PRIu64 ", which is not an upload in "
                         "progress", req_id);
         return;
     }
-    if (take_chunk(c, req_id, cj, h->model_chunk->offset, payload_len) < 0) {
+    if (take_chunk(c, req_id, ct, h->model_chunk->offset, payload_len) < 0) {
         c->upload = NULL;
         c->refused_upload = req_id;
-        compile_job_free(cj);
+        compile_task_free(ct);
     }
 }
 
 void
 models_drop_upload(struct conn *c)
 {
-    compile_job_free(c->upload);
+    compile_task_free(c->upload);
     c->upload = NULL;
 }
 
@@ -694,10 +654,10 @@ models_refuse_upload(struct conn *c, int code, const char *why)
 {
     if (c->upload == NULL)
         return 0;
-    conn_send_error(c, c->upload->rj.req_id, code, IPUOF_ERROR_RECOVERABLE,
+    conn_send_error(c, c->upload->req_id, code, IPUOF_ERROR_RECOVERABLE,
                     IPUOF_RECOVERY_RETRY, "daemon", "the compile of '%s' was not served: %s",
                     c->upload->name, why);
-    c->refused_upload = c->upload->rj.req_id;
+    c->refused_upload = c->upload->req_id;
     models_drop_upload(c);
     return 1;
 }
@@ -705,43 +665,43 @@ models_refuse_upload(struct conn *c, int code, const char *why)
 /* ---- for jobs of several processes (jobs.c) ------------------------------------------------ */
 
 uint64_t
-compile_job_req_id(const struct compile_job *cj)
+compile_task_req_id(const struct compile_task *ct)
 {
-    return cj->rj.req_id;
+    return ct->req_id;
 }
 
 void
-compile_job_discard(struct compile_job *cj)
+compile_task_discard(struct compile_task *ct)
 {
-    compile_job_free(cj);
+    compile_task_free(ct);
 }
 
 int
-compile_job_submit(struct conn *c, struct compile_job *cj, unsigned nproc, char *msg,
-                   size_t len)
+compile_task_submit(struct job *j, struct compile_task *ct, char *msg, size_t len)
 {
-    unsigned R = cj->opts.replicas * nproc;
+    unsigned nproc = job_processes(j), R = ct->opts.replicas * nproc;
     char *key;
 
-    if (R > cj->part_count) {
+    if (R > ct->part_count) {
         snprintf(msg, len, "%u processes x %u replicas need %u IPUs, but partition '%s' has "
                  "%u; attach a partition of %u IPUs or lower the replication factor", nproc,
-                 cj->opts.replicas, R, conn_part(c)->name, cj->part_count, dev_round_pow2(R));
+                 ct->opts.replicas, R, job_name(j), ct->part_count, dev_round_pow2(R));
         return IPUOF_E_INVAL;
     }
-    cj->opts.replicas = R;
-    cj->nproc = nproc;
+    ct->opts.replicas = R;
+    ct->proc0 = 0;
+    ct->nproc = nproc;
     for (unsigned i = 0; i < R; i++)
-        if (cj->remaining[i] < cj->opts.ipu_memory_bytes)
-            cj->opts.ipu_memory_bytes = cj->remaining[i];
-    key = compile_options_key(cj);
+        if (ct->remaining[i] < ct->opts.ipu_memory_bytes)
+            ct->opts.ipu_memory_bytes = ct->remaining[i];
+    key = compile_options_key(ct);
     if (key == NULL) {
         snprintf(msg, len, "out of memory");
         return IPUOF_E_NOMEM;
     }
-    free(cj->key);
-    cj->key = key;
-    if (compile_start(c, cj) < 0) {
+    free(ct->key);
+    ct->key = key;
+    if (compile_start(j, ct) < 0) {
         snprintf(msg, len, "out of memory");
         return IPUOF_E_NOMEM;
     }

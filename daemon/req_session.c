@@ -127,11 +127,11 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     int rc;
 
     (void)payload_len;
-    if (c->djob != NULL || c->waiter != NULL) {
+    if (c->job != NULL || c->waiter != NULL) {
         conn_send_error(c, req_id, IPUOF_E_ALREADY_ATTACHED, 0, 0, "device",
                         "this connection %s partition '%s'; detach first",
-                        c->djob ? "already holds" : "is already waiting for a",
-                        c->djob ? conn_part(c)->name : "");
+                        c->job ? "already holds" : "is already waiting for a",
+                        c->job ? conn_part(c)->name : "");
         return;
     }
     if (count == 0) {
@@ -161,20 +161,19 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         return;
     }
     if (a->num_processes > 1) { /* one of several processes sharing the partition */
-        djob_attach(c, req_id, a, count);
+        job_attach(c, req_id, a, count);
         return;
     }
     conn_holder(c, &holder);
     /* Clients already waiting come first: no attach jumps the queue. */
     if (s->wait_head == NULL) {
         rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
-        if (rc == IPUOF_OK && djob_solo(c, p) < 0) {
+        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
             dev_release(s->inv, p);
             conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
             return;
         }
         if (rc == IPUOF_OK) {
-            c->revoked_code = 0;
             reply_attached(c, req_id, p, 0);
             return;
         }
@@ -200,9 +199,6 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
 void
 req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__DetachReply dr = IPUOF__DETACH_REPLY__INIT;
-    uint32_t ids[CFG_MAX_IPUS];
     struct dev_partition *p = conn_part(c);
 
     (void)payload_len;
@@ -212,61 +208,22 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         "this connection holds no partition; attach first");
         return;
     }
-    if (djob_shared(c)) {
-        log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id,
-                 c->name, c->pid, p->name);
-        djob_detach(c, req_id);
-        srv_serve_waiters(c->srv);
-        return;
-    }
-    dr.n_ipu_ids = dev_partition_ids(p, ids);
-    dr.ipu_ids = ids;
-    r.request_id = req_id;
-    r.body_case = IPUOF__HEADER__BODY_DETACH_REPLY;
-    r.detach_reply = &dr;
-    log_info("client %u (%s, pid %u) detached partition '%s'", c->id, c->name, c->pid, p->name);
-    djob_solo_end(c, IPUOF_E_NOT_ATTACHED, 0);
-    conn_send(c, &r, NULL, 0);
+    log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id, c->name,
+             c->pid, p->name);
+    job_detach(c, req_id); /* the job decides what its process leaving means */
     srv_serve_waiters(c->srv);
 }
 
 void
 revoke_partition(struct conn *c, int code, const char *fmt, ...)
 {
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__Notice n = IPUOF__NOTICE__INIT;
-    Ipuof__Error e = IPUOF__ERROR__INIT;
-    uint32_t ids[CFG_MAX_IPUS];
-    struct dev_partition *p = conn_part(c);
     char msg[512];
     va_list ap;
 
-    if (p == NULL)
+    if (c->job == NULL)
         return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* Requests already on their way name models the revoke frees: they are answered with
-     * this reason, not "no such model" (the Notice may reach the client after them). */
-    c->revoked_code = code;
-    snprintf(c->revoked_msg, sizeof c->revoked_msg, "%s", msg);
-    if (djob_shared(c)) { /* every process of the job is told */
-        djob_revoke(c, code, msg);
-        return;
-    }
-    n.n_ipu_ids = dev_partition_ids(p, ids);
-    e.code = (uint32_t)code;
-    e.component = (char *)"device";
-    e.message = msg;
-    e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
-                                          : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
-    n.error = &e;
-    n.ipu_ids = ids;
-    r.request_id = 0;
-    r.body_case = IPUOF__HEADER__BODY_NOTICE;
-    r.notice = &n;
-    /* Release first: sending may drop a connection that stopped reading. */
-    djob_solo_end(c, code, 0);
-    conn_send(c, &r, NULL, 0);
+    job_revoke(c, code, msg); /* every process of the job is told */
 }

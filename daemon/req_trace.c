@@ -20,7 +20,6 @@
 #include "dispatch.h"
 #include "ipuof/status.h"
 #include "jobs.h"
-#include "jobs_int.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -51,11 +50,14 @@ req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy)
     rc->bottleneck_stage = rep.bottleneck_stage;
 }
 
-/* A trace being written on a worker. json is the worker's result (owned by the job). */
-struct trace_job {
-    struct req_job rj;
+/* A trace being written on a worker. json is the worker's result (owned by the task). */
+struct trace_task {
+    struct work_item item;
+    struct srv *srv;
+    struct conn *conn;           /* the requester; NULL once its connection is gone */
+    uint64_t req_id;
     struct model *m;
-    struct djob *shared;         /* a job of several processes, held until done; or NULL */
+    struct job *job;             /* the model's job, held until done */
     char name[sizeof ((struct model *)0)->name];
     uint32_t max_payload;        /* max_payload_bytes when the request came */
     int rc;
@@ -67,20 +69,20 @@ struct trace_job {
 /* On a worker: writes the trace. Reads only the executable, which nothing else touches
  * until trace_done() (see the file's comment). */
 static void
-trace_run(struct job *j)
+trace_run(struct work_item *it)
 {
-    struct trace_job *t = (struct trace_job *)j;
+    struct trace_task *t = (struct trace_task *)it;
 
     t->rc = sim_exe_trace_json(t->m->entry->exe, &t->json, &t->len, &t->err);
 }
 
 /* Answers request req_id on c with t's result (c alive, not dropped). */
 static void
-trace_reply(struct conn *c, const struct trace_job *t)
+trace_reply(struct conn *c, const struct trace_task *t)
 {
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__TraceReply rep = IPUOF__TRACE_REPLY__INIT;
-    uint64_t req_id = t->rj.req_id;
+    uint64_t req_id = t->req_id;
 
     if (t->rc != IPUOF_OK) {
         conn_send_error(c, req_id, t->rc, 0, 0, "executor", "no trace of model '%s': %s",
@@ -103,41 +105,37 @@ trace_reply(struct conn *c, const struct trace_job *t)
 
 /*
  * On the loop thread, after trace_run() (or instead of it when the daemon stops): answers
- * the client if it is still there, then lets the model go. A model of the connection's own
- * job that was taken away meanwhile (reset, detach, the connection closed) waited for this
- * and is freed here, as after a run; a shared job's model lives until the job lets go.
+ * the client if it is still there, then lets the job go (its models live until then, even
+ * when the job ended meanwhile).
  */
 static void
-trace_done(struct job *j)
+trace_done(struct work_item *it)
 {
-    struct trace_job *t = (struct trace_job *)j;
-    struct conn *c = t->rj.conn;
-    struct model *m = t->m;
+    struct trace_task *t = (struct trace_task *)it;
+    struct conn *c = t->conn;
 
-    if (t->shared == NULL) {
-        m->busy = 0;
-        m->job = NULL;
-        if (c == NULL || m->owner == NULL || m->cancel_code != 0) {
-            model_free(t->rj.srv, m); /* off every list since it was taken away */
-            m = NULL;
-        }
-    }
     if (c != NULL) {
-        c->inflight = NULL;
+        c->trace = NULL;
         conn_enter(c);
-        if (j->dropped)
-            conn_send_error(c, t->rj.req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
+        if (it->dropped)
+            conn_send_error(c, t->req_id, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
                             IPUOF_RECOVERY_RETRY, "daemon", "the trace of model '%s' was not "
                             "written: ipuofd is stopping", t->name);
         else
             trace_reply(c, t);
-        conn_job_end(c);
+        conn_release_frames(c);
         conn_leave(c);
     }
-    if (t->shared != NULL)
-        djob_unhold(t->shared);
+    job_unhold(t->job);
     free(t->json);
     free(t);
+}
+
+void
+req_trace_forget(struct conn *c)
+{
+    if (c->trace != NULL)
+        c->trace->conn = NULL; /* the trace is dropped when it comes back */
 }
 
 /*
@@ -148,7 +146,7 @@ void
 req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     struct model *m = models_find(c, h->trace->model_id);
-    struct trace_job *t;
+    struct trace_task *t;
 
     (void)payload_len;
     if (m == NULL) {
@@ -160,26 +158,21 @@ req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;
     }
-    t->rj.srv = c->srv;
-    t->rj.conn = c;
-    t->rj.req_id = req_id;
-    t->rj.job.run = trace_run;
-    t->rj.job.done = trace_done;
+    t->srv = c->srv;
+    t->conn = c;
+    t->req_id = req_id;
+    t->item.run = trace_run;
+    t->item.done = trace_done;
     t->m = m;
-    t->shared = djob_shared(c) ? c->djob : NULL;
+    t->job = c->job;
     t->max_payload = c->srv->cfg.max_payload_bytes;
     snprintf(t->name, sizeof t->name, "%s", m->name);
-    if (work_submit(c->srv->work, &t->rj.job) < 0) {
+    if (work_submit(c->srv->work, &t->item) < 0) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         free(t);
         return;
     }
-    if (t->shared != NULL) {
-        djob_hold(t->shared); /* its models stay until trace_done, even if the job ends */
-    } else {
-        m->busy = 1;          /* taken away meanwhile: freed by trace_done, as after a run */
-        m->job = &t->rj;
-    }
-    c->inflight = &t->rj;
-    conn_job_begin(c);
+    job_hold(t->job); /* its models stay until trace_done, even if the job ends */
+    c->trace = t;
+    conn_hold_frames(c);
 }

@@ -236,12 +236,12 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
 
     if (m == NULL)
         return;
-    if (m->nproc > 1 && c->djob_pid != 0) {
+    if (c->proc_id != m->proc0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
                         "process %u writes weights of model '%s', which its job's %u processes "
                         "share as one copy; only process 0 writes them (its weights are every "
                         "replica's, as PopDistStrategy broadcasts from instance 0)",
-                        c->djob_pid, m->name, m->nproc);
+                        c->proc_id, m->name, m->nproc);
         return;
     }
     if (rq->n_weights == 0 || rq->n_weights > MAX_WEIGHTS_PER_REQUEST) {

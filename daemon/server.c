@@ -436,7 +436,7 @@ on_drain_tick(evutil_socket_t fd, short what, void *arg)
 /*
  * Shutdown for one connection: the request in flight gets its own answer, then the
  * connection closes. A compile or run on a worker answers when it ends (interrupted: its
- * partition was revoked) and conn_job_end() closes; an upload or run input still arriving
+ * partition was revoked) and conn_release_frames() closes; an upload or run input still arriving
  * is answered now.
  */
 static void
@@ -444,7 +444,7 @@ shutdown_answer(struct conn *c)
 {
     static const char why[] = "ipuofd is shutting down";
 
-    if (c->inflight != NULL)
+    if (c->trace != NULL)
         return;
     if (!models_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
         c->sink.done != NULL)
@@ -655,11 +655,10 @@ srv_serve_waiters(struct srv *s)
         waited = (uint32_t)(srv_now_ms() - w->since_ms);
         waiter_unlink(s, w);
         conn_enter(c);
-        if (rc == IPUOF_OK && djob_solo(c, p) < 0) {
+        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
             dev_release(s->inv, p);
             conn_send_error(c, req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         } else if (rc == IPUOF_OK) {
-            c->revoked_code = 0;
             reply_attached(c, req, p, waited ? waited : 1);
         } else {
             conn_send_error(c, req, rc, 0, 0, "device", "%s", err);

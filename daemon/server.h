@@ -19,7 +19,7 @@
 
 struct conn;
 struct waiter;
-struct djob;
+struct job;
 
 #define SRV_MAX_OVERRIDES 32
 
@@ -56,7 +56,7 @@ struct srv {
     struct work *work;                       /* compile and run threads */
     struct cache cache;                      /* compiled executables */
     uint32_t next_model_id;
-    struct djob *jobs;                       /* jobs of several processes (jobs.c) */
+    struct job *jobs;                       /* jobs of several processes (jobs.c) */
 
     int stopping;
     uint64_t stop_deadline_ms;

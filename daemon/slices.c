@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ipuof/status.h"
 #include "slices.h"
 #include "wiremap.h"
 
@@ -42,9 +43,14 @@ slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor
         }
         row = cur->step * R + (size_t)pl->proc * rl;
         if (pl->group <= 1) { /* the process's rows of this step, at once */
-            cur->seg[n] = buf + row * io.step_bytes;
-            cur->seg_len[n++] = rl * io.step_bytes;
+            uint8_t *at = buf + row * io.step_bytes;
             cur->step++;
+            if (n > 0 && cur->seg[n - 1] + cur->seg_len[n - 1] == at) { /* adjacent: one */
+                cur->seg_len[n - 1] += rl * io.step_bytes;
+                continue;
+            }
+            cur->seg[n] = at;
+            cur->seg_len[n++] = rl * io.step_bytes;
             continue;
         }
         cur->seg[n] = buf + (row + group_row(pl, (unsigned)cur->grp)) * io.step_bytes;
@@ -88,6 +94,47 @@ slice_replicate(struct sim_exe *exe, const struct slice_plan *pl)
     }
 }
 
+/* slice_check of a whole run (one process, no groups): the simulator checks each input's
+ * shape and dtype itself. */
+static int
+check_whole(struct sim_exe *exe, Ipuof__TensorInfo **inputs, size_t n_in, const char *model,
+            uint64_t *total, char *msg, size_t len)
+{
+    for (size_t i = 0; i < n_in; i++) {
+        const Ipuof__TensorInfo *ti = inputs[i];
+        long idx = ti->name[0] ? sim_exe_input_index(exe, ti->name) : (long)i;
+        struct sim_io_info io;
+        struct sim_err err;
+        int rc;
+
+        if (idx < 0 || (size_t)idx != i) {
+            snprintf(msg, len, "run input %zu is '%s', but model '%s' takes '%s' there (inputs "
+                     "go in the order of the compile reply)", i, ti->name, model,
+                     sim_exe_input_info(exe, i, &io) == 0 ? io.name : "?");
+            return IPUOF_E_INVAL;
+        }
+        if (ti->n_dims > SIM_MAX_RANK) {
+            snprintf(msg, len, "input '%s' has rank %zu; at most %d is supported", ti->name,
+                     ti->n_dims, SIM_MAX_RANK);
+            return IPUOF_E_SHAPE;
+        }
+        if (wiremap_sim_dtype(ti->dtype) < 0) {
+            wiremap_refuse(&wiremap_dtype, ti->dtype, "a run input", err.msg, sizeof err.msg);
+            snprintf(msg, len, "run input %zu ('%s'): %s", i, ti->name, err.msg);
+            return IPUOF_E_DTYPE;
+        }
+        rc = sim_exe_check_input(exe, i, wiremap_sim_dtype(ti->dtype), (int)ti->n_dims,
+                                 ti->dims, &err);
+        if (rc != IPUOF_OK) {
+            snprintf(msg, len, "%s", err.msg);
+            return rc;
+        }
+        sim_exe_input_info(exe, i, &io);
+        *total += io.run_bytes;
+    }
+    return IPUOF_OK;
+}
+
 int
 slice_check(struct sim_exe *exe, const struct slice_plan *pl, Ipuof__TensorInfo **inputs,
             size_t n_inputs, const char *model, uint64_t *total, char *msg, size_t len)
@@ -99,8 +146,10 @@ slice_check(struct sim_exe *exe, const struct slice_plan *pl, Ipuof__TensorInfo 
     if (n_inputs != n_in) {
         snprintf(msg, len, "run of model '%s' gives %zu inputs; the model takes %zu", model,
                  n_inputs, n_in);
-        return -1;
+        return div == 1 ? IPUOF_E_INVAL : IPUOF_E_SHAPE;
     }
+    if (div == 1)
+        return check_whole(exe, inputs, n_in, model, total, msg, len);
     for (size_t i = 0; i < n_in; i++) {
         const Ipuof__TensorInfo *ti = inputs[i];
         struct sim_io_info io;
@@ -122,9 +171,9 @@ slice_check(struct sim_exe *exe, const struct slice_plan *pl, Ipuof__TensorInfo 
                      ti->name, io.name, sim_dtype_name(io.dtype), want,
                      pl->nproc > 1 ? ": each process sends its own replicas' share"
                      : pl->group > 1 ? ": one input per group of replicas" : "");
-            return -1;
+            return IPUOF_E_SHAPE;
         }
         *total += io.run_bytes / div;
     }
-    return 0;
+    return IPUOF_OK;
 }

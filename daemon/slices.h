@@ -34,8 +34,9 @@ struct slice_cursor {
     size_t seg_len[SLICE_SEGS];
 };
 
-/* Rows to fill with contiguous receives, one segment per (input, step) without groups,
- * one per (input, step, group) with them. Points sink's segments at up to SLICE_SEGS of
+/* Rows to fill with contiguous receives, one segment per (input, step) without groups
+ * (adjacent ones joined: a process alone fills each input at once), one per (input, step,
+ * group) with them. Points sink's segments at up to SLICE_SEGS of
  * cur's, from cur's position, and advances it; 0, or -1 when every row is filled. */
 int slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor *cur,
                struct conn_sink *sink);
@@ -50,8 +51,9 @@ unsigned slice_divisor(const struct slice_plan *pl);
 
 /*
  * Checks run request inputs (dtype, rank, dims, names) against the shapes of pl's share of
- * exe's inputs. 0 with *total set to the payload bytes they take, or -1 with a sentence in
- * msg.
+ * exe's inputs. IPUOF_OK with *total set to the payload bytes they take, or the IPUOF_E_*
+ * code with a sentence in msg. A whole run (one process, no groups) is checked by the
+ * simulator, input by input.
  */
 int slice_check(struct sim_exe *exe, const struct slice_plan *pl, Ipuof__TensorInfo **inputs,
                 size_t n_inputs, const char *model, uint64_t *total, char *msg, size_t len);

@@ -1,5 +1,5 @@
 /*
- * work.c — see work.h. A mutex-protected FIFO of jobs and a fixed set of threads.
+ * work.c — see work.h. A mutex-protected FIFO of work items and a fixed set of threads.
  * Completion goes back to the loop with event_active(), which is thread-safe because the
  * loop enabled libevent's pthread locking (evthread_use_pthreads) before creating its base.
  */
@@ -14,21 +14,21 @@ struct work {
     struct event_base *base;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct job *head, *tail;
+    struct work_item *head, *tail;
     int stop;
     unsigned pending;             /* loop thread only */
-    struct done_ctx *outstanding; /* every job submitted whose done() has not run; loop only */
+    struct done_ctx *outstanding; /* every item submitted whose done() has not run; loop only */
     unsigned nthreads;
     pthread_t *threads;
 };
 
 struct done_ctx {
     struct work *w;
-    struct job *j;
+    struct work_item *j;
     struct done_ctx *prev, *next; /* in w->outstanding */
 };
 
-/* Takes ctx off the outstanding list, frees it and the job's event. Loop thread. */
+/* Takes ctx off the outstanding list, frees it and the item's event. Loop thread. */
 static void
 ctx_finish(struct done_ctx *ctx)
 {
@@ -52,7 +52,7 @@ worker(void *arg)
     struct work *w = arg;
 
     for (;;) {
-        struct job *j;
+        struct work_item *j;
 
         pthread_mutex_lock(&w->mu);
         while (w->head == NULL && !w->stop)
@@ -75,7 +75,7 @@ static void
 on_done(evutil_socket_t fd, short what, void *arg)
 {
     struct done_ctx *ctx = arg;
-    struct job *j = ctx->j;
+    struct work_item *j = ctx->j;
 
     (void)fd;
     (void)what;
@@ -109,7 +109,7 @@ work_new(struct event_base *base, unsigned threads)
 }
 
 int
-work_submit(struct work *w, struct job *j)
+work_submit(struct work *w, struct work_item *j)
 {
     struct done_ctx *ctx = malloc(sizeof *ctx);
 
@@ -158,13 +158,13 @@ work_free(struct work *w)
     pthread_mutex_unlock(&w->mu);
     for (unsigned i = 0; i < w->nthreads; i++)
         pthread_join(w->threads[i], NULL);
-    for (struct job *j = w->head; j != NULL; j = j->next)
+    for (struct work_item *j = w->head; j != NULL; j = j->next)
         j->dropped = 1; /* queued, never started */
     w->head = w->tail = NULL;
-    /* The workers are gone: finish every job, run or not, whose done() the loop has not
+    /* The workers are gone: finish every item, run or not, whose done() the loop has not
      * delivered (the loop may no longer be running to deliver it). */
     while (w->outstanding != NULL) {
-        struct job *j = w->outstanding->j;
+        struct work_item *j = w->outstanding->j;
         ctx_finish(w->outstanding);
         j->done(j);
     }

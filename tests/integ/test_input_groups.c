@@ -172,6 +172,8 @@ struct proc_arg {
     unsigned id;
     int rc;
     int progress;                /* compile progress events it received */
+    int cost_rc;                 /* ipuof_model_run_cost after its run */
+    double device_seconds;
     float got[D * 2 * B * F];
 };
 
@@ -214,6 +216,8 @@ job_process(void *arg)
     if (pa->rc == IPUOF_OK)
         pa->rc = ipuof_model_run(m, &in, 1);
     if (pa->rc == IPUOF_OK)
+        pa->cost_rc = ipuof_model_run_cost(m, &pa->device_seconds, NULL, NULL);
+    if (pa->rc == IPUOF_OK)
         pa->rc = ipuof_model_output(m, 0, &out);
     if (pa->rc == IPUOF_OK && out.bytes == sizeof pa->got)
         memcpy(pa->got, out.data, sizeof pa->got);
@@ -243,6 +247,11 @@ test_groups_in_a_job(void **state)
     for (unsigned p = 0; p < 2; p++) {
         assert_int_equal(pa[p].rc, IPUOF_OK);
         assert_true(pa[p].progress >= 1); /* every process hears the job's compile */
+        /* and gets the run's cost figures, as a process alone does */
+        print_message("process %u: run cost rc %d, %g simulated device seconds\n", p,
+                      pa[p].cost_rc, pa[p].device_seconds);
+        assert_int_equal(pa[p].cost_rc, IPUOF_OK);
+        assert_true(pa[p].device_seconds > 0);
         for (unsigned dd = 0; dd < D; dd++)
             for (unsigned r = 0; r < 2; r++) /* both local replicas: the process's group */
                 for (unsigned k = 0; k < B * F; k++)

@@ -21,37 +21,37 @@ static const uint8_t model_bytes[] = "not really ONNX, the same in every process
 
 /* A compile job with the defaults, the model bytes above and n placement blocks whose
  * prefixes are copies of prefix (caller frees with job_free). */
-static struct compile_job *
+static struct compile_task *
 job_new(const char *prefix, size_t n)
 {
-    struct compile_job *cj = calloc(1, sizeof *cj);
+    struct compile_task *ct = calloc(1, sizeof *ct);
 
-    assert_non_null(cj);
-    sim_compile_opts_init(&cj->opts);
-    cj->opts.device_iterations = 1;
-    cj->opts.replicas = 1;
-    cj->bytes = (uint8_t *)model_bytes;
-    cj->len = sizeof model_bytes;
-    cj->group = 1;
+    assert_non_null(ct);
+    sim_compile_opts_init(&ct->opts);
+    ct->opts.device_iterations = 1;
+    ct->opts.replicas = 1;
+    ct->bytes = (uint8_t *)model_bytes;
+    ct->len = sizeof model_bytes;
+    ct->group = 1;
     for (size_t i = 0; i < n; i++) {
-        cj->block_prefix[i] = strdup(prefix);
-        cj->blocks[i].prefix = cj->block_prefix[i];
-        cj->blocks[i].stage = -1;
-        cj->blocks[i].ipu = (int)i;
+        ct->block_prefix[i] = strdup(prefix);
+        ct->blocks[i].prefix = ct->block_prefix[i];
+        ct->blocks[i].stage = -1;
+        ct->blocks[i].ipu = (int)i;
     }
-    cj->opts.n_blocks = n;
-    cj->opts.blocks = n > 0 ? cj->blocks : NULL;
-    cj->opts.output_modes = cj->modes;
-    return cj;
+    ct->opts.n_blocks = n;
+    ct->opts.blocks = n > 0 ? ct->blocks : NULL;
+    ct->opts.output_modes = ct->modes;
+    return ct;
 }
 
 static void
-job_free(struct compile_job *cj)
+job_free(struct compile_task *ct)
 {
-    for (size_t i = 0; i < cj->opts.n_blocks; i++)
-        free(cj->block_prefix[i]);
-    free(cj->key);
-    free(cj);
+    for (size_t i = 0; i < ct->opts.n_blocks; i++)
+        free(ct->block_prefix[i]);
+    free(ct->key);
+    free(ct);
 }
 
 /* A name of len bytes: 'a's, then tail. */
@@ -74,7 +74,7 @@ static void
 test_key_is_exact_past_256_characters(void **state)
 {
     char *p1 = long_name(300, "/layer1/"), *p2 = long_name(300, "/layer2/");
-    struct compile_job *a = job_new(p1, 1), *b = job_new(p2, 1), *c = job_new(p1, 1);
+    struct compile_task *a = job_new(p1, 1), *b = job_new(p2, 1), *c = job_new(p1, 1);
 
     (void)state;
     a->key = compile_options_key(a);
@@ -120,7 +120,7 @@ test_key_is_exact_past_256_characters(void **state)
 
 /* Checks that the processes' difference is named as expected. */
 static void
-expect_diff(struct compile_job *a, struct compile_job *b, const char *expect)
+expect_diff(struct compile_task *a, struct compile_task *b, const char *expect)
 {
     char msg[768];
 
@@ -128,7 +128,7 @@ expect_diff(struct compile_job *a, struct compile_job *b, const char *expect)
     free(b->key);
     a->key = compile_options_key(a);
     b->key = compile_options_key(b);
-    assert_int_equal(compile_job_diff(a, 0, b, 1, msg, sizeof msg), 1);
+    assert_int_equal(compile_task_diff(a, 0, b, 1, msg, sizeof msg), 1);
     print_message("%s\n", msg);
     if (strstr(msg, expect) == NULL)
         fail_msg("expected '%s' in: %s", expect, msg);
@@ -141,14 +141,14 @@ expect_diff(struct compile_job *a, struct compile_job *b, const char *expect)
 static void
 test_job_diff_names_the_field(void **state)
 {
-    struct compile_job *a = job_new("/layer1/", 2), *b = job_new("/layer1/", 2);
+    struct compile_task *a = job_new("/layer1/", 2), *b = job_new("/layer1/", 2);
     static const uint8_t other[] = "the same model with other initial weights";
     char msg[768];
 
     (void)state;
     a->key = compile_options_key(a);
     b->key = compile_options_key(b);
-    assert_int_equal(compile_job_diff(a, 0, b, 1, msg, sizeof msg), 0);
+    assert_int_equal(compile_task_diff(a, 0, b, 1, msg, sizeof msg), 0);
 
     a->opts.strategy = SIM_STRATEGY_PIPELINED;
     b->opts.strategy = SIM_STRATEGY_SHARDED;

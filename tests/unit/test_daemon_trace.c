@@ -31,14 +31,14 @@
 
 /* A job that holds its worker until gate_open(). */
 struct gate {
-    struct job job;
+    struct work_item item;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int started, open, done;
 };
 
 static void
-gate_run(struct job *j)
+gate_run(struct work_item *j)
 {
     struct gate *g = (struct gate *)j;
 
@@ -51,7 +51,7 @@ gate_run(struct job *j)
 }
 
 static void
-gate_done(struct job *j)
+gate_done(struct work_item *j)
 {
     ((struct gate *)j)->done = 1;
 }
@@ -63,9 +63,9 @@ gate_close(struct srv *s, struct gate *g)
     memset(g, 0, sizeof *g);
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
-    g->job.run = gate_run;
-    g->job.done = gate_done;
-    assert_int_equal(work_submit(s->work, &g->job), 0);
+    g->item.run = gate_run;
+    g->item.done = gate_done;
+    assert_int_equal(work_submit(s->work, &g->item), 0);
     pthread_mutex_lock(&g->mu);
     while (!g->started)
         pthread_cond_wait(&g->cv, &g->mu);

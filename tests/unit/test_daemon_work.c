@@ -19,7 +19,7 @@
 #include "work.h"
 
 struct tjob {
-    struct job job;
+    struct work_item item;
     atomic_int started;         /* set by the worker as the job begins */
     int ran;
     int done;
@@ -31,7 +31,7 @@ struct tjob {
 static int done_seq;
 
 static void
-tjob_run(struct job *j)
+tjob_run(struct work_item *j)
 {
     struct tjob *t = (struct tjob *)j;
     struct timespec ts = {0, (long)t->sleep_ms * 1000000};
@@ -43,7 +43,7 @@ tjob_run(struct job *j)
 }
 
 static void
-tjob_done(struct job *j)
+tjob_done(struct work_item *j)
 {
     struct tjob *t = (struct tjob *)j;
 
@@ -66,9 +66,9 @@ test_done_once_in_order(void **state)
     assert_non_null(w);
     done_seq = 0;
     for (int i = 0; i < 5; i++) {
-        t[i].job.run = tjob_run;
-        t[i].job.done = tjob_done;
-        assert_int_equal(work_submit(w, &t[i].job), 0);
+        t[i].item.run = tjob_run;
+        t[i].item.done = tjob_done;
+        assert_int_equal(work_submit(w, &t[i].item), 0);
     }
     assert_int_equal(work_pending(w), 5);
     for (int i = 0; i < 2000 && work_pending(w) > 0; i++) {
@@ -106,10 +106,10 @@ test_free_finishes_every_job(void **state)
     assert_non_null(w);
     done_seq = 0;
     for (int i = 0; i < 4; i++) {
-        t[i].job.run = tjob_run;
-        t[i].job.done = tjob_done;
+        t[i].item.run = tjob_run;
+        t[i].item.done = tjob_done;
         t[i].sleep_ms = i == 0 ? 300 : 0;
-        assert_int_equal(work_submit(w, &t[i].job), 0);
+        assert_int_equal(work_submit(w, &t[i].item), 0);
     }
     /* wait until the worker has taken job 0 (it then sleeps in it for 300 ms), however
      * slowly a loaded machine starts the worker thread */
