@@ -231,6 +231,7 @@ fuzz-ci:
 install: all
 	install -Dm0755 $(DAEMON_BIN) $(DESTDIR)$(SBINDIR)/ipuofd
 	for t in $(TOOL_BINS); do install -Dm0755 $$t $(DESTDIR)$(BINDIR)/$$(basename $$t); done
+	ln -sf vipu $(DESTDIR)$(BINDIR)/vipu-admin
 	install -Dm0644 $(LIB_CLIENT_A) $(DESTDIR)$(LIBDIR)/libipuof-client.a
 	install -Dm0755 $(LIB_CLIENT_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB_CLIENT_SO))
 	ln -sf $(notdir $(LIB_CLIENT_SO)) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -244,13 +245,13 @@ install: all
 	    $(DESTDIR)$(UNITDIR)/ipuofd.service
 	install -Dm0644 systemd/ipuofd.conf $(DESTDIR)$(SYSCONFDIR)/ipuofd/ipuofd.conf
 	for m in man/*.[0-9]; do s=$${m##*.}; install -Dm0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
-	for f in python/ipuof/*.py python/poptorch/*.py; do install -Dm0644 $$f $(DESTDIR)$(PYTHONDIR)/$${f#python/}; done
+	for f in python/ipuof/*.py python/poptorch/*.py python/popdist/*.py; do install -Dm0644 $$f $(DESTDIR)$(PYTHONDIR)/$${f#python/}; done
 
 uninstall:
-	rm -f $(DESTDIR)$(SBINDIR)/ipuofd $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOL_BINS)))
+	rm -f $(DESTDIR)$(SBINDIR)/ipuofd $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOL_BINS))) $(DESTDIR)$(BINDIR)/vipu-admin
 	rm -f $(DESTDIR)$(LIBDIR)/libipuof-client.* $(DESTDIR)$(LIBDIR)/pkgconfig/ipuof-client.pc
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/ipuof
-	rm -rf $(DESTDIR)$(PYTHONDIR)/ipuof $(DESTDIR)$(PYTHONDIR)/poptorch
+	rm -rf $(DESTDIR)$(PYTHONDIR)/ipuof $(DESTDIR)$(PYTHONDIR)/poptorch $(DESTDIR)$(PYTHONDIR)/popdist
 	rm -f $(DESTDIR)$(UNITDIR)/ipuofd.service
 	for m in man/*.[0-9]; do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
 

@@ -146,6 +146,7 @@ ipuof_client_new(void)
     if (c == NULL)
         return NULL;
     c->fd = -1;
+    c->target.gcd = -1;
     c->connect_ms = IPUOF_DEFAULT_CONNECT_MS;
     c->request_ms = IPUOF_DEFAULT_REQUEST_MS;
     ipuof_frame_limits_default(&c->lim);
@@ -456,22 +457,37 @@ connect_to(ipuof_client *c, const char *address, int do_hello)
                              "already connected to ipuofd at %s; use a new handle for another "
                              "connection",
                              c->address);
+    memset(&c->target, 0, sizeof c->target);
+    c->target.gcd = -1;
     if (address == NULL) {
-        address = getenv(IPUOF_SERVER_ENV);
-        if (address == NULL || address[0] == '\0')
-            address = IPUOF_DEFAULT_ADDRESS;
+        /* The program named no daemon: config files, PopRun's variables, IPUOF_SERVER. */
+        rc = ipuof_target_lookup(&c->target, err, sizeof err);
+        if (rc != IPUOF_OK)
+            return ipuof_err_set(c, rc, "client", "finding ipuofd: %s", err);
+        address = c->target.address;
     }
     rc = ipuof_addr_parse(address, &addr, err, sizeof err);
-    if (rc != IPUOF_OK)
+    if (rc != IPUOF_OK) {
+        if (c->target.source[0] != '\0' && strcmp(c->target.source, "the default") != 0)
+            return ipuof_err_set(c, rc, "client", "%s (the address is from %s)", err,
+                                 c->target.source);
         return ipuof_err_set(c, rc, "client", "%s", err);
+    }
     ipuof_addr_format(&addr, c->address, sizeof c->address);
 
     /* A new connection starts with nothing held and nothing to report from the last one. */
     c->notice_pending = 0;
     c->health_reason[0] = '\0';
     rc = ipuof_conn_open(c, &addr);
-    if (rc != IPUOF_OK)
+    if (rc != IPUOF_OK) {
+        /* Say where the address came from when the program did not give it. */
+        size_t n = strlen(c->err.msg);
+        if (c->target.source[0] != '\0' && strcmp(c->target.source, "the default") != 0 &&
+            strcmp(c->target.source, IPUOF_SERVER_ENV) != 0 && n < sizeof c->err.msg)
+            snprintf(c->err.msg + n, sizeof c->err.msg - n, " (the address is from %s)",
+                     c->target.source);
         return rc;
+    }
     c->ever_connected = 1;
     if (!do_hello)
         return IPUOF_OK;

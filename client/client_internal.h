@@ -43,6 +43,19 @@ struct ipuof_addr {
     char path[IPUOF_PATH_MAX];    /* AF_UNIX socket path, NUL-terminated */
 };
 
+/* A partition's name: 1 to 63 letters, digits, '-', '_' or '.' (the daemon's limit). */
+#define IPUOF_PARTITION_NAME_MAX 63
+
+/* Where the program's ipuofd is and which partition it uses, when the program names
+ * neither (ipuof_conf.c). */
+struct ipuof_target {
+    char address[IPUOF_ADDRESS_MAX];             /* "host:port" or "unix:/path" */
+    char partition[IPUOF_PARTITION_NAME_MAX + 1]; /* "" when none is named */
+    int gcd;                                      /* -1 when none is named */
+    char source[420];  /* what named them: a config file's path, "IPUOF_VIPU_API_HOST",
+                        * "IPUOF_SERVER" or "the default" */
+};
+
 /* One error as the handle keeps it: ours, or the daemon's copied verbatim. */
 struct ipuof_err_info {
     int code;                     /* IPUOF_OK or an IPUOF_E_* code */
@@ -77,6 +90,10 @@ struct ipuof_client {
     char server_version[64];
 
     char job_key[IPUOF_JOB_KEY_MAX + 1]; /* ipuof_client_set_job_key; "" when not set */
+
+    /* What the lookup found when the caller named no address (ipuof_target_lookup); all
+     * "" and gcd -1 after a connect to an address the caller gave. */
+    struct ipuof_target target;
 
     /* The partition this connection holds. */
     int attached;
@@ -130,6 +147,28 @@ void ipuof_addr_format(const struct ipuof_addr *a, char *buf, size_t len);
 int ipuof_job_identity(const char *explicit_name, const char *explicit_key, unsigned process_id,
                        unsigned num_processes, char *name, size_t name_len, char *key,
                        size_t key_len, char *err, size_t errlen);
+
+/* ---- ipuof_conf.c: IPUoF config files and PopRun's variables --------------------------- */
+
+/* 1 when name is a usable partition name (1 to IPUOF_PARTITION_NAME_MAX letters, digits,
+ * '-', '_' or '.'), else 0. */
+int ipuof_partition_name_ok(const char *name);
+
+/*
+ * Finds where to connect and which partition to use when the program names neither:
+ * IPUOF_CONFIG_PATH, else IPUOF_VIPU_API_HOST (+ _PORT, _PARTITION_ID, _GCD_ID), else
+ * ~/.ipuof.conf.d/ *.conf, else IPUOF_SERVER, else 127.0.0.1:50052 (ipuof_conf.c says how).
+ * Returns IPUOF_OK with *t filled, or IPUOF_E_INVAL with a sentence in err naming the file
+ * or variable and the field that is wrong, and what would be right.
+ */
+int ipuof_target_lookup(struct ipuof_target *t, char *err, size_t errlen);
+
+/* Reads one IPUoF config file (path, shown in messages) into *t. 0, or -1 with a sentence
+ * in err naming the file and the field. ipuof_conf_parse does the same for text[0..len)
+ * already read (only read). */
+int ipuof_conf_read(const char *path, struct ipuof_target *t, char *err, size_t errlen);
+int ipuof_conf_parse(const char *path, const char *text, size_t len, struct ipuof_target *t,
+                     char *err, size_t errlen);
 
 /* Records a failure of ours on c (class plain, recovery none) and returns code. */
 int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)

@@ -7,6 +7,7 @@
  * kept on the handle; a notice from the daemon (partition reset, shutdown) drops it and its
  * error is returned by the next call that needs the partition.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,23 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
 
     a.num_ipus = opts->num_ipus;
     a.partition_name = (char *)(opts->partition_name != NULL ? opts->partition_name : "");
+    /* The partition a config file or PopRun's variables name (the connect's lookup), unless
+     * the program names one or a job is given IPUOF_PARTITION. */
+    if (a.partition_name[0] == '\0' && c->target.partition[0] != '\0' &&
+        (opts->num_processes == 1 || getenv("IPUOF_PARTITION") == NULL ||
+         getenv("IPUOF_PARTITION")[0] == '\0')) {
+        /* It must be one the partition service made: an attach would otherwise make an
+         * ad hoc partition of that name and hide a stale file or a typo. */
+        char why[IPUOF_ERRMSG_MAX];
+        rc = ipuof_vipu_get(c, c->target.partition, NULL);
+        if (rc != IPUOF_OK) {
+            snprintf(why, sizeof why, "%s", c->err.msg);
+            rc = ipuof_err_set(c, rc, "client", "partition '%s' (from %s): %s",
+                               c->target.partition, c->target.source, why);
+            goto out;
+        }
+        a.partition_name = c->target.partition;
+    }
     a.process_id = opts->process_id;
     a.num_processes = opts->num_processes;
     if (opts->num_processes == 0) { /* from the launcher's environment */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "compile_int.h"
-#include "jobs.h"
 
 static const char *
 str_or_none(const char *s)

@@ -1,6 +1,7 @@
 /*
- * compile_int.h — the inside of a compile, shared by req_compile.c (the requests, the
- * upload, the worker and the reply), compile_opts.c (the request's options: checked,
+ * compile_int.h — the inside of a compile, shared by req_compile.c (the requests and the
+ * upload), compile_task.c (the worker and the reply), jobs_compile.c (gathering a job's
+ * compiles), compile_opts.c (the request's options: checked,
  * decoded into sim_compile_opts, keyed for the cache) and compile_diff.c (compared between
  * a job's processes).
  * Loop thread only, except where a field says otherwise.
@@ -8,6 +9,7 @@
 #ifndef IPUOFD_COMPILE_INT_H
 #define IPUOFD_COMPILE_INT_H
 
+#include <event2/event.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,10 +75,40 @@ struct compile_task {
     uint64_t us;
 };
 
+/* ---- compile_task.c: the task on a worker, below the jobs ---- */
+
+/* Frees ct and everything it owns (its bytes, options, progress event). NULL is a no-op. */
+void compile_task_free(struct compile_task *ct);
+/* The compiler's progress callback (any thread): records done/total and wakes ct's progress
+ * event on the loop. ud is ct. */
+void compile_task_progress(int done, int total, void *ud);
+/* Hands ct to a worker, which finds it in the cache or compiles it; then done(&ct->item)
+ * runs on the loop thread, with it->dropped set when a stopping daemon never started it.
+ * Progress meanwhile runs on_progress(-1, 0, ct) on the loop. 0, or -1 when out of memory
+ * (ct is then still the caller's). */
+int compile_task_queue(struct compile_task *ct, void (*done)(struct work_item *),
+                       event_callback_fn on_progress);
+/* The model ct made (ct->rc IPUOF_OK) on its partition, placed on its IPUs; or NULL with
+ * ct->rc and ct->err set. */
+struct model *compile_task_model(struct compile_task *ct);
+/* Sends the compile reply for m to c (the local shapes of c's slice for a job's model).
+ * 0, or -1 with an error sent (out of memory, or a model too large to describe). */
+int compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
+                       uint64_t us);
+
+/* ---- compile_diff.c ---- */
+
+/* 0 when a and b compile the same model the same way; else 1 and a sentence in msg
+ * naming the first option that differs and both values (a is process pa's, b pb's). */
+int compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
+                      unsigned pb, char *msg, size_t len);
+
 /* ---- compile_opts.c ------------------------------------------------------------------------- */
 
-int compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
-                          uint32_t payload_len);
+/* Checks a compile request's sizes and counts against the daemon's limits and c's
+ * partition part before anything is allocated. 0, or -1 with an error sent. */
+int compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t req_id,
+                          const Ipuof__CompileRequest *rq, uint32_t payload_len);
 /* 0 when name (what it names: "output mode", "block prefix", ...) has at most
  * MAX_NAME_BYTES bytes; else -1 with an error sent to c. */
 int compile_name_check(struct conn *c, uint64_t req_id, const char *what, const char *name);

@@ -2,7 +2,8 @@
  * compile_opts.c — a compile request's options: checked where they enter (counts, sizes,
  * enum values, placement against the partition), decoded into sim_compile_opts, turned into
  * the cache key (compile_diff.c compares them between the processes of a job). No I/O
- * beyond the error replies; req_compile.c does the upload, the worker and the reply.
+ * beyond the error replies; req_compile.c does the upload, compile_task.c the worker and
+ * the reply.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,17 +13,15 @@
 
 #include "compile_int.h"
 #include "ipuof/status.h"
-#include "jobs.h"
-#include "server.h"
+#include "srv_state.h"
 #include "wiremap.h"
 
-/* Checks a compile request's sizes and counts against the daemon's limits and the
- * partition (conn_part(c) is set) before anything is allocated. 0, or -1 with an error sent. */
+/* Checks a compile request's sizes and counts against the daemon's limits and c's
+ * partition part (not NULL) before anything is allocated. 0, or -1 with an error sent. */
 int
-compile_request_check(struct conn *c, uint64_t req_id, const Ipuof__CompileRequest *rq,
-                      uint32_t payload_len)
+compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t req_id,
+                      const Ipuof__CompileRequest *rq, uint32_t payload_len)
 {
-    const struct dev_partition *part = conn_part(c);
     struct srv *s = c->srv;
     unsigned R = rq->replicas ? rq->replicas : 1;
 

@@ -26,13 +26,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "dispatch.h"
-#include "jobs.h"
 #include "frame.h"
 #include "ipuof/status.h"
 #include "log.h"
-#include "models.h"
-#include "server.h"
+#include "srv_state.h"
 #include "wiremap.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
@@ -167,15 +164,11 @@ void
 conn_free(struct conn *c)
 {
     struct srv *s = c->srv;
-    int released = c->job != NULL;
+    int released;
 
     if (c->payload_left > 0 && c->sink.abort != NULL)
         c->sink.abort(c, c->sink.arg);
-    req_trace_forget(c);
-    models_drop_upload(c);
-    if (c->job != NULL)
-        job_leave(c); /* the job decides what its process leaving means */
-    srv_wait_cancel(s, c);
+    released = s->conn_hooks->gone(c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -189,7 +182,7 @@ conn_free(struct conn *c)
     bufferevent_free(c->bev);
     free(c);
     if (released)
-        srv_serve_waiters(s);
+        s->conn_hooks->freed(s);
 }
 
 void
@@ -505,7 +498,7 @@ process_input(struct conn *c)
         c->sink_off = 0;
         c->payload_left = head.payload_len;
         c->payload_req = h->request_id;
-        dispatch(c, h, head.payload_len);
+        c->srv->conn_hooks->frame(c, h, head.payload_len);
         ipuof_frame_header_free(h);
         if (c->payload_left > 0 && !c->dead)
             read_payload(c);
@@ -564,7 +557,7 @@ on_event(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     conn_enter(c);
     if (what & BEV_EVENT_TIMEOUT) {
-        if (c->job != NULL || c->waiter != NULL || c->frames_held || c->upload != NULL) {
+        if (c->frames_held || c->srv->conn_hooks->holds(c)) {
             /* Holding IPUs, waiting for them, or for its compile or run is not idleness:
              * only a client that holds nothing is closed. */
             bufferevent_enable(c->bev, EV_READ);

@@ -36,6 +36,21 @@ struct conn_sink {
     void *arg;
 };
 
+/* What a connection calls in the layers above it, set by its owner (server.c's
+ * srv_conn_hooks, in struct srv's conn_hooks): conn.c itself knows only frames. */
+struct conn_hooks {
+    /* A frame arrived (the hello checked against the limits): serve it (dispatch). */
+    void (*frame)(struct conn *c, const Ipuof__Header *h, uint32_t payload_len);
+    /* c is being freed: let go of what it holds above (its trace, upload, job, queued
+     * attach). 1 when others may now get something it released: freed() then runs once c
+     * is gone. */
+    int (*gone)(struct conn *c);
+    void (*freed)(struct srv *s);
+    /* 1 when c holds something above (IPUs, a queued attach, an upload), so that idleness
+     * does not close it. */
+    int (*holds)(const struct conn *c);
+};
+
 /* One piece of an outgoing payload (copied by conn_sendv). */
 struct conn_iov {
     const void *base;

@@ -40,6 +40,8 @@ dev_inventory_free(struct dev_inventory *inv)
         return;
     while (inv->parts != NULL)
         dev_release(inv, inv->parts);
+    while (inv->vparts != NULL)
+        dev_vpart_remove(inv, inv->vparts);
     free(inv->ipus);
     free(inv);
 }
@@ -66,17 +68,18 @@ dev_free_count(const struct dev_inventory *inv)
     unsigned k = 0;
 
     for (unsigned i = 0; i < inv->n; i++)
-        k += inv->ipus[i].state == DEV_FREE;
+        k += inv->ipus[i].state == DEV_FREE && inv->ipus[i].vpart == NULL;
     return k;
 }
 
-/* First IPU of an aligned group of count free IPUs, or -1. */
+/* First IPU of an aligned group of count free IPUs no V-IPU partition reserves, or -1. */
 static int
 find_group(const struct dev_inventory *inv, unsigned count)
 {
     for (unsigned first = 0; first + count <= inv->n; first += count) {
         unsigned k = 0;
-        while (k < count && inv->ipus[first + k].state == DEV_FREE)
+        while (k < count && inv->ipus[first + k].state == DEV_FREE &&
+               inv->ipus[first + k].vpart == NULL)
             k++;
         if (k == count)
             return (int)first;
@@ -111,7 +114,7 @@ dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, si
     if (nfree > 0 && used < errlen) {
         used += (size_t)snprintf(err + used, errlen - used, " (");
         for (unsigned i = 0; i < inv->n && used < errlen; i++) {
-            if (inv->ipus[i].state != DEV_FREE)
+            if (inv->ipus[i].state != DEV_FREE || inv->ipus[i].vpart != NULL)
                 continue;
             used += (size_t)snprintf(err + used, errlen - used, "%s%u", sep, i);
             sep = ", ";
@@ -131,6 +134,17 @@ dev_describe_busy(const struct dev_inventory *inv, unsigned count, char *err, si
                                  p->holder.name[0] ? p->holder.name : "client", p->holder.pid,
                                  p->holder.peer, p->name);
     }
+    for (const struct dev_vpart *v = inv->vparts; v != NULL && used < errlen; v = v->next)
+        if (dev_vpart_holder(inv, v) == NULL) {
+            char range[32];
+            if (v->count == 1)
+                snprintf(range, sizeof range, "IPU %u", v->first);
+            else
+                snprintf(range, sizeof range, "IPUs %u-%u", v->first, v->first + v->count - 1);
+            used += (size_t)snprintf(err + used, errlen - used, "; %s reserved for partition "
+                                     "'%s' (vipu list partitions), attached by its name only",
+                                     range, v->name);
+        }
     for (unsigned i = 0; i < inv->n && used < errlen; i++)
         if (inv->ipus[i].state == DEV_ERROR)
             used += (size_t)snprintf(err + used, errlen - used,
@@ -167,6 +181,7 @@ dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
            size_t errlen)
 {
     struct dev_partition *p;
+    struct dev_vpart *vp;
     int first;
 
     *out = NULL;
@@ -181,7 +196,32 @@ dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
         errbuf_set(err, errlen, "partition name '%s' is already in use; choose another name", name);
         return IPUOF_E_BUSY;
     }
-    first = find_group(inv, count);
+    vp = name != NULL && name[0] != '\0' ? dev_vpart_find(inv, name) : NULL;
+    if (vp != NULL) {
+        const struct dev_partition *h = dev_vpart_holder(inv, vp);
+        if (count > vp->count) {
+            errbuf_set(err, errlen, "partition '%s' has %u IPU%s; this attach asks for %u "
+                       "(vipu create partition %s --size %u makes one that large)", name,
+                       vp->count, vp->count == 1 ? "" : "s", count, name, count);
+            return IPUOF_E_INVAL;
+        }
+        if (h != NULL) {
+            errbuf_set(err, errlen, "partition '%s' is in use: IPUs %u-%u held by %s (pid %u, "
+                       "%s) as '%s'", name, h->first, h->first + h->count - 1,
+                       h->holder.name[0] ? h->holder.name : "client", h->holder.pid,
+                       h->holder.peer, h->name);
+            return IPUOF_E_BUSY;
+        }
+        if (dev_vpart_failed(inv, vp)) {
+            errbuf_set(err, errlen, "partition '%s' is PS_FAILED: one of its IPUs %u-%u is in "
+                       "error; vipu reset partition %s", name, vp->first,
+                       vp->first + vp->count - 1, name);
+            return IPUOF_E_BUSY;
+        }
+        first = (int)vp->first;
+    } else {
+        first = find_group(inv, count);
+    }
     if (first < 0) {
         dev_describe_busy(inv, count, err, errlen);
         return IPUOF_E_BUSY;
@@ -263,4 +303,110 @@ dev_clear(struct dev_inventory *inv, unsigned id)
     d->loaded[0] = '\0';
     d->steps_run = 0;
     d->error[0] = '\0';
+}
+
+/* ---- V-IPU partitions ------------------------------------------------------------------- */
+
+struct dev_vpart *
+dev_vpart_find(const struct dev_inventory *inv, const char *name)
+{
+    for (struct dev_vpart *v = inv->vparts; v != NULL; v = v->next)
+        if (strcmp(v->name, name) == 0)
+            return v;
+    return NULL;
+}
+
+struct dev_partition *
+dev_vpart_holder(const struct dev_inventory *inv, const struct dev_vpart *vp)
+{
+    for (unsigned i = 0; i < vp->count; i++)
+        if (inv->ipus[vp->first + i].part != NULL)
+            return inv->ipus[vp->first + i].part;
+    return NULL;
+}
+
+int
+dev_vpart_failed(const struct dev_inventory *inv, const struct dev_vpart *vp)
+{
+    for (unsigned i = 0; i < vp->count; i++)
+        if (inv->ipus[vp->first + i].state == DEV_ERROR)
+            return 1;
+    return 0;
+}
+
+int
+dev_vpart_create(struct dev_inventory *inv, const char *name, unsigned count,
+                 unsigned num_gcds, int reconfigurable, struct dev_vpart **out, char *err,
+                 size_t errlen)
+{
+    struct dev_vpart *v;
+    size_t n = strlen(name);
+    int first;
+
+    *out = NULL;
+    if (n == 0 || n >= DEV_NAME_MAX) {
+        errbuf_set(err, errlen, "a partition name has 1 to %d characters, not %zu",
+                   DEV_NAME_MAX - 1, n);
+        return IPUOF_E_INVAL;
+    }
+    for (const char *c = name; *c; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == '.')) {
+            errbuf_set(err, errlen, "partition name '%s' has the character 0x%02x; use letters, "
+                       "digits, '-', '_' and '.'", name, (unsigned char)*c);
+            return IPUOF_E_INVAL;
+        }
+    }
+    if (!dev_is_pow2(count) || count > inv->n) {
+        errbuf_set(err, errlen, "--size %u: a partition is a power of two IPUs (1, 2, 4, ...) "
+                   "of at most this daemon's %u", count, inv->n);
+        return IPUOF_E_INVAL;
+    }
+    if (!dev_is_pow2(num_gcds) || num_gcds > count) {
+        errbuf_set(err, errlen, "--num-gcds %u: the GCDs divide the partition's %u IPUs "
+                   "evenly, so their count is a power of two of at most %u", num_gcds, count,
+                   count);
+        return IPUOF_E_INVAL;
+    }
+    if (dev_vpart_find(inv, name) != NULL || dev_find_partition(inv, name) != NULL) {
+        errbuf_set(err, errlen, "partition '%s' already exists%s; choose another name or "
+                   "remove it first", name, dev_vpart_find(inv, name) ? "" :
+                   " (attached by a program: ipuctl status shows it)");
+        return IPUOF_E_BUSY;
+    }
+    first = find_group(inv, count);
+    if (first < 0) {
+        dev_describe_busy(inv, count, err, errlen);
+        return IPUOF_E_BUSY;
+    }
+    v = calloc(1, sizeof *v);
+    if (v == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    memcpy(v->name, name, n + 1);
+    v->first = (unsigned)first;
+    v->count = count;
+    v->num_gcds = num_gcds;
+    v->reconfigurable = reconfigurable != 0;
+    v->next = inv->vparts;
+    inv->vparts = v;
+    for (unsigned i = 0; i < count; i++)
+        inv->ipus[v->first + i].vpart = v;
+    *out = v;
+    return IPUOF_OK;
+}
+
+void
+dev_vpart_remove(struct dev_inventory *inv, struct dev_vpart *vp)
+{
+    for (struct dev_vpart **pp = &inv->vparts; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == vp) {
+            *pp = vp->next;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < vp->count; i++)
+        inv->ipus[vp->first + i].vpart = NULL;
+    free(vp);
 }

@@ -24,6 +24,7 @@ struct dev_holder {
 };
 
 struct dev_partition;
+struct dev_vpart;
 
 struct dev_ipu {
     unsigned id;
@@ -36,6 +37,7 @@ struct dev_ipu {
     uint64_t memory_stash;       /* of memory_used: loaded models' pipeline stashes */
     uint64_t memory_offchip;     /* loaded models' state in host memory (not in used) */
     struct dev_partition *part;  /* NULL when free */
+    struct dev_vpart *vpart;     /* the V-IPU partition that reserves it, NULL when none */
     char loaded[DEV_NAME_MAX];   /* what is loaded, "" when nothing */
     uint64_t steps_run;
     char error[128];             /* for DEV_ERROR */
@@ -50,10 +52,24 @@ struct dev_partition {
     struct dev_partition *next;
 };
 
+/*
+ * A V-IPU partition (vipu create partition): an aligned power-of-two group of IPUs reserved
+ * by name until it is removed or the daemon stops (the inventory lives in memory only).
+ * Its IPUs are attached only by an attach that gives its name; an attach without a name
+ * never takes them. num_gcds divides the IPUs into consecutive GCDs of count / num_gcds.
+ */
+struct dev_vpart {
+    char name[DEV_NAME_MAX];
+    unsigned first, count, num_gcds;
+    int reconfigurable;
+    struct dev_vpart *next;
+};
+
 struct dev_inventory {
     unsigned n;
     struct dev_ipu *ipus;
     struct dev_partition *parts; /* attached partitions */
+    struct dev_vpart *vparts;    /* V-IPU partitions, newest first */
     unsigned next_seq;           /* for generated partition names */
 };
 
@@ -65,10 +81,13 @@ unsigned dev_free_count(const struct dev_inventory *inv);
 
 /*
  * Attaches count IPUs (a power of two, at most inv->n) as a new partition named name
- * ("" = generated "pN"). Returns IPUOF_OK and *out, or IPUOF_E_INVAL (bad count or name),
- * IPUOF_E_BUSY (name taken, or no aligned group of count free IPUs: err says how many are
- * free and who holds the rest). The partition belongs to the inventory; release it with
- * dev_release().
+ * ("" = generated "pN"). A name of a V-IPU partition attaches that partition's IPUs (the
+ * first count of them; count at most its size); any other attach takes only IPUs no
+ * V-IPU partition reserves. Returns IPUOF_OK and *out, or IPUOF_E_INVAL (bad count or
+ * name, more IPUs than the V-IPU partition has), IPUOF_E_BUSY (name taken, the V-IPU
+ * partition held by someone else or in error, or no aligned group of count free IPUs: err
+ * says how many are free and who holds the rest). The partition belongs to the inventory;
+ * release it with dev_release().
  */
 int dev_attach(struct dev_inventory *inv, unsigned count, const char *name,
                const struct dev_holder *holder, void *owner, struct dev_partition **out,
@@ -100,6 +119,32 @@ void dev_clear(struct dev_inventory *inv, unsigned id);
  * ones become DEV_BUSY) or no longer (DEV_BUSY ones become DEV_ATTACHED). Ids outside the
  * inventory and IPUs in another state (freed, reset, in error meanwhile) are left alone. */
 void dev_set_busy(struct dev_inventory *inv, unsigned first, unsigned count, int busy);
+
+/*
+ * Reserves count IPUs (a power of two, at most inv->n) as V-IPU partition name with
+ * num_gcds GCDs (a power of two, at most count): the first aligned group of free IPUs that
+ * no other V-IPU partition reserves. name must be 1 to DEV_NAME_MAX - 1 of letters, digits,
+ * '-', '_', '.' and not the name of a V-IPU partition or an attached partition. Returns
+ * IPUOF_OK and *out (owned by the inventory), or IPUOF_E_INVAL / IPUOF_E_BUSY with a
+ * sentence in err saying what was wrong and what would be right.
+ */
+int dev_vpart_create(struct dev_inventory *inv, const char *name, unsigned count,
+                     unsigned num_gcds, int reconfigurable, struct dev_vpart **out, char *err,
+                     size_t errlen);
+
+/* The V-IPU partition named name, or NULL. */
+struct dev_vpart *dev_vpart_find(const struct dev_inventory *inv, const char *name);
+
+/* The attached partition on vp's IPUs, or NULL when nobody holds them. */
+struct dev_partition *dev_vpart_holder(const struct dev_inventory *inv,
+                                       const struct dev_vpart *vp);
+
+/* 1 when one of vp's IPUs is in error (PS_FAILED), else 0 (PS_ACTIVE). */
+int dev_vpart_failed(const struct dev_inventory *inv, const struct dev_vpart *vp);
+
+/* Frees vp and returns its IPUs to the pool. Its IPUs must not be attached (the caller
+ * revokes the holder first). */
+void dev_vpart_remove(struct dev_inventory *inv, struct dev_vpart *vp);
 
 /* Rounds n up to a power of two (n >= 1). */
 unsigned dev_round_pow2(unsigned n);

@@ -9,7 +9,7 @@
 #include "frame.h"
 #include "ipuof/status.h"
 #include "log.h"
-#include "server.h"
+#include "srv_state.h"
 
 static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello},
@@ -28,6 +28,7 @@ static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_COPY_WEIGHTS, "copy_weights", 0, 0, 0, req_copy_weights},
     {IPUOF__HEADER__BODY_SAVE_MODEL, "save_model", 0, 0, 0, req_save_model},
     {IPUOF__HEADER__BODY_TRACE, "trace", 0, 0, 0, req_trace},
+    {IPUOF__HEADER__BODY_VIPU, "vipu", 0, 0, 0, req_vipu}, /* rights per verb: req_vipu.c */
 };
 
 void

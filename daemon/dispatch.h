@@ -37,6 +37,17 @@ void req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_
 void req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_health(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+
+/*
+ * Resets the IPUs marked in sel[] (CFG_MAX_IPUS entries, widened to whole partitions where
+ * one is held), on behalf of c: each holder's job is told its partition was reset. A held
+ * IPU without force is refused: IPUOF_E_BUSY with a sentence naming the holders in err,
+ * nothing reset. IPUOF_OK with the reset ids in ids (may be NULL) and their count in
+ * *n_ids (may be NULL). The caller serves the waiters afterwards.
+ */
+int admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids,
+                     unsigned *n_ids, char *err, size_t errlen);
 void req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                      uint32_t payload_len);
@@ -55,16 +66,15 @@ void req_save_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h,
                     uint32_t payload_len);
 void req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 
-/* Fills *rc with the cost figures of e's last run (or the code and reason why there are
- * none); busy (SIM_MAX_IPUS entries) is caller storage rc points into. */
-void req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy);
+/* Drops an unfinished model upload of c, if any (req_compile.c). */
+void req_compile_drop_upload(struct conn *c);
+
+/* Answers c's unfinished model upload, if any, with error code and the sentence why, and
+ * drops it. 1 when there was one, else 0. */
+int req_compile_refuse_upload(struct conn *c, int code, const char *why);
 
 /* c's connection is going away: its trace on a worker, if any, is dropped when done. */
 void req_trace_forget(struct conn *c);
-
-/* Replies to an attach (used by the wait queue too). */
-void reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
-                    uint32_t waited_ms);
 
 /* Takes conn's partition away and tells it why with a Notice (code, sentence). */
 void revoke_partition(struct conn *c, int code, const char *fmt, ...)

@@ -78,26 +78,10 @@ void job_revoke(struct conn *c, int code, const char *msg);
  * sent its compile, then compiled once for all of them, or refused naming the difference). */
 void job_compile_ready(struct conn *c, struct compile_task *ct);
 
-/* j's compile for processes proc0 .. proc0+nproc-1 finished (j alive): m (NULL on
- * failure; taken, with proc0 and nproc set) is the job's model; rc/msg the failure. Replies
- * to those processes; a model whose reply could not be sent (too large to describe) is freed. */
-void job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
-                  const char *msg, int cached, uint64_t us);
-
-/* A compile of j goes to a worker: j is held (compile_done lets go with job_unhold) and a
- * process leaving meanwhile ends the job. job_compile_end: it came back. */
-void job_compile_begin(struct job *j);
-void job_compile_end(struct job *j);
-
-/* c's compile req_id is made here, at once, for c alone (an inference model from a
- * training model): its reply comes from job_compiled. */
-void job_compile_here(struct conn *c, uint64_t req_id);
-
-/* 1 once j has ended (its processes had their errors; it is freed when let go). */
-int job_ended(const struct job *j);
-/* j's name (its partition's) and its processes. */
-const char *job_name(const struct job *j);
-unsigned job_processes(const struct job *j);
+/* c's compile req_id was made here, at once, for c alone (an inference model from a
+ * training model): ct (taken; ct->rc, ct->err, ct->entry, ct->us set) becomes c's own
+ * model, or its error, and c gets the reply. */
+void job_compile_here(struct conn *c, uint64_t req_id, struct compile_task *ct);
 
 /* Holds j while something refers to it (a loop over its processes, a compile or trace on a
  * worker): an end meanwhile frees it only at the last job_unhold, which returns 1 when the
@@ -105,13 +89,16 @@ unsigned job_processes(const struct job *j);
 void job_hold(struct job *j);
 int job_unhold(struct job *j);
 
-/* j's compile reports progress p: every process waiting for the compile gets it under its
- * own request id (a client's wait for a long compile is kept alive by progress, so every
- * process needs it). */
-void job_compile_progress(struct job *j, const Ipuof__CompileProgress *p);
-
 /* The job's model with this id for c, or NULL. */
 struct model *job_find_model(const struct conn *c, uint32_t id);
+
+/*
+ * Answers request req_id, which names model id that c does not have: with the reason its
+ * partition was taken away (recoverable, re-attach) when a reset or shutdown freed its
+ * models since its last attach, else IPUOF_E_NOTFOUND. what ends the sentence ("; compile
+ * one first") and may be "".
+ */
+void job_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
 
 /* c frees the job's model id: it is freed once every process has freed it. 0, or -1 when
  * there is no such model. */
@@ -127,21 +114,21 @@ void job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
  * when out of memory. */
 int job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
 
-/* ---- implemented by req_compile.c for this file ---- */
+/* ---- the attach wait queue (its state is in struct srv) ---- */
 
-uint64_t compile_task_req_id(const struct compile_task *ct);
-void compile_task_discard(struct compile_task *ct);
-/* 0 when a and b compile the same model the same way; else 1 and a sentence in msg
- * naming the first option that differs and both values (a is process pa's, b pb's). */
-int compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
-                     unsigned pb, char *msg, size_t len);
-/* Compiles ct for every process of j (replicas x j->nproc) on a worker; the job is held
- * until the compile ends, which then calls job_compiled unless the job ended. 0, or an
- * IPUOF_E_* code with a sentence in msg (ct is then still the caller's). */
-int compile_task_submit(struct job *j, struct compile_task *ct, char *msg, size_t len);
-/* Sends the compile reply for m to c (the local shapes of c's slice for a job's model).
- * 0, or -1 with an error sent. */
-int compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int cached,
-                        uint64_t us);
+/* Queues conn's attach request; replies when IPUs free up or the timeout passes. */
+int job_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
+                     const char *name, unsigned timeout_ms, char *err, size_t errlen);
+/* Drops conn's queued attach, if any, without replying. */
+void job_wait_cancel(struct srv *s, struct conn *c);
+/* The daemon is stopping: every queued attach is answered (IPUOF_E_SHUTDOWN) and dropped. */
+void job_wait_shutdown(struct srv *s);
+/* Serves queued attaches, first come first served, after IPUs were returned: each is
+ * attached as a job of one and answered (job_reply_attached). */
+void job_serve_waiters(struct srv *s);
+
+/* Replies to c's attach req_id of partition p (after waiting waited_ms, 0: at once). */
+void job_reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p,
+                        uint32_t waited_ms);
 
 #endif

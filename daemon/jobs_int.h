@@ -1,6 +1,7 @@
 /*
- * jobs_int.h — the inside of a job of several processes, shared by jobs.c (attach,
- * compile, leaving, status) and jobs_run.c (runs). Loop thread only, except where a field
+ * jobs_int.h — the inside of a job, shared by jobs_life.c (its life, leaving, the wait
+ * queue), jobs_attach.c (attaching as one of several processes), jobs_compile.c,
+ * jobs_run.c and jobs_status.c. Loop thread only, except where a field
  * says otherwise.
  */
 #ifndef IPUOFD_JOBS_INT_H
@@ -66,6 +67,13 @@ struct job {
     struct job *next;
     struct job_proc proc[];     /* nproc */
 };
+
+/* A job of nproc processes named name on count IPUs (fields zeroed, the processes
+ * numbered, its job_timeout timer made), or NULL when out of memory. */
+struct job *job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count);
+
+/* Rewrites the "loaded" lists of j's IPUs from its models. */
+void job_update_loaded(struct job *j);
 
 /* Ends j: every process still there gets an error with the sentence fmt makes (and a
  * Notice when it had its partition); the partition is released; j is freed once nothing

@@ -9,13 +9,12 @@
 #include <string.h>
 
 #include "conn.h"
-#include "dispatch.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 #include "slices.h"
 
 /* Process q's share of model m (the processes p0 .. p0+n-1 that share it): its index
@@ -108,7 +107,7 @@ reply_run(struct job_proc *q, struct model *m, uint64_t us)
     r.n_outputs = no;
     r.outputs = tp;
     r.run_us = us;
-    req_run_cost(exe, &cost, busy);
+    models_run_cost(exe, &cost, busy);
     r.cost = &cost;
     h.request_id = q->run_req;
     h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
@@ -140,7 +139,7 @@ run_done(struct work_item *it)
     }
     dev_set_busy(j->srv->inv, m->first_ipu, m->nipus, 0); /* still the job's IPUs */
     if (w->rc == IPUOF_OK && !it->dropped)
-        models_count_steps(j->srv, m, sim_exe_device_iterations(m->entry->exe));
+        models_count_steps(j->srv->inv, m, sim_exe_device_iterations(m->entry->exe));
     j->run_model = NULL;
     j->nrun = 0;
     job_hold(j); /* j->inflight stays set: a process leaving now ends the job */

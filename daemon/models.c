@@ -11,17 +11,15 @@
  * weights, every buffer), counting the entries in use.
  */
 #include "models.h"
-#include "jobs.h"
 
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "devices.h"
+#include "ipuof/status.h"
 #include "log.h"
-#include "server.h"
 #include "wiremap.h"
 
 void
@@ -184,7 +182,7 @@ cache_release(struct cache *k, struct cache_entry *e)
         return;
     pthread_mutex_lock(&k->mu);
     e->in_use = 0;
-    e->last_used_ms = srv_now_ms();
+    e->last_used_ms = models_now_us() / 1000; /* the loop's clock (srv_now_ms) */
     /* Entries that cannot be reused go once nothing uses them or borrows their model. */
     while (e != NULL && !e->reusable && !e->in_use && e->refs == 0) {
         struct cache_entry *parent = e->parent;
@@ -234,13 +232,13 @@ cache_hash(const uint8_t *bytes, size_t len, const char *key)
 
 /* The IPUs of m that exist in the inventory and in m->mem[]: never index past either. */
 static unsigned
-model_ipus(const struct srv *s, const struct model *m)
+model_ipus(const struct dev_inventory *inv, const struct model *m)
 {
     unsigned n = m->nipus < CFG_MAX_IPUS ? m->nipus : CFG_MAX_IPUS;
 
-    if (m->first_ipu >= s->inv->n)
+    if (m->first_ipu >= inv->n)
         return 0;
-    return n < s->inv->n - m->first_ipu ? n : s->inv->n - m->first_ipu;
+    return n < inv->n - m->first_ipu ? n : inv->n - m->first_ipu;
 }
 
 uint64_t
@@ -272,26 +270,26 @@ models_host_used(const struct model *list)
 }
 
 void
-model_place(struct srv *s, struct model *m)
+model_place(struct dev_inventory *inv, struct model *m)
 {
-    for (unsigned i = 0; i < model_ipus(s, m); i++) {
-        struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
+    for (unsigned i = 0; i < model_ipus(inv, m); i++) {
+        struct dev_ipu *d = &inv->ipus[m->first_ipu + i];
         d->memory_used += m->mem[i];
         d->memory_stash += m->stash[i];
         d->memory_offchip += m->offchip[i];
     }
-    if (model_ipus(s, m) > 0)
-        s->inv->ipus[m->first_ipu].host_used += m->host;
+    if (model_ipus(inv, m) > 0)
+        inv->ipus[m->first_ipu].host_used += m->host;
     m->placed = 1;
 }
 
 void
-model_unplace(struct srv *s, struct model *m)
+model_unplace(struct dev_inventory *inv, struct model *m)
 {
     if (!m->placed)
         return;
-    for (unsigned i = 0; i < model_ipus(s, m); i++) {
-        struct dev_ipu *d = &s->inv->ipus[m->first_ipu + i];
+    for (unsigned i = 0; i < model_ipus(inv, m); i++) {
+        struct dev_ipu *d = &inv->ipus[m->first_ipu + i];
         d->memory_used = d->memory_used >= m->mem[i] ? d->memory_used - m->mem[i] : 0;
         d->memory_stash = d->memory_stash >= m->stash[i] ? d->memory_stash - m->stash[i] : 0;
         d->memory_offchip =
@@ -303,29 +301,30 @@ model_unplace(struct srv *s, struct model *m)
 }
 
 void
-models_count_steps(struct srv *s, const struct model *m, uint64_t steps)
+models_count_steps(struct dev_inventory *inv, const struct model *m, uint64_t steps)
 {
-    for (unsigned i = 0; i < model_ipus(s, m); i++)
-        s->inv->ipus[m->first_ipu + i].steps_run += steps;
+    for (unsigned i = 0; i < model_ipus(inv, m); i++)
+        inv->ipus[m->first_ipu + i].steps_run += steps;
 }
 
 void
-model_free(struct srv *s, struct model *m)
+model_free(struct dev_inventory *inv, struct cache *k, struct model *m)
 {
     if (m == NULL)
         return;
-    model_unplace(s, m);
-    cache_release(&s->cache, m->entry);
+    model_unplace(inv, m);
+    cache_release(k, m->entry);
     free(m);
 }
 
 void
-models_update_loaded(struct srv *s, const struct dev_partition *p, const struct model *list)
+models_update_loaded(struct dev_inventory *inv, const struct dev_partition *p,
+                     const struct model *list)
 {
     if (p == NULL)
         return;
     for (unsigned i = 0; i < p->count; i++) {
-        struct dev_ipu *d = &s->inv->ipus[p->first + i];
+        struct dev_ipu *d = &inv->ipus[p->first + i];
         size_t used = 0;
         d->loaded[0] = '\0';
         for (const struct model *m = list; m != NULL; m = m->next) {
@@ -337,26 +336,6 @@ models_update_loaded(struct srv *s, const struct dev_partition *p, const struct 
                                      used ? "," : "", m->name);
         }
     }
-}
-
-void
-models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what)
-{
-    if (c->revoked_code != 0) {
-        conn_send_error(c, req_id, c->revoked_code, IPUOF_ERROR_RECOVERABLE,
-                        c->revoked_code == IPUOF_E_SHUTDOWN ? IPUOF_RECOVERY_RETRY
-                                                             : IPUOF_RECOVERY_REATTACH,
-                        "device", "model %u is gone: %s", id, c->revoked_msg);
-        return;
-    }
-    conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                    "no model %u on this connection%s", id, what);
-}
-
-struct model *
-models_find(struct conn *c, uint32_t id)
-{
-    return job_find_model(c, id);
 }
 
 uint64_t
@@ -420,4 +399,30 @@ models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg, 
     o->beta2 = w->beta2;
     o->eps = w->eps;
     return 0;
+}
+
+void
+models_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy)
+{
+    struct sim_cost_report rep;
+    int code;
+
+    ipuof__run_cost__init(rc);
+    memset(&rep, 0, sizeof rep);
+    code = sim_exe_cost(e, &rep);
+    if (code != IPUOF_OK) {
+        rc->code = (uint32_t)code;
+        rc->reason = (char *)(code == IPUOF_E_UNSUPPORTED
+                                  ? "this ipuofd's simulator does not model device time yet"
+                                  : "the simulator has no cost figures for this run");
+        return;
+    }
+    if (rep.n_ipus > SIM_MAX_IPUS)
+        rep.n_ipus = SIM_MAX_IPUS;
+    memcpy(busy, rep.busy, rep.n_ipus * sizeof *busy);
+    rc->device_seconds = rep.device_seconds;
+    rc->samples_per_s = rep.samples_per_s;
+    rc->n_busy = rep.n_ipus;
+    rc->busy = busy;
+    rc->bottleneck_stage = rep.bottleneck_stage;
 }

@@ -17,8 +17,7 @@
 #include "sim.h"
 #include "work.h"
 
-struct conn;
-struct srv;
+struct dev_inventory;
 struct dev_partition;
 
 /* A compiled executable, kept for reuse after its model is freed. */
@@ -115,37 +114,19 @@ uint64_t models_host_used(const struct model *list);
 
 /* Counts m's memory on its IPUs, and its run buffers on its first IPU (only IPUs of the
  * inventory: a number past it is ignored, never indexed). */
-void model_place(struct srv *s, struct model *m);
+void model_place(struct dev_inventory *inv, struct model *m);
 
 /* Uncounts m's memory on its IPUs (when counted). */
-void model_unplace(struct srv *s, struct model *m);
+void model_unplace(struct dev_inventory *inv, struct model *m);
 
 /* Adds steps to the steps_run of m's IPUs (bounded as model_place). */
-void models_count_steps(struct srv *s, const struct model *m, uint64_t steps);
+void models_count_steps(struct dev_inventory *inv, const struct model *m, uint64_t steps);
 
-/* Uncounts and frees m, returning its executable to the cache. NULL is a no-op. */
-void model_free(struct srv *s, struct model *m);
-
-/* The model of c's job with this id (not yet freed by c), or NULL. */
-struct model *models_find(struct conn *c, uint32_t id);
-
-/*
- * Answers request req_id, which names model id that c does not have: with the reason its
- * partition was taken away (recoverable, re-attach) when a reset or shutdown freed its
- * models since its last attach, else IPUOF_E_NOTFOUND. what ends the sentence ("; compile
- * one first") and may be "".
- */
-void models_send_missing(struct conn *c, uint64_t req_id, uint32_t id, const char *what);
-
-/* Drops an unfinished model upload of c, if any. */
-void models_drop_upload(struct conn *c);
-
-/* Answers c's unfinished model upload, if any, with error code and the sentence why, and
- * drops it. 1 when there was one, else 0. */
-int models_refuse_upload(struct conn *c, int code, const char *why);
+/* Uncounts m on inv and frees it, returning its executable to cache k. NULL is a no-op. */
+void model_free(struct dev_inventory *inv, struct cache *k, struct model *m);
 
 /* Rewrites each IPU's "loaded" list of partition p from the models of list. */
-void models_update_loaded(struct srv *s, const struct dev_partition *p,
+void models_update_loaded(struct dev_inventory *inv, const struct dev_partition *p,
                           const struct model *list);
 
 /* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01.
@@ -161,5 +142,9 @@ uint64_t models_now_us(void);
  * the message points into. */
 void models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t *dims,
                         int64_t *step, Ipuof__OutputMode *mode);
+
+/* Fills *rc with the cost figures of e's last run (or the code and reason why there are
+ * none); busy (SIM_MAX_IPUS entries) is caller storage rc points into. */
+void models_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy);
 
 #endif

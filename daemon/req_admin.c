@@ -1,5 +1,6 @@
 /*
- * req_admin.c — status, health and reset: what an operator sees and does.
+ * req_admin.c — status, health and reset: what an operator sees and does (the partition
+ * service's verbs are in req_vipu.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,13 +112,17 @@ select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsi
     }
     if (rq->partition[0] != '\0') {
         struct dev_partition *p = dev_find_partition(inv, rq->partition);
-        if (p == NULL) {
+        struct dev_vpart *v = dev_vpart_find(inv, rq->partition);
+        if (p == NULL && v == NULL) {
             conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "daemon",
                             "no partition named '%s'; ipuctl status lists the partitions",
                             rq->partition);
             return -1;
         }
-        memset(sel + p->first, 1, p->count);
+        if (p != NULL)
+            memset(sel + p->first, 1, p->count);
+        else
+            memset(sel + v->first, 1, v->count); /* a V-IPU partition nobody holds */
         return 0;
     }
     for (size_t i = 0; i < rq->n_ipu_ids; i++) {
@@ -131,23 +136,16 @@ select_ipus(struct conn *c, uint64_t req_id, const Ipuof__ResetRequest *rq, unsi
     return 0;
 }
 
-void
-req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+int
+admin_reset_ipus(struct conn *c, unsigned char *sel, int force, uint32_t *ids, unsigned *n_ids,
+                 char *err, size_t errlen)
 {
-    const Ipuof__ResetRequest *rq = h->reset;
     struct srv *s = c->srv;
     struct dev_inventory *inv = s->inv;
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__ResetReply rr = IPUOF__RESET_REPLY__INIT;
-    unsigned char sel[CFG_MAX_IPUS] = {0};
-    uint32_t ids[CFG_MAX_IPUS];
     char held[512] = "";
     size_t used = 0;
     unsigned n = 0;
 
-    (void)payload_len;
-    if (select_ipus(c, req_id, rq, sel) < 0)
-        return;
     /* A held IPU resets its whole partition: the partition cannot run with a hole in it. */
     for (unsigned i = 0; i < inv->n; i++) {
         struct dev_partition *p = inv->ipus[i].part;
@@ -160,11 +158,10 @@ req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
                                      used ? "; " : "", p->name, p->first, p->first + p->count - 1,
                                      p->holder.name, p->holder.pid, p->holder.peer);
     }
-    if (held[0] != '\0' && !rq->force) {
-        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "daemon",
-                        "refusing to reset IPUs in use: %s; add --force to reset them anyway "
-                        "(the holder is told its partition was reset)", held);
-        return;
+    if (held[0] != '\0' && !force) {
+        snprintf(err, errlen, "refusing to reset IPUs in use: %s; add --force to reset them "
+                 "anyway (the holder is told its partition was reset)", held);
+        return IPUOF_E_BUSY;
     }
     s->hold_waiters = 1; /* no IPU may be handed out half-way through the reset */
     for (unsigned i = 0; i < inv->n; i++) {
@@ -181,15 +178,41 @@ req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
                              p->first + p->count - 1);
         }
         dev_clear(inv, i);
-        ids[n++] = i;
+        if (ids != NULL)
+            ids[n] = i;
+        n++;
     }
     s->hold_waiters = 0;
     log_info("client %u (%s) reset %u IPU%s", c->id, c->peer, n, n == 1 ? "" : "s");
+    if (n_ids != NULL)
+        *n_ids = n;
+    return IPUOF_OK;
+}
+
+void
+req_reset(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
+{
+    const Ipuof__ResetRequest *rq = h->reset;
+    struct srv *s = c->srv;
+    Ipuof__Header r = IPUOF__HEADER__INIT;
+    Ipuof__ResetReply rr = IPUOF__RESET_REPLY__INIT;
+    unsigned char sel[CFG_MAX_IPUS] = {0};
+    uint32_t ids[CFG_MAX_IPUS];
+    char err[700];
+    unsigned n = 0;
+
+    (void)payload_len;
+    if (select_ipus(c, req_id, rq, sel) < 0)
+        return;
+    if (admin_reset_ipus(c, sel, rq->force, ids, &n, err, sizeof err) != IPUOF_OK) {
+        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "daemon", "%s", err);
+        return;
+    }
     rr.n_ipu_ids = n;
     rr.ipu_ids = ids;
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_RESET_REPLY;
     r.reset_reply = &rr;
     conn_send(c, &r, NULL, 0);
-    srv_serve_waiters(s);
+    job_serve_waiters(s);
 }

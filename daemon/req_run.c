@@ -25,10 +25,10 @@ void
 req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     const Ipuof__RunRequest *rq = h->run;
-    struct model *m = models_find(c, rq->model_id);
+    struct model *m = job_find_model(c, rq->model_id);
 
     if (m == NULL) {
-        models_send_missing(c, req_id, rq->model_id, "; compile one first");
+        job_send_missing(c, req_id, rq->model_id, "; compile one first");
         return;
     }
     job_run(c, req_id, rq, payload_len, m); /* runs once every process sharing m sent its share */
@@ -43,7 +43,7 @@ req_free_model(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t
     (void)payload_len;
     /* freed once every process sharing it has freed it */
     if (c->job == NULL || job_free_model(c, h->free_model->model_id) < 0) {
-        models_send_missing(c, req_id, h->free_model->model_id, "");
+        job_send_missing(c, req_id, h->free_model->model_id, "");
         return;
     }
     r.request_id = req_id;

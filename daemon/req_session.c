@@ -13,7 +13,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 
 /* Compares tokens in time independent of where they differ. */
 static int
@@ -97,25 +97,6 @@ req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
 }
 
 void
-reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *p, uint32_t waited_ms)
-{
-    Ipuof__Header r = IPUOF__HEADER__INIT;
-    Ipuof__AttachReply ar = IPUOF__ATTACH_REPLY__INIT;
-    uint32_t ids[CFG_MAX_IPUS];
-
-    ar.partition_name = (char *)p->name;
-    ar.n_ipu_ids = dev_partition_ids(p, ids);
-    ar.ipu_ids = ids;
-    ar.waited_ms = waited_ms;
-    r.request_id = req_id;
-    r.body_case = IPUOF__HEADER__BODY_ATTACH_REPLY;
-    r.attach_reply = &ar;
-    log_info("client %u (%s, pid %u) attached partition '%s' (IPUs %u-%u)%s", c->id, c->name,
-             c->pid, p->name, p->first, p->first + p->count - 1, waited_ms ? " after waiting" : "");
-    conn_send(c, &r, NULL, 0);
-}
-
-void
 req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     const Ipuof__AttachRequest *a = h->attach;
@@ -174,7 +155,7 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
             return;
         }
         if (rc == IPUOF_OK) {
-            reply_attached(c, req_id, p, 0);
+            job_reply_attached(c, req_id, p, 0);
             return;
         }
         if (rc != IPUOF_E_BUSY || !a->wait) {
@@ -190,7 +171,7 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                         count == 1 ? "" : "s", s->nwaiting, s->nwaiting == 1 ? " is" : "s are");
         return;
     }
-    if (srv_wait_enqueue(s, c, req_id, count, a->partition_name, a->wait_timeout_ms, err,
+    if (job_wait_enqueue(s, c, req_id, count, a->partition_name, a->wait_timeout_ms, err,
                          sizeof err) < 0)
         conn_send_error(c, req_id, IPUOF_E_TOO_MANY, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_RETRY, "device", "%s", err);
@@ -211,7 +192,7 @@ req_detach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     log_info("client %u (%s, pid %u) detached from the job on partition '%s'", c->id, c->name,
              c->pid, p->name);
     job_detach(c, req_id); /* the job decides what its process leaving means */
-    srv_serve_waiters(c->srv);
+    job_serve_waiters(c->srv);
 }
 
 void

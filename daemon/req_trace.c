@@ -24,32 +24,6 @@
 #include "models.h"
 #include "server.h"
 
-void
-req_run_cost(const struct sim_exe *e, Ipuof__RunCost *rc, double *busy)
-{
-    struct sim_cost_report rep;
-    int code;
-
-    ipuof__run_cost__init(rc);
-    memset(&rep, 0, sizeof rep);
-    code = sim_exe_cost(e, &rep);
-    if (code != IPUOF_OK) {
-        rc->code = (uint32_t)code;
-        rc->reason = (char *)(code == IPUOF_E_UNSUPPORTED
-                                  ? "this ipuofd's simulator does not model device time yet"
-                                  : "the simulator has no cost figures for this run");
-        return;
-    }
-    if (rep.n_ipus > SIM_MAX_IPUS)
-        rep.n_ipus = SIM_MAX_IPUS;
-    memcpy(busy, rep.busy, rep.n_ipus * sizeof *busy);
-    rc->device_seconds = rep.device_seconds;
-    rc->samples_per_s = rep.samples_per_s;
-    rc->n_busy = rep.n_ipus;
-    rc->busy = busy;
-    rc->bottleneck_stage = rep.bottleneck_stage;
-}
-
 /* A trace being written on a worker. json is the worker's result (owned by the task). */
 struct trace_task {
     struct work_item item;
@@ -145,12 +119,12 @@ req_trace_forget(struct conn *c)
 void
 req_trace(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
-    struct model *m = models_find(c, h->trace->model_id);
+    struct model *m = job_find_model(c, h->trace->model_id);
     struct trace_task *t;
 
     (void)payload_len;
     if (m == NULL) {
-        models_send_missing(c, req_id, h->trace->model_id, "");
+        job_send_missing(c, req_id, h->trace->model_id, "");
         return;
     }
     t = calloc(1, sizeof *t);

@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "ipuof/status.h"
+#include "jobs.h"
 #include "log.h"
 #include "models.h"
 #include "server.h"
@@ -26,10 +27,10 @@
 static struct model *
 find(struct conn *c, uint64_t req_id, uint32_t id)
 {
-    struct model *m = models_find(c, id);
+    struct model *m = job_find_model(c, id);
 
     if (m == NULL)
-        models_send_missing(c, req_id, id, "");
+        job_send_missing(c, req_id, id, "");
     return m;
 }
 
@@ -203,7 +204,7 @@ static void
 on_weights_payload(struct conn *c, void *arg)
 {
     struct weight_write *ww = arg;
-    struct model *m = models_find(c, ww->model_id);
+    struct model *m = job_find_model(c, ww->model_id);
 
     if (m == NULL) {
         conn_send_error(c, ww->req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,

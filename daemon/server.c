@@ -37,24 +37,6 @@
 #include "log.h"
 #include "notify.h"
 
-struct waiter {
-    struct conn *conn;
-    uint64_t req_id;
-    unsigned count;
-    char name[DEV_NAME_MAX];
-    uint64_t since_ms;
-    struct event *timer;
-    struct waiter *prev, *next;
-};
-
-uint64_t
-srv_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int
 srv_build_config(const struct srv *s, struct cfg *out, char *err, size_t errlen)
@@ -446,7 +428,7 @@ shutdown_answer(struct conn *c)
 
     if (c->trace != NULL)
         return;
-    if (!models_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
+    if (!req_compile_refuse_upload(c, IPUOF_E_SHUTDOWN, why) && c->payload_left > 0 &&
         c->sink.done != NULL)
         conn_send_error(c, c->payload_req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE,
                         IPUOF_RECOVERY_RETRY, "daemon", "%s; request %llu was not served", why,
@@ -468,14 +450,7 @@ srv_shutdown_begin(struct srv *s)
         evconnlistener_disable(s->tcp);
     if (s->admin)
         evconnlistener_disable(s->admin);
-    while (s->wait_head != NULL) {
-        struct waiter *w = s->wait_head;
-        struct conn *c = w->conn;
-        uint64_t req = w->req_id;
-        srv_wait_cancel(s, c);
-        conn_send_error(c, req, IPUOF_E_SHUTDOWN, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
-                        "daemon", "ipuofd is shutting down; the attach request was not served");
-    }
+    job_wait_shutdown(s);
     for (struct conn *c = s->conns; c != NULL; c = next) {
         next = c->next;
         conn_enter(c);
@@ -490,182 +465,43 @@ srv_shutdown_begin(struct srv *s)
     evtimer_add(s->ev_drain, &now);
 }
 
-/* ---- attach wait queue ------------------------------------------------------------------- */
+/* ---- what a connection calls (conn.c knows no layer above it) ------------------------- */
 
-static void
-waiter_unlink(struct srv *s, struct waiter *w)
-{
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        s->wait_head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        s->wait_tail = w->prev;
-    s->nwaiting--;
-    w->conn->waiter = NULL;
-    if (w->timer)
-        event_free(w->timer);
-    free(w);
-}
-
-/*
- * Why w got no IPUs, into out: when enough IPUs are free for it, the requests ahead of it in
- * the first-come queue (it is served only after them; the head is named); else who holds
- * the IPUs (dev_describe_busy).
- */
-static void
-describe_wait(const struct srv *s, const struct waiter *w, char *out, size_t len)
-{
-    const struct waiter *h = s->wait_head;
-    unsigned ahead = 0;
-
-    for (const struct waiter *p = w->prev; p != NULL; p = p->prev)
-        ahead++;
-    if (ahead == 0 || !dev_can_attach(s->inv, w->count)) {
-        dev_describe_busy(s->inv, w->count, out, len);
-        return;
-    }
-    snprintf(out, len, "%u of %u IPUs are free, enough for this request, but %u earlier "
-             "request%s in the first-come queue came first and could not be served yet: the "
-             "first, client %u (%s, pid %u), has waited %llu ms for %u IPU%s; requests are "
-             "served in the order they came, so this one waited behind %s",
-             dev_free_count(s->inv), s->inv->n, ahead, ahead == 1 ? "" : "s", h->conn->id, h->conn->name, h->conn->pid,
-             (unsigned long long)(srv_now_ms() - h->since_ms), h->count,
-             h->count == 1 ? "" : "s", ahead == 1 ? "it" : "them");
-}
-
-static void
-on_wait_timeout(evutil_socket_t fd, short what, void *arg)
-{
-    struct waiter *w = arg;
-    struct conn *c = w->conn;
-    struct srv *s = c->srv;
-    uint64_t req = w->req_id;
-    unsigned count = w->count;
-    uint64_t waited = srv_now_ms() - w->since_ms;
-    char busy[900];
-
-    (void)fd;
-    (void)what;
-    describe_wait(s, w, busy, sizeof busy);
-    waiter_unlink(s, w);
-    conn_enter(c);
-    conn_send_error(c, req, IPUOF_E_TIMEOUT, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_RETRY,
-                    "device", "waited %llu ms for %u IPU%s without getting them: %s",
-                    (unsigned long long)waited, count, count == 1 ? "" : "s", busy);
-    conn_leave(c);
-    srv_serve_waiters(s); /* the head may have blocked smaller requests behind it */
-}
-
-/* 1 when a and b come from the same process: the same pid in their hello and the same
- * peer address apart from the port ("unix" for the admin socket). */
+/* c is being freed: its trace on a worker is dropped when done, its upload is dropped, its
+ * job decides what its leaving means, and its queued attach is cancelled. 1 when it held a
+ * partition (then conn_freed serves the wait queue once c is gone). */
 static int
-same_client(const struct conn *a, const struct conn *b)
+conn_gone(struct conn *c)
 {
-    const char *ca = strrchr(a->peer, ':'), *cb = strrchr(b->peer, ':');
-    size_t la = ca != NULL ? (size_t)(ca - a->peer) : strlen(a->peer);
-    size_t lb = cb != NULL ? (size_t)(cb - b->peer) : strlen(b->peer);
+    int released = c->job != NULL;
 
-    return a->pid == b->pid && la == lb && memcmp(a->peer, b->peer, la) == 0;
+    req_trace_forget(c);
+    req_compile_drop_upload(c);
+    if (c->job != NULL)
+        job_leave(c); /* the job decides what its process leaving means */
+    job_wait_cancel(c->srv, c);
+    return released;
 }
 
-int
-srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
-                 const char *name, unsigned timeout_ms, char *err, size_t errlen)
+static void
+conn_freed(struct srv *s)
 {
-    struct waiter *w;
-
-    unsigned mine = 0;
-
-    if (s->nwaiting >= s->cfg.max_waiters) {
-        errbuf_set(err, errlen, "cannot wait for IPUs: %u clients are already waiting "
-               "(max_waiters); retry later", s->nwaiting);
-        return -1;
-    }
-    for (const struct waiter *p = s->wait_head; p != NULL; p = p->next)
-        mine += same_client(p->conn, c);
-    if (mine >= s->cfg.max_waiters_per_client) {
-        errbuf_set(err, errlen, "cannot wait for IPUs: process %u at %s already has %u "
-                   "connection%s waiting (max_waiters_per_client = %u, so one client cannot "
-                   "fill the queue of %u); wait for those, or ask the operator to raise it",
-                   c->pid, c->peer, mine, mine == 1 ? "" : "s", s->cfg.max_waiters_per_client,
-                   s->cfg.max_waiters);
-        return -1;
-    }
-    w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        errbuf_set(err, errlen, "out of memory");
-        return -1;
-    }
-    w->conn = c;
-    w->req_id = req_id;
-    w->count = count;
-    snprintf(w->name, sizeof w->name, "%s", name ? name : "");
-    w->since_ms = srv_now_ms();
-    if (timeout_ms > 0) {
-        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-        w->timer = evtimer_new(s->base, on_wait_timeout, w);
-        if (w->timer == NULL) {
-            free(w);
-            errbuf_set(err, errlen, "out of memory");
-            return -1;
-        }
-        evtimer_add(w->timer, &tv);
-    }
-    w->prev = s->wait_tail;
-    if (s->wait_tail)
-        s->wait_tail->next = w;
-    else
-        s->wait_head = w;
-    s->wait_tail = w;
-    s->nwaiting++;
-    c->waiter = w;
-    log_info("client %u (%s, pid %u) waits for %u IPU%s (%u in queue)", c->id, c->name, c->pid,
-             count, count == 1 ? "" : "s", s->nwaiting);
-    return 0;
+    job_serve_waiters(s);
 }
 
-void
-srv_wait_cancel(struct srv *s, struct conn *c)
+/* Holding IPUs, waiting for them, or uploading a model is not idleness. */
+static int
+conn_holds(const struct conn *c)
 {
-    if (c->waiter != NULL)
-        waiter_unlink(s, c->waiter);
+    return c->job != NULL || c->waiter != NULL || c->upload != NULL;
 }
 
-void
-srv_serve_waiters(struct srv *s)
-{
-    /* Strictly first come, first served: a large request at the head is not overtaken. */
-    while (s->wait_head != NULL && !s->stopping && !s->hold_waiters) {
-        struct waiter *w = s->wait_head;
-        struct conn *c = w->conn;
-        struct dev_holder holder;
-        struct dev_partition *p;
-        uint64_t req = w->req_id;
-        uint32_t waited;
-        char err[900];
-        int rc;
-
-        if (!dev_can_attach(s->inv, w->count))
-            return;
-        conn_holder(c, &holder);
-        rc = dev_attach(s->inv, w->count, w->name, &holder, c, &p, err, sizeof err);
-        waited = (uint32_t)(srv_now_ms() - w->since_ms);
-        waiter_unlink(s, w);
-        conn_enter(c);
-        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
-            dev_release(s->inv, p);
-            conn_send_error(c, req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        } else if (rc == IPUOF_OK) {
-            reply_attached(c, req, p, waited ? waited : 1);
-        } else {
-            conn_send_error(c, req, rc, 0, 0, "device", "%s", err);
-        }
-        conn_leave(c);
-    }
-}
+const struct conn_hooks srv_conn_hooks = {
+    .frame = dispatch,
+    .gone = conn_gone,
+    .freed = conn_freed,
+    .holds = conn_holds,
+};
 
 /* ---- life cycle -------------------------------------------------------------------------- */
 
@@ -673,6 +509,7 @@ int
 srv_init(struct srv *s, char *err, size_t errlen)
 {
     evthread_use_pthreads();
+    s->conn_hooks = &srv_conn_hooks;
     s->base = event_base_new();
     if (s->base == NULL) {
         errbuf_set(err, errlen, "cannot create the event loop");

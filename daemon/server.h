@@ -1,6 +1,6 @@
 /*
- * server.h — the ipuofd server: listeners, the connection registry, the attach wait
- * queue, signals, reload and graceful shutdown.
+ * server.h — the ipuofd server: listeners, the connection registry, signals, reload and
+ * graceful shutdown. Its state, struct srv, is in srv_state.h.
  *
  * Threading: everything here runs on the event-loop thread. Work that takes long runs
  * on worker threads and posts its completion back to the loop.
@@ -12,56 +12,11 @@
 #include <event2/listener.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "devices.h"
-#include "models.h"
-#include "work.h"
+#include "srv_state.h"
 
 struct conn;
 struct waiter;
 struct job;
-
-#define SRV_MAX_OVERRIDES 32
-
-/* A command-line flag that overrides a config key; re-applied after every (re)load. */
-struct srv_override {
-    const char *section;
-    const char *key;
-    const char *value;
-};
-
-struct srv {
-    struct event_base *base;
-    struct cfg cfg;
-    const char *config_path;                 /* NULL: defaults and flags only */
-    struct srv_override ov[SRV_MAX_OVERRIDES];
-    int nov;
-
-    struct dev_inventory *inv;
-    struct evconnlistener *tcp;
-    struct evconnlistener *admin;
-    int bound_port;
-
-    struct event *ev_term, *ev_int, *ev_hup, *ev_drain, *ev_accept_retry;
-    struct conn *conns;
-    unsigned nconns;                         /* all of them */
-    unsigned nadmin;                         /* those on the admin socket (own reserve) */
-    uint32_t next_client_id;
-    uint64_t accepted, rejected;
-
-    struct waiter *wait_head, *wait_tail;
-    unsigned nwaiting;
-    int hold_waiters;                        /* set while IPUs are being reset */
-
-    struct work *work;                       /* compile and run threads */
-    struct cache cache;                      /* compiled executables */
-    uint32_t next_model_id;
-    struct job *jobs;                       /* jobs of several processes (jobs.c) */
-
-    int stopping;
-    uint64_t stop_deadline_ms;
-    uint64_t started_ms;
-};
 
 /*
  * Builds the configuration: defaults, then the file at s->config_path (if any), then the
@@ -92,17 +47,8 @@ void srv_shutdown_begin(struct srv *s);
  */
 void srv_reload(struct srv *s);
 
-/* Milliseconds on a monotonic clock. */
-uint64_t srv_now_ms(void);
-
-/* ---- attach wait queue (server.c) ---- */
-
-/* Queues conn's attach request; replies when IPUs free up or the timeout passes. */
-int srv_wait_enqueue(struct srv *s, struct conn *c, uint64_t req_id, unsigned count,
-                     const char *name, unsigned timeout_ms, char *err, size_t errlen);
-/* Drops conn's queued attach, if any, without replying. */
-void srv_wait_cancel(struct srv *s, struct conn *c);
-/* Serves queued attaches, first come first served, after IPUs were returned. */
-void srv_serve_waiters(struct srv *s);
+/* What every connection calls (frames, leaving, holding): set in struct srv's conn_hooks
+ * by srv_init (and by tests building a srv of their own). */
+extern const struct conn_hooks srv_conn_hooks;
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * slices.h — which rows of an executable's input run buffers one connection's run bytes
- * fill, and how: a process of a job of several fills its own replicas' rows (jobs.c), and
+ * fill, and how: a process of a job of several fills its own replicas' rows (jobs_run.c), and
  * with input replica grouping (PopTorch's inputReplicaGrouping) one row per group of
  * replicas, copied to the group's other replicas before the run.
  *

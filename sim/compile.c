@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "program.h"
 
 #define MAX_DEVICE_ITERATIONS (1u << 24)
 #define MAX_REPLICAS 1024u
@@ -90,6 +91,7 @@ sim_exe_free(struct sim_exe *e)
     free(e->xbuf);
     sim_bar_free(e->rbar, e->R);
     sim_clock_free(e->clock);
+    sim_prog_free(e->prog);
     free(e->vals);
     free(e->w);
     free(e->params);

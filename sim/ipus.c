@@ -2,34 +2,34 @@
  * ipus.c — running an executable whose replicas span several IPUs: each simulated IPU is
  * a thread of the crew (crew.c), one per (replica, IPU), created at the first run and
  * joined when the executable is freed. The threads of a replica step through the stage
- * schedule together, meeting at the replica's barrier after every step (sim_bar, which
- * also agrees on stopping): in a step, the IPU that holds the step's stage receives the
+ * schedule together, meeting at the replica's barrier after every tick (sim_bar, which
+ * also agrees on stopping): in a tick, the IPU that holds a stage's work receives the
  * activations (forward) or gradients (backward) other IPUs sent it through the exchange
  * buffers (e->xbuf, owned by neither arena), runs the stage's kernels on its own arena,
  * then sends what other IPUs will read (struct sim_xfer). Host input and output views of
  * a stage are patched by the IPU that runs it, and outputs are copied to the host by the
  * IPU that holds them. In training, after the micro-batches of a device iteration, all
- * threads of all replicas meet at the crew's barrier for the collective step (thread 0
- * reduces the accumulators across replicas and updates the weights) as train.c does.
+ * threads of all replicas meet at the crew's barrier for the collective (thread 0 reduces
+ * the accumulators across replicas and updates the weights) as train.c does.
  *
- * Steps (schedule.c has the same on the simulated clock):
- *   sharded, phased     one micro-batch at a time: stage 0 .. N-1 forward, then (training)
- *                       stage N-1 .. 0 backward; one stage works per step.
- *   pipelined training  A + 2N - 1 steps per device iteration; in step t stage k runs the
- *                       backward of micro-batch t - (2N - 1 - k) and then the forward of
- *                       micro-batch t - k, so every IPU works at once in the steady state.
- *   pipelined inference D + N - 1 steps per run; stage k runs micro-batch t - k.
+ * Each thread interprets its own IPU's program (program.h: the steps of each strategy, built
+ * once at compile time; the simulated clock replays the same program): a stage's work is
+ * its receive, host-input, run, send and host-output steps (forward) or its gradient
+ * receive, run and gradient send steps (backward), each tick ends at the replica's barrier,
+ * and training's collective segment is run by every thread, stopped or not.
  * An IPU holds each micro-batch in flight in a slot of its own (e->slots[p] copies of its
  * arena, each with its own kernel bindings: micro-batch m uses slot m % slots[p]), and an
  * exchange buffer has one copy per micro-batch between its send and its receive (depth).
  * Nothing is allocated here: every buffer and view is bound at compile time.
- * Does not: decide placement (place.c), memory (plan.c) or time (schedule.c).
+ * Does not: decide placement (place.c), the schedule (program.c), memory (plan.c) or time
+ * (schedule.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exe.h"
+#include "program.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -53,7 +53,7 @@ struct item {
     int k;
     unsigned d, a;              /* device iteration, accumulation step */
     unsigned m;                 /* micro-batch: a (training) or d (inference) */
-    long long t;                /* the step */
+    long long t;                /* the logged schedule step (program.h) */
 };
 
 static double
@@ -95,98 +95,6 @@ lane(const struct sim_exe *e, unsigned r, int p, unsigned m)
     return r * e->S + m % e->slots[p];
 }
 
-/* The forward of stage k for one micro-batch: receive, patch, run, send, outputs. */
-static int
-fwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim_err *err)
-{
-    int p = e->stage_ipu[it->k], end = sim_stage_end(e, it->k), rc = 0;
-    unsigned L = lane(e, it->r, p, it->m);
-    char *ar = e->arenas[L * e->ipr + (unsigned)p];
-    char *xb = e->xbuf + (size_t)it->r * e->xbytes;
-    const struct sim_kern *kn = &e->kern[(size_t)L * e->n_nodes];
-    double t0 = e->log != NULL ? now_s(CLOCK_MONOTONIC) : 0;
-    double c0 = e->log != NULL ? now_s(CLOCK_THREAD_CPUTIME_ID) : 0;
-
-    for (int i = 0; i < e->n_xfer; i++) {       /* receive */
-        const struct sim_xfer *x = &e->xfer[i];
-        size_t bytes = e->vals[x->val].bytes;
-        if (x->rstage == it->k)
-            memcpy(ar + x->off, xb + x->xoff + it->m % x->depth * sim_align(bytes), bytes);
-    }
-    sim_exec_patch_stage(e, it->d, it->a, it->r, L, it->k);
-    for (int s = e->stage_node[it->k]; s < end && rc == 0; s++) {
-        if (sim_exe_cancelled(e, id))
-            return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
-        rc = sim_exec_node_forward(e, s, &kn[s], err);
-    }
-    if (rc != 0)
-        return rc;
-    for (int i = 0; i < e->n_xfer; i++) {       /* send */
-        const struct sim_xfer *x = &e->xfer[i];
-        size_t bytes = e->vals[x->val].bytes;
-        if (x->sstage == it->k)
-            memcpy(xb + x->xoff + it->m % x->depth * sim_align(bytes), produced(e, x, L), bytes);
-    }
-    sim_exec_outputs(e, it->d, it->a, it->r, L, it->k);
-    if (e->log != NULL)
-        log_item(e, it, false, t0, c0);
-    return 0;
-}
-
-/* The backward of stage k for one micro-batch. */
-static int
-bwd_stage(struct sim_exe *e, const struct item *it, uint_fast64_t id, struct sim_err *err)
-{
-    struct sim_train *tr = e->tr;
-    int p = e->stage_ipu[it->k];
-    unsigned L = lane(e, it->r, p, it->m);
-    char *ar = e->arenas[L * e->ipr + (unsigned)p];
-    char *xb = e->xbuf + (size_t)it->r * e->xbytes;
-    const struct sim_bkern *bk = &tr->bkern[(size_t)L * (size_t)tr->n_bsteps];
-    double t0 = e->log != NULL ? now_s(CLOCK_MONOTONIC) : 0;
-    double c0 = e->log != NULL ? now_s(CLOCK_THREAD_CPUTIME_ID) : 0;
-
-    if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
-        *tr->loss_grad[L] = 1.0f;
-    for (int i = 0; i < e->n_xfer; i++) {       /* receive gradients */
-        const struct sim_xfer *x = &e->xfer[i];
-        const struct sim_val *v = &e->vals[x->val];
-        float *dst;
-        const float *src;
-        if (x->sstage != it->k || x->goff < 0)
-            continue;
-        dst = (float *)(ar + v->goff);
-        src = (const float *)(xb + x->gxoff + it->m % x->depth * sim_align(v->bytes));
-        if (x->gassign)
-            memcpy(dst, src, v->bytes);
-        else
-            for (int64_t j = 0; j < v->ti.numel; j++)
-                dst[j] += src[j];
-    }
-    for (int b = tr->stage_b[it->k + 1]; b < tr->stage_b[it->k]; b++) {
-        const struct sim_bstep *st = &tr->bsteps[b];
-        int rc;
-        if (sim_exe_cancelled(e, id))
-            return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
-        for (int z = st->zero_start; z < st->zero_end; z++) {
-            const struct sim_gzero *g = &tr->zero[z];
-            memset(ar + *g->off, 0, g->bytes);      /* g->ipu == p: a stage's own */
-        }
-        rc = sim_exec_node_backward(e, st->node, &bk[b].k, bk[b].dout, bk[b].din, err);
-        if (rc != 0)
-            return rc;
-    }
-    for (int i = 0; i < e->n_xfer; i++) {       /* send gradients */
-        const struct sim_xfer *x = &e->xfer[i];
-        size_t bytes = e->vals[x->val].bytes;
-        if (x->rstage == it->k && x->goff >= 0)
-            memcpy(xb + x->gxoff + it->m % x->depth * sim_align(bytes), ar + x->goff, bytes);
-    }
-    if (e->log != NULL)
-        log_item(e, it, true, t0, c0);
-    return 0;
-}
-
 /* Whether this thread should stop before the next step. */
 static bool
 must_stop(struct sim_exe *e, int rc, uint_fast64_t id)
@@ -198,81 +106,126 @@ must_stop(struct sim_exe *e, int rc, uint_fast64_t id)
 /* The state of one IPU thread. */
 struct ipu_thread {
     struct sim_exe *e;
+    const struct sim_prog *g;
     uint_fast64_t id;
+    unsigned idx;               /* the crew thread */
     unsigned r;
     int p;
     struct sim_bar *bar;
     struct sim_err *err;
     int rc;
-    bool stop;
-    struct item last;           /* the last item, for messages */
+    bool stop;                  /* this replica stopped at the last tick */
+    bool abort_all;             /* the collective: some thread stopped, nobody updates */
+    struct item last;           /* the last work, for messages */
+    double t0, c0;              /* its start, for the step log */
 };
 
-/* Runs IPU p's share of step t (items: this IPU's stages' work in it), then meets the
- * replica's other IPUs. */
-static void
-step(struct ipu_thread *th, const struct item *items, int n, const bool *bwd)
+/* The forward's steps of a stage's work (program.h): receive, host input, run, send,
+ * host output; it is micro-batch it->m in lane L. */
+static int
+fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it,
+         unsigned L)
 {
     struct sim_exe *e = th->e;
+    char *ar = e->arenas[L * e->ipr + (unsigned)th->p];
+    char *xb = e->xbuf + (size_t)it->r * e->xbytes;
+    const struct sim_kern *kn = &e->kern[(size_t)L * e->n_nodes];
+    int rc = 0;
 
-    for (int i = 0; i < n && th->rc == 0; i++) {
-        th->last = items[i];
-        th->rc = bwd[i] ? bwd_stage(e, &items[i], th->id, th->err)
-                        : fwd_stage(e, &items[i], th->id, th->err);
+    switch (st->kind) {
+    case SIM_STEP_RECV:
+        for (int i = st->lo; i < st->hi; i++) {
+            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            size_t bytes = e->vals[x->val].bytes;
+            memcpy(ar + x->off, xb + x->xoff + it->m % x->depth * sim_align(bytes), bytes);
+        }
+        break;
+    case SIM_STEP_HOST_IN:
+        sim_exec_patch_stage(e, it->d, it->a, it->r, L, it->k);
+        break;
+    case SIM_STEP_FWD:
+        for (int s = e->stage_node[it->k], end = sim_stage_end(e, it->k); s < end && rc == 0;
+             s++) {
+            if (sim_exe_cancelled(e, th->id))
+                return sim_err_set(th->err, IPUOF_E_CANCELLED, "the run was cancelled");
+            rc = sim_exec_node_forward(e, s, &kn[s], th->err);
+        }
+        break;
+    case SIM_STEP_SEND:
+        for (int i = st->lo; i < st->hi; i++) {
+            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            size_t bytes = e->vals[x->val].bytes;
+            memcpy(xb + x->xoff + it->m % x->depth * sim_align(bytes), produced(e, x, L),
+                   bytes);
+        }
+        break;
+    case SIM_STEP_HOST_OUT:
+        sim_exec_outputs(e, it->d, it->a, it->r, L, it->k);
+        if (e->log != NULL)
+            log_item(e, it, false, th->t0, th->c0);
+        break;
+    default:
+        break;
     }
-    th->stop = sim_bar_wait(th->bar, must_stop(e, th->rc, th->id));
+    return rc;
 }
 
-/* One device iteration (training) or the whole run (pipelined inference) of one IPU. */
-static void
-pipelined(struct ipu_thread *th, unsigned d)
+/* The backward's steps of a stage's work: receive gradients, run, send gradients. */
+static int
+bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it,
+         unsigned L)
 {
     struct sim_exe *e = th->e;
-    int N = e->n_stages, n;
-    bool train = e->tr != NULL;
-    long long M = train ? e->A : e->D, T = M + (train ? 2 * N - 1 : N - 1);
-    struct item items[2 * SIM_MAX_IPUS];
-    bool bwd[2 * SIM_MAX_IPUS];
+    struct sim_train *tr = e->tr;
+    char *ar = e->arenas[L * e->ipr + (unsigned)th->p];
+    char *xb = e->xbuf + (size_t)it->r * e->xbytes;
+    const struct sim_bkern *bk = &tr->bkern[(size_t)L * (size_t)tr->n_bsteps];
 
-    for (long long t = 0; t < T && !th->stop; t++) {
-        n = 0;
-        for (int k = N - 1; train && k >= 0; k--) {     /* backwards first: frees a slot */
-            long long m = t - (2 * N - 1 - k);
-            if (e->stage_ipu[k] != th->p || m < 0 || m >= M)
-                continue;
-            items[n] = (struct item){ th->r, k, d, (unsigned)m, (unsigned)m, t };
-            bwd[n++] = true;
+    switch (st->kind) {
+    case SIM_STEP_GRECV:
+        if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
+            *tr->loss_grad[L] = 1.0f;
+        for (int i = st->lo; i < st->hi; i++) {
+            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            const struct sim_val *v = &e->vals[x->val];
+            float *dst = (float *)(ar + v->goff);
+            const float *src = (const float *)(xb + x->gxoff +
+                                               it->m % x->depth * sim_align(v->bytes));
+            if (x->gassign)
+                memcpy(dst, src, v->bytes);
+            else
+                for (int64_t j = 0; j < v->ti.numel; j++)
+                    dst[j] += src[j];
         }
-        for (int k = 0; k < N; k++) {
-            long long m = t - k;
-            if (e->stage_ipu[k] != th->p || m < 0 || m >= M)
-                continue;
-            items[n] = train ? (struct item){ th->r, k, d, (unsigned)m, (unsigned)m, t }
-                             : (struct item){ th->r, k, (unsigned)m, 0, (unsigned)m, t };
-            bwd[n++] = false;
+        break;
+    case SIM_STEP_BWD:
+        for (int b = tr->stage_b[it->k + 1]; b < tr->stage_b[it->k]; b++) {
+            const struct sim_bstep *bs = &tr->bsteps[b];
+            int rc;
+            if (sim_exe_cancelled(e, th->id))
+                return sim_err_set(th->err, IPUOF_E_CANCELLED, "the run was cancelled");
+            for (int z = bs->zero_start; z < bs->zero_end; z++) {
+                const struct sim_gzero *gz = &tr->zero[z];
+                memset(ar + *gz->off, 0, gz->bytes);    /* gz->ipu == p: a stage's own */
+            }
+            rc = sim_exec_node_backward(e, bs->node, &bk[b].k, bk[b].dout, bk[b].din, th->err);
+            if (rc != 0)
+                return rc;
         }
-        step(th, items, n, bwd);
+        break;
+    case SIM_STEP_GSEND:
+        for (int i = st->lo; i < st->hi; i++) {
+            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            size_t bytes = e->vals[x->val].bytes;
+            memcpy(xb + x->gxoff + it->m % x->depth * sim_align(bytes), ar + x->goff, bytes);
+        }
+        if (e->log != NULL)
+            log_item(e, it, true, th->t0, th->c0);
+        break;
+    default:
+        break;
     }
-}
-
-/* One micro-batch (d, a) at a time: a step per stage forward, then per stage backward. */
-static void
-sharded(struct ipu_thread *th, unsigned d, unsigned a)
-{
-    struct sim_exe *e = th->e;
-    int N = e->n_stages;
-    unsigned m = e->tr != NULL ? a : d;
-    long long t0 = (long long)m * 2 * N;
-    bool f = false, b = true;
-
-    for (int k = 0; k < N && !th->stop; k++) {
-        struct item it = { th->r, k, d, a, m, t0 + k };
-        step(th, &it, e->stage_ipu[k] == th->p, &f);
-    }
-    for (int k = N - 1; e->tr != NULL && k >= 0 && !th->stop; k--) {
-        struct item it = { th->r, k, d, a, m, t0 + 2 * N - 1 - k };
-        step(th, &it, e->stage_ipu[k] == th->p, &b);
-    }
+    return 0;
 }
 
 /* The reason a thread stopped, worded as the single-thread runs word it. */
@@ -299,48 +252,95 @@ stopped(struct sim_exe *e, int rc, const struct item *it, uint_fast64_t id,
     return rc;
 }
 
-/* A thread of the run: IPU idx % ipr of replica idx / ipr. */
+/* A thread that stopped says why, once, and stops every other. */
+static void
+note_stop(struct ipu_thread *th)
+{
+    struct sim_exe *e = th->e;
+
+    if (th->stop && e->trc[th->idx] == 0) {
+        e->trc[th->idx] = stopped(e, th->rc, &th->last, th->id, th->err);
+        atomic_store(&e->abort_run, 1);
+    }
+}
+
+/* Runs step st of repetition i of segment sg in device iteration d (training). */
+static void
+run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step *st,
+         unsigned i, unsigned d)
+{
+    struct sim_exe *e = th->e;
+    unsigned m = st->mb + i;
+    struct item it;
+    unsigned L;
+
+    switch (st->kind) {
+    case SIM_STEP_TICK:
+        if (st->all)
+            sim_crew_barrier(e->crew);
+        else
+            th->stop = sim_bar_wait(th->bar, must_stop(e, th->rc, th->id));
+        return;
+    case SIM_STEP_SYNC:
+        note_stop(th);
+        sim_crew_barrier(e->crew);
+        th->abort_all = atomic_load(&e->abort_run) != 0;  /* nobody writes it until the next */
+        return;
+    case SIM_STEP_REDUCE:
+        if (th->idx == 0 && !th->abort_all)
+            sim_train_reduce(e);
+        return;
+    case SIM_STEP_UPDATE:
+        if (th->idx == 0 && !th->abort_all) {
+            sim_optim_step(e);
+            memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
+        }
+        return;
+    case SIM_STEP_LOAD:         /* the simulator keeps every weight resident */
+    case SIM_STEP_STREAM:
+        return;
+    default:
+        break;
+    }
+    if (th->rc != 0)
+        return;
+    it = (struct item){ th->r, st->stage, e->tr != NULL ? d : m, e->tr != NULL ? m : 0, m,
+                        st->tick + (long long)i * sg->tick_stride };
+    L = lane(e, th->r, th->p, m);
+    if (st->kind == SIM_STEP_RECV || st->kind == SIM_STEP_GRECV) {     /* a work begins */
+        th->last = it;
+        if (e->log != NULL) {
+            th->t0 = now_s(CLOCK_MONOTONIC);
+            th->c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+        }
+    }
+    th->rc = st->kind >= SIM_STEP_GRECV ? bwd_step(th, st, &it, L) : fwd_step(th, st, &it, L);
+}
+
+/* A thread of the run: IPU idx % ipr of replica idx / ipr interprets its program. */
 static void
 ipu_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
 {
-    struct ipu_thread th = { .e = e, .id = *(const uint_fast64_t *)ud, .r = idx / e->ipr,
-                             .p = (int)(idx % e->ipr), .err = &e->terr[idx] };
-    bool pipe = e->strategy == SIM_STRATEGY_PIPELINED;
+    const struct sim_prog *g = e->prog;
+    struct ipu_thread th = { .e = e, .g = g, .id = *(const uint_fast64_t *)ud, .idx = idx,
+                             .r = idx / e->ipr, .p = (int)(idx % e->ipr),
+                             .err = &e->terr[idx] };
+    unsigned iters = e->tr != NULL ? e->D : 1;
 
     (void)n;
     th.bar = sim_bar_at(e->rbar, th.r);
     th.last = (struct item){ th.r, 0, 0, 0, 0, 0 };
-    for (unsigned d = 0; d < e->D; d++) {
-        bool abort_all;
-        if (pipe && e->tr == NULL) {
-            pipelined(&th, 0);
-            d = e->D;
-        } else if (pipe) {
-            pipelined(&th, d);
-        } else {
-            for (unsigned a = 0; a < e->A && !th.stop; a++)
-                sharded(&th, d, a);
+    for (unsigned d = 0; d < iters && !th.abort_all; d++)
+        for (int s = 0; s < g->n_seg; s++) {
+            const struct sim_seg *sg = &g->seg[s];
+            int ns;
+            const struct sim_step *st = sim_prog_steps(g, (unsigned)th.p, s, &ns);
+            bool go = sg->collective;       /* run by every thread, stopped or not */
+            for (unsigned i = 0; i < sg->reps && (go || !th.stop); i++)
+                for (int j = 0; j < ns && (go || !th.stop); j++)
+                    run_step(&th, sg, &st[j], i, d);
         }
-        if (th.stop && e->trc[idx] == 0) {
-            e->trc[idx] = stopped(e, th.rc, &th.last, th.id, th.err);
-            atomic_store(&e->abort_run, 1);
-        }
-        if (e->tr == NULL) {
-            if (th.stop)
-                break;
-            continue;
-        }
-        sim_crew_barrier(e->crew);
-        abort_all = atomic_load(&e->abort_run) != 0;   /* nobody writes it until the next */
-        if (idx == 0 && !abort_all) {
-            sim_train_reduce(e);
-            sim_optim_step(e);
-            memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
-        }
-        sim_crew_barrier(e->crew);
-        if (abort_all)
-            break;
-    }
+    note_stop(&th);
 }
 
 int

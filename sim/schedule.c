@@ -1,32 +1,25 @@
 /*
  * schedule.c — the schedule of a run and its simulated clock (see schedule.h for the model).
  *
- * Schedules, per replica (N stages, A micro-batches per device iteration when training, D
- * micro-batches per run for inference):
- *   pipelined training  per device iteration A + 2N - 1 ticks; micro-batch m runs the
- *                       forward of stage s in tick m + s and its backward in tick
- *                       m + 2N - 1 - s: ramp-up (forwards only, one more IPU each tick),
- *                       steady state (every IPU runs a forward and a backward of different
- *                       micro-batches), ramp-down; then the reduction across replicas and
- *                       the weight update. Forward and backward of a stage share its IPU.
- *   pipelined inference D + N - 1 ticks; micro-batch m runs stage s in tick m + s.
- *   sharded             one micro-batch at a time: one tick per stage forward, then (when
- *                       training) one per stage backward in reverse order.
- *   serial phased       as sharded, each tick first loading its phase's weights from off
- *                       chip (the weights of the phases not running are held off chip).
+ * The schedule is each IPU's program (program.h states every strategy's step formula; built
+ * by program.c): the walk replays the programs of one replica's IPUs tick by tick, each step
+ * a span of its cost (a stage's forward, backward, host streams, sends; the phased weight
+ * loads; the reduction, the streamed state and the update), so the clock and the IPU
+ * threads (ipus.c), which interpret the same programs, cannot disagree about the schedule.
  * Costs of one micro-batch per stage come from cost.c's FLOPs and bytes per node at the
  * executable's rates (sim_cost_cfg): compute = FLOPs / (peak x efficiency) + memory bytes /
  * on-chip bandwidth + input bytes / IPU-Exchange bandwidth; a backward costs twice its
  * forward for MatMul, Gemm and Conv (gradients of both operands) and once for other ops;
  * tensors that cross IPUs go over the IPU-Links, host streams over the host link, and each
  * tick ends with one sync.
- * Does not: run kernels. The executor (exec.c, train.c) computes the numbers; the figures
- * here depend only on shapes, placement and rates, so they are computed once at compile
- * time and the trace is replayed from the same walk.
+ * Does not: run kernels or decide the schedule. The executor (exec.c, train.c, ipus.c)
+ * computes the numbers; the figures here depend only on shapes, placement and rates, so
+ * they are computed once at compile time and the trace is replayed from the same walk.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "program.h"
 #include "schedule.h"
 
 void
@@ -197,13 +190,7 @@ stage_costs(const struct sim_exe *e, struct sim_clock *c)
     return 0;
 }
 
-/* ---- the walk ------------------------------------------------------------------------ */
-
-struct item {
-    int stage;
-    bool bwd;
-    long long mb;
-};
+/* ---- the walk: the IPUs' programs replayed with durations ---------------------------- */
 
 struct walk {
     const struct sim_exe *e;
@@ -252,104 +239,120 @@ tick_end(struct walk *w)
     w->t = m + w->e->cost.sync_s;
 }
 
+/* The span of step st of IPU p in repetition i of its segment (none for the steps that
+ * take no time on the clock: receives, which the sender's exchange pays, and the sync). */
 static void
-tick(struct walk *w, const struct item *it, int n)
+step_span(struct walk *w, int p, const struct sim_step *st, unsigned i)
 {
     const struct sim_clock *c = w->c;
+    int s = st->stage;
+    long long mb = s >= 0 ? (long long)st->mb + i : -1;
 
-    tick_begin(w);
-    for (int i = 0; i < n; i++) {
-        int s = it[i].stage, p = w->e->stage_ipu[s];
-        if (w->e->strategy == SIM_STRATEGY_PHASED)
-            span(w, p, SIM_EV_STREAM, s, it[i].mb, c->wload[s]);
-        if (!it[i].bwd) {
-            span(w, p, SIM_EV_HOST_IN, s, it[i].mb, c->hin[s]);
-            span(w, p, SIM_EV_FWD, s, it[i].mb, c->fwd[s]);
-            span(w, p, SIM_EV_EXCHANGE, s, it[i].mb, c->xfwd[s]);
-            span(w, p, SIM_EV_HOST_OUT, s, it[i].mb, c->hout[s]);
-        } else {
-            span(w, p, SIM_EV_BWD, s, it[i].mb, c->bwd[s]);
-            span(w, p, SIM_EV_EXCHANGE, s, it[i].mb, c->xbwd[s]);
-        }
-    }
-    tick_end(w);
-}
-
-/* One device iteration of a training run (or the whole of an inference run). */
-static void
-micro_batches(struct walk *w, long long M)
-{
-    const struct sim_exe *e = w->e;
-    int N = e->n_stages;
-    bool train = e->tr != NULL;
-    struct item it[2 * SIM_MAX_IPUS + 2];
-
-    if (e->strategy == SIM_STRATEGY_PIPELINED) {
-        int V = train ? 2 * N : N;
-        long long ticks = M + V - 1;
-        for (long long t = 0; t < ticks && !w->stopped; t++) {
-            int n = 0;
-            /* steady ticks are all alike: without a callback, time one and multiply */
-            if (w->fn == NULL && t == V && ticks - V > V) {
-                double t0 = w->t, *b0 = w->c->busy, saved[SIM_MAX_IPUS];
-                long long reps = ticks - 2 * V;
-                memcpy(saved, b0, sizeof(double) * w->c->n_ipus);
-                for (int v = 0; v < V; v++)
-                    it[n++] = (struct item){ v < N ? v : 2 * N - 1 - v, v >= N, t - v };
-                tick(w, it, n);
-                w->t = t0 + (w->t - t0) * (double)reps;
-                for (unsigned p = 0; p < w->c->n_ipus; p++)
-                    b0[p] = saved[p] + (b0[p] - saved[p]) * (double)reps;
-                t += reps - 1;
-                continue;
-            }
-            for (int v = 0; v < V; v++) {
-                long long m = t - v;
-                if (m >= 0 && m < M)
-                    it[n++] = (struct item){ v < N ? v : 2 * N - 1 - v, v >= N, m };
-            }
-            tick(w, it, n);
-        }
-        return;
-    }
-    for (long long m = 0; m < M && !w->stopped; m++) {
-        for (int s = 0; s < N; s++) {
-            it[0] = (struct item){ s, false, m };
-            tick(w, it, 1);
-        }
-        for (int s = N - 1; train && s >= 0; s--) {
-            it[0] = (struct item){ s, true, m };
-            tick(w, it, 1);
-        }
-        if (w->fn == NULL && m == 0 && M > 2) {
-            /* every micro-batch costs the same (the walk started at 0) */
-            w->t *= (double)M;
-            for (unsigned p = 0; p < w->c->n_ipus; p++)
-                w->c->busy[p] *= (double)M;
-            break;
-        }
+    switch (st->kind) {
+    case SIM_STEP_LOAD:
+        span(w, p, SIM_EV_STREAM, s, mb, c->wload[s]);
+        break;
+    case SIM_STEP_HOST_IN:
+        span(w, p, SIM_EV_HOST_IN, s, mb, c->hin[s]);
+        break;
+    case SIM_STEP_FWD:
+        span(w, p, SIM_EV_FWD, s, mb, c->fwd[s]);
+        break;
+    case SIM_STEP_SEND:
+        span(w, p, SIM_EV_EXCHANGE, s, mb, c->xfwd[s]);
+        break;
+    case SIM_STEP_HOST_OUT:
+        span(w, p, SIM_EV_HOST_OUT, s, mb, c->hout[s]);
+        break;
+    case SIM_STEP_BWD:
+        span(w, p, SIM_EV_BWD, s, mb, c->bwd[s]);
+        break;
+    case SIM_STEP_GSEND:
+        span(w, p, SIM_EV_EXCHANGE, s, mb, c->xbwd[s]);
+        break;
+    case SIM_STEP_REDUCE:
+        span(w, p, SIM_EV_REDUCE, -1, -1, c->reduce[p]);
+        break;
+    case SIM_STEP_STREAM:
+        span(w, p, SIM_EV_STREAM, -1, -1, c->stream[p] / 2);
+        break;
+    case SIM_STEP_UPDATE:
+        span(w, p, SIM_EV_UPDATE, -1, -1, c->update[p]);
+        break;
+    default:
+        break;
     }
 }
 
-/* The reduction across replicas and the weight update closing a device iteration. */
-static void
-weight_update(struct walk *w)
-{
-    const struct sim_clock *c = w->c;
+/* A work of a tick: IPU p's steps [lo, hi), all with the same key. */
+struct work {
+    int key;
+    int p, lo, hi;
+};
 
-    if (w->e->R > 1) {
-        tick_begin(w);
-        for (unsigned p = 0; p < c->n_ipus; p++)
-            span(w, (int)p, SIM_EV_REDUCE, -1, -1, c->reduce[p]);
-        tick_end(w);
+/* Replays the next tick of every IPU's block (cur[p]: its next step), the works laid out
+ * in key order (program.h), and moves each cursor past its IPU's end of the tick. */
+static void
+replay_tick(struct walk *w, const struct sim_step *const *st, const int *n, int *cur,
+            unsigned i)
+{
+    struct work wk[2 * SIM_MAX_IPUS];
+    int nw = 0;
+
+    for (unsigned p = 0; p < w->c->n_ipus; p++) {
+        int j = cur[p];
+        while (j < n[p] && st[p][j].kind != SIM_STEP_TICK) {
+            struct work x = { st[p][j].key, (int)p, j, j };
+            int at = nw;
+            while (j < n[p] && st[p][j].kind != SIM_STEP_TICK && st[p][j].key == x.key)
+                j++;
+            x.hi = j;
+            while (at > 0 && wk[at - 1].key > x.key) {      /* stable insertion */
+                wk[at] = wk[at - 1];
+                at--;
+            }
+            wk[at] = x;
+            nw++;
+        }
+        cur[p] = j + 1;
     }
     tick_begin(w);
-    for (unsigned p = 0; p < c->n_ipus; p++) {
-        span(w, (int)p, SIM_EV_STREAM, -1, -1, c->stream[p] / 2);
-        span(w, (int)p, SIM_EV_UPDATE, -1, -1, c->update[p]);
-        span(w, (int)p, SIM_EV_STREAM, -1, -1, c->stream[p] / 2);
-    }
+    for (int k = 0; k < nw; k++)
+        for (int j = wk[k].lo; j < wk[k].hi; j++)
+            step_span(w, wk[k].p, &st[wk[k].p][j], i);
     tick_end(w);
+}
+
+/* The program once: one device iteration of a training run, or an inference run. */
+static void
+replay(struct walk *w)
+{
+    const struct sim_prog *g = w->e->prog;
+    unsigned P = w->c->n_ipus;
+
+    for (int s = 0; s < g->n_seg && !w->stopped; s++) {
+        const struct sim_seg *sg = &g->seg[s];
+        const struct sim_step *st[SIM_MAX_IPUS];
+        int n[SIM_MAX_IPUS], cur[SIM_MAX_IPUS];
+        for (unsigned p = 0; p < P; p++)
+            st[p] = sim_prog_steps(g, p, s, &n[p]);
+        for (unsigned i = 0; i < sg->reps && !w->stopped; i++) {
+            /* without a callback, time one repetition and multiply: they cost the same */
+            bool once = w->fn == NULL && sg->scale;
+            double t0 = w->t, *b0 = w->c->busy, saved[SIM_MAX_IPUS];
+            if (once)
+                memcpy(saved, b0, sizeof(double) * P);
+            memset(cur, 0, sizeof(int) * P);
+            while (cur[0] < n[0])
+                replay_tick(w, st, n, cur, i);
+            if (once) {
+                w->t = t0 + (w->t - t0) * (double)sg->reps;
+                for (unsigned p = 0; p < P; p++)
+                    b0[p] = saved[p] + (b0[p] - saved[p]) * (double)sg->reps;
+                break;
+            }
+        }
+    }
 }
 
 double
@@ -357,24 +360,20 @@ sim_sched_walk(const struct sim_exe *e, struct sim_clock *c, sim_ev_fn fn, void 
 {
     double end[SIM_MAX_IPUS];
     struct walk w = { e, c, fn, ud, 0.0, end, 0, false };
+    unsigned iters = e->tr != NULL ? e->D : 1;
 
     if (fn == NULL)
         memset(c->busy, 0, sizeof(double) * c->n_ipus);
-    if (e->tr == NULL) {
-        micro_batches(&w, e->D);
-    } else {
-        for (long long d = 0; d < e->D && !w.stopped; d++) {
-            double t0 = w.t;
-            w.iter = d;
-            micro_batches(&w, e->A);
-            weight_update(&w);
-            if (fn == NULL && d == 0 && e->D > 1) {
-                /* every device iteration costs the same */
-                w.t = t0 + (w.t - t0) * (double)e->D;
-                for (unsigned p = 0; p < c->n_ipus; p++)
-                    c->busy[p] *= (double)e->D;
-                break;
-            }
+    for (unsigned d = 0; d < iters && !w.stopped; d++) {
+        double t0 = w.t;
+        w.iter = e->tr != NULL ? d : 0;
+        replay(&w);
+        if (fn == NULL && d == 0 && iters > 1) {
+            /* every device iteration costs the same */
+            w.t = t0 + (w.t - t0) * (double)iters;
+            for (unsigned p = 0; p < c->n_ipus; p++)
+                c->busy[p] *= (double)iters;
+            break;
         }
     }
     if (c->hout_final > 0) {
@@ -402,6 +401,11 @@ sim_sched_build(struct sim_exe *e, struct sim_err *err)
     if (c == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     e->clock = c;
+    if (e->prog == NULL) {
+        int rc = sim_prog_build(e, err);
+        if (rc != 0)
+            return rc;
+    }
     if (stage_costs(e, c) != 0)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     c->device_seconds = sim_sched_walk(e, c, NULL, NULL);

@@ -5,7 +5,8 @@
  * A run is a sequence of bulk-synchronous steps ("ticks"). In a tick every IPU of a replica
  * runs its items one after another (host-in, a forward or backward of one stage for one
  * micro-batch, the send of its results to other IPUs, host-out), then all IPUs sync. Which
- * micro-batch each stage works on in each tick is the strategy (see schedule.c). Replicas run
+ * micro-batch each stage works on in each tick is the strategy: each IPU's program of steps
+ * (program.h), which the walk replays with durations in place of kernels. Replicas run
  * the same schedule on their own IPUs at the same time; after the micro-batches of a device
  * iteration of a training run come the gradient reduction across replicas and the weight
  * update (with off-chip state streamed on and off around it).

@@ -16,6 +16,15 @@ BUILD=${1:-build}
 export IPUOFD_BIN="$BUILD/bin/ipuofd"
 export IPUCTL_BIN="$BUILD/bin/ipuctl"
 export IPUOF_BUILD="$BUILD"
+# The tests reach only the daemons they start: a developer's own IPUoF config files
+# (~/.ipuof.conf.d, read before IPUOF_SERVER) and a partition chosen in the environment would
+# send them elsewhere, so HOME is an empty directory of the run's and those variables go.
+unset IPUOF_CONFIG_PATH IPUOF_SERVER IPUOF_PARTITION IPUOF_JOB_KEY IPUOF_PROCESS_ID \
+      IPUOF_NUM_PROCESSES IPUOF_VIPU_API_HOST IPUOF_VIPU_API_PORT IPUOF_VIPU_API_PARTITION_ID \
+      IPUOF_VIPU_API_GCD_ID
+TEST_HOME=$(mktemp -d /tmp/ipuof-test-home-XXXXXX)
+trap 'rm -rf "$TEST_HOME"' EXIT
+export HOME="$TEST_HOME"
 # Sanitizer builds: fail on the first report, check leaks.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

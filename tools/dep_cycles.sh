@@ -60,10 +60,16 @@ echo "== headers ($SRC)"
 cycles "$T/headers" || status=1
 
 if [ -n "$OBJ" ]; then
+    # Only the objects of sources that exist: a build directory keeps the objects of files
+    # since removed or renamed (jobs.o after jobs.c was split), which would count otherwise.
+    objs=""
     for o in "$OBJ"/*.o; do
+        [ -f "$SRC/$(basename "$o" .o).c" ] && objs="$objs $o"
+    done
+    for o in $objs; do
         nm -g --defined-only "$o" | awk -v f="$(basename "$o" .o)" 'NF == 3 { print $3, f }'
     done | sort >"$T/defs"
-    for o in "$OBJ"/*.o; do
+    for o in $objs; do
         nm -u "$o" | awk -v f="$(basename "$o" .o)" '{ print $NF, f }'
     done | sort >"$T/uses"
     # "user definer symbol" for every symbol one file uses and another defines

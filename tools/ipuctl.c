@@ -134,8 +134,63 @@ open_client(const struct opts *o, ipuof_client **out)
 /* ---- status ----------------------------------------------------------------------------- */
 
 /* Writes r to stdout as one JSON object and a newline (the format of ipuctl(8)). */
+/* The daemon's V-IPU partitions (vipu create partition), for status. */
+static struct ipuof_vipu_partition vparts[256];
+
+/* The V-IPU partitions vparts[0..n) as JSON members (,"vipu_partitions":[...]). */
 static void
-print_status_json(const ipuof_status_report *r)
+print_vipu_json(size_t n)
+{
+    fputs(",\"vipu_partitions\":[", stdout);
+    for (size_t i = 0; i < n; i++) {
+        const struct ipuof_vipu_partition *v = &vparts[i];
+        printf("%s{\"name\":", i > 0 ? "," : "");
+        json_string(stdout, v->name);
+        printf(",\"ipus\":%u,\"num_gcds\":%u,\"first_ipu\":%u,\"reconfigurable\":%s,"
+               "\"state\":\"%s\",\"held\":%s}", v->size, v->num_gcds, v->first_ipu,
+               v->reconfigurable ? "true" : "false",
+               v->state == IPUOF_VIPU_PS_FAILED ? "PS_FAILED" : "PS_ACTIVE",
+               v->held ? "true" : "false");
+    }
+    putchar(']');
+}
+
+/* The V-IPU partitions vparts[0..n) as a table after the IPUs' (nothing when none). */
+static int
+print_vipu_table(size_t n)
+{
+    static const char *const heads[] = {"V-IPU PARTITION", "IPUS", "GCDS", "RECONFIG", "STATE",
+                                        "HELD"};
+    static const int right[] = {0, 0, 1, 0, 0, 0};
+    struct table t;
+
+    if (n == 0)
+        return EX_OK;
+    table_init(&t, 6, heads, right);
+    for (size_t i = 0; i < n; i++) {
+        const struct ipuof_vipu_partition *v = &vparts[i];
+        char ipus[32], gcds[16];
+        const char *cells[6] = {v->name, ipus, gcds, v->reconfigurable ? "yes" : "no",
+                                v->state == IPUOF_VIPU_PS_FAILED ? "PS_FAILED" : "PS_ACTIVE",
+                                v->held ? "yes" : "no"};
+        if (v->size == 1)
+            snprintf(ipus, sizeof ipus, "%u", v->first_ipu);
+        else
+            snprintf(ipus, sizeof ipus, "%u-%u", v->first_ipu, v->first_ipu + v->size - 1);
+        snprintf(gcds, sizeof gcds, "%u", v->num_gcds);
+        if (table_add_row(&t, cells) < 0) {
+            table_free(&t);
+            fprintf(stderr, "ipuctl: out of memory\n");
+            return EX_OSERR;
+        }
+    }
+    table_print(&t, stdout);
+    table_free(&t);
+    return EX_OK;
+}
+
+static void
+print_status_json(const ipuof_status_report *r, size_t nvparts)
 {
     size_t n = ipuof_status_report_ipu_count(r);
 
@@ -198,7 +253,9 @@ print_status_json(const ipuof_status_report *r)
         }
         putchar('}');
     }
-    fputs("]}\n", stdout);
+    putchar(']');
+    print_vipu_json(nvparts);
+    fputs("}\n", stdout);
 }
 
 /* Writes the processes of the daemon's jobs as a table (nothing when there are none).
@@ -350,6 +407,7 @@ cmd_status(const struct opts *o, int argc, char **argv)
     };
     ipuof_client *c = NULL;
     ipuof_status_report *r = NULL;
+    size_t nvparts = 0;
     int json = 0;
     int ch;
     int ex;
@@ -382,10 +440,18 @@ cmd_status(const struct opts *o, int argc, char **argv)
         ex = exit_code(rc, 0);
         goto out;
     }
+    rc = ipuof_vipu_list(c, vparts, sizeof vparts / sizeof vparts[0], &nvparts, NULL);
+    if (rc != IPUOF_OK) {
+        report(c, rc, "status (V-IPU partitions)");
+        ex = exit_code(rc, 0);
+        goto out;
+    }
+    if (nvparts > sizeof vparts / sizeof vparts[0])
+        nvparts = sizeof vparts / sizeof vparts[0];
     if (json)
-        print_status_json(r);
-    else
-        ex = print_status_table(r);
+        print_status_json(r, nvparts);
+    else if ((ex = print_status_table(r)) == EX_OK)
+        ex = print_vipu_table(nvparts);
     if (fflush(stdout) != 0) {
         perror("ipuctl: status: writing the output");
         ex = EX_IOERR;

@@ -53,17 +53,20 @@ else
     no "an application builds with pkg-config"; cat "$D/cc.log"
 fi
 for f in usr/lib/python3/dist-packages/ipuof/__init__.py \
-         usr/lib/python3/dist-packages/poptorch/__init__.py; do
+         usr/lib/python3/dist-packages/poptorch/__init__.py \
+         usr/lib/python3/dist-packages/popdist/__init__.py \
+         usr/lib/python3/dist-packages/popdist/poptorch.py; do
     [ -e "$D/root/$f" ] && ok "installed $f" || no "installed $f"
 done
 # The installed package finds the installed library next to it (no build tree, no
 # IPUOF_CLIENT_LIB) and reports an unreachable daemon as poptorch.Error.
 if [ -z "$san" ] && (cd "$D" && env -u IPUOF_CLIENT_LIB -u IPUOF_BUILD \
         PYTHONPATH="$D/root/usr/lib/python3/dist-packages" /usr/bin/python3 -c '
-import poptorch, sys
+import poptorch, popdist.poptorch, sys
 assert poptorch.library_path.startswith(sys.argv[1]), poptorch.library_path
+assert popdist.__file__.startswith(sys.argv[1]), popdist.__file__
 ' "$D/root/usr/lib/") >"$D/py.log" 2>&1; then
-    ok "import poptorch from the install uses the installed library"
+    ok "import poptorch and popdist.poptorch from the install uses the installed library"
 elif [ -n "$san" ]; then
     ok "import poptorch from the install (not tried: a sanitizer build's library)"
 else

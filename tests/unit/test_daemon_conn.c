@@ -19,6 +19,7 @@
 #include "frame.h"
 #include "ipuof/client.h"
 #include "jobs.h"
+#include "jobs_int.h"
 
 static void
 test_health_before_hello(void **state)
@@ -101,7 +102,7 @@ test_idle_timeout_spares_holders(void **state)
     assert_ptr_equal(s.conns, ca);
     assert_non_null(conn_part(ca)); /* held by the job of one process ca belongs to */
     assert_non_null(ca->job);
-    assert_int_equal(job_processes(ca->job), 1);
+    assert_int_equal(ca->job->nproc, 1);
     print_message("after 2.5 s of idle_timeout 1: the holder stays, the idle client is gone\n");
     bufferevent_free(a);
     bufferevent_free(b);

@@ -35,23 +35,23 @@ test_place_never_past_inventory(void **state)
     for (int i = 0; i < 4; i++)
         m.mem[i] = 100 + (uint64_t)i;
     m.host = 5000;
-    model_place(&s, &m);
+    model_place(s.inv, &m);
     assert_int_equal(s.inv->ipus[0].memory_used, 0);
     assert_int_equal(s.inv->ipus[1].memory_used, 0);
     assert_int_equal(s.inv->ipus[2].memory_used, 100);
     assert_int_equal(s.inv->ipus[3].memory_used, 101);
     assert_int_equal(s.inv->ipus[2].host_used, 5000);
-    models_count_steps(&s, &m, 7);
+    models_count_steps(s.inv, &m, 7);
     assert_int_equal(s.inv->ipus[3].steps_run, 7);
     m.next = NULL;
     m.entry = NULL;
-    model_free(&s, memcpy(malloc(sizeof m), &m, sizeof m));
+    model_free(s.inv, &s.cache, memcpy(malloc(sizeof m), &m, sizeof m));
     for (int i = 0; i < 4; i++) {
         assert_int_equal(s.inv->ipus[i].memory_used, 0);
         assert_int_equal(s.inv->ipus[i].host_used, 0);
     }
     m.first_ipu = 9; /* wholly outside: nothing counted, nothing written */
-    model_place(&s, &m);
+    model_place(s.inv, &m);
     for (int i = 0; i < 4; i++)
         assert_int_equal(s.inv->ipus[i].memory_used, 0);
     dpair_srv_free(&s);

@@ -157,6 +157,74 @@ test_error_state_and_clear(void **state)
     dev_inventory_free(inv);
 }
 
+/* V-IPU partitions (vipu create partition): their IPUs are reserved for attaches that give
+ * their name, every refusal says why, and removal returns the IPUs. */
+static void
+test_vipu_partitions(void **state)
+{
+    struct dev_inventory *inv = dev_inventory_new(8, 1 << 20, 1472);
+    struct dev_holder a = holder("a", 1), b = holder("b", 2);
+    struct dev_partition *p, *q;
+    struct dev_vpart *v, *w;
+    char err[1024];
+
+    (void)state;
+    assert_int_equal(dev_vpart_create(inv, "pt", 4, 2, 1, &v, err, sizeof err), IPUOF_OK);
+    assert_int_equal(v->first, 0);
+    assert_int_equal(v->num_gcds, 2);
+    assert_ptr_equal(dev_vpart_find(inv, "pt"), v);
+    assert_int_equal(dev_free_count(inv), 4); /* reserved IPUs are not free for others */
+    /* Bad requests, each with what would be right. */
+    assert_int_equal(dev_vpart_create(inv, "x", 3, 1, 0, &w, err, sizeof err), IPUOF_E_INVAL);
+    assert_non_null(strstr(err, "--size 3: a partition is a power of two IPUs"));
+    assert_int_equal(dev_vpart_create(inv, "x", 2, 4, 0, &w, err, sizeof err), IPUOF_E_INVAL);
+    assert_non_null(strstr(err, "--num-gcds 4: the GCDs divide the partition's 2 IPUs"));
+    assert_int_equal(dev_vpart_create(inv, "a/b", 2, 1, 0, &w, err, sizeof err), IPUOF_E_INVAL);
+    assert_non_null(strstr(err, "has the character 0x2f"));
+    assert_int_equal(dev_vpart_create(inv, "pt", 2, 1, 0, &w, err, sizeof err), IPUOF_E_BUSY);
+    assert_non_null(strstr(err, "partition 'pt' already exists"));
+    assert_int_equal(dev_vpart_create(inv, "big", 8, 1, 0, &w, err, sizeof err), IPUOF_E_BUSY);
+    assert_non_null(strstr(err, "IPUs 0-3 reserved for partition 'pt'"));
+    /* An attach without the name never takes the reserved IPUs. */
+    assert_int_equal(dev_attach(inv, 4, "", &b, NULL, &q, err, sizeof err), IPUOF_OK);
+    assert_int_equal(q->first, 4);
+    assert_int_equal(dev_attach(inv, 1, "", &b, NULL, &p, err, sizeof err), IPUOF_E_BUSY);
+    assert_non_null(strstr(err, "0 of 8 IPUs are free"));
+    assert_non_null(strstr(err, "IPUs 0-3 reserved for partition 'pt'"));
+    /* An attach with the name takes them, up to the partition's size. */
+    assert_int_equal(dev_attach(inv, 8, "pt", &a, NULL, &p, err, sizeof err), IPUOF_E_INVAL);
+    assert_non_null(strstr(err, "partition 'pt' has 4 IPUs; this attach asks for 8"));
+    assert_int_equal(dev_attach(inv, 4, "pt", &a, NULL, &p, err, sizeof err), IPUOF_OK);
+    assert_int_equal(p->first, 0);
+    assert_ptr_equal(dev_vpart_holder(inv, v), p);
+    dev_release(inv, p);
+    assert_null(dev_vpart_holder(inv, v));
+    assert_int_equal(dev_attach(inv, 2, "pt", &a, NULL, &p, err, sizeof err), IPUOF_OK);
+    assert_int_equal(p->first, 0);
+    dev_release(inv, p);
+    /* An IPU in error fails the partition (PS_FAILED) until it is reset. */
+    inv->ipus[1].state = DEV_ERROR;
+    assert_true(dev_vpart_failed(inv, v));
+    assert_int_equal(dev_attach(inv, 4, "pt", &a, NULL, &p, err, sizeof err), IPUOF_E_BUSY);
+    assert_non_null(strstr(err, "partition 'pt' is PS_FAILED"));
+    dev_clear(inv, 1);
+    assert_false(dev_vpart_failed(inv, v));
+    assert_ptr_equal(inv->ipus[1].vpart, v); /* a reset keeps the reservation */
+    /* Removed: its IPUs are anybody's again; its name attaches as an ordinary name. */
+    dev_vpart_remove(inv, v);
+    assert_null(dev_vpart_find(inv, "pt"));
+    assert_int_equal(dev_free_count(inv), 4);
+    assert_int_equal(dev_attach(inv, 4, "", &a, NULL, &p, err, sizeof err), IPUOF_OK);
+    assert_int_equal(p->first, 0);
+    /* A name held by an attached partition cannot become a V-IPU partition. */
+    dev_release(inv, q);
+    assert_int_equal(dev_vpart_create(inv, p->name, 4, 1, 0, &w, err, sizeof err), IPUOF_E_BUSY);
+    assert_non_null(strstr(err, "attached by a program"));
+    assert_int_equal(dev_vpart_create(inv, "second", 4, 4, 0, &w, err, sizeof err), IPUOF_OK);
+    assert_int_equal(w->first, 4);
+    dev_inventory_free(inv); /* frees the V-IPU partition too (ASan checks) */
+}
+
 int
 main(void)
 {
@@ -164,6 +232,7 @@ main(void)
         cmocka_unit_test(test_power_of_two),       cmocka_unit_test(test_aligned_groups),
         cmocka_unit_test(test_exhaustion_names_holders), cmocka_unit_test(test_fragmented),
         cmocka_unit_test(test_names),              cmocka_unit_test(test_error_state_and_clear),
+        cmocka_unit_test(test_vipu_partitions),
     };
     return cmocka_run_group_tests_name("devices", tests, NULL, NULL);
 }

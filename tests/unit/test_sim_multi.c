@@ -5,7 +5,8 @@
  * the same weights whatever the strategy (the tutorial network, and a model with
  * BatchNormalization, and one with Dropout), the IPU threads (created once, joined at
  * free, stopped by a cancel), four IPUs working on different micro-batches in the same
- * step of a pipeline (the IPU threads' step log), and the memory plan (a model too big for one IPU that fits
+ * step of a pipeline (the IPU threads' step log), the clock's trace replaying the works the
+ * IPU threads ran (every strategy), and the memory plan (a model too big for one IPU that fits
  * pipelined over 4 IPUs or with its optimizer state off chip).
  */
 #include <setjmp.h>
@@ -818,6 +819,95 @@ test_pipeline_concurrency(void **state)
     sim_model_free(m);
 }
 
+/* The simulated clock replays the programs the IPU threads ran (sim/program.h): for every
+ * strategy, the trace's forward and backward spans are exactly the works the threads
+ * logged (replica, IPU, stage, direction, device iteration, micro-batch), and each IPU's
+ * spans follow one another in the order of the schedule steps the thread ran them in. */
+static void
+test_clock_replays_run(void **state)
+{
+    enum { A = 12, D = 2, R = 2, CAP = 8192 };
+    static const int strategies[] = { SIM_STRATEGY_PIPELINED, SIM_STRATEGY_SHARDED,
+                                      SIM_STRATEGY_PHASED };
+    struct sim_model *m = tutorial();
+    struct sim_step_rec *log = calloc(CAP, sizeof(*log));
+    bool *used = calloc(CAP, sizeof(*used));
+
+    (void)state;
+    assert_non_null(log);
+    assert_non_null(used);
+    for (int si = 0; si < 3; si++) {
+        struct sim_compile_opts o;
+        struct sim_exe *e;
+        struct sim_err err;
+        char *json;
+        const char *p;
+        size_t len, n, spans = 0;
+        long long last_step[R * 4], last_iter[R * 4];
+        double last_ts[R * 4];
+        train_opts(&o, 4, A, D);
+        o.replicas = R;
+        o.blocks = tutorial_stages;
+        o.n_blocks = 6;
+        o.strategy = strategies[si];
+        o.profile = 1;
+        e = compile_ok(m, &o);
+        sim_exe_log_steps(e, log, CAP);
+        run_ok(e);
+        n = sim_exe_logged_steps(e);
+        assert_int_equal(n, (size_t)R * D * A * 4 * 2);
+        memset(used, 0, CAP * sizeof(*used));
+        for (int t = 0; t < R * 4; t++) {
+            last_step[t] = -1;
+            last_iter[t] = -1;
+            last_ts[t] = -1;
+        }
+        if (sim_exe_trace_json(e, &json, &len, &err) != 0)
+            fail_msg("trace: %s", err.msg);
+        for (p = json; (p = strstr(p, "{\"name\":\"")) != NULL; p++) {
+            char dir;
+            int stage, st2;
+            long long mb, mb2, iter;
+            unsigned tid;
+            double ts, dur;
+            size_t i;
+            if (sscanf(p, "{\"name\":\"%c%d.%lld\",\"ph\":\"X\",\"pid\":0,\"tid\":%u,\"ts\":%lf,"
+                       "\"dur\":%lf,\"args\":{\"stage\":%d,\"mb\":%lld,\"iter\":%lld", &dir,
+                       &stage, &mb, &tid, &ts, &dur, &st2, &mb2, &iter) != 9 ||
+                (dir != 'F' && dir != 'B'))
+                continue;
+            for (i = 0; i < n; i++) {
+                const struct sim_step_rec *r = &log[i];
+                if (!used[i] && r->replica * 4 + r->ipu == tid && r->stage == stage &&
+                    r->backward == (dir == 'B') && r->iteration == (unsigned)iter &&
+                    r->micro_batch == (unsigned)mb)
+                    break;
+            }
+            if (i == n)
+                fail_msg("strategy %d: the trace's %c%d.%lld (IPU %u, iteration %lld) is no "
+                         "work the IPU threads ran", strategies[si], dir, stage, mb, tid, iter);
+            used[i] = true;
+            spans++;
+            /* on one IPU the clock's spans come in the threads' step order */
+            assert_true(ts >= last_ts[tid]);
+            assert_true(iter > last_iter[tid] ||
+                        (iter == last_iter[tid] && log[i].step >= last_step[tid]));
+            last_ts[tid] = ts;
+            last_iter[tid] = iter;
+            last_step[tid] = log[i].step;
+        }
+        printf("  strategy %d: %zu trace spans = %zu works the IPU threads ran\n",
+               strategies[si], spans, n);
+        assert_int_equal(spans, n);
+        free(json);
+        sim_exe_log_steps(e, NULL, 0);
+        sim_exe_free(e);
+    }
+    free(used);
+    free(log);
+    sim_model_free(m);
+}
+
 /* A pipelined run whose last stage fails halfway (a label out of range in one micro-batch
  * of one replica) stops every IPU thread of every replica with that error, the optimizer
  * steps of the iterations before it taken, and the executable trains again afterwards. */
@@ -1035,6 +1125,7 @@ main(void)
         cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_ipu_threads),
         cmocka_unit_test(test_pipeline_concurrency),
+        cmocka_unit_test(test_clock_replays_run),
         cmocka_unit_test(test_pipeline_failure),
         cmocka_unit_test(test_pipelined_inference),
         cmocka_unit_test(test_memory_fit),

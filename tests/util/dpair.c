@@ -35,6 +35,7 @@ dpair_srv_init(struct srv *s, unsigned ipus, unsigned workers)
     s->base = event_base_new();
     if (s->base == NULL)
         return -1;
+    s->conn_hooks = &srv_conn_hooks;
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(ipus, s->cfg.ipu_memory, s->cfg.tiles);
     cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory, s->cfg.cache_bytes);

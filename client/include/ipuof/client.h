@@ -62,8 +62,13 @@ IPUOF_API int ipuof_client_set_admin_token(ipuof_client *c, const char *token);
 
 /*
  * Connects and performs the hello. address is "HOST:PORT", "[V6]:PORT", "HOST" (default
- * port) or "unix:/path/to/socket". NULL means the IPUOF_SERVER environment variable, or
- * 127.0.0.1:50052 when it is unset.
+ * port) or "unix:/path/to/socket". NULL means: the IPUoF config file IPUOF_CONFIG_PATH
+ * names, else PopRun's IPUOF_VIPU_API_HOST:IPUOF_VIPU_API_PORT (with
+ * IPUOF_VIPU_API_PARTITION_ID), else the one file of ~/.ipuof.conf.d/ for
+ * IPUOF_VIPU_API_PARTITION_ID and GCD IPUOF_VIPU_API_GCD_ID (0 when unset), else the
+ * IPUOF_SERVER environment variable, else 127.0.0.1:50052 (docs/pod-tools.md); the
+ * partition found on the way is the one ipuof_attach() takes when it is given none. A
+ * broken config file fails with IPUOF_E_INVAL naming the file and the field.
  * Errors: IPUOF_E_IO (unreachable), IPUOF_E_TIMEOUT, IPUOF_E_VERSION (the message names
  * both versions), IPUOF_E_AUTH, IPUOF_E_TOO_MANY (connection limit), IPUOF_E_INVAL,
  * IPUOF_E_STATE (already connected). A handle whose connection was closed (by an error or
@@ -95,9 +100,11 @@ IPUOF_API int ipuof_client_is_admin(const ipuof_client *c);
 struct ipuof_attach_opts {
     unsigned num_ipus;          /* a power of two unless auto_round; in a job of several
                                  * processes, the whole partition (the same in each) */
-    const char *partition_name; /* NULL or "": the daemon names it; in a job of several
-                                 * processes: IPUOF_PARTITION, else one made from the
-                                 * launcher's job id, else one made from the job key
+    const char *partition_name; /* NULL or "": the partition the connect's lookup found
+                                 * (a config file, IPUOF_VIPU_API_PARTITION_ID), else the
+                                 * daemon names it; in a job of several processes:
+                                 * IPUOF_PARTITION, else the lookup's, else one made from
+                                 * the launcher's job id, else one made from the job key
                                  * (ipuof_client_set_job_key) */
     unsigned process_id;        /* distributed use: this process's index */
     unsigned num_processes;     /* 0: from the environment (ipuof_process_env); 1: not
@@ -159,6 +166,61 @@ IPUOF_API int ipuof_health(ipuof_client *c, int *ready);
 /* Why the daemon said it was not ready in the last ipuof_health() on c ("" when it was
  * ready). Borrowed. */
 IPUOF_API const char *ipuof_health_reason(const ipuof_client *c);
+
+/* ---- partitions: V-IPU's verbs (the partition service, docs/pod-tools.md) ------------ */
+
+/* A V-IPU partition reserves IPUs by name until it is removed or the daemon stops; an
+ * attach giving its name (ipuof_attach_opts.partition_name, a config file, poprun's
+ * IPUOF_VIPU_API_PARTITION_ID) takes them. */
+enum ipuof_vipu_state {
+    IPUOF_VIPU_PS_ACTIVE = 1, /* reserved and ready */
+    IPUOF_VIPU_PS_FAILED = 2  /* one of its IPUs is in error: reset it */
+};
+
+#define IPUOF_VIPU_NAME_MAX 64
+
+struct ipuof_vipu_partition {
+    char name[IPUOF_VIPU_NAME_MAX];
+    unsigned size;              /* IPUs */
+    unsigned num_gcds;          /* GCDs; each holds size / num_gcds consecutive IPUs */
+    unsigned first_ipu;         /* the daemon's IPUs first_ipu .. first_ipu + size - 1 */
+    int reconfigurable;
+    int state;                  /* enum ipuof_vipu_state */
+    int held;                   /* 1 when a program holds it; then the three below */
+    char holder_name[64];
+    unsigned holder_pid;
+    char holder_peer[64];
+};
+
+/*
+ * The daemon's partitions, oldest first: up to max written to out, the count (all of them)
+ * to *n; the daemon's IPU count to *num_ipus. Any out-pointer may be NULL.
+ */
+IPUOF_API int ipuof_vipu_list(ipuof_client *c, struct ipuof_vipu_partition *out, size_t max,
+                              size_t *n, unsigned *num_ipus);
+
+/* Partition name into *out. Errors: IPUOF_E_NOTFOUND (the sentence lists the partitions). */
+IPUOF_API int ipuof_vipu_get(ipuof_client *c, const char *name,
+                             struct ipuof_vipu_partition *out);
+
+/*
+ * Creates partition name of size IPUs (a power of two) in num_gcds GCDs (0 or 1: one),
+ * PS_ACTIVE at once; *out (may be NULL) describes it. Needs admin rights.
+ * Errors: IPUOF_E_AUTH, IPUOF_E_INVAL (size, GCDs or name: the sentence says what is
+ * right), IPUOF_E_BUSY (the name exists, or too few free IPUs: who holds them).
+ */
+IPUOF_API int ipuof_vipu_create(ipuof_client *c, const char *name, unsigned size,
+                                unsigned num_gcds, int reconfigurable,
+                                struct ipuof_vipu_partition *out);
+
+/* Resets the partition's IPUs (their state and error cleared). Nobody holding it: anybody
+ * may; somebody holding it: admin rights and force (the holder is told). Errors:
+ * IPUOF_E_NOTFOUND, IPUOF_E_AUTH, IPUOF_E_BUSY (held, no force). */
+IPUOF_API int ipuof_vipu_reset(ipuof_client *c, const char *name, int force);
+
+/* Removes the partition; its IPUs return to the pool. Needs admin rights; a partition
+ * somebody holds needs force (the holder is told it was reset). Errors as for reset. */
+IPUOF_API int ipuof_vipu_remove(ipuof_client *c, const char *name, int force);
 
 /* ---- status ------------------------------------------------------------------------- */
 

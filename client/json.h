@@ -1,0 +1,65 @@
+/*
+ * json.h — a small JSON reader for the files the client library reads (IPUoF config files,
+ * ipuof_conf.c): RFC 8259 text into a tree, hostile input first.
+ *
+ * Limits, checked as the text is read: at most IPUOF_JSON_MAX_BYTES of text, nesting at
+ * most IPUOF_JSON_MAX_DEPTH deep, at most IPUOF_JSON_MAX_ITEMS members or elements in one
+ * object or array, strings at most IPUOF_JSON_MAX_STRING bytes once decoded. A key given
+ * twice in one object is refused (a config file that says two things is a mistake). Strings
+ * are decoded whole (every escape, \uXXXX with surrogate pairs); U+0000, lone surrogates
+ * and malformed UTF-8 are refused. Numbers keep their double value and, when they are
+ * whole and within +-2^53, is_int.
+ *
+ * Not installed, not exported; internal to libipuof-client (and its unit tests).
+ */
+#ifndef IPUOF_JSON_H
+#define IPUOF_JSON_H
+
+#include <stddef.h>
+
+#define IPUOF_JSON_MAX_BYTES (64 * 1024)
+#define IPUOF_JSON_MAX_DEPTH 16
+#define IPUOF_JSON_MAX_ITEMS 4096
+#define IPUOF_JSON_MAX_STRING 4096
+
+enum ipuof_json_type {
+    IPUOF_JSON_NULL,
+    IPUOF_JSON_BOOL,
+    IPUOF_JSON_NUMBER,
+    IPUOF_JSON_STRING,
+    IPUOF_JSON_ARRAY,
+    IPUOF_JSON_OBJECT,
+};
+
+struct ipuof_json {
+    enum ipuof_json_type type;
+    int boolean;                 /* BOOL */
+    double number;               /* NUMBER */
+    int is_int;                  /* NUMBER: whole and |number| <= 2^53 */
+    char *string;                /* STRING: NUL-terminated (no NUL inside) */
+    size_t n;                    /* ARRAY / OBJECT: count of items */
+    struct ipuof_json **items;   /* ARRAY / OBJECT: the values */
+    char **keys;                 /* OBJECT: the keys, in file order */
+    unsigned line, col;          /* where the value starts (1-based), for messages */
+};
+
+/*
+ * Parses text[0..len) (not NUL-terminated necessarily) into *out: one value, surrounded
+ * only by whitespace. Returns 0 with *out caller-owned (ipuof_json_free), or -1 with *out
+ * NULL and a sentence in err[0..errlen) saying where ("line L, column C: ...") and what is
+ * wrong. text is only read.
+ */
+int ipuof_json_parse(const char *text, size_t len, struct ipuof_json **out, char *err,
+                     size_t errlen);
+
+/* Frees a tree from ipuof_json_parse. NULL is a no-op. */
+void ipuof_json_free(struct ipuof_json *j);
+
+/* The value of key in object obj (borrowed from obj), or NULL when obj is not an object or
+ * has no such key. */
+const struct ipuof_json *ipuof_json_get(const struct ipuof_json *obj, const char *key);
+
+/* "an object", "a string", ...: the type's name for messages. */
+const char *ipuof_json_type_name(enum ipuof_json_type t);
+
+#endif /* IPUOF_JSON_H */

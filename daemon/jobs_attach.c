@@ -1,0 +1,182 @@
+/*
+ * jobs_attach.c — attaching as one of the several processes of a job (job_attach): the
+ * job is found by its name and key, or made with its partition by the first process, and
+ * every process is answered once all have come.
+ */
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "ipuof/status.h"
+#include "jobs.h"
+#include "jobs_int.h"
+#include "log.h"
+#include "srv_state.h"
+
+/* Compares job keys in time independent of where they differ. 1 when equal. */
+static int
+keys_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+static struct job *
+job_find(const struct srv *s, const char *name)
+{
+    for (struct job *j = s->jobs; j != NULL; j = j->next)
+        if (strcmp(j->name, name) == 0)
+            return j;
+    return NULL;
+}
+
+/* A new job named name of nproc processes on count IPUs, holding a new partition; NULL
+ * with an error sent to c. */
+static struct job *
+job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsigned count)
+{
+    struct srv *s = c->srv;
+    struct dev_holder holder;
+    struct job *j = job_alloc(s, name, nproc, count);
+    char err[1024];
+    int rc;
+
+    if (j == NULL) {
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+        return NULL;
+    }
+    conn_holder(c, &holder);
+    rc = dev_attach(s->inv, count, name, &holder, c, &j->part, err, sizeof err);
+    if (rc != IPUOF_OK) {
+        conn_send_error(c, req_id, rc, rc == IPUOF_E_BUSY ? IPUOF_ERROR_RECOVERABLE : 0,
+                        rc == IPUOF_E_BUSY ? IPUOF_RECOVERY_RETRY : 0, "device", "%s%s", err,
+                        rc == IPUOF_E_BUSY ? "; retry later" : "");
+        event_free(j->timer);
+        free(j);
+        return NULL;
+    }
+    j->next = s->jobs;
+    s->jobs = j;
+    job_arm_timer(j);
+    log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
+             j->part->first, j->part->first + count - 1);
+    return j;
+}
+
+void
+job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
+{
+    struct job *j;
+    struct job_proc *q;
+
+    if (a->partition_name[0] == '\0') {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process %u of %u attaches without a partition name; the processes "
+                        "of a job find each other by the name they all give", a->process_id,
+                        a->num_processes);
+        return;
+    }
+    if (strlen(a->job_key) > JOB_KEY_MAX) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "the job key is %zu bytes long; at most %d are accepted",
+                        strlen(a->job_key), JOB_KEY_MAX);
+        return;
+    }
+    if (a->job_key[0] == '\0' && strcmp(a->partition_name, JOB_DEFAULT_NAME) == 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process %u of %u has no job key and no job name of its own: "
+                        "unrelated programs would join each other's job under the default "
+                        "name '%s'; start the processes with mpirun (its job id is the key), "
+                        "or give every process of this launch the same IPUOF_JOB_KEY (e.g. "
+                        "IPUOF_JOB_KEY=$(od -An -N16 -tx1 /dev/urandom | tr -d ' ')) or the "
+                        "same name with IPUOF_PARTITION", a->process_id, a->num_processes,
+                        JOB_DEFAULT_NAME);
+        return;
+    }
+    if (a->num_processes > JOB_MAX_PROCS) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "%u processes asked for; a job has at most %d", a->num_processes,
+                        JOB_MAX_PROCS);
+        return;
+    }
+    j = job_find(c->srv, a->partition_name);
+    if (j == NULL) {
+        if (dev_find_partition(c->srv->inv, a->partition_name) != NULL) {
+            conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
+                            "partition '%s' is held by a single process, not by a job of %u "
+                            "processes; choose another name", a->partition_name,
+                            a->num_processes);
+            return;
+        }
+        j = job_new(c, req_id, a->partition_name, a->num_processes, count);
+        if (j == NULL)
+            return;
+        snprintf(j->key, sizeof j->key, "%s", a->job_key);
+    } else if (!keys_equal(a->job_key, j->key)) {
+        /* Nothing of the job is told: not its processes, count or who holds it. */
+        log_warn("client %u (%s, pid %u): refused joining job '%s' with a different job key",
+                 c->id, c->name, c->pid, j->name);
+        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
+                        "partition '%s' is taken by another job (its processes share a job "
+                        "key this process does not have); processes of one launch share the "
+                        "key of their launcher (mpirun) or IPUOF_JOB_KEY: start them together, "
+                        "or choose another name with IPUOF_PARTITION", a->partition_name);
+        return;
+    } else if (j->started) {
+        conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
+                        "the job on partition '%s' already has all its %u processes",
+                        j->name, j->nproc);
+        return;
+    } else if (a->num_processes != j->nproc) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "num_processes differs: process %u says %u, the job on partition '%s' "
+                        "has %u; give every process the same count", a->process_id,
+                        a->num_processes, j->name, j->nproc);
+        return;
+    } else if (count != j->count) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "num_ipus differs: process %u asks for %u, the job on partition '%s' "
+                        "has %u; every process asks for the whole partition", a->process_id,
+                        count, j->name, j->count);
+        return;
+    } else if (j->proc[a->process_id].conn != NULL) {
+        const struct job_proc *o = &j->proc[a->process_id];
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "process id %u of the job on partition '%s' is already attached "
+                        "(pid %u, %s); give each process its own id 0..%u", a->process_id,
+                        j->name, o->pid, o->peer, j->nproc - 1);
+        return;
+    }
+    q = &j->proc[a->process_id];
+    q->conn = c;
+    q->pid = c->pid;
+    snprintf(q->peer, sizeof q->peer, "%s", c->peer);
+    q->attach_req = req_id;
+    c->job = j;
+    c->proc_id = q->id;
+    c->revoked_code = 0;
+    conn_hold_frames(c); /* its frames wait for the attach reply */
+    if (++j->nattached < j->nproc)
+        return;
+    j->started = 1;
+    evtimer_del(j->timer);
+    log_info("job '%s': all %u processes attached", j->name, j->nproc);
+    job_hold(j);
+    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
+        struct job_proc *r = &j->proc[p];
+        struct conn *o = r->conn;
+        uint64_t id = r->attach_req;
+        r->attach_req = 0;
+        conn_enter(o);
+        job_reply_attached(o, id, j->part, 0);
+        conn_release_frames(o);
+        conn_leave(o); /* a kill here ends the job through job_leave */
+    }
+    job_unhold(j);
+}

@@ -1,0 +1,300 @@
+#!/bin/sh
+# poprun (tools/poprun.c): every check of the command line with its sentence and exit status
+# 64; the topology table; the variables each instance gets (exactly PopRun's -x set, the
+# launch's job key, nothing of the caller's IPUOF_PROCESS_ID / IPUOF_PARTITION /
+# IPUOF_CONFIG_PATH); --only-output-from-instance, --mpi-global-args, --mpi-local-args and
+# the program's exit status; then, against a real ipuofd, an unchanged PopTorch program
+# (tests/integ/poprun_train.py: popdist under poprun, 4 replicas alone) launched by
+# `poprun --num-instances 2 --num-replicas 4` ends with the same weights as one process
+# with 4 replicas.
+# Usage: sh tests/integ/test_poprun.sh [BUILD]
+set -u
+B=${1:-build}
+PY=${IPUOF_PYTHON:-/usr/bin/python3}
+POPRUN="$B/bin/poprun"
+D=$(mktemp -d /tmp/ipuof-poprun-test-XXXXXX)
+PID=""
+cleanup() {
+    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+
+# refuses "WHAT" STATUS "SENTENCE" ARGS...: poprun ARGS exits STATUS printing SENTENCE and
+# starts nothing.
+refuses() {
+    what=$1 want_rc=$2 want=$3
+    shift 3
+    "$POPRUN" "$@" >"$D/out" 2>&1
+    rc=$?
+    if [ "$rc" -eq "$want_rc" ] && grep -qF -- "$want" "$D/out" && ! grep -q STARTED "$D/out"; then
+        ok "$what: exit $rc, '$want'"
+    else
+        not_ok "$what: exit $rc (want $want_rc), said: $(cat "$D/out")"
+    fi
+}
+
+command -v mpirun >/dev/null 2>&1 ||
+    { echo "not ok - mpirun is missing (Debian package openmpi-bin, a test dependency)"; echo "0 passed, 1 failed"; exit 1; }
+
+refuses "replicas not divisible by instances" 64 \
+    "poprun: --num-replicas must be divisible by --num-instances (--num-replicas 3, --num-instances 2)" \
+    --num-instances 2 --num-replicas 3 --offline-mode yes echo STARTED
+refuses "instances not divisible by hosts" 64 \
+    "--num-instances must be divisible by the number of hosts (--num-instances 3, 2 hosts in -H/--host)" \
+    -H a,b --num-instances 3 --num-replicas 3 --offline-mode yes echo STARTED
+refuses "partition size not a power of two" 64 \
+    "--num-replicas x --ipus-per-replica must be a power of two of at most 1024 (3 x 2 = 6)" \
+    --num-replicas 3 --ipus-per-replica 2 --offline-mode yes echo STARTED
+refuses "--only-output-from-instance out of range" 64 \
+    "--only-output-from-instance must be less than --num-instances (--only-output-from-instance 2, --num-instances 2)" \
+    --num-instances 2 --num-replicas 2 --only-output-from-instance 2 --offline-mode yes echo STARTED
+refuses "--offline-mode with --vipu-partition" 64 \
+    "--offline-mode and --vipu-partition exclude each other" \
+    --offline-mode yes --vipu-partition p echo STARTED
+refuses "zero instances" 64 "--num-instances expects a whole number from 1 to 256, not '0'" \
+    --num-instances 0 echo STARTED
+refuses "a count that is not a number" 64 "--num-replicas expects a whole number from 1 to 65536, not '4x'" \
+    --num-replicas=4x echo STARTED
+refuses "a yes/no option given something else" 64 \
+    "--print-topology expects yes or no (true/false, on/off, 1/0), not 'maybe'" \
+    --print-topology maybe echo STARTED
+refuses "an unknown option" 64 "unknown option '--num-replica'; see poprun --help" \
+    --num-replica 2 echo STARTED
+refuses "an option without its value" 64 "--num-replicas needs a value" --num-replicas
+refuses "no program" 64 "no program to launch; usage: poprun [options] PROGRAM [ARGS...]" \
+    --num-replicas 2
+refuses "a bad partition name" 64 "--vipu-partition 'a/b' has the character '/'" \
+    --vipu-partition a/b echo STARTED
+refuses "a bad host range" 64 "-H/--host: bad range in 'h[3-1]'" -H 'h[3-1]' echo STARTED
+refuses "a host named twice" 64 "-H/--host names host 'h1' twice" -H 'h[0-1],h1' echo STARTED
+refuses "an unclosed quote in --mpi-global-args" 64 "--mpi-global-args has an unclosed ' quote" \
+    --offline-mode yes --mpi-global-args "--x 'y" echo STARTED
+IPUOF_SERVER=h:0 "$POPRUN" echo STARTED >"$D/out" 2>&1
+rc=$?
+if [ "$rc" -eq 64 ] && grep -q "give the V-IPU server with --vipu-server-host and --vipu-server-port" "$D/out"; then
+    ok "an IPUOF_SERVER without a usable port for the V-IPU server: exit 64"
+else
+    not_ok "IPUOF_SERVER=h:0 ($rc): $(cat "$D/out")"
+fi
+
+# The topology table and the variables of each instance (offline: no V-IPU server).
+"$POPRUN" --num-instances 2 --num-replicas 4 --ipus-per-replica 2 --print-topology yes \
+    --offline-mode yes --mpi-local-args "-x LOCAL_ARG=1" -v \
+    env IPUOF_PROCESS_ID=9 sh -c 'x=$(env | grep -E "^(POPDIST_|IPUOF_(JOB_KEY|LOG_LEVEL|PROCESS_ID|NUM_PROCESSES|PARTITION|CONFIG_PATH|VIPU_API_[A-Z_]*)=|LOCAL_ARG)" | sort | tr "\n" " "); echo "$x"' \
+    >"$D/top" 2>"$D/top.err"
+rc=$?
+cat >"$D/table" <<'EOF'
+ ===============================
+|        poprun topology        |
+|===============================|
+| hosts     |     localhost     |
+|-----------|-------------------|
+| ILDs      |         0         |
+|-----------|-------------------|
+| instances |    0    |    1    |
+|-----------|-------------------|
+| replicas  | 0  | 1  | 2  | 3  |
+ -------------------------------
+EOF
+head -n 11 "$D/top" >"$D/table.got"
+if [ "$rc" -eq 0 ] && cmp -s "$D/table" "$D/table.got"; then
+    ok "--print-topology prints the topology table"
+else
+    not_ok "--print-topology ($rc): $(cat "$D/top" "$D/top.err")"
+fi
+for i in 0 1; do
+    off=$((i * 2))
+    want="IPUOF_JOB_KEY=KEY IPUOF_LOG_LEVEL=WARN IPUOF_PROCESS_ID=9 LOCAL_ARG=1 POPDIST_LOCAL_INSTANCE_INDEX=$i POPDIST_NUM_IPUS_PER_REPLICA=2 POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_REPLICA_INDEX_OFFSET=$off POPDIST_UNIFORM_REPLICAS_PER_INSTANCE=1 "
+    got=$(sed -n "s/^\[1,$i\]<stdout>://p" "$D/top" | sed 's/IPUOF_JOB_KEY=[0-9a-f]\{32\} /IPUOF_JOB_KEY=KEY /')
+    if [ "$got" = "$want" ]; then
+        ok "offline instance $i gets PopRun's POPDIST_* variables, the job key and --mpi-local-args"
+    else
+        not_ok "offline instance $i's variables: got '$got', want '$want'"
+    fi
+done
+k0=$(sed -n 's/^\[1,0\]<stdout>:.*IPUOF_JOB_KEY=\([0-9a-f]*\) .*/\1/p' "$D/top")
+k1=$(sed -n 's/^\[1,1\]<stdout>:.*IPUOF_JOB_KEY=\([0-9a-f]*\) .*/\1/p' "$D/top")
+"$POPRUN" --offline-mode yes sh -c 'echo $IPUOF_JOB_KEY' >"$D/key2" 2>&1
+k2=$(sed -n 's/^\[1,0\]<stdout>://p' "$D/key2")
+if [ -n "$k0" ] && [ "$k0" = "$k1" ] && [ -n "$k2" ] && [ "$k2" != "$k0" ] && ! grep -q "$k0" "$D/top.err"; then
+    ok "the instances of a launch share a job key, another launch has another, and -v does not show it"
+else
+    not_ok "job keys: '$k0' '$k1' '$k2'; -v: $(cat "$D/top.err")"
+fi
+if grep -q "^poprun: mpirun --tag-output --bind-to none .*-H localhost:2 -np 1 -host localhost:2 -x LOCAL_ARG=1 -x POPDIST_NUM_TOTAL_REPLICAS=4 " "$D/top.err"; then
+    ok "-v prints the mpirun command, one app context per instance"
+else
+    not_ok "-v: $(cat "$D/top.err")"
+fi
+
+# --only-output-from-instance, --mpi-global-args, and the program's exit status.
+"$POPRUN" --num-instances 2 --num-replicas 2 --offline-mode yes --only-output-from-instance 1 \
+    --mpi-global-args "--report-bindings" sh -c 'echo instance $OMPI_COMM_WORLD_RANK; echo err >&2' \
+    >"$D/only" 2>&1
+if grep -q '^\[1,1\]<stdout>:instance 1$' "$D/only" && grep -q '^\[1,1\]<stderr>:err$' "$D/only" &&
+    ! grep -q '^\[1,0\]' "$D/only"; then
+    ok "--only-output-from-instance 1 shows instance 1's output only"
+else
+    not_ok "--only-output-from-instance: $(cat "$D/only")"
+fi
+"$POPRUN" --num-instances 2 --num-replicas 2 --offline-mode yes -v \
+    --mpi-global-args "--mca btl self,tcp --report-bindings" sh -c 'exit 3' >"$D/exit" 2>&1
+rc=$?
+if [ "$rc" -eq 3 ] && grep -q "^poprun: mpirun --tag-output --bind-to none --mca btl self,tcp --report-bindings " "$D/exit"; then
+    ok "--mpi-global-args reach mpirun, and the program's exit status is poprun's ($rc)"
+else
+    not_ok "exit status $rc (want 3) or --mpi-global-args: $(cat "$D/exit")"
+fi
+
+# Against a real ipuofd: the partition service, then end to end.
+if ! "$PY" -c 'import torch, onnx, cffi' 2>/dev/null; then
+    not_ok "Debian's python3 lacks torch/onnx/cffi (make deps installs them)"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+printf '[server]\nadmin_token = op-secret\n' >"$D/conf"
+"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground --config "$D/conf" \
+    --admin-socket "$D/admin.sock" --ipus 8 >"$D/log" 2>&1 &
+PID=$!
+i=0
+while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
+PORT=$(cat "$D/port")
+VIPU="$B/bin/vipu"
+SRV="--vipu-server-host 127.0.0.1 --vipu-server-port $PORT"
+export IPUOF_CLIENT_LIB="$B/lib/libipuof-client.so" PYTHONPATH="$PWD/python"
+unset IPUOF_SERVER IPUOF_PARTITION IPUOF_CONFIG_PATH IPUOF_ADMIN_TOKEN
+
+# The operator makes the partitions (admin socket); poprun uses them.
+"$VIPU" --admin-socket "$D/admin.sock" create partition pt --size 4 >"$D/mk" 2>&1 &&
+    "$VIPU" --admin-socket "$D/admin.sock" create partition two --size 2 --num-gcds 2 \
+    --reconfigurable >>"$D/mk" 2>&1
+[ $? -eq 0 ] && ok "vipu create partition (admin socket)" || not_ok "vipu create: $(cat "$D/mk")"
+
+# Each instance gets PopRun's IPUOF_VIPU_API_* variables, its GCD of a 2-GCD partition,
+# and not the caller's IPUOF_PROCESS_ID, IPUOF_PARTITION, IPUOF_CONFIG_PATH.
+# shellcheck disable=SC2086
+IPUOF_PARTITION=x IPUOF_CONFIG_PATH=/x IPUOF_NUM_PROCESSES=3 IPUOF_PROCESS_ID=1 \
+    "$POPRUN" --num-instances 2 --num-replicas 2 $SRV --vipu-partition two \
+    --vipu-server-timeout 30 \
+    sh -c 'x=$(env | grep -E "^(IPUOF_[A-Z_]*(PARTITION|CONFIG|PROCESS|VIPU)[A-Z_]*)=" | sort | tr "\n" " "); echo "$x"' \
+    >"$D/vipu" 2>&1
+for i in 0 1; do
+    want="IPUOF_VIPU_API_GCD_ID=$i IPUOF_VIPU_API_HOST=127.0.0.1 IPUOF_VIPU_API_PARTITION_ID=two IPUOF_VIPU_API_PORT=$PORT IPUOF_VIPU_API_TIMEOUT=30 "
+    got=$(sed -n "s/^\[1,$i\]<stdout>://p" "$D/vipu")
+    if [ "$got" = "$want" ]; then
+        ok "instance $i gets PopRun's IPUOF_VIPU_API_* variables (GCD $i of 2), not the caller's IPUOF_PROCESS_ID, IPUOF_PARTITION, IPUOF_CONFIG_PATH"
+    else
+        not_ok "instance $i's V-IPU variables: got '$got', want '$want' ($(cat "$D/vipu"))"
+    fi
+done
+
+# What poprun checks against the partition service.
+# shellcheck disable=SC2086
+refuses "a partition of another size" 64 \
+    "poprun: partition 'pt' has 4 IPUs but --num-replicas x --ipus-per-replica is 2; give --update-partition yes" \
+    --num-replicas 2 $SRV --vipu-partition pt echo STARTED
+# shellcheck disable=SC2086
+refuses "fewer instances than a partition's GCDs" 64 \
+    "poprun: partition 'two' has 2 GCDs; --num-instances (1) must be a multiple of them" \
+    --num-replicas 2 $SRV --vipu-partition two echo STARTED
+# shellcheck disable=SC2086
+refuses "creating a partition without admin rights" 1 \
+    "without admin rights, ask the operator for a partition (vipu create partition mine --size 2)" \
+    --num-replicas 2 $SRV --vipu-partition mine echo STARTED
+refuses "an unreachable V-IPU server" 69 \
+    "poprun: the V-IPU server (--vipu-server-host/--vipu-server-port): cannot connect to ipuofd at 127.0.0.1:1" \
+    --vipu-server-host 127.0.0.1 --vipu-server-port 1 echo STARTED
+# With the admin token: poprun creates its partition, and removes it after the run.
+# shellcheck disable=SC2086
+IPUOF_ADMIN_TOKEN=op-secret "$POPRUN" -v --num-replicas 2 $SRV sh -c 'echo $IPUOF_VIPU_API_PARTITION_ID' \
+    >"$D/made" 2>&1
+rc=$?
+made=$(sed -n 's/^\[1,0\]<stdout>://p' "$D/made")
+"$VIPU" --server "127.0.0.1:$PORT" list partitions >"$D/after" 2>&1
+if [ "$rc" -eq 0 ] && echo "$made" | grep -q '^poprun-[0-9a-f]\{8\}$' &&
+    grep -q "poprun: created partition '$made' (2 IPUs)" "$D/made" &&
+    grep -q "poprun: final state of $made: PS_ACTIVE" "$D/made" &&
+    grep -q "poprun: removed partition '$made'" "$D/made" && ! grep -q "$made" "$D/after"; then
+    ok "with the admin token poprun creates partition $made for the run and removes it after"
+else
+    not_ok "poprun's own partition ($rc): $(cat "$D/made" "$D/after")"
+fi
+# --update-partition yes recreates a partition of the wrong size, which then stays.
+# shellcheck disable=SC2086
+IPUOF_ADMIN_TOKEN=op-secret "$POPRUN" --num-replicas 4 $SRV --vipu-partition two \
+    --update-partition yes true >"$D/upd" 2>&1
+rc=$?
+"$VIPU" --server "127.0.0.1:$PORT" --showjson list partitions >"$D/after" 2>&1
+if [ "$rc" -eq 0 ] && grep -q '"id":"two","spec":{"ipus":4,"num_gcds":1,' "$D/after"; then
+    ok "--update-partition yes recreates 'two' with 4 IPUs and 1 GCD, and it stays"
+else
+    not_ok "--update-partition ($rc): $(cat "$D/upd" "$D/after")"
+fi
+
+# A program pointed at a partition that does not exist is told so before attaching.
+IPUOF_VIPU_API_HOST=127.0.0.1 IPUOF_VIPU_API_PORT=$PORT IPUOF_VIPU_API_PARTITION_ID=nope \
+    "$B/bin/ipuof-hello" --ipus 1 >"$D/nope" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "partition 'nope' (from IPUOF_VIPU_API_HOST): no partition 'nope' on this ipuofd (partitions: 'two', 'pt'); vipu create partition nope --size N makes one" "$D/nope"; then
+    ok "a program given a partition that does not exist is refused, naming where the name came from"
+else
+    not_ok "attach to a missing partition ($rc): $(cat "$D/nope")"
+fi
+
+if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
+    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+    export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1"
+fi
+# The reference: one process, 4 replicas, on the same partition (named as poprun names it).
+IPUOF_SERVER=127.0.0.1:$PORT IPUOF_VIPU_API_PARTITION_ID=pt timeout 300 \
+    "$PY" tests/integ/poprun_train.py 4 >"$D/one.out" 2>&1
+rc1=$?
+# shellcheck disable=SC2086
+timeout 300 "$POPRUN" --num-instances 2 --num-replicas 4 --print-topology yes $SRV \
+    --vipu-partition pt "$PY" tests/integ/poprun_train.py >"$D/two.out" 2>&1
+rc2=$?
+unset LD_PRELOAD
+head -n 11 "$D/two.out"
+m=$("$PY" - "$D/one.out" "$D/two.out" <<'EOF'
+import json, sys
+def weights(path, prefix):
+    for line in open(path):
+        if line.startswith(prefix + "{"):
+            return json.JSONDecoder().raw_decode(line[len(prefix):])[0]
+    raise SystemExit("no weights in " + path)
+a, b = weights(sys.argv[1], ""), weights(sys.argv[2], "[1,0]<stdout>:")
+assert (a["instances"], a["replicas"], b["instances"], b["replicas"]) == (1, 4, 2, 4), (a, b)
+d = max(abs(x - y) for k in ("weight", "bias")
+        for x, y in zip(sum(a[k], []) if k == "weight" else a[k],
+                        sum(b[k], []) if k == "weight" else b[k]))
+print("max abs difference %.3g" % d)
+sys.exit(0 if d <= 1e-6 else 1)
+EOF
+)
+mrc=$?
+if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ "$mrc" -eq 0 ]; then
+    ok "poprun --num-instances 2 --num-replicas 4 on partition 'pt' trains what one process with 4 replicas does: $m"
+else
+    not_ok "poprun end to end ($rc1, $rc2, $m): $(tail -c 1500 "$D/one.out") $(tail -c 3000 "$D/two.out")"
+fi
+if grep -q "job 'pt': model [0-9]* 'training' compiled for 2 processes x 2 replicas" "$D/log"; then
+    ok "the daemon ran one job of 2 processes x 2 replicas on partition 'pt'"
+else
+    not_ok "the daemon's log shows no job of 2 x 2 on 'pt': $(tail -n 20 "$D/log")"
+fi
+"$VIPU" --server "127.0.0.1:$PORT" get partition pt >"$D/pt" 2>&1 &&
+    grep -q '| pt | ipuofd     |    4 |    1 | false    | ACTIVE | -       |' "$D/pt" &&
+    ok "the operator's partition stays after the run, free" || not_ok "after the run: $(cat "$D/pt")"
+kill "$PID"
+wait "$PID"
+rc=$?
+PID=""
+[ "$rc" -eq 0 ] && ok "ipuofd exits 0 on SIGTERM" || not_ok "ipuofd exit status $rc"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,472 @@
+/*
+ * vipu — V-IPU's command line for ipuofd's partition service (daemon/req_vipu.c), so the
+ * operator's scripts run unchanged: create, list, get, reset and remove partitions, list
+ * the allocation (the daemon as its agent), write the IPUoF config file of a GCD.
+ *
+ *   vipu [global options] create partition NAME --size N [--num-gcds G] [--reconfigurable]
+ *   vipu [global options] list partitions | list allocations
+ *   vipu [global options] get partition NAME [--gcd N] [--ipuof-configs]
+ *   vipu [global options] reset partition NAME [--force]
+ *   vipu [global options] remove partition NAME [--force]
+ *
+ * Installed also as vipu-admin. Create and remove need admin rights: --admin-socket, or
+ * the admin token (--admin-token, IPUOF_ADMIN_TOKEN). Exit status: sysexits.h as ipuctl's.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+
+#include "human.h"
+#include "ipuof/client.h"
+#include "json.h"
+#include "table.h"
+
+#define MAX_PARTS 256
+
+struct opts {
+    const char *server;       /* --server, or --api-host[:--api-port] */
+    char api[300];            /* --api-host H --api-port P as "H:P" */
+    const char *api_host, *api_port;
+    const char *admin_socket;
+    const char *admin_token;
+    int showjson;
+    int timeout_ms;
+};
+
+static int
+exit_code(int status)
+{
+    switch (status) {
+    case IPUOF_OK: return EX_OK;
+    case IPUOF_E_IO: case IPUOF_E_SHUTDOWN: case IPUOF_E_TIMEOUT: return EX_UNAVAILABLE;
+    case IPUOF_E_INVAL: return EX_USAGE;
+    case IPUOF_E_AUTH: return EX_NOPERM;
+    case IPUOF_E_NOTFOUND: return EX_DATAERR;
+    case IPUOF_E_BUSY: case IPUOF_E_TOO_MANY: return EX_TEMPFAIL;
+    case IPUOF_E_PROTO: case IPUOF_E_VERSION: case IPUOF_E_CLOSED: return EX_PROTOCOL;
+    default: return EX_SOFTWARE;
+    }
+}
+
+/* Prints "vipu: WHAT: SENTENCE" and returns the exit status for rc. */
+static int
+fail(const ipuof_client *c, int rc, const char *what)
+{
+    char msg[4608];
+    const char *text = c != NULL ? ipuof_client_errmsg(c) : "";
+
+    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(rc));
+    fprintf(stderr, "vipu: %s: %s\n", what, msg);
+    return exit_code(rc);
+}
+
+static int
+usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "vipu: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "; see vipu --help\n");
+    return EX_USAGE;
+}
+
+/* The address of the daemon as programs reach it: what the IPUoF config file lists. */
+static const char *
+client_address(const struct opts *o)
+{
+    const char *s = getenv("IPUOF_SERVER");
+
+    if (o->server != NULL)
+        return o->server;
+    return s != NULL && s[0] != '\0' ? s : "127.0.0.1:50052";
+}
+
+/* Connects as the options say: EX_OK with *out, or an exit status after saying why. */
+static int
+connect_daemon(const struct opts *o, ipuof_client **out)
+{
+    char address[4200];
+    /* The V-IPU server's address, never the IPUoF config files' lookup: those are what
+     * this command writes (vipu get partition ... --ipuof-configs > ~/.ipuof.conf.d/f.conf
+     * creates the file before vipu runs). */
+    const char *addr = client_address(o);
+    ipuof_client *c = ipuof_client_new();
+    int rc;
+
+    *out = NULL;
+    if (c == NULL) {
+        fprintf(stderr, "vipu: out of memory\n");
+        return EX_OSERR;
+    }
+    if (o->admin_socket != NULL) {
+        snprintf(address, sizeof address, "unix:%s", o->admin_socket);
+        addr = address;
+    }
+    rc = ipuof_client_set_name(c, "vipu");
+    if (rc == IPUOF_OK && o->admin_token != NULL)
+        rc = ipuof_client_set_admin_token(c, o->admin_token);
+    if (rc == IPUOF_OK && o->timeout_ms >= 0)
+        rc = ipuof_client_set_timeouts(c, o->timeout_ms, o->timeout_ms);
+    if (rc == IPUOF_OK)
+        rc = ipuof_client_connect(c, addr);
+    if (rc != IPUOF_OK) {
+        int ex = fail(c, rc, "connect");
+        ipuof_client_free(c);
+        return ex;
+    }
+    *out = c;
+    return EX_OK;
+}
+
+static const char *
+state_name(int state)
+{
+    return state == IPUOF_VIPU_PS_FAILED ? "PS_FAILED" : "PS_ACTIVE";
+}
+
+/* One partition as --showjson prints it. */
+static void
+json_partition(FILE *f, const struct ipuof_vipu_partition *p)
+{
+    fprintf(f, "{\"partition\":{\"id\":");
+    json_string(f, p->name);
+    fprintf(f, ",\"spec\":{\"ipus\":%u,\"num_gcds\":%u,\"reconfigurable\":%s,\"allocation\":"
+            "\"ipuofd\"},\"status\":{\"state\":\"%s\",\"first_ipu\":%u,\"holder\":", p->size,
+            p->num_gcds, p->reconfigurable ? "true" : "false", state_name(p->state),
+            p->first_ipu);
+    if (p->held) {
+        fprintf(f, "{\"name\":");
+        json_string(f, p->holder_name);
+        fprintf(f, ",\"pid\":%u,\"peer\":", p->holder_pid);
+        json_string(f, p->holder_peer);
+        fprintf(f, "}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, "}}}");
+}
+
+/* The partitions ps[0..n) as a table (or JSON). */
+static void
+print_partitions(const struct opts *o, const struct ipuof_vipu_partition *ps, size_t n)
+{
+    static const char *const heads[] = {"ID", "ALLOCATION", "IPUS", "GCDS", "RECONFIG",
+                                        "STATE", "HELD BY"};
+    static const int right[] = {0, 0, 1, 1, 0, 0, 0};
+    struct table t;
+
+    if (o->showjson) {
+        printf("{\"partitions\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                putchar(',');
+            json_partition(stdout, &ps[i]);
+        }
+        printf("]}\n");
+        return;
+    }
+    table_init(&t, 7, heads, right);
+    for (size_t i = 0; i < n; i++) {
+        char ipus[16], gcds[16], held[160];
+        const char *cells[7] = {ps[i].name, "ipuofd", ipus, gcds,
+                                ps[i].reconfigurable ? "true" : "false",
+                                ps[i].state == IPUOF_VIPU_PS_FAILED ? "FAILED" : "ACTIVE", held};
+        snprintf(ipus, sizeof ipus, "%u", ps[i].size);
+        snprintf(gcds, sizeof gcds, "%u", ps[i].num_gcds);
+        if (ps[i].held)
+            snprintf(held, sizeof held, "%s[%u]@%s", ps[i].holder_name, ps[i].holder_pid,
+                     ps[i].holder_peer);
+        else
+            snprintf(held, sizeof held, "-");
+        if (table_add_row(&t, cells) < 0)
+            fprintf(stderr, "vipu: out of memory; the table is incomplete\n");
+    }
+    table_print(&t, stdout);
+    table_free(&t);
+}
+
+/* The IPUoF config file of GCD gcd of p (docs/pod-tools.md), to stdout. */
+static void
+print_ipuof_config(const struct opts *o, const struct ipuof_vipu_partition *p, unsigned gcd)
+{
+    unsigned per = p->size / (p->num_gcds ? p->num_gcds : 1);
+
+    printf("{\n  \"attributes\": {\n    \"Partition Id\": ");
+    json_string(stdout, p->name);
+    printf(",\n    \"GCD Id\": %u,\n    \"Num GCDs\": %u,\n    \"IPUs\": %u\n  },\n"
+           "  \"servers\": [\n    {\"address\": ", gcd, p->num_gcds, per);
+    json_string(stdout, client_address(o));
+    printf(", \"ipus\": [");
+    for (unsigned i = 0; i < per; i++)
+        printf("%s%u", i ? ", " : "", p->first_ipu + gcd * per + i);
+    printf("]}\n  ]\n}\n");
+}
+
+/* A whole number option's value in lo..hi: 0 or EX_USAGE. */
+static int
+number(const char *opt, const char *v, unsigned lo, unsigned hi, unsigned *out)
+{
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || x < lo || x > hi) {
+        fprintf(stderr, "vipu: %s expects a whole number from %u to %u, not '%s'\n", opt, lo,
+                hi, v);
+        return EX_USAGE;
+    }
+    *out = (unsigned)x;
+    return 0;
+}
+
+/* The verb's arguments after "VERB partition NAME": --size, --num-gcds, --reconfigurable,
+ * --gcd, --ipuof-configs, --force (which ones a verb takes is in allowed). */
+struct verb_args {
+    unsigned size, num_gcds, gcd;
+    int reconfigurable, ipuof_configs, force, have_size;
+};
+
+static int
+parse_verb_args(int argc, char **argv, const char *allowed, struct verb_args *a)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *k = argv[i];
+        char key[40];
+        int rc = 0;
+
+        snprintf(key, sizeof key, " %.36s ", k);
+        if (strncmp(k, "--", 2) != 0 || strstr(allowed, key) == NULL)
+            return usage_error("unexpected argument '%s' for this command", k);
+        if (strcmp(k, "--reconfigurable") == 0)
+            a->reconfigurable = 1;
+        else if (strcmp(k, "--ipuof-configs") == 0)
+            a->ipuof_configs = 1;
+        else if (strcmp(k, "--force") == 0)
+            a->force = 1;
+        else if (i + 1 >= argc)
+            return usage_error("%s needs a value", k);
+        else if (strcmp(k, "--size") == 0)
+            rc = number(k, argv[++i], 1, 1024, &a->size), a->have_size = 1;
+        else if (strcmp(k, "--num-gcds") == 0)
+            rc = number(k, argv[++i], 1, 1024, &a->num_gcds);
+        else if (strcmp(k, "--gcd") == 0)
+            rc = number(k, argv[++i], 0, 1023, &a->gcd);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Runs "VERB OBJECT [NAME] [ARGS]" (argv[0] is VERB). */
+static int
+run(const struct opts *o, int argc, char **argv)
+{
+    static struct ipuof_vipu_partition ps[MAX_PARTS];
+    struct verb_args a = {.num_gcds = 1};
+    const char *verb = argv[0], *object = argc > 1 ? argv[1] : "", *name = NULL;
+    ipuof_client *c = NULL;
+    size_t n = 0;
+    unsigned nipus = 0;
+    int rc, ex;
+
+    if (strcmp(verb, "list") == 0) {
+        if (strcmp(object, "partitions") != 0 && strcmp(object, "partition") != 0 &&
+            strcmp(object, "allocations") != 0 && strcmp(object, "allocation") != 0)
+            return usage_error("list what? 'list partitions' or 'list allocations', not '%s'",
+                               object);
+        if (argc > 2)
+            return usage_error("unexpected argument '%s'", argv[2]);
+    } else if (strcmp(verb, "create") == 0 || strcmp(verb, "get") == 0 ||
+               strcmp(verb, "reset") == 0 || strcmp(verb, "remove") == 0) {
+        const char *allowed = strcmp(verb, "create") == 0 ? " --size --num-gcds --reconfigurable "
+                              : strcmp(verb, "get") == 0  ? " --gcd --ipuof-configs "
+                                                          : " --force ";
+        if (strcmp(object, "partition") != 0)
+            return usage_error("'%s' works on a partition: VERB partition NAME", verb);
+        if (argc < 3 || argv[2][0] == '-')
+            return usage_error("%s partition needs the partition's name", verb);
+        name = argv[2];
+        ex = parse_verb_args(argc - 3, argv + 3, allowed, &a);
+        if (ex != 0)
+            return ex;
+        if (strcmp(verb, "create") == 0 && !a.have_size)
+            return usage_error("create partition %s needs --size N (a power of two)", name);
+    } else {
+        return usage_error("unknown command '%s'; the commands are create, list, get, reset, "
+                           "remove", verb);
+    }
+    ex = connect_daemon(o, &c);
+    if (ex != EX_OK)
+        return ex;
+    if (strcmp(verb, "list") == 0) {
+        rc = ipuof_vipu_list(c, ps, MAX_PARTS, &n, &nipus);
+        if (rc != IPUOF_OK)
+            goto error;
+        if (object[1] == 'l') { /* allocations: this daemon is the one agent */
+            if (o->showjson) {
+                printf("{\"allocations\":[{\"id\":\"ipuofd\",\"agents\":[{\"id\":");
+                json_string(stdout, client_address(o));
+                printf(",\"ipus\":%u}],\"partitions\":%zu}]}\n", nipus, n);
+            } else {
+                static const char *const heads[] = {"Allocation ID", "Agents", "IPUs",
+                                                    "Partitions"};
+                static const int right[] = {0, 0, 1, 1};
+                char ipus[16], np[16];
+                const char *cells[4] = {"ipuofd", client_address(o), ipus, np};
+                struct table t;
+                snprintf(ipus, sizeof ipus, "%u", nipus);
+                snprintf(np, sizeof np, "%zu", n);
+                table_init(&t, 4, heads, right);
+                table_add_row(&t, cells);
+                table_print(&t, stdout);
+                table_free(&t);
+            }
+        } else {
+            print_partitions(o, ps, n < MAX_PARTS ? n : MAX_PARTS);
+        }
+    } else if (strcmp(verb, "create") == 0) {
+        rc = ipuof_vipu_create(c, name, a.size, a.num_gcds, a.reconfigurable, &ps[0]);
+        if (rc != IPUOF_OK)
+            goto error;
+        if (o->showjson)
+            print_partitions(o, ps, 1);
+        else
+        {
+            char ipus[32];
+            if (ps[0].size == 1)
+                snprintf(ipus, sizeof ipus, "IPU %u", ps[0].first_ipu);
+            else
+                snprintf(ipus, sizeof ipus, "IPUs %u-%u", ps[0].first_ipu,
+                         ps[0].first_ipu + ps[0].size - 1);
+            printf("create partition (%s): success. State: %s, %s, %u GCD%s.\n", name,
+                   state_name(ps[0].state), ipus, ps[0].num_gcds, ps[0].num_gcds == 1 ? "" : "s");
+        }
+    } else if (strcmp(verb, "get") == 0) {
+        rc = ipuof_vipu_get(c, name, &ps[0]);
+        if (rc != IPUOF_OK)
+            goto error;
+        if (a.ipuof_configs && a.gcd >= ps[0].num_gcds) {
+            fprintf(stderr, "vipu: get partition %s --gcd %u: the partition has %u GCD%s (0 to "
+                    "%u)\n", name, a.gcd, ps[0].num_gcds, ps[0].num_gcds == 1 ? "" : "s",
+                    ps[0].num_gcds - 1);
+            ipuof_client_free(c);
+            return EX_USAGE;
+        }
+        if (a.ipuof_configs)
+            print_ipuof_config(o, &ps[0], a.gcd);
+        else
+            print_partitions(o, ps, 1);
+    } else if (strcmp(verb, "reset") == 0) {
+        rc = ipuof_vipu_reset(c, name, a.force);
+        if (rc != IPUOF_OK)
+            goto error;
+        printf("reset partition (%s): success.\n", name);
+    } else {
+        rc = ipuof_vipu_remove(c, name, a.force);
+        if (rc != IPUOF_OK)
+            goto error;
+        printf("remove partition (%s): success.\n", name);
+    }
+    ipuof_client_free(c);
+    return EX_OK;
+error:
+    {
+        char what[128];
+        snprintf(what, sizeof what, "%s %s%s%.64s", verb, object, name ? " " : "",
+                 name ? name : "");
+        ex = fail(c, rc, what);
+    }
+    ipuof_client_free(c);
+    return ex;
+}
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vipu [--api-host HOST] [--api-port PORT | --server HOST:PORT]\n"
+            "            [--admin-socket PATH] [--admin-token T] [--showjson] [--timeout MS]\n"
+            "            COMMAND\n\n"
+            "commands:\n"
+            "  create partition NAME --size N [--num-gcds G] [--reconfigurable]   (admin)\n"
+            "  list partitions\n"
+            "  list allocations\n"
+            "  get partition NAME [--gcd N] [--ipuof-configs]\n"
+            "  reset partition NAME [--force]\n"
+            "  remove partition NAME [--force]                                     (admin)\n\n"
+            "The V-IPU server is ipuofd (default: $IPUOF_SERVER, else 127.0.0.1:50052; never the\n"
+            "IPUoF config files). --ipuof-configs writes GCD N's IPUoF config file (to keep in\n"
+            "~/.ipuof.conf.d/NAME_gcdN.conf or name with IPUOF_CONFIG_PATH); it lists\n"
+            "--server, else $IPUOF_SERVER, else 127.0.0.1:50052 as the partition's server.\n\n"
+            "exit status: 0 ok, 64 usage, 65 no such partition, 69 daemon unreachable, 70 other\n"
+            "  failure, 75 in use / no room, 76 protocol, 77 not authorised\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"api-host", required_argument, NULL, 'a'},
+        {"api-port", required_argument, NULL, 'p'},
+        {"server", required_argument, NULL, 's'},
+        {"admin-socket", required_argument, NULL, 'S'},
+        {"admin-token", required_argument, NULL, 'T'},
+        {"showjson", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    struct opts o = {.timeout_ms = -1};
+    unsigned v;
+    int ch;
+
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'a': o.api_host = optarg; break;
+        case 'p':
+            if (number("--api-port", optarg, 1, 65535, &v) != 0)
+                return EX_USAGE;
+            o.api_port = optarg;
+            break;
+        case 's': o.server = optarg; break;
+        case 'S': o.admin_socket = optarg; break;
+        case 'T': o.admin_token = optarg; break;
+        case 'j': o.showjson = 1; break;
+        case 'w':
+            if (number("--timeout", optarg, 0, 86400000, &v) != 0)
+                return EX_USAGE;
+            o.timeout_ms = (int)v;
+            break;
+        case 'h': usage(stdout); return EX_OK;
+        case 'V':
+            printf("vipu (ipuofd %s, libipuof-client %s)\n", IPUOF_VERSION_STR, ipuof_version());
+            return EX_OK;
+        default:
+            fprintf(stderr, "vipu: bad option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return EX_USAGE;
+        }
+    }
+    if (o.api_host != NULL || o.api_port != NULL) {
+        if (o.server != NULL) {
+            fprintf(stderr, "vipu: give --api-host/--api-port or --server, not both\n");
+            return EX_USAGE;
+        }
+        snprintf(o.api, sizeof o.api, "%s:%s", o.api_host ? o.api_host : "127.0.0.1",
+                 o.api_port ? o.api_port : "50052");
+        o.server = o.api;
+    }
+    if (o.admin_token == NULL) {
+        o.admin_token = getenv("IPUOF_ADMIN_TOKEN");
+        if (o.admin_token != NULL && o.admin_token[0] == '\0')
+            o.admin_token = NULL;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "vipu: no command given\n");
+        usage(stderr);
+        return EX_USAGE;
+    }
+    return run(&o, argc - optind, argv + optind);
+}
