@@ -5,6 +5,7 @@
 #                   then run the whole suite again under ASan + UBSan
 #   make demo       install, build, start a daemon on loopback, run the demo job, stop it
 #   make install    PREFIX=/usr/local DESTDIR= (staged installs honoured)
+#   make fuzz       the libFuzzer targets (clang, ASan + UBSan) 5 minutes each; fuzz-ci: 25 s
 #
 # Sources are picked up by directory, so a new file needs no Makefile edit:
 #   proto/*.c            frame codec (+ generated ipuof.pb-c.c)      -> part of the client lib
@@ -55,7 +56,7 @@ PKG_MISSING := $(shell for p in $(PKGS) cmocka; do pkg-config --exists $$p 2>/de
 # What pkg-config prints is read when this file is parsed. On a new machine the libraries
 # arrive with `make deps`, so the goals that run it (test, demo, deps, fuzz) build in a
 # sub-make parsed after it; any other build goal stops here rather than link without them.
-NO_BUILD_GOALS := deps test demo fuzz clean uninstall help
+NO_BUILD_GOALS := deps test demo fuzz fuzz-ci clean uninstall help
 ifneq ($(strip $(PKG_MISSING)),)
 ifneq ($(filter-out $(NO_BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
 $(error pkg-config cannot find: $(strip $(PKG_MISSING)). Run 'make deps' (it installs the Debian packages), or 'make test' / 'make demo', which run it first)
@@ -109,7 +110,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz
+.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz fuzz-ci
 .SUFFIXES:
 .DELETE_ON_ERROR:
 # Objects built on the way to a test program are kept, so a second make rebuilds nothing.
@@ -213,11 +214,18 @@ bench: all
 bench-models: all
 	@/usr/bin/python3 bench/models.py --build $(BUILD)
 
-# libFuzzer targets (clang): the frame codec, the config parser, the ONNX importer+compiler,
-# graphs built from the fuzzer's bytes compiled and run (one IPU and split), the trace reader.
+# libFuzzer targets (clang, ASan + UBSan, undefined behaviour fatal): the frame codec, the
+# config parser, the ONNX importer+compiler, graphs built from the fuzzer's bytes compiled
+# and run (one IPU and split), the trace reader; each for FUZZ_SECONDS (default 300), after
+# replaying the inputs of past defects (tests/fuzz/corpus). Any report fails the goal.
+# fuzz-ci: the same, 25 s a target (about 2 min, plus the build): .ci/run runs it.
 fuzz:
 	@sh tools/deps.sh fuzz
 	@sh tests/fuzz/run.sh
+
+fuzz-ci:
+	@sh tools/deps.sh fuzz
+	@FUZZ_SECONDS=25 sh tests/fuzz/run.sh
 
 # ---- install ------------------------------------------------------------------------------
 install: all

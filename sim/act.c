@@ -100,7 +100,10 @@ typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
  * *v = e^*v for *v <= 0 (or NaN): vmath.h's sim_v8expf without the operations that cannot
  * change such an input (the upper clamp, the rounding's sign test: fx <= 0 rounds as
  * fx - 0.5 truncated, and the exponent's lower clamp: x >= -87.34 gives n >= -126), so
- * the results are sim_v8expf's, bit for bit, in fewer instructions.
+ * the results are sim_v8expf's, bit for bit, in fewer instructions. A NaN lane gets n = 0
+ * (converting NaN to an integer is undefined behaviour, and n + 127 then shifted a
+ * negative value) and comes back NaN through r: Sigmoid and SiLU of NaN are NaN, as in
+ * PyTorch.
  */
 static inline __attribute__((always_inline)) void
 v16exp_nonpos(v16f *v)
@@ -110,14 +113,14 @@ v16exp_nonpos(v16f *v)
 
     x = SEL16(x < -87.3365447505531f, V16(-87.3365447505531f), x);
     fx = x * 1.44269504088896341f;
-    n = __builtin_convertvector(fx - 0.5f, v16i);
+    n = __builtin_convertvector(SEL16(fx == fx, fx - 0.5f, V16(0.0f)), v16i);
     nf = __builtin_convertvector(n, v16f);
     r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
     y = SIM_EXPF_POLY(r);
     *v = y * (v16f)((n + 127) << 23);
 }
 
-/* The same for one float (vmath.h's sim_vexpf, bit for bit, for x <= 0). */
+/* The same for one float (vmath.h's sim_vexpf, bit for bit, for x <= 0 or NaN). */
 static inline __attribute__((always_inline)) float
 exp_nonpos(float x)
 {
@@ -126,7 +129,7 @@ exp_nonpos(float x)
 
     x = x < -87.3365447505531f ? -87.3365447505531f : x;
     fx = x * 1.44269504088896341f;
-    n = (int32_t)(fx - 0.5f);
+    n = fx == fx ? (int32_t)(fx - 0.5f) : 0; /* NaN: 0, the result NaN through r */
     r = x - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
     y = SIM_EXPF_POLY(r);
     bits = (n + 127) << 23;

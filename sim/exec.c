@@ -68,8 +68,8 @@ bind_xfers(struct sim_exe *e)
             at += bytes * x->depth;
     }
     e->xbytes = at;
-    if (at == 0)
-        return 0;
+    /* also when empty: ipus.c offsets into it and copies from it (0 bytes), which a null
+     * pointer may not take */
     e->xbuf = sim_aligned_alloc(at * e->R);
     if (e->xbuf == NULL)
         return -1;

@@ -148,7 +148,7 @@ bwd_maxmin(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     float *cnt = k->scratch;
 
     (void)err;
-    if (g == NULL)
+    if (g == NULL || p->numel == 0) /* an empty output has no scratch (cnt is NULL) */
         return 0;
     memset(cnt, 0, (size_t)p->numel * sizeof(float));
     for (int pass = 0; pass < 2; pass++)

@@ -318,9 +318,9 @@ max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, 
         if (sx == 1)
             v = *(const sim_v8f_u *)(xt + ox);
         else
-            v = __builtin_shuffle(*(const sim_v8f_u *)(xt + 2 * ox),
-                                  *(const sim_v8f_u *)(xt + 2 * ox + 8),
-                                  (sim_v8i){ 0, 2, 4, 6, 8, 10, 12, 14 });
+            v = __builtin_shufflevector(*(const sim_v8f_u *)(xt + 2 * ox),
+                                        *(const sim_v8f_u *)(xt + 2 * ox + 8),
+                                        0, 2, 4, 6, 8, 10, 12, 14);
         m = v > cur;
         *(sim_v8f_u *)(yr + ox) = sim_v8sel(m, v, cur);
         mlo = (v4i){ m[0], m[1], m[2], m[3] };

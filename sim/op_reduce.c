@@ -180,7 +180,7 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
 {
     const struct reduce_params *p = k->params;
     const struct sim_tensor *x = &k->in[0];
-    double *acc = k->scratch, *acc2 = acc + p->out_n;
+    double *acc = k->scratch, *acc2 = acc != NULL ? acc + p->out_n : NULL; /* NULL: no output */
     int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = x->numel;
     bool isf = x->dtype == SIM_DTYPE_FLOAT;
     double init = p->kind == R_MAX || p->kind == R_LSE ? -INFINITY

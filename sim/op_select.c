@@ -104,7 +104,7 @@ infer_slice(struct sim_infer *c)
 
     if (c->version < 10) {
         const int64_t *v;
-        int n;
+        int n = -1; /* "axes" absent: -1, as sim_ia_ints says */
         rc = sim_ia_ints(c, "starts", &v, &ns);
         for (int i = 0; rc == 0 && i < ns && i < SIM_MAX_RANK; i++)
             starts[i] = v[i];

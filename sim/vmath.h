@@ -5,7 +5,7 @@
  *
  * sim_vexpf: Cephes' expf scheme (x = n ln2 + r, a degree-6 polynomial in r, 2^n built in
  * the exponent bits), relative error below 2e-7 on [-87, 88]; inputs are clamped there, so
- * e^x below 2^-126 comes back as about 1.2e-38 instead of a subnormal or 0.
+ * e^x below 2^-126 comes back as about 1.2e-38 instead of a subnormal or 0; NaN gives NaN.
  * sim_verff: odd Taylor series to x^13 for |x| < 0.5 (error below 1e-8), Abramowitz and
  * Stegun 7.1.26 above (absolute error below 1.5e-7).
  */
@@ -45,7 +45,10 @@ sim_v8expf(sim_v8f *v)
     x = sim_v8sel(x > 88.3762626647949f, SIM_V8(88.3762626647949f), x);
     x = sim_v8sel(x < -87.3365447505531f, SIM_V8(-87.3365447505531f), x);
     fx = x * 1.44269504088896341f;
-    n = __builtin_convertvector(fx + sim_v8sel(fx >= 0.0f, SIM_V8(0.5f), SIM_V8(-0.5f)),
+    /* a NaN lane converts 0 (NaN's conversion is undefined behaviour): NaN through r */
+    n = __builtin_convertvector(sim_v8sel(fx == fx, fx + sim_v8sel(fx >= 0.0f, SIM_V8(0.5f),
+                                                                   SIM_V8(-0.5f)),
+                                          SIM_V8(0.0f)),
                                 sim_v8i);
     nf = __builtin_convertvector(n, sim_v8f);
     r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
@@ -86,7 +89,7 @@ sim_vexpf(float x)
     x = x > 88.3762626647949f ? 88.3762626647949f : x;
     x = x < -87.3365447505531f ? -87.3365447505531f : x;
     fx = x * 1.44269504088896341f;
-    n = (int32_t)(fx + (fx >= 0.0f ? 0.5f : -0.5f));
+    n = fx == fx ? (int32_t)(fx + (fx >= 0.0f ? 0.5f : -0.5f)) : 0; /* NaN: as above */
     r = x - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
     y = SIM_EXPF_POLY(r);
     n = n < -126 ? -126 : n;

@@ -7,10 +7,12 @@
  * permutations, kernel shapes, strides, pads, dilations, groups, target shapes, indices,
  * slices; in range or not), on one IPU or split over up to four (PopART's __ipu_number and
  * __pipeline_stage, a strategy, device iterations and accumulation from the bytes). A
- * graph the compiler accepts is run on inputs taken from the bytes, and compiled again for
+ * graph the compiler accepts is run on inputs taken from the bytes (NaN and the infinities
+ * among them), and compiled again for
  * training with a mean of the output as the loss and run for a step: whatever the compiler accepts must run without a
  * memory error, an undefined behaviour or an abort (ASan/UBSan watch).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,7 +280,17 @@ add_node(struct sim_ob *b, struct rd *r, int k, const char *x, int xr, char *out
     }
 }
 
-/* Fills every input buffer of e from the bytes (floats small, integers small). */
+/* A float input value from one byte: small, or (bytes 0xfd..0xff) -inf, +inf, NaN, which
+ * every kernel must take without undefined behaviour. */
+static float
+input_value(unsigned b)
+{
+    static const float special[3] = {-INFINITY, INFINITY, NAN};
+
+    return b >= 0xfd ? special[b - 0xfd] : (float)((int)b - 128) / 16.0f;
+}
+
+/* Fills every input buffer of e from the bytes (floats small or not finite, integers 0). */
 static void
 fill_inputs(struct sim_exe *e, struct rd *r)
 {
@@ -290,7 +302,7 @@ fill_inputs(struct sim_exe *e, struct rd *r)
         if (io.dtype == SIM_DTYPE_FLOAT) {
             float *f = (float *)buf;
             for (size_t k = 0; k < io.run_bytes / sizeof *f; k++)
-                f[k] = (float)((int)byte(r) - 128) / 16.0f;
+                f[k] = input_value(byte(r));
         } else {
             memset(buf, 0, io.run_bytes);
         }

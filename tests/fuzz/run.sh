@@ -1,33 +1,74 @@
 #!/bin/sh
-# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for FUZZ_SECONDS
-# (default 300: five minutes per target). Seeds: valid frames written by the frame target's own corpus, the ONNX node
-# test models, the sample config, a small execution trace; the graph target builds its own
-# graphs from its bytes and needs none. Crashes are left in build-fuzz/ as crash-* files.
-#   sh tests/fuzz/run.sh            (make fuzz)
+# Builds the libFuzzer targets with clang under ASan + UBSan and runs each for FUZZ_SECONDS
+# (default 300: five minutes per target; make fuzz-ci, which CI runs, gives 25).
+#   sh tests/fuzz/run.sh                         (make fuzz)
+#   FUZZ_SECONDS=25 sh tests/fuzz/run.sh         (make fuzz-ci)
+#   FUZZ_TARGETS="trace graph" sh tests/fuzz/run.sh   some targets only
+#   sh tests/fuzz/run.sh --build                 build only (build-fuzz/fuzz_*)
+#
+# The libraries are built by the Makefile's own rules into build-fuzz/ (clang, -O1, the
+# sanitizers plus libFuzzer's coverage instrumentation), so a second run rebuilds only what
+# changed. Undefined behaviour is fatal (-fno-sanitize-recover=undefined, halt_on_error):
+# UBSan does not report and carry on, it stops the target, which leaves a crash-* file in
+# build-fuzz/ and fails this script, as a memory error or a leak does.
+#
+# Corpora: build-fuzz/corpus/TARGET (seeds written here, and what the fuzzer finds), then
+# tests/fuzz/corpus/TARGET, the checked-in inputs that once found a defect (each named after
+# it): every run replays them first, so a defect that comes back fails at once.
+# Seeds: the ONNX node test models, the sample config, a small execution trace; the frame
+# and graph targets build theirs from their bytes.
 set -eu
+cd "$(dirname "$0")/../.."
 S=${FUZZ_SECONDS:-300}
 O=build-fuzz
+T=${FUZZ_TARGETS:-frame config onnx graph trace}
 command -v clang >/dev/null || { echo "fuzz: clang is missing: sh tools/deps.sh fuzz"; exit 1; }
-make -s build/gen/ipuof.pb-c.c build/gen/onnx.pb-c.c
-mkdir -p "$O/corpus/frame" "$O/corpus/onnx" "$O/corpus/config" "$O/corpus/trace" "$O/corpus/graph"
-CF="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DIPUOF_VERSION_STR=\"fuzz\" -Iclient/include -Iproto -Ibuild/gen -Isim -Idaemon"
+
+UB="-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+make -s -j2 BUILD=$O CC=clang CFLAGS="-g -O1" \
+    SANFLAGS="-fsanitize=fuzzer-no-link,address,undefined $UB" \
+    $O/lib/libipuofsim.a $O/lib/libipuofproto.a $O/lib/libipuoftools.a $O/lib/libipuofd-core.a
+CF="-std=c11 -Wall -Wextra -Wstrict-prototypes -Wshadow -Werror -g -O1 -fsanitize=fuzzer,address,undefined $UB -D_GNU_SOURCE -Iclient/include -Iproto -I$O/gen -Isim -Idaemon -Itools/util"
 LIBS="$(pkg-config --libs libprotobuf-c inih) -lopenblas -ldnnl -lgomp -lm -pthread"
-clang $CF -o "$O/fuzz_frame" tests/fuzz/fuzz_frame.c proto/frame.c proto/status.c build/gen/ipuof.pb-c.c $LIBS
-clang $CF -o "$O/fuzz_config" tests/fuzz/fuzz_config.c daemon/config.c daemon/errbuf.c daemon/log.c $LIBS
-clang $CF -o "$O/fuzz_onnx" tests/fuzz/fuzz_onnx.c sim/*.c build/gen/onnx.pb-c.c $LIBS
-clang $CF -o "$O/fuzz_graph" tests/fuzz/fuzz_graph.c sim/*.c build/gen/onnx.pb-c.c $LIBS
-clang $CF -Itools/util -o "$O/fuzz_trace" tests/fuzz/fuzz_trace.c tools/util/timeline.c \
-    tools/util/jsonread.c -lm
+L=$O/lib
+for t in $T; do
+    case $t in
+    frame) libs="$L/libipuofproto.a" ;;
+    config) libs="$L/libipuofd-core.a" ;;
+    onnx | graph) libs="$L/libipuofsim.a" ;;
+    trace) libs="$L/libipuoftools.a" ;;
+    *) echo "fuzz: no target '$t' (frame config onnx graph trace)"; exit 2 ;;
+    esac
+    # shellcheck disable=SC2086
+    clang $CF -o "$O/fuzz_$t" "tests/fuzz/fuzz_$t.c" $libs $LIBS
+done
+[ "${1:-}" = --build ] && exit 0
+
+for t in frame config onnx graph trace; do
+    mkdir -p "$O/corpus/$t" "tests/fuzz/corpus/$t"
+done
 printf '{"traceEvents":[{"name":"thread_name","ph":"M","tid":0,"args":{"name":"IPU 0"}},{"name":"F0.0","ph":"X","tid":0,"ts":0,"dur":2,"args":{"stage":0,"mb":0,"iter":0,"kind":"fwd"}},{"name":"B0.0","ph":"X","tid":1,"ts":3,"dur":2.5,"args":{"kind":"bwd","s":"\\u00b5\\ud83d\\ude00"}}]}' \
     >"$O/corpus/trace/seed.json"
-cp systemd/ipuofd.conf "$O/corpus/config/" 2>/dev/null || true
+cp systemd/ipuofd.conf "$O/corpus/config/"
 for t in relu conv_with_strides_padding gemm_default_single_elem_vector_bias reshape_reordered_all_dims; do
     f=/usr/share/libonnx-testdata/data/node/test_$t/model.onnx
-    [ -f "$f" ] && cp "$f" "$O/corpus/onnx/$t.onnx"
+    if [ -f "$f" ]; then cp "$f" "$O/corpus/onnx/$t.onnx"; fi
 done
-for t in frame config onnx graph trace; do
+
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
+for t in $T; do
+    log="$O/fuzz_$t.log"
     echo "fuzz: $t for ${S}s"
-    (cd "$O" && ./fuzz_$t -max_total_time="$S" -max_len=65536 -rss_limit_mb=2048 corpus/$t) \
-        >"$O/fuzz_$t.log" 2>&1 || { echo "fuzz: $t FOUND A CRASH, see $O/fuzz_$t.log"; exit 1; }
-    tail -n 1 "$O/fuzz_$t.log"
+    if ! (cd "$O" && nice ./fuzz_"$t" -max_total_time="$S" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
+            -print_final_stats=1 "corpus/$t" "../tests/fuzz/corpus/$t") >"$log" 2>&1 ||
+        grep -q -E 'runtime error:|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log"; then
+        grep -E -A30 'runtime error:|ERROR: ' "$log" | head -n 40
+        echo "fuzz: $t FOUND A CRASH: $log, the input in $O/crash-* (or leak-*, timeout-*)"
+        exit 1
+    fi
+    # "#N DONE cov: C ft: F corp: ..." and libFuzzer's final counters, on one line.
+    done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    echo "fuzz: $t clean: $execs runs; $done_line"
 done

@@ -100,6 +100,38 @@ kind_of(const char *name, const char *k)
     return K_OTHER;
 }
 
+/* The largest tid, stage, micro-batch or iteration a trace may give (any long holds it,
+ * and so does one more: the labels count micro-batches from 1). */
+#define ID_MAX 1000000000L
+
+/*
+ * Reads the number called key in obj (event e itself for its tid, e's args for stage, mb
+ * and iter) into *out: dflt when obj has no such number (absent, or not a number). -1 with
+ * err when the number is not an integer in -ID_MAX..ID_MAX (converting, say, 1e300 to a
+ * long would be undefined behaviour).
+ */
+static int
+id_of(const struct jr_value *e, const struct jr_value *obj, const char *key, long dflt,
+      long *out, char *err, size_t errlen)
+{
+    const struct jr_value *v = jr_get(obj, key);
+    double d;
+
+    if (v == NULL || v->type != JR_NUMBER) {
+        *out = dflt;
+        return 0;
+    }
+    d = v->num;
+    if (!(d >= (double)-ID_MAX && d <= (double)ID_MAX) || d != floor(d)) {
+        snprintf(err, errlen, "event '%.60s' has %s %g: not an integer in -%ld..%ld",
+                 jr_str(jr_get(e, "name")) ? jr_str(jr_get(e, "name")) : "?", key, d, ID_MAX,
+                 ID_MAX);
+        return -1;
+    }
+    *out = (long)d;
+    return 0;
+}
+
 /* Adds the complete event e (a "ph":"X" object) to t. 0 or -1 with err. */
 static int
 add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
@@ -107,6 +139,7 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
     const struct jr_value *args = jr_get(e, "args");
     double ts = jr_num(jr_get(e, "ts"), NAN), dur = jr_num(jr_get(e, "dur"), NAN);
     struct span *s;
+    long tid, mb, stage, iter;
     int row;
 
     if (!isfinite(ts) || !isfinite(dur) || dur < 0) {
@@ -114,7 +147,12 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
                  jr_str(jr_get(e, "name")) ? jr_str(jr_get(e, "name")) : "?");
         return -1;
     }
-    row = row_of(t, (long)jr_num(jr_get(e, "tid"), 0));
+    if (id_of(e, e, "tid", 0, &tid, err, errlen) < 0 ||
+        id_of(e, args, "mb", -1, &mb, err, errlen) < 0 ||
+        id_of(e, args, "stage", -1, &stage, err, errlen) < 0 ||
+        id_of(e, args, "iter", -1, &iter, err, errlen) < 0)
+        return -1;
+    row = row_of(t, tid);
     if (row < 0) {
         snprintf(err, errlen, "the trace has more than %d lanes (tids)", MAX_ROWS);
         return -1;
@@ -135,14 +173,15 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
     s->dur = dur;
     s->name = jr_str(jr_get(e, "name"));
     s->kind = kind_of(s->name, jr_str(jr_get(args, "kind")));
-    s->mb = (long)jr_num(jr_get(args, "mb"), -1);
-    s->stage = (long)jr_num(jr_get(args, "stage"), -1);
-    s->iter = (long)jr_num(jr_get(args, "iter"), -1);
+    s->mb = mb;
+    s->stage = stage;
+    s->iter = iter;
     if (s->name != NULL && s->mb < 0 && (s->kind == K_FWD || s->kind == K_BWD)) {
-        long st, mb;
-        if (sscanf(s->name + 1, "%ld.%ld", &st, &mb) == 2) {
+        long st, m; /* from the name F<stage>.<mb>: a label only, ignored when out of range */
+        if (sscanf(s->name + 1, "%ld.%ld", &st, &m) == 2 && st >= 0 && st <= ID_MAX &&
+            m >= 0 && m <= ID_MAX) {
             s->stage = st;
-            s->mb = mb;
+            s->mb = m;
         }
     }
     t->used[s->kind] = 1;
@@ -172,7 +211,11 @@ timeline_read(const struct jr_value *root, struct timeline *t, long iter, char *
             return -1;
         if (strcmp(ph, "M") == 0 && jr_str(jr_get(e, "name")) != NULL &&
             strcmp(jr_str(jr_get(e, "name")), "thread_name") == 0) {
-            int row = row_of(t, (long)jr_num(jr_get(e, "tid"), 0));
+            long tid;
+            int row;
+            if (id_of(e, e, "tid", 0, &tid, err, errlen) < 0)
+                return -1;
+            row = row_of(t, tid);
             if (row >= 0)
                 t->names[row] = jr_str(jr_get(jr_get(e, "args"), "name"));
         }
