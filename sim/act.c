@@ -7,7 +7,8 @@
  * with an AVX-512 copy besides the AVX2 and baseline ones (hot.h).
  *
  * The formulas are those the ops always used (op_activation.c, Clip in op_unary.c), so
- * Relu, Clip, LeakyRelu, HardSigmoid and HardSwish give the same bits as before; Sigmoid is
+ * Clip, LeakyRelu, HardSigmoid and HardSwish give the same bits as before; Relu is x < 0 ?
+ * 0 : x, PyTorch's (NaN stays NaN, -0 stays -0; it was x > 0 ? x : 0, which made NaN 0); Sigmoid is
  * vmath.h's exp as before; SiLU rounds the sigmoid to float and multiplies, exactly what
  * Sigmoid followed by Mul computes. Elu and Softplus call libm per element (scalar).
  */
@@ -28,10 +29,10 @@ SIM_HOT_FN(relu_range, (const float *x, float *y, int64_t lo, int64_t hi), (x, y
 
     for (; i + 8 <= hi; i += 8) {
         sim_v8f v = LD(x + i);
-        ST(y + i, sim_v8sel(v > 0.0f, v, SIM_V8(0.0f)));
+        ST(y + i, sim_v8sel(v < 0.0f, SIM_V8(0.0f), v));
     }
     for (; i < hi; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
 SIM_HOT_FN(clip_range,

@@ -600,7 +600,7 @@ test_act_range(void **state)
         for (int i = 0; i < N; i++) {
             float v = x[i], h = a.a * v + a.b, want, e;
             switch (kind) {
-            case SIM_ACT_RELU: want = v > 0.0f ? v : 0.0f; break;
+            case SIM_ACT_RELU: want = v < 0.0f ? 0.0f : v; break; /* PyTorch: NaN, -0 kept */
             case SIM_ACT_CLIP: want = v < a.a ? a.a : v; want = want > a.b ? a.b : want; break;
             case SIM_ACT_LEAKY: want = v >= 0.0f ? v : a.a * v; break;
             case SIM_ACT_HSIGMOID:
