@@ -34,10 +34,13 @@ TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 # /usr/local/lib/python3.X/dist-packages for a /usr/local install.
 PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages)
 
-# SAN=1 builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/.
+# SAN=1 builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/
+# (with float-cast-overflow, which GCC leaves out of "undefined": a float out of an integer
+# type's range converted to it, e.g. NaN to int, is undefined behaviour too).
 ifeq ($(SAN),1)
 BUILD   ?= build-san
-SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SANFLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined,float-cast-overflow
 else
 BUILD   ?= build
 SANFLAGS :=
