@@ -511,8 +511,10 @@ drop_dead_nodes(struct sim_exe *e)
             n->params = NULL;
             n->op = NULL;
             for (int j = 0; j < n->n_out; j++)
-                if (n->out[j] >= 0)
+                if (n->out[j] >= 0) {
                     e->vals[n->out[j]].kind = SIM_V_NONE;
+                    e->vals[n->out[j]].producer = -1; /* else it names a node gone */
+                }
             continue;
         }
         for (int j = 0; j < n->n_in; j++)

@@ -20,6 +20,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 S=${FUZZ_SECONDS:-300}
+# FUZZ_SEED fixes libFuzzer's seed (make fuzz-ci: 1), so the same tree mutates the same way
+# and CI does not pass or fail by the luck of its mutations; unset, a new seed every run.
+SEED=${FUZZ_SEED:+-seed=$FUZZ_SEED}
 O=build-fuzz
 T=${FUZZ_TARGETS:-frame config onnx graph trace}
 command -v clang >/dev/null || { echo "fuzz: clang is missing: sh tools/deps.sh fuzz"; exit 1; }
@@ -60,7 +63,7 @@ export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
 for t in $T; do
     log="$O/fuzz_$t.log"
     echo "fuzz: $t for ${S}s"
-    if ! (cd "$O" && nice ./fuzz_"$t" -max_total_time="$S" -max_len=65536 -rss_limit_mb=2048 -timeout=60 \
+    if ! (cd "$O" && nice ./fuzz_"$t" -max_total_time="$S" -max_len=65536 -rss_limit_mb=2048 -timeout=60 $SEED \
             -print_final_stats=1 "corpus/$t" "../tests/fuzz/corpus/$t") >"$log" 2>&1 ||
         grep -q -E 'runtime error:|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log"; then
         grep -E -A30 'runtime error:|ERROR: ' "$log" | head -n 40
