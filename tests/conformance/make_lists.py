@@ -22,7 +22,7 @@ ReduceSumSquare ArgMax ArgMin Greater Less Equal GreaterOrEqual LessOrEqual Not 
 Where ConstantOfShape Expand Range Mod ScatterND
 ConvTranspose Resize Upsample LSTM GRU Floor Ceil
 InstanceNormalization Max Min PRelu Selu Celu Sign Round IsNaN Tile DepthToSpace SpaceToDepth
-Trilu CumSum TopK Loop If""".split())
+Trilu CumSum TopK Loop If ScatterElements Scatter""".split())
 SUPPORTED = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
              TensorProto.INT64, TensorProto.BOOL}
 MANUAL_SKIPS = {

@@ -12,6 +12,10 @@
  *    computed NULL + 0 (undefined behaviour that GCC's UBSan does not report, clang's does);
  *    they must run and give empty or correct outputs.
  *
+ *  - ScatterElements (reductions, duplicates, negative indices, an index out of range) and
+ *    the gradients of ReduceMax / ReduceMin with ties (new ops; their central-difference
+ *    checks are in test_sim_train_grad.c).
+ *
  * make test runs this at every instruction-set level (IPUOF_SIM_ISA), so each kernel copy
  * is held.
  */
@@ -269,6 +273,122 @@ test_resize_one_dim(void **state)
     printf("  Resize nearest x2 on the last dim only: forward exact, gradient 2 each\n");
 }
 
+/* ScatterElements: reduction add and mul with duplicate indices on int64 data, negative
+ * indices, axis 0 with indices smaller than data; an index out of range is a run-time
+ * error naming it. */
+static void
+test_scatter_elements(void **state)
+{
+    const int64_t data[6] = { 1, 2, 3, 4, 5, 6 }, upd[4] = { 10, 20, 30, 40 };
+    const int64_t idx[4] = { 0, 0, -1, 2 };          /* (2, 2) into (2, 3) on axis 1 */
+    const int64_t want_add[6] = { 31, 2, 3, 4, 5, 76 }, want_mul[6] = { 200, 2, 3, 4, 5, 7200 };
+    const int64_t want_none[6] = { 20, 2, 3, 4, 5, 40 };
+    const float fx[6] = { 0, 0, 0, 0, 0, 0 }, fu[2] = { 7, 8 };
+    const int64_t fi[2] = { 1, 0 };                   /* (1, 2) into (2, 3) on axis 0 */
+    const float want_f[6] = { 0, 8, 0, 7, 0, 0 };
+    const int64_t bad[4] = { 0, 3, 0, 0 };
+    const char *reds[3] = { "none", "add", "mul" };
+    const int64_t *wants[3] = { want_none, want_add, want_mul };
+    struct sim_ob *b;
+    struct test_ob_run r;
+    struct sim_err err = { 0 };
+
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        b = sim_ob_new(16);
+        sim_ob_initializer(b, "x", I64, 2, DIMS(2, 3), data);
+        sim_ob_initializer(b, "i", I64, 2, DIMS(2, 2), idx);
+        sim_ob_initializer(b, "u", I64, 2, DIMS(2, 2), upd);
+        sim_ob_node(b, "ScatterElements", "sc", "x,i,u", "y");
+        sim_ob_attr_int(b, "axis", 1);
+        sim_ob_attr_str(b, "reduction", reds[k]);
+        sim_ob_output(b, "y", I64);
+        r = test_ob_run_ok(b);
+        assert_memory_equal(sim_exe_output_buffer(r.e, 0), wants[k], sizeof(want_add));
+        printf("  ScatterElements int64 axis 1, reduction %s, duplicates: exact\n", reds[k]);
+        test_ob_run_free(&r);
+    }
+    b = sim_ob_new(13);
+    sim_ob_initializer(b, "x", F32, 2, DIMS(2, 3), fx);
+    sim_ob_initializer(b, "i", I64, 2, DIMS(1, 2), fi);
+    sim_ob_initializer(b, "u", F32, 2, DIMS(1, 2), fu);
+    sim_ob_node(b, "ScatterElements", "sc", "x,i,u", "y");
+    sim_ob_output(b, "y", F32);
+    r = test_ob_run_ok(b);
+    assert_memory_equal(sim_exe_output_buffer(r.e, 0), want_f, sizeof(want_f));
+    printf("  ScatterElements axis 0, indices (1, 2) into (2, 3): exact\n");
+    test_ob_run_free(&r);
+    b = sim_ob_new(13);
+    sim_ob_input(b, "i", I64, 2, DIMS(2, 2));
+    sim_ob_initializer(b, "x", I64, 2, DIMS(2, 3), data);
+    sim_ob_initializer(b, "u", I64, 2, DIMS(2, 2), upd);
+    sim_ob_node(b, "ScatterElements", "sc", "x,i,u", "y");
+    sim_ob_attr_int(b, "axis", 1);
+    sim_ob_output(b, "y", I64);
+    r = test_ob_compile(b, &err);
+    assert_non_null(r.e);
+    memcpy(sim_exe_input_buffer(r.e, 0), bad, sizeof(bad));
+    assert_int_equal(sim_exe_run(r.e, &err), IPUOF_E_INVAL);
+    printf("  refused at run time: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "index 3 at element 1 is out of range for axis 1 of "
+                                    "size 3"));
+    test_ob_run_free(&r);
+    b = sim_ob_new(13);
+    sim_ob_initializer(b, "x", I64, 2, DIMS(2, 3), data);
+    sim_ob_initializer(b, "i", I64, 2, DIMS(3, 1), idx);
+    sim_ob_initializer(b, "u", I64, 2, DIMS(3, 1), upd);
+    sim_ob_node(b, "ScatterElements", "sc", "x,i,u", "y");
+    sim_ob_attr_int(b, "axis", 1);
+    sim_ob_output(b, "y", I64);
+    test_ob_expect_refused(b, IPUOF_E_SHAPE, "larger than data [2, 3] on dim 0");
+}
+
+/* ReduceMax / ReduceMin's gradient: ties share it equally (torch.amax, amin and x.max());
+ * a NaN maximum sends it to the NaNs. */
+static void
+test_reduce_max_grad(void **state)
+{
+    const float x[8] = { 1, 3, 3, 2, 5, 1, 5, 5 };
+    const float want_max[8] = { 0, 0.5f, 0.5f, 0, 1.0f / 3, 0, 1.0f / 3, 1.0f / 3 };
+    const float want_min[8] = { 1, 0, 0, 0, 0, 1, 0, 0 };
+    const float xn[4] = { 1, NAN, 2, 0 }, want_n[4] = { 0, 1, 0, 0 };
+    float g[8];
+
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        struct sim_ob *b = sim_ob_new(13);
+        struct sim_model *m;
+        struct sim_compile_opts o;
+        struct sim_err err = { 0 };
+        struct sim_exe *e = NULL;
+        if (k < 2)
+            sim_ob_initializer(b, "x", F32, 2, DIMS(2, 4), x);
+        else
+            sim_ob_initializer(b, "x", F32, 1, DIMS(4), xn);
+        sim_ob_node(b, k == 1 ? "ReduceMin" : "ReduceMax", "r", "x", "y");
+        if (k < 2)
+            sim_ob_attr_ints(b, "axes", DIMS(1), 1);
+        sim_ob_attr_int(b, "keepdims", 0);
+        sim_ob_node(b, "ReduceSum", "sum", "y", "loss");
+        sim_ob_attr_int(b, "keepdims", 0);
+        sim_ob_output(b, "loss", F32);
+        m = test_ob_load(b);
+        sim_compile_opts_init(&o);
+        o.loss = "loss";
+        o.optimizer.lr = 0.0f;
+        if (sim_compile(m, &o, &e, &err) != 0 || sim_exe_run(e, &err) != 0)
+            fail_msg("%s", err.msg);
+        assert_int_equal(sim_exe_read_gradient(e, "x", g, (k < 2 ? 8 : 4) * sizeof(float),
+                                               &err), 0);
+        assert_memory_equal(g, k == 0 ? want_max : k == 1 ? want_min : want_n,
+                            (k < 2 ? 8 : 4) * sizeof(float));
+        sim_exe_free(e);
+        sim_model_free(m);
+    }
+    printf("  ReduceMax / ReduceMin gradients: ties 1/2 and 1/3 each, a NaN maximum's to the "
+           "NaN: torch's\n");
+}
+
 int
 main(void)
 {
@@ -276,6 +396,8 @@ main(void)
         cmocka_unit_test(test_maxpool_nan),
         cmocka_unit_test(test_topk_empty),
         cmocka_unit_test(test_resize_one_dim),
+        cmocka_unit_test(test_scatter_elements),
+        cmocka_unit_test(test_reduce_max_grad),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
