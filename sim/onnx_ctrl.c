@@ -20,7 +20,7 @@
  * Refused, each naming the node and what would work: a Loop without a trip count, a trip
  * count or loop condition computed at run time, a negative trip count, scan outputs of a
  * loop that runs zero times, subgraphs nested deeper than MAX_DEPTH, and an unrolled graph
- * over SIM_MAX_NODES nodes (checked before each copy is made).
+ * over SIM_MAX_NODES nodes (checked before each copy is made) or MAX_NAME_BYTES of names.
  *
  * The flat graph is a shallow copy of the protobuf graph: copied nodes share the original
  * attributes and strings; everything made here is on the flattening's owned list and freed
@@ -37,6 +37,8 @@
 #include "onnx_ctrl.h"
 
 #define MAX_DEPTH 16            /* Loop/If nested inside Loop/If bodies */
+#define MAX_NAME_BYTES ((size_t)128 << 20)  /* names made while unrolling, in all */
+#define MAX_PREFIX_NAME 64      /* a longer Loop/If name is replaced by its index */
 
 /* One scope of names: a subgraph being copied maps its own names to new ones; names it
  * does not define resolve in the enclosing scope (the top scope maps nothing). */
@@ -57,11 +59,16 @@ struct flat {
     int64_t opset;
     size_t cap_nodes, cap_inits;
     unsigned serial;
+    size_t name_bytes;          /* bytes of the names made so far (MAX_NAME_BYTES) */
+    bool names_full;            /* the cap was hit: the error is set once */
+    const char *label;          /* the Loop/If being expanded, innermost ("" at the top) */
 };
 
 static int
 nomem(struct flat *F)
 {
+    if (F->names_full)  /* own_cat refused a name past MAX_NAME_BYTES and said so */
+        return IPUOF_E_TOO_LARGE;
     return sim_err_set(F->err, IPUOF_E_NOMEM, "out of memory unrolling control flow");
 }
 
@@ -94,12 +101,25 @@ own_calloc(struct flat *F, size_t n, size_t sz)
     return own(F, calloc(n + 1, sz));
 }
 
-/* An owned string "a" "b" "c" joined. */
+/* An owned string "a" "b" "c" joined; NULL when out of memory or past MAX_NAME_BYTES in
+ * all (each body copy repeats its names, so a long name times many iterations is refused
+ * before it is made; the error is then set here). */
 static char *
 own_cat(struct flat *F, const char *a, const char *b, const char *c)
 {
     size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
-    char *s = own(F, malloc(la + lb + lc + 1));
+    char *s;
+
+    F->name_bytes += la + lb + lc + 1;
+    if (F->name_bytes > MAX_NAME_BYTES) {
+        if (!F->names_full)
+            sim_err_set(F->err, IPUOF_E_TOO_LARGE, "unrolling %s makes more than %zu MiB of "
+                        "tensor and node names; use fewer iterations or shorter names",
+                        F->label, MAX_NAME_BYTES >> 20);
+        F->names_full = true;
+        return NULL;
+    }
+    s = own(F, malloc(la + lb + lc + 1));
 
     if (s != NULL) {
         memcpy(s, a, la);
@@ -403,6 +423,77 @@ emit_simple(struct flat *F, const char *op, const char *name, const char *const 
     return push_node(F, np);
 }
 
+/* Sets np's only attribute: an INT (ints NULL) or an INTS of one value. */
+static int
+set_int_attr(struct flat *F, Onnx__NodeProto *np, const char *name, bool ints, int64_t v)
+{
+    Onnx__AttributeProto *ap = own_calloc(F, 1, sizeof(*ap));
+    Onnx__AttributeProto **aps = own_calloc(F, 1, sizeof(*aps));
+    int64_t *vals = own_calloc(F, 1, sizeof(*vals));
+
+    if (ap == NULL || aps == NULL || vals == NULL)
+        return nomem(F);
+    onnx__attribute_proto__init(ap);
+    ap->name = (char *)name;
+    ap->has_type = 1;
+    if (ints) {
+        ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        vals[0] = v;
+        ap->n_ints = 1;
+        ap->ints = vals;
+    } else {
+        ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        ap->has_i = 1;
+        ap->i = v;
+    }
+    aps[0] = ap;
+    np->attribute = aps;
+    np->n_attribute = 1;
+    return 0;
+}
+
+/* out = Concat(Unsqueeze(parts[i], axis 0) for i < n), axis 0: a scan output. */
+static int
+emit_stack(struct flat *F, const char *prefix, const char *const *parts, int64_t n,
+           const char *out)
+{
+    const char *axes = NULL, **un = own_calloc(F, (size_t)n, sizeof(*un));
+    Onnx__NodeProto *c;
+    int rc = 0;
+
+    if (un == NULL)
+        return nomem(F);
+    if (F->opset >= 13) {       /* axes an input from opset 13, an attribute before */
+        axes = fresh(F, prefix, "axes0");
+        rc = axes != NULL ? emit_const(F, axes, SIM_DTYPE_INT64, 1, 0) : nomem(F);
+    }
+    for (int64_t it = 0; rc == 0 && it < n; it++) {
+        Onnx__NodeProto *u;
+        un[it] = fresh(F, prefix, "scan");
+        u = un[it] != NULL ? new_node(F, "Unsqueeze", un[it], axes != NULL ? 2 : 1, 1) : NULL;
+        if (u == NULL)
+            return nomem(F);
+        u->input[0] = (char *)parts[it];
+        u->output[0] = (char *)un[it];
+        if (axes != NULL)
+            u->input[1] = (char *)axes;
+        else
+            rc = set_int_attr(F, u, "axes", true, 0);
+        if (rc == 0)
+            rc = push_node(F, u);
+    }
+    if (rc != 0)
+        return rc;
+    c = new_node(F, "Concat", fresh(F, prefix, "stack"), (size_t)n, 1);
+    if (c == NULL)
+        return nomem(F);
+    for (int64_t it = 0; it < n; it++)
+        c->input[it] = (char *)un[it];
+    c->output[0] = (char *)out;
+    rc = set_int_attr(F, c, "axis", false, 0);
+    return rc != 0 ? rc : push_node(F, c);
+}
+
 static int emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g,
                       const char *prefix, int depth);
 
@@ -504,6 +595,10 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
                            "2 + N inputs (M, cond, N carried) and 1 + N + K outputs in the "
                            "body (cond, N carried, K scan) for N + K outputs of the node",
                            label, body->n_input, body->n_output, np->n_input, np->n_output);
+    for (size_t i = 0; i < body->n_output; i++)
+        if (body->output[i] == NULL || nz(body->output[i]->name)[0] == '\0')
+            return sim_err_set(F->err, IPUOF_E_INVAL, "%s: body output %zu has no name",
+                               label, i);
     n_carried = np->n_input - 2;
     n_scan = body->n_output - 1 - n_carried;
     if (np->input[0] == NULL || nz(np->input[0])[0] == '\0')
@@ -593,7 +688,7 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             struct scope probe;
             rc = scope_init(F, &probe, s, body, body->n_input + 1);
             for (size_t i = 0; rc == 0 && i < body->n_input; i++)
-                if (nz(body->input[i]->name)[0] != '\0')
+                if (body->input[i] != NULL && nz(body->input[i]->name)[0] != '\0')
                     rc = scope_put(F, &probe, body->input[i]->name, bin[i], kin[i]);
             if (rc == 0 && !known_scalar(&probe, body->output[0]->name, &c_out, 0))
                 rc = sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: the body's condition "
@@ -614,70 +709,9 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
     for (size_t j = 0; rc == 0 && j < n_carried; j++)
         if (nz(out[j])[0] != '\0')
             rc = emit_simple(F, "Identity", fresh(F, prefix, "final"), &cur[j], 1, out[j]);
-    for (size_t j = 0; rc == 0 && j < n_scan; j++) {
-        const char *axes = NULL, **parts;
-        if (nz(out[n_carried + j])[0] == '\0')
-            continue;
-        parts = own_calloc(F, (size_t)trips, sizeof(*parts));
-        if (parts == NULL) {
-            rc = nomem(F);
-            break;
-        }
-        if (F->opset >= 13) {
-            axes = fresh(F, prefix, "axes0");
-            rc = axes != NULL ? emit_const(F, axes, SIM_DTYPE_INT64, 1, 0) : nomem(F);
-        }
-        for (int64_t it = 0; rc == 0 && it < trips; it++) {
-            const char *uin[2] = { scan[j][it], axes };
-            parts[it] = fresh(F, prefix, "scan");
-            rc = parts[it] != NULL ? emit_simple(F, "Unsqueeze", parts[it], uin,
-                                                 axes != NULL ? 2 : 1, parts[it])
-                                   : nomem(F);
-            if (rc == 0 && axes == NULL) {
-                /* opsets before 13: axes is an attribute */
-                Onnx__NodeProto *u = F->out->graph.node[F->out->graph.n_node - 1];
-                Onnx__AttributeProto *ap = own_calloc(F, 1, sizeof(*ap));
-                Onnx__AttributeProto **aps = own_calloc(F, 1, sizeof(*aps));
-                int64_t *zero = own_calloc(F, 1, sizeof(*zero));
-                if (ap == NULL || aps == NULL || zero == NULL) {
-                    rc = nomem(F);
-                    break;
-                }
-                onnx__attribute_proto__init(ap);
-                ap->name = (char *)"axes";
-                ap->has_type = 1;
-                ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
-                ap->n_ints = 1;
-                ap->ints = zero;
-                aps[0] = ap;
-                u->attribute = aps;
-                u->n_attribute = 1;
-            }
-        }
-        if (rc == 0) {
-            Onnx__NodeProto *c = new_node(F, "Concat", fresh(F, prefix, "stack"),
-                                          (size_t)trips, 1);
-            Onnx__AttributeProto *ap = own_calloc(F, 1, sizeof(*ap));
-            Onnx__AttributeProto **aps = own_calloc(F, 1, sizeof(*aps));
-            if (c == NULL || ap == NULL || aps == NULL) {
-                rc = nomem(F);
-                break;
-            }
-            for (int64_t it = 0; it < trips; it++)
-                c->input[it] = (char *)parts[it];
-            c->output[0] = (char *)out[n_carried + j];
-            onnx__attribute_proto__init(ap);
-            ap->name = (char *)"axis";
-            ap->has_type = 1;
-            ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-            ap->has_i = 1;
-            ap->i = 0;
-            aps[0] = ap;
-            c->attribute = aps;
-            c->n_attribute = 1;
-            rc = push_node(F, c);
-        }
-    }
+    for (size_t j = 0; rc == 0 && j < n_scan; j++)
+        if (nz(out[n_carried + j])[0] != '\0')
+            rc = emit_stack(F, prefix, scan[j], trips, out[n_carried + j]);
 out:
     if (have_hoisted)
         scope_fini(&hoisted);
@@ -729,7 +763,7 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
         }
         {
             const char *bp = own_cat(F, prefix, b == 0 ? "then/" : "else/", "");
-            struct scope hoisted;
+            struct scope hoisted = { 0 };
             rc = bp != NULL ? scope_init(F, &hoisted, NULL, NULL, br[b]->n_initializer + 1)
                             : nomem(F);
             if (rc == 0)
@@ -770,8 +804,9 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
     int rc = 0;
 
     if (depth > MAX_DEPTH)
-        return sim_err_set(F->err, IPUOF_E_TOO_LARGE, "Loop/If subgraphs are nested more "
-                           "than %d deep", MAX_DEPTH);
+        return sim_err_set(F->err, IPUOF_E_TOO_LARGE, "%s: Loop/If subgraphs are nested "
+                           "more than %d deep; flatten the model's control flow", F->label,
+                           MAX_DEPTH);
     if (s->sub) {
         if (g->n_node > SIM_MAX_NODES)
             return sim_err_set(F->err, IPUOF_E_TOO_LARGE, "a subgraph has %zu nodes, over "
@@ -804,18 +839,22 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
         for (size_t j = 0; j < np->n_output; j++)
             outs[j] = (char *)(s->sub ? resolve(s, np->output[j]) : nz(np->output[j]));
         if (is_ctrl(np)) {
-            char num[48];
-            const char *sub;
-            snprintf(num, sizeof(num), "%zu", k);
-            sub = own_cat(F, prefix, nz(np->name)[0] != '\0' ? np->name : num, "/");
+            char num[48], label[300];
+            const char *sub, *outer = F->label;
+            snprintf(num, sizeof(num), "#%zu", k);
+            sub = own_cat(F, prefix, nz(np->name)[0] != '\0' &&
+                                     strlen(np->name) <= MAX_PREFIX_NAME ? np->name : num, "/");
             if (sub == NULL)
                 return nomem(F);
+            label_of(np, label, sizeof(label));
+            F->label = label;
             if (strcmp(np->op_type, "Loop") == 0)
                 rc = expand_loop(F, s, np, (const char *const *)ins,
                                  (const char *const *)outs, sub, depth);
             else
                 rc = expand_if(F, s, np, (const char *const *)ins,
                                (const char *const *)outs, sub, depth);
+            F->label = outer;
             continue;
         }
         cp = own_calloc(F, 1, sizeof(*cp));
@@ -838,7 +877,7 @@ int
 sim_onnx_flatten(const Onnx__GraphProto *g, int64_t opset, struct sim_onnx_flat *out,
                  struct sim_err *err)
 {
-    struct flat F = { out, err, opset, 0, 0, 0 };
+    struct flat F = { out, err, opset, 0, 0, 0, 0, false, "control flow" };
     struct scope top;
     bool any = false;
     int rc;

@@ -392,6 +392,30 @@ test_refusals(void **state)
     sim_ob_output(b, "y_final", F32);
     expect_load_refused(b, IPUOF_E_UNSUPPORTED, "condition output 'c_out' is computed from "
                         "data");
+    /* 3000 copies of a 60 000-character name: past the 128 MiB of names unrolling may make */
+    {
+        char *longname = malloc(60001);
+        const int64_t trips = 3000;
+        assert_non_null(longname);
+        memset(longname, 'n', 60000);
+        longname[60000] = '\0';
+        g = sim_ob_new(13);
+        sim_ob_input(g, "i", I64, 0, NULL);
+        sim_ob_input(g, "c", BOOL, 0, NULL);
+        sim_ob_input(g, "y_in", F32, 0, NULL);
+        sim_ob_node_v(g, "Neg", "neg", (const char *const[]){ "y_in" }, 1,
+                      (const char *const[]){ longname }, 1);
+        sim_ob_output(g, "c", BOOL);
+        sim_ob_output(g, longname, F32);
+        b = sim_ob_new(13);
+        sim_ob_input(b, "y0", F32, 0, NULL);
+        sim_ob_initializer(b, "M", I64, 0, NULL, &trips);
+        sim_ob_node(b, "Loop", "loop", "M,,y0", "y_final");
+        sim_ob_attr_graph(b, "body", g);
+        sim_ob_output(b, "y_final", F32);
+        free(longname);
+        expect_load_refused(b, IPUOF_E_TOO_LARGE, "unrolling node 'loop' (Loop) makes more than 128 MiB of tensor and node names");
+    }
     /* If inside If, 17 deep */
     b = sim_ob_new(13);
     sim_ob_input(b, "x", F32, 0, NULL);
