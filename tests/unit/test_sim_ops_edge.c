@@ -112,13 +112,14 @@ run_case(const struct mp_case *c, const float *x, int64_t numel)
     }
     n = ref_maxpool(c, x, y, idx);
     for (int train = 0; train < 2; train++) {
-        struct sim_ob *b = sim_ob_new(13);
+        struct sim_ob *b;
         struct sim_model *m;
         struct sim_compile_opts o;
         struct sim_err err = { 0 };
         struct sim_exe *e = NULL;
         if (train && c->indices)
             continue;
+        b = sim_ob_new(13);
         sim_ob_initializer(b, "x", F32, 2 + c->nsp, dims, x);
         sim_ob_node(b, "MaxPool", "mp", "x", c->indices ? "y,i" : "y");
         sim_ob_attr_ints(b, "kernel_shape", c->k, (size_t)c->nsp);
