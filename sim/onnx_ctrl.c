@@ -13,9 +13,10 @@
  *  - If with a condition known when the model loads: the branch taken, its outputs copied
  *    to the If's (Identity).
  *  - If with a data-dependent condition: both branches are computed and each output is
- *    Where(cond, then, else). Cost: the work and memory of both branches, always; valid
- *    because ONNX If's branches give outputs of one type, and here they must also have
- *    one shape (Where would otherwise broadcast them).
+ *    Where(Squeeze(cond), then, else). Cost: the work and memory of both branches, always;
+ *    valid because ONNX If's branches give outputs of one type, and here they must also
+ *    have one shape: the Where carries __if_branches, and its infer (op_logic.c) refuses
+ *    branches of two shapes, which it would otherwise broadcast.
  *
  * Refused, each naming the node and what would work: a Loop without a trip count, a trip
  * count or loop condition computed at run time, a negative trip count, scan outputs of a
@@ -733,7 +734,7 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
 {
     const Onnx__GraphProto *br[2] = { graph_attr(np, "then_branch"),
                                       graph_attr(np, "else_branch") };
-    const char **res[2] = { NULL, NULL };
+    const char **res[2] = { NULL, NULL }, *cname = NULL;
     char label[300];
     int64_t cond = 0;
     bool known;
@@ -775,6 +776,11 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
         if (rc != 0)
             goto out;
     }
+    if (!known) {   /* the condition as a scalar, so Where gives the branches' shape */
+        const char *c0 = fresh(F, prefix, "cond");
+        rc = c0 != NULL ? emit_simple(F, "Squeeze", c0, in, 1, c0) : nomem(F);
+        cname = c0;
+    }
     for (size_t j = 0; rc == 0 && j < np->n_output; j++) {
         if (nz(out[j])[0] == '\0')
             continue;
@@ -782,8 +788,12 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             rc = emit_simple(F, "Identity", fresh(F, prefix, "taken"),
                              &res[cond != 0 ? 0 : 1][j], 1, out[j]);
         } else {
-            const char *w[3] = { in[0], res[0][j], res[1][j] };
+            /* __if_branches: Where's infer then wants equal shapes, naming the If */
+            const char *w[3] = { cname, res[0][j], res[1][j] };
             rc = emit_simple(F, "Where", fresh(F, prefix, "select"), w, 3, out[j]);
+            if (rc == 0)
+                rc = set_int_attr(F, F->out->graph.node[F->out->graph.n_node - 1],
+                                  "__if_branches", false, 1);
         }
     }
 out:

@@ -2,8 +2,9 @@
  * test_sim_ctrlflow.c — ONNX Loop and If (sim/onnx_ctrl.c): Loop unrolled with loop-carried
  * values, the iteration number, scan outputs (opset 11's Unsqueeze attribute and 13's
  * input), a constant condition passed through, nested loops, zero trips; If on a condition
- * known at load (the branch) and on data (both branches and Where); training through a
- * loop giving the same weights, bit for bit, as the same graph unrolled by hand; and the
+ * known at load (the branch) and on data (both branches and Where, which must have one
+ * shape); training through a loop giving the same weights, bit for bit, as the same graph
+ * unrolled by hand; and the
  * refusals (trip count or condition from data, no trip count, a negative one, too many
  * iterations, nesting too deep), each naming the node and what would work.
  *
@@ -241,6 +242,54 @@ test_if(void **state)
     }
 }
 
+/* If on data: a condition of shape (1) gives outputs of the branches' shape (3); branches
+ * of shapes (3) and (1), which Where would broadcast, are refused naming both. */
+static void
+test_if_shapes(void **state)
+{
+    const float x[3] = { 1, -2, 5 }, five = 5, want[3] = { 5, 5, 5 };
+    const uint8_t no = 0;
+    struct sim_err err = { 0 };
+    struct sim_io_info info;
+    struct test_ob_run r;
+    struct sim_ob *b, *t, *e;
+
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        b = sim_ob_new(13);
+        t = sim_ob_new(13);
+        e = sim_ob_new(13);
+        sim_ob_node(t, "Identity", "id", "x", "a");
+        sim_ob_output(t, "a", F32);
+        sim_ob_initializer(e, "five", F32, 1, DIMS(1), &five);
+        sim_ob_node(e, k == 0 ? "Expand" : "Identity", "ex", k == 0 ? "five,shape" : "five",
+                    "a");
+        sim_ob_output(e, "a", F32);
+        sim_ob_input(b, "x", F32, 1, DIMS(3));
+        sim_ob_input(b, "c", BOOL, 1, DIMS(1));
+        sim_ob_initializer(b, "shape", I64, 1, DIMS(1), (const int64_t[]){ 3 });
+        sim_ob_node(b, "If", "if", "c", "y");
+        sim_ob_attr_graph(b, "then_branch", t);
+        sim_ob_attr_graph(b, "else_branch", e);
+        sim_ob_output(b, "y", F32);
+        if (k == 1) {
+            test_ob_expect_refused(b, IPUOF_E_SHAPE, "the then branch gives [3] and the else "
+                                   "branch [1]");
+            continue;
+        }
+        r = test_ob_compile(b, &err);
+        assert_non_null(r.e);
+        feed(&r, "x", x, sizeof(x));
+        feed(&r, "c", &no, 1);
+        assert_int_equal(sim_exe_run(r.e, &err), 0);
+        assert_int_equal(sim_exe_output_info(r.e, 0, &info), 0);
+        assert_int_equal(info.rank, 1);
+        assert_memory_equal(sim_exe_output_buffer(r.e, 0), want, sizeof(want));
+        printf("  If on a condition of shape (1): output (3), the else branch\n");
+        test_ob_run_free(&r);
+    }
+}
+
 /* loss = mean((W^3 x)^2) through a Loop of 3 MatMuls by W, or the same unrolled by hand;
  * both train 3 SGD steps and must give the same W and losses, bit for bit. */
 static struct sim_ob *
@@ -435,6 +484,7 @@ main(void)
         cmocka_unit_test(test_loop_zero_trips),
         cmocka_unit_test(test_loop_nested),
         cmocka_unit_test(test_if),
+        cmocka_unit_test(test_if_shapes),
         cmocka_unit_test(test_loop_training),
         cmocka_unit_test(test_refusals),
     };
