@@ -338,7 +338,7 @@ bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     float *dx = din[0].data;
     bool parts = p->kind == R_PROD || p->kind == R_MAX || p->kind == R_MIN;
     double *prod = parts ? k->scratch : NULL;
-    double *zeros = parts ? prod + p->out_n : NULL;
+    double *zeros = prod != NULL ? prod + p->out_n : NULL;  /* no scratch: out_n is 0 */
     int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = k->in[0].numel;
 
     (void)err;
