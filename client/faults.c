@@ -7,18 +7,6 @@
 
 #include "client_internal.h"
 
-/* Copies src into dst[0..len), truncated, NUL-terminated; NULL becomes "". */
-static void
-copy(char *dst, size_t len, const char *src)
-{
-    size_t n = src != NULL ? strlen(src) : 0;
-
-    if (n >= len)
-        n = len - 1;
-    memcpy(dst, src != NULL ? src : "", n);
-    dst[n] = '\0';
-}
-
 static void
 from_wire(struct ipuof_fault *out, const Ipuof__FaultSpec *w)
 {
@@ -26,9 +14,9 @@ from_wire(struct ipuof_fault *out, const Ipuof__FaultSpec *w)
     out->id = w->id;
     out->has_ipu = w->has_ipu != 0;
     out->ipu = w->ipu;
-    copy(out->partition, sizeof out->partition, w->partition);
-    copy(out->kind, sizeof out->kind, w->kind);
-    copy(out->at, sizeof out->at, w->at);
+    ipuof_copy_str(out->partition, sizeof out->partition, w->partition);
+    ipuof_copy_str(out->kind, sizeof out->kind, w->kind);
+    ipuof_copy_str(out->at, sizeof out->at, w->at);
     out->after_runs = w->after;
     out->count = w->count;
     out->probability = w->probability;

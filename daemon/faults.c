@@ -3,14 +3,13 @@
  */
 #include "faults.h"
 
-#include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errbuf.h"
 #include "ipuof/status.h"
+#include "jsonparse.h"
 
 static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run"};
 
@@ -234,175 +233,118 @@ faults_match(struct fault_table *t, enum fault_at at, unsigned first, unsigned c
     return NULL;
 }
 
-/* ---- IPUOF_FAULTS: a flat JSON reader for an array of flat objects ---------------------- */
+/* ---- IPUOF_FAULTS and the config's faults: JSON read by proto/jsonparse.c --------------- */
 
-struct jr {
-    const char *start, *p;
-    char *err;
-    size_t errlen;
+/* The numeric keys of an entry: name, whether a fraction is allowed, the largest value. */
+static const struct {
+    const char *key;
+    int fraction;
+    double max;
+} num_keys[] = {
+    {"ipu", 0, 4294967295.0},        {"after_runs", 0, 4294967295.0},
+    {"count", 0, 4294967295.0},      {"probability", 1, 1.0},
+    {"seed", 0, 9007199254740992.0}, /* 2^53: a JSON number is a double */
 };
 
-static void
-skip_ws(struct jr *r)
-{
-    while (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')
-        r->p++;
-}
-
-/* Reads a JSON string without escapes other than \" and \\ into out (len bytes). */
+/* Reads one entry (an object) into spec; its strings stay borrowed from o. 0, or -1 with
+ * err naming the entry (what) and the member. */
 static int
-read_string(struct jr *r, char *out, size_t len)
+read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what,
+           unsigned idx, char *err, size_t errlen)
 {
-    size_t n = 0;
-
-    if (*r->p != '"')
+    if (o->type != IPUOF_JSON_OBJECT) {
+        errbuf_set(err, errlen, "%s entry %u is %s; give an object such as {\"ipu\": 0, "
+                   "\"kind\": \"recoverable:IPU_RESET\", \"at\": \"run\"}", what, idx,
+                   ipuof_json_type_name(o->type));
         return -1;
-    r->p++;
-    while (*r->p != '"') {
-        char ch = *r->p;
-        if (ch == '\0' || (unsigned char)ch < 0x20)
-            return -1;
-        if (ch == '\\') {
-            r->p++;
-            if (*r->p != '"' && *r->p != '\\')
-                return -1;
-            ch = *r->p;
-        }
-        if (n + 1 >= len)
-            return -1;
-        out[n++] = ch;
-        r->p++;
     }
-    r->p++;
-    out[n] = '\0';
-    return 0;
-}
+    for (size_t i = 0; i < o->n; i++) {
+        const char *key = o->keys[i];
+        const struct ipuof_json *v = o->items[i];
+        size_t k;
 
-/* One object {"key": value, ...} into spec (strings kept in kind/at/part). */
-static int
-read_object(struct jr *r, struct fault_spec *spec, char *kind, char *at, char *part,
-            unsigned idx)
-{
-    if (*r->p != '{')
-        goto bad;
-    r->p++;
-    skip_ws(r);
-    if (*r->p == '}') {
-        r->p++;
-        return 0;
-    }
-    for (;;) {
-        char key[32];
-        skip_ws(r);
-        if (read_string(r, key, sizeof key) < 0)
-            goto bad;
-        skip_ws(r);
-        if (*r->p++ != ':')
-            goto bad;
-        skip_ws(r);
         if (strcmp(key, "kind") == 0 || strcmp(key, "at") == 0 ||
             strcmp(key, "partition") == 0) {
-            char *dst = key[0] == 'k' ? kind : key[0] == 'a' ? at : part;
-            if (read_string(r, dst, FAULTS_NAME_MAX) < 0)
-                goto bad;
-        } else if (strcmp(key, "ipu") == 0 || strcmp(key, "after_runs") == 0 ||
-                   strcmp(key, "count") == 0 || strcmp(key, "probability") == 0 ||
-                   strcmp(key, "seed") == 0) {
-            char *end;
-            double v = strtod(r->p, &end);
-            if (end == r->p || !isfinite(v) || v < 0 || v > 18446744073709551615.0 ||
-                (key[0] != 'p' && v != floor(v)) ||
-                ((key[0] == 'i' || key[0] == 'a' || key[0] == 'c') && v > 4294967295.0)) {
-                errbuf_set(r->err, r->errlen, "IPUOF_FAULTS entry %u: \"%s\" wants a "
-                           "non-negative %s", idx, key, key[0] == 'p' ? "number" : "integer");
+            if (v->type != IPUOF_JSON_STRING) {
+                errbuf_set(err, errlen, "%s entry %u: \"%s\" is %s; give a string", what,
+                           idx, key, ipuof_json_type_name(v->type));
                 return -1;
             }
-            r->p = end;
-            if (key[0] == 'i') {
-                spec->has_ipu = 1;
-                spec->ipu = (unsigned)v;
-            } else if (key[0] == 'a') {
-                spec->after = (unsigned)v;
-            } else if (key[0] == 'c') {
-                spec->count = (unsigned)v;
-            } else if (key[0] == 'p') {
-                spec->probability = v;
-            } else {
-                spec->seed = (uint64_t)v;
-            }
-        } else {
-            errbuf_set(r->err, r->errlen, "IPUOF_FAULTS entry %u: unknown key \"%s\"; the "
-                       "keys are ipu, partition, kind, at, after_runs, count, probability, "
-                       "seed", idx, key);
+            if (key[0] == 'k')
+                spec->kind = v->string;
+            else if (key[0] == 'a')
+                spec->at = v->string;
+            else
+                spec->partition = v->string;
+            continue;
+        }
+        for (k = 0; k < sizeof num_keys / sizeof num_keys[0]; k++)
+            if (strcmp(key, num_keys[k].key) == 0)
+                break;
+        if (k == sizeof num_keys / sizeof num_keys[0]) {
+            errbuf_set(err, errlen, "%s entry %u: unknown key \"%.40s\"; the keys are ipu, "
+                       "partition, kind, at, after_runs, count, probability, seed", what, idx,
+                       key);
             return -1;
         }
-        skip_ws(r);
-        if (*r->p == '}') {
-            r->p++;
-            return 0;
+        if (v->type != IPUOF_JSON_NUMBER || v->number < 0 || v->number > num_keys[k].max ||
+            (!num_keys[k].fraction && !v->is_int)) {
+            errbuf_set(err, errlen, "%s entry %u: \"%s\" wants a %s from 0 to %.17g", what,
+                       idx, key, num_keys[k].fraction ? "number" : "whole number",
+                       num_keys[k].max);
+            return -1;
         }
-        if (*r->p++ != ',')
-            goto bad;
+        switch (key[0] == 'a' ? 'A' : key[0]) {
+        case 'i':
+            spec->has_ipu = 1;
+            spec->ipu = (unsigned)v->number;
+            break;
+        case 'A':
+            spec->after = (unsigned)v->number;
+            break;
+        case 'c':
+            spec->count = (unsigned)v->number;
+            break;
+        case 'p':
+            spec->probability = v->number;
+            break;
+        default:
+            spec->seed = (uint64_t)v->number;
+            break;
+        }
     }
-bad:
-    errbuf_set(r->err, r->errlen, "IPUOF_FAULTS entry %u is not a flat JSON object of "
-               "strings and numbers (at byte %zu)", idx, (size_t)(r->p - r->start));
-    return -1;
+    return 0;
 }
 
 int
-faults_parse_json(struct fault_table *t, const char *json, unsigned n_ipus, char *err,
-                  size_t errlen)
+faults_parse_json(struct fault_table *t, const char *json, const char *what, unsigned n_ipus,
+                  char *err, size_t errlen)
 {
-    struct jr r = {json, json, err, errlen};
-    int array;
-    unsigned idx = 0;
+    struct ipuof_json *root = NULL;
+    char why[512];
+    int rc = -1;
 
-    skip_ws(&r);
-    array = *r.p == '[';
-    if (array) {
-        r.p++;
-        skip_ws(&r);
-        if (*r.p == ']') {
-            r.p++;
+    if (ipuof_json_parse(json, strlen(json), &root, why, sizeof why) < 0) {
+        errbuf_set(err, errlen, "%s is not JSON: %s; give an array of objects", what, why);
+        return -1;
+    }
+    if (root->type != IPUOF_JSON_ARRAY && root->type != IPUOF_JSON_OBJECT) {
+        errbuf_set(err, errlen, "%s is %s; give an array of objects (or one object)", what,
+                   ipuof_json_type_name(root->type));
+        goto end;
+    }
+    for (size_t i = 0; i < (root->type == IPUOF_JSON_ARRAY ? root->n : 1); i++) {
+        const struct ipuof_json *o = root->type == IPUOF_JSON_ARRAY ? root->items[i] : root;
+        struct fault_spec spec = {0};
+        if (read_entry(o, &spec, what, (unsigned)i, err, errlen) < 0)
+            goto end;
+        if (faults_add(t, &spec, n_ipus, NULL, why, sizeof why) < 0) {
+            errbuf_set(err, errlen, "%s entry %zu: %s", what, i, why);
             goto end;
         }
     }
-    for (;;) {
-        struct fault_spec spec = {0};
-        char kind[FAULTS_NAME_MAX] = "", at[FAULTS_NAME_MAX] = "", part[FAULTS_NAME_MAX] = "";
-        char why[512];
-
-        skip_ws(&r);
-        if (read_object(&r, &spec, kind, at, part, idx) < 0)
-            return -1;
-        spec.kind = kind;
-        spec.at = at;
-        spec.partition = part;
-        if (faults_add(t, &spec, n_ipus, NULL, why, sizeof why) < 0) {
-            errbuf_set(err, errlen, "IPUOF_FAULTS entry %u: %s", idx, why);
-            return -1;
-        }
-        idx++;
-        skip_ws(&r);
-        if (!array)
-            break;
-        if (*r.p == ']') {
-            r.p++;
-            break;
-        }
-        if (*r.p++ != ',') {
-            errbuf_set(err, errlen, "IPUOF_FAULTS: entry %u is followed by neither ',' nor "
-                       "']'", idx - 1);
-            return -1;
-        }
-    }
+    rc = 0;
 end:
-    skip_ws(&r);
-    if (*r.p != '\0') {
-        errbuf_set(err, errlen, "IPUOF_FAULTS: text after the %s; give one JSON array of "
-                   "objects", array ? "array" : "object");
-        return -1;
-    }
-    return 0;
+    ipuof_json_free(root);
+    return rc;
 }

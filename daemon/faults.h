@@ -91,11 +91,13 @@ int faults_spent(const struct fault *f);
 /*
  * Parses IPUOF_FAULTS: a JSON array of objects {"ipu": N | "partition": "NAME", "kind":
  * "...", "at": "...", "after_runs": K, "count": N, "probability": P, "seed": S} (a single
- * object is taken as an array of one), adding each. 0, or -1 with a sentence in err naming
- * the entry and what was wrong; entries before it stay added.
+ * object is taken as an array of one), adding each; read by proto/jsonparse.c, so its
+ * limits hold (64 KiB of text, nesting, a key given twice refused). what names the source
+ * in messages ("IPUOF_FAULTS", "the config's [faults] inject"). 0, or -1 with a sentence in
+ * err naming the entry and what was wrong; entries before it stay added.
  */
-int faults_parse_json(struct fault_table *t, const char *json, unsigned n_ipus, char *err,
-                      size_t errlen);
+int faults_parse_json(struct fault_table *t, const char *json, const char *what,
+                      unsigned n_ipus, char *err, size_t errlen);
 
 /* "recoverable:IPU_RESET", "unrecoverable", ... of a fault; static. */
 const char *faults_kind_name(const struct fault *f, char *buf, size_t len);

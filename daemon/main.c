@@ -161,7 +161,8 @@ main(int argc, char **argv)
     }
     faults_init(&s.faults);             /* IPUOF_FAULTS (daemon/faults.h): --check too */
     if (getenv("IPUOF_FAULTS") != NULL && getenv("IPUOF_FAULTS")[0] != '\0' &&
-        faults_parse_json(&s.faults, getenv("IPUOF_FAULTS"), s.cfg.ipus, err, sizeof err) < 0) {
+        faults_parse_json(&s.faults, getenv("IPUOF_FAULTS"), "IPUOF_FAULTS", s.cfg.ipus, err,
+                          sizeof err) < 0) {
         fprintf(stderr, "ipuofd: %s\n", err);
         return EX_CONFIG;
     }

@@ -141,12 +141,12 @@ test_json(void **state)
 
     (void)state;
     faults_init(&t);
-    assert_int_equal(faults_parse_json(&t, " [ ] ", 4, err, sizeof err), 0);
+    assert_int_equal(faults_parse_json(&t, " [ ] ", "IPUOF_FAULTS", 4, err, sizeof err), 0);
     assert_int_equal(t.n, 0);
     assert_int_equal(faults_parse_json(&t, "[{\"ipu\": 1, \"kind\": \"recoverable:FULL_RESET\","
                                        " \"at\": \"weights\", \"after_runs\": 3, \"count\": 2},"
                                        " {\"partition\": \"p\\\"q\", \"kind\": \"unrecoverable\","
-                                       " \"probability\": 0.5, \"seed\": 99}]", 4, err,
+                                       " \"probability\": 0.5, \"seed\": 99}]", "IPUOF_FAULTS", 4, err,
                                        sizeof err), 0);
     assert_int_equal(t.n, 2);
     assert_int_equal(t.f[0].ipu, 1);
@@ -156,31 +156,42 @@ test_json(void **state)
     assert_string_equal(t.f[1].partition, "p\"q");
     assert_true(t.f[1].probability == 0.5);
     assert_int_equal(t.f[1].seed, 99);
-    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"fabric-disconnect\"}", 4, err,
+    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"fabric-disconnect\"}", "IPUOF_FAULTS", 4, err,
                                        sizeof err), 0);
     assert_int_equal(t.n, 3);
     /* refused with a sentence */
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"x\"}]", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"x\"}]", "IPUOF_FAULTS", 4, err, sizeof err), -1);
     assert_non_null(strstr(err, "entry 0"));
-    assert_int_equal(faults_parse_json(&t, "[{\"ipu\":-1,\"kind\":\"unrecoverable\"}]", 4, err,
+    assert_int_equal(faults_parse_json(&t, "[{\"ipu\":-1,\"kind\":\"unrecoverable\"}]", "IPUOF_FAULTS", 4, err,
                                        sizeof err), -1);
-    assert_non_null(strstr(err, "non-negative"));
-    assert_int_equal(faults_parse_json(&t, "[{\"count\":1.5}]", 4, err, sizeof err), -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"} x", 4, err,
+    assert_non_null(strstr(err, "\"ipu\" wants a whole number from 0"));
+    assert_int_equal(faults_parse_json(&t, "[{\"count\":1.5}]", "IPUOF_FAULTS", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"} x", "IPUOF_FAULTS", 4, err,
                                        sizeof err), -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"}] x", 4, err,
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"}] x", "IPUOF_FAULTS", 4, err,
                                        sizeof err), -1);
-    assert_non_null(strstr(err, "text after"));
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"", 4, err, sizeof err),
+    assert_non_null(strstr(err, "IPUOF_FAULTS is not JSON: line 1, column"));
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"", "IPUOF_FAULTS", 4, err, sizeof err),
                      -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable", 4, err, sizeof err),
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable", "IPUOF_FAULTS", 4, err, sizeof err),
                      -1);
-    assert_int_equal(faults_parse_json(&t, "", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "", "IPUOF_FAULTS", 4, err, sizeof err), -1);
     assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]", 4,
+                                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]", "IPUOF_FAULTS", 4,
                                        err, sizeof err), -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"colour\":1}]", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"colour\":1}]", "IPUOF_FAULTS", 4, err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown key"));
+    /* the bounded reader's rules: a key given twice, a kind that is not a string, nesting */
+    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"unrecoverable\",\"kind\":\"hang\"}",
+                                       "IPUOF_FAULTS", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":7}]", "IPUOF_FAULTS", 4, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "\"kind\" is a number; give a string"));
+    assert_int_equal(faults_parse_json(&t, "[[{\"kind\":\"unrecoverable\"}]]", "cfg", 4, err,
+                                       sizeof err), -1);
+    assert_non_null(strstr(err, "cfg entry 0 is an array"));
+    assert_int_equal(faults_parse_json(&t, "7", "IPUOF_FAULTS", 4, err, sizeof err), -1);
+    assert_int_equal(t.n, 3);
 }
 
 static void
