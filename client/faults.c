@@ -23,6 +23,11 @@ from_wire(struct ipuof_fault *out, const Ipuof__FaultSpec *w)
     out->seed = w->seed;
     out->fired = w->fired;
     out->seen = w->seen;
+    out->duration_ms = w->duration_ms;
+    out->wait_ms = w->wait_ms;
+    out->rearm_on_reset = w->rearm_on_reset != 0;
+    out->rearmed = w->rearmed;
+    out->expired = w->expired != 0;
 }
 
 /* Sends a FaultRequest and returns the reply (caller frees) in *reply. */
@@ -50,6 +55,9 @@ fault_call(ipuof_client *c, Ipuof__FaultVerb verb, const struct ipuof_fault *f, 
         w.count = f->count;
         w.probability = f->probability;
         w.seed = f->seed;
+        w.duration_ms = f->duration_ms;
+        w.wait_ms = f->wait_ms;
+        w.rearm_on_reset = f->rearm_on_reset != 0;
         fr.spec = &w;
     }
     req.body_case = IPUOF__HEADER__BODY_FAULT;

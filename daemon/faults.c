@@ -11,7 +11,25 @@
 #include "ipuof/status.h"
 #include "jsonparse.h"
 
-static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run"};
+static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run",
+                                                      "load"};
+
+/* The simple kinds: name, kind, recovery (for the recoverable:ACTION family see actions). */
+static const struct {
+    const char *name;
+    enum fault_kind kind;
+    int recovery;
+} simple_kinds[] = {
+    {"unrecoverable", FAULT_UNRECOVERABLE, IPUOF_RECOVERY_FULL_RESET}, /* power cycle: --all */
+    {"host-sync-timeout", FAULT_HOST_SYNC_TIMEOUT, IPUOF_RECOVERY_IPU_RESET},
+    {"fabric-disconnect", FAULT_FABRIC_DISCONNECT, IPUOF_RECOVERY_NONE}, /* IPUs are fine */
+    {"soc-error", FAULT_SOC_ERROR, IPUOF_RECOVERY_IPU_RESET},
+    {"soc-error:IPUSOFTERR", FAULT_SOC_ERROR, IPUOF_RECOVERY_IPU_RESET},
+    {"hang", FAULT_HANG, IPUOF_RECOVERY_IPU_RESET},
+    {"tile-oom", FAULT_TILE_OOM, IPUOF_RECOVERY_NONE},
+    {"stream-oom", FAULT_STREAM_OOM, IPUOF_RECOVERY_NONE},
+    {"daemon-kill", FAULT_DAEMON_KILL, IPUOF_RECOVERY_NONE},
+};
 
 static const struct {
     const char *name;
@@ -24,8 +42,8 @@ static const struct {
 };
 
 #define KINDS_HELP "recoverable:IPU_RESET, recoverable:LINK_RESET, " \
-    "recoverable:PARTITION_RESET, recoverable:FULL_RESET, unrecoverable, host-sync-timeout, " \
-    "fabric-disconnect"
+    "recoverable:PARTITION_RESET, recoverable:FULL_RESET, unrecoverable, soc-error, " \
+    "host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect, daemon-kill"
 
 void
 faults_init(struct fault_table *t)
@@ -66,12 +84,10 @@ faults_kind_name(const struct fault *f, char *buf, size_t len)
             if (actions[i].recovery == f->recovery)
                 snprintf(buf, len, "recoverable:%s", actions[i].name);
         return buf;
-    case FAULT_UNRECOVERABLE:
-        return "unrecoverable";
-    case FAULT_HOST_SYNC_TIMEOUT:
-        return "host-sync-timeout";
-    case FAULT_FABRIC_DISCONNECT:
-        return "fabric-disconnect";
+    default:
+        for (size_t i = 0; i < sizeof simple_kinds / sizeof simple_kinds[0]; i++)
+            if (simple_kinds[i].kind == f->kind)
+                return simple_kinds[i].name;
     }
     return "?";
 }
@@ -96,28 +112,20 @@ parse_kind(struct fault *f, const char *kind, char *err, size_t errlen)
                    "LINK_RESET, PARTITION_RESET, FULL_RESET", kind);
         return -1;
     }
-    if (strcmp(kind, "unrecoverable") == 0) {
-        f->kind = FAULT_UNRECOVERABLE;
-        f->recovery = IPUOF_RECOVERY_FULL_RESET; /* the emulator's power cycle: reset --all */
-        return 0;
-    }
-    if (strcmp(kind, "host-sync-timeout") == 0) {
-        f->kind = FAULT_HOST_SYNC_TIMEOUT;
-        f->recovery = IPUOF_RECOVERY_IPU_RESET;
-        return 0;
-    }
-    if (strcmp(kind, "fabric-disconnect") == 0) {
-        f->kind = FAULT_FABRIC_DISCONNECT;
-        f->recovery = IPUOF_RECOVERY_NONE; /* the IPUs are fine; the connection is gone */
-        return 0;
+    for (size_t i = 0; i < sizeof simple_kinds / sizeof simple_kinds[0]; i++) {
+        if (strcmp(kind, simple_kinds[i].name) == 0) {
+            f->kind = simple_kinds[i].kind;
+            f->recovery = simple_kinds[i].recovery;
+            return 0;
+        }
     }
     errbuf_set(err, errlen, "fault kind '%.80s' is not known; give one of " KINDS_HELP, kind);
     return -1;
 }
 
 int
-faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus, unsigned *id,
-           char *err, size_t errlen)
+faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus,
+           uint64_t now_ms, unsigned *id, char *err, size_t errlen)
 {
     struct fault f;
     const char *part = spec->partition != NULL ? spec->partition : "";
@@ -132,7 +140,18 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
             f.at = (enum fault_at)i;
     if (f.at == FAULT_AT_COUNT) {
         errbuf_set(err, errlen, "fault trigger '%.80s' is not known; give --at attach, "
-                   "compile, weights or run", at);
+                   "compile, load, weights or run", at);
+        return -1;
+    }
+    if (f.at == FAULT_AT_ATTACH && (f.kind == FAULT_HANG || f.kind == FAULT_TILE_OOM ||
+                                    f.kind == FAULT_STREAM_OOM)) {
+        errbuf_set(err, errlen, "fault kind '%.80s' cannot happen at attach (nothing runs on "
+                   "the IPU yet); give --at compile, load, weights or run", spec->kind);
+        return -1;
+    }
+    if (spec->wait_ms != 0 && f.kind != FAULT_HOST_SYNC_TIMEOUT) {
+        errbuf_set(err, errlen, "--wait is how long a host-sync-timeout waits; fault kind "
+                   "'%.80s' does not wait (a hang waits for a reset)", spec->kind);
         return -1;
     }
     if (spec->has_ipu && part[0] != '\0') {
@@ -171,6 +190,10 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
     f.rng = spec->seed ^ 0x9e3779b97f4a7c15ull; /* xorshift's state must not be 0 */
     if (f.rng == 0)
         f.rng = 1;
+    f.armed_ms = now_ms;
+    f.duration_ms = spec->duration_ms;
+    f.wait_ms = spec->wait_ms;
+    f.rearm = spec->rearm != 0;
     t->f[t->n++] = f;
     if (id != NULL)
         *id = f.id;
@@ -211,13 +234,41 @@ draw(struct fault *f)
     return (double)((x * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
 }
 
+int
+faults_expired(const struct fault *f, uint64_t now_ms)
+{
+    return f->duration_ms != 0 && now_ms - f->armed_ms >= f->duration_ms;
+}
+
+unsigned
+faults_rearm(struct fault_table *t, unsigned ipu)
+{
+    unsigned n = 0;
+
+    if (ipu >= 64)
+        return 0;
+    for (unsigned i = 0; i < t->n; i++) {
+        struct fault *f = &t->f[i];
+        if (!(f->hit & (1ull << ipu)))
+            continue;
+        f->hit &= ~(1ull << ipu);
+        if (f->rearm && f->hit == 0) {
+            f->fired = 0;
+            f->seen = 0;
+            f->rearmed++;
+            n++;
+        }
+    }
+    return n;
+}
+
 struct fault *
 faults_match(struct fault_table *t, enum fault_at at, unsigned first, unsigned count,
-             const char *part)
+             const char *part, uint64_t now_ms)
 {
     for (unsigned i = 0; i < t->n; i++) {
         struct fault *f = &t->f[i];
-        if (f->at != at || faults_spent(f))
+        if (f->at != at || faults_spent(f) || faults_expired(f, now_ms))
             continue;
         if (f->has_ipu && (f->ipu < first || f->ipu - first >= count))
             continue;
@@ -244,6 +295,7 @@ static const struct {
     {"ipu", 0, 4294967295.0},        {"after_runs", 0, 4294967295.0},
     {"count", 0, 4294967295.0},      {"probability", 1, 1.0},
     {"seed", 0, 9007199254740992.0}, /* 2^53: a JSON number is a double */
+    {"duration_ms", 0, 9007199254740992.0}, {"wait_ms", 0, 4294967295.0},
 };
 
 /* Reads one entry (an object) into spec; its strings stay borrowed from o. 0, or -1 with
@@ -278,13 +330,22 @@ read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what
                 spec->partition = v->string;
             continue;
         }
+        if (strcmp(key, "rearm_on_reset") == 0) {
+            if (v->type != IPUOF_JSON_BOOL) {
+                errbuf_set(err, errlen, "%s entry %u: \"rearm_on_reset\" is %s; give true or "
+                           "false", what, idx, ipuof_json_type_name(v->type));
+                return -1;
+            }
+            spec->rearm = v->boolean;
+            continue;
+        }
         for (k = 0; k < sizeof num_keys / sizeof num_keys[0]; k++)
             if (strcmp(key, num_keys[k].key) == 0)
                 break;
         if (k == sizeof num_keys / sizeof num_keys[0]) {
             errbuf_set(err, errlen, "%s entry %u: unknown key \"%.40s\"; the keys are ipu, "
-                       "partition, kind, at, after_runs, count, probability, seed", what, idx,
-                       key);
+                       "partition, kind, at, after_runs, count, probability, seed, "
+                       "duration_ms, wait_ms, rearm_on_reset", what, idx, key);
             return -1;
         }
         if (v->type != IPUOF_JSON_NUMBER || v->number < 0 || v->number > num_keys[k].max ||
@@ -293,6 +354,14 @@ read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what
                        idx, key, num_keys[k].fraction ? "number" : "whole number",
                        num_keys[k].max);
             return -1;
+        }
+        if (strcmp(key, "duration_ms") == 0) {
+            spec->duration_ms = (uint64_t)v->number;
+            continue;
+        }
+        if (strcmp(key, "wait_ms") == 0) {
+            spec->wait_ms = (unsigned)v->number;
+            continue;
         }
         switch (key[0] == 'a' ? 'A' : key[0]) {
         case 'i':
@@ -318,7 +387,7 @@ read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what
 
 int
 faults_parse_json(struct fault_table *t, const char *json, const char *what, unsigned n_ipus,
-                  char *err, size_t errlen)
+                  uint64_t now_ms, char *err, size_t errlen)
 {
     struct ipuof_json *root = NULL;
     char why[512];
@@ -338,7 +407,7 @@ faults_parse_json(struct fault_table *t, const char *json, const char *what, uns
         struct fault_spec spec = {0};
         if (read_entry(o, &spec, what, (unsigned)i, err, errlen) < 0)
             goto end;
-        if (faults_add(t, &spec, n_ipus, NULL, why, sizeof why) < 0) {
+        if (faults_add(t, &spec, n_ipus, now_ms, NULL, why, sizeof why) < 0) {
             errbuf_set(err, errlen, "%s entry %zu: %s", what, i, why);
             goto end;
         }
@@ -347,4 +416,33 @@ faults_parse_json(struct fault_table *t, const char *json, const char *what, uns
 end:
     ipuof_json_free(root);
     return rc;
+}
+
+int
+faults_load(struct fault_table *t, const char *cfg_lines, const char *env, unsigned n_ipus,
+            uint64_t now_ms, char *err, size_t errlen)
+{
+    const char *p = cfg_lines != NULL ? cfg_lines : "";
+    unsigned line = 0;
+
+    while (*p != '\0') {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
+        char what[64], text[FAULTS_LINE_MAX];
+        line++;
+        if (n >= sizeof text) {
+            errbuf_set(err, errlen, "the config's [faults] inject number %u is %zu bytes; at "
+                       "most %d are read", line, n, FAULTS_LINE_MAX - 1);
+            return -1;
+        }
+        memcpy(text, p, n);
+        text[n] = '\0';
+        snprintf(what, sizeof what, "the config's [faults] inject number %u", line);
+        if (faults_parse_json(t, text, what, n_ipus, now_ms, err, errlen) < 0)
+            return -1;
+        p += n + (nl != NULL);
+    }
+    if (env != NULL && env[0] != '\0')
+        return faults_parse_json(t, env, "IPUOF_FAULTS", n_ipus, now_ms, err, errlen);
+    return 0;
 }
