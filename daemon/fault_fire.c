@@ -222,9 +222,8 @@ fault_fire(struct srv *s, struct fault *f, unsigned first, unsigned count,
         return;
     case FAULT_HOST_SYNC_TIMEOUT:
         snprintf(msg, len, "recoverable_runtime_error: [Recovery action: IPU_RESET] IPUDevice: "
-                 "still waiting for host sync after: %u seconds on IPU %u (timed out waiting "
-                 "for host sync; use the engine option target.hostSyncTimeout to increase the "
-                 "timeout) %s", (f->wait_ms + 999) / 1000, lo, tail);
+                 "still waiting for host sync after: %u seconds on IPU %u %s",
+                 (f->wait_ms + 999) / 1000, lo, tail); /* short: an IPU keeps 255 bytes */
         break;
     case FAULT_SOC_ERROR:
         snprintf(msg, len, "recoverable_runtime_error: [Recovery action: IPU_RESET] "

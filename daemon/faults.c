@@ -85,11 +85,15 @@ faults_kind_name(const struct fault *f, char *buf, size_t len)
                 snprintf(buf, len, "recoverable:%s", actions[i].name);
         return buf;
     default:
-        for (size_t i = 0; i < sizeof simple_kinds / sizeof simple_kinds[0]; i++)
-            if (simple_kinds[i].kind == f->kind)
-                return simple_kinds[i].name;
+        for (size_t i = 0; i < sizeof simple_kinds / sizeof simple_kinds[0]; i++) {
+            if (simple_kinds[i].kind == f->kind) {
+                snprintf(buf, len, "%s", simple_kinds[i].name);
+                return buf;
+            }
+        }
     }
-    return "?";
+    snprintf(buf, len, "?");
+    return buf;
 }
 
 /* Parses kind into f's kind and recovery. 0 or -1 with err set. */

@@ -139,7 +139,8 @@ int faults_parse_json(struct fault_table *t, const char *json, const char *what,
 int faults_load(struct fault_table *t, const char *cfg_lines, const char *env, unsigned n_ipus,
                 uint64_t now_ms, char *err, size_t errlen);
 
-/* "recoverable:IPU_RESET", "unrecoverable", ... of a fault; static. */
+/* "recoverable:IPU_RESET", "unrecoverable", ... of a fault, written to buf[0..len) (which
+ * is returned). */
 const char *faults_kind_name(const struct fault *f, char *buf, size_t len);
 /* "attach", "compile", "load", "weights", "run". */
 const char *faults_at_name(enum fault_at at);

@@ -113,7 +113,9 @@ test_kinds(void **state)
             }
             assert_int_equal(t.f[0].kind, rows[i].k);
             assert_int_equal(t.f[0].recovery, rows[i].recovery);
+            memset(buf, 0, sizeof buf);
             assert_string_equal(faults_kind_name(&t.f[0], buf, sizeof buf), rows[i].name);
+            assert_string_equal(buf, rows[i].name); /* the sentences print buf */
             assert_string_equal(faults_at_name(t.f[0].at), ats[a]);
         }
     }

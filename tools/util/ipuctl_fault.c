@@ -17,10 +17,39 @@
 #define FAULT_USAGE \
     "usage: ipuctl fault inject (--ipu N | --partition NAME) --kind KIND [--at POINT]\n" \
     "                           [--after-runs K] [--count N] [--probability P --seed S]\n" \
+    "                           [--duration TIME] [--rearm-on-reset] [--wait TIME]\n" \
     "       ipuctl fault list [--json]\n" \
     "       ipuctl fault clear [--id ID]\n" \
     "KIND: recoverable:IPU_RESET|LINK_RESET|PARTITION_RESET|FULL_RESET, unrecoverable,\n" \
-    "      host-sync-timeout, fabric-disconnect; POINT: attach, compile, weights, run\n"
+    "      soc-error, host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect,\n" \
+    "      daemon-kill; POINT: attach, compile, load, weights, run; TIME: N[ms|s|m]\n"
+
+/* Parses a time "N", "Nms", "Ns" or "Nm" (N a non-negative integer; bare N: milliseconds)
+ * into *ms; 0 or -1. */
+static int
+parse_time_ms(const char *s, uint64_t *ms)
+{
+    static const struct {
+        const char *unit;
+        uint64_t mult;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}};
+    char *end;
+    unsigned long long v;
+
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) == 0 && v <= (1ull << 53) / units[i].mult) {
+            *ms = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
 
 /* Parses a non-negative decimal below 2^32 (or 2^64 when wide) into *out; 0 or -1. */
 static int
@@ -52,6 +81,9 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
         {"count", required_argument, NULL, 'c'},
         {"probability", required_argument, NULL, 'P'},
         {"seed", required_argument, NULL, 's'},
+        {"duration", required_argument, NULL, 'd'},
+        {"wait", required_argument, NULL, 'w'},
+        {"rearm-on-reset", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -61,7 +93,7 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
 
     memset(f, 0, sizeof *f);
     optind = 0;
-    while ((ch = getopt_long(argc, argv, "+i:p:k:a:A:c:P:s:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+i:p:k:a:A:c:P:s:d:w:rh", longopts, NULL)) != -1) {
         switch (ch) {
         case 'i':
             if (parse_num(optarg, &v, 0) != 0) {
@@ -114,6 +146,21 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
             f->seed = v;
             has_seed = 1;
             break;
+        case 'd':
+        case 'w':
+            if (parse_time_ms(optarg, &v) != 0 || (ch == 'w' && v > 0xffffffffULL)) {
+                fprintf(stderr, "ipuctl: fault: --%s wants a time such as 500ms, 30s or 2m, "
+                        "not '%s'\n", ch == 'd' ? "duration" : "wait", optarg);
+                return EX_USAGE;
+            }
+            if (ch == 'd')
+                f->duration_ms = v;
+            else
+                f->wait_ms = (unsigned)v;
+            break;
+        case 'r':
+            f->rearm_on_reset = 1;
+            break;
         case 'h':
             fputs(FAULT_USAGE, stdout);
             return -1;
@@ -135,6 +182,13 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
         return EX_USAGE;
     }
     return EX_OK;
+}
+
+/* "armed", "fired" (spent), or "expired" (its duration passed). */
+static const char *
+fault_state(const struct ipuof_fault *f)
+{
+    return f->fired >= f->count ? "fired" : f->expired ? "expired" : "armed";
 }
 
 /* Prints the faults as a table, or as one JSON array. */
@@ -168,13 +222,15 @@ print_faults(const struct ipuof_fault *fs, size_t n, int json)
             fputs(",\"at\":", stdout);
             json_string(stdout, f->at);
             printf(",\"after_runs\":%u,\"count\":%u,\"probability\":%g,\"seed\":%" PRIu64
-                   ",\"fired\":%u,\"seen\":%u,\"state\":\"%s\"}", f->after_runs, f->count,
-                   f->probability, f->seed, f->fired, f->seen,
-                   f->fired >= f->count ? "fired" : "armed");
+                   ",\"duration_ms\":%" PRIu64 ",\"wait_ms\":%u,\"rearm_on_reset\":%s,"
+                   "\"rearmed\":%u,\"fired\":%u,\"seen\":%u,\"state\":\"%s\"}", f->after_runs,
+                   f->count, f->probability, f->seed, f->duration_ms, f->wait_ms,
+                   f->rearm_on_reset ? "true" : "false", f->rearmed, f->fired, f->seen,
+                   fault_state(f));
         } else {
-            printf("%4u  %-12s %-28s %-8s %6u %6u %7g %6u %5u  %s\n", f->id, target, f->kind,
+            printf("%4u  %-12s %-28s %-8s %6u %6u %7g %6u %5u  %s%s\n", f->id, target, f->kind,
                    f->at, f->after_runs, f->count, f->probability, f->fired, f->seen,
-                   f->fired >= f->count ? "fired" : "armed");
+                   fault_state(f), f->rearm_on_reset ? " (rearms on reset)" : "");
         }
     }
     if (json)
