@@ -153,6 +153,11 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
                    "the IPU yet); give --at compile, load, weights or run", spec->kind);
         return -1;
     }
+    if (spec->rearm && f.recovery == IPUOF_RECOVERY_NONE) {
+        errbuf_set(err, errlen, "--rearm-on-reset re-arms a fault when the IPUs it put in "
+                   "error are reset; '%.80s' puts none in error", spec->kind);
+        return -1;
+    }
     if (spec->wait_ms != 0 && f.kind != FAULT_HOST_SYNC_TIMEOUT) {
         errbuf_set(err, errlen, "--wait is how long a host-sync-timeout waits; fault kind "
                    "'%.80s' does not wait (a hang waits for a reset)", spec->kind);

@@ -128,6 +128,11 @@ test_kinds(void **state)
         s.kind = "host-sync-timeout";
         assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
         assert_int_equal(t.f[0].wait_ms, 100);
+        s.wait_ms = 0;
+        s.rearm = 1;
+        s.kind = "tile-oom";       /* rearm needs IPUs in error to be reset */
+        assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+        assert_non_null(strstr(err, "puts none in error"));
     }
 }
 
