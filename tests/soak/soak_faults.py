@@ -106,7 +106,14 @@ def client(idx, build, admin, addr, stop, out):
     x, t = torch.rand(4, 6), torch.randint(0, 2, (4,))
     saved = copy.deepcopy(model.state_dict())
     pm, steps, errors, recover_ms, failed_since = None, 0, {}, [], None
-    while not stop.is_set():
+    deadline = None
+    while True:
+        if stop.is_set():   # a client in the middle of a recovery finishes it first
+            if failed_since is None:
+                break
+            deadline = deadline or time.monotonic() + 30
+            if time.monotonic() > deadline:
+                break
         try:
             if pm is None:
                 model.load_state_dict(saved)
@@ -206,6 +213,7 @@ def main():
                 by_kind[kind] = by_kind.get(kind, 0) + 1
             time.sleep(0.02)
         stop.set()
+        ipuctl(build, admin, "fault", "clear")   # what is still armed would stop a recovery
         results = [out.get(timeout=120) for _ in procs]
         for p in procs:
             p.join(60)
