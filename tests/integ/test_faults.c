@@ -1,11 +1,14 @@
 /*
  * test_faults.c — injected faults (ipuctl fault, issue 22) on a real ipuofd with 2 IPUs,
- * table-driven over kind x trigger: the faulted client gets the error class and recovery
- * action of the kind (or its connection is cut), another client attached meanwhile keeps
+ * table-driven over kind x trigger (11 kinds x attach, compile, load, weights, run; a kind
+ * that cannot happen at attach is refused there): the faulted client gets the error class,
+ * recovery action and Poplar's text of the kind (or its connection is cut, or, for a
+ * hang, no answer until its own timeout), another client attached meanwhile keeps
  * being served (compiles and runs), the IPU shows the error and the reset it needs in the
  * status, an attach that only the faulted IPU blocks is refused with that recovery, a
  * reset below the fault's level is refused and leaves the error, the right one clears it,
- * and IPU 0 can be attached and run on again. The daemon is stopped at the end and must
+ * and IPU 0 can be attached and run on again (kinds that leave the IPU fine: the victim
+ * goes on at once). The daemon is stopped at the end and must
  * exit 0 (under SAN=1 LeakSanitizer makes a leak an exit status). Also IPUOF_FAULTS.
  */
 #include <pthread.h>
