@@ -58,7 +58,7 @@ inject(ipuof_client *admin, const char *kind, const char *at, int ipu, const cha
 /* A victim in a thread: attaches IPU 0's partition "victim", compiles and runs once. */
 struct victim {
     const char *addr;
-    int rc;
+    _Atomic int rc;              /* -1 until done; read by the main thread meanwhile */
     uint64_t ms;                 /* how long the run took */
     char msg[600];
 };
@@ -74,16 +74,17 @@ victim_run(void *arg)
     const float x[4] = {1, 1, 1, 1};
     struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {1, 4}, x, sizeof x};
     uint64_t t0;
+    int rc = fc_attach1(c, "victim", NULL);
 
-    v->rc = fc_attach1(c, "victim", NULL);
-    if (v->rc == IPUOF_OK)
-        v->rc = ipuof_model_compile(c, bytes, len, NULL, &m);
-    if (v->rc == IPUOF_OK) {
+    if (rc == IPUOF_OK)
+        rc = ipuof_model_compile(c, bytes, len, NULL, &m);
+    if (rc == IPUOF_OK) {
         t0 = now_ms();
-        v->rc = ipuof_model_run(m, &in, 1);
+        rc = ipuof_model_run(m, &in, 1);
         v->ms = now_ms() - t0;
     }
     snprintf(v->msg, sizeof v->msg, "%s", ipuof_client_errmsg(c));
+    v->rc = rc;                  /* last: -1 until the run has its answer */
     ipuof_model_free(m);
     free(bytes);
     ipuof_client_free(c);
@@ -121,6 +122,7 @@ test_hang_until_reset(void **state)
     assert_int_equal(testd_start(&d, two_ipus, NULL), 0);
     testd_live = &d;
     v.addr = d.addr;
+    v.rc = -1;
     admin = fc_connect(d.admin_addr);
     inject(admin, "hang", "run", 0, NULL, 0, 0, 0);
     assert_int_equal(pthread_create(&th, NULL, victim_run, &v), 0);
@@ -133,7 +135,7 @@ test_hang_until_reset(void **state)
     assert_int_equal(ipu, 1);
     assert_int_equal(fc_compile_run(other, NULL), IPUOF_OK);
     ipuof_client_free(other);
-    assert_int_equal(v.rc, 0);                       /* still waiting */
+    assert_int_equal(v.rc, -1);                      /* still waiting */
     assert_int_equal(ipuof_reset(admin, IPUOF_RESET_IPU, 0, NULL, 1, NULL), IPUOF_OK);
     pthread_join(th, NULL);
     assert_int_equal(v.rc, IPUOF_E_DEVICE_RESET);
