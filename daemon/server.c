@@ -541,8 +541,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     signal(SIGPIPE, SIG_IGN);
     if (s->faults.n > 0)    /* [faults] inject and IPUOF_FAULTS, read by main() */
         log_warn("[faults] and IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)",
-                 s->faults.n,
-                 s->faults.n == 1 ? "" : "s");
+                 s->faults.n, s->faults.n == 1 ? "" : "s");
     if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0)
         return -1;
     return 0;
