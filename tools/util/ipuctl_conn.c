@@ -99,4 +99,3 @@ ipuctl_open_client(const struct ipuctl_opts *o, ipuof_client **out)
 {
     return ipuctl_open_client_as(o, out, 0);
 }
-
