@@ -463,7 +463,8 @@ test_refusals(void **state)
         sim_ob_attr_graph(b, "body", g);
         sim_ob_output(b, "y_final", F32);
         free(longname);
-        expect_load_refused(b, IPUOF_E_TOO_LARGE, "unrolling node 'loop' (Loop) makes more than 128 MiB of tensor and node names");
+        expect_load_refused(b, IPUOF_E_TOO_LARGE, "unrolling node 'loop' (Loop) makes more "
+                            "than 128 MiB of tensor and node names");
     }
     /* If inside If, 17 deep */
     b = sim_ob_new(13);
