@@ -33,12 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnx_ctrl_int.h"
 #include "pb_int.h"
-#include "sim_int.h"
-#include "onnx_ctrl.h"
 
 #define MAX_DEPTH 16            /* Loop/If nested inside Loop/If bodies */
-#define MAX_NAME_BYTES ((size_t)128 << 20)  /* names made while unrolling, in all */
 #define MAX_PREFIX_NAME 64      /* a longer Loop/If name is replaced by its index */
 
 /* One scope of names: a subgraph being copied maps its own names to new ones; names it
@@ -54,92 +52,10 @@ struct scope {
     size_t n, cap;
 };
 
-struct flat {
-    struct sim_onnx_flat *out;
-    struct sim_err *err;
-    int64_t opset;
-    size_t cap_nodes, cap_inits;
-    unsigned serial;
-    size_t name_bytes;          /* bytes of the names made so far (MAX_NAME_BYTES) */
-    bool names_full;            /* the cap was hit: the error is set once */
-    const char *label;          /* the Loop/If being expanded, innermost ("" at the top) */
-};
-
-static int
-nomem(struct flat *F)
-{
-    if (F->names_full)  /* own_cat refused a name past MAX_NAME_BYTES and said so */
-        return IPUOF_E_TOO_LARGE;
-    return sim_err_set(F->err, IPUOF_E_NOMEM, "out of memory unrolling control flow");
-}
-
-/* Remembers p (malloc'd) for sim_onnx_flat_fini; returns p, or NULL (p freed) when out of
- * memory. */
-static void *
-own(struct flat *F, void *p)
-{
-    struct sim_onnx_flat *o = F->out;
-
-    if (p == NULL)
-        return NULL;
-    if (o->n_owned == o->cap_owned) {
-        size_t cap = o->cap_owned ? o->cap_owned * 2 : 64;
-        void **n = realloc(o->owned, cap * sizeof(*n));
-        if (n == NULL) {
-            free(p);
-            return NULL;
-        }
-        o->owned = n;
-        o->cap_owned = cap;
-    }
-    o->owned[o->n_owned++] = p;
-    return p;
-}
-
-static void *
-own_calloc(struct flat *F, size_t n, size_t sz)
-{
-    return own(F, calloc(n + 1, sz));
-}
-
-/* An owned string "a" "b" "c" joined; NULL when out of memory or past MAX_NAME_BYTES in
- * all (each body copy repeats its names, so a long name times many iterations is refused
- * before it is made; the error is then set here). */
-static char *
-own_cat(struct flat *F, const char *a, const char *b, const char *c)
-{
-    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
-    char *s;
-
-    F->name_bytes += la + lb + lc + 1;
-    if (F->name_bytes > MAX_NAME_BYTES) {
-        if (!F->names_full)
-            sim_err_set(F->err, IPUOF_E_TOO_LARGE, "unrolling %s makes more than %zu MiB of "
-                        "tensor and node names; use fewer iterations or shorter names",
-                        F->label, MAX_NAME_BYTES >> 20);
-        F->names_full = true;
-        return NULL;
-    }
-    s = own(F, malloc(la + lb + lc + 1));
-
-    if (s != NULL) {
-        memcpy(s, a, la);
-        memcpy(s + la, b, lb);
-        memcpy(s + la + lb, c, lc + 1);
-    }
-    return s;
-}
-
-static const char *
-nz(const char *s)
-{
-    return s != NULL ? s : "";
-}
-
 static bool
 is_onnx(const Onnx__NodeProto *np)
 {
-    const char *d = nz(np->domain);
+    const char *d = ctrl_nz(np->domain);
 
     return d[0] == '\0' || strcmp(d, "ai.onnx") == 0;
 }
@@ -148,13 +64,13 @@ static bool
 is_ctrl(const Onnx__NodeProto *np)
 {
     return np != NULL && is_onnx(np) &&
-           (strcmp(nz(np->op_type), "Loop") == 0 || strcmp(nz(np->op_type), "If") == 0);
+           (strcmp(ctrl_nz(np->op_type), "Loop") == 0 || strcmp(ctrl_nz(np->op_type), "If") == 0);
 }
 
 static void
 label_of(const Onnx__NodeProto *np, char *buf, size_t n)
 {
-    snprintf(buf, n, "node '%s' (%s)", nz(np->name), nz(np->op_type));
+    snprintf(buf, n, "node '%s' (%s)", ctrl_nz(np->name), ctrl_nz(np->op_type));
 }
 
 static int
@@ -170,7 +86,7 @@ scope_init(struct flat *F, struct scope *s, const struct scope *parent,
     s->is_known = calloc(expected + 1, sizeof(*s->is_known));
     if (s->to == NULL || s->known == NULL || s->is_known == NULL ||
         !sim_strmap_init(&s->map, expected))
-        return nomem(F);
+        return ctrl_nomem(F);
     return 0;
 }
 
@@ -261,20 +177,20 @@ known_scalar(const struct scope *s, const char *name, int64_t *v, int depth)
             return true;
         }
         for (size_t i = 0; g != NULL && i < g->n_initializer; i++)
-            if (g->initializer[i] != NULL && strcmp(nz(g->initializer[i]->name), name) == 0)
+            if (g->initializer[i] != NULL && strcmp(ctrl_nz(g->initializer[i]->name), name) == 0)
                 return tensor_scalar(g->initializer[i], v);
         for (size_t i = 0; g != NULL && i < g->n_node; i++) {
             const Onnx__NodeProto *np = g->node[i];
             const char *op;
-            if (np == NULL || np->n_output < 1 || strcmp(nz(np->output[0]), name) != 0)
+            if (np == NULL || np->n_output < 1 || strcmp(ctrl_nz(np->output[0]), name) != 0)
                 continue;
-            op = nz(np->op_type);
+            op = ctrl_nz(np->op_type);
             if (!is_onnx(np))
                 return false;
             if (strcmp(op, "Constant") == 0) {
                 for (size_t a = 0; a < np->n_attribute; a++)
                     if (np->attribute[a] != NULL &&
-                        strcmp(nz(np->attribute[a]->name), "value") == 0)
+                        strcmp(ctrl_nz(np->attribute[a]->name), "value") == 0)
                         return tensor_scalar(np->attribute[a]->t, v);
                 return false;
             }
@@ -286,7 +202,7 @@ known_scalar(const struct scope *s, const char *name, int64_t *v, int depth)
                 if (strcmp(op, "Cast") == 0)
                     for (size_t a = 0; a < np->n_attribute; a++)
                         if (np->attribute[a] != NULL &&
-                            strcmp(nz(np->attribute[a]->name), "to") == 0 &&
+                            strcmp(ctrl_nz(np->attribute[a]->name), "to") == 0 &&
                             np->attribute[a]->i == SIM_DTYPE_BOOL)
                             *v = *v != 0;
                 return true;
@@ -299,202 +215,6 @@ known_scalar(const struct scope *s, const char *name, int64_t *v, int depth)
     return false;
 }
 
-/* Appends a node to the flat graph. */
-static int
-push_node(struct flat *F, Onnx__NodeProto *np)
-{
-    struct sim_onnx_flat *o = F->out;
-
-    if (o->graph.n_node >= SIM_MAX_NODES)
-        return sim_err_set(F->err, IPUOF_E_TOO_LARGE, "unrolling control flow makes more "
-                           "than %d nodes (the graph limit); use a smaller trip count",
-                           SIM_MAX_NODES);
-    if (o->graph.n_node == F->cap_nodes) {
-        size_t cap = F->cap_nodes ? F->cap_nodes * 2 : 256;
-        Onnx__NodeProto **n = realloc(o->graph.node, (cap + 1) * sizeof(*n));
-        if (n == NULL)
-            return nomem(F);
-        o->graph.node = n;
-        F->cap_nodes = cap;
-    }
-    o->graph.node[o->graph.n_node++] = np;
-    return 0;
-}
-
-static int
-push_init(struct flat *F, Onnx__TensorProto *t)
-{
-    struct sim_onnx_flat *o = F->out;
-
-    if (o->graph.n_initializer == F->cap_inits) {
-        size_t cap = F->cap_inits ? F->cap_inits * 2 : 64;
-        Onnx__TensorProto **n = realloc(o->graph.initializer, (cap + 1) * sizeof(*n));
-        if (n == NULL)
-            return nomem(F);
-        o->graph.initializer = n;
-        F->cap_inits = cap;
-    }
-    o->graph.initializer[o->graph.n_initializer++] = t;
-    return 0;
-}
-
-/* A new node op_type named name with n_in / n_out operand slots (filled by the caller). */
-static Onnx__NodeProto *
-new_node(struct flat *F, const char *op, const char *name, size_t n_in, size_t n_out)
-{
-    Onnx__NodeProto *np = own_calloc(F, 1, sizeof(*np));
-
-    if (np == NULL)
-        return NULL;
-    onnx__node_proto__init(np);
-    np->op_type = (char *)op;
-    np->name = (char *)name;
-    np->domain = (char *)"";
-    np->input = own_calloc(F, n_in, sizeof(char *));
-    np->output = own_calloc(F, n_out, sizeof(char *));
-    if (np->input == NULL || np->output == NULL)
-        return NULL;
-    np->n_input = n_in;
-    np->n_output = n_out;
-    return np;
-}
-
-/* A fresh name "prefix#N" no graph name has (the loader refuses duplicates anyway). */
-static const char *
-fresh(struct flat *F, const char *prefix, const char *what)
-{
-    char num[48];
-
-    snprintf(num, sizeof(num), "#%u/", F->serial++);
-    return own_cat(F, prefix, num, what);
-}
-
-/* Emits a Constant node named out holding one int64 (dtype INT64, rank 0 or 1) or bool. */
-static int
-emit_const(struct flat *F, const char *out, int dtype, int rank, int64_t v)
-{
-    Onnx__NodeProto *np = new_node(F, "Constant", out, 0, 1);
-    Onnx__AttributeProto *ap = own_calloc(F, 1, sizeof(*ap));
-    Onnx__AttributeProto **aps = own_calloc(F, 1, sizeof(*aps));
-    Onnx__TensorProto *t = own_calloc(F, 1, sizeof(*t));
-    int64_t *dims = own_calloc(F, 1, sizeof(*dims));
-    uint8_t *raw = own_calloc(F, 1, sizeof(int64_t));
-
-    if (np == NULL || ap == NULL || aps == NULL || t == NULL || dims == NULL || raw == NULL)
-        return nomem(F);
-    np->output[0] = (char *)out;
-    onnx__attribute_proto__init(ap);
-    onnx__tensor_proto__init(t);
-    ap->name = (char *)"value";
-    ap->has_type = 1;
-    ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
-    ap->t = t;
-    aps[0] = ap;
-    np->attribute = aps;
-    np->n_attribute = 1;
-    t->has_data_type = 1;
-    t->data_type = dtype;
-    dims[0] = 1;
-    t->dims = dims;
-    t->n_dims = (size_t)rank;
-    t->has_raw_data = 1;
-    if (dtype == SIM_DTYPE_BOOL) {
-        raw[0] = v != 0;
-        t->raw_data.len = 1;
-    } else {
-        memcpy(raw, &v, sizeof(v));     /* little-endian hosts only, as tensor_pb.c */
-        t->raw_data.len = sizeof(v);
-    }
-    t->raw_data.data = raw;
-    return push_node(F, np);
-}
-
-/* Emits op(in...) -> out with the given inputs. */
-static int
-emit_simple(struct flat *F, const char *op, const char *name, const char *const *in,
-            size_t n_in, const char *out)
-{
-    Onnx__NodeProto *np = new_node(F, op, name, n_in, 1);
-
-    if (np == NULL)
-        return nomem(F);
-    for (size_t i = 0; i < n_in; i++)
-        np->input[i] = (char *)in[i];
-    np->output[0] = (char *)out;
-    return push_node(F, np);
-}
-
-/* Sets np's only attribute: an INT (ints NULL) or an INTS of one value. */
-static int
-set_int_attr(struct flat *F, Onnx__NodeProto *np, const char *name, bool ints, int64_t v)
-{
-    Onnx__AttributeProto *ap = own_calloc(F, 1, sizeof(*ap));
-    Onnx__AttributeProto **aps = own_calloc(F, 1, sizeof(*aps));
-    int64_t *vals = own_calloc(F, 1, sizeof(*vals));
-
-    if (ap == NULL || aps == NULL || vals == NULL)
-        return nomem(F);
-    onnx__attribute_proto__init(ap);
-    ap->name = (char *)name;
-    ap->has_type = 1;
-    if (ints) {
-        ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
-        vals[0] = v;
-        ap->n_ints = 1;
-        ap->ints = vals;
-    } else {
-        ap->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-        ap->has_i = 1;
-        ap->i = v;
-    }
-    aps[0] = ap;
-    np->attribute = aps;
-    np->n_attribute = 1;
-    return 0;
-}
-
-/* out = Concat(Unsqueeze(parts[i], axis 0) for i < n), axis 0: a scan output. */
-static int
-emit_stack(struct flat *F, const char *prefix, const char *const *parts, int64_t n,
-           const char *out)
-{
-    const char *axes = NULL, **un = own_calloc(F, (size_t)n, sizeof(*un));
-    Onnx__NodeProto *c;
-    int rc = 0;
-
-    if (un == NULL)
-        return nomem(F);
-    if (F->opset >= 13) {       /* axes an input from opset 13, an attribute before */
-        axes = fresh(F, prefix, "axes0");
-        rc = axes != NULL ? emit_const(F, axes, SIM_DTYPE_INT64, 1, 0) : nomem(F);
-    }
-    for (int64_t it = 0; rc == 0 && it < n; it++) {
-        Onnx__NodeProto *u;
-        un[it] = fresh(F, prefix, "scan");
-        u = un[it] != NULL ? new_node(F, "Unsqueeze", un[it], axes != NULL ? 2 : 1, 1) : NULL;
-        if (u == NULL)
-            return nomem(F);
-        u->input[0] = (char *)parts[it];
-        u->output[0] = (char *)un[it];
-        if (axes != NULL)
-            u->input[1] = (char *)axes;
-        else
-            rc = set_int_attr(F, u, "axes", true, 0);
-        if (rc == 0)
-            rc = push_node(F, u);
-    }
-    if (rc != 0)
-        return rc;
-    c = new_node(F, "Concat", fresh(F, prefix, "stack"), (size_t)n, 1);
-    if (c == NULL)
-        return nomem(F);
-    for (int64_t it = 0; it < n; it++)
-        c->input[it] = (char *)un[it];
-    c->output[0] = (char *)out;
-    rc = set_int_attr(F, c, "axis", false, 0);
-    return rc != 0 ? rc : push_node(F, c);
-}
-
 static int emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g,
                       const char *prefix, int depth);
 
@@ -503,7 +223,7 @@ static const Onnx__GraphProto *
 graph_attr(const Onnx__NodeProto *np, const char *name)
 {
     for (size_t a = 0; a < np->n_attribute; a++)
-        if (np->attribute[a] != NULL && strcmp(nz(np->attribute[a]->name), name) == 0)
+        if (np->attribute[a] != NULL && strcmp(ctrl_nz(np->attribute[a]->name), name) == 0)
             return np->attribute[a]->g;
     return NULL;
 }
@@ -514,17 +234,17 @@ hoist_inits(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const ch
 {
     for (size_t i = 0; i < g->n_initializer; i++) {
         const Onnx__TensorProto *src = g->initializer[i];
-        Onnx__TensorProto *t = own_calloc(F, 1, sizeof(*t));
+        Onnx__TensorProto *t = ctrl_calloc(F, 1, sizeof(*t));
         int rc;
-        if (src == NULL || nz(src->name)[0] == '\0')
+        if (src == NULL || ctrl_nz(src->name)[0] == '\0')
             return sim_err_set(F->err, IPUOF_E_INVAL, "a subgraph initializer has no name");
         if (t == NULL)
-            return nomem(F);
+            return ctrl_nomem(F);
         *t = *src;
-        t->name = own_cat(F, prefix, src->name, "");
+        t->name = ctrl_cat(F, prefix, src->name, "");
         if (t->name == NULL)
-            return nomem(F);
-        rc = push_init(F, t);
+            return ctrl_nomem(F);
+        rc = ctrl_push_init(F, t);
         if (rc == 0)
             rc = scope_put(F, s, src->name, t->name, NULL);
         if (rc != 0)
@@ -550,7 +270,7 @@ emit_body(struct flat *F, const struct scope *s, const Onnx__GraphProto *g,
     rc = scope_init(F, &b, s, g, expected);
     b.sub = true;
     for (size_t i = 0; rc == 0 && i < g->n_input; i++)
-        if (g->input[i] != NULL && nz(g->input[i]->name)[0] != '\0')
+        if (g->input[i] != NULL && ctrl_nz(g->input[i]->name)[0] != '\0')
             rc = scope_put(F, &b, g->input[i]->name, in[i], kin[i]);
     if (rc == 0 && hoisted != NULL)
         for (size_t i = 0; rc == 0 && i < g->n_initializer; i++)
@@ -559,7 +279,7 @@ emit_body(struct flat *F, const struct scope *s, const Onnx__GraphProto *g,
     if (rc == 0)
         rc = emit_graph(F, &b, g, prefix, depth);
     for (size_t i = 0; rc == 0 && i < g->n_output; i++) {
-        if (g->output[i] == NULL || nz(g->output[i]->name)[0] == '\0') {
+        if (g->output[i] == NULL || ctrl_nz(g->output[i]->name)[0] == '\0') {
             rc = sim_err_set(F->err, IPUOF_E_INVAL, "a subgraph output has no name");
             break;
         }
@@ -597,12 +317,12 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
                            "body (cond, N carried, K scan) for N + K outputs of the node",
                            label, body->n_input, body->n_output, np->n_input, np->n_output);
     for (size_t i = 0; i < body->n_output; i++)
-        if (body->output[i] == NULL || nz(body->output[i]->name)[0] == '\0')
+        if (body->output[i] == NULL || ctrl_nz(body->output[i]->name)[0] == '\0')
             return sim_err_set(F->err, IPUOF_E_INVAL, "%s: body output %zu has no name",
                                label, i);
     n_carried = np->n_input - 2;
     n_scan = body->n_output - 1 - n_carried;
-    if (np->input[0] == NULL || nz(np->input[0])[0] == '\0')
+    if (np->input[0] == NULL || ctrl_nz(np->input[0])[0] == '\0')
         return sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s has no trip count: a loop that "
                            "runs until a data-dependent condition cannot be unrolled; give it "
                            "a trip count that is a Constant or an initializer (poptorch."
@@ -616,7 +336,7 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
     if (trips < 0)
         return sim_err_set(F->err, IPUOF_E_INVAL, "%s: trip count %" PRId64 " is negative; "
                            "it must be 0 or more", label, trips);
-    if (nz(np->input[1])[0] != '\0' && !known_scalar(s, np->input[1], &cond, 0))
+    if (ctrl_nz(np->input[1])[0] != '\0' && !known_scalar(s, np->input[1], &cond, 0))
         return sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: its initial condition '%s' is "
                            "computed at run time; only loops whose condition is known when "
                            "the model loads (a Constant, or none) can be unrolled", label,
@@ -639,13 +359,13 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
     scan = calloc(n_scan + 1, sizeof(*scan));
     if (cur == NULL || bin == NULL || bout == NULL || kin == NULL || iters == NULL ||
         scan == NULL) {
-        rc = nomem(F);
+        rc = ctrl_nomem(F);
         goto out;
     }
     for (size_t j = 0; j < n_scan; j++) {
         scan[j] = calloc((size_t)trips + 1, sizeof(**scan));
         if (scan[j] == NULL) {
-            rc = nomem(F);
+            rc = ctrl_nomem(F);
             goto out;
         }
     }
@@ -660,17 +380,17 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
         const char *iprefix, *iname, *cname;
         int64_t c_out;
         snprintf(tag, sizeof(tag), "it%" PRId64 "/", it);
-        iprefix = own_cat(F, prefix, tag, "");
-        iname = fresh(F, prefix, "iter");
-        cname = fresh(F, prefix, "cond");
+        iprefix = ctrl_cat(F, prefix, tag, "");
+        iname = ctrl_fresh(F, prefix, "iter");
+        cname = ctrl_fresh(F, prefix, "cond");
         if (iprefix == NULL || iname == NULL || cname == NULL) {
-            rc = nomem(F);
+            rc = ctrl_nomem(F);
             break;
         }
         iters[it] = it;
-        rc = emit_const(F, iname, SIM_DTYPE_INT64, 0, it);
+        rc = ctrl_emit_const(F, iname, SIM_DTYPE_INT64, 0, it);
         if (rc == 0)
-            rc = emit_const(F, cname, SIM_DTYPE_BOOL, 0, 1);
+            rc = ctrl_emit_const(F, cname, SIM_DTYPE_BOOL, 0, 1);
         if (rc != 0)
             break;
         bin[0] = iname;
@@ -689,7 +409,7 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             struct scope probe;
             rc = scope_init(F, &probe, s, body, body->n_input + 1);
             for (size_t i = 0; rc == 0 && i < body->n_input; i++)
-                if (body->input[i] != NULL && nz(body->input[i]->name)[0] != '\0')
+                if (body->input[i] != NULL && ctrl_nz(body->input[i]->name)[0] != '\0')
                     rc = scope_put(F, &probe, body->input[i]->name, bin[i], kin[i]);
             if (rc == 0 && !known_scalar(&probe, body->output[0]->name, &c_out, 0))
                 rc = sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: the body's condition "
@@ -708,11 +428,11 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             scan[j][it] = bout[1 + n_carried + j];
     }
     for (size_t j = 0; rc == 0 && j < n_carried; j++)
-        if (nz(out[j])[0] != '\0')
-            rc = emit_simple(F, "Identity", fresh(F, prefix, "final"), &cur[j], 1, out[j]);
+        if (ctrl_nz(out[j])[0] != '\0')
+            rc = ctrl_emit_simple(F, "Identity", ctrl_fresh(F, prefix, "final"), &cur[j], 1, out[j]);
     for (size_t j = 0; rc == 0 && j < n_scan; j++)
-        if (nz(out[n_carried + j])[0] != '\0')
-            rc = emit_stack(F, prefix, scan[j], trips, out[n_carried + j]);
+        if (ctrl_nz(out[n_carried + j])[0] != '\0')
+            rc = ctrl_emit_stack(F, prefix, scan[j], trips, out[n_carried + j]);
 out:
     if (have_hoisted)
         scope_fini(&hoisted);
@@ -744,7 +464,7 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
     if (br[0] == NULL || br[1] == NULL)
         return sim_err_set(F->err, IPUOF_E_INVAL, "%s needs 'then_branch' and 'else_branch' "
                            "graph attributes", label);
-    if (np->n_input != 1 || nz(in[0])[0] == '\0')
+    if (np->n_input != 1 || ctrl_nz(in[0])[0] == '\0')
         return sim_err_set(F->err, IPUOF_E_INVAL, "%s takes one input (the condition), not "
                            "%zu", label, np->n_input);
     for (int b = 0; b < 2; b++)
@@ -759,14 +479,14 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             continue;
         res[b] = calloc(np->n_output + 1, sizeof(*res[b]));
         if (res[b] == NULL) {
-            rc = nomem(F);
+            rc = ctrl_nomem(F);
             goto out;
         }
         {
-            const char *bp = own_cat(F, prefix, b == 0 ? "then/" : "else/", "");
+            const char *bp = ctrl_cat(F, prefix, b == 0 ? "then/" : "else/", "");
             struct scope hoisted = { 0 };
             rc = bp != NULL ? scope_init(F, &hoisted, NULL, NULL, br[b]->n_initializer + 1)
-                            : nomem(F);
+                            : ctrl_nomem(F);
             if (rc == 0)
                 rc = hoist_inits(F, &hoisted, br[b], bp);
             if (rc == 0)
@@ -777,22 +497,22 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             goto out;
     }
     if (!known) {   /* the condition as a scalar, so Where gives the branches' shape */
-        const char *c0 = fresh(F, prefix, "cond");
-        rc = c0 != NULL ? emit_simple(F, "Squeeze", c0, in, 1, c0) : nomem(F);
+        const char *c0 = ctrl_fresh(F, prefix, "cond");
+        rc = c0 != NULL ? ctrl_emit_simple(F, "Squeeze", c0, in, 1, c0) : ctrl_nomem(F);
         cname = c0;
     }
     for (size_t j = 0; rc == 0 && j < np->n_output; j++) {
-        if (nz(out[j])[0] == '\0')
+        if (ctrl_nz(out[j])[0] == '\0')
             continue;
         if (known) {
-            rc = emit_simple(F, "Identity", fresh(F, prefix, "taken"),
+            rc = ctrl_emit_simple(F, "Identity", ctrl_fresh(F, prefix, "taken"),
                              &res[cond != 0 ? 0 : 1][j], 1, out[j]);
         } else {
             /* __if_branches: Where's infer then wants equal shapes, naming the If */
             const char *w[3] = { cname, res[0][j], res[1][j] };
-            rc = emit_simple(F, "Where", fresh(F, prefix, "select"), w, 3, out[j]);
+            rc = ctrl_emit_simple(F, "Where", ctrl_fresh(F, prefix, "select"), w, 3, out[j]);
             if (rc == 0)
-                rc = set_int_attr(F, F->out->graph.node[F->out->graph.n_node - 1],
+                rc = ctrl_set_int_attr(F, F->out->graph.node[F->out->graph.n_node - 1],
                                   "__if_branches", false, 1);
         }
     }
@@ -826,11 +546,11 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
             if (np == NULL)
                 return sim_err_set(F->err, IPUOF_E_INVAL, "a subgraph node is empty");
             for (size_t j = 0; rc == 0 && j < np->n_output; j++) {
-                const char *o = nz(np->output[j]), *to;
+                const char *o = ctrl_nz(np->output[j]), *to;
                 if (o[0] == '\0')
                     continue;
-                to = own_cat(F, prefix, o, "");
-                rc = to != NULL ? scope_put(F, s, o, to, NULL) : nomem(F);
+                to = ctrl_cat(F, prefix, o, "");
+                rc = to != NULL ? scope_put(F, s, o, to, NULL) : ctrl_nomem(F);
             }
         }
     }
@@ -840,22 +560,22 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
         char **ins, **outs;
         if (np == NULL)
             return sim_err_set(F->err, IPUOF_E_INVAL, "node %zu is empty", k);
-        ins = own_calloc(F, np->n_input, sizeof(char *));
-        outs = own_calloc(F, np->n_output, sizeof(char *));
+        ins = ctrl_calloc(F, np->n_input, sizeof(char *));
+        outs = ctrl_calloc(F, np->n_output, sizeof(char *));
         if (ins == NULL || outs == NULL)
-            return nomem(F);
+            return ctrl_nomem(F);
         for (size_t j = 0; j < np->n_input; j++)
             ins[j] = (char *)resolve(s, np->input[j]);
         for (size_t j = 0; j < np->n_output; j++)
-            outs[j] = (char *)(s->sub ? resolve(s, np->output[j]) : nz(np->output[j]));
+            outs[j] = (char *)(s->sub ? resolve(s, np->output[j]) : ctrl_nz(np->output[j]));
         if (is_ctrl(np)) {
             char num[48], label[300];
             const char *sub, *outer = F->label;
             snprintf(num, sizeof(num), "#%zu", k);
-            sub = own_cat(F, prefix, nz(np->name)[0] != '\0' &&
+            sub = ctrl_cat(F, prefix, ctrl_nz(np->name)[0] != '\0' &&
                                      strlen(np->name) <= MAX_PREFIX_NAME ? np->name : num, "/");
             if (sub == NULL)
-                return nomem(F);
+                return ctrl_nomem(F);
             label_of(np, label, sizeof(label));
             F->label = label;
             if (strcmp(np->op_type, "Loop") == 0)
@@ -867,18 +587,18 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
             F->label = outer;
             continue;
         }
-        cp = own_calloc(F, 1, sizeof(*cp));
+        cp = ctrl_calloc(F, 1, sizeof(*cp));
         if (cp == NULL)
-            return nomem(F);
+            return ctrl_nomem(F);
         *cp = *np;
         cp->input = ins;
         cp->output = outs;
-        if (s->sub && nz(np->name)[0] != '\0') {
-            cp->name = own_cat(F, prefix, np->name, "");
+        if (s->sub && ctrl_nz(np->name)[0] != '\0') {
+            cp->name = ctrl_cat(F, prefix, np->name, "");
             if (cp->name == NULL)
-                return nomem(F);
+                return ctrl_nomem(F);
         }
-        rc = push_node(F, cp);
+        rc = ctrl_push_node(F, cp);
     }
     return rc;
 }
@@ -903,7 +623,7 @@ sim_onnx_flatten(const Onnx__GraphProto *g, int64_t opset, struct sim_onnx_flat 
     out->graph.initializer = NULL;
     out->graph.n_initializer = 0;
     for (size_t i = 0; i < g->n_initializer; i++) {
-        rc = push_init(&F, g->initializer[i]);
+        rc = ctrl_push_init(&F, g->initializer[i]);
         if (rc != 0)
             return rc;
     }
