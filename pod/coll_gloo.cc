@@ -12,6 +12,7 @@
 #include "coll.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -59,6 +61,8 @@ struct RecordHeader {
 /* Slots of the rank-order all-reduce and of the probe, apart from gloo's prefixes 1..8. */
 constexpr uint64_t kSlotBase = (uint64_t)0x50 << 56;
 constexpr uint64_t kProbeSlot = (uint64_t)0x51 << 56;
+/* The longest a failed rank waits for a peer's abort record (3 or more ranks; diagnose). */
+constexpr int kRecordGraceMs = 1000;
 
 /* Blocks SIGPIPE in this thread for the guard's life; a SIGPIPE raised meanwhile by a write
  * to a closed socket is taken off the thread's pending set before the old mask returns. */
@@ -144,6 +148,8 @@ struct pod_coll {
     struct pod_store st;
     std::string prefix;
     int rank = 0, size = 1, timeout_ms = 0;
+    int grace_ms = 0; /* given to peers' abort records after a failure (diagnose) */
+    int wait_ms = 0;  /* each wait of a collective: timeout_ms - grace_ms */
     enum pod_coll_sum_order order = POD_COLL_SUM_RING;
     std::shared_ptr<gloo::transport::Device> dev;
     std::shared_ptr<Comm> ctx;
@@ -183,12 +189,32 @@ int remaining_ms(Clock::time_point deadline)
     return left < 0 ? 0 : static_cast<int>(left);
 }
 
+/* bind_addr resolved to a numeric address (the first getaddrinfo gives), or throws. gloo
+ * resolves it again but reads past a failed getaddrinfo (it checks for -1, while getaddrinfo
+ * returns EAI_* codes), so a name that does not resolve must not reach it. */
+std::string numeric_host(const char *bind_addr)
+{
+    struct addrinfo hints, *res = nullptr;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    int rv = getaddrinfo(bind_addr, nullptr, &hints, &res);
+    if (rv != 0 || !res)
+        throw CollError(std::string("cannot listen on '") + bind_addr + "': " +
+                        (rv ? gai_strerror(rv) : "no address") + " (an IP address or host name of this machine)");
+    char host[NI_MAXHOST];
+    rv = getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+    freeaddrinfo(res);
+    if (rv != 0)
+        throw CollError(std::string("cannot listen on '") + bind_addr + "': " + gai_strerror(rv));
+    return host;
+}
+
 /* Forms c's gloo context through the store (see the top of the file). Throws. */
 void rendezvous(pod_coll *c, const char *bind_addr)
 {
     const auto deadline = Clock::now() + Ms(c->timeout_ms);
     gloo::transport::tcp::attr attr;
-    attr.hostname = bind_addr;
+    attr.hostname = numeric_host(bind_addr);
     try {
         c->dev = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception &e) {
@@ -259,19 +285,24 @@ void rendezvous(pod_coll *c, const char *bind_addr)
         }
     }
     c->ctx = std::make_shared<Comm>(c->rank, c->size);
-    c->ctx->setTimeout(Ms(c->timeout_ms));
+    c->ctx->setTimeout(Ms(c->wait_ms));
     c->ctx->attach(c->dev, tctx);
 }
 
-std::string rank_name(const pod_coll *c, int r)
-{
-    return "rank " + std::to_string(r) + " (" + (c->addr[r].empty() ? "address unknown" : c->addr[r]) + ")";
-}
+/* What one rank saw when its call failed: the rank it holds responsible (the one it was
+ * waiting for, or the one that closed on it), whether that rank's connection broke, and the
+ * address it knows that rank by. Written to the store as its abort record "w closed addr". */
+struct View {
+    int w = -1;
+    bool closed = false;
+    std::string addr;
+};
 
-/* After op failed with gloo's message gmsg: the sentence naming the rank that went away.
- * Asks every pair for its own error (a send on a broken pair rethrows it), then the store
- * for the abort record of a rank that closed on us (its reason names the real culprit). */
-std::string diagnose(pod_coll *c, const char *op, const std::string &gmsg)
+/* This rank's view after gloo's error gmsg. Every pair is asked for its own error (a send
+ * on a broken pair rethrows it; a pair that only saw this rank's own timeout says
+ * "Application timeout"). A timeout blames the rank the wait was for; a broken connection
+ * blames the rank being waited for if its connection broke, else the first that broke. */
+View local_view(pod_coll *c, const std::string &gmsg)
 {
     std::vector<std::string> state(c->size);
     char dummy = 0;
@@ -288,53 +319,87 @@ std::string diagnose(pod_coll *c, const char *op, const std::string &gmsg)
         }
     } catch (const std::exception &) {
     }
-    std::string seen;
-    for (int j = 0; j < c->size; j++) {
-        const std::string &s = state[j];
-        if (j == c->rank || s.empty() || s.find("Application timeout") != std::string::npos)
-            continue;
-        const bool closed = s.find("closed by peer") != std::string::npos ||
-                            s.find("Socket closed") != std::string::npos ||
-                            s.find("Connection reset") != std::string::npos;
-        std::vector<char> why;
+    auto broke = [&](int j) {
+        return j >= 0 && j != c->rank && !state[j].empty() &&
+               state[j].find("Application timeout") == std::string::npos;
+    };
+    const bool timed_out = gmsg.find("Timed out") != std::string::npos;
+    const int h = timed_out && gmsg.find("for send") != std::string::npos && c->hint_send >= 0 ? c->hint_send
+                                                                                                 : c->hint;
+    View v;
+    if (timed_out || broke(h)) {
+        v.w = h;
+    } else {
+        for (int j = 0; j < c->size && v.w < 0; j++)
+            if (broke(j))
+                v.w = j;
+        if (v.w < 0)
+            v.w = h;
+    }
+    if (v.w >= 0) {
+        v.closed = broke(v.w);
+        v.addr = c->addr[v.w].empty() ? "address unknown" : c->addr[v.w];
+    }
+    return v;
+}
+
+/* Rank j's abort record, waiting up to grace_ms for it; false when there is none. */
+bool abort_record(pod_coll *c, int j, int grace_ms, View *out)
+{
+    const auto end = Clock::now() + Ms(grace_ms);
+    for (;;) {
         try {
-            why = store_get(c, c->prefix + "/abort/" + std::to_string(j), 0, "no abort record");
+            auto v = store_get(c, c->prefix + "/abort/" + std::to_string(j), 0, "no abort record");
+            std::string s(v.begin(), v.end());
+            int w = -1, closed = 0, used = 0;
+            if (sscanf(s.c_str(), "%d %d %n", &w, &closed, &used) < 2 || w < -1 || w >= c->size)
+                return false;
+            out->w = w;
+            out->closed = closed != 0;
+            out->addr = s.substr((size_t)used);
+            return true;
         } catch (const std::exception &) {
         }
-        if (why.empty())
-            return rank_name(c, j) + (closed ? " closed the connection during " : " broke the connection during ") +
-                   op + (closed ? "" : " (" + s + ")");
-        if (seen.empty())
-            seen = std::string(why.begin(), why.end()) + " (seen by rank " + std::to_string(j) + ")";
+        if (Clock::now() >= end)
+            return false;
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, nullptr);
     }
-    if (!seen.empty())
-        return seen;
-    if (gmsg.find("Timed out") != std::string::npos) {
-        const int h = gmsg.find("for send") != std::string::npos && c->hint_send >= 0 ? c->hint_send : c->hint;
-        if (h >= 0)
-            return rank_name(c, h) + " did not answer within " + std::to_string(c->timeout_ms) +
-                   " ms during " + op;
-        return std::string("no answer from the other ranks within ") + std::to_string(c->timeout_ms) +
-               " ms during " + op;
-    }
-    return std::string(op) + " failed: " + gmsg;
 }
 
-/* Marks c broken with msg: records it for the peers, closes every connection (they fail at
- * once instead of at their timeout). */
-void fail(pod_coll *c, const std::string &msg)
+/* The sentence naming the rank that went away, from this rank's view: follows the chain of
+ * "waiting for" through the abort records of ranks that failed too (each alive, it wrote a
+ * record; kRecordGraceMs is given for one to appear) to a rank that wrote none: that one
+ * closed the connection or did not answer, as seen by the last rank of the chain. The waits
+ * of a collective are timeout_ms - grace_ms long, so the whole takes at most timeout_ms. */
+std::string diagnose(pod_coll *c, const char *op, const View &mine, const std::string &gmsg)
 {
-    c->broken = msg;
-    char e[256];
-    const std::string key = c->prefix + "/abort/" + std::to_string(c->rank);
-    c->st.set(c->st.ctx, key.c_str(), msg.data(), msg.size(), e, sizeof(e));
-    try {
-        c->ctx->closeConnections();
-    } catch (const std::exception &) {
+    if (mine.w < 0)
+        return gmsg.find("Timed out") != std::string::npos
+                   ? "no answer from the other ranks within " + std::to_string(c->timeout_ms) + " ms during " + op
+                   : std::string(op) + " failed: " + gmsg;
+    const int grace = c->grace_ms;
+    std::vector<char> seen(c->size, 0);
+    seen[c->rank] = 1;
+    View cur = mine;
+    int observer = c->rank;
+    View next;
+    while (!seen[cur.w] && abort_record(c, cur.w, grace, &next) && next.w >= 0) {
+        seen[cur.w] = 1;
+        observer = cur.w;
+        cur = next;
     }
+    std::string msg = "rank " + std::to_string(cur.w) + " (" + cur.addr + ")" +
+                      (cur.closed ? " closed the connection during " + std::string(op)
+                                  : " did not answer within " + std::to_string(c->timeout_ms) + " ms during " + op);
+    if (observer != c->rank)
+        msg += " (seen by rank " + std::to_string(observer) + ")";
+    return msg;
 }
 
-/* Runs fn on c, turning whatever it throws into -1 with err; 0 when it returns. */
+/* Runs fn on c, turning whatever it throws into -1 with err; 0 when it returns. After an
+ * I/O failure: this rank's view goes to the store as its abort record, every connection is
+ * closed (the peers fail at once instead of at their timeout), then the culprit is named. */
 template <typename F>
 int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
 {
@@ -349,6 +414,8 @@ int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
     }
     SigpipeGuard guard;
     std::string msg;
+    bool io = false;
+    std::string gmsg;
     try {
         c->hint = c->hint_send = -1;
         fn();
@@ -356,11 +423,8 @@ int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
     } catch (const CollError &e) {
         msg = e.what();
     } catch (const gloo::IoException &e) {
-        try {
-            msg = diagnose(c, op, e.what());
-        } catch (const std::exception &) {
-            msg = std::string(op) + " failed: " + e.what();
-        }
+        io = true;
+        gmsg = e.what();
     } catch (const std::bad_alloc &) {
         msg = std::string(op) + ": out of memory";
     } catch (const std::exception &e) {
@@ -369,9 +433,25 @@ int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
         msg = std::string(op) + " failed: unknown C++ exception";
     }
     try {
-        fail(c, msg);
+        View mine;
+        if (io) {
+            mine = local_view(c, gmsg);
+            const std::string rec = std::to_string(mine.w) + " " + (mine.closed ? "1 " : "0 ") + mine.addr;
+            const std::string key = c->prefix + "/abort/" + std::to_string(c->rank);
+            char e[256];
+            c->st.set(c->st.ctx, key.c_str(), rec.data(), rec.size(), e, sizeof(e));
+        }
+        c->ctx->closeConnections();
+        if (io)
+            msg = diagnose(c, op, mine, gmsg);
+    } catch (const std::exception &) {
+        if (msg.empty())
+            msg = std::string(op) + " failed: " + gmsg;
     } catch (...) {
+        if (msg.empty())
+            msg = std::string(op) + " failed: " + gmsg;
     }
+    c->broken = msg;
     copy_err(err, errlen, msg);
     return -1;
 }
@@ -384,7 +464,7 @@ void allreduce_rank_order(pod_coll *c, float *buf, size_t n)
     const size_t W = std::min(n, (size_t)POD_COLL_WINDOW_FLOATS);
     const size_t maxlen = W / (size_t)R + 1;
     std::vector<float> scratch(maxlen * (size_t)R);
-    const Ms to(c->timeout_ms);
+    const Ms to(c->wait_ms);
     for (size_t off = 0; off < n; off += W) {
         const size_t w = std::min(W, n - off), base = w / (size_t)R, rem = w % (size_t)R;
         auto start = [&](int k) { return (size_t)k * base + std::min((size_t)k, rem); };
@@ -507,6 +587,9 @@ int pod_coll_open(struct pod_coll **out, const struct pod_store *st, const char 
         c->rank = rank;
         c->size = size;
         c->timeout_ms = timeout_ms;
+        /* a failure is named within timeout_ms: the waits leave time for the records */
+        c->grace_ms = size >= 3 ? std::min(kRecordGraceMs, timeout_ms / 4) : 0;
+        c->wait_ms = timeout_ms - c->grace_ms;
         c->addr.resize(size);
         rendezvous(c, bind_addr ? bind_addr : "127.0.0.1");
         *out = c;
@@ -536,11 +619,13 @@ int pod_coll_set_sum_order(struct pod_coll *c, enum pod_coll_sum_order order, ch
 
 int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, size_t errlen)
 {
+    /* a bad argument is refused without breaking the communicator */
+    if (n > SIZE_MAX / sizeof(float) / 2 || (n && !buf)) {
+        copy_err(err, errlen, "all-reduce: " + std::to_string(n) + " elements" +
+                                  (buf ? " are more than memory can hold" : " with a NULL buffer"));
+        return -1;
+    }
     return run(c, "all-reduce", err, errlen, [&] {
-        if (n > SIZE_MAX / sizeof(float) / 2)
-            throw CollError("all-reduce: " + std::to_string(n) + " elements are more than memory can hold");
-        if (n && !buf)
-            throw CollError("all-reduce: the buffer is NULL for " + std::to_string(n) + " elements");
         if (n == 0 || c->size == 1)
             return;
         if (c->order == POD_COLL_SUM_RANK_ORDER) {
@@ -551,7 +636,7 @@ int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, 
         opts.setOutput(buf, n);
         opts.setReduceFunction(sum_f32);
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-        opts.setTimeout(Ms(c->timeout_ms));
+        opts.setTimeout(Ms(c->wait_ms));
         /* the ring waits on the next rank's segments and the previous rank's reads */
         c->hint = (c->rank + 1) % c->size;
         c->hint_send = (c->rank + c->size - 1) % c->size;
@@ -561,20 +646,23 @@ int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, 
 
 int pod_coll_broadcast(struct pod_coll *c, void *buf, size_t bytes, int root, char *err, size_t errlen)
 {
+    /* a bad argument is refused without breaking the communicator */
     if (c && (root < 0 || root >= c->size)) {
         copy_err(err, errlen, "broadcast: root " + std::to_string(root) + " is not a rank (0.." +
                                   std::to_string(c->size - 1) + ")");
         return -1;
     }
+    if (bytes && !buf) {
+        copy_err(err, errlen, "broadcast: the buffer is NULL for " + std::to_string(bytes) + " bytes");
+        return -1;
+    }
     return run(c, "broadcast", err, errlen, [&] {
-        if (bytes && !buf)
-            throw CollError("broadcast: the buffer is NULL for " + std::to_string(bytes) + " bytes");
         if (bytes == 0 || c->size == 1)
             return;
         gloo::BroadcastOptions opts(c->ctx);
         opts.setOutput(static_cast<uint8_t *>(buf), bytes);
         opts.setRoot(root);
-        opts.setTimeout(Ms(c->timeout_ms));
+        opts.setTimeout(Ms(c->wait_ms));
         c->hint = c->rank == root ? -1 : root;
         gloo::broadcast(opts);
     });
@@ -586,7 +674,7 @@ int pod_coll_barrier(struct pod_coll *c, char *err, size_t errlen)
         if (c->size == 1)
             return;
         gloo::BarrierOptions opts(c->ctx);
-        opts.setTimeout(Ms(c->timeout_ms));
+        opts.setTimeout(Ms(c->wait_ms));
         gloo::barrier(opts);
     });
 }
