@@ -12,18 +12,25 @@
  * between ranks fails or times out, it does not corrupt memory.
  *
  * Failures. A peer that dies, closes its end or does not answer makes the call fail within
- * timeout_ms (a peer whose process dies is seen at once: the kernel closes its sockets), with
- * an error that names the rank and its address, e.g.
+ * timeout_ms (a peer whose process dies is seen at once: the kernel closes its sockets),
+ * with an error that names the rank and its address as this rank knows it, e.g.
  *   "rank 1 (10.0.0.2:41234) closed the connection during all-reduce"
- *   "rank 2 (10.0.0.3:40007) did not answer within 5000 ms during all-reduce"
- * A rank that fails a call closes all its connections, so its other peers fail at once too
- * rather than at their timeout, and writes its reason to the store under
- * "<prefix>/abort/<rank>"; a peer that sees that rank go away reports that reason (the rank
- * that really went away) followed by "(seen by rank k)". After a failure the communicator is
- * broken: every later call fails at once, repeating the first error; close it and open a
- * new one under a new prefix (a new rendezvous; the store keeps the old keys until its owner
- * drops them). SIGPIPE: writes to a closed peer never raise it in the calling process (it is
- * blocked around gloo's writes and gloo's I/O thread starts with it blocked).
+ *   "rank 2 (10.0.0.3:40007) did not answer within 5000 ms during all-reduce (seen by rank 1)"
+ * How: a rank whose call fails writes what it saw to the store under "<prefix>/abort/<rank>"
+ * ("W C ADDR": the rank W it holds responsible, 1 if W's connection broke, W's address),
+ * then closes all its connections, so its other peers fail at once rather than at their
+ * timeout. A rank then follows the chain: the rank it waited for (or that closed on it),
+ * if that rank wrote a record, the rank that one blames, and so on, to a rank that wrote
+ * none: the one that went away ("(seen by rank k)" names the last rank of the chain when it
+ * is not this one). With 3 or more ranks, min(1000, timeout_ms / 4) ms of the timeout are
+ * kept for these records to appear (each wait inside a call is timeout_ms minus that), so
+ * a rank that died is told from one that gave up; with 2 there is nobody else to blame.
+ * After such a failure the communicator is broken: every later call fails at once,
+ * repeating the first error; close it and open a new one under a new prefix (a new
+ * rendezvous; the store keeps the old keys until its owner drops them). A bad argument
+ * (NULL buffer, root out of range) is refused without breaking it.
+ * SIGPIPE: writes to a closed peer never raise it in the calling process (it is blocked
+ * around gloo's writes, and gloo's I/O thread starts with it blocked).
  *
  * Sum order (all-reduce). POD_COLL_SUM_RING (the default): gloo's ring. The buffer is cut
  * into `size` chunks (of gloo's segments); the chunk that rank g ends up owning is summed
@@ -87,7 +94,9 @@ enum pod_coll_sum_order {
  * connects to all of them. Every rank calls it with the same prefix and size; prefix is
  * 1..POD_COLL_PREFIX_MAX bytes of printable ASCII without spaces, and must be new in the
  * store (a re-rendezvous after a failure uses a new one). timeout_ms (1..86400000) bounds
- * the wait for the other ranks here and every later wait of a collective. The store is
+ * the wait for the other ranks here (the store's waits share one deadline; connecting to a
+ * rank that published its address and then died may take one more timeout_ms) and every
+ * later call's wait for a peer (see Failures). The store is
  * borrowed until pod_coll_close. On 0, *out is the communicator (caller owns it: close it
  * with pod_coll_close); on -1, *out is NULL, err says why (which rank did not come, what
  * the store said, which address could not be bound) and nothing is left allocated. */
@@ -102,7 +111,7 @@ int pod_coll_set_sum_order(struct pod_coll *c, enum pod_coll_sum_order order,
 
 /* In-place sum of buf[0..n) (caller-owned, n float32 elements, n may be 0) over every rank:
  * on 0 every rank's buf holds the same sum (order: see the top). On -1, buf's contents are
- * unspecified and the communicator is broken. */
+ * unspecified and the communicator is broken (but for a NULL buf with n > 0). */
 int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, size_t errlen);
 
 /* Copies root's buf[0..bytes) to every rank's buf (caller-owned; bytes may be 0; the same

@@ -12,14 +12,17 @@
 #include "coll.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -203,9 +206,17 @@ std::string numeric_host(const char *bind_addr)
                         (rv ? gai_strerror(rv) : "no address") + " (an IP address or host name of this machine)");
     char host[NI_MAXHOST];
     rv = getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+    /* gloo leaks its getaddrinfo list when bind fails: try the bind here first */
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int bind_errno = fd < 0 ? errno : (bind(fd, res->ai_addr, res->ai_addrlen) == 0 ? 0 : errno);
+    if (fd >= 0)
+        close(fd);
     freeaddrinfo(res);
     if (rv != 0)
         throw CollError(std::string("cannot listen on '") + bind_addr + "': " + gai_strerror(rv));
+    if (bind_errno)
+        throw CollError(std::string("cannot listen on '") + bind_addr + "' (" + host + "): " + strerror(bind_errno) +
+                        " (an IP address of this machine)");
     return host;
 }
 
@@ -231,6 +242,12 @@ void rendezvous(pod_coll *c, const char *bind_addr)
         auto bytes = pair->address().bytes();
         addrlen = bytes.size();
         const auto &ta = dynamic_cast<const gloo::transport::tcp::Address &>(pair->address());
+        /* gloo sends its whole sockaddr_storage (its first member): zero what the address
+         * family leaves unwritten rather than publish uninitialised memory */
+        const size_t used = ta.getSockaddr().ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                   : offsetof(struct sockaddr_in, sin_zero);
+        if (bytes.size() >= sizeof(struct sockaddr_storage))
+            memset(bytes.data() + used, 0, sizeof(struct sockaddr_storage) - used);
         char ep[kEpLen] = {0};
         snprintf(ep, sizeof(ep), "%s", format_sockaddr(ta.getSockaddr()).c_str());
         rec.insert(rec.end(), bytes.begin(), bytes.end());
