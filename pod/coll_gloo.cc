@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,13 +58,16 @@ struct CollError : std::runtime_error {
 
 constexpr char kMagic[8] = {'I', 'P', 'U', 'O', 'F', 'G', 'L', '1'};
 constexpr size_t kEpLen = 64; /* printable "ip:port" of one pair, NUL padded */
+constexpr size_t kTokenLen = 16;
 struct RecordHeader {
     char magic[8];
     uint32_t rank, size, addrlen, eplen;
+    unsigned char token[kTokenLen]; /* random; a peer proves it read this record by sending it */
 };
 /* Slots of the rank-order all-reduce and of the probe, apart from gloo's prefixes 1..8. */
 constexpr uint64_t kSlotBase = (uint64_t)0x50 << 56;
 constexpr uint64_t kProbeSlot = (uint64_t)0x51 << 56;
+constexpr uint64_t kTokenSlot = (uint64_t)0x52 << 56;
 /* The longest a failed rank waits for a peer's abort record (3 or more ranks; diagnose). */
 constexpr int kRecordGraceMs = 1000;
 
@@ -220,6 +224,48 @@ std::string numeric_host(const char *bind_addr)
     return host;
 }
 
+/* Every rank sends each peer the token that peer published and checks the one it gets
+ * against its own: a connection that gloo accepted from someone who has not read the store
+ * (gloo's TCP transport authenticates nobody) is refused here, naming the rank it claimed
+ * to be. tokens[j] is rank j's published token; proofs is room for what comes in. */
+void check_tokens(pod_coll *c, gloo::transport::Context *tctx, const unsigned char *mine,
+                  std::vector<unsigned char> &tokens, std::vector<unsigned char> &proofs,
+                  Clock::time_point deadline)
+{
+    if (c->size == 1)
+        return;
+    auto out = tctx->createUnboundBuffer(tokens.data(), tokens.size());
+    auto in = tctx->createUnboundBuffer(proofs.data(), proofs.size());
+    for (int j = 0; j < c->size; j++) {
+        if (j == c->rank)
+            continue;
+        in->recv(j, kTokenSlot, (size_t)j * kTokenLen, kTokenLen);
+        out->send(j, kTokenSlot, (size_t)j * kTokenLen, kTokenLen);
+    }
+    std::vector<char> got(c->size, 0);
+    for (int k = 0; k < c->size - 1; k++) {
+        int from = -1;
+        try {
+            in->waitRecv(&from, Ms(std::max(1, remaining_ms(deadline))));
+        } catch (const std::exception &e) {
+            int j = 0;
+            while (j < c->size && (j == c->rank || got[j]))
+                j++;
+            throw CollError("rendezvous '" + c->prefix + "': rank " + std::to_string(j) + " (" + c->addr[j] +
+                            ") did not send its token: " + e.what());
+        }
+        if (from < 0 || from >= c->size || from == c->rank)
+            throw CollError("rendezvous '" + c->prefix + "': a token came from no rank");
+        got[from] = 1;
+        if (memcmp(&proofs[(size_t)from * kTokenLen], mine, kTokenLen) != 0)
+            throw CollError("rendezvous '" + c->prefix + "': the connection of rank " + std::to_string(from) +
+                            " (" + c->addr[from] + ") did not send the token this rank published: it is not"
+                            " from that rank (a process outside the communicator connected first?)");
+    }
+    for (int k = 0; k < c->size - 1; k++)
+        out->waitSend(Ms(std::max(1, remaining_ms(deadline))));
+}
+
 /* Forms c's gloo context through the store (see the top of the file). Throws. */
 void rendezvous(pod_coll *c, const char *bind_addr)
 {
@@ -259,6 +305,8 @@ void rendezvous(pod_coll *c, const char *bind_addr)
     h.size = (uint32_t)c->size;
     h.addrlen = (uint32_t)addrlen;
     h.eplen = (uint32_t)kEpLen;
+    if (getrandom(h.token, sizeof(h.token), 0) != (ssize_t)sizeof(h.token))
+        throw CollError(std::string("cannot draw the rendezvous token: ") + strerror(errno));
     memcpy(rec.data(), &h, sizeof(h));
     const std::string mykey = c->prefix + "/addr/" + std::to_string(c->rank);
     char e[512] = "";
@@ -266,6 +314,7 @@ void rendezvous(pod_coll *c, const char *bind_addr)
         throw CollError("rendezvous '" + c->prefix + "': cannot publish this rank's addresses under '" +
                         mykey + "': " + e);
     const size_t entry = addrlen + kEpLen;
+    std::vector<unsigned char> tokens((size_t)c->size * kTokenLen), proofs((size_t)c->size * kTokenLen);
     for (int i = 0; i < c->size; i++) {
         if (i == c->rank)
             continue;
@@ -293,6 +342,7 @@ void rendezvous(pod_coll *c, const char *bind_addr)
         const size_t idx = (size_t)(c->rank > i ? c->rank - 1 : c->rank);
         const char *p = v.data() + sizeof(ph) + idx * entry;
         c->addr[i] = std::string(p + addrlen, strnlen(p + addrlen, kEpLen));
+        memcpy(&tokens[(size_t)i * kTokenLen], ph.token, kTokenLen);
         std::vector<char> peer(p, p + addrlen);
         try {
             tctx->getPair(i)->connect(peer);
@@ -301,6 +351,7 @@ void rendezvous(pod_coll *c, const char *bind_addr)
                             " (" + c->addr[i] + "): " + ex.what());
         }
     }
+    check_tokens(c, tctx.get(), h.token, tokens, proofs, deadline);
     c->ctx = std::make_shared<Comm>(c->rank, c->size);
     c->ctx->setTimeout(Ms(c->wait_ms));
     c->ctx->attach(c->dev, tctx);

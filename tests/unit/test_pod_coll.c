@@ -668,6 +668,48 @@ test_timeout_then_reopen(void **state)
     pod_store_mem_free(m);
 }
 
+/* ---- a connection that does not know the rendezvous token ------------------------------- */
+
+static struct pod_store *tamper_inner;
+
+/* get through the in-memory store, with one bit of rank 0's token flipped: the reader
+ * acts as a rank 1 that never read rank 0's record. */
+static int
+tamper_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms, char *err, size_t errlen)
+{
+    (void)ctx;
+    int rc = tamper_inner->get(tamper_inner->ctx, key, v, n, timeout_ms, err, errlen);
+    if (rc == 0 && strcmp(key, "tok/addr/0") == 0 && *n > 24)
+        ((unsigned char *)*v)[24] ^= 1; /* the token follows the magic and 4 counts */
+    return rc;
+}
+
+static void
+test_impostor_token(void **state)
+{
+    struct pod_store_mem *m = pod_store_mem_new();
+    struct pod_store st, tampered;
+    struct pod_coll *c = NULL;
+    char err[1024] = "";
+    pthread_t th;
+
+    (void)state;
+    pod_store_mem_fill(m, &st);
+    tamper_inner = &st;
+    tampered = (struct pod_store){NULL, st.set, tamper_get};
+    tampered.ctx = st.ctx;
+    struct rank_job j1 = {.st = &tampered, .prefix = "tok", .rank = 1, .size = 2, .timeout_ms = 2000};
+    pthread_create(&th, NULL, rank_thread, &j1);
+    assert_int_equal(pod_coll_open(&c, &st, "tok", 0, 2, NULL, 2000, err, sizeof err), -1);
+    pthread_join(th, NULL);
+    assert_null(c);
+    print_message("rank 0: %s\n", err);
+    if (!strstr(err, "the connection of rank 1 (127.0.0.1:") ||
+        !strstr(err, "did not send the token this rank published"))
+        fail_msg("unexpected error: %s", err);
+    pod_store_mem_free(m);
+}
+
 /* ---- bad stores and arguments ------------------------------------------------------------ */
 
 static int
@@ -768,6 +810,7 @@ main(void)
         cmocka_unit_test(test_peer_killed),
         cmocka_unit_test(test_peer_stopped),
         cmocka_unit_test(test_timeout_then_reopen),
+        cmocka_unit_test(test_impostor_token),
         cmocka_unit_test(test_bad_store_and_arguments),
     };
 
