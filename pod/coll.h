@@ -114,6 +114,19 @@ int pod_coll_set_sum_order(struct pod_coll *c, enum pod_coll_sum_order order,
  * unspecified and the communicator is broken (but for a NULL buf with n > 0). */
 int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, size_t errlen);
 
+/* Sums nin buffers of every rank into out on every rank (n float32 elements each; in[] and
+ * out caller-owned; out may be one of in[]; nin may differ between ranks, 1..
+ * POD_COLL_MAX_INPUTS): out = (((a_0 + a_1) + a_2) + ...) over every rank's buffers in
+ * rank-major order (rank 0's in[0], in[1], ..., then rank 1's, ...), the left-to-right sum,
+ * whatever the sum order set; every rank gets identical bits. So 2 ranks of 2 buffers give
+ * the bits of one rank summing the same 4 buffers left to right: a daemon passes one
+ * buffer per replica and the result does not depend on how replicas are spread over
+ * daemons. Moves nin x 2(n-1)/n of a buffer per rank. 0, or -1 (err; out unspecified; the
+ * communicator is broken, but for bad arguments). */
+#define POD_COLL_MAX_INPUTS 256
+int pod_coll_allreduce_f32_multi(struct pod_coll *c, const float *const *in, int nin, float *out,
+                                 size_t n, char *err, size_t errlen);
+
 /* Copies root's buf[0..bytes) to every rank's buf (caller-owned; bytes may be 0; the same
  * bytes and root on every rank). 0, or -1 (err; buf unspecified on non-root ranks). */
 int pod_coll_broadcast(struct pod_coll *c, void *buf, size_t bytes, int root,

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -524,84 +525,98 @@ int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
     return -1;
 }
 
-/* Rank-order all-reduce of buf[0..n) (see coll.h): per window, every rank's slice k goes to
- * rank k, which sums the slices in rank order and sends the sum back to every rank. */
-void allreduce_rank_order(pod_coll *c, float *buf, size_t n)
+/* Rank-order sum (see coll.h) of the nin buffers in[0..nin) of this rank and those of every
+ * other rank (counts[r] of rank r), into out[0..n) on every rank: per window, slice k of
+ * every buffer goes to rank k, which sums all of them in (rank, index) order and sends the
+ * sum back to every rank. out may be one of the in[]: a window's slices are all sent, and
+ * this rank's own slices copied aside, before a sum lands in it. */
+void allreduce_rank_order(pod_coll *c, const float *const *in, int nin, const std::vector<int> &counts,
+                          float *out, size_t n)
 {
     const int R = c->size, me = c->rank;
+    std::vector<size_t> first(R + 1, 0); /* the global index of rank r's first buffer */
+    int maxcount = 0;
+    for (int r = 0; r < R; r++) {
+        first[r + 1] = first[r] + (size_t)counts[r];
+        maxcount = std::max(maxcount, counts[r]);
+    }
+    const size_t total = first[R];
     const size_t W = std::min(n, (size_t)POD_COLL_WINDOW_FLOATS);
     const size_t maxlen = W / (size_t)R + 1;
-    std::vector<float> scratch(maxlen * (size_t)R);
+    std::vector<float> scratch(maxlen * total); /* slice g of the sum's inputs at g * maxlen */
     const Ms to(c->wait_ms);
+    /* waits for as many completions on b as owed[j] adds up to. Which rank a completion came
+     * from is only a hint (gloo reports the last one when several completed before the
+     * wait), used to name a rank still owing one. */
+    auto wait_all = [&](gloo::transport::UnboundBuffer *b, bool recv, std::vector<int> owed) {
+        int count = 0;
+        for (int j = 0; j < R; j++)
+            count += owed[j];
+        for (int k = 0; k < count; k++) {
+            int h = -1;
+            for (int j = 0; j < R && h < 0; j++)
+                if (owed[j] > 0)
+                    h = j;
+            (recv ? c->hint : c->hint_send) = h;
+            int from = -1;
+            if (recv)
+                b->waitRecv(&from, to);
+            else
+                b->waitSend(&from, to);
+            if (from >= 0 && from < R && owed[from] > 0)
+                owed[from]--;
+        }
+    };
     for (size_t off = 0; off < n; off += W) {
         const size_t w = std::min(W, n - off), base = w / (size_t)R, rem = w % (size_t)R;
         auto start = [&](int k) { return (size_t)k * base + std::min((size_t)k, rem); };
         auto len = [&](int k) { return base + ((size_t)k < rem ? 1 : 0); };
-        float *win = buf + off;
-        auto ub = c->ctx->createUnboundBuffer(win, w * sizeof(float));
-        auto us = c->ctx->createUnboundBuffer(scratch.data(), scratch.size() * sizeof(float));
-        const uint64_t slot1 = kSlotBase + c->slot_seq++, slot2 = kSlotBase + c->slot_seq++;
-        std::vector<char> got(R, 0);
-        auto wait_all = [&](gloo::transport::UnboundBuffer *b, bool recv, int count) {
-            std::fill(got.begin(), got.end(), 0);
-            for (int k = 0; k < count; k++) {
-                int h = -1;
-                for (int j = 0; j < R && h < 0; j++)
-                    if (j != me && !got[j])
-                        h = j;
-                (recv ? c->hint : c->hint_send) = h;
-                int from = -1;
-                if (recv)
-                    b->waitRecv(&from, to);
-                else
-                    b->waitSend(&from, to);
-                if (from >= 0 && from < R)
-                    got[from] = 1;
-            }
-        };
-        /* 1: slice k of every rank to rank k. */
-        int nrecv = 0, nsend = 0;
-        for (int j = 0; j < R; j++) {
-            if (j == me)
-                continue;
-            if (len(me)) {
-                us->recv(j, slot1, (size_t)j * maxlen * sizeof(float), len(me) * sizeof(float));
-                nrecv++;
-            }
-            if (len(j)) {
-                ub->send(j, slot1, start(j) * sizeof(float), len(j) * sizeof(float));
-                nsend++;
-            }
-        }
-        wait_all(us.get(), true, nrecv);
-        wait_all(ub.get(), false, nsend);
-        /* the sum in rank order, in this rank's own (unused) scratch slot */
-        float *acc = scratch.data() + (size_t)me * maxlen;
-        auto src = [&](int k) { return k == me ? win + start(me) : scratch.data() + (size_t)k * maxlen; };
         const size_t L = len(me);
-        if (me != 0)
-            memcpy(acc, src(0), L * sizeof(float));
-        else
-            memcpy(acc, win + start(me), L * sizeof(float));
-        for (int k = 1; k < R; k++)
-            sum_f32(acc, acc, src(k), L);
-        memcpy(win + start(me), acc, L * sizeof(float));
-        /* 2: every rank's sum to every rank. */
-        nrecv = nsend = 0;
+        std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> ubin;
+        for (int i = 0; i < nin; i++)
+            ubin.push_back(c->ctx->createUnboundBuffer(const_cast<float *>(in[i]) + off, w * sizeof(float)));
+        auto ubout = c->ctx->createUnboundBuffer(out + off, w * sizeof(float));
+        auto us = c->ctx->createUnboundBuffer(scratch.data(), scratch.size() * sizeof(float));
+        const uint64_t slot1 = kSlotBase + c->slot_seq, slot2 = slot1 + (uint64_t)maxcount;
+        c->slot_seq += (uint64_t)maxcount + 1;
+        /* 1: slice k of every buffer to rank k (buffer i on slot1 + i) */
+        std::vector<int> owed_in(R, 0), owed_out(R, 0), owed_sum(R, 0);
         for (int j = 0; j < R; j++) {
             if (j == me)
                 continue;
-            if (len(j)) {
-                ub->recv(j, slot2, start(j) * sizeof(float), len(j) * sizeof(float));
-                nrecv++;
-            }
-            if (L) {
-                ub->send(j, slot2, start(me) * sizeof(float), L * sizeof(float));
-                nsend++;
-            }
+            for (int i = 0; L && i < counts[j]; i++)
+                us->recv(j, slot1 + (uint64_t)i, (first[j] + (size_t)i) * maxlen * sizeof(float), L * sizeof(float));
+            owed_in[j] = L ? counts[j] : 0;
+            for (int i = 0; len(j) && i < nin; i++)
+                ubin[i]->send(j, slot1 + (uint64_t)i, start(j) * sizeof(float), len(j) * sizeof(float));
+            owed_out[j] = len(j) ? 1 : 0;
         }
-        wait_all(ub.get(), true, nrecv);
-        wait_all(ub.get(), false, nsend);
+        for (int i = 0; i < nin; i++)
+            memcpy(scratch.data() + (first[me] + (size_t)i) * maxlen, in[i] + off + start(me), L * sizeof(float));
+        wait_all(us.get(), true, owed_in);
+        for (int i = 0; i < nin; i++)
+            wait_all(ubin[i].get(), false, owed_out);
+        /* the sum in (rank, index) order, left to right */
+        float *acc = out + off + start(me);
+        const float *s0 = scratch.data();
+        if (total == 1)
+            memcpy(acc, s0, L * sizeof(float));
+        else
+            sum_f32(acc, s0, s0 + maxlen, L);
+        for (size_t g = 2; g < total; g++)
+            sum_f32(acc, acc, s0 + g * maxlen, L);
+        /* 2: every rank's sum to every rank */
+        for (int j = 0; j < R; j++) {
+            if (j == me)
+                continue;
+            if (len(j))
+                ubout->recv(j, slot2, start(j) * sizeof(float), len(j) * sizeof(float));
+            if (L)
+                ubout->send(j, slot2, start(me) * sizeof(float), L * sizeof(float));
+            owed_sum[j] = L ? 1 : 0;
+        }
+        wait_all(ubout.get(), true, owed_out);
+        wait_all(ubout.get(), false, owed_sum);
     }
 }
 
@@ -697,7 +712,8 @@ int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, 
         if (n == 0 || c->size == 1)
             return;
         if (c->order == POD_COLL_SUM_RANK_ORDER) {
-            allreduce_rank_order(c, buf, n);
+            const float *in[1] = {buf};
+            allreduce_rank_order(c, in, 1, std::vector<int>(c->size, 1), buf, n);
             return;
         }
         gloo::AllreduceOptions opts(c->ctx);
@@ -709,6 +725,39 @@ int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, 
         c->hint = (c->rank + 1) % c->size;
         c->hint_send = (c->rank + c->size - 1) % c->size;
         gloo::allreduce(opts);
+    });
+}
+
+int pod_coll_allreduce_f32_multi(struct pod_coll *c, const float *const *in, int nin, float *out, size_t n,
+                                 char *err, size_t errlen)
+{
+    /* a bad argument is refused without breaking the communicator */
+    bool null_in = !in;
+    for (int i = 0; !null_in && i < nin; i++)
+        null_in = n && !in[i];
+    if (nin < 1 || nin > POD_COLL_MAX_INPUTS || null_in || (n && !out) || n > SIZE_MAX / sizeof(float) / 2) {
+        copy_err(err, errlen, "all-reduce: " + std::to_string(nin) + " inputs of " + std::to_string(n) +
+                                  " elements: the inputs must be 1.." + std::to_string(POD_COLL_MAX_INPUTS) +
+                                  " buffers, none NULL, and out not NULL");
+        return -1;
+    }
+    return run(c, "all-reduce", err, errlen, [&] {
+        std::vector<int> counts(c->size, nin);
+        if (c->size > 1) {
+            /* how many buffers each rank brings */
+            gloo::AllgatherOptions opts(c->ctx);
+            opts.setInput(&nin, 1);
+            opts.setOutput(counts.data(), counts.size());
+            opts.setTimeout(Ms(c->wait_ms));
+            gloo::allgather(opts);
+            for (int r = 0; r < c->size; r++)
+                if (counts[r] < 1 || counts[r] > POD_COLL_MAX_INPUTS)
+                    throw CollError("all-reduce: rank " + std::to_string(r) + " says it brings " +
+                                    std::to_string(counts[r]) + " buffers");
+        }
+        if (n == 0)
+            return;
+        allreduce_rank_order(c, in, nin, counts, out, n);
     });
 }
 

@@ -149,7 +149,7 @@ test_allreduce_known(void **state)
 /* ---- identical bits, and the documented order ------------------------------------------ */
 
 #define BITS_N 1000
-static float bits_in[4][BITS_N], bits_out[2][4][BITS_N];
+static float bits_in[6][BITS_N], bits_out[2][4][BITS_N];
 
 /* Values of every magnitude and sign, so that the order of a sum shows in its bits. */
 static void
@@ -157,7 +157,7 @@ fill_wild(void)
 {
     uint32_t s = 12345;
 
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 6; r++)
         for (int i = 0; i < BITS_N; i++) {
             s = s * 1103515245u + 12345u;
             float m = (float)((s >> 8) & 0xffff) / 65536.0f + 0.5f;
@@ -226,6 +226,63 @@ test_identical_bits_and_order(void **state)
             assert_int_equal(ring_differs, 0);
         else
             assert_true(ring_differs > 0);
+    }
+}
+
+/* pod_coll_allreduce_f32_multi: rank r brings counts[r] of the wild buffers (rank-major);
+ * every rank must get the bits of their left-to-right sum, with out separate or in place. */
+struct multi_case {
+    int counts[3];
+    size_t n;
+    float out[3][BITS_N];
+};
+
+static int
+body_multi(struct pod_coll *c, struct rank_job *j)
+{
+    struct multi_case *mc = j->arg;
+    int g = 0;
+    for (int r = 0; r < j->rank; r++)
+        g += mc->counts[r];
+    int k = mc->counts[j->rank];
+    const float *in[3];
+    static float copy[3][BITS_N];
+    for (int i = 0; i < k; i++)
+        in[i] = bits_in[g + i];
+    float *out = mc->out[j->rank];
+    if (j->rank == 1) { /* in place: out is its second buffer, a copy of the wild one */
+        memcpy(copy[1], bits_in[g + 1], sizeof copy[1]);
+        in[1] = out = copy[1];
+    }
+    if (pod_coll_allreduce_f32_multi(c, in, k, out, mc->n, j->err, sizeof j->err))
+        return -1;
+    if (out != mc->out[j->rank])
+        memcpy(mc->out[j->rank], out, mc->n * sizeof(float));
+    return 0;
+}
+
+static void
+test_multi_inputs(void **state)
+{
+    static struct multi_case cases[] = {
+        {{2, 2, 0}, BITS_N}, {{1, 3, 2}, BITS_N}, {{3, 2, 1}, 7}, {{1, 2, 1}, 1}, {{2, 2, 2}, 0},
+    };
+    (void)state;
+    fill_wild();
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        struct multi_case *mc = &cases[t];
+        int size = mc->counts[2] ? 3 : 2, total = mc->counts[0] + mc->counts[1] + mc->counts[2];
+        memset(mc->out, 0xff, sizeof mc->out);
+        run_threads(size, "multi", body_multi, mc);
+        for (size_t i = 0; i < mc->n; i++) {
+            float want = bits_in[0][i];
+            for (int g = 1; g < total; g++)
+                want += bits_in[g][i];
+            for (int r = 0; r < size; r++)
+                if (memcmp(&mc->out[r][i], &want, 4) != 0)
+                    fail_msg("counts %d,%d,%d: rank %d element %zu is %a, the left-to-right sum %a",
+                             mc->counts[0], mc->counts[1], mc->counts[2], r, i, mc->out[r][i], want);
+        }
     }
 }
 
@@ -780,12 +837,17 @@ test_bad_store_and_arguments(void **state)
     expect_open_fails(&st, "p", 0, 2, "no-such-host.invalid", 1000, "cannot listen on 'no-such-host.invalid'");
     /* a communicator of one: arguments refused without breaking it */
     struct pod_coll *c = NULL;
+    float one_out = 0;
     assert_int_equal(pod_coll_open(&c, &st, "one", 0, 1, NULL, 1000, err, sizeof err), 0);
     assert_int_equal(pod_coll_broadcast(c, err, 1, 1, err, sizeof err), -1);
     assert_non_null(strstr(err, "root 1 is not a rank (0..0)"));
     assert_int_equal(pod_coll_allreduce_f32(c, NULL, 4, err, sizeof err), -1);
     assert_non_null(strstr(err, "4 elements with a NULL buffer"));
     assert_int_equal(pod_coll_set_sum_order(c, (enum pod_coll_sum_order)7, err, sizeof err), -1);
+    const float *ins[1] = {NULL};
+    assert_int_equal(pod_coll_allreduce_f32_multi(c, ins, 0, &one_out, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "the inputs must be 1..256 buffers"));
+    assert_int_equal(pod_coll_allreduce_f32_multi(c, ins, 1, &one_out, 1, err, sizeof err), -1);
     assert_int_equal(pod_coll_broken(c), 0);
     float one = 3;
     assert_int_equal(pod_coll_allreduce_f32(c, &one, 1, err, sizeof err), 0);
@@ -803,6 +865,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_known),
         cmocka_unit_test(test_identical_bits_and_order),
+        cmocka_unit_test(test_multi_inputs),
         cmocka_unit_test(test_rank_order_windows),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_barrier),
