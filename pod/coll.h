@@ -32,6 +32,15 @@
  * SIGPIPE: writes to a closed peer never raise it in the calling process (it is blocked
  * around gloo's writes, and gloo's I/O thread starts with it blocked).
  *
+ * Security. gloo's TCP transport has no encryption and no authentication: each pair's port
+ * accepts whoever connects first. pod_coll_open makes every rank send each peer, over the new
+ * connection, a random token that peer published in the store, and refuses a connection
+ * that does not (naming the rank it stood in for): only a process that can read the store
+ * joins. The store must therefore be readable by the Pod's daemons alone, and the address
+ * bound should be the Pod's network (loopback by default). Between the accept and the token,
+ * and afterwards from a rank of the communicator, gloo trusts the bytes it reads: a hostile
+ * peer there can make gloo's I/O thread fail an assertion, which ends the process.
+ *
  * Sum order (all-reduce). POD_COLL_SUM_RING (the default): gloo's ring. The buffer is cut
  * into `size` chunks (of gloo's segments); the chunk that rank g ends up owning is summed
  * along the ring as x_g + (x_{g+1} + (... + (x_{g-2} + x_{g-1}))), ranks mod size, then

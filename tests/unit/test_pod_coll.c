@@ -550,7 +550,10 @@ child_fault(int rank, int size, int fd)
     pod_store_file_fill(&f, &st);
     if (!b || pod_coll_open(&c, &st, "fault", rank, size, "127.0.0.1", FAULT_TIMEOUT_MS, err, sizeof err))
         child_exit(fd, 1, "rank %d open: %s", rank, b ? err : "out of memory");
+    double t0 = now_ms();
     for (long it = 0;; it++) {
+        if (now_ms() - t0 > 120000) /* the parent's signal should have ended this long ago */
+            child_exit(fd, 1, "rank %d: no failure after 120 s of all-reduces", rank);
         for (size_t i = 0; i < FAULT_N; i++)
             b[i] = known(rank, i);
         if (pod_coll_allreduce_f32(c, b, FAULT_N, err, sizeof err))
