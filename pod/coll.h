@@ -6,6 +6,12 @@
  * IoException, EnforceNotMet, std::bad_alloc, ...) crosses into C: every call returns 0, or
  * -1 with a sentence in err.
  *
+ * Use (a daemon's partition across daemons): open one communicator per partition and
+ * formation, prefix "<partition>/<epoch>", on a thread of its own (calls block); run the
+ * collectives there; on -1 turn err into the jobs' PARTITION_RESET error, close the
+ * communicator, and form it again under "<partition>/<epoch+1>". A replica grouping
+ * (CommGroup) is a communicator per group under its own prefix.
+ *
  * Threads. A communicator is used by one thread at a time (calls on one communicator are
  * not concurrent); different communicators are independent. Every rank must make the same
  * calls in the same order with the same sizes (as with MPI): a call whose size differs
