@@ -150,6 +150,17 @@ void sum_f32(void *out, const void *a, const void *b, size_t n)
         o[i] = x[i] + y[i];
 }
 
+/* What a call is, exchanged before it (agree): every rank must make the same call. */
+struct Desc {
+    uint32_t op;    /* 1 all-reduce, 2 broadcast, 3 barrier, 4 all-reduce of several buffers */
+    uint32_t order; /* the sum order (all-reduce) */
+    uint64_t n;     /* elements (all-reduce) or bytes (broadcast) */
+    int64_t root;   /* broadcast */
+    uint64_t seq;   /* the call's number on this communicator */
+    int64_t nin;    /* buffers (op 4; may differ between ranks) */
+};
+static_assert(sizeof(Desc) == 40, "Desc is sent as bytes");
+
 } // namespace
 
 struct pod_coll {
@@ -164,6 +175,8 @@ struct pod_coll {
     std::vector<std::string> addr; /* per rank: its address as this rank connects to it */
     std::string broken;            /* the first failure; empty while usable */
     uint64_t slot_seq = 0;
+    uint64_t calls = 0;        /* calls made: every rank's count must agree */
+    std::vector<Desc> descs;   /* every rank's Desc of the current call */
     int hint = -1;      /* the rank the current receive waits for, when known */
     int hint_send = -1; /* the rank the current send waits for, when known */
 };
@@ -466,11 +479,52 @@ std::string diagnose(pod_coll *c, const char *op, const View &mine, const std::s
     return msg;
 }
 
+std::string describe(const Desc &d)
+{
+    const std::string order = d.order == POD_COLL_SUM_RANK_ORDER ? "rank order" : "ring";
+    switch (d.op) {
+    case 1: return "an all-reduce of " + std::to_string(d.n) + " floats (" + order + ")";
+    case 2: return "a broadcast of " + std::to_string(d.n) + " bytes from rank " + std::to_string(d.root);
+    case 3: return "a barrier";
+    case 4: return "an all-reduce of " + std::to_string(d.n) + " floats from several buffers";
+    default: return "call kind " + std::to_string(d.op);
+    }
+}
+
+/* Every rank's Desc of this call, gathered into c->descs; throws CollError naming the first
+ * rank whose call differs from this one. gloo's I/O thread ends the process on a message
+ * longer than the receive posted for it, which calls of different sizes would send: this
+ * exchange, of the same size whatever the call, comes first. */
+void agree(pod_coll *c, const Desc &mine)
+{
+    c->descs.assign((size_t)c->size, Desc{});
+    gloo::AllgatherOptions opts(c->ctx);
+    opts.setInput(reinterpret_cast<uint8_t *>(const_cast<Desc *>(&mine)), sizeof(Desc));
+    opts.setOutput(reinterpret_cast<uint8_t *>(c->descs.data()), sizeof(Desc) * c->descs.size());
+    opts.setTimeout(Ms(c->wait_ms));
+    c->hint = (c->rank + c->size - 1) % c->size; /* gloo's allgather: a ring the other way */
+    c->hint_send = (c->rank + 1) % c->size;
+    gloo::allgather(opts);
+    for (int r = 0; r < c->size; r++) {
+        const Desc &d = c->descs[(size_t)r];
+        const std::string who = "rank " + std::to_string(r) + " (" + c->addr[(size_t)r] + ")";
+        if (d.seq != mine.seq)
+            throw CollError(who + " is at its call " + std::to_string(d.seq + 1) + ", this rank at its call " +
+                            std::to_string(mine.seq + 1) + ": every rank must make the same calls");
+        if (d.op != mine.op || d.n != mine.n || (d.op == 1 && d.order != mine.order) ||
+            (d.op == 2 && d.root != mine.root))
+            throw CollError(who + " made " + describe(d) + " as its call " + std::to_string(d.seq + 1) +
+                            ", this rank " + describe(mine) + ": every rank must make the same calls");
+        if (d.op == 4 && (d.nin < 1 || d.nin > POD_COLL_MAX_INPUTS))
+            throw CollError("all-reduce: rank " + std::to_string(r) + " brings " + std::to_string(d.nin) + " buffers");
+    }
+}
+
 /* Runs fn on c, turning whatever it throws into -1 with err; 0 when it returns. After an
  * I/O failure: this rank's view goes to the store as its abort record, every connection is
  * closed (the peers fail at once instead of at their timeout), then the culprit is named. */
 template <typename F>
-int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
+int run(pod_coll *c, const char *op, Desc desc, char *err, size_t errlen, F fn)
 {
     if (!c) {
         copy_err(err, errlen, std::string(op) + ": no communicator (NULL)");
@@ -486,6 +540,9 @@ int run(pod_coll *c, const char *op, char *err, size_t errlen, F fn)
     bool io = false;
     std::string gmsg;
     try {
+        desc.seq = c->calls++;
+        if (c->size > 1)
+            agree(c, desc);
         c->hint = c->hint_send = -1;
         fn();
         return 0;
@@ -708,7 +765,7 @@ int pod_coll_allreduce_f32(struct pod_coll *c, float *buf, size_t n, char *err, 
                                   (buf ? " are more than memory can hold" : " with a NULL buffer"));
         return -1;
     }
-    return run(c, "all-reduce", err, errlen, [&] {
+    return run(c, "all-reduce", Desc{1, c ? (uint32_t)c->order : 0u, n, 0, 0, 1}, err, errlen, [&] {
         if (n == 0 || c->size == 1)
             return;
         if (c->order == POD_COLL_SUM_RANK_ORDER) {
@@ -741,20 +798,10 @@ int pod_coll_allreduce_f32_multi(struct pod_coll *c, const float *const *in, int
                                   " buffers, none NULL, and out not NULL");
         return -1;
     }
-    return run(c, "all-reduce", err, errlen, [&] {
-        std::vector<int> counts(c->size, nin);
-        if (c->size > 1) {
-            /* how many buffers each rank brings */
-            gloo::AllgatherOptions opts(c->ctx);
-            opts.setInput(&nin, 1);
-            opts.setOutput(counts.data(), counts.size());
-            opts.setTimeout(Ms(c->wait_ms));
-            gloo::allgather(opts);
-            for (int r = 0; r < c->size; r++)
-                if (counts[r] < 1 || counts[r] > POD_COLL_MAX_INPUTS)
-                    throw CollError("all-reduce: rank " + std::to_string(r) + " says it brings " +
-                                    std::to_string(counts[r]) + " buffers");
-        }
+    return run(c, "all-reduce", Desc{4, 0, n, 0, 0, nin}, err, errlen, [&] {
+        std::vector<int> counts(c->size, nin); /* how many buffers each rank brings (agree) */
+        for (int r = 0; c->size > 1 && r < c->size; r++)
+            counts[r] = (int)c->descs[(size_t)r].nin;
         if (n == 0)
             return;
         allreduce_rank_order(c, in, nin, counts, out, n);
@@ -773,27 +820,27 @@ int pod_coll_broadcast(struct pod_coll *c, void *buf, size_t bytes, int root, ch
         copy_err(err, errlen, "broadcast: the buffer is NULL for " + std::to_string(bytes) + " bytes");
         return -1;
     }
-    return run(c, "broadcast", err, errlen, [&] {
+    return run(c, "broadcast", Desc{2, 0, bytes, root, 0, 0}, err, errlen, [&] {
         if (bytes == 0 || c->size == 1)
             return;
         gloo::BroadcastOptions opts(c->ctx);
         opts.setOutput(static_cast<uint8_t *>(buf), bytes);
         opts.setRoot(root);
         opts.setTimeout(Ms(c->wait_ms));
-        c->hint = c->rank == root ? -1 : root;
+        /* gloo's binomial tree: a rank receives from its virtual rank less its top bit */
+        const int v = (c->rank - root + c->size) % c->size;
+        int top = 0;
+        while ((v >> (top + 1)) != 0)
+            top++;
+        c->hint = c->rank == root ? -1 : ((v ^ (1 << top)) + root) % c->size;
         gloo::broadcast(opts);
     });
 }
 
 int pod_coll_barrier(struct pod_coll *c, char *err, size_t errlen)
 {
-    return run(c, "barrier", err, errlen, [&] {
-        if (c->size == 1)
-            return;
-        gloo::BarrierOptions opts(c->ctx);
-        opts.setTimeout(Ms(c->wait_ms));
-        gloo::barrier(opts);
-    });
+    /* the exchange of every rank's Desc that comes first (agree) is the barrier */
+    return run(c, "barrier", Desc{3, 0, 0, 0, 0, 0}, err, errlen, [&] {});
 }
 
 int pod_coll_rank(const struct pod_coll *c)

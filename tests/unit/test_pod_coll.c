@@ -728,6 +728,48 @@ test_timeout_then_reopen(void **state)
     pod_store_mem_free(m);
 }
 
+/* ---- ranks that make different calls ------------------------------------------------ */
+
+/* Rank 0 and rank 1 make different calls (arg: which pair): each must get -1 naming the
+ * other's call, and the process must live (gloo's I/O thread would end it on a message
+ * longer than the receive posted for it). */
+static int
+body_mismatch(struct pod_coll *c, struct rank_job *j)
+{
+    int which = *(int *)j->arg, rc;
+    float v[20] = {0};
+    char e[1024];
+
+    if (which == 0)
+        rc = pod_coll_allreduce_f32(c, v, j->rank ? 20 : 10, e, sizeof e);
+    else if (which == 1)
+        rc = j->rank ? pod_coll_broadcast(c, v, 8, 0, e, sizeof e) : pod_coll_barrier(c, e, sizeof e);
+    else {
+        pod_coll_set_sum_order(c, j->rank ? POD_COLL_SUM_RANK_ORDER : POD_COLL_SUM_RING, e, sizeof e);
+        rc = pod_coll_allreduce_f32(c, v, 20, e, sizeof e);
+    }
+    static const char *want[3][2] = {
+        {"rank 1 (127.0.0.1:", "made an all-reduce of 20 floats (ring) as its call 1, this rank an all-reduce of 10 floats"},
+        {"rank 1 (127.0.0.1:", "made a broadcast of 8 bytes from rank 0 as its call 1, this rank a barrier"},
+        {"rank 1 (127.0.0.1:", "(rank order) as its call 1, this rank an all-reduce of 20 floats (ring)"},
+    };
+    if (rc == 0)
+        return snprintf(j->err, sizeof j->err, "case %d: the mismatched call succeeded", which), -1;
+    if (j->rank == 0 && (!strstr(e, want[which][0]) || !strstr(e, want[which][1])))
+        return snprintf(j->err, sizeof j->err, "case %d: %.900s", which, e), -1;
+    if (j->rank == 0)
+        print_message("rank 0: %s\n", e);
+    return 0;
+}
+
+static void
+test_mismatched_calls(void **state)
+{
+    (void)state;
+    for (int which = 0; which < 3; which++)
+        run_threads(2, which == 0 ? "mis0" : which == 1 ? "mis1" : "mis2", body_mismatch, &which);
+}
+
 /* ---- a connection that does not know the rendezvous token ------------------------------- */
 
 static struct pod_store *tamper_inner;
@@ -876,6 +918,7 @@ main(void)
         cmocka_unit_test(test_peer_killed),
         cmocka_unit_test(test_peer_stopped),
         cmocka_unit_test(test_timeout_then_reopen),
+        cmocka_unit_test(test_mismatched_calls),
         cmocka_unit_test(test_impostor_token),
         cmocka_unit_test(test_bad_store_and_arguments),
     };
