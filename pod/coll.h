@@ -14,8 +14,12 @@
  *
  * Threads. A communicator is used by one thread at a time (calls on one communicator are
  * not concurrent); different communicators are independent. Every rank must make the same
- * calls in the same order with the same sizes (as with MPI): a call whose size differs
- * between ranks fails or times out, it does not corrupt memory.
+ * calls in the same order with the same sizes (as with MPI). Each call starts with a small
+ * fixed-size exchange of what it is (kind, size, root, sum order, call number): a rank
+ * whose call differs is named ("rank 1 (...) made an all-reduce of 20 floats (ring) as its
+ * call 1, this rank an all-reduce of 10 floats (ring)") and the call fails, where gloo
+ * itself would end the process (its I/O thread asserts on a message longer than the
+ * receive posted for it). This costs one all-gather of 40 bytes per rank per call.
  *
  * Failures. A peer that dies, closes its end or does not answer makes the call fail within
  * timeout_ms (a peer whose process dies is seen at once: the kernel closes its sockets),
@@ -147,7 +151,8 @@ int pod_coll_allreduce_f32_multi(struct pod_coll *c, const float *const *in, int
 int pod_coll_broadcast(struct pod_coll *c, void *buf, size_t bytes, int root,
                        char *err, size_t errlen);
 
-/* Returns once every rank has entered the barrier. 0, or -1 (err). */
+/* Returns once every rank has entered the barrier (the exchange every call starts with).
+ * 0, or -1 (err). */
 int pod_coll_barrier(struct pod_coll *c, char *err, size_t errlen);
 
 /* This rank's and the communicator's size, and whether it is broken (1) or usable (0). */
