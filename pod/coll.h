@@ -60,7 +60,8 @@
  * POD_COLL_SUM_RANK_ORDER: each rank gathers every rank's slice of one part of the buffer,
  * sums it as ((x0 + x1) + x2) + ... in rank order, and sends the sum to every rank (a
  * reduce-scatter and an all-gather by direct exchange over gloo's transport, in windows of
- * at most POD_COLL_WINDOW_FLOATS elements). Every rank gets identical bits, and they are the
+ * at most POD_COLL_WINDOW_FLOATS elements, the next window's exchange travelling while this
+ * one's sum goes back). Every rank gets identical bits, and they are the
  * bits of the plain left-to-right sum in rank order whatever the size and the split: the
  * result does not depend on the ring. Both modes move 2(n-1)/n of the buffer per rank.
  * The sum is IEEE float addition, no fused or reassociated arithmetic; NaN and infinities
@@ -105,7 +106,7 @@ enum pod_coll_sum_order {
 
 #define POD_COLL_MAX_RANKS 1024
 #define POD_COLL_PREFIX_MAX 200
-#define POD_COLL_WINDOW_FLOATS ((size_t)1 << 22) /* 16 MiB of float32 per window */
+#define POD_COLL_WINDOW_FLOATS ((size_t)1 << 20) /* 4 MiB of float32 per window */
 
 /* Forms the communicator: rank `rank` (0 <= rank < size <= POD_COLL_MAX_RANKS) listens on
  * bind_addr (an IP address or host name of this machine; NULL means 127.0.0.1), publishes

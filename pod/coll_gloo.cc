@@ -624,56 +624,86 @@ void allreduce_rank_order(pod_coll *c, const float *const *in, int nin, const st
                 owed[from]--;
         }
     };
-    for (size_t off = 0; off < n; off += W) {
-        const size_t w = std::min(W, n - off), base = w / (size_t)R, rem = w % (size_t)R;
-        auto start = [&](int k) { return (size_t)k * base + std::min((size_t)k, rem); };
-        auto len = [&](int k) { return base + ((size_t)k < rem ? 1 : 0); };
-        const size_t L = len(me);
-        std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> ubin;
+    using UB = std::unique_ptr<gloo::transport::UnboundBuffer>;
+    /* one window: its slices, buffers, slots and the completions owed per rank */
+    struct Win {
+        size_t off = 0, w = 0, base = 0, rem = 0, L = 0;
+        uint64_t slot1 = 0, slot2 = 0;
+        std::vector<UB> ubin;
+        UB ubout, us;
+        std::vector<int> owed_in, owed_out, owed_sum;
+        size_t start(int k) const { return (size_t)k * base + std::min((size_t)k, rem); }
+        size_t len(int k) const { return base + ((size_t)k < rem ? 1 : 0); }
+    };
+    /* phase 1 posted: slice k of every buffer to rank k (buffer i on slot1 + i); this
+     * rank's own slices copied aside into scratch (scratch is free: the last sum is done) */
+    auto post1 = [&](Win &x, size_t off) {
+        x.off = off;
+        x.w = std::min(W, n - off);
+        x.base = x.w / (size_t)R;
+        x.rem = x.w % (size_t)R;
+        x.L = x.len(me);
         for (int i = 0; i < nin; i++)
-            ubin.push_back(c->ctx->createUnboundBuffer(const_cast<float *>(in[i]) + off, w * sizeof(float)));
-        auto ubout = c->ctx->createUnboundBuffer(out + off, w * sizeof(float));
-        auto us = c->ctx->createUnboundBuffer(scratch.data(), scratch.size() * sizeof(float));
-        const uint64_t slot1 = kSlotBase + c->slot_seq, slot2 = slot1 + (uint64_t)maxcount;
+            x.ubin.push_back(c->ctx->createUnboundBuffer(const_cast<float *>(in[i]) + off, x.w * sizeof(float)));
+        x.ubout = c->ctx->createUnboundBuffer(out + off, x.w * sizeof(float));
+        x.us = c->ctx->createUnboundBuffer(scratch.data(), scratch.size() * sizeof(float));
+        x.slot1 = kSlotBase + c->slot_seq;
+        x.slot2 = x.slot1 + (uint64_t)maxcount;
         c->slot_seq += (uint64_t)maxcount + 1;
-        /* 1: slice k of every buffer to rank k (buffer i on slot1 + i) */
-        std::vector<int> owed_in(R, 0), owed_out(R, 0), owed_sum(R, 0);
+        x.owed_in.assign(R, 0);
+        x.owed_out.assign(R, 0);
+        x.owed_sum.assign(R, 0);
         for (int j = 0; j < R; j++) {
             if (j == me)
                 continue;
-            for (int i = 0; L && i < counts[j]; i++)
-                us->recv(j, slot1 + (uint64_t)i, (first[j] + (size_t)i) * maxlen * sizeof(float), L * sizeof(float));
-            owed_in[j] = L ? counts[j] : 0;
-            for (int i = 0; len(j) && i < nin; i++)
-                ubin[i]->send(j, slot1 + (uint64_t)i, start(j) * sizeof(float), len(j) * sizeof(float));
-            owed_out[j] = len(j) ? 1 : 0;
+            for (int i = 0; x.L && i < counts[j]; i++)
+                x.us->recv(j, x.slot1 + (uint64_t)i, (first[j] + (size_t)i) * maxlen * sizeof(float),
+                           x.L * sizeof(float));
+            x.owed_in[j] = x.L ? counts[j] : 0;
+            for (int i = 0; x.len(j) && i < nin; i++)
+                x.ubin[i]->send(j, x.slot1 + (uint64_t)i, x.start(j) * sizeof(float), x.len(j) * sizeof(float));
+            x.owed_out[j] = x.len(j) ? 1 : 0;
         }
         for (int i = 0; i < nin; i++)
-            memcpy(scratch.data() + (first[me] + (size_t)i) * maxlen, in[i] + off + start(me), L * sizeof(float));
-        wait_all(us.get(), true, owed_in);
+            memcpy(scratch.data() + (first[me] + (size_t)i) * maxlen, in[i] + off + x.start(me),
+                   x.L * sizeof(float));
+    };
+    /* phase 1 waited for, the sum in (rank, index) order left to right, phase 2 posted:
+     * every rank's sum to every rank */
+    auto sum_and_post2 = [&](Win &x) {
+        wait_all(x.us.get(), true, x.owed_in);
         for (int i = 0; i < nin; i++)
-            wait_all(ubin[i].get(), false, owed_out);
-        /* the sum in (rank, index) order, left to right */
-        float *acc = out + off + start(me);
+            wait_all(x.ubin[i].get(), false, x.owed_out);
+        float *acc = out + x.off + x.start(me);
         const float *s0 = scratch.data();
         if (total == 1)
-            memcpy(acc, s0, L * sizeof(float));
+            memcpy(acc, s0, x.L * sizeof(float));
         else
-            sum_f32(acc, s0, s0 + maxlen, L);
+            sum_f32(acc, s0, s0 + maxlen, x.L);
         for (size_t g = 2; g < total; g++)
-            sum_f32(acc, acc, s0 + g * maxlen, L);
-        /* 2: every rank's sum to every rank */
+            sum_f32(acc, acc, s0 + g * maxlen, x.L);
         for (int j = 0; j < R; j++) {
             if (j == me)
                 continue;
-            if (len(j))
-                ubout->recv(j, slot2, start(j) * sizeof(float), len(j) * sizeof(float));
-            if (L)
-                ubout->send(j, slot2, start(me) * sizeof(float), L * sizeof(float));
-            owed_sum[j] = L ? 1 : 0;
+            if (x.len(j))
+                x.ubout->recv(j, x.slot2, x.start(j) * sizeof(float), x.len(j) * sizeof(float));
+            if (x.L)
+                x.ubout->send(j, x.slot2, x.start(me) * sizeof(float), x.L * sizeof(float));
+            x.owed_sum[j] = x.L ? 1 : 0;
         }
-        wait_all(ubout.get(), true, owed_out);
-        wait_all(ubout.get(), false, owed_sum);
+    };
+    /* Pipelined: the next window's phase 1 travels while this one's phase 2 does (they
+     * touch different windows of in[] and out, and scratch is free once a sum is done). */
+    Win cur;
+    post1(cur, 0);
+    for (size_t off = 0; off < n; off += W) {
+        sum_and_post2(cur);
+        Win next;
+        if (off + W < n)
+            post1(next, off + W);
+        wait_all(cur.ubout.get(), true, cur.owed_out);
+        wait_all(cur.ubout.get(), false, cur.owed_sum);
+        cur = std::move(next);
     }
 }
 

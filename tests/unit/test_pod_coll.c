@@ -286,11 +286,11 @@ test_multi_inputs(void **state)
     }
 }
 
-/* Rank order across windows: POD_COLL_WINDOW_FLOATS + 5 elements on 2 ranks. */
+/* Rank order across windows (pipelined): 3 x POD_COLL_WINDOW_FLOATS + 5 elements. */
 static int
 body_window(struct pod_coll *c, struct rank_job *j)
 {
-    size_t n = POD_COLL_WINDOW_FLOATS + 5;
+    size_t n = 3 * POD_COLL_WINDOW_FLOATS + 5;
     float *b = malloc(n * sizeof(float));
     int rc = -1;
 
