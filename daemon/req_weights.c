@@ -63,6 +63,7 @@ req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
     struct model *m = find(c, req_id, rq->model_id);
     struct sim_optimizer o;
     struct sim_err err;
+    char *names = NULL;
     int rc;
 
     (void)payload_len;
@@ -73,11 +74,12 @@ req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         "set_optimizer carries no optimizer");
         return;
     }
-    if (models_optimizer(w, &o, err.msg, sizeof err.msg) < 0) {
+    if (models_optimizer(w, &o, &names, err.msg, sizeof err.msg) < 0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor", "%s", err.msg);
         return;
     }
     rc = sim_exe_set_optimizer(m->entry->exe, &o, &err);
+    free(names);
     if (rc != IPUOF_OK) {
         conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
         return;

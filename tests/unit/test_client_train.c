@@ -523,7 +523,13 @@ test_defaults_and_arguments(void **state)
     assert_true(o.lr == 1e-3f && o.beta1 == 0.9f && o.beta2 == 0.999f && o.eps == 1e-8f &&
                 o.weight_decay == 1e-2f);
     assert_int_equal(ipuof_optimizer_init(&o, 0), IPUOF_E_INVAL);
-    assert_int_equal(ipuof_optimizer_init(&o, 4), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_RMSPROP), IPUOF_OK);
+    assert_true(o.lr == 1e-2f && o.alpha == 0.99f && o.eps == 1e-8f && o.momentum == 0 &&
+                o.centered == 0 && o.tf_variant == 0);
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_LAMB), IPUOF_OK);
+    assert_true(o.lr == 1e-3f && o.weight_decay == 1e-2f && o.max_weight_norm == 65500.0f &&
+                o.bias_correction == 1 && o.loss_scaling == 1.0f && o.n_groups == 0);
+    assert_int_equal(ipuof_optimizer_init(&o, 6), IPUOF_E_INVAL);
     assert_int_equal(ipuof_optimizer_init(NULL, IPUOF_OPTIMIZER_SGD), IPUOF_E_INVAL);
 
     assert_int_equal(ipuof_model_is_training(NULL), 0);
