@@ -99,8 +99,10 @@ weight_named(const struct sim_exe *e, const char *name)
 
 /*
  * The parameter group of every weight of e under o into wgroup (e->n_w entries): 0 unless
- * one of o's groups lists it. Errors: IPUOF_E_NOTFOUND for a name that is no weight,
- * IPUOF_E_INVAL for a weight that is not trained or that two groups list.
+ * one of o's groups lists it. A listed weight that is not trained (frozen, or reaching no
+ * loss, as a torch parameter whose .grad stays None) is accepted: its group changes nothing.
+ * Errors: IPUOF_E_NOTFOUND for a name that is no weight, IPUOF_E_INVAL for a weight that
+ * two groups list.
  */
 static int
 resolve_groups(const struct sim_exe *e, const struct sim_optimizer *o, unsigned char *wgroup,
@@ -115,10 +117,6 @@ resolve_groups(const struct sim_exe *e, const struct sim_optimizer *o, unsigned 
             if (wi < 0)
                 return sim_err_set(err, IPUOF_E_NOTFOUND, "optimizer parameter group %d "
                                    "lists '%s', which is not a weight of the model", g, name);
-            if (e->w[wi].kind != SIM_WEIGHT_TRAINABLE)
-                return sim_err_set(err, IPUOF_E_INVAL, "optimizer parameter group %d lists "
-                                   "'%s', which is not trained (frozen, or a buffer such as "
-                                   "a running statistic)", g, name);
             if (wgroup[wi] != 0)
                 return sim_err_set(err, IPUOF_E_INVAL, "weight '%s' is in optimizer "
                                    "parameter groups %d and %d; a weight belongs to one "
