@@ -363,6 +363,9 @@ long sim_optim_state_index(const struct sim_exe *e, const char *name);
 int sim_optim_state_info(const struct sim_exe *e, long idx, struct sim_weight_info *info);
 int sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool write,
                        struct sim_err *err);
+/* IPUOF_E_NOTFOUND for a name under "optimizer:" that e (training) does not keep, the
+ * message listing what it keeps. */
+int sim_optim_state_missing(const struct sim_exe *e, const char *name, struct sim_err *err);
 
 /* Fills the views of kernel k for node n from value data pointers (used by folding). */
 void sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views);

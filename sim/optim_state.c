@@ -319,6 +319,24 @@ sim_optim_state_index(const struct sim_exe *e, const char *name)
     return -1;
 }
 
+int
+sim_optim_state_missing(const struct sim_exe *e, const char *name, struct sim_err *err)
+{
+    const struct sim_optimizer *o = &e->tr->opt;
+    unsigned b = buffers(o);
+    char slots[96] = "";
+    size_t used = 0;
+
+    for (int k = 1; k <= 3; k++)
+        if (b & (1u << (k - 1)))
+            used += (size_t)snprintf(slots + used, sizeof slots - used, "%s%s",
+                                     used ? ", " : "", slot_name(o->kind, k));
+    return sim_err_set(err, IPUOF_E_NOTFOUND, "the executable's optimizer (%s) keeps no "
+                       "state tensor '%s': its state is " STATE_PREFIX "step and "
+                       STATE_PREFIX "<slot>:<trained weight>, slot %s",
+                       sim_optim_kind_name(o->kind), name, used ? slots : "(none)");
+}
+
 /* The state tensor of index idx (as sim_optim_state_index gives), or NULL. */
 static const struct sim_opt_state *
 state_at(const struct sim_exe *e, long idx)

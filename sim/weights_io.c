@@ -79,6 +79,8 @@ find(const struct sim_exe *e, const char *name, size_t bytes, int *i, struct sim
 {
     long idx = sim_exe_weight_index(e, name);
 
+    if (idx < 0 && e->tr != NULL && name != NULL && strncmp(name, "optimizer:", 10) == 0)
+        return sim_optim_state_missing(e, name, err);
     if (idx < 0 || idx >= e->n_w)
         return sim_err_set(err, IPUOF_E_NOTFOUND, "the executable has no weight called "
                            "'%s'%s", name != NULL ? name : "(null)",
