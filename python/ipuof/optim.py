@@ -72,7 +72,15 @@ class VariableAttributes:
 
 
 class Optimizer:
-    """The base of poptorch.optim's optimizers (PopTorch's poptorch.optim.Optimizer)."""
+    """The base of poptorch.optim's optimizers (PopTorch's poptorch.optim.Optimizer): its
+    state_dict() holds PopTorch's "ipu_state" and "ipu_param" views (None before the
+    training model is compiled), and load_state_dict() takes only such an IPU state."""
+
+    def state_dict(self):
+        return _state_dict(self)
+
+    def load_state_dict(self, state_dict):
+        return _load_state_dict(self, state_dict)
 
 
 def _extras(opt, name, kwargs, defaults):
@@ -130,7 +138,7 @@ def _closure(closure):
         return closure()
 
 
-class SGD(torch.optim.SGD, Optimizer):
+class SGD(Optimizer, torch.optim.SGD):
     """torch.optim.SGD with PopTorch's extra arguments; velocity_scaling and loss_scaling
     cancel in float32, use_combined_accum changes no number."""
 
@@ -182,7 +190,7 @@ def _adam_step(opt, decoupled):
             p.sub_(group["lr"] * st["exp_avg"] / (st["exp_avg_sq"].sqrt() + group["eps"]))
 
 
-class Adam(torch.optim.Adam, Optimizer):
+class Adam(Optimizer, torch.optim.Adam):
     def __init__(self, params, *args, **kwargs):
         given = [k for k in kwargs if k not in _ADAM_EXTRA]
         given += _extras(self, "Adam", kwargs, _ADAM_EXTRA)
@@ -200,7 +208,7 @@ class Adam(torch.optim.Adam, Optimizer):
         return loss
 
 
-class AdamW(torch.optim.AdamW, Optimizer):
+class AdamW(Optimizer, torch.optim.AdamW):
     def __init__(self, params, *args, **kwargs):
         given = [k for k in kwargs if k not in _ADAM_EXTRA]
         given += _extras(self, "AdamW", kwargs, _ADAM_EXTRA)
@@ -218,7 +226,7 @@ class AdamW(torch.optim.AdamW, Optimizer):
         return loss
 
 
-class RMSprop(torch.optim.RMSprop, Optimizer):
+class RMSprop(Optimizer, torch.optim.RMSprop):
     """torch.optim.RMSprop with PopTorch's extra arguments. use_tf_variant=True is
     TensorFlow's RMSprop (tf.raw_ops.ApplyRMSProp / ApplyCenteredRMSProp): eps inside the
     square root and the learning rate inside the momentum; the state starts at zero."""
@@ -274,7 +282,7 @@ class RMSprop(torch.optim.RMSprop, Optimizer):
         return loss
 
 
-class LAMB(torch.optim.Optimizer, Optimizer):
+class LAMB(Optimizer, torch.optim.Optimizer):
     """PopTorch's LAMB (You et al., "Large Batch Optimization for Deep Learning", 2019),
     biased unless bias_correction: per weight w with gradient g at step t,
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
@@ -552,7 +560,7 @@ def pull(executor):
                 st[slot] = t.to(p.dtype)
                 ipu[popname + name] = t
         if kind != _lib.OPTIMIZER_SGD:
-            ipu["Step___" + name] = step.clone()
+            ipu["Step___" + name] = step.to(torch.float32)   # PopART keeps it in float
         if int(step) > 0:
             if kind == _lib.OPTIMIZER_SGD:
                 group = next(g for g in optimizer.param_groups
@@ -614,36 +622,49 @@ def _ipu_param(optimizer, executor):
     return out
 
 
+def _bound(optimizer):
+    """The executor optimizer is bound to and compiled by, or None."""
+    ex = _executor(optimizer)
+    return ex if ex is not None and ex._optimizer is optimizer else None
+
+
 def _state_dict(self):
-    ex = _executor(self)
-    ipu = pull(ex) if ex is not None and ex._optimizer is self else None
-    sd = type(self).state_dict(self)
-    sd["ipu_state"] = ipu
-    sd["ipu_param"] = _ipu_param(self, ex) if ipu is not None else None
+    ex = _bound(self)
+    if ex is not None:
+        ipu = pull(ex)      # first: torch's "state" then holds the device's
+        sd = torch.optim.Optimizer.state_dict(self)
+        sd["ipu_state"] = ipu
+        sd["ipu_param"] = _ipu_param(self, ex)
+    else:
+        sd = torch.optim.Optimizer.state_dict(self)
+        pending = self.__dict__.get("_ipuof_pending") or (None, None)
+        sd["ipu_state"], sd["ipu_param"] = pending
     return sd
 
 
 def _load_state_dict(self, state_dict):
     sd = dict(state_dict)
     ipu_state = sd.pop("ipu_state", None)
-    sd.pop("ipu_param", None)
+    ipu_param = sd.pop("ipu_param", None)
     if isinstance(self, Optimizer) and "ipu_state" not in state_dict and sd.get("state"):
         raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
-    type(self).load_state_dict(self, sd)
-    ex = _executor(self)
-    if ex is not None and ex._optimizer is self:
+    torch.optim.Optimizer.load_state_dict(self, sd)
+    ex = _bound(self)
+    if ex is not None:
         _push(ex, ipu_state)
-    elif ipu_state:
-        self.__dict__["_ipuof_pending"] = ipu_state
+    elif ipu_state is not None:
+        self.__dict__["_ipuof_pending"] = (ipu_state, ipu_param)
 
 
 def bind(optimizer, executor):
-    """Makes optimizer's state_dict() / load_state_dict() reach executor's device."""
+    """Makes optimizer's state_dict() / load_state_dict() reach executor's device (torch's
+    optimizers get the two methods on the instance; poptorch.optim's have them)."""
     if optimizer is None:
         return
     optimizer.__dict__["_ipuof_executor"] = weakref.ref(executor)
-    optimizer.state_dict = types.MethodType(_state_dict, optimizer)
-    optimizer.load_state_dict = types.MethodType(_load_state_dict, optimizer)
+    if not isinstance(optimizer, Optimizer):
+        optimizer.state_dict = types.MethodType(_state_dict, optimizer)
+        optimizer.load_state_dict = types.MethodType(_load_state_dict, optimizer)
 
 
 def attached(executor):
@@ -654,4 +675,4 @@ def attached(executor):
         return
     pending = optimizer.__dict__.pop("_ipuof_pending", None)
     if optimizer.state or pending:
-        _push(executor, pending)
+        _push(executor, pending[0] if pending else None)
