@@ -299,7 +299,9 @@ class LAMB(Optimizer, torch.optim.Optimizer):
                         betas=(0.9, 0.999) if betas is None else tuple(betas),
                         eps=1e-8 if eps is None else eps,
                         weight_decay=1e-2 if weight_decay is None else weight_decay,
-                        max_weight_norm=max_weight_norm)
+                        # PopTorch's default: float16's largest value
+                        max_weight_norm=65500.0 if max_weight_norm is None
+                        else max_weight_norm)
         super().__init__(params, defaults)
         kw = dict(loss_scaling=loss_scaling, accum_type=accum_type,
                   first_order_momentum_accum_type=first_order_momentum_accum_type,
@@ -311,7 +313,7 @@ class LAMB(Optimizer, torch.optim.Optimizer):
         given += _extras(self, type(self).__name__, kw,
                          {k: (1.0 if k == "loss_scaling" else None) for k in kw})
         self.bias_correction = True if bias_correction is None else bool(bias_correction)
-        self.max_weight_norm = max_weight_norm
+        self.max_weight_norm = defaults["max_weight_norm"]
         _attach_attrs(self, given, ["loss_scaling"])
 
     @torch.no_grad()
