@@ -34,7 +34,6 @@ ipuof_optimizer_init(struct ipuof_optimizer *o, int kind)
     memset(o, 0, sizeof *o);
     o->kind = kind;
     o->lr = kind == IPUOF_OPTIMIZER_RMSPROP ? RMSPROP_LR : DEFAULT_LR;
-    o->bias_correction = 1;
     o->loss_scaling = 1.0f;
     o->velocity_scaling = 1.0f;
     o->alpha = RMSPROP_ALPHA;
@@ -113,7 +112,7 @@ optimizer_to_wire(const struct ipuof_optimizer *o, struct opt_wire *ow)
     w->alpha = o->alpha;
     w->centered = o->centered != 0;
     w->tf_variant = o->tf_variant != 0;
-    w->no_bias_correction = o->bias_correction == 0;
+    w->no_bias_correction = o->no_bias_correction != 0;
     w->max_grad_norm = o->max_grad_norm;
     w->max_weight_norm = o->max_weight_norm;
     w->loss_scaling = o->loss_scaling;

@@ -331,10 +331,14 @@ sim_optim_state_missing(const struct sim_exe *e, const char *name, struct sim_er
         if (b & (1u << (k - 1)))
             used += (size_t)snprintf(slots + used, sizeof slots - used, "%s%s",
                                      used ? ", " : "", slot_name(o->kind, k));
+    if (used == 0)
+        return sim_err_set(err, IPUOF_E_NOTFOUND, "the executable's optimizer (%s) keeps no "
+                           "state tensor '%s': its only state is " STATE_PREFIX "step (no "
+                           "momentum was planned)", sim_optim_kind_name(o->kind), name);
     return sim_err_set(err, IPUOF_E_NOTFOUND, "the executable's optimizer (%s) keeps no "
                        "state tensor '%s': its state is " STATE_PREFIX "step and "
                        STATE_PREFIX "<slot>:<trained weight>, slot %s",
-                       sim_optim_kind_name(o->kind), name, used ? slots : "(none)");
+                       sim_optim_kind_name(o->kind), name, slots);
 }
 
 /* The state tensor of index idx (as sim_optim_state_index gives), or NULL. */

@@ -111,7 +111,7 @@ struct ipuof_optimizer {
     float alpha;
     int centered;
     int tf_variant;
-    int bias_correction;
+    int no_bias_correction;
     float max_grad_norm;
     float max_weight_norm;
     float loss_scaling;

@@ -446,7 +446,7 @@ def to_struct(optimizer, executor):
     if kind == _lib.OPTIMIZER_LAMB:
         _same(groups, "max_weight_norm", "max_weight_norm")
         o.max_weight_norm = _norm_limit(groups[0].get("max_weight_norm"))
-    o.bias_correction = int(bool(getattr(optimizer, "bias_correction", True)))
+    o.no_bias_correction = int(not getattr(optimizer, "bias_correction", True))
     o.max_grad_norm = _norm_limit(getattr(optimizer, "max_grad_norm", None))
     o.loss_scaling = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
     o.velocity_scaling = float(getattr(optimizer, "velocity_scaling", 1.0) or 1.0)

@@ -614,7 +614,7 @@ enum ipuof_optimizer_kind {
     IPUOF_OPTIMIZER_ADAM = 2,   /* torch.optim.Adam (weight decay added to the gradient) */
     IPUOF_OPTIMIZER_ADAMW = 3,  /* torch.optim.AdamW (decoupled weight decay) */
     IPUOF_OPTIMIZER_RMSPROP = 4,    /* torch.optim.RMSprop; TensorFlow's with tf_variant */
-    IPUOF_OPTIMIZER_LAMB = 5    /* poptorch.optim.LAMB (LAMBNoBias: bias_correction 0) */
+    IPUOF_OPTIMIZER_LAMB = 5    /* poptorch.optim.LAMB (LAMBNoBias: no_bias_correction 1) */
 };
 
 /* Parameter groups besides the first, at most. */
@@ -644,18 +644,20 @@ struct ipuof_optimizer {
     float alpha;                /* RMSprop */
     int centered;               /* RMSprop */
     int tf_variant;             /* RMSprop: PopTorch's use_tf_variant */
-    int bias_correction;        /* Adam, AdamW, LAMB: 1 (default) or 0 */
+    int no_bias_correction;     /* Adam, AdamW, LAMB: 1 drops the bias correction
+                                 * (PopTorch's bias_correction=False); 0, the default,
+                                 * keeps it, so a zeroed struct is torch's Adam */
     float max_grad_norm;        /* clip by the global gradient norm; 0 or inf: none */
     float max_weight_norm;      /* LAMB: clip of ||w|| in the trust ratio; 0 or inf: none */
-    float loss_scaling;         /* > 0; float16 only, cancels in float32 */
-    float velocity_scaling;     /* SGD, > 0; likewise */
+    float loss_scaling;         /* > 0 (0 means 1); float16 only, cancels in float32 */
+    float velocity_scaling;     /* SGD, > 0 (0 means 1); likewise */
     size_t n_groups;            /* 0 .. IPUOF_OPTIMIZER_MAX_GROUPS */
     const struct ipuof_optimizer_group *groups;     /* borrowed for the call */
 };
 
 /* Fills o with PyTorch's defaults for kind (SGD lr 1e-3; Adam lr 1e-3, betas (0.9, 0.999),
  * eps 1e-8; AdamW the same with weight_decay 1e-2; RMSprop lr 1e-2, alpha 0.99, eps 1e-8;
- * LAMB as Adam with weight_decay 1e-2 and max_weight_norm 65500), bias_correction 1,
+ * LAMB as Adam with weight_decay 1e-2 and max_weight_norm 65500), bias correction on,
  * loss_scaling and velocity_scaling 1, no clipping, no groups. IPUOF_E_INVAL for an
  * unknown kind. */
 IPUOF_API int ipuof_optimizer_init(struct ipuof_optimizer *o, int kind);
