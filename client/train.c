@@ -117,6 +117,7 @@ optimizer_to_wire(const struct ipuof_optimizer *o, struct opt_wire *ow)
     w->max_weight_norm = o->max_weight_norm;
     w->loss_scaling = o->loss_scaling;
     w->velocity_scaling = o->velocity_scaling;
+    w->plan_momentum = o->plan_momentum != 0;
     for (size_t i = 0; i < o->n_groups; i++) {
         const struct ipuof_optimizer_group *p = &o->groups[i];
         Ipuof__OptimizerGroup *g = &ow->g[i];

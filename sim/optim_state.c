@@ -50,13 +50,13 @@ buffers(const struct sim_optimizer *o)
 {
     switch (o->kind) {
     case SIM_OPT_SGD:
-        return any_momentum(o) ? 1u : 0u;
+        return any_momentum(o) || o->plan_momentum ? 1u : 0u;
     case SIM_OPT_ADAM:
     case SIM_OPT_ADAMW:
     case SIM_OPT_LAMB:
         return 3u;
     case SIM_OPT_RMSPROP:
-        return 2u | (any_momentum(o) ? 1u : 0u) | (o->centered ? 4u : 0u);
+        return 2u | (any_momentum(o) || o->plan_momentum ? 1u : 0u) | (o->centered ? 4u : 0u);
     default:
         return 0u;
     }
@@ -252,10 +252,13 @@ sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o, struct s
                            "to %s needs a new compile (its state is planned at compile time)",
                            sim_optim_kind_name(e->tr->opt.kind), sim_optim_kind_name(o->kind));
     want = buffers(o);
+    if ((o->kind == SIM_OPT_SGD || o->kind == SIM_OPT_RMSPROP) && !any_momentum(o))
+        want &= ~1u;    /* planning is a compile-time choice: only a momentum needs it */
     if ((want & 1u) && e->tr->mom1 == NULL)
         return sim_err_set(err, IPUOF_E_INVAL, "%s was compiled without momentum, so no "
                            "momentum buffer was planned; compile with a non-zero momentum "
-                           "(in any parameter group) to change it later",
+                           "(in any parameter group) or with plan_momentum (PopTorch: "
+                           "momentum given or marked variable) to change it later",
                            sim_optim_kind_name(o->kind));
     if ((want & 4u) && e->tr->mom3 == NULL)
         return sim_err_set(err, IPUOF_E_INVAL, "RMSprop was compiled with centered=False, so "

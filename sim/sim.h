@@ -257,6 +257,9 @@ struct sim_optimizer {
     float max_weight_norm;  /* LAMB: clip ||w|| in the trust ratio; 0: none */
     float loss_scaling;     /* > 0; in float32 the scaling cancels (see optim.c) */
     float velocity_scaling; /* SGD, > 0; likewise */
+    int plan_momentum;      /* SGD, RMSprop: plan the momentum buffer even when every
+                             * momentum is 0 (PopTorch: momentum is a variable attribute),
+                             * so that set_optimizer may raise it later */
     int n_groups;           /* entries of groups[], 0 .. SIM_OPT_MAX_GROUPS */
     struct sim_opt_group groups[SIM_OPT_MAX_GROUPS];
 };

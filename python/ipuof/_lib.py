@@ -116,6 +116,7 @@ struct ipuof_optimizer {
     float max_weight_norm;
     float loss_scaling;
     float velocity_scaling;
+    int plan_momentum;
     size_t n_groups;
     const struct ipuof_optimizer_group *groups;
 };

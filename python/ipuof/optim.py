@@ -450,6 +450,12 @@ def to_struct(optimizer, executor):
     o.max_grad_norm = _norm_limit(getattr(optimizer, "max_grad_norm", None))
     o.loss_scaling = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
     o.velocity_scaling = float(getattr(optimizer, "velocity_scaling", 1.0) or 1.0)
+    # PopTorch plans a velocity when momentum is variable (given explicitly, or marked), so
+    # setOptimizer may raise it later; torch.optim's optimizers: when non-zero (above).
+    va = getattr(optimizer, "variable_attrs", None)
+    if kind in (_lib.OPTIMIZER_SGD, _lib.OPTIMIZER_RMSPROP) and va is not None and \
+            "momentum" in va._allowed_attributes:
+        o.plan_momentum = int(not va.isConstant("momentum"))
     keep = []
     if len(groups) > 1:
         if len(groups) - 1 > 32:

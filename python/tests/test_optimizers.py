@@ -302,6 +302,38 @@ def test_set_optimizer_changes_a_group_without_recompiling(daemon):
     pm.destroy()
 
 
+def test_momentum_given_is_variable(daemon):
+    """PopTorch plans SGD's velocity when momentum is variable (given, even as 0, or marked
+    variable), so setOptimizer may raise it; a momentum left constant at 0 cannot."""
+    torch.manual_seed(0)
+    x, y = data()
+    model = Net()
+    ref = copy.deepcopy(model)
+    opt = poptorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.0)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.0)
+    pm = poptorch.trainingModel(model, optimizer=opt)
+    for momentum in (0.0, 0.9, 0.9):
+        for o in (opt, ropt):
+            o.param_groups[0]["momentum"] = momentum
+        pm.setOptimizer(opt)
+        pm(x, y)
+        ropt.zero_grad()
+        ref(x, y)[1].backward()
+        ropt.step()
+    assert "Accl___fc1.weight" in opt.state_dict()["ipu_state"]
+    compare(model, ref)
+    pm.destroy()
+
+    model = Net()
+    opt = poptorch.optim.SGD(model.parameters(), lr=0.1)   # momentum constant
+    pm = poptorch.trainingModel(model, optimizer=opt)
+    pm(x, y)
+    opt.param_groups[0]["momentum"] = 0.9
+    with pytest.raises(poptorch.Error, match="compiled without momentum"):
+        pm.setOptimizer(opt)
+    pm.destroy()
+
+
 @pytest.mark.parametrize("case", ["SGD", "Adam", "RMSprop-centered", "LAMB"])
 def test_state_dict_reads_and_resumes(daemon, case):
     """state_dict() after training is the device's state (as the reference optimizer's);

@@ -466,7 +466,7 @@ test_plan_and_set_optimizer(void **state)
     } cases[] = {
         { SIM_OPT_SGD, 0, 0.0f, 0 }, { SIM_OPT_SGD, 0, 0.9f, 1 }, { SIM_OPT_ADAM, 0, 0, 2 },
         { SIM_OPT_LAMB, 0, 0, 2 }, { SIM_OPT_RMSPROP, 0, 0, 1 },
-        { SIM_OPT_RMSPROP, 1, 0.9f, 3 },
+        { SIM_OPT_RMSPROP, 1, 0.9f, 3 }, { SIM_OPT_SGD, 2, 0.0f, 1 },
     };
     struct sim_model *m = model();
     struct sim_err err;
@@ -477,12 +477,24 @@ test_plan_and_set_optimizer(void **state)
         struct sim_mem_report r;
         struct sim_exe *e;
         o.momentum = cases[c].mu;
-        o.centered = cases[c].centered;
+        o.centered = cases[c].centered == 1;
+        o.plan_momentum = cases[c].centered == 2;   /* (the SGD row: planned at 0) */
         e = compile_with(m, &o);
         assert_int_equal(sim_exe_memory(e, 0, &r), 0);
         printf("  kind %d centered %d momentum %.1f: optimizer state %llu bytes\n", o.kind,
                o.centered, (double)o.momentum, (unsigned long long)r.optimizer);
         assert_int_equal(r.optimizer, (uint64_t)(NA + NB) * 4 * cases[c].per_weight);
+        if (o.plan_momentum) {     /* planned at momentum 0: it may become non-zero */
+            o.momentum = 0.9f;
+            o.plan_momentum = 0;
+            assert_int_equal(sim_exe_set_optimizer(e, &o, &err), 0);
+        }
+        if (cases[c].kind == SIM_OPT_SGD && cases[c].mu == 0.0f && !o.plan_momentum &&
+            cases[c].centered == 0) {
+            o.momentum = 0.9f;     /* neither non-zero nor planned at compile */
+            assert_int_equal(sim_exe_set_optimizer(e, &o, &err), IPUOF_E_INVAL);
+            printf("  refused: %s\n", err.msg);
+        }
         if (cases[c].kind == SIM_OPT_RMSPROP && !cases[c].centered) {
             o.centered = 1;        /* no grad_avg was planned */
             assert_int_equal(sim_exe_set_optimizer(e, &o, &err), IPUOF_E_INVAL);

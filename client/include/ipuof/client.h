@@ -651,6 +651,9 @@ struct ipuof_optimizer {
     float max_weight_norm;      /* LAMB: clip of ||w|| in the trust ratio; 0 or inf: none */
     float loss_scaling;         /* > 0 (0 means 1); float16 only, cancels in float32 */
     float velocity_scaling;     /* SGD, > 0 (0 means 1); likewise */
+    int plan_momentum;          /* SGD, RMSprop: keep a momentum buffer even at momentum 0,
+                                 * so set_optimizer may raise it (PopTorch: momentum marked
+                                 * variable) */
     size_t n_groups;            /* 0 .. IPUOF_OPTIMIZER_MAX_GROUPS */
     const struct ipuof_optimizer_group *groups;     /* borrowed for the call */
 };
