@@ -357,33 +357,31 @@ clip_factor(const struct sim_exe *e, float max_norm)
     return coef < 1.0 ? (float)coef : 1.0f;
 }
 
-/* The update of trainable weight wi (floats [off, off + n) of the flat buffers). */
+/* The update of floats [lo, hi) of the flat buffers: trainable weights that share the
+ * group and the momentum state of weight wi (LAMB: weight wi alone), and the alignment
+ * padding between them, which holds zeros and zero gradients and stays zero. */
 static void
-step_weight(struct sim_exe *e, int wi, float gscale)
+step_span(struct sim_exe *e, int wi, size_t lo, size_t hi, float gscale)
 {
     const struct sim_optimizer *o = &e->tr->opt;
-    const struct sim_weight *w = &e->w[wi];
-    size_t off = w->off / sizeof(float);
-    int64_t n = (int64_t)(w->bytes / sizeof(float));
+    int64_t n = (int64_t)(hi - lo);
     double t = (double)e->tr->steps;
     struct sim_opt_hyper h;
     struct step_run s;
 
-    sim_optim_hyper(o, e->tr->wgroup != NULL ? e->tr->wgroup[wi] : 0, &h);
-    s = (struct step_run){ .p = e->params + off, .grad = e->tr->grads + off, .gscale = gscale,
+    sim_optim_hyper(o, e->tr->wgroup[wi], &h);
+    s = (struct step_run){ .p = e->params + lo, .grad = e->tr->grads + lo, .gscale = gscale,
                            .lr = h.lr, .wd = h.wd, .mu = h.mu, .damp = 1.0f - h.damp,
                            .b1 = h.b1, .b2 = h.b2, .eps = h.eps, .alpha = h.alpha,
                            .step_size = 1.0f, .bc2_sqrt = 1.0f, .first = !e->tr->mstarted[wi],
                            .nesterov = h.nesterov, .centered = o->centered != 0,
                            .tf = o->tf_variant != 0 };
-    s.m = e->tr->mom1 != NULL ? e->tr->mom1 + off : NULL;
-    s.v = e->tr->mom2 != NULL ? e->tr->mom2 + off : NULL;
-    s.c = e->tr->mom3 != NULL ? e->tr->mom3 + off : NULL;
+    s.m = e->tr->mom1 != NULL ? e->tr->mom1 + lo : NULL;
+    s.v = e->tr->mom2 != NULL ? e->tr->mom2 + lo : NULL;
+    s.c = e->tr->mom3 != NULL ? e->tr->mom3 + lo : NULL;
     switch (o->kind) {
     case SIM_OPT_SGD:
         sim_pool_for(n, SIM_POOL_MAP_GRAIN, sgd_piece, &s);
-        if (h.mu != 0.0f && s.m != NULL)
-            e->tr->mstarted[wi] = true;   /* torch keeps a momentum_buffer from now on */
         break;
     case SIM_OPT_ADAM:
     case SIM_OPT_ADAMW:
@@ -411,14 +409,45 @@ step_weight(struct sim_exe *e, int wi, float gscale)
     }
 }
 
+/*
+ * One step over every trainable weight. Consecutive trainable weights (weights.c lays them
+ * out in e->w order) of one group and one momentum state are updated as one span, so many small
+ * weights still split over the pool; LAMB, whose trust ratio is per tensor, takes each
+ * weight alone. SGD's momentum buffers count as started once a step with momentum ran.
+ */
 void
 sim_optim_step(struct sim_exe *e)
 {
     struct sim_train *tr = e->tr;
     float gscale = clip_factor(e, tr->opt.max_grad_norm);
+    int first = -1;
+    size_t lo = 0, hi = 0;
 
     tr->steps++;
-    for (int i = 0; i < e->n_w; i++)
-        if (e->w[i].kind == SIM_WEIGHT_TRAINABLE)
-            step_weight(e, i, gscale);
+    for (int i = 0; i <= e->n_w; i++) {
+        const struct sim_weight *w = i < e->n_w ? &e->w[i] : NULL;
+        size_t off;
+        if (w != NULL && w->kind != SIM_WEIGHT_TRAINABLE)
+            continue;
+        off = w != NULL ? w->off / sizeof(float) : 0;
+        if (first >= 0 && w != NULL && tr->opt.kind != SIM_OPT_LAMB && off >= hi &&
+            tr->wgroup[i] == tr->wgroup[first] && tr->mstarted[i] == tr->mstarted[first]) {
+            hi = off + w->bytes / sizeof(float);        /* joins the span */
+            continue;
+        }
+        if (first >= 0)
+            step_span(e, first, lo, hi, gscale);
+        if (w == NULL)
+            break;
+        first = i;
+        lo = off;
+        hi = off + w->bytes / sizeof(float);
+    }
+    if (tr->opt.kind == SIM_OPT_SGD && tr->mom1 != NULL)
+        for (int i = 0; i < e->n_w; i++) {
+            struct sim_opt_hyper h;
+            sim_optim_hyper(&tr->opt, tr->wgroup[i], &h);
+            if (e->w[i].kind == SIM_WEIGHT_TRAINABLE && h.mu != 0.0f)
+                tr->mstarted[i] = true;   /* torch keeps a momentum_buffer from now on */
+        }
 }
