@@ -71,11 +71,15 @@ fi
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # TCP: 3 transfers of BYTES each way alone, then 3 with both ways at once; bytes/s each.
-tcp_one() { # from-ns to-ns to-ip port -> prints seconds
+tcp_one() { # from-ns to-ns to-ip port -> prints seconds (a command substitution's subshell)
     ip netns exec "$2" "$DRV" tcp-recv "$3" "$4" &
     rp=$!
-    ip netns exec "$1" "$DRV" tcp-send "$3" "$4" "$BYTES" | awk '{ print $3 }'
+    if ! out=$(ip netns exec "$1" "$DRV" tcp-send "$3" "$4" "$BYTES"); then
+        kill "$rp" 2>/dev/null
+        return 1
+    fi
     wait "$rp"
+    echo "$out" | awk '{ print $3 }'
 }
 one_way="" both_ways=""
 for i in 1 2 3; do
@@ -86,8 +90,10 @@ for i in 1 2 3; do
     r2=$!
     ip netns exec "$NA" "$DRV" tcp-send "$IPB" 5202 "$BYTES" >"$STORE/ab" &
     s1=$!
+    PIDS="$r1 $r2 $s1" # killed by cleanup if this round fails
     ip netns exec "$NB" "$DRV" tcp-send "$IPA" 5203 "$BYTES" >"$STORE/ba"
     wait "$s1" "$r1" "$r2"
+    PIDS=""
     # both at once: the slower direction's time is the pair's
     both_ways="$both_ways $(awk '{ print $3 }' "$STORE/ab" "$STORE/ba" | sort -n | tail -n 1)"
 done
