@@ -14,10 +14,12 @@ static const struct enummap_row dtype_rows[] = {
     {IPUOF_DTYPE_INT32, IPUOF__DTYPE__DTYPE_INT32, "IPUOF_DTYPE_INT32"},
     {IPUOF_DTYPE_INT64, IPUOF__DTYPE__DTYPE_INT64, "IPUOF_DTYPE_INT64"},
     {IPUOF_DTYPE_BOOL, IPUOF__DTYPE__DTYPE_BOOL, "IPUOF_DTYPE_BOOL"},
+    {IPUOF_DTYPE_FLOAT16, IPUOF__DTYPE__DTYPE_FLOAT16, "IPUOF_DTYPE_FLOAT16"},
 };
-_Static_assert(ENUMMAP_LEN(dtype_rows) == 6, "a dtype without its wire row");
+_Static_assert(ENUMMAP_LEN(dtype_rows) == 7, "a dtype without its wire row");
 _Static_assert((int)IPUOF_DTYPE_FLOAT == (int)IPUOF__DTYPE__DTYPE_FLOAT &&
-               (int)IPUOF_DTYPE_BOOL == (int)IPUOF__DTYPE__DTYPE_BOOL,
+               (int)IPUOF_DTYPE_BOOL == (int)IPUOF__DTYPE__DTYPE_BOOL &&
+               (int)IPUOF_DTYPE_FLOAT16 == (int)IPUOF__DTYPE__DTYPE_FLOAT16,
                "dtypes are ONNX's numbers in the library and on the wire");
 
 static const struct enummap_row output_kind_rows[] = {

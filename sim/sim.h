@@ -95,7 +95,8 @@ enum sim_dtype {
     SIM_DTYPE_INT8 = 3,
     SIM_DTYPE_INT32 = 6,
     SIM_DTYPE_INT64 = 7,
-    SIM_DTYPE_BOOL = 9
+    SIM_DTYPE_BOOL = 9,
+    SIM_DTYPE_FLOAT16 = 10      /* IEEE half, 2 bytes (half.h); ops compute in float */
 };
 
 /* Limits applied to every model (hostile input is checked against them). */
