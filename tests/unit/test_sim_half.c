@@ -264,6 +264,51 @@ test_half_weight_training_refused(void **state)
     sim_model_free(m);
 }
 
+/* The gradient goes through float16 activations: loss = sum(Cast32(Cast16(w))^2) for a
+ * float weight w. The activation h = round16(w) is float16, so its gradient is too:
+ * dloss/dh = round16(2h), and Cast16's backward widens it into w's float gradient. Before
+ * float16 activations carried gradients, w got none (frozen silently). */
+static void
+test_grad_through_half_activation(void **state)
+{
+    const float w[3] = { 1.0f / 3.0f, -0.1f, 1000.7f };
+    float g[3];
+    struct sim_compile_opts o;
+    struct sim_err err = { 0 };
+    struct sim_exe *e = NULL;
+    struct sim_model *m;
+    struct sim_ob *b = sim_ob_new(13);
+
+    (void)state;
+    sim_ob_initializer(b, "w", F32, 1, DIMS(3), w);
+    sim_ob_node(b, "Cast", "c16", "w", "h");
+    sim_ob_attr_int(b, "to", F16);
+    sim_ob_node(b, "Cast", "c32", "h", "hf");
+    sim_ob_attr_int(b, "to", F32);
+    sim_ob_node(b, "Mul", "sq", "hf,hf", "s");
+    sim_ob_node(b, "ReduceSum", "sum", "s", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    m = test_ob_load(b);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    o.optimizer.lr = 0.0f;
+    if (sim_compile(m, &o, &e, &err) != 0 || sim_exe_run(e, &err) != 0)
+        fail_msg("float16 activation training: %s", err.msg);
+    assert_int_equal(sim_exe_read_gradient(e, "w", g, sizeof(g), &err), 0);
+    for (int i = 0; i < 3; i++) {
+        float h = sim_half_to_float(sim_half_from_float(w[i]));
+        float want = sim_half_to_float(sim_half_from_float(2.0f * h));
+        if (bits(g[i]) != bits(want))
+            fail_msg("w[%d] = %.9g: gradient %.9g, want round16(2 round16(w)) = %.9g", i,
+                     w[i], g[i], want);
+    }
+    printf("  gradient through a float16 activation: %.9g %.9g %.9g (rounded to float16)\n",
+           g[0], g[1], g[2]);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -274,6 +319,7 @@ main(void)
         cmocka_unit_test(test_graph_float16_io),
         cmocka_unit_test(test_plan_half_bytes),
         cmocka_unit_test(test_half_weight_training_refused),
+        cmocka_unit_test(test_grad_through_half_activation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
