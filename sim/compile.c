@@ -595,6 +595,11 @@ setup_outputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_er
             return sim_err_set(err, IPUOF_E_DTYPE, "graph output '%s' is declared %s but "
                                "computes %s", io->name, sim_onnx_dtype_name(m->vals[v].dtype),
                                sim_dtype_name(val->ti.dtype));
+        if (io->mode.kind == SIM_OUTPUT_SUM && val->ti.dtype == SIM_DTYPE_FLOAT16 &&
+            (e->D > 1 || e->A > 1))
+            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "output '%s' is float16 and its "
+                               "output mode is Sum, which is summed in float, int and bool "
+                               "only; Cast it to float, or ask for All or Final", io->name);
         io->dtype = val->ti.dtype;
         io->step = val->ti.shape;
         io->step_bytes = val->bytes;

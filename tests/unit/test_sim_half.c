@@ -309,6 +309,34 @@ test_grad_through_half_activation(void **state)
     sim_model_free(m);
 }
 
+/* A float16 output summed over device iterations is refused by name (the run's sum is
+ * kept for float, int and bool only), not summed as bytes. */
+static void
+test_sum_output_refused(void **state)
+{
+    struct sim_output_opt mode = { "y", { SIM_OUTPUT_SUM, 0 } };
+    struct sim_compile_opts o;
+    struct sim_err err = { 0 };
+    struct sim_exe *e = NULL;
+    struct sim_model *m;
+    struct sim_ob *b = sim_ob_new(13);
+
+    (void)state;
+    sim_ob_input(b, "x", F16, 2, DIMS(1, 4));
+    sim_ob_node(b, "Identity", "id", "x", "y");
+    sim_ob_output(b, "y", F16);
+    m = test_ob_load(b);
+    sim_compile_opts_init(&o);
+    o.device_iterations = 2;
+    o.output_modes = &mode;
+    o.n_output_modes = 1;
+    assert_int_equal(sim_compile(m, &o, &e, &err), IPUOF_E_UNSUPPORTED);
+    assert_null(e);
+    assert_non_null(strstr(err.msg, "output 'y' is float16 and its output mode is Sum"));
+    printf("  refused: %s\n", err.msg);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -320,6 +348,7 @@ main(void)
         cmocka_unit_test(test_plan_half_bytes),
         cmocka_unit_test(test_half_weight_training_refused),
         cmocka_unit_test(test_grad_through_half_activation),
+        cmocka_unit_test(test_sum_output_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
