@@ -337,6 +337,34 @@ test_sum_output_refused(void **state)
     sim_model_free(m);
 }
 
+/* Ops that do not take float16 refuse a float16 input by name at compile, instead of
+ * reading 2-byte elements as floats; Shape (shape only) takes one. */
+static void
+test_other_ops_refuse_half(void **state)
+{
+    static const char *const ops[] = { "Relu", "Neg", "Exp", "Sigmoid", "Softmax" };
+    struct sim_ob *b;
+    struct test_ob_run r;
+    const int64_t *d;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        b = sim_ob_new(13);
+        sim_ob_input(b, "x", F16, 2, DIMS(2, 3));
+        sim_ob_node(b, ops[i], "op", "x", "y");
+        sim_ob_output(b, "y", F16);
+        test_ob_expect_refused(b, IPUOF_E_UNSUPPORTED, "input 0 is float16, which only");
+    }
+    b = sim_ob_new(13);
+    sim_ob_input(b, "x", F16, 2, DIMS(2, 3));
+    sim_ob_node(b, "Shape", "sh", "x", "s");
+    sim_ob_output(b, "s", SIM_DTYPE_INT64);
+    r = test_ob_run_ok(b);
+    d = sim_exe_output_buffer(r.e, 0);
+    assert_true(d[0] == 2 && d[1] == 3);
+    test_ob_run_free(&r);
+}
+
 int
 main(void)
 {
@@ -349,6 +377,7 @@ main(void)
         cmocka_unit_test(test_half_weight_training_refused),
         cmocka_unit_test(test_grad_through_half_activation),
         cmocka_unit_test(test_sum_output_refused),
+        cmocka_unit_test(test_other_ops_refuse_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
