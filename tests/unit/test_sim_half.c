@@ -16,12 +16,17 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "half.h"
+#include "onnx.pb-c.h"
 #include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
+#include "tensor_pb.h"
+#include "tensorfile.h"
 
 #define F32 SIM_DTYPE_FLOAT
 #define F16 SIM_DTYPE_FLOAT16
@@ -365,6 +370,52 @@ test_other_ops_refuse_half(void **state)
     test_ob_run_free(&r);
 }
 
+/* A float16 TensorProto whose data is in int32_data (each half's 16 bits, as ONNX stores
+ * it) decodes to those halves in the simulator and in the tools' tensorfile reader. */
+static void
+test_pb_int32_data_halves(void **state)
+{
+    int32_t bits16[3] = { 0x3c00, 0xc000, 0x7c00 };
+    int64_t dims[1] = { 3 };
+    Onnx__TensorProto tp = ONNX__TENSOR_PROTO__INIT;
+    struct sim_host_tensor h = { 0 };
+    struct tensorfile t = { 0 };
+    struct sim_err err = { 0 };
+    char path[] = "/tmp/test_sim_half-XXXXXX", msg[256];
+    uint8_t buf[64];
+    size_t len;
+    int fd;
+
+    (void)state;
+    tp.has_data_type = 1;
+    tp.data_type = SIM_DTYPE_FLOAT16;
+    tp.n_dims = 1;
+    tp.dims = dims;
+    tp.n_int32_data = 3;
+    tp.int32_data = bits16;
+    len = onnx__tensor_proto__pack(&tp, buf);
+    assert_true(len < sizeof(buf));
+    if (sim_tensor_pb_decode(buf, len, &h, &err) != 0)
+        fail_msg("sim: %s", err.msg);
+    assert_int_equal(h.dtype, F16);
+    assert_int_equal(h.bytes, 6);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(((const uint16_t *)h.data)[i], bits16[i]);
+    sim_host_tensor_fini(&h);
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    close(fd);
+    if (tensorfile_read(path, &t, msg, sizeof(msg)) != 0)
+        fail_msg("tensorfile: %s", msg);
+    unlink(path);
+    assert_int_equal(t.dtype, F16);
+    assert_int_equal(t.bytes, 6);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(((const uint16_t *)t.data)[i], bits16[i]);
+    tensorfile_free(&t);
+}
+
 int
 main(void)
 {
@@ -378,6 +429,7 @@ main(void)
         cmocka_unit_test(test_grad_through_half_activation),
         cmocka_unit_test(test_sum_output_refused),
         cmocka_unit_test(test_other_ops_refuse_half),
+        cmocka_unit_test(test_pb_int32_data_halves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
