@@ -269,7 +269,7 @@ test_half_weight_training_refused(void **state)
     sim_model_free(m);
 }
 
-/* The gradient goes through float16 activations: loss = sum(Cast32(Cast16(w))^2) for a
+/* The gradient goes through float16 activations: loss = sum(Cast32(Id(Cast16(w)))^2) for a
  * float weight w. The activation h = round16(w) is float16, so its gradient is too:
  * dloss/dh = round16(2h), and Cast16's backward widens it into w's float gradient. Before
  * float16 activations carried gradients, w got none (frozen silently). */
@@ -288,7 +288,8 @@ test_grad_through_half_activation(void **state)
     sim_ob_initializer(b, "w", F32, 1, DIMS(3), w);
     sim_ob_node(b, "Cast", "c16", "w", "h");
     sim_ob_attr_int(b, "to", F16);
-    sim_ob_node(b, "Cast", "c32", "h", "hf");
+    sim_ob_node(b, "Identity", "id", "h", "h2");     /* float16 gradient through Identity */
+    sim_ob_node(b, "Cast", "c32", "h2", "hf");
     sim_ob_attr_int(b, "to", F32);
     sim_ob_node(b, "Mul", "sq", "hf,hf", "s");
     sim_ob_node(b, "ReduceSum", "sum", "s", "loss");
