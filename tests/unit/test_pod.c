@@ -1,0 +1,453 @@
+/*
+ * test_pod.c — a Pod of daemons (issue 20), its membership and rendezvous store:
+ *   - the [pod] section's checks, each refusal naming what is wrong and what is right;
+ *   - pod_kv.c's limits (value size, keys per job, the byte budget) and drop, alone;
+ *   - two real daemons on loopback: each sees the other reachable with its IPUs (ipuof_status
+ *     through the client library, as ipuctl status shows them), then the one stopped is
+ *     unreachable with the reason, and the other still serves its own IPUs;
+ *   - the store over the Pod port (pod_store.c): set, a get that waits until another
+ *     client's set, a get that times out naming the key, a wrong token refused, a value over
+ *     kv_max_value_bytes refused, a job's entries dropped, and the ports kept apart (a Pod
+ *     request on the client port, a hello from a host that is not a peer, refused).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "frame.h"
+#include "ipuof/client.h"
+#include "ipuof/status.h"
+#include "pod_client.h"
+#include "pod_kv.h"
+#include "pod_store.h"
+#include "testd.h"
+
+static struct testd da, db;
+
+static int
+teardown(void **state)
+{
+    (void)state;
+    testd_reset(&db);
+    return testd_reset(&da);
+}
+
+/* A TCP port nobody listens on now (bound and released; below the ephemeral range the
+ * kernel hands out for outgoing connections is not guaranteed, so retry on a clash). */
+static int
+free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* ---- configuration ---- */
+
+static void
+check_pod_config(const char *name, const char *listen, const char *peers, const char *token,
+                 const char *want)
+{
+    struct cfg c;
+    char err[1024] = "";
+    int rc;
+
+    cfg_defaults(&c);
+    if (name != NULL)
+        assert_int_equal(cfg_set(&c, "pod", "name", name, err, sizeof err), 0);
+    if (listen != NULL)
+        assert_int_equal(cfg_set(&c, "pod", "listen", listen, err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "pod", "peers", peers, err, sizeof err), 0);
+    if (token != NULL)
+        assert_int_equal(cfg_set(&c, "pod", "token", token, err, sizeof err), 0);
+    rc = cfg_validate(&c, err, sizeof err);
+    if (want == NULL) {
+        if (rc != 0)
+            fail_msg("peers '%s' refused: %s", peers, err);
+    } else {
+        assert_int_equal(rc, -1);
+        if (strstr(err, want) == NULL)
+            fail_msg("peers '%s': wanted '%s' in: %s", peers, want, err);
+    }
+}
+
+static void
+test_pod_config(void **state)
+{
+    struct cfg c;
+    struct cfg_pod_peer peers[CFG_POD_MAX_PEERS];
+    char err[512], many[2048] = "";
+
+    (void)state;
+    check_pod_config("a", NULL, "", NULL, NULL);                      /* no Pod */
+    check_pod_config("a", NULL, "b=10.0.0.2:50053, c=[::1]:7", NULL, NULL);
+    check_pod_config("a", NULL, "b=10.0.0.2:50053,,c=h.example:1", NULL, NULL);
+    check_pod_config("a", NULL, "10.0.0.2:50053", NULL,
+                     "'10.0.0.2:50053' is not NAME=HOST:PORT");
+    check_pod_config("a", NULL, "b/x=10.0.0.2:1", NULL, "is not NAME=HOST:PORT");
+    check_pod_config("a", NULL, "b=10.0.0.2", NULL,
+                     "peer b's address '10.0.0.2' is not HOST:PORT with a port from 1 to 65535");
+    check_pod_config("a", NULL, "b=10.0.0.2:0", NULL, "a port from 1 to 65535");
+    check_pod_config("a", NULL, "b=h:1 b=h:2", NULL, "names b twice");
+    check_pod_config("a", NULL, "a=h:1", NULL, "this daemon's own [pod] name");
+    check_pod_config("a b", NULL, "b=h:1", NULL, "[pod] name = 'a b' is not a Pod host name");
+    check_pod_config("a", "10.0.0.1:50053", "b=h:1", NULL,
+                     "[pod] listen = 10.0.0.1:50053 is not a loopback address and no [pod] "
+                     "token is set");
+    check_pod_config("a", "10.0.0.1:50053", "b=h:1", "t", NULL);
+    check_pod_config("a", "127.0.0.1", "b=h:1", NULL, "[pod] listen = '127.0.0.1' is not "
+                     "HOST:PORT");
+    check_pod_config("a", "127.0.0.1:50052", "b=h:1", NULL, "is also [server] listen");
+    for (int i = 0; i <= CFG_POD_MAX_PEERS; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "p%d=h:%d ", i, i + 1);
+    check_pod_config("a", NULL, many, NULL, "more than 16 peers");
+
+    cfg_defaults(&c);
+    assert_int_equal(cfg_set(&c, "pod", "name", "a", err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "pod", "peers", " b=10.0.0.2:50053 ,c=[::1]:7", err,
+                             sizeof err), 0);
+    assert_int_equal(cfg_pod_peers(&c, peers, err, sizeof err), 2);
+    assert_string_equal(peers[0].name, "b");
+    assert_string_equal(peers[0].addr, "10.0.0.2:50053");
+    assert_string_equal(peers[1].name, "c");
+    assert_string_equal(peers[1].addr, "[::1]:7");
+    assert_int_equal(cfg_set(&c, "pod", "hello_interval", "0", err, sizeof err), -1);
+    assert_non_null(strstr(err, "from 1 to 3600"));
+    assert_int_equal(cfg_set(&c, "pod", "kv_max_value_bytes", "65MiB", err, sizeof err), -1);
+}
+
+/* ---- the store's table ---- */
+
+static void
+test_pod_kv_limits(void **state)
+{
+    struct pod_kv *kv = pod_kv_new();
+    struct pod_kv_limits lim = {.max_keys = 3, .max_value = 8, .max_bytes = 30};
+    char err[512], key[POD_KV_KEY_MAX + 2];
+    const void *v;
+    size_t n;
+
+    (void)state;
+    assert_non_null(kv);
+    assert_int_equal(pod_kv_set(kv, &lim, "j", "k1", "12345678", 8, err, sizeof err), IPUOF_OK);
+    assert_int_equal(pod_kv_get(kv, "j", "k1", &v, &n), 1);
+    assert_int_equal(n, 8);
+    assert_memory_equal(v, "12345678", 8);
+    assert_int_equal(pod_kv_get(kv, "j", "k2", &v, &n), 0);
+    assert_int_equal(pod_kv_get(kv, "other", "k1", &v, &n), 0);
+    /* a value over max_value */
+    assert_int_equal(pod_kv_set(kv, &lim, "j", "k2", "123456789", 9, err, sizeof err),
+                     IPUOF_E_TOO_LARGE);
+    assert_non_null(strstr(err, "kv_max_value_bytes"));
+    /* keys per job */
+    assert_int_equal(pod_kv_set(kv, &lim, "j", "k2", "a", 1, err, sizeof err), IPUOF_OK);
+    assert_int_equal(pod_kv_set(kv, &lim, "j", "k3", "", 0, err, sizeof err), IPUOF_OK);
+    assert_int_equal(pod_kv_set(kv, &lim, "j", "k4", "a", 1, err, sizeof err), IPUOF_E_TOO_MANY);
+    assert_non_null(strstr(err, "job 'j' already holds 3 rendezvous entries"));
+    /* replacing a key is not a new key, and is counted once */
+    assert_int_equal(pod_kv_set(kv, &lim, "j", "k2", "bb", 2, err, sizeof err), IPUOF_OK);
+    assert_int_equal(pod_kv_bytes(kv), 2 + 8 + 2 + 2 + 2 + 0);
+    assert_int_equal(pod_kv_count(kv), 3);
+    /* the budget over every job: 16 held, 9 more in job x fit under 30, 9 more again do not */
+    assert_int_equal(pod_kv_set(kv, &lim, "x", "a1", "1234567", 7, err, sizeof err), IPUOF_OK);
+    assert_int_equal(pod_kv_set(kv, &lim, "x", "a2", "1234567", 7, err, sizeof err),
+                     IPUOF_E_TOO_LARGE);
+    assert_non_null(strstr(err, "kv_max_bytes"));
+    assert_int_equal(pod_kv_bytes(kv), 25);
+    /* names */
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    assert_int_equal(pod_kv_set(kv, &lim, "x", key, "1", 1, err, sizeof err), IPUOF_E_INVAL);
+    assert_int_equal(pod_kv_set(kv, &lim, "", "k", "1", 1, err, sizeof err), IPUOF_E_INVAL);
+    /* a job's end drops its entries and their bytes */
+    assert_int_equal(pod_kv_drop(kv, "j"), 3);
+    assert_int_equal(pod_kv_drop(kv, "j"), 0);
+    assert_int_equal(pod_kv_get(kv, "j", "k1", &v, &n), 0);
+    assert_int_equal(pod_kv_bytes(kv), 9);
+    assert_int_equal(pod_kv_count(kv), 1);
+    pod_kv_free(kv);
+    pod_kv_free(NULL);
+}
+
+/* ---- two daemons ---- */
+
+/* Starts daemon d as host name with the Pod port pport and one peer. 0 or -1. */
+static int
+start_pod_daemon(struct testd *d, const char *name, int pport, const char *peer, int peer_port,
+                 const char *ipus)
+{
+    char cfgtext[1024];
+    const char *extra[] = {"--ipus", ipus, NULL};
+
+    snprintf(cfgtext, sizeof cfgtext,
+             "[pod]\nname = %s\nlisten = 127.0.0.1:%d\npeers = %s=127.0.0.1:%d\n"
+             "token = pod-secret\nhello_interval = 1\ntimeout_ms = 500\n"
+             "kv_max_value_bytes = 1KiB\n", name, pport, peer, peer_port);
+    return testd_start(d, cfgtext, extra);
+}
+
+/* Host name's state as daemon d reports it, with its IPUs in *ipus and error in err. */
+static int
+host_state(const struct testd *d, const char *name, unsigned *ipus, char *err, size_t len)
+{
+    ipuof_client *c = ipuof_client_new();
+    ipuof_status_report *r = NULL;
+    int state = -1;
+
+    assert_non_null(c);
+    if (ipuof_client_connect(c, d->addr) == IPUOF_OK && ipuof_status(c, &r) == IPUOF_OK) {
+        for (size_t i = 0; i < ipuof_status_report_pod_host_count(r); i++) {
+            struct ipuof_pod_host h;
+            assert_int_equal(ipuof_status_report_pod_host(r, i, &h), IPUOF_OK);
+            if (i == 0)
+                assert_int_equal(h.state, IPUOF_POD_HOST_SELF);
+            if (strcmp(h.name, name) == 0) {
+                state = h.state;
+                *ipus = h.num_ipus;
+                snprintf(err, len, "%s", h.error);
+            }
+        }
+    }
+    ipuof_status_report_free(r);
+    ipuof_client_free(c);
+    return state;
+}
+
+/* Waits up to ms for host name to reach want in d's status. */
+static int
+wait_state(const struct testd *d, const char *name, int want, unsigned *ipus, char *err,
+           size_t len, int ms)
+{
+    int st = -1;
+
+    for (int t = 0; t < ms; t += 50) {
+        st = host_state(d, name, ipus, err, len);
+        if (st == want)
+            break;
+        usleep(50000);
+    }
+    return st;
+}
+
+static void
+test_pod_two_daemons(void **state)
+{
+    int pa = free_port(), pb = free_port();
+    unsigned ipus = 0;
+    char err[512];
+    int fd;
+
+    (void)state;
+    assert_int_equal(start_pod_daemon(&da, "host-a", pa, "host-b", pb, "4"), 0);
+    assert_int_equal(start_pod_daemon(&db, "host-b", pb, "host-a", pa, "8"), 0);
+    assert_int_equal(wait_state(&da, "host-b", IPUOF_POD_HOST_REACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_REACHABLE);
+    assert_int_equal(ipus, 8);
+    assert_int_equal(wait_state(&db, "host-a", IPUOF_POD_HOST_REACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_REACHABLE);
+    assert_int_equal(ipus, 4);
+
+    assert_int_equal(testd_stop(&db), 0);
+    memset(&db, 0, sizeof db);
+    assert_int_equal(wait_state(&da, "host-b", IPUOF_POD_HOST_UNREACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_UNREACHABLE);
+    print_message("host-b unreachable: %s\n", err);
+    assert_non_null(strstr(err, "127.0.0.1:"));
+    /* a daemon whose peer is gone serves its own IPUs */
+    fd = raw_session(da.port, 4);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
+/* ---- the rendezvous store over the Pod port ---- */
+
+struct getter {
+    char addr[64];
+    int rc;
+    char value[64];
+    char err[512];
+};
+
+static void *
+get_later(void *arg)
+{
+    struct getter *g = arg;
+    struct pod_kvc *k = NULL;
+    void *v = NULL;
+    size_t n = 0;
+
+    assert_int_equal(pod_kvc_new(&k, g->addr, "pod-secret", "host-b", "job1", 2000, g->err,
+                                 sizeof g->err), IPUOF_OK);
+    g->rc = pod_kvc_get(k, "rank1", &v, &n, 5000, g->err, sizeof g->err);
+    if (g->rc == 0 && n < sizeof g->value)
+        memcpy(g->value, v, n);
+    free(v);
+    pod_kvc_free(k);
+    return NULL;
+}
+
+static void
+test_pod_store(void **state)
+{
+    int pa = free_port(), pb = free_port();
+    char addr[64], err[512], big[2048];
+    struct pod_kvc *k = NULL, *bad = NULL;
+    struct getter g = {0};
+    pthread_t th;
+    void *v = NULL;
+    size_t n = 0;
+    struct timespec t0, t1;
+    double secs;
+
+    (void)state;
+    /* host-b is configured but never started: the store serves regardless */
+    assert_int_equal(start_pod_daemon(&da, "host-a", pa, "host-b", pb, "4"), 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", pa);
+    assert_int_equal(pod_kvc_new(&k, addr, "pod-secret", "host-a", "job1", 2000, err,
+                                 sizeof err), IPUOF_OK);
+
+    assert_int_equal(pod_kvc_set(k, "rank0", "addr-of-0", 9, err, sizeof err), 0);
+    assert_int_equal(pod_kvc_get(k, "rank0", &v, &n, 0, err, sizeof err), 0);
+    assert_int_equal(n, 9);
+    assert_memory_equal(v, "addr-of-0", 9);
+    free(v);
+
+    /* a get waits for a set made afterwards by another client */
+    snprintf(g.addr, sizeof g.addr, "%s", addr);
+    assert_int_equal(pthread_create(&th, NULL, get_later, &g), 0);
+    usleep(300000);
+    assert_int_equal(pod_kvc_set(k, "rank1", "addr-of-1", 9, err, sizeof err), 0);
+    pthread_join(th, NULL);
+    if (g.rc != 0)
+        fail_msg("the waiting get failed: %s", g.err);
+    assert_string_equal(g.value, "addr-of-1");
+
+    /* a get that times out names the key and the job, in about its time */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(pod_kvc_get(k, "rank7", &v, &n, 400, err, sizeof err), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    print_message("timed-out get after %.3f s: %s\n", secs, err);
+    assert_non_null(strstr(err, "rendezvous key 'rank7' of job 'job1' was not set within "
+                                "400 ms"));
+    assert_true(secs < 3.0);
+    /* a get without a wait of a key never set */
+    assert_int_equal(pod_kvc_get(k, "rank7", &v, &n, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is not set"));
+
+    /* limits where the data enters */
+    memset(big, 'x', sizeof big);
+    assert_int_equal(pod_kvc_set(k, "big", big, sizeof big, err, sizeof err), -1);
+    assert_non_null(strstr(err, "2048 bytes; at most 1024 are stored ([pod] kv_max_value_bytes)"));
+    /* the connection still serves after a refusal */
+    assert_int_equal(pod_kvc_get(k, "rank0", &v, &n, 0, err, sizeof err), 0);
+    free(v);
+
+    /* the job's entries go at once */
+    assert_int_equal(pod_kvc_drop(k, err, sizeof err), 2);
+    assert_int_equal(pod_kvc_get(k, "rank0", &v, &n, 0, err, sizeof err), -1);
+
+    /* a daemon without the Pod's token is refused */
+    assert_int_equal(pod_kvc_new(&bad, addr, "guess", "host-b", "job1", 2000, err,
+                                 sizeof err), IPUOF_OK);
+    assert_int_equal(pod_kvc_set(bad, "rank0", "evil", 4, err, sizeof err), -1);
+    print_message("wrong token: %s\n", err);
+    assert_non_null(strstr(err, "wrong Pod token"));
+    pod_kvc_free(bad);
+    assert_int_equal(pod_kvc_get(k, "rank0", &v, &n, 0, err, sizeof err), -1);
+    pod_kvc_free(k);
+    assert_true(testd_log_contains(&da, "hello with a wrong Pod token"));
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
+/* The Pod port and the client port serve their own requests only. */
+static void
+test_pod_ports_apart(void **state)
+{
+    int pa = free_port(), pb = free_port();
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__KvGetRequest q = IPUOF__KV_GET_REQUEST__INIT;
+    Ipuof__PodHello ph = IPUOF__POD_HELLO__INIT;
+    struct pod_client *pc = NULL;
+    char addr[64], err[512];
+    int fd, eof = 0, rc;
+
+    (void)state;
+    assert_int_equal(start_pod_daemon(&da, "host-a", pa, "host-b", pb, "4"), 0);
+    /* a Pod request on the client port */
+    fd = raw_session(da.port, 0);
+    assert_true(fd >= 0);
+    q.job = (char *)"j";
+    q.key = (char *)"k";
+    h.request_id = 5;
+    h.body_case = IPUOF__HEADER__BODY_KV_GET;
+    h.kv_get = &q;
+    assert_int_equal(raw_send(fd, &h), 0);
+    r = raw_recv(fd, 5000, &eof);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    assert_non_null(strstr(r->error->message, "kv_get is a request of a Pod port"));
+    ipuof_frame_header_free(r);
+    close(fd);
+    /* a hello from a host that is not a peer */
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", pa);
+    assert_int_equal(pod_client_open(&pc, addr, "pod-secret", "host-z", 2000, err, sizeof err),
+                     IPUOF_OK);
+    ph.name = (char *)"host-z";
+    h.body_case = IPUOF__HEADER__BODY_POD_HELLO;
+    h.pod_hello = &ph;
+    rc = pod_client_call(pc, &h, NULL, 0, IPUOF__HEADER__BODY_POD_HELLO_REPLY, &r, NULL, NULL,
+                         2000, err, sizeof err);
+    assert_int_equal(rc, IPUOF_E_AUTH);
+    assert_non_null(strstr(err, "host 'host-z' is not a peer of this daemon's Pod"));
+    /* a client request on the Pod port */
+    h.body_case = IPUOF__HEADER__BODY_STATUS;
+    {
+        Ipuof__StatusRequest sq = IPUOF__STATUS_REQUEST__INIT;
+        h.status = &sq;
+        rc = pod_client_call(pc, &h, NULL, 0, IPUOF__HEADER__BODY_STATUS_REPLY, &r, NULL, NULL,
+                             2000, err, sizeof err);
+    }
+    assert_int_equal(rc, IPUOF_E_PROTO);
+    assert_non_null(strstr(err, "status is a request of the client port"));
+    pod_client_close(pc);
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pod_config),
+        cmocka_unit_test(test_pod_kv_limits),
+        cmocka_unit_test_teardown(test_pod_two_daemons, teardown),
+        cmocka_unit_test_teardown(test_pod_store, teardown),
+        cmocka_unit_test_teardown(test_pod_ports_apart, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
