@@ -21,6 +21,7 @@
 
 struct pod_client {
     int fd;
+    int answered;                /* the last call read a whole answer (reply or Error) */
     uint64_t next_id;
     char addr[256];
 };
@@ -247,6 +248,7 @@ pod_client_call(struct pod_client *pc, Ipuof__Header *req, const void *payload,
     int rc;
 
     *reply = NULL;
+    pc->answered = 0;
     if (rpayload != NULL) {
         *rpayload = NULL;
         *rplen = 0;
@@ -300,6 +302,7 @@ pod_client_call(struct pod_client *pc, Ipuof__Header *req, const void *payload,
         rc = IPUOF_E_PROTO;
         goto out;
     }
+    pc->answered = 1;
     if (h->body_case == IPUOF__HEADER__BODY_ERROR && h->error != NULL) {
         rc = h->error->code != 0 ? (int)h->error->code : IPUOF_E_INTERNAL;
         errbuf_set(err, errlen, "Pod peer %s: %s", pc->addr, h->error->message);
@@ -326,6 +329,12 @@ out:
     free(hdr);
     free(pl);
     return rc;
+}
+
+int
+pod_client_answered(const struct pod_client *pc)
+{
+    return pc->answered;
 }
 
 const char *

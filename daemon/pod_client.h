@@ -39,6 +39,10 @@ int pod_client_call(struct pod_client *pc, Ipuof__Header *req, const void *paylo
                     uint32_t plen, Ipuof__Header__BodyCase want, Ipuof__Header **reply,
                     void **rpayload, uint32_t *rplen, int timeout_ms, char *err, size_t errlen);
 
+/* 1 when the last pod_client_call read a whole answer (a reply or an Error: the connection
+ * is still in step), 0 when it failed on the way (the connection is unusable). */
+int pod_client_answered(const struct pod_client *pc);
+
 /* The address it was opened to (borrowed until pod_client_close). */
 const char *pod_client_addr(const struct pod_client *pc);
 

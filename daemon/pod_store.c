@@ -22,6 +22,7 @@ struct pod_kvc {
     char self[64];
     char job[POD_KV_JOB_MAX + 1];
     int timeout_ms;
+    int answered;                /* the last call's status is the serving daemon's answer */
 };
 
 int
@@ -55,7 +56,8 @@ pod_kvc_new(struct pod_kvc **out, const char *addr, const char *token, const cha
 /*
  * Sends req (+ payload) and waits wait_ms for the reply of body want, connecting first
  * when needed; a connection that broke before anything was answered is made again once.
- * Called with k->mu held. IPUOF_OK or a status with err.
+ * Called with k->mu held. IPUOF_OK, or a status with err: the serving daemon's answer when
+ * k->answered is set, else why it could not be reached.
  */
 static int
 call_locked(struct pod_kvc *k, Ipuof__Header *req, const void *payload, uint32_t plen,
@@ -64,6 +66,7 @@ call_locked(struct pod_kvc *k, Ipuof__Header *req, const void *payload, uint32_t
 {
     int rc = IPUOF_E_IO;
 
+    k->answered = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = k->pc == NULL;
         if (fresh) {
@@ -74,9 +77,10 @@ call_locked(struct pod_kvc *k, Ipuof__Header *req, const void *payload, uint32_t
         }
         rc = pod_client_call(k->pc, req, payload, plen, want, reply, rp, rplen, wait_ms, err,
                              errlen);
-        if (rc != IPUOF_E_CLOSED && rc != IPUOF_E_IO && rc != IPUOF_E_TIMEOUT &&
-            rc != IPUOF_E_PROTO)
+        if (rc == IPUOF_OK || pod_client_answered(k->pc)) {
+            k->answered = 1;
             return rc;
+        }
         /* The connection cannot be trusted any more. */
         pod_client_close(k->pc);
         k->pc = NULL;
@@ -120,7 +124,7 @@ pod_kvc_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms, cha
     Ipuof__KvGetRequest q = IPUOF__KV_GET_REQUEST__INIT;
     void *pl = NULL;
     uint32_t plen = 0;
-    int rc;
+    int rc, answered;
 
     *v = NULL;
     *n = 0;
@@ -134,8 +138,11 @@ pod_kvc_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms, cha
      * daemon that stopped answering. */
     rc = call_locked(k, &req, NULL, 0, IPUOF__HEADER__BODY_KV_GET_REPLY, &reply, &pl, &plen,
                      (int)q.timeout_ms + k->timeout_ms, err, errlen);
+    answered = k->answered;
     pthread_mutex_unlock(&k->mu);
     ipuof_frame_header_free(reply);
+    if (rc == IPUOF_E_TIMEOUT && answered)
+        return 1; /* the serving daemon's answer: the key did not come in time */
     if (rc != IPUOF_OK)
         return -1;
     *v = pl;

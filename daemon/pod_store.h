@@ -25,7 +25,8 @@ int pod_kvc_new(struct pod_kvc **out, const char *addr, const char *token, const
 int pod_kvc_set(void *ctx, const char *key, const void *v, size_t n, char *err, size_t errlen);
 
 /* Waits up to timeout_ms for key to be set; *v is malloc'd (caller frees; NULL when n is 0)
- * of *n bytes. 0, or -1 with err (a timeout names the key and the job). */
+ * of *n bytes. 0; 1 when the key was not set within timeout_ms (err names the key and the
+ * job); -1 with err on any other failure. */
 int pod_kvc_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms, char *err,
                 size_t errlen);
 
