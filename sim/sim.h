@@ -560,6 +560,24 @@ size_t sim_exe_node_times(const struct sim_exe *e, struct sim_node_time *rows, s
 int sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o,
                           struct sim_err *err);
 
+/*
+ * A collective across executables (the daemons of a Pod, each running some replicas of one
+ * partition) at the training REDUCE step: after this executable has summed its own
+ * replicas' accumulated gradients into g (n floats, the order of the trainable weights), fn
+ * replaces g by the sum over every executable of the partition (all-reduce), and the mean
+ * then divides by replicas (the partition's replicas, >= the executable's) instead of the
+ * executable's own. fn runs on one thread of the run, once per device iteration; a non-zero
+ * return with err filled fails the run with that error (no optimizer step taken at that
+ * iteration). NULL x (or fn) removes it. IPUOF_E_INVAL when e does not train or replicas is
+ * below the executable's, IPUOF_E_BUSY while it runs.
+ */
+struct sim_xreduce {
+    int (*fn)(void *ctx, float *g, size_t n, struct sim_err *err);
+    void *ctx;
+    unsigned replicas;
+};
+int sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_err *err);
+
 /* The current optimizer (IPUOF_E_INVAL when e does not train). */
 int sim_exe_get_optimizer(const struct sim_exe *e, struct sim_optimizer *o);
 
