@@ -69,6 +69,8 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
         m->next = j->models;
         j->models = m;
         job_update_loaded(j);
+        if (j->pod != NULL)
+            job_pod_model(j, m);
         log_info("job '%s': model %u '%s' %s for %u process%s x %u replicas in %.1f ms on IPUs "
                  "%u-%u", j->name, m->id, m->name, cached ? "from the cache" : "compiled",
                  m->nproc, m->nproc == 1 ? "" : "es", sim_exe_replicas(m->entry->exe) / m->nproc,

@@ -34,6 +34,8 @@ job_maybe_free(struct job *j)
         j->models = m->next;
         model_free(j->srv->inv, &j->srv->cache, m);
     }
+    if (j->pod_free != NULL)
+        j->pod_free(j->pod);
     if (j->timer != NULL)
         event_free(j->timer);
     free(j);
@@ -180,8 +182,10 @@ send_notice(struct conn *c, const struct job *j, int code, const char *msg)
     e.component = (char *)"device";
     e.message = (char *)msg;
     e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
-                                          : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
+    e.recovery = j->end_recovery == IPUOF_RECOVERY_PARTITION_RESET
+                     ? IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET
+                 : code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
+                                            : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
     n.error = &e;
     r.body_case = IPUOF__HEADER__BODY_NOTICE;
     r.notice = &n;
@@ -217,11 +221,13 @@ job_end(struct job *j, int code, const char *fmt, ...)
     j->dead = 1;
     if (j->inflight != NULL)
         sim_exe_cancel(j->inflight->m->entry->exe);
+    if (j->pod_end != NULL)
+        j->pod_end(j);
     job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
-        int recovery = job_recovery(code);
+        int recovery = j->end_recovery ? j->end_recovery : job_recovery(code);
 
         compile_task_free(q->ct);
         q->ct = NULL;

@@ -50,6 +50,9 @@ int pod_hosts(struct pod *p, struct pod_host *out, int max);
 /* 1 when name is one of the peers (a Pod hello from another name is refused). */
 int pod_is_peer(const struct pod *p, const char *name);
 
+/* The Pod address of peer name into addr (1), or 0 when name is not a peer. */
+int pod_peer_addr(const struct pod *p, const char *name, char *addr, size_t len);
+
 /* Stops the hello thread, closes its connections, frees p. NULL is a no-op. */
 void pod_stop(struct pod *p);
 

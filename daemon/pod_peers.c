@@ -201,6 +201,20 @@ pod_is_peer(const struct pod *p, const char *name)
     return 0;
 }
 
+int
+pod_peer_addr(const struct pod *p, const char *name, char *addr, size_t len)
+{
+    if (p == NULL)
+        return 0;
+    for (int i = 1; i <= p->npeers; i++) { /* fixed from the start: no lock */
+        if (strcmp(p->host[i].name, name) == 0) {
+            snprintf(addr, len, "%s", p->host[i].addr);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void
 pod_stop(struct pod *p)
 {

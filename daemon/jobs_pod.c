@@ -1,0 +1,480 @@
+/*
+ * jobs_pod.c — a job whose partition spans the daemons of a Pod (issue 20). Each daemon
+ * holds the processes of its rank (AttachRequest.pod_hosts) as a local job of its own, with
+ * its share of the IPUs, and compiles their replicas; the daemons of the partition form one
+ * communicator of pod/coll.h (gloo) through the rendezvous store of the partition's first
+ * daemon (req_pod.c), once every local process has attached. Then, per training run of a
+ * model the processes share: rank 0's weights and buffers are broadcast when they changed
+ * since the last run (compiled, written), the REDUCE step all-reduces the local replicas'
+ * summed gradients (sim's xreduce hook) before the mean over every replica of the
+ * partition, and a barrier ends the call. A daemon, process or link that goes away fails
+ * the call on every daemon within [pod] timeout_ms; each ends its local job with
+ * PARTITION_RESET naming the host, so every process is told, the IPUs return to the pool
+ * and a new partition (a new rendezvous) can be formed.
+ *
+ * The communicator is used on worker threads only (the rendezvous, the runs), one at a
+ * time: a job runs one call at a time.
+ */
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "coll.h"
+#include "conn.h"
+#include "errbuf.h"
+#include "ipuof/status.h"
+#include "jobs.h"
+#include "jobs_int.h"
+#include "log.h"
+#include "pod.h"
+#include "pod_kv.h"
+#include "pod_store.h"
+#include "srv_state.h"
+
+#define POD_MAX_HOSTS (CFG_POD_MAX_PEERS + 1)
+
+struct pod_job {
+    int rank, size;
+    unsigned first, nlocal, nglobal;       /* processes */
+    char hosts[POD_MAX_HOSTS][CFG_POD_NAME_MAX];
+    char rdv[256];                         /* rank 0's Pod address (the store) */
+    char bind[256];                        /* where this daemon's gloo listens */
+    char self[CFG_POD_NAME_MAX];
+    char token[CFG_TOKEN_MAX];
+    int timeout_ms;                        /* [pod] timeout_ms */
+    int wait_ms;                           /* job_timeout: the other daemons' processes */
+    char job[POD_KV_JOB_MAX + 1];          /* the store's namespace: the partition name */
+    struct pod_kvc *kvc;                   /* the store, borrowed by coll */
+    struct pod_coll *coll;                 /* NULL until formed */
+    int broken;                            /* a collective failed: the job ends */
+    char why[768];                         /* what failed, naming the host */
+};
+
+/* The rendezvous of j's daemons on a worker. */
+struct pod_rdv {
+    struct work_item item;
+    struct job *j;
+    void (*ready)(struct job *j);
+    int rc;
+};
+
+int
+job_pod_plan(struct srv *s, const Ipuof__AttachRequest *a, struct pod_job **out, char *err,
+             size_t errlen)
+{
+    struct pod_job *pj;
+    size_t n = a->n_pod_hosts;
+
+    *out = NULL;
+    if (s->pod == NULL) {
+        errbuf_set(err, errlen, "the partition spans the Pod hosts %s%s..., but this daemon "
+                   "has no [pod] section; give it [pod] peers, or attach without "
+                   "IPUOF_POD_HOSTS", a->pod_hosts[0], n > 1 ? "," : "");
+        return IPUOF_E_INVAL;
+    }
+    if (n > POD_MAX_HOSTS) {
+        errbuf_set(err, errlen, "the partition names %zu Pod hosts; at most %d", n,
+                   POD_MAX_HOSTS);
+        return IPUOF_E_INVAL;
+    }
+    pj = calloc(1, sizeof *pj);
+    if (pj == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    pj->rank = -1;
+    pj->size = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const char *h = a->pod_hosts[i];
+        if (strlen(h) == 0 || strlen(h) >= CFG_POD_NAME_MAX) {
+            errbuf_set(err, errlen, "Pod host %zu of the partition has a name of %zu bytes; "
+                       "names have 1 to %d", i, strlen(h), CFG_POD_NAME_MAX - 1);
+            goto fail;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(pj->hosts[k], h) == 0) {
+                errbuf_set(err, errlen, "the partition names Pod host '%s' twice; each "
+                           "daemon holds one share of it", h);
+                goto fail;
+            }
+        }
+        snprintf(pj->hosts[i], sizeof pj->hosts[i], "%s", h);
+        if (strcmp(h, s->cfg.pod_name) == 0) {
+            pj->rank = (int)i;
+        } else if (!pod_is_peer(s->pod, h)) {
+            errbuf_set(err, errlen, "the partition's Pod host '%s' is not a peer of this "
+                       "daemon (host '%s'); add it to [pod] peers on every host", h,
+                       s->cfg.pod_name);
+            goto fail;
+        }
+    }
+    if (pj->rank < 0) {
+        errbuf_set(err, errlen, "this daemon is Pod host '%s', which is not one of the "
+                   "partition's hosts (IPUOF_POD_HOSTS); attach each process to the daemon "
+                   "that holds its replicas", s->cfg.pod_name);
+        goto fail;
+    }
+    if (a->num_processes % n != 0) {
+        errbuf_set(err, errlen, "%u processes cannot be shared evenly by the partition's %zu "
+                   "Pod hosts; give a multiple of %zu", a->num_processes, n, n);
+        goto fail;
+    }
+    pj->nglobal = a->num_processes;
+    pj->nlocal = a->num_processes / (unsigned)n;
+    pj->first = (unsigned)pj->rank * pj->nlocal;
+    if (a->process_id < pj->first || a->process_id >= pj->first + pj->nlocal) {
+        unsigned owner = a->process_id / pj->nlocal;
+        errbuf_set(err, errlen, "process %u of %u belongs to Pod host '%s' (processes %u-%u), "
+                   "not to this daemon ('%s', processes %u-%u); attach it there",
+                   a->process_id, a->num_processes, pj->hosts[owner], owner * pj->nlocal,
+                   (owner + 1) * pj->nlocal - 1, s->cfg.pod_name, pj->first,
+                   pj->first + pj->nlocal - 1);
+        goto fail;
+    }
+    if (pj->rank == 0)
+        snprintf(pj->rdv, sizeof pj->rdv, "%s", s->pod_addr);
+    else
+        pod_peer_addr(s->pod, pj->hosts[0], pj->rdv, sizeof pj->rdv);
+    {   /* gloo listens on the Pod port's host */
+        const char *addr = s->pod_addr, *end;
+        if (addr[0] == '[') {
+            addr++;
+            end = strchr(addr, ']');
+        } else {
+            end = strrchr(addr, ':');
+        }
+        snprintf(pj->bind, sizeof pj->bind, "%.*s", end ? (int)(end - addr) : 0, addr);
+    }
+    snprintf(pj->self, sizeof pj->self, "%s", s->cfg.pod_name);
+    snprintf(pj->token, sizeof pj->token, "%s", s->cfg.pod_token);
+    snprintf(pj->job, sizeof pj->job, "%s", a->partition_name);
+    pj->timeout_ms = (int)s->cfg.pod_timeout_ms;
+    pj->wait_ms = (int)s->cfg.job_timeout * 1000;
+    *out = pj;
+    return IPUOF_OK;
+fail:
+    free(pj);
+    return IPUOF_E_INVAL;
+}
+
+unsigned
+job_pod_first(const struct pod_job *pj)
+{
+    return pj->first;
+}
+
+unsigned
+job_pod_nlocal(const struct pod_job *pj)
+{
+    return pj->nlocal;
+}
+
+unsigned
+job_pod_nglobal(const struct pod_job *pj)
+{
+    return pj->nglobal;
+}
+
+int
+job_pod_size(const struct pod_job *pj)
+{
+    return pj->size;
+}
+
+/* Fills a simulator error (code and sentence) and returns code. */
+static int __attribute__((format(printf, 3, 4)))
+xerr(struct sim_err *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Records a collective's failure as the job's reason, naming the host of the rank that
+ * pod/coll.h's sentence names first ("rank 1 (addr) closed ..."). Worker thread. */
+static void
+pod_fail(struct pod_job *pj, const char *what, const char *why)
+{
+    const char *r = strstr(why, "rank ");
+    int rank = -1;
+
+    if (r != NULL && sscanf(r, "rank %d", &rank) == 1 && rank >= 0 && rank < pj->size &&
+        rank != pj->rank)
+        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' of partition '%s' went away during "
+                 "%s: %s", pj->hosts[rank], pj->job, what, why);
+    else
+        errbuf_set(pj->why, sizeof pj->why, "the Pod partition '%s' failed during %s: %s",
+                 pj->job, what, why);
+    pj->broken = 1;
+}
+
+static void
+rdv_run(struct work_item *it)
+{
+    struct pod_rdv *w = (struct pod_rdv *)it;
+    struct pod_job *pj = w->j->pod;
+    struct pod_store st;
+    char err[512], prefix[64];
+    void *v = NULL;
+    size_t n = 0;
+    int rc;
+
+    rc = pod_kvc_new(&pj->kvc, pj->rdv, pj->token, pj->self, pj->job, pj->timeout_ms, err,
+                     sizeof err);
+    if (rc != IPUOF_OK) {
+        pod_fail(pj, "the rendezvous", err);
+        w->rc = rc;
+        return;
+    }
+    if (pj->rank == 0) {
+        /* A fresh generation in its own store (over its own Pod port, as the others reach
+         * it): a rendezvous never meets an earlier one's keys. */
+        uint64_t gen = 0;
+        char g[32];
+        if (getrandom(&gen, sizeof gen, 0) != (ssize_t)sizeof gen)
+            gen = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)pj << 16);
+        snprintf(g, sizeof g, "%016" PRIx64, gen);
+        if (pod_kvc_drop(pj->kvc, err, sizeof err) < 0 ||
+            pod_kvc_set(pj->kvc, "gen", g, strlen(g), err, sizeof err) != 0) {
+            pod_fail(pj, "the rendezvous", err);
+            w->rc = IPUOF_E_IO;
+            return;
+        }
+    }
+    /* The others wait for rank 0's generation. */
+    rc = pod_kvc_get(pj->kvc, "gen", &v, &n, pj->wait_ms, err, sizeof err);
+    if (rc != 0 || n == 0 || n >= 32) {
+        char why[700];
+        errbuf_set(why, sizeof why, "%s", rc == 1 ? "its processes did not attach in time "
+                 "(job_timeout)" : rc != 0 ? err : "a malformed generation");
+        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' (the partition's first, at %s) did "
+                 "not open partition '%s': %s", pj->hosts[0], pj->rdv, pj->job, why);
+        pj->broken = 1;
+        free(v);
+        w->rc = rc == 1 ? IPUOF_E_TIMEOUT : IPUOF_E_CLOSED;
+        return;
+    }
+    snprintf(prefix, sizeof prefix, "g%.*s", (int)n, (const char *)v);
+    free(v);
+    st.ctx = pj->kvc;
+    st.set = pod_kvc_set;
+    st.get = pod_kvc_get;
+    rc = pod_coll_open(&pj->coll, &st, prefix, pj->rank, pj->size, pj->bind,
+                       pj->timeout_ms > pj->wait_ms ? pj->timeout_ms : pj->wait_ms, err,
+                       sizeof err);
+    if (rc != 0) {
+        pod_fail(pj, "the rendezvous", err);
+        w->rc = IPUOF_E_TIMEOUT;
+        return;
+    }
+    w->rc = IPUOF_OK;
+}
+
+static void
+rdv_done(struct work_item *it)
+{
+    struct pod_rdv *w = (struct pod_rdv *)it;
+    struct job *j = w->j;
+
+    if (it->dropped && w->rc == IPUOF_OK)
+        w->rc = IPUOF_E_SHUTDOWN;
+    if (!j->dead) {
+        if (w->rc == IPUOF_OK) {
+            log_info("job '%s': Pod partition formed: rank %d of %d, processes %u-%u of %u",
+                     j->name, j->pod->rank, j->pod->size, j->pod->first,
+                     j->pod->first + j->pod->nlocal - 1, j->pod->nglobal);
+            w->ready(j);
+        } else {
+            j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
+            job_end(j, w->rc, "%s", j->pod->why[0] ? j->pod->why : "ipuofd is stopping");
+        }
+    }
+    free(w);
+    job_unhold(j);
+}
+
+int
+job_pod_start(struct job *j, void (*ready)(struct job *j))
+{
+    struct pod_job *pj = j->pod;
+    struct pod_rdv *w = calloc(1, sizeof *w);
+
+    if (w == NULL)
+        return -1;
+    w->j = j;
+    w->ready = ready;
+    w->item.run = rdv_run;
+    w->item.done = rdv_done;
+    job_hold(j);
+    if (work_submit(j->srv->work, &w->item) < 0) {
+        job_unhold(j);
+        free(w);
+        return -1;
+    }
+    log_info("job '%s': all %u local processes attached; forming the Pod partition with %d "
+             "host%s (store at %s)", j->name, pj->nlocal, pj->size - 1,
+             pj->size == 2 ? "" : "s", pj->rdv);
+    return 0;
+}
+
+/* sim's xreduce: the local sum of gradients, summed over the daemons. Worker thread. */
+static int
+pod_xreduce(void *ctx, float *g, size_t n, struct sim_err *err)
+{
+    struct pod_job *pj = ctx;
+    char why[512];
+
+    if (pj->broken || pod_coll_allreduce_f32(pj->coll, g, n, why, sizeof why) != 0) {
+        if (!pj->broken)
+            pod_fail(pj, "the gradient all-reduce", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    return 0;
+}
+
+void
+job_pod_model(struct job *j, struct model *m)
+{
+    struct sim_exe *e = m->entry->exe;
+    struct sim_xreduce x = {pod_xreduce, j->pod, sim_exe_replicas(e) * (unsigned)j->pod->size};
+    struct sim_err err;
+
+    if (!sim_exe_is_training(e) || m->nproc != j->nproc)
+        return; /* an inference model, or one process's own: no collective */
+    if (sim_exe_set_xreduce(e, &x, &err) != 0)
+        log_warn("job '%s': model %u: %s", j->name, m->id, err.msg);
+    m->pod_sync = 1;
+}
+
+/* Broadcasts rank 0's weights (and buffers) of e to every daemon. Worker thread. */
+static int
+sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
+{
+    char why[512];
+
+    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        void *buf;
+        int rc = 0;
+
+        if (sim_exe_weight_info(e, i, &wi) != 0)
+            continue;
+        buf = malloc(wi.bytes ? wi.bytes : 1);
+        if (buf == NULL)
+            return xerr(err, IPUOF_E_NOMEM, "out of memory broadcasting weight '%s'",
+                               wi.name);
+        if (pj->rank == 0)
+            rc = sim_exe_read_weight(e, wi.name, buf, wi.bytes, err);
+        if (rc == 0 && pod_coll_broadcast(pj->coll, buf, wi.bytes, 0, why, sizeof why) != 0) {
+            pod_fail(pj, "the broadcast of the initial weights", why);
+            free(buf);
+            return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+        }
+        if (rc == 0 && pj->rank != 0)
+            rc = sim_exe_write_weight(e, wi.name, buf, wi.bytes, err);
+        free(buf);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int
+job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
+{
+    struct pod_job *pj = j->pod;
+    unsigned char sync;
+    char why[512];
+
+    if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe))
+        return 0;
+    if (pj->broken)
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    /* Whether rank 0's weights changed since the last call: its word is every daemon's. */
+    sync = (unsigned char)(m->pod_sync != 0);
+    if (pod_coll_broadcast(pj->coll, &sync, 1, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the start of a call", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    m->pod_sync = 0;
+    return sync ? sync_weights(pj, m->entry->exe, err) : 0;
+}
+
+int
+job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
+{
+    struct pod_job *pj = j->pod;
+    char why[512];
+
+    if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe) ||
+        pj->broken)
+        return rc;
+    if (rc != 0) {
+        /* This daemon's call failed on its own (bad input, cancelled): the others would
+         * wait for it in the next collective, so the partition cannot go on. */
+        pod_fail(pj, "a call", err->msg);
+        pod_coll_close(pj->coll); /* the others see this rank go away at once */
+        pj->coll = NULL;
+        return rc;
+    }
+    if (pod_coll_barrier(pj->coll, why, sizeof why) != 0) {
+        pod_fail(pj, "the barrier ending a call", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    return 0;
+}
+
+int
+job_pod_check(struct job *j)
+{
+    if (j->pod == NULL || !j->pod->broken || j->dead)
+        return 0;
+    j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
+    job_end(j, IPUOF_E_CLOSED, "%s; the partition is released: attach again to form a new "
+            "one", j->pod->why);
+    return 1;
+}
+
+void
+job_pod_end(struct job *j)
+{
+    if (j->pod != NULL && j->pod->rank == 0 && j->srv->kv != NULL)
+        pod_kv_drop(j->srv->kv, j->pod->job);
+}
+
+void
+job_pod_free(struct pod_job *pj)
+{
+    if (pj == NULL)
+        return;
+    pod_coll_close(pj->coll);
+    pod_kvc_free(pj->kvc);
+    free(pj);
+}
+
+int
+job_pod_rank(const struct conn *c)
+{
+    return c->job != NULL && c->job->pod != NULL ? c->job->pod->rank : -1;
+}
+
+int
+job_pod_ranks(const struct conn *c)
+{
+    return c->job != NULL && c->job->pod != NULL ? c->job->pod->size : 1;
+}
+
+unsigned
+job_pod_process_base(const struct conn *c)
+{
+    return c->job != NULL && c->job->pod != NULL ? c->job->pod->first : 0;
+}
