@@ -127,7 +127,7 @@ cfg_defaults(struct cfg *c)
     c->pod_name[sizeof c->pod_name - 1] = '\0';
     snprintf(c->pod_listen, sizeof c->pod_listen, "127.0.0.1:50053");
     c->pod_hello_interval = 2;
-    c->pod_timeout_ms = 10000;
+    c->pod_timeout_ms = 30000;
     c->pod_kv_max_keys = 1024;
     c->pod_kv_max_value_bytes = 1u << 20;
     c->pod_kv_max_bytes = 64ull << 20;

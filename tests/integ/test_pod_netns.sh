@@ -151,14 +151,21 @@ check "tutorial, 2 daemons x 2 replicas = 1 daemon x 4 replicas: $m" close "$D/r
 
 # The BatchNorm network through PopTorch and popdist's variables.
 export IPUOF_CLIENT_LIB="$PWD/$B/lib/libipuof-client.so" PYTHONPATH="$PWD/python"
-IPUOF_SERVER=$SA timeout 300 ip netns exec "$NA" "$PY" tests/integ/pod_train.py 4 \
+# A sanitizer build's library in Python needs the runtimes preloaded (as test_poprun.sh).
+PRELOAD=""
+if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
+    PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+fi
+IPUOF_SERVER=$SA timeout 300 ip netns exec "$NA" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+    "$PY" tests/integ/pod_train.py 4 \
     >"$D/bn1.out" 2>&1
 for p in 0 1; do
     if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
     IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=bn-$N IPUOF_PROCESS_ID=$p \
         IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
         POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 ip netns exec "$ns" "$PY" tests/integ/pod_train.py >"$D/bn2.$p.out" 2>&1 &
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/bn2.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
 done
@@ -218,7 +225,8 @@ for p in 0 1; do
         IPUOF_JOB_KEY=kill-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
         POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
         POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 ip netns exec "$ns" "$PY" tests/integ/pod_train.py >"$D/kill.$p.out" 2>&1 &
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/kill.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
 done
