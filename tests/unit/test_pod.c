@@ -438,6 +438,106 @@ test_pod_ports_apart(void **state)
     memset(&da, 0, sizeof da);
 }
 
+/* Attaches on a new session to d as process id of n of a job named name across hosts;
+ * returns the reply (caller frees) or fails the test. */
+static Ipuof__Header *
+pod_attach(const struct testd *d, const char *name, unsigned id, unsigned n, unsigned ipus,
+           const char *const *hosts, size_t nhosts, int timeout_ms, int *fd_out)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
+    int fd = raw_session(d->port, 0), eof = 0;
+
+    assert_true(fd >= 0);
+    a.num_ipus = ipus;
+    a.partition_name = (char *)name;
+    a.job_key = (char *)"key";
+    a.process_id = id;
+    a.num_processes = n;
+    a.pod_hosts = (char **)hosts;
+    a.n_pod_hosts = nhosts;
+    h.request_id = 2;
+    h.body_case = IPUOF__HEADER__BODY_ATTACH;
+    h.attach = &a;
+    assert_int_equal(raw_send(fd, &h), 0);
+    r = raw_recv(fd, timeout_ms, &eof);
+    assert_non_null(r);
+    if (fd_out != NULL)
+        *fd_out = fd;
+    else
+        close(fd);
+    return r;
+}
+
+static void
+expect_attach_error(const struct testd *d, unsigned id, unsigned n, unsigned ipus,
+                    const char *const *hosts, size_t nhosts, const char *want)
+{
+    Ipuof__Header *r = pod_attach(d, "pj", id, n, ipus, hosts, nhosts, 5000, NULL);
+
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    if (strstr(r->error->message, want) == NULL)
+        fail_msg("wanted '%s' in: %s", want, r->error->message);
+    print_message("refused: %s\n", r->error->message);
+    ipuof_frame_header_free(r);
+}
+
+/* A job across hosts: what does not fit this daemon is refused naming what would; a
+ * partition whose first host never comes fails every process with PARTITION_RESET. */
+static void
+test_pod_attach_plan(void **state)
+{
+    int pa = free_port(), pb = free_port();
+    const char *ab[] = {"host-a", "host-b"}, *ba[] = {"host-b", "host-a"};
+    const char *az[] = {"host-a", "host-z"}, *bb[] = {"host-b"};
+    const char *aa[] = {"host-a", "host-a"};
+    char cfgtext[512];
+    const char *extra[] = {"--ipus", "4", NULL};
+    Ipuof__Header *r;
+    struct timespec t0, t1;
+
+    (void)state;
+    snprintf(cfgtext, sizeof cfgtext,
+             "[server]\njob_timeout = 1\n[pod]\nname = host-a\nlisten = 127.0.0.1:%d\n"
+             "peers = host-b=127.0.0.1:%d\ntimeout_ms = 1000\n", pa, pb);
+    assert_int_equal(testd_start(&da, cfgtext, extra), 0);
+    expect_attach_error(&da, 1, 2, 2, ab, 2,
+                        "process 1 of 2 belongs to Pod host 'host-b' (processes 1-1), not to "
+                        "this daemon ('host-a', processes 0-0); attach it there");
+    expect_attach_error(&da, 0, 2, 2, bb, 1, "this daemon is Pod host 'host-a', which is not "
+                        "one of the partition's hosts");
+    expect_attach_error(&da, 0, 2, 2, az, 2, "the partition's Pod host 'host-z' is not a peer "
+                        "of this daemon (host 'host-a')");
+    expect_attach_error(&da, 0, 3, 2, ab, 2, "3 processes cannot be shared evenly by the "
+                        "partition's 2 Pod hosts");
+    expect_attach_error(&da, 0, 2, 1, ab, 2, "the partition's 1 IPUs cannot be shared evenly");
+    expect_attach_error(&da, 0, 2, 2, aa, 2, "names Pod host 'host-a' twice");
+    /* host-b is rank 0 here and never comes: rank 1 (this daemon) waits for its generation
+     * for job_timeout, then every process is told, with PARTITION_RESET */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = pod_attach(&da, "lonely", 1, 2, 2, ba, 2, 10000, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    print_message("after %ld ms: %s\n", (long)((t1.tv_sec - t0.tv_sec) * 1000 +
+                  (t1.tv_nsec - t0.tv_nsec) / 1000000), r->error->message);
+    assert_non_null(strstr(r->error->message, "Pod host 'host-b' (the partition's first"));
+    assert_int_equal(r->error->recovery, IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET);
+    ipuof_frame_header_free(r);
+    /* its IPUs went back: a plain attach of all 4 works */
+    {
+        int fd = raw_session(da.port, 4);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+    /* a daemon without a Pod */
+    assert_int_equal(testd_start(&da, NULL, extra), 0);
+    expect_attach_error(&da, 0, 2, 2, ab, 2, "this daemon has no [pod] section");
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
 int
 main(void)
 {
@@ -447,6 +547,7 @@ main(void)
         cmocka_unit_test_teardown(test_pod_two_daemons, teardown),
         cmocka_unit_test_teardown(test_pod_store, teardown),
         cmocka_unit_test_teardown(test_pod_ports_apart, teardown),
+        cmocka_unit_test_teardown(test_pod_attach_plan, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
