@@ -228,13 +228,6 @@ rdv_run(struct work_item *it)
     size_t n = 0;
     int rc;
 
-    rc = pod_kvc_new(&pj->kvc, pj->rdv, pj->token, pj->self, pj->job, pj->timeout_ms, err,
-                     sizeof err);
-    if (rc != IPUOF_OK) {
-        pod_fail(pj, "the rendezvous", err);
-        w->rc = rc;
-        return;
-    }
     if (pj->rank == 0) {
         /* A fresh generation in its own store (over its own Pod port, as the others reach
          * it): a rendezvous never meets an earlier one's keys. */
@@ -308,14 +301,23 @@ job_pod_start(struct job *j, void (*ready)(struct job *j))
     struct pod_job *pj = j->pod;
     struct pod_rdv *w = calloc(1, sizeof *w);
 
+    char err[256];
+
     if (w == NULL)
         return -1;
+    /* Made here, so that an end of the job meanwhile can cancel its waits (job_pod_end). */
+    if (pod_kvc_new(&pj->kvc, pj->rdv, pj->token, pj->self, pj->job, pj->timeout_ms, err,
+                    sizeof err) != IPUOF_OK) {
+        log_warn("job '%s': %s", j->name, err);
+        free(w);
+        return -1;
+    }
     w->j = j;
     w->ready = ready;
     w->item.run = rdv_run;
     w->item.done = rdv_done;
     job_hold(j);
-    if (work_submit(j->srv->work, &w->item) < 0) {
+    if (work_submit(j->srv->pod_work, &w->item) < 0) {
         job_unhold(j);
         free(w);
         return -1;
@@ -447,7 +449,10 @@ job_pod_check(struct job *j)
 void
 job_pod_end(struct job *j)
 {
-    if (j->pod != NULL && j->pod->rank == 0 && j->srv->kv != NULL)
+    if (j->pod == NULL)
+        return;
+    pod_kvc_cancel(j->pod->kvc); /* a rendezvous still waiting stops now */
+    if (j->pod->rank == 0 && j->srv->kv != NULL)
         pod_kv_drop(j->srv->kv, j->pod->job);
 }
 

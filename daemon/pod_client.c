@@ -21,6 +21,7 @@
 
 struct pod_client {
     int fd;
+    int cancel_fd;               /* readable once the caller cancels (or -1) */
     int answered;                /* the last call read a whole answer (reply or Error) */
     uint64_t next_id;
     char addr[256];
@@ -35,18 +36,21 @@ now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Waits until fd is ready for events or the deadline passes. 0, or a status code. */
+/* Waits until fd is ready for events, cancel_fd (when >= 0) is readable, or the deadline
+ * passes. 0, or a status code (IPUOF_E_CANCELLED for cancel_fd). */
 static int
-wait_fd(int fd, short events, uint64_t deadline)
+wait_fd(int fd, short events, int cancel_fd, uint64_t deadline)
 {
-    struct pollfd p = {.fd = fd, .events = events};
+    struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = cancel_fd, .events = POLLIN}};
     int rc;
 
     for (;;) {
         uint64_t now = now_ms();
         if (now >= deadline)
             return IPUOF_E_TIMEOUT;
-        rc = poll(&p, 1, (int)(deadline - now));
+        rc = poll(p, cancel_fd >= 0 ? 2 : 1, (int)(deadline - now));
+        if (rc > 0 && cancel_fd >= 0 && (p[1].revents & POLLIN))
+            return IPUOF_E_CANCELLED;
         if (rc > 0)
             return 0;
         if (rc == 0)
@@ -58,7 +62,7 @@ wait_fd(int fd, short events, uint64_t deadline)
 
 /* Writes buf[0..len) by the deadline. 0 or a status code. */
 static int
-write_all(int fd, const void *buf, size_t len, uint64_t deadline)
+write_all(int fd, const void *buf, size_t len, int cancel_fd, uint64_t deadline)
 {
     const uint8_t *p = buf;
 
@@ -71,7 +75,7 @@ write_all(int fd, const void *buf, size_t len, uint64_t deadline)
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return errno == EPIPE || errno == ECONNRESET ? IPUOF_E_CLOSED : IPUOF_E_IO;
-        int rc = wait_fd(fd, POLLOUT, deadline);
+        int rc = wait_fd(fd, POLLOUT, cancel_fd, deadline);
         if (rc != 0)
             return rc;
     }
@@ -80,7 +84,7 @@ write_all(int fd, const void *buf, size_t len, uint64_t deadline)
 
 /* Reads exactly len bytes into buf by the deadline. 0 or a status code. */
 static int
-read_all(int fd, void *buf, size_t len, uint64_t deadline)
+read_all(int fd, void *buf, size_t len, int cancel_fd, uint64_t deadline)
 {
     uint8_t *p = buf;
 
@@ -95,7 +99,7 @@ read_all(int fd, void *buf, size_t len, uint64_t deadline)
             return IPUOF_E_CLOSED;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return errno == ECONNRESET ? IPUOF_E_CLOSED : IPUOF_E_IO;
-        int rc = wait_fd(fd, POLLIN, deadline);
+        int rc = wait_fd(fd, POLLIN, cancel_fd, deadline);
         if (rc != 0)
             return rc;
     }
@@ -138,6 +142,8 @@ what_of(int rc)
         return "did not answer in time";
     case IPUOF_E_CLOSED:
         return "closed the connection";
+    case IPUOF_E_CANCELLED:
+        return "was left (the call was cancelled)";
     default:
         return "broke the connection";
     }
@@ -145,7 +151,8 @@ what_of(int rc)
 
 /* Connects a non-blocking socket to addr by the deadline. The fd, or -1 with err. */
 static int
-connect_to(const char *addr, uint64_t deadline, int *code, char *err, size_t errlen)
+connect_to(const char *addr, int cancel_fd, uint64_t deadline, int *code, char *err,
+           size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
@@ -175,11 +182,12 @@ connect_to(const char *addr, uint64_t deadline, int *code, char *err, size_t err
             errbuf_set(err, errlen, "cannot connect to %s: %s", addr, strerror(errno));
             goto fail;
         }
-        rc = wait_fd(fd, POLLOUT, deadline);
+        rc = wait_fd(fd, POLLOUT, cancel_fd, deadline);
         if (rc != 0) {
             *code = rc;
             errbuf_set(err, errlen, "cannot connect to %s: %s", addr,
-                       rc == IPUOF_E_TIMEOUT ? "no answer in time" : strerror(errno));
+                       rc == IPUOF_E_TIMEOUT ? "no answer in time"
+                       : rc == IPUOF_E_CANCELLED ? "cancelled" : strerror(errno));
             goto fail;
         }
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr != 0) {
@@ -201,6 +209,13 @@ int
 pod_client_open(struct pod_client **out, const char *addr, const char *token,
                 const char *self, int timeout_ms, char *err, size_t errlen)
 {
+    return pod_client_open_c(out, addr, token, self, timeout_ms, -1, err, errlen);
+}
+
+int
+pod_client_open_c(struct pod_client **out, const char *addr, const char *token,
+                  const char *self, int timeout_ms, int cancel_fd, char *err, size_t errlen)
+{
     struct pod_client *pc = calloc(1, sizeof *pc);
     Ipuof__Header req = IPUOF__HEADER__INIT, *reply = NULL;
     Ipuof__Hello hi = IPUOF__HELLO__INIT;
@@ -213,7 +228,8 @@ pod_client_open(struct pod_client **out, const char *addr, const char *token,
     }
     snprintf(pc->addr, sizeof pc->addr, "%s", addr);
     pc->next_id = 1;
-    pc->fd = connect_to(addr, now_ms() + (uint64_t)timeout_ms, &code, err, errlen);
+    pc->cancel_fd = cancel_fd;
+    pc->fd = connect_to(addr, cancel_fd, now_ms() + (uint64_t)timeout_ms, &code, err, errlen);
     if (pc->fd < 0)
         goto fail;
     hi.protocol_version = IPUOF_PROTOCOL_VERSION;
@@ -261,16 +277,16 @@ pod_client_call(struct pod_client *pc, Ipuof__Header *req, const void *payload,
         errbuf_set(err, errlen, "cannot encode a %s request", ipuof_frame_body_name(req));
         goto out;
     }
-    rc = write_all(pc->fd, frame, flen, deadline);
+    rc = write_all(pc->fd, frame, flen, pc->cancel_fd, deadline);
     if (rc == 0 && plen > 0)
-        rc = write_all(pc->fd, payload, plen, deadline);
+        rc = write_all(pc->fd, payload, plen, pc->cancel_fd, deadline);
     if (rc != 0) {
         errbuf_set(err, errlen, "Pod peer %s %s while being sent a %s request", pc->addr,
                    what_of(rc), ipuof_frame_body_name(req));
         goto out;
     }
     /* Skips nothing: a Pod peer sends no unsolicited frame but an Error for this id. */
-    rc = read_all(pc->fd, hb, sizeof hb, deadline);
+    rc = read_all(pc->fd, hb, sizeof hb, pc->cancel_fd, deadline);
     if (rc == 0) {
         rc = ipuof_frame_head_decode(hb, sizeof hb, &lim, &head, err, errlen);
         if (rc != IPUOF_OK)
@@ -281,7 +297,7 @@ pod_client_call(struct pod_client *pc, Ipuof__Header *req, const void *payload,
             errbuf_set(err, errlen, "out of memory");
             goto out;
         }
-        rc = read_all(pc->fd, hdr, head.header_len, deadline);
+        rc = read_all(pc->fd, hdr, head.header_len, pc->cancel_fd, deadline);
     }
     if (rc == 0 && head.payload_len > 0) {
         pl = malloc(head.payload_len);
@@ -290,7 +306,7 @@ pod_client_call(struct pod_client *pc, Ipuof__Header *req, const void *payload,
             errbuf_set(err, errlen, "out of memory for a %u-byte reply", head.payload_len);
             goto out;
         }
-        rc = read_all(pc->fd, pl, head.payload_len, deadline);
+        rc = read_all(pc->fd, pl, head.payload_len, pc->cancel_fd, deadline);
     }
     if (rc != 0) {
         errbuf_set(err, errlen, "Pod peer %s %s while answering a %s request", pc->addr,

@@ -27,6 +27,12 @@ struct pod_client;
 int pod_client_open(struct pod_client **out, const char *addr, const char *token,
                     const char *self, int timeout_ms, char *err, size_t errlen);
 
+/* As pod_client_open, and every wait of this client (connect, each call) also ends, with
+ * IPUOF_E_CANCELLED, once cancel_fd (borrowed; an eventfd or pipe; -1: none) is readable. */
+int pod_client_open_c(struct pod_client **out, const char *addr, const char *token,
+                      const char *self, int timeout_ms, int cancel_fd, char *err,
+                      size_t errlen);
+
 /*
  * Sends req (its request_id is set here) with payload[0..plen) and waits at most timeout_ms
  * for the reply. A reply whose body is want: IPUOF_OK, *reply (caller frees with

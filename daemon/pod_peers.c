@@ -154,7 +154,11 @@ pod_start(struct pod **out, const struct cfg *c, const char *listen_addr,
     }
     snprintf(p->token, sizeof p->token, "%s", c->pod_token);
     p->interval_s = c->pod_hello_interval;
+    /* A hello takes at most timeout_ms, and never much longer than the interval: the
+     * thread says hello to each peer in turn, and a stop waits for it. */
     p->timeout_ms = (int)c->pod_timeout_ms;
+    if (p->timeout_ms > (int)p->interval_s * 1000 + 1000)
+        p->timeout_ms = (int)p->interval_s * 1000 + 1000;
     if (pthread_create(&p->thread, NULL, hello_thread, p) != 0) {
         errbuf_set(err, errlen, "cannot start the Pod's hello thread");
         pthread_mutex_destroy(&p->mu);

@@ -4,6 +4,8 @@
 #include "pod_store.h"
 
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@ struct pod_kvc {
     char job[POD_KV_JOB_MAX + 1];
     int timeout_ms;
     int answered;                /* the last call's status is the serving daemon's answer */
+    int cancel_fd;               /* an eventfd: written once by pod_kvc_cancel */
 };
 
 int
@@ -41,6 +44,12 @@ pod_kvc_new(struct pod_kvc **out, const char *addr, const char *token, const cha
     k = calloc(1, sizeof *k);
     if (k == NULL) {
         errbuf_set(err, errlen, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    k->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (k->cancel_fd < 0) {
+        free(k);
+        errbuf_set(err, errlen, "cannot make an eventfd for the rendezvous store client");
         return IPUOF_E_NOMEM;
     }
     pthread_mutex_init(&k->mu, NULL);
@@ -70,8 +79,8 @@ call_locked(struct pod_kvc *k, Ipuof__Header *req, const void *payload, uint32_t
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = k->pc == NULL;
         if (fresh) {
-            rc = pod_client_open(&k->pc, k->addr, k->token, k->self, k->timeout_ms, err,
-                                 errlen);
+            rc = pod_client_open_c(&k->pc, k->addr, k->token, k->self, k->timeout_ms,
+                                   k->cancel_fd, err, errlen);
             if (rc != IPUOF_OK)
                 return rc;
         }
@@ -84,7 +93,7 @@ call_locked(struct pod_kvc *k, Ipuof__Header *req, const void *payload, uint32_t
         /* The connection cannot be trusted any more. */
         pod_client_close(k->pc);
         k->pc = NULL;
-        if (fresh || rc == IPUOF_E_TIMEOUT)
+        if (fresh || rc == IPUOF_E_TIMEOUT || rc == IPUOF_E_CANCELLED)
             return rc;
     }
     return rc;
@@ -171,11 +180,22 @@ pod_kvc_drop(struct pod_kvc *k, char *err, size_t errlen)
 }
 
 void
+pod_kvc_cancel(struct pod_kvc *k)
+{
+    uint64_t one = 1;
+
+    if (k != NULL && write(k->cancel_fd, &one, sizeof one) < 0) {
+        /* the counter is already non-zero: cancelled before */
+    }
+}
+
+void
 pod_kvc_free(struct pod_kvc *k)
 {
     if (k == NULL)
         return;
     pod_client_close(k->pc);
+    close(k->cancel_fd);
     pthread_mutex_destroy(&k->mu);
     free(k);
 }

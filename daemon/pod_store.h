@@ -33,6 +33,10 @@ int pod_kvc_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms,
 /* Drops every entry of the job at the serving daemon. The count dropped, or -1 with err. */
 int pod_kvc_drop(struct pod_kvc *k, char *err, size_t errlen);
 
+/* From any thread: every wait of k, now and later, ends at once with an error (the job
+ * that rendezvous is gone). NULL is a no-op. */
+void pod_kvc_cancel(struct pod_kvc *k);
+
 /* Closes the connection and frees k; NULL is a no-op. */
 void pod_kvc_free(struct pod_kvc *k);
 

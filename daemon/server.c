@@ -300,7 +300,12 @@ on_pod_tick(evutil_socket_t fd, short what, void *arg)
     pod_set_free(s->pod, dev_free_count(s->inv));
 }
 
-/* The Pod of a config with [pod] peers: its port, the rendezvous store, the hellos. */
+/* Partitions of this daemon forming at once (each waits up to job_timeout for its other
+ * hosts); a fifth waits for a thread. */
+#define POD_RENDEZVOUS_THREADS 4
+
+/* The Pod of a config with [pod] peers: its port, the rendezvous store, the hellos, the
+ * rendezvous threads. */
 static int
 start_pod(struct srv *s, char *err, size_t errlen)
 {
@@ -314,7 +319,8 @@ start_pod(struct srv *s, char *err, size_t errlen)
         return -1;
     s->kv = pod_kv_new();
     s->ev_pod_tick = event_new(s->base, -1, EV_PERSIST, on_pod_tick, s);
-    if (s->kv == NULL || s->ev_pod_tick == NULL) {
+    s->pod_work = work_new(s->base, POD_RENDEZVOUS_THREADS);
+    if (s->kv == NULL || s->ev_pod_tick == NULL || s->pod_work == NULL) {
         errbuf_set(err, errlen, "out of memory");
         return -1;
     }
@@ -692,6 +698,8 @@ srv_cleanup(struct srv *s)
         event_free(s->ev_drain);
     if (s->ev_accept_retry)
         event_free(s->ev_accept_retry);
+    work_free(s->pod_work); /* a rendezvous not done ends its job (shutdown) */
+    s->pod_work = NULL;
     work_free(s->work);
     s->work = NULL;
     cache_destroy(&s->cache);

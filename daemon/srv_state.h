@@ -53,6 +53,9 @@ struct srv {
     struct kv_waiter *kv_waiters;            /* gets waiting for a key (req_pod.c) */
     unsigned nkv_waiters;
     struct event *ev_pod_tick;               /* publishes the free IPUs to the hellos */
+    struct work *pod_work;                   /* threads of their own for Pod rendezvous,
+                                              * which wait for other hosts: never the
+                                              * workers compiles and runs need */
 
     struct event *ev_term, *ev_int, *ev_hup, *ev_drain, *ev_accept_retry;
     struct conn *conns;

@@ -538,6 +538,63 @@ test_pod_attach_plan(void **state)
     memset(&da, 0, sizeof da);
 }
 
+/* A rendezvous waiting for its first host stops as soon as its job ends: the process
+ * leaves, then the daemon stops within a second or two, not after job_timeout (20 s). */
+static void
+test_pod_rendezvous_cancelled(void **state)
+{
+    int pa = free_port(), pb = free_port(), fd, status;
+    const char *ab[] = {"host-a", "host-b"};
+    char cfgtext[512];
+    const char *extra[] = {"--ipus", "4", NULL};
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__AttachRequest a = IPUOF__ATTACH_REQUEST__INIT;
+    struct timespec t0, t1;
+    long ms;
+    int eof = 0;
+
+    (void)state;
+    snprintf(cfgtext, sizeof cfgtext,
+             "[server]\njob_timeout = 20\n[pod]\nname = host-a\nlisten = 127.0.0.1:%d\n"
+             "peers = host-b=127.0.0.1:%d\ntimeout_ms = 1000\n", pa, pb);
+    assert_int_equal(testd_start(&da, cfgtext, extra), 0);
+    snprintf(cfgtext, sizeof cfgtext,
+             "[server]\njob_timeout = 20\n[pod]\nname = host-b\nlisten = 127.0.0.1:%d\n"
+             "peers = host-a=127.0.0.1:%d\ntimeout_ms = 1000\n", pb, pa);
+    assert_int_equal(testd_start(&db, cfgtext, extra), 0);
+    /* process 1 on host-b: host-b waits for host-a's generation, which never comes */
+    fd = raw_session(db.port, 0);
+    assert_true(fd >= 0);
+    a.num_ipus = 2;
+    a.partition_name = (char *)"waiting";
+    a.job_key = (char *)"key";
+    a.process_id = 1;
+    a.num_processes = 2;
+    a.pod_hosts = (char **)ab;
+    a.n_pod_hosts = 2;
+    h.request_id = 2;
+    h.body_case = IPUOF__HEADER__BODY_ATTACH;
+    h.attach = &a;
+    assert_int_equal(raw_send(fd, &h), 0);
+    r = raw_recv(fd, 500, &eof);
+    assert_null(r); /* held while the partition forms */
+    for (int i = 0; i < 100 && !testd_log_contains(&db, "forming the Pod partition"); i++)
+        usleep(20000);
+    assert_true(testd_log_contains(&db, "forming the Pod partition"));
+    close(fd); /* the process leaves: its job ends, and its rendezvous with it */
+    usleep(200000);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    status = testd_stop(&db);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    memset(&db, 0, sizeof db);
+    ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    print_message("host-b stopped in %ld ms (exit %d)\n", ms, status);
+    assert_int_equal(status, 0);
+    assert_true(ms < 5000);
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
 int
 main(void)
 {
@@ -548,6 +605,7 @@ main(void)
         cmocka_unit_test_teardown(test_pod_store, teardown),
         cmocka_unit_test_teardown(test_pod_ports_apart, teardown),
         cmocka_unit_test_teardown(test_pod_attach_plan, teardown),
+        cmocka_unit_test_teardown(test_pod_rendezvous_cancelled, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
