@@ -52,6 +52,7 @@ struct pod_job {
     struct pod_kvc *kvc;                   /* the store, borrowed by coll */
     struct pod_coll *coll;                 /* NULL until formed */
     int broken;                            /* a collective failed: the job ends */
+    uint64_t xr_calls, xr_floats, xr_ns;   /* all-reduces: count, floats, time (workers) */
     char why[768];                         /* what failed, naming the host */
 };
 
@@ -335,7 +336,16 @@ pod_xreduce(void *ctx, float *g, size_t n, struct sim_err *err)
     struct pod_job *pj = ctx;
     char why[512];
 
-    if (pj->broken || pod_coll_allreduce_f32(pj->coll, g, n, why, sizeof why) != 0) {
+    struct timespec t0, t1;
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = pj->broken ? -1 : pod_coll_allreduce_f32(pj->coll, g, n, why, sizeof why);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pj->xr_calls++;
+    pj->xr_floats += n;
+    pj->xr_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
+    if (rc != 0) {
         if (!pj->broken)
             pod_fail(pj, "the gradient all-reduce", why);
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
@@ -461,6 +471,11 @@ job_pod_free(struct pod_job *pj)
 {
     if (pj == NULL)
         return;
+    if (pj->xr_calls > 0) /* bench/pod_train.sh reads this line */
+        log_info("job '%s': %" PRIu64 " gradient all-reduces across %d Pod hosts, %" PRIu64
+                 " floats each, %.3f ms in all, %.3f ms each", pj->job, pj->xr_calls,
+                 pj->size, pj->xr_floats / pj->xr_calls, (double)pj->xr_ns / 1e6,
+                 (double)pj->xr_ns / 1e6 / (double)pj->xr_calls);
     pod_coll_close(pj->coll);
     pod_kvc_free(pj->kvc);
     free(pj);
