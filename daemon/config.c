@@ -70,6 +70,7 @@ static const struct key keys[] = {
     {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "exchange_bytes_per_s", K_REAL, F(cost_exchange_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "link_bytes_per_s", K_REAL, F(cost_link_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "gw_link_bytes_per_s", K_REAL, F(cost_gw_link_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "host_bytes_per_s", K_REAL, F(cost_host_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "sync_seconds", K_REAL, F(cost_sync_seconds), 0, 1000ull, 1},
     {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
@@ -119,6 +120,7 @@ cfg_defaults(struct cfg *c)
     c->cost_mem_bytes_per_s = 47.5e12;
     c->cost_exchange_bytes_per_s = 8e12;
     c->cost_link_bytes_per_s = 320e9;
+    c->cost_gw_link_bytes_per_s = 25e9; /* 2 GW-Links of 100 Gbit/s (ipuofd.conf) */
     c->cost_host_bytes_per_s = 64e9;
     c->cost_sync_seconds = 1e-6;
     c->cost_efficiency = 0.25;

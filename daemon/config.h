@@ -60,6 +60,7 @@ struct cfg {
     double cost_mem_bytes_per_s;
     double cost_exchange_bytes_per_s;
     double cost_link_bytes_per_s;
+    double cost_gw_link_bytes_per_s; /* between the daemons of a Pod (GW-Links) */
     double cost_host_bytes_per_s;
     double cost_sync_seconds;
     double cost_efficiency;

@@ -357,7 +357,8 @@ void
 job_pod_model(struct job *j, struct model *m)
 {
     struct sim_exe *e = m->entry->exe;
-    struct sim_xreduce x = {pod_xreduce, j->pod, sim_exe_replicas(e) * (unsigned)j->pod->size};
+    struct sim_xreduce x = {pod_xreduce, j->pod, sim_exe_replicas(e) * (unsigned)j->pod->size,
+                            j->srv->cfg.cost_gw_link_bytes_per_s};
     struct sim_err err;
 
     if (!sim_exe_is_training(e) || m->nproc != j->nproc)

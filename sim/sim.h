@@ -568,13 +568,17 @@ int sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o,
  * then divides by replicas (the partition's replicas, >= the executable's) instead of the
  * executable's own. fn runs on one thread of the run, once per device iteration; a non-zero
  * return with err filled fails the run with that error (no optimizer step taken at that
- * iteration). NULL x (or fn) removes it. IPUOF_E_INVAL when e does not train or replicas is
- * below the executable's, IPUOF_E_BUSY while it runs.
+ * iteration). With bytes_per_s > 0 the simulated clock charges it, on each IPU for its
+ * trainable weights, at that rate as a ring over the partition's replicas / the
+ * executable's replicas executables (2(H-1)/H of the bytes; in the "reduce" span of the
+ * trace). NULL x (or fn) removes it. IPUOF_E_INVAL when e does not train, replicas is below
+ * the executable's or bytes_per_s is negative or not finite, IPUOF_E_BUSY while it runs.
  */
 struct sim_xreduce {
     int (*fn)(void *ctx, float *g, size_t n, struct sim_err *err);
     void *ctx;
     unsigned replicas;
+    double bytes_per_s;           /* the links between executables (GW-Links); 0: free */
 };
 int sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_err *err);
 

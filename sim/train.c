@@ -16,6 +16,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "exe.h"
@@ -222,13 +223,19 @@ sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_e
     if (x != NULL && x->fn != NULL && x->replicas < e->R)
         return sim_err_set(err, IPUOF_E_INVAL, "the partition's %u replicas are fewer than "
                            "the executable's %u", x->replicas, e->R);
+    if (x != NULL && x->fn != NULL && !(x->bytes_per_s >= 0 && isfinite(x->bytes_per_s)))
+        return sim_err_set(err, IPUOF_E_INVAL, "the links' rate between executables must be "
+                           "0 or positive");
     if (atomic_load(&e->busy))
         return sim_err_set(err, IPUOF_E_BUSY, "the executable is running");
     if (x != NULL && x->fn != NULL)
         e->tr->xr = *x;
     else
         memset(&e->tr->xr, 0, sizeof e->tr->xr);
-    return 0;
+    /* The simulated clock with (or without) the all-reduce between executables. */
+    sim_clock_free(e->clock);
+    e->clock = NULL;
+    return sim_sched_build(e, err);
 }
 
 /* Micro-batch a of device iteration d on replica r: forward, backward, outputs. */

@@ -13,7 +13,8 @@
  * the weights are bit-identical (every rank gets the same bits from the all-reduce).
  *
  * Also: a failing xreduce fails the run with its error and takes no optimizer step; the
- * argument checks.
+ * argument checks; the simulated clock charges the all-reduce between executables at the
+ * rate given (2(H-1)/H of the trainable bytes per device iteration).
  */
 #include <math.h>
 #include <pthread.h>
@@ -342,6 +343,58 @@ test_xreduce_failure(void **state)
     sim_model_free(m);
 }
 
+static int
+xreduce_nothing(void *ctx, float *g, size_t n, struct sim_err *err)
+{
+    (void)ctx;
+    (void)g;
+    (void)n;
+    (void)err;
+    return 0;
+}
+
+static void
+test_xreduce_cost(void **state)
+{
+    struct sim_model *m = mlp_model();
+    struct sim_exe *e = compile_r(m, 2);
+    struct sim_xreduce x = { xreduce_nothing, NULL, 8, 25e9 }, bad = x;
+    struct sim_cost_report r0, r1;
+    struct sim_err err;
+    double bytes = 0, want, got;
+
+    (void)state;
+    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        assert_int_equal(sim_exe_weight_info(e, i, &wi), 0);
+        if (wi.kind == SIM_WEIGHT_TRAINABLE)
+            bytes += (double)wi.bytes;
+    }
+    fill(e, 0, 0, 2);
+    assert_int_equal(sim_exe_run(e, &err), 0);
+    assert_int_equal(sim_exe_cost(e, &r0), 0);
+    bad.bytes_per_s = -1;
+    assert_int_equal(sim_exe_set_xreduce(e, &bad, &err), IPUOF_E_INVAL);
+    assert_int_equal(sim_exe_set_xreduce(e, &x, &err), 0);
+    assert_int_equal(sim_exe_run(e, &err), 0);
+    assert_int_equal(sim_exe_cost(e, &r1), 0);
+    /* 8 replicas over executables of 2: a ring of 4, 2 x 3/4 of the bytes */
+    want = 2.0 * 3.0 / 4.0 * bytes / 25e9;
+    got = r1.device_seconds - r0.device_seconds;
+    printf("cross-executable all-reduce of %.0f bytes at 25e9 B/s: %.4g s charged, %.4g s "
+           "expected (device time %.4g s -> %.4g s)\n", bytes, got, want, r0.device_seconds,
+           r1.device_seconds);
+    assert_true(fabs(got - want) <= 1e-3 * want);
+    /* rate 0: not charged */
+    x.bytes_per_s = 0;
+    assert_int_equal(sim_exe_set_xreduce(e, &x, &err), 0);
+    assert_int_equal(sim_exe_run(e, &err), 0);
+    assert_int_equal(sim_exe_cost(e, &r1), 0);
+    assert_true(fabs(r1.device_seconds - r0.device_seconds) <= 1e-12);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -349,6 +402,7 @@ main(void)
         cmocka_unit_test(test_xreduce_mlp),
         cmocka_unit_test(test_xreduce_batchnorm),
         cmocka_unit_test(test_xreduce_failure),
+        cmocka_unit_test(test_xreduce_cost),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
