@@ -52,6 +52,7 @@ struct pod_job {
     struct pod_kvc *kvc;                   /* the store, borrowed by coll */
     struct pod_coll *coll;                 /* NULL until formed */
     int broken;                            /* a collective failed: the job ends */
+    int code;                              /* why, as a status (IPUOF_E_CLOSED, _INVAL) */
     uint64_t xr_calls, xr_floats, xr_ns;   /* all-reduces: count, floats, time (workers) */
     char why[768];                         /* what failed, naming the host */
 };
@@ -216,6 +217,7 @@ pod_fail(struct pod_job *pj, const char *what, const char *why)
         errbuf_set(pj->why, sizeof pj->why, "the Pod partition '%s' failed during %s: %s",
                  pj->job, what, why);
     pj->broken = 1;
+    pj->code = IPUOF_E_CLOSED;
 }
 
 static void
@@ -401,17 +403,88 @@ sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
+/* FNV-1a over n bytes of p, continuing from h. */
+static uint64_t
+fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* What every daemon's executable of one model must agree on: its weights (names, dtypes,
+ * sizes, kinds) and its run shape (replicas, device iterations, accumulation, batch). */
+static uint64_t
+model_print(struct sim_exe *e)
+{
+    uint64_t h = 14695981039346656037ull;
+    unsigned shape[4] = {sim_exe_replicas(e), sim_exe_device_iterations(e),
+                         sim_exe_gradient_accumulation(e), sim_exe_micro_batch(e)};
+
+    h = fnv(h, shape, sizeof shape);
+    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        uint64_t f[3];
+        if (sim_exe_weight_info(e, i, &wi) != 0)
+            continue;
+        f[0] = (uint64_t)wi.kind;
+        f[1] = (uint64_t)wi.dtype;
+        f[2] = wi.bytes;
+        h = fnv(h, wi.name, strlen(wi.name) + 1);
+        h = fnv(h, f, sizeof f);
+    }
+    return h;
+}
+
+/* The first call of m: every daemon compiled the same model with the same run shape, else
+ * the all-reduce would pair different gradients (or fail at its sizes). 0 or a status. */
+static int
+check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
+{
+    uint64_t mine = model_print(m->entry->exe), first = mine;
+    float differs;
+    char why[512];
+
+    if (pod_coll_broadcast(pj->coll, &first, sizeof first, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the first call's model check", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    differs = first != mine ? 1.0f : 0.0f;
+    if (pod_coll_allreduce_f32(pj->coll, &differs, 1, why, sizeof why) != 0) {
+        pod_fail(pj, "the first call's model check", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    if (differs != 0.0f) {
+        errbuf_set(pj->why, sizeof pj->why, "model '%s' of partition '%s' differs between the "
+                   "Pod's daemons (%s this one, host '%s'): its weights or run shape (replicas "
+                   "per process, device iterations, accumulation, batch) are not those of "
+                   "host '%s'; every process of a job compiles the same model with the same "
+                   "options", m->name, pj->job, first != mine ? "at least" : "not",
+                   pj->self, pj->hosts[0]);
+        pj->broken = 1;
+        pj->code = IPUOF_E_INVAL;
+        return xerr(err, IPUOF_E_INVAL, "%s", pj->why);
+    }
+    m->pod_checked = 1;
+    return 0;
+}
+
 int
 job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
 {
     struct pod_job *pj = j->pod;
     unsigned char sync;
     char why[512];
+    int rc;
 
     if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe))
         return 0;
     if (pj->broken)
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    if (!m->pod_checked && (rc = check_model(pj, m, err)) != 0)
+        return rc;
     /* Whether rank 0's weights changed since the last call: its word is every daemon's. */
     sync = (unsigned char)(m->pod_sync != 0);
     if (pod_coll_broadcast(pj->coll, &sync, 1, 0, why, sizeof why) != 0) {
@@ -452,8 +525,8 @@ job_pod_check(struct job *j)
     if (j->pod == NULL || !j->pod->broken || j->dead)
         return 0;
     j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
-    job_end(j, IPUOF_E_CLOSED, "%s; the partition is released: attach again to form a new "
-            "one", j->pod->why);
+    job_end(j, j->pod->code ? j->pod->code : IPUOF_E_CLOSED, "%s; the partition is released: "
+            "attach again to form a new one", j->pod->why);
     return 1;
 }
 

@@ -8,6 +8,7 @@
 #     replicas after 10 optimizer steps;
 #   - a BatchNorm network through PopTorch (tests/integ/pod_train.py, popdist's variables):
 #     2 instances x 2 replicas over the two daemons against one process of 4 replicas;
+#   - processes whose models differ between the daemons are refused at the first call;
 #   - with tc netem delaying the link (20 ms each way; where the kernel has sch_netem,
 #     else a listed skip) and over a link limited to 20 Mbit/s by tbf, the tutorial still
 #     matches;
@@ -191,6 +192,26 @@ sys.exit(0 if d <= 1e-5 else 1)
 EOF2
 )
 check "BatchNorm, 2 daemons x 2 replicas = 1 x 4: $m" [ $? -eq 0 ]
+
+# Processes whose models differ between the daemons (another micro-batch): refused at the
+# first call on both hosts, naming what differs, not trained on mismatched gradients.
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA bs=8; else ns=$NB srv=$SB bs=16; fi
+    # shellcheck disable=SC2086
+    IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=diff-$N \
+        IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+        "$MNIST" $(echo "$ARGS" | sed 's/--batch-size 8//') --batch-size $bs --replicas 2 \
+        >"$D/diff.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+check "models that differ between the daemons are refused on both ($rc0, $rc1: \
+$(tail -c 250 "$D/diff.0.out"))" sh -c "[ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] &&
+    grep -q \"differs between the Pod's daemons\" '$D/diff.0.out' &&
+    grep -q \"differs between the Pod's daemons\" '$D/diff.1.out'"
 
 # A slower link: tc netem's 20 ms each way where the kernel has sch_netem, and a link
 # limited to 20 Mbit/s by tbf (with its queueing delay) in any case.
