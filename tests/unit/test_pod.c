@@ -531,9 +531,30 @@ test_pod_attach_plan(void **state)
     }
     assert_int_equal(testd_stop(&da), 0);
     memset(&da, 0, sizeof da);
-    /* a daemon without a Pod */
+    /* a daemon without a Pod, reached through the library and IPUOF_POD_HOSTS */
     assert_int_equal(testd_start(&da, NULL, extra), 0);
     expect_attach_error(&da, 0, 2, 2, ab, 2, "this daemon has no [pod] section");
+    {
+        ipuof_client *c = ipuof_client_new();
+        struct ipuof_attach_opts o = {.num_ipus = 2, .partition_name = "viaenv",
+                                      .process_id = 0, .num_processes = 2};
+        char many[2048] = "";
+
+        assert_non_null(c);
+        assert_int_equal(ipuof_client_set_job_key(c, "k"), IPUOF_OK);
+        assert_int_equal(ipuof_client_connect(c, da.addr), IPUOF_OK);
+        setenv("IPUOF_POD_HOSTS", "host-a,host-b", 1);
+        assert_int_equal(ipuof_attach(c, &o, NULL, 0, NULL), IPUOF_E_INVAL);
+        print_message("library: %s\n", ipuof_client_errmsg(c));
+        assert_non_null(strstr(ipuof_client_errmsg(c), "has no [pod] section"));
+        for (int i = 0; i < 18; i++)
+            snprintf(many + strlen(many), sizeof many - strlen(many), "h%d,", i);
+        setenv("IPUOF_POD_HOSTS", many, 1);
+        assert_int_equal(ipuof_attach(c, &o, NULL, 0, NULL), IPUOF_E_INVAL);
+        assert_non_null(strstr(ipuof_client_errmsg(c), "a partition spans at most 17 hosts"));
+        unsetenv("IPUOF_POD_HOSTS");
+        ipuof_client_free(c);
+    }
     assert_int_equal(testd_stop(&da), 0);
     memset(&da, 0, sizeof da);
 }
