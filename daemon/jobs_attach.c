@@ -184,6 +184,8 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
         }
         snprintf(j->key, sizeof j->key, "%s", a->job_key);
         if (pj != NULL) {
+            j->proc_base = first;
+            j->nproc_all = a->num_processes;
             j->pod = pj;
             j->pod_end = job_pod_end;
             j->pod_free = job_pod_free;

@@ -50,6 +50,8 @@ struct job {
     char key[JOB_KEY_MAX + 1];  /* the job key its processes share ("" when the job was
                                   * named explicitly without one); never shown */
     unsigned nproc, count;       /* processes; IPUs of the partition */
+    unsigned proc_base, nproc_all; /* across a Pod: the job's id of process 0 here, and the
+                                  * job's processes on every host (else 0 and nproc) */
     unsigned nattached, ncompile, nrun;
     int started;                 /* every process attached */
     int dead;                    /* ended: freed once nothing is in flight */

@@ -60,6 +60,7 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
     j->srv = s;
     snprintf(j->name, sizeof j->name, "%s", name);
     j->nproc = nproc;
+    j->nproc_all = nproc;
     j->count = count;
     for (unsigned p = 0; p < nproc; p++) {
         j->proc[p].job = j;
@@ -137,7 +138,8 @@ missing(const struct job *j, int phase, char *out, size_t len)
                      : phase == 1 ? q->ct == NULL
                                   : q->run_req == 0 || q->run_arriving;
         if (absent)
-            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "", p);
+            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "",
+                                     p + j->proc_base);
     }
 }
 
@@ -155,7 +157,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
             "each one make the same calls", j->name, j->srv->cfg.job_timeout,
-            strchr(who, ',') ? "es" : "", who, j->nproc,
+            strchr(who, ',') ? "es" : "", who, j->nproc_all,
             phase == 0 ? "attach" : phase == 1 ? "send its compile" : "send its slice of the run");
 }
 
@@ -282,7 +284,7 @@ job_end_if_left(struct job *j, unsigned p0, unsigned n)
         if (q->left[0] != '\0') {
             job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
                     "%s; the job has ended and its IPUs are free: start every process again",
-                    q->id, j->name, q->pid, q->peer, q->left);
+                    q->id + j->proc_base, j->name, q->pid, q->peer, q->left);
             return 1;
         }
     }
