@@ -40,7 +40,7 @@ attach_timeout(const ipuof_client *c, const struct ipuof_attach_opts *opts)
     return t > INT32_MAX ? 0 : (int)t;
 }
 
-#define POD_HOSTS_MAX 17 /* a daemon and its 16 peers ([pod] peers) */
+#define POD_HOSTS_MAX IPUOF_POD_HOSTS_MAX
 
 /*
  * IPUOF_POD_HOSTS: the daemons of a partition that spans a Pod, by their [pod] names in
@@ -84,7 +84,7 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     char *name = NULL;
     char errbuf[512], jobname[64], jobkey[IPUOF_JOB_KEY_MAX + 1];
     char hostbuf[POD_HOSTS_MAX * 64 + 1], *hosts[POD_HOSTS_MAX];
-    int rc, nhosts;
+    int rc, nhosts, from_file = 0;
 
     if (n_ids != NULL)
         *n_ids = 0;
@@ -128,6 +128,7 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
             goto out;
         }
         a.partition_name = c->target.partition;
+        from_file = 1;
     }
     a.process_id = opts->process_id;
     a.num_processes = opts->num_processes;
@@ -152,6 +153,12 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
         if (nhosts < 0) {
             rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "%s", errbuf);
             goto out;
+        }
+        /* Else the config file's, when the partition is the file's. */
+        if (nhosts == 0 && from_file) {
+            for (int i = 0; i < c->target.n_pod_hosts; i++)
+                hosts[i] = c->target.pod_hosts[i];
+            nhosts = c->target.n_pod_hosts;
         }
         a.n_pod_hosts = (size_t)nhosts;
         a.pod_hosts = nhosts > 0 ? hosts : NULL;

@@ -12,6 +12,8 @@
 #   - with tc netem delaying the link (20 ms each way; where the kernel has sch_netem,
 #     else a listed skip) and over a link limited to 20 Mbit/s by tbf, the tutorial still
 #     matches;
+#   - the same through IPUoF config files (one per GCD, attributes."Pod hosts") on a V-IPU
+#     partition of each daemon;
 #   - host-b's daemon killed (SIGKILL) mid-run: the process on host-a gets PopTorch's
 #     RecoverableError with PARTITION_RESET naming host-b within [pod] timeout_ms (+ the
 #     time to notice a closed connection), host-a's IPUs are back in the pool, and with
@@ -281,6 +283,37 @@ check "host-b restarted: a new partition forms and trains ($rc0, $rc1)" \
     [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
 m=$(close "$D/r4.onnx" "$D/again.onnx")
 check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
+
+# The operator's way: a V-IPU partition of 2 IPUs on each daemon, and an IPUoF config file
+# per GCD naming its daemon and every daemon of the partition (attributes."Pod hosts").
+for h in a b; do
+    if [ $h = a ]; then ns=$NA; else ns=$NB; fi
+    ip netns exec "$ns" "$B/bin/vipu" --admin-socket "$D/$h.sock" create partition podpt \
+        --size 2 >"$D/vipu.$h" 2>&1 || not_ok "vipu create partition on host-$h: $(cat "$D/vipu.$h")"
+done
+for g in 0 1; do
+    if [ $g = 0 ]; then srv=$SA; else srv=$SB; fi
+    printf '{"attributes": {"Partition Id": "podpt", "GCD Id": %d, "Num GCDs": 2, ' "$g" \
+        >"$D/gcd$g.conf"
+    printf '"Pod hosts": ["host-a", "host-b"]}, "servers": [{"address": "%s"}]}\n' "$srv" \
+        >>"$D/gcd$g.conf"
+done
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA; else ns=$NB; fi
+    # shellcheck disable=SC2086
+    IPUOF_CONFIG_PATH="$D/gcd$p.conf" IPUOF_JOB_KEY=conf-$N IPUOF_PROCESS_ID=$p \
+        IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+        "$MNIST" $ARGS --replicas 2 --save "$D/conf.onnx" >"$D/conf.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+check "IPUoF config files with \"Pod hosts\" on V-IPU partitions: both exit 0 ($rc0, $rc1: \
+$(tail -c 250 "$D/conf.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(close "$D/r4.onnx" "$D/conf.onnx")
+check "and reach the weights of 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/conf.onnx"
 
 for h in a b; do
     pid=$PA
