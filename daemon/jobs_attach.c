@@ -165,6 +165,16 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
         job_pod_free(pj);
         return;
     }
+    if (j != NULL && pj != NULL && !job_pod_same(j->pod, pj)) {
+        /* Its place would be computed from other hosts: refused before it is used. */
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
+                        "process %u names other Pod hosts (IPUOF_POD_HOSTS or the config "
+                        "file's \"Pod hosts\") than the job on partition '%s' was started "
+                        "with; give every process the same hosts in the same order",
+                        a->process_id, j->name);
+        job_pod_free(pj);
+        return;
+    }
     if (j != NULL) {
         job_pod_free(pj); /* the job has its own plan; this one only checked the attach */
         pj = NULL;

@@ -115,6 +115,8 @@ struct sim_err;
  */
 int job_pod_plan(struct srv *s, const Ipuof__AttachRequest *a, struct pod_job **out,
                  char *err, size_t errlen);
+/* 1 when two plans name the same hosts in the same order for as many processes. */
+int job_pod_same(const struct pod_job *a, const struct pod_job *b);
 unsigned job_pod_first(const struct pod_job *pj);   /* its first (global) process */
 unsigned job_pod_nlocal(const struct pod_job *pj);  /* processes it holds */
 unsigned job_pod_nglobal(const struct pod_job *pj); /* the job's processes */

@@ -164,6 +164,17 @@ fail:
     return IPUOF_E_INVAL;
 }
 
+int
+job_pod_same(const struct pod_job *a, const struct pod_job *b)
+{
+    if (a->size != b->size || a->nglobal != b->nglobal)
+        return 0;
+    for (int i = 0; i < a->size; i++)
+        if (strcmp(a->hosts[i], b->hosts[i]) != 0)
+            return 0;
+    return 1;
+}
+
 unsigned
 job_pod_first(const struct pod_job *pj)
 {

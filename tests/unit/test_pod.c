@@ -470,6 +470,20 @@ pod_attach(const struct testd *d, const char *name, unsigned id, unsigned n, uns
 }
 
 static void
+expect_attach_error_named(const struct testd *d, const char *name, unsigned id, unsigned n,
+                          unsigned ipus, const char *const *hosts, size_t nhosts,
+                          const char *want)
+{
+    Ipuof__Header *r = pod_attach(d, name, id, n, ipus, hosts, nhosts, 5000, NULL);
+
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    if (strstr(r->error->message, want) == NULL)
+        fail_msg("wanted '%s' in: %s", want, r->error->message);
+    print_message("refused: %s\n", r->error->message);
+    ipuof_frame_header_free(r);
+}
+
+static void
 expect_attach_error(const struct testd *d, unsigned id, unsigned n, unsigned ipus,
                     const char *const *hosts, size_t nhosts, const char *want)
 {
@@ -512,6 +526,31 @@ test_pod_attach_plan(void **state)
                         "partition's 2 Pod hosts");
     expect_attach_error(&da, 0, 2, 1, ab, 2, "the partition's 1 IPUs cannot be shared evenly");
     expect_attach_error(&da, 0, 2, 2, aa, 2, "names Pod host 'host-a' twice");
+    /* a second process of a job naming other hosts: refused before its place is used (its
+     * id would fall past the job's processes here) */
+    {
+        const char *a_only[] = {"host-a"};
+        Ipuof__Header h = IPUOF__HEADER__INIT;
+        Ipuof__AttachRequest q = IPUOF__ATTACH_REQUEST__INIT;
+        int fd0 = raw_session(da.port, 0), eof = 0;
+
+        assert_true(fd0 >= 0);
+        q.num_ipus = 4;
+        q.partition_name = (char *)"mixed";
+        q.job_key = (char *)"key";
+        q.process_id = 0;
+        q.num_processes = 4;
+        q.pod_hosts = (char **)ab;
+        q.n_pod_hosts = 2;
+        h.request_id = 2;
+        h.body_case = IPUOF__HEADER__BODY_ATTACH;
+        h.attach = &q;
+        assert_int_equal(raw_send(fd0, &h), 0);
+        assert_null(raw_recv(fd0, 300, &eof)); /* held: its job waits for process 1 */
+        expect_attach_error_named(&da, "mixed", 3, 4, 2, a_only, 1,
+                                  "process 3 names other Pod hosts");
+        close(fd0);
+    }
     /* host-b is rank 0 here and never comes: rank 1 (this daemon) waits for its generation
      * for job_timeout, then every process is told, with PARTITION_RESET */
     clock_gettime(CLOCK_MONOTONIC, &t0);
