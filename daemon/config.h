@@ -78,6 +78,9 @@ struct cfg {
     uint64_t pod_kv_max_bytes;   /* keys and values of every job together */
     /* [log] */
     int log_level;
+    /* [faults] */
+    char faults[4096];           /* each "inject = JSON" line, '\n'-terminated, in file order:
+                                  * read by main() as IPUOF_FAULTS is (daemon/faults.h) */
 };
 
 /* Fills c with the documented defaults. */

@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 /* dir/key with '/' in key turned into '%'. 0, or -1 when it does not fit in len. */
-static int file_path(char *out, size_t len, const char *dir, const char *key, const char *suffix)
+static int
+file_path(char *out, size_t len, const char *dir, const char *key, const char *suffix)
 {
     int w = snprintf(out, len, "%s/%s%s", dir, key, suffix);
     if (w < 0 || (size_t)w >= len)
@@ -26,7 +27,8 @@ static int file_path(char *out, size_t len, const char *dir, const char *key, co
     return 0;
 }
 
-static double file_now_ms(void)
+static double
+file_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -34,7 +36,8 @@ static double file_now_ms(void)
 }
 
 /* pod_store.set: writes dir/key.tmp.PID then renames it to dir/key. */
-static int file_set(void *ctx, const char *key, const void *v, size_t n, char *err, size_t errlen)
+static int
+file_set(void *ctx, const char *key, const void *v, size_t n, char *err, size_t errlen)
 {
     const struct pod_store_file *f = ctx;
     char path[4096], tmp[4096], sfx[64];
@@ -72,8 +75,9 @@ static int file_set(void *ctx, const char *key, const void *v, size_t n, char *e
 }
 
 /* pod_store.get: polls for dir/key until timeout_ms, then reads it whole. */
-static int file_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms,
-                    char *err, size_t errlen)
+static int
+file_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms,
+         char *err, size_t errlen)
 {
     const struct pod_store_file *f = ctx;
     char path[4096];
@@ -137,7 +141,8 @@ out:
     return rc;
 }
 
-void pod_store_file_fill(struct pod_store_file *f, struct pod_store *st)
+void
+pod_store_file_fill(struct pod_store_file *f, struct pod_store *st)
 {
     st->ctx = f;
     st->set = file_set;

@@ -29,7 +29,8 @@ struct pod_store_mem {
 };
 
 /* FNV-1a of key, reduced to a bucket index. */
-static size_t mem_hash(const char *key)
+static size_t
+mem_hash(const char *key)
 {
     uint32_t h = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)key; *p; p++)
@@ -38,7 +39,8 @@ static size_t mem_hash(const char *key)
 }
 
 /* The entry for key, or NULL. The caller holds m->mu. */
-static struct mem_entry *mem_find_locked(struct pod_store_mem *m, const char *key)
+static struct mem_entry *
+mem_find_locked(struct pod_store_mem *m, const char *key)
 {
     for (struct mem_entry *e = m->bucket[mem_hash(key)]; e; e = e->next)
         if (strcmp(e->key, key) == 0)
@@ -47,7 +49,8 @@ static struct mem_entry *mem_find_locked(struct pod_store_mem *m, const char *ke
 }
 
 /* pod_store.set: copies key and value; a key set again takes the new value. */
-static int mem_set(void *ctx, const char *key, const void *v, size_t n, char *err, size_t errlen)
+static int
+mem_set(void *ctx, const char *key, const void *v, size_t n, char *err, size_t errlen)
 {
     struct pod_store_mem *m = ctx;
     void *copy = malloc(n ? n : 1);
@@ -84,8 +87,9 @@ static int mem_set(void *ctx, const char *key, const void *v, size_t n, char *er
 }
 
 /* pod_store.get: waits on the condition variable until key is set or timeout_ms passed. */
-static int mem_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms,
-                   char *err, size_t errlen)
+static int
+mem_get(void *ctx, const char *key, void **v, size_t *n, int timeout_ms,
+        char *err, size_t errlen)
 {
     struct pod_store_mem *m = ctx;
     struct timespec dl;
@@ -125,7 +129,8 @@ static int mem_get(void *ctx, const char *key, void **v, size_t *n, int timeout_
     return 0;
 }
 
-struct pod_store_mem *pod_store_mem_new(void)
+struct pod_store_mem *
+pod_store_mem_new(void)
 {
     struct pod_store_mem *m = calloc(1, sizeof(*m));
     if (!m)
@@ -139,14 +144,16 @@ struct pod_store_mem *pod_store_mem_new(void)
     return m;
 }
 
-void pod_store_mem_fill(struct pod_store_mem *m, struct pod_store *st)
+void
+pod_store_mem_fill(struct pod_store_mem *m, struct pod_store *st)
 {
     st->ctx = m;
     st->set = mem_set;
     st->get = mem_get;
 }
 
-void pod_store_mem_free(struct pod_store_mem *m)
+void
+pod_store_mem_free(struct pod_store_mem *m)
 {
     if (!m)
         return;

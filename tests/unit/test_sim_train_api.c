@@ -307,7 +307,11 @@ test_weights_api(void **state)
         assert_int_equal(sim_exe_weight_info(e, i, &wi), 0);
         assert_int_equal(wi.kind, kinds[i]);
     }
-    assert_int_equal(sim_exe_weight_info(e, 8, &wi), IPUOF_E_INVAL);
+    /* past the weights: SGD without momentum keeps only its step count */
+    assert_int_equal(sim_exe_weight_info(e, 8, &wi), 0);
+    assert_string_equal(wi.name, "optimizer:step");
+    assert_int_equal(wi.kind, SIM_WEIGHT_OPTIMIZER_STATE);
+    assert_int_equal(sim_exe_weight_info(e, 9, &wi), IPUOF_E_INVAL);
     assert_int_equal(sim_exe_weight_index(e, "fc.w"), 5);
     assert_int_equal(sim_exe_weight_index(e, "nope"), -1);
     /* before any run the gradient reads as zeros */
