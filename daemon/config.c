@@ -20,7 +20,7 @@
 #include "errbuf.h"
 #include "log.h"
 
-enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL, K_LINES };
+enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL, K_LINES, K_SUM };
 
 struct key {
     const char *section;
@@ -81,6 +81,7 @@ static const struct key keys[] = {
     {"pod", "token", K_STR, F(pod_token), 0, 0, 0},
     {"pod", "hello_interval", K_UINT, F(pod_hello_interval), 1, 3600, 0},
     {"pod", "timeout_ms", K_UINT, F(pod_timeout_ms), 100, 3600000, 0},
+    {"pod", "sum", K_SUM, F(pod_sum_daemons), 0, 1, 0},
     {"pod", "kv_max_keys", K_UINT, F(pod_kv_max_keys), 1, 1000000, 1},
     {"pod", "kv_max_value_bytes", K_BYTES, F(pod_kv_max_value_bytes), 1, 64u << 20, 1},
     {"pod", "kv_max_bytes", K_BYTES, F(pod_kv_max_bytes), 1024, 1ull << 32, 1},
@@ -288,6 +289,15 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         return 0;
     case K_REAL:
         return set_real(k, (double *)field, value, err, errlen);
+    case K_SUM:
+        if (strcmp(value, "replicas") == 0 || strcmp(value, "daemons") == 0) {
+            store_uint(field, k->size, strcmp(value, "daemons") == 0);
+            return 0;
+        }
+        errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; use replicas (every replica's "
+                   "gradient in one fixed-order sum, as on one daemon) or daemons (each daemon "
+                   "sums its replicas first)", k->section, k->name, value);
+        return -1;
     case K_BYTES:
         if (cfg_parse_bytes(value, &v) < 0 || v < k->min || v > k->max) {
             errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; it takes a size in bytes from %" PRIu64

@@ -73,6 +73,10 @@ struct cfg {
     unsigned pod_hello_interval; /* seconds between hellos to each peer */
     unsigned pod_timeout_ms;     /* a peer silent this long is unreachable; a collective
                                   * or rendezvous waits at most this long */
+    int pod_sum_daemons;         /* [pod] sum = daemons: each daemon sums its replicas, then
+                                  * gloo's ring sums the daemons' sums (less traffic, other
+                                  * rounding); replicas (0, the default): every replica's
+                                  * gradient in one left-to-right sum, the bits of one daemon */
     unsigned pod_kv_max_keys;    /* rendezvous entries per job */
     uint32_t pod_kv_max_value_bytes; /* largest value of one entry */
     uint64_t pod_kv_max_bytes;   /* keys and values of every job together */

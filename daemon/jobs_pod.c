@@ -47,6 +47,7 @@ struct pod_job {
     char self[CFG_POD_NAME_MAX];
     char token[CFG_TOKEN_MAX];
     int timeout_ms;                        /* [pod] timeout_ms */
+    int sum_daemons;                       /* [pod] sum = daemons */
     int wait_ms;                           /* job_timeout: the other daemons' processes */
     char job[POD_KV_JOB_MAX + 1];          /* the store's namespace: the partition name */
     struct pod_kvc *kvc;                   /* the store, borrowed by coll */
@@ -156,6 +157,7 @@ job_pod_plan(struct srv *s, const Ipuof__AttachRequest *a, struct pod_job **out,
     snprintf(pj->token, sizeof pj->token, "%s", s->cfg.pod_token);
     snprintf(pj->job, sizeof pj->job, "%s", a->partition_name);
     pj->timeout_ms = (int)s->cfg.pod_timeout_ms;
+    pj->sum_daemons = s->cfg.pod_sum_daemons;
     pj->wait_ms = (int)s->cfg.job_timeout * 1000;
     *out = pj;
     return IPUOF_OK;
@@ -342,18 +344,36 @@ job_pod_start(struct job *j, void (*ready)(struct job *j))
     return 0;
 }
 
-/* sim's xreduce: the local sum of gradients, summed over the daemons. Worker thread. */
+/*
+ * sim's xreduce: g holds this daemon's R replicas' gradients (n floats each); g[0..n)
+ * becomes the sum over every replica of the partition. [pod] sum = replicas (default):
+ * every replica's buffer in one left-to-right sum in rank-major order
+ * (pod_coll_allreduce_f32_multi), the bits one daemon with all the replicas gets; sum =
+ * daemons: this daemon's replicas summed left to right here, then gloo's ring over the
+ * daemons' sums. Worker thread.
+ */
 static int
-pod_xreduce(void *ctx, float *g, size_t n, struct sim_err *err)
+pod_xreduce(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
 {
     struct pod_job *pj = ctx;
+    const float *in[POD_COLL_MAX_INPUTS];
     char why[512];
-
     struct timespec t0, t1;
     int rc;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    rc = pj->broken ? -1 : pod_coll_allreduce_f32(pj->coll, g, n, why, sizeof why);
+    if (pj->broken) {
+        rc = -1;
+    } else if (!pj->sum_daemons && R <= POD_COLL_MAX_INPUTS) {
+        for (unsigned r = 0; r < R; r++)
+            in[r] = g + (size_t)r * n;
+        rc = pod_coll_allreduce_f32_multi(pj->coll, in, (int)R, g, n, why, sizeof why);
+    } else {
+        for (unsigned r = 1; r < R; r++)
+            for (size_t i = 0; i < n; i++)
+                g[i] += g[(size_t)r * n + i];
+        rc = pod_coll_allreduce_f32(pj->coll, g, n, why, sizeof why);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     pj->xr_calls++;
     pj->xr_floats += n;

@@ -190,15 +190,16 @@ sim_train_reduce(struct sim_exe *e, struct sim_err *err)
     struct sim_train *tr = e->tr;
     unsigned R = tr->xr.fn != NULL ? tr->xr.replicas : e->R;
     float scale = tr->reduction == SIM_REDUCE_MEAN ? 1.0f / ((float)tr->A * (float)R) : 1.0f;
-    struct reduce_run c = { tr->grads, e->n_train, e->R, tr->xr.fn != NULL ? 1.0f : scale };
+    struct reduce_run c = { tr->grads, e->n_train, e->R, scale };
     int rc;
 
-    if (c.R > 1 || c.scale != 1.0f)
-        sim_pool_for((int64_t)c.n, SIM_POOL_MAP_GRAIN, reduce_piece, &c);
-    if (tr->xr.fn == NULL)
+    if (tr->xr.fn == NULL) {
+        if (c.R > 1 || c.scale != 1.0f)
+            sim_pool_for((int64_t)c.n, SIM_POOL_MAP_GRAIN, reduce_piece, &c);
         return 0;
-    /* Across executables: their local sums summed, then the mean over all replicas. */
-    rc = tr->xr.fn(tr->xr.ctx, tr->grads, e->n_train, err);
+    }
+    /* Across executables: fn sums every replica of all of them, then the mean. */
+    rc = tr->xr.fn(tr->xr.ctx, tr->grads, e->R, e->n_train, err);
     if (rc != 0) {
         atomic_store(&tr->xfailed, 1);
         return rc;

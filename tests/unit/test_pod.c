@@ -134,6 +134,11 @@ test_pod_config(void **state)
     assert_int_equal(cfg_set(&c, "pod", "hello_interval", "0", err, sizeof err), -1);
     assert_non_null(strstr(err, "from 1 to 3600"));
     assert_int_equal(cfg_set(&c, "pod", "kv_max_value_bytes", "65MiB", err, sizeof err), -1);
+    assert_int_equal(c.pod_sum_daemons, 0);
+    assert_int_equal(cfg_set(&c, "pod", "sum", "daemons", err, sizeof err), 0);
+    assert_int_equal(c.pod_sum_daemons, 1);
+    assert_int_equal(cfg_set(&c, "pod", "sum", "ring", err, sizeof err), -1);
+    assert_non_null(strstr(err, "[pod] sum = 'ring' is invalid; use replicas"));
 }
 
 /* ---- the store's table ---- */

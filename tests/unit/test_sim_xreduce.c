@@ -6,11 +6,13 @@
  * batches, after 10 optimizer steps, for a multi-layer perceptron (the tutorial's shape)
  * and a network with BatchNormalization (whose statistics stay per replica).
  *
- * Tolerance: the reference sums its replicas' gradients as ((g0 + g1) + g2) + g3, the two
- * executables as (g0 + g1) + (g2 + g3); the mean's 1/4 is a power of two, exact both ways.
- * So the weights differ by float rounding of the sums only: |a - b| <= 1e-5 (1 + |b|)
- * after 10 steps is asserted (measured maximum printed). Each executable's two copies of
- * the weights are bit-identical (every rank gets the same bits from the all-reduce).
+ * Two ways to sum, as the daemon offers them ([pod] sum): every replica's buffer passed to
+ * pod_coll_allreduce_f32_multi, which sums ((g0 + g1) + g2) + g3 left to right as the
+ * reference does: the weights are asserted bit-identical; and each executable summing its
+ * replicas first, then gloo's ring over the sums, (g0 + g1) + (g2 + g3): the weights differ
+ * by float rounding only, |a - b| <= 1e-5 (1 + |b|) after 10 steps is asserted (measured
+ * maximum printed). The mean's 1/4 is a power of two, exact both ways. Each executable's
+ * two copies of the weights are bit-identical (every rank gets the same bits).
  *
  * Also: a failing xreduce fails the run with its error and takes no optimizer step; the
  * argument checks; the simulated clock charges the all-reduce between executables at the
@@ -168,6 +170,7 @@ struct daemon_th {
     const struct pod_store *st;
     const char *prefix;
     int rank;
+    int local_first;            /* sum the executable's replicas, then all-reduce */
     struct sim_exe *e;
     struct pod_coll *c;
     int rc;
@@ -176,13 +179,26 @@ struct daemon_th {
 };
 
 static int
-xreduce_coll(void *ctx, float *g, size_t n, struct sim_err *err)
+xreduce_coll(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
 {
     struct daemon_th *d = ctx;
+    const float *in[8];
     char why[512];
+    int rc;
 
     d->calls++;
-    if (pod_coll_allreduce_f32(d->c, g, n, why, sizeof why) != 0) {
+    assert_true(R <= 8);
+    if (d->local_first) {
+        for (unsigned r = 1; r < R; r++)
+            for (size_t i = 0; i < n; i++)
+                g[i] += g[(size_t)r * n + i];
+        rc = pod_coll_allreduce_f32(d->c, g, n, why, sizeof why);
+    } else {
+        for (unsigned r = 0; r < R; r++)
+            in[r] = g + (size_t)r * n;
+        rc = pod_coll_allreduce_f32_multi(d->c, in, (int)R, g, n, why, sizeof why);
+    }
+    if (rc != 0) {
         err->code = IPUOF_E_IO;
         snprintf(err->msg, sizeof err->msg, "all-reduce across daemons: %s", why);
         return IPUOF_E_IO;
@@ -213,7 +229,7 @@ daemon_main(void *arg)
 }
 
 static void
-compare_pod(struct sim_model *m, const char *what, const char *prefix)
+compare_pod(struct sim_model *m, const char *what, const char *prefix, int local_first)
 {
     struct sim_exe *ref = compile_r(m, 4);
     struct pod_store_mem *mem = pod_store_mem_new();
@@ -237,6 +253,7 @@ compare_pod(struct sim_model *m, const char *what, const char *prefix)
         d[r].st = &st;
         d[r].prefix = prefix;
         d[r].rank = r;
+        d[r].local_first = local_first;
         d[r].e = compile_r(m, 2);
         assert_int_equal(pthread_create(&th[r], NULL, daemon_main, &d[r]), 0);
     }
@@ -259,6 +276,8 @@ compare_pod(struct sim_model *m, const char *what, const char *prefix)
             fail_msg("%s: weight element %zu: 2 x 2 replicas %.9g, 1 x 4 replicas %.9g", what,
                      i, (double)w0[i], (double)wr[i]);
     }
+    if (!local_first) /* the reference's order: the same bits */
+        assert_memory_equal(w0, wr, nr * sizeof *wr);
     /* trainable weights are the same bits on both; running statistics are per replica */
     for (size_t i = 0, off = 0; i < sim_exe_weight_count(d[0].e); i++) {
         struct sim_weight_info wi;
@@ -267,8 +286,9 @@ compare_pod(struct sim_model *m, const char *what, const char *prefix)
             assert_memory_equal(w0 + off, w1 + off, wi.bytes);
         off += wi.bytes / sizeof(float);
     }
-    printf("%s: 2 daemons x 2 replicas against 1 x 4 after %d steps: %zu weights, max |diff| "
-           "%.3g\n", what, STEPS, nr, maxd);
+    printf("%s, %s: 2 daemons x 2 replicas against 1 x 4 after %d steps: %zu weights, max "
+           "|diff| %.3g\n", what, local_first ? "daemons' sums (ring)" : "every replica, left "
+           "to right", STEPS, nr, maxd);
     free(wr);
     free(w0);
     free(w1);
@@ -284,7 +304,8 @@ test_xreduce_mlp(void **state)
     struct sim_model *m = mlp_model();
 
     (void)state;
-    compare_pod(m, "MLP", "xr-mlp");
+    compare_pod(m, "MLP", "xr-mlp", 0);
+    compare_pod(m, "MLP", "xr-mlp-ring", 1);
     sim_model_free(m);
 }
 
@@ -294,15 +315,17 @@ test_xreduce_batchnorm(void **state)
     struct sim_model *m = bn_model();
 
     (void)state;
-    compare_pod(m, "BatchNorm", "xr-bn");
+    compare_pod(m, "BatchNorm", "xr-bn", 0);
+    compare_pod(m, "BatchNorm", "xr-bn-ring", 1);
     sim_model_free(m);
 }
 
 static int
-xreduce_fail(void *ctx, float *g, size_t n, struct sim_err *err)
+xreduce_fail(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
 {
     (void)ctx;
     (void)g;
+    (void)R;
     (void)n;
     err->code = IPUOF_E_CLOSED;
     snprintf(err->msg, sizeof err->msg, "rank 1 (10.0.0.2:4000) closed the connection");
@@ -343,13 +366,15 @@ test_xreduce_failure(void **state)
     sim_model_free(m);
 }
 
+/* The executable's own replicas summed: another executable contributing zeros. */
 static int
-xreduce_nothing(void *ctx, float *g, size_t n, struct sim_err *err)
+xreduce_nothing(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
 {
     (void)ctx;
-    (void)g;
-    (void)n;
     (void)err;
+    for (unsigned r = 1; r < R; r++)
+        for (size_t i = 0; i < n; i++)
+            g[i] += g[(size_t)r * n + i];
     return 0;
 }
 
