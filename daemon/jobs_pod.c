@@ -274,12 +274,37 @@ rdv_run(struct work_item *it)
     }
     snprintf(prefix, sizeof prefix, "g%.*s", (int)n, (const char *)v);
     free(v);
+    /* Every daemon says it is here, and waits up to job_timeout for the others (whose
+     * processes may attach later); the communicator itself then waits at most timeout_ms,
+     * at its opening as in every collective. */
+    {
+        char key[96];
+        snprintf(key, sizeof key, "%s/here/%d", prefix, pj->rank);
+        if (pod_kvc_set(pj->kvc, key, "1", 1, err, sizeof err) != 0) {
+            pod_fail(pj, "the rendezvous", err);
+            w->rc = IPUOF_E_IO;
+            return;
+        }
+        for (int k = 0; k < pj->size; k++) {
+            snprintf(key, sizeof key, "%s/here/%d", prefix, k);
+            rc = pod_kvc_get(pj->kvc, key, &v, &n, pj->wait_ms, err, sizeof err);
+            free(v);
+            v = NULL;
+            if (rc != 0) {
+                errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' did not join partition "
+                           "'%s': %s", pj->hosts[k], pj->job, rc == 1 ? "its processes did "
+                           "not attach in time (job_timeout)" : err);
+                pj->broken = 1;
+                w->rc = rc == 1 ? IPUOF_E_TIMEOUT : IPUOF_E_CLOSED;
+                return;
+            }
+        }
+    }
     st.ctx = pj->kvc;
     st.set = pod_kvc_set;
     st.get = pod_kvc_get;
-    rc = pod_coll_open(&pj->coll, &st, prefix, pj->rank, pj->size, pj->bind,
-                       pj->timeout_ms > pj->wait_ms ? pj->timeout_ms : pj->wait_ms, err,
-                       sizeof err);
+    rc = pod_coll_open(&pj->coll, &st, prefix, pj->rank, pj->size, pj->bind, pj->timeout_ms,
+                       err, sizeof err);
     if (rc != 0) {
         pod_fail(pj, "the rendezvous", err);
         w->rc = IPUOF_E_TIMEOUT;

@@ -660,6 +660,49 @@ test_pod_rendezvous_cancelled(void **state)
     memset(&da, 0, sizeof da);
 }
 
+/* Both daemons up, but host-b's processes never attach: host-a's process is told within
+ * job_timeout (1 s) that host-b did not join, with PARTITION_RESET, and host-a's IPUs are
+ * free again. */
+static void
+test_pod_peer_never_joins(void **state)
+{
+    int pa = free_port(), pb = free_port(), fd;
+    const char *ab[] = {"host-a", "host-b"};
+    char cfgtext[512];
+    const char *extra[] = {"--ipus", "4", NULL};
+    Ipuof__Header *r;
+    struct timespec t0, t1;
+    long ms;
+
+    (void)state;
+    snprintf(cfgtext, sizeof cfgtext,
+             "[server]\njob_timeout = 1\n[pod]\nname = host-a\nlisten = 127.0.0.1:%d\n"
+             "peers = host-b=127.0.0.1:%d\ntimeout_ms = 1000\n", pa, pb);
+    assert_int_equal(testd_start(&da, cfgtext, extra), 0);
+    snprintf(cfgtext, sizeof cfgtext,
+             "[server]\njob_timeout = 1\n[pod]\nname = host-b\nlisten = 127.0.0.1:%d\n"
+             "peers = host-a=127.0.0.1:%d\ntimeout_ms = 1000\n", pb, pa);
+    assert_int_equal(testd_start(&db, cfgtext, extra), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = pod_attach(&da, "half", 0, 2, 2, ab, 2, 10000, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    print_message("after %ld ms: %s\n", ms, r->error->message);
+    assert_non_null(strstr(r->error->message, "Pod host 'host-b' did not join partition "
+                                              "'half': its processes did not attach in time"));
+    assert_int_equal(r->error->recovery, IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET);
+    assert_true(ms < 5000);
+    ipuof_frame_header_free(r);
+    fd = raw_session(da.port, 4); /* host-a's IPUs are back */
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(testd_stop(&db), 0);
+    memset(&db, 0, sizeof db);
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
 int
 main(void)
 {
@@ -671,6 +714,7 @@ main(void)
         cmocka_unit_test_teardown(test_pod_ports_apart, teardown),
         cmocka_unit_test_teardown(test_pod_attach_plan, teardown),
         cmocka_unit_test_teardown(test_pod_rendezvous_cancelled, teardown),
+        cmocka_unit_test_teardown(test_pod_peer_never_joins, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
