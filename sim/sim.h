@@ -609,12 +609,12 @@ int sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o,
  * g + r * n, the order of the trainable weights), and fn writes into g[0..n) the sum over
  * every replica of every executable of the partition (it may sum its R first, or pass them
  * all to a sum in a fixed order); the mean then divides by replicas (the partition's
- * replicas, >= the executable's) instead of the executable's own. fn runs on one thread of the run, once per device iteration; a non-zero
- * return with err filled fails the run with that error (no optimizer step taken at that
- * iteration). With bytes_per_s > 0 the simulated clock charges it, on each IPU for its
- * trainable weights, at that rate as a ring over the partition's replicas / the
- * executable's replicas executables (2(H-1)/H of the bytes; in the "reduce" span of the
- * trace). NULL x (or fn) removes it. IPUOF_E_INVAL when e does not train, replicas is below
+ * replicas, >= the executable's) instead of the executable's own. fn runs on one thread
+ * of the run, once per device iteration; a non-zero return with err filled fails the run
+ * with that error (no optimizer step taken at that iteration). With bytes_per_s > 0 the
+ * simulated clock charges it, on each IPU for its trainable weights, at that rate as a
+ * ring over H = replicas / the executable's replicas executables (2(H-1)/H of the bytes;
+ * in the "reduce" span of the trace). NULL x (or fn) removes it. IPUOF_E_INVAL when e does not train, replicas is below
  * the executable's or bytes_per_s is negative or not finite, IPUOF_E_BUSY while it runs.
  */
 struct sim_xreduce {
