@@ -12,7 +12,7 @@
 #include "jsonparse.h"
 
 static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run",
-                                                      "load"};
+                                                      "load", "collective"};
 
 /* The simple kinds: name, kind, recovery (for the recoverable:ACTION family see actions). */
 static const struct {
@@ -144,7 +144,22 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
             f.at = (enum fault_at)i;
     if (f.at == FAULT_AT_COUNT) {
         errbuf_set(err, errlen, "fault trigger '%.80s' is not known; give --at attach, "
-                   "compile, load, weights or run", at);
+                   "compile, load, weights, run or collective", at);
+        return -1;
+    }
+    /* A Pod job's collective failing is what PARTITION_RESET says: the partition across
+     * the daemons is gone, its IPUs go back to the pool (none is in error to re-arm on). */
+    if (f.at == FAULT_AT_COLLECTIVE &&
+        (f.kind != FAULT_RECOVERABLE || f.recovery != IPUOF_RECOVERY_PARTITION_RESET)) {
+        errbuf_set(err, errlen, "fault kind '%.80s' cannot happen at collective: a Pod "
+                   "job's collective that fails ends the job on every daemon with "
+                   "PARTITION_RESET; give --kind recoverable:PARTITION_RESET", spec->kind);
+        return -1;
+    }
+    if (f.at == FAULT_AT_COLLECTIVE && spec->rearm) {
+        errbuf_set(err, errlen, "--rearm-on-reset re-arms a fault when the IPUs it put in "
+                   "error are reset; a fault at collective puts none in error (its job ends "
+                   "and the IPUs go back to the pool); give --count instead");
         return -1;
     }
     if (f.at == FAULT_AT_ATTACH && (f.kind == FAULT_HANG || f.kind == FAULT_TILE_OOM ||

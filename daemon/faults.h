@@ -29,10 +29,12 @@ enum fault_kind {
 };
 
 /* The trigger points, in the order a program meets them (load: a compiled executable is
- * placed on the IPUs, as Poplar's Engine::load). The values are not the order. */
+ * placed on the IPUs, as Poplar's Engine::load; collective: a training run of a job whose
+ * partition spans a Pod, before its first collective with the other daemons). The values
+ * are not the order. */
 enum fault_at { FAULT_AT_ATTACH = 0, FAULT_AT_COMPILE = 1, FAULT_AT_WEIGHTS = 2,
-                FAULT_AT_RUN = 3, FAULT_AT_LOAD = 4 };
-#define FAULT_AT_COUNT 5
+                FAULT_AT_RUN = 3, FAULT_AT_LOAD = 4, FAULT_AT_COLLECTIVE = 5 };
+#define FAULT_AT_COUNT 6
 
 struct fault {
     unsigned id;                 /* 1, 2, ...; never reused while the daemon runs */
@@ -83,7 +85,8 @@ void faults_init(struct fault_table *t);
 /*
  * Checks spec and adds it as an armed fault; its id in *id (may be NULL). 0, or -1 with a
  * sentence in err saying what was wrong and what would be right (a kind or trigger not
- * known, a kind that cannot happen at its trigger, both an IPU and a partition, a
+ * known, a kind that cannot happen at its trigger (at collective: only
+ * recoverable:PARTITION_RESET, without rearm), both an IPU and a partition, a
  * probability outside (0, 1], a wait for a kind that does not wait, a full table); nothing
  * is added then. n_ipus bounds the IPU id; now_ms starts its duration.
  */
@@ -142,7 +145,7 @@ int faults_load(struct fault_table *t, const char *cfg_lines, const char *env, u
 /* "recoverable:IPU_RESET", "unrecoverable", ... of a fault, written to buf[0..len) (which
  * is returned). */
 const char *faults_kind_name(const struct fault *f, char *buf, size_t len);
-/* "attach", "compile", "load", "weights", "run". */
+/* "attach", "compile", "load", "weights", "run", "collective". */
 const char *faults_at_name(enum fault_at at);
 
 /*

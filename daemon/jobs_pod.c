@@ -526,6 +526,29 @@ check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
 }
 
 int
+job_pod_collective(const struct job *j, const struct model *m)
+{
+    return j->pod != NULL && !j->pod->broken && m->nproc == j->nproc &&
+           sim_exe_is_training(m->entry->exe);
+}
+
+int
+job_pod_cut(struct job *j, const char *why, struct sim_err *err)
+{
+    struct pod_job *pj = j->pod;
+
+    if (!pj->broken) {
+        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' of partition '%s' went away "
+                   "during the start of a call: %s", pj->self, pj->job, why);
+        pj->broken = 1;
+        pj->code = IPUOF_E_CLOSED;
+    }
+    pod_coll_close(pj->coll); /* the others see this rank go away at once */
+    pj->coll = NULL;
+    return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+}
+
+int
 job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
 {
     struct pod_job *pj = j->pod;

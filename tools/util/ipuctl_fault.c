@@ -22,7 +22,8 @@
     "       ipuctl fault clear [--id ID]\n" \
     "KIND: recoverable:IPU_RESET|LINK_RESET|PARTITION_RESET|FULL_RESET, unrecoverable,\n" \
     "      soc-error, host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect,\n" \
-    "      daemon-kill; POINT: attach, compile, load, weights, run; TIME: N[ms|s|m]\n"
+    "      daemon-kill; POINT: attach, compile, load, weights, run, collective (a Pod\n" \
+    "      job's, with recoverable:PARTITION_RESET); TIME: N[ms|s|m]\n"
 
 /* Parses a time "N", "Nms", "Ns" or "Nm" (N a non-negative integer; bare N: milliseconds)
  * into *ms; 0 or -1. */
