@@ -290,14 +290,18 @@ check "host-b restarted: a new partition forms and trains ($rc0, $rc1)" \
 m=$(close "$D/r4.onnx" "$D/again.onnx")
 check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
 
-# A fault at collective armed on host-b's daemon (on either pair of its IPUs): host-b
-# leaves the job at the third training run's first collective; both processes, on both
-# daemons, get RecoverableError PARTITION_RESET naming host-b; the IPUs come back.
-for ipu in 0 2; do
-    ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --ipu $ipu \
-        --kind recoverable:PARTITION_RESET --at collective --after-runs 2 >>"$D/fault.out" 2>&1 ||
-        not_ok "ipuctl fault inject --at collective on host-b: $(cat "$D/fault.out")"
-done
+# A fault at collective for host-b's IPUs (--host host-b): refused by host-a's daemon,
+# naming the daemon to give it to; armed on host-b's: host-b leaves the job at the third
+# training run's first collective; both processes, on both daemons, get RecoverableError
+# PARTITION_RESET naming host-b; the IPUs come back.
+ip netns exec "$NA" "$B/bin/ipuctl" --admin-socket "$D/a.sock" fault inject --host host-b \
+    --kind recoverable:PARTITION_RESET --at collective >"$D/fault.a.out" 2>&1
+rc=$?
+check "host-a's daemon refuses a fault for host-b's IPUs, naming host-b's daemon (rc $rc: \
+$(cat "$D/fault.a.out"))" grep -q "give the fault to host 'host-b''s daemon" "$D/fault.a.out"
+ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --host host-b \
+    --kind recoverable:PARTITION_RESET --at collective --after-runs 2 >"$D/fault.out" 2>&1 ||
+    not_ok "ipuctl fault inject --host host-b --at collective on host-b: $(cat "$D/fault.out")"
 for p in 0 1; do
     if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
     POD_TRAIN_CALLS=100000 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \

@@ -88,6 +88,42 @@ test_parse(void **state)
     assert_int_equal(t.f[0].id, 6);
 }
 
+/* --host: this daemon's own Pod name only; another host's refused naming the daemon that
+ * takes it; an unknown one or any in no Pod refused. */
+static void
+test_host(void **state)
+{
+    static const char *const peers[] = {"host-b", "host-c"};
+    struct fault_spec s = {.kind = "recoverable:PARTITION_RESET", .at = "collective"};
+    char err[512];
+
+    (void)state;
+    faults_init(&t);
+    s.host = "host-a";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "this daemon is in no Pod"));
+    faults_set_pod(&t, "host-a", peers, 2);
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    assert_string_equal(t.f[0].host, "host-a");
+    assert_non_null(faults_match(&t, FAULT_AT_COLLECTIVE, 2, 2, "p", 0)); /* any of its IPUs */
+    s.host = "host-c";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "give the fault to host 'host-c''s daemon"));
+    s.host = "host-bb";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no Pod host 'host-bb': this daemon is host 'host-a', its "
+                            "peers are host-b host-c"));
+    assert_int_equal(t.n, 1);
+    /* and from IPUOF_FAULTS */
+    assert_int_equal(faults_parse_json(&t, "{\"host\": \"host-a\", \"ipu\": 1, \"kind\": "
+                                       "\"unrecoverable\"}", "IPUOF_FAULTS", 4, 0, err,
+                                       sizeof err), 0);
+    assert_string_equal(t.f[1].host, "host-a");
+    assert_int_equal(faults_parse_json(&t, "{\"host\": \"host-b\", \"kind\": \"hang\"}",
+                                       "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "host 'host-b''s daemon"));
+}
+
 /* Every kind: its name back, its recovery, the triggers it may have. */
 static void
 test_kinds(void **state)
@@ -397,6 +433,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_kinds),
+        cmocka_unit_test(test_host),
         cmocka_unit_test(test_duration_rearm),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_match),
