@@ -5,7 +5,10 @@
  * [-8, 8], ROUNDS times (default 50) on one thread; prints the least nanoseconds per element
  * and the instruction set the kernels ran with:
  *
- *   ipuof-act [N [ROUNDS]]   ->  "isa=LEVEL kind=silu n=N ns_per_elem=T" per kind
+ *   ipuof-act [N [ROUNDS]]   ->  "isa=LEVEL kind=silu n=N ns_per_elem=T bits=H" per kind
+ *
+ * bits is a hash (FNV-1a) of the output's bits: two builds or two levels that print the
+ * same hash computed the same floats.
  *
  * IPUOF_SIM_ISA=baseline|avx2|avx512 caps the level (sim/hot.h); run two levels alternately
  * to compare them on a busy machine. Build:
@@ -14,6 +17,7 @@
  *      -lgomp -lm -pthread
  * Exit status 0, or 1 with a sentence on stderr.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +79,13 @@ main(int argc, char **argv)
             t = now_s() - t;
             best = t < best ? t : best;
         }
-        printf("isa=%s kind=%s n=%ld ns_per_elem=%.3f\n", sim_isa_name(sim_isa_current()),
-               kinds[k].name, n, best * 1e9 / (double)n);
+        uint64_t h = 1469598103934665603u;
+        const unsigned char *yb = (const unsigned char *)y;
+        for (size_t i = 0; i < (size_t)n * sizeof *y; i++)
+            h = (h ^ yb[i]) * 1099511628211u;
+        printf("isa=%s kind=%s n=%ld ns_per_elem=%.3f bits=%016llx\n",
+               sim_isa_name(sim_isa_current()), kinds[k].name, n, best * 1e9 / (double)n,
+               (unsigned long long)h);
     }
     printf("(%s)\n", isa);
     free(x);
