@@ -89,10 +89,10 @@ SIM_HOT_FN(hard_range,
 /*
  * Sigmoid and SiLU are bound by arithmetic (the other kinds by memory), so each level runs
  * them in vectors of its own register width: sixteen floats in the AVX-512 copy, eight in
- * the AVX2 one, four in the baseline (SSE2) one. The width is chosen per copy, not shared: GCC lowers a
- * 16-float vector for AVX2 into per-lane scalar code (the NaN test and the float-to-int
- * conversion), which ran at the baseline's speed, 3.4 ns a float against AVX-512's 0.52
- * (bench/ipuof-act.c). The operations are the same element by element at every width and
+ * the AVX2 one, four in the baseline (SSE2) one. The width is chosen per copy, not shared:
+ * GCC lowers a 16-float vector for AVX2 into per-lane scalar code (the NaN test and the
+ * float-to-int conversion), which ran at the baseline's speed, 3.4 ns a float against
+ * AVX-512's 0.52 (bench/ipuof-act.c). The operations are the same element by element at every width and
  * in the scalar tail, so the bits are the same in every copy.
  */
 typedef float v16f __attribute__((vector_size(64)));
