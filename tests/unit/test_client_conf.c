@@ -161,6 +161,46 @@ test_json_reader(void **state)
     assert_non_null(strstr(err, "nested more than 16 deep"));
 }
 
+/* ipuof_json_parse_limits applies the caller's limits, each at its edge: a string of
+ * exactly max_string bytes (escapes decoded) is read, one more is refused; likewise items,
+ * depth and bytes. */
+static void
+test_json_caller_limits(void **state)
+{
+    static const struct ipuof_json_limits lim = {32, 2, 3, 4};
+    struct ipuof_json *j;
+    char err[256];
+    static const struct {
+        const char *text, *want; /* want NULL: accepted */
+    } cases[] = {
+        {"\"abcd\"", NULL},
+        {"\"\\u00e9\\u00e9\"", NULL},              /* 12 raw bytes, 4 decoded */
+        {"\"abcde\"", "a string is longer than 4 bytes"},
+        {"\"\\u00e9\\u00e9e\"", "a string is longer than 4 bytes"},
+        {"[1,2,3]", NULL},
+        {"[1,2,3,4]", "more than 3 items in one array"},
+        {"[[1]]", NULL},
+        {"[[[1]]]", "nested more than 2 deep"},
+        {"[1,                            2]", "33 bytes of JSON; at most 32 are accepted"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = ipuof_json_parse_limits(cases[i].text, strlen(cases[i].text), &lim, &j, err,
+                                         sizeof err);
+        printf("%s -> %d %s\n", cases[i].text, rc, rc < 0 ? err : "");
+        if (cases[i].want == NULL) {
+            assert_int_equal(rc, 0);
+            ipuof_json_free(j);
+        } else {
+            assert_int_equal(rc, -1);
+            assert_null(j);
+            if (strstr(err, cases[i].want) == NULL)
+                fail_msg("case %zu: '%s' not in '%s'", i, cases[i].want, err);
+        }
+    }
+}
+
 static void
 test_file_fields(void **state)
 {
@@ -360,6 +400,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_json_caller_limits),
         cmocka_unit_test(test_file_fields),
         cmocka_unit_test_setup_teardown(test_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory_choice, setup, teardown),
