@@ -31,6 +31,15 @@ jnum(const struct ipuof_json *v, double dflt)
     return v != NULL && v->type == IPUOF_JSON_NUMBER ? v->number : dflt;
 }
 
+/* Event e's name for messages: "?" when it has none. */
+static const char *
+event_name(const struct ipuof_json *e)
+{
+    const char *s = jstr(ipuof_json_get(e, "name"));
+
+    return s != NULL ? s : "?";
+}
+
 #define MAX_ROWS 256          /* IPUs shown (the daemon has at most 64) */
 #define ROW_H 30
 #define LEFT 80
@@ -144,8 +153,7 @@ id_of(const struct ipuof_json *e, const struct ipuof_json *obj, const char *key,
     d = v->number;
     if (!(d >= (double)-ID_MAX && d <= (double)ID_MAX) || d != floor(d)) {
         snprintf(err, errlen, "event '%.60s' has %s %g: not an integer in -%ld..%ld",
-                 jstr(ipuof_json_get(e, "name")) ? jstr(ipuof_json_get(e, "name")) : "?", key, d, ID_MAX,
-                 ID_MAX);
+                 event_name(e), key, d, ID_MAX, ID_MAX);
         return -1;
     }
     *out = (long)d;
@@ -164,7 +172,7 @@ add_span(struct timeline *t, const struct ipuof_json *e, char *err, size_t errle
 
     if (!isfinite(ts) || !isfinite(dur) || dur < 0) {
         snprintf(err, errlen, "event '%.60s' has no numeric ts and dur (>= 0)",
-                 jstr(ipuof_json_get(e, "name")) ? jstr(ipuof_json_get(e, "name")) : "?");
+                 event_name(e));
         return -1;
     }
     if (id_of(e, e, "tid", 0, &tid, err, errlen) < 0 ||
@@ -214,7 +222,8 @@ static int
 timeline_read(const struct ipuof_json *root, struct timeline *t, long iter, char *err,
               size_t errlen)
 {
-    const struct ipuof_json *ev = root->type == IPUOF_JSON_ARRAY ? root : ipuof_json_get(root, "traceEvents");
+    const struct ipuof_json *ev =
+        root->type == IPUOF_JSON_ARRAY ? root : ipuof_json_get(root, "traceEvents");
 
     if (ev == NULL || ev->type != IPUOF_JSON_ARRAY) {
         snprintf(err, errlen, "not a Chrome trace: no \"traceEvents\" array (nor a top-level "
