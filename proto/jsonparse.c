@@ -156,6 +156,18 @@ ipuof_json_utf8_at(const unsigned char *s, const unsigned char *end, unsigned *l
     return (long)cp;
 }
 
+int
+ipuof_json_escape(unsigned char c, unsigned *cp)
+{
+    static const char letters[] = "\"\\/bfnrt", chars[] = "\"\\/\b\f\n\r\t";
+    const char *at = c != '\0' ? strchr(letters, c) : NULL;
+
+    if (at == NULL)
+        return -1;
+    *cp = (unsigned char)chars[at - letters];
+    return 0;
+}
+
 /* The raw bytes from s (after an opening quote) to the closing quote or the end: no string
  * decodes to more bytes than it takes in the text. */
 static size_t
@@ -208,14 +220,6 @@ jr_string(struct jr *r)
                 goto error;
             }
             switch (r->s[1]) {
-            case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
-            case '/': cp = '/'; break;
-            case 'b': cp = '\b'; break;
-            case 'f': cp = '\f'; break;
-            case 'n': cp = '\n'; break;
-            case 'r': cp = '\r'; break;
-            case 't': cp = '\t'; break;
             case 'u':
                 if (ipuof_json_hex4(r->s + 2, r->end, &cp) < 0) {
                     jr_fail(r, "\\u must be followed by four hex digits");
@@ -244,6 +248,8 @@ jr_string(struct jr *r)
                 }
                 break;
             default:
+                if (ipuof_json_escape(r->s[1], &cp) == 0)
+                    break;
                 r->s++;
                 jr_fail(r, "unknown escape '\\%c' in a string; the escapes are \\\" \\\\ \\/ "
                         "\\b \\f \\n \\r \\t \\uXXXX", *r->s >= 0x20 && *r->s < 0x7f ? *r->s : '?');

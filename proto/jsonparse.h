@@ -6,13 +6,13 @@
  * (tools/util/timeline.c: ipuof-trace).
  *
  * Limits, checked as the text is read (these are ipuof_json_parse's; a caller reading larger
- * documents passes its own to ipuof_json_parse_limits): at most IPUOF_JSON_MAX_BYTES of text, nesting at
- * most IPUOF_JSON_MAX_DEPTH deep, at most IPUOF_JSON_MAX_ITEMS members or elements in one
- * object or array, strings at most IPUOF_JSON_MAX_STRING bytes once decoded. A key given
- * twice in one object is refused (a config file that says two things is a mistake). Strings
- * are decoded whole (every escape, \uXXXX with surrogate pairs); U+0000, lone surrogates
- * and malformed UTF-8 are refused. Numbers keep their double value and, when they are
- * whole and within +-2^53, is_int.
+ * documents passes its own to ipuof_json_parse_limits): at most IPUOF_JSON_MAX_BYTES of
+ * text, nesting at most IPUOF_JSON_MAX_DEPTH deep, at most IPUOF_JSON_MAX_ITEMS members or
+ * elements in one object or array, strings at most IPUOF_JSON_MAX_STRING bytes once decoded.
+ * A key given twice in one object is refused (a config file that says two things is a
+ * mistake). Strings are decoded whole (every escape, \uXXXX with surrogate pairs); U+0000,
+ * lone surrogates and malformed UTF-8 are refused. Numbers keep their double value and, when
+ * they are whole and within +-2^53, is_int.
  *
  * Not installed, not exported: in libipuofproto (linked by the daemon) and in
  * libipuof-client (its .sym exports none of it). No I/O.
@@ -89,6 +89,10 @@ const char *ipuof_json_type_name(enum ipuof_json_type t);
  * (engine_opts.c), which reads its flat object by its own rule but spells strings and
  * numbers as this one does. Each reads only s[0..end).
  */
+
+/* The character a one-letter escape \c stands for (c is one of " \\ / b f n r t) into
+ * *cp: 0, or -1 for any other c (\u is read by the caller). */
+int ipuof_json_escape(unsigned char c, unsigned *cp);
 
 /* Four hex digits at s into *v: 0, or -1 when fewer than four or one is not hex. */
 int ipuof_json_hex4(const unsigned char *s, const unsigned char *end, unsigned *v);

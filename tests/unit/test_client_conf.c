@@ -129,6 +129,7 @@ test_json_reader(void **state)
         {"\"\\ud800\"", "lone UTF-16 surrogate \\uD800"},
         {"\"a\tb\"", "control character (0x09) inside a string"},
         {"\"\\u0000\"", "\\u0000 (NUL)"},
+        {"\"\\x\"", "unknown escape '\\x' in a string"},
         {"\"\xc3\x28\"", "malformed UTF-8"},
         {"01", "unexpected text after the value"},
         {"1.", "'.' must be followed by a digit"},
@@ -148,6 +149,10 @@ test_json_reader(void **state)
     ipuof_json_free(j);
     assert_int_equal(ipuof_json_parse("\"\\u00e9\\ud83d\\ude00\"", 20, &j, err, sizeof err), 0);
     assert_string_equal(j->string, "\xc3\xa9\xf0\x9f\x98\x80");
+    ipuof_json_free(j);
+    assert_int_equal(ipuof_json_parse("\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", 18, &j, err, sizeof err),
+                     0);
+    assert_string_equal(j->string, "\"\\/\b\f\n\r\t"); /* every one-letter escape */
     ipuof_json_free(j);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(ipuof_json_parse(bad[i].text, strlen(bad[i].text), &j, err,

@@ -69,19 +69,6 @@ fill(float *v, int64_t n, enum dist dist)
         }
 }
 
-void
-gc_param(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum dist dist)
-{
-    int64_t n = numel_of(rank, d);
-    float *v = malloc((size_t)n * sizeof(float) + 4);
-
-    assert_non_null(v);
-    fill(v, n, dist);
-    sim_ob_initializer(b, name, F32, rank, d, v);
-    free(v);
-    assert_true(n_params < GC_MAX_PARAMS);
-    params[n_params++] = name;
-}
 
 void
 gc_param_vals(struct sim_ob *b, const char *name, int rank, const int64_t *d, const float *v)
@@ -101,6 +88,14 @@ gc_fconst(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum d
     fill(v, n, dist);
     sim_ob_initializer(b, name, F32, rank, d, v);
     free(v);
+}
+
+void
+gc_param(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum dist dist)
+{
+    gc_fconst(b, name, rank, d, dist);
+    assert_true(n_params < GC_MAX_PARAMS);
+    params[n_params++] = name;
 }
 
 void
