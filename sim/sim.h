@@ -525,8 +525,8 @@ struct sim_step_rec {
                                    * host pool workers it used) */
 };
 
-/* Records the steps the IPU threads of an executable whose replicas span several IPUs take
- * in its following runs into log (cap entries, owned by the caller, which keeps it until
+/* Records the steps the simulated IPU threads of an executable take (a stage's forward or
+ * backward of one micro-batch, one record each) in its following runs into log (cap entries, owned by the caller, which keeps it until
  * it calls this again with NULL or frees the executable); call between runs. For tests and
  * tools: it costs four clock reads per step. sim_exe_logged_steps() is the count so far. */
 void sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap);
