@@ -234,6 +234,7 @@ struct sim_exe {
     int profile;                /* record a trace of each run */
     struct sim_cost_cfg cost;
     struct sim_prog *prog;      /* each IPU's program of steps (program.c), owned */
+    struct sim_feed *feed;      /* the run's feed (sim_exe_run_fed), borrowed; NULL: none */
     struct sim_clock *clock;    /* the simulated clock of one run (schedule.c), owned */
     atomic_int ran;             /* a run has completed: the cost report is valid */
     struct sim_crew *crew;      /* the run's threads (crew.c): one per simulated IPU,

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "feed.h"
 #include "program.h"
 
 #include <pthread.h>
@@ -124,6 +125,16 @@ struct ipu_thread {
     double t0, c0;              /* its start, for the step log */
 };
 
+/* Whether the run of thread ud was cancelled (sim_feed_wait_in asks while waiting). */
+static bool
+thread_cancelled(void *ud)
+{
+    const struct ipu_thread *th = ud;
+
+    return sim_exe_cancelled(th->e, th->id) ||
+           atomic_load_explicit(&th->e->abort_run, memory_order_relaxed);
+}
+
 /* The forward's steps of a stage's work (program.h): receive, host input, run, send,
  * host output; it is micro-batch it->m in lane L. */
 static int
@@ -145,6 +156,12 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
         }
         break;
     case SIM_STEP_HOST_IN:
+        if (e->feed != NULL) {      /* the step's rows may still be arriving */
+            rc = sim_feed_wait_in(e->feed, (uint64_t)it->d * e->A + it->a, thread_cancelled,
+                                  th, th->err);
+            if (rc != 0)
+                return rc;
+        }
         sim_exec_patch_stage(e, it->d, it->a, it->r, L, it->k);
         break;
     case SIM_STEP_FWD:
@@ -165,6 +182,8 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
         break;
     case SIM_STEP_HOST_OUT:
         sim_exec_outputs(e, it->d, it->a, it->r, L, it->k);
+        if (e->feed != NULL)
+            sim_feed_out_done(e->feed, (uint64_t)it->d * e->A + it->a);
         if (e->log != NULL)
             log_item(e, it, false, th->t0, th->c0);
         break;
