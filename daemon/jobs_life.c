@@ -215,8 +215,10 @@ job_end(struct job *j, int code, const char *fmt, ...)
         }
     }
     j->dead = 1;
-    if (j->inflight != NULL)
+    if (j->inflight != NULL) {
         sim_exe_cancel(j->inflight->m->entry->exe);
+        sim_feed_close(j->inflight->feed); /* its input will not all come */
+    }
     job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];

@@ -158,3 +158,18 @@ sim_feed_wait_outputs(struct sim_feed *f, uint64_t n)
     pthread_mutex_unlock(&f->mu);
     return got;
 }
+
+uint64_t
+sim_feed_wait_inputs(struct sim_feed *f, uint64_t n)
+{
+    uint64_t got;
+
+    if (n > f->steps)
+        n = f->steps;
+    pthread_mutex_lock(&f->mu);
+    while (atomic_load_explicit(&f->in, memory_order_relaxed) < n && !f->closed)
+        pthread_cond_wait(&f->cv, &f->mu);
+    got = atomic_load_explicit(&f->in, memory_order_relaxed);
+    pthread_mutex_unlock(&f->mu);
+    return got;
+}

@@ -533,6 +533,10 @@ void sim_feed_inputs(struct sim_feed *f, uint64_t n);
 void sim_feed_close(struct sim_feed *f);
 uint64_t sim_feed_outputs(struct sim_feed *f);
 uint64_t sim_feed_wait_outputs(struct sim_feed *f, uint64_t n);
+/* Blocks until steps [0, n) of the input are present or the feed is closed; returns the
+ * steps present (a run that failed early can wait here for the rest of its input before
+ * the caller lets its buffers go). */
+uint64_t sim_feed_wait_inputs(struct sim_feed *f, uint64_t n);
 int sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err);
 
 /*
