@@ -304,11 +304,6 @@ void sim_bar_free(struct sim_bar *b, unsigned R);
 bool sim_bar_wait(struct sim_bar *b, bool stop);
 struct sim_bar *sim_bar_at(struct sim_bar *b, unsigned r);     /* barrier r of R */
 
-/* ipus.c: one run of any executable: every simulated IPU (replica, IPU) interprets its
- * program (program.h) on a crew thread, the IPUs of a replica stepping through the ticks
- * together; the caller holds e->busy and the crew exists. Training when e->tr != NULL. */
-int sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
-
 /* place.c: the exchange copies of activations that cross IPUs (e->xfer), the index of
  * the copy of value v on IPU ipu or -1. */
 int sim_xfer_find(const struct sim_exe *e, int v, int ipu);

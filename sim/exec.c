@@ -17,7 +17,6 @@
 #include <time.h>
 
 #include "exe.h"
-#include "feed.h"
 
 void *
 sim_val_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L)
@@ -74,6 +73,21 @@ bind_xfers(struct sim_exe *e)
         return -1;
     memset(e->xbuf, 0, at * e->R);
     return 0;
+}
+
+void
+sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views)
+{
+    k->label = n->label;
+    k->params = n->params;
+    k->n_in = n->n_in;
+    k->n_out = n->n_out;
+    k->in = views;
+    k->out = views + n->n_in;
+    k->scratch = NULL;
+    k->saved = NULL;
+    k->rng = NULL;
+    k->act = n->act.kind != SIM_ACT_NONE ? &n->act : NULL;
 }
 
 /* The views of node n in lane L of replica r; patches registered from *n_patch on. */
@@ -450,51 +464,6 @@ sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err)
             return e->trc[i];
         }
     return 0;
-}
-
-int
-sim_exe_run(struct sim_exe *e, struct sim_err *err)
-{
-    return sim_exe_run_fed(e, NULL, err);
-}
-
-int
-sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err)
-{
-    int expected = 0, rc = 0;
-    uint_fast64_t id;
-
-    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1)) {
-        if (f != NULL)
-            sim_feed_end(f);
-        return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
-    }
-    id = atomic_fetch_add(&e->run_id, 1) + 1;
-    rc = sim_exe_crew(e, err);
-    if (rc != 0) {
-        if (f != NULL)
-            sim_feed_end(f);
-        atomic_store(&e->busy, 0);
-        return rc;
-    }
-    atomic_store(&e->abort_run, 0);
-    e->feed = f;
-    rc = sim_ipus_run(e, id, err);
-    e->feed = NULL;
-    if (f != NULL)
-        sim_feed_end(f);
-    if (rc == 0)
-        atomic_store(&e->ran, 1);
-    e->mb_done += (uint64_t)e->D * e->A;
-    atomic_store(&e->busy, 0);
-    return rc;
-}
-
-void
-sim_exe_cancel(struct sim_exe *e)
-{
-    if (atomic_load(&e->busy))
-        atomic_store(&e->cancel_id, atomic_load(&e->run_id));
 }
 
 size_t

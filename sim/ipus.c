@@ -400,7 +400,9 @@ ipu_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
         note_stop(&th[u]);
 }
 
-int
+/* One run: every simulated IPU of the crew interprets its program; the caller holds
+ * e->busy and the crew exists. */
+static int
 sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
 {
     unsigned n = e->R * e->ipr;
@@ -410,6 +412,51 @@ sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
         memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
     sim_crew_run(e->crew, e, ipu_job, &id);
     return sim_exe_crew_status(e, n, err);
+}
+
+int
+sim_exe_run(struct sim_exe *e, struct sim_err *err)
+{
+    return sim_exe_run_fed(e, NULL, err);
+}
+
+int
+sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err)
+{
+    int expected = 0, rc = 0;
+    uint_fast64_t id;
+
+    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1)) {
+        if (f != NULL)
+            sim_feed_end(f);
+        return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
+    }
+    id = atomic_fetch_add(&e->run_id, 1) + 1;
+    rc = sim_exe_crew(e, err);
+    if (rc != 0) {
+        if (f != NULL)
+            sim_feed_end(f);
+        atomic_store(&e->busy, 0);
+        return rc;
+    }
+    atomic_store(&e->abort_run, 0);
+    e->feed = f;
+    rc = sim_ipus_run(e, id, err);
+    e->feed = NULL;
+    if (f != NULL)
+        sim_feed_end(f);
+    if (rc == 0)
+        atomic_store(&e->ran, 1);
+    e->mb_done += (uint64_t)e->D * e->A;
+    atomic_store(&e->busy, 0);
+    return rc;
+}
+
+void
+sim_exe_cancel(struct sim_exe *e)
+{
+    if (atomic_load(&e->busy))
+        atomic_store(&e->cancel_id, atomic_load(&e->run_id));
 }
 
 void
