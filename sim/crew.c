@@ -12,10 +12,11 @@
  * Does not: decide what a thread runs (ipus.c gives it its IPU's program).
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exe.h"
+#include "crew.h"
 
 struct sim_crew {
     unsigned n;                 /* threads (the caller is not one of them) */

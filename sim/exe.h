@@ -287,22 +287,7 @@ int sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_er
 int sim_sched_build(struct sim_exe *e, struct sim_err *err);
 void sim_clock_free(struct sim_clock *c);
 
-/* crew.c: n threads that run a job together; sim_crew_run returns when all n have run it
- * (the caller is none of them). */
-typedef void (*sim_crew_job)(struct sim_exe *e, unsigned idx, unsigned n, void *ud);
-struct sim_crew *sim_crew_new(unsigned n);
-void sim_crew_free(struct sim_crew *c);
-void sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud);
-void sim_crew_barrier(struct sim_crew *c);
-unsigned sim_crew_size(const struct sim_crew *c);
-
-/* crew.c: a barrier of n threads that also agrees on stopping: sim_bar_wait returns true
- * for every thread when any of them passed stop = true in that round. */
-struct sim_bar;
-struct sim_bar *sim_bar_new(unsigned R, unsigned n);    /* R barriers of n threads */
-void sim_bar_free(struct sim_bar *b, unsigned R);
-bool sim_bar_wait(struct sim_bar *b, bool stop);
-struct sim_bar *sim_bar_at(struct sim_bar *b, unsigned r);     /* barrier r of R */
+#include "crew.h"
 
 /* place.c: the exchange copies of activations that cross IPUs (e->xfer), the index of
  * the copy of value v on IPU ipu or -1. */
@@ -334,6 +319,11 @@ int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 
 /* train.c: replica 0's accumulator becomes the reduced gradient of all replicas. */
 void sim_train_reduce(struct sim_exe *e);
+
+/* train.c: the UPDATE step (program.h) of a device iteration: one optimizer step over the
+ * reduced gradient, then every replica's accumulators zeroed for the next iteration, unless
+ * it is the run's last (its reduced gradient stays readable: sim_exe_read_gradient). */
+void sim_train_update(struct sim_exe *e, bool last);
 
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);

@@ -318,11 +318,8 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
             sim_train_reduce(e);
         return;
     case SIM_STEP_UPDATE:
-        if (th->idx == 0 && !th->abort_all) {
-            sim_optim_step(e);
-            if (d + 1 < e->D)   /* the last iteration's reduced gradient stays readable */
-                memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
-        }
+        if (th->idx == 0 && !th->abort_all)
+            sim_train_update(e, d + 1 == e->D);
         return;
     case SIM_STEP_LOAD:         /* the simulator keeps every weight resident */
     case SIM_STEP_STREAM:

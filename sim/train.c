@@ -172,3 +172,11 @@ sim_train_reduce(struct sim_exe *e)
     if (c.R > 1 || c.scale != 1.0f)
         sim_pool_for((int64_t)c.n, SIM_POOL_MAP_GRAIN, reduce_piece, &c);
 }
+
+void
+sim_train_update(struct sim_exe *e, bool last)
+{
+    sim_optim_step(e);
+    if (!last)
+        memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
+}
