@@ -113,7 +113,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz fuzz-ci
+.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz fuzz-ci soak-faults
 .SUFFIXES:
 .DELETE_ON_ERROR:
 # Objects built on the way to a test program are kept, so a second make rebuilds nothing.
@@ -216,6 +216,15 @@ bench: all
 
 bench-models: all
 	@/usr/bin/python3 bench/models.py --build $(BUILD)
+
+# The fault soak (issue 22, docs/faults.md): SOAK_FAULTS random faults (seeded by SOAK_SEED)
+# across 4 clients training with the Python package, recovering as PopTorch's programs do;
+# prints faults, recoveries, time to recover and the daemon's memory and descriptors. A few
+# minutes of both cores: not part of make test.
+SOAK_FAULTS ?= 1000
+SOAK_SEED ?= 1
+soak-faults: all
+	@/usr/bin/python3 tests/soak/soak_faults.py --build $(BUILD) --faults $(SOAK_FAULTS) --seed $(SOAK_SEED)
 
 # libFuzzer targets (clang, ASan + UBSan, undefined behaviour fatal): the frame codec, the
 # config parser, the ONNX importer+compiler, graphs built from the fuzzer's bytes compiled

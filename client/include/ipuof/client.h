@@ -349,6 +349,11 @@ struct ipuof_fault {
     double probability;          /* chance per matching event (0: 1) */
     uint64_t seed;               /* of its reproducible draws */
     unsigned fired, seen;        /* list: times fired, matching events seen */
+    uint64_t duration_ms;        /* armed this long after inject (0: until cleared) */
+    unsigned wait_ms;            /* host-sync-timeout: the request waits this long first */
+    int rearm_on_reset;          /* a reset of the IPUs it put in error arms it again */
+    unsigned rearmed;            /* list: times re-armed by a reset */
+    int expired;                 /* list: its duration has passed */
 };
 
 /* Arms fault f (admin only); its id to *id (may be NULL). Errors: IPUOF_E_AUTH,
