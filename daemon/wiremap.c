@@ -41,9 +41,11 @@ static const struct enummap_row optimizer_rows[] = {
     {IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD, SIM_OPT_SGD, "SGD"},
     {IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM, SIM_OPT_ADAM, "Adam"},
     {IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW, SIM_OPT_ADAMW, "AdamW"},
+    {IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP, SIM_OPT_RMSPROP, "RMSprop"},
+    {IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB, SIM_OPT_LAMB, "LAMB"},
 };
-_Static_assert(ENUMMAP_LEN(optimizer_rows) == SIM_OPT_ADAMW &&
-               ENUMMAP_LEN(optimizer_rows) == IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW,
+_Static_assert(ENUMMAP_LEN(optimizer_rows) == SIM_OPT_LAMB &&
+               ENUMMAP_LEN(optimizer_rows) == IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB,
                "an optimizer without its row (OPTIMIZER_DEFAULT is handled by its caller)");
 
 static const struct enummap_row reduction_rows[] = {

@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from . import _device, _lib, blocks, capture, enums, profiling
+from . import _device, _lib, blocks, capture, enums, optim, profiling
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -85,54 +85,6 @@ _TORCH_DTYPES = {_lib.DTYPE_FLOAT: torch.float32, _lib.DTYPE_UINT8: torch.uint8,
                  _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool}
 
 
-def _optimizer_struct(optimizer):
-    """The library's struct ipuof_optimizer for a torch.optim optimizer (or None: SGD with
-    lr 0.01, PopTorch's default)."""
-    o = ffi.new("struct ipuof_optimizer *")
-    if optimizer is None:
-        _lib.lib.ipuof_optimizer_init(o, _lib.OPTIMIZER_SGD)
-        o.lr = 0.01
-        return o
-    groups = optimizer.param_groups
-    keys = [k for k in groups[0] if k != "params"]
-    for g in groups[1:]:
-        if any(g.get(k) != groups[0].get(k) for k in keys):
-            raise Error("optimizer parameter groups with different hyper-parameters are not "
-                        "supported by ipuofd: one set of hyper-parameters for all weights")
-    g = groups[0]
-    if g.get("maximize"):
-        raise Error("optimizer maximize=True is not supported by ipuofd")
-    if isinstance(optimizer, torch.optim.SGD):
-        _lib.lib.ipuof_optimizer_init(o, _lib.OPTIMIZER_SGD)
-        o.momentum = g.get("momentum", 0.0)
-        o.dampening = g.get("dampening", 0.0)
-        o.nesterov = int(bool(g.get("nesterov", False)))
-    elif isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
-        if g.get("amsgrad"):
-            raise Error("Adam/AdamW with amsgrad=True is not supported by ipuofd")
-        kind = _lib.OPTIMIZER_ADAMW if isinstance(optimizer, torch.optim.AdamW) \
-            else _lib.OPTIMIZER_ADAM
-        _lib.lib.ipuof_optimizer_init(o, kind)
-        o.beta1, o.beta2 = g["betas"]
-        o.eps = g["eps"]
-    else:
-        raise Error(f"the optimizer {type(optimizer).__name__} is not supported by ipuofd "
-                    "yet: its optimizer set (sim/optim.c) has SGD, Adam and AdamW; "
-                    "RMSprop and LAMB need it to gain them. Use torch.optim.SGD, Adam or "
-                    "AdamW (or poptorch.optim's)")
-    o.lr = float(g["lr"])
-    o.weight_decay = float(g.get("weight_decay", 0.0))
-    return o
-
-
-def _optimizer_key(optimizer):
-    """The hyper-parameters as a tuple, to see whether they changed between calls."""
-    if optimizer is None:
-        return None
-    g = optimizer.param_groups[0]
-    return tuple(sorted((k, repr(v)) for k, v in g.items() if k != "params"))
-
-
 def _profiling_dir(options):
     """The directory POPLAR_ENGINE_OPTIONS' autoReport (or Options.enableProfiling) asks
     reports to go to, or None."""
@@ -163,7 +115,9 @@ class PoplarExecutor:
         self._options = options
         self._training = training
         self._optimizer = optimizer
-        self._opt_key = _optimizer_key(optimizer)
+        self._opt_key = optim.key(optimizer)
+        if training:
+            optim.bind(optimizer, self)  # its state_dict() reads the device's state
         self._conn = None
         self._exe = None
         self._onnx = None
@@ -430,7 +384,7 @@ class PoplarExecutor:
             == enums.ReductionType.Sum else _lib.REDUCTION_MEAN
         seed = o.random_seed if o.random_seed is not None else 0
         return dict(loss=self._out_names[self._loss],
-                    optimizer=_optimizer_struct(self._optimizer),
+                    optimizer=optim.to_struct(self._optimizer, self),
                     accumulation=o.Training.gradient_accumulation, reduction=red,
                     seed=seed, frozen=frozen)
 
@@ -477,6 +431,8 @@ class PoplarExecutor:
                             "does not give")
         self._order = [self._names.index(i["name"]) for i in self._exe.inputs]
         self._uploaded_generation = _generation[0]
+        if self._training:
+            optim.attached(self)  # optimizer state loaded or kept on the host goes up
 
     # ---- running --------------------------------------------------------------------------
 
@@ -508,7 +464,7 @@ class PoplarExecutor:
         if self._exe is None:
             self._compile_on_device()
         if self._training:
-            key = _optimizer_key(self._optimizer)
+            key = optim.key(self._optimizer)
             if key != self._opt_key:
                 self.setOptimizer(self._optimizer)
         elif self._uploaded_generation != _generation[0]:
@@ -635,9 +591,10 @@ class PoplarExecutor:
         if not self._training:
             raise Error("setOptimizer is only meaningful for a training model")
         self._optimizer = optimizer
-        self._opt_key = _optimizer_key(optimizer)
+        self._opt_key = optim.key(optimizer)
+        optim.bind(optimizer, self)
         if self._exe is not None:
-            self._exe.set_optimizer(_optimizer_struct(optimizer))
+            self._exe.set_optimizer(optim.to_struct(optimizer, self))
 
     def isCompiled(self):
         return self._exe is not None
@@ -646,12 +603,13 @@ class PoplarExecutor:
         return self._exe is not None
 
     def detachFromDevice(self):
-        """Returns the IPUs to the daemon's pool; the host keeps the weights (the
-        optimizer's state is lost). attachToDevice() compiles again."""
+        """Returns the IPUs to the daemon's pool; the host keeps the weights and the
+        optimizer's state. attachToDevice() compiles again and sends both back."""
         if self._exe is None:
             raise Error("Device is not attached")
         if self._training:
             self.copyWeightsToHostIfNeeded()
+            optim.pull(self)
         self._release()
 
     def attachToDevice(self):

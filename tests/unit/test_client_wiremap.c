@@ -76,11 +76,14 @@ test_every_value_maps(void **state)
         both_ways(&ipuof_wm_location, p, N(p), w, N(w));
     }
     {
-        const int p[] = {0, IPUOF_OPTIMIZER_SGD, IPUOF_OPTIMIZER_ADAM, IPUOF_OPTIMIZER_ADAMW};
+        const int p[] = {0, IPUOF_OPTIMIZER_SGD, IPUOF_OPTIMIZER_ADAM, IPUOF_OPTIMIZER_ADAMW,
+                         IPUOF_OPTIMIZER_RMSPROP, IPUOF_OPTIMIZER_LAMB};
         const int w[] = {IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT,
                          IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD,
                          IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM,
-                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW};
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB};
         both_ways(&ipuof_wm_optimizer, p, N(p), w, N(w));
     }
     {

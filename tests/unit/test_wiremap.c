@@ -68,9 +68,11 @@ test_every_value_maps(void **state)
         assert_int_equal(k, SIM_OUTPUT_ALL);
     }
     {
-        const int l[] = {SIM_OPT_SGD, SIM_OPT_ADAM, SIM_OPT_ADAMW};
+        const int l[] = {SIM_OPT_SGD, SIM_OPT_ADAM, SIM_OPT_ADAMW, SIM_OPT_RMSPROP, SIM_OPT_LAMB};
         const int w[] = {IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD, IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM,
-                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW};
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB};
         round_trip(&wiremap_optimizer, l, N(l), w, N(w));
     }
     {
