@@ -90,7 +90,11 @@ run_work(struct work_item *it)
     struct sim_exe *exe = w->m->entry->exe;
     uint64_t t0 = models_now_us();
 
-    w->rc = sim_exe_run_fed(exe, w->feed, &w->err);
+    w->rc = job_pod_before_run(w->j, w->m, &w->err);
+    if (w->rc == 0)
+        w->rc = sim_exe_run_fed(exe, w->feed, &w->err);
+    if (w->j->pod != NULL)
+        w->rc = job_pod_after_run(w->j, w->m, w->rc, &w->err);
     w->us = models_now_us() - t0;
     if (w->rc != IPUOF_OK)
         sim_feed_wait_inputs(w->feed, run_steps(exe));
@@ -173,6 +177,8 @@ run_done(struct work_item *it)
     struct model *m = w->m;
 
     m->busy = 0;
+    if (!j->dead && !it->dropped)
+        job_pod_check(j); /* a collective failed: the job ends with PARTITION_RESET */
     sim_feed_free(w->feed);
     w->feed = NULL;
     for (unsigned p = m->proc0; p < m->proc0 + m->nproc; p++)

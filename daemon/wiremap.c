@@ -10,6 +10,7 @@
 #include "devices.h"
 #include "ipuof.pb-c.h"
 #include "ipuof/status.h"
+#include "pod.h"
 #include "sim.h"
 
 static const struct enummap_row dtype_rows[] = {
@@ -19,11 +20,14 @@ static const struct enummap_row dtype_rows[] = {
     {IPUOF__DTYPE__DTYPE_INT32, SIM_DTYPE_INT32, "int32"},
     {IPUOF__DTYPE__DTYPE_INT64, SIM_DTYPE_INT64, "int64"},
     {IPUOF__DTYPE__DTYPE_BOOL, SIM_DTYPE_BOOL, "bool"},
+    {IPUOF__DTYPE__DTYPE_FLOAT16, SIM_DTYPE_FLOAT16, "float16"},
 };
-_Static_assert(ENUMMAP_LEN(dtype_rows) == 6, "a dtype without its wire row");
+_Static_assert(ENUMMAP_LEN(dtype_rows) == 7, "a dtype without its wire row");
 _Static_assert((int)IPUOF__DTYPE__DTYPE_FLOAT == (int)SIM_DTYPE_FLOAT &&
                (int)IPUOF__DTYPE__DTYPE_BOOL == (int)SIM_DTYPE_BOOL &&
-               (int)SIM_DTYPE_INT64 == (int)IPUOF_DTYPE_INT64,
+               (int)SIM_DTYPE_INT64 == (int)IPUOF_DTYPE_INT64 &&
+               (int)IPUOF__DTYPE__DTYPE_FLOAT16 == (int)SIM_DTYPE_FLOAT16 &&
+               (int)SIM_DTYPE_FLOAT16 == (int)IPUOF_DTYPE_FLOAT16,
                "dtypes are ONNX's numbers on the wire, in the simulator and in status.h");
 
 static const struct enummap_row output_kind_rows[] = {
@@ -118,6 +122,16 @@ _Static_assert(ENUMMAP_LEN(recovery_rows) == IPUOF_RECOVERY_FULL_RESET + 1 &&
                    IPUOF__RECOVERY_ACTION__RECOVERY_FULL_RESET + 1,
                "a recovery action without its row");
 
+static const struct enummap_row pod_host_state_rows[] = {
+    {IPUOF__POD_HOST_STATE__POD_HOST_UNKNOWN, POD_UNKNOWN, "unknown"},
+    {IPUOF__POD_HOST_STATE__POD_HOST_REACHABLE, POD_REACHABLE, "reachable"},
+    {IPUOF__POD_HOST_STATE__POD_HOST_UNREACHABLE, POD_UNREACHABLE, "unreachable"},
+    {IPUOF__POD_HOST_STATE__POD_HOST_SELF, POD_SELF, "self"},
+};
+_Static_assert(ENUMMAP_LEN(pod_host_state_rows) == POD_SELF + 1 &&
+               ENUMMAP_LEN(pod_host_state_rows) == IPUOF__POD_HOST_STATE__POD_HOST_SELF + 1,
+               "a Pod host state without its row");
+
 #define TABLE(var, what, rows) const struct enummap var = {what, rows, ENUMMAP_LEN(rows)}
 TABLE(wiremap_dtype, "dtype", dtype_rows);
 TABLE(wiremap_output_kind, "output kind", output_kind_rows);
@@ -129,6 +143,7 @@ TABLE(wiremap_weight_kind, "weight kind", weight_kind_rows);
 TABLE(wiremap_ipu_state, "IPU state", ipu_state_rows);
 TABLE(wiremap_error_class, "error class", error_class_rows);
 TABLE(wiremap_recovery, "recovery action", recovery_rows);
+TABLE(wiremap_pod_host_state, "Pod host state", pod_host_state_rows);
 #undef TABLE
 
 int

@@ -153,6 +153,9 @@ struct sim_train {
     struct sim_opt_state *state;    /* the state tensors by name (optim_state.c) */
     long n_state;
     float **loss_grad;          /* per lane: the loss's gradient, seeded with 1 */
+    struct sim_xreduce xr;      /* the cross-executable all-reduce (fn NULL: none) */
+    atomic_int xfailed;         /* it failed in this run: written by the reducing thread
+                                 * between the step's barriers only */
 };
 
 struct sim_exe_io {
@@ -321,8 +324,9 @@ int sim_exec_bind(struct sim_exe *e, struct sim_err *err);
 /* train.c: allocates the accumulators and optimizer state, binds the backward kernels. */
 int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 
-/* train.c: replica 0's accumulator becomes the reduced gradient of all replicas. */
-void sim_train_reduce(struct sim_exe *e);
+/* train.c: replica 0's accumulator becomes the reduced gradient of all replicas (and, with
+ * e->tr->xr, of every executable's). 0, or the xreduce's error (e->tr->xfailed set). */
+int sim_train_reduce(struct sim_exe *e, struct sim_err *err);
 
 /* train.c: the UPDATE step (program.h) of a device iteration: one optimizer step over the
  * reduced gradient, then every replica's accumulators zeroed for the next iteration, unless

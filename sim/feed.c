@@ -75,6 +75,8 @@ sim_feed_inputs(struct sim_feed *f, uint64_t n)
 void
 sim_feed_close(struct sim_feed *f)
 {
+    if (f == NULL)
+        return;
     pthread_mutex_lock(&f->mu);
     f->closed = true;
     pthread_cond_broadcast(&f->cv);

@@ -301,6 +301,10 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
     case SIM_STEP_TICK:
         if (st->all) {
             sim_crew_barrier(e->crew);
+            /* a failed cross-executable reduce (written before this barrier only): every
+             * thread leaves after this iteration, as thread 0 does */
+            if (e->tr != NULL && atomic_load(&e->tr->xfailed))
+                th->abort_all = true;
             return;
         }
         th->stop = e->ipr == 1 ? must_stop(e, th->rc, th->id)      /* a replica of one IPU */
@@ -314,8 +318,13 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
         th->abort_all = atomic_load(&e->abort_run) != 0;  /* nobody writes it until the next */
         return;
     case SIM_STEP_REDUCE:
-        if (th->idx == 0 && !th->abort_all)
-            sim_train_reduce(e);
+        /* A failed cross-executable reduce: no update, and every thread leaves after the
+         * collective's closing tick (above). */
+        if (th->idx == 0 && !th->abort_all && sim_train_reduce(e, &e->terr[0]) != 0) {
+            e->trc[0] = e->terr[0].code;
+            atomic_store(&e->abort_run, 1);
+            th->abort_all = 1;
+        }
         return;
     case SIM_STEP_UPDATE:
         if (th->idx == 0 && !th->abort_all)
@@ -405,8 +414,10 @@ sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
     unsigned n = e->R * e->ipr;
 
     memset(e->trc, 0, n * sizeof(*e->trc));
-    if (e->tr != NULL)
+    if (e->tr != NULL) {
         memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
+        atomic_store(&e->tr->xfailed, 0);
+    }
     sim_crew_run(e->crew, e, ipu_job, &id);
     return sim_exe_crew_status(e, n, err);
 }

@@ -558,7 +558,7 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
             return rc;
         if (!sim_dtype_ok(m->vals[idx].dtype))
             return sim_err_set(L->err, IPUOF_E_UNSUPPORTED, "graph input '%s' has dtype %s "
-                               "(%d); supported: float, uint8, int8, int32, int64, bool",
+                               "(%d); supported: float, float16, uint8, int8, int32, int64, bool",
                                vi->name, sim_onnx_dtype_name(m->vals[idx].dtype),
                                m->vals[idx].dtype);
         m->inputs[m->n_in++] = idx;

@@ -82,7 +82,8 @@ _OUTPUT_KINDS = {enums.OutputMode.Default: _lib.OUTPUT_DEFAULT,
 
 _TORCH_DTYPES = {_lib.DTYPE_FLOAT: torch.float32, _lib.DTYPE_UINT8: torch.uint8,
                  _lib.DTYPE_INT8: torch.int8, _lib.DTYPE_INT32: torch.int32,
-                 _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool}
+                 _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool,
+                 _lib.DTYPE_FLOAT16: torch.float16}
 
 
 def _profiling_dir(options):
@@ -179,6 +180,20 @@ class PoplarExecutor:
             t = t.float()
         return t.detach().contiguous()
 
+    def _wire_tensor(self, name, t):
+        """Input t as it travels: as it is when the graph takes input name as float16
+        (the call was checked against the compiled dtypes), else as _host_tensor."""
+        if name in getattr(self, "_half_inputs", ()) and t.dtype == torch.float16:
+            return t.detach().contiguous()
+        return self._host_tensor(t)
+
+    def _half_outputs(self, n_out):
+        """The graph outputs of a float16 model that travel as float16: every output
+        except those summed over the run (the daemon sums float, not float16)."""
+        if self._options.output_mode == enums.OutputMode.Sum:
+            return ()
+        return [f"output{i}" for i in range(n_out)]
+
     def _probe(self, call, sample):
         """Runs the module once on the host on copies of sample, with no side effects on
         the host (capture.no_side_effects), to learn its output structure, the inputs it
@@ -236,6 +251,10 @@ class PoplarExecutor:
                                   input_names=list(call.names),
                                   output_names=[f"output{i}" for i in range(n_out)])
                 onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
+                if self._half:
+                    onnx_bytes = capture.type_float16(
+                        onnx_bytes, self._half_inputs,
+                        self._half_outputs(n_out) if not self._training else ())
         except Exception as exc:  # noqa: B902 - any failure of the exporter
             failure = exc if isinstance(exc, Error) else \
                 Error(f"capturing the model with torch.onnx.export failed: {exc}")
@@ -344,8 +363,11 @@ class PoplarExecutor:
         sample = [(self._host_tensor(t)[:b] if b is not None else self._host_tensor(t)).clone()
                   for t, b in zip(call.leaves, micro)]
         # A float16 model (or float16 inputs) is captured and run in float32, its floating
-        # outputs given back as float16: the daemon has no float16 tensors yet.
+        # outputs given back as float16. Its float16 inputs and (inference) outputs travel
+        # as float16 (capture.type_float16).
         self._half = capture.widened_half(self._user_model, call.leaves)
+        self._half_inputs = {n for n, t in zip(call.names, call.leaves)
+                             if t.dtype == torch.float16}
         record = self._probe(call, sample)
         self._sample = sample
         self._record = record
@@ -473,7 +495,7 @@ class PoplarExecutor:
         leaves = self._call.conform(call)
         inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
-        tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
+        tensors = [self._expand_groups(self._wire_tensor(*inputs[i])) for i in self._order]
         try:
             self._exe.run(tensors)
         except RecoverableError as exc:

@@ -203,6 +203,15 @@ test_file_fields(void **state)
         {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0}, \"servers\": "
          "[{\"address\": \"h:1\"}, {\"address\": \"g:1\"}]}",
          "servers lists 2 ipuofd daemons"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": []}}",
+         "f.conf: attributes.\"Pod hosts\" is an empty array (line 1); it must be an array of 1 "
+         "to 17 host names"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": \"a,b\"}}",
+         "attributes.\"Pod hosts\" is a string"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": [\"a\", "
+         "\"b c\"]}}", "attributes.\"Pod hosts\"[1] (line 1) must be a daemon's [pod] name"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": [\"a\", "
+         "\"a\"]}}", "attributes.\"Pod hosts\"[1] names \"a\" again"},
         {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0},", "f.conf: not valid JSON: "
          "line 1, column 51: expected a member name in double quotes, found the end of the text"},
     };
@@ -228,6 +237,19 @@ test_file_fields(void **state)
     }
     assert_string_equal(t.address, "unix:/run/ipuofd.sock");
     assert_int_equal(t.gcd, 3);
+    assert_int_equal(t.n_pod_hosts, 0);
+    /* A GCD of a partition spanning a Pod: its daemon, and every daemon by name. */
+    {
+        const char *pod = "{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 1, "
+                          "\"Num GCDs\": 2, \"Pod hosts\": [\"host-a\", \"host-b\"]}, "
+                          "\"servers\": [{\"address\": \"10.0.0.2:50052\"}]}";
+        if (ipuof_conf_parse("f.conf", pod, strlen(pod), &t, err, sizeof err) != 0)
+            fail_msg("%s", err);
+    }
+    assert_int_equal(t.n_pod_hosts, 2);
+    assert_string_equal(t.pod_hosts[0], "host-a");
+    assert_string_equal(t.pod_hosts[1], "host-b");
+    assert_string_equal(t.address, "10.0.0.2:50052");
 }
 
 static void

@@ -35,10 +35,12 @@ test_every_value_maps(void **state)
     (void)state;
     {
         const int p[] = {IPUOF_DTYPE_FLOAT, IPUOF_DTYPE_UINT8, IPUOF_DTYPE_INT8,
-                         IPUOF_DTYPE_INT32, IPUOF_DTYPE_INT64, IPUOF_DTYPE_BOOL};
+                         IPUOF_DTYPE_INT32, IPUOF_DTYPE_INT64, IPUOF_DTYPE_BOOL,
+                         IPUOF_DTYPE_FLOAT16};
         const int w[] = {IPUOF__DTYPE__DTYPE_FLOAT, IPUOF__DTYPE__DTYPE_UINT8,
                          IPUOF__DTYPE__DTYPE_INT8, IPUOF__DTYPE__DTYPE_INT32,
-                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL};
+                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL,
+                         IPUOF__DTYPE__DTYPE_FLOAT16};
         both_ways(&ipuof_wm_dtype, p, N(p), w, N(w));
         for (size_t i = 0; i < N(p); i++)
             assert_true(ipuof_dtype_size(p[i]) > 0);

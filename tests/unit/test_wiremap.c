@@ -46,10 +46,11 @@ test_every_value_maps(void **state)
     (void)state;
     {
         const int l[] = {SIM_DTYPE_FLOAT, SIM_DTYPE_UINT8, SIM_DTYPE_INT8, SIM_DTYPE_INT32,
-                         SIM_DTYPE_INT64, SIM_DTYPE_BOOL};
+                         SIM_DTYPE_INT64, SIM_DTYPE_BOOL, SIM_DTYPE_FLOAT16};
         const int w[] = {IPUOF__DTYPE__DTYPE_FLOAT, IPUOF__DTYPE__DTYPE_UINT8,
                          IPUOF__DTYPE__DTYPE_INT8, IPUOF__DTYPE__DTYPE_INT32,
-                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL};
+                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL,
+                         IPUOF__DTYPE__DTYPE_FLOAT16};
         round_trip(&wiremap_dtype, l, N(l), w, N(w));
         for (size_t i = 0; i < N(l); i++)
             assert_true(sim_dtype_size(l[i]) > 0);
