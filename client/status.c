@@ -5,6 +5,7 @@
  * ipuof_status() returns, and every string the report hands out lives in one block the
  * report owns, so ipuof_status_report_free() is four free() calls.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,8 @@ struct ipuof_status_report {
     struct ipuof_job_process *procs; /* owned, n_procs entries */
     size_t n_hosts;
     struct ipuof_pod_host *hosts;    /* owned, n_hosts entries */
+    char sim_isa[16];                /* "" from a daemon that does not say */
+    uint64_t cache_used, cache_max;
     char *strings;                   /* owned: every string of the report, NUL-separated */
 };
 
@@ -90,6 +93,9 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->clients = sr->clients;
     r->waiting = sr->waiting;
     r->host_memory = sr->host_memory_bytes;
+    snprintf(r->sim_isa, sizeof r->sim_isa, "%s", sr->sim_isa != NULL ? sr->sim_isa : "");
+    r->cache_used = sr->cache_used_bytes;
+    r->cache_max = sr->cache_bytes;
     r->n_ipus = sr->n_ipus;
     for (size_t i = 0; i < sr->n_ipus; i++) {
         const Ipuof__IpuInfo *in = sr->ipus[i];
@@ -310,4 +316,18 @@ ipuof_pod_host_state_name(int state)
         if (ipuof_wm_pod_host_state.rows[i].a == state)
             name = ipuof_wm_pod_host_state.rows[i].name;
     return name;
+}
+
+const char *
+ipuof_status_report_sim_isa(const ipuof_status_report *r)
+{
+    return r != NULL ? r->sim_isa : "";
+}
+
+uint64_t
+ipuof_status_report_cache_bytes(const ipuof_status_report *r, uint64_t *budget)
+{
+    if (budget != NULL)
+        *budget = r != NULL ? r->cache_max : 0;
+    return r != NULL ? r->cache_used : 0;
 }

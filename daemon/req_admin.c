@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pod.h"
 #include "server.h"
+#include "sim.h"
 #include "wiremap.h"
 
 void
@@ -97,6 +98,11 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     }
     sr.n_pod_hosts = (size_t)nhosts;
     sr.pod_hosts = php;
+    sr.sim_isa = (char *)sim_isa_name(sim_isa_current());
+    pthread_mutex_lock(&s->cache.mu);
+    sr.cache_used_bytes = s->cache.bytes;
+    sr.cache_bytes = s->cache.max_bytes;
+    pthread_mutex_unlock(&s->cache.mu);
     if (job_status(s, &sr.job_processes, &sr.n_job_processes) < 0) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;

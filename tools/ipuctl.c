@@ -92,6 +92,35 @@ print_vipu_table(size_t n)
     return EX_OK;
 }
 
+/* The simulator's level and the executable cache against its budget, as JSON members each
+ * followed by a comma: "sim_isa" (null from a daemon that does not say), "cache_bytes",
+ * "cache_budget_bytes". */
+static void
+print_engine_json(const ipuof_status_report *r)
+{
+    uint64_t budget, used = ipuof_status_report_cache_bytes(r, &budget);
+
+    fputs("\"sim_isa\":", stdout);
+    json_string_or_null(stdout, ipuof_status_report_sim_isa(r));
+    printf(",\"cache_bytes\":%" PRIu64 ",\"cache_budget_bytes\":%" PRIu64 ",", used, budget);
+}
+
+/* The same as a line of the summary: "simulator kernels avx2, executable cache 12.0 MiB
+ * of 1.0 GiB" (nothing from a daemon that says neither). */
+static void
+print_engine_line(const ipuof_status_report *r)
+{
+    uint64_t budget, used = ipuof_status_report_cache_bytes(r, &budget);
+    char isa[32], u[32], b[32];
+
+    if (ipuof_status_report_sim_isa(r)[0] == '\0' && budget == 0)
+        return;
+    human_sanitize(isa, sizeof isa, ipuof_status_report_sim_isa(r));
+    human_bytes(u, sizeof u, used);
+    human_bytes(b, sizeof b, budget);
+    printf("simulator kernels %s, executable cache %s of %s\n", isa[0] ? isa : "?", u, b);
+}
+
 static void
 print_status_json(const ipuof_status_report *r, size_t nvparts)
 {
@@ -100,9 +129,11 @@ print_status_json(const ipuof_status_report *r, size_t nvparts)
     fputs("{\"server_version\":", stdout);
     json_string(stdout, ipuof_status_report_server_version(r));
     printf(",\"uptime_ms\":%" PRIu64 ",\"clients\":%u,\"waiting\":%u,"
-           "\"host_memory_bytes\":%" PRIu64 ",\"ipus\":[",
-           ipuof_status_report_uptime_ms(r), ipuof_status_report_clients(r),
-           ipuof_status_report_waiting(r), ipuof_status_report_host_memory(r));
+           "\"host_memory_bytes\":%" PRIu64 ",", ipuof_status_report_uptime_ms(r),
+           ipuof_status_report_clients(r), ipuof_status_report_waiting(r),
+           ipuof_status_report_host_memory(r));
+    print_engine_json(r);
+    fputs("\"ipus\":[", stdout);
     for (size_t i = 0; i < n; i++) {
         struct ipuof_ipu_info in;
 
@@ -345,6 +376,7 @@ print_status_table(const ipuof_status_report *r)
     printf("ipuofd %s, up %s, %u client%s, %u waiting attach%s\n", version, uptime,
            ipuof_status_report_clients(r), ipuof_status_report_clients(r) == 1 ? "" : "s",
            ipuof_status_report_waiting(r), ipuof_status_report_waiting(r) == 1 ? "" : "es");
+    print_engine_line(r);
     table_init(&t, 8, heads, right);
     for (size_t i = 0; i < n; i++) {
         struct ipuof_ipu_info in;

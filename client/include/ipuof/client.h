@@ -280,6 +280,14 @@ IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_waiting(const ipuof_status_report *r);
 /* Host memory each partition may use for its models' run buffers (bytes). */
 IPUOF_API uint64_t ipuof_status_report_host_memory(const ipuof_status_report *r);
+/* The level the daemon's simulator kernels run at ("baseline", "avx2", "avx512": the CPU's
+ * best, capped by the daemon's IPUOF_SIM_ISA); "" from a daemon that does not say. Borrowed
+ * from the report. */
+IPUOF_API const char *ipuof_status_report_sim_isa(const ipuof_status_report *r);
+/* Bytes the daemon's executable cache holds; its budget (cache_bytes) in *budget unless
+ * budget is NULL. 0 from a daemon that does not say. */
+IPUOF_API uint64_t ipuof_status_report_cache_bytes(const ipuof_status_report *r,
+                                                   uint64_t *budget);
 
 /* One process of a job of several processes sharing a partition (configureProcessId), as
  * the daemon reports it. Strings are borrowed from the report; "" when empty. */
