@@ -14,8 +14,6 @@ its weights from the host module, and again whenever a training model ran since.
 """
 import atexit
 import contextlib
-import inspect
-import io
 import json
 import os
 import warnings
@@ -23,55 +21,14 @@ import weakref
 
 import torch
 
-from . import _device, _lib, blocks, capture, enums, profiling
+from . import (_device, _graph, _hostsync, _lib, _placement, blocks, capture, enums,
+               profiling)
 from .errors import Error, RecoverableError
 from .options import Options
 
 ffi = _lib.ffi
 
-_training_executors = weakref.WeakSet()
 _executors = weakref.WeakSet()  # models that ran with profiling: timelines drawn at exit
-_generation = [0]       # bumped by every training call: inference models re-upload
-_hooked_classes = {}    # original module class -> its weight-syncing subclass
-
-
-def _sync_host():
-    """Copies the weights of every training model whose host copy is stale."""
-    for ex in list(_training_executors):
-        if ex._host_stale:
-            ex.copyWeightsToHost()
-
-
-def _hooked_class(cls):
-    """A subclass of cls whose weight accessors first bring stale weights back from the
-    device."""
-    h = _hooked_classes.get(cls)
-    if h is not None:
-        return h
-
-    def __getattr__(self, name):
-        _sync_host()
-        return cls.__getattr__(self, name)
-
-    def state_dict(self, *args, **kwargs):
-        _sync_host()
-        return cls.state_dict(self, *args, **kwargs)
-
-    def named_parameters(self, *args, **kwargs):
-        _sync_host()
-        return cls.named_parameters(self, *args, **kwargs)
-
-    def named_buffers(self, *args, **kwargs):
-        _sync_host()
-        return cls.named_buffers(self, *args, **kwargs)
-
-    h = type(cls.__name__, (cls,), {
-        "__getattr__": __getattr__, "state_dict": state_dict,
-        "named_parameters": named_parameters, "named_buffers": named_buffers,
-        "_ipuof_original_class": cls, "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__})
-    _hooked_classes[cls] = h
-    return h
 
 
 _OUTPUT_KINDS = {enums.OutputMode.Default: _lib.OUTPUT_DEFAULT,
@@ -171,17 +128,14 @@ class PoplarExecutor:
         self._host_stale = False
         self._trace = None           # the trace file profiling writes, or None
         self._trace_pending = False  # a run wrote it since the last timeline
-        self._uploaded_generation = _generation[0]
+        self._uploaded_generation = _hostsync.generation[0]
         self._weights = {}
         self._names = []
         self._template = None
         self._destroyed = False
         self.model = model
         if training:
-            _training_executors.add(self)
-            for m in model.modules():
-                if not hasattr(type(m), "_ipuof_original_class"):
-                    m.__class__ = _hooked_class(type(m))
+            _hostsync.hook(self, model)
 
     # ---- capture and compile ----------------------------------------------------------
 
@@ -225,134 +179,6 @@ class PoplarExecutor:
             t = t.float()
         return t.detach().contiguous()
 
-    def _probe(self, call, sample):
-        """Runs the module once on the host on copies of sample, with no side effects on
-        the host (capture.no_side_effects), to learn its output structure, the inputs it
-        changes in place and, when training, which output is the loss. Returns the
-        capture.Probe."""
-        m = self._user_model
-        record = capture.Probe()
-        was_training = m.training
-        m.train(self._training)
-        try:
-            with capture.no_side_effects(m), \
-                    torch.enable_grad() if self._training else torch.no_grad():
-                capture.as_float32(m)
-                before = capture.buffer_versions(m)
-                capture.run_flat(m, call, [t.clone() for t in sample], record)
-                changed = capture.changed_buffers(m, before)
-        finally:
-            m.train(was_training)
-        if changed:
-            raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
-                        "ipuofd does not keep such changes between device steps yet (only "
-                        "BatchNorm's running statistics are updated on the device), so the "
-                        "model would compute with stale values; keep the value outside the "
-                        "module or compute it on the host")
-        if self._training and record.loss is None:
-            flat = record.flat
-            cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
-            named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
-            if not cands:
-                raise Error("a training model must return its loss: forward() returned no "
-                            "scalar that depends on trainable weights (return (output, loss) "
-                            "or loss, or mark it with poptorch.identity_loss)")
-            record.loss = (named or cands)[0]
-        record.flat = None
-        return record
-
-    def _export(self, call, sample, record):
-        """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
-        the blocks recorder; no side effects on the host."""
-        m = self._user_model
-        n_out = record.n_graph()
-        was_training = m.training
-        m.train(self._training)
-        mode = torch.onnx.TrainingMode.TRAINING if self._training \
-            else torch.onnx.TrainingMode.EVAL
-        f = io.BytesIO()
-        rec = blocks._Recorder(m)
-        try:
-            with rec, capture.no_side_effects(m) as snap, \
-                    capture.flat_forward(m, call, record), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                capture.as_float32(m)
-                torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
-                                  training=mode, do_constant_folding=False,
-                                  input_names=list(call.names),
-                                  output_names=[f"output{i}" for i in range(n_out)])
-                onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
-        except Exception as exc:  # noqa: B902 - any failure of the exporter
-            failure = exc if isinstance(exc, Error) else \
-                Error(f"capturing the model with torch.onnx.export failed: {exc}")
-        else:
-            failure = None
-        finally:
-            m.train(was_training)
-        if failure is not None:
-            # Raised afresh, without the exporter's frames: their arguments are TorchScript
-            # values of a graph freed by now, and printing them (as pytest does with a
-            # traceback's arguments) crashes the interpreter.
-            failure.__traceback__ = None
-            failure.__context__ = None
-            failure.__cause__ = None
-            raise failure
-        return onnx_bytes, rec
-
-    def _placement(self, rec):
-        """(IPUs per replica, placement dict or None) from the strategy, the recorded
-        blocks and the tensor locations; Error when they need options the library does
-        not have."""
-        o = self._options
-        strategy = o.execution_strategy
-        off_chip = o.TensorLocations.off_chip()
-        if not self._training:
-            # Inference has no optimizer state or accumulators: PopTorch ignores these
-            # locations there (the tutorial clones its training options).
-            off_chip = [k for k in off_chip if k not in ("optimizer", "accumulators")]
-        blocks_list = []
-        if strategy is not None:
-            blocks_list = strategy.placement(rec.blocks, rec.order)
-        elif rec.order and all(rec.blocks[b]["ipu"] is not None for b in rec.order):
-            # Blocks with IPUs and no strategy: PopTorch pipelines them, a stage per IPU.
-            blocks_list = blocks.PipelinedExecution().placement(rec.blocks, rec.order)
-        ipus = max(p[2] for p in blocks_list) + 1 if blocks_list else 1
-        if not (strategy or blocks_list or off_chip):
-            return 1, None
-        if _lib.PLACEMENT:
-            return ipus, {"strategy": strategy.code if strategy else 0,
-                          "blocks": blocks_list, "off_chip": off_chip}
-        needs = []
-        if ipus > 1:
-            needs.append(f"placing blocks on {ipus} IPUs")
-        if off_chip:
-            needs.append("off-chip tensor locations (" + ", ".join(off_chip) + ")")
-        if needs:
-            raise Error(", ".join(needs) + " is not supported by this libipuof-client yet "
-                        f"({_lib.path}): the multi-IPU placement options are not in its API")
-        warnings.warn(f"{type(strategy).__name__ if strategy else 'Blocks'}: every block "
-                      "is on IPU 0, so the model runs as one stage on one IPU (this "
-                      "libipuof-client has no placement options yet)", stacklevel=4)
-        return 1, None
-
-    def _attach(self, ipus_per_replica):
-        o = self._options
-        nproc = o.Distributed.numProcesses
-        # A job of several processes attaches its whole partition from each process.
-        n = o.replication_factor * ipus_per_replica * nproc
-        if n & (n - 1) and not o.auto_round_num_ipus:
-            p = 1
-            while p < n:
-                p <<= 1
-            raise Error(f"The model specifies the use of {n} IPUs, however PopTorch must "
-                        f"reserve a minimum of {p} in order to allow the model to run, "
-                        "because PopTorch must reserve a power of 2 or maximum of 64 IPUs "
-                        "per process. Please reconfigure your model to use a different "
-                        "number of IPUs or set poptorch.Options().autoRoundNumIPUs(True).")
-        self._conn = _device.Connection(_device.program_name())
-        wait = bool(os.environ.get("POPTORCH_WAIT_FOR_IPU"))
-        self._conn.attach(n, o.auto_round_num_ipus, wait, 0, o.Distributed.processId, nproc)
-
     def _revive(self):
         """After destroy(), the next call or compile() starts again: a new capture and a
         new compile (PopTorch's rule, used to change a model's inputs)."""
@@ -360,10 +186,7 @@ class PoplarExecutor:
         self._onnx = None
         self._exe = None
         if self._training:
-            _training_executors.add(self)
-            for m in self._user_model.modules():
-                if not hasattr(type(m), "_ipuof_original_class"):
-                    m.__class__ = _hooked_class(type(m))
+            _hostsync.hook(self, self._user_model)
 
     def compile(self, *args, **kwargs):
         """Captures and compiles the model for inputs like args (a whole combined batch),
@@ -381,7 +204,7 @@ class PoplarExecutor:
             warnings.warn("profiling (POPLAR_ENGINE_OPTIONS autoReport) is not available "
                           "yet: this libipuof-client cannot fetch an execution trace",
                           stacklevel=2)
-        _sync_host()
+        _hostsync.sync()
         call = self._bind(args, kwargs)
         inputs = list(zip(call.names, call.leaves))
         micro = self._micro_batch(inputs)
@@ -392,12 +215,12 @@ class PoplarExecutor:
         # A float16 model (or float16 inputs) is captured and run in float32, its floating
         # outputs given back as float16: the daemon has no float16 tensors yet.
         self._half = capture.widened_half(self._user_model, call.leaves)
-        record = self._probe(call, sample)
+        record = _graph.probe(self._user_model, self._training, call, sample)
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors
-        self._onnx, rec = self._export(call, sample, record)
-        ipus, self._placement_opts = self._placement(rec)
+        self._onnx, rec = _graph.export(self._user_model, self._training, call, sample, record)
+        ipus, self._placement_opts = _placement.placement(o, self._training, rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
@@ -437,8 +260,8 @@ class PoplarExecutor:
     def _recapture(self):
         """An inference model's weights are constants of its graph: after the host's
         weights changed, the graph is captured again and compiled on the same partition."""
-        _sync_host()
-        self._onnx, _ = self._export(self._call, self._sample, self._record)
+        _hostsync.sync()
+        self._onnx, _ = _graph.export(self._user_model, self._training, self._call, self._sample, self._record)
         if self._exe is not None:
             self._exe.free()
             self._exe = None
@@ -449,7 +272,7 @@ class PoplarExecutor:
             raise Error("this model was compiled with connectionType(ConnectionType.Never): "
                         "it cannot be run; use ConnectionType.Always or OnDemand")
         if attach:
-            self._attach(self._ipus)
+            self._conn = _placement.attach(self._options, self._ipus)
         name = "training" if self._training else "inference"
         # Options.enableProfiling(dir) as the environment switch the library reads.
         prof = self._options._values.get("profiling_dir")
@@ -476,7 +299,7 @@ class PoplarExecutor:
                 raise Error(f"the compiled model wants an input '{info['name']}' the call "
                             "does not give")
         self._order = [self._names.index(i["name"]) for i in self._exe.inputs]
-        self._uploaded_generation = _generation[0]
+        self._uploaded_generation = _hostsync.generation[0]
 
     # ---- running --------------------------------------------------------------------------
 
@@ -511,7 +334,7 @@ class PoplarExecutor:
             key = _optimizer_key(self._optimizer)
             if key != self._opt_key:
                 self.setOptimizer(self._optimizer)
-        elif self._uploaded_generation != _generation[0]:
+        elif self._uploaded_generation != _hostsync.generation[0]:
             self._recapture()
         call = self._bind(args, kwargs)
         leaves = self._call.conform(call)
@@ -545,7 +368,7 @@ class PoplarExecutor:
             print(f"{title}: {t}" if title else str(t), flush=True)
         if self._training:
             self._host_stale = True
-            _generation[0] += 1
+            _hostsync.generation[0] += 1
             self._count_batches()
         if self._trace:
             self._trace_pending = True
@@ -613,21 +436,21 @@ class PoplarExecutor:
                     if v.dtype in capture.WIDENED:
                         v = v.float()
                     self._exe.write_weight(name, v.contiguous())
-        self._uploaded_generation = _generation[0]
+        self._uploaded_generation = _hostsync.generation[0]
 
     def load_state_dict(self, state_dict, strict=True):
         """Loads state_dict into the host module and, as PopTorch's wrapper does, onto the
         device: a model on the device gets the weights copied there, a compiled one not
         yet on the device is captured again with them. Returns the module's result
         (missing and unexpected keys)."""
-        _sync_host()
+        _hostsync.sync()
         result = self._user_model.load_state_dict(state_dict, strict)
         self._host_stale = False
-        _generation[0] += 1  # other models of the same module take the new weights too
+        _hostsync.generation[0] += 1  # other models of the same module take the new weights too
         if self._exe is not None:
             self.copyWeightsToDevice()
         elif self._onnx is not None:
-            self._onnx, _ = self._export(self._call, self._sample, self._record)
+            self._onnx, _ = _graph.export(self._user_model, self._training, self._call, self._sample, self._record)
         return result
 
     def setOptimizer(self, optimizer):
@@ -693,12 +516,8 @@ class PoplarExecutor:
         self._release()
         self._destroyed = True
         self._onnx = None
-        _training_executors.discard(self)
-        if self._training and not any(True for _ in _training_executors):
-            for m in self._user_model.modules():
-                orig = getattr(type(m), "_ipuof_original_class", None)
-                if orig is not None:
-                    m.__class__ = orig
+        if self._training:
+            _hostsync.unhook(self, self._user_model)
 
     def __del__(self):
         try:
