@@ -9,7 +9,8 @@ from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_prin
                   nop, recomputationCheckpoint, serializedMatMul, set_available_memory)
 from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
 from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
-                     SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
+                     SerialPhasedExecution, ShardedExecution, Stage, module_repr,
+                     removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
 from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
                     HalfFloatCastingBehavior, Liveness, MatMulSerializationMode,
@@ -24,8 +25,11 @@ symbolics.register()
 
 
 def ipuHardwareIsAvailable(num_ipus=1):
-    """False: ipuofd's IPUs are simulated."""
-    return False
+    """True when an ipuofd answers at IPUOF_SERVER (or 127.0.0.1:50052) and serves at
+    least num_ipus IPUs: its simulated IPUs are the hardware PopTorch programs run on, so
+    programs (and Lightning) that use the IPU only when this is True use them."""
+    from ._introspect import hardware_available
+    return hardware_available(num_ipus)
 
 
 def isRunningOnIpu():
@@ -45,4 +49,4 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "ipu_print_tensor", "nop", "recomputationCheckpoint", "serializedMatMul",
            "set_available_memory", "ops", "TensorLocationSettings", "UnrecoverableError",
            "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
-           "library_path", "removeBlocks", "trainingModel"]
+           "library_path", "module_repr", "removeBlocks", "trainingModel"]

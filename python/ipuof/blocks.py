@@ -125,10 +125,36 @@ def BeginBlock(layer, user_id=None, ipu_id=None):
     that run after it, up to the next BeginBlock, form the block. Returns layer."""
     if not isinstance(layer, torch.nn.Module):
         raise ValueError("BeginBlock expects a torch.nn.Module")
+    layer._ipuof_begin_block_args = (user_id, ipu_id)  # as given, for module_repr
     if user_id is None:
         user_id = str(id(layer))
     layer._ipuof_begin_block = (str(user_id), ipu_id)
     return layer
+
+
+def module_repr(m):
+    """torch's repr of module m with each BeginBlock mark shown before the module it
+    starts, as PopTorch's module_repr shows its block pre-hooks:
+    "(l1): BeginBlock(user_id=None, ipu_id=1) Linear(...)"."""
+    lines = []
+    extra = m.extra_repr()
+    extra_lines = extra.split("\n") if extra else []
+    child_lines = []
+    for key, child in m._modules.items():
+        text = "\n  ".join(module_repr(child).split("\n"))
+        child_lines.append(f"({key}): {text}")
+    lines = extra_lines + child_lines
+    mark = ""
+    args = m.__dict__.get("_ipuof_begin_block_args")
+    if args is not None and hasattr(m, "_ipuof_begin_block"):
+        mark = f"BeginBlock(user_id={args[0]}, ipu_id={args[1]}) "
+    out = mark + m._get_name() + "("
+    if lines:
+        if len(extra_lines) == 1 and not child_lines:
+            out += extra_lines[0]
+        else:
+            out += "\n  " + "\n  ".join(lines) + "\n"
+    return out + ")"
 
 
 def removeBlocks(module):
@@ -136,6 +162,7 @@ def removeBlocks(module):
     for m in module.modules():
         if hasattr(m, "_ipuof_begin_block"):
             del m._ipuof_begin_block
+        m.__dict__.pop("_ipuof_begin_block_args", None)
 
 
 class Stage:

@@ -21,8 +21,8 @@ import weakref
 
 import torch
 
-from . import (_device, _graph, _hostsync, _lib, _placement, blocks, capture, enums,
-               profiling)
+from . import (_anchors, _device, _executor_info, _graph, _hostsync, _introspect, _lib,
+               _placement, blocks, capture, enums, profiling)
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -99,7 +99,7 @@ def _profiling_dir(options):
     return options._values.get("profiling_dir")
 
 
-class PoplarExecutor:
+class PoplarExecutor(_executor_info.ExecutorInfo):
     """A module compiled for (simulated) IPUs. Call it as the module itself."""
 
     def __init__(self, model, options, training, optimizer=None):
@@ -130,6 +130,11 @@ class PoplarExecutor:
         self._trace_pending = False  # a run wrote it since the last timeline
         self._uploaded_generation = _hostsync.generation[0]
         self._weights = {}
+        self._anchors = []           # Options.anchorTensor's (_anchors.Anchor)
+        self._anchor_values = {}     # short name -> the last run's value
+        self._clock = _introspect.RunClock()
+        self._steps_run = 0          # device steps since the generators were seeded
+        self._device_buffers = {}    # buffer values the device computes with (inference)
         self._names = []
         self._template = None
         self._destroyed = False
@@ -219,7 +224,9 @@ class PoplarExecutor:
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors
-        self._onnx, rec = _graph.export(self._user_model, self._training, call, sample, record)
+        self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
+        self._check_buffer_names()
+        self._onnx, rec = self._export_graph(call, sample, record)
         ipus, self._placement_opts = _placement.placement(o, self._training, rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
@@ -233,22 +240,47 @@ class PoplarExecutor:
             replicas=o.replication_factor,
             output_kinds=[(nm, k, n if k == kind else 0)
                           for nm, k in zip(self._out_names, kinds)])
+        for a in self._anchors:
+            if a.kind == "value" and a.long not in self._out_names:
+                k = _OUTPUT_KINDS[a.mode]
+                self._compile_args["output_kinds"].append(
+                    (a.long, k, a.period if a.mode == enums.OutputMode.EveryN else 0))
         self._ipus = ipus
-        self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         o._freeze()
         if o.connection_type == enums.ConnectionType.Always and record.n_graph() > 0:
             self._compile_on_device()
 
-    def _training_args(self):
-        o = self._options
+    def _export_graph(self, call, sample, record):
+        """The ONNX bytes of the module (with the anchored tensors as extra outputs) and
+        the blocks recorder."""
+        onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
+                                        record)
+        onnx_bytes, self._anchors = _anchors.plan(
+            self._options, self._training, onnx_bytes, self._trainable(), self._steps())
+        return onnx_bytes, rec
+
+    def _frozen(self):
+        """The names of the parameters a training model does not update."""
         trainable = set()
         if self._optimizer is not None:
             for g in self._optimizer.param_groups:
                 trainable.update(id(p) for p in g["params"])
-        frozen = [k for k, v in self._weights.items()
-                  if isinstance(v, torch.nn.Parameter) and
-                  (not v.requires_grad or (self._optimizer is not None and
-                                           id(v) not in trainable))]
+        return [k for k, v in self._weights.items()
+                if isinstance(v, torch.nn.Parameter) and
+                (not v.requires_grad or (self._optimizer is not None and
+                                         id(v) not in trainable))]
+
+    def _trainable(self):
+        """The names of the weights a training model updates (empty for inference)."""
+        if not self._training:
+            return set()
+        frozen = set(self._frozen())
+        return {k for k, v in self._weights.items()
+                if isinstance(v, torch.nn.Parameter) and k not in frozen}
+
+    def _training_args(self):
+        o = self._options
+        frozen = self._frozen()
         red = _lib.REDUCTION_SUM if o.Training.accumulation_and_replication_reduction_type \
             == enums.ReductionType.Sum else _lib.REDUCTION_MEAN
         seed = o.random_seed if o.random_seed is not None else 0
@@ -261,7 +293,7 @@ class PoplarExecutor:
         """An inference model's weights are constants of its graph: after the host's
         weights changed, the graph is captured again and compiled on the same partition."""
         _hostsync.sync()
-        self._onnx, _ = _graph.export(self._user_model, self._training, self._call, self._sample, self._record)
+        self._onnx, _ = self._export_graph(self._call, self._sample, self._record)
         if self._exe is not None:
             self._exe.free()
             self._exe = None
@@ -341,6 +373,7 @@ class PoplarExecutor:
         inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
+        start = _introspect.now()
         try:
             self._exe.run(tensors)
         except RecoverableError as exc:
@@ -349,6 +382,9 @@ class PoplarExecutor:
             if exc.recovery_action in ("REATTACH", "RETRY", "PARTITION_RESET", "IPU_RESET"):
                 self._release()
             raise
+        self._clock.record(start, self._exe)
+        self._steps_run += self._options.device_iterations * \
+            self._options.Training.gradient_accumulation
         flat = []
         for i in range(len(self._exe.outputs)):
             shape, dtype, buf = self._exe.output(i)
@@ -366,6 +402,7 @@ class PoplarExecutor:
         for k, title in enumerate(rec.prints):
             t = flat[first_print + k]
             print(f"{title}: {t}" if title else str(t), flush=True)
+        self._read_anchors(flat)
         if self._training:
             self._host_stale = True
             _hostsync.generation[0] += 1
@@ -450,7 +487,7 @@ class PoplarExecutor:
         if self._exe is not None:
             self.copyWeightsToDevice()
         elif self._onnx is not None:
-            self._onnx, _ = _graph.export(self._user_model, self._training, self._call, self._sample, self._record)
+            self._onnx, _ = self._export_graph(self._call, self._sample, self._record)
         return result
 
     def setOptimizer(self, optimizer):
@@ -464,6 +501,12 @@ class PoplarExecutor:
 
     def isCompiled(self):
         return self._exe is not None
+
+    @property
+    def _executable(self):
+        """The model compiled on the daemon, or None (PopTorch's private handle, which
+        Lightning reads)."""
+        return self.__dict__.get("_exe")
 
     def isAttachedToDevice(self):
         return self._exe is not None
@@ -533,8 +576,8 @@ class PoplarExecutor:
         return getattr(model, name)
 
     def __repr__(self):
-        return f"{'training' if self._training else 'inference'}Model(" + \
-            repr(self._user_model) + ")"
+        # PopTorch's: the wrapped module's repr with its BeginBlock marks.
+        return blocks.module_repr(self._user_model)
 
 
 @atexit.register

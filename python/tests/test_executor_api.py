@@ -1,0 +1,183 @@
+"""The executor's public API beyond calling it: tensor names and anchored tensors, the
+simulated clock's perf counters, latencies and cycle count, copyNamedBuffersToDevice,
+module_repr, rng_state, _executable, and ipuHardwareIsAvailable."""
+import os
+import socket
+
+import pytest
+import torch
+import torch.nn as nn
+
+import poptorch
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1 = nn.Linear(4, 4)
+        self.fc2 = nn.Linear(4, 3)
+        self.loss = nn.MSELoss()
+
+    def forward(self, x, labels=None):
+        out = self.fc2(torch.relu(self.fc1(x)))
+        if self.training:
+            return out, self.loss(out, labels)
+        return out
+
+
+def test_tensor_names_and_anchors(daemon):
+    x, y = torch.rand(2, 4), torch.rand(2, 3)
+    model = Net()
+    probe = poptorch.trainingModel(Net())
+    with pytest.raises(AssertionError):
+        probe.getTensorNames()
+    probe.compile(x, y)
+    names = probe.getTensorNames()
+    probe.destroy()
+    assert {"x", "labels", "fc1.weight", "fc2.bias"} <= set(names), names
+    assert "UpdatedVar___fc2.weight" in names and "UpdatedVar___fc1.bias" in names
+    relu = [n for n in names if "Relu" in n]
+    assert relu, names
+
+    opts = poptorch.Options()
+    opts.anchorTensor("act", relu[0])
+    opts.anchorTensor("w", "UpdatedVar___fc2.weight")
+    pm = poptorch.trainingModel(model, opts,
+                                optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    w0 = model.fc2.weight.detach().clone()
+    with torch.no_grad():
+        act = torch.relu(model.fc1(x))
+    pm(x, y)
+    torch.testing.assert_close(pm.getAnchoredTensor("act"), act, rtol=1e-5, atol=1e-6)
+    w1 = pm.getAnchoredTensor("w")
+    assert w1.shape == (3, 4) and not torch.equal(w1, w0)
+    torch.testing.assert_close(w1, model.fc2.weight.detach())  # the device's, after step 1
+    with pytest.raises(poptorch.Error, match="no tensor is anchored as 'nope'"):
+        pm.getAnchoredTensor("nope")
+    pm.destroy()
+
+
+def test_anchor_refusals(daemon):
+    x, y = torch.rand(2, 4), torch.rand(2, 3)
+    opts = poptorch.Options()
+    opts.anchorTensor("g", "Gradient___fc2.bias")
+    with pytest.raises(poptorch.Error, match="does not return gradients"):
+        poptorch.trainingModel(Net(), opts)(x, y)
+    opts = poptorch.Options()
+    opts.anchorTensor("t", "no_such_tensor")
+    with pytest.raises(poptorch.Error, match="the graph has no tensor 'no_such_tensor'"):
+        poptorch.inferenceModel(Net().eval(), opts)(x)
+    opts = poptorch.Options().deviceIterations(2)
+    opts.anchorTensor("w", "UpdatedVar___fc2.weight", poptorch.OutputMode.All)
+    with pytest.raises(poptorch.Error, match="only its value after the run"):
+        poptorch.trainingModel(Net(), opts)(torch.rand(4, 4), torch.rand(4, 3))
+
+
+def test_perf_counters_and_cycles_from_the_simulated_clock(daemon):
+    class MatMul(nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    opts = poptorch.Options().deviceIterations(4).logCycleCount(True)
+    pm = poptorch.inferenceModel(MatMul(), opts)
+    a, b = torch.randn(4, 64, 64), torch.randn(4, 64, 64)
+    with pytest.raises(poptorch.Error, match="not run yet"):
+        pm.getPerfCounters()
+    pm(a, b)
+    perf = pm.getPerfCounters()
+    assert [len(perf[k]) for k in ("input", "input_complete", "output",
+                                   "output_complete")] == [2, 2, 1, 1]
+    assert all(len(s) == 4 for k in perf for s in perf[k])
+    ins, outs = perf["input"][0], perf["output"][0]
+    assert ins == sorted(ins) and all(o > i for i, o in zip(ins, outs))
+    lo, hi, avg = pm.getLatency()
+    assert 0 < lo <= avg <= hi
+    assert pm.getHostIpuLatency() == (0.0, 0.0, 0.0)
+    cycles = pm.cycleCount()
+    # 4 steps of two 64x64x64 products' worth of work take more than one cycle each.
+    assert isinstance(cycles, int) and cycles > 4
+    pm.destroy()
+    pm = poptorch.inferenceModel(MatMul())
+    pm(a[0], b[0])
+    with pytest.raises(poptorch.Error, match="logCycleCount"):
+        pm.cycleCount()
+    pm.destroy()
+
+
+class Buffers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buffer_1", torch.ones(1))
+        self.register_buffer("buffer_2", torch.ones(1))
+
+    def forward(self, x):
+        return torch.sum(x + self.buffer_1 + self.buffer_2)
+
+
+def test_copy_named_buffers_to_device(daemon):
+    opts = poptorch.Options()
+    opts.updatableNamedBuffers(["buffer_1"])
+    pm = poptorch.inferenceModel(Buffers(), opts)
+    x = torch.ones(3)
+    assert pm(x) == 9
+    pm.buffer_1.copy_(pm.buffer_1 + 1)
+    pm.copyNamedBuffersToDevice()
+    assert pm(x) == 12
+    pm.buffer_2.copy_(pm.buffer_2 + 1)  # not updatable: the device keeps 1
+    pm.copyNamedBuffersToDevice()
+    assert pm(x) == 12
+    assert pm.buffer_2.item() == 2  # the host's value is left as the caller set it
+    pm.destroy()
+    pm = poptorch.inferenceModel(Buffers())
+    pm(x)
+    with pytest.raises(poptorch.Error, match="updatableNamedBuffers"):
+        pm.copyNamedBuffersToDevice()
+    pm.destroy()
+    opts = poptorch.Options()
+    opts.updatableNamedBuffers(["non_existing_buffer"])
+    with pytest.raises(poptorch.Error, match="no buffer 'non_existing_buffer'"):
+        poptorch.inferenceModel(Buffers(), opts)(x)
+
+
+def test_module_repr_shows_begin_blocks(daemon):
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    assert "BeginBlock(" not in poptorch.module_repr(m)
+    poptorch.BeginBlock(m[1], ipu_id=1)
+    text = poptorch.module_repr(m)
+    assert "(1): BeginBlock(user_id=None, ipu_id=1) ReLU()" in text, text
+    assert "BeginBlock(user_id=None, ipu_id=1)" in repr(poptorch.inferenceModel(m))
+    poptorch.removeBlocks(m)
+    assert "BeginBlock(" not in poptorch.module_repr(m)
+
+
+def test_executable_and_rng_state(daemon):
+    opts = poptorch.Options().randomSeed(7).deviceIterations(2)
+    pm = poptorch.trainingModel(Net(), opts)
+    assert pm._executable is None
+    with pytest.raises(poptorch.Error, match="not been compiled"):
+        pm.rng_state
+    pm(torch.rand(4, 4), torch.rand(4, 3))
+    assert pm._executable is not None
+    assert pm.rng_state == [7, 2]
+    pm.rng_state = [7, 2]  # the state it has
+    with pytest.raises(poptorch.Error, match="cannot be set"):
+        pm.rng_state = [3, 0]
+    pm.detachFromDevice()
+    assert pm._executable is None
+    pm.destroy()
+
+
+def test_ipu_hardware_is_available_means_a_daemon_serves_ipus(daemon):
+    assert poptorch.ipuHardwareIsAvailable()
+    assert not poptorch.ipuHardwareIsAvailable(4096)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    saved = os.environ["IPUOF_SERVER"]
+    os.environ["IPUOF_SERVER"] = f"127.0.0.1:{port}"
+    try:
+        assert not poptorch.ipuHardwareIsAvailable()
+    finally:
+        os.environ["IPUOF_SERVER"] = saved
