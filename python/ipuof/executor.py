@@ -504,9 +504,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
 
     @property
     def _executable(self):
-        """The model compiled on the daemon, or None (PopTorch's private handle, which
-        Lightning reads)."""
-        return self.__dict__.get("_exe")
+        """PopTorch's private handle, which Lightning reads to know whether the model is
+        compiled: the model on the daemon while attached, the compiled graph (ONNX bytes)
+        while detached, None before compiling and after destroy()."""
+        exe = self.__dict__.get("_exe")
+        return exe if exe is not None else self.__dict__.get("_onnx")
 
     def isAttachedToDevice(self):
         return self._exe is not None
@@ -518,6 +520,16 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
             raise Error("Device is not attached")
         if self._training:
             self.copyWeightsToHostIfNeeded()
+            o = self._optimizer
+            stateful = o is not None and (
+                not isinstance(o, torch.optim.SGD) or
+                any(g.get("momentum", 0.0) for g in o.param_groups))
+            if stateful and self._steps_run and not self.__dict__.get("_warned_state"):
+                self._warned_state = True
+                warnings.warn(f"detachFromDevice: the device's {type(o).__name__} state "
+                              "(momentum, moments) is not kept: after attachToDevice() the "
+                              "optimizer starts again from zero state with the trained "
+                              "weights (warned once per model)", stacklevel=2)
         self._release()
 
     def attachToDevice(self):

@@ -164,8 +164,11 @@ def test_executable_and_rng_state(daemon):
     with pytest.raises(poptorch.Error, match="cannot be set"):
         pm.rng_state = [3, 0]
     pm.detachFromDevice()
-    assert pm._executable is None
+    assert pm._executable is not None and not pm.isAttachedToDevice()  # compiled
+    pm.attachToDevice()
+    assert pm.isAttachedToDevice()
     pm.destroy()
+    assert pm._executable is None
 
 
 def test_ipu_hardware_is_available_means_a_daemon_serves_ipus(daemon):
@@ -181,3 +184,59 @@ def test_ipu_hardware_is_available_means_a_daemon_serves_ipus(daemon):
         assert not poptorch.ipuHardwareIsAvailable()
     finally:
         os.environ["IPUOF_SERVER"] = saved
+
+
+def test_lightning_strategy_calls(daemon):
+    """What Lightning's IPUStrategy does: a training and an inference model of one module,
+    swapped by detachFromDevice/attachToDevice at every stage change, setOptimizer every
+    batch, Options.toDict(); the weights match torch's training of the same batches."""
+    import copy
+    torch.manual_seed(1)
+    model = Net()
+    ref = copy.deepcopy(model)
+    opts = poptorch.Options()
+    assert opts.toDict()["replication_factor"] == 1
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    train = poptorch.trainingModel(model, opts, optimizer=opt)
+    val = poptorch.inferenceModel(model, opts)
+    assert train._options is opts
+    xs = [torch.rand(2, 4) for _ in range(3)]
+    ys = [torch.rand(2, 3) for _ in range(3)]
+    for epoch in range(2):
+        if train._executable and not train.isAttachedToDevice():
+            train.attachToDevice()
+        for x, y in zip(xs, ys):
+            for g in opt.param_groups:
+                g["lr"] = 0.05 / (epoch + 1)
+            for g in ref_opt.param_groups:
+                g["lr"] = 0.05 / (epoch + 1)
+            train.setOptimizer(opt)
+            train(x, y)
+            ref_opt.zero_grad()
+            ref(x, y)[1].backward()
+            ref_opt.step()
+        if train._executable and train.isAttachedToDevice():
+            train.detachFromDevice()
+        if val._executable and not val.isAttachedToDevice():
+            val.attachToDevice()
+        ref.eval()
+        with torch.no_grad():
+            torch.testing.assert_close(val(xs[0]), ref(xs[0]), rtol=1e-5, atol=1e-6)
+        ref.train()
+        if val.isAttachedToDevice():
+            val.detachFromDevice()
+    torch.testing.assert_close(model.fc1.weight.detach(), ref.fc1.weight.detach(),
+                               rtol=1e-5, atol=1e-6)
+    train.destroy()
+    val.destroy()
+
+
+def test_detach_warns_that_optimizer_state_is_not_kept(daemon):
+    model = Net()
+    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(),
+                                                                 lr=0.1, momentum=0.9))
+    pm(torch.rand(2, 4), torch.rand(2, 3))
+    with pytest.warns(UserWarning, match="state .* is not kept"):
+        pm.detachFromDevice()
+    pm.destroy()
