@@ -18,6 +18,7 @@ from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
                     ReductionType, SharingStrategy, SyncPattern, VariableRetrievalMode)
 from .errors import Error, RecoverableError, UnrecoverableError
 from .executor import PoplarExecutor, inferenceModel, trainingModel
+from ._persist import load
 from .options import Options, TensorLocationSettings
 
 __version__ = "0.1.0"
@@ -30,6 +31,14 @@ def ipuHardwareIsAvailable(num_ipus=1):
     programs (and Lightning) that use the IPU only when this is True use them."""
     from ._introspect import hardware_available
     return hardware_available(num_ipus)
+
+
+def ipuHardwareVersion():
+    """2: ipuofd simulates Mk2 IPUs (GC200); Error when no daemon serves IPUs."""
+    from ._introspect import hardware_available
+    if not hardware_available(1):
+        raise Error("ipuHardwareVersion: no ipuofd serving IPUs answers at IPUOF_SERVER")
+    return 2
 
 
 def isRunningOnIpu():
@@ -48,5 +57,6 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "setLogLevel", "CPU", "MultiConv", "NameScope", "cond", "custom_op", "for_loop",
            "ipu_print_tensor", "nop", "recomputationCheckpoint", "serializedMatMul",
            "set_available_memory", "ops", "TensorLocationSettings", "UnrecoverableError",
-           "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
+           "identity_loss", "inferenceModel", "load", "ipuHardwareIsAvailable", "ipuHardwareVersion", "isRunningOnIpu",
+           "optim",
            "library_path", "module_repr", "removeBlocks", "trainingModel"]

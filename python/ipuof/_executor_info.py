@@ -1,10 +1,10 @@
 """The part of PoplarExecutor that tells what the compiled model holds and did: tensor
 names and anchored tensors (_anchors.py), the simulated clock's perf counters, latencies
 and cycle count (_introspect.py), the generators' state, and the buffers
-copyNamedBuffersToDevice updates."""
+copyNamedBuffersToDevice updates, and saving and loading the compiled model (_persist.py)."""
 import torch
 
-from . import _anchors, _introspect, capture
+from . import _anchors, _introspect, _persist, capture
 from .errors import Error
 
 
@@ -129,3 +129,20 @@ class ExecutorInfo:
                 raise Error(f"Options.updatableNamedBuffers: the model has no buffer "
                             f"'{name}'; its buffers are: {', '.join(buffers) or 'none'}")
         self._device_buffers = {k: v.detach().clone() for k, v in buffers.items()}
+
+    def save(self, filename, export_model=True, save_rng_state=True):
+        """Writes the compiled model to filename (poptorch.load reads it); with
+        export_model the torch module and optimizer too."""
+        _persist.save(self, filename, export_model)
+
+    def compileAndExport(self, filename, *args, export_model=True, **kwargs):
+        """Compiles the model for inputs like args/kwargs and saves it to filename."""
+        self.compile(*args, **kwargs)
+        _persist.save(self, filename, export_model)
+
+    def loadExecutable(self, filename):
+        """Takes the compiled model in filename (saved with or without the module) instead
+        of capturing this one."""
+        if self._onnx is not None:
+            raise Error("loadExecutable: this model is already compiled")
+        _persist.install(self, _persist._read(filename))

@@ -6,6 +6,7 @@ training model's weights back, as PopTorch's implicit copyWeightsToHost does: th
 of a training model get a subclass of their own class whose accessors call sync().
 generation counts training calls, so inference models know when to take the weights again.
 """
+import copyreg
 import weakref
 
 training_executors = weakref.WeakSet()
@@ -43,9 +44,25 @@ def _hooked_class(cls):
         sync()
         return cls.named_buffers(self, *args, **kwargs)
 
+    def __reduce_ex__(self, protocol):
+        # Pickled (torch.save, copy.deepcopy) as its own class, with current weights: the
+        # subclass is made at run time and pickle could not name it.
+        sync()
+        self.__class__ = cls
+        try:
+            rv = cls.__reduce_ex__(self, protocol)
+        finally:
+            self.__class__ = h
+        if isinstance(rv, tuple) and rv and rv[0] is copyreg.__newobj__:
+            # pickle checks __newobj__'s class against the object's: build it with
+            # copyreg's plain reconstructor instead (object.__new__(cls)).
+            rv = (copyreg._reconstructor, (cls, object, None)) + tuple(rv[2:])
+        return rv
+
     h = type(cls.__name__, (cls,), {
         "__getattr__": __getattr__, "state_dict": state_dict,
         "named_parameters": named_parameters, "named_buffers": named_buffers,
+        "__reduce_ex__": __reduce_ex__,
         "_ipuof_original_class": cls, "__module__": cls.__module__,
         "__qualname__": cls.__qualname__})
     _hooked_classes[cls] = h

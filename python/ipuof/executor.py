@@ -103,6 +103,12 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
     """A module compiled for (simulated) IPUs. Call it as the module itself."""
 
     def __init__(self, model, options, training, optimizer=None):
+        if isinstance(model, PoplarExecutor):
+            # PopTorch's inferenceModel(training_model): the same module, and its options
+            # (a copy) unless others are given.
+            if options is None:
+                options = model._options.clone()
+            model = model._user_model
         if not isinstance(model, torch.nn.Module):
             raise Error("poptorch expects a torch.nn.Module")
         options = options if options is not None else Options()

@@ -240,3 +240,68 @@ def test_detach_warns_that_optimizer_state_is_not_kept(daemon):
     with pytest.warns(UserWarning, match="state .* is not kept"):
         pm.detachFromDevice()
     pm.destroy()
+
+
+def test_save_and_load(daemon, tmp_path):
+    """save / poptorch.load / compileAndExport / loadExecutable: the loaded model is the
+    saved graph compiled again (an inference graph from the daemon's executable cache),
+    with the module's trained weights, and computes what the saved one did."""
+    torch.manual_seed(3)
+    model = Net()
+    x, y = torch.rand(2, 4), torch.rand(2, 3)
+    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    pm(x, y)
+    path = str(tmp_path / "model.poptorch")
+    pm.save(path)
+    pm.copyWeightsToHost()
+    w = model.fc1.weight.detach().clone()
+    out_saved, _ = pm(x, y)  # the next step from the saved weights
+    pm.destroy()
+
+    loaded = poptorch.load(path)
+    torch.testing.assert_close(loaded.fc1.weight.detach(), w)
+    out, _ = loaded(x, y)
+    torch.testing.assert_close(out, out_saved, rtol=1e-6, atol=1e-6)
+    names = loaded.getTensorNames()
+    assert "UpdatedVar___fc1.weight" in names
+    loaded.destroy()
+
+    inf = poptorch.inferenceModel(Net().eval())
+    path2 = str(tmp_path / "inference.poptorch")
+    inf.compileAndExport(path2, x, export_model=False)
+    expected = inf(x)
+    inf.destroy()
+    with pytest.raises(poptorch.Error, match="export_model=False"):
+        poptorch.load(path2)
+    fresh = poptorch.inferenceModel(Net().eval())
+    fresh.loadExecutable(path2)
+    assert fresh._exe.cached  # the same graph: the daemon's executable cache answered
+    torch.testing.assert_close(fresh(x), expected)  # the saved graph, not this module
+    fresh.destroy()
+    with pytest.raises(poptorch.Error, match="training model"):
+        poptorch.inferenceModel(Net()).loadExecutable(path)
+    with open(path2, "wb") as f:
+        f.write(b"not a model")
+    with pytest.raises(poptorch.Error, match="cannot be read"):
+        poptorch.load(path2)
+
+
+def test_copy_and_pickle_of_a_training_module_take_the_device_weights(daemon, tmp_path):
+    """copy.deepcopy and torch.save of a module a training model trains see the trained
+    weights (they were the weights before training, the host copy being stale), and
+    torch.save works (the weight-syncing subclass could not be pickled)."""
+    import copy
+    model = Net()
+    w0 = model.fc1.weight.detach().clone()
+    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    pm(torch.rand(2, 4), torch.rand(2, 3))
+    clone = copy.deepcopy(model)
+    path = str(tmp_path / "m.pt")
+    torch.save(model, path)
+    loaded = torch.load(path)
+    assert type(loaded) is Net and type(clone) is Net
+    trained = model.fc1.weight.detach()
+    assert not torch.equal(trained, w0)
+    torch.testing.assert_close(clone.fc1.weight.detach(), trained)
+    torch.testing.assert_close(loaded.fc1.weight.detach(), trained)
+    pm.destroy()
