@@ -65,7 +65,8 @@ def export(m, training, call, sample, record):
                               training=mode, do_constant_folding=False,
                               input_names=list(call.names),
                               output_names=[f"output{i}" for i in range(n_out)])
-            onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
+            onnx_bytes = narrow_doubles(
+                    capture.fix_initializers(f.getvalue(), snap.changed()))
     except Exception as exc:  # noqa: B902 - any failure of the exporter
         failure = exc if isinstance(exc, Error) else \
             Error(f"capturing the model with torch.onnx.export failed: {exc}")
@@ -82,3 +83,38 @@ def export(m, training, call, sample, record):
         failure.__cause__ = None
         raise failure
     return onnx_bytes, rec
+
+
+def narrow_doubles(onnx_bytes):
+    """onnx_bytes with float64 made float32: Constant values, initializers, Casts to
+    double and the declared types. The exporter writes Python scalars (baddbmm's beta and
+    alpha, a division by a float) as double constants; the daemon computes in float32, as
+    it does a float64 model (widened at capture, see capture.WIDENED)."""
+    import onnx
+    from onnx import numpy_helper
+    D, F = onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT
+    model = onnx.load_from_string(onnx_bytes)
+    changed = False
+
+    def narrow(t):
+        a = numpy_helper.to_array(t).astype("float32")
+        t.CopyFrom(numpy_helper.from_array(a, t.name))
+
+    g = model.graph
+    for init in g.initializer:
+        if init.data_type == D:
+            narrow(init)
+            changed = True
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == D:
+                narrow(a.t)
+                changed = True
+            elif n.op_type == "Cast" and a.name == "to" and a.i == D:
+                a.i = F
+                changed = True
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == D:
+            v.type.tensor_type.elem_type = F
+            changed = True
+    return model.SerializeToString() if changed else onnx_bytes

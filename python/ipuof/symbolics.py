@@ -11,6 +11,10 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
 - aten::mse_loss and aten::l1_loss: the exporter has none (nn.MSELoss and nn.L1Loss could
   not be captured). (x - y)^2 and |x - y|, reduced by ReduceMean / ReduceSum or not.
 - aten::nansum, aten::count_nonzero, aten::addmv: the exporter has none.
+- The out= forms of matmul, bmm, cumsum and addmv reach the exporter with one argument
+  more than its symbolics take: the same symbolic, then a Cast to out's dtype when it
+  differs (torch converts the result into out; cumsum casts its input to out's dtype
+  first, as torch sums in it).
 - aten::roll (the exporter does not reduce a shift modulo the size: a shift past the end
   gave other values) and aten::pairwise_distance (the exporter drops the absolute value
   and adds eps to p: NaN for odd p): torch's definitions.
@@ -26,7 +30,10 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
   Stirling term too) and triplet_margin (p-norm distances, swap), each torch's formula.
 """
 import torch
+from torch.onnx import _type_utils
 from torch.onnx import symbolic_helper as sym
+from torch.onnx import symbolic_opset9 as _opset9
+from torch.onnx import symbolic_opset11 as _opset11
 
 OPSET = 14
 _FLOAT = 1  # TensorProto.FLOAT
@@ -238,16 +245,59 @@ def instance_norm(g, input, weight, bias, running_mean, running_var, use_input_s
     return y
 
 
-def addmv(g, self, mat, vec, beta, alpha):
+def _as_out(g, result, out):
+    """result cast to the dtype of out (the out= form's destination), when given and of
+    another dtype: torch writes the result into out, converting it."""
+    if out is None or sym._is_none(out):
+        return result
+    st = out.type().scalarType() if out.type().kind() == "TensorType" else None
+    rt = result.type().scalarType() if result.type().kind() == "TensorType" else None
+    if st is None or st == rt:
+        return result
+    return g.op("Cast", result, to_i=_type_utils.JitScalarType.from_name(st).onnx_type())
+
+
+def matmul(g, self, other, out=None):
+    """torch.matmul, also its out= form (the exporter's symbolic takes no out)."""
+    return _as_out(g, _opset9.matmul(g, self, other), out)
+
+
+def bmm(g, self, other, out=None):
+    return _as_out(g, _opset9.bmm(g, self, other), out)
+
+
+def cumsum(g, self, dim, dtype=None, out=None):
+    """torch.cumsum, also its out= form, where torch sums in out's type (the input cast
+    to it first: float 0.7 + 0.6 into an int32 out is 0, not 1)."""
+    if out is not None and not sym._is_none(out):
+        self = _as_out(g, self, out)
+    return _opset11.cumsum(g, self, dim, dtype)
+
+
+def addmv(g, self, mat, vec, beta, alpha, out=None):
     """beta * self + alpha * (mat @ vec): the exporter has no aten::addmv."""
+    return _as_out(g, _addmv(g, self, mat, vec, beta, alpha), out)
+
+
+def _addmv(g, self, mat, vec, beta, alpha):
+    """torch's rule: a term whose factor is 0 is left out, so NaN or inf in it does not
+    propagate (beta == 0: self is ignored; alpha == 0: mat and vec are)."""
     b = float(sym._maybe_get_const(beta, "f"))
     a = float(sym._maybe_get_const(alpha, "f"))
-    mv = g.op("MatMul", mat, vec)
-    if a != 1.0:
-        mv = g.op("Mul", mv, _const(g, a, mv))
-    if b == 0.0:
-        return mv
-    return g.op("Add", self if b == 1.0 else g.op("Mul", self, _const(g, b, self)), mv)
+    terms = []
+    if a != 0.0:
+        mv = g.op("MatMul", mat, vec)
+        terms.append(mv if a == 1.0 else g.op("Mul", mv, _const(g, a, mv)))
+    if b != 0.0:
+        terms.append(self if b == 1.0 else g.op("Mul", self, _const(g, b, self)))
+    if len(terms) < 2:
+        # Zeros of the result's length (mat's rows), added to keep torch's broadcast.
+        rows = g.op("Slice", g.op("Shape", mat), _ints(g, [0]), _ints(g, [1]))
+        terms.append(g.op("Expand", _const(g, 0.0, self), rows))
+    out = terms[0]
+    for t in terms[1:]:
+        out = g.op("Add", out, t)
+    return out
 
 
 # ---- losses the exporter lacks -------------------------------------------------------------
@@ -371,7 +421,8 @@ def register():
     torch.onnx.register_custom_op_symbolic("aten::count_nonzero", count_nonzero, OPSET)
     for name, fn in (("repeat", repeat), ("prelu", prelu), ("selu", selu), ("celu", celu),
                      ("gather", gather), ("instance_norm", instance_norm),
-                     ("addmv", addmv), ("roll", roll),
+                     ("addmv", addmv), ("roll", roll), ("matmul", matmul), ("bmm", bmm),
+                     ("cumsum", cumsum),
                      ("pairwise_distance", pairwise_distance),
                      ("smooth_l1_loss", smooth_l1_loss),
                      ("soft_margin_loss", soft_margin_loss),
