@@ -430,3 +430,6 @@ def register():
                      ("poisson_nll_loss", poisson_nll_loss),
                      ("triplet_margin_loss", triplet_margin_loss)):
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
+    from .symbolics_extra import SYMBOLICS
+    for name, fn in SYMBOLICS:
+        torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

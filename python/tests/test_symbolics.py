@@ -64,6 +64,23 @@ CASES = {
                 [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
     "triplet_swap_p1": (lambda y, p, n: F.triplet_margin_loss(y, p, n, p=1.0, swap=True),
                         [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
+    # symbolics_extra.py
+    "cumprod": (lambda y: torch.cumprod(y, dim=1), [torch.randn(4, 6)]),
+    "cumprod_dim0": (lambda y: torch.cumprod(y.reshape(2, 2, 6), dim=0), [torch.randn(4, 6)]),
+    "fold": (lambda y: F.fold(y.reshape(1, 4, 6), (3, 4), (2, 2)), [torch.randn(4, 6)]),
+    # stride 3 over 11 rows with padding 1: the last rows lie past the patches' reach.
+    "fold_stride_padding": (lambda y: F.fold(y.reshape(1, 9, 16), (11, 11), (3, 3),
+                                             stride=3, padding=1),
+                            [torch.randn(16, 9)], 9),
+    "avg_pool_unbatched": (lambda y: F.avg_pool1d(y, 3, stride=1, padding=1,
+                                                  count_include_pad=True),
+                           [torch.randn(4, 6)]),
+    "bce": (lambda y, t: F.binary_cross_entropy(torch.sigmoid(y), t),
+            [torch.randn(4, 6), torch.rand(4, 6)]),
+    "bce_sum": (lambda y, t: F.binary_cross_entropy(torch.sigmoid(y), t, reduction="sum"),
+                [torch.randn(4, 6), torch.rand(4, 6)]),
+    "hinge_embedding": (lambda y, t: F.hinge_embedding_loss(y, t, margin=0.5),
+                        [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
 }
 
 
@@ -104,4 +121,19 @@ def test_integer_gather(daemon):
     i = torch.randint(0, 5, (3, 4))
     pm = poptorch.inferenceModel(G())
     assert torch.equal(pm(y, i), G()(y, i))
+    pm.destroy()
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+def test_all_any_of_integers(daemon, op):
+    """all/any of an integer tensor: non-zero is true (the exporter applied Not to int64,
+    which the daemon refused)."""
+    class M(nn.Module):
+        def forward(self, y):
+            return op(y), op(y, dim=1)
+
+    y = torch.tensor([[0, 3, -1], [2, 5, 7]])
+    pm = poptorch.inferenceModel(M())
+    for got, want in zip(pm(y), M()(y)):
+        assert torch.equal(got, want)
     pm.destroy()
