@@ -13,9 +13,10 @@ from .errors import Error
 def probe(m, training, call, sample):
     """Runs module m once on the host on copies of sample, with no side effects on
     the host (capture.no_side_effects), to learn its output structure, the inputs it
-    changes in place and, when training, which output is the loss. Returns the
-    capture.Probe."""
+    changes in place and, when training, which output is the loss and which parameters
+    it has no gradient for (record.no_grad). Returns the capture.Probe."""
     record = capture.Probe()
+    record.no_grad = []
     was_training = m.training
     m.train(training)
     try:
@@ -23,8 +24,12 @@ def probe(m, training, call, sample):
                 torch.enable_grad() if training else torch.no_grad():
             capture.as_float32(m)
             before = capture.buffer_versions(m)
-            capture.run_flat(m, call, [t.clone() for t in sample], record)
+            flat = capture.run_flat(m, call, [t.clone() for t in sample], record)
+            record.out_dtypes = [t.dtype for t in flat[:record.n_out]]
             changed = capture.changed_buffers(m, before)
+            if training and not changed:
+                _find_loss(record)
+                record.no_grad = _without_gradient(m, flat[record.loss])
     finally:
         m.train(was_training)
     if changed:
@@ -33,17 +38,37 @@ def probe(m, training, call, sample):
                     "BatchNorm's running statistics are updated on the device), so the "
                     "model would compute with stale values; keep the value outside the "
                     "module or compute it on the host")
-    if training and record.loss is None:
-        flat = record.flat
-        cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
-        named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
-        if not cands:
-            raise Error("a training model must return its loss: forward() returned no "
-                        "scalar that depends on trainable weights (return (output, loss) "
-                        "or loss, or mark it with poptorch.identity_loss)")
-        record.loss = (named or cands)[0]
     record.flat = None
     return record
+
+
+def _find_loss(record):
+    """Sets record.loss when identity_loss did not: the returned scalar that carries
+    gradients (one whose autograd node is a loss's first)."""
+    if record.loss is not None:
+        return
+    flat = record.flat
+    cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
+    named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
+    if not cands:
+        raise Error("a training model must return its loss: forward() returned no "
+                    "scalar that depends on trainable weights (return (output, loss) "
+                    "or loss, or mark it with poptorch.identity_loss)")
+    record.loss = (named or cands)[0]
+
+
+def _without_gradient(m, loss):
+    """The names of m's trainable parameters the loss has no gradient for (detached, or
+    not used): torch's optimizers leave them alone, while the ONNX graph, which has no
+    detach, would train them; they are frozen on the device."""
+    params = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
+    if not params or not loss.requires_grad:
+        return [n for n, _ in params]
+    try:
+        grads = torch.autograd.grad(loss.sum(), [p for _, p in params], allow_unused=True)
+    except RuntimeError:
+        return []  # a graph torch cannot differentiate here: the daemon decides alone
+    return [n for (n, _), g in zip(params, grads) if g is None]
 
 
 def export(m, training, call, sample, record):
@@ -67,6 +92,7 @@ def export(m, training, call, sample, record):
                               output_names=[f"output{i}" for i in range(n_out)])
             onnx_bytes = narrow_doubles(
                     capture.fix_initializers(f.getvalue(), snap.changed()))
+            check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
     except Exception as exc:  # noqa: B902 - any failure of the exporter
         failure = exc if isinstance(exc, Error) else \
             Error(f"capturing the model with torch.onnx.export failed: {exc}")
@@ -118,3 +144,27 @@ def narrow_doubles(onnx_bytes):
             v.type.tensor_type.elem_type = F
             changed = True
     return model.SerializeToString() if changed else onnx_bytes
+
+
+_ONNX_OF = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int32: 6,
+            torch.int64: 7, torch.bool: 9}
+
+
+def check_output_dtypes(onnx_bytes, dtypes):
+    """Error when an output of the graph has another dtype than torch's run gave it: the
+    exporter dropped a conversion (Tensor.copy_ into a tensor of another dtype is
+    exported as the source's values), so the graph would compute other numbers."""
+    if not dtypes:
+        return
+    import onnx
+    outs = onnx.load_from_string(onnx_bytes).graph.output
+    for i, (o, dt) in enumerate(zip(outs, dtypes)):
+        want = _ONNX_OF.get(torch.float32 if dt in capture.WIDENED else dt)
+        got = o.type.tensor_type.elem_type
+        if want is not None and got and got != want:
+            name = onnx.TensorProto.DataType.Name(got).lower()
+            raise Error(f"capturing the model: torch.onnx.export computes output {i} as "
+                        f"{name} where the module returns {dt}: the exporter dropped a "
+                        "dtype conversion (for example Tensor.copy_ into a tensor of "
+                        "another dtype), so the graph would give other numbers; convert "
+                        "explicitly (src.to(dst.dtype)) before copying")

@@ -202,6 +202,13 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
     def compile(self, *args, **kwargs):
         """Captures and compiles the model for inputs like args (a whole combined batch),
         without running it."""
+        # Under torch.inference_mode() the capture's copies of the inputs would be
+        # inference tensors, which keep no version counter (the capture reads it to find
+        # inputs the model changes in place).
+        with torch.inference_mode(False):
+            self._compile(args, kwargs)
+
+    def _compile(self, args, kwargs):
         if self._destroyed:
             self._revive()
         if self._exe is not None or self._onnx is not None:
@@ -271,10 +278,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
         if self._optimizer is not None:
             for g in self._optimizer.param_groups:
                 trainable.update(id(p) for p in g["params"])
+        no_grad = set(getattr(self._record, "no_grad", ()))  # detached or unused
         return [k for k, v in self._weights.items()
                 if isinstance(v, torch.nn.Parameter) and
-                (not v.requires_grad or (self._optimizer is not None and
-                                         id(v) not in trainable))]
+                (not v.requires_grad or k in no_grad or
+                 (self._optimizer is not None and id(v) not in trainable))]
 
     def _trainable(self):
         """The names of the weights a training model updates (empty for inference)."""
@@ -286,7 +294,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
 
     def _training_args(self):
         o = self._options
-        frozen = self._frozen()
+        inits = set(_anchors.graph_names(self._onnx)[1])
+        frozen = [k for k in self._frozen() if k in inits]  # the daemon knows the graph's
         red = _lib.REDUCTION_SUM if o.Training.accumulation_and_replication_reduction_type \
             == enums.ReductionType.Sum else _lib.REDUCTION_MEAN
         seed = o.random_seed if o.random_seed is not None else 0

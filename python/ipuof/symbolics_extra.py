@@ -12,6 +12,8 @@ lacks or writes as the daemon cannot take, each written with ops the daemon has.
   on the input with a batch dimension of 1 added, then removes it.
 - aten::all and aten::any of a non-bool input: the exporter applies Not (bool only) to it;
   the input is cast to bool first (non-zero is true), as torch reads it.
+- aten::copy (Tensor.copy_; no exporter symbolic): src cast to the destination's dtype and
+  broadcast to its shape.
 - aten::binary_cross_entropy and aten::hinge_embedding_loss: torch's formulas (the log
   clamped at -100 as torch's BCE; weight multiplies each element).
 """
@@ -135,7 +137,18 @@ def hinge_embedding_loss(g, self, target, margin, reduction):
     return _s._reduce(g, loss, reduction)
 
 
-SYMBOLICS = (("cumprod", cumprod), ("col2im", col2im),
+def copy(g, self, src, non_blocking=None):
+    """Tensor.copy_ (aten::copy once the exporter has removed the in-place form): src in
+    self's dtype, broadcast to self's shape."""
+    st = self.type().scalarType() if self.type().kind() == "TensorType" else None
+    rt = src.type().scalarType() if src.type().kind() == "TensorType" else None
+    if st is not None and st != rt:
+        from torch.onnx import _type_utils
+        src = g.op("Cast", src, to_i=_type_utils.JitScalarType.from_name(st).onnx_type())
+    return g.op("Expand", src, g.op("Shape", self))
+
+
+SYMBOLICS = (("copy", copy), ("cumprod", cumprod), ("col2im", col2im),
              ("avg_pool1d", _unbatched_pool("avg_pool1d", 1, _single)),
              ("avg_pool2d", _unbatched_pool("avg_pool2d", 2, _pair)),
              ("avg_pool3d", _unbatched_pool("avg_pool3d", 3, _triple)),
