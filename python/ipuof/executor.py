@@ -111,7 +111,20 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
             model = model._user_model
         if not isinstance(model, torch.nn.Module):
             raise Error("poptorch expects a torch.nn.Module")
-        options = options if options is not None else Options()
+        if options is not None:
+            if not isinstance(options, Options):
+                raise Error(f"Invalid type: 'options' is of type {type(options)} "
+                            "(Expected poptorch.Options)")
+            # PopTorch's rule: the caller's options are frozen (a change after a model
+            # took them raises) and the model keeps its own copy.
+            options._freeze()
+            options = options.clone()
+        else:
+            options = Options()
+        if options.output_mode == enums.OutputMode.Default:
+            # All results in inference, the last one in training (PopTorch's default).
+            options.outputMode(enums.OutputMode.Final if training else enums.OutputMode.All)
+        options._freeze()
         if not training and options.Training.gradient_accumulation != 1:
             msg = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or "
                    "leave it as its default value (1) when running a "
@@ -516,6 +529,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
 
     def isCompiled(self):
         return self._exe is not None
+
+    @property
+    def options(self):
+        """The model's own copy of the options it was given (frozen once compiled)."""
+        return self._options
 
     @property
     def _executable(self):

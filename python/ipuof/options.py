@@ -227,6 +227,7 @@ class _PopartOptions(_OptionsDict):
     """PopART session options: none has a meaning on ipuofd."""
 
     def set(self, key, value):
+        self._check_frozen()
         if ("_Popart.set", key) not in _warned:
             _warned.add(("_Popart.set", key))
             warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
@@ -294,6 +295,7 @@ class Options(_OptionsDict):
         seed = random_seed
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"randomSeed expects an integer >= 0, not {seed!r}")
+        self._check_frozen()
         torch.manual_seed(seed)
         return self.set(random_seed=seed)
 

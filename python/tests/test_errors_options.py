@@ -353,3 +353,28 @@ def test_both_names_are_one_module():
     assert poptorch is ipuof
     optim = importlib.import_module("poptorch.optim")
     assert optim.AdamW is ipuof.optim.AdamW
+
+
+def test_options_are_frozen_and_copied_when_a_model_or_loader_takes_them(daemon):
+    """PopTorch's rule: the Options a model or DataLoader was given cannot change
+    afterwards (the change would be silently ignored by the compiled model), the model
+    keeps its own copy (poptorch_model.options) with the output mode made explicit, and
+    clone() gives a copy that can change."""
+    opts = poptorch.Options()
+    pm = poptorch.inferenceModel(torch.nn.Linear(2, 2), opts)
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts.randomSeed(42)
+    with pytest.raises(poptorch.Error, match="frozen"):
+        pm.options.set(random_seed=42)
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts._Popart.set("groupNormStridedChannelGrouping", True)
+    assert opts.defaultOutputMode()
+    assert pm.options.output_mode == poptorch.OutputMode.All
+    assert poptorch.trainingModel(torch.nn.Linear(2, 2), opts).options.output_mode == \
+        poptorch.OutputMode.Final
+    c = opts.clone()
+    c.randomSeed(3)
+    opts2 = poptorch.Options()
+    poptorch.DataLoader(opts2, torch.utils.data.TensorDataset(torch.zeros(4, 1)))
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts2.deviceIterations(2)

@@ -200,7 +200,8 @@ def test_lightning_strategy_calls(daemon):
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
     train = poptorch.trainingModel(model, opts, optimizer=opt)
     val = poptorch.inferenceModel(model, opts)
-    assert train._options is opts
+    assert train._options is not opts  # its own copy, the output mode made Final
+    assert train._options.output_mode == poptorch.OutputMode.Final
     xs = [torch.rand(2, 4) for _ in range(3)]
     ys = [torch.rand(2, 3) for _ in range(3)]
     for epoch in range(2):
