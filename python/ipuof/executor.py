@@ -421,9 +421,14 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
             if not self._exe.outputs[i]["step"] and t.numel() == 1:
                 t = t.reshape(())
             flat.append(t)
+        rec = self._record
         if self._half:
             flat = [t.half() if t.is_floating_point() else t for t in flat]
-        rec = self._record
+        # An output torch gives as float16, bfloat16 or float64 (nansum(dtype=...),
+        # .double()) was computed in float32 by the daemon: given back in torch's dtype.
+        for i, dt in enumerate(getattr(rec, "out_dtypes", ())[:len(flat)]):
+            if dt in capture.WIDENED and flat[i].dtype == torch.float32:
+                flat[i] = flat[i].to(dt)
         for k, i in enumerate(rec.mutated):
             self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
         first_print = rec.n_graph() - len(rec.prints)

@@ -45,3 +45,21 @@ def test_half_model_trains_and_weights_come_back_half(daemon):
     assert m.fc.weight.dtype == torch.float16
     assert not torch.equal(m.fc.weight.detach(), w0)
     pm.destroy()
+
+
+def test_outputs_keep_the_dtype_torch_gives(daemon):
+    """A float32 model whose outputs torch gives as float16 or float64 (nansum(dtype=),
+    .double()): computed in float32 on the daemon, given back in torch's dtype (they came
+    back float32)."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.nansum(x, dim=1, dtype=torch.float16), x.double() * 3
+
+    x = torch.tensor([[1.0, float("nan"), 2.5], [0.25, 4.0, float("nan")]])
+    pm = poptorch.inferenceModel(M())
+    got = pm(x)
+    want = M()(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, equal_nan=True)
+    pm.destroy()
