@@ -10,7 +10,7 @@ from . import blocks, capture
 from .errors import Error
 
 
-def probe(m, training, call, sample):
+def probe(m, training, call, sample, replicas=1):
     """Runs module m once on the host on copies of sample, with no side effects on
     the host (capture.no_side_effects), to learn its output structure, the inputs it
     changes in place and, when training, which output is the loss and which parameters
@@ -26,12 +26,20 @@ def probe(m, training, call, sample):
             before = capture.buffer_versions(m)
             flat = capture.run_flat(m, call, [t.clone() for t in sample], record)
             record.out_dtypes = [t.dtype for t in flat[:record.n_out]]
+            _check_buffers_kept(m, before)
             changed = capture.changed_buffers(m, before)
             if training and not changed:
                 _find_loss(record)
                 record.no_grad = _without_gradient(m, flat[record.loss])
     finally:
         m.train(was_training)
+    if changed and replicas > 1:
+        raise Error("PopTorch does not support broadcasting buffers. If your model is able "
+                    "to tolerate buffers becoming out of sync between replicas, you can "
+                    "disable buffer broadcasting using poptorch.Options.broadcastBuffers"
+                    f"(False). (forward() changes the buffer(s) {', '.join(changed)} in "
+                    "place; ipuofd does not keep such changes between device steps yet, "
+                    "with or without broadcasting)")
     if changed:
         raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
                     "ipuofd does not keep such changes between device steps yet (only "
@@ -40,6 +48,21 @@ def probe(m, training, call, sample):
                     "module or compute it on the host")
     record.flat = None
     return record
+
+
+def _check_buffers_kept(m, before):
+    """PopTorch's errors for a forward() that removes a buffer or assigns another tensor
+    to its name (the graph would hold the old one)."""
+    now = dict(torch.nn.Module.named_buffers(m))
+    for name, (t, _value) in before.items():
+        if name not in now:
+            raise Error(f"Buffer {name} is removed from the model when calling the forward "
+                        "method.")
+        if now[name] is not t:
+            raise Error(f"Buffer {name} is reassigned within the model when calling the "
+                        "forward method. This is not supported. Consider using "
+                        f"self.{name}.copy_(src) to copy data from a source tensor, where "
+                        "src is the name of the source tensor.")
 
 
 def _find_loss(record):

@@ -246,7 +246,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
         # A float16 model (or float16 inputs) is captured and run in float32, its floating
         # outputs given back as float16: the daemon has no float16 tensors yet.
         self._half = capture.widened_half(self._user_model, call.leaves)
-        record = _graph.probe(self._user_model, self._training, call, sample)
+        record = _graph.probe(self._user_model, self._training, call, sample,
+                              o.replication_factor)
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors

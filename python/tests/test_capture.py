@@ -530,3 +530,44 @@ def test_copy_of_a_computed_tensor(daemon):
     assert out.dtype == want.dtype
     torch.testing.assert_close(out, want)
     pm.destroy()
+
+
+@pytest.mark.parametrize("how", ["remove", "reassign"])
+def test_forward_that_removes_or_reassigns_a_buffer_is_refused(daemon, how):
+    """PopTorch's errors: the graph would hold the old buffer."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("y", torch.tensor([2.0]))
+
+        def forward(self, x):
+            if how == "remove":
+                del self._buffers["y"]
+            else:
+                self.y = x
+            return x + 1
+
+    m = M()
+    pm = poptorch.inferenceModel(m)
+    word = "removed from" if how == "remove" else "reassigned within"
+    with pytest.raises(poptorch.Error, match=f"Buffer y is {word} the model"):
+        pm(torch.tensor([5.0]))
+    assert "y" in m._buffers and torch.equal(m.y, torch.tensor([2.0]))  # left as it was
+
+
+def test_buffer_changed_in_place_with_replicas_names_broadcasting(daemon):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.register_buffer("b", torch.zeros(2))
+
+        def forward(self, x, t):
+            with torch.no_grad():
+                self.b += 1
+            out = self.fc(x)
+            return out, nn.functional.mse_loss(out, t)
+
+    pm = poptorch.trainingModel(M(), poptorch.Options().replicationFactor(2))
+    with pytest.raises(poptorch.Error, match="does not support broadcasting buffers"):
+        pm(torch.rand(4, 2), torch.rand(4, 2))
