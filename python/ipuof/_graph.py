@@ -116,6 +116,9 @@ def export(m, training, call, sample, record):
             onnx_bytes = narrow_doubles(
                     capture.fix_initializers(f.getvalue(), snap.changed()))
             check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
+            if rec.blocks:
+                import onnx
+                rec.prune([n.name for n in onnx.load_from_string(onnx_bytes).graph.node])
     except Exception as exc:  # noqa: B902 - any failure of the exporter
         failure = exc if isinstance(exc, Error) else \
             Error(f"capturing the model with torch.onnx.export failed: {exc}")

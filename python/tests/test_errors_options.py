@@ -378,3 +378,32 @@ def test_options_are_frozen_and_copied_when_a_model_or_loader_takes_them(daemon)
     poptorch.DataLoader(opts2, torch.utils.data.TensorDataset(torch.zeros(4, 1)))
     with pytest.raises(poptorch.Error, match="frozen"):
         opts2.deviceIterations(2)
+
+
+def test_blocks_of_inline_ops(daemon):
+    """poptorch.Block around ops that are no module's (x * 2 inline): while the exporter
+    traces, the block pushes a scope of its own, so its ops are named under it and placed
+    on its IPU (the block 'contained no module' and was refused)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(5, 5)
+
+        def forward(self, x):
+            with poptorch.Block("first", ipu_id=0):
+                x = self.fc(x) * 2
+            with poptorch.Block("second", ipu_id=1):
+                x = torch.relu(x) + 1
+            return x
+
+    m = M().eval()
+    opts = poptorch.Options().deviceIterations(2)
+    opts.setExecutionStrategy(poptorch.PipelinedExecution("first", "second"))
+    pm = poptorch.inferenceModel(m, opts)
+    x = torch.randn(4, 5)
+    out = pm(x)
+    torch.testing.assert_close(out, m(x), rtol=1e-5, atol=1e-6)
+    assert pm._ipus == 2
+    placed = {p: ipu for p, _stage, ipu in pm._placement_opts["blocks"]}
+    assert placed["/ipuof_block_1/"] == 1, placed
+    pm.destroy()
