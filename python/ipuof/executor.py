@@ -389,14 +389,19 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
             # Nothing comes back and nothing changes: the device has nothing to do.
             self._call.conform(self._bind(args, kwargs))
             return capture.unflatten(self._record.out_spec, iter([]))
+        if not self._training and self._uploaded_generation != _hostsync.generation[0]:
+            self._recapture()  # the host's weights changed (a training model ran)
         if self._exe is None:
+            # The first run, or the first after detachFromDevice(): a training model's
+            # graph holds the weights of its capture, so the host's are written.
             self._compile_on_device()
+            if self._training and self.__dict__.get("_detached"):
+                self.copyWeightsToDevice()
+            self._detached = False
         if self._training:
             key = _optimizer_key(self._optimizer)
             if key != self._opt_key:
                 self.setOptimizer(self._optimizer)
-        elif self._uploaded_generation != _hostsync.generation[0]:
-            self._recapture()
         call = self._bind(args, kwargs)
         leaves = self._call.conform(call)
         inputs = list(zip(self._names, leaves))
@@ -563,6 +568,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo):
             stateful = o is not None and (
                 not isinstance(o, torch.optim.SGD) or
                 any(g.get("momentum", 0.0) for g in o.param_groups))
+            self._detached = True
             if stateful and self._steps_run and not self.__dict__.get("_warned_state"):
                 self._warned_state = True
                 warnings.warn(f"detachFromDevice: the device's {type(o).__name__} state "
