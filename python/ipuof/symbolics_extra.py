@@ -12,6 +12,8 @@ lacks or writes as the daemon cannot take, each written with ops the daemon has.
   on the input with a batch dimension of 1 added, then removes it.
 - aten::all and aten::any of a non-bool input: the exporter applies Not (bool only) to it;
   the input is cast to bool first (non-zero is true), as torch reads it.
+- aten::group_norm of a (N, C) input: the exporter's symbolic indexes a spatial dimension
+  (list index out of range); one of size 1 is added and removed around it.
 - aten::copy (Tensor.copy_; no exporter symbolic): src cast to the destination's dtype and
   broadcast to its shape.
 - aten::binary_cross_entropy and aten::hinge_embedding_loss: torch's formulas (the log
@@ -148,7 +150,18 @@ def copy(g, self, src, non_blocking=None):
     return g.op("Expand", src, g.op("Shape", self))
 
 
-SYMBOLICS = (("copy", copy), ("cumprod", cumprod), ("col2im", col2im),
+def group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled):
+    """The exporter's group_norm (InstanceNormalization on a reshaped input), which indexes
+    a spatial dimension: a (N, C) input gets one of size 1 added, then removed."""
+    sizes = sym._get_tensor_sizes(input)
+    if sizes is not None and len(sizes) == 2:
+        x = g.op("Unsqueeze", input, _s._ints(g, [2]))
+        y = _opset9.group_norm(g, x, num_groups, weight, bias, eps, cudnn_enabled)
+        return g.op("Squeeze", y, _s._ints(g, [2]))
+    return _opset9.group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled)
+
+
+SYMBOLICS = (("copy", copy), ("group_norm", group_norm), ("cumprod", cumprod), ("col2im", col2im),
              ("avg_pool1d", _unbatched_pool("avg_pool1d", 1, _single)),
              ("avg_pool2d", _unbatched_pool("avg_pool2d", 2, _pair)),
              ("avg_pool3d", _unbatched_pool("avg_pool3d", 3, _triple)),

@@ -79,6 +79,7 @@ CASES = {
             [torch.randn(4, 6), torch.rand(4, 6)]),
     "bce_sum": (lambda y, t: F.binary_cross_entropy(torch.sigmoid(y), t, reduction="sum"),
                 [torch.randn(4, 6), torch.rand(4, 6)]),
+    "group_norm_2d_input": (nn.GroupNorm(3, 6), [torch.randn(4, 6)]),
     "hinge_embedding": (lambda y, t: F.hinge_embedding_loss(y, t, margin=0.5),
                         [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
 }
