@@ -12,6 +12,8 @@ lacks or writes as the daemon cannot take, each written with ops the daemon has.
   on the input with a batch dimension of 1 added, then removes it.
 - aten::all and aten::any of a non-bool input: the exporter applies Not (bool only) to it;
   the input is cast to bool first (non-zero is true), as torch reads it.
+- aten::ctc_loss (no exporter symbolic): the daemon's ai.graphcore::CtcLoss, as PopTorch
+  lowers nn.CTCLoss (reduction mean or sum; lengths given as lists become constants).
 - aten::group_norm of a (N, C) input: the exporter's symbolic indexes a spatial dimension
   (list index out of range); one of size 1 is added and removed around it.
 - aten::copy (Tensor.copy_; no exporter symbolic): src cast to the destination's dtype and
@@ -161,7 +163,25 @@ def group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled):
     return _opset9.group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled)
 
 
-SYMBOLICS = (("copy", copy), ("group_norm", group_norm), ("cumprod", cumprod), ("col2im", col2im),
+def ctc_loss(g, log_probs, targets, input_lengths, target_lengths, blank, reduction,
+             zero_infinity):
+    """nn.CTCLoss as the daemon's ai.graphcore::CtcLoss (PopTorch's lowering): log_probs
+    (T, N, C), padded targets (N, S), lengths (N); reduction mean or sum (PopTorch refuses
+    none, and so does the daemon)."""
+    def lengths(v):
+        if sym._is_value(v) and v.type().kind() == "TensorType":
+            return v
+        vals = sym._maybe_get_const(v, "is")
+        return g.op("Constant", value_t=torch.tensor(list(vals), dtype=torch.int64))
+    r = sym._maybe_get_const(reduction, "i")
+    red = {0: "none", 1: "mean", 2: "sum"}.get(r, "mean")
+    return g.op("ai.graphcore::CtcLoss", log_probs, targets, lengths(input_lengths),
+                lengths(target_lengths), blank_i=sym._maybe_get_const(blank, "i"),
+                reduction_s=red,
+                zero_infinity_i=int(bool(sym._maybe_get_const(zero_infinity, "b"))))
+
+
+SYMBOLICS = (("copy", copy), ("group_norm", group_norm), ("ctc_loss", ctc_loss), ("cumprod", cumprod), ("col2im", col2im),
              ("avg_pool1d", _unbatched_pool("avg_pool1d", 1, _single)),
              ("avg_pool2d", _unbatched_pool("avg_pool2d", 2, _pair)),
              ("avg_pool3d", _unbatched_pool("avg_pool3d", 3, _triple)),

@@ -138,3 +138,41 @@ def test_all_any_of_integers(daemon, op):
     for got, want in zip(pm(y), M()(y)):
         assert torch.equal(got, want)
     pm.destroy()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_ctc_loss(daemon, reduction):
+    """nn.CTCLoss (the exporter has no aten::ctc_loss) as the daemon's
+    ai.graphcore::CtcLoss: the loss and one SGD step against torch's."""
+    T, N, C, S = 6, 3, 5, 3
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(2)
+            self.fc = nn.Linear(4, C)
+            self.ctc = nn.CTCLoss(blank=0, reduction=reduction)
+
+        def forward(self, x, tg, il, tl):
+            lp = torch.log_softmax(self.fc(x), dim=2)
+            return self.ctc(lp, tg, il, tl)
+
+    x = torch.randn(T, N, 4)
+    tg = torch.randint(1, C, (N, S))
+    il = torch.tensor([6, 5, 6])
+    tl = torch.tensor([3, 2, 1])
+    m = M()
+    ref = copy.deepcopy(m)
+    pm = poptorch.inferenceModel(m)
+    torch.testing.assert_close(pm(x, tg, il, tl), ref(x, tg, il, tl), **T_)
+    pm.destroy()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(x, tg, il, tl).backward()
+    opt.step()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    pm(x, tg, il, tl)
+    torch.testing.assert_close(m.fc.weight, ref.fc.weight, **T_)
+    pm.destroy()
+
+
+T_ = dict(rtol=1e-4, atol=1e-5)
