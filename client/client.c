@@ -83,6 +83,17 @@ ipuof_err_report(ipuof_client *c, const struct ipuof_err_info *src)
 }
 
 void
+ipuof_copy_str(char *dst, size_t len, const char *src)
+{
+    size_t n = src != NULL ? strlen(src) : 0;
+
+    if (n >= len)
+        n = len - 1;
+    memcpy(dst, src != NULL ? src : "", n);
+    dst[n] = '\0';
+}
+
+void
 ipuof_err_clear(ipuof_client *c)
 {
     c->err.code = IPUOF_OK;

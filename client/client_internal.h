@@ -180,6 +180,10 @@ int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *
 int ipuof_errbuf_set(char *buf, size_t len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Copies src into dst[0..len) (len >= 1), truncated, NUL-terminated; NULL becomes "".
+ * For the strings of a wire reply copied into a public struct's fixed arrays. */
+void ipuof_copy_str(char *dst, size_t len, const char *src);
+
 /* Copies an Error from the daemon into *dst verbatim (e is only read). A missing message
  * becomes the code's ipuof_strerror() text, a missing component "daemon". */
 void ipuof_err_from_wire(struct ipuof_err_info *dst, const Ipuof__Error *e);

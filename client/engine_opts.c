@@ -16,7 +16,7 @@
  *     buffer; the default is ".";
  *   - every other key is Poplar's business and is accepted and ignored.
  *
- * Strings and numbers are spelled by json.c's lexical pieces (ipuof_json_hex4, _put_utf8,
+ * Strings and numbers are spelled by jsonparse.c's lexical pieces (ipuof_json_hex4, _put_utf8,
  * _utf8_at, _number_end); the object itself is read here, not by ipuof_json_parse, because
  * this rule differs from the config files' one: a key given twice is allowed (its last value
  * counts), each member is judged as it is read (the first fault in the text is the one
@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json.h"
+#include "jsonparse.h"
 #include "model_internal.h"
 
 struct eo_reader {

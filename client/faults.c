@@ -7,18 +7,6 @@
 
 #include "client_internal.h"
 
-/* Copies src into dst[0..len), truncated, NUL-terminated; NULL becomes "". */
-static void
-copy(char *dst, size_t len, const char *src)
-{
-    size_t n = src != NULL ? strlen(src) : 0;
-
-    if (n >= len)
-        n = len - 1;
-    memcpy(dst, src != NULL ? src : "", n);
-    dst[n] = '\0';
-}
-
 static void
 from_wire(struct ipuof_fault *out, const Ipuof__FaultSpec *w)
 {
@@ -26,15 +14,20 @@ from_wire(struct ipuof_fault *out, const Ipuof__FaultSpec *w)
     out->id = w->id;
     out->has_ipu = w->has_ipu != 0;
     out->ipu = w->ipu;
-    copy(out->partition, sizeof out->partition, w->partition);
-    copy(out->kind, sizeof out->kind, w->kind);
-    copy(out->at, sizeof out->at, w->at);
+    ipuof_copy_str(out->partition, sizeof out->partition, w->partition);
+    ipuof_copy_str(out->kind, sizeof out->kind, w->kind);
+    ipuof_copy_str(out->at, sizeof out->at, w->at);
     out->after_runs = w->after;
     out->count = w->count;
     out->probability = w->probability;
     out->seed = w->seed;
     out->fired = w->fired;
     out->seen = w->seen;
+    out->duration_ms = w->duration_ms;
+    out->wait_ms = w->wait_ms;
+    out->rearm_on_reset = w->rearm_on_reset != 0;
+    out->rearmed = w->rearmed;
+    out->expired = w->expired != 0;
 }
 
 /* Sends a FaultRequest and returns the reply (caller frees) in *reply. */
@@ -62,6 +55,9 @@ fault_call(ipuof_client *c, Ipuof__FaultVerb verb, const struct ipuof_fault *f, 
         w.count = f->count;
         w.probability = f->probability;
         w.seed = f->seed;
+        w.duration_ms = f->duration_ms;
+        w.wait_ms = f->wait_ms;
+        w.rearm_on_reset = f->rearm_on_reset != 0;
         fr.spec = &w;
     }
     req.body_case = IPUOF__HEADER__BODY_FAULT;

@@ -10,7 +10,7 @@
  *      for IPUOF_VIPU_API_PARTITION_ID, if set, and GCD IPUOF_VIPU_API_GCD_ID, else 0);
  *   4. IPUOF_SERVER (with IPUOF_VIPU_API_PARTITION_ID as the partition, if set);
  *   5. 127.0.0.1:50052.
- * A config file is JSON (json.c): attributes."Partition Id", attributes."GCD Id" and
+ * A config file is JSON (proto/jsonparse.c): attributes."Partition Id", attributes."GCD Id" and
  * servers[].address are required; errors name the file and the field.
  */
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "client_internal.h"
-#include "json.h"
+#include "jsonparse.h"
 
 #define MAX_GCD 1023
 #define MAX_DIR_FILES 256

@@ -25,6 +25,7 @@ ipuof_dtype_name(int dtype)
     case IPUOF_DTYPE_INT32: return "int32";
     case IPUOF_DTYPE_INT64: return "int64";
     case IPUOF_DTYPE_BOOL: return "bool";
+    case IPUOF_DTYPE_FLOAT16: return "float16";
     default: return "unknown";
     }
 }
@@ -39,6 +40,7 @@ ipuof_dtype_size(int dtype)
     case IPUOF_DTYPE_INT32: return 4;
     case IPUOF_DTYPE_INT64: return 8;
     case IPUOF_DTYPE_BOOL: return 1;
+    case IPUOF_DTYPE_FLOAT16: return 2;
     default: return 0;
     }
 }

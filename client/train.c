@@ -14,51 +14,90 @@
 #include "model_internal.h"
 #include "wiremap.h"
 
-/* PyTorch's defaults (torch.optim, torch >= 2.0 for SGD's lr). */
+/* PyTorch's defaults (torch.optim, torch >= 2.0 for SGD's lr; PopTorch's for LAMB). */
 #define DEFAULT_LR 1e-3f
 #define DEFAULT_BETA1 0.9f
 #define DEFAULT_BETA2 0.999f
 #define DEFAULT_EPS 1e-8f
 #define ADAMW_WEIGHT_DECAY 1e-2f
+#define RMSPROP_LR 1e-2f
+#define RMSPROP_ALPHA 0.99f
+#define LAMB_MAX_WEIGHT_NORM 65500.0f
 
 int
 ipuof_optimizer_init(struct ipuof_optimizer *o, int kind)
 {
     if (o == NULL)
         return IPUOF_E_INVAL;
-    if (kind != IPUOF_OPTIMIZER_SGD && kind != IPUOF_OPTIMIZER_ADAM &&
-        kind != IPUOF_OPTIMIZER_ADAMW)
+    if (kind < IPUOF_OPTIMIZER_SGD || kind > IPUOF_OPTIMIZER_LAMB)
         return IPUOF_E_INVAL;
     memset(o, 0, sizeof *o);
     o->kind = kind;
-    o->lr = DEFAULT_LR;
-    if (kind == IPUOF_OPTIMIZER_SGD)
-        return IPUOF_OK;
+    o->lr = kind == IPUOF_OPTIMIZER_RMSPROP ? RMSPROP_LR : DEFAULT_LR;
+    o->loss_scaling = 1.0f;
+    o->velocity_scaling = 1.0f;
+    o->alpha = RMSPROP_ALPHA;
     o->beta1 = DEFAULT_BETA1;
     o->beta2 = DEFAULT_BETA2;
     o->eps = DEFAULT_EPS;
-    o->weight_decay = kind == IPUOF_OPTIMIZER_ADAMW ? ADAMW_WEIGHT_DECAY : 0.0f;
+    if (kind == IPUOF_OPTIMIZER_SGD) {
+        o->beta1 = o->beta2 = o->eps = 0.0f;
+        return IPUOF_OK;
+    }
+    if (kind == IPUOF_OPTIMIZER_ADAMW || kind == IPUOF_OPTIMIZER_LAMB)
+        o->weight_decay = ADAMW_WEIGHT_DECAY;
+    if (kind == IPUOF_OPTIMIZER_LAMB)
+        o->max_weight_norm = LAMB_MAX_WEIGHT_NORM;
     return IPUOF_OK;
 }
 
 /* Checks an optimizer's kind: one of IPUOF_OPTIMIZER_*, or 0 (PopTorch's default SGD) when
- * allow_default. The ranges of the hyper-parameters are the daemon's to check. */
+ * allow_default, and its groups' shape (at most IPUOF_OPTIMIZER_MAX_GROUPS, names given).
+ * The ranges of the hyper-parameters are the daemon's to check. */
 static int
 check_optimizer(ipuof_client *c, const struct ipuof_optimizer *o, int allow_default)
 {
-    if ((o->kind == 0 && allow_default) || o->kind == IPUOF_OPTIMIZER_SGD ||
-        o->kind == IPUOF_OPTIMIZER_ADAM || o->kind == IPUOF_OPTIMIZER_ADAMW)
-        return IPUOF_OK;
-    return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                         "optimizer kind %d is not one of IPUOF_OPTIMIZER_SGD (1), _ADAM (2) "
-                         "or _ADAMW (3)%s",
-                         o->kind, allow_default ? ", nor 0 for PopTorch's default SGD" : "");
+    if (!((o->kind == 0 && allow_default) ||
+          (o->kind >= IPUOF_OPTIMIZER_SGD && o->kind <= IPUOF_OPTIMIZER_LAMB)))
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "optimizer kind %d is not one of IPUOF_OPTIMIZER_SGD (1), _ADAM "
+                             "(2), _ADAMW (3), _RMSPROP (4) or _LAMB (5)%s",
+                             o->kind, allow_default ? ", nor 0 for PopTorch's default SGD" : "");
+    if (o->n_groups > IPUOF_OPTIMIZER_MAX_GROUPS || (o->n_groups > 0 && o->groups == NULL))
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                             "the optimizer has %zu parameter groups besides the first%s; at "
+                             "most %d", o->n_groups, o->groups == NULL ? " and groups is NULL" : "",
+                             IPUOF_OPTIMIZER_MAX_GROUPS);
+    for (size_t g = 0; g < o->n_groups; g++) {
+        const struct ipuof_optimizer_group *p = &o->groups[g];
+        if (p->n_weights > IPUOF_DEFAULT_MAX_REPEATED || (p->n_weights > 0 && p->weights == NULL))
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                                 "optimizer parameter group %zu lists %zu weights%s (at most "
+                                 "%u)", g + 1, p->n_weights,
+                                 p->weights == NULL ? " but no names" : "",
+                                 IPUOF_DEFAULT_MAX_REPEATED);
+        for (size_t j = 0; j < p->n_weights; j++)
+            if (p->weights[j] == NULL || p->weights[j][0] == '\0')
+                return ipuof_err_set(c, IPUOF_E_INVAL, "client",
+                                     "optimizer parameter group %zu: weight %zu has no name",
+                                     g + 1, j);
+    }
+    return IPUOF_OK;
 }
 
-/* Fills the wire form of o into *w (o is only read). */
+/* An optimizer's wire form with room for its groups (o's strings stay borrowed). */
+struct opt_wire {
+    Ipuof__Optimizer w;
+    Ipuof__OptimizerGroup g[IPUOF_OPTIMIZER_MAX_GROUPS];
+    Ipuof__OptimizerGroup *gp[IPUOF_OPTIMIZER_MAX_GROUPS];
+};
+
+/* Fills the wire form of o (checked) into *ow (o is only read). */
 static void
-optimizer_to_wire(const struct ipuof_optimizer *o, Ipuof__Optimizer *w)
+optimizer_to_wire(const struct ipuof_optimizer *o, struct opt_wire *ow)
 {
+    Ipuof__Optimizer *w = &ow->w;
+
     ipuof__optimizer__init(w);
     w->kind = (Ipuof__OptimizerKind)ipuof_wm_to_wire(&ipuof_wm_optimizer, o->kind,
                                                      IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT);
@@ -70,6 +109,34 @@ optimizer_to_wire(const struct ipuof_optimizer *o, Ipuof__Optimizer *w)
     w->beta1 = o->beta1;
     w->beta2 = o->beta2;
     w->eps = o->eps;
+    w->alpha = o->alpha;
+    w->centered = o->centered != 0;
+    w->tf_variant = o->tf_variant != 0;
+    w->no_bias_correction = o->no_bias_correction != 0;
+    w->max_grad_norm = o->max_grad_norm;
+    w->max_weight_norm = o->max_weight_norm;
+    w->loss_scaling = o->loss_scaling;
+    w->velocity_scaling = o->velocity_scaling;
+    w->plan_momentum = o->plan_momentum != 0;
+    for (size_t i = 0; i < o->n_groups; i++) {
+        const struct ipuof_optimizer_group *p = &o->groups[i];
+        Ipuof__OptimizerGroup *g = &ow->g[i];
+        ipuof__optimizer_group__init(g);
+        g->lr = p->lr;
+        g->weight_decay = p->weight_decay;
+        g->momentum = p->momentum;
+        g->dampening = p->dampening;
+        g->nesterov = p->nesterov != 0;
+        g->beta1 = p->beta1;
+        g->beta2 = p->beta2;
+        g->eps = p->eps;
+        g->alpha = p->alpha;
+        g->n_weights = p->n_weights;
+        g->weights = (char **)p->weights;
+        ow->gp[i] = g;
+    }
+    w->n_groups = o->n_groups;
+    w->groups = o->n_groups > 0 ? ow->gp : NULL;
 }
 
 /* Checks the training options before anything is sent. */
@@ -109,12 +176,12 @@ check_training(ipuof_client *c, const struct ipuof_training_opts *t)
  * stay borrowed from t. */
 static void
 training_fields(const struct ipuof_training_opts *t, Ipuof__CompileRequest *extra,
-                Ipuof__Optimizer *opt)
+                struct opt_wire *opt)
 {
     ipuof__compile_request__init(extra);
     optimizer_to_wire(&t->optimizer, opt);
     extra->loss = (char *)t->loss;
-    extra->optimizer = opt;
+    extra->optimizer = &opt->w;
     extra->gradient_accumulation = t->gradient_accumulation != 0 ? t->gradient_accumulation : 1;
     extra->accumulation_reduction = (Ipuof__ReductionType)ipuof_wm_to_wire(
         &ipuof_wm_reduction, t->accumulation_reduction, IPUOF__REDUCTION_TYPE__REDUCTION_MEAN);
@@ -129,7 +196,7 @@ ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
                              const struct ipuof_training_opts *t, ipuof_model **out)
 {
     Ipuof__CompileRequest extra;
-    Ipuof__Optimizer opt;
+    struct opt_wire opt;
     int rc;
 
     rc = ipuof_compile_bytes_check(c, "ipuof_model_compile_training", onnx, len, out);
@@ -148,7 +215,7 @@ ipuof_model_compile_training_file(ipuof_client *c, const char *path,
                                   const struct ipuof_training_opts *t, ipuof_model **out)
 {
     Ipuof__CompileRequest extra;
-    Ipuof__Optimizer opt;
+    struct opt_wire opt;
     int rc;
 
     rc = ipuof_compile_file_check(c, "ipuof_model_compile_training_file", path, out);
@@ -199,7 +266,7 @@ ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
 {
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__SetOptimizerRequest so = IPUOF__SET_OPTIMIZER_REQUEST__INIT;
-    Ipuof__Optimizer opt;
+    struct opt_wire opt;
     Ipuof__Header *reply = NULL;
     ipuof_client *c;
     int rc;
@@ -218,7 +285,7 @@ ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
         return ipuof_model_settle(c, rc);
     optimizer_to_wire(o, &opt);
     so.model_id = m->id;
-    so.optimizer = &opt;
+    so.optimizer = &opt.w;
     req.body_case = IPUOF__HEADER__BODY_SET_OPTIMIZER;
     req.set_optimizer = &so;
     rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY, c->request_ms, NULL,

@@ -7,24 +7,12 @@
 
 #include "client_internal.h"
 
-/* Copies src into dst[0..len), truncated, NUL-terminated; NULL becomes "". */
-static void
-copy(char *dst, size_t len, const char *src)
-{
-    size_t n = src != NULL ? strlen(src) : 0;
-
-    if (n >= len)
-        n = len - 1;
-    memcpy(dst, src != NULL ? src : "", n);
-    dst[n] = '\0';
-}
-
 /* The public view of one wire partition. */
 static void
 from_wire(struct ipuof_vipu_partition *out, const Ipuof__VipuPartition *w)
 {
     memset(out, 0, sizeof *out);
-    copy(out->name, sizeof out->name, w->name);
+    ipuof_copy_str(out->name, sizeof out->name, w->name);
     out->size = w->size;
     out->num_gcds = w->num_gcds;
     out->first_ipu = w->first_ipu;
@@ -39,9 +27,9 @@ from_wire(struct ipuof_vipu_partition *out, const Ipuof__VipuPartition *w)
     }
     if (w->holder != NULL) {
         out->held = 1;
-        copy(out->holder_name, sizeof out->holder_name, w->holder->client_name);
+        ipuof_copy_str(out->holder_name, sizeof out->holder_name, w->holder->client_name);
         out->holder_pid = w->holder->pid;
-        copy(out->holder_peer, sizeof out->holder_peer, w->holder->peer);
+        ipuof_copy_str(out->holder_peer, sizeof out->holder_peer, w->holder->peer);
     }
 }
 

@@ -64,6 +64,25 @@ check_weight(ipuof_model *m, const char *name, size_t bytes, const struct ipuof_
     return IPUOF_OK;
 }
 
+#define STATE_PREFIX "optimizer:"
+#define STATE_STEP STATE_PREFIX "step"
+
+/* Checks that name is an optimizer state name of a training model (the daemon checks the
+ * rest: which exist, their sizes). */
+static int
+check_state(ipuof_model *m, const char *name)
+{
+    if (!m->training)
+        return ipuof_err_set(m->c, IPUOF_E_INVAL, "client",
+                             "model '%s' does not train, so it has no optimizer state",
+                             m->name);
+    if (strncmp(name, STATE_PREFIX, strlen(STATE_PREFIX)) != 0)
+        return ipuof_err_set(m->c, IPUOF_E_NOTFOUND, "client",
+                             "'%s' is not an optimizer state name: they are '" STATE_STEP
+                             "' and '" STATE_PREFIX "<slot>:<weight>'", name);
+    return IPUOF_OK;
+}
+
 /* See model_internal.h. */
 int
 ipuof_model_call(ipuof_model *m, Ipuof__Header *req, Ipuof__Header__BodyCase want,
@@ -155,14 +174,16 @@ place_weight(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *
     return IPUOF_OK;
 }
 
-int
-ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t bytes)
+/* A read of weight or state tensor name; weights are checked against the compile's list
+ * first, state is left to the daemon (the client does not list it). */
+static int
+read_named(ipuof_model *m, const char *name, void *dst, size_t bytes, int is_state)
 {
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__ReadWeightsRequest rw = IPUOF__READ_WEIGHTS_REQUEST__INIT;
     struct read_sink rs = {.m = m, .name = name, .dst = dst, .bytes = bytes};
     struct ipuof_sink sink = {.place = place_weight, .arg = &rs};
-    const struct ipuof_tinfo *w;
+    const struct ipuof_tinfo *w = NULL;
     Ipuof__Header *reply = NULL;
     ipuof_client *c;
     char *names[1];
@@ -174,8 +195,9 @@ ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t byte
     ipuof_err_clear(c);
     if (name == NULL || (dst == NULL && bytes > 0))
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_read_weight() needs a weight name and a buffer");
-    rc = check_weight(m, name, bytes, &w);
+                             "ipuof_model_read_%s() needs a name and a buffer",
+                             is_state ? "state" : "weight");
+    rc = is_state ? check_state(m, name) : check_weight(m, name, bytes, &w);
     if (rc == IPUOF_OK)
         rc = ipuof_model_usable(m);
     if (rc != IPUOF_OK)
@@ -192,16 +214,30 @@ ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t byte
     return ipuof_model_settle(c, rc);
 }
 
-/* ---- write and copy ------------------------------------------------------------------- */
+int
+ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t bytes)
+{
+    return read_named(m, name, dst, bytes, 0);
+}
 
 int
-ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size_t bytes)
+ipuof_model_read_state(ipuof_model *m, const char *name, void *dst, size_t bytes)
+{
+    return read_named(m, name, dst, bytes, 1);
+}
+
+/* ---- write and copy ------------------------------------------------------------------- */
+
+/* A write of weight or state tensor name (as read_named). A state tensor's dtype is the
+ * daemon's to check: the step count is int64, the rest float32. */
+static int
+write_named(ipuof_model *m, const char *name, const void *src, size_t bytes, int is_state)
 {
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__WriteWeightsRequest ww = IPUOF__WRITE_WEIGHTS_REQUEST__INIT;
     Ipuof__TensorInfo ti = IPUOF__TENSOR_INFO__INIT;
     Ipuof__TensorInfo *tis[1] = {&ti};
-    const struct ipuof_tinfo *w;
+    const struct ipuof_tinfo *w = NULL;
     struct iovec payload;
     Ipuof__Header *reply = NULL;
     ipuof_client *c;
@@ -213,8 +249,9 @@ ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size
     ipuof_err_clear(c);
     if (name == NULL || (src == NULL && bytes > 0))
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_write_weight() needs a weight name and its bytes");
-    rc = check_weight(m, name, bytes, &w);
+                             "ipuof_model_write_%s() needs a name and its bytes",
+                             is_state ? "state" : "weight");
+    rc = is_state ? check_state(m, name) : check_weight(m, name, bytes, &w);
     if (rc == IPUOF_OK)
         rc = ipuof_model_usable(m);
     if (rc != IPUOF_OK)
@@ -226,6 +263,9 @@ ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size
                                                   IPUOF__DTYPE__DTYPE_UNDEFINED);
         ti.n_dims = (size_t)w->rank;
         ti.dims = (int64_t *)w->dims;
+    } else if (is_state) {
+        ti.dtype = strcmp(name, STATE_STEP) == 0 ? IPUOF__DTYPE__DTYPE_INT64
+                                                 : IPUOF__DTYPE__DTYPE_FLOAT;
     }
     ww.model_id = m->id;
     ww.n_weights = 1;
@@ -238,6 +278,18 @@ ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size
                           bytes > 0 ? 1 : 0, &reply);
     ipuof_frame_header_free(reply);
     return ipuof_model_settle(c, rc);
+}
+
+int
+ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src, size_t bytes)
+{
+    return write_named(m, name, src, bytes, 0);
+}
+
+int
+ipuof_model_write_state(ipuof_model *m, const char *name, const void *src, size_t bytes)
+{
+    return write_named(m, name, src, bytes, 1);
 }
 
 int

@@ -14,10 +14,12 @@ static const struct enummap_row dtype_rows[] = {
     {IPUOF_DTYPE_INT32, IPUOF__DTYPE__DTYPE_INT32, "IPUOF_DTYPE_INT32"},
     {IPUOF_DTYPE_INT64, IPUOF__DTYPE__DTYPE_INT64, "IPUOF_DTYPE_INT64"},
     {IPUOF_DTYPE_BOOL, IPUOF__DTYPE__DTYPE_BOOL, "IPUOF_DTYPE_BOOL"},
+    {IPUOF_DTYPE_FLOAT16, IPUOF__DTYPE__DTYPE_FLOAT16, "IPUOF_DTYPE_FLOAT16"},
 };
-_Static_assert(ENUMMAP_LEN(dtype_rows) == 6, "a dtype without its wire row");
+_Static_assert(ENUMMAP_LEN(dtype_rows) == 7, "a dtype without its wire row");
 _Static_assert((int)IPUOF_DTYPE_FLOAT == (int)IPUOF__DTYPE__DTYPE_FLOAT &&
-               (int)IPUOF_DTYPE_BOOL == (int)IPUOF__DTYPE__DTYPE_BOOL,
+               (int)IPUOF_DTYPE_BOOL == (int)IPUOF__DTYPE__DTYPE_BOOL &&
+               (int)IPUOF_DTYPE_FLOAT16 == (int)IPUOF__DTYPE__DTYPE_FLOAT16,
                "dtypes are ONNX's numbers in the library and on the wire");
 
 static const struct enummap_row output_kind_rows[] = {
@@ -68,9 +70,12 @@ static const struct enummap_row optimizer_rows[] = {
     {IPUOF_OPTIMIZER_SGD, IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD, "IPUOF_OPTIMIZER_SGD"},
     {IPUOF_OPTIMIZER_ADAM, IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM, "IPUOF_OPTIMIZER_ADAM"},
     {IPUOF_OPTIMIZER_ADAMW, IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW, "IPUOF_OPTIMIZER_ADAMW"},
+    {IPUOF_OPTIMIZER_RMSPROP, IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP,
+     "IPUOF_OPTIMIZER_RMSPROP"},
+    {IPUOF_OPTIMIZER_LAMB, IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB, "IPUOF_OPTIMIZER_LAMB"},
 };
-_Static_assert(ENUMMAP_LEN(optimizer_rows) == IPUOF_OPTIMIZER_ADAMW + 1 &&
-               ENUMMAP_LEN(optimizer_rows) == IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW + 1,
+_Static_assert(ENUMMAP_LEN(optimizer_rows) == IPUOF_OPTIMIZER_LAMB + 1 &&
+               ENUMMAP_LEN(optimizer_rows) == IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB + 1,
                "an optimizer without its row");
 
 static const struct enummap_row reduction_rows[] = {

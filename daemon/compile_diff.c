@@ -204,6 +204,37 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
     DIFF_F(optimizer.beta1, "optimizer beta1")
     DIFF_F(optimizer.beta2, "optimizer beta2")
     DIFF_F(optimizer.eps, "optimizer eps")
+    DIFF_F(optimizer.alpha, "optimizer alpha")
+    DIFF_U(optimizer.centered, "optimizer centered")
+    DIFF_U(optimizer.tf_variant, "optimizer use_tf_variant")
+    DIFF_U(optimizer.bias_correction, "optimizer bias_correction")
+    DIFF_F(optimizer.max_grad_norm, "optimizer max_grad_norm")
+    DIFF_F(optimizer.max_weight_norm, "optimizer max_weight_norm")
+    DIFF_F(optimizer.loss_scaling, "optimizer loss_scaling")
+    DIFF_F(optimizer.velocity_scaling, "optimizer velocity_scaling")
+    DIFF_U(optimizer.plan_momentum, "optimizer momentum planned")
+    DIFF_U(optimizer.n_groups, "number of optimizer parameter groups")
+    for (int g = 0; what == NULL && g < x->optimizer.n_groups; g++) {
+        DIFF_F(optimizer.groups[g].lr, "optimizer group lr")
+        DIFF_F(optimizer.groups[g].weight_decay, "optimizer group weight_decay")
+        DIFF_F(optimizer.groups[g].momentum, "optimizer group momentum")
+        DIFF_F(optimizer.groups[g].dampening, "optimizer group dampening")
+        DIFF_U(optimizer.groups[g].nesterov, "optimizer group nesterov")
+        DIFF_F(optimizer.groups[g].beta1, "optimizer group beta1")
+        DIFF_F(optimizer.groups[g].beta2, "optimizer group beta2")
+        DIFF_F(optimizer.groups[g].eps, "optimizer group eps")
+        DIFF_F(optimizer.groups[g].alpha, "optimizer group alpha")
+        DIFF_U(optimizer.groups[g].n_weights, "number of weights of an optimizer group")
+        for (size_t j = 0; what == NULL && j < x->optimizer.groups[g].n_weights; j++) {
+            const char *wa = x->optimizer.groups[g].weights[j];
+            const char *wb = y->optimizer.groups[g].weights[j];
+            if (strcmp(wa, wb) != 0) {
+                what = "weight of an optimizer group";
+                snprintf(va, sizeof va, "'%.256s'", wa);
+                snprintf(vb, sizeof vb, "'%.256s'", wb);
+            }
+        }
+    }
     DIFF_U(n_frozen_weights, "number of frozen weights")
     for (size_t i = 0; what == NULL && i < x->n_frozen_weights; i++) {
         if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {

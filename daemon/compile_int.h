@@ -54,6 +54,7 @@ struct compile_task {
     struct sim_frozen_input frozen[MAX_CONSTS];
     char *loss;                        /* training when not NULL */
     char *frozen_w[MAX_CONSTS];        /* weights not to train */
+    char *opt_names;                   /* the optimizer groups' weight names (models.c) */
     struct sim_block_opt blocks[MAX_BLOCKS];
     char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */
     int no_cache;

@@ -342,7 +342,8 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_task *c
     if (ct->loss == NULL)
         goto oom;
     ct->opts.loss = ct->loss;
-    if (models_optimizer(rq->optimizer, &ct->opts.optimizer, msg, sizeof msg) < 0)
+    if (models_optimizer(rq->optimizer, &ct->opts.optimizer, &ct->opt_names, msg,
+                         sizeof msg) < 0)
         goto bad;
     ct->opts.gradient_accumulation = rq->gradient_accumulation;
     if (enummap_a_to_b(&wiremap_reduction, rq->accumulation_reduction,

@@ -37,6 +37,7 @@ compile_task_free(struct compile_task *ct)
     for (size_t i = 0; i < ct->opts.n_blocks; i++)
         free(ct->block_prefix[i]);
     free(ct->loss);
+    free(ct->opt_names);
     if (ct->prog_ev)
         event_free(ct->prog_ev);
     free(ct->bytes);

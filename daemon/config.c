@@ -20,7 +20,7 @@
 #include "errbuf.h"
 #include "log.h"
 
-enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL };
+enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL, K_LINES };
 
 struct key {
     const char *section;
@@ -74,6 +74,8 @@ static const struct key keys[] = {
     {"cost", "sync_seconds", K_REAL, F(cost_sync_seconds), 0, 1000ull, 1},
     {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
     {"log", "level", K_LEVEL, F(log_level), 0, 0, 1},
+    /* [faults]: inject may be given again; each line adds one (K_LINES appends). */
+    {"faults", "inject", K_LINES, F(faults), 0, 0, 0},
 };
 
 void
@@ -211,6 +213,17 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
     if (k->offset == offsetof(struct cfg, admin_socket))
         c->admin_socket_default = 0;
     switch (k->type) {
+    case K_LINES: {
+        size_t used = strlen(field);
+        if (used + strlen(value) + 2 > k->size) {
+            errbuf_set(err, errlen, "[%s] %s lines add up to more than %zu bytes; inject fewer "
+                       "faults from the file (or the rest with ipuctl fault inject)",
+                       k->section, k->name, k->size - 1);
+            return -1;
+        }
+        snprintf(field + used, k->size - used, "%s\n", value);
+        return 0;
+    }
     case K_STR:
         if (strlen(value) >= k->size) {
             errbuf_set(err, errlen, "[%s] %s is %zu bytes long; at most %zu are allowed", k->section,
@@ -458,7 +471,7 @@ cfg_apply_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t 
         const char *src = (const char *)next + k->offset;
         int differs;
 
-        if (k->type == K_STR)
+        if (k->type == K_STR || k->type == K_LINES)
             differs = strcmp(dst, src) != 0;
         else if (k->type == K_LEVEL)
             differs = cur->log_level != next->log_level;

@@ -57,6 +57,9 @@ struct cfg {
     double cost_efficiency;
     /* [log] */
     int log_level;
+    /* [faults] */
+    char faults[4096];           /* each "inject = JSON" line, '\n'-terminated, in file order:
+                                  * read by main() as IPUOF_FAULTS is (daemon/faults.h) */
 };
 
 /* Fills c with the documented defaults. */

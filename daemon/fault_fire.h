@@ -18,13 +18,32 @@ struct srv;
 
 /*
  * Fires f on partition IPUs first .. first + count - 1 named part: the IPUs it hits go
- * into error (dev_set_error, with the time), with the sentence it makes (also written to
- * msg[0..len)). The IPUs: the fault's own IPU, or the partition's first, for an IPU-level
+ * into error (dev_set_error, with the time; f remembers them for --rearm-on-reset), with
+ * the sentence it makes (also written to msg[0..len)). Kinds that leave the IPUs alone
+ * (tile-oom, stream-oom, fabric-disconnect) only write the sentence; daemon-kill does not
+ * return (SIGKILL). The IPUs: the fault's own IPU, or the partition's first, for an IPU-level
  * error; the whole partition for link, partition and full resets and for an unrecoverable
  * error not aimed at one IPU.
  */
-void fault_fire(struct srv *s, const struct fault *f, unsigned first, unsigned count,
+void fault_fire(struct srv *s, struct fault *f, unsigned first, unsigned count,
                 const char *part, char *msg, size_t len);
+
+/*
+ * Answers c's request req_id as f (fired by fault_fire, whose sentence is msg) says: the
+ * IPU's error (its class, recovery and reset), Poplar's out-of-memory error (tile-oom,
+ * stream-oom: plain, the IPU is fine), the connection cut (fabric-disconnect), or no
+ * answer yet (hang: until the IPU is reset; host-sync-timeout with a wait: after it), with
+ * c's frames held meanwhile. Returns 1 when the request was left waiting so (the caller
+ * must not release c's frames), else 0.
+ */
+int fault_answer(struct conn *c, uint64_t req_id, const struct fault *f, unsigned first,
+                 unsigned count, const char *part, const char *msg);
+
+/* IPU ipu was reset: requests left waiting on it are answered (IPUOF_E_DEVICE_RESET). */
+void fault_unpark_ipu(struct srv *s, unsigned ipu);
+
+/* Frees every waiting request without answering (the daemon is stopping). */
+void fault_park_free_all(struct srv *s);
 
 /* Answers c's request req_id with IPU d's error (d in error; part its partition's name):
  * IPUOF_E_DEVICE_FAULT, its class and recovery, and the reset that clears it. */

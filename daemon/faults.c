@@ -3,16 +3,33 @@
  */
 #include "faults.h"
 
-#include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errbuf.h"
 #include "ipuof/status.h"
+#include "jsonparse.h"
 
-static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run"};
+static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run",
+                                                      "load"};
+
+/* The simple kinds: name, kind, recovery (for the recoverable:ACTION family see actions). */
+static const struct {
+    const char *name;
+    enum fault_kind kind;
+    int recovery;
+} simple_kinds[] = {
+    {"unrecoverable", FAULT_UNRECOVERABLE, IPUOF_RECOVERY_FULL_RESET}, /* power cycle: --all */
+    {"host-sync-timeout", FAULT_HOST_SYNC_TIMEOUT, IPUOF_RECOVERY_IPU_RESET},
+    {"fabric-disconnect", FAULT_FABRIC_DISCONNECT, IPUOF_RECOVERY_NONE}, /* IPUs are fine */
+    {"soc-error", FAULT_SOC_ERROR, IPUOF_RECOVERY_IPU_RESET},
+    {"soc-error:IPUSOFTERR", FAULT_SOC_ERROR, IPUOF_RECOVERY_IPU_RESET},
+    {"hang", FAULT_HANG, IPUOF_RECOVERY_IPU_RESET},
+    {"tile-oom", FAULT_TILE_OOM, IPUOF_RECOVERY_NONE},
+    {"stream-oom", FAULT_STREAM_OOM, IPUOF_RECOVERY_NONE},
+    {"daemon-kill", FAULT_DAEMON_KILL, IPUOF_RECOVERY_NONE},
+};
 
 static const struct {
     const char *name;
@@ -25,8 +42,8 @@ static const struct {
 };
 
 #define KINDS_HELP "recoverable:IPU_RESET, recoverable:LINK_RESET, " \
-    "recoverable:PARTITION_RESET, recoverable:FULL_RESET, unrecoverable, host-sync-timeout, " \
-    "fabric-disconnect"
+    "recoverable:PARTITION_RESET, recoverable:FULL_RESET, unrecoverable, soc-error, " \
+    "host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect, daemon-kill"
 
 void
 faults_init(struct fault_table *t)
@@ -67,14 +84,16 @@ faults_kind_name(const struct fault *f, char *buf, size_t len)
             if (actions[i].recovery == f->recovery)
                 snprintf(buf, len, "recoverable:%s", actions[i].name);
         return buf;
-    case FAULT_UNRECOVERABLE:
-        return "unrecoverable";
-    case FAULT_HOST_SYNC_TIMEOUT:
-        return "host-sync-timeout";
-    case FAULT_FABRIC_DISCONNECT:
-        return "fabric-disconnect";
+    default:
+        for (size_t i = 0; i < sizeof simple_kinds / sizeof simple_kinds[0]; i++) {
+            if (simple_kinds[i].kind == f->kind) {
+                snprintf(buf, len, "%s", simple_kinds[i].name);
+                return buf;
+            }
+        }
     }
-    return "?";
+    snprintf(buf, len, "?");
+    return buf;
 }
 
 /* Parses kind into f's kind and recovery. 0 or -1 with err set. */
@@ -97,28 +116,20 @@ parse_kind(struct fault *f, const char *kind, char *err, size_t errlen)
                    "LINK_RESET, PARTITION_RESET, FULL_RESET", kind);
         return -1;
     }
-    if (strcmp(kind, "unrecoverable") == 0) {
-        f->kind = FAULT_UNRECOVERABLE;
-        f->recovery = IPUOF_RECOVERY_FULL_RESET; /* the emulator's power cycle: reset --all */
-        return 0;
-    }
-    if (strcmp(kind, "host-sync-timeout") == 0) {
-        f->kind = FAULT_HOST_SYNC_TIMEOUT;
-        f->recovery = IPUOF_RECOVERY_IPU_RESET;
-        return 0;
-    }
-    if (strcmp(kind, "fabric-disconnect") == 0) {
-        f->kind = FAULT_FABRIC_DISCONNECT;
-        f->recovery = IPUOF_RECOVERY_NONE; /* the IPUs are fine; the connection is gone */
-        return 0;
+    for (size_t i = 0; i < sizeof simple_kinds / sizeof simple_kinds[0]; i++) {
+        if (strcmp(kind, simple_kinds[i].name) == 0) {
+            f->kind = simple_kinds[i].kind;
+            f->recovery = simple_kinds[i].recovery;
+            return 0;
+        }
     }
     errbuf_set(err, errlen, "fault kind '%.80s' is not known; give one of " KINDS_HELP, kind);
     return -1;
 }
 
 int
-faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus, unsigned *id,
-           char *err, size_t errlen)
+faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus,
+           uint64_t now_ms, unsigned *id, char *err, size_t errlen)
 {
     struct fault f;
     const char *part = spec->partition != NULL ? spec->partition : "";
@@ -133,7 +144,23 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
             f.at = (enum fault_at)i;
     if (f.at == FAULT_AT_COUNT) {
         errbuf_set(err, errlen, "fault trigger '%.80s' is not known; give --at attach, "
-                   "compile, weights or run", at);
+                   "compile, load, weights or run", at);
+        return -1;
+    }
+    if (f.at == FAULT_AT_ATTACH && (f.kind == FAULT_HANG || f.kind == FAULT_TILE_OOM ||
+                                    f.kind == FAULT_STREAM_OOM)) {
+        errbuf_set(err, errlen, "fault kind '%.80s' cannot happen at attach (nothing runs on "
+                   "the IPU yet); give --at compile, load, weights or run", spec->kind);
+        return -1;
+    }
+    if (spec->rearm && f.recovery == IPUOF_RECOVERY_NONE) {
+        errbuf_set(err, errlen, "--rearm-on-reset re-arms a fault when the IPUs it put in "
+                   "error are reset; '%.80s' puts none in error", spec->kind);
+        return -1;
+    }
+    if (spec->wait_ms != 0 && f.kind != FAULT_HOST_SYNC_TIMEOUT) {
+        errbuf_set(err, errlen, "--wait is how long a host-sync-timeout waits; fault kind "
+                   "'%.80s' does not wait (a hang waits for a reset)", spec->kind);
         return -1;
     }
     if (spec->has_ipu && part[0] != '\0') {
@@ -172,6 +199,10 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
     f.rng = spec->seed ^ 0x9e3779b97f4a7c15ull; /* xorshift's state must not be 0 */
     if (f.rng == 0)
         f.rng = 1;
+    f.armed_ms = now_ms;
+    f.duration_ms = spec->duration_ms;
+    f.wait_ms = spec->wait_ms;
+    f.rearm = spec->rearm != 0;
     t->f[t->n++] = f;
     if (id != NULL)
         *id = f.id;
@@ -212,13 +243,41 @@ draw(struct fault *f)
     return (double)((x * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
 }
 
+int
+faults_expired(const struct fault *f, uint64_t now_ms)
+{
+    return f->duration_ms != 0 && now_ms - f->armed_ms >= f->duration_ms;
+}
+
+unsigned
+faults_rearm(struct fault_table *t, unsigned ipu)
+{
+    unsigned n = 0;
+
+    if (ipu >= 64)
+        return 0;
+    for (unsigned i = 0; i < t->n; i++) {
+        struct fault *f = &t->f[i];
+        if (!(f->hit & (1ull << ipu)))
+            continue;
+        f->hit &= ~(1ull << ipu);
+        if (f->rearm && f->hit == 0) {
+            f->fired = 0;
+            f->seen = 0;
+            f->rearmed++;
+            n++;
+        }
+    }
+    return n;
+}
+
 struct fault *
 faults_match(struct fault_table *t, enum fault_at at, unsigned first, unsigned count,
-             const char *part)
+             const char *part, uint64_t now_ms)
 {
     for (unsigned i = 0; i < t->n; i++) {
         struct fault *f = &t->f[i];
-        if (f->at != at || faults_spent(f))
+        if (f->at != at || faults_spent(f) || faults_expired(f, now_ms))
             continue;
         if (f->has_ipu && (f->ipu < first || f->ipu - first >= count))
             continue;
@@ -234,175 +293,165 @@ faults_match(struct fault_table *t, enum fault_at at, unsigned first, unsigned c
     return NULL;
 }
 
-/* ---- IPUOF_FAULTS: a flat JSON reader for an array of flat objects ---------------------- */
+/* ---- IPUOF_FAULTS and the config's faults: JSON read by proto/jsonparse.c --------------- */
 
-struct jr {
-    const char *start, *p;
-    char *err;
-    size_t errlen;
+/* The numeric keys of an entry: name, whether a fraction is allowed, the largest value. */
+static const struct {
+    const char *key;
+    int fraction;
+    double max;
+} num_keys[] = {
+    {"ipu", 0, 4294967295.0},        {"after_runs", 0, 4294967295.0},
+    {"count", 0, 4294967295.0},      {"probability", 1, 1.0},
+    {"seed", 0, 9007199254740992.0}, /* 2^53: a JSON number is a double */
+    {"duration_ms", 0, 9007199254740992.0}, {"wait_ms", 0, 4294967295.0},
 };
 
-static void
-skip_ws(struct jr *r)
-{
-    while (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')
-        r->p++;
-}
-
-/* Reads a JSON string without escapes other than \" and \\ into out (len bytes). */
+/* Reads one entry (an object) into spec; its strings stay borrowed from o. 0, or -1 with
+ * err naming the entry (what) and the member. */
 static int
-read_string(struct jr *r, char *out, size_t len)
+read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what,
+           unsigned idx, char *err, size_t errlen)
 {
-    size_t n = 0;
-
-    if (*r->p != '"')
+    if (o->type != IPUOF_JSON_OBJECT) {
+        errbuf_set(err, errlen, "%s entry %u is %s; give an object such as {\"ipu\": 0, "
+                   "\"kind\": \"recoverable:IPU_RESET\", \"at\": \"run\"}", what, idx,
+                   ipuof_json_type_name(o->type));
         return -1;
-    r->p++;
-    while (*r->p != '"') {
-        char ch = *r->p;
-        if (ch == '\0' || (unsigned char)ch < 0x20)
-            return -1;
-        if (ch == '\\') {
-            r->p++;
-            if (*r->p != '"' && *r->p != '\\')
-                return -1;
-            ch = *r->p;
-        }
-        if (n + 1 >= len)
-            return -1;
-        out[n++] = ch;
-        r->p++;
     }
-    r->p++;
-    out[n] = '\0';
+    for (size_t i = 0; i < o->n; i++) {
+        const char *key = o->keys[i];
+        const struct ipuof_json *v = o->items[i];
+        size_t k;
+
+        if (strcmp(key, "kind") == 0 || strcmp(key, "at") == 0 ||
+            strcmp(key, "partition") == 0) {
+            if (v->type != IPUOF_JSON_STRING) {
+                errbuf_set(err, errlen, "%s entry %u: \"%s\" is %s; give a string", what,
+                           idx, key, ipuof_json_type_name(v->type));
+                return -1;
+            }
+            if (key[0] == 'k')
+                spec->kind = v->string;
+            else if (key[0] == 'a')
+                spec->at = v->string;
+            else
+                spec->partition = v->string;
+            continue;
+        }
+        if (strcmp(key, "rearm_on_reset") == 0) {
+            if (v->type != IPUOF_JSON_BOOL) {
+                errbuf_set(err, errlen, "%s entry %u: \"rearm_on_reset\" is %s; give true or "
+                           "false", what, idx, ipuof_json_type_name(v->type));
+                return -1;
+            }
+            spec->rearm = v->boolean;
+            continue;
+        }
+        for (k = 0; k < sizeof num_keys / sizeof num_keys[0]; k++)
+            if (strcmp(key, num_keys[k].key) == 0)
+                break;
+        if (k == sizeof num_keys / sizeof num_keys[0]) {
+            errbuf_set(err, errlen, "%s entry %u: unknown key \"%.40s\"; the keys are ipu, "
+                       "partition, kind, at, after_runs, count, probability, seed, "
+                       "duration_ms, wait_ms, rearm_on_reset", what, idx, key);
+            return -1;
+        }
+        if (v->type != IPUOF_JSON_NUMBER || v->number < 0 || v->number > num_keys[k].max ||
+            (!num_keys[k].fraction && !v->is_int)) {
+            errbuf_set(err, errlen, "%s entry %u: \"%s\" wants a %s from 0 to %.17g", what,
+                       idx, key, num_keys[k].fraction ? "number" : "whole number",
+                       num_keys[k].max);
+            return -1;
+        }
+        if (strcmp(key, "duration_ms") == 0) {
+            spec->duration_ms = (uint64_t)v->number;
+            continue;
+        }
+        if (strcmp(key, "wait_ms") == 0) {
+            spec->wait_ms = (unsigned)v->number;
+            continue;
+        }
+        switch (key[0] == 'a' ? 'A' : key[0]) {
+        case 'i':
+            spec->has_ipu = 1;
+            spec->ipu = (unsigned)v->number;
+            break;
+        case 'A':
+            spec->after = (unsigned)v->number;
+            break;
+        case 'c':
+            spec->count = (unsigned)v->number;
+            break;
+        case 'p':
+            spec->probability = v->number;
+            break;
+        default:
+            spec->seed = (uint64_t)v->number;
+            break;
+        }
+    }
     return 0;
 }
 
-/* One object {"key": value, ...} into spec (strings kept in kind/at/part). */
-static int
-read_object(struct jr *r, struct fault_spec *spec, char *kind, char *at, char *part,
-            unsigned idx)
-{
-    if (*r->p != '{')
-        goto bad;
-    r->p++;
-    skip_ws(r);
-    if (*r->p == '}') {
-        r->p++;
-        return 0;
-    }
-    for (;;) {
-        char key[32];
-        skip_ws(r);
-        if (read_string(r, key, sizeof key) < 0)
-            goto bad;
-        skip_ws(r);
-        if (*r->p++ != ':')
-            goto bad;
-        skip_ws(r);
-        if (strcmp(key, "kind") == 0 || strcmp(key, "at") == 0 ||
-            strcmp(key, "partition") == 0) {
-            char *dst = key[0] == 'k' ? kind : key[0] == 'a' ? at : part;
-            if (read_string(r, dst, FAULTS_NAME_MAX) < 0)
-                goto bad;
-        } else if (strcmp(key, "ipu") == 0 || strcmp(key, "after_runs") == 0 ||
-                   strcmp(key, "count") == 0 || strcmp(key, "probability") == 0 ||
-                   strcmp(key, "seed") == 0) {
-            char *end;
-            double v = strtod(r->p, &end);
-            if (end == r->p || !isfinite(v) || v < 0 || v > 18446744073709551615.0 ||
-                (key[0] != 'p' && v != floor(v)) ||
-                ((key[0] == 'i' || key[0] == 'a' || key[0] == 'c') && v > 4294967295.0)) {
-                errbuf_set(r->err, r->errlen, "IPUOF_FAULTS entry %u: \"%s\" wants a "
-                           "non-negative %s", idx, key, key[0] == 'p' ? "number" : "integer");
-                return -1;
-            }
-            r->p = end;
-            if (key[0] == 'i') {
-                spec->has_ipu = 1;
-                spec->ipu = (unsigned)v;
-            } else if (key[0] == 'a') {
-                spec->after = (unsigned)v;
-            } else if (key[0] == 'c') {
-                spec->count = (unsigned)v;
-            } else if (key[0] == 'p') {
-                spec->probability = v;
-            } else {
-                spec->seed = (uint64_t)v;
-            }
-        } else {
-            errbuf_set(r->err, r->errlen, "IPUOF_FAULTS entry %u: unknown key \"%s\"; the "
-                       "keys are ipu, partition, kind, at, after_runs, count, probability, "
-                       "seed", idx, key);
-            return -1;
-        }
-        skip_ws(r);
-        if (*r->p == '}') {
-            r->p++;
-            return 0;
-        }
-        if (*r->p++ != ',')
-            goto bad;
-    }
-bad:
-    errbuf_set(r->err, r->errlen, "IPUOF_FAULTS entry %u is not a flat JSON object of "
-               "strings and numbers (at byte %zu)", idx, (size_t)(r->p - r->start));
-    return -1;
-}
-
 int
-faults_parse_json(struct fault_table *t, const char *json, unsigned n_ipus, char *err,
-                  size_t errlen)
+faults_parse_json(struct fault_table *t, const char *json, const char *what, unsigned n_ipus,
+                  uint64_t now_ms, char *err, size_t errlen)
 {
-    struct jr r = {json, json, err, errlen};
-    int array;
-    unsigned idx = 0;
+    struct ipuof_json *root = NULL;
+    char why[512];
+    int rc = -1;
 
-    skip_ws(&r);
-    array = *r.p == '[';
-    if (array) {
-        r.p++;
-        skip_ws(&r);
-        if (*r.p == ']') {
-            r.p++;
+    if (ipuof_json_parse(json, strlen(json), &root, why, sizeof why) < 0) {
+        errbuf_set(err, errlen, "%s is not JSON: %s; give an array of objects", what, why);
+        return -1;
+    }
+    if (root->type != IPUOF_JSON_ARRAY && root->type != IPUOF_JSON_OBJECT) {
+        errbuf_set(err, errlen, "%s is %s; give an array of objects (or one object)", what,
+                   ipuof_json_type_name(root->type));
+        goto end;
+    }
+    for (size_t i = 0; i < (root->type == IPUOF_JSON_ARRAY ? root->n : 1); i++) {
+        const struct ipuof_json *o = root->type == IPUOF_JSON_ARRAY ? root->items[i] : root;
+        struct fault_spec spec = {0};
+        if (read_entry(o, &spec, what, (unsigned)i, err, errlen) < 0)
+            goto end;
+        if (faults_add(t, &spec, n_ipus, now_ms, NULL, why, sizeof why) < 0) {
+            errbuf_set(err, errlen, "%s entry %zu: %s", what, i, why);
             goto end;
         }
     }
-    for (;;) {
-        struct fault_spec spec = {0};
-        char kind[FAULTS_NAME_MAX] = "", at[FAULTS_NAME_MAX] = "", part[FAULTS_NAME_MAX] = "";
-        char why[512];
-
-        skip_ws(&r);
-        if (read_object(&r, &spec, kind, at, part, idx) < 0)
-            return -1;
-        spec.kind = kind;
-        spec.at = at;
-        spec.partition = part;
-        if (faults_add(t, &spec, n_ipus, NULL, why, sizeof why) < 0) {
-            errbuf_set(err, errlen, "IPUOF_FAULTS entry %u: %s", idx, why);
-            return -1;
-        }
-        idx++;
-        skip_ws(&r);
-        if (!array)
-            break;
-        if (*r.p == ']') {
-            r.p++;
-            break;
-        }
-        if (*r.p++ != ',') {
-            errbuf_set(err, errlen, "IPUOF_FAULTS: entry %u is followed by neither ',' nor "
-                       "']'", idx - 1);
-            return -1;
-        }
-    }
+    rc = 0;
 end:
-    skip_ws(&r);
-    if (*r.p != '\0') {
-        errbuf_set(err, errlen, "IPUOF_FAULTS: text after the %s; give one JSON array of "
-                   "objects", array ? "array" : "object");
-        return -1;
+    ipuof_json_free(root);
+    return rc;
+}
+
+int
+faults_load(struct fault_table *t, const char *cfg_lines, const char *env, unsigned n_ipus,
+            uint64_t now_ms, char *err, size_t errlen)
+{
+    const char *p = cfg_lines != NULL ? cfg_lines : "";
+    unsigned line = 0;
+
+    while (*p != '\0') {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p) : strlen(p);
+        char what[64], text[FAULTS_LINE_MAX];
+        line++;
+        if (n >= sizeof text) {
+            errbuf_set(err, errlen, "the config's [faults] inject number %u is %zu bytes; at "
+                       "most %d are read", line, n, FAULTS_LINE_MAX - 1);
+            return -1;
+        }
+        memcpy(text, p, n);
+        text[n] = '\0';
+        snprintf(what, sizeof what, "the config's [faults] inject number %u", line);
+        if (faults_parse_json(t, text, what, n_ipus, now_ms, err, errlen) < 0)
+            return -1;
+        p += n + (nl != NULL);
     }
+    if (env != NULL && env[0] != '\0')
+        return faults_parse_json(t, env, "IPUOF_FAULTS", n_ipus, now_ms, err, errlen);
     return 0;
 }

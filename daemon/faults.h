@@ -19,12 +19,20 @@ enum fault_kind {
     FAULT_RECOVERABLE = 0,       /* recoverable:ACTION: RecoverableError(ACTION) */
     FAULT_UNRECOVERABLE = 1,     /* UnrecoverableError; the IPU is out of service */
     FAULT_HOST_SYNC_TIMEOUT = 2, /* recoverable, IPU_RESET: a host sync timed out */
-    FAULT_FABRIC_DISCONNECT = 3  /* the client's connection is cut */
+    FAULT_FABRIC_DISCONNECT = 3, /* the client's connection is cut */
+    FAULT_SOC_ERROR = 4,         /* recoverable, IPU_RESET: CIUERRVR.IPUSOFTERR (GCDA's) */
+    FAULT_HANG = 5,              /* the IPU stops answering: the request waits for a reset
+                                  * (or the client's own timeout); IPU_RESET clears it */
+    FAULT_TILE_OOM = 6,          /* poplar_graph_memory_allocation_error; the IPU is fine */
+    FAULT_STREAM_OOM = 7,        /* poplar_stream_memory_allocation_error; the IPU is fine */
+    FAULT_DAEMON_KILL = 8        /* the daemon dies as if killed (SIGKILL) */
 };
 
+/* The trigger points, in the order a program meets them (load: a compiled executable is
+ * placed on the IPUs, as Poplar's Engine::load). The values are not the order. */
 enum fault_at { FAULT_AT_ATTACH = 0, FAULT_AT_COMPILE = 1, FAULT_AT_WEIGHTS = 2,
-                FAULT_AT_RUN = 3 };
-#define FAULT_AT_COUNT 4
+                FAULT_AT_RUN = 3, FAULT_AT_LOAD = 4 };
+#define FAULT_AT_COUNT 5
 
 struct fault {
     unsigned id;                 /* 1, 2, ...; never reused while the daemon runs */
@@ -40,6 +48,12 @@ struct fault {
     uint64_t seed;
     uint64_t rng;                /* xorshift64* state, from seed */
     unsigned seen, fired;
+    uint64_t armed_ms;           /* when it was added (srv_now_ms's clock) */
+    uint64_t duration_ms;        /* armed for this long after armed_ms; 0: until cleared */
+    unsigned wait_ms;            /* host-sync-timeout: how long the run waits first */
+    int rearm;                   /* --rearm-on-reset: a reset of the IPUs it hit re-arms it */
+    unsigned rearmed;            /* times re-armed so */
+    uint64_t hit;                /* bit i: IPU i is in error from it (for rearm) */
 };
 
 struct fault_table {
@@ -58,6 +72,9 @@ struct fault_spec {
     unsigned after, count;       /* count 0: 1 */
     double probability;          /* 0: 1 */
     uint64_t seed;
+    uint64_t duration_ms;        /* 0: armed until cleared */
+    unsigned wait_ms;            /* host-sync-timeout only */
+    int rearm;                   /* rearm on reset */
 };
 
 /* An empty table. */
@@ -66,11 +83,12 @@ void faults_init(struct fault_table *t);
 /*
  * Checks spec and adds it as an armed fault; its id in *id (may be NULL). 0, or -1 with a
  * sentence in err saying what was wrong and what would be right (a kind or trigger not
- * known, both an IPU and a partition, a probability outside (0, 1], a full table);
- * nothing is added then. n_ipus bounds the IPU id.
+ * known, a kind that cannot happen at its trigger, both an IPU and a partition, a
+ * probability outside (0, 1], a wait for a kind that does not wait, a full table); nothing
+ * is added then. n_ipus bounds the IPU id; now_ms starts its duration.
  */
 int faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus,
-               unsigned *id, char *err, size_t errlen);
+               uint64_t now_ms, unsigned *id, char *err, size_t errlen);
 
 /* Removes fault id (0: every fault). Returns how many were removed. */
 unsigned faults_clear(struct fault_table *t, unsigned id);
@@ -80,26 +98,51 @@ unsigned faults_clear(struct fault_table *t, unsigned id);
  * first armed fault (oldest first) whose trigger and target match it counts the event and,
  * past its after events, fires when its draw (probability) says so. Returns the fault that
  * fires (borrowed from t; its fired counted), or NULL. A fault that has fired count times
- * no longer matches (it stays listed as fired until cleared).
+ * no longer matches (it stays listed as fired until cleared), nor does one whose duration
+ * has passed at now_ms.
  */
 struct fault *faults_match(struct fault_table *t, enum fault_at at, unsigned first,
-                           unsigned count, const char *part);
+                           unsigned count, const char *part, uint64_t now_ms);
+
+/* 1 when f's duration has passed at now_ms (it no longer fires; listed until cleared). */
+int faults_expired(const struct fault *f, uint64_t now_ms);
+
+/*
+ * IPU ipu was reset: a fault armed with rearm that put it in error forgets it, and once
+ * no IPU it hit is in error any more it is armed again (fired and seen back to 0, as
+ * GCDA's simulateSOCError.rearmOnReset). Returns how many faults were re-armed.
+ */
+unsigned faults_rearm(struct fault_table *t, unsigned ipu);
 
 /* 1 when f has fired as often as it may. */
 int faults_spent(const struct fault *f);
 
 /*
  * Parses IPUOF_FAULTS: a JSON array of objects {"ipu": N | "partition": "NAME", "kind":
- * "...", "at": "...", "after_runs": K, "count": N, "probability": P, "seed": S} (a single
- * object is taken as an array of one), adding each. 0, or -1 with a sentence in err naming
- * the entry and what was wrong; entries before it stay added.
+ * "...", "at": "...", "after_runs": K, "count": N, "probability": P, "seed": S,
+ * "duration_ms": D, "wait_ms": W, "rearm_on_reset": true} (a single
+ * object is taken as an array of one), adding each; read by proto/jsonparse.c, so its
+ * limits hold (64 KiB of text, nesting, a key given twice refused). what names the source
+ * in messages ("IPUOF_FAULTS", "the config's [faults] inject"). 0, or -1 with a sentence in
+ * err naming the entry and what was wrong; entries before it stay added.
  */
-int faults_parse_json(struct fault_table *t, const char *json, unsigned n_ipus, char *err,
-                      size_t errlen);
+int faults_parse_json(struct fault_table *t, const char *json, const char *what,
+                      unsigned n_ipus, uint64_t now_ms, char *err, size_t errlen);
 
-/* "recoverable:IPU_RESET", "unrecoverable", ... of a fault; static. */
+#define FAULTS_LINE_MAX 4096
+
+/*
+ * The faults a daemon starts with: each '\n'-terminated line of cfg_lines (the config's
+ * [faults] inject lines, may be NULL) and then env (IPUOF_FAULTS, may be NULL or ""), each
+ * read by faults_parse_json. 0, or -1 with a sentence in err naming the line or variable.
+ */
+int faults_load(struct fault_table *t, const char *cfg_lines, const char *env, unsigned n_ipus,
+                uint64_t now_ms, char *err, size_t errlen);
+
+/* "recoverable:IPU_RESET", "unrecoverable", ... of a fault, written to buf[0..len) (which
+ * is returned). */
 const char *faults_kind_name(const struct fault *f, char *buf, size_t len);
-/* "attach", "compile", "weights", "run". */
+/* "attach", "compile", "load", "weights", "run". */
 const char *faults_at_name(enum fault_at at);
 
 /*

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "fault_fire.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -67,6 +68,46 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
     log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
              j->part->first, j->part->first + count - 1);
     return j;
+}
+
+/*
+ * Every process of j has attached: when a fault armed for attach fires on its partition,
+ * the IPUs go into error as it says, every process's attach gets the fault's error (or its
+ * connection is cut) and the job ends, its IPUs released. 1 when it fired (j is gone).
+ */
+static int
+job_attach_fault(struct job *j)
+{
+    struct srv *s = j->srv;
+    struct fault *f = faults_match(&s->faults, FAULT_AT_ATTACH, j->part->first,
+                                   j->part->count, j->name, srv_now_ms());
+    unsigned first = j->part->first, count = j->part->count;
+    char msg[400], kind[48];
+
+    if (f == NULL)
+        return 0;
+    log_warn("fault %u (%s at attach) fired on job '%s' of %u processes (%u of %u)", f->id,
+             faults_kind_name(f, kind, sizeof kind), j->name, j->nproc, f->fired, f->count);
+    fault_fire(s, f, first, count, j->name, msg, sizeof msg);
+    job_hold(j);
+    for (unsigned p = 0; p < j->nproc; p++) {
+        struct job_proc *r = &j->proc[p];
+        struct conn *o = r->conn;
+        uint64_t id = r->attach_req;
+        if (o == NULL)
+            continue;
+        r->attach_req = 0;
+        r->conn = NULL; /* answered here: job_end tells it nothing more */
+        o->job = NULL;
+        conn_enter(o);
+        fault_answer(o, id, f, first, count, j->name, msg); /* no hang at attach */
+        conn_release_frames(o);
+        conn_leave(o);
+    }
+    job_unhold(j);
+    if (!j->dead)
+        job_end(j, IPUOF_E_DEVICE_FAULT, "%s", msg);
+    return 1;
 }
 
 void
@@ -167,6 +208,8 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     j->started = 1;
     evtimer_del(j->timer);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
+    if (job_attach_fault(j))
+        return;
     job_hold(j);
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct job_proc *r = &j->proc[p];

@@ -13,6 +13,7 @@
 
 #include "compile_int.h"
 #include "conn.h"
+#include "fault_fire.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -63,8 +64,23 @@ static void
 job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
              const char *msg, int cached, uint64_t us)
 {
+    struct srv *s = j->srv;
+    struct fault *f = NULL;
+    char fmsg[400];
     int refused = 0;
 
+    if (m != NULL && j->part != NULL)
+        f = faults_match(&s->faults, FAULT_AT_LOAD, j->part->first, j->part->count, j->name,
+                         srv_now_ms());
+    if (f != NULL) { /* an injected fault as the executable is loaded: it is not */
+        char kind[48];
+        log_warn("fault %u (%s at load) fired on job '%s' loading model '%s' (%u of %u)",
+                 f->id, faults_kind_name(f, kind, sizeof kind), j->name, m->name, f->fired,
+                 f->count);
+        model_free(s->inv, &s->cache, m);
+        m = NULL;
+        fault_fire(s, f, j->part->first, j->part->count, j->name, fmsg, sizeof fmsg);
+    }
     if (m != NULL) {
         m->next = j->models;
         j->models = m;
@@ -83,6 +99,12 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
             continue;
         q->compile_req = 0;
         conn_enter(o);
+        if (f != NULL) { /* every process of the job meets the fault */
+            if (!fault_answer(o, id, f, j->part->first, j->part->count, j->name, fmsg))
+                conn_release_frames(o);
+            conn_leave(o);
+            continue;
+        }
         if (m == NULL)
             conn_send_error(o, id, rc, 0, 0, "compiler", "%s", msg);
         else if (compile_reply_send(o, id, m, cached, cached ? 0 : us) < 0)

@@ -159,9 +159,9 @@ main(int argc, char **argv)
         fprintf(stderr, "ipuofd: %s\n", serr.msg);
         return EX_CONFIG;
     }
-    faults_init(&s.faults);             /* IPUOF_FAULTS (daemon/faults.h): --check too */
-    if (getenv("IPUOF_FAULTS") != NULL && getenv("IPUOF_FAULTS")[0] != '\0' &&
-        faults_parse_json(&s.faults, getenv("IPUOF_FAULTS"), s.cfg.ipus, err, sizeof err) < 0) {
+    faults_init(&s.faults);   /* [faults] inject, IPUOF_FAULTS (daemon/faults.h): --check too */
+    if (faults_load(&s.faults, s.cfg.faults, getenv("IPUOF_FAULTS"), s.cfg.ipus, srv_now_ms(),
+                    err, sizeof err) < 0) {
         fprintf(stderr, "ipuofd: %s\n", err);
         return EX_CONFIG;
     }

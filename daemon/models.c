@@ -374,11 +374,44 @@ models_tensor_info(Ipuof__TensorInfo *ti, const struct sim_io_info *io, int64_t 
     }
 }
 
-int
-models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg, size_t len)
+/* Copies the weight names of w's groups into one block (pointers, then the strings), and
+ * points each group of o at its part. NULL when out of memory. */
+static char **
+copy_group_names(const Ipuof__Optimizer *w, struct sim_optimizer *o)
 {
+    size_t n = 0, bytes = 0;
+    char **block, *s;
+
+    for (size_t g = 0; g < w->n_groups; g++)
+        for (size_t j = 0; j < w->groups[g]->n_weights; j++) {
+            n++;
+            bytes += strlen(w->groups[g]->weights[j]) + 1;
+        }
+    block = malloc((n + 1) * sizeof(char *) + bytes + 1);
+    if (block == NULL)
+        return NULL;
+    s = (char *)(block + n + 1);
+    n = 0;
+    for (size_t g = 0; g < w->n_groups; g++) {
+        o->groups[g].weights = (const char *const *)(block + n);
+        for (size_t j = 0; j < w->groups[g]->n_weights; j++) {
+            size_t len = strlen(w->groups[g]->weights[j]) + 1;
+            memcpy(s, w->groups[g]->weights[j], len);
+            block[n++] = s;
+            s += len;
+        }
+    }
+    return block;
+}
+
+int
+models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char **names, char *msg,
+                 size_t len)
+{
+    size_t n_names = 0;
     int kind;
 
+    *names = NULL;
     if (w == NULL || w->kind == IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT) {
         sim_optimizer_init(o, SIM_OPT_SGD);
         o->lr = 0.01f;
@@ -386,6 +419,18 @@ models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg, 
     }
     if (enummap_a_to_b(&wiremap_optimizer, w->kind, &kind) < 0) {
         wiremap_refuse(&wiremap_optimizer, w->kind, "the optimizer", msg, len);
+        return -1;
+    }
+    if (w->n_groups > SIM_OPT_MAX_GROUPS) {
+        snprintf(msg, len, "the optimizer has %zu parameter groups besides the first; at most "
+                 "%d", w->n_groups, SIM_OPT_MAX_GROUPS);
+        return -1;
+    }
+    for (size_t g = 0; g < w->n_groups; g++)
+        n_names += w->groups[g]->n_weights;
+    if (n_names > SIM_OPT_MAX_GROUP_WEIGHTS) {
+        snprintf(msg, len, "the optimizer's parameter groups list %zu weights; at most %d",
+                 n_names, SIM_OPT_MAX_GROUP_WEIGHTS);
         return -1;
     }
     memset(o, 0, sizeof *o);
@@ -398,6 +443,29 @@ models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg, 
     o->beta1 = w->beta1;
     o->beta2 = w->beta2;
     o->eps = w->eps;
+    o->alpha = w->alpha;
+    o->centered = w->centered;
+    o->tf_variant = w->tf_variant;
+    o->bias_correction = !w->no_bias_correction;
+    o->max_grad_norm = w->max_grad_norm;
+    o->max_weight_norm = w->max_weight_norm;
+    o->loss_scaling = w->loss_scaling != 0.0f ? w->loss_scaling : 1.0f;   /* 0: unset */
+    o->velocity_scaling = w->velocity_scaling != 0.0f ? w->velocity_scaling : 1.0f;
+    o->plan_momentum = w->plan_momentum;
+    o->n_groups = (int)w->n_groups;
+    for (size_t g = 0; g < w->n_groups; g++) {
+        const Ipuof__OptimizerGroup *p = w->groups[g];
+        o->groups[g] = (struct sim_opt_group){ p->lr, p->weight_decay, p->momentum,
+                                               p->dampening, p->nesterov, p->beta1, p->beta2,
+                                               p->eps, p->alpha, NULL, p->n_weights };
+    }
+    if (w->n_groups > 0) {
+        *names = (char *)copy_group_names(w, o);
+        if (*names == NULL) {
+            snprintf(msg, len, "out of memory copying the optimizer's parameter groups");
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -133,9 +133,11 @@ void models_update_loaded(struct dev_inventory *inv, const struct dev_partition 
                           const struct model *list);
 
 /* sim's optimizer from the wire's; NULL or kind 0 is PopTorch's default, SGD with lr 0.01.
- * 0, or -1 with the sentence in msg[0..len) for a kind the daemon does not know. */
-int models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char *msg,
-                     size_t len);
+ * The groups' weight names are copied into one block, *names (caller-owned, free() it
+ * after the optimizer's last use; NULL without groups). 0, or -1 with the sentence in
+ * msg[0..len) for a kind the daemon does not know, too many groups or names, or no memory. */
+int models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char **names,
+                     char *msg, size_t len);
 
 /* Microseconds on a monotonic clock. */
 uint64_t models_now_us(void);

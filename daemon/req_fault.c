@@ -23,7 +23,7 @@ fault_hook(struct conn *c, uint64_t req_id, int at)
     struct srv *s = c->srv;
     const struct dev_partition *p = conn_part(c);
     struct fault *f;
-    char msg[256];
+    char msg[400];
     unsigned bad = 0;
 
     if (p == NULL)
@@ -32,17 +32,13 @@ fault_hook(struct conn *c, uint64_t req_id, int at)
         fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], p->name);
         return 1;
     }
-    f = faults_match(&s->faults, (enum fault_at)at, p->first, p->count, p->name);
+    f = faults_match(&s->faults, (enum fault_at)at, p->first, p->count, p->name,
+                     srv_now_ms());
     if (f == NULL)
         return 0;
     fault_log_fired(c, f, p->name);
-    if (f->kind == FAULT_FABRIC_DISCONNECT) {
-        conn_kill(c, "injected fabric-disconnect");
-        return 1;
-    }
     fault_fire(s, f, p->first, p->count, p->name, msg, sizeof msg);
-    dev_error_need(s->inv, p->first, p->count, &bad);
-    fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], p->name);
+    fault_answer(c, req_id, f, p->first, p->count, p->name, msg);
     return 1;
 }
 
@@ -63,6 +59,11 @@ to_wire(Ipuof__FaultSpec *w, const struct fault *f, char *kind, size_t kindlen)
     w->seed = f->seed;
     w->fired = f->fired;
     w->seen = f->seen;
+    w->duration_ms = f->duration_ms;
+    w->wait_ms = f->wait_ms;
+    w->rearm_on_reset = f->rearm;
+    w->rearmed = f->rearmed;
+    w->expired = faults_expired(f, srv_now_ms());
 }
 
 void
@@ -97,7 +98,10 @@ req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         spec.count = sp->count;
         spec.probability = sp->probability;
         spec.seed = sp->seed;
-        if (faults_add(&s->faults, &spec, s->inv->n, &id, err, sizeof err) < 0) {
+        spec.duration_ms = sp->duration_ms;
+        spec.wait_ms = sp->wait_ms;
+        spec.rearm = sp->rearm_on_reset;
+        if (faults_add(&s->faults, &spec, s->inv->n, srv_now_ms(), &id, err, sizeof err) < 0) {
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "daemon", "%s", err);
             return;
         }

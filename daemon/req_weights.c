@@ -63,6 +63,7 @@ req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
     struct model *m = find(c, req_id, rq->model_id);
     struct sim_optimizer o;
     struct sim_err err;
+    char *names = NULL;
     int rc;
 
     (void)payload_len;
@@ -73,11 +74,12 @@ req_set_optimizer(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         "set_optimizer carries no optimizer");
         return;
     }
-    if (models_optimizer(w, &o, err.msg, sizeof err.msg) < 0) {
+    if (models_optimizer(w, &o, &names, err.msg, sizeof err.msg) < 0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor", "%s", err.msg);
         return;
     }
     rc = sim_exe_set_optimizer(m->entry->exe, &o, &err);
+    free(names);
     if (rc != IPUOF_OK) {
         conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
         return;
@@ -134,9 +136,9 @@ req_read_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32
         void *buf;
 
         if (idx < 0) {
+            sim_exe_read_weight(exe, rq->names[i], NULL, 0, &err);   /* says what is kept */
             conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                            "model '%s' has no weight '%s' that can be read", m->name,
-                            rq->names[i]);
+                            "model '%s', reading: %s", m->name, err.msg);
             rc = IPUOF_E_NOTFOUND;
             goto out;
         }
@@ -267,9 +269,10 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
         struct sim_weight_info w;
 
         if (idx < 0) {
+            struct sim_err err;
+            sim_exe_read_weight(m->entry->exe, ti->name, NULL, 0, &err);  /* what is kept */
             conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
-                            "model '%s' has no weight '%s' that can be written", m->name,
-                            ti->name);
+                            "model '%s', writing: %s", m->name, err.msg);
             goto fail;
         }
         sim_exe_weight_info(m->entry->exe, (size_t)idx, &w);

@@ -30,6 +30,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "errbuf.h"
+#include "fault_fire.h"
 #include "frame.h"
 #include "freshfile.h"
 #include "ipuof/status.h"
@@ -538,9 +539,9 @@ srv_init(struct srv *s, char *err, size_t errlen)
     evsignal_add(s->ev_int, NULL);
     evsignal_add(s->ev_hup, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (s->faults.n > 0)    /* IPUOF_FAULTS, read by main() */
-        log_warn("IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)", s->faults.n,
-                 s->faults.n == 1 ? "" : "s");
+    if (s->faults.n > 0)    /* [faults] inject and IPUOF_FAULTS, read by main() */
+        log_warn("[faults] and IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)",
+                 s->faults.n, s->faults.n == 1 ? "" : "s");
     if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0)
         return -1;
     return 0;
@@ -557,6 +558,7 @@ srv_cleanup(struct srv *s)
 {
     while (s->conns != NULL)
         conn_free(s->conns);
+    fault_park_free_all(s);
     if (s->tcp)
         evconnlistener_free(s->tcp);
     if (s->admin) {

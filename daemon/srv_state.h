@@ -22,6 +22,7 @@ struct conn;
 struct conn_hooks;
 struct waiter;
 struct job;
+struct fault_park;
 
 #define SRV_MAX_OVERRIDES 32
 
@@ -61,6 +62,7 @@ struct srv {
     struct job *jobs;                        /* the jobs (jobs_life.c) */
     const struct conn_hooks *conn_hooks;     /* what a connection calls (server.c) */
     struct fault_table faults;               /* injected faults (req_fault.c, IPUOF_FAULTS) */
+    struct fault_park *parked;               /* requests a hung IPU holds (fault_fire.c) */
 
     int stopping;
     uint64_t stop_deadline_ms;

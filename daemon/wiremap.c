@@ -19,11 +19,14 @@ static const struct enummap_row dtype_rows[] = {
     {IPUOF__DTYPE__DTYPE_INT32, SIM_DTYPE_INT32, "int32"},
     {IPUOF__DTYPE__DTYPE_INT64, SIM_DTYPE_INT64, "int64"},
     {IPUOF__DTYPE__DTYPE_BOOL, SIM_DTYPE_BOOL, "bool"},
+    {IPUOF__DTYPE__DTYPE_FLOAT16, SIM_DTYPE_FLOAT16, "float16"},
 };
-_Static_assert(ENUMMAP_LEN(dtype_rows) == 6, "a dtype without its wire row");
+_Static_assert(ENUMMAP_LEN(dtype_rows) == 7, "a dtype without its wire row");
 _Static_assert((int)IPUOF__DTYPE__DTYPE_FLOAT == (int)SIM_DTYPE_FLOAT &&
                (int)IPUOF__DTYPE__DTYPE_BOOL == (int)SIM_DTYPE_BOOL &&
-               (int)SIM_DTYPE_INT64 == (int)IPUOF_DTYPE_INT64,
+               (int)SIM_DTYPE_INT64 == (int)IPUOF_DTYPE_INT64 &&
+               (int)IPUOF__DTYPE__DTYPE_FLOAT16 == (int)SIM_DTYPE_FLOAT16 &&
+               (int)SIM_DTYPE_FLOAT16 == (int)IPUOF_DTYPE_FLOAT16,
                "dtypes are ONNX's numbers on the wire, in the simulator and in status.h");
 
 static const struct enummap_row output_kind_rows[] = {
@@ -41,9 +44,11 @@ static const struct enummap_row optimizer_rows[] = {
     {IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD, SIM_OPT_SGD, "SGD"},
     {IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM, SIM_OPT_ADAM, "Adam"},
     {IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW, SIM_OPT_ADAMW, "AdamW"},
+    {IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP, SIM_OPT_RMSPROP, "RMSprop"},
+    {IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB, SIM_OPT_LAMB, "LAMB"},
 };
-_Static_assert(ENUMMAP_LEN(optimizer_rows) == SIM_OPT_ADAMW &&
-               ENUMMAP_LEN(optimizer_rows) == IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW,
+_Static_assert(ENUMMAP_LEN(optimizer_rows) == SIM_OPT_LAMB &&
+               ENUMMAP_LEN(optimizer_rows) == IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB,
                "an optimizer without its row (OPTIMIZER_DEFAULT is handled by its caller)");
 
 static const struct enummap_row reduction_rows[] = {

@@ -139,7 +139,11 @@ exp_nonpos(float x)
 }
 
 /* Sigmoid (silu false) or x sigmoid(x) (silu true); the sigmoid as e^x / (1 + e^x) for
- * x < 0 (no overflow). */
+ * x < 0 (no overflow), and +0 below -87.34, where the exp's input is clamped (it gave
+ * e^-87.34, 1.2e-38, for every such x): PyTorch's float sigmoid is 1 / (1 + e^-x), +0 once
+ * e^-x overflows (x < -88.72), so Sigmoid(-inf) is +0, SiLU(-inf) is -inf * 0 = NaN and
+ * SiLU(-100) is -0, PyTorch's bits; between -88.72 and -87.34 PyTorch gives values under
+ * 1.2e-38, here 0. */
 SIM_HOT_WIDE_FN(sigmoid_range,
                 (const float *x, float *y, int64_t lo, int64_t hi, bool silu),
                 (x, y, lo, hi, silu))
@@ -151,11 +155,13 @@ SIM_HOT_WIDE_FN(sigmoid_range,
         v16f e = SEL16(v >= 0.0f, -v, v);
         v16exp_nonpos(&e);
         s = SEL16(v >= 0.0f, V16(1.0f), e) / (1.0f + e);
+        s = SEL16(v < -87.3365447505531f, V16(0.0f), s);
         *(v16f_u *)(y + i) = silu ? v * s : s;
     }
     for (; i < hi; i++) {
         float v = x[i], e = exp_nonpos(v >= 0.0f ? -v : v), s;
         s = (v >= 0.0f ? 1.0f : e) / (1.0f + e);
+        s = v < -87.3365447505531f ? 0.0f : s;
         y[i] = silu ? v * s : s;
     }
 }

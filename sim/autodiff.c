@@ -21,10 +21,13 @@
 
 #include "exe.h"
 
+/* Whether value v can carry a gradient: float, or float16 (its gradient is float16 too,
+ * 2 bytes per element; only the ops that take float16, Cast and Identity, see one). */
 static bool
 is_float(const struct sim_exe *e, int v)
 {
-    return v >= 0 && e->vals[v].kind != SIM_V_NONE && e->vals[v].ti.dtype == SIM_DTYPE_FLOAT;
+    return v >= 0 && e->vals[v].kind != SIM_V_NONE &&
+           (e->vals[v].ti.dtype == SIM_DTYPE_FLOAT || e->vals[v].ti.dtype == SIM_DTYPE_FLOAT16);
 }
 
 static int

@@ -363,6 +363,30 @@ out:
     return rc;
 }
 
+
+/*
+ * float16 tensors reach only the ops that handle them (forward and backward): Cast,
+ * Identity, and ops that read nothing but the shape (Shape, Size). Any other op given a
+ * float16 input is refused here, naming the input, instead of reading its 2-byte elements
+ * as floats. Returns 0 or IPUOF_E_UNSUPPORTED.
+ */
+static int
+half_inputs_ok(const struct sim_enode *n, const struct sim_mnode *mn,
+               const struct sim_tinfo *const *ins, struct sim_err *err)
+{
+    if (strcmp(mn->domain, "") == 0 &&
+        (strcmp(mn->op_type, "Cast") == 0 || strcmp(mn->op_type, "Identity") == 0))
+        return 0;
+    if (n->op->flags & SIM_OPF_SHAPE_ONLY)
+        return 0;
+    for (int j = 0; j < mn->n_in; j++)
+        if (ins[j] != NULL && ins[j]->dtype == SIM_DTYPE_FLOAT16)
+            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: input %d is float16, which only "
+                               "Cast, Identity, Shape and Size take so far; Cast it to float "
+                               "before %s (and the result back to float16 if wanted)",
+                               n->label, j, mn->op_type);
+    return 0;
+}
 static int
 infer_node(struct sim_exe *e, int k, struct sim_err *err)
 {
@@ -429,6 +453,9 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
         if (e->vals[v].kind == SIM_V_WEIGHT && j < 32)
             c.weight_inputs |= 1u << j;
     }
+    rc = half_inputs_ok(&n, mn, ins, err);
+    if (rc != 0)
+        goto out;
     c.mn = mn;
     c.label = n.label;
     c.version = (int)m->opset;
@@ -595,6 +622,11 @@ setup_outputs(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_er
             return sim_err_set(err, IPUOF_E_DTYPE, "graph output '%s' is declared %s but "
                                "computes %s", io->name, sim_onnx_dtype_name(m->vals[v].dtype),
                                sim_dtype_name(val->ti.dtype));
+        if (io->mode.kind == SIM_OUTPUT_SUM && val->ti.dtype == SIM_DTYPE_FLOAT16 &&
+            (e->D > 1 || e->A > 1))
+            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "output '%s' is float16 and its "
+                               "output mode is Sum, which is summed in float, int and bool "
+                               "only; Cast it to float, or ask for All or Final", io->name);
         io->dtype = val->ti.dtype;
         io->step = val->ti.shape;
         io->step_bytes = val->bytes;

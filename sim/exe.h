@@ -146,8 +146,12 @@ struct sim_train {
     struct sim_tensor *gviews;  /* backing store of every backward kernel's dout/din */
     float *grads;               /* R * n_train floats: per-replica accumulators; replica
                                  * 0's holds the reduced gradient after each step */
-    float *mom1, *mom2;         /* optimizer state (n_train floats each), NULL when unused */
-    bool mom_started;           /* SGD: the momentum buffer holds a value */
+    float *mom1, *mom2, *mom3;  /* optimizer state (n_train floats each), NULL when unused;
+                                 * which holds what: optim_state.c */
+    unsigned char *wgroup;      /* per weight of e->w: its parameter group (0: the first) */
+    bool *mstarted;             /* per weight: SGD's momentum buffer holds a value */
+    struct sim_opt_state *state;    /* the state tensors by name (optim_state.c) */
+    long n_state;
     float **loss_grad;          /* per lane: the loss's gradient, seeded with 1 */
 };
 
@@ -345,6 +349,23 @@ void sim_train_free(struct sim_train *tr);
 
 /* optim.c: one optimizer step over e->params with the reduced gradient e->tr->grads. */
 void sim_optim_step(struct sim_exe *e);
+
+/* optim_state.c: allocates the optimizer state e->tr->opt needs (called by sim_train_bind)
+ * and resolves its parameter groups; frees it (sim_train_free). */
+int sim_optim_bind(struct sim_exe *e, struct sim_err *err);
+unsigned sim_optim_state_floats(const struct sim_optimizer *o);  /* per trainable float */
+void sim_optim_free(struct sim_train *tr);
+
+/* optim_state.c: the optimizer state seen as extra weights after e->w (weights_io.c asks):
+ * the index (>= e->n_w) of state tensor `name`, or -1; its description; a read or write of
+ * it (takes e->busy). */
+long sim_optim_state_index(const struct sim_exe *e, const char *name);
+int sim_optim_state_info(const struct sim_exe *e, long idx, struct sim_weight_info *info);
+int sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool write,
+                       struct sim_err *err);
+/* IPUOF_E_NOTFOUND for a name under "optimizer:" that e (training) does not keep, the
+ * message listing what it keeps. */
+int sim_optim_state_missing(const struct sim_exe *e, const char *name, struct sim_err *err);
 
 /* Fills the views of kernel k for node n from value data pointers (used by folding). */
 void sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views);

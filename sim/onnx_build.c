@@ -32,6 +32,7 @@ struct ob_attr {
     float *floats;
     size_t n;
     struct ob_tensor t;
+    struct sim_ob *g;               /* a graph attribute's body (owned) */
 };
 
 struct ob_node {
@@ -135,6 +136,7 @@ sim_ob_free(struct sim_ob *b)
             free(n->attrs[j].ints);
             free(n->attrs[j].floats);
             free_tensor(&n->attrs[j].t);
+            sim_ob_free(n->attrs[j].g);
         }
         free(n->attrs);
     }
@@ -414,6 +416,24 @@ sim_ob_attr_tensor(struct sim_ob *b, const char *name, int dtype, int rank,
     return rc != 0 ? fail(b, rc) : 0;
 }
 
+int
+sim_ob_attr_graph(struct sim_ob *b, const char *name, struct sim_ob *body)
+{
+    struct ob_attr *a;
+
+    if (body == NULL)
+        return fail(b, IPUOF_E_NOMEM);
+    a = new_attr(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+    if (a == NULL || body->err != 0) {
+        if (body->err != 0)
+            fail(b, body->err);
+        sim_ob_free(body);
+        return b->err;
+    }
+    a->g = body;
+    return 0;
+}
+
 /* ---- serialization: protobuf-c structs laid over the builder's data ----------------- */
 
 struct tmp {
@@ -496,6 +516,9 @@ pb_vi(struct tmp *t, const struct ob_vi *v)
     return vi;
 }
 
+static int pb_graph(struct tmp *t, const struct sim_ob *b, const char *name,
+                    Onnx__GraphProto *g);
+
 static Onnx__NodeProto *
 pb_node(struct tmp *t, const struct ob_node *n)
 {
@@ -550,6 +573,11 @@ pb_node(struct tmp *t, const struct ob_node *n)
             if (ap->t == NULL)
                 return NULL;
             break;
+        case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+            ap->g = tmp_alloc(t, 1, sizeof(*ap->g));
+            if (ap->g == NULL || pb_graph(t, a->g, a->name, ap->g) != 0)
+                return NULL;
+            break;
         default:
             break;
         }
@@ -589,11 +617,47 @@ opset_imports(struct sim_ob *b, struct tmp *t, size_t *n)
     return v;
 }
 
+/* Lays g over b's nodes, initializers, inputs and outputs (g is initialized here); the
+ * structs are t's. 0 or IPUOF_E_NOMEM. */
+static int
+pb_graph(struct tmp *t, const struct sim_ob *b, const char *name, Onnx__GraphProto *g)
+{
+    onnx__graph_proto__init(g);
+    g->name = (char *)name;
+    g->node = tmp_alloc(t, b->n_nodes, sizeof(*g->node));
+    g->initializer = tmp_alloc(t, b->n_inits, sizeof(*g->initializer));
+    g->input = tmp_alloc(t, b->n_inputs, sizeof(*g->input));
+    g->output = tmp_alloc(t, b->n_outputs, sizeof(*g->output));
+    if (g->node == NULL || g->initializer == NULL || g->input == NULL || g->output == NULL)
+        return IPUOF_E_NOMEM;
+    for (size_t i = 0; i < b->n_nodes; i++) {
+        g->node[g->n_node] = pb_node(t, &b->nodes[i]);
+        if (g->node[g->n_node++] == NULL)
+            return IPUOF_E_NOMEM;
+    }
+    for (size_t i = 0; i < b->n_inits; i++) {
+        g->initializer[g->n_initializer] = pb_tensor(t, &b->inits[i]);
+        if (g->initializer[g->n_initializer++] == NULL)
+            return IPUOF_E_NOMEM;
+    }
+    for (size_t i = 0; i < b->n_inputs; i++) {
+        g->input[g->n_input] = pb_vi(t, &b->inputs[i]);
+        if (g->input[g->n_input++] == NULL)
+            return IPUOF_E_NOMEM;
+    }
+    for (size_t i = 0; i < b->n_outputs; i++) {
+        g->output[g->n_output] = pb_vi(t, &b->outputs[i]);
+        if (g->output[g->n_output++] == NULL)
+            return IPUOF_E_NOMEM;
+    }
+    return 0;
+}
+
 int
 sim_ob_serialize(struct sim_ob *b, void **out, size_t *len)
 {
     Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
-    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    Onnx__GraphProto g;
     struct tmp t = { 0 };
     int rc = 0;
 
@@ -607,36 +671,9 @@ sim_ob_serialize(struct sim_ob *b, void **out, size_t *len)
     mp.opset_import = opset_imports(b, &t, &mp.n_opset_import);
     mp.graph = &g;
     rc = IPUOF_E_NOMEM;
-    if (mp.opset_import == NULL)
-        goto done;
-    g.name = (char *)"graph";
-    g.node = tmp_alloc(&t, b->n_nodes, sizeof(*g.node));
-    g.initializer = tmp_alloc(&t, b->n_inits, sizeof(*g.initializer));
-    g.input = tmp_alloc(&t, b->n_inputs, sizeof(*g.input));
-    g.output = tmp_alloc(&t, b->n_outputs, sizeof(*g.output));
     /* rc stays IPUOF_E_NOMEM until the pack below succeeds */
-    if (g.node == NULL || g.initializer == NULL || g.input == NULL || g.output == NULL)
+    if (mp.opset_import == NULL || pb_graph(&t, b, "graph", &g) != 0)
         goto done;
-    for (size_t i = 0; i < b->n_nodes; i++) {
-        g.node[g.n_node] = pb_node(&t, &b->nodes[i]);
-        if (g.node[g.n_node++] == NULL)
-            goto done;
-    }
-    for (size_t i = 0; i < b->n_inits; i++) {
-        g.initializer[g.n_initializer] = pb_tensor(&t, &b->inits[i]);
-        if (g.initializer[g.n_initializer++] == NULL)
-            goto done;
-    }
-    for (size_t i = 0; i < b->n_inputs; i++) {
-        g.input[g.n_input] = pb_vi(&t, &b->inputs[i]);
-        if (g.input[g.n_input++] == NULL)
-            goto done;
-    }
-    for (size_t i = 0; i < b->n_outputs; i++) {
-        g.output[g.n_output] = pb_vi(&t, &b->outputs[i]);
-        if (g.output[g.n_output++] == NULL)
-            goto done;
-    }
     *len = onnx__model_proto__get_packed_size(&mp);
     *out = malloc(*len + 1);
     if (*out == NULL) {

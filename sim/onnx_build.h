@@ -60,6 +60,11 @@ int sim_ob_attr_floats(struct sim_ob *b, const char *name, const float *v, size_
 int sim_ob_attr_tensor(struct sim_ob *b, const char *name, int dtype, int rank,
                        const int64_t *dims, const void *data);
 
+/* A graph attribute of the last node (Loop's body, If's branches): body is a builder whose
+ * inputs, initializers, nodes and outputs make the subgraph (its opset is ignored). Takes
+ * ownership of body in every case (freed with b; freed at once on error). */
+int sim_ob_attr_graph(struct sim_ob *b, const char *name, struct sim_ob *body);
+
 /* Serializes the model; *out is caller-owned (free()). Errors: IPUOF_E_NOMEM, and
  * IPUOF_E_INVAL when an earlier call failed (the builder remembers the first error). */
 int sim_ob_serialize(struct sim_ob *b, void **out, size_t *len);

@@ -5,13 +5,15 @@
  * SIM_MAX_* limits, copy initializers (tensor_pb.c), graph inputs with their declared
  * types, nodes with their attributes (including PopART's __ipu_number and
  * __pipeline_stage), resolve names to indices, sort nodes topologically and find which
- * graph inputs decide shapes. Every problem is an error that says what was wrong.
+ * graph inputs decide shapes. Loop and If are expanded into plain nodes first
+ * (onnx_ctrl.c). Every problem is an error that says what was wrong.
  * Does not: check op support or shapes (the compiler does), keep any protobuf object.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnx_ctrl.h"
 #include "pb_int.h"
 #include "sim_int.h"
 
@@ -556,7 +558,7 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
             return rc;
         if (!sim_dtype_ok(m->vals[idx].dtype))
             return sim_err_set(L->err, IPUOF_E_UNSUPPORTED, "graph input '%s' has dtype %s "
-                               "(%d); supported: float, uint8, int8, int32, int64, bool",
+                               "(%d); supported: float, float16, uint8, int8, int32, int64, bool",
                                vi->name, sim_onnx_dtype_name(m->vals[idx].dtype),
                                m->vals[idx].dtype);
         m->inputs[m->n_in++] = idx;
@@ -610,6 +612,7 @@ sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_
 {
     Onnx__ModelProto *mp = NULL;
     struct loader L = { 0 };
+    struct sim_onnx_flat flat = { 0 };
     int rc;
 
     *out = NULL;
@@ -646,7 +649,10 @@ sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_
         rc = sim_err_set(err, IPUOF_E_INVAL, "the model has no graph");
         goto out;
     }
-    rc = load_graph(&L, mp->graph);
+    /* Loop and If become plain nodes first (onnx_ctrl.c) */
+    rc = sim_onnx_flatten(mp->graph, L.m->opset, &flat, err);
+    if (rc == 0)
+        rc = load_graph(&L, &flat.graph);
     if (rc != 0)
         goto out;
     if (!sim_model_mark_const_inputs(L.m)) {
@@ -656,6 +662,7 @@ sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_
     *out = L.m;
     L.m = NULL;
 out:
+    sim_onnx_flat_fini(&flat);
     sim_strmap_fini(&L.names);
     sim_model_free(L.m);
     onnx__model_proto__free_unpacked(mp, NULL);

@@ -99,15 +99,31 @@ infer_mod(struct sim_infer *c)
     return 0;
 }
 
+/* Where; one made from an ONNX If on data (onnx_ctrl.c sets __if_branches) selects
+ * between the two branches' outputs, which must have one shape (ONNX If gives one branch's
+ * output, where Where would broadcast them). */
 static int
 infer_where(struct sim_infer *c)
 {
+    int64_t branches = 0;
+    char s1[128], s2[128];
     int rc = sim_in_dtype(c, 0, dt_bool);
 
     if (rc == 0)
         rc = sim_in_dtype(c, 1, sim_dt_any);
+    if (rc == 0)
+        rc = sim_ia_int(c, "__if_branches", 0, &branches);
     if (rc != 0)
         return rc;
+    if (branches && c->in[0]->numel != 1)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "the If's condition holds %lld values; it "
+                              "must hold one", (long long)c->in[0]->numel);
+    if (branches && !sim_shape_eq(&c->in[1]->shape, &c->in[2]->shape))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "an If on data runs both branches and "
+                              "selects each output, so they must have one shape; the then "
+                              "branch gives %s and the else branch %s",
+                              sim_shape_fmt(&c->in[1]->shape, s1, sizeof(s1)),
+                              sim_shape_fmt(&c->in[2]->shape, s2, sizeof(s2)));
     if (c->in[1]->dtype != c->in[2]->dtype)
         return sim_infer_fail(c, IPUOF_E_DTYPE, "x and y have different dtypes (%s and %s)",
                               sim_dtype_name(c->in[1]->dtype), sim_dtype_name(c->in[2]->dtype));

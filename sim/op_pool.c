@@ -197,7 +197,7 @@ pool_planes(void *ctx, int64_t lo, int64_t hi)
                                 cnt++;
                                 if (p->avg) {
                                     acc += v;
-                                } else if (v > acc || best_i < 0) {
+                                } else if (v > acc || v != v || best_i < 0) {
                                     acc = v;
                                     best_row = row + i2;
                                     best_i = p->col_major
@@ -268,6 +268,10 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* The maximum so far m after tap v, PyTorch's rule: v replaces m when greater or NaN, so a
+ * window with a NaN gives NaN (the index: its last NaN). */
+#define MAX_TAP(m, v) ((v) > (m) || (v) != (v) ? (v) : (m))
+
 /* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
  * planes [lo, hi) (ctx: the kernel). */
 SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
@@ -284,9 +288,9 @@ SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
         for (int64_t oy = 0; oy < OH; oy++) {
             const float *r0 = xp + 2 * oy * W, *r1 = r0 + W;
             for (int64_t ox = 0; ox < OW; ox++) {
-                float a = r0[2 * ox] > r0[2 * ox + 1] ? r0[2 * ox] : r0[2 * ox + 1];
-                float b = r1[2 * ox] > r1[2 * ox + 1] ? r1[2 * ox] : r1[2 * ox + 1];
-                yp[oy * OW + ox] = a > b ? a : b;
+                float a = MAX_TAP(r0[2 * ox], r0[2 * ox + 1]);
+                float b = MAX_TAP(r1[2 * ox], r1[2 * ox + 1]);
+                yp[oy * OW + ox] = MAX_TAP(a, b);
             }
         }
     }
@@ -298,8 +302,8 @@ typedef int64_t v4l_u __attribute__((vector_size(32), aligned(8), may_alias)); /
 
 /*
  * One tap of a row of windows, training: for output columns [c0, c1) (every tap inside the
- * row), the tap's input xt[ox sx] replaces yr[ox] when greater, and then ar[ox] becomes its
- * index idx0 + ox sx. Strides 1 and 2 take eight columns at a time (stride 2 reads one
+ * row), the tap's input xt[ox sx] replaces yr[ox] when greater or NaN, and then ar[ox]
+ * becomes its index idx0 + ox sx. Strides 1 and 2 take eight columns at a time (stride 2 reads one
  * element past the eighth column's tap, the next column's, so it stops a column early).
  */
 static inline __attribute__((always_inline)) void
@@ -321,7 +325,7 @@ max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, 
             v = __builtin_shufflevector(*(const sim_v8f_u *)(xt + 2 * ox),
                                         *(const sim_v8f_u *)(xt + 2 * ox + 8),
                                         0, 2, 4, 6, 8, 10, 12, 14);
-        m = v > cur;
+        m = (v > cur) | (v != v);
         *(sim_v8f_u *)(yr + ox) = sim_v8sel(m, v, cur);
         mlo = (v4i){ m[0], m[1], m[2], m[3] };
         mhi = (v4i){ m[4], m[5], m[6], m[7] };
@@ -334,7 +338,7 @@ max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, 
     }
     for (; ox < c1; ox++) {
         float v = xt[ox * sx];
-        bool m = v > yr[ox];
+        bool m = v > yr[ox] || v != v;
         yr[ox] = m ? v : yr[ox];
         ar[ox] = m ? idx0 + ox * sx : ar[ox];
     }
@@ -343,8 +347,8 @@ max_tap_argmax(const float *xt, float *yr, int64_t *ar, int64_t c0, int64_t c1, 
 /*
  * Float MaxPool over 1 or 2 dims without an Indices output, planes [lo, hi) (ctx: the
  * kernel); in training the input index of each maximum goes to saved. The same choice as
- * pool_planes' (the first valid tap, then a tap replaces the maximum when greater, taps in
- * row-major order), made for the columns whose whole window lies inside the row one tap at
+ * pool_planes' (the first valid tap, then a tap replaces the maximum when greater or NaN,
+ * taps in row-major order), made for the columns whose whole window lies inside the row one tap at
  * a time across the row, with selects instead of branches; edge columns one by one.
  */
 SIM_HOT_FN(max2d_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
@@ -383,7 +387,7 @@ SIM_HOT_FN(max2d_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
                     int64_t row = pl * H * W + (oy * p->s[1] - p->pb[1] + t1 * p->d[1]) * W;
                     for (int64_t t2 = a2; t2 < b2; t2++) {
                         int64_t at = row + ox * sx - px + t2 * dx;
-                        if (x[at] > acc || best < 0) {
+                        if (x[at] > acc || x[at] != x[at] || best < 0) {
                             acc = x[at];
                             best = at;
                         }
@@ -411,7 +415,7 @@ SIM_HOT_FN(max2d_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
                     if (ar == NULL) {
                         for (int64_t ox = c0; ox < c1; ox++) {
                             float v = xt[ox * sx];
-                            yr[ox] = v > yr[ox] ? v : yr[ox];
+                            yr[ox] = MAX_TAP(yr[ox], v);
                         }
                     } else {
                         max_tap_argmax(xt, yr, ar, c0, c1, sx, base + t2 * dx);
@@ -443,8 +447,9 @@ fwd_maxpool(const struct sim_kern *k, struct sim_err *err)
 
 /* ---- backward ------------------------------------------------------------------------- */
 
-/* 2x2 stride 2: dy[o] goes to the first of the four inputs equal to y[o] (the one the
- * forward picked); x, dx: (N, C, H, W), y, dy: (N, C, OH, OW) */
+/* 2x2 stride 2: dy[o] goes to the first of the four inputs equal to y[o], or to the last
+ * NaN when y[o] is NaN (the one the forward picked); x, dx: (N, C, H, W), y, dy: (N, C, OH,
+ * OW) */
 struct mp2_run {
     const struct pool_params *p;
     const float *x, *y, *g;
@@ -469,6 +474,12 @@ SIM_HOT_FN(mp2_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
                 float v = y[o + ox], gv = g[o + ox];
                 int e0 = x[c] == v, e1 = x[c + 1] == v, e2 = x[c + W] == v;
                 int m1 = e1 & !e0, m2 = e2 & !e0 & !e1, m3 = !(e0 | e1 | e2);
+                if (v != v) {   /* the forward kept the window's last NaN (MAX_TAP) */
+                    m3 = x[c + W + 1] != x[c + W + 1];
+                    m2 = !m3 && x[c + W] != x[c + W];
+                    m1 = !m3 && !m2 && x[c + 1] != x[c + 1];
+                    e0 = !m3 && !m2 && !m1;
+                }
                 dx[c] += gv * (float)e0;
                 dx[c + 1] += gv * (float)m1;
                 dx[c + W] += gv * (float)m2;

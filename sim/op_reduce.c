@@ -11,8 +11,12 @@
  * the same way, adding to every element the gradient of the output it was reduced into
  * times the element's partial derivative: 1 (sum), 1/count (mean), sign(x) (L1), 2x (sum
  * of squares), x/y (L2), e^(x-y) (log-sum-exp), the product of the other elements (prod:
- * counted with the zeros apart, so a zero element gets the product of the rest).
- * Does not: ReduceLogSum, gradients of ReduceMax / ReduceMin / ArgMax / ArgMin.
+ * counted with the zeros apart, so a zero element gets the product of the rest), and for
+ * max / min 1/count for each of the count elements equal to the output, else 0 (ties share
+ * the gradient equally, as torch.amax / amin and the full x.max() do; a NaN output's
+ * gradient goes to the NaNs). torch.max(x, dim) exports as ReduceMax + ArgMax and gives a
+ * tied gradient to one index only: with ties its gradient differs (the sum is the same).
+ * Does not: ReduceLogSum, gradients of ArgMax / ArgMin.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -129,7 +133,7 @@ infer_reduce(struct sim_infer *c, int kind)
     }
     p->out_n = sim_shape_count(&o);
     c->scratch_bytes = (size_t)p->out_n * 2 * sizeof(double);
-    if (kind == R_PROD)
+    if (kind == R_PROD || kind == R_MAX || kind == R_MIN)
         c->bwd_scratch_bytes = (size_t)p->out_n * 2 * sizeof(double);
     return sim_set_out(c, 0, x->dtype, &o);
 }
@@ -258,23 +262,36 @@ fwd_reduce(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
-/* The product of the non-zero elements reduced into each output (prod[o]) and their count
- * of zeros (zeros[o]), for the gradient of ReduceProd. */
-static void
-prod_parts(const struct reduce_params *p, const float *x, int64_t total, double *prod,
-           double *zeros)
+/* Whether x is one of the elements ReduceMax / ReduceMin picked as y: equal, or a NaN
+ * when y is NaN. */
+static inline bool
+is_pick(float x, float y)
 {
+    return x == y || (y != y && x != x);
+}
+
+/* ReduceProd: the product of the non-zero elements reduced into each output (prod[o]) and
+ * their count of zeros (zeros[o]). ReduceMax / ReduceMin (y the output): the count of
+ * elements equal to their output (prod[o]; a NaN output counts the NaNs). */
+static void
+prod_parts(const struct reduce_params *p, const float *x, const float *y, int64_t total,
+           double *prod, double *zeros)
+{
+    bool ties = p->kind == R_MAX || p->kind == R_MIN;
+
     int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n = p->dims[p->nd - 1];
     int64_t inner_so = p->so[p->nd - 1];
 
     for (int64_t i = 0; i < p->out_n; i++) {
-        prod[i] = 1.0;
+        prod[i] = ties ? 0.0 : 1.0;
         zeros[i] = 0.0;
     }
     for (int64_t base = 0; base < total; base += n) {
         for (int64_t i = 0; i < n; i++) {
             int64_t o = oo + i * inner_so;
-            if (x[base + i] == 0.0f)
+            if (ties)
+                prod[o] += is_pick(x[base + i], y[o]);
+            else if (x[base + i] == 0.0f)
                 zeros[o] += 1.0;
             else
                 prod[o] *= x[base + i];
@@ -305,6 +322,8 @@ reduce_partial(const struct reduce_params *p, float x, float y, int64_t o, const
         if (zeros[o] == 0.0)
             return (float)(prod[o] / x);
         return zeros[o] == 1.0 && x == 0.0f ? (float)prod[o] : 0.0f;
+    case R_MAX:
+    case R_MIN: return is_pick(x, y) ? (float)(1.0 / prod[o]) : 0.0f;
     default: return 1.0f;
     }
 }
@@ -317,8 +336,9 @@ bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     const struct reduce_params *p = k->params;
     const float *g = dout[0].data, *x = k->in[0].data, *y = k->out[0].data;
     float *dx = din[0].data;
-    double *prod = p->kind == R_PROD ? k->scratch : NULL;
-    double *zeros = p->kind == R_PROD ? prod + p->out_n : NULL;
+    bool parts = p->kind == R_PROD || p->kind == R_MAX || p->kind == R_MIN;
+    double *prod = parts ? k->scratch : NULL;
+    double *zeros = prod != NULL ? prod + p->out_n : NULL;  /* no scratch: out_n is 0 */
     int64_t idx[SIM_MAX_RANK] = { 0 }, oo = 0, n, inner_so, total = k->in[0].numel;
 
     (void)err;
@@ -329,8 +349,8 @@ bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
             dx[i] += g[i];
         return 0;
     }
-    if (p->kind == R_PROD)
-        prod_parts(p, x, total, prod, zeros);
+    if (parts)
+        prod_parts(p, x, y, total, prod, zeros);
     n = p->dims[p->nd - 1];
     inner_so = p->so[p->nd - 1];
     for (int64_t base = 0; base < total; base += n) {
@@ -440,8 +460,10 @@ const struct sim_op sim_ops_reduce[] = {
       1u, NULL },
     { "ReduceMean", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmean, fwd_reduce, bwd_reduce, 1u,
       NULL },
-    { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, NULL, 1u, NULL },
-    { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, NULL, 1u, NULL },
+    { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, bwd_reduce, 1u,
+      NULL },
+    { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, bwd_reduce, 1u,
+      NULL },
     { "ReduceL1", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl1, fwd_reduce, bwd_reduce, 1u, NULL },
     { "ReduceL2", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl2, fwd_reduce, bwd_reduce, 1u, NULL },
     { "ReduceSumSquare", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rssq, fwd_reduce, bwd_reduce,

@@ -432,7 +432,9 @@ fwd_resize(const struct sim_kern *k, struct sim_err *err)
 {
     const struct rz_params *p = k->params;
     const float *src = k->in[0].data;
-    float *bufs[2] = { k->scratch, (float *)k->scratch + p->buf_elems };
+    /* no scratch when buf_elems is 0 (an empty tensor): no NULL + 0 */
+    float *bufs[2] = { k->scratch, k->scratch != NULL ? (float *)k->scratch + p->buf_elems
+                                                      : NULL };
     int64_t cur[SIM_MAX_RANK];
 
     (void)err;
@@ -459,7 +461,9 @@ bwd_resize(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
     const struct rz_params *p = k->params;
     const float *src = dout[0].data;
     float *dx = din[0].data;
-    float *bufs[2] = { k->scratch, (float *)k->scratch + p->buf_elems };
+    /* no scratch when buf_elems is 0 (an empty tensor): no NULL + 0 */
+    float *bufs[2] = { k->scratch, k->scratch != NULL ? (float *)k->scratch + p->buf_elems
+                                                      : NULL };
     int64_t cur[SIM_MAX_RANK];
 
     (void)err;

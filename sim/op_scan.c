@@ -255,10 +255,13 @@ static int
 fwd_topk(const struct sim_kern *k, struct sim_err *err)
 {
     const struct axis_params *p = k->params;
-    struct topk_item *v = k->scratch, *tmp = v + p->len, *s;
+    struct topk_item *v = k->scratch, *tmp, *s;
     int64_t *ind = k->out[1].data;
 
     (void)err;
+    if (p->len == 0 || p->k == 0)
+        return 0;   /* empty outputs; the scratch may be NULL (no NULL + 0) */
+    tmp = v + p->len;
     for (int64_t o = 0; o < p->outer; o++)
         for (int64_t i = 0; i < p->inner; i++) {
             for (int64_t t = 0; t < p->len; t++) {

@@ -1,14 +1,16 @@
 /*
  * op_split.c — Split (sizes from the 'split' attribute before opset 13, from a compile-time
- * input from opset 13, equal parts when absent) and ScatterND (reduction none, add or mul;
- * indices checked at run time: one out of range is an error naming it, never a write out
- * of bounds), for any dtype, forward and backward.
+ * input from opset 13, equal parts when absent), ScatterND and ScatterElements (and its
+ * opset-9 name Scatter; reduction none, add or mul; indices checked at run time: one out
+ * of range is an error naming it, never a write out of bounds), for any dtype, forward and
+ * backward.
  *
  * Backward (float data): Split adds each output's gradient into its part of dx; ScatterND
- * passes dy to the data where nothing was scattered (reduction none; everywhere with add)
- * and gathers dy at the scattered places into d updates.
- * Does not: the opset-18 num_outputs attribute, ScatterND's max/min reductions, the
- * gradient of ScatterND with reduction mul.
+ * and ScatterElements pass dy to the data where nothing was scattered (reduction none;
+ * everywhere with add) and gather dy at the scattered places into d updates (PyTorch's
+ * scatter and scatter_add backward).
+ * Does not: the opset-18 num_outputs attribute, the max/min reductions, the gradient of a
+ * reduction mul.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -307,10 +309,209 @@ bwd_scatternd(const struct sim_kern *k, const struct sim_tensor *dout, struct si
     return 0;
 }
 
+/* ---- ScatterElements ------------------------------------------------------------------ */
+
+/* data, indices and updates of rank r; indices and updates of one shape, no larger than
+ * data's on any dim but the axis (PyTorch's scatter) */
+struct scatter_el_params {
+    int reduction;                  /* SC_NONE, SC_ADD or SC_MUL */
+    int rank, axis;
+    int64_t n;                      /* indices' element count */
+    int64_t idims[SIM_MAX_RANK];    /* indices' dims */
+    int64_t dstride[SIM_MAX_RANK];  /* data's element strides */
+    int64_t axis_dim;               /* data's dim at the axis */
+};
+
+static int
+infer_scatter_el(struct sim_infer *c)
+{
+    const struct sim_tinfo *x = c->in[0], *ix = c->in[1], *u = c->in[2];
+    struct scatter_el_params *p;
+    const char *red = "none";
+    int64_t axis;
+    char s1[128], s2[128];
+    int rc = sim_in_dtype(c, 0, sim_dt_any);
+
+    if (rc == 0)
+        rc = sim_in_dtype(c, 1, sim_dt_index);
+    if (rc == 0)
+        rc = sim_ia_int(c, "axis", 0, &axis);
+    if (rc == 0 && strcmp(c->mn->op_type, "ScatterElements") == 0)
+        rc = sim_ia_str(c, "reduction", "none", &red);
+    if (rc != 0)
+        return rc;
+    if (u->dtype != x->dtype)
+        return sim_infer_fail(c, IPUOF_E_DTYPE, "updates (%s) and data (%s) differ in dtype",
+                              sim_dtype_name(u->dtype), sim_dtype_name(x->dtype));
+    if (x->shape.rank < 1)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "data must have rank >= 1");
+    if (axis < -x->shape.rank || axis >= x->shape.rank)
+        return sim_infer_fail(c, IPUOF_E_INVAL, "axis %lld is out of range for data of rank "
+                              "%d", (long long)axis, x->shape.rank);
+    if (ix->shape.rank != x->shape.rank || !sim_shape_eq(&ix->shape, &u->shape))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "indices %s and updates %s must have one "
+                              "shape, of data's rank %d",
+                              sim_shape_fmt(&ix->shape, s1, sizeof(s1)),
+                              sim_shape_fmt(&u->shape, s2, sizeof(s2)), x->shape.rank);
+    axis = axis < 0 ? axis + x->shape.rank : axis;
+    for (int i = 0; i < x->shape.rank; i++)
+        if (i != axis && ix->shape.d[i] > x->shape.d[i])
+            return sim_infer_fail(c, IPUOF_E_SHAPE, "indices %s are larger than data %s on "
+                                  "dim %d (only the axis, %lld, may be)",
+                                  sim_shape_fmt(&ix->shape, s1, sizeof(s1)),
+                                  sim_shape_fmt(&x->shape, s2, sizeof(s2)), i,
+                                  (long long)axis);
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    if (strcmp(red, "none") == 0)
+        p->reduction = SC_NONE;
+    else if (strcmp(red, "add") == 0)
+        p->reduction = SC_ADD;
+    else if (strcmp(red, "mul") == 0)
+        p->reduction = SC_MUL;
+    else
+        return sim_infer_unsupported(c, "reduction '%s' (none, add and mul are supported)", red);
+    if (p->reduction != SC_NONE && x->dtype == SIM_DTYPE_BOOL)
+        return sim_infer_fail(c, IPUOF_E_DTYPE, "reduction '%s' on bool data", red);
+    p->rank = x->shape.rank;
+    p->axis = (int)axis;
+    p->n = ix->numel;
+    p->axis_dim = x->shape.d[axis];
+    for (int i = 0; i < p->rank; i++) {
+        p->idims[i] = ix->shape.d[i];
+        p->dstride[i] = sim_shape_span(&x->shape, i + 1, x->shape.rank);
+    }
+    c->bwd_scratch_bytes = (size_t)x->numel;
+    return sim_set_out(c, 0, x->dtype, &x->shape);
+}
+
+/*
+ * Calls visit(k, t, off, ctx) for every element t of indices (row-major) with off the data
+ * element it addresses; 0, or an error naming the index when one is out of range.
+ */
+static int
+scatter_el_walk(const struct sim_kern *k, struct sim_err *err,
+                void (*visit)(const struct sim_kern *k, int64_t t, int64_t off, void *ctx),
+                void *ctx)
+{
+    const struct scatter_el_params *p = k->params;
+    const struct sim_tensor *ix = &k->in[1];
+    int64_t pos[SIM_MAX_RANK] = { 0 }, base = 0;
+
+    for (int64_t t = 0; t < p->n; t++) {
+        int64_t v = sim_get_i64(ix->dtype, ix->data, t);
+        if (v < -p->axis_dim || v >= p->axis_dim)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: index %lld at element %lld is out of "
+                               "range for axis %d of size %lld (valid: %lld to %lld)",
+                               k->label, (long long)v, (long long)t, p->axis,
+                               (long long)p->axis_dim, (long long)-p->axis_dim,
+                               (long long)p->axis_dim - 1);
+        v = v < 0 ? v + p->axis_dim : v;
+        visit(k, t, base + v * p->dstride[p->axis], ctx);
+        /* the next element of indices: base is the data offset of pos without the axis */
+        for (int d = p->rank - 1; d >= 0; d--) {
+            if (++pos[d] < p->idims[d]) {
+                if (d != p->axis)
+                    base += p->dstride[d];
+                break;
+            }
+            if (d != p->axis)
+                base -= (pos[d] - 1) * p->dstride[d];
+            pos[d] = 0;
+        }
+    }
+    return 0;
+}
+
+static void
+scatter_el_put(const struct sim_kern *k, int64_t t, int64_t off, void *ctx)
+{
+    const struct scatter_el_params *p = k->params;
+    const struct sim_tensor *u = &k->in[2];
+    int dt = u->dtype;
+    char *y = ctx;
+
+    if (p->reduction == SC_NONE) {
+        size_t es = sim_dtype_size(dt);
+        memcpy(y + off * (int64_t)es, (const char *)u->data + t * (int64_t)es, es);
+    } else if (dt == SIM_DTYPE_FLOAT) {
+        float *d = (float *)y + off, v = ((const float *)u->data)[t];
+        *d = p->reduction == SC_ADD ? *d + v : *d * v;
+    } else {
+        uint64_t a = (uint64_t)sim_get_i64(dt, y, off);
+        uint64_t b = (uint64_t)sim_get_i64(dt, u->data, t);
+        sim_put_i64(dt, y, off, (int64_t)(p->reduction == SC_ADD ? a + b : a * b));
+    }
+}
+
+/* data: any shape; indices, updates: data's rank, one shape; y: data's shape. Elements are
+ * written in indices' row-major order: with reduction none a duplicate index keeps the
+ * last update (ONNX leaves the order undefined; PyTorch's CPU kernel does this). */
+static int
+fwd_scatter_el(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct sim_tensor *x = &k->in[0];
+    char *y = k->out[0].data;
+
+    if (y != x->data && x->numel > 0)
+        memcpy(y, x->data, (size_t)x->numel * sim_dtype_size(x->dtype));
+    return scatter_el_walk(k, err, scatter_el_put, y);
+}
+
+struct scatter_el_grad {
+    const float *g;
+    float *du;
+    unsigned char *hit;
+};
+
+static void
+scatter_el_gather(const struct sim_kern *k, int64_t t, int64_t off, void *ctx)
+{
+    struct scatter_el_grad *r = ctx;
+
+    (void)k;
+    if (r->du != NULL)
+        r->du[t] += r->g[off];
+    r->hit[off] = 1;
+}
+
+/* d data += dy where nothing was scattered (everywhere with add); d updates += dy gathered
+ * at each update's place (PyTorch's scatter / scatter_add backward) */
+static int
+bwd_scatter_el(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+               struct sim_err *err)
+{
+    const struct scatter_el_params *p = k->params;
+    struct scatter_el_grad r = { dout[0].data, din[2].data, k->scratch };
+    float *dx = din[0].data;
+    int64_t n = k->in[0].numel;
+    int rc;
+
+    if (r.g == NULL)
+        return 0;
+    if (p->reduction == SC_MUL)
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: ScatterElements with reduction mul "
+                           "has no gradient rule", k->label);
+    if (n > 0)
+        memset(r.hit, 0, (size_t)n);
+    rc = scatter_el_walk(k, err, scatter_el_gather, &r);
+    if (rc != 0)
+        return rc;
+    for (int64_t i = 0; dx != NULL && i < n; i++)
+        if (p->reduction == SC_ADD || !r.hit[i])
+            dx[i] += r.g[i];
+    return 0;
+}
+
 const struct sim_op sim_ops_split[] = {
     { "Split", 2, 1, 2, 1, 1 << 16, 1u << 1, 0, 3072u, infer_split, fwd_split, bwd_split, 1u,
       NULL },
     { "ScatterND", 11, 3, 3, 1, 1, 0, 0, 4096u, infer_scatternd, fwd_scatternd, bwd_scatternd,
+      5u, NULL },
+    { "ScatterElements", 11, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el,
+      bwd_scatter_el, 5u, NULL },
+    { "Scatter", 9, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el, bwd_scatter_el,
       5u, NULL },
 };
 

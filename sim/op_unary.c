@@ -15,6 +15,7 @@
 
 #include "act.h"
 #include "exe.h"
+#include "half.h"
 #include "hot.h"
 #include "pool.h"
 #include "vmath.h"
@@ -257,8 +258,8 @@ infer_cast(struct sim_infer *c)
     if (sim_attr_find(c->mn, "to") == NULL)
         return sim_infer_fail(c, IPUOF_E_INVAL, "attribute 'to' is required");
     if (!sim_dtype_ok((int)to) || to != (int)to)
-        return sim_infer_unsupported(c, "Cast to %s (supported: float, uint8, int8, int32, "
-                                     "int64, bool)", sim_onnx_dtype_name((int)to));
+        return sim_infer_unsupported(c, "Cast to %s (supported: float, float16, uint8, int8, "
+                                     "int32, int64, bool)", sim_onnx_dtype_name((int)to));
     return sim_set_out(c, 0, (int)to, &c->in[0]->shape);
 }
 
@@ -271,7 +272,14 @@ fwd_cast(const struct sim_kern *k, struct sim_err *err)
 
     if (x->dtype == y->dtype)
         return fwd_copy(k, err);
-    if (x->dtype == SIM_DTYPE_FLOAT) {
+    if (x->dtype == SIM_DTYPE_FLOAT && y->dtype == SIM_DTYPE_FLOAT16) {
+        sim_half_from_float_n(x->data, y->data, x->numel);     /* round to nearest even */
+    } else if (x->dtype == SIM_DTYPE_FLOAT16 && y->dtype == SIM_DTYPE_FLOAT) {
+        sim_half_to_float_n(x->data, y->data, x->numel);       /* exact */
+    } else if (x->dtype == SIM_DTYPE_FLOAT16) {
+        for (int64_t i = 0; i < x->numel; i++)                  /* truncates, as from float */
+            sim_put_i64(y->dtype, y->data, i, sim_get_i64(x->dtype, x->data, i));
+    } else if (x->dtype == SIM_DTYPE_FLOAT) {
         for (int64_t i = 0; i < x->numel; i++)
             sim_put_f64(y->dtype, y->data, i, ((const float *)x->data)[i]);
     } else if (y->dtype == SIM_DTYPE_FLOAT) {
@@ -395,7 +403,7 @@ SIM_HOT_FN(copy_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
         dx[i] += g[i];
 }
 
-/* Identity and Cast between floats: x, y, dy, dx the same shape */
+/* Identity and Cast between floats (float16 too): x, y, dy, dx the same shape */
 static int
 bwd_copy(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
          struct sim_err *err)
@@ -403,10 +411,47 @@ bwd_copy(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
     struct grad_run r = { 0, NULL, NULL, dout[0].data, din[0].data, 0.0f, 0.0f };
 
     (void)err;
+    if (r.g != NULL && r.dx != NULL && din[0].dtype == SIM_DTYPE_FLOAT16 &&
+        dout[0].dtype == SIM_DTYPE_FLOAT16) {
+        uint16_t *d = din[0].data;          /* the sum in float, stored as half */
+        const uint16_t *g = dout[0].data;
+        for (int64_t i = 0; i < k->in[0].numel; i++)
+            d[i] = sim_half_from_float(sim_half_to_float(d[i]) + sim_half_to_float(g[i]));
+        return 0;
+    }
     if (r.g == NULL || r.dx == NULL || din[0].dtype != SIM_DTYPE_FLOAT ||
         dout[0].dtype != SIM_DTYPE_FLOAT)
         return 0;
     sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, copy_bwd_piece, &r);
+    return 0;
+}
+
+/*
+ * Cast's gradient: between floats as Identity's; between float and float16 the gradient
+ * changes type as the value did (float16 -> float: dx += round16(g); float -> float16:
+ * dx = round16(dx + g), the sum computed in float and stored as half).
+ * x, y, dy, dx the same shape.
+ */
+static int
+bwd_cast(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const void *g = dout[0].data;
+    void *dx = din[0].data;
+    int gt = dout[0].dtype, xt = din[0].dtype;
+
+    if (g == NULL || dx == NULL)
+        return 0;
+    if (gt == SIM_DTYPE_FLOAT && xt == SIM_DTYPE_FLOAT)
+        return bwd_copy(k, dout, din, err);
+    if (gt == SIM_DTYPE_FLOAT16 && xt == SIM_DTYPE_FLOAT) {
+        for (int64_t i = 0; i < din[0].numel; i++)
+            ((float *)dx)[i] += sim_half_to_float(((const uint16_t *)g)[i]);
+    } else if (gt == SIM_DTYPE_FLOAT && xt == SIM_DTYPE_FLOAT16) {
+        uint16_t *d = dx;
+        for (int64_t i = 0; i < din[0].numel; i++)
+            d[i] = sim_half_from_float(sim_half_to_float(d[i]) + ((const float *)g)[i]);
+    }
     return 0;
 }
 
@@ -423,7 +468,7 @@ const struct sim_op sim_ops_unary[] = {
     { "Ceil", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_ceil, fwd_unary, bwd_unary, 1u, NULL },
     { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, bwd_clip, 1u, NULL },
     { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_copy, 1u, NULL },
-    { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_copy, 1u, NULL },
+    { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_cast, 1u, NULL },
 };
 
 const int sim_ops_unary_count = (int)(sizeof(sim_ops_unary) / sizeof(sim_ops_unary[0]));

@@ -1,6 +1,7 @@
 /*
  * pb_int.h — the one internal bridge from protobuf-c's ONNX types to sim's own tensors.
- * Included only by onnx_load.c and tensor_pb.c; compute code never sees protobuf types.
+ * Included only by onnx_load.c, onnx_ctrl.c and tensor_pb.c; compute code never sees protobuf
+ * types.
  */
 #ifndef SIM_PB_INT_H
 #define SIM_PB_INT_H

@@ -159,18 +159,11 @@ fmt_bytes(uint64_t b, char *buf, size_t n)
         snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
 }
 
-/* Optimizer state floats per trainable float. */
+/* Optimizer state floats per trainable float (optim_state.c knows which the kind keeps). */
 static unsigned
 state_per_weight(const struct sim_exe *e)
 {
-    const struct sim_optimizer *o;
-
-    if (e->tr == NULL)
-        return 0;
-    o = &e->tr->opt;
-    if (o->kind == SIM_OPT_SGD)
-        return o->momentum != 0.0f ? 1 : 0;
-    return 2;
+    return e->tr != NULL ? sim_optim_state_floats(&e->tr->opt) : 0;
 }
 
 /* Weights, streams, code, gradient accumulators and optimizer state of IPU p. */

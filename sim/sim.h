@@ -95,7 +95,8 @@ enum sim_dtype {
     SIM_DTYPE_INT8 = 3,
     SIM_DTYPE_INT32 = 6,
     SIM_DTYPE_INT64 = 7,
-    SIM_DTYPE_BOOL = 9
+    SIM_DTYPE_BOOL = 9,
+    SIM_DTYPE_FLOAT16 = 10      /* IEEE half, 2 bytes (half.h); ops compute in float */
 };
 
 /* Limits applied to every model (hostile input is checked against them). */
@@ -212,29 +213,71 @@ typedef void (*sim_progress_fn)(int done, int total, void *ud);
 enum sim_optimizer_kind {
     SIM_OPT_SGD = 1,        /* torch.optim.SGD */
     SIM_OPT_ADAM = 2,       /* torch.optim.Adam (weight decay is L2 added to the gradient) */
-    SIM_OPT_ADAMW = 3       /* torch.optim.AdamW (decoupled weight decay) */
+    SIM_OPT_ADAMW = 3,      /* torch.optim.AdamW (decoupled weight decay) */
+    SIM_OPT_RMSPROP = 4,    /* torch.optim.RMSprop, or TensorFlow's with tf_variant */
+    SIM_OPT_LAMB = 5        /* PopTorch's LAMB (LAMBNoBias: bias_correction 0) */
 };
 
+/* Parameter groups besides the first: at most this many (PopTorch programs use a few). */
+#define SIM_OPT_MAX_GROUPS 32
+/* Weight names all groups of one optimizer may list together. */
+#define SIM_OPT_MAX_GROUP_WEIGHTS 65536
+
+/*
+ * A parameter group's own hyper-parameters (torch.optim's param_groups[i]) and the
+ * trainable weights it holds, by name (borrowed for the call that takes the optimizer;
+ * the executable keeps the membership it resolved, not the names).
+ */
+struct sim_opt_group {
+    float lr, weight_decay, momentum, dampening;
+    int nesterov;
+    float beta1, beta2, eps, alpha;
+    const char *const *weights;
+    size_t n_weights;
+};
+
+/*
+ * The top-level hyper-parameters are the first parameter group's: every trainable weight
+ * that no entry of groups[] lists is in it. The rest (centered, tf_variant,
+ * bias_correction, max_grad_norm, max_weight_norm, the scalings) hold for every group.
+ */
 struct sim_optimizer {
     int kind;               /* enum sim_optimizer_kind */
     float lr;               /* >= 0 */
     float weight_decay;     /* >= 0 */
-    float momentum;         /* SGD: >= 0 */
+    float momentum;         /* SGD, RMSprop: >= 0 */
     float dampening;        /* SGD */
     int nesterov;           /* SGD: needs momentum > 0 and dampening 0 */
-    float beta1, beta2;     /* Adam, AdamW: each in [0, 1) */
-    float eps;              /* Adam, AdamW: > 0 */
+    float beta1, beta2;     /* Adam, AdamW, LAMB: each in [0, 1) */
+    float eps;              /* Adam, AdamW, LAMB, RMSprop: > 0 */
+    float alpha;            /* RMSprop: smoothing constant, in [0, 1] */
+    int centered;           /* RMSprop: normalise by the variance estimate */
+    int tf_variant;         /* RMSprop: TensorFlow's definition (PopTorch use_tf_variant) */
+    int bias_correction;    /* Adam, AdamW, LAMB: 1 (default) or 0 */
+    float max_grad_norm;    /* clip by the global gradient norm; 0: none */
+    float max_weight_norm;  /* LAMB: clip ||w|| in the trust ratio; 0: none */
+    float loss_scaling;     /* > 0; in float32 the scaling cancels (see optim.c) */
+    float velocity_scaling; /* SGD, > 0; likewise */
+    int plan_momentum;      /* SGD, RMSprop: plan the momentum buffer even when every
+                             * momentum is 0 (PopTorch: momentum is a variable attribute),
+                             * so that set_optimizer may raise it later */
+    int n_groups;           /* entries of groups[], 0 .. SIM_OPT_MAX_GROUPS */
+    struct sim_opt_group groups[SIM_OPT_MAX_GROUPS];
 };
 
 /*
  * Fills o with PyTorch's defaults for kind: SGD lr=1e-3 (torch >= 2.0; earlier versions
  * require it), momentum=0, dampening=0, weight_decay=0, nesterov=False; Adam lr=1e-3,
- * betas=(0.9, 0.999), eps=1e-8, weight_decay=0; AdamW the same with weight_decay=1e-2.
+ * betas=(0.9, 0.999), eps=1e-8, weight_decay=0; AdamW the same with weight_decay=1e-2;
+ * RMSprop lr=1e-2, alpha=0.99, eps=1e-8; LAMB (PopTorch's) lr=1e-3, betas=(0.9, 0.999),
+ * eps=1e-8, weight_decay=1e-2, max_weight_norm=65500. Every kind: bias_correction 1,
+ * loss_scaling and velocity_scaling 1, no clipping, no extra groups.
  * IPUOF_E_INVAL for an unknown kind.
  */
 int sim_optimizer_init(struct sim_optimizer *o, int kind);
 
-/* Checks o's kind and ranges; IPUOF_E_INVAL with a message naming the bad parameter. */
+/* Checks o's kind and ranges, and every group's; IPUOF_E_INVAL with a message naming the
+ * bad parameter (and its group). */
 int sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err);
 
 /* How the gradients of the accumulation steps and replicas are combined. */
@@ -576,7 +619,8 @@ enum sim_weight_kind {
     SIM_WEIGHT_TRAINABLE = 1,   /* updated by the optimizer */
     SIM_WEIGHT_BUFFER = 2,      /* updated by the graph (BatchNormalization running
                                  * statistics), per replica */
-    SIM_WEIGHT_FROZEN = 3       /* only changed by sim_exe_write_weight / copy_weights */
+    SIM_WEIGHT_FROZEN = 3,      /* only changed by sim_exe_write_weight / copy_weights */
+    SIM_WEIGHT_OPTIMIZER_STATE = 4  /* an optimizer state tensor (never listed, see below) */
 };
 
 /* One weight of an executable; name is borrowed from the executable's model. */
@@ -607,6 +651,16 @@ long sim_exe_weight_index(const struct sim_exe *e, const char *name);
  */
 int sim_exe_read_weight(struct sim_exe *e, const char *name, void *dst, size_t bytes,
                         struct sim_err *err);
+/*
+ * A training executable's optimizer state is read and written by the same calls, under
+ * names sim_exe_weight_count() does not count: "optimizer:step" (one int64, the steps
+ * taken) and "optimizer:<slot>:<weight>" (float32, the weight's shape), slot as torch.optim's
+ * state_dict names it: momentum_buffer (SGD with momentum, RMSprop with momentum),
+ * exp_avg and exp_avg_sq (Adam, AdamW, LAMB), square_avg and grad_avg (RMSprop, centered).
+ * sim_exe_weight_index() finds them (an index >= the count) and sim_exe_weight_info()
+ * describes them (kind SIM_WEIGHT_OPTIMIZER_STATE). Writing a momentum_buffer makes SGD use
+ * it from the next step, as torch's load_state_dict does.
+ */
 int sim_exe_write_weight(struct sim_exe *e, const char *name, const void *src, size_t bytes,
                          struct sim_err *err);
 

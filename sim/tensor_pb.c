@@ -56,6 +56,12 @@ copy_typed(struct sim_const *c, const Onnx__TensorProto *t, const char *what,
         for (int64_t i = 0; i < n; i++)
             sim_put_i64(c->dtype, c->data, i, t->int32_data[i]);
         return 0;
+    case SIM_DTYPE_FLOAT16:     /* ONNX: int32_data holds each half's 16 bits */
+        if ((int64_t)t->n_int32_data != n)
+            goto count;
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)c->data)[i] = (uint16_t)t->int32_data[i];
+        return 0;
     default:
         break;
     }
@@ -77,6 +83,7 @@ typed_count(const Onnx__TensorProto *t, int dtype)
     case SIM_DTYPE_FLOAT: return t->n_float_data;
     case SIM_DTYPE_INT64: return t->n_int64_data;
     case SIM_DTYPE_INT32: case SIM_DTYPE_INT8: case SIM_DTYPE_UINT8: case SIM_DTYPE_BOOL:
+    case SIM_DTYPE_FLOAT16:
         return t->n_int32_data;
     default: return 0;
     }
@@ -93,8 +100,8 @@ pb_header(const Onnx__TensorProto *t, const char *what, struct sim_const *c,
 
     if (!sim_dtype_ok(dtype))
         return sim_err_set(err, IPUOF_E_UNSUPPORTED,
-                           "%s: dtype %s (%d) is not supported (float, uint8, int8, int32, "
-                           "int64 and bool are)", what, sim_onnx_dtype_name(dtype), dtype);
+                           "%s: dtype %s (%d) is not supported (float, float16, uint8, int8, "
+                           "int32, int64 and bool are)", what, sim_onnx_dtype_name(dtype), dtype);
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return sim_err_set(err, IPUOF_E_UNSUPPORTED,
                            "%s: external data is not supported; save the model with its "

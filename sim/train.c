@@ -33,8 +33,7 @@ sim_train_free(struct sim_train *tr)
     free(tr->bkern);
     free(tr->gviews);
     free(tr->grads);
-    free(tr->mom1);
-    free(tr->mom2);
+    sim_optim_free(tr);
     free(tr->loss_grad);
     free(tr);
 }
@@ -87,14 +86,10 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
 {
     struct sim_train *tr = e->tr;
     size_t n_views = 0, R = e->R, nb = (size_t)tr->n_bsteps;
-    bool need1 = tr->opt.kind != SIM_OPT_SGD || tr->opt.momentum != 0.0f;
-    bool need2 = tr->opt.kind != SIM_OPT_SGD;
 
     if (e->n_train > SIZE_MAX / sizeof(float) / R)
         return sim_err_set(err, IPUOF_E_TOO_LARGE, "the gradient accumulators are too large");
     tr->grads = alloc_floats(R * e->n_train);
-    tr->mom1 = need1 ? alloc_floats(e->n_train) : NULL;
-    tr->mom2 = need2 ? alloc_floats(e->n_train) : NULL;
     for (size_t b = 0; b < nb; b++) {
         const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
         n_views += (size_t)n->n_in + (size_t)n->n_out;
@@ -102,10 +97,11 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
     tr->bkern = calloc(R * e->S * nb + 1, sizeof(*tr->bkern));
     tr->gviews = calloc(R * e->S * n_views + 1, sizeof(*tr->gviews));
     tr->loss_grad = calloc(R * e->S, sizeof(*tr->loss_grad));
-    if (tr->grads == NULL || (need1 && tr->mom1 == NULL) || (need2 && tr->mom2 == NULL) ||
-        tr->bkern == NULL || tr->gviews == NULL || tr->loss_grad == NULL)
+    if (tr->grads == NULL || tr->bkern == NULL || tr->gviews == NULL || tr->loss_grad == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the gradient "
-                           "accumulators and optimizer state");
+                           "accumulators");
+    if (sim_optim_bind(e, err) != 0)
+        return err->code;
     for (unsigned L = 0; L < e->R * e->S; L++) {
         struct sim_tensor *views = tr->gviews + (size_t)L * n_views;
         unsigned r = L / e->S;

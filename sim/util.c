@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "sim_int.h"
 
 int
@@ -52,6 +53,7 @@ sim_dtype_ok(int dtype)
     switch (dtype) {
     case SIM_DTYPE_FLOAT: case SIM_DTYPE_UINT8: case SIM_DTYPE_INT8:
     case SIM_DTYPE_INT32: case SIM_DTYPE_INT64: case SIM_DTYPE_BOOL:
+    case SIM_DTYPE_FLOAT16:
         return true;
     default:
         return false;
@@ -68,6 +70,7 @@ sim_dtype_size(int dtype)
     case SIM_DTYPE_INT32: return 4;
     case SIM_DTYPE_INT64: return 8;
     case SIM_DTYPE_BOOL: return 1;
+    case SIM_DTYPE_FLOAT16: return 2;
     default: return 0;
     }
 }
@@ -200,6 +203,7 @@ sim_get_f64(int dtype, const void *data, int64_t i)
     case SIM_DTYPE_INT32: return ((const int32_t *)data)[i];
     case SIM_DTYPE_INT64: return (double)((const int64_t *)data)[i];
     case SIM_DTYPE_BOOL: return ((const uint8_t *)data)[i] != 0;
+    case SIM_DTYPE_FLOAT16: return sim_half_to_float(((const uint16_t *)data)[i]);
     default: return 0.0;
     }
 }
@@ -219,6 +223,12 @@ sim_get_i64(int dtype, const void *data, int64_t i)
     case SIM_DTYPE_INT32: return ((const int32_t *)data)[i];
     case SIM_DTYPE_INT64: return ((const int64_t *)data)[i];
     case SIM_DTYPE_BOOL: return ((const uint8_t *)data)[i] != 0;
+    case SIM_DTYPE_FLOAT16: {
+        float f = sim_half_to_float(((const uint16_t *)data)[i]);
+        if (!(f >= -9.2e18f && f <= 9.2e18f))
+            return f > 0 ? INT64_MAX : (f < 0 ? INT64_MIN : 0);
+        return (int64_t)f;
+    }
     default: return 0;
     }
 }
@@ -251,6 +261,7 @@ sim_put_f64(int dtype, void *data, int64_t i, double v)
         ((int64_t *)data)[i] = sat_i64(v, -9223372036854775808.0, 9223372036854774784.0);
         break;
     case SIM_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0.0; break;
+    case SIM_DTYPE_FLOAT16: ((uint16_t *)data)[i] = sim_half_from_float((float)v); break;
     default: break;
     }
 }
@@ -265,6 +276,7 @@ sim_put_i64(int dtype, void *data, int64_t i, int64_t v)
     case SIM_DTYPE_INT32: ((int32_t *)data)[i] = (int32_t)v; break;
     case SIM_DTYPE_INT64: ((int64_t *)data)[i] = v; break;
     case SIM_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0; break;
+    case SIM_DTYPE_FLOAT16: ((uint16_t *)data)[i] = sim_half_from_float((float)v); break;
     default: break;
     }
 }

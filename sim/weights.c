@@ -70,9 +70,20 @@ classify_training(struct sim_exe *e, const struct sim_compile_opts *o, unsigned 
 
     if (reach == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
-    for (int v = 0; v < m->n_vals; v++)
+    for (int v = 0; v < m->n_vals; v++) {
         if (float_init(m, v) && reach[v])
             cls[v] = SIM_WEIGHT_TRAINABLE;
+        /* Not trained silently as a constant: the optimizer keeps float weights only. */
+        if (reach[v] && m->vals[v].kind == SIM_MV_INIT &&
+            m->vals[v].init->dtype == SIM_DTYPE_FLOAT16) {
+            free(reach);
+            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "weight '%s' is float16 and the loss "
+                               "depends on it, but float16 weights are not trained yet (the "
+                               "optimizer keeps float weights): give it as float (Cast it "
+                               "to float16 in the graph if half storage is wanted)",
+                               m->vals[v].name);
+        }
+    }
     free(reach);
     for (int k = 0; k < m->n_nodes; k++) {
         const struct sim_mnode *nd = &m->nodes[k];

@@ -9,6 +9,7 @@
  * (IPUOF_E_BUSY) rather than race with a run.
  * Does not: decide which initializers are weights (weights.c) or run anything.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ sim_exe_weight_info(const struct sim_exe *e, size_t i, struct sim_weight_info *i
     const struct sim_val *v;
 
     if (i >= (size_t)e->n_w)
-        return IPUOF_E_INVAL;
+        return i <= (size_t)LONG_MAX ? sim_optim_state_info(e, (long)i, info) : IPUOF_E_INVAL;
     v = &e->vals[e->w[i].val];
     memset(info, 0, sizeof(*info));
     info->name = e->m->vals[e->w[i].val].name;
@@ -62,7 +63,7 @@ sim_exe_weight_index(const struct sim_exe *e, const char *name)
     for (int i = 0; name != NULL && i < e->n_w; i++)
         if (strcmp(e->m->vals[e->w[i].val].name, name) == 0)
             return i;
-    return -1;
+    return sim_optim_state_index(e, name);   /* optimizer state, or -1 */
 }
 
 /* Replica r's copy of weight i. */
@@ -78,7 +79,9 @@ find(const struct sim_exe *e, const char *name, size_t bytes, int *i, struct sim
 {
     long idx = sim_exe_weight_index(e, name);
 
-    if (idx < 0)
+    if (idx < 0 && e->tr != NULL && name != NULL && strncmp(name, "optimizer:", 10) == 0)
+        return sim_optim_state_missing(e, name, err);
+    if (idx < 0 || idx >= e->n_w)
         return sim_err_set(err, IPUOF_E_NOTFOUND, "the executable has no weight called "
                            "'%s'%s", name != NULL ? name : "(null)",
                            e->n_w == 0 ? " (it owns no weights: compile with a loss or with "
@@ -94,7 +97,12 @@ int
 sim_exe_read_weight(struct sim_exe *e, const char *name, void *dst, size_t bytes,
                     struct sim_err *err)
 {
-    int i, rc = find(e, name, bytes, &i, err);
+    long idx = sim_exe_weight_index(e, name);
+    int i, rc;
+
+    if (idx >= e->n_w)     /* an optimizer state tensor (a weight's name comes first) */
+        return sim_optim_state_io(e, idx, dst, bytes, false, err);
+    rc = find(e, name, bytes, &i, err);
 
     if (rc == 0)
         rc = lock(e, err);
@@ -122,7 +130,12 @@ int
 sim_exe_write_weight(struct sim_exe *e, const char *name, const void *src, size_t bytes,
                      struct sim_err *err)
 {
-    int i, rc = find(e, name, bytes, &i, err);
+    long idx = sim_exe_weight_index(e, name);
+    int i, rc;
+
+    if (idx >= e->n_w)     /* an optimizer state tensor (a weight's name comes first) */
+        return sim_optim_state_io(e, idx, (void *)src, bytes, true, err);
+    rc = find(e, name, bytes, &i, err);
 
     if (rc == 0)
         rc = lock(e, err);
@@ -169,7 +182,7 @@ sim_exe_copy_weights(struct sim_exe *dst, struct sim_exe *src, struct sim_err *e
         long j = sim_exe_weight_index(dst, src->m->vals[src->w[i].val].name);
         const struct sim_val *dv;
         char a[128], b[128];
-        if (j < 0)
+        if (j < 0 || j >= dst->n_w)     /* optimizer state is not copied */
             continue;
         dv = &dst->vals[dst->w[j].val];
         if (sv->ti.dtype != dv->ti.dtype)
@@ -196,7 +209,7 @@ sim_exe_copy_weights(struct sim_exe *dst, struct sim_exe *src, struct sim_err *e
     }
     for (int i = 0; i < src->n_w; i++) {
         long j = sim_exe_weight_index(dst, src->m->vals[src->w[i].val].name);
-        if (j >= 0)
+        if (j >= 0 && j < dst->n_w)
             store(dst, (int)j, weight_data(src, i, 0));
     }
     unlock(src);

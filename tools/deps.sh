@@ -5,15 +5,17 @@
 #                             /usr/bin/time in docs/); PyTorch is a test dependency already
 #   sh tools/deps.sh fuzz     also clang and its fuzzer runtime
 # The first set runs every step of README.md and docs/ (python3-tqdm: Graphcore's
-# mnist_pipeline.py in docs/python.md; openmpi-bin: mpirun).
+# mnist_pipeline.py in docs/python.md; openmpi-bin: mpirun; g++ and libgloo-dev: the Pod
+# collective engine, pod/coll_gloo.cc; iproute2: bench/allreduce.sh's network namespaces).
 set -eu
 
 pkgs="
-gcc libc6-dev make pkgconf
+gcc g++ libc6-dev make pkgconf
 protobuf-c-compiler libprotobuf-c-dev
 libevent-dev
 libcmocka-dev
 libinih-dev
+libgloo-dev
 zlib1g-dev
 libopenblas-dev
 libdnnl-dev
@@ -32,6 +34,7 @@ python3-cffi
 python3-pytest
 python3-tqdm
 openmpi-bin
+iproute2
 "
 case "${1:-}" in
 bench) pkgs="$pkgs valgrind time" ;;

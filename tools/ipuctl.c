@@ -19,118 +19,20 @@
 
 #include "human.h"
 #include "ipuof/client.h"
+#include "ipuctl.h"
 #include "json.h"
 #include "table.h"
 
 #define MAX_RESET_IDS 4096
-
-/* Global options, shared by every command. */
-struct opts {
-    const char *server;        /* NULL: IPUOF_SERVER, else 127.0.0.1:50052 */
-    const char *admin_socket;  /* NULL: use server */
-    const char *token;
-    const char *admin_token;
-    int timeout_ms;            /* -1: the library's defaults */
-};
+/* The global options, connecting and the exit codes: tools/util/ipuctl_conn.c (ipuctl.h);
+ * the fault command: tools/util/ipuctl_fault.c. */
 
 struct cmd {
     const char *name;
     const char *usage;
     const char *summary;
-    int (*handler)(const struct opts *o, int argc, char **argv);
+    int (*handler)(const struct ipuctl_opts *o, int argc, char **argv);
 };
-
-/* ---- errors and exit codes -------------------------------------------------------------- */
-
-/* The exit status for a failed call: connecting says whether the failure came while
- * connecting (a timeout or a dropped connection there means the daemon is unreachable). */
-static int
-exit_code(int status, int connecting)
-{
-    switch (status) {
-    case IPUOF_OK:
-        return EX_OK;
-    case IPUOF_E_IO:
-    case IPUOF_E_SHUTDOWN:
-        return EX_UNAVAILABLE;
-    case IPUOF_E_TIMEOUT:
-        return connecting ? EX_UNAVAILABLE : EX_SOFTWARE;
-    case IPUOF_E_CLOSED:
-        return connecting ? EX_UNAVAILABLE : EX_PROTOCOL;
-    case IPUOF_E_INVAL:
-        return connecting ? EX_USAGE : EX_SOFTWARE;
-    case IPUOF_E_AUTH:
-        return EX_NOPERM;
-    case IPUOF_E_NOTFOUND:
-        return EX_DATAERR;
-    case IPUOF_E_BUSY:
-    case IPUOF_E_TOO_MANY:
-        return EX_TEMPFAIL;
-    case IPUOF_E_PROTO:
-    case IPUOF_E_VERSION:
-        return EX_PROTOCOL;
-    default:
-        return EX_SOFTWARE;
-    }
-}
-
-/* Prints "ipuctl: WHAT: SENTENCE" with the handle's sentence made terminal-safe. */
-static void
-report(const ipuof_client *c, int status, const char *what)
-{
-    char msg[4608];
-    const char *text = ipuof_client_errmsg(c);
-
-    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(status));
-    fprintf(stderr, "ipuctl: %s: %s\n", what, msg);
-}
-
-/* ---- connecting ------------------------------------------------------------------------- */
-
-/* Connects as the global options say. Returns EX_OK with *out (caller frees with
- * ipuof_client_free()), or the exit status after printing why. */
-static int
-open_client_as(const struct opts *o, ipuof_client **out, int probe)
-{
-    char address[4200];
-    const char *addr = o->server;
-    ipuof_client *c;
-    int rc;
-
-    *out = NULL;
-    c = ipuof_client_new();
-    if (c == NULL) {
-        fprintf(stderr, "ipuctl: out of memory\n");
-        return EX_OSERR;
-    }
-    if (o->admin_socket != NULL) {
-        snprintf(address, sizeof address, "unix:%s", o->admin_socket);
-        addr = address;
-    }
-    rc = ipuof_client_set_name(c, "ipuctl");
-    if (rc == IPUOF_OK && o->token != NULL)
-        rc = ipuof_client_set_auth_token(c, o->token);
-    if (rc == IPUOF_OK && o->admin_token != NULL)
-        rc = ipuof_client_set_admin_token(c, o->admin_token);
-    if (rc == IPUOF_OK && o->timeout_ms >= 0)
-        rc = ipuof_client_set_timeouts(c, o->timeout_ms, o->timeout_ms);
-    if (rc == IPUOF_OK)
-        rc = probe ? ipuof_client_connect_probe(c, addr) : ipuof_client_connect(c, addr);
-    if (rc != IPUOF_OK) {
-        report(c, rc, "connect");
-        ipuof_client_free(c);
-        return exit_code(rc, 1);
-    }
-    *out = c;
-    return EX_OK;
-}
-
-/* A client connected (with its hello) to the daemon o names; EX_OK or an exit code. */
-static int
-open_client(const struct opts *o, ipuof_client **out)
-{
-    return open_client_as(o, out, 0);
-}
 
 /* ---- status ----------------------------------------------------------------------------- */
 
@@ -418,7 +320,7 @@ out:
 
 /* ipuctl status [--json]. Returns the exit status. */
 static int
-cmd_status(const struct opts *o, int argc, char **argv)
+cmd_status(const struct ipuctl_opts *o, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
@@ -451,19 +353,19 @@ cmd_status(const struct opts *o, int argc, char **argv)
                 "usage: ipuctl status [--json]\n", argv[optind]);
         return EX_USAGE;
     }
-    ex = open_client(o, &c);
+    ex = ipuctl_open_client(o, &c);
     if (ex != EX_OK)
         goto out;
     rc = ipuof_status(c, &r);
     if (rc != IPUOF_OK) {
-        report(c, rc, "status");
-        ex = exit_code(rc, 0);
+        ipuctl_report(c, rc, "status");
+        ex = ipuctl_exit_code(rc, 0);
         goto out;
     }
     rc = ipuof_vipu_list(c, vparts, sizeof vparts / sizeof vparts[0], &nvparts, NULL);
     if (rc != IPUOF_OK) {
-        report(c, rc, "status (V-IPU partitions)");
-        ex = exit_code(rc, 0);
+        ipuctl_report(c, rc, "status (V-IPU partitions)");
+        ex = ipuctl_exit_code(rc, 0);
         goto out;
     }
     if (nvparts > sizeof vparts / sizeof vparts[0])
@@ -524,7 +426,7 @@ parse_id(const char *s, unsigned *out)
 
 /* ipuctl reset (--all | --ipu N | --partition NAME) [--force]. Returns the exit status. */
 static int
-cmd_reset(const struct opts *o, int argc, char **argv)
+cmd_reset(const struct ipuctl_opts *o, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"all", no_argument, NULL, 'a'},
@@ -582,12 +484,12 @@ cmd_reset(const struct opts *o, int argc, char **argv)
                 RESET_USAGE);
         return EX_USAGE;
     }
-    ex = open_client(o, &c);
+    ex = ipuctl_open_client(o, &c);
     if (ex != EX_OK)
         goto out;
     rc = ipuof_reset_ids(c, scope, ipu, partition, force, ids, MAX_RESET_IDS, &n);
     if (rc != IPUOF_OK) {
-        report(c, rc, "reset");
+        ipuctl_report(c, rc, "reset");
         /* Hints only where the daemon's own sentence does not already give them. */
         if (rc == IPUOF_E_BUSY && !force && strstr(ipuof_client_errmsg(c), "--force") == NULL)
             fprintf(stderr, "ipuctl: reset: the IPUs are in use; add --force to reset them "
@@ -595,7 +497,7 @@ cmd_reset(const struct opts *o, int argc, char **argv)
         else if (rc == IPUOF_E_AUTH && strstr(ipuof_client_errmsg(c), "admin") == NULL)
             fprintf(stderr, "ipuctl: reset: resetting needs admin rights: use "
                     "--admin-socket PATH or --admin-token TOKEN\n");
-        ex = exit_code(rc, 0);
+        ex = ipuctl_exit_code(rc, 0);
         goto out;
     }
     print_reset(ids, n);
@@ -604,255 +506,12 @@ out:
     return ex;
 }
 
-/* ---- fault ------------------------------------------------------------------------------ */
-
-#define FAULT_USAGE \
-    "usage: ipuctl fault inject (--ipu N | --partition NAME) --kind KIND [--at POINT]\n" \
-    "                           [--after-runs K] [--count N] [--probability P --seed S]\n" \
-    "       ipuctl fault list [--json]\n" \
-    "       ipuctl fault clear [--id ID]\n" \
-    "KIND: recoverable:IPU_RESET|LINK_RESET|PARTITION_RESET|FULL_RESET, unrecoverable,\n" \
-    "      host-sync-timeout, fabric-disconnect; POINT: attach, compile, weights, run\n"
-
-/* Parses a non-negative decimal below 2^32 (or 2^64 when wide) into *out; 0 or -1. */
-static int
-parse_num(const char *s, uint64_t *out, int wide)
-{
-    char *end;
-    unsigned long long v;
-
-    if (s[0] < '0' || s[0] > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (*end != '\0' || errno != 0 || (!wide && v > 0xffffffffULL))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* ipuctl fault inject ...: the options into *f. EX_OK or EX_USAGE (after saying why). */
-static int
-parse_inject(int argc, char **argv, struct ipuof_fault *f)
-{
-    static const struct option longopts[] = {
-        {"ipu", required_argument, NULL, 'i'},
-        {"partition", required_argument, NULL, 'p'},
-        {"kind", required_argument, NULL, 'k'},
-        {"at", required_argument, NULL, 'a'},
-        {"after-runs", required_argument, NULL, 'A'},
-        {"count", required_argument, NULL, 'c'},
-        {"probability", required_argument, NULL, 'P'},
-        {"seed", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int has_seed = 0, ch;
-    uint64_t v;
-    char *end;
-
-    memset(f, 0, sizeof *f);
-    optind = 0;
-    while ((ch = getopt_long(argc, argv, "+i:p:k:a:A:c:P:s:h", longopts, NULL)) != -1) {
-        switch (ch) {
-        case 'i':
-            if (parse_num(optarg, &v, 0) != 0) {
-                fprintf(stderr, "ipuctl: fault: --ipu wants an IPU id, not '%s'\n", optarg);
-                return EX_USAGE;
-            }
-            f->has_ipu = 1;
-            f->ipu = (unsigned)v;
-            break;
-        case 'p':
-        case 'k':
-        case 'a': {
-            char *dst = ch == 'p' ? f->partition : ch == 'k' ? f->kind : f->at;
-            size_t len = ch == 'a' ? sizeof f->at : sizeof f->kind;
-            if (strlen(optarg) >= len) {
-                fprintf(stderr, "ipuctl: fault: '%s' is too long (at most %zu bytes)\n",
-                        optarg, len - 1);
-                return EX_USAGE;
-            }
-            memcpy(dst, optarg, strlen(optarg) + 1);
-            break;
-        }
-        case 'A':
-        case 'c':
-            if (parse_num(optarg, &v, 0) != 0) {
-                fprintf(stderr, "ipuctl: fault: --%s wants a count, not '%s'\n",
-                        ch == 'A' ? "after-runs" : "count", optarg);
-                return EX_USAGE;
-            }
-            if (ch == 'A')
-                f->after_runs = (unsigned)v;
-            else
-                f->count = (unsigned)v;
-            break;
-        case 'P':
-            f->probability = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(f->probability > 0.0 &&
-                                                   f->probability <= 1.0)) {
-                fprintf(stderr, "ipuctl: fault: --probability wants a chance in (0, 1], not "
-                        "'%s'\n", optarg);
-                return EX_USAGE;
-            }
-            break;
-        case 's':
-            if (parse_num(optarg, &v, 1) != 0) {
-                fprintf(stderr, "ipuctl: fault: --seed wants a non-negative integer, not "
-                        "'%s'\n", optarg);
-                return EX_USAGE;
-            }
-            f->seed = v;
-            has_seed = 1;
-            break;
-        case 'h':
-            fputs(FAULT_USAGE, stdout);
-            return -1;
-        default:
-            fprintf(stderr, "ipuctl: fault inject: bad option '%s'\n" FAULT_USAGE,
-                    argv[optind - 1]);
-            return EX_USAGE;
-        }
-    }
-    if (optind != argc || f->kind[0] == '\0' || (f->has_ipu && f->partition[0] != '\0') ||
-        (!f->has_ipu && f->partition[0] == '\0')) {
-        fprintf(stderr, "ipuctl: fault inject: give --kind and exactly one of --ipu N, "
-                "--partition NAME\n" FAULT_USAGE);
-        return EX_USAGE;
-    }
-    if (f->probability > 0.0 && f->probability < 1.0 && !has_seed) {
-        fprintf(stderr, "ipuctl: fault inject: --probability below 1 needs --seed S, so the "
-                "faults come the same way every run\n");
-        return EX_USAGE;
-    }
-    return EX_OK;
-}
-
-/* Prints the faults as a table, or as one JSON array. */
-static void
-print_faults(const struct ipuof_fault *fs, size_t n, int json)
-{
-    if (json)
-        putchar('[');
-    else if (n == 0)
-        printf("no faults\n");
-    else
-        printf("%4s  %-12s %-28s %-8s %6s %6s %7s %6s %5s\n", "ID", "TARGET", "KIND", "AT",
-               "AFTER", "COUNT", "PROB", "FIRED", "SEEN");
-    for (size_t i = 0; i < n; i++) {
-        const struct ipuof_fault *f = &fs[i];
-        char target[96];
-        if (f->has_ipu)
-            snprintf(target, sizeof target, "ipu %u", f->ipu);
-        else
-            snprintf(target, sizeof target, "%s", f->partition[0] ? f->partition : "any");
-        if (json) {
-            printf("%s{\"id\":%u,\"ipu\":", i > 0 ? "," : "", f->id);
-            if (f->has_ipu)
-                printf("%u", f->ipu);
-            else
-                fputs("null", stdout);
-            fputs(",\"partition\":", stdout);
-            json_string_or_null(stdout, f->partition);
-            fputs(",\"kind\":", stdout);
-            json_string(stdout, f->kind);
-            fputs(",\"at\":", stdout);
-            json_string(stdout, f->at);
-            printf(",\"after_runs\":%u,\"count\":%u,\"probability\":%g,\"seed\":%" PRIu64
-                   ",\"fired\":%u,\"seen\":%u,\"state\":\"%s\"}", f->after_runs, f->count,
-                   f->probability, f->seed, f->fired, f->seen,
-                   f->fired >= f->count ? "fired" : "armed");
-        } else {
-            printf("%4u  %-12s %-28s %-8s %6u %6u %7g %6u %5u  %s\n", f->id, target, f->kind,
-                   f->at, f->after_runs, f->count, f->probability, f->fired, f->seen,
-                   f->fired >= f->count ? "fired" : "armed");
-        }
-    }
-    if (json)
-        fputs("]\n", stdout);
-}
-
-/* ipuctl fault inject|list|clear. Returns the exit status. */
-static int
-cmd_fault(const struct opts *o, int argc, char **argv)
-{
-    static struct ipuof_fault fs[256];
-    struct ipuof_fault f;
-    ipuof_client *c = NULL;
-    const char *verb = argc > 1 ? argv[1] : "";
-    unsigned id = 0;
-    size_t n = 0;
-    int json = 0;
-    int ex, rc;
-
-    if (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
-        fputs(FAULT_USAGE, stdout);
-        return EX_OK;
-    }
-    if (strcmp(verb, "inject") == 0) {
-        ex = parse_inject(argc - 1, argv + 1, &f);
-        if (ex != EX_OK)
-            return ex < 0 ? EX_OK : ex;
-    } else if (strcmp(verb, "list") == 0) {
-        if (argc > 3 || (argc == 3 && strcmp(argv[2], "--json") != 0)) {
-            fprintf(stderr, "ipuctl: fault list: unexpected argument '%s'\n" FAULT_USAGE,
-                    argv[2]);
-            return EX_USAGE;
-        }
-        json = argc == 3;
-    } else if (strcmp(verb, "clear") == 0) {
-        uint64_t v = 0;
-        if (argc != 2 && (argc != 4 || strcmp(argv[2], "--id") != 0 ||
-                          parse_num(argv[3], &v, 0) != 0 || v == 0)) {
-            fprintf(stderr, "ipuctl: fault clear: give nothing (every fault) or --id ID (an id "
-                    "ipuctl fault list shows)\n" FAULT_USAGE);
-            return EX_USAGE;
-        }
-        id = (unsigned)v;
-    } else {
-        fprintf(stderr, "ipuctl: fault: %s '%s'; give inject, list or clear\n" FAULT_USAGE,
-                verb[0] ? "unknown verb" : "no verb", verb);
-        return EX_USAGE;
-    }
-    ex = open_client(o, &c);
-    if (ex != EX_OK)
-        goto out;
-    if (verb[0] == 'i')
-        rc = ipuof_fault_inject(c, &f, &id);
-    else if (verb[0] == 'l')
-        rc = ipuof_fault_list(c, fs, sizeof fs / sizeof fs[0], &n);
-    else
-        rc = ipuof_fault_clear(c, id, &n);
-    if (rc != IPUOF_OK) {
-        report(c, rc, verb[0] == 'i' ? "fault inject" : verb[0] == 'l' ? "fault list"
-                                                                        : "fault clear");
-        if (rc == IPUOF_E_AUTH && strstr(ipuof_client_errmsg(c), "admin") == NULL)
-            fprintf(stderr, "ipuctl: fault: needs admin rights: use --admin-socket PATH or "
-                    "--admin-token TOKEN\n");
-        ex = rc == IPUOF_E_INVAL ? EX_USAGE : exit_code(rc, 0); /* the daemon refused the spec */
-        goto out;
-    }
-    if (verb[0] == 'i')
-        printf("armed fault %u: %s at %s\n", id, f.kind, f.at[0] ? f.at : "run");
-    else if (verb[0] == 'l')
-        print_faults(fs, n < sizeof fs / sizeof fs[0] ? n : sizeof fs / sizeof fs[0], json);
-    else
-        printf("cleared %zu fault%s\n", n, n == 1 ? "" : "s");
-    if (fflush(stdout) != 0) {
-        perror("ipuctl: fault: writing the output");
-        ex = EX_IOERR;
-    }
-out:
-    ipuof_client_free(c);
-    return ex;
-}
 
 /* ---- health ----------------------------------------------------------------------------- */
 
 /* ipuctl health: EX_OK when ready, EX_TEMPFAIL when live but not ready. */
 static int
-cmd_health(const struct opts *o, int argc, char **argv)
+cmd_health(const struct ipuctl_opts *o, int argc, char **argv)
 {
     ipuof_client *c = NULL;
     char reason[4200];
@@ -869,13 +528,13 @@ cmd_health(const struct opts *o, int argc, char **argv)
                 argv[1]);
         return EX_USAGE;
     }
-    ex = open_client_as(o, &c, 1); /* health comes before the hello: no token needed */
+    ex = ipuctl_open_client_as(o, &c, 1); /* health comes before the hello: no token needed */
     if (ex != EX_OK)
         goto out;
     rc = ipuof_health(c, &ready);
     if (rc != IPUOF_OK) {
-        report(c, rc, "health");
-        ex = exit_code(rc, 0);
+        ipuctl_report(c, rc, "health");
+        ex = ipuctl_exit_code(rc, 0);
         goto out;
     }
     if (ready) {
@@ -897,7 +556,7 @@ static const struct cmd cmds[] = {
     {"reset", "reset (--all | --ipu N | --partition NAME) [--force]",
      "return IPUs to free (admin); --force takes them from their holders", cmd_reset},
     {"fault", "fault (inject ... | list [--json] | clear [--id ID])",
-     "inject faults into IPUs (admin): errors PopTorch programs recover from", cmd_fault},
+     "inject faults into IPUs (admin): errors PopTorch programs recover from", ipuctl_fault},
     {"health", "health", "say whether the daemon is live and ready (exit 0 when ready)",
      cmd_health},
 };
@@ -941,7 +600,7 @@ main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    struct opts o = {.timeout_ms = -1};
+    struct ipuctl_opts o = {.timeout_ms = -1};
     char *end;
     long v;
     int ch;

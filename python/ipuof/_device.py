@@ -13,7 +13,8 @@ ffi, lib = _lib.ffi, _lib.lib
 # Torch dtypes as the library numbers them (ONNX's TensorProto.DataType).
 _DTYPES = {"torch.float32": _lib.DTYPE_FLOAT, "torch.uint8": _lib.DTYPE_UINT8,
            "torch.int8": _lib.DTYPE_INT8, "torch.int32": _lib.DTYPE_INT32,
-           "torch.int64": _lib.DTYPE_INT64, "torch.bool": _lib.DTYPE_BOOL}
+           "torch.int64": _lib.DTYPE_INT64, "torch.bool": _lib.DTYPE_BOOL,
+           "torch.float16": _lib.DTYPE_FLOAT16}
 
 
 def dtype_code(t):
@@ -21,7 +22,7 @@ def dtype_code(t):
     code = _DTYPES.get(str(t.dtype))
     if code is None:
         raise Error(f"tensors of {t.dtype} are not supported by ipuofd; use float32, "
-                    "int64, int32, int8, uint8 or bool")
+                    "float16, int64, int32, int8, uint8 or bool")
     return code
 
 

@@ -94,9 +94,10 @@ def _without_gradient(m, loss):
     return [n for (n, _), g in zip(params, grads) if g is None]
 
 
-def export(m, training, call, sample, record):
+def export(m, training, call, sample, record, half=None):
     """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
-    the blocks recorder; no side effects on the host."""
+    the blocks recorder; no side effects on the host. half, for a float16 model, is
+    (its float16 inputs, the outputs that travel as float16: capture.type_float16)."""
     n_out = record.n_graph()
     was_training = m.training
     m.train(training)
@@ -116,6 +117,8 @@ def export(m, training, call, sample, record):
             onnx_bytes = narrow_doubles(
                     capture.fix_initializers(f.getvalue(), snap.changed()))
             check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
+            if half is not None:
+                onnx_bytes = capture.type_float16(onnx_bytes, half[0], half[1])
             if rec.blocks:
                 import onnx
                 rec.prune([n.name for n in onnx.load_from_string(onnx_bytes).graph.node])

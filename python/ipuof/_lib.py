@@ -92,6 +92,13 @@ int ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n)
 int ipuof_model_output(const ipuof_model *m, size_t i, struct ipuof_tensor *t);
 uint64_t ipuof_model_run_us(const ipuof_model *m);
 
+struct ipuof_optimizer_group {
+    float lr, weight_decay, momentum, dampening;
+    int nesterov;
+    float beta1, beta2, eps, alpha;
+    const char *const *weights;
+    size_t n_weights;
+};
 struct ipuof_optimizer {
     int kind;
     float lr;
@@ -101,6 +108,17 @@ struct ipuof_optimizer {
     int nesterov;
     float beta1, beta2;
     float eps;
+    float alpha;
+    int centered;
+    int tf_variant;
+    int no_bias_correction;
+    float max_grad_norm;
+    float max_weight_norm;
+    float loss_scaling;
+    float velocity_scaling;
+    int plan_momentum;
+    size_t n_groups;
+    const struct ipuof_optimizer_group *groups;
 };
 int ipuof_optimizer_init(struct ipuof_optimizer *o, int kind);
 struct ipuof_training_opts {
@@ -122,6 +140,9 @@ int ipuof_model_weight_info(const ipuof_model *m, size_t i, struct ipuof_tensor 
 int ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t bytes);
 int ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src,
                              size_t bytes);
+int ipuof_model_read_state(ipuof_model *m, const char *name, void *dst, size_t bytes);
+int ipuof_model_write_state(ipuof_model *m, const char *name, const void *src,
+                            size_t bytes);
 """
 
 # Status codes used by name in this package (client.h, enum ipuof_status).
@@ -141,8 +162,9 @@ E_STATE = 25
 ERROR_PLAIN, ERROR_RECOVERABLE, ERROR_UNRECOVERABLE = 0, 1, 2
 
 DTYPE_FLOAT, DTYPE_UINT8, DTYPE_INT8, DTYPE_INT32, DTYPE_INT64, DTYPE_BOOL = 1, 2, 3, 6, 7, 9
+DTYPE_FLOAT16 = 10
 OUTPUT_DEFAULT, OUTPUT_ALL, OUTPUT_FINAL, OUTPUT_SUM, OUTPUT_EVERYN = 0, 1, 2, 3, 4
-OPTIMIZER_SGD, OPTIMIZER_ADAM, OPTIMIZER_ADAMW = 1, 2, 3
+OPTIMIZER_SGD, OPTIMIZER_ADAM, OPTIMIZER_ADAMW, OPTIMIZER_RMSPROP, OPTIMIZER_LAMB = 1, 2, 3, 4, 5
 REDUCTION_MEAN, REDUCTION_SUM = 0, 1
 WEIGHT_TRAINABLE, WEIGHT_BUFFER, WEIGHT_FROZEN = 1, 2, 3
 

@@ -22,7 +22,7 @@ import weakref
 import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _placement, blocks, capture, enums, profiling)
+               _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -39,55 +39,8 @@ _OUTPUT_KINDS = {enums.OutputMode.Default: _lib.OUTPUT_DEFAULT,
 
 _TORCH_DTYPES = {_lib.DTYPE_FLOAT: torch.float32, _lib.DTYPE_UINT8: torch.uint8,
                  _lib.DTYPE_INT8: torch.int8, _lib.DTYPE_INT32: torch.int32,
-                 _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool}
-
-
-def _optimizer_struct(optimizer):
-    """The library's struct ipuof_optimizer for a torch.optim optimizer (or None: SGD with
-    lr 0.01, PopTorch's default)."""
-    o = ffi.new("struct ipuof_optimizer *")
-    if optimizer is None:
-        _lib.lib.ipuof_optimizer_init(o, _lib.OPTIMIZER_SGD)
-        o.lr = 0.01
-        return o
-    groups = optimizer.param_groups
-    keys = [k for k in groups[0] if k != "params"]
-    for g in groups[1:]:
-        if any(g.get(k) != groups[0].get(k) for k in keys):
-            raise Error("optimizer parameter groups with different hyper-parameters are not "
-                        "supported by ipuofd: one set of hyper-parameters for all weights")
-    g = groups[0]
-    if g.get("maximize"):
-        raise Error("optimizer maximize=True is not supported by ipuofd")
-    if isinstance(optimizer, torch.optim.SGD):
-        _lib.lib.ipuof_optimizer_init(o, _lib.OPTIMIZER_SGD)
-        o.momentum = g.get("momentum", 0.0)
-        o.dampening = g.get("dampening", 0.0)
-        o.nesterov = int(bool(g.get("nesterov", False)))
-    elif isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
-        if g.get("amsgrad"):
-            raise Error("Adam/AdamW with amsgrad=True is not supported by ipuofd")
-        kind = _lib.OPTIMIZER_ADAMW if isinstance(optimizer, torch.optim.AdamW) \
-            else _lib.OPTIMIZER_ADAM
-        _lib.lib.ipuof_optimizer_init(o, kind)
-        o.beta1, o.beta2 = g["betas"]
-        o.eps = g["eps"]
-    else:
-        raise Error(f"the optimizer {type(optimizer).__name__} is not supported by ipuofd "
-                    "yet: its optimizer set (sim/optim.c) has SGD, Adam and AdamW; "
-                    "RMSprop and LAMB need it to gain them. Use torch.optim.SGD, Adam or "
-                    "AdamW (or poptorch.optim's)")
-    o.lr = float(g["lr"])
-    o.weight_decay = float(g.get("weight_decay", 0.0))
-    return o
-
-
-def _optimizer_key(optimizer):
-    """The hyper-parameters as a tuple, to see whether they changed between calls."""
-    if optimizer is None:
-        return None
-    g = optimizer.param_groups[0]
-    return tuple(sorted((k, repr(v)) for k, v in g.items() if k != "params"))
+                 _lib.DTYPE_INT64: torch.int64, _lib.DTYPE_BOOL: torch.bool,
+                 _lib.DTYPE_FLOAT16: torch.float16}
 
 
 def _profiling_dir(options):
@@ -139,7 +92,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._options = options
         self._training = training
         self._optimizer = optimizer
-        self._opt_key = _optimizer_key(optimizer)
+        self._opt_key = optim.key(optimizer)
+        if training:
+            optim.bind(optimizer, self)  # its state_dict() reads the device's state
         self._conn = None
         self._exe = None
         self._onnx = None
@@ -203,6 +158,20 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             t = t.float()
         return t.detach().contiguous()
 
+    def _wire_tensor(self, name, t):
+        """Input t as it travels: as it is when the graph takes input name as float16
+        (the call was checked against the compiled dtypes), else as _host_tensor."""
+        if name in getattr(self, "_half_inputs", ()) and t.dtype == torch.float16:
+            return t.detach().contiguous()
+        return self._host_tensor(t)
+
+    def _half_outputs(self, n_out):
+        """The graph outputs of a float16 model that travel as float16: every output
+        except those summed over the run (the daemon sums float, not float16)."""
+        if self._options.output_mode == enums.OutputMode.Sum:
+            return ()
+        return [f"output{i}" for i in range(n_out)]
+
     def _revive(self):
         """After destroy(), the next call or compile() starts again: a new capture and a
         new compile (PopTorch's rule, used to change a model's inputs)."""
@@ -246,6 +215,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         # A float16 model (or float16 inputs) is captured and run in float32, its floating
         # outputs given back as float16: the daemon has no float16 tensors yet.
         self._half = capture.widened_half(self._user_model, call.leaves)
+        self._half_inputs = {n for n, t in zip(call.names, call.leaves)
+                             if t.dtype == torch.float16}
         record = _graph.probe(self._user_model, self._training, call, sample,
                               o.replication_factor)
         self._sample = sample
@@ -280,8 +251,12 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
     def _export_graph(self, call, sample, record):
         """The ONNX bytes of the module (with the anchored tensors as extra outputs) and
         the blocks recorder."""
+        half = None
+        if self._half:
+            half = (self._half_inputs,
+                    self._half_outputs(record.n_graph()) if not self._training else ())
         onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
-                                        record)
+                                        record, half)
         onnx_bytes, self._anchors = _anchors.plan(
             self._options, self._training, onnx_bytes, self._trainable(), self._steps())
         return onnx_bytes, rec
@@ -314,7 +289,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             == enums.ReductionType.Sum else _lib.REDUCTION_MEAN
         seed = o.random_seed if o.random_seed is not None else 0
         return dict(loss=self._out_names[self._loss],
-                    optimizer=_optimizer_struct(self._optimizer),
+                    optimizer=optim.to_struct(self._optimizer, self),
                     accumulation=o.Training.gradient_accumulation, reduction=red,
                     seed=seed, frozen=frozen)
 
@@ -361,6 +336,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                             "does not give")
         self._order = [self._names.index(i["name"]) for i in self._exe.inputs]
         self._uploaded_generation = _hostsync.generation[0]
+        if self._training:
+            optim.attached(self)  # optimizer state loaded or kept on the host goes up
 
     # ---- running --------------------------------------------------------------------------
 
@@ -399,14 +376,14 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 self.copyWeightsToDevice()
             self._detached = False
         if self._training:
-            key = _optimizer_key(self._optimizer)
+            key = optim.key(self._optimizer)
             if key != self._opt_key:
                 self.setOptimizer(self._optimizer)
         call = self._bind(args, kwargs)
         leaves = self._call.conform(call)
         inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
-        tensors = [self._expand_groups(self._host_tensor(inputs[i][1])) for i in self._order]
+        tensors = [self._expand_groups(self._wire_tensor(*inputs[i])) for i in self._order]
         start = _introspect.now()
         try:
             self._exe.run(tensors)
@@ -458,9 +435,10 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         if not self._training:
             raise Error("setOptimizer is only meaningful for a training model")
         self._optimizer = optimizer
-        self._opt_key = _optimizer_key(optimizer)
+        self._opt_key = optim.key(optimizer)
+        optim.bind(optimizer, self)
         if self._exe is not None:
-            self._exe.set_optimizer(_optimizer_struct(optimizer))
+            self._exe.set_optimizer(optim.to_struct(optimizer, self))
 
     def isCompiled(self):
         return self._exe is not None
@@ -482,23 +460,15 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         return self._exe is not None
 
     def detachFromDevice(self):
-        """Returns the IPUs to the daemon's pool; the host keeps the weights (the
-        optimizer's state is lost). attachToDevice() compiles again."""
+        """Returns the IPUs to the daemon's pool; the host keeps the weights and the
+        optimizer's state. attachToDevice() (or the next call) compiles again and sends
+        both back."""
         if self._exe is None:
             raise Error("Device is not attached")
         if self._training:
             self.copyWeightsToHostIfNeeded()
-            o = self._optimizer
-            stateful = o is not None and (
-                not isinstance(o, torch.optim.SGD) or
-                any(g.get("momentum", 0.0) for g in o.param_groups))
+            optim.pull(self)
             self._detached = True
-            if stateful and self._steps_run and not self.__dict__.get("_warned_state"):
-                self._warned_state = True
-                warnings.warn(f"detachFromDevice: the device's {type(o).__name__} state "
-                              "(momentum, moments) is not kept: after attachToDevice() the "
-                              "optimizer starts again from zero state with the trained "
-                              "weights (warned once per model)", stacklevel=2)
         self._release()
 
     def attachToDevice(self):

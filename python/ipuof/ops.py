@@ -3,11 +3,13 @@
 Honoured: ipu_print_tensor (the value comes back with the run as a hidden output and is
 printed on the host after it), serializedMatMul (the product; how it is split is a memory
 plan of real IPUs, the numbers are the same), for_loop (unrolled at capture: the same
-values as the on-device loop), nop, NameScope.
+values as the on-device loop), cond (a constant condition takes its branch, a tensor one
+computes both and selects with Where, as the daemon does for an ONNX If on data), nop,
+NameScope.
 Accepted with a one-time warning (no meaning on ipuofd's IPUs yet): set_available_memory
 (the simulator has no PopLibs planner), recomputationCheckpoint (the daemon keeps every
 activation; it does not recompute), MultiConv.
-Refused with a sentence: custom_op (no Poplar codelets to run), cond, CPU.
+Refused with a sentence: custom_op (no Poplar codelets to run), CPU.
 """
 import threading
 import warnings
@@ -109,8 +111,53 @@ def for_loop(count, body, inputs):
     return outs
 
 
+def _branch_outputs(which, body, inputs):
+    if not isinstance(inputs, list):
+        raise ValueError(f"poptorch.cond expects {which}_inputs to be a list of tensors "
+                         f"(not a {type(inputs).__name__})")
+    res = body(*inputs)
+    res = list(res) if isinstance(res, (list, tuple)) else [res]
+    for i, t in enumerate(res):
+        if not isinstance(t, torch.Tensor):
+            raise Error(f"poptorch.cond: output {i} of {which}_body is a "
+                        f"{type(t).__name__}; the branches must return tensors")
+    return res
+
+
 def cond(condition, then_body, then_inputs, else_body, else_inputs):
-    raise Error("poptorch.cond is not supported by ipuofd yet: the daemon has no ONNX If")
+    """then_body(*then_inputs) if condition else else_body(*else_inputs), as a list.
+
+    A Python bool (or a one-element tensor known when the model is captured as a constant)
+    takes its branch. A tensor condition computes both branches and selects each output
+    with torch.where, which the capture exports as ONNX Where: the same values and gradients
+    as the branch taken (the other branch's gradient is zero), at the cost of running both
+    branches every time; the daemon does the same with an ONNX If whose condition is data.
+    The branches must return as many tensors, of equal shapes and dtypes."""
+    if isinstance(condition, torch.Tensor):
+        if condition.numel() != 1:
+            raise ValueError(f"poptorch.cond: the condition must hold one value, not "
+                             f"{condition.numel()} (shape {tuple(condition.shape)})")
+    elif isinstance(condition, (bool, int)):
+        if condition:
+            return _branch_outputs("then", then_body, then_inputs)
+        return _branch_outputs("else", else_body, else_inputs)
+    else:
+        raise ValueError(f"poptorch.cond: the condition must be a tensor or a bool, not a "
+                         f"{type(condition).__name__}")
+    outs_t = _branch_outputs("then", then_body, then_inputs)
+    outs_e = _branch_outputs("else", else_body, else_inputs)
+    if len(outs_t) != len(outs_e):
+        raise Error(f"poptorch.cond: then_body returns {len(outs_t)} tensors and else_body "
+                    f"{len(outs_e)}; they must return as many")
+    c = condition.reshape(()).to(torch.bool)
+    res = []
+    for i, (t, e) in enumerate(zip(outs_t, outs_e)):
+        if t.shape != e.shape or t.dtype != e.dtype:
+            raise Error(f"poptorch.cond: output {i} is {tuple(t.shape)} {t.dtype} in "
+                        f"then_body and {tuple(e.shape)} {e.dtype} in else_body; both "
+                        "branches must give equal shapes and dtypes")
+        res.append(torch.where(c, t, e))
+    return res
 
 
 def custom_op(inputs, name, domain, domain_version, example_outputs, attributes=None):

@@ -1,21 +1,44 @@
-"""poptorch.optim: torch.optim's SGD, Adam and AdamW taking PopTorch's extra arguments.
+"""poptorch.optim: PopTorch's SGD, Adam, AdamW, RMSprop, LAMB and LAMBNoBias, with their
+extra arguments, run by the daemon's optimizers (sim/optim.c) for a training model.
 
-The IPU-specific arguments that only change precision (loss scaling, velocity scaling,
-accumulator types, ...) have no meaning on ipuofd's float32 simulator: non-default values
-are accepted with a warning. Those that change the update (max_grad_norm,
-bias_correction=False, max_weight_norm) are refused until the daemon's optimizers have
-them.
+Every argument PopTorch's optimizers take is honoured or, where it only chooses a precision,
+accepted: loss_scaling and velocity_scaling are checked and cancel in the float32 arithmetic
+ipuofd keeps (as they do on an IPU in float32); accum_type and the *_accum_type arguments
+take torch.float32 or torch.float16, and float16 keeps the state in float32 with a one-time
+warning (half-precision state is not simulated); use_combined_accum changes no number.
+max_grad_norm clips by the global gradient norm (torch.nn.utils.clip_grad_norm_),
+bias_correction=False drops Adam's and LAMB's corrections, max_weight_norm clips LAMB's
+weight norm, use_tf_variant is TensorFlow's RMSprop. Parameter groups keep their own
+hyper-parameters on the device.
+
+torch.optim's SGD, Adam, AdamW and RMSprop given to trainingModel map to the same device
+optimizers. Bound to a training model, an optimizer's state_dict() reads the state from the
+device (torch's "state" entries, plus PopTorch's "ipu_state" and "ipu_param" views) and
+load_state_dict() writes it there, so a run resumes where the saved one stopped.
+
+Used by the executor: to_struct, key, bind, attached, pull.
 """
+import math
 import warnings
 
 import torch
 
+from . import _lib
 from .errors import Error
 
-_EXTRA = {"loss_scaling": 1.0, "velocity_scaling": 1.0, "use_combined_accum": None,
-          "accum_type": None, "velocity_accum_type": None,
-          "first_order_momentum_accum_type": None, "second_order_momentum_accum_type": None,
-          "max_grad_norm": None, "bias_correction": True, "max_weight_norm": None}
+ffi = _lib.ffi
+
+# ---- the classes -----------------------------------------------------------------------
+
+_ACCUM = ("accum_type", "velocity_accum_type", "first_order_momentum_accum_type",
+          "second_order_momentum_accum_type")
+_warned = set()
+
+
+def _warn_once(key, msg):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, stacklevel=4)
 
 
 class VariableAttributes:
@@ -46,125 +69,258 @@ class VariableAttributes:
             self._variable_attributes.append(attr)
 
 
+class Optimizer:
+    """The base of poptorch.optim's optimizers (PopTorch's poptorch.optim.Optimizer): its
+    state_dict() holds PopTorch's "ipu_state" and "ipu_param" views (None before the
+    training model is compiled), and load_state_dict() takes only such an IPU state."""
+
+    def state_dict(self):
+        return _state_dict(self)
+
+    def load_state_dict(self, state_dict):
+        return _load_state_dict(self, state_dict)
+
+
+def _extras(opt, name, kwargs, defaults):
+    """Pops PopTorch's extra arguments (defaults: name -> default) from kwargs onto opt as
+    attributes; the accumulator types must be float32 or float16 (float16: kept in float32,
+    warned once). Returns the names given explicitly."""
+    given = []
+    for k, default in defaults.items():
+        v = kwargs.pop(k, None)
+        if v is not None:
+            given.append(k)
+        if k in _ACCUM:
+            if v not in (None, torch.float32, torch.float16, torch.half):
+                raise ValueError(f"poptorch.optim.{name}: {k} must be torch.float32 or "
+                                 f"torch.float16, not {v}")
+            if v in (torch.float16, torch.half):
+                _warn_once(("accum", name, k), f"poptorch.optim.{name}: {k}=torch.float16 "
+                           "is accepted, but ipuofd keeps the optimizer state in float32 "
+                           "(half-precision state is not simulated)")
+            v = torch.float32 if v is None else v
+        elif v is None:
+            v = default
+        if k == "max_grad_norm" and v is not None and not (v > 0):
+            raise ValueError(f"poptorch.optim.{name}: max_grad_norm must be > 0 (or None or "
+                             f"inf for no clipping), not {v}")
+        if k in ("loss_scaling", "velocity_scaling") and not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"poptorch.optim.{name}: {k} must be > 0 and finite, not {v}")
+        setattr(opt, k, v)
+    return given
+
+
 def _attach_attrs(opt, given, extra):
     """Gives optimizer opt its variable_attrs: given (the arguments passed explicitly) are
     variable; the allowed ones are its defaults' keys plus extra."""
     allowed = [k for k in opt.defaults if k not in ("foreach", "maximize", "capturable",
                                                     "differentiable", "fused")] + extra
     opt.variable_attrs = VariableAttributes([k for k in given if k in allowed], allowed)
-    for k in extra:
-        if not hasattr(opt, k):
-            setattr(opt, k, 1.0)
 
 
-# Arguments that change the arithmetic of the update: ignoring them would train other
-# weights than PopTorch does, so a value other than the default is refused, not warned.
-_CHANGES_THE_UPDATE = ("max_grad_norm", "bias_correction", "max_weight_norm")
+def _clip(opt):
+    """torch.nn.utils.clip_grad_norm_ over every parameter of opt, when it has a
+    max_grad_norm."""
+    m = getattr(opt, "max_grad_norm", None)
+    if m is None or math.isinf(m):
+        return
+    params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    if params:
+        torch.nn.utils.clip_grad_norm_(params, m)
 
 
-def _pop_extra(kwargs, name):
-    for k, default in _EXTRA.items():
-        if k in kwargs:
-            v = kwargs.pop(k)
-            if v is None or v == default or (k == "accum_type" and v == torch.float32):
-                continue
-            if k in _CHANGES_THE_UPDATE:
-                raise Error(f"poptorch.optim.{name}: {k}={v!r} is not supported by ipuofd "
-                            "yet: its optimizers (sim/optim.c) have no gradient clipping, "
-                            "Adam without bias correction or weight-norm clipping, and "
-                            "ignoring it would train other weights")
-            warnings.warn(f"poptorch.optim.{name}: {k}={v!r} has no effect on ipuofd (its "
-                          "arithmetic is float32 throughout)", stacklevel=3)
+def _closure(closure):
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
 
 
-class SGD(torch.optim.SGD):
+class SGD(Optimizer, torch.optim.SGD):
+    """torch.optim.SGD with PopTorch's extra arguments; velocity_scaling and loss_scaling
+    cancel in float32, use_combined_accum changes no number."""
+
+    _EXTRA = {"loss_scaling": 1.0, "velocity_scaling": 1.0, "use_combined_accum": None,
+              "accum_type": None, "velocity_accum_type": None, "max_grad_norm": None}
+
     def __init__(self, params, lr=0.01, *args, **kwargs):
-        given = ["lr"] + list(kwargs)
-        _pop_extra(kwargs, "SGD")
+        given = ["lr"] + [k for k in kwargs if k not in self._EXTRA]
+        given += _extras(self, "SGD", kwargs, self._EXTRA)
         super().__init__(params, lr, *args, **kwargs)
         _attach_attrs(self, given, ["loss_scaling", "velocity_scaling"])
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = _closure(closure)
+        _clip(self)
+        super().step()
+        return loss
 
-class Adam(torch.optim.Adam):
+
+_ADAM_EXTRA = {"loss_scaling": 1.0, "accum_type": None,
+               "first_order_momentum_accum_type": None,
+               "second_order_momentum_accum_type": None, "max_grad_norm": None,
+               "bias_correction": True}
+
+
+def _adam_step(opt, decoupled):
+    """Adam / AdamW without bias correction (PopTorch's bias_correction=False):
+    m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr m / (sqrt(v) + eps), with the
+    weight decay added to g (Adam) or applied as p *= 1 - lr wd first (AdamW)."""
+    for group in opt.param_groups:
+        b1, b2 = group["betas"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            g = p.grad
+            st = opt.state[p]
+            if not st:
+                st["step"] = torch.tensor(0.0)
+                st["exp_avg"] = torch.zeros_like(p)
+                st["exp_avg_sq"] = torch.zeros_like(p)
+            st["step"] += 1
+            if decoupled:
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+            elif group["weight_decay"]:
+                g = g.add(p, alpha=group["weight_decay"])
+            st["exp_avg"].mul_(b1).add_(g, alpha=1 - b1)
+            st["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+            p.sub_(group["lr"] * st["exp_avg"] / (st["exp_avg_sq"].sqrt() + group["eps"]))
+
+
+class Adam(Optimizer, torch.optim.Adam):
     def __init__(self, params, *args, **kwargs):
-        given = list(kwargs)
-        _pop_extra(kwargs, "Adam")
+        given = [k for k in kwargs if k not in _ADAM_EXTRA]
+        given += _extras(self, "Adam", kwargs, _ADAM_EXTRA)
         super().__init__(params, *args, **kwargs)
         _attach_attrs(self, given, ["loss_scaling"])
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = _closure(closure)
+        _clip(self)
+        if self.bias_correction:
+            super().step()
+        else:
+            _adam_step(self, False)
+        return loss
 
-class AdamW(torch.optim.AdamW):
+
+class AdamW(Optimizer, torch.optim.AdamW):
     def __init__(self, params, *args, **kwargs):
-        given = list(kwargs)
-        _pop_extra(kwargs, "AdamW")
+        given = [k for k in kwargs if k not in _ADAM_EXTRA]
+        given += _extras(self, "AdamW", kwargs, _ADAM_EXTRA)
         super().__init__(params, *args, **kwargs)
         _attach_attrs(self, given, ["loss_scaling"])
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = _closure(closure)
+        _clip(self)
+        if self.bias_correction:
+            super().step()
+        else:
+            _adam_step(self, True)
+        return loss
 
-class RMSprop(torch.optim.RMSprop):
-    """torch.optim.RMSprop taking PopTorch's extra arguments. On the host it is torch's
-    RMSprop; a training model cannot use it yet (the daemon's optimizer set, sim/optim.c,
-    has SGD, Adam and AdamW): trainingModel says so."""
+
+class RMSprop(Optimizer, torch.optim.RMSprop):
+    """torch.optim.RMSprop with PopTorch's extra arguments. use_tf_variant=True is
+    TensorFlow's RMSprop (tf.raw_ops.ApplyRMSProp / ApplyCenteredRMSProp): eps inside the
+    square root and the learning rate inside the momentum; the state starts at zero."""
+
+    _EXTRA = {"loss_scaling": 1.0, "accum_type": None,
+              "first_order_momentum_accum_type": None,
+              "second_order_momentum_accum_type": None, "use_tf_variant": False,
+              "max_grad_norm": None}
 
     def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, **kwargs):
-        given = ["lr"] + list(kwargs)
-        _pop_extra(kwargs, "RMSprop")
+        given = ["lr"] + [k for k in kwargs if k not in self._EXTRA]
+        given += _extras(self, "RMSprop", kwargs, self._EXTRA)
+        self.use_tf_variant = bool(self.use_tf_variant)
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                          momentum=momentum, centered=centered, **kwargs)
         _attach_attrs(self, given, ["loss_scaling"])
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = _closure(closure)
+        _clip(self)
+        if not self.use_tf_variant:
+            super().step()
+            return loss
+        for group in self.param_groups:
+            a, mu = group["alpha"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if group["weight_decay"]:
+                    g = g.add(p, alpha=group["weight_decay"])
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["square_avg"] = torch.zeros_like(p)
+                    if mu > 0:
+                        st["momentum_buffer"] = torch.zeros_like(p)
+                    if group["centered"]:
+                        st["grad_avg"] = torch.zeros_like(p)
+                st["step"] += 1
+                st["square_avg"].mul_(a).addcmul_(g, g, value=1 - a)
+                var = st["square_avg"]
+                if group["centered"]:
+                    st["grad_avg"].mul_(a).add_(g, alpha=1 - a)
+                    var = var - st["grad_avg"] * st["grad_avg"]
+                upd = group["lr"] * g / (var + group["eps"]).sqrt()
+                if mu > 0:
+                    st["momentum_buffer"].mul_(mu).add_(upd)
+                    upd = st["momentum_buffer"]
+                p.sub_(upd)
+        return loss
 
-class LAMB(torch.optim.Optimizer):
+
+class LAMB(Optimizer, torch.optim.Optimizer):
     """PopTorch's LAMB (You et al., "Large Batch Optimization for Deep Learning", 2019),
     biased unless bias_correction: per weight w with gradient g at step t,
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
         u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay w   (c = 1 - b^t, or 1)
         r1 = min(|w|, max_weight_norm),  r2 = |u|
         w -= lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1) * u
-    step() applies it on the host; a training model cannot use it yet (the daemon's
-    optimizer set, sim/optim.c, has SGD, Adam and AdamW): trainingModel says so."""
+    A training model runs it on the device (sim/optim.c); step() is the same on the host."""
 
     def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None,
                  bias_correction=None, loss_scaling=None, max_weight_norm=None,
                  accum_type=None, first_order_momentum_accum_type=None,
-                 second_order_momentum_accum_type=None):
-        for name, t in (("accum_type", accum_type),
-                        ("first_order_momentum_accum_type", first_order_momentum_accum_type),
-                        ("second_order_momentum_accum_type",
-                         second_order_momentum_accum_type)):
-            if t not in (None, torch.float32, torch.float16):
-                raise ValueError(f"LAMB: {name} must be torch.float32 or torch.float16, "
-                                 f"not {t}")
+                 second_order_momentum_accum_type=None, max_grad_norm=None):
         defaults = dict(lr=1e-3 if lr is None else lr,
                         betas=(0.9, 0.999) if betas is None else tuple(betas),
                         eps=1e-8 if eps is None else eps,
                         weight_decay=1e-2 if weight_decay is None else weight_decay,
+                        # PopTorch's default: float16's largest value
                         max_weight_norm=65500.0 if max_weight_norm is None
                         else max_weight_norm)
         super().__init__(params, defaults)
-        self.bias_correction = True if bias_correction is None else bool(bias_correction)
-        self.loss_scaling = 1.0 if loss_scaling is None else loss_scaling
-        self.max_weight_norm = defaults["max_weight_norm"]
-        self.accum_type = accum_type or torch.float32
-        self.first_order_momentum_accum_type = first_order_momentum_accum_type or \
-            torch.float32
-        self.second_order_momentum_accum_type = second_order_momentum_accum_type or \
-            torch.float32
+        kw = dict(loss_scaling=loss_scaling, accum_type=accum_type,
+                  first_order_momentum_accum_type=first_order_momentum_accum_type,
+                  second_order_momentum_accum_type=second_order_momentum_accum_type,
+                  max_grad_norm=max_grad_norm)
         given = [k for k, v in (("lr", lr), ("betas", betas), ("eps", eps),
                                 ("weight_decay", weight_decay),
-                                ("max_weight_norm", max_weight_norm),
-                                ("loss_scaling", loss_scaling)) if v is not None]
+                                ("max_weight_norm", max_weight_norm)) if v is not None]
+        given += _extras(self, type(self).__name__, kw,
+                         {k: (1.0 if k == "loss_scaling" else None) for k in kw})
+        self.bias_correction = True if bias_correction is None else bool(bias_correction)
+        self.max_weight_norm = defaults["max_weight_norm"]
         _attach_attrs(self, given, ["loss_scaling"])
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure(closure)
+        _clip(self)
         for group in self.param_groups:
             b1, b2 = group["betas"]
+            mwn = group.get("max_weight_norm")
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -182,9 +338,11 @@ class LAMB(torch.optim.Optimizer):
                 c2 = 1 - b2 ** st["step"] if self.bias_correction else 1.0
                 u = (m / c1) / ((v / c2).sqrt() + group["eps"]) + \
                     group["weight_decay"] * p
-                r1 = p.norm().clamp(max=group["max_weight_norm"])
-                r2 = u.norm()
-                trust = r1 / r2 if float(r1) > 0 and float(r2) > 0 else 1.0
+                r1 = float(p.double().norm())
+                if mwn is not None and r1 > mwn:
+                    r1 = float(mwn)
+                r2 = float(u.double().norm())
+                trust = r1 / r2 if r1 > 0 and r2 > 0 else 1.0
                 p.sub_(group["lr"] * trust * u)
         return loss
 
@@ -195,3 +353,152 @@ class LAMBNoBias(LAMB):
     def __init__(self, params, *args, **kwargs):
         kwargs["bias_correction"] = False
         super().__init__(params, *args, **kwargs)
+
+
+# ---- to the daemon ----------------------------------------------------------------------
+
+def _kind(optimizer):
+    if isinstance(optimizer, LAMB):
+        return _lib.OPTIMIZER_LAMB
+    if isinstance(optimizer, torch.optim.SGD):
+        return _lib.OPTIMIZER_SGD
+    if isinstance(optimizer, torch.optim.AdamW):
+        return _lib.OPTIMIZER_ADAMW
+    if isinstance(optimizer, torch.optim.Adam):
+        return _lib.OPTIMIZER_ADAM
+    if isinstance(optimizer, torch.optim.RMSprop):
+        return _lib.OPTIMIZER_RMSPROP
+    raise Error(f"the optimizer {type(optimizer).__name__} is not one ipuofd runs: use "
+                "poptorch.optim's (or torch.optim's) SGD, Adam, AdamW, RMSprop, or "
+                "poptorch.optim.LAMB / LAMBNoBias")
+
+
+def _hyper(dst, g, kind):
+    """Copies group g's hyper-parameters into dst (a struct ipuof_optimizer or _group)."""
+    if g.get("maximize"):
+        raise Error("optimizer maximize=True is not supported by ipuofd")
+    if g.get("amsgrad"):
+        raise Error("Adam/AdamW with amsgrad=True is not supported by ipuofd")
+    dst.lr = float(g["lr"])
+    dst.weight_decay = float(g.get("weight_decay", 0.0) or 0.0)
+    dst.momentum = float(g.get("momentum", 0.0) or 0.0)
+    dst.dampening = float(g.get("dampening", 0.0) or 0.0)
+    dst.nesterov = int(bool(g.get("nesterov", False)))
+    if "betas" in g:
+        dst.beta1, dst.beta2 = (float(b) for b in g["betas"])
+    if "eps" in g:
+        dst.eps = float(g["eps"])
+    if "alpha" in g:
+        dst.alpha = float(g["alpha"])
+
+
+def _same(groups, key, what):
+    vals = {repr(g.get(key)) for g in groups}
+    if len(vals) > 1:
+        raise Error(f"optimizer parameter groups differ in {key} ({', '.join(sorted(vals))}); "
+                    f"ipuofd takes one {what} for every group")
+
+
+def _norm_limit(v):
+    """0 (none) for None or inf, else v."""
+    return 0.0 if v is None or math.isinf(v) else float(v)
+
+
+def _names(executor):
+    """id(parameter) -> its weight name, for the executor's module."""
+    out = {}
+    for name, t in executor._weights.items():
+        out.setdefault(id(t), name)
+    return out
+
+
+def _initializers(executor):
+    """The initializer names of the executor's captured graph (cached per graph)."""
+    onnx_bytes = getattr(executor, "_onnx", None)
+    if onnx_bytes is None:
+        return None
+    cached = executor.__dict__.get("_ipuof_inits")
+    if cached is not None and cached[0] is onnx_bytes:
+        return cached[1]
+    import onnx
+    names = {i.name for i in onnx.load_from_string(onnx_bytes).graph.initializer}
+    executor.__dict__["_ipuof_inits"] = (onnx_bytes, names)
+    return names
+
+
+def to_struct(optimizer, executor):
+    """The library's struct ipuof_optimizer for optimizer (None: SGD with lr 0.01, PopTorch's
+    default), its groups' weights named as executor's graph names them. What the struct
+    points to is kept alive by the optimizer until the next call."""
+    o = ffi.new("struct ipuof_optimizer *")
+    if optimizer is None:
+        _lib.lib.ipuof_optimizer_init(o, _lib.OPTIMIZER_SGD)
+        o.lr = 0.01
+        return o
+    kind = _kind(optimizer)
+    groups = optimizer.param_groups
+    _lib.lib.ipuof_optimizer_init(o, kind)
+    _hyper(o, groups[0], kind)
+    if kind == _lib.OPTIMIZER_RMSPROP:
+        _same(groups, "centered", "centered")
+        o.centered = int(bool(groups[0].get("centered", False)))
+        o.tf_variant = int(bool(getattr(optimizer, "use_tf_variant", False)))
+    if kind == _lib.OPTIMIZER_LAMB:
+        _same(groups, "max_weight_norm", "max_weight_norm")
+        o.max_weight_norm = _norm_limit(groups[0].get("max_weight_norm"))
+    o.no_bias_correction = int(not getattr(optimizer, "bias_correction", True))
+    o.max_grad_norm = _norm_limit(getattr(optimizer, "max_grad_norm", None))
+    o.loss_scaling = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
+    o.velocity_scaling = float(getattr(optimizer, "velocity_scaling", 1.0) or 1.0)
+    # PopTorch plans a velocity when momentum is variable (given explicitly, or marked), so
+    # setOptimizer may raise it later; torch.optim's optimizers: when non-zero (above).
+    va = getattr(optimizer, "variable_attrs", None)
+    if kind in (_lib.OPTIMIZER_SGD, _lib.OPTIMIZER_RMSPROP) and va is not None and \
+            "momentum" in va._allowed_attributes:
+        o.plan_momentum = int(not va.isConstant("momentum"))
+    keep = []
+    if len(groups) > 1:
+        if len(groups) - 1 > 32:
+            raise Error(f"the optimizer has {len(groups)} parameter groups; ipuofd takes at "
+                        "most 33")
+        ids = _names(executor)
+        known = _initializers(executor)
+        arr = ffi.new("struct ipuof_optimizer_group[]", len(groups) - 1)
+        keep.append(arr)
+        for i, g in enumerate(groups[1:]):
+            _hyper(arr[i], g, kind)
+            names = [ids[id(p)] for p in g["params"]
+                     if id(p) in ids and p.requires_grad and
+                     (known is None or ids[id(p)] in known)]
+            cstrs = [ffi.new("char[]", n.encode()) for n in names]
+            ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
+            keep += cstrs
+            keep.append(ptrs)
+            arr[i].weights = ptrs
+            arr[i].n_weights = len(cstrs)
+        o.groups = arr
+        o.n_groups = len(groups) - 1
+    optimizer.__dict__["_ipuof_keep"] = keep
+    return o
+
+
+def key(optimizer):
+    """Everything to_struct reads, to see whether it changed between calls."""
+    if optimizer is None:
+        return None
+    groups = tuple(tuple(sorted((k, repr(v) if k != "params" else tuple(id(p) for p in v))
+                                for k, v in g.items()))
+                   for g in optimizer.param_groups)
+    extra = tuple(repr(getattr(optimizer, k, None))
+                  for k in ("loss_scaling", "velocity_scaling", "max_grad_norm",
+                            "bias_correction", "use_tf_variant"))
+    return (type(optimizer), groups, extra)
+
+
+# The state (state_dict, load_state_dict, what the executor calls): _optim_state.py, which
+# uses the classes and helpers above.
+from ._optim_state import (_load_state_dict, _state_dict, attached, bind,  # noqa: E402
+                           pull)
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "LAMB", "LAMBNoBias",
+           "VariableAttributes", "to_struct", "key", "bind", "attached", "pull"]

@@ -1,5 +1,6 @@
-"""float16 models and inputs: captured and run in float32 (the daemon has no float16
-tensors yet), floating outputs given back as float16, the module left in float16."""
+"""float16 models and inputs: captured and run in float32, floating outputs given back as
+float16, the module left in float16; float16 inputs and (inference) outputs travel to and
+from the daemon as 2-byte halves."""
 import copy
 
 import torch
@@ -62,4 +63,46 @@ def test_outputs_keep_the_dtype_torch_gives(daemon):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w, equal_nan=True)
+    pm.destroy()
+
+
+def test_half_inputs_and_outputs_travel_as_float16(daemon):
+    """The executable's float16 inputs and outputs are float16 on the wire (2 bytes per
+    element); the daemon rounds the float32 result to nearest even, as torch's .half()."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 7)).half()
+    x = (torch.rand(4, 6) * 4).half()
+    pm = poptorch.inferenceModel(m)
+    out = pm(x)
+    ins = pm._exe.inputs
+    outs = pm._exe.outputs
+    assert [i["dtype"] for i in ins] == [10] and [o["dtype"] for o in outs] == [10]
+    assert out.dtype == torch.float16
+    want = copy.deepcopy(m).float()(x.float()).half()
+    # the same float32 graph, its result rounded once by the daemon: torch's rounding of
+    # its float32 result up to float32 summation order (within one float16 step, 2^-11)
+    torch.testing.assert_close(out, want, rtol=2 ** -10, atol=2 ** -14)
+    pm.destroy()
+
+
+def test_half_training_inputs_travel_as_float16(daemon):
+    """A training model's float16 inputs travel as float16; its outputs stay float (the
+    loss must be float on the device) and come back as float16."""
+    torch.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, poptorch.identity_loss(out ** 2, reduction="mean")
+
+    m = M().half()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    out, loss = pm(torch.rand(8, 4).half())
+    assert [i["dtype"] for i in pm._exe.inputs] == [10]
+    assert all(o["dtype"] == 1 for o in pm._exe.outputs)
+    assert out.dtype == torch.float16 and loss.dtype == torch.float16
     pm.destroy()

@@ -1,6 +1,6 @@
 """poptorch's ops: honoured (ipu_print_tensor, serializedMatMul, for_loop, nop, NameScope),
 accepted with one warning (set_available_memory, recomputationCheckpoint, MultiConv) or
-refused with a sentence (custom_op, cond, CPU)."""
+refused with a sentence (custom_op, CPU); cond in test_ctrlflow.py."""
 import warnings
 
 import pytest
@@ -75,7 +75,5 @@ def test_identity_ops_and_their_warnings():
 def test_refused_ops_say_why():
     with pytest.raises(poptorch.Error, match="custom ops are Poplar codelets"):
         poptorch.custom_op([torch.rand(2)], "Cube", "com.acme", 1, example_outputs=[])
-    with pytest.raises(poptorch.Error, match="no ONNX If"):
-        poptorch.cond(torch.tensor(True), lambda: 1, [], lambda: 0, [])
     with pytest.raises(poptorch.Error, match="host callbacks"):
         poptorch.CPU(lambda x: x, "cb")

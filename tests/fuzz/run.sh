@@ -53,7 +53,8 @@ done
 printf '{"traceEvents":[{"name":"thread_name","ph":"M","tid":0,"args":{"name":"IPU 0"}},{"name":"F0.0","ph":"X","tid":0,"ts":0,"dur":2,"args":{"stage":0,"mb":0,"iter":0,"kind":"fwd"}},{"name":"B0.0","ph":"X","tid":1,"ts":3,"dur":2.5,"args":{"kind":"bwd","s":"\\u00b5\\ud83d\\ude00"}}]}' \
     >"$O/corpus/trace/seed.json"
 cp systemd/ipuofd.conf "$O/corpus/config/"
-for t in relu conv_with_strides_padding gemm_default_single_elem_vector_bias reshape_reordered_all_dims; do
+for t in relu conv_with_strides_padding gemm_default_single_elem_vector_bias reshape_reordered_all_dims \
+    if loop11 range_float_type_positive_delta_expanded; do
     f=/usr/share/libonnx-testdata/data/node/test_$t/model.onnx
     if [ -f "$f" ]; then cp "$f" "$O/corpus/onnx/$t.onnx"; fi
 done

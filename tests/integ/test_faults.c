@@ -1,11 +1,14 @@
 /*
  * test_faults.c — injected faults (ipuctl fault, issue 22) on a real ipuofd with 2 IPUs,
- * table-driven over kind x trigger: the faulted client gets the error class and recovery
- * action of the kind (or its connection is cut), another client attached meanwhile keeps
+ * table-driven over kind x trigger (11 kinds x attach, compile, load, weights, run; a kind
+ * that cannot happen at attach is refused there): the faulted client gets the error class,
+ * recovery action and Poplar's text of the kind (or its connection is cut, or, for a
+ * hang, no answer until its own timeout), another client attached meanwhile keeps
  * being served (compiles and runs), the IPU shows the error and the reset it needs in the
  * status, an attach that only the faulted IPU blocks is refused with that recovery, a
  * reset below the fault's level is refused and leaves the error, the right one clears it,
- * and IPU 0 can be attached and run on again. The daemon is stopped at the end and must
+ * and IPU 0 can be attached and run on again (kinds that leave the IPU fine: the victim
+ * goes on at once). The daemon is stopped at the end and must
  * exit 0 (under SAN=1 LeakSanitizer makes a leak an exit status). Also IPUOF_FAULTS.
  */
 #include <pthread.h>
@@ -21,125 +24,53 @@
 #include <cmocka.h>
 
 #include "ipuof/client.h"
-#include "onnx_build.h"
+#include "faultcase.h"
 #include "testd.h"
 
 static struct testd d;
 
-/* y = x + w, x and w float [1, 4]: an inference model with one weight. */
-static void *
-add_model(size_t *len)
-{
-    static const float w[4] = {1, 2, 3, 4};
-    int64_t dims[2] = {1, 4};
-    struct sim_ob *b = sim_ob_new(13);
-    void *bytes = NULL;
-
-    sim_ob_input(b, "x", IPUOF_DTYPE_FLOAT, 2, dims);
-    sim_ob_initializer(b, "w", IPUOF_DTYPE_FLOAT, 2, dims, w);
-    sim_ob_node(b, "Add", "add", "x,w", "y");
-    sim_ob_output(b, "y", IPUOF_DTYPE_FLOAT);
-    assert_int_equal(sim_ob_serialize(b, &bytes, len), 0);
-    sim_ob_free(b);
-    return bytes;
-}
-
-static ipuof_client *
-connect_to(const char *addr)
-{
-    ipuof_client *c = ipuof_client_new();
-
-    assert_non_null(c);
-    assert_int_equal(ipuof_client_set_timeouts(c, 5000, 20000), IPUOF_OK);
-    assert_int_equal(ipuof_client_connect(c, addr), IPUOF_OK);
-    return c;
-}
-
-/* Attaches 1 IPU named name; the IPU's id to *ipu. */
-static int
-attach1(ipuof_client *c, const char *name, unsigned *ipu)
-{
-    struct ipuof_attach_opts ao = {.num_ipus = 1, .partition_name = name};
-    unsigned ids[4];
-    size_t n = 0;
-    int rc = ipuof_attach(c, &ao, ids, 4, &n);
-
-    if (rc == IPUOF_OK && ipu != NULL)
-        *ipu = ids[0];
-    return rc;
-}
-
-/* Compiles the add model and runs it once; checks y = x + w. */
-static int
-compile_run(ipuof_client *c, ipuof_model **out)
-{
-    size_t len = 0;
-    void *bytes = add_model(&len);
-    ipuof_model *m = NULL;
-    const float x[4] = {10, 20, 30, 40};
-    struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {1, 4}, x, sizeof x};
-    struct ipuof_tensor y;
-    int rc = ipuof_model_compile(c, bytes, len, NULL, &m);
-
-    free(bytes);
-    if (rc == IPUOF_OK)
-        rc = ipuof_model_run(m, &in, 1);
-    if (rc == IPUOF_OK) {
-        assert_int_equal(ipuof_model_output(m, 0, &y), IPUOF_OK);
-        assert_true(((const float *)y.data)[3] == 44.0f);
-    }
-    if (out != NULL && rc == IPUOF_OK)
-        *out = m;
-    else
-        ipuof_model_free(m);
-    return rc;
-}
-
-/* IPU i's state and needed recovery from the status. */
-static int
-ipu_state(unsigned i, int *recovery, int *unrecoverable, char *error, size_t len)
-{
-    ipuof_client *c = connect_to(d.addr);
-    ipuof_status_report *r = NULL;
-    struct ipuof_ipu_info in;
-    int state;
-
-    assert_int_equal(ipuof_status(c, &r), IPUOF_OK);
-    assert_int_equal(ipuof_status_report_ipu(r, i, &in), IPUOF_OK);
-    state = in.state;
-    *recovery = ipuof_status_report_ipu_recovery(r, i, unrecoverable);
-    snprintf(error, len, "%s", in.error);
-    ipuof_status_report_free(r);
-    ipuof_client_free(c);
-    return state;
-}
-
 struct row {
     const char *kind;
-    const char *at;
-    int cls;            /* expected error class, -1: the connection is cut */
+    int rc;             /* what the victim's request returns; -1: the connection is cut */
+    int cls;            /* expected error class (for IPUOF_E_DEVICE_FAULT) */
     int recovery;       /* expected recovery action (and the IPU's need) */
     int weak_scope;     /* a reset too weak to clear it: IPUOF_RESET_IPU/_PARTITION, -1 none */
-    int scope;          /* the reset that clears it */
+    int scope;          /* the reset that clears it; -1: the IPU is not in error */
+    const char *text;   /* in the victim's error sentence */
+    int no_attach;      /* cannot be armed for attach */
 };
 
-static const char *const ats[] = {"attach", "compile", "weights", "run"};
+static const char *const ats[] = {"attach", "compile", "load", "weights", "run"};
 
+#define DF IPUOF_E_DEVICE_FAULT
+#define REC IPUOF_ERROR_RECOVERABLE
 static const struct row kinds[] = {
-    {"recoverable:IPU_RESET", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_IPU_RESET, -1,
-     IPUOF_RESET_IPU},
-    {"recoverable:LINK_RESET", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_LINK_RESET,
-     IPUOF_RESET_IPU, IPUOF_RESET_PARTITION},
-    {"recoverable:PARTITION_RESET", NULL, IPUOF_ERROR_RECOVERABLE,
-     IPUOF_RECOVERY_PARTITION_RESET, IPUOF_RESET_IPU, IPUOF_RESET_PARTITION},
-    {"recoverable:FULL_RESET", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_FULL_RESET,
-     IPUOF_RESET_PARTITION, IPUOF_RESET_ALL},
-    {"unrecoverable", NULL, IPUOF_ERROR_UNRECOVERABLE, IPUOF_RECOVERY_NONE,
-     IPUOF_RESET_PARTITION, IPUOF_RESET_ALL},
-    {"host-sync-timeout", NULL, IPUOF_ERROR_RECOVERABLE, IPUOF_RECOVERY_IPU_RESET, -1,
-     IPUOF_RESET_IPU},
-    {"fabric-disconnect", NULL, -1, IPUOF_RECOVERY_NONE, -1, -1},
+    {"recoverable:IPU_RESET", DF, REC, IPUOF_RECOVERY_IPU_RESET, -1, IPUOF_RESET_IPU,
+     "[Recovery action: IPU_RESET] error on IPU 0", 0},
+    {"recoverable:LINK_RESET", DF, REC, IPUOF_RECOVERY_LINK_RESET, IPUOF_RESET_IPU,
+     IPUOF_RESET_PARTITION, "[Recovery action: LINK_RESET]", 0},
+    {"recoverable:PARTITION_RESET", DF, REC, IPUOF_RECOVERY_PARTITION_RESET, IPUOF_RESET_IPU,
+     IPUOF_RESET_PARTITION, "[Recovery action: PARTITION_RESET]", 0},
+    {"recoverable:FULL_RESET", DF, REC, IPUOF_RECOVERY_FULL_RESET, IPUOF_RESET_PARTITION,
+     IPUOF_RESET_ALL, "[Recovery action: FULL_RESET]", 0},
+    {"unrecoverable", DF, IPUOF_ERROR_UNRECOVERABLE, IPUOF_RECOVERY_NONE,
+     IPUOF_RESET_PARTITION, IPUOF_RESET_ALL, "unrecoverable_runtime_error", 0},
+    {"host-sync-timeout", DF, REC, IPUOF_RECOVERY_IPU_RESET, -1, IPUOF_RESET_IPU,
+     "IPUDevice: still waiting for host sync after: 0 seconds", 0},
+    {"soc-error", DF, REC, IPUOF_RECOVERY_IPU_RESET, -1, IPUOF_RESET_IPU,
+     "recoverable_runtime_error: [Recovery action: IPU_RESET] CIUERRVR.IPUSOFTERR error on "
+     "IPU 0", 0},
+    /* the request is not answered: the client's own timeout ends its wait */
+    {"hang", IPUOF_E_TIMEOUT, 0, IPUOF_RECOVERY_IPU_RESET, -1, IPUOF_RESET_IPU, "did not answer",
+     1},
+    {"tile-oom", IPUOF_E_DEVICE_OOM, IPUOF_ERROR_PLAIN, IPUOF_RECOVERY_NONE, -1, -1,
+     "poplar_graph_memory_allocation_error: Out of memory on tile 0: ", 1},
+    {"stream-oom", IPUOF_E_DEVICE_OOM, IPUOF_ERROR_PLAIN, IPUOF_RECOVERY_NONE, -1, -1,
+     "poplar_stream_memory_allocation_error: Out of memory. Single stream of length", 1},
+    {"fabric-disconnect", -1, -1, IPUOF_RECOVERY_NONE, -1, -1, NULL, 0},
 };
+#undef DF
+#undef REC
 
 /* The victim's request at trigger at; returns its status. */
 static int
@@ -149,14 +80,14 @@ victim_steps(ipuof_client *v, const char *at)
     void *bytes;
     ipuof_model *m = NULL;
     const float w[4] = {0};
-    int rc = attach1(v, "victim", NULL);
+    int rc = fc_attach1(v, "victim", NULL);
 
     if (strcmp(at, "attach") == 0 || rc != IPUOF_OK)
         return rc;
-    bytes = add_model(&len);
-    rc = ipuof_model_compile(v, bytes, len, NULL, &m);
+    bytes = fc_add_model(&len);
+    rc = ipuof_model_compile(v, bytes, len, NULL, &m); /* compile, then load */
     free(bytes);
-    if (strcmp(at, "compile") == 0 || rc != IPUOF_OK)
+    if (strcmp(at, "compile") == 0 || strcmp(at, "load") == 0 || rc != IPUOF_OK)
         return rc;
     if (strcmp(at, "weights") == 0) {
         rc = ipuof_model_write_weight(m, "w", w, sizeof w);
@@ -172,8 +103,8 @@ victim_steps(ipuof_client *v, const char *at)
 static void
 one_case(const struct row *k, const char *at)
 {
-    ipuof_client *admin = connect_to(d.admin_addr);
-    ipuof_client *v = connect_to(d.addr);
+    ipuof_client *admin = fc_connect(d.admin_addr);
+    ipuof_client *v = fc_connect(d.addr);
     ipuof_client *other, *again;
     struct ipuof_fault f = {.has_ipu = 1, .ipu = 0};
     struct ipuof_fault listed[8];
@@ -188,19 +119,38 @@ one_case(const struct row *k, const char *at)
     snprintf(f.kind, sizeof f.kind, "%s", k->kind);
     snprintf(f.at, sizeof f.at, "%s", at);
     assert_int_equal(ipuof_fault_clear(admin, 0, NULL), IPUOF_OK);
+    if (k->no_attach && strcmp(at, "attach") == 0) { /* refused, saying why */
+        assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
+        assert_non_null(strstr(ipuof_client_errmsg(admin), "cannot happen at attach"));
+        ipuof_client_free(v);
+        ipuof_client_free(admin);
+        return;
+    }
     assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_OK);
+    if (k->rc == IPUOF_E_TIMEOUT) /* its "host-sync timeout" ends the wait for a hung IPU */
+        assert_int_equal(ipuof_client_set_timeouts(v, 5000, 3000), IPUOF_OK);
 
     rc = victim_steps(v, at);
-    if (k->cls < 0) {
+    if (k->rc < 0) {
         assert_true(rc == IPUOF_E_CLOSED || rc == IPUOF_E_IO);
         ipuof_client_free(v);
         v = NULL;
     } else {
-        assert_int_equal(rc, IPUOF_E_DEVICE_FAULT);
-        ipuof_client_last_error(v, &cls, &rec, &comp);
-        assert_int_equal(cls, k->cls);
-        assert_int_equal(rec, k->recovery);
-        assert_non_null(strstr(ipuof_client_errmsg(v), "injected fault"));
+        assert_int_equal(rc, k->rc);
+        if (k->text != NULL && strstr(ipuof_client_errmsg(v), k->text) == NULL)
+            fail_msg("'%s' is not in '%s'", k->text, ipuof_client_errmsg(v));
+        if (k->rc != IPUOF_E_TIMEOUT) {
+            ipuof_client_last_error(v, &cls, &rec, &comp);
+            assert_int_equal(cls, k->cls);
+            assert_int_equal(rec, k->recovery);
+            snprintf(err, sizeof err, "%s at %s)", k->kind, at); /* "(injected fault N, KIND at AT)" */
+            if (strstr(ipuof_client_errmsg(v), err) == NULL)
+                fail_msg("'%s' is not in '%s'", err, ipuof_client_errmsg(v));
+        } else { /* gave up: its connection is closed, so the daemon frees its partition */
+            ipuof_client_free(v);
+            v = NULL;
+            fc_wait_unheld(d.addr, 0);
+        }
     }
     /* The fault is listed as fired. */
     assert_int_equal(ipuof_fault_list(admin, listed, 8, &n), IPUOF_OK);
@@ -209,29 +159,32 @@ one_case(const struct row *k, const char *at)
 
     /* Another client is served meanwhile: it gets IPU 1 (or, after a cut, any: the cut
      * client's IPU went back to the pool) and compiles and runs. */
-    other = connect_to(d.addr);
-    assert_int_equal(attach1(other, NULL, &ipu), IPUOF_OK);
-    if (k->cls >= 0)
+    other = fc_connect(d.addr);
+    assert_int_equal(fc_attach1(other, NULL, &ipu), IPUOF_OK);
+    if (k->rc >= 0)
         assert_int_equal(ipu, 1);
-    assert_int_equal(compile_run(other, NULL), IPUOF_OK);
+    assert_int_equal(fc_compile_run(other, NULL), IPUOF_OK);
 
-    if (k->cls < 0) { /* no IPU went into error */
-        assert_int_not_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
-        assert_int_not_equal(ipu_state(1, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    if (k->scope < 0) { /* no IPU went into error */
+        assert_int_not_equal(fc_ipu_state(d.addr, 0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+        assert_int_not_equal(fc_ipu_state(d.addr, 1, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+        if (v != NULL && strcmp(at, "attach") != 0) /* the victim goes on (fired once) */
+            assert_int_equal(fc_compile_run(v, NULL), IPUOF_OK);
+        ipuof_client_free(v);
         ipuof_client_free(other);
         ipuof_client_free(admin);
         return;
     }
     /* IPU 0 is in error with the reset it needs. */
-    assert_int_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    assert_int_equal(fc_ipu_state(d.addr, 0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
     assert_int_equal(rec_need, k->recovery != IPUOF_RECOVERY_NONE ? k->recovery
                                                                  : IPUOF_RECOVERY_FULL_RESET);
     assert_int_equal(unrec, k->cls == IPUOF_ERROR_UNRECOVERABLE);
     assert_non_null(strstr(err, "injected fault"));
 
     /* The victim's next request on its partition is refused the same way. */
-    if (strcmp(at, "attach") != 0) {
-        assert_int_equal(compile_run(v, NULL), IPUOF_E_DEVICE_FAULT);
+    if (v != NULL && strcmp(at, "attach") != 0) {
+        assert_int_equal(fc_compile_run(v, NULL), IPUOF_E_DEVICE_FAULT);
         ipuof_client_last_error(v, &cls, &rec, &comp);
         assert_int_equal(cls, k->cls);
         assert_int_equal(rec, k->recovery);
@@ -239,10 +192,10 @@ one_case(const struct row *k, const char *at)
     }
     /* With IPU 1 held, only IPU 0's error stands in the way of an attach: refused with
      * the recovery it needs. */
-    again = connect_to(d.addr);
-    assert_int_equal(attach1(again, NULL, NULL), IPUOF_E_DEVICE_FAULT);
+    again = fc_connect(d.addr);
+    assert_int_equal(fc_attach1(again, NULL, NULL), IPUOF_E_DEVICE_FAULT);
     ipuof_client_last_error(again, &cls, &rec, &comp);
-    assert_int_equal(cls, k->cls);
+    assert_int_equal(cls, k->rc == IPUOF_E_TIMEOUT ? IPUOF_ERROR_RECOVERABLE : k->cls);
     assert_int_equal(rec, k->recovery);
     ipuof_client_free(other); /* IPU 1 free again: a reset --all needs no --force */
 
@@ -250,16 +203,16 @@ one_case(const struct row *k, const char *at)
         rc = ipuof_reset(admin, k->weak_scope, 0, "victim", 0, NULL);
         assert_int_equal(rc, IPUOF_E_STATE);
         assert_non_null(strstr(ipuof_client_errmsg(admin), "stronger"));
-        assert_int_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+        assert_int_equal(fc_ipu_state(d.addr, 0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
     }
     assert_int_equal(ipuof_reset(admin, k->scope, 0, "victim", 0, NULL), IPUOF_OK);
-    assert_int_equal(ipu_state(0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_FREE);
+    assert_int_equal(fc_ipu_state(d.addr, 0, &rec_need, &unrec, err, sizeof err), IPUOF_IPU_FREE);
     assert_int_equal(rec_need, IPUOF_RECOVERY_NONE);
     assert_string_equal(err, "");
     /* Attached and used again (the fault fired its one time). */
-    assert_int_equal(attach1(again, NULL, &ipu), IPUOF_OK);
+    assert_int_equal(fc_attach1(again, NULL, &ipu), IPUOF_OK);
     assert_int_equal(ipu, 0);
-    assert_int_equal(compile_run(again, NULL), IPUOF_OK);
+    assert_int_equal(fc_compile_run(again, NULL), IPUOF_OK);
     ipuof_client_free(again);
     ipuof_client_free(v);
     ipuof_client_free(admin);
@@ -289,7 +242,7 @@ static void *
 wait_attach(void *arg)
 {
     struct waiting *w = arg;
-    ipuof_client *c = connect_to(d.addr);
+    ipuof_client *c = fc_connect(d.addr);
     struct ipuof_attach_opts ao = {.num_ipus = 1, .wait = 1, .wait_timeout_ms = 10000};
     const char *comp;
 
@@ -313,8 +266,8 @@ test_attach_from_queue(void **state)
     (void)state;
     assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
     testd_live = &d;
-    admin = connect_to(d.admin_addr);
-    holder = connect_to(d.addr);
+    admin = fc_connect(d.admin_addr);
+    holder = fc_connect(d.addr);
     assert_int_equal(ipuof_attach(holder, &all, NULL, 0, NULL), IPUOF_OK);
     snprintf(f.kind, sizeof f.kind, "recoverable:IPU_RESET");
     snprintf(f.at, sizeof f.at, "attach");
@@ -335,7 +288,7 @@ test_attach_from_queue(void **state)
     assert_int_equal(w.rc, IPUOF_E_DEVICE_FAULT);
     assert_int_equal(w.cls, IPUOF_ERROR_RECOVERABLE);
     assert_int_equal(w.rec, IPUOF_RECOVERY_IPU_RESET);
-    assert_int_equal(ipu_state(0, &rec, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
+    assert_int_equal(fc_ipu_state(d.addr, 0, &rec, &unrec, err, sizeof err), IPUOF_IPU_ERROR);
     assert_int_equal(rec, IPUOF_RECOVERY_IPU_RESET);
     ipuof_client_free(holder);
     ipuof_client_free(admin);
@@ -354,17 +307,17 @@ test_bad_faults(void **state)
     (void)state;
     assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
     testd_live = &d;
-    admin = connect_to(d.admin_addr);
-    plain = connect_to(d.addr);
+    admin = fc_connect(d.admin_addr);
+    plain = fc_connect(d.addr);
     snprintf(f.kind, sizeof f.kind, "recoverable:IPU_RESET");
     assert_int_equal(ipuof_fault_inject(plain, &f, NULL), IPUOF_E_AUTH);
     snprintf(f.kind, sizeof f.kind, "recoverable:PARITION_RESET");
     assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
     assert_non_null(strstr(ipuof_client_errmsg(admin), "PARTITION_RESET"));
     snprintf(f.kind, sizeof f.kind, "unrecoverable");
-    snprintf(f.at, sizeof f.at, "load");
+    snprintf(f.at, sizeof f.at, "collective");
     assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
-    assert_non_null(strstr(ipuof_client_errmsg(admin), "attach, compile, weights or run"));
+    assert_non_null(strstr(ipuof_client_errmsg(admin), "attach, compile, load, weights or run"));
     f.at[0] = '\0';
     f.ipu = 2;
     assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
@@ -389,7 +342,7 @@ run_pattern(const char *faults_json)
     ipuof_client *c, *admin;
     ipuof_model *m = NULL;
     size_t len = 0;
-    void *bytes = add_model(&len);
+    void *bytes = fc_add_model(&len);
     const float x[4] = {1, 1, 1, 1};
     struct ipuof_tensor in = {"x", IPUOF_DTYPE_FLOAT, 2, {1, 4}, x, sizeof x};
     unsigned bits = 0;
@@ -400,12 +353,12 @@ run_pattern(const char *faults_json)
     assert_int_equal(testd_start(&d, "[devices]\nipus = 2\n", NULL), 0);
     unsetenv("IPUOF_FAULTS");
     testd_live = &d;
-    c = connect_to(d.addr);
-    admin = connect_to(d.admin_addr);
+    c = fc_connect(d.addr);
+    admin = fc_connect(d.admin_addr);
     for (int i = 0; i < 16; i++) {
         int rc;
         if (m == NULL) {
-            assert_int_equal(attach1(c, NULL, NULL), IPUOF_OK);
+            assert_int_equal(fc_attach1(c, NULL, NULL), IPUOF_OK);
             assert_int_equal(ipuof_model_compile(c, bytes, len, NULL, &m), IPUOF_OK);
         }
         rc = ipuof_model_run(m, &in, 1);

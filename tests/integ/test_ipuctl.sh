@@ -109,8 +109,19 @@ check "fault inject (0)" 0 $?
 [ "$out" = "armed fault 1: host-sync-timeout at compile" ] && ok "inject says what it armed" || no "inject printed: $out"
 "$CTL" --admin-socket "$D/admin.sock" fault list --json | python3 -c 'import json,sys; f=json.load(sys.stdin); assert [(x["id"],x["ipu"],x["kind"],x["at"],x["count"],x["state"]) for x in f]==[(1,1,"host-sync-timeout","compile",3,"armed")], f' 2>"$D/err"
 check "fault list --json shows the armed fault" 0 $?
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --kind hang --duration 10x 2>"$D/err"
+check "fault inject --duration that is not a time (64)" 64 $?
+grep -q "such as 500ms, 30s or 2m" "$D/err" && ok "--duration's error names the forms" || no "--duration error: $(cat "$D/err")"
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --kind hang --at attach 2>"$D/err"
+check "fault inject of a hang at attach (64)" 64 $?
+out=$("$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --kind soc-error --at load --duration 2m --rearm-on-reset)
+check "fault inject soc-error at load (0)" 0 $?
+"$CTL" --admin-socket "$D/admin.sock" fault inject --ipu 0 --kind host-sync-timeout --wait 1s >/dev/null
+check "fault inject host-sync-timeout --wait 1s (0)" 0 $?
+"$CTL" --admin-socket "$D/admin.sock" fault list --json | python3 -c 'import json,sys; f=json.load(sys.stdin); assert [(x["kind"],x["at"],x["duration_ms"],x["rearm_on_reset"],x["wait_ms"],x["state"]) for x in f[1:]]==[("soc-error","load",120000,True,0,"armed"),("host-sync-timeout","run",0,False,1000,"armed")], f' 2>"$D/err"
+check "fault list --json shows --duration, --rearm-on-reset and --wait" 0 $?
 out=$("$CTL" --admin-socket "$D/admin.sock" fault clear)
-[ "$out" = "cleared 1 fault" ] && ok "fault clear" || no "fault clear printed: $out"
+[ "$out" = "cleared 3 faults" ] && ok "fault clear" || no "fault clear printed: $out"
 "$CTL" --admin-socket "$D/admin.sock" fault clear --id 1 2>/dev/null
 check "fault clear of a fault gone (65)" 65 $?
 

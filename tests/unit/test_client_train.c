@@ -523,7 +523,13 @@ test_defaults_and_arguments(void **state)
     assert_true(o.lr == 1e-3f && o.beta1 == 0.9f && o.beta2 == 0.999f && o.eps == 1e-8f &&
                 o.weight_decay == 1e-2f);
     assert_int_equal(ipuof_optimizer_init(&o, 0), IPUOF_E_INVAL);
-    assert_int_equal(ipuof_optimizer_init(&o, 4), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_RMSPROP), IPUOF_OK);
+    assert_true(o.lr == 1e-2f && o.alpha == 0.99f && o.eps == 1e-8f && o.momentum == 0 &&
+                o.centered == 0 && o.tf_variant == 0);
+    assert_int_equal(ipuof_optimizer_init(&o, IPUOF_OPTIMIZER_LAMB), IPUOF_OK);
+    assert_true(o.lr == 1e-3f && o.weight_decay == 1e-2f && o.max_weight_norm == 65500.0f &&
+                o.no_bias_correction == 0 && o.loss_scaling == 1.0f && o.n_groups == 0);
+    assert_int_equal(ipuof_optimizer_init(&o, 6), IPUOF_E_INVAL);
     assert_int_equal(ipuof_optimizer_init(NULL, IPUOF_OPTIMIZER_SGD), IPUOF_E_INVAL);
 
     assert_int_equal(ipuof_model_is_training(NULL), 0);
@@ -727,6 +733,51 @@ test_real_daemon(void **state)
     rc = ipuof_model_set_optimizer(m, &to.optimizer);
     print_message("  set_optimizer to Adam: %s\n", ipuof_client_errmsg(c));
     assert_int_not_equal(rc, IPUOF_OK);
+
+    /* The optimizer state and parameter groups over the protocol. */
+    {
+        static const char *const wname[] = {"W"}, *const nope[] = {"nope"};
+        struct ipuof_optimizer_group grp = {.lr = 0.2f, .weights = wname, .n_weights = 1};
+        struct ipuof_optimizer_group bad = {.lr = 0.2f, .weights = nope, .n_weights = 1};
+        int64_t steps = 0;
+        float st[RN * RK];
+
+        /* 20 runs and 1 more, of 2 device iterations each */
+        assert_int_equal(ipuof_model_read_state(m, "optimizer:step", &steps, sizeof steps),
+                         IPUOF_OK);
+        assert_int_equal(steps, 42);
+        assert_error(c, ipuof_model_read_state(m, "optimizer:momentum_buffer:W", st, sizeof st),
+                     IPUOF_E_NOTFOUND, "keeps no state tensor");
+        print_message("  %s\n", ipuof_client_errmsg(c));
+        assert_error(c, ipuof_model_read_state(m, "optimizer:step", st, 4), IPUOF_E_SHAPE,
+                     "bytes");
+        assert_error(c, ipuof_model_read_state(m, "W", st, sizeof st), IPUOF_E_NOTFOUND,
+                     "not an optimizer state name");
+        assert_error(c, ipuof_model_read_state(inf, "optimizer:step", &steps, sizeof steps),
+                     IPUOF_E_INVAL, "does not train");
+        steps = 3;
+        assert_int_equal(ipuof_model_write_state(m, "optimizer:step", &steps, sizeof steps),
+                         IPUOF_OK);
+        steps = -1;
+        assert_error(c, ipuof_model_write_state(m, "optimizer:step", &steps, sizeof steps),
+                     IPUOF_E_INVAL, "negative");
+        assert_int_equal(ipuof_model_read_state(m, "optimizer:step", &steps, sizeof steps),
+                         IPUOF_OK);
+        assert_int_equal(steps, 3);
+        ipuof_optimizer_init(&to.optimizer, IPUOF_OPTIMIZER_SGD);
+        to.optimizer.lr = 0.1f;
+        to.optimizer.n_groups = 1;
+        to.optimizer.groups = &bad;
+        assert_error(c, ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_E_NOTFOUND,
+                     "'nope', which is not a weight");
+        to.optimizer.groups = &grp;
+        assert_int_equal(ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_OK);
+        to.optimizer.n_groups = IPUOF_OPTIMIZER_MAX_GROUPS + 1;
+        assert_error(c, ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_E_INVAL,
+                     "at most 32");
+        to.optimizer.n_groups = 0;
+        to.optimizer.groups = NULL;
+    }
 
     /* Saved, compiled again: the trained weights. */
     assert_int_equal(ipuof_model_save_onnx_buffer(m, &buf, &blen), IPUOF_OK);

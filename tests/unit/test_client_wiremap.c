@@ -35,10 +35,12 @@ test_every_value_maps(void **state)
     (void)state;
     {
         const int p[] = {IPUOF_DTYPE_FLOAT, IPUOF_DTYPE_UINT8, IPUOF_DTYPE_INT8,
-                         IPUOF_DTYPE_INT32, IPUOF_DTYPE_INT64, IPUOF_DTYPE_BOOL};
+                         IPUOF_DTYPE_INT32, IPUOF_DTYPE_INT64, IPUOF_DTYPE_BOOL,
+                         IPUOF_DTYPE_FLOAT16};
         const int w[] = {IPUOF__DTYPE__DTYPE_FLOAT, IPUOF__DTYPE__DTYPE_UINT8,
                          IPUOF__DTYPE__DTYPE_INT8, IPUOF__DTYPE__DTYPE_INT32,
-                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL};
+                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL,
+                         IPUOF__DTYPE__DTYPE_FLOAT16};
         both_ways(&ipuof_wm_dtype, p, N(p), w, N(w));
         for (size_t i = 0; i < N(p); i++)
             assert_true(ipuof_dtype_size(p[i]) > 0);
@@ -76,11 +78,14 @@ test_every_value_maps(void **state)
         both_ways(&ipuof_wm_location, p, N(p), w, N(w));
     }
     {
-        const int p[] = {0, IPUOF_OPTIMIZER_SGD, IPUOF_OPTIMIZER_ADAM, IPUOF_OPTIMIZER_ADAMW};
+        const int p[] = {0, IPUOF_OPTIMIZER_SGD, IPUOF_OPTIMIZER_ADAM, IPUOF_OPTIMIZER_ADAMW,
+                         IPUOF_OPTIMIZER_RMSPROP, IPUOF_OPTIMIZER_LAMB};
         const int w[] = {IPUOF__OPTIMIZER_KIND__OPTIMIZER_DEFAULT,
                          IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD,
                          IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM,
-                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW};
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB};
         both_ways(&ipuof_wm_optimizer, p, N(p), w, N(w));
     }
     {

@@ -267,10 +267,37 @@ test_cost_rates(void **state)
     assert_true(c.cost_host_bytes_per_s == 64e9);
 }
 
+/* [faults] inject: each line appended in order, a full buffer refused, not reloadable. */
+static void
+test_faults_lines(void **state)
+{
+    struct cfg c, next;
+    char err[256], ignored[256], big[200];
+
+    (void)state;
+    cfg_defaults(&c);
+    assert_string_equal(c.faults, "");
+    write_file("[faults]\ninject = {\"kind\": \"hang\"}\ninject = {\"kind\": \"soc-error\"}\n");
+    next = c;
+    assert_int_equal(cfg_load_file(&next, path, err, sizeof err), 0);
+    assert_string_equal(next.faults, "{\"kind\": \"hang\"}\n{\"kind\": \"soc-error\"}\n");
+    cfg_apply_reload(&c, &next, ignored, sizeof ignored);
+    assert_non_null(strstr(ignored, "inject"));
+    assert_string_equal(c.faults, "");
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cfg_defaults(&c);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(cfg_set(&c, "faults", "inject", big, err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "faults", "inject", big, err, sizeof err), -1);
+    assert_non_null(strstr(err, "[faults] inject lines add up to more than 4095 bytes"));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_faults_lines, teardown),
         cmocka_unit_test_teardown(test_defaults, teardown),
         cmocka_unit_test_teardown(test_valid_file, teardown),
         cmocka_unit_test_teardown(test_unknown_key, teardown),

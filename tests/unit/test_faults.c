@@ -27,7 +27,7 @@ add(const char *kind, const char *at, int ipu, const char *part, char *err)
         s.has_ipu = 1;
         s.ipu = (unsigned)ipu;
     }
-    return faults_add(&t, &s, 4, NULL, err, 512);
+    return faults_add(&t, &s, 4, 0, NULL, err, 512);
 }
 
 static void
@@ -53,8 +53,8 @@ test_parse(void **state)
     assert_non_null(strstr(err, "PARTITION_RESET"));
     assert_int_equal(add("oom", NULL, 0, NULL, err), -1);
     assert_non_null(strstr(err, "host-sync-timeout"));
-    assert_int_equal(add("unrecoverable", "load", 0, NULL, err), -1);
-    assert_non_null(strstr(err, "attach, compile, weights or run"));
+    assert_int_equal(add("unrecoverable", "collective", 0, NULL, err), -1);
+    assert_non_null(strstr(err, "attach, compile, load, weights or run"));
     assert_int_equal(add("unrecoverable", NULL, 4, NULL, err), -1);
     assert_non_null(strstr(err, "IPUs 0 to 3"));
     assert_int_equal(add("unrecoverable", NULL, 1, "p", err), -1);
@@ -71,6 +71,143 @@ test_parse(void **state)
     assert_int_equal(t.f[0].id, 5);
 }
 
+/* Every kind: its name back, its recovery, the triggers it may have. */
+static void
+test_kinds(void **state)
+{
+    static const struct {
+        const char *kind;
+        const char *name;    /* what faults_kind_name says */
+        enum fault_kind k;
+        int recovery;
+        int at_attach;       /* may it be armed for attach */
+    } rows[] = {
+        {"recoverable:IPU_RESET", "recoverable:IPU_RESET", FAULT_RECOVERABLE,
+         IPUOF_RECOVERY_IPU_RESET, 1},
+        {"recoverable:FULL_RESET", "recoverable:FULL_RESET", FAULT_RECOVERABLE,
+         IPUOF_RECOVERY_FULL_RESET, 1},
+        {"unrecoverable", "unrecoverable", FAULT_UNRECOVERABLE, IPUOF_RECOVERY_FULL_RESET, 1},
+        {"soc-error", "soc-error", FAULT_SOC_ERROR, IPUOF_RECOVERY_IPU_RESET, 1},
+        {"soc-error:IPUSOFTERR", "soc-error", FAULT_SOC_ERROR, IPUOF_RECOVERY_IPU_RESET, 1},
+        {"host-sync-timeout", "host-sync-timeout", FAULT_HOST_SYNC_TIMEOUT,
+         IPUOF_RECOVERY_IPU_RESET, 1},
+        {"hang", "hang", FAULT_HANG, IPUOF_RECOVERY_IPU_RESET, 0},
+        {"tile-oom", "tile-oom", FAULT_TILE_OOM, IPUOF_RECOVERY_NONE, 0},
+        {"stream-oom", "stream-oom", FAULT_STREAM_OOM, IPUOF_RECOVERY_NONE, 0},
+        {"fabric-disconnect", "fabric-disconnect", FAULT_FABRIC_DISCONNECT,
+         IPUOF_RECOVERY_NONE, 1},
+        {"daemon-kill", "daemon-kill", FAULT_DAEMON_KILL, IPUOF_RECOVERY_NONE, 1},
+    };
+    static const char *const ats[] = {"attach", "compile", "load", "weights", "run"};
+    char err[512], buf[48];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        for (size_t a = 0; a < sizeof ats / sizeof ats[0]; a++) {
+            int ok = a > 0 || rows[i].at_attach;
+            faults_init(&t);
+            assert_int_equal(add(rows[i].kind, ats[a], 0, NULL, err), ok ? 0 : -1);
+            if (!ok) {
+                assert_non_null(strstr(err, "cannot happen at attach"));
+                continue;
+            }
+            assert_int_equal(t.f[0].kind, rows[i].k);
+            assert_int_equal(t.f[0].recovery, rows[i].recovery);
+            memset(buf, 0, sizeof buf);
+            assert_string_equal(faults_kind_name(&t.f[0], buf, sizeof buf), rows[i].name);
+            assert_string_equal(buf, rows[i].name); /* the sentences print buf */
+            assert_string_equal(faults_at_name(t.f[0].at), ats[a]);
+        }
+    }
+    /* --wait belongs to host-sync-timeout alone */
+    {
+        struct fault_spec s = {.kind = "hang", .wait_ms = 100};
+        faults_init(&t);
+        assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+        assert_non_null(strstr(err, "does not wait"));
+        s.kind = "host-sync-timeout";
+        assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+        assert_int_equal(t.f[0].wait_ms, 100);
+        s.wait_ms = 0;
+        s.rearm = 1;
+        s.kind = "tile-oom";       /* rearm needs IPUs in error to be reset */
+        assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+        assert_non_null(strstr(err, "puts none in error"));
+    }
+}
+
+/* --duration: armed for so long after it was added; --rearm-on-reset: a reset of the IPUs
+ * it hit arms it again (and only once every one of them was reset). */
+static void
+test_duration_rearm(void **state)
+{
+    struct fault_spec s = {.kind = "recoverable:IPU_RESET", .duration_ms = 1000};
+    struct fault *f;
+    char err[512];
+
+    (void)state;
+    faults_init(&t);
+    assert_int_equal(faults_add(&t, &s, 4, 5000, NULL, err, sizeof err), 0);
+    assert_false(faults_expired(&t.f[0], 5999));
+    assert_true(faults_expired(&t.f[0], 6000));
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 6000));   /* expired */
+    assert_int_equal(t.f[0].seen, 0);
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 5999));
+
+    faults_init(&t);
+    s.duration_ms = 0;
+    s.rearm = 1;
+    s.after = 1;
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 1));       /* after 1 */
+    f = faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 1);
+    assert_non_null(f);
+    f->hit = (1u << 0) | (1u << 1);     /* as fault_fire marks the IPUs it put in error */
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 1));       /* spent */
+    assert_int_equal(faults_rearm(&t, 2), 0);                        /* not one it hit */
+    assert_int_equal(faults_rearm(&t, 0), 0);                        /* IPU 1 still in error */
+    assert_int_equal(faults_rearm(&t, 1), 1);
+    assert_int_equal(t.f[0].rearmed, 1);
+    assert_int_equal(t.f[0].fired, 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 1));       /* after 1 again */
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 1));
+    /* without rearm a reset only forgets the IPU */
+    t.f[0].rearm = 0;
+    t.f[0].hit = 1;
+    assert_int_equal(faults_rearm(&t, 0), 0);
+    assert_int_equal(t.f[0].hit, 0);
+    assert_int_equal(t.f[0].fired, 1);
+}
+
+/* [faults] inject lines, then IPUOF_FAULTS; a bad line is named. */
+static void
+test_load(void **state)
+{
+    char err[512];
+
+    (void)state;
+    faults_init(&t);
+    assert_int_equal(faults_load(&t, "{\"kind\":\"hang\",\"at\":\"load\"}\n"
+                                 "{\"kind\":\"soc-error\",\"rearm_on_reset\":true,"
+                                 "\"duration_ms\":60000}\n",
+                                 "[{\"kind\":\"host-sync-timeout\",\"wait_ms\":250}]", 4, 7,
+                                 err, sizeof err), 0);
+    assert_int_equal(t.n, 3);
+    assert_int_equal(t.f[0].at, FAULT_AT_LOAD);
+    assert_true(t.f[1].rearm);
+    assert_int_equal(t.f[1].duration_ms, 60000);
+    assert_int_equal(t.f[1].armed_ms, 7);
+    assert_int_equal(t.f[2].wait_ms, 250);
+    faults_init(&t);
+    assert_int_equal(faults_load(&t, "{\"kind\":\"hang\"}\n{\"kind\":\"hung\"}\n", NULL, 4,
+                                 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "the config's [faults] inject number 2 entry 0"));
+    assert_int_equal(faults_load(&t, "", "[{\"kind\":\"hang\",\"rearm_on_reset\":1}]", 4, 0,
+                                 err, sizeof err), -1);
+    assert_non_null(strstr(err, "give true or false"));
+    assert_int_equal(faults_load(&t, NULL, "", 4, 0, err, sizeof err), 0);
+}
+
 static void
 test_match(void **state)
 {
@@ -80,15 +217,15 @@ test_match(void **state)
 
     (void)state;
     faults_init(&t);
-    assert_int_equal(faults_add(&t, &s, 4, NULL, err, sizeof err), 0);
-    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 2, "p0"));   /* IPUs 0-1: not its IPU */
-    assert_null(faults_match(&t, FAULT_AT_COMPILE, 2, 2, "p1")); /* not its trigger */
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 2, "p0", 0));   /* IPUs 0-1: not its IPU */
+    assert_null(faults_match(&t, FAULT_AT_COMPILE, 2, 2, "p1", 0)); /* not its trigger */
     assert_int_equal(t.f[0].seen, 0);
-    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 2, "p1"));   /* after 2 */
-    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 4, "p2"));
-    assert_non_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3"));
-    assert_non_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3"));
-    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3"));   /* count 2: spent */
+    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 2, "p1", 0));   /* after 2 */
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 4, "p2", 0));
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3", 0));
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3", 0));
+    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p3", 0));   /* count 2: spent */
     assert_true(faults_spent(&t.f[0]));
     assert_int_equal(t.f[0].fired, 2);
 
@@ -97,10 +234,10 @@ test_match(void **state)
     s.partition = "train";
     s.after = 0;
     s.count = 0;
-    assert_int_equal(faults_add(&t, &s, 4, NULL, err, sizeof err), 0);
-    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "other"));
-    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, NULL));
-    assert_non_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "train"));
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "other", 0));
+    assert_null(faults_match(&t, FAULT_AT_RUN, 0, 1, NULL, 0));
+    assert_non_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "train", 0));
 }
 
 /* The runs (bits) of 64 that fire with probability p and seed. */
@@ -113,9 +250,9 @@ pattern(double p, uint64_t seed)
     uint64_t bits = 0;
 
     faults_init(&t);
-    assert_int_equal(faults_add(&t, &s, 4, NULL, err, sizeof err), 0);
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
     for (int i = 0; i < 64; i++)
-        if (faults_match(&t, FAULT_AT_RUN, 0, 1, "p") != NULL)
+        if (faults_match(&t, FAULT_AT_RUN, 0, 1, "p", 0) != NULL)
             bits |= 1ull << i;
     return bits;
 }
@@ -141,12 +278,12 @@ test_json(void **state)
 
     (void)state;
     faults_init(&t);
-    assert_int_equal(faults_parse_json(&t, " [ ] ", 4, err, sizeof err), 0);
+    assert_int_equal(faults_parse_json(&t, " [ ] ", "IPUOF_FAULTS", 4, 0, err, sizeof err), 0);
     assert_int_equal(t.n, 0);
     assert_int_equal(faults_parse_json(&t, "[{\"ipu\": 1, \"kind\": \"recoverable:FULL_RESET\","
                                        " \"at\": \"weights\", \"after_runs\": 3, \"count\": 2},"
                                        " {\"partition\": \"p\\\"q\", \"kind\": \"unrecoverable\","
-                                       " \"probability\": 0.5, \"seed\": 99}]", 4, err,
+                                       " \"probability\": 0.5, \"seed\": 99}]", "IPUOF_FAULTS", 4, 0, err,
                                        sizeof err), 0);
     assert_int_equal(t.n, 2);
     assert_int_equal(t.f[0].ipu, 1);
@@ -156,31 +293,42 @@ test_json(void **state)
     assert_string_equal(t.f[1].partition, "p\"q");
     assert_true(t.f[1].probability == 0.5);
     assert_int_equal(t.f[1].seed, 99);
-    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"fabric-disconnect\"}", 4, err,
+    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"fabric-disconnect\"}", "IPUOF_FAULTS", 4, 0, err,
                                        sizeof err), 0);
     assert_int_equal(t.n, 3);
     /* refused with a sentence */
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"x\"}]", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"x\"}]", "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
     assert_non_null(strstr(err, "entry 0"));
-    assert_int_equal(faults_parse_json(&t, "[{\"ipu\":-1,\"kind\":\"unrecoverable\"}]", 4, err,
+    assert_int_equal(faults_parse_json(&t, "[{\"ipu\":-1,\"kind\":\"unrecoverable\"}]", "IPUOF_FAULTS", 4, 0, err,
                                        sizeof err), -1);
-    assert_non_null(strstr(err, "non-negative"));
-    assert_int_equal(faults_parse_json(&t, "[{\"count\":1.5}]", 4, err, sizeof err), -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"} x", 4, err,
+    assert_non_null(strstr(err, "\"ipu\" wants a whole number from 0"));
+    assert_int_equal(faults_parse_json(&t, "[{\"count\":1.5}]", "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"} x", "IPUOF_FAULTS", 4, 0, err,
                                        sizeof err), -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"}] x", 4, err,
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"}] x", "IPUOF_FAULTS", 4, 0, err,
                                        sizeof err), -1);
-    assert_non_null(strstr(err, "text after"));
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"", 4, err, sizeof err),
+    assert_non_null(strstr(err, "IPUOF_FAULTS is not JSON: line 1, column"));
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable\"", "IPUOF_FAULTS", 4, 0, err, sizeof err),
                      -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable", 4, err, sizeof err),
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"unrecoverable", "IPUOF_FAULTS", 4, 0, err, sizeof err),
                      -1);
-    assert_int_equal(faults_parse_json(&t, "", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "", "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
     assert_int_equal(faults_parse_json(&t, "[{\"kind\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]", 4,
+                                       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]", "IPUOF_FAULTS", 4, 0,
                                        err, sizeof err), -1);
-    assert_int_equal(faults_parse_json(&t, "[{\"colour\":1}]", 4, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"colour\":1}]", "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown key"));
+    /* the bounded reader's rules: a key given twice, a kind that is not a string, nesting */
+    assert_int_equal(faults_parse_json(&t, "{\"kind\":\"unrecoverable\",\"kind\":\"hang\"}",
+                                       "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
+    assert_int_equal(faults_parse_json(&t, "[{\"kind\":7}]", "IPUOF_FAULTS", 4, 0, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "\"kind\" is a number; give a string"));
+    assert_int_equal(faults_parse_json(&t, "[[{\"kind\":\"unrecoverable\"}]]", "cfg", 4, 0, err,
+                                       sizeof err), -1);
+    assert_non_null(strstr(err, "cfg entry 0 is an array"));
+    assert_int_equal(faults_parse_json(&t, "7", "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
+    assert_int_equal(t.n, 3);
 }
 
 static void
@@ -231,6 +379,9 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_kinds),
+        cmocka_unit_test(test_duration_rearm),
+        cmocka_unit_test(test_load),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_probability),
         cmocka_unit_test(test_json),

@@ -669,6 +669,23 @@ static void g_rl2(struct sim_ob *b) { b_reduce(b, "ReduceL2", D_ANY); }
 static void g_rssq(struct sim_ob *b) { b_reduce(b, "ReduceSumSquare", D_ANY); }
 static void g_rlse(struct sim_ob *b) { b_reduce(b, "ReduceLogSumExp", D_ANY); }
 static void g_rprod(struct sim_ob *b) { b_reduce(b, "ReduceProd", D_POS); }
+static void g_rmax(struct sim_ob *b) { b_reduce(b, "ReduceMax", D_ANY); }
+static void g_rmin(struct sim_ob *b) { b_reduce(b, "ReduceMin", D_ANY); }
+static void
+b_scatter_el(struct sim_ob *b, int v) /* axis 1 of (3, 4): none, add (duplicates), Scatter */
+{
+    static const int64_t idx[3][6] = {{1, -1, 0, 3, 0, 2}, {1, 1, 0, 3, 3, -1}, {2, 0, 1, 1, 3, 0}};
+    param(b, "data", 2, DIMS(3, 4), D_ANY);
+    ints(b, "idx", 2, DIMS(2, 3), idx[v]);
+    param(b, "upd", 2, DIMS(2, 3), D_ANY);
+    sim_ob_node(b, v == 2 ? "Scatter" : "ScatterElements", "n", "data,idx,upd", "y");
+    sim_ob_attr_int(b, "axis", 1);
+    if (v < 2)
+        sim_ob_attr_str(b, "reduction", v == 1 ? "add" : "none");
+}
+static void g_scel(struct sim_ob *b) { b_scatter_el(b, 0); }
+static void g_scel_add(struct sim_ob *b) { b_scatter_el(b, 1); }
+static void g_scatter(struct sim_ob *b) { b_scatter_el(b, 2); }
 
 static void
 g_rlse_all(struct sim_ob *b)
@@ -1212,6 +1229,11 @@ static const struct gcase cases[] = {
     { "ReduceLogSumExp", "axes (0, 2)", g_rlse, 1e-2f, 1e-3f },
     { "ReduceLogSumExp", "all axes, keepdims 0", g_rlse_all, 1e-2f, 1e-3f },
     { "ReduceProd", "axes (0, 2)", g_rprod, 1e-2f, 1e-3f },
+    { "ReduceMax", "axes (0, 2)", g_rmax, 1e-2f, 1e-3f },
+    { "ReduceMin", "axes (0, 2)", g_rmin, 1e-2f, 1e-3f },
+    { "ScatterElements", "reduction none, negative index", g_scel, 1e-2f, 1e-3f },
+    { "ScatterElements", "reduction add, duplicate indices", g_scel_add, 1e-2f, 1e-3f },
+    { "Scatter", "opset 9's name, axis 1", g_scatter, 1e-2f, 1e-3f },
     { "Where", "bool condition broadcast over x and y", g_where, 1e-2f, 1e-3f },
     { "Mod", "fmod 1, quotients -1 to 1", g_mod, 1e-3f, 1e-3f },
     { "Expand", "(3, 1) to (2, 3, 4)", g_expand, 1e-2f, 1e-3f },
@@ -1423,12 +1445,12 @@ static const char *const required[] = {
     "LeakyRelu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "BatchNormalization",
     "LayerNormalization", "Dropout", "Reshape", "Flatten", "Transpose", "Concat", "Squeeze",
     "Unsqueeze", "Identity", "Gather", "Slice", "ReduceMean", "ReduceSum", "Cast",
-    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CtcLoss",
-    "HardSigmoid", "HardSwish", "Elu", "Softplus", "Pad", "Split", "ScatterND", "ReduceL1",
-    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "Where", "Mod", "Expand",
-    /* issue 19 */
+    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "CtcLoss", "HardSigmoid",
+    "HardSwish", "Elu", "Softplus", "Pad", "Split", "ScatterND", "ReduceL1", "ReduceL2",
+    "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "Where", "Mod", "Expand", /* issue 19: */
     "InstanceNormalization", "Max", "Min", "PRelu", "Selu", "Celu", "Sign", "Round", "Tile",
-    "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "TopK",
+    "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "TopK", "ScatterElements", "ReduceMax",
+    "ReduceMin",
 };
 
 static void

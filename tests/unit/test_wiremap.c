@@ -46,10 +46,11 @@ test_every_value_maps(void **state)
     (void)state;
     {
         const int l[] = {SIM_DTYPE_FLOAT, SIM_DTYPE_UINT8, SIM_DTYPE_INT8, SIM_DTYPE_INT32,
-                         SIM_DTYPE_INT64, SIM_DTYPE_BOOL};
+                         SIM_DTYPE_INT64, SIM_DTYPE_BOOL, SIM_DTYPE_FLOAT16};
         const int w[] = {IPUOF__DTYPE__DTYPE_FLOAT, IPUOF__DTYPE__DTYPE_UINT8,
                          IPUOF__DTYPE__DTYPE_INT8, IPUOF__DTYPE__DTYPE_INT32,
-                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL};
+                         IPUOF__DTYPE__DTYPE_INT64, IPUOF__DTYPE__DTYPE_BOOL,
+                         IPUOF__DTYPE__DTYPE_FLOAT16};
         round_trip(&wiremap_dtype, l, N(l), w, N(w));
         for (size_t i = 0; i < N(l); i++)
             assert_true(sim_dtype_size(l[i]) > 0);
@@ -68,9 +69,11 @@ test_every_value_maps(void **state)
         assert_int_equal(k, SIM_OUTPUT_ALL);
     }
     {
-        const int l[] = {SIM_OPT_SGD, SIM_OPT_ADAM, SIM_OPT_ADAMW};
+        const int l[] = {SIM_OPT_SGD, SIM_OPT_ADAM, SIM_OPT_ADAMW, SIM_OPT_RMSPROP, SIM_OPT_LAMB};
         const int w[] = {IPUOF__OPTIMIZER_KIND__OPTIMIZER_SGD, IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAM,
-                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW};
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_ADAMW,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_RMSPROP,
+                         IPUOF__OPTIMIZER_KIND__OPTIMIZER_LAMB};
         round_trip(&wiremap_optimizer, l, N(l), w, N(w));
     }
     {

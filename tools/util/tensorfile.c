@@ -103,6 +103,8 @@ from_int32(int dtype, const int32_t *src, size_t n, void *data)
             ((int8_t *)data)[i] = (int8_t)src[i];
         else if (dtype == IPUOF_DTYPE_BOOL)
             ((uint8_t *)data)[i] = src[i] != 0;
+        else if (dtype == IPUOF_DTYPE_FLOAT16)  /* ONNX: the half's 16 bits */
+            ((uint16_t *)data)[i] = (uint16_t)src[i];
         else
             ((uint8_t *)data)[i] = (uint8_t)src[i];
     }
@@ -160,8 +162,8 @@ describe(const Onnx__TensorProto *tp, struct tensorfile *t, uint64_t *numel, con
 
     size = ipuof_dtype_size(dt);
     if (size == 0)
-        return seterr(err, errlen, "%s: data type %d (%s) is not supported; use float, uint8, "
-                      "int8, int32, int64 or bool", path, dt, onnx_type_name(dt));
+        return seterr(err, errlen, "%s: data type %d (%s) is not supported; use float, float16, "
+                      "uint8, int8, int32, int64 or bool", path, dt, onnx_type_name(dt));
     if (tp->has_data_location &&
         tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return seterr(err, errlen, "%s: tensors with external data are not supported", path);

@@ -3,9 +3,10 @@
  * (test_data_set_N/input_K.pb, output_K.pb): read one into a dtype, shape and bytes, write one
  * with name, dims, data_type and raw_data.
  *
- * Dtypes are those of libipuof-client (enum ipuof_dtype: float, uint8, int8, int32, int64,
- * bool); others, external data and segments are refused with a sentence. Data is read from
- * raw_data (little-endian) or the typed fields (float_data, int64_data, int32_data).
+ * Dtypes are those of libipuof-client (enum ipuof_dtype: float, float16, uint8, int8, int32,
+ * int64, bool); others, external data and segments are refused with a sentence. Data is
+ * read from raw_data (little-endian) or the typed fields (float_data, int64_data,
+ * int32_data; float16 in int32_data as each half's 16 bits, as ONNX stores it).
  */
 #ifndef TOOLS_TENSORFILE_H
 #define TOOLS_TENSORFILE_H

@@ -349,6 +349,11 @@ struct ipuof_fault {
     double probability;          /* chance per matching event (0: 1) */
     uint64_t seed;               /* of its reproducible draws */
     unsigned fired, seen;        /* list: times fired, matching events seen */
+    uint64_t duration_ms;        /* armed this long after inject (0: until cleared) */
+    unsigned wait_ms;            /* host-sync-timeout: the request waits this long first */
+    int rearm_on_reset;          /* a reset of the IPUs it put in error arms it again */
+    unsigned rearmed;            /* list: times re-armed by a reset */
+    int expired;                 /* list: its duration has passed */
 };
 
 /* Arms fault f (admin only); its id to *id (may be NULL). Errors: IPUOF_E_AUTH,
@@ -608,26 +613,61 @@ IPUOF_API int ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t
 
 /* ---- training -------------------------------------------------------------------------- */
 
-/* Optimizers, with torch.optim's definitions. */
+/* Optimizers, with PopTorch's definitions (torch.optim's for SGD, Adam, AdamW, RMSprop). */
 enum ipuof_optimizer_kind {
     IPUOF_OPTIMIZER_SGD = 1,    /* torch.optim.SGD */
     IPUOF_OPTIMIZER_ADAM = 2,   /* torch.optim.Adam (weight decay added to the gradient) */
-    IPUOF_OPTIMIZER_ADAMW = 3   /* torch.optim.AdamW (decoupled weight decay) */
+    IPUOF_OPTIMIZER_ADAMW = 3,  /* torch.optim.AdamW (decoupled weight decay) */
+    IPUOF_OPTIMIZER_RMSPROP = 4,    /* torch.optim.RMSprop; TensorFlow's with tf_variant */
+    IPUOF_OPTIMIZER_LAMB = 5    /* poptorch.optim.LAMB (LAMBNoBias: no_bias_correction 1) */
 };
 
+/* Parameter groups besides the first, at most. */
+#define IPUOF_OPTIMIZER_MAX_GROUPS 32
+
+/* A parameter group besides the first (torch.optim's param_groups[1:]): its
+ * hyper-parameters and the names of the trainable weights it holds (borrowed for the call). */
+struct ipuof_optimizer_group {
+    float lr, weight_decay, momentum, dampening;
+    int nesterov;
+    float beta1, beta2, eps, alpha;
+    const char *const *weights;
+    size_t n_weights;
+};
+
+/* The top-level hyper-parameters are the first group's: it holds every trainable weight no
+ * entry of groups lists. */
 struct ipuof_optimizer {
     int kind;                   /* enum ipuof_optimizer_kind */
     float lr;
     float weight_decay;
-    float momentum;             /* SGD */
+    float momentum;             /* SGD, RMSprop */
     float dampening;            /* SGD */
     int nesterov;               /* SGD */
-    float beta1, beta2;         /* Adam, AdamW */
-    float eps;                  /* Adam, AdamW */
+    float beta1, beta2;         /* Adam, AdamW, LAMB */
+    float eps;                  /* Adam, AdamW, LAMB, RMSprop */
+    float alpha;                /* RMSprop */
+    int centered;               /* RMSprop */
+    int tf_variant;             /* RMSprop: PopTorch's use_tf_variant */
+    int no_bias_correction;     /* Adam, AdamW, LAMB: 1 drops the bias correction
+                                 * (PopTorch's bias_correction=False); 0, the default,
+                                 * keeps it, so a zeroed struct is torch's Adam */
+    float max_grad_norm;        /* clip by the global gradient norm; 0 or inf: none */
+    float max_weight_norm;      /* LAMB: clip of ||w|| in the trust ratio; 0 or inf: none */
+    float loss_scaling;         /* > 0 (0 means 1); float16 only, cancels in float32 */
+    float velocity_scaling;     /* SGD, > 0 (0 means 1); likewise */
+    int plan_momentum;          /* SGD, RMSprop: keep a momentum buffer even at momentum 0,
+                                 * so set_optimizer may raise it (PopTorch: momentum marked
+                                 * variable) */
+    size_t n_groups;            /* 0 .. IPUOF_OPTIMIZER_MAX_GROUPS */
+    const struct ipuof_optimizer_group *groups;     /* borrowed for the call */
 };
 
 /* Fills o with PyTorch's defaults for kind (SGD lr 1e-3; Adam lr 1e-3, betas (0.9, 0.999),
- * eps 1e-8; AdamW the same with weight_decay 1e-2). IPUOF_E_INVAL for an unknown kind. */
+ * eps 1e-8; AdamW the same with weight_decay 1e-2; RMSprop lr 1e-2, alpha 0.99, eps 1e-8;
+ * LAMB as Adam with weight_decay 1e-2 and max_weight_norm 65500), bias correction on,
+ * loss_scaling and velocity_scaling 1, no clipping, no groups. IPUOF_E_INVAL for an
+ * unknown kind. */
 IPUOF_API int ipuof_optimizer_init(struct ipuof_optimizer *o, int kind);
 
 /* How gradients of accumulation steps and replicas combine before the optimizer step. */
@@ -677,9 +717,25 @@ IPUOF_API int ipuof_model_inference_from(ipuof_model *training,
 IPUOF_API int ipuof_model_is_training(const ipuof_model *m);
 IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
 
-/* PopTorch's setOptimizer: new hyper-parameters between runs, without recompiling. The
- * kind cannot change. */
+/* PopTorch's setOptimizer: new hyper-parameters and parameter groups between runs, without
+ * recompiling. The kind cannot change, nor can momentum (SGD, RMSprop) or centered
+ * (RMSprop) become non-zero when they were zero at compile (their state is planned then). */
 IPUOF_API int ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o);
+
+/*
+ * The optimizer state of a training model (PopTorch's optimizer.state_dict() after
+ * training, load_state_dict() before the next run): "optimizer:step" (one int64, the steps
+ * taken) and "optimizer:<slot>:<weight>" (float32 of the weight's shape), slot as
+ * torch.optim names it: momentum_buffer (SGD, RMSprop with momentum), exp_avg and
+ * exp_avg_sq (Adam, AdamW, LAMB), square_avg and grad_avg (RMSprop; grad_avg when centered).
+ * bytes must be the tensor's size. Errors: IPUOF_E_NOTFOUND (no such state: a wrong slot or
+ * weight, or the optimizer keeps none), IPUOF_E_SHAPE (wrong size), IPUOF_E_INVAL (a negative
+ * step count), as ipuof_model_read_weight otherwise.
+ */
+IPUOF_API int ipuof_model_read_state(ipuof_model *m, const char *name, void *dst,
+                                     size_t bytes);
+IPUOF_API int ipuof_model_write_state(ipuof_model *m, const char *name, const void *src,
+                                      size_t bytes);
 
 /* The weights a model can read and write: name, dtype, shape (data NULL) and kind
  * (enum ipuof_weight_kind). Borrowed from the model. */

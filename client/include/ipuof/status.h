@@ -101,7 +101,8 @@ enum ipuof_dtype {
     IPUOF_DTYPE_INT8 = 3,
     IPUOF_DTYPE_INT32 = 6,
     IPUOF_DTYPE_INT64 = 7,
-    IPUOF_DTYPE_BOOL = 9
+    IPUOF_DTYPE_BOOL = 9,
+    IPUOF_DTYPE_FLOAT16 = 10    /* IEEE 754 binary16, 2 bytes little-endian */
 };
 
 /* Static name of a dtype ("float", "int64", ...). */

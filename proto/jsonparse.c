@@ -1,8 +1,8 @@
 /*
- * json.c — see json.h. A recursive-descent reader whose depth is bounded before it
+ * jsonparse.c — see jsonparse.h. A recursive-descent reader whose depth is bounded before it
  * recurses, and whose every allocation is bounded by the text's size.
  */
-#include "json.h"
+#include "jsonparse.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,6 +1,8 @@
 /*
- * json.h — a small JSON reader for the files the client library reads (IPUoF config files,
- * ipuof_conf.c): RFC 8259 text into a tree, hostile input first.
+ * jsonparse.h — a small bounded JSON reader (RFC 8259 text into a tree, hostile input first)
+ * for what the library and the daemon read: IPUoF config files (client/ipuof_conf.c),
+ * POPLAR_ENGINE_OPTIONS's lexical pieces (client/engine_opts.c) and IPUOF_FAULTS and the
+ * daemon config's faults (daemon/faults.c).
  *
  * Limits, checked as the text is read: at most IPUOF_JSON_MAX_BYTES of text, nesting at
  * most IPUOF_JSON_MAX_DEPTH deep, at most IPUOF_JSON_MAX_ITEMS members or elements in one
@@ -10,7 +12,8 @@
  * and malformed UTF-8 are refused. Numbers keep their double value and, when they are
  * whole and within +-2^53, is_int.
  *
- * Not installed, not exported; internal to libipuof-client (and its unit tests).
+ * Not installed, not exported: in libipuofproto (linked by the daemon) and in
+ * libipuof-client (its .sym exports none of it). No I/O.
  */
 #ifndef IPUOF_JSON_H
 #define IPUOF_JSON_H

@@ -1,0 +1,203 @@
+"""The optimizer state of a training model seen from Python: optimizer.state_dict() reads
+the device's state (torch.optim's "state" entries, and PopTorch's "ipu_state" and
+"ipu_param" views), load_state_dict() writes it, at once or at the next compile, and
+detachFromDevice keeps it on the host. The device names the state "optimizer:step" and
+"optimizer:<slot>:<weight>" (sim/optim_state.c); ipuof_model_read_state /
+ipuof_model_write_state carry it."""
+import types
+import weakref
+
+import torch
+
+from . import _lib
+from .errors import Error
+from .optim import Optimizer, _kind, _names
+
+ffi = _lib.ffi
+
+
+# torch.optim's state names per kind, with the name PopTorch's "ipu_state" gives each.
+_SLOTS = {_lib.OPTIMIZER_SGD: (("momentum_buffer", "Accl___"),),
+          _lib.OPTIMIZER_ADAM: (("exp_avg", "Accl1___"), ("exp_avg_sq", "Accl2___")),
+          _lib.OPTIMIZER_ADAMW: (("exp_avg", "Accl1___"), ("exp_avg_sq", "Accl2___")),
+          _lib.OPTIMIZER_LAMB: (("exp_avg", "Accl1___"), ("exp_avg_sq", "Accl2___")),
+          _lib.OPTIMIZER_RMSPROP: (("square_avg", "Accl1___"), ("grad_avg", "Accl2___"),
+                                   ("momentum_buffer", "Accl3___"))}
+
+
+def _executor(optimizer):
+    ref = optimizer.__dict__.get("_ipuof_executor")
+    ex = ref() if ref is not None else None
+    return ex if ex is not None and getattr(ex, "_exe", None) is not None else None
+
+
+def _trained(optimizer, executor):
+    """(parameter, weight name) of every parameter of optimizer the device trains."""
+    ids = _names(executor)
+    known = {n for n, _d, _s, kind in executor._exe.weights() if kind == 1}
+    return [(p, ids[id(p)]) for g in optimizer.param_groups for p in g["params"]
+            if id(p) in ids and ids[id(p)] in known]
+
+
+def _read(exe, name, t):
+    rc = _lib.lib.ipuof_model_read_state(exe.ptr, name.encode(),
+                                         ffi.cast("void *", t.data_ptr()),
+                                         t.numel() * t.element_size())
+    if rc == _lib.E_NOTFOUND:
+        return False
+    if rc != 0:
+        raise exe.conn.fail(f"optimizer.state_dict() ({name})", rc)
+    return True
+
+
+def _write(exe, name, t):
+    t = t.detach().contiguous()
+    rc = _lib.lib.ipuof_model_write_state(exe.ptr, name.encode(),
+                                          ffi.cast("const void *", t.data_ptr()),
+                                          t.numel() * t.element_size())
+    if rc != 0:
+        raise exe.conn.fail(f"optimizer.load_state_dict() ({name})", rc)
+
+
+def _step_value(optimizer, n):
+    """A step count as torch's optimizer of this class keeps it."""
+    if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        return torch.tensor(float(n))
+    return int(n)
+
+
+def pull(executor):
+    """Copies the device's optimizer state into executor's optimizer.state (torch's
+    names); returns PopTorch's (ipu_state) view of it."""
+    optimizer = executor._optimizer
+    exe = executor._exe
+    if optimizer is None or exe is None:
+        return None
+    kind = _kind(optimizer)
+    step = torch.zeros((), dtype=torch.int64)
+    _read(exe, "optimizer:step", step)
+    ipu = {}
+    for p, name in _trained(optimizer, executor):
+        st = {}
+        for slot, popname in _SLOTS[kind]:
+            t = torch.empty(p.shape, dtype=torch.float32)
+            if _read(exe, f"optimizer:{slot}:{name}", t):
+                st[slot] = t.to(p.dtype)
+                ipu[popname + name] = t
+        if kind != _lib.OPTIMIZER_SGD:
+            ipu["Step___" + name] = step.to(torch.float32)   # PopART keeps it in float
+        if int(step) > 0:
+            if kind == _lib.OPTIMIZER_SGD:
+                group = next(g for g in optimizer.param_groups
+                             if any(q is p for q in g["params"]))
+                if not group.get("momentum"):
+                    st.pop("momentum_buffer", None)
+            else:
+                st["step"] = _step_value(optimizer, int(step))
+            optimizer.state[p] = st
+        else:
+            optimizer.state.pop(p, None)
+    return ipu
+
+
+def _push(executor, ipu_state=None):
+    """Writes executor's optimizer.state (and any PopTorch-named ipu_state tensors, which
+    win) to the device."""
+    optimizer = executor._optimizer
+    exe = executor._exe
+    kind = _kind(optimizer)
+    ipu_state = ipu_state or {}
+    step = None
+    for p, name in _trained(optimizer, executor):
+        st = optimizer.state.get(p, {})
+        for slot, popname in _SLOTS[kind]:
+            v = ipu_state.get(popname + name, st.get(slot))
+            if not isinstance(v, torch.Tensor):
+                continue
+            if tuple(v.shape) != tuple(p.shape):
+                raise Error(f"optimizer state {slot} of '{name}' ({popname + name}) has shape "
+                            f"{list(v.shape)}; the weight is {list(p.shape)}, and its state "
+                            "must be too")
+            _write(exe, f"optimizer:{slot}:{name}", v.to(torch.float32))
+        s = ipu_state.get("Step___" + name, st.get("step"))
+        if s is not None and step is None:
+            step = int(s)
+    if step is not None:
+        _write(exe, "optimizer:step", torch.tensor(step, dtype=torch.int64))
+
+
+def _ipu_param(optimizer, executor):
+    """PopTorch's "ipu_param" view: each trained weight's hyper-parameters as tensors
+    (read-only here: the hyper-parameters are param_groups')."""
+    out = {}
+    kind = _kind(optimizer)
+    for p, name in _trained(optimizer, executor):
+        g = next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
+        lr, wd = float(g["lr"]), float(g.get("weight_decay", 0.0) or 0.0)
+        if kind == _lib.OPTIMIZER_SGD:
+            dm = float(g.get("dampening", 0.0) or 0.0)
+            ls = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
+            out["scaledLearningRate0___specific___" + name] = torch.tensor(lr * (1 - dm) / ls)
+            out["weightDecayScaleFactor0___specific___" + name] = \
+                torch.tensor(1 - lr * (1 - dm) * wd)
+        else:
+            out["learningRate___specific___" + name] = torch.tensor(lr)
+            out["weightDecay___specific___" + name] = torch.tensor(wd)
+    out["lossScaling_FLOAT"] = torch.tensor(float(getattr(optimizer, "loss_scaling", 1.0)))
+    return out
+
+
+def _bound(optimizer):
+    """The executor optimizer is bound to and compiled by, or None."""
+    ex = _executor(optimizer)
+    return ex if ex is not None and ex._optimizer is optimizer else None
+
+
+def _state_dict(self):
+    ex = _bound(self)
+    if ex is not None:
+        ipu = pull(ex)      # first: torch's "state" then holds the device's
+        sd = torch.optim.Optimizer.state_dict(self)
+        sd["ipu_state"] = ipu
+        sd["ipu_param"] = _ipu_param(self, ex)
+    else:
+        sd = torch.optim.Optimizer.state_dict(self)
+        pending = self.__dict__.get("_ipuof_pending") or (None, None)
+        sd["ipu_state"], sd["ipu_param"] = pending
+    return sd
+
+
+def _load_state_dict(self, state_dict):
+    sd = dict(state_dict)
+    ipu_state = sd.pop("ipu_state", None)
+    ipu_param = sd.pop("ipu_param", None)
+    if isinstance(self, Optimizer) and "ipu_state" not in state_dict and sd.get("state"):
+        raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
+    torch.optim.Optimizer.load_state_dict(self, sd)
+    ex = _bound(self)
+    if ex is not None:
+        _push(ex, ipu_state)
+    elif ipu_state is not None:
+        self.__dict__["_ipuof_pending"] = (ipu_state, ipu_param)
+
+
+def bind(optimizer, executor):
+    """Makes optimizer's state_dict() / load_state_dict() reach executor's device (torch's
+    optimizers get the two methods on the instance; poptorch.optim's have them)."""
+    if optimizer is None:
+        return
+    optimizer.__dict__["_ipuof_executor"] = weakref.ref(executor)
+    if not isinstance(optimizer, Optimizer):
+        optimizer.state_dict = types.MethodType(_state_dict, optimizer)
+        optimizer.load_state_dict = types.MethodType(_load_state_dict, optimizer)
+
+
+def attached(executor):
+    """After a training model's compile: the host's optimizer state (loaded or kept at a
+    detach) goes to the device, so training resumes from it."""
+    optimizer = executor._optimizer
+    if optimizer is None or executor._exe is None:
+        return
+    pending = optimizer.__dict__.pop("_ipuof_pending", None)
+    if optimizer.state or pending:
+        _push(executor, pending[0] if pending else None)

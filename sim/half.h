@@ -1,0 +1,38 @@
+/*
+ * half.h — IEEE 754 binary16 (float16) conversions: the storage format of the simulator's
+ * float16 tensors (SIM_DTYPE_FLOAT16), as the IPU stores half.
+ *
+ * float16 -> float is exact. float -> float16 rounds to nearest, ties to even; overflow
+ * gives +-inf, NaN stays NaN (quiet, sign and top payload bits kept), subnormal halves are
+ * produced and read (no flush to zero). The array forms use the CPU's F16C instructions
+ * when the simulator's ISA level (hot.h) is avx2 or higher and the CPU has F16C, and a
+ * portable bit-level path otherwise; both give the same bits for every input (the
+ * conversion is defined exactly), which test_sim_half checks over every half and a sweep
+ * of floats at each level.
+ */
+#ifndef SIM_HALF_H
+#define SIM_HALF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One element, portable. */
+float sim_half_to_float(uint16_t h);
+uint16_t sim_half_from_float(float f);
+
+/* n elements (src and dst do not overlap), F16C when the level allows it. */
+void sim_half_to_float_n(const uint16_t *src, float *dst, int64_t n);
+void sim_half_from_float_n(const float *src, uint16_t *dst, int64_t n);
+
+/* Rounds n floats in place to the nearest float16 value (the float they would read back
+ * as after storing as half): an op's float32 result stored in a float16 tensor. */
+void sim_half_round_n(float *x, int64_t n);
+
+/* Whether the array forms use F16C in this process (for tests and logs). */
+bool sim_half_uses_f16c(void);
+
+/* The portable array forms, whatever the level (tests compare them with the above). */
+void sim_half_to_float_n_portable(const uint16_t *src, float *dst, int64_t n);
+void sim_half_from_float_n_portable(const float *src, uint16_t *dst, int64_t n);
+
+#endif /* SIM_HALF_H */
