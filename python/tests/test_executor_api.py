@@ -233,16 +233,6 @@ def test_lightning_strategy_calls(daemon):
     val.destroy()
 
 
-def test_detach_warns_that_optimizer_state_is_not_kept(daemon):
-    model = Net()
-    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(),
-                                                                 lr=0.1, momentum=0.9))
-    pm(torch.rand(2, 4), torch.rand(2, 3))
-    with pytest.warns(UserWarning, match="state .* is not kept"):
-        pm.detachFromDevice()
-    pm.destroy()
-
-
 def test_save_and_load(daemon, tmp_path):
     """save / poptorch.load / compileAndExport / loadExecutable: the loaded model is the
     saved graph compiled again (an inference graph from the daemon's executable cache),
