@@ -46,12 +46,21 @@ struct ipuof_addr {
 /* A partition's name: 1 to 63 letters, digits, '-', '_' or '.' (the daemon's limit). */
 #define IPUOF_PARTITION_NAME_MAX 63
 
+/* The daemons a partition spanning a Pod may name (IPUOF_POD_HOSTS, a config file's
+ * attributes."Pod hosts"): a daemon and its 16 peers, names of at most 63 bytes. */
+#define IPUOF_POD_HOSTS_MAX 17
+#define IPUOF_POD_HOST_NAME_MAX 63
+
 /* Where the program's ipuofd is and which partition it uses, when the program names
  * neither (ipuof_conf.c). */
 struct ipuof_target {
     char address[IPUOF_ADDRESS_MAX];             /* "host:port" or "unix:/path" */
     char partition[IPUOF_PARTITION_NAME_MAX + 1]; /* "" when none is named */
     int gcd;                                      /* -1 when none is named */
+    /* attributes."Pod hosts": the partition's daemons by their [pod] names in rank order,
+     * this file's server among them (0: the partition is on one daemon) */
+    int n_pod_hosts;
+    char pod_hosts[IPUOF_POD_HOSTS_MAX][IPUOF_POD_HOST_NAME_MAX + 1];
     char source[420];  /* what named them: a config file's path, "IPUOF_VIPU_API_HOST",
                         * "IPUOF_SERVER" or "the default" */
 };

@@ -40,6 +40,39 @@ attach_timeout(const ipuof_client *c, const struct ipuof_attach_opts *opts)
     return t > INT32_MAX ? 0 : (int)t;
 }
 
+#define POD_HOSTS_MAX IPUOF_POD_HOSTS_MAX
+
+/*
+ * IPUOF_POD_HOSTS: the daemons of a partition that spans a Pod, by their [pod] names in
+ * rank order ("host-a,host-b"), split into names[0..POD_HOSTS_MAX) pointing into buf. The
+ * count (0 when unset or empty), or -1 with a sentence in err.
+ */
+static int
+pod_hosts_env(char *buf, size_t len, char **names, char *err, size_t errlen)
+{
+    const char *v = getenv("IPUOF_POD_HOSTS");
+    int n = 0;
+
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    if (strlen(v) >= len) {
+        snprintf(err, errlen, "IPUOF_POD_HOSTS is %zu bytes long; at most %zu are read",
+                 strlen(v), len - 1);
+        return -1;
+    }
+    snprintf(buf, len, "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t != NULL;
+         t = strtok_r(NULL, ", ", &save)) {
+        if (n == POD_HOSTS_MAX || strlen(t) > 63) {
+            snprintf(err, errlen, "IPUOF_POD_HOSTS='%s': a partition spans at most %d hosts "
+                     "whose names have at most 63 bytes (e.g. host-a,host-b)", v, POD_HOSTS_MAX);
+            return -1;
+        }
+        names[n++] = t;
+    }
+    return n;
+}
+
 int
 ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ipu_ids,
              size_t max_ids, size_t *n_ids)
@@ -50,7 +83,8 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     const Ipuof__AttachReply *ar;
     char *name = NULL;
     char errbuf[512], jobname[64], jobkey[IPUOF_JOB_KEY_MAX + 1];
-    int rc;
+    char hostbuf[POD_HOSTS_MAX * 64 + 1], *hosts[POD_HOSTS_MAX];
+    int rc, nhosts, from_file = 0;
 
     if (n_ids != NULL)
         *n_ids = 0;
@@ -94,6 +128,7 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
             goto out;
         }
         a.partition_name = c->target.partition;
+        from_file = 1;
     }
     a.process_id = opts->process_id;
     a.num_processes = opts->num_processes;
@@ -114,6 +149,19 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
         }
         a.partition_name = jobname;
         a.job_key = jobkey;
+        nhosts = pod_hosts_env(hostbuf, sizeof hostbuf, hosts, errbuf, sizeof errbuf);
+        if (nhosts < 0) {
+            rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "%s", errbuf);
+            goto out;
+        }
+        /* Else the config file's, when the partition is the file's. */
+        if (nhosts == 0 && from_file) {
+            for (int i = 0; i < c->target.n_pod_hosts; i++)
+                hosts[i] = c->target.pod_hosts[i];
+            nhosts = c->target.n_pod_hosts;
+        }
+        a.n_pod_hosts = (size_t)nhosts;
+        a.pod_hosts = nhosts > 0 ? hosts : NULL;
     }
     a.wait = opts->wait != 0;
     a.wait_timeout_ms = opts->wait_timeout_ms;

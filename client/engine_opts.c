@@ -119,12 +119,6 @@ eo_string(struct eo_reader *r, char *out, size_t len)
         }
         ch = *r->s++;
         switch (ch) {
-        case '"': case '\\': case '/': cp = ch; break;
-        case 'b': cp = '\b'; break;
-        case 'f': cp = '\f'; break;
-        case 'n': cp = '\n'; break;
-        case 'r': cp = '\r'; break;
-        case 't': cp = '\t'; break;
         case 'u':
             if (eo_hex4(r, &cp) < 0)
                 return eo_fail(r, "has a \\u escape without four hex digits");
@@ -142,6 +136,8 @@ eo_string(struct eo_reader *r, char *out, size_t len)
                 return eo_fail(r, "has \\u0000 in a string");
             break;
         default:
+            if (ipuof_json_escape(ch, &cp) == 0)
+                break;
             return eo_fail(r, "has an escape JSON does not know (\\\" \\\\ \\/ \\b \\f \\n "
                               "\\r \\t \\uXXXX)");
         }

@@ -124,6 +124,49 @@ field_int(const char *path, const char *field, const struct ipuof_json *v, long 
     return 0;
 }
 
+/* attributes."Pod hosts" (v, may be NULL) into t: 1 to IPUOF_POD_HOSTS_MAX distinct
+ * names. 0 or -1 with err. */
+static int
+pod_hosts(const char *path, const struct ipuof_json *v, struct ipuof_target *t, char *err,
+          size_t errlen)
+{
+    if (v == NULL)
+        return 0;
+    if (v->type != IPUOF_JSON_ARRAY || v->n == 0 || v->n > IPUOF_POD_HOSTS_MAX) {
+        snprintf(err, errlen, "%s: attributes.\"Pod hosts\" is %s (line %u); it must be an "
+                 "array of 1 to %d host names, the partition's daemons in rank order, such as "
+                 "[\"host-a\", \"host-b\"]", path,
+                 v->type == IPUOF_JSON_ARRAY ? (v->n == 0 ? "an empty array" : "too long")
+                                             : ipuof_json_type_name(v->type),
+                 v->line, IPUOF_POD_HOSTS_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const struct ipuof_json *h = v->items[i];
+        int ok = h->type == IPUOF_JSON_STRING && h->string[0] != '\0' &&
+                 strlen(h->string) <= IPUOF_POD_HOST_NAME_MAX;
+        for (const char *p = ok ? h->string : ""; *p; p++)
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+                ok = 0;
+        for (size_t k = 0; ok && k < i; k++)
+            if (strcmp(t->pod_hosts[k], h->string) == 0) {
+                snprintf(err, errlen, "%s: attributes.\"Pod hosts\"[%zu] names \"%s\" again "
+                         "(line %u); each daemon once", path, i, h->string, h->line);
+                return -1;
+            }
+        if (!ok) {
+            snprintf(err, errlen, "%s: attributes.\"Pod hosts\"[%zu] (line %u) must be a "
+                     "daemon's [pod] name: 1 to %d letters, digits, '-', '_' or '.'", path, i,
+                     h->line, IPUOF_POD_HOST_NAME_MAX);
+            return -1;
+        }
+        snprintf(t->pod_hosts[i], sizeof t->pod_hosts[i], "%s", h->string);
+    }
+    t->n_pod_hosts = (int)v->n;
+    return 0;
+}
+
 /* Checks one element of servers[]; the first server's address goes to t. */
 static int
 check_server(const char *path, size_t i, const struct ipuof_json *s, long nipus,
@@ -230,6 +273,8 @@ ipuof_conf_parse(const char *path, const char *text, size_t len, struct ipuof_ta
     if (ipuof_json_get(attrs, "IPUs") != NULL &&
         field_int(path, "attributes.\"IPUs\"", ipuof_json_get(attrs, "IPUs"), 1, 1024, &nipus,
                   err, errlen) < 0)
+        goto out;
+    if (pod_hosts(path, ipuof_json_get(attrs, "Pod hosts"), t, err, errlen) < 0)
         goto out;
     servers = ipuof_json_get(root, "servers");
     if (servers == NULL || servers->type != IPUOF_JSON_ARRAY || servers->n == 0) {

@@ -5,6 +5,7 @@
  * ipuof_status() returns, and every string the report hands out lives in one block the
  * report owns, so ipuof_status_report_free() is four free() calls.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,10 @@ struct ipuof_status_report {
                                       * for an unrecoverable error */
     size_t n_procs;
     struct ipuof_job_process *procs; /* owned, n_procs entries */
+    size_t n_hosts;
+    struct ipuof_pod_host *hosts;    /* owned, n_hosts entries */
+    char sim_isa[16];                /* "" from a daemon that does not say */
+    uint64_t cache_used, cache_max;
     char *strings;                   /* owned: every string of the report, NUL-separated */
 };
 
@@ -68,6 +73,9 @@ report_from_reply(const Ipuof__StatusReply *sr)
         if (jp->holder != NULL)
             total += str_size(jp->holder->client_name) + str_size(jp->holder->peer);
     }
+    for (size_t i = 0; i < sr->n_pod_hosts; i++)
+        total += str_size(sr->pod_hosts[i]->name) + str_size(sr->pod_hosts[i]->address) +
+                 str_size(sr->pod_hosts[i]->error);
     r = calloc(1, sizeof *r);
     if (r == NULL)
         goto fail;
@@ -75,7 +83,9 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->ipus = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->ipus);
     r->recovery = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->recovery);
     r->procs = calloc(sr->n_job_processes + 1, sizeof *r->procs);
-    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL || r->recovery == NULL)
+    r->hosts = calloc(sr->n_pod_hosts + 1, sizeof *r->hosts);
+    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL || r->recovery == NULL ||
+        r->hosts == NULL)
         goto fail;
     cursor = r->strings;
     r->server_version = (char *)put_str(&cursor, sr->server_version);
@@ -83,6 +93,9 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->clients = sr->clients;
     r->waiting = sr->waiting;
     r->host_memory = sr->host_memory_bytes;
+    snprintf(r->sim_isa, sizeof r->sim_isa, "%s", sr->sim_isa != NULL ? sr->sim_isa : "");
+    r->cache_used = sr->cache_used_bytes;
+    r->cache_max = sr->cache_bytes;
     r->n_ipus = sr->n_ipus;
     for (size_t i = 0; i < sr->n_ipus; i++) {
         const Ipuof__IpuInfo *in = sr->ipus[i];
@@ -128,6 +141,20 @@ report_from_reply(const Ipuof__StatusReply *sr)
             out->pid = jp->holder->pid;
             out->peer = put_str(&cursor, jp->holder->peer);
         }
+    }
+    r->n_hosts = sr->n_pod_hosts;
+    for (size_t i = 0; i < sr->n_pod_hosts; i++) {
+        const Ipuof__PodHost *ph = sr->pod_hosts[i];
+        struct ipuof_pod_host *out = &r->hosts[i];
+
+        out->name = put_str(&cursor, ph->name);
+        out->address = put_str(&cursor, ph->address);
+        out->error = put_str(&cursor, ph->error);
+        out->state = ipuof_wm_from_wire(&ipuof_wm_pod_host_state, ph->state,
+                                        IPUOF_POD_HOST_UNKNOWN);
+        out->num_ipus = ph->num_ipus;
+        out->free_ipus = ph->free_ipus;
+        out->seen_ms_ago = ph->seen_ms_ago;
     }
     /* Absent holders share one "" at the end of the block. */
     cursor[0] = '\0';
@@ -190,6 +217,7 @@ ipuof_status_report_free(ipuof_status_report *r)
     free(r->ipus);
     free(r->recovery);
     free(r->procs);
+    free(r->hosts);
     free(r->strings);
     free(r);
 }
@@ -262,4 +290,44 @@ uint64_t
 ipuof_status_report_host_memory(const ipuof_status_report *r)
 {
     return r != NULL ? r->host_memory : 0;
+}
+
+size_t
+ipuof_status_report_pod_host_count(const ipuof_status_report *r)
+{
+    return r != NULL ? r->n_hosts : 0;
+}
+
+int
+ipuof_status_report_pod_host(const ipuof_status_report *r, size_t i, struct ipuof_pod_host *h)
+{
+    if (r == NULL || h == NULL || i >= r->n_hosts)
+        return IPUOF_E_INVAL;
+    *h = r->hosts[i];
+    return IPUOF_OK;
+}
+
+const char *
+ipuof_pod_host_state_name(int state)
+{
+    const char *name = "unknown";
+
+    for (size_t i = 0; i < ipuof_wm_pod_host_state.n; i++)
+        if (ipuof_wm_pod_host_state.rows[i].a == state)
+            name = ipuof_wm_pod_host_state.rows[i].name;
+    return name;
+}
+
+const char *
+ipuof_status_report_sim_isa(const ipuof_status_report *r)
+{
+    return r != NULL ? r->sim_isa : "";
+}
+
+uint64_t
+ipuof_status_report_cache_bytes(const ipuof_status_report *r, uint64_t *budget)
+{
+    if (budget != NULL)
+        *budget = r != NULL ? r->cache_max : 0;
+    return r != NULL ? r->cache_used : 0;
 }

@@ -135,6 +135,16 @@ _Static_assert(ENUMMAP_LEN(recovery_rows) == IPUOF_RECOVERY_FULL_RESET + 1 &&
                    IPUOF__RECOVERY_ACTION__RECOVERY_FULL_RESET + 1,
                "a recovery action without its row");
 
+static const struct enummap_row pod_host_state_rows[] = {
+    {IPUOF_POD_HOST_UNKNOWN, IPUOF__POD_HOST_STATE__POD_HOST_UNKNOWN, "unknown"},
+    {IPUOF_POD_HOST_REACHABLE, IPUOF__POD_HOST_STATE__POD_HOST_REACHABLE, "reachable"},
+    {IPUOF_POD_HOST_UNREACHABLE, IPUOF__POD_HOST_STATE__POD_HOST_UNREACHABLE, "unreachable"},
+    {IPUOF_POD_HOST_SELF, IPUOF__POD_HOST_STATE__POD_HOST_SELF, "self"},
+};
+_Static_assert(ENUMMAP_LEN(pod_host_state_rows) == IPUOF_POD_HOST_SELF + 1 &&
+               ENUMMAP_LEN(pod_host_state_rows) == IPUOF__POD_HOST_STATE__POD_HOST_SELF + 1,
+               "a Pod host state without its row");
+
 #define TABLE(var, what, rows) const struct enummap var = {what, rows, ENUMMAP_LEN(rows)}
 TABLE(ipuof_wm_dtype, "dtype", dtype_rows);
 TABLE(ipuof_wm_output_kind, "output kind", output_kind_rows);
@@ -147,6 +157,7 @@ TABLE(ipuof_wm_weight_kind, "weight kind", weight_kind_rows);
 TABLE(ipuof_wm_ipu_state, "IPU state", ipu_state_rows);
 TABLE(ipuof_wm_error_class, "error class", error_class_rows);
 TABLE(ipuof_wm_recovery, "recovery action", recovery_rows);
+TABLE(ipuof_wm_pod_host_state, "Pod host state", pod_host_state_rows);
 #undef TABLE
 
 int

@@ -23,6 +23,7 @@ extern const struct enummap ipuof_wm_reduction;    /* IPUOF_REDUCTION_* <-> Redu
 extern const struct enummap ipuof_wm_weight_kind;  /* IPUOF_WEIGHT_* <-> Ipuof__WeightKind */
 extern const struct enummap ipuof_wm_ipu_state;    /* IPUOF_IPU_* <-> Ipuof__IpuState */
 extern const struct enummap ipuof_wm_error_class;  /* IPUOF_ERROR_* <-> Ipuof__ErrorClass */
+extern const struct enummap ipuof_wm_pod_host_state; /* IPUOF_POD_HOST_* <-> PodHostState */
 extern const struct enummap ipuof_wm_recovery;     /* IPUOF_RECOVERY_* <-> RecoveryAction */
 
 /* The wire's value of the library's value v in m, or fallback when m has none. */

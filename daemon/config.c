@@ -20,7 +20,7 @@
 #include "errbuf.h"
 #include "log.h"
 
-enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL, K_LINES };
+enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL, K_LINES, K_SUM };
 
 struct key {
     const char *section;
@@ -70,9 +70,21 @@ static const struct key keys[] = {
     {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "exchange_bytes_per_s", K_REAL, F(cost_exchange_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "link_bytes_per_s", K_REAL, F(cost_link_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "gw_link_bytes_per_s", K_REAL, F(cost_gw_link_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "host_bytes_per_s", K_REAL, F(cost_host_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "sync_seconds", K_REAL, F(cost_sync_seconds), 0, 1000ull, 1},
     {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
+    /* [pod]: who the peers are needs a restart; the rendezvous limits are reloadable. */
+    {"pod", "name", K_STR, F(pod_name), 0, 0, 0},
+    {"pod", "listen", K_STR, F(pod_listen), 0, 0, 0},
+    {"pod", "peers", K_STR, F(pod_peers), 0, 0, 0},
+    {"pod", "token", K_STR, F(pod_token), 0, 0, 0},
+    {"pod", "hello_interval", K_UINT, F(pod_hello_interval), 1, 3600, 0},
+    {"pod", "timeout_ms", K_UINT, F(pod_timeout_ms), 100, 3600000, 0},
+    {"pod", "sum", K_SUM, F(pod_sum_daemons), 0, 1, 0},
+    {"pod", "kv_max_keys", K_UINT, F(pod_kv_max_keys), 1, 1000000, 1},
+    {"pod", "kv_max_value_bytes", K_BYTES, F(pod_kv_max_value_bytes), 1, 64u << 20, 1},
+    {"pod", "kv_max_bytes", K_BYTES, F(pod_kv_max_bytes), 1024, 1ull << 32, 1},
     {"log", "level", K_LEVEL, F(log_level), 0, 0, 1},
     /* [faults]: inject may be given again; each line adds one (K_LINES appends). */
     {"faults", "inject", K_LINES, F(faults), 0, 0, 0},
@@ -111,9 +123,19 @@ cfg_defaults(struct cfg *c)
     c->cost_mem_bytes_per_s = 47.5e12;
     c->cost_exchange_bytes_per_s = 8e12;
     c->cost_link_bytes_per_s = 320e9;
+    c->cost_gw_link_bytes_per_s = 25e9; /* 2 GW-Links of 100 Gbit/s (ipuofd.conf) */
     c->cost_host_bytes_per_s = 64e9;
     c->cost_sync_seconds = 1e-6;
     c->cost_efficiency = 0.25;
+    if (gethostname(c->pod_name, sizeof c->pod_name) != 0 || c->pod_name[0] == '\0')
+        snprintf(c->pod_name, sizeof c->pod_name, "localhost");
+    c->pod_name[sizeof c->pod_name - 1] = '\0';
+    snprintf(c->pod_listen, sizeof c->pod_listen, "127.0.0.1:50053");
+    c->pod_hello_interval = 2;
+    c->pod_timeout_ms = 30000;
+    c->pod_kv_max_keys = 1024;
+    c->pod_kv_max_value_bytes = 1u << 20;
+    c->pod_kv_max_bytes = 64ull << 20;
     c->log_level = LOG_LVL_INFO;
 }
 
@@ -267,6 +289,15 @@ cfg_set(struct cfg *c, const char *section, const char *name, const char *value,
         return 0;
     case K_REAL:
         return set_real(k, (double *)field, value, err, errlen);
+    case K_SUM:
+        if (strcmp(value, "replicas") == 0 || strcmp(value, "daemons") == 0) {
+            store_uint(field, k->size, strcmp(value, "daemons") == 0);
+            return 0;
+        }
+        errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; use replicas (every replica's "
+                   "gradient in one fixed-order sum, as on one daemon) or daemons (each daemon "
+                   "sums its replicas first)", k->section, k->name, value);
+        return -1;
     case K_BYTES:
         if (cfg_parse_bytes(value, &v) < 0 || v < k->min || v > k->max) {
             errbuf_set(err, errlen, "[%s] %s = '%s' is invalid; it takes a size in bytes from %" PRIu64
@@ -430,6 +461,8 @@ cfg_listen_is_loopback(const char *listen)
     return 0; /* a name: it may resolve to anything */
 }
 
+static int validate_pod(const struct cfg *c, char *err, size_t errlen);
+
 int
 cfg_validate(const struct cfg *c, char *err, size_t errlen)
 {
@@ -454,6 +487,143 @@ cfg_validate(const struct cfg *c, char *err, size_t errlen)
                "[server] max_output_bytes (%" PRIu64 ") must hold at least one largest frame "
                "(max_payload_bytes + max_header_bytes = %" PRIu64 ")",
                c->max_output_bytes, (uint64_t)c->max_payload_bytes + c->max_header_bytes);
+        return -1;
+    }
+    return validate_pod(c, err, errlen);
+}
+
+/* 1 when name is a Pod host name: 1..63 letters, digits, '.', '_', '-'. */
+static int
+pod_name_ok(const char *name, size_t n)
+{
+    if (n == 0 || n >= CFG_POD_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 when addr is HOST:PORT or [V6]:PORT with a port from 1 to 65535. */
+static int
+pod_addr_ok(const char *addr)
+{
+    const char *colon = addr[0] == '[' ? strstr(addr, "]:") : strrchr(addr, ':');
+    char *end;
+    unsigned long port;
+
+    if (colon == NULL || colon == addr)
+        return 0;
+    colon += addr[0] == '[' ? 2 : 1;
+    if (*colon < '0' || *colon > '9')
+        return 0;
+    errno = 0;
+    port = strtoul(colon, &end, 10);
+    return errno == 0 && *end == '\0' && port >= 1 && port <= 65535;
+}
+
+int
+cfg_pod_peers(const struct cfg *c, struct cfg_pod_peer *out, char *err, size_t errlen)
+{
+    const char *p = c->pod_peers;
+    int n = 0;
+
+    for (;;) {
+        const char *start, *eq;
+        size_t len;
+
+        while (*p == ',' || *p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0')
+            break;
+        start = p;
+        while (*p != '\0' && *p != ',' && *p != ' ' && *p != '\t')
+            p++;
+        len = (size_t)(p - start);
+        eq = memchr(start, '=', len);
+        if (n == CFG_POD_MAX_PEERS) {
+            errbuf_set(err, errlen, "[pod] peers lists more than %d peers; a daemon knows at "
+                       "most %d", CFG_POD_MAX_PEERS, CFG_POD_MAX_PEERS);
+            return -1;
+        }
+        if (eq == NULL || !pod_name_ok(start, (size_t)(eq - start)) ||
+            (size_t)(start + len - eq - 1) >= sizeof out[n].addr) {
+            errbuf_set(err, errlen, "[pod] peers: '%.*s' is not NAME=HOST:PORT (a name of "
+                       "letters, digits, '.', '_' or '-', at most %d, e.g. "
+                       "host-b=10.0.0.2:50053)", (int)(len > 300 ? 300 : len), start,
+                       CFG_POD_NAME_MAX - 1);
+            return -1;
+        }
+        memcpy(out[n].name, start, (size_t)(eq - start));
+        out[n].name[eq - start] = '\0';
+        memcpy(out[n].addr, eq + 1, (size_t)(start + len - eq - 1));
+        out[n].addr[start + len - eq - 1] = '\0';
+        if (!pod_addr_ok(out[n].addr)) {
+            errbuf_set(err, errlen, "[pod] peers: peer %s's address '%s' is not HOST:PORT with "
+                       "a port from 1 to 65535 (e.g. 10.0.0.2:50053)", out[n].name,
+                       out[n].addr);
+            return -1;
+        }
+        if (strcmp(out[n].name, c->pod_name) == 0) {
+            errbuf_set(err, errlen, "[pod] peers names %s, which is this daemon's own [pod] "
+                       "name; list the other hosts only (or set name)", out[n].name);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (strcmp(out[i].name, out[n].name) == 0) {
+                errbuf_set(err, errlen, "[pod] peers names %s twice; each host once",
+                           out[n].name);
+                return -1;
+            }
+        }
+        n++;
+    }
+    return n;
+}
+
+/* 1 when addr ends in ":0" (an ephemeral port, as tests use). */
+static int
+port_is_zero(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+
+    return colon != NULL && strcmp(colon, ":0") == 0;
+}
+
+/* The [pod] section's cross-field checks (cfg_validate). */
+static int
+validate_pod(const struct cfg *c, char *err, size_t errlen)
+{
+    struct cfg_pod_peer peers[CFG_POD_MAX_PEERS];
+    int n = cfg_pod_peers(c, peers, err, errlen);
+
+    if (n <= 0)
+        return n;
+    if (!pod_name_ok(c->pod_name, strlen(c->pod_name))) {
+        errbuf_set(err, errlen, "[pod] name = '%s' is not a Pod host name: 1 to %d letters, "
+                   "digits, '.', '_' or '-'", c->pod_name, CFG_POD_NAME_MAX - 1);
+        return -1;
+    }
+    if (!pod_addr_ok(c->pod_listen) && !port_is_zero(c->pod_listen)) {
+        errbuf_set(err, errlen, "[pod] listen = '%s' is not HOST:PORT (e.g. 127.0.0.1:50053)",
+                   c->pod_listen);
+        return -1;
+    }
+    if (!cfg_listen_is_loopback(c->pod_listen) && c->pod_token[0] == '\0' &&
+        !c->allow_unauthenticated) {
+        errbuf_set(err, errlen, "[pod] listen = %s is not a loopback address and no [pod] token "
+                   "is set: any host that can reach it could join the Pod's partitions and feed "
+                   "their collectives; set token (the same on every host of the Pod), listen on "
+                   "127.0.0.1, or set [server] allow_unauthenticated = yes if this is meant",
+                   c->pod_listen);
+        return -1;
+    }
+    if (strcmp(c->pod_listen, c->listen) == 0 && !port_is_zero(c->listen)) {
+        errbuf_set(err, errlen, "[pod] listen = %s is also [server] listen; the Pod port is a "
+                   "port of its own (e.g. 50053 beside 50052)", c->pod_listen);
         return -1;
     }
     return 0;

@@ -13,6 +13,14 @@
 
 #define CFG_MAX_IPUS 64
 #define CFG_TOKEN_MAX 256
+#define CFG_POD_MAX_PEERS 16       /* peers of one daemon's Pod ([pod] peers) */
+#define CFG_POD_NAME_MAX 64        /* a host's name in the Pod, terminator included */
+
+/* One peer of the Pod: "NAME=HOST:PORT" of [pod] peers. */
+struct cfg_pod_peer {
+    char name[CFG_POD_NAME_MAX];
+    char addr[256];                /* HOST:PORT of its Pod port */
+};
 
 struct cfg {
     /* [server] */
@@ -52,9 +60,26 @@ struct cfg {
     double cost_mem_bytes_per_s;
     double cost_exchange_bytes_per_s;
     double cost_link_bytes_per_s;
+    double cost_gw_link_bytes_per_s; /* between the daemons of a Pod (GW-Links) */
     double cost_host_bytes_per_s;
     double cost_sync_seconds;
     double cost_efficiency;
+    /* [pod]: daemons of several hosts (docs/pod-tools.md); none without peers */
+    char pod_name[CFG_POD_NAME_MAX]; /* this host's name in the Pod; default: gethostname */
+    char pod_listen[256];        /* HOST:PORT of the Pod port (peers, the rendezvous store) */
+    char pod_peers[4096];        /* "NAME=HOST:PORT, ..." ("" = no Pod) */
+    char pod_token[CFG_TOKEN_MAX]; /* what peers present in their hello (and this daemon in
+                                  * its); needed when pod_listen is not loopback */
+    unsigned pod_hello_interval; /* seconds between hellos to each peer */
+    unsigned pod_timeout_ms;     /* a peer silent this long is unreachable; a collective
+                                  * or rendezvous waits at most this long */
+    int pod_sum_daemons;         /* [pod] sum = daemons: each daemon sums its replicas, then
+                                  * gloo's ring sums the daemons' sums (less traffic, other
+                                  * rounding); replicas (0, the default): every replica's
+                                  * gradient in one left-to-right sum, the bits of one daemon */
+    unsigned pod_kv_max_keys;    /* rendezvous entries per job */
+    uint32_t pod_kv_max_value_bytes; /* largest value of one entry */
+    uint64_t pod_kv_max_bytes;   /* keys and values of every job together */
     /* [log] */
     int log_level;
     /* [faults] */
@@ -86,6 +111,13 @@ int cfg_listen_is_loopback(const char *listen);
 /* Cross-field checks (e.g. prehello cap below the header cap; a non-loopback listen
  * address needs auth_token or allow_unauthenticated). 0 or -1 with err. */
 int cfg_validate(const struct cfg *c, char *err, size_t errlen);
+
+/*
+ * Parses c->pod_peers into out[0..CFG_POD_MAX_PEERS): each "NAME=HOST:PORT" (names of
+ * letters, digits, '.', '_', '-'; distinct, and not this daemon's pod_name), separated by
+ * commas or spaces. The count (0: no Pod), or -1 with a sentence naming the entry in err.
+ */
+int cfg_pod_peers(const struct cfg *c, struct cfg_pod_peer *out, char *err, size_t errlen);
 
 /*
  * Copies the keys that a reload may change from next into cur, and writes to ignored a

@@ -63,6 +63,7 @@ struct conn {
     uint32_t id;
     char peer[64];
     int via_admin_socket;
+    int pod;                     /* accepted on the Pod port: a peer daemon (req_pod.c) */
     int admin;                   /* may reset devices */
     int hello_done;
     char name[DEV_NAME_MAX];

@@ -12,8 +12,8 @@
 #include "srv_state.h"
 
 static const struct req_entry table[] = {
-    {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello},
-    {IPUOF__HEADER__BODY_HEALTH, "health", 1, 0, 0, req_health},
+    {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello, REQ_BOTH},
+    {IPUOF__HEADER__BODY_HEALTH, "health", 1, 0, 0, req_health, REQ_BOTH},
     {IPUOF__HEADER__BODY_ATTACH, "attach", 0, 0, 0, req_attach},
     {IPUOF__HEADER__BODY_DETACH, "detach", 0, 0, 0, req_detach},
     {IPUOF__HEADER__BODY_STATUS, "status", 0, 0, 0, req_status},
@@ -30,6 +30,10 @@ static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_TRACE, "trace", 0, 0, 0, req_trace},
     {IPUOF__HEADER__BODY_VIPU, "vipu", 0, 0, 0, req_vipu}, /* rights per verb: req_vipu.c */
     {IPUOF__HEADER__BODY_FAULT, "fault", 0, 1, 0, req_fault},
+    {IPUOF__HEADER__BODY_POD_HELLO, "pod_hello", 0, 0, 0, req_pod_hello, REQ_POD},
+    {IPUOF__HEADER__BODY_KV_SET, "kv_set", 0, 0, 1, req_kv_set, REQ_POD},
+    {IPUOF__HEADER__BODY_KV_GET, "kv_get", 0, 0, 0, req_kv_get, REQ_POD},
+    {IPUOF__HEADER__BODY_KV_DROP, "kv_drop", 0, 0, 0, req_kv_drop, REQ_POD},
 };
 
 void
@@ -59,6 +63,14 @@ dispatch(struct conn *c, const Ipuof__Header *h, uint32_t payload_len)
                         "%s request before the hello; the first request must be a hello",
                         e->name);
         conn_close_after_write(c);
+        return;
+    }
+    if (e->port != REQ_BOTH && e->port != (c->pod ? REQ_POD : REQ_CLIENT)) {
+        conn_send_error(c, h->request_id, IPUOF_E_PROTO, 0, 0, "protocol",
+                        "%s is a request of %s, not of this connection's %s",
+                        e->name, e->port == REQ_POD ? "a Pod port ([pod] listen)"
+                                                    : "the client port ([server] listen)",
+                        c->pod ? "Pod port" : "client port");
         return;
     }
     if (e->admin && !c->admin) {

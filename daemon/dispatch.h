@@ -25,7 +25,11 @@ struct req_entry {
     int admin;                   /* needs admin rights */
     int payload;                 /* takes a raw payload */
     req_fn fn;
+    int port;                    /* REQ_CLIENT (0): client connections only; REQ_POD: the Pod
+                                  * port's only; REQ_BOTH */
 };
+
+enum { REQ_CLIENT = 0, REQ_POD = 1, REQ_BOTH = 2 };
 
 /* Checks the request against its entry and runs the handler. */
 void dispatch(struct conn *c, const Ipuof__Header *h, uint32_t payload_len);
@@ -50,6 +54,16 @@ void req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
  */
 int admin_reset_ipus(struct conn *c, unsigned char *sel, int force, int level, uint32_t *ids,
                      unsigned *n_ids, char *err, size_t errlen);
+
+/* The Pod port's requests (req_pod.c): a peer's hello, the rendezvous store. */
+void req_pod_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_kv_set(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_kv_get(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+void req_kv_drop(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
+/* c is going away: its rendezvous gets stop waiting. */
+void req_pod_forget(struct conn *c);
+/* Frees every waiting rendezvous get (exit path). */
+void req_pod_free_all(struct srv *s);
 
 /* Serves ipuctl fault (inject, list, clear): req_fault.c. */
 void req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);

@@ -114,6 +114,13 @@ void job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq,
  * when out of memory. */
 int job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
 
+/* c's job across a Pod (jobs_pod.c): this daemon's rank in it and the number of daemons,
+ * or -1 (and 1) when c's job is on this daemon alone; the global id of c's local process 0
+ * (0 when not across a Pod). */
+int job_pod_rank(const struct conn *c);
+int job_pod_ranks(const struct conn *c);
+unsigned job_pod_process_base(const struct conn *c);
+
 /* ---- the attach wait queue (its state is in struct srv) ---- */
 
 /* Queues conn's attach request; replies when IPUs free up or the timeout passes. */

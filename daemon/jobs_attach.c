@@ -70,6 +70,25 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
     return j;
 }
 
+/* Every process has come (and, across a Pod, the partition is formed): each gets its
+ * attach reply. */
+static void
+job_attach_answer(struct job *j)
+{
+    job_hold(j);
+    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
+        struct job_proc *r = &j->proc[p];
+        struct conn *o = r->conn;
+        uint64_t id = r->attach_req;
+        r->attach_req = 0;
+        conn_enter(o);
+        job_reply_attached(o, id, j->part, 0);
+        conn_release_frames(o);
+        conn_leave(o); /* a kill here ends the job through job_leave */
+    }
+    job_unhold(j);
+}
+
 /*
  * Every process of j has attached: when a fault armed for attach fires on its partition,
  * the IPUs go into error as it says, every process's attach gets the fault's error (or its
@@ -115,6 +134,8 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
 {
     struct job *j;
     struct job_proc *q;
+    struct pod_job *pj = NULL;
+    unsigned nproc = a->num_processes, idx = a->process_id, first = 0;
 
     if (a->partition_name[0] == '\0') {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
@@ -146,7 +167,59 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                         JOB_MAX_PROCS);
         return;
     }
+    if (a->n_pod_hosts > 0) {
+        /* A partition spanning a Pod: this daemon holds its rank's processes, with its
+         * share of the IPUs (num_ipus is the whole partition's). */
+        char err[1024];
+        int rc = job_pod_plan(c->srv, a, &pj, err, sizeof err);
+        if (rc != IPUOF_OK) {
+            conn_send_error(c, req_id, rc, 0, 0, "pod", "%s", err);
+            return;
+        }
+        if (count % (unsigned)job_pod_size(pj) != 0) {
+            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
+                            "the partition's %u IPUs cannot be shared evenly by its %d Pod "
+                            "hosts; ask for a multiple of %d", count, job_pod_size(pj),
+                            job_pod_size(pj));
+            job_pod_free(pj);
+            return;
+        }
+        count /= (unsigned)job_pod_size(pj);
+        first = job_pod_first(pj);
+        nproc = job_pod_nlocal(pj);
+        idx = a->process_id - first;
+    }
     j = job_find(c->srv, a->partition_name);
+    if (j != NULL && (j->pod != NULL) != (pj != NULL)) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
+                        "process %u %s IPUOF_POD_HOSTS but the job on partition '%s' was "
+                        "started %s; give every process the same", a->process_id,
+                        pj ? "gives" : "gives no", a->partition_name, pj ? "without" : "with");
+        job_pod_free(pj);
+        return;
+    }
+    if (j != NULL && pj != NULL && job_pod_nglobal(j->pod) != a->num_processes) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
+                        "num_processes differs: process %u says %u, the job on partition '%s' "
+                        "has %u; give every process the same count", a->process_id,
+                        a->num_processes, j->name, job_pod_nglobal(j->pod));
+        job_pod_free(pj);
+        return;
+    }
+    if (j != NULL && pj != NULL && !job_pod_same(j->pod, pj)) {
+        /* Its place would be computed from other hosts: refused before it is used. */
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
+                        "process %u names other Pod hosts (IPUOF_POD_HOSTS or the config "
+                        "file's \"Pod hosts\") than the job on partition '%s' was started "
+                        "with; give every process the same hosts in the same order",
+                        a->process_id, j->name);
+        job_pod_free(pj);
+        return;
+    }
+    if (j != NULL) {
+        job_pod_free(pj); /* the job has its own plan; this one only checked the attach */
+        pj = NULL;
+    }
     if (j == NULL) {
         if (dev_find_partition(c->srv->inv, a->partition_name) != NULL) {
             conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
@@ -155,10 +228,19 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                             a->num_processes);
             return;
         }
-        j = job_new(c, req_id, a->partition_name, a->num_processes, count);
-        if (j == NULL)
+        j = job_new(c, req_id, a->partition_name, nproc, count);
+        if (j == NULL) {
+            job_pod_free(pj);
             return;
+        }
         snprintf(j->key, sizeof j->key, "%s", a->job_key);
+        if (pj != NULL) {
+            j->proc_base = first;
+            j->nproc_all = a->num_processes;
+            j->pod = pj;
+            j->pod_end = job_pod_end;
+            j->pod_free = job_pod_free;
+        }
     } else if (!keys_equal(a->job_key, j->key)) {
         /* Nothing of the job is told: not its processes, count or who holds it. */
         log_warn("client %u (%s, pid %u): refused joining job '%s' with a different job key",
@@ -174,7 +256,7 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                         "the job on partition '%s' already has all its %u processes",
                         j->name, j->nproc);
         return;
-    } else if (a->num_processes != j->nproc) {
+    } else if (j->pod == NULL && a->num_processes != j->nproc) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "num_processes differs: process %u says %u, the job on partition '%s' "
                         "has %u; give every process the same count", a->process_id,
@@ -186,15 +268,15 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                         "has %u; every process asks for the whole partition", a->process_id,
                         count, j->name, j->count);
         return;
-    } else if (j->proc[a->process_id].conn != NULL) {
-        const struct job_proc *o = &j->proc[a->process_id];
+    } else if (j->proc[idx].conn != NULL) {
+        const struct job_proc *o = &j->proc[idx];
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "process id %u of the job on partition '%s' is already attached "
                         "(pid %u, %s); give each process its own id 0..%u", a->process_id,
-                        j->name, o->pid, o->peer, j->nproc - 1);
+                        j->name, o->pid, o->peer, a->num_processes - 1);
         return;
     }
-    q = &j->proc[a->process_id];
+    q = &j->proc[idx];
     q->conn = c;
     q->pid = c->pid;
     snprintf(q->peer, sizeof q->peer, "%s", c->peer);
@@ -210,16 +292,13 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
     if (job_attach_fault(j))
         return;
-    job_hold(j);
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
-        struct job_proc *r = &j->proc[p];
-        struct conn *o = r->conn;
-        uint64_t id = r->attach_req;
-        r->attach_req = 0;
-        conn_enter(o);
-        job_reply_attached(o, id, j->part, 0);
-        conn_release_frames(o);
-        conn_leave(o); /* a kill here ends the job through job_leave */
+    if (j->pod != NULL) {
+        if (job_pod_start(j, job_attach_answer) < 0) {
+            j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
+            job_end(j, IPUOF_E_NOMEM, "out of memory forming the Pod partition '%s'",
+                    j->name);
+        }
+        return;
     }
-    job_unhold(j);
+    job_attach_answer(j);
 }

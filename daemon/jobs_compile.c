@@ -85,6 +85,8 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
         m->next = j->models;
         j->models = m;
         job_update_loaded(j);
+        if (j->pod != NULL)
+            job_pod_model(j, m);
         log_info("job '%s': model %u '%s' %s for %u process%s x %u replicas in %.1f ms on IPUs "
                  "%u-%u", j->name, m->id, m->name, cached ? "from the cache" : "compiled",
                  m->nproc, m->nproc == 1 ? "" : "es", sim_exe_replicas(m->entry->exe) / m->nproc,
@@ -272,6 +274,13 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
             compile_refuse(j, IPUOF_E_INVAL, msg);
             return;
         }
+    }
+    if (j->pod != NULL && p0->ct->group > 1) {
+        compile_refuse(j, IPUOF_E_UNSUPPORTED, "inputReplicaGrouping (a CommGroup of input "
+                       "replicas) in a partition spanning the daemons of a Pod is not "
+                       "supported yet; give every replica its own input, or run the job "
+                       "on one daemon");
+        return;
     }
     rc = compile_submit(j, p0->ct, msg, sizeof msg);
     if (rc != IPUOF_OK) {

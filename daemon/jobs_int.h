@@ -50,6 +50,8 @@ struct job {
     char key[JOB_KEY_MAX + 1];  /* the job key its processes share ("" when the job was
                                   * named explicitly without one); never shown */
     unsigned nproc, count;       /* processes; IPUs of the partition */
+    unsigned proc_base, nproc_all; /* across a Pod: the job's id of process 0 here, and the
+                                  * job's processes on every host (else 0 and nproc) */
     unsigned nattached, ncompile, nrun;
     int started;                 /* every process attached */
     int dead;                    /* ended: freed once nothing is in flight */
@@ -63,6 +65,12 @@ struct job {
     int hold;                    /* loops over the processes under way (they may end it), and
                                   * tasks on workers that refer to it (compile, trace) */
     int end_code;                /* why it ended (IPUOF_E_*), once dead */
+    int end_recovery;            /* the recovery its processes are told (0: job_recovery) */
+    struct pod_job *pod;         /* its share of a partition spanning a Pod (jobs_pod.c), or
+                                  * NULL: process p of the job is process pod first + p */
+    void (*pod_end)(struct job *j);          /* with pod: called as it ends, and */
+    void (*pod_free)(struct pod_job *pj);    /* as it is freed (set by jobs_attach.c:
+                                              * jobs_life.c calls no file above it) */
     char end_msg[768];
     struct job *next;
     struct job_proc proc[];     /* nproc */
@@ -93,5 +101,49 @@ int job_recovery(int code);
 
 /* Arms job_timeout for the phase now gathering. */
 void job_arm_timer(struct job *j);
+
+/* ---- a partition spanning the daemons of a Pod (jobs_pod.c) ---- */
+
+struct pod_job;
+struct sim_err;
+
+/*
+ * Plans this daemon's share of the job of attach a (a->n_pod_hosts > 0): its rank (its
+ * [pod] name's place in a->pod_hosts), the processes it holds, where the rendezvous store
+ * is. IPUOF_OK with *out (free with job_pod_free), or a status with a sentence naming what
+ * does not fit (this daemon not listed, a host not a peer, a process of another host).
+ */
+int job_pod_plan(struct srv *s, const Ipuof__AttachRequest *a, struct pod_job **out,
+                 char *err, size_t errlen);
+/* 1 when two plans name the same hosts in the same order for as many processes. */
+int job_pod_same(const struct pod_job *a, const struct pod_job *b);
+unsigned job_pod_first(const struct pod_job *pj);   /* its first (global) process */
+unsigned job_pod_nlocal(const struct pod_job *pj);  /* processes it holds */
+unsigned job_pod_nglobal(const struct pod_job *pj); /* the job's processes */
+int job_pod_size(const struct pod_job *pj);         /* daemons of the partition */
+
+/* Every local process of j has attached: forms the Pod partition on a worker (rendezvous
+ * at rank 0's store, pod_coll_open), then calls ready(j) on the loop thread, or ends j with
+ * PARTITION_RESET naming the host that did not come. 0, or -1 when it cannot be started. */
+int job_pod_start(struct job *j, void (*ready)(struct job *j));
+
+/* m was compiled for j: a training model every local process shares all-reduces its
+ * gradients across the daemons (sim_exe_set_xreduce) and takes rank 0's weights first. */
+void job_pod_model(struct job *j, struct model *m);
+
+/* Around a run of m on a worker: before, rank 0's weights when they changed; after, the
+ * barrier ending the call (rc: the run's; its error in err). A status (0: go on). */
+int job_pod_before_run(struct job *j, struct model *m, struct sim_err *err);
+int job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err);
+
+/* On the loop thread after a run: when a collective failed, ends j with PARTITION_RESET
+ * naming the host that went away, and returns 1. */
+int job_pod_check(struct job *j);
+
+/* j ends: the partition's first daemon drops its rendezvous entries. */
+void job_pod_end(struct job *j);
+
+/* Closes the communicator and the store client; NULL is a no-op. */
+void job_pod_free(struct pod_job *pj);
 
 #endif

@@ -34,6 +34,8 @@ job_maybe_free(struct job *j)
         j->models = m->next;
         model_free(j->srv->inv, &j->srv->cache, m);
     }
+    if (j->pod_free != NULL)
+        j->pod_free(j->pod);
     if (j->timer != NULL)
         event_free(j->timer);
     free(j);
@@ -58,6 +60,7 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
     j->srv = s;
     snprintf(j->name, sizeof j->name, "%s", name);
     j->nproc = nproc;
+    j->nproc_all = nproc;
     j->count = count;
     for (unsigned p = 0; p < nproc; p++) {
         j->proc[p].job = j;
@@ -135,7 +138,8 @@ missing(const struct job *j, int phase, char *out, size_t len)
                      : phase == 1 ? q->ct == NULL
                                   : q->run_req == 0 || q->run_arriving;
         if (absent)
-            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "", p);
+            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "",
+                                     p + j->proc_base);
     }
 }
 
@@ -153,7 +157,7 @@ on_timer(evutil_socket_t fd, short what, void *arg)
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
             "each one make the same calls", j->name, j->srv->cfg.job_timeout,
-            strchr(who, ',') ? "es" : "", who, j->nproc,
+            strchr(who, ',') ? "es" : "", who, j->nproc_all,
             phase == 0 ? "attach" : phase == 1 ? "send its compile" : "send its slice of the run");
 }
 
@@ -180,8 +184,10 @@ send_notice(struct conn *c, const struct job *j, int code, const char *msg)
     e.component = (char *)"device";
     e.message = (char *)msg;
     e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
-                                          : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
+    e.recovery = j->end_recovery == IPUOF_RECOVERY_PARTITION_RESET
+                     ? IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET
+                 : code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
+                                            : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
     n.error = &e;
     r.body_case = IPUOF__HEADER__BODY_NOTICE;
     r.notice = &n;
@@ -217,11 +223,13 @@ job_end(struct job *j, int code, const char *fmt, ...)
     j->dead = 1;
     if (j->inflight != NULL)
         sim_exe_cancel(j->inflight->m->entry->exe);
+    if (j->pod_end != NULL)
+        j->pod_end(j);
     job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
-        int recovery = job_recovery(code);
+        int recovery = j->end_recovery ? j->end_recovery : job_recovery(code);
 
         compile_task_free(q->ct);
         q->ct = NULL;
@@ -276,7 +284,7 @@ job_end_if_left(struct job *j, unsigned p0, unsigned n)
         if (q->left[0] != '\0') {
             job_end(j, IPUOF_E_CLOSED, "process %u of the job on partition '%s' (pid %u, %s) "
                     "%s; the job has ended and its IPUs are free: start every process again",
-                    q->id, j->name, q->pid, q->peer, q->left);
+                    q->id + j->proc_base, j->name, q->pid, q->peer, q->left);
             return 1;
         }
     }

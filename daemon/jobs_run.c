@@ -50,7 +50,11 @@ run_work(struct work_item *it)
         struct slice_plan pl = plan_of(&w->j->proc[w->m->proc0 + p], w->m);
         slice_replicate(w->m->entry->exe, &pl);
     }
-    w->rc = sim_exe_run(w->m->entry->exe, &w->err);
+    w->rc = job_pod_before_run(w->j, w->m, &w->err);
+    if (w->rc == 0)
+        w->rc = sim_exe_run(w->m->entry->exe, &w->err);
+    if (w->j->pod != NULL)
+        w->rc = job_pod_after_run(w->j, w->m, w->rc, &w->err);
     w->us = models_now_us() - t0;
 }
 
@@ -131,6 +135,8 @@ run_done(struct work_item *it)
     struct model *m = w->m;
 
     m->busy = 0;
+    if (!j->dead && !it->dropped)
+        job_pod_check(j); /* a collective failed: the job ends with PARTITION_RESET */
     if (j->dead) {
         j->inflight = NULL;
         free(w);

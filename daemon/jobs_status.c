@@ -31,8 +31,8 @@ job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
             struct job_proc *q = &j->proc[p];
             ipuof__job_process__init(&jp[k]);
             jp[k].partition = j->name;
-            jp[k].process_id = p;
-            jp[k].num_processes = j->nproc;
+            jp[k].process_id = p + j->proc_base;
+            jp[k].num_processes = j->nproc_all;
             jp[k].state = (char *)(q->left[0] ? q->left
                                    : q->conn == NULL ? "absent"
                                    : q->attach_req ? "attaching" : "attached");

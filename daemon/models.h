@@ -104,6 +104,9 @@ struct model {
     uint64_t freed_by;           /* bit p set once process p freed it */
     unsigned group;              /* inputReplicaGrouping: replicas per input group (0/1: none) */
     int group_orthogonal;        /* its groups are orthogonal, not consecutive */
+    int pod_sync;                /* a Pod job's: its weights changed on this daemon since the
+                                  * last call (rank 0's are broadcast then, jobs_pod.c) */
+    int pod_checked;             /* a Pod job's: every daemon compiled the same model */
     struct model *next;
 };
 

@@ -12,7 +12,9 @@
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
+#include "pod.h"
 #include "server.h"
+#include "sim.h"
 #include "wiremap.h"
 
 void
@@ -25,6 +27,11 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     Ipuof__IpuInfo info[CFG_MAX_IPUS];
     Ipuof__IpuInfo *infop[CFG_MAX_IPUS];
     Ipuof__Holder holders[CFG_MAX_IPUS];
+    struct pod_host hosts[CFG_POD_MAX_PEERS + 1];
+    Ipuof__PodHost ph[CFG_POD_MAX_PEERS + 1];
+    Ipuof__PodHost *php[CFG_POD_MAX_PEERS + 1];
+    uint64_t now = srv_now_ms();
+    int nhosts;
 
     (void)payload_len;
     (void)h;
@@ -70,6 +77,32 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     sr.ipus = infop;
     sr.rejected_connections = s->rejected;
     sr.host_memory_bytes = s->cfg.host_memory;
+    nhosts = pod_hosts(s->pod, hosts, CFG_POD_MAX_PEERS + 1);
+    for (int i = 0; i < nhosts; i++) {
+        ipuof__pod_host__init(&ph[i]);
+        ph[i].name = hosts[i].name;
+        ph[i].address = hosts[i].addr;
+        ph[i].state = (Ipuof__PodHostState)wiremap_to_wire(&wiremap_pod_host_state,
+                                                           hosts[i].state, 0);
+        if (hosts[i].state == POD_SELF) {
+            ph[i].num_ipus = inv->n;
+            ph[i].free_ipus = dev_free_count(inv);
+        } else {
+            ph[i].num_ipus = hosts[i].num_ipus;
+            ph[i].free_ipus = hosts[i].free_ipus;
+            ph[i].seen_ms_ago = hosts[i].seen_ms != 0 && now > hosts[i].seen_ms
+                                    ? now - hosts[i].seen_ms : 0;
+        }
+        ph[i].error = hosts[i].error;
+        php[i] = &ph[i];
+    }
+    sr.n_pod_hosts = (size_t)nhosts;
+    sr.pod_hosts = php;
+    sr.sim_isa = (char *)sim_isa_name(sim_isa_current());
+    pthread_mutex_lock(&s->cache.mu);
+    sr.cache_used_bytes = s->cache.bytes;
+    sr.cache_bytes = s->cache.max_bytes;
+    pthread_mutex_unlock(&s->cache.mu);
     if (job_status(s, &sr.job_processes, &sr.n_job_processes) < 0) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         return;

@@ -50,7 +50,26 @@ req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         conn_close_after_write(c);
         return;
     }
-    if (!c->via_admin_socket && cfg->auth_token[0] != '\0' &&
+    if (c->pod) {
+        /* A peer daemon: the Pod's token, never admin rights. */
+        if (cfg->pod_token[0] != '\0' && !token_equal(hi->auth_token, cfg->pod_token)) {
+            log_warn("pod: %s: hello with a %s Pod token; closing", c->peer,
+                     hi->auth_token[0] ? "wrong" : "missing");
+            conn_send_error(c, req_id, IPUOF_E_AUTH, 0, 0, "pod",
+                            "%s Pod token: this daemon's Pod port takes the token set in "
+                            "[pod] token, the same on every host of the Pod",
+                            hi->auth_token[0] ? "wrong" : "missing");
+            conn_close_after_write(c);
+            return;
+        }
+        if (hi->admin_token[0] != '\0') {
+            conn_send_error(c, req_id, IPUOF_E_AUTH, 0, 0, "pod",
+                            "the Pod port grants no admin rights; send the admin token to the "
+                            "client port ([server] listen)");
+            conn_close_after_write(c);
+            return;
+        }
+    } else if (!c->via_admin_socket && cfg->auth_token[0] != '\0' &&
         !token_equal(hi->auth_token, cfg->auth_token)) {
         log_warn("client %u (%s): hello with a %s auth token; closing", c->id, c->peer,
                  hi->auth_token[0] ? "wrong" : "missing");
@@ -80,8 +99,8 @@ req_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
     c->hello_done = 1;
     evtimer_del(c->handshake_timer);
     conn_apply_timeouts(c);
-    log_info("client %u: hello from %s (pid %u, %s)%s", c->id, c->name, c->pid, c->peer,
-             c->admin ? " with admin rights" : "");
+    log_info("%s %u: hello from %s (pid %u, %s)%s", c->pod ? "pod peer" : "client", c->id,
+             c->name, c->pid, c->peer, c->admin ? " with admin rights" : "");
 
     hr.protocol_version = IPUOF_PROTOCOL_VERSION;
     hr.server_version = (char *)IPUOF_VERSION_STR;

@@ -224,6 +224,7 @@ on_weights_payload(struct conn *c, void *arg)
             goto out;
         }
     }
+    m->pod_sync = 1; /* across a Pod, the next call broadcasts them to every daemon */
     reply_empty(c, ww->req_id, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY);
 out:
     weight_write_free(ww);
@@ -240,12 +241,13 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
 
     if (m == NULL)
         return;
-    if (c->proc_id != m->proc0) {
+    if (c->proc_id != m->proc0 || job_pod_rank(c) > 0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
                         "process %u writes weights of model '%s', which its job's %u processes "
                         "share as one copy; only process 0 writes them (its weights are every "
                         "replica's, as PopDistStrategy broadcasts from instance 0)",
-                        c->proc_id, m->name, m->nproc);
+                        c->proc_id + job_pod_process_base(c), m->name,
+                        m->nproc * (job_pod_rank(c) >= 0 ? (unsigned)job_pod_ranks(c) : 1));
         return;
     }
     if (fault_hook(c, req_id, FAULT_AT_WEIGHTS))

@@ -37,6 +37,8 @@
 #include "jobs.h"
 #include "log.h"
 #include "notify.h"
+#include "pod.h"
+#include "pod_kv.h"
 
 
 int
@@ -83,14 +85,15 @@ refuse_fd(int fd, int code, const char *msg)
 
 /* ---- listeners ------------------------------------------------------------------------- */
 
-static void
+/* The new connection, or NULL when it was refused (or out of memory). */
+static struct conn *
 accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen, int admin)
 {
     char msg[160];
 
     if (s->stopping) {
         refuse_fd(fd, IPUOF_E_SHUTDOWN, "ipuofd is shutting down");
-        return;
+        return NULL;
     }
     /* The admin socket has its own reserve, so clients filling max_connections can never
      * keep the operator's ipuctl out. */
@@ -104,10 +107,10 @@ accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen,
                  limit, admin ? "admin socket" : "TCP address", key);
         log_warn("rejected a connection: %u connections open (%s)", limit, key);
         refuse_fd(fd, IPUOF_E_TOO_MANY, msg);
-        return;
+        return NULL;
     }
     s->accepted++;
-    conn_new(s, fd, sa, salen, admin);
+    return conn_new(s, fd, sa, salen, admin);
 }
 
 static void
@@ -116,6 +119,20 @@ on_accept_tcp(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 {
     (void)l;
     accept_common(arg, fd, sa, salen, 0);
+}
+
+/* A peer daemon on the Pod port: a connection like a client's (counted against
+ * max_connections), which may only say hello with the Pod token and make Pod requests. */
+static void
+on_accept_pod(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+              void *arg)
+{
+    struct conn *c;
+
+    (void)l;
+    c = accept_common(arg, fd, sa, salen, 0);
+    if (c != NULL)
+        c->pod = 1;
 }
 
 static void
@@ -139,6 +156,8 @@ on_accept_retry(evutil_socket_t fd, short what, void *arg)
         evconnlistener_enable(s->tcp);
     if (s->admin)
         evconnlistener_enable(s->admin);
+    if (s->podl)
+        evconnlistener_enable(s->podl);
 }
 
 static void
@@ -218,6 +237,99 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
     if (!cfg_listen_is_loopback(s->cfg.listen) && s->cfg.auth_token[0] == '\0')
         log_warn("listening on %s without an auth_token (allow_unauthenticated = yes): "
                  "anyone who can reach this address can use the IPUs", s->cfg.listen);
+    return 0;
+}
+
+/* The Pod port ([pod] listen), when the config names peers: where peer daemons say hello
+ * and the rendezvous store is served. 0 or -1 with err. */
+static int
+listen_pod(struct srv *s, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[256], port[16];
+    int rc, bound = 0;
+
+    if (split_hostport(s->cfg.pod_listen, host, sizeof host, port, sizeof port) < 0) {
+        errbuf_set(err, errlen, "[pod] listen = '%s' is not HOST:PORT (e.g. 127.0.0.1:50053)",
+                   s->cfg.pod_listen);
+        return -1;
+    }
+    rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+    if (rc != 0) {
+        errbuf_set(err, errlen, "cannot resolve [pod] listen = '%s': %s", s->cfg.pod_listen,
+                   gai_strerror(rc));
+        return -1;
+    }
+    s->podl = evconnlistener_new_bind(s->base, on_accept_pod, s,
+                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                          LEV_OPT_CLOSE_ON_EXEC,
+                                      128, res->ai_addr, (int)res->ai_addrlen);
+    freeaddrinfo(res);
+    if (s->podl == NULL) {
+        errbuf_set(err, errlen, "cannot listen on the Pod port %s ([pod] listen): %s",
+                   s->cfg.pod_listen, strerror(errno));
+        return -1;
+    }
+    evconnlistener_set_error_cb(s->podl, on_accept_error);
+    if (getsockname(evconnlistener_get_fd(s->podl), (struct sockaddr *)&ss, &sl) == 0)
+        bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    {
+        int v6 = strchr(host, ':') != NULL;
+        int n = snprintf(s->pod_addr, sizeof s->pod_addr, "%s%.200s%s:%d", v6 ? "[" : "", host,
+                         v6 ? "]" : "", bound);
+        (void)n;
+    }
+    if (!cfg_listen_is_loopback(s->cfg.pod_listen) && s->cfg.pod_token[0] == '\0')
+        log_warn("Pod port %s without a [pod] token (allow_unauthenticated = yes): any host "
+                 "that can reach it can join this daemon's partitions", s->pod_addr);
+    return 0;
+}
+
+/* Every hello_interval: this daemon's free IPUs, for the hellos to its peers. */
+static void
+on_pod_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct srv *s = arg;
+
+    (void)fd;
+    (void)what;
+    pod_set_free(s->pod, dev_free_count(s->inv));
+}
+
+/* Partitions of this daemon forming at once (each waits up to job_timeout for its other
+ * hosts); a fifth waits for a thread. */
+#define POD_RENDEZVOUS_THREADS 4
+
+/* The Pod of a config with [pod] peers: its port, the rendezvous store, the hellos, the
+ * rendezvous threads. */
+static int
+start_pod(struct srv *s, char *err, size_t errlen)
+{
+    struct cfg_pod_peer peers[CFG_POD_MAX_PEERS];
+    struct timeval tv = {(time_t)s->cfg.pod_hello_interval, 0};
+    int n = cfg_pod_peers(&s->cfg, peers, err, errlen);
+
+    if (n <= 0)
+        return n;
+    if (listen_pod(s, err, errlen) < 0)
+        return -1;
+    s->kv = pod_kv_new();
+    s->ev_pod_tick = event_new(s->base, -1, EV_PERSIST, on_pod_tick, s);
+    s->pod_work = work_new(s->base, POD_RENDEZVOUS_THREADS);
+    if (s->kv == NULL || s->ev_pod_tick == NULL || s->pod_work == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return -1;
+    }
+    evtimer_add(s->ev_pod_tick, &tv);
+    if (pod_start(&s->pod, &s->cfg, s->pod_addr, s->inv->n, err, errlen) < 0)
+        return -1;
+    log_info("pod: host %s, Pod port %s, %d peer%s", s->cfg.pod_name, s->pod_addr, n,
+             n == 1 ? "" : "s");
     return 0;
 }
 
@@ -451,6 +563,8 @@ srv_shutdown_begin(struct srv *s)
         evconnlistener_disable(s->tcp);
     if (s->admin)
         evconnlistener_disable(s->admin);
+    if (s->podl)
+        evconnlistener_disable(s->podl);
     job_wait_shutdown(s);
     for (struct conn *c = s->conns; c != NULL; c = next) {
         next = c->next;
@@ -478,6 +592,7 @@ conn_gone(struct conn *c)
 
     req_trace_forget(c);
     req_compile_drop_upload(c);
+    req_pod_forget(c);
     if (c->job != NULL)
         job_leave(c); /* the job decides what its process leaving means */
     job_wait_cancel(c->srv, c);
@@ -542,7 +657,8 @@ srv_init(struct srv *s, char *err, size_t errlen)
     if (s->faults.n > 0)    /* [faults] inject and IPUOF_FAULTS, read by main() */
         log_warn("[faults] and IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)",
                  s->faults.n, s->faults.n == 1 ? "" : "s");
-    if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0)
+    if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0 ||
+        start_pod(s, err, errlen) < 0)
         return -1;
     return 0;
 }
@@ -556,9 +672,18 @@ srv_run(struct srv *s)
 void
 srv_cleanup(struct srv *s)
 {
+    pod_stop(s->pod); /* first: its thread reads nothing of s, but stop it before the rest */
+    s->pod = NULL;
     while (s->conns != NULL)
         conn_free(s->conns);
     fault_park_free_all(s);
+    req_pod_free_all(s);
+    pod_kv_free(s->kv);
+    s->kv = NULL;
+    if (s->podl)
+        evconnlistener_free(s->podl);
+    if (s->ev_pod_tick)
+        event_free(s->ev_pod_tick);
     if (s->tcp)
         evconnlistener_free(s->tcp);
     if (s->admin) {
@@ -575,6 +700,8 @@ srv_cleanup(struct srv *s)
         event_free(s->ev_drain);
     if (s->ev_accept_retry)
         event_free(s->ev_accept_retry);
+    work_free(s->pod_work); /* a rendezvous not done ends its job (shutdown) */
+    s->pod_work = NULL;
     work_free(s->work);
     s->work = NULL;
     cache_destroy(&s->cache);

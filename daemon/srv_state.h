@@ -22,6 +22,9 @@ struct conn;
 struct conn_hooks;
 struct waiter;
 struct job;
+struct pod;
+struct pod_kv;
+struct kv_waiter;
 struct fault_park;
 
 #define SRV_MAX_OVERRIDES 32
@@ -44,6 +47,16 @@ struct srv {
     struct evconnlistener *tcp;
     struct evconnlistener *admin;
     int bound_port;
+    struct evconnlistener *podl;             /* the Pod port ([pod] listen), or NULL */
+    char pod_addr[256];                      /* its bound HOST:PORT */
+    struct pod *pod;                         /* the peers and their state (pod.h), or NULL */
+    struct pod_kv *kv;                       /* the rendezvous store (pod_kv.h) */
+    struct kv_waiter *kv_waiters;            /* gets waiting for a key (req_pod.c) */
+    unsigned nkv_waiters;
+    struct event *ev_pod_tick;               /* publishes the free IPUs to the hellos */
+    struct work *pod_work;                   /* threads of their own for Pod rendezvous,
+                                              * which wait for other hosts: never the
+                                              * workers compiles and runs need */
 
     struct event *ev_term, *ev_int, *ev_hup, *ev_drain, *ev_accept_retry;
     struct conn *conns;

@@ -10,6 +10,7 @@
 #include "devices.h"
 #include "ipuof.pb-c.h"
 #include "ipuof/status.h"
+#include "pod.h"
 #include "sim.h"
 
 static const struct enummap_row dtype_rows[] = {
@@ -121,6 +122,16 @@ _Static_assert(ENUMMAP_LEN(recovery_rows) == IPUOF_RECOVERY_FULL_RESET + 1 &&
                    IPUOF__RECOVERY_ACTION__RECOVERY_FULL_RESET + 1,
                "a recovery action without its row");
 
+static const struct enummap_row pod_host_state_rows[] = {
+    {IPUOF__POD_HOST_STATE__POD_HOST_UNKNOWN, POD_UNKNOWN, "unknown"},
+    {IPUOF__POD_HOST_STATE__POD_HOST_REACHABLE, POD_REACHABLE, "reachable"},
+    {IPUOF__POD_HOST_STATE__POD_HOST_UNREACHABLE, POD_UNREACHABLE, "unreachable"},
+    {IPUOF__POD_HOST_STATE__POD_HOST_SELF, POD_SELF, "self"},
+};
+_Static_assert(ENUMMAP_LEN(pod_host_state_rows) == POD_SELF + 1 &&
+               ENUMMAP_LEN(pod_host_state_rows) == IPUOF__POD_HOST_STATE__POD_HOST_SELF + 1,
+               "a Pod host state without its row");
+
 #define TABLE(var, what, rows) const struct enummap var = {what, rows, ENUMMAP_LEN(rows)}
 TABLE(wiremap_dtype, "dtype", dtype_rows);
 TABLE(wiremap_output_kind, "output kind", output_kind_rows);
@@ -132,6 +143,7 @@ TABLE(wiremap_weight_kind, "weight kind", weight_kind_rows);
 TABLE(wiremap_ipu_state, "IPU state", ipu_state_rows);
 TABLE(wiremap_error_class, "error class", error_class_rows);
 TABLE(wiremap_recovery, "recovery action", recovery_rows);
+TABLE(wiremap_pod_host_state, "Pod host state", pod_host_state_rows);
 #undef TABLE
 
 int

@@ -25,6 +25,7 @@ extern const struct enummap wiremap_weight_kind;  /* Ipuof__WeightKind <-> sim_w
 extern const struct enummap wiremap_ipu_state;    /* Ipuof__IpuState <-> enum dev_state */
 extern const struct enummap wiremap_error_class;  /* Ipuof__ErrorClass <-> IPUOF_ERROR_* */
 extern const struct enummap wiremap_recovery;     /* Ipuof__RecoveryAction <-> IPUOF_RECOVERY_* */
+extern const struct enummap wiremap_pod_host_state; /* Ipuof__PodHostState <-> pod_host_state */
 
 /* The simulator's dtype for wire dtype w, or -1 (no dtype) for one the daemon does not know. */
 int wiremap_sim_dtype(int w);

@@ -17,7 +17,11 @@ struct jr {
     char *err;
     size_t errlen;
     int failed;
+    const struct ipuof_json_limits *lim;
 };
+
+const struct ipuof_json_limits ipuof_json_config_limits = {
+    IPUOF_JSON_MAX_BYTES, IPUOF_JSON_MAX_DEPTH, IPUOF_JSON_MAX_ITEMS, IPUOF_JSON_MAX_STRING};
 
 /* Records the first failure at the reader's position; returns NULL for the callers. */
 __attribute__((format(printf, 2, 3))) static struct ipuof_json *
@@ -152,12 +156,39 @@ ipuof_json_utf8_at(const unsigned char *s, const unsigned char *end, unsigned *l
     return (long)cp;
 }
 
+int
+ipuof_json_escape(unsigned char c, unsigned *cp)
+{
+    static const char letters[] = "\"\\/bfnrt", chars[] = "\"\\/\b\f\n\r\t";
+    const char *at = c != '\0' ? strchr(letters, c) : NULL;
+
+    if (at == NULL)
+        return -1;
+    *cp = (unsigned char)chars[at - letters];
+    return 0;
+}
+
+/* The raw bytes from s (after an opening quote) to the closing quote or the end: no string
+ * decodes to more bytes than it takes in the text. */
+static size_t
+jr_raw_len(const unsigned char *s, const unsigned char *end)
+{
+    const unsigned char *p = s;
+
+    while (p < end && *p != '"')
+        p += *p == '\\' && p + 1 < end ? 2 : 1;
+    return (size_t)(p - s);
+}
+
 /* A string at r->s (the opening quote) into a new malloc'ed NUL-terminated copy, or NULL
- * (failure recorded). */
+ * (failure recorded). The copy is sized by the string's raw length, capped at the limit
+ * (so a string longer than the limit still fails with its own message). */
 static char *
 jr_string(struct jr *r)
 {
-    char *out = malloc(IPUOF_JSON_MAX_STRING + 1);
+    size_t raw = jr_raw_len(r->s + 1, r->end);
+    size_t cap = (raw < r->lim->max_string ? raw : r->lim->max_string) + 1;
+    char *out = malloc(cap);
     size_t n = 0;
 
     if (out == NULL) {
@@ -189,14 +220,6 @@ jr_string(struct jr *r)
                 goto error;
             }
             switch (r->s[1]) {
-            case '"': cp = '"'; break;
-            case '\\': cp = '\\'; break;
-            case '/': cp = '/'; break;
-            case 'b': cp = '\b'; break;
-            case 'f': cp = '\f'; break;
-            case 'n': cp = '\n'; break;
-            case 'r': cp = '\r'; break;
-            case 't': cp = '\t'; break;
             case 'u':
                 if (ipuof_json_hex4(r->s + 2, r->end, &cp) < 0) {
                     jr_fail(r, "\\u must be followed by four hex digits");
@@ -225,6 +248,8 @@ jr_string(struct jr *r)
                 }
                 break;
             default:
+                if (ipuof_json_escape(r->s[1], &cp) == 0)
+                    break;
                 r->s++;
                 jr_fail(r, "unknown escape '\\%c' in a string; the escapes are \\\" \\\\ \\/ "
                         "\\b \\f \\n \\r \\t \\uXXXX", *r->s >= 0x20 && *r->s < 0x7f ? *r->s : '?');
@@ -242,8 +267,8 @@ jr_string(struct jr *r)
             cp = (unsigned)u;
             r->s += len;
         }
-        if (ipuof_json_put_utf8(out, IPUOF_JSON_MAX_STRING + 1, &n, cp) < 0) {
-            jr_fail(r, "a string is longer than %d bytes", IPUOF_JSON_MAX_STRING);
+        if (ipuof_json_put_utf8(out, cap, &n, cp) < 0) {
+            jr_fail(r, "a string is longer than %zu bytes", r->lim->max_string);
             goto error;
         }
     }
@@ -329,8 +354,8 @@ static struct ipuof_json *jr_value(struct jr *r, unsigned depth);
 static int
 jr_append(struct jr *r, struct ipuof_json *j, struct ipuof_json *v, char *key)
 {
-    if (j->n >= IPUOF_JSON_MAX_ITEMS) {
-        jr_fail(r, "more than %d items in one %s", IPUOF_JSON_MAX_ITEMS,
+    if (j->n >= r->lim->max_items) {
+        jr_fail(r, "more than %zu items in one %s", r->lim->max_items,
                 j->type == IPUOF_JSON_OBJECT ? "object" : "array");
         goto error;
     }
@@ -370,9 +395,9 @@ jr_container(struct jr *r, unsigned depth)
 
     if (j == NULL)
         return NULL;
-    if (depth >= IPUOF_JSON_MAX_DEPTH) {
+    if (depth >= r->lim->max_depth) {
         free(j);
-        return jr_fail(r, "values nested more than %d deep", IPUOF_JSON_MAX_DEPTH);
+        return jr_fail(r, "values nested more than %u deep", r->lim->max_depth);
     }
     r->s++;
     jr_ws(r);
@@ -485,16 +510,23 @@ int
 ipuof_json_parse(const char *text, size_t len, struct ipuof_json **out, char *err,
                  size_t errlen)
 {
+    return ipuof_json_parse_limits(text, len, &ipuof_json_config_limits, out, err, errlen);
+}
+
+int
+ipuof_json_parse_limits(const char *text, size_t len, const struct ipuof_json_limits *lim,
+                        struct ipuof_json **out, char *err, size_t errlen)
+{
     struct jr r = {(const unsigned char *)text, (const unsigned char *)text + len,
-                   (const unsigned char *)text, 1, err, errlen, 0};
+                   (const unsigned char *)text, 1, err, errlen, 0, lim};
     struct ipuof_json *j;
 
     *out = NULL;
     if (errlen > 0)
         err[0] = '\0';
-    if (len > IPUOF_JSON_MAX_BYTES) {
-        snprintf(err, errlen, "%zu bytes of JSON; at most %d are accepted", len,
-                 IPUOF_JSON_MAX_BYTES);
+    if (len > lim->max_bytes) {
+        snprintf(err, errlen, "%zu bytes of JSON; at most %zu are accepted", len,
+                 lim->max_bytes);
         return -1;
     }
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) /* a UTF-8 byte order mark */

@@ -1,16 +1,18 @@
 /*
  * jsonparse.h — a small bounded JSON reader (RFC 8259 text into a tree, hostile input first)
  * for what the library and the daemon read: IPUoF config files (client/ipuof_conf.c),
- * POPLAR_ENGINE_OPTIONS's lexical pieces (client/engine_opts.c) and IPUOF_FAULTS and the
- * daemon config's faults (daemon/faults.c).
+ * POPLAR_ENGINE_OPTIONS's lexical pieces (client/engine_opts.c), IPUOF_FAULTS and the
+ * daemon config's faults (daemon/faults.c), and, with larger limits, execution traces
+ * (tools/util/timeline.c: ipuof-trace).
  *
- * Limits, checked as the text is read: at most IPUOF_JSON_MAX_BYTES of text, nesting at
- * most IPUOF_JSON_MAX_DEPTH deep, at most IPUOF_JSON_MAX_ITEMS members or elements in one
- * object or array, strings at most IPUOF_JSON_MAX_STRING bytes once decoded. A key given
- * twice in one object is refused (a config file that says two things is a mistake). Strings
- * are decoded whole (every escape, \uXXXX with surrogate pairs); U+0000, lone surrogates
- * and malformed UTF-8 are refused. Numbers keep their double value and, when they are
- * whole and within +-2^53, is_int.
+ * Limits, checked as the text is read (these are ipuof_json_parse's; a caller reading larger
+ * documents passes its own to ipuof_json_parse_limits): at most IPUOF_JSON_MAX_BYTES of
+ * text, nesting at most IPUOF_JSON_MAX_DEPTH deep, at most IPUOF_JSON_MAX_ITEMS members or
+ * elements in one object or array, strings at most IPUOF_JSON_MAX_STRING bytes once decoded.
+ * A key given twice in one object is refused (a config file that says two things is a
+ * mistake). Strings are decoded whole (every escape, \uXXXX with surrogate pairs); U+0000,
+ * lone surrogates and malformed UTF-8 are refused. Numbers keep their double value and, when
+ * they are whole and within +-2^53, is_int.
  *
  * Not installed, not exported: in libipuofproto (linked by the daemon) and in
  * libipuof-client (its .sym exports none of it). No I/O.
@@ -55,6 +57,23 @@ struct ipuof_json {
 int ipuof_json_parse(const char *text, size_t len, struct ipuof_json **out, char *err,
                      size_t errlen);
 
+/* A reader's limits: text bytes, nesting depth, items in one array or object, and the
+ * decoded bytes of one string. Memory stays bounded by the text: a string's copy is sized
+ * by its raw length, never by max_string. */
+struct ipuof_json_limits {
+    size_t max_bytes;
+    unsigned max_depth;
+    size_t max_items;
+    size_t max_string;
+};
+
+/* The limits above (IPUOF_JSON_MAX_*), those ipuof_json_parse applies. */
+extern const struct ipuof_json_limits ipuof_json_config_limits;
+
+/* ipuof_json_parse with the caller's limits (borrowed for the call; every field > 0). */
+int ipuof_json_parse_limits(const char *text, size_t len, const struct ipuof_json_limits *lim,
+                            struct ipuof_json **out, char *err, size_t errlen);
+
 /* Frees a tree from ipuof_json_parse. NULL is a no-op. */
 void ipuof_json_free(struct ipuof_json *j);
 
@@ -70,6 +89,10 @@ const char *ipuof_json_type_name(enum ipuof_json_type t);
  * (engine_opts.c), which reads its flat object by its own rule but spells strings and
  * numbers as this one does. Each reads only s[0..end).
  */
+
+/* The character a one-letter escape \c stands for (c is one of " \\ / b f n r t) into
+ * *cp: 0, or -1 for any other c (\u is read by the caller). */
+int ipuof_json_escape(unsigned char c, unsigned *cp);
 
 /* Four hex digits at s into *v: 0, or -1 when fewer than four or one is not hex. */
 int ipuof_json_hex4(const unsigned char *s, const unsigned char *end, unsigned *v);

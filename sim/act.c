@@ -3,8 +3,9 @@
  * vmath.h's vectors and a scalar tail doing the same float operations in the same order,
  * and the pool split of a whole tensor.
  *
- * Sigmoid and SiLU are bound by arithmetic, not memory: they run sixteen floats at a time,
- * with an AVX-512 copy besides the AVX2 and baseline ones (hot.h).
+ * Sigmoid and SiLU are bound by arithmetic, not memory: they run in vectors of each level's
+ * register width: sixteen floats in an AVX-512 copy, eight in the AVX2 one, four in the
+ * baseline one.
  *
  * The formulas are those the ops always used (op_activation.c, Clip in op_unary.c), so
  * Clip, LeakyRelu, HardSigmoid and HardSwish give the same bits as before; Relu is x < 0 ?
@@ -85,10 +86,15 @@ SIM_HOT_FN(hard_range,
     }
 }
 
-/* Sixteen floats at a time for Sigmoid and SiLU, which are bound by arithmetic (the other
- * kinds by memory): an AVX-512 copy (SIM_HOT_WIDE_FN) runs them in one register (twice the
- * AVX2 copy's rate), the AVX2 copy in two; the operations, and so the bits, are the same in
- * every copy. */
+/*
+ * Sigmoid and SiLU are bound by arithmetic (the other kinds by memory), so each level runs
+ * them in vectors of its own register width: sixteen floats in the AVX-512 copy, eight in
+ * the AVX2 one, four in the baseline (SSE2) one. The width is chosen per copy, not shared:
+ * GCC lowers a 16-float vector for AVX2 into per-lane scalar code (the NaN test and the
+ * float-to-int conversion), which ran at the baseline's speed, 3.4 ns a float against
+ * AVX-512's 0.52 (bench/ipuof-act.c). The operations are the same element by element at every width and
+ * in the scalar tail, so the bits are the same in every copy.
+ */
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
@@ -98,28 +104,24 @@ typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
 #define SEL16(m, a, b) ((v16f)(((m) & (v16i)(a)) | (~(m) & (v16i)(b))))
 
 /*
- * *v = e^*v for *v <= 0 (or NaN): vmath.h's sim_v8expf without the operations that cannot
- * change such an input (the upper clamp, the rounding's sign test: fx <= 0 rounds as
- * fx - 0.5 truncated, and the exponent's lower clamp: x >= -87.34 gives n >= -126), so
- * the results are sim_v8expf's, bit for bit, in fewer instructions. A NaN lane gets n = 0
- * (converting NaN to an integer is undefined behaviour, and n + 127 then shifted a
- * negative value) and comes back NaN through r: Sigmoid and SiLU of NaN are NaN, as in
- * PyTorch.
+ * *v = e^*v for *v <= 0 (or NaN), in vectors of type VF (ints VI, splat VC, select SEL):
+ * vmath.h's sim_v8expf without the operations that cannot change such an input (the upper
+ * clamp, the rounding's sign test: fx <= 0 rounds as fx - 0.5 truncated, and the
+ * exponent's lower clamp: x >= -87.34 gives n >= -126), so the results are sim_v8expf's,
+ * bit for bit, in fewer instructions. A NaN lane gets n = 0 (converting NaN to an integer
+ * is undefined behaviour, and n + 127 then shifted a negative value) and comes back NaN
+ * through r: Sigmoid and SiLU of NaN are NaN, as in PyTorch.
  */
-static inline __attribute__((always_inline)) void
-v16exp_nonpos(v16f *v)
-{
-    v16f x = *v, fx, r, y, nf;
-    v16i n;
-
-    x = SEL16(x < -87.3365447505531f, V16(-87.3365447505531f), x);
-    fx = x * 1.44269504088896341f;
-    n = __builtin_convertvector(SEL16(fx == fx, fx - 0.5f, V16(0.0f)), v16i);
-    nf = __builtin_convertvector(n, v16f);
-    r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
-    y = SIM_EXPF_POLY(r);
-    *v = y * (v16f)((n + 127) << 23);
-}
+#define EXP_NONPOS(v, VF, VI, VC, SEL)                                                     \
+    do {                                                                                   \
+        VF x_ = SEL(*(v) < -87.3365447505531f, VC(-87.3365447505531f), *(v)), fx_, r_, nf_; \
+        VI n_;                                                                             \
+        fx_ = x_ * 1.44269504088896341f;                                                   \
+        n_ = __builtin_convertvector(SEL(fx_ == fx_, fx_ - 0.5f, VC(0.0f)), VI);           \
+        nf_ = __builtin_convertvector(n_, VF);                                             \
+        r_ = x_ - nf_ * 0.693359375f + nf_ * 2.12194440e-4f;                               \
+        *(v) = SIM_EXPF_POLY(r_) * (VF)((n_ + 127) << 23);                                 \
+    } while (0)
 
 /* The same for one float (vmath.h's sim_vexpf, bit for bit, for x <= 0 or NaN). */
 static inline __attribute__((always_inline)) float
@@ -138,32 +140,90 @@ exp_nonpos(float x)
     return y * s;
 }
 
+/* Sigmoid (silu false) or x sigmoid(x) (silu true) of x[i..hi) into y, W floats at a time
+ * in vectors of type VF (unaligned VFU), then the scalar tail; i is advanced to hi. */
+#define SIGMOID_LOOP(W, VF, VFU, VI, VC, SEL)                                              \
+    do {                                                                                   \
+        for (; i + (W) <= hi; i += (W)) {                                                  \
+            VF v = *(const VFU *)(x + i), s;                                               \
+            VF e = SEL(v >= 0.0f, -v, v);                                                  \
+            EXP_NONPOS(&e, VF, VI, VC, SEL);                                               \
+            s = SEL(v >= 0.0f, VC(1.0f), e) / (1.0f + e);                                  \
+            s = SEL(v < -87.3365447505531f, VC(0.0f), s);                                  \
+            *(VFU *)(y + i) = silu ? v * s : s;                                            \
+        }                                                                                  \
+        for (; i < hi; i++) {                                                              \
+            float v_ = x[i], e_ = exp_nonpos(v_ >= 0.0f ? -v_ : v_), s_;                   \
+            s_ = (v_ >= 0.0f ? 1.0f : e_) / (1.0f + e_);                                   \
+            s_ = v_ < -87.3365447505531f ? 0.0f : s_;                                      \
+            y[i] = silu ? v_ * s_ : s_;                                                    \
+        }                                                                                  \
+    } while (0)
+
 /* Sigmoid (silu false) or x sigmoid(x) (silu true); the sigmoid as e^x / (1 + e^x) for
  * x < 0 (no overflow), and +0 below -87.34, where the exp's input is clamped (it gave
  * e^-87.34, 1.2e-38, for every such x): PyTorch's float sigmoid is 1 / (1 + e^-x), +0 once
  * e^-x overflows (x < -88.72), so Sigmoid(-inf) is +0, SiLU(-inf) is -inf * 0 = NaN and
  * SiLU(-100) is -0, PyTorch's bits; between -88.72 and -87.34 PyTorch gives values under
- * 1.2e-38, here 0. */
-SIM_HOT_WIDE_FN(sigmoid_range,
-                (const float *x, float *y, int64_t lo, int64_t hi, bool silu),
-                (x, y, lo, hi, silu))
+ * 1.2e-38, here 0. Eight floats at a time: the AVX2 copy (and the one function of builds
+ * without copies, hot.h). */
+#if SIM_ISA_DISPATCH
+static __attribute__((noinline, SIM_HOT_OPT, target("avx2"))) void
+#elif defined(__GNUC__) && !defined(__clang__)
+static __attribute__((SIM_HOT_OPT)) void
+#else
+static void
+#endif
+sigmoid8_range(const float *x, float *y, int64_t lo, int64_t hi, bool silu)
 {
     int64_t i = lo;
 
-    for (; i + 16 <= hi; i += 16) {
-        v16f v = *(const v16f_u *)(x + i), s;
-        v16f e = SEL16(v >= 0.0f, -v, v);
-        v16exp_nonpos(&e);
-        s = SEL16(v >= 0.0f, V16(1.0f), e) / (1.0f + e);
-        s = SEL16(v < -87.3365447505531f, V16(0.0f), s);
-        *(v16f_u *)(y + i) = silu ? v * s : s;
-    }
-    for (; i < hi; i++) {
-        float v = x[i], e = exp_nonpos(v >= 0.0f ? -v : v), s;
-        s = (v >= 0.0f ? 1.0f : e) / (1.0f + e);
-        s = v < -87.3365447505531f ? 0.0f : s;
-        y[i] = silu ? v * s : s;
-    }
+    SIGMOID_LOOP(8, sim_v8f, sim_v8f_u, sim_v8i, SIM_V8, sim_v8sel);
+}
+
+#if SIM_ISA_DISPATCH
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+
+#define V4(c) ((v4f){ (c), (c), (c), (c) })
+#define SEL4(m, a, b) ((v4f)(((m) & (v4i)(a)) | (~(m) & (v4i)(b))))
+
+/* The same, four floats at a time: the baseline copy (SSE2's width). */
+static __attribute__((noinline, SIM_HOT_OPT)) void
+sigmoid4_range(const float *x, float *y, int64_t lo, int64_t hi, bool silu)
+{
+    int64_t i = lo;
+
+    SIGMOID_LOOP(4, v4f, v4f_u, v4i, V4, SEL4);
+}
+
+/* The same, sixteen floats at a time: the AVX-512 copy. */
+static __attribute__((noinline, SIM_HOT_OPT, target("avx512f"))) void
+sigmoid16_range(const float *x, float *y, int64_t lo, int64_t hi, bool silu)
+{
+    int64_t i = lo;
+
+    SIGMOID_LOOP(16, v16f, v16f_u, v16i, V16, SEL16);
+}
+#endif
+
+/* The copy of the level in use (hot.h): the same bits from each. */
+static void
+sigmoid_range(const float *x, float *y, int64_t lo, int64_t hi, bool silu)
+{
+#if SIM_ISA_DISPATCH
+    enum sim_isa l = sim_isa_level();
+
+    if (l >= SIM_ISA_AVX512)
+        sigmoid16_range(x, y, lo, hi, silu);
+    else if (l >= SIM_ISA_AVX2)
+        sigmoid8_range(x, y, lo, hi, silu);
+    else
+        sigmoid4_range(x, y, lo, hi, silu);
+#else
+    sigmoid8_range(x, y, lo, hi, silu);
+#endif
 }
 
 static void

@@ -7,8 +7,9 @@
  * numbers are the same either way.
  *
  * Every kind but Elu and Softplus runs eight floats at a time (vmath.h's sim_v8f; Sigmoid
- * and SiLU, bound by arithmetic, sixteen, with an AVX-512 copy) with the same float
- * operations as its scalar tail, so a value rounds alike wherever it falls.
+ * and SiLU, bound by arithmetic, in each level's register width: 4, 8 or 16 floats, hot.h)
+ * with the same float operations as its scalar tail, so a value rounds alike wherever it
+ * falls.
  */
 #ifndef SIM_ACT_H
 #define SIM_ACT_H

@@ -153,6 +153,9 @@ struct sim_train {
     struct sim_opt_state *state;    /* the state tensors by name (optim_state.c) */
     long n_state;
     float **loss_grad;          /* per lane: the loss's gradient, seeded with 1 */
+    struct sim_xreduce xr;      /* the cross-executable all-reduce (fn NULL: none) */
+    atomic_int xfailed;         /* it failed in this run: written by the reducing thread
+                                 * between the step's barriers only */
 };
 
 struct sim_exe_io {
@@ -341,8 +344,9 @@ int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 /* train.c: one training run (D optimizer steps); the caller holds e->busy. */
 int sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
 
-/* train.c: replica 0's accumulator becomes the reduced gradient of all replicas. */
-void sim_train_reduce(struct sim_exe *e);
+/* train.c: replica 0's accumulator becomes the reduced gradient of all replicas (and, with
+ * e->tr->xr, of every executable's). 0, or the xreduce's error (e->tr->xfailed set). */
+int sim_train_reduce(struct sim_exe *e, struct sim_err *err);
 
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);

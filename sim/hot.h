@@ -17,8 +17,11 @@
  *   calling sim_act_range) use the CPU's best.
  * - SIM_HOT_FN(name, (params), (args)) { body } defines `static void name(params)`: the body
  *   compiled for baseline and for AVX2, name() calling the one the level allows. args are
- *   the parameters' names, in order. SIM_HOT_WIDE_FN adds an AVX-512 copy (act.c's
- *   Sigmoid/SiLU, bound by arithmetic).
+ *   the parameters' names, in order. SIM_HOT_WIDE_FN adds an AVX-512 copy of the same
+ *   body. A kernel written with GCC's vector types wants a vector of each level's width
+ *   instead (a 16-float vector compiled for AVX2 becomes per-lane scalar code where it
+ *   converts or compares): act.c's Sigmoid/SiLU has a copy per level by hand, 4, 8 and 16
+ *   floats wide, dispatched on sim_isa_level() as these macros do.
  * - oneDNN (conv_dnnl*.c) is capped at the same level through dnnl_set_max_cpu_isa before
  *   its engine is made (baseline: SSE4.1, oneDNN's lowest); with IPUOF_SIM_ISA unset it
  *   chooses for itself (ONEDNN_MAX_CPU_ISA is honoured then). OpenBLAS is not capped: it

@@ -287,8 +287,12 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
         th->abort_all = atomic_load(&e->abort_run) != 0;  /* nobody writes it until the next */
         return;
     case SIM_STEP_REDUCE:
-        if (th->idx == 0 && !th->abort_all)
-            sim_train_reduce(e);
+        /* A failed cross-executable reduce stops every thread at the next sync. */
+        if (th->idx == 0 && !th->abort_all && sim_train_reduce(e, &e->terr[0]) != 0) {
+            e->trc[0] = e->terr[0].code;
+            atomic_store(&e->abort_run, 1);
+            th->abort_all = 1;
+        }
         return;
     case SIM_STEP_UPDATE:
         if (th->idx == 0 && !th->abort_all) {

@@ -154,6 +154,24 @@ bwd_split(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
 
 enum { SC_NONE, SC_ADD, SC_MUL };
 
+/* The reduction attribute red of ScatterND and ScatterElements into *out (SC_*), for data of
+ * dtype: 0, or the failure recorded on c (an unknown name; add or mul on bool data). */
+static int
+scatter_reduction(struct sim_infer *c, const char *red, int dtype, int *out)
+{
+    if (strcmp(red, "none") == 0)
+        *out = SC_NONE;
+    else if (strcmp(red, "add") == 0)
+        *out = SC_ADD;
+    else if (strcmp(red, "mul") == 0)
+        *out = SC_MUL;
+    else
+        return sim_infer_unsupported(c, "reduction '%s' (none, add and mul are supported)", red);
+    if (*out != SC_NONE && dtype == SIM_DTYPE_BOOL)
+        return sim_infer_fail(c, IPUOF_E_DTYPE, "reduction '%s' on bool data", red);
+    return 0;
+}
+
 struct scatter_params {
     int reduction;
     int q;                          /* index tuple length (last dim of indices) */
@@ -198,16 +216,9 @@ infer_scatternd(struct sim_infer *c)
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;
-    if (strcmp(red, "none") == 0)
-        p->reduction = SC_NONE;
-    else if (strcmp(red, "add") == 0)
-        p->reduction = SC_ADD;
-    else if (strcmp(red, "mul") == 0)
-        p->reduction = SC_MUL;
-    else
-        return sim_infer_unsupported(c, "reduction '%s' (none, add and mul are supported)", red);
-    if ((p->reduction == SC_ADD || p->reduction == SC_MUL) && x->dtype == SIM_DTYPE_BOOL)
-        return sim_infer_fail(c, IPUOF_E_DTYPE, "reduction '%s' on bool data", red);
+    rc = scatter_reduction(c, red, x->dtype, &p->reduction);
+    if (rc != 0)
+        return rc;
     p->q = q;
     p->slice = sim_shape_span(&x->shape, q, x->shape.rank);
     p->tuples = sim_shape_span(&ix->shape, 0, ix->shape.rank - 1);
@@ -364,16 +375,9 @@ infer_scatter_el(struct sim_infer *c)
     p = sim_params(c, sizeof(*p));
     if (p == NULL)
         return IPUOF_E_NOMEM;
-    if (strcmp(red, "none") == 0)
-        p->reduction = SC_NONE;
-    else if (strcmp(red, "add") == 0)
-        p->reduction = SC_ADD;
-    else if (strcmp(red, "mul") == 0)
-        p->reduction = SC_MUL;
-    else
-        return sim_infer_unsupported(c, "reduction '%s' (none, add and mul are supported)", red);
-    if (p->reduction != SC_NONE && x->dtype == SIM_DTYPE_BOOL)
-        return sim_infer_fail(c, IPUOF_E_DTYPE, "reduction '%s' on bool data", red);
+    rc = scatter_reduction(c, red, x->dtype, &p->reduction);
+    if (rc != 0)
+        return rc;
     p->rank = x->shape.rank;
     p->axis = (int)axis;
     p->n = ix->numel;

@@ -133,6 +133,10 @@ update_costs(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost
                 c->stream[w->ipu] += 2 * b / r->host_bytes_per_s;
             if (e->R > 1)
                 c->reduce[w->ipu] += 2.0 * (e->R - 1) / e->R * b / r->link_bytes_per_s;
+            if (e->tr->xr.fn != NULL && e->tr->xr.bytes_per_s > 0) { /* between executables */
+                double h = (double)e->tr->xr.replicas / e->R;
+                c->reduce[w->ipu] += 2.0 * (h - 1) / h * b / e->tr->xr.bytes_per_s;
+            }
         }
     }
     if (e->strategy != SIM_STRATEGY_PHASED)

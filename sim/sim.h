@@ -603,6 +603,29 @@ size_t sim_exe_node_times(const struct sim_exe *e, struct sim_node_time *rows, s
 int sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o,
                           struct sim_err *err);
 
+/*
+ * A collective across executables (the daemons of a Pod, each running some replicas of one
+ * partition) at the training REDUCE step: instead of summing its own replicas' accumulated
+ * gradients, the executable hands them to fn: g holds R buffers of n floats (replica r's at
+ * g + r * n, the order of the trainable weights), and fn writes into g[0..n) the sum over
+ * every replica of every executable of the partition (it may sum its R first, or pass them
+ * all to a sum in a fixed order); the mean then divides by replicas (the partition's
+ * replicas, >= the executable's) instead of the executable's own. fn runs on one thread
+ * of the run, once per device iteration; a non-zero return with err filled fails the run
+ * with that error (no optimizer step taken at that iteration). With bytes_per_s > 0 the
+ * simulated clock charges it, on each IPU for its trainable weights, at that rate as a
+ * ring over H = replicas / the executable's replicas executables (2(H-1)/H of the bytes;
+ * in the "reduce" span of the trace). NULL x (or fn) removes it. IPUOF_E_INVAL when e does not train, replicas is below
+ * the executable's or bytes_per_s is negative or not finite, IPUOF_E_BUSY while it runs.
+ */
+struct sim_xreduce {
+    int (*fn)(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err);
+    void *ctx;
+    unsigned replicas;
+    double bytes_per_s;           /* the links between executables (GW-Links); 0: free */
+};
+int sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_err *err);
+
 /* The current optimizer (IPUOF_E_INVAL when e does not train). */
 int sim_exe_get_optimizer(const struct sim_exe *e, struct sim_optimizer *o);
 

@@ -16,6 +16,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "exe.h"
@@ -183,16 +184,55 @@ SIM_HOT_FN(reduce_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
             g0[i] *= c->scale;
 }
 
-void
-sim_train_reduce(struct sim_exe *e)
+int
+sim_train_reduce(struct sim_exe *e, struct sim_err *err)
 {
     struct sim_train *tr = e->tr;
-    struct reduce_run c = { tr->grads, e->n_train, e->R,
-                            tr->reduction == SIM_REDUCE_MEAN
-                                ? 1.0f / ((float)tr->A * (float)e->R) : 1.0f };
+    unsigned R = tr->xr.fn != NULL ? tr->xr.replicas : e->R;
+    float scale = tr->reduction == SIM_REDUCE_MEAN ? 1.0f / ((float)tr->A * (float)R) : 1.0f;
+    struct reduce_run c = { tr->grads, e->n_train, e->R, scale };
+    int rc;
 
-    if (c.R > 1 || c.scale != 1.0f)
+    if (tr->xr.fn == NULL) {
+        if (c.R > 1 || c.scale != 1.0f)
+            sim_pool_for((int64_t)c.n, SIM_POOL_MAP_GRAIN, reduce_piece, &c);
+        return 0;
+    }
+    /* Across executables: fn sums every replica of all of them, then the mean. */
+    rc = tr->xr.fn(tr->xr.ctx, tr->grads, e->R, e->n_train, err);
+    if (rc != 0) {
+        atomic_store(&tr->xfailed, 1);
+        return rc;
+    }
+    c.R = 1;
+    c.scale = scale;
+    if (c.scale != 1.0f)
         sim_pool_for((int64_t)c.n, SIM_POOL_MAP_GRAIN, reduce_piece, &c);
+    return 0;
+}
+
+int
+sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_err *err)
+{
+    if (e->tr == NULL)
+        return sim_err_set(err, IPUOF_E_INVAL, "a cross-executable reduce needs a training "
+                           "executable");
+    if (x != NULL && x->fn != NULL && x->replicas < e->R)
+        return sim_err_set(err, IPUOF_E_INVAL, "the partition's %u replicas are fewer than "
+                           "the executable's %u", x->replicas, e->R);
+    if (x != NULL && x->fn != NULL && !(x->bytes_per_s >= 0 && isfinite(x->bytes_per_s)))
+        return sim_err_set(err, IPUOF_E_INVAL, "the links' rate between executables must be "
+                           "0 or positive");
+    if (atomic_load(&e->busy))
+        return sim_err_set(err, IPUOF_E_BUSY, "the executable is running");
+    if (x != NULL && x->fn != NULL)
+        e->tr->xr = *x;
+    else
+        memset(&e->tr->xr, 0, sizeof e->tr->xr);
+    /* The simulated clock with (or without) the all-reduce between executables. */
+    sim_clock_free(e->clock);
+    e->clock = NULL;
+    return sim_sched_build(e, err);
 }
 
 /* Micro-batch a of device iteration d on replica r: forward, backward, outputs. */
@@ -248,11 +288,14 @@ train_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
         sim_crew_barrier(e->crew);
         stop = atomic_load(&e->abort_run) != 0;    /* nobody writes it until the next */
         if (idx == 0 && !stop) {
-            sim_train_reduce(e);
-            sim_optim_step(e);
+            rc = sim_train_reduce(e, &e->terr[idx]);
+            if (rc == 0)
+                sim_optim_step(e);
+            else
+                e->trc[idx] = rc;
         }
         sim_crew_barrier(e->crew);
-        if (stop)
+        if (stop || atomic_load(&tr->xfailed)) /* written before the barrier only */
             break;
     }
 }
@@ -262,6 +305,7 @@ sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
 {
     struct sim_train *tr = e->tr;
 
+    atomic_store(&tr->xfailed, 0);
     if (e->crew != NULL) {
         unsigned n = e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS;
         memset(e->trc, 0, n * sizeof(*e->trc));
@@ -275,7 +319,9 @@ sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
             if (rc != 0)
                 return rc;
         }
-        sim_train_reduce(e);
+        int rc = sim_train_reduce(e, err);
+        if (rc != 0)
+            return rc;
         sim_optim_step(e);
     }
     return 0;

@@ -92,6 +92,35 @@ print_vipu_table(size_t n)
     return EX_OK;
 }
 
+/* The simulator's level and the executable cache against its budget, as JSON members each
+ * followed by a comma: "sim_isa" (null from a daemon that does not say), "cache_bytes",
+ * "cache_budget_bytes". */
+static void
+print_engine_json(const ipuof_status_report *r)
+{
+    uint64_t budget, used = ipuof_status_report_cache_bytes(r, &budget);
+
+    fputs("\"sim_isa\":", stdout);
+    json_string_or_null(stdout, ipuof_status_report_sim_isa(r));
+    printf(",\"cache_bytes\":%" PRIu64 ",\"cache_budget_bytes\":%" PRIu64 ",", used, budget);
+}
+
+/* The same as a line of the summary: "simulator kernels avx2, executable cache 12.0 MiB
+ * of 1.0 GiB" (nothing from a daemon that says neither). */
+static void
+print_engine_line(const ipuof_status_report *r)
+{
+    uint64_t budget, used = ipuof_status_report_cache_bytes(r, &budget);
+    char isa[32], u[32], b[32];
+
+    if (ipuof_status_report_sim_isa(r)[0] == '\0' && budget == 0)
+        return;
+    human_sanitize(isa, sizeof isa, ipuof_status_report_sim_isa(r));
+    human_bytes(u, sizeof u, used);
+    human_bytes(b, sizeof b, budget);
+    printf("simulator kernels %s, executable cache %s of %s\n", isa[0] ? isa : "?", u, b);
+}
+
 static void
 print_status_json(const ipuof_status_report *r, size_t nvparts)
 {
@@ -100,9 +129,11 @@ print_status_json(const ipuof_status_report *r, size_t nvparts)
     fputs("{\"server_version\":", stdout);
     json_string(stdout, ipuof_status_report_server_version(r));
     printf(",\"uptime_ms\":%" PRIu64 ",\"clients\":%u,\"waiting\":%u,"
-           "\"host_memory_bytes\":%" PRIu64 ",\"ipus\":[",
-           ipuof_status_report_uptime_ms(r), ipuof_status_report_clients(r),
-           ipuof_status_report_waiting(r), ipuof_status_report_host_memory(r));
+           "\"host_memory_bytes\":%" PRIu64 ",", ipuof_status_report_uptime_ms(r),
+           ipuof_status_report_clients(r), ipuof_status_report_waiting(r),
+           ipuof_status_report_host_memory(r));
+    print_engine_json(r);
+    fputs("\"ipus\":[", stdout);
     for (size_t i = 0; i < n; i++) {
         struct ipuof_ipu_info in;
 
@@ -166,6 +197,23 @@ print_status_json(const ipuof_status_report *r, size_t nvparts)
         }
         putchar('}');
     }
+    fputs("],\"pod_hosts\":[", stdout);
+    for (size_t i = 0; i < ipuof_status_report_pod_host_count(r); i++) {
+        struct ipuof_pod_host h;
+
+        if (ipuof_status_report_pod_host(r, i, &h) != IPUOF_OK)
+            continue;
+        printf("%s{\"name\":", i > 0 ? "," : "");
+        json_string(stdout, h.name);
+        fputs(",\"address\":", stdout);
+        json_string(stdout, h.address);
+        fputs(",\"state\":", stdout);
+        json_string(stdout, ipuof_pod_host_state_name(h.state));
+        printf(",\"ipus\":%u,\"free_ipus\":%u,\"seen_ms_ago\":%" PRIu64 ",\"error\":",
+               h.num_ipus, h.free_ipus, h.seen_ms_ago);
+        json_string_or_null(stdout, h.error);
+        putchar('}');
+    }
     putchar(']');
     print_vipu_json(nvparts);
     fputs("}\n", stdout);
@@ -214,6 +262,56 @@ print_jobs_table(const ipuof_status_report *r)
     }
     printf("jobs of several processes:\n");
     table_print(&t, stdout);
+out:
+    table_free(&t);
+    return rc;
+}
+
+/* The hosts of the daemon's Pod as a table, then why each unreachable one is (nothing
+ * without a Pod). EX_OK, or EX_OSERR when out of memory (said on stderr). */
+static int
+print_pod_table(const ipuof_status_report *r)
+{
+    static const char *const heads[5] = {"POD HOST", "ADDRESS", "STATE", "IPUS", "FREE"};
+    static const int right[5] = {0, 0, 0, 1, 1};
+    size_t n = ipuof_status_report_pod_host_count(r);
+    struct table t;
+    int rc = EX_OK;
+
+    if (n == 0)
+        return EX_OK;
+    table_init(&t, 5, heads, right);
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_pod_host h;
+        char ipus[16], freeb[16];
+        const char *cells[5];
+
+        if (ipuof_status_report_pod_host(r, i, &h) != IPUOF_OK)
+            continue;
+        snprintf(ipus, sizeof ipus, "%u", h.num_ipus);
+        snprintf(freeb, sizeof freeb, "%u", h.free_ipus);
+        cells[0] = h.name;
+        cells[1] = h.address;
+        cells[2] = ipuof_pod_host_state_name(h.state);
+        cells[3] = h.state == IPUOF_POD_HOST_UNKNOWN ? "-" : ipus;
+        cells[4] = h.state == IPUOF_POD_HOST_UNKNOWN ? "-" : freeb;
+        if (table_add_row(&t, cells) != 0) {
+            fprintf(stderr, "ipuctl: status: out of memory\n");
+            rc = EX_OSERR;
+            goto out;
+        }
+    }
+    printf("pod:\n");
+    table_print(&t, stdout);
+    for (size_t i = 0; i < n; i++) {
+        struct ipuof_pod_host h;
+        char err[1024];
+
+        if (ipuof_status_report_pod_host(r, i, &h) != IPUOF_OK || h.error[0] == '\0')
+            continue;
+        human_sanitize(err, sizeof err, h.error);
+        printf("host %s: %s\n", h.name, err);
+    }
 out:
     table_free(&t);
     return rc;
@@ -278,6 +376,7 @@ print_status_table(const ipuof_status_report *r)
     printf("ipuofd %s, up %s, %u client%s, %u waiting attach%s\n", version, uptime,
            ipuof_status_report_clients(r), ipuof_status_report_clients(r) == 1 ? "" : "s",
            ipuof_status_report_waiting(r), ipuof_status_report_waiting(r) == 1 ? "" : "es");
+    print_engine_line(r);
     table_init(&t, 8, heads, right);
     for (size_t i = 0; i < n; i++) {
         struct ipuof_ipu_info in;
@@ -313,6 +412,8 @@ print_status_table(const ipuof_status_report *r)
             printf("IPU %u: %s\n", in.id, err);
     }
     rc = print_jobs_table(r);
+    if (rc == EX_OK)
+        rc = print_pod_table(r);
 out:
     table_free(&t);
     return rc;

@@ -6,7 +6,7 @@
  *   ipuof-mnist [--server HOST:PORT] [--data DIR] [--epochs N] [--batch-size 40]
  *               [--test-batch-size 8] [--device-iterations 10]
  *               [--gradient-accumulation 10] [--replicas 1] [--learning-rate 0.001]
- *               [--optimizer adamw|adam|sgd] [--seed 42] [--limit-train N]
+ *               [--optimizer adamw|adam|sgd|rmsprop|lamb] [--seed 42] [--limit-train N]
  *               [--limit-test N] [--save FILE.onnx] [--load FILE.onnx] [--quiet]
  *               [--strategy single|pipelined|sharded|phased] [--offload-optimiser]
  *               [--profile DIR]
@@ -115,7 +115,8 @@ usage(FILE *f, int full)
             "usage: ipuof-mnist [--server HOST:PORT] [--data DIR] [--epochs N]\n"
             "                   [--batch-size 40] [--test-batch-size 8] [--device-iterations 10]\n"
             "                   [--gradient-accumulation 10] [--replicas 1]\n"
-            "                   [--learning-rate 0.001] [--optimizer adamw|adam|sgd] [--seed 42]\n"
+            "                   [--learning-rate 0.001] [--optimizer adamw|adam|sgd|rmsprop|lamb]\n"
+            "                   [--seed 42]\n"
             "                   [--limit-train N] [--limit-test N] [--save FILE.onnx]\n"
             "                   [--wait[=SECONDS]]\n"
             "                   [--load FILE.onnx] [--quiet]\n"
@@ -142,7 +143,8 @@ usage(FILE *f, int full)
             "  --gradient-accumulation  micro-batches per optimizer step (default 10)\n"
             "  --replicas R         data-parallel replicas (default 1); the partition has R\n"
             "                       IPUs rounded up to a power of two\n"
-            "  --learning-rate      (default 0.001)      --optimizer  adamw (default), adam, sgd\n"
+            "  --learning-rate      (default 0.001)      --optimizer  adamw (default), adam, sgd,\n"
+            "                                            rmsprop, lamb\n"
             "  --seed               weights and shuffle (default 42)\n"
             "  --limit-train N, --limit-test N   use only the first N samples\n"
             "  --save FILE.onnx     write the trained model, weights included\n"
@@ -205,11 +207,19 @@ parse_other(int opt, const char *s, struct mnist_opts *o)
         fprintf(stderr, "ipuof-mnist: --strategy is single, pipelined, sharded or phased, not "
                 "'%s'\n", s);
         return -1;
-    } else if (strcmp(s, "adamw") == 0 || strcmp(s, "adam") == 0 || strcmp(s, "sgd") == 0) {
-        o->optimizer = s[0] == 's' ? IPUOF_OPTIMIZER_SGD
-                       : s[4] == 'w' ? IPUOF_OPTIMIZER_ADAMW : IPUOF_OPTIMIZER_ADAM;
     } else {
-        fprintf(stderr, "ipuof-mnist: --optimizer is adamw, adam or sgd, not '%s'\n", s);
+        static const char *const names[] = {"adamw", "adam", "sgd", "rmsprop", "lamb"};
+        static const int values[] = {IPUOF_OPTIMIZER_ADAMW, IPUOF_OPTIMIZER_ADAM,
+                                     IPUOF_OPTIMIZER_SGD, IPUOF_OPTIMIZER_RMSPROP,
+                                     IPUOF_OPTIMIZER_LAMB};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (strcmp(s, names[i]) == 0) {
+                o->optimizer = values[i];
+                return 0;
+            }
+        }
+        fprintf(stderr, "ipuof-mnist: --optimizer is adamw, adam, sgd, rmsprop or lamb, not "
+                "'%s'\n", s);
         return -1;
     }
     return 0;

@@ -10,7 +10,9 @@
  *   vipu [global options] remove partition NAME [--force]
  *
  * Installed also as vipu-admin. Create and remove need admin rights: --admin-socket, or
- * the admin token (--admin-token, IPUOF_ADMIN_TOKEN). Exit status: sysexits.h as ipuctl's.
+ * the admin token (--admin-token, IPUOF_ADMIN_TOKEN). Connecting and exit status
+ * (sysexits.h) are ipuctl's (tools/util/ipuctl_conn.c), but the daemon refusing a request as
+ * invalid is a usage error (64).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <sysexits.h>
 
 #include "human.h"
+#include "ipuctl.h"
 #include "ipuof/client.h"
 #include "json.h"
 #include "table.h"
@@ -35,31 +38,13 @@ struct opts {
     int timeout_ms;
 };
 
-static int
-exit_code(int status)
-{
-    switch (status) {
-    case IPUOF_OK: return EX_OK;
-    case IPUOF_E_IO: case IPUOF_E_SHUTDOWN: case IPUOF_E_TIMEOUT: return EX_UNAVAILABLE;
-    case IPUOF_E_INVAL: return EX_USAGE;
-    case IPUOF_E_AUTH: return EX_NOPERM;
-    case IPUOF_E_NOTFOUND: return EX_DATAERR;
-    case IPUOF_E_BUSY: case IPUOF_E_TOO_MANY: return EX_TEMPFAIL;
-    case IPUOF_E_PROTO: case IPUOF_E_VERSION: case IPUOF_E_CLOSED: return EX_PROTOCOL;
-    default: return EX_SOFTWARE;
-    }
-}
-
-/* Prints "vipu: WHAT: SENTENCE" and returns the exit status for rc. */
+/* Prints "vipu: WHAT: SENTENCE" and returns the exit status for rc: ipuctl's, but a request
+ * the daemon refused as invalid (a bad size, GCD count or name) is a usage error. */
 static int
 fail(const ipuof_client *c, int rc, const char *what)
 {
-    char msg[4608];
-    const char *text = c != NULL ? ipuof_client_errmsg(c) : "";
-
-    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(rc));
-    fprintf(stderr, "vipu: %s: %s\n", what, msg);
-    return exit_code(rc);
+    ipuctl_report_as("vipu", c, rc, what);
+    return rc == IPUOF_E_INVAL ? EX_USAGE : ipuctl_exit_code(rc, 0);
 }
 
 static int
@@ -82,41 +67,19 @@ client_address(const struct opts *o)
     return s != NULL && s[0] != '\0' ? s : "127.0.0.1:50052";
 }
 
-/* Connects as the options say: EX_OK with *out, or an exit status after saying why. */
+/* Connects as the options say (ipuctl's connecting, under vipu's name): EX_OK with *out
+ * (caller frees), or an exit status after saying why. */
 static int
 connect_daemon(const struct opts *o, ipuof_client **out)
 {
-    char address[4200];
     /* The V-IPU server's address, never the IPUoF config files' lookup: those are what
      * this command writes (vipu get partition ... --ipuof-configs > ~/.ipuof.conf.d/f.conf
      * creates the file before vipu runs). */
-    const char *addr = client_address(o);
-    ipuof_client *c = ipuof_client_new();
-    int rc;
+    struct ipuctl_opts c = {.server = client_address(o), .admin_socket = o->admin_socket,
+                            .admin_token = o->admin_token, .timeout_ms = o->timeout_ms,
+                            .prog = "vipu"};
 
-    *out = NULL;
-    if (c == NULL) {
-        fprintf(stderr, "vipu: out of memory\n");
-        return EX_OSERR;
-    }
-    if (o->admin_socket != NULL) {
-        snprintf(address, sizeof address, "unix:%s", o->admin_socket);
-        addr = address;
-    }
-    rc = ipuof_client_set_name(c, "vipu");
-    if (rc == IPUOF_OK && o->admin_token != NULL)
-        rc = ipuof_client_set_admin_token(c, o->admin_token);
-    if (rc == IPUOF_OK && o->timeout_ms >= 0)
-        rc = ipuof_client_set_timeouts(c, o->timeout_ms, o->timeout_ms);
-    if (rc == IPUOF_OK)
-        rc = ipuof_client_connect(c, addr);
-    if (rc != IPUOF_OK) {
-        int ex = fail(c, rc, "connect");
-        ipuof_client_free(c);
-        return ex;
-    }
-    *out = c;
-    return EX_OK;
+    return ipuctl_open_client(&c, out);
 }
 
 static const char *

@@ -1,6 +1,6 @@
 /*
  * fuzz_trace.c — libFuzzer target: arbitrary bytes as an execution trace for the timeline
- * renderer (tools/util/jsonread.c's JSON reader and tools/util/timeline.c), SVG to nowhere.
+ * renderer (proto/jsonparse.c's JSON reader and tools/util/timeline.c), SVG to nowhere.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -39,7 +39,7 @@ for t in $T; do
     frame) libs="$L/libipuofproto.a" ;;
     config) libs="$L/libipuofd-core.a" ;;
     onnx | graph) libs="$L/libipuofsim.a" ;;
-    trace) libs="$L/libipuoftools.a" ;;
+    trace) libs="$L/libipuoftools.a $L/libipuofproto.a" ;;
     *) echo "fuzz: no target '$t' (frame config onnx graph trace)"; exit 2 ;;
     esac
     # shellcheck disable=SC2086

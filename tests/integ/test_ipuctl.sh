@@ -43,6 +43,26 @@ PY
 check "status table exits 0" 0 $?
 grep -q "free" "$D/table" && ok "status table shows free IPUs" || no "status table"
 
+# The simulator kernels' level (as the daemon logged it) and the executable cache against
+# its budget (cache_bytes, 1 GiB by default): empty, then holding a compiled model.
+isa=$(sed -n 's/.*simulator kernels: \([a-z0-9]*\) .*/\1/p' "$D/log" | head -n 1)
+python3 - "$D/status.json" "$isa" <<'PY' && ok "status --json gives the kernels' level ($isa) and an empty cache of 1 GiB" || no "status --json: sim_isa and the cache"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert sys.argv[2] in ("baseline", "avx2", "avx512") and d["sim_isa"] == sys.argv[2], d["sim_isa"]
+assert d["cache_bytes"] == 0 and d["cache_budget_bytes"] == 1 << 30, d
+PY
+grep -qx "simulator kernels $isa, executable cache 0 B of 1 GiB" "$D/table" &&
+    ok "  ... and the table's summary says so" || no "  ... table summary: $(sed -n 2p "$D/table")"
+RELU=/usr/share/libonnx-testdata/data/node/test_relu
+"$B/bin/ipuof-run" --server "$S" --model "$RELU/model.onnx" \
+    --input "$RELU/test_data_set_0/input_0.pb" --output-dir "$D/relu" >"$D/run.out" 2>"$D/run.err"
+check "ipuof-run compiles and runs test_relu (libonnx-testdata)" 0 $? "$D/run.err"
+"$CTL" --server "$S" status --json | python3 -c '
+import json,sys; d=json.load(sys.stdin)
+assert 0 < d["cache_bytes"] <= d["cache_budget_bytes"], d' \
+    && ok "  ... after which the cache holds its executable" || no "  ... the cache holds it"
+
 # Garbage and an oversized frame do not stop the daemon.
 python3 - "$PORT" <<'PY'
 import os, socket, struct, sys

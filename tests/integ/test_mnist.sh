@@ -50,6 +50,22 @@ check "one summary line per epoch when stderr is not a terminal" \
     grep -q '^Epoch 1/1: 10 calls, 4000 samples in ' "$D/out"
 check "--save wrote the trained model" [ -s "$D/trained.onnx" ]
 
+# The simulator's other optimizers train too (from the command line).
+for opt in rmsprop lamb; do
+    "$MNIST" --data "$DATA" --epochs 1 --limit-train 4000 --limit-test 1000 \
+        --gradient-accumulation 1 --optimizer $opt >"$D/out-$opt" 2>"$D/err-$opt"
+    rc=$?
+    check "--optimizer $opt exits 0 (got $rc: $(head -c 300 "$D/err-$opt"))" [ "$rc" -eq 0 ]
+    a=$(sed -n 's/^Accuracy on test set: \([0-9]*\)\..*/\1/p' "$D/out-$opt")
+    check "  ... and trains above chance (${a:-?} % > 30 %)" [ "${a:-0}" -gt 30 ]
+done
+"$MNIST" --data "$DATA" --epochs 1 --optimizer adagrad >"$D/out-bad" 2>"$D/err-bad"
+rc=$?
+grep -q "adamw, adam, sgd, rmsprop or lamb, not 'adagrad'" "$D/err-bad"
+named=$?
+check "--optimizer adagrad exits 64 naming the five (got $rc: $(head -n 1 "$D/err-bad"))" \
+    [ "$rc" -eq 64 -a "$named" -eq 0 ]
+
 # The saved model compiles again, with the trained weights: same accuracy, untrained.
 "$MNIST" --data "$DATA" --epochs 0 --limit-test 1000 --load "$D/trained.onnx" --quiet \
     >"$D/out2" 2>"$D/err2"

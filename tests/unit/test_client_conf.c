@@ -129,6 +129,7 @@ test_json_reader(void **state)
         {"\"\\ud800\"", "lone UTF-16 surrogate \\uD800"},
         {"\"a\tb\"", "control character (0x09) inside a string"},
         {"\"\\u0000\"", "\\u0000 (NUL)"},
+        {"\"\\x\"", "unknown escape '\\x' in a string"},
         {"\"\xc3\x28\"", "malformed UTF-8"},
         {"01", "unexpected text after the value"},
         {"1.", "'.' must be followed by a digit"},
@@ -149,6 +150,10 @@ test_json_reader(void **state)
     assert_int_equal(ipuof_json_parse("\"\\u00e9\\ud83d\\ude00\"", 20, &j, err, sizeof err), 0);
     assert_string_equal(j->string, "\xc3\xa9\xf0\x9f\x98\x80");
     ipuof_json_free(j);
+    assert_int_equal(ipuof_json_parse("\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", 18, &j, err, sizeof err),
+                     0);
+    assert_string_equal(j->string, "\"\\/\b\f\n\r\t"); /* every one-letter escape */
+    ipuof_json_free(j);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(ipuof_json_parse(bad[i].text, strlen(bad[i].text), &j, err,
                                           sizeof err), -1);
@@ -159,6 +164,46 @@ test_json_reader(void **state)
     memset(deep, '[', sizeof deep);
     assert_int_equal(ipuof_json_parse(deep, sizeof deep, &j, err, sizeof err), -1);
     assert_non_null(strstr(err, "nested more than 16 deep"));
+}
+
+/* ipuof_json_parse_limits applies the caller's limits, each at its edge: a string of
+ * exactly max_string bytes (escapes decoded) is read, one more is refused; likewise items,
+ * depth and bytes. */
+static void
+test_json_caller_limits(void **state)
+{
+    static const struct ipuof_json_limits lim = {32, 2, 3, 4};
+    struct ipuof_json *j;
+    char err[256];
+    static const struct {
+        const char *text, *want; /* want NULL: accepted */
+    } cases[] = {
+        {"\"abcd\"", NULL},
+        {"\"\\u00e9\\u00e9\"", NULL},              /* 12 raw bytes, 4 decoded */
+        {"\"abcde\"", "a string is longer than 4 bytes"},
+        {"\"\\u00e9\\u00e9e\"", "a string is longer than 4 bytes"},
+        {"[1,2,3]", NULL},
+        {"[1,2,3,4]", "more than 3 items in one array"},
+        {"[[1]]", NULL},
+        {"[[[1]]]", "nested more than 2 deep"},
+        {"[1,                            2]", "33 bytes of JSON; at most 32 are accepted"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = ipuof_json_parse_limits(cases[i].text, strlen(cases[i].text), &lim, &j, err,
+                                         sizeof err);
+        printf("%s -> %d %s\n", cases[i].text, rc, rc < 0 ? err : "");
+        if (cases[i].want == NULL) {
+            assert_int_equal(rc, 0);
+            ipuof_json_free(j);
+        } else {
+            assert_int_equal(rc, -1);
+            assert_null(j);
+            if (strstr(err, cases[i].want) == NULL)
+                fail_msg("case %zu: '%s' not in '%s'", i, cases[i].want, err);
+        }
+    }
 }
 
 static void
@@ -203,6 +248,15 @@ test_file_fields(void **state)
         {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0}, \"servers\": "
          "[{\"address\": \"h:1\"}, {\"address\": \"g:1\"}]}",
          "servers lists 2 ipuofd daemons"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": []}}",
+         "f.conf: attributes.\"Pod hosts\" is an empty array (line 1); it must be an array of 1 "
+         "to 17 host names"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": \"a,b\"}}",
+         "attributes.\"Pod hosts\" is a string"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": [\"a\", "
+         "\"b c\"]}}", "attributes.\"Pod hosts\"[1] (line 1) must be a daemon's [pod] name"},
+        {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0, \"Pod hosts\": [\"a\", "
+         "\"a\"]}}", "attributes.\"Pod hosts\"[1] names \"a\" again"},
         {"{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 0},", "f.conf: not valid JSON: "
          "line 1, column 51: expected a member name in double quotes, found the end of the text"},
     };
@@ -228,6 +282,19 @@ test_file_fields(void **state)
     }
     assert_string_equal(t.address, "unix:/run/ipuofd.sock");
     assert_int_equal(t.gcd, 3);
+    assert_int_equal(t.n_pod_hosts, 0);
+    /* A GCD of a partition spanning a Pod: its daemon, and every daemon by name. */
+    {
+        const char *pod = "{\"attributes\": {\"Partition Id\": \"p\", \"GCD Id\": 1, "
+                          "\"Num GCDs\": 2, \"Pod hosts\": [\"host-a\", \"host-b\"]}, "
+                          "\"servers\": [{\"address\": \"10.0.0.2:50052\"}]}";
+        if (ipuof_conf_parse("f.conf", pod, strlen(pod), &t, err, sizeof err) != 0)
+            fail_msg("%s", err);
+    }
+    assert_int_equal(t.n_pod_hosts, 2);
+    assert_string_equal(t.pod_hosts[0], "host-a");
+    assert_string_equal(t.pod_hosts[1], "host-b");
+    assert_string_equal(t.address, "10.0.0.2:50052");
 }
 
 static void
@@ -360,6 +427,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_json_caller_limits),
         cmocka_unit_test(test_file_fields),
         cmocka_unit_test_setup_teardown(test_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory_choice, setup, teardown),

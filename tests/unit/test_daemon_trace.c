@@ -217,6 +217,30 @@ expect_trace(struct srv *s, struct bufferevent *b, uint64_t req)
     free(payload);
 }
 
+/* Starts the daemon pair s (4 IPUs, one worker) with client a attached to one IPU and a
+ * profiled model it has run once (its id in *id). Returns a (freed by the test); *ca is its
+ * connection. */
+static struct bufferevent *
+client_with_model(struct srv *s, struct conn **ca, uint32_t *id)
+{
+    struct bufferevent *a;
+
+    assert_int_equal(dpair_srv_init(s, 4, 1), 0);
+    a = dpair_connect(s, 0, ca);
+    assert_int_equal(dpair_session(s, a, 1), 0);
+    *id = profiled_model(s, a);
+    return a;
+}
+
+/* Holds the worker with gate g and queues trace request 10 for model id on a: the trace
+ * build waits behind the gate until gate_open. */
+static void
+trace_held(struct srv *s, struct gate *g, struct bufferevent *a, uint32_t id)
+{
+    gate_close(s, g);
+    send_trace(a, 10, id);
+}
+
 /* Bytes waiting on the client end b (a reply the daemon has sent). */
 static size_t
 waiting(struct srv *s, struct bufferevent *b)
@@ -240,10 +264,7 @@ test_status_served_while_trace_builds(void **state)
     uint32_t id;
 
     (void)state;
-    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
-    a = dpair_connect(&s, 0, &ca);
-    assert_int_equal(dpair_session(&s, a, 1), 0);
-    id = profiled_model(&s, a);
+    a = client_with_model(&s, &ca, &id);
     b = dpair_connect(&s, 0, &cb);
     assert_int_equal(dpair_session(&s, b, 0), 0);
 
@@ -285,12 +306,8 @@ test_close_while_trace_builds(void **state)
     uint32_t id;
 
     (void)state;
-    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
-    a = dpair_connect(&s, 0, &ca);
-    assert_int_equal(dpair_session(&s, a, 1), 0);
-    id = profiled_model(&s, a);
-    gate_close(&s, &g);
-    send_trace(a, 10, id);
+    a = client_with_model(&s, &ca, &id);
+    trace_held(&s, &g, a, id);
     assert_int_equal(waiting(&s, a), 0);
     assert_int_equal(work_pending(s.work), 2);
     conn_enter(ca);
@@ -323,12 +340,8 @@ test_reset_while_trace_builds(void **state)
     uint32_t id;
 
     (void)state;
-    assert_int_equal(dpair_srv_init(&s, 4, 1), 0);
-    a = dpair_connect(&s, 0, &ca);
-    assert_int_equal(dpair_session(&s, a, 1), 0);
-    id = profiled_model(&s, a);
-    gate_close(&s, &g);
-    send_trace(a, 10, id);
+    a = client_with_model(&s, &ca, &id);
+    trace_held(&s, &g, a, id);
     dpair_pump(&s, 20);
     conn_enter(ca);
     revoke_partition(ca, IPUOF_E_DEVICE_RESET, "reset by the test");

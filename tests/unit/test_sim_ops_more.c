@@ -274,6 +274,20 @@ test_refusals(void **state)
     sim_ob_initializer(b, "i", I64, 2, DIMS(1, 2), idx);
     test_ob_expect_refused(b, IPUOF_E_SHAPE,
                            "updates have shape [2, 3]; indices and data ask for [1]");
+    /* The scatters' reduction: a name they do not know, or a sum or product of bools. */
+    b = one_node("ScatterElements", 16, "x,i,x", 1);
+    sim_ob_initializer(b, "i", I64, 2, DIMS(2, 3), (const int64_t[]){0, 1, 0, 1, 0, 1});
+    sim_ob_attr_str(b, "reduction", "max");
+    test_ob_expect_refused(b, IPUOF_E_UNSUPPORTED,
+                           "reduction 'max' (none, add and mul are supported)");
+    b = sim_ob_new(16);
+    sim_ob_input(b, "m", BOOL, 2, DIMS(2, 3));
+    sim_ob_initializer(b, "i", I64, 2, DIMS(1, 1), (const int64_t[]){1});
+    sim_ob_initializer(b, "u", BOOL, 2, DIMS(1, 3), (const uint8_t[]){1, 0, 1});
+    sim_ob_node(b, "ScatterND", "n", "m,i,u", "y");
+    sim_ob_attr_str(b, "reduction", "add");
+    sim_ob_output(b, "y", 0);
+    test_ob_expect_refused(b, IPUOF_E_DTYPE, "reduction 'add' on bool data");
 }
 
 int

@@ -55,6 +55,31 @@ test_valid(void **state)
     free(svg);
 }
 
+/* A trace past the limits of config files (64 KiB, 4096 items in one array) is read whole:
+ * the renderer gives the reader its own limits. */
+static void
+test_large_trace(void **state)
+{
+    enum { EVENTS = 5000 };
+    size_t cap = 64 + EVENTS * 128, n = 0;
+    char *json = malloc(cap), *svg = NULL, err[256];
+
+    (void)state;
+    assert_non_null(json);
+    n += (size_t)snprintf(json + n, cap - n, "{\"traceEvents\":[");
+    for (int i = 0; i < EVENTS; i++)
+        n += (size_t)snprintf(json + n, cap - n,
+                              "%s{\"name\":\"F0.%d\",\"ph\":\"X\",\"tid\":%d,\"ts\":%d,"
+                              "\"dur\":1,\"args\":{\"kind\":\"fwd\"}}",
+                              i ? "," : "", i, i % 4, i);
+    n += (size_t)snprintf(json + n, cap - n, "]}");
+    assert_true(n > 64 * 1024 && n < cap);
+    assert_int_equal(render(json, &svg, err, sizeof err), 0);
+    assert_non_null(strstr(svg, "5000 spans"));
+    free(svg);
+    free(json);
+}
+
 /* Each trace has one integer no long holds, or that is no integer; each is refused. */
 static void
 test_ids_out_of_range(void **state)
@@ -113,6 +138,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_large_trace),
         cmocka_unit_test(test_ids_out_of_range),
         cmocka_unit_test(test_name_mb_out_of_range),
     };

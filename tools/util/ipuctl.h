@@ -1,7 +1,8 @@
 /*
  * ipuctl.h — what ipuctl's command files share (tools/ipuctl.c has the table and main;
  * tools/util/ipuctl_fault.c the fault command): the global options, connecting as they
- * say, and the exit status and message of a failed call. Only ipuctl links these.
+ * say, and the exit status and message of a failed call. vipu (tools/vipu.c) connects and
+ * reports through them too, under its own name.
  */
 #ifndef IPUCTL_H
 #define IPUCTL_H
@@ -15,6 +16,7 @@ struct ipuctl_opts {
     const char *token;
     const char *admin_token;
     int timeout_ms;            /* -1: the library's defaults */
+    const char *prog;          /* NULL: "ipuctl"; the client's name and messages' prefix */
 };
 
 /* The exit status (sysexits.h) for a failed call: connecting says whether the failure came
@@ -24,6 +26,10 @@ int ipuctl_exit_code(int status, int connecting);
 
 /* Prints "ipuctl: WHAT: SENTENCE" to stderr with the handle's sentence made terminal-safe. */
 void ipuctl_report(const ipuof_client *c, int status, const char *what);
+
+/* ipuctl_report for program prog ("PROG: WHAT: SENTENCE"); c may be NULL (then the
+ * sentence is ipuof_strerror's). */
+void ipuctl_report_as(const char *prog, const ipuof_client *c, int status, const char *what);
 
 /* Connects as o says (probe: without the hello's version check, for health). Returns EX_OK
  * with *out (caller frees with ipuof_client_free()), or the exit status after printing

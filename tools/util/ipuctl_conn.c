@@ -42,15 +42,21 @@ ipuctl_exit_code(int status, int connecting)
     }
 }
 
-/* Prints "ipuctl: WHAT: SENTENCE" with the handle's sentence made terminal-safe. */
+/* Prints "PROG: WHAT: SENTENCE" with the handle's sentence (if any) made terminal-safe. */
+void
+ipuctl_report_as(const char *prog, const ipuof_client *c, int status, const char *what)
+{
+    char msg[4608];
+    const char *text = c != NULL ? ipuof_client_errmsg(c) : "";
+
+    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(status));
+    fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
+}
+
 void
 ipuctl_report(const ipuof_client *c, int status, const char *what)
 {
-    char msg[4608];
-    const char *text = ipuof_client_errmsg(c);
-
-    human_sanitize(msg, sizeof msg, text[0] != '\0' ? text : ipuof_strerror(status));
-    fprintf(stderr, "ipuctl: %s: %s\n", what, msg);
+    ipuctl_report_as("ipuctl", c, status, what);
 }
 
 /* ---- connecting ------------------------------------------------------------------------- */
@@ -62,20 +68,21 @@ ipuctl_open_client_as(const struct ipuctl_opts *o, ipuof_client **out, int probe
 {
     char address[4200];
     const char *addr = o->server;
+    const char *prog = o->prog != NULL ? o->prog : "ipuctl";
     ipuof_client *c;
     int rc;
 
     *out = NULL;
     c = ipuof_client_new();
     if (c == NULL) {
-        fprintf(stderr, "ipuctl: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", prog);
         return EX_OSERR;
     }
     if (o->admin_socket != NULL) {
         snprintf(address, sizeof address, "unix:%s", o->admin_socket);
         addr = address;
     }
-    rc = ipuof_client_set_name(c, "ipuctl");
+    rc = ipuof_client_set_name(c, prog);
     if (rc == IPUOF_OK && o->token != NULL)
         rc = ipuof_client_set_auth_token(c, o->token);
     if (rc == IPUOF_OK && o->admin_token != NULL)
@@ -85,7 +92,7 @@ ipuctl_open_client_as(const struct ipuctl_opts *o, ipuof_client **out, int probe
     if (rc == IPUOF_OK)
         rc = probe ? ipuof_client_connect_probe(c, addr) : ipuof_client_connect(c, addr);
     if (rc != IPUOF_OK) {
-        ipuctl_report(c, rc, "connect");
+        ipuctl_report_as(prog, c, rc, "connect");
         ipuof_client_free(c);
         return ipuctl_exit_code(rc, 1);
     }

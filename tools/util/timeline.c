@@ -9,7 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonread.h"
+#include "jsonparse.h"
+
+/* What a trace may hold: ipuof-trace's file limit (256 MiB), nesting as deep as any trace
+ * writer goes and far deeper; items and strings bounded only by the text. */
+#define TRACE_MAX_BYTES ((size_t)256 << 20)
+static const struct ipuof_json_limits trace_limits = {TRACE_MAX_BYTES, 64, TRACE_MAX_BYTES,
+                                                      TRACE_MAX_BYTES};
+
+/* The string of v when it is one, else NULL (v may be NULL). */
+static const char *
+jstr(const struct ipuof_json *v)
+{
+    return v != NULL && v->type == IPUOF_JSON_STRING ? v->string : NULL;
+}
+
+/* The number of v when it is one, else dflt (v may be NULL). */
+static double
+jnum(const struct ipuof_json *v, double dflt)
+{
+    return v != NULL && v->type == IPUOF_JSON_NUMBER ? v->number : dflt;
+}
+
+/* Event e's name for messages: "?" when it has none. */
+static const char *
+event_name(const struct ipuof_json *e)
+{
+    const char *s = jstr(ipuof_json_get(e, "name"));
+
+    return s != NULL ? s : "?";
+}
 
 #define MAX_ROWS 256          /* IPUs shown (the daemon has at most 64) */
 #define ROW_H 30
@@ -111,21 +140,20 @@ kind_of(const char *name, const char *k)
  * long would be undefined behaviour).
  */
 static int
-id_of(const struct jr_value *e, const struct jr_value *obj, const char *key, long dflt,
+id_of(const struct ipuof_json *e, const struct ipuof_json *obj, const char *key, long dflt,
       long *out, char *err, size_t errlen)
 {
-    const struct jr_value *v = jr_get(obj, key);
+    const struct ipuof_json *v = ipuof_json_get(obj, key);
     double d;
 
-    if (v == NULL || v->type != JR_NUMBER) {
+    if (v == NULL || v->type != IPUOF_JSON_NUMBER) {
         *out = dflt;
         return 0;
     }
-    d = v->num;
+    d = v->number;
     if (!(d >= (double)-ID_MAX && d <= (double)ID_MAX) || d != floor(d)) {
         snprintf(err, errlen, "event '%.60s' has %s %g: not an integer in -%ld..%ld",
-                 jr_str(jr_get(e, "name")) ? jr_str(jr_get(e, "name")) : "?", key, d, ID_MAX,
-                 ID_MAX);
+                 event_name(e), key, d, ID_MAX, ID_MAX);
         return -1;
     }
     *out = (long)d;
@@ -134,17 +162,17 @@ id_of(const struct jr_value *e, const struct jr_value *obj, const char *key, lon
 
 /* Adds the complete event e (a "ph":"X" object) to t. 0 or -1 with err. */
 static int
-add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
+add_span(struct timeline *t, const struct ipuof_json *e, char *err, size_t errlen)
 {
-    const struct jr_value *args = jr_get(e, "args");
-    double ts = jr_num(jr_get(e, "ts"), NAN), dur = jr_num(jr_get(e, "dur"), NAN);
+    const struct ipuof_json *args = ipuof_json_get(e, "args");
+    double ts = jnum(ipuof_json_get(e, "ts"), NAN), dur = jnum(ipuof_json_get(e, "dur"), NAN);
     struct span *s;
     long tid, mb, stage, iter;
     int row;
 
     if (!isfinite(ts) || !isfinite(dur) || dur < 0) {
         snprintf(err, errlen, "event '%.60s' has no numeric ts and dur (>= 0)",
-                 jr_str(jr_get(e, "name")) ? jr_str(jr_get(e, "name")) : "?");
+                 event_name(e));
         return -1;
     }
     if (id_of(e, e, "tid", 0, &tid, err, errlen) < 0 ||
@@ -171,8 +199,8 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
     s->row = row;
     s->ts = ts;
     s->dur = dur;
-    s->name = jr_str(jr_get(e, "name"));
-    s->kind = kind_of(s->name, jr_str(jr_get(args, "kind")));
+    s->name = jstr(ipuof_json_get(e, "name"));
+    s->kind = kind_of(s->name, jstr(ipuof_json_get(args, "kind")));
     s->mb = mb;
     s->stage = stage;
     s->iter = iter;
@@ -191,33 +219,34 @@ add_span(struct timeline *t, const struct jr_value *e, char *err, size_t errlen)
 /* Reads the trace-event document root into t, its time span over the spans of device
  * iteration iter (-1: all). 0 or -1 with err. */
 static int
-timeline_read(const struct jr_value *root, struct timeline *t, long iter, char *err,
+timeline_read(const struct ipuof_json *root, struct timeline *t, long iter, char *err,
               size_t errlen)
 {
-    const struct jr_value *ev = root->type == JR_ARRAY ? root : jr_get(root, "traceEvents");
+    const struct ipuof_json *ev =
+        root->type == IPUOF_JSON_ARRAY ? root : ipuof_json_get(root, "traceEvents");
 
-    if (ev == NULL || ev->type != JR_ARRAY) {
+    if (ev == NULL || ev->type != IPUOF_JSON_ARRAY) {
         snprintf(err, errlen, "not a Chrome trace: no \"traceEvents\" array (nor a top-level "
                               "array of events)");
         return -1;
     }
     for (size_t i = 0; i < ev->n; i++) {
-        const struct jr_value *e = ev->kids[i];
-        const char *ph = jr_str(jr_get(e, "ph"));
+        const struct ipuof_json *e = ev->items[i];
+        const char *ph = jstr(ipuof_json_get(e, "ph"));
 
         if (ph == NULL)
             continue;
         if (strcmp(ph, "X") == 0 && add_span(t, e, err, errlen) < 0)
             return -1;
-        if (strcmp(ph, "M") == 0 && jr_str(jr_get(e, "name")) != NULL &&
-            strcmp(jr_str(jr_get(e, "name")), "thread_name") == 0) {
+        if (strcmp(ph, "M") == 0 && jstr(ipuof_json_get(e, "name")) != NULL &&
+            strcmp(jstr(ipuof_json_get(e, "name")), "thread_name") == 0) {
             long tid;
             int row;
             if (id_of(e, e, "tid", 0, &tid, err, errlen) < 0)
                 return -1;
             row = row_of(t, tid);
             if (row >= 0)
-                t->names[row] = jr_str(jr_get(jr_get(e, "args"), "name"));
+                t->names[row] = jstr(ipuof_json_get(ipuof_json_get(e, "args"), "name"));
         }
     }
     if (t->n == 0) {
@@ -386,13 +415,12 @@ timeline_render(const char *json, size_t len, const char *name, const struct tim
 {
     struct timeline t = {0};
     struct timeline_view v = *view;
-    struct jr_doc *doc = NULL;
-    const struct jr_value *root;
+    struct ipuof_json *root = NULL;
     char title[512];
     int rc = TIMELINE_EBAD;
     size_t shown = 0;
 
-    if (jr_parse(json, len, &doc, &root, err, errlen) < 0 ||
+    if (ipuof_json_parse_limits(json, len, &trace_limits, &root, err, errlen) < 0 ||
         timeline_read(root, &t, view->iteration, err, errlen) < 0)
         goto out;
     v.t0 = view->t0 >= 0 ? view->t0 : t.t0;
@@ -413,7 +441,7 @@ timeline_render(const char *json, size_t len, const char *name, const struct tim
     timeline_svg(&t, &v, out);
     rc = 0;
 out:
-    jr_free(doc);
+    ipuof_json_free(root);
     free(t.spans);
     return rc;
 }

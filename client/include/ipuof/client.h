@@ -280,6 +280,14 @@ IPUOF_API unsigned ipuof_status_report_clients(const ipuof_status_report *r);
 IPUOF_API unsigned ipuof_status_report_waiting(const ipuof_status_report *r);
 /* Host memory each partition may use for its models' run buffers (bytes). */
 IPUOF_API uint64_t ipuof_status_report_host_memory(const ipuof_status_report *r);
+/* The level the daemon's simulator kernels run at ("baseline", "avx2", "avx512": the CPU's
+ * best, capped by the daemon's IPUOF_SIM_ISA); "" from a daemon that does not say. Borrowed
+ * from the report. */
+IPUOF_API const char *ipuof_status_report_sim_isa(const ipuof_status_report *r);
+/* Bytes the daemon's executable cache holds; its budget (cache_bytes) in *budget unless
+ * budget is NULL. 0 from a daemon that does not say. */
+IPUOF_API uint64_t ipuof_status_report_cache_bytes(const ipuof_status_report *r,
+                                                   uint64_t *budget);
 
 /* One process of a job of several processes sharing a partition (configureProcessId), as
  * the daemon reports it. Strings are borrowed from the report; "" when empty. */
@@ -301,6 +309,33 @@ IPUOF_API size_t ipuof_status_report_process_count(const ipuof_status_report *r)
 /* Fills *p for process i (0-based index into the report); IPUOF_E_INVAL when out of range. */
 IPUOF_API int ipuof_status_report_process(const ipuof_status_report *r, size_t i,
                                           struct ipuof_job_process *p);
+
+/* A host of the daemon's Pod ([pod] in its config), as it reports it. */
+enum ipuof_pod_host_state {
+    IPUOF_POD_HOST_UNKNOWN = 0,     /* no hello answered yet */
+    IPUOF_POD_HOST_REACHABLE = 1,
+    IPUOF_POD_HOST_UNREACHABLE = 2,
+    IPUOF_POD_HOST_SELF = 3         /* the daemon that answered */
+};
+
+/* Strings are borrowed from the report; "" when empty. */
+struct ipuof_pod_host {
+    const char *name;
+    const char *address;            /* its Pod port, HOST:PORT */
+    int state;                      /* enum ipuof_pod_host_state */
+    unsigned num_ipus;              /* as its last hello said (the daemon's own: now) */
+    unsigned free_ipus;
+    uint64_t seen_ms_ago;           /* since its last answered hello; 0 for self, unknown */
+    const char *error;              /* why unreachable */
+};
+
+/* The hosts of the daemon's Pod, the daemon itself first; 0 without a Pod. */
+IPUOF_API size_t ipuof_status_report_pod_host_count(const ipuof_status_report *r);
+/* Fills *h for host i; IPUOF_E_INVAL when out of range. */
+IPUOF_API int ipuof_status_report_pod_host(const ipuof_status_report *r, size_t i,
+                                           struct ipuof_pod_host *h);
+/* Static name of a Pod host state ("unknown", "reachable", "unreachable", "self"). */
+IPUOF_API const char *ipuof_pod_host_state_name(int state);
 
 /* Static name of an IPU state ("free", "attached", "busy", "error"). */
 IPUOF_API const char *ipuof_ipu_state_name(int state);

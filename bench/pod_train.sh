@@ -1,0 +1,127 @@
+#!/bin/sh
+# The Pod training benchmark (issue 20; "Pod benchmark" in bench/README.md): PopTorch's
+# MNIST tutorial network on Fashion-MNIST by ipuof-mnist, as 1 daemon x 2 replicas (one
+# process) and as 2 daemons x 1 replica (a partition across a Pod of two daemons on this
+# machine, loopback, one process attached to each, IPUOF_POD_HOSTS), the same global batch
+# and weights, side by side; and the time of the cross-daemon all-reduce per optimizer step
+# (host-a's log: "N gradient all-reduces ... ms each") beside the step's time.
+#
+#   sh bench/pod_train.sh [BUILD]      BUILD defaults to build; make has built everything
+#
+# Environment:
+#   POD_SAMPLES=8000  training samples per run (one epoch of --limit-train)
+#   POD_PAIRS=3       runs of each, alternating; the median is reported
+#   POD_ARGS="--batch-size 40 --device-iterations 10 --gradient-accumulation 1"
+#   POD_DATA=/usr/share/datasets/fashion-mnist
+# Throughput is training samples over the epoch's seconds as ipuof-mnist prints them (for
+# two processes: both processes' samples over the slower one's seconds). Timings are
+# reported, never judged: exit 0 when it ran, 1 when it cannot run.
+# shellcheck disable=SC2086,SC2317
+set -eu
+B=${1:-build}
+SAMPLES=${POD_SAMPLES:-8000}
+PAIRS=${POD_PAIRS:-3}
+ARGS=${POD_ARGS:---batch-size 40 --device-iterations 10 --gradient-accumulation 1}
+DATA=${POD_DATA:-/usr/share/datasets/fashion-mnist}
+
+die() {
+    echo "pod_train: $*" >&2
+    exit 1
+}
+for f in "$B/bin/ipuofd" "$B/bin/ipuof-mnist"; do
+    [ -x "$f" ] || die "$f is missing; build first (make)"
+done
+[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
+    die "no Fashion-MNIST in $DATA (Debian's dataset-fashion-mnist)"
+
+D=$(mktemp -d /tmp/ipuof-pod-bench-XXXXXX)
+PA="" PB=""
+cleanup() {
+    [ -n "$PA" ] && kill "$PA" 2>/dev/null
+    [ -n "$PB" ] && kill "$PB" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+COMMON="--data $DATA --epochs 1 --limit-train $SAMPLES --limit-test 80 $ARGS"
+
+# A free TCP port on loopback (bound and released).
+port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+QA=$(port)
+QB=$(port)
+printf '[pod]\nname = host-a\nlisten = 127.0.0.1:%s\npeers = host-b=127.0.0.1:%s\n' "$QA" "$QB" \
+    >"$D/a.conf"
+printf '[pod]\nname = host-b\nlisten = 127.0.0.1:%s\npeers = host-a=127.0.0.1:%s\n' "$QB" "$QA" \
+    >"$D/b.conf"
+for h in a b; do
+    "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/$h.port" --foreground \
+        --config "$D/$h.conf" --admin-socket "$D/$h.sock" >"$D/$h.log" 2>&1 &
+    if [ $h = a ]; then PA=$!; else PB=$!; fi
+done
+for h in a b; do
+    i=0
+    while [ ! -s "$D/$h.port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+    [ -s "$D/$h.port" ] || die "ipuofd $h did not start: $(cat "$D/$h.log")"
+done
+SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
+
+# "SAMPLES SECONDS" of the epoch line of ipuof-mnist's output file $1.
+epoch_of() {
+    sed -n 's/.*Epoch 1\/1: [0-9]* calls, \([0-9]*\) samples in \([0-9.]*\) s.*/\1 \2/p' "$1"
+}
+
+one() { # run number -> samples/s of 1 daemon x 2 replicas
+    IPUOF_SERVER=$SA "$B/bin/ipuof-mnist" $COMMON --replicas 2 >"$D/one$1" 2>&1 ||
+        die "1 daemon x 2 replicas failed: $(tail -c 400 "$D/one$1")"
+    epoch_of "$D/one$1" | awk '{ printf "%.1f\n", $1 / $2 }'
+}
+
+two() { # run number -> samples/s of 2 daemons x 1 replica
+    for p in 0 1; do
+        if [ $p = 0 ]; then s=$SA; else s=$SB; fi
+        IPUOF_SERVER=$s IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=pod-bench-$$-$1 \
+            IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
+            "$B/bin/ipuof-mnist" $COMMON --replicas 1 >"$D/two$1.$p" 2>&1 &
+        eval "k$p=\$!"
+    done
+    # shellcheck disable=SC2154
+    wait "$k0" || die "2 daemons: process 0 failed: $(tail -c 400 "$D/two$1.0")"
+    wait "$k1" || die "2 daemons: process 1 failed: $(tail -c 400 "$D/two$1.1")"
+    { epoch_of "$D/two$1.0"; epoch_of "$D/two$1.1"; } |
+        awk '{ s += $1; if ($2 > t) t = $2 } END { printf "%.1f\n", s / t }'
+}
+
+median() {
+    sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo "Pod training benchmark: $SAMPLES samples per run, ipuof-mnist $ARGS, $(nproc) CPUs"
+echo "round  1 daemon x 2 replicas  2 daemons x 1 replica  (samples/s)"
+: >"$D/a"
+: >"$D/b"
+r=1
+while [ $r -le "$PAIRS" ]; do
+    a=$(one $r)
+    b=$(two $r)
+    echo "$a" >>"$D/a"
+    echo "$b" >>"$D/b"
+    printf '%5d  %22s  %21s\n' "$r" "$a" "$b"
+    r=$((r + 1))
+done
+ma=$(median <"$D/a")
+mb=$(median <"$D/b")
+echo "median: 1 daemon x 2 replicas $ma samples/s, 2 daemons x 1 replica $mb samples/s"
+awk -v a="$ma" -v b="$mb" 'BEGIN { printf "pod_train: two daemons / one daemon = %.2fx\n", b / a }'
+# The all-reduce per step, from host-a's log (one line per job as it is freed).
+sleep 0.5
+grep "gradient all-reduces" "$D/a.log" | sed 's/.*: \([0-9]*\) gradient all-reduces.* \([0-9]*\) floats each, \([0-9.]*\) ms in all, \([0-9.]*\) ms each/\1 \2 \3 \4/' |
+    awk -v mb="$mb" -v bs="$(echo "$ARGS" | sed -n 's/.*--batch-size \([0-9]*\).*/\1/p')" '
+        { n += $1; ms += $3; floats = $2 }
+        END {
+            if (n == 0) { print "pod_train: no all-reduce was logged"; exit }
+            step = 1000 * 2 * bs / mb   # ms per optimizer step at the median throughput
+            printf "pod_train: %d all-reduces of %d floats (%.0f KB): %.3f ms each, " \
+                   "a step %.2f ms at the median (%.1f%% of it)\n", n, floats,
+                   floats * 4 / 1000, ms / n, step, 100 * (ms / n) / step
+        }'

@@ -1,0 +1,630 @@
+/*
+ * jobs_pod.c — a job whose partition spans the daemons of a Pod (issue 20). Each daemon
+ * holds the processes of its rank (AttachRequest.pod_hosts) as a local job of its own, with
+ * its share of the IPUs, and compiles their replicas; the daemons of the partition form one
+ * communicator of pod/coll.h (gloo) through the rendezvous store of the partition's first
+ * daemon (req_pod.c), once every local process has attached. Then, per training run of a
+ * model the processes share: rank 0's weights and buffers are broadcast when they changed
+ * since the last run (compiled, written), the REDUCE step all-reduces the local replicas'
+ * summed gradients (sim's xreduce hook) before the mean over every replica of the
+ * partition, and a barrier ends the call. A daemon, process or link that goes away fails
+ * the call on every daemon within [pod] timeout_ms; each ends its local job with
+ * PARTITION_RESET naming the host, so every process is told, the IPUs return to the pool
+ * and a new partition (a new rendezvous) can be formed.
+ *
+ * The communicator is used on worker threads only (the rendezvous, the runs), one at a
+ * time: a job runs one call at a time.
+ */
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "coll.h"
+#include "conn.h"
+#include "errbuf.h"
+#include "ipuof/status.h"
+#include "jobs.h"
+#include "jobs_int.h"
+#include "log.h"
+#include "pod.h"
+#include "pod_kv.h"
+#include "pod_store.h"
+#include "srv_state.h"
+
+#define POD_MAX_HOSTS (CFG_POD_MAX_PEERS + 1)
+
+struct pod_job {
+    int rank, size;
+    unsigned first, nlocal, nglobal;       /* processes */
+    char hosts[POD_MAX_HOSTS][CFG_POD_NAME_MAX];
+    char rdv[256];                         /* rank 0's Pod address (the store) */
+    char bind[256];                        /* where this daemon's gloo listens */
+    char self[CFG_POD_NAME_MAX];
+    char token[CFG_TOKEN_MAX];
+    int timeout_ms;                        /* [pod] timeout_ms */
+    int sum_daemons;                       /* [pod] sum = daemons */
+    int wait_ms;                           /* job_timeout: the other daemons' processes */
+    char job[POD_KV_JOB_MAX + 1];          /* the store's namespace: the partition name */
+    struct pod_kvc *kvc;                   /* the store, borrowed by coll */
+    struct pod_coll *coll;                 /* NULL until formed */
+    int broken;                            /* a collective failed: the job ends */
+    int code;                              /* why, as a status (IPUOF_E_CLOSED, _INVAL) */
+    uint64_t xr_calls, xr_floats, xr_ns;   /* all-reduces: count, floats, time (workers) */
+    char why[768];                         /* what failed, naming the host */
+};
+
+/* The rendezvous of j's daemons on a worker. */
+struct pod_rdv {
+    struct work_item item;
+    struct job *j;
+    void (*ready)(struct job *j);
+    int rc;
+};
+
+int
+job_pod_plan(struct srv *s, const Ipuof__AttachRequest *a, struct pod_job **out, char *err,
+             size_t errlen)
+{
+    struct pod_job *pj;
+    size_t n = a->n_pod_hosts;
+
+    *out = NULL;
+    if (s->pod == NULL) {
+        errbuf_set(err, errlen, "the partition spans the Pod hosts %s%s..., but this daemon "
+                   "has no [pod] section; give it [pod] peers, or attach without "
+                   "IPUOF_POD_HOSTS", a->pod_hosts[0], n > 1 ? "," : "");
+        return IPUOF_E_INVAL;
+    }
+    if (n > POD_MAX_HOSTS) {
+        errbuf_set(err, errlen, "the partition names %zu Pod hosts; at most %d", n,
+                   POD_MAX_HOSTS);
+        return IPUOF_E_INVAL;
+    }
+    pj = calloc(1, sizeof *pj);
+    if (pj == NULL) {
+        errbuf_set(err, errlen, "out of memory");
+        return IPUOF_E_NOMEM;
+    }
+    pj->rank = -1;
+    pj->size = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const char *h = a->pod_hosts[i];
+        if (strlen(h) == 0 || strlen(h) >= CFG_POD_NAME_MAX) {
+            errbuf_set(err, errlen, "Pod host %zu of the partition has a name of %zu bytes; "
+                       "names have 1 to %d", i, strlen(h), CFG_POD_NAME_MAX - 1);
+            goto fail;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(pj->hosts[k], h) == 0) {
+                errbuf_set(err, errlen, "the partition names Pod host '%s' twice; each "
+                           "daemon holds one share of it", h);
+                goto fail;
+            }
+        }
+        snprintf(pj->hosts[i], sizeof pj->hosts[i], "%s", h);
+        if (strcmp(h, s->cfg.pod_name) == 0) {
+            pj->rank = (int)i;
+        } else if (!pod_is_peer(s->pod, h)) {
+            errbuf_set(err, errlen, "the partition's Pod host '%s' is not a peer of this "
+                       "daemon (host '%s'); add it to [pod] peers on every host", h,
+                       s->cfg.pod_name);
+            goto fail;
+        }
+    }
+    if (pj->rank < 0) {
+        errbuf_set(err, errlen, "this daemon is Pod host '%s', which is not one of the "
+                   "partition's hosts (IPUOF_POD_HOSTS); attach each process to the daemon "
+                   "that holds its replicas", s->cfg.pod_name);
+        goto fail;
+    }
+    if (a->num_processes % n != 0) {
+        errbuf_set(err, errlen, "%u processes cannot be shared evenly by the partition's %zu "
+                   "Pod hosts; give a multiple of %zu", a->num_processes, n, n);
+        goto fail;
+    }
+    pj->nglobal = a->num_processes;
+    pj->nlocal = a->num_processes / (unsigned)n;
+    pj->first = (unsigned)pj->rank * pj->nlocal;
+    if (a->process_id < pj->first || a->process_id >= pj->first + pj->nlocal) {
+        unsigned owner = a->process_id / pj->nlocal;
+        errbuf_set(err, errlen, "process %u of %u belongs to Pod host '%s' (processes %u-%u), "
+                   "not to this daemon ('%s', processes %u-%u); attach it there",
+                   a->process_id, a->num_processes, pj->hosts[owner], owner * pj->nlocal,
+                   (owner + 1) * pj->nlocal - 1, s->cfg.pod_name, pj->first,
+                   pj->first + pj->nlocal - 1);
+        goto fail;
+    }
+    if (pj->rank == 0)
+        snprintf(pj->rdv, sizeof pj->rdv, "%s", s->pod_addr);
+    else
+        pod_peer_addr(s->pod, pj->hosts[0], pj->rdv, sizeof pj->rdv);
+    {   /* gloo listens on the Pod port's host */
+        const char *addr = s->pod_addr, *end;
+        if (addr[0] == '[') {
+            addr++;
+            end = strchr(addr, ']');
+        } else {
+            end = strrchr(addr, ':');
+        }
+        snprintf(pj->bind, sizeof pj->bind, "%.*s", end ? (int)(end - addr) : 0, addr);
+    }
+    snprintf(pj->self, sizeof pj->self, "%s", s->cfg.pod_name);
+    snprintf(pj->token, sizeof pj->token, "%s", s->cfg.pod_token);
+    snprintf(pj->job, sizeof pj->job, "%s", a->partition_name);
+    pj->timeout_ms = (int)s->cfg.pod_timeout_ms;
+    pj->sum_daemons = s->cfg.pod_sum_daemons;
+    pj->wait_ms = (int)s->cfg.job_timeout * 1000;
+    *out = pj;
+    return IPUOF_OK;
+fail:
+    free(pj);
+    return IPUOF_E_INVAL;
+}
+
+int
+job_pod_same(const struct pod_job *a, const struct pod_job *b)
+{
+    if (a->size != b->size || a->nglobal != b->nglobal)
+        return 0;
+    for (int i = 0; i < a->size; i++)
+        if (strcmp(a->hosts[i], b->hosts[i]) != 0)
+            return 0;
+    return 1;
+}
+
+unsigned
+job_pod_first(const struct pod_job *pj)
+{
+    return pj->first;
+}
+
+unsigned
+job_pod_nlocal(const struct pod_job *pj)
+{
+    return pj->nlocal;
+}
+
+unsigned
+job_pod_nglobal(const struct pod_job *pj)
+{
+    return pj->nglobal;
+}
+
+int
+job_pod_size(const struct pod_job *pj)
+{
+    return pj->size;
+}
+
+/* Fills a simulator error (code and sentence) and returns code. */
+static int __attribute__((format(printf, 3, 4)))
+xerr(struct sim_err *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Records a collective's failure as the job's reason, naming the host of the rank that
+ * pod/coll.h's sentence names first ("rank 1 (addr) closed ..."). Worker thread. */
+static void
+pod_fail(struct pod_job *pj, const char *what, const char *why)
+{
+    const char *r = strstr(why, "rank ");
+    int rank = -1;
+
+    if (r != NULL && sscanf(r, "rank %d", &rank) == 1 && rank >= 0 && rank < pj->size &&
+        rank != pj->rank)
+        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' of partition '%s' went away during "
+                 "%s: %s", pj->hosts[rank], pj->job, what, why);
+    else
+        errbuf_set(pj->why, sizeof pj->why, "the Pod partition '%s' failed during %s: %s",
+                 pj->job, what, why);
+    pj->broken = 1;
+    pj->code = IPUOF_E_CLOSED;
+}
+
+static void
+rdv_run(struct work_item *it)
+{
+    struct pod_rdv *w = (struct pod_rdv *)it;
+    struct pod_job *pj = w->j->pod;
+    struct pod_store st;
+    char err[512], prefix[64];
+    void *v = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (pj->rank == 0) {
+        /* A fresh generation in its own store (over its own Pod port, as the others reach
+         * it): a rendezvous never meets an earlier one's keys. */
+        uint64_t gen = 0;
+        char g[32];
+        if (getrandom(&gen, sizeof gen, 0) != (ssize_t)sizeof gen)
+            gen = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)pj << 16);
+        snprintf(g, sizeof g, "%016" PRIx64, gen);
+        if (pod_kvc_drop(pj->kvc, err, sizeof err) < 0 ||
+            pod_kvc_set(pj->kvc, "gen", g, strlen(g), err, sizeof err) != 0) {
+            pod_fail(pj, "the rendezvous", err);
+            w->rc = IPUOF_E_IO;
+            return;
+        }
+    }
+    /* The others wait for rank 0's generation. */
+    rc = pod_kvc_get(pj->kvc, "gen", &v, &n, pj->wait_ms, err, sizeof err);
+    if (rc != 0 || n == 0 || n >= 32) {
+        char why[700];
+        errbuf_set(why, sizeof why, "%s", rc == 1 ? "its processes did not attach in time "
+                 "(job_timeout)" : rc != 0 ? err : "a malformed generation");
+        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' (the partition's first, at %s) did "
+                 "not open partition '%s': %s", pj->hosts[0], pj->rdv, pj->job, why);
+        pj->broken = 1;
+        free(v);
+        w->rc = rc == 1 ? IPUOF_E_TIMEOUT : IPUOF_E_CLOSED;
+        return;
+    }
+    snprintf(prefix, sizeof prefix, "g%.*s", (int)n, (const char *)v);
+    free(v);
+    /* Every daemon says it is here, and waits up to job_timeout for the others (whose
+     * processes may attach later); the communicator itself then waits at most timeout_ms,
+     * at its opening as in every collective. */
+    {
+        char key[96];
+        snprintf(key, sizeof key, "%s/here/%d", prefix, pj->rank);
+        if (pod_kvc_set(pj->kvc, key, "1", 1, err, sizeof err) != 0) {
+            pod_fail(pj, "the rendezvous", err);
+            w->rc = IPUOF_E_IO;
+            return;
+        }
+        for (int k = 0; k < pj->size; k++) {
+            snprintf(key, sizeof key, "%s/here/%d", prefix, k);
+            rc = pod_kvc_get(pj->kvc, key, &v, &n, pj->wait_ms, err, sizeof err);
+            free(v);
+            v = NULL;
+            if (rc != 0) {
+                errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' did not join partition "
+                           "'%s': %s", pj->hosts[k], pj->job, rc == 1 ? "its processes did "
+                           "not attach in time (job_timeout)" : err);
+                pj->broken = 1;
+                w->rc = rc == 1 ? IPUOF_E_TIMEOUT : IPUOF_E_CLOSED;
+                return;
+            }
+        }
+    }
+    st.ctx = pj->kvc;
+    st.set = pod_kvc_set;
+    st.get = pod_kvc_get;
+    rc = pod_coll_open(&pj->coll, &st, prefix, pj->rank, pj->size, pj->bind, pj->timeout_ms,
+                       err, sizeof err);
+    if (rc != 0) {
+        pod_fail(pj, "the rendezvous", err);
+        w->rc = IPUOF_E_TIMEOUT;
+        return;
+    }
+    w->rc = IPUOF_OK;
+}
+
+static void
+rdv_done(struct work_item *it)
+{
+    struct pod_rdv *w = (struct pod_rdv *)it;
+    struct job *j = w->j;
+
+    if (it->dropped && w->rc == IPUOF_OK)
+        w->rc = IPUOF_E_SHUTDOWN;
+    if (!j->dead) {
+        if (w->rc == IPUOF_OK) {
+            log_info("job '%s': Pod partition formed: rank %d of %d, processes %u-%u of %u",
+                     j->name, j->pod->rank, j->pod->size, j->pod->first,
+                     j->pod->first + j->pod->nlocal - 1, j->pod->nglobal);
+            w->ready(j);
+        } else {
+            j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
+            job_end(j, w->rc, "%s", j->pod->why[0] ? j->pod->why : "ipuofd is stopping");
+        }
+    }
+    free(w);
+    job_unhold(j);
+}
+
+int
+job_pod_start(struct job *j, void (*ready)(struct job *j))
+{
+    struct pod_job *pj = j->pod;
+    struct pod_rdv *w = calloc(1, sizeof *w);
+
+    char err[256];
+
+    if (w == NULL)
+        return -1;
+    /* Made here, so that an end of the job meanwhile can cancel its waits (job_pod_end). */
+    if (pod_kvc_new(&pj->kvc, pj->rdv, pj->token, pj->self, pj->job, pj->timeout_ms, err,
+                    sizeof err) != IPUOF_OK) {
+        log_warn("job '%s': %s", j->name, err);
+        free(w);
+        return -1;
+    }
+    w->j = j;
+    w->ready = ready;
+    w->item.run = rdv_run;
+    w->item.done = rdv_done;
+    job_hold(j);
+    if (work_submit(j->srv->pod_work, &w->item) < 0) {
+        job_unhold(j);
+        free(w);
+        return -1;
+    }
+    log_info("job '%s': all %u local processes attached; forming the Pod partition with %d "
+             "host%s (store at %s)", j->name, pj->nlocal, pj->size - 1,
+             pj->size == 2 ? "" : "s", pj->rdv);
+    return 0;
+}
+
+/*
+ * sim's xreduce: g holds this daemon's R replicas' gradients (n floats each); g[0..n)
+ * becomes the sum over every replica of the partition. [pod] sum = replicas (default):
+ * every replica's buffer in one left-to-right sum in rank-major order
+ * (pod_coll_allreduce_f32_multi), the bits one daemon with all the replicas gets; sum =
+ * daemons: this daemon's replicas summed left to right here, then gloo's ring over the
+ * daemons' sums. Worker thread.
+ */
+static int
+pod_xreduce(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
+{
+    struct pod_job *pj = ctx;
+    const float *in[POD_COLL_MAX_INPUTS];
+    char why[512];
+    struct timespec t0, t1;
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (pj->broken) {
+        rc = -1;
+    } else if (!pj->sum_daemons && R <= POD_COLL_MAX_INPUTS) {
+        for (unsigned r = 0; r < R; r++)
+            in[r] = g + (size_t)r * n;
+        rc = pod_coll_allreduce_f32_multi(pj->coll, in, (int)R, g, n, why, sizeof why);
+    } else {
+        for (unsigned r = 1; r < R; r++)
+            for (size_t i = 0; i < n; i++)
+                g[i] += g[(size_t)r * n + i];
+        rc = pod_coll_allreduce_f32(pj->coll, g, n, why, sizeof why);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pj->xr_calls++;
+    pj->xr_floats += n;
+    pj->xr_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
+    if (rc != 0) {
+        if (!pj->broken)
+            pod_fail(pj, "the gradient all-reduce", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    return 0;
+}
+
+void
+job_pod_model(struct job *j, struct model *m)
+{
+    struct sim_exe *e = m->entry->exe;
+    struct sim_xreduce x = {pod_xreduce, j->pod, sim_exe_replicas(e) * (unsigned)j->pod->size,
+                            j->srv->cfg.cost_gw_link_bytes_per_s};
+    struct sim_err err;
+
+    if (!sim_exe_is_training(e) || m->nproc != j->nproc)
+        return; /* an inference model, or one process's own: no collective */
+    if (sim_exe_set_xreduce(e, &x, &err) != 0)
+        log_warn("job '%s': model %u: %s", j->name, m->id, err.msg);
+    m->pod_sync = 1;
+}
+
+/* Broadcasts rank 0's weights (and buffers) of e to every daemon. Worker thread. */
+static int
+sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
+{
+    char why[512];
+
+    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        void *buf;
+        int rc = 0;
+
+        if (sim_exe_weight_info(e, i, &wi) != 0)
+            continue;
+        buf = malloc(wi.bytes ? wi.bytes : 1);
+        if (buf == NULL)
+            return xerr(err, IPUOF_E_NOMEM, "out of memory broadcasting weight '%s'",
+                               wi.name);
+        if (pj->rank == 0)
+            rc = sim_exe_read_weight(e, wi.name, buf, wi.bytes, err);
+        if (rc == 0 && pod_coll_broadcast(pj->coll, buf, wi.bytes, 0, why, sizeof why) != 0) {
+            pod_fail(pj, "the broadcast of the initial weights", why);
+            free(buf);
+            return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+        }
+        if (rc == 0 && pj->rank != 0)
+            rc = sim_exe_write_weight(e, wi.name, buf, wi.bytes, err);
+        free(buf);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* FNV-1a over n bytes of p, continuing from h. */
+static uint64_t
+fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* What every daemon's executable of one model must agree on: its weights (names, dtypes,
+ * sizes, kinds) and its run shape (replicas, device iterations, accumulation, batch). */
+static uint64_t
+model_print(struct sim_exe *e)
+{
+    uint64_t h = 14695981039346656037ull;
+    unsigned shape[4] = {sim_exe_replicas(e), sim_exe_device_iterations(e),
+                         sim_exe_gradient_accumulation(e), sim_exe_micro_batch(e)};
+
+    h = fnv(h, shape, sizeof shape);
+    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        uint64_t f[3];
+        if (sim_exe_weight_info(e, i, &wi) != 0)
+            continue;
+        f[0] = (uint64_t)wi.kind;
+        f[1] = (uint64_t)wi.dtype;
+        f[2] = wi.bytes;
+        h = fnv(h, wi.name, strlen(wi.name) + 1);
+        h = fnv(h, f, sizeof f);
+    }
+    return h;
+}
+
+/* The first call of m: every daemon compiled the same model with the same run shape, else
+ * the all-reduce would pair different gradients (or fail at its sizes). 0 or a status. */
+static int
+check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
+{
+    uint64_t mine = model_print(m->entry->exe), first = mine;
+    float differs;
+    char why[512];
+
+    if (pod_coll_broadcast(pj->coll, &first, sizeof first, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the first call's model check", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    differs = first != mine ? 1.0f : 0.0f;
+    if (pod_coll_allreduce_f32(pj->coll, &differs, 1, why, sizeof why) != 0) {
+        pod_fail(pj, "the first call's model check", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    if (differs != 0.0f) {
+        errbuf_set(pj->why, sizeof pj->why, "model '%s' of partition '%s' differs between the "
+                   "Pod's daemons (%s this one, host '%s'): its weights or run shape (replicas "
+                   "per process, device iterations, accumulation, batch) are not those of "
+                   "host '%s'; every process of a job compiles the same model with the same "
+                   "options", m->name, pj->job, first != mine ? "at least" : "not",
+                   pj->self, pj->hosts[0]);
+        pj->broken = 1;
+        pj->code = IPUOF_E_INVAL;
+        return xerr(err, IPUOF_E_INVAL, "%s", pj->why);
+    }
+    m->pod_checked = 1;
+    return 0;
+}
+
+int
+job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
+{
+    struct pod_job *pj = j->pod;
+    unsigned char sync;
+    char why[512];
+    int rc;
+
+    if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe))
+        return 0;
+    if (pj->broken)
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    if (!m->pod_checked && (rc = check_model(pj, m, err)) != 0)
+        return rc;
+    /* Whether rank 0's weights changed since the last call: its word is every daemon's. */
+    sync = (unsigned char)(m->pod_sync != 0);
+    if (pod_coll_broadcast(pj->coll, &sync, 1, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the start of a call", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    m->pod_sync = 0;
+    return sync ? sync_weights(pj, m->entry->exe, err) : 0;
+}
+
+int
+job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
+{
+    struct pod_job *pj = j->pod;
+    char why[512];
+
+    if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe) ||
+        pj->broken)
+        return rc;
+    if (rc != 0) {
+        /* This daemon's call failed on its own (bad input, cancelled): the others would
+         * wait for it in the next collective, so the partition cannot go on. */
+        pod_fail(pj, "a call", err->msg);
+        pod_coll_close(pj->coll); /* the others see this rank go away at once */
+        pj->coll = NULL;
+        return rc;
+    }
+    if (pod_coll_barrier(pj->coll, why, sizeof why) != 0) {
+        pod_fail(pj, "the barrier ending a call", why);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    return 0;
+}
+
+int
+job_pod_check(struct job *j)
+{
+    if (j->pod == NULL || !j->pod->broken || j->dead)
+        return 0;
+    j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
+    job_end(j, j->pod->code ? j->pod->code : IPUOF_E_CLOSED, "%s; the partition is released: "
+            "attach again to form a new one", j->pod->why);
+    return 1;
+}
+
+void
+job_pod_end(struct job *j)
+{
+    if (j->pod == NULL)
+        return;
+    pod_kvc_cancel(j->pod->kvc); /* a rendezvous still waiting stops now */
+    if (j->pod->rank == 0 && j->srv->kv != NULL)
+        pod_kv_drop(j->srv->kv, j->pod->job);
+}
+
+void
+job_pod_free(struct pod_job *pj)
+{
+    if (pj == NULL)
+        return;
+    if (pj->xr_calls > 0) /* bench/pod_train.sh reads this line */
+        log_info("job '%s': %" PRIu64 " gradient all-reduces across %d Pod hosts, %" PRIu64
+                 " floats each, %.3f ms in all, %.3f ms each", pj->job, pj->xr_calls,
+                 pj->size, pj->xr_floats / pj->xr_calls, (double)pj->xr_ns / 1e6,
+                 (double)pj->xr_ns / 1e6 / (double)pj->xr_calls);
+    pod_coll_close(pj->coll);
+    pod_kvc_free(pj->kvc);
+    free(pj);
+}
+
+int
+job_pod_rank(const struct conn *c)
+{
+    return c->job != NULL && c->job->pod != NULL ? c->job->pod->rank : -1;
+}
+
+int
+job_pod_ranks(const struct conn *c)
+{
+    return c->job != NULL && c->job->pod != NULL ? c->job->pod->size : 1;
+}
+
+unsigned
+job_pod_process_base(const struct conn *c)
+{
+    return c->job != NULL && c->job->pod != NULL ? c->job->pod->first : 0;
+}

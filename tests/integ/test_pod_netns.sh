@@ -1,0 +1,352 @@
+#!/bin/sh
+# A partition spanning two ipuofd hosts (issue 20): two network namespaces joined by a veth
+# pair (ip netns; root), one daemon in each with a [pod] section (its Pod port on the
+# veth address, a token), and the client processes in the namespace of their daemon:
+#   - each daemon sees the other reachable with its IPUs (ipuctl status --json);
+#   - the tutorial network (ipuof-mnist): 2 daemons x 2 replicas (process 0 on host-a,
+#     process 1 on host-b, IPUOF_POD_HOSTS=host-a,host-b) reach the weights of 1 daemon x 4
+#     replicas after 10 optimizer steps;
+#   - a BatchNorm network through PopTorch (tests/integ/pod_train.py, popdist's variables):
+#     2 instances x 2 replicas over the two daemons against one process of 4 replicas;
+#   - processes whose models differ between the daemons are refused at the first call;
+#   - with tc netem delaying the link (20 ms each way; where the kernel has sch_netem,
+#     else a listed skip) and over a link limited to 20 Mbit/s by tbf, the tutorial still
+#     matches;
+#   - the same through IPUoF config files (one per GCD, attributes."Pod hosts") on a V-IPU
+#     partition of each daemon;
+#   - with [pod] sum = daemons (each daemon's sum, then gloo's ring) within 1e-5 of them;
+#   - host-b's daemon killed (SIGKILL) mid-run: the process on host-a gets PopTorch's
+#     RecoverableError with PARTITION_RESET naming host-b within [pod] timeout_ms (+ the
+#     time to notice a closed connection), host-a's IPUs are back in the pool, and with
+#     host-b started again a new partition forms and trains.
+# Exactly (max abs difference 0, printed): the daemons sum every replica's gradient
+# left to right in rank-major order ([pod] sum = replicas, the default), ((g0 + g1) + g2) + g3 as
+# one daemon with the 4 replicas does.
+# The namespaces are removed on every exit (trap). Not root: exit 77 (tests/skips.txt).
+# Usage: sh tests/integ/test_pod_netns.sh [BUILD]
+set -u
+B=${1:-build}
+DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
+PY=${IPUOF_PYTHON:-/usr/bin/python3}
+if [ "$(id -u)" -ne 0 ]; then
+    echo "skip: network namespaces need root (CI runs as root)"
+    exit 77
+fi
+command -v ip >/dev/null || { echo "not ok - ip is missing (Debian package iproute2)"; exit 1; }
+D=$(mktemp -d /tmp/ipuof-pod-test-XXXXXX)
+N=$$
+NA=ipuof-pa-$N NB=ipuof-pb-$N
+NET=10.$((200 + N % 50)).$((N / 50 % 250)).
+PA="" PB="" KIDS=""
+cleanup() {
+    for k in $KIDS; do kill -9 "$k" 2>/dev/null; done
+    [ -n "$PA" ] && kill -9 "$PA" 2>/dev/null
+    [ -n "$PB" ] && kill -9 "$PB" 2>/dev/null
+    ip netns del "$NA" 2>/dev/null
+    ip netns del "$NB" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+check() {
+    what=$1
+    shift
+    if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+
+ip netns add "$NA" && ip netns add "$NB" &&
+    ip link add "pva$N" type veth peer name "pvb$N" &&
+    ip link set "pva$N" netns "$NA" && ip link set "pvb$N" netns "$NB" &&
+    ip -n "$NA" addr add "${NET}1/24" dev "pva$N" && ip -n "$NB" addr add "${NET}2/24" dev "pvb$N" &&
+    ip -n "$NA" link set "pva$N" up && ip -n "$NB" link set "pvb$N" up &&
+    ip -n "$NA" link set lo up && ip -n "$NB" link set lo up ||
+    { echo "not ok - cannot make the namespaces"; exit 1; }
+
+# conf NAME ADDR PEER PEERADDR
+conf() {
+    printf '[server]\njob_timeout = 30\n[pod]\nname = %s\nlisten = %s:50053\n' "$1" "$2"
+    printf 'peers = %s=%s:50053\ntoken = pod-%s\nhello_interval = 1\ntimeout_ms = 4000\n' \
+        "$3" "$4" "$N"
+}
+conf host-a "${NET}1" host-b "${NET}2" >"$D/a.conf"
+conf host-b "${NET}2" host-a "${NET}1" >"$D/b.conf"
+
+# start NS NAME: the daemon of host NAME in namespace NS; sets its pid and port
+start() {
+    rm -f "$D/$2.port"
+    ip netns exec "$1" "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/$2.port" \
+        --foreground --config "$D/$2.conf" --admin-socket "$D/$2.sock" >>"$D/$2.log" 2>&1 &
+    pid=$!
+    i=0
+    while [ ! -s "$D/$2.port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+    [ -s "$D/$2.port" ] || { echo "not ok - ipuofd $2 did not start: $(cat "$D/$2.log")"; exit 1; }
+    if [ "$2" = a ]; then PA=$pid; else PB=$pid; fi
+}
+start "$NA" a
+start "$NB" b
+SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
+
+# state NS SERVER HOST: host HOST's state in the status of the daemon at SERVER
+state() {
+    IPUOF_SERVER=$2 ip netns exec "$1" "$B/bin/ipuctl" status --json 2>/dev/null |
+        "$PY" -c 'import json,sys
+for h in json.load(sys.stdin)["pod_hosts"]:
+    if h["name"] == sys.argv[1]: print(h["state"], h["ipus"])' "$3"
+}
+i=0
+while [ "$(state "$NA" "$SA" host-b)" != "reachable 4" ] && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1)); done
+check "host-a sees host-b reachable with 4 IPUs ($(state "$NA" "$SA" host-b))" \
+    [ "$(state "$NA" "$SA" host-b)" = "reachable 4" ]
+check "host-b sees host-a reachable with 4 IPUs ($(state "$NB" "$SB" host-a))" \
+    [ "$(state "$NB" "$SB" host-a)" = "reachable 4" ]
+
+# Max abs difference of the initializers of two saved models; 0 when it is 0 (the daemons
+# sum every replica's gradient left to right, as one daemon does: the same bits).
+close() {
+    "$PY" - "$1" "$2" <<'EOF2'
+import os
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+def load(path):
+    return {t.name: numpy_helper.to_array(t).astype(np.float64)
+            for t in onnx.load(path).graph.initializer}
+
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), "different weights"
+d = max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+print("max abs difference %.3g over %d weights" % (d, len(a)))
+sys.exit(0 if d <= float(os.environ.get("TOL", "0")) else 1)
+EOF2
+}
+
+MNIST="$B/bin/ipuof-mnist"
+# 10 optimizer steps: 2 calls of 5 device iterations, 8 x 5 x 1 x 4 samples each.
+ARGS="--data $DATA --epochs 1 --limit-train 320 --limit-test 80 --device-iterations 5
+      --gradient-accumulation 1 --batch-size 8 --optimizer sgd --quiet"
+# shellcheck disable=SC2086
+IPUOF_SERVER=$SA ip netns exec "$NA" "$MNIST" $ARGS --replicas 4 --save "$D/r4.onnx" \
+    >"$D/r4.out" 2>&1
+check "1 daemon x 4 replicas trains ($(tail -c 200 "$D/r4.out"))" [ -s "$D/r4.onnx" ]
+
+# pod_mnist OUT: process 0 on host-a, 1 on host-b, 2 replicas each; 0 when both exit 0
+pod_mnist() {
+    for p in 0 1; do
+        if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+        # shellcheck disable=SC2086
+        IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=pod-$N-$1 \
+            IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+            "$MNIST" $ARGS --replicas 2 --save "$D/$1.onnx" >"$D/$1.$p.out" 2>&1 &
+        eval "k$p=\$!"
+        KIDS="$KIDS $!"
+    done
+    # shellcheck disable=SC2154
+    wait "$k0"; rc0=$?
+    wait "$k1"; rc1=$?
+    KIDS=""
+}
+pod_mnist pod
+check "tutorial, 2 daemons x 2 replicas: both processes exit 0 ($rc0, $rc1: $(tail -c 200 \
+"$D/pod.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(close "$D/r4.onnx" "$D/pod.onnx")
+check "tutorial, 2 daemons x 2 replicas = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/pod.onnx"
+
+# The BatchNorm network through PopTorch and popdist's variables.
+export IPUOF_CLIENT_LIB="$PWD/$B/lib/libipuof-client.so" PYTHONPATH="$PWD/python"
+# A sanitizer build's library in Python needs the runtimes preloaded (as test_poprun.sh).
+PRELOAD=""
+if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
+    PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+fi
+IPUOF_SERVER=$SA timeout 300 ip netns exec "$NA" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+    "$PY" tests/integ/pod_train.py 4 \
+    >"$D/bn1.out" 2>&1
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=bn-$N IPUOF_PROCESS_ID=$p \
+        IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/bn2.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+check "BatchNorm, 2 instances x 2 replicas exit 0 ($rc0, $rc1: $(tail -c 300 "$D/bn2.1.out"))" \
+    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$("$PY" - "$D/bn1.out" "$D/bn2.0.out" <<'EOF2'
+import json, sys
+def state(path):
+    for line in open(path):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise SystemExit("no weights in " + path)
+a, b = state(sys.argv[1]), state(sys.argv[2])
+assert (a["instances"], a["replicas"], b["instances"], b["replicas"]) == (1, 4, 2, 4), (a, b)
+assert a["state"].keys() == b["state"].keys()
+d = max(abs(x - y) for k in a["state"] for x, y in zip(a["state"][k], b["state"][k]))
+print("max abs difference %.3g over %d tensors (running statistics included)"
+      % (d, len(a["state"])))
+sys.exit(0 if d == 0 else 1)
+EOF2
+)
+check "BatchNorm, 2 daemons x 2 replicas = 1 x 4: $m" [ $? -eq 0 ]
+
+# Processes whose models differ between the daemons (another micro-batch): refused at the
+# first call on both hosts, naming what differs, not trained on mismatched gradients.
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA bs=8; else ns=$NB srv=$SB bs=16; fi
+    # shellcheck disable=SC2086
+    IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=diff-$N \
+        IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+        "$MNIST" $(echo "$ARGS" | sed 's/--batch-size 8//') --batch-size $bs --replicas 2 \
+        >"$D/diff.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+check "models that differ between the daemons are refused on both ($rc0, $rc1: \
+$(tail -c 250 "$D/diff.0.out"))" sh -c "[ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] &&
+    grep -q \"differs between the Pod's daemons\" '$D/diff.0.out' &&
+    grep -q \"differs between the Pod's daemons\" '$D/diff.1.out'"
+
+# A slower link: tc netem's 20 ms each way where the kernel has sch_netem, and a link
+# limited to 20 Mbit/s by tbf (with its queueing delay) in any case.
+if ip netns exec "$NA" tc qdisc add dev "pva$N" root netem delay 20ms 2>"$D/tc.err" &&
+    ip netns exec "$NB" tc qdisc add dev "pvb$N" root netem delay 20ms 2>>"$D/tc.err"; then
+    pod_mnist slow
+    check "tutorial with netem 20 ms each way: both processes exit 0 ($rc0, $rc1)" \
+        [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    m=$(close "$D/r4.onnx" "$D/slow.onnx")
+    check "tutorial with netem = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/slow.onnx"
+    ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
+    ip netns exec "$NB" tc qdisc del dev "pvb$N" root 2>/dev/null
+else
+    echo "ok - tutorial with netem 20 ms each way # SKIP this kernel has no sch_netem: $(cat "$D/tc.err")"
+    pass=$((pass + 1))
+fi
+ip netns exec "$NA" tc qdisc add dev "pva$N" root tbf rate 20mbit burst 32kbit latency 100ms &&
+    ip netns exec "$NB" tc qdisc add dev "pvb$N" root tbf rate 20mbit burst 32kbit latency 100ms ||
+    not_ok "tc tbf on the veth pair"
+pod_mnist tbf
+check "tutorial over a 20 Mbit/s link (tbf): both processes exit 0 ($rc0, $rc1)" \
+    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(close "$D/r4.onnx" "$D/tbf.onnx")
+check "tutorial over 20 Mbit/s = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/tbf.onnx"
+ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
+ip netns exec "$NB" tc qdisc del dev "pvb$N" root 2>/dev/null
+
+# host-b's daemon killed mid-run.
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    POD_TRAIN_CALLS=100000 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
+        IPUOF_JOB_KEY=kill-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
+        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/kill.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+i=0
+while ! grep -q "call 3 done" "$D/kill.0.out" 2>/dev/null && [ $i -lt 600 ]; do
+    sleep 0.1; i=$((i + 1)); done
+check "the job trains across the two daemons before the kill" grep -q "call 3 done" "$D/kill.0.out"
+t0=$(date +%s%N)
+kill -9 "$PB"
+PB=""
+wait "$k0"; rc0=$?
+t1=$(date +%s%N)
+wait "$k1"
+KIDS=""
+ms=$(( (t1 - t0) / 1000000 ))
+said=$(grep RecoverableError "$D/kill.0.out")
+check "process 0 gets RecoverableError PARTITION_RESET naming host-b in $ms ms ($said)" \
+    sh -c "[ $rc0 -eq 3 ] && echo '$said' | grep -q 'RecoverableError PARTITION_RESET: .*host-b'"
+check "within timeout_ms (4000) + 2 s to notice: $ms ms" [ "$ms" -le 6000 ]
+free=$(IPUOF_SERVER=$SA ip netns exec "$NA" "$B/bin/ipuctl" status --json | "$PY" -c \
+    'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+check "host-a's 4 IPUs are back in the pool ($free free)" [ "$free" = 4 ]
+i=0
+while [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" != unreachable ] && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1)); done
+check "host-a sees host-b unreachable" [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" = unreachable ]
+start "$NB" b
+SB="127.0.0.1:$(cat "$D/b.port")"
+pod_mnist again
+check "host-b restarted: a new partition forms and trains ($rc0, $rc1)" \
+    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(close "$D/r4.onnx" "$D/again.onnx")
+check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
+
+# The operator's way: a V-IPU partition of 2 IPUs on each daemon, and an IPUoF config file
+# per GCD naming its daemon and every daemon of the partition (attributes."Pod hosts").
+for h in a b; do
+    if [ $h = a ]; then ns=$NA; else ns=$NB; fi
+    ip netns exec "$ns" "$B/bin/vipu" --admin-socket "$D/$h.sock" create partition podpt \
+        --size 2 >"$D/vipu.$h" 2>&1 || not_ok "vipu create partition on host-$h: $(cat "$D/vipu.$h")"
+done
+for g in 0 1; do
+    if [ $g = 0 ]; then srv=$SA; else srv=$SB; fi
+    printf '{"attributes": {"Partition Id": "podpt", "GCD Id": %d, "Num GCDs": 2, ' "$g" \
+        >"$D/gcd$g.conf"
+    printf '"Pod hosts": ["host-a", "host-b"]}, "servers": [{"address": "%s"}]}\n' "$srv" \
+        >>"$D/gcd$g.conf"
+done
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA; else ns=$NB; fi
+    # shellcheck disable=SC2086
+    IPUOF_CONFIG_PATH="$D/gcd$p.conf" IPUOF_JOB_KEY=conf-$N IPUOF_PROCESS_ID=$p \
+        IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+        "$MNIST" $ARGS --replicas 2 --save "$D/conf.onnx" >"$D/conf.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+check "IPUoF config files with \"Pod hosts\" on V-IPU partitions: both exit 0 ($rc0, $rc1: \
+$(tail -c 250 "$D/conf.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(close "$D/r4.onnx" "$D/conf.onnx")
+check "and reach the weights of 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/conf.onnx"
+
+for h in a b; do
+    pid=$PA
+    [ $h = b ] && pid=$PB
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    check "ipuofd host-$h exits 0 on SIGTERM ($rc)" [ "$rc" -eq 0 ]
+    if [ $h = a ]; then PA=""; else PB=""; fi
+done
+# [pod] sum = daemons: each daemon sums its replicas, then gloo's ring over the two sums:
+# other rounding, (g0 + g1) + (g2 + g3), within 1e-5 of the 1 x 4 weights.
+for h in a b; do printf 'sum = daemons\n' >>"$D/$h.conf"; done
+start "$NA" a
+start "$NB" b
+SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
+pod_mnist ring
+check "sum = daemons: both processes exit 0 ($rc0, $rc1)" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(TOL=1e-5 close "$D/r4.onnx" "$D/ring.onnx")
+within() { TOL=1e-5 close "$1" "$2" >/dev/null; }
+check "sum = daemons: within 1e-5 of 1 daemon x 4 replicas: $m" within "$D/r4.onnx" "$D/ring.onnx"
+for h in a b; do
+    pid=$PA
+    [ $h = b ] && pid=$PB
+    kill -TERM "$pid"
+    wait "$pid"
+    if [ $h = a ]; then PA=""; else PB=""; fi
+done
+grep -h -E "ERROR|runtime error|Sanitizer" "$D/a.log" "$D/b.log" && not_ok "sanitizer or error in the daemons' logs"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
