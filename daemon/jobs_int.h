@@ -31,6 +31,7 @@ struct job_proc {
     char left[32];               /* "detached" or "disconnected" once it left, else "" */
     uint64_t run_req;            /* run whose slice arrived or is arriving, or 0 */
     int run_arriving;            /* the slice's bytes are still being received */
+    uint64_t steps_in;           /* micro-batch steps of its slice wholly received */
     struct slice_cursor cur;     /* where its slice's next bytes go */
 };
 
@@ -39,6 +40,8 @@ struct run {
     struct work_item item;
     struct job *j;
     struct model *m;
+    struct sim_feed *feed;       /* the steps of every process's slice received so far:
+                                  * the run computes step k while k + 1 arrives */
     int rc;
     struct sim_err err;
     uint64_t us;
@@ -61,6 +64,7 @@ struct job {
     struct model *models;        /* the job's executables, shared by its processes */
     struct model *run_model;     /* the model whose processes' inputs are being gathered */
     struct run *inflight;  /* the run on a worker, or NULL */
+    uint64_t fed;                /* steps of run_model's input every process has sent */
     int arriving;                /* processes whose slice is still arriving */
     int compiling;               /* its compile is on a worker */
     int hold;                    /* loops over the processes under way (they may end it), and

@@ -221,8 +221,10 @@ job_end(struct job *j, int code, const char *fmt, ...)
         }
     }
     j->dead = 1;
-    if (j->inflight != NULL)
+    if (j->inflight != NULL) {
         sim_exe_cancel(j->inflight->m->entry->exe);
+        sim_feed_close(j->inflight->feed); /* its input will not all come */
+    }
     if (j->pod_end != NULL)
         j->pod_end(j);
     job_hold(j);

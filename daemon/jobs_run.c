@@ -1,7 +1,10 @@
 /*
  * jobs_run.c — the runs of a job's model (see jobs.h): each process's slice is received
- * straight into its replicas' rows (slices.c), the call runs once every slice is in, and
- * each process is answered with its own replicas' rows of every output.
+ * straight into its replicas' rows (slices.c); the call starts on a worker once every
+ * process has sent the first micro-batch step of its last input, and computes step k while
+ * k + 1 arrives (a sim_feed told, at each refill of the receive, the steps every process
+ * has sent); each process is answered with its own replicas' rows of every output once the
+ * run is done (the reply's header carries the run's time and cost, so it follows the run).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,37 +31,76 @@ plan_of(const struct job_proc *q, const struct model *m)
     return pl;
 }
 
-/* Sets the next segments of a process's run input: straight into its rows of each input. */
+static void run_all(struct job *j);
+
+/* The micro-batch steps of one run of exe: D x A. */
+static uint64_t
+run_steps(const struct sim_exe *exe)
+{
+    return (uint64_t)sim_exe_device_iterations(exe) * sim_exe_gradient_accumulation(exe);
+}
+
+/* The steps of run_model's input every process sharing it has sent grew: their input
+ * groups' rows are copied, and the run starts (at the first step) or is told. */
+static void
+feed_progress(struct job *j)
+{
+    struct model *m = j->run_model;
+    uint64_t fed = UINT64_MAX;
+
+    for (unsigned p = m->proc0; p < m->proc0 + m->nproc; p++)
+        fed = j->proc[p].steps_in < fed ? j->proc[p].steps_in : fed;
+    if (fed <= j->fed)
+        return;
+    for (unsigned p = 0; p < m->nproc; p++) { /* input groups: one row to every replica */
+        struct slice_plan pl = plan_of(&j->proc[m->proc0 + p], m);
+        slice_replicate(m->entry->exe, &pl, j->fed, fed);
+    }
+    j->fed = fed;
+    if (j->inflight != NULL)
+        sim_feed_inputs(j->inflight->feed, fed);
+    else
+        run_all(j);
+}
+
+/* Sets the next segments of a process's run input: straight into its rows of each input.
+ * Every segment handed out before is full: the steps they complete go to the run. */
 static int
 slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 {
     struct job_proc *q = arg;
     struct job *j = q->job;
+    struct sim_exe *exe = j->run_model->entry->exe;
     struct slice_plan pl = plan_of(q, j->run_model);
 
     (void)c;
-    return slice_fill(j->run_model->entry->exe, &pl, &q->cur, sink);
+    q->steps_in = slice_steps_in(exe, &q->cur);
+    if (!j->dead)
+        feed_progress(j);
+    return slice_fill(exe, &pl, &q->cur, sink);
 }
 
+/* Worker: the run, reading each step's input as it arrives (w->feed). A run that failed
+ * before its input was all in waits for the rest (or for the job's end), so that run_done
+ * answers only once no byte of the call is still coming into the buffers. */
 static void
 run_work(struct work_item *it)
 {
     struct run *w = (struct run *)it;
+    struct sim_exe *exe = w->m->entry->exe;
     uint64_t t0 = models_now_us();
 
-    for (unsigned p = 0; p < w->m->nproc; p++) { /* input groups: one row to every replica */
-        struct slice_plan pl = plan_of(&w->j->proc[w->m->proc0 + p], w->m);
-        slice_replicate(w->m->entry->exe, &pl);
-    }
     if (w->cut[0] != '\0')
         w->rc = job_pod_cut(w->j, w->cut, &w->err);
     else
         w->rc = job_pod_before_run(w->j, w->m, &w->err);
     if (w->rc == 0)
-        w->rc = sim_exe_run(w->m->entry->exe, &w->err);
+        w->rc = sim_exe_run_fed(exe, w->feed, &w->err);
     if (w->j->pod != NULL)
         w->rc = job_pod_after_run(w->j, w->m, w->rc, &w->err);
     w->us = models_now_us() - t0;
+    if (w->rc != IPUOF_OK)
+        sim_feed_wait_inputs(w->feed, run_steps(exe));
 }
 
 /* Sends process q its replicas' rows of every output of m's last run (all of them for the
@@ -140,6 +182,11 @@ run_done(struct work_item *it)
     m->busy = 0;
     if (!j->dead && !it->dropped)
         job_pod_check(j); /* a collective failed: the job ends with PARTITION_RESET */
+    sim_feed_free(w->feed);
+    w->feed = NULL;
+    for (unsigned p = m->proc0; p < m->proc0 + m->nproc; p++)
+        j->proc[p].steps_in = 0;
+    j->fed = 0;
     if (j->dead) {
         j->inflight = NULL;
         free(w);
@@ -191,13 +238,20 @@ collective_fault(struct job *j, struct run *w)
              f->id, kind);
 }
 
-/* Every process's input is in: run once on a worker. */
+/* Every process has sent the first j->fed steps of its input: run once on a worker,
+ * computing while the rest arrives. */
 static void
 run_all(struct job *j)
 {
     struct run *w = calloc(1, sizeof *w);
 
     evtimer_del(j->timer);
+    if (w != NULL)
+        w->feed = sim_feed_new(j->run_model->entry->exe);
+    if (w != NULL && w->feed == NULL) {
+        free(w);
+        w = NULL;
+    }
     if (w == NULL) {
         job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
@@ -209,7 +263,9 @@ run_all(struct job *j)
         collective_fault(j, w);
     w->item.run = run_work;
     w->item.done = run_done;
+    sim_feed_inputs(w->feed, j->fed);
     if (work_submit(j->srv->work, &w->item) < 0) {
+        sim_feed_free(w->feed);
         free(w);
         job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
@@ -238,8 +294,9 @@ on_input(struct conn *c, void *arg)
         job_maybe_free(j);
         return;
     }
-    if (++j->nrun == j->run_model->nproc)
-        run_all(j);
+    j->nrun++;
+    q->steps_in = run_steps(j->run_model->entry->exe); /* every byte is in */
+    feed_progress(j);
 }
 
 /* The connection died while q's run input arrived. */
@@ -304,11 +361,13 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     j->run_model = m;
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
+    q->steps_in = 0;
     if (j->nrun + j->arriving == 0 && m->nproc > 1) /* the first: wait for the others */
         job_arm_timer(j);
     if (payload_len == 0) {
-        if (++j->nrun == m->nproc)
-            run_all(j);
+        j->nrun++;
+        q->steps_in = run_steps(m->entry->exe); /* nothing to receive */
+        feed_progress(j);
         return;
     }
     q->run_arriving = 1;

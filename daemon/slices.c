@@ -47,18 +47,20 @@ slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor
             cur->step++;
             if (n > 0 && cur->seg[n - 1] + cur->seg_len[n - 1] == at) { /* adjacent: one */
                 cur->seg_len[n - 1] += rl * io.step_bytes;
-                continue;
+            } else {
+                cur->seg[n] = at;
+                cur->seg_len[n++] = rl * io.step_bytes;
             }
-            cur->seg[n] = at;
-            cur->seg_len[n++] = rl * io.step_bytes;
-            continue;
-        }
-        cur->seg[n] = buf + (row + group_row(pl, (unsigned)cur->grp)) * io.step_bytes;
-        cur->seg_len[n++] = io.step_bytes;
-        if (++cur->grp == groups) {
+        } else {
+            cur->seg[n] = buf + (row + group_row(pl, (unsigned)cur->grp)) * io.step_bytes;
+            cur->seg_len[n++] = io.step_bytes;
+            if (++cur->grp < groups)
+                continue;
             cur->grp = 0;
             cur->step++;
         }
+        if (cur->in + 1 == n_in)
+            break; /* the last input: a step at a time (slice_steps_in) */
     }
     sink->seg = cur->seg;
     sink->seg_len = cur->seg_len;
@@ -66,8 +68,18 @@ slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor
     return n > 0 ? 0 : -1;
 }
 
+uint64_t
+slice_steps_in(struct sim_exe *exe, const struct slice_cursor *cur)
+{
+    size_t n_in = sim_exe_input_count(exe);
+
+    if (cur->in >= n_in)
+        return (uint64_t)sim_exe_device_iterations(exe) * sim_exe_gradient_accumulation(exe);
+    return cur->in + 1 == n_in ? cur->step : 0; /* inputs arrive one after another */
+}
+
 void
-slice_replicate(struct sim_exe *exe, const struct slice_plan *pl)
+slice_replicate(struct sim_exe *exe, const struct slice_plan *pl, uint64_t k0, uint64_t k1)
 {
     size_t n_in = sim_exe_input_count(exe), R = sim_exe_replicas(exe);
     unsigned rl, groups;
@@ -81,7 +93,7 @@ slice_replicate(struct sim_exe *exe, const struct slice_plan *pl)
         uint8_t *buf = sim_exe_input_buffer(exe, i);
 
         sim_exe_input_info(exe, i, &io);
-        for (size_t k = 0; k < io.iterations; k++) {
+        for (size_t k = k0; k < k1 && k < io.iterations; k++) {
             uint8_t *base = buf + (k * R + (size_t)pl->proc * rl) * io.step_bytes;
             for (unsigned r = 0; r < rl; r++) {
                 unsigned s = pl->orthogonal ? r % groups : r / pl->group;

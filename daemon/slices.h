@@ -35,15 +35,22 @@ struct slice_cursor {
 };
 
 /* Rows to fill with contiguous receives, one segment per (input, step) without groups
- * (adjacent ones joined: a process alone fills each input at once), one per (input, step,
- * group) with them. Points sink's segments at up to SLICE_SEGS of
- * cur's, from cur's position, and advances it; 0, or -1 when every row is filled. */
+ * (adjacent ones joined: a process alone fills each input but the last at once), one per
+ * (input, step, group) with them. The last input goes one step at a time, so that each
+ * refill knows the steps wholly received (slice_steps_in) while the run computes them.
+ * Points sink's segments at up to SLICE_SEGS of cur's, from cur's position, and advances
+ * it; 0, or -1 when every row is filled. */
 int slice_fill(struct sim_exe *exe, const struct slice_plan *pl, struct slice_cursor *cur,
                struct conn_sink *sink);
 
-/* Copies each group's row to the group's other replicas of pl's process. The caller holds
- * exe (a worker, before sim_exe_run). No-op without groups. */
-void slice_replicate(struct sim_exe *exe, const struct slice_plan *pl);
+/* The micro-batch steps (D x A of them) whose rows of every input are in when every
+ * segment slice_fill handed out before cur's position has been filled. */
+uint64_t slice_steps_in(struct sim_exe *exe, const struct slice_cursor *cur);
+
+/* Copies each group's row of steps [k0, k1) to the group's other replicas of pl's process.
+ * The rows must be in and the run not reading those steps yet. No-op without groups. */
+void slice_replicate(struct sim_exe *exe, const struct slice_plan *pl, uint64_t k0,
+                     uint64_t k1);
 
 /* The share of the run buffer's dim 0 (and bytes) a connection sends: divided by nproc x
  * group. */

@@ -51,19 +51,30 @@ void sim_act_map(const struct sim_act *act, const float *x, float *y, int64_t n)
 /* The kind's name as ONNX calls it ("Relu", ..., "SiLU" for x sigmoid(x)). */
 const char *sim_act_name(int kind);
 
-struct sim_exe;
-struct sim_enode;
 struct sim_op;
 
+/* What the fusion helpers below see of a scheduled node (fuse.c fills it from the
+ * executable): its op and parameters, whether input 0 is present and float and there is
+ * exactly one output, and for inputs 1 and 2 (Clip's bounds) whether each is present and
+ * its compile-time data (NULL when it is not a compile-time value). */
+struct sim_act_node {
+    const struct sim_op *op;
+    const void *params;
+    int n_in;
+    bool float_in;
+    bool one_out;
+    bool has_in[3];
+    const void *cdata[3];
+};
+
 /*
- * For fuse.c: the activation scheduled node n computes, into *act, when it is one a
- * producer can apply (Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Elu, Softplus on
- * floats: op_activation.c; Clip on floats with bounds known at compile time: op_unary.c).
+ * For fuse.c: the activation node n computes, into *act, when it is one a producer can
+ * apply (Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Elu, Softplus on floats:
+ * op_activation.c; Clip on floats with bounds known at compile time: op_unary.c).
  * Returns false for any other node.
  */
-bool sim_activation_act(const struct sim_exe *e, const struct sim_enode *n,
-                        struct sim_act *act);
-bool sim_clip_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act);
+bool sim_activation_act(const struct sim_act_node *n, struct sim_act *act);
+bool sim_clip_act(const struct sim_act_node *n, struct sim_act *act);
 
 /* The internal op a fused Sigmoid -> Mul(x, sigmoid(x)) becomes: one pass of x sigmoid(x)
  * (op_activation.c; not in any op table, so no model can name it). */

@@ -100,21 +100,6 @@ sim_exe_free(struct sim_exe *e)
     free(e);
 }
 
-void
-sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views)
-{
-    k->label = n->label;
-    k->params = n->params;
-    k->n_in = n->n_in;
-    k->n_out = n->n_out;
-    k->in = views;
-    k->out = views + n->n_in;
-    k->scratch = NULL;
-    k->saved = NULL;
-    k->rng = NULL;
-    k->act = n->act.kind != SIM_ACT_NONE ? &n->act : NULL;
-}
-
 static void
 view_of(struct sim_tensor *t, const struct sim_val *v)
 {
@@ -466,6 +451,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     c.err = err;
     c.training = e->tr != NULL;
     c.eval = e->eval;
+    c.supported_ops = sim_supported_ops();
     rc = n.op->infer(&c);
     if (rc != 0)
         goto out;

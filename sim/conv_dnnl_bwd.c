@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_dnnl.h"
 #include "conv_dnnl_int.h"
 #include "pool.h"
 

@@ -12,7 +12,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "conv_dnnl.h"
+struct sim_dnnl_conv;           /* defined in conv_dnnl.h (its users include both) */
 
 #define SIM_DNNL_ALIGN 64
 #define SIM_DNNL_NSETS 8        /* memory-object sets per primitive: pieces running at once */

@@ -1,25 +1,26 @@
 /*
- * crew.c — the threads that run an executable: one thread per replica (up to SIM_MAX_IPUS
- * threads; beyond that a thread takes replicas r, r + T, r + 2T, ...), or, when a replica
- * has several IPUs, one per (replica, IPU) (ipus.c), created
- * once, at the executable's first run with more than one replica, and joined when it is
- * freed. The calling thread of sim_exe_run() is thread 0. Threads wait for a run, run
+ * crew.c — the threads that run an executable: one per simulated IPU, (replica, IPU), a
+ * one-replica one-IPU run included (beyond SIM_MAX_IPUS one-IPU replicas a thread takes
+ * replicas r, r + T, r + 2T, ...; ipus.c), created once, at the executable's first run,
+ * and joined when it is freed. The calling thread of sim_exe_run() is none of them: it
+ * starts the run and waits for every thread to finish it. Threads wait for a run, run
  * their share of it and meet at barriers (the end of each device iteration of a training
  * run, where thread 0 performs the reduction across replicas and the weight update, the
  * collective step, while the others wait). Also the per-replica barriers of the IPU
  * threads (sim_bar), which agree on stopping as they meet, so that every thread of a
  * replica leaves the schedule at the same step.
- * Does not: decide what a thread runs (exec.c and train.c give it a job).
+ * Does not: decide what a thread runs (ipus.c gives it its IPU's program).
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exe.h"
+#include "crew.h"
 
 struct sim_crew {
-    unsigned n;                 /* threads, the caller included */
-    pthread_t *th;              /* n - 1 workers */
+    unsigned n;                 /* threads (the caller is not one of them) */
+    pthread_t *th;              /* n workers */
     unsigned started;           /* workers created */
     pthread_mutex_t mu;
     pthread_cond_t wake, done_cv, bar_cv;
@@ -100,7 +101,7 @@ sim_crew_new(unsigned n)
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->done_cv, NULL);
     pthread_cond_init(&c->bar_cv, NULL);
-    for (unsigned i = 1; i < n; i++) {
+    for (unsigned i = 0; i < n; i++) {
         struct worker_arg *a = malloc(sizeof(*a));
         if (a == NULL)
             break;
@@ -112,7 +113,7 @@ sim_crew_new(unsigned n)
         }
         c->started++;
     }
-    if (c->started + 1 != n) {
+    if (c->started != n) {
         sim_crew_free(c);
         return NULL;
     }
@@ -129,10 +130,7 @@ sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud)
     c->done = 0;
     c->gen++;
     pthread_cond_broadcast(&c->wake);
-    pthread_mutex_unlock(&c->mu);
-    job(e, 0, c->n, ud);
-    pthread_mutex_lock(&c->mu);
-    while (c->done + 1 < c->n)
+    while (c->done < c->n)
         pthread_cond_wait(&c->done_cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
 }

@@ -241,14 +241,14 @@ struct sim_exe {
     int profile;                /* record a trace of each run */
     struct sim_cost_cfg cost;
     struct sim_prog *prog;      /* each IPU's program of steps (program.c), owned */
+    struct sim_feed *feed;      /* the run's feed (sim_exe_run_fed), borrowed; NULL: none */
     struct sim_clock *clock;    /* the simulated clock of one run (schedule.c), owned */
     atomic_int ran;             /* a run has completed: the cost report is valid */
-    struct sim_crew *crew;      /* the run's threads (crew.c): one per replica, or one per
-                                 * (replica, IPU) when a replica has several IPUs; created
-                                 * at the first run that needs more than one; NULL before */
-    struct sim_err *terr;       /* per crew thread: its error */
-    int *trc;                   /* per crew thread: its status */
-    atomic_int abort_run;       /* a crew thread failed or was cancelled: stop */
+    struct sim_crew *crew;      /* the run's threads (crew.c): one per simulated IPU,
+                                 * (replica, IPU); created at the first run; NULL before */
+    struct sim_err *terr;       /* per simulated IPU (r x ipr + p): its error */
+    int *trc;                   /* per simulated IPU: its status */
+    atomic_int abort_run;       /* an IPU thread failed or was cancelled: stop */
     atomic_int busy;            /* a run is in progress */
     atomic_uint_fast64_t run_id;    /* id of the latest run */
     atomic_uint_fast64_t cancel_id; /* run to stop at the next node boundary */
@@ -294,36 +294,19 @@ int sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_er
 int sim_sched_build(struct sim_exe *e, struct sim_err *err);
 void sim_clock_free(struct sim_clock *c);
 
-/* crew.c: n threads (the caller is thread 0) that run a job together. */
-typedef void (*sim_crew_job)(struct sim_exe *e, unsigned idx, unsigned n, void *ud);
-struct sim_crew *sim_crew_new(unsigned n);
-void sim_crew_free(struct sim_crew *c);
-void sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud);
-void sim_crew_barrier(struct sim_crew *c);
-unsigned sim_crew_size(const struct sim_crew *c);
-
-/* crew.c: a barrier of n threads that also agrees on stopping: sim_bar_wait returns true
- * for every thread when any of them passed stop = true in that round. */
-struct sim_bar;
-struct sim_bar *sim_bar_new(unsigned R, unsigned n);    /* R barriers of n threads */
-void sim_bar_free(struct sim_bar *b, unsigned R);
-bool sim_bar_wait(struct sim_bar *b, bool stop);
-struct sim_bar *sim_bar_at(struct sim_bar *b, unsigned r);     /* barrier r of R */
-
-/* ipus.c: one run of an executable whose replicas have several IPUs: one thread per
- * (replica, IPU), stepping through the stages together; the caller holds e->busy and the
- * crew exists. Training when e->tr != NULL. */
-int sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
+#include "crew.h"
 
 /* place.c: the exchange copies of activations that cross IPUs (e->xfer), the index of
  * the copy of value v on IPU ipu or -1. */
 int sim_xfer_find(const struct sim_exe *e, int v, int ipu);
 
-/* exec.c: the crew of a run (created at the first run with R > 1), or NULL when the run
- * is sequential. IPUOF_E_NOMEM when the threads cannot be started. */
+/* exec.c: the crew of a run (created at the first run): a thread per simulated IPU, R x
+ * ipr of them (one-IPU replicas beyond SIM_MAX_IPUS share SIM_MAX_IPUS threads), and the
+ * per-IPU status and error (e->trc, e->terr: R x ipr). IPUOF_E_NOMEM when the threads
+ * cannot be started. */
 int sim_exe_crew(struct sim_exe *e, struct sim_err *err);
 
-/* exec.c: after a crew run of n threads, the first thread failure (a real error before a
+/* exec.c: after a crew run of n simulated IPUs, the first failure (a real error before a
  * cancellation) copied to err, or 0. */
 int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
 
@@ -341,12 +324,14 @@ int sim_exec_bind(struct sim_exe *e, struct sim_err *err);
 /* train.c: allocates the accumulators and optimizer state, binds the backward kernels. */
 int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 
-/* train.c: one training run (D optimizer steps); the caller holds e->busy. */
-int sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err);
-
 /* train.c: replica 0's accumulator becomes the reduced gradient of all replicas (and, with
  * e->tr->xr, of every executable's). 0, or the xreduce's error (e->tr->xfailed set). */
 int sim_train_reduce(struct sim_exe *e, struct sim_err *err);
+
+/* train.c: the UPDATE step (program.h) of a device iteration: one optimizer step over the
+ * reduced gradient, then every replica's accumulators zeroed for the next iteration, unless
+ * it is the run's last (its reduced gradient stays readable: sim_exe_read_gradient). */
+void sim_train_update(struct sim_exe *e, bool last);
 
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);
@@ -378,14 +363,9 @@ void sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_ten
  * outputs, which are patched per step). */
 void *sim_val_ptr(const struct sim_exe *e, int v, unsigned r, unsigned L);
 
-/* exec.c: points the views that read inputs or write outputs at micro-batch (d, a) of
- * replica r; runs the forward kernels of replica r; copies or sums the outputs after it. */
-void sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
-int sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err);
-void sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r);
-
-/* exec.c: the same for stage k only in lane L of replica r (its views, its random
- * nodes), and the outputs produced by stage k (k -1: all) from lane L. */
+/* exec.c: points the views of stage k in lane L of replica r that read inputs or write
+ * outputs at micro-batch (d, a) and reseeds its random nodes; copies or sums the outputs
+ * produced by stage k (k -1: all) from lane L into their slots. */
 void sim_exec_patch_stage(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
                           int k);
 void sim_exec_outputs(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,

@@ -1,16 +1,14 @@
 /*
  * exec.c — the executor: allocate the arenas and run buffers once, bind every kernel's
  * tensor views to them, and run device_iterations x replicas steps per sim_exe_run()
- * (a training executable's runs are train.c's; they share the step helpers here).
+ * (the IPU threads of ipus.c interpret each IPU's program with the step helpers here).
  *
  * A step allocates nothing: views that point into the input and output run buffers
  * ("patches") are moved to the step's slot, then the scheduled kernels run in order and
  * outputs that are not written in place are copied or summed into their slots.
- * With more than one replica on one IPU each, each replica runs on its own crew thread
- * (crew.c; the caller is thread 0), with its own arenas, sharing the read-only weights;
- * a model over several IPUs runs a thread per (replica, IPU) instead (ipus.c). Kernels
- * spread large ops over the host thread pool (pool.c). Each IPU's arena exists once per
- * stash slot (lane r * S + j); the one-thread paths here use slot 0.
+ * Every simulated IPU, (replica, IPU), runs on a crew thread of its own (crew.c, ipus.c),
+ * with its own arenas, sharing the read-only weights. Kernels spread large ops over the
+ * host thread pool (pool.c). Each IPU's arena exists once per stash slot (lane r * S + j).
  * Also holds the executable's accessors.
  */
 #include <stdio.h>
@@ -75,6 +73,21 @@ bind_xfers(struct sim_exe *e)
         return -1;
     memset(e->xbuf, 0, at * e->R);
     return 0;
+}
+
+void
+sim_kern_init(struct sim_kern *k, const struct sim_enode *n, struct sim_tensor *views)
+{
+    k->label = n->label;
+    k->params = n->params;
+    k->n_in = n->n_in;
+    k->n_out = n->n_out;
+    k->in = views;
+    k->out = views + n->n_in;
+    k->scratch = NULL;
+    k->saved = NULL;
+    k->rng = NULL;
+    k->act = n->act.kind != SIM_ACT_NONE ? &n->act : NULL;
 }
 
 /* The views of node n in lane L of replica r; patches registered from *n_patch on. */
@@ -245,12 +258,6 @@ sum_into(int dtype, void *dst, const void *src, int64_t n)
     }
 }
 
-void
-sim_exec_post_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
-{
-    sim_exec_outputs(e, d, a, r, r * e->S, -1);
-}
-
 /* The stage that produces output o (stage 0 for inputs, constants and weights). */
 static int
 out_stage(const struct sim_exe *e, const struct sim_exe_io *o)
@@ -328,18 +335,6 @@ sim_exec_seed(struct sim_exe *e, unsigned d, unsigned a, unsigned r, unsigned L,
         z = mix64(z + 0x9e3779b97f4a7c15ull * (mb + 1));
         e->rng[(size_t)L * e->n_nodes + s] = z != 0 ? z : 0x853c49e6748fea9bull;
     }
-}
-
-void
-sim_exec_patch(struct sim_exe *e, unsigned d, unsigned a, unsigned r)
-{
-    unsigned N = (unsigned)e->n_stages;
-
-    unsigned L = r * e->S;      /* one micro-batch at a time: slot 0 */
-
-    patch_range(e, d, a, r, e->patch_start[L * N], e->patch_start[(L + 1) * N]);
-    if (e->n_rnd > 0)
-        sim_exec_seed(e, d, a, r, L, 0, e->n_nodes);
 }
 
 void
@@ -426,30 +421,15 @@ sim_exe_node_times(const struct sim_exe *e, struct sim_node_time *rows, size_t m
 }
 
 int
-sim_exec_forward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
-{
-    const struct sim_kern *k = &e->kern[(size_t)r * e->S * (size_t)e->n_nodes];
-    int rc = 0;
-
-    for (int s = 0; s < e->n_nodes && rc == 0; s++) {
-        if (sim_exe_cancelled(e, id))
-            return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
-        rc = sim_exec_node_forward(e, s, &k[s], err);
-    }
-    return rc;
-}
-
-int
 sim_exe_crew(struct sim_exe *e, struct sim_err *err)
 {
-    unsigned n = e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS;
+    unsigned units = e->R * e->ipr;
+    unsigned n = e->ipr > 1 || units <= SIM_MAX_IPUS ? units : SIM_MAX_IPUS;
 
-    if (e->ipr > 1)
-        n = e->R * e->ipr;      /* a thread per (replica, IPU) */
-    if (n == 1 || e->crew != NULL)
+    if (e->crew != NULL)
         return 0;
-    e->terr = calloc(n, sizeof(*e->terr));
-    e->trc = calloc(n, sizeof(*e->trc));
+    e->terr = calloc(units, sizeof(*e->terr));
+    e->trc = calloc(units, sizeof(*e->trc));
     if (e->ipr > 1)
         e->rbar = sim_bar_new(e->R, e->ipr);
     if (e->terr != NULL && e->trc != NULL && (e->ipr == 1 || e->rbar != NULL))
@@ -462,12 +442,12 @@ sim_exe_crew(struct sim_exe *e, struct sim_err *err)
         e->terr = NULL;
         e->trc = NULL;
         return sim_err_set(err, IPUOF_E_NOMEM, "could not start the %u threads of the "
-                           "replicas", n);
+                           "simulated IPUs", n);
     }
     return 0;
 }
 
-/* The first failure of the crew's threads (by thread order), copied to err. */
+/* The first failure of the simulated IPUs (by replica, then IPU), copied to err. */
 int
 sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err)
 {
@@ -484,82 +464,6 @@ sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err)
             return e->trc[i];
         }
     return 0;
-}
-
-/* One iteration's step of replica r: patch, forward, outputs; rc and err as the run's. */
-static int
-infer_step(struct sim_exe *e, unsigned d, unsigned r, uint_fast64_t id, struct sim_err *err)
-{
-    int rc;
-
-    sim_exec_patch(e, d, 0, r);
-    rc = sim_exec_forward(e, r, id, err);
-    if (rc == IPUOF_E_CANCELLED)
-        sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled at device "
-                    "iteration %u of %u, replica %u", d, e->D, r);
-    else if (rc != 0 && (e->R > 1 || e->D > 1))
-        sim_err_prefix(err, "device iteration %u, replica %u: ", d, r);
-    if (rc == 0)
-        sim_exec_post_step(e, d, 0, r);
-    return rc;
-}
-
-/* A crew thread of an inference run: every device iteration of its replicas. */
-static void
-infer_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
-{
-    uint_fast64_t id = *(const uint_fast64_t *)ud;
-    int rc = 0;
-
-    for (unsigned r = idx; r < e->R && rc == 0; r += n)
-        for (unsigned d = 0; d < e->D && rc == 0; d++) {
-            if (atomic_load_explicit(&e->abort_run, memory_order_relaxed))
-                break;
-            rc = infer_step(e, d, r, id, &e->terr[idx]);
-        }
-    e->trc[idx] = rc;
-    if (rc != 0)
-        atomic_store(&e->abort_run, 1);
-}
-
-int
-sim_exe_run(struct sim_exe *e, struct sim_err *err)
-{
-    int expected = 0, rc = 0;
-    uint_fast64_t id;
-
-    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
-        return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
-    id = atomic_fetch_add(&e->run_id, 1) + 1;
-    rc = sim_exe_crew(e, err);
-    if (rc != 0) {
-        atomic_store(&e->busy, 0);
-        return rc;
-    }
-    atomic_store(&e->abort_run, 0);
-    if (e->ipr > 1) {
-        rc = sim_ipus_run(e, id, err);
-    } else if (e->tr != NULL) {
-        rc = sim_train_run(e, id, err);
-    } else if (e->crew != NULL) {
-        sim_crew_run(e->crew, e, infer_job, &id);
-        rc = sim_exe_crew_status(e, e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS, err);
-    } else {
-        for (unsigned d = 0; d < e->D && rc == 0; d++)
-            rc = infer_step(e, d, 0, id, err);
-    }
-    if (rc == 0)
-        atomic_store(&e->ran, 1);
-    e->mb_done += (uint64_t)e->D * e->A;
-    atomic_store(&e->busy, 0);
-    return rc;
-}
-
-void
-sim_exe_cancel(struct sim_exe *e)
-{
-    if (atomic_load(&e->busy))
-        atomic_store(&e->cancel_id, atomic_load(&e->run_id));
 }
 
 size_t

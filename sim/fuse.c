@@ -112,6 +112,29 @@ is_mul_of(const struct fuse *f, int m, int x, int s)
            ((n->in[0] == x && n->in[1] == s) || (n->in[0] == s && n->in[1] == x));
 }
 
+/* The activation node n computes (act.h), when a producer can apply it; with clip, Clip
+ * with compile-time bounds too. The op files see only n's sim_act_node, not e. */
+static bool
+act_of_node(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act, bool clip)
+{
+    struct sim_act_node v = { .op = n->op, .params = n->params, .n_in = n->n_in };
+
+    v.float_in = n->n_in >= 1 && n->in[0] >= 0 && e->vals[n->in[0]].ti.dtype == SIM_DTYPE_FLOAT;
+    v.one_out = n->n_out == 1 && n->out[0] >= 0;
+    for (int i = 1; i < 3 && i < n->n_in; i++) {
+        const struct sim_val *x = n->in[i] >= 0 ? &e->vals[n->in[i]] : NULL;
+        v.has_in[i] = x != NULL;
+        v.cdata[i] = x != NULL && x->kind == SIM_V_CONST ? x->ti.cdata : NULL;
+    }
+    return sim_activation_act(&v, act) || (clip && sim_clip_act(&v, act));
+}
+
+static bool
+act_of(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act)
+{
+    return act_of_node(e, n, act, true);
+}
+
 /* Conv c -> activation, or Conv c -> Sigmoid -> Mul(conv, sigmoid). */
 static void
 fuse_conv(struct fuse *f, int c)
@@ -127,7 +150,7 @@ fuse_conv(struct fuse *f, int c)
         int a = reader_of(f, y);
         struct sim_enode *an = &e->nodes[a];
         if (!same_place(cn, an) || an->in[0] != y ||
-            !(sim_activation_act(e, an, &act) || sim_clip_act(e, an, &act)))
+            !(act_of(e, an, &act)))
             return;
         cn->act = act;
         name_fused(cn, "Conv");
@@ -142,7 +165,7 @@ fuse_conv(struct fuse *f, int c)
             struct sim_act g;
             int sv, m;
             if (f->gone[s] || !(is(f, s, "Sigmoid") || is(f, s, "HardSigmoid")) ||
-                sn->in[0] != y || sn->n_out != 1 || !sim_activation_act(e, sn, &g))
+                sn->in[0] != y || sn->n_out != 1 || !act_of_node(e, sn, &g, false))
                 continue;
             sv = sn->out[0];
             if (!private_to(f, sv, 1))
@@ -185,7 +208,7 @@ fuse_add(struct fuse *f, int s)
     }
     a = reader_of(f, y);
     if (!same_place(n, &e->nodes[a]) || e->nodes[a].in[0] != y ||
-        !(sim_activation_act(e, &e->nodes[a], &act) || sim_clip_act(e, &e->nodes[a], &act)))
+        !(act_of(e, &e->nodes[a], &act)))
         return;
     n->act = act;
     name_fused(n, "Add");

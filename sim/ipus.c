@@ -1,16 +1,19 @@
 /*
- * ipus.c — running an executable whose replicas span several IPUs: each simulated IPU is
- * a thread of the crew (crew.c), one per (replica, IPU), created at the first run and
- * joined when the executable is freed. The threads of a replica step through the stage
- * schedule together, meeting at the replica's barrier after every tick (sim_bar, which
- * also agrees on stopping): in a tick, the IPU that holds a stage's work receives the
- * activations (forward) or gradients (backward) other IPUs sent it through the exchange
- * buffers (e->xbuf, owned by neither arena), runs the stage's kernels on its own arena,
- * then sends what other IPUs will read (struct sim_xfer). Host input and output views of
- * a stage are patched by the IPU that runs it, and outputs are copied to the host by the
- * IPU that holds them. In training, after the micro-batches of a device iteration, all
- * threads of all replicas meet at the crew's barrier for the collective (thread 0 reduces
- * the accumulators across replicas and updates the weights) as train.c does.
+ * ipus.c — the one executor of every run: each simulated IPU, (replica, IPU), is a thread
+ * of the crew (crew.c), created at the first run and joined when the executable is freed;
+ * a model on one IPU, one replica or many, inference or training, runs here as a model
+ * over several IPUs does (one-IPU replicas beyond SIM_MAX_IPUS share the threads, each
+ * running its replicas' programs one after another, segment by segment). The threads of a
+ * replica step through the program together, meeting at the replica's barrier after every
+ * tick (sim_bar, which also agrees on stopping; a one-IPU replica needs none): in a tick,
+ * the IPU that holds a stage's work receives the activations (forward) or gradients
+ * (backward) other IPUs sent it through the exchange buffers (e->xbuf, owned by neither
+ * arena), runs the stage's kernels on its own arena, then sends what other IPUs will read
+ * (struct sim_xfer). Host input and output views of a stage are patched by the IPU that
+ * runs it, and outputs are copied to the host by the IPU that holds them. In training,
+ * after the micro-batches of a device iteration, all threads of all replicas meet at the
+ * crew's barrier for the collective (thread 0 reduces the accumulators across replicas,
+ * sim_train_reduce, and updates the weights, sim_optim_step).
  *
  * Each thread interprets its own IPU's program (program.h: the steps of each strategy, built
  * once at compile time; the simulated clock replays the same program): a stage's work is
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "feed.h"
 #include "program.h"
 
 #include <pthread.h>
@@ -103,12 +107,13 @@ must_stop(struct sim_exe *e, int rc, uint_fast64_t id)
            sim_exe_cancelled(e, id);
 }
 
-/* The state of one IPU thread. */
+/* The state of one simulated IPU as a crew thread interprets its program. */
 struct ipu_thread {
     struct sim_exe *e;
     const struct sim_prog *g;
     uint_fast64_t id;
     unsigned idx;               /* the crew thread */
+    unsigned u;                 /* the simulated IPU: r x ipr + p (e->trc, e->terr) */
     unsigned r;
     int p;
     struct sim_bar *bar;
@@ -119,6 +124,16 @@ struct ipu_thread {
     struct item last;           /* the last work, for messages */
     double t0, c0;              /* its start, for the step log */
 };
+
+/* Whether the run of thread ud was cancelled (sim_feed_wait_in asks while waiting). */
+static bool
+thread_cancelled(void *ud)
+{
+    const struct ipu_thread *th = ud;
+
+    return sim_exe_cancelled(th->e, th->id) ||
+           atomic_load_explicit(&th->e->abort_run, memory_order_relaxed);
+}
 
 /* The forward's steps of a stage's work (program.h): receive, host input, run, send,
  * host output; it is micro-batch it->m in lane L. */
@@ -141,6 +156,12 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
         }
         break;
     case SIM_STEP_HOST_IN:
+        if (e->feed != NULL) {      /* the step's rows may still be arriving */
+            rc = sim_feed_wait_in(e->feed, (uint64_t)it->d * e->A + it->a, thread_cancelled,
+                                  th, th->err);
+            if (rc != 0)
+                return rc;
+        }
         sim_exec_patch_stage(e, it->d, it->a, it->r, L, it->k);
         break;
     case SIM_STEP_FWD:
@@ -161,6 +182,8 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
         break;
     case SIM_STEP_HOST_OUT:
         sim_exec_outputs(e, it->d, it->a, it->r, L, it->k);
+        if (e->feed != NULL)
+            sim_feed_out_done(e->feed, (uint64_t)it->d * e->A + it->a);
         if (e->log != NULL)
             log_item(e, it, false, th->t0, th->c0);
         break;
@@ -244,7 +267,7 @@ stopped(struct sim_exe *e, int rc, const struct item *it, uint_fast64_t id,
     if (rc == IPUOF_E_CANCELLED)
         return sim_err_set(err, rc, "the run was cancelled at device iteration %u of %u, "
                            "replica %u", d, e->D, r);
-    if (rc != 0 && e->tr != NULL)
+    if (rc != 0 && e->tr != NULL && (e->D > 1 || e->A > 1 || e->R > 1))
         sim_err_prefix(err, "device iteration %u, accumulation step %u, replica %u (%u "
                        "optimizer steps taken): ", d, a, r, d);
     else if (rc != 0 && (e->R > 1 || e->D > 1))
@@ -258,8 +281,8 @@ note_stop(struct ipu_thread *th)
 {
     struct sim_exe *e = th->e;
 
-    if (th->stop && e->trc[th->idx] == 0) {
-        e->trc[th->idx] = stopped(e, th->rc, &th->last, th->id, th->err);
+    if (th->stop && e->trc[th->u] == 0) {
+        e->trc[th->u] = stopped(e, th->rc, &th->last, th->id, th->err);
         atomic_store(&e->abort_run, 1);
     }
 }
@@ -276,10 +299,18 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
 
     switch (st->kind) {
     case SIM_STEP_TICK:
-        if (st->all)
+        if (st->all) {
             sim_crew_barrier(e->crew);
-        else
-            th->stop = sim_bar_wait(th->bar, must_stop(e, th->rc, th->id));
+            /* a failed cross-executable reduce (written before this barrier only): every
+             * thread leaves after this iteration, as thread 0 does */
+            if (e->tr != NULL && atomic_load(&e->tr->xfailed))
+                th->abort_all = true;
+            return;
+        }
+        th->stop = e->ipr == 1 ? must_stop(e, th->rc, th->id)      /* a replica of one IPU */
+                               : sim_bar_wait(th->bar, must_stop(e, th->rc, th->id));
+        if (th->stop)
+            note_stop(th);      /* other replicas stop at their next tick */
         return;
     case SIM_STEP_SYNC:
         note_stop(th);
@@ -287,7 +318,8 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
         th->abort_all = atomic_load(&e->abort_run) != 0;  /* nobody writes it until the next */
         return;
     case SIM_STEP_REDUCE:
-        /* A failed cross-executable reduce stops every thread at the next sync. */
+        /* A failed cross-executable reduce: no update, and every thread leaves after the
+         * collective's closing tick (above). */
         if (th->idx == 0 && !th->abort_all && sim_train_reduce(e, &e->terr[0]) != 0) {
             e->trc[0] = e->terr[0].code;
             atomic_store(&e->abort_run, 1);
@@ -295,10 +327,8 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
         }
         return;
     case SIM_STEP_UPDATE:
-        if (th->idx == 0 && !th->abort_all) {
-            sim_optim_step(e);
-            memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
-        }
+        if (th->idx == 0 && !th->abort_all)
+            sim_train_update(e, d + 1 == e->D);
         return;
     case SIM_STEP_LOAD:         /* the simulator keeps every weight resident */
     case SIM_STEP_STREAM:
@@ -321,42 +351,120 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
     th->rc = st->kind >= SIM_STEP_GRECV ? bwd_step(th, st, &it, L) : fwd_step(th, st, &it, L);
 }
 
-/* A thread of the run: IPU idx % ipr of replica idx / ipr interprets its program. */
+/* The most simulated IPUs one crew thread runs: one-IPU replicas beyond SIM_MAX_IPUS
+ * (place.c allows R x ipr <= 16 x SIM_MAX_IPUS). */
+#define UNITS_MAX 16
+
+/* One segment of the program for the simulated IPUs th[0 .. nu) of a crew thread in
+ * device iteration d. A collective segment is run once by the thread (its IPUs are one-IPU
+ * replicas with the same program), each of its IPUs saying first why it stopped. */
+static void
+run_seg(struct ipu_thread *th, unsigned nu, int s, unsigned d)
+{
+    const struct sim_prog *g = th[0].g;
+    const struct sim_seg *sg = &g->seg[s];
+    int ns;
+
+    if (sg->collective) {
+        const struct sim_step *st = sim_prog_steps(g, (unsigned)th[0].p, s, &ns);
+        for (unsigned u = 1; u < nu; u++)
+            note_stop(&th[u]);
+        for (int j = 0; j < ns; j++)        /* run by every thread, stopped or not */
+            run_step(&th[0], sg, &st[j], 0, d);
+        for (unsigned u = 1; u < nu; u++)
+            th[u].abort_all = th[0].abort_all;
+        return;
+    }
+    for (unsigned u = 0; u < nu; u++) {
+        const struct sim_step *st = sim_prog_steps(g, (unsigned)th[u].p, s, &ns);
+        for (unsigned i = 0; i < sg->reps && !th[u].stop; i++)
+            for (int j = 0; j < ns && !th[u].stop; j++)
+                run_step(&th[u], sg, &st[j], i, d);
+    }
+}
+
+/* Crew thread idx of n: the simulated IPUs u = idx, idx + n, ... (u = r x ipr + p: IPU p
+ * of replica r; more than one only for one-IPU replicas beyond n) interpret their program,
+ * D times when training. */
 static void
 ipu_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
 {
-    const struct sim_prog *g = e->prog;
-    struct ipu_thread th = { .e = e, .g = g, .id = *(const uint_fast64_t *)ud, .idx = idx,
-                             .r = idx / e->ipr, .p = (int)(idx % e->ipr),
-                             .err = &e->terr[idx] };
-    unsigned iters = e->tr != NULL ? e->D : 1;
+    struct ipu_thread th[UNITS_MAX];
+    unsigned nu = 0, iters = e->tr != NULL ? e->D : 1;
 
-    (void)n;
-    th.bar = sim_bar_at(e->rbar, th.r);
-    th.last = (struct item){ th.r, 0, 0, 0, 0, 0 };
-    for (unsigned d = 0; d < iters && !th.abort_all; d++)
-        for (int s = 0; s < g->n_seg; s++) {
-            const struct sim_seg *sg = &g->seg[s];
-            int ns;
-            const struct sim_step *st = sim_prog_steps(g, (unsigned)th.p, s, &ns);
-            bool go = sg->collective;       /* run by every thread, stopped or not */
-            for (unsigned i = 0; i < sg->reps && (go || !th.stop); i++)
-                for (int j = 0; j < ns && (go || !th.stop); j++)
-                    run_step(&th, sg, &st[j], i, d);
-        }
-    note_stop(&th);
+    for (unsigned u = idx; u < e->R * e->ipr && nu < UNITS_MAX; u += n, nu++) {
+        th[nu] = (struct ipu_thread){ .e = e, .g = e->prog, .id = *(const uint_fast64_t *)ud,
+                                      .idx = idx, .u = u, .r = u / e->ipr,
+                                      .p = (int)(u % e->ipr), .err = &e->terr[u] };
+        th[nu].bar = e->rbar != NULL ? sim_bar_at(e->rbar, th[nu].r) : NULL;
+        th[nu].last = (struct item){ th[nu].r, 0, 0, 0, 0, 0 };
+    }
+    for (unsigned d = 0; d < iters && !th[0].abort_all; d++)
+        for (int s = 0; s < e->prog->n_seg; s++)
+            run_seg(th, nu, s, d);
+    for (unsigned u = 0; u < nu; u++)
+        note_stop(&th[u]);
 }
 
-int
+/* One run: every simulated IPU of the crew interprets its program; the caller holds
+ * e->busy and the crew exists. */
+static int
 sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
 {
     unsigned n = e->R * e->ipr;
 
     memset(e->trc, 0, n * sizeof(*e->trc));
-    if (e->tr != NULL)
+    if (e->tr != NULL) {
         memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
+        atomic_store(&e->tr->xfailed, 0);
+    }
     sim_crew_run(e->crew, e, ipu_job, &id);
     return sim_exe_crew_status(e, n, err);
+}
+
+int
+sim_exe_run(struct sim_exe *e, struct sim_err *err)
+{
+    return sim_exe_run_fed(e, NULL, err);
+}
+
+int
+sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err)
+{
+    int expected = 0, rc = 0;
+    uint_fast64_t id;
+
+    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1)) {
+        if (f != NULL)
+            sim_feed_end(f);
+        return sim_err_set(err, IPUOF_E_BUSY, "the executable is already running");
+    }
+    id = atomic_fetch_add(&e->run_id, 1) + 1;
+    rc = sim_exe_crew(e, err);
+    if (rc != 0) {
+        if (f != NULL)
+            sim_feed_end(f);
+        atomic_store(&e->busy, 0);
+        return rc;
+    }
+    atomic_store(&e->abort_run, 0);
+    e->feed = f;
+    rc = sim_ipus_run(e, id, err);
+    e->feed = NULL;
+    if (f != NULL)
+        sim_feed_end(f);
+    if (rc == 0)
+        atomic_store(&e->ran, 1);
+    e->mb_done += (uint64_t)e->D * e->A;
+    atomic_store(&e->busy, 0);
+    return rc;
+}
+
+void
+sim_exe_cancel(struct sim_exe *e)
+{
+    if (atomic_load(&e->busy))
+        atomic_store(&e->cancel_id, atomic_load(&e->run_id));
 }
 
 void

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnx_ctrl.h"
 #include "onnx_ctrl_int.h"
 #include "pb_int.h"
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnx_ctrl.h"
 #include "onnx_ctrl_int.h"
 
 int

@@ -8,8 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "onnx_ctrl.h"
+#include "onnx.pb-c.h"
 #include "sim_int.h"
+
+struct sim_onnx_flat;           /* defined in onnx_ctrl.h (its users include both) */
 
 #define MAX_NAME_BYTES ((size_t)128 << 20)  /* names made while unrolling, in all */
 

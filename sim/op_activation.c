@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "act.h"
-#include "exe.h"
+#include "ops.h"
 #include "hot.h"
 #include "pool.h"
 #include "vmath.h"
@@ -678,10 +678,9 @@ const struct sim_op sim_op_silu = { "SiLU", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, NULL,
                                     NULL, 1u, NULL };
 
 bool
-sim_activation_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act)
+sim_activation_act(const struct sim_act_node *n, struct sim_act *act)
 {
-    if (n->n_in < 1 || n->in[0] < 0 || e->vals[n->in[0]].ti.dtype != SIM_DTYPE_FLOAT ||
-        n->n_out != 1 || n->out[0] < 0)
+    if (!n->float_in || !n->one_out)
         return false;
     act->a = act->b = 0.0f;
     if (n->op->forward == fwd_relu) {

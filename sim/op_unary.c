@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "act.h"
-#include "exe.h"
+#include "ops.h"
 #include "half.h"
 #include "hot.h"
 #include "pool.h"
@@ -197,27 +197,25 @@ fwd_clip(const struct sim_kern *k, struct sim_err *err)
 }
 
 bool
-sim_clip_act(const struct sim_exe *e, const struct sim_enode *n, struct sim_act *act)
+sim_clip_act(const struct sim_act_node *n, struct sim_act *act)
 {
     const struct clip_params *p = n->params;
     double lo, hi;
 
-    if (n->op->forward != fwd_clip || n->n_out != 1 || n->out[0] < 0 || p == NULL ||
-        e->vals[n->in[0]].ti.dtype != SIM_DTYPE_FLOAT)
+    if (n->op->forward != fwd_clip || !n->one_out || p == NULL || !n->float_in)
         return false;
     lo = p->lo;
     hi = p->hi;
     /* the bounds fwd_clip would read: each present input must be a compile-time value */
     for (int i = 1; !p->attr_bounds && i < 3 && i < n->n_in; i++) {
-        const struct sim_val *v = n->in[i] >= 0 ? &e->vals[n->in[i]] : NULL;
-        if (v == NULL)
+        if (!n->has_in[i])
             continue;
-        if (v->kind != SIM_V_CONST || v->ti.cdata == NULL)
+        if (n->cdata[i] == NULL)
             return false;
         if (i == 1)
-            lo = sim_get_f64(SIM_DTYPE_FLOAT, v->ti.cdata, 0);
+            lo = sim_get_f64(SIM_DTYPE_FLOAT, n->cdata[i], 0);
         else
-            hi = sim_get_f64(SIM_DTYPE_FLOAT, v->ti.cdata, 0);
+            hi = sim_get_f64(SIM_DTYPE_FLOAT, n->cdata[i], 0);
     }
     act->kind = SIM_ACT_CLIP;
     act->a = (float)lo;

@@ -42,6 +42,8 @@ struct sim_infer {
     void *params;               /* set by infer: malloc'd, freed by the compiler */
     size_t scratch_bytes;       /* set by infer: per-step scratch the forward needs */
     struct sim_err *err;
+    const char *supported_ops;  /* the registry's list (sim_supported_ops()), for the
+                                 * message of sim_infer_unsupported */
     bool eval;                  /* an inference executable with PyTorch's module.eval()
                                  * semantics (sim_compile_opts.eval_mode): BatchNormalization
                                  * uses running statistics, Dropout is the identity, whatever

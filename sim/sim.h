@@ -547,6 +547,43 @@ int sim_exe_memory(const struct sim_exe *e, size_t ipu, struct sim_mem_report *r
 int sim_exe_run(struct sim_exe *e, struct sim_err *err);
 
 /*
+ * Transfers overlapped with computing: a feed lets a run start before all of its input is
+ * in the input buffers, and tells which outputs are done before the run ends. Micro-batch
+ * steps are numbered k = d x A + a (device iteration d, accumulation step a; inference:
+ * k = d), step k holding every replica's rows of every input and output ([steps][R][step],
+ * "Run layout").
+ *   - The producer writes every input's rows of steps [0, n), then calls
+ *     sim_feed_inputs(f, n) (from any thread; n never decreases: a smaller n is ignored, a
+ *     larger one than D x A is taken as D x A). A simulated IPU's host-input step for step k
+ *     waits until k < n, so step k computes while k + 1 arrives. sim_feed_close(f) says no
+ *     more will come: a host-input step still waiting, or arriving later, fails the run with
+ *     IPUOF_E_CLOSED naming the step.
+ *   - sim_feed_outputs(f) is the number of leading steps whose forward has run on every
+ *     stage of every replica, so their rows of every output with mode All or EveryN are in
+ *     the output buffers (Final and Sum outputs are complete only when the run returns);
+ *     sim_feed_wait_outputs(f, n) blocks until that number is at least n or the run ended,
+ *     and returns it.
+ * A cancellation (sim_exe_cancel) also ends a wait for input, within about 10 ms.
+ * sim_feed_new(e): a feed for one run of e, nothing present; NULL when out of memory.
+ * sim_feed_free(NULL) and sim_feed_close(NULL) are no-ops; free a feed only after its run
+ * returned.
+ * sim_exe_run_fed(e, f, err) is sim_exe_run() reading its input as f says (f NULL: all of
+ * it is there); f must be new, for this run of e.
+ */
+struct sim_feed;
+struct sim_feed *sim_feed_new(const struct sim_exe *e);
+void sim_feed_free(struct sim_feed *f);
+void sim_feed_inputs(struct sim_feed *f, uint64_t n);
+void sim_feed_close(struct sim_feed *f);
+uint64_t sim_feed_outputs(struct sim_feed *f);
+uint64_t sim_feed_wait_outputs(struct sim_feed *f, uint64_t n);
+/* Blocks until steps [0, n) of the input are present or the feed is closed; returns the
+ * steps present (a run that failed early can wait here for the rest of its input before
+ * the caller lets its buffers go). */
+uint64_t sim_feed_wait_inputs(struct sim_feed *f, uint64_t n);
+int sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err);
+
+/*
  * Asks the run in progress on e (if any) to stop at the next node boundary; that
  * sim_exe_run() then returns IPUOF_E_CANCELLED and the outputs hold unspecified values.
  * Safe to call from any thread at any time (e.g. for `ipuctl reset`); without a run in
@@ -568,8 +605,8 @@ struct sim_step_rec {
                                    * host pool workers it used) */
 };
 
-/* Records the steps the IPU threads of an executable whose replicas span several IPUs take
- * in its following runs into log (cap entries, owned by the caller, which keeps it until
+/* Records the steps the simulated IPU threads of an executable take (a stage's forward or
+ * backward of one micro-batch, one record each) in its following runs into log (cap entries, owned by the caller, which keeps it until
  * it calls this again with NULL or frees the executable); call between runs. For tests and
  * tools: it costs four clock reads per step. sim_exe_logged_steps() is the count so far. */
 void sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap);

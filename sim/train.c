@@ -1,14 +1,14 @@
 /*
- * train.c — running a training executable: PopTorch's trainingModel semantics.
+ * train.c — the state of a training executable: PopTorch's trainingModel semantics.
  *
- * One run is D device iterations. Each iteration zeroes the per-replica gradient
- * accumulators, runs A micro-batches on every replica (forward, the loss's gradient seeded
- * with 1, the backward steps in reverse order, each zeroing the activation gradients it is
- * the first to write and adding into the others and into the accumulators), then reduces
- * the accumulators of all replicas once into replica 0's (mean over A x R by default, or
- * sum) and takes one optimizer step on the single copy of the weights every replica reads.
- * With more than one replica every replica runs on its own crew thread and the reduction
- * and the optimizer step are a collective step taken by thread 0 between two barriers.
+ * One run is D device iterations. Each iteration runs A micro-batches on every replica
+ * (forward, the loss's gradient seeded with 1, the backward steps in reverse order, each
+ * zeroing the activation gradients it is the first to write and adding into the others and
+ * into the replica's accumulators), then reduces the accumulators of all replicas once into
+ * replica 0's (sim_train_reduce: mean over A x R by default, or sum) and takes one
+ * optimizer step on the single copy of the weights every replica reads. The IPU threads
+ * (ipus.c) run it as each IPU's program says (program.h: the REDUCE and UPDATE steps of the
+ * collective, taken by thread 0 between barriers).
  * Nothing is allocated per step: the accumulators, the optimizer state and every backward
  * kernel's gradient views are bound here at compile time (sim_train_bind).
  * Does not: decide what is trainable (weights.c, autodiff.c) or implement an optimizer
@@ -135,32 +135,6 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
-/* The backward steps of one micro-batch on replica r. */
-static int
-backward(struct sim_exe *e, unsigned r, uint_fast64_t id, struct sim_err *err)
-{
-    struct sim_train *tr = e->tr;
-    unsigned L = r * e->S;      /* one micro-batch at a time: slot 0 */
-    const struct sim_bkern *bk = &tr->bkern[(size_t)L * (size_t)tr->n_bsteps];
-    void *const *arenas = e->arenas + (size_t)L * e->ipr;
-
-    *tr->loss_grad[L] = 1.0f;
-    for (int b = 0; b < tr->n_bsteps; b++) {
-        const struct sim_bstep *st = &tr->bsteps[b];
-        int rc;
-        if (sim_exe_cancelled(e, id))
-            return sim_err_set(err, IPUOF_E_CANCELLED, "the run was cancelled");
-        for (int z = st->zero_start; z < st->zero_end; z++) {
-            const struct sim_gzero *g = &tr->zero[z];
-            memset((char *)arenas[g->ipu] + *g->off, 0, g->bytes);
-        }
-        rc = sim_exec_node_backward(e, st->node, &bk[b].k, bk[b].dout, bk[b].din, err);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
 struct reduce_run {
     float *g0;
     size_t n;
@@ -235,94 +209,10 @@ sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_e
     return sim_sched_build(e, err);
 }
 
-/* Micro-batch a of device iteration d on replica r: forward, backward, outputs. */
-static int
-train_step(struct sim_exe *e, unsigned d, unsigned a, unsigned r, uint_fast64_t id,
-           struct sim_err *err)
+void
+sim_train_update(struct sim_exe *e, bool last)
 {
-    int rc;
-
-    sim_exec_patch(e, d, a, r);
-    rc = sim_exec_forward(e, r, id, err);
-    if (rc == 0)
-        rc = backward(e, r, id, err);
-    if (rc == IPUOF_E_CANCELLED)
-        return sim_err_set(err, rc, "the run was cancelled at device iteration %u of %u "
-                           "(accumulation step %u, replica %u); %u optimizer steps were "
-                           "taken", d, e->D, a, r, d);
-    if (rc != 0) {
-        if (e->D > 1 || e->tr->A > 1 || e->R > 1)
-            sim_err_prefix(err, "device iteration %u, accumulation step %u, replica %u (%u "
-                           "optimizer steps taken): ", d, a, r, d);
-        return rc;
-    }
-    sim_exec_post_step(e, d, a, r);
-    return 0;
-}
-
-/* A crew thread of a training run: the micro-batches of its replicas, then, at the end of
- * each device iteration, the collective step (thread 0 reduces the accumulators of every
- * replica and updates the weights) between two barriers. Every thread passes the same
- * barriers; a failure stops all of them after the iteration's barriers. */
-static void
-train_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
-{
-    uint_fast64_t id = *(const uint_fast64_t *)ud;
-    struct sim_train *tr = e->tr;
-    int rc = 0;
-
-    for (unsigned d = 0; d < e->D; d++) {
-        bool stop;
-        for (unsigned r = idx; r < e->R && rc == 0; r += n)
-            memset(tr->grads + (size_t)r * e->n_train, 0, e->n_train * sizeof(float));
-        for (unsigned a = 0; a < tr->A && rc == 0; a++)
-            for (unsigned r = idx; r < e->R && rc == 0; r += n) {
-                if (atomic_load_explicit(&e->abort_run, memory_order_relaxed))
-                    break;
-                rc = train_step(e, d, a, r, id, &e->terr[idx]);
-            }
-        if (rc != 0) {
-            e->trc[idx] = rc;
-            atomic_store(&e->abort_run, 1);
-        }
-        sim_crew_barrier(e->crew);
-        stop = atomic_load(&e->abort_run) != 0;    /* nobody writes it until the next */
-        if (idx == 0 && !stop) {
-            rc = sim_train_reduce(e, &e->terr[idx]);
-            if (rc == 0)
-                sim_optim_step(e);
-            else
-                e->trc[idx] = rc;
-        }
-        sim_crew_barrier(e->crew);
-        if (stop || atomic_load(&tr->xfailed)) /* written before the barrier only */
-            break;
-    }
-}
-
-int
-sim_train_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
-{
-    struct sim_train *tr = e->tr;
-
-    atomic_store(&tr->xfailed, 0);
-    if (e->crew != NULL) {
-        unsigned n = e->R < SIM_MAX_IPUS ? e->R : SIM_MAX_IPUS;
-        memset(e->trc, 0, n * sizeof(*e->trc));
-        sim_crew_run(e->crew, e, train_job, &id);
-        return sim_exe_crew_status(e, n, err);
-    }
-    for (unsigned d = 0; d < e->D; d++) {
-        memset(tr->grads, 0, e->n_train * sizeof(float));
-        for (unsigned a = 0; a < tr->A; a++) {
-            int rc = train_step(e, d, a, 0, id, err);
-            if (rc != 0)
-                return rc;
-        }
-        int rc = sim_train_reduce(e, err);
-        if (rc != 0)
-            return rc;
-        sim_optim_step(e);
-    }
-    return 0;
+    sim_optim_step(e);
+    if (!last)
+        memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
 }

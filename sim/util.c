@@ -1,5 +1,5 @@
 /*
- * util.c — small helpers for the whole library: error formatting, dtype tables, shape
+ * util.c — small helpers for the whole library (error formatting is err.c's): dtype tables, shape
  * arithmetic (element counts checked against SIM_MAX_ELEMS without overflow, numpy
  * broadcasting), typed element access and a string map.
  *
@@ -12,40 +12,6 @@
 
 #include "half.h"
 #include "sim_int.h"
-
-int
-sim_err_set(struct sim_err *err, int code, const char *fmt, ...)
-{
-    if (err != NULL) {
-        va_list ap;
-        err->code = code;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
-void
-sim_err_prefix(struct sim_err *err, const char *fmt, ...)
-{
-    char out[sizeof(err->msg)];
-    size_t hl, ol;
-    va_list ap;
-
-    if (err == NULL)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(out, sizeof(out), fmt, ap);
-    va_end(ap);
-    hl = strlen(out);
-    ol = strnlen(err->msg, sizeof(err->msg));
-    if (ol > sizeof(out) - 1 - hl)
-        ol = sizeof(out) - 1 - hl;
-    memcpy(out + hl, err->msg, ol);
-    out[hl + ol] = '\0';
-    memcpy(err->msg, out, hl + ol + 1);
-}
 
 bool
 sim_dtype_ok(int dtype)

@@ -9,7 +9,8 @@ from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_prin
                   nop, recomputationCheckpoint, serializedMatMul, set_available_memory)
 from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
 from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
-                     SerialPhasedExecution, ShardedExecution, Stage, removeBlocks)
+                     SerialPhasedExecution, ShardedExecution, Stage, module_repr,
+                     removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
 from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
                     HalfFloatCastingBehavior, Liveness, MatMulSerializationMode,
@@ -17,6 +18,7 @@ from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
                     ReductionType, SharingStrategy, SyncPattern, VariableRetrievalMode)
 from .errors import Error, RecoverableError, UnrecoverableError
 from .executor import PoplarExecutor, inferenceModel, trainingModel
+from ._persist import load
 from .options import Options, TensorLocationSettings
 
 __version__ = "0.1.0"
@@ -24,8 +26,19 @@ symbolics.register()
 
 
 def ipuHardwareIsAvailable(num_ipus=1):
-    """False: ipuofd's IPUs are simulated."""
-    return False
+    """True when an ipuofd answers at IPUOF_SERVER (or 127.0.0.1:50052) and serves at
+    least num_ipus IPUs: its simulated IPUs are the hardware PopTorch programs run on, so
+    programs (and Lightning) that use the IPU only when this is True use them."""
+    from ._introspect import hardware_available
+    return hardware_available(num_ipus)
+
+
+def ipuHardwareVersion():
+    """2: ipuofd simulates Mk2 IPUs (GC200); Error when no daemon serves IPUs."""
+    from ._introspect import hardware_available
+    if not hardware_available(1):
+        raise Error("ipuHardwareVersion: no ipuofd serving IPUs answers at IPUOF_SERVER")
+    return 2
 
 
 def isRunningOnIpu():
@@ -44,5 +57,6 @@ __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "Bloc
            "setLogLevel", "CPU", "MultiConv", "NameScope", "cond", "custom_op", "for_loop",
            "ipu_print_tensor", "nop", "recomputationCheckpoint", "serializedMatMul",
            "set_available_memory", "ops", "TensorLocationSettings", "UnrecoverableError",
-           "identity_loss", "inferenceModel", "ipuHardwareIsAvailable", "isRunningOnIpu", "optim",
-           "library_path", "removeBlocks", "trainingModel"]
+           "identity_loss", "inferenceModel", "load", "ipuHardwareIsAvailable", "ipuHardwareVersion", "isRunningOnIpu",
+           "optim",
+           "library_path", "module_repr", "removeBlocks", "trainingModel"]

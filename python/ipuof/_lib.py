@@ -244,6 +244,16 @@ if PLACEMENT:
 if JOBS:
     ffi.cdef("int ipuof_process_env(unsigned *process_id, unsigned *num_processes, "
              "char *err, size_t errlen);")
+# The daemon's IPU count (ipuHardwareIsAvailable) and the simulated clock's figures of a
+# run (perf counters, cycleCount); has() tells whether the loaded library exports them.
+ffi.cdef("""
+typedef struct ipuof_status_report ipuof_status_report;
+int ipuof_status(ipuof_client *c, ipuof_status_report **out);
+void ipuof_status_report_free(ipuof_status_report *r);
+size_t ipuof_status_report_ipu_count(const ipuof_status_report *r);
+int ipuof_model_run_cost(const ipuof_model *m, double *device_seconds,
+                         double *samples_per_s, int *bottleneck_stage);
+""")
 lib = ffi.dlopen(path)
 
 

@@ -5,8 +5,11 @@ A block is marked in the model with poptorch.Block (a context manager, or the de
 BlockFunction), or by BeginBlock on a layer. While the model is captured
 (torch.onnx.export), a module forward pre-hook records which modules run inside which
 block; torch 1.13 names every ONNX node after its module path ("/layer1/conv/Conv"), so a
-block becomes the prefixes "/layer1/" of its modules. Ops outside any module stay with the
-block of their producer, as the daemon places them.
+block becomes the prefixes "/layer1/" of its modules. A Block context pushes a tracing
+scope of its own while the exporter traces, so every op run inside it, inline ops too, is
+named under "/ipuof_block_N/" (below the path of the module that opened it), that
+block's prefix. Other ops outside any module stay with
+the block of their producer, as the daemon places them.
 """
 import functools
 import threading
@@ -33,6 +36,8 @@ class _Recorder:
         self.blocks = {}          # user_id -> {"ipu": id or None, "prefixes": [...]}
         self.order = []           # user ids in the order they were first seen
         self.handle = None
+        self.scoped = 0           # Block contexts open with a tracing scope
+        self.scopes = 0           # tracing scopes made (their names are numbered)
 
     def __enter__(self):
         _state.recorder = self
@@ -52,11 +57,31 @@ class _Recorder:
             b["ipu"] = ipu_id
         return b
 
+    def prune(self, node_names):
+        """The prefixes as the ONNX graph names them: a Block scope "/ipuof_block_N/"
+        sits under the path of the module whose forward opened it
+        ("/model/ipuof_block_0/..."), so it becomes the node-name prefixes up to it; a
+        prefix no node name starts with (a Block around no op) is dropped, since the
+        daemon refuses one that matches no node."""
+        for b in self.blocks.values():
+            out = []
+            for p in b["prefixes"]:
+                if p.startswith("/ipuof_block_"):
+                    found = {n[:n.index(p) + len(p)] for n in node_names if p in n}
+                elif any(n.startswith(p) for n in node_names):
+                    found = {p}
+                else:
+                    found = set()
+                out += sorted(f for f in found if f not in out)
+            b["prefixes"] = out
+
     def _pre(self, module, args):
         begin = getattr(module, "_ipuof_begin_block", None)
         if begin is not None:
             self.begun = begin
             self._block(*begin)
+        if self.scoped:
+            return  # inside a Block context: its tracing scope names the module's nodes
         current = self.stack[-1] if self.stack else self.begun
         path = self.paths.get(id(module))
         if current is None or not path:
@@ -96,15 +121,32 @@ class Block:
 
     def __enter__(self):
         rec = _recording()
+        self._scope = False
         if rec is not None:
             rec.stack.append((self.user_id, self.ipu_id))
-            rec._block(self.user_id, self.ipu_id)
+            b = rec._block(self.user_id, self.ipu_id)
+            state = torch._C._get_tracing_state()
+            if state is not None:
+                # While torch.onnx.export traces, the ops run here (inline ones too, not
+                # only modules') get node names under a scope of this block's own.
+                name = f"ipuof_block_{rec.scopes}"
+                rec.scopes += 1
+                state.push_scope(f"poptorch.Block::{name}")
+                b["prefixes"].append(f"/{name}/")
+                rec.scoped += 1
+                self._scope = True
         return self
 
     def __exit__(self, *exc):
         rec = _recording()
         if rec is not None and rec.stack:
             rec.stack.pop()
+        if self.__dict__.get("_scope"):
+            self._scope = False
+            rec.scoped -= 1
+            state = torch._C._get_tracing_state()
+            if state is not None:
+                state.pop_scope()
         return False
 
 
@@ -125,10 +167,36 @@ def BeginBlock(layer, user_id=None, ipu_id=None):
     that run after it, up to the next BeginBlock, form the block. Returns layer."""
     if not isinstance(layer, torch.nn.Module):
         raise ValueError("BeginBlock expects a torch.nn.Module")
+    layer._ipuof_begin_block_args = (user_id, ipu_id)  # as given, for module_repr
     if user_id is None:
         user_id = str(id(layer))
     layer._ipuof_begin_block = (str(user_id), ipu_id)
     return layer
+
+
+def module_repr(m):
+    """torch's repr of module m with each BeginBlock mark shown before the module it
+    starts, as PopTorch's module_repr shows its block pre-hooks:
+    "(l1): BeginBlock(user_id=None, ipu_id=1) Linear(...)"."""
+    lines = []
+    extra = m.extra_repr()
+    extra_lines = extra.split("\n") if extra else []
+    child_lines = []
+    for key, child in m._modules.items():
+        text = "\n  ".join(module_repr(child).split("\n"))
+        child_lines.append(f"({key}): {text}")
+    lines = extra_lines + child_lines
+    mark = ""
+    args = m.__dict__.get("_ipuof_begin_block_args")
+    if args is not None and hasattr(m, "_ipuof_begin_block"):
+        mark = f"BeginBlock(user_id={args[0]}, ipu_id={args[1]}) "
+    out = mark + m._get_name() + "("
+    if lines:
+        if len(extra_lines) == 1 and not child_lines:
+            out += extra_lines[0]
+        else:
+            out += "\n  " + "\n  ".join(lines) + "\n"
+    return out + ")"
 
 
 def removeBlocks(module):
@@ -136,6 +204,7 @@ def removeBlocks(module):
     for m in module.modules():
         if hasattr(m, "_ipuof_begin_block"):
             del m._ipuof_begin_block
+        m.__dict__.pop("_ipuof_begin_block_args", None)
 
 
 class Stage:

@@ -86,6 +86,8 @@ class DataLoader(tud.DataLoader):
                  mode=enums.DataLoaderMode.Sync, async_options=None,
                  rebatched_worker_size=None, **kwargs):
         batch_sampler = kwargs.pop("batch_sampler", None)
+        if hasattr(options, "_freeze"):
+            options._freeze()  # PopTorch's rule: a change after the loader took them raises
         if batch_sampler is not None:
             self._init_user_sampler(options, dataset, batch_sampler, batch_size, shuffle,
                                     num_workers, drop_last, persistent_workers,

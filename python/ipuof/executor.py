@@ -14,8 +14,6 @@ its weights from the host module, and again whenever a training model ran since.
 """
 import atexit
 import contextlib
-import inspect
-import io
 import json
 import os
 import warnings
@@ -23,55 +21,14 @@ import weakref
 
 import torch
 
-from . import _device, _lib, blocks, capture, enums, optim, profiling
+from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
+               _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
 from .errors import Error, RecoverableError
 from .options import Options
 
 ffi = _lib.ffi
 
-_training_executors = weakref.WeakSet()
 _executors = weakref.WeakSet()  # models that ran with profiling: timelines drawn at exit
-_generation = [0]       # bumped by every training call: inference models re-upload
-_hooked_classes = {}    # original module class -> its weight-syncing subclass
-
-
-def _sync_host():
-    """Copies the weights of every training model whose host copy is stale."""
-    for ex in list(_training_executors):
-        if ex._host_stale:
-            ex.copyWeightsToHost()
-
-
-def _hooked_class(cls):
-    """A subclass of cls whose weight accessors first bring stale weights back from the
-    device."""
-    h = _hooked_classes.get(cls)
-    if h is not None:
-        return h
-
-    def __getattr__(self, name):
-        _sync_host()
-        return cls.__getattr__(self, name)
-
-    def state_dict(self, *args, **kwargs):
-        _sync_host()
-        return cls.state_dict(self, *args, **kwargs)
-
-    def named_parameters(self, *args, **kwargs):
-        _sync_host()
-        return cls.named_parameters(self, *args, **kwargs)
-
-    def named_buffers(self, *args, **kwargs):
-        _sync_host()
-        return cls.named_buffers(self, *args, **kwargs)
-
-    h = type(cls.__name__, (cls,), {
-        "__getattr__": __getattr__, "state_dict": state_dict,
-        "named_parameters": named_parameters, "named_buffers": named_buffers,
-        "_ipuof_original_class": cls, "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__})
-    _hooked_classes[cls] = h
-    return h
 
 
 _OUTPUT_KINDS = {enums.OutputMode.Default: _lib.OUTPUT_DEFAULT,
@@ -95,13 +52,32 @@ def _profiling_dir(options):
     return options._values.get("profiling_dir")
 
 
-class PoplarExecutor:
+class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeights):
     """A module compiled for (simulated) IPUs. Call it as the module itself."""
 
     def __init__(self, model, options, training, optimizer=None):
+        if isinstance(model, PoplarExecutor):
+            # PopTorch's inferenceModel(training_model): the same module, and its options
+            # (a copy) unless others are given.
+            if options is None:
+                options = model._options.clone()
+            model = model._user_model
         if not isinstance(model, torch.nn.Module):
             raise Error("poptorch expects a torch.nn.Module")
-        options = options if options is not None else Options()
+        if options is not None:
+            if not isinstance(options, Options):
+                raise Error(f"Invalid type: 'options' is of type {type(options)} "
+                            "(Expected poptorch.Options)")
+            # PopTorch's rule: the caller's options are frozen (a change after a model
+            # took them raises) and the model keeps its own copy.
+            options._freeze()
+            options = options.clone()
+        else:
+            options = Options()
+        if options.output_mode == enums.OutputMode.Default:
+            # All results in inference, the last one in training (PopTorch's default).
+            options.outputMode(enums.OutputMode.Final if training else enums.OutputMode.All)
+        options._freeze()
         if not training and options.Training.gradient_accumulation != 1:
             msg = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or "
                    "leave it as its default value (1) when running a "
@@ -126,17 +102,19 @@ class PoplarExecutor:
         self._host_stale = False
         self._trace = None           # the trace file profiling writes, or None
         self._trace_pending = False  # a run wrote it since the last timeline
-        self._uploaded_generation = _generation[0]
+        self._uploaded_generation = _hostsync.generation[0]
         self._weights = {}
+        self._anchors = []           # Options.anchorTensor's (_anchors.Anchor)
+        self._anchor_values = {}     # short name -> the last run's value
+        self._clock = _introspect.RunClock()
+        self._steps_run = 0          # device steps since the generators were seeded
+        self._device_buffers = {}    # buffer values the device computes with (inference)
         self._names = []
         self._template = None
         self._destroyed = False
         self.model = model
         if training:
-            _training_executors.add(self)
-            for m in model.modules():
-                if not hasattr(type(m), "_ipuof_original_class"):
-                    m.__class__ = _hooked_class(type(m))
+            _hostsync.hook(self, model)
 
     # ---- capture and compile ----------------------------------------------------------
 
@@ -194,138 +172,6 @@ class PoplarExecutor:
             return ()
         return [f"output{i}" for i in range(n_out)]
 
-    def _probe(self, call, sample):
-        """Runs the module once on the host on copies of sample, with no side effects on
-        the host (capture.no_side_effects), to learn its output structure, the inputs it
-        changes in place and, when training, which output is the loss. Returns the
-        capture.Probe."""
-        m = self._user_model
-        record = capture.Probe()
-        was_training = m.training
-        m.train(self._training)
-        try:
-            with capture.no_side_effects(m), \
-                    torch.enable_grad() if self._training else torch.no_grad():
-                capture.as_float32(m)
-                before = capture.buffer_versions(m)
-                capture.run_flat(m, call, [t.clone() for t in sample], record)
-                changed = capture.changed_buffers(m, before)
-        finally:
-            m.train(was_training)
-        if changed:
-            raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
-                        "ipuofd does not keep such changes between device steps yet (only "
-                        "BatchNorm's running statistics are updated on the device), so the "
-                        "model would compute with stale values; keep the value outside the "
-                        "module or compute it on the host")
-        if self._training and record.loss is None:
-            flat = record.flat
-            cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
-            named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
-            if not cands:
-                raise Error("a training model must return its loss: forward() returned no "
-                            "scalar that depends on trainable weights (return (output, loss) "
-                            "or loss, or mark it with poptorch.identity_loss)")
-            record.loss = (named or cands)[0]
-        record.flat = None
-        return record
-
-    def _export(self, call, sample, record):
-        """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
-        the blocks recorder; no side effects on the host."""
-        m = self._user_model
-        n_out = record.n_graph()
-        was_training = m.training
-        m.train(self._training)
-        mode = torch.onnx.TrainingMode.TRAINING if self._training \
-            else torch.onnx.TrainingMode.EVAL
-        f = io.BytesIO()
-        rec = blocks._Recorder(m)
-        try:
-            with rec, capture.no_side_effects(m) as snap, \
-                    capture.flat_forward(m, call, record), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                capture.as_float32(m)
-                torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
-                                  training=mode, do_constant_folding=False,
-                                  input_names=list(call.names),
-                                  output_names=[f"output{i}" for i in range(n_out)])
-                onnx_bytes = capture.fix_initializers(f.getvalue(), snap.changed())
-                if self._half:
-                    onnx_bytes = capture.type_float16(
-                        onnx_bytes, self._half_inputs,
-                        self._half_outputs(n_out) if not self._training else ())
-        except Exception as exc:  # noqa: B902 - any failure of the exporter
-            failure = exc if isinstance(exc, Error) else \
-                Error(f"capturing the model with torch.onnx.export failed: {exc}")
-        else:
-            failure = None
-        finally:
-            m.train(was_training)
-        if failure is not None:
-            # Raised afresh, without the exporter's frames: their arguments are TorchScript
-            # values of a graph freed by now, and printing them (as pytest does with a
-            # traceback's arguments) crashes the interpreter.
-            failure.__traceback__ = None
-            failure.__context__ = None
-            failure.__cause__ = None
-            raise failure
-        return onnx_bytes, rec
-
-    def _placement(self, rec):
-        """(IPUs per replica, placement dict or None) from the strategy, the recorded
-        blocks and the tensor locations; Error when they need options the library does
-        not have."""
-        o = self._options
-        strategy = o.execution_strategy
-        off_chip = o.TensorLocations.off_chip()
-        if not self._training:
-            # Inference has no optimizer state or accumulators: PopTorch ignores these
-            # locations there (the tutorial clones its training options).
-            off_chip = [k for k in off_chip if k not in ("optimizer", "accumulators")]
-        blocks_list = []
-        if strategy is not None:
-            blocks_list = strategy.placement(rec.blocks, rec.order)
-        elif rec.order and all(rec.blocks[b]["ipu"] is not None for b in rec.order):
-            # Blocks with IPUs and no strategy: PopTorch pipelines them, a stage per IPU.
-            blocks_list = blocks.PipelinedExecution().placement(rec.blocks, rec.order)
-        ipus = max(p[2] for p in blocks_list) + 1 if blocks_list else 1
-        if not (strategy or blocks_list or off_chip):
-            return 1, None
-        if _lib.PLACEMENT:
-            return ipus, {"strategy": strategy.code if strategy else 0,
-                          "blocks": blocks_list, "off_chip": off_chip}
-        needs = []
-        if ipus > 1:
-            needs.append(f"placing blocks on {ipus} IPUs")
-        if off_chip:
-            needs.append("off-chip tensor locations (" + ", ".join(off_chip) + ")")
-        if needs:
-            raise Error(", ".join(needs) + " is not supported by this libipuof-client yet "
-                        f"({_lib.path}): the multi-IPU placement options are not in its API")
-        warnings.warn(f"{type(strategy).__name__ if strategy else 'Blocks'}: every block "
-                      "is on IPU 0, so the model runs as one stage on one IPU (this "
-                      "libipuof-client has no placement options yet)", stacklevel=4)
-        return 1, None
-
-    def _attach(self, ipus_per_replica):
-        o = self._options
-        nproc = o.Distributed.numProcesses
-        # A job of several processes attaches its whole partition from each process.
-        n = o.replication_factor * ipus_per_replica * nproc
-        if n & (n - 1) and not o.auto_round_num_ipus:
-            p = 1
-            while p < n:
-                p <<= 1
-            raise Error(f"The model specifies the use of {n} IPUs, however PopTorch must "
-                        f"reserve a minimum of {p} in order to allow the model to run, "
-                        "because PopTorch must reserve a power of 2 or maximum of 64 IPUs "
-                        "per process. Please reconfigure your model to use a different "
-                        "number of IPUs or set poptorch.Options().autoRoundNumIPUs(True).")
-        self._conn = _device.Connection(_device.program_name())
-        wait = bool(os.environ.get("POPTORCH_WAIT_FOR_IPU"))
-        self._conn.attach(n, o.auto_round_num_ipus, wait, 0, o.Distributed.processId, nproc)
-
     def _revive(self):
         """After destroy(), the next call or compile() starts again: a new capture and a
         new compile (PopTorch's rule, used to change a model's inputs)."""
@@ -333,14 +179,18 @@ class PoplarExecutor:
         self._onnx = None
         self._exe = None
         if self._training:
-            _training_executors.add(self)
-            for m in self._user_model.modules():
-                if not hasattr(type(m), "_ipuof_original_class"):
-                    m.__class__ = _hooked_class(type(m))
+            _hostsync.hook(self, self._user_model)
 
     def compile(self, *args, **kwargs):
         """Captures and compiles the model for inputs like args (a whole combined batch),
         without running it."""
+        # Under torch.inference_mode() the capture's copies of the inputs would be
+        # inference tensors, which keep no version counter (the capture reads it to find
+        # inputs the model changes in place).
+        with torch.inference_mode(False):
+            self._compile(args, kwargs)
+
+    def _compile(self, args, kwargs):
         if self._destroyed:
             self._revive()
         if self._exe is not None or self._onnx is not None:
@@ -354,7 +204,7 @@ class PoplarExecutor:
             warnings.warn("profiling (POPLAR_ENGINE_OPTIONS autoReport) is not available "
                           "yet: this libipuof-client cannot fetch an execution trace",
                           stacklevel=2)
-        _sync_host()
+        _hostsync.sync()
         call = self._bind(args, kwargs)
         inputs = list(zip(call.names, call.leaves))
         micro = self._micro_batch(inputs)
@@ -363,17 +213,19 @@ class PoplarExecutor:
         sample = [(self._host_tensor(t)[:b] if b is not None else self._host_tensor(t)).clone()
                   for t, b in zip(call.leaves, micro)]
         # A float16 model (or float16 inputs) is captured and run in float32, its floating
-        # outputs given back as float16. Its float16 inputs and (inference) outputs travel
-        # as float16 (capture.type_float16).
+        # outputs given back as float16: the daemon has no float16 tensors yet.
         self._half = capture.widened_half(self._user_model, call.leaves)
         self._half_inputs = {n for n, t in zip(call.names, call.leaves)
                              if t.dtype == torch.float16}
-        record = self._probe(call, sample)
+        record = _graph.probe(self._user_model, self._training, call, sample,
+                              o.replication_factor)
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors
-        self._onnx, rec = self._export(call, sample, record)
-        ipus, self._placement_opts = self._placement(rec)
+        self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
+        self._check_buffer_names()
+        self._onnx, rec = self._export_graph(call, sample, record)
+        ipus, self._placement_opts = _placement.placement(o, self._training, rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
@@ -386,22 +238,53 @@ class PoplarExecutor:
             replicas=o.replication_factor,
             output_kinds=[(nm, k, n if k == kind else 0)
                           for nm, k in zip(self._out_names, kinds)])
+        for a in self._anchors:
+            if a.kind == "value" and a.long not in self._out_names:
+                k = _OUTPUT_KINDS[a.mode]
+                self._compile_args["output_kinds"].append(
+                    (a.long, k, a.period if a.mode == enums.OutputMode.EveryN else 0))
         self._ipus = ipus
-        self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         o._freeze()
         if o.connection_type == enums.ConnectionType.Always and record.n_graph() > 0:
             self._compile_on_device()
 
-    def _training_args(self):
-        o = self._options
+    def _export_graph(self, call, sample, record):
+        """The ONNX bytes of the module (with the anchored tensors as extra outputs) and
+        the blocks recorder."""
+        half = None
+        if self._half:
+            half = (self._half_inputs,
+                    self._half_outputs(record.n_graph()) if not self._training else ())
+        onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
+                                        record, half)
+        onnx_bytes, self._anchors = _anchors.plan(
+            self._options, self._training, onnx_bytes, self._trainable(), self._steps())
+        return onnx_bytes, rec
+
+    def _frozen(self):
+        """The names of the parameters a training model does not update."""
         trainable = set()
         if self._optimizer is not None:
             for g in self._optimizer.param_groups:
                 trainable.update(id(p) for p in g["params"])
-        frozen = [k for k, v in self._weights.items()
-                  if isinstance(v, torch.nn.Parameter) and
-                  (not v.requires_grad or (self._optimizer is not None and
-                                           id(v) not in trainable))]
+        no_grad = set(getattr(self._record, "no_grad", ()))  # detached or unused
+        return [k for k, v in self._weights.items()
+                if isinstance(v, torch.nn.Parameter) and
+                (not v.requires_grad or k in no_grad or
+                 (self._optimizer is not None and id(v) not in trainable))]
+
+    def _trainable(self):
+        """The names of the weights a training model updates (empty for inference)."""
+        if not self._training:
+            return set()
+        frozen = set(self._frozen())
+        return {k for k, v in self._weights.items()
+                if isinstance(v, torch.nn.Parameter) and k not in frozen}
+
+    def _training_args(self):
+        o = self._options
+        inits = set(_anchors.graph_names(self._onnx)[1])
+        frozen = [k for k in self._frozen() if k in inits]  # the daemon knows the graph's
         red = _lib.REDUCTION_SUM if o.Training.accumulation_and_replication_reduction_type \
             == enums.ReductionType.Sum else _lib.REDUCTION_MEAN
         seed = o.random_seed if o.random_seed is not None else 0
@@ -413,8 +296,8 @@ class PoplarExecutor:
     def _recapture(self):
         """An inference model's weights are constants of its graph: after the host's
         weights changed, the graph is captured again and compiled on the same partition."""
-        _sync_host()
-        self._onnx, _ = self._export(self._call, self._sample, self._record)
+        _hostsync.sync()
+        self._onnx, _ = self._export_graph(self._call, self._sample, self._record)
         if self._exe is not None:
             self._exe.free()
             self._exe = None
@@ -425,7 +308,7 @@ class PoplarExecutor:
             raise Error("this model was compiled with connectionType(ConnectionType.Never): "
                         "it cannot be run; use ConnectionType.Always or OnDemand")
         if attach:
-            self._attach(self._ipus)
+            self._conn = _placement.attach(self._options, self._ipus)
         name = "training" if self._training else "inference"
         # Options.enableProfiling(dir) as the environment switch the library reads.
         prof = self._options._values.get("profiling_dir")
@@ -452,7 +335,7 @@ class PoplarExecutor:
                 raise Error(f"the compiled model wants an input '{info['name']}' the call "
                             "does not give")
         self._order = [self._names.index(i["name"]) for i in self._exe.inputs]
-        self._uploaded_generation = _generation[0]
+        self._uploaded_generation = _hostsync.generation[0]
         if self._training:
             optim.attached(self)  # optimizer state loaded or kept on the host goes up
 
@@ -483,19 +366,25 @@ class PoplarExecutor:
             # Nothing comes back and nothing changes: the device has nothing to do.
             self._call.conform(self._bind(args, kwargs))
             return capture.unflatten(self._record.out_spec, iter([]))
+        if not self._training and self._uploaded_generation != _hostsync.generation[0]:
+            self._recapture()  # the host's weights changed (a training model ran)
         if self._exe is None:
+            # The first run, or the first after detachFromDevice(): a training model's
+            # graph holds the weights of its capture, so the host's are written.
             self._compile_on_device()
+            if self._training and self.__dict__.get("_detached"):
+                self.copyWeightsToDevice()
+            self._detached = False
         if self._training:
             key = optim.key(self._optimizer)
             if key != self._opt_key:
                 self.setOptimizer(self._optimizer)
-        elif self._uploaded_generation != _generation[0]:
-            self._recapture()
         call = self._bind(args, kwargs)
         leaves = self._call.conform(call)
         inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._wire_tensor(*inputs[i])) for i in self._order]
+        start = _introspect.now()
         try:
             self._exe.run(tensors)
         except RecoverableError as exc:
@@ -504,6 +393,9 @@ class PoplarExecutor:
             if exc.recovery_action in ("REATTACH", "RETRY", "PARTITION_RESET", "IPU_RESET"):
                 self._release()
             raise
+        self._clock.record(start, self._exe)
+        self._steps_run += self._options.device_iterations * \
+            self._options.Training.gradient_accumulation
         flat = []
         for i in range(len(self._exe.outputs)):
             shape, dtype, buf = self._exe.output(i)
@@ -512,101 +404,31 @@ class PoplarExecutor:
             if not self._exe.outputs[i]["step"] and t.numel() == 1:
                 t = t.reshape(())
             flat.append(t)
+        rec = self._record
         if self._half:
             flat = [t.half() if t.is_floating_point() else t for t in flat]
-        rec = self._record
+        # An output torch gives as float16, bfloat16 or float64 (nansum(dtype=...),
+        # .double()) was computed in float32 by the daemon: given back in torch's dtype.
+        for i, dt in enumerate(getattr(rec, "out_dtypes", ())[:len(flat)]):
+            if dt in capture.WIDENED and flat[i].dtype == torch.float32:
+                flat[i] = flat[i].to(dt)
         for k, i in enumerate(rec.mutated):
             self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
         first_print = rec.n_graph() - len(rec.prints)
         for k, title in enumerate(rec.prints):
             t = flat[first_print + k]
             print(f"{title}: {t}" if title else str(t), flush=True)
+        self._read_anchors(flat)
         if self._training:
             self._host_stale = True
-            _generation[0] += 1
+            _hostsync.generation[0] += 1
             self._count_batches()
         if self._trace:
             self._trace_pending = True
             _executors.add(self)
         return capture.unflatten(rec.out_spec, iter(flat[:rec.n_out]))
 
-    def _count_batches(self):
-        """BatchNorm's num_batches_tracked is not part of the ONNX graph: the host counts
-        the run's forward passes (deviceIterations x gradientAccumulation), as torch's
-        calls would have."""
-        o = self._options
-        steps = o.device_iterations * o.Training.gradient_accumulation
-        with torch.no_grad():
-            for m in self._user_model.modules():
-                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and \
-                        m.track_running_stats:
-                    n = m._buffers.get("num_batches_tracked")
-                    if n is not None:
-                        n.add_(steps)
-
-    def _copy_back(self, dst, value, name):
-        """An input the model changes in place gets the device's value, as torch's call
-        would have left it."""
-        if value.numel() != dst.numel():
-            warnings.warn(f"the model changes its input '{name}' in place, but the device "
-                          f"returned {tuple(value.shape)} for its {tuple(dst.shape)}: the "
-                          "host's tensor is left as it was", stacklevel=3)
-            return
-        with torch.no_grad():
-            dst.copy_(value.reshape(dst.shape).to(dst.dtype))
-
     # ---- weights, optimizer, device ----------------------------------------------------
-
-    def copyWeightsToHost(self):
-        """Copies the device's weights (and BatchNorm statistics) into the host module."""
-        if self._exe is None:
-            return
-        self._host_stale = False
-        with torch.no_grad():
-            for name, _dtype, _shape, _kind in self._exe.weights():
-                t = self._weights.get(name)
-                if t is None:
-                    continue
-                dt = torch.float32 if t.dtype in capture.WIDENED else t.dtype
-                buf = torch.empty(t.shape, dtype=dt)
-                self._exe.read_weight(name, buf)
-                t.data.copy_(buf)
-
-    def copyWeightsToHostIfNeeded(self):
-        if self._host_stale:
-            self.copyWeightsToHost()
-
-    def copyWeightsToDevice(self):
-        """Copies the host module's weights to the device."""
-        if self._exe is None:
-            return
-        if not self._training:
-            self._recapture()
-            return
-        with torch.no_grad():
-            for name, _dtype, _shape, _kind in self._exe.weights():
-                t = self._weights.get(name)
-                if t is not None:
-                    v = t.detach()
-                    if v.dtype in capture.WIDENED:
-                        v = v.float()
-                    self._exe.write_weight(name, v.contiguous())
-        self._uploaded_generation = _generation[0]
-
-    def load_state_dict(self, state_dict, strict=True):
-        """Loads state_dict into the host module and, as PopTorch's wrapper does, onto the
-        device: a model on the device gets the weights copied there, a compiled one not
-        yet on the device is captured again with them. Returns the module's result
-        (missing and unexpected keys)."""
-        _sync_host()
-        result = self._user_model.load_state_dict(state_dict, strict)
-        self._host_stale = False
-        _generation[0] += 1  # other models of the same module take the new weights too
-        if self._exe is not None:
-            self.copyWeightsToDevice()
-        elif self._onnx is not None:
-            self._onnx, _ = self._export(self._call, self._sample, self._record)
-        return result
 
     def setOptimizer(self, optimizer):
         """New hyper-parameters (same kind of optimizer), applied without recompiling."""
@@ -621,17 +443,32 @@ class PoplarExecutor:
     def isCompiled(self):
         return self._exe is not None
 
+    @property
+    def options(self):
+        """The model's own copy of the options it was given (frozen once compiled)."""
+        return self._options
+
+    @property
+    def _executable(self):
+        """PopTorch's private handle, which Lightning reads to know whether the model is
+        compiled: the model on the daemon while attached, the compiled graph (ONNX bytes)
+        while detached, None before compiling and after destroy()."""
+        exe = self.__dict__.get("_exe")
+        return exe if exe is not None else self.__dict__.get("_onnx")
+
     def isAttachedToDevice(self):
         return self._exe is not None
 
     def detachFromDevice(self):
         """Returns the IPUs to the daemon's pool; the host keeps the weights and the
-        optimizer's state. attachToDevice() compiles again and sends both back."""
+        optimizer's state. attachToDevice() (or the next call) compiles again and sends
+        both back."""
         if self._exe is None:
             raise Error("Device is not attached")
         if self._training:
             self.copyWeightsToHostIfNeeded()
             optim.pull(self)
+            self._detached = True
         self._release()
 
     def attachToDevice(self):
@@ -673,12 +510,8 @@ class PoplarExecutor:
         self._release()
         self._destroyed = True
         self._onnx = None
-        _training_executors.discard(self)
-        if self._training and not any(True for _ in _training_executors):
-            for m in self._user_model.modules():
-                orig = getattr(type(m), "_ipuof_original_class", None)
-                if orig is not None:
-                    m.__class__ = orig
+        if self._training:
+            _hostsync.unhook(self, self._user_model)
 
     def __del__(self):
         try:
@@ -694,8 +527,8 @@ class PoplarExecutor:
         return getattr(model, name)
 
     def __repr__(self):
-        return f"{'training' if self._training else 'inference'}Model(" + \
-            repr(self._user_model) + ")"
+        # PopTorch's: the wrapped module's repr with its BeginBlock marks.
+        return blocks.module_repr(self._user_model)
 
 
 @atexit.register

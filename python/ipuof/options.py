@@ -21,11 +21,11 @@ from .errors import Error
 # accepted with a warning so PopTorch programs run unchanged.
 _IGNORED = {
     "Options": ("enableExecutableCaching", "useIpuModel", "enableSyntheticData",
-                "logCycleCount", "enableStableNorm", "syncPattern", "useIpuId",
+                "enableStableNorm", "syncPattern", "useIpuId",
                 "showCompilationProgressBar", "relaxOptimizerAttributesChecks",
                 "setAvailableMemoryProportion", "broadcastBuffers", "maxRepeatLogs",
-                "modelName", "disableModuleNamescope", "updatableNamedBuffers",
-                "sourceLocationExcludes", "appendToLocationExcludes", "anchorTensor",
+                "modelName", "disableModuleNamescope",
+                "sourceLocationExcludes", "appendToLocationExcludes",
                 "useOfflineIpuTarget", "loadFromFile"),
     "_TrainingOptions": ("setMeanAccumulationAndReplicationReductionStrategy",
                          "setAutomaticLossScaling", "setConvolutionDithering"),
@@ -227,6 +227,7 @@ class _PopartOptions(_OptionsDict):
     """PopART session options: none has a meaning on ipuofd."""
 
     def set(self, key, value):
+        self._check_frozen()
         if ("_Popart.set", key) not in _warned:
             _warned.add(("_Popart.set", key))
             warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
@@ -294,6 +295,7 @@ class Options(_OptionsDict):
         seed = random_seed
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"randomSeed expects an integer >= 0, not {seed!r}")
+        self._check_frozen()
         torch.manual_seed(seed)
         return self.set(random_seed=seed)
 
@@ -344,6 +346,44 @@ class Options(_OptionsDict):
     def logDir(self, log_dir):
         """Where profiling reports and logs go (default ".")."""
         return self.set(log_dir=str(log_dir))
+
+    def logCycleCount(self, log_cycle_count):
+        """Counts each run's cycles on the simulated clock (PoplarExecutor.cycleCount())."""
+        if not isinstance(log_cycle_count, bool):
+            raise ValueError("logCycleCount expects True or False, not "
+                             f"{log_cycle_count!r}")
+        return self.set(log_cycle_count=log_cycle_count)
+
+    def anchorTensor(self, short_name, long_name, output_mode=None, output_return_period=1):
+        """Makes the graph's tensor long_name (a name of getTensorNames()) readable after
+        each run as getAnchoredTensor(short_name); output_mode None takes the model's
+        outputs' mode."""
+        if not isinstance(short_name, str) or not isinstance(long_name, str):
+            raise ValueError("anchorTensor expects two names (str): the short name to read "
+                             "it by and the tensor's name in the graph")
+        if output_mode is not None:
+            output_mode = enums.OutputMode(output_mode)
+        if output_mode != enums.OutputMode.EveryN:
+            output_return_period = 1
+        elif not isinstance(output_return_period, int) or output_return_period < 1:
+            raise ValueError("OutputMode.EveryN needs output_return_period > 0")
+        self._check_frozen()
+        anchors = dict(self._values.get("anchored_tensors", {}))
+        anchors[short_name] = [long_name, output_mode is None, output_mode,
+                               output_return_period]
+        self._values["anchored_tensors"] = anchors
+        return self
+
+    @property
+    def anchored_tensors(self):
+        """{short name: [long name, mode is the outputs', mode, period]}, PopTorch's."""
+        return self._values.get("anchored_tensors", {})
+
+    def updatableNamedBuffers(self, buffers):
+        """The buffers copyNamedBuffersToDevice() copies to the device (by name)."""
+        if isinstance(buffers, str) or not all(isinstance(b, str) for b in buffers):
+            raise ValueError("updatableNamedBuffers expects a list of buffer names")
+        return self.set(updatable_named_buffers=list(buffers))
 
     def enableProfiling(self, directory="."):
         """Profiling into directory, as POPLAR_ENGINE_OPTIONS' autoReport does."""

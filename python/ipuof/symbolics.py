@@ -10,21 +10,30 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
   Where(Greater(beta * x, threshold), x, Softplus(beta * x) / beta).
 - aten::mse_loss and aten::l1_loss: the exporter has none (nn.MSELoss and nn.L1Loss could
   not be captured). (x - y)^2 and |x - y|, reduced by ReduceMean / ReduceSum or not.
-- aten::group_norm: the exporter's InstanceNormalization (on a reshaped input) is not an
-  op of the daemon; written as Reshape, ReduceMean, Sub, Mul, Sqrt, Div and the affine.
 - aten::nansum, aten::count_nonzero, aten::addmv: the exporter has none.
+- The out= forms of matmul, bmm, cumsum and addmv reach the exporter with one argument
+  more than its symbolics take: the same symbolic, then a Cast to out's dtype when it
+  differs (torch converts the result into out; cumsum casts its input to out's dtype
+  first, as torch sums in it).
 - aten::roll (the exporter does not reduce a shift modulo the size: a shift past the end
   gave other values) and aten::pairwise_distance (the exporter drops the absolute value
   and adds eps to p: NaN for odd p): torch's definitions.
 - ONNX ops the daemon lacks, written with ops it has: Tile (aten::repeat: Reshape, Expand,
   Reshape), PRelu (Relu(x) - w Relu(-x)), Selu and Celu (Elu), GatherElements
-  (aten::gather: a one-hot mask, multiplied and summed), InstanceNormalization
-  (aten::instance_norm: as group_norm with a group per channel).
+  (aten::gather: a one-hot mask, multiplied and summed).
+- aten::instance_norm with running statistics: with the input's statistics it is ONNX
+  InstanceNormalization (the exporter would reshape to a BatchNormalization over N*C
+  channels whose running statistics are repeated N times); in eval mode the running
+  statistics' normalisation. aten::group_norm is the exporter's own (InstanceNormalization
+  on a reshaped input, then the affine): the daemon has InstanceNormalization.
 - Losses the exporter lacks: smooth_l1, soft_margin, margin_ranking, poisson_nll (full
   Stirling term too) and triplet_margin (p-norm distances, swap), each torch's formula.
 """
 import torch
+from torch.onnx import _type_utils
 from torch.onnx import symbolic_helper as sym
+from torch.onnx import symbolic_opset9 as _opset9
+from torch.onnx import symbolic_opset11 as _opset11
 
 OPSET = 14
 _FLOAT = 1  # TensorProto.FLOAT
@@ -79,30 +88,6 @@ def mse_loss(g, self, target, reduction):
 
 def l1_loss(g, self, target, reduction):
     return _reduce(g, g.op("Abs", g.op("Sub", self, target)), reduction)
-
-
-def group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled):
-    """GroupNorm as the ops the daemon has (the exporter emits InstanceNormalization on a
-    reshaped input): per sample and group, (x - mean) / sqrt(var + eps) with the biased
-    variance, then the per-channel affine."""
-    groups = sym._maybe_get_const(num_groups, "i")
-    e = sym._maybe_get_const(eps, "f")
-    sizes = sym._get_tensor_sizes(input)
-    if sizes is None or any(d is None for d in sizes) or not isinstance(groups, int):
-        raise RuntimeError("group_norm: the input's shape must be known at capture")
-    n, c = sizes[0], sizes[1]
-    x = g.op("Reshape", input, g.op("Constant", value_t=torch.tensor([n, groups, -1])))
-    mean = g.op("ReduceMean", x, axes_i=[2], keepdims_i=1)
-    d = g.op("Sub", x, mean)
-    var = g.op("ReduceMean", g.op("Mul", d, d), axes_i=[2], keepdims_i=1)
-    y = g.op("Div", d, g.op("Sqrt", g.op("Add", var, _const(g, float(e), input))))
-    y = g.op("Reshape", y, g.op("Constant", value_t=torch.tensor(list(sizes))))
-    affine = torch.tensor([c] + [1] * (len(sizes) - 2))
-    if not sym._is_none(weight):
-        y = g.op("Mul", y, g.op("Reshape", weight, g.op("Constant", value_t=affine)))
-    if not sym._is_none(bias):
-        y = g.op("Add", y, g.op("Reshape", bias, g.op("Constant", value_t=affine)))
-    return y
 
 
 def _not_nan(g, x):
@@ -238,14 +223,17 @@ def gather(g, self, dim, index, sparse_grad=False):
 
 def instance_norm(g, input, weight, bias, running_mean, running_var, use_input_stats,
                   momentum, eps, cudnn_enabled):
-    """InstanceNorm (ONNX InstanceNormalization, not a daemon op): with the input's
-    statistics, GroupNorm with a group per channel; with running statistics, their
-    normalisation."""
+    """InstanceNorm: with the input's statistics ONNX InstanceNormalization, the daemon's
+    op (running statistics that torch would update in training are not: the capture's
+    buffer check refuses such a model); with running statistics, their normalisation."""
     use = sym._maybe_get_const(use_input_stats, "b")
     sizes = _sizes(input, "instance_norm")
-    if use:
-        return group_norm(g, input, sizes[1], weight, bias, eps, cudnn_enabled)
     e = float(sym._maybe_get_const(eps, "f"))
+    if use:
+        ones = torch.ones(sizes[1])
+        w = g.op("Constant", value_t=ones) if sym._is_none(weight) else weight
+        b = g.op("Constant", value_t=ones * 0) if sym._is_none(bias) else bias
+        return g.op("InstanceNormalization", input, w, b, epsilon_f=e)
     stat = _ints(g, [sizes[1]] + [1] * (len(sizes) - 2))
     y = g.op("Div", g.op("Sub", input, g.op("Reshape", running_mean, stat)),
              g.op("Sqrt", g.op("Add", g.op("Reshape", running_var, stat),
@@ -257,16 +245,59 @@ def instance_norm(g, input, weight, bias, running_mean, running_var, use_input_s
     return y
 
 
-def addmv(g, self, mat, vec, beta, alpha):
+def _as_out(g, result, out):
+    """result cast to the dtype of out (the out= form's destination), when given and of
+    another dtype: torch writes the result into out, converting it."""
+    if out is None or sym._is_none(out):
+        return result
+    st = out.type().scalarType() if out.type().kind() == "TensorType" else None
+    rt = result.type().scalarType() if result.type().kind() == "TensorType" else None
+    if st is None or st == rt:
+        return result
+    return g.op("Cast", result, to_i=_type_utils.JitScalarType.from_name(st).onnx_type())
+
+
+def matmul(g, self, other, out=None):
+    """torch.matmul, also its out= form (the exporter's symbolic takes no out)."""
+    return _as_out(g, _opset9.matmul(g, self, other), out)
+
+
+def bmm(g, self, other, out=None):
+    return _as_out(g, _opset9.bmm(g, self, other), out)
+
+
+def cumsum(g, self, dim, dtype=None, out=None):
+    """torch.cumsum, also its out= form, where torch sums in out's type (the input cast
+    to it first: float 0.7 + 0.6 into an int32 out is 0, not 1)."""
+    if out is not None and not sym._is_none(out):
+        self = _as_out(g, self, out)
+    return _opset11.cumsum(g, self, dim, dtype)
+
+
+def addmv(g, self, mat, vec, beta, alpha, out=None):
     """beta * self + alpha * (mat @ vec): the exporter has no aten::addmv."""
+    return _as_out(g, _addmv(g, self, mat, vec, beta, alpha), out)
+
+
+def _addmv(g, self, mat, vec, beta, alpha):
+    """torch's rule: a term whose factor is 0 is left out, so NaN or inf in it does not
+    propagate (beta == 0: self is ignored; alpha == 0: mat and vec are)."""
     b = float(sym._maybe_get_const(beta, "f"))
     a = float(sym._maybe_get_const(alpha, "f"))
-    mv = g.op("MatMul", mat, vec)
-    if a != 1.0:
-        mv = g.op("Mul", mv, _const(g, a, mv))
-    if b == 0.0:
-        return mv
-    return g.op("Add", self if b == 1.0 else g.op("Mul", self, _const(g, b, self)), mv)
+    terms = []
+    if a != 0.0:
+        mv = g.op("MatMul", mat, vec)
+        terms.append(mv if a == 1.0 else g.op("Mul", mv, _const(g, a, mv)))
+    if b != 0.0:
+        terms.append(self if b == 1.0 else g.op("Mul", self, _const(g, b, self)))
+    if len(terms) < 2:
+        # Zeros of the result's length (mat's rows), added to keep torch's broadcast.
+        rows = g.op("Slice", g.op("Shape", mat), _ints(g, [0]), _ints(g, [1]))
+        terms.append(g.op("Expand", _const(g, 0.0, self), rows))
+    out = terms[0]
+    for t in terms[1:]:
+        out = g.op("Add", out, t)
+    return out
 
 
 # ---- losses the exporter lacks -------------------------------------------------------------
@@ -386,16 +417,19 @@ def register():
     torch.onnx.register_custom_op_symbolic("aten::softplus", softplus, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::mse_loss", mse_loss, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::l1_loss", l1_loss, OPSET)
-    torch.onnx.register_custom_op_symbolic("aten::group_norm", group_norm, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::nansum", nansum, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::count_nonzero", count_nonzero, OPSET)
     for name, fn in (("repeat", repeat), ("prelu", prelu), ("selu", selu), ("celu", celu),
                      ("gather", gather), ("instance_norm", instance_norm),
-                     ("addmv", addmv), ("roll", roll),
+                     ("addmv", addmv), ("roll", roll), ("matmul", matmul), ("bmm", bmm),
+                     ("cumsum", cumsum),
                      ("pairwise_distance", pairwise_distance),
                      ("smooth_l1_loss", smooth_l1_loss),
                      ("soft_margin_loss", soft_margin_loss),
                      ("margin_ranking_loss", margin_ranking_loss),
                      ("poisson_nll_loss", poisson_nll_loss),
                      ("triplet_margin_loss", triplet_margin_loss)):
+        torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
+    from .symbolics_extra import SYMBOLICS
+    for name, fn in SYMBOLICS:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

@@ -445,3 +445,129 @@ def test_instance_norm_with_running_stats_in_eval_is_not_a_buffer_change(daemon)
     pm = poptorch.inferenceModel(m)
     torch.testing.assert_close(pm(x), m(x), rtol=1e-4, atol=1e-5)
     pm.destroy()
+
+
+@pytest.mark.parametrize("how", ["detach", "unused"])
+def test_parameters_without_gradient_do_not_train(daemon, how):
+    """A layer whose output is detached (or not used by the loss) gets no gradient in
+    torch, and torch's SGD leaves it alone; the ONNX graph has no detach, so the daemon
+    trained it (a wrong number): such parameters are frozen."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.first = nn.Linear(4, 4)
+            self.second = nn.Linear(4, 4)
+
+        def forward(self, x, t):
+            h = self.first(x)
+            if how == "detach":
+                h = h.detach()
+            else:
+                h = x
+            out = self.second(h)
+            return out, nn.functional.mse_loss(out, t)
+
+    m = M()
+    ref = copy.deepcopy(m)
+    x, t = torch.randn(3, 4), torch.randn(3, 4)
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1,
+                                                             weight_decay=0.01))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1, weight_decay=0.01)
+    for _ in range(3):
+        pm(x, t)
+        opt.zero_grad()
+        ref(x, t)[1].backward()
+        opt.step()
+    assert torch.equal(m.first.weight.detach(), ref.first.weight.detach())  # untouched
+    torch.testing.assert_close(m.second.weight.detach(), ref.second.weight.detach(),
+                               rtol=1e-5, atol=1e-6)
+    pm.destroy()
+
+
+def test_compile_under_inference_mode(daemon):
+    """compile() inside torch.inference_mode(): the capture's copies of the inputs are
+    ordinary tensors (inference tensors keep no version counter, which it reads)."""
+    m = nn.Linear(4, 2).eval()
+    pm = poptorch.inferenceModel(m)
+    x = torch.rand(3, 4)
+    with torch.inference_mode():
+        pm.compile(x)
+        out = pm(x)
+    torch.testing.assert_close(out, m(x))
+    pm.destroy()
+
+
+def test_copy_into_an_input(daemon):
+    """y.copy_(x) into an input: the exporter keeps x's values; with y of another dtype
+    it drops the conversion (the graph gave 9.1 where torch gives 8): refused."""
+    class M(nn.Module):
+        def forward(self, x, y):
+            return y.copy_(x) * 2
+
+    x = torch.randn(2, 3) * 4
+    pm = poptorch.inferenceModel(M())
+    torch.testing.assert_close(pm(x, torch.zeros(2, 3)), x * 2)
+    pm.destroy()
+    pm = poptorch.inferenceModel(M())
+    with pytest.raises(poptorch.Error, match="dropped a dtype conversion"):
+        pm(x, torch.zeros(2, 3, dtype=torch.int32))
+
+
+def test_copy_of_a_computed_tensor(daemon):
+    """Tensor.copy_ of a tensor the model made: aten::copy, which the exporter lacks (a
+    symbolic here: src in the destination's dtype, broadcast to its shape)."""
+    class M(nn.Module):
+        def forward(self, x):
+            buf = torch.zeros(2, 3, dtype=torch.int32)
+            buf.copy_(x[0])
+            return buf + 1
+
+    x = torch.tensor([[1.7, -2.5, 3.2]])
+    pm = poptorch.inferenceModel(M())
+    out = pm(x)
+    want = M()(x)
+    assert out.dtype == want.dtype
+    torch.testing.assert_close(out, want)
+    pm.destroy()
+
+
+@pytest.mark.parametrize("how", ["remove", "reassign"])
+def test_forward_that_removes_or_reassigns_a_buffer_is_refused(daemon, how):
+    """PopTorch's errors: the graph would hold the old buffer."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("y", torch.tensor([2.0]))
+
+        def forward(self, x):
+            if how == "remove":
+                del self._buffers["y"]
+            else:
+                self.y = x
+            return x + 1
+
+    m = M()
+    pm = poptorch.inferenceModel(m)
+    word = "removed from" if how == "remove" else "reassigned within"
+    with pytest.raises(poptorch.Error, match=f"Buffer y is {word} the model"):
+        pm(torch.tensor([5.0]))
+    assert "y" in m._buffers and torch.equal(m.y, torch.tensor([2.0]))  # left as it was
+
+
+def test_buffer_changed_in_place_with_replicas_names_broadcasting(daemon):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.register_buffer("b", torch.zeros(2))
+
+        def forward(self, x, t):
+            with torch.no_grad():
+                self.b += 1
+            out = self.fc(x)
+            return out, nn.functional.mse_loss(out, t)
+
+    pm = poptorch.trainingModel(M(), poptorch.Options().replicationFactor(2))
+    with pytest.raises(poptorch.Error, match="does not support broadcasting buffers"):
+        pm(torch.rand(4, 2), torch.rand(4, 2))

@@ -52,7 +52,11 @@ def test_combined_batch_size():
     batches = list(dl)
     assert len(batches) == len(dl) == 200 // 120
     assert batches[0][0].shape == (120, 1)
-    # inputReplicaGrouping: replicas of a group share one input.
+    # inputReplicaGrouping: replicas of a group share one input. The loader froze opts
+    # (PopTorch's rule): a copy takes the change.
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts.inputReplicaGrouping(2, poptorch.CommGroupType.Consecutive)
+    opts = opts.clone()
     opts.inputReplicaGrouping(2, poptorch.CommGroupType.Consecutive)
     assert poptorch.DataLoader(opts, Numbers(200), batch_size=4).combinedBatchSize == 60
 

@@ -353,3 +353,57 @@ def test_both_names_are_one_module():
     assert poptorch is ipuof
     optim = importlib.import_module("poptorch.optim")
     assert optim.AdamW is ipuof.optim.AdamW
+
+
+def test_options_are_frozen_and_copied_when_a_model_or_loader_takes_them(daemon):
+    """PopTorch's rule: the Options a model or DataLoader was given cannot change
+    afterwards (the change would be silently ignored by the compiled model), the model
+    keeps its own copy (poptorch_model.options) with the output mode made explicit, and
+    clone() gives a copy that can change."""
+    opts = poptorch.Options()
+    pm = poptorch.inferenceModel(torch.nn.Linear(2, 2), opts)
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts.randomSeed(42)
+    with pytest.raises(poptorch.Error, match="frozen"):
+        pm.options.set(random_seed=42)
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts._Popart.set("groupNormStridedChannelGrouping", True)
+    assert opts.defaultOutputMode()
+    assert pm.options.output_mode == poptorch.OutputMode.All
+    assert poptorch.trainingModel(torch.nn.Linear(2, 2), opts).options.output_mode == \
+        poptorch.OutputMode.Final
+    c = opts.clone()
+    c.randomSeed(3)
+    opts2 = poptorch.Options()
+    poptorch.DataLoader(opts2, torch.utils.data.TensorDataset(torch.zeros(4, 1)))
+    with pytest.raises(poptorch.Error, match="frozen"):
+        opts2.deviceIterations(2)
+
+
+def test_blocks_of_inline_ops(daemon):
+    """poptorch.Block around ops that are no module's (x * 2 inline): while the exporter
+    traces, the block pushes a scope of its own, so its ops are named under it and placed
+    on its IPU (the block 'contained no module' and was refused)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(5, 5)
+
+        def forward(self, x):
+            with poptorch.Block("first", ipu_id=0):
+                x = self.fc(x) * 2
+            with poptorch.Block("second", ipu_id=1):
+                x = torch.relu(x) + 1
+            return x
+
+    m = M().eval()
+    opts = poptorch.Options().deviceIterations(2)
+    opts.setExecutionStrategy(poptorch.PipelinedExecution("first", "second"))
+    pm = poptorch.inferenceModel(m, opts)
+    x = torch.randn(4, 5)
+    out = pm(x)
+    torch.testing.assert_close(out, m(x), rtol=1e-5, atol=1e-6)
+    assert pm._ipus == 2
+    placed = {p: ipu for p, _stage, ipu in pm._placement_opts["blocks"]}
+    assert placed["/ipuof_block_1/"] == 1, placed
+    pm.destroy()

@@ -48,6 +48,24 @@ def test_half_model_trains_and_weights_come_back_half(daemon):
     pm.destroy()
 
 
+def test_outputs_keep_the_dtype_torch_gives(daemon):
+    """A float32 model whose outputs torch gives as float16 or float64 (nansum(dtype=),
+    .double()): computed in float32 on the daemon, given back in torch's dtype (they came
+    back float32)."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.nansum(x, dim=1, dtype=torch.float16), x.double() * 3
+
+    x = torch.tensor([[1.0, float("nan"), 2.5], [0.25, 4.0, float("nan")]])
+    pm = poptorch.inferenceModel(M())
+    got = pm(x)
+    want = M()(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g, w, equal_nan=True)
+    pm.destroy()
+
+
 def test_half_inputs_and_outputs_travel_as_float16(daemon):
     """The executable's float16 inputs and outputs are float16 on the wire (2 bytes per
     element); the daemon rounds the float32 result to nearest even, as torch's .half()."""

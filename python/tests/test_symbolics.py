@@ -64,6 +64,24 @@ CASES = {
                 [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
     "triplet_swap_p1": (lambda y, p, n: F.triplet_margin_loss(y, p, n, p=1.0, swap=True),
                         [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
+    # symbolics_extra.py
+    "cumprod": (lambda y: torch.cumprod(y, dim=1), [torch.randn(4, 6)]),
+    "cumprod_dim0": (lambda y: torch.cumprod(y.reshape(2, 2, 6), dim=0), [torch.randn(4, 6)]),
+    "fold": (lambda y: F.fold(y.reshape(1, 4, 6), (3, 4), (2, 2)), [torch.randn(4, 6)]),
+    # stride 3 over 11 rows with padding 1: the last rows lie past the patches' reach.
+    "fold_stride_padding": (lambda y: F.fold(y.reshape(1, 9, 16), (11, 11), (3, 3),
+                                             stride=3, padding=1),
+                            [torch.randn(16, 9)], 9),
+    "avg_pool_unbatched": (lambda y: F.avg_pool1d(y, 3, stride=1, padding=1,
+                                                  count_include_pad=True),
+                           [torch.randn(4, 6)]),
+    "bce": (lambda y, t: F.binary_cross_entropy(torch.sigmoid(y), t),
+            [torch.randn(4, 6), torch.rand(4, 6)]),
+    "bce_sum": (lambda y, t: F.binary_cross_entropy(torch.sigmoid(y), t, reduction="sum"),
+                [torch.randn(4, 6), torch.rand(4, 6)]),
+    "group_norm_2d_input": (nn.GroupNorm(3, 6), [torch.randn(4, 6)]),
+    "hinge_embedding": (lambda y, t: F.hinge_embedding_loss(y, t, margin=0.5),
+                        [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
 }
 
 
@@ -105,3 +123,56 @@ def test_integer_gather(daemon):
     pm = poptorch.inferenceModel(G())
     assert torch.equal(pm(y, i), G()(y, i))
     pm.destroy()
+
+
+@pytest.mark.parametrize("op", [torch.all, torch.any])
+def test_all_any_of_integers(daemon, op):
+    """all/any of an integer tensor: non-zero is true (the exporter applied Not to int64,
+    which the daemon refused)."""
+    class M(nn.Module):
+        def forward(self, y):
+            return op(y), op(y, dim=1)
+
+    y = torch.tensor([[0, 3, -1], [2, 5, 7]])
+    pm = poptorch.inferenceModel(M())
+    for got, want in zip(pm(y), M()(y)):
+        assert torch.equal(got, want)
+    pm.destroy()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_ctc_loss(daemon, reduction):
+    """nn.CTCLoss (the exporter has no aten::ctc_loss) as the daemon's
+    ai.graphcore::CtcLoss: the loss and one SGD step against torch's."""
+    T, N, C, S = 6, 3, 5, 3
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(2)
+            self.fc = nn.Linear(4, C)
+            self.ctc = nn.CTCLoss(blank=0, reduction=reduction)
+
+        def forward(self, x, tg, il, tl):
+            lp = torch.log_softmax(self.fc(x), dim=2)
+            return self.ctc(lp, tg, il, tl)
+
+    x = torch.randn(T, N, 4)
+    tg = torch.randint(1, C, (N, S))
+    il = torch.tensor([6, 5, 6])
+    tl = torch.tensor([3, 2, 1])
+    m = M()
+    ref = copy.deepcopy(m)
+    pm = poptorch.inferenceModel(m)
+    torch.testing.assert_close(pm(x, tg, il, tl), ref(x, tg, il, tl), **T_)
+    pm.destroy()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(x, tg, il, tl).backward()
+    opt.step()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    pm(x, tg, il, tl)
+    torch.testing.assert_close(m.fc.weight, ref.fc.weight, **T_)
+    pm.destroy()
+
+
+T_ = dict(rtol=1e-4, atol=1e-5)

@@ -5,6 +5,7 @@ import copy
 
 import pytest
 import torch
+import torch.nn as nn
 
 import poptorch
 from models import (ExampleDataset, ExampleModelWithLoss, Network, TrainingModelWithLoss,
@@ -308,3 +309,42 @@ def test_input_replica_grouping(daemon):
         want = model(x).reshape(3, 1, 4, 2).repeat(1, 2, 1, 1).reshape(-1, 2)
     assert close(out, want)
     pm.destroy()
+
+
+def test_calls_after_detach_take_the_host_weights(daemon):
+    """PopTorch's attach_detach accuracy test: a training model called again after
+    detachFromDevice() (attaching implicitly) trains on from the weights it reached, and
+    an inference model of the same module called after a detach sees the weights trained
+    since. Both compiled their graph's capture-time weights (a wrong number)."""
+    torch.manual_seed(42)
+    model = nn.Sequential(nn.Linear(3, 2))
+    ref = copy.deepcopy(model)
+    x, y = torch.randn(4, 3), torch.randn(4, 2)
+
+    class WithLoss(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, a, b=None):
+            out = self.m(a)
+            return out if b is None else (out, nn.functional.mse_loss(out, b))
+
+    train = poptorch.trainingModel(WithLoss(model),
+                                   optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    infer = poptorch.inferenceModel(WithLoss(model))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for rounds in range(2):
+        for _ in range(3):
+            train(x, y)
+            opt.zero_grad()
+            nn.functional.mse_loss(ref(x), y).backward()
+            opt.step()
+        train.detachFromDevice()
+        with torch.no_grad():
+            torch.testing.assert_close(infer(x), ref(x), rtol=1e-5, atol=1e-6)
+        infer.detachFromDevice()
+    torch.testing.assert_close(model[0].weight.detach(), ref[0].weight.detach(),
+                               rtol=1e-5, atol=1e-6)
+    train.destroy()
+    infer.destroy()

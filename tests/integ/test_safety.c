@@ -480,6 +480,150 @@ test_busy_while_running(void **state)
     stop_ok();
 }
 
+/* Compiles the slow model (8 MatMuls, D = 200) on raw session fd; returns its id. */
+static uint32_t
+slow_compile(int fd, uint64_t id)
+{
+    size_t len;
+    void *bytes = slow_model(8, &len);
+    Ipuof__Header h = IPUOF__HEADER__INIT, *r;
+    Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
+    uint32_t model_id;
+    int eof = 0;
+
+    cr.model_bytes = len;
+    cr.device_iterations = 200;
+    cr.name = (char *)"slow";
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_COMPILE;
+    h.compile = &cr;
+    assert_int_equal(raw_send_payload(fd, &h, bytes, len), 0);
+    while ((r = raw_recv(fd, 30000, &eof)) != NULL &&
+           r->body_case == IPUOF__HEADER__BODY_COMPILE_PROGRESS)
+        ipuof_frame_header_free(r);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_COMPILE_REPLY);
+    model_id = r->compile_reply->model_id;
+    ipuof_frame_header_free(r);
+    free(bytes);
+    return model_id;
+}
+
+/* Sends the run header of the slow model and the first `sent` bytes of x (all 200 steps). */
+static void
+slow_partial_run(int fd, uint64_t id, uint32_t model_id, const void *x, size_t sent)
+{
+    Ipuof__Header h = IPUOF__HEADER__INIT;
+    Ipuof__RunRequest rq = IPUOF__RUN_REQUEST__INIT;
+    Ipuof__TensorInfo ti = IPUOF__TENSOR_INFO__INIT, *tp = &ti;
+    int64_t dims[2] = {64 * 200, 256};
+    uint8_t *buf;
+    size_t len;
+
+    ti.name = (char *)"h0";
+    ti.dtype = IPUOF__DTYPE__DTYPE_FLOAT;
+    ti.n_dims = 2;
+    ti.dims = dims;
+    ti.bytes = 64 * 200 * 256 * sizeof(float);
+    rq.model_id = model_id;
+    rq.n_inputs = 1;
+    rq.inputs = &tp;
+    h.request_id = id;
+    h.body_case = IPUOF__HEADER__BODY_RUN;
+    h.run = &rq;
+    assert_int_equal(ipuof_frame_pack(&h, (uint32_t)ti.bytes, &buf, &len), IPUOF_OK);
+    assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+    assert_int_equal(send(fd, x, sent, MSG_NOSIGNAL), (ssize_t)sent);
+    free(buf);
+}
+
+/* Whether IPU 0 shows busy within about ten seconds. */
+static int
+busy_within(ipuof_client *watcher)
+{
+    for (int i = 0; i < 2000; i++) {
+        ipuof_status_report *rep;
+        struct ipuof_ipu_info in;
+        int busy;
+        assert_int_equal(ipuof_status(watcher, &rep), IPUOF_OK);
+        assert_int_equal(ipuof_status_report_ipu(rep, 0, &in), IPUOF_OK);
+        busy = in.state == IPUOF_IPU_BUSY;
+        ipuof_status_report_free(rep);
+        if (busy)
+            return 1;
+        usleep(5000);
+    }
+    return 0;
+}
+
+/* Issue 18: a run computes while its input arrives. With 2 of its 200 steps sent, the IPU is
+ * already busy (the run started; before, it waited for every byte); the rest then comes and
+ * the reply has every output. A client that goes away in the middle of its input leaves the
+ * run stopped (the IPU no longer busy) and the daemon serving: the same model runs again. */
+static void
+test_run_computes_while_input_arrives(void **state)
+{
+    size_t step = 64 * 256 * sizeof(float), total = 200 * step, out_len = 0;
+    uint8_t *x = calloc(total, 1);
+    void *out = NULL;
+    ipuof_client *watcher;
+    Ipuof__Header *r;
+    int fd;
+    uint32_t model_id;
+
+    (void)state;
+    assert_non_null(x);
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    fd = raw_session(d.port, 1);
+    assert_true(fd >= 0);
+    model_id = slow_compile(fd, 3);
+    watcher = client_on(d.addr, 0);
+
+    slow_partial_run(fd, 4, model_id, x, 2 * step);
+    assert_true(busy_within(watcher)); /* computing with 198 steps still to come */
+    assert_int_equal(send(fd, x + 2 * step, total - 2 * step, MSG_NOSIGNAL),
+                     (ssize_t)(total - 2 * step));
+    r = raw_recv_payload(fd, 60000, &out, &out_len);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_RUN_REPLY);
+    assert_int_equal(out_len, total); /* [64 x 200, 256] floats */
+    print_message("run started with 2 of 200 steps sent; reply with %zu output bytes\n",
+                  out_len);
+    ipuof_frame_header_free(r);
+    free(out);
+
+    /* gone in the middle of its input: the run waiting for it stops */
+    slow_partial_run(fd, 5, model_id, x, 2 * step);
+    assert_true(busy_within(watcher));
+    close(fd);
+    for (int i = 0; i < 2000; i++) {
+        ipuof_status_report *rep;
+        struct ipuof_ipu_info in;
+        int busy;
+        assert_int_equal(ipuof_status(watcher, &rep), IPUOF_OK);
+        assert_int_equal(ipuof_status_report_ipu(rep, 0, &in), IPUOF_OK);
+        busy = in.state == IPUOF_IPU_BUSY || in.state == IPUOF_IPU_ATTACHED;
+        ipuof_status_report_free(rep);
+        if (!busy)
+            break;
+        assert_true(i + 1 < 2000);
+        usleep(5000);
+    }
+    fd = raw_session(d.port, 1);
+    assert_true(fd >= 0);
+    model_id = slow_compile(fd, 3);
+    slow_partial_run(fd, 4, model_id, x, total);
+    r = raw_recv_payload(fd, 60000, &out, &out_len);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_RUN_REPLY);
+    ipuof_frame_header_free(r);
+    free(out);
+    close(fd);
+    ipuof_client_free(watcher);
+    free(x);
+    stop_ok();
+}
+
 /* ---- the operator's way in ------------------------------------------------------------ */
 
 /* Item 5: clients filling max_connections leave the admin socket usable; an idle client
@@ -584,6 +728,7 @@ main(void)
         cmocka_unit_test_teardown(test_revoke_during_run_input, teardown),
         cmocka_unit_test_teardown(test_sigterm_answers_request_in_flight, teardown),
         cmocka_unit_test_teardown(test_busy_while_running, teardown),
+        cmocka_unit_test_teardown(test_run_computes_while_input_arrives, teardown),
         cmocka_unit_test_teardown(test_admin_reserve_and_idle, teardown),
         cmocka_unit_test_teardown(test_unauthenticated_listen, teardown),
     };

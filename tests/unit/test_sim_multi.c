@@ -625,6 +625,21 @@ thread_count(void)
     return n;
 }
 
+/* The thread count once it is want, or after about two seconds: a joined thread can stay
+ * listed in /proc/self/task for a moment after pthread_join returns. */
+static int
+thread_count_settled(int want)
+{
+    const struct timespec ms = { 0, 1000 * 1000 };
+    int n = thread_count();
+
+    for (int i = 0; i < 2000 && n != want; i++) {
+        nanosleep(&ms, NULL);
+        n = thread_count();
+    }
+    return n;
+}
+
 struct bg_run {
     struct sim_exe *e;
     struct sim_err err;
@@ -659,12 +674,12 @@ test_replica_threads(void **state)
     run_ok(e);
     after = thread_count();
     printf("  threads: %d before the first run, %d after (4 replicas)\n", before, after);
-    assert_int_equal(after, before + 3);
+    assert_int_equal(after, before + 4);        /* one per simulated IPU */
     run_ok(e);
     assert_int_equal(thread_count(), after);    /* created once per executable */
     assert_int_equal(sim_exe_optimizer_steps(e), 4);
     sim_exe_free(e);
-    assert_int_equal(thread_count(), before);   /* joined when it is freed */
+    assert_int_equal(thread_count_settled(before), before);   /* joined when it is freed */
 
     /* a long run over four replica threads stops when cancelled */
     o.device_iterations = 500;
@@ -709,11 +724,11 @@ test_ipu_threads(void **state)
     after = thread_count();
     printf("  threads: %d before the first run, %d after (1 replica x 4 IPUs)\n", before,
            after);
-    assert_int_equal(after, before + 3);
+    assert_int_equal(after, before + 4);
     run_ok(e);
     assert_int_equal(thread_count(), after);
     sim_exe_free(e);
-    assert_int_equal(thread_count(), before);
+    assert_int_equal(thread_count_settled(before), before);
 
     o.replicas = 2;
     o.device_iterations = 500;
@@ -723,10 +738,10 @@ test_ipu_threads(void **state)
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
     /* until the run has started its threads, however slowly a loaded machine starts them */
-    for (int i = 0; i < 10000 && thread_count() < before + 1 + 7; i++)
+    for (int i = 0; i < 10000 && thread_count() < before + 1 + 8; i++)
         nanosleep(&tick, NULL);
     nanosleep(&pause, NULL);
-    assert_int_equal(thread_count(), before + 1 + 7);   /* bg_run's thread + 7 IPU threads */
+    assert_int_equal(thread_count(), before + 1 + 8);   /* bg_run's thread + 8 IPU threads */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sim_exe_cancel(e);
     assert_int_equal(pthread_join(th, NULL), 0);
@@ -738,11 +753,69 @@ test_ipu_threads(void **state)
     /* the threads are parked, not gone, and the executable runs again */
     o.device_iterations = 2;
     sim_exe_free(e);
-    assert_int_equal(thread_count(), before);
+    assert_int_equal(thread_count_settled(before), before);
     e = compile_ok(m, &o);
     run_ok(e);
     assert_int_equal(sim_exe_optimizer_steps(e), 2);
     sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* A model on one IPU runs as every other does (issue 18): each simulated IPU on a thread
+ * of its own, the caller's thread only waiting, a one-replica run too, interpreting its
+ * program: the step log has every micro-batch's forward (and backward when training) in
+ * order, each replica's on one thread that is not the caller's. */
+static void
+test_one_ipu_threads(void **state)
+{
+    enum { A = 3, D = 2, CAP = 256 };
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+    struct sim_step_rec *log = calloc(CAP, sizeof(*log));
+    unsigned long self = (unsigned long)pthread_self();
+
+    (void)state;
+    assert_non_null(log);
+    for (int train = 1; train >= 0; train--)
+        for (unsigned R = 1; R <= 2; R++) {
+            struct sim_exe *e;
+            unsigned long th[2] = { 0, 0 };
+            size_t n, want = (size_t)R * D * A * (train ? 2 : 1);
+            int before, after;
+            if (train) {
+                train_opts(&o, 8, A, D);
+            } else {
+                sim_compile_opts_init(&o);
+                o.micro_batch = 8;
+                o.device_iterations = D * A;
+            }
+            o.replicas = R;
+            e = compile_ok(m, &o);
+            sim_exe_log_steps(e, log, CAP);
+            before = thread_count();
+            run_ok(e);
+            after = thread_count();
+            n = sim_exe_logged_steps(e);
+            printf("  %s, %u replica(s): %d threads after the first run (%d before), %zu "
+                   "steps logged\n", train ? "training" : "inference", R, after, before, n);
+            assert_int_equal(after, before + (int)R);   /* one per simulated IPU */
+            assert_int_equal(n, want);
+            for (size_t i = 0; i < n; i++) {
+                const struct sim_step_rec *r = &log[i];
+                assert_int_equal(r->ipu, 0);
+                assert_int_equal(r->stage, 0);
+                assert_true(r->thread != self);
+                if (th[r->replica] == 0)
+                    th[r->replica] = r->thread;
+                assert_true(th[r->replica] == r->thread);
+            }
+            if (R == 2)
+                assert_true(th[0] != th[1]);
+            sim_exe_log_steps(e, NULL, 0);
+            sim_exe_free(e);
+            assert_int_equal(thread_count_settled(before), before);     /* joined */
+        }
+    free(log);
     sim_model_free(m);
 }
 
@@ -1124,6 +1197,7 @@ main(void)
         cmocka_unit_test(test_dropout_same_weights),
         cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_ipu_threads),
+        cmocka_unit_test(test_one_ipu_threads),
         cmocka_unit_test(test_pipeline_concurrency),
         cmocka_unit_test(test_clock_replays_run),
         cmocka_unit_test(test_pipeline_failure),

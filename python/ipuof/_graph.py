@@ -1,0 +1,199 @@
+"""The two host runs of a capture (see capture.py): the probe, which learns the call's
+output structure, the inputs it changes in place and the loss, and the export to ONNX. Both
+leave no trace on the host (capture.no_side_effects)."""
+import io
+import warnings
+
+import torch
+
+from . import blocks, capture
+from .errors import Error
+
+
+def probe(m, training, call, sample, replicas=1):
+    """Runs module m once on the host on copies of sample, with no side effects on
+    the host (capture.no_side_effects), to learn its output structure, the inputs it
+    changes in place and, when training, which output is the loss and which parameters
+    it has no gradient for (record.no_grad). Returns the capture.Probe."""
+    record = capture.Probe()
+    record.no_grad = []
+    was_training = m.training
+    m.train(training)
+    try:
+        with capture.no_side_effects(m), \
+                torch.enable_grad() if training else torch.no_grad():
+            capture.as_float32(m)
+            before = capture.buffer_versions(m)
+            flat = capture.run_flat(m, call, [t.clone() for t in sample], record)
+            record.out_dtypes = [t.dtype for t in flat[:record.n_out]]
+            _check_buffers_kept(m, before)
+            changed = capture.changed_buffers(m, before)
+            if training and not changed:
+                _find_loss(record)
+                record.no_grad = _without_gradient(m, flat[record.loss])
+    finally:
+        m.train(was_training)
+    if changed and replicas > 1:
+        raise Error("PopTorch does not support broadcasting buffers. If your model is able "
+                    "to tolerate buffers becoming out of sync between replicas, you can "
+                    "disable buffer broadcasting using poptorch.Options.broadcastBuffers"
+                    f"(False). (forward() changes the buffer(s) {', '.join(changed)} in "
+                    "place; ipuofd does not keep such changes between device steps yet, "
+                    "with or without broadcasting)")
+    if changed:
+        raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
+                    "ipuofd does not keep such changes between device steps yet (only "
+                    "BatchNorm's running statistics are updated on the device), so the "
+                    "model would compute with stale values; keep the value outside the "
+                    "module or compute it on the host")
+    record.flat = None
+    return record
+
+
+def _check_buffers_kept(m, before):
+    """PopTorch's errors for a forward() that removes a buffer or assigns another tensor
+    to its name (the graph would hold the old one)."""
+    now = dict(torch.nn.Module.named_buffers(m))
+    for name, (t, _value) in before.items():
+        if name not in now:
+            raise Error(f"Buffer {name} is removed from the model when calling the forward "
+                        "method.")
+        if now[name] is not t:
+            raise Error(f"Buffer {name} is reassigned within the model when calling the "
+                        "forward method. This is not supported. Consider using "
+                        f"self.{name}.copy_(src) to copy data from a source tensor, where "
+                        "src is the name of the source tensor.")
+
+
+def _find_loss(record):
+    """Sets record.loss when identity_loss did not: the returned scalar that carries
+    gradients (one whose autograd node is a loss's first)."""
+    if record.loss is not None:
+        return
+    flat = record.flat
+    cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
+    named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
+    if not cands:
+        raise Error("a training model must return its loss: forward() returned no "
+                    "scalar that depends on trainable weights (return (output, loss) "
+                    "or loss, or mark it with poptorch.identity_loss)")
+    record.loss = (named or cands)[0]
+
+
+def _without_gradient(m, loss):
+    """The names of m's trainable parameters the loss has no gradient for (detached, or
+    not used): torch's optimizers leave them alone, while the ONNX graph, which has no
+    detach, would train them; they are frozen on the device."""
+    params = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
+    if not params or not loss.requires_grad:
+        return [n for n, _ in params]
+    try:
+        grads = torch.autograd.grad(loss.sum(), [p for _, p in params], allow_unused=True)
+    except RuntimeError:
+        return []  # a graph torch cannot differentiate here: the daemon decides alone
+    return [n for (n, _), g in zip(params, grads) if g is None]
+
+
+def export(m, training, call, sample, record, half=None):
+    """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
+    the blocks recorder; no side effects on the host. half, for a float16 model, is
+    (its float16 inputs, the outputs that travel as float16: capture.type_float16)."""
+    n_out = record.n_graph()
+    was_training = m.training
+    m.train(training)
+    mode = torch.onnx.TrainingMode.TRAINING if training \
+        else torch.onnx.TrainingMode.EVAL
+    f = io.BytesIO()
+    rec = blocks._Recorder(m)
+    try:
+        with rec, capture.no_side_effects(m) as snap, \
+                capture.flat_forward(m, call, record), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            capture.as_float32(m)
+            torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
+                              training=mode, do_constant_folding=False,
+                              input_names=list(call.names),
+                              output_names=[f"output{i}" for i in range(n_out)])
+            onnx_bytes = narrow_doubles(
+                    capture.fix_initializers(f.getvalue(), snap.changed()))
+            check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
+            if half is not None:
+                onnx_bytes = capture.type_float16(onnx_bytes, half[0], half[1])
+            if rec.blocks:
+                import onnx
+                rec.prune([n.name for n in onnx.load_from_string(onnx_bytes).graph.node])
+    except Exception as exc:  # noqa: B902 - any failure of the exporter
+        failure = exc if isinstance(exc, Error) else \
+            Error(f"capturing the model with torch.onnx.export failed: {exc}")
+    else:
+        failure = None
+    finally:
+        m.train(was_training)
+    if failure is not None:
+        # Raised afresh, without the exporter's frames: their arguments are TorchScript
+        # values of a graph freed by now, and printing them (as pytest does with a
+        # traceback's arguments) crashes the interpreter.
+        failure.__traceback__ = None
+        failure.__context__ = None
+        failure.__cause__ = None
+        raise failure
+    return onnx_bytes, rec
+
+
+def narrow_doubles(onnx_bytes):
+    """onnx_bytes with float64 made float32: Constant values, initializers, Casts to
+    double and the declared types. The exporter writes Python scalars (baddbmm's beta and
+    alpha, a division by a float) as double constants; the daemon computes in float32, as
+    it does a float64 model (widened at capture, see capture.WIDENED)."""
+    import onnx
+    from onnx import numpy_helper
+    D, F = onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT
+    model = onnx.load_from_string(onnx_bytes)
+    changed = False
+
+    def narrow(t):
+        a = numpy_helper.to_array(t).astype("float32")
+        t.CopyFrom(numpy_helper.from_array(a, t.name))
+
+    g = model.graph
+    for init in g.initializer:
+        if init.data_type == D:
+            narrow(init)
+            changed = True
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == D:
+                narrow(a.t)
+                changed = True
+            elif n.op_type == "Cast" and a.name == "to" and a.i == D:
+                a.i = F
+                changed = True
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == D:
+            v.type.tensor_type.elem_type = F
+            changed = True
+    return model.SerializeToString() if changed else onnx_bytes
+
+
+_ONNX_OF = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int32: 6,
+            torch.int64: 7, torch.bool: 9}
+
+
+def check_output_dtypes(onnx_bytes, dtypes):
+    """Error when an output of the graph has another dtype than torch's run gave it: the
+    exporter dropped a conversion (Tensor.copy_ into a tensor of another dtype is
+    exported as the source's values), so the graph would compute other numbers."""
+    if not dtypes:
+        return
+    import onnx
+    outs = onnx.load_from_string(onnx_bytes).graph.output
+    for i, (o, dt) in enumerate(zip(outs, dtypes)):
+        want = _ONNX_OF.get(torch.float32 if dt in capture.WIDENED else dt)
+        got = o.type.tensor_type.elem_type
+        if want is not None and got and got != want:
+            name = onnx.TensorProto.DataType.Name(got).lower()
+            raise Error(f"capturing the model: torch.onnx.export computes output {i} as "
+                        f"{name} where the module returns {dt}: the exporter dropped a "
+                        "dtype conversion (for example Tensor.copy_ into a tensor of "
+                        "another dtype), so the graph would give other numbers; convert "
+                        "explicitly (src.to(dst.dtype)) before copying")

@@ -1,0 +1,62 @@
+"""Where a model goes: the IPUs of its blocks and strategy, the off-chip tensor kinds,
+and the partition attached for it."""
+import os
+import warnings
+
+from . import _device, _lib, blocks
+from .errors import Error
+
+
+def placement(o, training, rec):
+    """(IPUs per replica, placement dict or None) from the strategy, the recorded
+    blocks and the tensor locations; Error when they need options the library does
+    not have."""
+    strategy = o.execution_strategy
+    off_chip = o.TensorLocations.off_chip()
+    if not training:
+        # Inference has no optimizer state or accumulators: PopTorch ignores these
+        # locations there (the tutorial clones its training options).
+        off_chip = [k for k in off_chip if k not in ("optimizer", "accumulators")]
+    blocks_list = []
+    if strategy is not None:
+        blocks_list = strategy.placement(rec.blocks, rec.order)
+    elif rec.order and all(rec.blocks[b]["ipu"] is not None for b in rec.order):
+        # Blocks with IPUs and no strategy: PopTorch pipelines them, a stage per IPU.
+        blocks_list = blocks.PipelinedExecution().placement(rec.blocks, rec.order)
+    ipus = max(p[2] for p in blocks_list) + 1 if blocks_list else 1
+    if not (strategy or blocks_list or off_chip):
+        return 1, None
+    if _lib.PLACEMENT:
+        return ipus, {"strategy": strategy.code if strategy else 0,
+                      "blocks": blocks_list, "off_chip": off_chip}
+    needs = []
+    if ipus > 1:
+        needs.append(f"placing blocks on {ipus} IPUs")
+    if off_chip:
+        needs.append("off-chip tensor locations (" + ", ".join(off_chip) + ")")
+    if needs:
+        raise Error(", ".join(needs) + " is not supported by this libipuof-client yet "
+                    f"({_lib.path}): the multi-IPU placement options are not in its API")
+    warnings.warn(f"{type(strategy).__name__ if strategy else 'Blocks'}: every block "
+                  "is on IPU 0, so the model runs as one stage on one IPU (this "
+                  "libipuof-client has no placement options yet)", stacklevel=4)
+    return 1, None
+
+
+def attach(o, ipus_per_replica):
+    nproc = o.Distributed.numProcesses
+    # A job of several processes attaches its whole partition from each process.
+    n = o.replication_factor * ipus_per_replica * nproc
+    if n & (n - 1) and not o.auto_round_num_ipus:
+        p = 1
+        while p < n:
+            p <<= 1
+        raise Error(f"The model specifies the use of {n} IPUs, however PopTorch must "
+                    f"reserve a minimum of {p} in order to allow the model to run, "
+                    "because PopTorch must reserve a power of 2 or maximum of 64 IPUs "
+                    "per process. Please reconfigure your model to use a different "
+                    "number of IPUs or set poptorch.Options().autoRoundNumIPUs(True).")
+    conn = _device.Connection(_device.program_name())
+    wait = bool(os.environ.get("POPTORCH_WAIT_FOR_IPU"))
+    conn.attach(n, o.auto_round_num_ipus, wait, 0, o.Distributed.processId, nproc)
+    return conn
