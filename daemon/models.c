@@ -183,6 +183,8 @@ cache_release(struct cache *k, struct cache_entry *e)
     pthread_mutex_lock(&k->mu);
     e->in_use = 0;
     e->last_use = ++k->releases;
+    /* Kept for a later compile, it holds no thread: its IPUs' threads start at its next run. */
+    sim_exe_idle(e->exe);
     /* Entries that cannot be reused go once nothing uses them or borrows their model. */
     while (e != NULL && !e->reusable && !e->in_use && e->refs == 0) {
         struct cache_entry *parent = e->parent;

@@ -461,6 +461,24 @@ sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err)
 }
 
 void
+sim_exe_idle(struct sim_exe *e)
+{
+    int expected = 0;
+
+    if (e == NULL || !atomic_compare_exchange_strong(&e->busy, &expected, 1))
+        return;
+    sim_crew_free(e->crew);
+    e->crew = NULL;
+    sim_bar_free(e->rbar, e->R);
+    e->rbar = NULL;
+    free(e->terr);
+    free(e->trc);
+    e->terr = NULL;
+    e->trc = NULL;
+    atomic_store(&e->busy, 0);
+}
+
+void
 sim_exe_cancel(struct sim_exe *e)
 {
     if (atomic_load(&e->busy))

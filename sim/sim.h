@@ -591,6 +591,12 @@ int sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err);
  */
 void sim_exe_cancel(struct sim_exe *e);
 
+/* Stops the threads of the simulated IPUs of an executable that is not running, and frees
+ * their per-thread state; its next run starts them again (a cached executable that nobody
+ * uses holds no thread). Does nothing while a run is in progress. Thread-safe against
+ * sim_exe_run on the same executable. */
+void sim_exe_idle(struct sim_exe *e);
+
 /* One step of the work of a simulated IPU thread, as the step log records it. */
 struct sim_step_rec {
     unsigned replica, ipu;

@@ -819,6 +819,62 @@ test_one_ipu_threads(void **state)
     sim_model_free(m);
 }
 
+/* sim_exe_idle (what the daemon's cache does to an executable nobody uses): the threads of
+ * its simulated IPUs are joined, and its next run starts them again and gives the same
+ * bytes, inference over 2 replicas and pipelined training alike. */
+static void
+test_idle_stops_threads(void **state)
+{
+    struct sim_model *m = tutorial();
+    struct sim_compile_opts o;
+
+    (void)state;
+    for (int train = 0; train <= 1; train++) {
+        struct sim_exe *e;
+        struct sim_io_info info;
+        void *first;
+        int before, after;
+        if (train) {
+            train_opts(&o, 8, 4, 2);
+            o.blocks = tutorial_stages;
+            o.n_blocks = 6;
+            o.strategy = SIM_STRATEGY_PIPELINED;
+        } else {
+            sim_compile_opts_init(&o);
+            o.micro_batch = 8;
+            o.device_iterations = 4;
+            o.replicas = 2;
+        }
+        e = compile_ok(m, &o);
+        sim_exe_idle(e);                    /* before any run: nothing to stop */
+        before = thread_count();
+        run_ok(e);
+        after = thread_count();
+        assert_true(after > before);
+        assert_int_equal(sim_exe_output_info(e, 0, &info), 0);
+        first = malloc(info.run_bytes);
+        assert_non_null(first);
+        memcpy(first, sim_exe_output_buffer(e, 0), info.run_bytes);
+        sim_exe_idle(e);
+        printf("  %s: %d threads while it holds its IPUs' threads, %d idle (%d before)\n",
+               train ? "pipelined training" : "inference x 2 replicas", after,
+               thread_count_settled(before), before);
+        assert_int_equal(thread_count_settled(before), before);
+        if (!train) {                       /* the same inputs give the same bytes */
+            run_ok(e);
+            assert_int_equal(thread_count(), after);
+            assert_memory_equal(first, sim_exe_output_buffer(e, 0), info.run_bytes);
+        } else {                            /* training goes on from its updated weights */
+            run_ok(e);
+            assert_int_equal(thread_count(), after);
+        }
+        free(first);
+        sim_exe_free(e);
+        assert_int_equal(thread_count_settled(before), before);
+    }
+    sim_model_free(m);
+}
+
 /* The tutorial pipelined over 4 IPUs, from the IPU threads' step log: in each step of the
  * steady state four distinct host threads, one per IPU, each ran the forward and the
  * backward of micro-batches no other IPU touched in that step; the numbers are those of
@@ -1198,6 +1254,7 @@ main(void)
         cmocka_unit_test(test_replica_threads),
         cmocka_unit_test(test_ipu_threads),
         cmocka_unit_test(test_one_ipu_threads),
+        cmocka_unit_test(test_idle_stops_threads),
         cmocka_unit_test(test_pipeline_concurrency),
         cmocka_unit_test(test_clock_replays_run),
         cmocka_unit_test(test_pipeline_failure),
