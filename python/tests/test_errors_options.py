@@ -194,7 +194,16 @@ def _two_process_runs(cmds, env):
     for p, (out, err) in zip(procs, outs):
         print(out, err[-3000:])
         assert p.returncode == 0, err[-3000:]
-    got = [json.loads(ln) for out, _ in outs for ln in out.splitlines() if ln.startswith("{")]
+    # mpirun forwards each process's output in chunks of its own, so one process's line can
+    # run into the next one's without a newline (seen under load): read objects, not lines.
+    dec = json.JSONDecoder()
+    got = []
+    for out, _ in outs:
+        i = out.find('{"process"')
+        while i >= 0:
+            obj, end = dec.raw_decode(out, i)
+            got.append(obj)
+            i = out.find('{"process"', end)
     return {g["process"]: g for g in got}
 
 
