@@ -249,4 +249,40 @@ def test_ctc_loss_blank_in_targets(daemon, ends_in_blank):
     pm.destroy()
 
 
+def test_embedding_padding_idx_trains_as_torch(daemon):
+    """nn.Embedding(padding_idx): the padding row gets no gradient, as in torch (the
+    exporter's plain Gather trained it), its forward value (here made non-zero) unchanged;
+    the gradient anchor equals torch's .grad, and two SGD steps give torch's weights."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(5)
+            self.emb = nn.Embedding(6, 3, padding_idx=2)
+            with torch.no_grad():
+                self.emb.weight[2] = torch.tensor([0.5, -1.0, 2.0])
+
+        def forward(self, x):
+            y = self.emb(x)
+            return y, poptorch.identity_loss((y * y).sum(), "none")
+
+    x = torch.tensor([[0, 2, 1], [2, 5, 2]])
+    m = M()
+    ref = copy.deepcopy(m)
+    opts = poptorch.Options()
+    opts.anchorTensor("g", "Gradient___emb.weight")
+    pm = poptorch.trainingModel(m, opts, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        want_y, loss = ref(x)
+        loss.backward()
+        opt.step()
+        y, _ = pm(x)
+        torch.testing.assert_close(y, want_y.detach(), **T_)
+        torch.testing.assert_close(pm.getAnchoredTensor("g"), ref.emb.weight.grad, **T_)
+    assert torch.all(ref.emb.weight.grad[2] == 0)
+    torch.testing.assert_close(m.emb.weight, ref.emb.weight, **T_)
+    pm.destroy()
+
+
 T_ = dict(rtol=1e-4, atol=1e-5)
