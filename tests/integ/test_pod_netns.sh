@@ -15,6 +15,8 @@
 #   - the same through IPUoF config files (one per GCD, attributes."Pod hosts") on a V-IPU
 #     partition of each daemon;
 #   - with [pod] sum = daemons (each daemon's sum, then gloo's ring) within 1e-5 of them;
+#   - a fault --at collective armed on host-b: both processes get PARTITION_RESET naming
+#     host-b after 2 calls, and every IPU is back in the pool;
 #   - host-b's daemon killed (SIGKILL) mid-run: the process on host-a gets PopTorch's
 #     RecoverableError with PARTITION_RESET naming host-b within [pod] timeout_ms (+ the
 #     time to notice a closed connection), host-a's IPUs are back in the pool, and with
@@ -54,6 +56,12 @@ check() {
     what=$1
     shift
     if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+
+# all_zero RC...: every exit status given is 0 (one command, so `check` sees all of them:
+# `check W [ a ] && [ b ]` would check only a)
+all_zero() {
+    for rc in "$@"; do [ "$rc" -eq 0 ] || return 1; done
 }
 
 ip netns add "$NA" && ip netns add "$NB" &&
@@ -152,7 +160,7 @@ pod_mnist() {
 }
 pod_mnist pod
 check "tutorial, 2 daemons x 2 replicas: both processes exit 0 ($rc0, $rc1: $(tail -c 200 \
-"$D/pod.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+"$D/pod.1.out"))" all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/pod.onnx")
 check "tutorial, 2 daemons x 2 replicas = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/pod.onnx"
 
@@ -180,7 +188,7 @@ wait "$k0"; rc0=$?
 wait "$k1"; rc1=$?
 KIDS=""
 check "BatchNorm, 2 instances x 2 replicas exit 0 ($rc0, $rc1: $(tail -c 300 "$D/bn2.1.out"))" \
-    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    all_zero "$rc0" "$rc1"
 m=$("$PY" - "$D/bn1.out" "$D/bn2.0.out" <<'EOF2'
 import json, sys
 def state(path):
@@ -225,7 +233,7 @@ if ip netns exec "$NA" tc qdisc add dev "pva$N" root netem delay 20ms 2>"$D/tc.e
     ip netns exec "$NB" tc qdisc add dev "pvb$N" root netem delay 20ms 2>>"$D/tc.err"; then
     pod_mnist slow
     check "tutorial with netem 20 ms each way: both processes exit 0 ($rc0, $rc1)" \
-        [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+        all_zero "$rc0" "$rc1"
     m=$(close "$D/r4.onnx" "$D/slow.onnx")
     check "tutorial with netem = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/slow.onnx"
     ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
@@ -239,7 +247,7 @@ ip netns exec "$NA" tc qdisc add dev "pva$N" root tbf rate 20mbit burst 32kbit l
     not_ok "tc tbf on the veth pair"
 pod_mnist tbf
 check "tutorial over a 20 Mbit/s link (tbf): both processes exit 0 ($rc0, $rc1)" \
-    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/tbf.onnx")
 check "tutorial over 20 Mbit/s = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/tbf.onnx"
 ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
@@ -272,7 +280,10 @@ ms=$(( (t1 - t0) / 1000000 ))
 said=$(grep RecoverableError "$D/kill.0.out")
 check "process 0 gets RecoverableError PARTITION_RESET naming host-b in $ms ms ($said)" \
     sh -c "[ $rc0 -eq 3 ] && echo '$said' | grep -q 'RecoverableError PARTITION_RESET: .*host-b'"
-check "within timeout_ms (4000) + 2 s to notice: $ms ms" [ "$ms" -le 6000 ]
+# Seen here: 1.0-2.5 s. The bound shows the process is told instead of hanging; it leaves a
+# loaded CI machine 8 s of scheduling delay on top of timeout_ms (no timing decides a test
+# by a margin a busy machine can eat).
+check "told within timeout_ms (4000) + 8 s (no hang): $ms ms" [ "$ms" -le 12000 ]
 free=$(IPUOF_SERVER=$SA ip netns exec "$NA" "$B/bin/ipuctl" status --json | "$PY" -c \
     'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
 check "host-a's 4 IPUs are back in the pool ($free free)" [ "$free" = 4 ]
@@ -284,9 +295,60 @@ start "$NB" b
 SB="127.0.0.1:$(cat "$D/b.port")"
 pod_mnist again
 check "host-b restarted: a new partition forms and trains ($rc0, $rc1)" \
-    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/again.onnx")
 check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
+
+# A fault at collective for host-b's IPUs (--host host-b): refused by host-a's daemon,
+# naming the daemon to give it to; armed on host-b's: host-b leaves the job at the third
+# training run's first collective; both processes, on both daemons, get RecoverableError
+# PARTITION_RESET naming host-b; the IPUs come back.
+ip netns exec "$NA" "$B/bin/ipuctl" --admin-socket "$D/a.sock" fault inject --host host-b \
+    --kind recoverable:PARTITION_RESET --at collective >"$D/fault.a.out" 2>&1
+rc=$?
+check "host-a's daemon refuses a fault for host-b's IPUs, naming host-b's daemon (rc $rc: \
+$(cat "$D/fault.a.out"))" grep -q "give the fault to host 'host-b''s daemon" "$D/fault.a.out"
+ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --host host-b \
+    --kind recoverable:PARTITION_RESET --at collective --after-runs 2 >"$D/fault.out" 2>&1 ||
+    not_ok "ipuctl fault inject --host host-b --at collective on host-b: $(cat "$D/fault.out")"
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    POD_TRAIN_CALLS=100000 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
+        IPUOF_JOB_KEY=fault-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
+        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/fault.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+for p in 0 1; do
+    said=$(grep RecoverableError "$D/fault.$p.out")
+    rc=$rc0
+    [ $p = 1 ] && rc=$rc1
+    calls=$(grep -c "^call .* done" "$D/fault.$p.out")
+    named=no
+    echo "$said" | grep -q "RecoverableError PARTITION_RESET: .*Pod host 'host-b' .*went away" &&
+        named=yes
+    check "fault at collective on host-b: process $p trained 2 calls ($calls), then \
+RecoverableError PARTITION_RESET naming host-b (rc $rc: $said)" \
+        [ "$rc.$calls.$named" = 3.2.yes ]
+done
+check "process 1 (host-b) is told the injected fault: $(grep RecoverableError "$D/fault.1.out")" \
+    grep -q "injected fault .* at collective" "$D/fault.1.out"
+fired=$(ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault list --json |
+    "$PY" -c 'import json,sys; print(sum(f["fired"] for f in json.load(sys.stdin)))')
+check "host-b's fault list: fired once ($fired)" [ "$fired" = 1 ]
+ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault clear >/dev/null
+for h in a b; do
+    if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    free=$(IPUOF_SERVER=$srv ip netns exec "$ns" "$B/bin/ipuctl" status --json | "$PY" -c \
+        'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+    check "host-$h's 4 IPUs are back in the pool after the fault ($free free)" [ "$free" = 4 ]
+done
 
 # The operator's way: a V-IPU partition of 2 IPUs on each daemon, and an IPUoF config file
 # per GCD naming its daemon and every daemon of the partition (attributes."Pod hosts").
@@ -315,7 +377,7 @@ wait "$k0"; rc0=$?
 wait "$k1"; rc1=$?
 KIDS=""
 check "IPUoF config files with \"Pod hosts\" on V-IPU partitions: both exit 0 ($rc0, $rc1: \
-$(tail -c 250 "$D/conf.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+$(tail -c 250 "$D/conf.1.out"))" all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/conf.onnx")
 check "and reach the weights of 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/conf.onnx"
 
@@ -335,7 +397,7 @@ start "$NA" a
 start "$NB" b
 SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
 pod_mnist ring
-check "sum = daemons: both processes exit 0 ($rc0, $rc1)" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+check "sum = daemons: both processes exit 0 ($rc0, $rc1)" all_zero "$rc0" "$rc1"
 m=$(TOL=1e-5 close "$D/r4.onnx" "$D/ring.onnx")
 within() { TOL=1e-5 close "$1" "$2" >/dev/null; }
 check "sum = daemons: within 1e-5 of 1 daemon x 4 replicas: $m" within "$D/r4.onnx" "$D/ring.onnx"
