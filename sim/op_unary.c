@@ -454,18 +454,6 @@ bwd_cast(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
     return 0;
 }
 
-/* Detach: the gradient stops here (dx gets nothing added, as torch's .detach()). */
-static int
-bwd_detach(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
-           struct sim_err *err)
-{
-    (void)k;
-    (void)dout;
-    (void)din;
-    (void)err;
-    return 0;
-}
-
 #define CODE_EW 3072u
 
 const struct sim_op sim_ops_unary[] = {
@@ -480,7 +468,9 @@ const struct sim_op sim_ops_unary[] = {
     { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, bwd_clip, 1u, NULL },
     { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_copy, 1u, NULL },
     { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_cast, 1u, NULL },
-    { "Detach", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_detach, 1u,
+    /* Detach: no input is differentiable, so no gradient reaches x through it (as torch's
+     * .detach()); a weight the loss reaches only through it is not trained */
+    { "Detach", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, NULL, 0u,
       "ai.graphcore" },
 };
 
