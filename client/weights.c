@@ -184,7 +184,6 @@ static int
 read_named(ipuof_model *m, const char *name, void *dst, size_t bytes, int is_state)
 {
     char gname[GRADIENT_NAME_MAX];
-
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__ReadWeightsRequest rw = IPUOF__READ_WEIGHTS_REQUEST__INIT;
     struct read_sink rs = {.m = m, .name = name, .dst = dst, .bytes = bytes};
