@@ -174,11 +174,16 @@ place_weight(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *
     return IPUOF_OK;
 }
 
+#define GRADIENT_PREFIX "gradient:"
+#define GRADIENT_NAME_MAX 1024
+
 /* A read of weight or state tensor name; weights are checked against the compile's list
- * first, state is left to the daemon (the client does not list it). */
+ * first, state is left to the daemon (the client does not list it). is_state 2: the
+ * gradient of weight name, asked for as "gradient:<name>" of a training model. */
 static int
 read_named(ipuof_model *m, const char *name, void *dst, size_t bytes, int is_state)
 {
+    char gname[GRADIENT_NAME_MAX];
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__ReadWeightsRequest rw = IPUOF__READ_WEIGHTS_REQUEST__INIT;
     struct read_sink rs = {.m = m, .name = name, .dst = dst, .bytes = bytes};
@@ -197,11 +202,25 @@ read_named(ipuof_model *m, const char *name, void *dst, size_t bytes, int is_sta
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "ipuof_model_read_%s() needs a name and a buffer",
                              is_state ? "state" : "weight");
-    rc = is_state ? check_state(m, name) : check_weight(m, name, bytes, &w);
+    if (is_state == 2) {
+        if (!m->training)
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client", "model '%s' does not train, so "
+                                 "it has no gradients", m->name);
+        if (strlen(name) + strlen(GRADIENT_PREFIX) >= sizeof gname)
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client", "weight name of %zu bytes: at "
+                                 "most %zu", strlen(name),
+                                 sizeof gname - strlen(GRADIENT_PREFIX) - 1);
+    }
+    rc = is_state == 1 ? check_state(m, name) : check_weight(m, name, bytes, &w);
     if (rc == IPUOF_OK)
         rc = ipuof_model_usable(m);
     if (rc != IPUOF_OK)
         return ipuof_model_settle(c, rc);
+    if (is_state == 2) {
+        snprintf(gname, sizeof gname, GRADIENT_PREFIX "%s", name);
+        name = gname;
+        rs.name = gname;
+    }
     names[0] = (char *)name;
     rw.model_id = m->id;
     rw.n_names = 1;
@@ -224,6 +243,12 @@ int
 ipuof_model_read_state(ipuof_model *m, const char *name, void *dst, size_t bytes)
 {
     return read_named(m, name, dst, bytes, 1);
+}
+
+int
+ipuof_model_read_gradient(ipuof_model *m, const char *weight, void *dst, size_t bytes)
+{
+    return read_named(m, weight, dst, bytes, 2);
 }
 
 /* ---- write and copy ------------------------------------------------------------------- */

@@ -3,11 +3,15 @@
  * what a training application does with its model between runs (PopTorch's setOptimizer,
  * copyWeightsToHost / copyWeightsToDevice, saving the trained model).
  *
+ * read_weights also reads a trained weight's last applied gradient by the name
+ * "gradient:<weight>" (PopTorch's Gradient___<weight> anchors); the reply names it so.
+ *
  * These run on the event-loop thread: they copy at most a model's weights, and a
  * connection's model never runs while its next request is being served (requests of one
  * connection are answered in order, a run's reply first).
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #include "wiremap.h"
 
 #define MAX_WEIGHTS_PER_REQUEST 64
+#define GRADIENT_PREFIX "gradient:"
 
 /* The model with id, or NULL with an error sent. */
 static struct model *
@@ -130,11 +135,22 @@ req_read_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32
     }
     memset(iov, 0, sizeof iov);
     for (size_t i = 0; i < n; i++) {
-        long idx = rq->n_names ? sim_exe_weight_index(exe, rq->names[i]) : (long)i;
+        const char *name = rq->n_names ? rq->names[i] : NULL;
+        bool grad = name != NULL && strncmp(name, GRADIENT_PREFIX, strlen(GRADIENT_PREFIX)) == 0;
+        long idx = name == NULL ? (long)i
+                   : sim_exe_weight_index(exe, grad ? name + strlen(GRADIENT_PREFIX) : name);
         struct sim_weight_info w;
         struct sim_err err;
         void *buf;
 
+        if (grad && (idx < 0 || (size_t)idx >= sim_exe_weight_count(exe))) {
+            conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
+                            "model '%s', reading '%s': it has no weight called '%s' "
+                            "(" GRADIENT_PREFIX "<weight> names a trained weight's gradient)",
+                            m->name, name, name + strlen(GRADIENT_PREFIX));
+            rc = IPUOF_E_NOTFOUND;
+            goto out;
+        }
         if (idx < 0) {
             sim_exe_read_weight(exe, rq->names[i], NULL, 0, &err);   /* says what is kept */
             conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "executor",
@@ -151,12 +167,16 @@ req_read_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32
         }
         iov[i].base = buf;
         iov[i].len = w.bytes;
-        rc = sim_exe_read_weight(exe, w.name, buf, w.bytes, &err);
+        rc = grad ? sim_exe_read_gradient(exe, w.name, buf, w.bytes, &err)
+                  : sim_exe_read_weight(exe, w.name, buf, w.bytes, &err);
         if (rc != IPUOF_OK) {
-            conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
+            conn_send_error(c, req_id, rc, 0, 0, "executor", "model '%s', reading '%s': %s",
+                            m->name, grad ? name : w.name, err.msg);
             goto out;
         }
         weight_tensor(&ti[i], &w, dims[i]);
+        if (grad)
+            ti[i].name = (char *)name;
         tp[i] = &ti[i];
         total += w.bytes;
     }

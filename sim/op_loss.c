@@ -13,9 +13,12 @@
  *   PopTorch's limits hold: reduction "none" and 1-D (concatenated) targets are refused at
  *   compile time.
  * Labels and lengths are checked at run time; a bad one is an error naming the node, the
- * value and the limit it broke. The CTC gradient is the true gradient w.r.t. log_probs
- * (PyTorch's CTC backward returns the gradient w.r.t. the logits of the log_softmax that
- * usually precedes it; after a LogSoftmax both give the same gradient of the logits).
+ * value and the limit it broke. A target label equal to the blank is computed as PyTorch
+ * does: the recursion may skip over an extended position s - 2 whenever its label differs
+ * from position s's (even a target that is the blank, after a different label). The CTC
+ * gradient is the true gradient w.r.t. log_probs (PyTorch's CTC backward returns the
+ * gradient w.r.t. the logits of the log_softmax that usually precedes it; after a
+ * LogSoftmax both give the same gradient of the logits).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -348,11 +351,11 @@ ctc_sample(const struct sim_kern *k, const struct ctc_params *p, int64_t n, int6
                            (long long)p->S);
     for (int64_t s = 0; s < *ln; s++) {
         int64_t v = sim_get_i64(tg->dtype, tg->data, n * p->S + s);
-        if (v < 0 || v >= p->C || v == p->blank)
+        if (v < 0 || v >= p->C)
             return sim_err_set(err, IPUOF_E_INVAL, "%s: label %lld (sample %lld, position "
-                               "%lld) is out of range for %lld classes or is the blank "
-                               "(%lld)", k->label, (long long)v, (long long)n, (long long)s,
-                               (long long)p->C, (long long)p->blank);
+                               "%lld) is out of range for %lld classes (0 to %lld)",
+                               k->label, (long long)v, (long long)n, (long long)s,
+                               (long long)p->C, (long long)p->C - 1);
     }
     return 0;
 }
@@ -388,7 +391,7 @@ ctc_alpha(const struct sim_kern *k, const struct ctc_params *p, int64_t n, int64
             double a = prev[s];
             if (s > 0)
                 a = lse2(a, prev[s - 1]);
-            if (s > 1 && l != p->blank && l != ext_label(k, p, n, s - 2))
+            if (s > 1 && l != ext_label(k, p, n, s - 2))
                 a = lse2(a, prev[s - 2]);
             cur[s] = a + lp[(t * p->N + n) * p->C + l];
         }
@@ -438,7 +441,7 @@ ctc_beta(const struct sim_kern *k, const struct ctc_params *p, int64_t n, int64_
             double b = next[s];
             if (s + 1 < sp)
                 b = lse2(b, next[s + 1]);
-            if (s + 2 < sp && l != p->blank && l != ext_label(k, p, n, s + 2))
+            if (s + 2 < sp && l != ext_label(k, p, n, s + 2))
                 b = lse2(b, next[s + 2]);
             beta[t * sp + s] = b + lp[(t * p->N + n) * p->C + l];
         }

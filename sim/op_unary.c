@@ -1,7 +1,8 @@
 /*
  * op_unary.c — one-input elementwise ops, forward and backward: Neg, Abs, Sqrt, Exp, Log,
  * Erf, Floor, Ceil, Clip (bounds as attributes before opset 11, as optional inputs after),
- * Identity, Cast.
+ * Identity, Cast, and ai.graphcore Detach (PopART's: the value passes, no gradient flows
+ * back; the package writes nn.Embedding's padding_idx with it).
  *
  * Integer Neg and Abs wrap (computed unsigned); every backward is float only (an integer
  * tensor carries no gradient). Gradients follow PyTorch's formulas, including its choices
@@ -467,6 +468,10 @@ const struct sim_op sim_ops_unary[] = {
     { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, bwd_clip, 1u, NULL },
     { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_copy, 1u, NULL },
     { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_cast, 1u, NULL },
+    /* Detach: no input is differentiable, so no gradient reaches x through it (as torch's
+     * .detach()); a weight the loss reaches only through it is not trained */
+    { "Detach", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, NULL, 0u,
+      "ai.graphcore" },
 };
 
 const int sim_ops_unary_count = (int)(sizeof(sim_ops_unary) / sizeof(sim_ops_unary[0]));

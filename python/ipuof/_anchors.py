@@ -4,8 +4,10 @@ A name of getTensorNames() is one of: a value of the ONNX graph (an input, a nod
 output), which becomes an extra output of the graph with the anchor's output mode; a
 weight (an initializer), read from the device after each run (a training model) or the
 graph's constant (an inference model); UpdatedVar___<weight>, the weight after the run's
-last update (PopTorch's name), read from the device. Gradients (PopTorch's
-Gradient___<weight>) are not returned by the daemon: refused with a sentence saying so.
+last update (PopTorch's name), read from the device; Gradient___<weight> (a training
+model's trained weight), the gradient the run's last update applied (after the reduction
+over accumulation steps and replicas), read from the device
+(ipuof_model_read_gradient).
 """
 import collections
 
@@ -16,7 +18,8 @@ UPDATED = "UpdatedVar___"
 GRADIENT = "Gradient___"
 
 Anchor = collections.namedtuple("Anchor", "short long kind mode period")
-# kind: "value" (a graph output), "weight" (read by name after each run)
+# kind: "value" (a graph output), "weight" (read by name after each run), "gradient" (the
+# named weight's last applied gradient, read after each run)
 
 
 def graph_names(onnx_bytes):
@@ -38,6 +41,7 @@ def tensor_names(onnx_bytes, training, trainable):
     out = list(dict.fromkeys(values + inits))
     if training:
         out += [UPDATED + w for w in inits if w in trainable]
+        out += [GRADIENT + w for w in inits if w in trainable]
     return out
 
 
@@ -67,10 +71,20 @@ def plan(options, training, onnx_bytes, trainable, steps):
         mode = _mode(options, training, a)
         period = a[3]
         if long.startswith(GRADIENT):
-            raise Error(f"anchorTensor('{short}', '{long}'): ipuofd does not return "
-                        "gradients yet; a value of the graph, a weight or "
-                        f"{UPDATED}<weight> (after the run's update) can be anchored "
-                        "(getTensorNames() lists them)")
+            weight = long[len(GRADIENT):]
+            if not training or weight not in trainable:
+                raise Error(f"anchorTensor('{short}', '{long}'): "
+                            + (f"'{weight}' is not a weight this model trains"
+                               if training else "an inference model has no gradients")
+                            + f"; {GRADIENT}<weight> names the gradient of a trained "
+                            "weight of a training model (getTensorNames() lists them)")
+            if mode != enums.OutputMode.Final and steps > 1:
+                raise Error(f"anchorTensor('{short}', '{long}'): only the gradient of the "
+                            "run's last update (OutputMode.Final) can be read from the "
+                            f"device, not one per step (OutputMode.{mode.name}, {steps} "
+                            "steps a run)")
+            out.append(Anchor(short, weight, "gradient", mode, period))
+            continue
         weight = long[len(UPDATED):] if long.startswith(UPDATED) else long
         if (long.startswith(UPDATED) and training and weight in trainable) or \
                 (not long.startswith(UPDATED) and long in init_set):

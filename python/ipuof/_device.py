@@ -159,6 +159,15 @@ class CompiledModel:
         if rc != 0:
             raise self.conn.fail(f"copyWeightsToHost ({name})", rc)
 
+    def read_gradient(self, name, dst):
+        """The gradient of trained weight name that the last run's last step applied
+        (float32 dst of the weight's shape)."""
+        rc = lib.ipuof_model_read_gradient(self.ptr, name.encode(),
+                                           ffi.cast("void *", dst.data_ptr()),
+                                           dst.numel() * dst.element_size())
+        if rc != 0:
+            raise self.conn.fail(f"Gradient___{name}", rc)
+
     def write_weight(self, name, src):
         rc = lib.ipuof_model_write_weight(self.ptr, name.encode(),
                                           ffi.cast("const void *", src.data_ptr()),

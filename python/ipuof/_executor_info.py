@@ -22,7 +22,11 @@ class ExecutorInfo:
                 values[a.short] = flat[index[a.long]]
                 continue
             t = self._weights[a.long]
-            if self._training:
+            if a.kind == "gradient":
+                buf = torch.empty(t.shape, dtype=torch.float32)
+                self._exe.read_gradient(a.long, buf)
+                values[a.short] = buf.to(t.dtype)
+            elif self._training:
                 buf = torch.empty(t.shape, dtype=torch.float32 if t.dtype in capture.WIDENED
                                   else t.dtype)
                 self._exe.read_weight(a.long, buf)

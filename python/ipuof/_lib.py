@@ -141,6 +141,7 @@ int ipuof_model_read_weight(ipuof_model *m, const char *name, void *dst, size_t 
 int ipuof_model_write_weight(ipuof_model *m, const char *name, const void *src,
                              size_t bytes);
 int ipuof_model_read_state(ipuof_model *m, const char *name, void *dst, size_t bytes);
+int ipuof_model_read_gradient(ipuof_model *m, const char *weight, void *dst, size_t bytes);
 int ipuof_model_write_state(ipuof_model *m, const char *name, const void *src,
                             size_t bytes);
 """

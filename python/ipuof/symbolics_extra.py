@@ -20,6 +20,10 @@ lacks or writes as the daemon cannot take, each written with ops the daemon has.
   broadcast to its shape.
 - aten::binary_cross_entropy and aten::hinge_embedding_loss: torch's formulas (the log
   clamped at -100 as torch's BCE; weight multiplies each element).
+- aten::embedding with padding_idx: the exporter's Gather lets the padding row train
+  (ONNX cannot say otherwise); here the rows gathered at padding_idx come through the
+  daemon's ai.graphcore::Detach (Where on index == padding_idx), so, as in torch, they get
+  no gradient and the forward value is unchanged.
 """
 import torch
 from torch.onnx import symbolic_helper as sym
@@ -181,7 +185,21 @@ def ctc_loss(g, log_probs, targets, input_lengths, target_lengths, blank, reduct
                 zero_infinity_i=int(bool(sym._maybe_get_const(zero_infinity, "b"))))
 
 
-SYMBOLICS = (("copy", copy), ("group_norm", group_norm), ("ctc_loss", ctc_loss), ("cumprod", cumprod), ("col2im", col2im),
+@sym.parse_args("v", "v", "i", "b", "v")
+def embedding(g, weight, indices, padding_idx, scale_grad_by_freq, sparse):
+    if scale_grad_by_freq:
+        return _opset9.embedding(g, weight, indices, padding_idx, scale_grad_by_freq, sparse)
+    y = g.op("Gather", weight, indices)
+    if padding_idx is None or padding_idx < 0:
+        return y
+    pad = g.op("Constant", value_t=torch.tensor(padding_idx, dtype=torch.int64))
+    idx = g.op("Cast", indices, to_i=7)  # INT64
+    is_pad = g.op("Unsqueeze", g.op("Equal", idx, pad),
+                  g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64)))
+    return g.op("Where", is_pad, g.op("ai.graphcore::Detach", y), y)
+
+
+SYMBOLICS = (("embedding", embedding), ("copy", copy), ("group_norm", group_norm), ("ctc_loss", ctc_loss), ("cumprod", cumprod), ("col2im", col2im),
              ("avg_pool1d", _unbatched_pool("avg_pool1d", 1, _single)),
              ("avg_pool2d", _unbatched_pool("avg_pool2d", 2, _pair)),
              ("avg_pool3d", _unbatched_pool("avg_pool3d", 3, _triple)),

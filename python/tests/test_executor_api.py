@@ -58,11 +58,44 @@ def test_tensor_names_and_anchors(daemon):
     pm.destroy()
 
 
+def test_gradient_anchors(daemon):
+    """Gradient___<weight> (PopTorch's observing_tensors tutorial): the gradient of each
+    run's update, read from the device, equal to torch's .grad of the same step; listed by
+    getTensorNames()."""
+    x, y = torch.rand(2, 4), torch.rand(2, 3)
+    model = Net()
+    ref = Net()
+    opts = poptorch.Options()
+    opts.anchorTensor("gw", "Gradient___fc1.weight")
+    opts.anchorTensor("gb", "Gradient___fc2.bias")
+    pm = poptorch.trainingModel(model, opts,
+                                optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(2):
+        xs, ys = x + step, y * (step + 1)
+        opt.zero_grad()
+        ref(xs, ys)[1].backward()
+        opt.step()
+        pm(xs, ys)
+        gw, gb = pm.getAnchoredTensor("gw"), pm.getAnchoredTensor("gb")
+        assert gw.shape == (4, 4) and gb.shape == (3,)
+        assert gb.abs().sum() > 0
+        torch.testing.assert_close(gw, ref.fc1.weight.grad, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(gb, ref.fc2.bias.grad, rtol=1e-5, atol=1e-6)
+    names = pm.getTensorNames()
+    assert "Gradient___fc1.weight" in names and "Gradient___fc2.bias" in names
+    pm.destroy()
+
+
 def test_anchor_refusals(daemon):
     x, y = torch.rand(2, 4), torch.rand(2, 3)
     opts = poptorch.Options()
     opts.anchorTensor("g", "Gradient___fc2.bias")
-    with pytest.raises(poptorch.Error, match="does not return gradients"):
+    with pytest.raises(poptorch.Error, match="an inference model has no gradients"):
+        poptorch.inferenceModel(Net().eval(), opts)(x)
+    opts = poptorch.Options()
+    opts.anchorTensor("g", "Gradient___fc3.bias")
+    with pytest.raises(poptorch.Error, match="'fc3.bias' is not a weight this model trains"):
         poptorch.trainingModel(Net(), opts)(x, y)
     opts = poptorch.Options()
     opts.anchorTensor("t", "no_such_tensor")

@@ -306,6 +306,35 @@ test_train_save_infer(void **state)
     r = call(fd, &h, w1, sizeof w1, NULL, NULL); /* restore */
     ipuof_frame_header_free(r);
 
+    /* "gradient:<w>": the last step's gradient, named so in the reply; the daemon checks
+     * the weight (the client's own check bypassed here). */
+    names[0] = (char *)"gradient:w1";
+    h.body_case = IPUOF__HEADER__BODY_READ_WEIGHTS;
+    h.read_weights = &rw;
+    r = call(fd, &h, NULL, 0, &out, &olen);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_READ_WEIGHTS_REPLY);
+    assert_string_equal(r->read_weights_reply->weights[0]->name, "gradient:w1");
+    assert_int_equal(olen, sizeof w1);
+    {
+        float gsum = 0;
+        for (int i = 0; i < NHID * NIN; i++)
+            gsum += fabsf(((const float *)out)[i]);
+        assert_true(gsum > 0);
+    }
+    ipuof_frame_header_free(r);
+    free(out);
+    names[0] = (char *)"gradient:nope";
+    r = call(fd, &h, NULL, 0, NULL, NULL);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    assert_non_null(strstr(r->error->message, "no weight called 'nope'"));
+    print_message("gradient of no weight: %s\n", r->error->message);
+    ipuof_frame_header_free(r);
+    names[0] = (char *)"gradient:";
+    r = call(fd, &h, NULL, 0, NULL, NULL);
+    assert_int_equal(r->body_case, IPUOF__HEADER__BODY_ERROR);
+    ipuof_frame_header_free(r);
+    names[0] = (char *)"w1";
+
     /* An inference model from the training model, inside the daemon. */
     ci.device_iterations = 1;
     ci.replicas = 1;

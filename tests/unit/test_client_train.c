@@ -726,6 +726,27 @@ test_real_daemon(void **state)
     assert_int_equal(ipuof_model_copy_weights(inf, m), IPUOF_OK);
     assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
 
+    /* The last step's gradient of a trained weight ("gradient:<w>" over read_weights);
+     * its values against torch's .grad: python/tests/test_executor_api.py. */
+    {
+        float g[RN * RK], g2[RN * RK], gb[RN];
+        float nz = 0.0f;
+
+        assert_int_equal(ipuof_model_read_gradient(m, "W", g, sizeof g), IPUOF_OK);
+        assert_int_equal(ipuof_model_read_gradient(m, "W", g2, sizeof g2), IPUOF_OK);
+        assert_memory_equal(g, g2, sizeof g);
+        for (size_t i = 0; i < RN * RK; i++)
+            nz += g[i] < 0 ? -g[i] : g[i];
+        assert_true(nz > 0.0f);
+        assert_int_equal(ipuof_model_read_gradient(m, "b", gb, sizeof gb), IPUOF_OK);
+        assert_error(c, ipuof_model_read_gradient(m, "W", g, 4), IPUOF_E_SHAPE, "bytes");
+        assert_error(c, ipuof_model_read_gradient(m, "nope", g, sizeof g), IPUOF_E_NOTFOUND,
+                     "nope");
+        assert_error(c, ipuof_model_read_gradient(inf, "W", g, sizeof g), IPUOF_E_INVAL,
+                     "no gradients");
+        print_message("  %s\n", ipuof_client_errmsg(c));
+    }
+
     /* setOptimizer; the kind cannot change. */
     to.optimizer.lr = 0.1f;
     assert_int_equal(ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_OK);

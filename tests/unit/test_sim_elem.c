@@ -616,6 +616,43 @@ test_maxpool(void **state)
            sizeof(cases) / sizeof(cases[0]));
 }
 
+/* ai.graphcore Detach: y = x + Detach(x) is 2x forward, but d loss / dx is r (not 2r). */
+static void
+test_detach(void **state)
+{
+    struct sim_ob *b = sim_ob_new(13);
+    struct sim_compile_opts o;
+    struct sim_model *m = NULL;
+    struct sim_exe *e;
+    struct sim_err err;
+    const int64_t n = 37;
+    float *x = rand_vec(n, -4.0f, 4.0f), *r = rand_vec(n, -1.0f, 1.0f), g[37];
+    const float *y;
+
+    (void)state;
+    sim_ob_initializer(b, "x", F32, 1, DIMS(n), x);
+    sim_ob_initializer(b, "r", F32, 1, DIMS(n), r);
+    sim_ob_node(b, "Detach", "stop", "x", "xd");
+    sim_ob_node_domain(b, "ai.graphcore");
+    sim_ob_node(b, "Add", "sum", "x,xd", "y");
+    add_loss(b);
+    sim_ob_output(b, "y", F32);
+    train_opts(&o);
+    e = compile(b, &o, &m);
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    y = (const float *)sim_exe_output_buffer(e, (size_t)sim_exe_output_index(e, "y"));
+    assert_int_equal(sim_exe_read_gradient(e, "x", g, sizeof g, &err), 0);
+    for (int64_t i = 0; i < n; i++) {
+        assert_float_equal(y[i], 2.0f * x[i], 0.0f);
+        assert_float_equal(g[i], r[i], 0.0f);
+    }
+    sim_exe_free(e);
+    sim_model_free(m);
+    free(x);
+    free(r);
+}
+
 int
 main(void)
 {
@@ -625,6 +662,7 @@ main(void)
         cmocka_unit_test(test_global_average_grad),
         cmocka_unit_test(test_broadcast_binary),
         cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_detach),
     };
 
     setenv("IPUOF_SIM_THREADS", "3", 0);

@@ -219,6 +219,37 @@ test_ctc_values(void **state)
     sim_model_free(m);
 }
 
+/* Targets holding the blank, computed as torch does; log_probs all ln 0.5 over (T 2, N 2,
+ * C 2), blank 0. "1 0": extended b 1 b 0 b; position 3 (the target blank) may follow
+ * position 1 directly (its label differs), so one alignment "1 0" (p 1/4). "0": extended
+ * b 0 b, all of class 0; the paths (0,1) (1,1) (1,2) end at position 1 or 2 (p 3/4).
+ * torch.nn.functional.ctc_loss gives the same: log 4 - log 0.75. */
+static void
+test_ctc_blank_in_target(void **state)
+{
+    struct sim_ob *b = sim_ob_new(6);
+    struct sim_model *m;
+    struct sim_exe *e;
+    float lp[8];
+
+    (void)state;
+    for (int i = 0; i < 8; i++)
+        lp[i] = (float)log(0.5);
+    sim_ob_initializer(b, "lp", F32, 3, DIMS(2, 2, 2), lp);
+    sim_ob_initializer(b, "tg", I64, 2, DIMS(2, 2), DIMS(1, 0, 0, 0));
+    sim_ob_initializer(b, "il", I64, 1, DIMS(2), DIMS(2, 2));
+    sim_ob_initializer(b, "tl", I64, 1, DIMS(2), DIMS(2, 1));
+    sim_ob_node(b, "CtcLoss", "ctc", "lp,tg,il,tl", "loss");
+    sim_ob_node_domain(b, "ai.graphcore");
+    sim_ob_attr_str(b, "reduction", "sum");
+    sim_ob_output(b, "loss", F32);
+    m = test_ob_load(b);
+    check("CtcLoss sum, targets holding the blank", infer(m, &e, 0),
+          (const double[]){ log(4.0) - log(0.75) }, 1);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 /* ---- a small training model -------------------------------------------------------------- */
 
 /* x (B,2,3,3) -> Conv(2,1x1) -> BatchNorm -> GlobalAveragePool -> Flatten -> Gemm(3, W, b)
@@ -701,6 +732,7 @@ main(void)
         cmocka_unit_test(test_cross_entropy_values),
         cmocka_unit_test(test_nll_values),
         cmocka_unit_test(test_ctc_values),
+        cmocka_unit_test(test_ctc_blank_in_target),
         cmocka_unit_test(test_weights_api),
         cmocka_unit_test(test_save_onnx),
         cmocka_unit_test(test_memory_report),

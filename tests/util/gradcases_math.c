@@ -228,6 +228,18 @@ g_ctc_sum(struct sim_ob *b)
     sim_ob_attr_int(b, "blank", 3);
 }
 
+/* Targets holding the blank (torch computes them): "2 0 0 1" and "0". */
+static void
+g_ctc_blank(struct sim_ob *b)
+{
+    gc_param(b, "lp", 3, DIMS(7, 2, 3), D_ANY);
+    gc_ints(b, "tg", 2, DIMS(2, 4), DIMS(2, 0, 0, 1, 0, 1, 1, 1));
+    gc_ints(b, "il", 1, DIMS(2), DIMS(7, 4));
+    gc_ints(b, "tl", 1, DIMS(2), DIMS(4, 1));
+    sim_ob_node(b, "CtcLoss", "n", "lp,tg,il,tl", "y");
+    sim_ob_node_domain(b, "ai.graphcore");
+}
+
 /* A frozen float scalar initializer. */
 static void
 fscalar(struct sim_ob *b, const char *name, float v)
@@ -475,6 +487,7 @@ const struct gcase gradcases_math[] = {
     { "NegativeLogLikelihoodLoss", "sum, weights, (N,C,d)", g_nll, 1e-2f, 1e-3f },
     { "CtcLoss", "mean, blank 0, ragged lengths", g_ctc, 1e-2f, 1e-3f },
     { "CtcLoss", "sum, blank 3, repeated label, empty target", g_ctc_sum, 1e-2f, 1e-3f },
+    { "CtcLoss", "mean, targets holding the blank", g_ctc_blank, 1e-2f, 1e-3f },
     { "MatMul", "chain MatMul-Tanh-Mul-Softmax", g_chain, 1e-2f, 1e-3f },
     { "HardSigmoid", "alpha 1.5 beta 0.6, both clamps", g_hardsigmoid, 1e-3f, 1e-3f },
     { "HardSwish", "4x: all three pieces", g_hardswish, 1e-3f, 1e-3f },

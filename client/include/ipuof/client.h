@@ -776,6 +776,16 @@ IPUOF_API int ipuof_model_read_state(ipuof_model *m, const char *name, void *dst
 IPUOF_API int ipuof_model_write_state(ipuof_model *m, const char *name, const void *src,
                                       size_t bytes);
 
+/*
+ * The gradient of trainable weight `weight` (float32 of its shape) that the last optimizer
+ * step applied, after the reduction over accumulation steps and replicas (PopTorch's
+ * Gradient___<weight> anchor); zeros before the first run. On the wire a read_weights of
+ * "gradient:<weight>". Errors: IPUOF_E_INVAL (the model does not train, or the weight is
+ * frozen or a buffer), as ipuof_model_read_weight otherwise.
+ */
+IPUOF_API int ipuof_model_read_gradient(ipuof_model *m, const char *weight, void *dst,
+                                        size_t bytes);
+
 /* The weights a model can read and write: name, dtype, shape (data NULL) and kind
  * (enum ipuof_weight_kind). Borrowed from the model. */
 enum ipuof_weight_kind {
