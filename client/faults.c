@@ -28,6 +28,7 @@ from_wire(struct ipuof_fault *out, const Ipuof__FaultSpec *w)
     out->rearm_on_reset = w->rearm_on_reset != 0;
     out->rearmed = w->rearmed;
     out->expired = w->expired != 0;
+    ipuof_copy_str(out->host, sizeof out->host, w->host);
 }
 
 /* Sends a FaultRequest and returns the reply (caller frees) in *reply. */
@@ -49,6 +50,7 @@ fault_call(ipuof_client *c, Ipuof__FaultVerb verb, const struct ipuof_fault *f, 
         w.has_ipu = f->has_ipu != 0;
         w.ipu = f->ipu;
         w.partition = (char *)f->partition;
+        w.host = (char *)f->host;
         w.kind = (char *)f->kind;
         w.at = (char *)f->at;
         w.after = f->after_runs;

@@ -12,7 +12,7 @@
 #include "jsonparse.h"
 
 static const char *const at_names[FAULT_AT_COUNT] = {"attach", "compile", "weights", "run",
-                                                      "load"};
+                                                      "load", "collective"};
 
 /* The simple kinds: name, kind, recovery (for the recoverable:ACTION family see actions). */
 static const struct {
@@ -50,6 +50,63 @@ faults_init(struct fault_table *t)
 {
     memset(t, 0, sizeof *t);
     t->next_id = 1;
+}
+
+void
+faults_set_pod(struct fault_table *t, const char *self, const char *const *peers, unsigned n)
+{
+    size_t used = 0;
+
+    snprintf(t->self, sizeof t->self, "%s", self != NULL ? self : "");
+    t->peers[0] = '\0';
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = strlen(peers[i]);
+        if (len == 0 || used + len + 2 > sizeof t->peers)
+            continue;
+        memcpy(t->peers + used, peers[i], len);
+        used += len;
+        t->peers[used++] = ' ';
+        t->peers[used] = '\0';
+    }
+}
+
+/* 1 when name is one of t's other Pod hosts. */
+static int
+is_peer(const struct fault_table *t, const char *name)
+{
+    size_t len = strlen(name);
+
+    for (const char *p = t->peers; *p != '\0';) {
+        const char *sp = strchr(p, ' ');
+        if ((size_t)(sp - p) == len && memcmp(p, name, len) == 0)
+            return 1;
+        p = sp + 1;
+    }
+    return 0;
+}
+
+/* Checks a --host target: this daemon's own Pod name, else a sentence saying which daemon
+ * takes it (another Pod host's) or that no such host is known. 0 or -1. */
+static int
+check_host(const struct fault_table *t, const char *host, char *err, size_t errlen)
+{
+    if (host[0] == '\0' || strcmp(host, t->self) == 0)
+        return 0;
+    if (is_peer(t, host)) {
+        errbuf_set(err, errlen, "Pod host '%.63s' is not this daemon's (this is host '%s'): a "
+                   "daemon arms faults on its own IPUs only; give the fault to host '%.63s''s "
+                   "daemon (ipuctl --admin-socket there, or IPUOF_FAULTS in its environment)",
+                   host, t->self, host);
+        return -1;
+    }
+    if (t->self[0] == '\0')
+        errbuf_set(err, errlen, "--host '%.63s': this daemon is in no Pod; leave --host out",
+                   host);
+    else
+        errbuf_set(err, errlen, "no Pod host '%.63s': this daemon is host '%s'%s%.*s", host,
+                   t->self, t->peers[0] != '\0' ? ", its peers are " : " and has no peers",
+                   t->peers[0] != '\0' ? (int)strlen(t->peers) - 1 : 0, t->peers);
+    return -1;
 }
 
 int
@@ -144,7 +201,22 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
             f.at = (enum fault_at)i;
     if (f.at == FAULT_AT_COUNT) {
         errbuf_set(err, errlen, "fault trigger '%.80s' is not known; give --at attach, "
-                   "compile, load, weights or run", at);
+                   "compile, load, weights, run or collective", at);
+        return -1;
+    }
+    /* A Pod job's collective failing is what PARTITION_RESET says: the partition across
+     * the daemons is gone, its IPUs go back to the pool (none is in error to re-arm on). */
+    if (f.at == FAULT_AT_COLLECTIVE &&
+        (f.kind != FAULT_RECOVERABLE || f.recovery != IPUOF_RECOVERY_PARTITION_RESET)) {
+        errbuf_set(err, errlen, "fault kind '%.80s' cannot happen at collective: a Pod "
+                   "job's collective that fails ends the job on every daemon with "
+                   "PARTITION_RESET; give --kind recoverable:PARTITION_RESET", spec->kind);
+        return -1;
+    }
+    if (f.at == FAULT_AT_COLLECTIVE && spec->rearm) {
+        errbuf_set(err, errlen, "--rearm-on-reset re-arms a fault when the IPUs it put in "
+                   "error are reset; a fault at collective puts none in error (its job ends "
+                   "and the IPUs go back to the pool); give --count instead");
         return -1;
     }
     if (f.at == FAULT_AT_ATTACH && (f.kind == FAULT_HANG || f.kind == FAULT_TILE_OOM ||
@@ -168,6 +240,8 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
                    "(IPU %u and partition '%.64s')", spec->ipu, part);
         return -1;
     }
+    if (check_host(t, spec->host != NULL ? spec->host : "", err, errlen) < 0)
+        return -1;
     if (spec->has_ipu && spec->ipu >= n_ipus) {
         errbuf_set(err, errlen, "no IPU %u: this daemon has IPUs 0 to %u", spec->ipu,
                    n_ipus - 1);
@@ -192,6 +266,7 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
     f.has_ipu = spec->has_ipu != 0;
     f.ipu = spec->ipu;
     snprintf(f.partition, sizeof f.partition, "%s", part);
+    snprintf(f.host, sizeof f.host, "%s", spec->host != NULL ? spec->host : "");
     f.after = spec->after;
     f.count = spec->count ? spec->count : 1;
     f.probability = spec->probability > 0.0 ? spec->probability : 1.0;
@@ -325,7 +400,7 @@ read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what
         size_t k;
 
         if (strcmp(key, "kind") == 0 || strcmp(key, "at") == 0 ||
-            strcmp(key, "partition") == 0) {
+            strcmp(key, "partition") == 0 || strcmp(key, "host") == 0) {
             if (v->type != IPUOF_JSON_STRING) {
                 errbuf_set(err, errlen, "%s entry %u: \"%s\" is %s; give a string", what,
                            idx, key, ipuof_json_type_name(v->type));
@@ -335,6 +410,8 @@ read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what
                 spec->kind = v->string;
             else if (key[0] == 'a')
                 spec->at = v->string;
+            else if (key[0] == 'h')
+                spec->host = v->string;
             else
                 spec->partition = v->string;
             continue;
@@ -353,7 +430,7 @@ read_entry(const struct ipuof_json *o, struct fault_spec *spec, const char *what
                 break;
         if (k == sizeof num_keys / sizeof num_keys[0]) {
             errbuf_set(err, errlen, "%s entry %u: unknown key \"%.40s\"; the keys are ipu, "
-                       "partition, kind, at, after_runs, count, probability, seed, "
+                       "partition, host, kind, at, after_runs, count, probability, seed, "
                        "duration_ms, wait_ms, rearm_on_reset", what, idx, key);
             return -1;
         }

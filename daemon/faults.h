@@ -29,10 +29,12 @@ enum fault_kind {
 };
 
 /* The trigger points, in the order a program meets them (load: a compiled executable is
- * placed on the IPUs, as Poplar's Engine::load). The values are not the order. */
+ * placed on the IPUs, as Poplar's Engine::load; collective: a training run of a job whose
+ * partition spans a Pod, before its first collective with the other daemons). The values
+ * are not the order. */
 enum fault_at { FAULT_AT_ATTACH = 0, FAULT_AT_COMPILE = 1, FAULT_AT_WEIGHTS = 2,
-                FAULT_AT_RUN = 3, FAULT_AT_LOAD = 4 };
-#define FAULT_AT_COUNT 5
+                FAULT_AT_RUN = 3, FAULT_AT_LOAD = 4, FAULT_AT_COLLECTIVE = 5 };
+#define FAULT_AT_COUNT 6
 
 struct fault {
     unsigned id;                 /* 1, 2, ...; never reused while the daemon runs */
@@ -41,6 +43,7 @@ struct fault {
     int has_ipu;                 /* target: IPU ipu, else partition, else (both empty) any */
     unsigned ipu;
     char partition[FAULTS_NAME_MAX];
+    char host[FAULTS_NAME_MAX];  /* --host: this daemon's Pod name, given so ("" none) */
     enum fault_at at;
     unsigned after;              /* matching events skipped before it may fire */
     unsigned count;              /* fires at most this often (>= 1) */
@@ -56,10 +59,14 @@ struct fault {
     uint64_t hit;                /* bit i: IPU i is in error from it (for rearm) */
 };
 
+#define FAULTS_PEERS_MAX 1200
+
 struct fault_table {
     struct fault f[FAULTS_MAX];
     unsigned n;
     unsigned next_id;
+    char self[FAULTS_NAME_MAX];  /* this daemon's Pod host name ("" none): --host's own */
+    char peers[FAULTS_PEERS_MAX]; /* the other Pod hosts' names, each followed by ' ' */
 };
 
 /* What a fault asks for, before it is in a table (the strings as ipuctl fault takes them). */
@@ -67,6 +74,7 @@ struct fault_spec {
     int has_ipu;
     unsigned ipu;
     const char *partition;       /* NULL or "": none */
+    const char *host;            /* NULL or "": this daemon's; else its Pod name (checked) */
     const char *kind;            /* "recoverable:IPU_RESET", "unrecoverable", ... */
     const char *at;              /* NULL or "": "run" */
     unsigned after, count;       /* count 0: 1 */
@@ -77,13 +85,20 @@ struct fault_spec {
     int rearm;                   /* rearm on reset */
 };
 
-/* An empty table. */
+/* An empty table (in no Pod: a --host is refused until faults_set_pod). */
 void faults_init(struct fault_table *t);
+
+/* The Pod this daemon is in, for --host: self its host name, peers the names of the other
+ * hosts (n of them; may be NULL when n is 0). Longer names than the table keeps are cut. */
+void faults_set_pod(struct fault_table *t, const char *self, const char *const *peers,
+                    unsigned n);
 
 /*
  * Checks spec and adds it as an armed fault; its id in *id (may be NULL). 0, or -1 with a
  * sentence in err saying what was wrong and what would be right (a kind or trigger not
- * known, a kind that cannot happen at its trigger, both an IPU and a partition, a
+ * known, a host that is not this daemon's (another Pod host's: give it to that host's
+ * daemon; or no such host), a kind that cannot happen at its trigger (at collective: only
+ * recoverable:PARTITION_RESET, without rearm), both an IPU and a partition, a
  * probability outside (0, 1], a wait for a kind that does not wait, a full table); nothing
  * is added then. n_ipus bounds the IPU id; now_ms starts its duration.
  */
@@ -118,7 +133,8 @@ unsigned faults_rearm(struct fault_table *t, unsigned ipu);
 int faults_spent(const struct fault *f);
 
 /*
- * Parses IPUOF_FAULTS: a JSON array of objects {"ipu": N | "partition": "NAME", "kind":
+ * Parses IPUOF_FAULTS: a JSON array of objects {"ipu": N | "partition": "NAME", "host":
+ * "POD-HOST", "kind":
  * "...", "at": "...", "after_runs": K, "count": N, "probability": P, "seed": S,
  * "duration_ms": D, "wait_ms": W, "rearm_on_reset": true} (a single
  * object is taken as an array of one), adding each; read by proto/jsonparse.c, so its
@@ -142,7 +158,7 @@ int faults_load(struct fault_table *t, const char *cfg_lines, const char *env, u
 /* "recoverable:IPU_RESET", "unrecoverable", ... of a fault, written to buf[0..len) (which
  * is returned). */
 const char *faults_kind_name(const struct fault *f, char *buf, size_t len);
-/* "attach", "compile", "load", "weights", "run". */
+/* "attach", "compile", "load", "weights", "run", "collective". */
 const char *faults_at_name(enum fault_at at);
 
 /*

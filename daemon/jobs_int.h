@@ -45,6 +45,7 @@ struct run {
     int rc;
     struct sim_err err;
     uint64_t us;
+    char cut[256];  /* a fault fired at collective: why this daemon leaves the Pod job */
 };
 
 struct job {
@@ -138,6 +139,15 @@ void job_pod_model(struct job *j, struct model *m);
 /* Around a run of m on a worker: before, rank 0's weights when they changed; after, the
  * barrier ending the call (rc: the run's; its error in err). A status (0: go on). */
 int job_pod_before_run(struct job *j, struct model *m, struct sim_err *err);
+/* Loop thread: 1 when a run of m makes collectives with the Pod's other daemons (j's
+ * partition spans a Pod and m trains on all its processes), so a fault at collective may
+ * fire on it; else 0. */
+int job_pod_collective(const struct job *j, const struct model *m);
+/* Worker: a fault fired at this run's collective: this daemon leaves the Pod job instead
+ * (its communicator closed, so every other daemon's next collective fails at once naming
+ * this host), and the job ends here as there, with PARTITION_RESET naming this host; why
+ * says which fault. Returns IPUOF_E_CLOSED with the sentence in err. */
+int job_pod_cut(struct job *j, const char *why, struct sim_err *err);
 int job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err);
 
 /* On the loop thread after a run: when a collective failed, ends j with PARTITION_RESET

@@ -214,16 +214,13 @@ xerr(struct sim_err *err, int code, const char *fmt, ...)
     return code;
 }
 
-/* Records a collective's failure as the job's reason, naming the host of the rank that
- * pod/coll.h's sentence names first ("rank 1 (addr) closed ..."). Worker thread. */
+/* Records a failure as the job's reason; rank is the rank that went away (the
+ * communicator's pod_coll_failed_rank), or -1 when none is known: then the partition as a
+ * whole is named. Worker thread. */
 static void
-pod_fail(struct pod_job *pj, const char *what, const char *why)
+pod_fail(struct pod_job *pj, const char *what, const char *why, int rank)
 {
-    const char *r = strstr(why, "rank ");
-    int rank = -1;
-
-    if (r != NULL && sscanf(r, "rank %d", &rank) == 1 && rank >= 0 && rank < pj->size &&
-        rank != pj->rank)
+    if (rank >= 0 && rank < pj->size && rank != pj->rank)
         errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' of partition '%s' went away during "
                  "%s: %s", pj->hosts[rank], pj->job, what, why);
     else
@@ -254,7 +251,7 @@ rdv_run(struct work_item *it)
         snprintf(g, sizeof g, "%016" PRIx64, gen);
         if (pod_kvc_drop(pj->kvc, err, sizeof err) < 0 ||
             pod_kvc_set(pj->kvc, "gen", g, strlen(g), err, sizeof err) != 0) {
-            pod_fail(pj, "the rendezvous", err);
+            pod_fail(pj, "the rendezvous", err, -1);
             w->rc = IPUOF_E_IO;
             return;
         }
@@ -281,7 +278,7 @@ rdv_run(struct work_item *it)
         char key[96];
         snprintf(key, sizeof key, "%s/here/%d", prefix, pj->rank);
         if (pod_kvc_set(pj->kvc, key, "1", 1, err, sizeof err) != 0) {
-            pod_fail(pj, "the rendezvous", err);
+            pod_fail(pj, "the rendezvous", err, -1);
             w->rc = IPUOF_E_IO;
             return;
         }
@@ -306,7 +303,7 @@ rdv_run(struct work_item *it)
     rc = pod_coll_open(&pj->coll, &st, prefix, pj->rank, pj->size, pj->bind, pj->timeout_ms,
                        err, sizeof err);
     if (rc != 0) {
-        pod_fail(pj, "the rendezvous", err);
+        pod_fail(pj, "the rendezvous", err, -1);
         w->rc = IPUOF_E_TIMEOUT;
         return;
     }
@@ -405,7 +402,7 @@ pod_xreduce(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
     pj->xr_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
     if (rc != 0) {
         if (!pj->broken)
-            pod_fail(pj, "the gradient all-reduce", why);
+            pod_fail(pj, "the gradient all-reduce", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     return 0;
@@ -446,7 +443,8 @@ sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
         if (pj->rank == 0)
             rc = sim_exe_read_weight(e, wi.name, buf, wi.bytes, err);
         if (rc == 0 && pod_coll_broadcast(pj->coll, buf, wi.bytes, 0, why, sizeof why) != 0) {
-            pod_fail(pj, "the broadcast of the initial weights", why);
+            pod_fail(pj, "the broadcast of the initial weights", why,
+                     pod_coll_failed_rank(pj->coll));
             free(buf);
             return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
         }
@@ -507,12 +505,12 @@ check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
     char why[512];
 
     if (pod_coll_broadcast(pj->coll, &first, sizeof first, 0, why, sizeof why) != 0) {
-        pod_fail(pj, "the first call's model check", why);
+        pod_fail(pj, "the first call's model check", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     differs = first != mine ? 1.0f : 0.0f;
     if (pod_coll_allreduce_f32(pj->coll, &differs, 1, why, sizeof why) != 0) {
-        pod_fail(pj, "the first call's model check", why);
+        pod_fail(pj, "the first call's model check", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     if (differs != 0.0f) {
@@ -532,6 +530,29 @@ check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
 }
 
 int
+job_pod_collective(const struct job *j, const struct model *m)
+{
+    return j->pod != NULL && !j->pod->broken && m->nproc == j->nproc &&
+           sim_exe_is_training(m->entry->exe);
+}
+
+int
+job_pod_cut(struct job *j, const char *why, struct sim_err *err)
+{
+    struct pod_job *pj = j->pod;
+
+    if (!pj->broken) {
+        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' of partition '%s' went away "
+                   "during the start of a call: %s", pj->self, pj->job, why);
+        pj->broken = 1;
+        pj->code = IPUOF_E_CLOSED;
+    }
+    pod_coll_close(pj->coll); /* the others see this rank go away at once */
+    pj->coll = NULL;
+    return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+}
+
+int
 job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
 {
     struct pod_job *pj = j->pod;
@@ -548,7 +569,7 @@ job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
     /* Whether rank 0's weights changed since the last call: its word is every daemon's. */
     sync = (unsigned char)(m->pod_sync != 0);
     if (pod_coll_broadcast(pj->coll, &sync, 1, 0, why, sizeof why) != 0) {
-        pod_fail(pj, "the start of a call", why);
+        pod_fail(pj, "the start of a call", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     m->pod_sync = 0;
@@ -567,13 +588,13 @@ job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
     if (rc != 0) {
         /* This daemon's call failed on its own (bad input, cancelled): the others would
          * wait for it in the next collective, so the partition cannot go on. */
-        pod_fail(pj, "a call", err->msg);
+        pod_fail(pj, "a call", err->msg, -1);
         pod_coll_close(pj->coll); /* the others see this rank go away at once */
         pj->coll = NULL;
         return rc;
     }
     if (pod_coll_barrier(pj->coll, why, sizeof why) != 0) {
-        pod_fail(pj, "the barrier ending a call", why);
+        pod_fail(pj, "the barrier ending a call", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     return 0;

@@ -90,7 +90,10 @@ run_work(struct work_item *it)
     struct sim_exe *exe = w->m->entry->exe;
     uint64_t t0 = models_now_us();
 
-    w->rc = job_pod_before_run(w->j, w->m, &w->err);
+    if (w->cut[0] != '\0')
+        w->rc = job_pod_cut(w->j, w->cut, &w->err);
+    else
+        w->rc = job_pod_before_run(w->j, w->m, &w->err);
     if (w->rc == 0)
         w->rc = sim_exe_run_fed(exe, w->feed, &w->err);
     if (w->j->pod != NULL)
@@ -217,6 +220,24 @@ run_done(struct work_item *it)
     job_unhold(j);
 }
 
+/* Loop thread: a fault armed for a Pod job's collective (faults.h) meets this run: when
+ * one fires, w->cut says which, and the worker leaves the Pod job instead of running. */
+static void
+collective_fault(struct job *j, struct run *w)
+{
+    struct fault *f = faults_match(&j->srv->faults, FAULT_AT_COLLECTIVE, j->part->first,
+                                   j->part->count, j->name, srv_now_ms());
+    char kind[48];
+
+    if (f == NULL)
+        return;
+    faults_kind_name(f, kind, sizeof kind);
+    log_warn("fault %u (%s at collective) fired on the Pod job of partition '%s' (%u of %u):"
+             " this daemon leaves it", f->id, kind, j->name, f->fired, f->count);
+    snprintf(w->cut, sizeof w->cut, "injected fault %u (%s at collective) on this host",
+             f->id, kind);
+}
+
 /* Every process has sent the first j->fed steps of its input: run once on a worker,
  * computing while the rest arrives. */
 static void
@@ -238,6 +259,8 @@ run_all(struct job *j)
     }
     w->j = j;
     w->m = j->run_model;
+    if (job_pod_collective(j, w->m))
+        collective_fault(j, w);
     w->item.run = run_work;
     w->item.done = run_done;
     sim_feed_inputs(w->feed, j->fed);

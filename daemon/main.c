@@ -160,6 +160,14 @@ main(int argc, char **argv)
         return EX_CONFIG;
     }
     faults_init(&s.faults);   /* [faults] inject, IPUOF_FAULTS (daemon/faults.h): --check too */
+    {   /* the Pod, for a fault's --host: this host's name and its peers' */
+        struct cfg_pod_peer peers[CFG_POD_MAX_PEERS];
+        const char *names[CFG_POD_MAX_PEERS];
+        int n = s.cfg.pod_peers[0] != '\0' ? cfg_pod_peers(&s.cfg, peers, err, sizeof err) : 0;
+        for (int i = 0; i < n; i++)
+            names[i] = peers[i].name;
+        faults_set_pod(&s.faults, n > 0 ? s.cfg.pod_name : "", names, n > 0 ? (unsigned)n : 0);
+    }
     if (faults_load(&s.faults, s.cfg.faults, getenv("IPUOF_FAULTS"), s.cfg.ipus, srv_now_ms(),
                     err, sizeof err) < 0) {
         fprintf(stderr, "ipuofd: %s\n", err);

@@ -51,6 +51,7 @@ to_wire(Ipuof__FaultSpec *w, const struct fault *f, char *kind, size_t kindlen)
     w->has_ipu = f->has_ipu;
     w->ipu = f->ipu;
     w->partition = (char *)f->partition;
+    w->host = (char *)f->host;
     w->kind = (char *)faults_kind_name(f, kind, kindlen);
     w->at = (char *)faults_at_name(f->at);
     w->after = f->after;
@@ -92,6 +93,7 @@ req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         spec.has_ipu = sp->has_ipu;
         spec.ipu = sp->ipu;
         spec.partition = sp->partition;
+        spec.host = sp->host;
         spec.kind = sp->kind;
         spec.at = sp->at;
         spec.after = sp->after;

@@ -161,6 +161,12 @@ int pod_coll_rank(const struct pod_coll *c);
 int pod_coll_size(const struct pod_coll *c);
 int pod_coll_broken(const struct pod_coll *c);
 
+/* The rank a failed call found had gone away (closed its connections or did not answer:
+ * the one its error names first, found through the abort records as under Failures), or -1
+ * when unknown: c NULL, not broken, or broken by a rank whose call differed, a bad store or
+ * an error that names no rank. Set once, by the first failure; later calls keep it. */
+int pod_coll_failed_rank(const struct pod_coll *c);
+
 /* Closes the connections, stops gloo's I/O thread and frees c. NULL is a no-op. Peers that
  * are still inside a call see this rank close the connection. */
 void pod_coll_close(struct pod_coll *c);

@@ -174,6 +174,7 @@ struct pod_coll {
     std::shared_ptr<Comm> ctx;
     std::vector<std::string> addr; /* per rank: its address as this rank connects to it */
     std::string broken;            /* the first failure; empty while usable */
+    int failed = -1;               /* the rank that went away (diagnose), -1 when unknown */
     uint64_t slot_seq = 0;
     uint64_t calls = 0;        /* calls made: every rank's count must agree */
     std::vector<Desc> descs;   /* every rank's Desc of the current call */
@@ -471,6 +472,7 @@ std::string diagnose(pod_coll *c, const char *op, const View &mine, const std::s
         observer = cur.w;
         cur = next;
     }
+    c->failed = cur.w;
     std::string msg = "rank " + std::to_string(cur.w) + " (" + cur.addr + ")" +
                       (cur.closed ? " closed the connection during " + std::string(op)
                                   : " did not answer within " + std::to_string(c->timeout_ms) + " ms during " + op);
@@ -886,6 +888,11 @@ int pod_coll_size(const struct pod_coll *c)
 int pod_coll_broken(const struct pod_coll *c)
 {
     return !c || !c->broken.empty();
+}
+
+int pod_coll_failed_rank(const struct pod_coll *c)
+{
+    return c ? c->failed : -1;
 }
 
 void pod_coll_close(struct pod_coll *c)

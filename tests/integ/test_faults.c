@@ -317,7 +317,10 @@ test_bad_faults(void **state)
     snprintf(f.kind, sizeof f.kind, "unrecoverable");
     snprintf(f.at, sizeof f.at, "collective");
     assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
-    assert_non_null(strstr(ipuof_client_errmsg(admin), "attach, compile, load, weights or run"));
+    assert_non_null(strstr(ipuof_client_errmsg(admin), "give --kind recoverable:PARTITION_RESET"));
+    snprintf(f.at, sizeof f.at, "barrier");
+    assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);
+    assert_non_null(strstr(ipuof_client_errmsg(admin), "weights, run or collective"));
     f.at[0] = '\0';
     f.ipu = 2;
     assert_int_equal(ipuof_fault_inject(admin, &f, NULL), IPUOF_E_INVAL);

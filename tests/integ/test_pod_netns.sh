@@ -19,6 +19,8 @@
 #   - the same through IPUoF config files (one per GCD, attributes."Pod hosts") on a V-IPU
 #     partition of each daemon;
 #   - with [pod] sum = daemons (each daemon's sum, then gloo's ring) within 1e-5 of them;
+#   - a fault --at collective armed on host-b: both processes get PARTITION_RESET naming
+#     host-b after 2 calls, and every IPU is back in the pool;
 #   - host-b's daemon killed (SIGKILL) mid-run: the process on host-a gets PopTorch's
 #     RecoverableError with PARTITION_RESET naming host-b within [pod] timeout_ms (+ the
 #     time to notice a closed connection), host-a's IPUs are back in the pool, and with
@@ -366,6 +368,57 @@ check "host-b restarted: a new partition forms and trains ($rc0, $rc1)" \
     [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
 m=$(close "$D/r4.onnx" "$D/again.onnx")
 check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
+
+# A fault at collective for host-b's IPUs (--host host-b): refused by host-a's daemon,
+# naming the daemon to give it to; armed on host-b's: host-b leaves the job at the third
+# training run's first collective; both processes, on both daemons, get RecoverableError
+# PARTITION_RESET naming host-b; the IPUs come back.
+ip netns exec "$NA" "$B/bin/ipuctl" --admin-socket "$D/a.sock" fault inject --host host-b \
+    --kind recoverable:PARTITION_RESET --at collective >"$D/fault.a.out" 2>&1
+rc=$?
+check "host-a's daemon refuses a fault for host-b's IPUs, naming host-b's daemon (rc $rc: \
+$(cat "$D/fault.a.out"))" grep -q "give the fault to host 'host-b''s daemon" "$D/fault.a.out"
+ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --host host-b \
+    --kind recoverable:PARTITION_RESET --at collective --after-runs 2 >"$D/fault.out" 2>&1 ||
+    not_ok "ipuctl fault inject --host host-b --at collective on host-b: $(cat "$D/fault.out")"
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    POD_TRAIN_CALLS=100000 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
+        IPUOF_JOB_KEY=fault-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
+        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/fault.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+for p in 0 1; do
+    said=$(grep RecoverableError "$D/fault.$p.out")
+    rc=$rc0
+    [ $p = 1 ] && rc=$rc1
+    calls=$(grep -c "^call .* done" "$D/fault.$p.out")
+    named=no
+    echo "$said" | grep -q "RecoverableError PARTITION_RESET: .*Pod host 'host-b' .*went away" &&
+        named=yes
+    check "fault at collective on host-b: process $p trained 2 calls ($calls), then \
+RecoverableError PARTITION_RESET naming host-b (rc $rc: $said)" \
+        [ "$rc.$calls.$named" = 3.2.yes ]
+done
+check "process 1 (host-b) is told the injected fault: $(grep RecoverableError "$D/fault.1.out")" \
+    grep -q "injected fault .* at collective" "$D/fault.1.out"
+fired=$(ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault list --json |
+    "$PY" -c 'import json,sys; print(sum(f["fired"] for f in json.load(sys.stdin)))')
+check "host-b's fault list: fired once ($fired)" [ "$fired" = 1 ]
+ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault clear >/dev/null
+for h in a b; do
+    if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    free=$(IPUOF_SERVER=$srv ip netns exec "$ns" "$B/bin/ipuctl" status --json | "$PY" -c \
+        'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+    check "host-$h's 4 IPUs are back in the pool after the fault ($free free)" [ "$free" = 4 ]
+done
 
 # The operator's way: a V-IPU partition of 2 IPUs on each daemon, and an IPUoF config file
 # per GCD naming its daemon and every daemon of the partition (attributes."Pod hosts").

@@ -48,27 +48,80 @@ test_parse(void **state)
     assert_int_equal(add("unrecoverable", "weights", -1, NULL, err), 0);
     assert_int_equal(t.f[2].recovery, IPUOF_RECOVERY_FULL_RESET);
     assert_int_equal(add("fabric-disconnect", "compile", 3, NULL, err), 0);
+    assert_int_equal(add("recoverable:PARTITION_RESET", "collective", -1, "p", err), 0);
+    assert_int_equal(t.f[4].at, FAULT_AT_COLLECTIVE);
+    assert_string_equal(faults_at_name(t.f[4].at), "collective");
+    /* matched by a Pod job's run at its collective only */
+    assert_null(faults_match(&t, FAULT_AT_RUN, 2, 1, "p", 0));
+    assert_ptr_equal(faults_match(&t, FAULT_AT_COLLECTIVE, 2, 1, "p", 0), &t.f[4]);
     /* refused, nothing added */
     assert_int_equal(add("recoverable:PARITION_RESET", NULL, 0, NULL, err), -1);
     assert_non_null(strstr(err, "PARTITION_RESET"));
     assert_int_equal(add("oom", NULL, 0, NULL, err), -1);
     assert_non_null(strstr(err, "host-sync-timeout"));
+    assert_int_equal(add("unrecoverable", "barrier", 0, NULL, err), -1);
+    assert_non_null(strstr(err, "attach, compile, load, weights, run or collective"));
+    /* at collective: a Pod job's failure, PARTITION_RESET alone, nothing to re-arm on */
     assert_int_equal(add("unrecoverable", "collective", 0, NULL, err), -1);
-    assert_non_null(strstr(err, "attach, compile, load, weights or run"));
+    assert_non_null(strstr(err, "give --kind recoverable:PARTITION_RESET"));
+    assert_int_equal(add("recoverable:IPU_RESET", "collective", -1, "p", err), -1);
+    assert_non_null(strstr(err, "cannot happen at collective"));
+    {
+        struct fault_spec s = {.kind = "recoverable:PARTITION_RESET", .at = "collective",
+                               .rearm = 1};
+        assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, 512), -1);
+        assert_non_null(strstr(err, "a fault at collective puts none in error"));
+    }
     assert_int_equal(add("unrecoverable", NULL, 4, NULL, err), -1);
     assert_non_null(strstr(err, "IPUs 0 to 3"));
     assert_int_equal(add("unrecoverable", NULL, 1, "p", err), -1);
     assert_non_null(strstr(err, "not both"));
     assert_int_equal(add(NULL, NULL, 1, NULL, err), -1);
-    assert_int_equal(t.n, 4);
+    assert_int_equal(t.n, 5);
     assert_int_equal(faults_clear(&t, 2), 1);
     assert_int_equal(faults_clear(&t, 2), 0);
-    assert_int_equal(t.n, 3);
-    assert_int_equal(faults_clear(&t, 0), 3);
+    assert_int_equal(t.n, 4);
+    assert_int_equal(faults_clear(&t, 0), 4);
     assert_int_equal(t.n, 0);
     /* ids are not reused */
     assert_int_equal(add("unrecoverable", NULL, 1, NULL, err), 0);
-    assert_int_equal(t.f[0].id, 5);
+    assert_int_equal(t.f[0].id, 6);
+}
+
+/* --host: this daemon's own Pod name only; another host's refused naming the daemon that
+ * takes it; an unknown one or any in no Pod refused. */
+static void
+test_host(void **state)
+{
+    static const char *const peers[] = {"host-b", "host-c"};
+    struct fault_spec s = {.kind = "recoverable:PARTITION_RESET", .at = "collective"};
+    char err[512];
+
+    (void)state;
+    faults_init(&t);
+    s.host = "host-a";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "this daemon is in no Pod"));
+    faults_set_pod(&t, "host-a", peers, 2);
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    assert_string_equal(t.f[0].host, "host-a");
+    assert_non_null(faults_match(&t, FAULT_AT_COLLECTIVE, 2, 2, "p", 0)); /* any of its IPUs */
+    s.host = "host-c";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "give the fault to host 'host-c''s daemon"));
+    s.host = "host-bb";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no Pod host 'host-bb': this daemon is host 'host-a', its "
+                            "peers are host-b host-c"));
+    assert_int_equal(t.n, 1);
+    /* and from IPUOF_FAULTS */
+    assert_int_equal(faults_parse_json(&t, "{\"host\": \"host-a\", \"ipu\": 1, \"kind\": "
+                                       "\"unrecoverable\"}", "IPUOF_FAULTS", 4, 0, err,
+                                       sizeof err), 0);
+    assert_string_equal(t.f[1].host, "host-a");
+    assert_int_equal(faults_parse_json(&t, "{\"host\": \"host-b\", \"kind\": \"hang\"}",
+                                       "IPUOF_FAULTS", 4, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "host 'host-b''s daemon"));
 }
 
 /* Every kind: its name back, its recovery, the triggers it may have. */
@@ -380,6 +433,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_kinds),
+        cmocka_unit_test(test_host),
         cmocka_unit_test(test_duration_rearm),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_match),

@@ -567,6 +567,7 @@ child_fault(int rank, int size, int fd)
     double failed_at = now_ms();
     if (rank == 2)
         child_exit(fd, 1, "rank 2 was not stopped: %s", err);
+    int failed = pod_coll_failed_rank(c); /* the rank the engine found gone: 2 */
     pod_coll_close(c);
     /* a new rendezvous of the survivors */
     struct pod_coll *c2 = NULL;
@@ -582,7 +583,7 @@ child_fault(int rank, int size, int fd)
             child_exit(fd, 1, "rank %d: the new communicator summed element %zu to %g", rank, i, b[i]);
     pod_coll_close(c2);
     free(b);
-    child_exit(fd, 0, "%d %.0f %s", rank, failed_at, err);
+    child_exit(fd, 0, "%d %.0f %d %s", rank, failed_at, failed, err);
 }
 
 /* Forks size ranks, waits until rank 2 all-reduced once, sends it sig; every survivor must
@@ -622,11 +623,13 @@ fault_case(int size, int sig, const char *want, double max_ms)
         fail_msg("rank %d failed: %s", bad, rep);
     print_message("%s", rep);
     for (char *line = strtok(rep, "\n"); line; line = strtok(NULL, "\n")) {
-        int rank;
+        int rank, failed;
         double at;
         int off = 0;
-        assert_int_equal(sscanf(line, "%d %lf %n", &rank, &at, &off), 2);
+        assert_int_equal(sscanf(line, "%d %lf %d %n", &rank, &at, &failed, &off), 3);
         const char *msg = line + off;
+        if (failed != 2)
+            fail_msg("rank %d: pod_coll_failed_rank says %d, not 2 (its error: %s)", rank, failed, msg);
         print_message("rank %d failed %.0f ms after the signal\n", rank, at - killed_at);
         if (!strstr(msg, "rank 2 (127.0.0.1:") || !strstr(msg, want) || !strstr(msg, "during all-reduce"))
             fail_msg("rank %d's error does not name rank 2 and '%s': %s", rank, want, msg);
@@ -670,6 +673,9 @@ rank0_alone(struct pod_coll *c, struct rank_job *j)
     if (!strstr(e, "rank 1 (127.0.0.1:") || !strstr(e, "did not answer within 500 ms during all-reduce"))
         return snprintf(j->err, sizeof j->err, "unexpected error: %s", e), -1;
     print_message("rank 0: %s\n", e);
+    if (pod_coll_failed_rank(c) != 1)
+        return snprintf(j->err, sizeof j->err, "pod_coll_failed_rank says %d, not 1",
+                        pod_coll_failed_rank(c)), -1;
     if (!pod_coll_broken(c) || pod_coll_barrier(c, e, sizeof e) == 0 || !strstr(e, "broke earlier"))
         return snprintf(j->err, sizeof j->err, "a call after the failure: %s", e), -1;
     return 0;
@@ -894,6 +900,8 @@ test_bad_store_and_arguments(void **state)
     assert_non_null(strstr(err, "the inputs must be 1..256 buffers"));
     assert_int_equal(pod_coll_allreduce_f32_multi(c, ins, 1, &one_out, 1, err, sizeof err), -1);
     assert_int_equal(pod_coll_broken(c), 0);
+    assert_int_equal(pod_coll_failed_rank(c), -1); /* refused arguments break nothing */
+    assert_int_equal(pod_coll_failed_rank(NULL), -1);
     float one = 3;
     assert_int_equal(pod_coll_allreduce_f32(c, &one, 1, err, sizeof err), 0);
     assert_true(one == 3);

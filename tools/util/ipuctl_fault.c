@@ -15,14 +15,17 @@
 #include "table.h"
 
 #define FAULT_USAGE \
-    "usage: ipuctl fault inject (--ipu N | --partition NAME) --kind KIND [--at POINT]\n" \
+    "usage: ipuctl fault inject (--ipu N | --partition NAME | --host H) --kind KIND [--at POINT]\n" \
+    "                           (--host H with --ipu or --partition: that host's; only\n" \
+    "                           host H's own daemon arms it)\n" \
     "                           [--after-runs K] [--count N] [--probability P --seed S]\n" \
     "                           [--duration TIME] [--rearm-on-reset] [--wait TIME]\n" \
     "       ipuctl fault list [--json]\n" \
     "       ipuctl fault clear [--id ID]\n" \
     "KIND: recoverable:IPU_RESET|LINK_RESET|PARTITION_RESET|FULL_RESET, unrecoverable,\n" \
     "      soc-error, host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect,\n" \
-    "      daemon-kill; POINT: attach, compile, load, weights, run; TIME: N[ms|s|m]\n"
+    "      daemon-kill; POINT: attach, compile, load, weights, run, collective (a Pod\n" \
+    "      job's, with recoverable:PARTITION_RESET); TIME: N[ms|s|m]\n"
 
 /* Parses a time "N", "Nms", "Ns" or "Nm" (N a non-negative integer; bare N: milliseconds)
  * into *ms; 0 or -1. */
@@ -75,6 +78,7 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
     static const struct option longopts[] = {
         {"ipu", required_argument, NULL, 'i'},
         {"partition", required_argument, NULL, 'p'},
+        {"host", required_argument, NULL, 'H'},
         {"kind", required_argument, NULL, 'k'},
         {"at", required_argument, NULL, 'a'},
         {"after-runs", required_argument, NULL, 'A'},
@@ -93,7 +97,7 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
 
     memset(f, 0, sizeof *f);
     optind = 0;
-    while ((ch = getopt_long(argc, argv, "+i:p:k:a:A:c:P:s:d:w:rh", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+i:p:H:k:a:A:c:P:s:d:w:rh", longopts, NULL)) != -1) {
         switch (ch) {
         case 'i':
             if (parse_num(optarg, &v, 0) != 0) {
@@ -104,9 +108,11 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
             f->ipu = (unsigned)v;
             break;
         case 'p':
+        case 'H':
         case 'k':
         case 'a': {
-            char *dst = ch == 'p' ? f->partition : ch == 'k' ? f->kind : f->at;
+            char *dst = ch == 'p' ? f->partition : ch == 'H' ? f->host : ch == 'k' ? f->kind
+                                                                                  : f->at;
             size_t len = ch == 'a' ? sizeof f->at : sizeof f->kind;
             if (strlen(optarg) >= len) {
                 fprintf(stderr, "ipuctl: fault: '%s' is too long (at most %zu bytes)\n",
@@ -171,9 +177,9 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
         }
     }
     if (optind != argc || f->kind[0] == '\0' || (f->has_ipu && f->partition[0] != '\0') ||
-        (!f->has_ipu && f->partition[0] == '\0')) {
-        fprintf(stderr, "ipuctl: fault inject: give --kind and exactly one of --ipu N, "
-                "--partition NAME\n" FAULT_USAGE);
+        (!f->has_ipu && f->partition[0] == '\0' && f->host[0] == '\0')) {
+        fprintf(stderr, "ipuctl: fault inject: give --kind and --host H, or exactly one of "
+                "--ipu N, --partition NAME (with --host H or not)\n" FAULT_USAGE);
         return EX_USAGE;
     }
     if (f->probability > 0.0 && f->probability < 1.0 && !has_seed) {
@@ -206,9 +212,12 @@ print_faults(const struct ipuof_fault *fs, size_t n, int json)
         const struct ipuof_fault *f = &fs[i];
         char target[96];
         if (f->has_ipu)
-            snprintf(target, sizeof target, "ipu %u", f->ipu);
+            snprintf(target, sizeof target, "%s%sipu %u", f->host, f->host[0] ? " " : "", f->ipu);
+        else if (f->partition[0])
+            snprintf(target, sizeof target, "%s%s%s", f->host, f->host[0] ? " " : "",
+                     f->partition);
         else
-            snprintf(target, sizeof target, "%s", f->partition[0] ? f->partition : "any");
+            snprintf(target, sizeof target, "%s", f->host[0] ? f->host : "any");
         if (json) {
             printf("%s{\"id\":%u,\"ipu\":", i > 0 ? "," : "", f->id);
             if (f->has_ipu)
@@ -217,6 +226,8 @@ print_faults(const struct ipuof_fault *fs, size_t n, int json)
                 fputs("null", stdout);
             fputs(",\"partition\":", stdout);
             json_string_or_null(stdout, f->partition);
+            fputs(",\"host\":", stdout);
+            json_string_or_null(stdout, f->host);
             fputs(",\"kind\":", stdout);
             json_string(stdout, f->kind);
             fputs(",\"at\":", stdout);

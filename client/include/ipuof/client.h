@@ -389,6 +389,10 @@ struct ipuof_fault {
     int rearm_on_reset;          /* a reset of the IPUs it put in error arms it again */
     unsigned rearmed;            /* list: times re-armed by a reset */
     int expired;                 /* list: its duration has passed */
+    char host[IPUOF_FAULT_NAME_MAX]; /* target: the IPUs of this Pod host (may be combined
+                                  * with ipu or partition); "" = the daemon's own. A
+                                  * daemon arms faults on its own IPUs only: another
+                                  * host's fault is refused, naming the daemon to give it */
 };
 
 /* Arms fault f (admin only); its id to *id (may be NULL). Errors: IPUOF_E_AUTH,
