@@ -92,7 +92,7 @@ PY
 # Bad input: a clear message and exit status 1; bad usage 64.
 printf '{"traceEvents": [ {"ph":"X", "ts": 1, }' > "$D/bad.json"
 "$T" "$D/bad.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "at byte" "$D/err" && ok "broken JSON: $(cat "$D/err")" || notok "broken JSON ($rc): $(cat "$D/err")"
+[ $rc -eq 1 ] && grep -q "line 1, column 39: expected a member name" "$D/err" && ok "broken JSON: $(cat "$D/err")" || notok "broken JSON ($rc): $(cat "$D/err")"
 printf '{"events": []}' > "$D/none.json"
 "$T" "$D/none.json" >/dev/null 2>"$D/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "traceEvents" "$D/err" && ok "no traceEvents: $(cat "$D/err")" || notok "no traceEvents ($rc)"
@@ -101,7 +101,7 @@ printf '{"traceEvents": [{"ph":"X","name":"F0.0","tid":0,"ts":"soon","dur":1}]}'
 [ $rc -eq 1 ] && grep -q "F0.0" "$D/err" && ok "event without a numeric ts: $(cat "$D/err")" || notok "ts ($rc)"
 python3 -c 'print("[" * 100 + "]" * 100)' > "$D/deep.json"
 "$T" "$D/deep.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "nested deeper" "$D/err" && ok "nesting limit: $(cat "$D/err")" || notok "nesting ($rc)"
+[ $rc -eq 1 ] && grep -q "nested more than 64 deep" "$D/err" && ok "nesting limit: $(cat "$D/err")" || notok "nesting ($rc): $(cat "$D/err")"
 "$T" --width 10 "$D/pipe.json" >/dev/null 2>"$D/err"; rc=$?
 [ $rc -eq 64 ] && ok "--width 10 refused: $(cat "$D/err")" || notok "--width ($rc)"
 "$T" --start 500 "$D/pipe.json" >/dev/null 2>"$D/err"; rc=$?

@@ -62,6 +62,12 @@ check() {
     if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 
+# all_zero RC...: every exit status given is 0 (one command, so `check` sees all of them:
+# `check W [ a ] && [ b ]` would check only a)
+all_zero() {
+    for rc in "$@"; do [ "$rc" -eq 0 ] || return 1; done
+}
+
 ip netns add "$NA" && ip netns add "$NB" &&
     ip link add "pva$N" type veth peer name "pvb$N" &&
     ip link set "pva$N" netns "$NA" && ip link set "pvb$N" netns "$NB" &&
@@ -159,7 +165,7 @@ pod_mnist() {
 }
 pod_mnist pod
 check "tutorial, 2 daemons x 2 replicas: both processes exit 0 ($rc0, $rc1: $(tail -c 200 \
-"$D/pod.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+"$D/pod.1.out"))" all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/pod.onnx")
 check "tutorial, 2 daemons x 2 replicas = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/pod.onnx"
 
@@ -187,7 +193,7 @@ wait "$k0"; rc0=$?
 wait "$k1"; rc1=$?
 KIDS=""
 check "BatchNorm, 2 instances x 2 replicas exit 0 ($rc0, $rc1: $(tail -c 300 "$D/bn2.1.out"))" \
-    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    all_zero "$rc0" "$rc1"
 m=$("$PY" - "$D/bn1.out" "$D/bn2.0.out" <<'EOF2'
 import json, sys
 def state(path):
@@ -280,7 +286,7 @@ if ip netns exec "$NA" tc qdisc add dev "pva$N" root netem delay 20ms 2>"$D/tc.e
     ip netns exec "$NB" tc qdisc add dev "pvb$N" root netem delay 20ms 2>>"$D/tc.err"; then
     pod_mnist slow
     check "tutorial with netem 20 ms each way: both processes exit 0 ($rc0, $rc1)" \
-        [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+        all_zero "$rc0" "$rc1"
     m=$(close "$D/r4.onnx" "$D/slow.onnx")
     check "tutorial with netem = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/slow.onnx"
     ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
@@ -294,7 +300,7 @@ ip netns exec "$NA" tc qdisc add dev "pva$N" root tbf rate 20mbit burst 32kbit l
     not_ok "tc tbf on the veth pair"
 pod_mnist tbf
 check "tutorial over a 20 Mbit/s link (tbf): both processes exit 0 ($rc0, $rc1)" \
-    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/tbf.onnx")
 check "tutorial over 20 Mbit/s = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/tbf.onnx"
 ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
@@ -353,7 +359,10 @@ ms=$(( (t1 - t0) / 1000000 ))
 said=$(grep RecoverableError "$D/kill.0.out")
 check "process 0 gets RecoverableError PARTITION_RESET naming host-b in $ms ms ($said)" \
     sh -c "[ $rc0 -eq 3 ] && echo '$said' | grep -q 'RecoverableError PARTITION_RESET: .*host-b'"
-check "within timeout_ms (4000) + 2 s to notice: $ms ms" [ "$ms" -le 6000 ]
+# Seen here: 1.0-2.5 s. The bound shows the process is told instead of hanging; it leaves a
+# loaded CI machine 8 s of scheduling delay on top of timeout_ms (no timing decides a test
+# by a margin a busy machine can eat).
+check "told within timeout_ms (4000) + 8 s (no hang): $ms ms" [ "$ms" -le 12000 ]
 free=$(IPUOF_SERVER=$SA ip netns exec "$NA" "$B/bin/ipuctl" status --json | "$PY" -c \
     'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
 check "host-a's 4 IPUs are back in the pool ($free free)" [ "$free" = 4 ]
@@ -365,7 +374,7 @@ start "$NB" b
 SB="127.0.0.1:$(cat "$D/b.port")"
 pod_mnist again
 check "host-b restarted: a new partition forms and trains ($rc0, $rc1)" \
-    [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+    all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/again.onnx")
 check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
 
@@ -447,7 +456,7 @@ wait "$k0"; rc0=$?
 wait "$k1"; rc1=$?
 KIDS=""
 check "IPUoF config files with \"Pod hosts\" on V-IPU partitions: both exit 0 ($rc0, $rc1: \
-$(tail -c 250 "$D/conf.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+$(tail -c 250 "$D/conf.1.out"))" all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/conf.onnx")
 check "and reach the weights of 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/conf.onnx"
 
@@ -467,7 +476,7 @@ start "$NA" a
 start "$NB" b
 SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
 pod_mnist ring
-check "sum = daemons: both processes exit 0 ($rc0, $rc1)" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+check "sum = daemons: both processes exit 0 ($rc0, $rc1)" all_zero "$rc0" "$rc1"
 m=$(TOL=1e-5 close "$D/r4.onnx" "$D/ring.onnx")
 within() { TOL=1e-5 close "$1" "$2" >/dev/null; }
 check "sum = daemons: within 1e-5 of 1 daemon x 4 replicas: $m" within "$D/r4.onnx" "$D/ring.onnx"

@@ -644,8 +644,11 @@ static void
 test_peer_killed(void **state)
 {
     (void)state;
-    /* a dead process's sockets close at once: well within the timeout */
-    fault_case(3, SIGKILL, "closed the connection", FAULT_TIMEOUT_MS);
+    /* a dead process's sockets close at once (about 0.8 s here, printed). The bound only
+     * shows that no call hangs: a loaded CI machine delays a process by seconds (3015 ms
+     * was seen at load 5 on 2 cores), so it is not the timeout itself (timings never
+     * decide a test) */
+    fault_case(3, SIGKILL, "closed the connection", 4 * FAULT_TIMEOUT_MS);
 }
 
 static void
@@ -654,7 +657,7 @@ test_peer_stopped(void **state)
     (void)state;
     /* a stopped process answers nothing: its ring neighbours (1 and 3) time out, rank 0
      * hears at once when they give up, and names rank 2 from their abort records */
-    fault_case(4, SIGSTOP, "did not answer within 3000 ms", 1.5 * FAULT_TIMEOUT_MS);
+    fault_case(4, SIGSTOP, "did not answer within 3000 ms", 4 * FAULT_TIMEOUT_MS); /* as above */
 }
 
 /* ---- a peer that does not call, then a new rendezvous (threads) ------------------------ */
