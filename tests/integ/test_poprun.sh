@@ -368,7 +368,11 @@ PIDB=$!
 i=0
 while ! IPUOF_SERVER="127.0.0.2:$PODPORT" "$B/bin/ipuctl" status >/dev/null 2>&1 &&
     [ $i -lt 250 ]; do sleep 0.02; i=$((i + 1)); done
-PATH="$D/shim:$PATH" IPUOF_ADMIN_TOKEN=op-secret timeout 300 "$POPRUN" -v -H 127.0.0.1,127.0.0.2 \
+PRE=""  # a sanitizer build's library in Python needs the runtimes preloaded (as above)
+if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
+    PRE="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+fi
+LD_PRELOAD="$PRE" PATH="$D/shim:$PATH" IPUOF_ADMIN_TOKEN=op-secret timeout 300 "$POPRUN" -v -H 127.0.0.1,127.0.0.2 \
     --num-instances 2 --num-replicas 4 --vipu-server-host 127.0.0.1 --vipu-server-port "$PODPORT" \
     sh -c 'echo "vars $HOST_OF_CONTEXT $IPUOF_VIPU_API_HOST $IPUOF_POD_HOSTS"; exec "$@"' sh \
     "$PY" tests/integ/poprun_train.py >"$D/pod.out" 2>&1
