@@ -275,13 +275,6 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
             return;
         }
     }
-    if (j->pod != NULL && p0->ct->group > 1) {
-        compile_refuse(j, IPUOF_E_UNSUPPORTED, "inputReplicaGrouping (a CommGroup of input "
-                       "replicas) in a partition spanning the daemons of a Pod is not "
-                       "supported yet; give every replica its own input, or run the job "
-                       "on one daemon");
-        return;
-    }
     rc = compile_submit(j, p0->ct, msg, sizeof msg);
     if (rc != IPUOF_OK) {
         compile_refuse(j, rc, msg);

@@ -469,13 +469,16 @@ fnv(uint64_t h, const void *p, size_t n)
 }
 
 /* What every daemon's executable of one model must agree on: its weights (names, dtypes,
- * sizes, kinds) and its run shape (replicas, device iterations, accumulation, batch). */
+ * sizes, kinds) and its run shape (replicas, device iterations, accumulation, batch, input
+ * groups and their type). */
 static uint64_t
-model_print(struct sim_exe *e)
+model_print(const struct model *m)
 {
+    struct sim_exe *e = m->entry->exe;
     uint64_t h = 14695981039346656037ull;
-    unsigned shape[4] = {sim_exe_replicas(e), sim_exe_device_iterations(e),
-                         sim_exe_gradient_accumulation(e), sim_exe_micro_batch(e)};
+    unsigned shape[6] = {sim_exe_replicas(e), sim_exe_device_iterations(e),
+                         sim_exe_gradient_accumulation(e), sim_exe_micro_batch(e),
+                         m->group > 1 ? m->group : 1, m->group > 1 && m->group_orthogonal};
 
     h = fnv(h, shape, sizeof shape);
     for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
@@ -497,7 +500,7 @@ model_print(struct sim_exe *e)
 static int
 check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
 {
-    uint64_t mine = model_print(m->entry->exe), first = mine;
+    uint64_t mine = model_print(m), first = mine;
     float differs;
     char why[512];
 
@@ -513,7 +516,8 @@ check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
     if (differs != 0.0f) {
         errbuf_set(pj->why, sizeof pj->why, "model '%s' of partition '%s' differs between the "
                    "Pod's daemons (%s this one, host '%s'): its weights or run shape (replicas "
-                   "per process, device iterations, accumulation, batch) are not those of "
+                   "per process, device iterations, accumulation, batch, input groups) are "
+                   "not those of "
                    "host '%s'; every process of a job compiles the same model with the same "
                    "options", m->name, pj->job, first != mine ? "at least" : "not",
                    pj->self, pj->hosts[0]);

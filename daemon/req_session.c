@@ -157,7 +157,10 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     }
     if (a->auto_round)
         count = dev_round_pow2(count);
-    if (dev_check_count(s->inv, count, err, sizeof err) != IPUOF_OK) {
+    /* A partition spanning a Pod may be larger than this daemon: job_attach checks this
+     * daemon's share of it (num_ipus / hosts, by dev_attach) once the Pod's plan is known. */
+    if (dev_check_count(s->inv, count, err, sizeof err) != IPUOF_OK &&
+        !(a->n_pod_hosts > 0 && a->num_processes > 1 && dev_is_pow2(count))) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device", "%s", err);
         return;
     }

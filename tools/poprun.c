@@ -37,6 +37,8 @@ struct opts {
     char *hosts[MAX_HOSTS];       /* expanded -H, owned */
     unsigned nhosts;
     struct poprun_part part;      /* the partition and the V-IPU server (poprun_part.h) */
+    struct poprun_part *pod;      /* a Pod: host h's share of the partition on its ipuofd */
+    char pod_hosts[MAX_HOSTS * 64]; /* a Pod: the hosts' [pod] names in -H order */
     char *mpi_global, *mpi_local; /* borrowed from argv */
     int only_output;              /* -1: every instance's output */
     int print_topology, offline, verbose;
@@ -461,7 +463,8 @@ launch(struct opts *o)
     char **argv = calloc(cap, sizeof *argv);
     char *wbuf = malloc(strlen(o->mpi_global ? o->mpi_global : "") + 1 +
                         (strlen(o->mpi_local ? o->mpi_local : "") + 1) * o->num_instances);
-    char *vars = malloc((size_t)o->num_instances * 12 * 96 + 4096), *vp = vars;
+    char *vars = malloc((size_t)o->num_instances * (12 * 96 + sizeof o->pod_hosts + 300) +
+                        4096), *vp = vars;
     char *wp = wbuf, key[40], hostlist[MAX_HOSTS * 300], slots[MAX_HOSTS][300];
     unsigned per_host = o->num_instances / o->nhosts, local = o->num_replicas / o->num_instances;
     size_t used = 0;
@@ -539,9 +542,14 @@ launch(struct opts *o)
         XVAR("POPDIST_UNIFORM_REPLICAS_PER_INSTANCE=1");
         XVAR("POPDIST_REPLICA_INDEX_OFFSET=%u", i * local);
         XVAR("POPDIST_LOCAL_INSTANCE_INDEX=%u", i % per_host);
+        if (o->pod != NULL) { /* instance i attaches to its host's daemon, GCD 0 of its share */
+            gcd = poprun_part_gcd(&o->pod[host], i % per_host, per_host);
+            XVAR("IPUOF_POD_HOSTS=%s", o->pod_hosts);
+        }
         if (!o->offline) {
             snprintf(port, sizeof port, "%u", o->part.server_port);
-            XVAR("IPUOF_VIPU_API_HOST=%.255s", o->part.server_host);
+            XVAR("IPUOF_VIPU_API_HOST=%.255s",
+                 o->pod != NULL ? o->hosts[host] : o->part.server_host);
             XVAR("IPUOF_VIPU_API_PORT=%s", port);
             XVAR("IPUOF_VIPU_API_PARTITION_ID=%s", o->part.name);
             XVAR("IPUOF_VIPU_API_TIMEOUT=%u", o->part.timeout_s);
@@ -597,6 +605,76 @@ out:
     return ex;
 }
 
+/*
+ * A Pod: when -H names several hosts, the V-IPU server's ipuofd has a [pod] section, and
+ * so has the ipuofd on each host (at the V-IPU server's port), the partition spans the
+ * hosts' daemons. Each daemon gets its share
+ * of it, a V-IPU partition of the same name (made, checked or reset as PopRun does, by
+ * poprun_part_prepare), and every instance gets IPUOF_POD_HOSTS (the daemons' [pod] names
+ * in -H order) with its own host's daemon as IPUOF_VIPU_API_HOST, so that instance i is
+ * on the daemon that holds its replicas. 0 (o->pod NULL when not a Pod), or an exit
+ * status after printing why.
+ */
+static int
+pod_prepare(struct opts *o)
+{
+    unsigned ipus = o->num_replicas * o->ipus_per_replica, pods = 0;
+    size_t used = 0;
+    char name[64];
+    int ex;
+
+    if (o->offline || o->nhosts < 2)
+        return 0;
+    ex = poprun_part_pod_name(&o->part, o->part.server_host, name, sizeof name);
+    if (ex != 0)
+        return ex < 0 ? 0 : ex; /* the V-IPU server's daemon is in no Pod: it serves all */
+    for (unsigned h = 0; h < o->nhosts; h++) {
+        ex = poprun_part_pod_name(&o->part, o->hosts[h], name, sizeof name);
+        if (ex > 0)
+            return ex;
+        if (ex == 0) {
+            pods++;
+            used += (size_t)snprintf(o->pod_hosts + used, sizeof o->pod_hosts - used, "%s%s",
+                                     h ? "," : "", name);
+        }
+    }
+    if (pods == 0)
+        return 0; /* one daemon (the V-IPU server's) for every host, as before */
+    if (pods != o->nhosts)
+        return bad("the V-IPU server's ipuofd is in a Pod but the ipuofd of only %u of the "
+                   "%u hosts in -H/--host has a [pod] section: a partition spans the daemons "
+                   "of a Pod when every host's has one", pods, o->nhosts);
+    if (ipus % o->nhosts != 0 || ipus / o->nhosts < o->ipus_per_replica)
+        return bad("--num-replicas x --ipus-per-replica (%u) must give every host of the Pod "
+                   "whole replicas (%u hosts in -H/--host)", ipus, o->nhosts);
+    o->pod = calloc(o->nhosts, sizeof *o->pod);
+    if (o->pod == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return EX_OSERR;
+    }
+    for (unsigned h = 0; h < o->nhosts; h++) {
+        o->pod[h] = o->part;
+        o->pod[h].server_host = o->hosts[h];
+        if (h > 0) { /* the name host 0's daemon has (given or made up) */
+            memcpy(o->pod[h].name, o->pod[0].name, sizeof o->pod[h].name);
+            o->pod[h].named = 1;
+        }
+        ex = poprun_part_prepare(&o->pod[h], ipus / o->nhosts,
+                                 o->num_instances / o->nhosts, o->verbose);
+        if (ex != 0) {
+            while (h-- > 0)
+                (void)poprun_part_finish(&o->pod[h], o->verbose);
+            return ex;
+        }
+    }
+    o->part = o->pod[0]; /* the name the instances get */
+    o->part.created = 0; /* each host's share is removed through o->pod */
+    if (o->verbose)
+        fprintf(stderr, "%s: a Pod of %u daemons (%s), %u IPUs on each\n", prog, o->nhosts,
+                o->pod_hosts, ipus / o->nhosts);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -610,7 +688,9 @@ main(int argc, char **argv)
         ex = check(&o);
     if (ex == 0 && poprun_part_server(&o.part) < 0)
         ex = EX_USAGE;
-    if (ex == 0 && !o.offline)
+    if (ex == 0)
+        ex = pod_prepare(&o);
+    if (ex == 0 && !o.offline && o.pod == NULL)
         ex = poprun_part_prepare(&o.part, o.num_replicas * o.ipus_per_replica,
                                  o.num_instances, o.verbose);
     if (ex == 0 && o.print_topology)
@@ -618,9 +698,14 @@ main(int argc, char **argv)
     if (ex == 0) {
         ex = launch(&o);
         fin = o.offline ? 0 : poprun_part_finish(&o.part, o.verbose);
+        for (unsigned h = 0; o.pod != NULL && h < o.nhosts; h++) {
+            int f = poprun_part_finish(&o.pod[h], o.verbose);
+            fin = fin ? fin : f;
+        }
         if (ex == 0)
             ex = fin;
     }
+    free(o.pod);
     for (unsigned h = 0; h < o.nhosts; h++)
         free(o.hosts[h]);
     return ex < 0 ? EX_OK : ex;

@@ -4,6 +4,7 @@ IPUOF_NUM_PROCESSES, and IPUOF_POD_HOSTS naming the daemons) it runs as one inst
 the job; alone, with REPLICAS replicas. It trains Conv2d -> BatchNorm2d -> ReLU -> Linear
 for 10 optimizer steps (5 calls of 2 device iterations) on one seeded shuffled DataLoader
 and prints, from instance 0 only, one JSON line with every parameter and buffer.
+POD_TRAIN_GROUP="SIZE TYPE" sets inputReplicaGrouping(SIZE, CommGroupType.TYPE).
 POD_TRAIN_CALLS=N makes it N calls over an endless loader (for a daemon killed mid-run):
 a poptorch.RecoverableError is then printed as "RecoverableError <action>: <message>" and
 the program exits 3.
@@ -49,6 +50,9 @@ if popdist.isPopdistEnvSet():
 else:
     opts = poptorch.Options()
     opts.replicationFactor(int(sys.argv[1]) if len(sys.argv) > 1 else 4)
+if os.environ.get("POD_TRAIN_GROUP"):  # "2 Consecutive": inputReplicaGrouping(2, ...)
+    size, kind = os.environ["POD_TRAIN_GROUP"].split()
+    opts.inputReplicaGrouping(int(size), getattr(poptorch.CommGroupType, kind))
 opts.deviceIterations(2)
 opts.randomSeed(42)
 loader = poptorch.DataLoader(opts, Data(), batch_size=2, shuffle=True, drop_last=True)

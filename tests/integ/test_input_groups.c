@@ -5,8 +5,13 @@
  * ones ({0,2}, {1,3}); a group size that does not divide the replicas, one larger than
  * them, and the type All are refused with PopTorch's wording; without grouping nothing
  * changes. In a job of two processes x 2 local replicas with groups of 2, each process's
- * group reaches both of its replicas and only those.
+ * group reaches both of its replicas and only those; the same across a Pod of two daemons
+ * on loopback (IPUOF_POD_HOSTS), process 0 on host-a and process 1 on host-b; and a
+ * training model grouped on one daemon and not on the other is refused on both at its
+ * first call, naming what differs.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -27,7 +34,7 @@
 #define D 2      /* device iterations */
 #define R 4      /* replicas */
 
-static struct testd d;
+static struct testd d, d2;
 
 /* y = Relu(x) on x [B, F]. */
 static void *
@@ -170,6 +177,7 @@ test_refused(void **state)
 /* One process of a two-process job: 2 local replicas in one consecutive group. */
 struct proc_arg {
     unsigned id;
+    const char *addr;            /* its daemon */
     int rc;
     int progress;                /* compile progress events it received */
     int cost_rc;                 /* ipuof_model_run_cost after its run */
@@ -208,7 +216,7 @@ job_process(void *arg)
 
     for (unsigned k = 0; k < D * B * F; k++)
         x[k] = (float)(1000 * pa->id + k);
-    pa->rc = c == NULL ? IPUOF_E_NOMEM : ipuof_client_connect(c, d.addr);
+    pa->rc = c == NULL ? IPUOF_E_NOMEM : ipuof_client_connect(c, pa->addr);
     if (pa->rc == IPUOF_OK)
         pa->rc = ipuof_attach(c, &ao, NULL, 0, NULL);
     if (pa->rc == IPUOF_OK)
@@ -231,15 +239,13 @@ job_process(void *arg)
     return NULL;
 }
 
+/* Runs the two processes of the job on da and db and checks each one's replicas. */
 static void
-test_groups_in_a_job(void **state)
+run_job(const struct testd *da, const struct testd *db)
 {
-    struct proc_arg pa[2] = {{.id = 0}, {.id = 1}};
+    struct proc_arg pa[2] = {{.id = 0, .addr = da->addr}, {.id = 1, .addr = db->addr}};
     pthread_t t[2];
 
-    (void)state;
-    assert_int_equal(testd_start(&d, NULL, NULL), 0);
-    testd_live = &d;
     for (int p = 0; p < 2; p++)
         assert_int_equal(pthread_create(&t[p], NULL, job_process, &pa[p]), 0);
     for (int p = 0; p < 2; p++)
@@ -258,6 +264,160 @@ test_groups_in_a_job(void **state)
                     assert_true(pa[p].got[((dd * 2) + r) * B * F + k] ==
                                 (float)(1000 * p + dd * B * F + k));
     }
+}
+
+static void
+test_groups_in_a_job(void **state)
+{
+    (void)state;
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    testd_live = &d;
+    run_job(&d, &d);
+    assert_int_equal(testd_stop(&d), 0);
+    testd_live = NULL;
+}
+
+/* logits = x w^T on x [B, F], w [2, F]; loss = SCE(logits, labels). */
+static void *
+train_model(size_t *len)
+{
+    static const float w[2 * F] = {0.1f, -0.2f, 0.3f, 0.2f, 0.1f, -0.3f};
+    int64_t dx[2] = {B, F}, dl[1] = {B}, dw[2] = {2, F};
+    struct sim_ob *b = sim_ob_new(13);
+    void *bytes = NULL;
+
+    sim_ob_input(b, "x", IPUOF_DTYPE_FLOAT, 2, dx);
+    sim_ob_input(b, "labels", IPUOF_DTYPE_INT64, 1, dl);
+    sim_ob_initializer(b, "w", IPUOF_DTYPE_FLOAT, 2, dw, w);
+    sim_ob_node(b, "Gemm", "fc", "x,w", "logits");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "sce", "logits,labels", "loss");
+    sim_ob_attr_str(b, "reduction", "mean");
+    sim_ob_output_rank(b, "loss", IPUOF_DTYPE_FLOAT, 0);
+    assert_int_equal(sim_ob_serialize(b, &bytes, len), 0);
+    sim_ob_free(b);
+    return bytes;
+}
+
+/* A process of a Pod training job: 2 replicas, in one group of 2 when grouped. */
+struct train_arg {
+    unsigned id;
+    const char *addr;
+    int grouped;
+    int rc;
+    char msg[1024];
+};
+
+static void *
+train_process(void *arg)
+{
+    struct train_arg *ta = arg;
+    ipuof_client *c = ipuof_client_new();
+    struct ipuof_attach_opts ao = {.num_ipus = R, .partition_name = "grpt", .process_id = ta->id,
+                                   .num_processes = 2};
+    size_t len;
+    void *bytes = train_model(&len);
+    struct ipuof_model_opts o = {.device_iterations = D, .replicas = 2,
+                                 .input_group_size = ta->grouped ? 2 : 1};
+    struct ipuof_training_opts t = {.loss = "loss"};
+    unsigned rows = D * (ta->grouped ? 1 : 2) * B;
+    float x[D * 2 * B * F] = {0};
+    int64_t labels[D * 2 * B] = {0};
+    struct ipuof_tensor in[2] = {
+        {.name = "x", .dtype = IPUOF_DTYPE_FLOAT, .rank = 2, .dims = {rows, F}, .data = x,
+         .bytes = rows * F * sizeof(float)},
+        {.name = "labels", .dtype = IPUOF_DTYPE_INT64, .rank = 1, .dims = {rows},
+         .data = labels, .bytes = rows * sizeof(int64_t)}};
+    ipuof_model *m = NULL;
+
+    for (unsigned k = 0; k < D * 2 * B * F; k++)
+        x[k] = (float)(k % 7) * 0.1f;
+    ta->rc = c == NULL ? IPUOF_E_NOMEM : ipuof_client_connect(c, ta->addr);
+    if (ta->rc == IPUOF_OK)
+        ta->rc = ipuof_attach(c, &ao, NULL, 0, NULL);
+    if (ta->rc == IPUOF_OK)
+        ta->rc = ipuof_model_compile_training(c, bytes, len, &o, &t, &m);
+    if (ta->rc == IPUOF_OK)
+        ta->rc = ipuof_model_run(m, in, 2);
+    if (c != NULL)
+        snprintf(ta->msg, sizeof ta->msg, "%s", ipuof_client_errmsg(c));
+    ipuof_model_free(m);
+    ipuof_client_free(c);
+    free(bytes);
+    return NULL;
+}
+
+/* A TCP port nobody listens on now (bound and released). */
+static int
+free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Starts daemon t as Pod host name (Pod port pport, one peer) with 2 IPUs. 0 or -1. */
+static int
+start_pod_daemon(struct testd *t, const char *name, int pport, const char *peer, int peer_port)
+{
+    char cfgtext[512];
+    const char *extra[] = {"--ipus", "2", NULL};
+
+    snprintf(cfgtext, sizeof cfgtext,
+             "[pod]\nname = %s\nlisten = 127.0.0.1:%d\npeers = %s=127.0.0.1:%d\n"
+             "token = pod-secret\nhello_interval = 1\ntimeout_ms = 2000\n", name, pport,
+             peer, peer_port);
+    return testd_start(t, cfgtext, extra);
+}
+
+static int
+stop_both(void **state)
+{
+    (void)state;
+    unsetenv("IPUOF_POD_HOSTS");
+    if (d2.pid > 0)
+        testd_stop(&d2);
+    memset(&d2, 0, sizeof d2);
+    return testd_stop_live(state);
+}
+
+/* The same job across a Pod: each daemon (2 IPUs) holds one process and its 2 replicas;
+ * groups are a process's own replicas, so each daemon slices as one daemon does. */
+static void
+test_groups_across_a_pod(void **state)
+{
+    int pa = free_port(), pb = free_port();
+
+    (void)state;
+    assert_int_equal(start_pod_daemon(&d, "host-a", pa, "host-b", pb), 0);
+    testd_live = &d;
+    assert_int_equal(start_pod_daemon(&d2, "host-b", pb, "host-a", pa), 0);
+    assert_int_equal(setenv("IPUOF_POD_HOSTS", "host-a,host-b", 1), 0);
+    run_job(&d, &d2);
+    {   /* groups on host-a's process only: the daemons' models differ */
+        struct train_arg ta[2] = {{.id = 0, .addr = d.addr, .grouped = 1},
+                                  {.id = 1, .addr = d2.addr, .grouped = 0}};
+        pthread_t t[2];
+        for (int p = 0; p < 2; p++)
+            assert_int_equal(pthread_create(&t[p], NULL, train_process, &ta[p]), 0);
+        for (int p = 0; p < 2; p++)
+            pthread_join(t[p], NULL);
+        for (int p = 0; p < 2; p++) {
+            print_message("process %d: rc %d: %s\n", p, ta[p].rc, ta[p].msg);
+            assert_int_not_equal(ta[p].rc, IPUOF_OK);
+            assert_non_null(strstr(ta[p].msg, "differs between the Pod's daemons"));
+        }
+    }
+    unsetenv("IPUOF_POD_HOSTS");
+    assert_int_equal(testd_stop(&d2), 0);
+    memset(&d2, 0, sizeof d2);
     assert_int_equal(testd_stop(&d), 0);
     testd_live = NULL;
 }
@@ -269,6 +429,7 @@ main(void)
         cmocka_unit_test_teardown(test_consecutive_and_orthogonal, testd_stop_live),
         cmocka_unit_test_teardown(test_refused, testd_stop_live),
         cmocka_unit_test_teardown(test_groups_in_a_job, testd_stop_live),
+        cmocka_unit_test_teardown(test_groups_across_a_pod, stop_both),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

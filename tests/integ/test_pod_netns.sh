@@ -8,6 +8,10 @@
 #     replicas after 10 optimizer steps;
 #   - a BatchNorm network through PopTorch (tests/integ/pod_train.py, popdist's variables):
 #     2 instances x 2 replicas over the two daemons against one process of 4 replicas;
+#   - pipelined replicas across hosts: one replica pipelined over 4 IPUs on each daemon
+#     reaches the weights of one daemon of 8 IPUs holding both replicas;
+#   - PopTorch's inputReplicaGrouping(2, Consecutive) over the two daemons = the same job
+#     on one;
 #   - processes whose models differ between the daemons are refused at the first call;
 #   - with tc netem delaying the link (20 ms each way; where the kernel has sch_netem,
 #     else a listed skip) and over a link limited to 20 Mbit/s by tbf, the tutorial still
@@ -142,14 +146,15 @@ IPUOF_SERVER=$SA ip netns exec "$NA" "$MNIST" $ARGS --replicas 4 --save "$D/r4.o
     >"$D/r4.out" 2>&1
 check "1 daemon x 4 replicas trains ($(tail -c 200 "$D/r4.out"))" [ -s "$D/r4.onnx" ]
 
-# pod_mnist OUT: process 0 on host-a, 1 on host-b, 2 replicas each; 0 when both exit 0
+# pod_mnist OUT: process 0 on host-a, 1 on host-b, 2 replicas each (or the arguments of
+# $PODARGS); rc0 and rc1 are their exit statuses
 pod_mnist() {
     for p in 0 1; do
         if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
         # shellcheck disable=SC2086
         IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=pod-$N-$1 \
             IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
-            "$MNIST" $ARGS --replicas 2 --save "$D/$1.onnx" >"$D/$1.$p.out" 2>&1 &
+            "$MNIST" ${PODARGS:-$ARGS --replicas 2} --save "$D/$1.onnx" >"$D/$1.$p.out" 2>&1 &
         eval "k$p=\$!"
         KIDS="$KIDS $!"
     done
@@ -207,6 +212,54 @@ EOF2
 )
 check "BatchNorm, 2 daemons x 2 replicas = 1 x 4: $m" [ $? -eq 0 ]
 
+# inputReplicaGrouping (CommGroup of input replicas) across a Pod: a group is a process's
+# own replicas, wherever the process runs, so 2 processes x 2 replicas in groups of 2 over
+# the two daemons reach the weights of the same 2 processes on host-a's daemon alone.
+# (The Python package expands a group's input to its replicas itself; the daemon's own
+# input groups across a Pod are tests/integ/test_input_groups.c's.)
+# group_pair OUT POD: the two instances, on both daemons when POD is 1
+group_pair() {
+    for p in 0 1; do
+        ns=$NA srv=$SA hosts=""
+        if [ "$2" = 1 ]; then
+            hosts=host-a,host-b
+            [ $p = 1 ] && ns=$NB srv=$SB
+        fi
+        IPUOF_SERVER=$srv IPUOF_POD_HOSTS=$hosts IPUOF_JOB_KEY=$1-$N IPUOF_PROCESS_ID=$p \
+            IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+            POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+            POD_TRAIN_GROUP="2 Consecutive" timeout 300 ip netns exec "$ns" \
+            env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+            "$PY" tests/integ/pod_train.py >"$D/$1.$p.out" 2>&1 &
+        eval "k$p=\$!"
+        KIDS="$KIDS $!"
+    done
+    wait "$k0"; rc0=$?
+    wait "$k1"; rc1=$?
+    KIDS=""
+}
+group_pair grp1 0
+check "input groups, 2 instances x 2 replicas on one daemon exit 0 ($rc0, $rc1: \
+$(tail -c 300 "$D/grp1.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+group_pair grp2 1
+check "input groups, 2 instances x 2 replicas over 2 daemons exit 0 ($rc0, $rc1: \
+$(tail -c 300 "$D/grp2.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$("$PY" - "$D/grp1.0.out" "$D/grp2.0.out" <<'EOF2'
+import json, sys
+def state(path):
+    for line in open(path):
+        if line.startswith("{"):
+            return json.loads(line)["state"]
+    raise SystemExit("no weights in " + path)
+a, b = state(sys.argv[1]), state(sys.argv[2])
+assert a.keys() == b.keys()
+d = max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
+print("max abs difference %.3g over %d tensors" % (d, len(a)))
+sys.exit(0 if d == 0 else 1)
+EOF2
+)
+check "input groups over 2 daemons = on 1 daemon: $m" [ $? -eq 0 ]
+
 # Processes whose models differ between the daemons (another micro-batch): refused at the
 # first call on both hosts, naming what differs, not trained on mismatched gradients.
 for p in 0 1; do
@@ -252,6 +305,32 @@ m=$(close "$D/r4.onnx" "$D/tbf.onnx")
 check "tutorial over 20 Mbit/s = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/tbf.onnx"
 ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
 ip netns exec "$NB" tc qdisc del dev "pvb$N" root 2>/dev/null
+
+# Pipelined replicas across hosts: the tutorial's blocks B1..B4 pipelined over 4 IPUs per
+# replica, one replica on each daemon (all of a replica's stages on one host), against one
+# daemon of 8 IPUs holding both replicas (a daemon outside the Pod, in host-a's namespace).
+PARGS="--data $DATA --epochs 1 --limit-train 640 --limit-test 80 --device-iterations 5
+       --gradient-accumulation 4 --batch-size 8 --optimizer sgd --quiet --strategy pipelined"
+ip netns exec "$NA" "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/r8.port" --ipus 8 \
+    --foreground --admin-socket "$D/r8.sock" >>"$D/r8.log" 2>&1 &
+PR=$!
+KIDS="$PR"
+i=0
+while [ ! -s "$D/r8.port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+# shellcheck disable=SC2086
+IPUOF_SERVER="127.0.0.1:$(cat "$D/r8.port")" ip netns exec "$NA" "$MNIST" $PARGS --replicas 2 \
+    --save "$D/p2.onnx" >"$D/p2.out" 2>&1
+check "pipelined, 1 daemon x 2 replicas x 4 IPUs trains ($(tail -c 200 "$D/p2.out"))" \
+    [ -s "$D/p2.onnx" ]
+kill -TERM "$PR"
+wait "$PR"
+KIDS=""
+PODARGS="$PARGS --replicas 1" pod_mnist pipe
+check "pipelined, 2 daemons x 1 replica x 4 IPUs: both processes exit 0 ($rc0, $rc1: \
+$(tail -c 200 "$D/pipe.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
+m=$(close "$D/p2.onnx" "$D/pipe.onnx")
+check "pipelined, 2 daemons x 1 replica = 1 daemon x 2 replicas: $m" \
+    close "$D/p2.onnx" "$D/pipe.onnx"
 
 # host-b's daemon killed mid-run.
 for p in 0 1; do

@@ -13,9 +13,11 @@ B=${1:-build}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
 POPRUN="$B/bin/poprun"
 D=$(mktemp -d /tmp/ipuof-poprun-test-XXXXXX)
-PID=""
+PID="" PIDA="" PIDB=""
 cleanup() {
     [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+    [ -n "$PIDA" ] && kill -9 "$PIDA" 2>/dev/null
+    [ -n "$PIDB" ] && kill -9 "$PIDB" 2>/dev/null
     rm -rf "$D"
 }
 trap cleanup EXIT INT TERM
@@ -296,5 +298,125 @@ wait "$PID"
 rc=$?
 PID=""
 [ "$rc" -eq 0 ] && ok "ipuofd exits 0 on SIGTERM" || not_ok "ipuofd exit status $rc"
+# A Pod: -H names two hosts, 127.0.0.1 and 127.0.0.2 (both this machine's loopback), each
+# with an ipuofd of 4 IPUs at the same port, in one Pod (host-a, host-b). poprun gives
+# each daemon a 2-IPU share of the partition and each instance IPUOF_POD_HOSTS and its own
+# host's daemon; the 2 instances x 2 replicas train what one process of 4 replicas does.
+# Open MPI would reach 127.0.0.2 over ssh, so a stand-in mpirun runs each app context here.
+mkdir "$D/shim"
+cat >"$D/shim/mpirun" <<'EOS'
+#!/usr/bin/python3
+"""mpirun for hosts that are all this machine: each app context (-np 1 -host H -x VAR[=V]
+... PROGRAM ARGS, separated by ':') runs here, its output tagged [1,i]<stdout>:."""
+import os, subprocess, sys, threading
+args = sys.argv[1:]
+while args and args[0] in ("--tag-output", "--allow-run-as-root", "--bind-to", "-H"):
+    args = args[2:] if args[0] in ("--bind-to", "-H") else args[1:]
+ctxs, cur = [], []
+for a in args + [":"]:
+    if a == ":":
+        ctxs.append(cur)
+        cur = []
+    else:
+        cur.append(a)
+procs = []
+for i, c in enumerate(ctxs):
+    env, k = dict(os.environ), 0
+    while c[k].startswith("-"):
+        if c[k] == "-x" and "=" in c[k + 1]:
+            name, _, val = c[k + 1].partition("=")
+            env[name] = val
+        k += 2
+    env["HOST_OF_CONTEXT"] = c[c.index("-host") + 1]
+    p = subprocess.Popen(c[k:], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    def pump(p=p, i=i):
+        for line in p.stdout:
+            sys.stdout.write("[1,%d]<stdout>:%s" % (i, line.decode()))
+            sys.stdout.flush()
+    t = threading.Thread(target=pump)
+    t.start()
+    procs.append((p, t))
+rc = 0
+for p, t in procs:
+    t.join()
+    rc = rc or p.wait()
+sys.exit(rc)
+EOS
+chmod +x "$D/shim/mpirun"
+PP=$("$PY" -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))')
+PPA=${PP% *} PPB=${PP#* }
+for h in a b; do
+    if [ $h = a ]; then ip=127.0.0.1 me=host-a pp=$PPA peer=host-b peerip=127.0.0.2 ppp=$PPB
+    else ip=127.0.0.2 me=host-b pp=$PPB peer=host-a peerip=127.0.0.1 ppp=$PPA; fi
+    printf '[server]\nadmin_token = op-secret\njob_timeout = 30\n[pod]\nname = %s\n' "$me" \
+        >"$D/pod$h.conf"
+    printf 'listen = %s:%s\npeers = %s=%s:%s\ntoken = pod-poprun\nhello_interval = 1\n' \
+        "$ip" "$pp" "$peer" "$peerip" "$ppp" >>"$D/pod$h.conf"
+done
+"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/podport" --foreground \
+    --config "$D/poda.conf" --admin-socket "$D/poda.sock" >"$D/poda.log" 2>&1 &
+PIDA=$!
+i=0
+while [ ! -s "$D/podport" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+PODPORT=$(cat "$D/podport")
+"$B/bin/ipuofd" --listen "127.0.0.2:$PODPORT" --foreground --config "$D/podb.conf" \
+    --admin-socket "$D/podb.sock" >"$D/podb.log" 2>&1 &
+PIDB=$!
+i=0
+while ! IPUOF_SERVER="127.0.0.2:$PODPORT" "$B/bin/ipuctl" status >/dev/null 2>&1 &&
+    [ $i -lt 250 ]; do sleep 0.02; i=$((i + 1)); done
+PRE=""  # a sanitizer build's library in Python needs the runtimes preloaded (as above)
+if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
+    PRE="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+fi
+LD_PRELOAD="$PRE" PATH="$D/shim:$PATH" IPUOF_ADMIN_TOKEN=op-secret timeout 300 "$POPRUN" -v -H 127.0.0.1,127.0.0.2 \
+    --num-instances 2 --num-replicas 4 --vipu-server-host 127.0.0.1 --vipu-server-port "$PODPORT" \
+    sh -c 'echo "vars $HOST_OF_CONTEXT $IPUOF_VIPU_API_HOST $IPUOF_POD_HOSTS"; exec "$@"' sh \
+    "$PY" tests/integ/poprun_train.py >"$D/pod.out" 2>&1
+rc2=$?
+for i in 0 1; do
+    h=127.0.0.$((i + 1))
+    got=$(sed -n "s/^\[1,$i\]<stdout>:vars //p" "$D/pod.out")
+    if [ "$got" = "$h:1 $h host-a,host-b" ]; then
+        ok "poprun -H over a Pod: instance $i runs on $h, attaches there, IPUOF_POD_HOSTS=host-a,host-b"
+    else
+        not_ok "poprun -H over a Pod, instance $i: got '$got' ($(tail -c 2000 "$D/pod.out"))"
+    fi
+done
+m=$("$PY" - "$D/one.out" "$D/pod.out" <<'EOS'
+import json, sys
+def weights(path, prefix):
+    for line in open(path):
+        if line.startswith(prefix + "{"):
+            return json.JSONDecoder().raw_decode(line[len(prefix):])[0]
+    raise SystemExit("no weights in " + path)
+a, b = weights(sys.argv[1], ""), weights(sys.argv[2], "[1,0]<stdout>:")
+assert (a["instances"], a["replicas"], b["instances"], b["replicas"]) == (1, 4, 2, 4), (a, b)
+d = max(abs(x - y) for k in ("weight", "bias")
+        for x, y in zip(sum(a[k], []) if k == "weight" else a[k],
+                        sum(b[k], []) if k == "weight" else b[k]))
+print("max abs difference %.3g" % d)
+sys.exit(0 if d == 0 else 1)
+EOS
+)
+mrc=$?
+if [ "$rc2" -eq 0 ] && [ "$mrc" -eq 0 ] &&
+    grep -q "a Pod of 2 daemons (host-a,host-b), 2 IPUs on each" "$D/pod.out"; then
+    ok "poprun -H 127.0.0.1,127.0.0.2 over a Pod: 2 daemons x 2 replicas train what 1 process of 4 does: $m"
+else
+    not_ok "poprun over a Pod ($rc2, $m): $(tail -c 3000 "$D/pod.out")"
+fi
+left=$("$B/bin/vipu" --server "127.0.0.2:$PODPORT" list partitions 2>&1 | grep -c poprun-)
+if [ "$left" = 0 ]; then
+    ok "poprun removed its partition's share on host-b after the run"
+else
+    not_ok "host-b still has poprun's partition: $("$B/bin/vipu" --server "127.0.0.2:$PODPORT" list partitions 2>&1)"
+fi
+kill "$PIDA" "$PIDB"
+wait "$PIDA" "$PIDB"
+PIDA="" PIDB=""
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -257,3 +257,34 @@ poprun_part_finish(struct poprun_part *p, int verbose)
     ipuof_client_free(c);
     return ex;
 }
+
+int
+poprun_part_pod_name(const struct poprun_part *p, const char *host, char *name, size_t len)
+{
+    struct poprun_part at = *p;
+    ipuof_status_report *r = NULL;
+    struct ipuof_pod_host h;
+    ipuof_client *c;
+    int ex = 0, rc;
+
+    at.server_host = host;
+    c = connect_server(&at, &ex);
+    if (c == NULL)
+        return ex;
+    rc = ipuof_status(c, &r);
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "poprun: status of the ipuofd at %s:%u: %s\n", host, p->server_port,
+                ipuof_client_errmsg(c));
+        ex = 1;
+    } else if (ipuof_status_report_pod_host_count(r) == 0 ||
+               ipuof_status_report_pod_host(r, 0, &h) != IPUOF_OK) {
+        ex = -1;
+    } else if (snprintf(name, len, "%s", h.name) >= (int)len) {
+        fprintf(stderr, "poprun: the ipuofd at %s:%u has a [pod] name longer than %zu bytes\n",
+                host, p->server_port, len - 1);
+        ex = EX_SOFTWARE;
+    }
+    ipuof_status_report_free(r);
+    ipuof_client_free(c);
+    return ex;
+}

@@ -6,6 +6,8 @@
 #ifndef POPRUN_PART_H
 #define POPRUN_PART_H
 
+#include <stddef.h>
+
 struct poprun_part {
     char name[64];              /* --vipu-partition, or one poprun makes up */
     int named;                  /* 1: given by --vipu-partition */
@@ -48,5 +50,10 @@ unsigned poprun_part_gcd(const struct poprun_part *p, unsigned instance,
 /* After the run: removes a partition poprun created, unless --remove-partition no. 0, or
  * an exit status after printing why. */
 int poprun_part_finish(struct poprun_part *p, int verbose);
+
+/* The [pod] name of the ipuofd at host (p's port, timeout and admin token), in name: 0,
+ * -1 when that daemon has no [pod] section, or an exit status after printing why. */
+int poprun_part_pod_name(const struct poprun_part *p, const char *host, char *name,
+                         size_t len);
 
 #endif
