@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "ipuof/status.h"
 #include "log.h"
+#include "pod.h"
 #include "srv_state.h"
 
 /* The reset that clears an error needing recovery, as ipuctl says it, for IPU ipu of
@@ -185,7 +186,7 @@ void
 fault_fire(struct srv *s, struct fault *f, unsigned first, unsigned count,
            const char *part, char *msg, size_t len)
 {
-    char kind[48], tail[160];
+    char kind[FAULTS_KIND_MAX], tail[160];
     int whole = faults_level(f->recovery) >= 2 && f->kind != FAULT_UNRECOVERABLE;
     unsigned lo = f->has_ipu ? f->ipu : first, n = 1;
 
@@ -281,7 +282,7 @@ fault_answer(struct conn *c, uint64_t req_id, const struct fault *f, unsigned fi
 void
 fault_log_fired(const struct conn *c, const struct fault *f, const char *part)
 {
-    char kind[48];
+    char kind[FAULTS_KIND_MAX];
 
     log_warn("fault %u (%s at %s) fired on client %u (%s, pid %u, %s), partition '%s' "
              "(%u of %u)", f->id, faults_kind_name(f, kind, sizeof kind), faults_at_name(f->at),
@@ -307,3 +308,19 @@ fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p)
     return 1;
 }
 
+
+void
+fault_links_sync(struct srv *s)
+{
+    struct pod_host hosts[CFG_POD_MAX_PEERS + 1];
+    int n = pod_hosts(s->pod, hosts, CFG_POD_MAX_PEERS + 1);
+    uint64_t now = srv_now_ms();
+
+    for (int i = 0; i < n; i++) {
+        unsigned ms = 0, cut;
+        if (hosts[i].state == POD_SELF)
+            continue;
+        cut = faults_link(&s->faults, hosts[i].name, now, &ms);
+        pod_set_link(s->pod, hosts[i].name, cut, ms);
+    }
+}

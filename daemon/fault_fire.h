@@ -60,4 +60,9 @@ void fault_log_fired(const struct conn *c, const struct fault *f, const char *pa
  */
 int fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p);
 
+/* Loop thread: tells the Pod's hello thread the link faults armed now on the link to each
+ * peer (pod_set_link), after the table changed and at each Pod tick (so a --duration ends
+ * them there too). No-op outside a Pod. */
+void fault_links_sync(struct srv *s);
+
 #endif

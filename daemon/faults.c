@@ -43,7 +43,8 @@ static const struct {
 
 #define KINDS_HELP "recoverable:IPU_RESET, recoverable:LINK_RESET, " \
     "recoverable:PARTITION_RESET, recoverable:FULL_RESET, unrecoverable, soc-error, " \
-    "host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect, daemon-kill"
+    "host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect, daemon-kill, " \
+    "link:partition:PEER, link:latency=MS:PEER, link:reset-peer:PEER"
 
 void
 faults_init(struct fault_table *t)
@@ -136,6 +137,15 @@ const char *
 faults_kind_name(const struct fault *f, char *buf, size_t len)
 {
     switch (f->kind) {
+    case FAULT_LINK_PARTITION:
+        snprintf(buf, len, "link:partition:%s", f->peer);
+        return buf;
+    case FAULT_LINK_LATENCY:
+        snprintf(buf, len, "link:latency=%u:%s", f->link_ms, f->peer);
+        return buf;
+    case FAULT_LINK_RESET_PEER:
+        snprintf(buf, len, "link:reset-peer:%s", f->peer);
+        return buf;
     case FAULT_RECOVERABLE:
         for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++)
             if (actions[i].recovery == f->recovery)
@@ -153,14 +163,73 @@ faults_kind_name(const struct fault *f, char *buf, size_t len)
     return buf;
 }
 
+static int
+is_link(const struct fault *f)
+{
+    return f->kind == FAULT_LINK_PARTITION || f->kind == FAULT_LINK_LATENCY ||
+           f->kind == FAULT_LINK_RESET_PEER;
+}
+
+/* Parses a link kind ("link:" already seen; rest after it) into f: partition, latency=MS
+ * or reset-peer, then ':' and one of t's Pod peers. 0 or -1 with err set. */
+static int
+parse_link(const struct fault_table *t, struct fault *f, const char *kind, const char *rest,
+           char *err, size_t errlen)
+{
+    const char *colon = strchr(rest, ':');
+    const char *peer = colon != NULL ? colon + 1 : "";
+    size_t wlen = colon != NULL ? (size_t)(colon - rest) : strlen(rest);
+
+    f->recovery = IPUOF_RECOVERY_PARTITION_RESET; /* what a Pod job it fails meets */
+    if (wlen == 9 && memcmp(rest, "partition", 9) == 0) {
+        f->kind = FAULT_LINK_PARTITION;
+    } else if (wlen == 10 && memcmp(rest, "reset-peer", 10) == 0) {
+        f->kind = FAULT_LINK_RESET_PEER;
+    } else if (wlen > 8 && memcmp(rest, "latency=", 8) == 0) {
+        char *end;
+        unsigned long ms = strtoul(rest + 8, &end, 10);
+        if (end != colon || rest[8] < '0' || rest[8] > '9' || ms == 0 ||
+            ms > FAULTS_LINK_MS_MAX) {
+            errbuf_set(err, errlen, "fault kind '%.80s': latency=MS wants a whole number of "
+                       "milliseconds from 1 to %d, such as link:latency=50:host-b", kind,
+                       FAULTS_LINK_MS_MAX);
+            return -1;
+        }
+        f->kind = FAULT_LINK_LATENCY;
+        f->link_ms = (unsigned)ms;
+    } else {
+        errbuf_set(err, errlen, "fault kind '%.80s': a link fault is link:partition:PEER, "
+                   "link:latency=MS:PEER or link:reset-peer:PEER (bandwidth=KB/s is not "
+                   "emulated)", kind);
+        return -1;
+    }
+    if (t->self[0] == '\0') {
+        errbuf_set(err, errlen, "fault kind '%.80s': this daemon is in no Pod, so it has no "
+                   "link to a peer host", kind);
+        return -1;
+    }
+    if (!is_peer(t, peer)) {
+        errbuf_set(err, errlen, "fault kind '%.80s': '%.63s' is not a peer of this daemon "
+                   "(host '%s'); its peers are %.*s; name one after the last ':'", kind,
+                   peer, t->self, t->peers[0] != '\0' ? (int)strlen(t->peers) - 1 : 4,
+                   t->peers[0] != '\0' ? t->peers : "none");
+        return -1;
+    }
+    snprintf(f->peer, sizeof f->peer, "%s", peer);
+    return 0;
+}
+
 /* Parses kind into f's kind and recovery. 0 or -1 with err set. */
 static int
-parse_kind(struct fault *f, const char *kind, char *err, size_t errlen)
+parse_kind(const struct fault_table *t, struct fault *f, const char *kind, char *err,
+           size_t errlen)
 {
     if (kind == NULL || kind[0] == '\0') {
         errbuf_set(err, errlen, "a fault needs a kind: one of " KINDS_HELP);
         return -1;
     }
+    if (strncmp(kind, "link:", 5) == 0)
+        return parse_link(t, f, kind, kind + 5, err, errlen);
     if (strncmp(kind, "recoverable:", 12) == 0) {
         for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++) {
             if (strcmp(kind + 12, actions[i].name) == 0) {
@@ -193,8 +262,26 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
     const char *at = spec->at != NULL && spec->at[0] != '\0' ? spec->at : "run";
 
     memset(&f, 0, sizeof f);
-    if (parse_kind(&f, spec->kind, err, errlen) < 0)
+    if (parse_kind(t, &f, spec->kind, err, errlen) < 0)
         return -1;
+    if (is_link(&f)) { /* they act where this daemon talks to the peer: the collective */
+        if (spec->at != NULL && spec->at[0] != '\0' && strcmp(spec->at, "collective") != 0) {
+            errbuf_set(err, errlen, "fault kind '%.80s' acts on the link to a peer host, at "
+                       "the Pod's hellos and collectives; leave --at out or give --at "
+                       "collective", spec->kind);
+            return -1;
+        }
+        if (spec->has_ipu || part[0] != '\0' || spec->rearm || spec->wait_ms != 0 ||
+            (f.kind != FAULT_LINK_RESET_PEER && (spec->after != 0 || spec->count > 1 ||
+                                                 spec->probability != 0.0))) {
+            errbuf_set(err, errlen, "fault kind '%.80s' targets the link to a peer host: "
+                       "no --ipu, --partition, --rearm-on-reset or --wait%s; its "
+                       "--duration bounds it", spec->kind, f.kind == FAULT_LINK_RESET_PEER
+                       ? "" : ", --after-runs, --count or --probability (it holds while armed)");
+            return -1;
+        }
+        at = "collective";
+    }
     f.at = FAULT_AT_COUNT;
     for (unsigned i = 0; i < FAULT_AT_COUNT; i++)
         if (strcmp(at, at_names[i]) == 0)
@@ -206,7 +293,7 @@ faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus
     }
     /* A Pod job's collective failing is what PARTITION_RESET says: the partition across
      * the daemons is gone, its IPUs go back to the pool (none is in error to re-arm on). */
-    if (f.at == FAULT_AT_COLLECTIVE &&
+    if (f.at == FAULT_AT_COLLECTIVE && !is_link(&f) &&
         (f.kind != FAULT_RECOVERABLE || f.recovery != IPUOF_RECOVERY_PARTITION_RESET)) {
         errbuf_set(err, errlen, "fault kind '%.80s' cannot happen at collective: a Pod "
                    "job's collective that fails ends the job on every daemon with "
@@ -352,11 +439,47 @@ faults_match(struct fault_table *t, enum fault_at at, unsigned first, unsigned c
 {
     for (unsigned i = 0; i < t->n; i++) {
         struct fault *f = &t->f[i];
-        if (f->at != at || faults_spent(f) || faults_expired(f, now_ms))
+        if (f->at != at || is_link(f) || faults_spent(f) || faults_expired(f, now_ms))
             continue;
         if (f->has_ipu && (f->ipu < first || f->ipu - first >= count))
             continue;
         if (f->partition[0] != '\0' && (part == NULL || strcmp(f->partition, part) != 0))
+            continue;
+        if (f->seen++ < f->after)
+            continue;
+        if (f->probability < 1.0 && draw(f) >= f->probability)
+            continue;
+        f->fired++;
+        return f;
+    }
+    return NULL;
+}
+
+unsigned
+faults_link(struct fault_table *t, const char *peer, uint64_t now_ms, unsigned *latency_ms)
+{
+    unsigned cut = 0, ms = 0;
+
+    for (unsigned i = 0; i < t->n; i++) {
+        struct fault *f = &t->f[i];
+        if (faults_expired(f, now_ms) || strcmp(f->peer, peer) != 0)
+            continue;
+        if (f->kind == FAULT_LINK_PARTITION && cut == 0)
+            cut = f->id;
+        else if (f->kind == FAULT_LINK_LATENCY && ms + f->link_ms <= FAULTS_LINK_MS_MAX)
+            ms += f->link_ms;
+    }
+    *latency_ms = ms;
+    return cut;
+}
+
+struct fault *
+faults_link_reset(struct fault_table *t, const char *peer, uint64_t now_ms)
+{
+    for (unsigned i = 0; i < t->n; i++) {
+        struct fault *f = &t->f[i];
+        if (f->kind != FAULT_LINK_RESET_PEER || faults_spent(f) || faults_expired(f, now_ms) ||
+            strcmp(f->peer, peer) != 0)
             continue;
         if (f->seen++ < f->after)
             continue;

@@ -25,8 +25,20 @@ enum fault_kind {
                                   * (or the client's own timeout); IPU_RESET clears it */
     FAULT_TILE_OOM = 6,          /* poplar_graph_memory_allocation_error; the IPU is fine */
     FAULT_STREAM_OOM = 7,        /* poplar_stream_memory_allocation_error; the IPU is fine */
-    FAULT_DAEMON_KILL = 8        /* the daemon dies as if killed (SIGKILL) */
+    FAULT_DAEMON_KILL = 8,       /* the daemon dies as if killed (SIGKILL) */
+    /* Link faults: the link from this daemon to one Pod peer (fault.peer); see
+     * docs/faults.md "Link faults". Not matched by faults_match: faults_link reads them. */
+    FAULT_LINK_PARTITION = 9,    /* link:partition:PEER: the peer is unreachable (hellos, the
+                                  * collective of a Pod job it is in) while armed */
+    FAULT_LINK_LATENCY = 10,     /* link:latency=MS:PEER: each hello and each collective run
+                                  * of a Pod job with the peer is delayed MS first */
+    FAULT_LINK_RESET_PEER = 11   /* link:reset-peer:PEER: the next collective run of a Pod
+                                  * job with the peer fails once (count times) */
 };
+
+/* The longest kind name faults_kind_name writes ("link:latency=MS:" and a peer name). */
+#define FAULTS_KIND_MAX 96
+#define FAULTS_LINK_MS_MAX 60000
 
 /* The trigger points, in the order a program meets them (load: a compiled executable is
  * placed on the IPUs, as Poplar's Engine::load; collective: a training run of a job whose
@@ -44,6 +56,8 @@ struct fault {
     unsigned ipu;
     char partition[FAULTS_NAME_MAX];
     char host[FAULTS_NAME_MAX];  /* --host: this daemon's Pod name, given so ("" none) */
+    char peer[FAULTS_NAME_MAX];  /* link faults: the other Pod host of the link */
+    unsigned link_ms;            /* link:latency: the delay */
     enum fault_at at;
     unsigned after;              /* matching events skipped before it may fire */
     unsigned count;              /* fires at most this often (>= 1) */
@@ -104,6 +118,21 @@ void faults_set_pod(struct fault_table *t, const char *self, const char *const *
  */
 int faults_add(struct fault_table *t, const struct fault_spec *spec, unsigned n_ipus,
                uint64_t now_ms, unsigned *id, char *err, size_t errlen);
+
+/*
+ * The link faults armed on the link to Pod host peer at now_ms: returns the id of a
+ * link:partition cutting it (0: none) and puts in *latency_ms the sum of the
+ * link:latency delays on it (0 none; at most FAULTS_LINK_MS_MAX). Nothing is counted: a
+ * partition or a latency is a state while armed, not an event.
+ */
+unsigned faults_link(struct fault_table *t, const char *peer, uint64_t now_ms,
+                     unsigned *latency_ms);
+
+/*
+ * A collective run of a Pod job with Pod host peer: the first armed link:reset-peer on
+ * that link past its after runs fires (counted; returned) or NULL.
+ */
+struct fault *faults_link_reset(struct fault_table *t, const char *peer, uint64_t now_ms);
 
 /* Removes fault id (0: every fault). Returns how many were removed. */
 unsigned faults_clear(struct fault_table *t, unsigned id);

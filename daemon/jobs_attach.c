@@ -101,7 +101,7 @@ job_attach_fault(struct job *j)
     struct fault *f = faults_match(&s->faults, FAULT_AT_ATTACH, j->part->first,
                                    j->part->count, j->name, srv_now_ms());
     unsigned first = j->part->first, count = j->part->count;
-    char msg[400], kind[48];
+    char msg[400], kind[FAULTS_KIND_MAX];
 
     if (f == NULL)
         return 0;

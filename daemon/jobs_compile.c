@@ -73,7 +73,7 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
         f = faults_match(&s->faults, FAULT_AT_LOAD, j->part->first, j->part->count, j->name,
                          srv_now_ms());
     if (f != NULL) { /* an injected fault as the executable is loaded: it is not */
-        char kind[48];
+        char kind[FAULTS_KIND_MAX];
         log_warn("fault %u (%s at load) fired on job '%s' loading model '%s' (%u of %u)",
                  f->id, faults_kind_name(f, kind, sizeof kind), j->name, m->name, f->fired,
                  f->count);

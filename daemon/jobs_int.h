@@ -46,6 +46,7 @@ struct run {
     struct sim_err err;
     uint64_t us;
     char cut[256];  /* a fault fired at collective: why this daemon leaves the Pod job */
+    unsigned delay_ms; /* link:latency faults on the job's links: the worker waits first */
 };
 
 struct job {
@@ -148,6 +149,9 @@ int job_pod_collective(const struct job *j, const struct model *m);
  * this host), and the job ends here as there, with PARTITION_RESET naming this host; why
  * says which fault. Returns IPUOF_E_CLOSED with the sentence in err. */
 int job_pod_cut(struct job *j, const char *why, struct sim_err *err);
+/* The other Pod hosts of pj by rank: i's name, "" for this daemon's own rank, NULL past
+ * the last (for the link faults on this daemon's links to them). */
+const char *job_pod_peer(const struct pod_job *pj, int i);
 int job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err);
 
 /* On the loop thread after a run: when a collective failed, ends j with PARTITION_RESET

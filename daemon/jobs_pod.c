@@ -552,6 +552,14 @@ job_pod_cut(struct job *j, const char *why, struct sim_err *err)
     return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
 }
 
+const char *
+job_pod_peer(const struct pod_job *pj, int i)
+{
+    if (i < 0 || i >= pj->size)
+        return NULL;
+    return i == pj->rank ? "" : pj->hosts[i];
+}
+
 int
 job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
 {

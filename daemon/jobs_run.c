@@ -6,10 +6,12 @@
  * has sent); each process is answered with its own replicas' rows of every output once the
  * run is done (the reply's header carries the run's time and cost, so it follows the run).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 #include "ipuof/status.h"
@@ -90,6 +92,12 @@ run_work(struct work_item *it)
     struct sim_exe *exe = w->m->entry->exe;
     uint64_t t0 = models_now_us();
 
+    if (w->delay_ms != 0 && w->cut[0] == '\0') { /* link:latency: the link is slow */
+        struct timespec ts = {(time_t)(w->delay_ms / 1000),
+                              (long)(w->delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
     if (w->cut[0] != '\0')
         w->rc = job_pod_cut(w->j, w->cut, &w->err);
     else
@@ -220,15 +228,55 @@ run_done(struct work_item *it)
     job_unhold(j);
 }
 
+/* Loop thread: the link faults on this daemon's links to the other hosts of j's Pod job
+ * (faults.h): a link:partition or a firing link:reset-peer sets w->cut naming the peer;
+ * link:latency sets w->delay_ms (the slowest link's: a collective waits for every peer).
+ * 1 when the run is cut. */
+static int
+link_faults(struct job *j, struct run *w)
+{
+    const char *peer;
+    uint64_t now = srv_now_ms();
+
+    for (int i = 0; (peer = job_pod_peer(j->pod, i)) != NULL; i++) {
+        unsigned ms = 0, cut;
+        struct fault *f;
+        if (peer[0] == '\0')
+            continue;
+        cut = faults_link(&j->srv->faults, peer, now, &ms);
+        if (ms > w->delay_ms)
+            w->delay_ms = ms;
+        f = cut != 0 ? NULL : faults_link_reset(&j->srv->faults, peer, now);
+        if (cut == 0 && f == NULL)
+            continue;
+        if (cut != 0)
+            snprintf(w->cut, sizeof w->cut, "its link to Pod host '%s' is partitioned "
+                     "(injected fault %u, link:partition:%s)", peer, cut, peer);
+        else
+            snprintf(w->cut, sizeof w->cut, "its link to Pod host '%s' was reset (injected "
+                     "fault %u, link:reset-peer:%s, %u of %u)", peer, f->id, peer, f->fired,
+                     f->count);
+        log_warn("Pod job of partition '%s': %s: this daemon leaves it", j->name, w->cut);
+        return 1;
+    }
+    if (w->delay_ms != 0)
+        log_info("Pod job of partition '%s': link latency %u ms before its collective run",
+                 j->name, w->delay_ms);
+    return 0;
+}
+
 /* Loop thread: a fault armed for a Pod job's collective (faults.h) meets this run: when
  * one fires, w->cut says which, and the worker leaves the Pod job instead of running. */
 static void
 collective_fault(struct job *j, struct run *w)
 {
-    struct fault *f = faults_match(&j->srv->faults, FAULT_AT_COLLECTIVE, j->part->first,
-                                   j->part->count, j->name, srv_now_ms());
-    char kind[48];
+    struct fault *f;
+    char kind[FAULTS_KIND_MAX];
 
+    if (link_faults(j, w))
+        return;
+    f = faults_match(&j->srv->faults, FAULT_AT_COLLECTIVE, j->part->first, j->part->count,
+                     j->name, srv_now_ms());
     if (f == NULL)
         return;
     faults_kind_name(f, kind, sizeof kind);

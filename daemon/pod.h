@@ -44,6 +44,15 @@ int pod_start(struct pod **out, const struct cfg *c, const char *listen_addr,
 /* Publishes this daemon's free IPUs for its next hellos (the loop thread). */
 void pod_set_free(struct pod *p, unsigned free_ipus);
 
+/*
+ * The link faults on this daemon's link to peer name (faults.h; the loop thread tells
+ * them): cut_id a link:partition's id (0: none): the hellos to the peer are not sent (its
+ * connection closed), so it shows unreachable naming the fault; latency_ms: each hello
+ * waits so long first. A change wakes the hello thread at once. No-op for a name that is
+ * no peer, or p NULL.
+ */
+void pod_set_link(struct pod *p, const char *name, unsigned cut_id, unsigned latency_ms);
+
 /* Copies the hosts, this daemon first (POD_SELF), into out[0..max); returns how many. */
 int pod_hosts(struct pod *p, struct pod_host *out, int max);
 

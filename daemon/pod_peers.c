@@ -31,6 +31,8 @@ struct pod {
     char token[CFG_TOKEN_MAX];
     unsigned interval_s;
     int timeout_ms;
+    unsigned link_cut[CFG_POD_MAX_PEERS + 1]; /* pod_set_link's, under mu */
+    unsigned link_ms[CFG_POD_MAX_PEERS + 1];
     /* the thread's own */
     struct pod_client *conn[CFG_POD_MAX_PEERS + 1];
 };
@@ -52,8 +54,25 @@ hello_peer(struct pod *p, int i)
     Ipuof__PodHello ph = IPUOF__POD_HELLO__INIT;
     char self[CFG_POD_NAME_MAX], addr[256], err[512];
     int rc = IPUOF_OK;
+    unsigned cut, delay;
 
     pthread_mutex_lock(&p->mu);
+    cut = p->link_cut[i];
+    delay = p->link_ms[i];
+    if (delay != 0 && cut == 0) { /* link:latency: the hello is slow (a stop ends the wait) */
+        struct timespec until;
+        uint64_t end = mono_ms() + delay;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(delay / 1000);
+        until.tv_nsec += (long)(delay % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!p->stop && mono_ms() < end &&
+               pthread_cond_timedwait(&p->wake, &p->mu, &until) == 0)
+            ;
+    }
     snprintf(self, sizeof self, "%s", p->host[0].name);
     snprintf(addr, sizeof addr, "%s", p->host[i].addr);
     ph.num_ipus = p->host[0].num_ipus;
@@ -61,7 +80,12 @@ hello_peer(struct pod *p, int i)
     pthread_mutex_unlock(&p->mu);
     ph.name = self;
     err[0] = '\0';
-    if (p->conn[i] == NULL)
+    if (cut != 0) {
+        rc = IPUOF_E_CLOSED;
+        errbuf_set(err, sizeof err, "the link to it is partitioned by injected fault %u "
+                   "(link:partition:%s; ipuctl fault clear %u heals it)", cut,
+                   p->host[i].name, cut);
+    } else if (p->conn[i] == NULL)
         rc = pod_client_open(&p->conn[i], addr, p->token, self, p->timeout_ms, err, sizeof err);
     if (rc == IPUOF_OK) {
         req.body_case = IPUOF__HEADER__BODY_POD_HELLO;
@@ -177,6 +201,24 @@ pod_set_free(struct pod *p, unsigned free_ipus)
         return;
     pthread_mutex_lock(&p->mu);
     p->host[0].free_ipus = free_ipus;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void
+pod_set_link(struct pod *p, const char *name, unsigned cut_id, unsigned latency_ms)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 1; i <= p->npeers; i++) {
+        if (strcmp(p->host[i].name, name) != 0)
+            continue;
+        if (p->link_cut[i] != cut_id || p->link_ms[i] != latency_ms) {
+            p->link_cut[i] = cut_id;
+            p->link_ms[i] = latency_ms;
+            pthread_cond_signal(&p->wake);
+        }
+    }
     pthread_mutex_unlock(&p->mu);
 }
 

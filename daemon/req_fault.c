@@ -76,7 +76,7 @@ req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
     Ipuof__FaultReply fr = IPUOF__FAULT_REPLY__INIT;
     Ipuof__FaultSpec w[FAULTS_MAX];
     Ipuof__FaultSpec *wp[FAULTS_MAX];
-    char kinds[FAULTS_MAX][48];
+    char kinds[FAULTS_MAX][FAULTS_KIND_MAX];
     char err[600];
     unsigned id = 0;
 
@@ -107,6 +107,7 @@ req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
             conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "daemon", "%s", err);
             return;
         }
+        fault_links_sync(s);
         for (unsigned i = 0; i < s->faults.n; i++)
             if (s->faults.f[i].id == id) {
                 to_wire(&w[0], &s->faults.f[i], kinds[0], sizeof kinds[0]);
@@ -128,6 +129,7 @@ req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payl
         break;
     case IPUOF__FAULT_VERB__FAULT_CLEAR:
         fr.cleared = faults_clear(&s->faults, rq->id);
+        fault_links_sync(s);
         if (rq->id != 0 && fr.cleared == 0) {
             conn_send_error(c, req_id, IPUOF_E_NOTFOUND, 0, 0, "daemon",
                             "no fault %u; ipuctl fault list shows the faults", rq->id);

@@ -113,6 +113,16 @@ req_pod_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
                         "it to [pod] peers of host '%s'", h->pod_hello->name, s->cfg.pod_name);
         return;
     }
+    {   /* a link:partition to that peer armed here cuts both ways */
+        unsigned ms, cut = faults_link(&s->faults, h->pod_hello->name, srv_now_ms(), &ms);
+        if (cut != 0) {
+            conn_send_error(c, req_id, IPUOF_E_CLOSED, 0, 0, "pod", "the link between "
+                            "hosts '%s' and '%s' is partitioned by injected fault %u on "
+                            "host '%s' (link:partition:%s)", s->cfg.pod_name,
+                            h->pod_hello->name, cut, s->cfg.pod_name, h->pod_hello->name);
+            return;
+        }
+    }
     pr.name = s->cfg.pod_name;
     pr.num_ipus = s->inv->n;
     pr.free_ipus = dev_free_count(s->inv);

@@ -299,6 +299,7 @@ on_pod_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     pod_set_free(s->pod, dev_free_count(s->inv));
+    fault_links_sync(s); /* a link fault's --duration ends */
 }
 
 /* Partitions of this daemon forming at once (each waits up to job_timeout for its other
@@ -328,6 +329,7 @@ start_pod(struct srv *s, char *err, size_t errlen)
     evtimer_add(s->ev_pod_tick, &tv);
     if (pod_start(&s->pod, &s->cfg, s->pod_addr, s->inv->n, err, errlen) < 0)
         return -1;
+    fault_links_sync(s); /* IPUOF_FAULTS' and the config's link faults */
     log_info("pod: host %s, Pod port %s, %d peer%s", s->cfg.pod_name, s->pod_addr, n,
              n == 1 ? "" : "s");
     return 0;

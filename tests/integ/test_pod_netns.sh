@@ -21,6 +21,9 @@
 #   - with [pod] sum = daemons (each daemon's sum, then gloo's ring) within 1e-5 of them;
 #   - a fault --at collective armed on host-b: both processes get PARTITION_RESET naming
 #     host-b after 2 calls, and every IPU is back in the pool;
+#   - link faults armed on host-a (issue 22): link:partition:host-b shows host-b unreachable
+#     and fails a Pod job's first call with PARTITION_RESET naming host-b's link, the IPUs
+#     come back; link:latency=150:host-b delays each collective run and the weights match;
 #   - host-b's daemon killed (SIGKILL) mid-run: the process on host-a gets PopTorch's
 #     RecoverableError with PARTITION_RESET naming host-b within [pod] timeout_ms (+ the
 #     time to notice a closed connection), host-a's IPUs are back in the pool, and with
@@ -428,6 +431,70 @@ for h in a b; do
         'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
     check "host-$h's 4 IPUs are back in the pool after the fault ($free free)" [ "$free" = 4 ]
 done
+
+# Link faults (issue 22): link:partition:host-b armed on host-a's daemon: host-a's status
+# shows host-b unreachable naming the fault; a Pod job's first training run is cut, both
+# processes get RecoverableError PARTITION_RESET, process 0's naming host-b's link; the
+# IPUs come back. Cleared, link:latency=150:host-b: the tutorial trains to the same weights.
+ipuctl_a() { ip netns exec "$NA" "$B/bin/ipuctl" --admin-socket "$D/a.sock" "$@"; }
+ipuctl_a fault inject --kind link:partition:host-b >"$D/link.out" 2>&1 ||
+    not_ok "ipuctl fault inject --kind link:partition:host-b on host-a: $(cat "$D/link.out")"
+i=0
+while [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" != unreachable ] && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1)); done
+check "link:partition: host-a sees host-b unreachable ($(state "$NA" "$SA" host-b))" \
+    [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" = unreachable ]
+for p in 0 1; do
+    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    POD_TRAIN_CALLS=3 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
+        IPUOF_JOB_KEY=link-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
+        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        "$PY" tests/integ/pod_train.py >"$D/link.$p.out" 2>&1 &
+    eval "k$p=\$!"
+    KIDS="$KIDS $!"
+done
+wait "$k0"; rc0=$?
+wait "$k1"; rc1=$?
+KIDS=""
+for p in 0 1; do
+    said=$(grep RecoverableError "$D/link.$p.out")
+    rc=$rc0
+    [ $p = 1 ] && rc=$rc1
+    calls=$(grep -c "^call .* done" "$D/link.$p.out")
+    check "link:partition: process $p gets RecoverableError PARTITION_RESET at its first \
+call ($calls done, rc $rc: $said)" [ "$rc.$calls" = 3.0 ]
+    check "and it says PARTITION_RESET" grep -q "RecoverableError PARTITION_RESET" "$D/link.$p.out"
+done
+check "process 0 (host-a) is told its link to host-b is partitioned: $(grep RecoverableError \
+"$D/link.0.out")" grep -q "its link to Pod host 'host-b' is partitioned" "$D/link.0.out"
+ipuctl_a fault clear >/dev/null
+i=0
+while [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" != reachable ] && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1)); done
+check "link healed: host-a sees host-b reachable" \
+    [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" = reachable ]
+for h in a b; do
+    if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+    free=$(IPUOF_SERVER=$srv ip netns exec "$ns" "$B/bin/ipuctl" status --json | "$PY" -c \
+        'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+    check "host-$h's 4 IPUs are back in the pool after the link partition ($free free)" \
+        [ "$free" = 4 ]
+done
+ipuctl_a fault inject --kind link:latency=150:host-b >"$D/link.out" 2>&1 ||
+    not_ok "ipuctl fault inject --kind link:latency=150:host-b: $(cat "$D/link.out")"
+t0=$(date +%s)
+pod_mnist lat
+echo "# tutorial with link:latency=150:host-b on host-a took $(($(date +%s) - t0)) s"
+check "link:latency=150: both processes exit 0 ($rc0, $rc1: $(tail -c 200 "$D/lat.0.out"))" \
+    all_zero "$rc0" "$rc1"
+m=$(close "$D/r4.onnx" "$D/lat.onnx")
+check "link:latency=150: the same weights as 1 daemon x 4 replicas: $m" \
+    close "$D/r4.onnx" "$D/lat.onnx"
+check "host-a's log shows the delay" grep -q "link latency 150 ms before its collective run" \
+    "$D/a.log"
+ipuctl_a fault clear >/dev/null
 
 # The operator's way: a V-IPU partition of 2 IPUs on each daemon, and an IPUoF config file
 # per GCD naming its daemon and every daemon of the partition (attributes."Pod hosts").

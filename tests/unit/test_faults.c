@@ -189,6 +189,107 @@ test_kinds(void **state)
     }
 }
 
+/* Link faults (link:partition:PEER, link:latency=MS:PEER, link:reset-peer:PEER): a table
+ * of kinds parsed or refused with their sentence; faults_link and faults_link_reset read
+ * them per peer; faults_match never fires them; --duration and clear end them. */
+static void
+test_links(void **state)
+{
+    static const char *const peers[] = {"host-b", "host-c"};
+    static const struct {
+        const char *kind, *at;
+        int ipu;               /* -1: none */
+        unsigned count;
+        const char *name;      /* faults_kind_name's, or NULL: refused */
+        const char *why;       /* a part of the refusal */
+    } rows[] = {
+        {"link:partition:host-b", NULL, -1, 0, "link:partition:host-b", NULL},
+        {"link:partition:host-c", "collective", -1, 0, "link:partition:host-c", NULL},
+        {"link:latency=50:host-b", NULL, -1, 0, "link:latency=50:host-b", NULL},
+        {"link:latency=60000:host-c", NULL, -1, 0, "link:latency=60000:host-c", NULL},
+        {"link:reset-peer:host-b", NULL, -1, 2, "link:reset-peer:host-b", NULL},
+        {"link:latency=60001:host-b", NULL, -1, 0, NULL, "from 1 to 60000"},
+        {"link:latency=0:host-b", NULL, -1, 0, NULL, "from 1 to 60000"},
+        {"link:latency=x:host-b", NULL, -1, 0, NULL, "whole number of milliseconds"},
+        {"link:latency=5", NULL, -1, 0, NULL, "whole number of milliseconds"},
+        {"link:bandwidth=100:host-b", NULL, -1, 0, NULL, "bandwidth=KB/s is not emulated"},
+        {"link:partition", NULL, -1, 0, NULL, "'' is not a peer of this daemon"},
+        {"link:partition:host-a", NULL, -1, 0, NULL, "its peers are host-b host-c;"},
+        {"link:partition:host-d", NULL, -1, 0, NULL, "'host-d' is not a peer"},
+        {"link:partition:host-b", "run", -1, 0, NULL, "leave --at out or give --at collective"},
+        {"link:partition:host-b", NULL, 0, 0, NULL, "targets the link to a peer host"},
+        {"link:partition:host-b", NULL, -1, 3, NULL, "it holds while armed"},
+    };
+    struct fault_spec s = {0};
+    char err[512], buf[FAULTS_KIND_MAX];
+    unsigned ms = 7;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        faults_init(&t);
+        faults_set_pod(&t, "host-a", peers, 2);
+        memset(&s, 0, sizeof s);
+        s.kind = rows[i].kind;
+        s.at = rows[i].at;
+        s.count = rows[i].count;
+        s.has_ipu = rows[i].ipu >= 0;
+        s.ipu = rows[i].ipu >= 0 ? (unsigned)rows[i].ipu : 0;
+        err[0] = '\0';
+        if (rows[i].name == NULL) {
+            assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+            if (strstr(err, rows[i].why) == NULL)
+                fail_msg("row %zu (%s): '%s' lacks '%s'", i, rows[i].kind, err, rows[i].why);
+            assert_int_equal(t.n, 0);
+            continue;
+        }
+        assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+        assert_string_equal(faults_kind_name(&t.f[0], buf, sizeof buf), rows[i].name);
+        assert_int_equal(t.f[0].at, FAULT_AT_COLLECTIVE);
+        assert_int_equal(t.f[0].recovery, IPUOF_RECOVERY_PARTITION_RESET);
+        /* never a plain fault at any trigger */
+        for (unsigned a = 0; a < FAULT_AT_COUNT; a++)
+            assert_null(faults_match(&t, (enum fault_at)a, 0, 4, "p", 0));
+    }
+    /* outside a Pod there is no link */
+    faults_init(&t);
+    memset(&s, 0, sizeof s);
+    s.kind = "link:partition:host-b";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "in no Pod"));
+
+    /* per peer: partition, summed latencies, a reset that fires count times */
+    faults_set_pod(&t, "host-a", peers, 2);
+    assert_int_equal(faults_link(&t, "host-b", 0, &ms), 0);
+    assert_int_equal(ms, 0);
+    s.duration_ms = 1000;
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0); /* id 1 */
+    s.duration_ms = 0;
+    s.kind = "link:latency=30:host-c";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    s.kind = "link:latency=20:host-c";
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0);
+    s.kind = "link:reset-peer:host-c";
+    s.count = 2;
+    assert_int_equal(faults_add(&t, &s, 4, 0, NULL, err, sizeof err), 0); /* id 4 */
+    assert_int_equal(faults_link(&t, "host-b", 10, &ms), 1);
+    assert_int_equal(ms, 0);
+    assert_int_equal(faults_link(&t, "host-c", 10, &ms), 0);
+    assert_int_equal(ms, 50);
+    assert_int_equal(faults_link(&t, "host-b", 1000, &ms), 0); /* its duration is over */
+    assert_null(faults_link_reset(&t, "host-b", 10));
+    assert_int_equal(faults_link_reset(&t, "host-c", 10)->id, 4);
+    assert_int_equal(faults_link_reset(&t, "host-c", 10)->id, 4);
+    assert_null(faults_link_reset(&t, "host-c", 10)); /* spent after its count */
+    assert_int_equal(t.f[3].fired, 2);
+    assert_int_equal(faults_clear(&t, 2), 1);
+    assert_int_equal(faults_link(&t, "host-c", 10, &ms), 0);
+    assert_int_equal(ms, 20);
+    /* and from IPUOF_FAULTS */
+    assert_int_equal(faults_parse_json(&t, "{\"kind\": \"link:partition:host-c\"}",
+                                       "IPUOF_FAULTS", 4, 0, err, sizeof err), 0);
+    assert_int_equal(faults_link(&t, "host-c", 10, &ms), t.f[t.n - 1].id);
+}
+
 /* --duration: armed for so long after it was added; --rearm-on-reset: a reset of the IPUs
  * it hit arms it again (and only once every one of them was reset). */
 static void
@@ -434,6 +535,7 @@ main(void)
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_host),
+        cmocka_unit_test(test_links),
         cmocka_unit_test(test_duration_rearm),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_match),

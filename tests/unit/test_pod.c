@@ -703,6 +703,83 @@ test_pod_peer_never_joins(void **state)
     memset(&da, 0, sizeof da);
 }
 
+/* Arms kind on daemon d through its admin socket: IPUOF_OK and the id, or the status with
+ * the daemon's sentence in err. */
+static int
+arm(const struct testd *d, const char *kind, unsigned *id, char *err, size_t len)
+{
+    ipuof_client *c = ipuof_client_new();
+    struct ipuof_fault f;
+    int rc;
+
+    assert_non_null(c);
+    memset(&f, 0, sizeof f);
+    snprintf(f.kind, sizeof f.kind, "%s", kind);
+    rc = ipuof_client_connect(c, d->admin_addr);
+    if (rc == IPUOF_OK)
+        rc = ipuof_fault_inject(c, &f, id);
+    snprintf(err, len, "%s", ipuof_client_errmsg(c));
+    ipuof_client_free(c);
+    return rc;
+}
+
+/* link:partition:host-b armed on host-a (issue 22's link faults): host-a stops its hellos
+ * to host-b and refuses host-b's, so each shows the other unreachable naming the fault;
+ * host-a keeps serving its own IPUs; a peer not in the Pod is refused; clearing the fault
+ * heals the link. */
+static void
+test_pod_link_partition(void **state)
+{
+    int pa = free_port(), pb = free_port();
+    unsigned ipus = 0, id = 0;
+    char err[512];
+    int fd;
+    ipuof_client *c;
+
+    (void)state;
+    assert_int_equal(start_pod_daemon(&da, "host-a", pa, "host-b", pb, "4"), 0);
+    assert_int_equal(start_pod_daemon(&db, "host-b", pb, "host-a", pa, "8"), 0);
+    assert_int_equal(wait_state(&da, "host-b", IPUOF_POD_HOST_REACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_REACHABLE);
+    assert_int_equal(wait_state(&db, "host-a", IPUOF_POD_HOST_REACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_REACHABLE);
+
+    assert_int_equal(arm(&da, "link:partition:host-c", &id, err, sizeof err), IPUOF_E_INVAL);
+    print_message("refused: %s\n", err);
+    assert_non_null(strstr(err, "'host-c' is not a peer of this daemon (host 'host-a'); its "
+                            "peers are host-b"));
+    if (arm(&da, "link:partition:host-b", &id, err, sizeof err) != IPUOF_OK)
+        fail_msg("link:partition:host-b refused: %s", err);
+    assert_int_equal(wait_state(&da, "host-b", IPUOF_POD_HOST_UNREACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_UNREACHABLE);
+    print_message("host-a sees host-b: %s\n", err);
+    assert_non_null(strstr(err, "partitioned by injected fault"));
+    assert_non_null(strstr(err, "link:partition:host-b"));
+    assert_int_equal(wait_state(&db, "host-a", IPUOF_POD_HOST_UNREACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_UNREACHABLE);
+    print_message("host-b sees host-a: %s\n", err);
+    assert_non_null(strstr(err, "partitioned by injected fault"));
+    assert_non_null(strstr(err, "on host 'host-a'"));
+    fd = raw_session(da.port, 4); /* host-a still serves its own IPUs */
+    assert_true(fd >= 0);
+    close(fd);
+
+    c = ipuof_client_new();
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_connect(c, da.admin_addr), IPUOF_OK);
+    assert_int_equal(ipuof_fault_clear(c, id, NULL), IPUOF_OK);
+    ipuof_client_free(c);
+    assert_int_equal(wait_state(&da, "host-b", IPUOF_POD_HOST_REACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_REACHABLE);
+    assert_int_equal(ipus, 8);
+    assert_int_equal(wait_state(&db, "host-a", IPUOF_POD_HOST_REACHABLE, &ipus, err,
+                                sizeof err, 5000), IPUOF_POD_HOST_REACHABLE);
+    assert_int_equal(testd_stop(&db), 0);
+    memset(&db, 0, sizeof db);
+    assert_int_equal(testd_stop(&da), 0);
+    memset(&da, 0, sizeof da);
+}
+
 int
 main(void)
 {
@@ -715,6 +792,7 @@ main(void)
         cmocka_unit_test_teardown(test_pod_attach_plan, teardown),
         cmocka_unit_test_teardown(test_pod_rendezvous_cancelled, teardown),
         cmocka_unit_test_teardown(test_pod_peer_never_joins, teardown),
+        cmocka_unit_test_teardown(test_pod_link_partition, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,7 +24,8 @@
     "       ipuctl fault clear [--id ID]\n" \
     "KIND: recoverable:IPU_RESET|LINK_RESET|PARTITION_RESET|FULL_RESET, unrecoverable,\n" \
     "      soc-error, host-sync-timeout, hang, tile-oom, stream-oom, fabric-disconnect,\n" \
-    "      daemon-kill; POINT: attach, compile, load, weights, run, collective (a Pod\n" \
+    "      daemon-kill, link:partition:PEER, link:latency=MS:PEER, link:reset-peer:PEER\n" \
+    "      (a link fault needs no target: PEER is the other Pod host); POINT: attach, compile, load, weights, run, collective (a Pod\n" \
     "      job's, with recoverable:PARTITION_RESET); TIME: N[ms|s|m]\n"
 
 /* Parses a time "N", "Nms", "Ns" or "Nm" (N a non-negative integer; bare N: milliseconds)
@@ -177,7 +178,8 @@ parse_inject(int argc, char **argv, struct ipuof_fault *f)
         }
     }
     if (optind != argc || f->kind[0] == '\0' || (f->has_ipu && f->partition[0] != '\0') ||
-        (!f->has_ipu && f->partition[0] == '\0' && f->host[0] == '\0')) {
+        (!f->has_ipu && f->partition[0] == '\0' && f->host[0] == '\0' &&
+         strncmp(f->kind, "link:", 5) != 0)) { /* a link fault's target is in its kind */
         fprintf(stderr, "ipuctl: fault inject: give --kind and --host H, or exactly one of "
                 "--ipu N, --partition NAME (with --host H or not)\n" FAULT_USAGE);
         return EX_USAGE;
