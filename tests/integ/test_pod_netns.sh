@@ -32,6 +32,9 @@
 # left to right in rank-major order ([pod] sum = replicas, the default), ((g0 + g1) + g2) + g3 as
 # one daemon with the 4 replicas does.
 # The namespaces are removed on every exit (trap). Not root: exit 77 (tests/skips.txt).
+# Commands enter a namespace with nsenter --net (util-linux), not `ip netns exec` / `ip -n`:
+# those remount / (make-rslave) in a mount namespace of their own, which fails in a chroot
+# ("mount --make-rslave / failed: Invalid argument"), where the fresh-root check runs make test.
 # Usage: sh tests/integ/test_pod_netns.sh [BUILD]
 set -u
 B=${1:-build}
@@ -47,12 +50,20 @@ N=$$
 NA=ipuof-pa-$N NB=ipuof-pb-$N
 NET=10.$((200 + N % 50)).$((N / 50 % 250)).
 PA="" PB="" KIDS=""
+NETNS_MOUNTED=no
+mountpoint -q /run/netns 2>/dev/null && NETNS_MOUNTED=yes
 cleanup() {
     for k in $KIDS; do kill -9 "$k" 2>/dev/null; done
     [ -n "$PA" ] && kill -9 "$PA" 2>/dev/null
     [ -n "$PB" ] && kill -9 "$PB" 2>/dev/null
     ip netns del "$NA" 2>/dev/null
     ip netns del "$NB" 2>/dev/null
+    # `ip netns add` bind-mounts /run/netns on itself; in a chroot (make test in a fresh
+    # root) that mount would pin the root's directory after the test. Leave it as found:
+    # unmounted again when the test made it and no namespace is left there.
+    if [ "$NETNS_MOUNTED" = no ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+        umount /run/netns 2>/dev/null
+    fi
     rm -rf "$D"
 }
 trap cleanup EXIT INT TERM
@@ -74,9 +85,9 @@ all_zero() {
 ip netns add "$NA" && ip netns add "$NB" &&
     ip link add "pva$N" type veth peer name "pvb$N" &&
     ip link set "pva$N" netns "$NA" && ip link set "pvb$N" netns "$NB" &&
-    ip -n "$NA" addr add "${NET}1/24" dev "pva$N" && ip -n "$NB" addr add "${NET}2/24" dev "pvb$N" &&
-    ip -n "$NA" link set "pva$N" up && ip -n "$NB" link set "pvb$N" up &&
-    ip -n "$NA" link set lo up && ip -n "$NB" link set lo up ||
+    nsenter --net=/run/netns/"$NA" -- ip addr add "${NET}1/24" dev "pva$N" && nsenter --net=/run/netns/"$NB" -- ip addr add "${NET}2/24" dev "pvb$N" &&
+    nsenter --net=/run/netns/"$NA" -- ip link set "pva$N" up && nsenter --net=/run/netns/"$NB" -- ip link set "pvb$N" up &&
+    nsenter --net=/run/netns/"$NA" -- ip link set lo up && nsenter --net=/run/netns/"$NB" -- ip link set lo up ||
     { echo "not ok - cannot make the namespaces"; exit 1; }
 
 # conf NAME ADDR PEER PEERADDR
@@ -91,7 +102,7 @@ conf host-b "${NET}2" host-a "${NET}1" >"$D/b.conf"
 # start NS NAME: the daemon of host NAME in namespace NS; sets its pid and port
 start() {
     rm -f "$D/$2.port"
-    ip netns exec "$1" "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/$2.port" \
+    nsenter --net=/run/netns/"$1" -- "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/$2.port" \
         --foreground --config "$D/$2.conf" --admin-socket "$D/$2.sock" >>"$D/$2.log" 2>&1 &
     pid=$!
     i=0
@@ -105,7 +116,7 @@ SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
 
 # state NS SERVER HOST: host HOST's state in the status of the daemon at SERVER
 state() {
-    IPUOF_SERVER=$2 ip netns exec "$1" "$B/bin/ipuctl" status --json 2>/dev/null |
+    IPUOF_SERVER=$2 nsenter --net=/run/netns/"$1" -- "$B/bin/ipuctl" status --json 2>/dev/null |
         "$PY" -c 'import json,sys
 for h in json.load(sys.stdin)["pod_hosts"]:
     if h["name"] == sys.argv[1]: print(h["state"], h["ipus"])' "$3"
@@ -145,7 +156,7 @@ MNIST="$B/bin/ipuof-mnist"
 ARGS="--data $DATA --epochs 1 --limit-train 320 --limit-test 80 --device-iterations 5
       --gradient-accumulation 1 --batch-size 8 --optimizer sgd --quiet"
 # shellcheck disable=SC2086
-IPUOF_SERVER=$SA ip netns exec "$NA" "$MNIST" $ARGS --replicas 4 --save "$D/r4.onnx" \
+IPUOF_SERVER=$SA nsenter --net=/run/netns/"$NA" -- "$MNIST" $ARGS --replicas 4 --save "$D/r4.onnx" \
     >"$D/r4.out" 2>&1
 check "1 daemon x 4 replicas trains ($(tail -c 200 "$D/r4.out"))" [ -s "$D/r4.onnx" ]
 
@@ -156,7 +167,7 @@ pod_mnist() {
         if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
         # shellcheck disable=SC2086
         IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=pod-$N-$1 \
-            IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+            IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 nsenter --net=/run/netns/"$ns" -- \
             "$MNIST" ${PODARGS:-$ARGS --replicas 2} --save "$D/$1.onnx" >"$D/$1.$p.out" 2>&1 &
         eval "k$p=\$!"
         KIDS="$KIDS $!"
@@ -179,7 +190,7 @@ PRELOAD=""
 if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then
     PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
 fi
-IPUOF_SERVER=$SA timeout 300 ip netns exec "$NA" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+IPUOF_SERVER=$SA timeout 300 nsenter --net=/run/netns/"$NA" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
     "$PY" tests/integ/pod_train.py 4 \
     >"$D/bn1.out" 2>&1
 for p in 0 1; do
@@ -187,7 +198,7 @@ for p in 0 1; do
     IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=bn-$N IPUOF_PROCESS_ID=$p \
         IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
         POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
         "$PY" tests/integ/pod_train.py >"$D/bn2.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
@@ -231,7 +242,7 @@ group_pair() {
         IPUOF_SERVER=$srv IPUOF_POD_HOSTS=$hosts IPUOF_JOB_KEY=$1-$N IPUOF_PROCESS_ID=$p \
             IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
             POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-            POD_TRAIN_GROUP="2 Consecutive" timeout 300 ip netns exec "$ns" \
+            POD_TRAIN_GROUP="2 Consecutive" timeout 300 nsenter --net=/run/netns/"$ns" -- \
             env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
             "$PY" tests/integ/pod_train.py >"$D/$1.$p.out" 2>&1 &
         eval "k$p=\$!"
@@ -269,7 +280,7 @@ for p in 0 1; do
     if [ $p = 0 ]; then ns=$NA srv=$SA bs=8; else ns=$NB srv=$SB bs=16; fi
     # shellcheck disable=SC2086
     IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=diff-$N \
-        IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+        IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 timeout 300 nsenter --net=/run/netns/"$ns" -- \
         "$MNIST" $(echo "$ARGS" | sed 's/--batch-size 8//') --batch-size $bs --replicas 2 \
         >"$D/diff.$p.out" 2>&1 &
     eval "k$p=\$!"
@@ -285,43 +296,43 @@ $(tail -c 250 "$D/diff.0.out"))" sh -c "[ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] &&
 
 # A slower link: tc netem's 20 ms each way where the kernel has sch_netem, and a link
 # limited to 20 Mbit/s by tbf (with its queueing delay) in any case.
-if ip netns exec "$NA" tc qdisc add dev "pva$N" root netem delay 20ms 2>"$D/tc.err" &&
-    ip netns exec "$NB" tc qdisc add dev "pvb$N" root netem delay 20ms 2>>"$D/tc.err"; then
+if nsenter --net=/run/netns/"$NA" -- tc qdisc add dev "pva$N" root netem delay 20ms 2>"$D/tc.err" &&
+    nsenter --net=/run/netns/"$NB" -- tc qdisc add dev "pvb$N" root netem delay 20ms 2>>"$D/tc.err"; then
     pod_mnist slow
     check "tutorial with netem 20 ms each way: both processes exit 0 ($rc0, $rc1)" \
         all_zero "$rc0" "$rc1"
     m=$(close "$D/r4.onnx" "$D/slow.onnx")
     check "tutorial with netem = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/slow.onnx"
-    ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
-    ip netns exec "$NB" tc qdisc del dev "pvb$N" root 2>/dev/null
+    nsenter --net=/run/netns/"$NA" -- tc qdisc del dev "pva$N" root 2>/dev/null
+    nsenter --net=/run/netns/"$NB" -- tc qdisc del dev "pvb$N" root 2>/dev/null
 else
     echo "ok - tutorial with netem 20 ms each way # SKIP this kernel has no sch_netem: $(cat "$D/tc.err")"
     pass=$((pass + 1))
 fi
-ip netns exec "$NA" tc qdisc add dev "pva$N" root tbf rate 20mbit burst 32kbit latency 100ms &&
-    ip netns exec "$NB" tc qdisc add dev "pvb$N" root tbf rate 20mbit burst 32kbit latency 100ms ||
+nsenter --net=/run/netns/"$NA" -- tc qdisc add dev "pva$N" root tbf rate 20mbit burst 32kbit latency 100ms &&
+    nsenter --net=/run/netns/"$NB" -- tc qdisc add dev "pvb$N" root tbf rate 20mbit burst 32kbit latency 100ms ||
     not_ok "tc tbf on the veth pair"
 pod_mnist tbf
 check "tutorial over a 20 Mbit/s link (tbf): both processes exit 0 ($rc0, $rc1)" \
     all_zero "$rc0" "$rc1"
 m=$(close "$D/r4.onnx" "$D/tbf.onnx")
 check "tutorial over 20 Mbit/s = 1 daemon x 4 replicas: $m" close "$D/r4.onnx" "$D/tbf.onnx"
-ip netns exec "$NA" tc qdisc del dev "pva$N" root 2>/dev/null
-ip netns exec "$NB" tc qdisc del dev "pvb$N" root 2>/dev/null
+nsenter --net=/run/netns/"$NA" -- tc qdisc del dev "pva$N" root 2>/dev/null
+nsenter --net=/run/netns/"$NB" -- tc qdisc del dev "pvb$N" root 2>/dev/null
 
 # Pipelined replicas across hosts: the tutorial's blocks B1..B4 pipelined over 4 IPUs per
 # replica, one replica on each daemon (all of a replica's stages on one host), against one
 # daemon of 8 IPUs holding both replicas (a daemon outside the Pod, in host-a's namespace).
 PARGS="--data $DATA --epochs 1 --limit-train 640 --limit-test 80 --device-iterations 5
        --gradient-accumulation 4 --batch-size 8 --optimizer sgd --quiet --strategy pipelined"
-ip netns exec "$NA" "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/r8.port" --ipus 8 \
+nsenter --net=/run/netns/"$NA" -- "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/r8.port" --ipus 8 \
     --foreground --admin-socket "$D/r8.sock" >>"$D/r8.log" 2>&1 &
 PR=$!
 KIDS="$PR"
 i=0
 while [ ! -s "$D/r8.port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 # shellcheck disable=SC2086
-IPUOF_SERVER="127.0.0.1:$(cat "$D/r8.port")" ip netns exec "$NA" "$MNIST" $PARGS --replicas 2 \
+IPUOF_SERVER="127.0.0.1:$(cat "$D/r8.port")" nsenter --net=/run/netns/"$NA" -- "$MNIST" $PARGS --replicas 2 \
     --save "$D/p2.onnx" >"$D/p2.out" 2>&1
 check "pipelined, 1 daemon x 2 replicas x 4 IPUs trains ($(tail -c 200 "$D/p2.out"))" \
     [ -s "$D/p2.onnx" ]
@@ -342,7 +353,7 @@ for p in 0 1; do
         IPUOF_JOB_KEY=kill-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
         POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
         POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
         "$PY" tests/integ/pod_train.py >"$D/kill.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
@@ -366,7 +377,7 @@ check "process 0 gets RecoverableError PARTITION_RESET naming host-b in $ms ms (
 # loaded CI machine 8 s of scheduling delay on top of timeout_ms (no timing decides a test
 # by a margin a busy machine can eat).
 check "told within timeout_ms (4000) + 8 s (no hang): $ms ms" [ "$ms" -le 12000 ]
-free=$(IPUOF_SERVER=$SA ip netns exec "$NA" "$B/bin/ipuctl" status --json | "$PY" -c \
+free=$(IPUOF_SERVER=$SA nsenter --net=/run/netns/"$NA" -- "$B/bin/ipuctl" status --json | "$PY" -c \
     'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
 check "host-a's 4 IPUs are back in the pool ($free free)" [ "$free" = 4 ]
 i=0
@@ -385,12 +396,12 @@ check "and reaches the same weights: $m" close "$D/r4.onnx" "$D/again.onnx"
 # naming the daemon to give it to; armed on host-b's: host-b leaves the job at the third
 # training run's first collective; both processes, on both daemons, get RecoverableError
 # PARTITION_RESET naming host-b; the IPUs come back.
-ip netns exec "$NA" "$B/bin/ipuctl" --admin-socket "$D/a.sock" fault inject --host host-b \
+nsenter --net=/run/netns/"$NA" -- "$B/bin/ipuctl" --admin-socket "$D/a.sock" fault inject --host host-b \
     --kind recoverable:PARTITION_RESET --at collective >"$D/fault.a.out" 2>&1
 rc=$?
 check "host-a's daemon refuses a fault for host-b's IPUs, naming host-b's daemon (rc $rc: \
 $(cat "$D/fault.a.out"))" grep -q "give the fault to host 'host-b''s daemon" "$D/fault.a.out"
-ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --host host-b \
+nsenter --net=/run/netns/"$NB" -- "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --host host-b \
     --kind recoverable:PARTITION_RESET --at collective --after-runs 2 >"$D/fault.out" 2>&1 ||
     not_ok "ipuctl fault inject --host host-b --at collective on host-b: $(cat "$D/fault.out")"
 for p in 0 1; do
@@ -399,7 +410,7 @@ for p in 0 1; do
         IPUOF_JOB_KEY=fault-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
         POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
         POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
         "$PY" tests/integ/pod_train.py >"$D/fault.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
@@ -421,13 +432,13 @@ RecoverableError PARTITION_RESET naming host-b (rc $rc: $said)" \
 done
 check "process 1 (host-b) is told the injected fault: $(grep RecoverableError "$D/fault.1.out")" \
     grep -q "injected fault .* at collective" "$D/fault.1.out"
-fired=$(ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault list --json |
+fired=$(nsenter --net=/run/netns/"$NB" -- "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault list --json |
     "$PY" -c 'import json,sys; print(sum(f["fired"] for f in json.load(sys.stdin)))')
 check "host-b's fault list: fired once ($fired)" [ "$fired" = 1 ]
-ip netns exec "$NB" "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault clear >/dev/null
+nsenter --net=/run/netns/"$NB" -- "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault clear >/dev/null
 for h in a b; do
     if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    free=$(IPUOF_SERVER=$srv ip netns exec "$ns" "$B/bin/ipuctl" status --json | "$PY" -c \
+    free=$(IPUOF_SERVER=$srv nsenter --net=/run/netns/"$ns" -- "$B/bin/ipuctl" status --json | "$PY" -c \
         'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
     check "host-$h's 4 IPUs are back in the pool after the fault ($free free)" [ "$free" = 4 ]
 done
@@ -436,7 +447,7 @@ done
 # shows host-b unreachable naming the fault; a Pod job's first training run is cut, both
 # processes get RecoverableError PARTITION_RESET, process 0's naming host-b's link; the
 # IPUs come back. Cleared, link:latency=150:host-b: the tutorial trains to the same weights.
-ipuctl_a() { ip netns exec "$NA" "$B/bin/ipuctl" --admin-socket "$D/a.sock" "$@"; }
+ipuctl_a() { nsenter --net=/run/netns/"$NA" -- "$B/bin/ipuctl" --admin-socket "$D/a.sock" "$@"; }
 ipuctl_a fault inject --kind link:partition:host-b >"$D/link.out" 2>&1 ||
     not_ok "ipuctl fault inject --kind link:partition:host-b on host-a: $(cat "$D/link.out")"
 i=0
@@ -450,7 +461,7 @@ for p in 0 1; do
         IPUOF_JOB_KEY=link-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
         POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
         POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 ip netns exec "$ns" env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
         "$PY" tests/integ/pod_train.py >"$D/link.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
@@ -477,7 +488,7 @@ check "link healed: host-a sees host-b reachable" \
     [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" = reachable ]
 for h in a b; do
     if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    free=$(IPUOF_SERVER=$srv ip netns exec "$ns" "$B/bin/ipuctl" status --json | "$PY" -c \
+    free=$(IPUOF_SERVER=$srv nsenter --net=/run/netns/"$ns" -- "$B/bin/ipuctl" status --json | "$PY" -c \
         'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
     check "host-$h's 4 IPUs are back in the pool after the link partition ($free free)" \
         [ "$free" = 4 ]
@@ -500,7 +511,7 @@ ipuctl_a fault clear >/dev/null
 # per GCD naming its daemon and every daemon of the partition (attributes."Pod hosts").
 for h in a b; do
     if [ $h = a ]; then ns=$NA; else ns=$NB; fi
-    ip netns exec "$ns" "$B/bin/vipu" --admin-socket "$D/$h.sock" create partition podpt \
+    nsenter --net=/run/netns/"$ns" -- "$B/bin/vipu" --admin-socket "$D/$h.sock" create partition podpt \
         --size 2 >"$D/vipu.$h" 2>&1 || not_ok "vipu create partition on host-$h: $(cat "$D/vipu.$h")"
 done
 for g in 0 1; do
@@ -514,7 +525,7 @@ for p in 0 1; do
     if [ $p = 0 ]; then ns=$NA; else ns=$NB; fi
     # shellcheck disable=SC2086
     IPUOF_CONFIG_PATH="$D/gcd$p.conf" IPUOF_JOB_KEY=conf-$N IPUOF_PROCESS_ID=$p \
-        IPUOF_NUM_PROCESSES=2 timeout 300 ip netns exec "$ns" \
+        IPUOF_NUM_PROCESSES=2 timeout 300 nsenter --net=/run/netns/"$ns" -- \
         "$MNIST" $ARGS --replicas 2 --save "$D/conf.onnx" >"$D/conf.$p.out" 2>&1 &
     eval "k$p=\$!"
     KIDS="$KIDS $!"
