@@ -346,18 +346,31 @@ m=$(close "$D/p2.onnx" "$D/pipe.onnx")
 check "pipelined, 2 daemons x 1 replica = 1 daemon x 2 replicas: $m" \
     close "$D/p2.onnx" "$D/pipe.onnx"
 
+# pod_train_pair TAG CALLS: pod_train.py (popdist's variables, 2 of 4 replicas each) as
+# process 0 on host-a and process 1 on host-b, CALLS calls, job key TAG-$N, output to
+# $D/TAG.P.out; started in the background (k0, k1; in KIDS for the cleanup).
+pod_train_pair() {
+    for p in 0 1; do
+        if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
+        POD_TRAIN_CALLS=$2 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
+            IPUOF_JOB_KEY=$1-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
+            POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+            POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+            timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" \
+            ASAN_OPTIONS=detect_leaks=0 "$PY" tests/integ/pod_train.py >"$D/$1.$p.out" 2>&1 &
+        eval "k$p=\$!"
+        KIDS="$KIDS $!"
+    done
+}
+
+# free_ipus NS SERVER: how many IPUs the daemon at SERVER (in namespace NS) has free.
+free_ipus() {
+    IPUOF_SERVER=$2 nsenter --net=/run/netns/"$1" -- "$B/bin/ipuctl" status --json | "$PY" -c \
+        'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))'
+}
+
 # host-b's daemon killed mid-run.
-for p in 0 1; do
-    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    POD_TRAIN_CALLS=100000 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
-        IPUOF_JOB_KEY=kill-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
-        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
-        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
-        "$PY" tests/integ/pod_train.py >"$D/kill.$p.out" 2>&1 &
-    eval "k$p=\$!"
-    KIDS="$KIDS $!"
-done
+pod_train_pair kill 100000
 i=0
 while ! grep -q "call 3 done" "$D/kill.0.out" 2>/dev/null && [ $i -lt 600 ]; do
     sleep 0.1; i=$((i + 1)); done
@@ -377,8 +390,7 @@ check "process 0 gets RecoverableError PARTITION_RESET naming host-b in $ms ms (
 # loaded CI machine 8 s of scheduling delay on top of timeout_ms (no timing decides a test
 # by a margin a busy machine can eat).
 check "told within timeout_ms (4000) + 8 s (no hang): $ms ms" [ "$ms" -le 12000 ]
-free=$(IPUOF_SERVER=$SA nsenter --net=/run/netns/"$NA" -- "$B/bin/ipuctl" status --json | "$PY" -c \
-    'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+free=$(free_ipus "$NA" "$SA")
 check "host-a's 4 IPUs are back in the pool ($free free)" [ "$free" = 4 ]
 i=0
 while [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" != unreachable ] && [ $i -lt 100 ]; do
@@ -404,17 +416,7 @@ $(cat "$D/fault.a.out"))" grep -q "give the fault to host 'host-b''s daemon" "$D
 nsenter --net=/run/netns/"$NB" -- "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault inject --host host-b \
     --kind recoverable:PARTITION_RESET --at collective --after-runs 2 >"$D/fault.out" 2>&1 ||
     not_ok "ipuctl fault inject --host host-b --at collective on host-b: $(cat "$D/fault.out")"
-for p in 0 1; do
-    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    POD_TRAIN_CALLS=100000 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
-        IPUOF_JOB_KEY=fault-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
-        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
-        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
-        "$PY" tests/integ/pod_train.py >"$D/fault.$p.out" 2>&1 &
-    eval "k$p=\$!"
-    KIDS="$KIDS $!"
-done
+pod_train_pair fault 100000
 wait "$k0"; rc0=$?
 wait "$k1"; rc1=$?
 KIDS=""
@@ -438,8 +440,7 @@ check "host-b's fault list: fired once ($fired)" [ "$fired" = 1 ]
 nsenter --net=/run/netns/"$NB" -- "$B/bin/ipuctl" --admin-socket "$D/b.sock" fault clear >/dev/null
 for h in a b; do
     if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    free=$(IPUOF_SERVER=$srv nsenter --net=/run/netns/"$ns" -- "$B/bin/ipuctl" status --json | "$PY" -c \
-        'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+    free=$(free_ipus "$ns" "$srv")
     check "host-$h's 4 IPUs are back in the pool after the fault ($free free)" [ "$free" = 4 ]
 done
 
@@ -455,17 +456,7 @@ while [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" != unreachable ] && [ $i -
     sleep 0.1; i=$((i + 1)); done
 check "link:partition: host-a sees host-b unreachable ($(state "$NA" "$SA" host-b))" \
     [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" = unreachable ]
-for p in 0 1; do
-    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    POD_TRAIN_CALLS=3 IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b \
-        IPUOF_JOB_KEY=link-$N IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
-        POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
-        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
-        "$PY" tests/integ/pod_train.py >"$D/link.$p.out" 2>&1 &
-    eval "k$p=\$!"
-    KIDS="$KIDS $!"
-done
+pod_train_pair link 3
 wait "$k0"; rc0=$?
 wait "$k1"; rc1=$?
 KIDS=""
@@ -488,8 +479,7 @@ check "link healed: host-a sees host-b reachable" \
     [ "$(state "$NA" "$SA" host-b | cut -d' ' -f1)" = reachable ]
 for h in a b; do
     if [ $h = a ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    free=$(IPUOF_SERVER=$srv nsenter --net=/run/netns/"$ns" -- "$B/bin/ipuctl" status --json | "$PY" -c \
-        'import json,sys; print(sum(i["state"] == "free" for i in json.load(sys.stdin)["ipus"]))')
+    free=$(free_ipus "$ns" "$srv")
     check "host-$h's 4 IPUs are back in the pool after the link partition ($free free)" \
         [ "$free" = 4 ]
 done
