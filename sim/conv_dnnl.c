@@ -34,7 +34,9 @@ _Static_assert(M_COUNT <= SIM_DNNL_SET_MAX, "a set holds every memory object of 
 /* The primitives for one sub-batch size. */
 struct part {
     int64_t nb;
-    dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain */
+    dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain
+                                         * or the neighbour takes the blocked one */
+    dnnl_memory_desc_t bx, by;          /* the layouts conv reads and writes */
     size_t off_bx, off_by, off_pad, bytes;  /* within the piece's slice of scratch */
     struct sim_dnnl_set sets[NSETS];
 };
@@ -83,7 +85,8 @@ sim_dnnl_key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b)
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->m == b->m &&
            a->oh == b->oh && a->ow == b->ow && a->kh == b->kh && a->kw == b->kw &&
            a->sh == b->sh && a->sw == b->sw && a->dh == b->dh && a->dw == b->dw &&
-           a->ph == b->ph && a->pw == b->pw && a->group == b->group && a->bias == b->bias;
+           a->ph == b->ph && a->pw == b->pw && a->group == b->group && a->bias == b->bias &&
+           a->x_blocked == b->x_blocked && a->y_blocked == b->y_blocked;
 }
 
 static void
@@ -204,6 +207,10 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     /* the end padding that gives exactly (oh, ow) */
     pr[0] = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph;
     pr[1] = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1 - d->w - d->pw;
+    /* a stride that skips the last rows (1x1 stride 2 over an even size: -1) needs no end
+     * padding: oneDNN's (h + pl + pr - k) / s + 1 rounds down to oh with pr = 0 too */
+    pr[0] = pr[0] < 0 && pr[0] > -d->sh ? 0 : pr[0];
+    pr[1] = pr[1] < 0 && pr[1] > -d->sw ? 0 : pr[1];
     if (pr[0] < 0 || pr[1] < 0)
         return -1;
     if (sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
@@ -230,9 +237,11 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     by = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (bx == NULL || bw == NULL || by == NULL ||
-        sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0 ||
-        sim_dnnl_reorder(by, &y_md, false, &pt->ry) != 0)
+        (!d->x_blocked && sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0) ||
+        (!d->y_blocked && sim_dnnl_reorder(by, &y_md, false, &pt->ry) != 0))
         goto out;
+    pt->bx = *bx;
+    pt->by = *by;
     *bw_out = *bw;
     pt->off_bx = 0;
     pt->off_by = pt->rx != NULL ? sim_dnnl_md_bytes(bx) : 0;
@@ -335,6 +344,29 @@ sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_
 out:
     pthread_mutex_unlock(&sim_dnnl_lock);
     return rc;
+}
+
+bool
+sim_dnnl_conv_chains(int from, int to)
+{
+    bool ok = false;
+
+    pthread_mutex_lock(&sim_dnnl_lock);
+    if (from >= 0 && from < table_n && to >= 0 && to < table_n) {
+        const struct entry *a = table[from], *b = table[to];
+        ok = a->threads == b->threads && a->pieces == b->pieces &&
+             a->key.n == b->key.n && a->key.m == b->key.c && a->key.oh == b->key.h &&
+             a->key.ow == b->key.w;
+        for (int i = 0; ok && i < 2; i++) {
+            const struct part *pa = &a->part[i], *pb = &b->part[i];
+            size_t plain = (size_t)(pa->nb * a->key.m * a->key.oh * a->key.ow) * sizeof(float);
+            ok = pa->nb == pb->nb &&
+                 (pa->nb == 0 || (dnnl_memory_desc_equal(&pa->by, &pb->bx) &&
+                                  dnnl_memory_desc_get_size(&pa->by) == plain));
+        }
+    }
+    pthread_mutex_unlock(&sim_dnnl_lock);
+    return ok;
 }
 
 dnnl_stream_t

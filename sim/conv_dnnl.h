@@ -28,6 +28,10 @@ struct sim_dnnl_conv {
     int64_t kh, kw, sh, sw, dh, dw, ph, pw;  /* dilations as ONNX counts them (1: none) */
     int64_t group;
     bool bias;
+    /* forward, inference: x is already in the layout the convolution reads (a producer
+     * that chains to it wrote it so: sim_dnnl_conv_chains), y stays in the layout it
+     * writes; false: plain NCHW (the backward takes both false) */
+    bool x_blocked, y_blocked;
 };
 
 /*
@@ -48,6 +52,25 @@ int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
  */
 int sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
                       const struct sim_act *act, void *scratch);
+
+/*
+ * Whether the convolution prepared as `from` can hand its output to the one prepared as
+ * `to` in oneDNN's blocked layout, with no reorder between: the layout from writes is the
+ * one to reads, for every piece (the same batch split), and it takes the same bytes as
+ * plain NCHW (channels a multiple of the block), so the memory plan needs no change.
+ * Thread-safe.
+ */
+bool sim_dnnl_conv_chains(int from, int to);
+
+/*
+ * op_conv.c's side of the layout plan (layout.c): params are a 2-D or 1-D Conv node's
+ * (never a 3-D one's). sim_conv_dnnl_id gives the oneDNN forward it runs, or -1 when its
+ * own kernels run it. sim_conv_dnnl_relayout prepares that forward again with x and/or y
+ * blocked (sim_dnnl_conv), *scratch the node's new scratch bytes. Returns 0, or -1 with
+ * the node unchanged.
+ */
+int sim_conv_dnnl_id(const void *params);
+int sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scratch);
 
 /*
  * The backward of d (both gradients; a run computes the ones it is given buffers for), made

@@ -46,6 +46,7 @@ struct sim_val {
                                  * to the loss) */
     int gfirst, glast;          /* training: timeline steps the gradient lives (ACT) */
     int64_t goff;               /* training: arena offset of the gradient (ACT), or -1 */
+    bool blocked;               /* in oneDNN's blocked layout, not plain (layout.c) */
 };
 
 /* A weight the executable owns (training, or inference with updatable_weights). */
@@ -314,6 +315,12 @@ int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
  * that produces their input (Conv -> Relu, ..., Conv -> Sigmoid -> Mul as SiLU) and
  * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; IPUOF_SIM_FUSE=0 turns it off. */
 int sim_fuse(struct sim_exe *e, struct sim_err *err);
+
+/* layout.c: in an inference executable (after fuse.c), the activations that pass from one
+ * oneDNN convolution to others only stay in oneDNN's blocked layout (no reorders between);
+ * IPUOF_SIM_LAYOUT=0 turns it off. Returns 0 (a shape oneDNN refuses stays plain) or
+ * IPUOF_E_NOMEM. */
+int sim_layout_plan(struct sim_exe *e, struct sim_err *err);
 
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);

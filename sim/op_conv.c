@@ -54,6 +54,7 @@ struct conv_params {
                                      * kernel, no im2col */
     bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
     int dnnl_id;
+    bool bias;                      /* a bias input (the oneDNN key needs it) */
     unsigned dnnl_bwd;              /* training: the gradients (BWD_DATA, BWD_WEIGHTS) oneDNN's
                                      * dnnl_bwd_id computes; the others are this file's */
     int dnnl_bwd_id;
@@ -232,10 +233,11 @@ infer_conv(struct sim_infer *c)
             c->bwd_scratch_bytes = need;
         }
     }
+    p->bias = sim_has_in(c, 2);
     if (use_dnnl(p, c->training)) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
-                                   sim_has_in(c, 2) };
+                                   p->bias };
         size_t need;
         if (sim_dnnl_conv_prepare(&d, sim_pool_threads(), &p->dnnl_id, &need) == 0) {
             p->dnnl = true;
@@ -279,6 +281,29 @@ infer_conv(struct sim_infer *c)
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
         }
     }
+    return 0;
+}
+
+int
+sim_conv_dnnl_id(const void *params)
+{
+    const struct conv_params *p = params;
+
+    return p != NULL && p->dnnl ? p->dnnl_id : -1;
+}
+
+int
+sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scratch)
+{
+    struct conv_params *p = params;
+    struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                               p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group, p->bias,
+                               x_blocked, y_blocked };
+    int id;
+
+    if (!p->dnnl || sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
+        return -1;
+    p->dnnl_id = id;
     return 0;
 }
 

@@ -1,0 +1,232 @@
+/*
+ * layout.c — the layout plan of an inference executable: which activations stay in
+ * oneDNN's blocked layout (nChw8c at AVX2, nChw16c at AVX-512) instead of plain NCHW.
+ *
+ * A oneDNN convolution (conv_dnnl.c) reads plain NCHW by reordering it into the layout its
+ * kernel wants and writes plain by reordering back, every layer. When a convolution's output
+ * is read only by oneDNN convolutions that want the layout it writes, both reorders between
+ * them are skipped: the producer leaves its output blocked and the readers take it as it is.
+ * Conditions, for a value v produced by node P:
+ *   - P is a 2-D (or 1-D) Conv whose forward runs on oneDNN, on the same IPU as every reader;
+ *   - every reader of v is such a Conv reading v as its data input (never as weights or
+ *     bias) and no reader reads it twice;
+ *   - v is not a graph output and has at least one reader;
+ *   - sim_dnnl_conv_chains(P, R) for every reader R: the same batch split, the layout P
+ *     writes is the one R reads, and it takes the bytes of plain NCHW (channels a multiple
+ *     of the block), so the memory plan (plan.c, after this pass) is unchanged.
+ * Any other reader (an Add, a pool, an op of this simulator, another IPU, the host) gets
+ * plain NCHW. The activation fused into P (fuse.c) is elementwise, so it applies to the
+ * blocked tensor as to the plain one. Runs after fuse.c, so that Conv -> Relu -> Conv is one
+ * edge; training keeps plain tensors (autodiff and the backward kernels read them).
+ * IPUOF_SIM_LAYOUT=0 turns the pass off (for measuring and for the tests).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_dnnl.h"
+#include "exe.h"
+
+/* What the pass knows about the schedule. */
+struct lay {
+    struct sim_exe *e;
+    int *root;                  /* per value: union-find parent (a group of values that
+                                 * elementwise nodes tie to one layout) */
+    bool *is_out;               /* per value: a graph output */
+    bool *bad;                  /* per group root: stays plain */
+    bool *xb, *yb;              /* per node: reads / writes blocked */
+};
+
+/* Node s's oneDNN forward, or -1 when s is not a 1-D/2-D Conv on oneDNN. */
+static int
+dnnl_conv(const struct sim_exe *e, int s)
+{
+    const struct sim_enode *n = &e->nodes[s];
+    int x = n->n_in > 0 ? n->in[0] : -1;
+
+    if (strcmp(n->op->name, "Conv") != 0 || x < 0 || e->vals[x].ti.shape.rank > 4)
+        return -1;
+    return sim_conv_dnnl_id(n->params);
+}
+
+/* Whether node s computes each element of its output from the same element of each input
+ * only: a float Add (fused activation or not) whose inputs have the output's shape. Such a
+ * node computes the same in any layout its inputs and output share. */
+static bool
+elementwise(const struct sim_exe *e, int s)
+{
+    const struct sim_enode *n = &e->nodes[s];
+
+    if (strcmp(n->op->name, "Add") != 0 || n->n_out != 1 || n->out[0] < 0 || n->n_in != 2)
+        return false;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] < 0 || e->vals[n->in[j]].ti.dtype != SIM_DTYPE_FLOAT ||
+            !sim_shape_eq(&e->vals[n->in[j]].ti.shape, &e->vals[n->out[0]].ti.shape))
+            return false;
+    return true;
+}
+
+/* The group of value v, or -1 when v is in none. */
+static int
+find(struct lay *l, int v)
+{
+    if (v < 0 || l->root[v] < 0)
+        return -1;
+    while (l->root[v] != v)
+        v = l->root[v] = l->root[l->root[v]];
+    return v;
+}
+
+/*
+ * Whether group g can be blocked: every value an activation, none a graph output, each
+ * produced by a oneDNN Conv or an elementwise node of the group, each read only by oneDNN
+ * Convs (as their data input, once) and elementwise nodes, all on one IPU; at least one
+ * Conv writes into the group and one reads from it, and every writer chains to every
+ * reader (sim_dnnl_conv_chains; equal layouts, so checking each against one suffices).
+ */
+static bool
+group_ok(const struct lay *l, int g)
+{
+    const struct sim_exe *e = l->e;
+    int ipu = -1, p0 = -1, r0 = -1;
+
+    for (int v = 0; v < e->m->n_vals; v++) {
+        if (find((struct lay *)l, v) != g)
+            continue;
+        int p = e->vals[v].producer;
+        if (e->vals[v].kind != SIM_V_ACT || l->is_out[v] || p < 0 ||
+            (dnnl_conv(e, p) < 0 && !elementwise(e, p)))
+            return false;
+        if (dnnl_conv(e, p) >= 0 && p0 < 0)
+            p0 = p;
+        ipu = e->nodes[p].ipu;
+    }
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        int uses = 0;
+        for (int j = 0; j < n->n_in; j++)
+            uses += find((struct lay *)l, n->in[j]) == g;
+        if (uses == 0)
+            continue;
+        if (n->ipu != ipu)
+            return false;
+        if (elementwise(e, s))
+            continue;
+        if (dnnl_conv(e, s) < 0 || uses != 1 || find((struct lay *)l, n->in[0]) != g)
+            return false;
+        if (r0 < 0)
+            r0 = s;
+    }
+    if (p0 < 0 || r0 < 0)
+        return false;
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        if (dnnl_conv(e, s) < 0)
+            continue;
+        if (find((struct lay *)l, n->out[0]) == g &&
+            !sim_dnnl_conv_chains(dnnl_conv(e, s), dnnl_conv(e, r0)))
+            return false;
+        if (find((struct lay *)l, n->in[0]) == g &&
+            !sim_dnnl_conv_chains(dnnl_conv(e, p0), dnnl_conv(e, s)))
+            return false;
+    }
+    return true;
+}
+
+/* The nodes' flags from the groups that are not bad; the values' blocked marks. */
+static void
+flags_from_groups(struct lay *l)
+{
+    struct sim_exe *e = l->e;
+
+    for (int v = 0; v < e->m->n_vals; v++)
+        e->vals[v].blocked = find(l, v) >= 0 && !l->bad[find(l, v)];
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        l->xb[s] = l->yb[s] = false;
+        if (dnnl_conv(e, s) < 0)
+            continue;
+        l->xb[s] = e->vals[n->in[0]].blocked;
+        l->yb[s] = n->out[0] >= 0 && e->vals[n->out[0]].blocked;
+    }
+}
+
+int
+sim_layout_plan(struct sim_exe *e, struct sim_err *err)
+{
+    const char *env = getenv("IPUOF_SIM_LAYOUT");
+    size_t nv = (size_t)e->m->n_vals + 1, nn = (size_t)e->n_nodes + 1;
+    struct lay l = { e, malloc(nv * sizeof(int)), calloc(nv, sizeof(bool)),
+                     calloc(nv, sizeof(bool)), calloc(nn, sizeof(bool)),
+                     calloc(nn, sizeof(bool)) };
+    int rc = 0;
+
+    if (e->tr != NULL || (env != NULL && strcmp(env, "0") == 0))
+        goto out;
+    if (l.root == NULL || l.is_out == NULL || l.bad == NULL || l.xb == NULL || l.yb == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int v = 0; v < e->m->n_vals; v++)
+        l.root[v] = -1;         /* -1: in no group (not a candidate) */
+    for (int i = 0; i < e->m->n_out; i++)
+        l.is_out[e->m->outputs[i]] = true;
+    /* candidates: the outputs of oneDNN Convs and of elementwise nodes, and what the
+     * elementwise nodes read; an elementwise node ties its values into one group */
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        bool ew = elementwise(e, s);
+        if (!ew && dnnl_conv(e, s) < 0)
+            continue;
+        if (n->out[0] >= 0 && l.root[n->out[0]] < 0)
+            l.root[n->out[0]] = n->out[0];
+        for (int j = 0; ew && j < n->n_in; j++) {
+            int a = n->in[j];
+            if (l.root[a] < 0)
+                l.root[a] = a;
+            l.root[find(&l, a)] = find(&l, n->out[0]);
+        }
+    }
+    for (int v = 0; v < e->m->n_vals; v++)
+        if (l.root[v] == v)
+            l.bad[v] = !group_ok(&l, v);
+    /* Each oneDNN Conv again with its layouts (an unchanged one finds its entry). A Conv
+     * oneDNN cannot serve so makes its groups plain, and the pass repeats until every
+     * Conv is served (bad only grows, so it ends). */
+    for (bool changed = true; changed;) {
+        changed = false;
+        flags_from_groups(&l);
+        for (int s = 0; s < e->n_nodes; s++) {
+            struct sim_enode *n = &e->nodes[s];
+            size_t need;
+            if (dnnl_conv(e, s) < 0)
+                continue;
+            if (sim_conv_dnnl_relayout(n->params, l.xb[s], l.yb[s], &need) == 0) {
+                n->scratch = need;
+                continue;
+            }
+            if (!l.xb[s] && !l.yb[s])
+                continue;       /* cannot happen: the plain entry exists; it stays */
+            if (l.xb[s])
+                l.bad[find(&l, n->in[0])] = true;
+            if (l.yb[s])
+                l.bad[find(&l, n->out[0])] = true;
+            changed = true;
+        }
+    }
+out:
+    free(l.root);
+    free(l.is_out);
+    free(l.bad);
+    free(l.xb);
+    free(l.yb);
+    return rc;
+}
+
+int
+sim_exe_tensor_blocked(const struct sim_exe *e, const char *name)
+{
+    for (int v = 0; v < e->m->n_vals; v++)
+        if (e->m->vals[v].name != NULL && strcmp(e->m->vals[v].name, name) == 0)
+            return e->vals[v].kind == SIM_V_NONE ? -1 : e->vals[v].blocked;
+    return -1;
+}
