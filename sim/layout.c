@@ -20,6 +20,7 @@
  * edge; training keeps plain tensors (autodiff and the backward kernels read them).
  * IPUOF_SIM_LAYOUT=0 turns the pass off (for measuring and for the tests).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,8 @@ struct lay {
     bool *is_out;               /* per value: a graph output */
     bool *bad;                  /* per group root: stays plain */
     bool *xb, *yb;              /* per node: reads / writes blocked */
+    size_t *own_scratch;        /* per node promoted to oneDNN: its own kernels' scratch;
+                                 * SIZE_MAX: not promoted */
 };
 
 /* Node s's oneDNN forward, or -1 when s is not a 1-D/2-D Conv on oneDNN. */
@@ -132,6 +135,48 @@ group_ok(const struct lay *l, int g)
     return true;
 }
 
+/* 1x1 convolutions that op_conv.c's rule gave its own kernels (measured with oneDNN's
+ * reorders on both sides) move to oneDNN for the plan, as candidates to chain. */
+static void
+promote(struct lay *l)
+{
+    struct sim_exe *e = l->e;
+
+    for (int s = 0; s < e->n_nodes; s++) {
+        struct sim_enode *n = &e->nodes[s];
+        size_t need;
+        l->own_scratch[s] = SIZE_MAX;
+        if (strcmp(n->op->name, "Conv") != 0 || n->n_in < 1 || n->in[0] < 0 ||
+            e->vals[n->in[0]].ti.shape.rank != 4 || !sim_conv_dnnl_promotable(n->params) ||
+            sim_conv_dnnl_set(n->params, true, &need) != 0)
+            continue;
+        l->own_scratch[s] = n->scratch;
+        n->scratch = need;
+    }
+}
+
+/* A promoted convolution with neither neighbour blocked goes back to its own kernels (its
+ * groups are plain whether it is on oneDNN or not, so no other group changes). */
+static void
+demote(struct lay *l)
+{
+    struct sim_exe *e = l->e;
+
+    for (int s = 0; s < e->n_nodes; s++) {
+        struct sim_enode *n = &e->nodes[s];
+        int gi, go;
+        if (l->own_scratch[s] == SIZE_MAX)
+            continue;
+        gi = find(l, n->in[0]);
+        go = find(l, n->out[0]);
+        if ((gi >= 0 && !l->bad[gi]) || (go >= 0 && !l->bad[go]))
+            continue;
+        sim_conv_dnnl_set(n->params, false, NULL);
+        n->scratch = l->own_scratch[s];
+        l->own_scratch[s] = SIZE_MAX;
+    }
+}
+
 /* The nodes' flags from the groups that are not bad; the values' blocked marks. */
 static void
 flags_from_groups(struct lay *l)
@@ -157,12 +202,13 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
     size_t nv = (size_t)e->m->n_vals + 1, nn = (size_t)e->n_nodes + 1;
     struct lay l = { e, malloc(nv * sizeof(int)), calloc(nv, sizeof(bool)),
                      calloc(nv, sizeof(bool)), calloc(nn, sizeof(bool)),
-                     calloc(nn, sizeof(bool)) };
+                     calloc(nn, sizeof(bool)), malloc(nn * sizeof(size_t)) };
     int rc = 0;
 
     if (e->tr != NULL || (env != NULL && strcmp(env, "0") == 0))
         goto out;
-    if (l.root == NULL || l.is_out == NULL || l.bad == NULL || l.xb == NULL || l.yb == NULL) {
+    if (l.root == NULL || l.is_out == NULL || l.bad == NULL || l.xb == NULL || l.yb == NULL ||
+        l.own_scratch == NULL) {
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto out;
     }
@@ -170,6 +216,7 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
         l.root[v] = -1;         /* -1: in no group (not a candidate) */
     for (int i = 0; i < e->m->n_out; i++)
         l.is_out[e->m->outputs[i]] = true;
+    promote(&l);
     /* candidates: the outputs of oneDNN Convs and of elementwise nodes, and what the
      * elementwise nodes read; an elementwise node ties its values into one group */
     for (int s = 0; s < e->n_nodes; s++) {
@@ -189,6 +236,7 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
     for (int v = 0; v < e->m->n_vals; v++)
         if (l.root[v] == v)
             l.bad[v] = !group_ok(&l, v);
+    demote(&l);
     /* Each oneDNN Conv again with its layouts (an unchanged one finds its entry). A Conv
      * oneDNN cannot serve so makes its groups plain, and the pass repeats until every
      * Conv is served (bad only grows, so it ends). */
@@ -219,6 +267,7 @@ out:
     free(l.bad);
     free(l.xb);
     free(l.yb);
+    free(l.own_scratch);
     return rc;
 }
 

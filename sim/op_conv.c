@@ -307,6 +307,31 @@ sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scr
     return 0;
 }
 
+bool
+sim_conv_dnnl_promotable(const void *params)
+{
+    const struct conv_params *p = params;
+    const char *e = getenv("IPUOF_SIM_CONV");
+
+    return p != NULL && !p->dnnl && p->kh == 1 && p->kw == 1 && p->h > 1 && p->group == 1 &&
+           !p->save_cols && !(e != NULL && strcmp(e, "own") == 0);
+}
+
+int
+sim_conv_dnnl_set(void *params, bool on, size_t *scratch)
+{
+    struct conv_params *p = params;
+    struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                               p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group, p->bias };
+    int id = 0;
+
+    if (on && sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
+        return -1;
+    p->dnnl = on;
+    p->dnnl_id = on ? id : 0;
+    return 0;
+}
+
 /* What the pieces of one parallel step share. */
 struct conv_run {
     const struct conv_params *p;
