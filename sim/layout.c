@@ -1,24 +1,35 @@
 /*
  * layout.c — the layout plan of an inference executable: which activations stay in
- * oneDNN's blocked layout (nChw8c at AVX2, nChw16c at AVX-512) instead of plain NCHW.
+ * oneDNN's blocked layout (nChw8c at AVX2 and baseline, nChw16c at AVX-512) instead of
+ * plain NCHW.
  *
  * A oneDNN convolution (conv_dnnl.c) reads plain NCHW by reordering it into the layout its
- * kernel wants and writes plain by reordering back, every layer. When a convolution's output
- * is read only by oneDNN convolutions that want the layout it writes, both reorders between
- * them are skipped: the producer leaves its output blocked and the readers take it as it is.
- * Conditions, for a value v produced by node P:
- *   - P is a 2-D (or 1-D) Conv whose forward runs on oneDNN, on the same IPU as every reader;
- *   - every reader of v is such a Conv reading v as its data input (never as weights or
- *     bias) and no reader reads it twice;
- *   - v is not a graph output and has at least one reader;
- *   - sim_dnnl_conv_chains(P, R) for every reader R: the same batch split, the layout P
- *     writes is the one R reads, and it takes the bytes of plain NCHW (channels a multiple
- *     of the block), so the memory plan (plan.c, after this pass) is unchanged.
- * Any other reader (an Add, a pool, an op of this simulator, another IPU, the host) gets
- * plain NCHW. The activation fused into P (fuse.c) is elementwise, so it applies to the
- * blocked tensor as to the plain one. Runs after fuse.c, so that Conv -> Relu -> Conv is one
- * edge; training keeps plain tensors (autodiff and the backward kernels read them).
- * IPUOF_SIM_LAYOUT=0 turns the pass off (for measuring and for the tests).
+ * kernel wants and writes plain by reordering back, every layer. When a tensor goes from
+ * oneDNN convolutions only to oneDNN convolutions, both reorders between them are skipped:
+ * the writers leave it blocked and the readers take it as it is. A same-shape float Add
+ * (fused activation or not: fuse.c runs first) computes element by element, so it computes
+ * the same in any layout its operands and result share: its values form one group with it
+ * (resnet's residual stream: conv3 + identity -> Add -> next block's convs). A group is
+ * blocked when
+ *   - each of its values is an activation, not a graph output, written by a oneDNN Conv
+ *     (2-D or 1-D) or by an Add of the group;
+ *   - each reader is such an Add or a oneDNN Conv reading it as its data input (never as
+ *     weights or bias), once, and all are on one IPU;
+ *   - at least one Conv writes into it and one reads from it, and every writer's blocked
+ *     layout is every reader's and takes the bytes of plain NCHW (sim_dnnl_conv_chains:
+ *     the same batch split, channels a multiple of the block), so the memory plan (plan.c,
+ *     after this pass) is unchanged.
+ * Any other reader (a pool, an op of this simulator, another IPU, the host) sees plain
+ * NCHW: the whole group stays plain. The activation fused into a Conv is elementwise, so
+ * it applies to the blocked tensor as to the plain one.
+ * 1x1 convolutions that op_conv.c's rule gives OpenBLAS (measured with oneDNN's reorders on
+ * both sides) move to oneDNN first, and back when neither neighbouring group is blocked.
+ * A Conv oneDNN cannot make with a blocked side makes its groups plain (the pass repeats
+ * until none is refused). Training keeps plain tensors (autodiff and the backward kernels
+ * read them). The outputs are bit-identical to every Conv on oneDNN with the pass off:
+ * reorders only copy.
+ * IPUOF_SIM_LAYOUT=0 turns the pass off (for measuring and for the tests), =keep keeps the
+ * 1x1 convolutions where op_conv.c's rule put them.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -136,17 +147,21 @@ group_ok(const struct lay *l, int g)
 }
 
 /* 1x1 convolutions that op_conv.c's rule gave its own kernels (measured with oneDNN's
- * reorders on both sides) move to oneDNN for the plan, as candidates to chain. */
+ * reorders on both sides) move to oneDNN for the plan, as candidates to chain;
+ * IPUOF_SIM_LAYOUT=keep leaves every Conv where the rule put it (for measuring). */
 static void
 promote(struct lay *l)
 {
     struct sim_exe *e = l->e;
 
+    const char *env = getenv("IPUOF_SIM_LAYOUT");
+    bool keep = env != NULL && strcmp(env, "keep") == 0;
+
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
         size_t need;
         l->own_scratch[s] = SIZE_MAX;
-        if (strcmp(n->op->name, "Conv") != 0 || n->n_in < 1 || n->in[0] < 0 ||
+        if (keep || strcmp(n->op->name, "Conv") != 0 || n->n_in < 1 || n->in[0] < 0 ||
             e->vals[n->in[0]].ti.shape.rank != 4 || !sim_conv_dnnl_promotable(n->params) ||
             sim_conv_dnnl_set(n->params, true, &need) != 0)
             continue;
