@@ -24,6 +24,7 @@
 #include "conv_dnnl_int.h"
 #include "hot.h"
 #include "pool.h"
+#include "sim_int.h"
 
 #define NSETS SIM_DNNL_NSETS
 
@@ -473,29 +474,58 @@ pieces_fn(void *ctx, int64_t lo, int64_t hi)
             atomic_store(&r->failed, 1);
 }
 
+/* bw = w in the layout the convolution of e wants, on the calling thread (e->rw != NULL).
+ * Returns 0 or -1. */
+static int
+weights_reorder(struct entry *e, const float *w, void *bw)
+{
+    dnnl_stream_t s = sim_dnnl_stream();
+    struct sim_dnnl_set *ws;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    ws = sim_dnnl_set_take(e->wsets);
+    dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
+    dnnl_memory_set_data_handle(ws->m[M_BW], bw);
+    rc = sim_dnnl_exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
+    if (rc == 0)
+        rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
+    atomic_store(&ws->busy, 0);
+    return rc;
+}
+
 int
-sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
-                  const struct sim_act *act, void *scratch)
+sim_dnnl_conv_weights(int id, const float *w, float **bw)
+{
+    struct entry *e = table[id];
+    void *p;
+
+    *bw = NULL;
+    if (e->rw == NULL)
+        return 0;
+    p = sim_aligned_alloc(e->off_slices);
+    if (p == NULL)
+        return -1;
+    if (weights_reorder(e, w, p) != 0) {
+        free(p);
+        return -1;
+    }
+    *bw = p;
+    return 0;
+}
+
+int
+sim_dnnl_conv_run(int id, const float *x, const float *w, bool w_blocked, const float *bias,
+                  float *y, const struct sim_act *act, void *scratch)
 {
     struct entry *e = table[id];
     struct run r = { .e = e, .x = x, .bw = w, .bias = bias, .y = y, .act = act,
                      .scratch = scratch };
 
     atomic_init(&r.failed, 0);
-    if (e->rw != NULL) {
-        dnnl_stream_t s = sim_dnnl_stream();
-        struct sim_dnnl_set *ws;
-        int rc;
-        if (s == NULL)
-            return -1;
-        ws = sim_dnnl_set_take(e->wsets);
-        dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
-        dnnl_memory_set_data_handle(ws->m[M_BW], scratch);
-        rc = sim_dnnl_exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
-        if (rc == 0)
-            rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
-        atomic_store(&ws->busy, 0);
-        if (rc != 0)
+    if (e->rw != NULL && !w_blocked) {
+        if (weights_reorder(e, w, scratch) != 0)
             return -1;
         r.bw = scratch;
     }

@@ -45,14 +45,24 @@ int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
                           size_t *scratch);
 
 /*
- * y = act(conv(x, w) + bias) for the shape prepared as id (act NULL: no activation; else
+ * y = act(conv(x, w) + bias) for the shape prepared as id (w_blocked: w is already in the
+ * layout the convolution reads, from sim_dnnl_conv_weights; act NULL: no activation; else
  * applied to each piece of y right after oneDNN wrote it); scratch has the bytes prepare
  * asked for (64-byte aligned). The pieces run through sim_pool_for, so concurrent
  * simulated IPUs share the pool's threads and oneDNN adds none. Returns 0, or -1 when
  * oneDNN failed (y is then undefined).
  */
-int sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
-                      const struct sim_act *act, void *scratch);
+int sim_dnnl_conv_run(int id, const float *x, const float *w, bool w_blocked,
+                      const float *bias, float *y, const struct sim_act *act, void *scratch);
+
+/*
+ * The weights w (OIHW) of the shape prepared as id, reordered once into the layout its
+ * convolution reads: *bw gets a new 64-byte aligned buffer (caller-owned, free()), or NULL
+ * when that layout is plain OIHW (w serves as it is). For weights that never change (an
+ * inference executable's constants), so that sim_dnnl_conv_run(..., *bw, true, ...) skips
+ * the reorder it does every run otherwise. Returns 0, or -1 (out of memory, oneDNN failed).
+ */
+int sim_dnnl_conv_weights(int id, const float *w, float **bw);
 
 /*
  * Whether the convolution prepared as `from` can hand its output to the one prepared as
@@ -79,6 +89,10 @@ int sim_conv_dnnl_id(const void *params);
  * was. */
 bool sim_conv_dnnl_promotable(const void *params);
 int sim_conv_dnnl_set(void *params, bool on, size_t *scratch);
+/* sim_conv_dnnl_weights: the Conv's forward (on oneDNN) reads w, which never changes, from
+ * *owned, w reordered once now (sim_dnnl_conv_weights; the caller owns *owned, NULL when w
+ * serves as it is). Valid until the next relayout or set. Returns 0 or -1 (unchanged). */
+int sim_conv_dnnl_weights(void *params, const float *w, float **owned);
 int sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scratch);
 
 /*

@@ -210,6 +210,26 @@ flags_from_groups(struct lay *l)
     }
 }
 
+/* Every oneDNN Conv whose weights are constants reads them reordered once, here, instead of
+ * every run; the executable owns the copies. Returns 0 or IPUOF_E_NOMEM. */
+static int
+weights_once(struct sim_exe *e, struct sim_err *err)
+{
+    for (int s = 0; s < e->n_nodes; s++) {
+        struct sim_enode *n = &e->nodes[s];
+        float *bw = NULL;
+        if (dnnl_conv(e, s) < 0 || n->n_in < 2 || n->in[1] < 0 ||
+            e->vals[n->in[1]].kind != SIM_V_CONST)
+            continue;
+        if (sim_conv_dnnl_weights(n->params, e->vals[n->in[1]].ti.cdata, &bw) != 0)
+            return sim_err_set(err, IPUOF_E_NOMEM, "out of memory (reordering the weights "
+                               "of Conv '%s' for oneDNN)", n->label);
+        if (bw != NULL && !sim_exe_own(e, bw))
+            return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
 int
 sim_layout_plan(struct sim_exe *e, struct sim_err *err)
 {
@@ -276,6 +296,7 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
             changed = true;
         }
     }
+    rc = weights_once(e, err);
 out:
     free(l.root);
     free(l.is_out);

@@ -55,6 +55,9 @@ struct conv_params {
     bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
     int dnnl_id;
     bool bias;                      /* a bias input (the oneDNN key needs it) */
+    const float *bw;                /* the weights reordered once for dnnl_id (layout.c:
+                                     * constant weights of an inference executable, which
+                                     * owns the buffer), or NULL: reordered every run */
     unsigned dnnl_bwd;              /* training: the gradients (BWD_DATA, BWD_WEIGHTS) oneDNN's
                                      * dnnl_bwd_id computes; the others are this file's */
     int dnnl_bwd_id;
@@ -304,6 +307,7 @@ sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scr
     if (!p->dnnl || sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
         return -1;
     p->dnnl_id = id;
+    p->bw = NULL;
     return 0;
 }
 
@@ -329,6 +333,19 @@ sim_conv_dnnl_set(void *params, bool on, size_t *scratch)
         return -1;
     p->dnnl = on;
     p->dnnl_id = on ? id : 0;
+    p->bw = NULL;
+    return 0;
+}
+
+int
+sim_conv_dnnl_weights(void *params, const float *w, float **owned)
+{
+    struct conv_params *p = params;
+
+    *owned = NULL;
+    if (!p->dnnl || sim_dnnl_conv_weights(p->dnnl_id, w, owned) != 0)
+        return -1;
+    p->bw = *owned;
     return 0;
 }
 
@@ -624,7 +641,8 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         return 0;
     r.act = k->act;
     if (p->dnnl)
-        return sim_dnnl_conv_run(p->dnnl_id, r.x, r.w, r.bias, r.y, k->act, k->scratch) == 0
+        return sim_dnnl_conv_run(p->dnnl_id, r.x, p->bw != NULL ? p->bw : r.w, p->bw != NULL,
+                                 r.bias, r.y, k->act, k->scratch) == 0
                    ? 0
                    : sim_err_set(err, IPUOF_E_INTERNAL, "oneDNN's convolution failed");
     if (p->depthwise) {

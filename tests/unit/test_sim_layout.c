@@ -16,7 +16,8 @@
  * plan off (IPUOF_SIM_CONV=dnnl IPUOF_SIM_LAYOUT=0: the per-layer reorders, the same
  * kernels), and stay within 1e-5 (relative to the largest magnitude) of the rule's own
  * choice with the plan off (the 1x1 on OpenBLAS there, which sums in another order).
- * A training compile keeps every tensor plain. tests/run.sh runs this at every level the
+ * Constant weights are reordered once at compile time; updatable ones every run (a weight
+ * written after a run changes the next). A training compile keeps every tensor plain. tests/run.sh runs this at every level the
  * machine has; the blocked marks are checked at avx2 and avx512, where oneDNN's direct
  * kernels read nChw8c / nChw16c; at baseline only the plain ones and the numbers are.
  */
@@ -252,6 +253,39 @@ test_numbers(void **state)
     sim_model_free(m);
 }
 
+/* Weights that can change (updatable_weights) are reordered every run, never once at
+ * compile time: zeroing c2's weights after the first run must change g from that run's. */
+static void
+test_updatable_weights(void **state)
+{
+    struct sim_model *m = graph();
+    struct sim_compile_opts o;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+    float *o1[N_OUT], *o2[N_OUT], *zero = calloc((size_t)C * C * 9, sizeof(float));
+    size_t n1[N_OUT], n2[N_OUT];
+
+    (void)state;
+    assert_non_null(zero);
+    sim_compile_opts_init(&o);
+    o.updatable_weights = 1;
+    if (sim_compile(m, &o, &e, &err) != 0)
+        fail_msg("%s", err.msg);
+    run(e, o1, n1);
+    assert_int_equal(sim_exe_write_weight(e, "c2_w", zero, (size_t)C * C * 9 * sizeof(float),
+                                          &err), 0);
+    run(e, o2, n2);
+    assert_true(memcmp(o1[0], o2[0], n1[0] * sizeof(float)) != 0);
+    assert_memory_equal(o1[1], o2[1], n1[1] * sizeof(float));  /* u does not read c2 */
+    for (int i = 0; i < N_OUT; i++) {
+        free(o1[i]);
+        free(o2[i]);
+    }
+    free(zero);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 /* Training keeps plain tensors (autodiff and the backward kernels read them). */
 static void
 test_training_plain(void **state)
@@ -292,6 +326,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_marks),
         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_updatable_weights),
         cmocka_unit_test(test_training_plain),
     };
 
