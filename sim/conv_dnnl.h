@@ -5,8 +5,8 @@
  *
  * A shape's primitives (the convolution in the layout oneDNN prefers for it, and the
  * reorders from and to plain NCHW / OIHW, less those the layout plan of layout.c drops
- * where a neighbour keeps the blocked layout) are built once, when a model is compiled, and kept
- * in a process-wide table keyed by the shape: compiling the same layer again reuses them, so
+ * where a neighbour keeps the blocked layout) are built once, when a model is compiled,
+ * and kept in a process-wide table keyed by the shape: compiling the same layer again reuses them, so
  * the table grows with distinct shapes only (at most SIM_DNNL_MAX_SHAPES; past that the
  * caller keeps its own kernel). A run needs no allocation: the blocked copies and oneDNN's
  * scratchpad live in the op's plan scratch, and each entry keeps a few sets of memory

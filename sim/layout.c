@@ -91,59 +91,80 @@ find(struct lay *l, int v)
 }
 
 /*
- * Whether group g can be blocked: every value an activation, none a graph output, each
- * produced by a oneDNN Conv or an elementwise node of the group, each read only by oneDNN
- * Convs (as their data input, once) and elementwise nodes, all on one IPU; at least one
- * Conv writes into the group and one reads from it, and every writer chains to every
- * reader (sim_dnnl_conv_chains; equal layouts, so checking each against one suffices).
+ * bad[g] for every group g: whether it must stay plain. It can be blocked when every value
+ * is an activation, not a graph output, produced by a oneDNN Conv or an elementwise node;
+ * every reader is an elementwise node or a oneDNN Conv reading it as its data input only,
+ * all on one IPU; at least one Conv writes into it and one reads from it, and every writer
+ * chains to every reader (sim_dnnl_conv_chains; the layouts are equal, so checking each
+ * against one of the other side suffices). A few passes over the values and nodes.
+ * Returns 0 or -1 (out of memory).
  */
-static bool
-group_ok(const struct lay *l, int g)
+static int
+groups_check(struct lay *l)
 {
-    const struct sim_exe *e = l->e;
-    int ipu = -1, p0 = -1, r0 = -1;
+    struct sim_exe *e = l->e;
+    size_t nv = (size_t)e->m->n_vals + 1;
+    int *ipu = malloc(nv * sizeof(int)), *p0 = malloc(nv * sizeof(int)),
+        *r0 = malloc(nv * sizeof(int));
+    int rc = -1;
 
+    if (ipu == NULL || p0 == NULL || r0 == NULL)
+        goto out;
     for (int v = 0; v < e->m->n_vals; v++) {
-        if (find((struct lay *)l, v) != g)
+        ipu[v] = p0[v] = r0[v] = -1;
+        l->bad[v] = false;
+    }
+    for (int v = 0; v < e->m->n_vals; v++) {
+        int g = find(l, v), p = e->vals[v].producer;
+        if (g < 0)
             continue;
-        int p = e->vals[v].producer;
         if (e->vals[v].kind != SIM_V_ACT || l->is_out[v] || p < 0 ||
-            (dnnl_conv(e, p) < 0 && !elementwise(e, p)))
-            return false;
-        if (dnnl_conv(e, p) >= 0 && p0 < 0)
-            p0 = p;
-        ipu = e->nodes[p].ipu;
+            (dnnl_conv(e, p) < 0 && !elementwise(e, p))) {
+            l->bad[g] = true;
+            continue;
+        }
+        if (ipu[g] >= 0 && ipu[g] != e->nodes[p].ipu)
+            l->bad[g] = true;
+        ipu[g] = e->nodes[p].ipu;
+        if (dnnl_conv(e, p) >= 0 && p0[g] < 0)
+            p0[g] = p;
     }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        int uses = 0;
-        for (int j = 0; j < n->n_in; j++)
-            uses += find((struct lay *)l, n->in[j]) == g;
-        if (uses == 0)
-            continue;
-        if (n->ipu != ipu)
-            return false;
-        if (elementwise(e, s))
-            continue;
-        if (dnnl_conv(e, s) < 0 || uses != 1 || find((struct lay *)l, n->in[0]) != g)
-            return false;
-        if (r0 < 0)
-            r0 = s;
+        bool ew = elementwise(e, s), conv = !ew && dnnl_conv(e, s) >= 0;
+        for (int j = 0; j < n->n_in; j++) {
+            int g = find(l, n->in[j]);
+            if (g < 0)
+                continue;
+            if (n->ipu != ipu[g] || (!ew && !(conv && j == 0)))
+                l->bad[g] = true;
+            else if (conv && r0[g] < 0)
+                r0[g] = s;
+        }
     }
-    if (p0 < 0 || r0 < 0)
-        return false;
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
+        int gi, go;
         if (dnnl_conv(e, s) < 0)
             continue;
-        if (find((struct lay *)l, n->out[0]) == g &&
-            !sim_dnnl_conv_chains(dnnl_conv(e, s), dnnl_conv(e, r0)))
-            return false;
-        if (find((struct lay *)l, n->in[0]) == g &&
-            !sim_dnnl_conv_chains(dnnl_conv(e, p0), dnnl_conv(e, s)))
-            return false;
+        gi = find(l, n->in[0]);
+        go = find(l, n->out[0]);
+        if (go >= 0 && r0[go] >= 0 &&
+            !sim_dnnl_conv_chains(dnnl_conv(e, s), dnnl_conv(e, r0[go])))
+            l->bad[go] = true;
+        if (gi >= 0 && p0[gi] >= 0 &&
+            !sim_dnnl_conv_chains(dnnl_conv(e, p0[gi]), dnnl_conv(e, s)))
+            l->bad[gi] = true;
     }
-    return true;
+    for (int v = 0; v < e->m->n_vals; v++)
+        if (find(l, v) == v && (p0[v] < 0 || r0[v] < 0))
+            l->bad[v] = true;
+    rc = 0;
+out:
+    free(ipu);
+    free(p0);
+    free(r0);
+    return rc;
 }
 
 /* 1x1 convolutions that op_conv.c's rule gave its own kernels (measured with oneDNN's
@@ -268,9 +289,10 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
             l.root[find(&l, a)] = find(&l, n->out[0]);
         }
     }
-    for (int v = 0; v < e->m->n_vals; v++)
-        if (l.root[v] == v)
-            l.bad[v] = !group_ok(&l, v);
+    if (groups_check(&l) != 0) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
     demote(&l);
     /* Each oneDNN Conv again with its layouts (an unchanged one finds its entry). A Conv
      * oneDNN cannot serve so makes its groups plain, and the pass repeats until every

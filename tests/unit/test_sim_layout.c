@@ -17,9 +17,11 @@
  * kernels), and stay within 1e-5 (relative to the largest magnitude) of the rule's own
  * choice with the plan off (the 1x1 on OpenBLAS there, which sums in another order).
  * Constant weights are reordered once at compile time; updatable ones every run (a weight
- * written after a run changes the next). A training compile keeps every tensor plain. tests/run.sh runs this at every level the
- * machine has; the blocked marks are checked at avx2 and avx512, where oneDNN's direct
- * kernels read nChw8c / nChw16c; at baseline only the plain ones and the numbers are.
+ * written after a run changes the next). A training compile keeps every tensor plain.
+ * tests/run.sh runs this at every level the machine has; the blocked marks are checked at
+ * avx2 and avx512, where oneDNN's direct kernels read nChw8c / nChw16c; at baseline (SSE4.1
+ * kernels, nChw8c on this machine) they are printed, and the plain marks and the numbers
+ * checked.
  */
 #include <setjmp.h>
 #include <stdarg.h>
