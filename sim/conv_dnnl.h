@@ -82,7 +82,7 @@ bool sim_dnnl_conv_chains(int from, int to);
  */
 int sim_conv_dnnl_id(const void *params);
 /* sim_conv_dnnl_promotable: a 1x1 Conv (any stride, one group, 2-D) that op_conv.c's rule
- * gave its own kernels, which oneDNN can run instead when its neighbours keep the blocked
+ * gave its own kernels, which oneDNN can run instead when both its sides keep the blocked
  * layout (its rule measured it with reorders on both sides). sim_conv_dnnl_set moves the
  * forward to oneDNN's plain-layout primitive (on; *scratch its bytes) or back to the own
  * kernels (off; the caller restores the scratch it had). Returns 0, or -1 with p as it
