@@ -23,7 +23,9 @@
  * NCHW: the whole group stays plain. The activation fused into a Conv is elementwise, so
  * it applies to the blocked tensor as to the plain one.
  * 1x1 convolutions that op_conv.c's rule gives OpenBLAS (measured with oneDNN's reorders on
- * both sides) move to oneDNN first, and back unless the groups on both sides are blocked.
+ * both sides) move to oneDNN first, and back when their input is no candidate (written by
+ * neither a oneDNN Conv nor an Add) and larger than their output, or when neither side is
+ * blocked (demote).
  * A Conv oneDNN cannot make with a blocked side makes its groups plain (the pass repeats
  * until none is refused). Training keeps plain tensors (autodiff and the backward kernels
  * read them). The outputs are bit-identical to every Conv on oneDNN with the pass off:
@@ -191,15 +193,21 @@ promote(struct lay *l)
     }
 }
 
-/* A promoted convolution without a blocked group on both sides goes back to its own
- * kernels (measured on efficientnet_b0: a 1x1 on oneDNN with one reorder loses to
- * OpenBLAS's, 0.27 against 0.24 CPU s a step). Returns how many went back: their groups
- * change, so the caller checks the groups again. */
-static int
-demote(struct lay *l)
+/*
+ * Promoted convolutions go back to their own kernels where the plan cannot save what
+ * oneDNN costs them. With fed_only: those whose input no oneDNN Conv or Add writes (a Mul,
+ * a pool) and is larger than their output, so the reorder of the input stays and is the
+ * larger one: efficientnet_b0's projections after its squeeze-excitation (96-1152 channels
+ * in, 16-320 out), where keeping them on oneDNN lost to OpenBLAS, 0.27 against 0.24 CPU s a
+ * step at avx2. (Demoting resnet50's first 1x1s after its MaxPool instead, 64 channels in,
+ * 64 and 256 out, took the whole first stage's residual group plain with them: 0.58-0.62
+ * against 0.50-0.52 at avx512.) Else: those with neither side blocked (their groups are
+ * plain either way, so no other group changes).
+ */
+static void
+demote(struct lay *l, bool fed_only)
 {
     struct sim_exe *e = l->e;
-    int back = 0;
 
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
@@ -208,14 +216,13 @@ demote(struct lay *l)
             continue;
         gi = find(l, n->in[0]);
         go = find(l, n->out[0]);
-        if (gi >= 0 && !l->bad[gi] && go >= 0 && !l->bad[go])
+        if (fed_only ? gi >= 0 || e->vals[n->in[0]].ti.numel <= e->vals[n->out[0]].ti.numel
+                     : (gi >= 0 && !l->bad[gi]) || (go >= 0 && !l->bad[go]))
             continue;
         sim_conv_dnnl_set(n->params, false, NULL);
         n->scratch = l->own_scratch[s];
         l->own_scratch[s] = SIZE_MAX;
-        back++;
     }
-    return back;
 }
 
 /* The nodes' flags from the groups that are not bad; the values' blocked marks. */
@@ -294,14 +301,12 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
             l.root[find(&l, a)] = find(&l, n->out[0]);
         }
     }
-    /* each round of demotions can leave more Convs without a blocked side; it ends as
-     * every round demotes at least one of the finitely many promoted Convs */
-    do {
-        if (groups_check(&l) != 0) {
-            rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
-            goto out;
-        }
-    } while (demote(&l) > 0);
+    demote(&l, true);
+    if (groups_check(&l) != 0) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        goto out;
+    }
+    demote(&l, false);
     /* Each oneDNN Conv again with its layouts (an unchanged one finds its entry). A Conv
      * oneDNN cannot serve so makes its groups plain, and the pass repeats until every
      * Conv is served (bad only grows, so it ends). */
