@@ -431,5 +431,7 @@ def register():
                      ("triplet_margin_loss", triplet_margin_loss)):
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
     from .symbolics_extra import SYMBOLICS
+    from .symbolics_bag import embedding_bag
+    torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
     for name, fn in SYMBOLICS:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
