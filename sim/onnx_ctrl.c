@@ -16,7 +16,12 @@
  *    Where(Squeeze(cond), then, else). Cost: the work and memory of both branches, always;
  *    valid because ONNX If's branches give outputs of one type, and here they must also
  *    have one shape: the Where carries __if_branches, and its infer (op_logic.c) refuses
- *    branches of two shapes, which it would otherwise broadcast.
+ *    branches of two shapes, which it would otherwise broadcast. Each branch node carries
+ *    __if_guard (the condition's name) and __if_side: when the condition turns out to be
+ *    known at compile time (computed from shapes only, as the exporter's "squeeze this
+ *    dimension if it is 1" is: nn.LocalResponseNorm), the compiler skips the other
+ *    branch's nodes and the Where becomes an Identity of the branch taken, so the branches
+ *    may then differ in shape and the branch not taken may hold ops that would fail.
  *
  * Refused, each naming the node and what would work: a Loop without a trip count, a trip
  * count or loop condition computed at run time, a negative trip count, scan outputs of a
@@ -475,7 +480,15 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
                                label, b == 0 ? "then" : "else", br[b]->n_input,
                                br[b]->n_output, np->n_output);
     known = known_scalar(s, np->input[0], &cond, 0);
+    if (!known) {   /* the condition as a scalar, so Where gives the branches' shape */
+        cname = ctrl_fresh(F, prefix, "cond");
+        rc = cname != NULL ? ctrl_emit_simple(F, "Squeeze", cname, in, 1, cname)
+                           : ctrl_nomem(F);
+        if (rc != 0)
+            goto out;
+    }
     for (int b = 0; b < 2; b++) {
+        size_t first = F->out->graph.n_node;
         if (known && (b == 0) != (cond != 0))
             continue;
         res[b] = calloc(np->n_output + 1, sizeof(*res[b]));
@@ -494,13 +507,12 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
                 rc = emit_body(F, s, br[b], bp, NULL, NULL, &hoisted, res[b], depth + 1);
             scope_fini(&hoisted);
         }
+        /* a condition computed from shapes only is known at compile time: the compiler
+         * then skips the other branch's nodes (see the file comment) */
+        for (size_t k = first; rc == 0 && !known && k < F->out->graph.n_node; k++)
+            rc = ctrl_guard_node(F, F->out->graph.node[k], cname, b == 0);
         if (rc != 0)
             goto out;
-    }
-    if (!known) {   /* the condition as a scalar, so Where gives the branches' shape */
-        const char *c0 = ctrl_fresh(F, prefix, "cond");
-        rc = c0 != NULL ? ctrl_emit_simple(F, "Squeeze", c0, in, 1, c0) : ctrl_nomem(F);
-        cname = c0;
     }
     for (size_t j = 0; rc == 0 && j < np->n_output; j++) {
         if (ctrl_nz(out[j])[0] == '\0')

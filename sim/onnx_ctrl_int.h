@@ -57,6 +57,9 @@ int ctrl_emit_simple(struct flat *F, const char *op, const char *name, const cha
 /* Sets np's only attribute: an INT, or (ints) an INTS of one value. */
 int ctrl_set_int_attr(struct flat *F, Onnx__NodeProto *np, const char *name, bool ints,
                       int64_t v);
+/* Marks np as a node of an If's then (or else) branch on condition cond (__if_guard,
+ * __if_side); a node already marked keeps its mark. */
+int ctrl_guard_node(struct flat *F, Onnx__NodeProto *np, const char *cond, bool then);
 /* out = Concat(Unsqueeze(parts[i], axis 0) for i < n), axis 0: a scan output. */
 int ctrl_emit_stack(struct flat *F, const char *prefix, const char *const *parts, int64_t n,
                     const char *out);
