@@ -73,6 +73,15 @@ is_ctrl(const Onnx__NodeProto *np)
            (strcmp(ctrl_nz(np->op_type), "Loop") == 0 || strcmp(ctrl_nz(np->op_type), "If") == 0);
 }
 
+/* A node the flattening rewrites: Loop, If, or a sequence op (onnx_ctrl_seq.c). */
+static bool
+is_rewritten(const Onnx__NodeProto *np)
+{
+    return is_ctrl(np) || (np != NULL && is_onnx(np) &&
+                           (strcmp(ctrl_nz(np->op_type), "SplitToSequence") == 0 ||
+                            strcmp(ctrl_nz(np->op_type), "SequenceAt") == 0));
+}
+
 static void
 label_of(const Onnx__NodeProto *np, char *buf, size_t n)
 {
@@ -219,6 +228,34 @@ known_scalar(const struct scope *s, const char *name, int64_t *v, int depth)
             return false;   /* a graph input or a name of this graph: not known */
     }
     return false;
+}
+
+/* The rank of `name` when it is an initializer or a Constant's value seen from scope s,
+ * else -1. */
+static int
+known_rank(const struct scope *s, const char *name)
+{
+    for (; s != NULL && name != NULL && name[0] != '\0'; s = s->parent) {
+        const Onnx__GraphProto *g = s->g;
+        for (size_t i = 0; g != NULL && i < g->n_initializer; i++)
+            if (g->initializer[i] != NULL && strcmp(ctrl_nz(g->initializer[i]->name), name) == 0)
+                return (int)g->initializer[i]->n_dims;
+        for (size_t i = 0; g != NULL && i < g->n_node; i++) {
+            const Onnx__NodeProto *np = g->node[i];
+            if (np == NULL || np->n_output < 1 || strcmp(ctrl_nz(np->output[0]), name) != 0)
+                continue;
+            if (strcmp(ctrl_nz(np->op_type), "Constant") != 0)
+                return -1;
+            for (size_t a = 0; a < np->n_attribute; a++)
+                if (np->attribute[a] != NULL && np->attribute[a]->t != NULL &&
+                    strcmp(ctrl_nz(np->attribute[a]->name), "value") == 0)
+                    return (int)np->attribute[a]->t->n_dims;
+            return -1;
+        }
+        if (sim_strmap_get(&s->map, name) >= 0)
+            return -1;
+    }
+    return -1;
 }
 
 static int emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g,
@@ -600,6 +637,21 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
             F->label = outer;
             continue;
         }
+        if (is_onnx(np) && strcmp(ctrl_nz(np->op_type), "SplitToSequence") == 0) {
+            rc = ctrl_seq_split(F, np, (const char *const *)ins, (const char *const *)outs,
+                                np->n_input > 1 ? known_rank(s, np->input[1]) : -1);
+            continue;
+        }
+        if (is_onnx(np) && strcmp(ctrl_nz(np->op_type), "SequenceAt") == 0) {
+            int64_t pos = 0;
+            bool known = np->n_input > 1 && known_scalar(s, np->input[1], &pos, 0);
+            rc = ctrl_seq_at(F, np, (const char *const *)ins, (const char *const *)outs,
+                             known, pos, prefix);
+            continue;
+        }
+        rc = ctrl_seq_check_use(F, np, (const char *const *)ins);
+        if (rc != 0)
+            return rc;
         cp = ctrl_calloc(F, 1, sizeof(*cp));
         if (cp == NULL)
             return ctrl_nomem(F);
@@ -628,7 +680,7 @@ sim_onnx_flatten(const Onnx__GraphProto *g, int64_t opset, struct sim_onnx_flat 
     memset(out, 0, sizeof(*out));
     out->graph = *g;
     for (size_t k = 0; k < g->n_node; k++)
-        any = any || is_ctrl(g->node[k]);
+        any = any || is_rewritten(g->node[k]);
     if (!any)
         return 0;
     out->graph.node = NULL;
@@ -644,7 +696,10 @@ sim_onnx_flatten(const Onnx__GraphProto *g, int64_t opset, struct sim_onnx_flat 
     rc = scope_init(&F, &top, NULL, g, 1);
     if (rc == 0)
         rc = emit_graph(&F, &top, g, "", 0);
+    if (rc == 0)
+        rc = ctrl_seq_check_outputs(&F, g);
     scope_fini(&top);
+    ctrl_seq_free(&F);
     return rc;
 }
 

@@ -4,7 +4,9 @@
  * input), a constant condition passed through, nested loops, zero trips; If on a condition
  * known at load (the branch) and on data (both branches and Where, which must have one
  * shape); an If on a condition from shapes only, known at compile time, whose branches
- * differ in shape (only the branch taken is compiled, also trained);
+ * differ in shape (only the branch taken is compiled, also trained); SplitToSequence +
+ * SequenceAt as Slices (a computed split, negative positions, keepdims 0) and what of
+ * sequences stays refused;
  * training through a loop giving the same weights, bit for bit, as the same graph
  * unrolled by hand; and the
  * refusals (trip count or condition from data, no trip count, a negative one, too many
@@ -500,6 +502,96 @@ nest(int depth)
     return g;
 }
 
+/*
+ * SplitToSequence + SequenceAt, made Slices at load: x (2, 7) split on axis 1 by a split
+ * [3, 3, 1] computed by an Identity (so not known at load), pieces 0, 2, -1 and -3; and,
+ * without a split, keepdims 0 on axis 0: piece 1 is row 1 as a (7). `variant` 1..4 are
+ * the refusals: a SequenceLength reading the sequence, a position from a graph input, a
+ * scalar split, the sequence as a graph output.
+ */
+static struct sim_ob *
+seq_model(int variant)
+{
+    const int64_t split[3] = { 3, 3, 1 }, pos[4] = { 0, 2, -1, -3 }, one = 1, four = 4;
+    struct sim_ob *b = sim_ob_new(13);
+    char name[16], out[16];
+
+    sim_ob_input(b, "x", F32, 2, DIMS(2, 7));
+    if (variant == 3)
+        sim_ob_initializer(b, "split0", I64, 0, NULL, &four);
+    else
+        sim_ob_initializer(b, "split0", I64, 1, DIMS(3), split);
+    sim_ob_node(b, "Identity", "sz", "split0", "split");
+    sim_ob_node(b, "SplitToSequence", "sts", variant == 3 ? "x,split0" : "x,split", "seq");
+    sim_ob_attr_int(b, "axis", 1);
+    sim_ob_node(b, "SplitToSequence", "rows", "x", "seq_rows");
+    sim_ob_attr_int(b, "keepdims", 0);
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "p%d", i);
+        sim_ob_initializer(b, name, I64, 0, NULL, &pos[i]);
+        snprintf(out, sizeof(out), "y%d", i);
+        snprintf(name, sizeof(name), "seq,p%d", i);
+        sim_ob_node(b, "SequenceAt", out, name, out);
+        sim_ob_output(b, out, F32);
+    }
+    sim_ob_initializer(b, "one", I64, 0, NULL, &one);
+    if (variant == 2)
+        sim_ob_input(b, "where", I64, 0, NULL);
+    sim_ob_node(b, "SequenceAt", "row", variant == 2 ? "seq_rows,where" : "seq_rows,one",
+                "row1");
+    sim_ob_output(b, "row1", F32);
+    if (variant == 1) {
+        sim_ob_node(b, "SequenceLength", "len", "seq", "n");
+        sim_ob_output(b, "n", I64);
+    }
+    if (variant == 4)
+        sim_ob_output(b, "seq", F32);
+    return b;
+}
+
+static void
+test_split_to_sequence(void **state)
+{
+    static const int64_t lo[4] = { 0, 6, 6, 0 }, width[4] = { 3, 1, 1, 3 };
+    static const char *const refused[5] = {
+        NULL, "reads the sequence 'seq' of node 'sts' (SplitToSequence); only SequenceAt",
+        "position 'where' is computed at run time",
+        "a scalar split (equal pieces of that size) is not supported",
+        "graph output 'seq' is a sequence" };
+    float x[14];
+    struct sim_err err = { 0 };
+    struct sim_io_info info;
+    struct test_ob_run r;
+
+    (void)state;
+    for (int i = 0; i < 14; i++)
+        x[i] = (float)i * 0.5f - 3.0f;
+    r = test_ob_compile(seq_model(0), &err);
+    if (r.e == NULL)
+        fail_msg("compile: %s", err.msg);
+    feed(&r, "x", x, sizeof(x));
+    assert_int_equal(sim_exe_run(r.e, &err), 0);
+    for (int k = 0; k < 4; k++) {
+        const float *y = sim_exe_output_buffer(r.e, (size_t)k);
+        assert_int_equal(sim_exe_output_info(r.e, (size_t)k, &info), 0);
+        assert_int_equal(info.rank, 2);
+        assert_int_equal(info.dims[0], 2);
+        assert_int_equal(info.dims[1], width[k]);
+        for (int row = 0; row < 2; row++)
+            for (int j = 0; j < width[k]; j++)
+                assert_true(y[row * width[k] + j] == x[row * 7 + lo[k] + j]);
+    }
+    assert_int_equal(sim_exe_output_info(r.e, 4, &info), 0);
+    assert_int_equal(info.rank, 1);
+    assert_int_equal(info.dims[0], 7);
+    assert_memory_equal(sim_exe_output_buffer(r.e, 4), x + 7, 7 * sizeof(float));
+    printf("  SplitToSequence [3, 3, 1] on axis 1: pieces 0, 2, -1, -3 exact; without split, "
+           "keepdims 0: row 1\n");
+    test_ob_run_free(&r);
+    for (int v = 1; v <= 4; v++)
+        expect_load_refused(seq_model(v), IPUOF_E_UNSUPPORTED, refused[v]);
+}
+
 static void
 test_refusals(void **state)
 {
@@ -594,6 +686,7 @@ main(void)
         cmocka_unit_test(test_if_shape_cond),
         cmocka_unit_test(test_loop_training),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_split_to_sequence),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
