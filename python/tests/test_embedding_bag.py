@@ -97,3 +97,18 @@ def test_embedding_bag_offsets_as_data(daemon):
         offs = torch.LongTensor(offsets)
         assert close(pm(idx, offs), model(idx, offs).detach())
     pm.destroy()
+
+
+def test_embedding_bag_scale_grad_by_freq_training_refused(daemon):
+    """Training with scale_grad_by_freq would need the gradient scaled by each index's
+    count: refused with what would work (inference takes it: the forward is the same)."""
+    torch.manual_seed(5)
+    model = Bag("sum")
+    model.bag.scale_grad_by_freq = True
+    idx, offs = torch.LongTensor([1, 2, 2, 4]), torch.LongTensor([0, 2, 3])
+    pm = poptorch.inferenceModel(copy.deepcopy(model))
+    assert close(pm(idx, offs), model(idx, offs).detach())
+    pm.destroy()
+    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(poptorch.Error, match="scale_grad_by_freq=True cannot be trained"):
+        pm(idx, offs, None, torch.randn(3, 2))
