@@ -433,5 +433,6 @@ def register():
     from .symbolics_extra import SYMBOLICS
     from .symbolics_bag import embedding_bag
     torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
-    for name, fn in SYMBOLICS:
+    from .symbolics_math import SYMBOLICS as MATH
+    for name, fn in SYMBOLICS + MATH:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
