@@ -316,11 +316,16 @@ int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
  * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; IPUOF_SIM_FUSE=0 turns it off. */
 int sim_fuse(struct sim_exe *e, struct sim_err *err);
 
+/* How a pass hands a malloc'd buffer to the executable (sim_exe_own), passed in so that
+ * the pass does not call back into compile.c. */
+typedef bool (*sim_exe_own_fn)(struct sim_exe *e, void *p);
+
 /* layout.c: in an inference executable (after fuse.c), the activations that pass from one
- * oneDNN convolution to others only stay in oneDNN's blocked layout (no reorders between);
+ * oneDNN convolution to others only stay in oneDNN's blocked layout (no reorders between),
+ * and constant Conv weights are reordered for oneDNN once (the copies given to e by own);
  * IPUOF_SIM_LAYOUT=0 turns it off. Returns 0 (a shape oneDNN refuses stays plain) or
  * IPUOF_E_NOMEM. */
-int sim_layout_plan(struct sim_exe *e, struct sim_err *err);
+int sim_layout_plan(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err);
 
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);

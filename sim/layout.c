@@ -244,9 +244,9 @@ flags_from_groups(struct lay *l)
 }
 
 /* Every oneDNN Conv whose weights are constants reads them reordered once, here, instead of
- * every run; the executable owns the copies. Returns 0 or IPUOF_E_NOMEM. */
+ * every run; own gives the copies to the executable. Returns 0 or IPUOF_E_NOMEM. */
 static int
-weights_once(struct sim_exe *e, struct sim_err *err)
+weights_once(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err)
 {
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
@@ -257,14 +257,14 @@ weights_once(struct sim_exe *e, struct sim_err *err)
         if (sim_conv_dnnl_weights(n->params, e->vals[n->in[1]].ti.cdata, &bw) != 0)
             return sim_err_set(err, IPUOF_E_NOMEM, "out of memory (reordering the weights "
                                "of Conv '%s' for oneDNN)", n->label);
-        if (bw != NULL && !sim_exe_own(e, bw))
+        if (bw != NULL && !own(e, bw))
             return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     }
     return 0;
 }
 
 int
-sim_layout_plan(struct sim_exe *e, struct sim_err *err)
+sim_layout_plan(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err)
 {
     const char *env = getenv("IPUOF_SIM_LAYOUT");
     size_t nv = (size_t)e->m->n_vals + 1, nn = (size_t)e->n_nodes + 1;
@@ -331,7 +331,7 @@ sim_layout_plan(struct sim_exe *e, struct sim_err *err)
             changed = true;
         }
     }
-    rc = weights_once(e, err);
+    rc = weights_once(e, own, err);
 out:
     free(l.root);
     free(l.is_out);
