@@ -85,4 +85,26 @@ extern const struct sim_op sim_op_silu;
  * cost model charges it as the Add it replaces). */
 extern const struct sim_op sim_op_add_act;
 
+/* The internal ops of a fused LayerNorm over the last axis and of a fused exact-erf GELU
+ * (op_layernorm.c; inference only, in no op table). fuse.c allocates their parameters
+ * (owned by the node, freed with it) and points the node's `in` at their `in` array. */
+struct sim_ln_params {
+    int in[3];                  /* x, scale, bias */
+    int64_t rows, cols;         /* x viewed as (rows, cols), cols its last dim */
+    float eps;
+    bool scalar_scale, scalar_bias; /* one value each, else cols values */
+};
+
+struct sim_gelu_params {
+    int in[2];                  /* a, and the bias added to it first (or -1: none) */
+    int64_t cols;               /* the last dim: the bias's length */
+    float c;                    /* the divisor inside the erf: sqrt(2) */
+};
+
+/* y = (x - mean) / sqrt(var + eps) * scale + bias per row, as the exported nine nodes. */
+extern const struct sim_op sim_op_layernorm;
+
+/* y = x (erf(x / c) + 1) 0.5 with x = a (+ bias), as the exported five nodes (and Add). */
+extern const struct sim_op sim_op_gelu;
+
 #endif

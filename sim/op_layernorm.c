@@ -1,0 +1,177 @@
+/*
+ * op_layernorm.c — two internal ops of inference executables that fuse.c makes from the
+ * graphs torch.onnx.export writes at opsets below 17, each one kernel in place of a chain
+ * of elementwise passes over memory (convnext_tiny spent half its time in these chains):
+ *
+ * - "LayerNorm" replaces LayerNorm over the last axis as exported (nine nodes):
+ *     m = ReduceMean(x, last axis), d = x - m, v = ReduceMean(d ^ 2), s = Sqrt(v + eps),
+ *     y = d / s * scale + bias
+ *   One row of x at a time (a row is at most a few KB, so it stays in L1): the sum of x, the
+ *   sum of (x - m)^2 (two passes over the cached row, as good as the exported two-pass
+ *   formula because it is that formula), then y in one pass.
+ * - "Gelu" replaces exact-erf GELU as exported (five nodes), and the bias Add before it
+ *   when the producer is a MatMul plus bias (convnext's pointwise Linear):
+ *     x = a + bias (optional), y = x * (erf(x / c) + 1) * 0.5
+ *   elementwise, with vmath.h's erf, the one the Erf op uses.
+ *
+ * Both do the float operations of the nodes they replace, in the same order, with the same
+ * sums (ReduceMean's contiguous-row sum: double, four partial sums, then times 1 / n,
+ * op_reduce.c), so their results are the unfused graph's bit for bit, at every
+ * instruction-set level (hot.h); test_sim_fuse checks that. No backward rule: fuse.c makes
+ * them only in inference executables, and no op table names them, so no model can.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "act.h"
+#include "hot.h"
+#include "ops.h"
+#include "pool.h"
+#include "vmath.h"
+
+/* ---- LayerNorm ------------------------------------------------------------------------ */
+
+/* One row: y = (x - m) / s * g + b, with m and s as the exported graph computes them.
+ * x, y: (n); g, b: (n) or one value (g1, b1). */
+SIM_HOT_WIDE_FN(ln_row,
+                (const float *x, float *y, const float *g, const float *b, int64_t n,
+                 double inv_n, float eps, bool g1, bool b1),
+                (x, y, g, b, n, inv_n, eps, g1, b1))
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    float m, v, s;
+    int64_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += x[i];
+    m = (float)(((s0 + s1) + (s2 + s3)) * inv_n);
+    s0 = s1 = s2 = s3 = 0.0;
+    for (i = 0; i + 4 <= n; i += 4) {
+        float d0 = x[i] - m, d1 = x[i + 1] - m, d2 = x[i + 2] - m, d3 = x[i + 3] - m;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+        s2 += d2 * d2;
+        s3 += d3 * d3;
+    }
+    for (; i < n; i++) {
+        float d = x[i] - m;
+        s0 += d * d;
+    }
+    v = (float)(((s0 + s1) + (s2 + s3)) * inv_n);
+    s = sqrtf(v + eps);
+    if (!g1 && !b1) {
+        for (i = 0; i < n; i++)
+            y[i] = (x[i] - m) / s * g[i] + b[i];
+        return;
+    }
+    for (i = 0; i < n; i++)
+        y[i] = (x[i] - m) / s * g[g1 ? 0 : i] + b[b1 ? 0 : i];
+}
+
+struct ln_run {
+    const struct sim_ln_params *p;
+    const float *x, *g, *b;
+    float *y;
+};
+
+static void
+ln_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct ln_run *r = ctx;
+    const struct sim_ln_params *p = r->p;
+    double inv_n = 1.0 / (double)p->cols;
+
+    for (int64_t row = lo; row < hi; row++)
+        ln_row(r->x + row * p->cols, r->y + row * p->cols, r->g, r->b, p->cols, inv_n,
+               p->eps, p->scalar_scale, p->scalar_bias);
+}
+
+/* x, y: (rows, cols); scale, bias (inputs 1, 2): (cols) or one value. */
+static int
+fwd_layernorm(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct sim_ln_params *p = k->params;
+    struct ln_run r = { p, k->in[0].data, k->in[1].data, k->in[2].data, k->out[0].data };
+
+    (void)err;
+    if (p->cols > 0)
+        sim_pool_for(p->rows, SIM_POOL_MAP_GRAIN / p->cols + 1, ln_piece, &r);
+    return 0;
+}
+
+/* ---- GELU ----------------------------------------------------------------------------- */
+
+/* y[i] = x[i] * (erf(x[i] / c) + 1) * 0.5 for i in [0, n), x[i] = a[i] + bias[i] when bias
+ * is not NULL (bias: n values), else a[i]. In blocks of eight, the tail with the scalar
+ * erf (the same operations, so the same bits: vmath.h). */
+SIM_HOT_WIDE_FN(gelu_run,
+                (const float *a, const float *bias, float *y, int64_t n, float c),
+                (a, bias, y, n, c))
+{
+    int64_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        sim_v8f x = *(const sim_v8f_u *)(a + i), t;
+        if (bias != NULL)
+            x = x + *(const sim_v8f_u *)(bias + i);
+        t = x / c;
+        sim_v8erff(&t);
+        *(sim_v8f_u *)(y + i) = x * (t + 1.0f) * 0.5f;
+    }
+    for (; i < n; i++) {
+        float x = bias != NULL ? a[i] + bias[i] : a[i];
+        y[i] = x * (sim_verff(x / c) + 1.0f) * 0.5f;
+    }
+}
+
+struct gelu_job {
+    const struct sim_gelu_params *p;
+    const float *a, *bias;
+    float *y;
+};
+
+/* Without a bias: elements [lo, hi). With one: rows [lo, hi) of p->cols. */
+static void
+gelu_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct gelu_job *r = ctx;
+    int64_t n = r->p->cols;
+
+    if (r->bias == NULL) {
+        gelu_run(r->a + lo, NULL, r->y + lo, hi - lo, r->p->c);
+        return;
+    }
+    for (int64_t row = lo; row < hi; row++)
+        gelu_run(r->a + row * n, r->bias, r->y + row * n, n, r->p->c);
+}
+
+/* a, y: same shape, (rows, cols) with a bias; bias (input 1, optional): (cols). */
+static int
+fwd_gelu(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct sim_gelu_params *p = k->params;
+    struct gelu_job r = { p, k->in[0].data, k->n_in > 1 ? k->in[1].data : NULL,
+                          k->out[0].data };
+    int64_t n = k->out[0].numel;
+
+    (void)err;
+    if (r.bias == NULL)
+        sim_pool_for(n, SIM_POOL_MAP_GRAIN, gelu_piece, &r);
+    else if (p->cols > 0)
+        sim_pool_for(n / p->cols, SIM_POOL_MAP_GRAIN / p->cols + 1, gelu_piece, &r);
+    return 0;
+}
+
+#define CODE_FUSED 4096u
+
+const struct sim_op sim_op_layernorm = { "LayerNorm", 1, 3, 3, 1, 1, 0, 0, CODE_FUSED, NULL,
+                                         fwd_layernorm, NULL, 0u, NULL };
+const struct sim_op sim_op_gelu = { "Gelu", 1, 1, 2, 1, 1, 0, 0, CODE_FUSED, NULL, fwd_gelu,
+                                    NULL, 0u, NULL };
