@@ -100,11 +100,21 @@ struct sim_gelu_params {
     int64_t cols;               /* the last dim: the bias's length */
 };
 
+/* The end of a ConvNeXt block fused (op_layernorm.c): z (n, hw, c) -> Add(z, bias) ->
+ * Transpose to (n, c, hw) -> Mul(scale (c, 1, 1)) -> Add(res). */
+struct sim_tail_params {
+    int in[4];                  /* z, bias (or -1), scale, res */
+    int64_t n, hw, c;
+};
+
 /* y = (x - mean) / sqrt(var + eps) * scale + bias per row, as the exported nine nodes. */
 extern const struct sim_op sim_op_layernorm;
 
 /* y = x (erf(x / sqrt 2) + 1) 0.5 with x = a (+ bias): the exported five nodes (and Add),
  * within 5e-7 of them (op_layernorm.c). */
 extern const struct sim_op sim_op_gelu;
+
+/* y[n, c, p] = (z[n, p, c] + bias[c]) * scale[c] + res[n, c, p], the four nodes' bits. */
+extern const struct sim_op sim_op_tail;
 
 #endif

@@ -505,6 +505,74 @@ fuse_gelu(struct fuse *f, int dv)
     }
 }
 
+/*
+ * Transpose tr from channels last back to channels first, the end of a ConvNeXt block:
+ *   h = Add(z, bias), c = Transpose(h, perm 0 3 1 2), r = Mul(c, scale), y = Add(r, res)
+ * (Add and Mul operands in either order; the bias Add may be absent; bias (C), scale
+ * (C, 1, 1), res of y's shape, C at most 4096). Becomes one TransposeScaleAdd node in the
+ * last Add's place.
+ */
+static void
+fuse_tail(struct fuse *f, int tr)
+{
+    struct sim_exe *e = f->e;
+    struct sim_enode *n = &e->nodes[tr];
+    const struct sim_attr *perm = sim_attr_find(&e->m->nodes[n->mnode], "perm");
+    int h = n->n_in == 1 ? n->in[0] : -1, z = h, bias = -1, ba = -1, mul, sc, fin, res;
+    struct sim_shape zs, cs;
+    struct sim_tail_params *p;
+
+    if (h < 0 || n->n_out != 1 || perm == NULL || perm->n != 4 || perm->ints[0] != 0 ||
+        perm->ints[1] != 3 || perm->ints[2] != 1 || perm->ints[3] != 2 ||
+        e->vals[h].ti.dtype != SIM_DTYPE_FLOAT || e->vals[h].ti.shape.rank != 4)
+        return;
+    zs = e->vals[h].ti.shape;
+    cs = e->vals[n->out[0]].ti.shape;
+    if (zs.d[3] < 1 || zs.d[3] > 4096 || zs.d[1] * zs.d[2] < 1)
+        return;
+    mul = only_reader(f, n->out[0], "Mul", &cs, tr);
+    sc = mul >= 0 ? other_in(f, mul, n->out[0]) : -1;
+    if (sc < 0 || e->vals[sc].ti.dtype != SIM_DTYPE_FLOAT || e->vals[sc].ti.numel != zs.d[3] ||
+        e->vals[sc].ti.shape.rank < 3 ||
+        e->vals[sc].ti.shape.d[e->vals[sc].ti.shape.rank - 3] != zs.d[3])
+        return;
+    fin = only_reader(f, e->nodes[mul].out[0], "Add", &cs, tr);
+    res = fin >= 0 ? other_in(f, fin, e->nodes[mul].out[0]) : -1;
+    if (res < 0 || res == e->nodes[mul].out[0] || !float_of_shape(f, res, &cs))
+        return;
+    /* the bias Add before the Transpose, when only the Transpose reads its sum */
+    if (private_to(f, h, 1) && e->vals[h].producer >= 0) {
+        ba = e->vals[h].producer;
+        if (f->gone[ba] || !is(f, ba, "Add") || e->nodes[ba].n_in != 2 ||
+            !same_place(n, &e->nodes[ba]))
+            ba = -1;
+        for (int j = 0; ba >= 0 && j < 2; j++) {
+            int a = e->nodes[ba].in[j], b = e->nodes[ba].in[1 - j];
+            if (a >= 0 && a != b && float_of_shape(f, a, &zs) && per_column(f, b, zs.d[3]) &&
+                e->vals[b].ti.numel == zs.d[3]) {
+                z = a;
+                bias = b;
+                break;
+            }
+        }
+        if (bias < 0)
+            ba = -1;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return;                 /* left unfused: the same results, only slower */
+    *p = (struct sim_tail_params){ { z, bias, sc, res }, zs.d[0], zs.d[1] * zs.d[2], zs.d[3] };
+    rewrite(f, fin, &sim_op_tail, p, 4, p->in);
+    absorb(f, fin, tr);
+    absorb(f, fin, mul);
+    drop_val(f, n->out[0]);
+    drop_val(f, e->nodes[mul].out[0]);
+    if (ba >= 0) {
+        absorb(f, fin, ba);
+        drop_val(f, h);
+    }
+}
+
 /* Counts the input slots of the live nodes reading each value, and the last such node. */
 static void
 count_reads(struct fuse *f)
@@ -582,6 +650,10 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Div"))
             fuse_gelu(&f, s);
+    count_reads(&f);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "Transpose"))
+            fuse_tail(&f, s);
     for (int s = 0; s < e->n_nodes; s++)
         n_gone += f.gone[s];
     if (n_gone > 0)

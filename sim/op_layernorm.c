@@ -196,9 +196,83 @@ fwd_gelu(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* ---- bias, back to channels first, layer scale, residual ----------------------------- */
+
+/* Floats of the per-thread tile (16 KB on the stack): its pixels times the channels. */
+#define TAIL_TILE 4096
+
+/*
+ * One tile of np pixels of one image: y[k][j] = (z[j][k] + b[k]) * ls[k] + res[k][j]
+ * (without b: z[j][k] * ls[k]). z: (np, c), rows of c channels; y, res: (c, hw) rows, the
+ * tile's np columns of each; t: np * c floats of scratch. The channels-last product is
+ * scaled in order (vectorised), then read across while y is written a channel at a time.
+ */
+SIM_HOT_WIDE_FN(tail_tile,
+                (const float *z, const float *b, const float *ls, const float *res, float *y,
+                 float *t, int64_t np, int64_t c, int64_t hw),
+                (z, b, ls, res, y, t, np, c, hw))
+{
+    for (int64_t j = 0; j < np; j++) {
+        const float *zr = z + j * c;
+        float *tr = t + j * c;
+        if (b != NULL)
+            for (int64_t k = 0; k < c; k++)
+                tr[k] = (zr[k] + b[k]) * ls[k];
+        else
+            for (int64_t k = 0; k < c; k++)
+                tr[k] = zr[k] * ls[k];
+    }
+    for (int64_t k = 0; k < c; k++)
+        for (int64_t j = 0; j < np; j++)
+            y[k * hw + j] = t[j * c + k] + res[k * hw + j];
+}
+
+struct tail_job {
+    const struct sim_tail_params *p;
+    const float *z, *b, *ls, *res;
+    float *y;
+    int64_t tile, tiles_per_image;      /* pixels per tile, tiles per image */
+};
+
+static void
+tail_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct tail_job *r = ctx;
+    const struct sim_tail_params *p = r->p;
+    float t[TAIL_TILE];
+
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t n = i / r->tiles_per_image, p0 = i % r->tiles_per_image * r->tile;
+        int64_t np = p->hw - p0 < r->tile ? p->hw - p0 : r->tile;
+        tail_tile(r->z + (n * p->hw + p0) * p->c, r->b, r->ls,
+                  r->res + n * p->c * p->hw + p0, r->y + n * p->c * p->hw + p0, t, np, p->c,
+                  p->hw);
+    }
+}
+
+/* z: (n, hw, c); bias (input 1, optional), scale (input 2): (c); res, y: (n, c, hw). */
+static int
+fwd_tail(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct sim_tail_params *p = k->params;
+    struct tail_job r = { p, k->in[0].data, k->in[1].data, k->in[2].data, k->in[3].data,
+                          k->out[0].data, 0, 0 };
+
+    (void)err;
+    if (p->c < 1 || p->c > TAIL_TILE || p->hw < 1)
+        return 0;               /* nothing to do (fuse.c makes no other) */
+    r.tile = TAIL_TILE / p->c < 64 ? TAIL_TILE / p->c : 64;
+    r.tiles_per_image = (p->hw + r.tile - 1) / r.tile;
+    sim_pool_for(p->n * r.tiles_per_image, SIM_POOL_MAP_GRAIN / (r.tile * p->c) + 1,
+                 tail_piece, &r);
+    return 0;
+}
+
 #define CODE_FUSED 4096u
 
 const struct sim_op sim_op_layernorm = { "LayerNorm", 1, 3, 3, 1, 1, 0, 0, CODE_FUSED, NULL,
                                          fwd_layernorm, NULL, 0u, NULL };
+const struct sim_op sim_op_tail = { "TransposeScaleAdd", 1, 4, 4, 1, 1, 0, 0, CODE_FUSED,
+                                    NULL, fwd_tail, NULL, 0u, NULL };
 const struct sim_op sim_op_gelu = { "Gelu", 1, 1, 2, 1, 1, 0, 0, CODE_FUSED, NULL, fwd_gelu,
                                     NULL, 0u, NULL };

@@ -350,8 +350,59 @@ test_gelu_sweep(void **state)
     sim_model_free(m);
 }
 
+/* The block's end: z (n, h, w, c) [+ bias] -> Transpose to (n, c, h, w) -> Mul(scale
+ * (c, 1, 1)) -> Add(res): one node, the same bits; with another perm, or the product also a
+ * graph output, the nodes stay. */
+static void
+test_tail(void **state)
+{
+    static const struct { const char *what; int64_t c; bool bias, swap, out; int64_t p3;
+                          size_t removed; } cases[] = {
+        { "block end, C 24", 24, true, false, false, 2, 3 },
+        { "block end, C 13, operands swapped", 13, true, true, false, 2, 3 },
+        { "block end without the bias, C 300", 300, false, false, false, 2, 2 },
+        { "block end, perm 0 3 2 1 (not fused)", 24, true, false, false, 1, 0 },
+        { "block end, the product an output (not fused)", 24, true, false, true, 2, 0 },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t c = cases[i].c, dz[4] = { 2, 5, 7, c }, dr[4] = { 2, c, 5, 7 };
+        int64_t ds[3] = { c, 1, 1 }, perm[4] = { 0, 3, 2, cases[i].p3 };
+        float sc[300];
+        struct sim_ob *b = sim_ob_new(13);
+        struct sim_model *m;
+
+        perm[2] = cases[i].p3 == 2 ? 1 : 2;
+        if (cases[i].p3 == 1)
+            dr[2] = 7, dr[3] = 5;
+        for (int64_t k = 0; k < c; k++)
+            sc[k] = 0.5f + 0.01f * (float)k;
+        sim_ob_input(b, "z", F32, 4, dz);
+        sim_ob_input(b, "res", F32, 4, dr);
+        sim_ob_initializer(b, "ls", F32, 3, ds, sc);
+        if (cases[i].bias) {
+            add_vec(b, "bias", c, 11);
+            sim_ob_node(b, "Add", "ab", cases[i].swap ? "bias,z" : "z,bias", "h");
+        }
+        sim_ob_node(b, "Transpose", "tr", cases[i].bias ? "h" : "z", "t");
+        sim_ob_attr_ints(b, "perm", perm, 4);
+        sim_ob_node(b, "Mul", "mul", cases[i].swap ? "ls,t" : "t,ls", "r");
+        sim_ob_node(b, "Add", "add", cases[i].swap ? "res,r" : "r,res", "y");
+        sim_ob_output(b, "y", F32);
+        if (cases[i].out)
+            sim_ob_output(b, "r", F32);
+        m = test_ob_load(b);
+        sim_exe_free(check_pair(m, cases[i].removed, 0.0f, cases[i].what, 0));
+        printf("  %-44s %zu nodes fewer, fused = unfused bit for bit\n", cases[i].what,
+               cases[i].removed);
+        sim_model_free(m);
+    }
+}
+
 /* A ConvNeXt block as torchvision's exports it: depthwise 7x7 Conv, Transpose to NHWC,
- * LayerNorm, Linear (MatMul + bias), GELU, Linear, Transpose back, layer scale, residual. */
+ * LayerNorm, Linear (MatMul + bias), GELU, Linear, Transpose back, layer scale, residual:
+ * LayerNorm, GELU and the block's end (TransposeScaleAdd) each one node. */
 static void
 test_convnext_block(void **state)
 {
@@ -397,8 +448,8 @@ test_convnext_block(void **state)
     sim_ob_node(b, "Add", "res", "r,x", "y");
     sim_ob_output(b, "y", F32);
     m = test_ob_load(b);
-    sim_exe_free(check_pair(m, 8 + 5, 0.0f, "ConvNeXt block", 1e-5));
-    printf("  ConvNeXt block: 13 nodes fewer\n");
+    sim_exe_free(check_pair(m, 8 + 5 + 3, 0.0f, "ConvNeXt block", 1e-5));
+    printf("  ConvNeXt block: 16 nodes fewer\n");
     sim_model_free(m);
 }
 
@@ -527,6 +578,7 @@ main(void)
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_gelu_sweep),
+        cmocka_unit_test(test_tail),
         cmocka_unit_test(test_convnext_block),
         cmocka_unit_test(test_not_fused),
     };
