@@ -91,6 +91,8 @@ extern const struct sim_op sim_op_add_act;
 struct sim_ln_params {
     int in[3];                  /* x, scale, bias */
     int64_t rows, cols;         /* x viewed as (rows, cols), cols its last dim */
+    int64_t hw;                 /* > 0: x is channels first, (rows / hw, cols, hw), and the
+                                 * output channels last (a Transpose fused in); else 0 */
     float eps;
     bool scalar_scale, scalar_bias; /* one value each, else cols values */
 };

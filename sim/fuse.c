@@ -14,7 +14,16 @@
  *     mobilenet_v3's activation);
  *   - Add (same-shape float operands) -> one of those activations: one node computing
  *     act(a + b) (sim_op_add_act; resnet's residual Add -> Relu);
- *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu).
+ *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu);
+ *   - LayerNorm over the last axis as torch.onnx.export writes it below opset 17 (ReduceMean,
+ *     Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul scale, Add bias): one LayerNorm node,
+ *     which also takes in a Transpose from channels first before it (ConvNeXt);
+ *   - exact-erf GELU as exported (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5), with the bias Add
+ *     of a Linear before it: one Gelu node (within 5e-7 of the unfused graph, not its bits);
+ *   - the end of a ConvNeXt block (bias Add, Transpose to channels first, Mul by the layer
+ *     scale, residual Add): one TransposeScaleAdd node (op_layernorm.c has all three).
+ *   ConvNeXt's LayerNorms, GELUs and block ends were over half of its host time as 21 nodes
+ *   a block, each a pass over memory (issue 18).
  * Conditions: the intermediate tensors are read only by the fused nodes, are not graph
  * outputs, and every node involved has the same stage and IPU. The removed nodes' FLOPs
  * and bytes move to the surviving node (cost.c), so the simulated clock does not change;
@@ -422,8 +431,10 @@ fuse_layernorm(struct fuse *f, int r1)
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         return;                 /* left unfused: the same results, only slower */
-    *p = (struct sim_ln_params){ { x, sc, bi }, e->vals[x].ti.numel / cols, cols, eps,
-                                 e->vals[sc].ti.numel == 1, e->vals[bi].ti.numel == 1 };
+    *p = (struct sim_ln_params){ .in = { x, sc, bi }, .rows = e->vals[x].ti.numel / cols,
+                                 .cols = cols, .hw = 0, .eps = eps,
+                                 .scalar_scale = e->vals[sc].ti.numel == 1,
+                                 .scalar_bias = e->vals[bi].ti.numel == 1 };
     rewrite(f, fin, &sim_op_layernorm, p, 3, p->in);
     nodes[0] = r1, nodes[1] = sub, nodes[2] = pw, nodes[3] = r2, nodes[4] = add;
     nodes[5] = sq, nodes[6] = div, nodes[7] = mul, nodes[8] = -1;
@@ -489,7 +500,7 @@ fuse_gelu(struct fuse *f, int dv)
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         return;                 /* left unfused: the same results, only slower */
-    *p = (struct sim_gelu_params){ { pa >= 0 ? z : x, pa >= 0 ? bias : -1 }, cols };
+    *p = (struct sim_gelu_params){ .in = { pa >= 0 ? z : x, pa >= 0 ? bias : -1 }, .cols = cols };
     rewrite(f, mh, &sim_op_gelu, p, pa >= 0 ? 2 : 1, p->in);
     absorb(f, mh, dv);
     absorb(f, mh, er);
@@ -561,7 +572,8 @@ fuse_tail(struct fuse *f, int tr)
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         return;                 /* left unfused: the same results, only slower */
-    *p = (struct sim_tail_params){ { z, bias, sc, res }, zs.d[0], zs.d[1] * zs.d[2], zs.d[3] };
+    *p = (struct sim_tail_params){ .in = { z, bias, sc, res }, .n = zs.d[0],
+                                   .hw = zs.d[1] * zs.d[2], .c = zs.d[3] };
     rewrite(f, fin, &sim_op_tail, p, 4, p->in);
     absorb(f, fin, tr);
     absorb(f, fin, mul);
@@ -571,6 +583,37 @@ fuse_tail(struct fuse *f, int tr)
         absorb(f, fin, ba);
         drop_val(f, h);
     }
+}
+
+/* LayerNorm node s (fuse_layernorm's) whose x is Transpose(src, perm 0 2 3 1) of a rank-4
+ * src read by nothing else: the node reads src channels first and the Transpose goes. */
+static void
+fuse_ln_transpose(struct fuse *f, int s)
+{
+    struct sim_exe *e = f->e;
+    struct sim_enode *n = &e->nodes[s];
+    struct sim_ln_params *p = n->params;
+    int x = p->in[0], tr = e->vals[x].producer, src;
+    const struct sim_attr *perm;
+    const struct sim_shape *ss;
+
+    if (p->hw != 0 || !private_to(f, x, 1) || tr < 0 || f->gone[tr] || !is(f, tr, "Transpose") ||
+        e->nodes[tr].n_in != 1 || !same_place(n, &e->nodes[tr]))
+        return;
+    perm = sim_attr_find(&e->m->nodes[e->nodes[tr].mnode], "perm");
+    src = e->nodes[tr].in[0];
+    if (perm == NULL || perm->n != 4 || perm->ints[0] != 0 || perm->ints[1] != 2 ||
+        perm->ints[2] != 3 || perm->ints[3] != 1 || src < 0 ||
+        e->vals[src].ti.dtype != SIM_DTYPE_FLOAT || e->vals[src].ti.shape.rank != 4)
+        return;
+    ss = &e->vals[src].ti.shape;
+    if (ss->d[1] != p->cols || p->cols > 4096 || ss->d[2] * ss->d[3] < 1)
+        return;
+    /* src has x's bytes: the node's own cost does not change */
+    p->in[0] = src;
+    p->hw = ss->d[2] * ss->d[3];
+    absorb(f, s, tr);
+    drop_val(f, x);
 }
 
 /* Counts the input slots of the live nodes reading each value, and the last such node. */
@@ -646,6 +689,10 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "ReduceMean"))
             fuse_layernorm(&f, s);
+    count_reads(&f);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && e->nodes[s].op == &sim_op_layernorm)
+            fuse_ln_transpose(&f, s);
     count_reads(&f);
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Div"))

@@ -8,7 +8,9 @@
  *     y = d / s * scale + bias
  *   One row of x at a time (a row is at most a few KB, so it stays in L1): the sum of x, the
  *   sum of (x - m)^2 (two passes over the cached row, as good as the exported two-pass
- *   formula because it is that formula), then y in one pass.
+ *   formula because it is that formula), then y in one pass. When x is a Transpose of a
+ *   channels-first tensor to channels last (ConvNeXt), the node reads that tensor instead,
+ *   gathering a tile of pixels into rows on the stack: the Transpose is gone too.
  * - "Gelu" replaces exact-erf GELU as exported (five nodes), and the bias Add before it
  *   when the producer is a MatMul plus bias (convnext's pointwise Linear):
  *     x = a + bias (optional), y = x * (erf(x / c) + 1) * 0.5
@@ -75,12 +77,17 @@ SIM_HOT_WIDE_FN(ln_row,
         y[i] = (x[i] - m) / s * g[g1 ? 0 : i] + b[b1 ? 0 : i];
 }
 
+/* Floats of a per-thread tile on the stack (16 KB): pixels times channels. */
+#define TILE_FLOATS 4096
+
 struct ln_run {
     const struct sim_ln_params *p;
     const float *x, *g, *b;
     float *y;
+    int64_t tile, tiles_per_image;  /* channels first: pixels per tile, tiles per image */
 };
 
+/* Rows [lo, hi) of channels-last x. */
 static void
 ln_piece(void *ctx, int64_t lo, int64_t hi)
 {
@@ -93,16 +100,58 @@ ln_piece(void *ctx, int64_t lo, int64_t hi)
                p->eps, p->scalar_scale, p->scalar_bias);
 }
 
-/* x, y: (rows, cols); scale, bias (inputs 1, 2): (cols) or one value. */
+/* x[c][j] of a channels-first image (rows of hw) into t[j][c], for np pixels and c
+ * channels: the Transpose the node replaces, one tile at a time. */
+SIM_HOT_FN(gather_tile, (const float *x, float *t, int64_t np, int64_t c, int64_t hw),
+           (x, t, np, c, hw))
+{
+    for (int64_t k = 0; k < c; k++)
+        for (int64_t j = 0; j < np; j++)
+            t[j * c + k] = x[k * hw + j];
+}
+
+/* Tiles [lo, hi) of channels-first x: each gathered into channels-last rows, then
+ * normalised row by row into y (channels last). */
+static void
+ln_piece_cf(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct ln_run *r = ctx;
+    const struct sim_ln_params *p = r->p;
+    double inv_n = 1.0 / (double)p->cols;
+    float t[TILE_FLOATS];
+
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t n = i / r->tiles_per_image, p0 = i % r->tiles_per_image * r->tile;
+        int64_t np = p->hw - p0 < r->tile ? p->hw - p0 : r->tile;
+        gather_tile(r->x + n * p->cols * p->hw + p0, t, np, p->cols, p->hw);
+        for (int64_t j = 0; j < np; j++)
+            ln_row(t + j * p->cols, r->y + (n * p->hw + p0 + j) * p->cols, r->g, r->b,
+                   p->cols, inv_n, p->eps, p->scalar_scale, p->scalar_bias);
+    }
+}
+
+/* x, y: (rows, cols), or with hw > 0 x channels first (rows / hw, cols, hw) and y channels
+ * last; scale, bias (inputs 1, 2): (cols) or one value. */
 static int
 fwd_layernorm(const struct sim_kern *k, struct sim_err *err)
 {
     const struct sim_ln_params *p = k->params;
-    struct ln_run r = { p, k->in[0].data, k->in[1].data, k->in[2].data, k->out[0].data };
+    struct ln_run r = { p, k->in[0].data, k->in[1].data, k->in[2].data, k->out[0].data, 0,
+                        0 };
 
     (void)err;
-    if (p->cols > 0)
+    if (p->cols < 1)
+        return 0;
+    if (p->hw <= 0) {
         sim_pool_for(p->rows, SIM_POOL_MAP_GRAIN / p->cols + 1, ln_piece, &r);
+        return 0;
+    }
+    if (p->cols > TILE_FLOATS)
+        return 0;               /* fuse.c makes no such node */
+    r.tile = TILE_FLOATS / p->cols < 64 ? TILE_FLOATS / p->cols : 64;
+    r.tiles_per_image = (p->hw + r.tile - 1) / r.tile;
+    sim_pool_for(p->rows / p->hw * r.tiles_per_image,
+                 SIM_POOL_MAP_GRAIN / (r.tile * p->cols) + 1, ln_piece_cf, &r);
     return 0;
 }
 
@@ -117,9 +166,9 @@ fwd_layernorm(const struct sim_kern *k, struct sim_err *err)
  * tail's relative accuracy, which the exported formula loses to cancellation; one formula for
  * every x instead of the Erf op's two (vmath.h: a series below 0.5, this above) does a third
  * fewer operations. So the result is not the unfused graph's bit for bit: within 5e-7 of the
- * exact GELU and of it for |x| <= 10 (test_sim_fuse_norm). The block of eight and the
- * scalar tail do the same operations, so the bits do not depend on where an element falls
- * or on the level (hot.h).
+ * exact GELU and of it for |x| <= 10 (test_sim_fuse_norm). The vector blocks of every width
+ * and the scalar tail do the same operations, so the bits do not depend on where an element
+ * falls or on the level (hot.h).
  */
 #define GELU_P 0.231641128f     /* 0.3275911 / sqrt(2) */
 #define GELU_POLY(t)                                                                       \
@@ -131,31 +180,78 @@ gelu1(float x)
 {
     float ax = x < 0.0f ? -x : x, t = 1.0f / (1.0f + GELU_P * ax), h;
 
-    h = 0.5f * GELU_POLY(t) * sim_vexpf(x * x * -0.5f);
+    h = 0.5f * GELU_POLY(t) * exp_nonpos(x * x * -0.5f);
     return x * (x < 0.0f ? h : 1.0f - h);
 }
 
 /* y[i] = GELU(x[i]) for i in [0, n), x[i] = a[i] + bias[i] when bias is not NULL (bias: n
- * values), else a[i]. */
-SIM_HOT_WIDE_FN(gelu_run,
-                (const float *a, const float *bias, float *y, int64_t n),
-                (a, bias, y, n))
-{
-    int64_t i = 0;
+ * values), else a[i]: W floats at a time in vectors of type VF (unaligned VFU, ints VI,
+ * splat VC, select SEL), then the scalar tail. The exp's input -x^2 / 2 is never positive,
+ * so vmath.h's EXP_NONPOS (sim_v8expf's bits) serves. Bound by arithmetic: each level runs
+ * its own register width (4, 8, 16 floats), as act.c's Sigmoid does. */
+#define GELU_LOOP(W, VF, VFU, VI, VC, SEL)                                                 \
+    do {                                                                                   \
+        int64_t i = 0;                                                                     \
+        for (; i + (W) <= n; i += (W)) {                                                   \
+            VF x = *(const VFU *)(a + i), ax, t, h, e;                                     \
+            if (bias != NULL)                                                              \
+                x = x + *(const VFU *)(bias + i);                                          \
+            ax = SEL(x < 0.0f, -x, x);                                                     \
+            t = 1.0f / (1.0f + GELU_P * ax);                                               \
+            e = x * x * -0.5f;                                                             \
+            EXP_NONPOS(&e, VF, VI, VC, SEL);                                               \
+            h = 0.5f * GELU_POLY(t) * e;                                                   \
+            *(VFU *)(y + i) = x * SEL(x < 0.0f, h, 1.0f - h);                              \
+        }                                                                                  \
+        for (; i < n; i++)                                                                 \
+            y[i] = gelu1(bias != NULL ? a[i] + bias[i] : a[i]);                            \
+    } while (0)
 
-    for (; i + 8 <= n; i += 8) {
-        sim_v8f x = *(const sim_v8f_u *)(a + i), ax, t, h, e;
-        if (bias != NULL)
-            x = x + *(const sim_v8f_u *)(bias + i);
-        ax = sim_v8sel(x < 0.0f, -x, x);
-        t = 1.0f / (1.0f + GELU_P * ax);
-        e = x * x * -0.5f;
-        sim_v8expf(&e);
-        h = 0.5f * GELU_POLY(t) * e;
-        *(sim_v8f_u *)(y + i) = x * sim_v8sel(x < 0.0f, h, 1.0f - h);
-    }
-    for (; i < n; i++)
-        y[i] = gelu1(bias != NULL ? a[i] + bias[i] : a[i]);
+/* Eight floats at a time: the AVX2 copy (and the one function of builds without copies). */
+#if SIM_ISA_DISPATCH
+static __attribute__((noinline, SIM_HOT_OPT, target("avx2"))) void
+#elif defined(__GNUC__) && !defined(__clang__)
+static __attribute__((SIM_HOT_OPT)) void
+#else
+static void
+#endif
+gelu8_run(const float *a, const float *bias, float *y, int64_t n)
+{
+    GELU_LOOP(8, sim_v8f, sim_v8f_u, sim_v8i, SIM_V8, sim_v8sel);
+}
+
+#if SIM_ISA_DISPATCH
+/* Four floats at a time: the baseline copy (SSE2's width). */
+static __attribute__((noinline, SIM_HOT_OPT)) void
+gelu4_run(const float *a, const float *bias, float *y, int64_t n)
+{
+    GELU_LOOP(4, v4f, v4f_u, v4i, V4, SEL4);
+}
+
+/* Sixteen floats at a time: the AVX-512 copy. */
+static __attribute__((noinline, SIM_HOT_OPT, target("avx512f"))) void
+gelu16_run(const float *a, const float *bias, float *y, int64_t n)
+{
+    GELU_LOOP(16, v16f, v16f_u, v16i, V16, SEL16);
+}
+#endif
+
+/* The copy of the level in use (hot.h): the same bits from each. */
+static void
+gelu_run(const float *a, const float *bias, float *y, int64_t n)
+{
+#if SIM_ISA_DISPATCH
+    enum sim_isa l = sim_isa_level();
+
+    if (l >= SIM_ISA_AVX512)
+        gelu16_run(a, bias, y, n);
+    else if (l >= SIM_ISA_AVX2)
+        gelu8_run(a, bias, y, n);
+    else
+        gelu4_run(a, bias, y, n);
+#else
+    gelu8_run(a, bias, y, n);
+#endif
 }
 
 struct gelu_job {
@@ -198,9 +294,6 @@ fwd_gelu(const struct sim_kern *k, struct sim_err *err)
 
 /* ---- bias, back to channels first, layer scale, residual ----------------------------- */
 
-/* Floats of the per-thread tile (16 KB on the stack): its pixels times the channels. */
-#define TAIL_TILE 4096
-
 /*
  * One tile of np pixels of one image: y[k][j] = (z[j][k] + b[k]) * ls[k] + res[k][j]
  * (without b: z[j][k] * ls[k]). z: (np, c), rows of c channels; y, res: (c, hw) rows, the
@@ -239,7 +332,7 @@ tail_piece(void *ctx, int64_t lo, int64_t hi)
 {
     const struct tail_job *r = ctx;
     const struct sim_tail_params *p = r->p;
-    float t[TAIL_TILE];
+    float t[TILE_FLOATS];
 
     for (int64_t i = lo; i < hi; i++) {
         int64_t n = i / r->tiles_per_image, p0 = i % r->tiles_per_image * r->tile;
@@ -259,9 +352,9 @@ fwd_tail(const struct sim_kern *k, struct sim_err *err)
                           k->out[0].data, 0, 0 };
 
     (void)err;
-    if (p->c < 1 || p->c > TAIL_TILE || p->hw < 1)
+    if (p->c < 1 || p->c > TILE_FLOATS || p->hw < 1)
         return 0;               /* nothing to do (fuse.c makes no other) */
-    r.tile = TAIL_TILE / p->c < 64 ? TAIL_TILE / p->c : 64;
+    r.tile = TILE_FLOATS / p->c < 64 ? TILE_FLOATS / p->c : 64;
     r.tiles_per_image = (p->hw + r.tile - 1) / r.tile;
     sim_pool_for(p->n * r.tiles_per_image, SIM_POOL_MAP_GRAIN / (r.tile * p->c) + 1,
                  tail_piece, &r);
