@@ -355,6 +355,9 @@ test_gelu_sweep(void **state)
         float *x;
         const float *y;
         e[k] = compile(m, k == 0, NULL);
+        if (sim_exe_node_count(e[k]) != (k == 0 ? 1u : 5u))
+            fail_msg("GELU sweep: %zu nodes %s, want %d", sim_exe_node_count(e[k]),
+                     k == 0 ? "fused" : "unfused", k == 0 ? 1 : 5);
         x = sim_exe_input_buffer(e[k], 0);
         for (int i = 0; i < N; i++)
             x[i] = -12.0f + 24.0f * (float)i / (float)(N - 1);
