@@ -75,6 +75,9 @@ struct sim_enode {
     int64_t bwd_scratch_off;
     int bstep;                  /* training: index of its backward step, or -1 */
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
+    bool half;                  /* reads or writes float16 (other than Cast, Identity and
+                                 * shape-only ops): run by half_exec.c through its float
+                                 * kernel, each float16 result rounded as it is written */
     struct sim_act act;         /* an activation fused into it (fuse.c), applied to out[0];
                                  * kind SIM_ACT_NONE: none */
     char fused_op[40];          /* "Conv+Relu", "Add+Relu" when an activation is fused
@@ -182,6 +185,8 @@ struct sim_exe {
     unsigned D, R, B;
     unsigned A;                 /* gradient accumulation, 1 for inference */
     uint64_t seed;              /* of the per-replica random generators */
+    bool stochastic;            /* float16 results round stochastically (the model's
+                                 * ipuof.stochastic_rounding; half_exec.c) */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
@@ -270,6 +275,15 @@ int sim_exec_node_forward(struct sim_exe *e, int s, const struct sim_kern *k,
 int sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
                            const struct sim_tensor *dout, struct sim_tensor *din,
                            struct sim_err *err);
+
+/* half_exec.c: node n's forward / backward with its float16 views widened to float and
+ * its float16 results (forward outputs, backward input gradients) rounded back as written,
+ * stochastically from k->rng when stochastic. Returns the op's status or IPUOF_E_NOMEM. */
+int sim_half_forward(const struct sim_enode *n, const struct sim_kern *k, bool stochastic,
+                     struct sim_err *err);
+int sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
+                      const struct sim_tensor *dout, struct sim_tensor *din, bool stochastic,
+                      struct sim_err *err);
 
 /* Keeps p (malloc'd) until the executable is freed. Returns false when out of memory
  * (p is then freed). */

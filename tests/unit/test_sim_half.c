@@ -6,7 +6,8 @@
  * pass checks the portable path alone and the avx2/avx512 passes compare F16C with it),
  * and float16 through a graph: float16 graph inputs, initializers, outputs and Cast to and
  * from float16, 2 bytes per element in the run buffers and the memory plan, and training
- * with a float16 weight refused by name (not yet trained).
+ * with a float16 weight refused by name (not yet trained). Ops on float16 values:
+ * test_sim_half_ops.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -343,34 +344,6 @@ test_sum_output_refused(void **state)
     sim_model_free(m);
 }
 
-/* Ops that do not take float16 refuse a float16 input by name at compile, instead of
- * reading 2-byte elements as floats; Shape (shape only) takes one. */
-static void
-test_other_ops_refuse_half(void **state)
-{
-    static const char *const ops[] = { "Relu", "Neg", "Exp", "Sigmoid", "Softmax" };
-    struct sim_ob *b;
-    struct test_ob_run r;
-    const int64_t *d;
-
-    (void)state;
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-        b = sim_ob_new(13);
-        sim_ob_input(b, "x", F16, 2, DIMS(2, 3));
-        sim_ob_node(b, ops[i], "op", "x", "y");
-        sim_ob_output(b, "y", F16);
-        test_ob_expect_refused(b, IPUOF_E_UNSUPPORTED, "input 0 is float16, which only");
-    }
-    b = sim_ob_new(13);
-    sim_ob_input(b, "x", F16, 2, DIMS(2, 3));
-    sim_ob_node(b, "Shape", "sh", "x", "s");
-    sim_ob_output(b, "s", SIM_DTYPE_INT64);
-    r = test_ob_run_ok(b);
-    d = sim_exe_output_buffer(r.e, 0);
-    assert_true(d[0] == 2 && d[1] == 3);
-    test_ob_run_free(&r);
-}
-
 /* A float16 TensorProto whose data is in int32_data (each half's 16 bits, as ONNX stores
  * it) decodes to those halves in the simulator and in the tools' tensorfile reader. */
 static void
@@ -429,7 +402,6 @@ main(void)
         cmocka_unit_test(test_half_weight_training_refused),
         cmocka_unit_test(test_grad_through_half_activation),
         cmocka_unit_test(test_sum_output_refused),
-        cmocka_unit_test(test_other_ops_refuse_half),
         cmocka_unit_test(test_pb_int32_data_halves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
