@@ -774,6 +774,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     e->A = o->gradient_accumulation;
     e->seed = o->seed;
+    e->stochastic = m->stochastic_rounding;
     e->eval = o->eval_mode && o->loss == NULL;
     if (o->loss != NULL) {
         rc = setup_training(e, m, o, err);
@@ -834,6 +835,11 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             o->progress(k + 1, total, o->progress_ud);
     }
     drop_dead_nodes(e);
+    for (int s = 0; s < e->n_nodes; s++)
+        e->computes_half |= e->nodes[s].half;
+    for (int i = 0; i < e->n_w; i++)
+        e->computes_half |= e->w[i].half;
+    e->half_rng = sim_rng_seed(e->seed ^ 0x68616c66ull, 0);    /* "half" */
     rc = sim_place(e, o, err);
     if (rc == 0 && e->tr == NULL)
         rc = sim_fuse(e, err);

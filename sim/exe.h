@@ -56,6 +56,8 @@ struct sim_weight {
     size_t off;                 /* byte offset in e->params (trainable and frozen) or in
                                  * one replica's block of e->bufs (buffers) */
     int ipu;                    /* IPU of its first reader */
+    bool half;                  /* a float16 initializer: its floats hold float16 values
+                                 * (half_train.c), 2 bytes each in the plan */
 };
 
 struct sim_enode {
@@ -187,6 +189,9 @@ struct sim_exe {
     uint64_t seed;              /* of the per-replica random generators */
     bool stochastic;            /* float16 results round stochastically (the model's
                                  * ipuof.stochastic_rounding; half_exec.c) */
+    bool computes_half;         /* a node runs in float16 or a weight is float16: loss
+                                 * scaling applies (half_train.c) */
+    uint64_t half_rng;          /* stochastic rounding of float16 weight updates */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
@@ -284,6 +289,16 @@ int sim_half_forward(const struct sim_enode *n, const struct sim_kern *k, bool s
 int sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
                       const struct sim_tensor *dout, struct sim_tensor *din, bool stochastic,
                       struct sim_err *err);
+
+/* half_train.c (training with float16, see there): the value the loss's gradient is
+ * seeded with (loss_scaling when the executable computes in float16, else 1); before the
+ * optimizer's update, float16 weights' gradients rounded to float16 and every gradient
+ * divided by loss_scaling; after it, float16 weights and buffers rounded back to float16;
+ * weight i (written from the host) rounded to float16 values when it is float16. */
+float sim_half_loss_seed(const struct sim_exe *e);
+void sim_half_before_update(struct sim_exe *e);
+void sim_half_after_update(struct sim_exe *e);
+void sim_half_round_weight(struct sim_exe *e, int i);
 
 /* Keeps p (malloc'd) until the executable is freed. Returns false when out of memory
  * (p is then freed). */

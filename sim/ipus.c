@@ -207,7 +207,7 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
     switch (st->kind) {
     case SIM_STEP_GRECV:
         if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
-            *tr->loss_grad[L] = 1.0f;
+            *tr->loss_grad[L] = sim_half_loss_seed(e);     /* 1, or loss_scaling */
         for (int i = st->lo; i < st->hi; i++) {
             const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
             const struct sim_val *v = &e->vals[x->val];

@@ -94,6 +94,9 @@ struct sim_model {
     unsigned char *in_needs_const;
     int n_out;
     int *outputs;
+    /* The model's metadata_props "ipuof.stochastic_rounding" = "1" (PopTorch's
+     * Precision.enableStochasticRounding): float16 results round stochastically. */
+    bool stochastic_rounding;
 };
 
 /* Attribute lookup; NULL when absent. */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "model.h"
 #include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
@@ -279,6 +280,135 @@ test_stochastic_rounding(void **state)
     free(src);
 }
 
+/* loss = sum(Cast32(Mul(w, x))) for a float16 weight w (dloss/dw = x): SGD's update is
+ * computed in float32 from the float16 gradient and the weight stored as float16:
+ * w' = round16(w - lr round16(x)); stochastic: the model asks for stochastic rounding
+ * (metadata ipuof.stochastic_rounding), seeded from the compile's seed 5. */
+static void
+train_half_weight(const float *w0, const float *x, float lr, bool stochastic, int steps,
+                  float *w)
+{
+    uint16_t w16[4], x16[4];
+    struct sim_compile_opts o;
+    struct sim_err err = { 0 };
+    struct sim_exe *e = NULL;
+    struct sim_model *m;
+    struct sim_ob *b = sim_ob_new(13);
+
+    for (int i = 0; i < 4; i++) {
+        w16[i] = sim_half_from_float(w0[i]);
+        x16[i] = sim_half_from_float(x[i]);
+    }
+    sim_ob_input(b, "x", F16, 1, DIMS(4));
+    sim_ob_initializer(b, "w", F16, 1, DIMS(4), w16);
+    sim_ob_node(b, "Mul", "mul", "w,x", "s");
+    sim_ob_node(b, "Cast", "c32", "s", "sf");
+    sim_ob_attr_int(b, "to", F32);
+    sim_ob_node(b, "ReduceSum", "sum", "sf", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    m = test_ob_load(b);
+    m->stochastic_rounding = stochastic;
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    o.optimizer.lr = lr;
+    o.seed = 5;
+    if (sim_compile(m, &o, &e, &err) != 0)
+        fail_msg("compile: %s", err.msg);
+    for (int k = 0; k < steps; k++) {
+        memcpy(sim_exe_input_buffer(e, 0), x16, sizeof(x16));
+        if (sim_exe_run(e, &err) != 0)
+            fail_msg("run: %s", err.msg);
+    }
+    if (sim_exe_read_weight(e, "w", w, 4 * sizeof(float), &err) != 0)
+        fail_msg("read_weight: %s", err.msg);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* A float16 weight trains (main refused it: "float16 weights are not trained yet"): the
+ * update in float32, stored rounded to float16; stochastic rounding moves a weight whose
+ * update is below half its float16 step on average by the update, reproducibly. */
+static void
+test_half_weight_trains(void **state)
+{
+    const float w0[4] = { 1.0f, 0.1f, -100.0f, 3.0f }, x[4] = { 0.3f, -2.0f, 0.7f, 1.0f };
+    const float tiny[4] = { 0.01f, 0.01f, 0.01f, 0.01f }, ones[4] = { 1, 1, 1, 1 };
+    float w[4], w2[4], w3[4];
+
+    (void)state;
+    train_half_weight(w0, x, 0.01f, false, 1, w);
+    for (int i = 0; i < 4; i++) {
+        float want = r16(r16(w0[i]) - 0.01f * r16(x[i]));
+        if (w[i] != want)
+            fail_msg("w[%d]: %.9g after one step, want round16(w - lr x) = %.9g", i, w[i],
+                     want);
+    }
+    printf("  float16 weights after one SGD step: %.9g %.9g %.9g %.9g\n", w[0], w[1], w[2],
+           w[3]);
+    /* lr x = 1e-4 each step on w = 1 (float16's step just below 1 is 2^-11 = 4.9e-4):
+     * nearest-even never moves it, stochastic rounding moves it by about 100 x 1e-4 */
+    train_half_weight(ones, tiny, 0.01f, false, 100, w);
+    train_half_weight(ones, tiny, 0.01f, true, 100, w2);
+    train_half_weight(ones, tiny, 0.01f, true, 100, w3);
+    printf("  w = 1, 100 updates of -1e-4: nearest-even %.6g, stochastic %.6g %.6g %.6g %.6g "
+           "(float32 0.99)\n", w[0], w2[0], w2[1], w2[2], w2[3]);
+    assert_true(w[0] == 1.0f);
+    assert_memory_equal(w2, w3, sizeof(w2));
+    for (int i = 0; i < 4; i++)
+        assert_true(fabsf(w2[i] - 0.99f) < 0.006f);
+}
+
+/* Loss scaling as PopTorch defines it: the loss's gradient is seeded with loss_scaling, so
+ * a float16 gradient that would flush to zero survives; gradients are divided by it before
+ * the update. loss = sum(Cast32(Mul(Mul(w, x), x))): dloss/dw = x^2 = 2^-26 with x =
+ * 2^-13, below float16's smallest subnormal (2^-24) unless scaled. */
+static void
+test_loss_scaling(void **state)
+{
+    float ls[2] = { 1.0f, 4096.0f }, g[2][2];
+    uint16_t w16[2], x16[2];
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        w16[i] = sim_half_from_float(1.0f);
+        x16[i] = sim_half_from_float(0x1.0p-13f);
+    }
+    for (int c = 0; c < 2; c++) {
+        struct sim_compile_opts o;
+        struct sim_err err = { 0 };
+        struct sim_exe *e = NULL;
+        struct sim_model *m;
+        struct sim_ob *b = sim_ob_new(13);
+        sim_ob_input(b, "x", F16, 1, DIMS(2));
+        sim_ob_initializer(b, "w", F16, 1, DIMS(2), w16);
+        sim_ob_node(b, "Mul", "m1", "w,x", "s");
+        sim_ob_node(b, "Mul", "m2", "s,x", "s2");
+        sim_ob_node(b, "Cast", "c32", "s2", "sf");
+        sim_ob_attr_int(b, "to", F32);
+        sim_ob_node(b, "ReduceSum", "sum", "sf", "loss");
+        sim_ob_attr_int(b, "keepdims", 0);
+        sim_ob_output(b, "loss", F32);
+        m = test_ob_load(b);
+        sim_compile_opts_init(&o);
+        o.loss = "loss";
+        o.optimizer.lr = 0.0f;
+        o.optimizer.loss_scaling = ls[c];
+        if (sim_compile(m, &o, &e, &err) != 0)
+            fail_msg("compile: %s", err.msg);
+        memcpy(sim_exe_input_buffer(e, 0), x16, sizeof(x16));
+        if (sim_exe_run(e, &err) != 0 ||
+            sim_exe_read_gradient(e, "w", g[c], sizeof(g[c]), &err) != 0)
+            fail_msg("run: %s", err.msg);
+        sim_exe_free(e);
+        sim_model_free(m);
+    }
+    printf("  gradient 2^-26 through float16: loss_scaling 1 gives %g, 4096 gives %g\n",
+           g[0][0], g[1][0]);
+    assert_true(g[0][0] == 0.0f);
+    assert_true(g[1][0] == 0x1.0p-26f);
+}
+
 int
 main(void)
 {
@@ -288,6 +418,8 @@ main(void)
         cmocka_unit_test(test_plan_half_ops),
         cmocka_unit_test(test_grad_through_half_op),
         cmocka_unit_test(test_stochastic_rounding),
+        cmocka_unit_test(test_half_weight_trains),
+        cmocka_unit_test(test_loss_scaling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
