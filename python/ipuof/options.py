@@ -31,8 +31,7 @@ _IGNORED = {
                          "setAutomaticLossScaling", "setConvolutionDithering"),
     "_PopartOptions": ("setEngineOptions", "setPatterns"),
     "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat",
-                          "enableFloatingPointExceptions", "enableStochasticRounding",
-                          "setPartialsType"),
+                          "enableFloatingPointExceptions", "setPartialsType"),
     "_JitOptions": ("traceModel",),
     "_TensorLocationOptions": ("numIOTiles",),
     "TensorLocationSettings": ("minElementsForOffChip",
@@ -215,7 +214,16 @@ class _DistributedOptions(_OptionsDict):
 
 
 class _PrecisionOptions(_OptionsDict):
-    pass
+    def __init__(self):
+        super().__init__(stochastic_rounding=False)
+
+    def enableStochasticRounding(self, enabled):
+        """float16 results (op outputs and weight updates) round up with probability equal
+        to their fraction of a float16 step, from the random seed's generator
+        (sim/README.md "Dtypes"); float32 models are unaffected."""
+        if not isinstance(enabled, bool):
+            raise ValueError(f"enableStochasticRounding expects a bool, not {enabled!r}")
+        return self.set(stochastic_rounding=enabled)
 
 
 class _JitOptions(_OptionsDict):
