@@ -775,6 +775,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     e->A = o->gradient_accumulation;
     e->seed = o->seed;
     e->stochastic = m->stochastic_rounding;
+    e->partials_half = m->partials_half;
     e->eval = o->eval_mode && o->loss == NULL;
     if (o->loss != NULL) {
         rc = setup_training(e, m, o, err);

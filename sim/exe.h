@@ -192,6 +192,8 @@ struct sim_exe {
     bool computes_half;         /* a node runs in float16 or a weight is float16: loss
                                  * scaling applies (half_train.c) */
     uint64_t half_rng;          /* stochastic rounding of float16 weight updates */
+    bool partials_half;         /* MatMul and Gemm accumulate in float16 (the model's
+                                 * ipuof.partials_type "half"; half_partials.c) */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
@@ -284,8 +286,13 @@ int sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
 /* half_exec.c: node n's forward / backward with its float16 views widened to float and
  * its float16 results (forward outputs, backward input gradients) rounded back as written,
  * stochastically from k->rng when stochastic. Returns the op's status or IPUOF_E_NOMEM. */
-int sim_half_forward(const struct sim_enode *n, const struct sim_kern *k, bool stochastic,
-                     struct sim_err *err);
+int sim_half_forward(const struct sim_exe *e, const struct sim_enode *n,
+                     const struct sim_kern *k, struct sim_err *err);
+
+/* half_partials.c: MatMul or Gemm node mn's forward on widened float views with float16
+ * partials; 0 when done, 1 when the op or its shapes are not covered (the caller runs the
+ * float kernel). */
+int sim_half_partials(const struct sim_mnode *mn, const struct sim_kern *k);
 int sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
                       const struct sim_tensor *dout, struct sim_tensor *din, bool stochastic,
                       struct sim_err *err);

@@ -378,7 +378,7 @@ sim_exec_node_forward(struct sim_exe *e, int s, const struct sim_kern *k, struct
     int rc;
 
     t0 = e->host != NULL ? host_ns() : 0;
-    rc = e->nodes[s].half ? sim_half_forward(&e->nodes[s], k, e->stochastic, err)
+    rc = e->nodes[s].half ? sim_half_forward(e, &e->nodes[s], k, err)
                           : e->nodes[s].op->forward(k, err);
     if (e->host != NULL)
         host_add(e, s, 0, t0);

@@ -134,9 +134,10 @@ narrow(const struct sim_tensor *orig, const struct sim_tensor *wide, int n, uint
 }
 
 int
-sim_half_forward(const struct sim_enode *n, const struct sim_kern *k, bool stochastic,
+sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struct sim_kern *k,
                  struct sim_err *err)
 {
+    bool stochastic = e->stochastic;
     int nv = k->n_in + k->n_out;
     struct sim_tensor *v = malloc(2 * (size_t)nv * sizeof(*v) + 1);
     bool *copy = malloc((size_t)nv + 1), fail = false;
@@ -160,7 +161,11 @@ sim_half_forward(const struct sim_enode *n, const struct sim_kern *k, bool stoch
     }
     k2.in = v;
     k2.out = v + k->n_in;
-    rc = n->op->forward(&k2, err);
+    rc = 1;
+    if (e->partials_half && k2.act == NULL)     /* float16 partials: half_partials.c */
+        rc = sim_half_partials(&e->m->nodes[n->mnode], &k2);
+    if (rc != 0)
+        rc = n->op->forward(&k2, err);
     if (rc == 0)
         narrow(k->out, k2.out, k->n_out, stochastic ? k->rng : NULL);
 out:

@@ -647,6 +647,8 @@ sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_
         if (kv->key != NULL && kv->value != NULL &&
             strcmp(kv->key, "ipuof.stochastic_rounding") == 0)
             L.m->stochastic_rounding = strcmp(kv->value, "1") == 0;
+        if (kv->key != NULL && kv->value != NULL && strcmp(kv->key, "ipuof.partials_type") == 0)
+            L.m->partials_half = strcmp(kv->value, "half") == 0;
     }
     rc = find_opset(&L, mp);
     if (rc != 0)

@@ -33,14 +33,16 @@ def _elem_types(model):
     return types
 
 
-def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False):
+def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
+                 partials_half=False):
     """onnx_bytes (a float32 capture) typed float16 where torch computes float16.
 
     inputs: graph input names torch gives as float16; state: the module's float16
     parameter and buffer names (the initializers of those names become float16);
     keep_float: graph output names to give as float even when float16 (a Cast to float
     is added); stochastic: mark the model for stochastic rounding (metadata
-    ipuof.stochastic_rounding). Returns (bytes, names of the outputs Cast to float that
+    ipuof.stochastic_rounding); partials_half: float16 partials for MatMul and Gemm
+    (metadata ipuof.partials_type = half). Returns (bytes, names of the outputs Cast to float that
     torch gives as float16)."""
     import onnx
     from onnx import helper, numpy_helper
@@ -102,4 +104,7 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False):
     if stochastic:
         p = model.metadata_props.add()
         p.key, p.value = "ipuof.stochastic_rounding", "1"
+    if partials_half:
+        p = model.metadata_props.add()
+        p.key, p.value = "ipuof.partials_type", "half"
     return model.SerializeToString(), narrowed

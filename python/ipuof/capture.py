@@ -393,11 +393,13 @@ def changed_buffers(module, before):
     return out
 
 
-def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False):
+def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
+                 partials_half=False):
     """onnx_bytes typed float16 where torch computes float16 (see _half.type_float16):
     returns (bytes, the outputs Cast to float that torch gives as float16)."""
     from . import _half
-    return _half.type_float16(onnx_bytes, inputs, state, keep_float, stochastic)
+    return _half.type_float16(onnx_bytes, inputs, state, keep_float, stochastic,
+                              partials_half)
 
 
 WIDENED = (torch.float16, torch.bfloat16, torch.float64)

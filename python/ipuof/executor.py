@@ -259,7 +259,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         record.narrowed = []
         if self._half:
             half = (self._half_inputs, self._half_state, self._float_outputs(record),
-                    bool(self._options.Precision.stochastic_rounding))
+                    bool(self._options.Precision.stochastic_rounding),
+                    self._options.Precision.partials_type == torch.float16)
         onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
                                         record, half)
         onnx_bytes, self._anchors = _anchors.plan(

@@ -229,3 +229,37 @@ def test_memory_of_half_model_is_about_half(daemon):
     assert a16 * 2 == pytest.approx(a32, rel=0.05)
     p32.destroy()
     p16.destroy()
+
+
+def test_partials_half_accumulates_in_float16(daemon):
+    """setPartialsType(torch.half): a float16 Linear sums its 64 products in chunks of 16,
+    each chunk's float sum added to a float16 accumulator (sim/README.md "Dtypes"):
+    2048 + 63/16 gives 2048 (float32 partials: 2052), and random data equals the chunked
+    reference."""
+    lin = nn.Linear(64, 3).half()
+    with torch.no_grad():
+        lin.bias.zero_()
+        lin.weight.fill_(1.0)
+    x = torch.full((2, 64), 1.0 / 16).half()
+    x[:, 0] = 2048
+    outs = []
+    for dt in (torch.float, torch.half):
+        opts = poptorch.Options()
+        opts.Precision.setPartialsType(dt)
+        outs.append(poptorch.inferenceModel(copy.deepcopy(lin), opts)(x))
+    assert outs[0][0, 0].item() == 2052 and outs[1][0, 0].item() == 2048
+    torch.manual_seed(5)
+    lin = nn.Linear(64, 3).half()
+    x = torch.randn(4, 64).half()
+    opts = poptorch.Options()
+    opts.Precision.setPartialsType(torch.half)
+    out = poptorch.inferenceModel(lin, opts)(x)
+    prods = x.float()[:, None, :] * lin.weight.float()[None, :, :]
+    acc = torch.zeros(4, 3)
+    for k0 in range(0, 64, 16):
+        acc = r16(acc + prods[:, :, k0:k0 + 16].sum(-1))
+    want = r16(acc + lin.bias.float())
+    # the chunk's float sum may differ from torch's order by a float32 rounding
+    torch.testing.assert_close(out.float(), want, rtol=2 ** -10, atol=0)
+    with pytest.raises(ValueError, match="setPartialsType"):
+        poptorch.Options().Precision.setPartialsType(torch.int32)

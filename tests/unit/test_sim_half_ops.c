@@ -409,6 +409,98 @@ test_loss_scaling(void **state)
     assert_true(g[1][0] == 0x1.0p-26f);
 }
 
+/* Runs y = MatMul(a, b) (or Gemm(a, b, c) with transB) on float16 (M, K) x (K, N) with
+ * float16 partials when partials_half; y read back as floats. */
+static void
+run_mm(const char *op, const uint16_t *a, const uint16_t *b, const uint16_t *c, int64_t M,
+       int64_t K, int64_t N, bool partials_half, float *y)
+{
+    struct sim_compile_opts o;
+    struct sim_err err = { 0 };
+    struct sim_exe *e = NULL;
+    struct sim_model *m;
+    struct sim_ob *bld = sim_ob_new(13);
+    const uint16_t *out;
+    bool gemm = strcmp(op, "Gemm") == 0;
+
+    sim_ob_initializer(bld, "a", F16, 2, DIMS(M, K), a);
+    sim_ob_initializer(bld, "b", F16, 2, gemm ? DIMS(N, K) : DIMS(K, N), b);
+    if (gemm) {
+        sim_ob_initializer(bld, "c", F16, 1, DIMS(N), c);
+        sim_ob_node(bld, "Gemm", "g", "a,b,c", "y");
+        sim_ob_attr_int(bld, "transB", 1);
+    } else {
+        sim_ob_node(bld, "MatMul", "mm", "a,b", "y");
+    }
+    sim_ob_output(bld, "y", F16);
+    m = test_ob_load(bld);
+    m->partials_half = partials_half;
+    sim_compile_opts_init(&o);
+    if (sim_compile(m, &o, &e, &err) != 0 || sim_exe_run(e, &err) != 0)
+        fail_msg("%s: %s", op, err.msg);
+    out = sim_exe_output_buffer(e, 0);
+    for (int64_t i = 0; i < M * N; i++)
+        y[i] = sim_half_to_float(out[i]);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* setPartialsType(torch.half): MatMul and Gemm add each chunk of 16 products (summed in
+ * float) to a float16 accumulator. 2048 + 63 x 1/16: float partials give round16(2051.94)
+ * = 2052; float16 partials add about 1 per chunk to 2048, a tie that stays at 2048 each
+ * time. Random cases equal a reference summing in the same chunks. */
+static void
+test_partials_half(void **state)
+{
+    enum { M = 3, K = 64, N = 5 };
+    uint16_t a[M * K], b[K * N], bt[N * K], c[N];
+    float y[M * N], yh[M * N];
+    double maxd = 0;
+
+    (void)state;
+    for (int i = 0; i < M * K; i++)
+        a[i] = sim_half_from_float(i % K == 0 ? 2048.0f : 0.0625f);
+    for (int i = 0; i < K * N; i++)
+        b[i] = sim_half_from_float(1.0f);
+    run_mm("MatMul", a, b, NULL, M, K, N, false, y);
+    run_mm("MatMul", a, b, NULL, M, K, N, true, yh);
+    printf("  2048 + 63/16: float partials %g, float16 partials %g\n", y[0], yh[0]);
+    assert_true(y[0] == 2052.0f && yh[0] == 2048.0f);
+    srand(3);
+    for (int i = 0; i < M * K; i++)
+        a[i] = sim_half_from_float((float)rand() / RAND_MAX * 8.0f - 2.0f);
+    for (int i = 0; i < K * N; i++)
+        b[i] = sim_half_from_float((float)rand() / RAND_MAX * 4.0f - 1.0f);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++)
+            bt[n * K + k] = b[k * N + n];
+    for (int n = 0; n < N; n++)
+        c[n] = sim_half_from_float(0.5f * (float)n - 1.0f);
+    for (int g = 0; g < 2; g++) {
+        if (g == 0)
+            run_mm("MatMul", a, b, NULL, M, K, N, true, yh);
+        else
+            run_mm("Gemm", a, bt, c, M, K, N, true, yh);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float acc = 0.0f, want;
+                for (int k0 = 0; k0 < K; k0 += 16) {
+                    float p = 0.0f;
+                    for (int k = k0; k < k0 + 16; k++)
+                        p += sim_half_to_float(a[m * K + k]) * sim_half_to_float(b[k * N + n]);
+                    acc = r16(acc + p);
+                }
+                want = r16(g == 0 ? acc : acc + sim_half_to_float(c[n]));
+                maxd = fmax(maxd, fabs((double)yh[m * N + n] - want));
+                if (yh[m * N + n] != want)
+                    fail_msg("%s [%d, %d]: %.9g, chunked reference %.9g",
+                             g ? "Gemm" : "MatMul", m, n, yh[m * N + n], want);
+            }
+    }
+    printf("  random MatMul and Gemm, K = 64, float16 partials: max difference from the "
+           "chunked reference %g\n", maxd);
+}
+
 int
 main(void)
 {
@@ -420,6 +512,7 @@ main(void)
         cmocka_unit_test(test_stochastic_rounding),
         cmocka_unit_test(test_half_weight_trains),
         cmocka_unit_test(test_loss_scaling),
+        cmocka_unit_test(test_partials_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
