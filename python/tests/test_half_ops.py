@@ -263,3 +263,53 @@ def test_partials_half_accumulates_in_float16(daemon):
     torch.testing.assert_close(out.float(), want, rtol=2 ** -10, atol=0)
     with pytest.raises(ValueError, match="setPartialsType"):
         poptorch.Options().Precision.setPartialsType(torch.int32)
+
+
+def test_half_pipeline_sums_float16_gradients(daemon):
+    """A float16 activation read on two other IPUs of a pipeline sends two float16
+    gradients back, summed as float16 where it was made (before, the exchange added them
+    as floats: wrong numbers, and twice its bytes read). The weights after two steps
+    match the same model on one IPU (no exchange) within float16's rounding of the sum's
+    order."""
+    import contextlib
+
+    class M(nn.Module):
+        def __init__(self, pipelined):
+            super().__init__()
+            self.block = poptorch.Block if pipelined else \
+                (lambda *_a, **_k: contextlib.nullcontext())
+            torch.manual_seed(6)
+            self.f0, self.f1 = nn.Linear(6, 6), nn.Linear(6, 6)
+            self.f2, self.f3 = nn.Linear(6, 3), nn.Linear(6, 3)
+
+        def forward(self, x, y):
+            with self.block("s0", ipu_id=0):
+                h = self.f0(x)
+            with self.block("s1", ipu_id=1):
+                a = torch.relu(self.f1(h))
+            with self.block("s2", ipu_id=2):
+                out = self.f2(a) + self.f3(h)
+                loss = poptorch.identity_loss(((out - y) ** 2).mean(), reduction="none")
+            return out, loss
+
+    torch.manual_seed(7)
+    xs, ys = torch.randn(2, 4, 6).half(), torch.randn(2, 4, 3).half()
+    weights = []
+    for pipelined in (False, True):
+        m = M(pipelined).half()
+        opts = poptorch.Options().autoRoundNumIPUs(True)
+        if pipelined:
+            opts.setExecutionStrategy(poptorch.PipelinedExecution("s0", "s1", "s2"))
+            opts.Training.gradientAccumulation(3)
+        pm = poptorch.trainingModel(m, opts, optimizer=poptorch.optim.SGD(m.parameters(),
+                                                                         lr=0.1))
+        n = 3 if pipelined else 1   # the same mean gradient over 3 micro-batches
+        for x, y in zip(xs, ys):
+            pm(x.repeat(n, 1), y.repeat(n, 1))
+        if pipelined:
+            assert pm._ipus == 3
+        pm.copyWeightsToHost()
+        pm.destroy()
+        weights.append([p.detach().float().clone() for p in m.parameters()])
+    for p, q in zip(*weights):
+        torch.testing.assert_close(p, q, rtol=2 ** -8, atol=2 ** -10)
