@@ -840,7 +840,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         e->computes_half |= e->nodes[s].half;
     for (int i = 0; i < e->n_w; i++)
         e->computes_half |= e->w[i].half;
-    e->half_rng = sim_rng_seed(e->seed ^ 0x68616c66ull, 0);    /* "half" */
+    e->half_rng = sim_half_rng_seed(e->seed);
     rc = sim_place(e, o, err);
     if (rc == 0 && e->tr == NULL)
         rc = sim_fuse(e, err);

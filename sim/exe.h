@@ -303,6 +303,8 @@ int sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
  * divided by loss_scaling; after it, float16 weights and buffers rounded back to float16;
  * weight i (written from the host) rounded to float16 values when it is float16. */
 float sim_half_loss_seed(const struct sim_exe *e);
+/* The state of the generator that rounds float16 weight updates, for a random seed. */
+uint64_t sim_half_rng_seed(uint64_t seed);
 void sim_half_before_update(struct sim_exe *e);
 void sim_half_after_update(struct sim_exe *e);
 void sim_half_round_weight(struct sim_exe *e, int i);

@@ -36,6 +36,12 @@ round_floats(float *x, int64_t n, uint64_t *rng)
     }
 }
 
+uint64_t
+sim_half_rng_seed(uint64_t seed)
+{
+    return sim_rng_seed(seed ^ 0x68616c66ull, 0);     /* "half": apart from Dropout's */
+}
+
 float
 sim_half_loss_seed(const struct sim_exe *e)
 {
