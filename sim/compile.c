@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "half.h"
 #include "program.h"
 
 #define MAX_DEVICE_ITERATIONS (1u << 24)
@@ -350,28 +351,84 @@ out:
 
 
 /*
- * float16 tensors reach only the ops that handle them (forward and backward): Cast,
- * Identity, and ops that read nothing but the shape (Shape, Size). Any other op given a
- * float16 input is refused here, naming the input, instead of reading its 2-byte elements
- * as floats. Returns 0 or IPUOF_E_UNSUPPORTED.
+ * float16 per op (sim/README.md "Dtypes"): an op other than Cast, Identity and the
+ * shape-only ops that is given a float16 input is inferred as if the input were float
+ * (wide[j], a float copy of a known value owned by e), and its float outputs are then typed
+ * float16 (half_outputs); the node runs through half_exec.c. Sets *half. Returns 0 or
+ * IPUOF_E_NOMEM.
  */
 static int
-half_inputs_ok(const struct sim_enode *n, const struct sim_mnode *mn,
-               const struct sim_tinfo *const *ins, struct sim_err *err)
+half_inputs(struct sim_exe *e, const struct sim_enode *n, const struct sim_mnode *mn,
+            const struct sim_tinfo **ins, struct sim_tinfo *wide, bool *half,
+            struct sim_err *err)
 {
+    *half = false;
     if (strcmp(mn->domain, "") == 0 &&
         (strcmp(mn->op_type, "Cast") == 0 || strcmp(mn->op_type, "Identity") == 0))
         return 0;
     if (n->op->flags & SIM_OPF_SHAPE_ONLY)
         return 0;
-    for (int j = 0; j < mn->n_in; j++)
-        if (ins[j] != NULL && ins[j]->dtype == SIM_DTYPE_FLOAT16)
-            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: input %d is float16, which only "
-                               "Cast, Identity, Shape and Size take so far; Cast it to float "
-                               "before %s (and the result back to float16 if wanted)",
-                               n->label, j, mn->op_type);
+    if (n->op->domain == NULL && strcmp(n->op->name, "Identity") == 0)
+        return 0;   /* an If's Where made the Identity of the branch taken */
+    for (int j = 0; j < n->n_in; j++) {
+        float *f;
+        if (ins[j] == NULL || ins[j]->dtype != SIM_DTYPE_FLOAT16)
+            continue;
+        *half = true;
+        wide[j] = *ins[j];
+        wide[j].dtype = SIM_DTYPE_FLOAT;
+        if (ins[j]->cdata != NULL) {
+            f = malloc((size_t)ins[j]->numel * sizeof(float) + 1);
+            if (f == NULL || !sim_exe_own(e, f))
+                return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+            sim_half_to_float_n(ins[j]->cdata, f, ins[j]->numel);
+            wide[j].cdata = f;
+        }
+        ins[j] = &wide[j];
+    }
     return 0;
 }
+
+/* The float outputs of a float16 node are float16 (what the IPU stores). */
+static void
+half_outputs(struct sim_tinfo *outs, int n_out)
+{
+    for (int j = 0; j < n_out; j++)
+        if (outs[j].dtype == SIM_DTYPE_FLOAT)
+            outs[j].dtype = SIM_DTYPE_FLOAT16;
+}
+
+/* What value v, an If's condition, says at compile time: IF_SKIPPED (its own node was
+ * skipped, being in a branch not taken), IF_TRUE / IF_FALSE (known), or IF_DATA. */
+enum { IF_DATA = -1, IF_FALSE = 0, IF_TRUE = 1, IF_SKIPPED = 2 };
+
+static int
+if_cond_state(const struct sim_exe *e, int v)
+{
+    const struct sim_val *c = &e->vals[v];
+    const void *d = c->ti.cdata;
+
+    if (c->kind == SIM_V_NONE)
+        return IF_SKIPPED;
+    if (c->kind != SIM_V_CONST || d == NULL || c->ti.numel != 1)
+        return IF_DATA;
+    switch (c->ti.dtype) {
+    case SIM_DTYPE_BOOL:
+    case SIM_DTYPE_UINT8: return *(const uint8_t *)d != 0;
+    case SIM_DTYPE_INT8: return *(const int8_t *)d != 0;
+    case SIM_DTYPE_INT32: return *(const int32_t *)d != 0;
+    case SIM_DTYPE_INT64: return *(const int64_t *)d != 0;
+    case SIM_DTYPE_FLOAT: return *(const float *)d != 0.0f;
+    default: return IF_DATA;
+    }
+}
+
+/*
+ * Infers (and folds, or schedules) model node k. A node of an If's branch (mn->guard, from
+ * onnx_ctrl.c) whose condition is known here and picks the other branch, or whose
+ * condition was itself skipped, is skipped: its outputs stay SIM_V_NONE and only the If's
+ * Where (__if_branches) reads them, which then becomes an Identity of the branch taken.
+ */
 static int
 infer_node(struct sim_exe *e, int k, struct sim_err *err)
 {
@@ -379,21 +436,35 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     const struct sim_mnode *mn = &m->nodes[k];
     struct sim_enode n = { 0 };
     const struct sim_tinfo **ins = NULL;
-    struct sim_tinfo *outs = NULL;
+    struct sim_tinfo *outs = NULL, *wide = NULL;
     struct sim_infer c = { 0 };
-    bool fold = true;
+    const struct sim_attr *ifb = sim_attr_find(mn, "__if_branches");
+    int taken = -1;
+    bool fold = true, half = false;
     int rc = 0;
 
+    if (mn->guard > 0) {
+        int st = if_cond_state(e, mn->guard - 1);
+        if (st == IF_SKIPPED || (st != IF_DATA && (st == IF_TRUE) != mn->guard_then))
+            return 0;
+    }
+    if (ifb != NULL && ifb->i != 0 && mn->n_in == 3 && mn->in[0] >= 0) {
+        int st = if_cond_state(e, mn->in[0]);
+        if (st == IF_SKIPPED)
+            return 0;
+        if (st != IF_DATA)
+            taken = st == IF_TRUE ? 1 : 2;
+    }
     n.mnode = k;
-    n.in = mn->in;
+    n.in = taken > 0 ? &mn->in[taken] : mn->in;
     n.out = mn->out;
-    n.n_in = mn->n_in;
+    n.n_in = taken > 0 ? 1 : mn->n_in;
     n.n_out = mn->n_out;
     n.ipu = mn->ipu;
     n.stage = mn->stage;
     sim_node_label(m, k, n.label, sizeof(n.label));
     n.bstep = -1;
-    n.op = sim_op_find_in(mn->domain, mn->op_type);
+    n.op = taken > 0 ? sim_op_find_in("", "Identity") : sim_op_find_in(mn->domain, mn->op_type);
     if (n.op == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no op table entry (checked by "
                            "check_ops_known)", n.label);
@@ -402,24 +473,25 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
                            "by opset %lld (the oldest supported version is opset %d). "
                            "Supported ops: %s", n.label, mn->op_type, (long long)m->opset,
                            n.op->since, sim_supported_ops());
-    if (mn->n_in < n.op->min_in || (n.op->max_in >= 0 && mn->n_in > n.op->max_in) ||
+    if (n.n_in < n.op->min_in || (n.op->max_in >= 0 && n.n_in > n.op->max_in) ||
         mn->n_out < n.op->min_out || mn->n_out > n.op->max_out)
         return sim_err_set(err, IPUOF_E_INVAL, "%s has %d inputs and %d outputs; %s takes "
-                           "%d to %d inputs and %d to %d outputs", n.label, mn->n_in, mn->n_out,
+                           "%d to %d inputs and %d to %d outputs", n.label, n.n_in, mn->n_out,
                            mn->op_type, n.op->min_in, n.op->max_in < 0 ? 65536 : n.op->max_in,
                            n.op->min_out, n.op->max_out);
     for (int j = 0; j < n.op->min_out; j++)
         if (mn->out[j] < 0)
             return sim_err_set(err, IPUOF_E_INVAL, "%s: required output %d has no name",
                                n.label, j);
-    ins = calloc((size_t)mn->n_in + 1, sizeof(*ins));
+    ins = calloc((size_t)n.n_in + 1, sizeof(*ins));
     outs = calloc((size_t)mn->n_out + 1, sizeof(*outs));
-    if (ins == NULL || outs == NULL) {
+    wide = calloc((size_t)mn->n_in + 1, sizeof(*wide));
+    if (ins == NULL || outs == NULL || wide == NULL) {
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto out;
     }
-    for (int j = 0; j < mn->n_in; j++) {
-        int v = mn->in[j];
+    for (int j = 0; j < n.n_in; j++) {
+        int v = n.in[j];
         if (v < 0 && j < n.op->min_in) {
             rc = sim_err_set(err, IPUOF_E_INVAL, "%s: required input %d is missing", n.label,
                              j);
@@ -438,13 +510,13 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
         if (e->vals[v].kind == SIM_V_WEIGHT && j < 32)
             c.weight_inputs |= 1u << j;
     }
-    rc = half_inputs_ok(&n, mn, ins, err);
+    rc = half_inputs(e, &n, mn, ins, wide, &half, err);
     if (rc != 0)
         goto out;
     c.mn = mn;
     c.label = n.label;
     c.version = (int)m->opset;
-    c.n_in = mn->n_in;
+    c.n_in = n.n_in;
     c.n_out = mn->n_out;
     c.in = ins;
     c.out = outs;
@@ -455,6 +527,9 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     rc = n.op->infer(&c);
     if (rc != 0)
         goto out;
+    if (half)
+        half_outputs(outs, mn->n_out);
+    n.half = half;
     for (int j = 0; j < mn->n_out; j++) {
         struct sim_val *v;
         if (mn->out[j] < 0)
@@ -467,8 +542,8 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     }
     if (n.op->flags & SIM_OPF_SHAPE_ONLY)
         fold = true;
-    if (n.op->flags & SIM_OPF_NOFOLD)
-        fold = false;
+    if ((n.op->flags & SIM_OPF_NOFOLD) || half)
+        fold = false;   /* a float16 node computes through half_exec.c at run time */
     n.params = c.params;
     n.scratch = c.scratch_bytes;
     n.saved = c.saved_bytes;
@@ -498,6 +573,7 @@ out:
     free(c.params);
     free(ins);
     free(outs);
+    free(wide);
     return rc;
 }
 
@@ -745,6 +821,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     e->A = o->gradient_accumulation;
     e->seed = o->seed;
+    e->stochastic = m->stochastic_rounding;
+    e->partials_half = m->partials_half;
     e->eval = o->eval_mode && o->loss == NULL;
     if (o->loss != NULL) {
         rc = setup_training(e, m, o, err);
@@ -805,6 +883,11 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             o->progress(k + 1, total, o->progress_ud);
     }
     drop_dead_nodes(e);
+    for (int s = 0; s < e->n_nodes; s++)
+        e->computes_half |= e->nodes[s].half;
+    for (int i = 0; i < e->n_w; i++)
+        e->computes_half |= e->w[i].half;
+    e->half_rng = sim_half_rng_seed(e->seed);
     rc = sim_place(e, o, err);
     if (rc == 0 && e->tr == NULL)
         rc = sim_fuse(e, err);

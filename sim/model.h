@@ -76,6 +76,9 @@ struct sim_mnode {
     struct sim_attr *attr;
     int ipu;                    /* __ipu_number, 0 when absent */
     int stage;                  /* __pipeline_stage, -1 when absent */
+    int guard;                  /* a node of an If's branch (onnx_ctrl.c): 1 + the value
+                                 * index of the If's condition (__if_guard); 0: none */
+    bool guard_then;            /* __if_side: the node runs when the condition is true */
 };
 
 struct sim_model {
@@ -94,6 +97,12 @@ struct sim_model {
     unsigned char *in_needs_const;
     int n_out;
     int *outputs;
+    /* The model's metadata_props "ipuof.stochastic_rounding" = "1" (PopTorch's
+     * Precision.enableStochasticRounding): float16 results round stochastically. */
+    bool stochastic_rounding;
+    /* metadata_props "ipuof.partials_type" = "half" (Precision.setPartialsType(torch.half)):
+     * float16 MatMul and Gemm accumulate in float16 (half_partials.c). */
+    bool partials_half;
 };
 
 /* Attribute lookup; NULL when absent. */

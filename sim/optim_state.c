@@ -305,6 +305,7 @@ sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err)
         return rc;
     e->seed = seed;
     e->mb_done = 0;     /* the generators restart from the first micro-batch */
+    e->half_rng = sim_half_rng_seed(seed);  /* and stochastic rounding of weight updates */
     atomic_store(&e->busy, 0);
     return 0;
 }

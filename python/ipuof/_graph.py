@@ -97,7 +97,8 @@ def _without_gradient(m, loss):
 def export(m, training, call, sample, record, half=None):
     """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
     the blocks recorder; no side effects on the host. half, for a float16 model, is
-    (its float16 inputs, the outputs that travel as float16: capture.type_float16)."""
+    capture.type_float16's (inputs, state, keep_float, stochastic); record.narrowed is
+    then the outputs Cast to float that torch gives as float16."""
     n_out = record.n_graph()
     was_training = m.training
     m.train(training)
@@ -118,7 +119,7 @@ def export(m, training, call, sample, record, half=None):
                     capture.fix_initializers(f.getvalue(), snap.changed()))
             check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
             if half is not None:
-                onnx_bytes = capture.type_float16(onnx_bytes, half[0], half[1])
+                onnx_bytes, record.narrowed = capture.type_float16(onnx_bytes, *half)
             if rec.blocks:
                 import onnx
                 rec.prune([n.name for n in onnx.load_from_string(onnx_bytes).graph.node])

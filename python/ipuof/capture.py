@@ -393,53 +393,13 @@ def changed_buffers(module, before):
     return out
 
 
-def type_float16(onnx_bytes, inputs, outputs):
-    """onnx_bytes with the graph inputs named in inputs and the float graph outputs named in
-    outputs typed float16, so they travel as 2-byte halves: each such input is Cast to
-    float where the float32 capture read it, each such output is its float value Cast to
-    float16 (rounded to nearest even by the daemon, as torch's .half()). The computation
-    stays the float32 capture's."""
-    inputs, outputs = set(inputs), set(outputs)
-    if not inputs and not outputs:
-        return onnx_bytes
-    import onnx
-    from onnx import helper
-    model = onnx.load_from_string(onnx_bytes)
-    g = model.graph
-    F32, F16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
-    rename, casts = {}, []
-    for vi in g.input:
-        if vi.name in inputs and vi.type.tensor_type.elem_type == F32:
-            vi.type.tensor_type.elem_type = F16
-            rename[vi.name] = vi.name + "__ipuof_f32"
-            casts.append(helper.make_node("Cast", [vi.name], [rename[vi.name]], to=F32,
-                                          name=vi.name + "__ipuof_to_f32"))
-    out_cast = []
-    for vo in g.output:
-        if vo.name in outputs and vo.type.tensor_type.elem_type == F32 and \
-                any(vo.name in n.output for n in g.node):
-            vo.type.tensor_type.elem_type = F16
-            out_cast.append(vo.name)
-    for name in out_cast:
-        inner = name + "__ipuof_f32"
-        for n in g.node:
-            for k, o in enumerate(n.output):
-                if o == name:
-                    n.output[k] = inner
-        rename[name] = inner
-        casts.append(helper.make_node("Cast", [inner], [name], to=F16,
-                                      name=name + "__ipuof_to_f16"))
-    for n in g.node:
-        for k, i in enumerate(n.input):
-            if i in rename:
-                n.input[k] = rename[i]
-    # the Casts of inputs first, those of outputs last: the order stays topological
-    nodes = [c for c in casts if c.attribute[0].i == F32] + \
-        [onnx.NodeProto.FromString(n.SerializeToString()) for n in g.node] + \
-        [c for c in casts if c.attribute[0].i == F16]
-    del g.node[:]
-    g.node.extend(nodes)
-    return model.SerializeToString()
+def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
+                 partials_half=False):
+    """onnx_bytes typed float16 where torch computes float16 (see _half.type_float16):
+    returns (bytes, the outputs Cast to float that torch gives as float16)."""
+    from . import _half
+    return _half.type_float16(onnx_bytes, inputs, state, keep_float, stochastic,
+                              partials_half)
 
 
 WIDENED = (torch.float16, torch.bfloat16, torch.float64)

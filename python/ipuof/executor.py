@@ -165,12 +165,14 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             return t.detach().contiguous()
         return self._host_tensor(t)
 
-    def _half_outputs(self, n_out):
-        """The graph outputs of a float16 model that travel as float16: every output
-        except those summed over the run (the daemon sums float, not float16)."""
+    def _float_outputs(self, record):
+        """The graph outputs of a float16 model that stay float on the device even when
+        float16 (narrowed on the host): a training model's loss (the optimizer's loss is
+        float) and outputs summed over the run (the daemon sums float, not float16)."""
         if self._options.output_mode == enums.OutputMode.Sum:
-            return ()
-        return [f"output{i}" for i in range(n_out)]
+            return [f"output{i}" for i in range(record.n_graph())]
+        return [f"output{record.loss}"] if self._training and record.loss is not None \
+            else []
 
     def _revive(self):
         """After destroy(), the next call or compile() starts again: a new capture and a
@@ -212,11 +214,13 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._call = call
         sample = [(self._host_tensor(t)[:b] if b is not None else self._host_tensor(t)).clone()
                   for t, b in zip(call.leaves, micro)]
-        # A float16 model (or float16 inputs) is captured and run in float32, its floating
-        # outputs given back as float16: the daemon has no float16 tensors yet.
+        # A float16 model (or float16 inputs) is captured in float32, then typed float16
+        # tensor by tensor as torch computes it (capture.type_float16).
         self._half = capture.widened_half(self._user_model, call.leaves)
         self._half_inputs = {n for n, t in zip(call.names, call.leaves)
                              if t.dtype == torch.float16}
+        self._half_state = {n for n, t in torch.nn.Module.state_dict(
+            self._user_model, keep_vars=True).items() if t.dtype == torch.float16}
         record = _graph.probe(self._user_model, self._training, call, sample,
                               o.replication_factor)
         self._sample = sample
@@ -252,9 +256,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         """The ONNX bytes of the module (with the anchored tensors as extra outputs) and
         the blocks recorder."""
         half = None
+        record.narrowed = []
         if self._half:
-            half = (self._half_inputs,
-                    self._half_outputs(record.n_graph()) if not self._training else ())
+            half = (self._half_inputs, self._half_state, self._float_outputs(record),
+                    bool(self._options.Precision.stochastic_rounding),
+                    self._options.Precision.partials_type == torch.float16)
         onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
                                         record, half)
         onnx_bytes, self._anchors = _anchors.plan(
@@ -405,8 +411,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 t = t.reshape(())
             flat.append(t)
         rec = self._record
-        if self._half:
-            flat = [t.half() if t.is_floating_point() else t for t in flat]
+        for i, name in enumerate(self._out_names[:len(flat)]):
+            if name in getattr(rec, "narrowed", ()):     # float16 in torch, float on device
+                flat[i] = flat[i].half()
         # An output torch gives as float16, bfloat16 or float64 (nansum(dtype=...),
         # .double()) was computed in float32 by the daemon: given back in torch's dtype.
         for i, dt in enumerate(getattr(rec, "out_dtypes", ())[:len(flat)]):

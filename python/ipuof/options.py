@@ -31,8 +31,7 @@ _IGNORED = {
                          "setAutomaticLossScaling", "setConvolutionDithering"),
     "_PopartOptions": ("setEngineOptions", "setPatterns"),
     "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat",
-                          "enableFloatingPointExceptions", "enableStochasticRounding",
-                          "setPartialsType"),
+                          "enableFloatingPointExceptions"),
     "_JitOptions": ("traceModel",),
     "_TensorLocationOptions": ("numIOTiles",),
     "TensorLocationSettings": ("minElementsForOffChip",
@@ -215,7 +214,25 @@ class _DistributedOptions(_OptionsDict):
 
 
 class _PrecisionOptions(_OptionsDict):
-    pass
+    def __init__(self):
+        super().__init__(stochastic_rounding=False, partials_type=torch.float32)
+
+    def enableStochasticRounding(self, enabled):
+        """float16 results (op outputs and weight updates) round up with probability equal
+        to their fraction of a float16 step, from the random seed's generator
+        (sim/README.md "Dtypes"); float32 models are unaffected."""
+        if not isinstance(enabled, bool):
+            raise ValueError(f"enableStochasticRounding expects a bool, not {enabled!r}")
+        return self.set(stochastic_rounding=enabled)
+
+    def setPartialsType(self, dtype):
+        """The accumulators of float16 MatMul and Gemm (Linear): torch.float (default,
+        exact float32 sums) or torch.half (float16, emulated in chunks of 16 products:
+        sim/README.md "Dtypes"). Conv and reductions keep float32 partials."""
+        if dtype not in (torch.float32, torch.float16):
+            raise ValueError(f"setPartialsType expects torch.float or torch.half, not "
+                             f"{dtype!r}")
+        return self.set(partials_type=dtype)
 
 
 class _JitOptions(_OptionsDict):

@@ -337,7 +337,7 @@ def test_options_validation_repr_clone_and_ignored_calls():
         warnings.simplefilter("always")
         opts._Popart.set("saveInitializersToFile", "x.onnx")
         opts.enableExecutableCaching("/tmp/cache")
-        opts.Precision.setPartialsType(torch.float)
+        opts.Precision.runningStatisticsAlwaysFloat(True)
         opts.enableExecutableCaching("/tmp/cache2")  # warned once per name
     assert len(w) == 3 and all("no effect on ipuofd" in str(x.message) for x in w)
     with pytest.raises(AttributeError):
