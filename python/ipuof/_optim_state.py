@@ -10,6 +10,7 @@ import weakref
 import torch
 
 from . import _lib
+from ._logging import logger
 from .errors import Error
 from .optim import Optimizer, _kind, _names
 
@@ -74,6 +75,7 @@ def pull(executor):
     if optimizer is None or exe is None:
         return None
     kind = _kind(optimizer)
+    logger.info("Writing optimiser state tensors from IPU to host.")
     step = torch.zeros((), dtype=torch.int64)
     _read(exe, "optimizer:step", step)
     ipu = {}
@@ -97,7 +99,13 @@ def pull(executor):
             optimizer.state[p] = st
         else:
             optimizer.state.pop(p, None)
+    optimizer.__dict__["_ipuof_state_cache"] = (_cache_key(executor), dict(ipu))
     return ipu
+
+
+def _cache_key(ex):
+    """What the device's state depends on: the compiled model, its runs and writes."""
+    return (id(ex._exe), ex._steps_run, ex.__dict__.get("_ipuof_state_gen", 0))
 
 
 def _push(executor, ipu_state=None):
@@ -107,6 +115,8 @@ def _push(executor, ipu_state=None):
     exe = executor._exe
     kind = _kind(optimizer)
     ipu_state = ipu_state or {}
+    logger.info("Writing optimiser state tensors from host to IPU memory.")
+    executor.__dict__["_ipuof_state_gen"] = executor.__dict__.get("_ipuof_state_gen", 0) + 1
     step = None
     for p, name in _trained(optimizer, executor):
         st = optimizer.state.get(p, {})
@@ -156,14 +166,25 @@ def _bound(optimizer):
 def _state_dict(self):
     ex = _bound(self)
     if ex is not None:
-        ipu = pull(ex)      # first: torch's "state" then holds the device's
+        # The device's state changes only by a run, a write or a new compile.
+        cached = self.__dict__.get("_ipuof_state_cache")
+        if cached is not None and cached[0] == _cache_key(ex):
+            logger.debug("Using cached optimiser state dict")
+            ipu = dict(cached[1])
+        else:
+            ipu = pull(ex)      # first: torch's "state" then holds the device's
         sd = torch.optim.Optimizer.state_dict(self)
         sd["ipu_state"] = ipu
         sd["ipu_param"] = _ipu_param(self, ex)
     else:
         sd = torch.optim.Optimizer.state_dict(self)
-        pending = self.__dict__.get("_ipuof_pending") or (None, None)
-        sd["ipu_state"], sd["ipu_param"] = pending
+        pending = self.__dict__.get("_ipuof_pending")
+        cached = self.__dict__.get("_ipuof_state_cache")
+        if pending is None and cached is not None:
+            # Detached: the state pulled at detachFromDevice.
+            logger.debug("Using cached optimiser state dict")
+            pending = (dict(cached[1]), None)
+        sd["ipu_state"], sd["ipu_param"] = pending or (None, None)
     return sd
 
 

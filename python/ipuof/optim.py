@@ -23,7 +23,8 @@ import warnings
 
 import torch
 
-from . import _lib
+from . import _lib, _optim_log
+from ._logging import logger
 from .errors import Error
 
 ffi = _lib.ffi
@@ -145,9 +146,21 @@ class SGD(Optimizer, torch.optim.SGD):
 
     def __init__(self, params, lr=0.01, *args, **kwargs):
         given = ["lr"] + [k for k in kwargs if k not in self._EXTRA]
+        if kwargs.get("velocity_scaling") is not None and \
+                not kwargs.get("use_combined_accum"):
+            logger.warning("velocity_scaling value ignored when using the separate variant "
+                           "(use_combined_accum=False): its velocity is scaled by "
+                           "loss_scaling, as PopTorch's")
         given += _extras(self, "SGD", kwargs, self._EXTRA)
         super().__init__(params, lr, *args, **kwargs)
-        _attach_attrs(self, given, ["loss_scaling", "velocity_scaling"])
+        self.use_combined_accum = bool(self.use_combined_accum)
+        if self.use_combined_accum:
+            # PopTorch: velocity scaling is per group in the combined variant only; the
+            # separate one glues it to loss_scaling.
+            self.defaults["velocity_scaling"] = self.velocity_scaling
+            for g in self.param_groups:
+                g.setdefault("velocity_scaling", self.velocity_scaling)
+        _attach_attrs(self, given, ["loss_scaling"])
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -449,7 +462,9 @@ def to_struct(optimizer, executor):
     o.no_bias_correction = int(not getattr(optimizer, "bias_correction", True))
     o.max_grad_norm = _norm_limit(getattr(optimizer, "max_grad_norm", None))
     o.loss_scaling = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
-    o.velocity_scaling = float(getattr(optimizer, "velocity_scaling", 1.0) or 1.0)
+    # The separate SGD variant (PopTorch's default) scales its velocity by loss_scaling.
+    o.velocity_scaling = float(groups[0].get("velocity_scaling", 1.0)) \
+        if _optim_log.combined(optimizer) else o.loss_scaling
     # PopTorch plans a velocity when momentum is variable (given explicitly, or marked), so
     # setOptimizer may raise it later; torch.optim's optimizers: when non-zero (above).
     va = getattr(optimizer, "variable_attrs", None)
@@ -457,19 +472,22 @@ def to_struct(optimizer, executor):
             "momentum" in va._allowed_attributes:
         o.plan_momentum = int(not va.isConstant("momentum"))
     keep = []
+    ids = _names(executor)
+    known = _initializers(executor)
+
+    def trained(g):
+        return [ids[id(p)] for p in g["params"]
+                if id(p) in ids and p.requires_grad and (known is None or ids[id(p)] in known)]
+    _optim_log.configured(optimizer, executor, [trained(g) for g in groups])
     if len(groups) > 1:
         if len(groups) - 1 > 32:
             raise Error(f"the optimizer has {len(groups)} parameter groups; ipuofd takes at "
                         "most 33")
-        ids = _names(executor)
-        known = _initializers(executor)
         arr = ffi.new("struct ipuof_optimizer_group[]", len(groups) - 1)
         keep.append(arr)
         for i, g in enumerate(groups[1:]):
             _hyper(arr[i], g, kind)
-            names = [ids[id(p)] for p in g["params"]
-                     if id(p) in ids and p.requires_grad and
-                     (known is None or ids[id(p)] in known)]
+            names = trained(g)
             cstrs = [ffi.new("char[]", n.encode()) for n in names]
             ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
             keep += cstrs
