@@ -264,6 +264,13 @@ ipuof_model_inference_from(ipuof_model *training, const struct ipuof_model_opts 
 int
 ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
 {
+    return ipuof_model_set_optimizer_accum(m, o, NULL);
+}
+
+int
+ipuof_model_set_optimizer_accum(ipuof_model *m, const struct ipuof_optimizer *o,
+                                const struct ipuof_optimizer_accum *a)
+{
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__SetOptimizerRequest so = IPUOF__SET_OPTIMIZER_REQUEST__INIT;
     struct opt_wire opt;
@@ -284,6 +291,11 @@ ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
     if (rc != IPUOF_OK)
         return ipuof_model_settle(c, rc);
     optimizer_to_wire(o, &opt);
+    if (a != NULL) {
+        opt.w.accum_float16 = a->accum_float16 != 0;
+        opt.w.first_order_float16 = a->first_order_float16 != 0;
+        opt.w.second_order_float16 = a->second_order_float16 != 0;
+    }
     so.model_id = m->id;
     so.optimizer = &opt.w;
     req.body_case = IPUOF__HEADER__BODY_SET_OPTIMIZER;

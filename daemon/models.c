@@ -454,6 +454,9 @@ models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char **name
     o->loss_scaling = w->loss_scaling != 0.0f ? w->loss_scaling : 1.0f;   /* 0: unset */
     o->velocity_scaling = w->velocity_scaling != 0.0f ? w->velocity_scaling : 1.0f;
     o->plan_momentum = w->plan_momentum;
+    o->accum_half = w->accum_float16;
+    o->first_half = w->first_order_float16;
+    o->second_half = w->second_order_float16;
     o->n_groups = (int)w->n_groups;
     for (size_t g = 0; g < w->n_groups; g++) {
         const Ipuof__OptimizerGroup *p = w->groups[g];

@@ -15,14 +15,19 @@
  * Loss scaling and velocity scaling (PopTorch's loss_scaling, velocity_scaling) exist for
  * float16 arithmetic: the loss's gradient is multiplied by loss_scaling and the update
  * divides it out again, and SGD's velocity is kept multiplied by velocity_scaling and
- * divided out when applied. With the float32 state ipuofd keeps, both cancel: they are
- * checked (> 0, finite) and change no number, as on the IPU in float32.
+ * divided out when applied. With float32 state both cancel: they are checked (> 0,
+ * finite) and change no number, as on the IPU in float32. A state kept in float16
+ * (accum_half, first_half, second_half: PopTorch's accumulator dtypes) is rounded to
+ * float16 after every update, stored scaled as the IPU stores it (the accumulated gradient
+ * times loss_scaling, SGD's velocity times velocity_scaling), so there the scalings decide
+ * what underflows or overflows, as they do on an IPU.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exe.h"
+#include "half.h"
 #include "hot.h"
 #include "optim_internal.h"
 #include "pool.h"
@@ -409,6 +414,41 @@ step_span(struct sim_exe *e, int wi, size_t lo, size_t hi, float gscale)
     }
 }
 
+/* x[0 .. n) as a float16 accumulator holding x * scale keeps it: x = half(x * scale) /
+ * scale (scale 1: half(x)). */
+static void
+round_half_scaled(float *x, size_t n, float scale)
+{
+    if (x == NULL || n == 0)
+        return;
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            x[i] *= scale;
+    sim_half_round_n(x, (int64_t)n);
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            x[i] /= scale;
+}
+
+/* The float16 accumulators after a step (see sim_optimizer's accum_half): first order is
+ * SGD's velocity, Adam's/LAMB's m, RMSprop's mean of g^2 (mom2 there); second order is
+ * Adam's/LAMB's v, centered RMSprop's mean of g (mom3). */
+static void
+round_half_state(struct sim_exe *e)
+{
+    struct sim_train *tr = e->tr;
+    const struct sim_optimizer *o = &tr->opt;
+    float *first = o->kind == SIM_OPT_RMSPROP ? tr->mom2 : tr->mom1;
+    float *second = o->kind == SIM_OPT_RMSPROP ? tr->mom3 :
+                    o->kind == SIM_OPT_SGD ? NULL : tr->mom2;
+
+    if (o->first_half)
+        round_half_scaled(first, e->n_train,
+                          o->kind == SIM_OPT_SGD ? o->velocity_scaling : 1.0f);
+    if (o->second_half)
+        round_half_scaled(second, e->n_train, 1.0f);
+}
+
 /*
  * One step over every trainable weight. Consecutive trainable weights (weights.c lays them
  * out in e->w order) of one group and one momentum state are updated as one span, so many small
@@ -419,10 +459,13 @@ void
 sim_optim_step(struct sim_exe *e)
 {
     struct sim_train *tr = e->tr;
-    float gscale = clip_factor(e, tr->opt.max_grad_norm);
+    float gscale;
     int first = -1;
     size_t lo = 0, hi = 0;
 
+    if (tr->opt.accum_half)     /* the accumulated gradient, as a float16 buffer holds it */
+        round_half_scaled(tr->grads, e->n_train, tr->opt.loss_scaling);
+    gscale = clip_factor(e, tr->opt.max_grad_norm);
     tr->steps++;
     for (int i = 0; i <= e->n_w; i++) {
         const struct sim_weight *w = i < e->n_w ? &e->w[i] : NULL;
@@ -450,4 +493,5 @@ sim_optim_step(struct sim_exe *e)
             if (e->w[i].kind == SIM_WEIGHT_TRAINABLE && h.mu != 0.0f)
                 tr->mstarted[i] = true;   /* torch keeps a momentum_buffer from now on */
         }
+    round_half_state(e);
 }

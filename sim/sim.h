@@ -261,6 +261,13 @@ struct sim_optimizer {
     int plan_momentum;      /* SGD, RMSprop: plan the momentum buffer even when every
                              * momentum is 0 (PopTorch: momentum is a variable attribute),
                              * so that set_optimizer may raise it later */
+    /* Accumulator dtypes (PopTorch's accum_type, first_order_momentum_accum_type /
+     * velocity_accum_type, second_order_momentum_accum_type): 1 keeps that state rounded
+     * to float16 after every update (stored scaled: the gradient by loss_scaling, SGD's
+     * velocity by velocity_scaling), so the numbers are a float16 accumulator's. accum:
+     * the reduced gradient; first: SGD's velocity, Adam's/LAMB's m, RMSprop's mean of
+     * g^2; second: Adam's/LAMB's v, centered RMSprop's mean of g. 0: float32. */
+    int accum_half, first_half, second_half;
     int n_groups;           /* entries of groups[], 0 .. SIM_OPT_MAX_GROUPS */
     struct sim_opt_group groups[SIM_OPT_MAX_GROUPS];
 };

@@ -2,10 +2,13 @@
 extra arguments, run by the daemon's optimizers (sim/optim.c) for a training model.
 
 Every argument PopTorch's optimizers take is honoured or, where it only chooses a precision,
-accepted: loss_scaling and velocity_scaling are checked and cancel in the float32 arithmetic
-ipuofd keeps (as they do on an IPU in float32); accum_type and the *_accum_type arguments
-take torch.float32 or torch.float16, and float16 keeps the state in float32 with a one-time
-warning (half-precision state is not simulated); use_combined_accum changes no number.
+accepted: loss_scaling and velocity_scaling are checked and cancel in float32 arithmetic
+(as they do on an IPU in float32); accum_type and the *_accum_type arguments take
+torch.float32 or torch.float16, and on the device float16 keeps that state rounded to
+float16 after every step, stored scaled by loss_scaling (the gradient) or velocity_scaling
+(SGD's velocity) as the IPU stores it (sim/optim.c; step() on the host stays float32);
+use_combined_accum=True keeps velocity_scaling per group (PopTorch's combined SGD), False
+scales the velocity by loss_scaling.
 max_grad_norm clips by the global gradient norm (torch.nn.utils.clip_grad_norm_),
 bias_correction=False drops Adam's and LAMB's corrections, max_weight_norm clips LAMB's
 weight norm, use_tf_variant is TensorFlow's RMSprop. Parameter groups keep their own
@@ -16,7 +19,7 @@ optimizers. Bound to a training model, an optimizer's state_dict() reads the sta
 device (torch's "state" entries, plus PopTorch's "ipu_state" and "ipu_param" views) and
 load_state_dict() writes it there, so a run resumes where the saved one stopped.
 
-Used by the executor: to_struct, key, bind, attached, pull.
+Used by the executor: to_struct, accum, key, bind, attached, pull.
 """
 import math
 import warnings
@@ -84,8 +87,8 @@ class Optimizer:
 
 def _extras(opt, name, kwargs, defaults):
     """Pops PopTorch's extra arguments (defaults: name -> default) from kwargs onto opt as
-    attributes; the accumulator types must be float32 or float16 (float16: kept in float32,
-    warned once). Returns the names given explicitly."""
+    attributes; the accumulator types must be float32 or float16. Returns the names given
+    explicitly."""
     given = []
     for k, default in defaults.items():
         v = kwargs.pop(k, None)
@@ -95,10 +98,6 @@ def _extras(opt, name, kwargs, defaults):
             if v not in (None, torch.float32, torch.float16, torch.half):
                 raise ValueError(f"poptorch.optim.{name}: {k} must be torch.float32 or "
                                  f"torch.float16, not {v}")
-            if v in (torch.float16, torch.half):
-                _warn_once(("accum", name, k), f"poptorch.optim.{name}: {k}=torch.float16 "
-                           "is accepted, but ipuofd keeps the optimizer state in float32 "
-                           "(half-precision state is not simulated)")
             v = torch.float32 if v is None else v
         elif v is None:
             v = default
@@ -500,6 +499,23 @@ def to_struct(optimizer, executor):
     return o
 
 
+def accum(optimizer):
+    """The library's struct ipuof_optimizer_accum for optimizer's accumulator dtypes, or
+    None when every one is float32 (the default)."""
+    if optimizer is None:
+        return None
+    half = (torch.float16, torch.half)
+    first = "velocity_accum_type" if isinstance(optimizer, torch.optim.SGD) else \
+        "first_order_momentum_accum_type"
+    flags = [getattr(optimizer, k, None) in half
+             for k in ("accum_type", first, "second_order_momentum_accum_type")]
+    if not any(flags):
+        return None
+    a = ffi.new("struct ipuof_optimizer_accum *")
+    a.accum_float16, a.first_order_float16, a.second_order_float16 = (int(f) for f in flags)
+    return a
+
+
 def key(optimizer):
     """Everything to_struct reads, to see whether it changed between calls."""
     if optimizer is None:
@@ -509,7 +525,10 @@ def key(optimizer):
                    for g in optimizer.param_groups)
     extra = tuple(repr(getattr(optimizer, k, None))
                   for k in ("loss_scaling", "velocity_scaling", "max_grad_norm",
-                            "bias_correction", "use_tf_variant"))
+                            "bias_correction", "use_tf_variant", "use_combined_accum",
+                            "accum_type", "velocity_accum_type",
+                            "first_order_momentum_accum_type",
+                            "second_order_momentum_accum_type"))
     return (type(optimizer), groups, extra)
 
 

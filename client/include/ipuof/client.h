@@ -761,6 +761,25 @@ IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
  * (RMSprop) become non-zero when they were zero at compile (their state is planned then). */
 IPUOF_API int ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o);
 
+/* The accumulators an optimizer keeps in float16 rather than float32 (PopTorch's
+ * accum_type, first_order_momentum_accum_type (SGD: velocity_accum_type) and
+ * second_order_momentum_accum_type = torch.float16). Each non-zero field: that state is
+ * rounded to float16 after every step, stored scaled (the gradient by loss_scaling, SGD's
+ * velocity by velocity_scaling), so the numbers are those of a float16 accumulator.
+ * accum: the accumulated gradient; first_order: SGD's velocity, Adam's, AdamW's and LAMB's
+ * first moment, RMSprop's mean of g^2; second_order: Adam's, AdamW's and LAMB's second
+ * moment, centered RMSprop's mean of g. */
+struct ipuof_optimizer_accum {
+    int accum_float16;
+    int first_order_float16;
+    int second_order_float16;
+};
+
+/* ipuof_model_set_optimizer with accumulator dtypes (a NULL: all float32, which is what
+ * ipuof_model_set_optimizer and a training compile set). */
+IPUOF_API int ipuof_model_set_optimizer_accum(ipuof_model *m, const struct ipuof_optimizer *o,
+                                              const struct ipuof_optimizer_accum *a);
+
 /*
  * The optimizer state of a training model (PopTorch's optimizer.state_dict() after
  * training, load_state_dict() before the next run): "optimizer:step" (one int64, the steps
