@@ -60,5 +60,4 @@ if not logger.handlers:
     _h = _StderrHandler()
     _h.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
     logger.addHandler(_h)
-    logger.propagate = False
 setLogLevel(os.environ.get("POPTORCH_LOG_LEVEL", "WARN"))

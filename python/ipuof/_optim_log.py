@@ -8,6 +8,7 @@ describing what the package sends the daemon (optim.to_struct):
   WARN  "Ignoring unexpected optimizer attribute in SGD optimizer: ['lr']" (or "group N
          attribute"; DEBUG with Options.relaxOptimizerAttributesChecks())
   WARN  "Optimizer `X` subclassed from classes in poptorch.optim or torch.optim ..."
+        (given: at trainingModel and setOptimizer)
 
 The lines are written only when the description differs from the one last sent to the
 same model (PopTorch's rule: an identical optimizer is not sent again). Hyper-parameters
@@ -15,7 +16,8 @@ are named as PopART names them ("default" prefix for the model-wide values), sor
 with " (const)" when the program declared it constant (VariableAttributes, or for torch's
 optimizers PopTorch's rule: equal to torch's default). The accumulator types are those
 the device keeps the state in (sim/optim.c rounds float16 ones after every update).
-Used by optim.to_struct: configured(optimizer, executor)."""
+Used by optim.to_struct: configured(optimizer, executor, names); by _optim_state.bind:
+given(optimizer, executor)."""
 import torch
 
 from ._logging import logger
@@ -163,7 +165,13 @@ class _Tracker:
                 self.log(msg)
 
 
-def _warn_subclass(optimizer):
+def given(optimizer, executor):
+    """At trainingModel / setOptimizer: PopTorch's warning for an optimizer class derived
+    from poptorch.optim's or torch.optim's (its Python step() never runs), once per model
+    and optimizer."""
+    if optimizer is None or executor.__dict__.get("_ipuof_warned_opt") is optimizer:
+        return
+    executor.__dict__["_ipuof_warned_opt"] = optimizer
     from .optim import Optimizer
     bases = type(optimizer).__bases__
     if torch.optim.Optimizer not in bases and Optimizer not in bases:
@@ -179,14 +187,10 @@ def configured(optimizer, executor, names):
     if optimizer is None:
         return
     d = executor.__dict__
-    if d.get("_ipuof_warned_opt") is not optimizer:
-        d["_ipuof_warned_opt"] = optimizer
-        _warn_subclass(optimizer)
     tracker = d.get("_ipuof_attr_tracker")
     if tracker is None:
         opts = getattr(executor, "_options", None)
-        relaxed = bool(opts is not None and
-                       opts._values.get("relax_optimizer_checks", False))
+        relaxed = bool(getattr(opts, "__dict__", {}).get("_relax_optimizer_checks", False))
         tracker = d["_ipuof_attr_tracker"] = _Tracker(relaxed)
     typ = {"ADAM": "ADAM", "ADAMW": "ADAMW"}.get(_type_name(optimizer),
                                                  _type_name(optimizer))

@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from . import _lib
+from . import _lib, _optim_log
 from ._logging import logger
 from .errors import Error
 from .optim import Optimizer, _kind, _names
@@ -207,6 +207,7 @@ def bind(optimizer, executor):
     optimizers get the two methods on the instance; poptorch.optim's have them)."""
     if optimizer is None:
         return
+    _optim_log.given(optimizer, executor)
     optimizer.__dict__["_ipuof_executor"] = weakref.ref(executor)
     if not isinstance(optimizer, Optimizer):
         optimizer.state_dict = types.MethodType(_state_dict, optimizer)

@@ -246,9 +246,18 @@ class RMSprop(Optimizer, torch.optim.RMSprop):
               "second_order_momentum_accum_type": None, "use_tf_variant": False,
               "max_grad_norm": None}
 
-    def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, **kwargs):
-        given = ["lr"] + [k for k in kwargs if k not in self._EXTRA]
+    def __init__(self, params, lr=0.01, alpha=None, eps=None, weight_decay=None,
+                 momentum=None, centered=None, **kwargs):
+        named = dict(alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                     centered=centered)
+        # PopTorch's rule: the hyper-parameters given explicitly are variable.
+        given = ["lr"] + [k for k, v in named.items() if v is not None] + \
+            [k for k in kwargs if k not in self._EXTRA]
+        alpha = 0.99 if alpha is None else alpha
+        eps = 1e-8 if eps is None else eps
+        weight_decay = 0 if weight_decay is None else weight_decay
+        momentum = 0 if momentum is None else momentum
+        centered = False if centered is None else centered
         given += _extras(self, "RMSprop", kwargs, self._EXTRA)
         self.use_tf_variant = bool(self.use_tf_variant)
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,

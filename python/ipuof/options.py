@@ -22,7 +22,7 @@ from .errors import Error
 _IGNORED = {
     "Options": ("enableExecutableCaching", "useIpuModel", "enableSyntheticData",
                 "enableStableNorm", "syncPattern", "useIpuId",
-                "showCompilationProgressBar", "relaxOptimizerAttributesChecks",
+                "showCompilationProgressBar",
                 "setAvailableMemoryProportion", "broadcastBuffers", "maxRepeatLogs",
                 "modelName", "disableModuleNamescope",
                 "sourceLocationExcludes", "appendToLocationExcludes",
@@ -261,6 +261,13 @@ class Options(_OptionsDict):
         self._frozen = True
         for g in self._GROUPS:
             getattr(self, g)._frozen = True
+
+    def relaxOptimizerAttributesChecks(self, relaxed=True):
+        """PopTorch's: attributes added to an optimizer after the model first took it are
+        reported at DEBUG rather than WARN (poptorch.optim's log, _optim_log.py)."""
+        self._check_frozen()
+        self._relax_optimizer_checks = bool(relaxed)
+        return self
 
     def deviceIterations(self, device_iterations):
         """Iterations of the device loop per call (micro-batches, or optimizer steps when
