@@ -121,9 +121,12 @@ check_hyper(int kind, int g, const struct sim_opt_hyper *h, struct sim_err *err)
         return 0;
     }
     if (kind == SIM_OPT_RMSPROP) {
-        if (!(h->alpha >= 0.0f && h->alpha <= 1.0f))
+        /* torch.optim.RMSprop checks alpha >= 0 only (above 1 the mean of g^2 may turn
+         * negative and the update NaN, as in torch) */
+        if (!(h->alpha >= 0.0f) || isinf(h->alpha))
             return sim_err_set(err, IPUOF_E_INVAL, "optimizer RMSprop%s: invalid alpha %g "
-                               "(must be in [0, 1])", grp, (double)h->alpha);
+                               "(must be >= 0 and finite, as torch.optim.RMSprop's)", grp,
+                               (double)h->alpha);
     } else {
         if (!(h->b1 >= 0.0f && h->b1 < 1.0f))
             return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s%s: invalid beta1 %g (must "

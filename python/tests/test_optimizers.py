@@ -487,6 +487,33 @@ def test_float16_accumulators_are_float16(daemon, case):
     pm32.destroy()
 
 
+def test_rmsprop_alpha_above_one_as_torch(daemon):
+    """torch.optim.RMSprop takes any alpha >= 0 (PopTorch's suite sets 1.49): the device
+    takes it too and computes what torch computes, NaN where torch's is NaN."""
+    x, y = data()
+    model = Net()
+    ref = copy.deepcopy(model)
+    pm = poptorch.trainingModel(model, optimizer=poptorch.optim.RMSprop(
+        model.parameters(), lr=0.01, alpha=1.05))
+    pm(x, y)
+    pm(x, y)
+    host_train_steps = torch.optim.RMSprop(ref.parameters(), lr=0.01, alpha=1.05)
+    for _ in range(2):
+        for p in ref.parameters():
+            p.grad = None
+        ref(x, y)[1].backward()
+        host_train_steps.step()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(a.detach(), b.detach(), rtol=RTOL, atol=ATOL, equal_nan=True)
+    assert any(torch.isnan(p).any() for p in ref.parameters())   # torch's NaN is there
+    pm.destroy()
+    with pytest.raises(poptorch.Error, match="alpha"):
+        bad = Net()
+        opt = torch.optim.RMSprop(bad.parameters(), lr=0.01)
+        opt.param_groups[0]["alpha"] = -0.5   # torch's constructor would refuse it
+        poptorch.trainingModel(bad, optimizer=opt)(x, y)
+
+
 def test_accumulator_type_checked(daemon):
     model = Net()
     with pytest.raises(ValueError, match="float32 or torch.float16"):
