@@ -58,6 +58,9 @@ sim_optimizer_init(struct sim_optimizer *o, int kind)
     o->bias_correction = 1;
     o->loss_scaling = 1.0f;
     o->velocity_scaling = 1.0f;
+    o->als_period = 1;          /* PopART's AutomaticLossScalingSettings defaults */
+    o->als_bin_edge = 0.125f;
+    o->als_threshold = 1e-7f;
     switch (kind) {
     case SIM_OPT_SGD:
     case SIM_OPT_ADAM:
@@ -185,6 +188,13 @@ sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err)
     if (!(o->velocity_scaling > 0.0f) || isinf(o->velocity_scaling))
         return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid velocity_scaling %g "
                            "(must be > 0 and finite)", k, (double)o->velocity_scaling);
+    if (o->auto_loss_scaling &&
+        (o->als_period < 1 || !(o->als_bin_edge > 0.0f && o->als_bin_edge <= 1.0f) ||
+         !(o->als_threshold >= 0.0f && o->als_threshold <= 1.0f)))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: automatic loss scaling needs "
+                           "an update period >= 1 (%u), a bin edge in (0, 1] (%g) and a "
+                           "threshold proportion in [0, 1] (%g)", k, o->als_period,
+                           (double)o->als_bin_edge, (double)o->als_threshold);
     if (o->bias_correction != 0 && o->bias_correction != 1)
         return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: bias_correction is %d; 0 or 1",
                            k, o->bias_correction);
@@ -453,6 +463,49 @@ round_half_state(struct sim_exe *e)
 }
 
 /*
+ * Automatic loss scaling, as PopART defines it (automaticLossScalingSettings): the trained
+ * gradients scaled by this step's loss scale, as float16 values, counted against a bin edge
+ * at als_bin_edge x 65504 (float16's largest value); every als_period steps the factor is
+ * halved when the proportion at or above the edge (overflows included) exceeds
+ * als_threshold, and doubled otherwise, within float16's range of loss scales [2^-24,
+ * 65504]. Only the weights' own elements count (not the alignment padding).
+ */
+static void
+als_update(struct sim_exe *e)
+{
+    struct sim_train *tr = e->tr;
+    const struct sim_optimizer *o = &tr->opt;
+    double edge = (double)o->als_bin_edge * 65504.0, ls = (double)tr->final_ls;
+    uint64_t above = 0, total = 0;
+    unsigned period = o->als_period != 0 ? o->als_period : 1;
+
+    for (int i = 0; i < e->n_w; i++) {
+        const struct sim_weight *w = &e->w[i];
+        const float *g;
+        size_t n;
+        if (w->kind != SIM_WEIGHT_TRAINABLE)
+            continue;
+        g = tr->grads + w->off / sizeof(float);
+        n = w->bytes / sizeof(float);
+        for (size_t k = 0; k < n; k++) {
+            float h = sim_half_to_float(sim_half_from_float((float)((double)g[k] * ls)));
+            if (!isfinite(h) || fabs((double)h) >= edge)
+                above++;
+        }
+        total += n;
+    }
+    tr->als_steps++;
+    if (total == 0 || tr->als_steps % period != 0)
+        return;
+    if ((double)above / (double)total > (double)o->als_threshold) {
+        if (ls / 2.0 >= 0x1p-24)
+            tr->ls_factor *= 0.5f;
+    } else if (ls * 2.0 <= 65504.0) {
+        tr->ls_factor *= 2.0f;
+    }
+}
+
+/*
  * One step over every trainable weight. Consecutive trainable weights (weights.c lays them
  * out in e->w order) of one group and one momentum state are updated as one span, so many small
  * weights still split over the pool; LAMB, whose trust ratio is per tensor, takes each
@@ -466,8 +519,12 @@ sim_optim_step(struct sim_exe *e)
     int first = -1;
     size_t lo = 0, hi = 0;
 
+    /* the loss scale of this step: loss_scaling, times automatic loss scaling's factor */
+    tr->final_ls = tr->opt.loss_scaling * (tr->opt.auto_loss_scaling ? tr->ls_factor : 1.0f);
     if (tr->opt.accum_half)     /* the accumulated gradient, as a float16 buffer holds it */
-        round_half_scaled(tr->grads, e->n_train, tr->opt.loss_scaling);
+        round_half_scaled(tr->grads, e->n_train, tr->final_ls);
+    if (tr->opt.auto_loss_scaling)
+        als_update(e);
     gscale = clip_factor(e, tr->opt.max_grad_norm);
     tr->steps++;
     for (int i = 0; i <= e->n_w; i++) {

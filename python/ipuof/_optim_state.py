@@ -60,6 +60,15 @@ def _write(exe, name, t):
         raise exe.conn.fail(f"optimizer.load_state_dict() ({name})", rc)
 
 
+def read_scalar(exe, name):
+    """The float32 scalar state tensor name (optimizer:final_loss_scale,
+    optimizer:loss_scale_update_factor) of the model on the device."""
+    t = torch.zeros((), dtype=torch.float32)
+    if not _read(exe, name, t):
+        raise Error(f"the daemon keeps no optimizer state '{name}' (an older ipuofd?)")
+    return t
+
+
 def _step_value(optimizer, n):
     """A step count as torch's optimizer of this class keeps it."""
     if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
@@ -99,8 +108,16 @@ def pull(executor):
             optimizer.state[p] = st
         else:
             optimizer.state.pop(p, None)
+    if _optim_log_als(executor):
+        # PopART's automatic loss scaling state (a float32 scalar)
+        ipu["lossScaleUpdateFactor"] = read_scalar(exe, "optimizer:loss_scale_update_factor")
     optimizer.__dict__["_ipuof_state_cache"] = (_cache_key(executor), dict(ipu))
     return ipu
+
+
+def _optim_log_als(executor):
+    from .optim import auto_loss_scaling
+    return auto_loss_scaling(executor)
 
 
 def _cache_key(ex):
@@ -134,6 +151,10 @@ def _push(executor, ipu_state=None):
             step = int(s)
     if step is not None:
         _write(exe, "optimizer:step", torch.tensor(step, dtype=torch.int64))
+    f = ipu_state.get("lossScaleUpdateFactor")
+    if f is not None:
+        _write(exe, "optimizer:loss_scale_update_factor",
+               torch.as_tensor(f, dtype=torch.float32).reshape(()))
 
 
 def _ipu_param(optimizer, executor):

@@ -19,7 +19,7 @@ optimizers. Bound to a training model, an optimizer's state_dict() reads the sta
 device (torch's "state" entries, plus PopTorch's "ipu_state" and "ipu_param" views) and
 load_state_dict() writes it there, so a run resumes where the saved one stopped.
 
-Used by the executor: to_struct, accum, key, bind, attached, pull.
+Used by the executor: to_struct, half_settings, key, bind, attached, pull.
 """
 import math
 import warnings
@@ -508,20 +508,47 @@ def to_struct(optimizer, executor):
     return o
 
 
-def accum(optimizer):
-    """The library's struct ipuof_optimizer_accum for optimizer's accumulator dtypes, or
-    None when every one is float32 (the default)."""
-    if optimizer is None:
-        return None
+def auto_loss_scaling(executor):
+    """Whether the executor's options enable automatic loss scaling
+    (Options.Training.setAutomaticLossScaling(True))."""
+    opts = getattr(executor, "_options", None)
+    return bool(opts is not None and
+                opts.Training.__dict__.get("_auto_loss_scaling", False))
+
+
+def half_settings(optimizer, executor):
+    """The library's struct ipuof_optimizer_half for optimizer's accumulator dtypes and the
+    executor's automatic loss scaling, or None when every accumulator is float32 and
+    automatic loss scaling is off (the defaults). Automatic loss scaling counts every
+    trained gradient on the device; PopART counts the float16 ones, so a model with float32
+    trained parameters is refused rather than scaled from gradients PopART would not
+    count."""
     half = (torch.float16, torch.half)
-    first = "velocity_accum_type" if isinstance(optimizer, torch.optim.SGD) else \
-        "first_order_momentum_accum_type"
-    flags = [getattr(optimizer, k, None) in half
-             for k in ("accum_type", first, "second_order_momentum_accum_type")]
-    if not any(flags):
+    flags = [False, False, False]
+    if optimizer is not None:
+        first = "velocity_accum_type" if isinstance(optimizer, torch.optim.SGD) else \
+            "first_order_momentum_accum_type"
+        flags = [getattr(optimizer, k, None) in half
+                 for k in ("accum_type", first, "second_order_momentum_accum_type")]
+    als = auto_loss_scaling(executor)
+    if als:
+        wide = [n for n, p in executor._user_model.named_parameters()
+                if p.requires_grad and p.dtype != torch.float16]
+        if wide:
+            raise Error("Options.Training.setAutomaticLossScaling(True): ipuofd counts every "
+                        "trained gradient as a float16 value, and PopART counts only the "
+                        "float16 ones, so a model with trained parameters that are not "
+                        f"float16 ({', '.join(wide[:4])}{', ...' if len(wide) > 4 else ''}) "
+                        "is refused: make the model half (model.half()) or set "
+                        "loss_scaling by hand")
+    if not any(flags) and not als:
         return None
-    a = ffi.new("struct ipuof_optimizer_accum *")
+    a = ffi.new("struct ipuof_optimizer_half *")
     a.accum_float16, a.first_order_float16, a.second_order_float16 = (int(f) for f in flags)
+    a.auto_loss_scaling = int(als)
+    a.als_update_period = 1          # PopART's AutomaticLossScalingSettings defaults
+    a.als_bin_edge = 0.125
+    a.als_threshold = 1e-7
     return a
 
 

@@ -28,7 +28,7 @@ _IGNORED = {
                 "sourceLocationExcludes", "appendToLocationExcludes",
                 "useOfflineIpuTarget", "loadFromFile"),
     "_TrainingOptions": ("setMeanAccumulationAndReplicationReductionStrategy",
-                         "setAutomaticLossScaling", "setConvolutionDithering"),
+                         "setConvolutionDithering"),
     "_PopartOptions": ("setEngineOptions", "setPatterns"),
     "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat",
                           "enableFloatingPointExceptions", "enableStochasticRounding",
@@ -151,6 +151,15 @@ class _TrainingOptions(_OptionsDict):
     def __init__(self):
         super().__init__(gradient_accumulation=1,
                          accumulation_and_replication_reduction_type=enums.ReductionType.Mean)
+
+    def setAutomaticLossScaling(self, enabled):
+        """PopTorch's automatic loss scaling, run by the daemon's optimizer step (PopART's
+        definition and defaults: see poptorch.optim / docs/python.md)."""
+        if not isinstance(enabled, bool):
+            raise ValueError(f"setAutomaticLossScaling expects a bool, not {enabled!r}")
+        self._check_frozen()
+        self._auto_loss_scaling = enabled
+        return self
 
     def gradientAccumulation(self, gradient_accumulation):
         """Micro-batches whose gradients are accumulated before each weight update."""
