@@ -82,7 +82,7 @@ def combined(optimizer):
     return bool(getattr(optimizer, "use_combined_accum", False))
 
 
-def _params(optimizer, typ, src, is_default):
+def _params(optimizer, typ, src, is_default, als=False):
     """{PopART name: (value, const)} for one group (src: a param_groups entry, or the
     optimizer's defaults when is_default)."""
     out = {}
@@ -107,8 +107,9 @@ def _params(optimizer, typ, src, is_default):
             n = "default" + n[0].upper() + n[1:]
         out[n] = (float(v), const)
     if is_default:
+        # automatic loss scaling changes it: never constant then (PopTorch's rule)
         ls = float(getattr(optimizer, "loss_scaling", 1.0))
-        out["lossScaling"] = (ls, _is_const(optimizer, typ, "loss_scaling", ls))
+        out["lossScaling"] = (ls, not als and _is_const(optimizer, typ, "loss_scaling", ls))
     return out
 
 
@@ -120,9 +121,9 @@ def _debug(optimizer, typ, params):
     return s
 
 
-def describe(optimizer, names):
+def describe(optimizer, names, als=False):
     """(graph line, [group lines]) describing optimizer; names: per group the weight names
-    it trains."""
+    it trains; als: automatic loss scaling is on."""
     typ = _type_name(optimizer)
     first = getattr(optimizer, "velocity_accum_type", None) if typ == "SGD" else \
         getattr(optimizer, "first_order_momentum_accum_type", None)
@@ -135,7 +136,7 @@ def describe(optimizer, names):
             f", useTfVariant={int(bool(getattr(optimizer, 'use_tf_variant', False)))}"
             f", maxGradNorm={_fmt(float('inf') if mgn is None else mgn)}")
     graph = "graph optimizer with " + \
-        _debug(optimizer, typ, _params(optimizer, typ, optimizer.defaults, True)) + tail
+        _debug(optimizer, typ, _params(optimizer, typ, optimizer.defaults, True, als)) + tail
     groups = []
     for i, g in enumerate(optimizer.param_groups):
         groups.append(f"group {i} optimizer with " +
@@ -203,7 +204,8 @@ def configured(optimizer, executor, names):
         tracker.check(tracker.group_attrs, [k for k in g if k != "params"],
                       f"group {i} attribute", typ)
     tracker.recording = False
-    graph, groups = describe(optimizer, names)
+    from .optim import auto_loss_scaling
+    graph, groups = describe(optimizer, names, auto_loss_scaling(executor))
     if d.get("_ipuof_opt_described") == (graph, groups):
         return
     d["_ipuof_opt_described"] = (graph, groups)
