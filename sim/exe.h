@@ -142,6 +142,9 @@ struct sim_train {
     int loss;                   /* value index of the loss */
     struct sim_optimizer opt;
     uint64_t steps;             /* optimizer steps taken */
+    float ls_factor;            /* automatic loss scaling's update factor (1 without) */
+    float final_ls;             /* the loss scale of the last step (loss_scaling x factor) */
+    uint64_t als_steps;         /* steps since automatic loss scaling was enabled */
     int n_bsteps;
     struct sim_bstep *bsteps;
     struct sim_gzero *zero;     /* grouped by backward step */

@@ -42,9 +42,22 @@ def setPopartLogLevel(level):
     popart_level[0] = level
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (as PopTorch's logger writes to the
+    process's stderr), not the stream of the import: a capture set up later sees it."""
+
+    @property
+    def stream(self):
+        import sys
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
 if not logger.handlers:
-    _h = logging.StreamHandler()
+    _h = _StderrHandler()
     _h.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
     logger.addHandler(_h)
-    logger.propagate = False
 setLogLevel(os.environ.get("POPTORCH_LOG_LEVEL", "WARN"))

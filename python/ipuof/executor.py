@@ -343,6 +343,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._order = [self._names.index(i["name"]) for i in self._exe.inputs]
         self._uploaded_generation = _hostsync.generation[0]
         if self._training:
+            a = optim.half_settings(self._optimizer, self)
+            if a is not None:   # float16 accumulators, loss scaling: before the first step
+                self._exe.set_optimizer(optim.to_struct(self._optimizer, self), a)
             optim.attached(self)  # optimizer state loaded or kept on the host goes up
 
     # ---- running --------------------------------------------------------------------------
@@ -445,7 +448,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._opt_key = optim.key(optimizer)
         optim.bind(optimizer, self)
         if self._exe is not None:
-            self._exe.set_optimizer(optim.to_struct(optimizer, self))
+            self._exe.set_optimizer(optim.to_struct(optimizer, self), optim.half_settings(optimizer, self))
 
     def isCompiled(self):
         return self._exe is not None

@@ -22,13 +22,13 @@ from .errors import Error
 _IGNORED = {
     "Options": ("enableExecutableCaching", "useIpuModel", "enableSyntheticData",
                 "enableStableNorm", "syncPattern", "useIpuId",
-                "showCompilationProgressBar", "relaxOptimizerAttributesChecks",
+                "showCompilationProgressBar",
                 "setAvailableMemoryProportion", "broadcastBuffers", "maxRepeatLogs",
                 "modelName", "disableModuleNamescope",
                 "sourceLocationExcludes", "appendToLocationExcludes",
                 "useOfflineIpuTarget", "loadFromFile"),
     "_TrainingOptions": ("setMeanAccumulationAndReplicationReductionStrategy",
-                         "setAutomaticLossScaling", "setConvolutionDithering"),
+                         "setConvolutionDithering"),
     "_PopartOptions": ("setEngineOptions", "setPatterns"),
     "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat",
                           "enableFloatingPointExceptions"),
@@ -150,6 +150,15 @@ class _TrainingOptions(_OptionsDict):
     def __init__(self):
         super().__init__(gradient_accumulation=1,
                          accumulation_and_replication_reduction_type=enums.ReductionType.Mean)
+
+    def setAutomaticLossScaling(self, enabled):
+        """PopTorch's automatic loss scaling, run by the daemon's optimizer step (PopART's
+        definition and defaults: see poptorch.optim / docs/python.md)."""
+        if not isinstance(enabled, bool):
+            raise ValueError(f"setAutomaticLossScaling expects a bool, not {enabled!r}")
+        self._check_frozen()
+        self._auto_loss_scaling = enabled
+        return self
 
     def gradientAccumulation(self, gradient_accumulation):
         """Micro-batches whose gradients are accumulated before each weight update."""
@@ -278,6 +287,13 @@ class Options(_OptionsDict):
         self._frozen = True
         for g in self._GROUPS:
             getattr(self, g)._frozen = True
+
+    def relaxOptimizerAttributesChecks(self, relaxed=True):
+        """PopTorch's: attributes added to an optimizer after the model first took it are
+        reported at DEBUG rather than WARN (poptorch.optim's log, _optim_log.py)."""
+        self._check_frozen()
+        self._relax_optimizer_checks = bool(relaxed)
+        return self
 
     def deviceIterations(self, device_iterations):
         """Iterations of the device loop per call (micro-batches, or optimizer steps when
