@@ -19,7 +19,7 @@ from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
 from .errors import Error, RecoverableError, UnrecoverableError
 from .executor import PoplarExecutor, inferenceModel, trainingModel
 from ._persist import load
-from .options import Options, TensorLocationSettings
+from .options import ConfigFileError, Options, TensorLocationSettings
 
 __version__ = "0.1.0"
 symbolics.register()
@@ -42,12 +42,13 @@ def ipuHardwareVersion():
 
 
 def isRunningOnIpu():
-    """False on the host (PopTorch returns True only inside a traced IPU graph)."""
-    return False
+    """True while the model's forward() is being captured for the IPU (the graph that
+    runs there is the one this branch takes), False on the host, as in PopTorch."""
+    return poptorch_core._dispatcher_active[0]
 
 
 __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction",
-           "CommGroupType", "ConnectionType", "DataLoader", "DataLoaderMode", "Error",
+           "CommGroupType", "ConfigFileError", "ConnectionType", "DataLoader", "DataLoaderMode", "Error",
            "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "Phase",
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",

@@ -52,6 +52,11 @@ def _profiling_dir(options):
     return options._values.get("profiling_dir")
 
 
+class OfflineError(Error, AssertionError):
+    """Running a model compiled for an offline IPU target (ConnectionType.Never): a
+    poptorch.Error, and the AssertionError PopTorch raises there."""
+
+
 class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeights):
     """A module compiled for (simulated) IPUs. Call it as the module itself."""
 
@@ -225,6 +230,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         self._check_buffer_names()
         self._onnx, rec = self._export_graph(call, sample, record)
+        profiling.export_proto(self._onnx)
+        if self._training:
+            o.Training._default_strategy(self._optimizer)
         ipus, self._placement_opts = _placement.placement(o, self._training, rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
@@ -305,11 +313,15 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
 
     def _compile_on_device(self, attach=True):
         if self._options.connection_type == enums.ConnectionType.Never:
-            raise Error("this model was compiled with connectionType(ConnectionType.Never): "
-                        "it cannot be run; use ConnectionType.Always or OnDemand")
+            raise OfflineError("Trying to run a model on an offline device: it was compiled "
+                               "with connectionType(ConnectionType.Never) (or "
+                               "useOfflineIpuTarget()), so it cannot run; use "
+                               "ConnectionType.Always or OnDemand")
         if attach:
             self._conn = _placement.attach(self._options, self._ipus)
-        name = "training" if self._training else "inference"
+        # Options.modelName, else PopTorch's defaults: the profiling report's name.
+        name = self._options._values.get("model_name") or \
+            ("training" if self._training else "inference")
         # Options.enableProfiling(dir) as the environment switch the library reads.
         prof = self._options._values.get("profiling_dir")
         saved = os.environ.get("POPLAR_ENGINE_OPTIONS")
@@ -426,6 +438,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         if self._trace:
             self._trace_pending = True
             _executors.add(self)
+            profiling.write_report(self._trace)
         return capture.unflatten(rec.out_spec, iter(flat[:rec.n_out]))
 
     # ---- weights, optimizer, device ----------------------------------------------------
