@@ -8,7 +8,8 @@ from ._logging import logger, setLogLevel
 from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_print_tensor,
                   nop, recomputationCheckpoint, serializedMatMul, set_available_memory)
 from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
-from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
+from .blocks import (BeginBlock, Block, BlockFunction, ParallelPhasedExecution, Phase,
+                     PipelinedExecution,
                      SerialPhasedExecution, ShardedExecution, Stage, module_repr,
                      removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
@@ -49,7 +50,7 @@ def isRunningOnIpu():
 
 __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction",
            "CommGroupType", "ConfigFileError", "ConnectionType", "DataLoader", "DataLoaderMode", "Error",
-           "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "Phase",
+           "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "ParallelPhasedExecution", "Phase",
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
            "SyncPattern", "HalfFloatCastingBehavior", "ICustomArgParser",
