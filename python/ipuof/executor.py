@@ -23,6 +23,7 @@ import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
                _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
+from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -211,6 +212,10 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                           stacklevel=2)
         _hostsync.sync()
         call = self._bind(args, kwargs)
+        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in call.leaves):
+            # The device computes no gradient for the inputs (PopTorch's warning).
+            logger.warning("Input tensor has requires_grad=True set. This tensor will be "
+                           "detached because backward pass via inputs is not supported.")
         inputs = list(zip(call.names, call.leaves))
         micro = self._micro_batch(inputs)
         self._names = list(call.names)

@@ -165,3 +165,15 @@ def test_call_mismatch_texts(daemon):
     with pytest.raises(poptorch.Error, match="Value mismatch for u: expected 5 but got 3"):
         pm(t, t, u=3)
     pm.destroy()
+
+
+def test_input_requiring_grad_is_warned_about(daemon, capsys):
+    """The device computes no gradient for a model's inputs: PopTorch's warning says the
+    input is detached; the result is torch's."""
+    model = torch.nn.Linear(1, 1)
+    pm = poptorch.inferenceModel(model)
+    x = torch.tensor([[2.0]], requires_grad=True)
+    assert torch.allclose(pm(x), model(x).detach())
+    assert "Input tensor has requires_grad=True set. This tensor will be detached because " \
+           "backward pass via inputs is not supported." in capsys.readouterr().err
+    pm.destroy()
