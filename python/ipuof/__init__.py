@@ -49,8 +49,10 @@ def isRunningOnIpu():
 
 
 __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction",
-           "CommGroupType", "ConfigFileError", "ConnectionType", "DataLoader", "DataLoaderMode", "Error",
-           "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "ParallelPhasedExecution", "Phase",
+           "CommGroupType", "ConfigFileError", "ConnectionType", "DataLoader",
+           "DataLoaderMode", "Error",
+           "Liveness", "MeanReductionStrategy", "Options", "OutputMode",
+           "ParallelPhasedExecution", "Phase",
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
            "SyncPattern", "HalfFloatCastingBehavior", "ICustomArgParser",

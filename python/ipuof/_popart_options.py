@@ -8,6 +8,9 @@ The debug lines _validateOptions logs ("poptorch.Options set X to value Y", "add
 "set X[K] to V") report what the dictionary holds, as PopTorch's backend logs them; they do
 not claim an effect (the one-time warning of _Popart.set says there is none).
 """
+import copy
+import warnings
+
 from ._logging import logger
 from .errors import Error
 
@@ -121,3 +124,60 @@ def _check(name, kind, names):
         raise Error(f"Unknown {kind} option {name}" +
                     (f" (PopART has {name} as another kind of option)" if name in KNOWN
                      else ""))
+
+
+class _PopartOptions:
+    """PopART session options (poptorch.Options._Popart): ipuofd has no PopART, so
+    set(key, value) keeps the value in .options (printed, copied, in toDict(), checked by
+    poptorch_core._validateOptions) and warns once per key that it changes nothing."""
+
+    def __init__(self):
+        self._frozen = False
+        self.options = {}
+
+    def __deepcopy__(self, memo):
+        c = _PopartOptions()
+        memo[id(self)] = c
+        c.options = copy.deepcopy(self.options, memo)
+        return c
+
+    def _check_frozen(self):
+        if self._frozen:
+            raise Error("Can't modify frozen Options")
+
+    def _record(self, key, value, merge=False):
+        """Keeps value under key (merge: a dict updates the one kept)."""
+        self._check_frozen()
+        if merge and isinstance(self.options.get(key), dict):
+            self.options[key] = {**self.options[key], **value}
+        else:
+            self.options[key] = value
+        return self
+
+    def set(self, key, value):
+        if not isinstance(key, str):
+            raise ValueError(f"_Popart.set expects the option's name as a str, not {key!r}")
+        self._check_frozen()
+        from .options import _warned
+        if ("_Popart.set", key) not in _warned:
+            _warned.add(("_Popart.set", key))
+            warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
+                          "ipuofd; kept, not used (warned once)", stacklevel=2)
+        return self._record(key, value)
+
+    def setEngineOptions(self, engine_options):
+        return self.set("engineOptions", engine_options)
+
+    def setPatterns(self, patterns, level=2):
+        if not isinstance(level, int) or not isinstance(patterns, dict):
+            raise ValueError("setPatterns expects a dict of pattern names to bool and an "
+                             "integer level")
+        self.set("patterns_level", level)
+        return self.set("patterns", patterns)
+
+    def toDict(self):
+        return dict(self.options)
+
+    def __repr__(self):
+        return "_PopartOptions(" + ", ".join(
+            f"{k}={v!r}" for k, v in self.options.items()) + ")"

@@ -273,7 +273,8 @@ class AsynchronousDataAccessor:
     """Iterates dataset (a DataLoader) in a background thread, up to buffer_size batches
     ahead of the caller. With rebatched_size, dataset yields single samples and the
     accessor collates them rebatched_size at a time (an incomplete last batch is dropped,
-    unless dataset is a DataLoader made with drop_last=False). Each `for` over the accessor is one epoch of the dataset.
+    unless dataset is a DataLoader made with drop_last=False). Each `for` over the
+    accessor is one epoch of the dataset.
     The first epoch starts when the accessor is made: a dataset that cannot give its
     first batch raises Error there ("worker thread failed to start"), as in PopTorch."""
 
