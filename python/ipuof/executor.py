@@ -411,6 +411,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 self._release()
             raise
         self._clock.record(start, self._exe)
+        if self._options._values.get("log_cycle_count") and \
+                self._clock.device_s is not None:
+            logger.debug("Total number of IPU cycles: %d", self.cycleCount())
         self._steps_run += self._options.device_iterations * \
             self._options.Training.gradient_accumulation
         flat = []

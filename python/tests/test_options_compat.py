@@ -215,3 +215,18 @@ def test_log_lines_follow_a_replaced_stderr(capsys):
     finally:
         poptorch.setLogLevel("WARN")
     assert "first line" in capsys.readouterr().err
+
+
+def test_cycle_count_is_logged_at_debug(daemon, capsys):
+    """logCycleCount(True): each run logs its cycles on the simulated clock at debug level,
+    the figure cycleCount() gives."""
+    pm = poptorch.inferenceModel(Add(), poptorch.Options().logCycleCount(True))
+    poptorch.setLogLevel("DEBUG")
+    try:
+        pm(torch.ones(2), torch.ones(2))
+    finally:
+        poptorch.setLogLevel("WARN")
+    err = capsys.readouterr().err
+    assert f"Total number of IPU cycles: {pm.cycleCount()}" in err
+    assert pm.cycleCount() > 0
+    pm.destroy()
