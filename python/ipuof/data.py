@@ -16,11 +16,13 @@ IPUOF_BATCHED_LOADER=0.
 """
 import queue
 import threading
+import traceback
 
 import torch
 import torch.utils.data as tud
 
 from . import batched, enums
+from ._logging import logger
 from .errors import Error
 
 
@@ -297,6 +299,9 @@ class AsynchronousDataAccessor:
         if isinstance(first, _Failure):
             self._thread.join()
             self._thread = None
+            # The worker's failure as PopTorch's worker reports it, with its traceback.
+            logger.error("AsynchronousDataAccessor: the dataset failed to give its first "
+                         "batch:\n%s", "".join(traceback.format_exception(first.exc)))
             raise Error("AsynchronousDataAccessor worker thread failed to start: the first "
                         f"batch raised {type(first.exc).__name__}: {first.exc}") \
                 from first.exc

@@ -55,11 +55,13 @@ def test_batch_size_none_is_refused_with_the_automatic_process_split():
         poptorch.DataLoader(opts, CountingWithLen(4), batch_size=None)
 
 
-def test_accessor_of_a_broken_dataset_fails_when_made():
+def test_accessor_of_a_broken_dataset_fails_when_made(capsys):
     loader = poptorch.DataLoader(poptorch.Options(), Broken(), batch_size=1, num_workers=2)
     with pytest.raises(poptorch.Error, match="worker thread failed to start") as info:
         poptorch.AsynchronousDataAccessor(loader)
     assert "Broken dataset" in str(info.value.__cause__)
+    # the worker's failure is logged with its traceback, as PopTorch's worker does
+    assert "AssertionError: Broken dataset" in capsys.readouterr().err
 
 
 def test_accessor_starts_loading_when_made():
