@@ -431,5 +431,8 @@ def register():
                      ("triplet_margin_loss", triplet_margin_loss)):
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
     from .symbolics_extra import SYMBOLICS
-    for name, fn in SYMBOLICS:
+    from .symbolics_bag import embedding_bag
+    torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
+    from .symbolics_math import SYMBOLICS as MATH
+    for name, fn in SYMBOLICS + MATH:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
