@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from . import blocks, capture
+from . import blocks, capture, poptorch_core
 from .errors import Error
 
 
@@ -20,7 +20,7 @@ def probe(m, training, call, sample, replicas=1):
     was_training = m.training
     m.train(training)
     try:
-        with capture.no_side_effects(m), \
+        with capture.no_side_effects(m), poptorch_core._capturing(), \
                 torch.enable_grad() if training else torch.no_grad():
             capture.as_float32(m)
             before = capture.buffer_versions(m)
@@ -107,7 +107,7 @@ def export(m, training, call, sample, record, half=None):
     f = io.BytesIO()
     rec = blocks._Recorder(m)
     try:
-        with rec, capture.no_side_effects(m) as snap, \
+        with rec, capture.no_side_effects(m) as snap, poptorch_core._capturing(), \
                 capture.flat_forward(m, call, record), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             capture.as_float32(m)
