@@ -431,5 +431,6 @@ def register():
                      ("triplet_margin_loss", triplet_margin_loss)):
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
     from .symbolics_extra import SYMBOLICS
-    for name, fn in SYMBOLICS:
+    from .symbolics_ops import SYMBOLICS as MORE
+    for name, fn in SYMBOLICS + MORE:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

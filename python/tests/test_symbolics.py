@@ -82,6 +82,19 @@ CASES = {
     "group_norm_2d_input": (nn.GroupNorm(3, 6), [torch.randn(4, 6)]),
     "hinge_embedding": (lambda y, t: F.hinge_embedding_loss(y, t, margin=0.5),
                         [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
+    # symbolics_ops.py
+    "bilinear": (nn.Bilinear(6, 5, 3), [torch.randn(4, 6), torch.randn(4, 5)]),
+    "bilinear_3d_no_bias": (lambda y, z, w: nn.functional.bilinear(y.reshape(2, 2, 6), z, w),
+                            [torch.randn(4, 6), torch.randn(2, 2, 5), torch.randn(3, 6, 5)]),
+    "take_along_dim_broadcast": (lambda y: torch.take_along_dim(
+        y, torch.tensor([[5, 0, 1, 0]]), dim=1), [torch.randn(4, 6)]),
+    "take_along_dim_flat": (lambda y: torch.take_along_dim(y, torch.argmax(y)),
+                            [torch.randn(4, 6)]),
+    "broadcast_to": (lambda y: torch.broadcast_to(y[:, :1], (4, 5)), [torch.randn(4, 6)]),
+    "threshold": (nn.Threshold(0.3, -2.0), [torch.randn(4, 6)]),
+    "norm_inf": (lambda y: torch.norm(y, p=float("inf"), dim=-1), [torch.randn(4, 6)]),
+    "norm_minus_inf": (lambda y: torch.norm(y, p=float("-inf"), dim=0, keepdim=True),
+                       [torch.randn(4, 6)]),
 }
 
 
@@ -109,6 +122,25 @@ def test_op_forward_and_training_step(daemon, name):
     try:
         pm(*args)
         torch.testing.assert_close(m.fc.weight, ref.fc.weight, **T)
+    finally:
+        pm.destroy()
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_reduce(daemon, reduce):
+    """torch.scatter(..., reduce=) with duplicate indices, a scalar and a tensor source
+    (torch has no gradient for it: forward only)."""
+    class S(nn.Module):
+        def forward(self, y, i):
+            return torch.scatter(y, 1, i, 1.5, reduce=reduce), \
+                torch.scatter(y, 1, i, y[:, :2] * 2, reduce=reduce)
+
+    y = torch.randn(4, 6)
+    i = torch.tensor([[0, 0], [1, 5], [2, 2], [3, 0]])
+    pm = poptorch.inferenceModel(S())
+    try:
+        for got, want in zip(pm(y, i), S()(y, i)):
+            torch.testing.assert_close(got, want, **T)
     finally:
         pm.destroy()
 
