@@ -23,7 +23,7 @@ _IGNORED = {
     "Options": ("enableExecutableCaching", "useIpuModel", "enableSyntheticData",
                 "enableStableNorm", "syncPattern", "useIpuId",
                 "showCompilationProgressBar", "relaxOptimizerAttributesChecks",
-                "setAvailableMemoryProportion", "broadcastBuffers", "maxRepeatLogs",
+                "setAvailableMemoryProportion", "maxRepeatLogs",
                 "modelName", "disableModuleNamescope",
                 "sourceLocationExcludes", "appendToLocationExcludes",
                 "useOfflineIpuTarget", "loadFromFile"),
@@ -244,7 +244,7 @@ class Options(_OptionsDict):
             input_cgt=enums.CommGroupType.Consecutive, device_iterations=1, log_dir=".",
             auto_round_num_ipus=False, output_mode=enums.OutputMode.Default,
             output_return_period=1, connection_type=enums.ConnectionType.Always,
-            random_seed=None, execution_strategy=None)
+            random_seed=None, execution_strategy=None, broadcast_buffers=True)
         object.__setattr__(self, "Training", _TrainingOptions())
         object.__setattr__(self, "Distributed", _DistributedOptions())
         object.__setattr__(self, "TensorLocations", _TensorLocationOptions())
@@ -378,6 +378,11 @@ class Options(_OptionsDict):
     def anchored_tensors(self):
         """{short name: [long name, mode is the outputs', mode, period]}, PopTorch's."""
         return self._values.get("anchored_tensors", {})
+
+    def broadcastBuffers(self, broadcast_buffers=True):
+        """PopTorch's: with replicas, buffers forward() changes would be broadcast from
+        replica 0 (refused, as by PopTorch); False lets each replica keep its own."""
+        return self.set(broadcast_buffers=bool(broadcast_buffers))
 
     def updatableNamedBuffers(self, buffers):
         """The buffers copyNamedBuffersToDevice() copies to the device (by name)."""
