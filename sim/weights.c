@@ -173,9 +173,11 @@ sim_buffer_updates_check(const struct sim_exe *e, struct sim_err *err)
             for (int j = 0; j < n->n_in; j++)
                 if (n->in[j] == buf)
                     return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s reads buffer '%s' and "
-                                       "its gradient rule would run after %s changed it; "
-                                       "use a copy of the buffer taken before the change "
-                                       "(buffer.clone()) on the way to the loss", n->label,
+                                       "its gradient rule would run after %s changed it "
+                                       "(and could need the old value): a buffer changed "
+                                       "in place cannot be read by a node on the way to "
+                                       "the loss yet; read a value computed from it "
+                                       "before the change instead", n->label,
                                        m->vals[buf].name, u->label);
         }
     }
