@@ -14,6 +14,8 @@ symbolics.register), each written with ops the daemon has:
   shape first.
 - aten::threshold with a non-zero threshold (nn.Threshold): Where(x > threshold, x, value)
   (the exporter only takes threshold 0).
+- aten::add of two bool tensors: Or, as torch computes it (the exporter writes Add, which
+  ONNX does not define for bool; its aten::mul already writes And).
 - aten::norm with p = inf or -inf: ReduceMax / ReduceMin of |x| over dim (the exporter's
   aten::norm takes only p of 1 or 2).
 """
@@ -137,6 +139,13 @@ def norm(g, self, p, dim, keepdim, dtype=None):
     return _opset9.norm(g, self, p, dim, keepdim)
 
 
-SYMBOLICS = (("bilinear", bilinear), ("take_along_dim", take_along_dim),
+def add(g, self, other, alpha=None):
+    if sym._is_value(self) and sym._is_value(other) and sym._is_bool(self) and \
+            sym._is_bool(other):
+        return g.op("Or", self, other)
+    return _opset11.add(g, self, other, alpha)
+
+
+SYMBOLICS = (("add", add), ("bilinear", bilinear), ("take_along_dim", take_along_dim),
              ("broadcast_to", broadcast_to), ("scatter", scatter), ("threshold", threshold),
              ("norm", norm))

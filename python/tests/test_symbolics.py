@@ -145,6 +145,22 @@ def test_scatter_reduce(daemon, reduce):
         pm.destroy()
 
 
+def test_bool_add_is_or(daemon):
+    """bool + bool is a logical or in torch (the exporter wrote an Add of bools)."""
+    class B(nn.Module):
+        def forward(self, a, b):
+            return a + b, (a + b) * b
+
+    a = torch.tensor([True, False, True, False])
+    b = torch.tensor([True, True, False, False])
+    pm = poptorch.inferenceModel(B())
+    try:
+        for got, want in zip(pm(a, b), B()(a, b)):
+            assert got.dtype == torch.bool and torch.equal(got, want)
+    finally:
+        pm.destroy()
+
+
 def test_integer_gather(daemon):
     class G(nn.Module):
         def forward(self, y, i):
