@@ -3,6 +3,7 @@ legacy integers) and setPopartLogLevel (accepted and checked: there is no PopART
 POPTORCH_LOG_LEVEL sets the level at import, as in PopTorch."""
 import logging
 import os
+import sys
 
 logger = logging.getLogger("poptorch::python")
 
@@ -42,8 +43,21 @@ def setPopartLogLevel(level):
     popart_level[0] = level
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to sys.stderr as it is when a record is emitted (not when the package was
+    imported), so a redirected or captured stderr gets the log, as PopTorch's does."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 if not logger.handlers:
-    _h = logging.StreamHandler()
+    _h = _Stderr()
     _h.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
     logger.addHandler(_h)
     logger.propagate = False

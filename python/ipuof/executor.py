@@ -22,7 +22,8 @@ import weakref
 import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
+               _introspect, _lib, _logging, _placement, blocks, capture, enums, optim,
+               profiling)
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -384,6 +385,13 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 self.setOptimizer(self._optimizer)
         call = self._bind(args, kwargs)
         leaves = self._call.conform(call)
+        if not self.__dict__.get("_warned_grad_input") and \
+                any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaves):
+            # PopTorch's warning: no gradient flows back to the caller's inputs.
+            self._warned_grad_input = True
+            _logging.logger.warning("Input tensor has requires_grad=True set. This tensor "
+                                    "will be detached because backward pass via inputs is "
+                                    "not supported.")
         inputs = list(zip(self._names, leaves))
         self._micro_batch(inputs)
         tensors = [self._expand_groups(self._wire_tensor(*inputs[i])) for i in self._order]
