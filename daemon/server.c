@@ -199,41 +199,60 @@ split_hostport(const char *in, char *host, size_t hlen, char *port, size_t plen)
     return 0;
 }
 
+/* Binds a listener on ADDR (HOST:PORT, [V6]:PORT; port 0 picks one) with callback CB:
+ * *out gets it, *bound the port it got, host (hlen bytes) the host part. WHAT names the
+ * address in error sentences ("listen address" or "[pod] listen ="), EXAMPLE a right one,
+ * PORTNAME what the port is ("" or "the Pod port "). 0, or -1 with err. */
 static int
-listen_tcp(struct srv *s, char *err, size_t errlen)
+bind_hostport(struct srv *s, const char *addr, const char *what, const char *example,
+              const char *portname, evconnlistener_cb cb, int backlog, struct evconnlistener **out, int *bound,
+              char *host, size_t hlen, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    char host[256], port[16];
+    char port[16];
     int rc;
 
-    if (split_hostport(s->cfg.listen, host, sizeof host, port, sizeof port) < 0) {
-        errbuf_set(err, errlen, "listen address '%s' is not HOST:PORT (e.g. 127.0.0.1:50052 or "
-               "[::1]:0)", s->cfg.listen);
+    *bound = 0;
+    if (split_hostport(addr, host, hlen, port, sizeof port) < 0) {
+        errbuf_set(err, errlen, "%s '%s' is not HOST:PORT (e.g. %s)", what, addr, example);
         return -1;
     }
     rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
     if (rc != 0) {
-        errbuf_set(err, errlen, "cannot resolve listen address '%s': %s", s->cfg.listen,
-               gai_strerror(rc));
+        errbuf_set(err, errlen, "cannot resolve %s '%s': %s", what, addr, gai_strerror(rc));
         return -1;
     }
-    s->tcp = evconnlistener_new_bind(s->base, on_accept_tcp, s,
-                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                         LEV_OPT_CLOSE_ON_EXEC,
-                                     1024, res->ai_addr, (int)res->ai_addrlen);
+    *out = evconnlistener_new_bind(s->base, cb, s,
+                                   LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                       LEV_OPT_CLOSE_ON_EXEC,
+                                   backlog, res->ai_addr, (int)res->ai_addrlen);
     freeaddrinfo(res);
-    if (s->tcp == NULL) {
-        errbuf_set(err, errlen, "cannot listen on %s: %s", s->cfg.listen, strerror(errno));
+    if (*out == NULL) {
+        errbuf_set(err, errlen, "cannot listen on %s%s: %s", portname, addr, strerror(errno));
         return -1;
     }
-    evconnlistener_set_error_cb(s->tcp, on_accept_error);
-    if (getsockname(evconnlistener_get_fd(s->tcp), (struct sockaddr *)&ss, &sl) == 0)
-        s->bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                       : ((struct sockaddr_in *)&ss)->sin_port);
+    evconnlistener_set_error_cb(*out, on_accept_error);
+    if (getsockname(evconnlistener_get_fd(*out), (struct sockaddr *)&ss, &sl) == 0)
+        *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+static int
+listen_tcp(struct srv *s, char *err, size_t errlen)
+{
+    char host[256];
+    int bound;
+
+    if (bind_hostport(s, s->cfg.listen, "listen address", "127.0.0.1:50052 or [::1]:0", "",
+                      on_accept_tcp, 1024, &s->tcp, &bound, host, sizeof host, err,
+                      errlen) < 0)
+        return -1;
+    s->bound_port = bound;
     if (!cfg_listen_is_loopback(s->cfg.listen) && s->cfg.auth_token[0] == '\0')
         log_warn("listening on %s without an auth_token (allow_unauthenticated = yes): "
                  "anyone who can reach this address can use the IPUs", s->cfg.listen);
@@ -245,45 +264,15 @@ listen_tcp(struct srv *s, char *err, size_t errlen)
 static int
 listen_pod(struct srv *s, char *err, size_t errlen)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    char host[256], port[16];
-    int rc, bound = 0;
+    char host[256];
+    int bound, v6;
 
-    if (split_hostport(s->cfg.pod_listen, host, sizeof host, port, sizeof port) < 0) {
-        errbuf_set(err, errlen, "[pod] listen = '%s' is not HOST:PORT (e.g. 127.0.0.1:50053)",
-                   s->cfg.pod_listen);
+    if (bind_hostport(s, s->cfg.pod_listen, "[pod] listen =", "127.0.0.1:50053",
+                      "the Pod port ", on_accept_pod, 128, &s->podl, &bound, host, sizeof host, err, errlen) < 0)
         return -1;
-    }
-    rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-    if (rc != 0) {
-        errbuf_set(err, errlen, "cannot resolve [pod] listen = '%s': %s", s->cfg.pod_listen,
-                   gai_strerror(rc));
-        return -1;
-    }
-    s->podl = evconnlistener_new_bind(s->base, on_accept_pod, s,
-                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                          LEV_OPT_CLOSE_ON_EXEC,
-                                      128, res->ai_addr, (int)res->ai_addrlen);
-    freeaddrinfo(res);
-    if (s->podl == NULL) {
-        errbuf_set(err, errlen, "cannot listen on the Pod port %s ([pod] listen): %s",
-                   s->cfg.pod_listen, strerror(errno));
-        return -1;
-    }
-    evconnlistener_set_error_cb(s->podl, on_accept_error);
-    if (getsockname(evconnlistener_get_fd(s->podl), (struct sockaddr *)&ss, &sl) == 0)
-        bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    {
-        int v6 = strchr(host, ':') != NULL;
-        int n = snprintf(s->pod_addr, sizeof s->pod_addr, "%s%.200s%s:%d", v6 ? "[" : "", host,
-                         v6 ? "]" : "", bound);
-        (void)n;
-    }
+    v6 = strchr(host, ':') != NULL;
+    snprintf(s->pod_addr, sizeof s->pod_addr, "%s%.200s%s:%d", v6 ? "[" : "", host,
+             v6 ? "]" : "", bound);
     if (!cfg_listen_is_loopback(s->cfg.pod_listen) && s->cfg.pod_token[0] == '\0')
         log_warn("Pod port %s without a [pod] token (allow_unauthenticated = yes): any host "
                  "that can reach it can join this daemon's partitions", s->pod_addr);
