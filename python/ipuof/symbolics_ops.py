@@ -16,6 +16,9 @@ symbolics.register), each written with ops the daemon has:
   (the exporter only takes threshold 0).
 - aten::add of two bool tensors: Or, as torch computes it (the exporter writes Add, which
   ONNX does not define for bool; its aten::mul already writes And).
+- aten::index_put: values cast to self's dtype first, as torch does. The exporter writes
+  Tensor.copy_ of an input as index_put(self, [], expand_as(src, self)), which returned
+  src's dtype (a float copied into an int32 tensor stayed float).
 - aten::norm with p = inf or -inf: ReduceMax / ReduceMin of |x| over dim (the exporter's
   aten::norm takes only p of 1 or 2).
 """
@@ -139,6 +142,16 @@ def norm(g, self, p, dim, keepdim, dtype=None):
     return _opset9.norm(g, self, p, dim, keepdim)
 
 
+def index_put(g, self, indices_list_value, values, accumulate=False):
+    st = self.type().scalarType() if self.type().kind() == "TensorType" else None
+    vt = values.type().scalarType() if values.type().kind() == "TensorType" else None
+    if st is not None and vt is not None and st != vt:
+        from torch.onnx import _type_utils
+        values = g.op("Cast", values,
+                      to_i=_type_utils.JitScalarType.from_name(st).onnx_type())
+    return _opset11.index_put(g, self, indices_list_value, values, accumulate)
+
+
 def add(g, self, other, alpha=None):
     if sym._is_value(self) and sym._is_value(other) and sym._is_bool(self) and \
             sym._is_bool(other):
@@ -146,6 +159,6 @@ def add(g, self, other, alpha=None):
     return _opset11.add(g, self, other, alpha)
 
 
-SYMBOLICS = (("add", add), ("bilinear", bilinear), ("take_along_dim", take_along_dim),
+SYMBOLICS = (("add", add), ("index_put", index_put), ("bilinear", bilinear), ("take_along_dim", take_along_dim),
              ("broadcast_to", broadcast_to), ("scatter", scatter), ("threshold", threshold),
              ("norm", norm))

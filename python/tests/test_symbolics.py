@@ -161,6 +161,24 @@ def test_bool_add_is_or(daemon):
         pm.destroy()
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8])
+def test_copy_into_integer_input(daemon, dtype):
+    """Tensor.copy_ of floats into an integer input: torch converts (toward zero); the
+    exporter's graph kept the floats (its output was refused as float)."""
+    class C(nn.Module):
+        def forward(self, x, y):
+            return y.copy_(x) * 3
+
+    x = torch.tensor([[1.7, -0.5, 2.2], [9.9, 0.0, 3.5]]).abs()
+    y = torch.zeros(2, 3, dtype=dtype)
+    pm = poptorch.inferenceModel(C())
+    try:
+        got, want = pm(x, y.clone()), C()(x, y.clone())
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    finally:
+        pm.destroy()
+
+
 def test_integer_gather(daemon):
     class G(nn.Module):
         def forward(self, y, i):
