@@ -19,6 +19,10 @@ symbolics.register), each written with ops the daemon has:
 - aten::index_put: values cast to self's dtype first, as torch does. The exporter writes
   Tensor.copy_ of an input as index_put(self, [], expand_as(src, self)), which returned
   src's dtype (a float copied into an int32 tensor stayed float).
+- aten::chunk of a dimension of known size: Split with torch's sizes (ceil(size / chunks)
+  each, the last smaller, so fewer chunks than asked when they do not divide evenly: 13
+  into 6 gives 5 of 3, 3, 3, 3, 1); the exporter's sizes ended in a negative one and went
+  through SplitToSequence.
 - aten::norm with p = inf or -inf: ReduceMax / ReduceMin of |x| over dim (the exporter's
   aten::norm takes only p of 1 or 2).
 """
@@ -152,6 +156,25 @@ def index_put(g, self, indices_list_value, values, accumulate=False):
     return _opset11.index_put(g, self, indices_list_value, values, accumulate)
 
 
+def chunk(g, self, chunks, dim, _outputs=None):
+    n = sym._maybe_get_const(chunks, "i")
+    d = sym._maybe_get_const(dim, "i")
+    sizes = _sizes(self)
+    if sym._is_value(n) or sym._is_value(d) or sizes is None:
+        return _opset11.chunk(g, self, chunks, dim)
+    d = d % len(sizes)
+    size = sizes[d]
+    step = -(-size // n) if size else 0
+    parts = [step] * (size // step) + ([size % step] if size % step else []) if step else [0]
+    if _outputs is not None and _outputs != len(parts):
+        return _opset11.chunk(g, self, chunks, dim)
+    out = g.op("Split", self, _s._ints(g, parts), axis_i=d, outputs=len(parts))
+    out = list(out) if len(parts) > 1 else [out]
+    if _outputs is not None:
+        return out
+    return g.op("prim::ListConstruct", *out)
+
+
 def add(g, self, other, alpha=None):
     if sym._is_value(self) and sym._is_value(other) and sym._is_bool(self) and \
             sym._is_bool(other):
@@ -159,6 +182,6 @@ def add(g, self, other, alpha=None):
     return _opset11.add(g, self, other, alpha)
 
 
-SYMBOLICS = (("add", add), ("index_put", index_put), ("bilinear", bilinear), ("take_along_dim", take_along_dim),
+SYMBOLICS = (("add", add), ("chunk", chunk), ("index_put", index_put), ("bilinear", bilinear), ("take_along_dim", take_along_dim),
              ("broadcast_to", broadcast_to), ("scatter", scatter), ("threshold", threshold),
              ("norm", norm))

@@ -92,6 +92,13 @@ CASES = {
                             [torch.randn(4, 6)]),
     "broadcast_to": (lambda y: torch.broadcast_to(y[:, :1], (4, 5)), [torch.randn(4, 6)]),
     "threshold": (nn.Threshold(0.3, -2.0), [torch.randn(4, 6)]),
+    # 5 into 2 chunks: 3 and 2; 6 into 4: three of 2 (fewer chunks than asked)
+    "chunk_uneven": (lambda y: torch.cat([c * (i + 1) for i, c in
+                                          enumerate(torch.chunk(y[:, :5], 2, dim=1))], 1),
+                     [torch.randn(4, 6)]),
+    "chunk_fewer": (lambda y: torch.cat([c * (i + 1) for i, c in
+                                         enumerate(torch.chunk(y, 4, dim=1))], 1),
+                    [torch.randn(4, 6)]),
     "norm_inf": (lambda y: torch.norm(y, p=float("inf"), dim=-1), [torch.randn(4, 6)]),
     "norm_minus_inf": (lambda y: torch.norm(y, p=float("-inf"), dim=0, keepdim=True),
                        [torch.randn(4, 6)]),
