@@ -364,7 +364,9 @@ half_inputs_ok(const struct sim_enode *n, const struct sim_mnode *mn,
         return 0;
     if (n->op->flags & SIM_OPF_SHAPE_ONLY)
         return 0;
-    for (int j = 0; j < mn->n_in; j++)
+    if (n->op->domain == NULL && strcmp(n->op->name, "Identity") == 0)
+        return 0;   /* an If's Where made the Identity of the branch taken */
+    for (int j = 0; j < n->n_in; j++)
         if (ins[j] != NULL && ins[j]->dtype == SIM_DTYPE_FLOAT16)
             return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: input %d is float16, which only "
                                "Cast, Identity, Shape and Size take so far; Cast it to float "
@@ -372,6 +374,37 @@ half_inputs_ok(const struct sim_enode *n, const struct sim_mnode *mn,
                                n->label, j, mn->op_type);
     return 0;
 }
+/* What value v, an If's condition, says at compile time: IF_SKIPPED (its own node was
+ * skipped, being in a branch not taken), IF_TRUE / IF_FALSE (known), or IF_DATA. */
+enum { IF_DATA = -1, IF_FALSE = 0, IF_TRUE = 1, IF_SKIPPED = 2 };
+
+static int
+if_cond_state(const struct sim_exe *e, int v)
+{
+    const struct sim_val *c = &e->vals[v];
+    const void *d = c->ti.cdata;
+
+    if (c->kind == SIM_V_NONE)
+        return IF_SKIPPED;
+    if (c->kind != SIM_V_CONST || d == NULL || c->ti.numel != 1)
+        return IF_DATA;
+    switch (c->ti.dtype) {
+    case SIM_DTYPE_BOOL:
+    case SIM_DTYPE_UINT8: return *(const uint8_t *)d != 0;
+    case SIM_DTYPE_INT8: return *(const int8_t *)d != 0;
+    case SIM_DTYPE_INT32: return *(const int32_t *)d != 0;
+    case SIM_DTYPE_INT64: return *(const int64_t *)d != 0;
+    case SIM_DTYPE_FLOAT: return *(const float *)d != 0.0f;
+    default: return IF_DATA;
+    }
+}
+
+/*
+ * Infers (and folds, or schedules) model node k. A node of an If's branch (mn->guard, from
+ * onnx_ctrl.c) whose condition is known here and picks the other branch, or whose
+ * condition was itself skipped, is skipped: its outputs stay SIM_V_NONE and only the If's
+ * Where (__if_branches) reads them, which then becomes an Identity of the branch taken.
+ */
 static int
 infer_node(struct sim_exe *e, int k, struct sim_err *err)
 {
@@ -381,19 +414,33 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     const struct sim_tinfo **ins = NULL;
     struct sim_tinfo *outs = NULL;
     struct sim_infer c = { 0 };
+    const struct sim_attr *ifb = sim_attr_find(mn, "__if_branches");
+    int taken = -1;
     bool fold = true;
     int rc = 0;
 
+    if (mn->guard > 0) {
+        int st = if_cond_state(e, mn->guard - 1);
+        if (st == IF_SKIPPED || (st != IF_DATA && (st == IF_TRUE) != mn->guard_then))
+            return 0;
+    }
+    if (ifb != NULL && ifb->i != 0 && mn->n_in == 3 && mn->in[0] >= 0) {
+        int st = if_cond_state(e, mn->in[0]);
+        if (st == IF_SKIPPED)
+            return 0;
+        if (st != IF_DATA)
+            taken = st == IF_TRUE ? 1 : 2;
+    }
     n.mnode = k;
-    n.in = mn->in;
+    n.in = taken > 0 ? &mn->in[taken] : mn->in;
     n.out = mn->out;
-    n.n_in = mn->n_in;
+    n.n_in = taken > 0 ? 1 : mn->n_in;
     n.n_out = mn->n_out;
     n.ipu = mn->ipu;
     n.stage = mn->stage;
     sim_node_label(m, k, n.label, sizeof(n.label));
     n.bstep = -1;
-    n.op = sim_op_find_in(mn->domain, mn->op_type);
+    n.op = taken > 0 ? sim_op_find_in("", "Identity") : sim_op_find_in(mn->domain, mn->op_type);
     if (n.op == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no op table entry (checked by "
                            "check_ops_known)", n.label);
@@ -402,24 +449,24 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
                            "by opset %lld (the oldest supported version is opset %d). "
                            "Supported ops: %s", n.label, mn->op_type, (long long)m->opset,
                            n.op->since, sim_supported_ops());
-    if (mn->n_in < n.op->min_in || (n.op->max_in >= 0 && mn->n_in > n.op->max_in) ||
+    if (n.n_in < n.op->min_in || (n.op->max_in >= 0 && n.n_in > n.op->max_in) ||
         mn->n_out < n.op->min_out || mn->n_out > n.op->max_out)
         return sim_err_set(err, IPUOF_E_INVAL, "%s has %d inputs and %d outputs; %s takes "
-                           "%d to %d inputs and %d to %d outputs", n.label, mn->n_in, mn->n_out,
+                           "%d to %d inputs and %d to %d outputs", n.label, n.n_in, mn->n_out,
                            mn->op_type, n.op->min_in, n.op->max_in < 0 ? 65536 : n.op->max_in,
                            n.op->min_out, n.op->max_out);
     for (int j = 0; j < n.op->min_out; j++)
         if (mn->out[j] < 0)
             return sim_err_set(err, IPUOF_E_INVAL, "%s: required output %d has no name",
                                n.label, j);
-    ins = calloc((size_t)mn->n_in + 1, sizeof(*ins));
+    ins = calloc((size_t)n.n_in + 1, sizeof(*ins));
     outs = calloc((size_t)mn->n_out + 1, sizeof(*outs));
     if (ins == NULL || outs == NULL) {
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto out;
     }
-    for (int j = 0; j < mn->n_in; j++) {
-        int v = mn->in[j];
+    for (int j = 0; j < n.n_in; j++) {
+        int v = n.in[j];
         if (v < 0 && j < n.op->min_in) {
             rc = sim_err_set(err, IPUOF_E_INVAL, "%s: required input %d is missing", n.label,
                              j);
@@ -444,7 +491,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     c.mn = mn;
     c.label = n.label;
     c.version = (int)m->opset;
-    c.n_in = mn->n_in;
+    c.n_in = n.n_in;
     c.n_out = mn->n_out;
     c.in = ins;
     c.out = outs;

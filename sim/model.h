@@ -76,6 +76,9 @@ struct sim_mnode {
     struct sim_attr *attr;
     int ipu;                    /* __ipu_number, 0 when absent */
     int stage;                  /* __pipeline_stage, -1 when absent */
+    int guard;                  /* a node of an If's branch (onnx_ctrl.c): 1 + the value
+                                 * index of the If's condition (__if_guard); 0: none */
+    bool guard_then;            /* __if_side: the node runs when the condition is true */
 };
 
 struct sim_model {

@@ -16,7 +16,12 @@
  *    Where(Squeeze(cond), then, else). Cost: the work and memory of both branches, always;
  *    valid because ONNX If's branches give outputs of one type, and here they must also
  *    have one shape: the Where carries __if_branches, and its infer (op_logic.c) refuses
- *    branches of two shapes, which it would otherwise broadcast.
+ *    branches of two shapes, which it would otherwise broadcast. Each branch node carries
+ *    __if_guard (the condition's name) and __if_side: when the condition turns out to be
+ *    known at compile time (computed from shapes only, as the exporter's "squeeze this
+ *    dimension if it is 1" is: nn.LocalResponseNorm), the compiler skips the other
+ *    branch's nodes and the Where becomes an Identity of the branch taken, so the branches
+ *    may then differ in shape and the branch not taken may hold ops that would fail.
  *
  * Refused, each naming the node and what would work: a Loop without a trip count, a trip
  * count or loop condition computed at run time, a negative trip count, scan outputs of a
@@ -66,6 +71,15 @@ is_ctrl(const Onnx__NodeProto *np)
 {
     return np != NULL && is_onnx(np) &&
            (strcmp(ctrl_nz(np->op_type), "Loop") == 0 || strcmp(ctrl_nz(np->op_type), "If") == 0);
+}
+
+/* A node the flattening rewrites: Loop, If, or a sequence op (onnx_ctrl_seq.c). */
+static bool
+is_rewritten(const Onnx__NodeProto *np)
+{
+    return is_ctrl(np) || (np != NULL && is_onnx(np) &&
+                           (strcmp(ctrl_nz(np->op_type), "SplitToSequence") == 0 ||
+                            strcmp(ctrl_nz(np->op_type), "SequenceAt") == 0));
 }
 
 static void
@@ -214,6 +228,34 @@ known_scalar(const struct scope *s, const char *name, int64_t *v, int depth)
             return false;   /* a graph input or a name of this graph: not known */
     }
     return false;
+}
+
+/* The rank of `name` when it is an initializer or a Constant's value seen from scope s,
+ * else -1. */
+static int
+known_rank(const struct scope *s, const char *name)
+{
+    for (; s != NULL && name != NULL && name[0] != '\0'; s = s->parent) {
+        const Onnx__GraphProto *g = s->g;
+        for (size_t i = 0; g != NULL && i < g->n_initializer; i++)
+            if (g->initializer[i] != NULL && strcmp(ctrl_nz(g->initializer[i]->name), name) == 0)
+                return (int)g->initializer[i]->n_dims;
+        for (size_t i = 0; g != NULL && i < g->n_node; i++) {
+            const Onnx__NodeProto *np = g->node[i];
+            if (np == NULL || np->n_output < 1 || strcmp(ctrl_nz(np->output[0]), name) != 0)
+                continue;
+            if (strcmp(ctrl_nz(np->op_type), "Constant") != 0)
+                return -1;
+            for (size_t a = 0; a < np->n_attribute; a++)
+                if (np->attribute[a] != NULL && np->attribute[a]->t != NULL &&
+                    strcmp(ctrl_nz(np->attribute[a]->name), "value") == 0)
+                    return (int)np->attribute[a]->t->n_dims;
+            return -1;
+        }
+        if (sim_strmap_get(&s->map, name) >= 0)
+            return -1;
+    }
+    return -1;
 }
 
 static int emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g,
@@ -475,7 +517,15 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
                                label, b == 0 ? "then" : "else", br[b]->n_input,
                                br[b]->n_output, np->n_output);
     known = known_scalar(s, np->input[0], &cond, 0);
+    if (!known) {   /* the condition as a scalar, so Where gives the branches' shape */
+        cname = ctrl_fresh(F, prefix, "cond");
+        rc = cname != NULL ? ctrl_emit_simple(F, "Squeeze", cname, in, 1, cname)
+                           : ctrl_nomem(F);
+        if (rc != 0)
+            goto out;
+    }
     for (int b = 0; b < 2; b++) {
+        size_t first = F->out->graph.n_node;
         if (known && (b == 0) != (cond != 0))
             continue;
         res[b] = calloc(np->n_output + 1, sizeof(*res[b]));
@@ -494,13 +544,12 @@ expand_if(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
                 rc = emit_body(F, s, br[b], bp, NULL, NULL, &hoisted, res[b], depth + 1);
             scope_fini(&hoisted);
         }
+        /* a condition computed from shapes only is known at compile time: the compiler
+         * then skips the other branch's nodes (see the file comment) */
+        for (size_t k = first; rc == 0 && !known && k < F->out->graph.n_node; k++)
+            rc = ctrl_guard_node(F, F->out->graph.node[k], cname, b == 0);
         if (rc != 0)
             goto out;
-    }
-    if (!known) {   /* the condition as a scalar, so Where gives the branches' shape */
-        const char *c0 = ctrl_fresh(F, prefix, "cond");
-        rc = c0 != NULL ? ctrl_emit_simple(F, "Squeeze", c0, in, 1, c0) : ctrl_nomem(F);
-        cname = c0;
     }
     for (size_t j = 0; rc == 0 && j < np->n_output; j++) {
         if (ctrl_nz(out[j])[0] == '\0')
@@ -588,6 +637,21 @@ emit_graph(struct flat *F, struct scope *s, const Onnx__GraphProto *g, const cha
             F->label = outer;
             continue;
         }
+        if (is_onnx(np) && strcmp(ctrl_nz(np->op_type), "SplitToSequence") == 0) {
+            rc = ctrl_seq_split(F, np, (const char *const *)ins, (const char *const *)outs,
+                                np->n_input > 1 ? known_rank(s, np->input[1]) : -1);
+            continue;
+        }
+        if (is_onnx(np) && strcmp(ctrl_nz(np->op_type), "SequenceAt") == 0) {
+            int64_t pos = 0;
+            bool known = np->n_input > 1 && known_scalar(s, np->input[1], &pos, 0);
+            rc = ctrl_seq_at(F, np, (const char *const *)ins, (const char *const *)outs,
+                             known, pos, prefix);
+            continue;
+        }
+        rc = ctrl_seq_check_use(F, np, (const char *const *)ins);
+        if (rc != 0)
+            return rc;
         cp = ctrl_calloc(F, 1, sizeof(*cp));
         if (cp == NULL)
             return ctrl_nomem(F);
@@ -616,7 +680,7 @@ sim_onnx_flatten(const Onnx__GraphProto *g, int64_t opset, struct sim_onnx_flat 
     memset(out, 0, sizeof(*out));
     out->graph = *g;
     for (size_t k = 0; k < g->n_node; k++)
-        any = any || is_ctrl(g->node[k]);
+        any = any || is_rewritten(g->node[k]);
     if (!any)
         return 0;
     out->graph.node = NULL;
@@ -632,7 +696,10 @@ sim_onnx_flatten(const Onnx__GraphProto *g, int64_t opset, struct sim_onnx_flat 
     rc = scope_init(&F, &top, NULL, g, 1);
     if (rc == 0)
         rc = emit_graph(&F, &top, g, "", 0);
+    if (rc == 0)
+        rc = ctrl_seq_check_outputs(&F, g);
     scope_fini(&top);
+    ctrl_seq_free(&F);
     return rc;
 }
 

@@ -274,3 +274,50 @@ ctrl_emit_stack(struct flat *F, const char *prefix, const char *const *parts, in
     return rc != 0 ? rc : ctrl_push_node(F, c);
 }
 
+
+/*
+ * Marks np (a node of an If's branch) with the branch's guard: __if_guard, the flat name of
+ * the If's condition (a scalar), and __if_side, 1 for then, 0 for else. The compiler skips
+ * the node when the condition is known at compile time and picks the other side
+ * (compile.c). A node already marked (an inner If's branch) keeps its own guard: the inner
+ * condition is itself in the outer branch, so skipping the outer skips it too. A node
+ * without inputs (Constant, which wants its one attribute alone) is left as it is: it
+ * cannot fail on the other branch's shapes and, read by nothing, is dropped. np's
+ * attribute array may be the protobuf's: a new one (owned) replaces it.
+ */
+int
+ctrl_guard_node(struct flat *F, Onnx__NodeProto *np, const char *cond, bool then)
+{
+    Onnx__AttributeProto *ap, **aps;
+
+    if (np->n_input == 0)
+        return 0;
+    for (size_t a = 0; a < np->n_attribute; a++)
+        if (np->attribute[a] != NULL &&
+            strcmp(ctrl_nz(np->attribute[a]->name), "__if_guard") == 0)
+            return 0;
+    ap = ctrl_calloc(F, 2, sizeof(*ap));
+    aps = ctrl_calloc(F, np->n_attribute + 2, sizeof(*aps));
+    if (ap == NULL || aps == NULL)
+        return ctrl_nomem(F);
+    for (size_t a = 0; a < np->n_attribute; a++)
+        aps[a] = np->attribute[a];
+    onnx__attribute_proto__init(&ap[0]);
+    ap[0].name = (char *)"__if_guard";
+    ap[0].has_type = 1;
+    ap[0].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    ap[0].has_s = 1;
+    ap[0].s.data = (uint8_t *)cond;
+    ap[0].s.len = strlen(cond);
+    onnx__attribute_proto__init(&ap[1]);
+    ap[1].name = (char *)"__if_side";
+    ap[1].has_type = 1;
+    ap[1].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    ap[1].has_i = 1;
+    ap[1].i = then ? 1 : 0;
+    aps[np->n_attribute] = &ap[0];
+    aps[np->n_attribute + 1] = &ap[1];
+    np->attribute = aps;
+    np->n_attribute += 2;
+    return 0;
+}

@@ -12,6 +12,7 @@
 #include "sim_int.h"
 
 struct sim_onnx_flat;           /* defined in onnx_ctrl.h (its users include both) */
+struct seq_tab;                 /* onnx_ctrl_seq.c's */
 
 #define MAX_NAME_BYTES ((size_t)128 << 20)  /* names made while unrolling, in all */
 
@@ -25,6 +26,7 @@ struct flat {
     size_t name_bytes;          /* bytes of the names made so far (MAX_NAME_BYTES) */
     bool names_full;            /* the cap was hit: the error is set once */
     const char *label;          /* the Loop/If being expanded, innermost ("" at the top) */
+    struct seq_tab *seq;        /* SplitToSequence's sequences (onnx_ctrl_seq.c), or NULL */
 };
 
 static inline const char *
@@ -57,8 +59,26 @@ int ctrl_emit_simple(struct flat *F, const char *op, const char *name, const cha
 /* Sets np's only attribute: an INT, or (ints) an INTS of one value. */
 int ctrl_set_int_attr(struct flat *F, Onnx__NodeProto *np, const char *name, bool ints,
                       int64_t v);
+/* Marks np as a node of an If's then (or else) branch on condition cond (__if_guard,
+ * __if_side); a node already marked keeps its mark. */
+int ctrl_guard_node(struct flat *F, Onnx__NodeProto *np, const char *cond, bool then);
 /* out = Concat(Unsqueeze(parts[i], axis 0) for i < n), axis 0: a scan output. */
 int ctrl_emit_stack(struct flat *F, const char *prefix, const char *const *parts, int64_t n,
                     const char *out);
+
+/* onnx_ctrl_seq.c: SplitToSequence + SequenceAt as Slices (see that file). */
+/* Records the sequence out[0] of SplitToSequence np (inputs in[], flat names); split_rank:
+ * its split's rank when known at load (0 is refused), else -1. */
+int ctrl_seq_split(struct flat *F, const Onnx__NodeProto *np, const char *const *in,
+                   const char *const *out, int split_rank);
+/* Emits SequenceAt np (piece k of its sequence, known says k is known) as a Slice. */
+int ctrl_seq_at(struct flat *F, const Onnx__NodeProto *np, const char *const *in,
+                const char *const *out, bool known, int64_t k, const char *prefix);
+/* Refuses np when one of its inputs is a sequence (only SequenceAt reads them). */
+int ctrl_seq_check_use(struct flat *F, const Onnx__NodeProto *np, const char *const *in);
+/* Refuses a graph output that is a sequence. */
+int ctrl_seq_check_outputs(struct flat *F, const Onnx__GraphProto *g);
+/* Frees the sequence table (NULL: nothing). */
+void ctrl_seq_free(struct flat *F);
 
 #endif /* SIM_ONNX_CTRL_INT_H */

@@ -369,6 +369,37 @@ copy_node(struct loader *L, const Onnx__NodeProto *np, int k, struct sim_mnode *
     return 0;
 }
 
+/* Node k's __if_guard (the name of the If's condition, set by onnx_ctrl.c) as
+ * nodes[k].guard, __if_side as guard_then; the guard orders the node after the condition's
+ * producer (topo_sort). */
+static int
+resolve_guard(struct loader *L, int k)
+{
+    struct sim_mnode *n = &L->m->nodes[k];
+    const struct sim_attr *g = sim_attr_find(n, "__if_guard");
+    const struct sim_attr *side = sim_attr_find(n, "__if_side");
+    char label[300];
+    int idx;
+
+    if (g == NULL)
+        return 0;
+    idx = g->type == SIM_ATTR_STRING ? sim_strmap_get(&L->names, g->s) : -1;
+    if (idx < 0 || side == NULL || side->type != SIM_ATTR_INT)
+        return sim_err_set(L->err, IPUOF_E_INVAL, "%s: __if_guard must name a tensor of the "
+                           "graph and come with an integer __if_side",
+                           sim_node_label(L->m, k, label, sizeof(label)));
+    n->guard = idx + 1;
+    n->guard_then = side->i != 0;
+    return 0;
+}
+
+/* The value node k depends on as its j-th edge: its inputs, then its guard (j == n_in). */
+static int
+dep_of(const struct sim_mnode *n, int j)
+{
+    return j < n->n_in ? n->in[j] : n->guard - 1;
+}
+
 /* Kahn's algorithm over producer -> consumer edges; rewrites node order and producer
  * indices. A cycle is an error. */
 static bool
@@ -434,8 +465,8 @@ topo_sort(struct loader *L)
         goto out;
     }
     for (int k = 0; k < n; k++)
-        for (int j = 0; j < m->nodes[k].n_in; j++) {
-            int v = m->nodes[k].in[j];
+        for (int j = 0; j <= m->nodes[k].n_in; j++) {
+            int v = dep_of(&m->nodes[k], j);
             if (v >= 0 && m->vals[v].producer >= 0) {
                 pending[k]++;
                 users_start[m->vals[v].producer + 1]++;
@@ -456,8 +487,8 @@ topo_sort(struct loader *L)
             goto out;
         }
         for (int k = 0; k < n; k++)
-            for (int j = 0; j < m->nodes[k].n_in; j++) {
-                int v = m->nodes[k].in[j];
+            for (int j = 0; j <= m->nodes[k].n_in; j++) {
+                int v = dep_of(&m->nodes[k], j);
                 if (v >= 0 && m->vals[v].producer >= 0) {
                     int p = m->vals[v].producer;
                     users[users_start[p] + fill[p]++] = k;
@@ -632,6 +663,9 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
             }
             m->nodes[k].in[j] = idx;
         }
+        rc = resolve_guard(L, (int)k);
+        if (rc != 0)
+            return rc;
     }
     for (size_t i = 0; i < g->n_output; i++) {
         const Onnx__ValueInfoProto *vi = g->output[i];

@@ -432,5 +432,7 @@ def register():
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
     from .symbolics_extra import SYMBOLICS
     from .symbolics_ops import SYMBOLICS as MORE
+    from .symbolics_bag import embedding_bag
+    torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
     for name, fn in SYMBOLICS + MORE:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

@@ -3,7 +3,11 @@
  * values, the iteration number, scan outputs (opset 11's Unsqueeze attribute and 13's
  * input), a constant condition passed through, nested loops, zero trips; If on a condition
  * known at load (the branch) and on data (both branches and Where, which must have one
- * shape); training through a loop giving the same weights, bit for bit, as the same graph
+ * shape); an If on a condition from shapes only, known at compile time, whose branches
+ * differ in shape (only the branch taken is compiled, also trained); SplitToSequence +
+ * SequenceAt as Slices (a computed split, negative positions, keepdims 0) and what of
+ * sequences stays refused;
+ * training through a loop giving the same weights, bit for bit, as the same graph
  * unrolled by hand; and the
  * refusals (trip count or condition from data, no trip count, a negative one, too many
  * iterations, nesting too deep), each naming the node and what would work.
@@ -290,6 +294,109 @@ test_if_shapes(void **state)
     }
 }
 
+/*
+ * An If whose condition comes from shapes only, as the exporter's "squeeze dimension 0 when
+ * it is 1" (nn.LocalResponseNorm): h = x * W, c = Shape(h)[0] == 1; then Squeeze(h, 0)
+ * (inside an inner If on Shape(h)[1] == 3 whose else branch squeezes dimension 1 of size
+ * 3, which would fail), else Identity(h). The branches differ in shape, which a Where on
+ * data cannot select; the condition is known at compile time, so only the branch taken
+ * is compiled: x (1, 3) gives (3), x (2, 3) gives (2, 3). Trained, loss = sum(y^2)
+ * through the branch taken moves W by -lr * 2 x^2 W.
+ */
+static struct sim_ob *
+shape_if_model(int64_t rows)
+{
+    static const float w[3] = { 0.5f, -1.0f, 2.0f };
+    const int64_t zero = 0, one = 1, three = 3;
+    struct sim_ob *b = sim_ob_new(13), *t = sim_ob_new(13), *e = sim_ob_new(13);
+    struct sim_ob *tt = sim_ob_new(13), *te = sim_ob_new(13);
+
+    sim_ob_input(b, "x", F32, 2, DIMS(rows, 3));
+    sim_ob_initializer(b, "W", F32, 1, DIMS(3), w);
+    sim_ob_initializer(b, "zero", I64, 0, NULL, &zero);
+    sim_ob_initializer(b, "one", I64, 0, NULL, &one);
+    sim_ob_initializer(b, "three", I64, 0, NULL, &three);
+    sim_ob_initializer(b, "ax0", I64, 1, DIMS(1), &zero);
+    sim_ob_initializer(b, "ax1", I64, 1, DIMS(1), &one);
+    sim_ob_node(b, "Mul", "mul", "x,W", "h");
+    sim_ob_node(b, "Shape", "shape", "h", "s");
+    sim_ob_node(b, "Gather", "g0", "s,zero", "d0");
+    sim_ob_node(b, "Equal", "eq", "d0,one", "c");
+    /* then: an inner If on Shape(h)[1] == 3 (true) */
+    sim_ob_node(t, "Gather", "g1", "s,one", "d1");
+    sim_ob_node(t, "Equal", "eq3", "d1,three", "c3");
+    sim_ob_node(t, "If", "inner", "c3", "a");
+    sim_ob_node(tt, "Squeeze", "sq0", "h,ax0", "a0");
+    sim_ob_output(tt, "a0", F32);
+    sim_ob_node(te, "Squeeze", "sq1", "h,ax1", "a1");
+    sim_ob_output(te, "a1", F32);
+    sim_ob_attr_graph(t, "then_branch", tt);
+    sim_ob_attr_graph(t, "else_branch", te);
+    sim_ob_output(t, "a", F32);
+    sim_ob_node(e, "Identity", "id", "h", "b");
+    sim_ob_output(e, "b", F32);
+    sim_ob_node(b, "If", "if", "c", "y");
+    sim_ob_attr_graph(b, "then_branch", t);
+    sim_ob_attr_graph(b, "else_branch", e);
+    sim_ob_node(b, "Mul", "sq", "y,y", "y2");
+    sim_ob_node(b, "ReduceSum", "sum", "y2", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "y", F32);
+    sim_ob_output(b, "loss", F32);
+    return b;
+}
+
+static void
+test_if_shape_cond(void **state)
+{
+    const float x[6] = { 1, 2, -1, 0.5f, 3, -2 }, w[3] = { 0.5f, -1.0f, 2.0f }, lr = 0.05f;
+    float got[3];
+
+    (void)state;
+    for (int rows = 1; rows <= 2; rows++) {
+        struct sim_err err = { 0 };
+        struct sim_io_info info;
+        struct test_ob_run r = test_ob_compile(shape_if_model(rows), &err);
+        const float *y;
+        if (r.e == NULL)
+            fail_msg("compile: %s", err.msg);
+        feed(&r, "x", x, (size_t)rows * 3 * sizeof(float));
+        assert_int_equal(sim_exe_run(r.e, &err), 0);
+        assert_int_equal(sim_exe_output_info(r.e, 0, &info), 0);
+        assert_int_equal(info.rank, rows == 1 ? 1 : 2);
+        assert_int_equal(info.dims[info.rank - 1], 3);
+        y = sim_exe_output_buffer(r.e, 0);
+        for (int i = 0; i < rows * 3; i++)
+            assert_true(y[i] == x[i] * w[i % 3]);
+        printf("  If on Shape(h)[0] == 1 with x (%d, 3): output rank %d, the %s branch\n",
+               rows, info.rank, rows == 1 ? "then (squeezed)" : "else");
+        test_ob_run_free(&r);
+    }
+    {
+        struct sim_model *m = test_ob_load(shape_if_model(1));
+        struct sim_compile_opts o;
+        struct sim_err err = { 0 };
+        struct sim_exe *e = NULL;
+        double maxd = 0;
+        sim_compile_opts_init(&o);
+        o.loss = "loss";
+        o.optimizer.lr = lr;
+        if (sim_compile(m, &o, &e, &err) != 0)
+            fail_msg("compile: %s", err.msg);
+        memcpy(sim_exe_input_buffer(e, 0), x, 3 * sizeof(float));
+        assert_int_equal(sim_exe_run(e, &err), 0);
+        assert_int_equal(sim_exe_read_weight(e, "W", got, sizeof(got), &err), 0);
+        for (int i = 0; i < 3; i++) {
+            double want = w[i] - lr * 2.0 * x[i] * x[i] * w[i];
+            maxd = fmax(maxd, fabs(got[i] - want));
+        }
+        printf("  one SGD step through the branch taken: W max abs difference %.3g\n", maxd);
+        assert_true(maxd < 1e-6);
+        sim_exe_free(e);
+        sim_model_free(m);
+    }
+}
+
 /* loss = mean((W^3 x)^2) through a Loop of 3 MatMuls by W, or the same unrolled by hand;
  * both train 3 SGD steps and must give the same W and losses, bit for bit. */
 static struct sim_ob *
@@ -395,6 +502,96 @@ nest(int depth)
     return g;
 }
 
+/*
+ * SplitToSequence + SequenceAt, made Slices at load: x (2, 7) split on axis 1 by a split
+ * [3, 3, 1] computed by an Identity (so not known at load), pieces 0, 2, -1 and -3; and,
+ * without a split, keepdims 0 on axis 0: piece 1 is row 1 as a (7). `variant` 1..4 are
+ * the refusals: a SequenceLength reading the sequence, a position from a graph input, a
+ * scalar split, the sequence as a graph output.
+ */
+static struct sim_ob *
+seq_model(int variant)
+{
+    const int64_t split[3] = { 3, 3, 1 }, pos[4] = { 0, 2, -1, -3 }, one = 1, four = 4;
+    struct sim_ob *b = sim_ob_new(13);
+    char name[16], out[16];
+
+    sim_ob_input(b, "x", F32, 2, DIMS(2, 7));
+    if (variant == 3)
+        sim_ob_initializer(b, "split0", I64, 0, NULL, &four);
+    else
+        sim_ob_initializer(b, "split0", I64, 1, DIMS(3), split);
+    sim_ob_node(b, "Identity", "sz", "split0", "split");
+    sim_ob_node(b, "SplitToSequence", "sts", variant == 3 ? "x,split0" : "x,split", "seq");
+    sim_ob_attr_int(b, "axis", 1);
+    sim_ob_node(b, "SplitToSequence", "rows", "x", "seq_rows");
+    sim_ob_attr_int(b, "keepdims", 0);
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "p%d", i);
+        sim_ob_initializer(b, name, I64, 0, NULL, &pos[i]);
+        snprintf(out, sizeof(out), "y%d", i);
+        snprintf(name, sizeof(name), "seq,p%d", i);
+        sim_ob_node(b, "SequenceAt", out, name, out);
+        sim_ob_output(b, out, F32);
+    }
+    sim_ob_initializer(b, "one", I64, 0, NULL, &one);
+    if (variant == 2)
+        sim_ob_input(b, "where", I64, 0, NULL);
+    sim_ob_node(b, "SequenceAt", "row", variant == 2 ? "seq_rows,where" : "seq_rows,one",
+                "row1");
+    sim_ob_output(b, "row1", F32);
+    if (variant == 1) {
+        sim_ob_node(b, "SequenceLength", "len", "seq", "n");
+        sim_ob_output(b, "n", I64);
+    }
+    if (variant == 4)
+        sim_ob_output(b, "seq", F32);
+    return b;
+}
+
+static void
+test_split_to_sequence(void **state)
+{
+    static const int64_t lo[4] = { 0, 6, 6, 0 }, width[4] = { 3, 1, 1, 3 };
+    static const char *const refused[5] = {
+        NULL, "reads the sequence 'seq' of node 'sts' (SplitToSequence); only SequenceAt",
+        "position 'where' is computed at run time",
+        "a scalar split (equal pieces of that size) is not supported",
+        "graph output 'seq' is a sequence" };
+    float x[14];
+    struct sim_err err = { 0 };
+    struct sim_io_info info;
+    struct test_ob_run r;
+
+    (void)state;
+    for (int i = 0; i < 14; i++)
+        x[i] = (float)i * 0.5f - 3.0f;
+    r = test_ob_compile(seq_model(0), &err);
+    if (r.e == NULL)
+        fail_msg("compile: %s", err.msg);
+    feed(&r, "x", x, sizeof(x));
+    assert_int_equal(sim_exe_run(r.e, &err), 0);
+    for (int k = 0; k < 4; k++) {
+        const float *y = sim_exe_output_buffer(r.e, (size_t)k);
+        assert_int_equal(sim_exe_output_info(r.e, (size_t)k, &info), 0);
+        assert_int_equal(info.rank, 2);
+        assert_int_equal(info.dims[0], 2);
+        assert_int_equal(info.dims[1], width[k]);
+        for (int row = 0; row < 2; row++)
+            for (int j = 0; j < width[k]; j++)
+                assert_true(y[row * width[k] + j] == x[row * 7 + lo[k] + j]);
+    }
+    assert_int_equal(sim_exe_output_info(r.e, 4, &info), 0);
+    assert_int_equal(info.rank, 1);
+    assert_int_equal(info.dims[0], 7);
+    assert_memory_equal(sim_exe_output_buffer(r.e, 4), x + 7, 7 * sizeof(float));
+    printf("  SplitToSequence [3, 3, 1] on axis 1: pieces 0, 2, -1, -3 exact; without split, "
+           "keepdims 0: row 1\n");
+    test_ob_run_free(&r);
+    for (int v = 1; v <= 4; v++)
+        expect_load_refused(seq_model(v), IPUOF_E_UNSUPPORTED, refused[v]);
+}
+
 static void
 test_refusals(void **state)
 {
@@ -486,8 +683,10 @@ main(void)
         cmocka_unit_test(test_loop_nested),
         cmocka_unit_test(test_if),
         cmocka_unit_test(test_if_shapes),
+        cmocka_unit_test(test_if_shape_cond),
         cmocka_unit_test(test_loop_training),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_split_to_sequence),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
