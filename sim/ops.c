@@ -45,6 +45,8 @@ static const struct family families[] = {
     { sim_ops_arith, &sim_ops_arith_count },
     { sim_ops_layout, &sim_ops_layout_count },
     { sim_ops_scan, &sim_ops_scan_count },
+    /* Sin to Atanh, Reciprocal, the bitwise ops */
+    { sim_ops_math, &sim_ops_math_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

@@ -119,6 +119,8 @@ extern const struct sim_op sim_ops_elementwise[];
 extern const int sim_ops_elementwise_count;
 extern const struct sim_op sim_ops_unary[];
 extern const int sim_ops_unary_count;
+extern const struct sim_op sim_ops_math[];
+extern const int sim_ops_math_count;
 extern const struct sim_op sim_ops_activation[];
 extern const int sim_ops_activation_count;
 extern const struct sim_op sim_ops_matmul[];

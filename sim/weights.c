@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "half.h"
 
 static size_t
 align_up(size_t n)
@@ -57,10 +58,14 @@ reach_loss(const struct sim_model *m, int loss)
     return reach;
 }
 
+/* A float or float16 initializer (a float16 one becomes a float weight holding float16
+ * values: sim_weights_mark). */
 static bool
 float_init(const struct sim_model *m, int v)
 {
-    return v >= 0 && m->vals[v].kind == SIM_MV_INIT && m->vals[v].init->dtype == SIM_DTYPE_FLOAT;
+    return v >= 0 && m->vals[v].kind == SIM_MV_INIT &&
+           (m->vals[v].init->dtype == SIM_DTYPE_FLOAT ||
+            m->vals[v].init->dtype == SIM_DTYPE_FLOAT16);
 }
 
 /* Classifies the training weights into cls[v] (enum sim_weight_kind, 0: not a weight). */
@@ -76,16 +81,6 @@ classify_training(struct sim_exe *e, const struct sim_compile_opts *o, unsigned 
     for (int v = 0; v < m->n_vals; v++) {
         if (float_init(m, v) && reach[v])
             cls[v] = SIM_WEIGHT_TRAINABLE;
-        /* Not trained silently as a constant: the optimizer keeps float weights only. */
-        if (reach[v] && m->vals[v].kind == SIM_MV_INIT &&
-            m->vals[v].init->dtype == SIM_DTYPE_FLOAT16) {
-            free(reach);
-            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "weight '%s' is float16 and the loss "
-                               "depends on it, but float16 weights are not trained yet (the "
-                               "optimizer keeps float weights): give it as float (Cast it "
-                               "to float16 in the graph if half storage is wanted)",
-                               m->vals[v].name);
-        }
     }
     free(reach);
     for (int k = 0; k < m->n_nodes; k++) {
@@ -218,6 +213,14 @@ sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim
         w = &e->w[e->n_w];
         w->val = v;
         w->kind = cls[v];
+        if (e->vals[v].ti.dtype == SIM_DTYPE_FLOAT16) {
+            /* a float16 weight: kept as floats that always hold float16 values (rounded
+             * when written and after each update: half_train.c), counted at 2 bytes per
+             * element by the plan; the ops reading it take it as float */
+            w->half = true;
+            e->vals[v].ti.dtype = SIM_DTYPE_FLOAT;
+            e->vals[v].bytes = (size_t)e->vals[v].ti.numel * sizeof(float);
+        }
         w->bytes = e->vals[v].bytes;
         e->vals[v].kind = SIM_V_WEIGHT;
         e->vals[v].ti.cdata = NULL;
@@ -226,6 +229,16 @@ sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim
 out:
     free(cls);
     return rc;
+}
+
+/* Copies initializer c into weight w's slot dst (widening a float16 one). */
+static void
+put_init(void *dst, const struct sim_const *c, const struct sim_weight *w)
+{
+    if (w->half)
+        sim_half_to_float_n(c->data, dst, c->numel);
+    else
+        memcpy(dst, c->data, w->bytes);
 }
 
 int
@@ -275,11 +288,11 @@ sim_weights_layout(struct sim_exe *e, struct sim_err *err)
         if (w->bytes == 0)
             continue;
         if (w->kind != SIM_WEIGHT_BUFFER) {
-            memcpy((char *)e->params + w->off, c->data, w->bytes);
+            put_init((char *)e->params + w->off, c, w);
             continue;
         }
         for (unsigned r = 0; r < e->R; r++)
-            memcpy(e->bufs + r * e->bufs_bytes + w->off, c->data, w->bytes);
+            put_init(e->bufs + r * e->bufs_bytes + w->off, c, w);
     }
     return 0;
 }

@@ -6,7 +6,7 @@ import warnings
 
 import torch
 
-from . import blocks, capture
+from . import blocks, capture, poptorch_core
 from .errors import Error
 
 
@@ -21,7 +21,7 @@ def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
     was_training = m.training
     m.train(training)
     try:
-        with capture.no_side_effects(m), \
+        with capture.no_side_effects(m), poptorch_core._capturing(), \
                 torch.enable_grad() if training else torch.no_grad():
             capture.as_float32(m)
             before = capture.buffer_versions(m)
@@ -98,7 +98,8 @@ def _without_gradient(m, loss):
 def export(m, training, call, sample, record, half=None):
     """The ONNX bytes of the module's call on copies of sample (one micro-batch), and
     the blocks recorder; no side effects on the host. half, for a float16 model, is
-    (its float16 inputs, the outputs that travel as float16: capture.type_float16)."""
+    capture.type_float16's (inputs, state, keep_float, stochastic); record.narrowed is
+    then the outputs Cast to float that torch gives as float16."""
     n_out = record.n_graph()
     was_training = m.training
     m.train(training)
@@ -107,7 +108,7 @@ def export(m, training, call, sample, record, half=None):
     f = io.BytesIO()
     rec = blocks._Recorder(m)
     try:
-        with rec, capture.no_side_effects(m) as snap, \
+        with rec, capture.no_side_effects(m) as snap, poptorch_core._capturing(), \
                 capture.flat_forward(m, call, record), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             capture.as_float32(m)
@@ -122,7 +123,7 @@ def export(m, training, call, sample, record, half=None):
             onnx_bytes = add_buffer_updates(onnx_bytes, n_out - len(pre), pre)
             check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
             if half is not None:
-                onnx_bytes = capture.type_float16(onnx_bytes, half[0], half[1])
+                onnx_bytes, record.narrowed = capture.type_float16(onnx_bytes, *half)
             if rec.blocks:
                 import onnx
                 rec.prune([n.name for n in onnx.load_from_string(onnx_bytes).graph.node])

@@ -43,22 +43,21 @@ def setPopartLogLevel(level):
     popart_level[0] = level
 
 
-class _Stderr(logging.StreamHandler):
-    """Writes to sys.stderr as it is when a record is emitted (not when the package was
-    imported), so a redirected or captured stderr gets the log, as PopTorch's does."""
+class _StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is when a line is logged (not as it was at import), so
+    a program or test that replaces sys.stderr later (pytest's capfd) sees the lines."""
 
     @property
     def stream(self):
         return sys.stderr
 
     @stream.setter
-    def stream(self, value):
+    def stream(self, _value):
         pass
 
 
 if not logger.handlers:
-    _h = _Stderr()
+    _h = _StderrHandler()
     _h.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
     logger.addHandler(_h)
-    logger.propagate = False
 setLogLevel(os.environ.get("POPTORCH_LOG_LEVEL", "WARN"))

@@ -434,5 +434,6 @@ def register():
     from .symbolics_ops import SYMBOLICS as MORE
     from .symbolics_bag import embedding_bag
     torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
-    for name, fn in SYMBOLICS + MORE:
+    from .symbolics_math import SYMBOLICS as MATH
+    for name, fn in SYMBOLICS + MORE + MATH:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

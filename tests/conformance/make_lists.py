@@ -22,7 +22,8 @@ ReduceSumSquare ArgMax ArgMin Greater Less Equal GreaterOrEqual LessOrEqual Not 
 Where ConstantOfShape Expand Range Mod ScatterND
 ConvTranspose Resize Upsample LSTM GRU Floor Ceil
 InstanceNormalization Max Min PRelu Selu Celu Sign Round IsNaN Tile DepthToSpace SpaceToDepth
-Trilu CumSum TopK Loop If ScatterElements Scatter""".split())
+Trilu CumSum TopK Loop If ScatterElements Scatter
+Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Reciprocal""".split())
 SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8, TensorProto.INT8,
              TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL}
 HALF_ONLY_CAST = ("float16 tensors reach only Cast, Identity, Shape and Size so far "
@@ -48,6 +49,12 @@ MANUAL_SKIPS = {
     "test_training_dropout_mask": "training-mode Dropout with ratio 0.75: the mask comes from "
                                   "numpy's random generator",
 }
+WINDOW = ("the expected output is off the exact window by up to 7e-5 (test_hannwindow_expanded "
+          "element 2: 0.3454739 where 0.5 - 0.5 cos(2 pi 2 / 10) is 0.3454915); the "
+          "simulator's is within 1e-6 of the exact value")
+for _w in ("blackman", "hamming", "hann"):
+    MANUAL_SKIPS["test_%swindow_expanded" % _w] = WINDOW
+    MANUAL_SKIPS["test_%swindow_symmetric_expanded" % _w] = WINDOW
 
 
 def graph_ops(graph):

@@ -58,6 +58,31 @@ static void g_log(struct sim_ob *b) { b_unary(b, "Log", D_POS); }
 
 static void g_erf(struct sim_ob *b) { b_unary(b, "Erf", D_ANY); }
 
+/* x with the 15 given values (for ops defined on part of the line only). */
+static void
+b_unary_vals(struct sim_ob *b, const char *op, float lo, float hi)
+{
+    float v[15];
+
+    for (int i = 0; i < 15; i++)    /* a ramp in [lo, hi], shuffled by a stride of 7 */
+        v[(i * 7) % 15] = lo + (hi - lo) * (float)i / 14.0f;
+    gc_param_vals(b, "x", 2, DIMS(3, 5), v);
+    sim_ob_node(b, op, "n", "x", "y");
+}
+
+static void g_sin(struct sim_ob *b) { b_unary(b, "Sin", D_ANY); }
+static void g_cos(struct sim_ob *b) { b_unary(b, "Cos", D_ANY); }
+static void g_tan(struct sim_ob *b) { b_unary(b, "Tan", D_ANY); }
+static void g_asin(struct sim_ob *b) { b_unary_vals(b, "Asin", -0.8f, 0.8f); }
+static void g_acos(struct sim_ob *b) { b_unary_vals(b, "Acos", -0.8f, 0.8f); }
+static void g_atan(struct sim_ob *b) { b_unary(b, "Atan", D_ANY); }
+static void g_sinh(struct sim_ob *b) { b_unary(b, "Sinh", D_ANY); }
+static void g_cosh(struct sim_ob *b) { b_unary(b, "Cosh", D_ANY); }
+static void g_asinh(struct sim_ob *b) { b_unary(b, "Asinh", D_ANY); }
+static void g_acosh(struct sim_ob *b) { b_unary_vals(b, "Acosh", 1.2f, 3.0f); }
+static void g_atanh(struct sim_ob *b) { b_unary_vals(b, "Atanh", -0.8f, 0.8f); }
+static void g_recip(struct sim_ob *b) { b_unary(b, "Reciprocal", D_POS); }
+
 static void g_relu(struct sim_ob *b) { b_unary(b, "Relu", D_AWAY); }
 
 static void g_sigmoid(struct sim_ob *b) { b_unary(b, "Sigmoid", D_ANY); }
@@ -464,6 +489,18 @@ const struct gcase gradcases_math[] = {
     { "Exp", "", g_exp, 1e-2f, 1e-3f },
     { "Log", "", g_log, 1e-2f, 1e-3f },
     { "Erf", "", g_erf, 1e-2f, 1e-3f },
+    { "Sin", "", g_sin, 1e-2f, 1e-3f },
+    { "Cos", "", g_cos, 1e-2f, 1e-3f },
+    { "Tan", "", g_tan, 1e-2f, 1e-3f },
+    { "Asin", "x in [-0.8, 0.8]", g_asin, 1e-2f, 1e-3f },
+    { "Acos", "x in [-0.8, 0.8]", g_acos, 1e-2f, 1e-3f },
+    { "Atan", "", g_atan, 1e-2f, 1e-3f },
+    { "Sinh", "", g_sinh, 1e-2f, 1e-3f },
+    { "Cosh", "", g_cosh, 1e-2f, 1e-3f },
+    { "Asinh", "", g_asinh, 1e-2f, 1e-3f },
+    { "Acosh", "x in [1.2, 3]", g_acosh, 1e-2f, 1e-3f },
+    { "Atanh", "x in [-0.8, 0.8]", g_atanh, 1e-2f, 1e-3f },
+    { "Reciprocal", "", g_recip, 1e-2f, 1e-3f },
     { "Clip", "min and max inputs", g_clip, 1e-2f, 1e-3f },
     { "Relu", "", g_relu, 1e-2f, 1e-3f },
     { "LeakyRelu", "alpha 0.2", g_leaky, 1e-2f, 1e-3f },
