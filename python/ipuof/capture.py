@@ -455,11 +455,18 @@ class Probe:
     .hidden_loss (True when the loss is an extra output), .prints (the titles of the
     ipu_print_tensor outputs, after all others), .flat (the outputs).
 
+    .buffers (set by the probe) names the module buffers forward() changes in place; their
+    new values are the last graph outputs, each written back by a BufferUpdate node
+    (add_buffer_updates).
+
     n_graph() is the number of graph outputs: returned, changed inputs, hidden loss,
-    printed."""
+    printed, changed buffers."""
+
+    buffers = ()
 
     def n_graph(self):
-        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints)
+        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints) + \
+            len(self.buffers)
 
 
 def _versions(tensors):
@@ -524,7 +531,8 @@ def flat_forward(module, call, record):
     original = module.forward
 
     def forward(*tensors):
-        return tuple(run_flat(original, call, list(tensors), record))
+        flat = run_flat(original, call, list(tensors), record)
+        return tuple(flat + [torch.nn.Module.get_buffer(module, k) for k in record.buffers])
 
     module.forward = forward
     try:

@@ -232,7 +232,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._half_state = {n for n, t in torch.nn.Module.state_dict(
             self._user_model, keep_vars=True).items() if t.dtype == torch.float16}
         record = _graph.probe(self._user_model, self._training, call, sample,
-                              o.replication_factor)
+                              o.replication_factor, o.broadcast_buffers)
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors
@@ -248,8 +248,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         kind = _OUTPUT_KINDS[o.output_mode]
         n = o.output_return_period if o.output_mode == enums.OutputMode.EveryN else 0
         # An input changed in place comes back whole, to be copied into the caller's.
+        # A buffer forward() changes is written back on the device (BufferUpdate); its
+        # output only keeps that node: the last value comes back (Final).
         kinds = [kind] * record.n_out + [_lib.OUTPUT_ALL] * len(record.mutated) + \
-            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints)
+            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints) + \
+            [_lib.OUTPUT_FINAL] * len(record.buffers)
         self._compile_args = dict(
             micro_batch=0, device_iterations=o.device_iterations,
             replicas=o.replication_factor,
@@ -444,11 +447,13 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 flat[i] = flat[i].to(dt)
         for k, i in enumerate(rec.mutated):
             self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
-        first_print = rec.n_graph() - len(rec.prints)
+        first_print = rec.n_graph() - len(rec.prints) - len(rec.buffers)
         for k, title in enumerate(rec.prints):
             t = flat[first_print + k]
             print(f"{title}: {t}" if title else str(t), flush=True)
         self._read_anchors(flat)
+        if rec.buffers and not self._training:
+            self._buffers_to_host()
         if self._training:
             self._host_stale = True
             _hostsync.generation[0] += 1

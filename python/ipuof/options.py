@@ -36,7 +36,6 @@ _RECORDED = {
     ("Options", "enableStableNorm"): "popart:enableStableNorm",
     ("Options", "useIpuModel"): "value:use_model",
     ("Options", "useIpuId"): "value:ipu_id",
-    ("Options", "broadcastBuffers"): "value:broadcast_buffers",
     ("Options", "maxRepeatLogs"): "value:max_repeat_logs",
     ("_PrecisionOptions", "enableFloatingPointExceptions"):
         "popart:enableFloatingPointChecks",
@@ -522,6 +521,11 @@ class Options(_OptionsDict):
     def anchored_tensors(self):
         """{short name: [long name, mode is the outputs', mode, period]}, PopTorch's."""
         return self._values.get("anchored_tensors", {})
+
+    def broadcastBuffers(self, broadcast_buffers=True):
+        """PopTorch's: with replicas, buffers forward() changes would be broadcast from
+        replica 0 (refused, as by PopTorch); False lets each replica keep its own."""
+        return self.set(broadcast_buffers=bool(broadcast_buffers))
 
     def updatableNamedBuffers(self, buffers):
         """The buffers copyNamedBuffersToDevice() copies to the device (by name)."""
