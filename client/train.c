@@ -264,6 +264,13 @@ ipuof_model_inference_from(ipuof_model *training, const struct ipuof_model_opts 
 int
 ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
 {
+    return ipuof_model_set_optimizer_half(m, o, NULL);
+}
+
+int
+ipuof_model_set_optimizer_half(ipuof_model *m, const struct ipuof_optimizer *o,
+                               const struct ipuof_optimizer_half *a)
+{
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__SetOptimizerRequest so = IPUOF__SET_OPTIMIZER_REQUEST__INIT;
     struct opt_wire opt;
@@ -279,11 +286,27 @@ ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                              "ipuof_model_set_optimizer() needs an optimizer");
     rc = check_optimizer(c, o, 0);
+    if (rc == IPUOF_OK && a != NULL && a->auto_loss_scaling &&
+        (!(a->als_bin_edge >= 0.0f && a->als_bin_edge <= 1.0f) ||
+         !(a->als_threshold >= 0.0f && a->als_threshold <= 1.0f)))
+        rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "automatic loss scaling: the bin edge "
+                           "(%g) must be in (0, 1] (0: 0.125) and the threshold proportion "
+                           "(%g) in [0, 1]", (double)a->als_bin_edge,
+                           (double)a->als_threshold);
     if (rc == IPUOF_OK)
         rc = ipuof_model_usable(m);
     if (rc != IPUOF_OK)
         return ipuof_model_settle(c, rc);
     optimizer_to_wire(o, &opt);
+    if (a != NULL) {
+        opt.w.accum_float16 = a->accum_float16 != 0;
+        opt.w.first_order_float16 = a->first_order_float16 != 0;
+        opt.w.second_order_float16 = a->second_order_float16 != 0;
+        opt.w.auto_loss_scaling = a->auto_loss_scaling != 0;
+        opt.w.als_update_period = a->als_update_period;
+        opt.w.als_bin_edge = a->als_bin_edge;
+        opt.w.als_threshold = a->als_threshold;
+    }
     so.model_id = m->id;
     so.optimizer = &opt.w;
     req.body_case = IPUOF__HEADER__BODY_SET_OPTIMIZER;

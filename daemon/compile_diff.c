@@ -213,6 +213,13 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
     DIFF_F(optimizer.loss_scaling, "optimizer loss_scaling")
     DIFF_F(optimizer.velocity_scaling, "optimizer velocity_scaling")
     DIFF_U(optimizer.plan_momentum, "optimizer momentum planned")
+    DIFF_U(optimizer.accum_half, "optimizer accum_type float16")
+    DIFF_U(optimizer.first_half, "optimizer first-order accumulator float16")
+    DIFF_U(optimizer.second_half, "optimizer second-order accumulator float16")
+    DIFF_U(optimizer.auto_loss_scaling, "automatic loss scaling")
+    DIFF_U(optimizer.als_period, "automatic loss scaling update period")
+    DIFF_F(optimizer.als_bin_edge, "automatic loss scaling bin edge")
+    DIFF_F(optimizer.als_threshold, "automatic loss scaling threshold")
     DIFF_U(optimizer.n_groups, "number of optimizer parameter groups")
     for (int g = 0; what == NULL && g < x->optimizer.n_groups; g++) {
         DIFF_F(optimizer.groups[g].lr, "optimizer group lr")

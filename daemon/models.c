@@ -133,7 +133,8 @@ cache_acquire(struct cache *k, const uint8_t *bytes, size_t len, const char *key
 
     pthread_mutex_lock(&k->mu);
     for (struct cache_entry *e = k->head; e != NULL; e = e->next) {
-        if (!e->in_use && e->hash == h && e->len == len && strcmp(e->key, key) == 0 &&
+        if (e->reusable && !e->in_use && e->hash == h && e->len == len &&
+            strcmp(e->key, key) == 0 &&
             memcmp(e->bytes, bytes, len) == 0) {
             hit = e;
             hit->in_use = 1;
@@ -454,6 +455,13 @@ models_optimizer(const Ipuof__Optimizer *w, struct sim_optimizer *o, char **name
     o->loss_scaling = w->loss_scaling != 0.0f ? w->loss_scaling : 1.0f;   /* 0: unset */
     o->velocity_scaling = w->velocity_scaling != 0.0f ? w->velocity_scaling : 1.0f;
     o->plan_momentum = w->plan_momentum;
+    o->accum_half = w->accum_float16;
+    o->first_half = w->first_order_float16;
+    o->second_half = w->second_order_float16;
+    o->auto_loss_scaling = w->auto_loss_scaling;
+    o->als_period = w->als_update_period != 0 ? w->als_update_period : 1;
+    o->als_bin_edge = w->als_bin_edge != 0.0f ? w->als_bin_edge : 0.125f;
+    o->als_threshold = w->als_threshold;
     o->n_groups = (int)w->n_groups;
     for (size_t g = 0; g < w->n_groups; g++) {
         const Ipuof__OptimizerGroup *p = w->groups[g];

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "half.h"
 #include "program.h"
 
 #define MAX_DEVICE_ITERATIONS (1u << 24)
@@ -350,15 +351,18 @@ out:
 
 
 /*
- * float16 tensors reach only the ops that handle them (forward and backward): Cast,
- * Identity, and ops that read nothing but the shape (Shape, Size). Any other op given a
- * float16 input is refused here, naming the input, instead of reading its 2-byte elements
- * as floats. Returns 0 or IPUOF_E_UNSUPPORTED.
+ * float16 per op (sim/README.md "Dtypes"): an op other than Cast, Identity and the
+ * shape-only ops that is given a float16 input is inferred as if the input were float
+ * (wide[j], a float copy of a known value owned by e), and its float outputs are then typed
+ * float16 (half_outputs); the node runs through half_exec.c. Sets *half. Returns 0 or
+ * IPUOF_E_NOMEM.
  */
 static int
-half_inputs_ok(const struct sim_enode *n, const struct sim_mnode *mn,
-               const struct sim_tinfo *const *ins, struct sim_err *err)
+half_inputs(struct sim_exe *e, const struct sim_enode *n, const struct sim_mnode *mn,
+            const struct sim_tinfo **ins, struct sim_tinfo *wide, bool *half,
+            struct sim_err *err)
 {
+    *half = false;
     if (strcmp(mn->domain, "") == 0 &&
         (strcmp(mn->op_type, "Cast") == 0 || strcmp(mn->op_type, "Identity") == 0))
         return 0;
@@ -366,14 +370,34 @@ half_inputs_ok(const struct sim_enode *n, const struct sim_mnode *mn,
         return 0;
     if (n->op->domain == NULL && strcmp(n->op->name, "Identity") == 0)
         return 0;   /* an If's Where made the Identity of the branch taken */
-    for (int j = 0; j < n->n_in; j++)
-        if (ins[j] != NULL && ins[j]->dtype == SIM_DTYPE_FLOAT16)
-            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: input %d is float16, which only "
-                               "Cast, Identity, Shape and Size take so far; Cast it to float "
-                               "before %s (and the result back to float16 if wanted)",
-                               n->label, j, mn->op_type);
+    for (int j = 0; j < n->n_in; j++) {
+        float *f;
+        if (ins[j] == NULL || ins[j]->dtype != SIM_DTYPE_FLOAT16)
+            continue;
+        *half = true;
+        wide[j] = *ins[j];
+        wide[j].dtype = SIM_DTYPE_FLOAT;
+        if (ins[j]->cdata != NULL) {
+            f = malloc((size_t)ins[j]->numel * sizeof(float) + 1);
+            if (f == NULL || !sim_exe_own(e, f))
+                return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+            sim_half_to_float_n(ins[j]->cdata, f, ins[j]->numel);
+            wide[j].cdata = f;
+        }
+        ins[j] = &wide[j];
+    }
     return 0;
 }
+
+/* The float outputs of a float16 node are float16 (what the IPU stores). */
+static void
+half_outputs(struct sim_tinfo *outs, int n_out)
+{
+    for (int j = 0; j < n_out; j++)
+        if (outs[j].dtype == SIM_DTYPE_FLOAT)
+            outs[j].dtype = SIM_DTYPE_FLOAT16;
+}
+
 /* What value v, an If's condition, says at compile time: IF_SKIPPED (its own node was
  * skipped, being in a branch not taken), IF_TRUE / IF_FALSE (known), or IF_DATA. */
 enum { IF_DATA = -1, IF_FALSE = 0, IF_TRUE = 1, IF_SKIPPED = 2 };
@@ -412,11 +436,11 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     const struct sim_mnode *mn = &m->nodes[k];
     struct sim_enode n = { 0 };
     const struct sim_tinfo **ins = NULL;
-    struct sim_tinfo *outs = NULL;
+    struct sim_tinfo *outs = NULL, *wide = NULL;
     struct sim_infer c = { 0 };
     const struct sim_attr *ifb = sim_attr_find(mn, "__if_branches");
     int taken = -1;
-    bool fold = true;
+    bool fold = true, half = false;
     int rc = 0;
 
     if (mn->guard > 0) {
@@ -461,7 +485,8 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
                                n.label, j);
     ins = calloc((size_t)n.n_in + 1, sizeof(*ins));
     outs = calloc((size_t)mn->n_out + 1, sizeof(*outs));
-    if (ins == NULL || outs == NULL) {
+    wide = calloc((size_t)mn->n_in + 1, sizeof(*wide));
+    if (ins == NULL || outs == NULL || wide == NULL) {
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto out;
     }
@@ -485,7 +510,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
         if (e->vals[v].kind == SIM_V_WEIGHT && j < 32)
             c.weight_inputs |= 1u << j;
     }
-    rc = half_inputs_ok(&n, mn, ins, err);
+    rc = half_inputs(e, &n, mn, ins, wide, &half, err);
     if (rc != 0)
         goto out;
     c.mn = mn;
@@ -502,6 +527,9 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     rc = n.op->infer(&c);
     if (rc != 0)
         goto out;
+    if (half)
+        half_outputs(outs, mn->n_out);
+    n.half = half;
     for (int j = 0; j < mn->n_out; j++) {
         struct sim_val *v;
         if (mn->out[j] < 0)
@@ -514,8 +542,8 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     }
     if (n.op->flags & SIM_OPF_SHAPE_ONLY)
         fold = true;
-    if (n.op->flags & SIM_OPF_NOFOLD)
-        fold = false;
+    if ((n.op->flags & SIM_OPF_NOFOLD) || half)
+        fold = false;   /* a float16 node computes through half_exec.c at run time */
     n.params = c.params;
     n.scratch = c.scratch_bytes;
     n.saved = c.saved_bytes;
@@ -545,6 +573,7 @@ out:
     free(c.params);
     free(ins);
     free(outs);
+    free(wide);
     return rc;
 }
 
@@ -792,6 +821,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     e->A = o->gradient_accumulation;
     e->seed = o->seed;
+    e->stochastic = m->stochastic_rounding;
+    e->partials_half = m->partials_half;
     e->eval = o->eval_mode && o->loss == NULL;
     if (o->loss != NULL) {
         rc = setup_training(e, m, o, err);
@@ -839,7 +870,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     rc = check_ops_known(m, err);
     if (rc == 0)
         rc = setup_inputs(e, o, err);
-    if (rc == 0 && (o->loss != NULL || o->updatable_weights))
+    if (rc == 0 && (o->loss != NULL || o->updatable_weights || sim_buffer_update_count(m) > 0))
         rc = sim_weights_mark(e, o, err);
     if (rc != 0)
         goto fail;
@@ -852,6 +883,11 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             o->progress(k + 1, total, o->progress_ud);
     }
     drop_dead_nodes(e);
+    for (int s = 0; s < e->n_nodes; s++)
+        e->computes_half |= e->nodes[s].half;
+    for (int i = 0; i < e->n_w; i++)
+        e->computes_half |= e->w[i].half;
+    e->half_rng = sim_half_rng_seed(e->seed);
     rc = sim_place(e, o, err);
     if (rc == 0 && e->tr == NULL)
         rc = sim_fuse(e, err);
@@ -859,6 +895,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = sim_layout_plan(e, sim_exe_own, err);
     if (rc == 0 && e->tr != NULL)
         rc = sim_autodiff(e, err);
+    if (rc == 0)
+        rc = sim_buffer_updates_check(e, err);
     if (rc == 0)
         rc = sim_weights_layout(e, err);
     if (rc == 0)

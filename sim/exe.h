@@ -57,6 +57,8 @@ struct sim_weight {
     size_t off;                 /* byte offset in e->params (trainable and frozen) or in
                                  * one replica's block of e->bufs (buffers) */
     int ipu;                    /* IPU of its first reader */
+    bool half;                  /* a float16 initializer: its floats hold float16 values
+                                 * (half_train.c), 2 bytes each in the plan */
 };
 
 struct sim_enode {
@@ -76,6 +78,9 @@ struct sim_enode {
     int64_t bwd_scratch_off;
     int bstep;                  /* training: index of its backward step, or -1 */
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
+    bool half;                  /* reads or writes float16 (other than Cast, Identity and
+                                 * shape-only ops): run by half_exec.c through its float
+                                 * kernel, each float16 result rounded as it is written */
     struct sim_act act;         /* an activation fused into it (fuse.c), applied to out[0];
                                  * kind SIM_ACT_NONE: none */
     char fused_op[40];          /* "Conv+Relu", "Add+Relu" when an activation is fused
@@ -138,6 +143,9 @@ struct sim_train {
     int loss;                   /* value index of the loss */
     struct sim_optimizer opt;
     uint64_t steps;             /* optimizer steps taken */
+    float ls_factor;            /* automatic loss scaling's update factor (1 without) */
+    float final_ls;             /* the loss scale of the last step (loss_scaling x factor) */
+    uint64_t als_steps;         /* steps since automatic loss scaling was enabled */
     int n_bsteps;
     struct sim_bstep *bsteps;
     struct sim_gzero *zero;     /* grouped by backward step */
@@ -183,6 +191,13 @@ struct sim_exe {
     unsigned D, R, B;
     unsigned A;                 /* gradient accumulation, 1 for inference */
     uint64_t seed;              /* of the per-replica random generators */
+    bool stochastic;            /* float16 results round stochastically (the model's
+                                 * ipuof.stochastic_rounding; half_exec.c) */
+    bool computes_half;         /* a node runs in float16 or a weight is float16: loss
+                                 * scaling applies (half_train.c) */
+    uint64_t half_rng;          /* stochastic rounding of float16 weight updates */
+    bool partials_half;         /* MatMul and Gemm accumulate in float16 (the model's
+                                 * ipuof.partials_type "half"; half_partials.c) */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
@@ -272,14 +287,46 @@ int sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
                            const struct sim_tensor *dout, struct sim_tensor *din,
                            struct sim_err *err);
 
+/* half_exec.c: node n's forward / backward with its float16 views widened to float and
+ * its float16 results (forward outputs, backward input gradients) rounded back as written,
+ * stochastically from k->rng when stochastic. Returns the op's status or IPUOF_E_NOMEM. */
+int sim_half_forward(const struct sim_exe *e, const struct sim_enode *n,
+                     const struct sim_kern *k, struct sim_err *err);
+
+/* half_partials.c: MatMul or Gemm node mn's forward on widened float views with float16
+ * partials; 0 when done, 1 when the op or its shapes are not covered (the caller runs the
+ * float kernel). */
+int sim_half_partials(const struct sim_mnode *mn, const struct sim_kern *k);
+int sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
+                      const struct sim_tensor *dout, struct sim_tensor *din, bool stochastic,
+                      struct sim_err *err);
+
+/* half_train.c (training with float16, see there): the value the loss's gradient is
+ * seeded with (loss_scaling when the executable computes in float16, else 1); before the
+ * optimizer's update, float16 weights' gradients rounded to float16 and every gradient
+ * divided by loss_scaling; after it, float16 weights and buffers rounded back to float16;
+ * weight i (written from the host) rounded to float16 values when it is float16. */
+float sim_half_loss_seed(const struct sim_exe *e);
+/* The state of the generator that rounds float16 weight updates, for a random seed. */
+uint64_t sim_half_rng_seed(uint64_t seed);
+void sim_half_before_update(struct sim_exe *e);
+void sim_half_after_update(struct sim_exe *e);
+void sim_half_round_weight(struct sim_exe *e, int i);
+
 /* Keeps p (malloc'd) until the executable is freed. Returns false when out of memory
  * (p is then freed). */
 bool sim_exe_own(struct sim_exe *e, void *p);
 
 /* weights.c: before inference, turns the float initializers the executable will own into
  * SIM_V_WEIGHT values (o->loss: those reaching the loss, running statistics and frozen
- * weights; o->updatable_weights: all). */
+ * weights; o->updatable_weights: all), and the buffers of BufferUpdate nodes (any dtype,
+ * training or not) into per-replica buffers. */
 int sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err);
+
+/* weights.c: after autodiff, refuses buffer updates the executable cannot order: a model
+ * in several pipeline stages, or a buffer read directly by a node whose gradient rule
+ * runs after the update (it would read the new value). */
+int sim_buffer_updates_check(const struct sim_exe *e, struct sim_err *err);
 
 /* weights.c: after autodiff, lays out and fills e->params and e->bufs. */
 int sim_weights_layout(struct sim_exe *e, struct sim_err *err);

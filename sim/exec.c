@@ -377,11 +377,11 @@ sim_exec_node_forward(struct sim_exe *e, int s, const struct sim_kern *k, struct
     uint64_t t0;
     int rc;
 
-    if (e->host == NULL)
-        return e->nodes[s].op->forward(k, err);
-    t0 = host_ns();
-    rc = e->nodes[s].op->forward(k, err);
-    host_add(e, s, 0, t0);
+    t0 = e->host != NULL ? host_ns() : 0;
+    rc = e->nodes[s].half ? sim_half_forward(e, &e->nodes[s], k, err)
+                          : e->nodes[s].op->forward(k, err);
+    if (e->host != NULL)
+        host_add(e, s, 0, t0);
     return rc;
 }
 
@@ -393,11 +393,11 @@ sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
     uint64_t t0;
     int rc;
 
-    if (e->host == NULL)
-        return e->nodes[s].op->backward(k, dout, din, err);
-    t0 = host_ns();
-    rc = e->nodes[s].op->backward(k, dout, din, err);
-    host_add(e, s, 1, t0);
+    t0 = e->host != NULL ? host_ns() : 0;
+    rc = e->nodes[s].half ? sim_half_backward(&e->nodes[s], k, dout, din, e->stochastic, err)
+                          : e->nodes[s].op->backward(k, dout, din, err);
+    if (e->host != NULL)
+        host_add(e, s, 1, t0);
     return rc;
 }
 

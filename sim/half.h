@@ -28,6 +28,14 @@ void sim_half_from_float_n(const float *src, uint16_t *dst, int64_t n);
  * as after storing as half): an op's float32 result stored in a float16 tensor. */
 void sim_half_round_n(float *x, int64_t n);
 
+/* Stochastic rounding (PopTorch's Precision.enableStochasticRounding): f rounds to the
+ * float16 above it in magnitude with probability equal to its fraction of the way there,
+ * else to the one below, from the xorshift64* generator *state (advanced; 0 is replaced by
+ * a fixed nonzero state), so the rounding is unbiased and reproducible for a state. Exact
+ * values, NaN and magnitudes past 65504 round as sim_half_from_float does. */
+uint16_t sim_half_from_float_sr(float f, uint64_t *state);
+void sim_half_from_float_sr_n(const float *src, uint16_t *dst, int64_t n, uint64_t *state);
+
 /* Whether the array forms use F16C in this process (for tests and logs). */
 bool sim_half_uses_f16c(void);
 

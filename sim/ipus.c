@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "exe.h"
+#include "half.h"
 #include "feed.h"
 #include "program.h"
 
@@ -207,7 +208,7 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
     switch (st->kind) {
     case SIM_STEP_GRECV:
         if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
-            *tr->loss_grad[L] = 1.0f;
+            *tr->loss_grad[L] = sim_half_loss_seed(e);     /* 1, or loss_scaling */
         for (int i = st->lo; i < st->hi; i++) {
             const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
             const struct sim_val *v = &e->vals[x->val];
@@ -216,6 +217,11 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
                                                it->m % x->depth * sim_align(v->bytes));
             if (x->gassign)
                 memcpy(dst, src, v->bytes);
+            else if (v->ti.dtype == SIM_DTYPE_FLOAT16)   /* a float16 gradient, as stored */
+                for (int64_t j = 0; j < v->ti.numel; j++)
+                    ((uint16_t *)dst)[j] = sim_half_from_float(
+                        sim_half_to_float(((uint16_t *)dst)[j]) +
+                        sim_half_to_float(((const uint16_t *)src)[j]));
             else
                 for (int64_t j = 0; j < v->ti.numel; j++)
                     dst[j] += src[j];

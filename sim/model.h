@@ -97,6 +97,12 @@ struct sim_model {
     unsigned char *in_needs_const;
     int n_out;
     int *outputs;
+    /* The model's metadata_props "ipuof.stochastic_rounding" = "1" (PopTorch's
+     * Precision.enableStochasticRounding): float16 results round stochastically. */
+    bool stochastic_rounding;
+    /* metadata_props "ipuof.partials_type" = "half" (Precision.setPartialsType(torch.half)):
+     * float16 MatMul and Gemm accumulate in float16 (half_partials.c). */
+    bool partials_half;
 };
 
 /* Attribute lookup; NULL when absent. */

@@ -15,14 +15,19 @@
  * Loss scaling and velocity scaling (PopTorch's loss_scaling, velocity_scaling) exist for
  * float16 arithmetic: the loss's gradient is multiplied by loss_scaling and the update
  * divides it out again, and SGD's velocity is kept multiplied by velocity_scaling and
- * divided out when applied. With the float32 state ipuofd keeps, both cancel: they are
- * checked (> 0, finite) and change no number, as on the IPU in float32.
+ * divided out when applied. With float32 state both cancel: they are checked (> 0,
+ * finite) and change no number, as on the IPU in float32. A state kept in float16
+ * (accum_half, first_half, second_half: PopTorch's accumulator dtypes) is rounded to
+ * float16 after every update, stored scaled as the IPU stores it (the accumulated gradient
+ * times loss_scaling, SGD's velocity times velocity_scaling), so there the scalings decide
+ * what underflows or overflows, as they do on an IPU.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exe.h"
+#include "half.h"
 #include "hot.h"
 #include "optim_internal.h"
 #include "pool.h"
@@ -53,6 +58,9 @@ sim_optimizer_init(struct sim_optimizer *o, int kind)
     o->bias_correction = 1;
     o->loss_scaling = 1.0f;
     o->velocity_scaling = 1.0f;
+    o->als_period = 1;          /* PopART's AutomaticLossScalingSettings defaults */
+    o->als_bin_edge = 0.125f;
+    o->als_threshold = 1e-7f;
     switch (kind) {
     case SIM_OPT_SGD:
     case SIM_OPT_ADAM:
@@ -116,9 +124,12 @@ check_hyper(int kind, int g, const struct sim_opt_hyper *h, struct sim_err *err)
         return 0;
     }
     if (kind == SIM_OPT_RMSPROP) {
-        if (!(h->alpha >= 0.0f && h->alpha <= 1.0f))
+        /* torch.optim.RMSprop checks alpha >= 0 only (above 1 the mean of g^2 may turn
+         * negative and the update NaN, as in torch) */
+        if (!(h->alpha >= 0.0f) || isinf(h->alpha))
             return sim_err_set(err, IPUOF_E_INVAL, "optimizer RMSprop%s: invalid alpha %g "
-                               "(must be in [0, 1])", grp, (double)h->alpha);
+                               "(must be >= 0 and finite, as torch.optim.RMSprop's)", grp,
+                               (double)h->alpha);
     } else {
         if (!(h->b1 >= 0.0f && h->b1 < 1.0f))
             return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s%s: invalid beta1 %g (must "
@@ -177,6 +188,13 @@ sim_optimizer_check(const struct sim_optimizer *o, struct sim_err *err)
     if (!(o->velocity_scaling > 0.0f) || isinf(o->velocity_scaling))
         return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: invalid velocity_scaling %g "
                            "(must be > 0 and finite)", k, (double)o->velocity_scaling);
+    if (o->auto_loss_scaling &&
+        (o->als_period < 1 || !(o->als_bin_edge > 0.0f && o->als_bin_edge <= 1.0f) ||
+         !(o->als_threshold >= 0.0f && o->als_threshold <= 1.0f)))
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: automatic loss scaling needs "
+                           "an update period >= 1 (%u), a bin edge in (0, 1] (%g) and a "
+                           "threshold proportion in [0, 1] (%g)", k, o->als_period,
+                           (double)o->als_bin_edge, (double)o->als_threshold);
     if (o->bias_correction != 0 && o->bias_correction != 1)
         return sim_err_set(err, IPUOF_E_INVAL, "optimizer %s: bias_correction is %d; 0 or 1",
                            k, o->bias_correction);
@@ -409,6 +427,84 @@ step_span(struct sim_exe *e, int wi, size_t lo, size_t hi, float gscale)
     }
 }
 
+/* x[0 .. n) as a float16 accumulator holding x * scale keeps it: x = half(x * scale) /
+ * scale (scale 1: half(x)). */
+static void
+round_half_scaled(float *x, size_t n, float scale)
+{
+    if (x == NULL || n == 0)
+        return;
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            x[i] *= scale;
+    sim_half_round_n(x, (int64_t)n);
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            x[i] /= scale;
+}
+
+/* The float16 accumulators after a step (see sim_optimizer's accum_half): first order is
+ * SGD's velocity, Adam's/LAMB's m, RMSprop's mean of g^2 (mom2 there); second order is
+ * Adam's/LAMB's v, centered RMSprop's mean of g (mom3). */
+static void
+round_half_state(struct sim_exe *e)
+{
+    struct sim_train *tr = e->tr;
+    const struct sim_optimizer *o = &tr->opt;
+    float *first = o->kind == SIM_OPT_RMSPROP ? tr->mom2 : tr->mom1;
+    float *second = o->kind == SIM_OPT_RMSPROP ? tr->mom3 :
+                    o->kind == SIM_OPT_SGD ? NULL : tr->mom2;
+
+    if (o->first_half)
+        round_half_scaled(first, e->n_train,
+                          o->kind == SIM_OPT_SGD ? o->velocity_scaling : 1.0f);
+    if (o->second_half)
+        round_half_scaled(second, e->n_train, 1.0f);
+}
+
+/*
+ * Automatic loss scaling, as PopART defines it (automaticLossScalingSettings): the trained
+ * gradients scaled by this step's loss scale, as float16 values, counted against a bin edge
+ * at als_bin_edge x 65504 (float16's largest value); every als_period steps the factor is
+ * halved when the proportion at or above the edge (overflows included) exceeds
+ * als_threshold, and doubled otherwise, within float16's range of loss scales [2^-24,
+ * 65504]. Only the weights' own elements count (not the alignment padding).
+ */
+static void
+als_update(struct sim_exe *e)
+{
+    struct sim_train *tr = e->tr;
+    const struct sim_optimizer *o = &tr->opt;
+    double edge = (double)o->als_bin_edge * 65504.0, ls = (double)tr->final_ls;
+    uint64_t above = 0, total = 0;
+    unsigned period = o->als_period != 0 ? o->als_period : 1;
+
+    for (int i = 0; i < e->n_w; i++) {
+        const struct sim_weight *w = &e->w[i];
+        const float *g;
+        size_t n;
+        if (w->kind != SIM_WEIGHT_TRAINABLE)
+            continue;
+        g = tr->grads + w->off / sizeof(float);
+        n = w->bytes / sizeof(float);
+        for (size_t k = 0; k < n; k++) {
+            float h = sim_half_to_float(sim_half_from_float((float)((double)g[k] * ls)));
+            if (!isfinite(h) || fabs((double)h) >= edge)
+                above++;
+        }
+        total += n;
+    }
+    tr->als_steps++;
+    if (total == 0 || tr->als_steps % period != 0)
+        return;
+    if ((double)above / (double)total > (double)o->als_threshold) {
+        if (ls / 2.0 >= 0x1p-24)
+            tr->ls_factor *= 0.5f;
+    } else if (ls * 2.0 <= 65504.0) {
+        tr->ls_factor *= 2.0f;
+    }
+}
+
 /*
  * One step over every trainable weight. Consecutive trainable weights (weights.c lays them
  * out in e->w order) of one group and one momentum state are updated as one span, so many small
@@ -419,10 +515,17 @@ void
 sim_optim_step(struct sim_exe *e)
 {
     struct sim_train *tr = e->tr;
-    float gscale = clip_factor(e, tr->opt.max_grad_norm);
+    float gscale;
     int first = -1;
     size_t lo = 0, hi = 0;
 
+    /* the loss scale of this step: loss_scaling, times automatic loss scaling's factor */
+    tr->final_ls = tr->opt.loss_scaling * (tr->opt.auto_loss_scaling ? tr->ls_factor : 1.0f);
+    if (tr->opt.accum_half)     /* the accumulated gradient, as a float16 buffer holds it */
+        round_half_scaled(tr->grads, e->n_train, tr->final_ls);
+    if (tr->opt.auto_loss_scaling)
+        als_update(e);
+    gscale = clip_factor(e, tr->opt.max_grad_norm);
     tr->steps++;
     for (int i = 0; i <= e->n_w; i++) {
         const struct sim_weight *w = i < e->n_w ? &e->w[i] : NULL;
@@ -450,4 +553,5 @@ sim_optim_step(struct sim_exe *e)
             if (e->w[i].kind == SIM_WEIGHT_TRAINABLE && h.mu != 0.0f)
                 tr->mstarted[i] = true;   /* torch keeps a momentum_buffer from now on */
         }
+    round_half_state(e);
 }

@@ -11,9 +11,13 @@
  *   RMSprop:                  optimizer:square_avg:W, optimizer:momentum_buffer:W (momentum
  *                             > 0 in some group at compile), optimizer:grad_avg:W (centered)
  * each float32 of W's shape, and optimizer:step, an int64 scalar: the optimizer steps taken
- * (every weight's, as the executable steps all together).
+ * (every weight's, as the executable steps all together); automatic loss scaling's
+ * optimizer:loss_scale_update_factor (float32 scalar, 1 until it runs; written too) and
+ * optimizer:final_loss_scale (float32 scalar, read only: the loss scale of the last step,
+ * PopART's finalLossScale).
  * Does not: compute the update (optim.c).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +27,12 @@
 #include "sim_int.h"
 
 #define STATE_PREFIX "optimizer:"
+#define STEP_COUNT (-1)
+#define LS_FACTOR (-2)
+#define FINAL_LS (-3)
 
-/* One state tensor: its name (owned), weight (index in e->w, -1 for the step count) and
- * flat buffer (1: mom1, 2: mom2, 3: mom3). */
+/* One state tensor: its name (owned), weight (index in e->w; STEP_COUNT, LS_FACTOR or
+ * FINAL_LS for the scalars) and flat buffer (1: mom1, 2: mom2, 3: mom3). */
 struct sim_opt_state {
     char *name;
     int wi;
@@ -154,7 +161,7 @@ name_state(struct sim_exe *e, struct sim_err *err)
 {
     struct sim_train *tr = e->tr;
     int kind = tr->opt.kind;
-    long n = 1;
+    long n = 3;
 
     for (int i = 0; i < e->n_w; i++)
         if (e->w[i].kind == SIM_WEIGHT_TRAINABLE)
@@ -162,9 +169,13 @@ name_state(struct sim_exe *e, struct sim_err *err)
     tr->state = calloc((size_t)n, sizeof(*tr->state));
     if (tr->state == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory naming the optimizer state");
-    tr->state[0] = (struct sim_opt_state){ strdup(STATE_PREFIX "step"), -1, 0 };
-    tr->n_state = 1;
-    if (tr->state[0].name == NULL)
+    tr->state[0] = (struct sim_opt_state){ strdup(STATE_PREFIX "step"), STEP_COUNT, 0 };
+    tr->state[1] = (struct sim_opt_state){ strdup(STATE_PREFIX "loss_scale_update_factor"),
+                                           LS_FACTOR, 0 };
+    tr->state[2] = (struct sim_opt_state){ strdup(STATE_PREFIX "final_loss_scale"),
+                                           FINAL_LS, 0 };
+    tr->n_state = 3;
+    if (tr->state[0].name == NULL || tr->state[1].name == NULL || tr->state[2].name == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory naming the optimizer state");
     for (int i = 0; i < e->n_w; i++) {
         if (e->w[i].kind != SIM_WEIGHT_TRAINABLE)
@@ -207,6 +218,8 @@ sim_optim_bind(struct sim_exe *e, struct sim_err *err)
     if (rc != 0)
         return rc;
     keep(tr, &tr->opt);
+    tr->ls_factor = 1.0f;
+    tr->final_ls = tr->opt.loss_scaling;
     return name_state(e, err);
 }
 
@@ -274,7 +287,11 @@ sim_exe_set_optimizer(struct sim_exe *e, const struct sim_optimizer *o, struct s
         free(wgroup);
         return rc;
     }
+    if (o->auto_loss_scaling && !e->tr->opt.auto_loss_scaling)
+        e->tr->als_steps = 0;   /* the update period counts from here */
     keep(e->tr, o);
+    if (e->tr->steps == 0)
+        e->tr->final_ls = o->loss_scaling * (o->auto_loss_scaling ? e->tr->ls_factor : 1.0f);
     free(e->tr->wgroup);
     e->tr->wgroup = wgroup;
     atomic_store(&e->busy, 0);
@@ -305,6 +322,7 @@ sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err)
         return rc;
     e->seed = seed;
     e->mb_done = 0;     /* the generators restart from the first micro-batch */
+    e->half_rng = sim_half_rng_seed(seed);  /* and stochastic rounding of weight updates */
     atomic_store(&e->busy, 0);
     return 0;
 }
@@ -366,9 +384,14 @@ sim_optim_state_info(const struct sim_exe *e, long idx, struct sim_weight_info *
     memset(info, 0, sizeof(*info));
     info->name = s->name;
     info->kind = SIM_WEIGHT_OPTIMIZER_STATE;
-    if (s->wi < 0) {
+    if (s->wi == STEP_COUNT) {
         info->dtype = SIM_DTYPE_INT64;
         info->bytes = sizeof(int64_t);
+        return 0;
+    }
+    if (s->wi < 0) {
+        info->dtype = SIM_DTYPE_FLOAT;
+        info->bytes = sizeof(float);
         return 0;
     }
     v = &e->vals[e->w[s->wi].val];
@@ -386,7 +409,7 @@ sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool wr
     const struct sim_opt_state *s = state_at(e, idx);
     struct sim_weight_info info;
     int64_t step = 0;
-    float *data;
+    float *data, f = 0.0f;
     int rc;
 
     if (s == NULL)
@@ -394,9 +417,19 @@ sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool wr
     sim_optim_state_info(e, idx, &info);
     if (bytes != info.bytes)
         return sim_err_set(err, IPUOF_E_SHAPE, "optimizer state '%s' is %zu bytes (%s), not "
-                           "%zu", s->name, info.bytes, s->wi < 0 ? "one int64" :
-                           "float32 of its weight's shape", bytes);
-    if (s->wi < 0 && write) {
+                           "%zu", s->name, info.bytes, s->wi == STEP_COUNT ? "one int64" :
+                           s->wi < 0 ? "one float32" : "float32 of its weight's shape", bytes);
+    if (s->wi == FINAL_LS && write)
+        return sim_err_set(err, IPUOF_E_INVAL, "optimizer state '%s' is read only (the loss "
+                           "scale of the last step); write " STATE_PREFIX
+                           "loss_scale_update_factor or set loss_scaling instead", s->name);
+    if (s->wi == LS_FACTOR && write) {
+        memcpy(&f, buf, sizeof f);
+        if (!(f > 0.0f) || isinf(f))
+            return sim_err_set(err, IPUOF_E_INVAL, "optimizer state '%s' is a loss scale "
+                               "factor; %g is not > 0 and finite", s->name, (double)f);
+    }
+    if (s->wi == STEP_COUNT && write) {
         memcpy(&step, buf, sizeof step);
         if (step < 0)
             return sim_err_set(err, IPUOF_E_INVAL, "optimizer state '%s' is a step count; "
@@ -405,7 +438,12 @@ sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool wr
     rc = lock(e, err);
     if (rc != 0)
         return rc;
-    if (s->wi < 0) {
+    if (s->wi == LS_FACTOR || s->wi == FINAL_LS) {
+        if (write)
+            e->tr->ls_factor = f;
+        else
+            memcpy(buf, s->wi == LS_FACTOR ? &e->tr->ls_factor : &e->tr->final_ls, sizeof f);
+    } else if (s->wi < 0) {
         if (write) {
             e->tr->steps = (uint64_t)step;
         } else {

@@ -166,6 +166,14 @@ state_per_weight(const struct sim_exe *e)
     return e->tr != NULL ? sim_optim_state_floats(&e->tr->opt) : 0;
 }
 
+/* The bytes weight w takes on the IPU: a float16 weight is held as floats on the host
+ * (half_train.c) but 2 bytes per element on the IPU, as is its gradient. */
+static uint64_t
+ipu_bytes(const struct sim_weight *w)
+{
+    return w->half ? w->bytes / 2 : w->bytes;
+}
+
 /* Weights, streams, code, gradient accumulators and optimizer state of IPU p. */
 static void
 account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
@@ -191,10 +199,10 @@ account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
         if ((unsigned)w->ipu != p)
             continue;
         if (seen[w->val] != (int)p + 1)
-            r->weights += w->bytes;
+            r->weights += ipu_bytes(w);
         seen[w->val] = (int)p + 1;
         if (w->kind == SIM_WEIGHT_TRAINABLE) {
-            r->gradients += w->bytes;
+            r->gradients += ipu_bytes(w);
             r->optimizer += (uint64_t)w->bytes * state_per_weight(e);
         }
     }
@@ -208,7 +216,7 @@ account(struct sim_exe *e, unsigned p, int *seen, struct sim_mem_report *r)
         else if ((v->kind == SIM_V_CONST || v->kind == SIM_V_WEIGHT) &&
                  seen[e->out[i].val] != (int)p + 1) {
             seen[e->out[i].val] = (int)p + 1;
-            r->weights += v->bytes;
+            r->weights += v->kind == SIM_V_WEIGHT ? ipu_bytes(&e->w[v->weight]) : v->bytes;
         }
     }
 }
@@ -229,7 +237,7 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
             if (v == NULL || v->kind != SIM_V_WEIGHT || mark[v->weight] == k + 1)
                 continue;
             mark[v->weight] = k + 1;
-            b += e->w[v->weight].bytes;
+            b += ipu_bytes(&e->w[v->weight]);
         }
     }
     return b;

@@ -261,6 +261,24 @@ struct sim_optimizer {
     int plan_momentum;      /* SGD, RMSprop: plan the momentum buffer even when every
                              * momentum is 0 (PopTorch: momentum is a variable attribute),
                              * so that set_optimizer may raise it later */
+    /* Accumulator dtypes (PopTorch's accum_type, first_order_momentum_accum_type /
+     * velocity_accum_type, second_order_momentum_accum_type): 1 keeps that state rounded
+     * to float16 after every update (stored scaled: the gradient by loss_scaling, SGD's
+     * velocity by velocity_scaling), so the numbers are a float16 accumulator's. accum:
+     * the reduced gradient; first: SGD's velocity, Adam's/LAMB's m, RMSprop's mean of
+     * g^2; second: Adam's/LAMB's v, centered RMSprop's mean of g. 0: float32. */
+    int accum_half, first_half, second_half;
+    /* Automatic loss scaling (PopART's automaticLossScalingSettings, PopTorch's
+     * Training.setAutomaticLossScaling): every als_period steps the loss scale
+     * (loss_scaling x the update factor the executable keeps, from 1) is halved when more
+     * than als_threshold of the trained gradients' elements, as float16 values scaled by it,
+     * lie at or above als_bin_edge x 65504 (or overflow), and doubled otherwise; the
+     * factor keeps the loss scale within float16's range [2^-24, 65504]. Every trained
+     * weight's gradient is counted (the package enables it for all-float16 models). */
+    int auto_loss_scaling;
+    unsigned als_period;        /* >= 1 */
+    float als_bin_edge;         /* (0, 1] */
+    float als_threshold;        /* [0, 1] */
     int n_groups;           /* entries of groups[], 0 .. SIM_OPT_MAX_GROUPS */
     struct sim_opt_group groups[SIM_OPT_MAX_GROUPS];
 };
@@ -683,6 +701,10 @@ uint64_t sim_exe_optimizer_steps(const struct sim_exe *e);
 /* Restarts every replica's random generator from seed, as if compiled with it.
  * IPUOF_E_BUSY when running. */
 int sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err);
+
+/* The number of ai.graphcore::BufferUpdate nodes of model m: an executable of such a model
+ * keeps state from run to run (the updated buffers), so it is never shared through a cache. */
+int sim_buffer_update_count(const struct sim_model *m);
 
 /* ---- executables: weights ----------------------------------------------------------- */
 

@@ -212,7 +212,9 @@ sim_exe_set_xreduce(struct sim_exe *e, const struct sim_xreduce *x, struct sim_e
 void
 sim_train_update(struct sim_exe *e, bool last)
 {
+    sim_half_before_update(e);
     sim_optim_step(e);
+    sim_half_after_update(e);
     if (!last)
         memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
 }

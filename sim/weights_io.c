@@ -142,6 +142,7 @@ sim_exe_write_weight(struct sim_exe *e, const char *name, const void *src, size_
     if (rc != 0)
         return rc;
     store(e, i, src);
+    sim_half_round_weight(e, i);
     unlock(e);
     return 0;
 }

@@ -18,6 +18,7 @@ UPDATED = "UpdatedVar___"
 GRADIENT = "Gradient___"
 
 Anchor = collections.namedtuple("Anchor", "short long kind mode period")
+FINAL_LOSS_SCALE = "finalLossScale"     # the optimizer's, as PopART names it
 # kind: "value" (a graph output), "weight" (read by name after each run), "gradient" (the
 # named weight's last applied gradient, read after each run)
 
@@ -42,6 +43,7 @@ def tensor_names(onnx_bytes, training, trainable):
     if training:
         out += [UPDATED + w for w in inits if w in trainable]
         out += [GRADIENT + w for w in inits if w in trainable]
+        out.append(FINAL_LOSS_SCALE)
     return out
 
 
@@ -93,6 +95,15 @@ def plan(options, training, onnx_bytes, trainable, steps):
                             "run (OutputMode.Final) can be read from the device, not one per "
                             f"step (OutputMode.{mode.name}, {steps} steps a run)")
             out.append(Anchor(short, weight, "weight", mode, period))
+            continue
+        if training and long == FINAL_LOSS_SCALE:
+            # PopART's finalLossScale: the loss scale of the run's last step, kept by the
+            # optimizer (automatic loss scaling changes it), read after the run.
+            if mode != enums.OutputMode.Final and steps > 1:
+                raise Error(f"anchorTensor('{short}', '{long}'): only the loss scale of "
+                            "the run's last step (OutputMode.Final) can be read, not one "
+                            f"per step (OutputMode.{mode.name}, {steps} steps a run)")
+            out.append(Anchor(short, long, "state", mode, period))
             continue
         if long not in value_set:
             known = tensor_names(onnx_bytes, training, trainable)

@@ -175,8 +175,11 @@ class CompiledModel:
         if rc != 0:
             raise self.conn.fail(f"copyWeightsToDevice ({name})", rc)
 
-    def set_optimizer(self, o):
-        rc = lib.ipuof_model_set_optimizer(self.ptr, o)
+    def set_optimizer(self, o, accum=None):
+        """New hyper-parameters o; accum (struct ipuof_optimizer_half or None): the
+        accumulators kept in float16 and automatic loss scaling."""
+        rc = lib.ipuof_model_set_optimizer_half(self.ptr, o, accum if accum is not None
+                                                 else ffi.NULL)
         if rc != 0:
             raise self.conn.fail("setOptimizer", rc)
 

@@ -4,7 +4,7 @@ and cycle count (_introspect.py), the generators' state, and the buffers
 copyNamedBuffersToDevice updates, and saving and loading the compiled model (_persist.py)."""
 import torch
 
-from . import _anchors, _introspect, _persist, capture
+from . import _anchors, _introspect, _optim_state, _persist, capture
 from .errors import Error
 
 
@@ -20,6 +20,10 @@ class ExecutorInfo:
         for a in self._anchors:
             if a.kind == "value":
                 values[a.short] = flat[index[a.long]]
+                continue
+            if a.kind == "state":     # finalLossScale
+                values[a.short] = _optim_state.read_scalar(self._exe,
+                                                           "optimizer:final_loss_scale")
                 continue
             t = self._weights[a.long]
             if a.kind == "gradient":

@@ -134,6 +134,17 @@ int ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
                                  const struct ipuof_model_opts *opts,
                                  const struct ipuof_training_opts *t, ipuof_model **out);
 int ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o);
+struct ipuof_optimizer_half {
+    int accum_float16;
+    int first_order_float16;
+    int second_order_float16;
+    int auto_loss_scaling;
+    unsigned als_update_period;
+    float als_bin_edge;
+    float als_threshold;
+};
+int ipuof_model_set_optimizer_half(ipuof_model *m, const struct ipuof_optimizer *o,
+                                    const struct ipuof_optimizer_half *a);
 size_t ipuof_model_weight_count(const ipuof_model *m);
 int ipuof_model_weight_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
                             int *kind);

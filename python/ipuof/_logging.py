@@ -3,6 +3,7 @@ legacy integers) and setPopartLogLevel (accepted and checked: there is no PopART
 POPTORCH_LOG_LEVEL sets the level at import, as in PopTorch."""
 import logging
 import os
+import sys
 
 logger = logging.getLogger("poptorch::python")
 
@@ -42,9 +43,21 @@ def setPopartLogLevel(level):
     popart_level[0] = level
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is when a line is logged (not as it was at import), so
+    a program or test that replaces sys.stderr later (pytest's capfd) sees the lines."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
 if not logger.handlers:
-    _h = logging.StreamHandler()
+    _h = _StderrHandler()
     _h.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
     logger.addHandler(_h)
-    logger.propagate = False
 setLogLevel(os.environ.get("POPTORCH_LOG_LEVEL", "WARN"))

@@ -9,7 +9,8 @@ import weakref
 
 import torch
 
-from . import _lib
+from . import _lib, _optim_log
+from ._logging import logger
 from .errors import Error
 from .optim import Optimizer, _kind, _names
 
@@ -59,6 +60,15 @@ def _write(exe, name, t):
         raise exe.conn.fail(f"optimizer.load_state_dict() ({name})", rc)
 
 
+def read_scalar(exe, name):
+    """The float32 scalar state tensor name (optimizer:final_loss_scale,
+    optimizer:loss_scale_update_factor) of the model on the device."""
+    t = torch.zeros((), dtype=torch.float32)
+    if not _read(exe, name, t):
+        raise Error(f"the daemon keeps no optimizer state '{name}' (an older ipuofd?)")
+    return t
+
+
 def _step_value(optimizer, n):
     """A step count as torch's optimizer of this class keeps it."""
     if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
@@ -74,6 +84,7 @@ def pull(executor):
     if optimizer is None or exe is None:
         return None
     kind = _kind(optimizer)
+    logger.info("Writing optimiser state tensors from IPU to host.")
     step = torch.zeros((), dtype=torch.int64)
     _read(exe, "optimizer:step", step)
     ipu = {}
@@ -97,7 +108,21 @@ def pull(executor):
             optimizer.state[p] = st
         else:
             optimizer.state.pop(p, None)
+    if _optim_log_als(executor):
+        # PopART's automatic loss scaling state (a float32 scalar)
+        ipu["lossScaleUpdateFactor"] = read_scalar(exe, "optimizer:loss_scale_update_factor")
+    optimizer.__dict__["_ipuof_state_cache"] = (_cache_key(executor), dict(ipu))
     return ipu
+
+
+def _optim_log_als(executor):
+    from .optim import auto_loss_scaling
+    return auto_loss_scaling(executor)
+
+
+def _cache_key(ex):
+    """What the device's state depends on: the compiled model, its runs and writes."""
+    return (id(ex._exe), ex._steps_run, ex.__dict__.get("_ipuof_state_gen", 0))
 
 
 def _push(executor, ipu_state=None):
@@ -107,6 +132,8 @@ def _push(executor, ipu_state=None):
     exe = executor._exe
     kind = _kind(optimizer)
     ipu_state = ipu_state or {}
+    logger.info("Writing optimiser state tensors from host to IPU memory.")
+    executor.__dict__["_ipuof_state_gen"] = executor.__dict__.get("_ipuof_state_gen", 0) + 1
     step = None
     for p, name in _trained(optimizer, executor):
         st = optimizer.state.get(p, {})
@@ -124,6 +151,10 @@ def _push(executor, ipu_state=None):
             step = int(s)
     if step is not None:
         _write(exe, "optimizer:step", torch.tensor(step, dtype=torch.int64))
+    f = ipu_state.get("lossScaleUpdateFactor")
+    if f is not None:
+        _write(exe, "optimizer:loss_scale_update_factor",
+               torch.as_tensor(f, dtype=torch.float32).reshape(()))
 
 
 def _ipu_param(optimizer, executor):
@@ -156,14 +187,25 @@ def _bound(optimizer):
 def _state_dict(self):
     ex = _bound(self)
     if ex is not None:
-        ipu = pull(ex)      # first: torch's "state" then holds the device's
+        # The device's state changes only by a run, a write or a new compile.
+        cached = self.__dict__.get("_ipuof_state_cache")
+        if cached is not None and cached[0] == _cache_key(ex):
+            logger.debug("Using cached optimiser state dict")
+            ipu = dict(cached[1])
+        else:
+            ipu = pull(ex)      # first: torch's "state" then holds the device's
         sd = torch.optim.Optimizer.state_dict(self)
         sd["ipu_state"] = ipu
         sd["ipu_param"] = _ipu_param(self, ex)
     else:
         sd = torch.optim.Optimizer.state_dict(self)
-        pending = self.__dict__.get("_ipuof_pending") or (None, None)
-        sd["ipu_state"], sd["ipu_param"] = pending
+        pending = self.__dict__.get("_ipuof_pending")
+        cached = self.__dict__.get("_ipuof_state_cache")
+        if pending is None and cached is not None:
+            # Detached: the state pulled at detachFromDevice.
+            logger.debug("Using cached optimiser state dict")
+            pending = (dict(cached[1]), None)
+        sd["ipu_state"], sd["ipu_param"] = pending or (None, None)
     return sd
 
 
@@ -186,6 +228,7 @@ def bind(optimizer, executor):
     optimizers get the two methods on the instance; poptorch.optim's have them)."""
     if optimizer is None:
         return
+    _optim_log.given(optimizer, executor)
     optimizer.__dict__["_ipuof_executor"] = weakref.ref(executor)
     if not isinstance(optimizer, Optimizer):
         optimizer.state_dict = types.MethodType(_state_dict, optimizer)

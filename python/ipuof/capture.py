@@ -20,6 +20,7 @@ is recorded, and added as a hidden output when the module does not return it.
 import abc
 import contextlib
 import inspect
+import re
 import threading
 
 import torch
@@ -147,9 +148,13 @@ class Call:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise Error(f"the call does not match {type(module).__name__}.forward{sig}: "
-                        f"{exc}")
+            m = re.match(r"missing a required argument: '(\w+)'", str(exc))
+            lead = f"Mandatory parameter {m.group(1)} missing: " if m else ""
+            raise Error(f"{lead}the call does not match {type(module).__name__}.forward"
+                        f"{sig}: {exc}") from None
         bound.apply_defaults()  # a default is a constant of the graph, as a given value
+        # The positional arguments once the defaults are in (PopTorch compares them).
+        self.n_args = len(bound.args)
         self.values = bound.arguments  # the call's own objects; dropped once compiled
         self.leaves, self.names = [], []
         parts = []
@@ -189,14 +194,30 @@ class Call:
         meta = iter([(t.dtype, t.shape) for t in self.leaves] if self.leaves and
                     isinstance(self.leaves[0], torch.Tensor) else self.meta)
         out = []
+        n_args = getattr(self, "n_args", None)
+        if n_args is not None and other.n_args != n_args:
+            raise Error(f"Number of positional arguments mismatch: expected {n_args} "
+                        f"arguments but got {other.n_args}.{_END_TEXT}")
         mine = [name for name, _, _ in self.spec]
         theirs = list(other.values)
         missing = [n for n in mine if n not in other.values]
         extra = [n for n in theirs if n not in mine]
         if missing or extra:
             _mismatch("named arguments", missing, extra)
-        for name, _, spec in self.spec:
-            _conform(name, spec, other.values[name], meta, out)
+        for name, kind, spec in self.spec:
+            value = other.values[name]
+            if kind == inspect.Parameter.VAR_KEYWORD and spec[0] == "D" and \
+                    isinstance(value, dict):
+                # **kwargs' entries are named arguments, named by their keys (PopTorch's)
+                keys = [k for k, _ in spec[2]]
+                missing = [k for k in keys if k not in value]
+                extra = [k for k in value if k not in keys]
+                if missing or extra:
+                    _mismatch("named arguments", missing, extra)
+                for k, sub in spec[2]:
+                    _conform(str(k), sub, value[k], meta, out)
+                continue
+            _conform(name, spec, value, meta, out)
         return out
 
     def forget_values(self):
@@ -393,53 +414,13 @@ def changed_buffers(module, before):
     return out
 
 
-def type_float16(onnx_bytes, inputs, outputs):
-    """onnx_bytes with the graph inputs named in inputs and the float graph outputs named in
-    outputs typed float16, so they travel as 2-byte halves: each such input is Cast to
-    float where the float32 capture read it, each such output is its float value Cast to
-    float16 (rounded to nearest even by the daemon, as torch's .half()). The computation
-    stays the float32 capture's."""
-    inputs, outputs = set(inputs), set(outputs)
-    if not inputs and not outputs:
-        return onnx_bytes
-    import onnx
-    from onnx import helper
-    model = onnx.load_from_string(onnx_bytes)
-    g = model.graph
-    F32, F16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
-    rename, casts = {}, []
-    for vi in g.input:
-        if vi.name in inputs and vi.type.tensor_type.elem_type == F32:
-            vi.type.tensor_type.elem_type = F16
-            rename[vi.name] = vi.name + "__ipuof_f32"
-            casts.append(helper.make_node("Cast", [vi.name], [rename[vi.name]], to=F32,
-                                          name=vi.name + "__ipuof_to_f32"))
-    out_cast = []
-    for vo in g.output:
-        if vo.name in outputs and vo.type.tensor_type.elem_type == F32 and \
-                any(vo.name in n.output for n in g.node):
-            vo.type.tensor_type.elem_type = F16
-            out_cast.append(vo.name)
-    for name in out_cast:
-        inner = name + "__ipuof_f32"
-        for n in g.node:
-            for k, o in enumerate(n.output):
-                if o == name:
-                    n.output[k] = inner
-        rename[name] = inner
-        casts.append(helper.make_node("Cast", [inner], [name], to=F16,
-                                      name=name + "__ipuof_to_f16"))
-    for n in g.node:
-        for k, i in enumerate(n.input):
-            if i in rename:
-                n.input[k] = rename[i]
-    # the Casts of inputs first, those of outputs last: the order stays topological
-    nodes = [c for c in casts if c.attribute[0].i == F32] + \
-        [onnx.NodeProto.FromString(n.SerializeToString()) for n in g.node] + \
-        [c for c in casts if c.attribute[0].i == F16]
-    del g.node[:]
-    g.node.extend(nodes)
-    return model.SerializeToString()
+def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
+                 partials_half=False):
+    """onnx_bytes typed float16 where torch computes float16 (see _half.type_float16):
+    returns (bytes, the outputs Cast to float that torch gives as float16)."""
+    from . import _half
+    return _half.type_float16(onnx_bytes, inputs, state, keep_float, stochastic,
+                              partials_half)
 
 
 WIDENED = (torch.float16, torch.bfloat16, torch.float64)
@@ -474,11 +455,18 @@ class Probe:
     .hidden_loss (True when the loss is an extra output), .prints (the titles of the
     ipu_print_tensor outputs, after all others), .flat (the outputs).
 
+    .buffers (set by the probe) names the module buffers forward() changes in place; their
+    new values are the last graph outputs, each written back by a BufferUpdate node
+    (add_buffer_updates).
+
     n_graph() is the number of graph outputs: returned, changed inputs, hidden loss,
-    printed."""
+    printed, changed buffers."""
+
+    buffers = ()
 
     def n_graph(self):
-        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints)
+        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints) + \
+            len(self.buffers)
 
 
 def _versions(tensors):
@@ -543,7 +531,8 @@ def flat_forward(module, call, record):
     original = module.forward
 
     def forward(*tensors):
-        return tuple(run_flat(original, call, list(tensors), record))
+        flat = run_flat(original, call, list(tensors), record)
+        return tuple(flat + [torch.nn.Module.get_buffer(module, k) for k in record.buffers])
 
     module.forward = forward
     try:

@@ -23,6 +23,7 @@ import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
                _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
+from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -50,6 +51,11 @@ def _profiling_dir(options):
     if on:
         return directory
     return options._values.get("profiling_dir")
+
+
+class OfflineError(Error, AssertionError):
+    """Running a model compiled for an offline IPU target (ConnectionType.Never): a
+    poptorch.Error, and the AssertionError PopTorch raises there."""
 
 
 class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeights):
@@ -165,12 +171,14 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             return t.detach().contiguous()
         return self._host_tensor(t)
 
-    def _half_outputs(self, n_out):
-        """The graph outputs of a float16 model that travel as float16: every output
-        except those summed over the run (the daemon sums float, not float16)."""
+    def _float_outputs(self, record):
+        """The graph outputs of a float16 model that stay float on the device even when
+        float16 (narrowed on the host): a training model's loss (the optimizer's loss is
+        float) and outputs summed over the run (the daemon sums float, not float16)."""
         if self._options.output_mode == enums.OutputMode.Sum:
-            return ()
-        return [f"output{i}" for i in range(n_out)]
+            return [f"output{i}" for i in range(record.n_graph())]
+        return [f"output{record.loss}"] if self._training and record.loss is not None \
+            else []
 
     def _revive(self):
         """After destroy(), the next call or compile() starts again: a new capture and a
@@ -206,33 +214,45 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                           stacklevel=2)
         _hostsync.sync()
         call = self._bind(args, kwargs)
+        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in call.leaves):
+            # The device computes no gradient for the inputs (PopTorch's warning).
+            logger.warning("Input tensor has requires_grad=True set. This tensor will be "
+                           "detached because backward pass via inputs is not supported.")
         inputs = list(zip(call.names, call.leaves))
         micro = self._micro_batch(inputs)
         self._names = list(call.names)
         self._call = call
         sample = [(self._host_tensor(t)[:b] if b is not None else self._host_tensor(t)).clone()
                   for t, b in zip(call.leaves, micro)]
-        # A float16 model (or float16 inputs) is captured and run in float32, its floating
-        # outputs given back as float16: the daemon has no float16 tensors yet.
+        # A float16 model (or float16 inputs) is captured in float32, then typed float16
+        # tensor by tensor as torch computes it (capture.type_float16).
         self._half = capture.widened_half(self._user_model, call.leaves)
         self._half_inputs = {n for n, t in zip(call.names, call.leaves)
                              if t.dtype == torch.float16}
+        self._half_state = {n for n, t in torch.nn.Module.state_dict(
+            self._user_model, keep_vars=True).items() if t.dtype == torch.float16}
         record = _graph.probe(self._user_model, self._training, call, sample,
-                              o.replication_factor)
+                              o.replication_factor, o.broadcast_buffers)
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors
         self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         self._check_buffer_names()
         self._onnx, rec = self._export_graph(call, sample, record)
+        profiling.export_proto(self._onnx)
+        if self._training:
+            o.Training._default_strategy(self._optimizer)
         ipus, self._placement_opts = _placement.placement(o, self._training, rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
         n = o.output_return_period if o.output_mode == enums.OutputMode.EveryN else 0
         # An input changed in place comes back whole, to be copied into the caller's.
+        # A buffer forward() changes is written back on the device (BufferUpdate); its
+        # output only keeps that node: the last value comes back (Final).
         kinds = [kind] * record.n_out + [_lib.OUTPUT_ALL] * len(record.mutated) + \
-            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints)
+            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints) + \
+            [_lib.OUTPUT_FINAL] * len(record.buffers)
         self._compile_args = dict(
             micro_batch=0, device_iterations=o.device_iterations,
             replicas=o.replication_factor,
@@ -252,9 +272,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         """The ONNX bytes of the module (with the anchored tensors as extra outputs) and
         the blocks recorder."""
         half = None
+        record.narrowed = []
         if self._half:
-            half = (self._half_inputs,
-                    self._half_outputs(record.n_graph()) if not self._training else ())
+            half = (self._half_inputs, self._half_state, self._float_outputs(record),
+                    bool(self._options.Precision.stochastic_rounding),
+                    self._options.Precision.partials_type == torch.float16)
         onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
                                         record, half)
         onnx_bytes, self._anchors = _anchors.plan(
@@ -305,11 +327,15 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
 
     def _compile_on_device(self, attach=True):
         if self._options.connection_type == enums.ConnectionType.Never:
-            raise Error("this model was compiled with connectionType(ConnectionType.Never): "
-                        "it cannot be run; use ConnectionType.Always or OnDemand")
+            raise OfflineError("Trying to run a model on an offline device: it was compiled "
+                               "with connectionType(ConnectionType.Never) (or "
+                               "useOfflineIpuTarget()), so it cannot run; use "
+                               "ConnectionType.Always or OnDemand")
         if attach:
             self._conn = _placement.attach(self._options, self._ipus)
-        name = "training" if self._training else "inference"
+        # Options.modelName, else PopTorch's defaults: the profiling report's name.
+        name = self._options._values.get("model_name") or \
+            ("training" if self._training else "inference")
         # Options.enableProfiling(dir) as the environment switch the library reads.
         prof = self._options._values.get("profiling_dir")
         saved = os.environ.get("POPLAR_ENGINE_OPTIONS")
@@ -337,6 +363,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._order = [self._names.index(i["name"]) for i in self._exe.inputs]
         self._uploaded_generation = _hostsync.generation[0]
         if self._training:
+            a = optim.half_settings(self._optimizer, self)
+            if a is not None:   # float16 accumulators, loss scaling: before the first step
+                self._exe.set_optimizer(optim.to_struct(self._optimizer, self), a)
             optim.attached(self)  # optimizer state loaded or kept on the host goes up
 
     # ---- running --------------------------------------------------------------------------
@@ -394,6 +423,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 self._release()
             raise
         self._clock.record(start, self._exe)
+        if self._options._values.get("log_cycle_count") and \
+                self._clock.device_s is not None:
+            logger.debug("Total number of IPU cycles: %d", self.cycleCount())
         self._steps_run += self._options.device_iterations * \
             self._options.Training.gradient_accumulation
         flat = []
@@ -405,8 +437,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 t = t.reshape(())
             flat.append(t)
         rec = self._record
-        if self._half:
-            flat = [t.half() if t.is_floating_point() else t for t in flat]
+        for i, name in enumerate(self._out_names[:len(flat)]):
+            if name in getattr(rec, "narrowed", ()):     # float16 in torch, float on device
+                flat[i] = flat[i].half()
         # An output torch gives as float16, bfloat16 or float64 (nansum(dtype=...),
         # .double()) was computed in float32 by the daemon: given back in torch's dtype.
         for i, dt in enumerate(getattr(rec, "out_dtypes", ())[:len(flat)]):
@@ -414,11 +447,13 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 flat[i] = flat[i].to(dt)
         for k, i in enumerate(rec.mutated):
             self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
-        first_print = rec.n_graph() - len(rec.prints)
+        first_print = rec.n_graph() - len(rec.prints) - len(rec.buffers)
         for k, title in enumerate(rec.prints):
             t = flat[first_print + k]
             print(f"{title}: {t}" if title else str(t), flush=True)
         self._read_anchors(flat)
+        if rec.buffers and not self._training:
+            self._buffers_to_host()
         if self._training:
             self._host_stale = True
             _hostsync.generation[0] += 1
@@ -426,6 +461,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         if self._trace:
             self._trace_pending = True
             _executors.add(self)
+            profiling.write_report(self._trace)
         return capture.unflatten(rec.out_spec, iter(flat[:rec.n_out]))
 
     # ---- weights, optimizer, device ----------------------------------------------------
@@ -438,7 +474,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._opt_key = optim.key(optimizer)
         optim.bind(optimizer, self)
         if self._exe is not None:
-            self._exe.set_optimizer(optim.to_struct(optimizer, self))
+            self._exe.set_optimizer(optim.to_struct(optimizer, self), optim.half_settings(optimizer, self))
 
     def isCompiled(self):
         return self._exe is not None

@@ -2,10 +2,13 @@
 extra arguments, run by the daemon's optimizers (sim/optim.c) for a training model.
 
 Every argument PopTorch's optimizers take is honoured or, where it only chooses a precision,
-accepted: loss_scaling and velocity_scaling are checked and cancel in the float32 arithmetic
-ipuofd keeps (as they do on an IPU in float32); accum_type and the *_accum_type arguments
-take torch.float32 or torch.float16, and float16 keeps the state in float32 with a one-time
-warning (half-precision state is not simulated); use_combined_accum changes no number.
+accepted: loss_scaling and velocity_scaling are checked and cancel in float32 arithmetic
+(as they do on an IPU in float32); accum_type and the *_accum_type arguments take
+torch.float32 or torch.float16, and on the device float16 keeps that state rounded to
+float16 after every step, stored scaled by loss_scaling (the gradient) or velocity_scaling
+(SGD's velocity) as the IPU stores it (sim/optim.c; step() on the host stays float32);
+use_combined_accum=True keeps velocity_scaling per group (PopTorch's combined SGD), False
+scales the velocity by loss_scaling.
 max_grad_norm clips by the global gradient norm (torch.nn.utils.clip_grad_norm_),
 bias_correction=False drops Adam's and LAMB's corrections, max_weight_norm clips LAMB's
 weight norm, use_tf_variant is TensorFlow's RMSprop. Parameter groups keep their own
@@ -16,14 +19,15 @@ optimizers. Bound to a training model, an optimizer's state_dict() reads the sta
 device (torch's "state" entries, plus PopTorch's "ipu_state" and "ipu_param" views) and
 load_state_dict() writes it there, so a run resumes where the saved one stopped.
 
-Used by the executor: to_struct, key, bind, attached, pull.
+Used by the executor: to_struct, half_settings, key, bind, attached, pull.
 """
 import math
 import warnings
 
 import torch
 
-from . import _lib
+from . import _lib, _optim_log
+from ._logging import logger
 from .errors import Error
 
 ffi = _lib.ffi
@@ -83,8 +87,8 @@ class Optimizer:
 
 def _extras(opt, name, kwargs, defaults):
     """Pops PopTorch's extra arguments (defaults: name -> default) from kwargs onto opt as
-    attributes; the accumulator types must be float32 or float16 (float16: kept in float32,
-    warned once). Returns the names given explicitly."""
+    attributes; the accumulator types must be float32 or float16. Returns the names given
+    explicitly."""
     given = []
     for k, default in defaults.items():
         v = kwargs.pop(k, None)
@@ -94,10 +98,6 @@ def _extras(opt, name, kwargs, defaults):
             if v not in (None, torch.float32, torch.float16, torch.half):
                 raise ValueError(f"poptorch.optim.{name}: {k} must be torch.float32 or "
                                  f"torch.float16, not {v}")
-            if v in (torch.float16, torch.half):
-                _warn_once(("accum", name, k), f"poptorch.optim.{name}: {k}=torch.float16 "
-                           "is accepted, but ipuofd keeps the optimizer state in float32 "
-                           "(half-precision state is not simulated)")
             v = torch.float32 if v is None else v
         elif v is None:
             v = default
@@ -145,9 +145,21 @@ class SGD(Optimizer, torch.optim.SGD):
 
     def __init__(self, params, lr=0.01, *args, **kwargs):
         given = ["lr"] + [k for k in kwargs if k not in self._EXTRA]
+        if kwargs.get("velocity_scaling") is not None and \
+                not kwargs.get("use_combined_accum"):
+            logger.warning("velocity_scaling value ignored when using the separate variant "
+                           "(use_combined_accum=False): its velocity is scaled by "
+                           "loss_scaling, as PopTorch's")
         given += _extras(self, "SGD", kwargs, self._EXTRA)
         super().__init__(params, lr, *args, **kwargs)
-        _attach_attrs(self, given, ["loss_scaling", "velocity_scaling"])
+        self.use_combined_accum = bool(self.use_combined_accum)
+        if self.use_combined_accum:
+            # PopTorch: velocity scaling is per group in the combined variant only; the
+            # separate one glues it to loss_scaling.
+            self.defaults["velocity_scaling"] = self.velocity_scaling
+            for g in self.param_groups:
+                g.setdefault("velocity_scaling", self.velocity_scaling)
+        _attach_attrs(self, given, ["loss_scaling"])
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -234,9 +246,18 @@ class RMSprop(Optimizer, torch.optim.RMSprop):
               "second_order_momentum_accum_type": None, "use_tf_variant": False,
               "max_grad_norm": None}
 
-    def __init__(self, params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, **kwargs):
-        given = ["lr"] + [k for k in kwargs if k not in self._EXTRA]
+    def __init__(self, params, lr=0.01, alpha=None, eps=None, weight_decay=None,
+                 momentum=None, centered=None, **kwargs):
+        named = dict(alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                     centered=centered)
+        # PopTorch's rule: the hyper-parameters given explicitly are variable.
+        given = ["lr"] + [k for k, v in named.items() if v is not None] + \
+            [k for k in kwargs if k not in self._EXTRA]
+        alpha = 0.99 if alpha is None else alpha
+        eps = 1e-8 if eps is None else eps
+        weight_decay = 0 if weight_decay is None else weight_decay
+        momentum = 0 if momentum is None else momentum
+        centered = False if centered is None else centered
         given += _extras(self, "RMSprop", kwargs, self._EXTRA)
         self.use_tf_variant = bool(self.use_tf_variant)
         super().__init__(params, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
@@ -449,7 +470,9 @@ def to_struct(optimizer, executor):
     o.no_bias_correction = int(not getattr(optimizer, "bias_correction", True))
     o.max_grad_norm = _norm_limit(getattr(optimizer, "max_grad_norm", None))
     o.loss_scaling = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
-    o.velocity_scaling = float(getattr(optimizer, "velocity_scaling", 1.0) or 1.0)
+    # The separate SGD variant (PopTorch's default) scales its velocity by loss_scaling.
+    o.velocity_scaling = float(groups[0].get("velocity_scaling", 1.0)) \
+        if _optim_log.combined(optimizer) else o.loss_scaling
     # PopTorch plans a velocity when momentum is variable (given explicitly, or marked), so
     # setOptimizer may raise it later; torch.optim's optimizers: when non-zero (above).
     va = getattr(optimizer, "variable_attrs", None)
@@ -457,19 +480,22 @@ def to_struct(optimizer, executor):
             "momentum" in va._allowed_attributes:
         o.plan_momentum = int(not va.isConstant("momentum"))
     keep = []
+    ids = _names(executor)
+    known = _initializers(executor)
+
+    def trained(g):
+        return [ids[id(p)] for p in g["params"]
+                if id(p) in ids and p.requires_grad and (known is None or ids[id(p)] in known)]
+    _optim_log.configured(optimizer, executor, [trained(g) for g in groups])
     if len(groups) > 1:
         if len(groups) - 1 > 32:
             raise Error(f"the optimizer has {len(groups)} parameter groups; ipuofd takes at "
                         "most 33")
-        ids = _names(executor)
-        known = _initializers(executor)
         arr = ffi.new("struct ipuof_optimizer_group[]", len(groups) - 1)
         keep.append(arr)
         for i, g in enumerate(groups[1:]):
             _hyper(arr[i], g, kind)
-            names = [ids[id(p)] for p in g["params"]
-                     if id(p) in ids and p.requires_grad and
-                     (known is None or ids[id(p)] in known)]
+            names = trained(g)
             cstrs = [ffi.new("char[]", n.encode()) for n in names]
             ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
             keep += cstrs
@@ -482,6 +508,50 @@ def to_struct(optimizer, executor):
     return o
 
 
+def auto_loss_scaling(executor):
+    """Whether the executor's options enable automatic loss scaling
+    (Options.Training.setAutomaticLossScaling(True))."""
+    opts = getattr(executor, "_options", None)
+    return bool(opts is not None and
+                opts.Training.__dict__.get("_auto_loss_scaling", False))
+
+
+def half_settings(optimizer, executor):
+    """The library's struct ipuof_optimizer_half for optimizer's accumulator dtypes and the
+    executor's automatic loss scaling, or None when every accumulator is float32 and
+    automatic loss scaling is off (the defaults). Automatic loss scaling counts every
+    trained gradient on the device; PopART counts the float16 ones, so a model with float32
+    trained parameters is refused rather than scaled from gradients PopART would not
+    count."""
+    half = (torch.float16, torch.half)
+    flags = [False, False, False]
+    if optimizer is not None:
+        first = "velocity_accum_type" if isinstance(optimizer, torch.optim.SGD) else \
+            "first_order_momentum_accum_type"
+        flags = [getattr(optimizer, k, None) in half
+                 for k in ("accum_type", first, "second_order_momentum_accum_type")]
+    als = auto_loss_scaling(executor)
+    if als:
+        wide = [n for n, p in executor._user_model.named_parameters()
+                if p.requires_grad and p.dtype != torch.float16]
+        if wide:
+            raise Error("Options.Training.setAutomaticLossScaling(True): ipuofd counts every "
+                        "trained gradient as a float16 value, and PopART counts only the "
+                        "float16 ones, so a model with trained parameters that are not "
+                        f"float16 ({', '.join(wide[:4])}{', ...' if len(wide) > 4 else ''}) "
+                        "is refused: make the model half (model.half()) or set "
+                        "loss_scaling by hand")
+    if not any(flags) and not als:
+        return None
+    a = ffi.new("struct ipuof_optimizer_half *")
+    a.accum_float16, a.first_order_float16, a.second_order_float16 = (int(f) for f in flags)
+    a.auto_loss_scaling = int(als)
+    a.als_update_period = 1          # PopART's AutomaticLossScalingSettings defaults
+    a.als_bin_edge = 0.125
+    a.als_threshold = 1e-7
+    return a
+
+
 def key(optimizer):
     """Everything to_struct reads, to see whether it changed between calls."""
     if optimizer is None:
@@ -491,7 +561,10 @@ def key(optimizer):
                    for g in optimizer.param_groups)
     extra = tuple(repr(getattr(optimizer, k, None))
                   for k in ("loss_scaling", "velocity_scaling", "max_grad_norm",
-                            "bias_correction", "use_tf_variant"))
+                            "bias_correction", "use_tf_variant", "use_combined_accum",
+                            "accum_type", "velocity_accum_type",
+                            "first_order_momentum_accum_type",
+                            "second_order_momentum_accum_type"))
     return (type(optimizer), groups, extra)
 
 

@@ -1,6 +1,6 @@
-"""float16 models and inputs: captured and run in float32, floating outputs given back as
-float16, the module left in float16; float16 inputs and (inference) outputs travel to and
-from the daemon as 2-byte halves."""
+"""float16 models and inputs: captured in float32 and typed float16 as torch computes them
+(each op's result rounded to float16 by the daemon: test_half_ops.py), the module left in
+float16; float16 inputs and outputs travel to and from the daemon as 2-byte halves."""
 import copy
 
 import torch
@@ -86,8 +86,8 @@ def test_half_inputs_and_outputs_travel_as_float16(daemon):
 
 
 def test_half_training_inputs_travel_as_float16(daemon):
-    """A training model's float16 inputs travel as float16; its outputs stay float (the
-    loss must be float on the device) and come back as float16."""
+    """A training model's float16 inputs and outputs travel as float16, except the loss,
+    which is float on the device (the optimizer's loss) and comes back as float16."""
     torch.manual_seed(0)
 
     class M(nn.Module):
@@ -103,6 +103,6 @@ def test_half_training_inputs_travel_as_float16(daemon):
     pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
     out, loss = pm(torch.rand(8, 4).half())
     assert [i["dtype"] for i in pm._exe.inputs] == [10]
-    assert all(o["dtype"] == 1 for o in pm._exe.outputs)
+    assert [o["dtype"] for o in pm._exe.outputs] == [10, 1]
     assert out.dtype == torch.float16 and loss.dtype == torch.float16
     pm.destroy()

@@ -209,11 +209,11 @@ def host_train(model, opt, x, y, clip):
         opt.step()
 
 
-def compare(model, ref):
+def compare(model, ref, rtol=RTOL, atol=ATOL):
     worst = 0.0
     for (name, a), (_, b) in zip(model.named_parameters(), ref.named_parameters()):
         worst = max(worst, (a.detach() - b.detach()).abs().max().item())
-        assert torch.allclose(a.detach(), b.detach(), rtol=RTOL, atol=ATOL), name
+        assert torch.allclose(a.detach(), b.detach(), rtol=rtol, atol=atol), name
     print(f"max abs difference of the weights after {STEPS} steps: {worst:.3g}")
     return worst
 
@@ -404,17 +404,120 @@ def test_state_errors(daemon):
     pm.destroy()
 
 
-def test_float16_accumulators_warn_once_and_train(daemon):
+def _half(t, scale=1.0):
+    """t as a float16 buffer holding t * scale keeps it."""
+    return (t * scale).half().float() / scale
+
+
+# A float32 difference in the last bit of a gradient (the daemon sums in another order) can
+# round a float16 state to the neighbouring value: 2^-11 relative, more in float16's
+# subnormals, where Adam's v of small gradients lives; an update moves by lr times that.
+HALF_RTOL, HALF_ATOL = 1e-3, 2e-4
+
+
+@pytest.mark.parametrize("case", ["SGD", "Adam", "RMSprop-centered"])
+def test_float16_accumulators_are_float16(daemon, case):
+    """accum_type / velocity_accum_type / first_ and second_order_momentum_accum_type =
+    torch.float16: the device keeps that state rounded to float16 (scaled as the IPU stores
+    it: the gradient by loss_scaling, SGD's velocity by velocity_scaling = loss_scaling in
+    PopTorch's separate variant), checked against torch's optimizer whose state and
+    gradients are rounded the same way after each step. Tolerance HALF_RTOL, HALF_ATOL; the
+    state read back is exactly float16-representable (after the scaling), which float32
+    state is not."""
+    torch.manual_seed(0)
     x, y = data()
     model = Net()
-    with pytest.warns(UserWarning, match="float32"):
-        opt = poptorch.optim.LAMB(model.parameters(), lr=0.01,
-                                  first_order_momentum_accum_type=torch.float16)
+    ref = copy.deepcopy(model)
+    half = torch.float16
+    if case == "SGD":
+        ls = 8.0
+        opt = poptorch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
+                                 loss_scaling=ls, accum_type=half, velocity_accum_type=half)
+        ropt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+        slots = {"momentum_buffer": ls}
+    elif case == "Adam":
+        ls = 1.0
+        opt = poptorch.optim.Adam(model.parameters(), lr=0.01, accum_type=half,
+                                  first_order_momentum_accum_type=half,
+                                  second_order_momentum_accum_type=half)
+        ropt = torch.optim.Adam(ref.parameters(), lr=0.01)
+        slots = {"exp_avg": 1.0, "exp_avg_sq": 1.0}
+    else:
+        ls = 1.0
+        opt = poptorch.optim.RMSprop(model.parameters(), lr=0.01, centered=True,
+                                     first_order_momentum_accum_type=half,
+                                     second_order_momentum_accum_type=half)
+        ropt = torch.optim.RMSprop(ref.parameters(), lr=0.01, centered=True)
+        slots = {"square_avg": 1.0, "grad_avg": 1.0}
     pm = poptorch.trainingModel(model, optimizer=opt)
+    for _ in range(STEPS):
+        pm(x, y)
+    for _ in range(STEPS):
+        for p in ref.parameters():
+            p.grad = None
+        _, loss = ref(x, y)
+        loss.backward()
+        if getattr(opt, "accum_type", None) == half:
+            for p in ref.parameters():
+                p.grad = _half(p.grad, ls)
+        ropt.step()
+        with torch.no_grad():
+            for st in ropt.state.values():
+                for k, sc in slots.items():
+                    st[k].copy_(_half(st[k], sc))
+    compare(model, ref, HALF_RTOL, HALF_ATOL)
+    sd = opt.state_dict()
+    for st in sd["state"].values():
+        for k, sc in slots.items():
+            assert torch.equal(st[k], _half(st[k], sc)), k
+    pm.destroy()
+    # float32 state keeps bits float16 has not
+    model32 = copy.deepcopy(ref)
+    kw = dict(lr=0.01, momentum=0.9) if case == "SGD" else dict(lr=0.01)
+    cls = {"SGD": poptorch.optim.SGD, "Adam": poptorch.optim.Adam,
+           "RMSprop-centered": poptorch.optim.RMSprop}[case]
+    if case == "RMSprop-centered":
+        kw["centered"] = True
+    opt32 = cls(model32.parameters(), **kw)
+    pm32 = poptorch.trainingModel(model32, optimizer=opt32)
+    pm32(x, y)
+    sd32 = opt32.state_dict()
+    k = next(iter(slots))
+    assert any(not torch.equal(st[k], _half(st[k], slots[k])) for st in sd32["state"].values())
+    pm32.destroy()
+
+
+def test_rmsprop_alpha_above_one_as_torch(daemon):
+    """torch.optim.RMSprop takes any alpha >= 0 (PopTorch's suite sets 1.49): the device
+    takes it too and computes what torch computes, NaN where torch's is NaN."""
+    x, y = data()
+    model = Net()
+    ref = copy.deepcopy(model)
+    pm = poptorch.trainingModel(model, optimizer=poptorch.optim.RMSprop(
+        model.parameters(), lr=0.01, alpha=1.05))
     pm(x, y)
+    pm(x, y)
+    host_train_steps = torch.optim.RMSprop(ref.parameters(), lr=0.01, alpha=1.05)
+    for _ in range(2):
+        for p in ref.parameters():
+            p.grad = None
+        ref(x, y)[1].backward()
+        host_train_steps.step()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(a.detach(), b.detach(), rtol=RTOL, atol=ATOL, equal_nan=True)
+    assert any(torch.isnan(p).any() for p in ref.parameters())   # torch's NaN is there
+    pm.destroy()
+    with pytest.raises(poptorch.Error, match="alpha"):
+        bad = Net()
+        opt = torch.optim.RMSprop(bad.parameters(), lr=0.01)
+        opt.param_groups[0]["alpha"] = -0.5   # torch's constructor would refuse it
+        poptorch.trainingModel(bad, optimizer=opt)(x, y)
+
+
+def test_accumulator_type_checked(daemon):
+    model = Net()
     with pytest.raises(ValueError, match="float32 or torch.float16"):
         poptorch.optim.Adam(model.parameters(), accum_type=torch.int32)
-    pm.destroy()
 
 
 def test_bad_arguments_are_refused(daemon):

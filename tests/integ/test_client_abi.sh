@@ -27,6 +27,8 @@ for f in ipuof_fault_inject@IPUOF_CLIENT_0.4 ipuof_fault_list@IPUOF_CLIENT_0.4 \
     echo "$syms" | grep -q " $name@@IPUOF_CLIENT_0.7\$" && ok "exports $name@@IPUOF_CLIENT_0.7" \
         || no "exports $name@@IPUOF_CLIENT_0.7"
 done
+f=ipuof_model_set_optimizer_half@@IPUOF_CLIENT_0.8   # a new function in a new node
+echo "$syms" | grep -q " $f\$" && ok "exports $f" || no "exports $f"
 echo "$syms" | grep -q "_v0" && no "a compat implementation's own name is exported" \
     || ok "the compat implementations' own names stay local"
 

@@ -5,8 +5,8 @@
  * same bits (tests/run.sh runs this file once per instruction-set level, so the baseline
  * pass checks the portable path alone and the avx2/avx512 passes compare F16C with it),
  * and float16 through a graph: float16 graph inputs, initializers, outputs and Cast to and
- * from float16, 2 bytes per element in the run buffers and the memory plan, and training
- * with a float16 weight refused by name (not yet trained).
+ * from float16, 2 bytes per element in the run buffers and the memory plan. Ops on
+ * float16 values, float16 weights and loss scaling: test_sim_half_ops.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -239,36 +239,6 @@ test_plan_half_bytes(void **state)
     assert_true(a16 * 2 == a32);
 }
 
-/* Training with a float16 weight on the loss's path is refused by name (the optimizer
- * keeps float weights), not run with the weight silently left as a constant. */
-static void
-test_half_weight_training_refused(void **state)
-{
-    const uint16_t w16[3] = { 0x3800, 0xbc00, 0x4000 };
-    struct sim_compile_opts o;
-    struct sim_err err = { 0 };
-    struct sim_exe *e = NULL;
-    struct sim_model *m;
-    struct sim_ob *b = sim_ob_new(13);
-
-    (void)state;
-    sim_ob_initializer(b, "w", F16, 1, DIMS(3), w16);
-    sim_ob_node(b, "Cast", "cw", "w", "wf");
-    sim_ob_attr_int(b, "to", F32);
-    sim_ob_node(b, "Mul", "sq", "wf,wf", "s");
-    sim_ob_node(b, "ReduceSum", "sum", "s", "loss");
-    sim_ob_attr_int(b, "keepdims", 0);
-    sim_ob_output(b, "loss", F32);
-    m = test_ob_load(b);
-    sim_compile_opts_init(&o);
-    o.loss = "loss";
-    assert_int_equal(sim_compile(m, &o, &e, &err), IPUOF_E_UNSUPPORTED);
-    assert_null(e);
-    assert_non_null(strstr(err.msg, "weight 'w' is float16"));
-    printf("  refused: %s\n", err.msg);
-    sim_model_free(m);
-}
-
 /* The gradient goes through float16 activations: loss = sum(Cast32(Id(Cast16(w)))^2) for a
  * float weight w. The activation h = round16(w) is float16, so its gradient is too:
  * dloss/dh = round16(2h), and Cast16's backward widens it into w's float gradient. Before
@@ -343,34 +313,6 @@ test_sum_output_refused(void **state)
     sim_model_free(m);
 }
 
-/* Ops that do not take float16 refuse a float16 input by name at compile, instead of
- * reading 2-byte elements as floats; Shape (shape only) takes one. */
-static void
-test_other_ops_refuse_half(void **state)
-{
-    static const char *const ops[] = { "Relu", "Neg", "Exp", "Sigmoid", "Softmax" };
-    struct sim_ob *b;
-    struct test_ob_run r;
-    const int64_t *d;
-
-    (void)state;
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-        b = sim_ob_new(13);
-        sim_ob_input(b, "x", F16, 2, DIMS(2, 3));
-        sim_ob_node(b, ops[i], "op", "x", "y");
-        sim_ob_output(b, "y", F16);
-        test_ob_expect_refused(b, IPUOF_E_UNSUPPORTED, "input 0 is float16, which only");
-    }
-    b = sim_ob_new(13);
-    sim_ob_input(b, "x", F16, 2, DIMS(2, 3));
-    sim_ob_node(b, "Shape", "sh", "x", "s");
-    sim_ob_output(b, "s", SIM_DTYPE_INT64);
-    r = test_ob_run_ok(b);
-    d = sim_exe_output_buffer(r.e, 0);
-    assert_true(d[0] == 2 && d[1] == 3);
-    test_ob_run_free(&r);
-}
-
 /* A float16 TensorProto whose data is in int32_data (each half's 16 bits, as ONNX stores
  * it) decodes to those halves in the simulator and in the tools' tensorfile reader. */
 static void
@@ -426,10 +368,8 @@ main(void)
         cmocka_unit_test(test_sweep_same_bits),
         cmocka_unit_test(test_graph_float16_io),
         cmocka_unit_test(test_plan_half_bytes),
-        cmocka_unit_test(test_half_weight_training_refused),
         cmocka_unit_test(test_grad_through_half_activation),
         cmocka_unit_test(test_sum_output_refused),
-        cmocka_unit_test(test_other_ops_refuse_half),
         cmocka_unit_test(test_pb_int32_data_halves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

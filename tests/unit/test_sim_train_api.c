@@ -338,11 +338,17 @@ test_weights_api(void **state)
         assert_int_equal(sim_exe_weight_info(e, i, &wi), 0);
         assert_int_equal(wi.kind, kinds[i]);
     }
-    /* past the weights: SGD without momentum keeps only its step count */
+    /* past the weights: SGD without momentum keeps its step count and the loss scale's
+     * two scalars (automatic loss scaling's factor, the last step's scale) */
     assert_int_equal(sim_exe_weight_info(e, 8, &wi), 0);
     assert_string_equal(wi.name, "optimizer:step");
     assert_int_equal(wi.kind, SIM_WEIGHT_OPTIMIZER_STATE);
-    assert_int_equal(sim_exe_weight_info(e, 9, &wi), IPUOF_E_INVAL);
+    assert_int_equal(sim_exe_weight_info(e, 9, &wi), 0);
+    assert_string_equal(wi.name, "optimizer:loss_scale_update_factor");
+    assert_true(wi.dtype == SIM_DTYPE_FLOAT && wi.bytes == sizeof(float));
+    assert_int_equal(sim_exe_weight_info(e, 10, &wi), 0);
+    assert_string_equal(wi.name, "optimizer:final_loss_scale");
+    assert_int_equal(sim_exe_weight_info(e, 11, &wi), IPUOF_E_INVAL);
     assert_int_equal(sim_exe_weight_index(e, "fc.w"), 5);
     assert_int_equal(sim_exe_weight_index(e, "nope"), -1);
     /* before any run the gradient reads as zeros */

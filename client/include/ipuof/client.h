@@ -761,6 +761,35 @@ IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
  * (RMSprop) become non-zero when they were zero at compile (their state is planned then). */
 IPUOF_API int ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o);
 
+/* What an optimizer does for float16 training, beyond struct ipuof_optimizer.
+ * Accumulators kept in float16 rather than float32 (PopTorch's accum_type,
+ * first_order_momentum_accum_type (SGD: velocity_accum_type) and
+ * second_order_momentum_accum_type = torch.float16): each non-zero field rounds that state
+ * to float16 after every step, stored scaled (the gradient by the loss scale, SGD's
+ * velocity by velocity_scaling). accum: the accumulated gradient; first_order: SGD's
+ * velocity, Adam's, AdamW's and LAMB's first moment, RMSprop's mean of g^2; second_order:
+ * Adam's, AdamW's and LAMB's second moment, centered RMSprop's mean of g.
+ * Automatic loss scaling (PopART's automaticLossScalingSettings): every als_update_period
+ * steps (0 means 1) the loss scale (loss_scaling x a factor the model keeps, from 1; read
+ * as the state tensors optimizer:loss_scale_update_factor and optimizer:final_loss_scale)
+ * is halved when more than als_threshold of the trained gradients' elements, scaled by it
+ * as float16, are at or above als_bin_edge x 65504 (0 means 0.125) or overflow, and
+ * doubled otherwise. Every trained weight's gradient is counted. */
+struct ipuof_optimizer_half {
+    int accum_float16;
+    int first_order_float16;
+    int second_order_float16;
+    int auto_loss_scaling;
+    unsigned als_update_period;
+    float als_bin_edge;
+    float als_threshold;        /* PopART's default: 1e-7 */
+};
+
+/* ipuof_model_set_optimizer with the float16 settings h (NULL: all float32, no automatic
+ * loss scaling, which is what ipuof_model_set_optimizer and a training compile set). */
+IPUOF_API int ipuof_model_set_optimizer_half(ipuof_model *m, const struct ipuof_optimizer *o,
+                                             const struct ipuof_optimizer_half *h);
+
 /*
  * The optimizer state of a training model (PopTorch's optimizer.state_dict() after
  * training, load_state_dict() before the next run): "optimizer:step" (one int64, the steps

@@ -1,0 +1,110 @@
+"""Typing a float32 capture to the float16 the model computes in (capture.type_float16).
+
+A float16 model is captured in float32 (the host has no half kernels); the graph is then
+typed as torch would run it, tensor by tensor: the float16 inputs and the float16 module
+state (parameters, buffers) become float16 graph inputs and initializers, and a value is
+float16 when the node computing it reads a float16 value and no float32 module state
+(a Cast gives its `to`; `x.float()` exports as Cast to float, so a float layer after a
+half one stays float). The daemon runs each float16 op on float16 tensors, rounding every
+result to float16 as it is written (sim/README.md "Dtypes"). Outputs that must be float on
+the device (a training model's loss, outputs summed over the run) are Cast to float at the
+end and narrowed back on the host.
+"""
+import numpy as np
+
+# ops whose outputs are never float, when shape inference gives no type
+_NOT_FLOAT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "Equal", "Less", "Greater",
+              "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
+
+
+def _elem_types(model):
+    """name -> ONNX elem_type of every value of the float32 graph that shape inference
+    types (inputs, initializers, intermediates, outputs)."""
+    from onnx import shape_inference
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: B902 - an op shape inference does not know: partial typing
+        inferred = model
+    g = inferred.graph
+    types = {t.name: t.data_type for t in g.initializer}
+    for v in list(g.input) + list(g.value_info) + list(g.output):
+        if v.type.tensor_type.elem_type:
+            types[v.name] = v.type.tensor_type.elem_type
+    return types
+
+
+def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
+                 partials_half=False):
+    """onnx_bytes (a float32 capture) typed float16 where torch computes float16.
+
+    inputs: graph input names torch gives as float16; state: the module's float16
+    parameter and buffer names (the initializers of those names become float16);
+    keep_float: graph output names to give as float even when float16 (a Cast to float
+    is added); stochastic: mark the model for stochastic rounding (metadata
+    ipuof.stochastic_rounding); partials_half: float16 partials for MatMul and Gemm
+    (metadata ipuof.partials_type = half). Returns (bytes, names of the outputs Cast to float that
+    torch gives as float16)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    F32, F16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+    model = onnx.load_from_string(onnx_bytes)
+    g = model.graph
+    types = _elem_types(model)
+    state, inputs = set(state), set(inputs)
+    half = set()
+    for vi in g.input:
+        if vi.name in inputs and vi.type.tensor_type.elem_type == F32:
+            vi.type.tensor_type.elem_type = F16
+            half.add(vi.name)
+    float_state = set()
+    for i, t in enumerate(g.initializer):
+        if t.data_type != F32:
+            continue
+        if t.name in state:
+            a = numpy_helper.to_array(t).astype(np.float16)
+            g.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
+            half.add(t.name)
+        else:
+            float_state.add(t.name)
+    for n in g.node:
+        if n.op_type == "Cast":
+            to = next(a.i for a in n.attribute if a.name == "to")
+            if to == F16:
+                half.update(o for o in n.output if o)
+            continue
+        if not any(i in half for i in n.input) or any(i in float_state for i in n.input):
+            continue
+        for k, o in enumerate(n.output):
+            if not o:
+                continue
+            t = types.get(o)
+            if t == F32 or (t is None and n.op_type not in _NOT_FLOAT and
+                            not (k > 0 and n.op_type in ("TopK", "MaxPool"))):
+                half.add(o)
+    del g.value_info[:]  # the float32 capture's types; the daemon infers its own
+    narrowed, casts = [], []
+    for vo in g.output:
+        if vo.name not in half:
+            continue
+        if vo.name not in keep_float:
+            vo.type.tensor_type.elem_type = F16
+            continue
+        inner = vo.name + "__ipuof_f16"
+        for n in g.node:
+            for k, o in enumerate(n.output):
+                if o == vo.name:
+                    n.output[k] = inner
+            for k, i in enumerate(n.input):
+                if i == vo.name:
+                    n.input[k] = inner
+        casts.append(helper.make_node("Cast", [inner], [vo.name], to=F32,
+                                      name=vo.name + "__ipuof_to_f32"))
+        narrowed.append(vo.name)
+    g.node.extend(casts)
+    if stochastic:
+        p = model.metadata_props.add()
+        p.key, p.value = "ipuof.stochastic_rounding", "1"
+    if partials_half:
+        p = model.metadata_props.add()
+        p.key, p.value = "ipuof.partials_type", "half"
+    return model.SerializeToString(), narrowed
