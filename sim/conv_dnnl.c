@@ -496,12 +496,13 @@ weights_reorder(struct entry *e, const float *w, void *bw)
 }
 
 int
-sim_dnnl_conv_weights(int id, const float *w, float **bw)
+sim_dnnl_conv_weights(int id, const float *w, float **bw, size_t *bytes)
 {
     struct entry *e = table[id];
     void *p;
 
     *bw = NULL;
+    *bytes = 0;
     if (e->rw == NULL)
         return 0;
     p = sim_aligned_alloc(e->off_slices);
@@ -512,6 +513,7 @@ sim_dnnl_conv_weights(int id, const float *w, float **bw)
         return -1;
     }
     *bw = p;
+    *bytes = e->off_slices;
     return 0;
 }
 

@@ -60,9 +60,10 @@ int sim_dnnl_conv_run(int id, const float *x, const float *w, bool w_blocked,
  * convolution reads: *bw gets a new 64-byte aligned buffer (caller-owned, free()), or NULL
  * when that layout is plain OIHW (w serves as it is). For weights that never change (an
  * inference executable's constants), so that sim_dnnl_conv_run(..., *bw, true, ...) skips
- * the reorder it does every run otherwise. Returns 0, or -1 (out of memory, oneDNN failed).
+ * the reorder it does every run otherwise; *bytes gets the buffer's size (0 with NULL).
+ * Returns 0, or -1 (out of memory, oneDNN failed).
  */
-int sim_dnnl_conv_weights(int id, const float *w, float **bw);
+int sim_dnnl_conv_weights(int id, const float *w, float **bw, size_t *bytes);
 
 /*
  * Whether the convolution prepared as `from` can hand its output to the one prepared as
@@ -91,8 +92,9 @@ bool sim_conv_dnnl_promotable(const void *params);
 int sim_conv_dnnl_set(void *params, bool on, size_t *scratch);
 /* sim_conv_dnnl_weights: the Conv's forward (on oneDNN) reads w, which never changes, from
  * *owned, w reordered once now (sim_dnnl_conv_weights; the caller owns *owned, NULL when w
- * serves as it is). Valid until the next relayout or set. Returns 0 or -1 (unchanged). */
-int sim_conv_dnnl_weights(void *params, const float *w, float **owned);
+ * serves as it is; *bytes its size). Valid until the next relayout or set. Returns 0 or
+ * -1 (unchanged). */
+int sim_conv_dnnl_weights(void *params, const float *w, float **owned, size_t *bytes);
 int sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scratch);
 
 /*

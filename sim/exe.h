@@ -211,6 +211,8 @@ struct sim_exe {
 
     void **owned;               /* folded / frozen constant buffers */
     int n_owned, cap_owned;
+    uint64_t host_copy_bytes;       /* compile-time copies among owned (layout.c's reordered
+                                     * Conv weights): sim_exe_host_copy_bytes */
 
     int n_w;                    /* weights the executable owns, in initializer order */
     struct sim_weight *w;

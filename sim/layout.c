@@ -244,21 +244,24 @@ flags_from_groups(struct lay *l)
 }
 
 /* Every oneDNN Conv whose weights are constants reads them reordered once, here, instead of
- * every run; own gives the copies to the executable. Returns 0 or IPUOF_E_NOMEM. */
+ * every run; own gives the copies to the executable, whose host_copy_bytes counts them (the
+ * daemon's cache counts them against cache_bytes). Returns 0 or IPUOF_E_NOMEM. */
 static int
 weights_once(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err)
 {
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
         float *bw = NULL;
+        size_t bytes = 0;
         if (dnnl_conv(e, s) < 0 || n->n_in < 2 || n->in[1] < 0 ||
             e->vals[n->in[1]].kind != SIM_V_CONST)
             continue;
-        if (sim_conv_dnnl_weights(n->params, e->vals[n->in[1]].ti.cdata, &bw) != 0)
+        if (sim_conv_dnnl_weights(n->params, e->vals[n->in[1]].ti.cdata, &bw, &bytes) != 0)
             return sim_err_set(err, IPUOF_E_NOMEM, "out of memory (reordering the weights "
                                "of Conv '%s' for oneDNN)", n->label);
-        if (bw != NULL && !own(e, bw))
+        if (bw != NULL && !own(e, bw))      /* own frees bw when it fails */
             return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
+        e->host_copy_bytes += bytes;
     }
     return 0;
 }
@@ -349,4 +352,10 @@ sim_exe_tensor_blocked(const struct sim_exe *e, const char *name)
         if (e->m->vals[v].name != NULL && strcmp(e->m->vals[v].name, name) == 0)
             return e->vals[v].kind == SIM_V_NONE ? -1 : e->vals[v].blocked;
     return -1;
+}
+
+uint64_t
+sim_exe_host_copy_bytes(const struct sim_exe *e)
+{
+    return e->host_copy_bytes;
 }

@@ -338,12 +338,13 @@ sim_conv_dnnl_set(void *params, bool on, size_t *scratch)
 }
 
 int
-sim_conv_dnnl_weights(void *params, const float *w, float **owned)
+sim_conv_dnnl_weights(void *params, const float *w, float **owned, size_t *bytes)
 {
     struct conv_params *p = params;
 
     *owned = NULL;
-    if (!p->dnnl || sim_dnnl_conv_weights(p->dnnl_id, w, owned) != 0)
+    *bytes = 0;
+    if (!p->dnnl || sim_dnnl_conv_weights(p->dnnl_id, w, owned, bytes) != 0)
         return -1;
     p->bw = *owned;
     return 0;

@@ -510,6 +510,11 @@ size_t sim_exe_node_count(const struct sim_exe *e);
  * one (fused away, folded). */
 int sim_exe_tensor_blocked(const struct sim_exe *e, const char *name);
 
+/* Host bytes the executable holds beyond its weights, arenas and run buffers: copies made
+ * at compile time (an inference executable's Conv weights reordered once for oneDNN,
+ * sim/layout.c). 0 when there are none. The daemon's cache counts them. */
+uint64_t sim_exe_host_copy_bytes(const struct sim_exe *e);
+
 /* Run options as resolved by the compiler: D, R and the micro-batch (dim 0 of the first
  * input of rank >= 1, or 0 when there is none), A (1 for inference). */
 unsigned sim_exe_device_iterations(const struct sim_exe *e);

@@ -214,6 +214,13 @@ test_plan_marks(void **state)
     }
     assert_int_equal(sim_exe_tensor_blocked(e, "no such tensor"), -1);
     assert_int_equal(sim_exe_tensor_blocked(e, "a0"), -1);     /* fused into c1 */
+    /* the Conv weights reordered once at compile are host bytes the cache must count */
+    printf("  host copies: %llu bytes (pass off: %llu)\n",
+           (unsigned long long)sim_exe_host_copy_bytes(e),
+           (unsigned long long)sim_exe_host_copy_bytes(off));
+    if (blocked_isa())
+        assert_true(sim_exe_host_copy_bytes(e) > 0);
+    assert_int_equal(sim_exe_host_copy_bytes(off), 0);
     sim_exe_free(e);
     sim_exe_free(off);
     sim_model_free(m);
