@@ -19,7 +19,10 @@
 # each measured ratio the simulated device-time ratio (ipuof-mnist's "simulated device
 # time" line, per sample) says what the cost model predicts on IPUs. Each run also reports
 # the CPUs the daemon used and the load of other processes on the machine (busy CPUs not
-# ours), which disturbs the timings. Timings are reported, never judged: the exit status
+# ours), which disturbs the timings, and the daemon's threads runnable on average (on a CPU
+# or queued for one, /proc/PID/task/*/schedstat): on a loaded machine the CPUs the daemon
+# used say how loaded the machine was, the runnable threads how many it could have kept
+# busy (a thread spinning for work counts too). Timings are reported, never judged: the exit status
 # is 0 whether the goals are met or not ("MISSED" marks those that are not), and 1 only
 # when the benchmark cannot run.
 # shellcheck disable=SC2086,SC2317
@@ -99,6 +102,10 @@ snap_threads() {
     for t in /proc/"$DPID"/task/*/stat; do
         awk -v RS=')' 'NR == 2 { split($0, f, " "); print FILENAME, f[12] + f[13] }' "$t" 2>/dev/null
     done | sed 's|^/proc/[0-9]*/task/\([0-9]*\)/stat|\1|' >>"$1"
+    # "tid runnable-ns": on a CPU or waiting in a run queue for one (schedstat)
+    for t in /proc/"$DPID"/task/*/schedstat; do
+        awk '{ print FILENAME, $1 + $2 }' "$t" 2>/dev/null
+    done | sed 's|^/proc/[0-9]*/task/\([0-9]*\)/schedstat|\1|' >>"$1.rq"
 }
 poll_threads() {
     while [ ! -e "$WD/poll.stop" ]; do
@@ -112,7 +119,7 @@ poll_threads() {
 run() {
     name=$1
     shift
-    rm -f "$WD/poll.stop" "$WD/threads.0" "$WD/threads.base"
+    rm -f "$WD/poll.stop" "$WD/threads.0" "$WD/threads.base" "$WD/threads.0.rq" "$WD/threads.base.rq"
     snap_threads "$WD/threads.base"
     poll_threads "$WD/threads.0" &
     POLL=$!
@@ -150,11 +157,18 @@ run() {
               print "total", s }' "$WD/threads.base" "$WD/threads.0" |
         sort -k1,1gr | awk '$1 == "total" { s = $2; next } { v[++n] = $1 }
         END { for (i = 1; i <= n && i <= 5; i++) printf "%s%.0f%%", (i > 1 ? " " : ""), 100 * v[i] / s }')
-    echo "$line" >>"$WD/res.$name"
+    # the daemon's threads that were runnable (on a CPU or queued for one), on average over
+    # the run: what it would keep busy were the CPUs its own, whatever the others' load
+    runnable=$(awk -v wall="$(echo "$t0 $t1" | awk '{ print $2 - $1 }')" '
+        NR == FNR { b[$1] = $2; next }
+        { if ($2 > m[$1]) m[$1] = $2 }
+        END { for (t in m) { d = m[t] - ((t in b) ? b[t] : 0); if (d > 0) s += d }
+              printf "%.2f", s / 1e9 / wall }' "$WD/threads.base.rq" "$WD/threads.0.rq")
+    echo "$line $runnable" >>"$WD/res.$name"
     echo "$shares" >>"$WD/shares.$name"
     set -- $line
-    printf "    %-10s %8.0f samples/s  (daemon %s CPUs, others %s; the daemon's busiest threads: %s of its CPU)\n" \
-        "$name" "$1" "$4" "$3" "$shares"
+    printf "    %-10s %8.0f samples/s  (daemon %s CPUs, %s threads runnable, others %s; the daemon's busiest threads: %s of its CPU)\n" \
+        "$name" "$1" "$4" "$runnable" "$3" "$shares"
 }
 
 # median of the numbers on stdin, with min and max: "median min max"
@@ -167,8 +181,8 @@ median() {
 # report A B GOAL WHAT: the pair's medians, the paired ratios and the goal.
 report() {
     set -- "$(cut -d' ' -f1 "$WD/res.$1" | median)" "$(cut -d' ' -f1 "$WD/res.$2" | median)" \
-        "$(paste -d' ' "$WD/res.$1" "$WD/res.$2" | awk '{ print $1 / $5 }' | median)" \
-        "$(paste -d' ' "$WD/res.$1" "$WD/res.$2" | awk 'NR == 1 { printf "%.2f", $6 / $2 }')" \
+        "$(paste -d' ' "$WD/res.$1" "$WD/res.$2" | awk '{ print $1 / $6 }' | median)" \
+        "$(paste -d' ' "$WD/res.$1" "$WD/res.$2" | awk 'NR == 1 { printf "%.2f", $7 / $2 }')" \
         "$(cat "$WD/res.$1" "$WD/res.$2" | awk '{ s += $3; if ($3 > m) m = $3 } END { printf "%.2f %.2f", s / NR, m }')" \
         "$3" "$4"
     echo "$1 $2 $3 $4 $5 $6" | awk -v what="$7" '{
@@ -216,6 +230,10 @@ for s in $SETTINGS; do
     echo " summary (medians over $ROUNDS rounds, min-max in brackets):"
     report pipelined sharded "$PGOAL" "pipelined vs sharded (4 IPUs)"
     report replicas2 replicas1 1.7 "2 replicas vs 1"
+    for n in pipelined sharded replicas2 replicas1; do
+        printf "  %s: the daemon used %s CPUs, had %s threads runnable (medians; goal >= 1.9 used on 2 idle CPUs)\n" \
+            "$n" "$(cut -d' ' -f4 "$WD/res.$n" | median | cut -d' ' -f1)" "$(cut -d' ' -f5 "$WD/res.$n" | median | cut -d' ' -f1)"
+    done
     cat "$WD"/res.* | awk '$3 > 0.1 { n++ } END { if (n > 0)
         printf "  WARNING: other processes kept more than 0.1 CPU busy in %d of %d runs: the daemon could not have both CPUs, so these ratios understate what the strategies gain; run again when the machine is idle\n", n, NR }'
     [ "$s" = 1 ] && cut -d' ' -f1 "$WD/shares.pipelined" | tr -d '%' | median | awk -v cpus="$CPUS" '{
