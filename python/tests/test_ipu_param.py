@@ -133,3 +133,27 @@ def test_loaded_values_the_device_cannot_take(daemon):
     assert float(opt.state_dict()["ipu_param"]["learningRate___specific___fc1.weight"]) \
         == pytest.approx(0.01)
     pm.destroy()
+
+
+def test_rmsprop_planned_buffer_holds_the_step(daemon):
+    """RMSprop with momentum given as 0 (variable: the buffer is planned, PopTorch's
+    Accl3___W): after a step it holds the step's g / (sqrt(v) + eps), as PopART's velocity
+    with momentum 0 does, and the weights equal torch's RMSprop (which keeps no buffer)."""
+    torch.manual_seed(2)
+    x, y = data()
+    model = Net()
+    ref = copy.deepcopy(model)
+    opt = poptorch.optim.RMSprop(model.parameters(), lr=0.01, momentum=0.0)
+    pm = poptorch.trainingModel(model, optimizer=opt)
+    pm(x, y)
+    ropt = torch.optim.RMSprop(ref.parameters(), lr=0.01)
+    ropt.zero_grad()
+    ref(x, y)[1].backward()
+    grads = {n: p.grad.clone() for n, p in ref.named_parameters()}
+    ropt.step()
+    close(model, ref)
+    ipu_state = opt.state_dict()["ipu_state"]
+    for n, g in grads.items():
+        want = g / ((0.01 * g * g).sqrt() + 1e-8)        # alpha 0.99: v = 0.01 g^2
+        assert torch.allclose(ipu_state["Accl3___" + n], want, rtol=RTOL, atol=ATOL), n
+    pm.destroy()
