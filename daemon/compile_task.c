@@ -125,7 +125,8 @@ compile_run(struct work_item *j)
     snprintf(e->name, sizeof e->name, "%s", ct->name);
     e->key = ct->key;
     e->hash = cache_hash(e->bytes, e->len, e->key);
-    e->reusable = ct->loss == NULL; /* a training executable's weights change as it trains */
+    /* a training executable's weights change as it trains; buffer updates change buffers */
+    e->reusable = ct->loss == NULL && sim_buffer_update_count(e->model) == 0;
     ct->bytes = NULL;
     ct->key = NULL;
     cache_insert(k, e);

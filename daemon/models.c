@@ -133,7 +133,8 @@ cache_acquire(struct cache *k, const uint8_t *bytes, size_t len, const char *key
 
     pthread_mutex_lock(&k->mu);
     for (struct cache_entry *e = k->head; e != NULL; e = e->next) {
-        if (!e->in_use && e->hash == h && e->len == len && strcmp(e->key, key) == 0 &&
+        if (e->reusable && !e->in_use && e->hash == h && e->len == len &&
+            strcmp(e->key, key) == 0 &&
             memcmp(e->bytes, bytes, len) == 0) {
             hit = e;
             hit->in_use = 1;

@@ -29,7 +29,8 @@ struct cache_entry {
     struct sim_model *model;
     struct sim_exe *exe;
     int in_use;                  /* a live model uses it */
-    int reusable;                /* may serve a later compile (not a training executable) */
+    int reusable;                /* may serve a later compile (not a training executable,
+                                  * nor one that updates buffers) */
     uint64_t host_bytes;         /* its run buffers (models_host_bytes), set by cache_insert */
     uint64_t held;               /* every byte it keeps (cache_entry_bytes), set by
                                   * cache_insert */

@@ -870,7 +870,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     rc = check_ops_known(m, err);
     if (rc == 0)
         rc = setup_inputs(e, o, err);
-    if (rc == 0 && (o->loss != NULL || o->updatable_weights))
+    if (rc == 0 && (o->loss != NULL || o->updatable_weights || sim_buffer_update_count(m) > 0))
         rc = sim_weights_mark(e, o, err);
     if (rc != 0)
         goto fail;
@@ -893,6 +893,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = sim_fuse(e, err);
     if (rc == 0 && e->tr != NULL)
         rc = sim_autodiff(e, err);
+    if (rc == 0)
+        rc = sim_buffer_updates_check(e, err);
     if (rc == 0)
         rc = sim_weights_layout(e, err);
     if (rc == 0)

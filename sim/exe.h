@@ -318,8 +318,14 @@ bool sim_exe_own(struct sim_exe *e, void *p);
 
 /* weights.c: before inference, turns the float initializers the executable will own into
  * SIM_V_WEIGHT values (o->loss: those reaching the loss, running statistics and frozen
- * weights; o->updatable_weights: all). */
+ * weights; o->updatable_weights: all), and the buffers of BufferUpdate nodes (any dtype,
+ * training or not) into per-replica buffers. */
 int sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err);
+
+/* weights.c: after autodiff, refuses buffer updates the executable cannot order: a model
+ * in several pipeline stages, or a buffer read directly by a node whose gradient rule
+ * runs after the update (it would read the new value). */
+int sim_buffer_updates_check(const struct sim_exe *e, struct sim_err *err);
 
 /* weights.c: after autodiff, lays out and fills e->params and e->bufs. */
 int sim_weights_layout(struct sim_exe *e, struct sim_err *err);

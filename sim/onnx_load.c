@@ -6,7 +6,9 @@
  * types, nodes with their attributes (including PopART's __ipu_number and
  * __pipeline_stage), resolve names to indices, sort nodes topologically and find which
  * graph inputs decide shapes. Loop and If are expanded into plain nodes first
- * (onnx_ctrl.c). Every problem is an error that says what was wrong.
+ * (onnx_ctrl.c). ai.graphcore::BufferUpdate nodes go last in the order (after every
+ * reader of the old value); their outputs may feed no node, and one buffer takes one
+ * update. Every problem is an error that says what was wrong.
  * Does not: check op support or shapes (the compiler does), keep any protobuf object.
  */
 #include <stdio.h>
@@ -400,6 +402,51 @@ dep_of(const struct sim_mnode *n, int j)
 
 /* Kahn's algorithm over producer -> consumer edges; rewrites node order and producer
  * indices. A cycle is an error. */
+static bool
+is_buffer_update(const struct sim_mnode *nd)
+{
+    return strcmp(nd->domain, "ai.graphcore") == 0 && strcmp(nd->op_type, "BufferUpdate") == 0;
+}
+
+/* Moves the BufferUpdate nodes of order (a topological order of n nodes) to its end, in
+ * their order, so every other reader of a buffer reads it before it changes. users of node
+ * k are users[users_start[k] .. users_start[k + 1]). Fails when a BufferUpdate's output
+ * feeds a node or two update one buffer. */
+static int
+buffer_updates_last(struct loader *L, int *order, int n, const int *users_start)
+{
+    const struct sim_model *m = L->m;
+    int *tmp = malloc(((size_t)n + 1) * sizeof(int));
+    int k = 0, rc = 0;
+    char label[300];
+
+    if (tmp == NULL)
+        return nomem(L);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++)
+            if (is_buffer_update(&m->nodes[order[i]]) == (pass == 1))
+                tmp[k++] = order[i];
+    for (int i = 0; i < n && rc == 0; i++) {
+        const struct sim_mnode *nd = &m->nodes[i];
+        if (!is_buffer_update(nd))
+            continue;
+        if (users_start[i + 1] > users_start[i])
+            rc = sim_err_set(L->err, IPUOF_E_INVAL, "%s: its output feeds other nodes; a "
+                             "buffer update may only be a graph output",
+                             sim_node_label(m, i, label, sizeof(label)));
+        for (int j = i + 1; j < n && rc == 0; j++)
+            if (is_buffer_update(&m->nodes[j]) && nd->n_in > 0 && m->nodes[j].n_in > 0 &&
+                m->nodes[j].in[0] == nd->in[0])
+                rc = sim_err_set(L->err, IPUOF_E_INVAL, "%s: buffer '%s' has two updates; "
+                                 "give it one", sim_node_label(m, j, label, sizeof(label)),
+                                 nd->in[0] >= 0 ? m->vals[nd->in[0]].name : "?");
+    }
+    if (rc == 0)
+        memcpy(order, tmp, (size_t)n * sizeof(int));
+    free(tmp);
+    return rc;
+}
+
 static int
 topo_sort(struct loader *L)
 {
@@ -468,6 +515,9 @@ topo_sort(struct loader *L)
             }
         goto out;
     }
+    rc = buffer_updates_last(L, order, n, users_start);
+    if (rc != 0)
+        goto out;
     sorted = malloc(((size_t)n + 1) * sizeof(*sorted));
     if (sorted == NULL) {
         rc = nomem(L);

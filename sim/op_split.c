@@ -517,6 +517,10 @@ const struct sim_op sim_ops_split[] = {
       bwd_scatter_el, 5u, NULL },
     { "Scatter", 9, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el, bwd_scatter_el,
       5u, NULL },
+    /* ai.graphcore::ScatterElements: opset 16's reduction attribute at any opset (the Python
+     * package's symbolic for torch.scatter(..., reduce=) exports at opset 14) */
+    { "ScatterElements", 1, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el,
+      bwd_scatter_el, 5u, "ai.graphcore" },
 };
 
 const int sim_ops_split_count = (int)(sizeof(sim_ops_split) / sizeof(sim_ops_split[0]));

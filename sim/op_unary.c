@@ -2,7 +2,11 @@
  * op_unary.c — one-input elementwise ops, forward and backward: Neg, Abs, Sqrt, Exp, Log,
  * Erf, Floor, Ceil, Clip (bounds as attributes before opset 11, as optional inputs after),
  * Identity, Cast, and ai.graphcore Detach (PopART's: the value passes, no gradient flows
- * back; the package writes nn.Embedding's padding_idx with it).
+ * back; the package writes nn.Embedding's padding_idx with it) and ai.graphcore
+ * BufferUpdate(buffer, value) -> value: writes value into the buffer, an initializer the
+ * executable keeps per replica (a module buffer forward() changes in place), so the next
+ * micro-batch reads it; the loader runs it after every other node (onnx_load.c) and the
+ * compiler checks nothing needs the old value later (compile.c).
  *
  * Integer Neg and Abs wrap (computed unsigned); every backward is float only (an integer
  * tensor carries no gradient). Gradients follow PyTorch's formulas, including its choices
@@ -454,6 +458,42 @@ bwd_cast(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
     return 0;
 }
 
+static int
+infer_buffer_update(struct sim_infer *c)
+{
+    char s1[128], s2[128];
+
+    if (!sim_has_in(c, 0) || !sim_has_in(c, 1))
+        return sim_infer_fail(c, IPUOF_E_INVAL, "needs the buffer and its new value");
+    if (!(c->weight_inputs & 1u))
+        return sim_infer_fail(c, IPUOF_E_INVAL, "input 0 must be an initializer the "
+                              "executable keeps (a module buffer), not a computed value");
+    if (c->in[1]->dtype != c->in[0]->dtype || !sim_shape_eq(&c->in[1]->shape, &c->in[0]->shape))
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "the new value (%s %s) must have the buffer's "
+                              "dtype and shape (%s %s)", sim_dtype_name(c->in[1]->dtype),
+                              sim_shape_fmt(&c->in[1]->shape, s1, sizeof(s1)),
+                              sim_dtype_name(c->in[0]->dtype),
+                              sim_shape_fmt(&c->in[0]->shape, s2, sizeof(s2)));
+    return sim_set_out(c, 0, c->in[1]->dtype, &c->in[1]->shape);
+}
+
+/* buffer (in 0, the replica's stored copy), value (in 1), y: one shape and dtype.
+ * The buffer is written in place: the executable owns its storage (SIM_WEIGHT_BUFFER). */
+static int
+fwd_buffer_update(const struct sim_kern *k, struct sim_err *err)
+{
+    size_t n = (size_t)k->in[1].numel * sim_dtype_size(k->in[1].dtype);
+
+    (void)err;
+    if (n == 0)
+        return 0;
+    if (k->out[0].data != k->in[1].data)
+        memcpy(k->out[0].data, k->in[1].data, n);
+    if (k->in[0].data != k->in[1].data)
+        memcpy(k->in[0].data, k->in[1].data, n);
+    return 0;
+}
+
 #define CODE_EW 3072u
 
 const struct sim_op sim_ops_unary[] = {
@@ -472,6 +512,10 @@ const struct sim_op sim_ops_unary[] = {
      * .detach()); a weight the loss reaches only through it is not trained */
     { "Detach", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, NULL, 0u,
       "ai.graphcore" },
+    /* BufferUpdate: a state change, not a function of its inputs: never folded, no
+     * gradient (as torch's in-place change of a buffer under no_grad) */
+    { "BufferUpdate", 1, 2, 2, 1, 1, 0, SIM_OPF_NOFOLD, 1024u, infer_buffer_update,
+      fwd_buffer_update, NULL, 0u, "ai.graphcore" },
 };
 
 const int sim_ops_unary_count = (int)(sizeof(sim_ops_unary) / sizeof(sim_ops_unary[0]));

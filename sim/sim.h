@@ -697,6 +697,10 @@ uint64_t sim_exe_optimizer_steps(const struct sim_exe *e);
  * IPUOF_E_BUSY when running. */
 int sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err);
 
+/* The number of ai.graphcore::BufferUpdate nodes of model m: an executable of such a model
+ * keeps state from run to run (the updated buffers), so it is never shared through a cache. */
+int sim_buffer_update_count(const struct sim_model *m);
+
 /* ---- executables: weights ----------------------------------------------------------- */
 
 enum sim_weight_kind {

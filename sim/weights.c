@@ -5,7 +5,10 @@
  * which the loss can be reached through differentiable operands (each op's grad_inputs)
  * become trainable weights, BatchNormalization's running statistics become per-replica
  * buffers, and the names in frozen_weights become frozen weights; with updatable_weights
- * every float initializer becomes a frozen weight. A weight is a SIM_V_WEIGHT value with no
+ * every float initializer becomes a frozen weight; the buffer (input 0) of each
+ * ai.graphcore::BufferUpdate becomes a per-replica buffer in any compile, which the node
+ * overwrites each micro-batch (a module buffer forward() changes in place, carried from step
+ * to step as BatchNormalization's running statistics are). A weight is a SIM_V_WEIGHT value with no
  * compile-time data, so nothing reading it is folded.
  * After autodiff (sim_weights_layout): trainable weights are packed first into one flat
  * float buffer (llm.c's "parameters in one buffer"), each slot 64-byte aligned so the
@@ -106,6 +109,76 @@ classify_training(struct sim_exe *e, const struct sim_compile_opts *o, unsigned 
     return 0;
 }
 
+static bool
+buffer_update_node(const struct sim_mnode *nd)
+{
+    return strcmp(nd->domain, "ai.graphcore") == 0 && strcmp(nd->op_type, "BufferUpdate") == 0;
+}
+
+int
+sim_buffer_update_count(const struct sim_model *m)
+{
+    int n = 0;
+
+    for (int k = 0; k < m->n_nodes; k++)
+        n += buffer_update_node(&m->nodes[k]);
+    return n;
+}
+
+/* cls[v] = SIM_WEIGHT_BUFFER for the buffer of every BufferUpdate node. */
+static int
+mark_buffer_updates(const struct sim_model *m, unsigned char *cls, struct sim_err *err)
+{
+    for (int k = 0; k < m->n_nodes; k++) {
+        const struct sim_mnode *nd = &m->nodes[k];
+        int v = nd->n_in > 0 ? nd->in[0] : -1;
+        char label[300];
+        if (!buffer_update_node(nd))
+            continue;
+        if (v < 0 || m->vals[v].kind != SIM_MV_INIT)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: input 0%s%s%s is not an initializer; "
+                               "a buffer update writes a module buffer, given as an "
+                               "initializer", sim_node_label(m, k, label, sizeof(label)),
+                               v >= 0 ? " '" : "", v >= 0 ? m->vals[v].name : "",
+                               v >= 0 ? "'" : "");
+        cls[v] = SIM_WEIGHT_BUFFER;
+    }
+    return 0;
+}
+
+int
+sim_buffer_updates_check(const struct sim_exe *e, struct sim_err *err)
+{
+    const struct sim_model *m = e->m;
+
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *u = &e->nodes[s];
+        int buf;
+        if (u->op == NULL || !buffer_update_node(&m->nodes[u->mnode]))
+            continue;
+        if (e->n_stages > 1)
+            return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: buffers changed in forward() "
+                               "are carried from step to step in one pipeline stage only "
+                               "(this model has %d stages)", u->label, e->n_stages);
+        buf = u->in[0];
+        for (int r = 0; r < e->n_nodes; r++) {
+            const struct sim_enode *n = &e->nodes[r];
+            if (r == s || n->op == NULL || n->bstep < 0)
+                continue;
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] == buf)
+                    return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s reads buffer '%s' and "
+                                       "its gradient rule would run after %s changed it "
+                                       "(and could need the old value): a buffer changed "
+                                       "in place cannot be read by a node on the way to "
+                                       "the loss yet; read a value computed from it "
+                                       "before the change instead", n->label,
+                                       m->vals[buf].name, u->label);
+        }
+    }
+    return 0;
+}
+
 int
 sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err)
 {
@@ -117,11 +190,13 @@ sim_weights_mark(struct sim_exe *e, const struct sim_compile_opts *o, struct sim
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     if (e->tr != NULL) {
         rc = classify_training(e, o, cls, err);
-    } else {
+    } else if (o->updatable_weights) {
         for (int v = 0; v < m->n_vals; v++)
             if (float_init(m, v))
                 cls[v] = SIM_WEIGHT_FROZEN;
     }
+    if (rc == 0)
+        rc = mark_buffer_updates(m, cls, err);
     if (rc != 0)
         goto out;
     for (int v = 0; v < m->n_vals; v++)

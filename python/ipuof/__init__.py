@@ -8,7 +8,8 @@ from ._logging import logger, setLogLevel
 from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_print_tensor,
                   nop, recomputationCheckpoint, serializedMatMul, set_available_memory)
 from .capture import ICustomArgParser, identity_loss, registerCustomArgParser
-from .blocks import (BeginBlock, Block, BlockFunction, Phase, PipelinedExecution,
+from .blocks import (BeginBlock, Block, BlockFunction, ParallelPhasedExecution, Phase,
+                     PipelinedExecution,
                      SerialPhasedExecution, ShardedExecution, Stage, module_repr,
                      removeBlocks)
 from .data import AsynchronousDataAccessor, DataLoader
@@ -19,7 +20,7 @@ from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
 from .errors import Error, RecoverableError, UnrecoverableError
 from .executor import PoplarExecutor, inferenceModel, trainingModel
 from ._persist import load
-from .options import Options, TensorLocationSettings
+from .options import ConfigFileError, Options, TensorLocationSettings
 
 __version__ = "0.1.0"
 symbolics.register()
@@ -42,13 +43,16 @@ def ipuHardwareVersion():
 
 
 def isRunningOnIpu():
-    """False on the host (PopTorch returns True only inside a traced IPU graph)."""
-    return False
+    """True while the model's forward() is being captured for the IPU (the graph that
+    runs there is the one this branch takes), False on the host, as in PopTorch."""
+    return poptorch_core._dispatcher_active[0]
 
 
 __all__ = ["AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction",
-           "CommGroupType", "ConnectionType", "DataLoader", "DataLoaderMode", "Error",
-           "Liveness", "MeanReductionStrategy", "Options", "OutputMode", "Phase",
+           "CommGroupType", "ConfigFileError", "ConnectionType", "DataLoader",
+           "DataLoaderMode", "Error",
+           "Liveness", "MeanReductionStrategy", "Options", "OutputMode",
+           "ParallelPhasedExecution", "Phase",
            "PipelinedExecution", "PoplarExecutor", "RecoverableError", "ReductionType",
            "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
            "SyncPattern", "HalfFloatCastingBehavior", "ICustomArgParser",

@@ -51,6 +51,18 @@ class ExecutorWeights:
                 self._exe.read_weight(name, buf)
                 t.data.copy_(buf)
 
+    def _buffers_to_host(self):
+        """The buffers forward() changes, as the device left them (replica 0's), into the
+        host module after an inference run, as torch's calls would have left them (a
+        training model's come back with its weights, copyWeightsToHost)."""
+        with torch.no_grad():
+            for name in self._record.buffers:
+                t = self._weights.get(name)
+                if t is not None:
+                    buf = torch.empty(t.shape, dtype=t.dtype)
+                    self._exe.read_weight(name, buf)
+                    t.data.copy_(buf)
+
     def copyWeightsToHostIfNeeded(self):
         if self._host_stale:
             self.copyWeightsToHost()

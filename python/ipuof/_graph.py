@@ -6,46 +6,47 @@ import warnings
 
 import torch
 
-from . import blocks, capture
+from . import blocks, capture, poptorch_core
 from .errors import Error
 
 
-def probe(m, training, call, sample, replicas=1):
+def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
     """Runs module m once on the host on copies of sample, with no side effects on
     the host (capture.no_side_effects), to learn its output structure, the inputs it
-    changes in place and, when training, which output is the loss and which parameters
-    it has no gradient for (record.no_grad). Returns the capture.Probe."""
+    changes in place, the buffers it changes in place (record.buffers: the daemon carries
+    them from step to step) and, when training, which output is the loss and which
+    parameters it has no gradient for (record.no_grad). Returns the capture.Probe."""
     record = capture.Probe()
     record.no_grad = []
     was_training = m.training
     m.train(training)
     try:
-        with capture.no_side_effects(m), \
+        with capture.no_side_effects(m), poptorch_core._capturing(), \
                 torch.enable_grad() if training else torch.no_grad():
             capture.as_float32(m)
             before = capture.buffer_versions(m)
             flat = capture.run_flat(m, call, [t.clone() for t in sample], record)
             record.out_dtypes = [t.dtype for t in flat[:record.n_out]]
             _check_buffers_kept(m, before)
-            changed = capture.changed_buffers(m, before)
-            if training and not changed:
+            record.buffers = capture.changed_buffers(m, before)
+            if training:
                 _find_loss(record)
                 record.no_grad = _without_gradient(m, flat[record.loss])
     finally:
         m.train(was_training)
-    if changed and replicas > 1:
+    if record.buffers and replicas > 1 and broadcast_buffers:
         raise Error("PopTorch does not support broadcasting buffers. If your model is able "
                     "to tolerate buffers becoming out of sync between replicas, you can "
                     "disable buffer broadcasting using poptorch.Options.broadcastBuffers"
-                    f"(False). (forward() changes the buffer(s) {', '.join(changed)} in "
-                    "place; ipuofd does not keep such changes between device steps yet, "
-                    "with or without broadcasting)")
-    if changed:
-        raise Error(f"forward() changes the buffer(s) {', '.join(changed)} in place: "
-                    "ipuofd does not keep such changes between device steps yet (only "
-                    "BatchNorm's running statistics are updated on the device), so the "
-                    "model would compute with stale values; keep the value outside the "
-                    "module or compute it on the host")
+                    f"(False). (forward() changes the buffer(s) {', '.join(record.buffers)} "
+                    "in place; without broadcasting each replica keeps its own)")
+    widened = [k for k in record.buffers
+               if torch.nn.Module.get_buffer(m, k).dtype in capture.WIDENED]
+    if widened:
+        raise Error(f"forward() changes the buffer(s) {', '.join(widened)} in place, and "
+                    "their dtype (float16, bfloat16 or float64) is computed as float32 by "
+                    "ipuofd: such a buffer cannot be carried from step to step yet; keep it "
+                    "float32")
     record.flat = None
     return record
 
@@ -107,16 +108,19 @@ def export(m, training, call, sample, record, half=None):
     f = io.BytesIO()
     rec = blocks._Recorder(m)
     try:
-        with rec, capture.no_side_effects(m) as snap, \
+        with rec, capture.no_side_effects(m) as snap, poptorch_core._capturing(), \
                 capture.flat_forward(m, call, record), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             capture.as_float32(m)
+            pre = {k: torch.nn.Module.get_buffer(m, k).detach().clone()
+                   for k in record.buffers}
             torch.onnx.export(m, tuple(t.clone() for t in sample), f, opset_version=14,
                               training=mode, do_constant_folding=False,
                               input_names=list(call.names),
                               output_names=[f"output{i}" for i in range(n_out)])
             onnx_bytes = narrow_doubles(
                     capture.fix_initializers(f.getvalue(), snap.changed()))
+            onnx_bytes = add_buffer_updates(onnx_bytes, n_out - len(pre), pre)
             check_output_dtypes(onnx_bytes, getattr(record, "out_dtypes", None))
             if half is not None:
                 onnx_bytes, record.narrowed = capture.type_float16(onnx_bytes, *half)
@@ -139,6 +143,40 @@ def export(m, training, call, sample, record, half=None):
         failure.__cause__ = None
         raise failure
     return onnx_bytes, rec
+
+
+def add_buffer_updates(onnx_bytes, first, buffers):
+    """onnx_bytes with graph outputs first, first + 1, ... (the new values of the buffers
+    forward() changes, {state_dict name: value before the call} in that order) each made
+    the output of an ai.graphcore::BufferUpdate(buffer, new value) node: the daemon writes
+    the value into the buffer after each micro-batch, so the next one reads it (the
+    exporter drops in-place changes of buffers). A buffer the graph no longer reads gets
+    its initializer back with its value before the call."""
+    if not buffers:
+        return onnx_bytes
+    import onnx
+    from onnx import helper, numpy_helper
+    model = onnx.load_from_string(onnx_bytes)
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    for k, (name, before) in enumerate(buffers.items()):
+        out = g.output[first + k].name
+        if name not in inits:
+            g.initializer.append(numpy_helper.from_array(before.cpu().numpy(), name))
+        src = out
+        if any(out in n.output for n in g.node):
+            src = out + "__ipuof_new"
+            for n in g.node:
+                for lst in (n.input, n.output):
+                    for j, v in enumerate(lst):
+                        if v == out:
+                            lst[j] = src
+        g.node.append(helper.make_node("BufferUpdate", [name, src], [out],
+                                       name=f"/ipuof_buffer_update/{name}",
+                                       domain="ai.graphcore"))
+    if not any(o.domain == "ai.graphcore" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("ai.graphcore", 1))
+    return model.SerializeToString()
 
 
 def narrow_doubles(onnx_bytes):

@@ -3,6 +3,7 @@ legacy integers) and setPopartLogLevel (accepted and checked: there is no PopART
 POPTORCH_LOG_LEVEL sets the level at import, as in PopTorch."""
 import logging
 import os
+import sys
 
 logger = logging.getLogger("poptorch::python")
 
@@ -43,12 +44,11 @@ def setPopartLogLevel(level):
 
 
 class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever sys.stderr is at the time (as PopTorch's logger writes to the
-    process's stderr), not the stream of the import: a capture set up later sees it."""
+    """Writes to sys.stderr as it is when a line is logged (not as it was at import), so
+    a program or test that replaces sys.stderr later (pytest's capfd) sees the lines."""
 
     @property
     def stream(self):
-        import sys
         return sys.stderr
 
     @stream.setter

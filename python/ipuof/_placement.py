@@ -24,6 +24,8 @@ def placement(o, training, rec):
         # Blocks with IPUs and no strategy: PopTorch pipelines them, a stage per IPU.
         blocks_list = blocks.PipelinedExecution().placement(rec.blocks, rec.order)
     ipus = max(p[2] for p in blocks_list) + 1 if blocks_list else 1
+    if strategy is None or isinstance(strategy, blocks.PipelinedExecution):
+        _check_pipeline_depth(o, training, len({p[1] for p in blocks_list}))
     if not (strategy or blocks_list or off_chip):
         return 1, None
     if _lib.PLACEMENT:
@@ -41,6 +43,27 @@ def placement(o, training, rec):
                   "is on IPU 0, so the model runs as one stage on one IPU (this "
                   "libipuof-client has no placement options yet)", stacklevel=4)
     return 1, None
+
+
+def _check_pipeline_depth(o, training, n_stages):
+    """PopTorch's (PopART's) refusal of a pipeline too short to fill: training needs
+    gradientAccumulation >= the 2N-1 stages of N forward stages (N-1 backward ones are
+    added), inference deviceIterations >= N; Error with PopTorch's text."""
+    if n_stages < 2:
+        return
+    if training:
+        total = 2 * n_stages - 1
+        if o.Training.gradient_accumulation < total:
+            raise Error("poptorch.Options().Training.gradientAccumulation must be greater "
+                        f"than or equal to the number of pipeline stages ({total}) when "
+                        "using poptorch.PipelinedExecution. Please note that a model with "
+                        f"{n_stages} pipeline stages in PopTorch will have an additional "
+                        f"{n_stages - 1} stages when training. (It is "
+                        f"{o.Training.gradient_accumulation}.)")
+    elif o.device_iterations < n_stages:
+        raise Error("poptorch.Options().deviceIterations must be greater than or equal to "
+                    f"the number of pipeline stages ({n_stages}) when using "
+                    f"PopTorch.PipelinedExecution. (It is {o.device_iterations}.)")
 
 
 def attach(o, ipus_per_replica):

@@ -117,7 +117,14 @@ class Block:
 
     @staticmethod
     def start(user_id=None, ipu_id=None):
-        return Block(user_id, ipu_id)
+        """Starts block user_id (on ipu_id): the layers that run from here on belong to
+        it, up to the next Block.start or BeginBlock layer (as a BeginBlock mark does)."""
+        b = Block(user_id, ipu_id)
+        rec = _recording()
+        if rec is not None:
+            rec.begun = (b.user_id, b.ipu_id)
+            rec._block(b.user_id, b.ipu_id)
+        return b
 
     def __enter__(self):
         rec = _recording()
@@ -162,11 +169,32 @@ def BlockFunction(user_id=None, ipu_id=None):
     return wrap
 
 
+class _BeginBlockFn(torch.nn.Module):
+    """BeginBlock of a function (PopTorch's legacy form): a module whose call runs the
+    function inside Block(user_id, ipu_id)."""
+
+    def __init__(self, fn, user_id=None, ipu_id=None):
+        super().__init__()
+        self._layer_to_call = fn
+        self._user_id = user_id
+        self._ipu_id = ipu_id
+
+    def forward(self, *args, **kwargs):
+        uid = self._user_id if self._user_id is not None else f"fn{id(self)}"
+        with Block(uid, self._ipu_id):
+            return self._layer_to_call(*args, **kwargs)
+
+
 def BeginBlock(layer, user_id=None, ipu_id=None):
     """Marks layer (a torch.nn.Module) as the start of block user_id: it and the layers
-    that run after it, up to the next BeginBlock, form the block. Returns layer."""
+    that run after it, up to the next BeginBlock, form the block. Returns layer. A
+    function (PopTorch's legacy form) is returned wrapped in a module that runs it
+    inside the block."""
     if not isinstance(layer, torch.nn.Module):
-        raise ValueError("BeginBlock expects a torch.nn.Module")
+        if callable(layer):
+            return _BeginBlockFn(layer, user_id, ipu_id)
+        raise ValueError("BeginBlock expects a torch.nn.Module or a function, not "
+                         f"{type(layer).__name__}")
     layer._ipuof_begin_block_args = (user_id, ipu_id)  # as given, for module_repr
     if user_id is None:
         user_id = str(id(layer))
@@ -232,6 +260,10 @@ class _Strategy:
                 self.auto = a
             elif isinstance(a, Stage):
                 self.stages.append(a)
+            elif isinstance(a, (list, tuple)) and a and all(isinstance(x, Stage) for x in a):
+                self.stages.extend(a)
+            elif isinstance(a, (list, tuple)):
+                self.stages.append(Stage(*a))
             else:
                 self.stages.append(Stage(a))
         seen = set()
@@ -315,10 +347,92 @@ class SerialPhasedExecution(_Strategy):
 
 
 class Phase(Stage):
-    """A phase of SerialPhasedExecution: stages given as block ids."""
+    """A phase of a phased execution: stages given as Stage objects (run in parallel on
+    their IPUs under ParallelPhasedExecution), or block ids (one stage of them all)."""
+
+    def __init__(self, *args):
+        if args and all(isinstance(a, Stage) for a in args):
+            self.stages = list(args)
+            super().__init__(*[b for st in args for b in st.blocks])
+        else:
+            if not all(isinstance(a, str) for a in args):
+                raise ValueError("poptorch.Phase expects block ids (str) or "
+                                 "poptorch.Stage objects, not "
+                                 f"{[type(a).__name__ for a in args]}")
+            super().__init__(*args)
+            self.stages = [self]
+
+    def stage(self, idx):
+        return self.stages[idx]
 
     def ipus(self, *ids):
-        if len(ids) != 1:
-            raise ValueError(f"Phase contains {len(self.blocks)} stages but you provided "
+        """The IPU of each of the phase's stages, in order."""
+        if len(ids) != len(self.stages):
+            raise ValueError(f"Phase contains {len(self.stages)} stages but you provided "
                              f"{len(ids)} ipus")
-        return self.ipu(ids[0])
+        for st, ipu in zip(self.stages, ids):
+            st._ipu = ipu
+        if len(ids) == 1:
+            self._ipu = ids[0]
+        return self
+
+
+class ParallelPhasedExecution(SerialPhasedExecution):
+    """Phases in turn, the stages of one phase on different IPUs (PopTorch: in parallel).
+    On ipuofd the phases' stages run as serial phased ones do, one after another on
+    their IPUs, with their weights streamed in: the numbers are the same, while the
+    simulated clock counts the stages of a phase one after the other rather than at
+    once (docs/python.md)."""
+    code = 3
+    name = "ParallelPhasedExecution"
+
+    def __init__(self, *phases):
+        if not phases:
+            raise ValueError("There is currently no AutoStage for PhasedExecution, please "
+                             "explicitly specify the phases")
+        self._phases = []
+        for p in phases:
+            if isinstance(p, Phase):
+                phase = p
+            elif isinstance(p, (list, tuple)):
+                phase = Phase(*p)
+            else:
+                phase = Phase(p)
+            self._phases.append(phase)
+        super().__init__(*[st for ph in self._phases for st in ph.stages])
+
+    def placement(self, recorder_blocks, order):
+        """As the base's, but a step (stage) per use of a block in the order the model
+        ran them, on its stage's IPU: the stages of one phase may pass data both ways
+        (block A -> B -> A again across two IPUs), so each `with Block` use is its own
+        step (its tracing scope's number gives the order; module prefixes follow, in
+        block order)."""
+        import re
+        from .errors import Error
+        stage_of = {b: st for st in self.stages for b in st.blocks}
+        for b in stage_of:
+            if b not in recorder_blocks:
+                raise Error(f"{self.name}: Unknown Block '{b}' list of expected Blocks: "
+                            f"{order}")
+        uses = []
+        for k, b in enumerate(order):
+            if b not in stage_of:
+                raise Error(f"{self.name}: block '{b}' is in no phase; phases: "
+                            f"{[st.blocks for st in self.stages]}")
+            blk = recorder_blocks[b]
+            ipu = stage_of[b]._ipu if stage_of[b]._ipu is not None else blk["ipu"]
+            if ipu is None:
+                raise Error(f"{self.name}: no IPU for block {b}: give it with "
+                            "Block(ipu_id=...) or the phase's ipus()")
+            if not blk["prefixes"]:
+                raise Error(f"{self.name}: block '{b}' contains no op")
+            for p in blk["prefixes"]:
+                m = re.search(r"/ipuof_block_(\d+)/$", p)
+                uses.append(((0, int(m.group(1))) if m else (1, k), p, ipu))
+        uses.sort()
+        return [(p, step, ipu) for step, (_, p, ipu) in enumerate(uses)]
+
+    def phase(self, phase):
+        if not isinstance(phase, int) or phase < 0:
+            raise ValueError("Phases are identified by positive integers")
+        return self._phases[phase]

@@ -20,6 +20,7 @@ is recorded, and added as a hidden output when the module does not return it.
 import abc
 import contextlib
 import inspect
+import re
 import threading
 
 import torch
@@ -147,9 +148,13 @@ class Call:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise Error(f"the call does not match {type(module).__name__}.forward{sig}: "
-                        f"{exc}")
+            m = re.match(r"missing a required argument: '(\w+)'", str(exc))
+            lead = f"Mandatory parameter {m.group(1)} missing: " if m else ""
+            raise Error(f"{lead}the call does not match {type(module).__name__}.forward"
+                        f"{sig}: {exc}") from None
         bound.apply_defaults()  # a default is a constant of the graph, as a given value
+        # The positional arguments once the defaults are in (PopTorch compares them).
+        self.n_args = len(bound.args)
         self.values = bound.arguments  # the call's own objects; dropped once compiled
         self.leaves, self.names = [], []
         parts = []
@@ -189,14 +194,30 @@ class Call:
         meta = iter([(t.dtype, t.shape) for t in self.leaves] if self.leaves and
                     isinstance(self.leaves[0], torch.Tensor) else self.meta)
         out = []
+        n_args = getattr(self, "n_args", None)
+        if n_args is not None and other.n_args != n_args:
+            raise Error(f"Number of positional arguments mismatch: expected {n_args} "
+                        f"arguments but got {other.n_args}.{_END_TEXT}")
         mine = [name for name, _, _ in self.spec]
         theirs = list(other.values)
         missing = [n for n in mine if n not in other.values]
         extra = [n for n in theirs if n not in mine]
         if missing or extra:
             _mismatch("named arguments", missing, extra)
-        for name, _, spec in self.spec:
-            _conform(name, spec, other.values[name], meta, out)
+        for name, kind, spec in self.spec:
+            value = other.values[name]
+            if kind == inspect.Parameter.VAR_KEYWORD and spec[0] == "D" and \
+                    isinstance(value, dict):
+                # **kwargs' entries are named arguments, named by their keys (PopTorch's)
+                keys = [k for k, _ in spec[2]]
+                missing = [k for k in keys if k not in value]
+                extra = [k for k in value if k not in keys]
+                if missing or extra:
+                    _mismatch("named arguments", missing, extra)
+                for k, sub in spec[2]:
+                    _conform(str(k), sub, value[k], meta, out)
+                continue
+            _conform(name, spec, value, meta, out)
         return out
 
     def forget_values(self):
@@ -434,11 +455,18 @@ class Probe:
     .hidden_loss (True when the loss is an extra output), .prints (the titles of the
     ipu_print_tensor outputs, after all others), .flat (the outputs).
 
+    .buffers (set by the probe) names the module buffers forward() changes in place; their
+    new values are the last graph outputs, each written back by a BufferUpdate node
+    (add_buffer_updates).
+
     n_graph() is the number of graph outputs: returned, changed inputs, hidden loss,
-    printed."""
+    printed, changed buffers."""
+
+    buffers = ()
 
     def n_graph(self):
-        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints)
+        return self.n_out + len(self.mutated) + int(self.hidden_loss) + len(self.prints) + \
+            len(self.buffers)
 
 
 def _versions(tensors):
@@ -503,7 +531,8 @@ def flat_forward(module, call, record):
     original = module.forward
 
     def forward(*tensors):
-        return tuple(run_flat(original, call, list(tensors), record))
+        flat = run_flat(original, call, list(tensors), record)
+        return tuple(flat + [torch.nn.Module.get_buffer(module, k) for k in record.buffers])
 
     module.forward = forward
     try:

@@ -16,11 +16,13 @@ IPUOF_BATCHED_LOADER=0.
 """
 import queue
 import threading
+import traceback
 
 import torch
 import torch.utils.data as tud
 
 from . import batched, enums
+from ._logging import logger
 from .errors import Error
 
 
@@ -95,8 +97,13 @@ class DataLoader(tud.DataLoader):
                                     kwargs)
             return
         self._user_sampler = False
+        if batch_size is None:
+            self._init_unbatched(options, dataset, shuffle, num_workers, persistent_workers,
+                                 auto_distributed_partitioning, mode, async_options, kwargs)
+            return
         if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size expects an integer >= 1, not {batch_size!r}")
+            raise ValueError(f"batch_size expects an integer >= 1 (or None: the dataset's "
+                             f"items as they are), not {batch_size!r}")
         self._options = options
         self._mode = enums.DataLoaderMode(mode)
         self._async_options = dict(async_options or {})
@@ -136,6 +143,28 @@ class DataLoader(tud.DataLoader):
         sampler = _ShareSampler(len(dataset), self._combined, steps, pid, nproc, shuffle,
                                 seed or 0, not drop_last)
         super().__init__(dataset, batch_sampler=sampler, num_workers=num_workers, **kwargs)
+
+    def _init_unbatched(self, options, dataset, shuffle, num_workers, persistent_workers,
+                        auto_distributed_partitioning, mode, async_options, kwargs):
+        """batch_size=None (PopTorch's and torch's): each item of the dataset is given as
+        it is, already a whole batch; combinedBatchSize is None. Not with the automatic
+        split between processes, which needs a batch size."""
+        if options.Distributed.numProcesses > 1 and auto_distributed_partitioning:
+            raise Error("batch_size=None not allowed when using "
+                        "auto_distributed_partitioning.")
+        self._options = options
+        self._mode = enums.DataLoaderMode(mode)
+        if self._mode == enums.DataLoaderMode.AsyncRebatched:
+            self._mode = enums.DataLoaderMode.Async
+        self._async_options = dict(async_options or {})
+        self.batch_size_per_step = None
+        self._combined = None
+        self._rebatch = None
+        self._unbatched = True
+        kwargs.setdefault("persistent_workers", bool(persistent_workers))
+        iterable = isinstance(dataset, tud.IterableDataset)
+        super().__init__(dataset, batch_size=None, shuffle=None if iterable else bool(shuffle),
+                         num_workers=num_workers, **kwargs)
 
     def _init_user_sampler(self, options, dataset, batch_sampler, batch_size, shuffle,
                            num_workers, drop_last, persistent_workers,
@@ -196,6 +225,8 @@ class DataLoader(tud.DataLoader):
         if self._user_sampler:
             it = super().__iter__()
             return self._combined_batches(it) if self._n_combine != 1 else it
+        if self.__dict__.get("_unbatched"):
+            return super().__iter__()
         fetcher = None if self._rebatch else batched.plan(self)
         if fetcher is not None:
             return batched.BatchedIter(self, fetcher)
@@ -244,7 +275,10 @@ class AsynchronousDataAccessor:
     """Iterates dataset (a DataLoader) in a background thread, up to buffer_size batches
     ahead of the caller. With rebatched_size, dataset yields single samples and the
     accessor collates them rebatched_size at a time (an incomplete last batch is dropped,
-    unless dataset is a DataLoader made with drop_last=False). Each `for` over the accessor is one epoch of the dataset."""
+    unless dataset is a DataLoader made with drop_last=False). Each `for` over the
+    accessor is one epoch of the dataset.
+    The first epoch starts when the accessor is made: a dataset that cannot give its
+    first batch raises Error there ("worker thread failed to start"), as in PopTorch."""
 
     def __init__(self, dataset, buffer_size=3, miss_sleep_time_in_ms=0.1,
                  load_indefinitely=True, early_preload=False, sharing_strategy=None,
@@ -257,6 +291,21 @@ class AsynchronousDataAccessor:
         self._thread = None
         self._stop = None
         self._queue = None
+        self._first = None  # the started epoch's first batch, made at construction
+        # PopTorch's accessor starts loading when it is made, and fails there when the
+        # dataset cannot give its first batch.
+        self._start()
+        first = self._queue.get()
+        if isinstance(first, _Failure):
+            self._thread.join()
+            self._thread = None
+            # The worker's failure as PopTorch's worker reports it, with its traceback.
+            logger.error("AsynchronousDataAccessor: the dataset failed to give its first "
+                         "batch:\n%s", "".join(traceback.format_exception(first.exc)))
+            raise Error("AsynchronousDataAccessor worker thread failed to start: the first "
+                        f"batch raised {type(first.exc).__name__}: {first.exc}") \
+                from first.exc
+        self._first = [first]
 
     def __len__(self):
         return len(self._dataset)
@@ -292,6 +341,7 @@ class AsynchronousDataAccessor:
 
     def terminate(self):
         """Stops the background thread (waiting for the batch it is preparing)."""
+        self._first = None
         if self._thread is not None:
             self._stop.set()
             try:
@@ -302,8 +352,8 @@ class AsynchronousDataAccessor:
             self._thread.join()
             self._thread = None
 
-    def __iter__(self):
-        self.terminate()
+    def _start(self):
+        """Starts an epoch: the dataset's iterator and the thread filling the queue."""
         # The loader's iterator (and its worker processes) is made here, on the caller's
         # thread: forking from the background thread could copy a lock another thread
         # holds into the workers.
@@ -314,9 +364,15 @@ class AsynchronousDataAccessor:
         self._thread = threading.Thread(target=self._work, args=(it, self._queue, self._stop),
                                         name="poptorch-async-loader", daemon=True)
         self._thread.start()
+
+    def __iter__(self):
+        first, self._first = self._first, None
+        if first is None:
+            self.terminate()
+            self._start()
         q = self._queue
         while True:
-            item = q.get()
+            item = first.pop() if first else q.get()
             if item is _END:
                 self._thread.join()
                 self._thread = None

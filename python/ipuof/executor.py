@@ -23,6 +23,7 @@ import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
                _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
+from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
 
@@ -50,6 +51,11 @@ def _profiling_dir(options):
     if on:
         return directory
     return options._values.get("profiling_dir")
+
+
+class OfflineError(Error, AssertionError):
+    """Running a model compiled for an offline IPU target (ConnectionType.Never): a
+    poptorch.Error, and the AssertionError PopTorch raises there."""
 
 
 class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeights):
@@ -208,6 +214,10 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                           stacklevel=2)
         _hostsync.sync()
         call = self._bind(args, kwargs)
+        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in call.leaves):
+            # The device computes no gradient for the inputs (PopTorch's warning).
+            logger.warning("Input tensor has requires_grad=True set. This tensor will be "
+                           "detached because backward pass via inputs is not supported.")
         inputs = list(zip(call.names, call.leaves))
         micro = self._micro_batch(inputs)
         self._names = list(call.names)
@@ -222,21 +232,27 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._half_state = {n for n, t in torch.nn.Module.state_dict(
             self._user_model, keep_vars=True).items() if t.dtype == torch.float16}
         record = _graph.probe(self._user_model, self._training, call, sample,
-                              o.replication_factor)
+                              o.replication_factor, o.broadcast_buffers)
         self._sample = sample
         self._record = record
         call.forget_values()  # keep no reference to the caller's tensors
         self._weights = dict(torch.nn.Module.state_dict(self._user_model, keep_vars=True))
         self._check_buffer_names()
         self._onnx, rec = self._export_graph(call, sample, record)
+        profiling.export_proto(self._onnx)
+        if self._training:
+            o.Training._default_strategy(self._optimizer)
         ipus, self._placement_opts = _placement.placement(o, self._training, rec)
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
         n = o.output_return_period if o.output_mode == enums.OutputMode.EveryN else 0
         # An input changed in place comes back whole, to be copied into the caller's.
+        # A buffer forward() changes is written back on the device (BufferUpdate); its
+        # output only keeps that node: the last value comes back (Final).
         kinds = [kind] * record.n_out + [_lib.OUTPUT_ALL] * len(record.mutated) + \
-            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints)
+            [kind] * int(record.hidden_loss) + [_lib.OUTPUT_ALL] * len(record.prints) + \
+            [_lib.OUTPUT_FINAL] * len(record.buffers)
         self._compile_args = dict(
             micro_batch=0, device_iterations=o.device_iterations,
             replicas=o.replication_factor,
@@ -311,11 +327,15 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
 
     def _compile_on_device(self, attach=True):
         if self._options.connection_type == enums.ConnectionType.Never:
-            raise Error("this model was compiled with connectionType(ConnectionType.Never): "
-                        "it cannot be run; use ConnectionType.Always or OnDemand")
+            raise OfflineError("Trying to run a model on an offline device: it was compiled "
+                               "with connectionType(ConnectionType.Never) (or "
+                               "useOfflineIpuTarget()), so it cannot run; use "
+                               "ConnectionType.Always or OnDemand")
         if attach:
             self._conn = _placement.attach(self._options, self._ipus)
-        name = "training" if self._training else "inference"
+        # Options.modelName, else PopTorch's defaults: the profiling report's name.
+        name = self._options._values.get("model_name") or \
+            ("training" if self._training else "inference")
         # Options.enableProfiling(dir) as the environment switch the library reads.
         prof = self._options._values.get("profiling_dir")
         saved = os.environ.get("POPLAR_ENGINE_OPTIONS")
@@ -403,6 +423,9 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 self._release()
             raise
         self._clock.record(start, self._exe)
+        if self._options._values.get("log_cycle_count") and \
+                self._clock.device_s is not None:
+            logger.debug("Total number of IPU cycles: %d", self.cycleCount())
         self._steps_run += self._options.device_iterations * \
             self._options.Training.gradient_accumulation
         flat = []
@@ -424,11 +447,13 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 flat[i] = flat[i].to(dt)
         for k, i in enumerate(rec.mutated):
             self._copy_back(leaves[i], flat[rec.n_out + k], self._names[i])
-        first_print = rec.n_graph() - len(rec.prints)
+        first_print = rec.n_graph() - len(rec.prints) - len(rec.buffers)
         for k, title in enumerate(rec.prints):
             t = flat[first_print + k]
             print(f"{title}: {t}" if title else str(t), flush=True)
         self._read_anchors(flat)
+        if rec.buffers and not self._training:
+            self._buffers_to_host()
         if self._training:
             self._host_stale = True
             _hostsync.generation[0] += 1
@@ -436,6 +461,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         if self._trace:
             self._trace_pending = True
             _executors.add(self)
+            profiling.write_report(self._trace)
         return capture.unflatten(rec.out_spec, iter(flat[:rec.n_out]))
 
     # ---- weights, optimizer, device ----------------------------------------------------

@@ -7,6 +7,7 @@ no meaning on ipuofd are accepted with a warning naming them; a name PopTorch do
 have is an AttributeError, so typos are not swallowed.
 """
 import copy
+import enum
 import json
 import os
 import warnings
@@ -15,30 +16,42 @@ import torch
 
 from . import _lib, enums
 from ._logging import logger
+from ._popart_options import _PopartOptions
 from .errors import Error
 
 # PopTorch option calls that change nothing here (the simulated IPU has no such knob);
-# accepted with a warning so PopTorch programs run unchanged.
+# accepted with a warning so PopTorch programs run unchanged. Those of _RECORDED below
+# also keep their value where PopTorch keeps it (printed, copied, in toDict()).
 _IGNORED = {
-    "Options": ("enableExecutableCaching", "useIpuModel", "enableSyntheticData",
-                "enableStableNorm", "syncPattern", "useIpuId",
-                "showCompilationProgressBar",
-                "setAvailableMemoryProportion", "broadcastBuffers", "maxRepeatLogs",
-                "modelName", "disableModuleNamescope",
-                "sourceLocationExcludes", "appendToLocationExcludes",
-                "useOfflineIpuTarget", "loadFromFile"),
-    "_TrainingOptions": ("setMeanAccumulationAndReplicationReductionStrategy",
-                         "setConvolutionDithering"),
-    "_PopartOptions": ("setEngineOptions", "setPatterns"),
-    "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat",
-                          "enableFloatingPointExceptions"),
+    "Options": ("showCompilationProgressBar", "disableModuleNamescope",
+                "sourceLocationExcludes",
+                "appendToLocationExcludes"),
+    "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat"),
     "_JitOptions": ("traceModel",),
-    "_TensorLocationOptions": ("numIOTiles",),
-    "TensorLocationSettings": ("minElementsForOffChip",
-                               "minElementsForReplicatedTensorSharding",
-                               "useReplicatedTensorSharding", "useIOTilesToLoad",
-                               "useIOTilesToStore"),
 }
+
+# name -> (group, how the arguments are recorded): "popart:key" into _Popart.options,
+# "value:key" into the group's own values.
+_RECORDED = {
+    ("Options", "enableStableNorm"): "popart:enableStableNorm",
+    ("Options", "useIpuModel"): "value:use_model",
+    ("Options", "useIpuId"): "value:ipu_id",
+    ("Options", "maxRepeatLogs"): "value:max_repeat_logs",
+    ("_PrecisionOptions", "enableFloatingPointExceptions"):
+        "popart:enableFloatingPointChecks",
+    ("TensorLocationSettings", "minElementsForOffChip"): "value:minElementsForOffChip",
+    ("TensorLocationSettings", "minElementsForReplicatedTensorSharding"):
+        "value:minElementsForReplicatedTensorSharding",
+    ("TensorLocationSettings", "useReplicatedTensorSharding"):
+        "value:useReplicatedTensorSharding",
+    ("TensorLocationSettings", "useIOTilesToLoad"): "value:useIOTilesToLoad",
+    ("TensorLocationSettings", "useIOTilesToStore"): "value:useIOTilesToStore",
+}
+
+
+class ConfigFileError(Exception):
+    """A line of an options file (Options.loadFromFile) that is not Python: its line,
+    file name and the parser's message."""
 
 
 class _OptionsDict:
@@ -49,12 +62,25 @@ class _OptionsDict:
         object.__setattr__(self, "_frozen", False)
 
     def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
         values = self.__dict__.get("_values", {})
         if name in values:
             return values[name]
-        if name in _IGNORED.get(type(self).__name__, ()):
+        cls = _group_name(self)
+        if name in _IGNORED.get(cls, ()):
             return _ignored(self, name)
+        if (cls, name) in _RECORDED:
+            return _ignored(self, name, _RECORDED[(cls, name)])
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __deepcopy__(self, memo):
+        """PopTorch's rule: a copy is not frozen (copy.deepcopy, clone)."""
+        c = type(self).__new__(type(self))
+        memo[id(self)] = c
+        for k, v in self.__dict__.items():
+            object.__setattr__(c, k, False if k == "_frozen" else copy.deepcopy(v, memo))
+        return c
 
     def __setattr__(self, name, value):
         if name.startswith("_"):
@@ -72,6 +98,10 @@ class _OptionsDict:
         if self._frozen:
             raise Error("Can't modify frozen Options")
 
+    def _popart(self):
+        """The _PopartOptions of the Options this group belongs to."""
+        return self.__dict__["_popart_options"]
+
     def toDict(self):
         """The values as a plain dict (groups as nested dicts)."""
         return {k: v.toDict() if isinstance(v, _OptionsDict) else v
@@ -85,22 +115,45 @@ class _OptionsDict:
 _warned = set()
 
 
-def _ignored(group, name):
+def _group_name(group):
+    """The options class group belongs to (a subclass, as popdist wraps them, counts as
+    its base)."""
+    for cls in type(group).__mro__:
+        if cls.__module__ == __name__:
+            return cls.__name__
+    return type(group).__name__
+
+
+def _warn_ignored(name):
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"poptorch.Options: {name}() has no effect on ipuofd's simulated "
+                      "IPUs; ignored (warned once)", stacklevel=3)
+
+
+def _ignored(group, name, record=None):
     """A setter that warns (once per name and process) that name has no effect on ipuofd
-    and returns the group."""
+    and returns the group; with record ("popart:key" or "value:key") it also keeps its
+    argument (True when called without one) where PopTorch keeps it."""
 
     def setter(*args, **kwargs):
-        if name not in _warned:
-            _warned.add(name)
-            warnings.warn(f"poptorch.Options: {name}() has no effect on ipuofd's simulated "
-                          "IPUs; ignored (warned once)", stacklevel=2)
+        _warn_ignored(name)
+        if record is not None:
+            group._check_frozen()
+            where, key = record.split(":", 1)
+            value = args[0] if len(args) == 1 else (list(args) if args else True)
+            if where == "popart":
+                group._popart()._record(key, value)
+            else:
+                group._values[key] = value
         return group
     return setter
 
 
 class TensorLocationSettings(_OptionsDict):
     """Where one kind of tensor lives: on chip (the default) or in the host-side remote
-    memory (useOnChipStorage(False))."""
+    memory (useOnChipStorage(False)). The other settings (minimum sizes, IO tiles,
+    replicated tensor sharding) are kept and warned about once: ipuofd has no such knob."""
 
     def __init__(self):
         super().__init__(onChip=True)
@@ -110,12 +163,15 @@ class TensorLocationSettings(_OptionsDict):
             use = True
         if not isinstance(use, bool):
             raise ValueError("useOnChipStorage expects True, False or None")
+        self._check_frozen()
         self._values["onChip"] = use
         return self
 
 
 class _TensorLocationOptions(_OptionsDict):
-    KINDS = ("weights", "activations", "accumulators", "optimizer")
+    # kind (as the placement names it) -> PopTorch's key
+    KINDS = {"weights": "location_weight", "activations": "location_activation",
+             "accumulators": "location_accumulator", "optimizer": "location_optimizer"}
 
     def __init__(self):
         super().__init__()
@@ -125,7 +181,7 @@ class _TensorLocationOptions(_OptionsDict):
         if not isinstance(settings, TensorLocationSettings):
             raise ValueError(f"set{kind.capitalize()}Location expects a "
                              "poptorch.TensorLocationSettings")
-        self._values[f"location_{kind}"] = dict(settings._values)
+        self._values[self.KINDS[kind]] = dict(settings._values)
         return self
 
     def setActivationLocation(self, location):
@@ -140,16 +196,32 @@ class _TensorLocationOptions(_OptionsDict):
     def setOptimizerLocation(self, location):
         return self._set("optimizer", location)
 
+    def numIOTiles(self, num_tiles):
+        """IO tiles per IPU (PopTorch's range: even, 32 to 192). Checked and kept; ipuofd's
+        simulated IPUs have no IO tiles, so it changes nothing (warned once)."""
+        if not isinstance(num_tiles, int) or isinstance(num_tiles, bool) or \
+                not 32 <= num_tiles <= 192 or num_tiles % 2:
+            # AssertionError: the class PopTorch raises for it, which its users catch.
+            raise AssertionError("numIOTiles must be an even number between 32 and 192. "
+                                 f"(got {num_tiles!r})")
+        _warn_ignored("numIOTiles")
+        self._check_frozen()
+        self._values["numIOTiles"] = num_tiles
+        return self
+
     def off_chip(self):
         """The kinds placed off chip, in KINDS order."""
-        return [k for k in self.KINDS
-                if not self._values.get(f"location_{k}", {}).get("onChip", True)]
+        return [k for k, key in self.KINDS.items()
+                if not self._values.get(key, {}).get("onChip", True)]
 
 
 class _TrainingOptions(_OptionsDict):
     def __init__(self):
         super().__init__(gradient_accumulation=1,
-                         accumulation_and_replication_reduction_type=enums.ReductionType.Mean)
+                         accumulation_and_replication_reduction_type=enums.ReductionType.Mean,
+                         meanAccumulationAndReplicationReductionStrategy=(
+                             enums.MeanReductionStrategy.Post))
+        object.__setattr__(self, "_strategy_given", False)
 
     def setAutomaticLossScaling(self, enabled):
         """PopTorch's automatic loss scaling, run by the daemon's optimizer step (PopART's
@@ -175,6 +247,42 @@ class _TrainingOptions(_OptionsDict):
                              "poptorch.ReductionType.Mean or poptorch.ReductionType.Sum "
                              f"(NoReduction is not supported), not {reduction!r}")
         return self.set(accumulation_and_replication_reduction_type=reduction)
+
+    def setMeanAccumulationAndReplicationReductionStrategy(self, mean_reduction_strategy):
+        """When a Mean reduction divides: Running (a running mean of the accumulated
+        gradients) or Post (the sum, divided once at the end); PostAndLoss is PopTorch's
+        deprecated third. Unset, a training model picks PopTorch's default when it
+        compiles: Running when the optimizer's accum_type is float16 (and not
+        use_combined_accum), else Post. ipuofd accumulates in float32, where the two
+        differ only by rounding (docs/python.md)."""
+        try:
+            strategy = enums.MeanReductionStrategy(mean_reduction_strategy)
+        except ValueError:
+            raise ValueError("setMeanAccumulationAndReplicationReductionStrategy expects "
+                             "poptorch.MeanReductionStrategy.Running, Post or PostAndLoss, "
+                             f"not {mean_reduction_strategy!r}") from None
+        self.set(meanAccumulationAndReplicationReductionStrategy=strategy)
+        object.__setattr__(self, "_strategy_given", True)
+        return self
+
+    def _default_strategy(self, optimizer):
+        """PopTorch's implicit choice for a training model with optimizer (Running for a
+        float16 accum_type without use_combined_accum, else Post), unless one was set."""
+        if self._strategy_given:
+            return
+        running = (getattr(optimizer, "accum_type", None) in (torch.float16, torch.half)
+                   and not getattr(optimizer, "use_combined_accum", None))
+        self._values["meanAccumulationAndReplicationReductionStrategy"] = \
+            enums.MeanReductionStrategy.Running if running else \
+            enums.MeanReductionStrategy.Post
+
+    def setConvolutionDithering(self, enabled):
+        """Kept (PopART's convolutionOptions enableConvDithering); no effect on ipuofd."""
+        _warn_ignored("setConvolutionDithering")
+        self._check_frozen()
+        self._popart()._record("convolutionOptions", {"enableConvDithering": enabled},
+                               merge=True)
+        return self
 
 
 class _DistributedOptions(_OptionsDict):
@@ -237,28 +345,24 @@ class _PrecisionOptions(_OptionsDict):
     def setPartialsType(self, dtype):
         """The accumulators of float16 MatMul and Gemm (Linear): torch.float (default,
         exact float32 sums) or torch.half (float16, emulated in chunks of 16 products:
-        sim/README.md "Dtypes"). Conv and reductions keep float32 partials."""
-        if dtype not in (torch.float32, torch.float16):
+        sim/README.md "Dtypes"). Conv and reductions keep float32 partials. Kept as PopTorch
+        keeps it too (partialsTypeMatMuls, convolutionOptions[partialsType])."""
+        if dtype in (torch.float, torch.float32):
+            type_str = "float"
+        elif dtype in (torch.half, torch.float16):
+            type_str = "half"
+        else:
             raise ValueError(f"setPartialsType expects torch.float or torch.half, not "
                              f"{dtype!r}")
-        return self.set(partials_type=dtype)
+        self.set(partials_type=dtype)
+        self._popart()._record("partialsTypeMatMuls", type_str)
+        self._popart()._record("convolutionOptions", {"partialsType": type_str}, merge=True)
+        return self
 
 
 class _JitOptions(_OptionsDict):
     def __init__(self):
         super().__init__(trace_model=False)
-
-
-class _PopartOptions(_OptionsDict):
-    """PopART session options: none has a meaning on ipuofd."""
-
-    def set(self, key, value):
-        self._check_frozen()
-        if ("_Popart.set", key) not in _warned:
-            _warned.add(("_Popart.set", key))
-            warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
-                          "ipuofd; ignored (warned once)", stacklevel=2)
-        return self
 
 
 class Options(_OptionsDict):
@@ -270,13 +374,19 @@ class Options(_OptionsDict):
             input_cgt=enums.CommGroupType.Consecutive, device_iterations=1, log_dir=".",
             auto_round_num_ipus=False, output_mode=enums.OutputMode.Default,
             output_return_period=1, connection_type=enums.ConnectionType.Always,
-            random_seed=None, execution_strategy=None)
+            random_seed=None, execution_strategy=None, broadcast_buffers=True,
+            max_repeat_logs=4, sync_pattern=enums.SyncPattern.Full,
+            available_memory_proportion={})
+        popart = _PopartOptions()
+        object.__setattr__(self, "_Popart", popart)
+        object.__setattr__(self, "_popart_options", popart)
         object.__setattr__(self, "Training", _TrainingOptions())
         object.__setattr__(self, "Distributed", _DistributedOptions())
         object.__setattr__(self, "TensorLocations", _TensorLocationOptions())
         object.__setattr__(self, "Precision", _PrecisionOptions())
         object.__setattr__(self, "Jit", _JitOptions())
-        object.__setattr__(self, "_Popart", _PopartOptions())
+        for g in (self.Training, self.Precision):
+            object.__setattr__(g, "_popart_options", popart)
         if os.environ.get("POPTORCH_DEFAULT_OPTIONS"):
             self.from_json(os.environ["POPTORCH_DEFAULT_OPTIONS"])
 
@@ -412,6 +522,11 @@ class Options(_OptionsDict):
         """{short name: [long name, mode is the outputs', mode, period]}, PopTorch's."""
         return self._values.get("anchored_tensors", {})
 
+    def broadcastBuffers(self, broadcast_buffers=True):
+        """PopTorch's: with replicas, buffers forward() changes would be broadcast from
+        replica 0 (refused, as by PopTorch); False lets each replica keep its own."""
+        return self.set(broadcast_buffers=bool(broadcast_buffers))
+
     def updatableNamedBuffers(self, buffers):
         """The buffers copyNamedBuffersToDevice() copies to the device (by name)."""
         if isinstance(buffers, str) or not all(isinstance(b, str) for b in buffers):
@@ -422,15 +537,102 @@ class Options(_OptionsDict):
         """Profiling into directory, as POPLAR_ENGINE_OPTIONS' autoReport does."""
         return self.set(profiling_dir=str(directory))
 
+    def syncPattern(self, sync_pattern):
+        """Full, SinglePipeline or ReplicaAndLadder: kept (sync_pattern); ipuofd's IPUs
+        synchronise as with Full whatever it is (warned once)."""
+        if not isinstance(sync_pattern, enums.SyncPattern):
+            raise ValueError("syncPattern expects a poptorch.SyncPattern, not "
+                             f"{sync_pattern!r}")
+        _warn_ignored("syncPattern")
+        return self.set(sync_pattern=sync_pattern)
+
+    def setAvailableMemoryProportion(self, available_memory_proportion):
+        """{"IPU0": proportion, ...}: kept per IPU index (available_memory_proportion);
+        no effect on ipuofd's planner (warned once)."""
+        if not isinstance(available_memory_proportion, dict):
+            raise ValueError("setAvailableMemoryProportion expects a dict such as "
+                             "{'IPU0': 0.6}")
+        kept = {}
+        for k, v in available_memory_proportion.items():
+            if not (isinstance(k, str) and k.startswith("IPU") and k[3:].isdigit()):
+                raise ValueError(f"setAvailableMemoryProportion: '{k}' is not an IPU name "
+                                 "('IPU0', 'IPU1', ...)")
+            if not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"setAvailableMemoryProportion: {k}'s proportion must be "
+                                 f"in (0, 1], not {v!r}")
+            kept[int(k[3:])] = float(v)
+        _warn_ignored("setAvailableMemoryProportion")
+        return self.set(available_memory_proportion=kept)
+
+    def modelName(self, name):
+        """The model's name: the profiling report's subdirectory (default "inference" or
+        "training")."""
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"modelName expects a non-empty name without '/', not {name!r}")
+        return self.set(model_name=name)
+
+    def enableExecutableCaching(self, path):
+        """Kept as PopTorch keeps it (cachePath, enableEngineCaching); ipuofd's daemon
+        caches executables itself, so it changes nothing (warned once)."""
+        _warn_ignored("enableExecutableCaching")
+        self._check_frozen()
+        if path is None:
+            self._Popart._record("enableEngineCaching", False)
+        else:
+            self._Popart._record("cachePath", str(path))
+            self._Popart._record("enableEngineCaching", True)
+        return self
+
+    def enableSyntheticData(self, enabled):
+        """Kept as PopTorch keeps it (syntheticDataMode 2 or 0); ipuofd always moves the
+        real data (warned once)."""
+        if not isinstance(enabled, bool):
+            raise ValueError(f"enableSyntheticData expects True or False, not {enabled!r}")
+        _warn_ignored("enableSyntheticData")
+        self._check_frozen()
+        self._Popart._record("syntheticDataMode", 2 if enabled else 0)
+        return self
+
+    def useOfflineIpuTarget(self, ipu_version=2):
+        """Compile only (ConnectionType.Never): running the model raises. ipu_version (1,
+        2 or 21) is kept; the simulated IPUs are Mk2 whatever it is."""
+        if ipu_version not in (1, 2, 21):
+            raise ValueError("useOfflineIpuTarget expects ipu_version 1 (Mk1), 2 (Mk2) or "
+                             f"21 (Mk2 with FP8), not {ipu_version!r}")
+        self.connectionType(enums.ConnectionType.Never)
+        return self.set(ipu_version=ipu_version)
+
+    def loadFromFile(self, filepath):
+        """Applies an options file: one call per line as it would follow "options." in
+        Python (deviceIterations(4)); blank lines and # comments skipped. A line that is
+        not Python raises ConfigFileError naming the line and file; the calls are made in
+        order, so a later file overrides an earlier one's values only where it sets them."""
+        with open(filepath) as f:
+            lines = f.read().splitlines()
+        cmds = ["options." + line.strip() for line in lines
+                if line.strip() and not line.strip().startswith("#")]
+        code = "\n".join(cmds)
+        import ipuof
+        try:
+            compiled = compile(code, os.path.basename(filepath), "exec")
+        except SyntaxError as err:
+            raise ConfigFileError(
+                f"{type(err).__name__} at line {err.lineno} of "
+                f"{os.path.basename(filepath)}: {err.msg}\n> {(err.text or '').rstrip()}") \
+                from None
+        exec(compiled, {"poptorch": ipuof, "options": self})  # noqa: S102 - the user's file
+        return self
+
     def from_json(self, text):
-        """Applies {"Group.method": value} pairs (a list value is several arguments)."""
+        """Applies {"Group.method": value} pairs (a list value is several arguments; a
+        string "EnumName.Member" naming one of poptorch.enums is that member)."""
         for key, value in json.loads(text).items():
             target = self
             *groups, method = key.split(".")
             for g in groups:
                 target = getattr(target, g)
             args = value if isinstance(value, list) else [value]
-            getattr(target, method)(*args)
+            getattr(target, method)(*[_enum_from_string(a) for a in args])
         return self
 
     def clone(self):
@@ -441,13 +643,47 @@ class Options(_OptionsDict):
             getattr(c, g)._frozen = False
         return c
 
+    # execution_mode as PopTorch's backend numbers the strategies
+    _EXECUTION_MODES = {"PipelinedExecution": 0, "ShardedExecution": 1,
+                        "SerialPhasedExecution": 2, "ParallelPhasedExecution": 2}
+
     def toDict(self):
-        d = super().toDict()
-        for g in self._GROUPS:
-            d[g] = getattr(self, g).toDict()
+        """One flat dictionary, as PopTorch's: the strategy's execution_mode, the _Popart
+        options, these options and those of Training, Distributed and TensorLocations
+        (unset values, None, left out)."""
+        d = {"execution_mode":
+             self._EXECUTION_MODES.get(type(self._execution_strategy).__name__, 0)}
+        d.update(self._Popart.options)
+        for group in (self, self.Training, self.Distributed, self.TensorLocations):
+            for k, v in group._values.items():
+                if v is None or k == "execution_strategy":
+                    continue
+                if k == "profiling_dir":
+                    d["engineOptions"] = {**d.get("engineOptions", {}),
+                                          "autoReport.all": "true",
+                                          "autoReport.directory": v}
+                    continue
+                d[self._BACKEND_NAMES.get(k, k)] = copy.deepcopy(v)
         return d
 
+    # this package's keys -> the names PopTorch's backend has for them
+    _BACKEND_NAMES = {"log_cycle_count": "instrumentWithHardwareCycleCounter",
+                      "updatable_named_buffers": "updatableNamedBuffers"}
+
     def __repr__(self):
+        """Options(values..., Distributed=..., Jit=..., Precision=..., TensorLocations=...,
+        Training=..., _Popart=...): every value, so two Options print alike exactly when
+        they hold the same settings."""
         items = [f"{k}={v!r}" for k, v in self._values.items()]
-        items += [f"{g}={getattr(self, g)!r}" for g in self._GROUPS]
+        items += [f"{g}={getattr(self, g)!r}" for g in sorted(self._GROUPS)]
         return "Options(" + ", ".join(items) + ")"
+
+
+def _enum_from_string(value):
+    """"ConnectionType.OnDemand" -> enums.ConnectionType.OnDemand; anything else as is."""
+    if isinstance(value, str) and value.count(".") == 1:
+        kind, member = value.split(".")
+        cls = getattr(enums, kind, None)
+        if isinstance(cls, type) and issubclass(cls, enum.Enum) and member in cls.__members__:
+            return cls[member]
+    return value

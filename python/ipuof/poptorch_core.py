@@ -2,6 +2,7 @@
 and PopTorch's own tests reach for. The error classes are the package's own (one class
 each, whichever module a program names them through); the internal checks are answered
 by the Python package, since there is no C++ extension here."""
+import contextlib
 import enum
 
 from .errors import Error, RecoverableError, UnrecoverableError
@@ -15,17 +16,24 @@ def isCompilingWithDispatcher():
     return _dispatcher_active[0]
 
 
+@contextlib.contextmanager
+def _capturing():
+    """Marks the host runs that capture a model (isCompilingWithDispatcher and
+    poptorch.isRunningOnIpu are True inside them); nests."""
+    was = _dispatcher_active[0]
+    _dispatcher_active[0] = True
+    try:
+        yield
+    finally:
+        _dispatcher_active[0] = was
+
+
 def _validateOptions(options_dict):
-    """Checks a dictionary made by Options.toDict(): Error naming the first key that is not
-    an option."""
-    from .options import Options
-    if not isinstance(options_dict, dict):
-        raise Error(f"_validateOptions takes Options.toDict(), not a "
-                    f"{type(options_dict).__name__}")
-    known = Options().toDict()
-    for k in options_dict:
-        if k not in known:
-            raise Error(f"Unknown option '{k}'")
+    """Checks a dictionary made by Options.toDict() as PopTorch's backend reads one
+    (_popart_options.validate): Error for a name it has no option of that kind for, or a
+    value of a type no option takes."""
+    from . import _popart_options
+    _popart_options.validate(options_dict)
 
 
 def propagateInputShapes(graph):

@@ -162,3 +162,40 @@ def render_timeline(trace):
     if r.returncode != 0:
         return f"{tool} could not draw {trace}: {r.stderr.strip()[-500:]}"
     return None
+
+
+def write_report(trace):
+    """Copies the run's trace (<directory>/<model name>.trace.json) to
+    <directory>/<model name>/profile.pop, where PopTorch programs look for the report
+    Poplar writes. The file is ipuofd's execution trace, Chrome trace event JSON (open it
+    in Perfetto or chrome://tracing), not PopVision's binary format, which only Poplar
+    writes. A trace the library did not write leaves nothing; a directory that cannot be
+    made or written raises Error."""
+    if not trace or not os.path.isfile(trace):
+        return
+    directory, base = os.path.split(trace)
+    name = base[:-len(".trace.json")] if base.endswith(".trace.json") else base
+    dest = os.path.join(directory, name)
+    try:
+        os.makedirs(dest, exist_ok=True)
+        shutil.copyfile(trace, os.path.join(dest, "profile.pop"))
+    except OSError as exc:
+        raise Error(f"profiling: cannot write the report {dest}/profile.pop: {exc}") \
+            from None
+
+
+def export_proto(onnx_bytes):
+    """POPTORCH_EXPORT_PROTO_FILE=path: writes the graph as compiled (the ONNX ModelProto
+    the daemon is given, PopART's format for the same file) to path, making its
+    directory; Error when it cannot be written."""
+    path = os.environ.get("POPTORCH_EXPORT_PROTO_FILE")
+    if not path:
+        return
+    try:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(onnx_bytes)
+    except OSError as exc:
+        raise Error(f"POPTORCH_EXPORT_PROTO_FILE={path}: cannot write the model: {exc}") \
+            from None

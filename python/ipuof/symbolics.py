@@ -431,8 +431,9 @@ def register():
                      ("triplet_margin_loss", triplet_margin_loss)):
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
     from .symbolics_extra import SYMBOLICS
+    from .symbolics_ops import SYMBOLICS as MORE
     from .symbolics_bag import embedding_bag
     torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
     from .symbolics_math import SYMBOLICS as MATH
-    for name, fn in SYMBOLICS + MATH:
+    for name, fn in SYMBOLICS + MORE + MATH:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

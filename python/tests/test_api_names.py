@@ -24,7 +24,7 @@ def test_poptorch_core_errors_are_the_package_classes():
 
 def test_validate_options():
     core._validateOptions(poptorch.Options().toDict())
-    with pytest.raises(poptorch.Error, match="Unknown option 'nonsense'"):
+    with pytest.raises(poptorch.Error, match="Unknown uint64 option nonsense"):
         core._validateOptions({"nonsense": 1})
 
 

@@ -82,6 +82,26 @@ CASES = {
     "group_norm_2d_input": (nn.GroupNorm(3, 6), [torch.randn(4, 6)]),
     "hinge_embedding": (lambda y, t: F.hinge_embedding_loss(y, t, margin=0.5),
                         [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
+    # symbolics_ops.py
+    "bilinear": (nn.Bilinear(6, 5, 3), [torch.randn(4, 6), torch.randn(4, 5)]),
+    "bilinear_3d_no_bias": (lambda y, z, w: nn.functional.bilinear(y.reshape(2, 2, 6), z, w),
+                            [torch.randn(4, 6), torch.randn(2, 2, 5), torch.randn(3, 6, 5)]),
+    "take_along_dim_broadcast": (lambda y: torch.take_along_dim(
+        y, torch.tensor([[5, 0, 1, 0]]), dim=1), [torch.randn(4, 6)]),
+    "take_along_dim_flat": (lambda y: torch.take_along_dim(y, torch.argmax(y)),
+                            [torch.randn(4, 6)]),
+    "broadcast_to": (lambda y: torch.broadcast_to(y[:, :1], (4, 5)), [torch.randn(4, 6)]),
+    "threshold": (nn.Threshold(0.3, -2.0), [torch.randn(4, 6)]),
+    # 5 into 2 chunks: 3 and 2; 6 into 4: three of 2 (fewer chunks than asked)
+    "chunk_uneven": (lambda y: torch.cat([c * (i + 1) for i, c in
+                                          enumerate(torch.chunk(y[:, :5], 2, dim=1))], 1),
+                     [torch.randn(4, 6)]),
+    "chunk_fewer": (lambda y: torch.cat([c * (i + 1) for i, c in
+                                         enumerate(torch.chunk(y, 4, dim=1))], 1),
+                    [torch.randn(4, 6)]),
+    "norm_inf": (lambda y: torch.norm(y, p=float("inf"), dim=-1), [torch.randn(4, 6)]),
+    "norm_minus_inf": (lambda y: torch.norm(y, p=float("-inf"), dim=0, keepdim=True),
+                       [torch.randn(4, 6)]),
 }
 
 
@@ -109,6 +129,59 @@ def test_op_forward_and_training_step(daemon, name):
     try:
         pm(*args)
         torch.testing.assert_close(m.fc.weight, ref.fc.weight, **T)
+    finally:
+        pm.destroy()
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_reduce(daemon, reduce):
+    """torch.scatter(..., reduce=) with duplicate indices, a scalar and a tensor source
+    (torch has no gradient for it: forward only)."""
+    class S(nn.Module):
+        def forward(self, y, i):
+            return torch.scatter(y, 1, i, 1.5, reduce=reduce), \
+                torch.scatter(y, 1, i, y[:, :2] * 2, reduce=reduce)
+
+    y = torch.randn(4, 6)
+    i = torch.tensor([[0, 0], [1, 5], [2, 2], [3, 0]])
+    pm = poptorch.inferenceModel(S())
+    try:
+        for got, want in zip(pm(y, i), S()(y, i)):
+            torch.testing.assert_close(got, want, **T)
+    finally:
+        pm.destroy()
+
+
+def test_bool_add_is_or(daemon):
+    """bool + bool is a logical or in torch (the exporter wrote an Add of bools)."""
+    class B(nn.Module):
+        def forward(self, a, b):
+            return a + b, (a + b) * b
+
+    a = torch.tensor([True, False, True, False])
+    b = torch.tensor([True, True, False, False])
+    pm = poptorch.inferenceModel(B())
+    try:
+        for got, want in zip(pm(a, b), B()(a, b)):
+            assert got.dtype == torch.bool and torch.equal(got, want)
+    finally:
+        pm.destroy()
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8])
+def test_copy_into_integer_input(daemon, dtype):
+    """Tensor.copy_ of floats into an integer input: torch converts (toward zero); the
+    exporter's graph kept the floats (its output was refused as float)."""
+    class C(nn.Module):
+        def forward(self, x, y):
+            return y.copy_(x) * 3
+
+    x = torch.tensor([[1.7, -0.5, 2.2], [9.9, 0.0, 3.5]]).abs()
+    y = torch.zeros(2, 3, dtype=dtype)
+    pm = poptorch.inferenceModel(C())
+    try:
+        got, want = pm(x, y.clone()), C()(x, y.clone())
+        assert got.dtype == want.dtype and torch.equal(got, want)
     finally:
         pm.destroy()
 
