@@ -157,3 +157,38 @@ def test_rmsprop_planned_buffer_holds_the_step(daemon):
         want = g / ((0.01 * g * g).sqrt() + 1e-8)        # alpha 0.99: v = 0.01 g^2
         assert torch.allclose(ipu_state["Accl3___" + n], want, rtol=RTOL, atol=ATOL), n
     pm.destroy()
+
+
+def _strategy_model(accum_type):
+    opts = poptorch.Options()
+    opts.Training.setMeanAccumulationAndReplicationReductionStrategy(
+        poptorch.MeanReductionStrategy.Post)
+    model = Net()
+    opt = poptorch.optim.Adam(model.parameters(), lr=0.5, accum_type=accum_type)
+    return opt, poptorch.trainingModel(model, opts, optimizer=opt)
+
+
+def test_float16_accum_type_takes_running_over_a_strategy_set(daemon):
+    """PopTorch's trainingModel takes the Running mean for a float16 accum_type even when
+    Post was set; a float32 one keeps what was set."""
+    x, y = data()
+    opt, pm = _strategy_model(torch.float16)
+    pm.compile(x, y)
+    assert pm.options.Training.meanAccumulationAndReplicationReductionStrategy == \
+        poptorch.MeanReductionStrategy.Running
+    opt.param_groups[0]["lr"] = 0.01
+    pm.setOptimizer(opt)           # same accumulators: fine
+    pm.destroy()
+
+
+def test_set_optimizer_refuses_a_float16_accum_type_after_compile(daemon):
+    x, y = data()
+    opt, pm = _strategy_model(torch.float32)
+    pm.compile(x, y)
+    assert pm.options.Training.meanAccumulationAndReplicationReductionStrategy == \
+        poptorch.MeanReductionStrategy.Post
+    opt.accum_type = torch.half
+    with pytest.raises(ValueError, match="needs the Running mean reduction strategy, and "
+                       "the model is already compiled with Post"):
+        pm.setOptimizer(opt)
+    pm.destroy()
