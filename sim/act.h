@@ -85,4 +85,38 @@ extern const struct sim_op sim_op_silu;
  * cost model charges it as the Add it replaces). */
 extern const struct sim_op sim_op_add_act;
 
+/* The internal ops of a fused LayerNorm over the last axis and of a fused exact-erf GELU
+ * (op_layernorm.c; inference only, in no op table). fuse.c allocates their parameters
+ * (owned by the node, freed with it) and points the node's `in` at their `in` array. */
+struct sim_ln_params {
+    int in[3];                  /* x, scale, bias */
+    int64_t rows, cols;         /* x viewed as (rows, cols), cols its last dim */
+    int64_t hw;                 /* > 0: x is channels first, (rows / hw, cols, hw), and the
+                                 * output channels last (a Transpose fused in); else 0 */
+    float eps;
+    bool scalar_scale, scalar_bias; /* one value each, else cols values */
+};
+
+struct sim_gelu_params {
+    int in[2];                  /* a, and the bias added to it first (or -1: none) */
+    int64_t cols;               /* the last dim: the bias's length */
+};
+
+/* The end of a ConvNeXt block fused (op_layernorm.c): z (n, hw, c) -> Add(z, bias) ->
+ * Transpose to (n, c, hw) -> Mul(scale (c, 1, 1)) -> Add(res). */
+struct sim_tail_params {
+    int in[4];                  /* z, bias (or -1), scale, res */
+    int64_t n, hw, c;
+};
+
+/* y = (x - mean) / sqrt(var + eps) * scale + bias per row, as the exported nine nodes. */
+extern const struct sim_op sim_op_layernorm;
+
+/* y = x (erf(x / sqrt 2) + 1) 0.5 with x = a (+ bias): the exported five nodes (and Add),
+ * within 5e-7 of them (op_layernorm.c). */
+extern const struct sim_op sim_op_gelu;
+
+/* y[n, c, p] = (z[n, p, c] + bias[c]) * scale[c] + res[n, c, p], the four nodes' bits. */
+extern const struct sim_op sim_op_tail;
+
 #endif

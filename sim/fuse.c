@@ -14,7 +14,17 @@
  *     mobilenet_v3's activation);
  *   - Add (same-shape float operands) -> one of those activations: one node computing
  *     act(a + b) (sim_op_add_act; resnet's residual Add -> Relu);
- *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu).
+ *   - Sigmoid -> Mul(x, sigmoid(x)) after anything else: one SiLU node (sim_op_silu);
+ *   - LayerNorm over the last axis as torch.onnx.export writes it below opset 17 (ReduceMean,
+ *     Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul scale, Add bias): one LayerNorm node,
+ *     which also takes in a Transpose from channels first before it (ConvNeXt);
+ *   - exact-erf GELU as exported (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5), with the bias Add
+ *     of a Linear before it: one Gelu node (within 5e-7 of the unfused graph, not its bits);
+ *   - the end of a ConvNeXt block (bias Add, Transpose to channels first, Mul by the layer
+ *     scale, residual Add): one TransposeScaleAdd node (these three patterns are in
+ *     fuse_norm.c, their kernels in op_layernorm.c).
+ *   ConvNeXt's LayerNorms, GELUs and block ends were over half of its host time as 21 nodes
+ *   a block, each a pass over memory (issue 18).
  * Conditions: the intermediate tensors are read only by the fused nodes, are not graph
  * outputs, and every node involved has the same stage and IPU. The removed nodes' FLOPs
  * and bytes move to the surviving node (cost.c), so the simulated clock does not change;
@@ -25,61 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exe.h"
-#include "schedule.h"
-
-/* What the pass knows about the schedule. */
-struct fuse {
-    struct sim_exe *e;
-    int *reads;                 /* per value: how many input slots of live nodes read it */
-    bool *is_out;               /* per value: a graph output */
-    int *reader;                /* per value: the last node found reading it */
-    bool *gone;                 /* per node: fused into another */
-};
-
-static bool
-same_place(const struct sim_enode *a, const struct sim_enode *b)
-{
-    return a->ipu == b->ipu && a->stage == b->stage;
-}
-
-/* Whether node s is op `name` (by its table entry's name). */
-static bool
-is(const struct fuse *f, int s, const char *name)
-{
-    return strcmp(f->e->nodes[s].op->name, name) == 0;
-}
-
-/* Value v is an activation read by exactly `n` input slots and not a graph output. */
-static bool
-private_to(const struct fuse *f, int v, int n)
-{
-    return v >= 0 && f->e->vals[v].kind == SIM_V_ACT && !f->is_out[v] && f->reads[v] == n;
-}
-
-/* The node reading value v (valid when reads[v] >= 1). */
-static int
-reader_of(const struct fuse *f, int v)
-{
-    return f->reader[v];
-}
-
-/* Adds the cost of node `from` to node `to` and removes `from`. */
-static void
-absorb(struct fuse *f, int to, int from)
-{
-    struct sim_enode *t = &f->e->nodes[to], *n = &f->e->nodes[from];
-    double flops, bytes, in_bytes = 0;
-
-    sim_cost_node(f->e, from, &flops, &bytes);
-    for (int j = 0; j < n->n_in; j++)
-        if (n->in[j] >= 0)
-            in_bytes += (double)f->e->vals[n->in[j]].bytes;
-    t->fused_flops += flops;
-    t->fused_bytes += bytes;
-    t->fused_in_bytes += in_bytes + n->fused_in_bytes;
-    f->gone[from] = true;
-}
+#include "fuse_int.h"
 
 /* Names node n after the op and the activation fused into it ("Conv+Relu"). */
 static void
@@ -239,6 +195,21 @@ fuse_silu(struct fuse *f, int s)
     e->vals[sn->out[0]].ipu = sn->ipu;
 }
 
+/* Counts the input slots of the live nodes reading each value, and the last such node. */
+static void
+count_reads(struct fuse *f)
+{
+    memset(f->reads, 0, ((size_t)f->e->m->n_vals + 1) * sizeof(int));
+    for (int s = 0; s < f->e->n_nodes; s++)
+        for (int j = 0; !f->gone[s] && j < f->e->nodes[s].n_in; j++) {
+            int v = f->e->nodes[s].in[j];
+            if (v >= 0) {
+                f->reads[v]++;
+                f->reader[v] = s;
+            }
+        }
+}
+
 /* Drops the fused nodes from the schedule: producers and stage starts follow. */
 static void
 compact(struct fuse *f)
@@ -283,14 +254,7 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     }
     for (int i = 0; i < e->m->n_out; i++)
         f.is_out[e->m->outputs[i]] = true;
-    for (int s = 0; s < e->n_nodes; s++)
-        for (int j = 0; j < e->nodes[s].n_in; j++) {
-            int v = e->nodes[s].in[j];
-            if (v >= 0) {
-                f.reads[v]++;
-                f.reader[v] = s;
-            }
-        }
+    count_reads(&f);
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Conv"))
             fuse_conv(&f, s);
@@ -300,6 +264,22 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Sigmoid"))
             fuse_silu(&f, s);
+    count_reads(&f);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "ReduceMean"))
+            sim_fuse_layernorm(&f, s);
+    count_reads(&f);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && e->nodes[s].op == &sim_op_layernorm)
+            sim_fuse_ln_transpose(&f, s);
+    count_reads(&f);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "Div"))
+            sim_fuse_gelu(&f, s);
+    count_reads(&f);
+    for (int s = 0; s < e->n_nodes; s++)
+        if (!f.gone[s] && is(&f, s, "Transpose"))
+            sim_fuse_tail(&f, s);
     for (int s = 0; s < e->n_nodes; s++)
         n_gone += f.gone[s];
     if (n_gone > 0)

@@ -120,4 +120,60 @@ sim_verff(float x)
     return ax < 0.5f ? small : big;
 }
 
+/* Four and sixteen floats (the baseline's and AVX-512's register widths: act.c's Sigmoid,
+ * op_layernorm.c's GELU), with their selects, beside sim_v8f. GCC lowers a 16-float vector
+ * compiled for AVX2 into per-lane scalar code where it converts or compares: use each
+ * level's own width (hot.h). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+
+#define V4(c) ((v4f){ (c), (c), (c), (c) })
+#define SEL4(m, a, b) ((v4f)(((m) & (v4i)(a)) | (~(m) & (v4i)(b))))
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+typedef float v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
+
+#define V16(c) ((v16f){ (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), \
+                        (c), (c), (c) })
+#define SEL16(m, a, b) ((v16f)(((m) & (v16i)(a)) | (~(m) & (v16i)(b))))
+
+/*
+ * *v = e^*v for *v <= 0 (or NaN), in vectors of type VF (ints VI, splat VC, select SEL):
+ * vmath.h's sim_v8expf without the operations that cannot change such an input (the upper
+ * clamp, the rounding's sign test: fx <= 0 rounds as fx - 0.5 truncated, and the
+ * exponent's lower clamp: x >= -87.34 gives n >= -126), so the results are sim_v8expf's,
+ * bit for bit, in fewer instructions. A NaN lane gets n = 0 (converting NaN to an integer
+ * is undefined behaviour, and n + 127 then shifted a negative value) and comes back NaN
+ * through r: Sigmoid and SiLU of NaN are NaN, as in PyTorch.
+ */
+#define EXP_NONPOS(v, VF, VI, VC, SEL)                                                     \
+    do {                                                                                   \
+        VF x_ = SEL(*(v) < -87.3365447505531f, VC(-87.3365447505531f), *(v)), fx_, r_, nf_; \
+        VI n_;                                                                             \
+        fx_ = x_ * 1.44269504088896341f;                                                   \
+        n_ = __builtin_convertvector(SEL(fx_ == fx_, fx_ - 0.5f, VC(0.0f)), VI);           \
+        nf_ = __builtin_convertvector(n_, VF);                                             \
+        r_ = x_ - nf_ * 0.693359375f + nf_ * 2.12194440e-4f;                               \
+        *(v) = SIM_EXPF_POLY(r_) * (VF)((n_ + 127) << 23);                                 \
+    } while (0)
+
+/* The same for one float (vmath.h's sim_vexpf, bit for bit, for x <= 0 or NaN). */
+static inline __attribute__((always_inline)) float
+exp_nonpos(float x)
+{
+    float fx, r, y, s;
+    int32_t n, bits;
+
+    x = x < -87.3365447505531f ? -87.3365447505531f : x;
+    fx = x * 1.44269504088896341f;
+    n = fx == fx ? (int32_t)(fx - 0.5f) : 0; /* NaN: 0, the result NaN through r */
+    r = x - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
+    y = SIM_EXPF_POLY(r);
+    bits = (n + 127) << 23;
+    memcpy(&s, &bits, sizeof(s));
+    return y * s;
+}
+
 #endif

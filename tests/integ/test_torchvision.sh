@@ -3,7 +3,8 @@
 # everyday layers (Upsample, ConvTranspose, LSTM, GRU, float %: inference, and one SGD step of a
 # small classifier with loss and weights against PyTorch's), the torchvision
 # classification models that fit the suite's time budget (batch 2, opset 13, eval,
-# rtol 1e-3 / atol 1e-4) and one SGD step of resnet18, mobilenet_v3_small and the smallest
+# rtol 1e-3 / atol 1e-4; the smallest VisionTransformer too, whose LayerNorms and GELUs the
+# compiler fuses) and one SGD step of resnet18, mobilenet_v3_small and the smallest
 # VisionTransformer against PyTorch's. With "all" (make test-models) every torchvision
 # model the op-coverage issue names and the same three SGD steps, one row per model. Debian's /usr/bin/python3 must have torch, torchvision and
 # onnx (make deps installs them): without them the test fails.
@@ -33,7 +34,7 @@ export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
 if [ "$WHAT" = all ]; then
     set -- all train:resnet18 train:mobilenet_v3_small train:vit_small
 else
-    set -- layers train-layers suite train:resnet18 train:mobilenet_v3_small train:vit_small
+    set -- layers train-layers suite vit_small train:resnet18 train:mobilenet_v3_small train:vit_small
 fi
 "$PY" "$HERE/torch_models.py" "$B" "$D" "$@" >"$D/py.out" 2>&1
 rc=$?
