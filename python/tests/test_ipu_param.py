@@ -192,3 +192,35 @@ def test_set_optimizer_refuses_a_float16_accum_type_after_compile(daemon):
                        "the model is already compiled with Post"):
         pm.setOptimizer(opt)
     pm.destroy()
+
+
+def test_loaded_before_the_compile_applies_at_the_compile(daemon):
+    """ipu_param loaded into an optimizer whose model is not compiled yet: the compile
+    takes the values (a value the device refuses is an Error there)."""
+    torch.manual_seed(3)
+    x, y = data()
+    model = Net()
+    ref = copy.deepcopy(model)
+    opt = poptorch.optim.Adam(model.parameters(), lr=0.001)
+    pm = poptorch.trainingModel(model, optimizer=opt)
+    pm.compile(x, y)
+    sd = copy.deepcopy(opt.state_dict())
+    pm.destroy()
+    for k in sd["ipu_param"]:
+        if k.startswith("learningRate___"):
+            sd["ipu_param"][k] = torch.tensor(0.5)
+    opt2 = poptorch.optim.Adam(model.parameters(), lr=0.001)
+    opt2.load_state_dict(sd)
+    pm2 = poptorch.trainingModel(model, optimizer=opt2)
+    pm2(x, y)
+    names = [n for n, _ in model.named_parameters()]
+    torch_steps(ref, [(names, dict(lr=0.5))], torch.optim.Adam, x, y, 1)
+    close(model, ref)
+    pm2.destroy()
+    sd["ipu_param"]["learningRate___specific___fc1.bias"] = torch.tensor(float("inf"))
+    opt3 = poptorch.optim.Adam(model.parameters(), lr=0.001)
+    opt3.load_state_dict(sd)
+    pm3 = poptorch.trainingModel(model, optimizer=opt3)
+    with pytest.raises(poptorch.Error, match="learning rate inf"):
+        pm3(x, y)
+    pm3.destroy()
