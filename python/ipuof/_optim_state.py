@@ -231,6 +231,14 @@ def overrides(optimizer, trained):
     if not loaded:
         return None, {}
     kind = _kind(optimizer)
+    keys = _SGD_KEYS if kind == _lib.OPTIMIZER_SGD else _KEYS
+    unknown = sorted(set(loaded) - {k + n for _p, n in trained for k in keys} - {_LS})
+    if unknown:
+        raise Error(f"optimizer.load_state_dict(): ipu_param holds {', '.join(unknown[:4])}"
+                    f"{', ...' if len(unknown) > 4 else ''}, which name no hyper-parameter "
+                    f"of this model's {type(optimizer).__name__} (its keys are "
+                    f"{keys[0]}<weight>, {keys[1]}<weight> and {_LS}, for the weights "
+                    "it trains)")
     ls = _scalar(loaded[_LS], _LS) if _LS in loaded else None
     ls_eff = ls if ls is not None else _loss_scaling(optimizer)
     out = {}

@@ -128,6 +128,9 @@ def test_loaded_values_the_device_cannot_take(daemon):
     sd["ipu_param"] = {"learningRate___specific___fc1.weight": torch.zeros(2)}
     with pytest.raises(poptorch.Error, match=r"has shape \[2\]; a hyper-parameter is one"):
         opt.load_state_dict(sd)
+    sd["ipu_param"] = {"learningRate___specific___nosuch.weight": torch.tensor(0.1)}
+    with pytest.raises(poptorch.Error, match=r"nosuch\.weight, which name no hyper-param"):
+        opt.load_state_dict(sd)
     # the model still trains with its own hyper-parameters
     pm(x, y)
     assert float(opt.state_dict()["ipu_param"]["learningRate___specific___fc1.weight"]) \
