@@ -5,10 +5,11 @@
  * CPU time (all threads of the process, CLOCK_PROCESS_CPUTIME_ID) and wall time of a run:
  *
  *   ipuof-cpu FILE.onnx B ROUNDS [LOSS]
- *       ->  "cpu_s=C wall_s=W wall_rest_s=T load_s=L compile_s=P isa=LEVEL"
+ *       ->  "cpu_s=C wall_s=W wall_rest_s=T load_s=L compile_s=P isa=LEVEL out_hash=H"
  *
  * isa is the instruction set the simulator's kernels ran with (IPUOF_SIM_ISA caps it; see
- * sim/hot.h).
+ * sim/hot.h). out_hash is a 64-bit FNV-1a hash of the outputs' bytes after the last run:
+ * two builds or settings that print the same hash computed the same bits.
  *
  * wall_rest_s is the wall time of runs 2..ROUNDS together (0 with one round): with ROUNDS =
  * the daemon's device iterations + 1 it is the in-process side of bench/models.py's
@@ -131,6 +132,7 @@ main(int argc, char **argv)
     size_t len = 0;
     void *bytes;
     int rounds, rc = 1;
+    unsigned long long hash = 14695981039346656037u;
 
     if (argc < 4 || argc > 5 || atoi(argv[2]) < 1 || (rounds = atoi(argv[3])) < 1) {
         fprintf(stderr, "usage: ipuof-cpu FILE.onnx MICRO_BATCH ROUNDS [LOSS]\n");
@@ -172,8 +174,17 @@ main(int argc, char **argv)
         best_wall = w < best_wall ? w : best_wall;
         rest_wall += r > 0 ? w : 0.0;
     }
-    printf("cpu_s=%.4f wall_s=%.4f wall_rest_s=%.4f load_s=%.3f compile_s=%.3f isa=%s\n",
-           best_cpu, best_wall, rest_wall, t1 - t0, t2 - t1, sim_isa_name(sim_isa_current()));
+    for (size_t i = 0; i < sim_exe_output_count(e); i++) {
+        struct sim_io_info info;
+        const unsigned char *out = sim_exe_output_buffer(e, i);
+        if (sim_exe_output_info(e, i, &info) != 0 || out == NULL)
+            continue;
+        for (size_t k = 0; k < info.run_bytes; k++)
+            hash = (hash ^ out[k]) * 1099511628211u;
+    }
+    printf("cpu_s=%.4f wall_s=%.4f wall_rest_s=%.4f load_s=%.3f compile_s=%.3f isa=%s "
+           "out_hash=%016llx\n", best_cpu, best_wall, rest_wall, t1 - t0, t2 - t1,
+           sim_isa_name(sim_isa_current()), (unsigned long long)hash);
     print_op_times(e, rounds);
     rc = 0;
     goto out;

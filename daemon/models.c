@@ -8,7 +8,8 @@
  * compile, which then also stays in the cache. Entries not in use are evicted least
  * recently used first beyond cache_entries, beyond host_memory of run buffers, and
  * beyond cache_bytes of everything the entries hold (cache_entry_bytes: model bytes,
- * weights, every buffer), counting the entries in use.
+ * weights, every buffer, copies made at compile such as reordered Conv weights), counting
+ * the entries in use.
  */
 #include "models.h"
 
@@ -52,7 +53,7 @@ cache_entry_bytes(const struct cache_entry *e)
         if (sim_exe_weight_info(e->exe, i, &w) == 0)
             sum += w.bytes;
     }
-    return sum;
+    return sum + sim_exe_host_copy_bytes(e->exe);
 }
 
 static void

@@ -891,6 +891,8 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     rc = sim_place(e, o, err);
     if (rc == 0 && e->tr == NULL)
         rc = sim_fuse(e, err);
+    if (rc == 0 && e->tr == NULL)
+        rc = sim_layout_plan(e, sim_exe_own, err);
     if (rc == 0 && e->tr != NULL)
         rc = sim_autodiff(e, err);
     if (rc == 0)

@@ -24,6 +24,7 @@
 #include "conv_dnnl_int.h"
 #include "hot.h"
 #include "pool.h"
+#include "sim_int.h"
 
 #define NSETS SIM_DNNL_NSETS
 
@@ -34,7 +35,9 @@ _Static_assert(M_COUNT <= SIM_DNNL_SET_MAX, "a set holds every memory object of 
 /* The primitives for one sub-batch size. */
 struct part {
     int64_t nb;
-    dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain */
+    dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain
+                                         * or the neighbour takes the blocked one */
+    dnnl_memory_desc_t bx, by;          /* the layouts conv reads and writes */
     size_t off_bx, off_by, off_pad, bytes;  /* within the piece's slice of scratch */
     struct sim_dnnl_set sets[NSETS];
 };
@@ -83,7 +86,8 @@ sim_dnnl_key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b)
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->m == b->m &&
            a->oh == b->oh && a->ow == b->ow && a->kh == b->kh && a->kw == b->kw &&
            a->sh == b->sh && a->sw == b->sw && a->dh == b->dh && a->dw == b->dw &&
-           a->ph == b->ph && a->pw == b->pw && a->group == b->group && a->bias == b->bias;
+           a->ph == b->ph && a->pw == b->pw && a->group == b->group && a->bias == b->bias &&
+           a->x_blocked == b->x_blocked && a->y_blocked == b->y_blocked;
 }
 
 static void
@@ -204,6 +208,10 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     /* the end padding that gives exactly (oh, ow) */
     pr[0] = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph;
     pr[1] = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1 - d->w - d->pw;
+    /* a stride that skips the last rows (1x1 stride 2 over an even size: -1) needs no end
+     * padding: oneDNN's (h + pl + pr - k) / s + 1 rounds down to oh with pr = 0 too */
+    pr[0] = pr[0] < 0 && pr[0] > -d->sh ? 0 : pr[0];
+    pr[1] = pr[1] < 0 && pr[1] > -d->sw ? 0 : pr[1];
     if (pr[0] < 0 || pr[1] < 0)
         return -1;
     if (sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
@@ -230,9 +238,11 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     by = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (bx == NULL || bw == NULL || by == NULL ||
-        sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0 ||
-        sim_dnnl_reorder(by, &y_md, false, &pt->ry) != 0)
+        (!d->x_blocked && sim_dnnl_reorder(&x_md, bx, false, &pt->rx) != 0) ||
+        (!d->y_blocked && sim_dnnl_reorder(by, &y_md, false, &pt->ry) != 0))
         goto out;
+    pt->bx = *bx;
+    pt->by = *by;
     *bw_out = *bw;
     pt->off_bx = 0;
     pt->off_by = pt->rx != NULL ? sim_dnnl_md_bytes(bx) : 0;
@@ -335,6 +345,29 @@ sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_
 out:
     pthread_mutex_unlock(&sim_dnnl_lock);
     return rc;
+}
+
+bool
+sim_dnnl_conv_chains(int from, int to)
+{
+    bool ok = false;
+
+    pthread_mutex_lock(&sim_dnnl_lock);
+    if (from >= 0 && from < table_n && to >= 0 && to < table_n) {
+        const struct entry *a = table[from], *b = table[to];
+        ok = a->threads == b->threads && a->pieces == b->pieces &&
+             a->key.n == b->key.n && a->key.m == b->key.c && a->key.oh == b->key.h &&
+             a->key.ow == b->key.w;
+        for (int i = 0; ok && i < 2; i++) {
+            const struct part *pa = &a->part[i], *pb = &b->part[i];
+            size_t plain = (size_t)(pa->nb * a->key.m * a->key.oh * a->key.ow) * sizeof(float);
+            ok = pa->nb == pb->nb &&
+                 (pa->nb == 0 || (dnnl_memory_desc_equal(&pa->by, &pb->bx) &&
+                                  dnnl_memory_desc_get_size(&pa->by) == plain));
+        }
+    }
+    pthread_mutex_unlock(&sim_dnnl_lock);
+    return ok;
 }
 
 dnnl_stream_t
@@ -441,29 +474,60 @@ pieces_fn(void *ctx, int64_t lo, int64_t hi)
             atomic_store(&r->failed, 1);
 }
 
+/* bw = w in the layout the convolution of e wants, on the calling thread (e->rw != NULL).
+ * Returns 0 or -1. */
+static int
+weights_reorder(struct entry *e, const float *w, void *bw)
+{
+    dnnl_stream_t s = sim_dnnl_stream();
+    struct sim_dnnl_set *ws;
+    int rc;
+
+    if (s == NULL)
+        return -1;
+    ws = sim_dnnl_set_take(e->wsets);
+    dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
+    dnnl_memory_set_data_handle(ws->m[M_BW], bw);
+    rc = sim_dnnl_exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
+    if (rc == 0)
+        rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
+    atomic_store(&ws->busy, 0);
+    return rc;
+}
+
 int
-sim_dnnl_conv_run(int id, const float *x, const float *w, const float *bias, float *y,
-                  const struct sim_act *act, void *scratch)
+sim_dnnl_conv_weights(int id, const float *w, float **bw, size_t *bytes)
+{
+    struct entry *e = table[id];
+    void *p;
+
+    *bw = NULL;
+    *bytes = 0;
+    if (e->rw == NULL)
+        return 0;
+    p = sim_aligned_alloc(e->off_slices);
+    if (p == NULL)
+        return -1;
+    if (weights_reorder(e, w, p) != 0) {
+        free(p);
+        return -1;
+    }
+    *bw = p;
+    *bytes = e->off_slices;
+    return 0;
+}
+
+int
+sim_dnnl_conv_run(int id, const float *x, const float *w, bool w_blocked, const float *bias,
+                  float *y, const struct sim_act *act, void *scratch)
 {
     struct entry *e = table[id];
     struct run r = { .e = e, .x = x, .bw = w, .bias = bias, .y = y, .act = act,
                      .scratch = scratch };
 
     atomic_init(&r.failed, 0);
-    if (e->rw != NULL) {
-        dnnl_stream_t s = sim_dnnl_stream();
-        struct sim_dnnl_set *ws;
-        int rc;
-        if (s == NULL)
-            return -1;
-        ws = sim_dnnl_set_take(e->wsets);
-        dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
-        dnnl_memory_set_data_handle(ws->m[M_BW], scratch);
-        rc = sim_dnnl_exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
-        if (rc == 0)
-            rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
-        atomic_store(&ws->busy, 0);
-        if (rc != 0)
+    if (e->rw != NULL && !w_blocked) {
+        if (weights_reorder(e, w, scratch) != 0)
             return -1;
         r.bw = scratch;
     }

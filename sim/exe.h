@@ -46,6 +46,7 @@ struct sim_val {
                                  * to the loss) */
     int gfirst, glast;          /* training: timeline steps the gradient lives (ACT) */
     int64_t goff;               /* training: arena offset of the gradient (ACT), or -1 */
+    bool blocked;               /* in oneDNN's blocked layout, not plain (layout.c) */
 };
 
 /* A weight the executable owns (training, or inference with updatable_weights). */
@@ -210,6 +211,8 @@ struct sim_exe {
 
     void **owned;               /* folded / frozen constant buffers */
     int n_owned, cap_owned;
+    uint64_t host_copy_bytes;       /* compile-time copies among owned (layout.c's reordered
+                                     * Conv weights): sim_exe_host_copy_bytes */
 
     int n_w;                    /* weights the executable owns, in initializer order */
     struct sim_weight *w;
@@ -361,6 +364,17 @@ int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
  * that produces their input (Conv -> Relu, ..., Conv -> Sigmoid -> Mul as SiLU) and
  * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; IPUOF_SIM_FUSE=0 turns it off. */
 int sim_fuse(struct sim_exe *e, struct sim_err *err);
+
+/* How a pass hands a malloc'd buffer to the executable (sim_exe_own), passed in so that
+ * the pass does not call back into compile.c. */
+typedef bool (*sim_exe_own_fn)(struct sim_exe *e, void *p);
+
+/* layout.c: in an inference executable (after fuse.c), the activations that pass from one
+ * oneDNN convolution to others only stay in oneDNN's blocked layout (no reorders between),
+ * and constant Conv weights are reordered for oneDNN once (the copies given to e by own);
+ * IPUOF_SIM_LAYOUT=0 turns it off. Returns 0 (a shape oneDNN refuses stays plain) or
+ * IPUOF_E_NOMEM. */
+int sim_layout_plan(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err);
 
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);

@@ -54,6 +54,10 @@ struct conv_params {
                                      * kernel, no im2col */
     bool dnnl;                      /* the forward runs oneDNN's primitive dnnl_id */
     int dnnl_id;
+    bool bias;                      /* a bias input (the oneDNN key needs it) */
+    const float *bw;                /* the weights reordered once for dnnl_id (layout.c:
+                                     * constant weights of an inference executable, which
+                                     * owns the buffer), or NULL: reordered every run */
     unsigned dnnl_bwd;              /* training: the gradients (BWD_DATA, BWD_WEIGHTS) oneDNN's
                                      * dnnl_bwd_id computes; the others are this file's */
     int dnnl_bwd_id;
@@ -232,10 +236,11 @@ infer_conv(struct sim_infer *c)
             c->bwd_scratch_bytes = need;
         }
     }
+    p->bias = sim_has_in(c, 2);
     if (use_dnnl(p, c->training)) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
-                                   sim_has_in(c, 2) };
+                                   p->bias };
         size_t need;
         if (sim_dnnl_conv_prepare(&d, sim_pool_threads(), &p->dnnl_id, &need) == 0) {
             p->dnnl = true;
@@ -279,6 +284,69 @@ infer_conv(struct sim_infer *c)
             c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
         }
     }
+    return 0;
+}
+
+int
+sim_conv_dnnl_id(const void *params)
+{
+    const struct conv_params *p = params;
+
+    return p != NULL && p->dnnl ? p->dnnl_id : -1;
+}
+
+int
+sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scratch)
+{
+    struct conv_params *p = params;
+    struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                               p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group, p->bias,
+                               x_blocked, y_blocked };
+    int id;
+
+    if (!p->dnnl || sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
+        return -1;
+    p->dnnl_id = id;
+    p->bw = NULL;
+    return 0;
+}
+
+bool
+sim_conv_dnnl_promotable(const void *params)
+{
+    const struct conv_params *p = params;
+    const char *e = getenv("IPUOF_SIM_CONV");
+
+    return p != NULL && !p->dnnl && p->kh == 1 && p->kw == 1 && p->h > 1 && p->group == 1 &&
+           !p->save_cols && !(e != NULL && strcmp(e, "own") == 0);
+}
+
+int
+sim_conv_dnnl_set(void *params, bool on, size_t *scratch)
+{
+    struct conv_params *p = params;
+    struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
+                               p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group, p->bias };
+    int id = 0;
+
+    if (on && sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
+        return -1;
+    p->dnnl = on;
+    p->dnnl_id = on ? id : 0;
+    p->bw = NULL;
+    return 0;
+}
+
+int
+sim_conv_dnnl_weights(void *params, const float *w, float **owned, size_t *bytes)
+{
+    struct conv_params *p = params;
+
+    *owned = NULL;
+    *bytes = 0;
+    if (!p->dnnl || sim_dnnl_conv_weights(p->dnnl_id, w, owned, bytes) != 0)
+        return -1;
+    p->bw = *owned;
     return 0;
 }
 
@@ -574,7 +642,8 @@ fwd_conv(const struct sim_kern *k, struct sim_err *err)
         return 0;
     r.act = k->act;
     if (p->dnnl)
-        return sim_dnnl_conv_run(p->dnnl_id, r.x, r.w, r.bias, r.y, k->act, k->scratch) == 0
+        return sim_dnnl_conv_run(p->dnnl_id, r.x, p->bw != NULL ? p->bw : r.w, p->bw != NULL,
+                                 r.bias, r.y, k->act, k->scratch) == 0
                    ? 0
                    : sim_err_set(err, IPUOF_E_INTERNAL, "oneDNN's convolution failed");
     if (p->depthwise) {

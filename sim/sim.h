@@ -505,6 +505,16 @@ int sim_exe_tensor_info(const struct sim_exe *e, const char *name, int *dtype, i
 /* Nodes left to run each step after constant folding and dead-code removal. */
 size_t sim_exe_node_count(const struct sim_exe *e);
 
+/* Whether the tensor `name` is kept in oneDNN's blocked layout between convolutions
+ * (sim/layout.c): 1, 0 (plain NCHW), or -1 when no tensor has that name or it is not
+ * one (fused away, folded). */
+int sim_exe_tensor_blocked(const struct sim_exe *e, const char *name);
+
+/* Host bytes the executable holds beyond its weights, arenas and run buffers: copies made
+ * at compile time (an inference executable's Conv weights reordered once for oneDNN,
+ * sim/layout.c). 0 when there are none. The daemon's cache counts them. */
+uint64_t sim_exe_host_copy_bytes(const struct sim_exe *e);
+
 /* Run options as resolved by the compiler: D, R and the micro-batch (dim 0 of the first
  * input of rank >= 1, or 0 when there is none), A (1 for inference). */
 unsigned sim_exe_device_iterations(const struct sim_exe *e);
