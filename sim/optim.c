@@ -275,6 +275,10 @@ SIM_HOT_FN(adam_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
  *   else:     d = sqrt(v) + eps
  *   momentum > 0: b = momentum * b + g / d;  p = p - lr * b
  *   else:         p = p - lr * g / d
+ * With a momentum buffer planned (plan_momentum, or momentum in another group) and momentum
+ * 0, the buffer holds the step's g / d (p = p - lr * b, torch's p - lr * (g / d)), as
+ * PopART's velocity with a variable momentum of 0 does; a previous NaN or inf in b does not
+ * carry over.
  * PopTorch's use_tf_variant=True is TensorFlow's (tf.raw_ops.ApplyRMSProp and
  * ApplyCenteredRMSProp): eps inside the square root and the learning rate inside the
  * momentum, d = sqrt(v [- ga^2] + eps); b = momentum * b + lr * g / d; p = p - b. The state
@@ -298,8 +302,8 @@ SIM_HOT_FN(rmsprop_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
         }
         if (s->tf) {
             d = sqrtf(var + s->eps);
-            if (s->mu > 0.0f && b != NULL) {
-                b[i] = s->mu * b[i] + s->lr * g / d;
+            if (b != NULL) {
+                b[i] = (s->mu != 0.0f ? s->mu * b[i] : 0.0f) + s->lr * g / d;
                 p[i] -= b[i];
             } else {
                 p[i] -= s->lr * g / d;
@@ -307,8 +311,8 @@ SIM_HOT_FN(rmsprop_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
             continue;
         }
         d = sqrtf(var) + s->eps;
-        if (s->mu > 0.0f && b != NULL) {
-            b[i] = s->mu * b[i] + g / d;
+        if (b != NULL) {
+            b[i] = (s->mu != 0.0f ? s->mu * b[i] : 0.0f) + g / d;
             p[i] -= s->lr * b[i];
         } else {
             p[i] -= s->lr * g / d;

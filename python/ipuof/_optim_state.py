@@ -4,6 +4,7 @@ the device's state (torch.optim's "state" entries, and PopTorch's "ipu_state" an
 detachFromDevice keeps it on the host. The device names the state "optimizer:step" and
 "optimizer:<slot>:<weight>" (sim/optim_state.c); ipuof_model_read_state /
 ipuof_model_write_state carry it."""
+import math
 import types
 import weakref
 
@@ -157,25 +158,147 @@ def _push(executor, ipu_state=None):
                torch.as_tensor(f, dtype=torch.float32).reshape(()))
 
 
+_SGD_KEYS = ("scaledLearningRate0___specific___", "weightDecayScaleFactor0___specific___")
+_KEYS = ("learningRate___specific___", "weightDecay___specific___")
+_LS = "lossScaling_FLOAT"
+
+
+def _group_of(optimizer, p):
+    return next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
+
+
+def _loss_scaling(optimizer):
+    return float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
+
+
 def _ipu_param(optimizer, executor):
-    """PopTorch's "ipu_param" view: each trained weight's hyper-parameters as tensors
-    (read-only here: the hyper-parameters are param_groups')."""
+    """PopTorch's "ipu_param" view: each trained weight's hyper-parameters as PopART's
+    tensors hold them, from param_groups, with the values a load_state_dict() gave that
+    are still in force (overrides())."""
     out = {}
     kind = _kind(optimizer)
     for p, name in _trained(optimizer, executor):
-        g = next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
+        g = _group_of(optimizer, p)
         lr, wd = float(g["lr"]), float(g.get("weight_decay", 0.0) or 0.0)
         if kind == _lib.OPTIMIZER_SGD:
             dm = float(g.get("dampening", 0.0) or 0.0)
-            ls = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
-            out["scaledLearningRate0___specific___" + name] = torch.tensor(lr * (1 - dm) / ls)
-            out["weightDecayScaleFactor0___specific___" + name] = \
-                torch.tensor(1 - lr * (1 - dm) * wd)
+            out[_SGD_KEYS[0] + name] = torch.tensor(lr * (1 - dm) / _loss_scaling(optimizer))
+            out[_SGD_KEYS[1] + name] = torch.tensor(1 - lr * (1 - dm) * wd)
         else:
-            out["learningRate___specific___" + name] = torch.tensor(lr)
-            out["weightDecay___specific___" + name] = torch.tensor(wd)
-    out["lossScaling_FLOAT"] = torch.tensor(float(getattr(optimizer, "loss_scaling", 1.0)))
+            out[_KEYS[0] + name] = torch.tensor(lr)
+            out[_KEYS[1] + name] = torch.tensor(wd)
+    out[_LS] = torch.tensor(_loss_scaling(optimizer))
+    loaded = _loaded_param(optimizer)
+    if loaded:
+        out.update({k: v.clone() for k, v in loaded.items() if k in out})
     return out
+
+
+def _loaded_param(optimizer):
+    """The ipu_param values load_state_dict() gave, while param_groups and the optimizer's
+    other hyper-parameters are still those it loaded (a later change, given by a call or
+    setOptimizer, wins, as PopTorch's setOptimizer overwrites PopART's optimizer tensors);
+    else None."""
+    from .optim import _base_key
+    loaded = optimizer.__dict__.get("_ipuof_param")
+    if loaded is None or loaded[0] != _base_key(optimizer):
+        return None
+    return loaded[1]
+
+
+def _scalar(v, key):
+    try:
+        t = torch.as_tensor(v, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise Error(f"optimizer.load_state_dict(): ipu_param['{key}'] is {v!r}; a float or "
+                    "a one-element tensor was expected") from exc
+    if t.numel() != 1:
+        raise Error(f"optimizer.load_state_dict(): ipu_param['{key}'] has shape "
+                    f"{list(t.shape)}; a hyper-parameter is one value")
+    return float(t.reshape(()))
+
+
+def overrides(optimizer, trained):
+    """What the loaded ipu_param values in force (_loaded_param) make the device use:
+    (loss_scaling or None, {weight name: {"lr": ..., "weight_decay": ...}}), checked
+    against what the device takes (a clear Error otherwise). SGD's PopART tensors are
+    folded back into torch's terms: scaledLearningRate0 = lr (1 - dampening) / lossScaling
+    and weightDecayScaleFactor0 = 1 - lr (1 - dampening) weight_decay, the gradient being
+    scaled by lossScaling, so lr (1 - dampening) = scaledLearningRate0 x lossScaling.
+    Elsewhere the loss scaling cancels in float32 and only decides float16 accumulators'
+    scale. trained: the (parameter, weight name) pairs the device trains."""
+    loaded = _loaded_param(optimizer)
+    if not loaded:
+        return None, {}
+    kind = _kind(optimizer)
+    keys = _SGD_KEYS if kind == _lib.OPTIMIZER_SGD else _KEYS
+    unknown = sorted(set(loaded) - {k + n for _p, n in trained for k in keys} - {_LS})
+    if unknown:
+        raise Error(f"optimizer.load_state_dict(): ipu_param holds {', '.join(unknown[:4])}"
+                    f"{', ...' if len(unknown) > 4 else ''}, which name no hyper-parameter "
+                    f"of this model's {type(optimizer).__name__} (its keys are "
+                    f"{keys[0]}<weight>, {keys[1]}<weight> and {_LS}, for the weights "
+                    "it trains)")
+    ls = _scalar(loaded[_LS], _LS) if _LS in loaded else None
+    ls_eff = ls if ls is not None else _loss_scaling(optimizer)
+    out = {}
+    for p, name in trained:
+        g = _group_of(optimizer, p)
+        lr, wd = float(g["lr"]), float(g.get("weight_decay", 0.0) or 0.0)
+        if kind == _lib.OPTIMIZER_SGD:
+            k_lr, k_wd = _SGD_KEYS[0] + name, _SGD_KEYS[1] + name
+            if k_lr not in loaded and k_wd not in loaded and ls is None:
+                continue
+            dm = float(g.get("dampening", 0.0) or 0.0)
+            slr0, wdsf0 = lr * (1 - dm) / _loss_scaling(optimizer), 1 - lr * (1 - dm) * wd
+            slr = _scalar(loaded[k_lr], k_lr) if k_lr in loaded else slr0
+            wdsf = _scalar(loaded[k_wd], k_wd) if k_wd in loaded else wdsf0
+            if _as_read(slr, slr0) and _as_read(wdsf, wdsf0) and \
+                    (ls is None or _as_read(ls, _loss_scaling(optimizer))):
+                continue          # what state_dict() gave: param_groups' exact values
+            step = slr * ls_eff                  # lr (1 - dampening)
+            if dm == 1.0 or step == 0.0:
+                if step != 0.0 or wdsf != 1.0:
+                    raise Error(f"optimizer.load_state_dict(): ipu_param {k_lr}={slr:g} and "
+                                f"{k_wd}={wdsf:g} with dampening {dm:g} and loss scaling "
+                                f"{ls_eff:g} are no SGD step ipuofd can take (lr (1 - "
+                                "dampening) is 0, so the weight decay scale factor must be 1)")
+                continue
+            lr, wd = step / (1 - dm), (1 - wdsf) / step
+            what = f"{k_lr}={slr:g}, {k_wd}={wdsf:g}, {_LS}={ls_eff:g}"
+        else:
+            k_lr, k_wd = _KEYS[0] + name, _KEYS[1] + name
+            if k_lr not in loaded and k_wd not in loaded:
+                continue
+            lr1 = _scalar(loaded[k_lr], k_lr) if k_lr in loaded else lr
+            wd1 = _scalar(loaded[k_wd], k_wd) if k_wd in loaded else wd
+            if _as_read(lr1, lr) and _as_read(wd1, wd):
+                continue          # what state_dict() gave: param_groups' exact values
+            lr, wd = lr1, wd1
+            what = f"{k_lr}={lr:g}, {k_wd}={wd:g}"
+        if not (lr >= 0 and math.isfinite(lr)) or not (wd >= 0 and math.isfinite(wd)):
+            raise Error(f"optimizer.load_state_dict(): ipu_param {what} give '{name}' the "
+                        f"learning rate {lr:g} and weight decay {wd:g}; ipuofd's optimizers "
+                        "take a learning rate and weight decay >= 0 and finite")
+        out[name] = {"lr": lr, "weight_decay": wd}
+    if ls is not None and not (ls > 0 and math.isfinite(ls)):
+        if kind != _lib.OPTIMIZER_SGD and _half_accum(optimizer):
+            raise Error(f"optimizer.load_state_dict(): ipu_param {_LS}={ls:g}; with float16 "
+                        "accumulators the loss scaling must be > 0 and finite")
+        ls = None            # cancels in float32 (SGD's is folded into lr above)
+    return ls, out
+
+
+def _as_read(v, base):
+    """Whether v is base as state_dict() gives it (a float32 tensor)."""
+    return v == float(torch.tensor(base, dtype=torch.float32))
+
+
+def _half_accum(optimizer):
+    return any(getattr(optimizer, k, None) in (torch.float16, torch.half)
+               for k in ("accum_type", "velocity_accum_type",
+                         "first_order_momentum_accum_type",
+                         "second_order_momentum_accum_type"))
 
 
 def _bound(optimizer):
@@ -197,6 +320,14 @@ def _state_dict(self):
         sd = torch.optim.Optimizer.state_dict(self)
         sd["ipu_state"] = ipu
         sd["ipu_param"] = _ipu_param(self, ex)
+        view = self.__dict__.get("_ipuof_loaded_view")
+        if view is not None and view[0] == _cache_key(ex):
+            # Until the next run, what load_state_dict() gave, as PopTorch keeps it: keys
+            # left out of it are not there yet.
+            if view[1] is not None:
+                sd["ipu_state"] = dict(view[1])
+            if view[2] is not None:
+                sd["ipu_param"] = dict(view[2])
     else:
         sd = torch.optim.Optimizer.state_dict(self)
         pending = self.__dict__.get("_ipuof_pending")
@@ -210,16 +341,37 @@ def _state_dict(self):
 
 
 def _load_state_dict(self, state_dict):
+    """torch's load_state_dict, plus PopTorch's two views: "ipu_state" is written to the
+    device (at once, or at the compile), "ipu_param" values become the hyper-parameters the
+    device uses (from the next run; keys left out keep theirs) until param_groups or the
+    optimizer's settings change. A value the device cannot take is an Error here, or at
+    the compile when the model is not compiled yet."""
+    from .optim import _base_key
     sd = dict(state_dict)
     ipu_state = sd.pop("ipu_state", None)
     ipu_param = sd.pop("ipu_param", None)
     if isinstance(self, Optimizer) and "ipu_state" not in state_dict and sd.get("state"):
         raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
-    torch.optim.Optimizer.load_state_dict(self, sd)
+    if ipu_param is not None and not isinstance(ipu_param, dict):
+        raise Error(f"optimizer.load_state_dict(): ipu_param is a {type(ipu_param).__name__}; "
+                    "a dict of PopTorch's hyper-parameter names to tensors (as state_dict() "
+                    "gives) was expected")
+    old = {k: self.__dict__.get(k) for k in ("_ipuof_param", "_ipuof_param_gen")}
     ex = _bound(self)
+    torch.optim.Optimizer.load_state_dict(self, sd)
+    if ipu_param is not None:
+        self.__dict__["_ipuof_param"] = (_base_key(self), dict(ipu_param))
+        self.__dict__["_ipuof_param_gen"] = (old["_ipuof_param_gen"] or 0) + 1
+        if ex is not None:
+            try:
+                overrides(self, _trained(self, ex))      # checked where it enters
+            except Error:
+                self.__dict__.update(old)
+                raise
     if ex is not None:
         _push(ex, ipu_state)
-    elif ipu_state is not None:
+        self.__dict__["_ipuof_loaded_view"] = (_cache_key(ex), ipu_state, ipu_param)
+    elif ipu_state is not None or ipu_param is not None:
         self.__dict__["_ipuof_pending"] = (ipu_state, ipu_param)
 
 
@@ -244,3 +396,5 @@ def attached(executor):
     pending = optimizer.__dict__.pop("_ipuof_pending", None)
     if optimizer.state or pending:
         _push(executor, pending[0] if pending else None)
+    if pending:
+        optimizer.__dict__["_ipuof_loaded_view"] = (_cache_key(executor),) + tuple(pending)

@@ -470,6 +470,16 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         """New hyper-parameters (same kind of optimizer), applied without recompiling."""
         if not self._training:
             raise Error("setOptimizer is only meaningful for a training model")
+        tr = self._options.Training
+        if self._exe is not None and tr._needs_running(optimizer) and \
+                tr.meanAccumulationAndReplicationReductionStrategy != \
+                enums.MeanReductionStrategy.Running:
+            raise ValueError("setOptimizer: an optimizer with accum_type=torch.float16 needs "
+                             "the Running mean reduction strategy, and the model is already "
+                             "compiled with "
+                             f"{tr.meanAccumulationAndReplicationReductionStrategy.name}: "
+                             "give the float16 accum_type before the compile (or keep "
+                             "float32)")
         self._optimizer = optimizer
         self._opt_key = optim.key(optimizer)
         optim.bind(optimizer, self)

@@ -487,15 +487,28 @@ def to_struct(optimizer, executor):
         return [ids[id(p)] for p in g["params"]
                 if id(p) in ids and p.requires_grad and (known is None or ids[id(p)] in known)]
     _optim_log.configured(optimizer, executor, [trained(g) for g in groups])
-    if len(groups) > 1:
-        if len(groups) - 1 > 32:
-            raise Error(f"the optimizer has {len(groups)} parameter groups; ipuofd takes at "
-                        "most 33")
-        arr = ffi.new("struct ipuof_optimizer_group[]", len(groups) - 1)
+    # ipu_param values loaded (load_state_dict) and still in force: each weight they change
+    # gets a group of its own, its group's hyper-parameters with theirs.
+    from ._optim_state import overrides
+    ls, over = overrides(optimizer, [(p, ids[id(p)]) for g in groups for p in g["params"]
+                                     if ids.get(id(p)) in trained(g)])
+    if ls is not None:
+        o.loss_scaling = ls
+        if not _optim_log.combined(optimizer):
+            o.velocity_scaling = ls
+    listed = [(g, [n for n in trained(g) if n not in over]) for g in groups[1:]]
+    for g in groups:
+        listed += [(dict(g, **over[n]), [n]) for n in trained(g) if n in over]
+    if listed:
+        if len(listed) > 32:
+            raise Error(f"the optimizer has {len(groups)} parameter groups"
+                        + (f" and loaded ipu_param values give {len(over)} weights their "
+                           "own hyper-parameters" if over else "")
+                        + f": {len(listed) + 1} groups; ipuofd takes at most 33")
+        arr = ffi.new("struct ipuof_optimizer_group[]", len(listed))
         keep.append(arr)
-        for i, g in enumerate(groups[1:]):
+        for i, (g, names) in enumerate(listed):
             _hyper(arr[i], g, kind)
-            names = trained(g)
             cstrs = [ffi.new("char[]", n.encode()) for n in names]
             ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
             keep += cstrs
@@ -503,7 +516,7 @@ def to_struct(optimizer, executor):
             arr[i].weights = ptrs
             arr[i].n_weights = len(cstrs)
         o.groups = arr
-        o.n_groups = len(groups) - 1
+        o.n_groups = len(listed)
     optimizer.__dict__["_ipuof_keep"] = keep
     return o
 
@@ -552,10 +565,8 @@ def half_settings(optimizer, executor):
     return a
 
 
-def key(optimizer):
-    """Everything to_struct reads, to see whether it changed between calls."""
-    if optimizer is None:
-        return None
+def _base_key(optimizer):
+    """Everything to_struct reads from param_groups and the optimizer's settings."""
     groups = tuple(tuple(sorted((k, repr(v) if k != "params" else tuple(id(p) for p in v))
                                 for k, v in g.items()))
                    for g in optimizer.param_groups)
@@ -566,6 +577,14 @@ def key(optimizer):
                             "first_order_momentum_accum_type",
                             "second_order_momentum_accum_type"))
     return (type(optimizer), groups, extra)
+
+
+def key(optimizer):
+    """Everything to_struct reads, to see whether it changed between calls: _base_key and
+    the count of ipu_param loads (load_state_dict)."""
+    if optimizer is None:
+        return None
+    return _base_key(optimizer) + (optimizer.__dict__.get("_ipuof_param_gen", 0),)
 
 
 # The state (state_dict, load_state_dict, what the executor calls): _optim_state.py, which

@@ -265,13 +265,21 @@ class _TrainingOptions(_OptionsDict):
         object.__setattr__(self, "_strategy_given", True)
         return self
 
+    @staticmethod
+    def _needs_running(optimizer):
+        """Whether optimizer's gradient accumulator is float16 (accum_type, without
+        use_combined_accum): PopTorch then takes the Running mean (a Post mean of a float16
+        sum may overflow), whatever strategy was set."""
+        return (getattr(optimizer, "accum_type", None) in (torch.float16, torch.half)
+                and not getattr(optimizer, "use_combined_accum", None))
+
     def _default_strategy(self, optimizer):
-        """PopTorch's implicit choice for a training model with optimizer (Running for a
-        float16 accum_type without use_combined_accum, else Post), unless one was set."""
-        if self._strategy_given:
+        """PopTorch's choice for a training model with optimizer: Running for a float16
+        accum_type without use_combined_accum (even over a strategy set, as PopTorch's
+        trainingModel does), else the strategy set, else Post. Called at the compile."""
+        running = self._needs_running(optimizer)
+        if self._strategy_given and not running:
             return
-        running = (getattr(optimizer, "accum_type", None) in (torch.float16, torch.half)
-                   and not getattr(optimizer, "use_combined_accum", None))
         self._values["meanAccumulationAndReplicationReductionStrategy"] = \
             enums.MeanReductionStrategy.Running if running else \
             enums.MeanReductionStrategy.Post
