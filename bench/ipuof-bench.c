@@ -151,7 +151,13 @@ cmd_connect(const char *addr)
         return -1;
     }
     ipuof_client_set_name(cli, "ipuof-bench");
-    ipuof_client_set_timeouts(cli, 5000, 20000); /* a call takes well under 1 s */
+    /* A call takes well under 1 s; under valgrind (bench/stream.py --callgrind) far longer:
+     * IPUOF_BENCH_TIMEOUT_MS then sets both timeouts. */
+    if (getenv("IPUOF_BENCH_TIMEOUT_MS") != NULL)
+        ipuof_client_set_timeouts(cli, atoi(getenv("IPUOF_BENCH_TIMEOUT_MS")),
+                                  atoi(getenv("IPUOF_BENCH_TIMEOUT_MS")));
+    else
+        ipuof_client_set_timeouts(cli, 5000, 20000);
     rc = ipuof_client_connect(cli, addr);
     if (rc == IPUOF_OK) {
         ao.num_ipus = 1;

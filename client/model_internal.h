@@ -39,6 +39,7 @@ struct ipuof_outbuf {
     int rank;
     int64_t dims[IPUOF_MAX_RANK];
     size_t bytes;
+    size_t got;                      /* of those, received in this run (outputs.c) */
 };
 
 /* One weight a model can read and write (a WeightInfo copied). */
@@ -88,6 +89,9 @@ struct ipuof_model {
     struct ipuof_outbuf *out;        /* n_outputs */
     struct iovec *out_iov;           /* n_outputs, where a reply's payload goes */
     int have_outputs;                /* 1 after a run that completed */
+    int out_streamed;                /* this run's outputs are coming in RunOutputs frames */
+    int out_refused;                 /* a RunOutputs frame was refused: more may follow, so
+                                      * the stream is out of step */
     uint64_t run_us;
 
     /* The simulated clock's figures of the last run (RunReply.cost; profile.c). */
@@ -242,6 +246,19 @@ int ipuof_trace_path_set(ipuof_model *m, const char *dir);
 
 /* Copies a RunReply's cost (may be NULL: a daemon without it) into m. */
 void ipuof_model_take_cost(ipuof_model *m, const Ipuof__RunCost *cost);
+
+/* ---- outputs.c: where a run's output bytes go (no I/O) ---- */
+
+/* A run begins: no RunOutputs frame has come. */
+void ipuof_outputs_reset(ipuof_model *m);
+
+/* place() of a run's sink (struct ipuof_sink, arg m): a RunOutputs frame or the RunReply,
+ * checked against m and payload_len, its payload pointed at m's output buffers (grown to
+ * the sizes the first description of the run gives). Other bodies: IPUOF_OK, nothing
+ * placed. IPUOF_E_PROTO (the frame does not fit the outputs: the stream cannot be trusted)
+ * or IPUOF_E_NOMEM, with a sentence on m->c. */
+int ipuof_outputs_place(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
+                        uint32_t payload_len, struct iovec **iov, int *iovcnt);
 
 /* ---- model.c -------------------------------------------------------------------------- */
 

@@ -5,8 +5,12 @@
  * shape, bytes, the frame payload limit) before anything is sent, so a mistake costs no
  * round trip and its sentence names the input and both shapes. The RunRequest goes out with
  * the inputs' bytes sent straight from the caller's buffers (one sendmsg over all of them);
- * the RunReply's payload is read straight into per-model output buffers, allocated at
- * compile time and grown only when a reply announces more. A run allocates nothing else.
+ * it asks the daemon to stream the outputs (RunRequest.stream_outputs; IPUOF_STREAM_OUTPUTS=0
+ * in the environment turns that off), so their bytes come in RunOutputs frames while later
+ * steps compute, then the RunReply with the time and cost; a daemon that does not stream
+ * answers with one RunReply carrying them all. Either way the bytes are read straight into
+ * per-model output buffers (outputs.c places them), allocated at compile time and grown
+ * only when a frame announces more. A run allocates nothing else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,95 +19,14 @@
 #include "model_internal.h"
 #include "wiremap.h"
 
-/* Checks the RunReply rr against m and the payload of payload_len bytes it came with.
- * Returns IPUOF_OK or IPUOF_E_PROTO with a sentence. */
+/* 1 unless IPUOF_STREAM_OUTPUTS is "0" (the outputs then come in the RunReply alone, as
+ * from a daemon that does not stream: for comparing and measuring). */
 static int
-check_reply(ipuof_model *m, const char *what, const Ipuof__RunReply *rr, uint32_t payload_len)
+stream_wanted(void)
 {
-    ipuof_client *c = m->c;
-    uint64_t sum = 0;
-    int over = 0;
+    const char *v = getenv("IPUOF_STREAM_OUTPUTS");
 
-    if (rr->n_outputs != m->n_outputs)
-        return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                             "ipuofd at %s answered %s with %zu outputs; model '%s' has %zu",
-                             c->address, what, rr->n_outputs, m->name, m->n_outputs);
-    for (size_t i = 0; i < rr->n_outputs; i++) {
-        const Ipuof__TensorInfo *o = rr->outputs[i];
-        uint64_t bytes;
-
-        if (o->n_dims > IPUOF_MAX_RANK ||
-            ipuof_shape_bytes(ipuof_wm_from_wire(&ipuof_wm_dtype, o->dtype, 0), (int)o->n_dims,
-                              o->dims, &bytes) != 0 ||
-            bytes != o->bytes)
-            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                                 "ipuofd at %s described output %zu of %s as %llu bytes of "
-                                 "dtype %d with %zu dims, which do not agree",
-                                 c->address, i, what, (unsigned long long)o->bytes,
-                                 (int)o->dtype, o->n_dims);
-        if (o->name != NULL && o->name[0] != '\0' && strcmp(o->name, m->outputs[i].name) != 0)
-            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                                 "ipuofd at %s returned output %zu of %s as '%s'; the model "
-                                 "calls it '%s'",
-                                 c->address, i, what, o->name, m->outputs[i].name);
-        if (bytes > UINT64_MAX - sum) {
-            over = 1; /* past 2^64: certainly not the payload's length */
-            break;
-        }
-        sum += bytes;
-    }
-    if (over || sum != payload_len)
-        return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                             "ipuofd at %s answered %s with %u payload bytes but its outputs "
-                             "add up to %s%llu bytes",
-                             c->address, what, payload_len, over ? "more than " : "",
-                             (unsigned long long)sum);
-    return IPUOF_OK;
-}
-
-/* place() of the run's sink: checks the RunReply, records each output's description and
- * points the payload at the model's output buffers, growing those that are too small.
- * Frames of another body are left to the caller (their payload is discarded). */
-static int
-place_outputs(void *arg, ipuof_client *c, const char *what, const Ipuof__Header *h,
-              uint32_t payload_len, struct iovec **iov, int *iovcnt)
-{
-    ipuof_model *m = arg;
-    const Ipuof__RunReply *rr = h->run_reply;
-    int rc;
-
-    *iovcnt = 0;
-    if (h->body_case != IPUOF__HEADER__BODY_RUN_REPLY)
-        return IPUOF_OK;
-    rc = check_reply(m, what, rr, payload_len);
-    if (rc != IPUOF_OK)
-        return rc;
-    for (size_t i = 0; i < m->n_outputs; i++) {
-        const Ipuof__TensorInfo *o = rr->outputs[i];
-        struct ipuof_outbuf *ob = &m->out[i];
-
-        if (ob->buf == NULL || o->bytes > ob->cap) {
-            void *p = realloc(ob->buf, o->bytes != 0 ? (size_t)o->bytes : 1);
-
-            if (p == NULL)
-                return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
-                                     "out of memory for output '%s' (%llu bytes)",
-                                     m->outputs[i].name, (unsigned long long)o->bytes);
-            ob->buf = p;
-            ob->cap = (size_t)o->bytes;
-        }
-        ob->dtype = ipuof_wm_from_wire(&ipuof_wm_dtype, o->dtype, 0);
-        ob->rank = (int)o->n_dims;
-        memset(ob->dims, 0, sizeof ob->dims);
-        if (o->n_dims > 0)
-            memcpy(ob->dims, o->dims, o->n_dims * sizeof *o->dims);
-        ob->bytes = (size_t)o->bytes;
-        m->out_iov[i].iov_base = ob->buf;
-        m->out_iov[i].iov_len = ob->bytes;
-    }
-    *iov = m->out_iov;
-    *iovcnt = (int)m->n_outputs;
-    return IPUOF_OK;
+    return v == NULL || strcmp(v, "0") != 0;
 }
 
 /* Checks what one call sends and receives against the frame payload limits of both sides;
@@ -211,8 +134,10 @@ ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n)
     rr.inputs = m->req_ptrs;
     req.body_case = IPUOF__HEADER__BODY_RUN;
     req.run = &rr;
-    sink.place = place_outputs;
+    rr.stream_outputs = stream_wanted();
+    sink.place = ipuof_outputs_place;
     sink.arg = m;
+    ipuof_outputs_reset(m);
     rc = ipuof_xchg_begin(c, &x, &req, c->request_ms);
     begun = 1;
     if (rc == IPUOF_OK)
@@ -220,7 +145,15 @@ ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n)
     if (rc != IPUOF_OK)
         goto out;
     ipuof_io_rearm(&x.io); /* the timeout bounds the wait for the reply, not the upload */
-    rc = ipuof_xchg_recv(&x, &sink, 0, &h);
+    for (;;) {
+        rc = ipuof_xchg_recv(&x, &sink, 0, &h);
+        if (m->out_refused)
+            x.broken = 1; /* a RunOutputs frame was refused: the rest is not in step */
+        if (rc != IPUOF_OK || h->body_case != IPUOF__HEADER__BODY_RUN_OUTPUTS)
+            break;
+        ipuof_frame_header_free(h); /* its bytes are in the output buffers */
+        h = NULL;
+    }
     if (rc != IPUOF_OK)
         goto out;
     if (h->body_case != IPUOF__HEADER__BODY_RUN_REPLY) {

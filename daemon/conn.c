@@ -254,6 +254,12 @@ conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, i
     return 0;
 }
 
+size_t
+conn_queued(const struct conn *c)
+{
+    return evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
 void
 conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int recovery,
                 const char *component, const char *fmt, ...)

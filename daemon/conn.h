@@ -130,6 +130,10 @@ int conn_send(struct conn *c, const Ipuof__Header *h, const void *payload, uint3
 /* Queues one frame whose payload is the concatenation of iov[0..n). As conn_send. */
 int conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, int n);
 
+/* Bytes queued on c's output, not yet written to the socket (what a stream of frames
+ * checks before it adds one). */
+size_t conn_queued(const struct conn *c);
+
 /* Sets where the payload of the frame now being dispatched goes (its handler calls this). */
 void conn_set_sink(struct conn *c, const struct conn_sink *sink);
 

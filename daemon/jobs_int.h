@@ -17,6 +17,7 @@
 #include "work.h"
 
 struct job;
+struct conn_iov;
 
 /* One process of a job: its connection and what it is waiting for. */
 struct job_proc {
@@ -33,6 +34,9 @@ struct job_proc {
     int run_arriving;            /* the slice's bytes are still being received */
     uint64_t steps_in;           /* micro-batch steps of its slice wholly received */
     struct slice_cursor cur;     /* where its slice's next bytes go */
+    int stream;                  /* its run asked stream_outputs (jobs_out.c) */
+    int stream_begun;            /* its first RunOutputs of the run went out */
+    uint64_t sent;               /* steps of the run whose final rows it was sent */
 };
 
 /* The run of a job's model on a worker. */
@@ -47,6 +51,15 @@ struct run {
     uint64_t us;
     char cut[256];  /* a fault fired at collective: why this daemon leaves the Pod job */
     unsigned delay_ms; /* link:latency faults on the job's links: the worker waits first */
+    /* The outputs going back (jobs_out.c), loop thread only: allocated per run, never per
+     * step; out_ev (NULL when no process streams) wakes the loop as steps end. */
+    struct event *out_ev;
+    _Atomic uint64_t wake_at;    /* the run's threads wake out_ev once this many steps ran */
+    uint64_t chunk;              /* steps between two wake-ups (job_out_stream_start) */
+    struct conn_iov *iov;        /* one per block of every output */
+    Ipuof__TensorInfo *ti, **tp; /* one per output */
+    int64_t (*dims)[2 * SIM_MAX_RANK];
+    Ipuof__OutputPiece *pieces, **pp;
 };
 
 struct job {
@@ -81,6 +94,25 @@ struct job {
     struct job *next;
     struct job_proc proc[];     /* nproc */
 };
+
+/* ---- the outputs of a run (jobs_out.c) ---- */
+
+/* Process q's share of model m (the processes p0 .. p0+n-1 that share it): its index
+ * among them, and the input groups, as slices.c plans them. */
+struct slice_plan job_slice_plan(const struct job_proc *q, const struct model *m);
+
+/* Allocates w's output arrays (for w->m's outputs) / frees them. 0, or -1 out of memory. */
+int job_out_prepare(struct run *w);
+void job_out_release(struct run *w);
+
+/* Before w is submitted (w->feed made): when a process of w->m asked stream_outputs, makes
+ * w->out_ev and has the feed wake it as steps end, so their rows go out while the run goes
+ * on. 0, or -1 out of memory. */
+int job_out_stream_start(struct run *w);
+
+/* Loop thread, the run done well: answers q with the rest of its rows and the RunReply
+ * (time, cost), or, when none went ahead, with one RunReply carrying every output. */
+void job_out_reply(struct job_proc *q, struct run *w);
 
 /* A job of nproc processes named name on count IPUs (fields zeroed, the processes
  * numbered, its job_timeout timer made), or NULL when out of memory. */

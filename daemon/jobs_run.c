@@ -3,8 +3,9 @@
  * straight into its replicas' rows (slices.c); the call starts on a worker once every
  * process has sent the first micro-batch step of its last input, and computes step k while
  * k + 1 arrives (a sim_feed told, at each refill of the receive, the steps every process
- * has sent); each process is answered with its own replicas' rows of every output once the
- * run is done (the reply's header carries the run's time and cost, so it follows the run).
+ * has sent); each process gets its own replicas' rows of every output (jobs_out.c): as the
+ * steps holding them are final when it asked stream_outputs, else once the run is done (the
+ * reply's header carries the run's time and cost, so it follows the run).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,17 +22,6 @@
 #include "models.h"
 #include "srv_state.h"
 #include "slices.h"
-
-/* Process q's share of model m (the processes p0 .. p0+n-1 that share it): its index
- * among them, and the input groups, as slices.c plans them. */
-static struct slice_plan
-plan_of(const struct job_proc *q, const struct model *m)
-{
-    struct slice_plan pl = {m->nproc, q->id - m->proc0, m->group > 1 ? m->group : 1,
-                            m->group_orthogonal};
-
-    return pl;
-}
 
 static void run_all(struct job *j);
 
@@ -55,7 +45,7 @@ feed_progress(struct job *j)
     if (fed <= j->fed)
         return;
     for (unsigned p = 0; p < m->nproc; p++) { /* input groups: one row to every replica */
-        struct slice_plan pl = plan_of(&j->proc[m->proc0 + p], m);
+        struct slice_plan pl = job_slice_plan(&j->proc[m->proc0 + p], m);
         slice_replicate(m->entry->exe, &pl, j->fed, fed);
     }
     j->fed = fed;
@@ -73,7 +63,7 @@ slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
     struct job_proc *q = arg;
     struct job *j = q->job;
     struct sim_exe *exe = j->run_model->entry->exe;
-    struct slice_plan pl = plan_of(q, j->run_model);
+    struct slice_plan pl = job_slice_plan(q, j->run_model);
 
     (void)c;
     q->steps_in = slice_steps_in(exe, &q->cur);
@@ -111,72 +101,6 @@ run_work(struct work_item *it)
         sim_feed_wait_inputs(w->feed, run_steps(exe));
 }
 
-/* Sends process q its replicas' rows of every output of m's last run (all of them for the
- * one process of a model), with the run's cost figures. */
-static void
-reply_run(struct job_proc *q, struct model *m, uint64_t us)
-{
-    struct sim_exe *exe = m->entry->exe;
-    struct slice_plan pl = plan_of(q, m);
-    size_t no = sim_exe_output_count(exe), niov = 0, cap = 0;
-    size_t R = sim_exe_replicas(exe), Rl = R / pl.nproc;
-    Ipuof__Header h = IPUOF__HEADER__INIT;
-    Ipuof__RunReply r = IPUOF__RUN_REPLY__INIT;
-    Ipuof__TensorInfo *ti = calloc(no + 1, sizeof *ti);
-    Ipuof__TensorInfo **tp = calloc(no + 1, sizeof *tp);
-    int64_t(*dims)[2 * SIM_MAX_RANK] = calloc(no + 1, sizeof *dims);
-    struct conn_iov *iov = NULL;
-    Ipuof__RunCost cost;
-    double busy[SIM_MAX_IPUS];
-
-    for (size_t i = 0; i < no; i++) {
-        struct sim_io_info io;
-        sim_exe_output_info(exe, i, &io);
-        cap += io.iterations;
-    }
-    iov = calloc(cap + 1, sizeof *iov);
-    if (ti == NULL || tp == NULL || dims == NULL || iov == NULL) {
-        conn_send_error(q->conn, q->run_req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < no; i++) {
-        struct sim_io_info io;
-        const uint8_t *buf = sim_exe_output_buffer(exe, i);
-        sim_exe_output_info(exe, i, &io);
-        models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK, NULL);
-        if (ti[i].n_dims > 0)
-            dims[i][0] /= pl.nproc;
-        ti[i].bytes /= pl.nproc;
-        tp[i] = &ti[i];
-        /* Block k (a device iteration, or a returned micro-batch) holds R steps; q's are
-         * steps proc*Rl .. (proc+1)*Rl-1. Adjacent pieces go out as one. */
-        for (size_t k = 0; k < io.iterations && io.step_bytes > 0; k++) {
-            const uint8_t *base = buf + (k * R + (size_t)pl.proc * Rl) * io.step_bytes;
-            size_t len = Rl * io.step_bytes;
-            if (niov > 0 && (const uint8_t *)iov[niov - 1].base + iov[niov - 1].len == base) {
-                iov[niov - 1].len += len;
-                continue;
-            }
-            iov[niov].base = base;
-            iov[niov++].len = len;
-        }
-    }
-    r.n_outputs = no;
-    r.outputs = tp;
-    r.run_us = us;
-    models_run_cost(exe, &cost, busy);
-    r.cost = &cost;
-    h.request_id = q->run_req;
-    h.body_case = IPUOF__HEADER__BODY_RUN_REPLY;
-    h.run_reply = &r;
-    conn_sendv(q->conn, &h, iov, (int)niov);
-out:
-    free(ti);
-    free(tp);
-    free(dims);
-    free(iov);
-}
-
 /* Loop thread: the run is done (or was dropped by a stopping daemon before it started).
  * Every process sharing the model gets its rows, or the error. On a job that has ended,
  * every process already had its error from job_end: the run is only freed. */
@@ -190,6 +114,9 @@ run_done(struct work_item *it)
     m->busy = 0;
     if (!j->dead && !it->dropped)
         job_pod_check(j); /* a collective failed: the job ends with PARTITION_RESET */
+    if (w->out_ev != NULL)
+        event_free(w->out_ev); /* the run's threads are done: nothing wakes it now */
+    w->out_ev = NULL;
     sim_feed_free(w->feed);
     w->feed = NULL;
     for (unsigned p = m->proc0; p < m->proc0 + m->nproc; p++)
@@ -197,6 +124,7 @@ run_done(struct work_item *it)
     j->fed = 0;
     if (j->dead) {
         j->inflight = NULL;
+        job_out_release(w);
         free(w);
         job_maybe_free(j);
         return;
@@ -216,7 +144,7 @@ run_done(struct work_item *it)
                             IPUOF_RECOVERY_RETRY, "daemon", "the run of model '%s' was not "
                             "started: ipuofd is stopping", m->name);
         else if (w->rc == IPUOF_OK)
-            reply_run(q, m, w->us);
+            job_out_reply(q, w);
         else
             conn_send_error(c, q->run_req, w->rc, 0, 0, "executor", "%s", w->err.msg);
         q->run_req = 0;
@@ -224,6 +152,7 @@ run_done(struct work_item *it)
         conn_leave(c); /* a kill here ends the job through job_leave */
     }
     j->inflight = NULL;
+    job_out_release(w);
     free(w);
     job_unhold(j);
 }
@@ -294,9 +223,17 @@ run_all(struct job *j)
     struct run *w = calloc(1, sizeof *w);
 
     evtimer_del(j->timer);
-    if (w != NULL)
-        w->feed = sim_feed_new(j->run_model->entry->exe);
-    if (w != NULL && w->feed == NULL) {
+    if (w != NULL) {
+        w->j = j;
+        w->m = j->run_model;
+        w->feed = sim_feed_new(w->m->entry->exe);
+    }
+    if (w != NULL && (w->feed == NULL || job_out_prepare(w) < 0 ||
+                      job_out_stream_start(w) < 0)) {
+        if (w->out_ev != NULL)
+            event_free(w->out_ev);
+        sim_feed_free(w->feed);
+        job_out_release(w);
         free(w);
         w = NULL;
     }
@@ -305,15 +242,16 @@ run_all(struct job *j)
                 "'%s'", j->name);
         return;
     }
-    w->j = j;
-    w->m = j->run_model;
     if (job_pod_collective(j, w->m))
         collective_fault(j, w);
     w->item.run = run_work;
     w->item.done = run_done;
     sim_feed_inputs(w->feed, j->fed);
     if (work_submit(j->srv->work, &w->item) < 0) {
+        if (w->out_ev != NULL)
+            event_free(w->out_ev);
         sim_feed_free(w->feed);
+        job_out_release(w);
         free(w);
         job_end(j, IPUOF_E_NOMEM, "out of memory starting the run of the job on partition "
                 "'%s'", j->name);
@@ -389,7 +327,7 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
                         m->id, j->run_model->id);
         return;
     }
-    pl = plan_of(q, m);
+    pl = job_slice_plan(q, m);
     rc = slice_check(m->entry->exe, &pl, rq->inputs, rq->n_inputs, m->name, &total, msg,
                      sizeof msg);
     if (rc != IPUOF_OK) {
@@ -410,6 +348,9 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
     q->steps_in = 0;
+    q->stream = rq->stream_outputs;
+    q->stream_begun = 0;
+    q->sent = 0;
     if (j->nrun + j->arriving == 0 && m->nproc > 1) /* the first: wait for the others */
         job_arm_timer(j);
     if (payload_len == 0) {

@@ -27,6 +27,8 @@ struct sim_feed {
     unsigned per_step;          /* host-output steps that complete a step: R x N */
     uint64_t out;               /* steps [0, out) have every output row */
     atomic_uint *done;          /* per step: host-output steps done */
+    void (*notify)(void *arg, uint64_t out); /* called as out grows (sim_feed_notify) */
+    void *notify_arg;
 };
 
 struct sim_feed *
@@ -119,13 +121,25 @@ sim_feed_wait_in(struct sim_feed *f, uint64_t k, bool (*cancelled)(void *ud), vo
 void
 sim_feed_out_done(struct sim_feed *f, uint64_t k)
 {
+    uint64_t out;
+
     if (k >= f->steps || atomic_fetch_add(&f->done[k], 1) + 1 != f->per_step)
         return;
     pthread_mutex_lock(&f->mu);
     while (f->out < f->steps && atomic_load(&f->done[f->out]) == f->per_step)
         f->out++;
+    out = f->out;
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
+    if (f->notify != NULL)
+        f->notify(f->notify_arg, out);
+}
+
+void
+sim_feed_notify(struct sim_feed *f, void (*fn)(void *arg, uint64_t out), void *arg)
+{
+    f->notify = fn;
+    f->notify_arg = arg;
 }
 
 void

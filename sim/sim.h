@@ -605,6 +605,12 @@ void sim_feed_inputs(struct sim_feed *f, uint64_t n);
 void sim_feed_close(struct sim_feed *f);
 uint64_t sim_feed_outputs(struct sim_feed *f);
 uint64_t sim_feed_wait_outputs(struct sim_feed *f, uint64_t n);
+/* Has fn(arg, out) called, from the run's threads and without the feed's lock, each time
+ * sim_feed_outputs(f) grows, out being its new value (e.g. to wake an event loop that
+ * sends those rows); calls from two threads may arrive out of order, so the largest out
+ * told is the count. Set it before the run starts; fn must be thread-safe, cheap, and must
+ * not block. */
+void sim_feed_notify(struct sim_feed *f, void (*fn)(void *arg, uint64_t out), void *arg);
 /* Blocks until steps [0, n) of the input are present or the feed is closed; returns the
  * steps present (a run that failed early can wait here for the rest of its input before
  * the caller lets its buffers go). */

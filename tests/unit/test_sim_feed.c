@@ -118,6 +118,23 @@ struct fed_run {
     atomic_int finished;
 };
 
+/* sim_feed_notify's record: calls, and the largest count told. */
+struct told {
+    atomic_uint calls;
+    atomic_uint_fast64_t max;
+};
+
+static void
+on_told(void *arg, uint64_t out)
+{
+    struct told *t = arg;
+    uint_fast64_t m = atomic_load(&t->max);
+
+    atomic_fetch_add(&t->calls, 1);
+    while (out > m && !atomic_compare_exchange_weak(&t->max, &m, out))
+        ;
+}
+
 static void *
 fed_run(void *p)
 {
@@ -151,6 +168,7 @@ check_fed(const struct sim_model *m, const struct sim_compile_opts *o, unsigned 
     struct sim_exe *e = compile_ok(m, o), *g = compile_ok(m, o);
     uint8_t *inputs[8] = { 0 };
     struct fed_run b = { 0 };
+    struct told told = { 0 };
     struct sim_io_info in;
     struct sim_err err;
     uint8_t *want, *got;
@@ -170,6 +188,7 @@ check_fed(const struct sim_model *m, const struct sim_compile_opts *o, unsigned 
     b.e = g;
     b.f = sim_feed_new(g);
     assert_non_null(b.f);
+    sim_feed_notify(b.f, on_told, &told);
     assert_int_equal(pthread_create(&th, NULL, fed_run, &b), 0);
     for (uint64_t k = 0; k + 1 < steps; k++) {
         write_steps(g, inputs, k, k + 1);
@@ -186,6 +205,9 @@ check_fed(const struct sim_model *m, const struct sim_compile_opts *o, unsigned 
            (unsigned long long)before_last, (unsigned long long)steps);
     assert_true(before_last >= steps - lag && before_last < steps);
     assert_int_equal(sim_feed_outputs(b.f), steps);
+    /* the notify was told as the count grew, up to every step (once per growth at most) */
+    assert_int_equal(atomic_load(&told.max), steps);
+    assert_true(atomic_load(&told.calls) >= 1 && atomic_load(&told.calls) <= steps);
     got = results(g, &got_len);
     assert_int_equal(got_len, want_len);
     assert_memory_equal(got, want, want_len);

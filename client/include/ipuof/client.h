@@ -603,7 +603,11 @@ IPUOF_API int ipuof_model_memory(const ipuof_model *m, size_t i, unsigned *ipu_i
  * mismatch is IPUOF_E_SHAPE / IPUOF_E_DTYPE / IPUOF_E_INVAL naming the input, the expected
  * and the received shape. IPUOF_E_TOO_LARGE when the inputs exceed the daemon's frame
  * payload limit (max_payload_bytes): run fewer device iterations per call. Outputs are then
- * available with ipuof_model_output() until the next run or free.
+ * available with ipuof_model_output() until the next run or free. The daemon sends the
+ * output rows of each device iteration while later ones compute (IPUOF_STREAM_OUTPUTS=0 in
+ * the environment: all of them after the run, as one reply); the call returns once every
+ * row and the run's figures are in. IPUOF_E_PROTO when a daemon's output frames do not fit
+ * the outputs it described (the connection is then closed).
  */
 IPUOF_API int ipuof_model_run(ipuof_model *m, const struct ipuof_tensor *inputs, size_t n);
 
