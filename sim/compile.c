@@ -352,7 +352,9 @@ out:
 
 /*
  * float16 per op (sim/README.md "Dtypes"): an op other than Cast, Identity and the
- * shape-only ops that is given a float16 input is inferred as if the input were float
+ * shape-only ops that is given a float16 input (or a float16 weight, which training holds
+ * as floats of float16 values: a weight-only float16 op of a float input, as x @ W of a
+ * .half() model given float32 x, is a float16 op) is inferred as if the input were float
  * (wide[j], a float copy of a known value owned by e), and its float outputs are then typed
  * float16 (half_outputs); the node runs through half_exec.c. Sets *half. Returns 0 or
  * IPUOF_E_NOMEM.
@@ -372,6 +374,12 @@ half_inputs(struct sim_exe *e, const struct sim_enode *n, const struct sim_mnode
         return 0;   /* an If's Where made the Identity of the branch taken */
     for (int j = 0; j < n->n_in; j++) {
         float *f;
+        int v = n->in[j];
+        if (ins[j] != NULL && v >= 0 && e->vals[v].kind == SIM_V_WEIGHT &&
+            e->w[e->vals[v].weight].half) {
+            *half = true;   /* a float16 weight, held as floats of float16 values */
+            continue;
+        }
         if (ins[j] == NULL || ins[j]->dtype != SIM_DTYPE_FLOAT16)
             continue;
         *half = true;

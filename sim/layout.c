@@ -59,7 +59,8 @@ dnnl_conv(const struct sim_exe *e, int s)
     const struct sim_enode *n = &e->nodes[s];
     int x = n->n_in > 0 ? n->in[0] : -1;
 
-    if (strcmp(n->op->name, "Conv") != 0 || x < 0 || e->vals[x].ti.shape.rank > 4)
+    if (strcmp(n->op->name, "Conv") != 0 || x < 0 || e->vals[x].ti.shape.rank > 4 ||
+        n->half)    /* a float16 Conv runs on widened plain copies (half_exec.c) */
         return -1;
     return sim_conv_dnnl_id(n->params);
 }
