@@ -71,7 +71,10 @@ def test_half_convnet_inference(daemon):
                       nn.Linear(8 * 2 * 2, 5)).half()
     x = torch.randn(4, 3, 8, 8).half()
     pm = poptorch.inferenceModel(m)
-    out = pm(x)
+    try:
+        out = pm(x)
+    finally:
+        pm.destroy()    # a failure below must not keep the IPU from the tests after it
     assert out.dtype == torch.float16
     f = copy.deepcopy(m).float()
     h = x.float()
@@ -86,7 +89,6 @@ def test_half_convnet_inference(daemon):
           f"|out - float32| {d_32:.3g} (bound {bound:.3g})")
     torch.testing.assert_close(out.float(), h, rtol=2 ** -10, atol=2 ** -14)
     assert d_32 <= bound
-    pm.destroy()
 
 
 def test_per_op_rounding_is_not_round_once(daemon):
