@@ -70,7 +70,7 @@ struct conn {
     uint32_t pid;
     int revoked_code;            /* why the partition was taken away (IPUOF_E_DEVICE_RESET,
                                   * ...), until the next attach; 0: it was not */
-    char revoked_msg[512];       /* the sentence the Notice carried */
+    char revoked_msg[768];       /* the sentence the Notice carried (job_end's msg) */
     struct waiter *waiter;       /* queued attach, or NULL */
     struct event *handshake_timer;
     struct event *resume;        /* continues frame processing after a fairness yield */

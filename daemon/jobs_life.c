@@ -255,7 +255,11 @@ job_end(struct job *j, int code, const char *fmt, ...)
                             "%s", msg);
             conn_release_frames(c);
         }
-        /* A slice still arriving is answered when its last byte is in (on_slice). */
+        /* A slice still arriving is answered when its last byte is in (on_slice). Requests
+         * already on their way name models the end frees: they are answered with this
+         * reason, not "no such model" (the Notice may reach the client after them). */
+        c->revoked_code = code;
+        snprintf(c->revoked_msg, sizeof c->revoked_msg, "%s", msg);
         c->job = NULL;
         q->conn = q->run_arriving ? c : NULL;
         conn_leave(c);
@@ -359,18 +363,7 @@ job_leave(struct conn *c)
 void
 job_revoke(struct conn *c, int code, const char *msg)
 {
-    struct job *j = c->job;
-
-    /* Requests already on their way name models the end frees: they are answered with
-     * this reason, not "no such model" (the Notice may reach the client after them). */
-    for (unsigned p = 0; p < j->nproc; p++) {
-        struct conn *o = j->proc[p].conn;
-        if (o == NULL)
-            continue;
-        o->revoked_code = code;
-        snprintf(o->revoked_msg, sizeof o->revoked_msg, "%s", msg);
-    }
-    job_end(j, code, "%s", msg);
+    job_end(c->job, code, "%s", msg);   /* which tells each process's later requests why */
 }
 
 /* A connection waiting for IPUs to attach alone (the queue is in struct srv). */
