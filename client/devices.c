@@ -120,11 +120,26 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
         /* It must be one the partition service made: an attach would otherwise make an
          * ad hoc partition of that name and hide a stale file or a typo. */
         char why[IPUOF_ERRMSG_MAX];
-        rc = ipuof_vipu_get(c, c->target.partition, NULL);
+        struct ipuof_vipu_partition vp;
+        const char *pod_env = getenv("IPUOF_POD_HOSTS");
+        rc = ipuof_vipu_get(c, c->target.partition, &vp);
         if (rc != IPUOF_OK) {
             snprintf(why, sizeof why, "%s", c->err.msg);
             rc = ipuof_err_set(c, rc, "client", "partition '%s' (from %s): %s",
                                c->target.partition, c->target.source, why);
+            goto out;
+        }
+        /* Its GCD must be one of the partition's (on one daemon; across a Pod's daemons
+         * GCD d is daemon d, each holding a one-GCD share). */
+        if (c->target.gcd > 0 && c->target.n_pod_hosts == 0 &&
+            (pod_env == NULL || pod_env[0] == '\0') && vp.num_gcds > 0 &&
+            (unsigned)c->target.gcd >= vp.num_gcds) {
+            rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "partition '%s' (from %s): GCD %d "
+                               "(IPUOF_VIPU_API_GCD_ID or the config file's \"GCD Id\") is "
+                               "not one of its %u GCD%s: give 0%s%u", c->target.partition,
+                               c->target.source, c->target.gcd, vp.num_gcds,
+                               vp.num_gcds == 1 ? "" : "s", vp.num_gcds == 1 ? "" : " to ",
+                               vp.num_gcds == 1 ? 0 : vp.num_gcds - 1);
             goto out;
         }
         a.partition_name = c->target.partition;

@@ -27,8 +27,12 @@
 #include "poprun_part.h"
 
 #define MAX_HOSTS 64
+#define MAX_HOST_NAME 253     /* a DNS name's longest */
+#define MAX_HOST_INDEX 999999 /* host[a-b]'s numbers */
 #define MAX_INSTANCES 256
-#define MAX_WORDS 128
+#define MAX_WORDS 128         /* words of --mpi-global-args, of --mpi-local-args */
+#define MAX_PROGRAM_WORDS 4096 /* PROGRAM and its ARGS */
+#define CTX_WORDS 40          /* poprun's own words of one app context (launch) */
 
 static const char *prog = "poprun";
 
@@ -95,6 +99,13 @@ add_host(struct opts *o, const char *host, size_t len)
 {
     if (len == 0)
         return bad("-H/--host has an empty host name; give host0,host1 or host[0-2,4]");
+    if (host[0] == '-')
+        return bad("-H/--host: host name '%.*s' starts with '-'; a host name starts with a "
+                   "letter or a digit (mpirun and ssh would take it for an option)",
+                   (int)(len > 64 ? 64 : len), host);
+    if (len > MAX_HOST_NAME)
+        return bad("-H/--host: host name '%.40s...' has %zu characters; a host name has at "
+                   "most %d", host, len, MAX_HOST_NAME);
     if (o->nhosts >= MAX_HOSTS)
         return bad("-H/--host names more than %d hosts", MAX_HOSTS);
     for (size_t i = 0; i < len; i++)
@@ -107,6 +118,25 @@ add_host(struct opts *o, const char *host, size_t len)
     if (o->hosts[o->nhosts] == NULL)
         return bad("out of memory");
     o->nhosts++;
+    return 0;
+}
+
+/* One number of -H's host[a-b] range at r (v is the whole value, for the error): 0 with
+ * *x and *end after it, or EX_USAGE when there is no number or it is above MAX_HOST_INDEX. */
+static int
+index_of(const char *v, const char *r, char **end, unsigned long *x)
+{
+    size_t digits = 0;
+
+    while (r[digits] >= '0' && r[digits] <= '9')
+        digits++;
+    if (digits == 0)
+        return bad("-H/--host: expected a number in '%s'; write host[0-2,4]", v);
+    errno = 0;
+    *x = strtoul(r, end, 10);
+    if (digits > 6 || errno != 0 || *x > MAX_HOST_INDEX)
+        return bad("-H/--host: the number '%.*s' in '%s' is too large; host[a-b] numbers are "
+                   "0 to %d", (int)(digits > 24 ? 24 : digits), r, v, MAX_HOST_INDEX);
     return 0;
 }
 
@@ -130,20 +160,22 @@ parse_hosts(struct opts *o, const char *v)
             prefix[br - p] = '\0';
             while (r < close) {
                 char *end;
-                unsigned long a = strtoul(r, &end, 10), b = a;
-                if (end == r)
-                    return bad("-H/--host: expected a number in '%s'; write host[0-2,4]", v);
+                unsigned long a, b;
+                if (index_of(v, r, &end, &a) != 0)
+                    return EX_USAGE;
+                b = a;
                 if (*end == '-') {
-                    const char *s = end + 1;
-                    b = strtoul(s, &end, 10);
-                    if (end == s || b < a)
+                    if (index_of(v, end + 1, &end, &b) != 0)
+                        return EX_USAGE;
+                    if (b < a)
                         return bad("-H/--host: bad range in '%s'; write host[0-2,4]", v);
                 }
                 if (*end != ',' && end != close)
                     return bad("-H/--host: unexpected '%c' in '%s'", *end, v);
-                if (b - a >= MAX_HOSTS)
-                    return bad("-H/--host names more than %d hosts", MAX_HOSTS);
-                for (unsigned long k = a; k <= b; k++) {
+                if (b - a >= MAX_HOSTS || o->nhosts + (b - a) >= MAX_HOSTS)
+                    return bad("-H/--host names more than %d hosts ('%s' names %lu)", MAX_HOSTS,
+                               v, o->nhosts + (b - a) + 1);
+                for (unsigned long k = a; k <= b; k++) { /* b <= MAX_HOST_INDEX: no wrap */
                     char name[300];
                     int n = snprintf(name, sizeof name, "%s%lu", prefix, k);
                     int rc = add_host(o, name, (size_t)n);
@@ -294,7 +326,8 @@ parse(int argc, char **argv, struct opts *o)
 static int
 check(struct opts *o)
 {
-    unsigned ipus = o->num_replicas * o->ipus_per_replica;
+    /* Both are at most 65536: their product needs 64 bits (65536 x 65536 is 0 in 32). */
+    unsigned long long ipus = (unsigned long long)o->num_replicas * o->ipus_per_replica;
 
     if (o->nhosts == 0 && add_host(o, "localhost", 9) != 0)
         return EX_USAGE;
@@ -306,9 +339,9 @@ check(struct opts *o)
         return bad("--num-instances must be divisible by the number of hosts (--num-instances "
                    "%u, %u host%s in -H/--host): the instances are divided evenly among the "
                    "hosts", o->num_instances, o->nhosts, o->nhosts == 1 ? "" : "s");
-    if ((ipus & (ipus - 1)) != 0 || ipus > 1024)
+    if (ipus == 0 || (ipus & (ipus - 1)) != 0 || ipus > 1024)
         return bad("--num-replicas x --ipus-per-replica must be a power of two of at most 1024 "
-                   "(%u x %u = %u): a V-IPU partition is a power of two IPUs", o->num_replicas,
+                   "(%u x %u = %llu): a V-IPU partition is a power of two IPUs", o->num_replicas,
                    o->ipus_per_replica, ipus);
     if (o->only_output >= 0 && (unsigned)o->only_output >= o->num_instances)
         return bad("--only-output-from-instance must be less than --num-instances "
@@ -394,14 +427,15 @@ print_topology(const struct opts *o)
     fflush(stdout);
 }
 
-/* Splits s at whitespace (single and double quotes group, backslash escapes) into words
- * appended to argv at *n (room for max), copied into buf (room for strlen(s) + 1 per
- * call, owned by the caller). 0 or EX_USAGE. */
+/* Splits s at whitespace (single and double quotes group, backslash escapes) into at most
+ * max words appended to argv at *n (the caller has room for max more), copied into buf
+ * (room for strlen(s) + 1 per call, owned by the caller). 0 or EX_USAGE. */
 static int
 split_words(const char *opt, const char *s, char **argv, size_t *n, size_t max, char *buf)
 {
     char quote = 0;
     int in_word = 0;
+    size_t start = *n;
 
     for (const char *p = s;; p++) {
         if (*p == '\0' || (!quote && (*p == ' ' || *p == '\t' || *p == '\n'))) {
@@ -416,8 +450,8 @@ split_words(const char *opt, const char *s, char **argv, size_t *n, size_t max, 
             continue;
         }
         if (!in_word) {
-            if (*n + 1 >= max)
-                return bad("%s has more than %zu words", opt, max / 2);
+            if (*n - start >= max)
+                return bad("%s has more than %zu words; give at most %zu", opt, max, max);
             argv[(*n)++] = buf;
             in_word = 1;
         }
@@ -459,8 +493,8 @@ job_key(char *out)
 static int
 launch(struct opts *o)
 {
-    size_t cap = 64 + (size_t)o->num_instances * (40 + MAX_WORDS), n = 0;
-    char **argv = calloc(cap, sizeof *argv);
+    size_t nprog = 0, ctx, cap, n = 0;
+    char **argv = NULL;
     char *wbuf = malloc(strlen(o->mpi_global ? o->mpi_global : "") + 1 +
                         (strlen(o->mpi_local ? o->mpi_local : "") + 1) * o->num_instances);
     char *vars = malloc((size_t)o->num_instances * (12 * 96 + sizeof o->pod_hosts + 300) +
@@ -470,6 +504,18 @@ launch(struct opts *o)
     size_t used = 0;
     int ex = EX_SOFTWARE, status, root = geteuid() == 0, has_root_flag = 0;
 
+    while (o->program[nprog] != NULL)
+        nprog++;
+    if (nprog > MAX_PROGRAM_WORDS) {
+        ex = bad("the program has %zu words with its arguments; poprun passes at most %d",
+                 nprog, MAX_PROGRAM_WORDS);
+        goto out;
+    }
+    /* Room for every word: mpirun's own (8 with -H and --allow-run-as-root), then per app
+     * context poprun's (CTX_WORDS), --mpi-local-args' and the program's, and the NULL. */
+    ctx = CTX_WORDS + MAX_WORDS + nprog;
+    cap = 8 + MAX_WORDS + (size_t)o->num_instances * ctx + 1;
+    argv = calloc(cap, sizeof *argv);
     if (argv == NULL || wbuf == NULL || vars == NULL) {
         fprintf(stderr, "%s: out of memory\n", prog);
         goto out;
@@ -500,7 +546,7 @@ launch(struct opts *o)
     argv[n++] = (char *)"none";
     if (o->mpi_global != NULL) {
         size_t before = n;
-        if (split_words("--mpi-global-args", o->mpi_global, argv, &n, cap, wp) != 0) {
+        if (split_words("--mpi-global-args", o->mpi_global, argv, &n, MAX_WORDS, wp) != 0) {
             ex = EX_USAGE;
             goto out;
         }
@@ -517,6 +563,10 @@ launch(struct opts *o)
     for (unsigned i = 0; i < o->num_instances; i++) {
         unsigned host = i / per_host, gcd = poprun_part_gcd(&o->part, i, o->num_instances);
         char port[16];
+        if (n + ctx >= cap) { /* cannot happen: cap counts every word */
+            ex = bad("internal error: mpirun's command line outgrew its %zu words", cap);
+            goto out;
+        }
         if (i > 0)
             argv[n++] = (char *)":";
         argv[n++] = (char *)"-np";
@@ -524,7 +574,7 @@ launch(struct opts *o)
         argv[n++] = (char *)"-host";
         argv[n++] = slots[host];
         if (o->mpi_local != NULL) {
-            if (split_words("--mpi-local-args", o->mpi_local, argv, &n, cap, wp) != 0) {
+            if (split_words("--mpi-local-args", o->mpi_local, argv, &n, MAX_WORDS, wp) != 0) {
                 ex = EX_USAGE;
                 goto out;
             }
@@ -565,13 +615,8 @@ launch(struct opts *o)
             argv[n++] = (char *)"exec \"$@\" >/dev/null 2>&1";
             argv[n++] = (char *)"sh";
         }
-        for (char **p = o->program; *p != NULL; p++) {
-            if (n + 2 >= cap) {
-                ex = bad("the program has too many arguments");
-                goto out;
-            }
+        for (char **p = o->program; *p != NULL; p++)
             argv[n++] = *p;
-        }
     }
     argv[n] = NULL;
     if (o->verbose) {

@@ -76,6 +76,57 @@ refuses "a bad host range" 64 "-H/--host: bad range in 'h[3-1]'" -H 'h[3-1]' ech
 refuses "a host named twice" 64 "-H/--host names host 'h1' twice" -H 'h[0-1],h1' echo STARTED
 refuses "an unclosed quote in --mpi-global-args" 64 "--mpi-global-args has an unclosed ' quote" \
     --offline-mode yes --mpi-global-args "--x 'y" echo STARTED
+# Every number and count is checked for overflow, and a host name cannot pass for an option
+# (issue 32, defects 9-12; at fe31a81 each of these started mpirun, asked for a partition of
+# 0 IPUs, looped 2^64 times, or wrote past the heap array of mpirun's words).
+refuses "65536 x 65536 IPUs (0 in 32 bits), offline" 64 \
+    "--num-replicas x --ipus-per-replica must be a power of two of at most 1024 (65536 x 65536 = 4294967296)" \
+    --num-replicas 65536 --ipus-per-replica 65536 --offline-mode yes echo STARTED
+refuses "65536 x 65536 IPUs, online: no partition of size 0 asked for" 64 \
+    "(65536 x 65536 = 4294967296)" \
+    --num-replicas 65536 --ipus-per-replica 65536 --vipu-server-host 127.0.0.1 \
+    --vipu-server-port 1 echo STARTED
+refuses "a host name that is an ssh option" 64 \
+    "-H/--host: host name '-oProxyCommand=id' starts with '-'" -H '-oProxyCommand=id' \
+    --offline-mode yes echo STARTED
+refuses "a host name after a comma that is an option" 64 "host name '-x' starts with '-'" \
+    -H 'a,-x' --num-instances 2 --num-replicas 2 --offline-mode yes echo STARTED
+refuses "a host range number past 2^64" 64 \
+    "-H/--host: the number '18446744073709551615' in 'h[18446744073709551615]' is too large; host[a-b] numbers are 0 to 999999" \
+    -H 'h[18446744073709551615]' --offline-mode yes echo STARTED
+refuses "a host range ending past 2^64" 64 "the number '99999999999999999999999' in" \
+    -H 'h[1-99999999999999999999999]' --offline-mode yes echo STARTED
+refuses "a host range of 65 hosts" 64 "-H/--host names more than 64 hosts ('h[0-64]' names 65)" \
+    -H 'h[0-64]' --offline-mode yes echo STARTED
+refuses "two ranges of 64 hosts in all" 64 "-H/--host names more than 64 hosts ('a[0-31],b[0-32]' names 65)" \
+    -H 'a[0-31],b[0-32]' --offline-mode yes echo STARTED
+long=$(printf 'h%0300d' 0)
+refuses "a host name of 301 characters" 64 "has 301 characters; a host name has at most 253" \
+    -H "$long" --offline-mode yes echo STARTED
+words() { # N WORD: WORD N times, space-separated
+    k=0 w=""
+    while [ $k -lt "$1" ]; do w="$w $2"; k=$((k + 1)); done
+    echo "$w"
+}
+refuses "210 words of --mpi-global-args" 64 "--mpi-global-args has more than 128 words; give at most 128" \
+    --offline-mode yes --mpi-global-args "$(words 210 -q)" echo STARTED
+refuses "129 words of --mpi-local-args" 64 "--mpi-local-args has more than 128 words; give at most 128" \
+    --offline-mode yes --mpi-local-args "$(words 129 -q)" echo STARTED
+# 128 of each reach mpirun whole (a stand-in that prints its words, one a line).
+mkdir -p "$D/argv"
+printf '#!/bin/sh\nfor a in "$@"; do echo "W:$a"; done\n' >"$D/argv/mpirun"
+chmod +x "$D/argv/mpirun"
+PATH="$D/argv:$PATH" "$POPRUN" --offline-mode yes --num-instances 4 --num-replicas 4 \
+    --mpi-global-args "$(words 128 --gw)" --mpi-local-args "$(words 128 --lw)" echo a b c \
+    >"$D/argv.out" 2>&1
+rc=$?
+g=$(grep -c '^W:--gw$' "$D/argv.out") l=$(grep -c '^W:--lw$' "$D/argv.out")
+p=$(grep -c '^W:echo$' "$D/argv.out")
+if [ "$rc" -eq 0 ] && [ "$g" -eq 128 ] && [ "$l" -eq 512 ] && [ "$p" -eq 4 ]; then
+    ok "128 words of --mpi-global-args and of --mpi-local-args x 4 instances reach mpirun whole"
+else
+    not_ok "128 words each: exit $rc, $g global, $l local (want 512), $p programs: $(tail -3 "$D/argv.out")"
+fi
 IPUOF_SERVER=h:0 "$POPRUN" echo STARTED >"$D/out" 2>&1
 rc=$?
 if [ "$rc" -eq 64 ] && grep -q "give the V-IPU server with --vipu-server-host and --vipu-server-port" "$D/out"; then
@@ -247,6 +298,16 @@ if [ "$rc" -ne 0 ] && grep -q "partition 'nope' (from IPUOF_VIPU_API_HOST): no p
     ok "a program given a partition that does not exist is refused, naming where the name came from"
 else
     not_ok "attach to a missing partition ($rc): $(cat "$D/nope")"
+fi
+
+# ... and so is one given a GCD the partition does not have (at fe31a81 it attached).
+IPUOF_VIPU_API_HOST=127.0.0.1 IPUOF_VIPU_API_PORT=$PORT IPUOF_VIPU_API_PARTITION_ID=two \
+    IPUOF_VIPU_API_GCD_ID=5 "$B/bin/ipuof-hello" --ipus 1 >"$D/gcd5" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "partition 'two' (from IPUOF_VIPU_API_HOST): GCD 5 (IPUOF_VIPU_API_GCD_ID or the config file's \"GCD Id\") is not one of its 1 GCD: give 0" "$D/gcd5"; then
+    ok "a program given GCD 5 of a one-GCD partition is refused, saying which GCDs it has"
+else
+    not_ok "IPUOF_VIPU_API_GCD_ID=5 on a one-GCD partition ($rc): $(cat "$D/gcd5")"
 fi
 
 if nm -D "$IPUOF_CLIENT_LIB" 2>/dev/null | grep -q __asan_init; then

@@ -59,7 +59,8 @@ expect "create partition pt --size 4 --num-gcds 2" 0 \
     $A create partition pt --size 4 --num-gcds 2
 expect "create a second one" 0 "create partition (solo): success. State: PS_ACTIVE, IPU 4, 1 GCD." \
     $A create partition solo --size 1 --reconfigurable
-expect "a size that is not a power of two" 64 "--size 3: a partition is a power of two IPUs" \
+expect "a size that is not a power of two, the request named once" 64 \
+    "vipu: create partition x: --size 3: a partition is a power of two IPUs" \
     $A create partition x --size 3
 expect "more GCDs than IPUs" 64 "--num-gcds 4: the GCDs divide the partition's 2 IPUs evenly" \
     $A create partition x --size 2 --num-gcds 4
@@ -67,7 +68,8 @@ expect "a name taken" 75 "partition 'pt' already exists; choose another name or 
     $A create partition pt --size 2
 expect "no room" 75 "cannot attach 8 IPUs: 3 of 8 IPUs are free (5, 6, 7); IPU 4 reserved for partition 'solo' (vipu list partitions), attached by its name only; IPUs 0-3 reserved for partition 'pt'" \
     $A create partition big --size 8
-expect "a bad name" 64 "has the character 0x2f" $A create partition a/b --size 1
+expect "a bad name" 64 "vipu: create partition a/b: partition name 'a/b' has the character 0x2f" \
+    $A create partition a/b --size 1
 expect "create without --size" 64 "create partition q needs --size N" $A create partition q
 expect "an unknown command" 64 "unknown command 'make'" $V make partition q
 expect "an option a verb does not take" 64 "unexpected argument '--size' for this command" \
