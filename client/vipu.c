@@ -139,3 +139,40 @@ ipuof_vipu_remove(ipuof_client *c, const char *name, int force)
     ipuof_frame_header_free(reply);
     return rc;
 }
+
+int
+ipuof_vipu_agents(ipuof_client *c, struct ipuof_vipu_agent *out, size_t max, size_t *n)
+{
+    Ipuof__Header *reply = NULL;
+    int rc = vipu_call(c, IPUOF__VIPU_VERB__VIPU_LIST, NULL, 0, 0, 0, 0, &reply);
+    size_t k = 0;
+
+    if (n != NULL)
+        *n = 0;
+    if (rc == IPUOF_OK) {
+        const Ipuof__VipuReply *vr = reply->vipu_reply;
+        size_t count = vr->n_pod_hosts ? vr->n_pod_hosts : 1;
+        for (; out != NULL && k < count && k < max; k++) {
+            struct ipuof_vipu_agent *a = &out[k];
+            memset(a, 0, sizeof *a);
+            if (vr->n_pod_hosts == 0) { /* no Pod: the daemon is the one agent */
+                ipuof_copy_str(a->address, sizeof a->address, c->address);
+                a->num_ipus = vr->num_ipus;
+                a->reachable = 1;
+                continue;
+            }
+            const Ipuof__PodHost *h = vr->pod_hosts[k];
+            ipuof_copy_str(a->name, sizeof a->name, h->name);
+            ipuof_copy_str(a->address, sizeof a->address, h->client_address);
+            ipuof_copy_str(a->error, sizeof a->error, h->error);
+            a->num_ipus = h->num_ipus;
+            a->free_ipus = h->free_ipus;
+            a->reachable = h->state == IPUOF__POD_HOST_STATE__POD_HOST_SELF ||
+                           h->state == IPUOF__POD_HOST_STATE__POD_HOST_REACHABLE;
+        }
+        if (n != NULL)
+            *n = count;
+    }
+    ipuof_frame_header_free(reply);
+    return rc;
+}

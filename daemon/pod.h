@@ -29,6 +29,7 @@ struct pod_host {
     unsigned num_ipus, free_ipus;
     uint64_t seen_ms;        /* monotonic ms of the last answered hello; 0: never */
     char error[256];         /* why unreachable */
+    char client_addr[256];   /* where clients reach it (its hello reply's client_address) */
 };
 
 struct pod;
@@ -61,6 +62,10 @@ int pod_is_peer(const struct pod *p, const char *name);
 
 /* The Pod address of peer name into addr (1), or 0 when name is not a peer. */
 int pod_peer_addr(const struct pod *p, const char *name, char *addr, size_t len);
+
+/* This daemon's client address as its hello replies carry it: listen's host (HOST:PORT or
+ * [V6]:PORT) with the port it bound, into out (len bytes). */
+void pod_client_address(const char *listen, int bound_port, char *out, size_t len);
 
 /* Stops the hello thread, closes its connections, frees p. NULL is a no-op. */
 void pod_stop(struct pod *p);

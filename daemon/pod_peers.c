@@ -46,6 +46,45 @@ mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The end of a "HOST:PORT" or "[V6]:PORT" address's host (its ':' before the port), or NULL. */
+static const char *
+host_end(const char *a)
+{
+    if (a[0] == '[') {
+        const char *close = strchr(a, ']');
+        return close != NULL && close[1] == ':' ? close + 1 : NULL;
+    }
+    return strrchr(a, ':');
+}
+
+void
+pod_client_address(const char *listen, int bound_port, char *out, size_t len)
+{
+    const char *colon = host_end(listen);
+
+    snprintf(out, len, "%.*s:%d", colon ? (int)(colon - listen) : 0, listen, bound_port);
+}
+
+/* A peer's client address as its hello reply said (said; "" from a daemon that does not
+ * say), into out: a wildcard host (0.0.0.0, [::], or none) is the host of pod_addr, the
+ * address this daemon reaches the peer's Pod port at. */
+static void
+peer_client_addr(const char *said, const char *pod_addr, char *out, size_t len)
+{
+    const char *colon = host_end(said), *pcolon = host_end(pod_addr);
+    size_t hl = colon ? (size_t)(colon - said) : 0;
+
+    if (colon == NULL || pcolon == NULL) {
+        snprintf(out, len, "%s", colon ? said : "");
+        return;
+    }
+    if (hl == 0 || (hl == 7 && memcmp(said, "0.0.0.0", 7) == 0) ||
+        (hl == 4 && memcmp(said, "[::]", 4) == 0))
+        snprintf(out, len, "%.*s%s", (int)(pcolon - pod_addr), pod_addr, colon);
+    else
+        snprintf(out, len, "%s", said);
+}
+
 /* One hello to peer i (index into host[]); records the answer. Runs on the thread. */
 static void
 hello_peer(struct pod *p, int i)
@@ -99,6 +138,13 @@ hello_peer(struct pod *p, int i)
         errbuf_set(err, sizeof err, "the daemon at %s is host '%s' of its Pod, not '%s' as "
                    "[pod] peers says", addr, reply->pod_hello_reply->name, p->host[i].name);
     }
+    if (rc == IPUOF_OK &&
+        reply->pod_hello_reply->free_ipus > reply->pod_hello_reply->num_ipus) {
+        rc = IPUOF_E_PROTO;
+        errbuf_set(err, sizeof err, "the daemon at %s says %u of its %u IPUs are free: more "
+                   "than it has", addr, reply->pod_hello_reply->free_ipus,
+                   reply->pod_hello_reply->num_ipus);
+    }
     if (rc == IPUOF_OK) {
         if (p->host[i].state != POD_REACHABLE)
             log_info("pod: peer %s (%s) is reachable: %u IPUs, %u free", p->host[i].name, addr,
@@ -108,6 +154,8 @@ hello_peer(struct pod *p, int i)
         p->host[i].free_ipus = reply->pod_hello_reply->free_ipus;
         p->host[i].seen_ms = mono_ms();
         p->host[i].error[0] = '\0';
+        peer_client_addr(reply->pod_hello_reply->client_address, addr, p->host[i].client_addr,
+                         sizeof p->host[i].client_addr);
     } else {
         if (p->host[i].state != POD_UNREACHABLE)
             log_warn("pod: peer %s (%s) is unreachable: %s", p->host[i].name, addr, err);

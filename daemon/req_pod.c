@@ -103,6 +103,7 @@ req_pod_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     struct srv *s = c->srv;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__PodHelloReply pr = IPUOF__POD_HELLO_REPLY__INIT;
+    char caddr[300];
 
     (void)payload_len;
     if (!pod_is_peer(s->pod, h->pod_hello->name)) {
@@ -126,6 +127,8 @@ req_pod_hello(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     pr.name = s->cfg.pod_name;
     pr.num_ipus = s->inv->n;
     pr.free_ipus = dev_free_count(s->inv);
+    pod_client_address(s->cfg.listen, s->bound_port, caddr, sizeof caddr);
+    pr.client_address = caddr; /* where vipu reaches this daemon (pod_peers.c) */
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_POD_HELLO_REPLY;
     r.pod_hello_reply = &pr;

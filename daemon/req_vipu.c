@@ -9,6 +9,8 @@
  * remove need admin rights (the admin socket or the admin token); list and get need none;
  * reset needs none while nobody holds the partition (it only clears its IPUs) and admin
  * rights with force while somebody does (the holder's job is told, as by ipuctl reset).
+ * An error's sentence says what is wrong, not which request it answers: the tools name
+ * the request ("vipu: create partition x: --size 3: ..."), so it is not said twice.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +19,9 @@
 #include "ipuof/status.h"
 #include "log.h"
 #include "jobs.h"
+#include "pod.h"
 #include "server.h"
+#include "wiremap.h"
 
 #define VIPU_MAX_LIST CFG_MAX_IPUS /* at most one partition per IPU */
 
@@ -46,10 +50,42 @@ describe(const struct dev_inventory *inv, const struct dev_vpart *v, Ipuof__Vipu
     }
 }
 
-/* Sends the reply: the partitions vs[0..n). */
+/* LIST's agents: the hosts of this daemon's Pod (itself first), each with the address its
+ * clients reach it at, into vr (ph and pp have room for CFG_POD_MAX_PEERS + 1). */
 static void
-reply(struct conn *c, uint64_t req_id, struct dev_vpart *const *vs, size_t n)
+pod_agents(struct srv *s, Ipuof__VipuReply *vr, struct pod_host *hosts, Ipuof__PodHost *ph,
+           Ipuof__PodHost **pp)
 {
+    int n = pod_hosts(s->pod, hosts, CFG_POD_MAX_PEERS + 1);
+
+    for (int i = 0; i < n; i++) {
+        ipuof__pod_host__init(&ph[i]);
+        ph[i].name = hosts[i].name;
+        ph[i].address = hosts[i].addr;
+        ph[i].state = (Ipuof__PodHostState)wiremap_to_wire(&wiremap_pod_host_state,
+                                                           hosts[i].state, 0);
+        if (i == 0) {
+            hosts[0].num_ipus = s->inv->n;
+            hosts[0].free_ipus = dev_free_count(s->inv);
+            pod_client_address(s->cfg.listen, s->bound_port, hosts[0].client_addr,
+                               sizeof hosts[0].client_addr);
+        }
+        ph[i].num_ipus = hosts[i].num_ipus;
+        ph[i].free_ipus = hosts[i].free_ipus;
+        ph[i].error = hosts[i].error;
+        ph[i].client_address = hosts[i].client_addr;
+        pp[i] = &ph[i];
+    }
+    vr->n_pod_hosts = (size_t)(n > 0 ? n : 0);
+    vr->pod_hosts = pp;
+}
+
+/* Sends the reply: the partitions vs[0..n), and with_agents, the Pod's hosts. */
+static void
+reply(struct conn *c, uint64_t req_id, struct dev_vpart *const *vs, size_t n, int with_agents)
+{
+    struct pod_host hosts[CFG_POD_MAX_PEERS + 1];
+    Ipuof__PodHost ph[CFG_POD_MAX_PEERS + 1], *php[CFG_POD_MAX_PEERS + 1];
     struct dev_inventory *inv = c->srv->inv;
     Ipuof__Header r = IPUOF__HEADER__INIT;
     Ipuof__VipuReply vr = IPUOF__VIPU_REPLY__INIT;
@@ -63,6 +99,8 @@ reply(struct conn *c, uint64_t req_id, struct dev_vpart *const *vs, size_t n)
     vr.n_partitions = n < VIPU_MAX_LIST ? n : VIPU_MAX_LIST;
     vr.partitions = pp;
     vr.num_ipus = inv->n;
+    if (with_agents)
+        pod_agents(c->srv, &vr, hosts, ph, php);
     r.request_id = req_id;
     r.body_case = IPUOF__HEADER__BODY_VIPU_REPLY;
     r.vipu_reply = &vr;
@@ -138,12 +176,12 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
             list[i] = list[n - 1 - i];
             list[n - 1 - i] = t;
         }
-        reply(c, req_id, list, n);
+        reply(c, req_id, list, n, 1);
         return;
     case IPUOF__VIPU_VERB__VIPU_GET:
         v = named(c, req_id, rq->name, "get");
         if (v != NULL)
-            reply(c, req_id, &v, 1);
+            reply(c, req_id, &v, 1, 0);
         return;
     case IPUOF__VIPU_VERB__VIPU_CREATE:
         if (need_admin(c, req_id, "create partition") < 0)
@@ -153,13 +191,13 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
         if (rc != IPUOF_OK) {
             conn_send_error(c, req_id, rc, rc == IPUOF_E_BUSY ? IPUOF_ERROR_RECOVERABLE : 0,
                             rc == IPUOF_E_BUSY ? IPUOF_RECOVERY_RETRY : 0, "vipu",
-                            "create partition %s: %s", rq->name, err);
+                            "%s", err);
             return;
         }
         log_info("client %u (%s, %s) created partition '%s': IPUs %u-%u, %u GCD%s%s", c->id,
                  c->name, c->peer, v->name, v->first, v->first + v->count - 1, v->num_gcds,
                  v->num_gcds == 1 ? "" : "s", v->reconfigurable ? ", reconfigurable" : "");
-        reply(c, req_id, &v, 1);
+        reply(c, req_id, &v, 1, 0);
         return;
     case IPUOF__VIPU_VERB__VIPU_RESET:
         v = named(c, req_id, rq->name, "reset");
@@ -171,11 +209,10 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
         select_vpart(v, sel);
         if ((rc = admin_reset_ipus(c, sel, rq->force, IPUOF_RECOVERY_PARTITION_RESET, NULL,
                                    NULL, err, sizeof err)) != IPUOF_OK) {
-            conn_send_error(c, req_id, rc, 0, 0, "vipu", "reset partition %s: %s",
-                            v->name, err);
+            conn_send_error(c, req_id, rc, 0, 0, "vipu", "%s", err);
             return;
         }
-        reply(c, req_id, &v, 1);
+        reply(c, req_id, &v, 1, 0);
         job_serve_waiters(c->srv);
         return;
     case IPUOF__VIPU_VERB__VIPU_REMOVE:
@@ -188,15 +225,14 @@ req_vipu(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t paylo
             select_vpart(v, sel);
             if ((rc = admin_reset_ipus(c, sel, rq->force, IPUOF_RECOVERY_PARTITION_RESET, NULL,
                                        NULL, err, sizeof err)) != IPUOF_OK) {
-                conn_send_error(c, req_id, rc, 0, 0, "vipu",
-                                "remove partition %s: %s", v->name, err);
+                conn_send_error(c, req_id, rc, 0, 0, "vipu", "%s", err);
                 return;
             }
         }
         log_info("client %u (%s, %s) removed partition '%s' (IPUs %u-%u)", c->id, c->name,
                  c->peer, v->name, v->first, v->first + v->count - 1);
         dev_vpart_remove(inv, v);
-        reply(c, req_id, NULL, 0);
+        reply(c, req_id, NULL, 0, 0);
         job_serve_waiters(c->srv); /* its IPUs are anybody's now */
         return;
     default:

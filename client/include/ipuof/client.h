@@ -227,6 +227,23 @@ IPUOF_API int ipuof_vipu_reset(ipuof_client *c, const char *name, int force);
  * somebody holds needs force (the holder is told it was reset). Errors as for reset. */
 IPUOF_API int ipuof_vipu_remove(ipuof_client *c, const char *name, int force);
 
+/* One agent of the daemon's allocation: the daemon itself, or another host of its Pod. */
+struct ipuof_vipu_agent {
+    char name[64];              /* its [pod] name ("" for a daemon in no Pod) */
+    char address[256];          /* where clients reach it, "HOST:PORT" ("" not known yet;
+                                 * for the daemon asked: what its listen address says) */
+    unsigned num_ipus, free_ipus; /* as its last hello said (free: 0 outside a Pod) */
+    int reachable;              /* 1: the daemon asked, or a peer that answered its hello */
+    char error[256];            /* why it is unreachable */
+};
+
+/*
+ * The agents of the daemon's allocation: the hosts of its Pod, itself first (one, itself,
+ * when it is in no Pod). Up to max written to out, the count to *n.
+ */
+IPUOF_API int ipuof_vipu_agents(ipuof_client *c, struct ipuof_vipu_agent *out, size_t max,
+                                size_t *n);
+
 /* ---- status ------------------------------------------------------------------------- */
 
 typedef struct ipuof_status_report ipuof_status_report;
