@@ -700,6 +700,7 @@ pod_prepare(struct opts *o)
     for (unsigned h = 0; h < o->nhosts; h++) {
         o->pod[h] = o->part;
         o->pod[h].server_host = o->hosts[h];
+        o->pod[h].pod_host = 1;
         if (h > 0) { /* the name host 0's daemon has (given or made up) */
             memcpy(o->pod[h].name, o->pod[0].name, sizeof o->pod[h].name);
             o->pod[h].named = 1;

@@ -96,7 +96,7 @@ assert p[0]["spec"] == {"ipus": 4, "num_gcds": 2, "reconfigurable": False, "allo
 assert p[0]["status"] == {"state": "PS_ACTIVE", "first_ipu": 0, "holder": None}, p[0]
 ' "$D/json" && ok "--showjson list partitions: V-IPU's partition.id, spec and PS_ACTIVE" ||
     not_ok "--showjson: $(cat "$D/json")"
-expect "list allocations: the daemon as the agent" 0 "| ipuofd        | $IPUOF_SERVER |    8 |          2 |" \
+expect "list allocations: the daemon as the agent" 0 "| ipuofd        | -     | $IPUOF_SERVER |    8 |    - | self  |          2 |" \
     $V list allocations
 expect "get a partition that does not exist" 65 \
     "vipu: get partition nope: no partition 'nope' on this ipuofd (partitions: 'solo', 'pt'); vipu create partition nope --size N makes one" \

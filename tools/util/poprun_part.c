@@ -122,8 +122,13 @@ connect_server(const struct poprun_part *p, int *ex)
     if (rc == IPUOF_OK)
         rc = ipuof_client_connect(c, addr);
     if (rc != IPUOF_OK) {
-        fprintf(stderr, "poprun: the V-IPU server (--vipu-server-host/--vipu-server-port): %s\n",
-                ipuof_client_errmsg(c));
+        if (p->pod_host)
+            fprintf(stderr, "poprun: the ipuofd of Pod host %s (-H/--host, at the V-IPU server's "
+                    "port %u, --vipu-server-port): %s\n", p->server_host, p->server_port,
+                    ipuof_client_errmsg(c));
+        else
+            fprintf(stderr, "poprun: the V-IPU server (--vipu-server-host/--vipu-server-port): "
+                    "%s\n", ipuof_client_errmsg(c));
         *ex = rc == IPUOF_E_IO || rc == IPUOF_E_TIMEOUT ? EX_UNAVAILABLE : 1;
         ipuof_client_free(c);
         return NULL;
@@ -136,7 +141,11 @@ connect_server(const struct poprun_part *p, int *ex)
 static int
 refused(ipuof_client *c, int rc, const char *what, const struct poprun_part *p, unsigned ipus)
 {
-    fprintf(stderr, "poprun: %s: %s\n", what, ipuof_client_errmsg(c));
+    if (p->pod_host)
+        fprintf(stderr, "poprun: %s (the ipuofd of Pod host %s): %s\n", what, p->server_host,
+                ipuof_client_errmsg(c));
+    else
+        fprintf(stderr, "poprun: %s: %s\n", what, ipuof_client_errmsg(c));
     if (rc == IPUOF_E_AUTH)
         fprintf(stderr, "poprun: without admin rights, ask the operator for a partition (vipu "
                 "create partition %s --size %u) and give it with --vipu-partition %s, or set "
@@ -268,6 +277,7 @@ poprun_part_pod_name(const struct poprun_part *p, const char *host, char *name, 
     int ex = 0, rc;
 
     at.server_host = host;
+    at.pod_host = strcmp(host, p->server_host) != 0;
     c = connect_server(&at, &ex);
     if (c == NULL)
         return ex;

@@ -20,6 +20,8 @@ struct poprun_part {
     int remove;                 /* --remove-partition (1): only what poprun created */
     int created;                /* poprun created the partition for this run */
     unsigned num_gcds;          /* the partition's GCDs (1 until the server says) */
+    int pod_host;               /* 1: server_host is a Pod host of -H (its ipuofd holds a
+                                 * share), not the V-IPU server: messages name it so */
 };
 
 /* Defaults: no name, default server, timeout 120, update 0, reset -1, remove 1. */
