@@ -9,7 +9,8 @@
  * Options take "--name value" or "--name=value"; yes/no options also take true/false,
  * on/off and 1/0. The first word that is not an option (or everything after "--") is the
  * program. Exit status: the program's (mpirun's), or 64 for a bad command line or a check
- * that fails, 69 when the partition service cannot be reached, 70 when mpirun cannot be
+ * that fails, 69 when the partition service (the V-IPU server's ipuofd, or a Pod host's)
+ * cannot be reached, 70 when mpirun cannot be
  * started, 1 when the partition service refuses.
  */
 #include <errno.h>
@@ -230,8 +231,8 @@ usage(FILE *f)
             "  -v, --verbose                print the mpirun command\n"
             "  -h, --help, --version\n\n"
             "exit status: the program's; 64 bad options or a failed check, 69 the V-IPU\n"
-            "server (ipuofd) unreachable, 70 mpirun could not be started, 1 the V-IPU\n"
-            "server refused\n");
+            "server (ipuofd) or a Pod host's ipuofd unreachable, 70 mpirun could not be\n"
+            "started, 1 the V-IPU server refused\n");
 }
 
 /* Parses argv into o: 0, EX_USAGE, or -1 for --help/--version (printed; exit 0). */
