@@ -10,8 +10,7 @@
  * on/off and 1/0. The first word that is not an option (or everything after "--") is the
  * program. Exit status: the program's (mpirun's), or 64 for a bad command line or a check
  * that fails, 69 when the partition service (the V-IPU server's ipuofd, or a Pod host's)
- * cannot be reached, 70 when mpirun cannot be
- * started, 1 when the partition service refuses.
+ * cannot be reached, 70 when mpirun cannot be started, 1 when the partition service refuses.
  */
 #include <errno.h>
 #include <signal.h>
