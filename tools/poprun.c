@@ -476,6 +476,34 @@ forward(int sig)
         kill(child, sig);
 }
 
+/* Runs mpirun with argv (NULL-terminated), forwarding SIGTERM and SIGHUP to it; returns its
+ * exit status (128 + the signal that ended it), or EX_SOFTWARE after saying why it did not
+ * start. */
+static int
+run_mpirun(char **argv)
+{
+    int status;
+
+    fflush(NULL);
+    child = fork();
+    if (child < 0) {
+        fprintf(stderr, "%s: cannot fork mpirun: %s\n", prog, strerror(errno));
+        return EX_SOFTWARE;
+    }
+    if (child == 0) {
+        execvp("mpirun", argv);
+        fprintf(stderr, "%s: cannot run mpirun: %s (Debian package openmpi-bin)\n", prog,
+                strerror(errno));
+        _exit(EX_SOFTWARE);
+    }
+    signal(SIGTERM, forward);
+    signal(SIGHUP, forward);
+    signal(SIGINT, SIG_IGN); /* the terminal's ^C reaches mpirun too */
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 /* A fresh job key: 32 hex digits from getrandom. 0, or -1 when there is no randomness. */
 static int
 job_key(char *out)
@@ -487,6 +515,48 @@ job_key(char *out)
     for (size_t i = 0; i < sizeof b; i++)
         sprintf(out + 2 * i, "%02x", b[i]);
     return 0;
+}
+
+/* Appends instance i's "-x VAR=VALUE" words (PopRun's variables, the job key's name) to
+ * argv at n, their text written at *vp (advanced; room for the caller's budget of one
+ * instance). gcd is its GCD on one daemon. Returns the new word count. */
+static size_t
+instance_vars(const struct opts *o, unsigned i, unsigned per_host, unsigned local, unsigned gcd,
+              char **argv, size_t n, char **vp)
+{
+    unsigned host = i / per_host;
+    char port[16];
+
+#define XVAR(...)                                                                          \
+    do {                                                                                   \
+        argv[n++] = (char *)"-x";                                                          \
+        argv[n++] = *vp;                                                                   \
+        *vp += sprintf(*vp, __VA_ARGS__) + 1;                                              \
+    } while (0)
+    XVAR("POPDIST_NUM_TOTAL_REPLICAS=%u", o->num_replicas);
+    XVAR("POPDIST_NUM_IPUS_PER_REPLICA=%u", o->ipus_per_replica);
+    XVAR("POPDIST_NUM_LOCAL_REPLICAS=%u", local);
+    XVAR("POPDIST_UNIFORM_REPLICAS_PER_INSTANCE=1");
+    XVAR("POPDIST_REPLICA_INDEX_OFFSET=%u", i * local);
+    XVAR("POPDIST_LOCAL_INSTANCE_INDEX=%u", i % per_host);
+    if (o->pod != NULL) { /* instance i attaches to its host's daemon, GCD 0 of its share */
+        gcd = poprun_part_gcd(&o->pod[host], i % per_host, per_host);
+        XVAR("IPUOF_POD_HOSTS=%s", o->pod_hosts);
+    }
+    if (!o->offline) {
+        snprintf(port, sizeof port, "%u", o->part.server_port);
+        XVAR("IPUOF_VIPU_API_HOST=%.255s",
+             o->pod != NULL ? o->hosts[host] : o->part.server_host);
+        XVAR("IPUOF_VIPU_API_PORT=%s", port);
+        XVAR("IPUOF_VIPU_API_PARTITION_ID=%s", o->part.name);
+        XVAR("IPUOF_VIPU_API_TIMEOUT=%u", o->part.timeout_s);
+        XVAR("IPUOF_VIPU_API_GCD_ID=%u", gcd);
+    }
+    XVAR("IPUOF_LOG_LEVEL=WARN");
+#undef XVAR
+    argv[n++] = (char *)"-x";
+    argv[n++] = (char *)"IPUOF_JOB_KEY";
+    return n;
 }
 
 /* Builds mpirun's command line and runs it; returns poprun's exit status. */
@@ -502,7 +572,7 @@ launch(struct opts *o)
     char *wp = wbuf, key[40], hostlist[MAX_HOSTS * 300], slots[MAX_HOSTS][300];
     unsigned per_host = o->num_instances / o->nhosts, local = o->num_replicas / o->num_instances;
     size_t used = 0;
-    int ex = EX_SOFTWARE, status, root = geteuid() == 0, has_root_flag = 0;
+    int ex = EX_SOFTWARE, root = geteuid() == 0, has_root_flag = 0;
 
     while (o->program[nprog] != NULL)
         nprog++;
@@ -562,7 +632,6 @@ launch(struct opts *o)
     argv[n++] = hostlist;
     for (unsigned i = 0; i < o->num_instances; i++) {
         unsigned host = i / per_host, gcd = poprun_part_gcd(&o->part, i, o->num_instances);
-        char port[16];
         if (n + ctx >= cap) { /* cannot happen: cap counts every word */
             ex = bad("internal error: mpirun's command line outgrew its %zu words", cap);
             goto out;
@@ -580,35 +649,7 @@ launch(struct opts *o)
             }
             wp += strlen(o->mpi_local) + 1;
         }
-#define XVAR(...)                                                                          \
-    do {                                                                                   \
-        argv[n++] = (char *)"-x";                                                          \
-        argv[n++] = vp;                                                                    \
-        vp += sprintf(vp, __VA_ARGS__) + 1;                                                \
-    } while (0)
-        XVAR("POPDIST_NUM_TOTAL_REPLICAS=%u", o->num_replicas);
-        XVAR("POPDIST_NUM_IPUS_PER_REPLICA=%u", o->ipus_per_replica);
-        XVAR("POPDIST_NUM_LOCAL_REPLICAS=%u", local);
-        XVAR("POPDIST_UNIFORM_REPLICAS_PER_INSTANCE=1");
-        XVAR("POPDIST_REPLICA_INDEX_OFFSET=%u", i * local);
-        XVAR("POPDIST_LOCAL_INSTANCE_INDEX=%u", i % per_host);
-        if (o->pod != NULL) { /* instance i attaches to its host's daemon, GCD 0 of its share */
-            gcd = poprun_part_gcd(&o->pod[host], i % per_host, per_host);
-            XVAR("IPUOF_POD_HOSTS=%s", o->pod_hosts);
-        }
-        if (!o->offline) {
-            snprintf(port, sizeof port, "%u", o->part.server_port);
-            XVAR("IPUOF_VIPU_API_HOST=%.255s",
-                 o->pod != NULL ? o->hosts[host] : o->part.server_host);
-            XVAR("IPUOF_VIPU_API_PORT=%s", port);
-            XVAR("IPUOF_VIPU_API_PARTITION_ID=%s", o->part.name);
-            XVAR("IPUOF_VIPU_API_TIMEOUT=%u", o->part.timeout_s);
-            XVAR("IPUOF_VIPU_API_GCD_ID=%u", gcd);
-        }
-        XVAR("IPUOF_LOG_LEVEL=WARN");
-#undef XVAR
-        argv[n++] = (char *)"-x";
-        argv[n++] = (char *)"IPUOF_JOB_KEY";
+        n = instance_vars(o, i, per_host, local, gcd, argv, n, &vp);
         if (o->only_output >= 0 && (unsigned)o->only_output != i) {
             argv[n++] = (char *)"sh";
             argv[n++] = (char *)"-c";
@@ -625,24 +666,7 @@ launch(struct opts *o)
             fprintf(stderr, " %s", argv[k]);
         fputc('\n', stderr);
     }
-    fflush(NULL);
-    child = fork();
-    if (child < 0) {
-        fprintf(stderr, "%s: cannot fork mpirun: %s\n", prog, strerror(errno));
-        goto out;
-    }
-    if (child == 0) {
-        execvp("mpirun", argv);
-        fprintf(stderr, "%s: cannot run mpirun: %s (Debian package openmpi-bin)\n", prog,
-                strerror(errno));
-        _exit(EX_SOFTWARE);
-    }
-    signal(SIGTERM, forward);
-    signal(SIGHUP, forward);
-    signal(SIGINT, SIG_IGN); /* the terminal's ^C reaches mpirun too */
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-        ;
-    ex = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    ex = run_mpirun(argv);
 out:
     free(argv);
     free(wbuf);
