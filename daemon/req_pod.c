@@ -83,9 +83,9 @@ shared_unref(const void *data, size_t len, void *arg)
 static unsigned
 waiter_share(const struct srv *s)
 {
-    unsigned share = POD_KV_MAX_WAITERS / (s->cfg.pod_max_connections ? s->cfg.pod_max_connections : 1);
+    unsigned max = s->cfg.pod_max_connections > 0 ? s->cfg.pod_max_connections : 1;
 
-    return share > 0 ? share : 1;
+    return POD_KV_MAX_WAITERS / max > 0 ? POD_KV_MAX_WAITERS / max : 1;
 }
 
 /* Unlinks w from s's waiters and frees it. */
