@@ -46,8 +46,14 @@ for t in $T; do
     pod) libs="$L/libipuoftest.a $L/libipuofd-core.a $L/libipuofpod.a $L/libipuofsim.a $L/libipuofproto.a $PODLIBS" ;;
     *) echo "fuzz: no target '$t' (frame config onnx graph trace pod)"; exit 2 ;;
     esac
+    # The pod target links the Pod's C++ collective engine (gloo): clang++ links it, so
+    # that the sanitizers' C++ runtime comes with it.
+    link=clang
+    [ "$t" = pod ] && link=clang++
+    clang $CF -c -o "$O/fuzz_$t.o" "tests/fuzz/fuzz_$t.c"
     # shellcheck disable=SC2086
-    clang $CF -o "$O/fuzz_$t" "tests/fuzz/fuzz_$t.c" $libs $LIBS
+    $link -g -O1 -fsanitize=fuzzer,address,undefined $UB -o "$O/fuzz_$t" "$O/fuzz_$t.o" \
+        $libs $LIBS
 done
 [ "${1:-}" = --build ] && exit 0
 
