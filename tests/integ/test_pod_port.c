@@ -404,17 +404,17 @@ test_waiter_share_per_connection(void **state)
 }
 
 /* Defect 6: Pod-port connections counted against the client port's max_connections before
- * any token check, so silent Pod connections locked clients out. Now each port has its own
- * limit. */
+ * any token check, so silent Pod connections locked clients out (and clients the Pod
+ * port). Now each port has its own limit: three silent Pod connections leave the two
+ * client slots free. */
 static void
-test_ports_limited_apart(void **state)
+test_pod_connections_leave_clients_in(void **state)
 {
-    int p[3], cl[2], eof = 0;
-    Ipuof__Header *r;
+    int p[3], cl[2];
 
     (void)state;
-    start_pod("max_connections = 2", "max_connections = 2");
-    for (int i = 0; i < 2; i++) {
+    start_pod(NULL, "max_connections = 2");
+    for (int i = 0; i < 3; i++) {
         p[i] = raw_connect(pod_port); /* silent: no hello */
         assert_true(p[i] >= 0);
     }
@@ -423,6 +423,27 @@ test_ports_limited_apart(void **state)
         cl[i] = raw_session(d.port, 0);
         assert_true(cl[i] >= 0); /* refused before: the Pod connections took the slots */
     }
+    for (int i = 0; i < 3; i++)
+        close(p[i]);
+    for (int i = 0; i < 2; i++)
+        close(cl[i]);
+    stop_ok();
+}
+
+/* The Pod port's own limit, [pod] max_connections, refuses the third. */
+static void
+test_pod_port_own_limit(void **state)
+{
+    int p[3], eof = 0;
+    Ipuof__Header *r;
+
+    (void)state;
+    start_pod("max_connections = 2", "max_connections = 2");
+    for (int i = 0; i < 2; i++) {
+        p[i] = raw_connect(pod_port);
+        assert_true(p[i] >= 0);
+    }
+    usleep(200000);
     p[2] = raw_connect(pod_port);
     assert_true(p[2] >= 0);
     r = raw_recv(p[2], 5000, &eof);
@@ -433,8 +454,10 @@ test_ports_limited_apart(void **state)
     ipuof_frame_header_free(r);
     for (int i = 0; i < 3; i++)
         close(p[i]);
-    for (int i = 0; i < 2; i++)
-        close(cl[i]);
+    /* the client port still serves */
+    p[0] = raw_session(d.port, 0);
+    assert_true(p[0] >= 0);
+    close(p[0]);
     stop_ok();
 }
 
@@ -571,7 +594,8 @@ main(void)
         cmocka_unit_test_teardown(test_every_byte_counted, teardown),
         cmocka_unit_test_teardown(test_waiting_replies_share_and_count, teardown),
         cmocka_unit_test_teardown(test_waiter_share_per_connection, teardown),
-        cmocka_unit_test_teardown(test_ports_limited_apart, teardown),
+        cmocka_unit_test_teardown(test_pod_connections_leave_clients_in, teardown),
+        cmocka_unit_test_teardown(test_pod_port_own_limit, teardown),
         cmocka_unit_test_teardown(test_waiting_get_is_not_idle, teardown),
         cmocka_unit_test_teardown(test_refused_hello_no_store, teardown),
         cmocka_unit_test_teardown(test_prehello_payload_message, teardown),
