@@ -85,6 +85,7 @@ static const struct key keys[] = {
     {"pod", "kv_max_keys", K_UINT, F(pod_kv_max_keys), 1, 1000000, 1},
     {"pod", "kv_max_value_bytes", K_BYTES, F(pod_kv_max_value_bytes), 1, 64u << 20, 1},
     {"pod", "kv_max_bytes", K_BYTES, F(pod_kv_max_bytes), 1024, 1ull << 32, 1},
+    {"pod", "max_connections", K_UINT, F(pod_max_connections), 1, 4096, 1},
     {"log", "level", K_LEVEL, F(log_level), 0, 0, 1},
     /* [faults]: inject may be given again; each line adds one (K_LINES appends). */
     {"faults", "inject", K_LINES, F(faults), 0, 0, 0},
@@ -136,6 +137,7 @@ cfg_defaults(struct cfg *c)
     c->pod_kv_max_keys = 1024;
     c->pod_kv_max_value_bytes = 1u << 20;
     c->pod_kv_max_bytes = 64ull << 20;
+    c->pod_max_connections = 64;
     c->log_level = LOG_LVL_INFO;
 }
 

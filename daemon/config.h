@@ -79,7 +79,10 @@ struct cfg {
                                   * gradient in one left-to-right sum, the bits of one daemon */
     unsigned pod_kv_max_keys;    /* rendezvous entries per job */
     uint32_t pod_kv_max_value_bytes; /* largest value of one entry */
-    uint64_t pod_kv_max_bytes;   /* keys and values of every job together */
+    uint64_t pod_kv_max_bytes;   /* every byte of every job together, records and replies
+                                  * queued to waiting gets included */
+    unsigned pod_max_connections; /* Pod-port connections, apart from [server]
+                                   * max_connections; each may have 4096 / this gets waiting */
     /* [log] */
     int log_level;
     /* [faults] */

@@ -177,6 +177,7 @@ conn_free(struct conn *c)
         c->next->prev = c->prev;
     s->nconns--;
     s->nadmin -= c->via_admin_socket != 0;
+    s->npod -= c->pod != 0;
     event_free(c->handshake_timer);
     event_free(c->resume);
     bufferevent_free(c->bev);
@@ -214,44 +215,79 @@ conn_send(struct conn *c, const Ipuof__Header *h, const void *payload, uint32_t 
     return conn_sendv(c, h, &iov, payload_len > 0 ? 1 : 0);
 }
 
-int
-conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, int n)
+/* Queues the packed header of a frame of h with payload_len bytes after it. 0, or -1 with c
+ * killed. */
+static int
+queue_header(struct conn *c, const Ipuof__Header *h, uint64_t payload_len)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    uint64_t payload_len = 0;
     uint8_t *buf;
     size_t len;
+    int rc;
 
-    if (c->dead)
-        return -1;
-    for (int i = 0; i < n; i++)
-        payload_len += iov[i].len;
     if (payload_len > UINT32_MAX ||
         ipuof_frame_pack(h, (uint32_t)payload_len, &buf, &len) != IPUOF_OK) {
         conn_kill(c, "cannot pack a reply");
         return -1;
     }
-    if (evbuffer_add(out, buf, len) < 0) {
-        free(buf);
+    rc = evbuffer_add(bufferevent_get_output(c->bev), buf, len);
+    free(buf);
+    if (rc < 0) {
         conn_kill(c, "out of memory queueing a reply");
         return -1;
     }
-    free(buf);
+    return 0;
+}
+
+/* After a frame was queued: drops c when its output is over max_output_bytes. 0 or -1. */
+static int
+check_output(struct conn *c)
+{
+    size_t queued = evbuffer_get_length(bufferevent_get_output(c->bev));
+
+    if (queued <= c->srv->cfg.max_output_bytes)
+        return 0;
+    log_warn("client %u (%s): %zu bytes of output queued, over max_output_bytes %llu: "
+             "the client is not reading; disconnecting it", c->id, c->peer, queued,
+             (unsigned long long)c->srv->cfg.max_output_bytes);
+    conn_kill(c, "output limit");
+    return -1;
+}
+
+int
+conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, int n)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    uint64_t payload_len = 0;
+
+    if (c->dead)
+        return -1;
+    for (int i = 0; i < n; i++)
+        payload_len += iov[i].len;
+    if (queue_header(c, h, payload_len) < 0)
+        return -1;
     for (int i = 0; i < n; i++) {
         if (iov[i].len > 0 && evbuffer_add(out, iov[i].base, iov[i].len) < 0) {
             conn_kill(c, "out of memory queueing a reply");
             return -1;
         }
     }
-    if (evbuffer_get_length(out) > c->srv->cfg.max_output_bytes) {
-        log_warn("client %u (%s): %zu bytes of output queued, over max_output_bytes %llu: "
-                 "the client is not reading; disconnecting it",
-                 c->id, c->peer, evbuffer_get_length(out),
-                 (unsigned long long)c->srv->cfg.max_output_bytes);
-        conn_kill(c, "output limit");
+    return check_output(c);
+}
+
+int
+conn_send_ref(struct conn *c, const Ipuof__Header *h, const void *data, size_t len,
+              void (*cleanup)(const void *data, size_t len, void *arg), void *arg)
+{
+    if (c->dead || queue_header(c, h, len) < 0) {
+        cleanup(data, len, arg);
         return -1;
     }
-    return 0;
+    if (evbuffer_add_reference(bufferevent_get_output(c->bev), data, len, cleanup, arg) < 0) {
+        cleanup(data, len, arg);
+        conn_kill(c, "out of memory queueing a reply");
+        return -1;
+    }
+    return check_output(c);
 }
 
 size_t
@@ -442,6 +478,25 @@ read_payload(struct conn *c)
     }
 }
 
+/* Why a frame before the hello was refused by the pre-hello limits, as a sentence in err:
+ * a payload (none may come before the hello), or a header over prehello_max_bytes. */
+static void
+prehello_error(const struct conn *c, const struct ipuof_frame_head *head, char *err,
+               size_t len)
+{
+    unsigned limit = c->srv->cfg.prehello_max_bytes;
+
+    if ((uint64_t)head->header_len + IPUOF_FRAME_HEAD_LEN > limit)
+        snprintf(err, len, "a frame header of %u bytes before the hello is over the pre-hello "
+                 "limit of %u bytes with the %d-byte frame head ([server] "
+                 "prehello_max_bytes); send a hello first", head->header_len, limit,
+                 IPUOF_FRAME_HEAD_LEN);
+    else
+        snprintf(err, len, "a frame before the hello carries %u payload bytes; no frame may "
+                 "carry a payload before the hello: send a hello (without payload) first",
+                 head->payload_len);
+}
+
 /* Handles up to frames_per_read whole frames from the input buffer. */
 static void
 process_input(struct conn *c)
@@ -480,9 +535,7 @@ process_input(struct conn *c)
         rc = ipuof_frame_head_decode(headbuf, sizeof headbuf, &lim, &head, err, sizeof err);
         if (rc != IPUOF_OK) {
             if (rc == IPUOF_E_TOO_LARGE && !c->hello_done)
-                snprintf(err, sizeof err, "frame of %u + %u bytes before the hello is over the "
-                         "pre-hello limit of %u bytes; send a hello first",
-                         head.header_len, head.payload_len, c->srv->cfg.prehello_max_bytes);
+                prehello_error(c, &head, err, sizeof err);
             frame_error(c, rc, &head, err);
             return;
         }

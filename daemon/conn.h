@@ -64,6 +64,8 @@ struct conn {
     char peer[64];
     int via_admin_socket;
     int pod;                     /* accepted on the Pod port: a peer daemon (req_pod.c) */
+    int pod_refused;             /* its PodHello was refused: no rendezvous store */
+    unsigned kv_waiting;         /* its rendezvous gets waiting for a key (req_pod.c) */
     int admin;                   /* may reset devices */
     int hello_done;
     char name[DEV_NAME_MAX];
@@ -126,6 +128,12 @@ void conn_close_after_write(struct conn *c);
  * output goes over max_output_bytes the connection is dropped. Returns 0 or -1.
  */
 int conn_send(struct conn *c, const Ipuof__Header *h, const void *payload, uint32_t payload_len);
+
+/* Queues one frame whose payload is data[0..len), not copied: cleanup(data, len, arg) runs
+ * exactly once, when the bytes are written or dropped (at once on a failure). As
+ * conn_send otherwise (the bytes count against max_output_bytes). */
+int conn_send_ref(struct conn *c, const Ipuof__Header *h, const void *data, size_t len,
+                  void (*cleanup)(const void *data, size_t len, void *arg), void *arg);
 
 /* Queues one frame whose payload is the concatenation of iov[0..n). As conn_send. */
 int conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, int n);

@@ -85,32 +85,46 @@ refuse_fd(int fd, int code, const char *msg)
 
 /* ---- listeners ------------------------------------------------------------------------- */
 
-/* The new connection, or NULL when it was refused (or out of memory). */
+/* Where a connection was accepted: each kind has its own limit. */
+enum accept_kind { ACCEPT_CLIENT, ACCEPT_ADMIN, ACCEPT_POD };
+
+/* The new connection, or NULL when it was refused (or out of memory). Client-port,
+ * admin-socket and Pod-port connections are limited apart (max_connections,
+ * admin_connections, [pod] max_connections), so no kind can lock another out. */
 static struct conn *
-accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen, int admin)
+accept_common(struct srv *s, evutil_socket_t fd, struct sockaddr *sa, int salen,
+              enum accept_kind kind)
 {
+    static const char *const where[] = {"TCP address", "admin socket", "Pod port"};
+    static const char *const keys[] = {"max_connections", "admin_connections",
+                                       "[pod] max_connections"};
+    unsigned open[] = {s->nconns - s->nadmin - s->npod, s->nadmin, s->npod};
+    unsigned limit[] = {s->cfg.max_connections, s->cfg.admin_connections,
+                        s->cfg.pod_max_connections};
+    struct conn *c;
     char msg[160];
 
     if (s->stopping) {
         refuse_fd(fd, IPUOF_E_SHUTDOWN, "ipuofd is shutting down");
         return NULL;
     }
-    /* The admin socket has its own reserve, so clients filling max_connections can never
-     * keep the operator's ipuctl out. */
-    if (admin ? s->nadmin >= s->cfg.admin_connections
-              : s->nconns - s->nadmin >= s->cfg.max_connections) {
-        unsigned limit = admin ? s->cfg.admin_connections : s->cfg.max_connections;
-        const char *key = admin ? "admin_connections" : "max_connections";
+    if (open[kind] >= limit[kind]) {
         s->rejected++;
         snprintf(msg, sizeof msg,
                  "too many connections: ipuofd serves at most %u on its %s (%s); retry later",
-                 limit, admin ? "admin socket" : "TCP address", key);
-        log_warn("rejected a connection: %u connections open (%s)", limit, key);
+                 limit[kind], where[kind], keys[kind]);
+        log_warn("rejected a connection: %u connections open on the %s (%s)", limit[kind],
+                 where[kind], keys[kind]);
         refuse_fd(fd, IPUOF_E_TOO_MANY, msg);
         return NULL;
     }
     s->accepted++;
-    return conn_new(s, fd, sa, salen, admin);
+    c = conn_new(s, fd, sa, salen, kind == ACCEPT_ADMIN);
+    if (c != NULL && kind == ACCEPT_POD) {
+        c->pod = 1;
+        s->npod++;
+    }
+    return c;
 }
 
 static void
@@ -118,21 +132,17 @@ on_accept_tcp(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
               void *arg)
 {
     (void)l;
-    accept_common(arg, fd, sa, salen, 0);
+    accept_common(arg, fd, sa, salen, ACCEPT_CLIENT);
 }
 
-/* A peer daemon on the Pod port: a connection like a client's (counted against
+/* A peer daemon on the Pod port: a connection of its own kind (limited by [pod]
  * max_connections), which may only say hello with the Pod token and make Pod requests. */
 static void
 on_accept_pod(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
               void *arg)
 {
-    struct conn *c;
-
     (void)l;
-    c = accept_common(arg, fd, sa, salen, 0);
-    if (c != NULL)
-        c->pod = 1;
+    accept_common(arg, fd, sa, salen, ACCEPT_POD);
 }
 
 static void
@@ -140,7 +150,7 @@ on_accept_admin(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *s
                 void *arg)
 {
     (void)l;
-    accept_common(arg, fd, sa, salen, 1);
+    accept_common(arg, fd, sa, salen, ACCEPT_ADMIN);
 }
 
 static void
@@ -596,11 +606,12 @@ conn_freed(struct srv *s)
     job_serve_waiters(s);
 }
 
-/* Holding IPUs, waiting for them, or uploading a model is not idleness. */
+/* Holding IPUs, waiting for them, uploading a model, or waiting for a rendezvous key is not
+ * idleness. */
 static int
 conn_holds(const struct conn *c)
 {
-    return c->job != NULL || c->waiter != NULL || c->upload != NULL;
+    return c->job != NULL || c->waiter != NULL || c->upload != NULL || c->kv_waiting > 0;
 }
 
 const struct conn_hooks srv_conn_hooks = {

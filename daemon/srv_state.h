@@ -53,6 +53,8 @@ struct srv {
     struct pod_kv *kv;                       /* the rendezvous store (pod_kv.h) */
     struct kv_waiter *kv_waiters;            /* gets waiting for a key (req_pod.c) */
     unsigned nkv_waiters;
+    uint64_t kv_held;                        /* bytes of values shared by replies to waiting
+                                              * gets, not yet written (kv_max_bytes) */
     struct event *ev_pod_tick;               /* publishes the free IPUs to the hellos */
     struct work *pod_work;                   /* threads of their own for Pod rendezvous,
                                               * which wait for other hosts: never the
@@ -62,6 +64,7 @@ struct srv {
     struct conn *conns;
     unsigned nconns;                         /* all of them */
     unsigned nadmin;                         /* those on the admin socket (own reserve) */
+    unsigned npod;                           /* those on the Pod port ([pod] max_connections) */
     uint32_t next_client_id;
     uint64_t accepted, rejected;
 

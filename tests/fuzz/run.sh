@@ -16,7 +16,8 @@
 # tests/fuzz/corpus/TARGET, the checked-in inputs that once found a defect (each named after
 # it): every run replays them first, so a defect that comes back fails at once.
 # Seeds: the ONNX node test models, the sample config, a small execution trace; the frame
-# and graph targets build theirs from their bytes.
+# and graph targets build theirs from their bytes; the pod target starts from its corpus
+# (tests/fuzz/corpus/pod, which tests/unit/test_pod_conn.c also replays in make test).
 set -eu
 cd "$(dirname "$0")/../.."
 S=${FUZZ_SECONDS:-300}
@@ -24,15 +25,17 @@ S=${FUZZ_SECONDS:-300}
 # and CI does not pass or fail by the luck of its mutations; unset, a new seed every run.
 SEED=${FUZZ_SEED:+-seed=$FUZZ_SEED}
 O=build-fuzz
-T=${FUZZ_TARGETS:-frame config onnx graph trace}
+T=${FUZZ_TARGETS:-frame config onnx graph trace pod}
 command -v clang >/dev/null || { echo "fuzz: clang is missing: sh tools/deps.sh fuzz"; exit 1; }
 
 UB="-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-make -s -j2 BUILD=$O CC=clang CFLAGS="-g -O1" \
+make -s -j2 BUILD=$O CC=clang CXX=clang++ CFLAGS="-g -O1" CXXFLAGS="-g -O1" \
     SANFLAGS="-fsanitize=fuzzer-no-link,address,undefined $UB" \
-    $O/lib/libipuofsim.a $O/lib/libipuofproto.a $O/lib/libipuoftools.a $O/lib/libipuofd-core.a
-CF="-std=c11 -Wall -Wextra -Wstrict-prototypes -Wshadow -Werror -g -O1 -fsanitize=fuzzer,address,undefined $UB -D_GNU_SOURCE -Iclient/include -Iproto -I$O/gen -Isim -Idaemon -Itools/util"
+    $O/lib/libipuofsim.a $O/lib/libipuofproto.a $O/lib/libipuoftools.a $O/lib/libipuofd-core.a \
+    $O/lib/libipuofpod.a $O/lib/libipuoftest.a
+CF="-std=c11 -Wall -Wextra -Wstrict-prototypes -Wshadow -Werror -g -O1 -fsanitize=fuzzer,address,undefined $UB -D_GNU_SOURCE -Iclient/include -Iproto -I$O/gen -Isim -Idaemon -Itools/util -Itests/util"
 LIBS="$(pkg-config --libs libprotobuf-c inih) -lopenblas -ldnnl -lgomp -lm -pthread"
+PODLIBS="$(pkg-config --libs libevent libevent_pthreads zlib) -lgloo -lstdc++"
 L=$O/lib
 for t in $T; do
     case $t in
@@ -40,14 +43,21 @@ for t in $T; do
     config) libs="$L/libipuofd-core.a" ;;
     onnx | graph) libs="$L/libipuofsim.a" ;;
     trace) libs="$L/libipuoftools.a $L/libipuofproto.a" ;;
-    *) echo "fuzz: no target '$t' (frame config onnx graph trace)"; exit 2 ;;
+    pod) libs="$L/libipuoftest.a $L/libipuofd-core.a $L/libipuofpod.a $L/libipuofsim.a $L/libipuofproto.a $PODLIBS" ;;
+    *) echo "fuzz: no target '$t' (frame config onnx graph trace pod)"; exit 2 ;;
     esac
+    # The pod target links the Pod's C++ collective engine (gloo): clang++ links it, so
+    # that the sanitizers' C++ runtime comes with it.
+    link=clang
+    [ "$t" = pod ] && link=clang++
+    clang $CF -c -o "$O/fuzz_$t.o" "tests/fuzz/fuzz_$t.c"
     # shellcheck disable=SC2086
-    clang $CF -o "$O/fuzz_$t" "tests/fuzz/fuzz_$t.c" $libs $LIBS
+    $link -g -O1 -fsanitize=fuzzer,address,undefined $UB -o "$O/fuzz_$t" "$O/fuzz_$t.o" \
+        $libs $LIBS
 done
 [ "${1:-}" = --build ] && exit 0
 
-for t in frame config onnx graph trace; do
+for t in frame config onnx graph trace pod; do
     mkdir -p "$O/corpus/$t" "tests/fuzz/corpus/$t"
 done
 printf '{"traceEvents":[{"name":"thread_name","ph":"M","tid":0,"args":{"name":"IPU 0"}},{"name":"F0.0","ph":"X","tid":0,"ts":0,"dur":2,"args":{"stage":0,"mb":0,"iter":0,"kind":"fwd"}},{"name":"B0.0","ph":"X","tid":1,"ts":3,"dur":2.5,"args":{"kind":"bwd","s":"\\u00b5\\ud83d\\ude00"}}]}' \

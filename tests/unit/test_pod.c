@@ -147,7 +147,7 @@ static void
 test_pod_kv_limits(void **state)
 {
     struct pod_kv *kv = pod_kv_new();
-    struct pod_kv_limits lim = {.max_keys = 3, .max_value = 8, .max_bytes = 30};
+    struct pod_kv_limits lim = {.max_keys = 3, .max_value = 8, .max_bytes = 2 * POD_KV_JOB_COST + 4 * POD_KV_ENTRY_COST + 30};
     char err[512], key[POD_KV_KEY_MAX + 2];
     const void *v;
     size_t n;
@@ -171,14 +171,17 @@ test_pod_kv_limits(void **state)
     assert_non_null(strstr(err, "job 'j' already holds 3 rendezvous entries"));
     /* replacing a key is not a new key, and is counted once */
     assert_int_equal(pod_kv_set(kv, &lim, "j", "k2", "bb", 2, err, sizeof err), IPUOF_OK);
-    assert_int_equal(pod_kv_bytes(kv), 2 + 8 + 2 + 2 + 2 + 0);
+    /* every byte: the job's name and record, each entry's record, key and value */
+    assert_int_equal(pod_kv_bytes(kv), POD_KV_JOB_COST + 1 + 3 * POD_KV_ENTRY_COST + 2 + 8 +
+                                           2 + 2 + 2 + 0);
     assert_int_equal(pod_kv_count(kv), 3);
-    /* the budget over every job: 16 held, 9 more in job x fit under 30, 9 more again do not */
+    /* the budget over every job: job x and its first entry fit, a second entry does not */
     assert_int_equal(pod_kv_set(kv, &lim, "x", "a1", "1234567", 7, err, sizeof err), IPUOF_OK);
     assert_int_equal(pod_kv_set(kv, &lim, "x", "a2", "1234567", 7, err, sizeof err),
                      IPUOF_E_TOO_LARGE);
     assert_non_null(strstr(err, "kv_max_bytes"));
-    assert_int_equal(pod_kv_bytes(kv), 25);
+    assert_non_null(strstr(err, "entry and job records counted"));
+    assert_int_equal(pod_kv_bytes(kv), 2 * POD_KV_JOB_COST + 4 * POD_KV_ENTRY_COST + 27);
     /* names */
     memset(key, 'k', sizeof key - 1);
     key[sizeof key - 1] = '\0';
@@ -188,10 +191,72 @@ test_pod_kv_limits(void **state)
     assert_int_equal(pod_kv_drop(kv, "j"), 3);
     assert_int_equal(pod_kv_drop(kv, "j"), 0);
     assert_int_equal(pod_kv_get(kv, "j", "k1", &v, &n), 0);
-    assert_int_equal(pod_kv_bytes(kv), 9);
+    assert_int_equal(pod_kv_bytes(kv), POD_KV_JOB_COST + 1 + POD_KV_ENTRY_COST + 9);
+    assert_int_equal(pod_kv_jobs(kv), 1);
     assert_int_equal(pod_kv_count(kv), 1);
     pod_kv_free(kv);
     pod_kv_free(NULL);
+}
+
+/* Issue 32, defect 3: a budget of 32 KiB let 32 768 jobs of one empty entry in (job names
+ * and records were not counted, 13.9 MiB of RSS); now at most 32 KiB / (job + entry
+ * records) do. Bytes held by the store's user (queued replies) count against the same
+ * budget. Jobs are found through a hash table: 20 000 jobs set and read back. */
+static void
+test_pod_kv_every_byte(void **state)
+{
+    struct pod_kv *kv = pod_kv_new();
+    struct pod_kv_limits lim = {.max_keys = 8, .max_value = 64, .max_bytes = 32768};
+    char err[512], job[32];
+    unsigned in = 0;
+    const void *v;
+    size_t n;
+
+    (void)state;
+    assert_non_null(kv);
+    for (unsigned i = 0; i < 32768; i++) {
+        snprintf(job, sizeof job, "j%u", i);
+        if (pod_kv_set(kv, &lim, job, "k", "", 0, err, sizeof err) != IPUOF_OK)
+            break;
+        in++;
+    }
+    print_message("a 32 KiB budget holds %u jobs of one empty entry: %s\n", in, err);
+    assert_true(in <= 32768 / (POD_KV_JOB_COST + POD_KV_ENTRY_COST));
+    assert_true(in >= 32768 / (POD_KV_JOB_COST + POD_KV_ENTRY_COST + 16));
+    assert_true(pod_kv_bytes(kv) <= 32768);
+    assert_non_null(strstr(err, "kv_max_bytes"));
+    /* what the user holds beside the table leaves that much less room */
+    assert_int_equal(pod_kv_drop(kv, "j0"), 1);
+    lim.held = 32768 - pod_kv_bytes(kv);
+    assert_int_equal(pod_kv_set(kv, &lim, "j0", "k", "", 0, err, sizeof err),
+                     IPUOF_E_TOO_LARGE);
+    assert_non_null(strstr(err, "in replies not yet read"));
+    lim.held = 0;
+    assert_int_equal(pod_kv_set(kv, &lim, "j0", "k", "", 0, err, sizeof err), IPUOF_OK);
+    pod_kv_free(kv);
+
+    kv = pod_kv_new();
+    lim.max_bytes = 64ull << 20;
+    for (unsigned i = 0; i < 20000; i++) {
+        snprintf(job, sizeof job, "job-%u", i);
+        assert_int_equal(pod_kv_set(kv, &lim, job, "rank0", job, strlen(job), err, sizeof err),
+                         IPUOF_OK);
+    }
+    assert_int_equal(pod_kv_jobs(kv), 20000);
+    for (unsigned i = 0; i < 20000; i += 7) {
+        snprintf(job, sizeof job, "job-%u", i);
+        assert_int_equal(pod_kv_get(kv, job, "rank0", &v, &n), 1);
+        assert_int_equal(n, strlen(job));
+        assert_memory_equal(v, job, n);
+    }
+    for (unsigned i = 0; i < 20000; i += 2) {
+        snprintf(job, sizeof job, "job-%u", i);
+        assert_int_equal(pod_kv_drop(kv, job), 1);
+    }
+    assert_int_equal(pod_kv_jobs(kv), 10000);
+    assert_int_equal(pod_kv_get(kv, "job-2", "rank0", &v, &n), 0);
+    assert_int_equal(pod_kv_get(kv, "job-3", "rank0", &v, &n), 1);
+    pod_kv_free(kv);
 }
 
 /* ---- two daemons ---- */
@@ -786,6 +851,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pod_config),
         cmocka_unit_test(test_pod_kv_limits),
+        cmocka_unit_test(test_pod_kv_every_byte),
         cmocka_unit_test_teardown(test_pod_two_daemons, teardown),
         cmocka_unit_test_teardown(test_pod_store, teardown),
         cmocka_unit_test_teardown(test_pod_ports_apart, teardown),
