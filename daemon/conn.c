@@ -31,6 +31,7 @@
 #include "log.h"
 #include "srv_state.h"
 #include "wiremap.h"
+#include "metrics.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
@@ -237,6 +238,7 @@ conn_sendv(struct conn *c, const Ipuof__Header *h, const struct conn_iov *iov, i
         return -1;
     }
     free(buf);
+    metrics_bytes(c->srv->metrics, 0, len + payload_len);
     for (int i = 0; i < n; i++) {
         if (iov[i].len > 0 && evbuffer_add(out, iov[i].base, iov[i].len) < 0) {
             conn_kill(c, "out of memory queueing a reply");
@@ -283,6 +285,7 @@ conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int 
     h.body_case = IPUOF__HEADER__BODY_ERROR;
     h.error = &e;
     log_debug("client %u: error %s: %s", c->id, ipuof_status_name(code), msg);
+    metrics_error(c->srv->metrics, code);
     conn_send(c, &h, NULL, 0);
 }
 
@@ -498,6 +501,8 @@ process_input(struct conn *c)
             return;
         }
         c->frames_in++;
+        metrics_bytes(c->srv->metrics,
+                      IPUOF_FRAME_HEAD_LEN + (uint64_t)head.header_len + head.payload_len, 0);
         handled++;
         memset(&c->sink, 0, sizeof c->sink);
         c->sink_idx = 0;

@@ -39,6 +39,7 @@
 #include "notify.h"
 #include "pod.h"
 #include "pod_kv.h"
+#include "metrics.h"
 
 
 int
@@ -649,7 +650,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
         log_warn("[faults] and IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)",
                  s->faults.n, s->faults.n == 1 ? "" : "s");
     if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0 ||
-        start_pod(s, err, errlen) < 0)
+        start_pod(s, err, errlen) < 0 || metrics_start(s, err, errlen) < 0)
         return -1;
     return 0;
 }
@@ -695,6 +696,8 @@ srv_cleanup(struct srv *s)
     s->pod_work = NULL;
     work_free(s->work);
     s->work = NULL;
+    metrics_free(s->metrics);
+    s->metrics = NULL;
     cache_destroy(&s->cache);
     dev_inventory_free(s->inv);
     if (s->base)
