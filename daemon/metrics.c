@@ -119,6 +119,15 @@ metrics_run(struct metrics *m, unsigned first, unsigned count, uint64_t host_us,
 }
 
 void
+metrics_ipu_busy(const struct metrics *m, unsigned id, uint64_t *host_us, uint64_t *sim_us)
+{
+    int in = m != NULL && id < CFG_MAX_IPUS;
+
+    *host_us = in ? (uint64_t)(m->busy_host[id] * 1e6 + 0.5) : 0;
+    *sim_us = in ? (uint64_t)(m->busy_sim[id] * 1e6 + 0.5) : 0;
+}
+
+void
 metrics_attach(struct metrics *m, uint32_t waited_ms)
 {
     if (m == NULL)

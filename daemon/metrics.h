@@ -58,6 +58,11 @@ void metrics_run(struct metrics *m, unsigned first, unsigned count, uint64_t hos
 /* An attach was granted after waiting waited_ms in the queue (0: at once). */
 void metrics_attach(struct metrics *m, uint32_t waited_ms);
 
+/* IPU id's busy time so far, in microseconds: on the host and on the simulated clock
+ * (0 for an id out of range, or m NULL). */
+void metrics_ipu_busy(const struct metrics *m, unsigned id, uint64_t *host_us,
+                      uint64_t *sim_us);
+
 /* A Pod all-reduce took ns nanoseconds (any thread). */
 void metrics_collective(uint64_t ns);
 
