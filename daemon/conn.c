@@ -364,8 +364,8 @@ recv_direct(struct conn *c)
     size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
     ssize_t n;
 
-    if (bufferevent_getfd(c->bev) < 0)
-        return 0; /* no socket (a bufferevent pair): bytes come through the buffer */
+    if (bufferevent_getfd(c->bev) < 0 || c->tls)
+        return 0; /* no socket (a pair), or TLS: bytes come through the buffer */
     if (room > c->payload_left)
         room = (size_t)c->payload_left;
     do {

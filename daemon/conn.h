@@ -64,6 +64,7 @@ struct conn {
     char peer[64];
     int via_admin_socket;
     int pod;                     /* accepted on the Pod port: a peer daemon (req_pod.c) */
+    int tls;                     /* bev is TLS (tls.c): payloads never read from the socket */
     int admin;                   /* may reset devices */
     int hello_done;
     char name[DEV_NAME_MAX];
