@@ -63,6 +63,9 @@ struct ipuof_target {
     char pod_hosts[IPUOF_POD_HOSTS_MAX][IPUOF_POD_HOST_NAME_MAX + 1];
     char source[420];  /* what named them: a config file's path, "IPUOF_VIPU_API_HOST",
                         * "IPUOF_SERVER" or "the default" */
+    /* servers[0]'s TLS fields of a config file ("" when not given; IPUOF_TLS_* win):
+     * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name (client/tls.c) */
+    char tls[4][512];
 };
 
 /* One error as the handle keeps it: ours, or the daemon's copied verbatim. */

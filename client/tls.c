@@ -5,7 +5,9 @@
  * by one of its certificates) or asks for the system's CAs (IPUOF_TLS=1); the daemon's
  * certificate must name the host connected to (IPUOF_TLS_SERVER_NAME overrides the name
  * checked). IPUOF_TLS_CERT_FILE and IPUOF_TLS_KEY_FILE present a client certificate.
- * TLS 1.2 at least. AF_UNIX connections (the admin socket) never use TLS.
+ * An IPUoF config file's servers[0] may give the same as tls_ca_file, tls_cert_file,
+ * tls_key_file and tls_server_name (the variables win). TLS 1.2 at least. AF_UNIX
+ * connections (the admin socket) never use TLS.
  *
  * The socket is non-blocking under TLS; every wait goes through ipuof_io_wait, as the
  * plain path's does. A failure says what was wrong and what would be right.
@@ -38,15 +40,19 @@ env(const char *name)
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
+/* The environment's settings, each over the IPUoF config file's (t->tls, "" when unset). */
 static void
-tls_env_read(struct tls_env *e)
+tls_env_read(struct tls_env *e, const struct ipuof_target *t)
 {
     const char *all = env("IPUOF_TLS");
+    const char **from[4] = {&e->ca, &e->cert, &e->key, &e->name};
+    static const char *const vars[4] = {"IPUOF_TLS_CA_FILE", "IPUOF_TLS_CERT_FILE",
+                                        "IPUOF_TLS_KEY_FILE", "IPUOF_TLS_SERVER_NAME"};
 
-    e->ca = env("IPUOF_TLS_CA_FILE");
-    e->cert = env("IPUOF_TLS_CERT_FILE");
-    e->key = env("IPUOF_TLS_KEY_FILE");
-    e->name = env("IPUOF_TLS_SERVER_NAME");
+    for (int k = 0; k < 4; k++) {
+        const char *v = env(vars[k]);
+        *from[k] = v != NULL ? v : t->tls[k][0] ? t->tls[k] : NULL;
+    }
     e->on = e->ca != NULL || (all != NULL && strcmp(all, "0") != 0);
 }
 
@@ -188,7 +194,7 @@ ipuof_tls_open(ipuof_client *c, struct ipuof_io *io, const char *host)
     unsigned char ip[16];
     int flags, ret, rc;
 
-    tls_env_read(&e);
+    tls_env_read(&e, &c->target);
     if (!e.on)
         return IPUOF_OK;
     if (c->tls_ctx == NULL && (c->tls_ctx = ctx_new(c, &e)) == NULL)

@@ -73,6 +73,22 @@ IPUOF_TLS_CA_FILE="$D/ca.pem" "$CTL" --server "$S" status --json >"$D/st" 2>"$D/
 IPUOF_TLS_CA_FILE="$D/ca.pem" "$CTL" --server "localhost:$P" health >/dev/null 2>"$D/err" &&
     ok "  ... and by the name localhost" || no "by name: $(cat "$D/err")"
 
+# The IPUoF config file's fields do the same as the variables (the variables win).
+printf '{"attributes": {"Partition Id": "p0", "GCD Id": 0}, "servers": [{"address": "%s", "tls_ca_file": "%s"}]}\n' \
+    "$S" "$D/ca.pem" >"$D/ipuof.conf"
+IPUOF_CONFIG_PATH="$D/ipuof.conf" "$CTL" status >/dev/null 2>"$D/err" &&
+    ok "an IPUoF config file's servers[0].tls_ca_file turns TLS on" || no "config file TLS: $(cat "$D/err")"
+IPUOF_CONFIG_PATH="$D/ipuof.conf" IPUOF_TLS_CA_FILE="$D/other.pem" "$CTL" status >/dev/null 2>"$D/err"
+[ $? -eq 77 ] && ok "  ... and IPUOF_TLS_CA_FILE wins over it" || no "env over file: $(cat "$D/err")"
+# Python gets it from the library, with no code of its own.
+py_hw() {
+    env "$@" IPUOF_CLIENT_LIB="$B/lib/libipuof-client.so" PYTHONPATH=python IPUOF_SERVER="$S" \
+        /usr/bin/python3 -c 'import poptorch; print(poptorch.ipuHardwareIsAvailable(1))' 2>&1
+}
+[ "$(py_hw IPUOF_TLS_CA_FILE="$D/ca.pem")" = True ] && [ "$(py_hw IPUOF_TLS=0)" = False ] &&
+    ok "poptorch.ipuHardwareIsAvailable() sees the daemon over TLS (and not without it)" ||
+    no "python over TLS: $(py_hw IPUOF_TLS_CA_FILE="$D/ca.pem")"
+
 # ---- what an eavesdropper sees ----------------------------------------------------------------
 # proxy.py LISTEN_PORT_FILE TARGET_PORT CAPTURE: forwards one connection at a time, records
 # both directions' bytes.
