@@ -238,28 +238,58 @@ ipuof_tls_free(ipuof_client *c)
     c->tls_ctx = NULL;
 }
 
+/* Writes len bytes at p over io's TLS session. */
+static int
+tls_write_all(struct ipuof_io *io, const char *p, size_t len)
+{
+    while (len > 0) {
+        int chunk = len > (1u << 30) ? 1 << 30 : (int)len;
+        int ret, rc;
+        ERR_clear_error();
+        ret = SSL_write(io->c->tls, p, chunk);
+        if (ret > 0) {
+            p += ret;
+            len -= (size_t)ret;
+            continue;
+        }
+        rc = tls_wait(io, ret, io->what);
+        if (rc != IPUOF_OK)
+            return rc;
+    }
+    return IPUOF_OK;
+}
+
+/* Small pieces (a frame's head, its header) are gathered into one buffer of a TLS record's
+ * size, so a frame is one record and one system call rather than one per piece. */
+#define TLS_GATHER 16384
+
 int
 ipuof_tls_send(struct ipuof_io *io, struct iovec *iov, int iovcnt)
 {
-    for (int i = 0; i < iovcnt; i++) {
-        const char *p = iov[i].iov_base;
-        size_t left = iov[i].iov_len;
-        while (left > 0) {
-            int chunk = left > (1u << 30) ? 1 << 30 : (int)left;
-            int ret;
-            ERR_clear_error();
-            ret = SSL_write(io->c->tls, p, chunk);
-            if (ret > 0) {
-                p += ret;
-                left -= (size_t)ret;
-                continue;
-            }
-            int rc = tls_wait(io, ret, io->what);
-            if (rc != IPUOF_OK)
-                return rc;
+    char gather[TLS_GATHER];
+    size_t used = 0;
+    int rc = IPUOF_OK;
+
+    for (int i = 0; i < iovcnt && rc == IPUOF_OK; i++) {
+        size_t n = iov[i].iov_len;
+        if (used + n <= sizeof gather) {
+            memcpy(gather + used, iov[i].iov_base, n);
+            used += n;
+            continue;
+        }
+        if (used > 0)
+            rc = tls_write_all(io, gather, used);
+        used = 0;
+        if (rc == IPUOF_OK && n < sizeof gather) {
+            memcpy(gather, iov[i].iov_base, n);
+            used = n;
+        } else if (rc == IPUOF_OK) {
+            rc = tls_write_all(io, iov[i].iov_base, n);
         }
     }
-    return IPUOF_OK;
+    if (rc == IPUOF_OK && used > 0)
+        rc = tls_write_all(io, gather, used);
+    return rc;
 }
 
 int
