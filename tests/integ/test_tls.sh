@@ -81,8 +81,12 @@ IPUOF_CONFIG_PATH="$D/ipuof.conf" "$CTL" status >/dev/null 2>"$D/err" &&
 IPUOF_CONFIG_PATH="$D/ipuof.conf" IPUOF_TLS_CA_FILE="$D/other.pem" "$CTL" status >/dev/null 2>"$D/err"
 [ $? -eq 77 ] && ok "  ... and IPUOF_TLS_CA_FILE wins over it" || no "env over file: $(cat "$D/err")"
 # Python gets it from the library, with no code of its own.
+PRE=""
+if nm -D "$B/lib/libipuof-client.so" 2>/dev/null | grep -q __asan_init; then # a sanitizer build
+    PRE="LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0:halt_on_error=1"
+fi
 py_hw() {
-    env "$@" IPUOF_CLIENT_LIB="$B/lib/libipuof-client.so" PYTHONPATH=python IPUOF_SERVER="$S" \
+    env "$@" $PRE IPUOF_CLIENT_LIB="$B/lib/libipuof-client.so" PYTHONPATH=python IPUOF_SERVER="$S" \
         /usr/bin/python3 -c 'import poptorch; print(poptorch.ipuHardwareIsAvailable(1))' 2>&1
 }
 [ "$(py_hw IPUOF_TLS_CA_FILE="$D/ca.pem")" = True ] && [ "$(py_hw IPUOF_TLS=0)" = False ] &&
