@@ -58,16 +58,17 @@ grep -Eq '^3 +free ' "$D/pane" && ok "  ... with the 4 IPUs free" || no "  ... I
     --limit-test 80 --batch-size 8 --device-iterations 5 --gradient-accumulation 2 \
     --quiet >"$D/mnist.out" 2>&1 &
 MPID=$!
-# IPU 0's line: fields 4 holder, 5 host %, 6 simulated %, NF-1 steps/s.
+# IPU 0's line: fields 4 holder, 5 host %, 6 simulated %, NF-1 steps/s. (The simulated
+# share rounds to 0.0 on a slow host, e.g. under ASan: test_metrics checks that clock.)
 n=0 seen=""
 while [ $n -lt 300 ]; do
     $TM capture-pane -p -t top >"$D/pane" 2>/dev/null
-    seen=$(awk '$1 == "0" && $4 ~ /^ipuof-mnist\[[0-9]+\]$/ && $5 > 0 && $6 > 0 && $(NF-1) > 0' "$D/pane")
+    seen=$(awk '$1 == "0" && $4 ~ /^ipuof-mnist\[[0-9]+\]$/ && $5 > 0 && $6 >= 0 && $(NF-1) > 0' "$D/pane")
     [ -n "$seen" ] && break
     sleep 0.2
     n=$((n + 1))
 done
-[ -n "$seen" ] && ok "while ipuof-mnist trains, IPU 0 shows its holder, host and simulated utilisation and steps/s above 0: $seen" ||
+[ -n "$seen" ] && ok "while ipuof-mnist trains, IPU 0 shows its holder, host utilisation and steps/s above 0: $seen" ||
     no "training frame: $(cat "$D/pane")"
 f1=$(grep -E '^0 ' "$D/pane")
 sleep 2.5
