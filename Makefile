@@ -55,7 +55,7 @@ EPOCHS  ?= 1
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
            -Wno-missing-field-initializers -Werror
-PKGS    := libevent libevent_pthreads libprotobuf-c inih zlib
+PKGS    := libevent libevent_pthreads libevent_openssl libprotobuf-c inih zlib openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) cmocka 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PKG_MISSING := $(shell for p in $(PKGS) cmocka; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
@@ -173,7 +173,7 @@ $(BUILD)/lib/%.a:
 $(LIB_CLIENT_SO): $(CLIENT_OBJ) client/libipuof-client.sym
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(ALL_LDFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=client/libipuof-client.sym \
-	    -Wl,-z,relro -Wl,-z,now -Wl,--no-undefined -o $@ $(CLIENT_OBJ) $(shell pkg-config --libs libprotobuf-c zlib)
+	    -Wl,-z,relro -Wl,-z,now -Wl,--no-undefined -o $@ $(CLIENT_OBJ) $(shell pkg-config --libs libprotobuf-c zlib openssl)
 	ln -sf $(notdir $@) $(BUILD)/lib/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/lib/libipuof-client.so
 
@@ -194,7 +194,7 @@ $(DAEMON_BIN): $(BUILD)/obj/daemon/main.o $(LIB_DAEMON) $(LIB_POD) $(LIB_SIM) $(
 # Tools link the client library statically: an installed ipuctl never depends on a build rpath.
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB_TOOLUTIL) $(LIB_CLIENT_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -Wl,-z,relro -Wl,-z,now -o $@ $^ $(shell pkg-config --libs libprotobuf-c zlib) -lm
+	$(CC) $(ALL_LDFLAGS) -Wl,-z,relro -Wl,-z,now -o $@ $^ $(shell pkg-config --libs libprotobuf-c zlib openssl) -lm
 
 # Unit tests may use any internal library; static linking pulls in only what they touch.
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_TOOLUTIL) $(LIB_DAEMON) $(LIB_POD) $(LIB_SIM) $(LIB_CLIENT_A)
@@ -205,7 +205,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_TESTUTIL) $(LIB_TOOLUTIL) $(
 # (libipuofsim.a only for its ONNX TensorProto reader, to load test data.)
 $(BUILD)/tests/integ/%: $(BUILD)/obj/tests/integ/%.o $(LIB_TESTUTIL) $(LIB_SIM) $(LIB_CLIENT_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(shell pkg-config --libs libprotobuf-c cmocka zlib) $(BLAS_LIBS) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(shell pkg-config --libs libprotobuf-c cmocka zlib openssl) $(BLAS_LIBS) -lm
 
 # ---- dependencies, tests, demo ------------------------------------------------------------
 deps:

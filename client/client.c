@@ -170,6 +170,7 @@ ipuof_client_free(ipuof_client *c)
     if (c == NULL)
         return;
     ipuof_conn_close(c);
+    ipuof_tls_free(c);
     free(c->name);
     free(c->auth_token);
     free(c->admin_token);

@@ -63,6 +63,9 @@ struct ipuof_target {
     char pod_hosts[IPUOF_POD_HOSTS_MAX][IPUOF_POD_HOST_NAME_MAX + 1];
     char source[420];  /* what named them: a config file's path, "IPUOF_VIPU_API_HOST",
                         * "IPUOF_SERVER" or "the default" */
+    /* servers[0]'s TLS fields of a config file ("" when not given; IPUOF_TLS_* win):
+     * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name (client/tls.c) */
+    char tls[4][512];
 };
 
 /* One error as the handle keeps it: ours, or the daemon's copied verbatim. */
@@ -74,8 +77,14 @@ struct ipuof_err_info {
     char msg[IPUOF_ERRMSG_MAX];
 };
 
+struct ssl_st;
+struct ssl_ctx_st;
+
 struct ipuof_client {
     int fd;                       /* -1 when not connected */
+    struct ssl_st *tls;           /* the connection's TLS (tls.c), NULL: plain */
+    struct ssl_ctx_st *tls_ctx;   /* made at the first TLS connect, kept until free */
+    int tls_has_cert;             /* it presents a client certificate */
     int connect_ms;               /* 0: no limit */
     int request_ms;               /* 0: no limit */
     char *name;                   /* NULL: the program name */
@@ -271,6 +280,24 @@ int ipuof_io_recv_frame(struct ipuof_io *io, uint64_t reply_id, const struct ipu
  * c->address on c.
  */
 int ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a);
+
+/* Waits until fd is ready for events within io's deadline (conn.c's wait, with its health
+ * probe on long waits). IPUOF_OK or the error set on the handle. */
+int ipuof_io_wait(struct ipuof_io *io, int fd, short events);
+
+/* TLS (tls.c): on the connected TCP socket c->fd, when the environment asks for it
+ * (IPUOF_TLS_CA_FILE, IPUOF_TLS): the handshake, the daemon verified as host (or
+ * IPUOF_TLS_SERVER_NAME). IPUOF_OK (also when TLS is off) or the error on the handle. */
+int ipuof_tls_open(ipuof_client *c, struct ipuof_io *io, const char *host);
+/* Ends c's TLS session (before its socket closes); the context stays. */
+void ipuof_tls_close(ipuof_client *c);
+/* ipuof_tls_close and the context (the handle is being freed). */
+void ipuof_tls_free(ipuof_client *c);
+/* Writes every byte of iov[0..iovcnt) / reads exactly len bytes, over c->tls. */
+int ipuof_tls_send(struct ipuof_io *io, struct iovec *iov, int iovcnt);
+int ipuof_tls_recv(struct ipuof_io *io, void *buf, size_t len);
+/* 1 when decrypted bytes wait in c's TLS session (a poll of the socket would miss them). */
+int ipuof_tls_pending(const ipuof_client *c);
 
 /* Closes c's connection, if any, and forgets what it held (partition, admin right). The
  * last error and a pending notice are kept. */

@@ -149,6 +149,12 @@ io_wait(struct ipuof_io *io, int fd, short events)
     }
 }
 
+int
+ipuof_io_wait(struct ipuof_io *io, int fd, short events)
+{
+    return io_wait(io, fd, events);
+}
+
 /* ---- connecting ------------------------------------------------------------------------ */
 
 /* Connects a new socket to sa within io's deadline. Returns the blocking fd, or -1 with
@@ -280,7 +286,13 @@ out:
         freeaddrinfo(res);
     if (c->fd >= 0) {
         c->conn_gen++; /* models compiled on an earlier connection are gone */
-        return IPUOF_OK;
+        rc = a->is_unix ? IPUOF_OK : ipuof_tls_open(c, &io, a->host);
+        if (rc != IPUOF_OK) {
+            struct ipuof_err_info saved = c->err;
+            ipuof_conn_close(c);
+            c->err = saved;
+        }
+        return rc;
     }
     if (rc == IPUOF_E_TIMEOUT)
         return ipuof_err_set(c, IPUOF_E_TIMEOUT, "connection",
@@ -297,6 +309,7 @@ out:
 void
 ipuof_conn_close(ipuof_client *c)
 {
+    ipuof_tls_close(c);
     if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
@@ -314,6 +327,8 @@ ipuof_io_send(struct ipuof_io *io, struct iovec *iov, int iovcnt)
 {
     int fd = io->c->fd;
 
+    if (io->c->tls != NULL)
+        return ipuof_tls_send(io, iov, iovcnt);
     while (iovcnt > 0 && iov->iov_len == 0) {
         iov++;
         iovcnt--;
@@ -360,6 +375,8 @@ recv_all(struct ipuof_io *io, void *buf, size_t len)
     int fd = io->c->fd;
     size_t got = 0;
 
+    if (io->c->tls != NULL)
+        return ipuof_tls_recv(io, buf, len);
     while (got < len) {
         ssize_t n = recv(fd, (char *)buf + got, len - got, MSG_DONTWAIT);
         int rc;

@@ -215,6 +215,20 @@ check_server(const char *path, size_t i, const struct ipuof_json *s, long nipus,
     }
     if (i == 0)
         ipuof_addr_format(&addr, t->address, sizeof t->address);
+    for (int k = 0; k < 4 && i == 0; k++) {
+        static const char *const names[4] = {"tls_ca_file", "tls_cert_file", "tls_key_file",
+                                             "tls_server_name"};
+        const struct ipuof_json *v = ipuof_json_get(s, names[k]);
+        if (v == NULL)
+            continue;
+        if (v->type != IPUOF_JSON_STRING || strlen(v->string) >= sizeof t->tls[k]) {
+            snprintf(err, errlen, "%s: servers[0].%s (line %u) must be a string of at most "
+                     "%zu bytes: a PEM file's path%s", path, names[k], v->line,
+                     sizeof t->tls[k] - 1, k == 3 ? " (or the host name to verify)" : "");
+            return -1;
+        }
+        snprintf(t->tls[k], sizeof t->tls[k], "%s", v->string);
+    }
     return 0;
 }
 

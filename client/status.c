@@ -20,6 +20,7 @@ struct ipuof_status_report {
     uint64_t host_memory;            /* per partition, for run buffers */
     size_t n_ipus;
     struct ipuof_ipu_info *ipus;     /* owned, n_ipus entries */
+    uint64_t *busy;                  /* owned, 2 x n_ipus: host, simulated microseconds */
     int *recovery;                   /* owned, n_ipus entries: IPUOF_RECOVERY_*, negated
                                       * for an unrecoverable error */
     size_t n_procs;
@@ -82,10 +83,11 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->strings = malloc(total + 1); /* + 1: the shared "" of an absent holder */
     r->ipus = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->ipus);
     r->recovery = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->recovery);
+    r->busy = calloc(sr->n_ipus != 0 ? 2 * sr->n_ipus : 1, sizeof *r->busy);
     r->procs = calloc(sr->n_job_processes + 1, sizeof *r->procs);
     r->hosts = calloc(sr->n_pod_hosts + 1, sizeof *r->hosts);
     if (r->strings == NULL || r->ipus == NULL || r->procs == NULL || r->recovery == NULL ||
-        r->hosts == NULL)
+        r->busy == NULL || r->hosts == NULL)
         goto fail;
     cursor = r->strings;
     r->server_version = (char *)put_str(&cursor, sr->server_version);
@@ -124,6 +126,8 @@ report_from_reply(const Ipuof__StatusReply *sr)
                                             IPUOF_RECOVERY_FULL_RESET);
         if (in->unrecoverable)
             r->recovery[i] = -IPUOF_RECOVERY_FULL_RESET;
+        r->busy[2 * i] = in->busy_host_us;
+        r->busy[2 * i + 1] = in->busy_sim_us;
     }
     r->n_procs = sr->n_job_processes;
     for (size_t i = 0; i < sr->n_job_processes; i++) {
@@ -216,6 +220,7 @@ ipuof_status_report_free(ipuof_status_report *r)
         return;
     free(r->ipus);
     free(r->recovery);
+    free(r->busy);
     free(r->procs);
     free(r->hosts);
     free(r->strings);
@@ -245,6 +250,19 @@ ipuof_status_report_ipu_recovery(const ipuof_status_report *r, size_t i, int *un
     if (unrecoverable != NULL)
         *unrecoverable = v < 0;
     return v < 0 ? -v : v;
+}
+
+int
+ipuof_status_report_ipu_busy(const ipuof_status_report *r, size_t i, uint64_t *host_us,
+                             uint64_t *sim_us)
+{
+    if (r == NULL || i >= r->n_ipus)
+        return IPUOF_E_INVAL;
+    if (host_us != NULL)
+        *host_us = r->busy[2 * i];
+    if (sim_us != NULL)
+        *sim_us = r->busy[2 * i + 1];
+    return IPUOF_OK;
 }
 
 const char *

@@ -172,6 +172,8 @@ readable_now(const ipuof_client *c)
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
     int n;
 
+    if (ipuof_tls_pending(c))
+        return 1;
     do {
         n = poll(&p, 1, 0);
     } while (n < 0 && errno == EINTR);

@@ -61,6 +61,13 @@ static const struct key keys[] = {
     {"server", "cache_entries", K_UINT, F(cache_entries), 0, 4096, 0},
     {"server", "cache_bytes", K_BYTES, F(cache_bytes), 0, 1ull << 44, 1},
     {"server", "worker_threads", K_UINT, F(worker_threads), 0, 256, 0},
+    /* service keys (docs/service.md): certificates are re-read by a reload */
+    {"server", "metrics_listen", K_STR, F(metrics_listen), 0, 0, 0},
+    {"server", "tls_cert_file", K_STR, F(tls_cert_file), 0, 0, 1},
+    {"server", "tls_key_file", K_STR, F(tls_key_file), 0, 0, 1},
+    {"server", "tls_ca_file", K_STR, F(tls_ca_file), 0, 0, 1},
+    {"server", "tls_auth_clients", K_STR, F(tls_auth_clients), 0, 0, 1},
+    {"server", "tls_admin_subjects", K_STR, F(tls_admin_subjects), 0, 0, 1},
     {"devices", "ipus", K_UINT, F(ipus), 1, CFG_MAX_IPUS, 0},
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
     {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
@@ -99,6 +106,7 @@ cfg_defaults(struct cfg *c)
     snprintf(c->admin_socket, sizeof c->admin_socket, "/run/ipuofd/admin.sock");
     c->admin_socket_default = 1;
     c->max_connections = 1024;
+    snprintf(c->tls_auth_clients, sizeof c->tls_auth_clients, "no");
     c->max_header_bytes = 1u << 20;
     c->max_payload_bytes = 256u << 20;
     c->prehello_max_bytes = 16384;
@@ -473,7 +481,7 @@ cfg_validate(const struct cfg *c, char *err, size_t errlen)
         return -1;
     }
     if (!cfg_listen_is_loopback(c->listen) && c->auth_token[0] == '\0' &&
-        !c->allow_unauthenticated) {
+        c->tls_auth_clients[0] != 'y' && !c->allow_unauthenticated) {
         errbuf_set(err, errlen, "[server] listen = %s is not a loopback address and no auth_token "
                "is set: anyone who can reach it could use the IPUs; set auth_token, listen on "
                "127.0.0.1, or set allow_unauthenticated = yes if this is meant", c->listen);
@@ -491,6 +499,8 @@ cfg_validate(const struct cfg *c, char *err, size_t errlen)
                c->max_output_bytes, (uint64_t)c->max_payload_bytes + c->max_header_bytes);
         return -1;
     }
+    if (svc_cfg_validate(c, err, errlen) < 0)
+        return -1;
     return validate_pod(c, err, errlen);
 }
 

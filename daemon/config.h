@@ -85,6 +85,14 @@ struct cfg {
                                    * max_connections; each may have 4096 / this gets waiting */
     /* [log] */
     int log_level;
+    /* [server] service keys: metrics (daemon/metrics.c), TLS (daemon/tls.c); docs/service.md */
+    char metrics_listen[256];    /* HOST:PORT or PORT (127.0.0.1) of /metrics; "" = off */
+    char tls_cert_file[1024];    /* PEM certificate chain of the client port; "" = no TLS */
+    char tls_key_file[1024];     /* its private key (PEM) */
+    char tls_ca_file[1024];      /* CAs that sign client certificates (tls_auth_clients) */
+    char tls_auth_clients[16];   /* "no", "optional" or "yes" */
+    char tls_admin_subjects[1024]; /* client certificate subjects (RFC 2253 strings,
+                                  * separated by ';') that carry admin rights */
     /* [faults] */
     char faults[4096];           /* each "inject = JSON" line, '\n'-terminated, in file order:
                                   * read by main() as IPUOF_FAULTS is (daemon/faults.h) */
@@ -127,6 +135,11 @@ int cfg_pod_peers(const struct cfg *c, struct cfg_pod_peer *out, char *err, size
  * comma-separated list of keys that differ but need a restart ("" when none).
  */
 void cfg_apply_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t len);
+
+/* The service keys' cross-field checks (daemon/tls.c): tls_auth_clients is no, optional or
+ * yes; a key file with the certificate; client certificates need tls_ca_file; the files
+ * are readable; metrics_listen parses. 0 or -1 with err. cfg_validate calls it. */
+int svc_cfg_validate(const struct cfg *c, char *err, size_t errlen);
 
 /* Parses "123", "900MiB", "1GiB", "64KiB", "2MB"... into bytes. 0 or -1. */
 int cfg_parse_bytes(const char *s, uint64_t *out);

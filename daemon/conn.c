@@ -31,6 +31,7 @@
 #include "log.h"
 #include "srv_state.h"
 #include "wiremap.h"
+#include "metrics.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
@@ -235,6 +236,7 @@ queue_header(struct conn *c, const Ipuof__Header *h, uint64_t payload_len)
         conn_kill(c, "out of memory queueing a reply");
         return -1;
     }
+    metrics_bytes(c->srv->metrics, 0, len + payload_len);
     return 0;
 }
 
@@ -319,6 +321,7 @@ conn_send_error(struct conn *c, uint64_t req_id, int code, int error_class, int 
     h.body_case = IPUOF__HEADER__BODY_ERROR;
     h.error = &e;
     log_debug("client %u: error %s: %s", c->id, ipuof_status_name(code), msg);
+    metrics_error(c->srv->metrics, code);
     conn_send(c, &h, NULL, 0);
 }
 
@@ -397,8 +400,8 @@ recv_direct(struct conn *c)
     size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
     ssize_t n;
 
-    if (bufferevent_getfd(c->bev) < 0)
-        return 0; /* no socket (a bufferevent pair): bytes come through the buffer */
+    if (bufferevent_getfd(c->bev) < 0 || c->tls)
+        return 0; /* no socket (a pair), or TLS: bytes come through the buffer */
     if (room > c->payload_left)
         room = (size_t)c->payload_left;
     do {
@@ -551,6 +554,8 @@ process_input(struct conn *c)
             return;
         }
         c->frames_in++;
+        metrics_bytes(c->srv->metrics,
+                      IPUOF_FRAME_HEAD_LEN + (uint64_t)head.header_len + head.payload_len, 0);
         handled++;
         memset(&c->sink, 0, sizeof c->sink);
         c->sink_idx = 0;

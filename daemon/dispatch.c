@@ -10,6 +10,7 @@
 #include "ipuof/status.h"
 #include "log.h"
 #include "srv_state.h"
+#include "metrics.h"
 
 static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello, REQ_BOTH},
@@ -95,5 +96,6 @@ dispatch(struct conn *c, const Ipuof__Header *h, uint32_t payload_len)
     }
     log_debug("client %u: %s (request %llu)", c->id, e->name,
               (unsigned long long)h->request_id);
+    metrics_request(c->srv->metrics, e->name);
     e->fn(c, h->request_id, h, payload_len);
 }

@@ -450,6 +450,7 @@ faults_match(struct fault_table *t, enum fault_at at, unsigned first, unsigned c
         if (f->probability < 1.0 && draw(f) >= f->probability)
             continue;
         f->fired++;
+        t->fired_total++;
         return f;
     }
     return NULL;

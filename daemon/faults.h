@@ -79,6 +79,7 @@ struct fault_table {
     struct fault f[FAULTS_MAX];
     unsigned n;
     unsigned next_id;
+    uint64_t fired_total;        /* times any fault fired (faults_match), for /metrics */
     char self[FAULTS_NAME_MAX];  /* this daemon's Pod host name ("" none): --host's own */
     char peers[FAULTS_PEERS_MAX]; /* the other Pod hosts' names, each followed by ' ' */
 };

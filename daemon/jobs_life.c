@@ -22,6 +22,7 @@
 #include "log.h"
 #include "models.h"
 #include "srv_state.h"
+#include "metrics.h"
 
 /* Frees j when it has ended and nothing refers to it any more. */
 void
@@ -585,5 +586,6 @@ job_reply_attached(struct conn *c, uint64_t req_id, const struct dev_partition *
     r.attach_reply = &ar;
     log_info("client %u (%s, pid %u) attached partition '%s' (IPUs %u-%u)%s", c->id, c->name,
              c->pid, p->name, p->first, p->first + p->count - 1, waited_ms ? " after waiting" : "");
+    metrics_attach(c->srv->metrics, waited_ms);
     conn_send(c, &r, NULL, 0);
 }

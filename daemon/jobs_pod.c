@@ -35,6 +35,7 @@
 #include "pod_kv.h"
 #include "pod_store.h"
 #include "srv_state.h"
+#include "metrics.h"
 
 #define POD_MAX_HOSTS (CFG_POD_MAX_PEERS + 1)
 
@@ -400,6 +401,8 @@ pod_xreduce(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
     pj->xr_calls++;
     pj->xr_floats += n;
     pj->xr_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
+    metrics_collective((uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L +
+                                  (t1.tv_nsec - t0.tv_nsec)));
     if (rc != 0) {
         if (!pj->broken)
             pod_fail(pj, "the gradient all-reduce", why, pod_coll_failed_rank(pj->coll));

@@ -22,6 +22,7 @@
 #include "models.h"
 #include "srv_state.h"
 #include "slices.h"
+#include "metrics.h"
 
 static void run_all(struct job *j);
 
@@ -130,8 +131,12 @@ run_done(struct work_item *it)
         return;
     }
     dev_set_busy(j->srv->inv, m->first_ipu, m->nipus, 0); /* still the job's IPUs */
-    if (w->rc == IPUOF_OK && !it->dropped)
+    if (w->rc == IPUOF_OK && !it->dropped) {
+        struct sim_cost_report cost;
+        int have = sim_exe_cost(m->entry->exe, &cost) == IPUOF_OK;
         models_count_steps(j->srv->inv, m, sim_exe_device_iterations(m->entry->exe));
+        metrics_run(j->srv->metrics, m->first_ipu, m->nipus, w->us, have ? &cost : NULL);
+    }
     j->run_model = NULL;
     j->nrun = 0;
     job_hold(j); /* j->inflight stays set: a process leaving now ends the job */

@@ -172,6 +172,7 @@ cache_insert(struct cache *k, struct cache_entry *e)
     e->next = k->head;
     k->head = e;
     k->n++;
+    k->inserted++;
     k->bytes += e->held;
     trim_locked(k);
     pthread_mutex_unlock(&k->mu);

@@ -51,6 +51,7 @@ struct cache {
     uint64_t max_bytes;          /* bytes all entries may hold (cache_bytes) */
     uint64_t bytes;              /* bytes all entries hold: the sum of their held */
     uint64_t hits, misses, evictions;
+    uint64_t inserted;           /* executables compiled and put in (cache_insert calls) */
     uint64_t releases;           /* cache_release calls so far: entries' last_use */
 };
 

@@ -16,6 +16,7 @@
 #include "server.h"
 #include "sim.h"
 #include "wiremap.h"
+#include "metrics.h"
 
 void
 req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
@@ -51,6 +52,7 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         x->loaded = (char *)d->loaded;
         x->steps_run = d->steps_run;
         x->host_memory_used_bytes = d->host_used;
+        metrics_ipu_busy(s->metrics, d->id, &x->busy_host_us, &x->busy_sim_us);
         x->error = (char *)d->error;
         if (d->state == DEV_ERROR) {
             x->recovery = (Ipuof__RecoveryAction)wiremap_to_wire(&wiremap_recovery, d->recovery,

@@ -39,6 +39,8 @@
 #include "notify.h"
 #include "pod.h"
 #include "pod_kv.h"
+#include "metrics.h"
+#include "tls.h"
 
 
 int
@@ -132,7 +134,10 @@ on_accept_tcp(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
               void *arg)
 {
     (void)l;
-    accept_common(arg, fd, sa, salen, ACCEPT_CLIENT);
+    if (((struct srv *)arg)->tls != NULL)
+        tls_accept(arg, fd, sa, salen); /* the handshake first (tls.c) */
+    else
+        accept_common(arg, fd, sa, salen, ACCEPT_CLIENT);
 }
 
 /* A peer daemon on the Pod port: a connection of its own kind (limited by [pod]
@@ -490,6 +495,11 @@ srv_reload(struct srv *s)
         notify_send("READY=1");
         return;
     }
+    if (tls_reload(s, &eff, err, sizeof err) < 0) {
+        log_error("reload refused, keeping the running configuration: %s", err);
+        notify_send("READY=1");
+        return;
+    }
     if (!cfg_listen_is_loopback(eff.listen) && eff.auth_token[0] == '\0' &&
         s->cfg.auth_token[0] != '\0')
         log_warn("reload: listen = %s now serves without an auth_token "
@@ -659,8 +669,8 @@ srv_init(struct srv *s, char *err, size_t errlen)
     if (s->faults.n > 0)    /* [faults] inject and IPUOF_FAULTS, read by main() */
         log_warn("[faults] and IPUOF_FAULTS armed %u fault%s (ipuctl fault list shows them)",
                  s->faults.n, s->faults.n == 1 ? "" : "s");
-    if (listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0 ||
-        start_pod(s, err, errlen) < 0)
+    if (tls_start(s, err, errlen) < 0 || listen_tcp(s, err, errlen) < 0 || listen_admin(s, err, errlen) < 0 ||
+        start_pod(s, err, errlen) < 0 || metrics_start(s, err, errlen) < 0)
         return -1;
     return 0;
 }
@@ -706,6 +716,9 @@ srv_cleanup(struct srv *s)
     s->pod_work = NULL;
     work_free(s->work);
     s->work = NULL;
+    metrics_free(s->metrics);
+    s->metrics = NULL;
+    tls_stop(s);
     cache_destroy(&s->cache);
     dev_inventory_free(s->inv);
     if (s->base)

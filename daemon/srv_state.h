@@ -79,6 +79,8 @@ struct srv {
     const struct conn_hooks *conn_hooks;     /* what a connection calls (server.c) */
     struct fault_table faults;               /* injected faults (req_fault.c, IPUOF_FAULTS) */
     struct fault_park *parked;               /* requests a hung IPU holds (fault_fire.c) */
+    struct tls_srv *tls;                     /* TLS on the client port (tls.h), or NULL */
+    struct metrics *metrics;                 /* counters and /metrics (metrics.h), or NULL */
 
     int stopping;
     uint64_t stop_deadline_ms;

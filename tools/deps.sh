@@ -6,7 +6,9 @@
 #   sh tools/deps.sh fuzz     also clang and its fuzzer runtime
 # The first set runs every step of README.md and docs/ (python3-tqdm: Graphcore's
 # mnist_pipeline.py in docs/python.md; openmpi-bin: mpirun; g++ and libgloo-dev: the Pod
-# collective engine, pod/coll_gloo.cc; iproute2: bench/allreduce.sh's network namespaces).
+# collective engine, pod/coll_gloo.cc; iproute2: bench/allreduce.sh's network namespaces;
+# prometheus and curl: test_metrics scrapes /metrics with a real Prometheus; tmux: ipuctl top's
+# test; libssl-dev: TLS, docs/service.md).
 set -eu
 
 pkgs="
@@ -35,6 +37,10 @@ python3-pytest
 python3-tqdm
 openmpi-bin
 iproute2
+prometheus
+curl
+tmux
+libssl-dev
 "
 case "${1:-}" in
 bench) pkgs="$pkgs valgrind time" ;;

@@ -660,6 +660,9 @@ static const struct cmd cmds[] = {
      "inject faults into IPUs (admin): errors PopTorch programs recover from", ipuctl_fault},
     {"health", "health", "say whether the daemon is live and ready (exit 0 when ready)",
      cmd_health},
+    {"top", "top [--once] [--interval SECONDS] [--count N]",
+     "a live view refreshed every second: IPUs, holders, utilisation, memory, steps/s, the "
+     "Pod", ipuctl_top},
 };
 
 /* Writes the full usage, built from the command table, to f. */

@@ -39,6 +39,10 @@ int ipuctl_open_client_as(const struct ipuctl_opts *o, ipuof_client **out, int p
 /* ipuctl_open_client_as without probe. */
 int ipuctl_open_client(const struct ipuctl_opts *o, ipuof_client **out);
 
+/* ipuctl top [--once] [--interval S] [--count N] (argv[0] is "top"): the live view
+ * (ipuctl_top.c). Returns the exit status. */
+int ipuctl_top(const struct ipuctl_opts *o, int argc, char **argv);
+
 /* ipuctl fault inject|list|clear ARGS (argv[0] is "fault"). Returns the exit status. */
 int ipuctl_fault(const struct ipuctl_opts *o, int argc, char **argv);
 

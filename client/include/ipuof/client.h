@@ -357,6 +357,12 @@ IPUOF_API const char *ipuof_pod_host_state_name(int state);
 /* Static name of an IPU state ("free", "attached", "busy", "error"). */
 IPUOF_API const char *ipuof_ipu_state_name(int state);
 
+/* IPU i's busy time since the daemon started, in microseconds: *host_us the simulator's
+ * time on the daemon's host, *sim_us the simulated clock's (either may be NULL); 0 from a
+ * daemon that does not say. IPUOF_E_INVAL when i is out of range. (ipuctl top's use.) */
+IPUOF_API int ipuof_status_report_ipu_busy(const ipuof_status_report *r, size_t i,
+                                           uint64_t *host_us, uint64_t *sim_us);
+
 /* ---- administration ----------------------------------------------------------------- */
 
 enum ipuof_reset_scope {
