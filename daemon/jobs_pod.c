@@ -457,6 +457,58 @@ sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
+/*
+ * After a training call: every daemon's processes see the buffers (BatchNormalization's
+ * running statistics, module buffers forward() updates) of the partition's replica 0,
+ * rank 0's replica 0, as every process of one daemon with all the replicas sees that
+ * daemon's replica 0. Buffers are kept per replica and move on with each replica's own
+ * micro-batches, so the other daemons' replicas keep their own copies for their runs (the
+ * copies the same replicas of one daemon would have); rank 0 broadcasts its replica 0's,
+ * in one collective, and the others show them to their processes (sim_exe_show_buffer:
+ * reads, copies to an inference model, saves) until the next call. 0, or a status with
+ * err filled. Worker thread.
+ */
+static int
+show_buffers(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
+{
+    size_t total = 0, off = 0;
+    char why[512], *all;
+    int rc = 0;
+
+    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        if (sim_exe_weight_info(e, i, &wi) == 0 && wi.kind == SIM_WEIGHT_BUFFER)
+            total += wi.bytes;
+    }
+    if (total == 0)
+        return 0;
+    all = malloc(total);
+    if (all == NULL)
+        return xerr(err, IPUOF_E_NOMEM, "out of memory sharing the buffers of replica 0");
+    for (size_t i = 0; pj->rank == 0 && rc == 0 && i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        if (sim_exe_weight_info(e, i, &wi) != 0 || wi.kind != SIM_WEIGHT_BUFFER)
+            continue;
+        rc = sim_exe_read_weight(e, wi.name, all + off, wi.bytes, err);
+        off += wi.bytes;
+    }
+    if (rc == 0 && pod_coll_broadcast(pj->coll, all, total, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the broadcast of replica 0's buffers", why,
+                 pod_coll_failed_rank(pj->coll));
+        free(all);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    for (size_t i = 0; pj->rank != 0 && rc == 0 && i < sim_exe_weight_count(e); i++) {
+        struct sim_weight_info wi;
+        if (sim_exe_weight_info(e, i, &wi) != 0 || wi.kind != SIM_WEIGHT_BUFFER)
+            continue;
+        rc = sim_exe_show_buffer(e, wi.name, all + off, wi.bytes, err);
+        off += wi.bytes;
+    }
+    free(all);
+    return rc;
+}
+
 /* FNV-1a over n bytes of p, continuing from h. */
 static uint64_t
 fnv(uint64_t h, const void *p, size_t n)
@@ -599,6 +651,14 @@ job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
         pod_fail(pj, "a call", err->msg, -1);
         pod_coll_close(pj->coll); /* the others see this rank go away at once */
         pj->coll = NULL;
+        return rc;
+    }
+    if ((rc = show_buffers(pj, m->entry->exe, err)) != 0) {
+        if (!pj->broken) { /* this daemon's own failure: the others must not wait */
+            pod_fail(pj, "the sharing of replica 0's buffers", err->msg, -1);
+            pod_coll_close(pj->coll);
+            pj->coll = NULL;
+        }
         return rc;
     }
     if (pod_coll_barrier(pj->coll, why, sizeof why) != 0) {

@@ -59,6 +59,8 @@ struct sim_weight {
     int ipu;                    /* IPU of its first reader */
     bool half;                  /* a float16 initializer: its floats hold float16 values
                                  * (half_train.c), 2 bytes each in the plan */
+    bool shown;                 /* a buffer the host sees in e->shown rather than in
+                                 * replica 0's block (sim_exe_show_buffer) */
 };
 
 struct sim_enode {
@@ -222,6 +224,8 @@ struct sim_exe {
     size_t params_bytes;
     char *bufs;                 /* R blocks of bufs_bytes: per-replica buffers */
     size_t bufs_bytes;
+    char *shown;                /* one block of bufs_bytes: what the host sees of the
+                                 * buffers marked shown; NULL until one is */
     struct sim_train *tr;
 
     size_t *arena_bytes;        /* per IPU within a replica */
@@ -393,6 +397,10 @@ int sim_train_reduce(struct sim_exe *e, struct sim_err *err);
  * reduced gradient, then every replica's accumulators zeroed for the next iteration, unless
  * it is the run's last (its reduced gradient stays readable: sim_exe_read_gradient). */
 void sim_train_update(struct sim_exe *e, bool last);
+
+/* weights_io.c: the host sees every buffer's replica 0 copy again (no shown copies; a run
+ * calls it, as its buffers move on). Caller holds e->busy. */
+void sim_weights_unshow(struct sim_exe *e);
 
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);

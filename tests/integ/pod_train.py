@@ -3,7 +3,8 @@
 IPUOF_NUM_PROCESSES, and IPUOF_POD_HOSTS naming the daemons) it runs as one instance of
 the job; alone, with REPLICAS replicas. It trains Conv2d -> BatchNorm2d -> ReLU -> Linear
 for 10 optimizer steps (5 calls of 2 device iterations) on one seeded shuffled DataLoader
-and prints, from instance 0 only, one JSON line with every parameter and buffer.
+and prints, from every instance, one JSON line with its instance index and every parameter
+and buffer it reads back (copyWeightsToHost), so a test compares each process's whole state.
 POD_TRAIN_GROUP="SIZE TYPE" sets inputReplicaGrouping(SIZE, CommGroupType.TYPE).
 POD_TRAIN_CALLS=N makes it N calls over an endless loader (for a daemon killed mid-run):
 a poptorch.RecoverableError is then printed as "RecoverableError <action>: <message>" and
@@ -70,10 +71,10 @@ except poptorch.RecoverableError as e:
     print(f"RecoverableError {e.recovery_action}: {e.message}", flush=True)
     sys.exit(3)
 training.copyWeightsToHost()
-if popdist.getInstanceIndex() == 0:
-    state = {k: v.flatten().tolist() for k, v in model.state_dict().items()
-             if v.dtype == torch.float32}
-    print(json.dumps({"instances": popdist.getNumInstances(),
-                      "replicas": opts.replication_factor * opts.Distributed.numProcesses,
-                      "state": state}), flush=True)
+state = {k: v.flatten().tolist() for k, v in model.state_dict().items()
+         if v.dtype == torch.float32}
+print(json.dumps({"instance": popdist.getInstanceIndex(),
+                  "instances": popdist.getNumInstances(),
+                  "replicas": opts.replication_factor * opts.Distributed.numProcesses,
+                  "state": state}), flush=True)
 training.destroy()
