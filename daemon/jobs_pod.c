@@ -420,41 +420,115 @@ job_pod_model(struct job *j, struct model *m)
         return; /* an inference model, or one process's own: no collective */
     if (sim_exe_set_xreduce(e, &x, &err) != 0)
         log_warn("job '%s': model %u: %s", j->name, m->id, err.msg);
-    m->pod_sync = 1;
+    m->pod_sync |= MODEL_POD_COMPILED;
 }
 
-/* Broadcasts rank 0's weights (and buffers) of e to every daemon. Worker thread. */
+/* This daemon fails a collective step on its own (a mismatch, out of memory): the job
+ * ends, and the others, which would wait for it, see it go away at once. Returns code. */
 static int
-sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
+self_fail(struct pod_job *pj, const char *what, int code, struct sim_err *err)
 {
+    pod_fail(pj, what, err->msg, -1);
+    pj->code = code;
+    pod_coll_close(pj->coll);
+    pj->coll = NULL;
+    return xerr(err, code, "%s", pj->why);
+}
+
+/* Every index sim_exe_weight_info describes: the weights, then the optimizer state. */
+static size_t
+all_weights(const struct sim_exe *e)
+{
+    struct sim_weight_info wi;
+    size_t n = sim_exe_weight_count(e);
+
+    while (sim_exe_weight_info(e, n, &wi) == 0)
+        n++;
+    return n;
+}
+
+/* Rank 0's tensor i of e to every daemon: rank 0 reads it, the others write it (a buffer
+ * into every replica's copy). Worker thread. */
+static int
+sync_one(struct pod_job *pj, struct sim_exe *e, size_t i, struct sim_err *err)
+{
+    struct sim_weight_info wi;
     char why[512];
+    void *buf;
+    int rc = 0;
 
-    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
-        struct sim_weight_info wi;
-        void *buf;
-        int rc = 0;
-
-        if (sim_exe_weight_info(e, i, &wi) != 0)
-            continue;
-        buf = malloc(wi.bytes ? wi.bytes : 1);
-        if (buf == NULL)
-            return xerr(err, IPUOF_E_NOMEM, "out of memory broadcasting weight '%s'",
-                               wi.name);
-        if (pj->rank == 0)
-            rc = sim_exe_read_weight(e, wi.name, buf, wi.bytes, err);
-        if (rc == 0 && pod_coll_broadcast(pj->coll, buf, wi.bytes, 0, why, sizeof why) != 0) {
-            pod_fail(pj, "the broadcast of the initial weights", why,
-                     pod_coll_failed_rank(pj->coll));
-            free(buf);
-            return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
-        }
-        if (rc == 0 && pj->rank != 0)
-            rc = sim_exe_write_weight(e, wi.name, buf, wi.bytes, err);
+    if (sim_exe_weight_info(e, i, &wi) != 0)
+        return 0;
+    buf = malloc(wi.bytes ? wi.bytes : 1);
+    if (buf == NULL)
+        return self_fail(pj, "the broadcast of the weights",
+                         xerr(err, IPUOF_E_NOMEM, "out of memory broadcasting weight '%s'",
+                              wi.name), err);
+    if (pj->rank == 0)
+        rc = sim_exe_read_weight(e, wi.name, buf, wi.bytes, err);
+    if (rc == 0 && pod_coll_broadcast(pj->coll, buf, wi.bytes, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the broadcast of the weights", why, pod_coll_failed_rank(pj->coll));
         free(buf);
-        if (rc != 0)
-            return rc;
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
-    return 0;
+    if (rc == 0 && pj->rank != 0)
+        rc = sim_exe_write_weight(e, wi.name, buf, wi.bytes, err);
+    free(buf);
+    return rc;
+}
+
+/*
+ * Broadcasts what rank 0's process 0 changed in m since the last call (flags: MODEL_POD_*)
+ * to every daemon, as PopDistStrategy broadcasts from instance 0: after a compile every
+ * weight and buffer (each process compiled its own model bytes); after writes or copies
+ * into m, only the weights, buffers and optimizer state written since
+ * (sim_exe_weight_written). A buffer goes into every replica's copy, so one that was not
+ * written keeps each replica's own, as the same replicas of one daemon do; optimizer state
+ * is one copy, the same on every daemon unless written. Rank 0 sends the list first, one
+ * byte per tensor. Worker thread.
+ */
+static int
+sync_weights(struct pod_job *pj, struct model *m, int flags, struct sim_err *err)
+{
+    struct sim_exe *e = m->entry->exe;
+    size_t count = sim_exe_weight_count(e), n = all_weights(e);
+    uint64_t first = n, latest = m->pod_written;
+    unsigned char *send;
+    char why[512];
+    int rc = 0;
+
+    if (pod_coll_broadcast(pj->coll, &first, sizeof first, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the broadcast of the weights", why, pod_coll_failed_rank(pj->coll));
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    if (first != n) {
+        xerr(err, IPUOF_E_INVAL, "model '%s' keeps %zu weights and optimizer state tensors "
+             "on this daemon ('%s') and %" PRIu64 " on host '%s'; every process sets the same "
+             "optimizer", m->name, n, pj->self, first, pj->hosts[0]);
+        return self_fail(pj, "the broadcast of the weights", IPUOF_E_INVAL, err);
+    }
+    send = calloc(n ? n : 1, 1);
+    if (send == NULL)
+        return self_fail(pj, "the broadcast of the weights",
+                         xerr(err, IPUOF_E_NOMEM, "out of memory"), err);
+    for (size_t i = 0; pj->rank == 0 && i < n; i++) {
+        uint64_t w = sim_exe_weight_written(e, i);
+        send[i] = (unsigned char)(((flags & MODEL_POD_COMPILED) && i < count) ||
+                                  w > m->pod_written);
+        latest = w > latest ? w : latest;
+    }
+    if (pod_coll_broadcast(pj->coll, send, n, 0, why, sizeof why) != 0) {
+        pod_fail(pj, "the broadcast of the weights", why, pod_coll_failed_rank(pj->coll));
+        free(send);
+        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (send[i])
+            rc = sync_one(pj, e, i, err);
+    free(send);
+    if (rc == 0)
+        m->pod_written = latest;
+    return rc;
 }
 
 /*
@@ -618,7 +692,7 @@ job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
     struct pod_job *pj = j->pod;
     unsigned char sync;
     char why[512];
-    int rc;
+    int rc, flags;
 
     if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe))
         return 0;
@@ -627,13 +701,14 @@ job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
     if (!m->pod_checked && (rc = check_model(pj, m, err)) != 0)
         return rc;
     /* Whether rank 0's weights changed since the last call: its word is every daemon's. */
-    sync = (unsigned char)(m->pod_sync != 0);
+    flags = m->pod_sync;
+    sync = (unsigned char)(flags != 0);
     if (pod_coll_broadcast(pj->coll, &sync, 1, 0, why, sizeof why) != 0) {
         pod_fail(pj, "the start of a call", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     m->pod_sync = 0;
-    return sync ? sync_weights(pj, m->entry->exe, err) : 0;
+    return sync ? sync_weights(pj, m, flags, err) : 0;
 }
 
 int
@@ -653,14 +728,8 @@ job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
         pj->coll = NULL;
         return rc;
     }
-    if ((rc = show_buffers(pj, m->entry->exe, err)) != 0) {
-        if (!pj->broken) { /* this daemon's own failure: the others must not wait */
-            pod_fail(pj, "the sharing of replica 0's buffers", err->msg, -1);
-            pod_coll_close(pj->coll);
-            pj->coll = NULL;
-        }
-        return rc;
-    }
+    if ((rc = show_buffers(pj, m->entry->exe, err)) != 0)
+        return pj->broken ? rc : self_fail(pj, "the sharing of replica 0's buffers", rc, err);
     if (pod_coll_barrier(pj->coll, why, sizeof why) != 0) {
         pod_fail(pj, "the barrier ending a call", why, pod_coll_failed_rank(pj->coll));
         return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
@@ -714,6 +783,13 @@ int
 job_pod_ranks(const struct conn *c)
 {
     return c->job != NULL && c->job->pod != NULL ? c->job->pod->size : 1;
+}
+
+int
+job_pod_shared(const struct conn *c, const struct model *m)
+{
+    return c->job != NULL && c->job->pod != NULL && m->nproc == c->job->nproc &&
+           sim_exe_is_training(m->entry->exe);
 }
 
 unsigned

@@ -777,6 +777,14 @@ int sim_exe_read_gradient(struct sim_exe *e, const char *name, void *dst, size_t
                           struct sim_err *err);
 
 /*
+ * When weight i (any index sim_exe_weight_info describes, optimizer state included) was
+ * last written by sim_exe_write_weight or a copy into e: a count of e's weight writes,
+ * increasing with every write, so a caller that kept the largest value it saw tells the
+ * weights written since; 0 when never written since compiling (or no such index).
+ */
+uint64_t sim_exe_weight_written(const struct sim_exe *e, size_t i);
+
+/*
  * Across executables (the daemons of a Pod, each running some replicas of one partition):
  * what the host sees of buffer `name` of e (a per-replica SIM_WEIGHT_BUFFER, e.g. a
  * running mean) becomes the bytes of src, the partition's replica 0's copy held by another

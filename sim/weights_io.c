@@ -136,6 +136,15 @@ store(struct sim_exe *e, int i, const void *src)
     for (unsigned r = 0; r < copies && e->w[i].bytes > 0; r++)
         memcpy(weight_data(e, i, r), src, e->w[i].bytes);
     e->w[i].shown = false;
+    e->w[i].written = ++e->writes;
+}
+
+uint64_t
+sim_exe_weight_written(const struct sim_exe *e, size_t i)
+{
+    if (i < (size_t)e->n_w)
+        return e->w[i].written;
+    return i <= (size_t)LONG_MAX ? sim_optim_state_written(e, (long)i) : 0;
 }
 
 int

@@ -255,6 +255,18 @@ check "BatchNorm, 2 instances x 2 replicas on one daemon exit 0 ($rc0, $rc1: \
 $(grep -v "^{" "$D/bn3.1.out" | tail -c 300))" all_zero "$rc0" "$rc1"
 m=$(same_state "$D/bn1.out" "$D/bn3.0.out" "$D/bn3.1.out")
 check "BatchNorm, 2 instances x 2 replicas on one daemon = 1 x 4 for every process: $m" [ $? -eq 0 ]
+# Instance 0 loads the optimizer's state (momentum halved) after the second call: written
+# on host-a's daemon, it reaches host-b's at the next call, as on one daemon.
+export POD_TRAIN_LOAD=1
+IPUOF_SERVER=$SA timeout 300 nsenter --net=/run/netns/"$NA" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+    "$PY" tests/integ/pod_train.py 4 >"$D/bnl1.out" 2>&1
+bn_pair bnl2 1
+unset POD_TRAIN_LOAD
+check "optimizer state loaded by instance 0, 2 instances x 2 replicas over 2 daemons exit 0 \
+($rc0, $rc1: $(grep -v "^{" "$D/bnl2.1.out" | tail -c 300))" all_zero "$rc0" "$rc1"
+m=$(same_state "$D/bnl1.out" "$D/bnl2.0.out" "$D/bnl2.1.out")
+check "optimizer state loaded by instance 0: 2 daemons x 2 replicas = 1 x 4 for every process: \
+$m" [ $? -eq 0 ]
 
 # inputReplicaGrouping (CommGroup of input replicas) across a Pod: a group is a process's
 # own replicas, wherever the process runs, so 2 processes x 2 replicas in groups of 2 over
