@@ -4,7 +4,8 @@
  * ignore_index and log_prob; CtcLoss with ragged lengths, an impossible alignment and
  * zero_infinity), run in inference executables; the weights API (kinds, read, write,
  * gradients, copies, ONNX save checked by sim_model_load and, when python3-onnx is
- * installed, by onnx.checker; a buffer's shown copy, sim_exe_show_buffer); the memory report of a training executable; and the errors:
+ * installed, by onnx.checker; a buffer's shown copy, sim_exe_show_buffer; write stamps,
+ * sim_exe_weight_written); the memory report of a training executable; and the errors:
  * loss not an output or not one value per replica, optimizer parameters out of range,
  * gradient_accumulation 0 or > 1 for inference, no trainable weight (ReduceMax on the path,
  * refused until it had a gradient rule, now compiles), CtcLoss limits, set_optimizer misuse, and labels out of range at
@@ -472,6 +473,34 @@ test_show_buffer(void **state)
     assert_int_equal(sim_exe_write_weight(e, "bn.mean", own, sizeof(own), &err), 0);
     assert_int_equal(sim_exe_read_weight(e, "bn.mean", got, sizeof(got), &err), 0);
     assert_memory_equal(got, own, sizeof(got));
+    /* write stamps (sim_exe_weight_written): none but bn.mean's on e, none on the twin;
+     * each write stamps later, optimizer state included; a copy stamps every copied
+     * weight; runs and shows stamp nothing */
+    {
+        long mean = sim_exe_weight_index(e, "bn.mean"), fc = sim_exe_weight_index(e, "fc.w");
+        long step = sim_exe_weight_index(e, "optimizer:step");
+        int64_t steps = 5;
+        uint64_t s1 = sim_exe_weight_written(e, (size_t)mean), s2, s3;
+        assert_true(mean >= 0 && fc >= 0 && step >= (long)sim_exe_weight_count(e));
+        assert_true(s1 > 0);
+        for (size_t i = 0; i < sim_exe_weight_count(e) + 3; i++) {
+            assert_int_equal(sim_exe_weight_written(twin, i), 0);
+            if (i != (size_t)mean)
+                assert_int_equal(sim_exe_weight_written(e, i), 0);
+        }
+        assert_int_equal(sim_exe_weight_written(e, 1000), 0);
+        assert_int_equal(sim_exe_write_weight(e, "optimizer:step", &steps, sizeof(steps),
+                                              &err), 0);
+        s2 = sim_exe_weight_written(e, (size_t)step);
+        assert_true(s2 > s1);
+        assert_int_equal(sim_exe_copy_weights(twin, e, &err), 0);
+        s3 = sim_exe_weight_written(twin, (size_t)fc);
+        assert_true(s3 > 0 && sim_exe_weight_written(twin, (size_t)mean) > 0);
+        assert_int_equal(sim_exe_weight_written(twin, (size_t)step), 0);  /* not copied */
+        run(e);
+        assert_int_equal(sim_exe_weight_written(e, (size_t)fc), 0);
+        assert_int_equal(sim_exe_weight_written(e, (size_t)mean), s1);
+    }
     free(bytes);
     sim_exe_free(again);
     sim_exe_free(inf);
