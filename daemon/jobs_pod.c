@@ -4,10 +4,12 @@
  * its share of the IPUs, and compiles their replicas; the daemons of the partition form one
  * communicator of pod/coll.h (gloo) through the rendezvous store of the partition's first
  * daemon (req_pod.c), once every local process has attached. Then, per training run of a
- * model the processes share: rank 0's weights and buffers are broadcast when they changed
- * since the last run (compiled, written), the REDUCE step all-reduces the local replicas'
- * summed gradients (sim's xreduce hook) before the mean over every replica of the
- * partition, and a barrier ends the call. A daemon, process or link that goes away fails
+ * model the processes share: what changed on rank 0 since the last run is broadcast (every
+ * weight and buffer after a compile; the weights, buffers and optimizer state written
+ * since after writes), the REDUCE step all-reduces the local replicas' summed gradients
+ * (sim's xreduce hook) before the mean over every replica of the partition, rank 0's
+ * replica 0's buffers are broadcast for the other daemons to show their processes (their
+ * replicas keep their own), and a barrier ends the call. A daemon, process or link that goes away fails
  * the call on every daemon within [pod] timeout_ms; each ends its local job with
  * PARTITION_RESET naming the host, so every process is told, the IPUs return to the pool
  * and a new partition (a new rendezvous) can be formed.
