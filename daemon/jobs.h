@@ -120,6 +120,9 @@ int job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n);
 int job_pod_rank(const struct conn *c);
 int job_pod_ranks(const struct conn *c);
 unsigned job_pod_process_base(const struct conn *c);
+/* Whether m is a training model every process of c's job across a Pod shares (rank 0's
+ * weights are every daemon's: jobs_pod.c broadcasts them); 0 when not across a Pod. */
+int job_pod_shared(const struct conn *c, const struct model *m);
 
 /* ---- the attach wait queue (its state is in struct srv) ---- */
 

@@ -4,20 +4,21 @@
  * its share of the IPUs, and compiles their replicas; the daemons of the partition form one
  * communicator of pod/coll.h (gloo) through the rendezvous store of the partition's first
  * daemon (req_pod.c), once every local process has attached. Then, per training run of a
- * model the processes share: rank 0's weights and buffers are broadcast when they changed
- * since the last run (compiled, written), the REDUCE step all-reduces the local replicas'
- * summed gradients (sim's xreduce hook) before the mean over every replica of the
- * partition, and a barrier ends the call. A daemon, process or link that goes away fails
- * the call on every daemon within [pod] timeout_ms; each ends its local job with
- * PARTITION_RESET naming the host, so every process is told, the IPUs return to the pool
- * and a new partition (a new rendezvous) can be formed.
+ * model the processes share: what changed on rank 0 since the last run is broadcast (every
+ * weight and buffer after a compile; the weights, buffers and optimizer state written
+ * since after writes), the REDUCE step all-reduces the local replicas' summed gradients
+ * (sim's xreduce hook) before the mean over every replica of the partition, rank 0's
+ * replica 0's buffers are broadcast for the other daemons to show their processes (their
+ * replicas keep their own), and a barrier ends the call. A daemon, process or link that
+ * goes away fails the call on every daemon within [pod] timeout_ms; each ends its local
+ * job with PARTITION_RESET naming the host, so every process is told, the IPUs return to
+ * the pool and a new partition (a new rendezvous) can be formed.
  *
  * The communicator is used on worker threads only (the rendezvous, the runs), one at a
  * time: a job runs one call at a time.
  */
 #include <event2/event.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,34 +31,13 @@
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
+#include "jobs_pod_int.h"
 #include "log.h"
 #include "pod.h"
 #include "pod_kv.h"
 #include "pod_store.h"
 #include "srv_state.h"
 #include "metrics.h"
-
-#define POD_MAX_HOSTS (CFG_POD_MAX_PEERS + 1)
-
-struct pod_job {
-    int rank, size;
-    unsigned first, nlocal, nglobal;       /* processes */
-    char hosts[POD_MAX_HOSTS][CFG_POD_NAME_MAX];
-    char rdv[256];                         /* rank 0's Pod address (the store) */
-    char bind[256];                        /* where this daemon's gloo listens */
-    char self[CFG_POD_NAME_MAX];
-    char token[CFG_TOKEN_MAX];
-    int timeout_ms;                        /* [pod] timeout_ms */
-    int sum_daemons;                       /* [pod] sum = daemons */
-    int wait_ms;                           /* job_timeout: the other daemons' processes */
-    char job[POD_KV_JOB_MAX + 1];          /* the store's namespace: the partition name */
-    struct pod_kvc *kvc;                   /* the store, borrowed by coll */
-    struct pod_coll *coll;                 /* NULL until formed */
-    int broken;                            /* a collective failed: the job ends */
-    int code;                              /* why, as a status (IPUOF_E_CLOSED, _INVAL) */
-    uint64_t xr_calls, xr_floats, xr_ns;   /* all-reduces: count, floats, time (workers) */
-    char why[768];                         /* what failed, naming the host */
-};
 
 /* The rendezvous of j's daemons on a worker. */
 struct pod_rdv {
@@ -200,35 +180,6 @@ int
 job_pod_size(const struct pod_job *pj)
 {
     return pj->size;
-}
-
-/* Fills a simulator error (code and sentence) and returns code. */
-static int __attribute__((format(printf, 3, 4)))
-xerr(struct sim_err *err, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    err->code = code;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-/* Records a failure as the job's reason; rank is the rank that went away (the
- * communicator's pod_coll_failed_rank), or -1 when none is known: then the partition as a
- * whole is named. Worker thread. */
-static void
-pod_fail(struct pod_job *pj, const char *what, const char *why, int rank)
-{
-    if (rank >= 0 && rank < pj->size && rank != pj->rank)
-        errbuf_set(pj->why, sizeof pj->why, "Pod host '%s' of partition '%s' went away during "
-                 "%s: %s", pj->hosts[rank], pj->job, what, why);
-    else
-        errbuf_set(pj->why, sizeof pj->why, "the Pod partition '%s' failed during %s: %s",
-                 pj->job, what, why);
-    pj->broken = 1;
-    pj->code = IPUOF_E_CLOSED;
 }
 
 static void
@@ -406,7 +357,7 @@ pod_xreduce(void *ctx, float *g, unsigned R, size_t n, struct sim_err *err)
     if (rc != 0) {
         if (!pj->broken)
             pod_fail(pj, "the gradient all-reduce", why, pod_coll_failed_rank(pj->coll));
-        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+        return pod_xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     return 0;
 }
@@ -423,113 +374,7 @@ job_pod_model(struct job *j, struct model *m)
         return; /* an inference model, or one process's own: no collective */
     if (sim_exe_set_xreduce(e, &x, &err) != 0)
         log_warn("job '%s': model %u: %s", j->name, m->id, err.msg);
-    m->pod_sync = 1;
-}
-
-/* Broadcasts rank 0's weights (and buffers) of e to every daemon. Worker thread. */
-static int
-sync_weights(struct pod_job *pj, struct sim_exe *e, struct sim_err *err)
-{
-    char why[512];
-
-    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
-        struct sim_weight_info wi;
-        void *buf;
-        int rc = 0;
-
-        if (sim_exe_weight_info(e, i, &wi) != 0)
-            continue;
-        buf = malloc(wi.bytes ? wi.bytes : 1);
-        if (buf == NULL)
-            return xerr(err, IPUOF_E_NOMEM, "out of memory broadcasting weight '%s'",
-                               wi.name);
-        if (pj->rank == 0)
-            rc = sim_exe_read_weight(e, wi.name, buf, wi.bytes, err);
-        if (rc == 0 && pod_coll_broadcast(pj->coll, buf, wi.bytes, 0, why, sizeof why) != 0) {
-            pod_fail(pj, "the broadcast of the initial weights", why,
-                     pod_coll_failed_rank(pj->coll));
-            free(buf);
-            return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
-        }
-        if (rc == 0 && pj->rank != 0)
-            rc = sim_exe_write_weight(e, wi.name, buf, wi.bytes, err);
-        free(buf);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* FNV-1a over n bytes of p, continuing from h. */
-static uint64_t
-fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-/* What every daemon's executable of one model must agree on: its weights (names, dtypes,
- * sizes, kinds) and its run shape (replicas, device iterations, accumulation, batch, input
- * groups and their type). */
-static uint64_t
-model_print(const struct model *m)
-{
-    struct sim_exe *e = m->entry->exe;
-    uint64_t h = 14695981039346656037ull;
-    unsigned shape[6] = {sim_exe_replicas(e), sim_exe_device_iterations(e),
-                         sim_exe_gradient_accumulation(e), sim_exe_micro_batch(e),
-                         m->group > 1 ? m->group : 1, m->group > 1 && m->group_orthogonal};
-
-    h = fnv(h, shape, sizeof shape);
-    for (size_t i = 0; i < sim_exe_weight_count(e); i++) {
-        struct sim_weight_info wi;
-        uint64_t f[3];
-        if (sim_exe_weight_info(e, i, &wi) != 0)
-            continue;
-        f[0] = (uint64_t)wi.kind;
-        f[1] = (uint64_t)wi.dtype;
-        f[2] = wi.bytes;
-        h = fnv(h, wi.name, strlen(wi.name) + 1);
-        h = fnv(h, f, sizeof f);
-    }
-    return h;
-}
-
-/* The first call of m: every daemon compiled the same model with the same run shape, else
- * the all-reduce would pair different gradients (or fail at its sizes). 0 or a status. */
-static int
-check_model(struct pod_job *pj, struct model *m, struct sim_err *err)
-{
-    uint64_t mine = model_print(m), first = mine;
-    float differs;
-    char why[512];
-
-    if (pod_coll_broadcast(pj->coll, &first, sizeof first, 0, why, sizeof why) != 0) {
-        pod_fail(pj, "the first call's model check", why, pod_coll_failed_rank(pj->coll));
-        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
-    }
-    differs = first != mine ? 1.0f : 0.0f;
-    if (pod_coll_allreduce_f32(pj->coll, &differs, 1, why, sizeof why) != 0) {
-        pod_fail(pj, "the first call's model check", why, pod_coll_failed_rank(pj->coll));
-        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
-    }
-    if (differs != 0.0f) {
-        errbuf_set(pj->why, sizeof pj->why, "model '%s' of partition '%s' differs between the "
-                   "Pod's daemons (%s this one, host '%s'): its weights or run shape (replicas "
-                   "per process, device iterations, accumulation, batch, input groups) are "
-                   "not those of "
-                   "host '%s'; every process of a job compiles the same model with the same "
-                   "options", m->name, pj->job, first != mine ? "at least" : "not",
-                   pj->self, pj->hosts[0]);
-        pj->broken = 1;
-        pj->code = IPUOF_E_INVAL;
-        return xerr(err, IPUOF_E_INVAL, "%s", pj->why);
-    }
-    m->pod_checked = 1;
-    return 0;
+    m->pod_sync |= MODEL_POD_COMPILED;
 }
 
 int
@@ -552,7 +397,7 @@ job_pod_cut(struct job *j, const char *why, struct sim_err *err)
     }
     pod_coll_close(pj->coll); /* the others see this rank go away at once */
     pj->coll = NULL;
-    return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    return pod_xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
 }
 
 const char *
@@ -569,22 +414,23 @@ job_pod_before_run(struct job *j, struct model *m, struct sim_err *err)
     struct pod_job *pj = j->pod;
     unsigned char sync;
     char why[512];
-    int rc;
+    int rc, flags;
 
     if (pj == NULL || m->nproc != j->nproc || !sim_exe_is_training(m->entry->exe))
         return 0;
     if (pj->broken)
-        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
-    if (!m->pod_checked && (rc = check_model(pj, m, err)) != 0)
+        return pod_xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+    if (!m->pod_checked && (rc = pod_check_model(pj, m, err)) != 0)
         return rc;
     /* Whether rank 0's weights changed since the last call: its word is every daemon's. */
-    sync = (unsigned char)(m->pod_sync != 0);
+    flags = m->pod_sync;
+    sync = (unsigned char)(flags != 0);
     if (pod_coll_broadcast(pj->coll, &sync, 1, 0, why, sizeof why) != 0) {
         pod_fail(pj, "the start of a call", why, pod_coll_failed_rank(pj->coll));
-        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+        return pod_xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     m->pod_sync = 0;
-    return sync ? sync_weights(pj, m->entry->exe, err) : 0;
+    return sync ? pod_sync_weights(pj, m, flags, err) : 0;
 }
 
 int
@@ -604,9 +450,12 @@ job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
         pj->coll = NULL;
         return rc;
     }
+    if ((rc = pod_show_buffers(pj, m->entry->exe, err)) != 0)
+        return pj->broken ? rc : pod_self_fail(pj, "the sharing of replica 0's buffers", rc,
+                                               err);
     if (pod_coll_barrier(pj->coll, why, sizeof why) != 0) {
         pod_fail(pj, "the barrier ending a call", why, pod_coll_failed_rank(pj->coll));
-        return xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
+        return pod_xerr(err, IPUOF_E_CLOSED, "%s", pj->why);
     }
     return 0;
 }
@@ -657,6 +506,13 @@ int
 job_pod_ranks(const struct conn *c)
 {
     return c->job != NULL && c->job->pod != NULL ? c->job->pod->size : 1;
+}
+
+int
+job_pod_shared(const struct conn *c, const struct model *m)
+{
+    return c->job != NULL && c->job->pod != NULL && m->nproc == c->job->nproc &&
+           sim_exe_is_training(m->entry->exe);
 }
 
 unsigned

@@ -106,11 +106,17 @@ struct model {
     uint64_t freed_by;           /* bit p set once process p freed it */
     unsigned group;              /* inputReplicaGrouping: replicas per input group (0/1: none) */
     int group_orthogonal;        /* its groups are orthogonal, not consecutive */
-    int pod_sync;                /* a Pod job's: its weights changed on this daemon since the
-                                  * last call (rank 0's are broadcast then, jobs_pod.c) */
+    int pod_sync;                /* a Pod job's: MODEL_POD_* bits, what changed on this
+                                  * daemon since the last call (rank 0's are broadcast then,
+                                  * jobs_pod.c) */
+    uint64_t pod_written;        /* a Pod job's: the latest sim_exe_weight_written stamp the
+                                  * last broadcast covered */
     int pod_checked;             /* a Pod job's: every daemon compiled the same model */
     struct model *next;
 };
+
+#define MODEL_POD_WRITTEN 1      /* pod_sync: process 0 wrote or copied weights into it */
+#define MODEL_POD_COMPILED 2     /* pod_sync: compiled: every weight and buffer goes */
 
 /* Bytes of an executable's run buffers: every input and output of one call, held in the
  * daemon's host memory (the host-side streams). */

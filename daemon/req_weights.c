@@ -244,7 +244,7 @@ on_weights_payload(struct conn *c, void *arg)
             goto out;
         }
     }
-    m->pod_sync = 1; /* across a Pod, the next call broadcasts them to every daemon */
+    m->pod_sync |= MODEL_POD_WRITTEN; /* across a Pod, the next call broadcasts them */
     reply_empty(c, ww->req_id, IPUOF__HEADER__BODY_WRITE_WEIGHTS_REPLY);
 out:
     weight_write_free(ww);
@@ -350,11 +350,23 @@ req_copy_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32
     src = find(c, req_id, rq->src_model_id);
     if (src == NULL)
         return;
+    if (job_pod_rank(c) > 0 && job_pod_shared(c, dst)) {
+        /* It would change this daemon's copy only: the daemons' weights would part. */
+        unsigned nlocal = job_pod_process_base(c) / (unsigned)job_pod_rank(c);
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",
+                        "process %u copies weights into model '%s', which its job's processes "
+                        "on %d Pod hosts share; only the first host's processes (0-%u) change "
+                        "them (its weights are every replica's, as PopDistStrategy broadcasts "
+                        "from instance 0)", c->proc_id + job_pod_process_base(c), dst->name,
+                        job_pod_ranks(c), nlocal - 1);
+        return;
+    }
     rc = sim_exe_copy_weights(dst->entry->exe, src->entry->exe, &err);
     if (rc != IPUOF_OK) {
         conn_send_error(c, req_id, rc, 0, 0, "executor", "%s", err.msg);
         return;
     }
+    dst->pod_sync |= MODEL_POD_WRITTEN; /* across a Pod, the next call broadcasts them */
     reply_empty(c, req_id, IPUOF__HEADER__BODY_COPY_WEIGHTS_REPLY);
 }
 

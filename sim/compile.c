@@ -97,6 +97,7 @@ sim_exe_free(struct sim_exe *e)
     free(e->w);
     free(e->params);
     free(e->bufs);
+    free(e->shown);
     sim_train_free(e->tr);
     free(e);
 }

@@ -59,6 +59,9 @@ struct sim_weight {
     int ipu;                    /* IPU of its first reader */
     bool half;                  /* a float16 initializer: its floats hold float16 values
                                  * (half_train.c), 2 bytes each in the plan */
+    bool shown;                 /* a buffer the host sees in e->shown rather than in
+                                 * replica 0's block (sim_exe_show_buffer) */
+    uint64_t written;           /* e->writes at its last write (0: none since compiling) */
 };
 
 struct sim_enode {
@@ -222,6 +225,9 @@ struct sim_exe {
     size_t params_bytes;
     char *bufs;                 /* R blocks of bufs_bytes: per-replica buffers */
     size_t bufs_bytes;
+    char *shown;                /* one block of bufs_bytes: what the host sees of the
+                                 * buffers marked shown; NULL until one is */
+    uint64_t writes;            /* weight writes taken (sim_exe_weight_written) */
     struct sim_train *tr;
 
     size_t *arena_bytes;        /* per IPU within a replica */
@@ -394,6 +400,10 @@ int sim_train_reduce(struct sim_exe *e, struct sim_err *err);
  * it is the run's last (its reduced gradient stays readable: sim_exe_read_gradient). */
 void sim_train_update(struct sim_exe *e, bool last);
 
+/* weights_io.c: the host sees every buffer's replica 0 copy again (no shown copies; a run
+ * calls it, as its buffers move on). Caller holds e->busy. */
+void sim_weights_unshow(struct sim_exe *e);
+
 /* train.c: frees e->tr. */
 void sim_train_free(struct sim_train *tr);
 
@@ -413,6 +423,8 @@ long sim_optim_state_index(const struct sim_exe *e, const char *name);
 int sim_optim_state_info(const struct sim_exe *e, long idx, struct sim_weight_info *info);
 int sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool write,
                        struct sim_err *err);
+/* optim_state.c: e->writes at the last write of state tensor idx (0: none, or no such). */
+uint64_t sim_optim_state_written(const struct sim_exe *e, long idx);
 /* IPUOF_E_NOTFOUND for a name under "optimizer:" that e (training) does not keep, the
  * message listing what it keeps. */
 int sim_optim_state_missing(const struct sim_exe *e, const char *name, struct sim_err *err);

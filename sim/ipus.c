@@ -454,6 +454,7 @@ sim_exe_run_fed(struct sim_exe *e, struct sim_feed *f, struct sim_err *err)
         return rc;
     }
     atomic_store(&e->abort_run, 0);
+    sim_weights_unshow(e);
     e->feed = f;
     rc = sim_ipus_run(e, id, err);
     e->feed = NULL;

@@ -37,6 +37,7 @@ struct sim_opt_state {
     char *name;
     int wi;
     int buf;
+    uint64_t written;           /* e->writes at its last write (sim_exe_weight_written) */
 };
 
 /* Whether momentum is non-zero in any group of o. */
@@ -373,6 +374,14 @@ state_at(const struct sim_exe *e, long idx)
     return &e->tr->state[k];
 }
 
+uint64_t
+sim_optim_state_written(const struct sim_exe *e, long idx)
+{
+    const struct sim_opt_state *s = state_at(e, idx);
+
+    return s != NULL ? s->written : 0;
+}
+
 int
 sim_optim_state_info(const struct sim_exe *e, long idx, struct sim_weight_info *info)
 {
@@ -438,6 +447,8 @@ sim_optim_state_io(struct sim_exe *e, long idx, void *buf, size_t bytes, bool wr
     rc = lock(e, err);
     if (rc != 0)
         return rc;
+    if (write)
+        e->tr->state[idx - (long)e->n_w].written = ++e->writes;
     if (s->wi == LS_FACTOR || s->wi == FINAL_LS) {
         if (write)
             e->tr->ls_factor = f;

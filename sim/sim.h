@@ -749,7 +749,7 @@ long sim_exe_weight_index(const struct sim_exe *e, const char *name);
 
 /*
  * Copies the current value of weight `name` into dst (bytes must equal its size; buffers:
- * replica 0's) / from src into the weight (buffers: every replica's copy), like PopTorch's
+ * replica 0's, or the copy sim_exe_show_buffer gave) / from src into the weight (buffers: every replica's copy), like PopTorch's
  * copyWeightsToHost / copyWeightsToDevice. Errors: IPUOF_E_NOTFOUND (no such weight),
  * IPUOF_E_SHAPE (wrong size), IPUOF_E_BUSY (running).
  */
@@ -775,6 +775,27 @@ int sim_exe_write_weight(struct sim_exe *e, const char *name, const void *src, s
  */
 int sim_exe_read_gradient(struct sim_exe *e, const char *name, void *dst, size_t bytes,
                           struct sim_err *err);
+
+/*
+ * When weight i (any index sim_exe_weight_info describes, optimizer state included) was
+ * last written by sim_exe_write_weight or a copy into e: a count of e's weight writes,
+ * increasing with every write, so a caller that kept the largest value it saw tells the
+ * weights written since; 0 when never written since compiling (or no such index).
+ */
+uint64_t sim_exe_weight_written(const struct sim_exe *e, size_t i);
+
+/*
+ * Across executables (the daemons of a Pod, each running some replicas of one partition):
+ * what the host sees of buffer `name` of e (a per-replica SIM_WEIGHT_BUFFER, e.g. a
+ * running mean) becomes the bytes of src, the partition's replica 0's copy held by another
+ * executable, while e's replicas keep their own copies for their runs. Reads
+ * (sim_exe_read_weight), copies from e (sim_exe_copy_weights) and saves
+ * (sim_exe_save_onnx) take it until e runs again or the buffer is written. Errors:
+ * IPUOF_E_NOTFOUND, IPUOF_E_SHAPE (wrong size), IPUOF_E_INVAL (not a buffer),
+ * IPUOF_E_BUSY (running), IPUOF_E_NOMEM.
+ */
+int sim_exe_show_buffer(struct sim_exe *e, const char *name, const void *src, size_t bytes,
+                        struct sim_err *err);
 
 /*
  * Copies every weight of src into the weight of the same name of dst (training -> an

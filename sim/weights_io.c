@@ -73,6 +73,16 @@ weight_data(const struct sim_exe *e, int i, unsigned r)
     return sim_val_ptr(e, e->w[i].val, r, r * e->S);
 }
 
+/* What the host sees of weight i: a buffer's shown copy (sim_exe_show_buffer) when it has
+ * one, else replica 0's copy. */
+static const void *
+host_data(const struct sim_exe *e, int i)
+{
+    if (e->w[i].shown)
+        return e->shown + e->w[i].off;
+    return weight_data(e, i, 0);
+}
+
 /* The index of weight `name` into *i, checking that it holds `bytes` bytes. */
 static int
 find(const struct sim_exe *e, const char *name, size_t bytes, int *i, struct sim_err *err)
@@ -111,12 +121,13 @@ sim_exe_read_weight(struct sim_exe *e, const char *name, void *dst, size_t bytes
     if (rc != 0)
         return rc;
     if (bytes > 0)
-        memcpy(dst, weight_data(e, i, 0), bytes);
+        memcpy(dst, host_data(e, i), bytes);
     unlock(e);
     return 0;
 }
 
-/* Writes weight i from src, into every replica's copy of a buffer. Caller holds e->busy. */
+/* Writes weight i from src, into every replica's copy of a buffer (which the host then
+ * sees again: no shown copy). Caller holds e->busy. */
 static void
 store(struct sim_exe *e, int i, const void *src)
 {
@@ -124,6 +135,51 @@ store(struct sim_exe *e, int i, const void *src)
 
     for (unsigned r = 0; r < copies && e->w[i].bytes > 0; r++)
         memcpy(weight_data(e, i, r), src, e->w[i].bytes);
+    e->w[i].shown = false;
+    e->w[i].written = ++e->writes;
+}
+
+uint64_t
+sim_exe_weight_written(const struct sim_exe *e, size_t i)
+{
+    if (i < (size_t)e->n_w)
+        return e->w[i].written;
+    return i <= (size_t)LONG_MAX ? sim_optim_state_written(e, (long)i) : 0;
+}
+
+int
+sim_exe_show_buffer(struct sim_exe *e, const char *name, const void *src, size_t bytes,
+                    struct sim_err *err)
+{
+    int i, rc = find(e, name, bytes, &i, err);
+
+    if (rc != 0)
+        return rc;
+    if (e->w[i].kind != SIM_WEIGHT_BUFFER)
+        return sim_err_set(err, IPUOF_E_INVAL, "weight '%s' is not a buffer kept per "
+                           "replica; only a buffer's shown copy can differ from the "
+                           "executable's own", name);
+    rc = lock(e, err);
+    if (rc != 0)
+        return rc;
+    if (e->shown == NULL)
+        e->shown = calloc(1, e->bufs_bytes > 0 ? e->bufs_bytes : 1);
+    if (e->shown == NULL) {
+        unlock(e);
+        return sim_err_set(err, IPUOF_E_NOMEM, "out of memory keeping buffer '%s'", name);
+    }
+    if (bytes > 0)
+        memcpy(e->shown + e->w[i].off, src, bytes);
+    e->w[i].shown = true;
+    unlock(e);
+    return 0;
+}
+
+void
+sim_weights_unshow(struct sim_exe *e)
+{
+    for (int i = 0; e->shown != NULL && i < e->n_w; i++)
+        e->w[i].shown = false;
 }
 
 int
@@ -211,7 +267,7 @@ sim_exe_copy_weights(struct sim_exe *dst, struct sim_exe *src, struct sim_err *e
     for (int i = 0; i < src->n_w; i++) {
         long j = sim_exe_weight_index(dst, src->m->vals[src->w[i].val].name);
         if (j >= 0 && j < dst->n_w)
-            store(dst, (int)j, weight_data(src, i, 0));
+            store(dst, (int)j, host_data(src, i));
     }
     unlock(src);
     unlock(dst);
@@ -289,7 +345,7 @@ build_model(struct sim_exe *e, struct sim_ob *b)
         const void *data;
         if (mv->kind != SIM_MV_INIT)
             continue;
-        data = e->vals[v].weight >= 0 ? weight_data(e, e->vals[v].weight, 0) : mv->init->data;
+        data = e->vals[v].weight >= 0 ? host_data(e, e->vals[v].weight) : mv->init->data;
         sim_ob_initializer(b, mv->name, mv->init->dtype, mv->init->shape.rank,
                            mv->init->shape.d, data);
     }

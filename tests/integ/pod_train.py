@@ -3,8 +3,12 @@
 IPUOF_NUM_PROCESSES, and IPUOF_POD_HOSTS naming the daemons) it runs as one instance of
 the job; alone, with REPLICAS replicas. It trains Conv2d -> BatchNorm2d -> ReLU -> Linear
 for 10 optimizer steps (5 calls of 2 device iterations) on one seeded shuffled DataLoader
-and prints, from instance 0 only, one JSON line with every parameter and buffer.
+and prints, from every instance, one JSON line with its instance index and every parameter
+and buffer it reads back (copyWeightsToHost), so a test compares each process's whole state.
 POD_TRAIN_GROUP="SIZE TYPE" sets inputReplicaGrouping(SIZE, CommGroupType.TYPE).
+POD_TRAIN_LOAD=1: after the second call instance 0 (the only writer) loads the optimizer's
+state back with its momentum buffers halved (optimizer.load_state_dict), which every
+daemon's replicas must then use.
 POD_TRAIN_CALLS=N makes it N calls over an endless loader (for a daemon killed mid-run):
 a poptorch.RecoverableError is then printed as "RecoverableError <action>: <message>" and
 the program exits 3.
@@ -58,22 +62,28 @@ opts.randomSeed(42)
 loader = poptorch.DataLoader(opts, Data(), batch_size=2, shuffle=True, drop_last=True)
 torch.manual_seed(7)
 model = Net()
-training = poptorch.trainingModel(model, opts, torch.optim.SGD(model.parameters(), lr=0.05,
-                                                               momentum=0.9))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+training = poptorch.trainingModel(model, opts, optimizer)
 try:
     for i, (data, labels) in enumerate(loader):
         if i == CALLS:
             break
         training(data, labels)
         print(f"call {i} done", flush=True)
+        if i == 1 and os.environ.get("POD_TRAIN_LOAD") and popdist.getInstanceIndex() == 0:
+            sd = optimizer.state_dict()
+            del sd["ipu_state"], sd["ipu_param"]  # the device's names would win
+            for s in sd["state"].values():
+                s["momentum_buffer"] = s["momentum_buffer"] * 0.5
+            optimizer.load_state_dict(sd)
 except poptorch.RecoverableError as e:
     print(f"RecoverableError {e.recovery_action}: {e.message}", flush=True)
     sys.exit(3)
 training.copyWeightsToHost()
-if popdist.getInstanceIndex() == 0:
-    state = {k: v.flatten().tolist() for k, v in model.state_dict().items()
-             if v.dtype == torch.float32}
-    print(json.dumps({"instances": popdist.getNumInstances(),
-                      "replicas": opts.replication_factor * opts.Distributed.numProcesses,
-                      "state": state}), flush=True)
+state = {k: v.flatten().tolist() for k, v in model.state_dict().items()
+         if v.dtype == torch.float32}
+print(json.dumps({"instance": popdist.getInstanceIndex(),
+                  "instances": popdist.getNumInstances(),
+                  "replicas": opts.replication_factor * opts.Distributed.numProcesses,
+                  "state": state}), flush=True)
 training.destroy()

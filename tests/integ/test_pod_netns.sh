@@ -7,7 +7,8 @@
 #     process 1 on host-b, IPUOF_POD_HOSTS=host-a,host-b) reach the weights of 1 daemon x 4
 #     replicas after 10 optimizer steps;
 #   - a BatchNorm network through PopTorch (tests/integ/pod_train.py, popdist's variables):
-#     2 instances x 2 replicas over the two daemons against one process of 4 replicas;
+#     2 instances x 2 replicas over the two daemons, and on one daemon, against one process
+#     of 4 replicas: every process's whole state (parameters and running statistics) equal;
 #   - pipelined replicas across hosts: one replica pipelined over 4 IPUs on each daemon
 #     reaches the weights of one daemon of 8 IPUs holding both replicas;
 #   - PopTorch's inputReplicaGrouping(2, Consecutive) over the two daemons = the same job
@@ -193,38 +194,79 @@ fi
 IPUOF_SERVER=$SA timeout 300 nsenter --net=/run/netns/"$NA" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
     "$PY" tests/integ/pod_train.py 4 \
     >"$D/bn1.out" 2>&1
-for p in 0 1; do
-    if [ $p = 0 ]; then ns=$NA srv=$SA; else ns=$NB srv=$SB; fi
-    IPUOF_SERVER=$srv IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=bn-$N IPUOF_PROCESS_ID=$p \
-        IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
-        POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
-        timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
-        "$PY" tests/integ/pod_train.py >"$D/bn2.$p.out" 2>&1 &
-    eval "k$p=\$!"
-    KIDS="$KIDS $!"
-done
-wait "$k0"; rc0=$?
-wait "$k1"; rc1=$?
-KIDS=""
-check "BatchNorm, 2 instances x 2 replicas exit 0 ($rc0, $rc1: $(tail -c 300 "$D/bn2.1.out"))" \
-    all_zero "$rc0" "$rc1"
-m=$("$PY" - "$D/bn1.out" "$D/bn2.0.out" <<'EOF2'
+# same_state REF OUT...: the whole state (parameters and buffers, as each process read it
+# back) of every instance whose output is one of the files OUT equals the state in REF (of
+# 4 replicas in all), bit for bit; prints the largest difference per instance.
+same_state() {
+    "$PY" - "$@" <<'EOF2'
 import json, sys
 def state(path):
     for line in open(path):
         if line.startswith("{"):
             return json.loads(line)
-    raise SystemExit("no weights in " + path)
-a, b = state(sys.argv[1]), state(sys.argv[2])
-assert (a["instances"], a["replicas"], b["instances"], b["replicas"]) == (1, 4, 2, 4), (a, b)
-assert a["state"].keys() == b["state"].keys()
-d = max(abs(x - y) for k in a["state"] for x, y in zip(a["state"][k], b["state"][k]))
-print("max abs difference %.3g over %d tensors (running statistics included)"
-      % (d, len(a["state"])))
-sys.exit(0 if d == 0 else 1)
+    raise SystemExit("no state in " + path)
+ref = state(sys.argv[1])
+assert ref["replicas"] == 4, ref
+said, ok = [], True
+for path in sys.argv[2:]:
+    b = state(path)
+    assert (b["instances"], b["replicas"]) == (2, 4), b
+    assert ref["state"].keys() == b["state"].keys()
+    d, worst = 0.0, ""
+    for k in ref["state"]:
+        dk = max(abs(x - y) for x, y in zip(ref["state"][k], b["state"][k]))
+        if dk > d:
+            d, worst = dk, k
+    ok = ok and d == 0
+    said.append("instance %d: %.3g%s" % (b["instance"], d, " (%s)" % worst if worst else ""))
+print("max abs difference over %d tensors (running statistics included): %s"
+      % (len(ref["state"]), ", ".join(said)))
+sys.exit(0 if ok else 1)
 EOF2
-)
-check "BatchNorm, 2 daemons x 2 replicas = 1 x 4: $m" [ $? -eq 0 ]
+}
+# bn_pair TAG POD: pod_train.py as 2 instances x 2 replicas under popdist's variables,
+# process 1 on host-b's daemon when POD is 1 (IPUOF_POD_HOSTS), else both on host-a's.
+bn_pair() {
+    for p in 0 1; do
+        ns=$NA srv=$SA hosts=""
+        if [ "$2" = 1 ]; then
+            hosts=host-a,host-b
+            [ $p = 1 ] && ns=$NB srv=$SB
+        fi
+        IPUOF_SERVER=$srv IPUOF_POD_HOSTS=$hosts IPUOF_JOB_KEY=$1-$N IPUOF_PROCESS_ID=$p \
+            IPUOF_NUM_PROCESSES=2 POPDIST_NUM_TOTAL_REPLICAS=4 POPDIST_NUM_IPUS_PER_REPLICA=1 \
+            POPDIST_NUM_LOCAL_REPLICAS=2 POPDIST_REPLICA_INDEX_OFFSET=$((2 * p)) \
+            timeout 300 nsenter --net=/run/netns/"$ns" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+            "$PY" tests/integ/pod_train.py >"$D/$1.$p.out" 2>&1 &
+        eval "k$p=\$!"
+        KIDS="$KIDS $!"
+    done
+    wait "$k0"; rc0=$?
+    wait "$k1"; rc1=$?
+    KIDS=""
+}
+bn_pair bn2 1
+check "BatchNorm, 2 instances x 2 replicas over 2 daemons exit 0 ($rc0, $rc1: \
+$(grep -v "^{" "$D/bn2.1.out" | tail -c 300))" all_zero "$rc0" "$rc1"
+m=$(same_state "$D/bn1.out" "$D/bn2.0.out" "$D/bn2.1.out")
+check "BatchNorm, 2 daemons x 2 replicas = 1 x 4 for every process: $m" [ $? -eq 0 ]
+bn_pair bn3 0
+check "BatchNorm, 2 instances x 2 replicas on one daemon exit 0 ($rc0, $rc1: \
+$(grep -v "^{" "$D/bn3.1.out" | tail -c 300))" all_zero "$rc0" "$rc1"
+m=$(same_state "$D/bn1.out" "$D/bn3.0.out" "$D/bn3.1.out")
+check "BatchNorm, 2 instances x 2 replicas on one daemon = 1 x 4 for every process: $m" [ $? -eq 0 ]
+# Instance 0 loads the optimizer's state (momentum halved) after the second call: written
+# on host-a's daemon, it reaches host-b's at the next call, as on one daemon.
+export POD_TRAIN_LOAD=1
+IPUOF_SERVER=$SA timeout 300 nsenter --net=/run/netns/"$NA" -- env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+    "$PY" tests/integ/pod_train.py 4 >"$D/bnl1.out" 2>&1
+bn_pair bnl2 1
+unset POD_TRAIN_LOAD
+check "optimizer state loaded by instance 0, 2 instances x 2 replicas over 2 daemons exit 0 \
+($rc0, $rc1: $(grep -v "^{" "$D/bnl2.1.out" | tail -c 300))" all_zero "$rc0" "$rc1"
+m=$(same_state "$D/bnl1.out" "$D/bnl2.0.out" "$D/bnl2.1.out")
+check "optimizer state loaded by instance 0: 2 daemons x 2 replicas = 1 x 4 for every process: \
+$m" [ $? -eq 0 ]
 
 # inputReplicaGrouping (CommGroup of input replicas) across a Pod: a group is a process's
 # own replicas, wherever the process runs, so 2 processes x 2 replicas in groups of 2 over
@@ -258,21 +300,8 @@ $(tail -c 300 "$D/grp1.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
 group_pair grp2 1
 check "input groups, 2 instances x 2 replicas over 2 daemons exit 0 ($rc0, $rc1: \
 $(tail -c 300 "$D/grp2.1.out"))" [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ]
-m=$("$PY" - "$D/grp1.0.out" "$D/grp2.0.out" <<'EOF2'
-import json, sys
-def state(path):
-    for line in open(path):
-        if line.startswith("{"):
-            return json.loads(line)["state"]
-    raise SystemExit("no weights in " + path)
-a, b = state(sys.argv[1]), state(sys.argv[2])
-assert a.keys() == b.keys()
-d = max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
-print("max abs difference %.3g over %d tensors" % (d, len(a)))
-sys.exit(0 if d == 0 else 1)
-EOF2
-)
-check "input groups over 2 daemons = on 1 daemon: $m" [ $? -eq 0 ]
+m=$(same_state "$D/grp1.0.out" "$D/grp1.1.out" "$D/grp2.0.out" "$D/grp2.1.out")
+check "input groups over 2 daemons = on 1 daemon, every process: $m" [ $? -eq 0 ]
 
 # Processes whose models differ between the daemons (another micro-batch): refused at the
 # first call on both hosts, naming what differs, not trained on mismatched gradients.

@@ -4,7 +4,8 @@
  * ignore_index and log_prob; CtcLoss with ragged lengths, an impossible alignment and
  * zero_infinity), run in inference executables; the weights API (kinds, read, write,
  * gradients, copies, ONNX save checked by sim_model_load and, when python3-onnx is
- * installed, by onnx.checker); the memory report of a training executable; and the errors:
+ * installed, by onnx.checker; a buffer's shown copy, sim_exe_show_buffer; write stamps,
+ * sim_exe_weight_written); the memory report of a training executable; and the errors:
  * loss not an output or not one value per replica, optimizer parameters out of range,
  * gradient_accumulation 0 or > 1 for inference, no trainable weight (ReduceMax on the path,
  * refused until it had a gradient rule, now compiles), CtcLoss limits, set_optimizer misuse, and labels out of range at
@@ -395,6 +396,121 @@ test_weights_api(void **state)
     sim_model_free(mi);
 }
 
+/* Every replica's micro-batch of x differs (so do their running statistics). */
+static void
+fill_replicas(struct sim_exe *e, unsigned R)
+{
+    float *x = sim_exe_input_buffer(e, (size_t)sim_exe_input_index(e, "x"));
+    int64_t *l = sim_exe_input_buffer(e, (size_t)sim_exe_input_index(e, "labels"));
+
+    for (unsigned i = 0; i < R * 4 * 18; i++)
+        x[i] = (float)((i * 7) % 13) * 0.1f - 0.6f + (float)(i / 72) * 0.5f;
+    for (unsigned i = 0; i < R * 4; i++)
+        l[i] = i % 3;
+}
+
+/* sim_exe_show_buffer (a Pod's daemons other than the first show the partition's replica
+ * 0's buffers): reads, copies and saves take the shown copy; the executable's replicas
+ * keep their own (a twin without it trains to the same bits); a run or a write ends it. */
+static void
+test_show_buffer(void **state)
+{
+    struct sim_model *m = small_model(true), *mi = small_model(false), *back = NULL;
+    struct sim_compile_opts o, oi;
+    struct sim_exe *e, *twin, *inf, *again;
+    struct sim_err err;
+    const float shown[2] = { 7.0f, -8.0f };
+    float own[2], got[2], w[6];
+    void *bytes;
+    size_t len;
+
+    (void)state;
+    train_opts(&o, SIM_OPT_SGD);
+    o.replicas = 2;
+    e = compile(m, &o);
+    twin = compile(m, &o);
+    fill_replicas(e, 2);
+    fill_replicas(twin, 2);
+    run(e);
+    run(twin);
+    assert_int_equal(sim_exe_read_weight(e, "bn.mean", own, sizeof(own), &err), 0);
+    assert_true(own[0] != 0.0f);
+    assert_int_equal(sim_exe_show_buffer(e, "bn.mean", shown, sizeof(shown), &err), 0);
+    assert_int_equal(sim_exe_read_weight(e, "bn.mean", got, sizeof(got), &err), 0);
+    assert_memory_equal(got, shown, sizeof(got));
+    assert_int_equal(sim_exe_read_weight(e, "bn.var", got, sizeof(got), &err), 0);
+    assert_int_equal(sim_exe_read_weight(twin, "bn.var", own, sizeof(own), &err), 0);
+    assert_memory_equal(got, own, sizeof(got));          /* only bn.mean is shown */
+    /* an inference copy and a saved model take the shown copy */
+    sim_compile_opts_init(&oi);
+    oi.micro_batch = 4;
+    if (sim_compile_inference_from(mi, &oi, e, &inf, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(sim_exe_read_weight(inf, "bn.mean", got, sizeof(got), &err), 0);
+    assert_memory_equal(got, shown, sizeof(got));
+    if (sim_exe_save_onnx(e, &bytes, &len, &err) != 0)
+        fail_msg("%s", err.msg);
+    if (sim_model_load(bytes, len, &back, &err) != 0)
+        fail_msg("reloading the saved model: %s", err.msg);
+    again = compile(back, &o);
+    assert_int_equal(sim_exe_read_weight(again, "bn.mean", got, sizeof(got), &err), 0);
+    assert_memory_equal(got, shown, sizeof(got));
+    /* refusals */
+    assert_int_equal(sim_exe_show_buffer(e, "fc.w", w, sizeof(w), &err), IPUOF_E_INVAL);
+    assert_non_null(strstr(err.msg, "not a buffer"));
+    assert_int_equal(sim_exe_show_buffer(e, "bn.mean", shown, 4, &err), IPUOF_E_SHAPE);
+    assert_int_equal(sim_exe_show_buffer(e, "nope", shown, 8, &err), IPUOF_E_NOTFOUND);
+    /* the replicas kept their own copies: the next run gives the twin's bits, and the
+     * host sees replica 0's again */
+    run(e);
+    run(twin);
+    assert_int_equal(sim_exe_read_weight(e, "bn.mean", got, sizeof(got), &err), 0);
+    assert_int_equal(sim_exe_read_weight(twin, "bn.mean", own, sizeof(own), &err), 0);
+    assert_memory_equal(got, own, sizeof(got));
+    assert_true(got[0] != shown[0]);
+    /* a write ends it too */
+    assert_int_equal(sim_exe_show_buffer(e, "bn.mean", shown, sizeof(shown), &err), 0);
+    assert_int_equal(sim_exe_write_weight(e, "bn.mean", own, sizeof(own), &err), 0);
+    assert_int_equal(sim_exe_read_weight(e, "bn.mean", got, sizeof(got), &err), 0);
+    assert_memory_equal(got, own, sizeof(got));
+    /* write stamps (sim_exe_weight_written): none but bn.mean's on e, none on the twin;
+     * each write stamps later, optimizer state included; a copy stamps every copied
+     * weight; runs and shows stamp nothing */
+    {
+        long mean = sim_exe_weight_index(e, "bn.mean"), fc = sim_exe_weight_index(e, "fc.w");
+        long step = sim_exe_weight_index(e, "optimizer:step");
+        int64_t steps = 5;
+        uint64_t s1 = sim_exe_weight_written(e, (size_t)mean), s2, s3;
+        assert_true(mean >= 0 && fc >= 0 && step >= (long)sim_exe_weight_count(e));
+        assert_true(s1 > 0);
+        for (size_t i = 0; i < sim_exe_weight_count(e) + 3; i++) {
+            assert_int_equal(sim_exe_weight_written(twin, i), 0);
+            if (i != (size_t)mean)
+                assert_int_equal(sim_exe_weight_written(e, i), 0);
+        }
+        assert_int_equal(sim_exe_weight_written(e, 1000), 0);
+        assert_int_equal(sim_exe_write_weight(e, "optimizer:step", &steps, sizeof(steps),
+                                              &err), 0);
+        s2 = sim_exe_weight_written(e, (size_t)step);
+        assert_true(s2 > s1);
+        assert_int_equal(sim_exe_copy_weights(twin, e, &err), 0);
+        s3 = sim_exe_weight_written(twin, (size_t)fc);
+        assert_true(s3 > 0 && sim_exe_weight_written(twin, (size_t)mean) > 0);
+        assert_int_equal(sim_exe_weight_written(twin, (size_t)step), 0);  /* not copied */
+        run(e);
+        assert_int_equal(sim_exe_weight_written(e, (size_t)fc), 0);
+        assert_int_equal(sim_exe_weight_written(e, (size_t)mean), s1);
+    }
+    free(bytes);
+    sim_exe_free(again);
+    sim_exe_free(inf);
+    sim_exe_free(twin);
+    sim_exe_free(e);
+    sim_model_free(back);
+    sim_model_free(mi);
+    sim_model_free(m);
+}
+
 static int
 read_file(const char *path, void **buf, size_t *len)
 {
@@ -740,6 +856,7 @@ main(void)
         cmocka_unit_test(test_ctc_values),
         cmocka_unit_test(test_ctc_blank_in_target),
         cmocka_unit_test(test_weights_api),
+        cmocka_unit_test(test_show_buffer),
         cmocka_unit_test(test_save_onnx),
         cmocka_unit_test(test_memory_report),
         cmocka_unit_test(test_option_errors),
