@@ -22,8 +22,10 @@
 #include "half.h"
 #include "hot.h"
 
+#define SR_INLINE static inline __attribute__((always_inline))
+
 /* One round of the mixer: a bijection of 32-bit words. */
-static inline uint32_t
+SR_INLINE uint32_t
 mix32(uint32_t x)
 {
     x ^= x >> 16;
@@ -35,41 +37,48 @@ mix32(uint32_t x)
 }
 
 /* The 32-bit draw of index i (low word) under key words klo, khi. */
-static inline uint32_t
+SR_INLINE uint32_t
 draw32(uint32_t klo, uint32_t khi, uint32_t i)
 {
     return mix32(mix32(i ^ klo) + khi);
 }
 
-/* f's stochastic rounding with draw r: the float16 bits. */
-static inline uint16_t
+/* f's stochastic rounding with draw r: the float16 bits. Every value is computed and
+ * the results selected (no branch: the loop vectorizes; the float conversions are of
+ * values that fit, whichever result is kept). */
+SR_INLINE uint16_t
 sr_one(float f, uint32_t r)
 {
-    uint32_t u, a, sign, h, t, nan, big;
+    uint32_t u, a, as, sign, hn, tn, hs, ts, h, t, nan, big, sub, m;
     float fa, v, fr;
     int32_t q;
 
     memcpy(&u, &f, sizeof(u));
     sign = (u >> 16) & 0x8000u;
     a = u & 0x7fffffffu;
+    sub = 0u - (uint32_t)(a < 0x38800000u);             /* all ones below 2^-14 */
     /* normal float16 range (|f| >= 2^-14): drop 13 bits; frac is the dropped bits */
-    h = (a - 0x38000000u) >> 13;
-    t = (a & 0x1fffu) << 18;
+    hn = (a - 0x38000000u) >> 13;
+    tn = (a & 0x1fffu) << 18;
     /* below: |f| x 2^24 (exact) splits into the subnormal's units q and frac */
-    memcpy(&fa, &a, sizeof(fa));
-    fa = a < 0x38800000u ? fa : 0.0f;
+    as = a & sub;
+    memcpy(&fa, &as, sizeof(fa));
     v = fa * 16777216.0f;                   /* < 1024 */
     q = (int32_t)v;
     fr = v - (float)q;                      /* exact: both are multiples of v's ulp */
-    if (a < 0x38800000u) {
-        h = (uint32_t)q;
-        t = (uint32_t)(int32_t)(fr * 2147483648.0f);   /* < 2^31, exact */
-    }
-    h += (r >> 1) < t;
-    /* past 65504, infinities and NaN: as nearest-even */
+    hs = (uint32_t)q;
+    ts = (uint32_t)(int32_t)(fr * 2147483648.0f);      /* < 2^31, exact */
+    h = (hs & sub) | (hn & ~sub);
+    t = (ts & sub) | (tn & ~sub);
+    h += (uint32_t)((r >> 1) < t);
+    /* past 65504, infinities and NaN: as nearest-even (masks, not branches: the
+     * vectorizer refuses a select of more than four ways) */
     nan = 0x7e00u | ((a >> 13) & 0x3ffu);
-    big = a > 0x7f800000u ? nan : a >= 0x477ff000u ? 0x7c00u : 0x7bffu;
-    h = a > 0x477fe000u ? big : h;
+    big = 0x7bffu + (uint32_t)(a >= 0x477ff000u);      /* 65504, or infinity */
+    m = 0u - (uint32_t)(a > 0x7f800000u);
+    big = (nan & m) | (big & ~m);
+    m = 0u - (uint32_t)(a > 0x477fe000u);
+    h = (big & m) | (h & ~m);
     return (uint16_t)(sign | h);
 }
 
