@@ -77,22 +77,24 @@ class WithLoss(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.net(x), labels)
 
 
-def make(name):
-    """(network in eval mode, a micro-batch input) for name, seed 0."""
+def make(name, mb=MB, size=224):
+    """(network in eval mode, a micro-batch input of mb, images size x size) for name,
+    seed 0."""
     torch.manual_seed(0)
     if name == "transformer":
-        return Transformer().eval(), torch.randn(MB, SEQ, WIDTH)
-    return getattr(torchvision.models, name)(weights=None).eval(), torch.randn(MB, 3, 224, 224)
+        return Transformer().eval(), torch.randn(mb, SEQ, WIDTH)
+    return (getattr(torchvision.models, name)(weights=None).eval(),
+            torch.randn(mb, 3, size, size))
 
 
-def export(name, train, half, path):
+def export(name, train, half, path, mb=MB, size=224):
     """Writes the ONNX model of name (with its loss when train; typed float16 with half
     partials and stochastic rounding when half) to path; returns (model, x, labels)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                     "python"))
     from ipuof._half import type_float16
-    model, x = make(name)
-    labels = torch.randint(0, CLASSES, (MB,))
+    model, x = make(name, mb, size)
+    labels = torch.randint(0, CLASSES, (mb,))
     if name != "transformer":
         model = fuse(model)     # what the exporter does to BatchNorm in eval mode
     b = io.BytesIO()
@@ -192,3 +194,11 @@ def run_all(wd, ipu_run, rounds, t2, isa):
                   (r["name"], r["mode"], r["f16"], r["f32"], r["t1"], r["t2"], r["vs32"],
                    r["vstorch"]))
     return rows
+
+
+if __name__ == "__main__":
+    # python3 bench/half_models.py NAME OUT.onnx [train] [f32] [MB] [SIZE]: one model as the
+    # rows export it (for bench/ipuof-cpu and callgrind), e.g. resnet18 r.onnx train 2 64
+    a = sys.argv[1:]
+    nums = [int(v) for v in a[2:] if v.isdigit()]
+    export(a[0], "train" in a, "f32" not in a, a[1], *(nums + [MB, 224][len(nums):]))
