@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "half.h"
 #include "sim.h"
 
 static double
@@ -163,6 +164,10 @@ main(int argc, char **argv)
         if (info.dtype == SIM_DTYPE_FLOAT)
             for (size_t k = 0; k < info.run_bytes / sizeof(float); k++)
                 ((float *)(void *)in)[k] = (float)((k * 2654435761u) % 1000u) / 1000.0f - 0.5f;
+        if (info.dtype == SIM_DTYPE_FLOAT16)    /* the same values, as float16 */
+            for (size_t k = 0; k < info.run_bytes / sizeof(uint16_t); k++)
+                ((uint16_t *)(void *)in)[k] = sim_half_from_float(
+                    (float)((k * 2654435761u) % 1000u) / 1000.0f - 0.5f);
     }
     for (int r = 0; r < rounds; r++) {
         double w = now_s(CLOCK_MONOTONIC), c = now_s(CLOCK_PROCESS_CPUTIME_ID);

@@ -29,6 +29,10 @@ the pool, 4 steps timed after one untimed step: the daemon keeps the compiled ex
 its touched memory between calls) and prints the daemon's samples/s over it (issue goal:
 within 5 %, >= 0.95x).
 
+float16 (bench/half_models.py, issue 27): ResNet-50 and a small transformer at micro-batch 4,
+training (half partials, stochastic rounding) and inference, ipuofd float16 against ipuofd
+float32 and PyTorch float32 at its best of 1 and 2 threads; BENCH_HALF_MODELS selects them.
+
 The tutorial network has its own benchmarks (bench/run.sh, bench/train.sh).
 BENCH_PROFILE=1 also prints where ipuofd's host time goes by op type (in-process, the pool,
 IPUOF_SIM_PROFILE=1: sim_exe_node_times).
@@ -57,6 +61,9 @@ import torch  # noqa: E402
 import torchvision  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 from torch.fx.experimental.optimization import fuse  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import half_models  # noqa: E402
 
 DEFAULT_MODELS = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,"
                   "convnext_tiny,vit_b_16")
@@ -175,6 +182,8 @@ def main():
                                    cpu_tool) for n in names if n]
             results += [bench_model(n, wd, run_bin, server, rounds, t2, daemon.pid, True,
                                     cpu_tool) for n in train_names if n]
+            half_models.run_all(wd, lambda path, extra: ipu_rate(run_bin, server, path, extra),
+                                rounds, t2, isa_line(args.build))
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
@@ -209,6 +218,19 @@ def main():
             c = r["cpu"]
             print("| %s | %s | %.3f | %.3f | %.3f | %.2f |" % (r["name"], r["mode"], c[0], c[1],
                                                               c[2], c[2] / c[0]))
+
+
+def ipu_rate(run_bin, server, path, extra):
+    """Samples/s of one `ipuof-run --model path EXTRA...` call through the daemon at server
+    (its own "ran N samples in T ms"); exits when it fails."""
+    p = subprocess.run([run_bin, "--model", path] + extra,
+                       env=dict(os.environ, IPUOF_SERVER=server), capture_output=True,
+                       text=True, timeout=1800)
+    m = re.search(r"ran (\d+) samples in ([\d.]+) ms", p.stdout + p.stderr)
+    if p.returncode != 0 or m is None:
+        sys.exit("bench-models: %s: ipuof-run failed (%d): %s" %
+                 (path, p.returncode, (p.stdout + p.stderr).strip()))
+    return int(m.group(1)) / (float(m.group(2)) / 1000.0)
 
 
 class WithLoss(torch.nn.Module):

@@ -86,6 +86,7 @@ sim_exe_free(struct sim_exe *e)
     free(e->patches);
     free(e->patch_start);
     free(e->rng);
+    sim_half_unbind(e);
     free(e->stage_ipu);
     free(e->stage_node);
     free(e->xfer);

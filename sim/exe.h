@@ -201,6 +201,8 @@ struct sim_exe {
     uint64_t half_rng;          /* stochastic rounding of float16 weight updates */
     bool partials_half;         /* MatMul and Gemm accumulate in float16 (the model's
                                  * ipuof.partials_type "half"; half_partials.c) */
+    char **half_wide;           /* per simulated IPU (r * ipr + p): the block its float16
+                                 * nodes widen into (half_exec.c, sim_half_bind) */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
     uint64_t capacity;
@@ -297,18 +299,29 @@ int sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
 
 /* half_exec.c: node n's forward / backward with its float16 views widened to float and
  * its float16 results (forward outputs, backward input gradients) rounded back as written,
- * stochastically from k->rng when stochastic. Returns the op's status or IPUOF_E_NOMEM. */
+ * stochastically from k->rng's state when e->stochastic. k is one of e's bound kernels
+ * (the widened copies go in its thread's block). Returns the op's status. */
 int sim_half_forward(const struct sim_exe *e, const struct sim_enode *n,
                      const struct sim_kern *k, struct sim_err *err);
+int sim_half_backward(const struct sim_exe *e, const struct sim_enode *n,
+                      const struct sim_kern *k, const struct sim_tensor *dout,
+                      struct sim_tensor *din, struct sim_err *err);
+
+/* half_exec.c: bytes of the widening block of one simulated IPU: the most any float16 node
+ * on IPU ipu (within a replica; -1: any IPU) needs, its backward's included when training;
+ * 0 without float16 nodes there. Valid once the schedule, values and training state are
+ * built; host memory, one block per (replica, IPU) (for the memory plan). */
+size_t sim_half_wide_bytes(const struct sim_exe *e, int ipu);
+
+/* half_exec.c: allocates the widening blocks (at bind, once); IPUOF_E_NOMEM. unbind frees
+ * them (NULL-safe, idempotent). */
+int sim_half_bind(struct sim_exe *e, struct sim_err *err);
+void sim_half_unbind(struct sim_exe *e);
 
 /* half_partials.c: MatMul or Gemm node mn's forward on widened float views with float16
  * partials; 0 when done, 1 when the op or its shapes are not covered (the caller runs the
  * float kernel). */
 int sim_half_partials(const struct sim_mnode *mn, const struct sim_kern *k);
-int sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
-                      const struct sim_tensor *dout, struct sim_tensor *din, bool stochastic,
-                      struct sim_err *err);
-
 /* half_train.c (training with float16, see there): the value the loss's gradient is
  * seeded with (loss_scaling when the executable computes in float16, else 1); before the
  * optimizer's update, float16 weights' gradients rounded to float16 and every gradient

@@ -180,7 +180,7 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
         }
     }
     e->patch_start[lanes * N] = (int)n_patch;
-    return 0;
+    return sim_half_bind(e, err);
 oom:
     return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the executable's "
                        "buffers");
@@ -394,7 +394,7 @@ sim_exec_node_backward(struct sim_exe *e, int s, const struct sim_kern *k,
     int rc;
 
     t0 = e->host != NULL ? host_ns() : 0;
-    rc = e->nodes[s].half ? sim_half_backward(&e->nodes[s], k, dout, din, e->stochastic, err)
+    rc = e->nodes[s].half ? sim_half_backward(e, &e->nodes[s], k, dout, din, err)
                           : e->nodes[s].op->backward(k, dout, din, err);
     if (e->host != NULL)
         host_add(e, s, 1, t0);

@@ -28,13 +28,19 @@ void sim_half_from_float_n(const float *src, uint16_t *dst, int64_t n);
  * as after storing as half): an op's float32 result stored in a float16 tensor. */
 void sim_half_round_n(float *x, int64_t n);
 
-/* Stochastic rounding (PopTorch's Precision.enableStochasticRounding): f rounds to the
- * float16 above it in magnitude with probability equal to its fraction of the way there,
- * else to the one below, from the xorshift64* generator *state (advanced; 0 is replaced by
- * a fixed nonzero state), so the rounding is unbiased and reproducible for a state. Exact
- * values, NaN and magnitudes past 65504 round as sim_half_from_float does. */
-uint16_t sim_half_from_float_sr(float f, uint64_t *state);
-void sim_half_from_float_sr_n(const float *src, uint16_t *dst, int64_t n, uint64_t *state);
+/* Stochastic rounding (PopTorch's Precision.enableStochasticRounding; half_sr.c): f rounds
+ * to the float16 above it in magnitude with probability equal to its fraction of the way
+ * there (to within 2^-31), else to the one below, so the rounding is unbiased. The draw of
+ * element i is a hash of (key, i): counter-based, no state between elements, the same bits
+ * at every ISA level and for the same key every time. Exact values (zeros with their sign),
+ * NaN and magnitudes past 65504 round as sim_half_from_float does. */
+uint16_t sim_half_from_float_sr(float f, uint64_t key, uint64_t i);
+void sim_half_from_float_sr_n(const float *src, uint16_t *dst, int64_t n, uint64_t key);
+/* x[i] (i < n) rounded in place as sim_half_from_float_sr(x[i], key, i) and read back. */
+void sim_half_round_sr_n(float *x, int64_t n, uint64_t key);
+/* The key of stream tag under a generator state (a node's draw for a micro-batch, a
+ * step's): a 64-bit mix, so nearby states and tags give unrelated keys. */
+uint64_t sim_half_sr_key(uint64_t state, uint64_t tag);
 
 /* Whether the array forms use F16C in this process (for tests and logs). */
 bool sim_half_uses_f16c(void);

@@ -3,12 +3,23 @@
  * given float16 tensors reads them widened to float (exact), runs its float kernel, and
  * each float16 result is rounded to float16 as it is written (round to nearest even, or
  * stochastically when the executable asks for it). The arena holds the 2-byte halves, so
- * the memory plan counts what the IPU would; the float copies live only for the call.
+ * the memory plan counts what the IPU would.
  *
- * Does: widen the node's float16 views into one temporary float block, call the op's
+ * The widened copies live in one block per simulated IPU thread (replica r, IPU p),
+ * planned and allocated once when the executable is bound (sim_half_bind): its size is
+ * the most any float16 node on that IPU needs (sim_half_wide_bytes, for the memory plan),
+ * so a step allocates nothing. A thread runs one node at a time, so its block is free
+ * between nodes.
+ *
+ * Stochastic rounding (half_sr.c) is keyed by the node's random state for the micro-batch
+ * (k->rng, sim_exec_seed) and the result: forward output j is stream j, the gradient of
+ * input j is stream 0x10000 + j; element i draws hash(key, i). The state is not advanced,
+ * so a forward recomputed in the backward pass rounds to the same bits.
+ *
+ * Does: widen the node's float16 views into its thread's float block, call the op's
  * forward or backward with float views, narrow the float16 outputs (forward) or the
  * float16 input gradients (backward, which adds into them) back into the arena.
- * Does not: decide which nodes are float16 (compile.c), or hold any state between calls.
+ * Does not: decide which nodes are float16 (compile.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,53 +27,7 @@
 #include "exe.h"
 #include "half.h"
 
-/* xorshift64* (Vigna): the draw of one stochastic rounding; *s is never 0. */
-static inline uint64_t
-sr_next(uint64_t *s)
-{
-    uint64_t x = *s;
-
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
-
-uint16_t
-sim_half_from_float_sr(float f, uint64_t *state)
-{
-    uint16_t h = sim_half_from_float(f), lo, hi;
-    float fh = sim_half_to_float(h), flo, fhi, af = f < 0 ? -f : f;
-    double frac, u;
-
-    if (fh == f || f != f || af > 65504.0f)
-        return h;           /* exact, NaN, or past the largest half: as nearest-even */
-    /* lo and hi: the halves either side of f (same sign), by magnitude */
-    if ((fh < 0 ? -fh : fh) < af) {
-        lo = h;
-        hi = (uint16_t)(h + 1u);
-    } else {
-        hi = h;
-        lo = (uint16_t)(h - 1u);       /* |fh| > |f| > 0: h is not a zero */
-    }
-    flo = sim_half_to_float(lo);
-    fhi = sim_half_to_float(hi);
-    flo = flo < 0 ? -flo : flo;
-    fhi = fhi < 0 ? -fhi : fhi;
-    frac = ((double)af - flo) / ((double)fhi - flo);
-    u = (double)(sr_next(state) >> 11) * 0x1.0p-53;
-    return u < frac ? hi : lo;
-}
-
-void
-sim_half_from_float_sr_n(const float *src, uint16_t *dst, int64_t n, uint64_t *state)
-{
-    if (*state == 0)
-        *state = 0x853c49e6748fea9bull;
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = sim_half_from_float_sr(src[i], state);
-}
+#define SR_TAG_DIN 0x10000u     /* stream of input j's gradient: SR_TAG_DIN + j */
 
 /* The earlier of views v[0 .. j) that has the same float16 data as v[j] (Mul(h, h): both
  * inputs, and both their gradients, are one tensor), or -1. orig: the views before
@@ -76,26 +41,15 @@ alias_of(const struct sim_tensor *orig, int j)
     return -1;
 }
 
-/* Float16 views of k (n views at v; orig a copy of them) are given float copies in one
- * block, one per distinct tensor: returns the block (caller frees; NULL with *fail set
- * when out of memory). copy: widen the halves (false: the op writes them). */
-static float *
+/* Float16 views among the n views at v (orig a copy of them) are pointed at float copies
+ * in blk, one per distinct tensor. copy: widen the halves (false: zero, the op writes
+ * them). blk holds at least the sum of their elements. */
+static void
 widen(struct sim_tensor *v, const struct sim_tensor *orig, int n, const bool *copy,
-      bool *fail)
+      float *blk)
 {
-    int64_t total = 0, at = 0;
-    float *blk;
+    int64_t at = 0;
 
-    for (int j = 0; j < n; j++)
-        if (v[j].data != NULL && v[j].dtype == SIM_DTYPE_FLOAT16 && alias_of(orig, j) < 0)
-            total += v[j].numel;
-    if (total == 0)
-        return NULL;
-    blk = sim_aligned_alloc((size_t)total * sizeof(float));
-    if (blk == NULL) {
-        *fail = true;
-        return NULL;
-    }
     for (int j = 0; j < n; j++) {
         int a;
         if (v[j].data == NULL || v[j].dtype != SIM_DTYPE_FLOAT16)
@@ -114,51 +68,139 @@ widen(struct sim_tensor *v, const struct sim_tensor *orig, int n, const bool *co
         v[j].dtype = SIM_DTYPE_FLOAT;
         at += v[j].numel;
     }
-    return blk;
 }
 
 /* Narrows the float copies in wide[j] back into the halves of orig[j], for j < n, once
- * per distinct tensor. */
+ * per distinct tensor; stochastically (stream tag0 + j under state *sr) when sr. */
 static void
-narrow(const struct sim_tensor *orig, const struct sim_tensor *wide, int n, uint64_t *sr)
+narrow(const struct sim_tensor *orig, const struct sim_tensor *wide, int n,
+       const uint64_t *sr, unsigned tag0)
 {
     for (int j = 0; j < n; j++) {
         if (orig[j].data == NULL || orig[j].dtype != SIM_DTYPE_FLOAT16 ||
             alias_of(orig, j) >= 0)
             continue;
         if (sr != NULL)
-            sim_half_from_float_sr_n(wide[j].data, orig[j].data, orig[j].numel, sr);
+            sim_half_from_float_sr_n(wide[j].data, orig[j].data, orig[j].numel,
+                                     sim_half_sr_key(*sr, tag0 + (unsigned)j));
         else
             sim_half_from_float_n(wide[j].data, orig[j].data, orig[j].numel);
     }
+}
+
+/* Elements of node n's float16 values (inputs and outputs, each counted once per view). */
+static int64_t
+half_numel(const struct sim_exe *e, const struct sim_enode *n)
+{
+    int64_t t = 0;
+
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+        int v = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        if (v >= 0 && e->vals[v].ti.dtype == SIM_DTYPE_FLOAT16)
+            t += e->vals[v].ti.numel;
+    }
+    return t;
+}
+
+/* Bytes of the view arrays at the head of a block (views and copy flags for nv views,
+ * twice: widened and original), 64-aligned. */
+static size_t
+head_bytes(int nv)
+{
+    size_t b = 2 * (size_t)nv * sizeof(struct sim_tensor) + (size_t)nv;
+
+    return (b + 63) & ~(size_t)63;
+}
+
+size_t
+sim_half_wide_bytes(const struct sim_exe *e, int ipu)
+{
+    size_t most = 0;
+    /* training widens forward inputs, outputs, their gradients: twice the forward's */
+    int64_t mult = e->tr != NULL ? 2 : 1;
+
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        size_t b;
+        if (!n->half || (ipu >= 0 && n->ipu != ipu))
+            continue;
+        b = head_bytes(2 * (n->n_in + n->n_out)) +
+            (size_t)(mult * half_numel(e, n)) * sizeof(float);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+int
+sim_half_bind(struct sim_exe *e, struct sim_err *err)
+{
+    size_t nb = (size_t)e->R * e->ipr;
+
+    sim_half_unbind(e);
+    e->half_wide = calloc(nb + 1, sizeof(*e->half_wide));
+    if (e->half_wide == NULL)
+        goto oom;
+    for (size_t i = 0; i < nb; i++) {
+        size_t b = sim_half_wide_bytes(e, (int)(i % e->ipr));
+        if (b == 0)
+            continue;
+        e->half_wide[i] = sim_aligned_alloc(b);
+        if (e->half_wide[i] == NULL)
+            goto oom;
+    }
+    return 0;
+oom:
+    return sim_err_set(err, IPUOF_E_NOMEM, "out of memory allocating the float16 widening "
+                       "buffers (%zu bytes for each of %zu simulated IPUs)",
+                       sim_half_wide_bytes(e, -1), nb);
+}
+
+void
+sim_half_unbind(struct sim_exe *e)
+{
+    if (e->half_wide == NULL)
+        return;
+    for (size_t i = 0; i < (size_t)e->R * e->ipr; i++)
+        free(e->half_wide[i]);
+    free(e->half_wide);
+    e->half_wide = NULL;
+}
+
+/* The block of the thread running node n in k's lane (from k->rng, which points at the
+ * lane's state of the node), or NULL when k is not one of e's bound kernels. */
+static char *
+block_of(const struct sim_exe *e, const struct sim_enode *n, const struct sim_kern *k)
+{
+    size_t L;
+
+    if (e->half_wide == NULL || k->rng == NULL || k->rng < e->rng ||
+        k->rng >= e->rng + (size_t)e->R * e->S * (size_t)e->n_nodes)
+        return NULL;
+    L = (size_t)(k->rng - e->rng) / (size_t)e->n_nodes;
+    return e->half_wide[L / e->S * e->ipr + (size_t)n->ipu];
 }
 
 int
 sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struct sim_kern *k,
                  struct sim_err *err)
 {
-    bool stochastic = e->stochastic;
-    int nv = k->n_in + k->n_out;
-    struct sim_tensor *v = malloc(2 * (size_t)nv * sizeof(*v) + 1);
-    bool *copy = malloc((size_t)nv + 1), fail = false;
+    int nv = k->n_in + k->n_out, rc;
+    char *blk = block_of(e, n, k);
+    struct sim_tensor *v;
     struct sim_kern k2 = *k;
-    float *blk = NULL;
-    int rc;
+    bool *copy;
 
-    if (v == NULL || copy == NULL) {
-        rc = sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory widening float16", n->label);
-        goto out;
-    }
+    if (blk == NULL)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: float16 node run outside its "
+                           "executable's bound kernels", n->label);
+    v = (struct sim_tensor *)(void *)blk;
+    copy = (bool *)(v + 2 * nv);
     memcpy(v, k->in, (size_t)k->n_in * sizeof(*v));
     memcpy(v + k->n_in, k->out, (size_t)k->n_out * sizeof(*v));
     for (int j = 0; j < nv; j++)
         copy[j] = j < k->n_in;
     memcpy(v + nv, v, (size_t)nv * sizeof(*v));
-    blk = widen(v, v + nv, nv, copy, &fail);
-    if (fail) {
-        rc = sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory widening float16", n->label);
-        goto out;
-    }
+    widen(v, v + nv, nv, copy, (float *)(void *)(blk + head_bytes(nv)));
     k2.in = v;
     k2.out = v + k->n_in;
     rc = 1;
@@ -167,30 +209,25 @@ sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struc
     if (rc != 0)
         rc = n->op->forward(&k2, err);
     if (rc == 0)
-        narrow(k->out, k2.out, k->n_out, stochastic ? k->rng : NULL);
-out:
-    free(blk);
-    free(copy);
-    free(v);
+        narrow(k->out, k2.out, k->n_out, e->stochastic ? k->rng : NULL, 0);
     return rc;
 }
 
 int
-sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
-                  const struct sim_tensor *dout, struct sim_tensor *din, bool stochastic,
-                  struct sim_err *err)
+sim_half_backward(const struct sim_exe *e, const struct sim_enode *n, const struct sim_kern *k,
+                  const struct sim_tensor *dout, struct sim_tensor *din, struct sim_err *err)
 {
-    int ni = k->n_in, no = k->n_out, nv = 2 * (ni + no);
-    struct sim_tensor *v = malloc(2 * (size_t)nv * sizeof(*v) + 1);
-    bool *copy = malloc((size_t)nv + 1), fail = false;
+    int ni = k->n_in, no = k->n_out, nv = 2 * (ni + no), rc;
+    char *blk = block_of(e, n, k);
+    struct sim_tensor *v;
     struct sim_kern k2 = *k;
-    float *blk = NULL;
-    int rc;
+    bool *copy;
 
-    if (v == NULL || copy == NULL) {
-        rc = sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory widening float16", n->label);
-        goto out;
-    }
+    if (blk == NULL)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: float16 node run outside its "
+                           "executable's bound kernels", n->label);
+    v = (struct sim_tensor *)(void *)blk;
+    copy = (bool *)(v + 2 * nv);
     /* v: forward inputs, forward outputs, output gradients, input gradients (added to,
      * so widened too) */
     memcpy(v, k->in, (size_t)ni * sizeof(*v));
@@ -199,19 +236,11 @@ sim_half_backward(const struct sim_enode *n, const struct sim_kern *k,
     memcpy(v + ni + 2 * no, din, (size_t)ni * sizeof(*v));
     memset(copy, 1, (size_t)nv);
     memcpy(v + nv, v, (size_t)nv * sizeof(*v));
-    blk = widen(v, v + nv, nv, copy, &fail);
-    if (fail) {
-        rc = sim_err_set(err, IPUOF_E_NOMEM, "%s: out of memory widening float16", n->label);
-        goto out;
-    }
+    widen(v, v + nv, nv, copy, (float *)(void *)(blk + head_bytes(nv)));
     k2.in = v;
     k2.out = v + ni;
     rc = n->op->backward(&k2, v + ni + no, v + ni + 2 * no, err);
     if (rc == 0)
-        narrow(din, v + ni + 2 * no, ni, stochastic ? k->rng : NULL);
-out:
-    free(blk);
-    free(copy);
-    free(v);
+        narrow(din, v + ni + 2 * no, ni, e->stochastic ? k->rng : NULL, SR_TAG_DIN);
     return rc;
 }

@@ -14,6 +14,7 @@
 
 #include "exe.h"
 #include "half.h"
+#include "hot.h"
 #include "model.h"
 
 #define SIM_HALF_CHUNK 16
@@ -24,12 +25,62 @@ r16(float f)
     return sim_half_to_float(sim_half_from_float(f));
 }
 
+#define SIM_HALF_TILE 256     /* columns of one row tile (two float arrays on the stack) */
+
+/* p[j] = sum over k of a[k] b[k ldb + j], j < n, k < kn, each sum from 0.0f in increasing
+ * k: the order chunked's scalar loop adds in, so the bits are the same. */
+SIM_HOT_WIDE_FN(chunk_row, (const float *a, const float *b, int64_t ldb, float *p, int64_t n,
+                            int64_t kn), (a, b, ldb, p, n, kn))
+{
+    for (int64_t j = 0; j < n; j++)
+        p[j] = 0.0f;
+    for (int64_t k = 0; k < kn; k++) {
+        float ak = a[k];
+        for (int64_t j = 0; j < n; j++)
+            p[j] += ak * b[k * ldb + j];
+    }
+}
+
+/* acc[j] += p[j], j < n (the caller rounds to float16). */
+SIM_HOT_WIDE_FN(add_row, (float *acc, const float *p, int64_t n), (acc, p, n))
+{
+    for (int64_t j = 0; j < n; j++)
+        acc[j] += p[j];
+}
+
+/* chunked for row-major A (sak 1) and B (sbn 1): row by row, SIM_HALF_TILE columns at a
+ * time, the inner loops along a row of B (contiguous, vectorised); each y[m, n] gets the
+ * same additions in the same order as chunked's scalar loop. */
+static void
+chunked_rows(const float *a, int64_t sam, const float *b, int64_t sbk, float *y, int64_t M,
+             int64_t N, int64_t K)
+{
+    float acc[SIM_HALF_TILE], p[SIM_HALF_TILE];
+
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n0 = 0; n0 < N; n0 += SIM_HALF_TILE) {
+            int64_t nn = N - n0 < SIM_HALF_TILE ? N - n0 : SIM_HALF_TILE;
+            memset(acc, 0, sizeof(acc));
+            for (int64_t k0 = 0; k0 < K; k0 += SIM_HALF_CHUNK) {
+                int64_t kn = K - k0 < SIM_HALF_CHUNK ? K - k0 : SIM_HALF_CHUNK;
+                chunk_row(a + m * sam + k0, b + k0 * sbk + n0, sbk, p, nn, kn);
+                add_row(acc, p, nn);
+                sim_half_round_n(acc, nn);
+            }
+            memcpy(y + m * N + n0, acc, (size_t)nn * sizeof(float));
+        }
+}
+
 /* y[m, n] for m < M, n < N: sum over k < K of a[m sam + k sak] b[k sbk + n sbn], in
  * chunks of SIM_HALF_CHUNK whose float sums are added to a float16 accumulator. */
 static void
 chunked(const float *a, int64_t sam, int64_t sak, const float *b, int64_t sbk, int64_t sbn,
         float *y, int64_t M, int64_t N, int64_t K)
 {
+    if (sak == 1 && sbn == 1) {
+        chunked_rows(a, sam, b, sbk, y, M, N, K);
+        return;
+    }
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             float acc = 0.0f;

@@ -9,8 +9,8 @@
  * weight's reduced gradient is rounded to float16 as the IPU stores it, every gradient is
  * divided by loss_scaling before the optimizer's update (computed in float32), and the
  * updated float16 weights (and BatchNorm statistics) are rounded back to float16, to
- * nearest even or stochastically from the executable's generator (seeded from the random
- * seed, advanced each step: reproducible for a seed). Without float16, loss scaling would
+ * nearest even or stochastically (half_sr.c) keyed by the executable's state (seeded from
+ * the random seed, advanced each step: reproducible for a seed) and the weight's index. Without float16, loss scaling would
  * cancel and is not applied (no float32 number changes).
  * Does not: compute the update (optim.c) or hold optimizer state (optim_state.c).
  */
@@ -19,21 +19,14 @@
 #include "exe.h"
 #include "half.h"
 
-/* Rounds n floats at x to float16 values in place (stochastically from *rng when given). */
+/* Rounds n floats at x to float16 values in place (stochastically, keyed by key, when sr). */
 static void
-round_floats(float *x, int64_t n, uint64_t *rng)
+round_floats(float *x, int64_t n, bool sr, uint64_t key)
 {
-    uint16_t buf[256];
-
-    if (rng == NULL) {
+    if (sr)
+        sim_half_round_sr_n(x, n, key);
+    else
         sim_half_round_n(x, n);
-        return;
-    }
-    for (int64_t i = 0; i < n; i += 256) {
-        int64_t m = n - i < 256 ? n - i : 256;
-        sim_half_from_float_sr_n(x + i, buf, m, rng);
-        sim_half_to_float_n(buf, x + i, m);
-    }
 }
 
 uint64_t
@@ -70,20 +63,25 @@ sim_half_before_update(struct sim_exe *e)
 void
 sim_half_after_update(struct sim_exe *e)
 {
-    uint64_t *rng = e->stochastic ? &e->half_rng : NULL;
+    bool sr = e->stochastic;
 
     for (int i = 0; i < e->n_w; i++) {
         const struct sim_weight *w = &e->w[i];
         int64_t n = (int64_t)(w->bytes / sizeof(float));
+        /* the step's key of weight i (replica r's copy of a buffer: its own stream) */
+        uint64_t key = sim_half_sr_key(e->half_rng, (uint64_t)i << 16);
         if (!w->half || w->kind == SIM_WEIGHT_FROZEN)
             continue;
         if (w->kind == SIM_WEIGHT_TRAINABLE) {
-            round_floats((float *)((char *)e->params + w->off), n, rng);
+            round_floats((float *)((char *)e->params + w->off), n, sr, key);
             continue;
         }
         for (unsigned r = 0; r < e->R; r++)
-            round_floats((float *)(e->bufs + r * e->bufs_bytes + w->off), n, rng);
+            round_floats((float *)(e->bufs + r * e->bufs_bytes + w->off), n, sr,
+                         sim_half_sr_key(key, r));
     }
+    if (sr)     /* the next step draws anew */
+        e->half_rng = sim_half_sr_key(e->half_rng, UINT64_MAX);
 }
 
 void
@@ -98,5 +96,5 @@ sim_half_round_weight(struct sim_exe *e, int i)
     for (unsigned r = 0; r < copies; r++)
         round_floats(w->kind == SIM_WEIGHT_BUFFER
                      ? (float *)(e->bufs + r * e->bufs_bytes + w->off)
-                     : (float *)((char *)e->params + w->off), n, NULL);
+                     : (float *)((char *)e->params + w->off), n, false, 0);
 }
