@@ -154,6 +154,10 @@ $(BUILD)/obj/%.o: %.c $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The simulated clock's figures must be the same on every host and ISA: no FMA contraction.
+$(BUILD)/obj/sim/cost.o $(BUILD)/obj/sim/cost_node.o $(BUILD)/obj/sim/cost_report.o \
+$(BUILD)/obj/sim/schedule.o: ALL_CFLAGS += -ffp-contract=off
+
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CXXFLAGS) -c -o $@ $<

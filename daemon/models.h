@@ -107,6 +107,7 @@ struct model {
     int group_orthogonal;        /* its groups are orthogonal, not consecutive */
     int pod_sync;                /* a Pod job's: its weights changed on this daemon since the
                                   * last call (rank 0's are broadcast then, jobs_pod.c) */
+    unsigned predict_replicas;   /* its compile's: the replicas to predict for (0: its own) */
     int pod_checked;             /* a Pod job's: every daemon compiled the same model */
     struct model *next;
 };
