@@ -26,7 +26,7 @@ sim_cost_cfg_init(struct sim_cost_cfg *c)
     c->gw_link_bytes_per_s = 25e9;      /* 2 GW-Links of 100 Gbit/s per machine */
     c->ipus_per_pod = 64;               /* IPU-Links join up to an IPU-POD64 */
     c->sync_s = 1e-6;                   /* calibrated: docs/cost-model.md */
-    c->efficiency = 0.56;               /* calibrated: docs/cost-model.md */
+    c->efficiency = 0.275;              /* calibrated: docs/cost-model.md */
     c->cs_cycles = 1500;                /* calibrated: docs/cost-model.md */
     c->host_xfer_s = 5e-6;              /* calibrated: docs/cost-model.md */
     c->step_s = 60e-6;                  /* calibrated: docs/cost-model.md */
