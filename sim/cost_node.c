@@ -4,9 +4,9 @@
  *
  * - Convolutions and matrix products run on the AMP units at the rate of their data type
  *   and partials type (32.32: flops_per_s; 16.32: 2x; 16.16: 4x), times the calibrated
- *   efficiency, times the shape's efficiency: the AMP works on groups of input channels
- *   (the reduction dimension) and of output channels (16 and 16 in float16, 8 and 8 in
- *   float32), so 3 input channels use 3/16 of it; the work is spread over the tiles in
+ *   efficiency, times the shape's efficiency: the AMP works on groups of the reduction
+ *   dimension (a convolution's input channels per group x its kernel window) and of output
+ *   channels (16 and 16 in float16, 8 and 8 in float32); the work is spread over the tiles in
  *   units of (rows x output-channel groups x input-channel groups), so a layer with fewer
  *   units than tiles leaves tiles idle. Their operands are exchanged to the tiles that
  *   use them. A layer whose operands do not fit the available memory proportion of the
