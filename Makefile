@@ -128,7 +128,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models fuzz fuzz-ci soak-faults
+.PHONY: all deps test check check-unit check-integ test-san test-models demo install uninstall clean bench bench-models bench-clock fuzz fuzz-ci soak-faults
 .SUFFIXES:
 .DELETE_ON_ERROR:
 # Objects built on the way to a test program are kept, so a second make rebuilds nothing.
@@ -153,6 +153,10 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_HDRS)
 $(BUILD)/obj/%.o: %.c $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The simulated clock's figures must be the same on every host and ISA: no FMA contraction.
+$(BUILD)/obj/sim/cost.o $(BUILD)/obj/sim/cost_node.o $(BUILD)/obj/sim/cost_report.o \
+$(BUILD)/obj/sim/schedule.o: ALL_CFLAGS += -ffp-contract=off
 
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
@@ -236,6 +240,11 @@ bench: all
 
 bench-models: all
 	@/usr/bin/python3 bench/models.py --build $(BUILD)
+
+# The simulated clock against Graphcore's published throughput (issue 28, docs/cost-model.md):
+# each configuration's prediction, the published figure, the ratio and the source.
+bench-clock: all
+	@/usr/bin/python3 bench/clock.py --build $(BUILD)
 
 # The fault soak (issue 22, docs/faults.md): SOAK_FAULTS random faults (seeded by SOAK_SEED)
 # across 4 clients training with the Python package, recovering as PopTorch's programs do;

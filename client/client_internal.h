@@ -98,6 +98,10 @@ struct ipuof_client {
     uint64_t abandoned_id;        /* an upload the daemon refused while chunks were on the
                                      way: its later Errors (one per chunk) are dropped */
     struct ipuof_frame_limits lim; /* what this side accepts from the daemon */
+    /* ipuof_client_set_clock_options(): the clock's inputs of later compiles */
+    unsigned clock_io_tiles, clock_predict_replicas;
+    int clock_synthetic;
+    double clock_amp;
 
     /* From the HelloReply of the current connection. */
     int admin;

@@ -394,6 +394,21 @@ model_from_reply(ipuof_client *c, const Ipuof__CompileReply *cr, const char *nam
                                           r->optimizer_bytes, r->stash_bytes, r->offchip_bytes,
                                           r->peak_not_always_live_bytes};
     }
+    if (cr->prediction != NULL) {
+        const Ipuof__Prediction *p = cr->prediction;
+        m->has_prediction = 1;
+        m->pred_samples_per_s = p->samples_per_s;
+        m->pred_step_seconds = p->step_seconds;
+        for (size_t k = 0; k < 5 && k < p->n_parts; k++)
+            m->pred_parts[k] = p->parts[k];
+        m->pred_report = strdup(p->report != NULL ? p->report : "");
+        m->pred_json = strdup(p->report_json != NULL ? p->report_json : "{}");
+        if (m->pred_report == NULL || m->pred_json == NULL) {
+            rc = IPUOF_E_NOMEM;
+            ipuof_err_set(c, rc, "client", "out of memory for a compiled model");
+            goto fail;
+        }
+    }
     rc = ipuof_model_take_training(c, m, cr);
     if (rc == IPUOF_OK)
         rc = alloc_run_state(c, m);
@@ -468,6 +483,10 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     cr.replicas = opts->replicas != 0 ? opts->replicas : 1;
     cr.micro_batch = opts->micro_batch;
     cr.input_group_size = opts->input_group_size;
+    cr.num_io_tiles = c->clock_io_tiles;
+    cr.synthetic_data = c->clock_synthetic != 0;
+    cr.available_memory_proportion = (float)c->clock_amp;
+    cr.predict_replicas = c->clock_predict_replicas;
     cr.input_group_type = (Ipuof__InputGroupType)ipuof_wm_to_wire(
         &ipuof_wm_group, opts->input_group_type, IPUOF__INPUT_GROUP_TYPE__INPUT_GROUP_NONE);
     dm.kind = (Ipuof__OutputKind)ipuof_wm_to_wire(&ipuof_wm_output_kind,
@@ -598,4 +617,53 @@ ipuof_model_compile_file(ipuof_client *c, const char *path,
     if (rc != IPUOF_OK)
         return rc;
     return ipuof_compile_file(c, path, opts, NULL, out);
+}
+
+int
+ipuof_client_set_clock_options(ipuof_client *c, unsigned num_io_tiles, int synthetic_data,
+                               double available_memory_proportion, unsigned predict_replicas)
+{
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    if (num_io_tiles != 0 && (num_io_tiles % 2 != 0 || num_io_tiles < 32 || num_io_tiles > 192))
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client", "num_io_tiles %u: give 0 (none) or "
+                             "an even number from 32 to 192", num_io_tiles);
+    if (!(available_memory_proportion >= 0 && available_memory_proportion <= 1))
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client", "available_memory_proportion %g: "
+                             "give a proportion in (0, 1], or 0 for 0.6",
+                             available_memory_proportion);
+    if (predict_replicas > 65536)
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client", "predict_replicas %u: at most 65536 "
+                             "(0: the compile's replicas)", predict_replicas);
+    c->clock_io_tiles = num_io_tiles;
+    c->clock_synthetic = synthetic_data != 0;
+    c->clock_amp = available_memory_proportion;
+    c->clock_predict_replicas = predict_replicas;
+    return IPUOF_OK;
+}
+
+int
+ipuof_model_prediction(const ipuof_model *m, double *samples_per_s, double *step_seconds,
+                       double *parts)
+{
+    if (m == NULL)
+        return IPUOF_E_INVAL;
+    if (!m->has_prediction)
+        return ipuof_err_set(m->c, IPUOF_E_STATE, "client", "the daemon sent no prediction "
+                             "for model '%s' (a daemon older than the prediction)", m->name);
+    if (samples_per_s != NULL)
+        *samples_per_s = m->pred_samples_per_s;
+    if (step_seconds != NULL)
+        *step_seconds = m->pred_step_seconds;
+    if (parts != NULL)
+        memcpy(parts, m->pred_parts, sizeof(m->pred_parts));
+    return IPUOF_OK;
+}
+
+const char *
+ipuof_model_prediction_report(const ipuof_model *m, int json)
+{
+    if (m == NULL || !m->has_prediction)
+        return NULL;
+    return json ? m->pred_json : m->pred_report;
 }

@@ -83,6 +83,8 @@ ipuof_model_destroy(ipuof_model *m)
     for (size_t i = 0; m->weights != NULL && i < m->n_weights; i++)
         ipuof_tinfo_fini(&m->weights[i].t);
     free(m->weights);
+    free(m->pred_report);
+    free(m->pred_json);
     free(m->inputs);
     free(m->outputs);
     free(m->memory);

@@ -65,6 +65,9 @@ struct ipuof_model {
     uint32_t id;                     /* the daemon's model id */
     char *name;                      /* owned */
     int cached;
+    int has_prediction;              /* the compile reply carried one */
+    double pred_samples_per_s, pred_step_seconds, pred_parts[5];
+    char *pred_report, *pred_json;   /* owned, NULL without a prediction */
     uint64_t compile_us;
     unsigned device_iterations;
     unsigned replicas;

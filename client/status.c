@@ -28,6 +28,8 @@ struct ipuof_status_report {
     size_t n_hosts;
     struct ipuof_pod_host *hosts;    /* owned, n_hosts entries */
     char sim_isa[16];                /* "" from a daemon that does not say */
+    char ipu_type[16];               /* the clock's device type; "" when not said */
+    double clock_hz;
     uint64_t cache_used, cache_max;
     char *strings;                   /* owned: every string of the report, NUL-separated */
 };
@@ -96,6 +98,10 @@ report_from_reply(const Ipuof__StatusReply *sr)
     r->waiting = sr->waiting;
     r->host_memory = sr->host_memory_bytes;
     snprintf(r->sim_isa, sizeof r->sim_isa, "%s", sr->sim_isa != NULL ? sr->sim_isa : "");
+    if (sr->n_ipus > 0 && sr->ipus[0]->ipu_type != NULL) {
+        snprintf(r->ipu_type, sizeof r->ipu_type, "%s", sr->ipus[0]->ipu_type);
+        r->clock_hz = sr->ipus[0]->clock_hz;
+    }
     r->cache_used = sr->cache_used_bytes;
     r->cache_max = sr->cache_bytes;
     r->n_ipus = sr->n_ipus;
@@ -348,4 +354,12 @@ ipuof_status_report_cache_bytes(const ipuof_status_report *r, uint64_t *budget)
     if (budget != NULL)
         *budget = r != NULL ? r->cache_max : 0;
     return r != NULL ? r->cache_used : 0;
+}
+
+const char *
+ipuof_status_report_ipu_type(const ipuof_status_report *r, double *clock_hz)
+{
+    if (clock_hz != NULL)
+        *clock_hz = r != NULL ? r->clock_hz : 0;
+    return r != NULL ? r->ipu_type : "";
 }

@@ -257,7 +257,9 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
                          ka->exchange_bytes_per_s != kb->exchange_bytes_per_s ||
                          ka->link_bytes_per_s != kb->link_bytes_per_s ||
                          ka->host_bytes_per_s != kb->host_bytes_per_s ||
-                         ka->sync_s != kb->sync_s || ka->efficiency != kb->efficiency)) {
+                         ka->sync_s != kb->sync_s || ka->efficiency != kb->efficiency ||
+                         ka->ipu_type != kb->ipu_type || ka->cs_cycles != kb->cs_cycles ||
+                         ka->host_xfer_s != kb->host_xfer_s || ka->step_s != kb->step_s)) {
         /* set by the daemon, from its [cost] section at each process's compile */
         snprintf(msg, len, "the daemon's [cost] rates changed (a reload) between the compiles "
                  "of process %u and process %u of the job; compile again", pa, pb);

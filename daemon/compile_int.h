@@ -47,6 +47,7 @@ struct compile_task {
     char name[64];
     char *key;                         /* serialised options, for the cache */
     struct sim_compile_opts opts;
+    unsigned predict_replicas;         /* the prediction's replicas (0: the compile's) */
     struct sim_output_opt modes[MAX_MODE_OPTS];
     char *mode_names[MAX_MODE_OPTS];
     struct constant_in consts[MAX_CONSTS];
@@ -128,5 +129,9 @@ int compile_training_options(struct conn *c, uint64_t req_id, struct compile_tas
 int compile_placement_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
                               const Ipuof__CompileRequest *rq);
 void compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k);
+/* The request's inputs of the simulated clock (fields 70-73) into ct->opts.cost and
+ * ct->predict_replicas; 0, or -1 with an error sent naming the bad value. */
+int compile_clock_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
+                          const Ipuof__CompileRequest *rq);
 
 #endif

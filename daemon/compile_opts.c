@@ -305,6 +305,9 @@ compile_options_key(const struct compile_task *ct)
             o->location[0], o->location[1], o->location[2], o->location[3], o->profile,
             k0->flops_per_s, k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
             k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s, k0->efficiency);
+    key_add(&b, " k%d,%a,%a,%a,%a,%a,%u,%d,%a", k0->ipu_type, k0->clock_hz,
+            k0->gw_link_bytes_per_s, k0->cs_cycles, k0->host_xfer_s, k0->step_s, k0->io_tiles,
+            k0->synthetic, k0->amp);
     for (size_t i = 0; i < o->n_blocks; i++)
         key_add(&b, " b%zu:%s:%d:%d", strlen(o->blocks[i].prefix), o->blocks[i].prefix,
                 o->blocks[i].stage, o->blocks[i].ipu);
@@ -436,16 +439,61 @@ compile_placement_options(struct conn *c, uint64_t req_id, struct compile_task *
     return 0;
 }
 
-/* The simulated clock's rates from the daemon's configuration. */
+/* The simulated clock's rates from the daemon's configuration: the device type's, then
+ * each rate the file sets (0 for the three clock-bound rates: the type's). */
 void
 compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k)
 {
+    int t = sim_ipu_type_parse(cfg->cost_ipu_type);
+
     sim_cost_cfg_init(k);
-    k->flops_per_s = cfg->cost_flops_per_s;
-    k->mem_bytes_per_s = cfg->cost_mem_bytes_per_s;
-    k->exchange_bytes_per_s = cfg->cost_exchange_bytes_per_s;
+    sim_cost_cfg_type(k, t >= 0 ? t : SIM_IPU_GC200);   /* cfg_validate checked it */
+    if (cfg->cost_flops_per_s > 0)
+        k->flops_per_s = cfg->cost_flops_per_s;
+    if (cfg->cost_mem_bytes_per_s > 0)
+        k->mem_bytes_per_s = cfg->cost_mem_bytes_per_s;
+    if (cfg->cost_exchange_bytes_per_s > 0)
+        k->exchange_bytes_per_s = cfg->cost_exchange_bytes_per_s;
     k->link_bytes_per_s = cfg->cost_link_bytes_per_s;
     k->host_bytes_per_s = cfg->cost_host_bytes_per_s;
+    k->gw_link_bytes_per_s = cfg->cost_gw_link_bytes_per_s;
     k->sync_s = cfg->cost_sync_seconds;
     k->efficiency = cfg->cost_efficiency;
+    k->cs_cycles = cfg->cost_cs_cycles;
+    k->host_xfer_s = cfg->cost_host_xfer_seconds;
+    k->step_s = cfg->cost_step_seconds;
+}
+
+int
+compile_clock_options(struct conn *c, uint64_t req_id, struct compile_task *ct,
+                      const Ipuof__CompileRequest *rq)
+{
+    struct sim_cost_cfg *k = &ct->opts.cost;
+    unsigned tiles = ct->opts.tiles ? ct->opts.tiles : 1472;
+
+    if (rq->num_io_tiles != 0 && (rq->num_io_tiles % 2 != 0 || rq->num_io_tiles < 32 ||
+                                  rq->num_io_tiles > 192 || rq->num_io_tiles >= tiles)) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "num_io_tiles %u: give 0 (none) or an even number from 32 to 192, "
+                        "fewer than the IPU's %u tiles", rq->num_io_tiles, tiles);
+        return -1;
+    }
+    if (!(rq->available_memory_proportion >= 0 && rq->available_memory_proportion <= 1)) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "available_memory_proportion %g: give a proportion in (0, 1], or 0 "
+                        "for PopLibs' default 0.6", (double)rq->available_memory_proportion);
+        return -1;
+    }
+    if (rq->predict_replicas > 65536) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "compiler",
+                        "predict_replicas %u: at most 65536 (0: the compile's replicas)",
+                        rq->predict_replicas);
+        return -1;
+    }
+    k->io_tiles = rq->num_io_tiles;
+    k->synthetic = rq->synthetic_data != 0;
+    if (rq->available_memory_proportion > 0)
+        k->amp = rq->available_memory_proportion;
+    ct->predict_replicas = rq->predict_replicas;
+    return 0;
 }

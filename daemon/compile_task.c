@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,41 @@ reply_too_large(const struct conn *c, const Ipuof__Header *h, const Ipuof__Compi
     return 0;
 }
 
+/* The prediction of m's speed for the reply: pr points into *sp and the caller-freed
+ * report strings *txt and *js; false when there is none or memory ran out (the reply then
+ * goes without). */
+static bool
+prediction_fill(const struct model *m, Ipuof__Prediction *pr, struct sim_prediction *sp,
+                char **txt, char **js)
+{
+    const struct sim_exe *exe = m->entry->exe;
+    size_t len;
+
+    *txt = *js = NULL;
+    if (sim_exe_predict(exe, m->predict_replicas, sp) != 0 ||
+        sim_prediction_format(sp, exe, 0, txt, &len) != 0 ||
+        sim_prediction_format(sp, exe, 1, js, &len) != 0) {
+        free(*txt);
+        *txt = NULL;
+        return false;
+    }
+    pr->samples_per_s = sp->samples_per_s;
+    pr->step_seconds = sp->step_seconds;
+    pr->samples_per_step = sp->samples_per_step;
+    pr->replicas = sp->replicas;
+    pr->ipu = sp->ipu;
+    pr->parts = sp->part;
+    pr->n_parts = SIM_PARTS;
+    pr->pct_peak = sp->pct_peak;
+    pr->op_class = sp->op_class;
+    pr->layer = sp->layer;
+    pr->report = *txt;
+    pr->report_json = *js;
+    pr->ipu_type = (char *)sim_ipu_type_name(sim_exe_ipu_type(exe));
+    pr->clock_hz = sim_exe_clock_hz(exe);
+    return true;
+}
+
 /* Sends the compile reply of m (for a job's process, the shapes of its own slice). 0, or
  * -1 with an error sent (out of memory, or a model too large to describe: see
  * reply_too_large). */
@@ -196,6 +232,9 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
     size_t nm = sim_exe_ipu_count(exe);
     Ipuof__Header h = IPUOF__HEADER__INIT;
     Ipuof__CompileReply r = IPUOF__COMPILE_REPLY__INIT;
+    Ipuof__Prediction pr = IPUOF__PREDICTION__INIT;
+    struct sim_prediction sp;
+    char *ptxt = NULL, *pjs = NULL;
     Ipuof__TensorInfo *ti = calloc(nt + 1, sizeof *ti);
     Ipuof__TensorInfo **tp = calloc(nt + 1, sizeof *tp);
     Ipuof__OutputMode *modes = calloc(no + 1, sizeof *modes);
@@ -278,6 +317,8 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
     r.gradient_accumulation = sim_exe_gradient_accumulation(exe);
     r.n_weights = nw;
     r.weights = wp;
+    if (prediction_fill(m, &pr, &sp, &ptxt, &pjs))
+        r.prediction = &pr;
     h.request_id = req_id;
     h.body_case = IPUOF__HEADER__BODY_COMPILE_REPLY;
     h.compile_reply = &r;
@@ -288,6 +329,8 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
     conn_send(c, &h, NULL, 0);
     rc = 0;
 out:
+    free(ptxt);
+    free(pjs);
     free(ti);
     free(tp);
     free(modes);
@@ -322,6 +365,7 @@ compile_task_model(struct compile_task *ct)
     m->proc0 = ct->proc0;
     m->nproc = ct->nproc;
     m->group = ct->group;
+    m->predict_replicas = ct->predict_replicas;
     m->group_orthogonal = ct->group_orthogonal;
     m->nipus = (unsigned)sim_exe_ipu_count(m->entry->exe);
     if (m->nipus > ct->part_count) {

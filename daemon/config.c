@@ -19,6 +19,7 @@
 
 #include "errbuf.h"
 #include "log.h"
+#include "sim.h"
 
 enum key_type { K_STR, K_UINT, K_BYTES, K_LEVEL, K_REAL, K_BOOL, K_LINES, K_SUM };
 
@@ -73,14 +74,18 @@ static const struct key keys[] = {
     {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
     {"devices", "host_memory", K_BYTES, F(host_memory), 1u << 20, 1ull << 44, 1},
     /* [cost]: rates are reloadable; they apply to models compiled after the reload. */
-    {"cost", "flops_per_s", K_REAL, F(cost_flops_per_s), 1, RATE_MAX, 1},
-    {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 1, RATE_MAX, 1},
-    {"cost", "exchange_bytes_per_s", K_REAL, F(cost_exchange_bytes_per_s), 1, RATE_MAX, 1},
+    {"cost", "flops_per_s", K_REAL, F(cost_flops_per_s), 0, RATE_MAX, 1},
+    {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 0, RATE_MAX, 1},
+    {"cost", "exchange_bytes_per_s", K_REAL, F(cost_exchange_bytes_per_s), 0, RATE_MAX, 1},
     {"cost", "link_bytes_per_s", K_REAL, F(cost_link_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "gw_link_bytes_per_s", K_REAL, F(cost_gw_link_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "host_bytes_per_s", K_REAL, F(cost_host_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "sync_seconds", K_REAL, F(cost_sync_seconds), 0, 1000ull, 1},
     {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
+    {"cost", "ipu_type", K_STR, F(cost_ipu_type), 0, 0, 1},
+    {"cost", "compute_set_cycles", K_REAL, F(cost_cs_cycles), 0, 1000000000ull, 1},
+    {"cost", "host_exchange_seconds", K_REAL, F(cost_host_xfer_seconds), 0, 1000ull, 1},
+    {"cost", "step_seconds", K_REAL, F(cost_step_seconds), 0, 1000ull, 1},
     /* [pod]: who the peers are needs a restart; the rendezvous limits are reloadable. */
     {"pod", "name", K_STR, F(pod_name), 0, 0, 0},
     {"pod", "listen", K_STR, F(pod_listen), 0, 0, 0},
@@ -127,15 +132,24 @@ cfg_defaults(struct cfg *c)
     c->ipus = 4;
     c->ipu_memory = 900ull << 20;
     c->tiles = 1472;
-    /* GC200 (IPU-M2000) published figures, as sim_cost_cfg_init(); sources in ipuofd.conf */
-    c->cost_flops_per_s = 62.5e12;
-    c->cost_mem_bytes_per_s = 47.5e12;
-    c->cost_exchange_bytes_per_s = 8e12;
-    c->cost_link_bytes_per_s = 320e9;
-    c->cost_gw_link_bytes_per_s = 25e9; /* 2 GW-Links of 100 Gbit/s (ipuofd.conf) */
-    c->cost_host_bytes_per_s = 64e9;
-    c->cost_sync_seconds = 1e-6;
-    c->cost_efficiency = 0.25;
+    /* the clock's figures, as sim_cost_cfg_init() (docs/cost-model.md gives the sources);
+     * flops_per_s, mem_bytes_per_s and exchange_bytes_per_s 0: those of ipu_type */
+    {
+        struct sim_cost_cfg k;
+        sim_cost_cfg_init(&k);
+        c->cost_flops_per_s = 0;
+        c->cost_mem_bytes_per_s = 0;
+        c->cost_exchange_bytes_per_s = 0;
+        c->cost_link_bytes_per_s = k.link_bytes_per_s;
+        c->cost_gw_link_bytes_per_s = k.gw_link_bytes_per_s;
+        c->cost_host_bytes_per_s = k.host_bytes_per_s;
+        c->cost_sync_seconds = k.sync_s;
+        c->cost_efficiency = k.efficiency;
+        c->cost_cs_cycles = k.cs_cycles;
+        c->cost_host_xfer_seconds = k.host_xfer_s;
+        c->cost_step_seconds = k.step_s;
+        snprintf(c->cost_ipu_type, sizeof c->cost_ipu_type, "%s", sim_ipu_type_name(k.ipu_type));
+    }
     if (gethostname(c->pod_name, sizeof c->pod_name) != 0 || c->pod_name[0] == '\0')
         snprintf(c->pod_name, sizeof c->pod_name, "localhost");
     c->pod_name[sizeof c->pod_name - 1] = '\0';
@@ -501,6 +515,11 @@ cfg_validate(const struct cfg *c, char *err, size_t errlen)
     }
     if (svc_cfg_validate(c, err, errlen) < 0)
         return -1;
+    if (sim_ipu_type_parse(c->cost_ipu_type) < 0) {
+        errbuf_set(err, errlen, "[cost] ipu_type = %s is not a device type; use gc200 (Mk2, "
+                   "1.33 GHz) or bow (1.85 GHz)", c->cost_ipu_type);
+        return -1;
+    }
     return validate_pod(c, err, errlen);
 }
 

@@ -64,6 +64,10 @@ struct cfg {
     double cost_host_bytes_per_s;
     double cost_sync_seconds;
     double cost_efficiency;
+    char cost_ipu_type[16];      /* "gc200" or "bow": the clock and the rates it implies */
+    double cost_cs_cycles;       /* fixed cycles of a compute set (sim_cost_cfg.cs_cycles) */
+    double cost_host_xfer_seconds; /* fixed cost of a host exchange */
+    double cost_step_seconds;    /* fixed cost of a run */
     /* [pod]: daemons of several hosts (docs/pod-tools.md); none without peers */
     char pod_name[CFG_POD_NAME_MAX]; /* this host's name in the Pod; default: gethostname */
     char pod_listen[256];        /* HOST:PORT of the Pod port (peers, the rendezvous store) */

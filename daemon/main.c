@@ -30,6 +30,7 @@ usage(FILE *f)
             "  --ipus N               number of simulated IPUs (default 4)\n"
             "  --ipu-memory SIZE      memory per IPU, bytes or with KiB/MiB/GiB (default 900MiB)\n"
             "  --tiles N              tiles per IPU (default 1472)\n"
+            "  --ipu-type TYPE        gc200 or bow: the simulated clock's device (default gc200)\n"
             "  --admin-socket PATH    Unix socket granting admin rights (reset)\n"
             "  --config PATH          INI configuration file (see ipuofd.conf(5))\n"
             "  --foreground           stay in the foreground and log to stderr\n"
@@ -99,6 +100,7 @@ main(int argc, char **argv)
         {"ipus", required_argument, NULL, 'n'},
         {"ipu-memory", required_argument, NULL, 'm'},
         {"tiles", required_argument, NULL, 't'},
+        {"ipu-type", required_argument, NULL, 'T'},
         {"admin-socket", required_argument, NULL, 'a'},
         {"config", required_argument, NULL, 'c'},
         {"foreground", no_argument, NULL, 'f'},
@@ -124,6 +126,7 @@ main(int argc, char **argv)
         case 'n': section = "devices"; key = "ipus"; break;
         case 'm': section = "devices"; key = "ipu_memory"; break;
         case 't': section = "devices"; key = "tiles"; break;
+        case 'T': section = "cost"; key = "ipu_type"; break;
         case 'L': section = "log"; key = "level"; break;
         case 'p': port_file = optarg; break;
         case 'c': s.config_path = optarg; break;

@@ -111,6 +111,7 @@ struct model {
                                   * jobs_pod.c) */
     uint64_t pod_written;        /* a Pod job's: the latest sim_exe_weight_written stamp the
                                   * last broadcast covered */
+    unsigned predict_replicas;   /* its compile's: the replicas to predict for (0: its own) */
     int pod_checked;             /* a Pod job's: every daemon compiled the same model */
     struct model *next;
 };

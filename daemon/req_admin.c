@@ -18,6 +18,18 @@
 #include "wiremap.h"
 #include "metrics.h"
 
+/* The clock of the configuration's device type ([cost] ipu_type, checked at load). */
+static double
+ipu_clock_hz(const struct cfg *cfg)
+{
+    struct sim_cost_cfg k;
+    int t = sim_ipu_type_parse(cfg->cost_ipu_type);
+
+    sim_cost_cfg_init(&k);
+    sim_cost_cfg_type(&k, t >= 0 ? t : SIM_IPU_GC200);
+    return k.clock_hz;
+}
+
 void
 req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
@@ -45,6 +57,8 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
         x->state = (Ipuof__IpuState)wiremap_to_wire(&wiremap_ipu_state, d->state,
                                                     IPUOF__IPU_STATE__IPU_ERROR);
         x->tiles = d->tiles;
+        x->ipu_type = s->cfg.cost_ipu_type;
+        x->clock_hz = ipu_clock_hz(&s->cfg);
         x->memory_capacity_bytes = d->memory_capacity;
         x->memory_used_bytes = d->memory_used;
         x->stash_bytes = d->memory_stash;

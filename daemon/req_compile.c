@@ -213,6 +213,10 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     }
     ct->opts.partition_ipus = ct->part_count;
     compile_cost_options(&s->cfg, &ct->opts.cost);
+    if (compile_clock_options(c, req_id, ct, rq) < 0) {
+        compile_task_free(ct);
+        return -1;
+    }
     if (compile_placement_options(c, req_id, ct, rq) < 0) {
         compile_task_free(ct);
         return -1;

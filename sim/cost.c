@@ -1,9 +1,8 @@
 /*
- * cost.c — the simulated clock's inputs: the rates an IPU's work is charged at and the
- * FLOPs and bytes of each node (trace.c reports the figures and the trace). The rates default to the
- * GC200's published figures (Graphcore, "IPU-M2000 / GC200 datasheet"): 62.5 TFLOPS FP32
- * peak, 47.5 TB/s on-chip memory bandwidth, 8 TB/s IPU-Exchange, 320 GB/s IPU-Links per
- * IPU, PCIe Gen4 x16 64 GB/s to the host. schedule.c turns them into the schedule's clock.
+ * cost.c — the simulated clock's inputs: the rates an IPU's work is charged at (per device
+ * type; docs/cost-model.md gives each constant's source) and the FLOPs and bytes of each
+ * node (trace.c reports the figures and the trace). cost_node.c turns a node's FLOPs, bytes
+ * and shapes into its time; schedule.c turns those into the schedule's clock.
  * FLOPs per node come from the op name and the shapes here, not from the op tables.
  */
 #include <stdarg.h>
@@ -13,16 +12,59 @@
 
 #include "schedule.h"
 
+/* The clocks of the device types (docs/cost-model.md): GC200 1.33 GHz, Bow 1.85 GHz. */
+static const double type_hz[] = { 1.33e9, 1.85e9 };
+static const char *const type_names[] = { "gc200", "bow" };
+
 void
 sim_cost_cfg_init(struct sim_cost_cfg *c)
 {
-    c->flops_per_s = 62.5e12;
-    c->mem_bytes_per_s = 47.5e12;
-    c->exchange_bytes_per_s = 8e12;
-    c->link_bytes_per_s = 320e9;
-    c->host_bytes_per_s = 64e9;
-    c->sync_s = 1e-6;
-    c->efficiency = 0.25;
+    memset(c, 0, sizeof(*c));
+    c->link_bytes_per_s = 320e9;        /* 10 IPU-Links, 320 GB/s per IPU */
+    c->host_bytes_per_s = 12.5e9;       /* one 100 GbE RoCE link per machine */
+    c->host_ipus = 4;                   /* ... shared by its four IPUs */
+    c->gw_link_bytes_per_s = 25e9;      /* 2 GW-Links of 100 Gbit/s per machine */
+    c->ipus_per_pod = 64;               /* IPU-Links join up to an IPU-POD64 */
+    c->sync_s = 1e-6;                   /* calibrated: docs/cost-model.md */
+    c->efficiency = 0.275;              /* calibrated: docs/cost-model.md */
+    c->cs_cycles = 1500;                /* calibrated: docs/cost-model.md */
+    c->host_xfer_s = 5e-6;              /* calibrated: docs/cost-model.md */
+    c->step_s = 60e-6;                  /* calibrated: docs/cost-model.md */
+    c->amp = 0.6;                       /* PopLibs' default availableMemoryProportion */
+    sim_cost_cfg_type(c, SIM_IPU_GC200);
+}
+
+int
+sim_cost_cfg_type(struct sim_cost_cfg *c, int t)
+{
+    double hz;
+
+    if (t < 0 || t > SIM_IPU_BOW)
+        return IPUOF_E_INVAL;
+    hz = type_hz[t];
+    c->ipu_type = t;
+    c->clock_hz = hz;
+    /* the GC200's published rates scale with the clock: float32 62.5 TFLOPS, tile memory
+     * 47.5 TB/s, exchange 8 TB/s at 1.33 GHz (Bow's: 87, 65 and 11 TB/s published) */
+    c->flops_per_s = 62.5e12 / type_hz[0] * hz;
+    c->mem_bytes_per_s = 47.5e12 / type_hz[0] * hz;
+    c->exchange_bytes_per_s = 8e12 / type_hz[0] * hz;
+    return 0;
+}
+
+const char *
+sim_ipu_type_name(int t)
+{
+    return t >= 0 && t <= SIM_IPU_BOW ? type_names[t] : "?";
+}
+
+int
+sim_ipu_type_parse(const char *name)
+{
+    for (int t = 0; t <= SIM_IPU_BOW; t++)
+        if (name != NULL && strcmp(name, type_names[t]) == 0)
+            return t;
+    return -1;
 }
 
 static double

@@ -91,6 +91,8 @@ struct sim_enode {
     double fused_flops, fused_bytes, fused_in_bytes;    /* the cost of the nodes fused into
                                  * it (cost.c, schedule.c), so fusing moves their time to
                                  * it and changes no total */
+    double fused_t[6];          /* the time of the nodes fused into it (cost_node.c):
+                                 * forward compute, exchange, sync, then backward's */
 };
 
 /* An activation read on an IPU other than its producer's (place.c): the producer's IPU

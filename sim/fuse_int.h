@@ -52,6 +52,7 @@ absorb(struct fuse *f, int to, int from)
 {
     struct sim_enode *t = &f->e->nodes[to], *n = &f->e->nodes[from];
     double flops, bytes, in_bytes = 0;
+    struct sim_node_cost nt;
 
     sim_cost_node(f->e, from, &flops, &bytes);
     for (int j = 0; j < n->n_in; j++)
@@ -60,6 +61,11 @@ absorb(struct fuse *f, int to, int from)
     t->fused_flops += flops;
     t->fused_bytes += bytes;
     t->fused_in_bytes += in_bytes + n->fused_in_bytes;
+    sim_cost_node_time(f->e, from, &nt);
+    for (int k = 0; k < 3; k++) {
+        t->fused_t[k] += nt.fwd[k];
+        t->fused_t[3 + k] += nt.bwd[k];
+    }
     f->gone[from] = true;
 }
 

@@ -103,10 +103,14 @@ rewrite(struct fuse *f, int s, const struct sim_op *op, void *params, int n_in, 
 {
     struct sim_enode *n = &f->e->nodes[s];
     double of, ob, nf, nb, sf = n->fused_flops, sb = n->fused_bytes;
-    double oi = in_bytes_of(f->e, n);
+    double oi = in_bytes_of(f->e, n), st[6];
+    struct sim_node_cost ot, nt;
 
+    memcpy(st, n->fused_t, sizeof(st));
+    memset(n->fused_t, 0, sizeof(n->fused_t));
     n->fused_flops = n->fused_bytes = 0;
     sim_cost_node(f->e, s, &of, &ob);
+    sim_cost_node_time(f->e, s, &ot);
     free(n->params);
     n->params = params;
     n->op = op;
@@ -116,6 +120,12 @@ rewrite(struct fuse *f, int s, const struct sim_op *op, void *params, int n_in, 
     n->fused_flops = sf + (of - nf);
     n->fused_bytes = sb + (ob - nb);
     n->fused_in_bytes += oi - in_bytes_of(f->e, n);
+    memset(n->fused_t, 0, sizeof(n->fused_t));
+    sim_cost_node_time(f->e, s, &nt);
+    for (int k = 0; k < 3; k++) {
+        n->fused_t[k] = st[k] + (ot.fwd[k] - nt.fwd[k]);
+        n->fused_t[3 + k] = st[3 + k] + (ot.bwd[k] - nt.bwd[k]);
+    }
 }
 
 /*

@@ -38,22 +38,11 @@ sim_clock_free(struct sim_clock *c)
     free(c->stream);
     free(c->reduce);
     free(c->busy);
+    free(c->fpart);
+    free(c->bpart);
+    free(c->part);
+    free(c->io);
     free(c);
-}
-
-static double
-compute_s(const struct sim_cost_cfg *r, double flops, double bytes, double in_bytes)
-{
-    return flops / (r->flops_per_s * r->efficiency) + bytes / r->mem_bytes_per_s +
-           in_bytes / r->exchange_bytes_per_s;
-}
-
-static bool
-two_operand_grad(const struct sim_enode *n)
-{
-    const char *op = n->op->name;
-
-    return strcmp(op, "MatMul") == 0 || strcmp(op, "Gemm") == 0 || strcmp(op, "Conv") == 0;
 }
 
 /* Tensors crossing IPUs, per micro-batch: each IPU other than the producer's that reads an
@@ -85,11 +74,27 @@ exchange_bytes(const struct sim_exe *e, struct sim_clock *c, const struct sim_co
     return 0;
 }
 
+/* The host link's rate for one IPU: the machine's link shared by the IPUs of the job on
+ * it (at most host_ipus). */
+static double
+host_rate(const struct sim_exe *e, const struct sim_clock *c)
+{
+    const struct sim_cost_cfg *r = &e->cost;
+    unsigned ipus = c->R * e->ipr, share = r->host_ipus > 0 ? r->host_ipus : 1;
+
+    return r->host_bytes_per_s / (double)(ipus < share ? ipus : share);
+}
+
 /* Host streams: an input goes to the stage of its first reader, an output comes from the
- * stage of its producer (per returned micro-batch; Final and Sum once per run). */
+ * stage of its producer (per returned micro-batch; Final and Sum once per run); each
+ * transfer also pays the fixed cost of a host exchange. Synthetic data: none. */
 static void
 host_bytes(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost_cfg *r)
 {
+    double rate = host_rate(e, c);
+
+    if (r->synthetic)
+        return;
     for (int i = 0; i < e->n_in; i++) {
         int stage = -1;
         for (int s = 0; s < e->n_nodes && stage < 0; s++)
@@ -97,13 +102,13 @@ host_bytes(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost_c
                 if (e->nodes[s].in[j] == e->in[i].val)
                     stage = e->nodes[s].stage;
         if (stage >= 0)
-            c->hin[stage] += (double)e->in[i].step_bytes / r->host_bytes_per_s;
+            c->hin[stage] += (double)e->in[i].step_bytes / rate + r->host_xfer_s;
     }
     for (int i = 0; i < e->n_out; i++) {
         const struct sim_exe_io *o = &e->out[i];
         const struct sim_val *v = &e->vals[o->val];
         int stage = v->kind == SIM_V_ACT && v->producer >= 0 ? e->nodes[v->producer].stage : 0;
-        double t = (double)o->step_bytes / r->host_bytes_per_s;
+        double t = (double)o->step_bytes / rate + r->host_xfer_s;
         if (o->mode.kind == SIM_OUTPUT_FINAL || o->mode.kind == SIM_OUTPUT_SUM)
             c->hout_final += t;
         else
@@ -111,11 +116,34 @@ host_bytes(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost_c
     }
 }
 
-/* The weight update of each IPU, off-chip streaming around it, the all-reduce, and the
- * phased weight loads. */
+/* The all-reduce of b bytes over R replicas of `ipr` IPUs each, as a ring (2 (R-1)/R of
+ * the bytes through each IPU): over IPU-Links within a Pod, and through the GW-Links
+ * (a machine's, shared by its IPUs) between Pods. */
+static double
+allreduce_s(const struct sim_cost_cfg *r, unsigned R, unsigned ipr, double b)
+{
+    double t, pods, per_pod = r->ipus_per_pod > 0 ? r->ipus_per_pod : 1;
+
+    if (R <= 1)
+        return 0;
+    t = 2.0 * (R - 1) / R * b / r->link_bytes_per_s + r->sync_s;
+    pods = (double)R * ipr / per_pod;
+    if (pods > 1 && r->gw_link_bytes_per_s > 0) {
+        double h = (double)(long long)pods + ((double)(long long)pods < pods ? 1 : 0);
+        double gw = r->gw_link_bytes_per_s / (r->host_ipus > 0 ? r->host_ipus : 1);
+        t += 2.0 * (h - 1) / h * b / gw + r->sync_s;
+    }
+    return t;
+}
+
+/* The weight update of each IPU (vector work, a compute set per weight), off-chip
+ * streaming around it, the all-reduce, and the phased weight loads. */
 static void
 update_costs(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost_cfg *r)
 {
+    double vec = (double)(e->tiles > 0 ? e->tiles : 1) * 2 * r->clock_hz;
+    double rate = host_rate(e, c);
+
     for (int i = 0; i < e->n_w; i++) {
         const struct sim_weight *w = &e->w[i];
         double b = (double)w->bytes, state = 0;
@@ -123,16 +151,16 @@ update_costs(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost
             bool adam = e->tr->opt.kind != SIM_OPT_SGD;
             state = adam ? 2 : (e->tr->opt.momentum != 0.0f ? 1 : 0);
             /* read weight, gradient and state, write weight and state; ~4 FLOPs per state */
-            c->update[w->ipu] += compute_s(r, (b / 4) * (2 + 4 * state),
-                                           b * (3 + 2 * state), 0);
+            c->update[w->ipu] += (b / 4) * (2 + 4 * state) / vec +
+                                 b * (3 + 2 * state) / r->mem_bytes_per_s +
+                                 r->cs_cycles / r->clock_hz;
             if (e->location[SIM_LOC_OPTIMIZER])
-                c->stream[w->ipu] += 2 * state * b / r->host_bytes_per_s;
+                c->stream[w->ipu] += 2 * state * b / rate;
             if (e->location[SIM_LOC_ACCUMULATORS])
-                c->stream[w->ipu] += 2 * b / r->host_bytes_per_s;
+                c->stream[w->ipu] += 2 * b / rate;
             if (e->location[SIM_LOC_WEIGHTS])
-                c->stream[w->ipu] += 2 * b / r->host_bytes_per_s;
-            if (e->R > 1)
-                c->reduce[w->ipu] += 2.0 * (e->R - 1) / e->R * b / r->link_bytes_per_s;
+                c->stream[w->ipu] += 2 * b / rate;
+            c->reduce[w->ipu] += allreduce_s(r, c->R, e->ipr, b);
             if (e->tr->xr.fn != NULL && e->tr->xr.bytes_per_s > 0) { /* between executables */
                 double h = (double)e->tr->xr.replicas / e->R;
                 c->reduce[w->ipu] += 2.0 * (h - 1) / h * b / e->tr->xr.bytes_per_s;
@@ -146,19 +174,39 @@ update_costs(const struct sim_exe *e, struct sim_clock *c, const struct sim_cost
         for (int j = 0; j < n->n_in; j++) {
             const struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
             if (v != NULL && (v->kind == SIM_V_WEIGHT || v->kind == SIM_V_CONST))
-                c->wload[n->stage] += (double)v->bytes / r->host_bytes_per_s;
+                c->wload[n->stage] += (double)v->bytes / rate;
         }
     }
 }
 
-static int
-stage_costs(const struct sim_exe *e, struct sim_clock *c)
+/* The FLOPs of one micro-batch and the peak rate of the class of AMP work with the most. */
+static void
+flop_totals(const struct sim_exe *e, struct sim_clock *c)
 {
-    const struct sim_cost_cfg *r = &e->cost;
-    size_t N = (size_t)e->n_stages, P = e->ipr;
+    double by_rate[3] = { 0, 0, 0 }, best = -1;     /* 32.32, 16.32, 16.16 */
+    const double mul[3] = { 1, 2, 4 };
 
-    c->n_stages = e->n_stages;
-    c->n_ipus = e->ipr;
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        double flops, bytes;
+        int k = !n->half ? 0 : e->partials_half ? 2 : 1;
+        sim_cost_node(e, s, &flops, &bytes);
+        if (n->bstep >= 0 && e->tr != NULL)
+            flops *= strcmp(n->op->name, "Conv") == 0 || strcmp(n->op->name, "MatMul") == 0 ||
+                     strcmp(n->op->name, "Gemm") == 0 ? 3 : 2;
+        by_rate[k] += flops;
+        c->flops += flops;
+    }
+    for (int k = 0; k < 3; k++)
+        if (by_rate[k] > best) {
+            best = by_rate[k];
+            c->peak_flops_per_s = e->cost.flops_per_s * mul[k];
+        }
+}
+
+static int
+stage_alloc(struct sim_clock *c, size_t N, size_t P)
+{
     c->fwd = calloc(N, sizeof(double));
     c->bwd = calloc(N, sizeof(double));
     c->xfwd = calloc(N, sizeof(double));
@@ -166,31 +214,50 @@ stage_costs(const struct sim_exe *e, struct sim_clock *c)
     c->hin = calloc(N, sizeof(double));
     c->hout = calloc(N, sizeof(double));
     c->wload = calloc(N, sizeof(double));
+    c->fpart = calloc(N, sizeof(*c->fpart));
+    c->bpart = calloc(N, sizeof(*c->bpart));
     c->update = calloc(P, sizeof(double));
     c->stream = calloc(P, sizeof(double));
     c->reduce = calloc(P, sizeof(double));
     c->busy = calloc(P, sizeof(double));
+    c->io = calloc(P, sizeof(double));
+    c->part = calloc(P * SIM_PARTS, sizeof(double));
     if (c->fwd == NULL || c->bwd == NULL || c->xfwd == NULL || c->xbwd == NULL ||
         c->hin == NULL || c->hout == NULL || c->wload == NULL || c->update == NULL ||
-        c->stream == NULL || c->reduce == NULL || c->busy == NULL)
+        c->stream == NULL || c->reduce == NULL || c->busy == NULL || c->fpart == NULL ||
+        c->bpart == NULL || c->io == NULL || c->part == NULL)
+        return IPUOF_E_NOMEM;
+    return 0;
+}
+
+static int
+stage_costs(const struct sim_exe *e, struct sim_clock *c)
+{
+    const struct sim_cost_cfg *r = &e->cost;
+
+    c->n_stages = e->n_stages;
+    c->n_ipus = e->ipr;
+    c->fixed = r->step_s;
+    if (stage_alloc(c, (size_t)e->n_stages, e->ipr) != 0)
         return IPUOF_E_NOMEM;
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        double flops, bytes, in_bytes = 0, t;
-        sim_cost_node(e, s, &flops, &bytes);
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0)
-                in_bytes += (double)e->vals[n->in[j]].bytes;
-        in_bytes += n->fused_in_bytes;
-        t = compute_s(r, flops, bytes, in_bytes);
-        c->fwd[n->stage] += t;
-        if (n->bstep >= 0)
-            c->bwd[n->stage] += two_operand_grad(n) ? 2 * t : t;
+        struct sim_node_cost t;
+        sim_cost_node_time(e, s, &t);
+        for (int k = 0; k < 3; k++) {
+            c->fpart[n->stage][k] += t.fwd[k];
+            c->fwd[n->stage] += t.fwd[k];
+            if (n->bstep >= 0) {
+                c->bpart[n->stage][k] += t.bwd[k];
+                c->bwd[n->stage] += t.bwd[k];
+            }
+        }
     }
     if (exchange_bytes(e, c, r) != 0)
         return IPUOF_E_NOMEM;
     host_bytes(e, c, r);
     update_costs(e, c, r);
+    flop_totals(e, c);
     return 0;
 }
 
@@ -207,10 +274,36 @@ struct walk {
     bool stopped;
 };
 
+/* Adds dur to IPU p's parts: a stage's forward or backward by its split, the rest by
+ * its kind. */
+static void
+add_part(struct walk *w, int p, int kind, int stage, double dur)
+{
+    double *pt = &w->c->part[(size_t)p * SIM_PARTS];
+    const double *sp = NULL;
+    double whole;
+
+    if (kind == SIM_EV_FWD || kind == SIM_EV_BWD) {
+        sp = kind == SIM_EV_FWD ? w->c->fpart[stage] : w->c->bpart[stage];
+        whole = sp[0] + sp[1] + sp[2];
+        for (int k = 0; k < 3 && whole > 0; k++)
+            pt[k] += dur * (sp[k] / whole);
+    } else if (kind == SIM_EV_UPDATE) {
+        pt[SIM_PART_COMPUTE] += dur;
+    } else if (kind == SIM_EV_EXCHANGE) {
+        pt[SIM_PART_EXCHANGE] += dur;
+    } else if (kind == SIM_EV_REDUCE) {
+        pt[SIM_PART_COLLECTIVE] += dur;
+    } else {
+        pt[SIM_PART_HOST] += dur;
+    }
+}
+
 static void
 span(struct walk *w, int ipu, int kind, int stage, long long mb, double dur)
 {
     struct sim_ev ev;
+    bool io = (kind == SIM_EV_HOST_IN || kind == SIM_EV_HOST_OUT) && w->e->cost.io_tiles > 0;
 
     if (dur <= 0)
         return;
@@ -218,28 +311,47 @@ span(struct walk *w, int ipu, int kind, int stage, long long mb, double dur)
         if (kind == SIM_EV_FWD || kind == SIM_EV_BWD || kind == SIM_EV_UPDATE)
             w->c->busy[ipu] += dur;
     } else if (!w->stopped) {
-        ev = (struct sim_ev){ w->end[ipu], dur, ipu, kind, stage, mb, w->iter };
+        ev = (struct sim_ev){ io ? w->t + w->c->io[ipu] : w->end[ipu], dur, ipu, kind, stage,
+                              mb, w->iter };
         w->stopped = !w->fn(&ev, w->ud);
     }
+    if (io) {                   /* the IO tiles move it while the others compute */
+        w->c->io[ipu] += dur;
+        return;
+    }
+    if (w->fn == NULL)
+        add_part(w, ipu, kind, stage, dur);
     w->end[ipu] += dur;
 }
 
 static void
 tick_begin(struct walk *w)
 {
-    for (unsigned p = 0; p < w->c->n_ipus; p++)
+    for (unsigned p = 0; p < w->c->n_ipus; p++) {
         w->end[p] = w->t;
+        w->c->io[p] = 0;
+    }
 }
 
-/* Ends a tick: the next starts after the slowest IPU and one sync. */
+/* Ends a tick: the next starts after the slowest IPU (or its IO tiles' transfers, when
+ * they take longer) and one sync. */
 static void
 tick_end(struct walk *w)
 {
     double m = w->t;
 
-    for (unsigned p = 0; p < w->c->n_ipus; p++)
-        if (w->end[p] > m)
-            m = w->end[p];
+    for (unsigned p = 0; p < w->c->n_ipus; p++) {
+        double end = w->end[p];
+        if (w->t + w->c->io[p] > end) {
+            if (w->fn == NULL)
+                w->c->part[(size_t)p * SIM_PARTS + SIM_PART_HOST] += w->t + w->c->io[p] - end;
+            end = w->t + w->c->io[p];
+        }
+        if (end > m)
+            m = end;
+        if (w->fn == NULL)
+            w->c->part[(size_t)p * SIM_PARTS + SIM_PART_SYNC] += w->e->cost.sync_s;
+    }
     w->t = m + w->e->cost.sync_s;
 }
 
@@ -344,8 +456,11 @@ replay(struct walk *w)
             /* without a callback, time one repetition and multiply: they cost the same */
             bool once = w->fn == NULL && sg->scale;
             double t0 = w->t, *b0 = w->c->busy, saved[SIM_MAX_IPUS];
-            if (once)
+            double *p0 = w->c->part, psaved[SIM_MAX_IPUS * SIM_PARTS];
+            if (once) {
                 memcpy(saved, b0, sizeof(double) * P);
+                memcpy(psaved, p0, sizeof(double) * P * SIM_PARTS);
+            }
             memset(cur, 0, sizeof(int) * P);
             while (cur[0] < n[0])
                 replay_tick(w, st, n, cur, i);
@@ -353,6 +468,8 @@ replay(struct walk *w)
                 w->t = t0 + (w->t - t0) * (double)sg->reps;
                 for (unsigned p = 0; p < P; p++)
                     b0[p] = saved[p] + (b0[p] - saved[p]) * (double)sg->reps;
+                for (unsigned k = 0; k < P * SIM_PARTS; k++)
+                    p0[k] = psaved[k] + (p0[k] - psaved[k]) * (double)sg->reps;
                 break;
             }
         }
@@ -366,8 +483,15 @@ sim_sched_walk(const struct sim_exe *e, struct sim_clock *c, sim_ev_fn fn, void 
     struct walk w = { e, c, fn, ud, 0.0, end, 0, false };
     unsigned iters = e->tr != NULL ? e->D : 1;
 
-    if (fn == NULL)
+    if (fn == NULL) {
         memset(c->busy, 0, sizeof(double) * c->n_ipus);
+        memset(c->part, 0, sizeof(double) * c->n_ipus * SIM_PARTS);
+    }
+    /* the fixed cost of a run: the host starts the program and waits for its end */
+    w.t += c->fixed;
+    if (fn == NULL)
+        for (unsigned p = 0; p < c->n_ipus; p++)
+            c->part[(size_t)p * SIM_PARTS + SIM_PART_HOST] += c->fixed;
     for (unsigned d = 0; d < iters && !w.stopped; d++) {
         double t0 = w.t;
         w.iter = e->tr != NULL ? d : 0;
@@ -377,6 +501,12 @@ sim_sched_walk(const struct sim_exe *e, struct sim_clock *c, sim_ev_fn fn, void 
             w.t = t0 + (w.t - t0) * (double)iters;
             for (unsigned p = 0; p < c->n_ipus; p++)
                 c->busy[p] *= (double)iters;
+            for (unsigned p = 0; p < c->n_ipus; p++)
+                for (int k = 0; k < SIM_PARTS; k++) {
+                    double *x = &c->part[(size_t)p * SIM_PARTS + k];
+                    double f = k == SIM_PART_HOST ? c->fixed : 0;
+                    *x = f + (*x - f) * (double)iters;
+                }
             break;
         }
     }
@@ -389,6 +519,16 @@ sim_sched_walk(const struct sim_exe *e, struct sim_clock *c, sim_ev_fn fn, void 
 }
 
 int
+sim_clock_build(const struct sim_exe *e, unsigned R, struct sim_clock *c)
+{
+    c->R = R > 0 ? R : e->R;
+    if (stage_costs(e, c) != 0)
+        return IPUOF_E_NOMEM;
+    c->device_seconds = sim_sched_walk(e, c, NULL, NULL);
+    return 0;
+}
+
+int
 sim_sched_build(struct sim_exe *e, struct sim_err *err)
 {
     const struct sim_cost_cfg *r = &e->cost;
@@ -397,10 +537,17 @@ sim_sched_build(struct sim_exe *e, struct sim_err *err)
     if (!(r->flops_per_s > 0) || !(r->mem_bytes_per_s > 0) ||
         !(r->exchange_bytes_per_s > 0) || !(r->link_bytes_per_s > 0) ||
         !(r->host_bytes_per_s > 0) || !(r->sync_s >= 0) || !(r->efficiency > 0) ||
-        r->efficiency > 1)
+        r->efficiency > 1 || !(r->clock_hz > 0) || !(r->cs_cycles >= 0) ||
+        !(r->host_xfer_s >= 0) || !(r->step_s >= 0) || !(r->amp > 0) || r->amp > 1 ||
+        !(r->gw_link_bytes_per_s >= 0))
         return sim_err_set(err, IPUOF_E_INVAL, "the cost rates must be positive (the sync "
-                           "time may be 0) and the efficiency in (0, 1]; "
+                           "time, fixed costs and GW-Link rate may be 0), the efficiency and "
+                           "the available memory proportion in (0, 1]; "
                            "sim_cost_cfg_init() sets the GC200's figures");
+    if (r->io_tiles > 0 && r->io_tiles >= e->tiles)
+        return sim_err_set(err, IPUOF_E_INVAL, "numIOTiles %u leaves no compute tiles of the "
+                           "IPU's %u; use fewer IO tiles (PopTorch: 32 to 192)",
+                           r->io_tiles, e->tiles);
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
@@ -410,8 +557,7 @@ sim_sched_build(struct sim_exe *e, struct sim_err *err)
         if (rc != 0)
             return rc;
     }
-    if (stage_costs(e, c) != 0)
+    if (sim_clock_build(e, e->R, c) != 0)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
-    c->device_seconds = sim_sched_walk(e, c, NULL, NULL);
     return 0;
 }

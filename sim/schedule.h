@@ -54,14 +54,41 @@ struct sim_clock {
     double hout_final;          /* outputs returned once per run (Final, Sum) */
     double device_seconds;      /* the whole run */
     double *busy;               /* n_ipus: compute seconds in the run */
+    /* since issue 28 (cost_node.c's parts; docs/cost-model.md) */
+    double (*fpart)[3], (*bpart)[3];    /* n_stages: fwd / bwd split: compute, exchange,
+                                         * sync, summing to fwd[s] / bwd[s] */
+    double *part;               /* n_ipus x SIM_PARTS: seconds of the run by part */
+    double *io;                 /* n_ipus: host I/O of the current tick when it overlaps
+                                 * (IO tiles) */
+    double flops;               /* FLOPs of one micro-batch (forward, and backward in
+                                 * training), for the % of peak */
+    double peak_flops_per_s;    /* the rate of the op class with the most FLOPs */
+    unsigned R;                 /* replicas the costs are for */
+    double fixed;               /* the fixed cost of a run (cost.step_s) */
 };
 
 /* Called for each span; returns false to stop the walk early. */
 typedef bool (*sim_ev_fn)(const struct sim_ev *ev, void *ud);
 
+/* Builds c (zeroed, caller-freed with sim_clock_free) for executable e as if it ran R
+ * replicas (the compile's own: e->R), and walks it: c->device_seconds, c->busy, c->part. */
+int sim_clock_build(const struct sim_exe *e, unsigned R, struct sim_clock *c);
+
 /* Walks the schedule of one run, calling fn (may be NULL) for each span in time order
  * per tick, and returns the run's simulated duration; c->busy is filled when fn is NULL. */
 double sim_sched_walk(const struct sim_exe *e, struct sim_clock *c, sim_ev_fn fn, void *ud);
+
+/* The bytes of one tile's memory (624 KiB; docs/cost-model.md). */
+#define SIM_TILE_BYTES (624.0 * 1024.0)
+
+/* The time of a node for one micro-batch, in seconds: [0] compute, [1] exchange, [2] sync
+ * (compute sets), of its forward and of its backward (cost_node.c). */
+struct sim_node_cost {
+    double fwd[3], bwd[3];
+};
+
+/* cost_node.c: the time of node s, the nodes fused into it included. */
+void sim_cost_node_time(const struct sim_exe *e, int s, struct sim_node_cost *t);
 
 /* cost.c: FLOPs and memory bytes of the forward of node s for one micro-batch. */
 void sim_cost_node(const struct sim_exe *e, int s, double *flops, double *bytes);

@@ -339,20 +339,47 @@ enum sim_location {
 };
 
 /*
- * Rates of the simulated clock; sim_cost_cfg_init() sets the GC200's published figures.
+ * Rates of the simulated clock (docs/cost-model.md states each with its source);
+ * sim_cost_cfg_init() sets the GC200's figures, sim_cost_cfg_type() those of a device type.
  * The daemon's configuration file can override each.
  */
+enum sim_ipu_type {
+    SIM_IPU_GC200 = 0,            /* Mk2 GC200 (IPU-M2000), 1.33 GHz */
+    SIM_IPU_BOW = 1               /* Bow IPU (Bow-2000), 1.85 GHz */
+};
+
 struct sim_cost_cfg {
-    double flops_per_s;           /* FP32 peak per IPU */
-    double mem_bytes_per_s;       /* on-chip memory bandwidth per IPU */
+    double flops_per_s;           /* float32 (32.32) AMP peak per IPU; float16 with float
+                                   * partials (16.32) is 2x, with float16 partials (16.16) 4x */
+    double mem_bytes_per_s;       /* tile memory bandwidth per IPU */
     double exchange_bytes_per_s;  /* IPU-Exchange (tile to tile, on chip) */
     double link_bytes_per_s;      /* IPU-Links, per IPU */
-    double host_bytes_per_s;      /* host link (PCIe Gen4 x16) */
-    double sync_s;                /* one bulk-synchronous sync */
-    double efficiency;            /* fraction of peak compute an op reaches */
+    double host_bytes_per_s;      /* the machine's host link (RoCE), shared by host_ipus */
+    double sync_s;                /* one bulk-synchronous sync between IPUs */
+    double efficiency;            /* the AMP's efficiency on well-shaped work (calibrated) */
+    /* since issue 28 */
+    int ipu_type;                 /* enum sim_ipu_type */
+    double clock_hz;              /* the tiles' clock */
+    unsigned host_ipus;           /* IPUs sharing one host link (4 per machine) */
+    double gw_link_bytes_per_s;   /* GW-Links between Pods, per machine */
+    unsigned ipus_per_pod;        /* IPUs joined by IPU-Links (beyond: GW-Links) */
+    double cs_cycles;             /* fixed cycles of one compute set (its sync, vertices) */
+    double host_xfer_s;           /* fixed cost of one host exchange (a stream's turn-around) */
+    double step_s;                /* fixed cost of one run (host to device and back) */
+    unsigned io_tiles;            /* numIOTiles: 0, or tiles that overlap host I/O */
+    int synthetic;                /* 1: no host I/O (synthetic data) */
+    double amp;                   /* available memory proportion, (0, 1] */
 };
 
 void sim_cost_cfg_init(struct sim_cost_cfg *c);
+
+/* Sets the rates of device type t (enum sim_ipu_type): the clock and every rate it
+ * implies; the calibrated constants stay. Returns IPUOF_E_INVAL for another t. */
+int sim_cost_cfg_type(struct sim_cost_cfg *c, int t);
+
+/* "gc200", "bow" ("?" otherwise); sim_ipu_type_parse: the type or -1. */
+const char *sim_ipu_type_name(int t);
+int sim_ipu_type_parse(const char *name);
 
 struct sim_compile_opts {
     unsigned device_iterations;   /* D, >= 1 */
@@ -829,6 +856,48 @@ struct sim_cost_report {
 
 /* Fills *rep for the last run. IPUOF_E_INVAL before the first run. */
 int sim_exe_cost(const struct sim_exe *e, struct sim_cost_report *rep);
+
+/* The parts of a step's time (docs/cost-model.md). */
+enum sim_part {
+    SIM_PART_COMPUTE = 0,         /* the tiles computing (AMP and vector work) */
+    SIM_PART_EXCHANGE = 1,        /* on-chip exchange and sends between a replica's IPUs */
+    SIM_PART_SYNC = 2,            /* compute-set and inter-IPU syncs */
+    SIM_PART_HOST = 3,            /* host I/O not hidden by IO tiles, fixed host costs */
+    SIM_PART_COLLECTIVE = 4,      /* the all-reduce across replicas */
+    SIM_PARTS = 5
+};
+
+/* The prediction of an executable's steady-state speed, from its compile alone. */
+struct sim_prediction {
+    unsigned replicas;            /* the replicas it is for */
+    double step_seconds;          /* one run: D device iterations */
+    double samples_per_step;      /* D x A x B x replicas */
+    double samples_per_s;         /* samples_per_step / step_seconds, all replicas */
+    unsigned ipu;                 /* the bottleneck IPU of a replica (most busy time) */
+    double part[SIM_PARTS];       /* that IPU's seconds per step by part; the rest of
+                                   * step_seconds it waits for the others */
+    double pct_peak;              /* FLOPs per second of a replica / (its IPUs x peak of
+                                   * the data type that has most FLOPs), in percent */
+    int stage;                    /* the stage with the most compute on that IPU */
+    char op_class[32];            /* the op class with the most time on that IPU */
+    double op_class_seconds;      /* its time per micro-batch (forward and backward) */
+    char layer[160];              /* the node with the most time on that IPU */
+    double layer_seconds;         /* its time per micro-batch */
+};
+
+/* Predicts e's speed as if compiled for `replicas` replicas (0: its own), the host link's
+ * sharing and the collectives scaled to them. No run needed. IPUOF_E_INVAL when e has no
+ * clock or replicas is over 65536. */
+int sim_exe_predict(const struct sim_exe *e, unsigned replicas, struct sim_prediction *p);
+
+/* The device type (enum sim_ipu_type) and clock the executable was compiled for. */
+int sim_exe_ipu_type(const struct sim_exe *e);
+double sim_exe_clock_hz(const struct sim_exe *e);
+
+/* The prediction as text a person reads (json = 0) or as one JSON object (json = 1):
+ * *out is caller-owned (free()), NUL-terminated. IPUOF_E_NOMEM. */
+int sim_prediction_format(const struct sim_prediction *p, const struct sim_exe *e, int json,
+                          char **out, size_t *len);
 
 /*
  * The trace of the last run of an executable compiled with profile = 1, as Chrome

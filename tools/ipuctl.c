@@ -103,6 +103,13 @@ print_engine_json(const ipuof_status_report *r)
     fputs("\"sim_isa\":", stdout);
     json_string_or_null(stdout, ipuof_status_report_sim_isa(r));
     printf(",\"cache_bytes\":%" PRIu64 ",\"cache_budget_bytes\":%" PRIu64 ",", used, budget);
+    {
+        double hz;
+        const char *t = ipuof_status_report_ipu_type(r, &hz);
+        fputs("\"ipu_type\":", stdout);
+        json_string_or_null(stdout, t[0] != '\0' ? t : NULL);
+        printf(",\"clock_hz\":%.17g,", hz);
+    }
 }
 
 /* The same as a line of the summary: "simulator kernels avx2, executable cache 12.0 MiB
@@ -119,6 +126,13 @@ print_engine_line(const ipuof_status_report *r)
     human_bytes(u, sizeof u, used);
     human_bytes(b, sizeof b, budget);
     printf("simulator kernels %s, executable cache %s of %s\n", isa[0] ? isa : "?", u, b);
+    {
+        double hz;
+        char t[32];
+        human_sanitize(t, sizeof t, ipuof_status_report_ipu_type(r, &hz));
+        if (t[0] != '\0')
+            printf("simulated clock: %s IPUs at %.2f GHz (docs/cost-model.md)\n", t, hz / 1e9);
+    }
 }
 
 static void

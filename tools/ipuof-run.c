@@ -78,6 +78,12 @@ struct run_opts {
     int strategy;              /* enum ipuof_strategy */
     const char *profile;       /* --profile DIR, or NULL */
     const char *loss;          /* --loss: compile for training (SGD, lr 0.01); NULL: inference */
+    unsigned accumulation;     /* --gradient-accumulation (training) */
+    int predict;               /* --predict: 1 text, 2 JSON; print the prediction, no run */
+    unsigned predict_replicas; /* --predict-replicas: the prediction's replicas */
+    unsigned io_tiles;         /* --io-tiles: numIOTiles */
+    int synthetic;             /* --synthetic: no host I/O */
+    double amp;                /* --available-memory-proportion */
 };
 
 /* Prints the synopsis to f, and the whole text when full. */
@@ -90,7 +96,10 @@ usage(FILE *f, int full)
             "                 [--output-mode all|final|sum|every:N] [--ipus N] [--quiet]\n"
             "                 [--micro-batch B] [--expect FILE.pb]... [--wait[=SECONDS]]\n"
             "                 [--auto-round] [--block PREFIX[:STAGE]:IPU]...\n"
-            "                 [--strategy pipelined|sharded|phased] [--profile DIR] [--loss NAME]\n");
+            "                 [--strategy pipelined|sharded|phased] [--profile DIR] [--loss NAME]\n"
+            "                 [--gradient-accumulation N] [--predict[=json]]\n"
+            "                 [--predict-replicas R] [--io-tiles N] [--synthetic]\n"
+            "                 [--available-memory-proportion P]\n");
     if (!full) {
         fprintf(f, "Try 'ipuof-run --help' for more information.\n");
         return;
@@ -129,6 +138,15 @@ usage(FILE *f, int full)
             "  --loss NAME          compile for training, minimising graph output NAME (one\n"
             "                       value per micro-batch): every device iteration takes one\n"
             "                       SGD step (lr 0.01, PopTorch's default optimizer)\n"
+            "  --gradient-accumulation N  micro-batches per optimizer step (with --loss)\n"
+            "  --predict[=json]     print the simulated clock's prediction after the compile\n"
+            "                       (samples/s, the step's time by part, the bottleneck;\n"
+            "                       docs/cost-model.md) as text or JSON, and run nothing\n"
+            "  --predict-replicas R predict for R replicas (one replica's compile predicts a\n"
+            "                       Pod: the host link's sharing and the all-reduce scale)\n"
+            "  --io-tiles N         numIOTiles: host I/O overlaps compute (even, 32 to 192)\n"
+            "  --synthetic          synthetic data: no host I/O in the prediction\n"
+            "  --available-memory-proportion P  PopLibs' proportion for the prediction\n"
             "\n"
             "Small integer inputs (a Reshape's shape, reduction axes), scalars (Range's\n"
             "bounds) and 1-D float inputs of up to 16 values (Resize's scales) are offered\n"
@@ -276,6 +294,12 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         {"block", required_argument, NULL, 'B'},   {"strategy", required_argument, NULL, 'S'},
         {"profile", required_argument, NULL, 'P'},
         {"loss", required_argument, NULL, 'L'},
+        {"gradient-accumulation", required_argument, NULL, 'G'},
+        {"predict", optional_argument, NULL, 'E'},
+        {"predict-replicas", required_argument, NULL, 'R'},
+        {"io-tiles", required_argument, NULL, 'I'},
+        {"synthetic", no_argument, NULL, 'Y'},
+        {"available-memory-proportion", required_argument, NULL, 'p'},
         {NULL, 0, NULL, 0},
     };
     int opt;
@@ -309,6 +333,32 @@ parse_args(int argc, char **argv, struct run_opts *o, int *stop)
         case 'P': o->profile = optarg; break;
         case 'q': o->quiet = 1; break;
         case 'L': o->loss = optarg; break;
+        case 'G':
+            bad = args_count(PROG, "--gradient-accumulation", optarg, 1, &o->accumulation);
+            break;
+        case 'E':
+            o->predict = optarg == NULL ? 1 : strcmp(optarg, "json") == 0 ? 2 : 0;
+            if (o->predict == 0) {
+                fprintf(stderr, "ipuof-run: --predict=%s: use --predict or --predict=json\n",
+                        optarg);
+                bad = 1;
+            }
+            break;
+        case 'R':
+            bad = args_count(PROG, "--predict-replicas", optarg, 1, &o->predict_replicas);
+            break;
+        case 'I': bad = args_count(PROG, "--io-tiles", optarg, 32, &o->io_tiles); break;
+        case 'Y': o->synthetic = 1; break;
+        case 'p': {
+            char *end;
+            o->amp = strtod(optarg, &end);
+            if (*optarg == '\0' || *end != '\0' || !(o->amp > 0 && o->amp <= 1)) {
+                fprintf(stderr, "ipuof-run: --available-memory-proportion %s: give a number "
+                        "in (0, 1]\n", optarg);
+                bad = 1;
+            }
+            break;
+        }
         case 'e':
             if (o->n_expect == MAX_INPUTS) {
                 fprintf(stderr, "ipuof-run: more than %d --expect files\n", MAX_INPUTS);
@@ -783,9 +833,28 @@ compile_model(ipuof_client *c, const struct run_opts *o, const struct ipuof_mode
     if (o->loss != NULL) {
         struct ipuof_training_opts to = {0};
         to.loss = o->loss;
+        to.gradient_accumulation = o->accumulation;
         return ipuof_model_compile_training_file(c, o->model, mo, &to, mp);
     }
     return ipuof_model_compile_file(c, o->model, mo, mp);
+}
+
+/* --predict: the compile reply's prediction, as text or JSON; 0, or 1 without one. */
+static int
+print_prediction(const struct run_opts *o, ipuof_client *c, ipuof_model *m, double t_compile)
+{
+    const char *r = ipuof_model_prediction_report(m, o->predict == 2);
+
+    if (r == NULL) {
+        (void)ipuof_model_prediction(m, NULL, NULL, NULL);
+        fprintf(stderr, "ipuof-run: %s\n", ipuof_client_errmsg(c));
+        return 1;
+    }
+    fputs(r, stdout);
+    if (o->predict == 1 && !o->quiet)
+        printf("compiled in %.1f ms%s; nothing was run\n", t_compile,
+               ipuof_model_cached(m) ? " (cached)" : "");
+    return 0;
 }
 
 static int
@@ -836,6 +905,10 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         mo.progress = progress_bar;
         mo.progress_user = &bar;
     }
+    rc = ipuof_client_set_clock_options(c, o->io_tiles, o->synthetic, o->amp,
+                                        o->predict_replicas);
+    if (rc != IPUOF_OK)
+        return args_fail(PROG, c, "set the clock's options", rc, 0);
     t0 = now_ms();
     rc = compile_model(c, o, &mo, mp);
     if (rc == IPUOF_E_SHAPE && o->micro_batch == 0 &&
@@ -851,6 +924,8 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         fputc('\n', stderr);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "compile", rc, 0);
+    if (o->predict)
+        return print_prediction(o, c, *mp, t_compile);
     if (ipuof_model_input_count(*mp) > MAX_INPUTS) {
         fprintf(stderr, "ipuof-run: the model has more than %d inputs\n", MAX_INPUTS);
         return 1;

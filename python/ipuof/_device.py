@@ -2,6 +2,7 @@
 through libipuof-client. Every failing call raises the poptorch error class the daemon
 gave, with its sentence.
 """
+import json
 import os
 import sys
 
@@ -108,6 +109,17 @@ class CompiledModel:
         self._run_inputs = ffi.new("struct ipuof_tensor[]", max(1, len(self.inputs)))
         self._out = ffi.new("struct ipuof_tensor *")
 
+    def prediction_report(self, json_form):
+        """The compile's prediction of the model's speed (docs/cost-model.md): the text
+        report, or the JSON one parsed into a dict; None from a daemon that sent none."""
+        if not _lib.has("ipuof_model_prediction_report"):
+            return None
+        r = lib.ipuof_model_prediction_report(self.ptr, 1 if json_form else 0)
+        if r == ffi.NULL:
+            return None
+        text = _lib.string(r)
+        return json.loads(text) if json_form else text
+
     def _info(self, fn, i):
         t = ffi.new("struct ipuof_tensor *")
         step = ffi.new("int64_t[8]")
@@ -212,11 +224,13 @@ def _set_placement(o, placement, keep):
 
 
 def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replicas,
-                  output_kinds, training=None, placement=None):
+                  output_kinds, training=None, placement=None, clock=None):
     """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
     training: None, or dict(loss, optimizer (cffi struct), accumulation, reduction, seed,
     frozen); placement: None, or as _set_placement() takes it (only with a library that
-    has the placement options). Returns a CompiledModel."""
+    has the placement options); clock: None, or (num_io_tiles, synthetic_data,
+    available_memory_proportion, predict_replicas) for the prediction. Returns a
+    CompiledModel."""
     keep = []
     o = ffi.new("struct ipuof_model_opts *")
     nm = ffi.new("char[]", name.encode())
@@ -237,6 +251,10 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
     keep.append(modes)
     if placement is not None:
         _set_placement(o, placement, keep)
+    if clock is not None and _lib.has("ipuof_client_set_clock_options"):
+        rc = lib.ipuof_client_set_clock_options(conn.ptr, *clock)
+        if rc != 0:
+            raise conn.fail("set the clock's options", rc)
     buf = ffi.from_buffer(onnx_bytes)
     out = ffi.new("ipuof_model **")
     if training is None:

@@ -54,6 +54,31 @@ class ExecutorInfo:
             raise Error(f"getAnchoredTensor('{short_name}'): the model has not run yet")
         return self._anchor_values[short_name]
 
+    def ipuofPrediction(self):
+        """ipuofd's prediction of this model's speed on IPUs, from its compile alone (no
+        run; docs/cost-model.md): a dict with samples_per_s (all replicas), step_seconds
+        (one call: deviceIterations x the micro-batches of each), parts (that step's
+        compute, exchange, sync, host_io and collectives seconds on the bottleneck IPU),
+        pct_peak, op_class, layer, ipu_type and clock_hz. Not PopTorch's: getPerfCounters()
+        keeps PopTorch's meaning."""
+        if self._exe is None:
+            raise Error("ipuofPrediction: compile the model first (model.compile(...) or "
+                        "a first call)")
+        p = self._exe.prediction_report(True)
+        if p is None:
+            raise Error("ipuofPrediction: the daemon sent no prediction (an ipuofd older "
+                        "than the prediction)")
+        return p
+
+    def ipuofPredictionReport(self):
+        """ipuofPrediction() as the text report a person reads."""
+        if self._exe is None:
+            raise Error("ipuofPredictionReport: compile the model first")
+        p = self._exe.prediction_report(False)
+        if p is None:
+            raise Error("ipuofPredictionReport: the daemon sent no prediction")
+        return p
+
     def getPerfCounters(self):
         """Timestamps of each step's input and output transfers in the last run, on the
         simulated clock (_introspect.perf_counters)."""

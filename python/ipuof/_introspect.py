@@ -138,8 +138,9 @@ def latencies(ex):
 
 
 def cycle_count(ex):
-    """The last run's cycles on the simulated clock: its device seconds x the GC200's
-    1.33 GHz."""
+    """The last run's cycles on the simulated clock: its device seconds x the clock of the
+    device type it was compiled for (the compile's prediction says; GC200's 1.33 GHz from a
+    daemon that does not)."""
     if not ex._options._values.get("log_cycle_count"):
         raise Error("Cycle count logging is disabled. Please set option logCycleCount to "
                     "True to enable.")
@@ -149,7 +150,11 @@ def cycle_count(ex):
     if clock.device_s is None:
         raise Error("cycleCount: the daemon gave no cost figures for the last run (a "
                     "simulator without a cost model)")
-    return int(round(clock.device_s * IPU_CLOCK_HZ))
+    hz = IPU_CLOCK_HZ
+    pred = ex._exe.prediction_report(True) if ex._exe is not None else None
+    if pred is not None and pred.get("clock_hz", 0) > 0:
+        hz = pred["clock_hz"]
+    return int(round(clock.device_s * hz))
 
 
 def now():

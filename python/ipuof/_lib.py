@@ -266,6 +266,15 @@ size_t ipuof_status_report_ipu_count(const ipuof_status_report *r);
 int ipuof_model_run_cost(const ipuof_model *m, double *device_seconds,
                          double *samples_per_s, int *bottleneck_stage);
 """)
+# The simulated clock's prediction from a compile (issue 28; docs/cost-model.md).
+ffi.cdef("""
+int ipuof_client_set_clock_options(ipuof_client *c, unsigned num_io_tiles,
+                                   int synthetic_data, double available_memory_proportion,
+                                   unsigned predict_replicas);
+int ipuof_model_prediction(const ipuof_model *m, double *samples_per_s,
+                           double *step_seconds, double *parts);
+const char *ipuof_model_prediction_report(const ipuof_model *m, int json);
+""")
 lib = ffi.dlopen(path)
 
 

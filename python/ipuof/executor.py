@@ -325,6 +325,17 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             self._exe = None
             self._compile_on_device(attach=False)
 
+    def _clock_args(self):
+        """The simulated clock's inputs from the options: numIOTiles, synthetic data, the
+        smallest available memory proportion given, and the replicas to predict for."""
+        o = self._options
+        amps = [v for v in (o._values.get("available_memory_proportion") or {}).values()
+                if isinstance(v, (int, float))]
+        synthetic = o._Popart.options.get("syntheticDataMode", 0) != 0
+        return (int(o.TensorLocations._values.get("numIOTiles") or 0), 1 if synthetic else 0,
+                float(min(amps)) if amps else 0.0,
+                int(o._values.get("ipuof_predict_replicas") or 0))
+
     def _compile_on_device(self, attach=True):
         if self._options.connection_type == enums.ConnectionType.Never:
             raise OfflineError("Trying to run a model on an offline device: it was compiled "
@@ -347,7 +358,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             self._exe = _device.compile_model(
                 self._conn, self._onnx, name,
                 training=self._training_args() if self._training else None,
-                placement=self._placement_opts, **self._compile_args)
+                placement=self._placement_opts, clock=self._clock_args(),
+                **self._compile_args)
         except BaseException:
             self._release()
             raise

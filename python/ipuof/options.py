@@ -197,14 +197,14 @@ class _TensorLocationOptions(_OptionsDict):
         return self._set("optimizer", location)
 
     def numIOTiles(self, num_tiles):
-        """IO tiles per IPU (PopTorch's range: even, 32 to 192). Checked and kept; ipuofd's
-        simulated IPUs have no IO tiles, so it changes nothing (warned once)."""
+        """IO tiles per IPU (PopTorch's range: even, 32 to 192). The simulated clock takes
+        them from the compute tiles and overlaps host I/O with compute on them
+        (docs/cost-model.md); the numbers computed do not change."""
         if not isinstance(num_tiles, int) or isinstance(num_tiles, bool) or \
                 not 32 <= num_tiles <= 192 or num_tiles % 2:
             # AssertionError: the class PopTorch raises for it, which its users catch.
             raise AssertionError("numIOTiles must be an even number between 32 and 192. "
                                  f"(got {num_tiles!r})")
-        _warn_ignored("numIOTiles")
         self._check_frozen()
         self._values["numIOTiles"] = num_tiles
         return self
@@ -593,7 +593,8 @@ class Options(_OptionsDict):
 
     def enableSyntheticData(self, enabled):
         """Kept as PopTorch keeps it (syntheticDataMode 2 or 0); ipuofd always moves the
-        real data (warned once)."""
+        real data (warned once), and its simulated clock charges no host I/O for it
+        (docs/cost-model.md)."""
         if not isinstance(enabled, bool):
             raise ValueError(f"enableSyntheticData expects True or False, not {enabled!r}")
         _warn_ignored("enableSyntheticData")

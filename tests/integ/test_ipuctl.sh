@@ -54,10 +54,28 @@ assert d["cache_bytes"] == 0 and d["cache_budget_bytes"] == 1 << 30, d
 PY
 grep -qx "simulator kernels $isa, executable cache 0 B of 1 GiB" "$D/table" &&
     ok "  ... and the table's summary says so" || no "  ... table summary: $(sed -n 2p "$D/table")"
+# The simulated clock's device type (issue 28): the daemon's default, gc200 at 1.33 GHz.
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+assert d["ipu_type"] == "gc200" and d["clock_hz"] == 1.33e9, d' "$D/status.json" &&
+    ok "status --json gives the clock's device type (gc200, 1.33 GHz)" || no "status --json: ipu_type"
+grep -qx "simulated clock: gc200 IPUs at 1.33 GHz (docs/cost-model.md)" "$D/table" &&
+    ok "  ... and the table's summary says so" || no "  ... table: no device type line"
 RELU=/usr/share/libonnx-testdata/data/node/test_relu
 "$B/bin/ipuof-run" --server "$S" --model "$RELU/model.onnx" \
     --input "$RELU/test_data_set_0/input_0.pb" --output-dir "$D/relu" >"$D/run.out" 2>"$D/run.err"
 check "ipuof-run compiles and runs test_relu (libonnx-testdata)" 0 $? "$D/run.err"
+# The prediction from the compile alone (docs/cost-model.md): JSON whose figures add up.
+"$B/bin/ipuof-run" --server "$S" --model "$RELU/model.onnx" --device-iterations 10 \
+    --predict=json >"$D/pred.json" 2>"$D/pred.err"
+check "ipuof-run --predict=json exits 0 without running" 0 $? "$D/pred.err"
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))
+assert abs(p["samples_per_s"] * p["step_seconds"] - p["samples_per_step"]) <= 1e-9 * p["samples_per_step"], p
+assert sum(p["parts"].values()) <= p["step_seconds"] * (1 + 1e-12), p
+assert p["device_iterations"] == 10 and p["ipu_type"] == "gc200", p' "$D/pred.json" &&
+    ok "  ... its samples/s x step time = samples per step, parts within the step" ||
+    no "  ... prediction JSON: $(cat "$D/pred.json")"
+"$B/bin/ipuof-run" --server "$S" --model "$RELU/model.onnx" --predict=xml >/dev/null 2>"$D/pred.err"
+check "ipuof-run --predict=xml is refused (64)" 64 $? "$D/pred.err"
 "$CTL" --server "$S" status --json | python3 -c '
 import json,sys; d=json.load(sys.stdin)
 assert 0 < d["cache_bytes"] <= d["cache_budget_bytes"], d' \

@@ -242,9 +242,16 @@ test_cost_rates(void **state)
 
     (void)state;
     cfg_defaults(&c);
-    assert_true(c.cost_flops_per_s == 62.5e12);
+    assert_true(c.cost_flops_per_s == 0);       /* 0: the device type's (ipu_type) */
+    assert_string_equal(c.cost_ipu_type, "gc200");
     assert_true(c.cost_link_bytes_per_s == 320e9);
-    assert_true(c.cost_host_bytes_per_s == 64e9);
+    assert_true(c.cost_host_bytes_per_s == 12.5e9);
+    assert_int_equal(cfg_set(&c, "cost", "ipu_type", "bow", err, sizeof err), 0);
+    assert_int_equal(cfg_validate(&c, err, sizeof err), 0);
+    assert_int_equal(cfg_set(&c, "cost", "ipu_type", "gc2", err, sizeof err), 0);
+    assert_int_equal(cfg_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "gc200"));
+    assert_int_equal(cfg_set(&c, "cost", "ipu_type", "gc200", err, sizeof err), 0);
     next = c;
     assert_int_equal(cfg_load_file(&next, "systemd/ipuofd.conf", err, sizeof err), 0);
     assert_memory_equal(&next.cost_flops_per_s, &c.cost_flops_per_s,
@@ -257,14 +264,14 @@ test_cost_rates(void **state)
     cfg_apply_reload(&c, &next, ignored, sizeof ignored);
     assert_string_equal(ignored, "");
     assert_true(c.cost_flops_per_s == 250e12);
-    assert_int_equal(cfg_set(&c, "cost", "flops_per_s", "0", err, sizeof err), -1);
+    assert_int_equal(cfg_set(&c, "cost", "flops_per_s", "-1", err, sizeof err), -1);
     assert_non_null(strstr(err, "flops_per_s"));
     assert_int_equal(cfg_set(&c, "cost", "efficiency", "1.5", err, sizeof err), -1);
     assert_non_null(strstr(err, "at most 1"));
     assert_int_equal(cfg_set(&c, "cost", "host_bytes_per_s", "nan", err, sizeof err), -1);
     assert_int_equal(cfg_set(&c, "cost", "host_bytes_per_s", "64e9x", err, sizeof err), -1);
     assert_int_equal(cfg_set(&c, "cost", "sync_seconds", "-1e-6", err, sizeof err), -1);
-    assert_true(c.cost_host_bytes_per_s == 64e9);
+    assert_true(c.cost_host_bytes_per_s == 12.5e9);
 }
 
 /* [faults] inject: each line appended in order, a full buffer refused, not reloadable. */

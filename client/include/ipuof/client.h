@@ -305,6 +305,10 @@ IPUOF_API const char *ipuof_status_report_sim_isa(const ipuof_status_report *r);
  * budget is NULL. 0 from a daemon that does not say. */
 IPUOF_API uint64_t ipuof_status_report_cache_bytes(const ipuof_status_report *r,
                                                    uint64_t *budget);
+/* The device type the daemon's simulated clock models ("gc200", "bow"; "" from a daemon
+ * that does not say), its clock in *clock_hz unless NULL (0 when not said). Borrowed. */
+IPUOF_API const char *ipuof_status_report_ipu_type(const ipuof_status_report *r,
+                                                   double *clock_hz);
 
 /* One process of a job of several processes sharing a partition (configureProcessId), as
  * the daemon reports it. Strings are borrowed from the report; "" when empty. */
@@ -676,6 +680,31 @@ IPUOF_API int ipuof_model_write_trace(ipuof_model *m, const char *path);
 IPUOF_API int ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t *gradients,
                                         uint64_t *optimizer, uint64_t *stash,
                                         uint64_t *offchip, uint64_t *peak_not_always_live);
+
+/*
+ * The simulated clock's inputs of this client's later compiles (docs/cost-model.md):
+ * num_io_tiles (PopTorch's numIOTiles: 0, or an even number from 32 to 192; host I/O then
+ * overlaps compute), synthetic_data (1: no host I/O), available_memory_proportion ((0, 1];
+ * 0: PopLibs' default 0.6) and predict_replicas (the prediction's replicas; 0: the
+ * compile's). IPUOF_E_INVAL with a sentence for a value out of range.
+ */
+IPUOF_API int ipuof_client_set_clock_options(ipuof_client *c, unsigned num_io_tiles,
+                                             int synthetic_data,
+                                             double available_memory_proportion,
+                                             unsigned predict_replicas);
+
+/*
+ * The prediction of m's steady-state speed, from its compile alone (no run): samples per
+ * second of all replicas, seconds of one step (device_iterations x the micro-batches of
+ * each), and that step's parts on the bottleneck IPU in parts[0..5): compute, exchange,
+ * sync, host I/O, collectives (the rest of the step it waits). Any pointer may be NULL.
+ * IPUOF_E_STATE when the daemon sent none.
+ */
+IPUOF_API int ipuof_model_prediction(const ipuof_model *m, double *samples_per_s,
+                                     double *step_seconds, double *parts);
+/* The prediction's report as text (json = 0) or one JSON object (json = 1), owned by m;
+ * NULL when there is none. */
+IPUOF_API const char *ipuof_model_prediction_report(const ipuof_model *m, int json);
 
 /* ---- training -------------------------------------------------------------------------- */
 
