@@ -47,6 +47,9 @@ struct sim_val {
     int gfirst, glast;          /* training: timeline steps the gradient lives (ACT) */
     int64_t goff;               /* training: arena offset of the gradient (ACT), or -1 */
     bool blocked;               /* in oneDNN's blocked layout, not plain (layout.c) */
+    int rfirst, rlast;          /* training, produced by a recomputed node: timeline steps
+                                 * its recomputed copy lives (same offset; first..last is
+                                 * then the forward's copy only), else -1 */
 };
 
 /* A weight the executable owns (training, or inference with updatable_weights). */
@@ -77,6 +80,8 @@ struct sim_enode {
     size_t bwd_scratch;         /* training: backward scratch bytes */
     int64_t bwd_scratch_off;
     int bstep;                  /* training: index of its backward step, or -1 */
+    int rstep;                  /* training: index of the backward step that recomputes
+                                 * its forward (recompute.c), or -1 */
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
     bool half;                  /* reads or writes float16 (other than Cast, Identity and
                                  * shape-only ops): run by half_exec.c through its float
@@ -124,6 +129,8 @@ struct sim_gzero {
 /* A training executable's backward step: the gradient rule of one forward node. */
 struct sim_bstep {
     int node;                   /* schedule index of the forward node */
+    bool recompute;             /* runs the node's forward again (recompute.c), not its
+                                 * gradient rule; zeroes nothing */
     int zero_start, zero_end;   /* e->tr->zero[start..end): gradients first written here,
                                  * zeroed before the rule runs */
 };
@@ -200,7 +207,8 @@ struct sim_exe {
                                  * ipuof.partials_type "half"; half_partials.c) */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
-    uint64_t capacity;
+    uint64_t capacity;          /* per IPU, for the model: IO tiles' share excluded */
+    uint64_t io_bytes;          /* per IPU: the IO tiles' share (ipuof.io_tiles) */
     unsigned tiles;
 
     struct sim_val *vals;       /* m->n_vals */
@@ -257,6 +265,8 @@ struct sim_exe {
     int *stage_node;            /* n_stages: the first node of each stage */
     int location[SIM_LOC_KINDS];    /* enum sim_location per enum sim_tensor_kind */
     int profile;                /* record a trace of each run */
+    int recompute;              /* enum sim_recompute, resolved (recompute.c) */
+    int n_recomputed;           /* forward nodes the backward runs again */
     struct sim_cost_cfg cost;
     struct sim_prog *prog;      /* each IPU's program of steps (program.c), owned */
     struct sim_feed *feed;      /* the run's feed (sim_exe_run_fed), borrowed; NULL: none */
@@ -336,6 +346,24 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
 /* autodiff.c: which values carry gradients, which weights train, the backward steps and
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
+
+/* recompute.c: after autodiff.c's build of the gradient steps and before their lifetimes,
+ * picks the nodes the backward recomputes (e->m->recompute, the checkpoints: node attribute
+ * __recompute_output_in_backward 1, PopART's RecomputeType::Checkpoint; 2 forces a node's
+ * recomputation) and inserts a recompute step before the gradient steps of each segment
+ * that reads them (node->rstep; the gradient steps' indices move). 0 or IPUOF_E_NOMEM. */
+int sim_recompute_steps(struct sim_exe *e, struct sim_err *err);
+
+/* recompute.c: a recompute step: node s's forward kernel k again, the buffers it updates in
+ * place (a training BatchNormalization's running statistics) restored after it. */
+int sim_recompute_run(struct sim_exe *e, int s, const struct sim_kern *k, struct sim_err *err);
+
+/* mem_prop.c: the bytes node n's temporaries (`bytes` of scratch) take on the IPU: for a
+ * convolution or matmul at most its available memory proportion of the IPU's memory, as
+ * PopLibs serialises it; and the check that each such op fits its proportion at all
+ * (IPUOF_E_DEVICE_OOM naming the op, the proportion and the bytes). */
+size_t sim_temp_ipu_bytes(const struct sim_exe *e, const struct sim_enode *n, size_t bytes);
+int sim_temp_check(const struct sim_exe *e, struct sim_err *err);
 
 /* place.c: the stage and IPU of every node, e->ipr, the strategy, and their checks. */
 int sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err);

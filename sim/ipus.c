@@ -233,6 +233,16 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
             int rc;
             if (sim_exe_cancelled(e, th->id))
                 return sim_err_set(th->err, IPUOF_E_CANCELLED, "the run was cancelled");
+            if (bs->recompute) {    /* the forward again, reseeded as it ran (recompute.c) */
+                if (e->nodes[bs->node].rnd)
+                    sim_exec_seed(e, it->d, it->a, it->r, L, bs->node, bs->node + 1);
+                rc = sim_recompute_run(e, bs->node,
+                                       &e->kern[(size_t)L * (size_t)e->n_nodes +
+                                                (size_t)bs->node], th->err);
+                if (rc != 0)
+                    return rc;
+                continue;
+            }
             for (int z = bs->zero_start; z < bs->zero_end; z++) {
                 const struct sim_gzero *gz = &tr->zero[z];
                 memset(ar + *gz->off, 0, gz->bytes);    /* gz->ipu == p: a stage's own */

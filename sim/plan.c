@@ -33,7 +33,35 @@ struct block {
     int first, last;
     int ipu;
     int64_t *off;
+    int first2, last2;          /* a second lifetime at the same offset (a recomputed
+                                 * node's values, saved state and scratch), or -1 */
+    size_t ipu_size;            /* on the IPU, when not size (a convolution's or matmul's
+                                 * temporaries within its memory proportion); 0: size */
 };
+
+/* The last step of a block's lifetimes. */
+static int
+block_end(const struct block *b)
+{
+    return b->first2 >= 0 ? b->last2 : b->last;
+}
+
+static bool
+spans_meet(int f1, int l1, int f2, int l2)
+{
+    return f1 <= l2 && f2 <= l1;
+}
+
+/* Whether two blocks are live at a common step. */
+static bool
+blocks_meet(const struct block *a, const struct block *b)
+{
+    return spans_meet(a->first, a->last, b->first, b->last) ||
+           (b->first2 >= 0 && spans_meet(a->first, a->last, b->first2, b->last2)) ||
+           (a->first2 >= 0 && spans_meet(a->first2, a->last2, b->first, b->last)) ||
+           (a->first2 >= 0 && b->first2 >= 0 &&
+            spans_meet(a->first2, a->last2, b->first2, b->last2));
+}
 
 static int
 cmp_block(const void *a, const void *b)
@@ -53,7 +81,8 @@ align_up(size_t n)
     return (n + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
 }
 
-/* First-fit placement of the blocks of one IPU (sorted by first use). Returns the arena
+/* First-fit placement of the blocks of one IPU (sorted by first use): a block takes the
+ * lowest offset free of every placed block it meets (blocks_meet). Returns the arena
  * size, or SIZE_MAX when out of memory. */
 static size_t
 place_blocks(struct block *b, size_t n, int ipu)
@@ -69,19 +98,20 @@ place_blocks(struct block *b, size_t n, int ipu)
             continue;
         size = align_up(b[i].size ? b[i].size : 1);
         for (size_t j = 0; j < n_active; j++)
-            if (active[j]->last >= b[i].first)
+            if (block_end(active[j]) >= b[i].first)
                 active[k++] = active[j];
         n_active = k;
-        pos = n_active;
-        for (size_t j = 0; j < n_active; j++) {
+        for (size_t j = 0; j < n_active; j++) {     /* sorted by offset */
             size_t aoff = (size_t)*active[j]->off;
-            if (aoff >= cand && aoff - cand >= size) {
-                pos = j;
+            if (!blocks_meet(active[j], &b[i]))
+                continue;
+            if (aoff >= cand && aoff - cand >= size)
                 break;
-            }
             if (aoff + align_up(active[j]->size ? active[j]->size : 1) > cand)
                 cand = aoff + align_up(active[j]->size ? active[j]->size : 1);
         }
+        for (pos = 0; pos < n_active && (size_t)*active[pos]->off <= cand; pos++)
+            ;
         *b[i].off = (int64_t)cand;
         memmove(&active[pos + 1], &active[pos], (n_active - pos) * sizeof(*active));
         active[pos] = &b[i];
@@ -90,6 +120,39 @@ place_blocks(struct block *b, size_t n, int ipu)
             top = cand + size;
     }
     free(active);
+    return top;
+}
+
+/* The arena IPU p needs on the IPU: the blocks placed again with their IPU sizes (host_top
+ * when none differs), or SIZE_MAX when out of memory. */
+static size_t
+ipu_top(const struct block *b, size_t nb, int p, size_t host_top)
+{
+    struct block *c;
+    int64_t *offs;
+    bool differ = false;
+    size_t top;
+
+    for (size_t i = 0; i < nb && !differ; i++)
+        differ = b[i].ipu == p && b[i].ipu_size != 0 && b[i].ipu_size != b[i].size;
+    if (!differ)
+        return host_top;
+    c = malloc((nb + 1) * sizeof(*c));
+    offs = malloc((nb + 1) * sizeof(*offs));
+    if (c == NULL || offs == NULL) {
+        free(c);
+        free(offs);
+        return SIZE_MAX;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        c[i] = b[i];
+        if (c[i].ipu_size != 0)
+            c[i].size = c[i].ipu_size;
+        c[i].off = &offs[i];
+    }
+    top = place_blocks(c, nb, p);
+    free(c);
+    free(offs);
     return top;
 }
 
@@ -108,6 +171,8 @@ liveness(struct sim_exe *e)
     for (int v = 0; v < e->m->n_vals; v++) {
         e->vals[v].first = -1;
         e->vals[v].last = -1;
+        e->vals[v].rfirst = -1;
+        e->vals[v].rlast = -1;
     }
     for (int i = 0; i < e->n_xfer; i++) {
         e->xfer[i].first = e->stage_node[e->xfer[i].rstage];   /* received before it */
@@ -115,13 +180,22 @@ liveness(struct sim_exe *e)
     }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        /* a node's backward step reads its inputs and outputs */
-        int until = n->bstep >= 0 ? F + n->bstep : s;
+        /* a node's backward step reads its inputs and outputs, as its recompute does */
+        int until = n->bstep >= 0 ? F + n->bstep : n->rstep >= 0 ? F + n->rstep : s;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
             int u = until;
             if (v == NULL || v->kind != SIM_V_ACT)
                 continue;
+            if (v->producer >= 0 && e->nodes[v->producer].rstep >= 0) {
+                /* recomputed: the forward's copy until its forward readers, the backward's
+                 * from its recompute (recompute.c keeps the readers in one segment) */
+                if (v->last < s)
+                    v->last = s;
+                if (until > s && v->rlast < until)
+                    v->rlast = until;
+                continue;
+            }
             if (v->ipu != n->ipu) {     /* read from its exchange copy on n's IPU */
                 struct sim_xfer *x = &e->xfer[sim_xfer_find(e, n->in[j], n->ipu)];
                 if (x->last < until)
@@ -134,7 +208,14 @@ liveness(struct sim_exe *e)
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT) {
+            if (v != NULL && v->kind == SIM_V_ACT && n->rstep >= 0) {
+                v->first = s;
+                if (v->last < s)
+                    v->last = s;
+                v->rfirst = F + n->rstep;
+                if (v->rlast < until)
+                    v->rlast = until;
+            } else if (v != NULL && v->kind == SIM_V_ACT) {
                 v->first = s;
                 if (v->last < until)
                     v->last = until;
@@ -244,12 +325,13 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
 }
 
 /* Pipelining stashes: when pipelined, IPU p holds several micro-batches at once, each in
- * a slot of its own (a whole copy of its arena): training, its first stage k has
+ * a slot of its own (a whole copy of its arena on the host; on the IPU, training, what
+ * lives across the forward/backward boundary: cross[p]): training, its first stage k has
  * min(A, 2(N-k)-1) between the forward and the backward (the backward of the oldest runs
  * before the forward of the newest in a step); inference, one per stage it holds. Then
  * the tensors held off chip, and the totals. */
 static int
-stash_and_locations(struct sim_exe *e, struct sim_err *err)
+stash_and_locations(struct sim_exe *e, const uint64_t *cross, struct sim_err *err)
 {
     int N = e->n_stages;
     int *mark = calloc((size_t)e->n_w + 1, sizeof(*mark));
@@ -292,9 +374,11 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
             if (flight > e->slots[p])
                 e->slots[p] = flight;
         }
-        /* a slot is a whole copy of the IPU's arena (its own kernel bindings): the stash
-         * is the copies beyond the first */
-        r->stash = (uint64_t)(e->slots[p] - 1) * e->arena_bytes[p];
+        /* a slot is a whole copy of the IPU's arena on the host (its own kernel bindings);
+         * on the IPU a micro-batch in flight holds what lives from its forward to its
+         * backward (training: cross[p]; with recomputation, the checkpoints), the stash is
+         * that for the micro-batches beyond the first */
+        r->stash = (uint64_t)(e->slots[p] - 1) * (e->tr != NULL ? cross[p] : e->arena_bytes[p]);
         if (e->slots[p] > e->S)
             e->S = e->slots[p];
         if (e->strategy == SIM_STRATEGY_PHASED && phase_w < r->weights) {
@@ -324,12 +408,65 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
+/* The largest IPU bytes a convolution's or matmul's temporaries take on IPU p (0: none),
+ * and that node in *at. */
+static uint64_t
+largest_temp(const struct sim_exe *e, unsigned p, int *at)
+{
+    uint64_t best = 0;
+
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        size_t t = n->scratch > n->bwd_scratch ? n->scratch : n->bwd_scratch;
+        size_t ipu = sim_temp_ipu_bytes(e, n, t);
+        if ((unsigned)n->ipu == p && ipu > best &&
+            (strcmp(n->op->name, "Conv") == 0 || strcmp(n->op->name, "MatMul") == 0 ||
+             strcmp(n->op->name, "Gemm") == 0 || strcmp(n->op->name, "ConvTranspose") == 0)) {
+            best = ipu;
+            *at = s;
+        }
+    }
+    return best;
+}
+
+/* Appends the remedies that name recomputation, the memory proportion and IO tiles, with
+ * their figures (kept: the bytes IPU p keeps from the forward for the backward). */
+static size_t
+memory_hints(const struct sim_exe *e, unsigned p, uint64_t kept, char *hint, size_t cap,
+             size_t used)
+{
+    static const char *const modes[] = { "None", "Standard", "NormOnly", "Pipeline",
+                                         "RecomputeAll" };
+    const struct sim_mem_report *r = &e->mem[p];
+    int at = -1;
+    uint64_t temp = largest_temp(e, p, &at);
+
+    if (e->tr != NULL && kept > 0 && e->recompute != SIM_RECOMPUTE_ALL && used < cap)
+        used += (size_t)snprintf(hint + used, cap - used, "recomputation (now %s) keeps "
+                                 "%llu bytes of activations for the backward%s: "
+                                 "autoRecomputation 4 with recomputationCheckpoint at block "
+                                 "outputs%s keeps only the checkpoints; ",
+                                 modes[e->recompute >= 0 && e->recompute <= 4 ? e->recompute : 0],
+                                 (unsigned long long)kept, r->stash > 0 ? " per micro-batch in "
+                                 "flight" : "", r->stash > 0 ? " (or 3, Pipeline)" : "");
+    if (temp > 0 && used < cap)
+        used += (size_t)snprintf(hint + used, cap - used, "convolution and matmul "
+                                 "temporaries take up to %llu bytes (%.60s) within their "
+                                 "available memory proportion: a lower one "
+                                 "(setAvailableMemoryProportion, set_available_memory) takes "
+                                 "less; ", (unsigned long long)temp, e->nodes[at].label);
+    if (e->io_bytes > 0 && used < cap)
+        used += (size_t)snprintf(hint + used, cap - used, "numIOTiles takes %llu bytes; ",
+                                 (unsigned long long)e->io_bytes);
+    return used < cap ? used : cap;
+}
+
 /* The error for IPU p, which does not fit: what it needs, the shortfall, what would fit. */
 static int
-no_fit(const struct sim_exe *e, unsigned p, struct sim_err *err)
+no_fit(const struct sim_exe *e, unsigned p, uint64_t kept, struct sim_err *err)
 {
     const struct sim_mem_report *r = &e->mem[p];
-    char need[32], have[32], short_s[32], alt[32], hint[512];
+    char need[32], have[32], short_s[32], alt[32], hint[900];
     uint64_t sum = 0, without_opt = r->total - r->optimizer;
     unsigned ipus;
     size_t used = 0;
@@ -343,15 +480,15 @@ no_fit(const struct sim_exe *e, unsigned p, struct sim_err *err)
     hint[0] = '\0';
     if (r->optimizer > 0 && without_opt <= r->capacity) {
         fmt_bytes(without_opt, alt, sizeof(alt));
-        used += (size_t)snprintf(hint + used, sizeof(hint) - used, "with the optimizer state "
-                                 "off chip (the optimizer's tensor location) it would need "
-                                 "%s, which fits; ", alt);
+        used += (size_t)snprintf(hint + used, sizeof(hint) - used, "with the optimizer "
+                                 "state off chip (the optimizer's tensor location) it would "
+                                 "need %s, which fits; ", alt);
     }
+    used = memory_hints(e, p, kept, hint, sizeof(hint), used);
     if (ipus > e->ipr && used < sizeof(hint))
         used += (size_t)snprintf(hint + used, sizeof(hint) - used, "split over at least %u "
                                  "IPUs (blocks, or __ipu_number / __pipeline_stage "
-                                 "attributes) it needs about "
-                                 "%llu bytes per IPU; ", ipus,
+                                 "attributes): about %llu bytes per IPU; ", ipus,
                                  (unsigned long long)(sum / ipus));
     if (used < sizeof(hint))
         snprintf(hint + used, sizeof(hint) - used, "a smaller micro-batch (now %u) shrinks "
@@ -374,7 +511,11 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     int *seen = NULL;
     size_t nb = 0;
     int rc = 0;
+    uint64_t cross[SIM_MAX_IPUS] = { 0 };
 
+    rc = sim_temp_check(e, err);
+    if (rc != 0)
+        return rc;
     liveness(e);
     b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
                sizeof(*b));
@@ -389,59 +530,72 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         struct sim_val *val = &e->vals[v];
         if (val->kind != SIM_V_ACT || val->out_io >= 0)
             continue;
-        b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off };
+        b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off,
+                                  val->rfirst, val->rlast };
     }
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
         int bs = n->bstep >= 0 ? e->n_nodes + n->bstep : -1;
+        int rs = n->rstep >= 0 ? e->n_nodes + n->rstep : -1;     /* recomputed there */
         n->scratch_off = -1;
         n->saved_off = -1;
         n->bwd_scratch_off = -1;
         if (n->scratch > 0)
-            b[nb++] = (struct block){ n->scratch, s, s, n->ipu, &n->scratch_off };
+            b[nb++] = (struct block){ n->scratch, s, s, n->ipu, &n->scratch_off, rs, rs,
+                                      sim_temp_ipu_bytes(e, n, n->scratch) };
         if (e->tr == NULL)
             continue;
-        if (n->saved > 0)
-            b[nb++] = (struct block){ n->saved, s, bs >= 0 ? bs : s, n->ipu, &n->saved_off };
+        if (n->saved > 0 && rs >= 0)
+            b[nb++] = (struct block){ n->saved, s, s, n->ipu, &n->saved_off, rs,
+                                      bs >= 0 ? bs : rs };
+        else if (n->saved > 0)
+            b[nb++] = (struct block){ n->saved, s, bs >= 0 ? bs : s, n->ipu, &n->saved_off,
+                                      -1, -1 };
         if (n->bwd_scratch > 0 && bs >= 0)
-            b[nb++] = (struct block){ n->bwd_scratch, bs, bs, n->ipu, &n->bwd_scratch_off };
+            b[nb++] = (struct block){ n->bwd_scratch, bs, bs, n->ipu, &n->bwd_scratch_off,
+                                      -1, -1, sim_temp_ipu_bytes(e, n, n->bwd_scratch) };
     }
     for (int v = 0; e->tr != NULL && v < e->m->n_vals; v++) {
         struct sim_val *val = &e->vals[v];
         if (!val->grad || val->kind != SIM_V_ACT)
             continue;
-        b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff };
+        b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff,
+                                  -1, -1 };
     }
     for (int i = 0; i < e->n_xfer; i++) {
         struct sim_xfer *x = &e->xfer[i];
         size_t bytes = e->vals[x->val].bytes;
-        b[nb++] = (struct block){ bytes, x->first, x->last, x->dst, &x->off };
+        b[nb++] = (struct block){ bytes, x->first, x->last, x->dst, &x->off, -1, -1 };
         if (e->tr != NULL && x->gfirst >= 0)
-            b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff };
+            b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff, -1, -1 };
     }
     qsort(b, nb, sizeof(*b), cmp_block);
     for (unsigned p = 0; p < e->ipr; p++) {
         struct sim_mem_report *r = &e->mem[p];
         size_t top = place_blocks(b, nb, (int)p);
-        if (top == SIZE_MAX) {
+        size_t itop = top != SIZE_MAX ? ipu_top(b, nb, (int)p, top) : top;
+        if (top == SIZE_MAX || itop == SIZE_MAX) {
             rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
             goto out;
         }
+        for (size_t i = 0; i < nb; i++)     /* live from the forward into the backward */
+            if (b[i].ipu == (int)p && b[i].first < e->n_nodes && b[i].last >= e->n_nodes)
+                cross[p] += align_up(b[i].size ? b[i].size : 1);
         e->arena_bytes[p] = top;
         r->ipu = p;
         r->tiles = e->tiles;
         r->capacity = e->capacity;
         r->code = SIM_CODE_BASE_BYTES;
-        r->activations = top;
-        r->peak_not_always_live = top;
+        r->activations = itop;
+        r->peak_not_always_live = itop;
         account(e, p, seen, r);
     }
-    rc = stash_and_locations(e, err);
+    rc = stash_and_locations(e, cross, err);
     if (rc != 0)
         goto out;
     for (unsigned p = 0; p < e->ipr; p++)
         if (e->mem[p].total > e->mem[p].capacity) {
-            rc = no_fit(e, p, err);
+            rc = no_fit(e, p, cross[p], err);
             goto out;
         }
     for (unsigned r = 1; r < e->R; r++)

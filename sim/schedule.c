@@ -186,6 +186,8 @@ stage_costs(const struct sim_exe *e, struct sim_clock *c)
         c->fwd[n->stage] += t;
         if (n->bstep >= 0)
             c->bwd[n->stage] += two_operand_grad(n) ? 2 * t : t;
+        if (n->rstep >= 0)
+            c->bwd[n->stage] += t;      /* its forward again, in the backward (recompute.c) */
     }
     if (exchange_bytes(e, c, r) != 0)
         return IPUOF_E_NOMEM;
