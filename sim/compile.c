@@ -873,6 +873,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         val->out_io = -1;
         val->weight = -1;
         val->goff = -1;
+        val->roff = -1;
         if (m->vals[v].kind == SIM_MV_INIT) {
             const struct sim_const *c = m->vals[v].init;
             val->kind = SIM_V_CONST;

@@ -48,8 +48,10 @@ struct sim_val {
     int64_t goff;               /* training: arena offset of the gradient (ACT), or -1 */
     bool blocked;               /* in oneDNN's blocked layout, not plain (layout.c) */
     int rfirst, rlast;          /* training, produced by a recomputed node: timeline steps
-                                 * its recomputed copy lives (same offset; first..last is
-                                 * then the forward's copy only), else -1 */
+                                 * its recomputed copy lives (first..last is then the
+                                 * forward's copy only), else -1 */
+    int64_t roff;               /* arena offset of the recomputed copy, which the backward
+                                 * reads (recompute.c), or -1 */
 };
 
 /* A weight the executable owns (training, or inference with updatable_weights). */
@@ -82,6 +84,8 @@ struct sim_enode {
     int bstep;                  /* training: index of its backward step, or -1 */
     int rstep;                  /* training: index of the backward step that recomputes
                                  * its forward (recompute.c), or -1 */
+    bool rviews;                /* training: its backward reads a recomputed copy (its
+                                 * views are repointed: sim_recompute_kern) */
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
     bool half;                  /* reads or writes float16 (other than Cast, Identity and
                                  * shape-only ops): run by half_exec.c through its float
@@ -354,9 +358,17 @@ int sim_autodiff(struct sim_exe *e, struct sim_err *err);
  * that reads them (node->rstep; the gradient steps' indices move). 0 or IPUOF_E_NOMEM. */
 int sim_recompute_steps(struct sim_exe *e, struct sim_err *err);
 
-/* recompute.c: a recompute step: node s's forward kernel k again, the buffers it updates in
- * place (a training BatchNormalization's running statistics) restored after it. */
-int sim_recompute_run(struct sim_exe *e, int s, const struct sim_kern *k, struct sim_err *err);
+/* recompute.c: a recompute step of lane L: node s's forward kernel again, reading and
+ * writing the recomputed copies, the buffers it updates in place (a training
+ * BatchNormalization's running statistics) restored after it. */
+int sim_recompute_run(struct sim_exe *e, int s, unsigned L, struct sim_err *err);
+
+/* recompute.c: *dst = *src with the views (in views[], SIM_RC_MAX_VIEWS of them) of the
+ * values node n's recompute writes repointed at their recomputed copies in lane L. */
+#define SIM_RC_MAX_VIEWS 64
+void sim_recompute_kern(const struct sim_exe *e, unsigned L, const struct sim_enode *n,
+                        const struct sim_kern *src, struct sim_kern *dst,
+                        struct sim_tensor *views);
 
 /* mem_prop.c: the bytes node n's temporaries (`bytes` of scratch) take on the IPU: for a
  * convolution or matmul at most its available memory proportion of the IPU's memory, as

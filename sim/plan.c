@@ -19,6 +19,9 @@
  * until its backward step, gradients of activations, saved state and backward scratch get
  * arena blocks like activations do, and each IPU also accounts the gradient accumulators
  * and optimizer state of the trainable weights it holds.
+ * A value a recomputed node produces (recompute.c) has two blocks: the forward's copy until
+ * its last forward reader, and the recomputed copy (roff) from the recompute step to its
+ * last backward reader; the node's saved state and scratch one block with two lifetimes.
  * A graph that does not fit an IPU is refused with IPUOF_E_DEVICE_OOM.
  * Does not: allocate the arenas (exec.c does) or model tile-level layout.
  */
@@ -34,7 +37,7 @@ struct block {
     int ipu;
     int64_t *off;
     int first2, last2;          /* a second lifetime at the same offset (a recomputed
-                                 * node's values, saved state and scratch), or -1 */
+                                 * node's saved state and scratch), or -1 */
     size_t ipu_size;            /* on the IPU, when not size (a convolution's or matmul's
                                  * temporaries within its memory proportion); 0: size */
 };
@@ -517,7 +520,7 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     if (rc != 0)
         return rc;
     liveness(e);
-    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
+    b = calloc(3 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
                sizeof(*b));
     seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
     e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
@@ -531,7 +534,11 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         if (val->kind != SIM_V_ACT || val->out_io >= 0)
             continue;
         b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off,
-                                  val->rfirst, val->rlast };
+                                  -1, -1 };
+        val->roff = -1;
+        if (val->rfirst >= 0)       /* the recomputed copy the backward reads */
+            b[nb++] = (struct block){ val->bytes, val->rfirst, val->rlast, val->ipu,
+                                      &val->roff, -1, -1 };
     }
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];

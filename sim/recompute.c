@@ -20,8 +20,10 @@
  * step goes before the first gradient step of its segment, in forward order. The step
  * reruns the same kernel on the same (kept) inputs, reseeded as the forward was, so its
  * results are the forward's bits.
- * Does not: place anything (plan.c gives a recomputed value its forward and backward
- * lifetimes at one offset) or run anything (ipus.c runs the steps).
+ * The recompute step and the gradient steps that read its values use views repointed at
+ * the recomputed copies (sim_recompute_kern; plan.c places those copies apart from the
+ * forward's, which die after their last forward reader).
+ * Does not: place anything (plan.c) or schedule the steps (ipus.c runs them).
  */
 #include <math.h>
 #include <stdio.h>
@@ -218,9 +220,12 @@ needed(const struct sim_exe *e, unsigned char *rec, const int *seg, unsigned cha
 {
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
+        bool wide = n->n_in + n->n_out > SIM_RC_MAX_VIEWS;    /* views copied on the stack */
+        if (wide)
+            rec[s] = 0;
         for (int j = 0; j < n->n_in; j++) {
             int p = n->in[j] >= 0 ? e->vals[n->in[j]].producer : -1;
-            if (p >= 0 && rec[p] && seg[p] != seg[s])
+            if (p >= 0 && rec[p] && (seg[p] != seg[s] || wide))
                 rec[p] = 0;
         }
     }
@@ -283,6 +288,15 @@ insert_steps(struct sim_exe *e, const unsigned char *run, const int *seg, struct
         e->nodes[s].bstep = nb;
         b[nb++] = tr->bsteps[i];
     }
+    for (int s = 0; s < e->n_nodes; s++) {
+        struct sim_enode *n = &e->nodes[s];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && e->vals[n->in[j]].producer >= 0 &&
+                run[e->vals[n->in[j]].producer])
+                n->rviews = true;
+        if (run[s])
+            n->rviews = true;
+    }
     free(tr->bsteps);
     tr->bsteps = b;
     tr->n_bsteps = nb;
@@ -290,12 +304,46 @@ insert_steps(struct sim_exe *e, const unsigned char *run, const int *seg, struct
     return 0;
 }
 
+/* Whether value v (an input or output of a node) is written by a recompute step. */
+static bool
+recomputed_val(const struct sim_exe *e, int v)
+{
+    return v >= 0 && e->vals[v].kind == SIM_V_ACT && e->vals[v].producer >= 0 &&
+           e->nodes[e->vals[v].producer].rstep >= 0 && e->vals[v].roff >= 0;
+}
+
+void
+sim_recompute_kern(const struct sim_exe *e, unsigned L, const struct sim_enode *n,
+                   const struct sim_kern *src, struct sim_kern *dst, struct sim_tensor *views)
+{
+    char *ar = e->arenas[L * e->ipr + (unsigned)n->ipu];
+
+    *dst = *src;
+    for (int j = 0; j < src->n_in; j++) {
+        views[j] = src->in[j];
+        if (recomputed_val(e, n->in[j]))
+            views[j].data = ar + e->vals[n->in[j]].roff;
+    }
+    for (int j = 0; j < src->n_out; j++) {
+        views[src->n_in + j] = src->out[j];
+        if (recomputed_val(e, n->out[j]))
+            views[src->n_in + j].data = ar + e->vals[n->out[j]].roff;
+    }
+    dst->in = views;
+    dst->out = views + src->n_in;
+}
+
 int
-sim_recompute_run(struct sim_exe *e, int s, const struct sim_kern *k, struct sim_err *err)
+sim_recompute_run(struct sim_exe *e, int s, unsigned L, struct sim_err *err)
 {
     const struct sim_enode *n = &e->nodes[s];
     unsigned char snap[SNAP_MAX][SNAP_BYTES];
+    struct sim_tensor views[SIM_RC_MAX_VIEWS];
+    struct sim_kern kk, *k = &kk;
     int idx[SNAP_MAX], ns = 0, rc;
+
+    sim_recompute_kern(e, L, n, &e->kern[(size_t)L * (size_t)e->n_nodes + (size_t)s], &kk,
+                       views);
 
     for (int j = 0; j < n->n_in && ns < SNAP_MAX; j++) {
         const struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
