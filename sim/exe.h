@@ -416,6 +416,10 @@ typedef bool (*sim_exe_own_fn)(struct sim_exe *e, void *p);
  * IPUOF_E_NOMEM. */
 int sim_layout_plan(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err);
 
+/* plan_fit.c: IPUOF_E_DEVICE_OOM for IPU p, which does not fit (e->mem filled), with the
+ * remedies and their figures; kept: the bytes p keeps from the forward for the backward. */
+int sim_plan_no_fit(const struct sim_exe *e, unsigned p, uint64_t kept, struct sim_err *err);
+
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);
 
