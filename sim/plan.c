@@ -316,14 +316,39 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
     return b;
 }
 
+/* The IPU bytes stage k's micro-batch keeps from its forward into its backward (training):
+ * its values, saved state and received copies live across the boundary (step n_nodes). */
+static uint64_t
+stage_kept(const struct sim_exe *e, int k)
+{
+    int F = e->n_nodes;
+    uint64_t b = 0;
+
+    for (int v = 0; v < e->m->n_vals; v++) {
+        const struct sim_val *val = &e->vals[v];
+        if (val->kind == SIM_V_ACT && val->out_io < 0 && val->producer >= 0 &&
+            e->nodes[val->producer].stage == k && val->first < F && val->last >= F)
+            b += align_up(val->bytes ? val->bytes : 1);
+    }
+    for (int s = e->stage_node[k]; s < sim_stage_end(e, k); s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        if (n->saved > 0 && n->bstep >= 0 && n->rstep < 0)
+            b += align_up(n->saved);
+    }
+    for (int i = 0; i < e->n_xfer; i++)
+        if (e->xfer[i].rstage == k && e->xfer[i].first < F && e->xfer[i].last >= F)
+            b += align_up(e->vals[e->xfer[i].val].bytes);
+    return b;
+}
+
 /* Pipelining stashes: when pipelined, IPU p holds several micro-batches at once, each in
  * a slot of its own (a whole copy of its arena on the host; on the IPU, training, what
- * lives across the forward/backward boundary: cross[p]): training, its first stage k has
+ * each stage keeps across the forward/backward boundary: stage_kept): training, its first stage k has
  * min(A, 2(N-k)-1) between the forward and the backward (the backward of the oldest runs
  * before the forward of the newest in a step); inference, one per stage it holds. Then
  * the tensors held off chip, and the totals. */
 static int
-stash_and_locations(struct sim_exe *e, const uint64_t *cross, struct sim_err *err)
+stash_and_locations(struct sim_exe *e, struct sim_err *err)
 {
     int N = e->n_stages;
     int *mark = calloc((size_t)e->n_w + 1, sizeof(*mark));
@@ -367,10 +392,15 @@ stash_and_locations(struct sim_exe *e, const uint64_t *cross, struct sim_err *er
                 e->slots[p] = flight;
         }
         /* a slot is a whole copy of the IPU's arena on the host (its own kernel bindings);
-         * on the IPU a micro-batch in flight holds what lives from its forward to its
-         * backward (training: cross[p]; with recomputation, the checkpoints), the stash is
-         * that for the micro-batches beyond the first */
-        r->stash = (uint64_t)(e->slots[p] - 1) * (e->tr != NULL ? cross[p] : e->arena_bytes[p]);
+         * on the IPU, training, each of stage k's micro-batches in flight beyond the first
+         * holds what it keeps from its forward to its backward (with recomputation, the
+         * checkpoints and the stage's inputs) */
+        r->stash = e->tr != NULL ? 0 : (uint64_t)(e->slots[p] - 1) * e->arena_bytes[p];
+        for (int k = 0; e->tr != NULL && e->strategy == SIM_STRATEGY_PIPELINED && k < N; k++) {
+            unsigned fl = 2u * (unsigned)(N - k) - 1u;  /* stage k's micro-batches in flight */
+            if (e->stage_ipu[k] == (int)p && (fl = fl < e->A ? fl : e->A) > 1)
+                r->stash += (uint64_t)(fl - 1) * stage_kept(e, k);
+        }
         if (e->slots[p] > e->S)
             e->S = e->slots[p];
         if (e->strategy == SIM_STRATEGY_PHASED && phase_w < r->weights) {
@@ -490,7 +520,7 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         r->peak_not_always_live = itop;
         account(e, p, seen, r);
     }
-    rc = stash_and_locations(e, cross, err);
+    rc = stash_and_locations(e, err);
     if (rc != 0)
         goto out;
     for (unsigned p = 0; p < e->ipr; p++)
