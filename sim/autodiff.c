@@ -12,7 +12,8 @@
  * compute the lifetime of each activation's gradient on the training timeline (from its
  * first writer, i.e. its last reader's backward step, to its producer's backward step),
  * and of its exchange copies on the IPUs that read it (struct sim_xfer), listing where
- * each must be zeroed. plan.c places them in the arenas.
+ * each must be zeroed (recompute.c first inserts the steps that run forward nodes again).
+ * plan.c places them in the arenas.
  * Does not: run anything (train.c) or know an op's gradient formula (the op files do).
  */
 #include <stdio.h>
@@ -140,7 +141,7 @@ first_writer(const struct sim_exe *e, int v, int ipu)
 
     for (int b = 0; b < tr->n_bsteps; b++) {
         const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
-        if (n->ipu != ipu)
+        if (n->ipu != ipu || tr->bsteps[b].recompute)
             continue;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] == v && sim_op_grad_input(n->op, j))
@@ -264,6 +265,8 @@ sim_autodiff(struct sim_exe *e, struct sim_err *err)
         goto out;
     }
     rc = build_steps(e, err);
+    if (rc == 0)
+        rc = sim_recompute_steps(e, err);
     if (rc == 0)
         rc = lifetimes(e, err);
 out:

@@ -474,6 +474,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     n.stage = mn->stage;
     sim_node_label(m, k, n.label, sizeof(n.label));
     n.bstep = -1;
+    n.rstep = -1;
     n.op = taken > 0 ? sim_op_find_in("", "Identity") : sim_op_find_in(mn->domain, mn->op_type);
     if (n.op == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no op table entry (checked by "
@@ -847,6 +848,13 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
     e->R = o->replicas;
     e->capacity = o->ipu_memory_bytes ? o->ipu_memory_bytes : SIM_DEFAULT_IPU_MEMORY;
     e->tiles = o->tiles ? o->tiles : SIM_DEFAULT_TILES;
+    if (m->io_tiles >= e->tiles) {
+        rc = sim_err_set(err, IPUOF_E_INVAL, "numIOTiles %u leaves no compute tiles: the "
+                         "IPU has %u tiles", m->io_tiles, e->tiles);
+        goto fail;
+    }
+    e->io_bytes = e->capacity / e->tiles * m->io_tiles;     /* memory is per tile */
+    e->capacity -= e->io_bytes;
     e->profile = o->profile != 0;
     e->cost = o->cost;
     atomic_init(&e->ran, 0);
@@ -867,6 +875,7 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         val->out_io = -1;
         val->weight = -1;
         val->goff = -1;
+        val->roff = -1;
         if (m->vals[v].kind == SIM_MV_INIT) {
             const struct sim_const *c = m->vals[v].init;
             val->kind = SIM_V_CONST;

@@ -47,6 +47,11 @@ struct sim_val {
     int gfirst, glast;          /* training: timeline steps the gradient lives (ACT) */
     int64_t goff;               /* training: arena offset of the gradient (ACT), or -1 */
     bool blocked;               /* in oneDNN's blocked layout, not plain (layout.c) */
+    int rfirst, rlast;          /* training, produced by a recomputed node: timeline steps
+                                 * its recomputed copy lives (first..last is then the
+                                 * forward's copy only), else -1 */
+    int64_t roff;               /* arena offset of the recomputed copy, which the backward
+                                 * reads (recompute.c), or -1 */
 };
 
 /* A weight the executable owns (training, or inference with updatable_weights). */
@@ -80,6 +85,10 @@ struct sim_enode {
     size_t bwd_scratch;         /* training: backward scratch bytes */
     int64_t bwd_scratch_off;
     int bstep;                  /* training: index of its backward step, or -1 */
+    int rstep;                  /* training: index of the backward step that recomputes
+                                 * its forward (recompute.c), or -1 */
+    bool rviews;                /* training: its backward reads a recomputed copy (its
+                                 * views are repointed: sim_recompute_kern) */
     bool rnd;                   /* draws random numbers (Dropout): seeded per micro-batch */
     bool half;                  /* reads or writes float16 (other than Cast, Identity and
                                  * shape-only ops): run by half_exec.c through its float
@@ -129,6 +138,8 @@ struct sim_gzero {
 /* A training executable's backward step: the gradient rule of one forward node. */
 struct sim_bstep {
     int node;                   /* schedule index of the forward node */
+    bool recompute;             /* runs the node's forward again (recompute.c), not its
+                                 * gradient rule; zeroes nothing */
     int zero_start, zero_end;   /* e->tr->zero[start..end): gradients first written here,
                                  * zeroed before the rule runs */
 };
@@ -207,7 +218,8 @@ struct sim_exe {
                                  * nodes widen into (half_exec.c, sim_half_bind) */
     bool eval;                  /* inference with module.eval() semantics (eval_mode) */
     unsigned ipr;               /* IPUs per replica */
-    uint64_t capacity;
+    uint64_t capacity;          /* per IPU, for the model: IO tiles' share excluded */
+    uint64_t io_bytes;          /* per IPU: the IO tiles' share (ipuof.io_tiles) */
     unsigned tiles;
 
     struct sim_val *vals;       /* m->n_vals */
@@ -267,6 +279,8 @@ struct sim_exe {
     int *stage_node;            /* n_stages: the first node of each stage */
     int location[SIM_LOC_KINDS];    /* enum sim_location per enum sim_tensor_kind */
     int profile;                /* record a trace of each run */
+    int recompute;              /* enum sim_recompute, resolved (recompute.c) */
+    int n_recomputed;           /* forward nodes the backward runs again */
     struct sim_cost_cfg cost;
     struct sim_prog *prog;      /* each IPU's program of steps (program.c), owned */
     struct sim_feed *feed;      /* the run's feed (sim_exe_run_fed), borrowed; NULL: none */
@@ -358,6 +372,32 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
 
+/* recompute.c: after autodiff.c's build of the gradient steps and before their lifetimes,
+ * picks the nodes the backward recomputes (e->m->recompute, the checkpoints: node attribute
+ * __recompute_output_in_backward 1, PopART's RecomputeType::Checkpoint; 2 forces a node's
+ * recomputation) and inserts a recompute step before the gradient steps of each segment
+ * that reads them (node->rstep; the gradient steps' indices move). 0 or IPUOF_E_NOMEM. */
+int sim_recompute_steps(struct sim_exe *e, struct sim_err *err);
+
+/* recompute.c: a recompute step of lane L: node s's forward kernel again, reading and
+ * writing the recomputed copies, the buffers it updates in place (a training
+ * BatchNormalization's running statistics) restored after it. */
+int sim_recompute_run(struct sim_exe *e, int s, unsigned L, struct sim_err *err);
+
+/* recompute.c: *dst = *src with the views (in views[], SIM_RC_MAX_VIEWS of them) of the
+ * values node n's recompute writes repointed at their recomputed copies in lane L. */
+#define SIM_RC_MAX_VIEWS 64
+void sim_recompute_kern(const struct sim_exe *e, unsigned L, const struct sim_enode *n,
+                        const struct sim_kern *src, struct sim_kern *dst,
+                        struct sim_tensor *views);
+
+/* mem_prop.c: the bytes node n's temporaries (`bytes` of scratch) take on the IPU: for a
+ * convolution or matmul at most its available memory proportion of the IPU's memory, as
+ * PopLibs serialises it; and the check that each such op fits its proportion at all
+ * (IPUOF_E_DEVICE_OOM naming the op, the proportion and the bytes). */
+size_t sim_temp_ipu_bytes(const struct sim_exe *e, const struct sim_enode *n, size_t bytes);
+int sim_temp_check(const struct sim_exe *e, struct sim_err *err);
+
 /* place.c: the stage and IPU of every node, e->ipr, the strategy, and their checks. */
 int sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *err);
 
@@ -396,6 +436,10 @@ typedef bool (*sim_exe_own_fn)(struct sim_exe *e, void *p);
  * IPUOF_SIM_LAYOUT=0 turns it off. Returns 0 (a shape oneDNN refuses stays plain) or
  * IPUOF_E_NOMEM. */
 int sim_layout_plan(struct sim_exe *e, sim_exe_own_fn own, struct sim_err *err);
+
+/* plan_fit.c: IPUOF_E_DEVICE_OOM for IPU p, which does not fit (e->mem filled), with the
+ * remedies and their figures; kept: the bytes p keeps from the forward for the backward. */
+int sim_plan_no_fit(const struct sim_exe *e, unsigned p, uint64_t kept, struct sim_err *err);
 
 /* plan.c: liveness, arena offsets per IPU, memory figures and the fit check. */
 int sim_plan_memory(struct sim_exe *e, struct sim_err *err);

@@ -233,11 +233,26 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
             int rc;
             if (sim_exe_cancelled(e, th->id))
                 return sim_err_set(th->err, IPUOF_E_CANCELLED, "the run was cancelled");
+            const struct sim_kern *kp = &bk[b].k;
+            struct sim_kern kk;
+            struct sim_tensor vv[SIM_RC_MAX_VIEWS];
+            if (bs->recompute) {    /* the forward again, reseeded as it ran (recompute.c) */
+                if (e->nodes[bs->node].rnd)
+                    sim_exec_seed(e, it->d, it->a, it->r, L, bs->node, bs->node + 1);
+                rc = sim_recompute_run(e, bs->node, L, th->err);
+                if (rc != 0)
+                    return rc;
+                continue;
+            }
+            if (e->nodes[bs->node].rviews) {    /* reads recomputed copies */
+                sim_recompute_kern(e, L, &e->nodes[bs->node], kp, &kk, vv);
+                kp = &kk;
+            }
             for (int z = bs->zero_start; z < bs->zero_end; z++) {
                 const struct sim_gzero *gz = &tr->zero[z];
                 memset(ar + *gz->off, 0, gz->bytes);    /* gz->ipu == p: a stage's own */
             }
-            rc = sim_exec_node_backward(e, bs->node, &bk[b].k, bk[b].dout, bk[b].din, th->err);
+            rc = sim_exec_node_backward(e, bs->node, kp, bk[b].dout, bk[b].din, th->err);
             if (rc != 0)
                 return rc;
         }

@@ -81,6 +81,17 @@ struct sim_mnode {
     bool guard_then;            /* __if_side: the node runs when the condition is true */
 };
 
+/* PopART's RecomputationType (PopTorch's autoRecomputation values), recompute.c. */
+enum sim_recompute {
+    SIM_RECOMPUTE_UNSET = -1,   /* PopTorch's default: PIPELINE for pipelined training over
+                                 * more than one IPU, else NONE */
+    SIM_RECOMPUTE_NONE = 0,
+    SIM_RECOMPUTE_STANDARD = 1, /* checkpoints every ~sqrt(n) nodes of each stage */
+    SIM_RECOMPUTE_NORMONLY = 2, /* norms and the activation that follows each */
+    SIM_RECOMPUTE_PIPELINE = 3, /* every forward stage but the last (pipelined) */
+    SIM_RECOMPUTE_ALL = 4       /* every node but checkpoints */
+};
+
 struct sim_model {
     int64_t opset;              /* ai.onnx opset */
     void *weights;              /* every initializer's data, in graph order, each at a
@@ -103,7 +114,24 @@ struct sim_model {
     /* metadata_props "ipuof.partials_type" = "half" (Precision.setPartialsType(torch.half)):
      * float16 MatMul and Gemm accumulate in float16 (half_partials.c). */
     bool partials_half;
+    /* metadata_props "ipuof.recomputation" = "0".."4" (PopART's RecomputationType, PopTorch's
+     * _Popart.set("autoRecomputation", N)): enum sim_recompute; SIM_RECOMPUTE_UNSET when
+     * absent (recompute.c picks PopTorch's default). */
+    int recompute;
+    /* metadata_props "ipuof.available_memory_proportion" = "p" or "p0,p1,...": the
+     * proportion of each IPU's memory a convolution's or matmul's temporaries may take
+     * (PopTorch's setAvailableMemoryProportion; one value: every IPU); 0 when absent. */
+    float mem_prop[SIM_MAX_IPUS];
+    /* metadata_props "ipuof.io_tiles" (PopTorch's TensorLocations.numIOTiles): tiles kept
+     * for I/O, whose memory is not for compute. */
+    unsigned io_tiles;
 };
+
+/* recompute.c: reads the memory options of a metadata_props entry (ipuof.recomputation,
+ * ipuof.available_memory_proportion, ipuof.io_tiles; other keys are left alone) into m.
+ * IPUOF_E_INVAL with what was wrong and what is accepted for a bad value, else 0. */
+int sim_memory_meta(struct sim_model *m, const char *key, const char *value,
+                    struct sim_err *err);
 
 /* Attribute lookup; NULL when absent. */
 const struct sim_attr *sim_attr_find(const struct sim_mnode *n, const char *name);

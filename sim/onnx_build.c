@@ -50,6 +50,8 @@ struct ob_vi {
     int64_t dims[SIM_MAX_RANK];
 };
 
+#define OB_MAX_META 8
+
 struct sim_ob {
     int64_t opset;
     int64_t ir_version;
@@ -60,6 +62,8 @@ struct sim_ob {
     size_t n_inits;
     struct ob_node *nodes;
     size_t n_nodes;
+    char meta[OB_MAX_META][2][128];     /* metadata_props: key, value */
+    size_t n_meta;
 };
 
 /* Grows *arr (elements of size sz) by one zeroed element; returns it or NULL. */
@@ -99,6 +103,19 @@ void
 sim_ob_ir_version(struct sim_ob *b, int64_t v)
 {
     b->ir_version = v;
+}
+
+int
+sim_ob_metadata(struct sim_ob *b, const char *key, const char *value)
+{
+    if (b->n_meta >= OB_MAX_META || strlen(key) >= sizeof(b->meta[0][0]) ||
+        strlen(value) >= sizeof(b->meta[0][1])) {
+        b->err = IPUOF_E_INVAL;
+        return IPUOF_E_INVAL;
+    }
+    strcpy(b->meta[b->n_meta][0], key);
+    strcpy(b->meta[b->n_meta++][1], value);
+    return 0;
 }
 
 static void
@@ -658,9 +675,18 @@ sim_ob_serialize(struct sim_ob *b, void **out, size_t *len)
 {
     Onnx__ModelProto mp = ONNX__MODEL_PROTO__INIT;
     Onnx__GraphProto g;
+    Onnx__StringStringEntryProto kv[OB_MAX_META], *kvp[OB_MAX_META];
     struct tmp t = { 0 };
     int rc = 0;
 
+    for (size_t i = 0; i < b->n_meta; i++) {
+        onnx__string_string_entry_proto__init(&kv[i]);
+        kv[i].key = b->meta[i][0];
+        kv[i].value = b->meta[i][1];
+        kvp[i] = &kv[i];
+    }
+    mp.n_metadata_props = b->n_meta;
+    mp.metadata_props = b->n_meta > 0 ? kvp : NULL;
     *out = NULL;
     *len = 0;
     if (b->err != 0)

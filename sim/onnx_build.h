@@ -48,6 +48,9 @@ int sim_ob_node_v(struct sim_ob *b, const char *op_type, const char *name,
  * of that domain. */
 int sim_ob_node_domain(struct sim_ob *b, const char *domain);
 
+/* A metadata_props entry of the ModelProto (at most 8, key and value under 128 bytes). */
+int sim_ob_metadata(struct sim_ob *b, const char *key, const char *value);
+
 /* The ModelProto's ir_version (default 8). */
 void sim_ob_ir_version(struct sim_ob *b, int64_t v);
 

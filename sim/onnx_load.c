@@ -726,14 +726,20 @@ sim_model_load(const void *onnx, size_t len, struct sim_model **out, struct sim_
         goto out;
     }
     L.m->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    L.m->recompute = SIM_RECOMPUTE_UNSET;
     for (size_t i = 0; i < mp->n_metadata_props; i++) {
         const Onnx__StringStringEntryProto *kv = mp->metadata_props[i];
+        rc = kv->key != NULL && kv->value != NULL ? sim_memory_meta(L.m, kv->key, kv->value, err)
+                                                  : 0;
+        if (rc != 0)
+            goto out;
         if (kv->key != NULL && kv->value != NULL &&
             strcmp(kv->key, "ipuof.stochastic_rounding") == 0)
             L.m->stochastic_rounding = strcmp(kv->value, "1") == 0;
         if (kv->key != NULL && kv->value != NULL && strcmp(kv->key, "ipuof.partials_type") == 0)
             L.m->partials_half = strcmp(kv->value, "half") == 0;
     }
+
     rc = find_opset(&L, mp);
     if (rc != 0)
         goto out;

@@ -19,6 +19,9 @@
  * until its backward step, gradients of activations, saved state and backward scratch get
  * arena blocks like activations do, and each IPU also accounts the gradient accumulators
  * and optimizer state of the trainable weights it holds.
+ * A value a recomputed node produces (recompute.c) has two blocks: the forward's copy until
+ * its last forward reader, and the recomputed copy (roff) from the recompute step to its
+ * last backward reader; the node's saved state and scratch one block with two lifetimes.
  * A graph that does not fit an IPU is refused with IPUOF_E_DEVICE_OOM.
  * Does not: allocate the arenas (exec.c does) or model tile-level layout.
  */
@@ -33,7 +36,35 @@ struct block {
     int first, last;
     int ipu;
     int64_t *off;
+    int first2, last2;          /* a second lifetime at the same offset (a recomputed
+                                 * node's saved state and scratch), or -1 */
+    size_t ipu_size;            /* on the IPU, when not size (a convolution's or matmul's
+                                 * temporaries within its memory proportion); 0: size */
 };
+
+/* The last step of a block's lifetimes. */
+static int
+block_end(const struct block *b)
+{
+    return b->first2 >= 0 ? b->last2 : b->last;
+}
+
+static bool
+spans_meet(int f1, int l1, int f2, int l2)
+{
+    return f1 <= l2 && f2 <= l1;
+}
+
+/* Whether two blocks are live at a common step. */
+static bool
+blocks_meet(const struct block *a, const struct block *b)
+{
+    return spans_meet(a->first, a->last, b->first, b->last) ||
+           (b->first2 >= 0 && spans_meet(a->first, a->last, b->first2, b->last2)) ||
+           (a->first2 >= 0 && spans_meet(a->first2, a->last2, b->first, b->last)) ||
+           (a->first2 >= 0 && b->first2 >= 0 &&
+            spans_meet(a->first2, a->last2, b->first2, b->last2));
+}
 
 static int
 cmp_block(const void *a, const void *b)
@@ -53,7 +84,8 @@ align_up(size_t n)
     return (n + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN;
 }
 
-/* First-fit placement of the blocks of one IPU (sorted by first use). Returns the arena
+/* First-fit placement of the blocks of one IPU (sorted by first use): a block takes the
+ * lowest offset free of every placed block it meets (blocks_meet). Returns the arena
  * size, or SIZE_MAX when out of memory. */
 static size_t
 place_blocks(struct block *b, size_t n, int ipu)
@@ -69,19 +101,20 @@ place_blocks(struct block *b, size_t n, int ipu)
             continue;
         size = align_up(b[i].size ? b[i].size : 1);
         for (size_t j = 0; j < n_active; j++)
-            if (active[j]->last >= b[i].first)
+            if (block_end(active[j]) >= b[i].first)
                 active[k++] = active[j];
         n_active = k;
-        pos = n_active;
-        for (size_t j = 0; j < n_active; j++) {
+        for (size_t j = 0; j < n_active; j++) {     /* sorted by offset */
             size_t aoff = (size_t)*active[j]->off;
-            if (aoff >= cand && aoff - cand >= size) {
-                pos = j;
+            if (!blocks_meet(active[j], &b[i]))
+                continue;
+            if (aoff >= cand && aoff - cand >= size)
                 break;
-            }
             if (aoff + align_up(active[j]->size ? active[j]->size : 1) > cand)
                 cand = aoff + align_up(active[j]->size ? active[j]->size : 1);
         }
+        for (pos = 0; pos < n_active && (size_t)*active[pos]->off <= cand; pos++)
+            ;
         *b[i].off = (int64_t)cand;
         memmove(&active[pos + 1], &active[pos], (n_active - pos) * sizeof(*active));
         active[pos] = &b[i];
@@ -90,6 +123,39 @@ place_blocks(struct block *b, size_t n, int ipu)
             top = cand + size;
     }
     free(active);
+    return top;
+}
+
+/* The arena IPU p needs on the IPU: the blocks placed again with their IPU sizes (host_top
+ * when none differs), or SIZE_MAX when out of memory. */
+static size_t
+ipu_top(const struct block *b, size_t nb, int p, size_t host_top)
+{
+    struct block *c;
+    int64_t *offs;
+    bool differ = false;
+    size_t top;
+
+    for (size_t i = 0; i < nb && !differ; i++)
+        differ = b[i].ipu == p && b[i].ipu_size != 0 && b[i].ipu_size != b[i].size;
+    if (!differ)
+        return host_top;
+    c = malloc((nb + 1) * sizeof(*c));
+    offs = malloc((nb + 1) * sizeof(*offs));
+    if (c == NULL || offs == NULL) {
+        free(c);
+        free(offs);
+        return SIZE_MAX;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        c[i] = b[i];
+        if (c[i].ipu_size != 0)
+            c[i].size = c[i].ipu_size;
+        c[i].off = &offs[i];
+    }
+    top = place_blocks(c, nb, p);
+    free(c);
+    free(offs);
     return top;
 }
 
@@ -108,6 +174,8 @@ liveness(struct sim_exe *e)
     for (int v = 0; v < e->m->n_vals; v++) {
         e->vals[v].first = -1;
         e->vals[v].last = -1;
+        e->vals[v].rfirst = -1;
+        e->vals[v].rlast = -1;
     }
     for (int i = 0; i < e->n_xfer; i++) {
         e->xfer[i].first = e->stage_node[e->xfer[i].rstage];   /* received before it */
@@ -115,13 +183,22 @@ liveness(struct sim_exe *e)
     }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        /* a node's backward step reads its inputs and outputs */
-        int until = n->bstep >= 0 ? F + n->bstep : s;
+        /* a node's backward step reads its inputs and outputs, as its recompute does */
+        int until = n->bstep >= 0 ? F + n->bstep : n->rstep >= 0 ? F + n->rstep : s;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
             int u = until;
             if (v == NULL || v->kind != SIM_V_ACT)
                 continue;
+            if (v->producer >= 0 && e->nodes[v->producer].rstep >= 0) {
+                /* recomputed: the forward's copy until its forward readers, the backward's
+                 * from its recompute (recompute.c keeps the readers in one segment) */
+                if (v->last < s)
+                    v->last = s;
+                if (until > s && v->rlast < until)
+                    v->rlast = until;
+                continue;
+            }
             if (v->ipu != n->ipu) {     /* read from its exchange copy on n's IPU */
                 struct sim_xfer *x = &e->xfer[sim_xfer_find(e, n->in[j], n->ipu)];
                 if (x->last < until)
@@ -134,7 +211,14 @@ liveness(struct sim_exe *e)
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT) {
+            if (v != NULL && v->kind == SIM_V_ACT && n->rstep >= 0) {
+                v->first = s;
+                if (v->last < s)
+                    v->last = s;
+                v->rfirst = F + n->rstep;
+                if (v->rlast < until)
+                    v->rlast = until;
+            } else if (v != NULL && v->kind == SIM_V_ACT) {
                 v->first = s;
                 if (v->last < until)
                     v->last = until;
@@ -146,17 +230,6 @@ liveness(struct sim_exe *e)
         if (v->kind == SIM_V_ACT && !e->out[i].zero_copy)
             v->last = timeline_end(e);
     }
-}
-
-static void
-fmt_bytes(uint64_t b, char *buf, size_t n)
-{
-    if (b >= ((uint64_t)1 << 30))
-        snprintf(buf, n, "%.2f GiB", (double)b / (double)((uint64_t)1 << 30));
-    else if (b >= ((uint64_t)1 << 20))
-        snprintf(buf, n, "%.2f MiB", (double)b / (double)((uint64_t)1 << 20));
-    else
-        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
 }
 
 /* Optimizer state floats per trainable float (optim_state.c knows which the kind keeps). */
@@ -243,8 +316,34 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
     return b;
 }
 
+/* The IPU bytes stage k's micro-batch keeps from its forward into its backward (training):
+ * its values, saved state and received copies live across the boundary (step n_nodes). */
+static uint64_t
+stage_kept(const struct sim_exe *e, int k)
+{
+    int F = e->n_nodes;
+    uint64_t b = 0;
+
+    for (int v = 0; v < e->m->n_vals; v++) {
+        const struct sim_val *val = &e->vals[v];
+        if (val->kind == SIM_V_ACT && val->out_io < 0 && val->producer >= 0 &&
+            e->nodes[val->producer].stage == k && val->first < F && val->last >= F)
+            b += align_up(val->bytes ? val->bytes : 1);
+    }
+    for (int s = e->stage_node[k]; s < sim_stage_end(e, k); s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        if (n->saved > 0 && n->bstep >= 0 && n->rstep < 0)
+            b += align_up(n->saved);
+    }
+    for (int i = 0; i < e->n_xfer; i++)
+        if (e->xfer[i].rstage == k && e->xfer[i].first < F && e->xfer[i].last >= F)
+            b += align_up(e->vals[e->xfer[i].val].bytes);
+    return b;
+}
+
 /* Pipelining stashes: when pipelined, IPU p holds several micro-batches at once, each in
- * a slot of its own (a whole copy of its arena): training, its first stage k has
+ * a slot of its own (a whole copy of its arena on the host; on the IPU, training, what
+ * each stage keeps across the forward/backward boundary: stage_kept): training, its first stage k has
  * min(A, 2(N-k)-1) between the forward and the backward (the backward of the oldest runs
  * before the forward of the newest in a step); inference, one per stage it holds. Then
  * the tensors held off chip, and the totals. */
@@ -292,9 +391,16 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
             if (flight > e->slots[p])
                 e->slots[p] = flight;
         }
-        /* a slot is a whole copy of the IPU's arena (its own kernel bindings): the stash
-         * is the copies beyond the first */
-        r->stash = (uint64_t)(e->slots[p] - 1) * e->arena_bytes[p];
+        /* a slot is a whole copy of the IPU's arena on the host (its own kernel bindings);
+         * on the IPU, training, each of stage k's micro-batches in flight beyond the first
+         * holds what it keeps from its forward to its backward (with recomputation, the
+         * checkpoints and the stage's inputs) */
+        r->stash = e->tr != NULL ? 0 : (uint64_t)(e->slots[p] - 1) * e->arena_bytes[p];
+        for (int k = 0; e->tr != NULL && e->strategy == SIM_STRATEGY_PIPELINED && k < N; k++) {
+            unsigned fl = 2u * (unsigned)(N - k) - 1u;  /* stage k's micro-batches in flight */
+            if (e->stage_ipu[k] == (int)p && (fl = fl < e->A ? fl : e->A) > 1)
+                r->stash += (uint64_t)(fl - 1) * stage_kept(e, k);
+        }
         if (e->slots[p] > e->S)
             e->S = e->slots[p];
         if (e->strategy == SIM_STRATEGY_PHASED && phase_w < r->weights) {
@@ -324,49 +430,6 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
-/* The error for IPU p, which does not fit: what it needs, the shortfall, what would fit. */
-static int
-no_fit(const struct sim_exe *e, unsigned p, struct sim_err *err)
-{
-    const struct sim_mem_report *r = &e->mem[p];
-    char need[32], have[32], short_s[32], alt[32], hint[512];
-    uint64_t sum = 0, without_opt = r->total - r->optimizer;
-    unsigned ipus;
-    size_t used = 0;
-
-    for (unsigned q = 0; q < e->ipr; q++)
-        sum += e->mem[q].total;
-    ipus = (unsigned)((sum + r->capacity - 1) / (r->capacity ? r->capacity : 1));
-    fmt_bytes(r->total, need, sizeof(need));
-    fmt_bytes(r->capacity, have, sizeof(have));
-    fmt_bytes(r->total - r->capacity, short_s, sizeof(short_s));
-    hint[0] = '\0';
-    if (r->optimizer > 0 && without_opt <= r->capacity) {
-        fmt_bytes(without_opt, alt, sizeof(alt));
-        used += (size_t)snprintf(hint + used, sizeof(hint) - used, "with the optimizer state "
-                                 "off chip (the optimizer's tensor location) it would need "
-                                 "%s, which fits; ", alt);
-    }
-    if (ipus > e->ipr && used < sizeof(hint))
-        used += (size_t)snprintf(hint + used, sizeof(hint) - used, "split over at least %u "
-                                 "IPUs (blocks, or __ipu_number / __pipeline_stage "
-                                 "attributes) it needs about "
-                                 "%llu bytes per IPU; ", ipus,
-                                 (unsigned long long)(sum / ipus));
-    if (used < sizeof(hint))
-        snprintf(hint + used, sizeof(hint) - used, "a smaller micro-batch (now %u) shrinks "
-                 "the activations", e->B);
-    return sim_err_set(err, IPUOF_E_DEVICE_OOM,
-                       "the graph does not fit: IPU %u (replica 0) needs %llu bytes (%s: "
-                       "weights %llu, activations %llu, code %llu, gradients %llu, optimizer "
-                       "state %llu, pipeline stash %llu) but has %llu bytes (%s) available, "
-                       "%s short. To make it fit: %s", p, (unsigned long long)r->total, need,
-                       (unsigned long long)r->weights, (unsigned long long)r->activations,
-                       (unsigned long long)r->code, (unsigned long long)r->gradients,
-                       (unsigned long long)r->optimizer, (unsigned long long)r->stash,
-                       (unsigned long long)r->capacity, have, short_s, hint);
-}
-
 int
 sim_plan_memory(struct sim_exe *e, struct sim_err *err)
 {
@@ -374,9 +437,13 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
     int *seen = NULL;
     size_t nb = 0;
     int rc = 0;
+    uint64_t cross[SIM_MAX_IPUS] = { 0 };
 
+    rc = sim_temp_check(e, err);
+    if (rc != 0)
+        return rc;
     liveness(e);
-    b = calloc(2 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
+    b = calloc(3 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
                sizeof(*b));
     seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
     e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
@@ -389,51 +456,68 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         struct sim_val *val = &e->vals[v];
         if (val->kind != SIM_V_ACT || val->out_io >= 0)
             continue;
-        b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off };
+        b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off,
+                                  -1, -1 };
+        val->roff = -1;
+        if (val->rfirst >= 0)       /* the recomputed copy the backward reads */
+            b[nb++] = (struct block){ val->bytes, val->rfirst, val->rlast, val->ipu,
+                                      &val->roff, -1, -1 };
     }
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
         int bs = n->bstep >= 0 ? e->n_nodes + n->bstep : -1;
+        int rs = n->rstep >= 0 ? e->n_nodes + n->rstep : -1;     /* recomputed there */
         n->scratch_off = -1;
         n->saved_off = -1;
         n->bwd_scratch_off = -1;
         if (n->scratch > 0)
-            b[nb++] = (struct block){ n->scratch, s, s, n->ipu, &n->scratch_off };
+            b[nb++] = (struct block){ n->scratch, s, s, n->ipu, &n->scratch_off, rs, rs,
+                                      sim_temp_ipu_bytes(e, n, n->scratch) };
         if (e->tr == NULL)
             continue;
-        if (n->saved > 0)
-            b[nb++] = (struct block){ n->saved, s, bs >= 0 ? bs : s, n->ipu, &n->saved_off };
+        if (n->saved > 0 && rs >= 0)
+            b[nb++] = (struct block){ n->saved, s, s, n->ipu, &n->saved_off, rs,
+                                      bs >= 0 ? bs : rs };
+        else if (n->saved > 0)
+            b[nb++] = (struct block){ n->saved, s, bs >= 0 ? bs : s, n->ipu, &n->saved_off,
+                                      -1, -1 };
         if (n->bwd_scratch > 0 && bs >= 0)
-            b[nb++] = (struct block){ n->bwd_scratch, bs, bs, n->ipu, &n->bwd_scratch_off };
+            b[nb++] = (struct block){ n->bwd_scratch, bs, bs, n->ipu, &n->bwd_scratch_off,
+                                      -1, -1, sim_temp_ipu_bytes(e, n, n->bwd_scratch) };
     }
     for (int v = 0; e->tr != NULL && v < e->m->n_vals; v++) {
         struct sim_val *val = &e->vals[v];
         if (!val->grad || val->kind != SIM_V_ACT)
             continue;
-        b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff };
+        b[nb++] = (struct block){ val->bytes, val->gfirst, val->glast, val->ipu, &val->goff,
+                                  -1, -1 };
     }
     for (int i = 0; i < e->n_xfer; i++) {
         struct sim_xfer *x = &e->xfer[i];
         size_t bytes = e->vals[x->val].bytes;
-        b[nb++] = (struct block){ bytes, x->first, x->last, x->dst, &x->off };
+        b[nb++] = (struct block){ bytes, x->first, x->last, x->dst, &x->off, -1, -1 };
         if (e->tr != NULL && x->gfirst >= 0)
-            b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff };
+            b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff, -1, -1 };
     }
     qsort(b, nb, sizeof(*b), cmp_block);
     for (unsigned p = 0; p < e->ipr; p++) {
         struct sim_mem_report *r = &e->mem[p];
         size_t top = place_blocks(b, nb, (int)p);
-        if (top == SIZE_MAX) {
+        size_t itop = top != SIZE_MAX ? ipu_top(b, nb, (int)p, top) : top;
+        if (top == SIZE_MAX || itop == SIZE_MAX) {
             rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
             goto out;
         }
+        for (size_t i = 0; i < nb; i++)     /* live from the forward into the backward */
+            if (b[i].ipu == (int)p && b[i].first < e->n_nodes && b[i].last >= e->n_nodes)
+                cross[p] += align_up(b[i].size ? b[i].size : 1);
         e->arena_bytes[p] = top;
         r->ipu = p;
         r->tiles = e->tiles;
         r->capacity = e->capacity;
         r->code = SIM_CODE_BASE_BYTES;
-        r->activations = top;
-        r->peak_not_always_live = top;
+        r->activations = itop;
+        r->peak_not_always_live = itop;
         account(e, p, seen, r);
     }
     rc = stash_and_locations(e, err);
@@ -441,7 +525,7 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         goto out;
     for (unsigned p = 0; p < e->ipr; p++)
         if (e->mem[p].total > e->mem[p].capacity) {
-            rc = no_fit(e, p, err);
+            rc = sim_plan_no_fit(e, p, cross[p], err);
             goto out;
         }
     for (unsigned r = 1; r < e->R; r++)

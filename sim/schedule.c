@@ -251,6 +251,10 @@ stage_costs(const struct sim_exe *e, struct sim_clock *c)
                 c->bpart[n->stage][k] += t.bwd[k];
                 c->bwd[n->stage] += t.bwd[k];
             }
+            if (n->rstep >= 0) {        /* its forward again, in the backward (recompute.c) */
+                c->bpart[n->stage][k] += t.fwd[k];
+                c->bwd[n->stage] += t.fwd[k];
+            }
         }
     }
     if (exchange_bytes(e, c, r) != 0)

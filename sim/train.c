@@ -93,7 +93,8 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
     tr->grads = alloc_floats(R * e->n_train);
     for (size_t b = 0; b < nb; b++) {
         const struct sim_enode *n = &e->nodes[tr->bsteps[b].node];
-        n_views += (size_t)n->n_in + (size_t)n->n_out;
+        if (!tr->bsteps[b].recompute)
+            n_views += (size_t)n->n_in + (size_t)n->n_out;
     }
     tr->bkern = calloc(R * e->S * nb + 1, sizeof(*tr->bkern));
     tr->gviews = calloc(R * e->S * n_views + 1, sizeof(*tr->gviews));
@@ -114,6 +115,8 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
             const struct sim_enode *n = &e->nodes[s];
             struct sim_bkern *bk = &tr->bkern[L * nb + b];
             char *arena = e->arenas[L * e->ipr + (unsigned)n->ipu];
+            if (tr->bsteps[b].recompute)
+                continue;       /* runs the forward kernel e->kern (ipus.c) */
             bk->dout = views;
             bk->din = views + n->n_out;
             views += n->n_in + n->n_out;

@@ -64,6 +64,9 @@ hardwareInstrumentations customCodelets engineOptions reportOptions convolutionO
 matmulOptions lstmOptions gclOptions updatableNamedBuffers""".split()
 
 # Dictionaries the backend reads by their own rules (not "name[key] = value" pairs).
+# Options the daemon uses (not warned about as having no effect): docs/memory.md.
+_USED = ("autoRecomputation", "explicitRecomputation")
+
 _SPECIAL_DICTS = ("available_memory_proportion", "patterns", "location_activation",
                   "location_weight", "location_optimizer", "location_accumulator")
 
@@ -159,7 +162,7 @@ class _PopartOptions:
             raise ValueError(f"_Popart.set expects the option's name as a str, not {key!r}")
         self._check_frozen()
         from .options import _warned
-        if ("_Popart.set", key) not in _warned:
+        if ("_Popart.set", key) not in _warned and key not in _USED:
             _warned.add(("_Popart.set", key))
             warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "
                           "ipuofd; kept, not used (warned once)", stacklevel=2)

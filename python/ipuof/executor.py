@@ -22,7 +22,8 @@ import weakref
 import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _placement, blocks, capture, enums, optim, profiling)
+               _introspect, _lib, _placement, _recompute, blocks, capture, enums, optim,
+               profiling)
 from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
@@ -279,6 +280,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                     self._options.Precision.partials_type == torch.float16)
         onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
                                         record, half)
+        onnx_bytes = _recompute.annotate(onnx_bytes, self._options, self._training)
         onnx_bytes, self._anchors = _anchors.plan(
             self._options, self._training, onnx_bytes, self._trainable(), self._steps())
         return onnx_bytes, rec

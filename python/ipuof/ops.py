@@ -5,10 +5,11 @@ printed on the host after it), serializedMatMul (the product; how it is split is
 plan of real IPUs, the numbers are the same), for_loop (unrolled at capture: the same
 values as the on-device loop), cond (a constant condition takes its branch, a tensor one
 computes both and selects with Where, as the daemon does for an ONNX If on data), nop,
-NameScope.
-Accepted with a one-time warning (no meaning on ipuofd's IPUs yet): set_available_memory
-(the simulator has no PopLibs planner), recomputationCheckpoint (the daemon keeps every
-activation; it does not recompute), MultiConv.
+NameScope, recomputationCheckpoint (its tensors are kept for the backward pass and the
+segments between checkpoints are recomputed there, as the recomputation mode says:
+docs/memory.md), set_available_memory (bounds the temporary memory of the convolution or
+matmul producing the tensor; docs/memory.md).
+Accepted with a one-time warning (no meaning on ipuofd's IPUs yet): MultiConv.
 Refused with a sentence: custom_op (no Poplar codelets to run), CPU.
 """
 import threading
@@ -57,22 +58,28 @@ def set_available_memory(tensor, available_memory_proportion):
         raise Error("You may only set available memory for torch.tensor values. "
                     f"{type(tensor)} is not supported.")
     p = float(available_memory_proportion)
-    if not 0.0 <= p <= 1.0:
-        raise Error(f"set_available_memory: the proportion must be in [0, 1], not {p}")
-    _warn_once("set_available_memory", "the simulated IPUs have no PopLibs planner")
-    return tensor
+    if not 0.0 < p <= 1.0:
+        raise Error(f"set_available_memory: the proportion must be in (0, 1], not {p}")
+    from . import _recompute
+    return _recompute.mark(tensor, _recompute.AVAILABLE_MEMORY, p)
 
 
 def recomputationCheckpoint(*tensors):
-    """Returns its tensors as given (one tensor, or a tuple). ipuofd keeps every
-    activation for the backward pass, so nothing is recomputed."""
-    _warn_once("recomputationCheckpoint", "ipuofd keeps all activations (no recomputation)")
-    if len(tensors) == 1:
-        t = tensors[0]
-        if isinstance(t, list):
-            return list(t)
-        return t
-    return tensors
+    """Returns its tensors as given (one tensor, a list, or a tuple), each marked as a
+    checkpoint: kept from the forward to the backward pass, where the operations after
+    it (up to the next checkpoint) are recomputed when recomputation is on."""
+    from . import _recompute
+    for t in tensors:
+        for x in (t if isinstance(t, (list, tuple)) else [t]):
+            if not isinstance(x, torch.Tensor):
+                raise Error("recomputationCheckpoint takes tensors (or lists of tensors), "
+                            f"not a {type(x).__name__}")
+    marked = [[_recompute.mark(x, _recompute.CHECKPOINT) for x in t]
+              if isinstance(t, (list, tuple)) else _recompute.mark(t, _recompute.CHECKPOINT)
+              for t in tensors]
+    if len(marked) == 1:
+        return marked[0]
+    return tuple(marked)
 
 
 def serializedMatMul(lhs, rhs, mode, factor=0, keep_precision=False):

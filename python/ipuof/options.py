@@ -197,9 +197,10 @@ class _TensorLocationOptions(_OptionsDict):
         return self._set("optimizer", location)
 
     def numIOTiles(self, num_tiles):
-        """IO tiles per IPU (PopTorch's range: even, 32 to 192). The simulated clock takes
-        them from the compute tiles and overlaps host I/O with compute on them
-        (docs/cost-model.md); the numbers computed do not change."""
+        """IO tiles per IPU (PopTorch's range: even, 32 to 192): their share of each IPU's
+        memory is not for the model (docs/memory.md), and the simulated clock takes them from
+        the compute tiles and overlaps host I/O with compute on them (docs/cost-model.md); the
+        numbers computed do not change."""
         if not isinstance(num_tiles, int) or isinstance(num_tiles, bool) or \
                 not 32 <= num_tiles <= 192 or num_tiles % 2:
             # AssertionError: the class PopTorch raises for it, which its users catch.
@@ -555,8 +556,9 @@ class Options(_OptionsDict):
         return self.set(sync_pattern=sync_pattern)
 
     def setAvailableMemoryProportion(self, available_memory_proportion):
-        """{"IPU0": proportion, ...}: kept per IPU index (available_memory_proportion);
-        no effect on ipuofd's planner (warned once)."""
+        """{"IPU0": proportion, ...}: per IPU index (available_memory_proportion), the
+        share of its memory a convolution or matmul may take for temporaries
+        (docs/memory.md)."""
         if not isinstance(available_memory_proportion, dict):
             raise ValueError("setAvailableMemoryProportion expects a dict such as "
                              "{'IPU0': 0.6}")
@@ -569,7 +571,6 @@ class Options(_OptionsDict):
                 raise ValueError(f"setAvailableMemoryProportion: {k}'s proportion must be "
                                  f"in (0, 1], not {v!r}")
             kept[int(k[3:])] = float(v)
-        _warn_ignored("setAvailableMemoryProportion")
         return self.set(available_memory_proportion=kept)
 
     def modelName(self, name):
