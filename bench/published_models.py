@@ -115,7 +115,11 @@ class _TrainingResNet(nn.Module):
 
     def forward(self, images, labels):
         out = self.model(images)
-        loss = F.cross_entropy(out.float(), labels, label_smoothing=self.label_smoothing)
+        # label smoothing written out (ONNX's NegativeLogLikelihoodLoss has none):
+        # (1 - e) * NLL of the label + e * the mean NLL over the classes
+        logp = F.log_softmax(out.float(), dim=1)
+        e = self.label_smoothing
+        loss = (1.0 - e) * F.nll_loss(logp, labels) - e * logp.mean(dim=1).mean()
         return out, poptorch.identity_loss(loss, reduction="mean")
 
 

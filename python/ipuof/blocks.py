@@ -69,7 +69,7 @@ class _Recorder:
     def _block(self, user_id, ipu_id):
         b = self.blocks.get(user_id)
         if b is None:
-            b = self.blocks[user_id] = {"ipu": ipu_id, "prefixes": []}
+            b = self.blocks[user_id] = {"ipu": ipu_id, "prefixes": [], "modules": []}
             self.order.append(user_id)
         elif ipu_id is not None:
             b["ipu"] = ipu_id
@@ -81,6 +81,7 @@ class _Recorder:
         ("/model/ipuof_block_0/..."), so it becomes the node-name prefixes up to it; a
         prefix no node name starts with (a Block around no op) is dropped, since the
         daemon refuses one that matches no node."""
+        self.split()
         for b in self.blocks.values():
             out = []
             for p in b["prefixes"]:
@@ -115,12 +116,36 @@ class _Recorder:
             return
         prefix = "/" + "/".join(n for n in self.calls if n) + "/"
         b = self._block(*current)
-        # Only the outermost module of a block is needed: its prefix covers the others.
-        for blk in self.blocks.values():
-            for p in blk["prefixes"]:
-                if prefix.startswith(p):
-                    return
+        if prefix not in b["modules"]:
+            b["modules"].append(prefix)
+        # Only the outermost module of a block is needed: its prefix covers the others
+        # (split() undoes that where another block's module lies below it).
+        if any(prefix.startswith(p) for p in b["prefixes"]):
+            return
+        if any(prefix == p for blk in self.blocks.values() for p in blk["prefixes"]):
+            return
         b["prefixes"].append(prefix)
+
+    def split(self):
+        """A block's container prefix with another block's module below it (the
+        embeddings' block entered "/bert/encoder/", then "/bert/encoder/layer.0/" began
+        Encoder0) is replaced by the block's own modules one scope below it, again
+        until none is: the container's inline ops then have no prefix and go with
+        their producer, as PopTorch puts an op in the block current when it runs."""
+        for uid, b in self.blocks.items():
+            others = [q for u2, b2 in self.blocks.items() if u2 != uid
+                      for q in b2["prefixes"]]
+            out = list(b["prefixes"])
+            while True:
+                bad = [p for p in out if not p.startswith("/ipuof_block_")
+                       and any(q != p and q.startswith(p) for q in others)]
+                if not bad:
+                    break
+                for p in bad:
+                    out.remove(p)
+                    out += [m for m in b["modules"] if m.startswith(p) and m not in out
+                            and m not in others and m[len(p):].count("/") == 1]
+            b["prefixes"] = out
 
 
 class Block:

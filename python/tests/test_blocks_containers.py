@@ -223,3 +223,45 @@ def test_sameasipu_puts_a_later_block_on_ipu0_in_stage0(daemon):
         pm(torch.randn(6, 3))
     stages = {p: (s, ipu) for p, s, ipu in _blocks(pm)}
     assert [stages[f"/layers.{i}/"] for i in range(3)] == [(0, 0), (1, 1), (0, 0)]
+
+
+class Nested(nn.Module):
+    """BERT's layout: embeddings a BeginBlock on IPU 0, then an encoder module (called,
+    so its scope is "/encoder/") whose ModuleList layers are BeginBlocks on IPU 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.embeddings = poptorch.BeginBlock(nn.Linear(4, 4), "Embedding", ipu_id=0)
+        self.encoder = ListEncoder()
+
+    def forward(self, x):
+        return self.encoder(self.embeddings(x))
+
+
+class ListEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        for i in range(2):
+            self.layer[i] = poptorch.BeginBlock(self.layer[i], f"Encoder{i}", ipu_id=1)
+
+    def forward(self, x):
+        for layer in self.layer:
+            x = torch.tanh(layer(x))
+        return x
+
+
+def test_beginblock_layers_inside_a_container_called_in_an_earlier_block(daemon):
+    """The encoder is entered while the embeddings' block is current, so "/encoder/" is
+    that block's; its layers still start their own blocks on IPU 1 (the daemon takes the
+    longest prefix); AutoIncrement gives 3 stages and the result equals torch's."""
+    model = Nested()
+    x = torch.randn(3, 4)
+    opts = poptorch.Options().deviceIterations(3)
+    opts.setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement))
+    pm = _infer(copy.deepcopy(model), opts)
+    assert torch.allclose(pm(x), model(x), atol=1e-5)
+    assert _ipu_of(pm, "/embeddings/") == 0
+    assert _ipu_of(pm, "/encoder/layer.0/") == 1
+    assert _ipu_of(pm, "/encoder/layer.1/") == 1
+    assert sorted({s for _, s, _ in _blocks(pm)}) == [0, 1, 2]
