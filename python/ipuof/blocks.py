@@ -5,7 +5,8 @@ A block is marked in the model with poptorch.Block (a context manager, or the de
 BlockFunction), or by BeginBlock on a layer. While the model is captured
 (torch.onnx.export), a module forward pre-hook records which modules run inside which
 block; torch 1.13 names every ONNX node after its module path ("/layer1/conv/Conv"), so a
-block becomes the prefixes "/layer1/" of its modules. A Block context pushes a tracing
+block becomes the prefixes "/layer1/" of its modules (the scopes of the modules being
+called when it starts, so a layer of an nn.ModuleList is "/encoder/layer.0/"). A Block context pushes a tracing
 scope of its own while the exporter traces, so every op run inside it, inline ops too, is
 named under "/ipuof_block_N/" (below the path of the module that opened it), that
 block's prefix. Other ops outside any module stay with
@@ -26,11 +27,26 @@ def _recording():
     return getattr(_state, "recorder", None)
 
 
+def _scope_name(qualified):
+    """The tracing scope torch.onnx.export (torch 1.13) gives the module named `qualified`
+    in named_modules(): its last non-numeric atom and the numeric ones after it
+    ("bert.encoder.layer.0" -> "layer.0", "seq.1" -> "seq.1", "d.a" -> "a"). A node's
+    name joins the scopes of the modules being called when it is made; a container that
+    is never called (nn.ModuleList, nn.ModuleDict) adds none."""
+    atoms = qualified.split(".")
+    for i in range(len(atoms) - 1, -1, -1):
+        if not atoms[i].isnumeric():
+            return ".".join(atoms[i:])
+    return qualified
+
+
 class _Recorder:
     """Collects, during one capture, the module paths run inside each block."""
 
     def __init__(self, root):
-        self.paths = {id(m): name for name, m in root.named_modules()}
+        # Each module's tracing scope name, as torch.onnx.export names it (below).
+        self.scope_names = {id(m): _scope_name(name) for name, m in root.named_modules()}
+        self.calls = []           # scope names of the modules being called, outermost first
         self.stack = []           # (user_id, ipu_id) of the open Block contexts
         self.begun = None         # the block a BeginBlock layer started
         self.blocks = {}          # user_id -> {"ipu": id or None, "prefixes": [...]}
@@ -42,16 +58,18 @@ class _Recorder:
     def __enter__(self):
         _state.recorder = self
         self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self._pre)
+        self.post_handle = torch.nn.modules.module.register_module_forward_hook(self._post)
         return self
 
     def __exit__(self, *exc):
         self.handle.remove()
+        self.post_handle.remove()
         _state.recorder = None
 
     def _block(self, user_id, ipu_id):
         b = self.blocks.get(user_id)
         if b is None:
-            b = self.blocks[user_id] = {"ipu": ipu_id, "prefixes": []}
+            b = self.blocks[user_id] = {"ipu": ipu_id, "prefixes": [], "modules": []}
             self.order.append(user_id)
         elif ipu_id is not None:
             b["ipu"] = ipu_id
@@ -63,6 +81,7 @@ class _Recorder:
         ("/model/ipuof_block_0/..."), so it becomes the node-name prefixes up to it; a
         prefix no node name starts with (a Block around no op) is dropped, since the
         daemon refuses one that matches no node."""
+        self.split()
         for b in self.blocks.values():
             out = []
             for p in b["prefixes"]:
@@ -75,7 +94,17 @@ class _Recorder:
                 out += sorted(f for f in found if f not in out)
             b["prefixes"] = out
 
+    def _post(self, module, args, out):
+        """Leaves module's call (its scope)."""
+        if self.calls:
+            self.calls.pop()
+
     def _pre(self, module, args):
+        """Enters module's call: its scope goes on the call stack, and the module's node
+        prefix, the scopes of the modules being called joined ("/bert/encoder/layer.0/"),
+        goes to the current block (unless an enclosing module's prefix covers it)."""
+        name = self.scope_names.get(id(module))
+        self.calls.append(name)
         begin = getattr(module, "_ipuof_begin_block", None)
         if begin is not None:
             self.begun = begin
@@ -83,17 +112,40 @@ class _Recorder:
         if self.scoped:
             return  # inside a Block context: its tracing scope names the module's nodes
         current = self.stack[-1] if self.stack else self.begun
-        path = self.paths.get(id(module))
-        if current is None or not path:
+        if current is None or not name:
             return
-        prefix = "/" + path.replace(".", "/") + "/"
+        prefix = "/" + "/".join(n for n in self.calls if n) + "/"
         b = self._block(*current)
-        # Only the outermost module of a block is needed: its prefix covers the others.
-        for blk in self.blocks.values():
-            for p in blk["prefixes"]:
-                if prefix.startswith(p):
-                    return
+        if prefix not in b["modules"]:
+            b["modules"].append(prefix)
+        # Only the outermost module of a block is needed: its prefix covers the others
+        # (split() undoes that where another block's module lies below it).
+        if any(prefix.startswith(p) for p in b["prefixes"]):
+            return
+        if any(prefix == p for blk in self.blocks.values() for p in blk["prefixes"]):
+            return
         b["prefixes"].append(prefix)
+
+    def split(self):
+        """A block's container prefix with another block's module below it (the
+        embeddings' block entered "/bert/encoder/", then "/bert/encoder/layer.0/" began
+        Encoder0) is replaced by the block's own modules one scope below it, again
+        until none is: the container's inline ops then have no prefix and go with
+        their producer, as PopTorch puts an op in the block current when it runs."""
+        for uid, b in self.blocks.items():
+            others = [q for u2, b2 in self.blocks.items() if u2 != uid
+                      for q in b2["prefixes"]]
+            out = list(b["prefixes"])
+            while True:
+                bad = [p for p in out if not p.startswith("/ipuof_block_")
+                       and any(q != p and q.startswith(p) for q in others)]
+                if not bad:
+                    break
+                for p in bad:
+                    out.remove(p)
+                    out += [m for m in b["modules"] if m.startswith(p) and m not in out
+                            and m not in others and m[len(p):].count("/") == 1]
+            b["prefixes"] = out
 
 
 class Block:
