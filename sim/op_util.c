@@ -309,3 +309,34 @@ sim_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t 
         }
     }
 }
+
+void
+sim_strided_add_f32(float *dst, const float *src, int rank, const int64_t *dims,
+                    const int64_t *str, int64_t off)
+{
+    int64_t idx[SIM_MAX_RANK] = { 0 }, n = 1;
+    int last = rank - 1;
+
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    if (n == 0)
+        return;
+    if (rank == 0) {
+        dst[off] += src[0];
+        return;
+    }
+    for (int64_t o = 0; o < n; o += dims[last]) {
+        int64_t s = str[last];
+
+        for (int64_t i = 0; i < dims[last]; i++)
+            dst[off + i * s] += src[o + i];
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            off += str[d];
+            if (idx[d] < dims[d])
+                break;
+            off -= str[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}

@@ -243,6 +243,11 @@ int sim_window_infer(struct sim_infer *c, int nsp, const int64_t *in, const int6
 void sim_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
                       const int64_t *str, int64_t off);
 
+/* The backward of sim_strided_copy for floats: dst[off + sum_d i_d * str[d]] += src[i0, ..]
+ * for every element of the dense src (dims[0..rank)), in src's order. */
+void sim_strided_add_f32(float *dst, const float *src, int rank, const int64_t *dims,
+                         const int64_t *str, int64_t off);
+
 /* dtype lists for sim_in_dtype. */
 extern const int sim_dt_float[];
 extern const int sim_dt_numeric[];   /* float, uint8, int8, int32, int64 */
