@@ -1,7 +1,8 @@
 # tests/util/testd.sh — starting a test's own ipuofd from a shell test (sourced, not run),
 # as tests/util/testd.c does for the C tests: on an ephemeral loopback port, in the
 # foreground, its log in a file of the test's directory.
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC2034
+# (SC2034: PID is read by the sourcing script)
 
 # testd_sh_start BUILD DIR [IPUOFD ARGS...]: starts BUILD/bin/ipuofd --listen 127.0.0.1:0
 # with its port file DIR/port and its output in DIR/log, plus the arguments given; sets PID
