@@ -24,15 +24,10 @@ PAIRS=${POD_PAIRS:-3}
 ARGS=${POD_ARGS:---batch-size 40 --device-iterations 10 --gradient-accumulation 1}
 DATA=${POD_DATA:-/usr/share/datasets/fashion-mnist}
 
-die() {
-    echo "pod_train: $*" >&2
-    exit 1
-}
-for f in "$B/bin/ipuofd" "$B/bin/ipuof-mnist"; do
-    [ -x "$f" ] || die "$f is missing; build first (make)"
-done
-[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
-    die "no Fashion-MNIST in $DATA (Debian's dataset-fashion-mnist)"
+NAME=pod_train
+# shellcheck source=bench/pair_lib.sh
+. "$(dirname "$0")/pair_lib.sh"
+pair_check
 
 D=$(mktemp -d /tmp/ipuof-pod-bench-XXXXXX)
 PA="" PB=""
@@ -66,15 +61,10 @@ for h in a b; do
 done
 SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
 
-# "SAMPLES SECONDS" of the epoch line of ipuof-mnist's output file $1.
-epoch_of() {
-    sed -n 's/.*Epoch 1\/1: [0-9]* calls, \([0-9]*\) samples in \([0-9.]*\) s.*/\1 \2/p' "$1"
-}
-
 one() { # run number -> samples/s of 1 daemon x 2 replicas
     IPUOF_SERVER=$SA "$B/bin/ipuof-mnist" $COMMON --replicas 2 >"$D/one$1" 2>&1 ||
         die "1 daemon x 2 replicas failed: $(tail -c 400 "$D/one$1")"
-    epoch_of "$D/one$1" | awk '{ printf "%.1f\n", $1 / $2 }'
+    pair_rate "$D/one$1"
 }
 
 two() { # run number -> samples/s of 2 daemons x 1 replica
@@ -88,29 +78,11 @@ two() { # run number -> samples/s of 2 daemons x 1 replica
     # shellcheck disable=SC2154
     wait "$k0" || die "2 daemons: process 0 failed: $(tail -c 400 "$D/two$1.0")"
     wait "$k1" || die "2 daemons: process 1 failed: $(tail -c 400 "$D/two$1.1")"
-    { epoch_of "$D/two$1.0"; epoch_of "$D/two$1.1"; } |
-        awk '{ s += $1; if ($2 > t) t = $2 } END { printf "%.1f\n", s / t }'
-}
-
-median() {
-    sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+    pair_rate2 "$D/two$1.0" "$D/two$1.1"
 }
 
 echo "Pod training benchmark: $SAMPLES samples per run, ipuof-mnist $ARGS, $(nproc) CPUs"
-echo "round  1 daemon x 2 replicas  2 daemons x 1 replica  (samples/s)"
-: >"$D/a"
-: >"$D/b"
-r=1
-while [ $r -le "$PAIRS" ]; do
-    a=$(one $r)
-    b=$(two $r)
-    echo "$a" >>"$D/a"
-    echo "$b" >>"$D/b"
-    printf '%5d  %22s  %21s\n' "$r" "$a" "$b"
-    r=$((r + 1))
-done
-ma=$(median <"$D/a")
-mb=$(median <"$D/b")
+pair_rounds "1 daemon x 2 replicas" "2 daemons x 1 replica"
 echo "median: 1 daemon x 2 replicas $ma samples/s, 2 daemons x 1 replica $mb samples/s"
 awk -v a="$ma" -v b="$mb" 'BEGIN { printf "pod_train: two daemons / one daemon = %.2fx\n", b / a }'
 # The all-reduce per step, from host-a's log (one line per job as it is freed).

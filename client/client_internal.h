@@ -144,7 +144,7 @@ struct ipuof_payload_in {
     size_t len;
 };
 
-/* ---- client.c ---------------------------------------------------------------------------- */
+/* ---- addr.c: server addresses ----------------------------------------------------------- */
 
 /*
  * Parses address ("HOST:PORT", "[V6]:PORT", "HOST", "V6", "unix:/path") into *out. A
@@ -156,19 +156,6 @@ int ipuof_addr_parse(const char *address, struct ipuof_addr *out, char *err, siz
 /* Writes the address as messages show it into buf[0..len): "host:port", "[v6]:port" or
  * "unix:/path". */
 void ipuof_addr_format(const struct ipuof_addr *a, char *buf, size_t len);
-
-/*
- * The job of several processes this one joins (process.c): the key its processes share
- * (explicit when not NULL or "", else IPUOF_JOB_KEY, else the launcher's) into key, and
- * its partition name (explicit when not NULL or "", else IPUOF_PARTITION, else one made
- * from the launcher's job id, else one made from the key, else the default "ipuof-job")
- * into name. IPUOF_OK, or IPUOF_E_INVAL with a sentence in err when there is neither a key
- * nor a name of its own (the default name alone would join unrelated programs' jobs) or
- * IPUOF_JOB_KEY is too long.
- */
-int ipuof_job_identity(const char *explicit_name, const char *explicit_key, unsigned process_id,
-                       unsigned num_processes, char *name, size_t name_len, char *key,
-                       size_t key_len, char *err, size_t errlen);
 
 /* ---- ipuof_conf.c: IPUoF config files and PopRun's variables --------------------------- */
 
@@ -191,6 +178,8 @@ int ipuof_target_lookup(struct ipuof_target *t, char *err, size_t errlen);
 int ipuof_conf_read(const char *path, struct ipuof_target *t, char *err, size_t errlen);
 int ipuof_conf_parse(const char *path, const char *text, size_t len, struct ipuof_target *t,
                      char *err, size_t errlen);
+
+/* ---- err.c: the last error on a handle, sentences, bounded copies ------------------------ */
 
 /* Records a failure of ours on c (class plain, recovery none) and returns code. */
 int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)
@@ -218,6 +207,21 @@ void ipuof_err_clear(ipuof_client *c);
 
 /* IPUOF_OK when c has a connection, else IPUOF_E_CLOSED with a sentence on c. */
 int ipuof_require_connection(ipuof_client *c);
+
+/* ---- process.c ------------------------------------------------------------------------- */
+
+/*
+ * The job of several processes this one joins (process.c): the key its processes share
+ * (explicit when not NULL or "", else IPUOF_JOB_KEY, else the launcher's) into key, and
+ * its partition name (explicit when not NULL or "", else IPUOF_PARTITION, else one made
+ * from the launcher's job id, else one made from the key, else the default "ipuof-job")
+ * into name. IPUOF_OK, or IPUOF_E_INVAL with a sentence in err when there is neither a key
+ * nor a name of its own (the default name alone would join unrelated programs' jobs) or
+ * IPUOF_JOB_KEY is too long.
+ */
+int ipuof_job_identity(const char *explicit_name, const char *explicit_key, unsigned process_id,
+                       unsigned num_processes, char *name, size_t name_len, char *key,
+                       size_t key_len, char *err, size_t errlen);
 
 /* ---- devices.c --------------------------------------------------------------------------- */
 

@@ -88,21 +88,49 @@ ipuof_io_timeout(struct ipuof_io *io)
  * True when the daemon at c's address answers a health request on a connection of its
  * own within c's connect timeout (its event loop answers while workers compile or run).
  * A refusal, no answer, or a close without an answer means it is gone, stopped, hung or
- * unreachable; any reply, even an error, means it is alive. Out of memory: assumed alive.
+ * unreachable; any frame back, even an error, means it is alive. Out of memory: assumed
+ * alive. The probe stays on this level (a bare handle, one frame each way) so that the
+ * socket does not call back up into the handle or the requests (no call circle).
  */
 static int
 daemon_answers(ipuof_client *c)
 {
-    ipuof_client *p = ipuof_client_new();
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__HealthRequest hq = IPUOF__HEALTH_REQUEST__INIT;
+    Ipuof__Header *reply = NULL;
+    ipuof_client *p = calloc(1, sizeof *p);
+    struct ipuof_addr a;
+    struct ipuof_io io;
+    struct iovec iov;
+    uint8_t *frame = NULL;
+    size_t frame_len = 0;
+    int sink_rc;
     int rc;
 
     if (p == NULL)
         return 1;
-    (void)ipuof_client_set_timeouts(p, c->connect_ms, c->connect_ms);
-    rc = ipuof_client_connect_probe(p, c->address);
+    p->fd = -1;
+    p->connect_ms = p->request_ms = c->connect_ms;
+    p->lim = c->lim;
+    memcpy(p->address, c->address, sizeof p->address);
+    rc = ipuof_addr_parse(c->address, &a, NULL, 0);
     if (rc == IPUOF_OK)
-        rc = ipuof_health(p, NULL);
-    ipuof_client_free(p);
+        rc = ipuof_conn_open(p, &a);
+    req.request_id = 1;
+    req.body_case = IPUOF__HEADER__BODY_HEALTH;
+    req.health = &hq;
+    if (rc == IPUOF_OK && ipuof_frame_pack(&req, 0, &frame, &frame_len) != IPUOF_OK)
+        rc = IPUOF_E_NOMEM; /* assumed alive, as when the handle cannot be made */
+    ipuof_io_init(&io, p, p->request_ms, "a health request");
+    iov = (struct iovec){.iov_base = frame, .iov_len = frame_len};
+    if (rc == IPUOF_OK)
+        rc = ipuof_io_send(&io, &iov, 1);
+    if (rc == IPUOF_OK)
+        rc = ipuof_io_recv_frame(&io, req.request_id, NULL, &sink_rc, &reply);
+    ipuof_frame_header_free(reply);
+    free(frame);
+    ipuof_conn_close(p);
+    free(p);
     return rc != IPUOF_E_IO && rc != IPUOF_E_TIMEOUT && rc != IPUOF_E_CLOSED;
 }
 

@@ -162,28 +162,16 @@ ipuof_model_output_info(const ipuof_model *m, size_t i, struct ipuof_tensor *t,
     return m != NULL ? describe(m->outputs, m->n_outputs, i, t, step_dims) : IPUOF_E_INVAL;
 }
 
-/* Index of the entry of ti[0..n) called name, or -1. */
-static long
-index_of(const struct ipuof_tinfo *ti, size_t n, const char *name)
-{
-    if (ti == NULL || name == NULL)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(ti[i].name, name) == 0)
-            return (long)i;
-    return -1;
-}
-
 long
 ipuof_model_input_index(const ipuof_model *m, const char *name)
 {
-    return m != NULL ? index_of(m->inputs, m->n_inputs, name) : -1;
+    return m != NULL ? ipuof_tinfo_index(m->inputs, m->n_inputs, name) : -1;
 }
 
 long
 ipuof_model_output_index(const ipuof_model *m, const char *name)
 {
-    return m != NULL ? index_of(m->outputs, m->n_outputs, name) : -1;
+    return m != NULL ? ipuof_tinfo_index(m->outputs, m->n_outputs, name) : -1;
 }
 
 int

@@ -129,6 +129,15 @@ int ipuof_tinfo_from_wire(ipuof_client *c, struct ipuof_tinfo *dst, const Ipuof_
 /* Frees what t owns; t may be zeroed. */
 void ipuof_tinfo_fini(struct ipuof_tinfo *t);
 
+/* Index of the entry of ti[0..n) (only read) called name, or -1 (also for a NULL ti or
+ * name). */
+long ipuof_tinfo_index(const struct ipuof_tinfo *ti, size_t n, const char *name);
+
+/* Copies the training fields of the CompileReply cr (only read) into m: whether it trains,
+ * its gradient accumulation and its weight list. Returns IPUOF_OK, or IPUOF_E_PROTO /
+ * IPUOF_E_NOMEM with a sentence on c (what was copied stays owned by m). */
+int ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr);
+
 /*
  * Matches the caller's tensors in[0..n) (borrowed for the run) to m's inputs, by name or,
  * when every name is NULL, in order, and writes the match to m->order. Returns IPUOF_OK or
@@ -183,13 +192,6 @@ int ipuof_compile_file(ipuof_client *c, const char *path, const struct ipuof_mod
  * with a sentence on c. */
 int ipuof_model_file_read(ipuof_client *c, const char *path, void **buf, size_t *len,
                           char *name, size_t name_len);
-
-/* ---- train.c ------------------------------------------------------------------------- */
-
-/* Copies the training fields of the CompileReply cr (only read) into m: whether it trains,
- * its gradient accumulation and its weight list. Returns IPUOF_OK, or IPUOF_E_PROTO /
- * IPUOF_E_NOMEM with a sentence on c (what was copied stays owned by m). */
-int ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr);
 
 /* ---- weights.c ----------------------------------------------------------------------- */
 

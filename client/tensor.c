@@ -4,6 +4,10 @@
  *
  * Every failure leaves one sentence on the client that names the input, what was given and
  * what the model expects, so a caller can fix the call without reading the graph.
+ *
+ * Also the tensor lists of a CompileReply (the weights of a training model included): the
+ * model's files (compile.c, train.c, model.c) call down into this one and it calls none of
+ * them back.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,6 +161,17 @@ ipuof_tinfo_fini(struct ipuof_tinfo *t)
     t->name = NULL;
 }
 
+long
+ipuof_tinfo_index(const struct ipuof_tinfo *ti, size_t n, const char *name)
+{
+    if (ti == NULL || name == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ti[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
 /* Writes the names of m's inputs as "'x', 'y'" into buf[0..len), cut with "..." to fit. */
 static void
 input_names(const ipuof_model *m, char *buf, size_t len)
@@ -210,7 +225,7 @@ ipuof_inputs_match(ipuof_model *m, const struct ipuof_tensor *in, size_t n)
                                  "input %zu of the call has no name while others do; name "
                                  "every input, or none to match them in order (%s)",
                                  j, names);
-        k = ipuof_model_input_index(m, in[j].name);
+        k = ipuof_tinfo_index(m->inputs, m->n_inputs, in[j].name);
         if (k < 0)
             return ipuof_err_set(c, IPUOF_E_INVAL, "client",
                                  "'%s' is not an input of model '%s'; its inputs are %s",
@@ -290,5 +305,34 @@ ipuof_input_check(ipuof_model *m, size_t i, const struct ipuof_tensor *t)
     if (t->data == NULL && t->bytes > 0)
         return ipuof_err_set(c, IPUOF_E_INVAL, "client", "input '%s' has no data (NULL)",
                              want->name);
+    return IPUOF_OK;
+}
+
+/* ---- a compile reply's training fields (compile.c reads the rest) ---- */
+
+int
+ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr)
+{
+    m->training = cr->training;
+    m->gradient_accumulation = cr->gradient_accumulation != 0 ? cr->gradient_accumulation : 1;
+    m->weights = calloc(cr->n_weights != 0 ? cr->n_weights : 1, sizeof *m->weights);
+    if (m->weights == NULL)
+        return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
+                             "out of memory for the %zu weights of a compiled model",
+                             cr->n_weights);
+    m->n_weights = cr->n_weights;
+    for (size_t i = 0; i < cr->n_weights; i++) {
+        const Ipuof__WeightInfo *w = cr->weights[i];
+        int rc;
+
+        if (w->tensor == NULL)
+            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
+                                 "ipuofd at %s described weight %zu without a tensor",
+                                 c->address, i);
+        rc = ipuof_tinfo_from_wire(c, &m->weights[i].t, w->tensor, "weight", i);
+        if (rc != IPUOF_OK)
+            return rc;
+        m->weights[i].kind = ipuof_wm_from_wire(&ipuof_wm_weight_kind, w->kind, 0);
+    }
     return IPUOF_OK;
 }

@@ -320,33 +320,6 @@ ipuof_model_set_optimizer_half(ipuof_model *m, const struct ipuof_optimizer *o,
 /* ---- what the daemon reported ------------------------------------------------------- */
 
 int
-ipuof_model_take_training(ipuof_client *c, ipuof_model *m, const Ipuof__CompileReply *cr)
-{
-    m->training = cr->training;
-    m->gradient_accumulation = cr->gradient_accumulation != 0 ? cr->gradient_accumulation : 1;
-    m->weights = calloc(cr->n_weights != 0 ? cr->n_weights : 1, sizeof *m->weights);
-    if (m->weights == NULL)
-        return ipuof_err_set(c, IPUOF_E_NOMEM, "client",
-                             "out of memory for the %zu weights of a compiled model",
-                             cr->n_weights);
-    m->n_weights = cr->n_weights;
-    for (size_t i = 0; i < cr->n_weights; i++) {
-        const Ipuof__WeightInfo *w = cr->weights[i];
-        int rc;
-
-        if (w->tensor == NULL)
-            return ipuof_err_set(c, IPUOF_E_PROTO, "protocol",
-                                 "ipuofd at %s described weight %zu without a tensor",
-                                 c->address, i);
-        rc = ipuof_tinfo_from_wire(c, &m->weights[i].t, w->tensor, "weight", i);
-        if (rc != IPUOF_OK)
-            return rc;
-        m->weights[i].kind = ipuof_wm_from_wire(&ipuof_wm_weight_kind, w->kind, 0);
-    }
-    return IPUOF_OK;
-}
-
-int
 ipuof_model_is_training(const ipuof_model *m)
 {
     return m != NULL && m->training;

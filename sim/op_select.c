@@ -189,37 +189,15 @@ static int
 fwd_slice(const struct sim_kern *k, struct sim_err *err)
 {
     const struct slice_params *p = k->params;
-    size_t es = sim_dtype_size(k->in[0].dtype);
-    const char *x = k->in[0].data;
-    char *y = k->out[0].data;
-    int64_t idx[SIM_MAX_RANK] = { 0 }, off = 0, n = k->out[0].numel;
-    int last = p->rank - 1;
+    int64_t str[SIM_MAX_RANK], off = 0;
 
     (void)err;
-    if (n == 0)
-        return 0;
-    if (p->rank == 0) {
-        memcpy(y, x, es);
-        return 0;
-    }
-    for (int d = 0; d < p->rank; d++)
+    for (int d = 0; d < p->rank; d++) {
         off += p->start[d] * p->istr[d];
-    for (int64_t o = 0; o < n; o += p->len[last]) {
-        int64_t s = p->step[last] * p->istr[last];
-        if (s == 1)
-            memcpy(y + o * (int64_t)es, x + off * (int64_t)es, (size_t)p->len[last] * es);
-        else
-            for (int64_t i = 0; i < p->len[last]; i++)
-                memcpy(y + (o + i) * (int64_t)es, x + (off + i * s) * (int64_t)es, es);
-        for (int d = last - 1; d >= 0; d--) {
-            idx[d]++;
-            off += p->step[d] * p->istr[d];
-            if (idx[d] < p->len[d])
-                break;
-            off -= p->step[d] * p->istr[d] * p->len[d];
-            idx[d] = 0;
-        }
+        str[d] = p->step[d] * p->istr[d];
     }
+    sim_strided_copy(k->out[0].data, k->in[0].data, sim_dtype_size(k->in[0].dtype), p->rank,
+                     p->len, str, off);
     return 0;
 }
 
@@ -324,33 +302,16 @@ bwd_slice(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
           struct sim_err *err)
 {
     const struct slice_params *p = k->params;
-    const float *g = dout[0].data;
-    float *dx = din[0].data;
-    int64_t idx[SIM_MAX_RANK] = { 0 }, off = 0, n = k->out[0].numel;
-    int last = p->rank - 1;
+    int64_t str[SIM_MAX_RANK], off = 0;
 
     (void)err;
-    if (g == NULL || dx == NULL || n == 0)
+    if (dout[0].data == NULL || din[0].data == NULL)
         return 0;
-    if (p->rank == 0) {
-        dx[0] += g[0];
-        return 0;
-    }
-    for (int d = 0; d < p->rank; d++)
+    for (int d = 0; d < p->rank; d++) {
         off += p->start[d] * p->istr[d];
-    for (int64_t o = 0; o < n; o += p->len[last]) {
-        int64_t s = p->step[last] * p->istr[last];
-        for (int64_t i = 0; i < p->len[last]; i++)
-            dx[off + i * s] += g[o + i];
-        for (int d = last - 1; d >= 0; d--) {
-            idx[d]++;
-            off += p->step[d] * p->istr[d];
-            if (idx[d] < p->len[d])
-                break;
-            off -= p->step[d] * p->istr[d] * p->len[d];
-            idx[d] = 0;
-        }
+        str[d] = p->step[d] * p->istr[d];
     }
+    sim_strided_add_f32(din[0].data, dout[0].data, p->rank, p->len, str, off);
     return 0;
 }
 

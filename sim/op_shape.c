@@ -249,39 +249,10 @@ static int
 fwd_transpose(const struct sim_kern *k, struct sim_err *err)
 {
     const struct transpose_params *p = k->params;
-    size_t es = sim_dtype_size(k->in[0].dtype);
-    const char *x = k->in[0].data;
-    char *y = k->out[0].data;
-    int64_t idx[SIM_MAX_RANK] = { 0 }, off = 0, n = k->out[0].numel;
-    int last = p->rank - 1;
 
     (void)err;
-    if (n == 0)
-        return 0;
-    if (p->rank == 0) {
-        memcpy(y, x, es);
-        return 0;
-    }
-    for (int64_t o = 0; o < n; o += p->odims[last]) {
-        int64_t s = p->istr[last];
-        if (es == 4) {
-            const float *xf = (const float *)x + off;
-            float *yf = (float *)y + o;
-            for (int64_t i = 0; i < p->odims[last]; i++)
-                yf[i] = xf[i * s];
-        } else {
-            for (int64_t i = 0; i < p->odims[last]; i++)
-                memcpy(y + (o + i) * (int64_t)es, x + (off + i * s) * (int64_t)es, es);
-        }
-        for (int d = last - 1; d >= 0; d--) {
-            idx[d]++;
-            off += p->istr[d];
-            if (idx[d] < p->odims[d])
-                break;
-            off -= p->istr[d] * p->odims[d];
-            idx[d] = 0;
-        }
-    }
+    sim_strided_copy(k->out[0].data, k->in[0].data, sim_dtype_size(k->in[0].dtype), p->rank,
+                     p->odims, p->istr, 0);
     return 0;
 }
 
@@ -423,31 +394,11 @@ bwd_transpose(const struct sim_kern *k, const struct sim_tensor *dout, struct si
               struct sim_err *err)
 {
     const struct transpose_params *p = k->params;
-    const float *g = dout[0].data;
-    float *dx = din[0].data;
-    int64_t idx[SIM_MAX_RANK] = { 0 }, off = 0, n = k->out[0].numel;
-    int last = p->rank - 1;
 
     (void)err;
-    if (g == NULL || dx == NULL || n == 0)
+    if (dout[0].data == NULL || din[0].data == NULL)
         return 0;
-    if (p->rank == 0) {
-        dx[0] += g[0];
-        return 0;
-    }
-    for (int64_t o = 0; o < n; o += p->odims[last]) {
-        int64_t s = p->istr[last];
-        for (int64_t i = 0; i < p->odims[last]; i++)
-            dx[off + i * s] += g[o + i];
-        for (int d = last - 1; d >= 0; d--) {
-            idx[d]++;
-            off += p->istr[d];
-            if (idx[d] < p->odims[d])
-                break;
-            off -= p->istr[d] * p->odims[d];
-            idx[d] = 0;
-        }
-    }
+    sim_strided_add_f32(din[0].data, dout[0].data, p->rank, p->odims, p->istr, 0);
     return 0;
 }
 

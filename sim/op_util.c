@@ -1,6 +1,7 @@
 /*
  * op_util.c — the helpers the op families' infer functions share: the dtype lists, attribute
- * getters, error formatting, compile-time constant operands, node labels, pooling windows.
+ * getters, error formatting, compile-time constant operands, node labels, pooling windows;
+ * and the strided copy that Slice and Transpose run.
  * Below every op_*.c file and ops.c (the registry); it uses neither.
  */
 #include <stdarg.h>
@@ -265,4 +266,77 @@ sim_window_infer(struct sim_infer *c, int nsp, const int64_t *in, const int64_t 
             w->out[i]--;
     }
     return 0;
+}
+
+void
+sim_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
+                 const int64_t *str, int64_t off)
+{
+    const char *x = src;
+    char *y = dst;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, n = 1;
+    int last = rank - 1;
+
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    if (n == 0)
+        return;
+    if (rank == 0) {
+        memcpy(y, x + off * (int64_t)es, es);
+        return;
+    }
+    for (int64_t o = 0; o < n; o += dims[last]) {
+        int64_t s = str[last];
+
+        if (s == 1) {
+            memcpy(y + o * (int64_t)es, x + off * (int64_t)es, (size_t)dims[last] * es);
+        } else if (es == 4) { /* bits, not floats: every 4-byte dtype copies the same */
+            const uint32_t *xw = (const uint32_t *)x + off;
+            uint32_t *yw = (uint32_t *)y + o;
+            for (int64_t i = 0; i < dims[last]; i++)
+                yw[i] = xw[i * s];
+        } else {
+            for (int64_t i = 0; i < dims[last]; i++)
+                memcpy(y + (o + i) * (int64_t)es, x + (off + i * s) * (int64_t)es, es);
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            off += str[d];
+            if (idx[d] < dims[d])
+                break;
+            off -= str[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+void
+sim_strided_add_f32(float *dst, const float *src, int rank, const int64_t *dims,
+                    const int64_t *str, int64_t off)
+{
+    int64_t idx[SIM_MAX_RANK] = { 0 }, n = 1;
+    int last = rank - 1;
+
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    if (n == 0)
+        return;
+    if (rank == 0) {
+        dst[off] += src[0];
+        return;
+    }
+    for (int64_t o = 0; o < n; o += dims[last]) {
+        int64_t s = str[last];
+
+        for (int64_t i = 0; i < dims[last]; i++)
+            dst[off + i * s] += src[o + i];
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++;
+            off += str[d];
+            if (idx[d] < dims[d])
+                break;
+            off -= str[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
 }

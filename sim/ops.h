@@ -233,6 +233,21 @@ struct sim_window {
 int sim_window_infer(struct sim_infer *c, int nsp, const int64_t *in, const int64_t *k,
                      bool ceil_mode, bool allow_dilations, struct sim_window *w);
 
+/*
+ * Copies a strided view of src into dense dst (both element size es, neither overlapping):
+ * dst[i0, .., ir-1] (row-major over dims[0..rank)) = src[off + sum_d i_d * str[d]], with off
+ * and the strides str[0..rank) counted in elements (a stride may be negative). Slice
+ * (strides step x the input's, off at the start) and Transpose (the input's strides
+ * permuted) both run it. rank 0 copies one element.
+ */
+void sim_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
+                      const int64_t *str, int64_t off);
+
+/* The backward of sim_strided_copy for floats: dst[off + sum_d i_d * str[d]] += src[i0, ..]
+ * for every element of the dense src (dims[0..rank)), in src's order. */
+void sim_strided_add_f32(float *dst, const float *src, int rank, const int64_t *dims,
+                         const int64_t *str, int64_t off);
+
 /* dtype lists for sim_in_dtype. */
 extern const int sim_dt_float[];
 extern const int sim_dt_numeric[];   /* float, uint8, int8, int32, int64 */

@@ -8,6 +8,8 @@
 # fails, it does not skip.
 # Usage: sh tests/integ/interop_pair.sh BUILD PYSCRIPT DRIVER "what PYSCRIPT did"
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=$1 SCRIPT=$2 DRIVER=$3 WHAT=$4
 PY=/usr/bin/python3
 HERE=$(dirname "$0")
@@ -30,12 +32,8 @@ else
     echo "not ok - $SCRIPT failed: $(tail -n 5 "$D/py.out")"
 fi
 
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+testd_sh_start "$B" "$D" ||
+    { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
 
 if [ "$fail" -eq 0 ]; then
     "$B/tests/integ/$DRIVER" "$D/step" >"$D/c.out" 2>&1

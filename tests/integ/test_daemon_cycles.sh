@@ -1,7 +1,8 @@
 #!/bin/sh
-# No import cycle inside daemon/ nor inside sim/ (issue 18, What to build 2):
+# No import cycle inside daemon/, sim/ nor client/ (issue 18, What to build 2; issue 30, 4),
+# and no more in the Python package than it has today (tools/py_cycles.py):
 # tools/dep_cycles.sh finds no cycle by #include among each directory's sources, nor by the
-# symbols its objects use from each other ($B/obj/daemon, $B/obj/sim). The tool is first
+# symbols its objects use from each other ($B/obj/daemon, $B/obj/sim, $B/obj/client). The tool is first
 # shown to find a cycle it is given (two files including each other), so this test cannot
 # pass by the tool finding nothing.
 # Usage: sh tests/integ/test_daemon_cycles.sh [BUILD]
@@ -32,20 +33,34 @@ printf '#include "a.h"\n' >"$T/src/b.c"
 : >"$T/src/b.h"
 check "the tool finds a cycle of two files including each other" 1 \
     sh tools/dep_cycles.sh "$T/src"
-check "daemon/: no cycle by #include" 0 sh tools/dep_cycles.sh daemon
-if [ -d "$B/obj/daemon" ] && ls "$B/obj/daemon"/*.o >/dev/null 2>&1; then
-    check "daemon/: no cycle by the symbols of $B/obj/daemon" 0 \
-        sh tools/dep_cycles.sh daemon "$B/obj/daemon"
-else
-    fail=$((fail + 1))
-    echo "FAIL no daemon objects in $B/obj/daemon: build first (make all)"
-fi
-check "sim/: no cycle by #include" 0 sh tools/dep_cycles.sh sim
-if [ -d "$B/obj/sim" ] && ls "$B/obj/sim"/*.o >/dev/null 2>&1; then
-    check "sim/: no cycle by the symbols of $B/obj/sim" 0 sh tools/dep_cycles.sh sim "$B/obj/sim"
-else
-    fail=$((fail + 1))
-    echo "FAIL no sim objects in $B/obj/sim: build first (make all)"
-fi
+# Each source directory with its objects: no cycle by #include, none by symbols.
+for d in daemon sim client; do
+    check "$d/: no cycle by #include" 0 sh tools/dep_cycles.sh "$d"
+    if [ -d "$B/obj/$d" ] && ls "$B/obj/$d"/*.o >/dev/null 2>&1; then
+        check "$d/: no cycle by the symbols of $B/obj/$d" 0 \
+            sh tools/dep_cycles.sh "$d" "$B/obj/$d"
+    else
+        fail=$((fail + 1))
+        echo "FAIL no $d objects in $B/obj/$d: build first (make all)"
+    fi
+done
+
+# The Python package (issue 30, 4): tools/py_cycles.py reads its imports with ast. It is
+# first shown to find a circle held apart by an import inside a function, and one at module
+# level. The package itself still has circles (docs/architecture.md, "Inside the Python
+# package", lists them): the budget below is today's count, so it may shrink, never grow.
+mkdir -p "$T/pkg/cyc"
+printf 'from . import b\n' >"$T/pkg/cyc/a.py"
+printf 'def f():\n    from .a import g\n' >"$T/pkg/cyc/b.py"
+: >"$T/pkg/cyc/__init__.py"
+check "py_cycles.py finds a circle made by an in-function import" 1 \
+    python3 tools/py_cycles.py "$T/pkg/cyc" --max-all 0
+check "py_cycles.py counts that circle apart from the module level" 0 \
+    python3 tools/py_cycles.py "$T/pkg/cyc"
+printf 'from .a import g\n' >"$T/pkg/cyc/b.py"
+check "py_cycles.py finds a circle of module-level imports" 1 \
+    python3 tools/py_cycles.py "$T/pkg/cyc"
+check "python/ipuof: no more import circles than 1 at module level, 2 in all, 16 in-function imports inside them" 0 \
+    python3 tools/py_cycles.py python/ipuof --max-top 1 --max-all 2 --max-deferred 16
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -8,6 +8,8 @@
 # must have torch and onnx (make deps installs them): without them the test fails.
 # Usage: sh tests/integ/test_interop_eval.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 PY=/usr/bin/python3
 HERE=$(dirname "$0")
@@ -21,12 +23,8 @@ trap cleanup EXIT INT TERM
 "$PY" -c "import torch, torch.onnx, onnx.numpy_helper" 2>/dev/null ||
     { echo "not ok - $PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; echo "0 passed, 1 failed"; exit 1; }
 
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "0 passed, 1 failed"; exit 1; }
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+testd_sh_start "$B" "$D" ||
+    { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "0 passed, 1 failed"; exit 1; }
 
 pass=0 fail=0
 add() { # log: adds its "N passed, M failed" line and echoes its checks

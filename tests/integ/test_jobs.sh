@@ -13,6 +13,8 @@
 # Weights are compared with Debian's python3 and its onnx and numpy (test dependencies).
 # Usage: sh tests/integ/test_jobs.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
@@ -38,13 +40,8 @@ check() { # description, then a command whose status decides
 }
 
 printf '[server]\njob_timeout = 2\n' >"$D/conf"
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground --config "$D/conf" \
-    >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+testd_sh_start "$B" "$D" --config "$D/conf" ||
+    { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
 MNIST="$B/bin/ipuof-mnist"
 # 10 optimizer steps: 2 calls of 5 device iterations; 320 samples = 2 x (8 x 5 x 2 x 2).
 ARGS="--data $DATA --epochs 1 --limit-train 320 --limit-test 80 --device-iterations 5

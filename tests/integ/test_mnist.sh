@@ -9,6 +9,8 @@
 # near 55 %, too close to the 50 % this test asks for. It takes a few seconds.
 # Usage: sh tests/integ/test_mnist.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 D=$(mktemp -d /tmp/ipuof-mnist-test-XXXXXX)
@@ -30,11 +32,7 @@ check() { # description, then a command whose status decides
     if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+testd_sh_start "$B" "$D" || true # as before: a daemon that did not start fails the checks
 MNIST="$B/bin/ipuof-mnist"
 
 # Train one epoch on 4000 samples, test on 1000, save.
