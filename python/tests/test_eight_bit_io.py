@@ -182,3 +182,4 @@ def test_uint8_input_half_training_within_float16_tolerance(daemon):
         assert a.dtype == torch.float16
         torch.testing.assert_close(a.float(), b, rtol=2 ** -7, atol=2e-3, msg=n)
     pm.destroy()
+
