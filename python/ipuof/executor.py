@@ -286,16 +286,21 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         return onnx_bytes, rec
 
     def _frozen(self):
-        """The names of the parameters a training model does not update."""
+        """The names of the parameters and buffers a training model does not update by
+        gradient: a buffer torch's optimizer never sees (a normalisation's mean and std,
+        as eight-bit input uses) is frozen too, else the daemon trained it as a weight;
+        the buffers forward() changes in place stay the daemon's to carry."""
         trainable = set()
         if self._optimizer is not None:
             for g in self._optimizer.param_groups:
                 trainable.update(id(p) for p in g["params"])
         no_grad = set(getattr(self._record, "no_grad", ()))  # detached or unused
+        carried = set(getattr(self._record, "buffers", ()) or ())
         return [k for k, v in self._weights.items()
-                if isinstance(v, torch.nn.Parameter) and
-                (not v.requires_grad or k in no_grad or
-                 (self._optimizer is not None and id(v) not in trainable))]
+                if (not isinstance(v, torch.nn.Parameter) and k not in carried) or
+                (isinstance(v, torch.nn.Parameter) and
+                 (not v.requires_grad or k in no_grad or
+                  (self._optimizer is not None and id(v) not in trainable)))]
 
     def _trainable(self):
         """The names of the weights a training model updates (empty for inference)."""
