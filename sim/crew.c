@@ -135,13 +135,14 @@ sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud)
     pthread_mutex_unlock(&c->mu);
 }
 
-void
+unsigned
 sim_crew_barrier(struct sim_crew *c)
 {
     uint64_t gen;
+    unsigned wakes = 0;
 
     if (c == NULL || c->n == 1)
-        return;
+        return 0;
     pthread_mutex_lock(&c->mu);
     gen = c->bar_gen;
     if (++c->bar_count == c->n) {
@@ -149,10 +150,13 @@ sim_crew_barrier(struct sim_crew *c)
         c->bar_gen++;
         pthread_cond_broadcast(&c->bar_cv);
     } else {
-        while (c->bar_gen == gen)
+        while (c->bar_gen == gen) {
             pthread_cond_wait(&c->bar_cv, &c->mu);
+            wakes++;
+        }
     }
     pthread_mutex_unlock(&c->mu);
+    return wakes;
 }
 
 unsigned
@@ -198,7 +202,7 @@ sim_bar_free(struct sim_bar *b, unsigned R)
 }
 
 bool
-sim_bar_wait(struct sim_bar *b, bool stop)
+sim_bar_wait(struct sim_bar *b, bool stop, unsigned *wakes)
 {
     bool verdict;
 
@@ -212,8 +216,10 @@ sim_bar_wait(struct sim_bar *b, bool stop)
         pthread_cond_broadcast(&b->cv);
     } else {
         uint64_t gen = b->gen;
-        while (b->gen == gen)
+        while (b->gen == gen) {
             pthread_cond_wait(&b->cv, &b->mu);
+            ++*wakes;
+        }
     }
     verdict = b->last_stop;
     pthread_mutex_unlock(&b->mu);

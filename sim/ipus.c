@@ -124,6 +124,7 @@ struct ipu_thread {
     bool abort_all;             /* the collective: some thread stopped, nobody updates */
     struct item last;           /* the last work, for messages */
     double t0, c0;              /* its start, for the step log */
+    unsigned wakes, polls;      /* added to e->wakes, e->polls when the run ends */
 };
 
 /* Whether the run of thread ud was cancelled (sim_feed_wait_in asks while waiting). */
@@ -306,7 +307,7 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
     switch (st->kind) {
     case SIM_STEP_TICK:
         if (st->all) {
-            sim_crew_barrier(e->crew);
+            th->wakes += sim_crew_barrier(e->crew);
             /* a failed cross-executable reduce (written before this barrier only): every
              * thread leaves after this iteration, as thread 0 does */
             if (e->tr != NULL && atomic_load(&e->tr->xfailed))
@@ -314,13 +315,14 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
             return;
         }
         th->stop = e->ipr == 1 ? must_stop(e, th->rc, th->id)      /* a replica of one IPU */
-                               : sim_bar_wait(th->bar, must_stop(e, th->rc, th->id));
+                               : sim_bar_wait(th->bar, must_stop(e, th->rc, th->id),
+                                              &th->wakes);
         if (th->stop)
             note_stop(th);      /* other replicas stop at their next tick */
         return;
     case SIM_STEP_SYNC:
         note_stop(th);
-        sim_crew_barrier(e->crew);
+        th->wakes += sim_crew_barrier(e->crew);
         th->abort_all = atomic_load(&e->abort_run) != 0;  /* nobody writes it until the next */
         return;
     case SIM_STEP_REDUCE:
@@ -408,8 +410,11 @@ ipu_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
     for (unsigned d = 0; d < iters && !th[0].abort_all; d++)
         for (int s = 0; s < e->prog->n_seg; s++)
             run_seg(th, nu, s, d);
-    for (unsigned u = 0; u < nu; u++)
+    for (unsigned u = 0; u < nu; u++) {
         note_stop(&th[u]);
+        atomic_fetch_add(&e->wakes, th[u].wakes);
+        atomic_fetch_add(&e->polls, th[u].polls);
+    }
 }
 
 /* One run: every simulated IPU of the crew interprets its program; the caller holds
@@ -497,6 +502,14 @@ sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap)
     e->log = log;
     e->log_cap = log != NULL ? cap : 0;
     atomic_store(&e->log_n, 0);
+}
+
+uint64_t
+sim_exe_thread_wakes(const struct sim_exe *e, uint64_t *polls)
+{
+    if (polls != NULL)
+        *polls = atomic_load(&e->polls);
+    return atomic_load(&e->wakes);
 }
 
 size_t
