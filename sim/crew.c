@@ -6,9 +6,9 @@
  * starts the run and waits for every thread to finish it. Threads wait for a run, run
  * their share of it and meet at barriers (the end of each device iteration of a training
  * run, where thread 0 performs the reduction across replicas and the weight update, the
- * collective step, while the others wait). Also the per-replica barriers of the IPU
- * threads (sim_bar), which agree on stopping as they meet, so that every thread of a
- * replica leaves the schedule at the same step.
+ * collective step, while the others wait). Also per-replica barriers (sim_bar), which
+ * agree on stopping as they meet: exec.c still makes one per replica, but the IPU threads
+ * no longer meet at ticks (each waits only on the exchanges it reads, ticks.c).
  * Does not: decide what a thread runs (ipus.c gives it its IPU's program).
  */
 #include <pthread.h>
