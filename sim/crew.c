@@ -6,9 +6,9 @@
  * starts the run and waits for every thread to finish it. Threads wait for a run, run
  * their share of it and meet at barriers (the end of each device iteration of a training
  * run, where thread 0 performs the reduction across replicas and the weight update, the
- * collective step, while the others wait). Also the per-replica barriers of the IPU
- * threads (sim_bar), which agree on stopping as they meet, so that every thread of a
- * replica leaves the schedule at the same step.
+ * collective step, while the others wait). Also per-replica barriers (sim_bar), which
+ * agree on stopping as they meet: exec.c still makes one per replica, but the IPU threads
+ * no longer meet at ticks (each waits only on the exchanges it reads, ticks.c).
  * Does not: decide what a thread runs (ipus.c gives it its IPU's program).
  */
 #include <pthread.h>
@@ -135,13 +135,14 @@ sim_crew_run(struct sim_crew *c, struct sim_exe *e, sim_crew_job job, void *ud)
     pthread_mutex_unlock(&c->mu);
 }
 
-void
+unsigned
 sim_crew_barrier(struct sim_crew *c)
 {
     uint64_t gen;
+    unsigned wakes = 0;
 
     if (c == NULL || c->n == 1)
-        return;
+        return 0;
     pthread_mutex_lock(&c->mu);
     gen = c->bar_gen;
     if (++c->bar_count == c->n) {
@@ -149,10 +150,13 @@ sim_crew_barrier(struct sim_crew *c)
         c->bar_gen++;
         pthread_cond_broadcast(&c->bar_cv);
     } else {
-        while (c->bar_gen == gen)
+        while (c->bar_gen == gen) {
             pthread_cond_wait(&c->bar_cv, &c->mu);
+            wakes++;
+        }
     }
     pthread_mutex_unlock(&c->mu);
+    return wakes;
 }
 
 unsigned
@@ -198,7 +202,7 @@ sim_bar_free(struct sim_bar *b, unsigned R)
 }
 
 bool
-sim_bar_wait(struct sim_bar *b, bool stop)
+sim_bar_wait(struct sim_bar *b, bool stop, unsigned *wakes)
 {
     bool verdict;
 
@@ -212,8 +216,10 @@ sim_bar_wait(struct sim_bar *b, bool stop)
         pthread_cond_broadcast(&b->cv);
     } else {
         uint64_t gen = b->gen;
-        while (b->gen == gen)
+        while (b->gen == gen) {
             pthread_cond_wait(&b->cv, &b->mu);
+            ++*wakes;
+        }
     }
     verdict = b->last_stop;
     pthread_mutex_unlock(&b->mu);

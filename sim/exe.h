@@ -272,6 +272,8 @@ struct sim_exe {
     struct sim_step_rec *log;   /* the IPU threads' step log (sim_exe_log_steps), borrowed */
     size_t log_cap;
     atomic_size_t log_n;
+    atomic_uint_fast64_t wakes; /* IPU threads woken from a wait (sim_exe_thread_wakes) */
+    atomic_uint_fast64_t polls; /* waits that timed out to look for a cancel instead */
     /* placement (place.c), schedule and simulated clock (schedule.c, cost.c) */
     int strategy;               /* enum sim_strategy, resolved (never DEFAULT) */
     int n_stages;               /* pipeline stages (phases when phased), >= 1 */

@@ -3,7 +3,8 @@
  * (sim.h's "Transfers overlapped with computing" states the contract; feed.h the run side).
  * Input: one watermark, the steps present, stored with release order after the producer
  * wrote their bytes and read with acquire order by the host-input steps, which wait on a
- * condition variable only when they are ahead of it. Output: a counter per step of the
+ * condition variable of the input only when they are ahead of it (the outputs have their
+ * own, so an output step done wakes no IPU thread waiting for input). Output: a counter per step of the
  * host-output steps done (R x N of them complete a step: every stage of every replica) and
  * the watermark of leading complete steps, advanced under the mutex.
  * Does not: decide where the bytes go (the caller writes the input buffers) or run anything.
@@ -19,7 +20,8 @@
 
 struct sim_feed {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t in_cv;       /* the input grew or closed: host-input steps wait on it */
+    pthread_cond_t out_cv;      /* the outputs grew or the run ended: the caller waits */
     atomic_uint_fast64_t in;    /* steps [0, in) of every input are present */
     bool closed;                /* no more input will come */
     bool ended;                 /* the run returned */
@@ -46,7 +48,8 @@ sim_feed_new(const struct sim_exe *e)
         return NULL;
     }
     pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->cv, NULL);
+    pthread_cond_init(&f->in_cv, NULL);
+    pthread_cond_init(&f->out_cv, NULL);
     return f;
 }
 
@@ -56,7 +59,8 @@ sim_feed_free(struct sim_feed *f)
     if (f == NULL)
         return;
     pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->cv);
+    pthread_cond_destroy(&f->in_cv);
+    pthread_cond_destroy(&f->out_cv);
     free(f->done);
     free(f);
 }
@@ -69,7 +73,7 @@ sim_feed_inputs(struct sim_feed *f, uint64_t n)
     pthread_mutex_lock(&f->mu);
     if (n > atomic_load_explicit(&f->in, memory_order_relaxed)) {
         atomic_store_explicit(&f->in, n, memory_order_release);
-        pthread_cond_broadcast(&f->cv);
+        pthread_cond_broadcast(&f->in_cv);
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -81,7 +85,7 @@ sim_feed_close(struct sim_feed *f)
         return;
     pthread_mutex_lock(&f->mu);
     f->closed = true;
-    pthread_cond_broadcast(&f->cv);
+    pthread_cond_broadcast(&f->in_cv);
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -112,7 +116,7 @@ sim_feed_wait_in(struct sim_feed *f, uint64_t k, bool (*cancelled)(void *ud), vo
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+        pthread_cond_timedwait(&f->in_cv, &f->mu, &ts);
     }
     pthread_mutex_unlock(&f->mu);
     return rc;
@@ -129,7 +133,7 @@ sim_feed_out_done(struct sim_feed *f, uint64_t k)
     while (f->out < f->steps && atomic_load(&f->done[f->out]) == f->per_step)
         f->out++;
     out = f->out;
-    pthread_cond_broadcast(&f->cv);
+    pthread_cond_broadcast(&f->out_cv);     /* not the IPU threads waiting for input */
     pthread_mutex_unlock(&f->mu);
     if (f->notify != NULL)
         f->notify(f->notify_arg, out);
@@ -147,7 +151,8 @@ sim_feed_end(struct sim_feed *f)
 {
     pthread_mutex_lock(&f->mu);
     f->ended = true;
-    pthread_cond_broadcast(&f->cv);
+    pthread_cond_broadcast(&f->in_cv);
+    pthread_cond_broadcast(&f->out_cv);
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -169,7 +174,7 @@ sim_feed_wait_outputs(struct sim_feed *f, uint64_t n)
 
     pthread_mutex_lock(&f->mu);
     while (f->out < n && !f->ended)
-        pthread_cond_wait(&f->cv, &f->mu);
+        pthread_cond_wait(&f->out_cv, &f->mu);
     got = f->out;
     pthread_mutex_unlock(&f->mu);
     return got;
@@ -184,7 +189,7 @@ sim_feed_wait_inputs(struct sim_feed *f, uint64_t n)
         n = f->steps;
     pthread_mutex_lock(&f->mu);
     while (atomic_load_explicit(&f->in, memory_order_relaxed) < n && !f->closed)
-        pthread_cond_wait(&f->cv, &f->mu);
+        pthread_cond_wait(&f->in_cv, &f->mu);
     got = atomic_load_explicit(&f->in, memory_order_relaxed);
     pthread_mutex_unlock(&f->mu);
     return got;

@@ -4,12 +4,17 @@
  * a model on one IPU, one replica or many, inference or training, runs here as a model
  * over several IPUs does (one-IPU replicas beyond SIM_MAX_IPUS share the threads, each
  * running its replicas' programs one after another, segment by segment). The threads of a
- * replica step through the program together, meeting at the replica's barrier after every
- * tick (sim_bar, which also agrees on stopping; a one-IPU replica needs none): in a tick,
- * the IPU that holds a stage's work receives the activations (forward) or gradients
- * (backward) other IPUs sent it through the exchange buffers (e->xbuf, owned by neither
- * arena), runs the stage's kernels on its own arena, then sends what other IPUs will read
- * (struct sim_xfer). Host input and output views of a stage are patched by the IPU that
+ * replica do not meet at ticks: each steps through its own program and waits only where a
+ * step needs another IPU (ticks.c): the IPU that holds a stage's work receives the
+ * activations (forward) or gradients (backward) other IPUs sent it through the exchange
+ * buffers (e->xbuf, owned by neither arena) once they were sent, runs the stage's kernels
+ * on its own arena, then sends what other IPUs will read (struct sim_xfer) once the buffer
+ * it writes was read; the n-th send of a transfer writes its buffer n % depth, read by the
+ * n-th receive. So a thread is woken only when a step it can run became runnable, by the
+ * thread that made it so (sim_exe_thread_wakes counts the wakes), and the tick's order is
+ * kept where it matters: every step runs after the steps it reads, as in the schedule. A
+ * thread that stops sets abort_run and wakes the others, which stop at their next tick or
+ * wait (a cancel is seen within 20 ms by a waiting thread). Host input and output views of a stage are patched by the IPU that
  * runs it, and outputs are copied to the host by the IPU that holds them. In training,
  * after the micro-batches of a device iteration, all threads of all replicas meet at the
  * crew's barrier for the collective (thread 0 reduces the accumulators across replicas,
@@ -18,11 +23,11 @@
  * Each thread interprets its own IPU's program (program.h: the steps of each strategy, built
  * once at compile time; the simulated clock replays the same program): a stage's work is
  * its receive, host-input, run, send and host-output steps (forward) or its gradient
- * receive, run and gradient send steps (backward), each tick ends at the replica's barrier,
- * and training's collective segment is run by every thread, stopped or not.
+ * receive, run and gradient send steps (backward), and training's collective segment is run
+ * by every thread, stopped or not.
  * An IPU holds each micro-batch in flight in a slot of its own (e->slots[p] copies of its
  * arena, each with its own kernel bindings: micro-batch m uses slot m % slots[p]), and an
- * exchange buffer has one copy per micro-batch between its send and its receive (depth).
+ * exchange buffer has depth copies (a sender runs at most depth sends ahead of its reader).
  * Nothing is allocated here: every buffer and view is bound at compile time.
  * Does not: decide placement (place.c), the schedule (program.c), memory (plan.c) or time
  * (schedule.c).
@@ -35,6 +40,7 @@
 #include "half.h"
 #include "feed.h"
 #include "program.h"
+#include "ticks.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -117,13 +123,14 @@ struct ipu_thread {
     unsigned u;                 /* the simulated IPU: r x ipr + p (e->trc, e->terr) */
     unsigned r;
     int p;
-    struct sim_bar *bar;
+    struct sim_ticks *tk;       /* the run's exchange counts; NULL without transfers */
     struct sim_err *err;
     int rc;
     bool stop;                  /* this replica stopped at the last tick */
     bool abort_all;             /* the collective: some thread stopped, nobody updates */
     struct item last;           /* the last work, for messages */
     double t0, c0;              /* its start, for the step log */
+    unsigned wakes, polls;      /* added to e->wakes, e->polls when the run ends */
 };
 
 /* Whether the run of thread ud was cancelled (sim_feed_wait_in asks while waiting). */
@@ -134,6 +141,24 @@ thread_cancelled(void *ud)
 
     return sim_exe_cancelled(th->e, th->id) ||
            atomic_load_explicit(&th->e->abort_run, memory_order_relaxed);
+}
+
+/* What a step returns when another thread stopped the run while it waited. */
+#define STOPPED (-1000)
+
+/* Thread th waits until count c of transfer x of its replica reaches need: 0, or STOPPED. */
+static int
+await_count(struct ipu_thread *th, int x, int c, uint64_t need)
+{
+    return sim_ticks_wait(th->tk, th->u, th->r, x, c, need, thread_cancelled, th, &th->wakes,
+                          &th->polls) == 0 ? 0 : STOPPED;
+}
+
+/* The thread of IPU p of th's replica. */
+static unsigned
+peer(const struct ipu_thread *th, int p)
+{
+    return th->r * th->e->ipr + (unsigned)p;
 }
 
 /* The forward's steps of a stage's work (program.h): receive, host input, run, send,
@@ -149,11 +174,16 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
     int rc = 0;
 
     switch (st->kind) {
-    case SIM_STEP_RECV:
+    case SIM_STEP_RECV:     /* the n-th receive reads what the n-th send wrote */
         for (int i = st->lo; i < st->hi; i++) {
-            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            int xi = th->g->xi[i];
+            const struct sim_xfer *x = &e->xfer[xi];
             size_t bytes = e->vals[x->val].bytes;
-            memcpy(ar + x->off, xb + x->xoff + it->m % x->depth * sim_align(bytes), bytes);
+            uint64_t n = sim_ticks_get(th->tk, it->r, xi, SIM_TK_RECVD);
+            if (await_count(th, xi, SIM_TK_SENT, n + 1) != 0)
+                return STOPPED;
+            memcpy(ar + x->off, xb + x->xoff + n % x->depth * sim_align(bytes), bytes);
+            sim_ticks_post(th->tk, it->r, xi, SIM_TK_RECVD, n + 1, peer(th, x->src));
         }
         break;
     case SIM_STEP_HOST_IN:
@@ -173,12 +203,16 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
             rc = sim_exec_node_forward(e, s, &kn[s], th->err);
         }
         break;
-    case SIM_STEP_SEND:
+    case SIM_STEP_SEND:     /* once the buffer's previous micro-batch was read */
         for (int i = st->lo; i < st->hi; i++) {
-            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            int xi = th->g->xi[i];
+            const struct sim_xfer *x = &e->xfer[xi];
             size_t bytes = e->vals[x->val].bytes;
-            memcpy(xb + x->xoff + it->m % x->depth * sim_align(bytes), produced(e, x, L),
-                   bytes);
+            uint64_t n = sim_ticks_get(th->tk, it->r, xi, SIM_TK_SENT);
+            if (n >= x->depth && await_count(th, xi, SIM_TK_RECVD, n + 1 - x->depth) != 0)
+                return STOPPED;
+            memcpy(xb + x->xoff + n % x->depth * sim_align(bytes), produced(e, x, L), bytes);
+            sim_ticks_post(th->tk, it->r, xi, SIM_TK_SENT, n + 1, peer(th, x->dst));
         }
         break;
     case SIM_STEP_HOST_OUT:
@@ -210,11 +244,15 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
         if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
             *tr->loss_grad[L] = sim_half_loss_seed(e);     /* 1, or loss_scaling */
         for (int i = st->lo; i < st->hi; i++) {
-            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            int xi = th->g->xi[i];
+            const struct sim_xfer *x = &e->xfer[xi];
             const struct sim_val *v = &e->vals[x->val];
             float *dst = (float *)(ar + v->goff);
+            uint64_t n = sim_ticks_get(th->tk, it->r, xi, SIM_TK_GRECVD);
             const float *src = (const float *)(xb + x->gxoff +
-                                               it->m % x->depth * sim_align(v->bytes));
+                                               n % x->depth * sim_align(v->bytes));
+            if (await_count(th, xi, SIM_TK_GSENT, n + 1) != 0)
+                return STOPPED;
             if (x->gassign)
                 memcpy(dst, src, v->bytes);
             else if (v->ti.dtype == SIM_DTYPE_FLOAT16)   /* a float16 gradient, as stored */
@@ -225,6 +263,7 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
             else
                 for (int64_t j = 0; j < v->ti.numel; j++)
                     dst[j] += src[j];
+            sim_ticks_post(th->tk, it->r, xi, SIM_TK_GRECVD, n + 1, peer(th, x->dst));
         }
         break;
     case SIM_STEP_BWD:
@@ -259,9 +298,14 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
         break;
     case SIM_STEP_GSEND:
         for (int i = st->lo; i < st->hi; i++) {
-            const struct sim_xfer *x = &e->xfer[th->g->xi[i]];
+            int xi = th->g->xi[i];
+            const struct sim_xfer *x = &e->xfer[xi];
             size_t bytes = e->vals[x->val].bytes;
-            memcpy(xb + x->gxoff + it->m % x->depth * sim_align(bytes), ar + x->goff, bytes);
+            uint64_t n = sim_ticks_get(th->tk, it->r, xi, SIM_TK_GSENT);
+            if (n >= x->depth && await_count(th, xi, SIM_TK_GRECVD, n + 1 - x->depth) != 0)
+                return STOPPED;
+            memcpy(xb + x->gxoff + n % x->depth * sim_align(bytes), ar + x->goff, bytes);
+            sim_ticks_post(th->tk, it->r, xi, SIM_TK_GSENT, n + 1, peer(th, x->src));
         }
         if (e->log != NULL)
             log_item(e, it, true, th->t0, th->c0);
@@ -305,6 +349,7 @@ note_stop(struct ipu_thread *th)
     if (th->stop && e->trc[th->u] == 0) {
         e->trc[th->u] = stopped(e, th->rc, &th->last, th->id, th->err);
         atomic_store(&e->abort_run, 1);
+        sim_ticks_wake_all(th->tk);     /* whoever waits on this thread stops too */
     }
 }
 
@@ -321,21 +366,20 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
     switch (st->kind) {
     case SIM_STEP_TICK:
         if (st->all) {
-            sim_crew_barrier(e->crew);
+            th->wakes += sim_crew_barrier(e->crew);
             /* a failed cross-executable reduce (written before this barrier only): every
              * thread leaves after this iteration, as thread 0 does */
             if (e->tr != NULL && atomic_load(&e->tr->xfailed))
                 th->abort_all = true;
             return;
         }
-        th->stop = e->ipr == 1 ? must_stop(e, th->rc, th->id)      /* a replica of one IPU */
-                               : sim_bar_wait(th->bar, must_stop(e, th->rc, th->id));
+        th->stop = must_stop(e, th->rc, th->id);
         if (th->stop)
-            note_stop(th);      /* other replicas stop at their next tick */
+            note_stop(th);      /* the others stop at their next tick, or wait */
         return;
     case SIM_STEP_SYNC:
         note_stop(th);
-        sim_crew_barrier(e->crew);
+        th->wakes += sim_crew_barrier(e->crew);
         th->abort_all = atomic_load(&e->abort_run) != 0;  /* nobody writes it until the next */
         return;
     case SIM_STEP_REDUCE:
@@ -370,6 +414,11 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
         }
     }
     th->rc = st->kind >= SIM_STEP_GRECV ? bwd_step(th, st, &it, L) : fwd_step(th, st, &it, L);
+    if (th->rc == STOPPED) {    /* another thread stopped while this one waited */
+        th->rc = 0;
+        th->stop = true;
+        note_stop(th);
+    }
 }
 
 /* The most simulated IPUs one crew thread runs: one-IPU replicas beyond SIM_MAX_IPUS
@@ -407,24 +456,32 @@ run_seg(struct ipu_thread *th, unsigned nu, int s, unsigned d)
 /* Crew thread idx of n: the simulated IPUs u = idx, idx + n, ... (u = r x ipr + p: IPU p
  * of replica r; more than one only for one-IPU replicas beyond n) interpret their program,
  * D times when training. */
+struct run_arg {
+    uint_fast64_t id;
+    struct sim_ticks *tk;
+};
+
 static void
 ipu_job(struct sim_exe *e, unsigned idx, unsigned n, void *ud)
 {
+    const struct run_arg *ra = ud;
     struct ipu_thread th[UNITS_MAX];
     unsigned nu = 0, iters = e->tr != NULL ? e->D : 1;
 
     for (unsigned u = idx; u < e->R * e->ipr && nu < UNITS_MAX; u += n, nu++) {
-        th[nu] = (struct ipu_thread){ .e = e, .g = e->prog, .id = *(const uint_fast64_t *)ud,
+        th[nu] = (struct ipu_thread){ .e = e, .g = e->prog, .id = ra->id, .tk = ra->tk,
                                       .idx = idx, .u = u, .r = u / e->ipr,
                                       .p = (int)(u % e->ipr), .err = &e->terr[u] };
-        th[nu].bar = e->rbar != NULL ? sim_bar_at(e->rbar, th[nu].r) : NULL;
         th[nu].last = (struct item){ th[nu].r, 0, 0, 0, 0, 0 };
     }
     for (unsigned d = 0; d < iters && !th[0].abort_all; d++)
         for (int s = 0; s < e->prog->n_seg; s++)
             run_seg(th, nu, s, d);
-    for (unsigned u = 0; u < nu; u++)
+    for (unsigned u = 0; u < nu; u++) {
         note_stop(&th[u]);
+        atomic_fetch_add(&e->wakes, th[u].wakes);
+        atomic_fetch_add(&e->polls, th[u].polls);
+    }
 }
 
 /* One run: every simulated IPU of the crew interprets its program; the caller holds
@@ -433,13 +490,18 @@ static int
 sim_ipus_run(struct sim_exe *e, uint_fast64_t id, struct sim_err *err)
 {
     unsigned n = e->R * e->ipr;
+    struct run_arg ra = { id, NULL };
 
+    if (e->ipr > 1 && e->n_xfer > 0 && (ra.tk = sim_ticks_new(e->R, e->ipr, e->n_xfer)) == NULL)
+        return sim_err_set(err, IPUOF_E_NOMEM, "no memory for the exchange counts of %u "
+                           "simulated IPUs", n);
     memset(e->trc, 0, n * sizeof(*e->trc));
     if (e->tr != NULL) {
         memset(e->tr->grads, 0, (size_t)e->R * e->n_train * sizeof(float));
         atomic_store(&e->tr->xfailed, 0);
     }
-    sim_crew_run(e->crew, e, ipu_job, &id);
+    sim_crew_run(e->crew, e, ipu_job, &ra);
+    sim_ticks_free(ra.tk);
     return sim_exe_crew_status(e, n, err);
 }
 
@@ -513,6 +575,14 @@ sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap)
     e->log = log;
     e->log_cap = log != NULL ? cap : 0;
     atomic_store(&e->log_n, 0);
+}
+
+uint64_t
+sim_exe_thread_wakes(const struct sim_exe *e, uint64_t *polls)
+{
+    if (polls != NULL)
+        *polls = atomic_load(&e->polls);
+    return atomic_load(&e->wakes);
 }
 
 size_t

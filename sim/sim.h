@@ -679,6 +679,12 @@ struct sim_step_rec {
 void sim_exe_log_steps(struct sim_exe *e, struct sim_step_rec *log, size_t cap);
 size_t sim_exe_logged_steps(const struct sim_exe *e);
 
+/* The times the simulated IPU threads of an executable were woken from a wait (a barrier or
+ * an exchange they waited on; not counting the start and end of each run), summed over every
+ * run so far; *polls (when not NULL) the waits that timed out to look for a cancel. For tests
+ * and benchmarks: a count of work, independent of timing. */
+uint64_t sim_exe_thread_wakes(const struct sim_exe *e, uint64_t *polls);
+
 /* Host time of one node of the schedule, summed over every run so far: [0] its forward,
  * [1] its backward (training); the wall clock of the thread that ran it, the host thread
  * pool's help included. op and label are borrowed from the executable. */

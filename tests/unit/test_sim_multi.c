@@ -1242,6 +1242,53 @@ test_memory_fit(void **state)
     sim_model_free(m);
 }
 
+/* The IPU threads are woken only for work they can run (issue 29): a thread waits for the
+ * exchange its next step reads (or the buffer it writes to be read), woken by the thread
+ * that moved it, not at every tick. Sharded and phased runs do one stage's work at a time:
+ * a barrier per tick woke the 3 other IPU threads at each (3 wakes per work); now at most
+ * one receive per work waits. Counts, not timings: the bound holds however loaded. */
+static void
+test_thread_wakes(void **state)
+{
+    enum { A = 12, D = 2, CAP = 8192 };
+    static const int strategies[] = { SIM_STRATEGY_DEFAULT, SIM_STRATEGY_PIPELINED,
+                                      SIM_STRATEGY_SHARDED, SIM_STRATEGY_PHASED };
+    static const char *const names[] = { "single", "pipelined", "sharded", "phased" };
+    struct sim_model *m = tutorial();
+    struct sim_step_rec *log = calloc(CAP, sizeof(*log));
+    struct sim_compile_opts o;
+    bool over = false;
+
+    (void)state;
+    assert_non_null(log);
+    for (unsigned R = 1; R <= 2; R++)
+        for (int i = 0; i < 4; i++) {
+            struct sim_exe *e;
+            uint64_t wakes, polls;
+            size_t works;
+            train_opts(&o, 8, A, D);
+            o.replicas = R;
+            o.strategy = strategies[i];
+            o.blocks = i > 0 ? tutorial_stages : NULL;
+            o.n_blocks = i > 0 ? 6 : 0;
+            e = compile_ok(m, &o);
+            sim_exe_log_steps(e, log, CAP);
+            run_ok(e);
+            works = sim_exe_logged_steps(e);
+            wakes = sim_exe_thread_wakes(e, &polls);
+            printf("  %s, %u replica(s): %llu wakes (%llu timed out) for %zu works\n",
+                   names[i], R, (unsigned long long)wakes, (unsigned long long)polls, works);
+            assert_int_equal(works, (size_t)2 * R * D * A * (i > 0 ? 4 : 1));
+            if (strategies[i] == SIM_STRATEGY_SHARDED || strategies[i] == SIM_STRATEGY_PHASED)
+                over = over || wakes > works;
+            sim_exe_log_steps(e, NULL, 0);
+            sim_exe_free(e);
+        }
+    assert_false(over);     /* sharded and phased: at most one wake per work */
+    free(log);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -1261,6 +1308,7 @@ main(void)
         cmocka_unit_test(test_pipeline_failure),
         cmocka_unit_test(test_pipelined_inference),
         cmocka_unit_test(test_memory_fit),
+        cmocka_unit_test(test_thread_wakes),
     };
 
     return cmocka_run_group_tests_name("sim_multi", tests, NULL, NULL);
