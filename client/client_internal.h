@@ -237,6 +237,10 @@ struct ipuof_io {
     int64_t deadline;             /* CLOCK_MONOTONIC ms; -1: none */
     int timeout_ms;               /* as given, for messages; 0: no limit */
     const char *what;             /* "the status request"; borrowed, must outlive the io */
+    /* Waits for events on fd within the deadline (conn.c's, which probes a daemon that
+     * stays silent): IPUOF_OK, or the error set on c. A pointer so that tls.c, below
+     * conn.c, waits the same way without calling up into it. */
+    int (*wait)(struct ipuof_io *io, int fd, short events);
 };
 
 /* Starts io on c: the deadline is timeout_ms from now (0: none). */
@@ -288,10 +292,6 @@ int ipuof_io_recv_frame(struct ipuof_io *io, uint64_t reply_id, const struct ipu
  * c->address on c.
  */
 int ipuof_conn_open(ipuof_client *c, const struct ipuof_addr *a);
-
-/* Waits until fd is ready for events within io's deadline (conn.c's wait, with its health
- * probe on long waits). IPUOF_OK or the error set on the handle. */
-int ipuof_io_wait(struct ipuof_io *io, int fd, short events);
 
 /* TLS (tls.c): on the connected TCP socket c->fd, when the environment asks for it
  * (IPUOF_TLS_CA_FILE, IPUOF_TLS): the handshake, the daemon verified as host (or

@@ -48,10 +48,13 @@ now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int io_wait(struct ipuof_io *io, int fd, short events);
+
 void
 ipuof_io_init(struct ipuof_io *io, ipuof_client *c, int timeout_ms, const char *what)
 {
     io->c = c;
+    io->wait = io_wait;
     io->timeout_ms = timeout_ms;
     io->what = what;
     ipuof_io_rearm(io);
@@ -175,12 +178,6 @@ io_wait(struct ipuof_io *io, int fd, short events)
             return ipuof_err_set(io->c, IPUOF_E_IO, "connection", "poll on the connection to "
                                  "ipuofd at %s failed: %s", io->c->address, ERRTEXT(errno));
     }
-}
-
-int
-ipuof_io_wait(struct ipuof_io *io, int fd, short events)
-{
-    return io_wait(io, fd, events);
 }
 
 /* ---- connecting ------------------------------------------------------------------------ */

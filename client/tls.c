@@ -9,7 +9,7 @@
  * tls_key_file and tls_server_name (the variables win). TLS 1.2 at least. AF_UNIX
  * connections (the admin socket) never use TLS.
  *
- * The socket is non-blocking under TLS; every wait goes through ipuof_io_wait, as the
+ * The socket is non-blocking under TLS; every wait goes through the io's wait (conn.c's), as the
  * plain path's does. A failure says what was wrong and what would be right.
  */
 #include <arpa/inet.h>
@@ -180,9 +180,9 @@ tls_wait(struct ipuof_io *io, int ret, const char *what)
     int e = SSL_get_error(io->c->tls, ret);
 
     if (e == SSL_ERROR_WANT_READ)
-        return ipuof_io_wait(io, io->c->fd, POLLIN);
+        return io->wait(io, io->c->fd, POLLIN);
     if (e == SSL_ERROR_WANT_WRITE)
-        return ipuof_io_wait(io, io->c->fd, POLLOUT);
+        return io->wait(io, io->c->fd, POLLOUT);
     return tls_fail(io->c, ret, what);
 }
 

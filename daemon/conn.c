@@ -31,7 +31,7 @@
 #include "log.h"
 #include "srv_state.h"
 #include "wiremap.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);

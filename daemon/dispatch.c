@@ -10,7 +10,7 @@
 #include "ipuof/status.h"
 #include "log.h"
 #include "srv_state.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 static const struct req_entry table[] = {
     {IPUOF__HEADER__BODY_HELLO, "hello", 1, 0, 0, req_hello, REQ_BOTH},

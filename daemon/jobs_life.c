@@ -22,7 +22,7 @@
 #include "log.h"
 #include "models.h"
 #include "srv_state.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 /* Frees j when it has ended and nothing refers to it any more. */
 void

@@ -37,7 +37,7 @@
 #include "pod_kv.h"
 #include "pod_store.h"
 #include "srv_state.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 /* The rendezvous of j's daemons on a worker. */
 struct pod_rdv {

@@ -22,7 +22,7 @@
 #include "models.h"
 #include "srv_state.h"
 #include "slices.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 static void run_all(struct job *j);
 

@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,125 +22,6 @@
 #include "sim.h"
 #include "srv_state.h"
 
-#define MET_MAX_REQS 64          /* request types (the dispatch table has fewer) */
-#define MET_MAX_CODES 64         /* status codes counted by number; others under "other" */
-#define MET_NBUCKETS 14
-
-/* Upper bounds (seconds) of the run latency and attach wait histograms' buckets. */
-static const double bounds[MET_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                            0.25,  0.5,    1,     2.5,  5,     10,   30};
-
-struct met_hist {
-    uint64_t bucket[MET_NBUCKETS]; /* not cumulative: observations in (bounds[i-1], bounds[i]] */
-    uint64_t count;
-    double sum;
-};
-
-struct metrics {
-    struct srv *srv;
-    struct evhttp *http;
-    char addr[300];
-    struct {
-        const char *name;
-        uint64_t n;
-    } req[MET_MAX_REQS];
-    unsigned nreq;
-    uint64_t errors[MET_MAX_CODES + 1]; /* [MET_MAX_CODES]: codes beyond */
-    uint64_t bytes_in, bytes_out;
-    uint64_t runs;
-    struct met_hist run_seconds, attach_wait;
-    double busy_host[CFG_MAX_IPUS], busy_sim[CFG_MAX_IPUS]; /* seconds */
-    uint64_t attaches;
-};
-
-/* Pod all-reduces of every job of this process (workers add; the loop reads). */
-static _Atomic uint64_t coll_calls, coll_ns;
-
-static void
-hist_add(struct met_hist *h, double v)
-{
-    unsigned i = 0;
-
-    while (i < MET_NBUCKETS && v > bounds[i])
-        i++;
-    if (i < MET_NBUCKETS)
-        h->bucket[i]++;
-    h->count++;
-    h->sum += v;
-}
-
-void
-metrics_request(struct metrics *m, const char *name)
-{
-    if (m == NULL)
-        return;
-    for (unsigned i = 0; i < m->nreq; i++) {
-        if (m->req[i].name == name) {
-            m->req[i].n++;
-            return;
-        }
-    }
-    if (m->nreq < MET_MAX_REQS) {
-        m->req[m->nreq].name = name;
-        m->req[m->nreq++].n = 1;
-    }
-}
-
-void
-metrics_error(struct metrics *m, int code)
-{
-    if (m != NULL)
-        m->errors[code >= 0 && code < MET_MAX_CODES ? code : MET_MAX_CODES]++;
-}
-
-void
-metrics_bytes(struct metrics *m, uint64_t in, uint64_t out)
-{
-    if (m == NULL)
-        return;
-    m->bytes_in += in;
-    m->bytes_out += out;
-}
-
-void
-metrics_run(struct metrics *m, unsigned first, unsigned count, uint64_t host_us,
-            const struct sim_cost_report *cost)
-{
-    if (m == NULL)
-        return;
-    m->runs++;
-    hist_add(&m->run_seconds, (double)host_us / 1e6);
-    for (unsigned i = 0; i < count && first + i < CFG_MAX_IPUS; i++) {
-        m->busy_host[first + i] += (double)host_us / 1e6;
-        if (cost != NULL && i < cost->n_ipus)
-            m->busy_sim[first + i] += cost->device_seconds * cost->busy[i];
-    }
-}
-
-void
-metrics_ipu_busy(const struct metrics *m, unsigned id, uint64_t *host_us, uint64_t *sim_us)
-{
-    int in = m != NULL && id < CFG_MAX_IPUS;
-
-    *host_us = in ? (uint64_t)(m->busy_host[id] * 1e6 + 0.5) : 0;
-    *sim_us = in ? (uint64_t)(m->busy_sim[id] * 1e6 + 0.5) : 0;
-}
-
-void
-metrics_attach(struct metrics *m, uint32_t waited_ms)
-{
-    if (m == NULL)
-        return;
-    m->attaches++;
-    hist_add(&m->attach_wait, (double)waited_ms / 1e3);
-}
-
-void
-metrics_collective(uint64_t ns)
-{
-    atomic_fetch_add(&coll_calls, 1);
-    atomic_fetch_add(&coll_ns, ns);
-}
 
 /* ---- the exposition ---------------------------------------------------------------------- */
 
@@ -159,7 +39,7 @@ put_hist(struct evbuffer *b, const char *name, const struct met_hist *h)
 
     for (unsigned i = 0; i < MET_NBUCKETS; i++) {
         cum += h->bucket[i];
-        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i],
+        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, metrics_bounds[i],
                             (unsigned long long)cum);
     }
     evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name,
@@ -281,6 +161,7 @@ render_cache_attach(struct evbuffer *b, struct srv *s, const struct metrics *m)
 static void
 render_conns_pod(struct evbuffer *b, struct srv *s)
 {
+    uint64_t coll_calls, coll_ns;
     struct pod_host hosts[CFG_POD_MAX_PEERS + 1];
     unsigned pod_conns = 0, armed = 0;
     uint64_t now = srv_now_ms();
@@ -327,13 +208,14 @@ render_conns_pod(struct evbuffer *b, struct srv *s)
                                 hosts[i].name,
                                 (double)(now - hosts[i].seen_ms) / 1e3);
     }
+    metrics_collective_totals(&coll_calls, &coll_ns);
     family(b, "ipuofd_pod_collectives_total", "counter",
            "gradient all-reduces with the Pod's other daemons");
     evbuffer_add_printf(b, "ipuofd_pod_collectives_total %llu\n",
-                        (unsigned long long)atomic_load(&coll_calls));
+                        (unsigned long long)coll_calls);
     family(b, "ipuofd_pod_collective_seconds_total", "counter", "host time they took");
     evbuffer_add_printf(b, "ipuofd_pod_collective_seconds_total %.9g\n",
-                        (double)atomic_load(&coll_ns) / 1e9);
+                        (double)coll_ns / 1e9);
 }
 
 int
@@ -402,43 +284,6 @@ on_request(struct evhttp_request *req, void *arg)
     evbuffer_free(body);
 }
 
-/* Splits "HOST:PORT", "[V6]:PORT" or "PORT" (host 127.0.0.1). 0 or -1. */
-static int
-split_addr(const char *in, char *host, size_t hlen, unsigned *port)
-{
-    const char *colon = strrchr(in, ':');
-    const char *p = colon ? colon + 1 : in;
-    char *end;
-    unsigned long v = strtoul(p, &end, 10);
-
-    if (*p == '\0' || *end != '\0' || v > 65535)
-        return -1;
-    *port = (unsigned)v;
-    if (colon == NULL) {
-        snprintf(host, hlen, "127.0.0.1");
-        return 0;
-    }
-    if (in[0] == '[' && colon > in + 1 && colon[-1] == ']')
-        snprintf(host, hlen, "%.*s", (int)(colon - in - 2), in + 1);
-    else
-        snprintf(host, hlen, "%.*s", (int)(colon - in), in);
-    return host[0] != '\0' && strlen(host) < hlen - 1 ? 0 : -1;
-}
-
-int
-metrics_listen_check(const char *addr, char *err, size_t errlen)
-{
-    char host[256];
-    unsigned port;
-
-    if (addr[0] == '\0' || split_addr(addr, host, sizeof host, &port) == 0)
-        return 0;
-    errbuf_set(err, errlen, "[server] metrics_listen = %s is not HOST:PORT or PORT; give e.g. "
-               "127.0.0.1:9464 (or 9464, which listens on 127.0.0.1), or leave it empty for "
-               "no metrics", addr);
-    return -1;
-}
-
 int
 metrics_start(struct srv *s, char *err, size_t errlen)
 {
@@ -457,7 +302,7 @@ metrics_start(struct srv *s, char *err, size_t errlen)
     s->metrics = m;
     if (s->cfg.metrics_listen[0] == '\0')
         return 0;
-    if (split_addr(s->cfg.metrics_listen, host, sizeof host, &port) < 0)
+    if (metrics_split_addr(s->cfg.metrics_listen, host, sizeof host, &port) < 0)
         return metrics_listen_check(s->cfg.metrics_listen, err, errlen);
     m->http = evhttp_new(s->base);
     if (m->http == NULL) {

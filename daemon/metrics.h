@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics_count.h"
+
 struct srv;
 struct metrics;
 struct sim_cost_report;
@@ -30,41 +32,11 @@ struct sim_cost_report;
  */
 int metrics_start(struct srv *s, char *err, size_t errlen);
 
-/* 0 when addr is a metrics_listen value metrics_start takes ("" included), else -1 with a
- * sentence saying what is accepted. */
-int metrics_listen_check(const char *addr, char *err, size_t errlen);
-
 /* Stops the listener and frees the counters. NULL is a no-op. */
 void metrics_free(struct metrics *m);
 
 /* The bound "HOST:PORT" of the listener ("" when off); borrowed until metrics_free. */
 const char *metrics_address(const struct metrics *m);
-
-/* One request of the dispatch table's entry name (a static string) was served. NULL m:
- * no-op (as for every counter below). */
-void metrics_request(struct metrics *m, const char *name);
-
-/* An error reply of status code was sent. */
-void metrics_error(struct metrics *m, int code);
-
-/* Frame bytes read from (in) or queued to (out) a client or peer. */
-void metrics_bytes(struct metrics *m, uint64_t in, uint64_t out);
-
-/* A run of a model on IPUs first .. first + count - 1 ended well: host_us the time the
- * workers took, cost the simulated clock's figures (NULL when it has none). */
-void metrics_run(struct metrics *m, unsigned first, unsigned count, uint64_t host_us,
-                 const struct sim_cost_report *cost);
-
-/* An attach was granted after waiting waited_ms in the queue (0: at once). */
-void metrics_attach(struct metrics *m, uint32_t waited_ms);
-
-/* IPU id's busy time so far, in microseconds: on the host and on the simulated clock
- * (0 for an id out of range, or m NULL). */
-void metrics_ipu_busy(const struct metrics *m, unsigned id, uint64_t *host_us,
-                      uint64_t *sim_us);
-
-/* A Pod all-reduce took ns nanoseconds (any thread). */
-void metrics_collective(uint64_t ns);
 
 /*
  * Writes the whole exposition of s into a new buffer: *out is caller-owned (free()),

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "errbuf.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 /* 0 when the file at path (a key's value) can be read, else -1 with a sentence. */
 static int

@@ -12,6 +12,7 @@ what the daemon does with them.
 """
 import torch
 
+from . import poptorch_core
 from .errors import Error
 
 CHECKPOINT = "RecomputationCheckpoint"
@@ -43,7 +44,6 @@ class _Marker(torch.autograd.Function):
 
 def mark(tensor, kind, proportion=0.0):
     """tensor, or inside a capture the marker node of kind on it."""
-    from . import poptorch_core
     if not poptorch_core._dispatcher_active[0] or not isinstance(tensor, torch.Tensor):
         return tensor
     return _Marker.apply(tensor, kind, float(proportion))

@@ -17,7 +17,7 @@ import warnings
 
 import torch
 
-from . import enums
+from . import _recompute, enums
 from .errors import Error
 
 _warned = set()
@@ -60,7 +60,6 @@ def set_available_memory(tensor, available_memory_proportion):
     p = float(available_memory_proportion)
     if not 0.0 < p <= 1.0:
         raise Error(f"set_available_memory: the proportion must be in (0, 1], not {p}")
-    from . import _recompute
     return _recompute.mark(tensor, _recompute.AVAILABLE_MEMORY, p)
 
 
@@ -68,7 +67,6 @@ def recomputationCheckpoint(*tensors):
     """Returns its tensors as given (one tensor, a list, or a tuple), each marked as a
     checkpoint: kept from the forward to the backward pass, where the operations after
     it (up to the next checkpoint) are recomputed when recomputation is on."""
-    from . import _recompute
     for t in tensors:
         for x in (t if isinstance(t, (list, tuple)) else [t]):
             if not isinstance(x, torch.Tensor):
