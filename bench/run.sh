@@ -39,7 +39,7 @@ ${CC:-cc} -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
     -Wno-missing-field-initializers -Werror ${CFLAGS:--O2 -g} -pthread -D_GNU_SOURCE \
     -Iclient/include -Iproto -I"$B/gen" -Isim $INC \
     -o "$B/bench/ipuof-bench" "$HERE/ipuof-bench.c" \
-    "$B/lib/libipuof-client.a" "$B/lib/libipuofsim.a" -lprotobuf-c -lopenblas -ldnnl -lgomp -lm -pthread
+    "$B/lib/libipuof-client.a" "$B/lib/libipuofsim.a" -lprotobuf-c -lssl -lcrypto -lopenblas -ldnnl -lgomp -lm -pthread
 
 label=""
 if [ "${BENCH_UNSET_CORETYPE:-0}" = 1 ]; then

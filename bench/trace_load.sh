@@ -19,5 +19,5 @@ ${CC:-cc} -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
     -Iclient/include -Iproto -I"$B/gen" -Isim -Itests/util $INC \
     -o "$B/bench/trace_load" "$HERE/trace_load.c" \
     "$B/lib/libipuoftest.a" "$B/lib/libipuofsim.a" "$B/lib/libipuof-client.a" \
-    -lprotobuf-c -lz -lopenblas -ldnnl -lgomp -lm -pthread
+    -lprotobuf-c -lssl -lcrypto -lz -lopenblas -ldnnl -lgomp -lm -pthread
 IPUOFD_BIN=${IPUOFD_BIN:-$B/bin/ipuofd} exec "$B/bench/trace_load" "$@"
