@@ -19,6 +19,11 @@
  * Does: widen the node's float16 views into its thread's float block, call the op's
  * forward or backward with float views, narrow the float16 outputs (forward) or the
  * float16 input gradients (backward, which adds into them) back into the arena.
+ * Data-movement ops (Reshape, Flatten, Squeeze, Unsqueeze, Transpose: no arithmetic)
+ * move the 2-byte halves themselves in the forward pass, and their backward widens only
+ * the gradients (it adds dy into dx, then rounds, as any float16 op): the same bits as
+ * widening, copying and rounding, since a half widens and narrows back to itself (but a
+ * signalling NaN, which the widening quieted, now moves unchanged, as the IPU copies it).
  * Does not: decide which nodes are float16 (compile.c).
  */
 #include <stdlib.h>
@@ -86,6 +91,22 @@ narrow(const struct sim_tensor *orig, const struct sim_tensor *wide, int n,
         else
             sim_half_from_float_n(wide[j].data, orig[j].data, orig[j].numel);
     }
+}
+
+/* Whether node n's op only moves its input's elements (its forward reads no value as a
+ * number): its kernels are written for any element size. */
+static bool
+moves_only(const struct sim_enode *n)
+{
+    static const char *const names[] = { "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                         "Transpose" };
+
+    if (n->op->domain != NULL)
+        return false;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(n->op->name, names[i]) == 0)
+            return true;
+    return false;
 }
 
 /* Elements of node n's float16 values (inputs and outputs, each counted once per view). */
@@ -193,6 +214,8 @@ sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struc
     if (blk == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: float16 node run outside its "
                            "executable's bound kernels", n->label);
+    if (moves_only(n))
+        return n->op->forward(k, err);  /* the halves move as they are */
     v = (struct sim_tensor *)(void *)blk;
     copy = (bool *)(v + 2 * nv);
     memcpy(v, k->in, (size_t)k->n_in * sizeof(*v));
@@ -236,7 +259,11 @@ sim_half_backward(const struct sim_exe *e, const struct sim_enode *n, const stru
     memcpy(v + ni + 2 * no, din, (size_t)ni * sizeof(*v));
     memset(copy, 1, (size_t)nv);
     memcpy(v + nv, v, (size_t)nv * sizeof(*v));
-    widen(v, v + nv, nv, copy, (float *)(void *)(blk + head_bytes(nv)));
+    if (moves_only(n))  /* its backward reads no forward value: widen the gradients only */
+        widen(v + ni + no, v + nv + ni + no, ni + no, copy,
+              (float *)(void *)(blk + head_bytes(nv)));
+    else
+        widen(v, v + nv, nv, copy, (float *)(void *)(blk + head_bytes(nv)));
     k2.in = v;
     k2.out = v + ni;
     rc = n->op->backward(&k2, v + ni + no, v + ni + 2 * no, err);

@@ -223,6 +223,77 @@ test_grad_through_half_op(void **state)
     sim_model_free(m);
 }
 
+/* Data-movement ops on float16 (Transpose, Reshape, Flatten, Unsqueeze, Squeeze) move the
+ * halves and give the bits of the op-by-op path: forward z = Mul(r, c1) + Reshape(
+ * Squeeze(Unsqueeze(Mul(f, c2)))) with r = Reshape(t), f = Flatten(t), t = Transpose(
+ * Cast16(w)), each op rounded; the gradient into t adds its two float16 contributions and
+ * rounds (c1 + c2 = 1000.5 + k + 0.3 (k + 1) is not a half), and Transpose's backward
+ * permutes it back into w. */
+static void
+test_moves_half(void **state)
+{
+    const float w[6] = { 1.0f / 3.0f, -0.1f, 700.7f, 2.5f, -3.75f, 0.01f };
+    uint16_t c1[6], c2[6];
+    const int64_t six = 6, ax0 = 0;
+    float g[6];
+    struct sim_compile_opts o;
+    struct sim_err err = { 0 };
+    struct sim_exe *e = NULL;
+    struct sim_model *m;
+    struct sim_ob *b = sim_ob_new(13);
+    const uint16_t *z;
+
+    (void)state;
+    for (int k = 0; k < 6; k++) {
+        c1[k] = sim_half_from_float(1000.5f + (float)k);
+        c2[k] = sim_half_from_float(0.3f * (float)(k + 1));
+    }
+    sim_ob_initializer(b, "w", F32, 2, DIMS(2, 3), w);
+    sim_ob_initializer(b, "c1", F16, 1, DIMS(6), c1);
+    sim_ob_initializer(b, "c2", F16, 2, DIMS(3, 2), c2);
+    sim_ob_initializer(b, "six", SIM_DTYPE_INT64, 1, DIMS(1), &six);
+    sim_ob_initializer(b, "ax0", SIM_DTYPE_INT64, 1, DIMS(1), &ax0);
+    sim_ob_node(b, "Cast", "c16", "w", "h");
+    sim_ob_attr_int(b, "to", F16);
+    sim_ob_node(b, "Transpose", "tr", "h", "t");
+    sim_ob_node(b, "Reshape", "rs", "t,six", "r");
+    sim_ob_node(b, "Flatten", "fl", "t", "f");
+    sim_ob_node(b, "Mul", "m1", "r,c1", "s1");
+    sim_ob_node(b, "Mul", "m2", "f,c2", "s2");
+    sim_ob_node(b, "Unsqueeze", "un", "s2,ax0", "u");
+    sim_ob_node(b, "Squeeze", "sq", "u,ax0", "q");
+    sim_ob_node(b, "Reshape", "rs2", "q,six", "qr");
+    sim_ob_node(b, "Add", "add", "s1,qr", "z");
+    sim_ob_node(b, "Cast", "c32", "z", "zf");
+    sim_ob_attr_int(b, "to", F32);
+    sim_ob_node(b, "ReduceSum", "sum", "zf", "loss");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_output(b, "loss", F32);
+    sim_ob_output(b, "z", F16);
+    m = test_ob_load(b);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    o.optimizer.lr = 0.0f;
+    if (sim_compile(m, &o, &e, &err) != 0 || sim_exe_run(e, &err) != 0)
+        fail_msg("float16 data movement training: %s", err.msg);
+    z = sim_exe_output_buffer(e, 1);
+    assert_int_equal(sim_exe_read_gradient(e, "w", g, sizeof(g), &err), 0);
+    for (int k = 0; k < 6; k++) {
+        int at = (k % 2) * 3 + k / 2;   /* t[a][b] = h[b][a] = w[b * 3 + a], k = 2 a + b */
+        float t = r16(w[at]);
+        float zk = r16(r16(t * sim_half_to_float(c1[k])) + r16(t * sim_half_to_float(c2[k])));
+        float gk = r16(sim_half_to_float(c1[k]) + sim_half_to_float(c2[k]));
+        if (z[k] != sim_half_from_float(zk))
+            fail_msg("z[%d] = %.9g, want %.9g", k, sim_half_to_float(z[k]), zk);
+        if (g[at] != gk)
+            fail_msg("dw[%d] = %.9g, want %.9g", at, g[at], gk);
+    }
+    printf("  float16 Transpose/Reshape/Flatten/Squeeze/Unsqueeze: z[0] %.9g, dw[0] %.9g\n",
+           sim_half_to_float(z[0]), g[0]);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 /* The hash of the stochastic rounding sweep below (half_sr.c's generator, fixed: a change
  * of generator changes it, and every ISA level must give it). */
 #define SR_SWEEP_HASH 0x9cb42826e68c5ca9ull
@@ -552,6 +623,7 @@ main(void)
         cmocka_unit_test(test_ops_take_half),
         cmocka_unit_test(test_plan_half_ops),
         cmocka_unit_test(test_grad_through_half_op),
+        cmocka_unit_test(test_moves_half),
         cmocka_unit_test(test_stochastic_rounding),
         cmocka_unit_test(test_half_weight_trains),
         cmocka_unit_test(test_loss_scaling),
