@@ -11,7 +11,9 @@
  * Backward: indices and depth carry no gradient; values' gradient is the sum of dy over
  * the off positions and the sum over the on positions. A float16 OneHot runs this float
  * kernel on widened copies (half_exec.c).
- * Does not: a depth computed at run time (refused at compile time, naming the input).
+ * Does not: a depth computed at run time (refused at compile time, naming the input), nor
+ * PyTorch's depth -1 (one_hot without num_classes: the exporter writes -1 as it is given;
+ * refused, asking for num_classes).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +47,10 @@ onehot_depth(struct sim_infer *c, int64_t *depth)
                               "Constant, computed from shapes, or a frozen graph input); "
                               "here it is computed at run time");
     v = sim_get_f64(d->dtype, d->cdata, 0);
+    if (v == -1.0)  /* PyTorch's exporter writes num_classes as it is given */
+        return sim_infer_fail(c, IPUOF_E_INVAL, "depth is -1: torch.nn.functional.one_hot "
+                              "without num_classes exports that, which ONNX cannot run (the "
+                              "class count would come from the data); give num_classes");
     if (!(v >= 1.0 && v <= (double)SIM_MAX_ELEMS))
         return sim_infer_fail(c, IPUOF_E_INVAL, "depth is %g; it must be at least 1 and at "
                               "most %lld", v, (long long)SIM_MAX_ELEMS);

@@ -2,7 +2,8 @@
 one-hot tensor itself, a label-smoothed cross entropy built from it (as BERT's masked-LM
 loss is), inference and 3 SGD training steps compared with the same model in plain
 PyTorch; and one_hot without num_classes, whose depth is max(labels) + 1 computed at run
-time, refused at compile time with a sentence naming the depth."""
+time in PyTorch but which PyTorch's exporter writes as depth -1, refused at compile time with
+a sentence asking for num_classes."""
 import copy
 
 import pytest
@@ -90,11 +91,12 @@ def test_onehot_training(daemon):
 
 
 def test_onehot_depth_from_data_refused(daemon):
-    """num_classes=-1: the exporter computes depth from the labels at run time."""
+    """num_classes=-1: PyTorch computes the class count from the labels, its exporter
+    writes depth -1 (which ONNX's OneHot cannot run); the compile error says so."""
     model = Smoothed(num_classes=-1)
     pm = poptorch.inferenceModel(model)
     with pytest.raises(Exception) as info:
         pm(torch.randn(3, 5), torch.LongTensor([0, 6, 2]))
     print(info.value)
-    assert "depth" in str(info.value) and "compile time" in str(info.value)
+    assert "depth is -1" in str(info.value) and "give num_classes" in str(info.value)
     pm.destroy()
