@@ -47,6 +47,8 @@ static const struct family families[] = {
     { sim_ops_scan, &sim_ops_scan_count },
     /* Sin to Atanh, Reciprocal, the bitwise ops */
     { sim_ops_math, &sim_ops_math_count },
+    /* OneHot */
+    { sim_ops_onehot, &sim_ops_onehot_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

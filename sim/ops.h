@@ -4,7 +4,8 @@
  * Every op is one `struct sim_op` entry in its family's table (op_elementwise.c,
  * op_unary.c, op_activation.c, op_matmul.c, op_conv.c, op_pool.c, op_reduce.c, op_norm.c,
  * op_shape.c, op_select.c, op_loss.c, op_logic.c, op_pad.c, op_gen.c, op_split.c,
- * op_convt.c, op_resize.c, op_rnn.c, op_instnorm.c, op_arith.c, op_layout.c, op_scan.c):
+ * op_convt.c, op_resize.c, op_rnn.c, op_instnorm.c, op_arith.c, op_layout.c, op_scan.c,
+ * op_onehot.c):
  *   infer    — at compile time: validate attributes and inputs, set every output's dtype and
  *              shape, build the op's private parameters and ask for scratch memory;
  *   forward  — at run time: compute outputs from inputs, allocating nothing;
@@ -168,6 +169,9 @@ extern const struct sim_op sim_ops_layout[];
 extern const int sim_ops_layout_count;
 extern const struct sim_op sim_ops_scan[];
 extern const int sim_ops_scan_count;
+/* OneHot (op_onehot.c) */
+extern const struct sim_op sim_ops_onehot[];
+extern const int sim_ops_onehot_count;
 
 /* The op for an ONNX op_type in the default domain, or NULL. */
 const struct sim_op *sim_op_find(const char *op_type);

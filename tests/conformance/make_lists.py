@@ -23,7 +23,7 @@ Where ConstantOfShape Expand Range Mod ScatterND
 ConvTranspose Resize Upsample LSTM GRU Floor Ceil
 InstanceNormalization Max Min PRelu Selu Celu Sign Round IsNaN Tile DepthToSpace SpaceToDepth
 Trilu CumSum TopK Loop If ScatterElements Scatter
-Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Reciprocal""".split())
+Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Reciprocal OneHot""".split())
 SUPPORTED = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8, TensorProto.INT8,
              TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL}
 HALF_ONLY_CAST = ("float16 tensors reach only Cast, Identity, Shape and Size so far "

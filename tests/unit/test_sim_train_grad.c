@@ -229,7 +229,7 @@ static const char *const required[] = {
     "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd", "Where", "Mod", "Expand", /* issue 19: */
     "InstanceNormalization", "Max", "Min", "PRelu", "Selu", "Celu", "Sign", "Round", "Tile",
     "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "TopK", "ScatterElements", "ReduceMax",
-    "ReduceMin",
+    "ReduceMin", /* issue 27: */ "OneHot",
 };
 
 static void

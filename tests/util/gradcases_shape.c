@@ -2,7 +2,7 @@
  * gradcases_shape.c — gradient-check cases of tests/unit/test_sim_train_grad.c: the ops that
  * move, pick or copy elements (Reshape, Flatten, Transpose, Concat, Squeeze, Unsqueeze,
  * Gather, Slice, Pad, Split, the scatters, Expand, Tile, DepthToSpace, SpaceToDepth, Trilu,
- * CumSum, TopK).
+ * CumSum, TopK, OneHot).
  * Each builder adds nodes computing "y" from weights declared with gc_param (gradcases.h).
  */
 #include <setjmp.h>
@@ -255,6 +255,17 @@ g_topk_smallest(struct sim_ob *b)
     sim_ob_attr_int(b, "largest", 0);
 }
 
+/* OneHot's values [off, on] as weights; indices repeated, negative and out of range */
+static void
+g_onehot(struct sim_ob *b)
+{
+    gc_param(b, "v", 1, DIMS(2), D_ANY);
+    gc_ints(b, "idx", 2, DIMS(2, 3), DIMS(0, 3, -1, 3, 5, -5));
+    gc_ints(b, "depth", 1, DIMS(1), DIMS(4));
+    sim_ob_node(b, "OneHot", "n", "idx,depth,v", "y");
+    sim_ob_attr_int(b, "axis", 1);
+}
+
 const struct gcase gradcases_shape[] = {
     { "Reshape", "", g_reshape, 1e-2f, 1e-3f },
     { "Flatten", "axis 2", g_flatten, 1e-2f, 1e-3f },
@@ -286,6 +297,7 @@ const struct gcase gradcases_shape[] = {
     { "CumSum", "exclusive, reverse, axis -2", g_cumsum_rev, 1e-2f, 1e-3f },
     { "TopK", "k 3 of 5, largest", g_topk, 1e-2f, 1e-3f },
     { "TopK", "k 2 of 4, smallest, axis 0", g_topk_smallest, 1e-2f, 1e-3f },
+    { "OneHot", "values, axis 1, negative and out-of-range indices", g_onehot, 1e-2f, 1e-3f },
 };
 
 const size_t gradcases_shape_n = sizeof gradcases_shape / sizeof gradcases_shape[0];
