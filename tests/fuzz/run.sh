@@ -34,13 +34,13 @@ make -s -j2 BUILD=$O CC=clang CXX=clang++ CFLAGS="-g -O1" CXXFLAGS="-g -O1" \
     $O/lib/libipuofsim.a $O/lib/libipuofproto.a $O/lib/libipuoftools.a $O/lib/libipuofd-core.a \
     $O/lib/libipuofpod.a $O/lib/libipuoftest.a
 CF="-std=c11 -Wall -Wextra -Wstrict-prototypes -Wshadow -Werror -g -O1 -fsanitize=fuzzer,address,undefined $UB -D_GNU_SOURCE -Iclient/include -Iproto -I$O/gen -Isim -Idaemon -Itools/util -Itests/util"
-LIBS="$(pkg-config --libs libprotobuf-c inih) -lopenblas -ldnnl -lgomp -lm -pthread"
-PODLIBS="$(pkg-config --libs libevent libevent_pthreads zlib) -lgloo -lstdc++"
+LIBS="$(pkg-config --libs libprotobuf-c inih openssl) -lopenblas -ldnnl -lgomp -lm -pthread"
+PODLIBS="$(pkg-config --libs libevent libevent_pthreads libevent_openssl zlib) -lgloo -lstdc++"
 L=$O/lib
 for t in $T; do
     case $t in
     frame) libs="$L/libipuofproto.a" ;;
-    config) libs="$L/libipuofd-core.a" ;;
+    config) libs="$L/libipuofd-core.a $L/libipuofsim.a" ;;
     onnx | graph) libs="$L/libipuofsim.a" ;;
     trace) libs="$L/libipuoftools.a $L/libipuofproto.a" ;;
     pod) libs="$L/libipuoftest.a $L/libipuofd-core.a $L/libipuofpod.a $L/libipuofsim.a $L/libipuofproto.a $PODLIBS" ;;
