@@ -9,7 +9,8 @@ compile it for one replica on an ipuofd of the configuration's device type (--ip
 read the prediction for the published replicas with ipuof-run --predict=json
 --predict-replicas R. Prints one table: predicted, published, ratio, source.
 
-Usage: python3 bench/clock.py [--build build]
+Usage: python3 bench/clock.py [--build build] [--only TEXT] [--skip TEXT]
+                              [--bert-timeout SECONDS]
 """
 import argparse
 import json
@@ -221,6 +222,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default="", help="run the configurations whose title "
                     "contains this text")
+    ap.add_argument("--skip", default=None, help="leave out the configurations whose title "
+                    "contains this text")
     ap.add_argument("--bert-timeout", type=int, default=1800,
                     help="seconds BERT's compile may take before its row says pending")
     a = ap.parse_args()
@@ -228,7 +231,10 @@ def main():
     with tempfile.TemporaryDirectory() as wd:
         daemons = {}
         try:
-            for cfg in [c for c in CONFIGS if a.only in c["title"]]:
+            def wanted(title):
+                return a.only in title and (a.skip is None or a.skip not in title)
+
+            for cfg in [c for c in CONFIGS if wanted(c["title"])]:
                 title, role, published = cfg["title"], cfg["role"], cfg["published"]
                 source, ipu = cfg["source"], cfg["ipu"]
                 path = os.path.join(wd, f"{cfg['net']}_{cfg['B']}_{cfg['precision']}.onnx")
@@ -251,7 +257,7 @@ def main():
                     continue
                 p = json.loads(out.stdout)
                 rows.append((title, role, p["samples_per_s"], published, source, p))
-            if a.only in BERT["title"]:
+            if wanted(BERT["title"]):
                 if BERT["ipu"] not in daemons:
                     daemons[BERT["ipu"]] = start_daemon(a.build, BERT["ipu"], wd)
                 pred, extra = bert_row(a.build, daemons[BERT["ipu"]][1], a.bert_timeout)
