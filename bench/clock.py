@@ -2,12 +2,15 @@
 throughput (issue 28; docs/cost-model.md). Not part of make test: each configuration
 compiles a full-size model (about 30 s for ResNet-50 training).
 
-For each configuration: export the model (torchvision, weights=None, seed 0) with its loss,
-typed float16 with float16 partials as PopTorch's .half() and setPartialsType(half) do,
+For each configuration: export the model (torchvision 0.14, weights=None, seed 0; the
+tutorial's network in torch) with its loss, typed as its precision (16.16: float16 with
+float16 partials as PopTorch's .half() and setPartialsType(half) do; 16.32; 32.32),
 compile it for one replica on an ipuofd of the configuration's device type (--ipu-memory
-8GiB: the published runs recomputed activations, which the step program does not yet), and
-read the prediction for the published replicas with ipuof-run --predict=json
---predict-replicas R. Prints one table: predicted, published, ratio, source.
+8GiB: the published runs recomputed activations, which the step program does not yet),
+its pipeline placed by ipuof-run --block at the published splits, and read the prediction
+for the published replicas with ipuof-run --predict=json --predict-replicas R. BERT-Base
+goes through poptorch (bench/published_models.py) in a child process; when it does not
+compile its row says why. Prints one table: predicted, published, ratio, source.
 
 Usage: python3 bench/clock.py [--build build] [--only TEXT] [--skip TEXT]
                               [--bert-timeout SECONDS]
@@ -30,7 +33,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 # (C, H, W; or a flat feature count), the precision ("16.16": float16 with float16 partials,
 # "16.32": float partials, "32.32": float32), micro-batch, accumulation, device
 # iterations, output mode, replicas, the pipeline's blocks (ipuof-run --block
-# PREFIX:STAGE:IPU with STAGE = IPU; none: one IPU a replica), published samples/s (all replicas), source.
+# PREFIX:STAGE:IPU with STAGE = IPU; none: one IPU a replica), published samples/s (all
+# replicas), source.
 CONFIGS = [
     dict(title="ResNet-50 training, MLPerf v1.1 IPU-POD16", role="calibration", ipu="gc200",
          net="resnet50", shape=(3, 224, 224), precision="16.16", B=20, A=10, D=1,
@@ -68,7 +72,8 @@ CONFIGS = [
     # The small network dominated by fixed costs: the PopTorch pipelining tutorial
     # (graphcore/tutorials tutorials/pytorch/pipelining), MNIST 1-10-20 conv, 320-256-10,
     # blocks B1..B4 on 4 IPUs, micro-batch 40, accumulation 10, 10 device iterations,
-    # OutputMode.All (the predictions and the loss of every micro-batch), float32, one replica; its executed README prints 16.92 and 16.68 it/s
+    # OutputMode.All (the predictions and the loss of every micro-batch), float32, one
+    # replica; its executed README prints 16.92 and 16.68 it/s
     # (epochs 2 and 3) of 4 000 images: about 67 200 images/s.
     dict(title="PopTorch pipelining tutorial (MNIST), 4 IPUs (GC200, IPU-POD16)",
          role="validation", ipu="gc200", net="mnist_tutorial", shape=(1, 28, 28),

@@ -10,8 +10,9 @@
  *   units of (rows x output-channel groups x input-channel groups), so a layer with fewer
  *   units than tiles leaves tiles idle; when the vector units (below) would be faster,
  *   as for a depthwise convolution, PopLibs' planner uses them and so does the clock.
- *   Their operands are exchanged to the tiles that use them. A layer whose operands do not fit the available memory proportion of the
- *   tiles runs in serial splits, each a compute set of its own.
+ *   Their operands are exchanged to the tiles that use them. A layer whose operands do
+ *   not fit the available memory proportion of the tiles runs in serial splits, each a
+ *   compute set of its own.
  * - Every other op runs on the tiles' vector units (64 bits a cycle a tile: 2 float32 or 4
  *   float16 FLOPs) and reads and writes tile memory at its rate; the two add (a worker
  *   thread issues both). Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Shape,
