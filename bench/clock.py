@@ -2,14 +2,18 @@
 throughput (issue 28; docs/cost-model.md). Not part of make test: each configuration
 compiles a full-size model (about 30 s for ResNet-50 training).
 
-For each configuration: export the model (torchvision, weights=None, seed 0) with its loss,
-typed float16 with float16 partials as PopTorch's .half() and setPartialsType(half) do,
+For each configuration: export the model (torchvision 0.14, weights=None, seed 0; the
+tutorial's network in torch) with its loss, typed as its precision (16.16: float16 with
+float16 partials as PopTorch's .half() and setPartialsType(half) do; 16.32; 32.32),
 compile it for one replica on an ipuofd of the configuration's device type (--ipu-memory
-8GiB: the published runs recomputed activations, which the step program does not yet), and
-read the prediction for the published replicas with ipuof-run --predict=json
---predict-replicas R. Prints one table: predicted, published, ratio, source.
+8GiB: the published runs recomputed activations, which the step program does not yet),
+its pipeline placed by ipuof-run --block at the published splits, and read the prediction
+for the published replicas with ipuof-run --predict=json --predict-replicas R. BERT-Base
+goes through poptorch (bench/published_models.py) in a child process; when it does not
+compile its row says why. Prints one table: predicted, published, ratio, source.
 
-Usage: python3 bench/clock.py [--build build]
+Usage: python3 bench/clock.py [--build build] [--only TEXT] [--skip TEXT]
+                              [--bert-timeout SECONDS]
 """
 import argparse
 import json
@@ -20,31 +24,161 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+# a full-size compile on a shared machine can take minutes (as make test-published allows)
+ENV = dict(os.environ, IPUOF_REQUEST_TIMEOUT_MS=os.environ.get("IPUOF_REQUEST_TIMEOUT_MS",
+                                                               "3600000"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-# name, role, ipu type, torchvision model, micro-batch, accumulation, replicas,
-# published samples/s (all replicas), source
+# Each configuration: title, role, device type, the network (a name of NETS), its input
+# (C, H, W; or a flat feature count), the precision ("16.16": float16 with float16 partials,
+# "16.32": float partials, "32.32": float32), micro-batch, accumulation, device
+# iterations, output mode, replicas, the pipeline's blocks (ipuof-run --block
+# PREFIX:STAGE:IPU with STAGE = IPU; none: one IPU a replica), published samples/s (all
+# replicas), source.
 CONFIGS = [
-    ("ResNet-50 training, MLPerf v1.1 IPU-POD16", "calibration", "gc200", "resnet50", 20, 10,
-     16, 1830.0 * 16,
-     "mlcommons/training_results_v1.1 Graphcore/results/ipu-pod16-TF1/resnet "
-     "(1 281 167 images an epoch in 43-45 s)"),
-    ("ResNet-50 v1.5 training, Bow Pod16, TF1, global batch 1 920", "validation", "bow",
-     "resnet50", 20, 6, 16, 42029.0,
-     "graphcore.ai/performance-results, Bow platform training (pre-SDK 2.5); the split "
-     "20 x 6 x 16 of the global batch is assumed"),
+    dict(title="ResNet-50 training, MLPerf v1.1 IPU-POD16", role="calibration", ipu="gc200",
+         net="resnet50", shape=(3, 224, 224), precision="16.16", B=20, A=10, D=1,
+         out="all", R=16, blocks=[], published=1830.0 * 16,
+         source="mlcommons/training_results_v1.1 Graphcore/results/ipu-pod16-TF1/resnet "
+                "(1 281 167 images an epoch in 43-45 s)"),
+    dict(title="ResNet-50 v1.5 training, Bow Pod16, TF1, global batch 1 920",
+         role="validation", ipu="bow", net="resnet50", shape=(3, 224, 224), precision="16.16",
+         B=20, A=6, D=1, out="all", R=16, blocks=[], published=42029.0,
+         source="graphcore.ai/performance-results, Bow platform training (pre-SDK 2.5); the "
+                "split 20 x 6 x 16 of the global batch is assumed"),
+    # graphcore/examples vision/cnns/tensorflow1/training/configs.yml `resnext101_16ipus`:
+    # ResNeXt-101 32x4d, 2-IPU pipeline split at stage3/unit4/relu, 8 replicas, micro-batch
+    # 6, accumulation 16, half partials. torchvision's ResNet class builds 32x4d
+    # (groups 32, width 4); batch norm where the TF1 model has group norm.
+    dict(title="ResNeXt-101 32x4d training, Bow Pod16 (2-IPU pipeline x 8 replicas)",
+         role="validation", ipu="bow", net="resnext101_32x4d", shape=(3, 224, 224),
+         precision="16.16", B=6, A=16, D=1, out="all", R=8,
+         blocks=[("/net/conv1/", 0), ("/net/layer3/layer3.4/", 1)], published=12221.0,
+         source="graphcore.ai/performance-results, Bow Pod16 (docs/cost-model.md); "
+                "configuration: graphcore/examples TF1 configs.yml resnext101_16ipus"),
+    # configs.yml `efficientnet_b4_g1_16ipus` (standard depthwise B4, as torchvision's):
+    # 4-IPU pipeline split at block2b, block4b, block6c, 4 replicas, micro-batch 3,
+    # accumulation 64, 16.32, 380 x 380 (torchvision's B4 resolution); stochastic depth 0
+# (a random op torch.onnx cannot export in training mode; it costs little).
+    dict(title="EfficientNet-B4 training, Bow Pod16 (4-IPU pipeline x 4 replicas)",
+         role="validation", ipu="bow", net="efficientnet_b4", shape=(3, 380, 380),
+         precision="16.32", B=3, A=64, D=1, out="all", R=4,
+         blocks=[("/net/features/features.0/", 0),
+                 ("/net/features/features.2/features.2.1/", 1),
+                 ("/net/features/features.4/features.4.1/", 2),
+                 ("/net/features/features.6/features.6.2/", 3)], published=8936.0,
+         source="graphcore.ai/performance-results, Bow Pod16 (docs/cost-model.md); "
+                "configuration: graphcore/examples TF1 configs.yml efficientnet_b4_g1_16ipus"),
+    # The small network dominated by fixed costs: the PopTorch pipelining tutorial
+    # (graphcore/tutorials tutorials/pytorch/pipelining), MNIST 1-10-20 conv, 320-256-10,
+    # blocks B1..B4 on 4 IPUs, micro-batch 40, accumulation 10, 10 device iterations,
+    # OutputMode.All (the predictions and the loss of every micro-batch), float32, one
+    # replica; its executed README prints 16.92 and 16.68 it/s
+    # (epochs 2 and 3) of 4 000 images: about 67 200 images/s.
+    dict(title="PopTorch pipelining tutorial (MNIST), 4 IPUs (GC200, IPU-POD16)",
+         role="validation", ipu="gc200", net="mnist_tutorial", shape=(1, 28, 28),
+         precision="32.32", B=40, A=10, D=10, out="all", preds=True, R=1,
+         blocks=[("/net/layer1/", 0), ("/net/layer2/", 1), ("/net/Reshape", 2),
+                 ("/net/layer3", 2), ("/net/layer4/", 3), ("/Cast", 3)],
+         published=16.8 * 4000,
+         source="graphcore/tutorials tutorials/pytorch/pipelining README (SDK 2.6): 16.92 "
+                "and 16.68 it/s of 4 000 images, host data loading included"),
 ]
 
+# BERT-Base phase 1 (the second calibration point the issue allows, used here only to
+# validate: not tuned on): bench/published_models.py bert_base_128_config at the published
+# micro-batch 32 and accumulation 512, compiled for one replica (4 IPUs, AutoIncrement
+# stages) through poptorch on a Bow ipuofd, predicted for 4 replicas.
+BERT = dict(title="BERT-Base phase 1 SL128 training, Bow Pod16 (4-IPU pipeline x 4 replicas)",
+            role="validation", ipu="bow", R=4, B=32, A=512, published=15911.0,
+            source="Graphcore's published performance results (PyTorch, SDK 3.3); "
+                   "configuration: graphcore/examples nlp/bert/pytorch "
+                   "configs_pretraining.yml pretrain_base_128")
 
-def export(name, B, path):
-    """torchvision `name` with a cross-entropy loss, float16 with float16 partials."""
+BERT_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import published_models as P
+model, opts, opt, batch = P.bert_base_128_config(micro_batch=int(sys.argv[2]),
+                                                 gradient_accumulation=int(sys.argv[3]),
+                                                 replicas=1)
+opts._values["ipuof_predict_replicas"] = int(sys.argv[4])  # executor._clock_args
+import poptorch
+pm = poptorch.trainingModel(model, opts, opt)
+pm.compile(*batch)
+print(json.dumps(pm.ipuofPrediction()))
+"""
+
+
+def bert_row(build, addr, timeout_s):
+    """BERT's row: (predicted samples/s or None, the prediction or the failure)."""
+    env = dict(ENV, IPUOF_SERVER=addr, IPUOF_BUILD=build,
+               PYTHONPATH=os.path.join(ROOT, "python"))
+    cmd = ["/usr/bin/python3", "-c", BERT_SCRIPT, os.path.join(ROOT, "bench"),
+           str(BERT["B"]), str(BERT["A"]), str(BERT["R"])]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, f"did not compile within {timeout_s} s"
+    if out.returncode != 0:
+        last = [ln for ln in out.stderr.strip().splitlines() if ln.strip()]
+        return None, "did not compile: " + (last[-1] if last else f"exit {out.returncode}")
+    p = json.loads(out.stdout.strip().splitlines()[-1])
+    return p["samples_per_s"], p
+
+
+def _resnext101_32x4d():
+    from torchvision.models.resnet import Bottleneck, ResNet
+    return ResNet(Bottleneck, [3, 4, 23, 3], groups=32, width_per_group=4)
+
+
+def _mnist_tutorial():
+    """The pipelining tutorial's Network (conv 1->10 k5, pool 2, relu; conv 10->20 k5,
+    pool 2, relu; linear 320->256, relu; linear 256->10)."""
+    from torch import nn
+
+    class ConvLayer(nn.Module):
+        def __init__(self, cin, cout, k, pool):
+            super().__init__()
+            self.conv = nn.Conv2d(cin, cout, kernel_size=k)
+            self.pool = nn.MaxPool2d(kernel_size=pool)
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.pool(self.conv(x)))
+
+    class Network(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer1 = ConvLayer(1, 10, 5, 2)
+            self.layer2 = ConvLayer(10, 20, 5, 2)
+            self.layer3 = nn.Linear(320, 256)
+            self.layer3_act = nn.ReLU()
+            self.layer4 = nn.Linear(256, 10)
+
+        def forward(self, x):
+            x = self.layer2(self.layer1(x))
+            x = x.view(-1, 320)
+            return self.layer4(self.layer3_act(self.layer3(x)))
+
+    return Network()
+
+
+NETS = {"resnext101_32x4d": _resnext101_32x4d, "mnist_tutorial": _mnist_tutorial}
+
+
+def export(cfg, path):
+    """The configuration's network with a cross-entropy loss, typed as its precision."""
     import onnx
     import torch
     import torchvision
     from ipuof import _half
 
     torch.manual_seed(0)
-    net = getattr(torchvision.models, name)(weights=None)
+    name, B = cfg["net"], cfg["B"]
+    kw = {"stochastic_depth_prob": 0.0} if name.startswith("efficientnet") else {}
+    net = NETS[name]() if name in NETS else getattr(torchvision.models, name)(weights=None,
+                                                                             **kw)
 
     class WithLoss(torch.nn.Module):
         def __init__(self, n):
@@ -52,18 +186,25 @@ def export(name, B, path):
             self.net = n
 
         def forward(self, x, labels):
-            return torch.nn.functional.cross_entropy(self.net(x).float(), labels)
+            y = self.net(x)
+            loss = torch.nn.functional.cross_entropy(y.float(), labels)
+            return (loss, y) if cfg.get("preds") else loss
 
-    f32 = path + ".f32"
-    torch.onnx.export(WithLoss(net), (torch.zeros(B, 3, 224, 224),
+    f32 = path + ".f32" if cfg["precision"] != "32.32" else path
+    torch.onnx.export(WithLoss(net), (torch.zeros(B, *cfg["shape"]),
                                       torch.zeros(B, dtype=torch.long)), f32,
-                      input_names=["x", "labels"], output_names=["loss"], opset_version=13,
+                      input_names=["x", "labels"],
+                      output_names=["loss", "preds"] if cfg.get("preds") else ["loss"],
+                      opset_version=13,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    if cfg["precision"] == "32.32":
+        return
     b = open(f32, "rb").read()
     os.unlink(f32)
     state = [i.name for i in onnx.load_from_string(b).graph.initializer
              if "running" not in i.name and "num_batches" not in i.name]
-    hb, _ = _half.type_float16(b, ["x"], state, keep_float=("loss",), partials_half=True)
+    hb, _ = _half.type_float16(b, ["x"], state, keep_float=("loss",),
+                               partials_half=cfg["precision"] == "16.16")
     with open(path, "wb") as f:
         f.write(hb)
 
@@ -84,26 +225,49 @@ def start_daemon(build, ipu_type, wd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--only", default="", help="run the configurations whose title "
+                    "contains this text")
+    ap.add_argument("--skip", default=None, help="leave out the configurations whose title "
+                    "contains this text")
+    ap.add_argument("--bert-timeout", type=int, default=1800,
+                    help="seconds BERT's compile may take before its row says pending")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as wd:
         daemons = {}
         try:
-            for (title, role, ipu, model, B, A, R, published, source) in CONFIGS:
-                path = os.path.join(wd, f"{model}_{B}.onnx")
+            def wanted(title):
+                return a.only in title and (a.skip is None or a.skip not in title)
+
+            for cfg in [c for c in CONFIGS if wanted(c["title"])]:
+                title, role, published = cfg["title"], cfg["role"], cfg["published"]
+                source, ipu = cfg["source"], cfg["ipu"]
+                path = os.path.join(wd, f"{cfg['net']}_{cfg['B']}_{cfg['precision']}.onnx")
                 if not os.path.exists(path):
-                    export(model, B, path)
+                    export(cfg, path)
                 if ipu not in daemons:
                     daemons[ipu] = start_daemon(a.build, ipu, wd)
                 cmd = [os.path.join(a.build, "bin", "ipuof-run"), "--server", daemons[ipu][1],
-                       "--model", path, "--loss", "loss", "--gradient-accumulation", str(A),
-                       "--predict-replicas", str(R), "--predict=json"]
-                out = subprocess.run(cmd, capture_output=True, text=True)
+                       "--model", path, "--loss", "loss",
+                       "--gradient-accumulation", str(cfg["A"]),
+                       "--device-iterations", str(cfg["D"]), "--output-mode", cfg["out"],
+                       "--predict-replicas", str(cfg["R"]), "--predict=json"]
+                if cfg["blocks"]:
+                    cmd += ["--ipus", str(1 + max(i for _, i in cfg["blocks"]))]
+                for prefix, i in cfg["blocks"]:     # stage i on IPU i
+                    cmd += ["--block", f"{prefix}:{i}:{i}"]
+                out = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
                 if out.returncode != 0:
                     rows.append((title, role, None, published, source, out.stderr.strip()))
                     continue
                 p = json.loads(out.stdout)
                 rows.append((title, role, p["samples_per_s"], published, source, p))
+            if wanted(BERT["title"]):
+                if BERT["ipu"] not in daemons:
+                    daemons[BERT["ipu"]] = start_daemon(a.build, BERT["ipu"], wd)
+                pred, extra = bert_row(a.build, daemons[BERT["ipu"]][1], a.bert_timeout)
+                rows.append((BERT["title"], BERT["role"], pred, BERT["published"],
+                             BERT["source"], extra))
         finally:
             for proc, _ in daemons.values():
                 proc.terminate()

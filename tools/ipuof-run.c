@@ -159,7 +159,8 @@ usage(FILE *f, int full)
             "\n"
             "Prints \"compiled in X ms, ran N samples in Y ms, Z samples/s\". Exit status: 0,\n"
             "1 on failure, 64 on bad usage, 69 when ipuofd cannot be reached. The server is\n"
-            "IPUOF_SERVER when --server is not given, else 127.0.0.1:50052.\n");
+            "IPUOF_SERVER when --server is not given, else 127.0.0.1:50052.\n"
+            "IPUOF_REQUEST_TIMEOUT_MS bounds each request (default 60000; 0: no limit).\n");
 }
 
 /* Parses --output-mode's value into o; 0 or -1 with a message printed. */
@@ -839,6 +840,22 @@ compile_model(ipuof_client *c, const struct run_opts *o, const struct ipuof_mode
     return ipuof_model_compile_file(c, o->model, mo, mp);
 }
 
+/* IPUOF_REQUEST_TIMEOUT_MS, when set, as the client's request timeout (0: no limit), as the
+ * Python package reads it: a full-size model's compile can outlast the library's 60 s.
+ * Returns 0, or -1 with a message printed for a value that is not a count. */
+static int
+request_timeout(ipuof_client *c)
+{
+    const char *v = getenv("IPUOF_REQUEST_TIMEOUT_MS");
+    unsigned ms;
+
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    if (args_count(PROG, "IPUOF_REQUEST_TIMEOUT_MS", v, 0, &ms) != 0)
+        return -1;      /* at most 2^24 ms: an int */
+    return ipuof_client_set_timeouts(c, 5000, (int)ms) == IPUOF_OK ? 0 : -1;
+}
+
 /* --predict: the compile reply's prediction, as text or JSON; 0, or 1 without one. */
 static int
 print_prediction(const struct run_opts *o, ipuof_client *c, ipuof_model *m, double t_compile)
@@ -876,6 +893,8 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
         return 1;
     }
     ipuof_client_set_name(c, "ipuof-run");
+    if (request_timeout(c) != 0)
+        return 64;
     rc = ipuof_client_connect(c, o->server);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "connect", rc, 1);

@@ -3,7 +3,8 @@
  * the report's arithmetic (samples/s x step = samples per step, the parts within the step,
  * the JSON and the text saying the same figures), what the parts respond to (replicas add
  * collectives, synthetic data removes host I/O, IO tiles hide it, Bow's clock shortens
- * compute in the clocks' ratio, float16 with float16 partials runs the AMP 4x), and the
+ * compute in the clocks' ratio, float16 with float16 partials runs the AMP 4x, a depthwise
+ * convolution runs on the vector units, a dense one on the AMP), and the
  * determinism: the exact bits of a prediction, the same at every ISA level tests/run.sh
  * runs this program at (the cost files use only fixed-order +, -, *, /).
  * No timing: every check is on simulated figures.
@@ -52,6 +53,31 @@ mlp(void)
     sim_ob_node(b, "Relu", "relu", "h", "r");
     sim_ob_node(b, "Gemm", "fc2", "r,fc2.w,fc2.b", "logits");
     sim_ob_attr_int(b, "transB", 1);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,labels", "loss");
+    sim_ob_output(b, "loss", F32);
+    return test_ob_load(b);
+}
+
+/* x [B, CH, 4, 4] -> Conv 3x3 (pads 1; depthwise: group CH, else dense) -> Flatten ->
+ * loss: one convolution and no other AMP work. */
+#define CH 16
+static struct sim_model *
+one_conv(int depthwise)
+{
+    struct sim_ob *b = sim_ob_new(15);
+    static float w[CH * CH * 9];
+    static const int64_t pads[] = { 1, 1, 1, 1 };
+
+    for (int i = 0; i < CH * CH * 9; i++)
+        w[i] = (float)((i * 13) % 11) / 11.0f - 0.5f;
+    sim_ob_input(b, "x", F32, 4, DIMS(-1, CH, 4, 4));
+    sim_ob_input(b, "labels", I64, 1, DIMS(-1));
+    sim_ob_initializer(b, "conv.w", F32, 4, DIMS(CH, depthwise ? 1 : CH, 3, 3), w);
+    sim_ob_node(b, "Conv", "conv", "x,conv.w", "y");
+    sim_ob_attr_ints(b, "pads", pads, 4);
+    if (depthwise)
+        sim_ob_attr_int(b, "group", CH);
+    sim_ob_node(b, "Flatten", "flat", "y", "logits");
     sim_ob_node(b, "SoftmaxCrossEntropyLoss", "ce", "logits,labels", "loss");
     sim_ob_output(b, "loss", F32);
     return test_ob_load(b);
@@ -186,6 +212,33 @@ test_parts_respond(void **state)
     sim_model_free(m);
 }
 
+/* A convolution too narrow for the AMP (a depthwise 3x3 uses 9 of its 16 inputs and 1 of
+ * its 8 float32 outputs) runs at the vector units' rate, which the AMP's calibrated
+ * efficiency does not touch; a dense one stays on the AMP and speeds up with it. */
+static void
+test_depthwise_on_vector_units(void **state)
+{
+    struct sim_model *dw = one_conv(1), *dense = one_conv(0);
+    struct sim_prediction a, b, c, d;
+    struct sim_cost_cfg k;
+
+    (void)state;
+    sim_cost_cfg_init(&k);
+    predict(dw, &k, 1, &a, NULL, NULL);
+    predict(dense, &k, 1, &c, NULL, NULL);
+    k.efficiency *= 2;
+    predict(dw, &k, 1, &b, NULL, NULL);
+    predict(dense, &k, 1, &d, NULL, NULL);
+    printf("compute per step: depthwise %.9g s and %.9g s, dense %.9g s and %.9g s (AMP "
+           "efficiency x1, x2)\n", a.part[SIM_PART_COMPUTE], b.part[SIM_PART_COMPUTE],
+           c.part[SIM_PART_COMPUTE], d.part[SIM_PART_COMPUTE]);
+    assert_true(a.part[SIM_PART_COMPUTE] > 0);
+    assert_true(a.part[SIM_PART_COMPUTE] == b.part[SIM_PART_COMPUTE]);
+    assert_true(d.part[SIM_PART_COMPUTE] < c.part[SIM_PART_COMPUTE]);
+    sim_model_free(dw);
+    sim_model_free(dense);
+}
+
 /* The same program, the same bits: at every ISA level this program runs at (tests/run.sh
  * runs it at each), and from one call to the next. The constant is the figure of the
  * model in docs/cost-model.md; a change to the model changes it (print and update). */
@@ -212,6 +265,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_arithmetic),
         cmocka_unit_test(test_parts_respond),
+        cmocka_unit_test(test_depthwise_on_vector_units),
         cmocka_unit_test(test_deterministic),
     };
 

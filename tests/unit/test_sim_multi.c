@@ -443,7 +443,8 @@ test_clock(void **state)
     o.strategy = SIM_STRATEGY_DEFAULT;
     cost_of(m, &o, &one);
     printf("  tutorial, 4 IPUs pipelined: %.3f ms per call of 4000 samples = %.1f it/s "
-           "(%.0f samples/s; the tutorial states about 15 it/s), busy %.2f %.2f %.2f %.2f, "
+           "(%.0f samples/s; the tutorial's README prints 16.9 and 16.7 it/s, its host's data "
+           "loading included: docs/cost-model.md), busy %.2f %.2f %.2f %.2f, "
            "bottleneck stage %d\n", pipe.device_seconds * 1e3, 1.0 / pipe.device_seconds,
            pipe.samples_per_s, pipe.busy[0], pipe.busy[1], pipe.busy[2], pipe.busy[3],
            pipe.bottleneck_stage);
