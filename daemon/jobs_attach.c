@@ -76,6 +76,7 @@ static void
 job_attach_answer(struct job *j)
 {
     job_hold(j);
+    job_step(j, JOB_EV_FORMED);
     for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
         struct job_proc *r = &j->proc[p];
         struct conn *o = r->conn;
@@ -86,6 +87,8 @@ job_attach_answer(struct job *j)
         conn_release_frames(o);
         conn_leave(o); /* a kill here ends the job through job_leave */
     }
+    if (!j->dead)
+        job_phase_check(j, "attach answered");
     job_unhold(j);
 }
 
@@ -285,8 +288,12 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     c->proc_id = q->id;
     c->revoked_code = 0;
     conn_hold_frames(c); /* its frames wait for the attach reply */
-    if (++j->nattached < j->nproc)
+    if (++j->nattached < j->nproc) {
+        job_step(j, JOB_EV_ATTACH);
+        job_phase_check(j, "attach");
         return;
+    }
+    job_step(j, JOB_EV_ATTACH_ALL);
     j->started = 1;
     evtimer_del(j->timer);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);

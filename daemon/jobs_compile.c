@@ -26,6 +26,7 @@ static void
 compile_refuse(struct job *j, int code, const char *msg)
 {
     job_hold(j);
+    job_step(j, JOB_EV_COMPILE_FAIL);
     for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
         struct job_proc *r = &j->proc[k];
         struct conn *o = r->conn;
@@ -164,11 +165,12 @@ on_progress_ev(evutil_socket_t fd, short what, void *arg)
 
 /* Loop thread: the compile finished (or was dropped by a stopping daemon before it
  * started). Answers the job's processes unless the job ended meanwhile (they had their
- * error then). */
+ * error then). gathered: the job's compile for all its processes (JOB_COMPILING), not one
+ * made at once for one process (job_compile_here). */
 static void
-compile_done(struct work_item *it)
+compile_finish(struct compile_task *ct, int gathered)
 {
-    struct compile_task *ct = (struct compile_task *)it;
+    struct work_item *it = &ct->item;
     struct job *j = ct->job;
     struct model *m = NULL;
 
@@ -188,10 +190,20 @@ compile_done(struct work_item *it)
         m = compile_task_model(ct);
     if (m == NULL)
         log_info("job '%s': compile of '%s' failed: %s", j->name, ct->name, ct->err.msg);
+    if (gathered)
+        job_step(j, JOB_EV_COMPILED);
     job_compiled(j, ct->proc0, ct->nproc, m, ct->rc, ct->err.msg, ct->cached, ct->us);
+    if (!j->dead)
+        job_phase_check(j, "compiled");
 out:
     job_unhold(j);
     compile_task_free(ct);
+}
+
+static void
+compile_done(struct work_item *it)
+{
+    compile_finish((struct compile_task *)it, 1);
 }
 
 /* Hands ct to a worker for job j, held until compile_done. 0, or -1 when out of memory (ct
@@ -263,10 +275,13 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
     if (job_end_if_left(j, 0, j->nproc)) /* answers this compile too */
         return;
     if (++j->ncompile < j->nproc) {
+        job_step(j, JOB_EV_COMPILE);
         if (j->ncompile == 1) /* the first: wait for the others */
             job_arm_timer(j);
+        job_phase_check(j, "compile");
         return;
     }
+    job_step(j, JOB_EV_COMPILE_ALL);
     evtimer_del(j->timer);
     j->ncompile = 0;
     for (unsigned p = 1; p < j->nproc; p++) {
@@ -285,6 +300,7 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
         compile_task_free(j->proc[p].ct);
         j->proc[p].ct = NULL;
     }
+    job_phase_check(j, "compile submitted");
 }
 
 void
@@ -296,7 +312,7 @@ job_compile_here(struct conn *c, uint64_t req_id, struct compile_task *ct)
     ct->nproc = 1;
     ct->job = c->job;
     job_compile_begin(c->job);
-    compile_done(&ct->item); /* replies, and frees ct */
+    compile_finish(ct, 0); /* replies, and frees ct */
 }
 
 struct model *

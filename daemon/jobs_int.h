@@ -12,6 +12,7 @@
 
 #include "devices.h"
 #include "jobs.h"
+#include "jobs_sm.h"
 #include "models.h"
 #include "slices.h"
 #include "work.h"
@@ -70,6 +71,7 @@ struct job {
     unsigned nproc, count;       /* processes; IPUs of the partition */
     unsigned proc_base, nproc_all; /* across a Pod: the job's id of process 0 here, and the
                                   * job's processes on every host (else 0 and nproc) */
+    enum job_phase phase;        /* where it is (jobs_sm.h); moved only by job_step */
     unsigned nattached, ncompile, nrun;
     int started;                 /* every process attached */
     int dead;                    /* ended: freed once nothing is in flight */
@@ -136,6 +138,13 @@ int job_end_if_left(struct job *j, unsigned p0, unsigned n);
 /* The recovery a process is told for a job that ended with code: retry after a timeout or
  * a shutdown, attach again otherwise. */
 int job_recovery(int code);
+
+/* Moves j by event ev through jobs_sm.c's table (j->phase) and returns the action that goes
+ * with it; an event its phase cannot meet is logged and changes nothing (JOB_ACT_NONE). */
+enum job_action job_step(struct job *j, enum job_event ev);
+
+/* Logs an error when j->phase is not the phase its counters say (while both exist). */
+void job_phase_check(const struct job *j, const char *where);
 
 /* Arms job_timeout for the phase now gathering. */
 void job_arm_timer(struct job *j);

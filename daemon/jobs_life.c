@@ -59,6 +59,7 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
         return NULL;
     }
     j->srv = s;
+    j->phase = JOB_GATHER_ATTACH;
     snprintf(j->name, sizeof j->name, "%s", name);
     j->nproc = nproc;
     j->nproc_all = nproc;
@@ -84,6 +85,7 @@ job_of_one(struct conn *c, struct dev_partition *p)
     if (j == NULL)
         return -1;
     j->part = p;
+    j->phase = JOB_READY; /* its one process attached */
     j->started = 1;
     j->nattached = 1;
     j->proc[0].conn = c;
@@ -93,6 +95,48 @@ job_of_one(struct conn *c, struct dev_partition *p)
     c->proc_id = 0;
     c->revoked_code = 0;
     return 0;
+}
+
+enum job_action
+job_step(struct job *j, enum job_event ev)
+{
+    enum job_action act;
+    int next = job_sm_next(j->phase, ev, &act);
+
+    if (next < 0) {
+        log_error("job '%s': event %s cannot happen in phase %s; ignored", j->name,
+                  job_event_name(ev), job_phase_name(j->phase));
+#ifdef IPUOFD_JOB_PHASE_STRICT /* a test build: the tests stop at the first disagreement */
+        abort();
+#endif
+        return JOB_ACT_NONE;
+    }
+    if (next != (int)j->phase)
+        log_debug("job '%s': %s -> %s (%s)", j->name, job_phase_name(j->phase),
+                  job_phase_name(next), job_event_name(ev));
+    j->phase = (enum job_phase)next;
+    return act;
+}
+
+void
+job_phase_check(const struct job *j, const char *where)
+{
+    int attaching = !j->started;
+    enum job_phase derived;
+
+    for (unsigned p = 0; p < j->nproc; p++)
+        attaching |= j->proc[p].attach_req != 0;
+    derived = j->dead ? JOB_ENDED : attaching ? JOB_GATHER_ATTACH
+              : j->compiling ? JOB_COMPILING : j->ncompile > 0 ? JOB_GATHER_COMPILE
+              : j->inflight != NULL ? JOB_RUNNING : j->run_model != NULL ? JOB_GATHER_RUN
+              : JOB_READY;
+    if (derived != j->phase) {
+        log_error("job '%s': phase %s, but its counters say %s (%s)", j->name,
+                  job_phase_name(j->phase), job_phase_name(derived), where);
+#ifdef IPUOFD_JOB_PHASE_STRICT
+        abort();
+#endif
+    }
 }
 
 struct dev_partition *
@@ -154,6 +198,8 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     missing(j, phase, who, sizeof who);
+    job_phase_check(j, "timeout");
+    job_step(j, JOB_EV_TIMEOUT);
     job_end(j, IPUOF_E_TIMEOUT,
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
@@ -212,6 +258,8 @@ job_end(struct job *j, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_info("job '%s': ended: %s", j->name, msg);
+    if (j->phase != JOB_ENDED)
+        job_step(j, JOB_EV_END);
     j->end_code = code;
     snprintf(j->end_msg, sizeof j->end_msg, "%s", msg);
     evtimer_del(j->timer);
@@ -313,7 +361,24 @@ leave(struct conn *c, const char *how)
     int waiting = !j->started || j->ncompile > 0 || j->compiling ||
                   (run != NULL && q->id - run->proc0 < run->nproc); /* a run it shares */
     unsigned live = 0;
+    enum job_action act;
+    int shared = run != NULL && q->id - run->proc0 < run->nproc;
 
+    job_phase_check(j, "leave");
+    act = job_step(j, JOB_EV_LEAVE);
+    /* One known difference: a process leaving while a Pod partition forms (every process
+     * attached, the rendezvous on a worker) ends the job by the table; the counters let the
+     * others wait for an attach reply the job could no longer answer. */
+    int expect = waiting || (j->started && j->phase == JOB_ENDED && q->attach_req != 0);
+
+    if ((act == JOB_ACT_END || (act == JOB_ACT_END_SHARED && shared)) != expect)
+        log_error("job '%s': a process leaving in phase %s: the table says %s, the counters "
+                  "%s", j->name, job_phase_name(j->phase), act == JOB_ACT_END ? "end" :
+                  "maybe end", waiting ? "end" : "go on");
+#ifdef IPUOFD_JOB_PHASE_STRICT
+    if ((act == JOB_ACT_END || (act == JOB_ACT_END_SHARED && shared)) != expect)
+        abort();
+#endif
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
     compile_task_free(q->ct);
@@ -337,6 +402,8 @@ leave(struct conn *c, const char *how)
         job_end_if_left(j, 0, j->nproc);
     else if (live == 0)
         job_end(j, IPUOF_E_CLOSED, "its %u process%s left", j->nproc, j->nproc == 1 ? "" : "es");
+    else
+        job_phase_check(j, "left");
 }
 
 void

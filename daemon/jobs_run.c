@@ -157,6 +157,10 @@ run_done(struct work_item *it)
         conn_leave(c); /* a kill here ends the job through job_leave */
     }
     j->inflight = NULL;
+    if (!j->dead) {
+        job_step(j, JOB_EV_RUN_DONE);
+        job_phase_check(j, "run done");
+    }
     job_out_release(w);
     free(w);
     job_unhold(j);
@@ -263,7 +267,9 @@ run_all(struct job *j)
         return;
     }
     j->inflight = w;
+    job_step(j, JOB_EV_RUN_START);
     dev_set_busy(j->srv->inv, w->m->first_ipu, w->m->nipus, 1);
+    job_phase_check(j, "run started");
 }
 
 /* The last byte of q's run input is in. */
@@ -349,6 +355,7 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     conn_hold_frames(c);
     if (job_end_if_left(j, m->proc0, m->nproc))
         return;
+    job_step(j, JOB_EV_RUN);
     j->run_model = m;
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
@@ -371,4 +378,5 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     sink.abort = on_input_abort;
     sink.arg = q;
     conn_set_sink(c, &sink); /* the first segments come from refill */
+    job_phase_check(j, "run input arriving");
 }
