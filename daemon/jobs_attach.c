@@ -63,8 +63,7 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
         return NULL;
     }
     j->next = s->jobs;
-    s->jobs = j;
-    job_arm_timer(j);
+    s->jobs = j; /* its job_timeout is armed as its first process attaches */
     log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
              j->part->first, j->part->first + count - 1);
     return j;
@@ -254,7 +253,7 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                         "key of their launcher (mpirun) or IPUOF_JOB_KEY: start them together, "
                         "or choose another name with IPUOF_PARTITION", a->partition_name);
         return;
-    } else if (j->started) {
+    } else if (j->phase != JOB_GATHER_ATTACH || job_gather_complete(&j->gather)) {
         conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
                         "the job on partition '%s' already has all its %u processes",
                         j->name, j->nproc);
@@ -288,14 +287,14 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     c->proc_id = q->id;
     c->revoked_code = 0;
     conn_hold_frames(c); /* its frames wait for the attach reply */
-    if (++j->nattached < j->nproc) {
+    ++j->nattached;
+    if (job_gather_arrive(&j->gather, idx) == 0) {
         job_step(j, JOB_EV_ATTACH);
         job_phase_check(j, "attach");
         return;
     }
-    job_step(j, JOB_EV_ATTACH_ALL);
     j->started = 1;
-    evtimer_del(j->timer);
+    job_step(j, JOB_EV_ATTACH_ALL);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
     if (job_attach_fault(j))
         return;

@@ -269,20 +269,28 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
         compile_task_free(ct);
         return;
     }
+    if (j->phase != JOB_READY && j->phase != JOB_GATHER_COMPILE) {
+        conn_send_error(c, ct->req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "process %u sends a compile while the job on partition '%s' is %s "
+                        "(model %u); every process makes the same calls in the same order",
+                        q->id + j->proc_base, j->name, job_phase_name(j->phase),
+                        j->run_model != NULL ? j->run_model->id : 0);
+        compile_task_free(ct);
+        return;
+    }
     q->ct = ct;
     q->compile_req = ct->req_id;
     conn_hold_frames(c);
     if (job_end_if_left(j, 0, j->nproc)) /* answers this compile too */
         return;
-    if (++j->ncompile < j->nproc) {
-        job_step(j, JOB_EV_COMPILE);
-        if (j->ncompile == 1) /* the first: wait for the others */
-            job_arm_timer(j);
+    job_gather_for(j, JOB_READY, 0, j->nproc);
+    ++j->ncompile;
+    if (job_gather_arrive(&j->gather, q->id) == 0) {
+        job_step(j, JOB_EV_COMPILE); /* the first arms job_timeout: wait for the others */
         job_phase_check(j, "compile");
         return;
     }
     job_step(j, JOB_EV_COMPILE_ALL);
-    evtimer_del(j->timer);
     j->ncompile = 0;
     for (unsigned p = 1; p < j->nproc; p++) {
         if (compile_task_diff(p0->ct, 0, j->proc[p].ct, p, msg, sizeof msg)) {

@@ -72,6 +72,7 @@ struct job {
     unsigned proc_base, nproc_all; /* across a Pod: the job's id of process 0 here, and the
                                   * job's processes on every host (else 0 and nproc) */
     enum job_phase phase;        /* where it is (jobs_sm.h); moved only by job_step */
+    struct job_gather gather;    /* who arrived for the phase gathering now (or last) */
     unsigned nattached, ncompile, nrun;
     int started;                 /* every process attached */
     int dead;                    /* ended: freed once nothing is in flight */
@@ -146,8 +147,9 @@ enum job_action job_step(struct job *j, enum job_event ev);
 /* Logs an error when j->phase is not the phase its counters say (while both exist). */
 void job_phase_check(const struct job *j, const char *where);
 
-/* Arms job_timeout for the phase now gathering. */
-void job_arm_timer(struct job *j);
+/* j's gathering for the next phase is of processes first .. first+n-1: begun anew when j
+ * is in phase `from` (it leaves it by the event that follows), else the one under way. */
+void job_gather_for(struct job *j, enum job_phase from, unsigned first, unsigned n);
 
 /* ---- a partition spanning the daemons of a Pod (jobs_pod.c) ---- */
 

@@ -60,6 +60,7 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
     }
     j->srv = s;
     j->phase = JOB_GATHER_ATTACH;
+    job_gather_begin(&j->gather, 0, nproc);
     snprintf(j->name, sizeof j->name, "%s", name);
     j->nproc = nproc;
     j->nproc_all = nproc;
@@ -86,6 +87,7 @@ job_of_one(struct conn *c, struct dev_partition *p)
         return -1;
     j->part = p;
     j->phase = JOB_READY; /* its one process attached */
+    job_gather_arrive(&j->gather, 0);
     j->started = 1;
     j->nattached = 1;
     j->proc[0].conn = c;
@@ -115,7 +117,22 @@ job_step(struct job *j, enum job_event ev)
         log_debug("job '%s': %s -> %s (%s)", j->name, job_phase_name(j->phase),
                   job_phase_name(next), job_event_name(ev));
     j->phase = (enum job_phase)next;
+    if (act == JOB_ACT_ARM && j->gather.n > 1 && j->gather.deadline_ms == 0) {
+        struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
+        j->gather.deadline_ms = srv_now_ms() + (uint64_t)j->srv->cfg.job_timeout * 1000;
+        evtimer_add(j->timer, &tv);
+    } else if (act == JOB_ACT_DISARM || next == JOB_ENDED) {
+        j->gather.deadline_ms = 0;
+        evtimer_del(j->timer);
+    }
     return act;
+}
+
+void
+job_gather_for(struct job *j, enum job_phase from, unsigned first, unsigned n)
+{
+    if (j->phase == from)
+        job_gather_begin(&j->gather, first, n);
 }
 
 void
@@ -170,50 +187,26 @@ job_unhold(struct job *j)
     return dead;
 }
 
-/* The process ids (", "-separated) that have not done what the phase waits for. */
-static void
-missing(const struct job *j, int phase, char *out, size_t len)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (unsigned p = 0; p < j->nproc && used + 16 < len; p++) {
-        const struct job_proc *q = &j->proc[p];
-        int absent = phase == 0 ? q->conn == NULL
-                     : phase == 1 ? q->ct == NULL
-                                  : q->run_req == 0 || q->run_arriving;
-        if (absent)
-            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "",
-                                     p + j->proc_base);
-    }
-}
-
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct job *j = arg;
+    enum job_phase phase = j->phase;
     char who[256];
-    int phase = !j->started ? 0 : j->ncompile > 0 ? 1 : 2;
 
     (void)fd;
     (void)what;
-    missing(j, phase, who, sizeof who);
+    job_gather_missing(&j->gather, j->proc_base, who, sizeof who);
     job_phase_check(j, "timeout");
-    job_step(j, JOB_EV_TIMEOUT);
+    if (job_step(j, JOB_EV_TIMEOUT) != JOB_ACT_END)
+        return;
     job_end(j, IPUOF_E_TIMEOUT,
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
             "each one make the same calls", j->name, j->srv->cfg.job_timeout,
             strchr(who, ',') ? "es" : "", who, j->nproc_all,
-            phase == 0 ? "attach" : phase == 1 ? "send its compile" : "send its slice of the run");
-}
-
-void
-job_arm_timer(struct job *j)
-{
-    struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
-
-    evtimer_add(j->timer, &tv);
+            phase == JOB_GATHER_ATTACH ? "attach" : phase == JOB_GATHER_COMPILE
+            ? "send its compile" : "send its slice of the run");
 }
 
 /* Sends a Notice that the partition is gone to c. */
@@ -262,7 +255,6 @@ job_end(struct job *j, int code, const char *fmt, ...)
         job_step(j, JOB_EV_END);
     j->end_code = code;
     snprintf(j->end_msg, sizeof j->end_msg, "%s", msg);
-    evtimer_del(j->timer);
     for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == j) {
             *pp = j->next;
@@ -358,27 +350,12 @@ leave(struct conn *c, const char *how)
     struct job *j = c->job;
     struct job_proc *q = &j->proc[c->proc_id];
     const struct model *run = j->inflight != NULL ? j->inflight->m : j->run_model;
-    int waiting = !j->started || j->ncompile > 0 || j->compiling ||
-                  (run != NULL && q->id - run->proc0 < run->nproc); /* a run it shares */
+    int shared = run != NULL && q->id - run->proc0 < run->nproc; /* a run it is one of */
     unsigned live = 0;
     enum job_action act;
-    int shared = run != NULL && q->id - run->proc0 < run->nproc;
 
     job_phase_check(j, "leave");
     act = job_step(j, JOB_EV_LEAVE);
-    /* One known difference: a process leaving while a Pod partition forms (every process
-     * attached, the rendezvous on a worker) ends the job by the table; the counters let the
-     * others wait for an attach reply the job could no longer answer. */
-    int expect = waiting || (j->started && j->phase == JOB_ENDED && q->attach_req != 0);
-
-    if ((act == JOB_ACT_END || (act == JOB_ACT_END_SHARED && shared)) != expect)
-        log_error("job '%s': a process leaving in phase %s: the table says %s, the counters "
-                  "%s", j->name, job_phase_name(j->phase), act == JOB_ACT_END ? "end" :
-                  "maybe end", waiting ? "end" : "go on");
-#ifdef IPUOFD_JOB_PHASE_STRICT
-    if ((act == JOB_ACT_END || (act == JOB_ACT_END_SHARED && shared)) != expect)
-        abort();
-#endif
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
     compile_task_free(q->ct);
@@ -398,7 +375,7 @@ leave(struct conn *c, const char *how)
             conn_holder(o, &j->part->holder);
         }
     }
-    if (waiting)
+    if (act == JOB_ACT_END || (act == JOB_ACT_END_SHARED && shared)) /* the others wait */
         job_end_if_left(j, 0, j->nproc);
     else if (live == 0)
         job_end(j, IPUOF_E_CLOSED, "its %u process%s left", j->nproc, j->nproc == 1 ? "" : "es");

@@ -231,7 +231,6 @@ run_all(struct job *j)
 {
     struct run *w = calloc(1, sizeof *w);
 
-    evtimer_del(j->timer);
     if (w != NULL) {
         w->j = j;
         w->m = j->run_model;
@@ -292,6 +291,7 @@ on_input(struct conn *c, void *arg)
         return;
     }
     j->nrun++;
+    job_gather_arrive(&j->gather, q->id);
     q->steps_in = run_steps(j->run_model->entry->exe); /* every byte is in */
     feed_progress(j);
 }
@@ -331,6 +331,13 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
                         "process %u already sent its slice of a run", q->id);
         return;
     }
+    if (j->phase != JOB_READY && j->phase != JOB_GATHER_RUN && j->phase != JOB_RUNNING) {
+        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "process %u runs model %u while the job on partition '%s' is %s; "
+                        "every process makes the same calls in the same order",
+                        q->id + j->proc_base, m->id, j->name, job_phase_name(j->phase));
+        return;
+    }
     if (j->run_model != NULL && j->run_model != m) {
         conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "executor",
                         "process %u runs model %u while the job's other processes run model "
@@ -355,7 +362,8 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     conn_hold_frames(c);
     if (job_end_if_left(j, m->proc0, m->nproc))
         return;
-    job_step(j, JOB_EV_RUN);
+    job_gather_for(j, JOB_READY, m->proc0, m->nproc);
+    job_step(j, JOB_EV_RUN); /* the first of several arms job_timeout: wait for the others */
     j->run_model = m;
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
@@ -363,10 +371,9 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     q->stream = rq->stream_outputs;
     q->stream_begun = 0;
     q->sent = 0;
-    if (j->nrun + j->arriving == 0 && m->nproc > 1) /* the first: wait for the others */
-        job_arm_timer(j);
     if (payload_len == 0) {
         j->nrun++;
+        job_gather_arrive(&j->gather, q->id);
         q->steps_in = run_steps(m->entry->exe); /* nothing to receive */
         feed_progress(j);
         return;
