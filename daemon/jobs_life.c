@@ -28,21 +28,36 @@
 void
 job_maybe_free(struct job *j)
 {
-    if (!j->dead || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
+    if (!job_ended(j) || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
         return;
     while (j->models != NULL) {
         struct model *m = j->models;
         j->models = m->next;
         model_free(j->srv->inv, &j->srv->cache, m);
     }
-    if (j->pod_free != NULL)
-        j->pod_free(j->pod);
+    j->scope->free(j);
     if (j->timer != NULL)
         event_free(j->timer);
     free(j);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);
+
+/* A job on this daemon alone: formed as soon as its processes attached. */
+static int
+local_start(struct job *j, void (*formed)(struct job *j))
+{
+    formed(j);
+    return 0;
+}
+
+static void
+local_nothing(struct job *j)
+{
+    (void)j;
+}
+
+const struct job_scope job_scope_local = {"local", local_start, local_nothing, local_nothing};
 
 /* A job of nproc processes (fields zeroed, the processes numbered, its timer made), or
  * NULL when out of memory. */
@@ -59,6 +74,7 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
         return NULL;
     }
     j->srv = s;
+    j->scope = &job_scope_local;
     j->phase = JOB_GATHER_ATTACH;
     job_gather_begin(&j->gather, 0, nproc);
     snprintf(j->name, sizeof j->name, "%s", name);
@@ -88,8 +104,6 @@ job_of_one(struct conn *c, struct dev_partition *p)
     j->part = p;
     j->phase = JOB_READY; /* its one process attached */
     job_gather_arrive(&j->gather, 0);
-    j->started = 1;
-    j->nattached = 1;
     j->proc[0].conn = c;
     j->proc[0].pid = c->pid;
     snprintf(j->proc[0].peer, sizeof j->proc[0].peer, "%s", c->peer);
@@ -108,9 +122,6 @@ job_step(struct job *j, enum job_event ev)
     if (next < 0) {
         log_error("job '%s': event %s cannot happen in phase %s; ignored", j->name,
                   job_event_name(ev), job_phase_name(j->phase));
-#ifdef IPUOFD_JOB_PHASE_STRICT /* a test build: the tests stop at the first disagreement */
-        abort();
-#endif
         return JOB_ACT_NONE;
     }
     if (next != (int)j->phase)
@@ -133,27 +144,6 @@ job_gather_for(struct job *j, enum job_phase from, unsigned first, unsigned n)
 {
     if (j->phase == from)
         job_gather_begin(&j->gather, first, n);
-}
-
-void
-job_phase_check(const struct job *j, const char *where)
-{
-    int attaching = !j->started;
-    enum job_phase derived;
-
-    for (unsigned p = 0; p < j->nproc; p++)
-        attaching |= j->proc[p].attach_req != 0;
-    derived = j->dead ? JOB_ENDED : attaching ? JOB_GATHER_ATTACH
-              : j->compiling ? JOB_COMPILING : j->ncompile > 0 ? JOB_GATHER_COMPILE
-              : j->inflight != NULL ? JOB_RUNNING : j->run_model != NULL ? JOB_GATHER_RUN
-              : JOB_READY;
-    if (derived != j->phase) {
-        log_error("job '%s': phase %s, but its counters say %s (%s)", j->name,
-                  job_phase_name(j->phase), job_phase_name(derived), where);
-#ifdef IPUOFD_JOB_PHASE_STRICT
-        abort();
-#endif
-    }
 }
 
 struct dev_partition *
@@ -180,7 +170,7 @@ job_hold(struct job *j)
 int
 job_unhold(struct job *j)
 {
-    int dead = j->dead;
+    int dead = job_ended(j);
 
     j->hold--;
     job_maybe_free(j);
@@ -197,7 +187,6 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     job_gather_missing(&j->gather, j->proc_base, who, sizeof who);
-    job_phase_check(j, "timeout");
     if (job_step(j, JOB_EV_TIMEOUT) != JOB_ACT_END)
         return;
     job_end(j, IPUOF_E_TIMEOUT,
@@ -224,7 +213,7 @@ send_notice(struct conn *c, const struct job *j, int code, const char *msg)
     e.component = (char *)"device";
     e.message = (char *)msg;
     e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = j->end_recovery == IPUOF_RECOVERY_PARTITION_RESET
+    e.recovery = j->end.reset
                      ? IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET
                  : code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
                                             : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
@@ -239,40 +228,36 @@ send_notice(struct conn *c, const struct job *j, int code, const char *msg)
  * Notice when it had its partition), the models and the partition are released, and the
  * job is freed once its run in flight and arriving slices are done.
  */
-void
-job_end(struct job *j, int code, const char *fmt, ...)
+static void
+end_v(struct job *j, int code, int reset, const char *fmt, va_list ap)
 {
     struct srv *s = j->srv;
     struct job **pp;
-    char msg[768];
-    va_list ap;
+    const char *msg = j->end.msg;
+    int recovery;
 
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    log_info("job '%s': ended: %s", j->name, msg);
     if (j->phase != JOB_ENDED)
         job_step(j, JOB_EV_END);
-    j->end_code = code;
-    snprintf(j->end_msg, sizeof j->end_msg, "%s", msg);
+    j->end.code = code;
+    j->end.reset = reset;
+    j->end.recovery = recovery = reset ? IPUOF_RECOVERY_PARTITION_RESET : job_recovery(code);
+    vsnprintf(j->end.msg, sizeof j->end.msg, fmt, ap);
+    log_info("job '%s': ended: %s", j->name, msg);
     for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == j) {
             *pp = j->next;
             break;
         }
     }
-    j->dead = 1;
     if (j->inflight != NULL) {
         sim_exe_cancel(j->inflight->m->entry->exe);
         sim_feed_close(j->inflight->feed); /* its input will not all come */
     }
-    if (j->pod_end != NULL)
-        j->pod_end(j);
+    j->scope->end(j);
     job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
-        int recovery = j->end_recovery ? j->end_recovery : job_recovery(code);
 
         compile_task_free(q->ct);
         q->ct = NULL;
@@ -312,6 +297,26 @@ job_end(struct job *j, int code, const char *fmt, ...)
     j->part = NULL;
     job_unhold(j);
     job_serve_waiters(s);
+}
+
+void
+job_end(struct job *j, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    end_v(j, code, 0, fmt, ap);
+    va_end(ap);
+}
+
+void
+job_end_reset(struct job *j, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    end_v(j, code, 1, fmt, ap);
+    va_end(ap);
 }
 
 int
@@ -354,7 +359,6 @@ leave(struct conn *c, const char *how)
     unsigned live = 0;
     enum job_action act;
 
-    job_phase_check(j, "leave");
     act = job_step(j, JOB_EV_LEAVE);
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
@@ -379,8 +383,6 @@ leave(struct conn *c, const char *how)
         job_end_if_left(j, 0, j->nproc);
     else if (live == 0)
         job_end(j, IPUOF_E_CLOSED, "its %u process%s left", j->nproc, j->nproc == 1 ? "" : "es");
-    else
-        job_phase_check(j, "left");
 }
 
 void

@@ -68,7 +68,7 @@ slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 
     (void)c;
     q->steps_in = slice_steps_in(exe, &q->cur);
-    if (!j->dead)
+    if (!job_ended(j))
         feed_progress(j);
     return slice_fill(exe, &pl, &q->cur, sink);
 }
@@ -113,7 +113,7 @@ run_done(struct work_item *it)
     struct model *m = w->m;
 
     m->busy = 0;
-    if (!j->dead && !it->dropped)
+    if (!job_ended(j) && !it->dropped)
         job_pod_check(j); /* a collective failed: the job ends with PARTITION_RESET */
     if (w->out_ev != NULL)
         event_free(w->out_ev); /* the run's threads are done: nothing wakes it now */
@@ -123,7 +123,7 @@ run_done(struct work_item *it)
     for (unsigned p = m->proc0; p < m->proc0 + m->nproc; p++)
         j->proc[p].steps_in = 0;
     j->fed = 0;
-    if (j->dead) {
+    if (job_ended(j)) {
         j->inflight = NULL;
         job_out_release(w);
         free(w);
@@ -138,9 +138,8 @@ run_done(struct work_item *it)
         metrics_run(j->srv->metrics, m->first_ipu, m->nipus, w->us, have ? &cost : NULL);
     }
     j->run_model = NULL;
-    j->nrun = 0;
     job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
-    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !j->dead; p++) {
+    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
         conn_enter(c);
@@ -157,9 +156,8 @@ run_done(struct work_item *it)
         conn_leave(c); /* a kill here ends the job through job_leave */
     }
     j->inflight = NULL;
-    if (!j->dead) {
+    if (!job_ended(j)) {
         job_step(j, JOB_EV_RUN_DONE);
-        job_phase_check(j, "run done");
     }
     job_out_release(w);
     free(w);
@@ -268,7 +266,6 @@ run_all(struct job *j)
     j->inflight = w;
     job_step(j, JOB_EV_RUN_START);
     dev_set_busy(j->srv->inv, w->m->first_ipu, w->m->nipus, 1);
-    job_phase_check(j, "run started");
 }
 
 /* The last byte of q's run input is in. */
@@ -280,17 +277,16 @@ on_input(struct conn *c, void *arg)
 
     q->run_arriving = 0;
     j->arriving--;
-    if (j->dead) { /* the job ended while the bytes arrived */
-        conn_send_error(c, q->run_req, j->end_code, IPUOF_ERROR_RECOVERABLE,
-                        job_recovery(j->end_code), "device", "the job on partition '%s' ended "
-                        "while this process's run input arrived: %s", j->name, j->end_msg);
+    if (job_ended(j)) { /* the job ended while the bytes arrived */
+        conn_send_error(c, q->run_req, j->end.code, IPUOF_ERROR_RECOVERABLE,
+                        j->end.recovery, "device", "the job on partition '%s' ended while "
+                        "this process's run input arrived: %s", j->name, j->end.msg);
         q->run_req = 0;
         q->conn = NULL;
         conn_release_frames(c);
         job_maybe_free(j);
         return;
     }
-    j->nrun++;
     job_gather_arrive(&j->gather, q->id);
     q->steps_in = run_steps(j->run_model->entry->exe); /* every byte is in */
     feed_progress(j);
@@ -308,7 +304,7 @@ on_input_abort(struct conn *c, void *arg)
         return;
     q->run_arriving = 0;
     j->arriving--;
-    if (j->dead) {
+    if (job_ended(j)) {
         q->conn = NULL;
         job_maybe_free(j);
     }
@@ -372,7 +368,6 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     q->stream_begun = 0;
     q->sent = 0;
     if (payload_len == 0) {
-        j->nrun++;
         job_gather_arrive(&j->gather, q->id);
         q->steps_in = run_steps(m->entry->exe); /* nothing to receive */
         feed_progress(j);
@@ -385,5 +380,4 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     sink.abort = on_input_abort;
     sink.arg = q;
     conn_set_sink(c, &sink); /* the first segments come from refill */
-    job_phase_check(j, "run input arriving");
 }
