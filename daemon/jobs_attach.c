@@ -63,8 +63,7 @@ job_new(struct conn *c, uint64_t req_id, const char *name, unsigned nproc, unsig
         return NULL;
     }
     j->next = s->jobs;
-    s->jobs = j;
-    job_arm_timer(j);
+    s->jobs = j; /* its job_timeout is armed as its first process attaches */
     log_info("job '%s': %u processes on IPUs %u-%u; waiting for them to attach", name, nproc,
              j->part->first, j->part->first + count - 1);
     return j;
@@ -76,7 +75,8 @@ static void
 job_attach_answer(struct job *j)
 {
     job_hold(j);
-    for (unsigned p = 0; p < j->nproc && !j->dead; p++) {
+    job_step(j, JOB_EV_FORMED);
+    for (unsigned p = 0; p < j->nproc && !job_ended(j); p++) {
         struct job_proc *r = &j->proc[p];
         struct conn *o = r->conn;
         uint64_t id = r->attach_req;
@@ -124,31 +124,27 @@ job_attach_fault(struct job *j)
         conn_leave(o);
     }
     job_unhold(j);
-    if (!j->dead)
+    if (!job_ended(j))
         job_end(j, IPUOF_E_DEVICE_FAULT, "%s", msg);
     return 1;
 }
 
-void
-job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
+/* The checks of an attach that need no job: refused (an error sent to c) with 1, else 0. */
+static int
+attach_refused(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a)
 {
-    struct job *j;
-    struct job_proc *q;
-    struct pod_job *pj = NULL;
-    unsigned nproc = a->num_processes, idx = a->process_id, first = 0;
-
     if (a->partition_name[0] == '\0') {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "process %u of %u attaches without a partition name; the processes "
                         "of a job find each other by the name they all give", a->process_id,
                         a->num_processes);
-        return;
+        return 1;
     }
     if (strlen(a->job_key) > JOB_KEY_MAX) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "the job key is %zu bytes long; at most %d are accepted",
                         strlen(a->job_key), JOB_KEY_MAX);
-        return;
+        return 1;
     }
     if (a->job_key[0] == '\0' && strcmp(a->partition_name, JOB_DEFAULT_NAME) == 0) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
@@ -159,60 +155,97 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                         "IPUOF_JOB_KEY=$(od -An -N16 -tx1 /dev/urandom | tr -d ' ')) or the "
                         "same name with IPUOF_PARTITION", a->process_id, a->num_processes,
                         JOB_DEFAULT_NAME);
-        return;
+        return 1;
     }
     if (a->num_processes > JOB_MAX_PROCS) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "%u processes asked for; a job has at most %d", a->num_processes,
                         JOB_MAX_PROCS);
-        return;
+        return 1;
     }
-    if (a->n_pod_hosts > 0) {
-        /* A partition spanning a Pod: this daemon holds its rank's processes, with its
-         * share of the IPUs (num_ipus is the whole partition's). */
-        char err[1024];
-        int rc = job_pod_plan(c->srv, a, &pj, err, sizeof err);
-        if (rc != IPUOF_OK) {
-            conn_send_error(c, req_id, rc, 0, 0, "pod", "%s", err);
-            return;
-        }
-        if (count % (unsigned)job_pod_size(pj) != 0) {
-            conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
-                            "the partition's %u IPUs cannot be shared evenly by its %d Pod "
-                            "hosts; ask for a multiple of %d", count, job_pod_size(pj),
-                            job_pod_size(pj));
-            job_pod_free(pj);
-            return;
-        }
-        count /= (unsigned)job_pod_size(pj);
-        first = job_pod_first(pj);
-        nproc = job_pod_nlocal(pj);
-        idx = a->process_id - first;
+    return 0;
+}
+
+/* Plans this daemon's share of a partition spanning a Pod (a->n_pod_hosts > 0): *pj (the
+ * caller frees it) and *count, this daemon's IPUs of the partition. -1 when refused (an
+ * error sent to c, nothing to free). */
+static int
+attach_pod_plan(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a,
+                unsigned *count, struct pod_job **pj)
+{
+    char err[1024];
+    int rc = job_pod_plan(c->srv, a, pj, err, sizeof err);
+
+    if (rc != IPUOF_OK) {
+        conn_send_error(c, req_id, rc, 0, 0, "pod", "%s", err);
+        return -1;
     }
-    j = job_find(c->srv, a->partition_name);
-    if (j != NULL && (j->pod != NULL) != (pj != NULL)) {
+    if (*count % (unsigned)job_pod_size(*pj) != 0) {
+        conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
+                        "the partition's %u IPUs cannot be shared evenly by its %d Pod "
+                        "hosts; ask for a multiple of %d", *count, job_pod_size(*pj),
+                        job_pod_size(*pj));
+        job_pod_free(*pj);
+        *pj = NULL;
+        return -1;
+    }
+    *count /= (unsigned)job_pod_size(*pj);
+    return 0;
+}
+
+/* Whether process a->process_id's Pod plan pj (NULL: none) fits the job j it joins: 1 when
+ * refused (an error sent to c), else 0. */
+static int
+attach_pod_differs(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a,
+                   const struct job *j, const struct pod_job *pj)
+{
+    if ((j->pod != NULL) != (pj != NULL)) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
                         "process %u %s IPUOF_POD_HOSTS but the job on partition '%s' was "
                         "started %s; give every process the same", a->process_id,
                         pj ? "gives" : "gives no", a->partition_name, pj ? "without" : "with");
-        job_pod_free(pj);
-        return;
+        return 1;
     }
-    if (j != NULL && pj != NULL && job_pod_nglobal(j->pod) != a->num_processes) {
+    if (pj != NULL && job_pod_nglobal(j->pod) != a->num_processes) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "device",
                         "num_processes differs: process %u says %u, the job on partition '%s' "
                         "has %u; give every process the same count", a->process_id,
                         a->num_processes, j->name, job_pod_nglobal(j->pod));
-        job_pod_free(pj);
-        return;
+        return 1;
     }
-    if (j != NULL && pj != NULL && !job_pod_same(j->pod, pj)) {
+    if (pj != NULL && !job_pod_same(j->pod, pj)) {
         /* Its place would be computed from other hosts: refused before it is used. */
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "pod",
                         "process %u names other Pod hosts (IPUOF_POD_HOSTS or the config "
                         "file's \"Pod hosts\") than the job on partition '%s' was started "
                         "with; give every process the same hosts in the same order",
                         a->process_id, j->name);
+        return 1;
+    }
+    return 0;
+}
+
+void
+job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsigned count)
+{
+    struct job *j;
+    struct job_proc *q;
+    struct pod_job *pj = NULL;
+    unsigned nproc = a->num_processes, idx = a->process_id, first = 0;
+
+    if (attach_refused(c, req_id, a))
+        return;
+    if (a->n_pod_hosts > 0) {
+        /* A partition spanning a Pod: this daemon holds its rank's processes, with its
+         * share of the IPUs (num_ipus is the whole partition's). */
+        if (attach_pod_plan(c, req_id, a, &count, &pj) < 0)
+            return;
+        first = job_pod_first(pj);
+        nproc = job_pod_nlocal(pj);
+        idx = a->process_id - first;
+    }
+    j = job_find(c->srv, a->partition_name);
+    if (j != NULL && attach_pod_differs(c, req_id, a, j, pj)) {
         job_pod_free(pj);
         return;
     }
@@ -238,8 +271,7 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
             j->proc_base = first;
             j->nproc_all = a->num_processes;
             j->pod = pj;
-            j->pod_end = job_pod_end;
-            j->pod_free = job_pod_free;
+            j->scope = &job_scope_pod;
         }
     } else if (!keys_equal(a->job_key, j->key)) {
         /* Nothing of the job is told: not its processes, count or who holds it. */
@@ -251,7 +283,7 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
                         "key of their launcher (mpirun) or IPUOF_JOB_KEY: start them together, "
                         "or choose another name with IPUOF_PARTITION", a->partition_name);
         return;
-    } else if (j->started) {
+    } else if (j->phase != JOB_GATHER_ATTACH || job_gather_complete(&j->gather)) {
         conn_send_error(c, req_id, IPUOF_E_BUSY, 0, 0, "device",
                         "the job on partition '%s' already has all its %u processes",
                         j->name, j->nproc);
@@ -285,20 +317,15 @@ job_attach(struct conn *c, uint64_t req_id, const Ipuof__AttachRequest *a, unsig
     c->proc_id = q->id;
     c->revoked_code = 0;
     conn_hold_frames(c); /* its frames wait for the attach reply */
-    if (++j->nattached < j->nproc)
+    if (job_gather_arrive(&j->gather, idx) == 0) {
+        job_step(j, JOB_EV_ATTACH); /* the first arms job_timeout: wait for the others */
         return;
-    j->started = 1;
-    evtimer_del(j->timer);
+    }
+    job_step(j, JOB_EV_ATTACH_ALL);
     log_info("job '%s': all %u processes attached", j->name, j->nproc);
     if (job_attach_fault(j))
         return;
-    if (j->pod != NULL) {
-        if (job_pod_start(j, job_attach_answer) < 0) {
-            j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
-            job_end(j, IPUOF_E_NOMEM, "out of memory forming the Pod partition '%s'",
-                    j->name);
-        }
-        return;
-    }
-    job_attach_answer(j);
+    if (j->scope->start(j, job_attach_answer) < 0) /* answers once the partition formed */
+        job_end_reset(j, IPUOF_E_NOMEM, "out of memory forming the Pod partition '%s'",
+                      j->name);
 }

@@ -26,7 +26,8 @@ static void
 compile_refuse(struct job *j, int code, const char *msg)
 {
     job_hold(j);
-    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
+    job_step(j, JOB_EV_COMPILE_FAIL);
+    for (unsigned k = 0; k < j->nproc && !job_ended(j); k++) {
         struct job_proc *r = &j->proc[k];
         struct conn *o = r->conn;
         uint64_t id = r->compile_req;
@@ -40,22 +41,6 @@ compile_refuse(struct job *j, int code, const char *msg)
     }
     job_unhold(j);
 }
-
-/* A compile of j goes to a worker, or is made at once: j is held (compile_done lets go)
- * and a process leaving meanwhile ends the job. */
-static void
-job_compile_begin(struct job *j)
-{
-    job_hold(j);
-    j->compiling = 1;
-}
-
-static void
-job_compile_end(struct job *j)
-{
-    j->compiling = 0;
-}
-
 
 /* j's compile for processes proc0 .. proc0+nproc-1 finished (j alive): m (NULL on
  * failure; taken, with proc0 and nproc set) is the job's model; rc/msg the failure. Replies
@@ -93,7 +78,7 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
                  (double)us / 1000.0, m->first_ipu, m->first_ipu + m->nipus - 1);
     }
     job_hold(j);
-    for (unsigned p = proc0; p < proc0 + nproc && !j->dead; p++) {
+    for (unsigned p = proc0; p < proc0 + nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *o = q->conn;
         uint64_t id = q->compile_req;
@@ -114,7 +99,7 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
         conn_release_frames(o);
         conn_leave(o);
     }
-    if (refused && !j->dead) { /* a reply could not be sent: the model is nobody's */
+    if (refused && !job_ended(j)) { /* a reply could not be sent: the model is nobody's */
         struct model **pp;
         for (pp = &j->models; *pp != m; pp = &(*pp)->next)
             ;
@@ -136,7 +121,7 @@ job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
     h.compile_progress = (Ipuof__CompileProgress *)p;
     job_hold(j);
-    for (unsigned k = 0; k < j->nproc && !j->dead; k++) {
+    for (unsigned k = 0; k < j->nproc && !job_ended(j); k++) {
         struct job_proc *q = &j->proc[k];
         if (q->conn == NULL || q->compile_req == 0)
             continue;
@@ -158,24 +143,24 @@ on_progress_ev(evutil_socket_t fd, short what, void *arg)
     (void)what;
     p.done = (uint32_t)atomic_load(&ct->prog_done);
     p.total = (uint32_t)atomic_load(&ct->prog_total);
-    if (!ct->job->dead) /* every process of the job waits for this compile */
+    if (!job_ended(ct->job)) /* every process of the job waits for this compile */
         job_compile_progress(ct->job, &p);
 }
 
 /* Loop thread: the compile finished (or was dropped by a stopping daemon before it
  * started). Answers the job's processes unless the job ended meanwhile (they had their
- * error then). */
+ * error then). gathered: the job's compile for all its processes (JOB_COMPILING), not one
+ * made at once for one process (job_compile_here). */
 static void
-compile_done(struct work_item *it)
+compile_finish(struct compile_task *ct, int gathered)
 {
-    struct compile_task *ct = (struct compile_task *)it;
+    struct work_item *it = &ct->item;
     struct job *j = ct->job;
     struct model *m = NULL;
 
     if (ct->prog_ev != NULL) /* it went to a worker (see compile_start) */
         dev_set_busy(ct->srv->inv, ct->first_ipu, ct->part_count, 0);
-    job_compile_end(j);
-    if (j->dead) {
+    if (job_ended(j)) {
         cache_release(&ct->srv->cache, ct->entry);
         goto out;
     }
@@ -188,10 +173,18 @@ compile_done(struct work_item *it)
         m = compile_task_model(ct);
     if (m == NULL)
         log_info("job '%s': compile of '%s' failed: %s", j->name, ct->name, ct->err.msg);
+    if (gathered)
+        job_step(j, JOB_EV_COMPILED);
     job_compiled(j, ct->proc0, ct->nproc, m, ct->rc, ct->err.msg, ct->cached, ct->us);
 out:
     job_unhold(j);
     compile_task_free(ct);
+}
+
+static void
+compile_done(struct work_item *it)
+{
+    compile_finish((struct compile_task *)it, 1);
 }
 
 /* Hands ct to a worker for job j, held until compile_done. 0, or -1 when out of memory (ct
@@ -202,7 +195,7 @@ compile_start(struct job *j, struct compile_task *ct)
     if (compile_task_queue(ct, compile_done, on_progress_ev) < 0)
         return -1;
     ct->job = j;
-    job_compile_begin(j);
+    job_hold(j); /* until compile_done */
     dev_set_busy(ct->srv->inv, ct->first_ipu, ct->part_count, 1);
     return 0;
 }
@@ -257,18 +250,26 @@ job_compile_ready(struct conn *c, struct compile_task *ct)
         compile_task_free(ct);
         return;
     }
+    if (j->phase != JOB_READY && j->phase != JOB_GATHER_COMPILE) {
+        conn_send_error(c, ct->req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "process %u sends a compile while the job on partition '%s' is %s "
+                        "(model %u); every process makes the same calls in the same order",
+                        q->id + j->proc_base, j->name, job_phase_name(j->phase),
+                        j->run_model != NULL ? j->run_model->id : 0);
+        compile_task_free(ct);
+        return;
+    }
     q->ct = ct;
     q->compile_req = ct->req_id;
     conn_hold_frames(c);
     if (job_end_if_left(j, 0, j->nproc)) /* answers this compile too */
         return;
-    if (++j->ncompile < j->nproc) {
-        if (j->ncompile == 1) /* the first: wait for the others */
-            job_arm_timer(j);
+    job_gather_for(j, JOB_READY, 0, j->nproc);
+    if (job_gather_arrive(&j->gather, q->id) == 0) {
+        job_step(j, JOB_EV_COMPILE); /* the first arms job_timeout: wait for the others */
         return;
     }
-    evtimer_del(j->timer);
-    j->ncompile = 0;
+    job_step(j, JOB_EV_COMPILE_ALL);
     for (unsigned p = 1; p < j->nproc; p++) {
         if (compile_task_diff(p0->ct, 0, j->proc[p].ct, p, msg, sizeof msg)) {
             compile_refuse(j, IPUOF_E_INVAL, msg);
@@ -295,8 +296,8 @@ job_compile_here(struct conn *c, uint64_t req_id, struct compile_task *ct)
     ct->proc0 = c->proc_id; /* this process's own model */
     ct->nproc = 1;
     ct->job = c->job;
-    job_compile_begin(c->job);
-    compile_done(&ct->item); /* replies, and frees ct */
+    job_hold(c->job); /* compile_finish lets go */
+    compile_finish(ct, 0); /* replies, and frees ct */
 }
 
 struct model *

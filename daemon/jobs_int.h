@@ -1,8 +1,9 @@
 /*
  * jobs_int.h — the inside of a job, shared by jobs_life.c (its life, leaving, the wait
  * queue), jobs_attach.c (attaching as one of several processes), jobs_compile.c,
- * jobs_run.c and jobs_status.c. Loop thread only, except where a field
- * says otherwise.
+ * jobs_run.c and jobs_status.c. Where a job is in its life is job->phase, moved only by
+ * job_step through jobs_sm.c's table; job->gather is who arrived for the phase gathering.
+ * Loop thread only, except where a field says otherwise.
  */
 #ifndef IPUOFD_JOBS_INT_H
 #define IPUOFD_JOBS_INT_H
@@ -12,6 +13,7 @@
 
 #include "devices.h"
 #include "jobs.h"
+#include "jobs_sm.h"
 #include "models.h"
 #include "slices.h"
 #include "work.h"
@@ -62,6 +64,30 @@ struct run {
     Ipuof__OutputPiece *pieces, **pp;
 };
 
+/* Why a job ended: set once, by job_end, and read by whoever answers after the end. */
+struct job_end_reason {
+    int code;                    /* IPUOF_E_* */
+    int recovery;                /* what its processes are told to do (IPUOF_RECOVERY_*) */
+    int reset;                   /* the partition is gone everywhere (a Pod job): the
+                                  * Notice says PARTITION_RESET */
+    char msg[768];
+};
+
+/*
+ * What differs between a job on this daemon alone (job_scope_local, jobs_life.c) and one
+ * whose partition spans the daemons of a Pod (job_scope_pod, jobs_pod.c). jobs_life.c and
+ * jobs_attach.c call through it; jobs_life.c calls no file above it.
+ */
+struct job_scope {
+    const char *name;
+    /* Every local process attached: forms the partition (on a worker for a Pod), then calls
+     * formed(j) on the loop thread, or ends j saying why. 0, or -1 when it cannot start. */
+    int (*start)(struct job *j, void (*formed)(struct job *j));
+    void (*end)(struct job *j);  /* j ends (its rendezvous entries dropped) */
+    void (*free)(struct job *j); /* j is freed */
+};
+extern const struct job_scope job_scope_local, job_scope_pod;
+
 struct job {
     struct srv *srv;
     char name[DEV_NAME_MAX];
@@ -70,27 +96,21 @@ struct job {
     unsigned nproc, count;       /* processes; IPUs of the partition */
     unsigned proc_base, nproc_all; /* across a Pod: the job's id of process 0 here, and the
                                   * job's processes on every host (else 0 and nproc) */
-    unsigned nattached, ncompile, nrun;
-    int started;                 /* every process attached */
-    int dead;                    /* ended: freed once nothing is in flight */
+    enum job_phase phase;        /* where it is (jobs_sm.h); moved only by job_step */
+    struct job_gather gather;    /* who arrived for the phase gathering now (or last) */
     struct dev_partition *part;
-    struct event *timer;         /* job_timeout for the phase now gathering */
+    struct event *timer;         /* job_timeout for the phase now gathering (gather) */
     struct model *models;        /* the job's executables, shared by its processes */
     struct model *run_model;     /* the model whose processes' inputs are being gathered */
     struct run *inflight;  /* the run on a worker, or NULL */
     uint64_t fed;                /* steps of run_model's input every process has sent */
     int arriving;                /* processes whose slice is still arriving */
-    int compiling;               /* its compile is on a worker */
     int hold;                    /* loops over the processes under way (they may end it), and
                                   * tasks on workers that refer to it (compile, trace) */
-    int end_code;                /* why it ended (IPUOF_E_*), once dead */
-    int end_recovery;            /* the recovery its processes are told (0: job_recovery) */
+    struct job_end_reason end;   /* why it ended, recorded by job_end alone */
+    const struct job_scope *scope; /* on this daemon alone, or spanning a Pod */
     struct pod_job *pod;         /* its share of a partition spanning a Pod (jobs_pod.c), or
                                   * NULL: process p of the job is process pod first + p */
-    void (*pod_end)(struct job *j);          /* with pod: called as it ends, and */
-    void (*pod_free)(struct pod_job *pj);    /* as it is freed (set by jobs_attach.c:
-                                              * jobs_life.c calls no file above it) */
-    char end_msg[768];
     struct job *next;
     struct job_proc proc[];     /* nproc */
 };
@@ -123,9 +143,22 @@ void job_update_loaded(struct job *j);
 
 /* Ends j: every process still there gets an error with the sentence fmt makes (and a
  * Notice when it had its partition); the partition is released; j is freed once nothing
- * is in flight. */
+ * is in flight. The reason (code, the recovery job_recovery says, the sentence) is
+ * recorded in j->end. */
 void job_end(struct job *j, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* As job_end, for a partition that is gone on every daemon of its Pod: its processes are
+ * told IPUOF_RECOVERY_PARTITION_RESET. */
+void job_end_reset(struct job *j, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 once j has ended (it is freed when nothing is in flight). */
+static inline int
+job_ended(const struct job *j)
+{
+    return j->phase == JOB_ENDED;
+}
 
 /* Frees j when it has ended and nothing refers to it any more. */
 void job_maybe_free(struct job *j);
@@ -137,8 +170,13 @@ int job_end_if_left(struct job *j, unsigned p0, unsigned n);
  * a shutdown, attach again otherwise. */
 int job_recovery(int code);
 
-/* Arms job_timeout for the phase now gathering. */
-void job_arm_timer(struct job *j);
+/* Moves j by event ev through jobs_sm.c's table (j->phase) and returns the action that goes
+ * with it; an event its phase cannot meet is logged and changes nothing (JOB_ACT_NONE). */
+enum job_action job_step(struct job *j, enum job_event ev);
+
+/* j's gathering for the next phase is of processes first .. first+n-1: begun anew when j
+ * is in phase `from` (it leaves it by the event that follows), else the one under way. */
+void job_gather_for(struct job *j, enum job_phase from, unsigned first, unsigned n);
 
 /* ---- a partition spanning the daemons of a Pod (jobs_pod.c) ---- */
 
@@ -159,11 +197,6 @@ unsigned job_pod_first(const struct pod_job *pj);   /* its first (global) proces
 unsigned job_pod_nlocal(const struct pod_job *pj);  /* processes it holds */
 unsigned job_pod_nglobal(const struct pod_job *pj); /* the job's processes */
 int job_pod_size(const struct pod_job *pj);         /* daemons of the partition */
-
-/* Every local process of j has attached: forms the Pod partition on a worker (rendezvous
- * at rank 0's store, pod_coll_open), then calls ready(j) on the loop thread, or ends j with
- * PARTITION_RESET naming the host that did not come. 0, or -1 when it cannot be started. */
-int job_pod_start(struct job *j, void (*ready)(struct job *j));
 
 /* m was compiled for j: a training model every local process shares all-reduces its
  * gradients across the daemons (sim_exe_set_xreduce) and takes rank 0's weights first. */
@@ -189,9 +222,6 @@ int job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *er
 /* On the loop thread after a run: when a collective failed, ends j with PARTITION_RESET
  * naming the host that went away, and returns 1. */
 int job_pod_check(struct job *j);
-
-/* j ends: the partition's first daemon drops its rendezvous entries. */
-void job_pod_end(struct job *j);
 
 /* Closes the communicator and the store client; NULL is a no-op. */
 void job_pod_free(struct pod_job *pj);

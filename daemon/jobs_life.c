@@ -28,21 +28,36 @@
 void
 job_maybe_free(struct job *j)
 {
-    if (!j->dead || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
+    if (!job_ended(j) || j->inflight != NULL || j->arriving > 0 || j->hold > 0)
         return;
     while (j->models != NULL) {
         struct model *m = j->models;
         j->models = m->next;
         model_free(j->srv->inv, &j->srv->cache, m);
     }
-    if (j->pod_free != NULL)
-        j->pod_free(j->pod);
+    j->scope->free(j);
     if (j->timer != NULL)
         event_free(j->timer);
     free(j);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);
+
+/* A job on this daemon alone: formed as soon as its processes attached. */
+static int
+local_start(struct job *j, void (*formed)(struct job *j))
+{
+    formed(j);
+    return 0;
+}
+
+static void
+local_nothing(struct job *j)
+{
+    (void)j;
+}
+
+const struct job_scope job_scope_local = {"local", local_start, local_nothing, local_nothing};
 
 /* A job of nproc processes (fields zeroed, the processes numbered, its timer made), or
  * NULL when out of memory. */
@@ -59,6 +74,9 @@ job_alloc(struct srv *s, const char *name, unsigned nproc, unsigned count)
         return NULL;
     }
     j->srv = s;
+    j->scope = &job_scope_local;
+    j->phase = JOB_GATHER_ATTACH;
+    job_gather_begin(&j->gather, 0, nproc);
     snprintf(j->name, sizeof j->name, "%s", name);
     j->nproc = nproc;
     j->nproc_all = nproc;
@@ -84,8 +102,8 @@ job_of_one(struct conn *c, struct dev_partition *p)
     if (j == NULL)
         return -1;
     j->part = p;
-    j->started = 1;
-    j->nattached = 1;
+    j->phase = JOB_READY; /* its one process attached */
+    job_gather_arrive(&j->gather, 0);
     j->proc[0].conn = c;
     j->proc[0].pid = c->pid;
     snprintf(j->proc[0].peer, sizeof j->proc[0].peer, "%s", c->peer);
@@ -93,6 +111,39 @@ job_of_one(struct conn *c, struct dev_partition *p)
     c->proc_id = 0;
     c->revoked_code = 0;
     return 0;
+}
+
+enum job_action
+job_step(struct job *j, enum job_event ev)
+{
+    enum job_action act;
+    int next = job_sm_next(j->phase, ev, &act);
+
+    if (next < 0) {
+        log_error("job '%s': event %s cannot happen in phase %s; ignored", j->name,
+                  job_event_name(ev), job_phase_name(j->phase));
+        return JOB_ACT_NONE;
+    }
+    if (next != (int)j->phase)
+        log_debug("job '%s': %s -> %s (%s)", j->name, job_phase_name(j->phase),
+                  job_phase_name(next), job_event_name(ev));
+    j->phase = (enum job_phase)next;
+    if (act == JOB_ACT_ARM && j->gather.n > 1 && j->gather.deadline_ms == 0) {
+        struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
+        j->gather.deadline_ms = srv_now_ms() + (uint64_t)j->srv->cfg.job_timeout * 1000;
+        evtimer_add(j->timer, &tv);
+    } else if (act == JOB_ACT_DISARM || next == JOB_ENDED) {
+        j->gather.deadline_ms = 0;
+        evtimer_del(j->timer);
+    }
+    return act;
+}
+
+void
+job_gather_for(struct job *j, enum job_phase from, unsigned first, unsigned n)
+{
+    if (j->phase == from)
+        job_gather_begin(&j->gather, first, n);
 }
 
 struct dev_partition *
@@ -119,55 +170,32 @@ job_hold(struct job *j)
 int
 job_unhold(struct job *j)
 {
-    int dead = j->dead;
+    int dead = job_ended(j);
 
     j->hold--;
     job_maybe_free(j);
     return dead;
 }
 
-/* The process ids (", "-separated) that have not done what the phase waits for. */
-static void
-missing(const struct job *j, int phase, char *out, size_t len)
-{
-    size_t used = 0;
-
-    out[0] = '\0';
-    for (unsigned p = 0; p < j->nproc && used + 16 < len; p++) {
-        const struct job_proc *q = &j->proc[p];
-        int absent = phase == 0 ? q->conn == NULL
-                     : phase == 1 ? q->ct == NULL
-                                  : q->run_req == 0 || q->run_arriving;
-        if (absent)
-            used += (size_t)snprintf(out + used, len - used, "%s%u", used ? ", " : "",
-                                     p + j->proc_base);
-    }
-}
-
 static void
 on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct job *j = arg;
+    enum job_phase phase = j->phase;
     char who[256];
-    int phase = !j->started ? 0 : j->ncompile > 0 ? 1 : 2;
 
     (void)fd;
     (void)what;
-    missing(j, phase, who, sizeof who);
+    job_gather_missing(&j->gather, j->proc_base, who, sizeof who);
+    if (job_step(j, JOB_EV_TIMEOUT) != JOB_ACT_END)
+        return;
     job_end(j, IPUOF_E_TIMEOUT,
             "the job on partition '%s' waited %u s (job_timeout) for process%s %s of %u to %s; "
             "start every process with the same partition name and process count, and let "
             "each one make the same calls", j->name, j->srv->cfg.job_timeout,
             strchr(who, ',') ? "es" : "", who, j->nproc_all,
-            phase == 0 ? "attach" : phase == 1 ? "send its compile" : "send its slice of the run");
-}
-
-void
-job_arm_timer(struct job *j)
-{
-    struct timeval tv = {.tv_sec = j->srv->cfg.job_timeout, .tv_usec = 0};
-
-    evtimer_add(j->timer, &tv);
+            phase == JOB_GATHER_ATTACH ? "attach" : phase == JOB_GATHER_COMPILE
+            ? "send its compile" : "send its slice of the run");
 }
 
 /* Sends a Notice that the partition is gone to c. */
@@ -185,7 +213,7 @@ send_notice(struct conn *c, const struct job *j, int code, const char *msg)
     e.component = (char *)"device";
     e.message = (char *)msg;
     e.error_class = IPUOF__ERROR_CLASS__ERROR_CLASS_RECOVERABLE;
-    e.recovery = j->end_recovery == IPUOF_RECOVERY_PARTITION_RESET
+    e.recovery = j->end.reset
                      ? IPUOF__RECOVERY_ACTION__RECOVERY_PARTITION_RESET
                  : code == IPUOF_E_SHUTDOWN ? IPUOF__RECOVERY_ACTION__RECOVERY_RETRY
                                             : IPUOF__RECOVERY_ACTION__RECOVERY_REATTACH;
@@ -200,39 +228,36 @@ send_notice(struct conn *c, const struct job *j, int code, const char *msg)
  * Notice when it had its partition), the models and the partition are released, and the
  * job is freed once its run in flight and arriving slices are done.
  */
-void
-job_end(struct job *j, int code, const char *fmt, ...)
+static void
+end_v(struct job *j, int code, int reset, const char *fmt, va_list ap)
 {
     struct srv *s = j->srv;
     struct job **pp;
-    char msg[768];
-    va_list ap;
+    const char *msg = j->end.msg;
+    int recovery;
 
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    if (j->phase != JOB_ENDED)
+        job_step(j, JOB_EV_END);
+    j->end.code = code;
+    j->end.reset = reset;
+    j->end.recovery = recovery = reset ? IPUOF_RECOVERY_PARTITION_RESET : job_recovery(code);
+    vsnprintf(j->end.msg, sizeof j->end.msg, fmt, ap);
     log_info("job '%s': ended: %s", j->name, msg);
-    j->end_code = code;
-    snprintf(j->end_msg, sizeof j->end_msg, "%s", msg);
-    evtimer_del(j->timer);
     for (pp = &s->jobs; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == j) {
             *pp = j->next;
             break;
         }
     }
-    j->dead = 1;
     if (j->inflight != NULL) {
         sim_exe_cancel(j->inflight->m->entry->exe);
         sim_feed_close(j->inflight->feed); /* its input will not all come */
     }
-    if (j->pod_end != NULL)
-        j->pod_end(j);
+    j->scope->end(j);
     job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
-        int recovery = j->end_recovery ? j->end_recovery : job_recovery(code);
 
         compile_task_free(q->ct);
         q->ct = NULL;
@@ -274,6 +299,26 @@ job_end(struct job *j, int code, const char *fmt, ...)
     job_serve_waiters(s);
 }
 
+void
+job_end(struct job *j, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    end_v(j, code, 0, fmt, ap);
+    va_end(ap);
+}
+
+void
+job_end_reset(struct job *j, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    end_v(j, code, 1, fmt, ap);
+    va_end(ap);
+}
+
 int
 job_recovery(int code)
 {
@@ -310,10 +355,11 @@ leave(struct conn *c, const char *how)
     struct job *j = c->job;
     struct job_proc *q = &j->proc[c->proc_id];
     const struct model *run = j->inflight != NULL ? j->inflight->m : j->run_model;
-    int waiting = !j->started || j->ncompile > 0 || j->compiling ||
-                  (run != NULL && q->id - run->proc0 < run->nproc); /* a run it shares */
+    int shared = run != NULL && q->id - run->proc0 < run->nproc; /* a run it is one of */
     unsigned live = 0;
+    enum job_action act;
 
+    act = job_step(j, JOB_EV_LEAVE);
     snprintf(q->left, sizeof q->left, "%s", how);
     q->conn = NULL;
     compile_task_free(q->ct);
@@ -333,7 +379,7 @@ leave(struct conn *c, const char *how)
             conn_holder(o, &j->part->holder);
         }
     }
-    if (waiting)
+    if (act == JOB_ACT_END || (act == JOB_ACT_END_SHARED && shared)) /* the others wait */
         job_end_if_left(j, 0, j->nproc);
     else if (live == 0)
         job_end(j, IPUOF_E_CLOSED, "its %u process%s left", j->nproc, j->nproc == 1 ? "" : "es");

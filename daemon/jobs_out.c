@@ -277,12 +277,12 @@ on_rows(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (j->dead)
+    if (job_ended(j))
         return; /* every process had its error from job_end */
     n = sim_feed_outputs(w->feed);
     atomic_store(&w->wake_at, n + w->chunk);
     job_hold(j);
-    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !j->dead; p++) {
+    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
         if (!q->stream || q->run_req == 0 || c == NULL || c->dead)

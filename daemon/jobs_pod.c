@@ -270,23 +270,26 @@ rdv_done(struct work_item *it)
 
     if (it->dropped && w->rc == IPUOF_OK)
         w->rc = IPUOF_E_SHUTDOWN;
-    if (!j->dead) {
+    if (!job_ended(j)) {
         if (w->rc == IPUOF_OK) {
             log_info("job '%s': Pod partition formed: rank %d of %d, processes %u-%u of %u",
                      j->name, j->pod->rank, j->pod->size, j->pod->first,
                      j->pod->first + j->pod->nlocal - 1, j->pod->nglobal);
             w->ready(j);
         } else {
-            j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
-            job_end(j, w->rc, "%s", j->pod->why[0] ? j->pod->why : "ipuofd is stopping");
+            job_end_reset(j, w->rc, "%s", j->pod->why[0] ? j->pod->why : "ipuofd is stopping");
         }
     }
     free(w);
     job_unhold(j);
 }
 
-int
-job_pod_start(struct job *j, void (*ready)(struct job *j))
+/* job_scope_pod's start: every local process of j has attached: forms the Pod partition on
+ * a worker (rendezvous at rank 0's store, pod_coll_open), then calls ready(j) on the loop
+ * thread, or ends j with PARTITION_RESET naming the host that did not come. 0, or -1 when
+ * it cannot be started. */
+static int
+pod_scope_start(struct job *j, void (*ready)(struct job *j))
 {
     struct pod_job *pj = j->pod;
     struct pod_rdv *w = calloc(1, sizeof *w);
@@ -295,7 +298,7 @@ job_pod_start(struct job *j, void (*ready)(struct job *j))
 
     if (w == NULL)
         return -1;
-    /* Made here, so that an end of the job meanwhile can cancel its waits (job_pod_end). */
+    /* Made here, so that an end of the job meanwhile can cancel its waits (pod_scope_end). */
     if (pod_kvc_new(&pj->kvc, pj->rdv, pj->token, pj->self, pj->job, pj->timeout_ms, err,
                     sizeof err) != IPUOF_OK) {
         log_warn("job '%s': %s", j->name, err);
@@ -463,16 +466,17 @@ job_pod_after_run(struct job *j, struct model *m, int rc, struct sim_err *err)
 int
 job_pod_check(struct job *j)
 {
-    if (j->pod == NULL || !j->pod->broken || j->dead)
+    if (j->pod == NULL || !j->pod->broken || job_ended(j))
         return 0;
-    j->end_recovery = IPUOF_RECOVERY_PARTITION_RESET;
-    job_end(j, j->pod->code ? j->pod->code : IPUOF_E_CLOSED, "%s; the partition is released: "
-            "attach again to form a new one", j->pod->why);
+    job_end_reset(j, j->pod->code ? j->pod->code : IPUOF_E_CLOSED, "%s; the partition is "
+                  "released: attach again to form a new one", j->pod->why);
     return 1;
 }
 
-void
-job_pod_end(struct job *j)
+/* job_scope_pod's end: the rendezvous still waiting stops, and the partition's first
+ * daemon drops its entries. */
+static void
+pod_scope_end(struct job *j)
 {
     if (j->pod == NULL)
         return;
@@ -520,3 +524,11 @@ job_pod_process_base(const struct conn *c)
 {
     return c->job != NULL && c->job->pod != NULL ? c->job->pod->first : 0;
 }
+
+static void
+pod_scope_free(struct job *j)
+{
+    job_pod_free(j->pod);
+}
+
+const struct job_scope job_scope_pod = {"pod", pod_scope_start, pod_scope_end, pod_scope_free};

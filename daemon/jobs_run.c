@@ -68,7 +68,7 @@ slice_refill(struct conn *c, struct conn_sink *sink, void *arg)
 
     (void)c;
     q->steps_in = slice_steps_in(exe, &q->cur);
-    if (!j->dead)
+    if (!job_ended(j))
         feed_progress(j);
     return slice_fill(exe, &pl, &q->cur, sink);
 }
@@ -113,7 +113,7 @@ run_done(struct work_item *it)
     struct model *m = w->m;
 
     m->busy = 0;
-    if (!j->dead && !it->dropped)
+    if (!job_ended(j) && !it->dropped)
         job_pod_check(j); /* a collective failed: the job ends with PARTITION_RESET */
     if (w->out_ev != NULL)
         event_free(w->out_ev); /* the run's threads are done: nothing wakes it now */
@@ -123,7 +123,7 @@ run_done(struct work_item *it)
     for (unsigned p = m->proc0; p < m->proc0 + m->nproc; p++)
         j->proc[p].steps_in = 0;
     j->fed = 0;
-    if (j->dead) {
+    if (job_ended(j)) {
         j->inflight = NULL;
         job_out_release(w);
         free(w);
@@ -138,9 +138,8 @@ run_done(struct work_item *it)
         metrics_run(j->srv->metrics, m->first_ipu, m->nipus, w->us, have ? &cost : NULL);
     }
     j->run_model = NULL;
-    j->nrun = 0;
     job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
-    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !j->dead; p++) {
+    for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
         conn_enter(c);
@@ -157,6 +156,9 @@ run_done(struct work_item *it)
         conn_leave(c); /* a kill here ends the job through job_leave */
     }
     j->inflight = NULL;
+    if (!job_ended(j)) {
+        job_step(j, JOB_EV_RUN_DONE);
+    }
     job_out_release(w);
     free(w);
     job_unhold(j);
@@ -227,7 +229,6 @@ run_all(struct job *j)
 {
     struct run *w = calloc(1, sizeof *w);
 
-    evtimer_del(j->timer);
     if (w != NULL) {
         w->j = j;
         w->m = j->run_model;
@@ -263,6 +264,7 @@ run_all(struct job *j)
         return;
     }
     j->inflight = w;
+    job_step(j, JOB_EV_RUN_START);
     dev_set_busy(j->srv->inv, w->m->first_ipu, w->m->nipus, 1);
 }
 
@@ -275,17 +277,17 @@ on_input(struct conn *c, void *arg)
 
     q->run_arriving = 0;
     j->arriving--;
-    if (j->dead) { /* the job ended while the bytes arrived */
-        conn_send_error(c, q->run_req, j->end_code, IPUOF_ERROR_RECOVERABLE,
-                        job_recovery(j->end_code), "device", "the job on partition '%s' ended "
-                        "while this process's run input arrived: %s", j->name, j->end_msg);
+    if (job_ended(j)) { /* the job ended while the bytes arrived */
+        conn_send_error(c, q->run_req, j->end.code, IPUOF_ERROR_RECOVERABLE,
+                        j->end.recovery, "device", "the job on partition '%s' ended while "
+                        "this process's run input arrived: %s", j->name, j->end.msg);
         q->run_req = 0;
         q->conn = NULL;
         conn_release_frames(c);
         job_maybe_free(j);
         return;
     }
-    j->nrun++;
+    job_gather_arrive(&j->gather, q->id);
     q->steps_in = run_steps(j->run_model->entry->exe); /* every byte is in */
     feed_progress(j);
 }
@@ -302,7 +304,7 @@ on_input_abort(struct conn *c, void *arg)
         return;
     q->run_arriving = 0;
     j->arriving--;
-    if (j->dead) {
+    if (job_ended(j)) {
         q->conn = NULL;
         job_maybe_free(j);
     }
@@ -323,6 +325,13 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     if (q->run_req != 0) {
         conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
                         "process %u already sent its slice of a run", q->id);
+        return;
+    }
+    if (j->phase != JOB_READY && j->phase != JOB_GATHER_RUN && j->phase != JOB_RUNNING) {
+        conn_send_error(c, req_id, IPUOF_E_STATE, 0, 0, "protocol",
+                        "process %u runs model %u while the job on partition '%s' is %s; "
+                        "every process makes the same calls in the same order",
+                        q->id + j->proc_base, m->id, j->name, job_phase_name(j->phase));
         return;
     }
     if (j->run_model != NULL && j->run_model != m) {
@@ -349,6 +358,8 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     conn_hold_frames(c);
     if (job_end_if_left(j, m->proc0, m->nproc))
         return;
+    job_gather_for(j, JOB_READY, m->proc0, m->nproc);
+    job_step(j, JOB_EV_RUN); /* the first of several arms job_timeout: wait for the others */
     j->run_model = m;
     m->busy = 1;
     memset(&q->cur, 0, sizeof q->cur);
@@ -356,10 +367,8 @@ job_run(struct conn *c, uint64_t req_id, const Ipuof__RunRequest *rq, uint32_t p
     q->stream = rq->stream_outputs;
     q->stream_begun = 0;
     q->sent = 0;
-    if (j->nrun + j->arriving == 0 && m->nproc > 1) /* the first: wait for the others */
-        job_arm_timer(j);
     if (payload_len == 0) {
-        j->nrun++;
+        job_gather_arrive(&j->gather, q->id);
         q->steps_in = run_steps(m->entry->exe); /* nothing to receive */
         feed_progress(j);
         return;
