@@ -159,6 +159,16 @@ def make_tls_files(wd):
     return conf, os.path.join(wd, "ca.pem")
 
 
+def proc_cpu_s(pids):
+    """CPU seconds (user + system, all threads) used so far by the processes pids."""
+    total = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def start_daemon(ipuofd, workdir, env, tag="", conf=None):
     """ipuofd on an ephemeral loopback port, with the config text conf (None: no file);
     tag keeps the files of a second daemon apart. Returns (process, address)."""
@@ -335,12 +345,15 @@ def main():
 
             run_us = {"b1000": [], "mb8": [], "tls": []}
 
-            def drv_run(how, name, d=None, key=None):
+            def drv_run(how, name, d=None, key=None, dmn=None):
+                d, dmn = d or drv, dmn or daemon
                 def run(seconds):
-                    r, _ = (d or drv).cmd("for %s %s %.3f" % (how, name, seconds))
+                    cpu0 = proc_cpu_s([dmn.pid, d.p.pid])
+                    r, _ = d.cmd("for %s %s %.3f" % (how, name, seconds))
+                    cpu = proc_cpu_s([dmn.pid, d.p.pid]) - cpu0
                     if how == "daemon":
                         run_us[key or name].append((float(r["seconds"]), int(r["calls"]),
-                                                    int(r["run_us"]) / 1e6))
+                                                    int(r["run_us"]) / 1e6, cpu))
                     return int(r["calls"]), float(r["seconds"])
                 return run
 
@@ -351,7 +364,7 @@ def main():
             c_t1000_1 = Contestant("pytorch batch 1000, 1 thr", 1000, torch_run(1000, threads=1))
             c_d8 = Contestant("ipuofd mb8 di100", 800, drv_run("daemon", "mb8"))
             c_s8 = Contestant("ipuofd TLS mb8 di100", 800,
-                              drv_run("daemon", "mb8", drv_tls, "tls"))
+                              drv_run("daemon", "mb8", drv_tls, "tls", daemon_tls))
             c_t8 = Contestant("pytorch batch 8, %d thr" % t2, 8, torch_run(8, threads=t2))
             c_i8 = Contestant("in-process mb8 di100", 800, drv_run("inproc", "mb8"))
             # Small batches often run best on one thread: both are measured, the best counts.
@@ -492,15 +505,16 @@ def print_overheads(c_d1000, c_d8, c_s8, c_i8, run_us, comp):
     for label, name, c in (("mb1000 di1", "b1000", c_d1000), ("mb8 di100", "mb8", c_d8),
                            ("TLS mb8", "tls", c_s8)):
         kept = [run_us[name][i] for i in KEPT if i < len(run_us[name])]
-        wall = sum(w for w, _, _ in kept)
-        calls = sum(n for _, n, _ in kept)
-        sim = sum(s for _, _, s in kept)
+        wall = sum(k[0] for k in kept)
+        calls = sum(k[1] for k in kept)
+        sim = sum(k[2] for k in kept)
+        cpu = sum(k[3] for k in kept)
         if calls == 0 or wall == 0:
             continue
         print("  %-10s %.2f ms per call: %.2f ms running in the daemon's simulator, "
-              "%.2f ms (%.1f%%) outside it" % (label, wall / calls * 1e3, sim / calls * 1e3,
-                                              (wall - sim) / calls * 1e3,
-                                              (wall - sim) / wall * 100))
+              "%.2f ms (%.1f%%) outside it; CPU %.2f ms per call (daemon + client)"
+              % (label, wall / calls * 1e3, sim / calls * 1e3, (wall - sim) / calls * 1e3,
+                 (wall - sim) / wall * 100, cpu / calls * 1e3))
     print("  in-process mb8 di100: %.2f ms per call (copy in + sim_exe_run)"
           % (800 / c_i8.median() * 1e3))
     print("  compile: mb1000 daemon %.1f ms / in-process %.1f ms; mb8 di100 daemon %.1f ms / "
