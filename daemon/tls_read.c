@@ -19,6 +19,7 @@ tls_read_direct(struct bufferevent *bev, void *dst, size_t len, char *why, size_
 
     if (ssl == NULL || len == 0)
         return 0;
+    SSL_set_read_ahead(ssl, 1);
     ERR_clear_error();
     r = SSL_read(ssl, dst, len > INT_MAX ? INT_MAX : (int)len);
     if (r > 0)
@@ -51,21 +52,30 @@ tls_pending_to_input(struct bufferevent *bev)
     ssize_t moved = 0;
     int n;
 
-    while (ssl != NULL && (n = SSL_pending(ssl)) > 0) {
+    if (ssl == NULL)
+        return 0;
+    while (SSL_has_pending(ssl)) {
         struct evbuffer_iovec v;
         int r;
 
+        /* A record holds 16 KiB at most; what SSL_pending says may be more than one. */
+        n = SSL_pending(ssl);
+        if (n < 16384)
+            n = 16384;
         if (evbuffer_reserve_space(in, n, &v, 1) != 1)
             return -1;
         ERR_clear_error();
         r = SSL_read(ssl, v.iov_base, n < (int)v.iov_len ? n : (int)v.iov_len);
         if (r <= 0) {
-            ERR_clear_error(); /* libevent's next read reports it */
+            /* A partial record (the rest comes with the socket's next bytes), or an error
+             * libevent's next read reports. */
+            ERR_clear_error();
             break;
         }
         v.iov_len = (size_t)r;
         evbuffer_commit_space(in, &v, 1);
         moved += r;
     }
+    SSL_set_read_ahead(ssl, 0);
     return moved;
 }
