@@ -298,22 +298,7 @@ def main():
 
             print_header(args, n_threads, reps, rep_s, info, source, addr, addr_tls)
 
-            # ---- correctness: outputs of ipuofd, the in-process plan and PyTorch agree
-            print("correctness (logits of the first 1000 / 800 test images):")
-            with torch.inference_mode():
-                ref = net(xs[:1000]).numpy()
-            for d, how, name, n in ((drv, "daemon", "b1000", 1000), (drv, "daemon", "mb8", 800),
-                                    (drv, "inproc", "mb8", 800), (drv_tls, "daemon", "mb8", 800)):
-                out_path = os.path.join(wd, "out.f32")
-                d.cmd("dump %s %s 0 %s" % (how, name, out_path))
-                got = np.fromfile(out_path, dtype=np.float32).reshape(n, 10)
-                diff = float(np.max(np.abs(got - ref[:n])))
-                agree = np.mean(np.argmax(got, 1) == np.argmax(ref[:n], 1)) * 100
-                verdict = "ok" if diff <= 1e-3 else "MISMATCH"
-                who = "inproc" if how == "inproc" else "ipuofd" if d is drv else "TLS"
-                print("  %-6s %-5s vs pytorch: max abs diff %.3g, argmax agrees on %.1f%%  %s"
-                      % (who, name, diff, agree, verdict))
-            print()
+            check_outputs(net, xs, wd, drv, drv_tls)
 
             # ---- contestants
             state = {"off": 0}
@@ -375,24 +360,8 @@ def main():
                 time.sleep(SETTLE_S)
             for name in run_us:
                 run_us[name].clear()
-            # Rounds: every contestant once, in turn. The machine may be shared: a round
-            # during which other processes kept more than QUIET_CPUS busy is not used, and
-            # rounds go on (up to twice the count asked for) until `reps` quiet ones are in.
-            pids = [daemon.pid, drv.p.pid, daemon_tls.pid, drv_tls.p.pid]
-            loads = []
-            while len(loads) < 2 * reps and sum(x <= QUIET_CPUS for x in loads) < reps:
-                busy0, ours0 = cpu_jiffies(pids)
-                t0 = time.monotonic()
-                # The plain and the TLS daemon take turns going first, so neither always
-                # runs right after PyTorch's batch 1000 (the order cannot bias the ratio).
-                i = min(order.index(c_d8), order.index(c_s8))
-                order[i], order[i + 1] = order[i + 1], order[i]
-                for c in order:
-                    c.rep(rep_s)
-                    time.sleep(SETTLE_S)
-                busy1, ours1 = cpu_jiffies(pids)
-                others = max(0, (busy1 - busy0) - (ours1 - ours0)) / os.sysconf("SC_CLK_TCK")
-                loads.append(others / (time.monotonic() - t0))
+            loads = run_rounds(order, [daemon.pid, drv.p.pid, daemon_tls.pid, drv_tls.p.pid],
+                               reps, rep_s, (c_d8, c_s8))
             quiet = [i for i, x in enumerate(loads) if x <= QUIET_CPUS]
             KEPT[:] = quiet if len(quiet) >= 3 else range(len(loads))
             print_table(order)
@@ -445,6 +414,51 @@ def main():
                 print("bench: the end of ipuofd%s's log:\n%s" % (tag, "".join(tail)), end="")
             sys.exit(1)
     print("(benchmark took %.0f s)" % (time.monotonic() - t_start))
+
+
+def check_outputs(net, xs, wd, drv, drv_tls):
+    """Prints how the logits of ipuofd (both configurations, plain and TLS) and of the
+    in-process plan agree with PyTorch's on the same images."""
+    # ---- correctness: outputs of ipuofd, the in-process plan and PyTorch agree
+    print("correctness (logits of the first 1000 / 800 test images):")
+    with torch.inference_mode():
+        ref = net(xs[:1000]).numpy()
+    for d, how, name, n in ((drv, "daemon", "b1000", 1000), (drv, "daemon", "mb8", 800),
+                            (drv, "inproc", "mb8", 800), (drv_tls, "daemon", "mb8", 800)):
+        out_path = os.path.join(wd, "out.f32")
+        d.cmd("dump %s %s 0 %s" % (how, name, out_path))
+        got = np.fromfile(out_path, dtype=np.float32).reshape(n, 10)
+        diff = float(np.max(np.abs(got - ref[:n])))
+        agree = np.mean(np.argmax(got, 1) == np.argmax(ref[:n], 1)) * 100
+        verdict = "ok" if diff <= 1e-3 else "MISMATCH"
+        who = "inproc" if how == "inproc" else "ipuofd" if d is drv else "TLS"
+        print("  %-6s %-5s vs pytorch: max abs diff %.3g, argmax agrees on %.1f%%  %s"
+              % (who, name, diff, agree, verdict))
+    print()
+
+
+def run_rounds(order, pids, reps, rep_s, pair):
+    """Runs the rounds (every contestant in order, the two of pair taking turns going first)
+    and returns the CPUs other processes kept busy during each; pids are the benchmark's
+    own processes."""
+    # Rounds: every contestant once, in turn. The machine may be shared: a round
+    # during which other processes kept more than QUIET_CPUS busy is not used, and
+    # rounds go on (up to twice the count asked for) until `reps` quiet ones are in.
+    loads = []
+    while len(loads) < 2 * reps and sum(x <= QUIET_CPUS for x in loads) < reps:
+        busy0, ours0 = cpu_jiffies(pids)
+        t0 = time.monotonic()
+        # The plain and the TLS daemon take turns going first, so neither always
+        # runs right after PyTorch's batch 1000 (the order cannot bias the ratio).
+        i = min(order.index(c) for c in pair)
+        order[i], order[i + 1] = order[i + 1], order[i]
+        for c in order:
+            c.rep(rep_s)
+            time.sleep(SETTLE_S)
+        busy1, ours1 = cpu_jiffies(pids)
+        others = max(0, (busy1 - busy0) - (ours1 - ours0)) / os.sysconf("SC_CLK_TCK")
+        loads.append(others / (time.monotonic() - t0))
+    return loads
 
 
 def print_header(args, n_threads, reps, rep_s, info, source, addr, addr_tls):
