@@ -14,6 +14,9 @@ PyTorch runs at 1 and at 2 threads (OPENBLAS_NUM_THREADS=1, never more threads t
 CPUs); each case compares with the faster of the two and names it.
   di100-inproc   the mb8-di100 calls through the daemon vs the same compiled plan
                  run in-process (sim_compile + sim_exe_run, no network)    >= 0.9x
+  tls-mb8-di100  the mb8-di100 calls through a second daemon with TLS on (certificates
+                 made with openssl in the run's temp dir, the client on IPUOF_TLS_CA_FILE)
+                 vs the plain daemon (same options, no TLS)                >= 0.9x
 
 Timings are reported, never judged: the script exits 0 when a target is missed and
 prints MISSED for it. Environment knobs: BENCH_THREADS (threads for both sides, default:
@@ -131,12 +134,54 @@ def cpu_jiffies(pids):
     return busy, ours
 
 
-def start_daemon(ipuofd, workdir, env):
-    port_file = os.path.join(workdir, "port")
-    log = open(os.path.join(workdir, "ipuofd.log"), "w")
-    p = subprocess.Popen([ipuofd, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                          "--ipus", "1", "--foreground", "--log-level", "warn"],
-                         stderr=log, env=env)
+def make_tls_files(wd):
+    """A CA and a certificate for 127.0.0.1 signed by it, made with openssl in wd (as
+    tests/integ/test_tls.sh does). Returns (daemon config text, CA file) or raises
+    RuntimeError saying what failed."""
+    def ossl(*a):
+        r = subprocess.run(["openssl"] + list(a), cwd=wd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("openssl %s failed: %s" % (a[0], r.stderr.strip()[-300:]))
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    try:
+        ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=ipuof-bench-ca")
+        ossl("req", "-new", *ec, "-keyout", "srv.key", "-out", "srv.csr",
+             "-subj", "/CN=localhost")
+        with open(os.path.join(wd, "san.ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        ossl("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "san.ext")
+    except FileNotFoundError:
+        raise RuntimeError("openssl is not installed (Debian's openssl package)")
+    conf = "[server]\ntls_cert_file = %s\ntls_key_file = %s\n" % (
+        os.path.join(wd, "srv.pem"), os.path.join(wd, "srv.key"))
+    return conf, os.path.join(wd, "ca.pem")
+
+
+def proc_cpu_s(pids):
+    """CPU seconds (user + system, all threads) used so far by the processes pids."""
+    total = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def start_daemon(ipuofd, workdir, env, tag="", conf=None):
+    """ipuofd on an ephemeral loopback port, with the config text conf (None: no file);
+    tag keeps the files of a second daemon apart. Returns (process, address)."""
+    port_file = os.path.join(workdir, "port" + tag)
+    log_path = os.path.join(workdir, "ipuofd%s.log" % tag)
+    log = open(log_path, "w")
+    argv = [ipuofd, "--listen", "127.0.0.1:0", "--port-file", port_file,
+            "--ipus", "1", "--foreground", "--log-level", "warn"]
+    if conf is not None:
+        with open(os.path.join(workdir, "ipuofd%s.conf" % tag), "w") as f:
+            f.write(conf)
+        argv += ["--config", os.path.join(workdir, "ipuofd%s.conf" % tag)]
+    p = subprocess.Popen(argv, stderr=log, env=env)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if p.poll() is not None:
@@ -147,8 +192,8 @@ def start_daemon(ipuofd, workdir, env):
         time.sleep(0.05)
     p.kill()
     p.wait()
-    with open(os.path.join(workdir, "ipuofd.log")) as f:
-        sys.exit("bench: ipuofd did not start:\n" + f.read())
+    with open(log_path) as f:
+        sys.exit("bench: ipuofd%s did not start:\n%s" % (tag, f.read()))
 
 
 def stop_daemon(p):
@@ -215,7 +260,7 @@ def main():
     n_img = images.shape[0]
     xs = torch.from_numpy(images).view(n_img, 1, 28, 28)
 
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IPUOF_TLS")}
     env["OPENBLAS_NUM_THREADS"] = str(n_threads)  # the daemon's and in-process sim's BLAS
 
     with tempfile.TemporaryDirectory(prefix="ipuof-bench-") as wd:
@@ -226,10 +271,19 @@ def main():
         data_path = os.path.join(wd, "images.f32")
         images.tofile(data_path)
 
+        # The TLS daemon: the plain daemon's options plus a certificate (its config holds
+        # only the tls_* lines), and a second driver whose client turns TLS on from
+        # IPUOF_TLS_CA_FILE and checks the certificate against 127.0.0.1.
+        try:
+            tls_conf, tls_ca = make_tls_files(wd)
+        except RuntimeError as e:
+            sys.exit("bench: cannot make the TLS certificates: %s" % e)
         daemon, addr = start_daemon(ipuofd, wd, env)
-        drv = None
+        daemon_tls, addr_tls = None, None
+        drv = drv_tls = None
         failed = ""
         try:
+            daemon_tls, addr_tls = start_daemon(ipuofd, wd, env, "-tls", tls_conf)
             drv = Driver(driver_bin, env)
             info, _ = drv.cmd("info")
             drv.cmd("data %s %d" % (data_path, n_img))
@@ -237,24 +291,14 @@ def main():
             comp = {}
             comp["b1000"], _ = drv.cmd("load b1000 %s 1000 1" % onnx_path)
             comp["mb8"], _ = drv.cmd("load mb8 %s 8 100" % onnx_path)
+            drv_tls = Driver(driver_bin, dict(env, IPUOF_TLS_CA_FILE=tls_ca))
+            drv_tls.cmd("data %s %d" % (data_path, n_img))
+            drv_tls.cmd("connect %s" % addr_tls)
+            drv_tls.cmd("load mb8 %s 8 100" % onnx_path)
 
-            print_header(args, n_threads, reps, rep_s, info, source, addr)
+            print_header(args, n_threads, reps, rep_s, info, source, addr, addr_tls)
 
-            # ---- correctness: outputs of ipuofd, the in-process plan and PyTorch agree
-            print("correctness (logits of the first 1000 / 800 test images):")
-            with torch.inference_mode():
-                ref = net(xs[:1000]).numpy()
-            for how, name, n in (("daemon", "b1000", 1000), ("daemon", "mb8", 800),
-                                 ("inproc", "mb8", 800)):
-                out_path = os.path.join(wd, "out.f32")
-                drv.cmd("dump %s %s 0 %s" % (how, name, out_path))
-                got = np.fromfile(out_path, dtype=np.float32).reshape(n, 10)
-                diff = float(np.max(np.abs(got - ref[:n])))
-                agree = np.mean(np.argmax(got, 1) == np.argmax(ref[:n], 1)) * 100
-                verdict = "ok" if diff <= 1e-3 else "MISMATCH"
-                print("  %-6s %-5s vs pytorch: max abs diff %.3g, argmax agrees on %.1f%%  %s"
-                      % ("ipuofd" if how == "daemon" else "inproc", name, diff, agree, verdict))
-            print()
+            check_outputs(net, xs, wd, drv, drv_tls)
 
             # ---- contestants
             state = {"off": 0}
@@ -284,14 +328,17 @@ def main():
                         if t >= seconds:
                             return calls, t
 
-            run_us = {"b1000": [], "mb8": []}
+            run_us = {"b1000": [], "mb8": [], "tls": []}
 
-            def drv_run(how, name):
+            def drv_run(how, name, d=None, key=None, dmn=None):
+                d, dmn = d or drv, dmn or daemon
                 def run(seconds):
-                    r, _ = drv.cmd("for %s %s %.3f" % (how, name, seconds))
+                    cpu0 = proc_cpu_s([dmn.pid, d.p.pid])
+                    r, _ = d.cmd("for %s %s %.3f" % (how, name, seconds))
+                    cpu = proc_cpu_s([dmn.pid, d.p.pid]) - cpu0
                     if how == "daemon":
-                        run_us[name].append((float(r["seconds"]), int(r["calls"]),
-                                             int(r["run_us"]) / 1e6))
+                        run_us[key or name].append((float(r["seconds"]), int(r["calls"]),
+                                                    int(r["run_us"]) / 1e6, cpu))
                     return int(r["calls"]), float(r["seconds"])
                 return run
 
@@ -301,30 +348,20 @@ def main():
                                  torch_run(1000, threads=t2))
             c_t1000_1 = Contestant("pytorch batch 1000, 1 thr", 1000, torch_run(1000, threads=1))
             c_d8 = Contestant("ipuofd mb8 di100", 800, drv_run("daemon", "mb8"))
+            c_s8 = Contestant("ipuofd TLS mb8 di100", 800,
+                              drv_run("daemon", "mb8", drv_tls, "tls", daemon_tls))
             c_t8 = Contestant("pytorch batch 8, %d thr" % t2, 8, torch_run(8, threads=t2))
             c_i8 = Contestant("in-process mb8 di100", 800, drv_run("inproc", "mb8"))
             # Small batches often run best on one thread: both are measured, the best counts.
             c_t8_1 = Contestant("pytorch batch 8, 1 thr", 8, torch_run(8, threads=1))
-            order = [c_d1000, c_t1000, c_t1000_1, c_d8, c_t8, c_i8, c_t8_1]
+            order = [c_d1000, c_t1000, c_t1000_1, c_d8, c_s8, c_t8, c_i8, c_t8_1]
             for c in order:
                 c.warm_up(min(1.0, rep_s))
                 time.sleep(SETTLE_S)
             for name in run_us:
                 run_us[name].clear()
-            # Rounds: every contestant once, in turn. The machine may be shared: a round
-            # during which other processes kept more than QUIET_CPUS busy is not used, and
-            # rounds go on (up to twice the count asked for) until `reps` quiet ones are in.
-            pids = [daemon.pid, drv.p.pid]
-            loads = []
-            while len(loads) < 2 * reps and sum(x <= QUIET_CPUS for x in loads) < reps:
-                busy0, ours0 = cpu_jiffies(pids)
-                t0 = time.monotonic()
-                for c in order:
-                    c.rep(rep_s)
-                    time.sleep(SETTLE_S)
-                busy1, ours1 = cpu_jiffies(pids)
-                others = max(0, (busy1 - busy0) - (ours1 - ours0)) / os.sysconf("SC_CLK_TCK")
-                loads.append(others / (time.monotonic() - t0))
+            loads = run_rounds(order, [daemon.pid, drv.p.pid, daemon_tls.pid, drv_tls.p.pid],
+                               reps, rep_s, (c_d8, c_s8))
             quiet = [i for i, x in enumerate(loads) if x <= QUIET_CPUS]
             KEPT[:] = quiet if len(quiet) >= 3 else range(len(loads))
             print_table(order)
@@ -344,13 +381,16 @@ def main():
                       "pytorch best (%s)" % b1000.label.split(", ")[-1], 1.0),
                      ("mb8-di100", c_d8, "ipuofd", b8,
                       "pytorch best (%s)" % b8.label.split(", ")[-1], 2.0),
-                     ("di100-inproc", c_d8, "ipuofd", c_i8, "in-process", 0.9)]
-            print_overheads(c_d1000, c_d8, c_i8, run_us, comp)
+                     ("di100-inproc", c_d8, "ipuofd", c_i8, "in-process", 0.9),
+                     ("tls-mb8-di100", c_s8, "ipuofd TLS", c_d8, "ipuofd plain", 0.9)]
+            print_overheads(c_d1000, c_d8, c_s8, c_i8, run_us, comp)
+            print_tls_rounds(c_s8, c_d8)
             print("pytorch batch 8: %.0f samples/s on 1 thread, %.0f on %d; batch 1000: %.0f on "
                   "1 thread, %.0f on %d" % (c_t8_1.median(), c_t8.median(), t2,
                                             c_t1000_1.median(), c_t1000.median(), t2))
             print()
-            print("summary%s:" % (" [%s]" % args.label if args.label else ""))
+            print("summary%s (%s):" % (" [%s]" % args.label if args.label else "",
+                                       isa_line(args.build)))
             for case, a, an, b, bn, target in cases:
                 ratio = a.median() / b.median()
                 print("%s: %s %.0f samples/s, %s %.0f samples/s, ratio %.2fx (target >= %.1fx)%s"
@@ -359,21 +399,69 @@ def main():
         except RuntimeError as e:
             failed = str(e)
         finally:
-            if drv is not None:
-                drv.close()
-            rc = stop_daemon(daemon)
-            if rc != 0:
-                print("bench: ipuofd exited with status %d" % rc)
+            for d in (drv, drv_tls):
+                if d is not None:
+                    d.close()
+            for p, tag in ((daemon, ""), (daemon_tls, " (TLS)")):
+                rc = stop_daemon(p) if p is not None else 0
+                if rc != 0:
+                    print("bench: ipuofd%s exited with status %d" % (tag, rc))
         if failed:
             print("bench: FAILED: %s" % failed)
-            with open(os.path.join(wd, "ipuofd.log")) as f:
-                tail = f.readlines()[-20:]
-            print("bench: the end of ipuofd's log:\n" + "".join(tail), end="")
+            for tag in ("", "-tls"):
+                with open(os.path.join(wd, "ipuofd%s.log" % tag)) as f:
+                    tail = f.readlines()[-20:]
+                print("bench: the end of ipuofd%s's log:\n%s" % (tag, "".join(tail)), end="")
             sys.exit(1)
     print("(benchmark took %.0f s)" % (time.monotonic() - t_start))
 
 
-def print_header(args, n_threads, reps, rep_s, info, source, addr):
+def check_outputs(net, xs, wd, drv, drv_tls):
+    """Prints how the logits of ipuofd (both configurations, plain and TLS) and of the
+    in-process plan agree with PyTorch's on the same images."""
+    # ---- correctness: outputs of ipuofd, the in-process plan and PyTorch agree
+    print("correctness (logits of the first 1000 / 800 test images):")
+    with torch.inference_mode():
+        ref = net(xs[:1000]).numpy()
+    for d, how, name, n in ((drv, "daemon", "b1000", 1000), (drv, "daemon", "mb8", 800),
+                            (drv, "inproc", "mb8", 800), (drv_tls, "daemon", "mb8", 800)):
+        out_path = os.path.join(wd, "out.f32")
+        d.cmd("dump %s %s 0 %s" % (how, name, out_path))
+        got = np.fromfile(out_path, dtype=np.float32).reshape(n, 10)
+        diff = float(np.max(np.abs(got - ref[:n])))
+        agree = np.mean(np.argmax(got, 1) == np.argmax(ref[:n], 1)) * 100
+        verdict = "ok" if diff <= 1e-3 else "MISMATCH"
+        who = "inproc" if how == "inproc" else "ipuofd" if d is drv else "TLS"
+        print("  %-6s %-5s vs pytorch: max abs diff %.3g, argmax agrees on %.1f%%  %s"
+              % (who, name, diff, agree, verdict))
+    print()
+
+
+def run_rounds(order, pids, reps, rep_s, pair):
+    """Runs the rounds (every contestant in order, the two of pair taking turns going first)
+    and returns the CPUs other processes kept busy during each; pids are the benchmark's
+    own processes."""
+    # Rounds: every contestant once, in turn. The machine may be shared: a round
+    # during which other processes kept more than QUIET_CPUS busy is not used, and
+    # rounds go on (up to twice the count asked for) until `reps` quiet ones are in.
+    loads = []
+    while len(loads) < 2 * reps and sum(x <= QUIET_CPUS for x in loads) < reps:
+        busy0, ours0 = cpu_jiffies(pids)
+        t0 = time.monotonic()
+        # The plain and the TLS daemon take turns going first, so neither always
+        # runs right after PyTorch's batch 1000 (the order cannot bias the ratio).
+        i = min(order.index(c) for c in pair)
+        order[i], order[i + 1] = order[i + 1], order[i]
+        for c in order:
+            c.rep(rep_s)
+            time.sleep(SETTLE_S)
+        busy1, ours1 = cpu_jiffies(pids)
+        others = max(0, (busy1 - busy0) - (ours1 - ours0)) / os.sysconf("SC_CLK_TCK")
+        loads.append(others / (time.monotonic() - t0))
+    return loads
+
+
+def print_header(args, n_threads, reps, rep_s, info, source, addr, addr_tls):
     cpu = platform.processor() or "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -399,8 +487,8 @@ def print_header(args, n_threads, reps, rep_s, info, source, addr):
     print("  pytorch    %s (%s), oneDNN %s"
           % (torch.__version__, torch.__file__.rsplit("/", 2)[0],
              "on" if torch.backends.mkldnn.is_available() else "off"))
-    print("  ipuofd     %s, listening on %s; %s" % (args.build + "/bin/ipuofd", addr,
-                                                     isa_line(args.build)))
+    print("  ipuofd     %s, listening on %s (plain) and %s (TLS); %s"
+          % (args.build + "/bin/ipuofd", addr, addr_tls, isa_line(args.build)))
     print("  timing     after warm-up, %d quiet rounds (at most %d rounds) of ~%.1f s per "
           "contestant, interleaved; median (min-max)" % (reps, 2 * reps, rep_s))
     print()
@@ -415,21 +503,32 @@ def print_table(order):
     print()
 
 
-def print_overheads(c_d1000, c_d8, c_i8, run_us, comp):
+def print_tls_rounds(c_s8, c_d8):
+    """The TLS/plain ratio of each round (both turns of a round are neighbours in time, so
+    the per-round ratio is steadier than the ratio of the medians on a loaded machine)."""
+    r = [c_s8.rates[i] / c_d8.rates[i] for i in KEPT]
+    print("TLS / plain mb8 di100, per round used: median %.3f (min %.3f, max %.3f): %s"
+          % (statistics.median(r), min(r), max(r), " ".join("%.2f" % x for x in r)))
+    print()
+
+
+def print_overheads(c_d1000, c_d8, c_s8, c_i8, run_us, comp):
     """Where a daemon call's time goes: the daemon's own run time (RunReply.run_us) against
     the wall time the client saw; the rest is transport, framing and scheduling."""
     print("daemon call breakdown (sums over the rounds used):")
-    for label, name, c in (("mb1000 di1", "b1000", c_d1000), ("mb8 di100", "mb8", c_d8)):
+    for label, name, c in (("mb1000 di1", "b1000", c_d1000), ("mb8 di100", "mb8", c_d8),
+                           ("TLS mb8", "tls", c_s8)):
         kept = [run_us[name][i] for i in KEPT if i < len(run_us[name])]
-        wall = sum(w for w, _, _ in kept)
-        calls = sum(n for _, n, _ in kept)
-        sim = sum(s for _, _, s in kept)
+        wall = sum(k[0] for k in kept)
+        calls = sum(k[1] for k in kept)
+        sim = sum(k[2] for k in kept)
+        cpu = sum(k[3] for k in kept)
         if calls == 0 or wall == 0:
             continue
         print("  %-10s %.2f ms per call: %.2f ms running in the daemon's simulator, "
-              "%.2f ms (%.1f%%) outside it" % (label, wall / calls * 1e3, sim / calls * 1e3,
-                                              (wall - sim) / calls * 1e3,
-                                              (wall - sim) / wall * 100))
+              "%.2f ms (%.1f%%) outside it; CPU %.2f ms per call (daemon + client)"
+              % (label, wall / calls * 1e3, sim / calls * 1e3, (wall - sim) / calls * 1e3,
+                 (wall - sim) / wall * 100, cpu / calls * 1e3))
     print("  in-process mb8 di100: %.2f ms per call (copy in + sim_exe_run)"
           % (800 / c_i8.median() * 1e3))
     print("  compile: mb1000 daemon %.1f ms / in-process %.1f ms; mb8 di100 daemon %.1f ms / "

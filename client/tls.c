@@ -186,6 +186,45 @@ tls_wait(struct ipuof_io *io, int ret, const char *what)
     return tls_fail(io->c, ret, what);
 }
 
+/* Records go out through a buffer of TLS_WBUF bytes (BIO_f_buffer over the socket), so a
+ * large send is one write() per TLS_WBUF rather than one per 16 KiB record; ipuof_tls_send
+ * flushes it at its end (OpenSSL flushes its own handshake and alert messages). 0, or -1
+ * when out of memory. */
+#define TLS_WBUF (256 << 10)
+
+static int
+buffer_writes(SSL *ssl)
+{
+    BIO *sock = SSL_get_wbio(ssl);
+    BIO *buf = BIO_new(BIO_f_buffer());
+
+    if (buf == NULL || BIO_set_write_buffer_size(buf, TLS_WBUF) != 1 || !BIO_up_ref(sock)) {
+        BIO_free(buf);
+        return -1;
+    }
+    BIO_push(buf, sock);       /* the chain holds its own reference to sock */
+    SSL_set0_wbio(ssl, buf);   /* ssl owns buf; drops the reference SSL_set_fd gave wbio */
+    return 0;
+}
+
+/* Writes out what the write buffer holds. */
+static int
+tls_flush(struct ipuof_io *io)
+{
+    BIO *w = SSL_get_wbio(io->c->tls);
+
+    while (BIO_flush(w) <= 0) {
+        int rc;
+        if (!BIO_should_retry(w))
+            return ipuof_err_set(io->c, IPUOF_E_IO, "connection", "TLS to ipuofd at %s failed "
+                                 "during %s: %s", io->c->address, io->what, strerror(errno));
+        rc = io->wait(io, io->c->fd, POLLOUT);
+        if (rc != IPUOF_OK)
+            return rc;
+    }
+    return IPUOF_OK;
+}
+
 int
 ipuof_tls_open(ipuof_client *c, struct ipuof_io *io, const char *host)
 {
@@ -204,7 +243,7 @@ ipuof_tls_open(ipuof_client *c, struct ipuof_io *io, const char *host)
     c->tls = SSL_new(c->tls_ctx);
     flags = fcntl(c->fd, F_GETFL);
     if (c->tls == NULL || flags < 0 || fcntl(c->fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
-        SSL_set_fd(c->tls, c->fd) != 1)
+        SSL_set_fd(c->tls, c->fd) != 1 || buffer_writes(c->tls) != 0)
         return ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory starting TLS");
     if (inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1) {
         X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->tls), name);
@@ -289,6 +328,8 @@ ipuof_tls_send(struct ipuof_io *io, struct iovec *iov, int iovcnt)
     }
     if (rc == IPUOF_OK && used > 0)
         rc = tls_write_all(io, gather, used);
+    if (rc == IPUOF_OK)
+        rc = tls_flush(io);
     return rc;
 }
 

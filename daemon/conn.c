@@ -30,6 +30,7 @@
 #include "ipuof/status.h"
 #include "log.h"
 #include "srv_state.h"
+#include "tls_read.h"
 #include "wiremap.h"
 #include "metrics_count.h"
 
@@ -400,19 +401,33 @@ recv_direct(struct conn *c)
     size_t room = c->sink.seg_len[c->sink_idx] - c->sink_off;
     ssize_t n;
 
-    if (bufferevent_getfd(c->bev) < 0 || c->tls)
-        return 0; /* no socket (a pair), or TLS: bytes come through the buffer */
+    if (bufferevent_getfd(c->bev) < 0)
+        return 0; /* no socket (a pair): bytes come through the buffer */
     if (room > c->payload_left)
         room = (size_t)c->payload_left;
-    do {
-        n = recv(bufferevent_getfd(c->bev), c->sink.seg[c->sink_idx] + c->sink_off, room,
-                 MSG_DONTWAIT);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return 0;
-    if (n <= 0) {
-        conn_kill(c, n == 0 ? "peer closed during a payload" : "socket error during a payload");
-        return -1;
+    if (c->tls) {
+        /* Decrypted into the sink, record after record (tls_read.h). */
+        char why[160];
+        n = tls_read_direct(c->bev, c->sink.seg[c->sink_idx] + c->sink_off, room, why,
+                            sizeof why);
+        if (n == 0)
+            return 0;
+        if (n < 0) {
+            conn_kill(c, why);
+            return -1;
+        }
+    } else {
+        do {
+            n = recv(bufferevent_getfd(c->bev), c->sink.seg[c->sink_idx] + c->sink_off, room,
+                     MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n <= 0) {
+            conn_kill(c, n == 0 ? "peer closed during a payload"
+                                : "socket error during a payload");
+            return -1;
+        }
     }
     c->sink_off += (size_t)n;
     c->payload_left -= (uint64_t)n;
@@ -513,6 +528,17 @@ process_input(struct conn *c)
 
         if (c->payload_left > 0) {
             read_payload(c);
+            /* Bytes OpenSSL decrypted past what the sink took (the next frame) go to the
+             * input buffer: the drained socket would not wake libevent for them. */
+            if (c->tls && !c->dead) {
+                ssize_t moved = tls_pending_to_input(c->bev);
+                if (moved < 0) {
+                    conn_kill(c, "out of memory for decrypted input");
+                    return;
+                }
+                if (moved > 0)
+                    continue;
+            }
             if (c->payload_left > 0)
                 return; /* wait for more bytes */
             continue;

@@ -66,7 +66,7 @@ struct conn {
     int pod;                     /* accepted on the Pod port: a peer daemon (req_pod.c) */
     int pod_refused;             /* its PodHello was refused: no rendezvous store */
     unsigned kv_waiting;         /* its rendezvous gets waiting for a key (req_pod.c) */
-    int tls;                     /* bev is TLS (tls.c): payloads never read from the socket */
+    int tls;                     /* bev is TLS (tls.c): payloads decrypted into the sink (tls_read.h) */
     int admin;                   /* may reset devices */
     int hello_done;
     char name[DEV_NAME_MAX];

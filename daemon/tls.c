@@ -24,6 +24,7 @@
 #include "ipuof/status.h"
 #include "log.h"
 #include "srv_state.h"
+#include "tls_read.h"
 
 /* A socket between accept and a finished handshake. */
 struct tls_pending {
@@ -75,6 +76,8 @@ ctx_new(const struct cfg *c, char *err, size_t errlen)
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    /* Room for several records per read() while a payload arrives (tls_read.h). */
+    SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_BUFFER);
     if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert_file) != 1) {
         ssl_errors(why, sizeof why);
         errbuf_set(err, errlen, "[server] tls_cert_file = %s: cannot use it as a PEM "
