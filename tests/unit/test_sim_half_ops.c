@@ -377,6 +377,28 @@ test_stochastic_rounding(void **state)
     printf("  stochastic rounding of a sweep of %d floats at key 0x0123456789abcdef: hash "
            "%016llx\n", N, (unsigned long long)hash);
     assert_true(hash == SR_SWEEP_HASH);
+    /* runs of normal float16 magnitudes (half_sr.c's shorter path, runs of 64 elements)
+     * give the scalar form's bits too: every float16 binade, both signs, the range's ends
+     * (2^-14 and 65504) in runs of their own, and runs where one value just outside the
+     * range (a float16 subnormal, or past 65504) sends the run down the full path */
+    for (int i = 0; i < N; i++) {
+        uint32_t u = 0x38800000u + (uint32_t)(((uint64_t)i * 2654435761u) %
+                                              (0x477fe000u - 0x38800000u + 1u));
+        u |= (uint32_t)(i & 1) << 31;
+        if (i % 4096 == 100)
+            u = 0x38800000u;
+        else if (i % 4096 == 300)
+            u = 0x477fe000u;
+        else if (i % 4096 == 500)
+            u = 0x387fffffu;
+        else if (i % 4096 == 700)
+            u = 0x477fe001u;
+        memcpy(&src[i], &u, sizeof(u));
+    }
+    sim_half_from_float_sr_n(src, a, N, 0x0123456789abcdefull);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(a[i], sim_half_from_float_sr(src[i], 0x0123456789abcdefull,
+                                                      (uint64_t)i));
     free(a);
     free(c);
     free(src);
