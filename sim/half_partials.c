@@ -18,6 +18,10 @@
 #include "model.h"
 #include "vmath.h"
 
+#if SIM_ISA_DISPATCH
+#include <immintrin.h>
+#endif
+
 #define SIM_HALF_CHUNK 16
 #define SIM_HALF_TILE 128     /* columns of one tile: a packed chunk of B, 16 x 128 floats */
 #define SIM_HALF_ROWS 4       /* rows of A sharing each load of B */
@@ -25,15 +29,18 @@
 /*
  * The kernel: for the SIM_HALF_ROWS rows r of one block, y[r][j] += p[r][j] for j < n,
  * where p[r][j] is the sum over k < kn of a[r][k sak] b[k ldb + j] from 0.0f in increasing
- * k (a chunk's float sum; the caller rounds y to float16 after each chunk). Every y[r][j]
+ * k (a chunk's float sum), then y rounded to float16 by RND (vectors of type VF) and RNDS
+ * (floats) where the copy has F16C, else by the caller (RND and RNDS return their
+ * argument). Every y[r][j]
  * gets the additions of chunked's definition in its order: the blocking only shares the
  * loads of B between the rows and keeps p in registers, W floats a vector, two vectors
  * of columns by four rows at a time, then one vector, then scalar. Floating-point
  * contraction is off (ISO C mode), so each product is rounded before it is added at
  * every level and the bits are the same in every copy.
  */
-#define HP_ACC(yp, VFU, p) (*(VFU *)(void *)(yp) = *(const VFU *)(const void *)(yp) + (p))
-#define HP_BLOCK(W, VF, VFU)                                                               \
+#define HP_ACC(yp, VFU, p, RND)                                                            \
+    (*(VFU *)(void *)(yp) = RND(*(const VFU *)(const void *)(yp) + (p)))
+#define HP_BLOCK(W, VF, VFU, RND, RNDS)                                                    \
     do {                                                                                   \
         int64_t j = 0;                                                                     \
         for (; j + 2 * (W) <= n; j += 2 * (W)) {                                           \
@@ -54,28 +61,28 @@
                 p30 += a3 * b0;                                                            \
                 p31 += a3 * b1;                                                            \
             }                                                                              \
-            HP_ACC(y[0] + j, VFU, p00);                                                    \
-            HP_ACC(y[0] + j + (W), VFU, p01);                                              \
-            HP_ACC(y[1] + j, VFU, p10);                                                    \
-            HP_ACC(y[1] + j + (W), VFU, p11);                                              \
-            HP_ACC(y[2] + j, VFU, p20);                                                    \
-            HP_ACC(y[2] + j + (W), VFU, p21);                                              \
-            HP_ACC(y[3] + j, VFU, p30);                                                    \
-            HP_ACC(y[3] + j + (W), VFU, p31);                                              \
+            HP_ACC(y[0] + j, VFU, p00, RND);                                               \
+            HP_ACC(y[0] + j + (W), VFU, p01, RND);                                         \
+            HP_ACC(y[1] + j, VFU, p10, RND);                                               \
+            HP_ACC(y[1] + j + (W), VFU, p11, RND);                                         \
+            HP_ACC(y[2] + j, VFU, p20, RND);                                               \
+            HP_ACC(y[2] + j + (W), VFU, p21, RND);                                         \
+            HP_ACC(y[3] + j, VFU, p30, RND);                                               \
+            HP_ACC(y[3] + j + (W), VFU, p31, RND);                                         \
         }                                                                                  \
         for (; j + (W) <= n; j += (W))                                                     \
             for (int r = 0; r < SIM_HALF_ROWS; r++) {                                      \
                 VF p = { 0 };                                                              \
                 for (int64_t k = 0; k < kn; k++)                                           \
                     p += a[r][k * sak] * *(const VFU *)(const void *)(b + k * ldb + j);    \
-                HP_ACC(y[r] + j, VFU, p);                                                  \
+                HP_ACC(y[r] + j, VFU, p, RND);                                             \
             }                                                                              \
         for (; j < n; j++)                                                                 \
             for (int r = 0; r < SIM_HALF_ROWS; r++) {                                      \
                 float p = 0.0f;                                                            \
                 for (int64_t k = 0; k < kn; k++)                                           \
                     p += a[r][k * sak] * b[k * ldb + j];                                   \
-                y[r][j] += p;                                                              \
+                y[r][j] = RNDS(y[r][j] + p);                                               \
             }                                                                              \
     } while (0)
 
@@ -87,53 +94,72 @@ typedef float hp_v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
 #define HP_PARAMS                                                                          \
     (const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t ldb,        \
      float *const y[SIM_HALF_ROWS], int64_t n, int64_t kn)
+#define HP_KEEP(v) (v)
 
-/* Eight floats a vector: the AVX2 copy (and the one function of builds without copies). */
 #if SIM_ISA_DISPATCH
-static __attribute__((noinline, SIM_HOT_OPT, target("avx2"))) void
-#elif defined(__GNUC__) && !defined(__clang__)
+/* float16 rounding with F16C, nearest even: the conversions sim_half_round_n makes at
+ * these levels (half.c), so the same bits */
+#define HP_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define HP_RND8(v) ((sim_v8f)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)(v), HP_RNE)))
+#define HP_RND16(v) ((hp_v16f)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)(v), HP_RNE)))
+#define HP_RNDS(x) (_cvtsh_ss(_cvtss_sh((x), HP_RNE)))
+
+/* Eight floats a vector, rounding in registers: the AVX2 copy. */
+static __attribute__((noinline, SIM_HOT_OPT, target("avx2,f16c"))) void
+block8 HP_PARAMS
+{
+    HP_BLOCK(8, sim_v8f, sim_v8f_u, HP_RND8, HP_RNDS);
+}
+
+/* Sixteen floats a vector, rounding in registers: the AVX-512 copy. */
+static __attribute__((noinline, SIM_HOT_OPT, target("avx512f,f16c"))) void
+block16 HP_PARAMS
+{
+    HP_BLOCK(16, hp_v16f, hp_v16f_u, HP_RND16, HP_RNDS);
+}
+
+/* Four floats a vector, the caller rounding: the baseline copy (SSE2's width, eight
+ * accumulators in its sixteen registers). */
+static __attribute__((noinline, SIM_HOT_OPT)) void
+block4 HP_PARAMS
+{
+    HP_BLOCK(4, hp_v4f, hp_v4f_u, HP_KEEP, HP_KEEP);
+}
+#else
+/* Eight floats a vector, the caller rounding: the one function of builds without copies. */
+#if defined(__GNUC__) && !defined(__clang__)
 static __attribute__((SIM_HOT_OPT)) void
 #else
 static void
 #endif
 block8 HP_PARAMS
 {
-    HP_BLOCK(8, sim_v8f, sim_v8f_u);
-}
-
-#if SIM_ISA_DISPATCH
-/* Four floats a vector: the baseline copy (SSE2's width, eight accumulators in its
- * sixteen registers). */
-static __attribute__((noinline, SIM_HOT_OPT)) void
-block4 HP_PARAMS
-{
-    HP_BLOCK(4, hp_v4f, hp_v4f_u);
-}
-
-/* Sixteen floats a vector: the AVX-512 copy. */
-static __attribute__((noinline, SIM_HOT_OPT, target("avx512f"))) void
-block16 HP_PARAMS
-{
-    HP_BLOCK(16, hp_v16f, hp_v16f_u);
+    HP_BLOCK(8, sim_v8f, sim_v8f_u, HP_KEEP, HP_KEEP);
 }
 #endif
 
-/* The copy of the level in use (hot.h): the same bits from each. */
-static void
+/* The copy of the level in use (hot.h): the same bits from each. Returns whether it
+ * rounded y to float16 (else the caller rounds). */
+static bool
 block(const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t ldb,
       float *const y[SIM_HALF_ROWS], int64_t n, int64_t kn)
 {
 #if SIM_ISA_DISPATCH
     enum sim_isa l = sim_isa_level();
 
-    if (l >= SIM_ISA_AVX512)
+    if (l >= SIM_ISA_AVX512 && sim_half_uses_f16c()) {
         block16(a, sak, b, ldb, y, n, kn);
-    else if (l >= SIM_ISA_AVX2)
+        return true;
+    }
+    if (l >= SIM_ISA_AVX2 && sim_half_uses_f16c()) {
         block8(a, sak, b, ldb, y, n, kn);
-    else
-        block4(a, sak, b, ldb, y, n, kn);
+        return true;
+    }
+    block4(a, sak, b, ldb, y, n, kn);
+    return false;
 #else
     block8(a, sak, b, ldb, y, n, kn);
+    return false;
 #endif
 }
 
@@ -181,9 +207,9 @@ chunked(const float *a, int64_t sam, int64_t sak, const float *b, int64_t sbk, i
                     ar[r] = a + (in ? m0 + r : 0) * sam + k0 * sak;
                     yr[r] = in ? y + (m0 + r) * N + n0 : spare;
                 }
-                block(ar, sak, bc, ldb, yr, nn, kn);
-                for (int r = 0; r < SIM_HALF_ROWS && m0 + r < M; r++)
-                    sim_half_round_n(yr[r], nn);
+                if (!block(ar, sak, bc, ldb, yr, nn, kn))
+                    for (int r = 0; r < SIM_HALF_ROWS && m0 + r < M; r++)
+                        sim_half_round_n(yr[r], nn);
             }
         }
     }
