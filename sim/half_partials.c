@@ -31,10 +31,10 @@
  * where p[r][j] is the sum over k < kn of a[r][k sak] b[k ldb + j] from 0.0f in increasing
  * k (a chunk's float sum), then y rounded to float16 by RND (vectors of type VF) and RNDS
  * (floats) where the copy has F16C, else by the caller (RND and RNDS return their
- * argument). Every y[r][j]
- * gets the additions of chunked's definition in its order: the blocking only shares the
- * loads of B between the rows and keeps p in registers, W floats a vector, two vectors
- * of columns by four rows at a time, then one vector, then scalar. Floating-point
+ * argument). Every y[r][j] gets the additions of chunked's definition in its order: the
+ * blocking only shares the loads of B between the rows and keeps p in registers, W
+ * floats a vector, two vectors of columns by four rows at a time, then one vector, then
+ * scalar. Floating-point
  * contraction is off (ISO C mode), so each product is rounded before it is added at
  * every level and the bits are the same in every copy.
  */
@@ -179,13 +179,13 @@ pack_chunk(const float *b, int64_t sbk, int64_t sbn, int64_t k0, int64_t kn, int
  * chunk's sum added to a float16 accumulator (y, rounded after every addition).
  * Tiles of SIM_HALF_TILE columns; for each chunk of K, blocks of SIM_HALF_ROWS rows share
  * the chunk of B (read in place when sbn is 1, else packed into a stack tile first; the
- * rows past M of the last block read row 0 and write a discarded row). Any strides of A
+ * rows past M of the last block read row 0 and add into a discarded row). Any strides of A
  * and B: the transposed operands of Gemm take the same kernel. */
 static void
 chunked(const float *a, int64_t sam, int64_t sak, const float *b, int64_t sbk, int64_t sbn,
         float *y, int64_t M, int64_t N, int64_t K)
 {
-    float bt[SIM_HALF_CHUNK * SIM_HALF_TILE], spare[SIM_HALF_TILE];
+    float bt[SIM_HALF_CHUNK * SIM_HALF_TILE], spare[SIM_HALF_TILE] = { 0 };
 
     memset(y, 0, (size_t)(M * N) * sizeof(float));
     for (int64_t n0 = 0; n0 < N; n0 += SIM_HALF_TILE) {
