@@ -16,83 +16,203 @@
 #include "half.h"
 #include "hot.h"
 #include "model.h"
+#include "vmath.h"
+
+#if SIM_ISA_DISPATCH
+#include <immintrin.h>
+#endif
 
 #define SIM_HALF_CHUNK 16
+#define SIM_HALF_TILE 128     /* columns of one tile: a packed chunk of B, 16 x 128 floats */
+#define SIM_HALF_ROWS 4       /* rows of A sharing each load of B */
 
-static inline float
-r16(float f)
+/*
+ * The kernel: for the SIM_HALF_ROWS rows r of one block, y[r][j] += p[r][j] for j < n,
+ * where p[r][j] is the sum over k < kn of a[r][k sak] b[k ldb + j] from 0.0f in increasing
+ * k (a chunk's float sum), then y rounded to float16 by RND (vectors of type VF) and RNDS
+ * (floats) where the copy has F16C, else by the caller (RND and RNDS return their
+ * argument). Every y[r][j] gets the additions of chunked's definition in its order: the
+ * blocking only shares the loads of B between the rows and keeps p in registers, W
+ * floats a vector, two vectors of columns by four rows at a time, then one vector, then
+ * scalar. Floating-point
+ * contraction is off (ISO C mode), so each product is rounded before it is added at
+ * every level and the bits are the same in every copy.
+ */
+#define HP_ACC(yp, VFU, p, RND)                                                            \
+    (*(VFU *)(void *)(yp) = RND(*(const VFU *)(const void *)(yp) + (p)))
+#define HP_BLOCK(W, VF, VFU, RND, RNDS)                                                    \
+    do {                                                                                   \
+        int64_t j = 0;                                                                     \
+        for (; j + 2 * (W) <= n; j += 2 * (W)) {                                           \
+            VF p00 = { 0 }, p01 = { 0 }, p10 = { 0 }, p11 = { 0 };                         \
+            VF p20 = { 0 }, p21 = { 0 }, p30 = { 0 }, p31 = { 0 };                         \
+            for (int64_t k = 0; k < kn; k++) {                                             \
+                const float *bk = b + k * ldb + j;                                         \
+                VF b0 = *(const VFU *)(const void *)bk;                                    \
+                VF b1 = *(const VFU *)(const void *)(bk + (W));                            \
+                float a0 = a[0][k * sak], a1 = a[1][k * sak];                              \
+                float a2 = a[2][k * sak], a3 = a[3][k * sak];                              \
+                p00 += a0 * b0;                                                            \
+                p01 += a0 * b1;                                                            \
+                p10 += a1 * b0;                                                            \
+                p11 += a1 * b1;                                                            \
+                p20 += a2 * b0;                                                            \
+                p21 += a2 * b1;                                                            \
+                p30 += a3 * b0;                                                            \
+                p31 += a3 * b1;                                                            \
+            }                                                                              \
+            HP_ACC(y[0] + j, VFU, p00, RND);                                               \
+            HP_ACC(y[0] + j + (W), VFU, p01, RND);                                         \
+            HP_ACC(y[1] + j, VFU, p10, RND);                                               \
+            HP_ACC(y[1] + j + (W), VFU, p11, RND);                                         \
+            HP_ACC(y[2] + j, VFU, p20, RND);                                               \
+            HP_ACC(y[2] + j + (W), VFU, p21, RND);                                         \
+            HP_ACC(y[3] + j, VFU, p30, RND);                                               \
+            HP_ACC(y[3] + j + (W), VFU, p31, RND);                                         \
+        }                                                                                  \
+        for (; j + (W) <= n; j += (W))                                                     \
+            for (int r = 0; r < SIM_HALF_ROWS; r++) {                                      \
+                VF p = { 0 };                                                              \
+                for (int64_t k = 0; k < kn; k++)                                           \
+                    p += a[r][k * sak] * *(const VFU *)(const void *)(b + k * ldb + j);    \
+                HP_ACC(y[r] + j, VFU, p, RND);                                             \
+            }                                                                              \
+        for (; j < n; j++)                                                                 \
+            for (int r = 0; r < SIM_HALF_ROWS; r++) {                                      \
+                float p = 0.0f;                                                            \
+                for (int64_t k = 0; k < kn; k++)                                           \
+                    p += a[r][k * sak] * b[k * ldb + j];                                   \
+                y[r][j] = RNDS(y[r][j] + p);                                               \
+            }                                                                              \
+    } while (0)
+
+typedef float hp_v4f __attribute__((vector_size(16)));
+typedef float hp_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef float hp_v16f __attribute__((vector_size(64)));
+typedef float hp_v16f_u __attribute__((vector_size(64), aligned(4), may_alias));
+
+#define HP_PARAMS                                                                          \
+    (const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t ldb,        \
+     float *const y[SIM_HALF_ROWS], int64_t n, int64_t kn)
+#define HP_KEEP(v) (v)
+
+#if SIM_ISA_DISPATCH
+/* float16 rounding with F16C, nearest even: the conversions sim_half_round_n makes at
+ * these levels (half.c), so the same bits */
+#define HP_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define HP_RND8(v) ((sim_v8f)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)(v), HP_RNE)))
+#define HP_RND16(v) ((hp_v16f)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)(v), HP_RNE)))
+#define HP_RNDS(x) (_cvtsh_ss(_cvtss_sh((x), HP_RNE)))
+
+/* Eight floats a vector, rounding in registers: the AVX2 copy. */
+static __attribute__((noinline, SIM_HOT_OPT, target("avx2,f16c"))) void
+block8 HP_PARAMS
 {
-    return sim_half_to_float(sim_half_from_float(f));
+    HP_BLOCK(8, sim_v8f, sim_v8f_u, HP_RND8, HP_RNDS);
 }
 
-#define SIM_HALF_TILE 256     /* columns of one row tile (two float arrays on the stack) */
-
-/* p[j] = sum over k of a[k] b[k ldb + j], j < n, k < kn, each sum from 0.0f in increasing
- * k: the order chunked's scalar loop adds in, so the bits are the same. */
-SIM_HOT_WIDE_FN(chunk_row, (const float *a, const float *b, int64_t ldb, float *p, int64_t n,
-                            int64_t kn), (a, b, ldb, p, n, kn))
+/* Sixteen floats a vector, rounding in registers: the AVX-512 copy. */
+static __attribute__((noinline, SIM_HOT_OPT, target("avx512f,f16c"))) void
+block16 HP_PARAMS
 {
-    for (int64_t j = 0; j < n; j++)
-        p[j] = 0.0f;
-    for (int64_t k = 0; k < kn; k++) {
-        float ak = a[k];
-        for (int64_t j = 0; j < n; j++)
-            p[j] += ak * b[k * ldb + j];
-    }
+    HP_BLOCK(16, hp_v16f, hp_v16f_u, HP_RND16, HP_RNDS);
 }
 
-/* acc[j] += p[j], j < n (the caller rounds to float16). */
-SIM_HOT_WIDE_FN(add_row, (float *acc, const float *p, int64_t n), (acc, p, n))
+/* Four floats a vector, the caller rounding: the baseline copy (SSE2's width, eight
+ * accumulators in its sixteen registers). */
+static __attribute__((noinline, SIM_HOT_OPT)) void
+block4 HP_PARAMS
 {
-    for (int64_t j = 0; j < n; j++)
-        acc[j] += p[j];
+    HP_BLOCK(4, hp_v4f, hp_v4f_u, HP_KEEP, HP_KEEP);
 }
-
-/* chunked for row-major A (sak 1) and B (sbn 1): row by row, SIM_HALF_TILE columns at a
- * time, the inner loops along a row of B (contiguous, vectorised); each y[m, n] gets the
- * same additions in the same order as chunked's scalar loop. */
+#else
+/* Eight floats a vector, the caller rounding: the one function of builds without copies. */
+#if defined(__GNUC__) && !defined(__clang__)
+static __attribute__((SIM_HOT_OPT)) void
+#else
 static void
-chunked_rows(const float *a, int64_t sam, const float *b, int64_t sbk, float *y, int64_t M,
-             int64_t N, int64_t K)
+#endif
+block8 HP_PARAMS
 {
-    float acc[SIM_HALF_TILE], p[SIM_HALF_TILE];
+    HP_BLOCK(8, sim_v8f, sim_v8f_u, HP_KEEP, HP_KEEP);
+}
+#endif
 
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n0 = 0; n0 < N; n0 += SIM_HALF_TILE) {
-            int64_t nn = N - n0 < SIM_HALF_TILE ? N - n0 : SIM_HALF_TILE;
-            memset(acc, 0, sizeof(acc));
-            for (int64_t k0 = 0; k0 < K; k0 += SIM_HALF_CHUNK) {
-                int64_t kn = K - k0 < SIM_HALF_CHUNK ? K - k0 : SIM_HALF_CHUNK;
-                chunk_row(a + m * sam + k0, b + k0 * sbk + n0, sbk, p, nn, kn);
-                add_row(acc, p, nn);
-                sim_half_round_n(acc, nn);
-            }
-            memcpy(y + m * N + n0, acc, (size_t)nn * sizeof(float));
-        }
+/* The copy of the level in use (hot.h): the same bits from each. Returns whether it
+ * rounded y to float16 (else the caller rounds). */
+static bool
+block(const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t ldb,
+      float *const y[SIM_HALF_ROWS], int64_t n, int64_t kn)
+{
+#if SIM_ISA_DISPATCH
+    enum sim_isa l = sim_isa_level();
+
+    if (l >= SIM_ISA_AVX512 && sim_half_uses_f16c()) {
+        block16(a, sak, b, ldb, y, n, kn);
+        return true;
+    }
+    if (l >= SIM_ISA_AVX2 && sim_half_uses_f16c()) {
+        block8(a, sak, b, ldb, y, n, kn);
+        return true;
+    }
+    block4(a, sak, b, ldb, y, n, kn);
+    return false;
+#else
+    block8(a, sak, b, ldb, y, n, kn);
+    return false;
+#endif
+}
+
+/* b's chunk of rows k0 .. k0 + kn and columns n0 .. n0 + nn (b[k sbk + n sbn]) into bt,
+ * row-major with rows of SIM_HALF_TILE floats. */
+static void
+pack_chunk(const float *b, int64_t sbk, int64_t sbn, int64_t k0, int64_t kn, int64_t n0,
+           int64_t nn, float *bt)
+{
+    for (int64_t k = 0; k < kn; k++)
+        for (int64_t j = 0; j < nn; j++)
+            bt[k * SIM_HALF_TILE + j] = b[(k0 + k) * sbk + (n0 + j) * sbn];
 }
 
 /* y[m, n] for m < M, n < N: sum over k < K of a[m sam + k sak] b[k sbk + n sbn], in
- * chunks of SIM_HALF_CHUNK whose float sums are added to a float16 accumulator. */
+ * chunks of SIM_HALF_CHUNK products summed in float from 0.0f in increasing k, each
+ * chunk's sum added to a float16 accumulator (y, rounded after every addition).
+ * Tiles of SIM_HALF_TILE columns; for each chunk of K, blocks of SIM_HALF_ROWS rows share
+ * the chunk of B (read in place when sbn is 1, else packed into a stack tile first; the
+ * rows past M of the last block read row 0 and add into a discarded row). Any strides of A
+ * and B: the transposed operands of Gemm take the same kernel. */
 static void
 chunked(const float *a, int64_t sam, int64_t sak, const float *b, int64_t sbk, int64_t sbn,
         float *y, int64_t M, int64_t N, int64_t K)
 {
-    if (sak == 1 && sbn == 1) {
-        chunked_rows(a, sam, b, sbk, y, M, N, K);
-        return;
-    }
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            float acc = 0.0f;
-            for (int64_t k0 = 0; k0 < K; k0 += SIM_HALF_CHUNK) {
-                int64_t k1 = k0 + SIM_HALF_CHUNK < K ? k0 + SIM_HALF_CHUNK : K;
-                float p = 0.0f;
-                for (int64_t k = k0; k < k1; k++)
-                    p += a[m * sam + k * sak] * b[k * sbk + n * sbn];
-                acc = r16(acc + p);
+    float bt[SIM_HALF_CHUNK * SIM_HALF_TILE], spare[SIM_HALF_TILE] = { 0 };
+
+    memset(y, 0, (size_t)(M * N) * sizeof(float));
+    for (int64_t n0 = 0; n0 < N; n0 += SIM_HALF_TILE) {
+        int64_t nn = N - n0 < SIM_HALF_TILE ? N - n0 : SIM_HALF_TILE;
+        for (int64_t k0 = 0; k0 < K; k0 += SIM_HALF_CHUNK) {
+            int64_t kn = K - k0 < SIM_HALF_CHUNK ? K - k0 : SIM_HALF_CHUNK;
+            const float *bc = b + k0 * sbk + n0;
+            int64_t ldb = sbk;
+            if (sbn != 1) {
+                pack_chunk(b, sbk, sbn, k0, kn, n0, nn, bt);
+                bc = bt;
+                ldb = SIM_HALF_TILE;
             }
-            y[m * N + n] = acc;
+            for (int64_t m0 = 0; m0 < M; m0 += SIM_HALF_ROWS) {
+                const float *ar[SIM_HALF_ROWS];
+                float *yr[SIM_HALF_ROWS];
+                for (int r = 0; r < SIM_HALF_ROWS; r++) {
+                    bool in = m0 + r < M;
+                    ar[r] = a + (in ? m0 + r : 0) * sam + k0 * sak;
+                    yr[r] = in ? y + (m0 + r) * N + n0 : spare;
+                }
+                if (!block(ar, sak, bc, ldb, yr, nn, kn))
+                    for (int r = 0; r < SIM_HALF_ROWS && m0 + r < M; r++)
+                        sim_half_round_n(yr[r], nn);
+            }
         }
+    }
 }
 
 static int

@@ -377,6 +377,28 @@ test_stochastic_rounding(void **state)
     printf("  stochastic rounding of a sweep of %d floats at key 0x0123456789abcdef: hash "
            "%016llx\n", N, (unsigned long long)hash);
     assert_true(hash == SR_SWEEP_HASH);
+    /* runs of normal float16 magnitudes (half_sr.c's shorter path, runs of 64 elements)
+     * give the scalar form's bits too: every float16 binade, both signs, the range's ends
+     * (2^-14 and 65504) in runs of their own, and runs where one value just outside the
+     * range (a float16 subnormal, or past 65504) sends the run down the full path */
+    for (int i = 0; i < N; i++) {
+        uint32_t u = 0x38800000u + (uint32_t)(((uint64_t)i * 2654435761u) %
+                                              (0x477fe000u - 0x38800000u + 1u));
+        u |= (uint32_t)(i & 1) << 31;
+        if (i % 4096 == 100)
+            u = 0x38800000u;
+        else if (i % 4096 == 300)
+            u = 0x477fe000u;
+        else if (i % 4096 == 500)
+            u = 0x387fffffu;
+        else if (i % 4096 == 700)
+            u = 0x477fe001u;
+        memcpy(&src[i], &u, sizeof(u));
+    }
+    sim_half_from_float_sr_n(src, a, N, 0x0123456789abcdefull);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(a[i], sim_half_from_float_sr(src[i], 0x0123456789abcdefull,
+                                                      (uint64_t)i));
     free(a);
     free(c);
     free(src);
@@ -521,8 +543,9 @@ test_loss_scaling(void **state)
     assert_true(g[1][0] == 0x1.0p-26f);
 }
 
-/* Runs y = MatMul(a, b) (or Gemm(a, b, c) with transB) on float16 (M, K) x (K, N) with
- * float16 partials when partials_half; y read back as floats. */
+/* Runs y = MatMul(a, b) (or Gemm(a, b, c) with transB, or "GemmT": with transA and
+ * transB) on float16 (M, K) x (K, N) with float16 partials when partials_half (a given as
+ * (K, M) for GemmT, b as (N, K) for both Gemms); y read back as floats. */
 static void
 run_mm(const char *op, const uint16_t *a, const uint16_t *b, const uint16_t *c, int64_t M,
        int64_t K, int64_t N, bool partials_half, float *y)
@@ -533,14 +556,16 @@ run_mm(const char *op, const uint16_t *a, const uint16_t *b, const uint16_t *c, 
     struct sim_model *m;
     struct sim_ob *bld = sim_ob_new(13);
     const uint16_t *out;
-    bool gemm = strcmp(op, "Gemm") == 0;
+    bool ta = strcmp(op, "GemmT") == 0, gemm = ta || strcmp(op, "Gemm") == 0;
 
-    sim_ob_initializer(bld, "a", F16, 2, DIMS(M, K), a);
+    sim_ob_initializer(bld, "a", F16, 2, ta ? DIMS(K, M) : DIMS(M, K), a);
     sim_ob_initializer(bld, "b", F16, 2, gemm ? DIMS(N, K) : DIMS(K, N), b);
     if (gemm) {
         sim_ob_initializer(bld, "c", F16, 1, DIMS(N), c);
         sim_ob_node(bld, "Gemm", "g", "a,b,c", "y");
         sim_ob_attr_int(bld, "transB", 1);
+        if (ta)
+            sim_ob_attr_int(bld, "transA", 1);
     } else {
         sim_ob_node(bld, "MatMul", "mm", "a,b", "y");
     }
@@ -561,13 +586,14 @@ run_mm(const char *op, const uint16_t *a, const uint16_t *b, const uint16_t *c, 
  * float) to a float16 accumulator. 2048 + 69 x 1/16: float partials give round16(2052.31)
  * = 2052; float16 partials add at most 1 per chunk to 2048, a tie that stays at 2048 each
  * time. Random cases equal a reference summing in the same chunks, bit for bit: MatMul
- * (row-major B, half_partials.c's vectorised rows) and Gemm (transposed B, its scalar
- * loop). */
+ * (row-major B, read in place), Gemm (transposed B, packed) and Gemm with transA too. M
+ * is two blocks of half_partials.c's four rows and a part block; N two column tiles and
+ * part of one, with a part vector at every width (4, 8, 16). */
 static void
 test_partials_half(void **state)
 {
-    enum { M = 3, K = 70, N = 300 };    /* N past one row tile, K not whole chunks */
-    static uint16_t a[M * K], b[K * N], bt[N * K], c[N];
+    enum { M = 11, K = 70, N = 300 };   /* K not whole chunks */
+    static uint16_t a[M * K], at[K * M], b[K * N], bt[N * K], c[N];
     static float y[M * N], yh[M * N];
     double maxd = 0;
 
@@ -588,13 +614,18 @@ test_partials_half(void **state)
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++)
             bt[n * K + k] = b[k * N + n];
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            at[k * M + m] = a[m * K + k];
     for (int n = 0; n < N; n++)
         c[n] = sim_half_from_float(0.5f * (float)n - 1.0f);
-    for (int g = 0; g < 2; g++) {
+    for (int g = 0; g < 3; g++) {
         if (g == 0)
             run_mm("MatMul", a, b, NULL, M, K, N, true, yh);
-        else
+        else if (g == 1)
             run_mm("Gemm", a, bt, c, M, K, N, true, yh);
+        else
+            run_mm("GemmT", at, bt, c, M, K, N, true, yh);
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) {
                 float acc = 0.0f, want;
@@ -608,10 +639,12 @@ test_partials_half(void **state)
                 maxd = fmax(maxd, fabs((double)yh[m * N + n] - want));
                 if (yh[m * N + n] != want)
                     fail_msg("%s [%d, %d]: %.9g, chunked reference %.9g",
-                             g ? "Gemm" : "MatMul", m, n, yh[m * N + n], want);
+                             g == 0 ? "MatMul" : g == 1 ? "Gemm" : "Gemm transA",
+                             m, n, yh[m * N + n], want);
             }
     }
-    printf("  random MatMul and Gemm, K = 70, N = 300, float16 partials: max difference from the "
+    printf("  random MatMul and Gemm (transB; transA and transB), M = 11, K = 70, N = 300, "
+           "float16 partials: max difference from the "
            "chunked reference %g\n", maxd);
 }
 
