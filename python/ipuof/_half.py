@@ -12,6 +12,8 @@ end and narrowed back on the host.
 """
 import numpy as np
 
+_F32, _F16 = 1, 10  # onnx.TensorProto.FLOAT, FLOAT16 (onnx is imported when used)
+
 # ops whose outputs are never float, when shape inference gives no type
 _NOT_FLOAT = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "Equal", "Less", "Greater",
               "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"}
@@ -31,6 +33,61 @@ def _elem_types(model):
         if v.type.tensor_type.elem_type:
             types[v.name] = v.type.tensor_type.elem_type
     return types
+
+
+def _float_outputs(n, types):
+    """The outputs of node n that are float in the float32 capture (typed so by shape
+    inference, or untyped outputs of ops that give floats)."""
+    out = []
+    for k, o in enumerate(n.output):
+        if not o:
+            continue
+        t = types.get(o)
+        if t == _F32 or (t is None and n.op_type not in _NOT_FLOAT and
+                             not (k > 0 and n.op_type in ("TopK", "MaxPool"))):
+            out.append(o)
+    return out
+
+
+def _type_nodes(g, types, half, float_state):
+    """Adds to half (names of float16 values) the outputs of g's nodes torch computes in
+    float16, in graph order. float_state: the float32 module state; a value computed from
+    it (x @ W.t() exports W's Transpose first) is float32 too. A node reading a float16
+    value and no float32 state computes in float16; one reading both computes in float32
+    (torch's promotion, and PopTorch's since 3.0: "mixed precision ops are now always
+    upcast to float32"), so its float16 inputs are Cast to float before it, and the
+    daemon, which computes any node given a float16 input in float16, computes what the
+    graph declares (without the Cast it computed float16 under an output declared float,
+    or a training loss in float16). Constants are neither: a scalar of the model's code is
+    captured as a float32 Constant that torch would not promote with."""
+    from onnx import helper
+    nodes, casts = [], {}
+    for n in g.node:
+        if n.op_type == "Cast":
+            to = next(a.i for a in n.attribute if a.name == "to")
+            if to == _F16:
+                half.update(o for o in n.output if o)
+            nodes.append(n)
+            continue
+        reads_half = any(i in half for i in n.input)
+        reads_float = any(i in float_state for i in n.input)
+        if reads_half and reads_float:
+            for k, i in enumerate(n.input):
+                if i not in half:
+                    continue
+                if i not in casts:
+                    casts[i] = i + "__ipuof_up"
+                    nodes.append(helper.make_node("Cast", [i], [casts[i]],
+                                                  to=_F32,
+                                                  name=i + "__ipuof_to_f32_in"))
+                n.input[k] = casts[i]
+        if reads_half and not reads_float:
+            half.update(_float_outputs(n, types))
+        elif reads_float:
+            float_state.update(_float_outputs(n, types))
+        nodes.append(n)
+    del g.node[:]
+    g.node.extend(nodes)
 
 
 def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
@@ -66,21 +123,7 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
             half.add(t.name)
         else:
             float_state.add(t.name)
-    for n in g.node:
-        if n.op_type == "Cast":
-            to = next(a.i for a in n.attribute if a.name == "to")
-            if to == F16:
-                half.update(o for o in n.output if o)
-            continue
-        if not any(i in half for i in n.input) or any(i in float_state for i in n.input):
-            continue
-        for k, o in enumerate(n.output):
-            if not o:
-                continue
-            t = types.get(o)
-            if t == F32 or (t is None and n.op_type not in _NOT_FLOAT and
-                            not (k > 0 and n.op_type in ("TopK", "MaxPool"))):
-                half.add(o)
+    _type_nodes(g, types, half, float_state)
     del g.value_info[:]  # the float32 capture's types; the daemon infers its own
     narrowed, casts = [], []
     for vo in g.output:

@@ -1,0 +1,89 @@
+"""float16 values meeting float32 module state, and float16 inputs a model writes into:
+what torch (and PopTorch since 3.0, "mixed precision ops are now always upcast to float32")
+gives. PopTorch's own suite: tensor_ops_test.py test_zeros_and_ones[float16] and its two
+siblings (a float16 input through a float32 Linear in a training model), test_copy_[half]."""
+import copy
+
+import torch
+import torch.nn as nn
+
+import poptorch
+
+
+class _LinearLoss(nn.Module):
+    """A float32 Linear on a float16 input, a float16 constant added, a sum-of-squares
+    loss: PopTorch suite's ModelWithWeights around torch.ones(dtype=float16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.lin(x) + torch.ones(6, dtype=torch.float16)
+        return y, poptorch.identity_loss(y ** 2, reduction="sum")
+
+
+def _torch_reference(model, x):
+    """torch's float32 run of model on x widened (exact: a float16 widens to the same
+    value), and the weights after one SGD step of lr 0.01."""
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.01)
+    y = ref.lin(x.float()) + 1.0
+    loss = (y ** 2).sum()
+    loss.backward()
+    opt.step()
+    return y.detach(), loss.detach(), ref
+
+
+def test_half_input_into_float_layer_trains_in_float32(daemon):
+    """The loss was typed float16 by the daemon ("the loss 'output2' is float16") while
+    the capture declared it float: the Linear's float32 state makes the op float32, so the
+    float16 input is Cast to float before it and everything after is float32."""
+    torch.manual_seed(0)
+    m = _LinearLoss()
+    x = torch.randn(6).half()
+    want_y, want_loss, ref = _torch_reference(m, x)
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.01))
+    y, loss = pm(x)
+    assert y.dtype == torch.float32 and loss.dtype == torch.float32
+    # Both sides compute in float32 on the same (exactly widened) input; only the order
+    # of the six-term sums may differ: a few float32 steps.
+    diff = (y - want_y).abs().max().item()
+    print(f"max |y - torch| = {diff:.3g}")
+    torch.testing.assert_close(y, want_y, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(loss, want_loss, rtol=1e-5, atol=1e-6)
+    pm.copyWeightsToHost()
+    torch.testing.assert_close(m.lin.weight.detach(), ref.lin.weight.detach(),
+                               rtol=1e-5, atol=1e-6)
+    pm.destroy()
+
+
+def test_half_input_into_float_layer_inference(daemon):
+    torch.manual_seed(1)
+    m = nn.Sequential(nn.Linear(5, 3), nn.ReLU())
+    x = torch.randn(4, 5).half()
+    want = copy.deepcopy(m)(x.float())
+    pm = poptorch.inferenceModel(m)
+    out = pm(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-6)
+    pm.destroy()
+
+
+def test_copy_into_half_input_gives_float16(daemon):
+    """y.copy_(x) returns y, a float16 input: the output is float16 (it came back
+    float32) with torch's rounding of x, and the caller's y holds it."""
+    class M(nn.Module):
+        def forward(self, x, y):
+            return y.copy_(x)
+
+    torch.manual_seed(2)
+    x = torch.randn(2, 3) * 1000
+    y = torch.empty(2, 3, dtype=torch.float16)
+    want = torch.empty(2, 3, dtype=torch.float16).copy_(x)
+    pm = poptorch.inferenceModel(M())
+    out = pm(x, y)
+    assert out.dtype == torch.float16
+    assert torch.equal(out, want)
+    assert torch.equal(y, want)
+    pm.destroy()
