@@ -49,18 +49,35 @@ def _float_outputs(n, types):
     return out
 
 
-def _type_nodes(g, types, half, float_state):
-    """Adds to half (names of float16 values) the outputs of g's nodes torch computes in
-    float16, in graph order. float_state: the float32 module state; a value computed from
-    it (x @ W.t() exports W's Transpose first) is float32 too. A node reading a float16
-    value and no float32 state computes in float16; one reading both computes in float32
-    (torch's promotion, and PopTorch's since 3.0: "mixed precision ops are now always
-    upcast to float32"), so its float16 inputs are Cast to float before it, and the
-    daemon, which computes any node given a float16 input in float16, computes what the
-    graph declares (without the Cast it computed float16 under an output declared float,
-    or a training loss in float16). Constants are neither: a scalar of the model's code is
-    captured as a float32 Constant that torch would not promote with."""
+def _upcast(nodes, casts, n, half):
+    """Cast node n's float16 inputs to float (one Cast per value, before n)."""
     from onnx import helper
+    for k, i in enumerate(n.input):
+        if i not in half:
+            continue
+        if i not in casts:
+            casts[i] = i + "__ipuof_up"
+            nodes.append(helper.make_node("Cast", [i], [casts[i]], to=_F32,
+                                          name=i + "__ipuof_to_f32_in"))
+        n.input[k] = casts[i]
+
+
+def _type_nodes(g, types, half, floats):
+    """Adds to half (names of float16 values) the outputs of g's nodes torch computes in
+    float16, in graph order. floats: {"state": the float32 module state, "input": the
+    float32 graph inputs, "weights": the float16 module state}, each grown with the
+    values computed from it (x @ W.t() exports W's Transpose first).
+
+    A node reading a float16 value computes in float16, unless it reads a float32 value
+    too: float32 state always wins, a float32 input wins over float16 inputs but not over
+    float16 weights (a .half() model given float32 inputs computes in float16: the
+    weights decide). Winning float32 is torch's promotion (x.half() + y of a float y is
+    float32) and PopTorch's since 3.0 ("mixed precision ops are now always upcast to
+    float32"): the node's float16 inputs are Cast to float before it, so the daemon,
+    which computes any node given a float16 input in float16, computes what the graph
+    declares (without the Cast it computed float16 under an output declared float, or a
+    training loss in float16). Constants are neither: a scalar of the model's code is
+    captured as a float32 Constant that torch would not promote with."""
     nodes, casts = [], {}
     for n in g.node:
         if n.op_type == "Cast":
@@ -69,22 +86,21 @@ def _type_nodes(g, types, half, float_state):
                 half.update(o for o in n.output if o)
             nodes.append(n)
             continue
+        reads = {k: any(i in v for i in n.input) for k, v in floats.items()}
         reads_half = any(i in half for i in n.input)
-        reads_float = any(i in float_state for i in n.input)
-        if reads_half and reads_float:
-            for k, i in enumerate(n.input):
-                if i not in half:
-                    continue
-                if i not in casts:
-                    casts[i] = i + "__ipuof_up"
-                    nodes.append(helper.make_node("Cast", [i], [casts[i]],
-                                                  to=_F32,
-                                                  name=i + "__ipuof_to_f32_in"))
-                n.input[k] = casts[i]
-        if reads_half and not reads_float:
-            half.update(_float_outputs(n, types))
-        elif reads_float:
-            float_state.update(_float_outputs(n, types))
+        upcast = reads_half and (reads["state"] or
+                                 (reads["input"] and not reads["weights"]))
+        if upcast:
+            _upcast(nodes, casts, n, half)
+        outs = _float_outputs(n, types)
+        if reads_half and not upcast:
+            half.update(outs)
+            if reads["weights"]:
+                floats["weights"].update(outs)
+        elif reads["state"]:
+            floats["state"].update(outs)
+        elif reads["input"]:
+            floats["input"].update(outs)
         nodes.append(n)
     del g.node[:]
     g.node.extend(nodes)
@@ -113,6 +129,8 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
         if vi.name in inputs and vi.type.tensor_type.elem_type == F32:
             vi.type.tensor_type.elem_type = F16
             half.add(vi.name)
+    float_in = {vi.name for vi in g.input
+                if vi.name not in half and vi.type.tensor_type.elem_type == F32}
     float_state = set()
     for i, t in enumerate(g.initializer):
         if t.data_type != F32:
@@ -123,7 +141,8 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
             half.add(t.name)
         else:
             float_state.add(t.name)
-    _type_nodes(g, types, half, float_state)
+    _type_nodes(g, types, half, {"state": float_state, "input": float_in,
+                                 "weights": {t for t in half if t not in inputs}})
     del g.value_info[:]  # the float32 capture's types; the daemon infers its own
     narrowed, casts = [], []
     for vo in g.output:

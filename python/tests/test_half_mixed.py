@@ -87,3 +87,37 @@ def test_copy_into_half_input_gives_float16(daemon):
     assert torch.equal(out, want)
     assert torch.equal(y, want)
     pm.destroy()
+
+
+def test_half_input_meeting_float_input_is_float32(daemon):
+    """x + y of a float16 x and a float32 y is float32 in torch (it came back float16;
+    PopTorch's half_test test_half_float_default_option), either order."""
+    class Add(nn.Module):
+        def forward(self, a, b):
+            return a + b
+
+    x = torch.tensor([1.0, 2049.0, -3.5]).half()   # 2049 rounds to 2048 in float16
+    y = torch.tensor([2.0, 1.0, 0.25])
+    for a, b in ((x, y), (y, x)):
+        pm = poptorch.inferenceModel(Add())
+        out = pm(a, b)
+        want = a + b
+        assert out.dtype == want.dtype == torch.float32
+        assert torch.equal(out, want)   # float16 widens exactly; one float32 rounding
+        pm.destroy()
+
+
+def test_cast_to_half_in_float_model(daemon):
+    """x.half() / x.to(torch.float16) of a float32 model's input: a float16 output
+    (refused at capture: "computes output 2 as float16"; PopTorch's half_test
+    test_half_casts_outplace), rounded as torch rounds."""
+    class M(nn.Module):
+        def forward(self, a):
+            return a, a.to(torch.float16), a.half() * 2
+
+    a = torch.tensor([0.1, 1e5, -2049.0, 3e-8])
+    want = M()(a)
+    out = poptorch.inferenceModel(M())(a)
+    for o, w in zip(out, want):
+        assert o.dtype == w.dtype
+        assert torch.equal(o, w)
