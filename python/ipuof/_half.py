@@ -66,7 +66,8 @@ def _type_nodes(g, types, half, floats):
     """Adds to half (names of float16 values) the outputs of g's nodes torch computes in
     float16, in graph order. floats: {"state": the float32 module state, "input": the
     float32 graph inputs, "weights": the float16 module state}, each grown with the
-    values computed from it (x @ W.t() exports W's Transpose first).
+    values computed from it (x @ W.t() exports W's Transpose first; of float32 state,
+    only its Transpose counts).
 
     A node reading a float16 value computes in float16, unless it reads a float32 value
     too: float32 state always wins, a float32 input wins over float16 inputs but not over
@@ -98,7 +99,10 @@ def _type_nodes(g, types, half, floats):
             if reads["weights"]:
                 floats["weights"].update(outs)
         elif reads["state"]:
-            floats["state"].update(outs)
+            # W.t() of a Linear is W; a normalisation's weight reshaped for its affine
+            # Mul is not (GroupNorm keeps a float16 input's dtype, as PopTorch's does)
+            if n.op_type == "Transpose":
+                floats["state"].update(outs)
         elif reads["input"]:
             floats["input"].update(outs)
         nodes.append(n)

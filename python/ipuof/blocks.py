@@ -42,11 +42,11 @@ def _scope_name(qualified):
 
 
 class _NoBlockCheck(torch.overrides.TorchFunctionMode):
-    """While a capture records blocks: an op (a torch function giving a tensor) run after
-    a `with Block` context closed and before the next block starts belongs to no block,
-    which PopTorch refuses ("No active Block, all the ops must belong to a Block": its
-    compiler clears the active IPU when the context ends). Shape queries give no
-    tensor and pass."""
+    """Active only while a capture's `with Block` context has closed and no block has
+    started since (_Recorder.ended): an op (a torch function giving a tensor) run then
+    belongs to no block, which PopTorch refuses ("No active Block, all the ops must
+    belong to a Block": its compiler clears the active IPU when the context ends). Shape
+    queries give no tensor and pass."""
 
     def __init__(self, rec):
         super().__init__()
@@ -89,13 +89,26 @@ class _Recorder:
         _state.recorder = self
         self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self._pre)
         self.post_handle = torch.nn.modules.module.register_module_forward_hook(self._post)
-        self.ended = False        # a Block context closed and no block started since
-        self.mode = _NoBlockCheck(self)
-        self.mode.__enter__()
+        self.mode = None          # the _NoBlockCheck while ended
         return self
 
+    @property
+    def ended(self):
+        """True after a Block context closed and before the next block starts: the
+        check of _NoBlockCheck is on (only then, so other captures trace without it)."""
+        return self.mode is not None
+
+    @ended.setter
+    def ended(self, value):
+        if value and self.mode is None:
+            self.mode = _NoBlockCheck(self)
+            self.mode.__enter__()
+        elif not value and self.mode is not None:
+            mode, self.mode = self.mode, None
+            mode.__exit__(None, None, None)
+
     def __exit__(self, *exc):
-        self.mode.__exit__(*exc)
+        self.ended = False
         self.handle.remove()
         self.post_handle.remove()
         _state.recorder = None

@@ -121,3 +121,21 @@ def test_cast_to_half_in_float_model(daemon):
     for o, w in zip(out, want):
         assert o.dtype == w.dtype
         assert torch.equal(o, w)
+
+
+def test_float_group_norm_keeps_a_half_input_half(daemon):
+    """A float32 GroupNorm given a float16 input gives float16, as PopTorch's (norms_test
+    test_groupNorm_typing): its affine weight is not promoted like a Linear's. Within
+    float16's rounding of torch's float32 result (each op rounds: rtol 2^-8)."""
+    torch.manual_seed(4)
+    m = nn.GroupNorm(4, 16)
+    with torch.no_grad():
+        m.weight.uniform_(0.5, 1.5)
+        m.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(3, 16, 10).half()
+    want = copy.deepcopy(m)(x.float())
+    out = poptorch.inferenceModel(m)(x)
+    assert out.dtype == torch.float16
+    diff = (out.float() - want).abs().max().item()
+    print(f"max |out - torch float32| = {diff:.3g}")
+    torch.testing.assert_close(out.float(), want, rtol=2 ** -8, atol=2 ** -9)
