@@ -3,9 +3,10 @@
 A float16 model is captured in float32 (the host has no half kernels); the graph is then
 typed as torch would run it, tensor by tensor: the float16 inputs and the float16 module
 state (parameters, buffers) become float16 graph inputs and initializers, and a value is
-float16 when the node computing it reads a float16 value and no float32 module state
-(a Cast gives its `to`; `x.float()` exports as Cast to float, so a float layer after a
-half one stays float). The daemon runs each float16 op on float16 tensors, rounding every
+float16 when the node computing it reads a float16 value (float32 parameters are
+converted, as PopTorch converts them) and no float32 input (a Cast gives its `to`;
+`x.float()` exports as Cast to float, so a layer after it computes in float; see
+_type_nodes). The daemon runs each float16 op on float16 tensors, rounding every
 result to float16 as it is written (sim/README.md "Dtypes"). Outputs that must be float on
 the device (a training model's loss, outputs summed over the run) are Cast to float at the
 end and narrowed back on the host.
@@ -64,21 +65,20 @@ def _upcast(nodes, casts, n, half):
 
 def _type_nodes(g, types, half, floats):
     """Adds to half (names of float16 values) the outputs of g's nodes torch computes in
-    float16, in graph order. floats: {"state": the float32 module state, "input": the
-    float32 graph inputs, "weights": the float16 module state}, each grown with the
-    values computed from it (x @ W.t() exports W's Transpose first; of float32 state,
-    only its Transpose counts).
+    float16, in graph order. floats: {"input": the float32 graph inputs, "weights": the
+    float16 module state}, each grown with the values computed from it.
 
-    A node reading a float16 value computes in float16, unless it reads a float32 value
-    too: float32 state always wins, a float32 input wins over float16 inputs but not over
-    float16 weights (a .half() model given float32 inputs computes in float16: the
-    weights decide). Winning float32 is torch's promotion (x.half() + y of a float y is
-    float32) and PopTorch's since 3.0 ("mixed precision ops are now always upcast to
-    float32"): the node's float16 inputs are Cast to float before it, so the daemon,
-    which computes any node given a float16 input in float16, computes what the graph
-    declares (without the Cast it computed float16 under an output declared float, or a
-    training loss in float16). Constants are neither: a scalar of the model's code is
-    captured as a float32 Constant that torch would not promote with."""
+    A node reading a float16 value computes in float16, float32 module state included:
+    PopTorch converts a float32 parameter to float16 when an op of a float16 input uses
+    it ("the parameters will be converted to float16 if you call an operation with a
+    float16 input"; its half_float_test: a float32 Linear, Conv1d or GroupNorm of a
+    float16 input gives float16), which is what the daemon computes. A float32 input (or
+    a value computed from one) meeting a float16 value wins, as torch promotes two
+    tensors (x.half() + y of a float y is float32), unless float16 weights take part (a
+    .half() model given float32 inputs computes in float16: the weights decide); the
+    node's float16 inputs are then Cast to float before it, since the daemon computes
+    any node given a float16 input in float16. Constants are neither: a scalar of the
+    model's code is captured as a float32 Constant that torch would not promote with."""
     nodes, casts = [], {}
     for n in g.node:
         if n.op_type == "Cast":
@@ -89,8 +89,7 @@ def _type_nodes(g, types, half, floats):
             continue
         reads = {k: any(i in v for i in n.input) for k, v in floats.items()}
         reads_half = any(i in half for i in n.input)
-        upcast = reads_half and (reads["state"] or
-                                 (reads["input"] and not reads["weights"]))
+        upcast = reads_half and reads["input"] and not reads["weights"]
         if upcast:
             _upcast(nodes, casts, n, half)
         outs = _float_outputs(n, types)
@@ -98,11 +97,6 @@ def _type_nodes(g, types, half, floats):
             half.update(outs)
             if reads["weights"]:
                 floats["weights"].update(outs)
-        elif reads["state"]:
-            # W.t() of a Linear is W; a normalisation's weight reshaped for its affine
-            # Mul is not (GroupNorm keeps a float16 input's dtype, as PopTorch's does)
-            if n.op_type == "Transpose":
-                floats["state"].update(outs)
         elif reads["input"]:
             floats["input"].update(outs)
         nodes.append(n)
@@ -135,17 +129,12 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
             half.add(vi.name)
     float_in = {vi.name for vi in g.input
                 if vi.name not in half and vi.type.tensor_type.elem_type == F32}
-    float_state = set()
     for i, t in enumerate(g.initializer):
-        if t.data_type != F32:
-            continue
-        if t.name in state:
+        if t.data_type == F32 and t.name in state:
             a = numpy_helper.to_array(t).astype(np.float16)
             g.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
             half.add(t.name)
-        else:
-            float_state.add(t.name)
-    _type_nodes(g, types, half, {"state": float_state, "input": float_in,
+    _type_nodes(g, types, half, {"input": float_in,
                                  "weights": {t for t in half if t not in inputs}})
     del g.value_info[:]  # the float32 capture's types; the daemon infers its own
     narrowed, casts = [], []
