@@ -3,7 +3,7 @@ same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1
 unchanged."""
 from . import optim, symbolics
 from ._lib import path as library_path
-from . import _logging, ops, poptorch_core
+from . import _impl, _logging, ops, poptorch_core
 from ._logging import logger, setLogLevel
 from .ops import (CPU, MultiConv, NameScope, cond, custom_op, for_loop, ipu_print_tensor,
                   nop, recomputationCheckpoint, serializedMatMul, set_available_memory)

@@ -25,8 +25,9 @@ def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
                 torch.enable_grad() if training else torch.no_grad():
             capture.as_float32(m)
             before = capture.buffer_versions(m)
-            flat = capture.run_flat(m, call, [t.clone() for t in sample], record)
-            record.out_dtypes = [t.dtype for t in flat[:record.n_out]]
+            copies = [t.clone() for t in sample]
+            flat = capture.run_flat(m, call, copies, record)
+            record.out_dtypes = _out_dtypes(flat[:record.n_out], copies, call.leaves)
             _check_buffers_kept(m, before)
             record.buffers = capture.changed_buffers(m, before)
             if training:
@@ -49,6 +50,19 @@ def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
                     "float32")
     record.flat = None
     return record
+
+
+def _out_dtypes(outs, copies, leaves):
+    """The dtypes torch gives the outputs outs of a host run on copies (the inputs as
+    they travel, float16 widened to float32) of the call's leaves: an output that is one
+    of the inputs itself (`y.copy_(x)` returns y) has that input's own dtype, which the
+    widened run does not show."""
+    dtypes = [t.dtype for t in outs]
+    for i, t in enumerate(outs):
+        for c, leaf in zip(copies, leaves):
+            if t is c and isinstance(leaf, torch.Tensor):
+                dtypes[i] = leaf.dtype
+    return dtypes
 
 
 def _check_buffers_kept(m, before):
@@ -229,6 +243,8 @@ def check_output_dtypes(onnx_bytes, dtypes):
     for i, (o, dt) in enumerate(zip(outs, dtypes)):
         want = _ONNX_OF.get(torch.float32 if dt in capture.WIDENED else dt)
         got = o.type.tensor_type.elem_type
+        if dt == torch.float16 and got == onnx.TensorProto.FLOAT16:
+            continue  # a Cast to float16 (x.half()): the daemon computes it as torch does
         if want is not None and got and got != want:
             name = onnx.TensorProto.DataType.Name(got).lower()
             raise Error(f"capturing the model: torch.onnx.export computes output {i} as "

@@ -65,7 +65,8 @@ matmulOptions lstmOptions gclOptions updatableNamedBuffers""".split()
 
 # Dictionaries the backend reads by their own rules (not "name[key] = value" pairs).
 # Options the daemon uses (not warned about as having no effect): docs/memory.md.
-_USED = ("autoRecomputation", "explicitRecomputation")
+_USED = ("autoRecomputation", "explicitRecomputation",
+         "groupNormStridedChannelGrouping")  # symbolics_extra.strided_group_norm
 
 _SPECIAL_DICTS = ("available_memory_proportion", "patterns", "location_activation",
                   "location_weight", "location_optimizer", "location_accumulator")

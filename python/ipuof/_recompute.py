@@ -83,7 +83,8 @@ def annotate(onnx_bytes, options, training):
         p = producer.get(src)
         if p is not None and n.op_type == CHECKPOINT:
             _set_attr(p, helper.make_attribute("__recompute_output_in_backward", 1))
-        elif p is not None:
+        elif p is not None and p.op_type != "Constant":
+            # (a Constant has no temporaries to bound, and takes one attribute only)
             prop = next(a.f for a in n.attribute if a.name == "proportion")
             _set_attr(p, helper.make_attribute("__available_memory_proportion", prop))
         if n.output[0] in outputs:

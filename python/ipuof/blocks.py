@@ -18,6 +18,7 @@ import threading
 import torch
 
 from . import enums
+from .errors import Error
 
 _state = threading.local()
 
@@ -40,6 +41,35 @@ def _scope_name(qualified):
     return qualified
 
 
+class _NoBlockCheck(torch.overrides.TorchFunctionMode):
+    """Active only while a capture's `with Block` context has closed and no block has
+    started since (_Recorder.ended): an op (a torch function giving a tensor) run then
+    belongs to no block, which PopTorch refuses ("No active Block, all the ops must
+    belong to a Block": its compiler clears the active IPU when the context ends). Shape
+    queries give no tensor and pass."""
+
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.rec.ended and isinstance(out, torch.Tensor):
+            name = getattr(func, "__name__", str(func))
+            raise Error(f"No active Block, all the ops must belong to a Block ('{name}' "
+                        "runs after a `with poptorch.Block(...)` closed and before the "
+                        "next block starts)")
+        return out
+
+
+def forward_returned():
+    """The model's forward() has returned: what the capture computes after it (a hidden
+    loss's sum) belongs to the last block."""
+    rec = _recording()
+    if rec is not None:
+        rec.ended = False
+
+
 class _Recorder:
     """Collects, during one capture, the module paths run inside each block."""
 
@@ -59,9 +89,26 @@ class _Recorder:
         _state.recorder = self
         self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self._pre)
         self.post_handle = torch.nn.modules.module.register_module_forward_hook(self._post)
+        self.mode = None          # the _NoBlockCheck while ended
         return self
 
+    @property
+    def ended(self):
+        """True after a Block context closed and before the next block starts: the
+        check of _NoBlockCheck is on (only then, so other captures trace without it)."""
+        return self.mode is not None
+
+    @ended.setter
+    def ended(self, value):
+        if value and self.mode is None:
+            self.mode = _NoBlockCheck(self)
+            self.mode.__enter__()
+        elif not value and self.mode is not None:
+            mode, self.mode = self.mode, None
+            mode.__exit__(None, None, None)
+
     def __exit__(self, *exc):
+        self.ended = False
         self.handle.remove()
         self.post_handle.remove()
         _state.recorder = None
@@ -108,6 +155,7 @@ class _Recorder:
         begin = getattr(module, "_ipuof_begin_block", None)
         if begin is not None:
             self.begun = begin
+            self.ended = False
             self._block(*begin)
         if self.scoped:
             return  # inside a Block context: its tracing scope names the module's nodes
@@ -175,6 +223,7 @@ class Block:
         rec = _recording()
         if rec is not None:
             rec.begun = (b.user_id, b.ipu_id)
+            rec.ended = False
             rec._block(b.user_id, b.ipu_id)
         return b
 
@@ -183,6 +232,7 @@ class Block:
         self._scope = False
         if rec is not None:
             rec.stack.append((self.user_id, self.ipu_id))
+            rec.ended = False
             b = rec._block(self.user_id, self.ipu_id)
             state = torch._C._get_tracing_state()
             if state is not None:
@@ -200,6 +250,7 @@ class Block:
         rec = _recording()
         if rec is not None and rec.stack:
             rec.stack.pop()
+            rec.ended = exc[0] is None  # PopTorch ends the active block with the context
         if self.__dict__.get("_scope"):
             self._scope = False
             rec.scoped -= 1

@@ -25,6 +25,7 @@ import threading
 
 import torch
 
+from . import blocks
 from .errors import Error
 
 _state = threading.local()
@@ -487,6 +488,7 @@ def run_flat(fn, call, tensors, record):
         losses, prints = _state.losses, _state.prints
     finally:
         _state.losses, _state.prints = prev
+        blocks.forward_returned()
     leaves, names = [], []
     spec = flatten(out, "output", leaves, names)
     if not hasattr(record, "out_spec"):

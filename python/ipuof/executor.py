@@ -23,7 +23,7 @@ import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
                _introspect, _lib, _placement, _recompute, blocks, capture, enums, optim,
-               profiling)
+               profiling, symbolics_extra)
 from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
@@ -278,8 +278,11 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             half = (self._half_inputs, self._half_state, self._float_outputs(record),
                     bool(self._options.Precision.stochastic_rounding),
                     self._options.Precision.partials_type == torch.float16)
-        onnx_bytes, rec = _graph.export(self._user_model, self._training, call, sample,
-                                        record, half)
+        # PopART's groupNormStridedChannelGrouping changes what GroupNorm computes
+        strided = self._options._Popart.options.get("groupNormStridedChannelGrouping")
+        with symbolics_extra.strided_group_norm(strided):
+            onnx_bytes, rec = _graph.export(self._user_model, self._training, call,
+                                            sample, record, half)
         onnx_bytes = _recompute.annotate(onnx_bytes, self._options, self._training)
         onnx_bytes, self._anchors = _anchors.plan(
             self._options, self._training, onnx_bytes, self._trainable(), self._steps())

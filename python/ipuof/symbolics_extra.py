@@ -25,6 +25,8 @@ lacks or writes as the daemon cannot take, each written with ops the daemon has.
   daemon's ai.graphcore::Detach (Where on index == padding_idx), so, as in torch, they get
   no gradient and the forward value is unchanged.
 """
+import contextlib
+
 import torch
 from torch.onnx import symbolic_helper as sym
 from torch.onnx import symbolic_opset9 as _opset9
@@ -156,9 +158,54 @@ def copy(g, self, src, non_blocking=None):
     return g.op("Expand", src, g.op("Shape", self))
 
 
+# PopART's session option groupNormStridedChannelGrouping of the model being captured
+# (set by strided_group_norm around its export)
+_STRIDED = [False]
+
+
+@contextlib.contextmanager
+def strided_group_norm(on):
+    """Within the body, group_norm groups channels strided (channel c in group c % G), as
+    PopART does with its option groupNormStridedChannelGrouping; torch's grouping is
+    contiguous (channel c in group c // (C / G))."""
+    was, _STRIDED[0] = _STRIDED[0], bool(on)
+    try:
+        yield
+    finally:
+        _STRIDED[0] = was
+
+
+def _gather(g, v, index, axis, like):
+    out = g.op("Gather", v, g.op("Constant", value_t=torch.tensor(index, dtype=torch.int64)),
+               axis_i=axis)
+    out.setType(like.type())
+    return out
+
+
 def group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled):
-    """The exporter's group_norm (InstanceNormalization on a reshaped input), which indexes
-    a spatial dimension: a (N, C) input gets one of size 1 added, then removed."""
+    """The exporter's group_norm (InstanceNormalization on a reshaped input); with strided
+    grouping (strided_group_norm) the channels are gathered group by group first (group
+    k's channels k, k + G, ... side by side, the weight and bias with them) and put back
+    after."""
+    groups = sym._maybe_get_const(num_groups, "i")
+    channels = sym._get_tensor_dim_size(input, 1)
+    if not _STRIDED[0] or not isinstance(groups, int) or channels is None:
+        return _contiguous_group_norm(g, input, num_groups, weight, bias, eps,
+                                      cudnn_enabled)
+    perm = [k * groups + grp for grp in range(groups) for k in range(channels // groups)]
+    inv = sorted(range(channels), key=perm.__getitem__)
+    x = _gather(g, input, perm, 1, input)
+    if not sym._is_none(weight):
+        weight = _gather(g, weight, perm, 0, weight)
+    if not sym._is_none(bias):
+        bias = _gather(g, bias, perm, 0, bias)
+    y = _contiguous_group_norm(g, x, num_groups, weight, bias, eps, cudnn_enabled)
+    return _gather(g, y, inv, 1, input)
+
+
+def _contiguous_group_norm(g, input, num_groups, weight, bias, eps, cudnn_enabled):
+    """The exporter's group_norm, which indexes a spatial dimension: a (N, C) input gets
+    one of size 1 added, then removed."""
     sizes = sym._get_tensor_sizes(input)
     if sizes is not None and len(sizes) == 2:
         x = g.op("Unsqueeze", input, _s._ints(g, [2]))

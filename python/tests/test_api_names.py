@@ -188,3 +188,22 @@ def test_option_setters_take_poptorch_keyword_names():
     o.TensorLocations.setWeightLocation(location=poptorch.TensorLocationSettings())
     assert (o.device_iterations, o.replication_factor, o.random_seed) == (3, 2, 4)
     assert o.Training.gradient_accumulation == 5
+
+
+def test_impl_is_dispatch_tracing_keeps_tensors_on_the_cpu(daemon):
+    """PopTorch's test helper outputDevice() asks poptorch._impl.isDispatchTracing() whether
+    tensors made in forward() need device="ipu" (the attribute was missing: 8 of
+    half_float_test.py's tests stopped there). The capture runs on the CPU: False, also
+    while capturing, and such a tensor reaches the graph."""
+    seen = []
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            on_ipu = poptorch.isRunningOnIpu() and poptorch._impl.isDispatchTracing()
+            seen.append(on_ipu)
+            return torch.ones(2, 3, device="ipu" if on_ipu else None) + x
+
+    x = torch.tensor([1.0, 2.0, 3.0])
+    out = poptorch.inferenceModel(M())(x)
+    assert torch.equal(out, torch.ones(2, 3) + x)
+    assert seen and not any(seen)

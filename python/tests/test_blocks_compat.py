@@ -177,3 +177,39 @@ def test_input_requiring_grad_is_warned_about(daemon, capsys):
     assert "Input tensor has requires_grad=True set. This tensor will be detached because " \
            "backward pass via inputs is not supported." in capsys.readouterr().err
     pm.destroy()
+
+
+class _AfterContext(torch.nn.Module):
+    """An op after a `with Block` context and before any other block (PopTorch's
+    test_missing_block), or, with restart, inside a second block."""
+
+    def __init__(self, restart):
+        super().__init__()
+        self.restart = restart
+        self.lin0 = torch.nn.Linear(5, 5)
+        self.lin1 = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        poptorch.Block.useAutoId()
+        with poptorch.Block(ipu_id=0):
+            x = self.lin0(x) * 4
+        if self.restart:
+            poptorch.Block.start(ipu_id=1)
+        return self.lin1(x) * 4
+
+
+def test_op_after_block_context_is_refused(daemon):
+    """PopTorch ends the active block with the context: an op before the next block is
+    "No active Block" (it was placed with its producer); shapes may still be read."""
+    opts = poptorch.Options().deviceIterations(2)
+    opts.setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement))
+    pm = poptorch.inferenceModel(_AfterContext(False), opts)
+    with pytest.raises(poptorch.Error, match="No active Block, all the ops must belong to "
+                       "a Block .'linear' runs after"):
+        pm.compile(torch.randn(2, 5))
+    model = _AfterContext(True)
+    x = torch.randn(2, 5)
+    want = model(x)
+    pm = poptorch.inferenceModel(model, opts)
+    torch.testing.assert_close(pm(x), want, rtol=1e-5, atol=1e-6)
+    pm.destroy()

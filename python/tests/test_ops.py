@@ -73,6 +73,22 @@ def test_identity_ops_and_their_warnings():
         pass
 
 
+def test_set_available_memory_of_a_constant(daemon):
+    """set_available_memory of a tensor made inside forward (a Constant of the graph) is
+    accepted, as PopTorch accepts it (inputs_test test_return_and_use_nested_input): the
+    daemon refused the Constant given the proportion as a second attribute."""
+    class M(nn.Module):
+        def forward(self, x):
+            c = poptorch.set_available_memory(torch.tensor([1.0]), 0.1)
+            return c, (c, x + c)
+
+    pm = poptorch.inferenceModel(M())
+    for v in (0.0, 1.0):
+        c, (c2, s) = pm(torch.tensor([v]))
+        assert torch.equal(c, torch.tensor([1.0])) and torch.equal(c2, c)
+        assert torch.equal(s, torch.tensor([v + 1.0]))
+
+
 def test_refused_ops_say_why():
     with pytest.raises(poptorch.Error, match="custom ops are Poplar codelets"):
         poptorch.custom_op([torch.rand(2)], "Cube", "com.acme", 1, example_outputs=[])
