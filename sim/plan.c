@@ -316,13 +316,14 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
     return b;
 }
 
-/* Whether value v, produced in stage k, is read by a later stage on its own IPU. */
+/* Whether value v, produced in stage k, is read on stage k's IPU by a node from step
+ * `from` on. */
 static bool
-read_later_here(const struct sim_exe *e, int v, int k)
+read_here_from(const struct sim_exe *e, int v, int k, int from)
 {
     int ipu = e->stage_ipu[k];
 
-    for (int s = sim_stage_end(e, k); s < e->n_nodes; s++)
+    for (int s = from; s < e->n_nodes; s++)
         for (int j = 0; j < e->nodes[s].n_in; j++)
             if (e->nodes[s].in[j] == v && e->nodes[s].ipu == ipu)
                 return true;
@@ -358,8 +359,8 @@ stage_streams(const struct sim_exe *e, int k)
     return b;
 }
 
-/* Whether stage k's values and saved state other than its checkpoints' and the values a
- * later stage of its IPU reads are recomputed on the IPU: Pipeline recomputation
+/* Whether stage k's values and saved state other than its inputs and checkpoints are
+ * recomputed on the IPU: Pipeline recomputation
  * (PopART's RecomputationType::Pipeline recomputes every forward op of a stage but the
  * loss's from what the stage stashes). The host may keep more of them (recompute.c
  * keeps a node whose output another segment reads, or whose views are too many). */
@@ -373,8 +374,10 @@ ipu_recomputes(const struct sim_exe *e, int k)
 
 /* The IPU bytes stage k's micro-batch keeps from its forward into its backward (training):
  * its values, saved state and received copies live across the boundary (step n_nodes);
- * under Pipeline recomputation only its received copies, its checkpoints and the values a
- * later stage of its IPU reads (what PopART stashes: a stage's inputs and checkpoints). */
+ * under Pipeline recomputation only its received copies and input streams, the values a
+ * later stage of its IPU reads, and the checkpoints a later node of the stage reads (what
+ * PopART stashes: a stage's inputs, and the checkpoints its recomputation starts from; a
+ * checkpoint only another IPU reads is sent, not stashed). */
 static uint64_t
 stage_kept(const struct sim_exe *e, int k)
 {
@@ -387,8 +390,9 @@ stage_kept(const struct sim_exe *e, int k)
         if (val->kind != SIM_V_ACT || val->out_io >= 0 || val->producer < 0 ||
             e->nodes[val->producer].stage != k || val->first >= F || val->last < F)
             continue;
-        if (rec && !sim_recompute_is_checkpoint(e, val->producer) &&
-            !read_later_here(e, v, k))
+        if (rec && !read_here_from(e, v, k, sim_stage_end(e, k)) &&
+            !(sim_recompute_is_checkpoint(e, val->producer) &&
+              read_here_from(e, v, k, val->producer + 1)))
             continue;
         b += align_up(val->bytes ? val->bytes : 1);
     }

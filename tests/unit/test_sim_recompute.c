@@ -273,6 +273,7 @@ blocks_model(const char *mode)
     sim_ob_node(b, "Tanh", "/l1/Tanh", "h1", "r1");
     sim_ob_attr_int(b, "__recompute_output_in_backward", 1);
     sim_ob_node(b, "Mul", "/Mul", "m,r1", "g");               /* no prefix: "/l1/"'s */
+    sim_ob_attr_int(b, "__recompute_output_in_backward", 1);  /* only IPU 0 reads it */
     sim_ob_node(b, "Gemm", "/head/Gemm", "g,wh", "logits");
     sim_ob_attr_int(b, "transB", 1);
     sim_ob_node(b, "SoftmaxCrossEntropyLoss", "/head/Loss", "logits,y", "loss");
@@ -312,8 +313,9 @@ blocks_compile(const char *mode, struct sim_mem_report *r)
  * stashes, per micro-batch in flight beyond the first (stage k of N=4: min(A,
  * 2(N-k)-1) in flight), only what its backward cannot recompute: its received inputs and
  * its checkpoint. Stage 1 (5 in flight): e0 received and the checkpoint r0; stage 2 (3 in
- * flight): m received and the checkpoint r1. Without recomputation each also stashes the
- * MatMuls' outputs h0 and h1 (Tanh's gradient reads its output, the MatMul's its input). */
+ * flight): m received and the checkpoint r1 (/Mul reads it); not the checkpoint g, which
+ * only IPU 0 reads (sent, not stashed: the IPU recomputes it for /Mul's backward). Without
+ * recomputation each also stashes the MatMuls' outputs h0 and h1 and /Mul's output g. */
 static void
 test_pipeline_blocks_stash(void **state)
 {
