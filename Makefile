@@ -128,7 +128,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san test-models test-published demo install uninstall clean bench bench-models bench-clock fuzz fuzz-ci soak-faults
+.PHONY: all deps test check check-unit check-integ test-san test-models test-published memory-published demo install uninstall clean bench bench-models bench-clock fuzz fuzz-ci soak-faults
 .SUFFIXES:
 .DELETE_ON_ERROR:
 # Objects built on the way to a test program are kept, so a second make rebuilds nothing.
@@ -237,6 +237,11 @@ test-models: all
 test-published: all
 	@IPUOF_BUILD=$(BUILD) IPUOF_REQUEST_TIMEOUT_MS=$${IPUOF_REQUEST_TIMEOUT_MS:-3600000} \
 		/usr/bin/python3 -m pytest -v -p no:cacheprovider python/tests_published
+
+# The memory plan's figures per IPU of the two published configurations (docs/memory.md),
+# compiled without a step: minutes, on a daemon of its own.
+memory-published: all
+	@/usr/bin/python3 bench/published_memory.py --build $(BUILD)
 
 # deps first, then a sub-make: it is parsed after deps has installed the libraries.
 demo: deps

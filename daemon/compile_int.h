@@ -20,6 +20,8 @@
 
 #define MAX_MODE_OPTS 256
 #define MAX_CONSTS 64
+#define MAX_FROZEN_WEIGHTS 4096 /* weights not to train: ResNet-50's 53 BatchNormalizations
+                                 * freeze 106 running statistics */
 #define MAX_BLOCKS 256      /* blocks of a placement (PopTorch models use a handful) */
 #define MAX_BLOCK_STAGE 4096
 #define MAX_NAME_BYTES 4096 /* a tensor, output, loss or block-prefix name in a compile */
@@ -54,7 +56,7 @@ struct compile_task {
     size_t n_consts;
     struct sim_frozen_input frozen[MAX_CONSTS];
     char *loss;                        /* training when not NULL */
-    char *frozen_w[MAX_CONSTS];        /* weights not to train */
+    char *frozen_w[MAX_FROZEN_WEIGHTS]; /* weights not to train */
     char *opt_names;                   /* the optimizer groups' weight names (models.c) */
     struct sim_block_opt blocks[MAX_BLOCKS];
     char *block_prefix[MAX_BLOCKS];    /* owned: blocks[i].prefix */

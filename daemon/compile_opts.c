@@ -92,10 +92,10 @@ compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t
                         "accumulate; use 1, or name a loss to train", rq->gradient_accumulation);
         return -1;
     }
-    if (rq->n_frozen_weights > MAX_CONSTS) {
+    if (rq->n_frozen_weights > MAX_FROZEN_WEIGHTS) {
         conn_send_error(c, req_id, IPUOF_E_TOO_LARGE, 0, 0, "compiler",
                         "%zu frozen weights given; at most %d are accepted",
-                        rq->n_frozen_weights, MAX_CONSTS);
+                        rq->n_frozen_weights, MAX_FROZEN_WEIGHTS);
         return -1;
     }
     return 0;

@@ -381,6 +381,10 @@ int sim_autodiff(struct sim_exe *e, struct sim_err *err);
  * that reads them (node->rstep; the gradient steps' indices move). 0 or IPUOF_E_NOMEM. */
 int sim_recompute_steps(struct sim_exe *e, struct sim_err *err);
 
+/* recompute.c: whether node s is a user checkpoint (attribute
+ * __recompute_output_in_backward 1: its outputs are kept for the backward). */
+bool sim_recompute_is_checkpoint(const struct sim_exe *e, int s);
+
 /* recompute.c: a recompute step of lane L: node s's forward kernel again, reading and
  * writing the recomputed copies, the buffers it updates in place (a training
  * BatchNormalization's running statistics) restored after it. */

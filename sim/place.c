@@ -56,18 +56,27 @@ match_block(const struct sim_exe *e, const struct sim_compile_opts *o, int s)
     return best;
 }
 
-/* The block of the first input of node s produced by a scheduled node, or 0. */
+/* The block of a node no prefix matches: the latest block (the highest stage, or the
+ * highest index when the blocks number the stages) among those of its inputs' producers,
+ * as PopTorch puts an op in the block entered last before it runs (the block of the
+ * producer traced last); 0 when no input has a scheduled producer. block[] holds the
+ * blocks of the nodes before s (the schedule is topological). */
 static int
-producer_block(const struct sim_exe *e, const int *block, int s)
+producer_block(const struct sim_exe *e, const struct sim_compile_opts *o, bool by_index,
+               const int *block, int s)
 {
     const struct sim_enode *n = &e->nodes[s];
+    int best = -1;
 
     for (int j = 0; j < n->n_in; j++) {
-        int v = n->in[j];
-        if (v >= 0 && e->vals[v].kind == SIM_V_ACT && e->vals[v].producer >= 0)
-            return block[e->vals[v].producer];
+        int v = n->in[j], b;
+        if (v < 0 || e->vals[v].kind != SIM_V_ACT || e->vals[v].producer < 0)
+            continue;
+        b = block[e->vals[v].producer];
+        if (best < 0 || (by_index ? b > best : o->blocks[b].stage > o->blocks[best].stage))
+            best = b;
     }
-    return 0;
+    return best >= 0 ? best : 0;
 }
 
 /* Stages and IPUs from the compile options' blocks. */
@@ -108,7 +117,7 @@ place_blocks(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err
     }
     for (int s = 0; s < e->n_nodes; s++) {
         int b = match_block(e, o, s);
-        block[s] = b >= 0 ? b : producer_block(e, block, s);
+        block[s] = b >= 0 ? b : producer_block(e, o, any_auto, block, s);
         if (b >= 0)
             used[b] = 1;
     }

@@ -316,25 +316,94 @@ stage_weights(const struct sim_exe *e, int k, int *mark)
     return b;
 }
 
+/* Whether value v, produced in stage k, is read on stage k's IPU by a node from step
+ * `from` on. */
+static bool
+read_here_from(const struct sim_exe *e, int v, int k, int from)
+{
+    int ipu = e->stage_ipu[k];
+
+    for (int s = from; s < e->n_nodes; s++)
+        for (int j = 0; j < e->nodes[s].n_in; j++)
+            if (e->nodes[s].in[j] == v && e->nodes[s].ipu == ipu)
+                return true;
+    return false;
+}
+
+/* The bytes of the input streams stage k reads first on its IPU in a node whose backward
+ * or recompute reads them again: inputs of the stage, stashed with it under Pipeline
+ * recomputation. */
+static uint64_t
+stage_streams(const struct sim_exe *e, int k)
+{
+    uint64_t b = 0;
+
+    for (int s = e->stage_node[k]; s < sim_stage_end(e, k); s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j], t = 0, i;
+            if (v < 0 || e->vals[v].kind != SIM_V_INPUT)
+                continue;
+            for (t = 0; t < e->n_nodes; t++) {          /* its first reader here */
+                for (i = 0; i < e->nodes[t].n_in && e->nodes[t].in[i] != v; i++)
+                    ;
+                if (i < e->nodes[t].n_in && e->nodes[t].ipu == n->ipu)
+                    break;
+            }
+            for (i = 0; i < j && n->in[i] != v; i++)
+                ;
+            if (t == s && i == j && (n->bstep >= 0 || n->rstep >= 0))
+                b += align_up(e->vals[v].bytes);
+        }
+    }
+    return b;
+}
+
+/* Whether stage k's values and saved state other than its inputs and checkpoints are
+ * recomputed on the IPU: Pipeline recomputation
+ * (PopART's RecomputationType::Pipeline recomputes every forward op of a stage but the
+ * loss's from what the stage stashes). The host may keep more of them (recompute.c
+ * keeps a node whose output another segment reads, or whose views are too many). */
+static bool
+ipu_recomputes(const struct sim_exe *e, int k)
+{
+    int loss_stage = e->nodes[e->vals[e->tr->loss].producer].stage;
+
+    return e->recompute == SIM_RECOMPUTE_PIPELINE && k != loss_stage;
+}
+
 /* The IPU bytes stage k's micro-batch keeps from its forward into its backward (training):
- * its values, saved state and received copies live across the boundary (step n_nodes). */
+ * its values, saved state and received copies live across the boundary (step n_nodes);
+ * under Pipeline recomputation only its received copies and input streams, the values a
+ * later stage of its IPU reads, and the checkpoints a later node of the stage reads (what
+ * PopART stashes: a stage's inputs, and the checkpoints its recomputation starts from; a
+ * checkpoint only another IPU reads is sent, not stashed). */
 static uint64_t
 stage_kept(const struct sim_exe *e, int k)
 {
     int F = e->n_nodes;
+    bool rec = ipu_recomputes(e, k);
     uint64_t b = 0;
 
     for (int v = 0; v < e->m->n_vals; v++) {
         const struct sim_val *val = &e->vals[v];
-        if (val->kind == SIM_V_ACT && val->out_io < 0 && val->producer >= 0 &&
-            e->nodes[val->producer].stage == k && val->first < F && val->last >= F)
-            b += align_up(val->bytes ? val->bytes : 1);
+        if (val->kind != SIM_V_ACT || val->out_io >= 0 || val->producer < 0 ||
+            e->nodes[val->producer].stage != k || val->first >= F || val->last < F)
+            continue;
+        if (rec && !read_here_from(e, v, k, sim_stage_end(e, k)) &&
+            !(sim_recompute_is_checkpoint(e, val->producer) &&
+              read_here_from(e, v, k, val->producer + 1)))
+            continue;
+        b += align_up(val->bytes ? val->bytes : 1);
     }
     for (int s = e->stage_node[k]; s < sim_stage_end(e, k); s++) {
         const struct sim_enode *n = &e->nodes[s];
-        if (n->saved > 0 && n->bstep >= 0 && n->rstep < 0)
+        if (n->saved > 0 && n->bstep >= 0 && n->rstep < 0 &&
+            (!rec || sim_recompute_is_checkpoint(e, s)))
             b += align_up(n->saved);
     }
+    if (rec)
+        b += stage_streams(e, k);
     for (int i = 0; i < e->n_xfer; i++)
         if (e->xfer[i].rstage == k && e->xfer[i].first < F && e->xfer[i].last >= F)
             b += align_up(e->vals[e->xfer[i].val].bytes);

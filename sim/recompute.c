@@ -91,6 +91,12 @@ ckpt_attr(const struct sim_exe *e, int s)
     return a != NULL && a->type == SIM_ATTR_INT ? (int)a->i : 0;
 }
 
+bool
+sim_recompute_is_checkpoint(const struct sim_exe *e, int s)
+{
+    return ckpt_attr(e, s) == 1;
+}
+
 static bool
 is_norm(const struct sim_enode *n)
 {

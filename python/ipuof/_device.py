@@ -109,6 +109,26 @@ class CompiledModel:
         self._run_inputs = ffi.new("struct ipuof_tensor[]", max(1, len(self.inputs)))
         self._out = ffi.new("struct ipuof_tensor *")
 
+    def memory(self):
+        """The memory plan's figures of each IPU the model occupies (docs/memory.md): a
+        list of dicts with ipu, weights, activations, code, gradients, optimizer, stash,
+        total, capacity and offchip, in bytes; [] from a library without them."""
+        if not (_lib.has("ipuof_model_memory") and _lib.has("ipuof_model_memory_detail")):
+            return []
+        out = []
+        for i in range(lib.ipuof_model_ipu_count(self.ptr)):
+            ipu = ffi.new("unsigned *")
+            v = [ffi.new("uint64_t *") for _ in range(10)]
+            rc = lib.ipuof_model_memory(self.ptr, i, ipu, *v[:5])
+            if rc == 0:
+                rc = lib.ipuof_model_memory_detail(self.ptr, i, *v[5:])
+            if rc != 0:
+                raise self.conn.fail("memory", rc)
+            keys = ("weights", "activations", "code", "total", "capacity", "gradients",
+                    "optimizer", "stash", "offchip", "peak_not_always_live")
+            out.append(dict(ipu=ipu[0], **{k: x[0] for k, x in zip(keys, v)}))
+        return out
+
     def prediction_report(self, json_form):
         """The compile's prediction of the model's speed (docs/cost-model.md): the text
         report, or the JSON one parsed into a dict; None from a daemon that sent none."""

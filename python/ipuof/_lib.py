@@ -275,6 +275,16 @@ int ipuof_model_prediction(const ipuof_model *m, double *samples_per_s,
                            double *step_seconds, double *parts);
 const char *ipuof_model_prediction_report(const ipuof_model *m, int json);
 """)
+# The memory plan's figures per IPU of a compiled model (docs/memory.md).
+ffi.cdef("""
+size_t ipuof_model_ipu_count(const ipuof_model *m);
+int ipuof_model_memory(const ipuof_model *m, size_t i, unsigned *ipu_id, uint64_t *weights,
+                       uint64_t *activations, uint64_t *code, uint64_t *total,
+                       uint64_t *capacity);
+int ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t *gradients,
+                              uint64_t *optimizer, uint64_t *stash, uint64_t *offchip,
+                              uint64_t *peak_not_always_live);
+""")
 lib = ffi.dlopen(path)
 
 

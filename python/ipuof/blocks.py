@@ -10,7 +10,7 @@ called when it starts, so a layer of an nn.ModuleList is "/encoder/layer.0/"). A
 scope of its own while the exporter traces, so every op run inside it, inline ops too, is
 named under "/ipuof_block_N/" (below the path of the module that opened it), that
 block's prefix. Other ops outside any module stay with
-the block of their producer, as the daemon places them.
+the latest block among their producers', as the daemon places them.
 """
 import functools
 import threading
@@ -179,7 +179,7 @@ class _Recorder:
         embeddings' block entered "/bert/encoder/", then "/bert/encoder/layer.0/" began
         Encoder0) is replaced by the block's own modules one scope below it, again
         until none is: the container's inline ops then have no prefix and go with
-        their producer, as PopTorch puts an op in the block current when it runs."""
+        their latest producer, as PopTorch puts an op in the block current when it runs."""
         for uid, b in self.blocks.items():
             others = [q for u2, b2 in self.blocks.items() if u2 != uid
                       for q in b2["prefixes"]]

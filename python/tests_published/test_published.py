@@ -50,6 +50,23 @@ def _refused_short(pm, batch):
     return float(short.group(1)) * unit
 
 
+def _memory(pm, what):
+    """Prints the memory plan's figures of each IPU pm occupies (docs/memory.md records
+    them; `pytest -s` shows them) and checks that each fits its IPU."""
+    rows = pm._exe.memory()
+    assert rows, "the client library reports no memory figures"
+    mib = 1 << 20
+    for r in rows:
+        print(f"\n  {what} IPU {r['ipu']}: total {r['total'] / mib:.1f} MiB of "
+              f"{r['capacity'] / mib:.1f} (weights {r['weights'] / mib:.1f}, activations "
+              f"{r['activations'] / mib:.1f}, code {r['code'] / mib:.1f}, gradients "
+              f"{r['gradients'] / mib:.1f}, optimizer {r['optimizer'] / mib:.1f}, stash "
+              f"{r['stash'] / mib:.1f}; off chip {r['offchip'] / mib:.1f})", end="")
+        assert r["total"] <= r["capacity"], r
+    print()
+    return rows
+
+
 def test_resnet50_published_configuration_trains(daemon):
     """ResNet-50 at its published configuration fits one IPU and trains two steps: the
     loss is finite and every convolution's weights move."""
@@ -57,6 +74,8 @@ def test_resnet50_published_configuration_trains(daemon):
         micro_batch=18, gradient_accumulation=2, replicas=1)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     pm = _train(model, opts, opt)
+    pm.compile(images, labels)
+    assert len(_memory(pm, "ResNet-50 micro-batch 18")) == 1
     losses = []
     for _ in range(2):
         _, loss = pm(images, labels)
@@ -93,6 +112,7 @@ def test_bert_base_phase1_compiles_on_4_ipus_and_runs(daemon):
         if m:
             ipus[int(m.group(1))] = ipu
     assert ipus == {i: 1 + i // 4 for i in range(12)}
+    assert len(_memory(pm, "BERT-Base phase 1 micro-batch 32")) == 4
     total, mlm, nsp = pm(*batch)
     assert torch.isfinite(total.float()).all() and torch.isfinite(mlm.float()).all()
 

@@ -30,7 +30,7 @@
 #define I64 SIM_DTYPE_INT64
 #define DIMS(...) ((const int64_t[]){ __VA_ARGS__ })
 
-enum { B = 4, C = 8, H = 12, A = 3, STEPS = 3, CLASSES = 5 };
+enum { B = 4, C = 8, H = 12, A = 3, STEPS = 3, CLASSES = 5, BD = 16 };
 
 static const char *const weights[] = { "c0.w", "bn.s", "bn.b", "bn.m", "bn.v", "c1.w",
                                        "c2.w", "fc.w", "fc.b" };
@@ -249,6 +249,89 @@ test_pipeline_default(void **state)
     drop(&dflt);
 }
 
+/* A pipeline placed by blocks as PopTorch writes them (BERT's shape, small): "/emb/" on
+ * IPU 0, layers "/l0/" and "/l1/" on IPU 1 each ending at a checkpoint, a top-level op no
+ * prefix matches ("/Mul", reading the layers' output and a value computed from the input
+ * before any layer), then "/head/" back on IPU 0 with the loss. Returns the model. */
+static struct sim_model *
+blocks_model(const char *mode)
+{
+    struct sim_ob *b = sim_ob_new(13);
+
+    sim_ob_input(b, "x", F32, 2, DIMS(-1, BD));
+    sim_ob_input(b, "y", I64, 1, DIMS(-1));
+    weight(b, "we", 2, DIMS(BD, BD), (size_t)BD * BD, 21);
+    weight(b, "w0", 2, DIMS(BD, BD), (size_t)BD * BD, 22);
+    weight(b, "w1", 2, DIMS(BD, BD), (size_t)BD * BD, 23);
+    weight(b, "wh", 2, DIMS(CLASSES, BD), (size_t)CLASSES * BD, 24);
+    sim_ob_node(b, "MatMul", "/emb/MatMul", "x,we", "e0");
+    sim_ob_node(b, "Sigmoid", "/Sigmoid", "x", "m");         /* no prefix, no producer */
+    sim_ob_node(b, "MatMul", "/l0/MatMul", "e0,w0", "h0");
+    sim_ob_node(b, "Tanh", "/l0/Tanh", "h0", "r0");
+    sim_ob_attr_int(b, "__recompute_output_in_backward", 1);
+    sim_ob_node(b, "MatMul", "/l1/MatMul", "r0,w1", "h1");
+    sim_ob_node(b, "Tanh", "/l1/Tanh", "h1", "r1");
+    sim_ob_attr_int(b, "__recompute_output_in_backward", 1);
+    sim_ob_node(b, "Mul", "/Mul", "m,r1", "g");               /* no prefix: "/l1/"'s */
+    sim_ob_attr_int(b, "__recompute_output_in_backward", 1);  /* only IPU 0 reads it */
+    sim_ob_node(b, "Gemm", "/head/Gemm", "g,wh", "logits");
+    sim_ob_attr_int(b, "transB", 1);
+    sim_ob_node(b, "SoftmaxCrossEntropyLoss", "/head/Loss", "logits,y", "loss");
+    sim_ob_output(b, "loss", F32);
+    if (mode != NULL)
+        sim_ob_metadata(b, "ipuof.recomputation", mode);
+    return test_ob_load(b);
+}
+
+/* Compiles blocks_model(mode) pipelined over the blocks; IPU 1's memory in *r. */
+static void
+blocks_compile(const char *mode, struct sim_mem_report *r)
+{
+    static const struct sim_block_opt blocks[] = {
+        { "/emb/", 0, 0 }, { "/l0/", 1, 1 }, { "/l1/", 2, 1 }, { "/head/", 3, 0 },
+    };
+    struct sim_model *m = blocks_model(mode);
+    struct sim_compile_opts o;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+
+    opts(&o, true);
+    o.gradient_accumulation = 2 * 4 - 1;
+    o.blocks = blocks;
+    o.n_blocks = 4;
+    if (sim_compile(m, &o, &e, &err) != 0)
+        fail_msg("compile: %s", err.msg);
+    assert_int_equal(sim_exe_ipu_count(e), 2);
+    assert_int_equal(sim_exe_memory(e, 1, r), 0);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
+/* The op no prefix matches goes with the latest block among its producers' ("/l1/", stage
+ * 2 on IPU 1; the first producer's, stage 0, would read the later stage and be refused),
+ * and under Pipeline recomputation (PopTorch's default here) each of IPU 1's stages
+ * stashes, per micro-batch in flight beyond the first (stage k of N=4: min(A,
+ * 2(N-k)-1) in flight), only what its backward cannot recompute: its received inputs and
+ * its checkpoint. Stage 1 (5 in flight): e0 received and the checkpoint r0; stage 2 (3 in
+ * flight): m received and the checkpoint r1 (/Mul reads it); not the checkpoint g, which
+ * only IPU 0 reads (sent, not stashed: the IPU recomputes it for /Mul's backward). Without
+ * recomputation each also stashes the MatMuls' outputs h0 and h1 and /Mul's output g. */
+static void
+test_pipeline_blocks_stash(void **state)
+{
+    const uint64_t act = (uint64_t)B * BD * sizeof(float);
+    struct sim_mem_report dflt, none;
+
+    (void)state;
+    blocks_compile(NULL, &dflt);
+    blocks_compile("0", &none);
+    printf("  IPU 1 stash: %llu bytes with Pipeline recomputation, %llu without (one "
+           "activation %llu)\n", (unsigned long long)dflt.stash, (unsigned long long)none.stash,
+           (unsigned long long)act);
+    assert_int_equal(dflt.stash, 4 * (2 * act) + 2 * (2 * act));
+    assert_true(none.stash > dflt.stash);
+}
+
 static void
 compile_fails(struct sim_model *m, uint64_t memory, int code, const char *text)
 {
@@ -395,6 +478,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_modes_bit_identical),
         cmocka_unit_test(test_pipeline_default),
+        cmocka_unit_test(test_pipeline_blocks_stash),
         cmocka_unit_test(test_oom_sentence),
         cmocka_unit_test(test_io_tiles),
         cmocka_unit_test(test_bad_metadata),
