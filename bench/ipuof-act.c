@@ -1,5 +1,5 @@
 /*
- * ipuof-act — the activation kernels' speed (sim/act.c), for choosing a kernel by
+ * ipuof-act — the activation kernels' speed (sim/kernels/act.c), for choosing a kernel by
  * measurement: for each kind named (sigmoid, silu, relu, hswish), sim_act_range over N floats
  * (default 1 << 20, efficientnet_b0's largest SiLU at batch 8 is 3.2 M) spread over
  * [-8, 8], ROUNDS times (default 50) on one thread; prints the least nanoseconds per element
@@ -10,9 +10,9 @@
  * bits is a hash (FNV-1a) of the output's bits: two builds or two levels that print the
  * same hash computed the same floats.
  *
- * IPUOF_SIM_ISA=baseline|avx2|avx512 caps the level (sim/hot.h); run two levels alternately
+ * IPUOF_SIM_ISA=baseline|avx2|avx512 caps the level (sim/kernels/hot.h); run two levels alternately
  * to compare them on a busy machine. Build:
- *   cc -std=c11 -O2 -D_GNU_SOURCE -Iclient/include -Isim -o build/bench/ipuof-act \
+ *   cc -std=c11 -O2 -D_GNU_SOURCE -Iclient/include -Isim -Isim/kernels -o build/bench/ipuof-act \
  *      bench/ipuof-act.c build/lib/libipuofsim.a -lprotobuf-c -lz -lopenblas -ldnnl \
  *      -lgomp -lm -pthread
  * Exit status 0, or 1 with a sentence on stderr.

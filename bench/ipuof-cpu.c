@@ -8,7 +8,7 @@
  *       ->  "cpu_s=C wall_s=W wall_rest_s=T load_s=L compile_s=P isa=LEVEL out_hash=H"
  *
  * isa is the instruction set the simulator's kernels ran with (IPUOF_SIM_ISA caps it; see
- * sim/hot.h). out_hash is a 64-bit FNV-1a hash of the outputs' bytes after the last run:
+ * sim/kernels/hot.h). out_hash is a 64-bit FNV-1a hash of the outputs' bytes after the last run:
  * two builds or settings that print the same hash computed the same bits.
  *
  * wall_rest_s is the wall time of runs 2..ROUNDS together (0 with one round): with ROUNDS =

@@ -251,6 +251,8 @@ def build_cpu_tool(build):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     cmd = [os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
            "-D_GNU_SOURCE", "-Iclient/include", "-Isim", "-o", out,
+           *["-I" + os.path.join("sim", d) for d in sorted(os.listdir(os.path.join(os.path.dirname(here), "sim")))
+             if os.path.isdir(os.path.join(os.path.dirname(here), "sim", d))],
            os.path.join(here, "ipuof-cpu.c"), os.path.join(build, "lib", "libipuofsim.a"),
            "-lprotobuf-c", "-lz", "-lopenblas", "-ldnnl", "-lgomp", "-lm", "-pthread"]
     subprocess.run(cmd, check=True, cwd=os.path.dirname(here))

@@ -37,7 +37,7 @@ INC=$(pkg-config --cflags libprotobuf-c 2>/dev/null || true)
 # shellcheck disable=SC2086
 ${CC:-cc} -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
     -Wno-missing-field-initializers -Werror ${CFLAGS:--O2 -g} -pthread -D_GNU_SOURCE \
-    -Iclient/include -Iproto -I"$B/gen" -Isim $INC \
+    -Iclient/include -Iproto -I"$B/gen" $(for d in sim sim/*/; do printf -- " -I%s" "${d%/}"; done) $INC \
     -o "$B/bench/ipuof-bench" "$HERE/ipuof-bench.c" \
     "$B/lib/libipuof-client.a" "$B/lib/libipuofsim.a" -lprotobuf-c -lssl -lcrypto -lopenblas -ldnnl -lgomp -lm -pthread
 

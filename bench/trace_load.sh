@@ -16,7 +16,7 @@ INC=$(pkg-config --cflags libprotobuf-c 2>/dev/null || true)
 # shellcheck disable=SC2086
 ${CC:-cc} -std=c11 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wshadow \
     -Wno-missing-field-initializers -Werror ${CFLAGS:--O2 -g} -pthread -D_GNU_SOURCE \
-    -Iclient/include -Iproto -I"$B/gen" -Isim -Itests/util $INC \
+    -Iclient/include -Iproto -I"$B/gen" $(for d in sim sim/*/; do printf -- " -I%s" "${d%/}"; done) -Itests/util $INC \
     -o "$B/bench/trace_load" "$HERE/trace_load.c" \
     "$B/lib/libipuoftest.a" "$B/lib/libipuofsim.a" "$B/lib/libipuof-client.a" \
     -lprotobuf-c -lssl -lcrypto -lz -lopenblas -ldnnl -lgomp -lm -pthread

@@ -158,11 +158,11 @@ main(int argc, char **argv)
         fprintf(stderr, "ipuofd: %s\n", err);
         return EX_CONFIG;
     }
-    if (sim_isa_check(&serr) != 0) {    /* IPUOF_SIM_ISA (sim/hot.h) */
+    if (sim_isa_check(&serr) != 0) {    /* IPUOF_SIM_ISA (sim/kernels/hot.h) */
         fprintf(stderr, "ipuofd: %s\n", serr.msg);
         return EX_CONFIG;
     }
-    faults_init(&s.faults);   /* [faults] inject, IPUOF_FAULTS (daemon/faults.h): --check too */
+    faults_init(&s.faults);   /* [faults] inject, IPUOF_FAULTS (daemon/state/faults.h): --check too */
     {   /* the Pod, for a fault's --host: this host's name and its peers' */
         struct cfg_pod_peer peers[CFG_POD_MAX_PEERS];
         const char *names[CFG_POD_MAX_PEERS];

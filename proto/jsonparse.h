@@ -2,7 +2,7 @@
  * jsonparse.h — a small bounded JSON reader (RFC 8259 text into a tree, hostile input first)
  * for what the library and the daemon read: IPUoF config files (client/ipuof_conf.c),
  * POPLAR_ENGINE_OPTIONS's lexical pieces (client/engine_opts.c), IPUOF_FAULTS and the
- * daemon config's faults (daemon/faults.c), and, with larger limits, execution traces
+ * daemon config's faults (daemon/state/faults.c), and, with larger limits, execution traces
  * (tools/util/timeline.c: ipuof-trace).
  *
  * Limits, checked as the text is read (these are ipuof_json_parse's; a caller reading larger

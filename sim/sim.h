@@ -533,13 +533,13 @@ int sim_exe_tensor_info(const struct sim_exe *e, const char *name, int *dtype, i
 size_t sim_exe_node_count(const struct sim_exe *e);
 
 /* Whether the tensor `name` is kept in oneDNN's blocked layout between convolutions
- * (sim/layout.c): 1, 0 (plain NCHW), or -1 when no tensor has that name or it is not
+ * (sim/compile/layout.c): 1, 0 (plain NCHW), or -1 when no tensor has that name or it is not
  * one (fused away, folded). */
 int sim_exe_tensor_blocked(const struct sim_exe *e, const char *name);
 
 /* Host bytes the executable holds beyond its weights, arenas and run buffers: copies made
  * at compile time (an inference executable's Conv weights reordered once for oneDNN,
- * sim/layout.c). 0 when there are none. The daemon's cache counts them. */
+ * sim/compile/layout.c). 0 when there are none. The daemon's cache counts them. */
 uint64_t sim_exe_host_copy_bytes(const struct sim_exe *e);
 
 /* Run options as resolved by the compiler: D, R and the micro-batch (dim 0 of the first
@@ -915,7 +915,7 @@ int sim_prediction_format(const struct sim_prediction *p, const struct sim_exe *
  */
 int sim_exe_trace_json(const struct sim_exe *e, char **json, size_t *len, struct sim_err *err);
 
-/* ---- the instruction set of the kernels (sim/hot.h states the contract) --------------- */
+/* ---- the instruction set of the kernels (sim/kernels/hot.h states the contract) --------------- */
 
 /* Instruction-set levels of the simulator's kernels, lowest first. */
 enum sim_isa {

@@ -8,7 +8,7 @@
 # Then the simulator's unit tests (test_sim_*) and the parity tests (against PyTorch:
 # test_interop_*, test_torchvision; against ONNX's expected outputs: integ_test_conformance)
 # run again once per instruction-set level below the one the first pass ran at
-# (IPUOF_SIM_ISA, sim/hot.h), named "NAME [isa=LEVEL]": on an AVX-512 machine avx2 and
+# (IPUOF_SIM_ISA, sim/kernels/hot.h), named "NAME [isa=LEVEL]": on an AVX-512 machine avx2 and
 # baseline, on an AVX2 one baseline; none where the build has one copy of each kernel
 # (sanitizer and clang builds). IPUOF_TEST_FILTER=isa= runs only those passes.
 set -u

@@ -1,5 +1,5 @@
 /*
- * vipu — V-IPU's command line for ipuofd's partition service (daemon/req_vipu.c), so the
+ * vipu — V-IPU's command line for ipuofd's partition service (daemon/requests/req_vipu.c), so the
  * operator's scripts run unchanged: create, list, get, reset and remove partitions, list
  * the allocation (the daemon as its agent), write the IPUoF config file of a GCD.
  *

@@ -2,7 +2,7 @@
 simulated clock's figures of the last run (PopTorch's perf counters, latencies and cycle
 count), and the names of the tensors of its graph.
 
-Timing comes from the simulated clock (sim/cost.c: the GC200's published rates): the
+Timing comes from the simulated clock (sim/sched/cost.c: the GC200's published rates): the
 daemon reports the simulated device seconds of each run (ipuof_model_run_cost). PopTorch's
 perf counters are host timestamps of each step's input and output transfers; here the run
 starts when the host hands its inputs over, its steps take equal shares of the simulated

@@ -15,7 +15,7 @@ same model (PopTorch's rule: an identical optimizer is not sent again). Hyper-pa
 are named as PopART names them ("default" prefix for the model-wide values), sorted, each
 with " (const)" when the program declared it constant (VariableAttributes, or for torch's
 optimizers PopTorch's rule: equal to torch's default). The accumulator types are those
-the device keeps the state in (sim/optim.c rounds float16 ones after every update).
+the device keeps the state in (sim/exec/optim.c rounds float16 ones after every update).
 Used by optim.to_struct: configured(optimizer, executor, names); by _optim_state.bind:
 given(optimizer, executor)."""
 import torch

@@ -2,7 +2,7 @@
 the device's state (torch.optim's "state" entries, and PopTorch's "ipu_state" and
 "ipu_param" views), load_state_dict() writes it, at once or at the next compile, and
 detachFromDevice keeps it on the host. The device names the state "optimizer:step" and
-"optimizer:<slot>:<weight>" (sim/optim_state.c); ipuof_model_read_state /
+"optimizer:<slot>:<weight>" (sim/exec/optim_state.c); ipuof_model_read_state /
 ipuof_model_write_state carry it."""
 import math
 import types

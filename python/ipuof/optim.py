@@ -1,12 +1,12 @@
 """poptorch.optim: PopTorch's SGD, Adam, AdamW, RMSprop, LAMB and LAMBNoBias, with their
-extra arguments, run by the daemon's optimizers (sim/optim.c) for a training model.
+extra arguments, run by the daemon's optimizers (sim/exec/optim.c) for a training model.
 
 Every argument PopTorch's optimizers take is honoured or, where it only chooses a precision,
 accepted: loss_scaling and velocity_scaling are checked and cancel in float32 arithmetic
 (as they do on an IPU in float32); accum_type and the *_accum_type arguments take
 torch.float32 or torch.float16, and on the device float16 keeps that state rounded to
 float16 after every step, stored scaled by loss_scaling (the gradient) or velocity_scaling
-(SGD's velocity) as the IPU stores it (sim/optim.c; step() on the host stays float32);
+(SGD's velocity) as the IPU stores it (sim/exec/optim.c; step() on the host stays float32);
 use_combined_accum=True keeps velocity_scaling per group (PopTorch's combined SGD), False
 scales the velocity by loss_scaling.
 max_grad_norm clips by the global gradient norm (torch.nn.utils.clip_grad_norm_),
@@ -308,7 +308,7 @@ class LAMB(Optimizer, torch.optim.Optimizer):
         u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay w   (c = 1 - b^t, or 1)
         r1 = min(|w|, max_weight_norm),  r2 = |u|
         w -= lr * (r1 / r2 if r1 > 0 and r2 > 0 else 1) * u
-    A training model runs it on the device (sim/optim.c); step() is the same on the host."""
+    A training model runs it on the device (sim/exec/optim.c); step() is the same on the host."""
 
     def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None,
                  bias_correction=None, loss_scaling=None, max_weight_norm=None,

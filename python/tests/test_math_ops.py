@@ -1,5 +1,5 @@
 """PyTorch's math ops the exporter lacks or exports wrongly (python/ipuof/symbolics_math.py)
-and the daemon's ops they need (sim/op_math.c): each forward against torch, and one SGD
+and the daemon's ops they need (sim/ops/op_math.c): each forward against torch, and one SGD
 step against torch's where the op has a gradient."""
 import copy
 

@@ -1,4 +1,4 @@
-"""torch.nn.functional.one_hot (ONNX OneHot, sim/op_onehot.c) through a real daemon: the
+"""torch.nn.functional.one_hot (ONNX OneHot, sim/ops/op_onehot.c) through a real daemon: the
 one-hot tensor itself, a label-smoothed cross entropy built from it (as BERT's masked-LM
 loss is), inference and 3 SGD training steps compared with the same model in plain
 PyTorch; and one_hot without num_classes, whose depth is max(labels) + 1 computed at run

@@ -2,7 +2,7 @@
 """Regenerates claimed.txt and skipped.txt from the ONNX node tests on this machine.
 
 A node test is considered when every op of its graph is in the simulator's op table
-(CLAIMED below, kept in sync with sim/op_*.c). It is claimed when all its inputs and outputs
+(CLAIMED below, kept in sync with sim/{ops,nn}/op_*.c). It is claimed when all its inputs and outputs
 use dtypes the simulator supports, and skipped (with the reason) otherwise or when it is
 listed in MANUAL_SKIPS. Run from the repository root: tests/conformance/make_lists.py
 """

@@ -1,6 +1,6 @@
 /*
  * fuzz_graph.c — libFuzzer target: small well-formed ONNX graphs built from the fuzzer's
- * bytes (sim/onnx_build.c), so that the compiler and the kernels see what random bytes
+ * bytes (sim/onnx/onnx_build.c), so that the compiler and the kernels see what random bytes
  * almost never reach: a float input of rank 1..4 with dims 1..5 scaled by a weight, then up
  * to five nodes
  * drawn from the op set with attributes and constant operands taken from the bytes (axes,

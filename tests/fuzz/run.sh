@@ -33,7 +33,7 @@ make -s -j2 BUILD=$O CC=clang CXX=clang++ CFLAGS="-g -O1" CXXFLAGS="-g -O1" \
     SANFLAGS="-fsanitize=fuzzer-no-link,address,undefined $UB" \
     $O/lib/libipuofsim.a $O/lib/libipuofproto.a $O/lib/libipuoftools.a $O/lib/libipuofd-core.a \
     $O/lib/libipuofpod.a $O/lib/libipuoftest.a
-CF="-std=c11 -Wall -Wextra -Wstrict-prototypes -Wshadow -Werror -g -O1 -fsanitize=fuzzer,address,undefined $UB -D_GNU_SOURCE -Iclient/include -Iproto -I$O/gen -Isim -Idaemon -Itools/util -Itests/util"
+CF="-std=c11 -Wall -Wextra -Wstrict-prototypes -Wshadow -Werror -g -O1 -fsanitize=fuzzer,address,undefined $UB -D_GNU_SOURCE -Iclient/include -Iproto -I$O/gen $(for d in sim sim/*/; do printf -- " -I%s" "${d%/}"; done) $(for d in daemon daemon/*/; do printf -- " -I%s" "${d%/}"; done) -Itools/util -Itests/util"
 LIBS="$(pkg-config --libs libprotobuf-c inih openssl) -lopenblas -ldnnl -lgomp -lm -pthread"
 PODLIBS="$(pkg-config --libs libevent libevent_pthreads libevent_openssl zlib) -lgloo -lstdc++"
 L=$O/lib

@@ -35,7 +35,7 @@ echo "$syms" | grep -q "_v0" && no "a compat implementation's own name is export
 # The old program, built as it was: its declarations, the shared library.
 san=""
 nm -D "$SO" | grep -q __asan_init && san="-fsanitize=address,undefined"
-if ! cc -std=gnu11 $san -Isim -o "$D/app" tests/integ/abi_old_app.c "$B/lib/libipuofsim.a" \
+if ! cc -std=gnu11 $san $(for d in sim sim/*/; do printf -- " -I%s" "${d%/}"; done) -o "$D/app" tests/integ/abi_old_app.c "$B/lib/libipuofsim.a" \
         -L"$B/lib" -lipuof-client $(pkg-config --libs libprotobuf-c zlib) \
         -lopenblas -ldnnl -lgomp -lpthread -lm >"$D/cc.log" 2>&1; then
     no "build the old program"; cat "$D/cc.log"; echo "$pass passed, $fail failed"; exit 1

@@ -1,5 +1,5 @@
 /*
- * test_job_phases.c — a job's phases (daemon/jobs_sm.c) on a real ipuofd through the client
+ * test_job_phases.c — a job's phases (daemon/jobs/jobs_sm.c) on a real ipuofd through the client
  * library: two processes attach and compile one model; while process 0's run waits for
  * process 1's slice (the job gathers run inputs), process 1 sends a compile, which the job
  * cannot take in that phase: it is refused at once with IPUOF_E_STATE naming the phase,

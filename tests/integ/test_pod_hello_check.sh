@@ -1,5 +1,5 @@
 #!/bin/sh
-# A Pod peer's hello reply is checked where it enters (daemon/pod_peers.c; issue 32's "a peer
+# A Pod peer's hello reply is checked where it enters (daemon/pod/pod_peers.c; issue 32's "a peer
 # reporting more free IPUs than it has"): a stand-in peer (tests/integ/pod_fake_peer.py) that
 # says 5 of its 4 IPUs are free is shown unreachable with that sentence, not as a host with
 # 5 free IPUs; the same stand-in saying 3 of 4 is reachable with 3 free (so the check, not

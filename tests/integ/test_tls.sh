@@ -194,7 +194,7 @@ contains "$D/cap-plain" str "$TOKEN" && contains "$D/cap-plain" file "$D/tensor.
     no "control: the plain capture lacks the token or the tensor"
 # Training and inference give the same numbers over TLS as over plain TCP: every input
 # payload (2 training calls of 4000 samples, 50 test calls) through the TLS read path
-# (daemon/tls_read.c). Losses and accuracies compared; timings dropped.
+# (daemon/conn/tls_read.c). Losses and accuracies compared; timings dropped.
 mnist() { # server extra-env
     env $2 "$B/bin/ipuof-mnist" --server "$1" --epochs 1 --limit-train 8000 \
         --limit-test 400 2>&1 | grep -o 'loss=[0-9.]*, acc=[0-9.]*%'

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The partition service (daemon/req_vipu.c) through vipu (tools/vipu.c) against a real
+# The partition service (daemon/requests/req_vipu.c) through vipu (tools/vipu.c) against a real
 # ipuofd: create / list / get / reset / remove with V-IPU's output and --showjson, the
 # allocation, admin rights, every refusal with its sentence and exit status, the IPUoF
 # config file of a GCD used by a program through IPUOF_CONFIG_PATH and ~/.ipuof.conf.d,

@@ -1,6 +1,6 @@
 /*
  * test_daemon_compile_opts.c — a compile's options as the daemon keys and compares them
- * (daemon/compile_opts.c): the executable cache's key is exact, however long the names in
+ * (daemon/compile/compile_opts.c): the executable cache's key is exact, however long the names in
  * it, and a job whose processes compile differently is told which field differs, with
  * both values readable.
  */

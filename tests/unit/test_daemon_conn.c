@@ -1,5 +1,5 @@
 /*
- * test_daemon_conn.c — one connection (daemon/conn.c) over a libevent bufferevent pair:
+ * test_daemon_conn.c — one connection (daemon/conn/conn.c) over a libevent bufferevent pair:
  * health before the hello is answered and the connection closed, any other request before
  * the hello closes it, and a client that holds a partition is not idle while one that
  * holds nothing is closed after idle_timeout. (Payloads into many sink segments:

@@ -1,5 +1,5 @@
 /*
- * test_daemon_dispatch.c — the request table's checks (daemon/dispatch.c), over a
+ * test_daemon_dispatch.c — the request table's checks (daemon/requests/dispatch.c), over a
  * bufferevent pair: request id 0, admin-only requests, payload on a request that takes
  * none, and what a stopping daemon still serves.
  */

@@ -1,5 +1,5 @@
 /*
- * test_daemon_models.c — the daemon's model bookkeeping (daemon/models.c) and device busy
+ * test_daemon_models.c — the daemon's model bookkeeping (daemon/state/models.c) and device busy
  * state: a model's IPU numbers never index past the inventory, run buffers are counted as
  * host memory, the cache evicts unused executables beyond host_memory, and IPUs show busy
  * only while a job runs on them.

@@ -1,5 +1,5 @@
 /*
- * test_daemon_work.c — the worker pool (daemon/work.c): every job's done() runs exactly once
+ * test_daemon_work.c — the worker pool (daemon/base/work.c): every job's done() runs exactly once
  * on the loop thread, in submission order with one worker, and work_free() finishes the
  * jobs whose completion the loop never delivered: the one that ran, and those still queued
  * (marked dropped), so none is leaked.

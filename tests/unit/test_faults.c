@@ -1,5 +1,5 @@
 /*
- * test_faults.c — daemon/faults.c without a daemon: kinds and triggers parsed (and refused
+ * test_faults.c — daemon/state/faults.c without a daemon: kinds and triggers parsed (and refused
  * with a sentence), targets matched, --after-runs, --count, a seeded --probability that
  * repeats, IPUOF_FAULTS's JSON byte by byte, reset levels; and devices.c's IPU error
  * state (the strongest need kept, what blocks an attach, cleared by dev_clear).

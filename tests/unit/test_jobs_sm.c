@@ -1,5 +1,5 @@
 /*
- * test_jobs_sm.c — a job's state machine (daemon/jobs_sm.c) without sockets: every (phase,
+ * test_jobs_sm.c — a job's state machine (daemon/jobs/jobs_sm.c) without sockets: every (phase,
  * event) pair against the table written out here again (the next phase and the action, or
  * "cannot happen"), the ended phase keeping every event, the lives of a job of one and of a
  * job of three walked event by event, and the gather helper (who has arrived, who is

@@ -1,5 +1,5 @@
 /*
- * test_sim_act.c — the activation kernels (sim/act.c) on NaN and the infinities, through
+ * test_sim_act.c — the activation kernels (sim/kernels/act.c) on NaN and the infinities, through
  * both of their paths: a block of the level's width (Sigmoid and SiLU: 16 floats at
  * AVX-512, 8 at AVX2, 4 at baseline; the others 8) and the scalar tail, which must agree
  * bit for bit; and through sim_act_map (the pool split). make test runs it at every

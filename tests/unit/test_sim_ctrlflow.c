@@ -1,5 +1,5 @@
 /*
- * test_sim_ctrlflow.c — ONNX Loop and If (sim/onnx_ctrl.c): Loop unrolled with loop-carried
+ * test_sim_ctrlflow.c — ONNX Loop and If (sim/onnx/onnx_ctrl.c): Loop unrolled with loop-carried
  * values, the iteration number, scan outputs (opset 11's Unsqueeze attribute and 13's
  * input), a constant condition passed through, nested loops, zero trips; If on a condition
  * known at load (the branch) and on data (both branches and Where, which must have one
@@ -12,7 +12,7 @@
  * refusals (trip count or condition from data, no trip count, a negative one, too many
  * iterations, nesting too deep), each naming the node and what would work.
  *
- * Every case builds a small ONNX model with sim/onnx_build.h, compiles and runs it.
+ * Every case builds a small ONNX model with sim/onnx/onnx_build.h, compiles and runs it.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /*
- * test_sim_fuse.c — the fusion pass (sim/fuse.c) and the activation routines it shares with
- * the ops (sim/act.c): every pattern runs fused and unfused (IPUOF_SIM_FUSE=0) on the same
+ * test_sim_fuse.c — the fusion pass (sim/compile/fuse.c) and the activation routines it shares with
+ * the ops (sim/kernels/act.c): every pattern runs fused and unfused (IPUOF_SIM_FUSE=0) on the same
  * inputs and must give the same outputs bit for bit (on every CPU: the pointwise GEMM is cut
  * the same way fused or not, as OpenBLAS's Haswell and Zen kernels round an element by the
  * shape of its call), with the fused nodes gone from the schedule and the simulated clock

@@ -1,5 +1,5 @@
 /*
- * test_sim_fuse_norm.c — the fusion pass (sim/fuse.c) on LayerNorm and GELU as
+ * test_sim_fuse_norm.c — the fusion pass (sim/compile/fuse.c) on LayerNorm and GELU as
  * torch.onnx.export writes them at opset 13 (op_layernorm.c): LayerNorm over the last axis
  * (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add) becomes one node, exact-erf
  * GELU (Div, Erf, Add, Mul, Mul) one node, with a Linear's bias Add before it. Each pattern

@@ -1,5 +1,5 @@
 /*
- * test_sim_half.c — float16 tensors (SIM_DTYPE_FLOAT16, sim/half.c): the conversions
+ * test_sim_half.c — float16 tensors (SIM_DTYPE_FLOAT16, sim/kernels/half.c): the conversions
  * (every half to float and back, float to half with round-to-nearest-even at the edges:
  * ties, overflow to inf, subnormals, NaN), the F16C path and the portable one giving the
  * same bits (tests/run.sh runs this file once per instruction-set level, so the baseline

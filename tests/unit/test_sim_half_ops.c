@@ -1,5 +1,5 @@
 /*
- * test_sim_half_ops.c — float16 ops as the IPU computes them (sim/half_exec.c): an op given
+ * test_sim_half_ops.c — float16 ops as the IPU computes them (sim/exec/half_exec.c): an op given
  * float16 tensors runs its float kernel on the widened values and rounds each float16
  * result to float16 as it writes it, so a chain of float16 ops equals a reference that
  * rounds after every op (not float32 rounded once); the memory plan counts 2 bytes per

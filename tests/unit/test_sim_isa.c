@@ -1,6 +1,6 @@
 /*
- * test_sim_isa.c — the instruction-set level of the simulator's kernels (sim/hot.h,
- * sim/isa.c): IPUOF_SIM_ISA read once per process, capped by the CPU, refused when it is not
+ * test_sim_isa.c — the instruction-set level of the simulator's kernels (sim/kernels/hot.h,
+ * sim/kernels/isa.c): IPUOF_SIM_ISA read once per process, capped by the CPU, refused when it is not
  * a level (by sim_isa_check and sim_compile, naming the accepted values), oneDNN capped with
  * it, the kernels' dispatchers calling the copy of the level; and the kernels giving the
  * same bits at every level this CPU has.

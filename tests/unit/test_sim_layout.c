@@ -1,5 +1,5 @@
 /*
- * test_sim_layout.c — the layout plan (sim/layout.c): which activations stay in oneDNN's
+ * test_sim_layout.c — the layout plan (sim/compile/layout.c): which activations stay in oneDNN's
  * blocked layout between convolutions of an inference executable, and that keeping them
  * there changes no number.
  *

@@ -950,7 +950,7 @@ test_pipeline_concurrency(void **state)
     sim_model_free(m);
 }
 
-/* The simulated clock replays the programs the IPU threads ran (sim/program.h): for every
+/* The simulated clock replays the programs the IPU threads ran (sim/sched/program.h): for every
  * strategy, the trace's forward and backward spans are exactly the works the threads
  * logged (replica, IPU, stage, direction, device iteration, micro-batch), and each IPU's
  * spans follow one another in the order of the schedule steps the thread ran them in. */

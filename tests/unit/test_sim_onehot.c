@@ -1,5 +1,5 @@
 /*
- * test_sim_onehot.c — ONNX OneHot (sim/op_onehot.c) against hand-computed outputs: the
+ * test_sim_onehot.c — ONNX OneHot (sim/ops/op_onehot.c) against hand-computed outputs: the
  * default last axis with int64 indices and float values, a middle axis with negative and
  * out-of-range indices, float indices and a float depth (truncated), int64 and float16
  * values; and the compile errors: a depth computed at run time, values that are not

@@ -2,7 +2,7 @@
  * test_sim_ops.c — every op family's forward against hand-computed values (and, for Conv,
  * against a naive direct convolution). Each check prints the max difference it saw.
  *
- * Every case builds a one-node ONNX model with sim/onnx_build.h, loads and compiles it
+ * Every case builds a one-node ONNX model with sim/onnx/onnx_build.h, loads and compiles it
  * with default options and runs one step. Not here: multi-step runs (test_sim_exec.c) and
  * the ONNX node tests (test_sim_conformance.c).
  */

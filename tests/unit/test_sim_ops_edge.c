@@ -11,7 +11,7 @@
  *  - TopK with K = 0 over an empty axis and Resize of a single dim (no scratch): the kernels
  *    computed NULL + 0, undefined behaviour that GCC's UBSan does not report and clang's
  *    does: `make BUILD=build-clang CC=clang SAN=1 build-clang/tests/test_sim_ops_edge` stops
- *    on main at sim/op_scan.c:258 and sim/op_resize.c:435 ("applying zero offset to null
+ *    on main at sim/ops/op_scan.c:258 and sim/nn/op_resize.c:435 ("applying zero offset to null
  *    pointer"). Here they run and give empty or correct outputs.
  *
  *  - ScatterElements (reductions, duplicates, negative indices, an index out of range) and

@@ -1,5 +1,5 @@
 /*
- * test_sim_ops_math.c — sim/op_math.c beyond the ONNX node tests (tests/conformance has
+ * test_sim_ops_math.c — sim/ops/op_math.c beyond the ONNX node tests (tests/conformance has
  * Sin to Atanh and Reciprocal; test_sim_train_grad their gradients): values outside an
  * op's domain give NaN as in torch, and the bitwise ops, which the installed node tests
  * (older than opset 18) lack: hand-computed And/Or/Xor/Not on int32 with broadcasting,

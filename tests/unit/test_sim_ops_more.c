@@ -6,7 +6,7 @@
  * shape, and the errors bad input gets (at compile time, and at run time for ScatterND
  * indices), each of which must say what was wrong.
  *
- * Every case builds a small ONNX model with sim/onnx_build.h, compiles and runs it once.
+ * Every case builds a small ONNX model with sim/onnx/onnx_build.h, compiles and runs it once.
  */
 #include <setjmp.h>
 #include <stdarg.h>

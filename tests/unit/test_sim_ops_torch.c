@@ -7,7 +7,7 @@
  * errors bad models get at compile time, each of which must say what was wrong.
  * (CumSum's node tests are all double, which the simulator lacks: the cases here stand in.)
  *
- * Every case builds a small ONNX model with sim/onnx_build.h, compiles and runs it once.
+ * Every case builds a small ONNX model with sim/onnx/onnx_build.h, compiles and runs it once.
  */
 #include <setjmp.h>
 #include <stdarg.h>

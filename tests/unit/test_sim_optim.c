@@ -1,5 +1,5 @@
 /*
- * test_sim_optim.c — the optimizers of sim/optim.c against their definitions computed here
+ * test_sim_optim.c — the optimizers of sim/exec/optim.c against their definitions computed here
  * in double: RMSprop (torch's: plain, centered with momentum; TensorFlow's), LAMB and
  * LAMBNoBias (per-tensor trust ratio, max_weight_norm), Adam and AdamW without bias
  * correction, clipping by the global gradient norm (clip_grad_norm_), parameter groups with
@@ -94,7 +94,7 @@ struct hyper {
     double lr, wd, mu, b1, b2, eps, alpha;
 };
 
-/* The definitions (the sources are cited in sim/optim.c), applied to one tensor. */
+/* The definitions (the sources are cited in sim/exec/optim.c), applied to one tensor. */
 static void
 ref_tensor(const struct sim_optimizer *o, const struct hyper *h, struct rt *r,
            const double *g0, double clip, int t)

@@ -1,5 +1,5 @@
 /*
- * test_wiremap.c — the daemon's enum tables (daemon/wiremap.c) and their lookup
+ * test_wiremap.c — the daemon's enum tables (daemon/state/wiremap.c) and their lookup
  * (proto/enummap.c): every simulator, device and status value maps to the wire and back,
  * every wire value the protocol defines maps in, and a value outside a table is refused
  * with a sentence naming the value and the ones that would be right.

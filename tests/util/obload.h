@@ -1,5 +1,5 @@
 /*
- * obload.h — the model a test built with sim/onnx_build.h, loaded by the simulator, for the
+ * obload.h — the model a test built with sim/onnx/onnx_build.h, loaded by the simulator, for the
  * cmocka unit tests of sim/.
  */
 #ifndef IPUOF_OBLOAD_H

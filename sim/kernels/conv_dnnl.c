@@ -8,7 +8,7 @@
  * shared 2-core machine, an OpenMP team of 2 beside the simulator's pool cost resnet18 38 %
  * more CPU time than the hand-written kernels (its barriers spin while the other core is
  * busy), so every primitive here is made and run for one thread (omp_set_num_threads(1) on
- * the calling thread) and the batch is split over the simulator's pool instead (sim/pool.c):
+ * the calling thread) and the batch is split over the simulator's pool instead (sim/kernels/pool.c):
  * piece i convolves images [i * nb, (i + 1) * nb) with its own stream (per thread), memory
  * objects and slice of scratch. The weights are reordered once per run, before the pieces.
  */

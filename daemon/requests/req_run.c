@@ -18,7 +18,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 #include "slices.h"
 #include "wiremap.h"
 

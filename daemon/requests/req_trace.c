@@ -22,7 +22,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 
 /* A trace being written on a worker. json is the worker's result (owned by the task). */
 struct trace_task {

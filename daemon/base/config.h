@@ -89,7 +89,7 @@ struct cfg {
                                    * max_connections; each may have 4096 / this gets waiting */
     /* [log] */
     int log_level;
-    /* [server] service keys: metrics (daemon/metrics.c), TLS (daemon/tls.c); docs/service.md */
+    /* [server] service keys: metrics (daemon/metrics.c), TLS (daemon/conn/tls.c); docs/service.md */
     char metrics_listen[256];    /* HOST:PORT or PORT (127.0.0.1) of /metrics; "" = off */
     char tls_cert_file[1024];    /* PEM certificate chain of the client port; "" = no TLS */
     char tls_key_file[1024];     /* its private key (PEM) */
@@ -99,7 +99,7 @@ struct cfg {
                                   * separated by ';') that carry admin rights */
     /* [faults] */
     char faults[4096];           /* each "inject = JSON" line, '\n'-terminated, in file order:
-                                  * read by main() as IPUOF_FAULTS is (daemon/faults.h) */
+                                  * read by main() as IPUOF_FAULTS is (daemon/state/faults.h) */
 };
 
 /* Fills c with the documented defaults. */
@@ -140,7 +140,7 @@ int cfg_pod_peers(const struct cfg *c, struct cfg_pod_peer *out, char *err, size
  */
 void cfg_apply_reload(struct cfg *cur, const struct cfg *next, char *ignored, size_t len);
 
-/* The service keys' cross-field checks (daemon/tls.c): tls_auth_clients is no, optional or
+/* The service keys' cross-field checks (daemon/conn/tls.c): tls_auth_clients is no, optional or
  * yes; a key file with the certificate; client certificates need tls_ca_file; the files
  * are readable; metrics_listen parses. 0 or -1 with err. cfg_validate calls it. */
 int svc_cfg_validate(const struct cfg *c, char *err, size_t errlen);

@@ -23,7 +23,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "models.h"
-#include "server.h"
+#include "srv_state.h"
 #include "wiremap.h"
 
 #define MAX_WEIGHTS_PER_REQUEST 64

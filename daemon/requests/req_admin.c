@@ -13,10 +13,10 @@
 #include "jobs.h"
 #include "log.h"
 #include "pod.h"
-#include "server.h"
+#include "srv_state.h"
 #include "sim.h"
 #include "wiremap.h"
-#include "metrics.h"
+#include "metrics_count.h"
 
 /* The clock of the configuration's device type ([cost] ipu_type, checked at load). */
 static double

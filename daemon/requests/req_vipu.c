@@ -20,7 +20,7 @@
 #include "log.h"
 #include "jobs.h"
 #include "pod.h"
-#include "server.h"
+#include "srv_state.h"
 #include "wiremap.h"
 
 #define VIPU_MAX_LIST CFG_MAX_IPUS /* at most one partition per IPU */
