@@ -414,7 +414,8 @@ KIDS=""
 ms=$(( (t1 - t0) / 1000000 ))
 said=$(grep RecoverableError "$D/kill.0.out")
 check "process 0 gets RecoverableError PARTITION_RESET naming host-b in $ms ms ($said)" \
-    sh -c "[ $rc0 -eq 3 ] && echo '$said' | grep -q 'RecoverableError PARTITION_RESET: .*host-b'"
+    sh -c '[ "$1" -eq 3 ] && printf "%s\n" "$2" | grep -q "RecoverableError PARTITION_RESET: .*host-b"' \
+    sh "$rc0" "$said"
 # Seen here: 1.0-2.5 s. The bound shows the process is told instead of hanging; it leaves a
 # loaded CI machine 8 s of scheduling delay on top of timeout_ms (no timing decides a test
 # by a margin a busy machine can eat).
