@@ -117,20 +117,19 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
     torch gives as float16)."""
     import onnx
     from onnx import helper, numpy_helper
-    F32, F16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
     model = onnx.load_from_string(onnx_bytes)
     g = model.graph
     types = _elem_types(model)
     state, inputs = set(state), set(inputs)
     half = set()
     for vi in g.input:
-        if vi.name in inputs and vi.type.tensor_type.elem_type == F32:
-            vi.type.tensor_type.elem_type = F16
+        if vi.name in inputs and vi.type.tensor_type.elem_type == _F32:
+            vi.type.tensor_type.elem_type = _F16
             half.add(vi.name)
     float_in = {vi.name for vi in g.input
-                if vi.name not in half and vi.type.tensor_type.elem_type == F32}
+                if vi.name not in half and vi.type.tensor_type.elem_type == _F32}
     for i, t in enumerate(g.initializer):
-        if t.data_type == F32 and t.name in state:
+        if t.data_type == _F32 and t.name in state:
             a = numpy_helper.to_array(t).astype(np.float16)
             g.initializer[i].CopyFrom(numpy_helper.from_array(a, t.name))
             half.add(t.name)
@@ -142,7 +141,7 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
         if vo.name not in half:
             continue
         if vo.name not in keep_float:
-            vo.type.tensor_type.elem_type = F16
+            vo.type.tensor_type.elem_type = _F16
             continue
         inner = vo.name + "__ipuof_f16"
         for n in g.node:
@@ -152,7 +151,7 @@ def type_float16(onnx_bytes, inputs, state, keep_float=(), stochastic=False,
             for k, i in enumerate(n.input):
                 if i == vo.name:
                     n.input[k] = inner
-        casts.append(helper.make_node("Cast", [inner], [vo.name], to=F32,
+        casts.append(helper.make_node("Cast", [inner], [vo.name], to=_F32,
                                       name=vo.name + "__ipuof_to_f32"))
         narrowed.append(vo.name)
     g.node.extend(casts)
