@@ -1,6 +1,6 @@
 /*
- * fault_fire.c — what a fired fault does (see fault_fire.h), below the jobs so that every
- * attach path (req_session.c's at once, jobs_life.c's wait queue) can fire one.
+ * fault_fire.c — what a fired fault does (see fault_fire.h): fault_at.c fires and answers
+ * through it; the requests a hung IPU holds wait here until a reset or their timer.
  */
 #include "fault_fire.h"
 
@@ -277,37 +277,6 @@ fault_answer(struct conn *c, uint64_t req_id, const struct fault *f, unsigned fi
     fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], part);
     return 0;
 }
-
-/* Logs that f fired on c's request at partition part. */
-void
-fault_log_fired(const struct conn *c, const struct fault *f, const char *part)
-{
-    char kind[FAULTS_KIND_MAX];
-
-    log_warn("fault %u (%s at %s) fired on client %u (%s, pid %u, %s), partition '%s' "
-             "(%u of %u)", f->id, faults_kind_name(f, kind, sizeof kind), faults_at_name(f->at),
-             c->id, c->name, c->pid, c->peer, part, f->fired, f->count);
-}
-
-int
-fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p)
-{
-    struct srv *s = c->srv;
-    struct fault *f = faults_match(&s->faults, FAULT_AT_ATTACH, p->first, p->count, p->name,
-                                   srv_now_ms());
-    char msg[400], name[DEV_NAME_MAX];
-    unsigned first = p->first, count = p->count;
-
-    if (f == NULL)
-        return 0;
-    snprintf(name, sizeof name, "%s", p->name);
-    fault_log_fired(c, f, name);
-    dev_release(s->inv, p);
-    fault_fire(s, f, first, count, name, msg, sizeof msg);
-    fault_answer(c, req_id, f, first, count, name, msg); /* no hang at attach: never parks */
-    return 1;
-}
-
 
 void
 fault_links_sync(struct srv *s)
