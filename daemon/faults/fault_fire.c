@@ -50,7 +50,7 @@ fault_send_ipu_error(struct conn *c, uint64_t req_id, const struct dev_ipu *d,
 }
 
 /* A request left unanswered by a hung IPU, or a host sync waiting out its time: answered
- * when the IPU is reset (fault_unpark_ipu), when the wait ends, or never when its client
+ * when the IPU is reset (fault_ipu_reset), when the wait ends, or never when its client
  * went away first (found by id, so a freed connection is never touched). */
 struct fault_park {
     struct fault_park *next;
@@ -103,7 +103,7 @@ on_park_timer(evutil_socket_t fd, short what, void *arg)
         conn_enter(c);
         if (d->state == DEV_ERROR)
             fault_send_ipu_error(c, k->req_id, d, k->part);
-        else /* cleared meanwhile (fault_unpark_ipu answers first, so not by a reset) */
+        else /* cleared meanwhile (fault_ipu_reset answers first, so not by a reset) */
             conn_send_error(c, k->req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
                             IPUOF_RECOVERY_REATTACH, "device", "IPU %u was reset while the "
                             "host sync waited; attach again", k->ipu);
@@ -145,7 +145,7 @@ park(struct conn *c, uint64_t req_id, unsigned ipu, const char *part, unsigned w
 }
 
 void
-fault_unpark_ipu(struct srv *s, unsigned ipu)
+fault_ipu_reset(struct srv *s, unsigned ipu)
 {
     struct fault_park *k = s->parked, *next;
 
@@ -167,6 +167,8 @@ fault_unpark_ipu(struct srv *s, unsigned ipu)
         }
         park_unlink_free(k);
     }
+    if (faults_rearm(&s->faults, ipu) > 0)
+        log_warn("IPU %u reset: a fault armed with --rearm-on-reset is armed again", ipu);
 }
 
 void

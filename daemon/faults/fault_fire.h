@@ -3,7 +3,7 @@
  * are faults.c): the IPUs it hits go into error, the request that met it gets PopTorch's
  * error class and recovery action, or the client's connection is cut. fault_at.c (the one
  * entry from a program's path) fires and answers through it; a reset unparks
- * (fault_unpark_ipu), the daemon's tick and the fault request sync the link faults.
+ * (fault_ipu_reset), the daemon's tick and the fault request sync the link faults.
  */
 #ifndef IPUOFD_FAULT_FIRE_H
 #define IPUOFD_FAULT_FIRE_H
@@ -40,8 +40,10 @@ void fault_fire(struct srv *s, struct fault *f, unsigned first, unsigned count,
 int fault_answer(struct conn *c, uint64_t req_id, const struct fault *f, unsigned first,
                  unsigned count, const char *part, const char *msg);
 
-/* IPU ipu was reset: requests left waiting on it are answered (IPUOF_E_DEVICE_RESET). */
-void fault_unpark_ipu(struct srv *s, unsigned ipu);
+/* IPU ipu was reset (its error cleared): requests left waiting on it are answered
+ * (IPUOF_E_DEVICE_RESET), and a fault armed with --rearm-on-reset whose IPUs are all reset
+ * now is armed again (faults_rearm; logged). */
+void fault_ipu_reset(struct srv *s, unsigned ipu);
 
 /* Frees every waiting request without answering (the daemon is stopping). */
 void fault_park_free_all(struct srv *s);
