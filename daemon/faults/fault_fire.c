@@ -1,6 +1,6 @@
 /*
- * fault_fire.c — what a fired fault does (see fault_fire.h), below the jobs so that every
- * attach path (req_session.c's at once, jobs_life.c's wait queue) can fire one.
+ * fault_fire.c — what a fired fault does (see fault_fire.h): fault_at.c fires and answers
+ * through it; the requests a hung IPU holds wait here until a reset or their timer.
  */
 #include "fault_fire.h"
 
@@ -50,7 +50,7 @@ fault_send_ipu_error(struct conn *c, uint64_t req_id, const struct dev_ipu *d,
 }
 
 /* A request left unanswered by a hung IPU, or a host sync waiting out its time: answered
- * when the IPU is reset (fault_unpark_ipu), when the wait ends, or never when its client
+ * when the IPU is reset (fault_ipu_reset), when the wait ends, or never when its client
  * went away first (found by id, so a freed connection is never touched). */
 struct fault_park {
     struct fault_park *next;
@@ -103,7 +103,7 @@ on_park_timer(evutil_socket_t fd, short what, void *arg)
         conn_enter(c);
         if (d->state == DEV_ERROR)
             fault_send_ipu_error(c, k->req_id, d, k->part);
-        else /* cleared meanwhile (fault_unpark_ipu answers first, so not by a reset) */
+        else /* cleared meanwhile (fault_ipu_reset answers first, so not by a reset) */
             conn_send_error(c, k->req_id, IPUOF_E_DEVICE_RESET, IPUOF_ERROR_RECOVERABLE,
                             IPUOF_RECOVERY_REATTACH, "device", "IPU %u was reset while the "
                             "host sync waited; attach again", k->ipu);
@@ -145,7 +145,7 @@ park(struct conn *c, uint64_t req_id, unsigned ipu, const char *part, unsigned w
 }
 
 void
-fault_unpark_ipu(struct srv *s, unsigned ipu)
+fault_ipu_reset(struct srv *s, unsigned ipu)
 {
     struct fault_park *k = s->parked, *next;
 
@@ -167,6 +167,8 @@ fault_unpark_ipu(struct srv *s, unsigned ipu)
         }
         park_unlink_free(k);
     }
+    if (faults_rearm(&s->faults, ipu) > 0)
+        log_warn("IPU %u reset: a fault armed with --rearm-on-reset is armed again", ipu);
 }
 
 void
@@ -277,37 +279,6 @@ fault_answer(struct conn *c, uint64_t req_id, const struct fault *f, unsigned fi
     fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], part);
     return 0;
 }
-
-/* Logs that f fired on c's request at partition part. */
-void
-fault_log_fired(const struct conn *c, const struct fault *f, const char *part)
-{
-    char kind[FAULTS_KIND_MAX];
-
-    log_warn("fault %u (%s at %s) fired on client %u (%s, pid %u, %s), partition '%s' "
-             "(%u of %u)", f->id, faults_kind_name(f, kind, sizeof kind), faults_at_name(f->at),
-             c->id, c->name, c->pid, c->peer, part, f->fired, f->count);
-}
-
-int
-fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p)
-{
-    struct srv *s = c->srv;
-    struct fault *f = faults_match(&s->faults, FAULT_AT_ATTACH, p->first, p->count, p->name,
-                                   srv_now_ms());
-    char msg[400], name[DEV_NAME_MAX];
-    unsigned first = p->first, count = p->count;
-
-    if (f == NULL)
-        return 0;
-    snprintf(name, sizeof name, "%s", p->name);
-    fault_log_fired(c, f, name);
-    dev_release(s->inv, p);
-    fault_fire(s, f, first, count, name, msg, sizeof msg);
-    fault_answer(c, req_id, f, first, count, name, msg); /* no hang at attach: never parks */
-    return 1;
-}
-
 
 void
 fault_links_sync(struct srv *s)

@@ -1,8 +1,9 @@
 /*
  * fault_fire.h — what an injected fault does when it fires (the table and its matching
  * are faults.c): the IPUs it hits go into error, the request that met it gets PopTorch's
- * error class and recovery action, or the client's connection is cut. Used by the
- * request handlers (req_fault.c's fault_hook) and by every attach path.
+ * error class and recovery action, or the client's connection is cut. fault_at.c (the one
+ * entry from a program's path) fires and answers through it; a reset unparks
+ * (fault_ipu_reset), the daemon's tick and the fault request sync the link faults.
  */
 #ifndef IPUOFD_FAULT_FIRE_H
 #define IPUOFD_FAULT_FIRE_H
@@ -39,8 +40,10 @@ void fault_fire(struct srv *s, struct fault *f, unsigned first, unsigned count,
 int fault_answer(struct conn *c, uint64_t req_id, const struct fault *f, unsigned first,
                  unsigned count, const char *part, const char *msg);
 
-/* IPU ipu was reset: requests left waiting on it are answered (IPUOF_E_DEVICE_RESET). */
-void fault_unpark_ipu(struct srv *s, unsigned ipu);
+/* IPU ipu was reset (its error cleared): requests left waiting on it are answered
+ * (IPUOF_E_DEVICE_RESET), and a fault armed with --rearm-on-reset whose IPUs are all reset
+ * now is armed again (faults_rearm; logged). */
+void fault_ipu_reset(struct srv *s, unsigned ipu);
 
 /* Frees every waiting request without answering (the daemon is stopping). */
 void fault_park_free_all(struct srv *s);
@@ -49,16 +52,6 @@ void fault_park_free_all(struct srv *s);
  * IPUOF_E_DEVICE_FAULT, its class and recovery, and the reset that clears it. */
 void fault_send_ipu_error(struct conn *c, uint64_t req_id, const struct dev_ipu *d,
                           const char *part);
-
-/* Logs that f fired on c's request at partition part. */
-void fault_log_fired(const struct conn *c, const struct fault *f, const char *part);
-
-/*
- * c's attach req_id has just taken partition p (not yet a job's): when a fault armed for
- * attach fires, p is released, its IPUs go into error as the fault says and the attach
- * gets the error (or c is cut: conn_kill). 1 when it fired (p is gone), else 0.
- */
-int fault_attach_hook(struct conn *c, uint64_t req_id, struct dev_partition *p);
 
 /* Loop thread: tells the Pod's hello thread the link faults armed now on the link to each
  * peer (pod_set_link), after the table changed and at each Pod tick (so a --duration ends

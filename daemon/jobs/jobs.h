@@ -4,7 +4,7 @@
  * attached connection belongs to a job.
  *
  * A job has n processes: a process attaching alone gets a job of its own (n = 1,
- * job_of_one); a job of several processes (PopTorch's configureProcessId) is named by its
+ * job_attached_one); a job of several processes (PopTorch's configureProcessId) is named by its
  * partition and its processes find each other by that name and a job key (job_attach).
  * Either way the job gathers its processes' calls, compiles once and runs once; with n = 1
  * each gathering is complete at its first process. The job, not the connection, decides
@@ -37,9 +37,30 @@ struct job;
 
 struct dev_partition;
 
-/* Makes c (attached alone to partition p, taken) the one process of a job of its own. 0,
- * or -1 when out of memory (p is then still the caller's). */
-int job_of_one(struct conn *c, struct dev_partition *p);
+/*
+ * c's attach req_id has just taken partition p alone (waited_ms: how long it waited in the
+ * attach queue, 0 not at all): its job of one enters JOB_READY, meeting the trigger point
+ * attach first. When a fault armed for attach fires, p is released, its IPUs go into error
+ * as the fault says and the attach gets the error (or c is cut); else c becomes the one
+ * process of a job of its own and the attach is answered (job_reply_attached; out of
+ * memory: p released, the error sent). p is not the caller's afterwards.
+ */
+void job_attached_one(struct conn *c, uint64_t req_id, struct dev_partition *p,
+                      uint32_t waited_ms);
+
+/* The steps of the step program a process of a job begins by a request. */
+enum job_req_step { JOB_STEP_COMPILE, JOB_STEP_WEIGHTS, JOB_STEP_RUN };
+
+/*
+ * c's request req_id begins a step of its job's program: the trigger point of that step
+ * (compile, weights, run) is met. When an IPU of the job's partition is in error, the
+ * request gets its error and the recovery it needs; else when an armed fault fires, it
+ * does what its kind says (the IPUs go into error and the request gets the error, or c is
+ * cut, or the request waits for a reset). 1 when the request was answered so (or c is
+ * being closed: touch nothing of it), 0 when it proceeds. c not attached: 0 (the handler
+ * says so).
+ */
+int job_begin_step(struct conn *c, uint64_t req_id, enum job_req_step step);
 
 /* The partition c's job holds, or NULL (c is not attached). */
 struct dev_partition *conn_part(const struct conn *c);

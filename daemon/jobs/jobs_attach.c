@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "conn.h"
-#include "fault_fire.h"
+#include "fault_at.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -90,24 +90,20 @@ job_attach_answer(struct job *j)
 }
 
 /*
- * Every process of j has attached: when a fault armed for attach fires on its partition,
- * the IPUs go into error as it says, every process's attach gets the fault's error (or its
- * connection is cut) and the job ends, its IPUs released. 1 when it fired (j is gone).
+ * Every process of j has attached (JOB_EV_ATTACH_ALL), meeting the trigger point attach:
+ * when a fault armed for attach fires on its partition, the IPUs go into error as it says,
+ * every process's attach gets the fault's error (or its connection is cut) and the job
+ * ends, its IPUs released. 1 when it fired (j is gone).
  */
 static int
 job_attach_fault(struct job *j)
 {
-    struct srv *s = j->srv;
-    struct fault *f = faults_match(&s->faults, FAULT_AT_ATTACH, j->part->first,
-                                   j->part->count, j->name, srv_now_ms());
-    unsigned first = j->part->first, count = j->part->count;
-    char msg[400], kind[FAULTS_KIND_MAX];
+    struct fault_point pt = {.at = FAULT_AT_ATTACH, .first = j->part->first,
+                             .count = j->part->count, .part = j->name, .nproc = j->nproc};
+    struct fault_hit hit;
 
-    if (f == NULL)
+    if (fault_at(j->srv, &pt, &hit) == FAULT_HIT_NONE)
         return 0;
-    log_warn("fault %u (%s at attach) fired on job '%s' of %u processes (%u of %u)", f->id,
-             faults_kind_name(f, kind, sizeof kind), j->name, j->nproc, f->fired, f->count);
-    fault_fire(s, f, first, count, j->name, msg, sizeof msg);
     job_hold(j);
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *r = &j->proc[p];
@@ -119,13 +115,13 @@ job_attach_fault(struct job *j)
         r->conn = NULL; /* answered here: job_end tells it nothing more */
         o->job = NULL;
         conn_enter(o);
-        fault_answer(o, id, f, first, count, j->name, msg); /* no hang at attach */
+        fault_reply(o, id, &hit); /* no hang at attach */
         conn_release_frames(o);
         conn_leave(o);
     }
     job_unhold(j);
     if (!job_ended(j))
-        job_end(j, IPUOF_E_DEVICE_FAULT, "%s", msg);
+        job_end(j, IPUOF_E_DEVICE_FAULT, "%s", hit.msg);
     return 1;
 }
 

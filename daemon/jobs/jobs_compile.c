@@ -13,7 +13,7 @@
 
 #include "compile_int.h"
 #include "conn.h"
-#include "fault_fire.h"
+#include "fault_at.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -50,21 +50,16 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
              const char *msg, int cached, uint64_t us)
 {
     struct srv *s = j->srv;
-    struct fault *f = NULL;
-    char fmsg[400];
+    struct fault_hit hit = {.what = FAULT_HIT_NONE};
     int refused = 0;
 
-    if (m != NULL && j->part != NULL)
-        f = faults_match(&s->faults, FAULT_AT_LOAD, j->part->first, j->part->count, j->name,
-                         srv_now_ms());
-    if (f != NULL) { /* an injected fault as the executable is loaded: it is not */
-        char kind[FAULTS_KIND_MAX];
-        log_warn("fault %u (%s at load) fired on job '%s' loading model '%s' (%u of %u)",
-                 f->id, faults_kind_name(f, kind, sizeof kind), j->name, m->name, f->fired,
-                 f->count);
-        model_free(s->inv, &s->cache, m);
-        m = NULL;
-        fault_fire(s, f, j->part->first, j->part->count, j->name, fmsg, sizeof fmsg);
+    if (m != NULL && j->part != NULL) { /* the executable is loaded: trigger point load */
+        struct fault_point pt = {.at = FAULT_AT_LOAD, .first = j->part->first,
+                                 .count = j->part->count, .part = j->name, .model = m->name};
+        if (fault_at(s, &pt, &hit) != FAULT_HIT_NONE) { /* a fault fired: it is not loaded */
+            model_free(s->inv, &s->cache, m);
+            m = NULL;
+        }
     }
     if (m != NULL) {
         m->next = j->models;
@@ -86,8 +81,8 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
             continue;
         q->compile_req = 0;
         conn_enter(o);
-        if (f != NULL) { /* every process of the job meets the fault */
-            if (!fault_answer(o, id, f, j->part->first, j->part->count, j->name, fmsg))
+        if (hit.what != FAULT_HIT_NONE) { /* every process of the job meets the fault */
+            if (!fault_reply(o, id, &hit))
                 conn_release_frames(o);
             conn_leave(o);
             continue;

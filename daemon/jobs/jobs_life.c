@@ -15,7 +15,7 @@
 #include "compile_int.h"
 #include "conn.h"
 #include "errbuf.h"
-#include "fault_fire.h"
+#include "fault_at.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -94,7 +94,9 @@ job_update_loaded(struct job *j)
     models_update_loaded(j->srv->inv, j->part, j->models);
 }
 
-int
+/* Makes c (attached alone to partition p, taken) the one process of a job of its own. 0,
+ * or -1 when out of memory (p is then still the caller's). */
+static int
 job_of_one(struct conn *c, struct dev_partition *p)
 {
     struct job *j = job_alloc(c->srv, p->name, 1, p->count);
@@ -156,6 +158,28 @@ struct model **
 job_models(const struct conn *c)
 {
     return c->job != NULL ? &c->job->models : NULL;
+}
+
+int
+job_begin_step(struct conn *c, uint64_t req_id, enum job_req_step step)
+{
+    static const enum fault_at at[] = {[JOB_STEP_COMPILE] = FAULT_AT_COMPILE,
+                                       [JOB_STEP_WEIGHTS] = FAULT_AT_WEIGHTS,
+                                       [JOB_STEP_RUN] = FAULT_AT_RUN};
+    const struct dev_partition *p = conn_part(c);
+    struct fault_point pt = {.c = c};
+    struct fault_hit hit;
+
+    if (p == NULL)
+        return 0; /* not attached: the handler says so */
+    pt.at = at[step];
+    pt.first = p->first;
+    pt.count = p->count;
+    pt.part = p->name;
+    if (fault_at(c->srv, &pt, &hit) == FAULT_HIT_NONE)
+        return 0;
+    fault_reply(c, req_id, &hit);
+    return 1;
 }
 
 /* Brackets a loop that talks to the processes' connections: a connection freed meanwhile
@@ -582,6 +606,24 @@ job_wait_shutdown(struct srv *s)
 }
 
 void
+job_attached_one(struct conn *c, uint64_t req_id, struct dev_partition *p, uint32_t waited_ms)
+{
+    struct fault_point pt = {.at = FAULT_AT_ATTACH, .first = p->first, .count = p->count,
+                             .part = p->name, .c = c};
+    struct fault_hit hit;
+
+    if (fault_at(c->srv, &pt, &hit) != FAULT_HIT_NONE) {
+        dev_release(c->srv->inv, p); /* the attach met a fault: no job is made */
+        fault_reply(c, req_id, &hit); /* no hang at attach: never parks */
+    } else if (job_of_one(c, p) < 0) {
+        dev_release(c->srv->inv, p);
+        conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
+    } else {
+        job_reply_attached(c, req_id, p, waited_ms);
+    }
+}
+
+void
 job_serve_waiters(struct srv *s)
 {
     /* Strictly first come, first served: a large request at the head is not overtaken. */
@@ -602,16 +644,10 @@ job_serve_waiters(struct srv *s)
         waited = (uint32_t)(srv_now_ms() - w->since_ms);
         waiter_unlink(s, w);
         conn_enter(c);
-        if (rc == IPUOF_OK && fault_attach_hook(c, req, p)) {
-            /* an injected fault at attach: answered (or c cut), p released */
-        } else if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
-            dev_release(s->inv, p);
-            conn_send_error(c, req, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-        } else if (rc == IPUOF_OK) {
-            job_reply_attached(c, req, p, waited ? waited : 1);
-        } else {
+        if (rc == IPUOF_OK)
+            job_attached_one(c, req, p, waited ? waited : 1);
+        else
             conn_send_error(c, req, rc, 0, 0, "device", "%s", err);
-        }
         conn_leave(c);
     }
 }

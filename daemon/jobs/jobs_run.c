@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "conn.h"
+#include "fault_at.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "jobs_int.h"
@@ -164,62 +165,26 @@ run_done(struct work_item *it)
     job_unhold(j);
 }
 
-/* Loop thread: the link faults on this daemon's links to the other hosts of j's Pod job
- * (faults.h): a link:partition or a firing link:reset-peer sets w->cut naming the peer;
- * link:latency sets w->delay_ms (the slowest link's: a collective waits for every peer).
- * 1 when the run is cut. */
-static int
-link_faults(struct job *j, struct run *w)
-{
-    const char *peer;
-    uint64_t now = srv_now_ms();
-
-    for (int i = 0; (peer = job_pod_peer(j->pod, i)) != NULL; i++) {
-        unsigned ms = 0, cut;
-        struct fault *f;
-        if (peer[0] == '\0')
-            continue;
-        cut = faults_link(&j->srv->faults, peer, now, &ms);
-        if (ms > w->delay_ms)
-            w->delay_ms = ms;
-        f = cut != 0 ? NULL : faults_link_reset(&j->srv->faults, peer, now);
-        if (cut == 0 && f == NULL)
-            continue;
-        if (cut != 0)
-            snprintf(w->cut, sizeof w->cut, "its link to Pod host '%s' is partitioned "
-                     "(injected fault %u, link:partition:%s)", peer, cut, peer);
-        else
-            snprintf(w->cut, sizeof w->cut, "its link to Pod host '%s' was reset (injected "
-                     "fault %u, link:reset-peer:%s, %u of %u)", peer, f->id, peer, f->fired,
-                     f->count);
-        log_warn("Pod job of partition '%s': %s: this daemon leaves it", j->name, w->cut);
-        return 1;
-    }
-    if (w->delay_ms != 0)
-        log_info("Pod job of partition '%s': link latency %u ms before its collective run",
-                 j->name, w->delay_ms);
-    return 0;
-}
-
-/* Loop thread: a fault armed for a Pod job's collective (faults.h) meets this run: when
- * one fires, w->cut says which, and the worker leaves the Pod job instead of running. */
+/* Loop thread: a training run of a Pod job meets the trigger point collective before its
+ * first collective: when a link fault or a fault armed at collective cuts it, w->cut says
+ * why and the worker leaves the Pod job instead of running; link:latency sets w->delay_ms. */
 static void
 collective_fault(struct job *j, struct run *w)
 {
-    struct fault *f;
-    char kind[FAULTS_KIND_MAX];
+    const char *peers[CFG_POD_MAX_PEERS + 1]; /* a Pod's hosts (POD_MAX_HOSTS) */
+    struct fault_point pt = {.at = FAULT_AT_COLLECTIVE, .first = j->part->first,
+                             .count = j->part->count, .part = j->name, .peers = peers};
+    struct fault_hit hit;
 
-    if (link_faults(j, w))
-        return;
-    f = faults_match(&j->srv->faults, FAULT_AT_COLLECTIVE, j->part->first, j->part->count,
-                     j->name, srv_now_ms());
-    if (f == NULL)
-        return;
-    faults_kind_name(f, kind, sizeof kind);
-    log_warn("fault %u (%s at collective) fired on the Pod job of partition '%s' (%u of %u):"
-             " this daemon leaves it", f->id, kind, j->name, f->fired, f->count);
-    snprintf(w->cut, sizeof w->cut, "injected fault %u (%s at collective) on this host",
-             f->id, kind);
+    while (pt.npeers < CFG_POD_MAX_PEERS + 1 &&
+           (peers[pt.npeers] = job_pod_peer(j->pod, (int)pt.npeers)) != NULL)
+        pt.npeers++;
+    if (fault_at(j->srv, &pt, &hit) == FAULT_HIT_CUT) { /* cut to w->cut's size */
+        size_t n = strnlen(hit.msg, sizeof w->cut - 1);
+        memcpy(w->cut, hit.msg, n);
+        w->cut[n] = '\0';
+    }
+    w->delay_ms = hit.delay_ms;
 }
 
 /* Every process has sent the first j->fed steps of its input: run once on a worker,

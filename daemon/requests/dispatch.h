@@ -68,15 +68,6 @@ void req_pod_free_all(struct srv *s);
 /* Serves ipuctl fault (inject, list, clear): req_fault.c. */
 void req_fault(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 
-/*
- * A trigger point (faults.h's enum fault_at; not attach) of c's request req_id on c's
- * partition: when one of its IPUs is in error, the request is refused with the error and
- * the recovery it needs; else when an armed fault fires, it does what its kind says (the
- * IPUs go into error and the request gets the error, or the connection is cut). 1 when
- * the request was answered so (or c is being closed: touch nothing of it), 0 when it
- * proceeds. c not attached: 0 (the handler says so).
- */
-int fault_hook(struct conn *c, uint64_t req_id, int at);
 
 void req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len);
 void req_model_chunk(struct conn *c, uint64_t req_id, const Ipuof__Header *h,

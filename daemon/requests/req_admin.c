@@ -283,9 +283,7 @@ admin_reset_ipus(struct conn *c, unsigned char *sel, int force, int level, uint3
                      (unsigned long long)(srv_now_ms() - inv->ipus[i].error_ms),
                      inv->ipus[i].error);
         dev_clear(inv, i);
-        fault_unpark_ipu(s, i);  /* a request a hung IPU held gets its answer */
-        if (faults_rearm(&s->faults, i) > 0)
-            log_warn("IPU %u reset: a fault armed with --rearm-on-reset is armed again", i);
+        fault_ipu_reset(s, i); /* a request a hung IPU held is answered; rearm-on-reset */
         if (ids != NULL)
             ids[n] = i;
         n++;

@@ -18,7 +18,6 @@
 #include "compile_int.h"
 #include "conn.h"
 #include "dispatch.h"
-#include "faults.h"
 #include "frame.h"
 #include "ipuof/status.h"
 #include "jobs.h"
@@ -123,7 +122,8 @@ void
 req_compile(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payload_len)
 {
     /* A refused compile's remaining model chunks are dropped without a second answer. */
-    if (fault_hook(c, req_id, FAULT_AT_COMPILE) || compile_begin(c, req_id, h, payload_len) < 0)
+    if (job_begin_step(c, req_id, JOB_STEP_COMPILE) ||
+        compile_begin(c, req_id, h, payload_len) < 0)
         c->refused_upload = req_id;
 }
 

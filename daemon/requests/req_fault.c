@@ -1,9 +1,7 @@
 /*
- * req_fault.c — injected faults: ipuctl fault's requests (inject, list, clear), and what a
- * fault does when it fires at a trigger point (the table and its matching are faults.c,
- * which does no I/O). A fired fault puts IPUs in error (devices.c's DEV_ERROR, shown by
- * ipuctl status with the recovery they need) and answers the request with PopTorch's
- * error class and recovery action, or cuts the client's connection.
+ * req_fault.c — ipuctl fault's requests: inject, list, clear (the table and its matching
+ * are state/faults.c, which does no I/O). Faults fire where a job meets a trigger point
+ * (jobs/ -> faults/fault_at.c), never from a request handler.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,31 +14,6 @@
 #include "log.h"
 #include "srv_state.h"
 #include "wiremap.h"
-
-int
-fault_hook(struct conn *c, uint64_t req_id, int at)
-{
-    struct srv *s = c->srv;
-    const struct dev_partition *p = conn_part(c);
-    struct fault *f;
-    char msg[400];
-    unsigned bad = 0;
-
-    if (p == NULL)
-        return 0;
-    if (dev_error_need(s->inv, p->first, p->count, &bad) != IPUOF_RECOVERY_NONE) {
-        fault_send_ipu_error(c, req_id, &s->inv->ipus[bad], p->name);
-        return 1;
-    }
-    f = faults_match(&s->faults, (enum fault_at)at, p->first, p->count, p->name,
-                     srv_now_ms());
-    if (f == NULL)
-        return 0;
-    fault_log_fired(c, f, p->name);
-    fault_fire(s, f, p->first, p->count, p->name, msg, sizeof msg);
-    fault_answer(c, req_id, f, p->first, p->count, p->name, msg);
-    return 1;
-}
 
 /* One table entry as a wire FaultSpec (strings borrowed from f and kind). */
 static void

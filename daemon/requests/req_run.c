@@ -13,7 +13,6 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "faults.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
@@ -32,7 +31,7 @@ req_run(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t payloa
         job_send_missing(c, req_id, rq->model_id, "; compile one first");
         return;
     }
-    if (fault_hook(c, req_id, FAULT_AT_RUN))
+    if (job_begin_step(c, req_id, JOB_STEP_RUN))
         return;
     job_run(c, req_id, rq, payload_len, m); /* runs once every process sharing m sent its share */
 }

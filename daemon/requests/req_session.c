@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "dispatch.h"
-#include "fault_fire.h"
 #include "frame.h"
 #include "ipuof/status.h"
 #include "jobs.h"
@@ -172,8 +171,10 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     /* Clients already waiting come first: no attach jumps the queue. */
     if (s->wait_head == NULL) {
         rc = dev_attach(s->inv, count, a->partition_name, &holder, c, &p, err, sizeof err);
-        if (rc == IPUOF_OK && fault_attach_hook(c, req_id, p))
-            return; /* an injected fault at attach: answered, p released */
+        if (rc == IPUOF_OK) { /* the job of one enters ready (or meets a fault at attach) */
+            job_attached_one(c, req_id, p, 0);
+            return;
+        }
         if (rc == IPUOF_E_BUSY && !a->wait) {
             unsigned bad = 0;
             int need = dev_error_blocks(s->inv, count, a->partition_name, &bad);
@@ -186,15 +187,6 @@ req_attach(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
                                 "attached", err, bad, d->error, ipuof_recovery_name(need));
                 return;
             }
-        }
-        if (rc == IPUOF_OK && job_of_one(c, p) < 0) {
-            dev_release(s->inv, p);
-            conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
-            return;
-        }
-        if (rc == IPUOF_OK) {
-            job_reply_attached(c, req_id, p, 0);
-            return;
         }
         if (rc != IPUOF_E_BUSY || !a->wait) {
             conn_send_error(c, req_id, rc, rc == IPUOF_E_BUSY ? IPUOF_ERROR_RECOVERABLE : 0,

@@ -18,7 +18,6 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "faults.h"
 #include "ipuof/status.h"
 #include "jobs.h"
 #include "log.h"
@@ -270,7 +269,7 @@ req_write_weights(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint3
                         m->nproc * (job_pod_rank(c) >= 0 ? (unsigned)job_pod_ranks(c) : 1));
         return;
     }
-    if (fault_hook(c, req_id, FAULT_AT_WEIGHTS))
+    if (job_begin_step(c, req_id, JOB_STEP_WEIGHTS))
         return;
     if (rq->n_weights == 0 || rq->n_weights > MAX_WEIGHTS_PER_REQUEST) {
         conn_send_error(c, req_id, IPUOF_E_INVAL, 0, 0, "executor",

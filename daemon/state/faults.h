@@ -3,8 +3,9 @@
  *
  * No I/O, no event loop, no allocation: a fixed table the event-loop thread owns, fed the
  * events of the trigger points (an attach, a compile, a weights write, a run on some IPUs)
- * and answering which fault fires. req_fault.c does what a fired fault does (the error
- * reply, the IPUs in error, the cut connection) and serves the requests.
+ * and answering which fault fires. faults/fault_at.c asks it at each trigger point a job
+ * meets and does what a fired fault does (the error reply, the IPUs in error, the cut
+ * connection); req_fault.c serves ipuctl fault's requests.
  */
 #ifndef IPUOFD_FAULTS_H
 #define IPUOFD_FAULTS_H

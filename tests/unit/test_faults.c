@@ -1,8 +1,9 @@
 /*
  * test_faults.c — daemon/state/faults.c without a daemon: kinds and triggers parsed (and refused
  * with a sentence), targets matched, --after-runs, --count, a seeded --probability that
- * repeats, IPUOF_FAULTS's JSON byte by byte, reset levels; and devices.c's IPU error
- * state (the strongest need kept, what blocks an attach, cleared by dev_clear).
+ * repeats, faults_match from a table of trigger points (test_match_table), IPUOF_FAULTS's JSON
+ * byte by byte, reset levels; and devices.c's IPU error state (the strongest need kept, what
+ * blocks an attach, cleared by dev_clear).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -394,6 +395,83 @@ test_match(void **state)
     assert_non_null(faults_match(&t, FAULT_AT_RUN, 0, 1, "train", 0));
 }
 
+/* faults_match from a table, no sockets: each row arms up to two faults (oldest first) and
+ * meets a sequence of trigger points (trigger, IPUs, partition, time); want[i] says what
+ * point i gets: '.' nothing, '1' or '2' the fault of that row that fires. */
+static void
+test_match_table(void **state)
+{
+    struct ev {
+        enum fault_at at;
+        unsigned first, count;
+        const char *part;
+        uint64_t now;
+    };
+    static const struct {
+        const char *what;
+        struct fault_spec f[2];
+        struct ev ev[6];
+        const char *want;
+    } rows[] = {
+        {"any IPU, run, once", {{.kind = "soc-error"}},
+         {{FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_RUN, 0, 1, "p", 0}}, "1."},
+        {"IPU 2: only points that touch it", {{.kind = "hang", .has_ipu = 1, .ipu = 2}},
+         {{FAULT_AT_RUN, 0, 2, "a", 0}, {FAULT_AT_RUN, 3, 1, "b", 0},
+          {FAULT_AT_RUN, 0, 4, "c", 0}}, "..1"},
+        {"partition p1 by name", {{.kind = "unrecoverable", .partition = "p1"}},
+         {{FAULT_AT_RUN, 0, 2, "p0", 0}, {FAULT_AT_RUN, 0, 2, NULL, 0},
+          {FAULT_AT_RUN, 2, 2, "p1", 0}}, "..1"},
+        {"compile only", {{.kind = "tile-oom", .at = "compile"}},
+         {{FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_WEIGHTS, 0, 1, "p", 0},
+          {FAULT_AT_LOAD, 0, 1, "p", 0}, {FAULT_AT_COMPILE, 0, 1, "p", 0}}, "...1"},
+        {"after 2, count 2", {{.kind = "recoverable:IPU_RESET", .after = 2, .count = 2}},
+         {{FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_RUN, 0, 1, "p", 0},
+          {FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_RUN, 0, 1, "p", 0},
+          {FAULT_AT_RUN, 0, 1, "p", 0}}, "..11."},
+        {"other triggers do not count towards after",
+         {{.kind = "recoverable:IPU_RESET", .after = 1}},
+         {{FAULT_AT_COMPILE, 0, 1, "p", 0}, {FAULT_AT_WEIGHTS, 0, 1, "p", 0},
+          {FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_RUN, 0, 1, "p", 0}}, "...1"},
+        {"duration 100 ms", {{.kind = "stream-oom", .count = 3, .duration_ms = 100}},
+         {{FAULT_AT_RUN, 0, 1, "p", 99}, {FAULT_AT_RUN, 0, 1, "p", 100},
+          {FAULT_AT_RUN, 0, 1, "p", 1000}}, "1.."},
+        {"load on a partition holding IPU 3", {{.kind = "hang", .at = "load", .has_ipu = 1,
+                                               .ipu = 3}},
+         {{FAULT_AT_RUN, 0, 4, "p", 0}, {FAULT_AT_LOAD, 0, 2, "p", 0},
+          {FAULT_AT_LOAD, 0, 4, "p", 0}}, "..1"},
+        {"attach of a job by its name", {{.kind = "fabric-disconnect", .at = "attach",
+                                          .partition = "job"}},
+         {{FAULT_AT_ATTACH, 0, 2, "other", 0}, {FAULT_AT_ATTACH, 0, 2, "job", 0}}, ".1"},
+        {"collective: not a plain run's",
+         {{.kind = "recoverable:PARTITION_RESET", .at = "collective"}},
+         {{FAULT_AT_RUN, 0, 4, "p", 0}, {FAULT_AT_COLLECTIVE, 0, 4, "p", 0}}, ".1"},
+        {"oldest first; the second once the first is spent",
+         {{.kind = "soc-error"}, {.kind = "unrecoverable"}},
+         {{FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_RUN, 0, 1, "p", 0},
+          {FAULT_AT_RUN, 0, 1, "p", 0}}, "12."},
+        {"the first's target misses: the second fires",
+         {{.kind = "soc-error", .has_ipu = 1, .ipu = 3}, {.kind = "hang", .at = "run"}},
+         {{FAULT_AT_RUN, 0, 1, "p", 0}, {FAULT_AT_RUN, 3, 1, "q", 0}}, "21"},
+    };
+
+    (void)state;
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        char err[512], got[8] = {0};
+        size_t n = strlen(rows[r].want);
+        faults_init(&t);
+        for (int k = 0; k < 2 && rows[r].f[k].kind != NULL; k++)
+            if (faults_add(&t, &rows[r].f[k], 4, 0, NULL, err, sizeof err) != 0)
+                fail_msg("row '%s': fault %d refused: %s", rows[r].what, k + 1, err);
+        for (size_t i = 0; i < n; i++) {
+            const struct ev *e = &rows[r].ev[i];
+            struct fault *f = faults_match(&t, e->at, e->first, e->count, e->part, e->now);
+            got[i] = f == NULL ? '.' : (char)('1' + (f - t.f));
+        }
+        if (strcmp(got, rows[r].want) != 0)
+            fail_msg("row '%s': fired %s, want %s", rows[r].what, got, rows[r].want);
+    }
+}
+
 /* The runs (bits) of 64 that fire with probability p and seed. */
 static uint64_t
 pattern(double p, uint64_t seed)
@@ -539,6 +617,7 @@ main(void)
         cmocka_unit_test(test_duration_rearm),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_match),
+        cmocka_unit_test(test_match_table),
         cmocka_unit_test(test_probability),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_levels_and_errors),
