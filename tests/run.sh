@@ -11,6 +11,12 @@
 # (IPUOF_SIM_ISA, sim/kernels/hot.h), named "NAME [isa=LEVEL]": on an AVX-512 machine avx2 and
 # baseline, on an AVX2 one baseline; none where the build has one copy of each kernel
 # (sanitizer and clang builds). IPUOF_TEST_FILTER=isa= runs only those passes.
+#
+# The programs run side by side in a pool of IPUOF_TEST_JOBS (default: the CPUs this process
+# may use) through tests/run_one.sh, each with a HOME of its own; lines print as programs
+# end. The programs that make network namespaces run one after the other in one job of the
+# pool. The longest programs of the last run in this build start first
+# ($BUILD/test-logs/durations.txt; without it, a built-in list of the long ones).
 set -u
 BUILD=${1:-build}
 export IPUOFD_BIN="$BUILD/bin/ipuofd"
@@ -32,96 +38,40 @@ filter=${IPUOF_TEST_FILTER:-}
 logdir="$BUILD/test-logs"
 mkdir -p "$logdir"
 
-passed=0 failed=0 skipped=0 failures=""
+RESULTS=$(mktemp -d /tmp/ipuof-test-results-XXXXXX)
+trap 'rm -rf "$TEST_HOME" "$RESULTS"' EXIT
+export IPUOF_TEST_RESULTS="$RESULTS" IPUOF_TEST_HOMES="$TEST_HOME"
+jobs=${IPUOF_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case "$jobs" in ''|*[!0-9]*|0) echo "IPUOF_TEST_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
 
-count_cmocka() { # log -> sets p f s and skipcases (names of skipped tests)
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$1" | awk '{s+=$1} END {print s+0}')
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
-    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test(s), listed below:/\1/p' "$1" | awk '{s+=$1} END {print s+0}')
-    # cmocka names each skipped test after the summary line and once more after [ RUN ].
-    skipcases=$(sed -n 's/^\[  SKIPPED \] \([A-Za-z0-9_]*\)$/\1/p' "$1" | sort -u)
-}
-
-# 0 when tests/skips.txt lists a reason for a skip of case $2 (or of any case) of program $1.
-skip_listed() {
-    awk -v prog="$1" -v c="$2" '$1 == prog && ($2 == c || $2 == "*") { found = 1 } END { exit !found }' \
-        tests/skips.txt 2>/dev/null
-}
-
-isa="" # the level of a capped pass (run_one's command runs with IPUOF_SIM_ISA=$isa)
-
-run_one() { # kind name command...
-    kind=$1 name=$2
-    shift 2
-    shown=$name log="$logdir/$name.log"
-    if [ -n "$isa" ]; then
-        shown="$name [isa=$isa]" log="$logdir/$name.isa-$isa.log"
-        set -- env IPUOF_SIM_ISA="$isa" "$@"
-    fi
+isa="" # the level of a capped pass
+add() { # kind name path group: one program, when the filter takes it
+    shown=$2 res=$2
+    [ -n "$isa" ] && shown="$2 [isa=$isa]" res="$2.isa-$isa"
     case "$shown" in *"$filter"*) ;; *) return ;; esac
-    start=$(date +%s)
-    timeout 900 "$@" >"$log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - start ))
-    p=0 f=0 s=0 skipcases=""
-    if [ "$kind" = cmocka ] && grep -q '^\[==========\]' "$log"; then
-        count_cmocka "$log"
-        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-    else
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-        tapskips=$(grep -c -E '^ok .*# SKIP' "$log")
-        if [ "$rc" -eq 77 ]; then
-            s=1 skipcases="*"
-        elif [ -n "$line" ]; then
-            p=$(echo "$line" | sed 's/^\([0-9]*\) passed.*/\1/')
-            f=$(echo "$line" | sed 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/')
-            s=$(echo "$line" | sed -n 's/.*failed, \([0-9]*\) skipped.*/\1/p')
-            s=${s:-0}
-            # A TAP "ok ... # SKIP" the program counted as passed is a skip.
-            if [ "$tapskips" -gt 0 ] && [ "$p" -ge "$tapskips" ]; then
-                p=$((p - tapskips)) s=$((s + tapskips))
-            fi
-            [ "$s" -gt 0 ] && skipcases="*"
-            [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-        elif [ "$rc" -eq 0 ]; then
-            p=1
-        else
-            f=1
-        fi
-    fi
-    unlisted=""
-    if [ "$s" -gt 0 ]; then
-        set -f # a case of "*" is a word, not a file name pattern
-        for c in ${skipcases:-"*"}; do
-            skip_listed "$name" "$c" || unlisted="$unlisted $c"
-        done
-        set +f
-    fi
-    if [ -n "$unlisted" ]; then
-        f=$((f + 1))
-        echo "$name: skipped without a reason in tests/skips.txt:$unlisted" >>"$log"
-    fi
-    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-    if [ "$f" -ne 0 ]; then
-        printf 'FAIL %-36s %4d passed %3d failed (%ss, rc %d) log: %s\n' "$shown" "$p" "$f" "$secs" "$rc" "$log"
-        failures="$failures $(echo "$shown" | tr -d ' ')"
-        grep -E 'ERROR|FAILED|Error|error:|not ok|runtime error|Sanitizer|skipped without' "$log" | head -n 20 | sed 's/^/     /'
-    else
-        printf 'ok   %-36s %4d passed %3d skipped (%ss)\n' "$shown" "$p" "$s" "$secs"
-    fi
+    echo "$res" >>"$RESULTS/expected"
+    echo "$1:$2:${isa:--}:$3" >>"$RESULTS/jobs.$4"
 }
 
 # Only programs whose source is still in the tree: a build directory keeps the binaries of
 # renamed or removed tests.
+# The last argument of add is the program's group: "one", a job of its own; "netns", the
+# chain of programs that make network namespaces (`ip netns` mounts /run/netns and each of
+# them unmounts it again when it made the mount: two must not overlap).
+: >"$RESULTS/expected"
 for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] && [ -f "tests/unit/$(basename "$t").c" ] && run_one cmocka "$(basename "$t")" "$t"
+    [ -x "$t" ] && [ -f "tests/unit/$(basename "$t").c" ] && add cmocka "$(basename "$t")" "$t" one
 done
 for t in "$BUILD"/tests/integ/test_*; do
     [ -x "$t" ] && [ -f "tests/integ/$(basename "$t").c" ] &&
-        run_one cmocka "integ_$(basename "$t")" "$t"
+        add cmocka "integ_$(basename "$t")" "$t" one
 done
 for t in tests/integ/test_*.sh; do
-    [ -f "$t" ] && run_one sh "$(basename "$t" .sh)" sh "$t" "$BUILD"
+    [ -f "$t" ] || continue
+    case $t in
+    */test_pod_netns.sh|*/test_vipu_pod.sh) add sh "$(basename "$t" .sh)" "$t" netns ;;
+    *) add sh "$(basename "$t" .sh)" "$t" one ;;
+    esac
 done
 
 # The capped passes (see the top).
@@ -139,22 +89,63 @@ set -- $levels
 if [ $# -gt 0 ]; then
     shift
     echo
-    echo "instruction-set levels: $levels (the pass above: ${levels%% *}; capped passes:" \
+    echo "instruction-set levels: $levels (the first pass: ${levels%% *}; capped passes:" \
         "${*:-none: this build has one copy of each kernel, or this CPU only the baseline})"
 fi
 for isa in "$@"; do
     for t in "$BUILD"/tests/test_sim_*; do
-        [ -x "$t" ] && [ -f "tests/unit/$(basename "$t").c" ] && run_one cmocka "$(basename "$t")" "$t"
+        [ -x "$t" ] && [ -f "tests/unit/$(basename "$t").c" ] && add cmocka "$(basename "$t")" "$t" one
     done
     t=$BUILD/tests/integ/test_conformance
-    [ -x "$t" ] && run_one cmocka integ_test_conformance "$t"
+    [ -x "$t" ] && add cmocka integ_test_conformance "$t" one
     for t in tests/integ/test_interop_*.sh tests/integ/test_torchvision.sh; do
-        [ -f "$t" ] && run_one sh "$(basename "$t" .sh)" sh "$t" "$BUILD"
+        [ -f "$t" ] && add sh "$(basename "$t" .sh)" "$t" one
     done
 done
 isa=""
 
+# The pool's jobs, longest first: by the last run's durations where there are any, else the
+# programs known to take minutes first; the netns chain weighs the sum of its programs.
+durations="$logdir/durations.txt"
+long="test_python test_pod_netns test_daemon_cycles test_sim_multi test_torchvision test_vipu
+      test_tls test_poprun test_ipuof_run integ_test_faults"
+{
+    [ -s "$RESULTS/jobs.netns" ] && tr '\n' ' ' <"$RESULTS/jobs.netns" | sed 's/ $//' && echo
+    [ -s "$RESULTS/jobs.one" ] && cat "$RESULTS/jobs.one"
+} | awk -v long="$long" -v dfile="$durations" '
+    BEGIN {
+        n = split(long, l, " ")
+        for (i = 1; i <= n; i++) guess[l[i]] = 1000 - i
+        while ((getline line < dfile) > 0) { split(line, d, " "); known[d[1]] = d[2] }
+    }
+    { w = 0
+      for (i = 1; i <= NF; i++) {
+          split($i, f, ":"); res = f[2]; if (f[3] != "-") res = res ".isa-" f[3]
+          if (res in known) w += known[res]; else if (f[2] in guess) w += guess[f[2]]
+      }
+      printf "%012.3f %s\n", w, $0 }' | sort -r | cut -d' ' -f2- >"$RESULTS/pool"
+
+xargs -P "$jobs" -L 1 sh tests/run_one.sh <"$RESULTS/pool"
+
+passed=0 failed=0 skipped=0 failures=""
+: >"$RESULTS/durations"
+while read -r res; do
+    if [ -f "$RESULTS/$res.res" ]; then
+        read -r p f s secs <"$RESULTS/$res.res"
+        echo "$res $secs" >>"$RESULTS/durations"
+    else
+        echo "FAIL $res: ended without a result (its log is in $logdir)"
+        p=0 f=1 s=0
+    fi
+    passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+    [ "$f" -ne 0 ] && failures="$failures $res"
+done <"$RESULTS/expected"
+# The durations of the programs this run did not run (a filtered run) stay as they were.
+[ -f "$durations" ] && awk 'NR == FNR { seen[$1] = 1; next } !($1 in seen)' \
+    "$RESULTS/durations" "$durations" >"$RESULTS/durations.kept"
+cat "$RESULTS/durations" "$RESULTS/durations.kept" 2>/dev/null >"$durations"
+
 echo
 [ -n "$failures" ] && echo "failed:$failures"
-echo "$passed passed, $failed failed, $skipped skipped"
+echo "$passed passed, $failed failed, $skipped skipped (programs side by side: $jobs)"
 [ "$failed" -eq 0 ]
