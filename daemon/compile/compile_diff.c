@@ -179,7 +179,11 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
         return 1;
     }
     DIFF_U(device_iterations, "deviceIterations")
-    DIFF_U(replicas, "replicationFactor")
+    if (what == NULL && a->replicas_per_process != b->replicas_per_process) {
+        what = "replicationFactor";
+        snprintf(va, sizeof va, "%u", a->replicas_per_process);
+        snprintf(vb, sizeof vb, "%u", b->replicas_per_process);
+    }
     DIFF_U(micro_batch, "micro_batch")
     if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
         what = "inputReplicaGrouping";

@@ -6,9 +6,13 @@
  * shapes and outputs PyTorch's arithmetic gives, the same as the struct-based call with the
  * same values; a training compile through the handle (loss, SGD, gradient accumulation and its
  * reduction) takes the SGD step computed here by hand, the same as ipuof_model_compile_training
- * with the structs.
+ * with the structs. The replication factor set on the handle is one process's: in a job of
+ * two processes x 2 replicas each process's model has 2 replicas (4 in all on the 4-IPU
+ * partition), and processes asking for 1 and 2 are both refused, naming replicationFactor
+ * and both values.
  */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -287,6 +291,84 @@ test_training_handle_and_struct(void **state)
     testd_live = NULL;
 }
 
+/* One process of a two-process job compiling with `replicas` replicas. */
+struct proc {
+    unsigned id, replicas;
+    int rc;
+    unsigned got_replicas;
+    char msg[1024];
+};
+
+static void *
+job_process(void *arg)
+{
+    struct proc *p = arg;
+    struct ipuof_attach_opts ao = {.num_ipus = 4, .partition_name = "job", .process_id = p->id,
+                                   .num_processes = 2};
+    ipuof_client *c = ipuof_client_new();
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    ipuof_model *m = NULL;
+    size_t len;
+    void *bytes = model(&len);
+
+    p->rc = c == NULL || h == NULL ? IPUOF_E_NOMEM : ipuof_client_connect(c, d.addr);
+    if (p->rc == IPUOF_OK)
+        p->rc = ipuof_attach(c, &ao, NULL, 0, NULL);
+    if (p->rc == IPUOF_OK)
+        p->rc = ipuof_compile_opts_set_replicas(h, p->replicas);
+    if (p->rc == IPUOF_OK)
+        p->rc = ipuof_model_compile_with(c, bytes, len, h, &m);
+    if (p->rc == IPUOF_OK)
+        p->got_replicas = ipuof_model_replicas(m);
+    snprintf(p->msg, sizeof p->msg, "%s", c != NULL ? ipuof_client_errmsg(c) : "");
+    ipuof_model_free(m);
+    ipuof_compile_opts_free(h);
+    ipuof_client_free(c);
+    free(bytes);
+    return NULL;
+}
+
+/* Runs the two processes with r0 and r1 replicas. */
+static void
+run_job(struct proc *p, unsigned r0, unsigned r1)
+{
+    pthread_t t[2];
+
+    memset(p, 0, 2 * sizeof *p);
+    p[0] = (struct proc){.id = 0, .replicas = r0};
+    p[1] = (struct proc){.id = 1, .replicas = r1};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, job_process, &p[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+}
+
+static void
+test_replicas_per_process_in_a_job(void **state)
+{
+    struct proc p[2];
+
+    (void)state;
+    assert_int_equal(testd_start(&d, NULL, NULL), 0);
+    testd_live = &d;
+    run_job(p, 2, 2);
+    for (int i = 0; i < 2; i++) {
+        print_message("process %u: rc %d, %u replicas %s\n", p[i].id, p[i].rc,
+                      p[i].got_replicas, p[i].msg);
+        assert_int_equal(p[i].rc, IPUOF_OK);
+        assert_int_equal(p[i].got_replicas, 2); /* its own; the job's model has 4 */
+    }
+    run_job(p, 1, 2);
+    for (int i = 0; i < 2; i++) {
+        print_message("process %u: %s\n", p[i].id, p[i].msg);
+        assert_int_equal(p[i].rc, IPUOF_E_INVAL);
+        assert_non_null(strstr(p[i].msg, "replicationFactor is 1 in process 0 and 2 in "
+                                         "process 1"));
+    }
+    assert_int_equal(testd_stop(&d), 0);
+    testd_live = NULL;
+}
+
 int
 main(void)
 {
@@ -294,6 +376,7 @@ main(void)
         cmocka_unit_test(test_setters_refuse),
         cmocka_unit_test_teardown(test_inference_handle_and_struct, testd_stop_live),
         cmocka_unit_test_teardown(test_training_handle_and_struct, testd_stop_live),
+        cmocka_unit_test_teardown(test_replicas_per_process_in_a_job, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("compile_opts", tests, NULL, NULL);
