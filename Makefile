@@ -135,6 +135,8 @@ LIB_SIM    := $(BUILD)/lib/libipuofsim.a
 LIB_DAEMON := $(BUILD)/lib/libipuofd-core.a
 LIB_CLIENT_A  := $(BUILD)/lib/libipuof-client.a
 LIB_CLIENT_SO := $(BUILD)/lib/libipuof-client.so.$(VERSION)
+# The Python package's cffi declarations, generated from the public header (tools/py_cdef.sh).
+PY_CDEF       := $(BUILD)/lib/ipuof-client.cdef
 LIB_TOOLUTIL  := $(BUILD)/lib/libipuoftools.a
 LIB_POD       := $(BUILD)/lib/libipuofpod.a
 LIB_TESTUTIL  := $(BUILD)/lib/libipuoftest.a
@@ -152,7 +154,7 @@ DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 # Objects built on the way to a test program are kept, so a second make rebuilds nothing.
 .SECONDARY:
 
-all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(UNIT_BINS) $(INTEG_BINS) $(DRV_BINS)
+all: $(DAEMON_BIN) $(TOOL_BINS) $(LIB_CLIENT_SO) $(LIB_CLIENT_A) $(BUILD)/lib/ipuof-client.pc $(PY_CDEF) $(UNIT_BINS) $(INTEG_BINS) $(DRV_BINS)
 
 # ---- generated protobuf-c code ------------------------------------------------------------
 $(GEN_IPUOF) $(GEN_IPUOF:.c=.h): proto/ipuof.proto
@@ -203,6 +205,10 @@ PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|' \
 	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))|' \
 	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)%,$${prefix}%,$(INCLUDEDIR))|' \
 	    -e 's|@VERSION@|$(VERSION)|' client/ipuof-client.pc.in
+# python/ipuof/_lib.py reads it next to the library it loads (installed: in the package).
+$(PY_CDEF): client/include/ipuof/client.h client/include/ipuof/status.h tools/py_cdef.sh
+	@mkdir -p $(@D)
+	sh tools/py_cdef.sh client/include $(CC) > $@.tmp && mv $@.tmp $@
 $(BUILD)/lib/ipuof-client.pc: client/ipuof-client.pc.in client/include/ipuof/status.h
 	@mkdir -p $(dir $@)
 	$(PC_SED) > $@
@@ -318,6 +324,7 @@ install: all
 	install -Dm0644 systemd/ipuofd.conf $(DESTDIR)$(SYSCONFDIR)/ipuofd/ipuofd.conf
 	for m in man/*.[0-9]; do s=$${m##*.}; install -Dm0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
 	for f in python/ipuof/*.py python/poptorch/*.py python/popdist/*.py; do install -Dm0644 $$f $(DESTDIR)$(PYTHONDIR)/$${f#python/}; done
+	install -Dm0644 $(PY_CDEF) $(DESTDIR)$(PYTHONDIR)/ipuof/ipuof-client.cdef
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/ipuofd $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOL_BINS))) $(DESTDIR)$(BINDIR)/vipu-admin

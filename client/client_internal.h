@@ -185,6 +185,11 @@ int ipuof_conf_parse(const char *path, const char *text, size_t len, struct ipuo
 int ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The same into *e, for a handle of the library's own that keeps its last refusal (the
+ * compile options, compile_opts.c). */
+int ipuof_err_info_set(struct ipuof_err_info *e, int code, const char *component,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* The same for objects without a client handle (data loader, IDX reader): writes the
  * sentence fmt makes into buf[0..len) (nothing when buf is NULL or len 0) and returns
  * code. */

@@ -51,63 +51,6 @@ partition_ready(ipuof_client *c)
 
 /* ---- the request -------------------------------------------------------------------- */
 
-/* Checks an output kind and its n; what names it in the sentence. */
-static int
-check_mode(ipuof_client *c, int kind, unsigned n, const char *what)
-{
-    int w;
-
-    if (enummap_a_to_b(&ipuof_wm_output_kind, kind, &w) != 0)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "%s has output kind %d, which is not one of IPUOF_OUTPUT_*", what,
-                             kind);
-    if (kind == IPUOF_OUTPUT_EVERYN && n == 0)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "%s is IPUOF_OUTPUT_EVERYN with n = 0; n must be at least 1", what);
-    return IPUOF_OK;
-}
-
-/* Checks the options before anything is sent. */
-static int
-check_opts(ipuof_client *c, const struct ipuof_model_opts *o)
-{
-    int rc;
-
-    if (o->name != NULL && strlen(o->name) > IPUOF_DEFAULT_MAX_STRING)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "the model name is %zu bytes long; the limit is %u",
-                             strlen(o->name), IPUOF_DEFAULT_MAX_STRING);
-    rc = check_mode(c, o->default_output_kind, o->default_output_n, "the default output mode");
-    if (rc != IPUOF_OK)
-        return rc;
-    if (ipuof_wm_to_wire(&ipuof_wm_group, o->input_group_type, -1) < 0) {
-        char known[200];
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "input_group_type %d is unknown; use %s", o->input_group_type,
-                             enummap_known(&ipuof_wm_group, known, sizeof known));
-    }
-    if (o->n_output_modes > 0 && o->output_modes == NULL)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "n_output_modes is %zu but output_modes is NULL", o->n_output_modes);
-    if (o->n_output_modes > IPUOF_DEFAULT_MAX_REPEATED)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "%zu output modes given; the limit is %u", o->n_output_modes,
-                             IPUOF_DEFAULT_MAX_REPEATED);
-    for (size_t i = 0; i < o->n_output_modes; i++) {
-        const struct ipuof_output_mode *om = &o->output_modes[i];
-        char what[64];
-
-        if (om->name == NULL || om->name[0] == '\0')
-            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                                 "output mode %zu names no output", i);
-        snprintf(what, sizeof what, "output mode %zu", i);
-        rc = check_mode(c, om->kind, om->n, what);
-        if (rc != IPUOF_OK)
-            return rc;
-    }
-    return ipuof_placement_check(c, o);
-}
-
 /* The CompileRequest's output mode list: *modes and *ptrs are caller-owned (free()), their
  * names borrowed from o. */
 static int
@@ -133,35 +76,21 @@ build_modes(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__OutputMode
 }
 
 /* The CompileRequest's constant inputs: *cis and *ptrs are caller-owned (free()); names, dims
- * and data are borrowed from o. */
+ * and data are borrowed from o (a handle's, so checked). */
 static int
 build_consts(ipuof_client *c, const struct ipuof_model_opts *o, Ipuof__ConstantInput **cis,
              Ipuof__ConstantInput ***ptrs)
 {
     size_t n = o->n_constant_inputs;
 
-    *cis = NULL;
-    *ptrs = NULL;
-    if (n > 0 && o->constant_inputs == NULL)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "n_constant_inputs is %zu but constant_inputs is NULL", n);
     *cis = calloc(n != 0 ? n : 1, sizeof **cis);
     *ptrs = calloc(n != 0 ? n : 1, sizeof **ptrs);
     if (*cis == NULL || *ptrs == NULL)
         return ipuof_err_set(c, IPUOF_E_NOMEM, "client", "out of memory for %zu constant inputs",
                              n);
     for (size_t i = 0; i < n; i++) {
-        const struct ipuof_tensor *t = &o->constant_inputs[i];
-        uint64_t want;
+        const struct ipuof_tensor *t = &o->constant_inputs[i]; /* checked by its setter */
 
-        if (t->name == NULL || ipuof_shape_bytes(t->dtype, t->rank, t->dims, &want) != 0)
-            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                                 "constant input %zu needs a name, a rank of 0 to 8, dims of "
-                                 "at least 0 and a known dtype", i);
-        if (want != t->bytes || (want > 0 && t->data == NULL))
-            return ipuof_err_set(c, IPUOF_E_SHAPE, "client",
-                                 "constant input '%s' has %zu bytes; its shape and dtype need "
-                                 "%llu", t->name, t->bytes, (unsigned long long)want);
         ipuof__constant_input__init(&(*cis)[i]);
         (*cis)[i].name = (char *)t->name;
         (*cis)[i].dtype = (Ipuof__DType)ipuof_wm_to_wire(&ipuof_wm_dtype, t->dtype,
@@ -444,7 +373,6 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
                       const struct ipuof_model_opts *opts, const char *name,
                       const Ipuof__CompileRequest *extra, ipuof_model **out)
 {
-    static const struct ipuof_model_opts no_opts;
     Ipuof__Header req = IPUOF__HEADER__INIT;
     Ipuof__CompileRequest cr = IPUOF__COMPILE_REQUEST__INIT;
     Ipuof__OutputMode dm = IPUOF__OUTPUT_MODE__INIT;
@@ -462,13 +390,9 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     int rc;
 
     *out = NULL;
-    if (opts == NULL)
-        opts = &no_opts;
     if (name == NULL)
         name = opts->name != NULL ? opts->name : DEFAULT_MODEL_NAME;
-    rc = check_opts(c, opts);
-    if (rc == IPUOF_OK)
-        rc = partition_ready(c);
+    rc = partition_ready(c);
     if (rc == IPUOF_OK)
         rc = build_modes(c, opts, &modes, &mode_ptrs);
     if (rc == IPUOF_OK)
@@ -479,8 +403,8 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
         goto out;
     cr.model_bytes = len;
     cr.name = (char *)name;
-    cr.device_iterations = opts->device_iterations != 0 ? opts->device_iterations : 1;
-    cr.replicas = opts->replicas != 0 ? opts->replicas : 1;
+    cr.device_iterations = opts->device_iterations; /* >= 1: the handle's setters say so */
+    cr.replicas = opts->replicas;
     cr.micro_batch = opts->micro_batch;
     cr.input_group_size = opts->input_group_size;
     cr.num_io_tiles = c->clock_io_tiles;
@@ -597,6 +521,88 @@ ipuof_compile_file(ipuof_client *c, const char *path, const struct ipuof_model_o
     return rc;
 }
 
+/* The compile of h's options (training when h->t.loss is set): of onnx[0..len), or of the
+ * file at path when path is not NULL. */
+static int
+compile_opts_run(ipuof_client *c, const void *onnx, size_t len, const char *path,
+                 const ipuof_compile_opts *h, ipuof_model **out)
+{
+    Ipuof__CompileRequest extra;
+    struct ipuof_opt_wire opt;
+    const Ipuof__CompileRequest *x = NULL;
+
+    if (h->t.loss != NULL) {
+        ipuof_training_fields(&h->t, &extra, &opt);
+        x = &extra;
+    }
+    if (path != NULL)
+        return ipuof_compile_file(c, path, &h->mo, x, out);
+    return ipuof_compile_request(c, onnx, len, &h->mo, NULL, x, out);
+}
+
+int
+ipuof_compile_structs(ipuof_client *c, const void *onnx, size_t len, const char *path,
+                      const struct ipuof_model_opts *opts, const struct ipuof_training_opts *t,
+                      ipuof_model **out)
+{
+    ipuof_compile_opts *h = NULL;
+    int rc = ipuof_compile_opts_from_struct(c, opts, t, &h);
+
+    if (rc == IPUOF_OK)
+        rc = compile_opts_run(c, onnx, len, path, h, out);
+    ipuof_compile_opts_free(h);
+    return rc;
+}
+
+/* h, or a handle of defaults in *own (caller-owned) when h is NULL. */
+static int
+opts_or_defaults(ipuof_client *c, const ipuof_compile_opts *h, const ipuof_compile_opts **use,
+                 ipuof_compile_opts **own)
+{
+    *own = NULL;
+    *use = h;
+    if (h != NULL)
+        return IPUOF_OK;
+    *own = ipuof_compile_opts_new();
+    *use = *own;
+    return *own != NULL ? IPUOF_OK
+                        : ipuof_err_set(c, IPUOF_E_NOMEM, "client",
+                                        "out of memory for compile options");
+}
+
+int
+ipuof_model_compile_with(ipuof_client *c, const void *onnx, size_t len,
+                         const ipuof_compile_opts *opts, ipuof_model **out)
+{
+    const ipuof_compile_opts *use;
+    ipuof_compile_opts *own = NULL;
+    int rc = ipuof_compile_bytes_check(c, "ipuof_model_compile_with", onnx, len, out);
+
+    if (rc == IPUOF_OK)
+        rc = opts_or_defaults(c, opts, &use, &own);
+    if (rc == IPUOF_OK)
+        rc = compile_opts_run(c, onnx, len, NULL, use, out);
+    ipuof_compile_opts_free(own);
+    return rc;
+}
+
+int
+ipuof_model_compile_file_with(ipuof_client *c, const char *path, const ipuof_compile_opts *opts,
+                              ipuof_model **out)
+{
+    const ipuof_compile_opts *use;
+    ipuof_compile_opts *own = NULL;
+    int rc = ipuof_compile_file_check(c, "ipuof_model_compile_file_with", path, out);
+
+    if (rc == IPUOF_OK)
+        rc = opts_or_defaults(c, opts, &use, &own);
+    if (rc == IPUOF_OK)
+        rc = compile_opts_run(c, NULL, 0, path, use, out);
+    ipuof_compile_opts_free(own);
+    return rc;
+}
+
+/* The struct-based calls: their options through the handle's setters (compile_opts.c). */
 int
 ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
                     const struct ipuof_model_opts *opts, ipuof_model **out)
@@ -605,7 +611,7 @@ ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
 
     if (rc != IPUOF_OK)
         return rc;
-    return ipuof_compile_request(c, onnx, len, opts, NULL, NULL, out);
+    return ipuof_compile_structs(c, onnx, len, NULL, opts, NULL, out);
 }
 
 int
@@ -616,7 +622,7 @@ ipuof_model_compile_file(ipuof_client *c, const char *path,
 
     if (rc != IPUOF_OK)
         return rc;
-    return ipuof_compile_file(c, path, opts, NULL, out);
+    return ipuof_compile_structs(c, NULL, 0, path, opts, NULL, out);
 }
 
 int

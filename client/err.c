@@ -14,17 +14,38 @@
 #include "client_internal.h"
 #include "wiremap.h"
 
+/* Fills *e (class plain, recovery none) with the sentence fmt and ap make. */
+static int
+err_vset(struct ipuof_err_info *e, int code, const char *component, const char *fmt,
+         va_list ap)
+{
+    e->code = code;
+    e->error_class = IPUOF_ERROR_PLAIN;
+    e->recovery = IPUOF_RECOVERY_NONE;
+    ipuof_copy_str(e->component, sizeof e->component, component);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    return code;
+}
+
 int
 ipuof_err_set(ipuof_client *c, int code, const char *component, const char *fmt, ...)
 {
     va_list ap;
 
-    c->err.code = code;
-    c->err.error_class = IPUOF_ERROR_PLAIN;
-    c->err.recovery = IPUOF_RECOVERY_NONE;
-    ipuof_copy_str(c->err.component, sizeof c->err.component, component);
     va_start(ap, fmt);
-    vsnprintf(c->err.msg, sizeof c->err.msg, fmt, ap);
+    err_vset(&c->err, code, component, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int
+ipuof_err_info_set(struct ipuof_err_info *e, int code, const char *component, const char *fmt,
+                   ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    err_vset(e, code, component, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -153,12 +153,12 @@ int ipuof_input_check(ipuof_model *m, size_t i, const struct ipuof_tensor *t);
 
 /*
  * The compile exchange behind every public compile call: sends a CompileRequest built from
- * opts (NULL: defaults) with onnx[0..len) as its model bytes (borrowed; len 0 sends none),
- * plus the fields of extra (may be NULL; only read) that a plain compile leaves unset: the
- * training fields (loss, optimizer, gradient_accumulation, accumulation_reduction, seed,
- * frozen_weights) and from_model_id. name is the model's name when opts gives none. On
- * success *out is a caller-owned model. Errors as ipuof_model_compile(), with a sentence on
- * c; the caller has cleared c's last error.
+ * opts (an options handle's fields: checked, defaults applied) with onnx[0..len) as its model
+ * bytes (borrowed; len 0 sends none), plus the fields of extra (may be NULL; only read) that a
+ * plain compile leaves unset: the training fields (loss, optimizer, gradient_accumulation,
+ * accumulation_reduction, seed, frozen_weights) and from_model_id. name is the model's name
+ * when opts gives none. On success *out is a caller-owned model. Errors as
+ * ipuof_model_compile(), with a sentence on c; the caller has cleared c's last error.
  */
 int ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
                           const struct ipuof_model_opts *opts, const char *name,
@@ -177,6 +177,14 @@ int ipuof_compile_bytes_check(ipuof_client *c, const char *fn, const void *onnx,
  * sentence when path or out is NULL. */
 int ipuof_compile_file_check(ipuof_client *c, const char *fn, const char *path,
                              ipuof_model **out);
+
+/* The struct-based compile calls' common part: opts and t (either may be NULL) become an
+ * options handle through its setters (a sentence on c for a refused value), then compiled
+ * from onnx[0..len), or from the file at path when path is not NULL. The caller has
+ * checked the arguments. */
+int ipuof_compile_structs(ipuof_client *c, const void *onnx, size_t len, const char *path,
+                          const struct ipuof_model_opts *opts, const struct ipuof_training_opts *t,
+                          ipuof_model **out);
 
 /* Reads the model file at path (modelfile.c) and compiles it with ipuof_compile_request()
  * (opts, extra as there), named opts->name or, without one, after the file. The caller has
@@ -233,9 +241,6 @@ int ipuof_engine_options(const char *v, int *profile, char *dir, size_t dir_len,
 
 /* ---- profile.c ----------------------------------------------------------------------- */
 
-/* Checks o's placement options with a sentence on c: IPUOF_OK or IPUOF_E_INVAL. */
-int ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o);
-
 /* Sets cr's placement fields from o (already checked); *blocks and *ptrs are caller-owned
  * (free()), the prefixes borrowed from o. Reads POPLAR_ENGINE_OPTIONS: with profiling asked
  * there, cr->profile is set and *trace_dir receives the directory (caller-owned, free()).
@@ -283,5 +288,49 @@ void ipuof_model_destroy(ipuof_model *m);
 /* After a compile or run that failed with rc: when the daemon's answer repeats a notice the
  * handle holds (same code), the caller has been told, so the notice is dropped. Returns rc. */
 int ipuof_model_settle(ipuof_client *c, int rc);
+
+/* ---- compile_opts.c ------------------------------------------------------------------- */
+
+/* The compile options behind the public opaque handle: the public structs' fields as the
+ * setters left them (checked, defaults applied by ipuof_compile_opts_new()), their
+ * pointers into the owned copies below. t.loss NULL: an inference compile. */
+struct ipuof_compile_opts {
+    struct ipuof_model_opts mo;
+    struct ipuof_training_opts t;     /* t.optimizer.groups borrowed until the compile */
+    char *name, *loss;                /* owned: mo.name, t.loss */
+    struct ipuof_output_mode *modes;  /* owned, names too: mo.output_modes */
+    struct ipuof_tensor *consts;      /* owned, names and data too: mo.constant_inputs */
+    struct ipuof_block *blocks;       /* owned, prefixes too: mo.blocks */
+    char **frozen;                    /* owned: t.frozen_weights */
+    struct ipuof_err_info err;        /* the last refusal of a setter */
+};
+
+/* A new handle in *out (caller-owned: ipuof_compile_opts_free()) holding the fields of o
+ * and t (either may be NULL: defaults), each through its setter; a count of 0 in the
+ * structs means 1. Errors as the setters', with the sentence on c. */
+int ipuof_compile_opts_from_struct(ipuof_client *c, const struct ipuof_model_opts *o,
+                                   const struct ipuof_training_opts *t, ipuof_compile_opts **out);
+
+/* ---- optimizer.c ----------------------------------------------------------------------- */
+
+/* An optimizer's wire form with room for its groups (the optimizer's strings borrowed). */
+struct ipuof_opt_wire {
+    Ipuof__Optimizer w;
+    Ipuof__OptimizerGroup g[IPUOF_OPTIMIZER_MAX_GROUPS];
+    Ipuof__OptimizerGroup *gp[IPUOF_OPTIMIZER_MAX_GROUPS];
+};
+
+/* The wire form of optimizer o (checked) in *ow; o's strings stay borrowed. */
+void ipuof_optimizer_to_wire(const struct ipuof_optimizer *o, struct ipuof_opt_wire *ow);
+
+/* The CompileRequest's training fields of t (a handle's, so checked) in *extra, with its
+ * optimizer in *opt; strings stay borrowed from t. */
+void ipuof_training_fields(const struct ipuof_training_opts *t, Ipuof__CompileRequest *extra,
+                           struct ipuof_opt_wire *opt);
+
+/* Checks an optimizer's kind (0, PopTorch's default SGD, only when allow_default) and the
+ * shape of its groups, with a sentence in *e: IPUOF_OK or IPUOF_E_INVAL. */
+int ipuof_optimizer_check(struct ipuof_err_info *e, const struct ipuof_optimizer *o,
+                          int allow_default);
 
 #endif /* IPUOF_MODEL_INTERNAL_H */

@@ -4,9 +4,10 @@
  * fields in the CompileRequest, profiling switched on by POPLAR_ENGINE_OPTIONS, the cost
  * figures of a run, and fetching the execution trace of the last run.
  *
- * The options are plain fields of struct ipuof_model_opts; the setters check a value before
- * storing it, and the compile call checks the whole set again with a sentence. The daemon
- * checks what only it can: IPUs against the partition, prefixes against the model's nodes.
+ * The options are fields of struct ipuof_model_opts (set here on a struct) or of an options
+ * handle (compile_opts.c, which checks them with a sentence; a struct's go through it too).
+ * The daemon checks what only it can: IPUs against the partition, prefixes against the model's
+ * nodes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -74,31 +75,8 @@ ipuof_model_opts_set_profile(struct ipuof_model_opts *o, int on)
 
 /* ---- the request ------------------------------------------------------------------------ */
 
-int
-ipuof_placement_check(ipuof_client *c, const struct ipuof_model_opts *o)
-{
-    if (ipuof_wm_to_wire(&ipuof_wm_strategy, o->strategy, -1) < 0)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "execution strategy %d is not one of IPUOF_STRATEGY_*", o->strategy);
-    for (int k = 0; k < IPUOF_TENSOR_KINDS; k++)
-        if (ipuof_wm_to_wire(&ipuof_wm_location, o->locations[k], -1) < 0)
-            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                                 "tensor location %d of kind %d is not one of IPUOF_LOCATION_*",
-                                 o->locations[k], k);
-    if (o->n_blocks > IPUOF_MAX_BLOCKS || (o->n_blocks > 0 && o->blocks == NULL))
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "%zu blocks given%s; a placement has at most %d", o->n_blocks,
-                             o->blocks == NULL ? " with blocks NULL" : "", IPUOF_MAX_BLOCKS);
-    for (size_t i = 0; i < o->n_blocks; i++)
-        if (!block_ok(&o->blocks[i]))
-            return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                                 "block %zu needs a node-name prefix of 1 to %u bytes and a "
-                                 "stage of at least IPUOF_STAGE_AUTO (-1), not %d", i,
-                                 IPUOF_DEFAULT_MAX_STRING, o->blocks[i].stage);
-    return IPUOF_OK;
-}
-
-/* The wire's form of a tensor location already checked by ipuof_placement_check. */
+/* The wire's form of a tensor location already checked by its setter
+ * (compile_opts.c). */
 static Ipuof__TensorLocation
 location_to_wire(int location)
 {

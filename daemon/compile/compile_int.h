@@ -48,6 +48,11 @@ struct compile_task {
     size_t chunk_len;
     char name[64];
     char *key;                         /* serialised options, for the cache */
+    /* The replication factor has two names, one meaning each: replicas_per_process is the
+     * request's (one process's replicas, >= 1); opts.replicas is the model's replicas in
+     * all, set once by the job's compile_submit as replicas_per_process x its processes
+     * (sim_compile_opts_init's 1 until then). */
+    unsigned replicas_per_process;
     struct sim_compile_opts opts;
     unsigned predict_replicas;         /* the prediction's replicas (0: the compile's) */
     struct sim_output_opt modes[MAX_MODE_OPTS];
@@ -109,6 +114,9 @@ int compile_task_diff(const struct compile_task *a, unsigned pa, const struct co
 
 /* ---- compile_opts.c ------------------------------------------------------------------------- */
 
+/* The request's replication factor, a process's replicas: its replicas field, where an
+ * old client's 0 means 1 (the one place that rule is read in the daemon). */
+unsigned compile_replicas_per_process(const Ipuof__CompileRequest *rq);
 /* Checks a compile request's sizes and counts against the daemon's limits and c's
  * partition part before anything is allocated. 0, or -1 with an error sent. */
 int compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t req_id,

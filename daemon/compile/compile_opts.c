@@ -16,6 +16,12 @@
 #include "srv_state.h"
 #include "wiremap.h"
 
+unsigned
+compile_replicas_per_process(const Ipuof__CompileRequest *rq)
+{
+    return rq->replicas != 0 ? rq->replicas : 1;
+}
+
 /* Checks a compile request's sizes and counts against the daemon's limits and c's
  * partition part (not NULL) before anything is allocated. 0, or -1 with an error sent. */
 int
@@ -23,7 +29,7 @@ compile_request_check(struct conn *c, const struct dev_partition *part, uint64_t
                       const Ipuof__CompileRequest *rq, uint32_t payload_len)
 {
     struct srv *s = c->srv;
-    unsigned R = rq->replicas ? rq->replicas : 1;
+    unsigned R = compile_replicas_per_process(rq); /* this process's; the job checks all */
 
     if (rq->from_model_id != 0) {
         if (rq->model_bytes != 0 || payload_len != 0) {

@@ -201,16 +201,16 @@ compile_start(struct job *j, struct compile_task *ct)
 static int
 compile_submit(struct job *j, struct compile_task *ct, char *msg, size_t len)
 {
-    unsigned nproc = j->nproc, R = ct->opts.replicas * nproc;
+    unsigned nproc = j->nproc, R = ct->replicas_per_process * nproc;
     char *key;
 
     if (R > ct->part_count) {
         snprintf(msg, len, "%u processes x %u replicas need %u IPUs, but partition '%s' has "
                  "%u; attach a partition of %u IPUs or lower the replication factor", nproc,
-                 ct->opts.replicas, R, j->name, ct->part_count, dev_round_pow2(R));
+                 ct->replicas_per_process, R, j->name, ct->part_count, dev_round_pow2(R));
         return IPUOF_E_INVAL;
     }
-    ct->opts.replicas = R;
+    ct->opts.replicas = R; /* the model's replicas in all, set here only */
     ct->proc0 = 0;
     ct->nproc = nproc;
     for (unsigned i = 0; i < R; i++)

@@ -135,7 +135,6 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     struct srv *s = c->srv;
     const struct dev_partition *part = conn_part(c);
     struct compile_task *ct = NULL;
-    unsigned R = rq->replicas ? rq->replicas : 1;
 
     if (part == NULL) {
         conn_send_error(c, req_id, IPUOF_E_NOT_ATTACHED, 0, 0, "device",
@@ -161,7 +160,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     snprintf(ct->name, sizeof ct->name, "%s", rq->name[0] ? rq->name : "model");
     sim_compile_opts_init(&ct->opts);
     ct->opts.device_iterations = rq->device_iterations;
-    ct->opts.replicas = R;
+    ct->replicas_per_process = compile_replicas_per_process(rq); /* opts.replicas: the job's */
     ct->opts.micro_batch = rq->micro_batch;
     ct->opts.tiles = s->cfg.tiles;
     if (rq->default_mode != NULL &&
@@ -194,7 +193,7 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     for (unsigned i = 0; i < ct->part_count; i++) {
         const struct dev_ipu *d = &s->inv->ipus[ct->first_ipu + i];
         ct->remaining[i] = d->memory_capacity - d->memory_used;
-        if (i < R && ct->remaining[i] < ct->opts.ipu_memory_bytes)
+        if (i < ct->replicas_per_process && ct->remaining[i] < ct->opts.ipu_memory_bytes)
             ct->opts.ipu_memory_bytes = ct->remaining[i];
     }
     {

@@ -221,80 +221,72 @@ class CompiledModel:
             self.ptr = None
 
 
-def _set_placement(o, placement, keep):
+class _CompileOpts:
+    """A library compile options handle (ipuof_compile_opts): every option through its
+    setter, which checks it; a refusal raises Error with the library's sentence."""
+
+    def __init__(self):
+        if not _lib.has("ipuof_compile_opts_new"):
+            raise Error(f"{_lib.path} has no compile options handle (ipuof_compile_opts_new, "
+                        "IPUOF_CLIENT_0.9); install the library built with this package")
+        self.ptr = ffi.gc(lib.ipuof_compile_opts_new(), lib.ipuof_compile_opts_free)
+        if self.ptr == ffi.NULL:
+            raise MemoryError("ipuof_compile_opts_new")
+
+    def set(self, setter, *args):
+        """Calls lib.ipuof_compile_opts_<setter>(handle, *args)."""
+        rc = getattr(lib, "ipuof_compile_opts_" + setter)(self.ptr, *args)
+        if rc != 0:
+            raise Error(f"the compile options were refused by libipuof-client "
+                        f"({_lib.string(lib.ipuof_status_name(rc))}): "
+                        f"{_lib.string(lib.ipuof_compile_opts_errmsg(self.ptr))}", status=rc)
+        return self
+
+
+def _set_placement(co, placement):
     """Applies placement (dict strategy, blocks [(prefix, stage, ipu)], off_chip [kinds])
-    to the model options o with the library's setters."""
-    rc = lib.ipuof_model_opts_set_strategy(o, placement["strategy"])
-    if rc == 0 and placement["blocks"]:
-        arr = ffi.new("struct ipuof_block[]", len(placement["blocks"]))
-        for i, (prefix, stage, ipu) in enumerate(placement["blocks"]):
-            s = ffi.new("char[]", prefix.encode())
-            keep.append(s)
-            arr[i].prefix = s
-            arr[i].stage = stage
-            arr[i].ipu = ipu
-        keep.append(arr)
-        rc = lib.ipuof_model_opts_set_blocks(o, arr, len(placement["blocks"]))
+    to the compile options co."""
+    co.set("set_strategy", placement["strategy"])
+    for prefix, stage, ipu in placement["blocks"]:
+        co.set("add_block", prefix.encode(), stage, ipu)
     for kind in placement["off_chip"]:
-        if rc == 0:
-            rc = lib.ipuof_model_opts_set_location(o, _lib.TENSOR_KINDS.index(kind), 1)
-    if rc != 0:
-        raise Error(f"the placement options were refused by libipuof-client "
-                    f"({_lib.string(lib.ipuof_status_name(rc))}): {placement}", status=rc)
+        co.set("set_location", _lib.TENSOR_KINDS.index(kind), _lib.LOCATION_OFF_CHIP)
 
 
 def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replicas,
                   output_kinds, training=None, placement=None, clock=None):
     """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
     training: None, or dict(loss, optimizer (cffi struct), accumulation, reduction, seed,
-    frozen); placement: None, or as _set_placement() takes it (only with a library that
-    has the placement options); clock: None, or (num_io_tiles, synthetic_data,
-    available_memory_proportion, predict_replicas) for the prediction. Returns a
-    CompiledModel."""
-    keep = []
-    o = ffi.new("struct ipuof_model_opts *")
-    nm = ffi.new("char[]", name.encode())
-    keep.append(nm)
-    o.name = nm
-    o.device_iterations = device_iterations
-    o.replicas = replicas
-    o.micro_batch = micro_batch
-    modes = ffi.new("struct ipuof_output_mode[]", max(1, len(output_kinds)))
-    for i, (oname, kind, n) in enumerate(output_kinds):
-        s = ffi.new("char[]", oname.encode())
-        keep.append(s)
-        modes[i].name = s
-        modes[i].kind = kind
-        modes[i].n = n
-    o.output_modes = modes
-    o.n_output_modes = len(output_kinds)
-    keep.append(modes)
+    frozen); placement: None, or as _set_placement() takes it; clock: None, or
+    (num_io_tiles, synthetic_data, available_memory_proportion, predict_replicas) for the
+    prediction. Every option goes through the library's compile options handle. Returns
+    a CompiledModel."""
+    co = _CompileOpts()
+    co.set("set_name", name.encode())
+    co.set("set_device_iterations", device_iterations)
+    co.set("set_replicas", replicas)
+    co.set("set_micro_batch", micro_batch)
+    for oname, kind, n in output_kinds:
+        co.set("add_output", oname.encode(), kind, n)
     if placement is not None:
-        _set_placement(o, placement, keep)
+        _set_placement(co, placement)
+    keep = []
+    if training is not None:
+        co.set("set_loss", training["loss"].encode())
+        co.set("set_optimizer", training["optimizer"])
+        keep.append(training["optimizer"])  # its parameter groups are borrowed
+        co.set("set_gradient_accumulation", training["accumulation"])
+        co.set("set_accumulation_reduction", training["reduction"])
+        co.set("set_seed", training["seed"])
+        for f in training["frozen"]:
+            co.set("add_frozen_weight", f.encode())
     if clock is not None and _lib.has("ipuof_client_set_clock_options"):
         rc = lib.ipuof_client_set_clock_options(conn.ptr, *clock)
         if rc != 0:
             raise conn.fail("set the clock's options", rc)
-    buf = ffi.from_buffer(onnx_bytes)
     out = ffi.new("ipuof_model **")
-    if training is None:
-        rc = lib.ipuof_model_compile(conn.ptr, buf, len(onnx_bytes), o, out)
-    else:
-        t = ffi.new("struct ipuof_training_opts *")
-        loss = ffi.new("char[]", training["loss"].encode())
-        keep.append(loss)
-        t.loss = loss
-        t.optimizer = training["optimizer"][0]
-        t.gradient_accumulation = training["accumulation"]
-        t.accumulation_reduction = training["reduction"]
-        t.seed = training["seed"]
-        frozen = [ffi.new("char[]", f.encode()) for f in training["frozen"]]
-        keep.extend(frozen)
-        arr = ffi.new("const char *[]", frozen or [ffi.NULL])
-        keep.append(arr)
-        t.frozen_weights = arr
-        t.n_frozen_weights = len(frozen)
-        rc = lib.ipuof_model_compile_training(conn.ptr, buf, len(onnx_bytes), o, t, out)
+    rc = lib.ipuof_model_compile_with(conn.ptr, ffi.from_buffer(onnx_bytes), len(onnx_bytes),
+                                      co.ptr, out)
     if rc != 0:
         raise conn.fail("compile", rc)
     return CompiledModel(conn, out[0], keep)

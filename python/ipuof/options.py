@@ -21,7 +21,10 @@ from .errors import Error
 
 # PopTorch option calls that change nothing here (the simulated IPU has no such knob);
 # accepted with a warning so PopTorch programs run unchanged. Those of _RECORDED below
-# also keep their value where PopTorch keeps it (printed, copied, in toDict()).
+# also keep their value where PopTorch keeps it (printed, copied, in toDict()). Both
+# tables only declare: at import every entry becomes a real method of its class
+# (_install_ignored, at the end of this file), so an option is always a method, found by
+# ordinary attribute lookup, and __getattr__ reads values only.
 _IGNORED = {
     "Options": ("showCompilationProgressBar", "disableModuleNamescope",
                 "sourceLocationExcludes",
@@ -67,11 +70,6 @@ class _OptionsDict:
         values = self.__dict__.get("_values", {})
         if name in values:
             return values[name]
-        cls = _group_name(self)
-        if name in _IGNORED.get(cls, ()):
-            return _ignored(self, name)
-        if (cls, name) in _RECORDED:
-            return _ignored(self, name, _RECORDED[(cls, name)])
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __deepcopy__(self, memo):
@@ -115,15 +113,6 @@ class _OptionsDict:
 _warned = set()
 
 
-def _group_name(group):
-    """The options class group belongs to (a subclass, as popdist wraps them, counts as
-    its base)."""
-    for cls in type(group).__mro__:
-        if cls.__module__ == __name__:
-            return cls.__name__
-    return type(group).__name__
-
-
 def _warn_ignored(name):
     if name not in _warned:
         _warned.add(name)
@@ -131,23 +120,27 @@ def _warn_ignored(name):
                       "IPUs; ignored (warned once)", stacklevel=3)
 
 
-def _ignored(group, name, record=None):
-    """A setter that warns (once per name and process) that name has no effect on ipuofd
-    and returns the group; with record ("popart:key" or "value:key") it also keeps its
-    argument (True when called without one) where PopTorch keeps it."""
+def _ignored_method(name, record=None):
+    """The method name of an options class that warns (once per name and process) that it
+    has no effect on ipuofd and returns its group; with record ("popart:key" or
+    "value:key") it also keeps its argument (True when called without one) where PopTorch
+    keeps it."""
 
-    def setter(*args, **kwargs):
+    def method(self, *args, **kwargs):
         _warn_ignored(name)
         if record is not None:
-            group._check_frozen()
+            self._check_frozen()
             where, key = record.split(":", 1)
             value = args[0] if len(args) == 1 else (list(args) if args else True)
             if where == "popart":
-                group._popart()._record(key, value)
+                self._popart()._record(key, value)
             else:
-                group._values[key] = value
-        return group
-    return setter
+                self._values[key] = value
+        return self
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"PopTorch's {name}(): no effect on ipuofd's simulated IPUs (warned " \
+        "once)" + ("; its value is kept" if record else "")
+    return method
 
 
 class TensorLocationSettings(_OptionsDict):
@@ -697,3 +690,15 @@ def _enum_from_string(value):
         if isinstance(cls, type) and issubclass(cls, enum.Enum) and member in cls.__members__:
             return cls[member]
     return value
+
+
+def _install_ignored():
+    """Makes every entry of _IGNORED and _RECORDED a method of its class."""
+    for cls_name, names in _IGNORED.items():
+        for name in names:
+            setattr(globals()[cls_name], name, _ignored_method(name))
+    for (cls_name, name), record in _RECORDED.items():
+        setattr(globals()[cls_name], name, _ignored_method(name, record))
+
+
+_install_ignored()

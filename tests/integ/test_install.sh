@@ -53,6 +53,7 @@ else
     no "an application builds with pkg-config"; cat "$D/cc.log"
 fi
 for f in usr/lib/python3/dist-packages/ipuof/__init__.py \
+         usr/lib/python3/dist-packages/ipuof/ipuof-client.cdef \
          usr/lib/python3/dist-packages/poptorch/__init__.py \
          usr/lib/python3/dist-packages/popdist/__init__.py \
          usr/lib/python3/dist-packages/popdist/poptorch.py; do

@@ -135,8 +135,8 @@ expect_diff(struct compile_task *a, struct compile_task *b, const char *expect)
     assert_null(strstr(msg, "0x1.")); /* no %a figures from the key */
 }
 
-/* A job's processes differing in strategy, profile, a block, an output mode or the seed
- * are told which (on main: "output modes or constant inputs is D1 R1 ... K0x1.c6bf52634p+45"
+/* A job's processes differing in strategy, profile, a block, an output mode, the
+ * replication factor, an optimizer group, a frozen weight or the seed are told which (on main: "output modes or constant inputs is D1 R1 ... K0x1.c6bf52634p+45"
  * for the first ones, "model bytes" for seeds with different initial weights). */
 static void
 test_job_diff_names_the_field(void **state)
@@ -175,6 +175,34 @@ test_job_diff_names_the_field(void **state)
     expect_diff(a, b, "an output's mode is 'out' All in process 0 and 'out' EveryN(4) in "
                       "process 1");
     b->modes[0].mode = a->modes[0].mode;
+
+    /* The request's replication factor (a process's replicas) is what is compared. */
+    a->replicas_per_process = 1;
+    b->replicas_per_process = 2;
+    expect_diff(a, b, "replicationFactor is 1 in process 0 and 2 in process 1");
+    b->replicas_per_process = 1;
+
+    a->opts.optimizer.n_groups = b->opts.optimizer.n_groups = 1;
+    a->opts.optimizer.groups[0].lr = 0.5f;
+    b->opts.optimizer.groups[0].lr = 0.25f;
+    expect_diff(a, b, "optimizer group lr is 0.5 in process 0 and 0.25 in process 1");
+    b->opts.optimizer.groups[0].lr = 0.5f;
+    {
+        static const char *const wa[1] = {"fc.weight"}, *const wb[1] = {"fc.bias"};
+        a->opts.optimizer.groups[0].weights = wa;
+        b->opts.optimizer.groups[0].weights = wb;
+        a->opts.optimizer.groups[0].n_weights = b->opts.optimizer.groups[0].n_weights = 1;
+        expect_diff(a, b, "weight of an optimizer group is 'fc.weight' in process 0 and "
+                          "'fc.bias' in process 1");
+    }
+    a->opts.optimizer.n_groups = b->opts.optimizer.n_groups = 0;
+
+    a->opts.n_frozen_weights = b->opts.n_frozen_weights = 1;
+    a->frozen_w[0] = (char *)"bn.mean";
+    b->frozen_w[0] = (char *)"bn.var";
+    expect_diff(a, b, "frozen weight is 'bn.mean' in process 0 and 'bn.var' in process 1");
+    a->opts.n_frozen_weights = b->opts.n_frozen_weights = 0;
+    a->frozen_w[0] = b->frozen_w[0] = NULL;
 
     a->opts.seed = 1;
     b->opts.seed = 2;

@@ -588,6 +588,71 @@ IPUOF_API int ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
 IPUOF_API int ipuof_model_compile_file(ipuof_client *c, const char *path,
                                        const struct ipuof_model_opts *opts, ipuof_model **out);
 
+/*
+ * Compile options as an opaque handle (the way to set them; the structs above and below
+ * are kept for programs written against them, and go through these setters). A new option
+ * is a new setter, never a new struct layout.
+ *
+ * ipuof_compile_opts_new() returns a handle holding every default (NULL when out of
+ * memory): device iterations 1, replicas 1 (per process), micro-batch from the graph,
+ * outputs IPUOF_OUTPUT_DEFAULT, cache on, no progress callback, no constant inputs,
+ * strategy default, no blocks, tensors on chip, no profile, no input groups; an inference
+ * compile until a loss is set, then gradient accumulation 1 (mean), seed 0, PopTorch's
+ * default SGD (optimizer kind 0), nothing frozen. ipuof_compile_opts_free(NULL) is a no-op.
+ *
+ * Each setter checks its value and returns IPUOF_OK, or IPUOF_E_INVAL (IPUOF_E_SHAPE for a
+ * constant input whose bytes do not match its shape, IPUOF_E_NOMEM) with the handle
+ * unchanged and a sentence saying what was wrong and what is right in
+ * ipuof_compile_opts_errmsg() (borrowed until the next call on the handle; "" after a
+ * success). Counts (device iterations, replicas, gradient accumulation) are at least 1.
+ * Names, strings, constant inputs' bytes and blocks' prefixes are copied; an optimizer's
+ * parameter groups are borrowed until the compile call. set_name(NULL) and set_loss(NULL)
+ * restore the defaults (named after the file or "model"; inference). The add_ calls append
+ * (at most 65536 output modes, constant inputs and frozen weights; IPUOF_MAX_BLOCKS blocks).
+ * The daemon checks what only it can (IPUs against the partition, names against the model).
+ */
+typedef struct ipuof_compile_opts ipuof_compile_opts;
+struct ipuof_optimizer; /* below, with training */
+IPUOF_API ipuof_compile_opts *ipuof_compile_opts_new(void);
+IPUOF_API void ipuof_compile_opts_free(ipuof_compile_opts *o);
+IPUOF_API const char *ipuof_compile_opts_errmsg(const ipuof_compile_opts *o);
+IPUOF_API int ipuof_compile_opts_set_name(ipuof_compile_opts *o, const char *name);
+IPUOF_API int ipuof_compile_opts_set_device_iterations(ipuof_compile_opts *o, unsigned n);
+/* This process's replicas; a job of N processes compiles N times as many in all. */
+IPUOF_API int ipuof_compile_opts_set_replicas(ipuof_compile_opts *o, unsigned n);
+IPUOF_API int ipuof_compile_opts_set_micro_batch(ipuof_compile_opts *o, unsigned n);
+IPUOF_API int ipuof_compile_opts_set_output_default(ipuof_compile_opts *o, int kind, unsigned n);
+IPUOF_API int ipuof_compile_opts_add_output(ipuof_compile_opts *o, const char *name, int kind,
+                                            unsigned n);
+IPUOF_API int ipuof_compile_opts_set_no_cache(ipuof_compile_opts *o, int on);
+IPUOF_API int ipuof_compile_opts_set_progress(ipuof_compile_opts *o, ipuof_progress_fn fn,
+                                              void *user);
+IPUOF_API int ipuof_compile_opts_add_constant_input(ipuof_compile_opts *o,
+                                                    const struct ipuof_tensor *t);
+IPUOF_API int ipuof_compile_opts_set_strategy(ipuof_compile_opts *o, int strategy);
+IPUOF_API int ipuof_compile_opts_add_block(ipuof_compile_opts *o, const char *prefix, int stage,
+                                           unsigned ipu);
+IPUOF_API int ipuof_compile_opts_set_location(ipuof_compile_opts *o, int kind, int location);
+IPUOF_API int ipuof_compile_opts_set_profile(ipuof_compile_opts *o, int on);
+IPUOF_API int ipuof_compile_opts_set_input_group(ipuof_compile_opts *o, unsigned size, int type);
+/* Training (see ipuof_model_compile_training below for what a training model does). */
+IPUOF_API int ipuof_compile_opts_set_loss(ipuof_compile_opts *o, const char *loss);
+IPUOF_API int ipuof_compile_opts_set_optimizer(ipuof_compile_opts *o,
+                                               const struct ipuof_optimizer *opt);
+IPUOF_API int ipuof_compile_opts_set_gradient_accumulation(ipuof_compile_opts *o, unsigned n);
+IPUOF_API int ipuof_compile_opts_set_accumulation_reduction(ipuof_compile_opts *o,
+                                                            int reduction);
+IPUOF_API int ipuof_compile_opts_set_seed(ipuof_compile_opts *o, uint64_t seed);
+IPUOF_API int ipuof_compile_opts_add_frozen_weight(ipuof_compile_opts *o, const char *name);
+
+/* ipuof_model_compile() and ipuof_model_compile_file() with the options of a handle (NULL:
+ * every default; only read, so one handle may serve many compiles): a training compile
+ * when it has a loss. Errors as theirs and ipuof_model_compile_training()'s. */
+IPUOF_API int ipuof_model_compile_with(ipuof_client *c, const void *onnx, size_t len,
+                                       const ipuof_compile_opts *opts, ipuof_model **out);
+IPUOF_API int ipuof_model_compile_file_with(ipuof_client *c, const char *path,
+                                            const ipuof_compile_opts *opts, ipuof_model **out);
+
 /* Frees the model on the daemon (when its connection and partition are still there; errors
  * are ignored and the client's last error is left as it was) and the handle. NULL is a
  * no-op. */
