@@ -5,7 +5,8 @@
 # tree's style: the signature above, the braces alone on their lines); its length is the
 # number of lines after the '{' up to and including the '}'. Its name is the identifier
 # before the '(' of the last line above the '{' that starts at column 0 (the signature's
-# first line). Struct and array initialisers do not open at column 0, so they are not counted.
+# first line), or MACRO(name) for a function a macro makes (SIM_HOT_FN(name, ...)). Struct
+# and array initialisers do not open at column 0, so they are not counted.
 #
 #   sh tools/long_functions.sh                  every *.c git tracks outside tests/, MAX 120
 #   sh tools/long_functions.sh -n 100 a.c b.c   these files, MAX 100
@@ -37,6 +38,9 @@ inb && /^\}/ {
 }
 !inb && /^[A-Za-z_]/ && /\(/ {
     s = $0; sub(/\(.*/, "", s); k = split(s, w, /[ \t*]+/); sig = w[k]
+    if (sig ~ /^[A-Z_][A-Z0-9_]*$/) { # a macro making the function: SIM_HOT_FN(name, ...)
+        a = $0; sub(/^[^(]*\([ \t]*/, "", a); sub(/[ \t]*[,)].*/, "", a); sig = sig "(" a ")"
+    }
 }
 ' "$@" | sort -k1,1nr -k2)
 [ -n "$out" ] || exit 0
