@@ -763,6 +763,108 @@ start_producer(ipuof_dataloader *dl, char *errbuf, size_t errlen)
     return IPUOF_OK;
 }
 
+/* The loader's batch sizes from opts (0 meaning 1): the combined batch (micro-batch x
+ * device iterations x gradient accumulation x replicas), the block one step takes, this
+ * process of how many (opts, else IPUOF_PROCESS_ID / IPUOF_NUM_PROCESSES), the dataset's
+ * length and the batches an epoch has. IPUOF_OK, or an error with its sentence in errbuf. */
+static int
+dl_batches(ipuof_dataloader *dl, const struct ipuof_dataloader_opts *opts, char *errbuf,
+           size_t errlen)
+{
+    unsigned b, d, a, r;
+    int rc;
+
+    b = opts->batch_size != 0 ? opts->batch_size : 1;
+    d = opts->device_iterations != 0 ? opts->device_iterations : 1;
+    a = opts->gradient_accumulation != 0 ? opts->gradient_accumulation : 1;
+    r = opts->replicas != 0 ? opts->replicas : 1;
+    dl->combined = b;
+    if (mul_size(&dl->combined, d) != 0 || mul_size(&dl->combined, a) != 0 ||
+        mul_size(&dl->combined, r) != 0) {
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              "micro-batch %u x device iterations %u x gradient accumulation %u x "
+                              "replicas %u is too large", b, d, a, r);
+        return rc;
+    }
+    dl->block = (size_t)b * r;
+    dl->proc = opts->process_id;
+    dl->nproc = opts->num_processes;
+    if (dl->nproc == 0) {
+        char why[256];
+        rc = ipuof_process_env(&dl->proc, &dl->nproc, why, sizeof why);
+        if (rc != IPUOF_OK) {
+            rc = ipuof_errbuf_set(errbuf, errlen, rc, "%s", why);
+            return rc;
+        }
+    }
+    if (dl->nproc > 1 && (dl->proc >= dl->nproc || opts->keep_last)) {
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                              dl->proc >= dl->nproc ? "process id %u is out of range for %u "
+                                                "processes"
+                                              : "keep_last is for host use only; process %u "
+                                                "of %u takes complete batches",
+                              dl->proc, dl->nproc);
+        return rc;
+    }
+    dl->length = dl->ops->length(dl->ds);
+    if (dl->length == 0) {
+        rc = ipuof_errbuf_set(
+                errbuf, errlen, IPUOF_E_INVAL, "the dataset is empty (length() is 0)");
+        return rc;
+    }
+    if (dl->nproc > 1 && dl->combined > SIZE_MAX / dl->nproc) {
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "%u processes x %zu samples per "
+                              "combined batch is too large", dl->nproc, dl->combined);
+        return rc;
+    }
+    /* A job's processes together take nproc x combined samples per batch. */
+    dl->batches = dl->length / (dl->combined * (dl->nproc > 1 ? dl->nproc : 1));
+    if (opts->keep_last && dl->length % dl->combined != 0)
+        dl->batches++;
+    if (dl->batches == 0) {
+        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
+                "the dataset has %zu items, fewer than one combined batch of %zu "
+                "(micro-batch %u x device iterations %u x gradient accumulation %u x "
+                "replicas %u x processes %u), so with drop_last (keep_last 0) no batch "
+                "would ever be produced",
+                dl->length, dl->combined * (dl->nproc > 1 ? dl->nproc : 1), b, d, a, r,
+                dl->nproc > 1 ? dl->nproc : 1);
+        return rc;
+    }
+    return IPUOF_OK;
+}
+
+/* The loader's buffers: the shuffle's permutation, the slots, the rebatching workers'
+ * outputs and threads. IPUOF_OK, or an error with its sentence in errbuf. */
+static int
+dl_buffers(ipuof_dataloader *dl, char *errbuf, size_t errlen)
+{
+    int rc;
+
+    if (dl->shuffle) {
+        dl->perm = calloc(dl->length, sizeof *dl->perm);
+        if (dl->perm == NULL) {
+            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
+                                  "out of memory for the shuffle of %zu items", dl->length);
+            return rc;
+        }
+    }
+    rc = alloc_slots(dl, errbuf, errlen);
+    if (rc != IPUOF_OK)
+        return rc;
+    if (dl->nworkers > 0) {
+        dl->wouts = calloc((size_t)dl->nworkers * dl->n_fields, sizeof *dl->wouts);
+        dl->wmsg = calloc(dl->nworkers, sizeof *dl->wmsg);
+        if (dl->wouts == NULL || dl->wmsg == NULL ||
+            dl_workers_new(dl->nworkers, &dl->workers) != 0) {
+            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory or threads for %u "
+                                  "workers", dl->nworkers);
+            return rc;
+        }
+    }
+    return IPUOF_OK;
+}
+
 int
 ipuof_dataloader_new(const struct ipuof_dataset *dataset,
                      const struct ipuof_dataloader_opts *opts, ipuof_dataloader **out,
@@ -770,7 +872,6 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
 {
     static const struct ipuof_dataloader_opts defaults;
     ipuof_dataloader *dl = NULL;
-    unsigned b, d, a, r;
     int rc;
 
     if (errbuf != NULL && errlen > 0)
@@ -814,85 +915,11 @@ ipuof_dataloader_new(const struct ipuof_dataset *dataset,
     rc = copy_fields(dl, dataset, opts->names, errbuf, errlen);
     if (rc != IPUOF_OK)
         goto fail;
-
-    b = opts->batch_size != 0 ? opts->batch_size : 1;
-    d = opts->device_iterations != 0 ? opts->device_iterations : 1;
-    a = opts->gradient_accumulation != 0 ? opts->gradient_accumulation : 1;
-    r = opts->replicas != 0 ? opts->replicas : 1;
-    dl->combined = b;
-    if (mul_size(&dl->combined, d) != 0 || mul_size(&dl->combined, a) != 0 ||
-        mul_size(&dl->combined, r) != 0) {
-        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                              "micro-batch %u x device iterations %u x gradient accumulation %u x "
-                              "replicas %u is too large", b, d, a, r);
-        goto fail;
-    }
-    dl->block = (size_t)b * r;
-    dl->proc = opts->process_id;
-    dl->nproc = opts->num_processes;
-    if (dl->nproc == 0) {
-        char why[256];
-        rc = ipuof_process_env(&dl->proc, &dl->nproc, why, sizeof why);
-        if (rc != IPUOF_OK) {
-            rc = ipuof_errbuf_set(errbuf, errlen, rc, "%s", why);
-            goto fail;
-        }
-    }
-    if (dl->nproc > 1 && (dl->proc >= dl->nproc || opts->keep_last)) {
-        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                              dl->proc >= dl->nproc ? "process id %u is out of range for %u "
-                                                "processes"
-                                              : "keep_last is for host use only; process %u "
-                                                "of %u takes complete batches",
-                              dl->proc, dl->nproc);
-        goto fail;
-    }
-    dl->length = dl->ops->length(dl->ds);
-    if (dl->length == 0) {
-        rc = ipuof_errbuf_set(
-                errbuf, errlen, IPUOF_E_INVAL, "the dataset is empty (length() is 0)");
-        goto fail;
-    }
-    if (dl->nproc > 1 && dl->combined > SIZE_MAX / dl->nproc) {
-        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL, "%u processes x %zu samples per "
-                              "combined batch is too large", dl->nproc, dl->combined);
-        goto fail;
-    }
-    /* A job's processes together take nproc x combined samples per batch. */
-    dl->batches = dl->length / (dl->combined * (dl->nproc > 1 ? dl->nproc : 1));
-    if (opts->keep_last && dl->length % dl->combined != 0)
-        dl->batches++;
-    if (dl->batches == 0) {
-        rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_INVAL,
-                "the dataset has %zu items, fewer than one combined batch of %zu "
-                "(micro-batch %u x device iterations %u x gradient accumulation %u x "
-                "replicas %u x processes %u), so with drop_last (keep_last 0) no batch "
-                "would ever be produced",
-                dl->length, dl->combined * (dl->nproc > 1 ? dl->nproc : 1), b, d, a, r,
-                dl->nproc > 1 ? dl->nproc : 1);
-        goto fail;
-    }
-    if (dl->shuffle) {
-        dl->perm = calloc(dl->length, sizeof *dl->perm);
-        if (dl->perm == NULL) {
-            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM,
-                                  "out of memory for the shuffle of %zu items", dl->length);
-            goto fail;
-        }
-    }
-    rc = alloc_slots(dl, errbuf, errlen);
+    rc = dl_batches(dl, opts, errbuf, errlen);
+    if (rc == IPUOF_OK)
+        rc = dl_buffers(dl, errbuf, errlen);
     if (rc != IPUOF_OK)
         goto fail;
-    if (dl->nworkers > 0) {
-        dl->wouts = calloc((size_t)dl->nworkers * dl->n_fields, sizeof *dl->wouts);
-        dl->wmsg = calloc(dl->nworkers, sizeof *dl->wmsg);
-        if (dl->wouts == NULL || dl->wmsg == NULL ||
-            dl_workers_new(dl->nworkers, &dl->workers) != 0) {
-            rc = ipuof_errbuf_set(errbuf, errlen, IPUOF_E_NOMEM, "out of memory or threads for %u "
-                                  "workers", dl->nworkers);
-            goto fail;
-        }
-    }
     if (dl->async) {
         rc = start_producer(dl, errbuf, errlen);
         if (rc != IPUOF_OK)

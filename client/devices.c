@@ -73,6 +73,97 @@ pod_hosts_env(char *buf, size_t len, char **names, char *err, size_t errlen)
     return n;
 }
 
+/* The partition a config file or PopRun's variables name (the connect's lookup), unless
+ * the program names one (a->partition_name not "") or a job is given IPUOF_PARTITION: it
+ * must be one the partition service made (an attach would otherwise make an ad hoc
+ * partition of that name and hide a stale file or a typo), holding the file's GCD. Sets
+ * a->partition_name (borrowed from c) and *from_file. IPUOF_OK, or the error set on c. */
+static int
+attach_file_partition(ipuof_client *c, const struct ipuof_attach_opts *opts,
+                      Ipuof__AttachRequest *a, int *from_file)
+{
+    char why[IPUOF_ERRMSG_MAX];
+    struct ipuof_vipu_partition vp;
+    const char *pod_env = getenv("IPUOF_POD_HOSTS");
+    int rc;
+
+    *from_file = 0;
+    if (a->partition_name[0] != '\0' || c->target.partition[0] == '\0' ||
+        (opts->num_processes != 1 && getenv("IPUOF_PARTITION") != NULL &&
+         getenv("IPUOF_PARTITION")[0] != '\0'))
+        return IPUOF_OK;
+    rc = ipuof_vipu_get(c, c->target.partition, &vp);
+    if (rc != IPUOF_OK) {
+        snprintf(why, sizeof why, "%s", c->err.msg);
+        rc = ipuof_err_set(c, rc, "client", "partition '%s' (from %s): %s",
+                           c->target.partition, c->target.source, why);
+        return rc;
+    }
+    /* Its GCD must be one of the partition's (on one daemon; across a Pod's daemons
+     * GCD d is daemon d, each holding a one-GCD share). */
+    if (c->target.gcd > 0 && c->target.n_pod_hosts == 0 &&
+        (pod_env == NULL || pod_env[0] == '\0') && vp.num_gcds > 0 &&
+        (unsigned)c->target.gcd >= vp.num_gcds) {
+        return ipuof_err_set(c, IPUOF_E_INVAL, "client", "partition '%s' (from %s): GCD %d "
+                           "(IPUOF_VIPU_API_GCD_ID or the config file's \"GCD Id\") is "
+                           "not one of its %u GCD%s: give 0%s%u", c->target.partition,
+                           c->target.source, c->target.gcd, vp.num_gcds,
+                           vp.num_gcds == 1 ? "" : "s", vp.num_gcds == 1 ? "" : " to ",
+                           vp.num_gcds == 1 ? 0 : vp.num_gcds - 1);
+    }
+    a->partition_name = c->target.partition;
+    *from_file = 1;
+    return IPUOF_OK;
+}
+
+/* The names a job of several processes attaches under, borrowed by the request. */
+struct attach_job_names {
+    char jobname[64], jobkey[IPUOF_JOB_KEY_MAX + 1];
+    char hostbuf[POD_HOSTS_MAX * 64 + 1], *hosts[POD_HOSTS_MAX];
+};
+
+/* This process of how many (opts, else the launcher's environment) into a; for a job of
+ * several, its name and key (ipuof_job_identity) and its Pod hosts (IPUOF_POD_HOSTS, else
+ * the config file's when the partition is the file's: from_file), kept in jn. IPUOF_OK,
+ * or the error set on c. */
+static int
+attach_job(ipuof_client *c, const struct ipuof_attach_opts *opts, Ipuof__AttachRequest *a,
+           int from_file, struct attach_job_names *jn)
+{
+    char errbuf[512];
+    int rc, nhosts;
+
+    a->process_id = opts->process_id;
+    a->num_processes = opts->num_processes;
+    if (opts->num_processes == 0) { /* from the launcher's environment */
+        rc = ipuof_process_env(&a->process_id, &a->num_processes, errbuf, sizeof errbuf);
+        if (rc != IPUOF_OK)
+            return ipuof_err_set(c, rc, "client", "%s", errbuf);
+    }
+    if (a->num_processes > 1) {
+        rc = ipuof_job_identity(a->partition_name, c->job_key, a->process_id,
+                                a->num_processes, jn->jobname, sizeof jn->jobname, jn->jobkey,
+                                sizeof jn->jobkey, errbuf, sizeof errbuf);
+        if (rc != IPUOF_OK)
+            return ipuof_err_set(c, rc, "client", "%s", errbuf);
+        a->partition_name = jn->jobname;
+        a->job_key = jn->jobkey;
+        nhosts = pod_hosts_env(jn->hostbuf, sizeof jn->hostbuf, jn->hosts, errbuf,
+                               sizeof errbuf);
+        if (nhosts < 0)
+            return ipuof_err_set(c, IPUOF_E_INVAL, "client", "%s", errbuf);
+        /* Else the config file's, when the partition is the file's. */
+        if (nhosts == 0 && from_file) {
+            for (int i = 0; i < c->target.n_pod_hosts; i++)
+                jn->hosts[i] = c->target.pod_hosts[i];
+            nhosts = c->target.n_pod_hosts;
+        }
+        a->n_pod_hosts = (size_t)nhosts;
+        a->pod_hosts = nhosts > 0 ? jn->hosts : NULL;
+    }
+    return IPUOF_OK;
+}
+
 int
 ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ipu_ids,
              size_t max_ids, size_t *n_ids)
@@ -82,9 +173,8 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
     Ipuof__Header *reply = NULL;
     const Ipuof__AttachReply *ar;
     char *name = NULL;
-    char errbuf[512], jobname[64], jobkey[IPUOF_JOB_KEY_MAX + 1];
-    char hostbuf[POD_HOSTS_MAX * 64 + 1], *hosts[POD_HOSTS_MAX];
-    int rc, nhosts, from_file = 0;
+    struct attach_job_names jn;
+    int rc, from_file = 0;
 
     if (n_ids != NULL)
         *n_ids = 0;
@@ -112,72 +202,11 @@ ipuof_attach(ipuof_client *c, const struct ipuof_attach_opts *opts, unsigned *ip
 
     a.num_ipus = opts->num_ipus;
     a.partition_name = (char *)(opts->partition_name != NULL ? opts->partition_name : "");
-    /* The partition a config file or PopRun's variables name (the connect's lookup), unless
-     * the program names one or a job is given IPUOF_PARTITION. */
-    if (a.partition_name[0] == '\0' && c->target.partition[0] != '\0' &&
-        (opts->num_processes == 1 || getenv("IPUOF_PARTITION") == NULL ||
-         getenv("IPUOF_PARTITION")[0] == '\0')) {
-        /* It must be one the partition service made: an attach would otherwise make an
-         * ad hoc partition of that name and hide a stale file or a typo. */
-        char why[IPUOF_ERRMSG_MAX];
-        struct ipuof_vipu_partition vp;
-        const char *pod_env = getenv("IPUOF_POD_HOSTS");
-        rc = ipuof_vipu_get(c, c->target.partition, &vp);
-        if (rc != IPUOF_OK) {
-            snprintf(why, sizeof why, "%s", c->err.msg);
-            rc = ipuof_err_set(c, rc, "client", "partition '%s' (from %s): %s",
-                               c->target.partition, c->target.source, why);
-            goto out;
-        }
-        /* Its GCD must be one of the partition's (on one daemon; across a Pod's daemons
-         * GCD d is daemon d, each holding a one-GCD share). */
-        if (c->target.gcd > 0 && c->target.n_pod_hosts == 0 &&
-            (pod_env == NULL || pod_env[0] == '\0') && vp.num_gcds > 0 &&
-            (unsigned)c->target.gcd >= vp.num_gcds) {
-            rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "partition '%s' (from %s): GCD %d "
-                               "(IPUOF_VIPU_API_GCD_ID or the config file's \"GCD Id\") is "
-                               "not one of its %u GCD%s: give 0%s%u", c->target.partition,
-                               c->target.source, c->target.gcd, vp.num_gcds,
-                               vp.num_gcds == 1 ? "" : "s", vp.num_gcds == 1 ? "" : " to ",
-                               vp.num_gcds == 1 ? 0 : vp.num_gcds - 1);
-            goto out;
-        }
-        a.partition_name = c->target.partition;
-        from_file = 1;
-    }
-    a.process_id = opts->process_id;
-    a.num_processes = opts->num_processes;
-    if (opts->num_processes == 0) { /* from the launcher's environment */
-        rc = ipuof_process_env(&a.process_id, &a.num_processes, errbuf, sizeof errbuf);
-        if (rc != IPUOF_OK) {
-            rc = ipuof_err_set(c, rc, "client", "%s", errbuf);
-            goto out;
-        }
-    }
-    if (a.num_processes > 1) {
-        rc = ipuof_job_identity(a.partition_name, c->job_key, a.process_id, a.num_processes,
-                                jobname, sizeof jobname, jobkey, sizeof jobkey, errbuf,
-                                sizeof errbuf);
-        if (rc != IPUOF_OK) {
-            rc = ipuof_err_set(c, rc, "client", "%s", errbuf);
-            goto out;
-        }
-        a.partition_name = jobname;
-        a.job_key = jobkey;
-        nhosts = pod_hosts_env(hostbuf, sizeof hostbuf, hosts, errbuf, sizeof errbuf);
-        if (nhosts < 0) {
-            rc = ipuof_err_set(c, IPUOF_E_INVAL, "client", "%s", errbuf);
-            goto out;
-        }
-        /* Else the config file's, when the partition is the file's. */
-        if (nhosts == 0 && from_file) {
-            for (int i = 0; i < c->target.n_pod_hosts; i++)
-                hosts[i] = c->target.pod_hosts[i];
-            nhosts = c->target.n_pod_hosts;
-        }
-        a.n_pod_hosts = (size_t)nhosts;
-        a.pod_hosts = nhosts > 0 ? hosts : NULL;
-    }
+    rc = attach_file_partition(c, opts, &a, &from_file);
+    if (rc == IPUOF_OK)
+        rc = attach_job(c, opts, &a, from_file, &jn);
+    if (rc != IPUOF_OK)
+        goto out;
     a.wait = opts->wait != 0;
     a.wait_timeout_ms = opts->wait_timeout_ms;
     a.auto_round = opts->auto_round != 0;

@@ -3,7 +3,7 @@
  *
  * The report is a plain copy of the StatusReply: the protobuf message is freed before
  * ipuof_status() returns, and every string the report hands out lives in one block the
- * report owns, so ipuof_status_report_free() is four free() calls.
+ * report owns, so ipuof_status_report_free() is a free() per array.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,8 @@ struct ipuof_status_report {
                                       * for an unrecoverable error */
     size_t n_procs;
     struct ipuof_job_process *procs; /* owned, n_procs entries */
+    const char **phases;             /* owned, n_procs entries: each process's job phase,
+                                      * pointing into strings ("" when not said) */
     size_t n_hosts;
     struct ipuof_pod_host *hosts;    /* owned, n_hosts entries */
     char sim_isa[16];                /* "" from a daemon that does not say */
@@ -56,13 +58,11 @@ put_str(char **cursor, const char *s)
     return dst;
 }
 
-/* Builds a caller-owned report from sr (only read); NULL when out of memory. */
-static ipuof_status_report *
-report_from_reply(const Ipuof__StatusReply *sr)
+/* Bytes the strings of sr take in a report's string block, terminators included. */
+static size_t
+reply_strings_size(const Ipuof__StatusReply *sr)
 {
-    ipuof_status_report *r = NULL;
     size_t total = str_size(sr->server_version);
-    char *cursor;
 
     for (size_t i = 0; i < sr->n_ipus; i++) {
         const Ipuof__IpuInfo *in = sr->ipus[i];
@@ -72,27 +72,46 @@ report_from_reply(const Ipuof__StatusReply *sr)
     }
     for (size_t i = 0; i < sr->n_job_processes; i++) {
         const Ipuof__JobProcess *jp = sr->job_processes[i];
-        total += str_size(jp->partition) + str_size(jp->state);
+        total += str_size(jp->partition) + str_size(jp->state) + str_size(jp->job_phase);
         if (jp->holder != NULL)
             total += str_size(jp->holder->client_name) + str_size(jp->holder->peer);
     }
     for (size_t i = 0; i < sr->n_pod_hosts; i++)
         total += str_size(sr->pod_hosts[i]->name) + str_size(sr->pod_hosts[i]->address) +
                  str_size(sr->pod_hosts[i]->error);
-    r = calloc(1, sizeof *r);
+    return total;
+}
+
+/* A report with its arrays sized for sr and a string block of `strings` bytes (+ 1: the
+ * shared "" of an absent holder), nothing copied yet; NULL when out of memory. */
+static ipuof_status_report *
+report_alloc(const Ipuof__StatusReply *sr, size_t strings)
+{
+    size_t n_ipus = sr->n_ipus != 0 ? sr->n_ipus : 1;
+    ipuof_status_report *r = calloc(1, sizeof *r);
+
     if (r == NULL)
-        goto fail;
-    r->strings = malloc(total + 1); /* + 1: the shared "" of an absent holder */
-    r->ipus = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->ipus);
-    r->recovery = calloc(sr->n_ipus != 0 ? sr->n_ipus : 1, sizeof *r->recovery);
-    r->busy = calloc(sr->n_ipus != 0 ? 2 * sr->n_ipus : 1, sizeof *r->busy);
+        return NULL;
+    r->strings = malloc(strings + 1);
+    r->ipus = calloc(n_ipus, sizeof *r->ipus);
+    r->recovery = calloc(n_ipus, sizeof *r->recovery);
+    r->busy = calloc(2 * n_ipus, sizeof *r->busy);
     r->procs = calloc(sr->n_job_processes + 1, sizeof *r->procs);
+    r->phases = calloc(sr->n_job_processes + 1, sizeof *r->phases);
     r->hosts = calloc(sr->n_pod_hosts + 1, sizeof *r->hosts);
-    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL || r->recovery == NULL ||
-        r->busy == NULL || r->hosts == NULL)
-        goto fail;
-    cursor = r->strings;
-    r->server_version = (char *)put_str(&cursor, sr->server_version);
+    if (r->strings == NULL || r->ipus == NULL || r->procs == NULL || r->phases == NULL ||
+        r->recovery == NULL || r->busy == NULL || r->hosts == NULL) {
+        ipuof_status_report_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* The daemon-wide figures of sr into r; the server version into the string block. */
+static void
+copy_daemon(ipuof_status_report *r, const Ipuof__StatusReply *sr, char **cursor)
+{
+    r->server_version = (char *)put_str(cursor, sr->server_version);
     r->uptime_ms = sr->uptime_ms;
     r->clients = sr->clients;
     r->waiting = sr->waiting;
@@ -104,6 +123,12 @@ report_from_reply(const Ipuof__StatusReply *sr)
     }
     r->cache_used = sr->cache_used_bytes;
     r->cache_max = sr->cache_bytes;
+}
+
+/* The IPUs of sr into r (its ipus, recovery and busy arrays); strings into the block. */
+static void
+copy_ipus(ipuof_status_report *r, const Ipuof__StatusReply *sr, char **cursor)
+{
     r->n_ipus = sr->n_ipus;
     for (size_t i = 0; i < sr->n_ipus; i++) {
         const Ipuof__IpuInfo *in = sr->ipus[i];
@@ -116,15 +141,15 @@ report_from_reply(const Ipuof__StatusReply *sr)
         out->memory_used_bytes = in->memory_used_bytes;
         out->memory_stash_bytes = in->stash_bytes;
         out->memory_offchip_bytes = in->offchip_bytes;
-        out->partition = put_str(&cursor, in->partition);
-        out->loaded = put_str(&cursor, in->loaded);
-        out->error = put_str(&cursor, in->error);
+        out->partition = put_str(cursor, in->partition);
+        out->loaded = put_str(cursor, in->loaded);
+        out->error = put_str(cursor, in->error);
         out->held = in->holder != NULL;
         if (in->holder != NULL) {
             out->holder_client_id = in->holder->client_id;
-            out->holder_name = put_str(&cursor, in->holder->client_name);
+            out->holder_name = put_str(cursor, in->holder->client_name);
             out->holder_pid = in->holder->pid;
-            out->holder_peer = put_str(&cursor, in->holder->peer);
+            out->holder_peer = put_str(cursor, in->holder->peer);
         }
         out->steps_run = in->steps_run;
         out->host_memory_used_bytes = in->host_memory_used_bytes;
@@ -135,55 +160,87 @@ report_from_reply(const Ipuof__StatusReply *sr)
         r->busy[2 * i] = in->busy_host_us;
         r->busy[2 * i + 1] = in->busy_sim_us;
     }
+}
+
+/* The job processes of sr into r (procs, and each one's job phase); strings into the block. */
+static void
+copy_procs(ipuof_status_report *r, const Ipuof__StatusReply *sr, char **cursor)
+{
     r->n_procs = sr->n_job_processes;
     for (size_t i = 0; i < sr->n_job_processes; i++) {
         const Ipuof__JobProcess *jp = sr->job_processes[i];
         struct ipuof_job_process *out = &r->procs[i];
 
-        out->partition = put_str(&cursor, jp->partition);
+        out->partition = put_str(cursor, jp->partition);
         out->process_id = jp->process_id;
         out->num_processes = jp->num_processes;
-        out->state = put_str(&cursor, jp->state);
+        out->state = put_str(cursor, jp->state);
+        r->phases[i] = put_str(cursor, jp->job_phase);
         out->present = jp->holder != NULL;
         if (jp->holder != NULL) {
             out->client_id = jp->holder->client_id;
-            out->name = put_str(&cursor, jp->holder->client_name);
+            out->name = put_str(cursor, jp->holder->client_name);
             out->pid = jp->holder->pid;
-            out->peer = put_str(&cursor, jp->holder->peer);
+            out->peer = put_str(cursor, jp->holder->peer);
         }
     }
+}
+
+/* The Pod hosts of sr into r; strings into the block. */
+static void
+copy_hosts(ipuof_status_report *r, const Ipuof__StatusReply *sr, char **cursor)
+{
     r->n_hosts = sr->n_pod_hosts;
     for (size_t i = 0; i < sr->n_pod_hosts; i++) {
         const Ipuof__PodHost *ph = sr->pod_hosts[i];
         struct ipuof_pod_host *out = &r->hosts[i];
 
-        out->name = put_str(&cursor, ph->name);
-        out->address = put_str(&cursor, ph->address);
-        out->error = put_str(&cursor, ph->error);
+        out->name = put_str(cursor, ph->name);
+        out->address = put_str(cursor, ph->address);
+        out->error = put_str(cursor, ph->error);
         out->state = ipuof_wm_from_wire(&ipuof_wm_pod_host_state, ph->state,
                                         IPUOF_POD_HOST_UNKNOWN);
         out->num_ipus = ph->num_ipus;
         out->free_ipus = ph->free_ipus;
         out->seen_ms_ago = ph->seen_ms_ago;
     }
-    /* Absent holders share one "" at the end of the block. */
-    cursor[0] = '\0';
+}
+
+/* Absent holders (of a process, of an IPU) share the one "" at empty, the block's end. */
+static void
+share_empty_holders(ipuof_status_report *r, char *empty)
+{
+    empty[0] = '\0';
     for (size_t i = 0; i < r->n_procs; i++) {
         if (!r->procs[i].present) {
-            r->procs[i].name = cursor;
-            r->procs[i].peer = cursor;
+            r->procs[i].name = empty;
+            r->procs[i].peer = empty;
         }
     }
     for (size_t i = 0; i < r->n_ipus; i++) {
         if (!r->ipus[i].held) {
-            r->ipus[i].holder_name = cursor;
-            r->ipus[i].holder_peer = cursor;
+            r->ipus[i].holder_name = empty;
+            r->ipus[i].holder_peer = empty;
         }
     }
+}
+
+/* Builds a caller-owned report from sr (only read); NULL when out of memory. */
+static ipuof_status_report *
+report_from_reply(const Ipuof__StatusReply *sr)
+{
+    ipuof_status_report *r = report_alloc(sr, reply_strings_size(sr));
+    char *cursor;
+
+    if (r == NULL)
+        return NULL;
+    cursor = r->strings;
+    copy_daemon(r, sr, &cursor);
+    copy_ipus(r, sr, &cursor);
+    copy_procs(r, sr, &cursor);
+    copy_hosts(r, sr, &cursor);
+    share_empty_holders(r, cursor);
     return r;
-fail:
-    ipuof_status_report_free(r);
-    return NULL;
 }
 
 int
@@ -228,6 +285,7 @@ ipuof_status_report_free(ipuof_status_report *r)
     free(r->recovery);
     free(r->busy);
     free(r->procs);
+    free(r->phases);
     free(r->hosts);
     free(r->strings);
     free(r);
@@ -308,6 +366,12 @@ ipuof_status_report_process(const ipuof_status_report *r, size_t i, struct ipuof
         return IPUOF_E_INVAL;
     *p = r->procs[i];
     return IPUOF_OK;
+}
+
+const char *
+ipuof_status_report_process_phase(const ipuof_status_report *r, size_t i)
+{
+    return r != NULL && i < r->n_procs ? r->phases[i] : "";
 }
 
 uint64_t

@@ -209,6 +209,8 @@ print_status_json(const ipuof_status_report *r, size_t nvparts)
         } else {
             fputs("null", stdout);
         }
+        fputs(",\"job_phase\":", stdout);
+        json_string_or_null(stdout, ipuof_status_report_process_phase(r, i));
         putchar('}');
     }
     fputs("],\"pod_hosts\":[", stdout);
@@ -238,19 +240,21 @@ print_status_json(const ipuof_status_report *r, size_t nvparts)
 static int
 print_jobs_table(const ipuof_status_report *r)
 {
-    static const char *const heads[5] = {"PARTITION", "PROCESS", "STATE", "HOLDER", "CLIENT"};
-    static const int right[5] = {0, 1, 0, 0, 1};
+    static const char *const heads[6] = {"PARTITION", "PROCESS", "STATE", "HOLDER", "CLIENT",
+                                         "JOB PHASE"};
+    static const int right[6] = {0, 1, 0, 0, 1, 0};
     size_t n = ipuof_status_report_process_count(r);
     struct table t;
     int rc = EX_OK;
 
     if (n == 0)
         return EX_OK;
-    table_init(&t, 5, heads, right);
+    table_init(&t, 6, heads, right);
     for (size_t i = 0; i < n; i++) {
         struct ipuof_job_process p;
         char bufs[3][256];
-        const char *cells[5];
+        const char *cells[6];
+        const char *phase = ipuof_status_report_process_phase(r, i);
 
         if (ipuof_status_report_process(r, i, &p) != IPUOF_OK)
             continue;
@@ -268,6 +272,7 @@ print_jobs_table(const ipuof_status_report *r)
         else
             snprintf(bufs[2], 256, "-");
         cells[4] = bufs[2];
+        cells[5] = phase[0] != '\0' ? phase : "?"; /* "?": a daemon that does not say */
         if (table_add_row(&t, cells) != 0) {
             fprintf(stderr, "ipuctl: status: out of memory\n");
             rc = EX_OSERR;

@@ -149,110 +149,56 @@ diff_placement(const struct compile_task *a, const struct compile_task *b, const
     return 0;
 }
 
+/* In a diff_* step below (x, y: the two processes' options; *what, va, vb of vlen bytes:
+ * the first difference found, named, with both values): the first difference of an
+ * unsigned (DIFF_U) or floating (DIFF_F) field, unless one was found already. */
 #define DIFF_U(field, name)                                                                   \
-    if (what == NULL && x->field != y->field) {                                               \
-        what = name;                                                                           \
-        snprintf(va, sizeof va, "%llu", (unsigned long long)x->field);                         \
-        snprintf(vb, sizeof vb, "%llu", (unsigned long long)y->field);                         \
+    if (*what == NULL && x->field != y->field) {                                              \
+        *what = name;                                                                          \
+        snprintf(va, vlen, "%llu", (unsigned long long)x->field);                              \
+        snprintf(vb, vlen, "%llu", (unsigned long long)y->field);                              \
     }
 #define DIFF_F(field, name)                                                                   \
-    if (what == NULL && x->field != y->field) {                                               \
-        what = name;                                                                           \
-        snprintf(va, sizeof va, "%g", (double)x->field);                                       \
-        snprintf(vb, sizeof vb, "%g", (double)y->field);                                       \
+    if (*what == NULL && x->field != y->field) {                                              \
+        *what = name;                                                                          \
+        snprintf(va, vlen, "%g", (double)x->field);                                            \
+        snprintf(vb, vlen, "%g", (double)y->field);                                            \
     }
 
-/* The first of the optimizer's parameter groups (their count equal) that differs between
- * x and y: 1 with *what and the two values in va, vb (vlen bytes each), else 0. */
-static int
-diff_groups(const struct sim_compile_opts *x, const struct sim_compile_opts *y,
-            const char **whatp, char *va_out, char *vb_out, size_t vlen)
-{
-    const char *what = NULL;
-    char va[300], vb[300];
-
-    for (int g = 0; what == NULL && g < x->optimizer.n_groups; g++) {
-        DIFF_F(optimizer.groups[g].lr, "optimizer group lr")
-        DIFF_F(optimizer.groups[g].weight_decay, "optimizer group weight_decay")
-        DIFF_F(optimizer.groups[g].momentum, "optimizer group momentum")
-        DIFF_F(optimizer.groups[g].dampening, "optimizer group dampening")
-        DIFF_U(optimizer.groups[g].nesterov, "optimizer group nesterov")
-        DIFF_F(optimizer.groups[g].beta1, "optimizer group beta1")
-        DIFF_F(optimizer.groups[g].beta2, "optimizer group beta2")
-        DIFF_F(optimizer.groups[g].eps, "optimizer group eps")
-        DIFF_F(optimizer.groups[g].alpha, "optimizer group alpha")
-        DIFF_U(optimizer.groups[g].n_weights, "number of weights of an optimizer group")
-        for (size_t j = 0; what == NULL && j < x->optimizer.groups[g].n_weights; j++) {
-            const char *wa = x->optimizer.groups[g].weights[j];
-            const char *wb = y->optimizer.groups[g].weights[j];
-            if (strcmp(wa, wb) != 0) {
-                what = "weight of an optimizer group";
-                snprintf(va, sizeof va, "'%.256s'", wa);
-                snprintf(vb, sizeof vb, "'%.256s'", wb);
-            }
-        }
-    }
-    if (what == NULL)
-        return 0;
-    *whatp = what;
-    snprintf(va_out, vlen, "%s", va);
-    snprintf(vb_out, vlen, "%s", vb);
-    return 1;
-}
-
-/* The first frozen weight (their count equal) that differs between a and b, as
- * diff_groups. */
-static int
-diff_frozen(const struct compile_task *a, const struct compile_task *b, const char **what,
-            char *va, char *vb, size_t vlen)
-{
-    for (size_t i = 0; i < a->opts.n_frozen_weights; i++) {
-        if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
-            *what = "frozen weight";
-            snprintf(va, vlen, "'%.256s'", a->frozen_w[i]);
-            snprintf(vb, vlen, "'%.256s'", b->frozen_w[i]);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-int
-compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
-                 unsigned pb, char *msg, size_t len)
+/* The run's shape: device iterations, replicas, micro-batch, input replica grouping, loss. */
+static void
+diff_run(const struct compile_task *a, const struct compile_task *b, const char **what,
+         char *va, char *vb, size_t vlen)
 {
     const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
-    const struct sim_cost_cfg *ka = &x->cost, *kb = &y->cost;
-    const char *what = NULL;
-    char va[300], vb[300];
 
-    /* The options first: a different seed or option often changes the model bytes too
-     * (weights initialised from the seed), and is the cause to name. */
-    if (x->seed != y->seed) {
-        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
-                 "every process of a job must use the same seed (as PopTorch requires)", pa,
-                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
-        return 1;
-    }
     DIFF_U(device_iterations, "deviceIterations")
-    if (what == NULL && a->replicas_per_process != b->replicas_per_process) {
-        what = "replicationFactor";
-        snprintf(va, sizeof va, "%u", a->replicas_per_process);
-        snprintf(vb, sizeof vb, "%u", b->replicas_per_process);
+    if (*what == NULL && a->replicas_per_process != b->replicas_per_process) {
+        *what = "replicationFactor";
+        snprintf(va, vlen, "%u", a->replicas_per_process);
+        snprintf(vb, vlen, "%u", b->replicas_per_process);
     }
     DIFF_U(micro_batch, "micro_batch")
-    if (what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
-        what = "inputReplicaGrouping";
-        snprintf(va, sizeof va, "(%u, %s)", a->group,
+    if (*what == NULL && (a->group != b->group || a->group_orthogonal != b->group_orthogonal)) {
+        *what = "inputReplicaGrouping";
+        snprintf(va, vlen, "(%u, %s)", a->group,
                  a->group_orthogonal ? "Orthogonal" : "Consecutive");
-        snprintf(vb, sizeof vb, "(%u, %s)", b->group,
+        snprintf(vb, vlen, "(%u, %s)", b->group,
                  b->group_orthogonal ? "Orthogonal" : "Consecutive");
     }
-    if (what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
-        what = "loss";
-        snprintf(va, sizeof va, "'%.256s'", str_or_none(a->loss));
-        snprintf(vb, sizeof vb, "'%.256s'", str_or_none(b->loss));
+    if (*what == NULL && strcmp(str_or_none(a->loss), str_or_none(b->loss)) != 0) {
+        *what = "loss";
+        snprintf(va, vlen, "'%.256s'", str_or_none(a->loss));
+        snprintf(vb, vlen, "'%.256s'", str_or_none(b->loss));
     }
+}
+
+/* The optimizer: gradient accumulation and reduction, its kind and every hyperparameter,
+ * loss scaling, its parameter groups with their weights. */
+static void
+diff_optimizer(const struct sim_compile_opts *x, const struct sim_compile_opts *y,
+               const char **what, char *va, char *vb, size_t vlen)
+{
     DIFF_U(gradient_accumulation, "gradientAccumulation")
     DIFF_U(accumulation_reduction, "accumulationAndReplicationReductionType")
     DIFF_U(optimizer.kind, "optimizer")
@@ -281,11 +227,68 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
     DIFF_F(optimizer.als_bin_edge, "automatic loss scaling bin edge")
     DIFF_F(optimizer.als_threshold, "automatic loss scaling threshold")
     DIFF_U(optimizer.n_groups, "number of optimizer parameter groups")
-    if (what == NULL)
-        diff_groups(x, y, &what, va, vb, sizeof va);
+    for (int g = 0; *what == NULL && g < x->optimizer.n_groups; g++) {
+        DIFF_F(optimizer.groups[g].lr, "optimizer group lr")
+        DIFF_F(optimizer.groups[g].weight_decay, "optimizer group weight_decay")
+        DIFF_F(optimizer.groups[g].momentum, "optimizer group momentum")
+        DIFF_F(optimizer.groups[g].dampening, "optimizer group dampening")
+        DIFF_U(optimizer.groups[g].nesterov, "optimizer group nesterov")
+        DIFF_F(optimizer.groups[g].beta1, "optimizer group beta1")
+        DIFF_F(optimizer.groups[g].beta2, "optimizer group beta2")
+        DIFF_F(optimizer.groups[g].eps, "optimizer group eps")
+        DIFF_F(optimizer.groups[g].alpha, "optimizer group alpha")
+        DIFF_U(optimizer.groups[g].n_weights, "number of weights of an optimizer group")
+        for (size_t j = 0; *what == NULL && j < x->optimizer.groups[g].n_weights; j++) {
+            const char *wa = x->optimizer.groups[g].weights[j];
+            const char *wb = y->optimizer.groups[g].weights[j];
+            if (strcmp(wa, wb) != 0) {
+                *what = "weight of an optimizer group";
+                snprintf(va, vlen, "'%.256s'", wa);
+                snprintf(vb, vlen, "'%.256s'", wb);
+            }
+        }
+    }
+}
+
+/* The weights frozen (not trained), by name. */
+static void
+diff_frozen(const struct compile_task *a, const struct compile_task *b, const char **what,
+            char *va, char *vb, size_t vlen)
+{
+    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
+
     DIFF_U(n_frozen_weights, "number of frozen weights")
-    if (what == NULL)
-        diff_frozen(a, b, &what, va, vb, sizeof va);
+    for (size_t i = 0; *what == NULL && i < x->n_frozen_weights; i++) {
+        if (strcmp(a->frozen_w[i], b->frozen_w[i]) != 0) {
+            *what = "frozen weight";
+            snprintf(va, vlen, "'%.256s'", a->frozen_w[i]);
+            snprintf(vb, vlen, "'%.256s'", b->frozen_w[i]);
+        }
+    }
+}
+#undef DIFF_U
+#undef DIFF_F
+
+int
+compile_task_diff(const struct compile_task *a, unsigned pa, const struct compile_task *b,
+                 unsigned pb, char *msg, size_t len)
+{
+    const struct sim_compile_opts *x = &a->opts, *y = &b->opts;
+    const struct sim_cost_cfg *ka = &x->cost, *kb = &y->cost;
+    const char *what = NULL;
+    char va[300], vb[300];
+
+    /* The options first: a different seed or option often changes the model bytes too
+     * (weights initialised from the seed), and is the cause to name. */
+    if (x->seed != y->seed) {
+        snprintf(msg, len, "random seeds differ: process %u has %llu, process %u has %llu; "
+                 "every process of a job must use the same seed (as PopTorch requires)", pa,
+                 (unsigned long long)x->seed, pb, (unsigned long long)y->seed);
+        return 1;
+    }
+    diff_run(a, b, &what, va, vb, sizeof va);
+    diff_optimizer(x, y, &what, va, vb, sizeof va);
+    diff_frozen(a, b, &what, va, vb, sizeof va);
     if (what == NULL)
         diff_placement(a, b, &what, va, vb, sizeof va);
     if (what == NULL && (ka->flops_per_s != kb->flops_per_s ||
@@ -315,8 +318,6 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
                  "options", pa, pb);
         return 1;
     }
-#undef DIFF_U
-#undef DIFF_F
     if (what == NULL)
         return 0;
     snprintf(msg, len, "the processes of the job compile differently: %s is %s in process %u "

@@ -215,6 +215,87 @@ prediction_fill(const struct model *m, Ipuof__Prediction *pr, struct sim_predict
     return true;
 }
 
+/* The inputs' and outputs' descriptions of exe into ti (ni inputs, then the outputs;
+ * tp pointing at each, modes the outputs' modes, dims their storage): a process of P sees
+ * its own share of the replicas, an input also one per group of G replicas. */
+static void
+fill_tensor_infos(const struct sim_exe *exe, unsigned P, unsigned G, Ipuof__TensorInfo *ti,
+                  Ipuof__TensorInfo **tp, Ipuof__OutputMode *modes,
+                  int64_t (*dims)[2 * SIM_MAX_RANK])
+{
+    size_t ni = sim_exe_input_count(exe), nt = ni + sim_exe_output_count(exe);
+
+    for (size_t i = 0; i < nt; i++) {
+        struct sim_io_info io;
+        if (i < ni)
+            sim_exe_input_info(exe, i, &io);
+        else
+            sim_exe_output_info(exe, i - ni, &io);
+        models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
+                         i < ni ? NULL : &modes[i - ni]);
+        if (ti[i].n_dims > 0)
+            dims[i][0] /= i < ni ? P * G : P;
+        ti[i].bytes /= i < ni ? P * G : P;
+        tp[i] = &ti[i];
+    }
+}
+
+/* exe's memory per IPU into mr (mp pointing at each), its IPUs numbered from m's first;
+ * the host stream bytes on the first. */
+static void
+fill_memory_reports(const struct conn *c, const struct model *m, const struct sim_exe *exe,
+                    Ipuof__MemoryReport *mr, Ipuof__MemoryReport **mp)
+{
+    size_t nm = sim_exe_ipu_count(exe);
+
+    for (size_t i = 0; i < nm; i++) {
+        struct sim_mem_report rep;
+        sim_exe_memory(exe, i, &rep);
+        ipuof__memory_report__init(&mr[i]);
+        mr[i].ipu = m->first_ipu + rep.ipu;
+        mr[i].replica = rep.replica;
+        mr[i].weights_bytes = rep.weights;
+        mr[i].activations_bytes = rep.activations;
+        mr[i].code_bytes = rep.code;
+        mr[i].total_bytes = rep.total;
+        mr[i].capacity_bytes = c->srv->cfg.ipu_memory;
+        mr[i].gradients_bytes = rep.gradients;
+        mr[i].optimizer_bytes = rep.optimizer;
+        mr[i].stash_bytes = rep.stash;
+        mr[i].offchip_bytes = rep.offchip;
+        mr[i].peak_not_always_live_bytes = rep.peak_not_always_live;
+        mr[i].host_stream_bytes = i == 0 ? m->host : 0;
+        mp[i] = &mr[i];
+    }
+}
+
+/* exe's weights into wi (wp pointing at each), their tensors in wt and dims in wd. */
+static void
+fill_weight_infos(const struct sim_exe *exe, Ipuof__WeightInfo *wi, Ipuof__WeightInfo **wp,
+                  Ipuof__TensorInfo *wt, int64_t (*wd)[SIM_MAX_RANK])
+{
+    size_t nw = sim_exe_weight_count(exe);
+
+    for (size_t i = 0; i < nw; i++) {
+        struct sim_weight_info w;
+        sim_exe_weight_info(exe, i, &w);
+        ipuof__weight_info__init(&wi[i]);
+        ipuof__tensor_info__init(&wt[i]);
+        wt[i].name = (char *)w.name;
+        wt[i].dtype = (Ipuof__DType)wiremap_to_wire(&wiremap_dtype, w.dtype,
+                                                    IPUOF__DTYPE__DTYPE_UNDEFINED);
+        for (int d = 0; d < w.rank; d++)
+            wd[i][d] = w.dims[d];
+        wt[i].n_dims = (size_t)w.rank;
+        wt[i].dims = wd[i];
+        wt[i].bytes = w.bytes;
+        wi[i].tensor = &wt[i];
+        wi[i].kind = (Ipuof__WeightKind)wiremap_to_wire(&wiremap_weight_kind, w.kind,
+                                                        IPUOF__WEIGHT_KIND__WEIGHT_UNKNOWN);
+        wp[i] = &wi[i];
+    }
+}
+
 /* Sends the compile reply of m (for a job's process, the shapes of its own slice). 0, or
  * -1 with an error sent (out of memory, or a model too large to describe: see
  * reply_too_large). */
@@ -251,56 +332,9 @@ compile_reply_send(struct conn *c, uint64_t req_id, const struct model *m, int c
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < nt; i++) {
-        struct sim_io_info io;
-        if (i < ni)
-            sim_exe_input_info(exe, i, &io);
-        else
-            sim_exe_output_info(exe, i - ni, &io);
-        models_tensor_info(&ti[i], &io, dims[i], dims[i] + SIM_MAX_RANK,
-                         i < ni ? NULL : &modes[i - ni]);
-        if (ti[i].n_dims > 0)
-            dims[i][0] /= i < ni ? P * G : P;
-        ti[i].bytes /= i < ni ? P * G : P;
-        tp[i] = &ti[i];
-    }
-    for (size_t i = 0; i < nm; i++) {
-        struct sim_mem_report rep;
-        sim_exe_memory(exe, i, &rep);
-        ipuof__memory_report__init(&mr[i]);
-        mr[i].ipu = m->first_ipu + rep.ipu;
-        mr[i].replica = rep.replica;
-        mr[i].weights_bytes = rep.weights;
-        mr[i].activations_bytes = rep.activations;
-        mr[i].code_bytes = rep.code;
-        mr[i].total_bytes = rep.total;
-        mr[i].capacity_bytes = c->srv->cfg.ipu_memory;
-        mr[i].gradients_bytes = rep.gradients;
-        mr[i].optimizer_bytes = rep.optimizer;
-        mr[i].stash_bytes = rep.stash;
-        mr[i].offchip_bytes = rep.offchip;
-        mr[i].peak_not_always_live_bytes = rep.peak_not_always_live;
-        mr[i].host_stream_bytes = i == 0 ? m->host : 0;
-        mp[i] = &mr[i];
-    }
-    for (size_t i = 0; i < nw; i++) {
-        struct sim_weight_info w;
-        sim_exe_weight_info(exe, i, &w);
-        ipuof__weight_info__init(&wi[i]);
-        ipuof__tensor_info__init(&wt[i]);
-        wt[i].name = (char *)w.name;
-        wt[i].dtype = (Ipuof__DType)wiremap_to_wire(&wiremap_dtype, w.dtype,
-                                                    IPUOF__DTYPE__DTYPE_UNDEFINED);
-        for (int d = 0; d < w.rank; d++)
-            wd[i][d] = w.dims[d];
-        wt[i].n_dims = (size_t)w.rank;
-        wt[i].dims = wd[i];
-        wt[i].bytes = w.bytes;
-        wi[i].tensor = &wt[i];
-        wi[i].kind = (Ipuof__WeightKind)wiremap_to_wire(&wiremap_weight_kind, w.kind,
-                                                        IPUOF__WEIGHT_KIND__WEIGHT_UNKNOWN);
-        wp[i] = &wi[i];
-    }
+    fill_tensor_infos(exe, P, G, ti, tp, modes, dims);
+    fill_memory_reports(c, m, exe, mr, mp);
+    fill_weight_infos(exe, wi, wp, wt, wd);
     r.model_id = m->id;
     r.cached = cached;
     r.n_inputs = ni;

@@ -536,8 +536,12 @@ process_input(struct conn *c)
                     conn_kill(c, "out of memory for decrypted input");
                     return;
                 }
-                if (moved > 0)
+                if (moved > 0) {
+                    /* a client that pipelines (tests/integ/test_tls_pipeline.sh looks for it) */
+                    log_debug("client %u: %zd bytes decrypted past a payload moved to the "
+                              "input", c->id, moved);
                     continue;
+                }
             }
             if (c->payload_left > 0)
                 return; /* wait for more bytes */
@@ -590,8 +594,9 @@ process_input(struct conn *c)
         c->payload_req = h->request_id;
         c->srv->conn_hooks->frame(c, h, head.payload_len);
         ipuof_frame_header_free(h);
-        if (c->payload_left > 0 && !c->dead)
-            read_payload(c);
+        /* Its payload, if any, is read at the top of the loop, which also moves what
+         * OpenSSL decrypted past it to the input: read here, a payload that arrived whole
+         * left the next frames inside OpenSSL, unseen until the socket had more bytes. */
     }
 }
 

@@ -1,11 +1,13 @@
 /*
- * jobs_status.c — the processes of every job, for the status reply (req_admin.c).
+ * jobs_status.c — the processes of every job and the phase each job is in, for the status
+ * reply (req_admin.c).
  */
 #include <stdlib.h>
 
 #include "conn.h"
 #include "jobs.h"
 #include "jobs_int.h"
+#include "jobs_sm.h"
 #include "srv_state.h"
 
 int
@@ -33,6 +35,7 @@ job_status(const struct srv *s, Ipuof__JobProcess ***out, size_t *n)
             jp[k].partition = j->name;
             jp[k].process_id = p + j->proc_base;
             jp[k].num_processes = j->nproc_all;
+            jp[k].job_phase = (char *)job_phase_name(j->phase);
             jp[k].state = (char *)(q->left[0] ? q->left
                                    : q->conn == NULL ? "absent"
                                    : q->attach_req ? "attaching" : "attached");

@@ -433,6 +433,115 @@ if_cond_state(const struct sim_exe *e, int v)
     }
 }
 
+/* Whether model node mn is skipped, being in an If's branch the known condition does not
+ * take (or whose condition was itself skipped); *taken: for an If's Where (__if_branches)
+ * whose condition is known, the input of the branch taken (1 or 2), else -1. */
+static bool
+node_skipped(const struct sim_exe *e, const struct sim_mnode *mn, int *taken)
+{
+    const struct sim_attr *ifb = sim_attr_find(mn, "__if_branches");
+
+    *taken = -1;
+    if (mn->guard > 0) {
+        int st = if_cond_state(e, mn->guard - 1);
+        if (st == IF_SKIPPED || (st != IF_DATA && (st == IF_TRUE) != mn->guard_then))
+            return true;
+    }
+    if (ifb != NULL && ifb->i != 0 && mn->n_in == 3 && mn->in[0] >= 0) {
+        int st = if_cond_state(e, mn->in[0]);
+        if (st == IF_SKIPPED)
+            return true;
+        if (st != IF_DATA)
+            *taken = st == IF_TRUE ? 1 : 2;
+    }
+    return false;
+}
+
+/* Node n for model node k (an Identity of input `taken` when taken > 0): its operands,
+ * placement, label and op, checked against the op's opset and operand counts. 0, or the
+ * error set. */
+static int
+node_setup(const struct sim_exe *e, int k, int taken, struct sim_enode *n,
+           struct sim_err *err)
+{
+    const struct sim_model *m = e->m;
+    const struct sim_mnode *mn = &m->nodes[k];
+
+    n->mnode = k;
+    n->in = taken > 0 ? &mn->in[taken] : mn->in;
+    n->out = mn->out;
+    n->n_in = taken > 0 ? 1 : mn->n_in;
+    n->n_out = mn->n_out;
+    n->ipu = mn->ipu;
+    n->stage = mn->stage;
+    sim_node_label(m, k, n->label, sizeof(n->label));
+    n->bstep = -1;
+    n->rstep = -1;
+    n->op = taken > 0 ? sim_op_find_in("", "Identity") : sim_op_find_in(mn->domain, mn->op_type);
+    if (n->op == NULL)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no op table entry (checked by "
+                           "check_ops_known)", n->label);
+    if (n->op->domain == NULL && m->opset < n->op->since)
+        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: unsupported variant: %s as defined "
+                           "by opset %lld (the oldest supported version is opset %d). "
+                           "Supported ops: %s", n->label, mn->op_type, (long long)m->opset,
+                           n->op->since, sim_supported_ops());
+    if (n->n_in < n->op->min_in || (n->op->max_in >= 0 && n->n_in > n->op->max_in) ||
+        mn->n_out < n->op->min_out || mn->n_out > n->op->max_out)
+        return sim_err_set(err, IPUOF_E_INVAL, "%s has %d inputs and %d outputs; %s takes "
+                           "%d to %d inputs and %d to %d outputs", n->label, n->n_in, mn->n_out,
+                           mn->op_type, n->op->min_in, n->op->max_in < 0 ? 65536 : n->op->max_in,
+                           n->op->min_out, n->op->max_out);
+    for (int j = 0; j < n->op->min_out; j++)
+        if (mn->out[j] < 0)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: required output %d has no name",
+                               n->label, j);
+    return 0;
+}
+
+/* Node n's inputs' tensor infos into ins (n->n_in entries; NULL for an absent optional
+ * one); which are weights into c->weight_inputs; *fold cleared unless all are constants.
+ * 0, or the error set (a required input missing or without a value). */
+static int
+node_inputs(const struct sim_exe *e, const struct sim_enode *n, const struct sim_tinfo **ins,
+            struct sim_infer *c, bool *fold, struct sim_err *err)
+{
+    for (int j = 0; j < n->n_in; j++) {
+        int v = n->in[j];
+        if (v < 0 && j < n->op->min_in)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: required input %d is missing",
+                               n->label, j);
+        if (v < 0)
+            continue;
+        if (e->vals[v].kind == SIM_V_NONE)
+            return sim_err_set(err, IPUOF_E_INVAL, "%s: input '%s' has no value", n->label,
+                               e->m->vals[v].name);
+        ins[j] = &e->vals[v].ti;
+        if (e->vals[v].kind != SIM_V_CONST)
+            *fold = false;
+        if (e->vals[v].kind == SIM_V_WEIGHT && j < 32)
+            c->weight_inputs |= 1u << j;
+    }
+    return 0;
+}
+
+/* The inferred outputs outs of model node mn become its values: activations, sized. */
+static void
+node_outputs(struct sim_exe *e, const struct sim_mnode *mn, const struct sim_tinfo *outs)
+{
+    for (int j = 0; j < mn->n_out; j++) {
+        struct sim_val *v;
+        if (mn->out[j] < 0)
+            continue;
+        v = &e->vals[mn->out[j]];
+        v->ti = outs[j];
+        v->ti.cdata = NULL;
+        v->bytes = (size_t)outs[j].numel * sim_dtype_size(outs[j].dtype);
+        v->kind = SIM_V_ACT;
+    }
+}
+
+
 /*
  * Infers (and folds, or schedules) model node k. A node of an If's branch (mn->guard, from
  * onnx_ctrl.c) whose condition is known here and picks the other branch, or whose
@@ -448,52 +557,15 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     const struct sim_tinfo **ins = NULL;
     struct sim_tinfo *outs = NULL, *wide = NULL;
     struct sim_infer c = { 0 };
-    const struct sim_attr *ifb = sim_attr_find(mn, "__if_branches");
-    int taken = -1;
+    int taken;
     bool fold = true, half = false;
     int rc = 0;
 
-    if (mn->guard > 0) {
-        int st = if_cond_state(e, mn->guard - 1);
-        if (st == IF_SKIPPED || (st != IF_DATA && (st == IF_TRUE) != mn->guard_then))
-            return 0;
-    }
-    if (ifb != NULL && ifb->i != 0 && mn->n_in == 3 && mn->in[0] >= 0) {
-        int st = if_cond_state(e, mn->in[0]);
-        if (st == IF_SKIPPED)
-            return 0;
-        if (st != IF_DATA)
-            taken = st == IF_TRUE ? 1 : 2;
-    }
-    n.mnode = k;
-    n.in = taken > 0 ? &mn->in[taken] : mn->in;
-    n.out = mn->out;
-    n.n_in = taken > 0 ? 1 : mn->n_in;
-    n.n_out = mn->n_out;
-    n.ipu = mn->ipu;
-    n.stage = mn->stage;
-    sim_node_label(m, k, n.label, sizeof(n.label));
-    n.bstep = -1;
-    n.rstep = -1;
-    n.op = taken > 0 ? sim_op_find_in("", "Identity") : sim_op_find_in(mn->domain, mn->op_type);
-    if (n.op == NULL)
-        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: no op table entry (checked by "
-                           "check_ops_known)", n.label);
-    if (n.op->domain == NULL && m->opset < n.op->since)
-        return sim_err_set(err, IPUOF_E_UNSUPPORTED, "%s: unsupported variant: %s as defined "
-                           "by opset %lld (the oldest supported version is opset %d). "
-                           "Supported ops: %s", n.label, mn->op_type, (long long)m->opset,
-                           n.op->since, sim_supported_ops());
-    if (n.n_in < n.op->min_in || (n.op->max_in >= 0 && n.n_in > n.op->max_in) ||
-        mn->n_out < n.op->min_out || mn->n_out > n.op->max_out)
-        return sim_err_set(err, IPUOF_E_INVAL, "%s has %d inputs and %d outputs; %s takes "
-                           "%d to %d inputs and %d to %d outputs", n.label, n.n_in, mn->n_out,
-                           mn->op_type, n.op->min_in, n.op->max_in < 0 ? 65536 : n.op->max_in,
-                           n.op->min_out, n.op->max_out);
-    for (int j = 0; j < n.op->min_out; j++)
-        if (mn->out[j] < 0)
-            return sim_err_set(err, IPUOF_E_INVAL, "%s: required output %d has no name",
-                               n.label, j);
+    if (node_skipped(e, mn, &taken))
+        return 0;
+    rc = node_setup(e, k, taken, &n, err);
+    if (rc != 0)
+        return rc;
     ins = calloc((size_t)n.n_in + 1, sizeof(*ins));
     outs = calloc((size_t)mn->n_out + 1, sizeof(*outs));
     wide = calloc((size_t)mn->n_in + 1, sizeof(*wide));
@@ -501,27 +573,9 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto out;
     }
-    for (int j = 0; j < n.n_in; j++) {
-        int v = n.in[j];
-        if (v < 0 && j < n.op->min_in) {
-            rc = sim_err_set(err, IPUOF_E_INVAL, "%s: required input %d is missing", n.label,
-                             j);
-            goto out;
-        }
-        if (v < 0)
-            continue;
-        if (e->vals[v].kind == SIM_V_NONE) {
-            rc = sim_err_set(err, IPUOF_E_INVAL, "%s: input '%s' has no value", n.label,
-                             m->vals[v].name);
-            goto out;
-        }
-        ins[j] = &e->vals[v].ti;
-        if (e->vals[v].kind != SIM_V_CONST)
-            fold = false;
-        if (e->vals[v].kind == SIM_V_WEIGHT && j < 32)
-            c.weight_inputs |= 1u << j;
-    }
-    rc = half_inputs(e, &n, mn, ins, wide, &half, err);
+    rc = node_inputs(e, &n, ins, &c, &fold, err);
+    if (rc == 0)
+        rc = half_inputs(e, &n, mn, ins, wide, &half, err);
     if (rc != 0)
         goto out;
     c.mn = mn;
@@ -541,16 +595,7 @@ infer_node(struct sim_exe *e, int k, struct sim_err *err)
     if (half)
         half_outputs(outs, mn->n_out);
     n.half = half;
-    for (int j = 0; j < mn->n_out; j++) {
-        struct sim_val *v;
-        if (mn->out[j] < 0)
-            continue;
-        v = &e->vals[mn->out[j]];
-        v->ti = outs[j];
-        v->ti.cdata = NULL;
-        v->bytes = (size_t)outs[j].numel * sim_dtype_size(outs[j].dtype);
-        v->kind = SIM_V_ACT;
-    }
+    node_outputs(e, mn, outs);
     if (n.op->flags & SIM_OPF_SHAPE_ONLY)
         fold = true;
     if ((n.op->flags & SIM_OPF_NOFOLD) || half)
@@ -811,23 +856,16 @@ host_clock_wanted(void)
     return v != NULL && strcmp(v, "1") == 0;
 }
 
-int
-sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
-            struct sim_exe **out, struct sim_err *err)
+/* A new executable for model m under options o (checked): its figures from o, training
+ * set up when o has a loss, its value, node and operand arrays made. 0 with *out, or the
+ * error set (nothing to free). */
+static int
+exe_new(const struct sim_model *m, const struct sim_compile_opts *o, struct sim_exe **out,
+        struct sim_err *err)
 {
-    struct sim_exe *e = NULL;
-    int rc = 0, total;
+    struct sim_exe *e = calloc(1, sizeof(*e));
+    int rc = 0;
 
-    *out = NULL;
-    if (m == NULL || o == NULL)
-        return sim_err_set(err, IPUOF_E_INVAL, "no model or no options");
-    rc = sim_isa_check(err);    /* a bad IPUOF_SIM_ISA is refused; fixes the level first */
-    if (rc != 0)
-        return rc;
-    rc = check_opts(o, err);
-    if (rc != 0)
-        return rc;
-    e = calloc(1, sizeof(*e));
     if (e == NULL)
         return sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     e->A = o->gradient_accumulation;
@@ -867,6 +905,19 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto fail;
     }
+    *out = e;
+    return 0;
+fail:
+    sim_exe_free(e);
+    return rc;
+}
+
+/* Every value of e starts unplaced and unproduced; an initializer is a constant. */
+static void
+exe_init_values(struct sim_exe *e)
+{
+    const struct sim_model *m = e->m;
+
     for (int v = 0; v < m->n_vals; v++) {
         struct sim_val *val = &e->vals[v];
         val->producer = -1;
@@ -886,21 +937,34 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
             val->bytes = c->bytes;
         }
     }
-    rc = check_ops_known(m, err);
-    if (rc == 0)
-        rc = setup_inputs(e, o, err);
-    if (rc == 0 && (o->loss != NULL || o->updatable_weights || sim_buffer_update_count(m) > 0))
-        rc = sim_weights_mark(e, o, err);
-    if (rc != 0)
-        goto fail;
-    total = m->n_nodes + 1;
-    for (int k = 0; k < m->n_nodes; k++) {
-        rc = infer_node(e, k, err);
+}
+
+/* Infers every node of e's model in order (infer_node), telling o->progress after each
+ * of total steps. 0, or the error set. */
+static int
+infer_nodes(struct sim_exe *e, const struct sim_compile_opts *o, int total,
+            struct sim_err *err)
+{
+    for (int k = 0; k < e->m->n_nodes; k++) {
+        int rc = infer_node(e, k, err);
         if (rc != 0)
-            goto fail;
+            return rc;
         if (o->progress != NULL)
             o->progress(k + 1, total, o->progress_ud);
     }
+    return 0;
+}
+
+/* The passes after inference, in order: dead nodes dropped, float16 noted, placement,
+ * fusion and layout (inference) or autodiff (training), buffer updates, weights' layout,
+ * outputs, host memory, the memory plan, the schedule, binding, the host clock. 0, or
+ * the error set. */
+static int
+compile_passes(struct sim_exe *e, const struct sim_compile_opts *o,
+               struct sim_err *err)
+{
+    int rc;
+
     drop_dead_nodes(e);
     for (int s = 0; s < e->n_nodes; s++)
         e->computes_half |= e->nodes[s].half;
@@ -935,6 +999,40 @@ sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
         if (e->host == NULL)
             rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
     }
+    return rc;
+}
+
+int
+sim_compile(const struct sim_model *m, const struct sim_compile_opts *o,
+            struct sim_exe **out, struct sim_err *err)
+{
+    struct sim_exe *e = NULL;
+    int rc = 0, total;
+
+    *out = NULL;
+    if (m == NULL || o == NULL)
+        return sim_err_set(err, IPUOF_E_INVAL, "no model or no options");
+    rc = sim_isa_check(err);    /* a bad IPUOF_SIM_ISA is refused; fixes the level first */
+    if (rc != 0)
+        return rc;
+    rc = check_opts(o, err);
+    if (rc != 0)
+        return rc;
+    rc = exe_new(m, o, &e, err);
+    if (rc != 0)
+        return rc;
+    exe_init_values(e);
+    rc = check_ops_known(m, err);
+    if (rc == 0)
+        rc = setup_inputs(e, o, err);
+    if (rc == 0 && (o->loss != NULL || o->updatable_weights || sim_buffer_update_count(m) > 0))
+        rc = sim_weights_mark(e, o, err);
+    if (rc != 0)
+        goto fail;
+    total = m->n_nodes + 1;
+    rc = infer_nodes(e, o, total, err);
+    if (rc == 0)
+        rc = compile_passes(e, o, err);
     if (rc != 0)
         goto fail;
     if (o->progress != NULL)

@@ -139,22 +139,23 @@ use_dnnl_bwd(const struct conv_params *p)
     return p->n * p->oh * p->ow >= 1024 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
 }
 
+/* Checks a Conv's inputs and attributes (float input, weights and optional bias of matching
+ * ranks, kernel_shape as the weights have it, group dividing both) and infers its window:
+ * *group, *nsp spatial dims, in_sp and k_sp (the input's and kernel's spatial sizes) and
+ * *win filled. 0, or the error set on c. */
 static int
-infer_conv(struct sim_infer *c)
+conv_check(struct sim_infer *c, int64_t *group, int *nsp, int64_t in_sp[3], int64_t k_sp[3],
+           struct sim_window *win)
 {
     const struct sim_tinfo *x = c->in[0], *wt = c->in[1];
-    struct conv_params *p;
-    struct sim_window win;
-    int64_t group, in_sp[3], k_sp[3];
     const int64_t *ks;
-    struct sim_shape o;
-    int nks, nsp, rc = sim_in_dtype(c, 0, sim_dt_float);
+    int nks, rc = sim_in_dtype(c, 0, sim_dt_float);
     char s1[128], s2[128];
 
     if (rc == 0)
         rc = sim_in_dtype(c, 1, sim_dt_float);
     if (rc == 0)
-        rc = sim_ia_int(c, "group", 1, &group);
+        rc = sim_ia_int(c, "group", 1, group);
     if (rc == 0)
         rc = sim_ia_ints(c, "kernel_shape", &ks, &nks);
     if (rc != 0)
@@ -164,21 +165,21 @@ infer_conv(struct sim_infer *c)
                               "%s)", sim_shape_fmt(&x->shape, s1, sizeof(s1)),
                               sim_shape_fmt(&wt->shape, s2, sizeof(s2)),
                               x->shape.rank == 5 ? "D, H, W" : "H, W) or (N, C, L");
-    nsp = x->shape.rank - 2;
-    for (int i = 0; i < nsp; i++) {
+    *nsp = x->shape.rank - 2;
+    for (int i = 0; i < *nsp; i++) {
         in_sp[i] = x->shape.d[2 + i];
         k_sp[i] = wt->shape.d[2 + i];
-        if (nks >= 0 && (nks != nsp || ks[i] != k_sp[i]))
+        if (nks >= 0 && (nks != *nsp || ks[i] != k_sp[i]))
             return sim_infer_fail(c, IPUOF_E_SHAPE, "kernel_shape does not match the weights "
                                   "%s", sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
     }
-    if (group < 1 || x->shape.d[1] % group != 0 || wt->shape.d[0] % group != 0 ||
-        wt->shape.d[1] * group != x->shape.d[1])
+    if (*group < 1 || x->shape.d[1] % *group != 0 || wt->shape.d[0] % *group != 0 ||
+        wt->shape.d[1] * *group != x->shape.d[1])
         return sim_infer_fail(c, IPUOF_E_SHAPE, "group %lld does not divide input %s and "
-                              "weights %s consistently", (long long)group,
+                              "weights %s consistently", (long long)*group,
                               sim_shape_fmt(&x->shape, s1, sizeof(s1)),
                               sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
-    rc = sim_window_infer(c, nsp, in_sp, k_sp, false, true, &win);
+    rc = sim_window_infer(c, *nsp, in_sp, k_sp, false, true, win);
     if (rc != 0)
         return rc;
     if (sim_has_in(c, 2)) {
@@ -190,11 +191,16 @@ infer_conv(struct sim_infer *c)
                                   sim_shape_fmt(&c->in[2]->shape, s1, sizeof(s1)),
                                   (long long)wt->shape.d[0]);
     }
-    if (nsp == 3)
-        return sim_conv3d_infer(c, group, &win);     /* op_conv3d.c */
-    p = sim_params(c, sizeof(*p));
-    if (p == NULL)
-        return IPUOF_E_NOMEM;
+    return 0;
+}
+
+/* The 1-D or 2-D Conv's sizes into p (a 1-D one as H = 1) and which kernel family fits it
+ * (pointwise, depthwise), from the checked input x, weights wt and window win. */
+static void
+conv_params_fill(struct conv_params *p, const struct sim_tinfo *x, const struct sim_tinfo *wt,
+                 int64_t group, int nsp, const int64_t in_sp[3], const int64_t k_sp[3],
+                 const struct sim_window *win)
+{
     p->n = x->shape.d[0];
     p->c = x->shape.d[1];
     p->m = wt->shape.d[0];
@@ -205,27 +211,27 @@ infer_conv(struct sim_infer *c)
     p->w = in_sp[nsp - 1];
     p->kh = nsp == 2 ? k_sp[0] : 1;
     p->kw = k_sp[nsp - 1];
-    p->oh = nsp == 2 ? win.out[0] : 1;
-    p->ow = win.out[nsp - 1];
-    p->sh = nsp == 2 ? win.s[0] : 1;
-    p->sw = win.s[nsp - 1];
-    p->dh = nsp == 2 ? win.d[0] : 1;
-    p->dw = win.d[nsp - 1];
-    p->ph = nsp == 2 ? win.pb[0] : 0;
-    p->pw = win.pb[nsp - 1];
+    p->oh = nsp == 2 ? win->out[0] : 1;
+    p->ow = win->out[nsp - 1];
+    p->sh = nsp == 2 ? win->s[0] : 1;
+    p->sw = win->s[nsp - 1];
+    p->dh = nsp == 2 ? win->d[0] : 1;
+    p->dw = win->d[nsp - 1];
+    p->ph = nsp == 2 ? win->pb[0] : 0;
+    p->pw = win->pb[nsp - 1];
     p->kg = p->cg * p->kh * p->kw;
     p->pointwise = p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 &&
                    p->pw == 0 && p->oh == p->h && p->ow == p->w;
     p->depthwise = !p->pointwise && p->cg == 1 && p->group > 1 &&
                    p->kh * p->kw <= DW_MAX_TAPS;
-    o.rank = x->shape.rank;
-    o.d[0] = p->n;
-    o.d[1] = p->m;
-    for (int i = 0; i < nsp; i++)
-        o.d[2 + i] = win.out[i];
-    rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
-    if (rc != 0)
-        return rc;
+}
+
+/* Prepares oneDNN's primitives where they serve p: the backward ones when training (their
+ * scratch in c->bwd_scratch_bytes), the forward one (c->scratch_bytes). A primitive that
+ * cannot be prepared leaves p on the hand-written kernels. */
+static void
+conv_pick_dnnl(struct sim_infer *c, struct conv_params *p)
+{
     if (c->training && use_dnnl_bwd(p) != 0) {
         struct sim_dnnl_conv d = { p->n, p->c, p->h, p->w, p->m, p->oh, p->ow, p->kh, p->kw,
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
@@ -247,44 +253,80 @@ infer_conv(struct sim_infer *c)
             c->scratch_bytes = need;
         }
     }
+}
+
+/* The hand-written kernels' plan for p: images per GEMM (p->chunk), the im2col scratch
+ * (c->scratch_bytes, c->bwd_scratch_bytes) and whether training keeps the im2col matrices
+ * (p->save_cols, c->saved_bytes). 0, or the error set on c. */
+static int
+conv_plan_scratch(struct sim_infer *c, struct conv_params *p)
+{
     if (p->kg > INT_MAX || p->mg > INT_MAX || p->oh * p->ow > INT_MAX)
         return sim_infer_unsupported(c, "GEMM dimensions over 2^31");
-    {
-        /* images per GEMM: as many as fit the scratch budget, at least one */
-        double per_image = (double)(p->kg + p->mg) * (double)(p->oh * p->ow) * sizeof(float);
-        double chunk = per_image > 0 ? floor((double)SCRATCH_BUDGET / per_image) : (double)p->n;
-        p->chunk = chunk < 1 ? 1 : chunk > (double)p->n ? p->n : (int64_t)chunk;
-        if (p->chunk < 1)
-            p->chunk = 1;
-        if (p->chunk * p->oh * p->ow > INT_MAX)
-            p->chunk = INT_MAX / (p->oh * p->ow > 0 ? p->oh * p->ow : 1);
-        if (p->depthwise)
-            return 0;
-        /* training with the im2col matrices kept: the whole batch in one GEMM when its
-         * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
-        if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
-            p->group == 1 &&
-            p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
-            per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
-            p->chunk = p->n;
-        if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
-            return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
-        if (!p->pointwise) {
-            /* the hand-written gradients' scratch; oneDNN's runs before them in the same */
-            if (c->training && p->dnnl_bwd != (BWD_DATA | BWD_WEIGHTS) &&
-                (size_t)(per_image * (double)p->chunk) > c->bwd_scratch_bytes)
-                c->bwd_scratch_bytes = (size_t)(per_image * (double)p->chunk);
-            if (!p->dnnl)
-                c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
-        }
-        if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
-            p->group == 1 &&
-            p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
-            p->save_cols = true;
-            c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
-        }
+    /* images per GEMM: as many as fit the scratch budget, at least one */
+    double per_image = (double)(p->kg + p->mg) * (double)(p->oh * p->ow) * sizeof(float);
+    double chunk = per_image > 0 ? floor((double)SCRATCH_BUDGET / per_image) : (double)p->n;
+    p->chunk = chunk < 1 ? 1 : chunk > (double)p->n ? p->n : (int64_t)chunk;
+    if (p->chunk < 1)
+        p->chunk = 1;
+    if (p->chunk * p->oh * p->ow > INT_MAX)
+        p->chunk = INT_MAX / (p->oh * p->ow > 0 ? p->oh * p->ow : 1);
+    if (p->depthwise)
+        return 0;
+    /* training with the im2col matrices kept: the whole batch in one GEMM when its
+     * scratch fits SAVE_BUDGET too (fewer, larger products, which the pool can split) */
+    if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
+        p->group == 1 &&
+        p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET &&
+        per_image * (double)p->n <= (double)SAVE_BUDGET && p->n * p->oh * p->ow <= INT_MAX)
+        p->chunk = p->n;
+    if (!p->pointwise && per_image * (double)p->chunk > (double)((int64_t)1 << 40))
+        return sim_infer_unsupported(c, "an im2col matrix over 1 TiB");
+    if (!p->pointwise) {
+        /* the hand-written gradients' scratch; oneDNN's runs before them in the same */
+        if (c->training && p->dnnl_bwd != (BWD_DATA | BWD_WEIGHTS) &&
+            (size_t)(per_image * (double)p->chunk) > c->bwd_scratch_bytes)
+            c->bwd_scratch_bytes = (size_t)(per_image * (double)p->chunk);
+        if (!p->dnnl)
+            c->scratch_bytes = (size_t)(per_image * (double)p->chunk);
+    }
+    if (c->training && !p->dnnl && !(p->dnnl_bwd & BWD_WEIGHTS) && !p->pointwise &&
+        p->group == 1 &&
+        p->kg * p->n * p->oh * p->ow * (int64_t)sizeof(float) <= SAVE_BUDGET) {
+        p->save_cols = true;
+        c->saved_bytes = (size_t)(p->kg * p->n * p->oh * p->ow) * sizeof(float);
     }
     return 0;
+}
+
+static int
+infer_conv(struct sim_infer *c)
+{
+    const struct sim_tinfo *x = c->in[0], *wt = c->in[1];
+    struct conv_params *p;
+    struct sim_window win;
+    int64_t group, in_sp[3], k_sp[3];
+    struct sim_shape o;
+    int nsp = 0, rc = conv_check(c, &group, &nsp, in_sp, k_sp, &win);
+
+    if (rc != 0)
+        return rc;
+    if (nsp == 3)
+        return sim_conv3d_infer(c, group, &win);     /* op_conv3d.c */
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    conv_params_fill(p, x, wt, group, nsp, in_sp, k_sp, &win);
+    o.rank = x->shape.rank;
+    o.d[0] = p->n;
+    o.d[1] = p->m;
+    for (int i = 0; i < nsp; i++)
+        o.d[2 + i] = win.out[i];
+    rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
+    if (rc != 0)
+        return rc;
+    conv_pick_dnnl(c, p);
+    return conv_plan_scratch(c, p);
 }
 
 int

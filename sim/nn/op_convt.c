@@ -44,30 +44,30 @@ sp_ints(struct sim_infer *c, const char *name, int nsp, int64_t def, int64_t *v)
     return 0;
 }
 
-/* X (N, C, in...), W (C, M/group, k...), B (M): the output (N, M, out...) from strides,
- * pads or auto_pad / output_shape, output_padding and dilations; the column scratch. */
+/* A ConvTranspose's window per spatial dim: the attributes as given and the padding and
+ * output size they make. */
+struct convt_win {
+    int nsp;                        /* spatial dims, 1 to 3 */
+    int64_t k[3], s[3], d[3], op[3], pads[6];
+    int64_t pb[3], pe[3], out[3];   /* padding at the begin and end, output size */
+};
+
+/* Checks the inputs' dtypes and ranks, group against the input and weights, kernel_shape
+ * against the weights; *group, w->nsp and w->k filled. 0, or the error set on c. */
 static int
-infer_convt(struct sim_infer *c)
+convt_check_inputs(struct sim_infer *c, int64_t *group, struct convt_win *w)
 {
     const struct sim_tinfo *x = c->in[0], *wt = c->in[1];
-    struct convt_params *p;
-    int64_t group, k[3], s[3], d[3], op[3], pads[6], pb[3], pe[3], out[3];
-    const int64_t *ks, *os;
-    const char *auto_pad;
-    struct sim_shape o;
-    int nks, nos, nsp, rc = sim_in_dtype(c, 0, sim_dt_float);
+    const int64_t *ks;
+    int nks, rc = sim_in_dtype(c, 0, sim_dt_float);
     char s1[128], s2[128];
 
     if (rc == 0)
         rc = sim_in_dtype(c, 1, sim_dt_float);
     if (rc == 0)
-        rc = sim_ia_int(c, "group", 1, &group);
+        rc = sim_ia_int(c, "group", 1, group);
     if (rc == 0)
         rc = sim_ia_ints(c, "kernel_shape", &ks, &nks);
-    if (rc == 0)
-        rc = sim_ia_ints(c, "output_shape", &os, &nos);
-    if (rc == 0)
-        rc = sim_ia_str(c, "auto_pad", "NOTSET", &auto_pad);
     if (rc != 0)
         return rc;
     if (x->shape.rank < 3 || x->shape.rank > 5 || wt->shape.rank != x->shape.rank)
@@ -75,86 +75,131 @@ infer_convt(struct sim_infer *c)
                               "...) with 1 to 3 spatial dims",
                               sim_shape_fmt(&x->shape, s1, sizeof(s1)),
                               sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
-    nsp = x->shape.rank - 2;
-    if (group < 1 || x->shape.d[1] % group != 0 || wt->shape.d[0] != x->shape.d[1])
+    w->nsp = x->shape.rank - 2;
+    if (*group < 1 || x->shape.d[1] % *group != 0 || wt->shape.d[0] != x->shape.d[1])
         return sim_infer_fail(c, IPUOF_E_SHAPE, "group %lld and weights %s do not fit input %s "
-                              "(weights are (C, M/group, k...))", (long long)group,
+                              "(weights are (C, M/group, k...))", (long long)*group,
                               sim_shape_fmt(&wt->shape, s2, sizeof(s2)),
                               sim_shape_fmt(&x->shape, s1, sizeof(s1)));
-    for (int i = 0; i < nsp; i++) {
-        k[i] = wt->shape.d[2 + i];
-        if (nks >= 0 && (nks != nsp || ks[i] != k[i]))
+    for (int i = 0; i < w->nsp; i++) {
+        w->k[i] = wt->shape.d[2 + i];
+        if (nks >= 0 && (nks != w->nsp || ks[i] != w->k[i]))
             return sim_infer_fail(c, IPUOF_E_SHAPE, "kernel_shape does not match the weights "
                                   "%s", sim_shape_fmt(&wt->shape, s2, sizeof(s2)));
     }
-    rc = sp_ints(c, "strides", nsp, 1, s);
+    return 0;
+}
+
+/* Spatial dim i's padding and output size (w->pb, w->pe, w->out) for an input of len
+ * positions, from output_shape (os of nos values, nos < 0: absent) or auto_pad, else the
+ * pads. 0, or the error set on c. */
+static int
+convt_dim(struct sim_infer *c, struct convt_win *w, int i, int64_t len, const int64_t *os,
+          int nos, const char *auto_pad)
+{
+    const int64_t lim = (int64_t)1 << 20;
+    int nsp = w->nsp;
+    int64_t s = w->s[i], d = w->d[i], op = w->op[i], full;
+
+    if (s > lim || d > lim || op > lim || w->pads[i] < -lim || w->pads[i] > lim ||
+        w->pads[nsp + i] < -lim || w->pads[nsp + i] > lim)
+        return sim_infer_fail(c, IPUOF_E_INVAL, "strides, dilations, pads and "
+                              "output_padding must be below 2^20");
+    full = s * (len - 1) + op + (w->k[i] - 1) * d + 1;
+    if (s < 1 || d < 1 || op < 0 || (op >= s && op >= d))
+        return sim_infer_fail(c, IPUOF_E_INVAL, "strides %lld, dilations %lld and "
+                              "output_padding %lld: strides and dilations must be >= 1 "
+                              "and output_padding smaller than one of them",
+                              (long long)s, (long long)d, (long long)op);
+    if (nos >= 0 || strcmp(auto_pad, "SAME_UPPER") == 0 ||
+        strcmp(auto_pad, "SAME_LOWER") == 0) {
+        int64_t want = nos >= 0 ? os[nos - nsp + i] : len * s;
+        int64_t total;
+        if (want < 1 || want > ((int64_t)1 << 40))
+            return sim_infer_fail(c, IPUOF_E_INVAL, "output_shape %lld is not from 1 to "
+                                  "2^40", (long long)want);
+        total = full - want;
+        if (total < 0)
+            total = 0;   /* a larger output_shape: the extra end stays bias only */
+        if (strcmp(auto_pad, "SAME_UPPER") == 0) {
+            w->pb[i] = total / 2;
+            w->pe[i] = total - total / 2;
+        } else {
+            w->pb[i] = total - total / 2;
+            w->pe[i] = total / 2;
+        }
+        w->out[i] = nos >= 0 ? want : full - w->pb[i] - w->pe[i];
+    } else if (strcmp(auto_pad, "NOTSET") == 0 || strcmp(auto_pad, "VALID") == 0) {
+        bool valid = auto_pad[0] == 'V';
+        w->pb[i] = valid ? 0 : w->pads[i];
+        w->pe[i] = valid ? 0 : w->pads[nsp + i];
+        w->out[i] = full - w->pb[i] - w->pe[i];
+    } else {
+        return sim_infer_fail(c, IPUOF_E_INVAL, "auto_pad '%s' is not one of NOTSET, "
+                              "SAME_UPPER, SAME_LOWER, VALID", auto_pad);
+    }
+    if (w->pb[i] < 0 || w->pe[i] < 0 || w->out[i] < 1)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "pads %lld, %lld leave no output in "
+                              "spatial dim %d", (long long)w->pb[i], (long long)w->pe[i], i);
+    return 0;
+}
+
+/* Reads output_shape, auto_pad, strides, dilations, output_padding and pads, and makes
+ * every spatial dim's padding and output size (convt_dim). 0, or the error set on c. */
+static int
+convt_window(struct sim_infer *c, struct convt_win *w)
+{
+    const struct sim_tinfo *x = c->in[0];
+    const int64_t *os;
+    const char *auto_pad;
+    int nos, nsp = w->nsp, rc = sim_ia_ints(c, "output_shape", &os, &nos);
+
     if (rc == 0)
-        rc = sp_ints(c, "dilations", nsp, 1, d);
+        rc = sim_ia_str(c, "auto_pad", "NOTSET", &auto_pad);
     if (rc == 0)
-        rc = sp_ints(c, "output_padding", nsp, 0, op);
+        rc = sp_ints(c, "strides", nsp, 1, w->s);
     if (rc == 0)
-        rc = sp_ints(c, "pads", 2 * nsp, 0, pads);
+        rc = sp_ints(c, "dilations", nsp, 1, w->d);
+    if (rc == 0)
+        rc = sp_ints(c, "output_padding", nsp, 0, w->op);
+    if (rc == 0)
+        rc = sp_ints(c, "pads", 2 * nsp, 0, w->pads);
     if (rc != 0)
         return rc;
     if (nos >= 0 && nos != nsp && nos != nsp + 2)
         return sim_infer_fail(c, IPUOF_E_INVAL, "output_shape has %d values; give the %d "
                               "spatial dims", nos, nsp);
-    for (int i = 0; i < nsp; i++) {
-        const int64_t lim = (int64_t)1 << 20;
-        int64_t full;
-        if (s[i] > lim || d[i] > lim || op[i] > lim || pads[i] < -lim || pads[i] > lim ||
-            pads[nsp + i] < -lim || pads[nsp + i] > lim)
-            return sim_infer_fail(c, IPUOF_E_INVAL, "strides, dilations, pads and "
-                                  "output_padding must be below 2^20");
-        full = s[i] * (x->shape.d[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1;
-        if (s[i] < 1 || d[i] < 1 || op[i] < 0 || (op[i] >= s[i] && op[i] >= d[i]))
-            return sim_infer_fail(c, IPUOF_E_INVAL, "strides %lld, dilations %lld and "
-                                  "output_padding %lld: strides and dilations must be >= 1 "
-                                  "and output_padding smaller than one of them",
-                                  (long long)s[i], (long long)d[i], (long long)op[i]);
-        if (nos >= 0 || strcmp(auto_pad, "SAME_UPPER") == 0 ||
-            strcmp(auto_pad, "SAME_LOWER") == 0) {
-            int64_t want = nos >= 0 ? os[nos - nsp + i] : x->shape.d[2 + i] * s[i];
-            int64_t total;
-            if (want < 1 || want > ((int64_t)1 << 40))
-                return sim_infer_fail(c, IPUOF_E_INVAL, "output_shape %lld is not from 1 to "
-                                      "2^40", (long long)want);
-            total = full - want;
-            if (total < 0)
-                total = 0;   /* a larger output_shape: the extra end stays bias only */
-            if (strcmp(auto_pad, "SAME_UPPER") == 0) {
-                pb[i] = total / 2;
-                pe[i] = total - total / 2;
-            } else {
-                pb[i] = total - total / 2;
-                pe[i] = total / 2;
-            }
-            out[i] = nos >= 0 ? want : full - pb[i] - pe[i];
-        } else if (strcmp(auto_pad, "NOTSET") == 0 || strcmp(auto_pad, "VALID") == 0) {
-            bool valid = auto_pad[0] == 'V';
-            pb[i] = valid ? 0 : pads[i];
-            pe[i] = valid ? 0 : pads[nsp + i];
-            out[i] = full - pb[i] - pe[i];
-        } else {
-            return sim_infer_fail(c, IPUOF_E_INVAL, "auto_pad '%s' is not one of NOTSET, "
-                                  "SAME_UPPER, SAME_LOWER, VALID", auto_pad);
-        }
-        if (pb[i] < 0 || pe[i] < 0 || out[i] < 1)
-            return sim_infer_fail(c, IPUOF_E_SHAPE, "pads %lld, %lld leave no output in "
-                                  "spatial dim %d", (long long)pb[i], (long long)pe[i], i);
-    }
-    if (sim_has_in(c, 2)) {
-        rc = sim_in_dtype(c, 2, sim_dt_float);
-        if (rc != 0)
-            return rc;
-        if (c->in[2]->shape.rank != 1 || c->in[2]->shape.d[0] != wt->shape.d[1] * group)
-            return sim_infer_fail(c, IPUOF_E_SHAPE, "bias %s must be (%lld)",
-                                  sim_shape_fmt(&c->in[2]->shape, s1, sizeof(s1)),
-                                  (long long)(wt->shape.d[1] * group));
-    }
-    p = sim_params(c, sizeof(*p));
-    if (p == NULL)
-        return IPUOF_E_NOMEM;
+    for (int i = 0; i < nsp && rc == 0; i++)
+        rc = convt_dim(c, w, i, x->shape.d[2 + i], os, nos, auto_pad);
+    return rc;
+}
+
+/* Checks the optional bias B (M = weights' dim 1 x group). 0, or the error set on c. */
+static int
+convt_check_bias(struct sim_infer *c, int64_t group)
+{
+    const struct sim_tinfo *wt = c->in[1];
+    char s1[128];
+    int rc;
+
+    if (!sim_has_in(c, 2))
+        return 0;
+    rc = sim_in_dtype(c, 2, sim_dt_float);
+    if (rc != 0)
+        return rc;
+    if (c->in[2]->shape.rank != 1 || c->in[2]->shape.d[0] != wt->shape.d[1] * group)
+        return sim_infer_fail(c, IPUOF_E_SHAPE, "bias %s must be (%lld)",
+                              sim_shape_fmt(&c->in[2]->shape, s1, sizeof(s1)),
+                              (long long)(wt->shape.d[1] * group));
+    return 0;
+}
+
+/* The sizes of p from input x, weights wt, group and window w, spatial dims padded to 3
+ * with leading unit dims. */
+static void
+convt_params_fill(struct convt_params *p, const struct sim_tinfo *x,
+                  const struct sim_tinfo *wt, int64_t group, const struct convt_win *w)
+{
     p->n = x->shape.d[0];
     p->c = x->shape.d[1];
     p->group = group;
@@ -163,22 +208,46 @@ infer_convt(struct sim_infer *c)
     p->m = p->mg * group;
     p->kn = p->pin = p->pout = 1;
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - nsp);  /* spatial dim j, or a leading unit dim */
+        int j = i - (3 - w->nsp);  /* spatial dim j, or a leading unit dim */
         p->in[i] = j >= 0 ? x->shape.d[2 + j] : 1;
-        p->out[i] = j >= 0 ? out[j] : 1;
-        p->k[i] = j >= 0 ? k[j] : 1;
-        p->s[i] = j >= 0 ? s[j] : 1;
-        p->d[i] = j >= 0 ? d[j] : 1;
-        p->pb[i] = j >= 0 ? pb[j] : 0;
+        p->out[i] = j >= 0 ? w->out[j] : 1;
+        p->k[i] = j >= 0 ? w->k[j] : 1;
+        p->s[i] = j >= 0 ? w->s[j] : 1;
+        p->d[i] = j >= 0 ? w->d[j] : 1;
+        p->pb[i] = j >= 0 ? w->pb[j] : 0;
         p->kn *= p->k[i];
         p->pin *= p->in[i];
         p->pout *= p->out[i];
     }
+}
+
+/* X (N, C, in...), W (C, M/group, k...), B (M): the output (N, M, out...) from strides,
+ * pads or auto_pad / output_shape, output_padding and dilations; the column scratch. */
+static int
+infer_convt(struct sim_infer *c)
+{
+    const struct sim_tinfo *x = c->in[0], *wt = c->in[1];
+    struct convt_params *p;
+    struct convt_win w;
+    int64_t group;
+    struct sim_shape o;
+    int rc = convt_check_inputs(c, &group, &w);
+
+    if (rc == 0)
+        rc = convt_window(c, &w);
+    if (rc == 0)
+        rc = convt_check_bias(c, group);
+    if (rc != 0)
+        return rc;
+    p = sim_params(c, sizeof(*p));
+    if (p == NULL)
+        return IPUOF_E_NOMEM;
+    convt_params_fill(p, x, wt, group, &w);
     o.rank = x->shape.rank;
     o.d[0] = p->n;
     o.d[1] = p->m;
-    for (int i = 0; i < nsp; i++)
-        o.d[2 + i] = out[i];
+    for (int i = 0; i < w.nsp; i++)
+        o.d[2 + i] = w.out[i];
     rc = sim_set_out(c, 0, SIM_DTYPE_FLOAT, &o);
     if (rc != 0)
         return rc;

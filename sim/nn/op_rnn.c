@@ -376,6 +376,60 @@ fwd_rnn(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/* GRU without linear_before_reset, step at time t: the reset gate's gradient through
+ * d(r * H_prev) = dh_pre Rh (into dg, drp, and the H_prev carry dhc), and Rh's share of dR
+ * (dr, NULL when not wanted). g and hp are the step's gates and previous state, rh the
+ * saved r * H_prev; drh is scratch (N, H). */
+static void
+gru_reset_bwd(const struct rnn_params *p, const float *r, const float *g, const float *hp,
+              const float *rh, int64_t t, float *dg, float *drp, float *drh, float *dhc,
+              float *dr)
+{
+    int64_t N = p->N, H = p->H, GH = p->G * H;
+    const float *dgt = dg + t * p->ts * GH;
+
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)H, (int)H,
+                1.0f, dgt + 2 * H, (int)(p->ns * GH), r + 2 * H * H, (int)H, 0.0f, drh,
+                (int)H);
+    for (int64_t n = 0; n < N; n++) {
+        const float *gr = g + n * GH;
+        float *dgr = dg + (t * p->ts + n * p->ns) * GH;
+        for (int64_t j = 0; j < H; j++) {
+            float rg = gr[H + j], hprev = hp[n * H + j];
+            float drg = drh[n * H + j] * hprev * rg * (1.0f - rg);
+            dgr[H + j] = drp[n * GH + H + j] = drg;
+            dhc[n * H + j] += drh[n * H + j] * rg;
+        }
+    }
+    if (dr != NULL)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)H, (int)H, (int)N,
+                    1.0f, dgt + 2 * H, (int)(p->ns * GH), rh, (int)H, 1.0f,
+                    dr + 2 * H * H, (int)H);
+}
+
+/* The input path of one direction, from the gates' gradients dg (T x N, GH): the bias
+ * (db, Wb then Rb; NULL when not wanted), dX += dg W (dx) and dW += dg^T X (dw). */
+static void
+bwd_input_path(const struct rnn_params *p, const struct sim_kern *k, const float *dg,
+               const float *w, float *db, float *dx, float *dw)
+{
+    int64_t T = p->T, N = p->N, H = p->H, GH = p->G * H;
+
+    /* GRU without linear_before_reset: Rbh sits with the input projection */
+    for (int64_t row = 0; db != NULL && row < T * N; row++)
+        for (int64_t j = 0; j < GH; j++) {
+            db[j] += dg[row * GH + j];
+            if (p->gru && !p->lbr && j >= 2 * H)
+                db[GH + j] += dg[row * GH + j];
+        }
+    if (dx != NULL)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(T * N), (int)p->in_sz, (int)GH,
+                    1.0f, dg, (int)GH, w, (int)p->in_sz, 1.0f, dx, (int)p->in_sz);
+    if (dw != NULL)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)GH, (int)p->in_sz, (int)(T * N),
+                    1.0f, dg, (int)GH, k->in[IN_X].data, (int)p->in_sz, 1.0f, dw, (int)p->in_sz);
+}
+
 /* One direction of the backward; sc: backward scratch. */
 static void
 bwd_dir(const struct rnn_params *p, const struct sim_kern *k, const struct sim_tensor *dout,
@@ -461,27 +515,8 @@ bwd_dir(const struct rnn_params *p, const struct sim_kern *k, const struct sim_t
                 }
             }
         }
-        if (p->gru && !p->lbr) {
-            /* d(r * H_prev) = dh_pre Rh; dr and the H_prev path from it */
-            const float *dgt = dg + t * p->ts * GH;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)H, (int)H,
-                        1.0f, dgt + 2 * H, (int)(p->ns * GH), r + 2 * H * H, (int)H, 0.0f, drh,
-                        (int)H);
-            for (int64_t n = 0; n < N; n++) {
-                const float *gr = g + n * GH;
-                float *dgr = dg + (t * p->ts + n * p->ns) * GH;
-                for (int64_t j = 0; j < H; j++) {
-                    float rg = gr[H + j], hprev = hp[n * H + j];
-                    float drg = drh[n * H + j] * hprev * rg * (1.0f - rg);
-                    dgr[H + j] = drp[n * GH + H + j] = drg;
-                    dhc[n * H + j] += drh[n * H + j] * rg;
-                }
-            }
-            if (dr != NULL)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)H, (int)H, (int)N,
-                            1.0f, dgt + 2 * H, (int)(p->ns * GH), rh, (int)H, 1.0f,
-                            dr + 2 * H * H, (int)H);
-        }
+        if (p->gru && !p->lbr)
+            gru_reset_bwd(p, r, g, hp, rh, t, dg, drp, drh, dhc, dr);
         /* the recurrent path: H_prev carry (+)= drp R, dR += drp^T H_prev, dRb += sum drp */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)H, (int)GH, 1.0f,
                     drp, (int)GH, r, (int)H, p->gru ? 1.0f : 0.0f, dhc, (int)H);
@@ -492,19 +527,7 @@ bwd_dir(const struct rnn_params *p, const struct sim_kern *k, const struct sim_t
             for (int64_t j = 0; j < GH; j++)
                 db[GH + j] += drp[n * GH + j];
     }
-    /* GRU without linear_before_reset: Rbh sits with the input projection */
-    for (int64_t row = 0; db != NULL && row < T * N; row++)
-        for (int64_t j = 0; j < GH; j++) {
-            db[j] += dg[row * GH + j];
-            if (p->gru && !p->lbr && j >= 2 * H)
-                db[GH + j] += dg[row * GH + j];
-        }
-    if (dx != NULL)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(T * N), (int)p->in_sz, (int)GH,
-                    1.0f, dg, (int)GH, w, (int)p->in_sz, 1.0f, dx, (int)p->in_sz);
-    if (dw != NULL)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)GH, (int)p->in_sz, (int)(T * N),
-                    1.0f, dg, (int)GH, k->in[IN_X].data, (int)p->in_sz, 1.0f, dw, (int)p->in_sz);
+    bwd_input_path(p, k, dg, w, db, dx, dw);
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < H; j++) {
             if (dh0 != NULL)

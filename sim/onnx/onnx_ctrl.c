@@ -332,26 +332,17 @@ emit_body(struct flat *F, const struct scope *s, const Onnx__GraphProto *g,
     return rc;
 }
 
-/* Loop -> `trips` copies of the body (see the file comment). in/out are the node's operands
- * as flat names. */
+/* Checks Loop node np (labelled label) and its body: their operand counts, named body
+ * outputs, a trip count and initial condition known when the model loads, and the unrolled
+ * size. *trips (0 when the initial condition is false), *n_carried and *n_scan filled.
+ * 0, or the error set on F. */
 static int
-expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
-            const char *const *in, const char *const *out, const char *prefix, int depth)
+loop_check(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
+           const Onnx__GraphProto *body, const char *label, int64_t *trips,
+           size_t *n_carried, size_t *n_scan)
 {
-    const Onnx__GraphProto *body = graph_attr(np, "body");
-    char label[300];
-    size_t n_carried, n_scan;
-    int64_t trips = 0, cond = 1, yes = 1;
-    const char **cur = NULL, **bin = NULL, **bout = NULL, ***scan = NULL;
-    const int64_t **kin = NULL;
-    int64_t *iters = NULL;
-    struct scope hoisted;
-    bool have_hoisted = false;
-    int rc = 0;
+    int64_t cond = 1;
 
-    label_of(np, label, sizeof(label));
-    if (body == NULL)
-        return sim_err_set(F->err, IPUOF_E_INVAL, "%s has no 'body' graph attribute", label);
     if (np->n_input < 2 || body->n_input != np->n_input || body->n_output < 1 ||
         body->n_output < body->n_input - 1 || np->n_output != body->n_output - 1)
         return sim_err_set(F->err, IPUOF_E_INVAL, "%s: the body takes %zu inputs and gives "
@@ -363,37 +354,91 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
         if (body->output[i] == NULL || ctrl_nz(body->output[i]->name)[0] == '\0')
             return sim_err_set(F->err, IPUOF_E_INVAL, "%s: body output %zu has no name",
                                label, i);
-    n_carried = np->n_input - 2;
-    n_scan = body->n_output - 1 - n_carried;
+    *n_carried = np->n_input - 2;
+    *n_scan = body->n_output - 1 - *n_carried;
     if (np->input[0] == NULL || ctrl_nz(np->input[0])[0] == '\0')
         return sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s has no trip count: a loop that "
                            "runs until a data-dependent condition cannot be unrolled; give it "
                            "a trip count that is a Constant or an initializer (poptorch."
                            "for_loop's count)", label);
-    if (!known_scalar(s, np->input[0], &trips, 0))
+    if (!known_scalar(s, np->input[0], trips, 0))
         return sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: its trip count '%s' is computed "
                            "at run time (a graph input or from data); loops are unrolled when "
                            "the model loads, so the trip count must be a Constant or an "
                            "initializer (poptorch.for_loop's count is a Python int)", label,
                            np->input[0]);
-    if (trips < 0)
+    if (*trips < 0)
         return sim_err_set(F->err, IPUOF_E_INVAL, "%s: trip count %" PRId64 " is negative; "
-                           "it must be 0 or more", label, trips);
+                           "it must be 0 or more", label, *trips);
     if (ctrl_nz(np->input[1])[0] != '\0' && !known_scalar(s, np->input[1], &cond, 0))
         return sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: its initial condition '%s' is "
                            "computed at run time; only loops whose condition is known when "
                            "the model loads (a Constant, or none) can be unrolled", label,
                            np->input[1]);
     if (cond == 0)
-        trips = 0;
-    if (trips > 0 && (size_t)trips > SIM_MAX_NODES / (body->n_node + n_scan + 2))
+        *trips = 0;
+    if (*trips > 0 && (size_t)*trips > SIM_MAX_NODES / (body->n_node + *n_scan + 2))
         return sim_err_set(F->err, IPUOF_E_TOO_LARGE, "%s: %" PRId64 " iterations of a body "
                            "of %zu nodes unroll past the limit of %d nodes; use fewer "
-                           "iterations", label, trips, body->n_node, SIM_MAX_NODES);
-    if (trips == 0 && n_scan > 0)
+                           "iterations", label, *trips, body->n_node, SIM_MAX_NODES);
+    if (*trips == 0 && *n_scan > 0)
         return sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s runs zero times and has %zu scan "
                            "outputs, which would be empty tensors of unknown shape; give it "
-                           "a trip count of 1 or more", label, n_scan);
+                           "a trip count of 1 or more", label, *n_scan);
+    return 0;
+}
+
+/* After iteration it of the Loop labelled label, whose body ran on inputs bin (known
+ * values kin): the body's condition output must be known; when it is false the loop stops
+ * after this iteration (*trips = it + 1). 0, or the error set on F. */
+static int
+loop_cond_after(struct flat *F, const struct scope *s, const Onnx__GraphProto *body,
+                const char **bin, const int64_t **kin, const char *label, int64_t it,
+                int64_t *trips)
+{
+    struct scope probe;
+    int64_t c_out;
+    int rc = scope_init(F, &probe, s, body, body->n_input + 1);
+
+    for (size_t i = 0; rc == 0 && i < body->n_input; i++)
+        if (body->input[i] != NULL && ctrl_nz(body->input[i]->name)[0] != '\0')
+            rc = scope_put(F, &probe, body->input[i]->name, bin[i], kin[i]);
+    if (rc == 0 && !known_scalar(&probe, body->output[0]->name, &c_out, 0))
+        rc = sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: the body's condition "
+                         "output '%s' is computed from data, so the number of "
+                         "iterations is only known at run time; loops are unrolled "
+                         "when the model loads: make the condition a Constant true "
+                         "or the body's condition input passed through, and set the "
+                         "trip count", label, body->output[0]->name);
+    else if (rc == 0 && c_out == 0 && it + 1 < *trips)
+        *trips = it + 1;     /* stops after this iteration */
+    scope_fini(&probe);
+    return rc;
+}
+
+/* Loop -> `trips` copies of the body (see the file comment). in/out are the node's operands
+ * as flat names. */
+static int
+expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
+            const char *const *in, const char *const *out, const char *prefix, int depth)
+{
+    const Onnx__GraphProto *body = graph_attr(np, "body");
+    char label[300];
+    size_t n_carried = 0, n_scan = 0;
+    int64_t trips = 0, yes = 1;
+    const char **cur = NULL, **bin = NULL, **bout = NULL, ***scan = NULL;
+    const int64_t **kin = NULL;
+    int64_t *iters = NULL;
+    struct scope hoisted;
+    bool have_hoisted = false;
+    int rc = 0;
+
+    label_of(np, label, sizeof(label));
+    if (body == NULL)
+        return sim_err_set(F->err, IPUOF_E_INVAL, "%s has no 'body' graph attribute", label);
+    rc = loop_check(F, s, np, body, label, &trips, &n_carried, &n_scan);
+    if (rc != 0)
+        return rc;
     cur = calloc(n_carried + 1, sizeof(*cur));
     bin = calloc(body->n_input + 1, sizeof(*bin));
     bout = calloc(body->n_output + 1, sizeof(*bout));
@@ -421,7 +466,6 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
     for (int64_t it = 0; rc == 0 && it < trips; it++) {
         char tag[48];
         const char *iprefix, *iname, *cname;
-        int64_t c_out;
         snprintf(tag, sizeof(tag), "it%" PRId64 "/", it);
         iprefix = ctrl_cat(F, prefix, tag, "");
         iname = ctrl_fresh(F, prefix, "iter");
@@ -445,26 +489,8 @@ expand_loop(struct flat *F, const struct scope *s, const Onnx__NodeProto *np,
             kin[2 + j] = NULL;
         }
         rc = emit_body(F, s, body, iprefix, bin, kin, &hoisted, bout, depth + 1);
-        if (rc != 0)
-            break;
-        /* the body's condition output must be known to stay true */
-        {
-            struct scope probe;
-            rc = scope_init(F, &probe, s, body, body->n_input + 1);
-            for (size_t i = 0; rc == 0 && i < body->n_input; i++)
-                if (body->input[i] != NULL && ctrl_nz(body->input[i]->name)[0] != '\0')
-                    rc = scope_put(F, &probe, body->input[i]->name, bin[i], kin[i]);
-            if (rc == 0 && !known_scalar(&probe, body->output[0]->name, &c_out, 0))
-                rc = sim_err_set(F->err, IPUOF_E_UNSUPPORTED, "%s: the body's condition "
-                                 "output '%s' is computed from data, so the number of "
-                                 "iterations is only known at run time; loops are unrolled "
-                                 "when the model loads: make the condition a Constant true "
-                                 "or the body's condition input passed through, and set the "
-                                 "trip count", label, body->output[0]->name);
-            else if (rc == 0 && c_out == 0 && it + 1 < trips)
-                trips = it + 1;     /* stops after this iteration */
-            scope_fini(&probe);
-        }
+        if (rc == 0)
+            rc = loop_cond_after(F, s, body, bin, kin, label, it, &trips);
         for (size_t j = 0; rc == 0 && j < n_carried; j++)
             cur[j] = bout[1 + j];
         for (size_t j = 0; rc == 0 && j < n_scan; j++)

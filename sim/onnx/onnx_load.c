@@ -566,12 +566,13 @@ find_opset(struct loader *L, const Onnx__ModelProto *mp)
     return 0;
 }
 
+/* Checks the graph's node and tensor counts against the limits and makes the model's
+ * arrays for them (values, nodes, inputs, outputs) and the name map. 0, or the error set. */
 static int
-load_graph(struct loader *L, const Onnx__GraphProto *g)
+graph_alloc(struct loader *L, const Onnx__GraphProto *g)
 {
     struct sim_model *m = L->m;
     uint64_t nv = (uint64_t)g->n_initializer + g->n_input;
-    int rc;
 
     if (g->n_node > SIM_MAX_NODES)
         return sim_err_set(L->err, IPUOF_E_TOO_LARGE, "the graph has %zu nodes, over the "
@@ -598,8 +599,17 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
     if (m->vals == NULL || m->nodes == NULL || m->inputs == NULL || m->outputs == NULL ||
         m->in_needs_const == NULL || !sim_strmap_init(&L->names, (size_t)nv))
         return nomem(L);
+    return 0;
+}
 
-    /* Every initializer's data goes into one flat buffer, m->weights (see model.h). */
+/* Every initializer into one flat buffer, m->weights (see model.h), each a value of the
+ * model. 0, or the error set. */
+static int
+load_initializers(struct loader *L, const Onnx__GraphProto *g)
+{
+    struct sim_model *m = L->m;
+    int rc;
+
     for (size_t i = 0; i < g->n_initializer; i++)
         if (g->initializer[i] != NULL)
             m->weights_bytes += ALIGN_UP(sim_pb_tensor_bytes(g->initializer[i]));
@@ -623,6 +633,17 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
             return rc;
         m->vals[idx].dtype = m->vals[idx].init->dtype;
     }
+    return 0;
+}
+
+/* The graph inputs that are not initializers: values of the model with their dtype and
+ * shape (m->inputs). 0, or the error set. */
+static int
+load_inputs(struct loader *L, const Onnx__GraphProto *g)
+{
+    struct sim_model *m = L->m;
+    int rc;
+
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *vi = g->input[i];
         int idx;
@@ -644,12 +665,18 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
                                m->vals[idx].dtype);
         m->inputs[m->n_in++] = idx;
     }
-    for (size_t k = 0; k < g->n_node; k++) {
-        rc = copy_node(L, g->node[k], (int)k, &m->nodes[k]);
-        m->n_nodes = (int)k + 1;
-        if (rc != 0)
-            return rc;
-    }
+    return 0;
+}
+
+/* Each node's inputs by value index (an empty name: -1), and its guard resolved; every
+ * named input must be some node's output, an initializer or a graph input. 0, or the error
+ * set. */
+static int
+link_node_inputs(struct loader *L, const Onnx__GraphProto *g)
+{
+    struct sim_model *m = L->m;
+    int rc;
+
     for (size_t k = 0; k < g->n_node; k++) {
         const Onnx__NodeProto *np = g->node[k];
         for (size_t j = 0; j < np->n_input; j++) {
@@ -667,6 +694,17 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
         if (rc != 0)
             return rc;
     }
+    return 0;
+}
+
+/* The graph outputs (m->outputs), a node's output taking the dtype the graph declares for
+ * it. 0, or the error set (also when there is none). */
+static int
+load_outputs(struct loader *L, const Onnx__GraphProto *g)
+{
+    struct sim_model *m = L->m;
+    int rc;
+
     for (size_t i = 0; i < g->n_output; i++) {
         const Onnx__ValueInfoProto *vi = g->output[i];
         int idx = vi != NULL ? sim_strmap_get(&L->names, nz(vi->name)) : -1;
@@ -688,7 +726,27 @@ load_graph(struct loader *L, const Onnx__GraphProto *g)
     }
     if (m->n_out == 0)
         return sim_err_set(L->err, IPUOF_E_INVAL, "the graph has no outputs");
-    return topo_sort(L);
+    return 0;
+}
+
+static int
+load_graph(struct loader *L, const Onnx__GraphProto *g)
+{
+    int rc = graph_alloc(L, g);
+
+    if (rc == 0)
+        rc = load_initializers(L, g);
+    if (rc == 0)
+        rc = load_inputs(L, g);
+    for (size_t k = 0; rc == 0 && k < g->n_node; k++) {
+        rc = copy_node(L, g->node[k], (int)k, &L->m->nodes[k]);
+        L->m->n_nodes = (int)k + 1;
+    }
+    if (rc == 0)
+        rc = link_node_inputs(L, g);
+    if (rc == 0)
+        rc = load_outputs(L, g);
+    return rc != 0 ? rc : topo_sort(L);
 }
 
 int

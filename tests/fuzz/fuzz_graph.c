@@ -113,6 +113,85 @@ ints_attr(struct sim_ob *b, struct rd *r, const char *name, size_t n, int64_t lo
 /* Split over IPUs: node k goes to IPU ipu_of[k] (never decreasing), or -1: one IPU. */
 static int ipu_of[8];
 
+/* An op with index operands (Slice, Gather, Pad, CumSum) on x of rank xr into out. */
+static void
+add_index_node(struct sim_ob *b, struct rd *r, const struct opdef *d, const char *nm,
+               char in[][32], const char *x, int xr, const char *out)
+{
+    if (strcmp(d->op, "Slice") == 0) {
+        size_t n = (size_t)pick(r, 1, 3);
+        int_init(b, r, in[0], n, -6, 6);
+        int_init(b, r, in[1], n, -6, 6);
+        int_init(b, r, in[2], n, -5, 4);
+        int_init(b, r, in[3], n, -2, 3);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0], in[1], in[2], in[3]}, 5,
+                      (const char *const[]){out}, 1);
+    } else if (strcmp(d->op, "Gather") == 0) {
+        int_init(b, r, in[0], (size_t)pick(r, 1, 4), -5, 5);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0]}, 2,
+                      (const char *const[]){out}, 1);
+        sim_ob_attr_int(b, "axis", pick(r, -4, 3));
+    } else if (strcmp(d->op, "Pad") == 0) {
+        static const char *const modes[] = {"constant", "reflect", "edge"};
+        int_init(b, r, in[0], (size_t)(2 * xr), -2, 4);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0]}, 2,
+                      (const char *const[]){out}, 1);
+        sim_ob_attr_str(b, "mode", modes[byte(r) % 3]);
+    } else { /* CumSum */
+        int_init(b, r, in[0], 1, -4, 3);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0]}, 2,
+                      (const char *const[]){out}, 1);
+        sim_ob_attr_int(b, "reverse", byte(r) & 1);
+    }
+}
+
+/* One of the other ops (Transpose, Concat, Split, Clip, Cast, Where, and those taking an
+ * axis attribute) on x of rank xr into out. */
+static void
+add_misc_node(struct sim_ob *b, struct rd *r, const struct opdef *d, const char *nm,
+              char in[][32], const char *x, int xr, const char *out)
+{
+    if (strcmp(d->op, "Transpose") == 0) {
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
+                      (const char *const[]){out}, 1);
+        ints_attr(b, r, "perm", (size_t)xr, -1, 4);
+    } else if (strcmp(d->op, "Concat") == 0) {
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x, x}, 2,
+                      (const char *const[]){out}, 1);
+        sim_ob_attr_int(b, "axis", pick(r, -4, 3));
+    } else if (strcmp(d->op, "Split") == 0) {
+        char o2[40];
+        snprintf(o2, sizeof o2, "%s_b", out);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
+                      (const char *const[]){out, o2}, 2);
+        sim_ob_attr_int(b, "axis", pick(r, -4, 3));
+    } else if (strcmp(d->op, "Clip") == 0) {
+        int64_t none[1];
+        float_init(b, r, in[0], 0, none);
+        float_init(b, r, in[1], 0, none);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0], in[1]}, 3,
+                      (const char *const[]){out}, 1);
+    } else if (strcmp(d->op, "Cast") == 0) {
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
+                      (const char *const[]){out}, 1);
+        sim_ob_attr_int(b, "to", (int64_t)(byte(r) % 12));
+    } else if (strcmp(d->op, "Where") == 0) {
+        char c0[40];
+        snprintf(c0, sizeof c0, "%s_cond", out);
+        sim_ob_node_v(b, "Greater", "", (const char *const[]){x, x}, 2,
+                      (const char *const[]){c0}, 1);
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){c0, x, x}, 3,
+                      (const char *const[]){out}, 1);
+    } else { /* Softmax, LogSoftmax, Flatten, ReduceMax, ArgMax: an axis attribute */
+        sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
+                      (const char *const[]){out}, 1);
+        if (strcmp(d->op, "ReduceMax") == 0)
+            ints_attr(b, r, "axes", (size_t)pick(r, 1, 2), -4, 3);
+        else
+            sim_ob_attr_int(b, "axis", pick(r, -5, 4));
+    }
+}
+
 /* Appends node k reading x (rank about xr): writes its output's name into out. */
 static void
 add_node(struct sim_ob *b, struct rd *r, int k, const char *x, int xr, char *out, size_t len)
@@ -162,32 +241,7 @@ add_node(struct sim_ob *b, struct rd *r, int k, const char *x, int xr, char *out
                       (const char *const[]){out}, 1);
         break;
     case IDX_IN:
-        if (strcmp(d->op, "Slice") == 0) {
-            size_t n = (size_t)pick(r, 1, 3);
-            int_init(b, r, in[0], n, -6, 6);
-            int_init(b, r, in[1], n, -6, 6);
-            int_init(b, r, in[2], n, -5, 4);
-            int_init(b, r, in[3], n, -2, 3);
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0], in[1], in[2], in[3]}, 5,
-                          (const char *const[]){out}, 1);
-        } else if (strcmp(d->op, "Gather") == 0) {
-            int_init(b, r, in[0], (size_t)pick(r, 1, 4), -5, 5);
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0]}, 2,
-                          (const char *const[]){out}, 1);
-            sim_ob_attr_int(b, "axis", pick(r, -4, 3));
-        } else if (strcmp(d->op, "Pad") == 0) {
-            static const char *const modes[] = {"constant", "reflect", "edge"};
-            int_init(b, r, in[0], (size_t)(2 * xr), -2, 4);
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0]}, 2,
-                          (const char *const[]){out}, 1);
-            sim_ob_attr_str(b, "mode", modes[byte(r) % 3]);
-        } else { /* CumSum */
-            int_init(b, r, in[0], 1, -4, 3);
-            dims[0] = 1;
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0]}, 2,
-                          (const char *const[]){out}, 1);
-            sim_ob_attr_int(b, "reverse", byte(r) & 1);
-        }
+        add_index_node(b, r, d, nm, in, x, xr, out);
         break;
     case AXES_IN: /* opset 13: axes as an operand */
         int_init(b, r, in[0], (size_t)pick(r, 1, 3), -4, 4);
@@ -233,45 +287,7 @@ add_node(struct sim_ob *b, struct rd *r, int k, const char *x, int xr, char *out
         break;
     }
     case MISC:
-        if (strcmp(d->op, "Transpose") == 0) {
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
-                          (const char *const[]){out}, 1);
-            ints_attr(b, r, "perm", (size_t)xr, -1, 4);
-        } else if (strcmp(d->op, "Concat") == 0) {
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x, x}, 2,
-                          (const char *const[]){out}, 1);
-            sim_ob_attr_int(b, "axis", pick(r, -4, 3));
-        } else if (strcmp(d->op, "Split") == 0) {
-            char o2[40];
-            snprintf(o2, sizeof o2, "%s_b", out);
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
-                          (const char *const[]){out, o2}, 2);
-            sim_ob_attr_int(b, "axis", pick(r, -4, 3));
-        } else if (strcmp(d->op, "Clip") == 0) {
-            int64_t none[1];
-            float_init(b, r, in[0], 0, none);
-            float_init(b, r, in[1], 0, none);
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x, in[0], in[1]}, 3,
-                          (const char *const[]){out}, 1);
-        } else if (strcmp(d->op, "Cast") == 0) {
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
-                          (const char *const[]){out}, 1);
-            sim_ob_attr_int(b, "to", (int64_t)(byte(r) % 12));
-        } else if (strcmp(d->op, "Where") == 0) {
-            char c0[40];
-            snprintf(c0, sizeof c0, "%s_cond", out);
-            sim_ob_node_v(b, "Greater", "", (const char *const[]){x, x}, 2,
-                          (const char *const[]){c0}, 1);
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){c0, x, x}, 3,
-                          (const char *const[]){out}, 1);
-        } else { /* Softmax, LogSoftmax, Flatten, ReduceMax, ArgMax: an axis attribute */
-            sim_ob_node_v(b, d->op, nm, (const char *const[]){x}, 1,
-                          (const char *const[]){out}, 1);
-            if (strcmp(d->op, "ReduceMax") == 0)
-                ints_attr(b, r, "axes", (size_t)pick(r, 1, 2), -4, 3);
-            else
-                sim_ob_attr_int(b, "axis", pick(r, -5, 4));
-        }
+        add_misc_node(b, r, d, nm, in, x, xr, out);
         break;
     }
     if (ipu_of[k] >= 0) { /* the last node written: PopART's placement attributes */

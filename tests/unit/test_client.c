@@ -80,6 +80,7 @@ test_null_handles(void **state)
     assert_int_equal(ipuof_status_report_ipu_count(NULL), 0);
     assert_int_equal(ipuof_status_report_ipu(NULL, 0, &info), IPUOF_E_INVAL);
     assert_string_equal(ipuof_status_report_server_version(NULL), "");
+    assert_string_equal(ipuof_status_report_process_phase(NULL, 0), "");
 }
 
 struct addr_case {

@@ -349,42 +349,19 @@ log_progress(int done, int total, void *user)
     p->n++;
 }
 
+/* Model m as the fake compiled it, its progress in plog: what the daemon said, copied. */
 static void
-test_compile_chunks_progress_run(void **state)
+check_compiled_model(ipuof_model *m, const struct progress_log *plog)
 {
-    struct fake f;
-    struct seen seen = {0};
-    struct ipuof_output_mode modes[1] = {{"loss", IPUOF_OUTPUT_FINAL, 0}};
-    struct progress_log plog = {0};
-    struct ipuof_model_opts o = {.name = "unit-model", .device_iterations = 2, .replicas = 2,
-                                 .default_output_kind = IPUOF_OUTPUT_ALL,
-                                 .output_modes = modes, .n_output_modes = 1, .no_cache = 1,
-                                 .progress = log_progress, .progress_user = &plog};
-    uint8_t *bytes = malloc(MODEL_LEN);
-    ipuof_client *c;
-    ipuof_model *m = NULL, *m8 = NULL;
-    struct ipuof_tensor t, in[2];
+    struct ipuof_tensor t;
     int64_t step[8];
-    float x[32];
-    int64_t y[8];
     unsigned ipu;
     uint64_t total;
-    float *img;
 
-    (void)state;
-    assert_non_null(bytes);
-    fill_model(bytes, MODEL_LEN);
-    fake_start(&f, script_main, SMALL_PAYLOAD, 0);
-    f.ctx = &seen;
-    c = new_attached(&f, 2000);
-    assert_int_equal(ipuof_model_compile(c, bytes, MODEL_LEN, &o, &m), IPUOF_OK);
-    assert_non_null(m);
-
-    /* What the daemon said, copied. */
-    assert_int_equal(plog.n, 2);
-    assert_int_equal(plog.done[0], 1);
-    assert_int_equal(plog.done[1], 2);
-    assert_int_equal(plog.total[1], 2);
+    assert_int_equal(plog->n, 2);
+    assert_int_equal(plog->done[0], 1);
+    assert_int_equal(plog->done[1], 2);
+    assert_int_equal(plog->total[1], 2);
     assert_int_equal(ipuof_model_input_count(m), 2);
     assert_int_equal(ipuof_model_output_count(m), 2);
     assert_int_equal(ipuof_model_device_iterations(m), 2);
@@ -414,6 +391,61 @@ test_compile_chunks_progress_run(void **state)
     assert_int_equal(ipuof_model_memory(m, 2, NULL, NULL, NULL, NULL, NULL, NULL),
                      IPUOF_E_INVAL);
     assert_int_equal(ipuof_model_output(m, 0, &t), IPUOF_E_STATE);
+}
+
+/* Model 8 (from bytes): a run of 800 images is more than one 1024-byte frame carries;
+ * a wrong shape and the oversized run are refused locally, saying what would fit. */
+static void
+check_run_too_large(ipuof_client *c, const uint8_t *bytes)
+{
+    ipuof_model *m8 = NULL;
+    struct ipuof_tensor in[1];
+    float *img;
+
+    assert_int_equal(ipuof_model_compile(c, bytes, 100, NULL, &m8), IPUOF_OK);
+    img = calloc(800 * 28 * 28, sizeof *img);
+    assert_non_null(img);
+    in[0] = (struct ipuof_tensor){"img", IPUOF_DTYPE_FLOAT, 4, {8, 1, 28, 28}, img,
+                                  8 * 28 * 28 * 4};
+    assert_error(c, ipuof_model_run(m8, in, 1), IPUOF_E_SHAPE,
+                 "input 'img' has shape [8, 1, 28, 28] but the model expects [800, 1, 28, 28] "
+                 "(micro-batch 8 x 100 device iterations x 1 replica)");
+    in[0] = (struct ipuof_tensor){"img", IPUOF_DTYPE_FLOAT, 4, {800, 1, 28, 28}, img,
+                                  800 * 28 * 28 * 4};
+    assert_error(c, ipuof_model_run(m8, in, 1), IPUOF_E_TOO_LARGE, "accepts at most 1024");
+    assert_non_null(strstr(ipuof_client_errmsg(c), "fewer device iterations"));
+    assert_non_null(strstr(ipuof_client_errmsg(c), "max_payload_bytes"));
+    free(img);
+    ipuof_model_free(m8);
+}
+
+static void
+test_compile_chunks_progress_run(void **state)
+{
+    struct fake f;
+    struct seen seen = {0};
+    struct ipuof_output_mode modes[1] = {{"loss", IPUOF_OUTPUT_FINAL, 0}};
+    struct progress_log plog = {0};
+    struct ipuof_model_opts o = {.name = "unit-model", .device_iterations = 2, .replicas = 2,
+                                 .default_output_kind = IPUOF_OUTPUT_ALL,
+                                 .output_modes = modes, .n_output_modes = 1, .no_cache = 1,
+                                 .progress = log_progress, .progress_user = &plog};
+    uint8_t *bytes = malloc(MODEL_LEN);
+    ipuof_client *c;
+    ipuof_model *m = NULL;
+    struct ipuof_tensor t, in[2];
+    float x[32];
+    int64_t y[8];
+
+    (void)state;
+    assert_non_null(bytes);
+    fill_model(bytes, MODEL_LEN);
+    fake_start(&f, script_main, SMALL_PAYLOAD, 0);
+    f.ctx = &seen;
+    c = new_attached(&f, 2000);
+    assert_int_equal(ipuof_model_compile(c, bytes, MODEL_LEN, &o, &m), IPUOF_OK);
+    assert_non_null(m);
+    check_compiled_model(m, &plog);
 
     /* Local checks: nothing reaches the fake (its script would fail on a stray frame). */
     m7_inputs(x, y);
@@ -463,23 +495,8 @@ test_compile_chunks_progress_run(void **state)
     assert_int_equal(ipuof_model_output(m, 1, &t), IPUOF_OK);
     assert_true(((const float *)t.data)[0] == 39.0f);
 
-    /* Model 8: a run of 800 images is more than one 1024-byte frame carries. */
-    assert_int_equal(ipuof_model_compile(c, bytes, 100, NULL, &m8), IPUOF_OK);
-    img = calloc(800 * 28 * 28, sizeof *img);
-    assert_non_null(img);
-    in[0] = (struct ipuof_tensor){"img", IPUOF_DTYPE_FLOAT, 4, {8, 1, 28, 28}, img,
-                                  8 * 28 * 28 * 4};
-    assert_error(c, ipuof_model_run(m8, in, 1), IPUOF_E_SHAPE,
-                 "input 'img' has shape [8, 1, 28, 28] but the model expects [800, 1, 28, 28] "
-                 "(micro-batch 8 x 100 device iterations x 1 replica)");
-    in[0] = (struct ipuof_tensor){"img", IPUOF_DTYPE_FLOAT, 4, {800, 1, 28, 28}, img,
-                                  800 * 28 * 28 * 4};
-    assert_error(c, ipuof_model_run(m8, in, 1), IPUOF_E_TOO_LARGE, "accepts at most 1024");
-    assert_non_null(strstr(ipuof_client_errmsg(c), "fewer device iterations"));
-    assert_non_null(strstr(ipuof_client_errmsg(c), "max_payload_bytes"));
-    free(img);
+    check_run_too_large(c, bytes);
 
-    ipuof_model_free(m8);
     ipuof_model_free(m);
     ipuof_client_free(c);
     fake_stop(&f);

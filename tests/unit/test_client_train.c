@@ -364,43 +364,14 @@ script_train(struct fake *f, int fd)
     fs_expect_eof(f, fd);
 }
 
+/* Training model m as the fake compiled it: accumulation 3, 2 device iterations, weight
+ * w (5, 3) trainable and b frozen, nothing past them. */
 static void
-test_training_api(void **state)
+check_training_model(ipuof_model *m)
 {
-    static const char *const frozen[] = {"b"};
-    struct ipuof_output_mode modes[] = {{"loss", IPUOF_OUTPUT_ALL, 0}};
-    struct ipuof_model_opts o = {.name = "unit-train", .device_iterations = 2,
-                                 .micro_batch = 4, .output_modes = modes,
-                                 .n_output_modes = 1};
-    struct ipuof_training_opts t = {.loss = "loss", .gradient_accumulation = 3,
-                                    .accumulation_reduction = IPUOF_REDUCTION_SUM,
-                                    .seed = 42, .frozen_weights = frozen,
-                                    .n_frozen_weights = 1};
-    struct ipuof_model_opts io = {.device_iterations = 5};
-    struct ipuof_optimizer opt;
-    uint8_t model[MODEL_LEN], want_saved[SAVED_LEN];
-    float w[15], want_w[15], b[3], want_b[3], small[8], x[24 * 5];
-    int64_t y[24];
-    struct ipuof_tensor ti, in[2];
-    char path[] = "/tmp/ipuof-train-XXXXXX";
-    ipuof_model *m = NULL, *inf = NULL;
-    ipuof_client *c;
-    void *buf = (void *)1;
-    size_t len = 1;
-    void *saved;
+    struct ipuof_tensor ti;
     int kind = 0;
-    int fd;
-    struct fake f;
 
-    (void)state;
-    fill(model, sizeof model, 7);
-    weight_values(want_w, want_b);
-    assert_int_equal(ipuof_optimizer_init(&t.optimizer, IPUOF_OPTIMIZER_ADAMW), IPUOF_OK);
-    t.optimizer.lr = 0.002f;
-    fake_start(&f, script_train, 1u << 20, 0);
-    c = new_attached(&f, 3000);
-
-    assert_int_equal(ipuof_model_compile_training(c, model, sizeof model, &o, &t, &m), IPUOF_OK);
     assert_int_equal(ipuof_model_is_training(m), 1);
     assert_int_equal(ipuof_model_gradient_accumulation(m), 3);
     assert_int_equal(ipuof_model_device_iterations(m), 2);
@@ -418,6 +389,69 @@ test_training_api(void **state)
     assert_string_equal(ti.name, "b");
     assert_int_equal(kind, IPUOF_WEIGHT_FROZEN);
     assert_int_equal(ipuof_model_weight_info(m, 2, &ti, &kind), IPUOF_E_INVAL);
+}
+
+/* Training model m saved to a file holds the fake's bytes; a save of inf whose reply's
+ * sizes disagree is refused, handing out nothing. */
+static void
+check_saves(ipuof_client *c, ipuof_model *m, ipuof_model *inf)
+{
+    uint8_t want_saved[SAVED_LEN];
+    char path[] = "/tmp/ipuof-train-XXXXXX";
+    void *buf = (void *)1;
+    size_t len = 1;
+    void *saved;
+    int fd;
+
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ipuof_model_save_onnx(m, path), IPUOF_OK);
+    saved = read_file(path, &len);
+    assert_non_null(saved);
+    assert_int_equal(len, SAVED_LEN);
+    fill(want_saved, sizeof want_saved, 3);
+    assert_memory_equal(saved, want_saved, SAVED_LEN);
+    free(saved);
+    unlink(path);
+    assert_error(c, ipuof_model_save_onnx_buffer(inf, &buf, &len), IPUOF_E_PROTO,
+                 "announcing 3001 model bytes with 3000 payload bytes");
+    assert_null(buf);
+    assert_int_equal(len, 0);
+}
+
+static void
+test_training_api(void **state)
+{
+    static const char *const frozen[] = {"b"};
+    struct ipuof_output_mode modes[] = {{"loss", IPUOF_OUTPUT_ALL, 0}};
+    struct ipuof_model_opts o = {.name = "unit-train", .device_iterations = 2,
+                                 .micro_batch = 4, .output_modes = modes,
+                                 .n_output_modes = 1};
+    struct ipuof_training_opts t = {.loss = "loss", .gradient_accumulation = 3,
+                                    .accumulation_reduction = IPUOF_REDUCTION_SUM,
+                                    .seed = 42, .frozen_weights = frozen,
+                                    .n_frozen_weights = 1};
+    struct ipuof_model_opts io = {.device_iterations = 5};
+    struct ipuof_optimizer opt;
+    uint8_t model[MODEL_LEN];
+    float w[15], want_w[15], b[3], want_b[3], small[8], x[24 * 5];
+    int64_t y[24];
+    struct ipuof_tensor in[2];
+    ipuof_model *m = NULL, *inf = NULL;
+    ipuof_client *c;
+    struct fake f;
+
+    (void)state;
+    fill(model, sizeof model, 7);
+    weight_values(want_w, want_b);
+    assert_int_equal(ipuof_optimizer_init(&t.optimizer, IPUOF_OPTIMIZER_ADAMW), IPUOF_OK);
+    t.optimizer.lr = 0.002f;
+    fake_start(&f, script_train, 1u << 20, 0);
+    c = new_attached(&f, 3000);
+
+    assert_int_equal(ipuof_model_compile_training(c, model, sizeof model, &o, &t, &m), IPUOF_OK);
+    check_training_model(m);
 
     /* Local checks: nothing reaches the fake. The run's dim 0 counts A. */
     memset(x, 0, sizeof x);
@@ -469,22 +503,7 @@ test_training_api(void **state)
                  "buffer given holds 32");
     assert_int_equal(ipuof_model_copy_weights(inf, m), IPUOF_OK);
 
-    /* Save to a file, then a reply whose sizes disagree. */
-    fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    assert_int_equal(ipuof_model_save_onnx(m, path), IPUOF_OK);
-    saved = read_file(path, &len);
-    assert_non_null(saved);
-    assert_int_equal(len, SAVED_LEN);
-    fill(want_saved, sizeof want_saved, 3);
-    assert_memory_equal(saved, want_saved, SAVED_LEN);
-    free(saved);
-    unlink(path);
-    assert_error(c, ipuof_model_save_onnx_buffer(inf, &buf, &len), IPUOF_E_PROTO,
-                 "announcing 3001 model bytes with 3000 payload bytes");
-    assert_null(buf);
-    assert_int_equal(len, 0);
+    check_saves(c, m, inf);
 
     /* Still in step. */
     memset(b, 0, sizeof b);
@@ -644,6 +663,82 @@ infer_diff(ipuof_model *m, float *x, int64_t *y, const float *w, const float *b)
     return linear_maxdiff(x, w, b, t.data);
 }
 
+/* The last step's gradient of a trained weight ("gradient:<w>" over read_weights) of
+ * training model m, the same when read twice; wrong sizes, names and the inference model
+ * inf refused. Its values against torch's .grad: python/tests/test_executor_api.py. */
+static void
+gradient_checks(ipuof_client *c, ipuof_model *m, ipuof_model *inf)
+{
+    float g[RN * RK], g2[RN * RK], gb[RN];
+    float nz = 0.0f;
+
+    assert_int_equal(ipuof_model_read_gradient(m, "W", g, sizeof g), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_gradient(m, "W", g2, sizeof g2), IPUOF_OK);
+    assert_memory_equal(g, g2, sizeof g);
+    for (size_t i = 0; i < RN * RK; i++)
+        nz += g[i] < 0 ? -g[i] : g[i];
+    assert_true(nz > 0.0f);
+    assert_int_equal(ipuof_model_read_gradient(m, "b", gb, sizeof gb), IPUOF_OK);
+    assert_error(c, ipuof_model_read_gradient(m, "W", g, 4), IPUOF_E_SHAPE, "bytes");
+    assert_error(c, ipuof_model_read_gradient(m, "nope", g, sizeof g), IPUOF_E_NOTFOUND,
+                 "nope");
+    assert_error(c, ipuof_model_read_gradient(inf, "W", g, sizeof g), IPUOF_E_INVAL,
+                 "no gradients");
+    print_message("  %s\n", ipuof_client_errmsg(c));
+}
+
+/* The optimizer state and parameter groups of training model m over the protocol (after
+ * 21 runs of 2 device iterations): the step count read and written, wrong names, sizes
+ * and the inference model inf refused; a group naming no weight refused, one group taken,
+ * more than the maximum refused. */
+static void
+optimizer_state_checks(ipuof_client *c, ipuof_model *m, ipuof_model *inf)
+{
+    static const char *const wname[] = {"W"}, *const nope[] = {"nope"};
+    struct ipuof_optimizer_group grp = {.lr = 0.2f, .weights = wname, .n_weights = 1};
+    struct ipuof_optimizer_group bad = {.lr = 0.2f, .weights = nope, .n_weights = 1};
+    int64_t steps = 0;
+    float st[RN * RK];
+
+    struct ipuof_optimizer opt;
+
+    /* 20 runs and 1 more, of 2 device iterations each */
+    assert_int_equal(ipuof_model_read_state(m, "optimizer:step", &steps, sizeof steps),
+                     IPUOF_OK);
+    assert_int_equal(steps, 42);
+    assert_error(c, ipuof_model_read_state(m, "optimizer:momentum_buffer:W", st, sizeof st),
+                 IPUOF_E_NOTFOUND, "keeps no state tensor");
+    print_message("  %s\n", ipuof_client_errmsg(c));
+    assert_error(c, ipuof_model_read_state(m, "optimizer:step", st, 4), IPUOF_E_SHAPE,
+                 "bytes");
+    assert_error(c, ipuof_model_read_state(m, "W", st, sizeof st), IPUOF_E_NOTFOUND,
+                 "not an optimizer state name");
+    assert_error(c, ipuof_model_read_state(inf, "optimizer:step", &steps, sizeof steps),
+                 IPUOF_E_INVAL, "does not train");
+    steps = 3;
+    assert_int_equal(ipuof_model_write_state(m, "optimizer:step", &steps, sizeof steps),
+                     IPUOF_OK);
+    steps = -1;
+    assert_error(c, ipuof_model_write_state(m, "optimizer:step", &steps, sizeof steps),
+                 IPUOF_E_INVAL, "negative");
+    assert_int_equal(ipuof_model_read_state(m, "optimizer:step", &steps, sizeof steps),
+                     IPUOF_OK);
+    assert_int_equal(steps, 3);
+    ipuof_optimizer_init(&opt, IPUOF_OPTIMIZER_SGD);
+    opt.lr = 0.1f;
+    opt.n_groups = 1;
+    opt.groups = &bad;
+    assert_error(c, ipuof_model_set_optimizer(m, &opt), IPUOF_E_NOTFOUND,
+                 "'nope', which is not a weight");
+    opt.groups = &grp;
+    assert_int_equal(ipuof_model_set_optimizer(m, &opt), IPUOF_OK);
+    opt.n_groups = IPUOF_OPTIMIZER_MAX_GROUPS + 1;
+    assert_error(c, ipuof_model_set_optimizer(m, &opt), IPUOF_E_INVAL,
+                 "at most 32");
+    opt.n_groups = 0;
+    opt.groups = NULL;
+}
+
 static void
 test_real_daemon(void **state)
 {
@@ -728,24 +823,7 @@ test_real_daemon(void **state)
 
     /* The last step's gradient of a trained weight ("gradient:<w>" over read_weights);
      * its values against torch's .grad: python/tests/test_executor_api.py. */
-    {
-        float g[RN * RK], g2[RN * RK], gb[RN];
-        float nz = 0.0f;
-
-        assert_int_equal(ipuof_model_read_gradient(m, "W", g, sizeof g), IPUOF_OK);
-        assert_int_equal(ipuof_model_read_gradient(m, "W", g2, sizeof g2), IPUOF_OK);
-        assert_memory_equal(g, g2, sizeof g);
-        for (size_t i = 0; i < RN * RK; i++)
-            nz += g[i] < 0 ? -g[i] : g[i];
-        assert_true(nz > 0.0f);
-        assert_int_equal(ipuof_model_read_gradient(m, "b", gb, sizeof gb), IPUOF_OK);
-        assert_error(c, ipuof_model_read_gradient(m, "W", g, 4), IPUOF_E_SHAPE, "bytes");
-        assert_error(c, ipuof_model_read_gradient(m, "nope", g, sizeof g), IPUOF_E_NOTFOUND,
-                     "nope");
-        assert_error(c, ipuof_model_read_gradient(inf, "W", g, sizeof g), IPUOF_E_INVAL,
-                     "no gradients");
-        print_message("  %s\n", ipuof_client_errmsg(c));
-    }
+    gradient_checks(c, m, inf);
 
     /* setOptimizer; the kind cannot change. */
     to.optimizer.lr = 0.1f;
@@ -756,49 +834,7 @@ test_real_daemon(void **state)
     assert_int_not_equal(rc, IPUOF_OK);
 
     /* The optimizer state and parameter groups over the protocol. */
-    {
-        static const char *const wname[] = {"W"}, *const nope[] = {"nope"};
-        struct ipuof_optimizer_group grp = {.lr = 0.2f, .weights = wname, .n_weights = 1};
-        struct ipuof_optimizer_group bad = {.lr = 0.2f, .weights = nope, .n_weights = 1};
-        int64_t steps = 0;
-        float st[RN * RK];
-
-        /* 20 runs and 1 more, of 2 device iterations each */
-        assert_int_equal(ipuof_model_read_state(m, "optimizer:step", &steps, sizeof steps),
-                         IPUOF_OK);
-        assert_int_equal(steps, 42);
-        assert_error(c, ipuof_model_read_state(m, "optimizer:momentum_buffer:W", st, sizeof st),
-                     IPUOF_E_NOTFOUND, "keeps no state tensor");
-        print_message("  %s\n", ipuof_client_errmsg(c));
-        assert_error(c, ipuof_model_read_state(m, "optimizer:step", st, 4), IPUOF_E_SHAPE,
-                     "bytes");
-        assert_error(c, ipuof_model_read_state(m, "W", st, sizeof st), IPUOF_E_NOTFOUND,
-                     "not an optimizer state name");
-        assert_error(c, ipuof_model_read_state(inf, "optimizer:step", &steps, sizeof steps),
-                     IPUOF_E_INVAL, "does not train");
-        steps = 3;
-        assert_int_equal(ipuof_model_write_state(m, "optimizer:step", &steps, sizeof steps),
-                         IPUOF_OK);
-        steps = -1;
-        assert_error(c, ipuof_model_write_state(m, "optimizer:step", &steps, sizeof steps),
-                     IPUOF_E_INVAL, "negative");
-        assert_int_equal(ipuof_model_read_state(m, "optimizer:step", &steps, sizeof steps),
-                         IPUOF_OK);
-        assert_int_equal(steps, 3);
-        ipuof_optimizer_init(&to.optimizer, IPUOF_OPTIMIZER_SGD);
-        to.optimizer.lr = 0.1f;
-        to.optimizer.n_groups = 1;
-        to.optimizer.groups = &bad;
-        assert_error(c, ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_E_NOTFOUND,
-                     "'nope', which is not a weight");
-        to.optimizer.groups = &grp;
-        assert_int_equal(ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_OK);
-        to.optimizer.n_groups = IPUOF_OPTIMIZER_MAX_GROUPS + 1;
-        assert_error(c, ipuof_model_set_optimizer(m, &to.optimizer), IPUOF_E_INVAL,
-                     "at most 32");
-        to.optimizer.n_groups = 0;
-        to.optimizer.groups = NULL;
-    }
+    optimizer_state_checks(c, m, inf);
 
     /* Saved, compiled again: the trained weights. */
     assert_int_equal(ipuof_model_save_onnx_buffer(m, &buf, &blen), IPUOF_OK);

@@ -330,6 +330,12 @@ IPUOF_API size_t ipuof_status_report_process_count(const ipuof_status_report *r)
 /* Fills *p for process i (0-based index into the report); IPUOF_E_INVAL when out of range. */
 IPUOF_API int ipuof_status_report_process(const ipuof_status_report *r, size_t i,
                                           struct ipuof_job_process *p);
+/* The phase of process i's job: "gather-attach" (its processes attach), "ready",
+ * "gather-compile", "compiling", "gather-run", "running", "ended"; "" from a daemon that
+ * does not say, or when i is out of range. Borrowed from the report. (A function rather
+ * than a field of struct ipuof_job_process, whose layout old binaries hold.) */
+IPUOF_API const char *ipuof_status_report_process_phase(const ipuof_status_report *r,
+                                                        size_t i);
 
 /* A host of the daemon's Pod ([pod] in its config), as it reports it. */
 enum ipuof_pod_host_state {
