@@ -15,8 +15,8 @@
  * An activation read on another IPU lives in its producer's arena until the send after
  * the producing stage's forward, and in a copy in the reader's arena from the receive
  * before the first reading stage to its last reader there (struct sim_xfer).
- * Training adds the backward timeline (exe.h): a forward node's inputs and outputs live
- * until its backward step, gradients of activations, saved state and backward scratch get
+ * Training adds the backward timeline (exe.h): a forward node's inputs and outputs that its
+ * gradient rule reads (the op table's bwd_reads) live until its backward step, gradients of activations, saved state and backward scratch get
  * arena blocks like activations do, and each IPU also accounts the gradient accumulators
  * and optimizer state of the trainable weights it holds.
  * A value a recomputed node produces (recompute.c) has two blocks: the forward's copy until
@@ -183,11 +183,11 @@ liveness(struct sim_exe *e)
     }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        /* a node's backward step reads its inputs and outputs, as its recompute does */
-        int until = n->bstep >= 0 ? F + n->bstep : n->rstep >= 0 ? F + n->rstep : s;
+        /* a node's recompute reads its inputs; its backward step what its rule reads */
+        int bs = n->bstep >= 0 ? F + n->bstep : -1, rs = n->rstep >= 0 ? F + n->rstep : s;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            int u = until;
+            int until = bs >= 0 && sim_op_bwd_reads_in(n->op, j) ? bs : rs, u = until;
             if (v == NULL || v->kind != SIM_V_ACT)
                 continue;
             if (v->producer >= 0 && e->nodes[v->producer].rstep >= 0) {
@@ -211,17 +211,18 @@ liveness(struct sim_exe *e)
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT && n->rstep >= 0) {
-                v->first = s;
-                if (v->last < s)
-                    v->last = s;
-                v->rfirst = F + n->rstep;
+            int until = bs >= 0 && sim_op_bwd_reads_out(n->op, j) ? bs : rs;
+            if (v == NULL || v->kind != SIM_V_ACT)
+                continue;
+            v->first = s;
+            if (v->last < s)
+                v->last = s;
+            if (n->rstep >= 0) {
+                v->rfirst = rs;
                 if (v->rlast < until)
                     v->rlast = until;
-            } else if (v != NULL && v->kind == SIM_V_ACT) {
-                v->first = s;
-                if (v->last < until)
-                    v->last = until;
+            } else if (v->last < until) {
+                v->last = until;
             }
         }
     }
@@ -330,8 +331,8 @@ read_here_from(const struct sim_exe *e, int v, int k, int from)
     return false;
 }
 
-/* The bytes of the input streams stage k reads first on its IPU in a node whose backward
- * or recompute reads them again: inputs of the stage, stashed with it under Pipeline
+/* The bytes of the input streams stage k reads first on its IPU in a node whose gradient
+ * rule (bwd_reads) or recompute reads them again: inputs of the stage, stashed with it under Pipeline
  * recomputation. */
 static uint64_t
 stage_streams(const struct sim_exe *e, int k)
@@ -352,7 +353,8 @@ stage_streams(const struct sim_exe *e, int k)
             }
             for (i = 0; i < j && n->in[i] != v; i++)
                 ;
-            if (t == s && i == j && (n->bstep >= 0 || n->rstep >= 0))
+            if (t == s && i == j &&
+                ((n->bstep >= 0 && sim_op_bwd_reads_in(n->op, j)) || n->rstep >= 0))
                 b += align_up(e->vals[v].bytes);
         }
     }

@@ -456,6 +456,16 @@ int sim_exec_bind(struct sim_exe *e, struct sim_err *err);
 /* train.c: allocates the accumulators and optimizer state, binds the backward kernels. */
 int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 
+/* train.c: the kernel node s's gradient rule runs with in lane L: src (its bound backward
+ * kernel) when nothing changes, else dst, a copy with its views in views[]
+ * (SIM_RC_MAX_VIEWS): repointed at the recomputed copies (sim_recompute_kern) when the
+ * node's are, and NULL for each activation the rule does not read (the op table's
+ * bwd_reads): plan.c frees those before the backward step, so a rule reading one fails
+ * loudly rather than reading another tensor. */
+const struct sim_kern *sim_train_bwd_kern(const struct sim_exe *e, unsigned L, int s,
+                                          const struct sim_kern *src, struct sim_kern *dst,
+                                          struct sim_tensor *views);
+
 /* train.c: replica 0's accumulator becomes the reduced gradient of all replicas (and, with
  * e->tr->xr, of every executable's). 0, or the xreduce's error (e->tr->xfailed set). */
 int sim_train_reduce(struct sim_exe *e, struct sim_err *err);

@@ -106,7 +106,46 @@ struct sim_op {
     uint32_t grad_inputs;       /* bit i: input i is differentiable (bit 31 covers every
                                  * input from 31 on, for variadic ops) */
     const char *domain;         /* NULL: ai.onnx; else the custom domain ("ai.graphcore") */
+    uint32_t bwd_reads;         /* what backward reads of the forward's values (enum
+                                 * sim_bwd_reads): every op with a backward declares it
+                                 * (tests/unit/test_sim_ops.c checks the tables) */
 };
+
+/*
+ * What an op's gradient rule reads of its forward's inputs and outputs (its saved state
+ * is read anyway): the memory plan keeps a forward value alive until the backward step
+ * of a node only when that node's rule reads it, as PopART keeps what each op's grad op
+ * reads (a MatMul's inputs, a Softmax's output, nothing of an Add). A rule reads no other
+ * forward value than it declares; the gradient tests run with that plan, so a missing bit
+ * is a wrong gradient. SIM_BWD_DECL marks a declaration (SIM_BWD_NONE: reads nothing);
+ * 0 (undeclared) is taken as SIM_BWD_ALL. Bit SIM_BWD_IN(11) covers inputs 11 on, and
+ * SIM_BWD_OUT(11) outputs 11 on.
+ */
+enum sim_bwd_reads {
+    SIM_BWD_DECL = 1u << 31,
+    SIM_BWD_NONE = SIM_BWD_DECL,
+    SIM_BWD_INS = SIM_BWD_DECL | 0xfffu,
+    SIM_BWD_OUTS = SIM_BWD_DECL | 0xfff0000u,
+    SIM_BWD_ALL = SIM_BWD_INS | SIM_BWD_OUTS
+};
+
+#define SIM_BWD_IN(i) (SIM_BWD_DECL | 1u << (i))
+#define SIM_BWD_OUT(j) (SIM_BWD_DECL | 1u << (16 + (j)))
+
+/* Whether op's gradient rule reads forward input i. */
+static inline bool
+sim_op_bwd_reads_in(const struct sim_op *op, int i)
+{
+    return !(op->bwd_reads & SIM_BWD_DECL) || (op->bwd_reads >> (i < 11 ? i : 11)) & 1u;
+}
+
+/* Whether op's gradient rule reads forward output j. */
+static inline bool
+sim_op_bwd_reads_out(const struct sim_op *op, int j)
+{
+    return !(op->bwd_reads & SIM_BWD_DECL) ||
+           (op->bwd_reads >> (16 + (j < 11 ? j : 11))) & 1u;
+}
 
 /* Whether input i of op carries a gradient. */
 static inline bool

@@ -352,8 +352,10 @@ bwd_gemm(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
 }
 
 const struct sim_op sim_ops_matmul[] = {
-    { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, bwd_matmul, 3u, NULL },
-    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, bwd_gemm, 7u, NULL },
+    { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, bwd_matmul, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) },
+    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, bwd_gemm, 7u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) | SIM_BWD_IN(2) },
 };
 
 const int sim_ops_matmul_count = (int)(sizeof(sim_ops_matmul) / sizeof(sim_ops_matmul[0]));

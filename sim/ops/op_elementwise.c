@@ -576,11 +576,16 @@ bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
 #define CODE_EW 3072u
 
 const struct sim_op sim_ops_elementwise[] = {
-    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, bwd_binary, 3u, NULL },
-    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, bwd_binary, 3u, NULL },
-    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, bwd_binary, 3u, NULL },
-    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, bwd_binary, 3u, NULL },
-    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, bwd_binary, 3u, NULL },
+    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_NONE },
+    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_NONE },
+    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) },
+    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) },
+    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_ALL },
 };
 
 const int sim_ops_elementwise_count =

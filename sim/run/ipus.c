@@ -283,10 +283,8 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
                     return rc;
                 continue;
             }
-            if (e->nodes[bs->node].rviews) {    /* reads recomputed copies */
-                sim_recompute_kern(e, L, &e->nodes[bs->node], kp, &kk, vv);
-                kp = &kk;
-            }
+            /* recomputed copies, and NULL for what the rule does not read */
+            kp = sim_train_bwd_kern(e, L, bs->node, kp, &kk, vv);
             for (int z = bs->zero_start; z < bs->zero_end; z++) {
                 const struct sim_gzero *gz = &tr->zero[z];
                 memset(ar + *gz->off, 0, gz->bytes);    /* gz->ipu == p: a stage's own */
