@@ -405,16 +405,16 @@ bwd_transpose(const struct sim_kern *k, const struct sim_tensor *dout, struct si
 #define CODE_COPY 2048u
 
 const struct sim_op sim_ops_shape[] = {
-    { "Reshape", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_reshape, fwd_copy_data,
+    { "Reshape", 1, 1, 2, 1, 1, 1u << 1, SIM_OPF_VIEW, CODE_COPY, infer_reshape, fwd_copy_data,
       bwd_copy_data, 1u, NULL, SIM_BWD_NONE },
-    { "Flatten", 1, 1, 1, 1, 1, 0, 0, CODE_COPY, infer_flatten, fwd_copy_data, bwd_copy_data,
-      1u, NULL, SIM_BWD_NONE },
-    { "Squeeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_squeeze, fwd_copy_data,
+    { "Flatten", 1, 1, 1, 1, 1, 0, SIM_OPF_VIEW, CODE_COPY, infer_flatten, fwd_copy_data,
       bwd_copy_data, 1u, NULL, SIM_BWD_NONE },
-    { "Unsqueeze", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_COPY, infer_unsqueeze, fwd_copy_data,
+    { "Squeeze", 1, 1, 2, 1, 1, 1u << 1, SIM_OPF_VIEW, CODE_COPY, infer_squeeze, fwd_copy_data,
       bwd_copy_data, 1u, NULL, SIM_BWD_NONE },
-    { "Transpose", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_transpose, fwd_transpose, bwd_transpose,
-      1u, NULL, SIM_BWD_NONE },
+    { "Unsqueeze", 1, 1, 2, 1, 1, 1u << 1, SIM_OPF_VIEW, CODE_COPY, infer_unsqueeze, fwd_copy_data,
+      bwd_copy_data, 1u, NULL, SIM_BWD_NONE },
+    { "Transpose", 1, 1, 1, 1, 1, 0, SIM_OPF_VIEW, 4096u, infer_transpose, fwd_transpose,
+      bwd_transpose, 1u, NULL, SIM_BWD_NONE },
     { "Shape", 1, 1, 1, 1, 1, 0, SIM_OPF_SHAPE_ONLY, 512u, infer_shape, fwd_shape, NULL, 0u,
       NULL },
     { "Constant", 1, 0, 0, 1, 1, 0, 0, 512u, infer_constant, fwd_constant, NULL, 0u, NULL },

@@ -514,8 +514,8 @@ const struct sim_op sim_ops_unary[] = {
     { "Ceil", 1, 1, 1, 1, 1, 0, 0, CODE_EW, infer_ceil, fwd_unary, bwd_unary, 1u, NULL,
       SIM_BWD_NONE },
     { "Clip", 1, 1, 3, 1, 1, 0, 0, CODE_EW, infer_clip, fwd_clip, bwd_clip, 1u, NULL, SIM_BWD_INS },
-    { "Identity", 1, 1, 1, 1, 1, 0, 0, 1024u, infer_identity, fwd_copy, bwd_copy, 1u, NULL,
-      SIM_BWD_NONE },
+    { "Identity", 1, 1, 1, 1, 1, 0, SIM_OPF_VIEW, 1024u, infer_identity, fwd_copy, bwd_copy, 1u,
+      NULL, SIM_BWD_NONE },
     { "Cast", 6, 1, 1, 1, 1, 0, 0, CODE_EW, infer_cast, fwd_cast, bwd_cast, 1u, NULL,
       SIM_BWD_NONE },
     /* Detach: no input is differentiable, so no gradient reaches x through it (as torch's
