@@ -215,9 +215,10 @@ liveness(struct sim_exe *e)
         const struct sim_enode *n = &e->nodes[s];
         /* a node's recompute reads its inputs; its backward step what its rule reads */
         int bs = n->bstep >= 0 ? F + n->bstep : -1, rs = n->rstep >= 0 ? F + n->rstep : s;
+        uint32_t reads = bs >= 0 ? sim_node_bwd_reads(e, s) : 0;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            int until = bs >= 0 && sim_op_bwd_reads_in(n->op, j) ? bs : rs, u = until;
+            int until = bs >= 0 && sim_bwd_reads_in(reads, j) ? bs : rs, u = until;
             if (v == NULL || v->kind != SIM_V_ACT)
                 continue;
             if (v->producer >= 0 && e->nodes[v->producer].rstep >= 0) {
@@ -241,7 +242,7 @@ liveness(struct sim_exe *e)
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
-            int until = bs >= 0 && sim_op_bwd_reads_out(n->op, j) ? bs : rs;
+            int until = bs >= 0 && sim_bwd_reads_out(reads, j) ? bs : rs;
             if (v == NULL || v->kind != SIM_V_ACT)
                 continue;
             v->first = s;
@@ -384,7 +385,8 @@ stage_streams(const struct sim_exe *e, int k)
             for (i = 0; i < j && n->in[i] != v; i++)
                 ;
             if (t == s && i == j &&
-                ((n->bstep >= 0 && sim_op_bwd_reads_in(n->op, j)) || n->rstep >= 0))
+                ((n->bstep >= 0 && sim_bwd_reads_in(sim_node_bwd_reads(e, s), j)) ||
+                 n->rstep >= 0))
                 b += align_up(e->vals[v].bytes);
         }
     }

@@ -240,11 +240,12 @@ needed(const struct sim_exe *e, unsigned char *rec, const int *seg, unsigned cha
         const struct sim_enode *n = &e->nodes[s];
         if (n->bstep < 0)
             continue;
+        uint32_t reads = sim_node_bwd_reads(e, s);
         for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0 && sim_op_bwd_reads_in(n->op, j))
+            if (n->in[j] >= 0 && sim_bwd_reads_in(reads, j))
                 need[n->in[j]] = 1;
         for (int j = 0; j < n->n_out; j++)
-            if (n->out[j] >= 0 && sim_op_bwd_reads_out(n->op, j))
+            if (n->out[j] >= 0 && sim_bwd_reads_out(reads, j))
                 need[n->out[j]] = 1;
     }
     for (int s = e->n_nodes - 1; s >= 0; s--) {

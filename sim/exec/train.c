@@ -151,9 +151,9 @@ sim_train_bwd_kern(const struct sim_exe *e, unsigned L, int s, const struct sim_
 {
     const struct sim_enode *n = &e->nodes[s];
     int ni = n->n_in, no = n->n_out;
+    uint32_t reads = sim_node_bwd_reads(e, s);
 
-    if (ni + no > SIM_RC_MAX_VIEWS ||
-        (!n->rviews && (n->op->bwd_reads == SIM_BWD_ALL || !(n->op->bwd_reads & SIM_BWD_DECL))))
+    if (ni + no > SIM_RC_MAX_VIEWS || (!n->rviews && reads == SIM_BWD_ALL))
         return src;
     if (n->rviews) {
         sim_recompute_kern(e, L, n, src, dst, views);
@@ -165,10 +165,10 @@ sim_train_bwd_kern(const struct sim_exe *e, unsigned L, int s, const struct sim_
         dst->out = views + ni;
     }
     for (int j = 0; j < ni; j++)
-        if (!sim_op_bwd_reads_in(n->op, j) && arena_act(e, n->in[j]))
+        if (!sim_bwd_reads_in(reads, j) && arena_act(e, n->in[j]))
             views[j].data = NULL;
     for (int j = 0; j < no; j++)
-        if (!sim_op_bwd_reads_out(n->op, j) && arena_act(e, n->out[j]))
+        if (!sim_bwd_reads_out(reads, j) && arena_act(e, n->out[j]))
             views[ni + j].data = NULL;
     return dst;
 }

@@ -374,6 +374,10 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
 
+/* autodiff.c: what node s's gradient rule reads of its forward values (sim_op_bwd_reads for
+ * the inputs whose gradients are wanted: differentiable and carrying one). */
+uint32_t sim_node_bwd_reads(const struct sim_exe *e, int s);
+
 /* recompute.c: after autodiff.c's build of the gradient steps and before their lifetimes,
  * picks the nodes the backward recomputes (e->m->recompute, the checkpoints: node attribute
  * __recompute_output_in_backward 1, PopART's RecomputeType::Checkpoint; 2 forces a node's

@@ -111,8 +111,12 @@ struct sim_op {
                                  * input from 31 on, for variadic ops) */
     const char *domain;         /* NULL: ai.onnx; else the custom domain ("ai.graphcore") */
     uint32_t bwd_reads;         /* what backward reads of the forward's values (enum
-                                 * sim_bwd_reads): every op with a backward declares it
-                                 * (tests/unit/test_sim_ops.c checks the tables) */
+                                 * sim_bwd_reads) when every input's gradient is wanted:
+                                 * every op with a backward declares it
+                                 * (tests/unit/test_sim_train_grad.c checks the tables) */
+    uint32_t (*bwd_reads_for)(uint32_t wanted);     /* NULL, or what the rule reads when
+                                 * only the gradients of the inputs in `wanted` (bit i:
+                                 * input i) are (a Mul's dA reads only B) */
 };
 
 /*
@@ -136,19 +140,27 @@ enum sim_bwd_reads {
 #define SIM_BWD_IN(i) (SIM_BWD_DECL | 1u << (i))
 #define SIM_BWD_OUT(j) (SIM_BWD_DECL | 1u << (16 + (j)))
 
-/* Whether op's gradient rule reads forward input i. */
-static inline bool
-sim_op_bwd_reads_in(const struct sim_op *op, int i)
+/* What op's gradient rule reads when the gradients of the inputs in `wanted` are wanted. */
+static inline uint32_t
+sim_op_bwd_reads(const struct sim_op *op, uint32_t wanted)
 {
-    return !(op->bwd_reads & SIM_BWD_DECL) || (op->bwd_reads >> (i < 11 ? i : 11)) & 1u;
+    if (!(op->bwd_reads & SIM_BWD_DECL))
+        return SIM_BWD_ALL;
+    return op->bwd_reads_for != NULL ? op->bwd_reads_for(wanted) | SIM_BWD_DECL
+                                     : op->bwd_reads;
 }
 
-/* Whether op's gradient rule reads forward output j. */
+/* Whether a record r (sim_op_bwd_reads) reads forward input i, or output j. */
 static inline bool
-sim_op_bwd_reads_out(const struct sim_op *op, int j)
+sim_bwd_reads_in(uint32_t r, int i)
 {
-    return !(op->bwd_reads & SIM_BWD_DECL) ||
-           (op->bwd_reads >> (16 + (j < 11 ? j : 11))) & 1u;
+    return (r >> (i < 11 ? i : 11)) & 1u;
+}
+
+static inline bool
+sim_bwd_reads_out(uint32_t r, int j)
+{
+    return (r >> (16 + (j < 11 ? j : 11))) & 1u;
 }
 
 /* Whether input i of op carries a gradient. */
