@@ -274,15 +274,3 @@ out:
     free(to);
     return rc;
 }
-
-uint32_t
-sim_node_bwd_reads(const struct sim_exe *e, int s)
-{
-    const struct sim_enode *n = &e->nodes[s];
-    uint32_t wanted = 0;
-
-    for (int j = 0; j < n->n_in && j < 32; j++)
-        if (n->in[j] >= 0 && sim_op_grad_input(n->op, j) && e->vals[n->in[j]].grad)
-            wanted |= 1u << j;
-    return sim_op_bwd_reads(n->op, wanted);
-}

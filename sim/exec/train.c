@@ -138,41 +138,6 @@ sim_train_bind(struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
-/* Whether value v is an activation of an arena (what plan.c frees). */
-static bool
-arena_act(const struct sim_exe *e, int v)
-{
-    return v >= 0 && e->vals[v].kind == SIM_V_ACT && e->vals[v].out_io < 0;
-}
-
-const struct sim_kern *
-sim_train_bwd_kern(const struct sim_exe *e, unsigned L, int s, const struct sim_kern *src,
-                   struct sim_kern *dst, struct sim_tensor *views)
-{
-    const struct sim_enode *n = &e->nodes[s];
-    int ni = n->n_in, no = n->n_out;
-    uint32_t reads = sim_node_bwd_reads(e, s);
-
-    if (ni + no > SIM_RC_MAX_VIEWS || (!n->rviews && reads == SIM_BWD_ALL))
-        return src;
-    if (n->rviews) {
-        sim_recompute_kern(e, L, n, src, dst, views);
-    } else {
-        *dst = *src;
-        memcpy(views, src->in, (size_t)ni * sizeof(*views));
-        memcpy(views + ni, src->out, (size_t)no * sizeof(*views));
-        dst->in = views;
-        dst->out = views + ni;
-    }
-    for (int j = 0; j < ni; j++)
-        if (!sim_bwd_reads_in(reads, j) && arena_act(e, n->in[j]))
-            views[j].data = NULL;
-    for (int j = 0; j < no; j++)
-        if (!sim_bwd_reads_out(reads, j) && arena_act(e, n->out[j]))
-            views[ni + j].data = NULL;
-    return dst;
-}
-
 struct reduce_run {
     float *g0;
     size_t n;

@@ -300,6 +300,20 @@ struct sim_exe {
                                      * (IPUOF_SIM_PROFILE=1 at compile; sim_exe_node_times) */
 };
 
+/* What node s's gradient rule reads of its forward values: sim_op_bwd_reads for the inputs
+ * whose gradients are wanted (differentiable and carrying one). */
+static inline uint32_t
+sim_node_bwd_reads(const struct sim_exe *e, int s)
+{
+    const struct sim_enode *n = &e->nodes[s];
+    uint32_t wanted = 0;
+
+    for (int j = 0; j < n->n_in && j < 32; j++)
+        if (n->in[j] >= 0 && sim_op_grad_input(n->op, j) && e->vals[n->in[j]].grad)
+            wanted |= 1u << j;
+    return sim_op_bwd_reads(n->op, wanted);
+}
+
 /* The host time a node's kernels took (wall clock of the calling thread, the pool's helpers
  * included), summed over every run, replica and micro-batch; [0] forward, [1] backward. */
 struct sim_node_clock {
@@ -374,9 +388,6 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
 
-/* autodiff.c: what node s's gradient rule reads of its forward values (sim_op_bwd_reads for
- * the inputs whose gradients are wanted: differentiable and carrying one). */
-uint32_t sim_node_bwd_reads(const struct sim_exe *e, int s);
 
 /* recompute.c: after autodiff.c's build of the gradient steps and before their lifetimes,
  * picks the nodes the backward recomputes (e->m->recompute, the checkpoints: node attribute
@@ -460,15 +471,6 @@ int sim_exec_bind(struct sim_exe *e, struct sim_err *err);
 /* train.c: allocates the accumulators and optimizer state, binds the backward kernels. */
 int sim_train_bind(struct sim_exe *e, struct sim_err *err);
 
-/* train.c: the kernel node s's gradient rule runs with in lane L: src (its bound backward
- * kernel) when nothing changes, else dst, a copy with its views in views[]
- * (SIM_RC_MAX_VIEWS): repointed at the recomputed copies (sim_recompute_kern) when the
- * node's are, and NULL for each activation the rule does not read (the op table's
- * bwd_reads): plan.c frees those before the backward step, so a rule reading one fails
- * loudly rather than reading another tensor. */
-const struct sim_kern *sim_train_bwd_kern(const struct sim_exe *e, unsigned L, int s,
-                                          const struct sim_kern *src, struct sim_kern *dst,
-                                          struct sim_tensor *views);
 
 /* train.c: replica 0's accumulator becomes the reduced gradient of all replicas (and, with
  * e->tr->xr, of every executable's). 0, or the xreduce's error (e->tr->xfailed set). */
