@@ -168,7 +168,7 @@ ipu_blocks(const struct sim_exe *e, const struct block *b, size_t nb, const int 
         const struct sim_enode *n = &e->nodes[s];
         int in = n->n_in > 0 ? n->in[0] : -1, out = n->n_out > 0 ? n->out[0] : -1, r, w;
         if (!(n->op->flags & SIM_OPF_VIEW) || in < 0 || out < 0 || vb[out] < 0 ||
-            e->vals[in].ipu != n->ipu)
+            (e->vals[in].kind == SIM_V_ACT && e->vals[in].ipu != n->ipu))
             continue;
         r = root[out] = root[in];
         w = vb[out];
