@@ -15,8 +15,8 @@
  * An activation read on another IPU lives in its producer's arena until the send after
  * the producing stage's forward, and in a copy in the reader's arena from the receive
  * before the first reading stage to its last reader there (struct sim_xfer).
- * Training adds the backward timeline (exe.h): a forward node's inputs and outputs live
- * until its backward step, gradients of activations, saved state and backward scratch get
+ * Training adds the backward timeline (exe.h): a forward node's inputs and outputs that its
+ * gradient rule reads (the op table's bwd_reads) live until its backward step, gradients of activations, saved state and backward scratch get
  * arena blocks like activations do, and each IPU also accounts the gradient accumulators
  * and optimizer state of the trainable weights it holds.
  * A value a recomputed node produces (recompute.c) has two blocks: the forward's copy until
@@ -46,7 +46,7 @@ struct block {
 static int
 block_end(const struct block *b)
 {
-    return b->first2 >= 0 ? b->last2 : b->last;
+    return b->first2 >= 0 && b->last2 > b->last ? b->last2 : b->last;
 }
 
 static bool
@@ -126,37 +126,67 @@ place_blocks(struct block *b, size_t n, int ipu)
     return top;
 }
 
-/* The arena IPU p needs on the IPU: the blocks placed again with their IPU sizes (host_top
- * when none differs), or SIZE_MAX when out of memory. */
-static size_t
-ipu_top(const struct block *b, size_t nb, int p, size_t host_top)
+/* Widens block r's lifetimes to cover block w's (w's first span during r's first, its
+ * second, the recomputed copy's, during r's second when r has one). */
+static void
+cover(struct block *r, const struct block *w)
 {
-    struct block *c;
-    int64_t *offs;
-    bool differ = false;
-    size_t top;
+    int f[2] = { w->first, w->first2 }, l[2] = { w->last, w->last2 };
 
-    for (size_t i = 0; i < nb && !differ; i++)
-        differ = b[i].ipu == p && b[i].ipu_size != 0 && b[i].ipu_size != b[i].size;
-    if (!differ)
-        return host_top;
-    c = malloc((nb + 1) * sizeof(*c));
-    offs = malloc((nb + 1) * sizeof(*offs));
-    if (c == NULL || offs == NULL) {
-        free(c);
-        free(offs);
-        return SIZE_MAX;
+    for (int i = 0; i < 2; i++) {
+        if (f[i] < 0)
+            continue;
+        if (r->first2 >= 0 && f[i] >= r->first2)
+            r->last2 = l[i] > r->last2 ? l[i] : r->last2;
+        else
+            r->last = l[i] > r->last ? l[i] : r->last;
     }
+}
+
+/*
+ * The blocks as the IPU holds them, in c (nb of them, offsets into offs): a convolution's
+ * or matmul's temporaries at their IPU size, and the output of a view op (SIM_OPF_VIEW:
+ * Poplar aliases it) no block of its own: the block of the value it views (its root,
+ * through chains of views) lives until the view's last reader instead. vb[v] is the block
+ * of value v's forward copy and vrb[v] of its recomputed copy (-1: none); c[i] of a view's
+ * recomputed copy becomes its root's second lifetime's extension. A view of a value with
+ * no block (an input stream, a weight) takes nothing either.
+ */
+static void
+ipu_blocks(const struct sim_exe *e, const struct block *b, size_t nb, const int *vb,
+           const int *vrb, int *root, struct block *c, int64_t *offs)
+{
     for (size_t i = 0; i < nb; i++) {
         c[i] = b[i];
         if (c[i].ipu_size != 0)
             c[i].size = c[i].ipu_size;
         c[i].off = &offs[i];
     }
-    top = place_blocks(c, nb, p);
-    free(c);
-    free(offs);
-    return top;
+    for (int v = 0; v < e->m->n_vals; v++)
+        root[v] = v;
+    for (int s = 0; s < e->n_nodes; s++) {
+        const struct sim_enode *n = &e->nodes[s];
+        int in = n->n_in > 0 ? n->in[0] : -1, out = n->n_out > 0 ? n->out[0] : -1, r, w;
+        if (!(n->op->flags & SIM_OPF_VIEW) || in < 0 || out < 0 || vb[out] < 0 ||
+            (e->vals[in].kind == SIM_V_ACT && e->vals[in].ipu != n->ipu))
+            continue;
+        r = root[out] = root[in];
+        w = vb[out];
+        c[w].ipu = -1;                  /* placed nowhere */
+        if (vrb[out] >= 0) {
+            c[vrb[out]].ipu = -1;
+            c[w].first2 = c[vrb[out]].first;
+            c[w].last2 = c[vrb[out]].last;
+        }
+        if (vb[r] < 0)
+            continue;                   /* a view of a stream or a weight */
+        if (vrb[r] >= 0 && c[vb[r]].first2 < 0) {   /* r's two copies as one block */
+            c[vb[r]].first2 = c[vrb[r]].first;
+            c[vb[r]].last2 = c[vrb[r]].last;
+            c[vrb[r]].ipu = -1;
+        }
+        cover(&c[vb[r]], &c[w]);
+    }
 }
 
 /* Steps of the timeline: forward nodes, then backward steps when training. */
@@ -183,11 +213,12 @@ liveness(struct sim_exe *e)
     }
     for (int s = 0; s < e->n_nodes; s++) {
         const struct sim_enode *n = &e->nodes[s];
-        /* a node's backward step reads its inputs and outputs, as its recompute does */
-        int until = n->bstep >= 0 ? F + n->bstep : n->rstep >= 0 ? F + n->rstep : s;
+        /* a node's recompute reads its inputs; its backward step what its rule reads */
+        int bs = n->bstep >= 0 ? F + n->bstep : -1, rs = n->rstep >= 0 ? F + n->rstep : s;
+        uint32_t reads = bs >= 0 ? sim_node_bwd_reads(e, s) : 0;
         for (int j = 0; j < n->n_in; j++) {
             struct sim_val *v = n->in[j] >= 0 ? &e->vals[n->in[j]] : NULL;
-            int u = until;
+            int until = bs >= 0 && sim_bwd_reads_in(reads, j) ? bs : rs, u = until;
             if (v == NULL || v->kind != SIM_V_ACT)
                 continue;
             if (v->producer >= 0 && e->nodes[v->producer].rstep >= 0) {
@@ -211,17 +242,18 @@ liveness(struct sim_exe *e)
         }
         for (int j = 0; j < n->n_out; j++) {
             struct sim_val *v = n->out[j] >= 0 ? &e->vals[n->out[j]] : NULL;
-            if (v != NULL && v->kind == SIM_V_ACT && n->rstep >= 0) {
-                v->first = s;
-                if (v->last < s)
-                    v->last = s;
-                v->rfirst = F + n->rstep;
+            int until = bs >= 0 && sim_bwd_reads_out(reads, j) ? bs : rs;
+            if (v == NULL || v->kind != SIM_V_ACT)
+                continue;
+            v->first = s;
+            if (v->last < s)
+                v->last = s;
+            if (n->rstep >= 0) {
+                v->rfirst = rs;
                 if (v->rlast < until)
                     v->rlast = until;
-            } else if (v != NULL && v->kind == SIM_V_ACT) {
-                v->first = s;
-                if (v->last < until)
-                    v->last = until;
+            } else if (v->last < until) {
+                v->last = until;
             }
         }
     }
@@ -330,8 +362,8 @@ read_here_from(const struct sim_exe *e, int v, int k, int from)
     return false;
 }
 
-/* The bytes of the input streams stage k reads first on its IPU in a node whose backward
- * or recompute reads them again: inputs of the stage, stashed with it under Pipeline
+/* The bytes of the input streams stage k reads first on its IPU in a node whose gradient
+ * rule (bwd_reads) or recompute reads them again: inputs of the stage, stashed with it under Pipeline
  * recomputation. */
 static uint64_t
 stage_streams(const struct sim_exe *e, int k)
@@ -352,7 +384,9 @@ stage_streams(const struct sim_exe *e, int k)
             }
             for (i = 0; i < j && n->in[i] != v; i++)
                 ;
-            if (t == s && i == j && (n->bstep >= 0 || n->rstep >= 0))
+            if (t == s && i == j &&
+                ((n->bstep >= 0 && sim_bwd_reads_in(sim_node_bwd_reads(e, s), j)) ||
+                 n->rstep >= 0))
                 b += align_up(e->vals[v].bytes);
         }
     }
@@ -499,38 +533,28 @@ stash_and_locations(struct sim_exe *e, struct sim_err *err)
     return 0;
 }
 
-int
-sim_plan_memory(struct sim_exe *e, struct sim_err *err)
+/* Collects into b the blocks of the executable's arenas (values and their recomputed
+ * copies, scratch, saved state, gradients, exchange copies); vb[v] and vrb[v] the index of
+ * value v's and of its recomputed copy's, or -1. Returns how many. */
+static size_t
+collect_blocks(struct sim_exe *e, struct block *b, int *vb, int *vrb)
 {
-    struct block *b = NULL;
-    int *seen = NULL;
     size_t nb = 0;
-    int rc = 0;
-    uint64_t cross[SIM_MAX_IPUS] = { 0 };
 
-    rc = sim_temp_check(e, err);
-    if (rc != 0)
-        return rc;
-    liveness(e);
-    b = calloc(3 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes + 2 * (size_t)e->n_xfer + 1,
-               sizeof(*b));
-    seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
-    e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
-    e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
-    if (b == NULL || seen == NULL || e->arena_bytes == NULL || e->mem == NULL) {
-        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
-        goto out;
-    }
     for (int v = 0; v < e->m->n_vals; v++) {
         struct sim_val *val = &e->vals[v];
+        vb[v] = vrb[v] = -1;
         if (val->kind != SIM_V_ACT || val->out_io >= 0)
             continue;
+        vb[v] = (int)nb;
         b[nb++] = (struct block){ val->bytes, val->first, val->last, val->ipu, &val->off,
                                   -1, -1 };
         val->roff = -1;
-        if (val->rfirst >= 0)       /* the recomputed copy the backward reads */
+        if (val->rfirst >= 0) {     /* the recomputed copy the backward reads */
+            vrb[v] = (int)nb;
             b[nb++] = (struct block){ val->bytes, val->rfirst, val->rlast, val->ipu,
                                       &val->roff, -1, -1 };
+        }
     }
     for (int s = 0; s < e->n_nodes; s++) {
         struct sim_enode *n = &e->nodes[s];
@@ -568,11 +592,46 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         if (e->tr != NULL && x->gfirst >= 0)
             b[nb++] = (struct block){ bytes, x->gfirst, x->glast, x->dst, &x->goff, -1, -1 };
     }
+    return nb;
+}
+
+int
+sim_plan_memory(struct sim_exe *e, struct sim_err *err)
+{
+    struct block *b = NULL, *c = NULL;
+    int *seen = NULL, *vb = NULL, *vrb = NULL, *root = NULL;
+    int64_t *offs = NULL;
+    size_t nb = 0, cap = 3 * (size_t)e->m->n_vals + 3 * (size_t)e->n_nodes +
+                         2 * (size_t)e->n_xfer + 1;
+    int rc = 0;
+    uint64_t cross[SIM_MAX_IPUS] = { 0 };
+
+    rc = sim_temp_check(e, err);
+    if (rc != 0)
+        return rc;
+    liveness(e);
+    b = calloc(cap, sizeof(*b));
+    c = calloc(cap, sizeof(*c));
+    offs = calloc(cap, sizeof(*offs));
+    seen = calloc((size_t)e->m->n_vals + 1, sizeof(*seen));
+    vb = calloc(3 * (size_t)e->m->n_vals + 3, sizeof(*vb));
+    e->arena_bytes = calloc(e->ipr, sizeof(*e->arena_bytes));
+    e->mem = calloc((size_t)e->ipr * e->R, sizeof(*e->mem));
+    vrb = vb != NULL ? vb + e->m->n_vals + 1 : NULL;
+    root = vb != NULL ? vb + 2 * (size_t)e->m->n_vals + 2 : NULL;
+    if (b == NULL || c == NULL || offs == NULL || seen == NULL || vb == NULL ||
+        e->arena_bytes == NULL || e->mem == NULL) {
+        rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
+        goto out;
+    }
+    nb = collect_blocks(e, b, vb, vrb);
+    ipu_blocks(e, b, nb, vb, vrb, root, c, offs);
+    qsort(c, nb, sizeof(*c), cmp_block);
     qsort(b, nb, sizeof(*b), cmp_block);
     for (unsigned p = 0; p < e->ipr; p++) {
         struct sim_mem_report *r = &e->mem[p];
         size_t top = place_blocks(b, nb, (int)p);
-        size_t itop = top != SIZE_MAX ? ipu_top(b, nb, (int)p, top) : top;
+        size_t itop = place_blocks(c, nb, (int)p);
         if (top == SIZE_MAX || itop == SIZE_MAX) {
             rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
             goto out;
@@ -605,6 +664,9 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         }
 out:
     free(b);
+    free(c);
+    free(offs);
+    free(vb);
     free(seen);
     return rc;
 }

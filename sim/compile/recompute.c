@@ -16,7 +16,7 @@
  * (other than a BatchNormalization in training mode, whose results do not read it).
  * Segments are the runs of nodes of one stage between checkpoints; a node whose output is
  * read outside its segment is kept. A recomputed node is run again only when a gradient
- * rule of its segment reads its outputs (or a node run again reads them); its recompute
+ * rule of its segment reads its outputs (the op table's bwd_reads) (or a node run again reads them); its recompute
  * step goes before the first gradient step of its segment, in forward order. The step
  * reruns the same kernel on the same (kept) inputs, reseeded as the forward was, so its
  * results are the forward's bits.
@@ -219,7 +219,8 @@ choose(const struct sim_exe *e, int mode, unsigned char *rec, int *seg)
 }
 
 /* Keeps every node with an output read outside its segment; then marks run[s] for the
- * recomputed nodes whose outputs the gradient rules (or other recomputed nodes) read. */
+ * recomputed nodes whose outputs the gradient rules (what their bwd_reads declare) or
+ * other recomputed nodes read. */
 static void
 needed(const struct sim_exe *e, unsigned char *rec, const int *seg, unsigned char *need,
        unsigned char *run)
@@ -239,11 +240,12 @@ needed(const struct sim_exe *e, unsigned char *rec, const int *seg, unsigned cha
         const struct sim_enode *n = &e->nodes[s];
         if (n->bstep < 0)
             continue;
+        uint32_t reads = sim_node_bwd_reads(e, s);
         for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0)
+            if (n->in[j] >= 0 && sim_bwd_reads_in(reads, j))
                 need[n->in[j]] = 1;
         for (int j = 0; j < n->n_out; j++)
-            if (n->out[j] >= 0)
+            if (n->out[j] >= 0 && sim_bwd_reads_out(reads, j))
                 need[n->out[j]] = 1;
     }
     for (int s = e->n_nodes - 1; s >= 0; s--) {

@@ -300,6 +300,20 @@ struct sim_exe {
                                      * (IPUOF_SIM_PROFILE=1 at compile; sim_exe_node_times) */
 };
 
+/* What node s's gradient rule reads of its forward values: sim_op_bwd_reads for the inputs
+ * whose gradients are wanted (differentiable and carrying one). */
+static inline uint32_t
+sim_node_bwd_reads(const struct sim_exe *e, int s)
+{
+    const struct sim_enode *n = &e->nodes[s];
+    uint32_t wanted = 0;
+
+    for (int j = 0; j < n->n_in && j < 32; j++)
+        if (n->in[j] >= 0 && sim_op_grad_input(n->op, j) && e->vals[n->in[j]].grad)
+            wanted |= 1u << j;
+    return sim_op_bwd_reads(n->op, wanted);
+}
+
 /* The host time a node's kernels took (wall clock of the calling thread, the pool's helpers
  * included), summed over every run, replica and micro-batch; [0] forward, [1] backward. */
 struct sim_node_clock {
@@ -373,6 +387,7 @@ int sim_weights_layout(struct sim_exe *e, struct sim_err *err);
 /* autodiff.c: which values carry gradients, which weights train, the backward steps and
  * the gradient lifetimes; errors for ops without a gradient on the way to the loss. */
 int sim_autodiff(struct sim_exe *e, struct sim_err *err);
+
 
 /* recompute.c: after autodiff.c's build of the gradient steps and before their lifetimes,
  * picks the nodes the backward recomputes (e->m->recompute, the checkpoints: node attribute
@@ -455,6 +470,7 @@ int sim_exec_bind(struct sim_exe *e, struct sim_err *err);
 
 /* train.c: allocates the accumulators and optimizer state, binds the backward kernels. */
 int sim_train_bind(struct sim_exe *e, struct sim_err *err);
+
 
 /* train.c: replica 0's accumulator becomes the reduced gradient of all replicas (and, with
  * e->tr->xr, of every executable's). 0, or the xreduce's error (e->tr->xfailed set). */

@@ -89,7 +89,11 @@ typedef int (*sim_backward_fn)(const struct sim_kern *k, const struct sim_tensor
 
 enum sim_op_flags {
     SIM_OPF_NOFOLD = 1u << 0,     /* never evaluate at compile time (random ops) */
-    SIM_OPF_SHAPE_ONLY = 1u << 1  /* needs only the input's shape (Shape): always folds */
+    SIM_OPF_SHAPE_ONLY = 1u << 1, /* needs only the input's shape (Shape): always folds */
+    SIM_OPF_VIEW = 1u << 2        /* out[0] is a view of in[0] that Poplar aliases (reshape,
+                                   * dimShuffle, slice: no copy on the IPU), so the IPU
+                                   * figure of the plan counts it in in[0]'s memory (plan.c);
+                                   * the host still copies */
 };
 
 struct sim_op {
@@ -106,7 +110,58 @@ struct sim_op {
     uint32_t grad_inputs;       /* bit i: input i is differentiable (bit 31 covers every
                                  * input from 31 on, for variadic ops) */
     const char *domain;         /* NULL: ai.onnx; else the custom domain ("ai.graphcore") */
+    uint32_t bwd_reads;         /* what backward reads of the forward's values (enum
+                                 * sim_bwd_reads) when every input's gradient is wanted:
+                                 * every op with a backward declares it
+                                 * (tests/unit/test_sim_train_grad.c checks the tables) */
+    uint32_t (*bwd_reads_for)(uint32_t wanted);     /* NULL, or what the rule reads when
+                                 * only the gradients of the inputs in `wanted` (bit i:
+                                 * input i) are (a Mul's dA reads only B) */
 };
+
+/*
+ * What an op's gradient rule reads of its forward's inputs and outputs (its saved state
+ * is read anyway): the memory plan keeps a forward value alive until the backward step
+ * of a node only when that node's rule reads it, as PopART keeps what each op's grad op
+ * reads (a MatMul's inputs, a Softmax's output, nothing of an Add). A rule reads no other
+ * forward value than it declares; the gradient tests run with that plan, so a missing bit
+ * is a wrong gradient. SIM_BWD_DECL marks a declaration (SIM_BWD_NONE: reads nothing);
+ * 0 (undeclared) is taken as SIM_BWD_ALL. Bit SIM_BWD_IN(11) covers inputs 11 on, and
+ * SIM_BWD_OUT(11) outputs 11 on.
+ */
+enum sim_bwd_reads {
+    SIM_BWD_DECL = 1u << 31,
+    SIM_BWD_NONE = SIM_BWD_DECL,
+    SIM_BWD_INS = SIM_BWD_DECL | 0xfffu,
+    SIM_BWD_OUTS = SIM_BWD_DECL | 0xfff0000u,
+    SIM_BWD_ALL = SIM_BWD_INS | SIM_BWD_OUTS
+};
+
+#define SIM_BWD_IN(i) (SIM_BWD_DECL | 1u << (i))
+#define SIM_BWD_OUT(j) (SIM_BWD_DECL | 1u << (16 + (j)))
+
+/* What op's gradient rule reads when the gradients of the inputs in `wanted` are wanted. */
+static inline uint32_t
+sim_op_bwd_reads(const struct sim_op *op, uint32_t wanted)
+{
+    if (!(op->bwd_reads & SIM_BWD_DECL))
+        return SIM_BWD_ALL;
+    return op->bwd_reads_for != NULL ? op->bwd_reads_for(wanted) | SIM_BWD_DECL
+                                     : op->bwd_reads;
+}
+
+/* Whether a record r (sim_op_bwd_reads) reads forward input i, or output j. */
+static inline bool
+sim_bwd_reads_in(uint32_t r, int i)
+{
+    return (r >> (i < 11 ? i : 11)) & 1u;
+}
+
+static inline bool
+sim_bwd_reads_out(uint32_t r, int j)
+{
+    return (r >> (16 + (j < 11 ? j : 11))) & 1u;
+}
 
 /* Whether input i of op carries a gradient. */
 static inline bool

@@ -603,23 +603,27 @@ bwd_dropout(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
 #define CODE_ACT 3072u
 
 const struct sim_op sim_ops_activation[] = {
-    { "Relu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_relu, bwd_relu, 1u, NULL },
+    { "Relu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_relu, bwd_relu, 1u, NULL,
+      SIM_BWD_OUT(0) },
     { "LeakyRelu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_leaky, fwd_leaky, bwd_leaky, 1u,
-      NULL },
+      NULL, SIM_BWD_IN(0) },
     { "Sigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_sigmoid, bwd_sigmoid,
-      1u, NULL },
-    { "Tanh", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_tanh, bwd_tanh, 1u, NULL },
+      1u, NULL, SIM_BWD_OUT(0) },
+    { "Tanh", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_float_same, fwd_tanh, bwd_tanh, 1u, NULL,
+      SIM_BWD_OUT(0) },
     { "HardSigmoid", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_hsigmoid, fwd_act, bwd_act, 1u,
-      NULL },
-    { "HardSwish", 14, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_hswish, fwd_act, bwd_act, 1u, NULL },
-    { "Elu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_elu, fwd_act, bwd_act, 1u, NULL },
-    { "Softplus", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_softplus, fwd_act, bwd_act, 1u, NULL },
+      NULL, SIM_BWD_ALL },
+    { "HardSwish", 14, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_hswish, fwd_act, bwd_act, 1u, NULL,
+      SIM_BWD_ALL },
+    { "Elu", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_elu, fwd_act, bwd_act, 1u, NULL, SIM_BWD_ALL },
+    { "Softplus", 1, 1, 1, 1, 1, 0, 0, CODE_ACT, infer_softplus, fwd_act, bwd_act, 1u, NULL,
+      SIM_BWD_ALL },
     { "Softmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_softmax, fwd_softmax, bwd_softmax, 1u,
-      NULL },
+      NULL, SIM_BWD_OUT(0) },
     { "LogSoftmax", 1, 1, 1, 1, 1, 0, 0, 6144u, infer_logsoftmax, fwd_softmax, bwd_softmax,
-      1u, NULL },
+      1u, NULL, SIM_BWD_OUT(0) },
     { "Dropout", 1, 1, 3, 1, 2, 0, SIM_OPF_NOFOLD, CODE_ACT, infer_dropout, fwd_dropout,
-      bwd_dropout, 1u, NULL },
+      bwd_dropout, 1u, NULL, SIM_BWD_IN(1) | SIM_BWD_IN(2) },
 };
 
 const int sim_ops_activation_count =

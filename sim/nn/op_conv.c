@@ -922,7 +922,8 @@ bwd_conv(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
 }
 
 const struct sim_op sim_ops_conv[] = {
-    { "Conv", 1, 2, 3, 1, 1, 0, 0, 32768u, infer_conv, fwd_conv, bwd_conv, 7u, NULL },
+    { "Conv", 1, 2, 3, 1, 1, 0, 0, 32768u, infer_conv, fwd_conv, bwd_conv, 7u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) },
 };
 
 const int sim_ops_conv_count = (int)(sizeof(sim_ops_conv) / sizeof(sim_ops_conv[0]));

@@ -383,7 +383,7 @@ bwd_convt(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
 
 const struct sim_op sim_ops_convt[] = {
     { "ConvTranspose", 1, 2, 3, 1, 1, 0, 0, 32768u, infer_convt, fwd_convt, bwd_convt, 7u,
-      NULL },
+      NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_convt_count = (int)(sizeof(sim_ops_convt) / sizeof(sim_ops_convt[0]));

@@ -125,7 +125,7 @@ bwd_in(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tenso
 
 const struct sim_op sim_ops_instnorm[] = {
     { "InstanceNormalization", 1, 3, 3, 1, 1, 0, 0, 8192u, infer_in, fwd_in, bwd_in, 7u,
-      NULL },
+      NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_instnorm_count =

@@ -503,11 +503,11 @@ bwd_ctc(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tens
 
 const struct sim_op sim_ops_loss[] = {
     { "SoftmaxCrossEntropyLoss", 12, 2, 3, 1, 2, 0, 0, CODE_LOSS, infer_sce, fwd_xent,
-      bwd_xent, 1u, NULL },
+      bwd_xent, 1u, NULL, SIM_BWD_ALL },
     { "NegativeLogLikelihoodLoss", 12, 2, 3, 1, 1, 0, 0, CODE_LOSS, infer_nll, fwd_xent,
-      bwd_xent, 1u, NULL },
+      bwd_xent, 1u, NULL, SIM_BWD_ALL },
     { "CtcLoss", 1, 4, 4, 1, 1, 0, 0, CODE_LOSS, infer_ctc, fwd_ctc, bwd_ctc, 1u,
-      "ai.graphcore" },
+      "ai.graphcore", SIM_BWD_ALL },
 };
 
 const int sim_ops_loss_count = (int)(sizeof(sim_ops_loss) / sizeof(sim_ops_loss[0]));

@@ -351,9 +351,25 @@ bwd_gemm(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
     return 0;
 }
 
+/* MatMul's and Gemm's rules: dA reads B, dB reads A (Gemm's dC neither; its rule checks
+ * whether C is there, so C counts as read). */
+static uint32_t
+reads_matmul(uint32_t wanted)
+{
+    return (wanted & 1u ? SIM_BWD_IN(1) : 0) | (wanted & 2u ? SIM_BWD_IN(0) : 0);
+}
+
+static uint32_t
+reads_gemm(uint32_t wanted)
+{
+    return reads_matmul(wanted) | SIM_BWD_IN(2);
+}
+
 const struct sim_op sim_ops_matmul[] = {
-    { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, bwd_matmul, 3u, NULL },
-    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, bwd_gemm, 7u, NULL },
+    { "MatMul", 1, 2, 2, 1, 1, 0, 0, 16384u, infer_matmul, fwd_matmul, bwd_matmul, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1), reads_matmul },
+    { "Gemm", 1, 2, 3, 1, 1, 0, 0, 16384u, infer_gemm, fwd_gemm, bwd_gemm, 7u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) | SIM_BWD_IN(2), reads_gemm },
 };
 
 const int sim_ops_matmul_count = (int)(sizeof(sim_ops_matmul) / sizeof(sim_ops_matmul[0]));

@@ -404,8 +404,10 @@ bwd_ln(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tenso
 }
 
 const struct sim_op sim_ops_norm[] = {
-    { "BatchNormalization", 1, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, bwd_bn, 7u, NULL },
-    { "LayerNormalization", 17, 2, 3, 1, 3, 0, 0, 8192u, infer_ln, fwd_ln, bwd_ln, 7u, NULL },
+    { "BatchNormalization", 1, 5, 5, 1, 5, 0, 0, 8192u, infer_bn, fwd_bn, bwd_bn, 7u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) | SIM_BWD_IN(3) | SIM_BWD_IN(4) },
+    { "LayerNormalization", 17, 2, 3, 1, 3, 0, 0, 8192u, infer_ln, fwd_ln, bwd_ln, 7u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) },
 };
 
 const int sim_ops_norm_count = (int)(sizeof(sim_ops_norm) / sizeof(sim_ops_norm[0]));

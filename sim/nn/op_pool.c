@@ -624,11 +624,11 @@ bwd_avgpool(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_
 
 const struct sim_op sim_ops_pool[] = {
     { "MaxPool", 1, 1, 1, 1, 2, 0, 0, 8192u, infer_maxpool, fwd_maxpool, bwd_maxpool, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
     { "AveragePool", 1, 1, 1, 1, 1, 0, 0, 8192u, infer_avgpool, fwd_pool, bwd_avgpool, 1u,
-      NULL },
+      NULL, SIM_BWD_NONE },
     { "GlobalAveragePool", 1, 1, 1, 1, 1, 0, 0, 4096u, infer_gavgpool, fwd_pool, bwd_avgpool,
-      1u, NULL },
+      1u, NULL, SIM_BWD_NONE },
 };
 
 const int sim_ops_pool_count = (int)(sizeof(sim_ops_pool) / sizeof(sim_ops_pool[0]));

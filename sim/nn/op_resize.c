@@ -493,9 +493,9 @@ bwd_resize(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
 
 const struct sim_op sim_ops_resize[] = {
     { "Resize", 10, 1, 4, 1, 1, 0xeu, 0, 8192u, infer_resize, fwd_resize, bwd_resize, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
     { "Upsample", 7, 1, 2, 1, 1, 0x2u, 0, 8192u, infer_upsample, fwd_resize, bwd_resize, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_resize_count = (int)(sizeof(sim_ops_resize) / sizeof(sim_ops_resize[0]));

@@ -553,8 +553,8 @@ bwd_rnn(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tens
 }
 
 const struct sim_op sim_ops_rnn[] = {
-    { "LSTM", 7, 3, 8, 0, 3, 0, 0, 16384u, infer_lstm, fwd_rnn, bwd_rnn, 0xefu, NULL },
-    { "GRU", 7, 3, 6, 0, 2, 0, 0, 16384u, infer_gru, fwd_rnn, bwd_rnn, 0x2fu, NULL },
+    { "LSTM", 7, 3, 8, 0, 3, 0, 0, 16384u, infer_lstm, fwd_rnn, bwd_rnn, 0xefu, NULL, SIM_BWD_ALL },
+    { "GRU", 7, 3, 6, 0, 2, 0, 0, 16384u, infer_gru, fwd_rnn, bwd_rnn, 0x2fu, NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_rnn_count = (int)(sizeof(sim_ops_rnn) / sizeof(sim_ops_rnn[0]));

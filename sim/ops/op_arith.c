@@ -380,13 +380,17 @@ bwd_un(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tenso
 #define CODE_ARITH 3072u
 
 const struct sim_op sim_ops_arith[] = {
-    { "Max", 8, 1, -1, 1, 1, 0, 0, CODE_ARITH, infer_max, fwd_maxmin, bwd_maxmin, ~0u, NULL },
-    { "Min", 8, 1, -1, 1, 1, 0, 0, CODE_ARITH, infer_min, fwd_maxmin, bwd_maxmin, ~0u, NULL },
-    { "PRelu", 7, 2, 2, 1, 1, 0, 0, CODE_ARITH, infer_prelu, fwd_prelu, bwd_prelu, 3u, NULL },
-    { "Selu", 6, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_selu, fwd_un, bwd_un, 1u, NULL },
-    { "Celu", 12, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_celu, fwd_un, bwd_un, 1u, NULL },
-    { "Sign", 9, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_sign, fwd_un, bwd_un, 1u, NULL },
-    { "Round", 11, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_round, fwd_un, bwd_un, 1u, NULL },
+    { "Max", 8, 1, -1, 1, 1, 0, 0, CODE_ARITH, infer_max, fwd_maxmin, bwd_maxmin, ~0u, NULL,
+      SIM_BWD_ALL },
+    { "Min", 8, 1, -1, 1, 1, 0, 0, CODE_ARITH, infer_min, fwd_maxmin, bwd_maxmin, ~0u, NULL,
+      SIM_BWD_ALL },
+    { "PRelu", 7, 2, 2, 1, 1, 0, 0, CODE_ARITH, infer_prelu, fwd_prelu, bwd_prelu, 3u, NULL,
+      SIM_BWD_ALL },
+    { "Selu", 6, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_selu, fwd_un, bwd_un, 1u, NULL, SIM_BWD_ALL },
+    { "Celu", 12, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_celu, fwd_un, bwd_un, 1u, NULL, SIM_BWD_ALL },
+    { "Sign", 9, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_sign, fwd_un, bwd_un, 1u, NULL, SIM_BWD_ALL },
+    { "Round", 11, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_round, fwd_un, bwd_un, 1u, NULL,
+      SIM_BWD_ALL },
     { "IsNaN", 9, 1, 1, 1, 1, 0, 0, CODE_ARITH, infer_isnan, fwd_un, NULL, 0u, NULL },
 };
 

@@ -575,12 +575,38 @@ bwd_binary(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
 /* Code-size estimates (bytes per node): a vertex codelet plus its state. */
 #define CODE_EW 3072u
 
+/* Mul's rule: dA = dY B reads B, dB = dY A reads A. */
+static uint32_t
+reads_mul(uint32_t wanted)
+{
+    return (wanted & 1u ? SIM_BWD_IN(1) : 0) | (wanted & 2u ? SIM_BWD_IN(0) : 0);
+}
+
+/* Pow's rule: dA = dY B A^(B-1) reads A and B, dB = dY Y ln A reads them and Y. */
+static uint32_t
+reads_pow(uint32_t wanted)
+{
+    return (wanted & 3u ? SIM_BWD_IN(0) | SIM_BWD_IN(1) : 0) | (wanted & 2u ? SIM_BWD_OUT(0) : 0);
+}
+
+/* Div's rule: dA = dY / B reads B, dB = -dY A / B^2 reads both. */
+static uint32_t
+reads_div(uint32_t wanted)
+{
+    return (wanted & 1u ? SIM_BWD_IN(1) : 0) | (wanted & 2u ? SIM_BWD_IN(0) | SIM_BWD_IN(1) : 0);
+}
+
 const struct sim_op sim_ops_elementwise[] = {
-    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, bwd_binary, 3u, NULL },
-    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, bwd_binary, 3u, NULL },
-    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, bwd_binary, 3u, NULL },
-    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, bwd_binary, 3u, NULL },
-    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, bwd_binary, 3u, NULL },
+    { "Add", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_add, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_NONE },
+    { "Sub", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_sub, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_NONE },
+    { "Mul", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_mul, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1), reads_mul },
+    { "Div", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_div, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1), reads_div },
+    { "Pow", 1, 2, 2, 1, 1, 0, 0, CODE_EW, infer_pow, fwd_binary, bwd_binary, 3u, NULL,
+      SIM_BWD_ALL, reads_pow },
 };
 
 const int sim_ops_elementwise_count =

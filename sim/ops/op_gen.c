@@ -223,7 +223,7 @@ fwd_range(const struct sim_kern *k, struct sim_err *err)
 const struct sim_op sim_ops_gen[] = {
     { "ConstantOfShape", 9, 1, 1, 1, 1, 1u, 0, 2048u, infer_cos, fwd_cos, NULL, 0u, NULL },
     { "Expand", 8, 2, 2, 1, 1, 1u << 1, 0, 3072u, infer_expand, fwd_expand, bwd_expand, 1u,
-      NULL },
+      NULL, SIM_BWD_NONE },
     { "Range", 11, 3, 3, 1, 1, 7u, 0, 2048u, infer_range, fwd_range, NULL, 0u, NULL },
 };
 

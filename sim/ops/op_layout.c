@@ -384,13 +384,14 @@ bwd_trilu(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
 #define CODE_LAYOUT 2048u
 
 const struct sim_op sim_ops_layout[] = {
-    { "Tile", 6, 2, 2, 1, 1, 2u, 0, CODE_LAYOUT, infer_tile, fwd_tile, bwd_tile, 1u, NULL },
+    { "Tile", 6, 2, 2, 1, 1, 2u, 0, CODE_LAYOUT, infer_tile, fwd_tile, bwd_tile, 1u, NULL,
+      SIM_BWD_ALL },
     { "DepthToSpace", 1, 1, 1, 1, 1, 0, 0, CODE_LAYOUT, infer_d2s, fwd_d2s, bwd_d2s, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
     { "SpaceToDepth", 1, 1, 1, 1, 1, 0, 0, CODE_LAYOUT, infer_s2d, fwd_d2s, bwd_d2s, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
     { "Trilu", 14, 1, 2, 1, 1, 2u, 0, CODE_LAYOUT, infer_trilu, fwd_trilu, bwd_trilu, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_layout_count = (int)(sizeof(sim_ops_layout) / sizeof(sim_ops_layout[0]));

@@ -288,8 +288,10 @@ const struct sim_op sim_ops_logic[] = {
     { "Or", 7, 2, 2, 1, 1, 0, 0, CODE_LOGIC, infer_or, fwd_logic, NULL, 0u, NULL },
     { "Xor", 7, 2, 2, 1, 1, 0, 0, CODE_LOGIC, infer_xor, fwd_logic, NULL, 0u, NULL },
     { "Not", 1, 1, 1, 1, 1, 0, 0, CODE_LOGIC, infer_not, fwd_not, NULL, 0u, NULL },
-    { "Where", 9, 3, 3, 1, 1, 0, 0, CODE_LOGIC, infer_where, fwd_logic, bwd_logic, 6u, NULL },
-    { "Mod", 10, 2, 2, 1, 1, 0, 0, CODE_LOGIC, infer_mod, fwd_logic, bwd_logic, 3u, NULL },
+    { "Where", 9, 3, 3, 1, 1, 0, 0, CODE_LOGIC, infer_where, fwd_logic, bwd_logic, 6u, NULL,
+      SIM_BWD_IN(0) },
+    { "Mod", 10, 2, 2, 1, 1, 0, 0, CODE_LOGIC, infer_mod, fwd_logic, bwd_logic, 3u, NULL,
+      SIM_BWD_IN(0) | SIM_BWD_IN(1) },
 };
 
 const int sim_ops_logic_count = (int)(sizeof(sim_ops_logic) / sizeof(sim_ops_logic[0]));

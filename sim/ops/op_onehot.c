@@ -181,7 +181,7 @@ bwd_onehot(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
 
 const struct sim_op sim_ops_onehot[] = {
     { "OneHot", 9, 3, 3, 1, 1, 1u << 1, 0, 2048u, infer_onehot, fwd_onehot, bwd_onehot,
-      1u << 2, NULL },
+      1u << 2, NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_onehot_count = (int)(sizeof(sim_ops_onehot) / sizeof(sim_ops_onehot[0]));

@@ -284,7 +284,7 @@ bwd_pad(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tens
 }
 
 const struct sim_op sim_ops_pad[] = {
-    { "Pad", 1, 1, 3, 1, 1, 1u << 1, 0, 4096u, infer_pad, fwd_pad, bwd_pad, 1u, NULL },
+    { "Pad", 1, 1, 3, 1, 1, 1u << 1, 0, 4096u, infer_pad, fwd_pad, bwd_pad, 1u, NULL, SIM_BWD_ALL },
 };
 
 const int sim_ops_pad_count = (int)(sizeof(sim_ops_pad) / sizeof(sim_ops_pad[0]));

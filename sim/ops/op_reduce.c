@@ -359,9 +359,12 @@ bwd_reduce(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
             for (int64_t i = 0; i < n; i++)
                 dx[base + i] += gv;
         } else {
+            bool flat = p->kind == R_SUM || p->kind == R_MEAN;     /* reads neither x nor y */
             for (int64_t i = 0; i < n; i++) {
                 int64_t o = oo + i * inner_so;
-                dx[base + i] += g[o] * reduce_partial(p, x[base + i], y[o], o, prod, zeros);
+                dx[base + i] += g[o] * (flat ? reduce_partial(p, 0.0f, 0.0f, o, prod, zeros)
+                                             : reduce_partial(p, x[base + i], y[o], o, prod,
+                                                              zeros));
             }
         }
         for (int d = p->nd - 2; d >= 0; d--) {
@@ -457,21 +460,23 @@ fwd_arg(const struct sim_kern *k, struct sim_err *err)
 
 const struct sim_op sim_ops_reduce[] = {
     { "ReduceSum", 1, 1, 2, 1, 1, 1u << 1, 0, CODE_RED, infer_rsum, fwd_reduce, bwd_reduce,
-      1u, NULL },
+      1u, NULL, SIM_BWD_NONE },
     { "ReduceMean", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmean, fwd_reduce, bwd_reduce, 1u,
-      NULL },
+      NULL, SIM_BWD_NONE },
     { "ReduceMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmax, fwd_reduce, bwd_reduce, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
     { "ReduceMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rmin, fwd_reduce, bwd_reduce, 1u,
-      NULL },
-    { "ReduceL1", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl1, fwd_reduce, bwd_reduce, 1u, NULL },
-    { "ReduceL2", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl2, fwd_reduce, bwd_reduce, 1u, NULL },
+      NULL, SIM_BWD_ALL },
+    { "ReduceL1", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl1, fwd_reduce, bwd_reduce, 1u, NULL,
+      SIM_BWD_ALL },
+    { "ReduceL2", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rl2, fwd_reduce, bwd_reduce, 1u, NULL,
+      SIM_BWD_ALL },
     { "ReduceSumSquare", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rssq, fwd_reduce, bwd_reduce,
-      1u, NULL },
+      1u, NULL, SIM_BWD_ALL },
     { "ReduceLogSumExp", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rlse, fwd_reduce, bwd_reduce,
-      1u, NULL },
+      1u, NULL, SIM_BWD_ALL },
     { "ReduceProd", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_rprod, fwd_reduce, bwd_reduce, 1u,
-      NULL },
+      NULL, SIM_BWD_ALL },
     { "ArgMax", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_argmax, fwd_arg, NULL, 0u, NULL },
     { "ArgMin", 1, 1, 1, 1, 1, 0, 0, CODE_RED, infer_argmin, fwd_arg, NULL, 0u, NULL },
 };

@@ -314,8 +314,9 @@ bwd_topk(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_ten
 
 const struct sim_op sim_ops_scan[] = {
     { "CumSum", 11, 2, 2, 1, 1, 2u, 0, CODE_SCAN, infer_cumsum, fwd_cumsum, bwd_cumsum, 1u,
-      NULL },
-    { "TopK", 1, 1, 2, 2, 2, 2u, 0, CODE_SCAN, infer_topk, fwd_topk, bwd_topk, 1u, NULL },
+      NULL, SIM_BWD_ALL },
+    { "TopK", 1, 1, 2, 2, 2, 2u, 0, CODE_SCAN, infer_topk, fwd_topk, bwd_topk, 1u, NULL,
+      SIM_BWD_ALL },
 };
 
 const int sim_ops_scan_count = (int)(sizeof(sim_ops_scan) / sizeof(sim_ops_scan[0]));

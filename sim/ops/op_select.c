@@ -348,9 +348,11 @@ bwd_gather(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_t
 
 const struct sim_op sim_ops_select[] = {
     { "Concat", 1, 1, -1, 1, 1, 0, 0, CODE_COPY, infer_concat, fwd_concat, bwd_concat,
-      0xffffffffu, NULL },
-    { "Slice", 1, 1, 5, 1, 1, 0x1eu, 0, 4096u, infer_slice, fwd_slice, bwd_slice, 1u, NULL },
-    { "Gather", 1, 2, 2, 1, 1, 0, 0, 4096u, infer_gather, fwd_gather, bwd_gather, 1u, NULL },
+      0xffffffffu, NULL, SIM_BWD_NONE },
+    { "Slice", 1, 1, 5, 1, 1, 0x1eu, SIM_OPF_VIEW, 4096u, infer_slice, fwd_slice, bwd_slice, 1u,
+      NULL, SIM_BWD_NONE },
+    { "Gather", 1, 2, 2, 1, 1, 0, 0, 4096u, infer_gather, fwd_gather, bwd_gather, 1u, NULL,
+      SIM_BWD_IN(1) },
 };
 
 const int sim_ops_select_count = (int)(sizeof(sim_ops_select) / sizeof(sim_ops_select[0]));

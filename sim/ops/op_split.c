@@ -510,17 +510,17 @@ bwd_scatter_el(const struct sim_kern *k, const struct sim_tensor *dout, struct s
 
 const struct sim_op sim_ops_split[] = {
     { "Split", 2, 1, 2, 1, 1 << 16, 1u << 1, 0, 3072u, infer_split, fwd_split, bwd_split, 1u,
-      NULL },
+      NULL, SIM_BWD_NONE },
     { "ScatterND", 11, 3, 3, 1, 1, 0, 0, 4096u, infer_scatternd, fwd_scatternd, bwd_scatternd,
-      5u, NULL },
+      5u, NULL, SIM_BWD_ALL },
     { "ScatterElements", 11, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el,
-      bwd_scatter_el, 5u, NULL },
+      bwd_scatter_el, 5u, NULL, SIM_BWD_ALL },
     { "Scatter", 9, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el, bwd_scatter_el,
-      5u, NULL },
+      5u, NULL, SIM_BWD_ALL },
     /* ai.graphcore::ScatterElements: opset 16's reduction attribute at any opset (the Python
      * package's symbolic for torch.scatter(..., reduce=) exports at opset 14) */
     { "ScatterElements", 1, 3, 3, 1, 1, 0, 0, 4096u, infer_scatter_el, fwd_scatter_el,
-      bwd_scatter_el, 5u, "ai.graphcore" },
+      bwd_scatter_el, 5u, "ai.graphcore", SIM_BWD_ALL },
 };
 
 const int sim_ops_split_count = (int)(sizeof(sim_ops_split) / sizeof(sim_ops_split[0]));

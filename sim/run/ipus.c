@@ -228,6 +228,47 @@ fwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
     return rc;
 }
 
+/* Whether value v is an activation of an arena (what plan.c frees). */
+static bool
+arena_act(const struct sim_exe *e, int v)
+{
+    return v >= 0 && e->vals[v].kind == SIM_V_ACT && e->vals[v].out_io < 0;
+}
+
+/* The kernel node s's gradient rule runs with in lane L: src (its bound backward
+ * kernel) when nothing changes, else dst, a copy with its views in views[]
+ * (SIM_RC_MAX_VIEWS): repointed at the recomputed copies (sim_recompute_kern) when the
+ * node's are, and NULL for each activation the rule does not read (the op table's
+ * bwd_reads): plan.c frees those before the backward step, so a rule reading one fails
+ * loudly rather than reading another tensor. */
+static const struct sim_kern *
+bwd_kern(const struct sim_exe *e, unsigned L, int s, const struct sim_kern *src,
+                   struct sim_kern *dst, struct sim_tensor *views)
+{
+    const struct sim_enode *n = &e->nodes[s];
+    int ni = n->n_in, no = n->n_out;
+    uint32_t reads = sim_node_bwd_reads(e, s);
+
+    if (ni + no > SIM_RC_MAX_VIEWS || (!n->rviews && reads == SIM_BWD_ALL))
+        return src;
+    if (n->rviews) {
+        sim_recompute_kern(e, L, n, src, dst, views);
+    } else {
+        *dst = *src;
+        memcpy(views, src->in, (size_t)ni * sizeof(*views));
+        memcpy(views + ni, src->out, (size_t)no * sizeof(*views));
+        dst->in = views;
+        dst->out = views + ni;
+    }
+    for (int j = 0; j < ni; j++)
+        if (!sim_bwd_reads_in(reads, j) && arena_act(e, n->in[j]))
+            views[j].data = NULL;
+    for (int j = 0; j < no; j++)
+        if (!sim_bwd_reads_out(reads, j) && arena_act(e, n->out[j]))
+            views[ni + j].data = NULL;
+    return dst;
+}
+
 /* The backward's steps of a stage's work: receive gradients, run, send gradients. */
 static int
 bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it,
@@ -283,10 +324,8 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
                     return rc;
                 continue;
             }
-            if (e->nodes[bs->node].rviews) {    /* reads recomputed copies */
-                sim_recompute_kern(e, L, &e->nodes[bs->node], kp, &kk, vv);
-                kp = &kk;
-            }
+            /* recomputed copies, and NULL for what the rule does not read */
+            kp = bwd_kern(e, L, bs->node, kp, &kk, vv);
             for (int z = bs->zero_start; z < bs->zero_end; z++) {
                 const struct sim_gzero *gz = &tr->zero[z];
                 memset(ar + *gz->off, 0, gz->bytes);    /* gz->ipu == p: a stage's own */

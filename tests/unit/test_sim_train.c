@@ -1113,6 +1113,72 @@ test_mnist_cnn_speed(void **state)
     sim_model_free(m);
 }
 
+/*
+ * The per-gradient records (bwd_reads_for): h = Relu(x) + 1 is an activation without a
+ * gradient (x is an input), so the rules of Mul(h, w1), Div(w2, h) and MatMul(h, w3) are
+ * asked for their weight's gradient only and must read h; the plan keeps h to their
+ * backward steps only through those records (a wrong one hands the rule a NULL h). loss =
+ * sum(h w1) + sum(w2 / h) + sum(h W3): dw1 = h, dw2 = 1 / h, dW3[k][n] = sum_m h[m][k].
+ */
+static void
+test_bwd_reads_per_gradient(void **state)
+{
+    static const float one[1] = { 1.0f }, w[6] = { 1, 2, 3, 4, 5, 6 };
+    static const float w3[8] = { 1, 0, 1, 0, 0, 1, 0, 1 };
+    struct sim_ob *b = sim_ob_new(17);
+    struct sim_compile_opts o;
+    struct sim_model *m;
+    struct sim_exe *e;
+    struct sim_err err;
+    float h[6], g1[6], g2[6], g3[8], *x;
+
+    (void)state;
+    sim_ob_input(b, "x", F32, 2, DIMS(3, 2));
+    init_weight(b, "one", 1, DIMS(1), one);
+    init_weight(b, "w1", 2, DIMS(3, 2), w);
+    init_weight(b, "w2", 2, DIMS(3, 2), w);
+    init_weight(b, "w3", 2, DIMS(2, 4), w3);
+    sim_ob_node(b, "Relu", "r", "x", "hr");
+    sim_ob_node(b, "Add", "a", "hr,one", "h");
+    sim_ob_node(b, "Mul", "m", "h,w1", "p1");
+    sim_ob_node(b, "Div", "d", "w2,h", "p2");
+    sim_ob_node(b, "MatMul", "mm", "h,w3", "p3");
+    sim_ob_node(b, "ReduceSum", "s1", "p1", "l1");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_node(b, "ReduceSum", "s2", "p2", "l2");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_node(b, "ReduceSum", "s3", "p3", "l3");
+    sim_ob_attr_int(b, "keepdims", 0);
+    sim_ob_node(b, "Add", "t12", "l1,l2", "l12");
+    sim_ob_node(b, "Add", "t", "l12,l3", "loss");
+    sim_ob_output(b, "loss", F32);
+    m = test_ob_load(b);
+    sim_compile_opts_init(&o);
+    o.loss = "loss";
+    o.optimizer.lr = 0.0f;
+    o.frozen_weights = (const char *const[]){ "one" };
+    o.n_frozen_weights = 1;
+    e = compile(m, &o);
+    x = sim_exe_input_buffer(e, 0);
+    for (int i = 0; i < 6; i++) {
+        x[i] = (float)i - 2.5f;
+        h[i] = (x[i] > 0.0f ? x[i] : 0.0f) + 1.0f;
+    }
+    run(e);
+    assert_int_equal(sim_exe_read_gradient(e, "w1", g1, sizeof(g1), &err), 0);
+    assert_int_equal(sim_exe_read_gradient(e, "w2", g2, sizeof(g2), &err), 0);
+    assert_int_equal(sim_exe_read_gradient(e, "w3", g3, sizeof(g3), &err), 0);
+    for (int i = 0; i < 6; i++) {
+        assert_true(g1[i] == h[i]);
+        assert_true(fabsf(g2[i] - 1.0f / h[i]) <= 1e-6f);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int n = 0; n < 4; n++)
+            assert_true(g3[k * 4 + n] == h[k] + h[2 + k] + h[4 + k]);
+    sim_exe_free(e);
+    sim_model_free(m);
+}
+
 int
 main(void)
 {
@@ -1130,6 +1196,7 @@ main(void)
         cmocka_unit_test(test_bn_running_stats),
         cmocka_unit_test(test_dropout_seed),
         cmocka_unit_test(test_output_modes),
+        cmocka_unit_test(test_bwd_reads_per_gradient),
         cmocka_unit_test(test_mnist_cnn_speed),
     };
 

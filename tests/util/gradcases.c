@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gradcases.h"
@@ -14,6 +15,31 @@
 static const char *params[GC_MAX_PARAMS];
 static int n_params;
 static uint64_t rng_state;
+static bool via_identity;
+static char wnames[GC_MAX_PARAMS][64];
+
+void
+gc_set_via_identity(bool on)
+{
+    via_identity = on;
+}
+
+/* Declares weight name's initializer: name itself, or through an Identity "NAME.w". */
+static const char *
+declare(struct sim_ob *b, const char *name)
+{
+    char *w = wnames[n_params];
+
+    assert_true(n_params < GC_MAX_PARAMS);
+    if (!via_identity) {
+        params[n_params++] = name;
+        return name;
+    }
+    snprintf(w, sizeof(wnames[0]), "%s.w", name);
+    sim_ob_node(b, "Identity", w, w, name);
+    params[n_params++] = w;
+    return w;
+}
 
 void
 gc_reset(uint64_t seed)
@@ -73,9 +99,7 @@ fill(float *v, int64_t n, enum dist dist)
 void
 gc_param_vals(struct sim_ob *b, const char *name, int rank, const int64_t *d, const float *v)
 {
-    sim_ob_initializer(b, name, F32, rank, d, v);
-    assert_true(n_params < GC_MAX_PARAMS);
-    params[n_params++] = name;
+    sim_ob_initializer(b, declare(b, name), F32, rank, d, v);
 }
 
 void
@@ -93,9 +117,7 @@ gc_fconst(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum d
 void
 gc_param(struct sim_ob *b, const char *name, int rank, const int64_t *d, enum dist dist)
 {
-    gc_fconst(b, name, rank, d, dist);
-    assert_true(n_params < GC_MAX_PARAMS);
-    params[n_params++] = name;
+    gc_fconst(b, declare(b, name), rank, d, dist);
 }
 
 void

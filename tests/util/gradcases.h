@@ -11,6 +11,7 @@
 #ifndef IPUOF_TEST_GRADCASES_H
 #define IPUOF_TEST_GRADCASES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,8 +45,14 @@ extern const size_t gradcases_math_n, gradcases_layers_n, gradcases_shape_n;
 /* Restarts the generator at seed and forgets the declared weights (before a build). */
 void gc_reset(uint64_t seed);
 
-/* The weights declared since gc_reset (names borrowed from the builder's literals), their
- * count in *n. */
+/* Whether the builds that follow feed each declared weight to the op through an Identity
+ * (weight "NAME.w" -> Identity -> "NAME"), so the op's inputs are activations of the
+ * arena, which the memory plan frees before the backward step when the op's gradient rule
+ * does not read them (bwd_reads); off: the weights are the op's inputs. */
+void gc_set_via_identity(bool on);
+
+/* The weights declared since gc_reset (names borrowed from the builder's literals, or
+ * "NAME.w" through an Identity), their count in *n. */
 const char *const *gc_params(int *n);
 
 /* A trainable weight of the case: an initializer whose gradient is checked. */
