@@ -95,46 +95,63 @@ sr_one(float f, uint32_t r)
  */
 #define SR_VEC(W, VU, VI, VF, VH)                                                          \
     do {                                                                                   \
-        VU j_;                                                                             \
+        VU j_, klo_ = klo + (VU){ 0 }, khi_ = khi + (VU){ 0 }, m1_ = 0x7feb352du + (VU){ 0 }, \
+           m2_ = 0x846ca68bu + (VU){ 0 };                                                  \
+        VI lo_ = 0x38800000 + (VI){ 0 }, b0_ = 0x477fefff + (VI){ 0 },                     \
+           b1_ = 0x7f800000 + (VI){ 0 }, b2_ = 0x477fe000 + (VI){ 0 },                     \
+           e_ = 0x1c000 + (VI){ 0 }, nan_ = 0x7e00 + (VI){ 0 }, n7_ = 0x7fff + (VI){ 0 },  \
+           mx_ = 0x7bff + (VI){ 0 };                                                       \
+        VF s24_ = 16777216.0f + (VF){ 0 }, s31_ = 2147483648.0f + (VF){ 0 };               \
         for (int k_ = 0; k_ < (W); k_++)                                                   \
             j_[k_] = i0 + (uint32_t)k_;                                                    \
+        SR_OPAQUE(klo_); SR_OPAQUE(khi_); SR_OPAQUE(m1_); SR_OPAQUE(m2_);                  \
+        SR_OPAQUE(lo_); SR_OPAQUE(b0_); SR_OPAQUE(b1_); SR_OPAQUE(b2_); SR_OPAQUE(e_);     \
+        SR_OPAQUE(nan_); SR_OPAQUE(n7_); SR_OPAQUE(mx_); SR_OPAQUE(s24_); SR_OPAQUE(s31_); \
         for (; i + (W) <= n; i += (W), j_ += (uint32_t)(W)) {                              \
-            VU u_, x_ = j_ ^ klo, r_;                                                      \
+            VU u_, x_ = j_ ^ klo_, r_;                                                     \
             VI a_, s13_, sub_, q_, t_, h_, big_, m_;                                       \
             VF v_;                                                                         \
             VH o_;                                                                         \
-            SR_MIX(x_);                                                                    \
-            x_ += khi;                                                                     \
-            SR_MIX(x_);                                                                    \
+            SR_MIX(x_, m1_, m2_);                                                          \
+            x_ += khi_;                                                                    \
+            SR_MIX(x_, m1_, m2_);                                                          \
             memcpy(&u_, src + i, sizeof(u_));                                              \
-            a_ = (VI)(u_ & 0x7fffffffu);                                                   \
+            a_ = (VI)((u_ << 1) >> 1);                                                     \
             s13_ = a_ >> 13;                                                               \
-            sub_ = a_ < 0x38800000;                                                        \
-            v_ = (VF)(a_ & sub_) * 16777216.0f;                                            \
+            sub_ = lo_ > a_;                                                               \
+            v_ = (VF)(a_ & sub_) * s24_;                                                   \
             q_ = __builtin_convertvector(v_, VI);                                          \
-            t_ = __builtin_convertvector((v_ - __builtin_convertvector(q_, VF)) *          \
-                                         2147483648.0f, VI);                               \
-            h_ = (q_ & sub_) | ((s13_ - 0x1c000) & ~sub_);                                 \
-            t_ = (t_ & sub_) | (((a_ & 0x1fff) << 18) & ~sub_);                            \
+            t_ = __builtin_convertvector((v_ - __builtin_convertvector(q_, VF)) * s31_, VI); \
+            h_ = (q_ & sub_) | ((s13_ - e_) & ~sub_);                                      \
+            t_ = (t_ & sub_) | ((VI)(((VU)a_ << 19) >> 1) & ~sub_);                        \
             h_ -= (VI)(x_ >> 1) < t_;                                                      \
-            big_ = 0x7bff - (a_ > 0x477fefff);                                             \
-            m_ = a_ > 0x7f800000;                                                          \
-            big_ = (((s13_ | 0x7e00) & 0x7fff) & m_) | (big_ & ~m_);                       \
-            m_ = a_ > 0x477fe000;                                                          \
+            big_ = mx_ - (a_ > b0_);                                                       \
+            m_ = a_ > b1_;                                                                 \
+            big_ = (((s13_ | nan_) & n7_) & m_) | (big_ & ~m_);                            \
+            m_ = a_ > b2_;                                                                 \
             h_ = (big_ & m_) | (h_ & ~m_);                                                 \
-            r_ = ((u_ >> 16) & 0x8000u) | (VU)h_;                                          \
+            r_ = ((u_ >> 31) << 15) | (VU)h_;                                              \
             o_ = __builtin_convertvector(r_, VH);                                          \
             memcpy(dst + i, &o_, sizeof(o_));                                              \
         }                                                                                  \
     } while (0)
 
+/* Hides a loop constant's value from the compiler, which otherwise rebuilds each from an
+ * immediate inside the loop (three instructions) when it runs short of vector registers,
+ * where a spilled one is read as an operand. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SR_OPAQUE(v) __asm__("" : "+x"(v))
+#else
+#define SR_OPAQUE(v) ((void)0)
+#endif
+
 /* One round of mix32 on a vector. */
-#define SR_MIX(x)                                                                          \
+#define SR_MIX(x, m1, m2)                                                                  \
     do {                                                                                   \
         (x) ^= (x) >> 16;                                                                  \
-        (x) *= 0x7feb352du;                                                                \
+        (x) *= (m1);                                                                       \
         (x) ^= (x) >> 15;                                                                  \
-        (x) *= 0x846ca68bu;                                                                \
+        (x) *= (m2);                                                                       \
         (x) ^= (x) >> 16;                                                                  \
     } while (0)
 
