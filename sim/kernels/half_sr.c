@@ -138,8 +138,9 @@ sr_one(float f, uint32_t r)
 
 /* Hides a loop constant's value from the compiler, which otherwise rebuilds each from an
  * immediate inside the loop (three instructions) when it runs short of vector registers,
- * where a spilled one is read as an operand. */
-#if defined(__x86_64__) && defined(__GNUC__)
+ * where a spilled one is read as an operand. Elsewhere (clang, sanitizer builds: one
+ * copy, which has no AVX registers for an 8-lane vector) a no-op. */
+#if SIM_ISA_DISPATCH   /* GCC on x86-64, each copy compiled for its level's registers */
 #define SR_OPAQUE(v) __asm__("" : "+x"(v))
 #else
 #define SR_OPAQUE(v) ((void)0)
