@@ -47,8 +47,10 @@ alias_of(const struct sim_tensor *orig, int j)
 }
 
 /* Float16 views among the n views at v (orig a copy of them) are pointed at float copies
- * in blk, one per distinct tensor. copy: widen the halves (false: zero, the op writes
- * them). blk holds at least the sum of their elements. */
+ * in blk, one per distinct tensor. copy: widen the halves (false: left as they are, the
+ * op writes every element: a forward output, which in float32 lands in an arena slot
+ * holding a dead value's bytes, so no op reads it before writing it). blk holds at least
+ * the sum of their elements. */
 static void
 widen(struct sim_tensor *v, const struct sim_tensor *orig, int n, const bool *copy,
       float *blk)
@@ -67,8 +69,6 @@ widen(struct sim_tensor *v, const struct sim_tensor *orig, int n, const bool *co
         }
         if (copy[j])
             sim_half_to_float_n(v[j].data, blk + at, v[j].numel);
-        else
-            memset(blk + at, 0, (size_t)v[j].numel * sizeof(float));
         v[j].data = blk + at;
         v[j].dtype = SIM_DTYPE_FLOAT;
         at += v[j].numel;

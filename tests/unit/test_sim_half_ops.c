@@ -377,10 +377,9 @@ test_stochastic_rounding(void **state)
     printf("  stochastic rounding of a sweep of %d floats at key 0x0123456789abcdef: hash "
            "%016llx\n", N, (unsigned long long)hash);
     assert_true(hash == SR_SWEEP_HASH);
-    /* runs of normal float16 magnitudes (half_sr.c's shorter path, runs of 64 elements)
-     * give the scalar form's bits too: every float16 binade, both signs, the range's ends
-     * (2^-14 and 65504) in runs of their own, and runs where one value just outside the
-     * range (a float16 subnormal, or past 65504) sends the run down the full path */
+    /* normal float16 magnitudes give the scalar form's bits too: every float16 binade,
+     * both signs, the range's ends (2^-14 and 65504), and single values just outside the
+     * range (a float16 subnormal, or past 65504) among them */
     for (int i = 0; i < N; i++) {
         uint32_t u = 0x38800000u + (uint32_t)(((uint64_t)i * 2654435761u) %
                                               (0x477fe000u - 0x38800000u + 1u));
@@ -402,6 +401,119 @@ test_stochastic_rounding(void **state)
     free(a);
     free(c);
     free(src);
+}
+
+/* The classes of float the vector rounding (half_sr.c's sr_block, one path for every
+ * lane) must round as the scalar reference does: value k of the table. */
+static float
+sr_class(int k, uint32_t salt)
+{
+    static const uint32_t bits[] = {
+        0x00000000u,                    /* +0 */
+        0x80000000u,                    /* -0 */
+        0x3f8ccccdu,                    /* 1.1, normal */
+        0x38800000u,                    /* 2^-14, the smallest normal half */
+        0x387fffffu,                    /* just below: rounds between subnormals */
+        0x33800000u,                    /* 2^-24, the smallest subnormal half */
+        0x33000000u,                    /* 2^-25, half-way to 0 */
+        0x2b800000u,                    /* 2^-40, far below every half */
+        0x00000001u,                    /* the smallest float denormal */
+        0x477fe000u,                    /* 65504, the largest half */
+        0x477fe001u,                    /* just past it: 65504 by nearest-even */
+        0x477fefffu,                    /* below 65520: 65504 */
+        0x477ff000u,                    /* 65520: infinity */
+        0x7f7fffffu,                    /* the largest float: infinity */
+        0x7f800000u,                    /* infinity */
+        0x7fc00000u,                    /* quiet NaN */
+        0x7f800001u,                    /* signalling NaN, low payload */
+        0x7fa12345u,                    /* signalling NaN, a payload in the kept bits */
+    };
+    enum { NB = sizeof(bits) / sizeof(bits[0]) };
+    uint32_t u;
+    float f;
+
+    if (k < NB) {
+        u = bits[k];
+        /* a random fraction on the subnormal and normal ones, so they round both ways */
+        if (k >= 2 && k <= 7)
+            u = (u & 0xff800000u) | ((u + (salt & 0x7fffu)) & 0x7fffffu);
+        u |= (salt >> 31) << 31;
+    } else {                            /* a subnormal half: |f| < 2^-14, any bits */
+        u = 0x30000000u + salt % 0x8800000u;
+        u |= (salt & 1u) << 31;
+    }
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* The vector path of stochastic rounding (every class of float inside a run of normal
+ * values, at every lane of a vector of 4, 8 or 16 and in the scalar tail) gives the
+ * scalar reference's bits, at the ISA level in use (tests/run.sh runs this at each); and
+ * the array forms stay unbiased for subnormal values mixed with zeros and normal ones. */
+static void
+test_sr_vector_lanes(void **state)
+{
+    enum { N = 64 * 1024 + 13, CLASSES = 19 };
+    float *src = malloc(N * sizeof(*src)), *rt = malloc(N * sizeof(*rt));
+    uint16_t *a = malloc(N * sizeof(*a));
+    const uint64_t key = 0xfeedface12345678ull;
+    long checked = 0, sub_up = 0, sub_n = 0;
+    uint32_t x = 2463534242u;
+
+    (void)state;
+    assert_non_null(src);
+    assert_non_null(rt);
+    assert_non_null(a);
+    /* element i: one special value at lane (i / 32) % 16 of each run of 16 normal values,
+     * its class cycling, then whole runs of each class; a random salt for each */
+    for (int i = 0; i < N; i++) {
+        int k;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        if (i < N / 2)
+            k = i % 16 == (i / 32) % 16 ? (i / 512) % CLASSES : 2;
+        else
+            k = (i / 16) % CLASSES;
+        src[i] = sr_class(k, x);
+    }
+    sim_half_from_float_sr_n(src, a, N, key);
+    memcpy(rt, src, N * sizeof(*rt));
+    sim_half_round_sr_n(rt, N, key);
+    for (int i = 0; i < N; i++) {
+        uint16_t want = sim_half_from_float_sr(src[i], key, (uint64_t)i);
+        float wf = sim_half_to_float(want);
+        if (a[i] != want) {
+            uint32_t u;
+            memcpy(&u, &src[i], sizeof(u));
+            fail_msg("element %d (%a, bits %08x): vector rounding %04x, scalar %04x", i,
+                     (double)src[i], (unsigned)u, a[i], want);
+        }
+        if (memcmp(&rt[i], &wf, sizeof(wf)) != 0)
+            fail_msg("element %d (%a): in-place rounding %a, scalar %a", i, (double)src[i],
+                     (double)rt[i], (double)wf);
+        checked++;
+    }
+    /* unbiased through the array form: 1.25 x 2^-24 (a subnormal half's fraction 0.25)
+     * every third element, zeros and normal values between */
+    for (int i = 0; i < N; i++)
+        src[i] = i % 3 == 0 ? 0x1.4p-24f : i % 3 == 1 ? 0.0f : 1.0f + (float)i / N;
+    sim_half_from_float_sr_n(src, a, N, key ^ 1);
+    for (int i = 0; i < N; i += 3) {
+        assert_true(a[i] == 1 || a[i] == 2);
+        sub_up += a[i] == 2;
+        sub_n++;
+        if (i + 1 < N)
+            assert_int_equal(a[i + 1], 0);     /* a zero stays +0 */
+    }
+    printf("  vector stochastic rounding: %ld elements of %d classes at every lane equal to "
+           "the scalar rounding; 1.25 x 2^-24 among zeros and normals up %.4f of %ld "
+           "(expected 0.25)\n", checked, CLASSES, (double)sub_up / sub_n, sub_n);
+    /* binomial sd sqrt(0.25 0.75 / 21850) = 0.0029: within 5 sd */
+    assert_true(fabs((double)sub_up / sub_n - 0.25) < 0.015);
+    free(src);
+    free(rt);
+    free(a);
 }
 
 /* loss = sum(Cast32(Mul(w, x))) for a float16 weight w (dloss/dw = x): SGD's update is
@@ -658,6 +770,7 @@ main(void)
         cmocka_unit_test(test_grad_through_half_op),
         cmocka_unit_test(test_moves_half),
         cmocka_unit_test(test_stochastic_rounding),
+        cmocka_unit_test(test_sr_vector_lanes),
         cmocka_unit_test(test_half_weight_trains),
         cmocka_unit_test(test_loss_scaling),
         cmocka_unit_test(test_partials_half),
