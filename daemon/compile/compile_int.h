@@ -50,8 +50,9 @@ struct compile_task {
     char *key;                         /* serialised options, for the cache */
     /* The replication factor has two names, one meaning each: replicas_per_process is the
      * request's (one process's replicas, >= 1); opts.replicas is the model's replicas in
-     * all, set once by the job's compile_submit as replicas_per_process x its processes
-     * (sim_compile_opts_init's 1 until then). */
+     * all: replicas_per_process for a model one process makes alone (compile_begin; an
+     * inference model from its training model), replicas_per_process x its processes for
+     * the job's shared compile (compile_submit). */
     unsigned replicas_per_process;
     struct sim_compile_opts opts;
     unsigned predict_replicas;         /* the prediction's replicas (0: the compile's) */

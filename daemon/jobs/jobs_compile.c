@@ -210,7 +210,7 @@ compile_submit(struct job *j, struct compile_task *ct, char *msg, size_t len)
                  ct->replicas_per_process, R, j->name, ct->part_count, dev_round_pow2(R));
         return IPUOF_E_INVAL;
     }
-    ct->opts.replicas = R; /* the model's replicas in all, set here only */
+    ct->opts.replicas = R; /* the shared compile: the replicas of all its processes */
     ct->proc0 = 0;
     ct->nproc = nproc;
     for (unsigned i = 0; i < R; i++)

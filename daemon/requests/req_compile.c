@@ -160,7 +160,10 @@ compile_begin(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t 
     snprintf(ct->name, sizeof ct->name, "%s", rq->name[0] ? rq->name : "model");
     sim_compile_opts_init(&ct->opts);
     ct->opts.device_iterations = rq->device_iterations;
-    ct->replicas_per_process = compile_replicas_per_process(rq); /* opts.replicas: the job's */
+    ct->replicas_per_process = compile_replicas_per_process(rq);
+    /* A model this process makes alone (an inference model from its training model) has
+     * its replicas; the job's shared compile sets its total in compile_submit. */
+    ct->opts.replicas = ct->replicas_per_process;
     ct->opts.micro_batch = rq->micro_batch;
     ct->opts.tiles = s->cfg.tiles;
     if (rq->default_mode != NULL &&

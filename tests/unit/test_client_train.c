@@ -853,6 +853,70 @@ test_real_daemon(void **state)
     assert_int_equal(testd_stop(&d), 0);
 }
 
+/* An inference model made from a replicated training model has the training model's
+ * replicas (per process), so a call of the same shape runs on it (a Pod job's processes
+ * found this: ipuof-mnist's test pass after training on 2 replicas). */
+static void
+test_inference_from_replicated(void **state)
+{
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    struct ipuof_attach_opts ao = {.num_ipus = 2};
+    struct ipuof_model_opts mo = {.name = "linear", .device_iterations = 1, .replicas = 2};
+    struct ipuof_training_opts to = {.loss = "loss"};
+    float x[2 * RB * RK], w[RN * RK], b[RN];
+    int64_t y[2 * RB];
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {2 * RB, RK}, x, sizeof x},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {2 * RB}, y, sizeof y}};
+    ipuof_model *m = NULL, *inf = NULL;
+    ipuof_client *c;
+    void *onnx = NULL;
+    size_t len = 0;
+
+    (void)state;
+    if (testd_start(&d, NULL, NULL) != 0)
+        fail_msg("could not start ipuofd: a daemon that does not start is a failure");
+    testd_live = &d;
+    for (int i = 0; i < 2 * RB; i++) {
+        y[i] = i % RN;
+        for (int k = 0; k < RK; k++)
+            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
+    }
+    linear_model(&onnx, &len);
+    c = ipuof_client_new();
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    to.optimizer.kind = IPUOF_OPTIMIZER_SGD;
+    to.optimizer.lr = 0.5f;
+    assert_int_equal(ipuof_model_compile_training(c, onnx, len, &mo, &to, &m), IPUOF_OK);
+    assert_int_equal(ipuof_model_replicas(m), 2);
+    assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK); /* 2 replicas x RB samples */
+    assert_int_equal(ipuof_model_inference_from(m, &mo, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_replicas(inf), 2);
+    assert_int_equal(ipuof_model_read_weight(m, "W", w, sizeof w), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_weight(m, "b", b, sizeof b), IPUOF_OK);
+    {
+        struct ipuof_tensor t;
+        int rc = ipuof_model_run(inf, in, 2); /* 2 replicas x RB samples, as the training's */
+
+        print_message("  inference from 2 replicas' training model: %s\n",
+                      rc == IPUOF_OK ? "ok" : ipuof_client_errmsg(c));
+        assert_int_equal(rc, IPUOF_OK);
+        assert_int_equal(ipuof_model_output(inf, (size_t)ipuof_model_output_index(inf, "logits"),
+                                            &t), IPUOF_OK);
+        assert_int_equal(t.bytes, 2 * RB * RN * 4);
+        assert_true(linear_maxdiff(x, w, b, t.data) < 1e-5);
+        assert_true(linear_maxdiff(x + RB * RK, w, b, (const float *)t.data + RB * RN) < 1e-5);
+    }
+    ipuof_model_free(inf);
+    ipuof_model_free(m);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(onnx);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
 int
 main(void)
 {
@@ -860,6 +924,7 @@ main(void)
         cmocka_unit_test(test_defaults_and_arguments),
         cmocka_unit_test(test_training_api),
         cmocka_unit_test_teardown(test_real_daemon, testd_stop_live),
+        cmocka_unit_test_teardown(test_inference_from_replicated, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);
