@@ -787,7 +787,8 @@ struct ipuof_training_opts {
  * consumes micro-batch x device_iterations x gradient_accumulation x replicas samples and
  * takes device_iterations optimizer steps. Outputs default to Final. Errors as
  * ipuof_model_compile(), plus IPUOF_E_INVAL for a loss that is not a graph output or not
- * one value per replica, an optimizer parameter out of range, or no trainable weights.
+ * one value per replica, or an optimizer parameter out of range. A loss no trainable
+ * weight reaches compiles (PopTorch's TrainingSession): the runs change no weight.
  */
 IPUOF_API int ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
                                            const struct ipuof_model_opts *opts,
