@@ -244,12 +244,13 @@ def _set_placement(o, placement, keep):
 
 
 def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replicas,
-                  output_kinds, training=None, placement=None, clock=None):
+                  output_kinds, training=None, placement=None, clock=None, seed=0):
     """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
     training: None, or dict(loss, optimizer (cffi struct), accumulation, reduction, seed,
     frozen); placement: None, or as _set_placement() takes it (only with a library that
     has the placement options); clock: None, or (num_io_tiles, synthetic_data,
-    available_memory_proportion, predict_replicas) for the prediction. Returns a
+    available_memory_proportion, predict_replicas) for the prediction; seed: the random
+    ops' seed (Options.randomSeed; training's own is training["seed"]). Returns a
     CompiledModel."""
     keep = []
     o = ffi.new("struct ipuof_model_opts *")
@@ -271,6 +272,11 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
     keep.append(modes)
     if placement is not None:
         _set_placement(o, placement, keep)
+    if _lib.has("ipuof_client_set_seed"):
+        lib.ipuof_client_set_seed(conn.ptr, seed)
+    elif seed:
+        raise Error("this libipuof-client has no ipuof_client_set_seed: an inference "
+                    "model's Options.randomSeed needs a newer library")
     if clock is not None and _lib.has("ipuof_client_set_clock_options"):
         rc = lib.ipuof_client_set_clock_options(conn.ptr, *clock)
         if rc != 0:

@@ -193,6 +193,7 @@ int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o, const struct ipuof_b
                                 size_t n);
 int ipuof_model_opts_set_location(struct ipuof_model_opts *o, int kind, int location);
 int ipuof_model_opts_set_profile(struct ipuof_model_opts *o, int on);
+int ipuof_client_set_seed(ipuof_client *c, uint64_t seed);
 int ipuof_model_trace(ipuof_model *m, char **json, size_t *len);
 """
 # enum ipuof_tensor_kind, in the order of struct ipuof_model_opts.locations.
