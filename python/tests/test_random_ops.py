@@ -80,6 +80,19 @@ def test_like_and_normal_of_tensor(daemon):
     pm.destroy()
 
 
+def test_uniform_(daemon):
+    """Tensor.uniform_(from, to) (aten::uniform, the package's symbolic) and
+    Tensor.normal_() (the exporter's RandomNormalLike)."""
+    x = torch.zeros(300, 200)
+    pm, y = run(lambda x: (x + 0).uniform_(-2.0, 5.0), x)
+    assert y.shape == x.shape
+    check_uniform(y, -2.0, 5.0)
+    pm.destroy()
+    pm, y = run(lambda x: (x + 0).normal_(), x)
+    check_normal(y, 0.0, 1.0)
+    pm.destroy()
+
+
 def test_seed_reproducible(daemon):
     """Options.randomSeed: the same seed, the same draws; another seed, others; each
     device iteration and each call draws anew."""
