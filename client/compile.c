@@ -407,6 +407,7 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     cr.replicas = opts->replicas;
     cr.micro_batch = opts->micro_batch;
     cr.input_group_size = opts->input_group_size;
+    cr.seed = c->seed;          /* a training compile's own seed replaces it (add_extra) */
     cr.num_io_tiles = c->clock_io_tiles;
     cr.synthetic_data = c->clock_synthetic != 0;
     cr.available_memory_proportion = (float)c->clock_amp;
@@ -623,6 +624,15 @@ ipuof_model_compile_file(ipuof_client *c, const char *path,
     if (rc != IPUOF_OK)
         return rc;
     return ipuof_compile_structs(c, NULL, 0, path, opts, NULL, out);
+}
+
+int
+ipuof_client_set_seed(ipuof_client *c, uint64_t seed)
+{
+    if (c == NULL)
+        return IPUOF_E_INVAL;
+    c->seed = seed;
+    return IPUOF_OK;
 }
 
 int

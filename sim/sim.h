@@ -750,6 +750,11 @@ int sim_exe_set_seed(struct sim_exe *e, uint64_t seed, struct sim_err *err);
  * keeps state from run to run (the updated buffers), so it is never shared through a cache. */
 int sim_buffer_update_count(const struct sim_model *m);
 
+/* The number of random nodes of model m (RandomUniform, RandomNormal and their Like forms):
+ * an executable of such a model advances its generators from run to run (each model its
+ * own, as PopTorch's), so it is never shared through a cache either. */
+int sim_random_op_count(const struct sim_model *m);
+
 /* ---- executables: weights ----------------------------------------------------------- */
 
 enum sim_weight_kind {

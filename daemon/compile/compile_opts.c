@@ -340,6 +340,7 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_task *c
 {
     char msg[320];
 
+    ct->opts.seed = rq->seed;   /* random ops and Dropout, inference or training */
     if (rq->loss[0] == '\0')
         return 0;
     if (compile_name_check(c, req_id, "loss", rq->loss) < 0)
@@ -361,7 +362,6 @@ compile_training_options(struct conn *c, uint64_t req_id, struct compile_task *c
                        "accumulationAndReplicationReductionType", msg, sizeof msg);
         goto bad;
     }
-    ct->opts.seed = rq->seed;
     for (size_t i = 0; i < rq->n_frozen_weights; i++) {
         ct->frozen_w[i] = strdup(rq->frozen_weights[i]);
         if (ct->frozen_w[i] == NULL)

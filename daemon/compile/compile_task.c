@@ -126,8 +126,10 @@ compile_run(struct work_item *j)
     snprintf(e->name, sizeof e->name, "%s", ct->name);
     e->key = ct->key;
     e->hash = cache_hash(e->bytes, e->len, e->key);
-    /* a training executable's weights change as it trains; buffer updates change buffers */
-    e->reusable = ct->loss == NULL && sim_buffer_update_count(e->model) == 0;
+    /* a training executable's weights change as it trains; buffer updates change buffers;
+     * random ops advance their generators */
+    e->reusable = ct->loss == NULL && sim_buffer_update_count(e->model) == 0 &&
+                  sim_random_op_count(e->model) == 0;
     ct->bytes = NULL;
     ct->key = NULL;
     cache_insert(k, e);

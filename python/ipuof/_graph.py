@@ -18,8 +18,7 @@ def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
     parameters it has no gradient for (record.no_grad). Returns the capture.Probe."""
     record = capture.Probe()
     record.no_grad = []
-    was_training = m.training
-    m.train(training)
+    modes = _set_modes(m, training)
     try:
         with capture.no_side_effects(m), poptorch_core._capturing(), \
                 torch.enable_grad() if training else torch.no_grad():
@@ -34,7 +33,7 @@ def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
                 _find_loss(record)
                 record.no_grad = _without_gradient(m, flat[record.loss])
     finally:
-        m.train(was_training)
+        _restore_modes(modes)
     if record.buffers and replicas > 1 and broadcast_buffers:
         raise Error("PopTorch does not support broadcasting buffers. If your model is able "
                     "to tolerate buffers becoming out of sync between replicas, you can "
@@ -50,6 +49,25 @@ def probe(m, training, call, sample, replicas=1, broadcast_buffers=True):
                     "float32")
     record.flat = None
     return record
+
+
+def _set_modes(m, training):
+    """Puts m in the mode of the capture and returns every module's flag before, for
+    _restore_modes. Inference: all in eval(). Training: a model whose root is in training
+    mode keeps its submodules' own flags (PopTorch traces the model as it is: a Dropout or
+    BatchNorm put in eval() inside a training model stays in eval(), its output the eval
+    output, its running statistics unchanged); a root in eval() is put in training mode
+    whole, as this package always did."""
+    modes = [(mod, mod.training) for mod in m.modules()]
+    if not (training and m.training):
+        m.train(training)
+    return modes
+
+
+def _restore_modes(modes):
+    """Sets each module's training flag back to what _set_modes found."""
+    for mod, flag in modes:
+        mod.training = flag
 
 
 def _out_dtypes(outs, copies, leaves):
@@ -89,6 +107,15 @@ def _find_loss(record):
     cands = [i for i, t in enumerate(flat) if t.numel() == 1 and t.requires_grad]
     named = [i for i in cands if "loss" in type(flat[i].grad_fn).__name__.lower()]
     if not cands:
+        # No trainable weight reaches any output (a layer in eval() inside a training
+        # model, every parameter frozen): PopTorch still finds its loss (every torch loss
+        # is an identity loss in its graph) and trains nothing. The one float scalar
+        # returned is the loss here; the daemon's backward pass is then empty.
+        scalars = [i for i, t in enumerate(flat[:record.n_out])
+                   if t.numel() == 1 and t.dtype.is_floating_point]
+        if len(scalars) == 1:
+            record.loss = scalars[0]
+            return
         raise Error("a training model must return its loss: forward() returned no "
                     "scalar that depends on trainable weights (return (output, loss) "
                     "or loss, or mark it with poptorch.identity_loss)")
@@ -115,9 +142,10 @@ def export(m, training, call, sample, record, half=None):
     capture.type_float16's (inputs, state, keep_float, stochastic); record.narrowed is
     then the outputs Cast to float that torch gives as float16."""
     n_out = record.n_graph()
-    was_training = m.training
-    m.train(training)
-    mode = torch.onnx.TrainingMode.TRAINING if training \
+    modes = _set_modes(m, training)
+    # PRESERVE: the exporter keeps the modules' flags _set_modes left (TRAINING would
+    # put every submodule in training mode again).
+    mode = torch.onnx.TrainingMode.PRESERVE if training \
         else torch.onnx.TrainingMode.EVAL
     f = io.BytesIO()
     rec = blocks._Recorder(m)
@@ -147,7 +175,7 @@ def export(m, training, call, sample, record, half=None):
     else:
         failure = None
     finally:
-        m.train(was_training)
+        _restore_modes(modes)
     if failure is not None:
         # Raised afresh, without the exporter's frames: their arguments are TorchScript
         # values of a graph freed by now, and printing them (as pytest does with a

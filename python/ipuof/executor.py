@@ -369,7 +369,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                 self._conn, self._onnx, name,
                 training=self._training_args() if self._training else None,
                 placement=self._placement_opts, clock=self._clock_args(),
-                **self._compile_args)
+                seed=self._options.random_seed or 0, **self._compile_args)
         except BaseException:
             self._release()
             raise

@@ -28,6 +28,8 @@ torch.onnx.register_custom_op_symbolic, which takes precedence over the built-in
   on a reshaped input, then the affine): the daemon has InstanceNormalization.
 - Losses the exporter lacks: smooth_l1, soft_margin, margin_ranking, poisson_nll (full
   Stirling term too) and triplet_margin (p-norm distances, swap), each torch's formula.
+- aten::uniform (Tensor.uniform_(from, to)): the exporter has none; RandomUniformLike of
+  the tensor with low = from, high = to (its dtype: the daemon's op_random.c draws).
 """
 import torch
 from torch.onnx import _type_utils
@@ -411,6 +413,11 @@ def triplet_margin_loss(g, anchor, positive, negative, margin, p, eps, swap, red
     return _reduce(g, g.op("Relu", v), reduction)
 
 
+@sym.parse_args("v", "f", "f", "v")
+def uniform(g, self, low, high, generator=None):
+    return g.op("RandomUniformLike", self, low_f=low, high_f=high)
+
+
 def register():
     """Registers the symbolics above for OPSET (idempotent)."""
     torch.onnx.register_custom_op_symbolic("aten::floor_divide", floor_divide, OPSET)
@@ -419,6 +426,7 @@ def register():
     torch.onnx.register_custom_op_symbolic("aten::l1_loss", l1_loss, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::nansum", nansum, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::count_nonzero", count_nonzero, OPSET)
+    torch.onnx.register_custom_op_symbolic("aten::uniform", uniform, OPSET)
     for name, fn in (("repeat", repeat), ("prelu", prelu), ("selu", selu), ("celu", celu),
                      ("gather", gather), ("instance_norm", instance_norm),
                      ("addmv", addmv), ("roll", roll), ("matmul", matmul), ("bmm", bmm),

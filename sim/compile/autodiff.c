@@ -257,13 +257,11 @@ sim_autodiff(struct sim_exe *e, struct sim_err *err)
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
         goto out;
     }
-    if (mark_gradients(e, from, to) == 0) {
-        rc = sim_err_set(err, IPUOF_E_INVAL, "the graph has no trainable weights: no float "
-                         "initializer reaches the loss '%s' through differentiable operands "
-                         "(weights must be initializers; frozen_weights and running "
-                         "statistics do not train)", e->m->vals[e->tr->loss].name);
-        goto out;
-    }
+    /* No trainable weight reaching the loss (a model in eval() mode inside a training
+     * model, a loss of the inputs alone) is no error: PopTorch builds PopART's
+     * TrainingSession all the same, whose backward pass is then empty. No value carries a
+     * gradient, so there are no backward steps; the forward pass runs, the weights stay. */
+    (void)mark_gradients(e, from, to);
     rc = build_steps(e, err);
     if (rc == 0)
         rc = sim_recompute_steps(e, err);

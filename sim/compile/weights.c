@@ -125,6 +125,18 @@ sim_buffer_update_count(const struct sim_model *m)
     return n;
 }
 
+int
+sim_random_op_count(const struct sim_model *m)
+{
+    int n = 0;
+
+    for (int k = 0; k < m->n_nodes; k++) {
+        const struct sim_op *op = sim_op_find_in(m->nodes[k].domain, m->nodes[k].op_type);
+        n += op != NULL && (op->flags & SIM_OPF_RANDOM) != 0;
+    }
+    return n;
+}
+
 /* cls[v] = SIM_WEIGHT_BUFFER for the buffer of every BufferUpdate node. */
 static int
 mark_buffer_updates(const struct sim_model *m, unsigned char *cls, struct sim_err *err)

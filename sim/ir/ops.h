@@ -90,10 +90,11 @@ typedef int (*sim_backward_fn)(const struct sim_kern *k, const struct sim_tensor
 enum sim_op_flags {
     SIM_OPF_NOFOLD = 1u << 0,     /* never evaluate at compile time (random ops) */
     SIM_OPF_SHAPE_ONLY = 1u << 1, /* needs only the input's shape (Shape): always folds */
-    SIM_OPF_VIEW = 1u << 2        /* out[0] is a view of in[0] that Poplar aliases (reshape,
+    SIM_OPF_VIEW = 1u << 2,       /* out[0] is a view of in[0] that Poplar aliases (reshape,
                                    * dimShuffle, slice: no copy on the IPU), so the IPU
                                    * figure of the plan counts it in in[0]'s memory (plan.c);
                                    * the host still copies */
+    SIM_OPF_RANDOM = 1u << 3      /* draws from k->rng, reseeded per micro-batch */
 };
 
 struct sim_op {
@@ -225,6 +226,8 @@ extern const int sim_ops_layout_count;
 extern const struct sim_op sim_ops_scan[];
 extern const int sim_ops_scan_count;
 /* OneHot (op_onehot.c) */
+extern const struct sim_op sim_ops_random[];
+extern const int sim_ops_random_count;
 extern const struct sim_op sim_ops_onehot[];
 extern const int sim_ops_onehot_count;
 

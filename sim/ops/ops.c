@@ -47,8 +47,9 @@ static const struct family families[] = {
     { sim_ops_scan, &sim_ops_scan_count },
     /* Sin to Atanh, Reciprocal, the bitwise ops */
     { sim_ops_math, &sim_ops_math_count },
-    /* OneHot */
+    /* OneHot; RandomUniform, RandomNormal and their Like forms */
     { sim_ops_onehot, &sim_ops_onehot_count },
+    { sim_ops_random, &sim_ops_random_count },
 };
 
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))

@@ -282,7 +282,7 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
 
     switch (st->kind) {
     case SIM_STEP_GRECV:
-        if (e->nodes[e->vals[tr->loss].producer].stage == it->k)
+        if (tr->loss_grad[L] != NULL && e->nodes[e->vals[tr->loss].producer].stage == it->k)
             *tr->loss_grad[L] = sim_half_loss_seed(e);     /* 1, or loss_scaling */
         for (int i = st->lo; i < st->hi; i++) {
             int xi = th->g->xi[i];

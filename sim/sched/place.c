@@ -466,7 +466,8 @@ sim_place(struct sim_exe *e, const struct sim_compile_opts *o, struct sim_err *e
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0)
                 e->vals[n->out[j]].ipu = n->ipu;
-        n->rnd = strcmp(n->op->name, "Dropout") == 0 || (n->half && e->stochastic);
+        n->rnd = strcmp(n->op->name, "Dropout") == 0 || (n->op->flags & SIM_OPF_RANDOM) ||
+                 (n->half && e->stochastic);
         e->n_rnd += n->rnd;
     }
     if (e->ipr > SIM_MAX_IPUS || (uint64_t)e->ipr * e->R > SIM_MAX_IPUS * 16u)

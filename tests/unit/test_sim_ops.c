@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -382,6 +383,117 @@ test_dropout(void **state)
     printf("  %-36s kept %d of 1000 at ratio 0.5\n", "Dropout training", kept);
     assert_in_range(kept, 400, 600);
     run_free(&r);
+}
+
+/* ---- random generators -------------------------------------------------------------- */
+
+/* A graph of one RandomUniform (or RandomNormal) node of shape (n); low/high or
+ * mean/scale a, b; dtype 0: the attribute left out. */
+static struct sim_ob *
+random_graph(const char *op, int64_t n, float a, float b, int64_t dtype)
+{
+    struct sim_ob *g = sim_ob_new(13);
+    int normal = strcmp(op, "RandomNormal") == 0;
+
+    sim_ob_node(g, op, "r", "", "y");
+    sim_ob_attr_ints(g, "shape", (int64_t[]){ 4, n / 4 }, 2);
+    sim_ob_attr_float(g, normal ? "mean" : "low", a);
+    sim_ob_attr_float(g, normal ? "scale" : "high", b);
+    if (dtype != 0)
+        sim_ob_attr_int(g, "dtype", dtype);
+    sim_ob_output(g, "y", dtype == 10 ? SIM_DTYPE_FLOAT16 : F32);
+    return g;
+}
+
+/* Statistics with stated bounds (n = 40 000: the mean within 6 standard errors, the
+ * standard deviation within 5 %), the range of the uniform, the seed's effect. */
+static void
+test_random(void **state)
+{
+    const int64_t n = 40000;
+    struct sim_err err;
+    struct test_ob_run r, r2;
+    const float *y;
+    double s = 0, ss = 0, lo = 1e30, hi = -1e30, sd;
+    float first[8];
+
+    (void)state;
+    r = test_ob_run_ok(random_graph("RandomUniform", n, -1.0f, 3.0f, 0));
+    y = sim_exe_output_buffer(r.e, 0);
+    for (int64_t i = 0; i < n; i++) {
+        s += y[i];
+        ss += (double)y[i] * y[i];
+        lo = fmin(lo, y[i]);
+        hi = fmax(hi, y[i]);
+    }
+    sd = sqrt(ss / n - (s / n) * (s / n));
+    printf("  %-36s mean %.5f (1) std %.5f (%.5f) range [%.5f, %.5f]\n",
+           "RandomUniform(-1, 3)", s / n, sd, 4 / sqrt(12.0), lo, hi);
+    assert_true(fabs(s / n - 1.0) < 6 * (4 / sqrt(12.0)) / sqrt((double)n));
+    assert_true(fabs(sd - 4 / sqrt(12.0)) < 0.05 * 4 / sqrt(12.0));
+    assert_true(lo >= -1.0 && hi <= 3.0);
+    memcpy(first, y, sizeof(first));
+    /* the same seed in a fresh executable: the same draws; another seed: others */
+    r2 = test_ob_run_ok(random_graph("RandomUniform", n, -1.0f, 3.0f, 0));
+    assert_memory_equal(first, sim_exe_output_buffer(r2.e, 0), sizeof(first));
+    assert_int_equal(sim_exe_set_seed(r2.e, 5, &err), 0);
+    if (sim_exe_run(r2.e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    assert_memory_not_equal(first, sim_exe_output_buffer(r2.e, 0), sizeof(first));
+    test_ob_run_free(&r2);
+    /* the next run of the same executable draws anew */
+    if (sim_exe_run(r.e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+    assert_memory_not_equal(first, sim_exe_output_buffer(r.e, 0), sizeof(first));
+    test_ob_run_free(&r);
+
+    r = test_ob_run_ok(random_graph("RandomNormal", n, 2.0f, 0.5f, 1));
+    y = sim_exe_output_buffer(r.e, 0);
+    s = ss = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += y[i];
+        ss += (double)y[i] * y[i];
+    }
+    sd = sqrt(ss / n - (s / n) * (s / n));
+    printf("  %-36s mean %.5f (2) std %.5f (0.5)\n", "RandomNormal(2, 0.5)", s / n, sd);
+    assert_true(fabs(s / n - 2.0) < 6 * 0.5 / sqrt((double)n));
+    assert_true(fabs(sd - 0.5) < 0.05 * 0.5);
+    test_ob_run_free(&r);
+
+    /* float16: halves in [0, 1] */
+    r = test_ob_run_ok(random_graph("RandomUniform", 400, 0.0f, 1.0f, 10));
+    {
+        const uint16_t *h = sim_exe_output_buffer(r.e, 0);
+        for (int i = 0; i < 400; i++)
+            assert_true(h[i] <= 0x3c00);    /* 0 .. 1.0 as positive halves */
+    }
+    test_ob_run_free(&r);
+
+    /* refusals */
+    test_ob_expect_refused(random_graph("RandomUniform", 8, 0.0f, 1.0f, 11),
+                           IPUOF_E_UNSUPPORTED, "no float64");
+    test_ob_expect_refused(random_graph("RandomUniform", 8, 0.0f, 1.0f, 6), IPUOF_E_INVAL,
+                           "not a float type");
+    test_ob_expect_refused(random_graph("RandomUniform", 8, 2.0f, 1.0f, 0), IPUOF_E_INVAL,
+                           "low <= high");
+    test_ob_expect_refused(random_graph("RandomNormal", 8, 0.0f, -1.0f, 0), IPUOF_E_INVAL,
+                           "scale >= 0");
+    {
+        struct sim_ob *g = sim_ob_new(13);
+        sim_ob_node(g, "RandomUniform", "r", "", "y");
+        sim_ob_output(g, "y", F32);
+        test_ob_expect_refused(g, IPUOF_E_INVAL, "'shape' is required");
+        g = sim_ob_new(13);
+        sim_ob_node(g, "RandomUniform", "r", "", "y");
+        sim_ob_attr_ints(g, "shape", (int64_t[]){ 2, -3 }, 2);
+        sim_ob_output(g, "y", F32);
+        test_ob_expect_refused(g, IPUOF_E_SHAPE, "negative");
+        g = sim_ob_new(13);
+        sim_ob_input(g, "i", SIM_DTYPE_INT32, 1, (int64_t[]){ 3 });
+        sim_ob_node(g, "RandomNormalLike", "r", "i", "y");
+        sim_ob_output(g, "y", F32);
+        test_ob_expect_refused(g, IPUOF_E_INVAL, "no dtype is given");
+    }
 }
 
 /* ---- matrix products ---------------------------------------------------------------- */
@@ -765,6 +877,7 @@ main(void)
         cmocka_unit_test(test_clip_cast_identity),
         cmocka_unit_test(test_activation),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_random),
         cmocka_unit_test(test_matmul_gemm),
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_pool),

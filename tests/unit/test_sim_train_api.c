@@ -704,7 +704,11 @@ test_option_errors(void **state)
         train_opts(&o, SIM_OPT_SGD);
         o.frozen_weights = all;
         o.n_frozen_weights = 6;
-        expect_compile_error(m, &o, IPUOF_E_INVAL, "no trainable weights");
+        {   /* every weight frozen: compiled, as PopTorch does, with an empty backward */
+            struct sim_exe *e = compile(m, &o);
+            assert_true(sim_exe_is_training(e));
+            sim_exe_free(e);
+        }
         o.frozen_weights = (const char *const[]){ "missing" };
         o.n_frozen_weights = 1;
         expect_compile_error(m, &o, IPUOF_E_NOTFOUND, "frozen weight 'missing'");
@@ -786,7 +790,17 @@ test_graph_errors(void **state)
     m = test_ob_load(b);
     sim_compile_opts_init(&o);
     o.loss = "loss";
-    expect_compile_error(m, &o, IPUOF_E_INVAL, "no trainable weights");
+    {   /* trains nothing, as PopTorch's TrainingSession: the forward runs, loss = sum */
+        struct sim_exe *e = compile(m, &o);
+        float *x = sim_exe_input_buffer(e, (size_t)sim_exe_input_index(e, "x"));
+        x[0] = 1.0f;
+        x[1] = 2.0f;
+        x[2] = 4.5f;
+        run(e);
+        check("loss of the input alone (no trainable weight)",
+              sim_exe_output_buffer(e, 0), (const double[]){ 7.5 }, 1);
+        sim_exe_free(e);
+    }
     sim_model_free(m);
     /* ReduceMax between a weight and the loss: refused while it had no gradient rule (every
      * differentiable op has one now; autodiff.c keeps the refusal for one that does not) */

@@ -759,6 +759,15 @@ IPUOF_API int ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t
  * 0: PopLibs' default 0.6) and predict_replicas (the prediction's replicas; 0: the
  * compile's). IPUOF_E_INVAL with a sentence for a value out of range.
  */
+/*
+ * The random seed of this client's later inference compiles (PopTorch's
+ * Options.randomSeed): their random ops (RandomUniform, RandomNormal and the Like forms)
+ * draw from generators seeded by it, so the same seed gives the same draws from a fresh
+ * compile. A training compile takes struct ipuof_training_opts.seed instead. 0 at first.
+ * IPUOF_E_INVAL when c is NULL.
+ */
+IPUOF_API int ipuof_client_set_seed(ipuof_client *c, uint64_t seed);
+
 IPUOF_API int ipuof_client_set_clock_options(ipuof_client *c, unsigned num_io_tiles,
                                              int synthetic_data,
                                              double available_memory_proportion,
@@ -858,7 +867,8 @@ struct ipuof_training_opts {
  * consumes micro-batch x device_iterations x gradient_accumulation x replicas samples and
  * takes device_iterations optimizer steps. Outputs default to Final. Errors as
  * ipuof_model_compile(), plus IPUOF_E_INVAL for a loss that is not a graph output or not
- * one value per replica, an optimizer parameter out of range, or no trainable weights.
+ * one value per replica, or an optimizer parameter out of range. A loss no trainable
+ * weight reaches compiles (PopTorch's TrainingSession): the runs change no weight.
  */
 IPUOF_API int ipuof_model_compile_training(ipuof_client *c, const void *onnx, size_t len,
                                            const struct ipuof_model_opts *opts,

@@ -1,0 +1,120 @@
+"""Training models whose loss reaches no trainable weight, against a real ipuofd.
+
+PopTorch builds PopART's TrainingSession for them all the same (popart_compiler
+Compiler.cpp: a trainingModel always makes a TrainingSession); its backward pass is then
+empty: the forward pass runs, the outputs and the loss are PyTorch's, and no weight
+changes. The daemon used to refuse such a graph ("no trainable weights"). Cases from
+PopTorch's own suite: a Dropout or a BatchNorm in eval() inside a training model, a loss of
+the input alone next to an unused Linear. (A BatchNorm in eval() inside a training model
+is not among them yet: the daemon trains every BatchNormalization of a training
+executable, its training_mode attribute notwithstanding.)"""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import poptorch
+
+
+def check(a, b, rtol=1e-5, atol=1e-6):
+    diff = (a - b).abs().max().item() if a.numel() else 0.0
+    print(f"max abs difference {diff:.3g}")
+    assert torch.allclose(a, b, rtol=rtol, atol=atol), diff
+
+
+def params(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_loss_of_input_only(daemon):
+    """tensor_ops_test.py test_repeat_training_input: the Linear is not used."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 1)
+
+        def forward(self, x):
+            x = x.repeat(5, 2, 2)
+            return x, poptorch.identity_loss(x ** 2, reduction="sum")
+
+    torch.manual_seed(42)
+    x = torch.randn(10, 1, 1)
+    model = Model()
+    before = params(model)
+    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    for _ in range(3):
+        out, loss = pm(x)
+        check(out, x.repeat(5, 2, 2))
+        check(loss, (x.repeat(5, 2, 2) ** 2).sum(), rtol=1e-5)
+    pm.copyWeightsToHost()
+    for k, v in params(model).items():
+        assert torch.equal(v, before[k]), k
+    pm.destroy()
+
+
+@pytest.mark.parametrize("layer", [nn.Dropout, nn.Dropout2d, nn.AlphaDropout])
+def test_eval_layer_in_training_model(daemon, layer):
+    """misc_nn_layers_test.py test_dropout_eval_during_training: the dropout in eval()
+    inside a training model is the identity (trainingModel keeps the submodule's eval()
+    flag, as PopTorch traces the model as it is), and there is nothing to train."""
+    torch.manual_seed(0)
+    net = layer(0.5)
+    x = torch.randn(4, 6, 3)
+    net.eval()
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+            self.loss = nn.L1Loss()
+
+        def forward(self, x, target):
+            out = self.net(x)
+            return out, self.loss(out, target)
+
+    target = torch.zeros(4, 6, 3)
+    model = Model()
+    ref = copy.deepcopy(model)
+    before = params(model)
+    pm = poptorch.trainingModel(model)
+    out, loss = pm(x, target)
+    ref_out, ref_loss = ref(x, target)
+    assert torch.equal(out, x)
+    check(out, ref_out)
+    check(loss, ref_loss)
+    pm.copyWeightsToHost()
+    for k, v in params(model).items():
+        assert torch.equal(v, before[k]), k
+    pm.destroy()
+    assert not net.training  # the capture put the flags back as they were
+
+
+def test_frozen_weights_only(daemon):
+    """Every parameter with requires_grad False: the same empty backward pass."""
+    torch.manual_seed(1)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x, y):
+            out = self.fc(x)
+            return out, nn.functional.mse_loss(out, y)
+
+    model = Model()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    ref = copy.deepcopy(model)
+    before = params(model)
+    x, y = torch.randn(5, 3), torch.randn(5, 2)
+    pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    out, loss = pm(x, y)
+    ref_out, ref_loss = ref(x, y)
+    check(out, ref_out)
+    check(loss, ref_loss)
+    pm.copyWeightsToHost()
+    for k, v in params(model).items():
+        assert torch.equal(v, before[k]), k
+    pm.destroy()
