@@ -88,9 +88,11 @@ start_daemon() {
     wait_daemon "$DPID" "$WD/port" "$WD/ipuofd.log"
 }
 
-# "busy jiffies of the machine, jiffies of the daemon, jiffies of this shell's children"
+# "busy jiffies of the machine, jiffies of the daemon, jiffies of this shell's children",
+# the last from what `times` wrote to $WD/times: `times` has to run in this shell, as
+# `times >"$WD/times"; j=$(jiffies)`, since a subshell's times start at zero (in $(jiffies)
+# it counted none of the runs' ipuof-mnist, which the "others" column then showed).
 jiffies() {
-    times >"$WD/times"
     echo "$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat)" \
         "$(awk -v RS=')' 'NR == 2 { split($0, f, " "); print f[12] + f[13] }' "/proc/$DPID/stat")" \
         "$(awk -v tick="$TICK" 'NR == 2 { s = 0
@@ -138,12 +140,14 @@ run() {
     snap_threads "$WD/threads.base"
     poll_threads "$WD/threads.0" &
     POLL=$!
+    times >"$WD/times"
     j0=$(jiffies)
     t0=$(date +%s.%N)
     st=0
     "$B/bin/ipuof-mnist" --server "$ADDR" --data "$DATA" --epochs 1 --limit-train "$SAMPLES" \
         --limit-test 80 "$@" >"$WD/out" 2>&1 || st=$?
     t1=$(date +%s.%N)
+    times >"$WD/times"
     j1=$(jiffies)
     touch "$WD/poll.stop"
     wait "$POLL" || true
