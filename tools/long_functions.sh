@@ -8,7 +8,10 @@
 # first line), or MACRO(name) for a function a macro makes (SIM_HOT_FN(name, ...)). Struct
 # and array initialisers do not open at column 0, so they are not counted.
 #
-#   sh tools/long_functions.sh                  every *.c git tracks (tests too), MAX 120
+#   sh tools/long_functions.sh                  every *.c git tracks (tests too), MAX 120;
+#                                               without git (a copy of the tree, make test in
+#                                               a fresh root): every *.c below the top but
+#                                               build*/ and .git/
 #   sh tools/long_functions.sh -n 100 a.c b.c   these files, MAX 100
 #   sh tools/long_functions.sh -a               every function, longest first (no limit)
 set -u
@@ -25,7 +28,12 @@ while [ $# -gt 0 ]; do
 done
 case $max in ''|*[!0-9]*) echo "long_functions.sh: -n takes a number, not '$max'" >&2; exit 2 ;; esac
 if [ $# -eq 0 ]; then
-    set -- $(git ls-files '*.c')
+    if files=$(git ls-files '*.c' 2>/dev/null) && [ -n "$files" ]; then
+        set -- $files
+    else
+        set -- $(find . -path './build*' -prune -o -path './.git' -prune -o -name '*.c' -type f \
+            -print | sed 's|^\./||' | sort)
+    fi
     [ $# -gt 0 ] || { echo "long_functions.sh: no C file (run it from the checkout)" >&2; exit 2; }
 fi
 out=$(awk -v max="$max" -v all="$all" '

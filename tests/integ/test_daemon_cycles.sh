@@ -72,7 +72,8 @@ check "py_cycles.py finds a circle of module-level imports" 1 \
     python3 tools/py_cycles.py "$T/pkg/cyc"
 check "python/ipuof: no more import circles than 1 at module level, 2 in all, 16 in-function imports inside them" 0 \
     python3 tools/py_cycles.py python/ipuof --max-top 1 --max-all 2 --max-deferred 16
-# No function over 120 lines (issue 30, Goals) in any C source git tracks, tests included:
+# No function over 120 lines (issue 30, Goals) in any C source git tracks (every one below
+# the top but build*/ where git is missing, as in make test's fresh root), tests included:
 # tools/long_functions.sh is first shown to find a body of 121 lines and to pass one of 120,
 # so the check below cannot pass by the tool finding nothing.
 mkdir "$T/long"
@@ -87,6 +88,6 @@ check "long_functions.sh finds a function of 121 lines" 1 sh tools/long_function
 cp "$T/out" "$T/long/out"
 check "long_functions.sh names too_long (121) and not fits (120)" 0 \
     sh -c 'grep -q "^121 .*f\.c too_long\$" "$1" && ! grep -q " fits\$" "$1"' sh "$T/long/out"
-check "no function over 120 lines in the C sources (git ls-files '*.c')" 0 sh tools/long_functions.sh
+check "no function over 120 lines in the C sources" 0 sh tools/long_functions.sh
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
