@@ -15,6 +15,7 @@
 
 #include "act.h"
 #include "ops.h"
+#include "rng.h"
 #include "hot.h"
 #include "pool.h"
 #include "vmath.h"
@@ -383,19 +384,6 @@ infer_dropout(struct sim_infer *c)
     return 0;
 }
 
-/* xorshift64* (Vigna, "An experimental exploration of Marsaglia's xorshift generators"). */
-static uint64_t
-next_rand(uint64_t *s)
-{
-    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
-
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
-
 /* The ratio and mode of one step. */
 static float
 dropout_ratio(const struct sim_kern *k, bool *training)
@@ -439,7 +427,7 @@ fwd_dropout(const struct sim_kern *k, struct sim_err *err)
         return 0;
     }
     for (int64_t i = 0; i < n; i++) {
-        double u = (double)(next_rand(k->rng) >> 11) * (1.0 / 9007199254740992.0);
+        double u = sim_rand_unit(k->rng);
         bool keep = ratio < 1.0f && u >= ratio;
         y[i] = keep ? x[i] / (1.0f - ratio) : 0.0f;
         if (mask != NULL)

@@ -26,6 +26,7 @@
 
 #include "half.h"
 #include "ops.h"
+#include "rng.h"
 
 struct rand_params {
     bool normal;
@@ -33,19 +34,6 @@ struct rand_params {
     bool fixed;                     /* a seed attribute was given */
     uint64_t seed;                  /* the attribute's bits, when fixed */
 };
-
-/* xorshift64* (Vigna), as Dropout's generator. */
-static uint64_t
-next_rand(uint64_t *s)
-{
-    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ull;
-
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
 
 static int
 rand_dtype(struct sim_infer *c, int64_t def, int *dtype)
@@ -135,12 +123,6 @@ static int infer_rn(struct sim_infer *c) { return infer_random(c, true, false); 
 static int infer_rul(struct sim_infer *c) { return infer_random(c, false, true); }
 static int infer_rnl(struct sim_infer *c) { return infer_random(c, true, true); }
 
-static double
-unit(uint64_t *s)
-{
-    return (double)(next_rand(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
 /* y: the output's shape, float or float16 (written as halves) */
 static int
 fwd_random(const struct sim_kern *k, struct sim_err *err)
@@ -155,10 +137,10 @@ fwd_random(const struct sim_kern *k, struct sim_err *err)
     for (int64_t i = 0; i < n; i++) {
         double v;
         if (p->normal) {
-            double u1 = 1.0 - unit(s), u2 = unit(s);
+            double u1 = 1.0 - sim_rand_unit(s), u2 = sim_rand_unit(s);
             v = p->a + p->b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
         } else {
-            v = p->a + ((double)p->b - p->a) * unit(s);
+            v = p->a + ((double)p->b - p->a) * sim_rand_unit(s);
         }
         if (half)
             ((uint16_t *)y)[i] = sim_half_from_float((float)v);
