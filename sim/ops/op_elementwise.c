@@ -444,7 +444,8 @@ SIM_HOT_FN(bwd_row,
     const float *b = bt->data;
 
     if (ia == 1 && ib == 1 && (op == OP_ADD || op == OP_SUB || op == OP_MUL)) {
-        const float *pa = a + oa, *pb = b + ob;
+        /* a, b: NULL where the gradient does not read them (sim_node_bwd_reads) */
+        const float *pa = a != NULL ? a + oa : NULL, *pb = b != NULL ? b + ob : NULL;
         float *pda = da != NULL ? da + oa : NULL, *pdb = db != NULL ? db + ob : NULL;
         if (pda != NULL && op == OP_MUL)
             for (int64_t i = 0; i < n; i++)
@@ -525,8 +526,10 @@ bwd_segments(void *ctx, int64_t u0, int64_t u1)
     for (int64_t u = u0; u < u1; u++) {
         int64_t r, c0, len, oa, ob;
         seg_at(&j->sp, bc, u, &r, &c0, &len, &oa, &ob);
-        bwd_row(j->p->op, j->a, j->bt, j->y + r * n + c0, j->g + r * n + c0, j->da, j->db, oa,
-                ob, len, bc->sa[bc->nd - 1], bc->sb[bc->nd - 1]);
+        /* y is NULL where the op's gradient does not read it (Add, Sub: sim_node_bwd_reads) */
+        bwd_row(j->p->op, j->a, j->bt, j->y != NULL ? j->y + r * n + c0 : NULL,
+                j->g + r * n + c0, j->da, j->db, oa, ob, len, bc->sa[bc->nd - 1],
+                bc->sb[bc->nd - 1]);
     }
 }
 
