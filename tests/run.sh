@@ -57,7 +57,9 @@ add() { # kind name path group: one program, when the filter takes it
 # renamed or removed tests.
 # The last argument of add is the program's group: "one", a job of its own; "netns", the
 # chain of programs that make network namespaces (`ip netns` mounts /run/netns and each of
-# them unmounts it again when it made the mount: two must not overlap).
+# them unmounts it again when it made the mount: two must not overlap); "alone", run after
+# the pool with nothing beside it (test_install runs `make install`, which rebuilds what is
+# out of date: programs running beside it once lost their daemon's binary mid-link).
 : >"$RESULTS/expected"
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] && [ -f "tests/unit/$(basename "$t").c" ] && add cmocka "$(basename "$t")" "$t" one
@@ -70,6 +72,7 @@ for t in tests/integ/test_*.sh; do
     [ -f "$t" ] || continue
     case $t in
     */test_pod_netns.sh|*/test_vipu_pod.sh) add sh "$(basename "$t" .sh)" "$t" netns ;;
+    */test_install.sh) add sh "$(basename "$t" .sh)" "$t" alone ;;
     *) add sh "$(basename "$t" .sh)" "$t" one ;;
     esac
 done
@@ -126,6 +129,9 @@ long="test_python test_pod_netns test_daemon_cycles test_sim_multi test_torchvis
       printf "%012.3f %s\n", w, $0 }' | sort -r | cut -d' ' -f2- >"$RESULTS/pool"
 
 xargs -P "$jobs" -L 1 sh tests/run_one.sh <"$RESULTS/pool"
+if [ -s "$RESULTS/jobs.alone" ]; then
+    while read -r job; do sh tests/run_one.sh "$job"; done <"$RESULTS/jobs.alone"
+fi
 
 passed=0 failed=0 skipped=0 failures=""
 : >"$RESULTS/durations"
