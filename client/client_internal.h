@@ -102,7 +102,6 @@ struct ipuof_client {
     unsigned clock_io_tiles, clock_predict_replicas;
     int clock_synthetic;
     double clock_amp;
-    uint64_t seed;              /* ipuof_client_set_seed: inference compiles' random seed */
 
     /* From the HelloReply of the current connection. */
     int admin;

@@ -407,7 +407,6 @@ ipuof_compile_request(ipuof_client *c, const void *onnx, size_t len,
     cr.replicas = opts->replicas;
     cr.micro_batch = opts->micro_batch;
     cr.input_group_size = opts->input_group_size;
-    cr.seed = c->seed;          /* a training compile's own seed replaces it (add_extra) */
     cr.num_io_tiles = c->clock_io_tiles;
     cr.synthetic_data = c->clock_synthetic != 0;
     cr.available_memory_proportion = (float)c->clock_amp;
@@ -530,11 +529,13 @@ compile_opts_run(ipuof_client *c, const void *onnx, size_t len, const char *path
 {
     Ipuof__CompileRequest extra;
     struct ipuof_opt_wire opt;
-    const Ipuof__CompileRequest *x = NULL;
+    const Ipuof__CompileRequest *x = &extra;
 
     if (h->t.loss != NULL) {
         ipuof_training_fields(&h->t, &extra, &opt);
-        x = &extra;
+    } else { /* inference: the seed of its random ops (RandomUniform, ...), nothing else */
+        ipuof__compile_request__init(&extra);
+        extra.seed = h->t.seed;
     }
     if (path != NULL)
         return ipuof_compile_file(c, path, &h->mo, x, out);
@@ -624,15 +625,6 @@ ipuof_model_compile_file(ipuof_client *c, const char *path,
     if (rc != IPUOF_OK)
         return rc;
     return ipuof_compile_structs(c, NULL, 0, path, opts, NULL, out);
-}
-
-int
-ipuof_client_set_seed(ipuof_client *c, uint64_t seed)
-{
-    if (c == NULL)
-        return IPUOF_E_INVAL;
-    c->seed = seed;
-    return IPUOF_OK;
 }
 
 int

@@ -261,8 +261,7 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
     (num_io_tiles, synthetic_data, available_memory_proportion, predict_replicas) for the
     prediction; seed: the random ops' seed of an inference model (Options.randomSeed; a
     training model's is training["seed"]). Every option goes through the library's
-    compile options handle, but the inference seed, a setting of the client. Returns a
-    CompiledModel."""
+    compile options handle. Returns a CompiledModel."""
     co = _CompileOpts()
     co.set("set_name", name.encode())
     co.set("set_device_iterations", device_iterations)
@@ -282,9 +281,8 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
         co.set("set_seed", training["seed"])
         for f in training["frozen"]:
             co.set("add_frozen_weight", f.encode())
-    rc = lib.ipuof_client_set_seed(conn.ptr, seed)
-    if rc != 0:
-        raise conn.fail("set the random seed", rc)
+    else:
+        co.set("set_seed", seed)
     if clock is not None and _lib.has("ipuof_client_set_clock_options"):
         rc = lib.ipuof_client_set_clock_options(conn.ptr, *clock)
         if rc != 0:

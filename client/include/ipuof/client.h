@@ -648,6 +648,9 @@ IPUOF_API int ipuof_compile_opts_set_optimizer(ipuof_compile_opts *o,
 IPUOF_API int ipuof_compile_opts_set_gradient_accumulation(ipuof_compile_opts *o, unsigned n);
 IPUOF_API int ipuof_compile_opts_set_accumulation_reduction(ipuof_compile_opts *o,
                                                             int reduction);
+/* The seed of the model's draws: a training model's Dropout masks, and the random ops
+ * (RandomUniform, RandomNormal and their Like forms) of any model (PopTorch's
+ * Options.randomSeed). 0 at first. */
 IPUOF_API int ipuof_compile_opts_set_seed(ipuof_compile_opts *o, uint64_t seed);
 IPUOF_API int ipuof_compile_opts_add_frozen_weight(ipuof_compile_opts *o, const char *name);
 
@@ -759,15 +762,6 @@ IPUOF_API int ipuof_model_memory_detail(const ipuof_model *m, size_t i, uint64_t
  * 0: PopLibs' default 0.6) and predict_replicas (the prediction's replicas; 0: the
  * compile's). IPUOF_E_INVAL with a sentence for a value out of range.
  */
-/*
- * The random seed of this client's later inference compiles (PopTorch's
- * Options.randomSeed): their random ops (RandomUniform, RandomNormal and the Like forms)
- * draw from generators seeded by it, so the same seed gives the same draws from a fresh
- * compile. A training compile takes struct ipuof_training_opts.seed instead. 0 at first.
- * IPUOF_E_INVAL when c is NULL.
- */
-IPUOF_API int ipuof_client_set_seed(ipuof_client *c, uint64_t seed);
-
 IPUOF_API int ipuof_client_set_clock_options(ipuof_client *c, unsigned num_io_tiles,
                                              int synthetic_data,
                                              double available_memory_proportion,
