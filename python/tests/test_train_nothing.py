@@ -27,6 +27,23 @@ def params(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def weights_unchanged(pm, model, before):
+    """Copy pm's weights to model, check each is the one it had before, destroy pm."""
+    pm.copyWeightsToHost()
+    for k, v in params(model).items():
+        assert torch.equal(v, before[k]), k
+    pm.destroy()
+
+
+def run_as_reference(pm, ref, *args):
+    """One call of pm and of the PyTorch reference ref on args: outputs and loss alike."""
+    out, loss = pm(*args)
+    ref_out, ref_loss = ref(*args)
+    check(out, ref_out)
+    check(loss, ref_loss)
+    return out
+
+
 def test_loss_of_input_only(daemon):
     """tensor_ops_test.py test_repeat_training_input: the Linear is not used."""
     class Model(nn.Module):
@@ -47,10 +64,7 @@ def test_loss_of_input_only(daemon):
         out, loss = pm(x)
         check(out, x.repeat(5, 2, 2))
         check(loss, (x.repeat(5, 2, 2) ** 2).sum(), rtol=1e-5)
-    pm.copyWeightsToHost()
-    for k, v in params(model).items():
-        assert torch.equal(v, before[k]), k
-    pm.destroy()
+    weights_unchanged(pm, model, before)
 
 
 @pytest.mark.parametrize("layer", [nn.Dropout, nn.Dropout2d, nn.AlphaDropout])
@@ -78,15 +92,9 @@ def test_eval_layer_in_training_model(daemon, layer):
     ref = copy.deepcopy(model)
     before = params(model)
     pm = poptorch.trainingModel(model)
-    out, loss = pm(x, target)
-    ref_out, ref_loss = ref(x, target)
+    out = run_as_reference(pm, ref, x, target)
     assert torch.equal(out, x)
-    check(out, ref_out)
-    check(loss, ref_loss)
-    pm.copyWeightsToHost()
-    for k, v in params(model).items():
-        assert torch.equal(v, before[k]), k
-    pm.destroy()
+    weights_unchanged(pm, model, before)
     assert not net.training  # the capture put the flags back as they were
 
 
@@ -110,11 +118,5 @@ def test_frozen_weights_only(daemon):
     before = params(model)
     x, y = torch.randn(5, 3), torch.randn(5, 2)
     pm = poptorch.trainingModel(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
-    out, loss = pm(x, y)
-    ref_out, ref_loss = ref(x, y)
-    check(out, ref_out)
-    check(loss, ref_loss)
-    pm.copyWeightsToHost()
-    for k, v in params(model).items():
-        assert torch.equal(v, before[k]), k
-    pm.destroy()
+    run_as_reference(pm, ref, x, y)
+    weights_unchanged(pm, model, before)
