@@ -106,9 +106,12 @@ bind_node(struct sim_exe *e, const struct sim_enode *n, unsigned r, unsigned L,
         views[j].dtype = val->ti.dtype;
         views[j].shape = val->ti.shape;
         views[j].numel = val->ti.numel;
-        views[j].data = sim_val_ptr(e, v, r, L);
-        if (val->kind == SIM_V_ACT && val->ipu != n->ipu)   /* its exchange copy */
+        /* another IPU's activation: its exchange copy here (that IPU's arena of this
+         * lane may not exist: its slots are its own) */
+        if (val->kind == SIM_V_ACT && val->ipu != n->ipu)
             views[j].data = arena + e->xfer[sim_xfer_find(e, v, n->ipu)].off;
+        else
+            views[j].data = sim_val_ptr(e, v, r, L);
         if (val->kind == SIM_V_INPUT)
             e->patches[(*n_patch)++] = (struct sim_patch){ &views[j], val->in_io, false };
         else if (val->kind == SIM_V_ACT && val->out_io >= 0 && val->ipu == n->ipu)

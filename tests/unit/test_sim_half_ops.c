@@ -720,9 +720,9 @@ test_partials_half(void **state)
     assert_true(y[0] == 2052.0f && yh[0] == 2048.0f);
     srand(3);
     for (int i = 0; i < M * K; i++)
-        a[i] = sim_half_from_float((float)rand() / RAND_MAX * 8.0f - 2.0f);
+        a[i] = sim_half_from_float((float)rand() / (float)RAND_MAX * 8.0f - 2.0f);
     for (int i = 0; i < K * N; i++)
-        b[i] = sim_half_from_float((float)rand() / RAND_MAX * 4.0f - 1.0f);
+        b[i] = sim_half_from_float((float)rand() / (float)RAND_MAX * 4.0f - 1.0f);
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++)
             bt[n * K + k] = b[k * N + n];

@@ -593,9 +593,9 @@ conv_case(const char *what, int n, int c, int h, int m, int k, int s, int p, int
 
     srand(7);
     for (size_t i = 0; i < nx; i++)
-        x[i] = (float)rand() / RAND_MAX - 0.5f;
+        x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     for (size_t i = 0; i < nw; i++)
-        w[i] = (float)rand() / RAND_MAX - 0.5f;
+        w[i] = (float)rand() / (float)RAND_MAX - 0.5f;
     for (int i = 0; i < m; i++)
         bias[i] = (float)i * 0.25f;
     conv_ref(x, w, with_bias ? bias : NULL, want, n, c, h, h, m, k, k, s, p, dil, g, oh, oh);
