@@ -14,13 +14,16 @@ class ExecutorWeights:
     def _count_batches(self):
         """BatchNorm's num_batches_tracked is not part of the ONNX graph: the host counts
         the run's forward passes (deviceIterations x gradientAccumulation), as torch's
-        calls would have."""
+        calls would have: of the norms the capture ran in training mode (_graph._set_modes:
+        each module's own flag under a root in training mode; all under a root in eval()),
+        not of one put in eval(), whose statistics stay as they are."""
         o = self._options
         steps = o.device_iterations * o.Training.gradient_accumulation
+        root = self._user_model
         with torch.no_grad():
-            for m in self._user_model.modules():
+            for m in root.modules():
                 if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and \
-                        m.track_running_stats:
+                        m.track_running_stats and (m.training or not root.training):
                     n = m._buffers.get("num_batches_tracked")
                     if n is not None:
                         n.add_(steps)

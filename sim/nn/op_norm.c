@@ -6,12 +6,18 @@
  * saved_var) and LayerNormalization (opset 17: any axis, with the optional Mean and
  * InvStdDev outputs).
  *
- * In a training executable BatchNormalization always uses the statistics of the step's
- * micro-batch, keeps the batch mean and 1/sqrt(var + eps) for its backward, and updates
- * its running statistics in place when they are weights, as torch.nn.BatchNorm does:
+ * A node in training mode (training_mode 1; opsets 7-13: statistics outputs) in a training
+ * executable uses the statistics of the step's micro-batch, keeps the batch mean and
+ * 1/sqrt(var + eps) for its backward, and updates its running statistics in place when
+ * they are weights, as torch.nn.BatchNorm does:
  * running = momentum * running + (1 - momentum) * batch, with ONNX's momentum
  * (1 - PyTorch's) and the unbiased batch variance for running_var (ONNX's reference uses
  * the biased one, which an inference compile of a training-mode node keeps).
+ * A node in inference mode (what torch.onnx.export writes for a BatchNorm in eval(), also
+ * inside a model exported in training mode) uses and keeps the running statistics in a
+ * training executable too, as a BatchNorm in eval() does in a torch training loop: an
+ * affine map whose gradient reaches x, scale and bias (PopTorch's
+ * test_batchNorm_eval_during_training).
  * An eval_mode executable (an inference model made from a training model) uses the running
  * statistics whatever the node says, as PyTorch's eval() does; its statistics outputs are
  * copies of the running ones.
@@ -83,10 +89,11 @@ infer_bn(struct sim_infer *c)
                                   "input %s", i, sim_shape_fmt(&c->in[i]->shape, s2, sizeof(s2)),
                                   (long long)x->shape.d[1],
                                   sim_shape_fmt(&x->shape, s1, sizeof(s1)));
-    p->training = training != 0 || c->training;
+    p->training = training != 0;
     p->torch_stats = c->training;
-    p->in_place = c->training && (c->weight_inputs & (1u << 3)) && (c->weight_inputs & (1u << 4));
-    if (c->training)
+    p->in_place = c->training && p->training && (c->weight_inputs & (1u << 3)) &&
+                  (c->weight_inputs & (1u << 4));
+    if (c->training && p->training)
         c->saved_bytes = 2 * (size_t)x->shape.d[1] * sizeof(float);
     p->n = x->shape.d[0];
     p->c = x->shape.d[1];

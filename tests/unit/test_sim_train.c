@@ -375,6 +375,8 @@ cnn_model(bool with_loss)
     sim_ob_node(b, "BatchNormalization", "bn",
                 "c,1.weight,1.bias,1.running_mean,1.running_var", "n");
     sim_ob_attr_float(b, "momentum", 0.9f);     /* PyTorch's momentum 0.1 */
+    if (with_loss)      /* exported in train() (the training model) or eval() */
+        sim_ob_attr_int(b, "training_mode", 1);
     sim_ob_node(b, "Relu", "act", "n", "r");
     sim_ob_node(b, "Flatten", "flat", "r", "f");
     sim_ob_node(b, "Gemm", "fc", "f,4.weight,4.bias", "logits");
@@ -805,6 +807,7 @@ bn_model(void)
     init_weight(b, "rvar", 1, DIMS(2), one);
     sim_ob_node(b, "BatchNormalization", "bn", "x,scale,bias,rmean,rvar", "y");
     sim_ob_attr_float(b, "momentum", 0.75f);
+    sim_ob_attr_int(b, "training_mode", 1);   /* as torch.onnx.export writes a train() one */
     sim_ob_node(b, "Mul", "m", "y,x", "yx");
     sim_ob_node(b, "ReduceSum", "s", "yx", "loss");
     sim_ob_attr_int(b, "keepdims", 0);

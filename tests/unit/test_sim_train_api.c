@@ -274,6 +274,7 @@ small_model(bool with_loss)
     sim_ob_initializer(b, "frozen", F32, 0, NULL, FLOATS(2.0f));
     sim_ob_node(b, "Conv", "conv", "x,conv.w", "c");
     sim_ob_node(b, "BatchNormalization", "bn", "c,bn.scale,bn.bias,bn.mean,bn.var", "n");
+    sim_ob_attr_int(b, "training_mode", 1);   /* as torch.onnx.export writes a train() one */
     sim_ob_node(b, "GlobalAveragePool", "gap", "n", "g");
     sim_ob_node(b, "Flatten", "flat", "g", "f");
     sim_ob_node(b, "Gemm", "fc", "f,fc.w,fc.b", "z");

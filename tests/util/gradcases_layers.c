@@ -154,6 +154,20 @@ g_bn(struct sim_ob *b)
     gc_fconst(b, "mean", 1, DIMS(2), D_ANY);
     gc_fconst(b, "var", 1, DIMS(2), D_POS);
     sim_ob_node(b, "BatchNormalization", "n", "x,scale,bias,mean,var", "y");
+    sim_ob_attr_int(b, "training_mode", 1);   /* as torch.onnx.export writes a train() one */
+}
+
+/* A BatchNorm in eval() inside a training model (training_mode 0): the running statistics,
+ * an affine map of x whose gradient flows to x, scale and bias. */
+static void
+g_bn_eval(struct sim_ob *b)
+{
+    gc_param(b, "x", 4, DIMS(3, 2, 2, 3), D_ANY);
+    gc_param(b, "scale", 1, DIMS(2), D_POS);
+    gc_param(b, "bias", 1, DIMS(2), D_ANY);
+    gc_fconst(b, "mean", 1, DIMS(2), D_ANY);
+    gc_fconst(b, "var", 1, DIMS(2), D_POS);
+    sim_ob_node(b, "BatchNormalization", "n", "x,scale,bias,mean,var", "y");
 }
 
 static void
@@ -395,6 +409,7 @@ const struct gcase gradcases_layers[] = {
     { "AveragePool", "count_include_pad", g_avgpool_incl, 1e-2f, 1e-3f },
     { "GlobalAveragePool", "", g_gavgpool, 1e-2f, 1e-3f },
     { "BatchNormalization", "training mode", g_bn, 1e-2f, 1e-3f },
+    { "BatchNormalization", "eval mode (running statistics)", g_bn_eval, 1e-2f, 1e-3f },
     { "LayerNormalization", "axis -1, scale and bias", g_ln, 1e-2f, 1e-3f },
     { "LayerNormalization", "axis 1, no bias", g_ln_axis, 1e-2f, 1e-3f },
     { "Dropout", "training mode, ratio 0.4", g_dropout, 1e-2f, 1e-3f },
