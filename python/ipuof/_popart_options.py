@@ -5,8 +5,8 @@ ipuofd has no PopART: Options._Popart.set(name, value) records the value (toDict
 copies), warns once that it changes nothing, and _validateOptions refuses what PopTorch's
 backend refuses (a name it does not know, a value of a type it cannot take) with its texts.
 The debug lines _validateOptions logs ("poptorch.Options set X to value Y", "added V to X",
-"set X[K] to V") report what the dictionary holds, as PopTorch's backend logs them; they do
-not claim an effect (the one-time warning of _Popart.set says there is none).
+"set X[K] to V"), which a compile logs too (log_options), report what the dictionary holds,
+as PopTorch's backend logs them; they do not claim an effect (the one-time warning of _Popart.set says there is none).
 """
 import copy
 import warnings
@@ -92,32 +92,44 @@ def validate(options_dict):
     if not isinstance(options_dict, dict):
         raise Error(f"_validateOptions takes Options.toDict(), not a "
                     f"{type(options_dict).__name__}")
+    _read(options_dict, _check)
+
+
+def log_options(options_dict):
+    """The debug lines PopTorch's backend logs as a compile reads the options (validate's
+    lines, without its checks: a compile of this package does not refuse the _Popart
+    names it keeps and ignores)."""
+    _read(options_dict, lambda name, kind, names: None)
+
+
+def _read(options_dict, check):
+    """Each option of options_dict checked by check(name, kind, names), then logged."""
     for name, value in options_dict.items():
         if name in _SKIPPED or callable(value):
             continue
         if isinstance(value, bool):
-            _check(name, "bool", _BOOL)
+            check(name, "bool", _BOOL)
             logger.debug("poptorch.Options set %s to value %s", name, _text(value))
         elif isinstance(value, float):
-            _check(name, "floating point", _DOUBLE)
+            check(name, "floating point", _DOUBLE)
             logger.debug("poptorch.Options set %s to value %s", name, value)
         elif isinstance(value, int):
-            _check(name, "uint64", _UINT64)
+            check(name, "uint64", _UINT64)
             logger.debug("poptorch.Options set %s to value %s", name, int(value))
         elif isinstance(value, str):
-            _check(name, "string", _STRING)
+            check(name, "string", _STRING)
             logger.debug("poptorch.Options set %s to value %s", name, value)
         elif isinstance(value, (list, tuple, set, frozenset)):
-            _check(name, "set / vector", _CONTAINER)
+            check(name, "set / vector", _CONTAINER)
             for v in value:
                 logger.debug("poptorch.Options added %s to %s", _text(v), name)
         elif isinstance(value, dict):
             if name in _SPECIAL_DICTS:
                 continue
-            _check(name, "map", _CONTAINER)
+            check(name, "map", _CONTAINER)
             for k, v in value.items():
                 logger.debug("poptorch.Options set %s[%s] to %s", name, k, _text(v))
-        else:
+        elif check is _check:
             raise Error(f"Unknown value type {type(value).__name__} for option {name}: "
                         "an option takes a bool, an int, a float, a str, a list/set of "
                         "str or a dict of str")

@@ -15,6 +15,7 @@ its weights from the host module, and again whenever a training model ran since.
 import atexit
 import contextlib
 import json
+import logging
 import os
 import warnings
 import weakref
@@ -22,8 +23,8 @@ import weakref
 import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _placement, _recompute, blocks, capture, enums, optim,
-               profiling, symbolics_extra)
+               _introspect, _lib, _placement, _popart_options, _recompute, blocks, capture,
+               enums, optim, profiling, symbolics_extra)
 from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
@@ -214,6 +215,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                           "yet: this libipuof-client cannot fetch an execution trace",
                           stacklevel=2)
         _hostsync.sync()
+        if logger.isEnabledFor(logging.DEBUG):     # what PopTorch's backend logs as it reads
+            _popart_options.log_options(o.toDict())
         call = self._bind(args, kwargs)
         if any(isinstance(t, torch.Tensor) and t.requires_grad for t in call.leaves):
             # The device computes no gradient for the inputs (PopTorch's warning).

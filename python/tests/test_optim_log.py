@@ -132,3 +132,20 @@ def test_state_transfers_logged_and_cached(daemon, debug_log, capsys):
     for k, v in s0["ipu_state"].items():
         assert torch.equal(s2["ipu_state"][k], v), k
     pm.destroy()
+
+
+def test_compile_logs_the_options_it_reads(daemon, debug_log, capsys):
+    """A compile logs its options as PopTorch's backend does when it reads them
+    (options_test.py test_override_options_from_file); none at the WARN level."""
+    opts = poptorch.Options().deviceIterations(3)
+    pm = poptorch.inferenceModel(torch.nn.Linear(4, 3), opts)
+    pm(torch.ones(3, 4))
+    pm(torch.ones(3, 4))
+    err = capsys.readouterr().err
+    assert err.count("[DEBUG] poptorch.Options set device_iterations to value 3") == 1, err
+    pm.destroy()
+    poptorch.setLogLevel("WARN")
+    pm = poptorch.inferenceModel(torch.nn.Linear(4, 3), opts)
+    pm(torch.ones(3, 4))
+    assert lines(capsys, "poptorch.Options set") == []
+    pm.destroy()
