@@ -6,8 +6,8 @@ For each configuration: export the model (torchvision 0.14, weights=None, seed 0
 tutorial's network in torch) with its loss, typed as its precision (16.16: float16 with
 float16 partials as PopTorch's .half() and setPartialsType(half) do; 16.32; 32.32),
 compile it for one replica on an ipuofd of the configuration's device type (--ipu-memory
-8GiB: the published runs recomputed activations, which the step program does not yet),
-its pipeline placed by ipuof-run --block at the published splits, and read the prediction
+8GiB: the published runs recomputed activations, which ipuof-run's compiles do not ask
+for), its pipeline placed by ipuof-run --block at the published splits, and read the prediction
 for the published replicas with ipuof-run --predict=json --predict-replicas R. BERT-Base
 goes through poptorch (bench/published_models.py) in a child process; when it does not
 compile its row says why. Prints one table: predicted, published, ratio, source.
