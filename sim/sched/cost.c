@@ -25,11 +25,15 @@ sim_cost_cfg_init(struct sim_cost_cfg *c)
     c->host_ipus = 4;                   /* ... shared by its four IPUs */
     c->gw_link_bytes_per_s = 25e9;      /* 2 GW-Links of 100 Gbit/s per machine */
     c->ipus_per_pod = 64;               /* IPU-Links join up to an IPU-POD64 */
-    c->sync_s = 1e-6;                   /* calibrated: docs/cost-model.md */
-    c->efficiency = 0.275;              /* calibrated: docs/cost-model.md */
-    c->cs_cycles = 1500;                /* calibrated: docs/cost-model.md */
-    c->host_xfer_s = 5e-6;              /* calibrated: docs/cost-model.md */
-    c->step_s = 60e-6;                  /* calibrated: docs/cost-model.md */
+    c->sync_s = 1e-6;                   /* an estimate: docs/cost-model.md */
+    c->efficiency = 0.25;               /* calibrated: docs/cost-model.md */
+    /* a compute set's fixed cycles, from PopLibs' own planners (docs/cost-model.md): a
+     * sync (90) and an exchange's fixed overhead (100), popnn/CTCLossPlan.cpp; a popops
+     * vertex's fixed cycles, 20 on each of the 6 workers and 11 of the supervisor's,
+     * popops/popopsCycleEstimators.cpp and PerformanceEstimation.cpp */
+    c->cs_cycles = 90 + 100 + 20 * 6 + 11;
+    c->host_xfer_s = 5e-6;              /* an estimate: docs/cost-model.md */
+    c->step_s = 60e-6;                  /* an estimate: docs/cost-model.md */
     c->amp = 0.6;                       /* PopLibs' default availableMemoryProportion */
     sim_cost_cfg_type(c, SIM_IPU_GC200);
 }
