@@ -222,11 +222,82 @@ test_partials_awkward(void **state)
         assert_true(cls[i] > 10);
 }
 
+/* MatMul of float16 a by a float b of full float precision (24 significant bits): its
+ * products are not exact in float, so the multiply-and-add kernel runs (a fused
+ * multiply-add would round once and change the bits): each product rounded to float, then
+ * added, as the reference does, at every level. Row 0 of a is pairs x, -x by equal rows of
+ * b: 0 from rounded products, the products' rounding errors from fused ones. */
+static void
+test_partials_float_operand(void **state)
+{
+    enum { M = 13, K = 40, N = 45 };
+    static uint16_t a[M * K], y[M * N];
+    static float b[K * N];
+    enum sim_isa top = sim_isa_level(), l;
+    int64_t differ = 0;
+
+    (void)state;
+    srand(30);
+    for (int i = 0; i < M * K; i++)
+        a[i] = awkward();
+    for (int i = 0; i < K * N; i++)
+        b[i] = ((float)rand() / RAND_MAX * 2.0f - 1.0f) * (1.0f + 0x1.0p-23f * (float)(i % 7));
+    for (int k = 0; k + 1 < K; k += 2) {    /* row 0: x b - x b, 0 with rounded products */
+        a[k] = sim_half_from_float(1000.0f + (float)(rand() % 1000));
+        a[k + 1] = a[k] ^ 0x8000;
+        memcpy(b + (k + 1) * N, b + k * N, N * sizeof(float));
+    }
+    for (l = top; l >= SIM_ISA_BASELINE; l--) {
+        struct sim_compile_opts o;
+        struct sim_err err = { 0 };
+        struct sim_exe *e = NULL;
+        struct sim_model *m;
+        struct sim_ob *bld = sim_ob_new(13);
+
+        atomic_store(&sim_isa_now, (int)l);
+        sim_ob_initializer(bld, "a", F16, 2, DIMS(M, K), a);
+        sim_ob_initializer(bld, "b", SIM_DTYPE_FLOAT, 2, DIMS(K, N), b);
+        sim_ob_node(bld, "MatMul", "mm", "a,b", "y");
+        sim_ob_output(bld, "y", F16);
+        m = test_ob_load(bld);
+        m->partials_half = true;
+        sim_compile_opts_init(&o);
+        if (sim_compile(m, &o, &e, &err) != 0 || sim_exe_run(e, &err) != 0)
+            fail_msg("MatMul (float16, float): %s", err.msg);
+        memcpy(y, sim_exe_output_buffer(e, 0), sizeof(y));
+        sim_exe_free(e);
+        sim_model_free(m);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float acc = 0.0f, fused = 0.0f;
+                for (int k0 = 0; k0 < K; k0 += 16) {
+                    float p = 0.0f, q = 0.0f;
+                    for (int k = k0; k < k0 + 16 && k < K; k++) {
+                        p += h2f(a[i * K + k]) * b[k * N + j];
+                        q = fmaf(h2f(a[i * K + k]), b[k * N + j], q);
+                    }
+                    acc = r16(acc + p);
+                    fused = r16(fused + q);
+                }
+                differ += l == top && acc != fused;
+                if (y[i * N + j] != sim_half_from_float(acc))
+                    fail_msg("[%d, %d] at level %d: %g, reference %g", i, j, (int)l,
+                             h2f(y[i * N + j]), acc);
+            }
+    }
+    atomic_store(&sim_isa_now, (int)top);
+    printf("  MatMul (float16, float): the reference's bits at levels %d down to 1 (a fused "
+           "multiply-add would differ at %lld of %d outputs)\n", (int)top, (long long)differ,
+           M * N);
+    assert_true(differ > 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partials_awkward),
+        cmocka_unit_test(test_partials_float_operand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
