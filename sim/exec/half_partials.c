@@ -176,28 +176,41 @@ block(const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t 
  * vectors: 20 instructions per k step of 6 x 2W products (0.21 a product at avx2, where the
  * multiply-and-add kernel above takes 0.42); then one vector, then scalar columns.
  */
-#define HP_FROW(r)                                                                         \
+#define HP_FROW(r, k, sk)                                                                  \
     do {                                                                                   \
-        VF_ ar = BCAST_(a[r] + k * sak);                                                   \
+        VF_ ar = BCAST_(a##r + (k) * (sk));                                                \
         p##r##0 = FMADD_(ar, b0, p##r##0);                                                 \
         p##r##1 = FMADD_(ar, b1, p##r##1);                                                 \
     } while (0)
-#define HP_FACC(r, c) STORE_(y[r] + j + (c) * W_, RND_(LOAD_(y[r] + j + (c) * W_) + p##r##c))
-#define HP_FMA_BLOCK(W, VF, LOAD, STORE, BCAST, FMADD, RND)                                \
+#define HP_FSTEP(k, sk)                                                                    \
     do {                                                                                   \
+        VF_ b0 = LOAD_(b + (k) * ldb + j), b1 = LOAD_(b + (k) * ldb + j + W_);             \
+        HP_FROW(0, k, sk);                                                                 \
+        HP_FROW(1, k, sk);                                                                 \
+        HP_FROW(2, k, sk);                                                                 \
+        HP_FROW(3, k, sk);                                                                 \
+        HP_FROW(4, k, sk);                                                                 \
+        HP_FROW(5, k, sk);                                                                 \
+    } while (0)
+#define HP_FACC(r, c) STORE_(y##r + j + (c) * W_, RND_(LOAD_(y##r + j + (c) * W_) + p##r##c))
+/* A whole chunk with A's rows contiguous (MatMul) unrolled, A's offsets immediates. */
+#define HP_FMA_BLOCK                                                                       \
+    do {                                                                                   \
+        const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4];            \
+        const float *a5 = a[5];                                                            \
+        float *y0 = y[0], *y1 = y[1], *y2 = y[2], *y3 = y[3], *y4 = y[4], *y5 = y[5];      \
         int64_t j = 0;                                                                     \
-        for (; j + 2 * (W) <= n; j += 2 * (W)) {                                           \
-            VF p00 = { 0 }, p01 = { 0 }, p10 = { 0 }, p11 = { 0 }, p20 = { 0 };            \
-            VF p21 = { 0 }, p30 = { 0 }, p31 = { 0 }, p40 = { 0 }, p41 = { 0 };            \
-            VF p50 = { 0 }, p51 = { 0 };                                                   \
-            for (int64_t k = 0; k < kn; k++) {                                             \
-                VF b0 = LOAD(b + k * ldb + j), b1 = LOAD(b + k * ldb + j + (W));           \
-                HP_FROW(0);                                                                \
-                HP_FROW(1);                                                                \
-                HP_FROW(2);                                                                \
-                HP_FROW(3);                                                                \
-                HP_FROW(4);                                                                \
-                HP_FROW(5);                                                                \
+        for (; j + 2 * W_ <= n; j += 2 * W_) {                                             \
+            VF_ p00 = { 0 }, p01 = { 0 }, p10 = { 0 }, p11 = { 0 }, p20 = { 0 };           \
+            VF_ p21 = { 0 }, p30 = { 0 }, p31 = { 0 }, p40 = { 0 }, p41 = { 0 };           \
+            VF_ p50 = { 0 }, p51 = { 0 };                                                  \
+            if (kn == SIM_HALF_CHUNK && sak == 1) {                                        \
+                _Pragma("GCC unroll 16")                                                   \
+                for (int k = 0; k < SIM_HALF_CHUNK; k++)                                   \
+                    HP_FSTEP(k, 1);                                                        \
+            } else {                                                                       \
+                for (int64_t k = 0; k < kn; k++)                                           \
+                    HP_FSTEP(k, sak);                                                      \
             }                                                                              \
             HP_FACC(0, 0);                                                                 \
             HP_FACC(0, 1);                                                                 \
@@ -212,12 +225,12 @@ block(const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t 
             HP_FACC(5, 0);                                                                 \
             HP_FACC(5, 1);                                                                 \
         }                                                                                  \
-        for (; j + (W) <= n; j += (W))                                                     \
+        for (; j + W_ <= n; j += W_)                                                       \
             for (int r = 0; r < SIM_HALF_FROWS; r++) {                                     \
-                VF p = { 0 };                                                              \
+                VF_ p = { 0 };                                                             \
                 for (int64_t k = 0; k < kn; k++)                                           \
-                    p = FMADD(BCAST(a[r] + k * sak), LOAD(b + k * ldb + j), p);            \
-                STORE(y[r] + j, RND(LOAD(y[r] + j) + p));                                  \
+                    p = FMADD_(BCAST_(a[r] + k * sak), LOAD_(b + k * ldb + j), p);         \
+                STORE_(y[r] + j, RND_(LOAD_(y[r] + j) + p));                               \
             }                                                                              \
         for (; j < n; j++)                                                                 \
             for (int r = 0; r < SIM_HALF_FROWS; r++) {                                     \
@@ -243,8 +256,7 @@ fma8 HP_FPARAMS
 #define LOAD_ _mm256_loadu_ps
 #define STORE_ _mm256_storeu_ps
 #define RND_ HP_RND8
-    HP_FMA_BLOCK(8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_broadcast_ss,
-                 _mm256_fmadd_ps, HP_RND8);
+    HP_FMA_BLOCK;
 #undef VF_
 #undef W_
 #undef BCAST_
@@ -266,8 +278,7 @@ fma16 HP_FPARAMS
 #define LOAD_ _mm512_loadu_ps
 #define STORE_ _mm512_storeu_ps
 #define RND_ HP_RND16
-    HP_FMA_BLOCK(16, __m512, _mm512_loadu_ps, _mm512_storeu_ps, HP_BCAST16,
-                 _mm512_fmadd_ps, HP_RND16);
+    HP_FMA_BLOCK;
 #undef VF_
 #undef W_
 #undef BCAST_
