@@ -7,7 +7,10 @@
  * picks), it is not bit-exact to hardware; float32 partials (the default) are exact.
  *
  * Does: the forward of MatMul (A rank >= 2; B rank 2, or of A's rank with the same batch
- * dimensions) and Gemm (transA, transB, alpha, beta, C broadcast) on widened float views.
+ * dimensions) and Gemm (transA, transB, alpha, beta, C broadcast) on widened float views:
+ * blocks of six rows by the fused multiply-add kernel when both operands hold float16
+ * values and the level has FMA (avx2, avx512), the other rows (and every row at baseline,
+ * or with a float operand) by the multiply-and-add kernel; the same bits either way.
  * Other shapes, Conv and reductions keep float32 partials (sim_half_partials returns 1).
  */
 #include <string.h>
@@ -173,8 +176,9 @@ block(const float *const a[SIM_HALF_ROWS], int64_t sak, const float *b, int64_t 
  * the chunk's sum added to the float16 accumulator y). SIM_HALF_FROWS rows x two vectors of
  * W columns of chunk sums stay in twelve registers through the chunk's k loop, each B row's
  * two vectors loaded once for the six rows and each A value broadcast once for its two
- * vectors: 20 instructions per k step of 6 x 2W products (0.21 a product at avx2, where the
- * multiply-and-add kernel above takes 0.42); then one vector, then scalar columns.
+ * vectors, a whole chunk unrolled when A's rows are contiguous: about 0.27 instructions a
+ * product at avx2 with the rounding after each chunk (the multiply-and-add kernel above
+ * takes 0.48; docs/performance.md); then one vector, then scalar columns.
  */
 #define HP_FROW(r, k, sk)                                                                  \
     do {                                                                                   \
