@@ -111,9 +111,9 @@ awkward(void)
     if (r < 12)
         return s < 0 ? 0x8000 : 0x0000;
     if (r < 50)     /* exponents 2^-12 to 2^3: sums of a chunk round in float */
-        return sim_half_from_float(s * ldexpf(1.0f + (float)rand() / RAND_MAX,
+        return sim_half_from_float(s * ldexpf(1.0f + (float)rand() / (float)RAND_MAX,
                                               rand() % 16 - 12));
-    return sim_half_from_float((float)rand() / RAND_MAX * 8.0f - 4.0f);
+    return sim_half_from_float((float)rand() / (float)RAND_MAX * 8.0f - 4.0f);
 }
 
 /* a, b and c of awkward() values, then: row 1 of a of magnitudes 1000 to 4000 (its sums
@@ -136,7 +136,7 @@ fill(uint16_t *a, uint16_t *b, uint16_t *c, int64_t M, int64_t K, int64_t N)
     if (M > 3)
         a[3 * K + K / 4] = 0x7bff;
     for (int64_t k = 0; M > 5 && k < K; k++) {  /* row 5: cancellations, order shows */
-        float small = (rand() % 2 ? -1.0f : 1.0f) * ldexpf(1.0f + (float)rand() / RAND_MAX,
+        float small = (rand() % 2 ? -1.0f : 1.0f) * ldexpf(1.0f + (float)rand() / (float)RAND_MAX,
                                                            -8 + rand() % 3);
         a[5 * K + k] = sim_half_from_float(k % 16 == 0 ? 2048.0f : k % 16 == 8 ? -2048.0f
                                                                                 : small);
@@ -241,7 +241,7 @@ test_partials_float_operand(void **state)
     for (int i = 0; i < M * K; i++)
         a[i] = awkward();
     for (int i = 0; i < K * N; i++)
-        b[i] = ((float)rand() / RAND_MAX * 2.0f - 1.0f) * (1.0f + 0x1.0p-23f * (float)(i % 7));
+        b[i] = ((float)rand() / (float)RAND_MAX * 2.0f - 1.0f) * (1.0f + 0x1.0p-23f * (float)(i % 7));
     for (int k = 0; k + 1 < K; k += 2) {    /* row 0: x b - x b, 0 with rounded products */
         a[k] = sim_half_from_float(1000.0f + (float)(rand() % 1000));
         a[k + 1] = a[k] ^ 0x8000;
