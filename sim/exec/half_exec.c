@@ -201,6 +201,19 @@ block_of(const struct sim_exe *e, const struct sim_enode *n, const struct sim_ke
     return e->half_wide[L / e->S * e->ipr + (size_t)n->ipu];
 }
 
+/* Whether input j of node n holds float16 values: a float16 view, or a float16 weight
+ * (held as floats of float16 values, half_train.c). */
+static bool
+holds_halves(const struct sim_exe *e, const struct sim_enode *n, const struct sim_kern *k,
+             int j)
+{
+    int v = n->in[j];
+
+    if (k->in[j].dtype == SIM_DTYPE_FLOAT16)
+        return true;
+    return v >= 0 && e->vals[v].kind == SIM_V_WEIGHT && e->w[e->vals[v].weight].half;
+}
+
 int
 sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struct sim_kern *k,
                  struct sim_err *err)
@@ -228,7 +241,8 @@ sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struc
     k2.out = v + k->n_in;
     rc = 1;
     if (e->partials_half && k2.act == NULL)     /* float16 partials: half_partials.c */
-        rc = sim_half_partials(&e->m->nodes[n->mnode], &k2);
+        rc = sim_half_partials(&e->m->nodes[n->mnode], &k2,
+                               holds_halves(e, n, k, 0) && holds_halves(e, n, k, 1));
     if (rc != 0)
         rc = n->op->forward(&k2, err);
     if (rc == 0)

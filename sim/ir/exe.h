@@ -352,8 +352,9 @@ void sim_half_unbind(struct sim_exe *e);
 
 /* half_partials.c: MatMul or Gemm node mn's forward on widened float views with float16
  * partials; 0 when done, 1 when the op or its shapes are not covered (the caller runs the
- * float kernel). */
-int sim_half_partials(const struct sim_mnode *mn, const struct sim_kern *k);
+ * float kernel). halves: both operands were float16 (so every product is exact in float and
+ * the fused multiply-add kernel gives the same bits); else the multiply-and-add kernel. */
+int sim_half_partials(const struct sim_mnode *mn, const struct sim_kern *k, bool halves);
 /* half_train.c (training with float16, see there): the value the loss's gradient is
  * seeded with (loss_scaling when the executable computes in float16, else 1); before the
  * optimizer's update, float16 weights' gradients rounded to float16 and every gradient
