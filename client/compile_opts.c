@@ -6,8 +6,8 @@
  * in struct ipuof_compile_opts (model_internal.h), never a public struct layout, so programs
  * built against an older header keep working without a compat copy.
  *
- * The struct-based calls (ipuof_model_compile(), ..._training(), ipuof_model_inference_from)
- * go through ipuof_compile_opts_from_struct(), which feeds every field to the same setters
+ * The struct-based calls (ipuof_model_compile(), ..._training(), ipuof_model_inference_from;
+ * their handle forms are ..._with) go through ipuof_compile_opts_from_struct(), which feeds every field to the same setters
  * (and is where the structs' "0 means 1" is read, once); every compile then sends the
  * handle's options as they are (compile.c).
  *

@@ -755,15 +755,29 @@ test(const struct mnist_opts *o, struct mnist_run *r)
 {
     unsigned d = test_iterations(ipuof_idx_dataset_length(r->test_ds), o->test_batch,
                                  o->replicas);
-    struct ipuof_model_opts mo = {.name = "mnist-inference", .device_iterations = d,
-                                  .replicas = o->replicas, .micro_batch = o->test_batch,
-                                  .default_output_kind = IPUOF_OUTPUT_ALL};
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
     struct tally t;
     char text[96];
     double secs;
     int rc;
 
-    rc = ipuof_model_inference_from(r->train, &mo, &r->infer);
+    rc = h != NULL ? ipuof_compile_opts_set_name(h, "mnist-inference") : IPUOF_E_NOMEM;
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_device_iterations(h, d);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_replicas(h, o->replicas);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_micro_batch(h, o->test_batch);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_output_default(h, IPUOF_OUTPUT_ALL, 0);
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "ipuof-mnist: inference options: %s\n",
+                h != NULL ? ipuof_compile_opts_errmsg(h) : "out of memory");
+        ipuof_compile_opts_free(h);
+        return 1;
+    }
+    rc = ipuof_model_inference_from_with(r->train, h, &r->infer);
+    ipuof_compile_opts_free(h);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "inference model", rc, 0);
     if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, 0, 1, &r->test_dl) != 0)

@@ -823,6 +823,39 @@ gradient_checks(ipuof_client *c, ipuof_model *m, ipuof_model *inf)
     print_message("  %s\n", ipuof_client_errmsg(c));
 }
 
+/* ipuof_model_inference_from_with: the inference model of training model m from a
+ * handle's options (and from none) has m's weights w, b and micro-batch; a handle with a
+ * loss is refused. */
+static void
+inference_from_handle(ipuof_client *c, ipuof_model *m, float *x, int64_t *y, const float *w,
+                      const float *b)
+{
+    ipuof_compile_opts *io = ipuof_compile_opts_new();
+    ipuof_model *inf = NULL;
+
+    assert_non_null(io);
+    assert_int_equal(ipuof_compile_opts_set_loss(io, "loss"), IPUOF_OK);
+    assert_error(c, ipuof_model_inference_from_with(m, io, &inf), IPUOF_E_INVAL,
+                 "the options have a loss ('loss')");
+    assert_null(inf);
+    assert_int_equal(ipuof_compile_opts_set_loss(io, NULL), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_name(io, "linear-inference"), IPUOF_OK);
+    assert_int_equal(ipuof_model_inference_from_with(m, io, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_is_training(inf), 0);
+    assert_int_equal(ipuof_model_micro_batch(inf), RB);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    ipuof_model_free(inf);
+    inf = NULL;
+    assert_int_equal(ipuof_model_inference_from_with(m, NULL, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_device_iterations(inf), 1);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    ipuof_model_free(inf);
+    assert_int_equal(ipuof_model_inference_from_with(NULL, io, &inf), IPUOF_E_INVAL);
+    assert_error(c, ipuof_model_inference_from_with(m, io, NULL), IPUOF_E_INVAL,
+                 "needs a place for the model handle");
+    ipuof_compile_opts_free(io);
+}
+
 /* The optimizer state and parameter groups of training model m over the protocol (after
  * 21 runs of 2 device iterations): the step count read and written, wrong names, sizes
  * and the inference model inf refused; a group naming no weight refused, one group taken,
@@ -956,6 +989,7 @@ test_real_daemon(void **state)
     assert_true(infer_diff(inf, x, y, w, b) > 1e-6);
     assert_int_equal(ipuof_model_copy_weights(inf, m), IPUOF_OK);
     assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    inference_from_handle(c, m, x, y, w, b);
 
     /* The last step's gradient of a trained weight ("gradient:<w>" over read_weights);
      * its values against torch's .grad: python/tests/test_executor_api.py. */

@@ -939,6 +939,13 @@ IPUOF_API int ipuof_model_compile_training_file(ipuof_client *c, const char *pat
 IPUOF_API int ipuof_model_inference_from(ipuof_model *training,
                                          const struct ipuof_model_opts *opts,
                                          ipuof_model **out);
+/* The same with the model options of a compile options handle (NULL: every default; only
+ * read): its device iterations, replicas, micro-batch (the training model's when not set),
+ * output modes and name (the training model's when not set). IPUOF_E_INVAL for a handle
+ * with a loss. Added in IPUOF_CLIENT_0.10. */
+IPUOF_API int ipuof_model_inference_from_with(ipuof_model *training,
+                                              const ipuof_compile_opts *opts,
+                                              ipuof_model **out);
 
 IPUOF_API int ipuof_model_is_training(const ipuof_model *m);
 IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
