@@ -309,7 +309,7 @@ struct ipuof_compile_opts {
     struct ipuof_err_info err;        /* the last refusal of a setter */
 };
 
-/* The helpers the setters share (compile_opts.c), for compile_opts_optim.c: begin clears
+/* The helpers the setters share (compile_opts_base.c): begin clears
  * h's last refusal (IPUOF_E_INVAL for NULL h); copy_name puts a copy of s (1 to
  * IPUOF_DEFAULT_MAX_STRING bytes; `what` names it in the refusal) in *out, caller-owned;
  * grow makes room for entry n of *arr (entries of size bytes, at most max). */
