@@ -638,7 +638,7 @@ def half_settings(optimizer, executor):
 
 
 def _base_key(optimizer):
-    """Everything to_struct reads from param_groups and the optimizer's settings."""
+    """Everything plan reads from param_groups and the optimizer's settings."""
     groups = tuple(tuple(sorted((k, repr(v) if k != "params" else tuple(id(p) for p in v))
                                 for k, v in g.items()))
                    for g in optimizer.param_groups)
@@ -652,7 +652,7 @@ def _base_key(optimizer):
 
 
 def key(optimizer):
-    """Everything to_struct reads, to see whether it changed between calls: _base_key and
+    """Everything plan reads, to see whether it changed between calls: _base_key and
     the count of ipu_param loads (load_state_dict)."""
     if optimizer is None:
         return None
