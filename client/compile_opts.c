@@ -7,9 +7,9 @@
  * built against an older header keep working without a compat copy.
  *
  * The struct-based calls (ipuof_model_compile(), ..._training(), ipuof_model_inference_from;
- * their handle forms are ..._with) go through ipuof_compile_opts_from_struct(), which feeds every field to the same setters
- * (and is where the structs' "0 means 1" is read, once); every compile then sends the
- * handle's options as they are (compile.c).
+ * their handle forms are ..._with) go through ipuof_compile_opts_from_struct(), which feeds
+ * every field to the same setters (and is where the structs' "0 means 1" is read, once);
+ * every compile then sends the handle's options as they are (compile.c).
  *
  * Everything a setter takes is copied. The optimizer's setters are in compile_opts_optim.c,
  * the helpers both use (begin, copy a name, grow an array) in compile_opts_base.c.

@@ -257,7 +257,8 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
                   output_kinds, training=None, placement=None, clock=None, seed=0):
     """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
     training: None, or dict(loss, optimizer (an optim.Plan: applied through the handle's
-    optimizer setters), accumulation, reduction, seed, frozen); placement: None, or as _set_placement() takes it; clock: None, or
+    optimizer setters), accumulation, reduction, seed, frozen); placement: None, or as
+    _set_placement() takes it; clock: None, or
     (num_io_tiles, synthetic_data, available_memory_proportion, predict_replicas) for the
     prediction; seed: the random ops' seed of an inference model (Options.randomSeed; a
     training model's is training["seed"]). Every option goes through the library's
