@@ -229,6 +229,10 @@ class _CompileOpts:
         if not _lib.has("ipuof_compile_opts_new"):
             raise Error(f"{_lib.path} has no compile options handle (ipuof_compile_opts_new, "
                         "IPUOF_CLIENT_0.9); install the library built with this package")
+        if not _lib.has("ipuof_compile_opts_set_optimizer_param"):
+            raise Error(f"{_lib.path} has no optimizer setters on its compile options handle "
+                        "(ipuof_compile_opts_set_optimizer_param, IPUOF_CLIENT_0.10); install "
+                        "the library built with this package")
         self.ptr = ffi.gc(lib.ipuof_compile_opts_new(), lib.ipuof_compile_opts_free)
         if self.ptr == ffi.NULL:
             raise MemoryError("ipuof_compile_opts_new")
