@@ -6,13 +6,13 @@
  * in struct ipuof_compile_opts (model_internal.h), never a public struct layout, so programs
  * built against an older header keep working without a compat copy.
  *
- * The struct-based calls (ipuof_model_compile(), ..._training(), ipuof_model_inference_from)
- * go through ipuof_compile_opts_from_struct(), which feeds every field to the same setters
- * (and is where the structs' "0 means 1" is read, once); every compile then sends the
- * handle's options as they are (compile.c).
+ * The struct-based calls (ipuof_model_compile(), ..._training(), ipuof_model_inference_from;
+ * their handle forms are ..._with) go through ipuof_compile_opts_from_struct(), which feeds
+ * every field to the same setters (and is where the structs' "0 means 1" is read, once);
+ * every compile then sends the handle's options as they are (compile.c).
  *
- * Everything a setter takes is copied, except the optimizer's parameter groups (borrowed
- * until the compile call, as struct ipuof_optimizer says).
+ * Everything a setter takes is copied. The optimizer's setters are in compile_opts_optim.c,
+ * the helpers both use (begin, copy a name, grow an array) in compile_opts_base.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,47 +24,6 @@
 /* Records a refusal on h (when not NULL) and returns code. */
 #define fail(h, code, ...) \
     ((h) != NULL ? ipuof_err_info_set(&(h)->err, (code), "client", __VA_ARGS__) : (code))
-
-/* IPUOF_OK when h can be set (clearing its last refusal), else IPUOF_E_INVAL. */
-static int
-begin(ipuof_compile_opts *h)
-{
-    if (h == NULL)
-        return IPUOF_E_INVAL;
-    memset(&h->err, 0, sizeof h->err);
-    return IPUOF_OK;
-}
-
-/* A copy of s (1 to IPUOF_DEFAULT_MAX_STRING bytes) in *out, caller-owned; what names it. */
-static int
-copy_name(ipuof_compile_opts *h, const char *s, const char *what, char **out)
-{
-    size_t n = s != NULL ? strlen(s) : 0;
-
-    if (n == 0)
-        return fail(h, IPUOF_E_INVAL, "%s needs a name of 1 to %u bytes, not %s", what,
-                    IPUOF_DEFAULT_MAX_STRING, s == NULL ? "NULL" : "\"\"");
-    if (n > IPUOF_DEFAULT_MAX_STRING)
-        return fail(h, IPUOF_E_INVAL, "%s is %zu bytes long; the limit is %u", what, n,
-                    IPUOF_DEFAULT_MAX_STRING);
-    *out = strdup(s);
-    return *out != NULL ? IPUOF_OK : fail(h, IPUOF_E_NOMEM, "out of memory for %s", what);
-}
-
-/* Makes room for one more entry of an array of *n entries of size bytes, at most max. */
-static int
-grow(ipuof_compile_opts *h, void **arr, size_t n, size_t size, size_t max, const char *what)
-{
-    void *p;
-
-    if (n >= max)
-        return fail(h, IPUOF_E_INVAL, "%zu %s given; the limit is %zu", n + 1, what, max);
-    p = realloc(*arr, (n + 1) * size);
-    if (p == NULL)
-        return fail(h, IPUOF_E_NOMEM, "out of memory for %zu %s", n + 1, what);
-    *arr = p;
-    return IPUOF_OK;
-}
 
 /* ---- the handle ------------------------------------------------------------------------ */
 
@@ -111,6 +70,7 @@ ipuof_compile_opts_free(ipuof_compile_opts *h)
     for (size_t i = 0; i < h->t.n_frozen_weights; i++)
         free(h->frozen[i]);
     free(h->frozen);
+    ipuof_copts_optimizer_clear(h);
     free(h);
 }
 
@@ -126,10 +86,10 @@ int
 ipuof_compile_opts_set_name(ipuof_compile_opts *h, const char *name)
 {
     char *s = NULL;
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && name != NULL)
-        rc = copy_name(h, name, "the model name", &s);
+        rc = ipuof_copts_copy_name(h, name, "the model name", &s);
     if (rc != IPUOF_OK)
         return rc;
     free(h->name);
@@ -142,7 +102,7 @@ ipuof_compile_opts_set_name(ipuof_compile_opts *h, const char *name)
 static int
 set_count(ipuof_compile_opts *h, unsigned *field, unsigned n, const char *what, const char *hint)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc != IPUOF_OK)
         return rc;
@@ -170,7 +130,7 @@ ipuof_compile_opts_set_replicas(ipuof_compile_opts *h, unsigned n)
 int
 ipuof_compile_opts_set_micro_batch(ipuof_compile_opts *h, unsigned n)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK)
         h->mo.micro_batch = n;
@@ -195,7 +155,7 @@ check_mode(ipuof_compile_opts *h, int kind, unsigned n, const char *what)
 int
 ipuof_compile_opts_set_output_default(ipuof_compile_opts *h, int kind, unsigned n)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK)
         rc = check_mode(h, kind, n, "the default output mode");
@@ -212,7 +172,7 @@ ipuof_compile_opts_add_output(ipuof_compile_opts *h, const char *name, int kind,
     size_t i = h != NULL ? h->mo.n_output_modes : 0;
     char what[64];
     char *s = NULL;
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     snprintf(what, sizeof what, "output mode %zu", i);
     if (rc == IPUOF_OK && (name == NULL || name[0] == '\0'))
@@ -220,10 +180,10 @@ ipuof_compile_opts_add_output(ipuof_compile_opts *h, const char *name, int kind,
     if (rc == IPUOF_OK)
         rc = check_mode(h, kind, n, what);
     if (rc == IPUOF_OK)
-        rc = grow(h, (void **)&h->modes, i, sizeof *h->modes, IPUOF_DEFAULT_MAX_REPEATED,
-                  "output modes");
+        rc = ipuof_copts_grow(h, (void **)&h->modes, i, sizeof *h->modes,
+                              IPUOF_DEFAULT_MAX_REPEATED, "output modes");
     if (rc == IPUOF_OK)
-        rc = copy_name(h, name, "an output mode's output name", &s);
+        rc = ipuof_copts_copy_name(h, name, "an output mode's output name", &s);
     if (rc != IPUOF_OK)
         return rc;
     h->modes[i] = (struct ipuof_output_mode){s, kind, n};
@@ -235,7 +195,7 @@ ipuof_compile_opts_add_output(ipuof_compile_opts *h, const char *name, int kind,
 int
 ipuof_compile_opts_set_no_cache(ipuof_compile_opts *h, int on)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK)
         h->mo.no_cache = on != 0;
@@ -245,7 +205,7 @@ ipuof_compile_opts_set_no_cache(ipuof_compile_opts *h, int on)
 int
 ipuof_compile_opts_set_progress(ipuof_compile_opts *h, ipuof_progress_fn fn, void *user)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK) {
         h->mo.progress = fn;
@@ -276,15 +236,15 @@ ipuof_compile_opts_add_constant_input(ipuof_compile_opts *h, const struct ipuof_
     struct ipuof_tensor c;
     char *name = NULL;
     void *data = NULL;
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK)
         rc = check_constant(h, i, t);
     if (rc == IPUOF_OK)
-        rc = grow(h, (void **)&h->consts, i, sizeof *h->consts, IPUOF_DEFAULT_MAX_REPEATED,
-                  "constant inputs");
+        rc = ipuof_copts_grow(h, (void **)&h->consts, i, sizeof *h->consts,
+                              IPUOF_DEFAULT_MAX_REPEATED, "constant inputs");
     if (rc == IPUOF_OK)
-        rc = copy_name(h, t->name, "a constant input", &name);
+        rc = ipuof_copts_copy_name(h, t->name, "a constant input", &name);
     if (rc == IPUOF_OK && (data = malloc(t->bytes != 0 ? t->bytes : 1)) == NULL)
         rc = fail(h, IPUOF_E_NOMEM, "out of memory for constant input '%s'", t->name);
     if (rc != IPUOF_OK) {
@@ -307,7 +267,7 @@ ipuof_compile_opts_add_constant_input(ipuof_compile_opts *h, const struct ipuof_
 int
 ipuof_compile_opts_set_strategy(ipuof_compile_opts *h, int strategy)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && ipuof_wm_to_wire(&ipuof_wm_strategy, strategy, -1) < 0)
         rc = fail(h, IPUOF_E_INVAL, "execution strategy %d is not one of IPUOF_STRATEGY_* "
@@ -322,15 +282,16 @@ ipuof_compile_opts_add_block(ipuof_compile_opts *h, const char *prefix, int stag
 {
     size_t i = h != NULL ? h->mo.n_blocks : 0;
     char *s = NULL;
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && stage < IPUOF_STAGE_AUTO)
         rc = fail(h, IPUOF_E_INVAL, "block %zu needs a stage of at least IPUOF_STAGE_AUTO (-1), "
                   "not %d", i, stage);
     if (rc == IPUOF_OK)
-        rc = grow(h, (void **)&h->blocks, i, sizeof *h->blocks, IPUOF_MAX_BLOCKS, "blocks");
+        rc = ipuof_copts_grow(h, (void **)&h->blocks, i, sizeof *h->blocks, IPUOF_MAX_BLOCKS,
+                              "blocks");
     if (rc == IPUOF_OK)
-        rc = copy_name(h, prefix, "a block's node-name prefix", &s);
+        rc = ipuof_copts_copy_name(h, prefix, "a block's node-name prefix", &s);
     if (rc != IPUOF_OK)
         return rc;
     h->blocks[i] = (struct ipuof_block){s, stage, ipu};
@@ -342,7 +303,7 @@ ipuof_compile_opts_add_block(ipuof_compile_opts *h, const char *prefix, int stag
 int
 ipuof_compile_opts_set_location(ipuof_compile_opts *h, int kind, int location)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && (kind < 0 || kind >= IPUOF_TENSOR_KINDS))
         rc = fail(h, IPUOF_E_INVAL, "tensor kind %d is not one of IPUOF_TENSORS_* (0 to %d)",
@@ -358,7 +319,7 @@ ipuof_compile_opts_set_location(ipuof_compile_opts *h, int kind, int location)
 int
 ipuof_compile_opts_set_profile(ipuof_compile_opts *h, int on)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK)
         h->mo.profile = on != 0;
@@ -368,7 +329,7 @@ ipuof_compile_opts_set_profile(ipuof_compile_opts *h, int on)
 int
 ipuof_compile_opts_set_input_group(ipuof_compile_opts *h, unsigned size, int type)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
     char known[200];
 
     if (rc == IPUOF_OK && ipuof_wm_to_wire(&ipuof_wm_group, type, -1) < 0)
@@ -387,30 +348,16 @@ int
 ipuof_compile_opts_set_loss(ipuof_compile_opts *h, const char *loss)
 {
     char *s = NULL;
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && loss != NULL)
-        rc = copy_name(h, loss, "the loss (the graph output to minimise)", &s);
+        rc = ipuof_copts_copy_name(h, loss, "the loss (the graph output to minimise)", &s);
     if (rc != IPUOF_OK)
         return rc;
     free(h->loss);
     h->loss = s;
     h->t.loss = s;
     return IPUOF_OK;
-}
-
-int
-ipuof_compile_opts_set_optimizer(ipuof_compile_opts *h, const struct ipuof_optimizer *o)
-{
-    int rc = begin(h);
-
-    if (rc == IPUOF_OK && o == NULL)
-        rc = fail(h, IPUOF_E_INVAL, "no optimizer (NULL); fill one with ipuof_optimizer_init()");
-    if (rc == IPUOF_OK)
-        rc = ipuof_optimizer_check(&h->err, o, 1);
-    if (rc == IPUOF_OK)
-        h->t.optimizer = *o;
-    return rc;
 }
 
 int
@@ -424,7 +371,7 @@ ipuof_compile_opts_set_gradient_accumulation(ipuof_compile_opts *h, unsigned n)
 int
 ipuof_compile_opts_set_accumulation_reduction(ipuof_compile_opts *h, int reduction)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && ipuof_wm_to_wire(&ipuof_wm_reduction, reduction, -1) < 0)
         rc = fail(h, IPUOF_E_INVAL, "accumulation_reduction %d is neither IPUOF_REDUCTION_MEAN "
@@ -437,7 +384,7 @@ ipuof_compile_opts_set_accumulation_reduction(ipuof_compile_opts *h, int reducti
 int
 ipuof_compile_opts_set_seed(ipuof_compile_opts *h, uint64_t seed)
 {
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK)
         h->t.seed = seed;
@@ -449,15 +396,15 @@ ipuof_compile_opts_add_frozen_weight(ipuof_compile_opts *h, const char *name)
 {
     size_t i = h != NULL ? h->t.n_frozen_weights : 0;
     char *s = NULL;
-    int rc = begin(h);
+    int rc = ipuof_copts_begin(h);
 
     if (rc == IPUOF_OK && (name == NULL || name[0] == '\0'))
         rc = fail(h, IPUOF_E_INVAL, "frozen weight %zu has no name", i);
     if (rc == IPUOF_OK)
-        rc = grow(h, (void **)&h->frozen, i, sizeof *h->frozen, IPUOF_DEFAULT_MAX_REPEATED,
-                  "frozen weights");
+        rc = ipuof_copts_grow(h, (void **)&h->frozen, i, sizeof *h->frozen,
+                              IPUOF_DEFAULT_MAX_REPEATED, "frozen weights");
     if (rc == IPUOF_OK)
-        rc = copy_name(h, name, "a frozen weight", &s);
+        rc = ipuof_copts_copy_name(h, name, "a frozen weight", &s);
     if (rc != IPUOF_OK)
         return rc;
     h->frozen[i] = s;

@@ -296,14 +296,30 @@ int ipuof_model_settle(ipuof_client *c, int rc);
  * pointers into the owned copies below. t.loss NULL: an inference compile. */
 struct ipuof_compile_opts {
     struct ipuof_model_opts mo;
-    struct ipuof_training_opts t;     /* t.optimizer.groups borrowed until the compile */
+    struct ipuof_training_opts t;     /* t.optimizer.groups: groups below */
     char *name, *loss;                /* owned: mo.name, t.loss */
     struct ipuof_output_mode *modes;  /* owned, names too: mo.output_modes */
     struct ipuof_tensor *consts;      /* owned, names and data too: mo.constant_inputs */
     struct ipuof_block *blocks;       /* owned, prefixes too: mo.blocks */
     char **frozen;                    /* owned: t.frozen_weights */
+    /* the optimizer's groups besides the first (t.optimizer.n_groups of them), each
+     * group's weights' names owned in weights[g] (groups[g].weights) */
+    struct ipuof_optimizer_group groups[IPUOF_OPTIMIZER_MAX_GROUPS];
+    char **weights[IPUOF_OPTIMIZER_MAX_GROUPS];
     struct ipuof_err_info err;        /* the last refusal of a setter */
 };
+
+/* The helpers the setters share (compile_opts_base.c): begin clears
+ * h's last refusal (IPUOF_E_INVAL for NULL h); copy_name puts a copy of s (1 to
+ * IPUOF_DEFAULT_MAX_STRING bytes; `what` names it in the refusal) in *out, caller-owned;
+ * grow makes room for entry n of *arr (entries of size bytes, at most max). */
+int ipuof_copts_begin(ipuof_compile_opts *h);
+int ipuof_copts_copy_name(ipuof_compile_opts *h, const char *s, const char *what, char **out);
+int ipuof_copts_grow(ipuof_compile_opts *h, void **arr, size_t n, size_t size, size_t max,
+                     const char *what);
+
+/* Frees the optimizer's groups of h (compile_opts_optim.c) and leaves none. */
+void ipuof_copts_optimizer_clear(ipuof_compile_opts *h);
 
 /* A new handle in *out (caller-owned: ipuof_compile_opts_free()) holding the fields of o
  * and t (either may be NULL: defaults), each through its setter; a count of 0 in the

@@ -54,39 +54,75 @@ ipuof_model_compile_training_file(ipuof_client *c, const char *path,
     return ipuof_compile_structs(c, NULL, 0, path, opts, t, out);
 }
 
-int
-ipuof_model_inference_from(ipuof_model *training, const struct ipuof_model_opts *opts,
-                           ipuof_model **out)
+/* The checks both forms of inference_from make (what names the call): IPUOF_OK, or the
+ * error on training's client (*out NULL). */
+static int
+inference_from_begin(ipuof_model *training, ipuof_model **out, const char *what)
 {
-    static const uint8_t no_bytes[1];
-    ipuof_compile_opts *h = NULL;
-    Ipuof__CompileRequest extra;
-    ipuof_client *c;
     int rc;
 
     if (out != NULL)
         *out = NULL;
     if (training == NULL)
         return IPUOF_E_INVAL;
-    c = training->c;
-    ipuof_err_clear(c);
+    ipuof_err_clear(training->c);
     if (out == NULL)
-        return ipuof_err_set(c, IPUOF_E_INVAL, "client",
-                             "ipuof_model_inference_from() needs a place for the model handle");
+        return ipuof_err_set(training->c, IPUOF_E_INVAL, "client",
+                             "%s() needs a place for the model handle", what);
     rc = ipuof_model_usable(training);
-    if (rc != IPUOF_OK)
-        return ipuof_model_settle(c, rc);
-    rc = ipuof_compile_opts_from_struct(c, opts, NULL, &h);
-    if (rc != IPUOF_OK)
-        return rc;
-    /* A symbolic batch dimension needs a size: the training model's unless opts says. */
-    if (h->mo.micro_batch == 0)
-        h->mo.micro_batch = training->micro_batch;
+    return rc != IPUOF_OK ? ipuof_model_settle(training->c, rc) : IPUOF_OK;
+}
+
+/* The inference model of training's graph with h's model options (h only read). */
+static int
+inference_from(ipuof_model *training, const ipuof_compile_opts *h, ipuof_model **out)
+{
+    static const uint8_t no_bytes[1];
+    struct ipuof_model_opts mo = h->mo;
+    Ipuof__CompileRequest extra;
+
+    /* A symbolic batch dimension needs a size: the training model's unless h says. */
+    if (mo.micro_batch == 0)
+        mo.micro_batch = training->micro_batch;
     ipuof__compile_request__init(&extra);
     extra.from_model_id = training->id;
-    rc = ipuof_compile_request(c, no_bytes, 0, &h->mo,
-                               h->mo.name != NULL ? h->mo.name : training->name, &extra, out);
+    return ipuof_compile_request(training->c, no_bytes, 0, &mo,
+                                 mo.name != NULL ? mo.name : training->name, &extra, out);
+}
+
+int
+ipuof_model_inference_from(ipuof_model *training, const struct ipuof_model_opts *opts,
+                           ipuof_model **out)
+{
+    ipuof_compile_opts *h = NULL;
+    int rc = inference_from_begin(training, out, "ipuof_model_inference_from");
+
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_from_struct(training->c, opts, NULL, &h);
+    if (rc == IPUOF_OK)
+        rc = inference_from(training, h, out);
     ipuof_compile_opts_free(h);
+    return rc;
+}
+
+int
+ipuof_model_inference_from_with(ipuof_model *training, const ipuof_compile_opts *opts,
+                                ipuof_model **out)
+{
+    ipuof_compile_opts *own = NULL;
+    int rc = inference_from_begin(training, out, "ipuof_model_inference_from_with");
+
+    if (rc == IPUOF_OK && opts != NULL && opts->t.loss != NULL)
+        rc = ipuof_err_set(training->c, IPUOF_E_INVAL, "client",
+                           "ipuof_model_inference_from_with() makes an inference model, but "
+                           "the options have a loss ('%s'); set_loss(NULL) makes them "
+                           "inference options", opts->t.loss);
+    if (rc == IPUOF_OK && opts == NULL && (own = ipuof_compile_opts_new()) == NULL)
+        rc = ipuof_err_set(training->c, IPUOF_E_NOMEM, "client",
+                           "out of memory for compile options");
+    if (rc == IPUOF_OK)
+        rc = inference_from(training, opts != NULL ? opts : own, out);
+    ipuof_compile_opts_free(own);
     return rc;
 }
 

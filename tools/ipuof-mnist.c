@@ -555,6 +555,65 @@ print_memory(const ipuof_model *m)
     }
 }
 
+/* The training model's compile options on h: the run's counts, both outputs every
+ * micro-batch, the loss, the optimizer, the placement. IPUOF_OK or the refusal of a
+ * setter (its sentence in ipuof_compile_opts_errmsg(h)). */
+static int
+training_opts(const struct mnist_opts *o, ipuof_compile_opts *h)
+{
+    int rc = ipuof_compile_opts_set_name(h, "mnist");
+
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_device_iterations(h, o->iterations);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_replicas(h, o->replicas);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_micro_batch(h, o->batch);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_add_output(h, MNIST_OUTPUT_LOSS, IPUOF_OUTPUT_ALL, 0);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_add_output(h, MNIST_OUTPUT_LOGITS, IPUOF_OUTPUT_ALL, 0);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_loss(h, MNIST_OUTPUT_LOSS);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_gradient_accumulation(h, o->accumulation);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_seed(h, o->seed);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_optimizer_kind(h, o->optimizer);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, o->lr);
+    if (rc == IPUOF_OK && o->strategy >= 0)
+        rc = ipuof_compile_opts_set_strategy(h, o->strategy);
+    for (unsigned i = 0; rc == IPUOF_OK && o->strategy >= 0 && i < MNIST_BLOCKS; i++)
+        rc = ipuof_compile_opts_add_block(h, mnist_block_prefix[i], IPUOF_STAGE_AUTO, i);
+    if (rc == IPUOF_OK && o->offload)
+        rc = ipuof_compile_opts_set_location(h, IPUOF_TENSORS_OPTIMIZER,
+                                             IPUOF_LOCATION_OFF_CHIP);
+    if (rc == IPUOF_OK && o->profile != NULL)
+        rc = ipuof_compile_opts_set_profile(h, 1);
+    return rc;
+}
+
+/* Compiles the training model into r->train. Returns 0 or the exit status after printing
+ * why. */
+static int
+compile_training(const struct mnist_opts *o, struct mnist_run *r)
+{
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    int rc = h != NULL ? training_opts(o, h) : IPUOF_E_NOMEM;
+
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "ipuof-mnist: compile options: %s\n",
+                h != NULL ? ipuof_compile_opts_errmsg(h) : "out of memory");
+        ipuof_compile_opts_free(h);
+        return 1;
+    }
+    rc = ipuof_model_compile_with(r->c, r->onnx, r->onnx_len, h, &r->train);
+    ipuof_compile_opts_free(h);
+    return rc == IPUOF_OK ? 0 : args_fail(PROG, r->c, "compile", rc, 0);
+}
+
 /* Connects, attaches R IPUs (a power of two) and compiles the training model. Returns 0 or
  * the exit status after printing why. */
 static int
@@ -565,15 +624,6 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
                                                             o->num_processes),
                                    .process_id = o->process_id,
                                    .num_processes = o->num_processes};
-    struct ipuof_block blocks[MNIST_BLOCKS];
-    struct ipuof_output_mode modes[] = {{MNIST_OUTPUT_LOSS, IPUOF_OUTPUT_ALL, 0},
-                                        {MNIST_OUTPUT_LOGITS, IPUOF_OUTPUT_ALL, 0}};
-    struct ipuof_model_opts mo = {.name = "mnist", .device_iterations = o->iterations,
-                                  .replicas = o->replicas, .micro_batch = o->batch,
-                                  .output_modes = modes, .n_output_modes = 2};
-    struct ipuof_training_opts t = {.loss = MNIST_OUTPUT_LOSS,
-                                    .gradient_accumulation = o->accumulation,
-                                    .seed = o->seed};
     int rc;
 
     r->c = ipuof_client_new();
@@ -597,20 +647,9 @@ setup(const struct mnist_opts *o, struct mnist_run *r)
             fprintf(stderr, "ipuof-mnist: out of memory building the model\n");
         return 1;
     }
-    ipuof_optimizer_init(&t.optimizer, o->optimizer);
-    t.optimizer.lr = o->lr;
-    for (unsigned i = 0; i < MNIST_BLOCKS; i++)
-        blocks[i] = (struct ipuof_block){mnist_block_prefix[i], IPUOF_STAGE_AUTO, i};
-    if (o->strategy >= 0 && (ipuof_model_opts_set_strategy(&mo, o->strategy) != IPUOF_OK ||
-                             ipuof_model_opts_set_blocks(&mo, blocks, MNIST_BLOCKS) != IPUOF_OK))
-        return 1;
-    if (o->offload)
-        ipuof_model_opts_set_location(&mo, IPUOF_TENSORS_OPTIMIZER, IPUOF_LOCATION_OFF_CHIP);
-    if (o->profile != NULL)
-        ipuof_model_opts_set_profile(&mo, 1);
-    rc = ipuof_model_compile_training(r->c, r->onnx, r->onnx_len, &mo, &t, &r->train);
-    if (rc != IPUOF_OK)
-        return args_fail(PROG, r->c, "compile", rc, 0);
+    rc = compile_training(o, r);
+    if (rc != 0)
+        return rc;
     if (!o->quiet)
         printf("%straining model compiled in %.1f ms%s: %u x %u x %u x %u = %llu samples per "
                "call\n", r->tag,
@@ -716,15 +755,29 @@ test(const struct mnist_opts *o, struct mnist_run *r)
 {
     unsigned d = test_iterations(ipuof_idx_dataset_length(r->test_ds), o->test_batch,
                                  o->replicas);
-    struct ipuof_model_opts mo = {.name = "mnist-inference", .device_iterations = d,
-                                  .replicas = o->replicas, .micro_batch = o->test_batch,
-                                  .default_output_kind = IPUOF_OUTPUT_ALL};
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
     struct tally t;
     char text[96];
     double secs;
     int rc;
 
-    rc = ipuof_model_inference_from(r->train, &mo, &r->infer);
+    rc = h != NULL ? ipuof_compile_opts_set_name(h, "mnist-inference") : IPUOF_E_NOMEM;
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_device_iterations(h, d);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_replicas(h, o->replicas);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_micro_batch(h, o->test_batch);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_output_default(h, IPUOF_OUTPUT_ALL, 0);
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "ipuof-mnist: inference options: %s\n",
+                h != NULL ? ipuof_compile_opts_errmsg(h) : "out of memory");
+        ipuof_compile_opts_free(h);
+        return 1;
+    }
+    rc = ipuof_model_inference_from_with(r->train, h, &r->infer);
+    ipuof_compile_opts_free(h);
     if (rc != IPUOF_OK)
         return args_fail(PROG, r->c, "inference model", rc, 0);
     if (make_loader(r->test_ds, o->test_batch, d, 1, o->replicas, 0, 0, 0, 1, &r->test_dl) != 0)

@@ -825,19 +825,76 @@ print_cost(ipuof_client *c, const ipuof_model *m)
     putchar('\n');
 }
 
-/* Compiles o->model with mo: for training (SGD, PopTorch's default) when --loss names the
- * loss, else for inference. Returns the client's status; *mp as ipuof_model_compile_file. */
+/* The run's compile options on h: its counts, outputs, blocks, strategy, profile, the
+ * constants offered (consts, borrowed from the inputs, copied by h), the progress bar
+ * (bar) and, with --loss, training (SGD, PopTorch's default). IPUOF_OK or the refusal of a
+ * setter (its sentence in ipuof_compile_opts_errmsg(h)). */
 static int
-compile_model(ipuof_client *c, const struct run_opts *o, const struct ipuof_model_opts *mo,
-              ipuof_model **mp)
+compile_opts(struct run_opts *o, ipuof_compile_opts *h, const char *name,
+             struct ipuof_tensor *consts, int *bar)
 {
-    if (o->loss != NULL) {
-        struct ipuof_training_opts to = {0};
-        to.loss = o->loss;
-        to.gradient_accumulation = o->accumulation;
-        return ipuof_model_compile_training_file(c, o->model, mo, &to, mp);
+    size_t n_consts = offer_constants(o, consts);
+    int rc = ipuof_compile_opts_set_name(h, name);
+
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_device_iterations(h, o->device_iterations);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_replicas(h, o->replicas);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_micro_batch(h, o->micro_batch);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_output_default(h, o->out_kind, o->out_n);
+    for (size_t i = 0; rc == IPUOF_OK && i < o->n_blocks; i++)
+        rc = ipuof_compile_opts_add_block(h, o->blocks[i].prefix, o->blocks[i].stage,
+                                          o->blocks[i].ipu);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_strategy(h, o->strategy);
+    if (rc == IPUOF_OK)
+        rc = ipuof_compile_opts_set_profile(h, o->profile != NULL);
+    for (size_t i = 0; rc == IPUOF_OK && i < n_consts; i++)
+        rc = ipuof_compile_opts_add_constant_input(h, &consts[i]);
+    if (rc == IPUOF_OK && !o->quiet && isatty(STDERR_FILENO))
+        rc = ipuof_compile_opts_set_progress(h, progress_bar, bar);
+    if (rc == IPUOF_OK && o->loss != NULL)
+        rc = ipuof_compile_opts_set_loss(h, o->loss);
+    if (rc == IPUOF_OK && o->loss != NULL && o->accumulation != 0)
+        rc = ipuof_compile_opts_set_gradient_accumulation(h, o->accumulation);
+    return rc;
+}
+
+/* Compiles o->model (named name) into *mp: for training when --loss names the loss, else
+ * for inference; a symbolic batch dimension the daemon cannot size without --micro-batch is
+ * sized from the input, as onnxruntime would. Returns 0, or the exit status after printing
+ * why; *t_compile the compile's milliseconds. */
+static int
+compile_model(struct run_opts *o, ipuof_client *c, const char *name,
+              struct ipuof_tensor *consts, ipuof_model **mp, double *t_compile)
+{
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    int bar = 0, rc = h != NULL ? compile_opts(o, h, name, consts, &bar) : IPUOF_E_NOMEM;
+    double t0 = now_ms();
+
+    if (rc != IPUOF_OK) {
+        fprintf(stderr, "ipuof-run: compile options: %s\n",
+                h != NULL ? ipuof_compile_opts_errmsg(h) : "out of memory");
+        ipuof_compile_opts_free(h);
+        return EX_USAGE;
     }
-    return ipuof_model_compile_file(c, o->model, mo, mp);
+    rc = ipuof_model_compile_file_with(c, o->model, h, mp);
+    if (rc == IPUOF_E_SHAPE && o->micro_batch == 0 &&
+        strstr(ipuof_client_errmsg(c), "symbolic batch dimension") != NULL) {
+        unsigned b = derive_micro_batch(o, ipuof_client_errmsg(c));
+        if (b == 0 || ipuof_compile_opts_set_micro_batch(h, b) != IPUOF_OK) {
+            ipuof_compile_opts_free(h);
+            return 1;
+        }
+        rc = ipuof_model_compile_file_with(c, o->model, h, mp);
+    }
+    *t_compile = now_ms() - t0;
+    ipuof_compile_opts_free(h);
+    if (bar)
+        fputc('\n', stderr);
+    return rc == IPUOF_OK ? 0 : args_fail(PROG, c, "compile", rc, 0);
 }
 
 /* IPUOF_REQUEST_TIMEOUT_MS, when set, as the client's request timeout (0: no limit), as the
@@ -879,9 +936,7 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     struct ipuof_tensor *consts)
 {
     struct ipuof_attach_opts ao = {0};
-    struct ipuof_model_opts mo = {0};
     char name[128];
-    int bar = 0;
     double t0, t_compile, t_run;
     unsigned long long n;
     ipuof_client *c;
@@ -906,43 +961,13 @@ run(struct run_opts *o, ipuof_client **cp, ipuof_model **mp, struct ipuof_tensor
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "attach", rc, 0);
     model_name(o->model, name, sizeof name);
-    mo.name = name;
-    mo.device_iterations = o->device_iterations;
-    mo.replicas = o->replicas;
-    mo.micro_batch = o->micro_batch;
-    mo.default_output_kind = o->out_kind;
-    mo.default_output_n = o->out_n;
-    if (ipuof_model_opts_set_blocks(&mo, o->blocks, o->n_blocks) != IPUOF_OK ||
-        ipuof_model_opts_set_strategy(&mo, o->strategy) != IPUOF_OK ||
-        ipuof_model_opts_set_profile(&mo, o->profile != NULL) != IPUOF_OK) {
-        fprintf(stderr, "ipuof-run: a --block needs a prefix\n");
-        return EX_USAGE;
-    }
-    mo.constant_inputs = consts;
-    mo.n_constant_inputs = offer_constants(o, consts);
-    if (!o->quiet && isatty(STDERR_FILENO)) {
-        mo.progress = progress_bar;
-        mo.progress_user = &bar;
-    }
     rc = ipuof_client_set_clock_options(c, o->io_tiles, o->synthetic, o->amp,
                                         o->predict_replicas);
     if (rc != IPUOF_OK)
         return args_fail(PROG, c, "set the clock's options", rc, 0);
-    t0 = now_ms();
-    rc = compile_model(c, o, &mo, mp);
-    if (rc == IPUOF_E_SHAPE && o->micro_batch == 0 &&
-        strstr(ipuof_client_errmsg(c), "symbolic batch dimension") != NULL) {
-        /* A dynamic batch axis: run the input as given, as onnxruntime would. */
-        mo.micro_batch = derive_micro_batch(o, ipuof_client_errmsg(c));
-        if (mo.micro_batch == 0)
-            return 1;
-        rc = compile_model(c, o, &mo, mp);
-    }
-    t_compile = now_ms() - t0;
-    if (bar)
-        fputc('\n', stderr);
-    if (rc != IPUOF_OK)
-        return args_fail(PROG, c, "compile", rc, 0);
+    rc = compile_model(o, c, name, consts, mp, &t_compile);
+    if (rc != 0)
+        return rc;
     if (o->predict)
         return print_prediction(o, c, *mp, t_compile);
     if (ipuof_model_input_count(*mp) > MAX_INPUTS) {

@@ -104,9 +104,11 @@ void job_compile_ready(struct conn *c, struct compile_task *ct);
  * model, or its error, and c gets the reply. */
 void job_compile_here(struct conn *c, uint64_t req_id, struct compile_task *ct);
 
-/* Holds j while something refers to it (a loop over its processes, a compile or trace on a
- * worker): an end meanwhile frees it only at the last job_unhold, which returns 1 when the
- * job has ended (it may be gone then: do not touch it). */
+/* Holds j while something refers to it (a loop over its processes that no task or run
+ * already keeps it for, a compile, Pod rendezvous or trace on a worker): an end meanwhile
+ * frees it only at the last job_unhold, which returns 1 when the job has ended (it may be
+ * gone then: do not touch it). A job is freed once it has ended and nothing refers to it
+ * (job_maybe_free): its holds, its run in flight, its slices arriving. */
 void job_hold(struct job *j);
 int job_unhold(struct job *j);
 

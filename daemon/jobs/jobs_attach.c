@@ -104,7 +104,8 @@ job_attach_fault(struct job *j)
 
     if (fault_at(j->srv, &pt, &hit) == FAULT_HIT_NONE)
         return 0;
-    job_hold(j);
+    /* Each connection is taken out of the job before conn_leave may free it, so nothing in
+     * the loop reaches j: it ends below, once. */
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *r = &j->proc[p];
         struct conn *o = r->conn;
@@ -119,7 +120,6 @@ job_attach_fault(struct job *j)
         conn_release_frames(o);
         conn_leave(o);
     }
-    job_unhold(j);
     if (!job_ended(j))
         job_end(j, IPUOF_E_DEVICE_FAULT, "%s", hit.msg);
     return 1;

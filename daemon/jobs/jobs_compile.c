@@ -44,7 +44,9 @@ compile_refuse(struct job *j, int code, const char *msg)
 
 /* j's compile for processes proc0 .. proc0+nproc-1 finished (j alive): m (NULL on
  * failure; taken, with proc0 and nproc set) is the job's model; rc/msg the failure. Replies
- * to those processes; a model whose reply could not be sent (too large to describe) is freed. */
+ * to those processes; a model whose reply could not be sent (too large to describe) is freed.
+ * The compile task's reference (compile_finish lets go of it after this) keeps j while a
+ * process leaving in the loop ends the job. */
 static void
 job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int rc,
              const char *msg, int cached, uint64_t us)
@@ -72,7 +74,6 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
                  m->nproc, m->nproc == 1 ? "" : "es", sim_exe_replicas(m->entry->exe) / m->nproc,
                  (double)us / 1000.0, m->first_ipu, m->first_ipu + m->nipus - 1);
     }
-    job_hold(j);
     for (unsigned p = proc0; p < proc0 + nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *o = q->conn;
@@ -102,12 +103,12 @@ job_compiled(struct job *j, unsigned proc0, unsigned nproc, struct model *m, int
         model_free(j->srv->inv, &j->srv->cache, m);
         job_update_loaded(j);
     }
-    job_unhold(j);
 }
 
 /* j's compile reports progress p: every process waiting for the compile gets it under its
  * own request id (a client's wait for a long compile is kept alive by progress, so every
- * process needs it). */
+ * process needs it). The compile task on the worker refers to j until compile_finish, so
+ * a connection dropped in the loop may end j but not free it. */
 static void
 job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
 {
@@ -115,7 +116,6 @@ job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
 
     h.body_case = IPUOF__HEADER__BODY_COMPILE_PROGRESS;
     h.compile_progress = (Ipuof__CompileProgress *)p;
-    job_hold(j);
     for (unsigned k = 0; k < j->nproc && !job_ended(j); k++) {
         struct job_proc *q = &j->proc[k];
         if (q->conn == NULL || q->compile_req == 0)
@@ -125,7 +125,6 @@ job_compile_progress(struct job *j, const Ipuof__CompileProgress *p)
         conn_send(q->conn, &h, NULL, 0);
         conn_leave(q->conn); /* a connection dropped for its backlog ends the job */
     }
-    job_unhold(j);
 }
 
 static void

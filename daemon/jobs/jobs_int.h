@@ -105,8 +105,10 @@ struct job {
     struct run *inflight;  /* the run on a worker, or NULL */
     uint64_t fed;                /* steps of run_model's input every process has sent */
     int arriving;                /* processes whose slice is still arriving */
-    int hold;                    /* loops over the processes under way (they may end it), and
-                                  * tasks on workers that refer to it (compile, trace) */
+    int hold;                    /* loops over the processes under way that nothing else
+                                  * keeps it for (they may end it), and tasks on workers
+                                  * that refer to it (compile, Pod rendezvous, trace); a
+                                  * run in flight and slices arriving count apart */
     struct job_end_reason end;   /* why it ended, recorded by job_end alone */
     const struct job_scope *scope; /* on this daemon alone, or spanning a Pod */
     struct pod_job *pod;         /* its share of a partition spanning a Pod (jobs_pod.c), or

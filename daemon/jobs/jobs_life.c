@@ -278,7 +278,9 @@ end_v(struct job *j, int code, int reset, const char *fmt, va_list ap)
         sim_feed_close(j->inflight->feed); /* its input will not all come */
     }
     j->scope->end(j);
-    job_hold(j);
+    /* Nothing in the loop reaches j: each connection is taken out of it (c->job = NULL)
+     * before conn_leave may free it. j is freed below unless something still refers to it
+     * (a loop or task of a caller, the run in flight, slices arriving). */
     for (unsigned p = 0; p < j->nproc; p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
@@ -319,7 +321,7 @@ end_v(struct job *j, int code, int reset, const char *fmt, va_list ap)
         model_unplace(s->inv, m);
     dev_release(s->inv, j->part);
     j->part = NULL;
-    job_unhold(j);
+    job_maybe_free(j);
     job_serve_waiters(s);
 }
 

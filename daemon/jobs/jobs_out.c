@@ -281,7 +281,8 @@ on_rows(evutil_socket_t fd, short what, void *arg)
         return; /* every process had its error from job_end */
     n = sim_feed_outputs(w->feed);
     atomic_store(&w->wake_at, n + w->chunk);
-    job_hold(j);
+    /* j->inflight is w until run_done (which frees this event first): a process leaving
+     * in the loop may end j, not free it. */
     for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
@@ -291,7 +292,6 @@ on_rows(evutil_socket_t fd, short what, void *arg)
         stream_rows(q, w, n);
         conn_leave(c); /* a kill here ends the job through job_leave */
     }
-    job_unhold(j);
 }
 
 /* Run threads: steps [0, out) have run; wakes the loop once a chunk of them is new (the

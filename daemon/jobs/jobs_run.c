@@ -139,7 +139,8 @@ run_done(struct work_item *it)
         metrics_run(j->srv->metrics, m->first_ipu, m->nipus, w->us, have ? &cost : NULL);
     }
     j->run_model = NULL;
-    job_hold(j); /* j->inflight stays set: a process leaving now ends the job */
+    /* j->inflight stays w through the loop: a process leaving now ends the job, and the
+     * run's reference keeps it until job_maybe_free below. */
     for (unsigned p = m->proc0; p < m->proc0 + m->nproc && !job_ended(j); p++) {
         struct job_proc *q = &j->proc[p];
         struct conn *c = q->conn;
@@ -162,7 +163,7 @@ run_done(struct work_item *it)
     }
     job_out_release(w);
     free(w);
-    job_unhold(j);
+    job_maybe_free(j); /* the run was the last to refer to an ended job */
 }
 
 /* Loop thread: a training run of a Pod job meets the trigger point collective before its

@@ -229,6 +229,10 @@ class _CompileOpts:
         if not _lib.has("ipuof_compile_opts_new"):
             raise Error(f"{_lib.path} has no compile options handle (ipuof_compile_opts_new, "
                         "IPUOF_CLIENT_0.9); install the library built with this package")
+        if not _lib.has("ipuof_compile_opts_set_optimizer_param"):
+            raise Error(f"{_lib.path} has no optimizer setters on its compile options handle "
+                        "(ipuof_compile_opts_set_optimizer_param, IPUOF_CLIENT_0.10); install "
+                        "the library built with this package")
         self.ptr = ffi.gc(lib.ipuof_compile_opts_new(), lib.ipuof_compile_opts_free)
         if self.ptr == ffi.NULL:
             raise MemoryError("ipuof_compile_opts_new")
@@ -256,8 +260,9 @@ def _set_placement(co, placement):
 def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replicas,
                   output_kinds, training=None, placement=None, clock=None, seed=0):
     """Compiles onnx_bytes on conn's partition. output_kinds: [(name, kind, n)];
-    training: None, or dict(loss, optimizer (cffi struct), accumulation, reduction, seed,
-    frozen); placement: None, or as _set_placement() takes it; clock: None, or
+    training: None, or dict(loss, optimizer (an optim.Plan: applied through the handle's
+    optimizer setters), accumulation, reduction, seed, frozen); placement: None, or as
+    _set_placement() takes it; clock: None, or
     (num_io_tiles, synthetic_data, available_memory_proportion, predict_replicas) for the
     prediction; seed: the random ops' seed of an inference model (Options.randomSeed; a
     training model's is training["seed"]). Every option goes through the library's
@@ -274,8 +279,7 @@ def compile_model(conn, onnx_bytes, name, micro_batch, device_iterations, replic
     keep = []
     if training is not None:
         co.set("set_loss", training["loss"].encode())
-        co.set("set_optimizer", training["optimizer"])
-        keep.append(training["optimizer"])  # its parameter groups are borrowed
+        training["optimizer"].apply(co.set)     # kind, then parameter by parameter
         co.set("set_gradient_accumulation", training["accumulation"])
         co.set("set_accumulation_reduction", training["reduction"])
         co.set("set_seed", training["seed"])

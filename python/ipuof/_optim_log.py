@@ -1,5 +1,5 @@
 """PopTorch's log lines for the optimizer a training model is given, in PopTorch's words,
-describing what the package sends the daemon (optim.to_struct):
+describing what the package sends the daemon (optim.plan):
 
   DEBUG "Updating graph optimizer with SGD, defaultDampening=0 (const), ...,
          lossScaling=2, nesterov=0 (const), accumType=float32, ..., maxGradNorm=inf"
@@ -16,7 +16,7 @@ are named as PopART names them ("default" prefix for the model-wide values), sor
 with " (const)" when the program declared it constant (VariableAttributes, or for torch's
 optimizers PopTorch's rule: equal to torch's default). The accumulator types are those
 the device keeps the state in (sim/exec/optim.c rounds float16 ones after every update).
-Used by optim.to_struct: configured(optimizer, executor, names); by _optim_state.bind:
+Used by optim.plan: configured(optimizer, executor, names); by _optim_state.bind:
 given(optimizer, executor)."""
 import torch
 
@@ -183,7 +183,7 @@ def given(optimizer, executor):
 
 
 def configured(optimizer, executor, names):
-    """Logs what the model is about to be given: called by optim.to_struct for each
+    """Logs what the model is about to be given: called by optim.plan for each
     optimizer sent to the daemon (names: per parameter group, its weights' names)."""
     if optimizer is None:
         return

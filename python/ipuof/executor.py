@@ -324,7 +324,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
             == enums.ReductionType.Sum else _lib.REDUCTION_MEAN
         seed = o.random_seed if o.random_seed is not None else 0
         return dict(loss=self._out_names[self._loss],
-                    optimizer=optim.to_struct(self._optimizer, self),
+                    optimizer=optim.plan(self._optimizer, self),
                     accumulation=o.Training.gradient_accumulation, reduction=red,
                     seed=seed, frozen=frozen)
 

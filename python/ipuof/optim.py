@@ -19,7 +19,8 @@ optimizers. Bound to a training model, an optimizer's state_dict() reads the sta
 device (torch's "state" entries, plus PopTorch's "ipu_state" and "ipu_param" views) and
 load_state_dict() writes it there, so a run resumes where the saved one stopped.
 
-Used by the executor: to_struct, half_settings, key, bind, attached, pull.
+Used by the executor: plan (a compile's optimizer, set on the library's options
+handle), to_struct (setOptimizer's), half_settings, key, bind, attached, pull.
 """
 import math
 import warnings
@@ -394,23 +395,44 @@ def _kind(optimizer):
                 "poptorch.optim.LAMB / LAMBNoBias")
 
 
-def _hyper(dst, g, kind):
-    """Copies group g's hyper-parameters into dst (a struct ipuof_optimizer or _group)."""
+# The hyper-parameters of one parameter group each kind has (IPUOF_OPT_PARAM_* without the
+# prefix), and the struct ipuof_optimizer (and _group) field of every parameter.
+_GROUP_PARAMS = {
+    "SGD": ("LR", "WEIGHT_DECAY", "MOMENTUM", "DAMPENING", "NESTEROV"),
+    "ADAM": ("LR", "WEIGHT_DECAY", "BETA1", "BETA2", "EPS"),
+    "RMSPROP": ("LR", "WEIGHT_DECAY", "MOMENTUM", "EPS", "ALPHA"),
+}
+_GROUP_PARAMS["ADAMW"] = _GROUP_PARAMS["LAMB"] = _GROUP_PARAMS["ADAM"]
+_FIELDS = {"LR": "lr", "WEIGHT_DECAY": "weight_decay", "MOMENTUM": "momentum",
+           "DAMPENING": "dampening", "NESTEROV": "nesterov", "BETA1": "beta1", "BETA2": "beta2",
+           "EPS": "eps", "ALPHA": "alpha", "CENTERED": "centered", "TF_VARIANT": "tf_variant",
+           "MAX_GRAD_NORM": "max_grad_norm", "MAX_WEIGHT_NORM": "max_weight_norm",
+           "LOSS_SCALING": "loss_scaling", "VELOCITY_SCALING": "velocity_scaling",
+           "PLAN_MOMENTUM": "plan_momentum"}   # BIAS_CORRECTION: not no_bias_correction
+
+
+def _kind_name(kind):
+    return next(k for k in _GROUP_PARAMS if getattr(_lib, "OPTIMIZER_" + k) == kind)
+
+
+def _hyper(g, kind):
+    """Group g's hyper-parameters that optimizers of kind have: {PARAM: value}."""
     if g.get("maximize"):
         raise Error("optimizer maximize=True is not supported by ipuofd")
     if g.get("amsgrad"):
         raise Error("Adam/AdamW with amsgrad=True is not supported by ipuofd")
-    dst.lr = float(g["lr"])
-    dst.weight_decay = float(g.get("weight_decay", 0.0) or 0.0)
-    dst.momentum = float(g.get("momentum", 0.0) or 0.0)
-    dst.dampening = float(g.get("dampening", 0.0) or 0.0)
-    dst.nesterov = int(bool(g.get("nesterov", False)))
+    have = _GROUP_PARAMS[_kind_name(kind)]
+    out = {"LR": float(g["lr"]), "WEIGHT_DECAY": float(g.get("weight_decay", 0.0) or 0.0),
+           "MOMENTUM": float(g.get("momentum", 0.0) or 0.0),
+           "DAMPENING": float(g.get("dampening", 0.0) or 0.0),
+           "NESTEROV": int(bool(g.get("nesterov", False)))}
     if "betas" in g:
-        dst.beta1, dst.beta2 = (float(b) for b in g["betas"])
+        out["BETA1"], out["BETA2"] = (float(b) for b in g["betas"])
     if "eps" in g:
-        dst.eps = float(g["eps"])
+        out["EPS"] = float(g["eps"])
     if "alpha" in g:
-        dst.alpha = float(g["alpha"])
+        out["ALPHA"] = float(g["alpha"])
+    return {k: v for k, v in out.items() if k in have}
 
 
 def _same(groups, key, what):
@@ -447,39 +469,93 @@ def _initializers(executor):
     return names
 
 
-def to_struct(optimizer, executor):
-    """The library's struct ipuof_optimizer for optimizer (None: SGD with lr 0.01, PopTorch's
-    default), its groups' weights named as executor's graph names them. What the struct
-    points to is kept alive by the optimizer until the next call."""
-    o = ffi.new("struct ipuof_optimizer *")
-    if optimizer is None:
-        _lib.lib.ipuof_optimizer_init(o, _lib.OPTIMIZER_SGD)
-        o.lr = 0.01
+class Plan:
+    """What the package sends the daemon for an optimizer: its kind (IPUOF_OPTIMIZER_*),
+    the whole optimizer's and the first group's parameters ({PARAM: value}, PARAM an
+    IPUOF_OPT_PARAM_* without the prefix) and the other groups' ([({PARAM: value},
+    [weight names])]). apply() sets it on a compile options handle; struct() makes the
+    struct ipuof_optimizer setOptimizer takes."""
+
+    def __init__(self, kind, top, groups):
+        self.kind, self.top, self.groups = kind, top, groups
+
+    def apply(self, set_):
+        """Sets the plan through set_(setter, *args) (_device._CompileOpts.set): the
+        library's optimizer setters, one parameter at a time."""
+        set_("set_optimizer_kind", self.kind)
+        sgd = self.kind == _lib.OPTIMIZER_SGD
+        for k, v in self.top.items():
+            if k != "VELOCITY_SCALING" or sgd:  # SGD's only (the struct carries it for all)
+                set_("set_optimizer_param", 0, getattr(_lib, "OPT_PARAM_" + k), v)
+        for i, (params, names) in enumerate(self.groups, 1):
+            set_("add_optimizer_group")
+            for k, v in params.items():
+                set_("set_optimizer_param", i, getattr(_lib, "OPT_PARAM_" + k), v)
+            for n in names:
+                set_("add_optimizer_weight", i, n.encode())
+
+    def struct(self, keep):
+        """The library's struct ipuof_optimizer of the plan; what it points to is appended
+        to keep (the caller keeps it alive for the call)."""
+        o = ffi.new("struct ipuof_optimizer *")
+        _lib.lib.ipuof_optimizer_init(o, self.kind)
+        for k, v in self.top.items():
+            if k == "BIAS_CORRECTION":
+                o.no_bias_correction = int(not v)
+            else:
+                setattr(o, _FIELDS[k], v)
+        if self.groups:
+            arr = ffi.new("struct ipuof_optimizer_group[]", len(self.groups))
+            keep.append(arr)
+            for i, (params, names) in enumerate(self.groups):
+                for k, v in params.items():
+                    setattr(arr[i], _FIELDS[k], v)
+                cstrs = [ffi.new("char[]", n.encode()) for n in names]
+                ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
+                keep += cstrs
+                keep.append(ptrs)
+                arr[i].weights = ptrs
+                arr[i].n_weights = len(cstrs)
+            o.groups = arr
+            o.n_groups = len(self.groups)
         return o
-    kind = _kind(optimizer)
-    groups = optimizer.param_groups
-    _lib.lib.ipuof_optimizer_init(o, kind)
-    _hyper(o, groups[0], kind)
+
+
+def _whole(optimizer, kind, groups):
+    """The whole optimizer's parameters ({PARAM: value}) of optimizer (of kind)."""
+    top = {}
     if kind == _lib.OPTIMIZER_RMSPROP:
         _same(groups, "centered", "centered")
-        o.centered = int(bool(groups[0].get("centered", False)))
-        o.tf_variant = int(bool(getattr(optimizer, "use_tf_variant", False)))
+        top["CENTERED"] = int(bool(groups[0].get("centered", False)))
+        top["TF_VARIANT"] = int(bool(getattr(optimizer, "use_tf_variant", False)))
     if kind == _lib.OPTIMIZER_LAMB:
         _same(groups, "max_weight_norm", "max_weight_norm")
-        o.max_weight_norm = _norm_limit(groups[0].get("max_weight_norm"))
-    o.no_bias_correction = int(not getattr(optimizer, "bias_correction", True))
-    o.max_grad_norm = _norm_limit(getattr(optimizer, "max_grad_norm", None))
-    o.loss_scaling = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
+        top["MAX_WEIGHT_NORM"] = _norm_limit(groups[0].get("max_weight_norm"))
+    if kind in (_lib.OPTIMIZER_ADAM, _lib.OPTIMIZER_ADAMW, _lib.OPTIMIZER_LAMB):
+        top["BIAS_CORRECTION"] = int(bool(getattr(optimizer, "bias_correction", True)))
+    top["MAX_GRAD_NORM"] = _norm_limit(getattr(optimizer, "max_grad_norm", None))
+    top["LOSS_SCALING"] = float(getattr(optimizer, "loss_scaling", 1.0) or 1.0)
     # The separate SGD variant (PopTorch's default) scales its velocity by loss_scaling.
-    o.velocity_scaling = float(groups[0].get("velocity_scaling", 1.0)) \
-        if _optim_log.combined(optimizer) else o.loss_scaling
+    top["VELOCITY_SCALING"] = float(groups[0].get("velocity_scaling", 1.0)) \
+        if _optim_log.combined(optimizer) else top["LOSS_SCALING"]
     # PopTorch plans a velocity when momentum is variable (given explicitly, or marked), so
     # setOptimizer may raise it later; torch.optim's optimizers: when non-zero (above).
     va = getattr(optimizer, "variable_attrs", None)
     if kind in (_lib.OPTIMIZER_SGD, _lib.OPTIMIZER_RMSPROP) and va is not None and \
             "momentum" in va._allowed_attributes:
-        o.plan_momentum = int(not va.isConstant("momentum"))
-    keep = []
+        top["PLAN_MOMENTUM"] = int(not va.isConstant("momentum"))
+    return top
+
+
+def plan(optimizer, executor):
+    """The Plan of optimizer (None: SGD with lr 0.01, PopTorch's default), its groups'
+    weights named as executor's graph names them."""
+    if optimizer is None:
+        return Plan(_lib.OPTIMIZER_SGD, {"LR": 0.01}, [])
+    kind = _kind(optimizer)
+    groups = optimizer.param_groups
+    top = _hyper(groups[0], kind)
+    top.update(_whole(optimizer, kind, groups))
     ids = _names(executor)
     known = _initializers(executor)
 
@@ -493,31 +569,27 @@ def to_struct(optimizer, executor):
     ls, over = overrides(optimizer, [(p, ids[id(p)]) for g in groups for p in g["params"]
                                      if ids.get(id(p)) in trained(g)])
     if ls is not None:
-        o.loss_scaling = ls
+        top["LOSS_SCALING"] = ls
         if not _optim_log.combined(optimizer):
-            o.velocity_scaling = ls
+            top["VELOCITY_SCALING"] = ls
     listed = [(g, [n for n in trained(g) if n not in over]) for g in groups[1:]]
     for g in groups:
         listed += [(dict(g, **over[n]), [n]) for n in trained(g) if n in over]
-    if listed:
-        if len(listed) > 32:
-            raise Error(f"the optimizer has {len(groups)} parameter groups"
-                        + (f" and loaded ipu_param values give {len(over)} weights their "
-                           "own hyper-parameters" if over else "")
-                        + f": {len(listed) + 1} groups; ipuofd takes at most 33")
-        arr = ffi.new("struct ipuof_optimizer_group[]", len(listed))
-        keep.append(arr)
-        for i, (g, names) in enumerate(listed):
-            _hyper(arr[i], g, kind)
-            cstrs = [ffi.new("char[]", n.encode()) for n in names]
-            ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
-            keep += cstrs
-            keep.append(ptrs)
-            arr[i].weights = ptrs
-            arr[i].n_weights = len(cstrs)
-        o.groups = arr
-        o.n_groups = len(listed)
-    optimizer.__dict__["_ipuof_keep"] = keep
+    if len(listed) > 32:
+        raise Error(f"the optimizer has {len(groups)} parameter groups"
+                    + (f" and loaded ipu_param values give {len(over)} weights their "
+                       "own hyper-parameters" if over else "")
+                    + f": {len(listed) + 1} groups; ipuofd takes at most 33")
+    return Plan(kind, top, [(_hyper(g, kind), names) for g, names in listed])
+
+
+def to_struct(optimizer, executor):
+    """The library's struct ipuof_optimizer for optimizer (setOptimizer's), as plan() says.
+    What the struct points to is kept alive by the optimizer until the next call."""
+    keep = []
+    o = plan(optimizer, executor).struct(keep)
+    if optimizer is not None:
+        optimizer.__dict__["_ipuof_keep"] = keep
     return o
 
 
@@ -566,7 +638,7 @@ def half_settings(optimizer, executor):
 
 
 def _base_key(optimizer):
-    """Everything to_struct reads from param_groups and the optimizer's settings."""
+    """Everything plan reads from param_groups and the optimizer's settings."""
     groups = tuple(tuple(sorted((k, repr(v) if k != "params" else tuple(id(p) for p in v))
                                 for k, v in g.items()))
                    for g in optimizer.param_groups)
@@ -580,7 +652,7 @@ def _base_key(optimizer):
 
 
 def key(optimizer):
-    """Everything to_struct reads, to see whether it changed between calls: _base_key and
+    """Everything plan reads, to see whether it changed between calls: _base_key and
     the count of ipu_param loads (load_state_dict)."""
     if optimizer is None:
         return None
@@ -593,4 +665,4 @@ from ._optim_state import (_load_state_dict, _state_dict, attached, bind,  # noq
                            pull)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "LAMB", "LAMBNoBias",
-           "VariableAttributes", "to_struct", "key", "bind", "attached", "pull"]
+           "VariableAttributes", "plan", "to_struct", "key", "bind", "attached", "pull"]

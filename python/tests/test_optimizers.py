@@ -526,3 +526,23 @@ def test_bad_arguments_are_refused(daemon):
         poptorch.optim.SGD(model.parameters(), lr=0.1, max_grad_norm=-1.0)
     with pytest.raises(ValueError, match="loss_scaling"):
         poptorch.optim.Adam(model.parameters(), loss_scaling=0.0)
+
+
+def test_compile_sets_the_optimizer_through_the_handle(daemon):
+    """A training compile sets the optimizer on the library's options handle one
+    hyper-parameter at a time (ipuof_compile_opts_set_optimizer_param): a value torch's
+    constructor lets through but the library refuses (Adam's eps 0, torch checks eps >= 0)
+    is refused by the library before anything reaches the daemon, naming the parameter and
+    its range; a second group's values are its own."""
+    x, y = data()
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01, eps=0.0)
+    with pytest.raises(poptorch.Error,
+                       match=r"refused by libipuof-client \(IPUOF_E_INVAL\): optimizer eps 0 "
+                             r"is out of range: it must be > 0"):
+        poptorch.trainingModel(model, optimizer=opt)(x, y)
+    model = Net()
+    opt = torch.optim.Adam([{"params": model.fc1.parameters()},
+                            {"params": model.fc2.parameters(), "betas": (0.5, 1.0)}], lr=0.01)
+    with pytest.raises(poptorch.Error, match=r"optimizer beta2 1 is out of range"):
+        poptorch.trainingModel(model, optimizer=opt)(x, y)

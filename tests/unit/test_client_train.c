@@ -14,8 +14,11 @@
  * SHAPE checks; a read whose announced size differs from the buffer (IPUOF_E_SHAPE, the
  * connection stays usable); copy; save_onnx writes the file and save_onnx_buffer refuses a
  * reply whose sizes disagree; the batch arithmetic of a training model's input names the
- * gradient accumulation; argument checks without a daemon. The last test trains a small
- * model on a real ipuofd (IPUOFD_BIN; skipped when it cannot be started or has no training).
+ * gradient accumulation; argument checks without a daemon; the optimizer on the options
+ * handle (kind, parameters, groups, weights; each refusal's sentence; the struct call's
+ * copy). The last tests train a small model on a real ipuofd (IPUOFD_BIN): through the
+ * struct calls, and through the handle's optimizer setters against the same optimizer as a
+ * struct (the same weights, bit for bit, a group at lr 0 leaving its weight as it was).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +34,7 @@
 #include <unistd.h>
 
 #include "../../client/client_internal.h"
+#include "../../client/model_internal.h"
 #include "fakesrv.h"
 #include "frame.h"
 #include "ipuof/client.h"
@@ -595,6 +599,138 @@ test_defaults_and_arguments(void **state)
     ipuof_client_free(c);
 }
 
+/* ---- the optimizer on the options handle (without a daemon) ---------------------------- */
+
+/* Refusal rc of a call on handle h whose sentence holds want. */
+#define assert_refused(h, call, rc, want)                                                  \
+    do {                                                                                   \
+        assert_int_equal((call), (rc));                                                    \
+        if (strstr(ipuof_compile_opts_errmsg(h), (want)) == NULL)                          \
+            fail_msg("'%s' lacks '%s'", ipuof_compile_opts_errmsg(h), (want));             \
+        print_message("  %s\n", ipuof_compile_opts_errmsg(h));                             \
+    } while (0)
+
+static void
+test_optimizer_setters(void **state)
+{
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    const struct ipuof_optimizer *o;
+    char wname[] = "W";
+    static const char *const bname[] = {"b"};
+    struct ipuof_optimizer_group sg = {.lr = 0.3f, .weights = bname, .n_weights = 1};
+    struct ipuof_optimizer so;
+
+    (void)state;
+    assert_non_null(h);
+    o = &h->t.optimizer;
+    /* PopTorch's default takes no parameter: a kind first. */
+    assert_int_equal(o->kind, 0);
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.1),
+                   IPUOF_E_INVAL, "set_optimizer_kind");
+    assert_refused(h, ipuof_compile_opts_add_optimizer_group(h), IPUOF_E_INVAL, "kind 0");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_kind(h, 6), IPUOF_E_INVAL,
+                   "optimizer kind 6");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_kind(h, -1), IPUOF_E_INVAL, "kind -1");
+
+    /* A kind brings torch.optim's defaults (as ipuof_optimizer_init). */
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_ADAMW), IPUOF_OK);
+    assert_string_equal(ipuof_compile_opts_errmsg(h), "");
+    assert_true(o->kind == IPUOF_OPTIMIZER_ADAMW && o->lr == 1e-3f && o->beta1 == 0.9f &&
+                o->beta2 == 0.999f && o->eps == 1e-8f && o->weight_decay == 1e-2f &&
+                o->no_bias_correction == 0 && o->loss_scaling == 1.0f && o->n_groups == 0);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.002),
+                     IPUOF_OK);
+    assert_true(o->lr == 0.002f);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_BIAS_CORRECTION,
+                                                            0), IPUOF_OK);
+    assert_int_equal(o->no_bias_correction, 1);
+
+    /* Each refusal leaves the value as it was and says what is right. */
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, -1),
+                   IPUOF_E_INVAL, "optimizer lr -1 is out of range: it must be >= 0 and finite");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, NAN),
+                   IPUOF_E_INVAL, "lr nan");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 1e39),
+                   IPUOF_E_INVAL, "finite as a float");
+    assert_true(o->lr == 0.002f);
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_BETA1, 1.0),
+                   IPUOF_E_INVAL, "beta1 1 is out of range: it must be in [0, 1)");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_EPS, 0),
+                   IPUOF_E_INVAL, "eps 0 is out of range: it must be > 0");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                             IPUOF_OPT_PARAM_BIAS_CORRECTION, 2),
+                   IPUOF_E_INVAL, "0 or 1");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                             IPUOF_OPT_PARAM_MAX_GRAD_NORM, -2),
+                   IPUOF_E_INVAL, "0 or inf: no clipping");
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MAX_GRAD_NORM,
+                                                            INFINITY), IPUOF_OK);
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_ALPHA, 0.9),
+                   IPUOF_E_INVAL, "optimizer parameter alpha applies to RMSprop only; this "
+                   "optimizer is AdamW");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
+                   IPUOF_E_INVAL, "momentum applies to SGD, RMSprop only");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, 0, 1), IPUOF_E_INVAL,
+                   "optimizer parameter 0 is not one of IPUOF_OPT_PARAM_* (1 .. 17)");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, 18, 1), IPUOF_E_INVAL,
+                   "parameter 18");
+
+    /* Groups: a copy of the first group's values at the call, then their own. */
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 1, IPUOF_OPT_PARAM_LR, 0.1),
+                   IPUOF_E_INVAL, "group 1 is not there: there is only group 0, the first");
+    assert_refused(h, ipuof_compile_opts_add_optimizer_weight(h, 1, "W"), IPUOF_E_INVAL,
+                   "group 1 is not there: there is none yet");
+    assert_int_equal(ipuof_compile_opts_add_optimizer_group(h), IPUOF_OK);
+    assert_true(o->n_groups == 1 && o->groups == h->groups && o->groups[0].lr == 0.002f &&
+                o->groups[0].beta2 == 0.999f && o->groups[0].weight_decay == 1e-2f);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 1, IPUOF_OPT_PARAM_LR, 0.5),
+                     IPUOF_OK);
+    assert_true(o->groups[0].lr == 0.5f && o->lr == 0.002f);
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 1,
+                                                             IPUOF_OPT_PARAM_LOSS_SCALING, 2),
+                   IPUOF_E_INVAL, "loss_scaling is the whole optimizer's: set it on group 0");
+    assert_refused(h, ipuof_compile_opts_add_optimizer_weight(h, 0, "W"), IPUOF_E_INVAL,
+                   "group 0 is not there");
+    assert_refused(h, ipuof_compile_opts_add_optimizer_weight(h, 1, ""), IPUOF_E_INVAL,
+                   "weight needs a name");
+    assert_int_equal(ipuof_compile_opts_add_optimizer_weight(h, 1, wname), IPUOF_OK);
+    wname[0] = 'X'; /* copied */
+    assert_true(o->groups[0].n_weights == 1 && strcmp(o->groups[0].weights[0], "W") == 0);
+    for (int g = 1; g < IPUOF_OPTIMIZER_MAX_GROUPS; g++)
+        assert_int_equal(ipuof_compile_opts_add_optimizer_group(h), IPUOF_OK);
+    assert_refused(h, ipuof_compile_opts_add_optimizer_group(h), IPUOF_E_INVAL,
+                   "32 parameter groups besides the first already");
+
+    /* A new kind starts again: its defaults, no group. */
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_RMSPROP), IPUOF_OK);
+    assert_true(o->kind == IPUOF_OPTIMIZER_RMSPROP && o->lr == 1e-2f && o->alpha == 0.99f &&
+                o->n_groups == 0 && o->groups == NULL);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_CENTERED, 1),
+                     IPUOF_OK);
+    assert_int_equal(o->centered, 1);
+
+    /* The struct call: the same place, its groups' names copied. */
+    ipuof_optimizer_init(&so, IPUOF_OPTIMIZER_SGD);
+    so.lr = 0.25f;
+    so.n_groups = 1;
+    so.groups = &sg;
+    assert_int_equal(ipuof_compile_opts_set_optimizer(h, &so), IPUOF_OK);
+    assert_true(o->kind == IPUOF_OPTIMIZER_SGD && o->lr == 0.25f && o->n_groups == 1 &&
+                o->groups == h->groups && o->groups[0].lr == 0.3f &&
+                o->groups[0].weights != sg.weights &&
+                strcmp(o->groups[0].weights[0], "b") == 0);
+    so.kind = 9;
+    assert_refused(h, ipuof_compile_opts_set_optimizer(h, &so), IPUOF_E_INVAL, "kind 9");
+    assert_int_equal(o->kind, IPUOF_OPTIMIZER_SGD);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, 0), IPUOF_OK);
+    assert_true(o->kind == 0 && o->lr == 0.0f && o->n_groups == 0);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(NULL, 1), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(NULL, 0, 1, 1), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_group(NULL), IPUOF_E_INVAL);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_weight(NULL, 1, "W"), IPUOF_E_INVAL);
+    ipuof_compile_opts_free(h);
+}
+
 /* ---- against a real ipuofd ------------------------------------------------------------- */
 
 #define RB 4 /* micro-batch */
@@ -685,6 +821,39 @@ gradient_checks(ipuof_client *c, ipuof_model *m, ipuof_model *inf)
     assert_error(c, ipuof_model_read_gradient(inf, "W", g, sizeof g), IPUOF_E_INVAL,
                  "no gradients");
     print_message("  %s\n", ipuof_client_errmsg(c));
+}
+
+/* ipuof_model_inference_from_with: the inference model of training model m from a
+ * handle's options (and from none) has m's weights w, b and micro-batch; a handle with a
+ * loss is refused. */
+static void
+inference_from_handle(ipuof_client *c, ipuof_model *m, float *x, int64_t *y, const float *w,
+                      const float *b)
+{
+    ipuof_compile_opts *io = ipuof_compile_opts_new();
+    ipuof_model *inf = NULL;
+
+    assert_non_null(io);
+    assert_int_equal(ipuof_compile_opts_set_loss(io, "loss"), IPUOF_OK);
+    assert_error(c, ipuof_model_inference_from_with(m, io, &inf), IPUOF_E_INVAL,
+                 "the options have a loss ('loss')");
+    assert_null(inf);
+    assert_int_equal(ipuof_compile_opts_set_loss(io, NULL), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_name(io, "linear-inference"), IPUOF_OK);
+    assert_int_equal(ipuof_model_inference_from_with(m, io, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_is_training(inf), 0);
+    assert_int_equal(ipuof_model_micro_batch(inf), RB);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    ipuof_model_free(inf);
+    inf = NULL;
+    assert_int_equal(ipuof_model_inference_from_with(m, NULL, &inf), IPUOF_OK);
+    assert_int_equal(ipuof_model_device_iterations(inf), 1);
+    assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    ipuof_model_free(inf);
+    assert_int_equal(ipuof_model_inference_from_with(NULL, io, &inf), IPUOF_E_INVAL);
+    assert_error(c, ipuof_model_inference_from_with(m, io, NULL), IPUOF_E_INVAL,
+                 "needs a place for the model handle");
+    ipuof_compile_opts_free(io);
 }
 
 /* The optimizer state and parameter groups of training model m over the protocol (after
@@ -820,6 +989,7 @@ test_real_daemon(void **state)
     assert_true(infer_diff(inf, x, y, w, b) > 1e-6);
     assert_int_equal(ipuof_model_copy_weights(inf, m), IPUOF_OK);
     assert_true(infer_diff(inf, x, y, w, b) < 1e-5);
+    inference_from_handle(c, m, x, y, w, b);
 
     /* The last step's gradient of a trained weight ("gradient:<w>" over read_weights);
      * its values against torch's .grad: python/tests/test_executor_api.py. */
@@ -917,14 +1087,127 @@ test_inference_from_replicated(void **state)
     assert_int_equal(testd_stop(&d), 0);
 }
 
+/* Trains the linear model 5 runs on x, y (2 micro-batches each) with the optimizer of h
+ * (or of struct t when h is NULL) and leaves its weights in w, b. */
+static void
+train_linear(ipuof_client *c, const void *onnx, size_t len, const ipuof_compile_opts *h,
+             const struct ipuof_training_opts *t, float *x, int64_t *y, float *w, float *b)
+{
+    struct ipuof_model_opts mo = {.name = "linear", .device_iterations = 2};
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {2 * RB, RK}, x, 2 * RB * RK * 4},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {2 * RB}, y, 2 * RB * 8}};
+    ipuof_model *m = NULL;
+    int rc = h != NULL ? ipuof_model_compile_with(c, onnx, len, h, &m)
+                       : ipuof_model_compile_training(c, onnx, len, &mo, t, &m);
+
+    if (rc != IPUOF_OK)
+        fail_msg("compile (%s): %s", h != NULL ? "handle" : "struct", ipuof_client_errmsg(c));
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_weight(m, "W", w, RN * RK * 4), IPUOF_OK);
+    assert_int_equal(ipuof_model_read_weight(m, "b", b, RN * 4), IPUOF_OK);
+    ipuof_model_free(m);
+}
+
+/* The optimizer set on the handle, one parameter at a time, trains as the same optimizer
+ * given as a struct (the weights bit for bit); a group at lr 0 leaves its weight as the
+ * graph had it; Adam without bias correction differs from Adam with it. */
+static void
+test_optimizer_handle_daemon(void **state)
+{
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    static const char *const wname[] = {"W"};
+    struct ipuof_attach_opts ao = {.num_ipus = 1};
+    struct ipuof_training_opts to = {.loss = "loss"};
+    struct ipuof_optimizer_group grp;
+    float x[2 * RB * RK], w0[RN * RK], w1[RN * RK], w2[RN * RK], b0[RN], b1[RN], b2[RN];
+    int64_t y[2 * RB];
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    ipuof_client *c;
+    void *onnx = NULL;
+    size_t len = 0;
+
+    (void)state;
+    if (testd_start(&d, NULL, NULL) != 0)
+        fail_msg("could not start ipuofd: a daemon that does not start is a failure");
+    testd_live = &d;
+    for (int i = 0; i < 2 * RB; i++) {
+        y[i] = i % RN;
+        for (int k = 0; k < RK; k++)
+            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
+    }
+    linear_model(&onnx, &len);
+    c = ipuof_client_new();
+    assert_non_null(c);
+    assert_non_null(h);
+    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+
+    /* SGD with momentum, W in a group of its own at lr 0. */
+    assert_int_equal(ipuof_compile_opts_set_name(h, "linear"), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_device_iterations(h, 2), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_loss(h, "loss"), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.5),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_group(h), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 1, IPUOF_OPT_PARAM_LR, 0.0),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_weight(h, 1, "W"), IPUOF_OK);
+    train_linear(c, onnx, len, h, NULL, x, y, w1, b1);
+    ipuof_optimizer_init(&to.optimizer, IPUOF_OPTIMIZER_SGD);
+    to.optimizer.lr = 0.5f;
+    to.optimizer.momentum = 0.9f;
+    grp = (struct ipuof_optimizer_group){0.0f, 0.0f, 0.9f, 0.0f, 0, 0.0f, 0.0f, 0.0f, 0.99f,
+                                         wname, 1};
+    to.optimizer.groups = &grp;
+    to.optimizer.n_groups = 1;
+    train_linear(c, onnx, len, NULL, &to, x, y, w2, b2);
+    assert_memory_equal(w1, w2, sizeof w1);
+    assert_memory_equal(b1, b2, sizeof b1);
+    for (int i = 0; i < RN * RK; i++)
+        assert_true(w1[i] == (float)((i * 7) % 5) * 0.1f - 0.2f); /* linear_model's W */
+    for (int i = 0; i < RN; i++)
+        b0[i] = 0.05f * (float)i;
+    assert_memory_not_equal(b1, b0, sizeof b1);
+
+    /* Adam without bias correction: the handle's and the struct's agree, and differ from
+     * Adam with it (the flag's sense is PopTorch's bias_correction). */
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_ADAM), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.05),
+                     IPUOF_OK);
+    train_linear(c, onnx, len, h, NULL, x, y, w0, b0);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_BIAS_CORRECTION,
+                                                            0), IPUOF_OK);
+    train_linear(c, onnx, len, h, NULL, x, y, w1, b1);
+    ipuof_optimizer_init(&to.optimizer, IPUOF_OPTIMIZER_ADAM);
+    to.optimizer.lr = 0.05f;
+    to.optimizer.no_bias_correction = 1;
+    train_linear(c, onnx, len, NULL, &to, x, y, w2, b2);
+    assert_memory_equal(w1, w2, sizeof w1);
+    assert_memory_equal(b1, b2, sizeof b1);
+    assert_memory_not_equal(w0, w1, sizeof w0);
+
+    ipuof_compile_opts_free(h);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(onnx);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_arguments),
+        cmocka_unit_test(test_optimizer_setters),
         cmocka_unit_test(test_training_api),
         cmocka_unit_test_teardown(test_real_daemon, testd_stop_live),
         cmocka_unit_test_teardown(test_inference_from_replicated, testd_stop_live),
+        cmocka_unit_test_teardown(test_optimizer_handle_daemon, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);

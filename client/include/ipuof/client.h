@@ -611,8 +611,8 @@ IPUOF_API int ipuof_model_compile_file(ipuof_client *c, const char *path,
  * unchanged and a sentence saying what was wrong and what is right in
  * ipuof_compile_opts_errmsg() (borrowed until the next call on the handle; "" after a
  * success). Counts (device iterations, replicas, gradient accumulation) are at least 1.
- * Names, strings, constant inputs' bytes and blocks' prefixes are copied; an optimizer's
- * parameter groups are borrowed until the compile call. set_name(NULL) and set_loss(NULL)
+ * Names, strings, constant inputs' bytes, blocks' prefixes and the optimizer's groups and
+ * their weights' names are copied. set_name(NULL) and set_loss(NULL)
  * restore the defaults (named after the file or "model"; inference). The add_ calls append
  * (at most 65536 output modes, constant inputs and frozen weights; IPUOF_MAX_BLOCKS blocks).
  * The daemon checks what only it can (IPUs against the partition, names against the model).
@@ -643,6 +643,62 @@ IPUOF_API int ipuof_compile_opts_set_profile(ipuof_compile_opts *o, int on);
 IPUOF_API int ipuof_compile_opts_set_input_group(ipuof_compile_opts *o, unsigned size, int type);
 /* Training (see ipuof_model_compile_training below for what a training model does). */
 IPUOF_API int ipuof_compile_opts_set_loss(ipuof_compile_opts *o, const char *loss);
+/*
+ * The optimizer, one hyper-parameter at a time (as ZSTD_CCtx_setParameter takes them): the
+ * handle starts with PopTorch's default (kind 0: SGD with lr 0.01, which takes no
+ * parameter). set_optimizer_kind() chooses one of IPUOF_OPTIMIZER_* with torch.optim's
+ * defaults for it (as ipuof_optimizer_init() lists them) and no parameter groups besides
+ * the first, dropping what was set before; 0 restores PopTorch's default.
+ *
+ * set_optimizer_param() sets one hyper-parameter of group `group`: 0 is the first group
+ * (the top-level hyper-parameters, which hold every trainable weight no other group lists),
+ * 1 .. n the groups add_optimizer_group() appended. A value is refused (IPUOF_E_INVAL, the
+ * sentence in ipuof_compile_opts_errmsg()) when the kind has no such parameter (alpha of
+ * Adam), when the parameter is the whole optimizer's and group is not 0, or when it is out
+ * of range: lr, weight_decay, momentum and alpha >= 0, beta1 and beta2 in [0, 1), eps > 0,
+ * loss_scaling and velocity_scaling > 0, all finite as a float; dampening finite;
+ * max_grad_norm and max_weight_norm >= 0, 0 or inf for no clipping; the flags 0 or 1.
+ * What depends on two values (Nesterov momentum needs momentum > 0 and no dampening) the
+ * daemon checks at the compile.
+ *
+ * add_optimizer_group() appends a parameter group holding the first group's
+ * hyper-parameters as they are at the call and no weight (at most
+ * IPUOF_OPTIMIZER_MAX_GROUPS); add_optimizer_weight() lists trainable weight `weight`
+ * (copied) in group 1 .. n. Added in IPUOF_CLIENT_0.10.
+ */
+enum ipuof_optimizer_param {
+    /* each group's (group 0 .. n) */
+    IPUOF_OPT_PARAM_LR = 1,             /* every kind */
+    IPUOF_OPT_PARAM_WEIGHT_DECAY = 2,   /* every kind */
+    IPUOF_OPT_PARAM_MOMENTUM = 3,       /* SGD, RMSprop */
+    IPUOF_OPT_PARAM_DAMPENING = 4,      /* SGD */
+    IPUOF_OPT_PARAM_NESTEROV = 5,       /* SGD: 0 or 1 */
+    IPUOF_OPT_PARAM_BETA1 = 6,          /* Adam, AdamW, LAMB */
+    IPUOF_OPT_PARAM_BETA2 = 7,          /* Adam, AdamW, LAMB */
+    IPUOF_OPT_PARAM_EPS = 8,            /* Adam, AdamW, LAMB, RMSprop */
+    IPUOF_OPT_PARAM_ALPHA = 9,          /* RMSprop */
+    /* the whole optimizer's (group 0 only) */
+    IPUOF_OPT_PARAM_CENTERED = 10,      /* RMSprop: 0 or 1 */
+    IPUOF_OPT_PARAM_TF_VARIANT = 11,    /* RMSprop: 0 or 1 (PopTorch's use_tf_variant) */
+    IPUOF_OPT_PARAM_BIAS_CORRECTION = 12,   /* Adam, AdamW, LAMB: 1 (the default) or 0 */
+    IPUOF_OPT_PARAM_MAX_GRAD_NORM = 13,     /* every kind: clip by the global gradient norm */
+    IPUOF_OPT_PARAM_MAX_WEIGHT_NORM = 14,   /* LAMB: clip of ||w|| in the trust ratio */
+    IPUOF_OPT_PARAM_LOSS_SCALING = 15,      /* every kind; float16 only, cancels in float32 */
+    IPUOF_OPT_PARAM_VELOCITY_SCALING = 16,  /* SGD; likewise */
+    IPUOF_OPT_PARAM_PLAN_MOMENTUM = 17      /* SGD, RMSprop: 0 or 1, keep a momentum buffer
+                                             * even at momentum 0, so set_optimizer may raise
+                                             * it (PopTorch: momentum marked variable) */
+};
+IPUOF_API int ipuof_compile_opts_set_optimizer_kind(ipuof_compile_opts *o, int kind);
+IPUOF_API int ipuof_compile_opts_set_optimizer_param(ipuof_compile_opts *o, unsigned group,
+                                                     int param, double value);
+IPUOF_API int ipuof_compile_opts_add_optimizer_group(ipuof_compile_opts *o);
+IPUOF_API int ipuof_compile_opts_add_optimizer_weight(ipuof_compile_opts *o, unsigned group,
+                                                      const char *weight);
+/* The optimizer of a filled struct ipuof_optimizer (for programs written against it; the
+ * calls above are the way to set one): its kind (0 allowed) and groups' shape checked here,
+ * its ranges by the daemon (loss_scaling and velocity_scaling 0 mean 1 there). The groups'
+ * names are copied. */
 IPUOF_API int ipuof_compile_opts_set_optimizer(ipuof_compile_opts *o,
                                                const struct ipuof_optimizer *opt);
 IPUOF_API int ipuof_compile_opts_set_gradient_accumulation(ipuof_compile_opts *o, unsigned n);
@@ -883,6 +939,13 @@ IPUOF_API int ipuof_model_compile_training_file(ipuof_client *c, const char *pat
 IPUOF_API int ipuof_model_inference_from(ipuof_model *training,
                                          const struct ipuof_model_opts *opts,
                                          ipuof_model **out);
+/* The same with the model options of a compile options handle (NULL: every default; only
+ * read): its device iterations, replicas, micro-batch (the training model's when not set),
+ * output modes and name (the training model's when not set). IPUOF_E_INVAL for a handle
+ * with a loss. Added in IPUOF_CLIENT_0.10. */
+IPUOF_API int ipuof_model_inference_from_with(ipuof_model *training,
+                                              const ipuof_compile_opts *opts,
+                                              ipuof_model **out);
 
 IPUOF_API int ipuof_model_is_training(const ipuof_model *m);
 IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
