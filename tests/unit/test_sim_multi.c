@@ -666,7 +666,8 @@ test_replica_threads(void **state)
     struct bg_run b;
     pthread_t th;
     int before, after;
-    const struct timespec pause = { 0, 50 * 1000 * 1000 };
+    const struct timespec pause = { 0, 1000 * 1000 };
+    static struct sim_step_rec steps[64];
 
     (void)state;
     train_opts(&o, 8, 2, 2);
@@ -683,13 +684,16 @@ test_replica_threads(void **state)
     sim_exe_free(e);
     assert_int_equal(thread_count_settled(before), before);   /* joined when it is freed */
 
-    /* a long run over four replica threads stops when cancelled */
+    /* a long run over four replica threads stops when cancelled (once it has started:
+     * its first step logged; a cancel before a run is not the run's) */
     o.device_iterations = 500;
     e = compile_ok(m, &o);
     fill_inputs(e);
+    sim_exe_log_steps(e, steps, sizeof(steps) / sizeof(steps[0]));
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
-    nanosleep(&pause, NULL);
+    for (int i = 0; i < 60000 && sim_exe_logged_steps(e) == 0; i++)
+        nanosleep(&pause, NULL);
     sim_exe_cancel(e);
     assert_int_equal(pthread_join(th, NULL), 0);
     printf("  %s\n", b.err.msg);
