@@ -134,16 +134,6 @@ use_dnnl_bwd(const struct conv_params *p)
         return 0;
     if (p->depthwise)
         return taps <= 9 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
-    /* A first layer's shape: under 8 channels, 5x5 or wider at stride 1 over 1 024 or more
-     * positions (the tutorial's 1 -> 10 channels 5x5, 24x24 at batch 40, whose input
-     * gradient nobody wants), with oneDNN at AVX-512: its weight gradient, and the forward
-     * no longer keeping its im2col matrices, cost 17 % less CPU for the tutorial's whole
-     * training step than im2col + sgemm over the batch; with oneDNN at AVX2 26 % more
-     * (issue 29; docs/performance.md). Strided stems (7x7 and 3x3 stride 2 over 3
-     * channels, measured 0.6-0.9x above) stay here. */
-    if (p->group == 1 && p->cg < 8 && taps >= 25 && p->sh == 1 && p->sw == 1 &&
-        p->n * p->oh * p->ow >= 1024 && sim_isa_level() >= SIM_ISA_AVX512)
-        return BWD_DATA | BWD_WEIGHTS;
     if (p->group != 1 || p->cg < 8 || taps < 9)
         return 0;
     return p->n * p->oh * p->ow >= 1024 ? BWD_DATA | BWD_WEIGHTS : BWD_DATA;
