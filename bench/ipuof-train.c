@@ -6,13 +6,15 @@
  * labels, run CALLS times after one untimed call:
  *
  *   ipuof-train [CALLS [B A D]]
- *       -> "calls=N samples_s=S cpu_s=C wall_s=W threads=T isa=LEVEL weights_hash=H"
+ *       -> "calls=N samples_s=S cpu_s=C wall_s=W threads=T isa=LEVEL weights_hash=H
+ *           ipu_bytes=M"
  *
  * samples_s is samples per wall second over the timed calls, cpu_s the CPU seconds of the
  * whole process per call (CLOCK_PROCESS_CPUTIME_ID: cpu_s / wall per call is how many cores
  * the calls kept busy), threads the simulator's pool size (IPUOF_SIM_THREADS sets it).
  * weights_hash is a 64-bit FNV-1a hash of every trained weight's bytes after the last
- * call: the same hash from two builds or pool sizes means the same bits.
+ * call: the same hash from two builds or pool sizes means the same bits. ipu_bytes is the
+ * simulated IPU's memory total (sim_exe_memory), which must not depend on the host either.
  *
  * With IPUOF_SIM_PROFILE=1 it also prints each node's host milliseconds per call, forward
  * and backward (sim_exe_node_times), largest first.
@@ -123,6 +125,7 @@ main(int argc, char **argv)
     struct sim_exe *e = NULL;
     struct sim_compile_opts o;
     struct sim_err err;
+    struct sim_mem_report mem;
     void *bytes;
     size_t len;
     double w0, c0, w1, c1;
@@ -162,10 +165,13 @@ main(int argc, char **argv)
         }
     c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
     w1 = now_s(CLOCK_MONOTONIC);
+    if (sim_exe_memory(e, 0, &mem) != 0)
+        mem.total = 0;
     printf("calls=%d samples_s=%.0f cpu_s=%.5f wall_s=%.5f threads=%d isa=%s "
-           "weights_hash=%016llx\n",
+           "weights_hash=%016llx ipu_bytes=%llu\n",
            calls, (double)calls * B * A * D / (w1 - w0), (c1 - c0) / calls, (w1 - w0) / calls,
-           sim_pool_threads(), sim_isa_name(sim_isa_current()), weights_hash(e));
+           sim_pool_threads(), sim_isa_name(sim_isa_current()), weights_hash(e),
+           (unsigned long long)mem.total);
     print_node_times(e, calls + 1);
     sim_exe_free(e);
     sim_model_free(m);
