@@ -16,6 +16,10 @@
  * call: the same hash from two builds or pool sizes means the same bits. ipu_bytes is the
  * simulated IPU's memory total (sim_exe_memory), which must not depend on the host either.
  *
+ * IPUOF_TRAIN_STRATEGY=pipelined|sharded|phased places the tutorial's four blocks on 4
+ * IPUs as ipuof-mnist --strategy does (default: one IPU): CPU seconds per call against one
+ * IPU's say whether a split costs more work or leaves cores idle.
+ *
  * With IPUOF_SIM_PROFILE=1 it also prints each node's host milliseconds per call, forward
  * and backward (sim_exe_node_times), largest first.
  *
@@ -63,6 +67,36 @@ fill_inputs(struct sim_exe *e)
                 y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
         }
     }
+}
+
+/* The tutorial's blocks B1..B4, one stage and IPU each (as ipuof-mnist and test_sim_multi
+ * give them; mnist_model.c's node names). */
+static const struct sim_block_opt tutorial_stages[] = {
+    { "/model/layer1/", 0, 0 }, { "/model/layer2/", 1, 1 }, { "/model/Flatten", 2, 2 },
+    { "/model/layer3", 2, 2 }, { "/model/layer4/", 3, 3 }, { "/loss/", 3, 3 },
+};
+
+/* o's strategy from IPUOF_TRAIN_STRATEGY; 0, or -1 with a sentence on stderr. */
+static int
+set_strategy(struct sim_compile_opts *o)
+{
+    static const char *const names[] = { "pipelined", "sharded", "phased" };
+    static const int kinds[] = { SIM_STRATEGY_PIPELINED, SIM_STRATEGY_SHARDED,
+                                 SIM_STRATEGY_PHASED };
+    const char *v = getenv("IPUOF_TRAIN_STRATEGY");
+
+    if (v == NULL || *v == '\0' || strcmp(v, "single") == 0)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            o->strategy = kinds[i];
+            o->blocks = tutorial_stages;
+            o->n_blocks = sizeof(tutorial_stages) / sizeof(tutorial_stages[0]);
+            return 0;
+        }
+    fprintf(stderr, "ipuof-train: IPUOF_TRAIN_STRATEGY must be single, pipelined, sharded or "
+                    "phased, not '%s'\n", v);
+    return -1;
 }
 
 static int
@@ -147,6 +181,8 @@ main(int argc, char **argv)
     o.device_iterations = D;
     sim_optimizer_init(&o.optimizer, SIM_OPT_ADAMW);
     o.optimizer.lr = 0.001f;
+    if (set_strategy(&o) != 0)
+        return 1;
     if (sim_compile(m, &o, &e, &err) != 0) {
         fprintf(stderr, "ipuof-train: compile: %s\n", err.msg);
         return 1;
