@@ -9,6 +9,8 @@
  * more CPU time than the hand-written kernels (its barriers spin while the other core is
  * busy), so every primitive here is made and run for one thread (omp_set_num_threads(1) on
  * the calling thread) and the batch is split over the simulator's pool instead (sim/kernels/pool.c):
+ * the batch is cut into SIM_DNNL_PIECES pieces (conv_dnnl.h: the cut, and so the bits, do
+ * not depend on the pool's size) that the pool's threads take in turn, and
  * piece i convolves images [i * nb, (i + 1) * nb) with its own stream (per thread), memory
  * objects and slice of scratch. The weights are reordered once per run, before the pieces.
  */
@@ -44,7 +46,7 @@ struct part {
 
 struct entry {
     struct sim_dnnl_conv key;
-    int threads;
+    int cut;                        /* the pieces asked for (SIM_DNNL_PIECES) */
     int64_t pieces;
     dnnl_primitive_t rw;                /* weights to the layout conv wants; NULL: plain */
     struct sim_dnnl_set wsets[NSETS];   /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
@@ -72,9 +74,9 @@ sim_dnnl_md_bytes(const dnnl_memory_desc_t *md)
 }
 
 void
-sim_dnnl_split(int64_t n, int threads, int64_t *nb, int64_t *pieces, int64_t *last)
+sim_dnnl_split(int64_t n, int cut, int64_t *nb, int64_t *pieces, int64_t *last)
 {
-    *nb = (n + threads - 1) / threads;
+    *nb = (n + cut - 1) / cut;
     *nb = *nb < 1 ? 1 : *nb;
     *pieces = (n + *nb - 1) / *nb;
     *last = n - (*pieces - 1) * *nb;
@@ -269,9 +271,9 @@ out:
     return rc;
 }
 
-/* Builds the entry for d split into up to `threads` pieces (sim_dnnl_lock held), or NULL. */
+/* Builds the entry for d split into up to `cut` pieces (sim_dnnl_lock held), or NULL. */
 static struct entry *
-entry_make(const struct sim_dnnl_conv *d, int threads)
+entry_make(const struct sim_dnnl_conv *d, int cut)
 {
     struct entry *e = calloc(1, sizeof(*e));
     dnnl_memory_desc_t w_md, b_md, bw0, bw1;
@@ -282,8 +284,8 @@ entry_make(const struct sim_dnnl_conv *d, int threads)
     if (e == NULL)
         return NULL;
     e->key = *d;
-    e->threads = threads;
-    sim_dnnl_split(d->n, threads, &nb, &e->pieces, &last);
+    e->cut = cut;
+    sim_dnnl_split(d->n, cut, &nb, &e->pieces, &last);
     omp_set_num_threads(1);
     if (part_make(d, nb, &e->part[0], &bw0) != 0 ||
         (last != nb && (part_make(d, last, &e->part[1], &bw1) != 0 ||
@@ -317,17 +319,17 @@ entry_scratch(const struct entry *e)
 }
 
 int
-sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_t *scratch)
+sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int cut, int *id, size_t *scratch)
 {
     struct entry *e = NULL;
     int rc = -1;
 
-    threads = threads < 1 ? 1 : threads > NSETS ? NSETS : threads;
+    cut = cut < 1 ? 1 : cut > NSETS ? NSETS : cut;
     pthread_mutex_lock(&sim_dnnl_lock);
     if (sim_dnnl_engine_get() != 0)
         goto out;
     for (int i = 0; i < table_n; i++)
-        if (sim_dnnl_key_equal(&table[i]->key, d) && table[i]->threads == threads) {
+        if (sim_dnnl_key_equal(&table[i]->key, d) && table[i]->cut == cut) {
             *id = i;
             *scratch = entry_scratch(table[i]);
             rc = 0;
@@ -335,7 +337,7 @@ sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_
         }
     if (table_n >= SIM_DNNL_MAX_SHAPES)
         goto out;
-    e = entry_make(d, threads);
+    e = entry_make(d, cut);
     if (e == NULL)
         goto out;
     table[table_n] = e;
@@ -355,7 +357,7 @@ sim_dnnl_conv_chains(int from, int to)
     pthread_mutex_lock(&sim_dnnl_lock);
     if (from >= 0 && from < table_n && to >= 0 && to < table_n) {
         const struct entry *a = table[from], *b = table[to];
-        ok = a->threads == b->threads && a->pieces == b->pieces &&
+        ok = a->cut == b->cut && a->pieces == b->pieces &&
              a->key.n == b->key.n && a->key.m == b->key.c && a->key.oh == b->key.h &&
              a->key.ow == b->key.w;
         for (int i = 0; ok && i < 2; i++) {

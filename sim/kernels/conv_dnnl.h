@@ -36,12 +36,22 @@ struct sim_dnnl_conv {
 };
 
 /*
- * Builds (or finds) the primitives for d with its batch split into up to `threads` pieces
- * (each a one-thread oneDNN primitive, run on the simulator's pool); *id gets their handle
+ * The pieces a convolution's batch is cut into (at most; fewer when the batch is smaller),
+ * whatever the pool's size: the cut decides the bits (the weight gradient is summed piece
+ * by piece, and oneDNN may pick another kernel for another sub-batch), so it must not
+ * depend on the machine. The pool's threads take pieces in turn: up to 8 threads gain, and
+ * on 2 a descheduled thread holds the other up by a quarter of the work at most.
+ */
+#define SIM_DNNL_PIECES 8
+
+/*
+ * Builds (or finds) the primitives for d with its batch split into up to `pieces` pieces
+ * (SIM_DNNL_PIECES; each a one-thread oneDNN primitive, run on the simulator's pool, so
+ * the same shape gives the same bits whatever the pool's size); *id gets their handle
  * and *scratch the bytes of plan scratch a run needs. Returns 0, or -1 when oneDNN cannot
  * serve the shape or the table is full (the caller then uses its own kernel). Thread-safe.
  */
-int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
+int sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int pieces, int *id,
                           size_t *scratch);
 
 /*
@@ -99,12 +109,12 @@ int sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t 
 
 /*
  * The backward of d (both gradients; a run computes the ones it is given buffers for), made
- * like the forward's: batch split into up to `threads` one-thread pieces, primitives in a
+ * like the forward's: batch split into up to `pieces` one-thread pieces, primitives in a
  * process-wide table keyed by shape, *scratch the plan scratch a run needs. Returns 0, or -1
  * when oneDNN cannot serve the shape or the table is full (the caller keeps its own
  * kernels). Thread-safe.
  */
-int sim_dnnl_conv_bwd_prepare(const struct sim_dnnl_conv *d, int threads, int *id,
+int sim_dnnl_conv_bwd_prepare(const struct sim_dnnl_conv *d, int pieces, int *id,
                               size_t *scratch);
 
 /*

@@ -1,7 +1,7 @@
 /*
  * conv_dnnl_bwd.c — 2-D convolution backward (data and weights) through oneDNN's C API (see
- * conv_dnnl.h; threads as in conv_dnnl.c: one-thread primitives, the batch split into one
- * piece per pool thread).
+ * conv_dnnl.h; threads as in conv_dnnl.c: one-thread primitives, the batch cut into
+ * SIM_DNNL_PIECES pieces whatever the pool's size, which the pool's threads take in turn).
  *
  * oneDNN's backward primitives overwrite their destinations, while a gradient rule adds
  * into its gradients (a tensor read by several nodes gets one contribution from each, and
@@ -42,7 +42,7 @@ struct bpart {
 
 struct bentry {
     struct sim_dnnl_conv key;
-    int threads;
+    int cut;                        /* the pieces asked for (SIM_DNNL_PIECES) */
     int64_t pieces;
     dnnl_primitive_t rw;            /* weights to the layout backward data wants; NULL: plain */
     struct sim_dnnl_set wsets[NSETS];   /* rw's arguments: m[B_W] plain, m[B_BW] blocked */
@@ -225,9 +225,9 @@ out:
     return rc;
 }
 
-/* Builds the entry for d split into up to `threads` pieces (sim_dnnl_lock held), or NULL. */
+/* Builds the entry for d split into up to `cut` pieces (sim_dnnl_lock held), or NULL. */
 static struct bentry *
-bentry_make(const struct sim_dnnl_conv *d, int threads)
+bentry_make(const struct sim_dnnl_conv *d, int cut)
 {
     struct bentry *e = calloc(1, sizeof(*e));
     dnnl_memory_desc_t w_md, b_md, bw0, bw1;
@@ -238,8 +238,8 @@ bentry_make(const struct sim_dnnl_conv *d, int threads)
     if (e == NULL)
         return NULL;
     e->key = *d;
-    e->threads = threads;
-    sim_dnnl_split(d->n, threads, &nb, &e->pieces, &last);
+    e->cut = cut;
+    sim_dnnl_split(d->n, cut, &nb, &e->pieces, &last);
     omp_set_num_threads(1);
     if (bpart_make(d, nb, &e->part[0], &bw0) != 0 ||
         (last != nb && (bpart_make(d, last, &e->part[1], &bw1) != 0 ||
@@ -266,24 +266,24 @@ out:
 }
 
 int
-sim_dnnl_conv_bwd_prepare(const struct sim_dnnl_conv *d, int threads, int *id, size_t *scratch)
+sim_dnnl_conv_bwd_prepare(const struct sim_dnnl_conv *d, int cut, int *id, size_t *scratch)
 {
     struct bentry *e = NULL;
     int rc = -1;
 
-    threads = threads < 1 ? 1 : threads > NSETS ? NSETS : threads;
+    cut = cut < 1 ? 1 : cut > NSETS ? NSETS : cut;
     pthread_mutex_lock(&sim_dnnl_lock);
     if (sim_dnnl_engine_get() != 0)
         goto out;
     for (int i = 0; i < btable_n; i++)
-        if (sim_dnnl_key_equal(&btable[i]->key, d) && btable[i]->threads == threads) {
+        if (sim_dnnl_key_equal(&btable[i]->key, d) && btable[i]->cut == cut) {
             e = btable[i];
             *id = i;
             goto found;
         }
     if (btable_n >= SIM_DNNL_MAX_SHAPES)
         goto out;
-    e = bentry_make(d, threads);
+    e = bentry_make(d, cut);
     if (e == NULL)
         goto out;
     btable[btable_n] = e;

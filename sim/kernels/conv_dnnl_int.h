@@ -33,9 +33,9 @@ size_t sim_dnnl_align(size_t n);
 /* Bytes of md rounded up to SIM_DNNL_ALIGN (0 for NULL). */
 size_t sim_dnnl_md_bytes(const dnnl_memory_desc_t *md);
 
-/* A batch of n images cut for up to `threads` pieces: *nb images in every piece but the
+/* A batch of n images cut into up to `cut` pieces: *nb images in every piece but the
  * last, which has *last, in *pieces pieces. */
-void sim_dnnl_split(int64_t n, int threads, int64_t *nb, int64_t *pieces, int64_t *last);
+void sim_dnnl_split(int64_t n, int cut, int64_t *nb, int64_t *pieces, int64_t *last);
 
 /* Whether two shapes are the same convolution. */
 bool sim_dnnl_key_equal(const struct sim_dnnl_conv *a, const struct sim_dnnl_conv *b);

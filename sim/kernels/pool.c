@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -274,6 +275,32 @@ sim_pool_for(int64_t n, int64_t grain, sim_pool_fn fn, void *ctx)
         }
     }
     pthread_mutex_unlock(&pool.mu);
+}
+
+/* ---- zeroing ------------------------------------------------------------------------------ */
+
+#define ZERO_GRAIN ((int64_t)64 << 10)    /* bytes per piece: a hand-off costs about a
+                                           * microsecond, a 64 KiB memset several */
+
+static void
+zero_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    memset((char *)ctx + lo * ZERO_GRAIN, 0, (size_t)(hi - lo) * (size_t)ZERO_GRAIN);
+}
+
+void
+sim_pool_zero(void *p, size_t bytes)
+{
+    int64_t whole = (int64_t)(bytes / (size_t)ZERO_GRAIN);
+    size_t tail = bytes - (size_t)whole * (size_t)ZERO_GRAIN;
+
+    if (whole < 2) {
+        memset(p, 0, bytes);
+        return;
+    }
+    sim_pool_for(whole, 1, zero_piece, p);
+    if (tail > 0)
+        memset((char *)p + (size_t)whole * (size_t)ZERO_GRAIN, 0, tail);
 }
 
 /* ---- split sgemm ------------------------------------------------------------------------ */

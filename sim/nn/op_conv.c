@@ -237,7 +237,7 @@ conv_pick_dnnl(struct sim_infer *c, struct conv_params *p)
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
                                    false };
         size_t need;
-        if (sim_dnnl_conv_bwd_prepare(&d, sim_pool_threads(), &p->dnnl_bwd_id, &need) == 0) {
+        if (sim_dnnl_conv_bwd_prepare(&d, SIM_DNNL_PIECES, &p->dnnl_bwd_id, &need) == 0) {
             p->dnnl_bwd = use_dnnl_bwd(p);
             c->bwd_scratch_bytes = need;
         }
@@ -248,7 +248,7 @@ conv_pick_dnnl(struct sim_infer *c, struct conv_params *p)
                                    p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group,
                                    p->bias };
         size_t need;
-        if (sim_dnnl_conv_prepare(&d, sim_pool_threads(), &p->dnnl_id, &need) == 0) {
+        if (sim_dnnl_conv_prepare(&d, SIM_DNNL_PIECES, &p->dnnl_id, &need) == 0) {
             p->dnnl = true;
             c->scratch_bytes = need;
         }
@@ -346,7 +346,7 @@ sim_conv_dnnl_relayout(void *params, bool x_blocked, bool y_blocked, size_t *scr
                                x_blocked, y_blocked };
     int id;
 
-    if (!p->dnnl || sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
+    if (!p->dnnl || sim_dnnl_conv_prepare(&d, SIM_DNNL_PIECES, &id, scratch) != 0)
         return -1;
     p->dnnl_id = id;
     p->bw = NULL;
@@ -371,7 +371,7 @@ sim_conv_dnnl_set(void *params, bool on, size_t *scratch)
                                p->sh, p->sw, p->dh, p->dw, p->ph, p->pw, p->group, p->bias };
     int id = 0;
 
-    if (on && sim_dnnl_conv_prepare(&d, sim_pool_threads(), &id, scratch) != 0)
+    if (on && sim_dnnl_conv_prepare(&d, SIM_DNNL_PIECES, &id, scratch) != 0)
         return -1;
     p->dnnl = on;
     p->dnnl_id = on ? id : 0;

@@ -456,7 +456,38 @@ struct mp2_run {
     float *dx;
 };
 
-/* The 2x2 stride-2 backward of planes [lo, hi). */
+/* The masks of one window: which of its four inputs (x00 x01 / x10 x11) gets the gradient:
+ * the first equal to the maximum v, or, when v is NaN, the last NaN (the forward's pick). */
+#define MP2_MASKS(T, NOT, x00, x01, x10, x11, v, e0, m1, m2, m3)                            \
+    do {                                                                                  \
+        T e1_ = (x01) == (v), e2_ = (x10) == (v), nan_ = (v) != (v);                       \
+        T n3_ = (x11) != (x11), n2_ = NOT(n3_) & ((x10) != (x10));                         \
+        T n1_ = NOT(n3_) & NOT(n2_) & ((x01) != (x01));                                    \
+        e0 = (x00) == (v);                                                                \
+        m1 = e1_ & NOT(e0);                                                               \
+        m2 = e2_ & NOT(e0) & NOT(e1_);                                                    \
+        m3 = NOT(e0 | e1_ | e2_);                                                         \
+        e0 = (nan_ & NOT(n3_) & NOT(n2_) & NOT(n1_)) | (NOT(nan_) & e0);                  \
+        m1 = (nan_ & n1_) | (NOT(nan_) & m1);                                             \
+        m2 = (nan_ & n2_) | (NOT(nan_) & m2);                                             \
+        m3 = (nan_ & n3_) | (NOT(nan_) & m3);                                             \
+    } while (0)
+#define MP2_NOT_V(a) (~(a))
+#define MP2_NOT_S(a) (!(a))
+
+/* 0.0f or 1.0f per lane of a compare's mask (-1 or 0). */
+#define MP2_ONE(m) ((sim_v8f)((m) & (sim_v8i)SIM_V8(1.0f)))
+typedef float mp2_v4f __attribute__((vector_size(16)));
+typedef float mp2_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+#define MP2_ONE4(m) ((mp2_v4f)((m) & (v4i)(mp2_v4f){ 1.0f, 1.0f, 1.0f, 1.0f }))
+
+/*
+ * The 2x2 stride-2 backward of planes [lo, hi): every input of a window gets gv * 1.0f or
+ * gv * 0.0f added (masks, not branches: the position of a maximum is unpredictable), eight
+ * windows at a time (the two input rows read sixteen wide and split into even and odd
+ * columns), then four, the row's last windows one by one, the same float operations
+ * every way.
+ */
 SIM_HOT_FN(mp2_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct mp2_run *r = ctx;
@@ -466,20 +497,57 @@ SIM_HOT_FN(mp2_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 
     for (int64_t pl = lo; pl < hi; pl++)
         for (int64_t oy = 0; oy < OH; oy++) {
-            int64_t r0 = pl * H * W + 2 * oy * W, o = (pl * OH + oy) * OW;
-            for (int64_t ox = 0; ox < OW; ox++) {
-                /* masks instead of branches (the position of a maximum is unpredictable):
-                 * only the first input equal to the maximum gets the gradient */
+            int64_t r0 = pl * H * W + 2 * oy * W, o = (pl * OH + oy) * OW, ox = 0;
+            for (; ox + 8 <= OW; ox += 8) {
+                const float *a = x + r0 + 2 * ox, *b = a + W;
+                sim_v8f a0 = *(const sim_v8f_u *)a, a1 = *(const sim_v8f_u *)(a + 8);
+                sim_v8f b0 = *(const sim_v8f_u *)b, b1 = *(const sim_v8f_u *)(b + 8);
+                sim_v8f x00 = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14);
+                sim_v8f x01 = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15);
+                sim_v8f x10 = __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14);
+                sim_v8f x11 = __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15);
+                sim_v8f v = *(const sim_v8f_u *)(y + o + ox), gv = *(const sim_v8f_u *)(g + o + ox);
+                sim_v8i e0, m1, m2, m3;
+                sim_v8f c0, c1, c2, c3;
+                float *da = dx + r0 + 2 * ox, *db = da + W;
+                MP2_MASKS(sim_v8i, MP2_NOT_V, x00, x01, x10, x11, v, e0, m1, m2, m3);
+                c0 = gv * MP2_ONE(e0);
+                c1 = gv * MP2_ONE(m1);
+                c2 = gv * MP2_ONE(m2);
+                c3 = gv * MP2_ONE(m3);
+                *(sim_v8f_u *)da += __builtin_shufflevector(c0, c1, 0, 8, 1, 9, 2, 10, 3, 11);
+                *(sim_v8f_u *)(da + 8) +=
+                    __builtin_shufflevector(c0, c1, 4, 12, 5, 13, 6, 14, 7, 15);
+                *(sim_v8f_u *)db += __builtin_shufflevector(c2, c3, 0, 8, 1, 9, 2, 10, 3, 11);
+                *(sim_v8f_u *)(db + 8) +=
+                    __builtin_shufflevector(c2, c3, 4, 12, 5, 13, 6, 14, 7, 15);
+            }
+            if (ox + 4 <= OW) {     /* four windows: a 12-wide row's last ones, 4-wide rows */
+                const float *a = x + r0 + 2 * ox, *b = a + W;
+                sim_v8f ra = *(const sim_v8f_u *)a, rb = *(const sim_v8f_u *)b;
+                mp2_v4f x00 = __builtin_shufflevector(ra, ra, 0, 2, 4, 6);
+                mp2_v4f x01 = __builtin_shufflevector(ra, ra, 1, 3, 5, 7);
+                mp2_v4f x10 = __builtin_shufflevector(rb, rb, 0, 2, 4, 6);
+                mp2_v4f x11 = __builtin_shufflevector(rb, rb, 1, 3, 5, 7);
+                mp2_v4f v = *(const mp2_v4f_u *)(y + o + ox), gv = *(const mp2_v4f_u *)(g + o + ox);
+                v4i e0, m1, m2, m3;
+                mp2_v4f c0, c1, c2, c3;
+                float *da = dx + r0 + 2 * ox, *db = da + W;
+                MP2_MASKS(v4i, MP2_NOT_V, x00, x01, x10, x11, v, e0, m1, m2, m3);
+                c0 = gv * MP2_ONE4(e0);
+                c1 = gv * MP2_ONE4(m1);
+                c2 = gv * MP2_ONE4(m2);
+                c3 = gv * MP2_ONE4(m3);
+                *(sim_v8f_u *)da += __builtin_shufflevector(c0, c1, 0, 4, 1, 5, 2, 6, 3, 7);
+                *(sim_v8f_u *)db += __builtin_shufflevector(c2, c3, 0, 4, 1, 5, 2, 6, 3, 7);
+                ox += 4;
+            }
+            for (; ox < OW; ox++) {
                 int64_t c = r0 + 2 * ox;
                 float v = y[o + ox], gv = g[o + ox];
-                int e0 = x[c] == v, e1 = x[c + 1] == v, e2 = x[c + W] == v;
-                int m1 = e1 & !e0, m2 = e2 & !e0 & !e1, m3 = !(e0 | e1 | e2);
-                if (v != v) {   /* the forward kept the window's last NaN (MAX_TAP) */
-                    m3 = x[c + W + 1] != x[c + W + 1];
-                    m2 = !m3 && x[c + W] != x[c + W];
-                    m1 = !m3 && !m2 && x[c + 1] != x[c + 1];
-                    e0 = !m3 && !m2 && !m1;
-                }
+                int e0, m1, m2, m3;
+                MP2_MASKS(int, MP2_NOT_S, x[c], x[c + 1], x[c + W], x[c + W + 1], v, e0, m1,
+                          m2, m3);
                 dx[c] += gv * (float)e0;
                 dx[c + 1] += gv * (float)m1;
                 dx[c + W] += gv * (float)m2;

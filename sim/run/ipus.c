@@ -39,6 +39,7 @@
 #include "exe.h"
 #include "half.h"
 #include "feed.h"
+#include "pool.h"
 #include "program.h"
 #include "ticks.h"
 
@@ -328,7 +329,7 @@ bwd_step(struct ipu_thread *th, const struct sim_step *st, const struct item *it
             kp = bwd_kern(e, L, bs->node, kp, &kk, vv);
             for (int z = bs->zero_start; z < bs->zero_end; z++) {
                 const struct sim_gzero *gz = &tr->zero[z];
-                memset(ar + *gz->off, 0, gz->bytes);    /* gz->ipu == p: a stage's own */
+                sim_pool_zero(ar + *gz->off, gz->bytes);   /* gz->ipu == p: a stage's own */
             }
             rc = sim_exec_node_backward(e, bs->node, kp, bk[b].dout, bk[b].din, th->err);
             if (rc != 0)

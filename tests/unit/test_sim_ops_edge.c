@@ -177,6 +177,8 @@ test_maxpool_nan(void **state)
 {
     static const struct mp_case cases[] = {
         { "2x2 stride 2 (4x6)", 2, { 4, 6 }, { 2, 2 }, { 2, 2 }, { 0 }, { 0 }, false },
+        { "2x2 stride 2 (4x26), 8 and 4 windows wide", 2, { 4, 26 }, { 2, 2 }, { 2, 2 },
+          { 0 }, { 0 }, false },
         { "3x3 stride 1 (3x20), vector interior", 2, { 3, 20 }, { 3, 3 }, { 1, 1 }, { 0 },
           { 0 }, false },
         { "3x3 stride 2 pads 1 (5x40)", 2, { 5, 40 }, { 3, 3 }, { 2, 2 }, { 1, 1 }, { 1, 1 },

@@ -2,7 +2,8 @@
  * test_sim_pool.c — the host thread pool: a parallel-for covers every index exactly once,
  * also when several threads (simulated IPUs) call it at the same time and when a piece
  * calls it again; the split sgemm equals an unsplit reference for every transpose pair and
- * leading dimension, with beta 0 and 1. Prints the max difference it saw.
+ * leading dimension, with beta 0 and 1 (prints the max difference it saw); sim_pool_zero
+ * clears exactly its bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -167,6 +168,29 @@ test_sgemm(void **state)
     assert_true(worst < 1e-4);
 }
 
+/* sim_pool_zero clears exactly its bytes, whatever the size: below one piece, whole pieces,
+ * whole pieces and a tail, from an odd address. */
+static void
+test_zero(void **state)
+{
+    static const size_t sizes[] = { 0, 1, 1000, (64u << 10) * 2, (64u << 10) * 5 + 123 };
+    size_t cap = (64u << 10) * 6;
+    unsigned char *buf = malloc(cap + 2);
+
+    (void)state;
+    assert_non_null(buf);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        memset(buf, 0xa5, cap + 2);
+        sim_pool_zero(buf + 1, sizes[k]);
+        assert_int_equal(buf[0], 0xa5);
+        for (size_t i = 0; i < sizes[k]; i++)
+            if (buf[1 + i] != 0)
+                fail_msg("size %zu: byte %zu is %d, not 0", sizes[k], i, buf[1 + i]);
+        assert_int_equal(buf[1 + sizes[k]], 0xa5);
+    }
+    free(buf);
+}
+
 int
 main(void)
 {
@@ -174,6 +198,7 @@ main(void)
         cmocka_unit_test(test_cover),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_sgemm),
+        cmocka_unit_test(test_zero),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
