@@ -765,6 +765,32 @@ linear_model(void **out, size_t *len)
     sim_ob_free(ob);
 }
 
+/* The three daemon tests' start: a daemon of their own in *d (testd_live, for the
+ * teardown), the linear model's 2 RB rows of inputs x (RB x RK twice) and labels y, its
+ * ONNX bytes in *onnx (caller-owned) and a client connected and attached with *ao. */
+static ipuof_client *
+linear_setup(struct testd *d, const struct ipuof_attach_opts *ao, float *x, int64_t *y,
+             void **onnx, size_t *len)
+{
+    ipuof_client *c;
+
+    if (testd_start(d, NULL, NULL) != 0)
+        fail_msg("could not start ipuofd (IPUOFD_BIN, default build/bin/ipuofd): "
+                 "a daemon that does not start is a failure");
+    testd_live = d;
+    for (int i = 0; i < 2 * RB; i++) {
+        y[i] = i % RN;
+        for (int k = 0; k < RK; k++)
+            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
+    }
+    linear_model(onnx, len);
+    c = ipuof_client_new();
+    assert_non_null(c);
+    assert_int_equal(ipuof_client_connect(c, d->addr), IPUOF_OK);
+    assert_int_equal(ipuof_attach(c, ao, NULL, 0, NULL), IPUOF_OK);
+    return c;
+}
+
 /* The largest |logits - (x W^T + b)| over RB rows (the host's reference). */
 static double
 linear_maxdiff(const float *x, const float *w, const float *b, const float *logits)
@@ -928,21 +954,7 @@ test_real_daemon(void **state)
     int kind = 0, rc;
 
     (void)state;
-    if (testd_start(&d, NULL, NULL) != 0) {
-        fail_msg("could not start ipuofd (IPUOFD_BIN, default build/bin/ipuofd): "
-                 "a daemon that does not start is a failure");
-    }
-    testd_live = &d;
-    for (int i = 0; i < 2 * RB; i++) {
-        y[i] = i % RN;
-        for (int k = 0; k < RK; k++)
-            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
-    }
-    linear_model(&onnx, &len);
-    c = ipuof_client_new();
-    assert_non_null(c);
-    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
-    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    c = linear_setup(&d, &ao, x, y, &onnx, &len);
     to.optimizer.kind = IPUOF_OPTIMIZER_SGD;
     to.optimizer.lr = 0.5f;
     rc = ipuof_model_compile_training(c, onnx, len, &mo, &to, &m);
@@ -1043,19 +1055,7 @@ test_inference_from_replicated(void **state)
     size_t len = 0;
 
     (void)state;
-    if (testd_start(&d, NULL, NULL) != 0)
-        fail_msg("could not start ipuofd: a daemon that does not start is a failure");
-    testd_live = &d;
-    for (int i = 0; i < 2 * RB; i++) {
-        y[i] = i % RN;
-        for (int k = 0; k < RK; k++)
-            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
-    }
-    linear_model(&onnx, &len);
-    c = ipuof_client_new();
-    assert_non_null(c);
-    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
-    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
+    c = linear_setup(&d, &ao, x, y, &onnx, &len);
     to.optimizer.kind = IPUOF_OPTIMIZER_SGD;
     to.optimizer.lr = 0.5f;
     assert_int_equal(ipuof_model_compile_training(c, onnx, len, &mo, &to, &m), IPUOF_OK);
@@ -1128,20 +1128,8 @@ test_optimizer_handle_daemon(void **state)
     size_t len = 0;
 
     (void)state;
-    if (testd_start(&d, NULL, NULL) != 0)
-        fail_msg("could not start ipuofd: a daemon that does not start is a failure");
-    testd_live = &d;
-    for (int i = 0; i < 2 * RB; i++) {
-        y[i] = i % RN;
-        for (int k = 0; k < RK; k++)
-            x[i * RK + k] = (k == y[i] ? 1.0f : 0.0f) + 0.1f * (float)((i + k) % 3);
-    }
-    linear_model(&onnx, &len);
-    c = ipuof_client_new();
-    assert_non_null(c);
+    c = linear_setup(&d, &ao, x, y, &onnx, &len);
     assert_non_null(h);
-    assert_int_equal(ipuof_client_connect(c, d.addr), IPUOF_OK);
-    assert_int_equal(ipuof_attach(c, &ao, NULL, 0, NULL), IPUOF_OK);
 
     /* SGD with momentum, W in a group of its own at lr 0. */
     assert_int_equal(ipuof_compile_opts_set_name(h, "linear"), IPUOF_OK);

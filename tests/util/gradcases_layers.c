@@ -145,18 +145,6 @@ g_gavgpool(struct sim_ob *b)
     sim_ob_node(b, "GlobalAveragePool", "n", "x", "y");
 }
 
-static void
-g_bn(struct sim_ob *b)
-{
-    gc_param(b, "x", 4, DIMS(3, 2, 2, 3), D_ANY);
-    gc_param(b, "scale", 1, DIMS(2), D_POS);
-    gc_param(b, "bias", 1, DIMS(2), D_ANY);
-    gc_fconst(b, "mean", 1, DIMS(2), D_ANY);
-    gc_fconst(b, "var", 1, DIMS(2), D_POS);
-    sim_ob_node(b, "BatchNormalization", "n", "x,scale,bias,mean,var", "y");
-    sim_ob_attr_int(b, "training_mode", 1);   /* as torch.onnx.export writes a train() one */
-}
-
 /* A BatchNorm in eval() inside a training model (training_mode 0): the running statistics,
  * an affine map of x whose gradient flows to x, scale and bias. */
 static void
@@ -168,6 +156,13 @@ g_bn_eval(struct sim_ob *b)
     gc_fconst(b, "mean", 1, DIMS(2), D_ANY);
     gc_fconst(b, "var", 1, DIMS(2), D_POS);
     sim_ob_node(b, "BatchNormalization", "n", "x,scale,bias,mean,var", "y");
+}
+
+static void
+g_bn(struct sim_ob *b)
+{
+    g_bn_eval(b);
+    sim_ob_attr_int(b, "training_mode", 1);   /* as torch.onnx.export writes a train() one */
 }
 
 static void
