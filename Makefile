@@ -251,7 +251,7 @@ test-san:
 
 # The simulator's unit tests built by clang with its sanitizers into build-clang/: clang's
 # UBSan checks what GCC's does not (an offset applied to a NULL pointer, which the backward
-# pass's NULL views for unread activations can cause). Not in make test (about 4 minutes);
+# pass's NULL views for unread activations can cause). Not in make test (about 2 minutes);
 # CI (.ci/run) runs it.
 SIM_UNIT_CLANG := $(patsubst tests/unit/%.c,build-clang/tests/%,$(wildcard tests/unit/test_sim_*.c))
 check-clang:
