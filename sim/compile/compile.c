@@ -956,7 +956,8 @@ infer_nodes(struct sim_exe *e, const struct sim_compile_opts *o, int total,
 }
 
 /* The passes after inference, in order: dead nodes dropped, float16 noted, placement,
- * fusion and layout (inference) or autodiff (training), buffer updates, weights' layout,
+ * fusion (GELU only in training), layout (inference) or autodiff (training), buffer
+ * updates, weights' layout,
  * outputs, host memory, the memory plan, the schedule, binding, the host clock. 0, or
  * the error set. */
 static int
@@ -972,8 +973,8 @@ compile_passes(struct sim_exe *e, const struct sim_compile_opts *o,
         e->computes_half |= e->w[i].half;
     e->half_rng = sim_half_rng_seed(e->seed);
     rc = sim_place(e, o, err);
-    if (rc == 0 && e->tr == NULL)
-        rc = sim_fuse(e, err);
+    if (rc == 0)
+        rc = sim_fuse(e, err);  /* training: GELU only */
     if (rc == 0 && e->tr == NULL)
         rc = sim_layout_plan(e, sim_exe_own, err);
     if (rc == 0 && e->tr != NULL)

@@ -444,7 +444,8 @@ int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
 
 /* fuse.c: in an inference executable (after placement), folds activations into the node
  * that produces their input (Conv -> Relu, ..., Conv -> Sigmoid -> Mul as SiLU) and
- * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; IPUOF_SIM_FUSE=0 turns it off. */
+ * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; in a training one (before autodiff)
+ * only exact-erf GELU into a Gelu node; IPUOF_SIM_FUSE=0 turns it off. */
 int sim_fuse(struct sim_exe *e, struct sim_err *err);
 
 /* How a pass hands a malloc'd buffer to the executable (sim_exe_own), passed in so that

@@ -100,6 +100,10 @@ struct sim_ln_params {
 struct sim_gelu_params {
     int in[2];                  /* a, and the bias added to it first (or -1: none) */
     int64_t cols;               /* the last dim: the bias's length */
+    bool chain;                 /* training: the exported chain's own operations (Div by c,
+                                 * the Erf op's erf, Add 1, Mul x, Mul 0.5), so its bits;
+                                 * no bias then. false: the faster formula (inference) */
+    float c;                    /* chain: the divisor the graph gives (sqrt 2 as a float) */
 };
 
 /* The end of a ConvNeXt block fused (op_layernorm.c): z (n, hw, c) -> Add(z, bias) ->
