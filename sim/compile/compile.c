@@ -76,7 +76,7 @@ sim_exe_free(struct sim_exe *e)
     free(e->out);
     if (e->arenas != NULL)
         for (unsigned i = 0; i < e->R * e->S * e->ipr; i++)
-            free(e->arenas[i]);
+            sim_zeroed_free(e->arenas[i], e->arena_bytes[i % e->ipr]);
     free(e->arenas);
     free(e->arena_bytes);
     free(e->slots);

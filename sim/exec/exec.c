@@ -141,10 +141,9 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
         size_t bytes = e->arena_bytes[p];
         if (j >= e->slots[p])
             continue;
-        e->arenas[i] = sim_aligned_alloc(bytes);
+        e->arenas[i] = sim_zeroed_alloc(bytes);     /* host pages only where written */
         if (e->arenas[i] == NULL)
             goto oom;
-        memset(e->arenas[i], 0, bytes);
     }
     for (int i = 0; i < e->n_in; i++) {
         e->in[i].buf = sim_aligned_alloc(e->in[i].run_bytes);

@@ -86,8 +86,9 @@ extern const struct sim_op sim_op_silu;
 extern const struct sim_op sim_op_add_act;
 
 /* The internal ops of a fused LayerNorm over the last axis and of a fused exact-erf GELU
- * (op_layernorm.c; inference only, in no op table). fuse.c allocates their parameters
- * (owned by the node, freed with it) and points the node's `in` at their `in` array. */
+ * (op_layernorm.c; in no op table; Gelu alone in training too). fuse.c allocates their
+ * parameters (owned by the node, freed with it) and points the node's `in` at their `in`
+ * array. */
 struct sim_ln_params {
     int in[3];                  /* x, scale, bias */
     int64_t rows, cols;         /* x viewed as (rows, cols), cols its last dim */

@@ -97,6 +97,13 @@ void sim_put_i64(int dtype, void *data, int64_t i, int64_t v);
  * (n == 0 returns a valid minimal block). */
 void *sim_aligned_alloc(size_t n);
 
+/* Zeroed memory of n bytes (page aligned) that takes no host memory until written: an
+ * anonymous mapping, so an executable's arenas (one per pipeline slot) cost the host only
+ * the pages a run touches (a compile alone touches none). Free with sim_zeroed_free(p, n),
+ * the same n. NULL on failure. */
+void *sim_zeroed_alloc(size_t n);
+void sim_zeroed_free(void *p, size_t n);
+
 /* strdup that treats NULL as "". */
 char *sim_strdup(const char *s);
 

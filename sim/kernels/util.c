@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "half.h"
 #include "sim_int.h"
@@ -260,6 +261,22 @@ sim_aligned_alloc(size_t n)
     if (posix_memalign(&p, SIM_ALIGN, rounded) != 0)
         return NULL;
     return p;
+}
+
+void *
+sim_zeroed_alloc(size_t n)
+{
+    void *p = mmap(NULL, n > 0 ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void
+sim_zeroed_free(void *p, size_t n)
+{
+    if (p != NULL)
+        munmap(p, n > 0 ? n : 1);
 }
 
 char *

@@ -14,13 +14,15 @@
  * - "Gelu" replaces exact-erf GELU as exported (five nodes), and the bias Add before it
  *   when the producer is a MatMul plus bias (convnext's pointwise Linear):
  *     x = a + bias (optional), y = x * (erf(x / c) + 1) * 0.5
- *   elementwise, with vmath.h's erf, the one the Erf op uses.
+ *   elementwise; in training the same without the bias, with the Erf op's erf.
  *
- * Both do the float operations of the nodes they replace, in the same order, with the same
- * sums (ReduceMean's contiguous-row sum: double, four partial sums, then times 1 / n,
- * op_reduce.c), so their results are the unfused graph's bit for bit, at every
- * instruction-set level (hot.h); test_sim_fuse checks that. No backward rule: fuse.c makes
- * them only in inference executables, and no op table names them, so no model can.
+ * LayerNorm does the float operations of the nodes it replaces, in the same order, with
+ * the same sums (ReduceMean's contiguous-row sum: double, four partial sums, then times
+ * 1 / n, op_reduce.c), so its results are the unfused graph's bit for bit, at every
+ * instruction-set level (hot.h); test_sim_fuse checks that. Gelu in inference uses a
+ * faster formula (within 5e-7, below); in training (params->chain, the only Gelu fuse.c
+ * makes there) it does the chain's own operations, so its bits, and has a backward rule
+ * reading only its input. No op table names these ops, so no model can.
  */
 #include <math.h>
 #include <stdlib.h>
