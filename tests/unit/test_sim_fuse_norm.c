@@ -591,10 +591,13 @@ test_not_fused(void **state)
 /* x (8, 96) -> Mul(x, wt) -> exported GELU -> ReduceMean = l, in float32 or float16
  * (x, wt and the chain float16, l cast to float). */
 static struct sim_model *
-gelu_train_model(bool f16)
+gelu_train_model(bool f16, const char *recompute)
 {
     static const int64_t dx[2] = { 8, 96 };
     struct sim_ob *b = sim_ob_new(13);
+
+    if (recompute != NULL)
+        sim_ob_metadata(b, "ipuof.recomputation", recompute);
 
     sim_ob_input(b, "x", f16 ? SIM_DTYPE_FLOAT16 : F32, 2, dx);
     if (f16) {
@@ -667,6 +670,8 @@ gelu_grad_ref(double x)
  * reference.
  * float16: the fused node rounds once where the chain rounds five times: the loss within
  * 1e-3, the gradient within 1e-4 (measured 8e-6) of the unfused graph's.
+ * With RecomputeAll (the Gelu recomputed from x in the backward) the loss and the gradient
+ * are the same bits as without.
  */
 static void
 test_gelu_train(void **state)
@@ -676,7 +681,7 @@ test_gelu_train(void **state)
 
     (void)state;
     for (int f16 = 0; f16 < 2; f16++) {
-        struct sim_model *m = gelu_train_model(f16 != 0);
+        struct sim_model *m = gelu_train_model(f16 != 0, NULL);
         float lf = gelu_train_run(m, true, f16 != 0, gf, &nf);
         float lu = gelu_train_run(m, false, f16 != 0, gu, &nu);
         double tol = f16 ? 1e-4 : 1e-7, worst = 0, worst_ref = 0;
@@ -710,6 +715,14 @@ test_gelu_train(void **state)
             printf(", fused vs double reference %.3g", worst_ref);
         printf("\n");
         assert_true(worst_ref <= 1e-7);
+        sim_model_free(m);
+        /* RecomputeAll: the Gelu recomputed in the backward, the same gradient bits */
+        m = gelu_train_model(f16 != 0, "4");
+        assert_true(memcmp(&lf, (float[1]){ gelu_train_run(m, true, f16 != 0, gu, &nu) },
+                           sizeof(lf)) == 0);
+        if (memcmp(gf, gu, sizeof(gf)) != 0)
+            fail_msg("%s: the gradient with the Gelu recomputed differs from without",
+                     f16 ? "float16" : "float32");
         sim_model_free(m);
     }
 }
