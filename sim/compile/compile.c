@@ -78,6 +78,8 @@ sim_exe_free(struct sim_exe *e)
         for (unsigned i = 0; i < e->R * e->S * e->ipr; i++)
             sim_zeroed_free(e->arenas[i], e->arena_bytes[i % e->ipr]);
     free(e->arenas);
+    free(e->rel);
+    free(e->rel_start);
     free(e->arena_bytes);
     free(e->slots);
     free(e->mem);

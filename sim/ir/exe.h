@@ -253,6 +253,14 @@ struct sim_exe {
                                  * numbered r * S + j */
     void **arenas;              /* per lane and IPU: arenas[lane * ipr + p]; NULL for the
                                  * slots an IPU does not use (j >= slots[p]) */
+    struct sim_release {
+        int64_t off, len;
+    } *rel;                     /* pipelined training: the arena ranges (whole pages) of a
+                                 * lane dead after a stage's work, released to the host
+                                 * (plan.c's release_plan, ipus.c); NULL: none */
+    int *rel_start;             /* 2 n_stages + 1: stage k's forward ranges are
+                                 * rel[rel_start[2k] .. rel_start[2k + 1]), its backward's
+                                 * rel[rel_start[2k + 1] .. rel_start[2k + 2]) */
     struct sim_mem_report *mem; /* R * ipr */
 
     struct sim_kern *kern;      /* per lane, n_nodes each (R * S * n_nodes) */
