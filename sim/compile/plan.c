@@ -611,18 +611,20 @@ cmp_span(const void *a, const void *b)
 #define RELEASE_MIN (64 * 1024)     /* smaller gaps are not worth a system call */
 
 /* Appends to e->rel the whole pages of [0, top) that none of the n spans (sorted) covers,
- * in gaps of RELEASE_MIN or more. 0 or -1 (out of memory). */
+ * in gaps of RELEASE_MIN or more (poisoning: every gap, to SIM_ALIGN). 0 or -1 (out of
+ * memory). */
 static int
 release_gaps(struct sim_exe *e, const struct span *sp, size_t n, int64_t top, size_t *nrel,
              size_t *cap)
 {
-    int64_t cur = 0;
+    int64_t cur = 0, page = e->rel_poison ? SIM_ALIGN : RELEASE_PAGE;
+    int64_t least = e->rel_poison ? SIM_ALIGN : RELEASE_MIN;
 
     for (size_t i = 0; i <= n; i++) {
         int64_t end = i < n ? sp[i].lo : top;
-        int64_t a = (cur + RELEASE_PAGE - 1) / RELEASE_PAGE * RELEASE_PAGE;
-        int64_t z = end / RELEASE_PAGE * RELEASE_PAGE;
-        if (z - a >= RELEASE_MIN) {
+        int64_t a = (cur + page - 1) / page * page;
+        int64_t z = end / page * page;
+        if (z - a >= least) {
             if (*nrel == *cap) {
                 size_t nc = *cap * 2 + 16;
                 struct sim_release *r = realloc(e->rel, nc * sizeof(*r));
@@ -647,17 +649,20 @@ release_gaps(struct sim_exe *e, const struct span *sp, size_t n, int64_t top, si
  * backward step), ipus.c releases the lane's whole pages that no block of the IPU live
  * across t (a lifetime with first <= t < last) holds: they are dead until written again
  * (the plan itself lets another block overwrite them) and read as zero, as at bind, and
- * take no host memory until then. Fills e->rel and e->rel_start; 0 or IPUOF_E_NOMEM.
+ * take no host memory until then. IPUOF_SIM_RELEASE=0 turns it off; =poison (tests) fills
+ * the ranges with 0xff instead. Fills e->rel and e->rel_start; 0 or IPUOF_E_NOMEM.
  */
 static int
 release_plan(struct sim_exe *e, const struct block *b, size_t nb, struct sim_err *err)
 {
+    const char *env = getenv("IPUOF_SIM_RELEASE");
     int K = e->n_stages, *tb = NULL;
     struct span *sp = calloc(nb + 1, sizeof(*sp));
     size_t nrel = 0, cap = 0;
     bool any = false;
 
-    for (unsigned p = 0; e->tr != NULL && p < e->ipr; p++)
+    e->rel_poison = env != NULL && strcmp(env, "poison") == 0;
+    for (unsigned p = 0; e->tr != NULL && p < e->ipr && !(env && strcmp(env, "0") == 0); p++)
         any = any || e->slots[p] > 1;
     if (!any) {
         free(sp);

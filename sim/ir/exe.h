@@ -258,6 +258,9 @@ struct sim_exe {
     } *rel;                     /* pipelined training: the arena ranges (whole pages) of a
                                  * lane dead after a stage's work, released to the host
                                  * (plan.c's release_plan, ipus.c); NULL: none */
+    bool rel_poison;            /* IPUOF_SIM_RELEASE=poison (tests): the ranges, to 64
+                                 * bytes, are filled with 0xff instead, so a read of a
+                                 * released byte changes the results */
     int *rel_start;             /* 2 n_stages + 1: stage k's forward ranges are
                                  * rel[rel_start[2k] .. rel_start[2k + 1]), its backward's
                                  * rel[rel_start[2k + 1] .. rel_start[2k + 2]) */

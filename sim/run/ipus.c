@@ -402,7 +402,10 @@ release_lane(const struct sim_exe *e, unsigned L, int p, int k, bool bwd)
     int i = 2 * k + (bwd ? 1 : 0);
 
     for (int j = e->rel_start[i]; ar != NULL && j < e->rel_start[i + 1]; j++)
-        madvise(ar + e->rel[j].off, (size_t)e->rel[j].len, MADV_DONTNEED);
+        if (e->rel_poison)
+            memset(ar + e->rel[j].off, 0xff, (size_t)e->rel[j].len);
+        else
+            madvise(ar + e->rel[j].off, (size_t)e->rel[j].len, MADV_DONTNEED);
 }
 
 /* Whether step j of the ns at st ends its stage's forward or backward work (the next is
