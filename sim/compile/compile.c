@@ -76,8 +76,10 @@ sim_exe_free(struct sim_exe *e)
     free(e->out);
     if (e->arenas != NULL)
         for (unsigned i = 0; i < e->R * e->S * e->ipr; i++)
-            sim_zero_pages_free(e->arenas[i], e->arena_bytes[i % e->ipr]);
+            sim_zeroed_free(e->arenas[i], e->arena_bytes[i % e->ipr]);
     free(e->arenas);
+    free(e->rel);
+    free(e->rel_start);
     free(e->arena_bytes);
     free(e->slots);
     free(e->mem);
@@ -956,7 +958,8 @@ infer_nodes(struct sim_exe *e, const struct sim_compile_opts *o, int total,
 }
 
 /* The passes after inference, in order: dead nodes dropped, float16 noted, placement,
- * fusion and layout (inference) or autodiff (training), buffer updates, weights' layout,
+ * fusion (GELU only in training), layout (inference) or autodiff (training), buffer
+ * updates, weights' layout,
  * outputs, host memory, the memory plan, the schedule, binding, the host clock. 0, or
  * the error set. */
 static int
@@ -972,8 +975,8 @@ compile_passes(struct sim_exe *e, const struct sim_compile_opts *o,
         e->computes_half |= e->w[i].half;
     e->half_rng = sim_half_rng_seed(e->seed);
     rc = sim_place(e, o, err);
-    if (rc == 0 && e->tr == NULL)
-        rc = sim_fuse(e, err);
+    if (rc == 0)
+        rc = sim_fuse(e, err);  /* training: GELU only */
     if (rc == 0 && e->tr == NULL)
         rc = sim_layout_plan(e, sim_exe_own, err);
     if (rc == 0 && e->tr != NULL)

@@ -1,6 +1,8 @@
 /*
  * fuse.c — activations fused into the node that produces their input, in inference
- * executables (a training one keeps every node: autodiff needs each op's output).
+ * executables; in a training one only exact-erf GELU, into a Gelu node with its own
+ * backward (autodiff needs every other op's output; the Gelu's rule reads only its input,
+ * where the five exported nodes' rules keep three tensors of its size, as PopART's Gelu).
  *
  * Every CNN exported from PyTorch runs Conv (BatchNorm folded) then an activation, which
  * re-reads the whole convolution output from memory after the convolution wrote it; SiLU
@@ -243,10 +245,11 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     const char *env = getenv("IPUOF_SIM_FUSE");
     size_t nv = (size_t)e->m->n_vals + 1, nn = (size_t)e->n_nodes + 1;
     struct fuse f = { e, calloc(nv, sizeof(int)), calloc(nv, sizeof(bool)),
-                      calloc(nv, sizeof(int)), calloc(nn, sizeof(bool)) };
+                      calloc(nv, sizeof(int)), calloc(nn, sizeof(bool)), e->tr != NULL,
+                      SIM_DTYPE_FLOAT };
     int rc = 0, n_gone = 0;
 
-    if (e->tr != NULL || (env != NULL && strcmp(env, "0") == 0))
+    if (env != NULL && strcmp(env, "0") == 0)
         goto out;
     if (f.reads == NULL || f.is_out == NULL || f.reader == NULL || f.gone == NULL) {
         rc = sim_err_set(err, IPUOF_E_NOMEM, "out of memory");
@@ -255,6 +258,12 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     for (int i = 0; i < e->m->n_out; i++)
         f.is_out[e->m->outputs[i]] = true;
     count_reads(&f);
+    if (f.train) {
+        for (int s = 0; s < e->n_nodes; s++)
+            if (!f.gone[s] && is(&f, s, "Div"))
+                sim_fuse_gelu(&f, s);
+        goto compact;
+    }
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Conv"))
             fuse_conv(&f, s);
@@ -280,6 +289,7 @@ sim_fuse(struct sim_exe *e, struct sim_err *err)
     for (int s = 0; s < e->n_nodes; s++)
         if (!f.gone[s] && is(&f, s, "Transpose"))
             sim_fuse_tail(&f, s);
+compact:
     for (int s = 0; s < e->n_nodes; s++)
         n_gone += f.gone[s];
     if (n_gone > 0)

@@ -17,6 +17,10 @@ struct fuse {
     bool *is_out;               /* per value: a graph output */
     int *reader;                /* per value: the last node found reading it */
     bool *gone;                 /* per node: fused into another */
+    bool train;                 /* a training executable: only GELU fuses (sim_fuse) */
+    int dt;                     /* the float type the pattern being matched computes in:
+                                 * SIM_DTYPE_FLOAT, or in training the chain's x's (float16
+                                 * too) */
 };
 
 static inline bool

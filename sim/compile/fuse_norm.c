@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fuse_int.h"
+#include "half.h"
 
 /* Value v is no longer a tensor (an intermediate of fused nodes). */
 static void
@@ -25,10 +26,18 @@ const_scalar(const struct fuse *f, int v, float *out)
 {
     const struct sim_val *x = v >= 0 ? &f->e->vals[v] : NULL;
 
-    if (x == NULL || x->kind != SIM_V_CONST || x->ti.dtype != SIM_DTYPE_FLOAT ||
-        x->ti.numel != 1 || x->ti.cdata == NULL)
+    uint16_t h;
+
+    if (x == NULL || x->kind != SIM_V_CONST || x->ti.numel != 1 || x->ti.cdata == NULL)
         return false;
-    memcpy(out, x->ti.cdata, sizeof(*out));
+    if (x->ti.dtype == SIM_DTYPE_FLOAT) {
+        memcpy(out, x->ti.cdata, sizeof(*out));
+        return true;
+    }
+    if (x->ti.dtype != SIM_DTYPE_FLOAT16 || f->dt != SIM_DTYPE_FLOAT16)
+        return false;
+    memcpy(&h, x->ti.cdata, sizeof(h));     /* a float16 graph's constant: widened, exact */
+    *out = sim_half_to_float(h);
     return true;
 }
 
@@ -43,11 +52,11 @@ other_in(const struct fuse *f, int s, int v)
     return n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : -1;
 }
 
-/* Whether value v is float with shape sh. */
+/* Whether value v is of the pattern's float type (f->dt) with shape sh. */
 static bool
 float_of_shape(const struct fuse *f, int v, const struct sim_shape *sh)
 {
-    return v >= 0 && f->e->vals[v].ti.dtype == SIM_DTYPE_FLOAT &&
+    return v >= 0 && f->e->vals[v].ti.dtype == f->dt &&
            sim_shape_eq(&f->e->vals[v].ti.shape, sh);
 }
 
@@ -215,13 +224,52 @@ sim_fuse_layernorm(struct fuse *f, int r1)
     }
 }
 
+/* Whether node s carries PopART's recomputation attribute (a checkpoint, or a node to
+ * recompute): a training fusion keeps such a node as it is. */
+static bool
+recompute_marked(const struct fuse *f, int s)
+{
+    return sim_attr_find(&f->e->m->nodes[f->e->nodes[s].mnode],
+                         "__recompute_output_in_backward") != NULL;
+}
+
+/* The bias Add before GELU's x (Add(z, bias), bias one value per column of z, read by
+ * nothing else, in node n's place), its node, with *z and *bias; else -1. Inference only. */
+static int
+bias_add_of(struct fuse *f, const struct sim_enode *n, int x, const struct sim_shape *xs,
+            int64_t cols, int *z, int *bias)
+{
+    struct sim_exe *e = f->e;
+    int pa;
+
+    if (!private_to(f, x, 2) || e->vals[x].producer < 0 || cols < 1)
+        return -1;
+    pa = e->vals[x].producer;
+    if (f->gone[pa] || !is(f, pa, "Add") || e->nodes[pa].n_in != 2 ||
+        !same_place(n, &e->nodes[pa]))
+        return -1;
+    for (int j = 0; j < 2; j++) {
+        int a = e->nodes[pa].in[j], b = e->nodes[pa].in[1 - j];
+        if (a >= 0 && a != b && float_of_shape(f, a, xs) && per_column(f, b, cols) &&
+            e->vals[b].ti.numel == cols) {
+            *z = a;
+            *bias = b;
+            return pa;
+        }
+    }
+    return -1;
+}
+
 /*
  * Div dv starting exact-erf GELU as torch.onnx.export writes it:
  *   t = Div(x, sqrt(2)), r = Erf(t), a = Add(r, 1), m = Mul(x, a), y = Mul(m, 0.5)
  * (Add and Mul operands in either order; sqrt(2) within two float steps). Becomes one Gelu
- * node in the last Mul's place, whose results are within 5e-7 of these (op_layernorm.c);
- * when x is Add(z, bias) read by nothing else, bias one value per column of z (a Linear's
- * MatMul then bias), that Add joins it too.
+ * node in the last Mul's place. Inference: whose results are within 5e-7 of these
+ * (op_layernorm.c); when x is Add(z, bias) read by nothing else, bias one value per column
+ * of z (a Linear's MatMul then bias), that Add joins it too. Training (f->train): the
+ * chain's own operations, so its bits (float; float16 too, where it rounds once instead of
+ * five times), with a backward reading x alone, and no bias; a node of the chain carrying
+ * a recomputation attribute keeps it unfused.
  */
 void
 sim_fuse_gelu(struct fuse *f, int dv)
@@ -234,9 +282,13 @@ sim_fuse_gelu(struct fuse *f, int dv)
     struct sim_gelu_params *p;
     int64_t cols;
 
-    if (x < 0 || n->n_out != 1 || e->vals[x].ti.dtype != SIM_DTYPE_FLOAT ||
-        !const_scalar(f, n->in[1], &c) || !(c >= 1.4142133f && c <= 1.4142138f))
-        return;
+    f->dt = SIM_DTYPE_FLOAT;
+    if (x >= 0 && f->train && e->vals[x].ti.dtype == SIM_DTYPE_FLOAT16)
+        f->dt = SIM_DTYPE_FLOAT16;
+    if (x < 0 || n->n_out != 1 || e->vals[x].ti.dtype != f->dt ||
+        !const_scalar(f, n->in[1], &c) || !(c >= 1.4140625f && c <= 1.4142138f) ||
+        (f->dt == SIM_DTYPE_FLOAT && c < 1.4142133f))
+        return;     /* float: sqrt 2 within two steps; float16: also its own sqrt 2 */
     xs = e->vals[x].ti.shape;
     if (!float_of_shape(f, n->out[0], &xs))
         return;
@@ -250,29 +302,20 @@ sim_fuse_gelu(struct fuse *f, int dv)
     mh = only_reader(f, e->nodes[mu].out[0], "Mul", &xs, dv);
     if (mh < 0 || !const_scalar(f, other_in(f, mh, e->nodes[mu].out[0]), &half) || half != 0.5f)
         return;
+    if (f->train && (recompute_marked(f, dv) || recompute_marked(f, er) ||
+                     recompute_marked(f, ad) || recompute_marked(f, mu)))
+        return;
     cols = xs.rank >= 1 ? xs.d[xs.rank - 1] : 1;
-    if (private_to(f, x, 2) && e->vals[x].producer >= 0 && cols >= 1) {
-        pa = e->vals[x].producer;
-        if (f->gone[pa] || !is(f, pa, "Add") || e->nodes[pa].n_in != 2 ||
-            !same_place(n, &e->nodes[pa]))
-            pa = -1;
-        for (int j = 0; pa >= 0 && j < 2; j++) {
-            int a = e->nodes[pa].in[j], b = e->nodes[pa].in[1 - j];
-            if (a >= 0 && a != b && float_of_shape(f, a, &xs) && per_column(f, b, cols) &&
-                e->vals[b].ti.numel == cols) {
-                z = a;
-                bias = b;
-                break;
-            }
-        }
-        if (z < 0)
-            pa = -1;
-    }
+    if (!f->train)
+        pa = bias_add_of(f, n, x, &xs, cols, &z, &bias);
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         return;                 /* left unfused: the same results, only slower */
-    *p = (struct sim_gelu_params){ .in = { pa >= 0 ? z : x, pa >= 0 ? bias : -1 }, .cols = cols };
+    *p = (struct sim_gelu_params){ .in = { pa >= 0 ? z : x, pa >= 0 ? bias : -1 }, .cols = cols,
+                                   .chain = f->train, .c = c };
     rewrite(f, mh, &sim_op_gelu, p, pa >= 0 ? 2 : 1, p->in);
+    if (f->train)       /* the Mul's scratch and saved state: the Gelu needs none */
+        e->nodes[mh].scratch = e->nodes[mh].saved = e->nodes[mh].bwd_scratch = 0;
     absorb(f, mh, dv);
     absorb(f, mh, er);
     absorb(f, mh, ad);

@@ -595,6 +595,118 @@ collect_blocks(struct sim_exe *e, struct block *b, int *vb, int *vrb)
     return nb;
 }
 
+struct span {
+    int64_t lo, hi;
+};
+
+static int
+cmp_span(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+#define RELEASE_PAGE 4096
+#define RELEASE_MIN (64 * 1024)     /* smaller gaps are not worth a system call */
+
+/* Appends to e->rel the whole pages of [0, top) that none of the n spans (sorted) covers,
+ * in gaps of RELEASE_MIN or more (poisoning: every gap, to SIM_ALIGN). 0 or -1 (out of
+ * memory). */
+static int
+release_gaps(struct sim_exe *e, const struct span *sp, size_t n, int64_t top, size_t *nrel,
+             size_t *cap)
+{
+    int64_t cur = 0, page = e->rel_poison ? SIM_ALIGN : RELEASE_PAGE;
+    int64_t least = e->rel_poison ? SIM_ALIGN : RELEASE_MIN;
+
+    for (size_t i = 0; i <= n; i++) {
+        int64_t end = i < n ? sp[i].lo : top;
+        int64_t a = (cur + page - 1) / page * page;
+        int64_t z = end / page * page;
+        if (z - a >= least) {
+            if (*nrel == *cap) {
+                size_t nc = *cap * 2 + 16;
+                struct sim_release *r = realloc(e->rel, nc * sizeof(*r));
+                if (r == NULL)
+                    return -1;
+                e->rel = r;
+                *cap = nc;
+            }
+            e->rel[(*nrel)++] = (struct sim_release){ a, z - a };
+        }
+        if (i < n && sp[i].hi > cur)
+            cur = sp[i].hi;
+    }
+    return 0;
+}
+
+/*
+ * Pipelined training: an IPU holds slots[p] copies of its arena, one per micro-batch in
+ * flight, but between a stage's forward and its backward a micro-batch needs only what
+ * crosses (its stash: under recomputation its inputs and checkpoints). So after the last
+ * step t of stage k's forward work (its last node) and of its backward work (its last
+ * backward step), ipus.c releases the lane's whole pages that no block of the IPU live
+ * across t (a lifetime with first <= t < last) holds: they are dead until written again
+ * (the plan itself lets another block overwrite them) and read as zero, as at bind, and
+ * take no host memory until then. IPUOF_SIM_RELEASE=0 turns it off; =poison (tests) fills
+ * the ranges with 0xff instead. Fills e->rel and e->rel_start; 0 or IPUOF_E_NOMEM.
+ */
+static int
+release_plan(struct sim_exe *e, const struct block *b, size_t nb, struct sim_err *err)
+{
+    const char *env = getenv("IPUOF_SIM_RELEASE");
+    int K = e->n_stages, *tb = NULL;
+    struct span *sp = calloc(nb + 1, sizeof(*sp));
+    size_t nrel = 0, cap = 0;
+    bool any = false;
+
+    e->rel_poison = env != NULL && strcmp(env, "poison") == 0;
+    for (unsigned p = 0; e->tr != NULL && p < e->ipr && !(env && strcmp(env, "0") == 0); p++)
+        any = any || e->slots[p] > 1;
+    if (!any) {
+        free(sp);
+        return 0;
+    }
+    tb = malloc(((size_t)K + 1) * sizeof(*tb));
+    e->rel_start = calloc(2 * (size_t)K + 1, sizeof(*e->rel_start));
+    if (sp == NULL || tb == NULL || e->rel_start == NULL)
+        goto oom;
+    for (int k = 0; k < K; k++)
+        tb[k] = -1;
+    for (int i = 0; i < e->tr->n_bsteps; i++) {
+        int k = e->nodes[e->tr->bsteps[i].node].stage;
+        tb[k] = e->n_nodes + i;
+    }
+    for (int k = 0; k < K; k++)
+        for (int bwd = 0; bwd < 2; bwd++) {
+            int t = bwd ? tb[k] : sim_stage_end(e, k) - 1;
+            int p = e->stage_node[k] >= 0 ? e->nodes[e->stage_node[k]].ipu : -1;
+            size_t n = 0;
+            e->rel_start[2 * k + bwd] = (int)nrel;
+            if (p < 0 || t < 0 || e->slots[p] <= 1)
+                continue;
+            for (size_t i = 0; i < nb; i++)
+                if (b[i].ipu == p && ((b[i].first <= t && b[i].last > t) ||
+                                      (b[i].first2 >= 0 && b[i].first2 <= t &&
+                                       b[i].last2 > t)))
+                    sp[n++] = (struct span){ *b[i].off,
+                                             *b[i].off + (int64_t)align_up(b[i].size ? b[i].size
+                                                                                    : 1) };
+            qsort(sp, n, sizeof(*sp), cmp_span);
+            if (release_gaps(e, sp, n, (int64_t)e->arena_bytes[p], &nrel, &cap) != 0)
+                goto oom;
+        }
+    e->rel_start[2 * K] = (int)nrel;
+    free(sp);
+    free(tb);
+    return 0;
+oom:
+    free(sp);
+    free(tb);
+    return sim_err_set(err, IPUOF_E_NOMEM, "out of memory planning the executable");
+}
+
 int
 sim_plan_memory(struct sim_exe *e, struct sim_err *err)
 {
@@ -649,6 +761,8 @@ sim_plan_memory(struct sim_exe *e, struct sim_err *err)
         account(e, p, seen, r);
     }
     rc = stash_and_locations(e, err);
+    if (rc == 0)
+        rc = release_plan(e, b, nb, err);
     if (rc != 0)
         goto out;
     for (unsigned p = 0; p < e->ipr; p++)

@@ -144,7 +144,7 @@ sim_exec_bind(struct sim_exe *e, struct sim_err *err)
         size_t bytes = e->arena_bytes[p];
         if (j >= e->slots[p])
             continue;
-        e->arenas[i] = sim_zero_pages(bytes);   /* zero; host memory only once written */
+        e->arenas[i] = sim_zeroed_alloc(bytes);     /* host pages only where written */
         if (e->arenas[i] == NULL)
             goto oom;
     }

@@ -253,6 +253,17 @@ struct sim_exe {
                                  * numbered r * S + j */
     void **arenas;              /* per lane and IPU: arenas[lane * ipr + p]; NULL for the
                                  * slots an IPU does not use (j >= slots[p]) */
+    struct sim_release {
+        int64_t off, len;
+    } *rel;                     /* pipelined training: the arena ranges (whole pages) of a
+                                 * lane dead after a stage's work, released to the host
+                                 * (plan.c's release_plan, ipus.c); NULL: none */
+    bool rel_poison;            /* IPUOF_SIM_RELEASE=poison (tests): the ranges, to 64
+                                 * bytes, are filled with 0xff instead, so a read of a
+                                 * released byte changes the results */
+    int *rel_start;             /* 2 n_stages + 1: stage k's forward ranges are
+                                 * rel[rel_start[2k] .. rel_start[2k + 1]), its backward's
+                                 * rel[rel_start[2k + 1] .. rel_start[2k + 2]) */
     struct sim_mem_report *mem; /* R * ipr */
 
     struct sim_kern *kern;      /* per lane, n_nodes each (R * S * n_nodes) */
@@ -445,7 +456,8 @@ int sim_exe_crew_status(struct sim_exe *e, unsigned n, struct sim_err *err);
 
 /* fuse.c: in an inference executable (after placement), folds activations into the node
  * that produces their input (Conv -> Relu, ..., Conv -> Sigmoid -> Mul as SiLU) and
- * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; IPUOF_SIM_FUSE=0 turns it off. */
+ * Sigmoid -> Mul(x, sigmoid(x)) into one SiLU node; in a training one (before autodiff)
+ * only exact-erf GELU into a Gelu node; IPUOF_SIM_FUSE=0 turns it off. */
 int sim_fuse(struct sim_exe *e, struct sim_err *err);
 
 /* How a pass hands a malloc'd buffer to the executable (sim_exe_own), passed in so that

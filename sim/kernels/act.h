@@ -86,8 +86,9 @@ extern const struct sim_op sim_op_silu;
 extern const struct sim_op sim_op_add_act;
 
 /* The internal ops of a fused LayerNorm over the last axis and of a fused exact-erf GELU
- * (op_layernorm.c; inference only, in no op table). fuse.c allocates their parameters
- * (owned by the node, freed with it) and points the node's `in` at their `in` array. */
+ * (op_layernorm.c; in no op table; Gelu alone in training too). fuse.c allocates their
+ * parameters (owned by the node, freed with it) and points the node's `in` at their `in`
+ * array. */
 struct sim_ln_params {
     int in[3];                  /* x, scale, bias */
     int64_t rows, cols;         /* x viewed as (rows, cols), cols its last dim */
@@ -100,6 +101,10 @@ struct sim_ln_params {
 struct sim_gelu_params {
     int in[2];                  /* a, and the bias added to it first (or -1: none) */
     int64_t cols;               /* the last dim: the bias's length */
+    bool chain;                 /* training: the exported chain's own operations (Div by c,
+                                 * the Erf op's erf, Add 1, Mul x, Mul 0.5), so its bits;
+                                 * no bias then. false: the faster formula (inference) */
+    float c;                    /* chain: the divisor the graph gives (sqrt 2 as a float) */
 };
 
 /* The end of a ConvNeXt block fused (op_layernorm.c): z (n, hw, c) -> Add(z, bias) ->

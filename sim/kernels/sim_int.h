@@ -97,13 +97,12 @@ void sim_put_i64(int dtype, void *data, int64_t i, int64_t v);
  * (n == 0 returns a valid minimal block). */
 void *sim_aligned_alloc(size_t n);
 
-/* n zero bytes mapped from the kernel, page-aligned (so SIM_ALIGN-aligned): a page is
- * committed when it is first touched, so memory that is bound but not yet used (the
- * arenas of every micro-batch in flight, bound at compile, written by a run) costs the
- * host nothing until then (n == 0: one page). NULL on failure. Caller-owned: release with
- * sim_zero_pages_free(p, n), the same n; p NULL is a no-op. */
-void *sim_zero_pages(size_t n);
-void sim_zero_pages_free(void *p, size_t n);
+/* Zeroed memory of n bytes (page aligned) that takes no host memory until written: an
+ * anonymous mapping, so an executable's arenas (one per pipeline slot) cost the host only
+ * the pages a run touches (a compile alone touches none). Free with sim_zeroed_free(p, n),
+ * the same n. NULL on failure. */
+void *sim_zeroed_alloc(size_t n);
+void sim_zeroed_free(void *p, size_t n);
 
 /* strdup that treats NULL as "". */
 char *sim_strdup(const char *s);

@@ -264,14 +264,16 @@ sim_aligned_alloc(size_t n)
 }
 
 void *
-sim_zero_pages(size_t n)
+sim_zeroed_alloc(size_t n)
 {
-    void *p = mmap(NULL, n > 0 ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, n > 0 ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+
     return p == MAP_FAILED ? NULL : p;
 }
 
 void
-sim_zero_pages_free(void *p, size_t n)
+sim_zeroed_free(void *p, size_t n)
 {
     if (p != NULL)
         munmap(p, n > 0 ? n : 1);

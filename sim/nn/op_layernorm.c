@@ -14,13 +14,15 @@
  * - "Gelu" replaces exact-erf GELU as exported (five nodes), and the bias Add before it
  *   when the producer is a MatMul plus bias (convnext's pointwise Linear):
  *     x = a + bias (optional), y = x * (erf(x / c) + 1) * 0.5
- *   elementwise, with vmath.h's erf, the one the Erf op uses.
+ *   elementwise; in training the same without the bias, with the Erf op's erf.
  *
- * Both do the float operations of the nodes they replace, in the same order, with the same
- * sums (ReduceMean's contiguous-row sum: double, four partial sums, then times 1 / n,
- * op_reduce.c), so their results are the unfused graph's bit for bit, at every
- * instruction-set level (hot.h); test_sim_fuse checks that. No backward rule: fuse.c makes
- * them only in inference executables, and no op table names them, so no model can.
+ * LayerNorm does the float operations of the nodes it replaces, in the same order, with
+ * the same sums (ReduceMean's contiguous-row sum: double, four partial sums, then times
+ * 1 / n, op_reduce.c), so its results are the unfused graph's bit for bit, at every
+ * instruction-set level (hot.h); test_sim_fuse checks that. Gelu in inference uses a
+ * faster formula (within 5e-7, below); in training (params->chain, the only Gelu fuse.c
+ * makes there) it does the chain's own operations, so its bits, and has a backward rule
+ * reading only its input. No op table names these ops, so no model can.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -292,6 +294,92 @@ fwd_gelu(const struct sim_kern *k, struct sim_err *err)
     return 0;
 }
 
+/*
+ * The chain (training, p->chain): y = ((x * (erf(x / c) + 1)) * 0.5), each operation on a
+ * float as the exported Div, Erf, Add, Mul and Mul do it, erf being the Erf op's (vmath.h:
+ * sim_v8erff over eight lanes, sim_verff for the tail, the same bits), so y is the unfused
+ * graph's bit for bit (test_sim_fuse_norm's test_gelu_train). Its backward reads x alone:
+ *   dx += dy * (0.5 (1 + erf(t)) + x exp(-t^2) / (c sqrt(pi))),  t = x / c,
+ * which is PyTorch's GELU backward, dy (Phi(x) + x phi(x)), when c is sqrt 2.
+ */
+struct gelu_chain {
+    const float *x, *g;
+    float *y, *dx;
+    float c, k;                 /* the divisor; k = 1 / (c sqrt(pi)) */
+};
+
+static void
+gelu_chain_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct gelu_chain *r = ctx;
+    const float *x = r->x;
+    float *y = r->y, c = r->c;
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = *(const sim_v8f_u *)(x + i), t = v / c;
+        sim_v8erff(&t);
+        *(sim_v8f_u *)(y + i) = (v * (t + 1.0f)) * 0.5f;
+    }
+    for (; i < hi; i++)
+        y[i] = (x[i] * (sim_verff(x[i] / c) + 1.0f)) * 0.5f;
+}
+
+static void
+gelu_chain_bwd_piece(void *ctx, int64_t lo, int64_t hi)
+{
+    const struct gelu_chain *r = ctx;
+    const float *x = r->x, *g = r->g;
+    float *dx = r->dx, c = r->c, k = r->k;
+    int64_t i = lo;
+
+    for (; i + 8 <= hi; i += 8) {
+        sim_v8f v = *(const sim_v8f_u *)(x + i), t = v / c, e = -(t * t), d;
+        d = *(const sim_v8f_u *)(dx + i);
+        sim_v8erff(&t);
+        sim_v8expf(&e);
+        *(sim_v8f_u *)(dx + i) = d + *(const sim_v8f_u *)(g + i) *
+                                         (0.5f * (1.0f + t) + v * e * k);
+    }
+    for (; i < hi; i++) {
+        float t = x[i] / c;
+        dx[i] += g[i] * (0.5f * (1.0f + sim_verff(t)) + x[i] * sim_vexpf(-(t * t)) * k);
+    }
+}
+
+/* The Gelu's forward: the chain's (training) or the formula's. */
+static int
+fwd_gelu_any(const struct sim_kern *k, struct sim_err *err)
+{
+    const struct sim_gelu_params *p = k->params;
+    struct gelu_chain r = { k->in[0].data, NULL, k->out[0].data, NULL, p->c, 0.0f };
+
+    if (!p->chain)
+        return fwd_gelu(k, err);
+    sim_pool_for(k->out[0].numel, SIM_POOL_MAP_GRAIN, gelu_chain_piece, &r);
+    return 0;
+}
+
+/* x, dy, dx: same shape. Only a Gelu without a bias has a backward (fuse.c makes no other
+ * in training). */
+static int
+bwd_gelu(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_tensor *din,
+         struct sim_err *err)
+{
+    const struct sim_gelu_params *p = k->params;
+    struct gelu_chain r = { k->in[0].data, dout[0].data, NULL, din[0].data, p->c,
+                            (float)(1.0 / ((double)p->c * sqrt(M_PI))) };
+
+    if (k->n_in > 1 || !p->chain)
+        return sim_err_set(err, IPUOF_E_INTERNAL, "%s: a Gelu with a bias or made for "
+                           "inference has no backward (fuse.c makes none in training)",
+                           k->label);
+    if (r.g == NULL || r.dx == NULL)
+        return 0;
+    sim_pool_for(k->in[0].numel, SIM_POOL_MAP_GRAIN, gelu_chain_bwd_piece, &r);
+    return 0;
+}
+
 /* ---- bias, back to channels first, layer scale, residual ----------------------------- */
 
 /*
@@ -367,5 +455,5 @@ const struct sim_op sim_op_layernorm = { "LayerNorm", 1, 3, 3, 1, 1, 0, 0, CODE_
                                          fwd_layernorm, NULL, 0u, NULL };
 const struct sim_op sim_op_tail = { "TransposeScaleAdd", 1, 4, 4, 1, 1, 0, 0, CODE_FUSED,
                                     NULL, fwd_tail, NULL, 0u, NULL };
-const struct sim_op sim_op_gelu = { "Gelu", 1, 1, 2, 1, 1, 0, 0, CODE_FUSED, NULL, fwd_gelu,
-                                    NULL, 0u, NULL };
+const struct sim_op sim_op_gelu = { "Gelu", 1, 1, 2, 1, 1, 0, 0, CODE_FUSED, NULL,
+                                    fwd_gelu_any, bwd_gelu, 1u, NULL, SIM_BWD_IN(0) };

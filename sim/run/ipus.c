@@ -44,6 +44,7 @@
 #include "ticks.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* Where IPU src's kernel wrote value v in lane L (its arena, or an output slot). */
@@ -393,10 +394,40 @@ note_stop(struct ipu_thread *th)
     }
 }
 
-/* Runs step st of repetition i of segment sg in device iteration d (training). */
+/* After stage k's forward (bwd false) or backward work in lane L of IPU p: the lane's
+ * pages dead until written again go back to the host (plan.c's release_plan). */
+static void
+release_lane(const struct sim_exe *e, unsigned L, int p, int k, bool bwd)
+{
+    char *ar = e->arenas[L * e->ipr + (unsigned)p];
+    int i = 2 * k + (bwd ? 1 : 0);
+
+    for (int j = e->rel_start[i]; ar != NULL && j < e->rel_start[i + 1]; j++)
+        if (e->rel_poison)
+            memset(ar + e->rel[j].off, 0xff, (size_t)e->rel[j].len);
+        else
+            madvise(ar + e->rel[j].off, (size_t)e->rel[j].len, MADV_DONTNEED);
+}
+
+/* Whether step j of the ns at st ends its stage's forward or backward work (the next is
+ * of another work, or there is none). */
+static bool
+work_end(const struct sim_step *st, int j, int ns)
+{
+    bool bwd = st[j].kind >= SIM_STEP_GRECV;
+
+    if (st[j].stage < 0 || st[j].kind < SIM_STEP_RECV || st[j].kind > SIM_STEP_GSEND)
+        return false;
+    return j + 1 == ns || st[j + 1].stage != st[j].stage || st[j + 1].key != st[j].key ||
+           st[j + 1].kind < SIM_STEP_RECV || st[j + 1].kind > SIM_STEP_GSEND ||
+           (st[j + 1].kind >= SIM_STEP_GRECV) != bwd;
+}
+
+/* Runs step st of repetition i of segment sg in device iteration d (training); `end`: it
+ * ends its stage's work (work_end). */
 static void
 run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step *st,
-         unsigned i, unsigned d)
+         unsigned i, unsigned d, bool end)
 {
     struct sim_exe *e = th->e;
     unsigned m = st->mb + i;
@@ -454,6 +485,8 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
         }
     }
     th->rc = st->kind >= SIM_STEP_GRECV ? bwd_step(th, st, &it, L) : fwd_step(th, st, &it, L);
+    if (th->rc == 0 && end && e->rel != NULL)
+        release_lane(e, L, th->p, st->stage, st->kind >= SIM_STEP_GRECV);
     if (th->rc == STOPPED) {    /* another thread stopped while this one waited */
         th->rc = 0;
         th->stop = true;
@@ -480,7 +513,7 @@ run_seg(struct ipu_thread *th, unsigned nu, int s, unsigned d)
         for (unsigned u = 1; u < nu; u++)
             note_stop(&th[u]);
         for (int j = 0; j < ns; j++)        /* run by every thread, stopped or not */
-            run_step(&th[0], sg, &st[j], 0, d);
+            run_step(&th[0], sg, &st[j], 0, d, false);
         for (unsigned u = 1; u < nu; u++)
             th[u].abort_all = th[0].abort_all;
         return;
@@ -489,7 +522,7 @@ run_seg(struct ipu_thread *th, unsigned nu, int s, unsigned d)
         const struct sim_step *st = sim_prog_steps(g, (unsigned)th[u].p, s, &ns);
         for (unsigned i = 0; i < sg->reps && !th[u].stop; i++)
             for (int j = 0; j < ns && !th[u].stop; j++)
-                run_step(&th[u], sg, &st[j], i, d);
+                run_step(&th[u], sg, &st[j], i, d, work_end(st, j, ns));
     }
 }
 

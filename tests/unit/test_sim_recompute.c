@@ -249,6 +249,29 @@ test_pipeline_default(void **state)
     drop(&dflt);
 }
 
+/* Pipelined, the pages of a slot dead after a stage's work are released (plan.c's
+ * release_plan): with IPUOF_SIM_RELEASE=poison those ranges (to 64 bytes) are filled with
+ * 0xff instead, and the weights are still the bits of a run that releases nothing, with
+ * and without recomputation. */
+static void
+test_pipeline_release(void **state)
+{
+    struct trained keep, t;
+
+    (void)state;
+    setenv("IPUOF_SIM_RELEASE", "0", 1);
+    train(model("0", false, true), true, &keep);
+    setenv("IPUOF_SIM_RELEASE", "poison", 1);
+    train(model("0", false, true), true, &t);
+    same_weights(&keep, &t, "pipelined, released ranges poisoned");
+    drop(&t);
+    train(model(NULL, false, true), true, &t);
+    same_weights(&keep, &t, "pipelined, default recomputation, released ranges poisoned");
+    drop(&t);
+    unsetenv("IPUOF_SIM_RELEASE");
+    drop(&keep);
+}
+
 /* A pipeline placed by blocks as PopTorch writes them (BERT's shape, small): "/emb/" on
  * IPU 0, layers "/l0/" and "/l1/" on IPU 1 each ending at a checkpoint, a top-level op no
  * prefix matches ("/Mul", reading the layers' output and a value computed from the input
@@ -482,6 +505,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_modes_bit_identical),
         cmocka_unit_test(test_pipeline_default),
+        cmocka_unit_test(test_pipeline_release),
         cmocka_unit_test(test_pipeline_blocks_stash),
         cmocka_unit_test(test_oom_sentence),
         cmocka_unit_test(test_io_tiles),

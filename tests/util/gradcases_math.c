@@ -58,6 +58,34 @@ static void g_log(struct sim_ob *b) { b_unary(b, "Log", D_POS); }
 
 static void g_erf(struct sim_ob *b) { b_unary(b, "Erf", D_ANY); }
 
+/* A float scalar Constant node, as torch.onnx.export writes one. */
+static void
+b_scalar(struct sim_ob *b, const char *name, float v)
+{
+    sim_ob_node(b, "Constant", name, "", name);
+    sim_ob_attr_tensor(b, "value", SIM_DTYPE_FLOAT, 0, NULL, &v);
+}
+
+/* Exact-erf GELU as exported (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5), which fuse.c makes
+ * one Gelu node of in training (its own backward, reading x alone), over x in [-4, 4]. */
+static void
+g_gelu(struct sim_ob *b)
+{
+    float v[15];
+
+    for (int i = 0; i < 15; i++)    /* a ramp in [-4, 4], shuffled by a stride of 7 */
+        v[(i * 7) % 15] = -4.0f + 8.0f * (float)i / 14.0f + 0.01f;
+    gc_param_vals(b, "x", 2, DIMS(3, 5), v);
+    b_scalar(b, "sqrt2", 1.41421353816986083984375f);
+    b_scalar(b, "one", 1.0f);
+    b_scalar(b, "half", 0.5f);
+    sim_ob_node(b, "Div", "gdiv", "x,sqrt2", "t");
+    sim_ob_node(b, "Erf", "gerf", "t", "e");
+    sim_ob_node(b, "Add", "gadd", "e,one", "a");
+    sim_ob_node(b, "Mul", "gmul", "x,a", "h");
+    sim_ob_node(b, "Mul", "ghalf", "h,half", "y");
+}
+
 /* x with the 15 given values (for ops defined on part of the line only). */
 static void
 b_unary_vals(struct sim_ob *b, const char *op, float lo, float hi)
@@ -489,6 +517,7 @@ const struct gcase gradcases_math[] = {
     { "Exp", "", g_exp, 1e-2f, 1e-3f },
     { "Log", "", g_log, 1e-2f, 1e-3f },
     { "Erf", "", g_erf, 1e-2f, 1e-3f },
+    { "Gelu", "exported exact GELU, fused in training", g_gelu, 1e-2f, 1e-3f },
     { "Sin", "", g_sin, 1e-2f, 1e-3f },
     { "Cos", "", g_cos, 1e-2f, 1e-3f },
     { "Tan", "", g_tan, 1e-2f, 1e-3f },
