@@ -106,3 +106,36 @@ def test_half_training_inputs_travel_as_float16(daemon):
     assert [o["dtype"] for o in pm._exe.outputs] == [10, 1]
     assert out.dtype == torch.float16 and loss.dtype == torch.float16
     pm.destroy()
+
+
+def test_half_training_linear_on_3d_input(daemon):
+    """A float16 Linear on a (B, S, F) input trains: torch.onnx exports it as MatMul with
+    the weight through a Transpose, whose input (a float16 weight, held by the daemon as
+    floats) was moved as if it were 2-byte halves: outputs off by thousands (BERT's
+    attention scores overflowed to inf and its losses were NaN). The output and the
+    weights after an SGD step against torch in float32 on the float16 weights."""
+    torch.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 24)
+
+        def forward(self, x):
+            out = self.fc(x)
+            return out, poptorch.identity_loss(out.float().pow(2).mean(), reduction="none")
+
+    m = M().half()
+    ref = copy.deepcopy(m).float()
+    x = torch.randn(2, 5, 16).half()
+    pm = poptorch.trainingModel(m, optimizer=torch.optim.SGD(m.parameters(), lr=0.1))
+    out, loss = pm(x)
+    want = ref(x.float())[0]
+    torch.testing.assert_close(out.float(), want, rtol=2 ** -9, atol=2e-3)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(x.float())[1].backward()
+    opt.step()
+    pm.copyWeightsToHost()
+    torch.testing.assert_close(m.fc.weight.float(), ref.fc.weight, rtol=2 ** -9, atol=2e-3)
+    torch.testing.assert_close(m.fc.bias.float(), ref.fc.bias, rtol=2 ** -9, atol=2e-3)
+    pm.destroy()

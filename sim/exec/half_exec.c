@@ -227,8 +227,10 @@ sim_half_forward(const struct sim_exe *e, const struct sim_enode *n, const struc
     if (blk == NULL)
         return sim_err_set(err, IPUOF_E_INTERNAL, "%s: float16 node run outside its "
                            "executable's bound kernels", n->label);
-    if (moves_only(n))
-        return n->op->forward(k, err);  /* the halves move as they are */
+    /* the halves move as they are; not a float16 weight, held as floats (half_train.c),
+     * whose move into a float16 value is a narrowing: below, as any op's output */
+    if (moves_only(n) && k->in[0].dtype == k->out[0].dtype)
+        return n->op->forward(k, err);
     v = (struct sim_tensor *)(void *)blk;
     copy = (bool *)(v + 2 * nv);
     memcpy(v, k->in, (size_t)k->n_in * sizeof(*v));
