@@ -145,7 +145,7 @@ captured() { # capture-file proxy-target extra-env: runs ipuof-run through a pro
     python3 "$D/proxy.py" "$D/pport" "$2" "$1" &
     PROXY=$!
     i=0
-    while [ ! -s "$D/pport" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i + 1)); done
+    while [ ! -s "$D/pport" ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done  # up to 60 s
     env $3 "$B/bin/ipuof-run" --server "127.0.0.1:$(cat "$D/pport")" --model "$RELU/model.onnx" \
         --input "$RELU/test_data_set_0/input_0.pb" --output-dir "$D/out-$(basename "$1")" \
         >"$D/run.out" 2>&1
@@ -246,7 +246,7 @@ rm -f "$D/rport"
 /usr/bin/python3 "$D/rechunk.py" "$D/rport" "$P" "$D" &
 PROXY=$!
 i=0
-while [ ! -s "$D/rport" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i + 1)); done
+while [ ! -s "$D/rport" ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i + 1)); done   # up to 60 s: python3 starting on a loaded machine
 mnist "127.0.0.1:$(cat "$D/rport")" "IPUOF_TLS_CA_FILE=$D/ca.pem" >"$D/mnist-rechunk"
 kill "$PROXY" 2>/dev/null; wait "$PROXY" 2>/dev/null; PROXY=""
 [ "$(wc -l <"$D/mnist-plain")" -eq 2 ] && cmp -s "$D/mnist-plain" "$D/mnist-rechunk" &&
