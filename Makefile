@@ -12,7 +12,7 @@
 #   sim/PART/*.c         simulated IPU, no network code, one folder per part (SIM_PARTS)
 #                                                                     -> build/lib/libipuofsim.a
 #   daemon/*.c, daemon/PART/*.c  ipuofd (main.c holds main(); DAEMON_PARTS) -> build/bin/ipuofd
-#   client/*.c           libipuof-client                             -> build/lib/libipuof-client.{so,a}
+#   client/*/*.c         libipuof-client                             -> build/lib/libipuof-client.{so,a}
 #   tools/*.c            one program per file, helpers in tools/util -> build/bin/NAME
 #   pod/*.c, pod/*.cc    the Pod collective engine over gloo (C++ only in pod/coll_gloo.cc)
 #                                                                     -> build/lib/libipuofpod.a
@@ -76,20 +76,25 @@ BLAS_LIBS  := -lopenblas -ldnnl -lgomp
 ALL_CFLAGS  = $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread -D_GNU_SOURCE -MMD -MP \
               -DIPUOF_VERSION_STR='"$(VERSION)"' \
               -Iclient/include -Iproto -I$(BUILD)/gen $(CINC) $(PKG_CFLAGS)
-# Include paths per part (issue 30; sim/README.md and daemon/README.md): sim/ and daemon/ are
-# folders of parts, listed bottom first. An object of a part sees the headers of its own part
-# and of the parts below it, so no file includes upwards (tools/dep_cycles.sh checks the
-# calls). sim/ sees no daemon, pod, tools or tests header; the daemon sees the simulator
-# through sim/sim.h alone (-Isim). Everything else (client, tools, tests, bench, pod) sees all.
+# Include paths per part (issue 30; sim/README.md, daemon/README.md, client/README.md): sim/,
+# daemon/ and client/ are folders of parts, listed bottom first. An object of a part sees the
+# headers of its own part and of the parts below it, so no file includes upwards
+# (tools/dep_cycles.sh checks the calls). sim/ sees no daemon, pod, tools or tests header;
+# the daemon sees the simulator through sim/sim.h alone (-Isim); the client sees only its
+# own parts (and proto/, the public headers). Everything else (tools, tests, bench, pod)
+# sees all.
 SIM_PARTS    := kernels ir nn ops sched exec compile onnx run
 DAEMON_PARTS := base pod state conn faults compile jobs requests
+CLIENT_PARTS := wire admin model data
 # $(call upto,PART,PARTS,NAME): PARTS from the first up to PART; a folder not in the list stops make.
 upto = $(if $2,$(if $(filter $1,$(firstword $2)),$1,$(firstword $2) $(call upto,$1,$(wordlist 2,$(words $2),$2),$3)),$(error $1 is not in $3: add the folder to the list))
 CINC = -Isim $(addprefix -Isim/,$(SIM_PARTS)) -Idaemon $(addprefix -Idaemon/,$(DAEMON_PARTS)) \
-       -Ipod -Itools/util -Itests/util
+       -Ipod -Itools/util -Itests/util $(addprefix -Iclient/,$(CLIENT_PARTS))
 $(BUILD)/obj/sim/%.o: CINC = -Isim $(addprefix -Isim/,$(call upto,$(notdir $(@D)),$(SIM_PARTS),SIM_PARTS))
 $(BUILD)/obj/daemon/%.o: CINC = -Isim -Ipod $(if $(filter $(BUILD)/obj/daemon,$(@D)),-Idaemon \
     $(addprefix -Idaemon/,$(DAEMON_PARTS)),$(addprefix -Idaemon/,$(call upto,$(notdir $(@D)),$(DAEMON_PARTS),DAEMON_PARTS)))
+$(BUILD)/obj/client/%.o: CINC = $(addprefix -Iclient/,$(if $(filter $(BUILD)/obj/client,$(@D)),\
+    $(CLIENT_PARTS),$(call upto,$(notdir $(@D)),$(CLIENT_PARTS),CLIENT_PARTS)))
 # C++ is pod/coll_gloo.cc alone (gloo's API); the same warnings as C where C++ has them.
 ALL_CXXFLAGS = -std=c++17 -Wall -Wextra -Wshadow -Wno-missing-field-initializers -Werror \
               $(CXXFLAGS) $(SANFLAGS) -fPIC -pthread -D_GNU_SOURCE -MMD -MP -Ipod
@@ -106,7 +111,7 @@ ifneq ($(wildcard sim/*.c),)
 $(error $(wildcard sim/*.c): every source of sim/ lives in a part folder (sim/README.md, "Folders"))
 endif
 DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
-CLIENT_SRC := $(wildcard client/*.c)
+CLIENT_SRC := $(wildcard client/*.c client/*/*.c)
 TOOLUTIL_SRC := $(wildcard tools/util/*.c)
 POD_SRC    := $(wildcard pod/*.c)
 POD_CXXSRC := $(wildcard pod/*.cc)

@@ -1,7 +1,7 @@
 /*
  * enummap.h — a table that maps one layer's enum onto another's (the wire's protobuf enums
  * onto the simulator's, the client's onto the wire's), looked up both ways. Each layer
- * keeps its tables in one place (daemon/state/wiremap.c, client/wiremap.c) with _Static_asserts
+ * keeps its tables in one place (daemon/state/wiremap.c, client/wire/wiremap.c) with _Static_asserts
  * on their sizes and values; no layer casts another layer's enum into its own.
  */
 #ifndef IPUOF_ENUMMAP_H

@@ -1,7 +1,7 @@
 /*
  * jsonparse.h — a small bounded JSON reader (RFC 8259 text into a tree, hostile input first)
- * for what the library and the daemon read: IPUoF config files (client/ipuof_conf.c),
- * POPLAR_ENGINE_OPTIONS's lexical pieces (client/engine_opts.c), IPUOF_FAULTS and the
+ * for what the library and the daemon read: IPUoF config files (client/wire/ipuof_conf.c),
+ * POPLAR_ENGINE_OPTIONS's lexical pieces (client/model/engine_opts.c), IPUOF_FAULTS and the
  * daemon config's faults (daemon/state/faults.c), and, with larger limits, execution traces
  * (tools/util/timeline.c: ipuof-trace).
  *

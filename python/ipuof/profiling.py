@@ -99,7 +99,7 @@ def _parse(value):
 
 def engine_options(value=None):
     """POPLAR_ENGINE_OPTIONS (value, str or bytes, or the environment's when None) read by
-    the rule libipuof-client follows (client/engine_opts.c; the cases both sides test are
+    the rule libipuof-client follows (client/model/engine_opts.c; the cases both sides test are
     in tests/data/engine_options.tsv): a flat UTF-8 JSON object of strings, numbers and
     true/false, every string escape decoded, the last of a repeated key counting;
     autoReport.all or autoReport.outputExecutionProfile true (or "true"; "True" and other

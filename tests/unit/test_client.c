@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../client/client_internal.h"
+#include "../../client/wire/client_internal.h"
 #include "fakesrv.h"
 #include "frame.h"
 #include "ipuof/client.h"

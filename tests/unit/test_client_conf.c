@@ -1,6 +1,6 @@
 /*
  * test_client_conf.c — IPUoF config files and the order in which the client library looks
- * for its daemon and partition (client/ipuof_conf.c, proto/jsonparse.c): IPUOF_CONFIG_PATH,
+ * for its daemon and partition (client/wire/ipuof_conf.c, proto/jsonparse.c): IPUOF_CONFIG_PATH,
  * then PopRun's IPUOF_VIPU_API_*, then ~/.ipuof.conf.d/ files, then IPUOF_SERVER, then the
  * default; every broken file is refused with a sentence naming the file and the field.
  * Each test runs in a fresh temporary HOME with the variables it sets and no others.
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../client/client_internal.h"
+#include "../../client/wire/client_internal.h"
 #include "jsonparse.h"
 
 static char home[256];

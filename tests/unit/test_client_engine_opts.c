@@ -1,6 +1,6 @@
 /*
  * test_client_engine_opts.c — POPLAR_ENGINE_OPTIONS as the C library reads it
- * (client/engine_opts.c), case by case from tests/data/engine_options.tsv, the table the
+ * (client/model/engine_opts.c), case by case from tests/data/engine_options.tsv, the table the
  * Python package's test (python/tests/test_engine_options.py) reads too, so the two agree
  * (issue 17, defect 8: "True" and \u escapes were read differently by the two sides; on
  * main the library said off for "True", kept "\u0062" undecoded, ignored a key spelled
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../client/model_internal.h"
+#include "../../client/model/model_internal.h"
 
 /* The library's reading of value as POPLAR_ENGINE_OPTIONS, at a compile's request building
  * (ipuof_placement_build): 0 with *profile and dir set, or -1 with the sentence in why. */

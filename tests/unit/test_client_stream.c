@@ -1,6 +1,6 @@
 /*
  * test_client_stream.c — libipuof-client taking a run's outputs in RunOutputs frames
- * (client/outputs.c), against a fake daemon (fakesrv.h) that sends them piece by piece.
+ * (client/model/outputs.c), against a fake daemon (fakesrv.h) that sends them piece by piece.
  *
  * Covered: every run asks stream_outputs (and IPUOF_STREAM_OUTPUTS=0 turns it off); pieces
  * of two outputs in several frames land in place and the empty RunReply completes the run;

@@ -33,8 +33,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../client/client_internal.h"
-#include "../../client/model_internal.h"
+#include "../../client/wire/client_internal.h"
+#include "../../client/model/model_internal.h"
 #include "fakesrv.h"
 #include "frame.h"
 #include "ipuof/client.h"

@@ -1,5 +1,5 @@
 /*
- * test_client_wiremap.c — the client library's enum tables (client/wiremap.c): every public
+ * test_client_wiremap.c — the client library's enum tables (client/wire/wiremap.c): every public
  * value maps to the wire and back, every wire value comes back as a public one, a value an
  * application makes up is refused by the compile with a sentence naming the accepted ones,
  * and a wire value a newer daemon might send becomes the caller's fallback.
@@ -14,7 +14,7 @@
 
 #include "ipuof.pb-c.h"
 #include "ipuof/client.h"
-#include "../../client/wiremap.h"
+#include "../../client/wire/wiremap.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

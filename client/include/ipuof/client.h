@@ -562,7 +562,7 @@ enum ipuof_group_type {
  * most 4096 bytes whose values are strings, numbers or true/false; strings are decoded
  * whole (\u escapes too); the last of a repeated key counts; those two keys take true or
  * false only ("True" is refused, as by Poplar's boolean options). The Python package
- * reads it by the same rule (client/engine_opts.c; tests/data/engine_options.tsv).
+ * reads it by the same rule (client/model/engine_opts.c; tests/data/engine_options.tsv).
  */
 IPUOF_API int ipuof_model_opts_set_strategy(struct ipuof_model_opts *o, int strategy);
 IPUOF_API int ipuof_model_opts_set_blocks(struct ipuof_model_opts *o,

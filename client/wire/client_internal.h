@@ -64,7 +64,7 @@ struct ipuof_target {
     char source[420];  /* what named them: a config file's path, "IPUOF_VIPU_API_HOST",
                         * "IPUOF_SERVER" or "the default" */
     /* servers[0]'s TLS fields of a config file ("" when not given; IPUOF_TLS_* win):
-     * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name (client/tls.c) */
+     * tls_ca_file, tls_cert_file, tls_key_file, tls_server_name (client/wire/tls.c) */
     char tls[4][512];
 };
 
