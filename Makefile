@@ -13,7 +13,8 @@
 #                                                                     -> build/lib/libipuofsim.a
 #   daemon/*.c, daemon/PART/*.c  ipuofd (main.c holds main(); DAEMON_PARTS) -> build/bin/ipuofd
 #   client/*/*.c         libipuof-client                             -> build/lib/libipuof-client.{so,a}
-#   tools/*.c            one program per file, helpers in tools/util -> build/bin/NAME
+#   tools/*.c            one program per file, helpers in tools/util, ipuctl's parts in
+#                        tools/ipuctl, poprun's and vipu's in tools/launch -> build/bin/NAME
 #   pod/*.c, pod/*.cc    the Pod collective engine over gloo (C++ only in pod/coll_gloo.cc)
 #                                                                     -> build/lib/libipuofpod.a
 #   tests/unit/test_*.c  one cmocka binary per module                -> build/tests/test_*
@@ -89,7 +90,8 @@ CLIENT_PARTS := wire admin model data
 # $(call upto,PART,PARTS,NAME): PARTS from the first up to PART; a folder not in the list stops make.
 upto = $(if $2,$(if $(filter $1,$(firstword $2)),$1,$(firstword $2) $(call upto,$1,$(wordlist 2,$(words $2),$2),$3)),$(error $1 is not in $3: add the folder to the list))
 CINC = -Isim $(addprefix -Isim/,$(SIM_PARTS)) -Idaemon $(addprefix -Idaemon/,$(DAEMON_PARTS)) \
-       -Ipod -Itools/util -Itests/util $(addprefix -Iclient/,$(CLIENT_PARTS))
+       -Ipod -Itools/util -Itools/ipuctl -Itools/launch -Itests/util \
+       $(addprefix -Iclient/,$(CLIENT_PARTS))
 $(BUILD)/obj/sim/%.o: CINC = -Isim $(addprefix -Isim/,$(call upto,$(notdir $(@D)),$(SIM_PARTS),SIM_PARTS))
 $(BUILD)/obj/daemon/%.o: CINC = -Isim -Ipod $(if $(filter $(BUILD)/obj/daemon,$(@D)),-Idaemon \
     $(addprefix -Idaemon/,$(DAEMON_PARTS)),$(addprefix -Idaemon/,$(call upto,$(notdir $(@D)),$(DAEMON_PARTS),DAEMON_PARTS)))
@@ -112,7 +114,7 @@ $(error $(wildcard sim/*.c): every source of sim/ lives in a part folder (sim/RE
 endif
 DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 CLIENT_SRC := $(wildcard client/*.c client/*/*.c)
-TOOLUTIL_SRC := $(wildcard tools/util/*.c)
+TOOLUTIL_SRC := $(wildcard tools/util/*.c tools/ipuctl/*.c tools/launch/*.c)
 POD_SRC    := $(wildcard pod/*.c)
 POD_CXXSRC := $(wildcard pod/*.cc)
 TOOL_SRC   := $(wildcard tools/*.c)

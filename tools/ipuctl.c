@@ -24,8 +24,8 @@
 #include "table.h"
 
 #define MAX_RESET_IDS 4096
-/* The global options, connecting and the exit codes: tools/util/ipuctl_conn.c (ipuctl.h);
- * the fault command: tools/util/ipuctl_fault.c. */
+/* The global options, connecting and the exit codes: tools/ipuctl/ipuctl_conn.c (ipuctl.h);
+ * the fault command: tools/ipuctl/ipuctl_fault.c. */
 
 struct cmd {
     const char *name;

@@ -10,10 +10,10 @@
  *   vipu [global options] reset partition NAME [--force]
  *   vipu [global options] remove partition NAME [--force]
  *
- * In a Pod, a partition may span several of its daemons (tools/util/vipu_pod.c).
+ * In a Pod, a partition may span several of its daemons (tools/launch/vipu_pod.c).
  * Installed also as vipu-admin. Create and remove need admin rights: --admin-socket, or
  * the admin token (--admin-token, IPUOF_ADMIN_TOKEN). Connecting and exit status
- * (sysexits.h) are ipuctl's (tools/util/ipuctl_conn.c), but the daemon refusing a request as
+ * (sysexits.h) are ipuctl's (tools/ipuctl/ipuctl_conn.c), but the daemon refusing a request as
  * invalid is a usage error (64).
  */
 #include <errno.h>

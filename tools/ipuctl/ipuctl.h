@@ -1,6 +1,6 @@
 /*
  * ipuctl.h — what ipuctl's command files share (tools/ipuctl.c has the table and main;
- * tools/util/ipuctl_fault.c the fault command): the global options, connecting as they
+ * tools/ipuctl/ipuctl_fault.c the fault command): the global options, connecting as they
  * say, and the exit status and message of a failed call. vipu (tools/vipu.c) connects and
  * reports through them too, under its own name.
  */
