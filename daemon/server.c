@@ -508,6 +508,7 @@ srv_reload(struct srv *s)
     s->cfg = eff;
     log_set_level(s->cfg.log_level);
     cache_set_limits(&s->cache, s->cfg.host_memory, s->cfg.cache_bytes);
+    cache_set_arena_limit(&s->cache, s->cfg.arena_memory);
     for (struct conn *c = s->conns; c != NULL; c = c->next)
         conn_apply_timeouts(c);
     if (ignored[0] != '\0')
@@ -646,6 +647,7 @@ srv_init(struct srv *s, char *err, size_t errlen)
     s->started_ms = srv_now_ms();
     s->inv = dev_inventory_new(s->cfg.ipus, s->cfg.ipu_memory, s->cfg.tiles);
     cache_init(&s->cache, s->cfg.cache_entries, s->cfg.host_memory, s->cfg.cache_bytes);
+    cache_set_arena_limit(&s->cache, s->cfg.arena_memory);
     s->work = work_new(s->base, s->cfg.worker_threads ? s->cfg.worker_threads
                                                       : (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
     if (s->work == NULL) {

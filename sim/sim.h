@@ -542,6 +542,14 @@ int sim_exe_tensor_blocked(const struct sim_exe *e, const char *name);
  * sim/compile/layout.c). 0 when there are none. The daemon's cache counts them. */
 uint64_t sim_exe_host_copy_bytes(const struct sim_exe *e);
 
+/* The most host memory the executable's arenas can take while it runs, in bytes: each IPU's
+ * arena per replica, and for pipelined training each further micro-batch slot either whole
+ * or, where released pages go back to the host (sim/compile/plan.c release_plan), what a
+ * slot keeps after its last release. Arenas are mapped untouched (no page until written),
+ * so an executable that has not run holds less. The daemon counts it against
+ * arena_memory. */
+uint64_t sim_exe_host_arena_bytes(const struct sim_exe *e);
+
 /* Run options as resolved by the compiler: D, R and the micro-batch (dim 0 of the first
  * input of rank >= 1, or 0 when there is none), A (1 for inference). */
 unsigned sim_exe_device_iterations(const struct sim_exe *e);

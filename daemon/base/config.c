@@ -73,6 +73,7 @@ static const struct key keys[] = {
     {"devices", "ipu_memory", K_BYTES, F(ipu_memory), 1u << 20, 1ull << 40, 0},
     {"devices", "tiles", K_UINT, F(tiles), 1, 65536, 0},
     {"devices", "host_memory", K_BYTES, F(host_memory), 1u << 20, 1ull << 44, 1},
+    {"devices", "arena_memory", K_BYTES, F(arena_memory), 0, 1ull << 48, 1},
     /* [cost]: rates are reloadable; they apply to models compiled after the reload. */
     {"cost", "flops_per_s", K_REAL, F(cost_flops_per_s), 0, RATE_MAX, 1},
     {"cost", "mem_bytes_per_s", K_REAL, F(cost_mem_bytes_per_s), 0, RATE_MAX, 1},

@@ -52,6 +52,9 @@ struct cfg {
     /* [devices] */
     unsigned ipus;
     uint64_t ipu_memory;         /* bytes */
+    uint64_t arena_memory;       /* bytes of host memory the executables' arenas may take
+                                  * in all (sim_exe_host_arena_bytes); 0: three quarters
+                                  * of the host's physical memory */
     uint64_t host_memory;        /* bytes of run buffers (host-side streams) per partition,
                                   * and of cached executables not in use */
     unsigned tiles;

@@ -57,6 +57,31 @@ compile_task_progress(int done, int total, void *ud)
 }
 
 /* Worker thread: find the model in the cache or compile it. */
+/* Refuses (ct->rc) an executable whose arenas could take more host memory than
+ * arena_memory leaves beside the cached executables' (the cache evicts unused ones first):
+ * the daemon says so rather than let the kernel's OOM killer end it and every client. */
+static void
+arena_check(struct compile_task *ct, struct cache *k, const struct sim_exe *x)
+{
+    uint64_t need = sim_exe_host_arena_bytes(x), held, limit;
+
+    int fits = cache_arena_room(k, need, &held, &limit);
+
+    log_debug("model '%s': its arenas may take %" PRIu64 " bytes of host memory; the cached "
+              "executables' take %" PRIu64 " of arena_memory's %" PRIu64, ct->name, need, held,
+              limit);
+    if (fits)
+        return;
+    ct->rc = IPUOF_E_TOO_LARGE;
+    snprintf(ct->err.msg, sizeof ct->err.msg, "model '%s' needs up to %" PRIu64 " bytes of "
+             "host memory for its IPUs' arenas (each pipeline micro-batch in flight holds "
+             "its own), and the daemon's executables in use take %" PRIu64 " of the %" PRIu64
+             " that arena_memory allows: ask for fewer micro-batches in flight (gradient "
+             "accumulation, pipeline stages), use recomputation, free a model, or raise "
+             "arena_memory ([devices] in the daemon's config file)", ct->name, need, held,
+             limit);
+}
+
 static void
 compile_run(struct work_item *j)
 {
@@ -116,7 +141,10 @@ compile_run(struct work_item *j)
                  "memory for run buffers: %" PRIu64 " bytes (host_memory), %" PRIu64
                  " of them free)", ct->host_memory, ct->host_left);
     }
+    if (ct->rc == IPUOF_OK)
+        arena_check(ct, k, e->exe);
     if (ct->rc != IPUOF_OK) {
+        sim_exe_free(e->exe);
         sim_model_free(e->model);
         free(e);
         return;

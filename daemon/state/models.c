@@ -17,6 +17,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "devices.h"
 #include "ipuof/status.h"
@@ -31,6 +32,7 @@ cache_init(struct cache *k, unsigned max, uint64_t max_idle_host, uint64_t max_b
     k->max = max;
     k->max_idle_host = max_idle_host;
     k->max_bytes = max_bytes;
+    k->max_arena = UINT64_MAX;
 }
 
 uint64_t
@@ -87,16 +89,18 @@ unlink_free_locked(struct cache *k, struct cache_entry **pp)
     *pp = e->next;
     k->n--;
     k->bytes = k->bytes >= e->held ? k->bytes - e->held : 0;
+    k->arena = k->arena >= e->arena ? k->arena - e->arena : 0;
     entry_free(e);
 }
 
 /* Evicts unused entries, oldest first, while there are more than max, their run buffers
- * take more than max_idle_host bytes or all entries hold more than max_bytes. Caller
- * holds mu. */
+ * take more than max_idle_host bytes, all entries hold more than max_bytes or their arenas
+ * may take more than max_arena. Caller holds mu. */
 static void
 trim_locked(struct cache *k)
 {
-    while (k->n > k->max || idle_host_locked(k) > k->max_idle_host || k->bytes > k->max_bytes) {
+    while (k->n > k->max || idle_host_locked(k) > k->max_idle_host || k->bytes > k->max_bytes ||
+           k->arena > k->max_arena) {
         struct cache_entry **victim = NULL;
         for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
             if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_use < (*victim)->last_use))
@@ -161,12 +165,57 @@ cache_set_limits(struct cache *k, uint64_t max_idle_host, uint64_t max_bytes)
 }
 
 void
+cache_set_arena_limit(struct cache *k, uint64_t max_arena)
+{
+    if (max_arena == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        max_arena = pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 4 * 3
+                                          : UINT64_MAX;
+    }
+    pthread_mutex_lock(&k->mu);
+    k->max_arena = max_arena;
+    trim_locked(k);
+    pthread_mutex_unlock(&k->mu);
+}
+
+int
+cache_arena_room(struct cache *k, uint64_t need, uint64_t *held, uint64_t *limit)
+{
+    int fits;
+
+    pthread_mutex_lock(&k->mu);
+    for (;;) {
+        fits = need <= k->max_arena && k->arena <= k->max_arena - need;
+        struct cache_entry **victim = NULL;
+        for (struct cache_entry **pp = &k->head; !fits && pp != NULL && *pp != NULL;
+             pp = &(*pp)->next)
+            if (!(*pp)->in_use && (*pp)->refs == 0 && (*pp)->arena > 0 &&
+                (victim == NULL || (*pp)->last_use < (*victim)->last_use))
+                victim = pp;
+        if (fits || victim == NULL)
+            break;
+        k->evictions++;
+        log_info("executable cache: evicted '%s' (its arenas may take %llu bytes; a compile "
+                 "needs %llu beside %llu, arena_memory = %llu)", (*victim)->name,
+                 (unsigned long long)(*victim)->arena, (unsigned long long)need,
+                 (unsigned long long)k->arena, (unsigned long long)k->max_arena);
+        unlink_free_locked(k, victim);
+    }
+    *held = k->arena;
+    *limit = k->max_arena;
+    pthread_mutex_unlock(&k->mu);
+    return fits;
+}
+
+void
 cache_insert(struct cache *k, struct cache_entry *e)
 {
     if (e->exe != NULL)
         e->host_bytes = models_host_bytes(e->exe);
     if (e->exe != NULL || e->held == 0)
         e->held = cache_entry_bytes(e);
+    if (e->exe != NULL)
+        e->arena = sim_exe_host_arena_bytes(e->exe);
     pthread_mutex_lock(&k->mu);
     e->in_use = 1;
     e->next = k->head;
@@ -174,6 +223,7 @@ cache_insert(struct cache *k, struct cache_entry *e)
     k->n++;
     k->inserted++;
     k->bytes += e->held;
+    k->arena += e->arena;
     trim_locked(k);
     pthread_mutex_unlock(&k->mu);
 }

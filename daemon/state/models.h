@@ -34,6 +34,8 @@ struct cache_entry {
     uint64_t host_bytes;         /* its run buffers (models_host_bytes), set by cache_insert */
     uint64_t held;               /* every byte it keeps (cache_entry_bytes), set by
                                   * cache_insert */
+    uint64_t arena;              /* the most host memory its arenas take
+                                  * (sim_exe_host_arena_bytes), set by cache_insert */
     char name[64];               /* the model's name, for the log */
     int refs;                    /* executables made from this one's model (inference_from) */
     struct cache_entry *parent;  /* the entry whose model this one borrows, or NULL */
@@ -50,6 +52,9 @@ struct cache {
     uint64_t max_idle_host;      /* run-buffer bytes unused entries may keep (host_memory) */
     uint64_t max_bytes;          /* bytes all entries may hold (cache_bytes) */
     uint64_t bytes;              /* bytes all entries hold: the sum of their held */
+    uint64_t max_arena;          /* arena bytes all entries may take (arena_memory);
+                                  * UINT64_MAX until cache_set_arena_limit */
+    uint64_t arena;              /* the sum of the entries' arena */
     uint64_t hits, misses, evictions;
     uint64_t inserted;           /* executables compiled and put in (cache_insert calls) */
     uint64_t releases;           /* cache_release calls so far: entries' last_use */
@@ -84,6 +89,15 @@ struct cache_entry *cache_acquire(struct cache *k, const uint8_t *bytes, size_t 
                                   const char *key);
 
 /* Adds a new entry (in use); evicts beyond max. Any thread. */
+/* Sets arena_memory: the host memory all entries' arenas may take (0: three quarters of
+ * the host's physical memory). Evicts unused entries beyond it. */
+void cache_set_arena_limit(struct cache *k, uint64_t max_arena);
+
+/* Whether an executable whose arenas take up to `need` bytes fits beside the entries'
+ * (evicting unused ones, least recently used first, to make room); *held gets what the
+ * entries then take and *limit arena_memory. 1 = fits, 0 = does not. */
+int cache_arena_room(struct cache *k, uint64_t need, uint64_t *held, uint64_t *limit);
+
 void cache_insert(struct cache *k, struct cache_entry *e);
 
 /* The model using e is gone; e stays for reuse until evicted. NULL is a no-op. Any thread. */

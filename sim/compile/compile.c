@@ -80,6 +80,7 @@ sim_exe_free(struct sim_exe *e)
     free(e->arenas);
     free(e->rel);
     free(e->rel_start);
+    free(e->rel_held);
     free(e->arena_bytes);
     free(e->slots);
     free(e->mem);

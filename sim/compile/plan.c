@@ -654,8 +654,9 @@ release_gaps(struct sim_exe *e, const struct span *sp, size_t n, int64_t top, si
  * page fault and a zeroed page for each page written; the MNIST tutorial pipelined over 4
  * IPUs (a few MiB a slot) trained at 0.49x of its speed without releases with them.
  * IPUOF_SIM_RELEASE=0 turns it off, =1 on whatever the size; =poison (tests, also on
- * whatever the size) fills the ranges with 0xff instead. Fills e->rel and e->rel_start; 0
- * or IPUOF_E_NOMEM.
+ * whatever the size) fills the ranges with 0xff instead. Fills e->rel, e->rel_start and
+ * e->rel_held (what a lane waiting between two works may hold, for
+ * sim_exe_host_arena_bytes); 0 or IPUOF_E_NOMEM.
  */
 #define SIM_RELEASE_MIN_BYTES (1ull << 30)
 
@@ -684,7 +685,8 @@ release_plan(struct sim_exe *e, const struct block *b, size_t nb, struct sim_err
     }
     tb = malloc(((size_t)K + 1) * sizeof(*tb));
     e->rel_start = calloc(2 * (size_t)K + 1, sizeof(*e->rel_start));
-    if (sp == NULL || tb == NULL || e->rel_start == NULL)
+    e->rel_held = calloc(e->ipr, sizeof(*e->rel_held));
+    if (sp == NULL || tb == NULL || e->rel_start == NULL || e->rel_held == NULL)
         goto oom;
     for (int k = 0; k < K; k++)
         tb[k] = -1;
@@ -708,8 +710,14 @@ release_plan(struct sim_exe *e, const struct block *b, size_t nb, struct sim_err
                                              *b[i].off + (int64_t)align_up(b[i].size ? b[i].size
                                                                                     : 1) };
             qsort(sp, n, sizeof(*sp), cmp_span);
+            size_t r0 = nrel;
             if (release_gaps(e, sp, n, (int64_t)e->arena_bytes[p], &nrel, &cap) != 0)
                 goto oom;
+            uint64_t held = e->arena_bytes[p];
+            for (size_t j = r0; j < nrel; j++)
+                held -= (uint64_t)e->rel[j].len;
+            if (held > e->rel_held[p])
+                e->rel_held[p] = held;
         }
     e->rel_start[2 * K] = (int)nrel;
     free(sp);
@@ -812,4 +820,17 @@ sim_exe_memory(const struct sim_exe *e, size_t ipu, struct sim_mem_report *rep)
         return IPUOF_E_INVAL;
     *rep = e->mem[ipu];
     return 0;
+}
+
+uint64_t
+sim_exe_host_arena_bytes(const struct sim_exe *e)
+{
+    uint64_t sum = 0;
+
+    for (unsigned p = 0; p < e->ipr; p++) {
+        uint64_t one = e->arena_bytes[p], rest = e->slots[p] > 1 ? e->slots[p] - 1 : 0;
+        /* a lane that waits between two works holds at most what the last release left */
+        sum += one + rest * (e->rel_held != NULL ? e->rel_held[p] : one);
+    }
+    return sum * e->R;
 }

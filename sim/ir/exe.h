@@ -261,6 +261,9 @@ struct sim_exe {
     bool rel_poison;            /* IPUOF_SIM_RELEASE=poison (tests): the ranges, to 64
                                  * bytes, are filled with 0xff instead, so a read of a
                                  * released byte changes the results */
+    uint64_t *rel_held;         /* per IPU (with rel): the most bytes of its arena a
+                                 * lane keeps after any release (the arena less the
+                                 * ranges released there); NULL: no release */
     int *rel_start;             /* 2 n_stages + 1: stage k's forward ranges are
                                  * rel[rel_start[2k] .. rel_start[2k + 1]), its backward's
                                  * rel[rel_start[2k + 1] .. rel_start[2k + 2]) */

@@ -582,7 +582,8 @@ typedef struct ipuof_model ipuof_model;
  * Errors: IPUOF_E_NOT_ATTACHED (or the reset/shutdown that took the partition away),
  * IPUOF_E_UNSUPPORTED (op, opset: the message names the node), IPUOF_E_DEVICE_OOM (the
  * message names the IPU, bytes needed and available), IPUOF_E_INVAL (bad options, malformed
- * model), IPUOF_E_SHAPE, IPUOF_E_DTYPE, IPUOF_E_TOO_LARGE (the daemon's model size limit).
+ * model), IPUOF_E_SHAPE, IPUOF_E_DTYPE, IPUOF_E_TOO_LARGE (the daemon's model size limit; the host
+ * memory its run buffers (host_memory) or its arenas (arena_memory) would take).
  */
 IPUOF_API int ipuof_model_compile(ipuof_client *c, const void *onnx, size_t len,
                                   const struct ipuof_model_opts *opts, ipuof_model **out);
