@@ -99,15 +99,28 @@ CONFIGS = [
                 "timed from Python"),
 ]
 
-# BERT-Base phase 1 (the second calibration point the issue allows, used here only to
-# validate: not tuned on): bench/published_models.py bert_base_128_config at the published
-# micro-batch 32 and accumulation 512, compiled for one replica (4 IPUs, AutoIncrement
-# stages) through poptorch on a Bow ipuofd, predicted for 4 replicas.
-BERT = dict(title="BERT-Base phase 1 SL128 training, Bow Pod16 (4-IPU pipeline x 4 replicas)",
-            role="validation", ipu="bow", R=4, B=32, A=512, published=15911.0,
-            source="Graphcore's published performance results (PyTorch, SDK 3.3); "
-                   "configuration: graphcore/examples nlp/bert/pytorch "
-                   "configs_pretraining.yml pretrain_base_128")
+# BERT-Base through poptorch (bench/published_models.py bert_base_128_config), compiled for
+# one replica (4 IPUs, AutoIncrement stages) on a Bow ipuofd, predicted for 4 replicas.
+# Phase 1 (SL128) is the second calibration point the issue allows: `matmul_efficiency` is
+# calibrated on it (docs/cost-model.md). Phase 2 (SL384) validates it: the same network at
+# 3x the sequence (the attention's products grow 9x), graphcore/examples
+# nlp/bert/tensorflow2/configs/pretrain_base_384_phase2.json: micro-batch 8, 4 replicas,
+# gradient accumulation 510, 56 masked tokens, the same [emb | 4 | 4 | 4 | heads on IPU 0]
+# pipeline, matmul memory proportion 0.28 (0.26 on one stage).
+BERTS = [
+    dict(title="BERT-Base phase 1 SL128 training, Bow Pod16 (4-IPU pipeline x 4 replicas)",
+         role="calibration", ipu="bow", R=4, B=32, A=512, seq=128, mask=20, amp=0.25,
+         published=15911.0,
+         source="graphcore.ai/performance-results (PyTorch, SDK 3.3); configuration: "
+                "graphcore/examples nlp/bert/pytorch configs_pretraining.yml "
+                "pretrain_base_128"),
+    dict(title="BERT-Base phase 2 SL384 training, Bow Pod16 (4-IPU pipeline x 4 replicas)",
+         role="validation", ipu="bow", R=4, B=8, A=510, seq=384, mask=56, amp=0.28,
+         published=4387.0,
+         source="graphcore.ai/performance-results (TensorFlow2, SDK 3.3, batch 16 320); "
+                "configuration: graphcore/examples nlp/bert/tensorflow2/configs/"
+                "pretrain_base_384_phase2.json"),
+]
 
 BERT_SCRIPT = r"""
 import json, sys
@@ -115,21 +128,26 @@ sys.path.insert(0, sys.argv[1])
 import published_models as P
 model, opts, opt, batch = P.bert_base_128_config(micro_batch=int(sys.argv[2]),
                                                  gradient_accumulation=int(sys.argv[3]),
-                                                 replicas=1)
+                                                 replicas=1, seq=int(sys.argv[5]),
+                                                 mask_tokens=int(sys.argv[6]),
+                                                 matmul_proportion=float(sys.argv[7]))
 opts._values["ipuof_predict_replicas"] = int(sys.argv[4])  # executor._clock_args
 import poptorch
 pm = poptorch.trainingModel(model, opts, opt)
 pm.compile(*batch)
+print(pm.ipuofPredictionReport(), file=sys.stderr)
 print(json.dumps(pm.ipuofPrediction()))
 """
 
 
-def bert_row(build, addr, timeout_s):
-    """BERT's row: (predicted samples/s or None, the prediction or the failure)."""
+def bert_row(bert, build, addr, timeout_s):
+    """A BERT row: (predicted samples/s or None, the prediction or the failure); the
+    prediction's text report goes to stderr."""
     env = dict(ENV, IPUOF_SERVER=addr, IPUOF_BUILD=build,
                PYTHONPATH=os.path.join(ROOT, "python"))
     cmd = ["/usr/bin/python3", "-c", BERT_SCRIPT, os.path.join(ROOT, "bench"),
-           str(BERT["B"]), str(BERT["A"]), str(BERT["R"])]
+           str(bert["B"]), str(bert["A"]), str(bert["R"]), str(bert["seq"]),
+           str(bert["mask"]), str(bert["amp"])]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -137,6 +155,7 @@ def bert_row(build, addr, timeout_s):
     if out.returncode != 0:
         last = [ln for ln in out.stderr.strip().splitlines() if ln.strip()]
         return None, "did not compile: " + (last[-1] if last else f"exit {out.returncode}")
+    sys.stderr.write(bert["title"] + ":\n" + out.stderr)
     p = json.loads(out.stdout.strip().splitlines()[-1])
     return p["samples_per_s"], p
 
@@ -308,13 +327,14 @@ def main():
                     continue
                 p = json.loads(out.stdout)
                 rows.append((title, role, p["samples_per_s"], published, source, p))
-            if wanted(BERT["title"]):
-                if BERT["ipu"] not in daemons:
-                    daemons[BERT["ipu"]] = start_daemon(a.build, BERT["ipu"], wd,
+            for bert in [b for b in BERTS if wanted(b["title"])]:
+                if bert["ipu"] not in daemons:
+                    daemons[bert["ipu"]] = start_daemon(a.build, bert["ipu"], wd,
                                                         a.daemon_config)
-                pred, extra = bert_row(a.build, daemons[BERT["ipu"]][1], a.bert_timeout)
-                rows.append((BERT["title"], BERT["role"], pred, BERT["published"],
-                             BERT["source"], extra))
+                pred, extra = bert_row(bert, a.build, daemons[bert["ipu"]][1],
+                                       a.bert_timeout)
+                rows.append((bert["title"], bert["role"], pred, bert["published"],
+                             bert["source"], extra))
         finally:
             for proc, _ in daemons.values():
                 proc.terminate()

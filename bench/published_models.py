@@ -389,14 +389,16 @@ def _place_without_checkpoints(model):
 
 
 def bert_base_128_config(micro_batch=32, gradient_accumulation=512, replicas=4,
-                         device_iterations=1, recompute=True, half=True, layers=None):
-    """(model, options, optimizer, batch) for pretrain_base_128 at the given batch sizes:
+                         device_iterations=1, recompute=True, half=True, layers=None,
+                         **overrides):
+    """(model, options, optimizer, batch) for pretrain_base_128 at the given batch sizes
+    (`overrides` change BERT_BASE_128's shapes, e.g. seq=384, mask_tokens=56 for phase 2):
     4 IPUs per replica pipelined with AutoIncrement stages, the matmul proportion 0.25 on
     each IPU, float16 with half partials and stochastic rounding, optimizer state off chip,
     mean reduction, output mode Sum, LAMB without bias correction (loss scaling 16384).
     Without `recompute` the layers carry no checkpoint and PopART's recomputation is
     explicitly None (PopTorch's default for pipelined training would be Pipeline)."""
-    model = bert_base_128_model(half=half, recompute=recompute, layers=layers)
+    model = bert_base_128_model(half=half, recompute=recompute, layers=layers, **overrides)
     c = model.c
     opts = poptorch.Options()
     opts.replicationFactor(replicas)

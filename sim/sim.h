@@ -356,7 +356,7 @@ struct sim_cost_cfg {
     double link_bytes_per_s;      /* IPU-Links, per IPU */
     double host_bytes_per_s;      /* the machine's host link (RoCE), shared by host_ipus */
     double sync_s;                /* one bulk-synchronous sync between IPUs */
-    double efficiency;            /* the AMP's efficiency on well-shaped work (calibrated) */
+    double efficiency;            /* the AMP's efficiency on convolutions (calibrated) */
     /* since issue 28 */
     int ipu_type;                 /* enum sim_ipu_type */
     double clock_hz;              /* the tiles' clock */
@@ -369,6 +369,8 @@ struct sim_cost_cfg {
     unsigned io_tiles;            /* numIOTiles: 0, or tiles that overlap host I/O */
     int synthetic;                /* 1: no host I/O (synthetic data) */
     double amp;                   /* available memory proportion, (0, 1] */
+    double matmul_efficiency;     /* the AMP's efficiency on matrix products (MatMul, Gemm;
+                                   * calibrated apart from convolutions' `efficiency`) */
 };
 
 void sim_cost_cfg_init(struct sim_cost_cfg *c);

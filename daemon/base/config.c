@@ -83,6 +83,7 @@ static const struct key keys[] = {
     {"cost", "host_bytes_per_s", K_REAL, F(cost_host_bytes_per_s), 1, RATE_MAX, 1},
     {"cost", "sync_seconds", K_REAL, F(cost_sync_seconds), 0, 1000ull, 1},
     {"cost", "efficiency", K_REAL, F(cost_efficiency), 1, 1000ull, 1},
+    {"cost", "matmul_efficiency", K_REAL, F(cost_matmul_efficiency), 1, 1000ull, 1},
     {"cost", "ipu_type", K_STR, F(cost_ipu_type), 0, 0, 1},
     {"cost", "compute_set_cycles", K_REAL, F(cost_cs_cycles), 0, 1000000000ull, 1},
     {"cost", "host_exchange_seconds", K_REAL, F(cost_host_xfer_seconds), 0, 1000ull, 1},
@@ -146,6 +147,7 @@ cfg_defaults(struct cfg *c)
         c->cost_host_bytes_per_s = k.host_bytes_per_s;
         c->cost_sync_seconds = k.sync_s;
         c->cost_efficiency = k.efficiency;
+        c->cost_matmul_efficiency = k.matmul_efficiency;
         c->cost_cs_cycles = k.cs_cycles;
         c->cost_host_xfer_seconds = k.host_xfer_s;
         c->cost_step_seconds = k.step_s;

@@ -66,7 +66,8 @@ struct cfg {
     double cost_gw_link_bytes_per_s; /* between the daemons of a Pod (GW-Links) */
     double cost_host_bytes_per_s;
     double cost_sync_seconds;
-    double cost_efficiency;
+    double cost_efficiency;      /* convolutions */
+    double cost_matmul_efficiency; /* MatMul and Gemm */
     char cost_ipu_type[16];      /* "gc200" or "bow": the clock and the rates it implies */
     double cost_cs_cycles;       /* fixed cycles of a compute set (sim_cost_cfg.cs_cycles) */
     double cost_host_xfer_seconds; /* fixed cost of a host exchange */

@@ -297,6 +297,7 @@ compile_task_diff(const struct compile_task *a, unsigned pa, const struct compil
                          ka->link_bytes_per_s != kb->link_bytes_per_s ||
                          ka->host_bytes_per_s != kb->host_bytes_per_s ||
                          ka->sync_s != kb->sync_s || ka->efficiency != kb->efficiency ||
+                         ka->matmul_efficiency != kb->matmul_efficiency ||
                          ka->ipu_type != kb->ipu_type || ka->cs_cycles != kb->cs_cycles ||
                          ka->host_xfer_s != kb->host_xfer_s || ka->step_s != kb->step_s)) {
         /* set by the daemon, from its [cost] section at each process's compile */

@@ -311,9 +311,9 @@ compile_options_key(const struct compile_task *ct)
             o->location[0], o->location[1], o->location[2], o->location[3], o->profile,
             k0->flops_per_s, k0->mem_bytes_per_s, k0->exchange_bytes_per_s,
             k0->link_bytes_per_s, k0->host_bytes_per_s, k0->sync_s, k0->efficiency);
-    key_add(&b, " k%d,%a,%a,%a,%a,%a,%u,%d,%a", k0->ipu_type, k0->clock_hz,
+    key_add(&b, " k%d,%a,%a,%a,%a,%a,%u,%d,%a,%a", k0->ipu_type, k0->clock_hz,
             k0->gw_link_bytes_per_s, k0->cs_cycles, k0->host_xfer_s, k0->step_s, k0->io_tiles,
-            k0->synthetic, k0->amp);
+            k0->synthetic, k0->amp, k0->matmul_efficiency);
     for (size_t i = 0; i < o->n_blocks; i++)
         key_add(&b, " b%zu:%s:%d:%d", strlen(o->blocks[i].prefix), o->blocks[i].prefix,
                 o->blocks[i].stage, o->blocks[i].ipu);
@@ -465,6 +465,7 @@ compile_cost_options(const struct cfg *cfg, struct sim_cost_cfg *k)
     k->gw_link_bytes_per_s = cfg->cost_gw_link_bytes_per_s;
     k->sync_s = cfg->cost_sync_seconds;
     k->efficiency = cfg->cost_efficiency;
+    k->matmul_efficiency = cfg->cost_matmul_efficiency;
     k->cs_cycles = cfg->cost_cs_cycles;
     k->host_xfer_s = cfg->cost_host_xfer_seconds;
     k->step_s = cfg->cost_step_seconds;

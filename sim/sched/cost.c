@@ -26,7 +26,8 @@ sim_cost_cfg_init(struct sim_cost_cfg *c)
     c->gw_link_bytes_per_s = 25e9;      /* 2 GW-Links of 100 Gbit/s per machine */
     c->ipus_per_pod = 64;               /* IPU-Links join up to an IPU-POD64 */
     c->sync_s = 1e-6;                   /* an estimate: docs/cost-model.md */
-    c->efficiency = 0.25;               /* calibrated: docs/cost-model.md */
+    c->efficiency = 0.25;               /* convolutions, calibrated: docs/cost-model.md */
+    c->matmul_efficiency = 0.40;        /* matrix products, calibrated: docs/cost-model.md */
     /* a compute set's fixed cycles, from PopLibs' own planners (docs/cost-model.md): a
      * sync (90) and an exchange's fixed overhead (100), popnn/CTCLossPlan.cpp; a popops
      * vertex's fixed cycles, 20 on each of the 6 workers and 11 of the supervisor's,

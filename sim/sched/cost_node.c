@@ -4,7 +4,8 @@
  *
  * - Convolutions and matrix products run on the AMP units at the rate of their data type
  *   and partials type (32.32: flops_per_s; 16.32: 2x; 16.16: 4x), times the calibrated
- *   efficiency, times the shape's efficiency: the AMP works on groups of the reduction
+ *   efficiency of its class (convolutions: efficiency; MatMul and Gemm:
+ *   matmul_efficiency), times the shape's efficiency: the AMP works on groups of the reduction
  *   dimension (a convolution's input channels per group x its kernel window) and of output
  *   channels (16 and 16 in float16, 8 and 8 in float32); the work is spread over the tiles in
  *   units of (rows x output-channel groups x input-channel groups), so a layer with fewer
@@ -114,7 +115,7 @@ amp_time(const struct sim_exe *e, int s, double flops, double rows, double cin, 
     double gran = (cin / round_up(cin, gi)) * (cout / round_up(cout, go));
     double units = rows * (round_up(cout, go) / go) * (round_up(cin, gi) / gi);
     double spread = units / (round_up(units, tiles));
-    double in_b = 0, need, budget, splits, sync, vec;
+    double in_b = 0, need, budget, splits, sync, vec, eff;
 
     for (int j = 0; j < n->n_in; j++)
         in_b += val_bytes(e, n->in[j]);
@@ -122,7 +123,10 @@ amp_time(const struct sim_exe *e, int s, double flops, double rows, double cin, 
     budget = r->amp * tiles * SIM_TILE_BYTES;
     splits = budget > 0 && need > budget ? round_up(need, budget) / budget : 1;
     sync = splits * r->cs_cycles / r->clock_hz;
-    t->fwd[0] = flops / (amp_rate(e, n) * r->efficiency * gran * spread);
+    /* a matrix product's long rows reach a higher share of the AMP than a convolution's
+     * short 2-D fields: each class has its own calibrated efficiency (docs/cost-model.md) */
+    eff = strcmp(n->op->name, "Conv") == 0 ? r->efficiency : r->matmul_efficiency;
+    t->fwd[0] = flops / (amp_rate(e, n) * eff * gran * spread);
     /* PopLibs plans a convolution too narrow for the AMP (a depthwise one: 9 of 16 inputs
      * and 1 of 16 outputs used) on the vector units instead: the faster of the two */
     vec = tiles * (n->half ? 4 : 2) * r->clock_hz;

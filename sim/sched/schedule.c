@@ -541,11 +541,12 @@ sim_sched_build(struct sim_exe *e, struct sim_err *err)
     if (!(r->flops_per_s > 0) || !(r->mem_bytes_per_s > 0) ||
         !(r->exchange_bytes_per_s > 0) || !(r->link_bytes_per_s > 0) ||
         !(r->host_bytes_per_s > 0) || !(r->sync_s >= 0) || !(r->efficiency > 0) ||
-        r->efficiency > 1 || !(r->clock_hz > 0) || !(r->cs_cycles >= 0) ||
+        r->efficiency > 1 || !(r->matmul_efficiency > 0) || r->matmul_efficiency > 1 ||
+        !(r->clock_hz > 0) || !(r->cs_cycles >= 0) ||
         !(r->host_xfer_s >= 0) || !(r->step_s >= 0) || !(r->amp > 0) || r->amp > 1 ||
         !(r->gw_link_bytes_per_s >= 0))
         return sim_err_set(err, IPUOF_E_INVAL, "the cost rates must be positive (the sync "
-                           "time, fixed costs and GW-Link rate may be 0), the efficiency and "
+                           "time, fixed costs and GW-Link rate may be 0), the efficiencies and "
                            "the available memory proportion in (0, 1]; "
                            "sim_cost_cfg_init() sets the GC200's figures");
     if (r->io_tiles > 0 && r->io_tiles >= e->tiles)

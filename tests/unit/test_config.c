@@ -256,10 +256,12 @@ test_cost_rates(void **state)
     assert_int_equal(cfg_load_file(&next, "systemd/ipuofd.conf", err, sizeof err), 0);
     assert_memory_equal(&next.cost_flops_per_s, &c.cost_flops_per_s,
                         7 * sizeof c.cost_flops_per_s);
-    write_file("[cost]\nflops_per_s = 250e12\nefficiency = 0.5\nsync_seconds = 0\n");
+    write_file("[cost]\nflops_per_s = 250e12\nefficiency = 0.5\nsync_seconds = 0\n"
+               "matmul_efficiency = 0.4\n");
     assert_int_equal(cfg_load_file(&next, path, err, sizeof err), 0);
     assert_true(next.cost_flops_per_s == 250e12);
     assert_true(next.cost_efficiency == 0.5);
+    assert_true(next.cost_matmul_efficiency == 0.4);
     assert_true(next.cost_sync_seconds == 0.0);
     cfg_apply_reload(&c, &next, ignored, sizeof ignored);
     assert_string_equal(ignored, "");
@@ -268,6 +270,8 @@ test_cost_rates(void **state)
     assert_non_null(strstr(err, "flops_per_s"));
     assert_int_equal(cfg_set(&c, "cost", "efficiency", "1.5", err, sizeof err), -1);
     assert_non_null(strstr(err, "at most 1"));
+    assert_int_equal(cfg_set(&c, "cost", "matmul_efficiency", "0", err, sizeof err), -1);
+    assert_non_null(strstr(err, "matmul_efficiency"));
     assert_int_equal(cfg_set(&c, "cost", "host_bytes_per_s", "nan", err, sizeof err), -1);
     assert_int_equal(cfg_set(&c, "cost", "host_bytes_per_s", "64e9x", err, sizeof err), -1);
     assert_int_equal(cfg_set(&c, "cost", "sync_seconds", "-1e-6", err, sizeof err), -1);
