@@ -260,7 +260,7 @@ check-clang:
 		$(SIM_UNIT_CLANG)
 	@sh tests/unit_clang.sh $(SIM_UNIT_CLANG)
 
-# The identity harness of a refactor (docs/testing.md): the 143 configurations of
+# The identity harness of a refactor (docs/testing.md): the 151 configurations of
 # tools/identity.py against the build of another checkout (OLD=../old/build) and this one;
 # fails naming each configuration and part (outputs, weights, cost, trace) that differs.
 # Not in make test (about 25 s on 2 cores: both builds' runs).

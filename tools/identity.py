@@ -15,9 +15,11 @@ and runs each configuration with the tools of that build:
            `ipuof-run --predict=json` prints) and the trace;
   - run:   BUILD/bin/ipuof-run on an ONNX node test (/usr/share/libonnx-testdata): its
            outputs (--output-dir), --predict=json, and the trace of --profile;
-  - mnist: BUILD/bin/ipuof-mnist (the tutorial's network, made in C): its printed losses
-           and accuracy, the trained model (--save, weights included) and the trace of
-           --profile; its cost part is `ipuof-run --predict=json` on the saved model.
+  - mnist: BUILD/bin/ipuof-mnist (the tutorial's network, made in C): its outputs part is
+           its printed losses and accuracies (the lines with "loss=" or "Accuracy"), its
+           weights the trained model (--save, weights included), its cost part the rest of
+           what it prints (memory, simulated device time, busy, prediction) and
+           `ipuof-run --predict=json` on the saved model, its trace that of --profile.
 Each line of OUT.txt: the configuration's name, then the hashes of outputs, weights, cost
 report and trace ('-' for a part the configuration has not: weights of inference; 'FAIL:...'
 when the tool failed, which a comparison reports like any difference).
@@ -56,9 +58,9 @@ def _models(d):
     def init(rng, name, shape, np_dt, scale):
         return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np_dt), name)
 
-    def save(nodes, name, inputs, outputs, inits, meta):
+    def save(nodes, name, inputs, outputs, inits, meta, opset=13):
         g = helper.make_graph(nodes, name, inputs, outputs, inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8
         for k, v in meta.items():
             e = m.metadata_props.add()
@@ -91,7 +93,7 @@ def _models(d):
              [helper.make_tensor_value_info("loss", T.FLOAT, []),
               helper.make_tensor_value_info(x, et, [4, 4])], inits, meta)
 
-    def cnn(dt, meta, name):
+    def cnn(dt, meta, name, bn_training=0):
         rng = np.random.default_rng(2)
         np_dt, et = (np.float32, T.FLOAT) if dt == "f32" else (np.float16, T.FLOAT16)
         inits = [init(rng, "c0.w", (4, 2, 3, 3), np_dt, 0.3), init(rng, "c0.b", (4,), np_dt, 0.1),
@@ -104,7 +106,7 @@ def _models(d):
         N = helper.make_node
         nodes = [N("Conv", ["x", "c0.w", "c0.b"], ["c0"], "c0/conv", pads=[1, 1, 1, 1]),
                  N("BatchNormalization", ["c0", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
-                   ["bn"], "c0/bn"),
+                   ["bn"], "c0/bn", **({"training_mode": 1} if bn_training else {})),
                  N("Relu", ["bn"], ["r0"], "c0/relu"),
                  N("MaxPool", ["r0"], ["p0"], "c0/pool", kernel_shape=[2, 2], strides=[2, 2]),
                  N("Conv", ["p0", "c1.w", "c1.b"], ["c1"], "c1/conv", pads=[1, 1, 1, 1]),
@@ -116,14 +118,34 @@ def _models(d):
         save(nodes, name, [helper.make_tensor_value_info("x", et, [4, 2, 8, 8]),
                            helper.make_tensor_value_info("labels", T.INT64, [4])],
              [helper.make_tensor_value_info("loss", T.FLOAT, []),
-              helper.make_tensor_value_info("logits", et, [4, 10])], inits, meta)
+              helper.make_tensor_value_info("logits", et, [4, 10])], inits, meta,
+             14 if bn_training else 13)   # training_mode: opset 14
+
+    def lin3d(dt, name):
+        """torch.onnx's float16 Linear on a (B, S, F) input: MatMul with the weight through a
+        Transpose (3a6f781's case)."""
+        rng = np.random.default_rng(3)
+        np_dt, et = (np.float32, T.FLOAT) if dt == "f32" else (np.float16, T.FLOAT16)
+        N = helper.make_node
+        nodes = [N("Transpose", ["w"], ["wt"], "lin/t", perm=[1, 0]),
+                 N("MatMul", ["x", "wt"], ["y"], "lin/mm"),
+                 N("Mul", ["y", "y"], ["sq"], "loss/mul"),
+                 N("Cast", ["sq"], ["sqf"], "loss/cast", to=T.FLOAT),
+                 N("ReduceMean", ["sqf"], ["loss"], "loss/mean", keepdims=0)]
+        save(nodes, name, [helper.make_tensor_value_info("x", et, [4, 3, 16])],
+             [helper.make_tensor_value_info("loss", T.FLOAT, []),
+              helper.make_tensor_value_info("y", et, [4, 3, 8])],
+             [init(rng, "w", (8, 16), np_dt, 0.3)], {})
 
     for dt in ("f32", "f16"):
+        lin3d(dt, "lin3d_%s" % dt)
         for variant, meta in VARIANTS.items():
             if variant.startswith("_half") and dt == "f32":
                 continue
             mlp(dt, meta, "mlp_%s%s" % (dt, variant))
             cnn(dt, meta, "cnn_%s%s" % (dt, variant))
+        # BatchNorm as torch exports it in train(): training_mode 1, batch statistics
+        cnn(dt, {}, "cnnbt_%s" % dt, bn_training=1)
 
 
 # metadata_props of the model files: PopTorch's options as its ONNX carries them
@@ -194,6 +216,13 @@ def configs():
                            + tr("single", di=2, opt="adam", variant="_half_partials"))
                 out.append(("%s/train/single/sgd/stochastic_rounding" % m,)
                            + tr("single", di=2, opt="sgd", variant="_half_sr"))
+    for dt in ("f32", "f16"):
+        m = "cnnbt_" + dt
+        for strat, di, ga in (("single", 2, 1), ("pipe4", 2, 4), ("rep2", 2, 4)):
+            out.append(("%s/train/%s/momentum/ga%d" % (m, strat, ga),)
+                       + _drv(m, "cnn", strat, di, ga, loss="loss", opt="momentum"))
+        out.append(("lin3d_%s/train/single/sgd" % dt,)
+                   + _drv("lin3d_" + dt, "mlp", "single", 2, loss="loss", opt="sgd"))
     for t in NODE_TESTS:
         out.append(("onnx/%s" % t, "run", t, []))
     for strat, opt, reps in MNIST_CONFIGS:
@@ -285,9 +314,13 @@ def run_one(cfg, build, drv, w, env):
         return [_fail(log)] * 4
     pr = [build + "/bin/ipuof-run", "--model", d + "/model.onnx", "--micro-batch", "8",
           "--predict=json"]
-    cost = _h(d + "/predict.json") if _tool(pr, env, d + "/predict.json") == 0 \
-        else _fail(d + "/predict.json")
-    return [_h(log, lambda b: _wall(b, w)), _h(d + "/model.onnx"), cost, _h(d + "/p/trace.json")]
+    if _tool(pr, env, d + "/predict.json") != 0:
+        return [_fail(d + "/predict.json")] * 4
+    text = _wall(open(log, "rb").read(), w).splitlines(True)
+    numbers = [l for l in text if b"loss=" in l or b"Accuracy" in l]
+    sim = [l for l in text if l not in numbers] + open(d + "/predict.json", "rb").readlines()
+    return [hashlib.sha256(b"".join(numbers)).hexdigest()[:16], _h(d + "/model.onnx"),
+            hashlib.sha256(b"".join(sim)).hexdigest()[:16], _h(d + "/p/trace.json")]
 
 
 def build_driver(build, w):

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The identity harness of a refactor (issue 30): runs the same configurations (tools/identity.py
-# list: 143 of them) against OLD_BUILD and NEW_BUILD, each build's tools against an ipuofd of
+# list: 151 of them) against OLD_BUILD and NEW_BUILD, each build's tools against an ipuofd of
 # the same build on an ephemeral loopback port, and compares the hashes of each
 # configuration's outputs, weights, cost report and trace line by line.
 #   sh tools/identity.sh OLD_BUILD NEW_BUILD [REGEX]
