@@ -1323,6 +1323,78 @@ test_set_optimizer_with_daemon(void **state)
     assert_int_equal(testd_stop(&d), 0);
 }
 
+/* 1 when every value of v[0..n) is a float16 value (its 13 lowest mantissa bits zero; the
+ * linear model's state is well inside float16's range). */
+static int
+all_half(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], 4);
+        if (bits & 0x1fffu)
+            return 0;
+    }
+    return 1;
+}
+
+/* The float16 parameters of a handle reach the daemon at the compile and through
+ * ipuof_model_set_optimizer_with: with IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16 SGD's momentum
+ * buffer holds float16 values after a step, without it not all are. */
+static void
+test_half_params_daemon(void **state)
+{
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    struct ipuof_attach_opts ao = {.num_ipus = 1};
+    float x[2 * RB * RK], mb[RN * RK];
+    int64_t y[2 * RB];
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {2 * RB, RK}, x, sizeof x},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {2 * RB}, y, sizeof y}};
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    ipuof_client *c;
+    ipuof_model *m = NULL;
+    void *onnx = NULL;
+    size_t len = 0;
+    int half[3];
+
+    (void)state;
+    c = linear_setup(&d, &ao, x, y, &onnx, &len);
+    assert_non_null(h);
+    assert_int_equal(ipuof_compile_opts_set_device_iterations(h, 2), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_loss(h, "loss"), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.1),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
+                     IPUOF_OK);
+    /* [0]: float32 state; [1]: float16 from the compile; [2]: float16 from set_optimizer_with */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ipuof_compile_opts_set_optimizer_param(
+                             h, 0, IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16, k == 1), IPUOF_OK);
+        assert_int_equal(ipuof_model_compile_with(c, onnx, len, h, &m), IPUOF_OK);
+        if (k == 2) {
+            assert_int_equal(ipuof_compile_opts_set_optimizer_param(
+                                 h, 0, IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16, 1), IPUOF_OK);
+            assert_int_equal(ipuof_model_set_optimizer_with(m, h), IPUOF_OK);
+        }
+        assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+        assert_int_equal(ipuof_model_read_state(m, "optimizer:momentum_buffer:W", mb, sizeof mb),
+                         IPUOF_OK);
+        half[k] = all_half(mb, RN * RK);
+        ipuof_model_free(m);
+        m = NULL;
+    }
+    print_message("  momentum buffer all float16: float32 %d, compile %d, set_optimizer_with %d\n",
+                  half[0], half[1], half[2]);
+    assert_true(!half[0] && half[1] && half[2]);
+
+    ipuof_compile_opts_free(h);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(onnx);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
 int
 main(void)
 {
@@ -1335,6 +1407,7 @@ main(void)
         cmocka_unit_test_teardown(test_inference_from_replicated, testd_stop_live),
         cmocka_unit_test_teardown(test_optimizer_handle_daemon, testd_stop_live),
         cmocka_unit_test_teardown(test_set_optimizer_with_daemon, testd_stop_live),
+        cmocka_unit_test_teardown(test_half_params_daemon, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);
