@@ -395,7 +395,7 @@ def _kind(optimizer):
 
 
 # The hyper-parameters of one parameter group each kind has (IPUOF_OPT_PARAM_* without the
-# prefix), and the struct ipuof_optimizer (and _group) field of every parameter.
+# prefix).
 _GROUP_PARAMS = {
     "SGD": ("LR", "WEIGHT_DECAY", "MOMENTUM", "DAMPENING", "NESTEROV"),
     "ADAM": ("LR", "WEIGHT_DECAY", "BETA1", "BETA2", "EPS"),
