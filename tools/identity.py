@@ -331,9 +331,12 @@ def build_driver(build, w):
         sys.exit("identity: %s has no client/include/ipuof/client.h: BUILD must be the build "
                  "folder of a checkout (its parent holds the sources)" % src)
     out = os.path.join(w, "identity_drv")
-    subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-I" + inc, os.path.join(HERE,
-                    "identity_drv.c"), "-L" + lib, "-Wl,-rpath," + lib, "-lipuof-client",
-                    "-o", out], check=True)
+    nm = subprocess.run(["nm", "-D", os.path.join(lib, "libipuof-client.so")],
+                        capture_output=True, text=True).stdout
+    san = ["-fsanitize=address,undefined"] if "__asan_init" in nm else []  # a SAN=1 build
+    subprocess.run(["cc", "-std=c11", "-O1", "-Wall"] + san + ["-I" + inc, os.path.join(
+                    HERE, "identity_drv.c"), "-L" + lib, "-Wl,-rpath," + lib,
+                    "-lipuof-client", "-o", out], check=True)
     return out
 
 
