@@ -155,7 +155,7 @@ INTEG_BINS := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(INTEG_SRC))
 # Drivers: C halves of shell tests (tests/integ/test_*.sh run them); never run on their own.
 DRV_BINS   := $(patsubst tests/integ/%.c,$(BUILD)/tests/integ/%,$(DRV_SRC))
 
-.PHONY: all deps test check check-unit check-integ test-san check-clang test-models test-published memory-published demo install uninstall clean bench bench-models bench-clock fuzz fuzz-ci soak-faults
+.PHONY: all deps test check check-unit check-integ test-san check-clang identity test-models test-published memory-published demo install uninstall clean bench bench-models bench-clock fuzz fuzz-ci soak-faults
 .SUFFIXES:
 .DELETE_ON_ERROR:
 # Objects built on the way to a test program are kept, so a second make rebuilds nothing.
@@ -266,6 +266,14 @@ check-clang:
 	$(MAKE) CC=clang CXX=clang++ LDFLAGS=-fsanitize-link-c++-runtime SAN=1 BUILD=build-clang \
 		$(SIM_UNIT_CLANG)
 	@sh tests/unit_clang.sh $(SIM_UNIT_CLANG)
+
+# The identity harness of a refactor (docs/testing.md): the 151 configurations of
+# tools/identity.py against the build of another checkout (OLD=../old/build) and this one;
+# fails naming each configuration and part (outputs, weights, cost, trace) that differs.
+# Not in make test (about 25 s on 2 cores: both builds' runs).
+identity: all
+	@[ -n "$(OLD)" ] || { echo "make identity OLD=PATH/TO/OTHER/build" >&2; exit 64; }
+	@sh tools/identity.sh $(OLD) $(BUILD)
 
 # Every torchvision classification model of issue 10 against PyTorch, and a resnet18 SGD step.
 test-models: all

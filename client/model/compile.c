@@ -532,7 +532,7 @@ compile_opts_run(ipuof_client *c, const void *onnx, size_t len, const char *path
     const Ipuof__CompileRequest *x = &extra;
 
     if (h->t.loss != NULL) {
-        ipuof_training_fields(&h->t, &extra, &opt);
+        ipuof_training_fields(&h->t, &h->half, &extra, &opt);
     } else { /* inference: the seed of its random ops (RandomUniform, ...), nothing else */
         ipuof__compile_request__init(&extra);
         extra.seed = h->t.seed;

@@ -2,7 +2,9 @@
  * compile_opts_optim.c — the optimizer of a compile options handle, one hyper-parameter at
  * a time (ipuof_compile_opts_set_optimizer_kind / _param, _add_optimizer_group / _weight),
  * as zstd's ZSTD_CCtx_setParameter takes a compression level: a new optimizer option is a
- * new IPUOF_OPT_PARAM_* and a row of the table below, never a public struct layout.
+ * new IPUOF_OPT_PARAM_* and a row of the table below, never a public struct layout. The
+ * same optimizer is what ipuof_model_set_optimizer_with() (client/train.c) sends between
+ * runs, float16 parameters (h->half) included.
  *
  * Each value is checked where it enters, against the row of its parameter: which kinds
  * have it, whether it is each group's or the whole optimizer's, and its range (the ranges
@@ -40,7 +42,10 @@ enum range {
     R_UNIT,     /* in [0, 1) */
     R_FINITE,   /* finite as a float */
     R_NORM,     /* >= 0 or inf (0 and inf: no clipping) */
-    R_FLAG      /* 0 or 1 */
+    R_FLAG,     /* 0 or 1 */
+    R_PERIOD,   /* a whole number from 1 to 2^32 - 1 */
+    R_EDGE,     /* in (0, 1] */
+    R_PROP      /* in [0, 1] */
 };
 
 /* One parameter: its name as torch.optim / PopTorch call it, the kinds that have it, 1 when
@@ -72,6 +77,13 @@ static const struct param_row params[] = {
     [IPUOF_OPT_PARAM_VELOCITY_SCALING] = {"velocity_scaling", KIND(IPUOF_OPTIMIZER_SGD), 1,
                                           R_POS},
     [IPUOF_OPT_PARAM_PLAN_MOMENTUM] = {"plan_momentum", K_MOMENTUM, 1, R_FLAG},
+    [IPUOF_OPT_PARAM_ACCUM_FLOAT16] = {"accum_float16", K_ALL, 1, R_FLAG},
+    [IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16] = {"first_order_float16", K_ALL, 1, R_FLAG},
+    [IPUOF_OPT_PARAM_SECOND_ORDER_FLOAT16] = {"second_order_float16", K_ALL, 1, R_FLAG},
+    [IPUOF_OPT_PARAM_AUTO_LOSS_SCALING] = {"auto_loss_scaling", K_ALL, 1, R_FLAG},
+    [IPUOF_OPT_PARAM_ALS_UPDATE_PERIOD] = {"als_update_period", K_ALL, 1, R_PERIOD},
+    [IPUOF_OPT_PARAM_ALS_BIN_EDGE] = {"als_bin_edge", K_ALL, 1, R_EDGE},
+    [IPUOF_OPT_PARAM_ALS_THRESHOLD] = {"als_threshold", K_ALL, 1, R_PROP},
 };
 #define N_PARAMS ((int)(sizeof params / sizeof params[0]))
 
@@ -110,11 +122,17 @@ check_range(ipuof_compile_opts *h, const char *name, enum range r, double v)
     case R_FINITE: ok = isfinite(f); want = "finite"; break;
     case R_NORM: ok = v >= 0.0; want = ">= 0 (0 or inf: no clipping)"; break;
     case R_FLAG: ok = v == 0.0 || v == 1.0; want = "0 or 1"; break;
+    case R_PERIOD:
+        ok = v >= 1.0 && v <= 4294967295.0 && v == floor(v);
+        want = "a whole number of steps from 1 to 2^32 - 1";
+        break;
+    case R_EDGE: ok = v > 0.0 && v <= 1.0 && f > 0.0f; want = "in (0, 1]"; break;
+    case R_PROP: ok = v >= 0.0 && v <= 1.0; want = "in [0, 1]"; break;
     }
     if (ok)
         return IPUOF_OK;
     return fail(h, IPUOF_E_INVAL, "optimizer %s %g is out of range: it must be %s%s", name, v,
-                want, r == R_FLAG || r == R_UNIT || r == R_NORM ? "" : " as a float");
+                want, r == R_NONNEG || r == R_POS || r == R_FINITE ? " as a float" : "");
 }
 
 /* IPUOF_OK when group g of h's optimizer (0: the first) is there to set, else a refusal. */
@@ -164,6 +182,13 @@ store(ipuof_compile_opts *h, unsigned g, int p, double v)
     case IPUOF_OPT_PARAM_LOSS_SCALING: o->loss_scaling = f; break;
     case IPUOF_OPT_PARAM_VELOCITY_SCALING: o->velocity_scaling = f; break;
     case IPUOF_OPT_PARAM_PLAN_MOMENTUM: o->plan_momentum = v != 0.0; break;
+    case IPUOF_OPT_PARAM_ACCUM_FLOAT16: h->half.accum_float16 = v != 0.0; break;
+    case IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16: h->half.first_order_float16 = v != 0.0; break;
+    case IPUOF_OPT_PARAM_SECOND_ORDER_FLOAT16: h->half.second_order_float16 = v != 0.0; break;
+    case IPUOF_OPT_PARAM_AUTO_LOSS_SCALING: h->half.auto_loss_scaling = v != 0.0; break;
+    case IPUOF_OPT_PARAM_ALS_UPDATE_PERIOD: h->half.als_update_period = (unsigned)v; break;
+    case IPUOF_OPT_PARAM_ALS_BIN_EDGE: h->half.als_bin_edge = f; break;
+    case IPUOF_OPT_PARAM_ALS_THRESHOLD: h->half.als_threshold = f; break;
     default: break;
     }
 }
@@ -178,6 +203,7 @@ ipuof_copts_optimizer_clear(ipuof_compile_opts *h)
         h->weights[g] = NULL;
     }
     memset(h->groups, 0, sizeof h->groups);
+    memset(&h->half, 0, sizeof h->half);
     h->t.optimizer.n_groups = 0;
     h->t.optimizer.groups = NULL;
 }

@@ -306,6 +306,7 @@ struct ipuof_compile_opts {
      * group's weights' names owned in weights[g] (groups[g].weights) */
     struct ipuof_optimizer_group groups[IPUOF_OPTIMIZER_MAX_GROUPS];
     char **weights[IPUOF_OPTIMIZER_MAX_GROUPS];
+    struct ipuof_optimizer_half half; /* the optimizer's float16 parameters */
     struct ipuof_err_info err;        /* the last refusal of a setter */
 };
 
@@ -318,7 +319,8 @@ int ipuof_copts_copy_name(ipuof_compile_opts *h, const char *s, const char *what
 int ipuof_copts_grow(ipuof_compile_opts *h, void **arr, size_t n, size_t size, size_t max,
                      const char *what);
 
-/* Frees the optimizer's groups of h (compile_opts_optim.c) and leaves none. */
+/* Frees the optimizer's groups of h (compile_opts_optim.c) and leaves none, and resets its
+ * float16 parameters (h->half). */
 void ipuof_copts_optimizer_clear(ipuof_compile_opts *h);
 
 /* A new handle in *out (caller-owned: ipuof_compile_opts_free()) holding the fields of o
@@ -339,10 +341,15 @@ struct ipuof_opt_wire {
 /* The wire form of optimizer o (checked) in *ow; o's strings stay borrowed. */
 void ipuof_optimizer_to_wire(const struct ipuof_optimizer *o, struct ipuof_opt_wire *ow);
 
-/* The CompileRequest's training fields of t (a handle's, so checked) in *extra, with its
- * optimizer in *opt; strings stay borrowed from t. */
-void ipuof_training_fields(const struct ipuof_training_opts *t, Ipuof__CompileRequest *extra,
-                           struct ipuof_opt_wire *opt);
+/* The float16 settings a (NULL: none) into the wire optimizer w. */
+void ipuof_optimizer_half_to_wire(const struct ipuof_optimizer_half *a, Ipuof__Optimizer *w);
+
+/* The CompileRequest's training fields of t (a handle's, so checked) and the optimizer's
+ * float16 settings half (NULL: none) in *extra, with its optimizer in *opt; strings stay
+ * borrowed from t. */
+void ipuof_training_fields(const struct ipuof_training_opts *t,
+                           const struct ipuof_optimizer_half *half,
+                           Ipuof__CompileRequest *extra, struct ipuof_opt_wire *opt);
 
 /* Checks an optimizer's kind (0, PopTorch's default SGD, only when allow_default) and the
  * shape of its groups, with a sentence in *e: IPUOF_OK or IPUOF_E_INVAL. */

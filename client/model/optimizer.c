@@ -133,11 +133,27 @@ ipuof_optimizer_to_wire(const struct ipuof_optimizer *o, struct ipuof_opt_wire *
 }
 
 void
-ipuof_training_fields(const struct ipuof_training_opts *t, Ipuof__CompileRequest *extra,
+ipuof_optimizer_half_to_wire(const struct ipuof_optimizer_half *a, Ipuof__Optimizer *w)
+{
+    if (a == NULL)
+        return;
+    w->accum_float16 = a->accum_float16 != 0;
+    w->first_order_float16 = a->first_order_float16 != 0;
+    w->second_order_float16 = a->second_order_float16 != 0;
+    w->auto_loss_scaling = a->auto_loss_scaling != 0;
+    w->als_update_period = a->als_update_period;
+    w->als_bin_edge = a->als_bin_edge;
+    w->als_threshold = a->als_threshold;
+}
+
+void
+ipuof_training_fields(const struct ipuof_training_opts *t,
+                      const struct ipuof_optimizer_half *half, Ipuof__CompileRequest *extra,
                       struct ipuof_opt_wire *opt)
 {
     ipuof__compile_request__init(extra);
     ipuof_optimizer_to_wire(&t->optimizer, opt);
+    ipuof_optimizer_half_to_wire(half, &opt->w);
     extra->loss = (char *)t->loss;
     extra->optimizer = &opt->w;
     extra->gradient_accumulation = t->gradient_accumulation; /* >= 1: its setter says so */

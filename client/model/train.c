@@ -126,6 +126,51 @@ ipuof_model_inference_from_with(ipuof_model *training, const ipuof_compile_opts 
     return rc;
 }
 
+/* Sends the checked optimizer o with float16 settings a (NULL: none) as m's setOptimizer. */
+static int
+send_optimizer(ipuof_model *m, const struct ipuof_optimizer *o,
+               const struct ipuof_optimizer_half *a)
+{
+    Ipuof__Header req = IPUOF__HEADER__INIT;
+    Ipuof__SetOptimizerRequest so = IPUOF__SET_OPTIMIZER_REQUEST__INIT;
+    struct ipuof_opt_wire opt;
+    Ipuof__Header *reply = NULL;
+    ipuof_client *c = m->c;
+    int rc = ipuof_model_usable(m);
+
+    if (rc != IPUOF_OK)
+        return ipuof_model_settle(c, rc);
+    ipuof_optimizer_to_wire(o, &opt);
+    ipuof_optimizer_half_to_wire(a, &opt.w);
+    so.model_id = m->id;
+    so.optimizer = &opt.w;
+    req.body_case = IPUOF__HEADER__BODY_SET_OPTIMIZER;
+    req.set_optimizer = &so;
+    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY, c->request_ms, NULL,
+                         NULL, &reply);
+    ipuof_frame_header_free(reply);
+    return ipuof_model_settle(c, rc);
+}
+
+int
+ipuof_model_set_optimizer_with(ipuof_model *m, const ipuof_compile_opts *o)
+{
+    if (m == NULL)
+        return IPUOF_E_INVAL;
+    ipuof_err_clear(m->c);
+    if (o == NULL)
+        return ipuof_err_set(m->c, IPUOF_E_INVAL, "client", "ipuof_model_set_optimizer_with() "
+                             "needs compile options holding the optimizer (NULL given)");
+    if (o->t.optimizer.kind == 0)
+        return ipuof_err_set(m->c, IPUOF_E_INVAL, "client", "ipuof_model_set_optimizer_with(): "
+                             "the options' optimizer is PopTorch's default (kind 0), which "
+                             "names no kind; choose the compile's kind with "
+                             "ipuof_compile_opts_set_optimizer_kind() and set its parameters");
+    /* the setters checked every value; the kind and groups as set_optimizer_half does */
+    int rc = ipuof_optimizer_check(&m->c->err, &o->t.optimizer, 0);
+    return rc == IPUOF_OK ? send_optimizer(m, &o->t.optimizer, &o->half) : rc;
+}
+
 int
 ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o)
 {
@@ -136,10 +181,6 @@ int
 ipuof_model_set_optimizer_half(ipuof_model *m, const struct ipuof_optimizer *o,
                                const struct ipuof_optimizer_half *a)
 {
-    Ipuof__Header req = IPUOF__HEADER__INIT;
-    Ipuof__SetOptimizerRequest so = IPUOF__SET_OPTIMIZER_REQUEST__INIT;
-    struct ipuof_opt_wire opt;
-    Ipuof__Header *reply = NULL;
     ipuof_client *c;
     int rc;
 
@@ -158,28 +199,9 @@ ipuof_model_set_optimizer_half(ipuof_model *m, const struct ipuof_optimizer *o,
                            "(%g) must be in (0, 1] (0: 0.125) and the threshold proportion "
                            "(%g) in [0, 1]", (double)a->als_bin_edge,
                            (double)a->als_threshold);
-    if (rc == IPUOF_OK)
-        rc = ipuof_model_usable(m);
     if (rc != IPUOF_OK)
         return ipuof_model_settle(c, rc);
-    ipuof_optimizer_to_wire(o, &opt);
-    if (a != NULL) {
-        opt.w.accum_float16 = a->accum_float16 != 0;
-        opt.w.first_order_float16 = a->first_order_float16 != 0;
-        opt.w.second_order_float16 = a->second_order_float16 != 0;
-        opt.w.auto_loss_scaling = a->auto_loss_scaling != 0;
-        opt.w.als_update_period = a->als_update_period;
-        opt.w.als_bin_edge = a->als_bin_edge;
-        opt.w.als_threshold = a->als_threshold;
-    }
-    so.model_id = m->id;
-    so.optimizer = &opt.w;
-    req.body_case = IPUOF__HEADER__BODY_SET_OPTIMIZER;
-    req.set_optimizer = &so;
-    rc = ipuof_conn_call(c, &req, IPUOF__HEADER__BODY_SET_OPTIMIZER_REPLY, c->request_ms, NULL,
-                         NULL, &reply);
-    ipuof_frame_header_free(reply);
-    return ipuof_model_settle(c, rc);
+    return send_optimizer(m, o, a);
 }
 
 /* ---- what the daemon reported ------------------------------------------------------- */

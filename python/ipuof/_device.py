@@ -207,11 +207,19 @@ class CompiledModel:
         if rc != 0:
             raise self.conn.fail(f"copyWeightsToDevice ({name})", rc)
 
-    def set_optimizer(self, o, accum=None):
-        """New hyper-parameters o; accum (struct ipuof_optimizer_half or None): the
-        accumulators kept in float16 and automatic loss scaling."""
-        rc = lib.ipuof_model_set_optimizer_half(self.ptr, o, accum if accum is not None
-                                                 else ffi.NULL)
+    def set_optimizer(self, plan, half=None):
+        """setOptimizer: the optimizer of plan (optim.Plan) and the float16 parameters half
+        ({PARAM: value}, PARAM an IPUOF_OPT_PARAM_* without the prefix, or None: all
+        float32), set on a compile options handle through its optimizer setters (which check
+        every value) and sent with ipuof_model_set_optimizer_with."""
+        if not _lib.has("ipuof_model_set_optimizer_with"):
+            raise Error(f"{_lib.path} has no ipuof_model_set_optimizer_with "
+                        "(IPUOF_CLIENT_0.11); install the library built with this package")
+        co = _CompileOpts()
+        plan.apply(co.set)
+        for k, v in (half or {}).items():
+            co.set("set_optimizer_param", 0, getattr(_lib, "OPT_PARAM_" + k), v)
+        rc = lib.ipuof_model_set_optimizer_with(self.ptr, co.ptr)
         if rc != 0:
             raise self.conn.fail("setOptimizer", rc)
 

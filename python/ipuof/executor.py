@@ -390,7 +390,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         if self._training:
             a = optim.half_settings(self._optimizer, self)
             if a is not None:   # float16 accumulators, loss scaling: before the first step
-                self._exe.set_optimizer(optim.to_struct(self._optimizer, self), a)
+                self._exe.set_optimizer(optim.plan(self._optimizer, self), a)
             optim.attached(self)  # optimizer state loaded or kept on the host goes up
 
     # ---- running --------------------------------------------------------------------------
@@ -509,7 +509,8 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         self._opt_key = optim.key(optimizer)
         optim.bind(optimizer, self)
         if self._exe is not None:
-            self._exe.set_optimizer(optim.to_struct(optimizer, self), optim.half_settings(optimizer, self))
+            self._exe.set_optimizer(optim.plan(optimizer, self),
+                                    optim.half_settings(optimizer, self))
 
     def isCompiled(self):
         return self._exe is not None

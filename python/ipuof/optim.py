@@ -19,8 +19,8 @@ optimizers. Bound to a training model, an optimizer's state_dict() reads the sta
 device (torch's "state" entries, plus PopTorch's "ipu_state" and "ipu_param" views) and
 load_state_dict() writes it there, so a run resumes where the saved one stopped.
 
-Used by the executor: plan (a compile's optimizer, set on the library's options
-handle), to_struct (setOptimizer's), half_settings, key, bind, attached, pull.
+Used by the executor: plan (the optimizer of a compile and of setOptimizer, set on the
+library's options handle), half_settings, key, bind, attached, pull.
 """
 import math
 import warnings
@@ -31,7 +31,6 @@ from . import _lib, _optim_log
 from ._logging import logger
 from .errors import Error
 
-ffi = _lib.ffi
 
 # ---- the classes -----------------------------------------------------------------------
 
@@ -396,19 +395,13 @@ def _kind(optimizer):
 
 
 # The hyper-parameters of one parameter group each kind has (IPUOF_OPT_PARAM_* without the
-# prefix), and the struct ipuof_optimizer (and _group) field of every parameter.
+# prefix).
 _GROUP_PARAMS = {
     "SGD": ("LR", "WEIGHT_DECAY", "MOMENTUM", "DAMPENING", "NESTEROV"),
     "ADAM": ("LR", "WEIGHT_DECAY", "BETA1", "BETA2", "EPS"),
     "RMSPROP": ("LR", "WEIGHT_DECAY", "MOMENTUM", "EPS", "ALPHA"),
 }
 _GROUP_PARAMS["ADAMW"] = _GROUP_PARAMS["LAMB"] = _GROUP_PARAMS["ADAM"]
-_FIELDS = {"LR": "lr", "WEIGHT_DECAY": "weight_decay", "MOMENTUM": "momentum",
-           "DAMPENING": "dampening", "NESTEROV": "nesterov", "BETA1": "beta1", "BETA2": "beta2",
-           "EPS": "eps", "ALPHA": "alpha", "CENTERED": "centered", "TF_VARIANT": "tf_variant",
-           "MAX_GRAD_NORM": "max_grad_norm", "MAX_WEIGHT_NORM": "max_weight_norm",
-           "LOSS_SCALING": "loss_scaling", "VELOCITY_SCALING": "velocity_scaling",
-           "PLAN_MOMENTUM": "plan_momentum"}   # BIAS_CORRECTION: not no_bias_correction
 
 
 def _kind_name(kind):
@@ -473,8 +466,8 @@ class Plan:
     """What the package sends the daemon for an optimizer: its kind (IPUOF_OPTIMIZER_*),
     the whole optimizer's and the first group's parameters ({PARAM: value}, PARAM an
     IPUOF_OPT_PARAM_* without the prefix) and the other groups' ([({PARAM: value},
-    [weight names])]). apply() sets it on a compile options handle; struct() makes the
-    struct ipuof_optimizer setOptimizer takes."""
+    [weight names])]). apply() sets it on a compile options handle, for a compile and
+    for setOptimizer (ipuof_model_set_optimizer_with)."""
 
     def __init__(self, kind, top, groups):
         self.kind, self.top, self.groups = kind, top, groups
@@ -494,31 +487,6 @@ class Plan:
             for n in names:
                 set_("add_optimizer_weight", i, n.encode())
 
-    def struct(self, keep):
-        """The library's struct ipuof_optimizer of the plan; what it points to is appended
-        to keep (the caller keeps it alive for the call)."""
-        o = ffi.new("struct ipuof_optimizer *")
-        _lib.lib.ipuof_optimizer_init(o, self.kind)
-        for k, v in self.top.items():
-            if k == "BIAS_CORRECTION":
-                o.no_bias_correction = int(not v)
-            else:
-                setattr(o, _FIELDS[k], v)
-        if self.groups:
-            arr = ffi.new("struct ipuof_optimizer_group[]", len(self.groups))
-            keep.append(arr)
-            for i, (params, names) in enumerate(self.groups):
-                for k, v in params.items():
-                    setattr(arr[i], _FIELDS[k], v)
-                cstrs = [ffi.new("char[]", n.encode()) for n in names]
-                ptrs = ffi.new("char *[]", cstrs) if cstrs else ffi.NULL
-                keep += cstrs
-                keep.append(ptrs)
-                arr[i].weights = ptrs
-                arr[i].n_weights = len(cstrs)
-            o.groups = arr
-            o.n_groups = len(self.groups)
-        return o
 
 
 def _whole(optimizer, kind, groups):
@@ -583,16 +551,6 @@ def plan(optimizer, executor):
     return Plan(kind, top, [(_hyper(g, kind), names) for g, names in listed])
 
 
-def to_struct(optimizer, executor):
-    """The library's struct ipuof_optimizer for optimizer (setOptimizer's), as plan() says.
-    What the struct points to is kept alive by the optimizer until the next call."""
-    keep = []
-    o = plan(optimizer, executor).struct(keep)
-    if optimizer is not None:
-        optimizer.__dict__["_ipuof_keep"] = keep
-    return o
-
-
 def auto_loss_scaling(executor):
     """Whether the executor's options enable automatic loss scaling
     (Options.Training.setAutomaticLossScaling(True))."""
@@ -602,8 +560,8 @@ def auto_loss_scaling(executor):
 
 
 def half_settings(optimizer, executor):
-    """The library's struct ipuof_optimizer_half for optimizer's accumulator dtypes and the
-    executor's automatic loss scaling, or None when every accumulator is float32 and
+    """The float16 parameters ({PARAM: value}, PARAM an IPUOF_OPT_PARAM_* without the prefix)
+    of optimizer's accumulator dtypes and the executor's automatic loss scaling, or None when every accumulator is float32 and
     automatic loss scaling is off (the defaults). Automatic loss scaling counts every
     trained gradient on the device; PopART counts the float16 ones, so a model with float32
     trained parameters is refused rather than scaled from gradients PopART would not
@@ -628,13 +586,10 @@ def half_settings(optimizer, executor):
                         "loss_scaling by hand")
     if not any(flags) and not als:
         return None
-    a = ffi.new("struct ipuof_optimizer_half *")
-    a.accum_float16, a.first_order_float16, a.second_order_float16 = (int(f) for f in flags)
-    a.auto_loss_scaling = int(als)
-    a.als_update_period = 1          # PopART's AutomaticLossScalingSettings defaults
-    a.als_bin_edge = 0.125
-    a.als_threshold = 1e-7
-    return a
+    # PopART's AutomaticLossScalingSettings defaults for the period, bin edge and threshold
+    return {"ACCUM_FLOAT16": int(flags[0]), "FIRST_ORDER_FLOAT16": int(flags[1]),
+            "SECOND_ORDER_FLOAT16": int(flags[2]), "AUTO_LOSS_SCALING": int(als),
+            "ALS_UPDATE_PERIOD": 1, "ALS_BIN_EDGE": 0.125, "ALS_THRESHOLD": 1e-7}
 
 
 def _base_key(optimizer):
@@ -665,4 +620,4 @@ from ._optim_state import (_load_state_dict, _state_dict, attached, bind,  # noq
                            pull)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "LAMB", "LAMBNoBias",
-           "VariableAttributes", "plan", "to_struct", "key", "bind", "attached", "pull"]
+           "VariableAttributes", "plan", "key", "bind", "attached", "pull"]

@@ -27,8 +27,15 @@ for f in ipuof_fault_inject@IPUOF_CLIENT_0.4 ipuof_fault_list@IPUOF_CLIENT_0.4 \
     echo "$syms" | grep -q " $name@@IPUOF_CLIENT_0.7\$" && ok "exports $name@@IPUOF_CLIENT_0.7" \
         || no "exports $name@@IPUOF_CLIENT_0.7"
 done
-f=ipuof_model_set_optimizer_half@@IPUOF_CLIENT_0.8   # a new function in a new node
-echo "$syms" | grep -q " $f\$" && ok "exports $f" || no "exports $f"
+for f in ipuof_model_set_optimizer_half@@IPUOF_CLIENT_0.8 \
+         ipuof_model_set_optimizer_with@@IPUOF_CLIENT_0.11; do   # new functions, new nodes
+    echo "$syms" | grep -q " $f\$" && ok "exports $f" || no "exports $f"
+done
+# the old setOptimizer calls stay, in their nodes, beside the handle's
+echo "$syms" | grep -q " ipuof_model_set_optimizer@@IPUOF_CLIENT_0.7\$" && \
+    echo "$syms" | grep -q " ipuof_model_set_optimizer_half@@IPUOF_CLIENT_0.8\$" && \
+    ok "ipuof_model_set_optimizer and _half keep their versions" \
+    || no "ipuof_model_set_optimizer and _half keep their versions"
 echo "$syms" | grep -q "_v0" && no "a compat implementation's own name is exported" \
     || ok "the compat implementations' own names stay local"
 

@@ -671,9 +671,9 @@ test_optimizer_setters(void **state)
     assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
                    IPUOF_E_INVAL, "momentum applies to SGD, RMSprop only");
     assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, 0, 1), IPUOF_E_INVAL,
-                   "optimizer parameter 0 is not one of IPUOF_OPT_PARAM_* (1 .. 17)");
-    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, 18, 1), IPUOF_E_INVAL,
-                   "parameter 18");
+                   "optimizer parameter 0 is not one of IPUOF_OPT_PARAM_* (1 .. 24)");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0, 25, 1), IPUOF_E_INVAL,
+                   "parameter 25");
 
     /* Groups: a copy of the first group's values at the call, then their own. */
     assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 1, IPUOF_OPT_PARAM_LR, 0.1),
@@ -1186,16 +1186,228 @@ test_optimizer_handle_daemon(void **state)
     assert_int_equal(testd_stop(&d), 0);
 }
 
+/* The float16 parameters (IPUOF_OPT_PARAM_ACCUM_FLOAT16 .. _ALS_THRESHOLD): the whole
+ * optimizer's, each value checked where it enters, reset by set_optimizer_kind(). */
+static void
+test_optimizer_half_setters(void **state)
+{
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+
+    (void)state;
+    assert_non_null(h);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_ADAM), IPUOF_OK);
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                             IPUOF_OPT_PARAM_ACCUM_FLOAT16, 2),
+                   IPUOF_E_INVAL, "optimizer accum_float16 2 is out of range: it must be 0 or 1");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                             IPUOF_OPT_PARAM_ALS_UPDATE_PERIOD,
+                                                             0.5),
+                   IPUOF_E_INVAL, "als_update_period 0.5 is out of range: it must be a whole "
+                   "number of steps from 1 to 2^32 - 1");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                             IPUOF_OPT_PARAM_ALS_BIN_EDGE, 0),
+                   IPUOF_E_INVAL, "als_bin_edge 0 is out of range: it must be in (0, 1]");
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                             IPUOF_OPT_PARAM_ALS_THRESHOLD, 2),
+                   IPUOF_E_INVAL, "als_threshold 2 is out of range: it must be in [0, 1]");
+    assert_true(h->half.als_update_period == 0 && h->half.als_bin_edge == 0.0f &&
+                h->half.accum_float16 == 0);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                            IPUOF_OPT_PARAM_ALS_UPDATE_PERIOD, 4),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                            IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16,
+                                                            1), IPUOF_OK);
+    assert_true(h->half.als_update_period == 4 && h->half.first_order_float16 == 1);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0,
+                                                            IPUOF_OPT_PARAM_AUTO_LOSS_SCALING, 1),
+                     IPUOF_OK);
+    assert_int_equal(h->half.auto_loss_scaling, 1);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_group(h), IPUOF_OK);
+    assert_refused(h, ipuof_compile_opts_set_optimizer_param(h, 1,
+                                                             IPUOF_OPT_PARAM_ACCUM_FLOAT16, 1),
+                   IPUOF_E_INVAL, "accum_float16 is the whole optimizer's: set it on group 0");
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_true(h->half.als_update_period == 0 && h->half.first_order_float16 == 0 &&
+                h->half.auto_loss_scaling == 0);
+    ipuof_compile_opts_free(h);
+}
+
+/* setOptimizer between runs through the handle (ipuof_model_set_optimizer_with) trains as
+ * the same optimizer given as a struct (ipuof_model_set_optimizer): the weights bit for bit,
+ * and not as the compile's optimizer left alone; what it refuses, it says why. */
+static void
+test_set_optimizer_with_daemon(void **state)
+{
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    static const char *const wname[] = {"W"};
+    struct ipuof_attach_opts ao = {.num_ipus = 1};
+    struct ipuof_optimizer opt;
+    struct ipuof_optimizer_group grp;
+    float x[2 * RB * RK], w[3][RN * RK], b[3][RN];
+    int64_t y[2 * RB];
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {2 * RB, RK}, x, sizeof x},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {2 * RB}, y, sizeof y}};
+    ipuof_compile_opts *h = ipuof_compile_opts_new(), *h2 = ipuof_compile_opts_new();
+    ipuof_client *c;
+    ipuof_model *m = NULL;
+    void *onnx = NULL;
+    size_t len = 0;
+
+    (void)state;
+    c = linear_setup(&d, &ao, x, y, &onnx, &len);
+    assert_true(h != NULL && h2 != NULL);
+    assert_int_equal(ipuof_compile_opts_set_device_iterations(h, 2), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_loss(h, "loss"), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.1),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
+                     IPUOF_OK);
+    /* the later optimizer: lr 0.5, W in a group at lr 0.02 */
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h2, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h2, 0, IPUOF_OPT_PARAM_LR, 0.5),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h2, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_group(h2), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h2, 1, IPUOF_OPT_PARAM_LR, 0.02),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_add_optimizer_weight(h2, 1, "W"), IPUOF_OK);
+    ipuof_optimizer_init(&opt, IPUOF_OPTIMIZER_SGD);
+    opt.lr = 0.5f;
+    opt.momentum = 0.9f;
+    grp = (struct ipuof_optimizer_group){0.02f, 0.0f, 0.9f, 0.0f, 0, 0.0f, 0.0f, 0.0f, 0.0f,
+                                         wname, 1};
+    opt.groups = &grp;
+    opt.n_groups = 1;
+
+    /* k = 0: the handle's call, 1: the struct's, 2: none; two runs, the call between */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ipuof_model_compile_with(c, onnx, len, h, &m), IPUOF_OK);
+        assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+        if (k == 0)
+            assert_int_equal(ipuof_model_set_optimizer_with(m, h2), IPUOF_OK);
+        if (k == 1)
+            assert_int_equal(ipuof_model_set_optimizer(m, &opt), IPUOF_OK);
+        assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+        assert_int_equal(ipuof_model_read_weight(m, "W", w[k], sizeof w[k]), IPUOF_OK);
+        assert_int_equal(ipuof_model_read_weight(m, "b", b[k], sizeof b[k]), IPUOF_OK);
+        if (k == 0) {   /* refusals, the model untouched by them */
+            assert_error(c, ipuof_model_set_optimizer_with(m, NULL), IPUOF_E_INVAL,
+                         "needs compile options holding the optimizer (NULL given)");
+            ipuof_compile_opts *dflt = ipuof_compile_opts_new();
+            assert_error(c, ipuof_model_set_optimizer_with(m, dflt), IPUOF_E_INVAL,
+                         "PopTorch's default (kind 0)");
+            assert_int_equal(ipuof_compile_opts_set_optimizer_kind(dflt, IPUOF_OPTIMIZER_ADAM),
+                             IPUOF_OK);
+            assert_int_equal(ipuof_model_set_optimizer_with(m, dflt), IPUOF_E_INVAL);
+            printf("  a kind other than the compile's: %s\n", ipuof_client_errmsg(c));
+            assert_non_null(strstr(ipuof_client_errmsg(c), "compiled for SGD; switching to Adam"));
+            ipuof_compile_opts_free(dflt);
+        }
+        ipuof_model_free(m);
+        m = NULL;
+    }
+    assert_memory_equal(w[0], w[1], sizeof w[0]);
+    assert_memory_equal(b[0], b[1], sizeof b[0]);
+    assert_memory_not_equal(w[0], w[2], sizeof w[0]);
+    assert_memory_not_equal(b[0], b[2], sizeof b[0]);
+
+    ipuof_compile_opts_free(h);
+    ipuof_compile_opts_free(h2);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(onnx);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
+/* 1 when every value of v[0..n) is a float16 value (its 13 lowest mantissa bits zero; the
+ * linear model's state is well inside float16's range). */
+static int
+all_half(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], 4);
+        if (bits & 0x1fffu)
+            return 0;
+    }
+    return 1;
+}
+
+/* The float16 parameters of a handle reach the daemon at the compile and through
+ * ipuof_model_set_optimizer_with: with IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16 SGD's momentum
+ * buffer holds float16 values after a step, without it not all are. */
+static void
+test_half_params_daemon(void **state)
+{
+    static struct testd d; /* static: the teardown may use it after a failed assertion */
+    struct ipuof_attach_opts ao = {.num_ipus = 1};
+    float x[2 * RB * RK], mb[RN * RK];
+    int64_t y[2 * RB];
+    struct ipuof_tensor in[2] = {{"x", IPUOF_DTYPE_FLOAT, 2, {2 * RB, RK}, x, sizeof x},
+                                 {"y", IPUOF_DTYPE_INT64, 1, {2 * RB}, y, sizeof y}};
+    ipuof_compile_opts *h = ipuof_compile_opts_new();
+    ipuof_client *c;
+    ipuof_model *m = NULL;
+    void *onnx = NULL;
+    size_t len = 0;
+    int half[3];
+
+    (void)state;
+    c = linear_setup(&d, &ao, x, y, &onnx, &len);
+    assert_non_null(h);
+    assert_int_equal(ipuof_compile_opts_set_device_iterations(h, 2), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_loss(h, "loss"), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_kind(h, IPUOF_OPTIMIZER_SGD), IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_LR, 0.1),
+                     IPUOF_OK);
+    assert_int_equal(ipuof_compile_opts_set_optimizer_param(h, 0, IPUOF_OPT_PARAM_MOMENTUM, 0.9),
+                     IPUOF_OK);
+    /* [0]: float32 state; [1]: float16 from the compile; [2]: float16 from set_optimizer_with */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ipuof_compile_opts_set_optimizer_param(
+                             h, 0, IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16, k == 1), IPUOF_OK);
+        assert_int_equal(ipuof_model_compile_with(c, onnx, len, h, &m), IPUOF_OK);
+        if (k == 2) {
+            assert_int_equal(ipuof_compile_opts_set_optimizer_param(
+                                 h, 0, IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16, 1), IPUOF_OK);
+            assert_int_equal(ipuof_model_set_optimizer_with(m, h), IPUOF_OK);
+        }
+        assert_int_equal(ipuof_model_run(m, in, 2), IPUOF_OK);
+        assert_int_equal(ipuof_model_read_state(m, "optimizer:momentum_buffer:W", mb, sizeof mb),
+                         IPUOF_OK);
+        half[k] = all_half(mb, RN * RK);
+        ipuof_model_free(m);
+        m = NULL;
+    }
+    print_message("  momentum buffer all float16: float32 %d, compile %d, set_optimizer_with %d\n",
+                  half[0], half[1], half[2]);
+    assert_true(!half[0] && half[1] && half[2]);
+
+    ipuof_compile_opts_free(h);
+    assert_int_equal(ipuof_detach(c), IPUOF_OK);
+    ipuof_client_free(c);
+    free(onnx);
+    testd_live = NULL;
+    assert_int_equal(testd_stop(&d), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_arguments),
         cmocka_unit_test(test_optimizer_setters),
+        cmocka_unit_test(test_optimizer_half_setters),
         cmocka_unit_test(test_training_api),
         cmocka_unit_test_teardown(test_real_daemon, testd_stop_live),
         cmocka_unit_test_teardown(test_inference_from_replicated, testd_stop_live),
         cmocka_unit_test_teardown(test_optimizer_handle_daemon, testd_stop_live),
+        cmocka_unit_test_teardown(test_set_optimizer_with_daemon, testd_stop_live),
+        cmocka_unit_test_teardown(test_half_params_daemon, testd_stop_live),
     };
 
     return cmocka_run_group_tests_name("client_train", tests, NULL, NULL);

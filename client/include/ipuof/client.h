@@ -666,6 +666,10 @@ IPUOF_API int ipuof_compile_opts_set_loss(ipuof_compile_opts *o, const char *los
  * hyper-parameters as they are at the call and no weight (at most
  * IPUOF_OPTIMIZER_MAX_GROUPS); add_optimizer_weight() lists trainable weight `weight`
  * (copied) in group 1 .. n. Added in IPUOF_CLIENT_0.10.
+ *
+ * The same calls make the optimizer of ipuof_model_set_optimizer_with() (setOptimizer
+ * between runs). set_optimizer_kind() and set_optimizer() also reset the float16
+ * parameters (IPUOF_OPT_PARAM_ACCUM_FLOAT16 ..) to all float32, no automatic loss scaling.
  */
 enum ipuof_optimizer_param {
     /* each group's (group 0 .. n) */
@@ -686,9 +690,21 @@ enum ipuof_optimizer_param {
     IPUOF_OPT_PARAM_MAX_WEIGHT_NORM = 14,   /* LAMB: clip of ||w|| in the trust ratio */
     IPUOF_OPT_PARAM_LOSS_SCALING = 15,      /* every kind; float16 only, cancels in float32 */
     IPUOF_OPT_PARAM_VELOCITY_SCALING = 16,  /* SGD; likewise */
-    IPUOF_OPT_PARAM_PLAN_MOMENTUM = 17      /* SGD, RMSprop: 0 or 1, keep a momentum buffer
+    IPUOF_OPT_PARAM_PLAN_MOMENTUM = 17,     /* SGD, RMSprop: 0 or 1, keep a momentum buffer
                                              * even at momentum 0, so set_optimizer may raise
                                              * it (PopTorch: momentum marked variable) */
+    /* float16 training, the whole optimizer's, every kind (struct ipuof_optimizer_half
+     * says what each does; a kind without that state ignores it). Added in
+     * IPUOF_CLIENT_0.11. */
+    IPUOF_OPT_PARAM_ACCUM_FLOAT16 = 18,         /* 0 or 1 (PopTorch's accum_type) */
+    IPUOF_OPT_PARAM_FIRST_ORDER_FLOAT16 = 19,   /* 0 or 1 (first_order_momentum_accum_type,
+                                                 * SGD's velocity_accum_type) */
+    IPUOF_OPT_PARAM_SECOND_ORDER_FLOAT16 = 20,  /* 0 or 1 (second_order_momentum_accum_type) */
+    IPUOF_OPT_PARAM_AUTO_LOSS_SCALING = 21,     /* 0 or 1 (automaticLossScalingSettings) */
+    IPUOF_OPT_PARAM_ALS_UPDATE_PERIOD = 22,     /* steps, a whole number >= 1 (default 1) */
+    IPUOF_OPT_PARAM_ALS_BIN_EDGE = 23,          /* in (0, 1], of 65504 (default 0.125) */
+    IPUOF_OPT_PARAM_ALS_THRESHOLD = 24          /* in [0, 1] (PopART's default 1e-7; here 0
+                                                 * until set) */
 };
 IPUOF_API int ipuof_compile_opts_set_optimizer_kind(ipuof_compile_opts *o, int kind);
 IPUOF_API int ipuof_compile_opts_set_optimizer_param(ipuof_compile_opts *o, unsigned group,
@@ -953,7 +969,19 @@ IPUOF_API unsigned ipuof_model_gradient_accumulation(const ipuof_model *m);
 
 /* PopTorch's setOptimizer: new hyper-parameters and parameter groups between runs, without
  * recompiling. The kind cannot change, nor can momentum (SGD, RMSprop) or centered
- * (RMSprop) become non-zero when they were zero at compile (their state is planned then). */
+ * (RMSprop) become non-zero when they were zero at compile (their state is planned then).
+ *
+ * ipuof_model_set_optimizer_with() (the way to call it) takes the optimizer of a compile
+ * options handle as its optimizer setters left it (kind, parameters, groups and their
+ * weights, the float16 parameters; only read, so one handle may serve many calls); the
+ * handle's other options are not read. IPUOF_E_INVAL for a NULL handle or one whose
+ * optimizer is PopTorch's default (kind 0: set_optimizer_kind() first), and what the
+ * daemon refuses (a kind other than the compile's), with the sentence on m's client.
+ * Added in IPUOF_CLIENT_0.11.
+ *
+ * ipuof_model_set_optimizer() and ipuof_model_set_optimizer_half() below do the same from
+ * the public structs, for programs written against them. */
+IPUOF_API int ipuof_model_set_optimizer_with(ipuof_model *m, const ipuof_compile_opts *o);
 IPUOF_API int ipuof_model_set_optimizer(ipuof_model *m, const struct ipuof_optimizer *o);
 
 /* What an optimizer does for float16 training, beyond struct ipuof_optimizer.
