@@ -1,7 +1,9 @@
 """ipuof: a PopTorch-compatible package over libipuof-client. `import poptorch` gives the
 same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1:50052)
 unchanged."""
-from . import optim, symbolics
+import sys as _sys
+
+from . import _symbolics_all, optim
 from ._lib import path as library_path
 from . import _impl, _logging, ops, poptorch_core
 from ._logging import logger, setLogLevel
@@ -18,12 +20,13 @@ from .enums import (AutoStage, CommGroupType, ConnectionType, DataLoaderMode,
                     MeanReductionStrategy, MultiConvPlanType, OutputMode, OverlapMode,
                     ReductionType, SharingStrategy, SyncPattern, VariableRetrievalMode)
 from .errors import Error, RecoverableError, UnrecoverableError
-from .executor import PoplarExecutor, inferenceModel, trainingModel
-from ._persist import load
+from .executor import PoplarExecutor, inferenceModel, load, trainingModel
 from .options import ConfigFileError, Options, TensorLocationSettings
+from . import options as _options
 
 __version__ = "0.1.0"
-symbolics.register()
+_options._package = _sys.modules[__name__]
+_symbolics_all.register()
 
 
 def ipuHardwareIsAvailable(num_ipus=1):

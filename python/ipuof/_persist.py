@@ -68,20 +68,3 @@ def install(ex, d):
         ex._compile_on_device()
         if ex._training:
             ex.copyWeightsToDevice()
-
-
-def load(filename, edit_opts_fn=None):
-    """poptorch.load: the executor saved in filename, with its module and optimizer;
-    edit_opts_fn(options) may change the options first."""
-    from .executor import PoplarExecutor
-    d = _read(filename)
-    if d["model"] is None:
-        raise Error(f"poptorch.load: {filename} was saved with export_model=False: it holds "
-                    "no module; use poptorch.inferenceModel(model, options)"
-                    ".loadExecutable(filename) (or trainingModel) with the module")
-    opts = d["options"]
-    if edit_opts_fn is not None:
-        edit_opts_fn(opts)
-    ex = PoplarExecutor(d["model"], opts, d["training"], d["optimizer"])
-    install(ex, d)
-    return ex

@@ -14,6 +14,9 @@ import warnings
 from ._logging import logger
 from .errors import Error
 
+# The names an options call warned about, once per process (options.py shares the set).
+_warned = set()
+
 _BOOL = """auto_round_num_ipus use_model serial_phases_execution separate_backward_phase
 broadcast_buffers enableExplicitIR enableInplaceAmbiguityChecking
 enableLoadAndOffloadRNGState batchSerializationSettings.concatOnVirtualGraphChange
@@ -174,7 +177,6 @@ class _PopartOptions:
         if not isinstance(key, str):
             raise ValueError(f"_Popart.set expects the option's name as a str, not {key!r}")
         self._check_frozen()
-        from .options import _warned
         if ("_Popart.set", key) not in _warned and key not in _USED:
             _warned.add(("_Popart.set", key))
             warnings.warn(f"poptorch.Options._Popart.set({key!r}, ...) has no effect on "

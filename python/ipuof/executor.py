@@ -23,7 +23,7 @@ import weakref
 import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _placement, _popart_options, _recompute, blocks, capture,
+               _introspect, _lib, _persist, _placement, _popart_options, _recompute, blocks, capture,
                enums, optim, profiling, symbolics_extra)
 from ._logging import logger
 from .errors import Error, RecoverableError
@@ -617,3 +617,19 @@ def trainingModel(model, options=None, optimizer=None):
 def inferenceModel(model, options=None):
     """PopTorch's inferenceModel: model runs in eval() semantics with the host's weights."""
     return PoplarExecutor(model, options, False)
+
+
+def load(filename, edit_opts_fn=None):
+    """poptorch.load: the executor saved in filename, with its module and optimizer;
+    edit_opts_fn(options) may change the options first."""
+    d = _persist._read(filename)
+    if d["model"] is None:
+        raise Error(f"poptorch.load: {filename} was saved with export_model=False: it holds "
+                    "no module; use poptorch.inferenceModel(model, options)"
+                    ".loadExecutable(filename) (or trainingModel) with the module")
+    opts = d["options"]
+    if edit_opts_fn is not None:
+        edit_opts_fn(opts)
+    ex = PoplarExecutor(d["model"], opts, d["training"], d["optimizer"])
+    _persist.install(ex, d)
+    return ex

@@ -17,6 +17,7 @@ import torch
 from . import _lib, enums
 from ._logging import logger
 from ._popart_options import _PopartOptions
+from ._popart_options import _warned as _popart_warned
 from .errors import Error
 
 # PopTorch option calls that change nothing here (the simulated IPU has no such knob);
@@ -110,7 +111,12 @@ class _OptionsDict:
             f"{k}={v!r}" for k, v in self._values.items()) + ")"
 
 
-_warned = set()
+# The package (set by its __init__; options.py does not import it): the name `poptorch`
+# in a file loadFromFile runs.
+_package = None
+
+# the names warned about once per process (shared with _popart_options, below this module)
+_warned = _popart_warned
 
 
 def _warn_ignored(name):
@@ -615,7 +621,6 @@ class Options(_OptionsDict):
         cmds = ["options." + line.strip() for line in lines
                 if line.strip() and not line.strip().startswith("#")]
         code = "\n".join(cmds)
-        import ipuof
         try:
             compiled = compile(code, os.path.basename(filepath), "exec")
         except SyntaxError as err:
@@ -623,7 +628,7 @@ class Options(_OptionsDict):
                 f"{type(err).__name__} at line {err.lineno} of "
                 f"{os.path.basename(filepath)}: {err.msg}\n> {(err.text or '').rstrip()}") \
                 from None
-        exec(compiled, {"poptorch": ipuof, "options": self})  # noqa: S102 - the user's file
+        exec(compiled, {"poptorch": _package, "options": self})  # noqa: S102 - the user's file
         return self
 
     def from_json(self, text):

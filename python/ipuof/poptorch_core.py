@@ -5,6 +5,7 @@ by the Python package, since there is no C++ extension here."""
 import contextlib
 import enum
 
+from . import _popart_options
 from .errors import Error, RecoverableError, UnrecoverableError
 
 _dispatcher_active = [False]
@@ -32,7 +33,6 @@ def _validateOptions(options_dict):
     """Checks a dictionary made by Options.toDict() as PopTorch's backend reads one
     (_popart_options.validate): Error for a name it has no option of that kind for, or a
     value of a type no option takes."""
-    from . import _popart_options
     _popart_options.validate(options_dict)
 
 

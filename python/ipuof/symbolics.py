@@ -419,7 +419,8 @@ def uniform(g, self, low, high, generator=None):
 
 
 def register():
-    """Registers the symbolics above for OPSET (idempotent)."""
+    """Registers the symbolics above for OPSET (idempotent); _symbolics_all.register adds
+    the extension modules' (symbolics_*.py), which build on this module's helpers."""
     torch.onnx.register_custom_op_symbolic("aten::floor_divide", floor_divide, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::softplus", softplus, OPSET)
     torch.onnx.register_custom_op_symbolic("aten::mse_loss", mse_loss, OPSET)
@@ -437,11 +438,4 @@ def register():
                      ("margin_ranking_loss", margin_ranking_loss),
                      ("poisson_nll_loss", poisson_nll_loss),
                      ("triplet_margin_loss", triplet_margin_loss)):
-        torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)
-    from .symbolics_extra import SYMBOLICS
-    from .symbolics_ops import SYMBOLICS as MORE
-    from .symbolics_bag import embedding_bag
-    torch.onnx.register_custom_op_symbolic("aten::embedding_bag", embedding_bag, OPSET)
-    from .symbolics_math import SYMBOLICS as MATH
-    for name, fn in SYMBOLICS + MORE + MATH:
         torch.onnx.register_custom_op_symbolic("aten::" + name, fn, OPSET)

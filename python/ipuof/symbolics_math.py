@@ -35,6 +35,7 @@ from torch.onnx import symbolic_opset9 as _opset9
 from torch.onnx import symbolic_opset11 as _opset11
 
 from . import symbolics as _s
+from .errors import Error
 
 _BOOL = 9  # TensorProto.BOOL
 _INT64 = 7
@@ -185,7 +186,6 @@ def clamp(g, self, min=None, max=None):
 def bincount(g, self, weights, minlength):
     m = sym._maybe_get_const(minlength, "i")
     if not isinstance(m, int) or m <= 0:
-        from .poptorch_core import Error
         raise Error("Bincount `minlength` must be specified and must be a constant. On the "
                     "IPU MK2 platform the minimum length is also the maximum length")
     bins = g.op("Constant", value_t=torch.arange(m, dtype=torch.int64))
