@@ -20,6 +20,7 @@ Used by optim.plan: configured(optimizer, executor, names); by _optim_state.bind
 given(optimizer, executor)."""
 import torch
 
+from . import _lib, _optim_kind
 from ._logging import logger
 
 # PopTorch's names: (model-wide, per group), python attribute -> PopART name.
@@ -40,16 +41,9 @@ _OPT_EXCLUDE = ("defaults", "state", "param_groups", "variable_attrs", "state_di
 
 
 def _type_name(optimizer):
-    from .optim import LAMB
-    if isinstance(optimizer, LAMB):
-        return "LAMB"
-    if isinstance(optimizer, torch.optim.SGD):
-        return "SGD"
-    if isinstance(optimizer, torch.optim.AdamW):
-        return "ADAMW"
-    if isinstance(optimizer, torch.optim.Adam):
-        return "ADAM"
-    return "RMSPROP"
+    return {_lib.OPTIMIZER_LAMB: "LAMB", _lib.OPTIMIZER_SGD: "SGD",
+            _lib.OPTIMIZER_ADAMW: "ADAMW", _lib.OPTIMIZER_ADAM: "ADAM"}.get(
+                _optim_kind.kind(optimizer), "RMSPROP")
 
 
 def _fmt(v):
@@ -173,9 +167,8 @@ def given(optimizer, executor):
     if optimizer is None or executor.__dict__.get("_ipuof_warned_opt") is optimizer:
         return
     executor.__dict__["_ipuof_warned_opt"] = optimizer
-    from .optim import Optimizer
     bases = type(optimizer).__bases__
-    if torch.optim.Optimizer not in bases and Optimizer not in bases:
+    if torch.optim.Optimizer not in bases and not any(_optim_kind.is_base(b) for b in bases):
         logger.warning("Optimizer `%s` subclassed from classes in poptorch.optim or "
                        "torch.optim are unlikely to behave as intended. Poptorch does not "
                        "run Python optimizer code directly; but instead uses IPU native "
@@ -204,8 +197,7 @@ def configured(optimizer, executor, names):
         tracker.check(tracker.group_attrs, [k for k in g if k != "params"],
                       f"group {i} attribute", typ)
     tracker.recording = False
-    from .optim import auto_loss_scaling
-    graph, groups = describe(optimizer, names, auto_loss_scaling(executor))
+    graph, groups = describe(optimizer, names, _optim_kind.auto_loss_scaling(executor))
     if d.get("_ipuof_opt_described") == (graph, groups):
         return
     d["_ipuof_opt_described"] = (graph, groups)

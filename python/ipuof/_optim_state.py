@@ -13,7 +13,8 @@ import torch
 from . import _lib, _optim_log
 from ._logging import logger
 from .errors import Error
-from .optim import Optimizer, _kind, _names
+from ._optim_kind import auto_loss_scaling, base_key as _base_key, is_poptorch
+from ._optim_kind import kind as _kind, names as _names
 
 ffi = _lib.ffi
 
@@ -117,7 +118,6 @@ def pull(executor):
 
 
 def _optim_log_als(executor):
-    from .optim import auto_loss_scaling
     return auto_loss_scaling(executor)
 
 
@@ -199,7 +199,6 @@ def _loaded_param(optimizer):
     other hyper-parameters are still those it loaded (a later change, given by a call or
     setOptimizer, wins, as PopTorch's setOptimizer overwrites PopART's optimizer tensors);
     else None."""
-    from .optim import _base_key
     loaded = optimizer.__dict__.get("_ipuof_param")
     if loaded is None or loaded[0] != _base_key(optimizer):
         return None
@@ -346,11 +345,10 @@ def _load_state_dict(self, state_dict):
     device uses (from the next run; keys left out keep theirs) until param_groups or the
     optimizer's settings change. A value the device cannot take is an Error here, or at
     the compile when the model is not compiled yet."""
-    from .optim import _base_key
     sd = dict(state_dict)
     ipu_state = sd.pop("ipu_state", None)
     ipu_param = sd.pop("ipu_param", None)
-    if isinstance(self, Optimizer) and "ipu_state" not in state_dict and sd.get("state"):
+    if is_poptorch(self) and "ipu_state" not in state_dict and sd.get("state"):
         raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
     if ipu_param is not None and not isinstance(ipu_param, dict):
         raise Error(f"optimizer.load_state_dict(): ipu_param is a {type(ipu_param).__name__}; "
@@ -382,7 +380,7 @@ def bind(optimizer, executor):
         return
     _optim_log.given(optimizer, executor)
     optimizer.__dict__["_ipuof_executor"] = weakref.ref(executor)
-    if not isinstance(optimizer, Optimizer):
+    if not is_poptorch(optimizer):
         optimizer.state_dict = types.MethodType(_state_dict, optimizer)
         optimizer.load_state_dict = types.MethodType(_load_state_dict, optimizer)
 

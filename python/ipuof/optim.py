@@ -29,6 +29,11 @@ import torch
 
 from . import _lib, _optim_log
 from ._logging import logger
+from ._optim_kind import auto_loss_scaling, base_key as _base_key, kind as _kind
+from ._optim_kind import names as _names
+# The state (state_dict, load_state_dict, what the executor calls) is _optim_state.py's;
+# it and this module share _optim_kind.py's helpers, and it imports none of the classes.
+from ._optim_state import _load_state_dict, _state_dict, attached, bind, overrides, pull
 from .errors import Error
 
 
@@ -77,6 +82,8 @@ class Optimizer:
     """The base of poptorch.optim's optimizers (PopTorch's poptorch.optim.Optimizer): its
     state_dict() holds PopTorch's "ipu_state" and "ipu_param" views (None before the
     training model is compiled), and load_state_dict() takes only such an IPU state."""
+
+    _ipuof_optimizer_base = True   # _optim_kind.is_poptorch / is_base
 
     def state_dict(self):
         return _state_dict(self)
@@ -302,6 +309,8 @@ class RMSprop(Optimizer, torch.optim.RMSprop):
 
 
 class LAMB(Optimizer, torch.optim.Optimizer):
+    _ipuof_kind = _lib.OPTIMIZER_LAMB   # _optim_kind.kind: torch has no LAMB class
+
     """PopTorch's LAMB (You et al., "Large Batch Optimization for Deep Learning", 2019),
     biased unless bias_correction: per weight w with gradient g at step t,
         m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
@@ -378,22 +387,6 @@ class LAMBNoBias(LAMB):
 
 # ---- to the daemon ----------------------------------------------------------------------
 
-def _kind(optimizer):
-    if isinstance(optimizer, LAMB):
-        return _lib.OPTIMIZER_LAMB
-    if isinstance(optimizer, torch.optim.SGD):
-        return _lib.OPTIMIZER_SGD
-    if isinstance(optimizer, torch.optim.AdamW):
-        return _lib.OPTIMIZER_ADAMW
-    if isinstance(optimizer, torch.optim.Adam):
-        return _lib.OPTIMIZER_ADAM
-    if isinstance(optimizer, torch.optim.RMSprop):
-        return _lib.OPTIMIZER_RMSPROP
-    raise Error(f"the optimizer {type(optimizer).__name__} is not one ipuofd runs: use "
-                "poptorch.optim's (or torch.optim's) SGD, Adam, AdamW, RMSprop, or "
-                "poptorch.optim.LAMB / LAMBNoBias")
-
-
 # The hyper-parameters of one parameter group each kind has (IPUOF_OPT_PARAM_* without the
 # prefix).
 _GROUP_PARAMS = {
@@ -438,14 +431,6 @@ def _same(groups, key, what):
 def _norm_limit(v):
     """0 (none) for None or inf, else v."""
     return 0.0 if v is None or math.isinf(v) else float(v)
-
-
-def _names(executor):
-    """id(parameter) -> its weight name, for the executor's module."""
-    out = {}
-    for name, t in executor._weights.items():
-        out.setdefault(id(t), name)
-    return out
 
 
 def _initializers(executor):
@@ -533,7 +518,6 @@ def plan(optimizer, executor):
     _optim_log.configured(optimizer, executor, [trained(g) for g in groups])
     # ipu_param values loaded (load_state_dict) and still in force: each weight they change
     # gets a group of its own, its group's hyper-parameters with theirs.
-    from ._optim_state import overrides
     ls, over = overrides(optimizer, [(p, ids[id(p)]) for g in groups for p in g["params"]
                                      if ids.get(id(p)) in trained(g)])
     if ls is not None:
@@ -549,14 +533,6 @@ def plan(optimizer, executor):
                        "own hyper-parameters" if over else "")
                     + f": {len(listed) + 1} groups; ipuofd takes at most 33")
     return Plan(kind, top, [(_hyper(g, kind), names) for g, names in listed])
-
-
-def auto_loss_scaling(executor):
-    """Whether the executor's options enable automatic loss scaling
-    (Options.Training.setAutomaticLossScaling(True))."""
-    opts = getattr(executor, "_options", None)
-    return bool(opts is not None and
-                opts.Training.__dict__.get("_auto_loss_scaling", False))
 
 
 def half_settings(optimizer, executor):
@@ -592,20 +568,6 @@ def half_settings(optimizer, executor):
             "ALS_UPDATE_PERIOD": 1, "ALS_BIN_EDGE": 0.125, "ALS_THRESHOLD": 1e-7}
 
 
-def _base_key(optimizer):
-    """Everything plan reads from param_groups and the optimizer's settings."""
-    groups = tuple(tuple(sorted((k, repr(v) if k != "params" else tuple(id(p) for p in v))
-                                for k, v in g.items()))
-                   for g in optimizer.param_groups)
-    extra = tuple(repr(getattr(optimizer, k, None))
-                  for k in ("loss_scaling", "velocity_scaling", "max_grad_norm",
-                            "bias_correction", "use_tf_variant", "use_combined_accum",
-                            "accum_type", "velocity_accum_type",
-                            "first_order_momentum_accum_type",
-                            "second_order_momentum_accum_type"))
-    return (type(optimizer), groups, extra)
-
-
 def key(optimizer):
     """Everything plan reads, to see whether it changed between calls: _base_key and
     the count of ipu_param loads (load_state_dict)."""
@@ -614,10 +576,6 @@ def key(optimizer):
     return _base_key(optimizer) + (optimizer.__dict__.get("_ipuof_param_gen", 0),)
 
 
-# The state (state_dict, load_state_dict, what the executor calls): _optim_state.py, which
-# uses the classes and helpers above.
-from ._optim_state import (_load_state_dict, _state_dict, attached, bind,  # noqa: E402
-                           pull)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "LAMB", "LAMBNoBias",
            "VariableAttributes", "plan", "key", "bind", "attached", "pull"]
