@@ -81,6 +81,8 @@ class _Recorder:
         self.begun = None         # the block a BeginBlock layer started
         self.blocks = {}          # user_id -> {"ipu": id or None, "prefixes": [...]}
         self.order = []           # user ids in the order they were first seen
+        self.before = []          # prefixes of the modules called before any block
+        self.defaults = []        # those the default block holds (default_prefixes)
         self.handle = None
         self.scoped = 0           # Block contexts open with a tracing scope
         self.scopes = 0           # tracing scopes made (their names are numbered)
@@ -140,6 +142,20 @@ class _Recorder:
                     found = set()
                 out += sorted(f for f in found if f not in out)
             b["prefixes"] = out
+        self.default_prefixes(node_names)
+
+    def default_prefixes(self, node_names):
+        """The prefixes of the modules run before the first block that hold no block
+        (outermost first), into self.defaults: PopTorch runs them in its default block,
+        IPU 0 and stage 0, ahead of the first block (_placement puts them there)."""
+        taken = [p for b in self.blocks.values() for p in b["prefixes"]]
+        out = []
+        for m in self.before:
+            if any(q.startswith(m) for q in taken) or any(m.startswith(p) for p in out):
+                continue
+            if any(n.startswith(m) for n in node_names):
+                out.append(m)
+        self.defaults = out
 
     def _post(self, module, args, out):
         """Leaves module's call (its scope)."""
@@ -160,6 +176,8 @@ class _Recorder:
         if self.scoped:
             return  # inside a Block context: its tracing scope names the module's nodes
         current = self.stack[-1] if self.stack else self.begun
+        if current is None and name and not self.order:
+            self.before.append("/" + "/".join(n for n in self.calls if n) + "/")
         if current is None or not name:
             return
         prefix = "/" + "/".join(n for n in self.calls if n) + "/"
@@ -298,6 +316,8 @@ def BeginBlock(layer, user_id=None, ipu_id=None):
             return _BeginBlockFn(layer, user_id, ipu_id)
         raise ValueError("BeginBlock expects a torch.nn.Module or a function, not "
                          f"{type(layer).__name__}")
+    if hasattr(layer, "_ipuof_begin_block"):
+        raise Error("module has already been assigned to a block.")
     layer._ipuof_begin_block_args = (user_id, ipu_id)  # as given, for module_repr
     if user_id is None:
         user_id = str(id(layer))
@@ -394,7 +414,10 @@ class _Strategy:
             if b not in known:
                 stages.append(Stage(b))
         out = []
-        next_stage = 0
+        # PopTorch's AutoIncrement numbers the blocks' stages from 1: stage 0 is its
+        # default block, the ops run before the first block (_DefaultStageManager).
+        next_stage = 1 if not self.stages and self.auto == enums.AutoStage.AutoIncrement \
+            else 0
         for s in stages:
             stage_id = next_stage
             next_stage += 1

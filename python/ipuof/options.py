@@ -26,8 +26,7 @@ from .errors import Error
 # (_install_ignored, at the end of this file), so an option is always a method, found by
 # ordinary attribute lookup, and __getattr__ reads values only.
 _IGNORED = {
-    "Options": ("showCompilationProgressBar", "disableModuleNamescope",
-                "sourceLocationExcludes",
+    "Options": ("showCompilationProgressBar", "sourceLocationExcludes",
                 "appendToLocationExcludes"),
     "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat"),
     "_JitOptions": ("traceModel",),
@@ -595,6 +594,11 @@ class Options(_OptionsDict):
         self._check_frozen()
         self._Popart._record("syntheticDataMode", 2 if enabled else 0)
         return self
+
+    def disableModuleNamescope(self):
+        """The compiled graph's names (the lowering's DEBUG lines, _debugGetPopartIR)
+        without the module path ("Conv:0", not "layer1/0/Conv:0"), as PopTorch's."""
+        return self.set(module_namescope_disabled=True)
 
     def useOfflineIpuTarget(self, ipu_version=2):
         """Compile only (ConnectionType.Never): running the model raises. ipu_version (1,
