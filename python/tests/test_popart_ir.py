@@ -217,3 +217,34 @@ def test_a_module_assigned_to_a_block_twice_is_refused():
         poptorch.BeginBlock(m, ipu_id=1)
     poptorch.removeBlocks(m)
     poptorch.BeginBlock(m, ipu_id=1)
+
+
+def test_block_start_without_a_context_places_inline_ops(daemon, capsys):
+    """Block.start(ipu_id=...) with no `with`: the inline ops and layers run after it
+    are its block (main: "block '0' contains no module"); x * 4 on IPU 0, the Linear and
+    x * 2 on IPU 1, whose weights the daemon holds there; the result is torch's."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(5, 5)
+
+        def forward(self, x):
+            poptorch.Block.useAutoId()
+            poptorch.Block.start(ipu_id=0)
+            x = x * 4
+            poptorch.Block.start(ipu_id=1)
+            return self.lin(x) * 2
+
+    m = Model()
+    poptorch.setLogLevel("DEBUG")
+    pm = _keep(poptorch.inferenceModel(m, poptorch.Options().deviceIterations(2)))
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(pm(x), m(x))
+    err = capsys.readouterr().err
+    assert "enablePipelining set to value 1" in err
+    assert _line(err, " Mul:0 ", " mode(Pipelined), ipu(0), stage(0)]")
+    assert _line(err, " lin/Gemm:0 ", " mode(Pipelined), ipu(1), stage(1)]")
+    assert _line(err, " Mul:0/1 ", " mode(Pipelined), ipu(1), stage(1)]")
+    held = {m["ipu"]: m["weights"] for m in pm._exe.memory()}
+    assert held[1] >= 30 * 4 > held[0]   # the Linear's 30 floats (and the constants)
