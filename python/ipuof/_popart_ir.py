@@ -24,7 +24,7 @@ import re
 
 import torch
 
-from . import _lib, _logging, _recompute, blocks, enums, optim
+from . import _lib, _logging, _optim_log, _recompute, blocks, enums, optim
 
 logger = _logging.logger
 
@@ -355,7 +355,6 @@ def _optimizer_ops(ex):
     if kind == lib.OPTIMIZER_SGD:
         if not any(float(g.get("momentum", 0.0) or 0.0) > 0 for g in opt.param_groups):
             return ["SGD0VarUpdate"]
-        from . import _optim_log
         if _optim_log.combined(opt):
             return ["SGD1AcclUpdate", "SGD1VarUpdate"]
         return ["SGD2PartialAcclUpdate", "Accumulate", "SGD2VarUpdate"]
