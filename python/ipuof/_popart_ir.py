@@ -170,9 +170,14 @@ def _phase_of(strategy, rec_blocks, prefix):
             if any(uid in st.blocks for st in ph.stages):
                 return k
         return 0
+    # Serial phases with tensors off chip between them leave gaps (Compiler.cpp's
+    # setActiveIpu: phase x 2 for OffChipAfterFwdNoOverlap, x 4 for OffChipAfterEachPhase)
+    stride = {enums.Liveness.OffChipAfterFwdNoOverlap: 2,
+              enums.Liveness.OffChipAfterEachPhase: 4}.get(
+                  getattr(strategy, "liveness", None), 1)
     for k, st in enumerate(strategy.stages):
         if uid in st.blocks:
-            return k
+            return k * stride
     return 0
 
 

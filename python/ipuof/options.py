@@ -658,8 +658,15 @@ class Options(_OptionsDict):
         """One flat dictionary, as PopTorch's: the strategy's execution_mode, the _Popart
         options, these options and those of Training, Distributed and TensorLocations
         (unset values, None, left out)."""
-        d = {"execution_mode":
-             self._EXECUTION_MODES.get(type(self._execution_strategy).__name__, 0)}
+        strategy = self._execution_strategy
+        d = {"execution_mode": self._EXECUTION_MODES.get(type(strategy).__name__, 0)}
+        if d["execution_mode"] == 2:    # PopTorch's phased strategies' backendOptions
+            d["separate_backward_phase"] = bool(getattr(strategy, "separate_backward",
+                                                        False))
+            d["tensors_liveness"] = int(getattr(strategy, "liveness",
+                                                enums.Liveness.AlwaysLive).value)
+            d["serial_phases_execution"] = type(strategy).__name__ == \
+                "SerialPhasedExecution"
         d.update(self._Popart.options)
         for group in (self, self.Training, self.Distributed, self.TensorLocations):
             for k, v in group._values.items():

@@ -248,3 +248,46 @@ def test_block_start_without_a_context_places_inline_ops(daemon, capsys):
     assert _line(err, " Mul:0/1 ", " mode(Pipelined), ipu(1), stage(1)]")
     held = {m["ipu"]: m["weights"] for m in pm._exe.memory()}
     assert held[1] >= 30 * 4 > held[0]   # the Linear's 30 floats (and the constants)
+
+
+@pytest.mark.parametrize("liveness,stride,phases", [
+    (poptorch.Liveness.AlwaysLive, 1, 3), (poptorch.Liveness.OffChipAfterFwd, 1, 6),
+    (poptorch.Liveness.OffChipAfterFwdNoOverlap, 2, 8),
+    (poptorch.Liveness.OffChipAfterEachPhase, 4, 12)])
+def test_serial_phases_as_poptorch_numbers_them(daemon, capsys, liveness, stride, phases):
+    """Serial phased execution: toDict has the strategy's backend options, the phases
+    of the blocks are PopTorch's (with the gaps off-chip liveness leaves), and the
+    compile equals torch."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.fc3 = nn.Linear(8, 7), nn.Linear(7, 6), nn.Linear(6, 5)
+
+        def forward(self, x):
+            with poptorch.Block("B1"):
+                x = self.fc1(x)
+            with poptorch.Block("B2"):
+                x = self.fc2(x)
+            with poptorch.Block("B3"):
+                return self.fc3(x)
+
+    strategy = poptorch.SerialPhasedExecution("B1", "B2", "B3")
+    for b in ("B1", "B2", "B3"):
+        strategy.stage(b).ipu(0)
+    strategy.setTensorsLiveness(liveness)
+    opts = poptorch.Options()
+    opts.setExecutionStrategy(strategy)
+    d = opts.toDict()
+    assert (d["serial_phases_execution"], d["tensors_liveness"]) == (True, liveness.value)
+    m = Model()
+    poptorch.setLogLevel("DEBUG")
+    pm = _keep(poptorch.inferenceModel(m, opts))
+    x = torch.randn(8)
+    torch.testing.assert_close(pm(x), m(x))
+    err = capsys.readouterr().err
+    assert "poptorch.Options set serial_phases_execution to value true" in err
+    assert f"executionPhaseSettings.phases set to value {phases}" in err
+    for k in range(3):
+        assert _line(err, f" fc{k + 1}/Transpose:0 [float32({8 - k}, {7 - k}), "
+                     f"mode(Phased), ipu(0), phase({k * stride})]")
