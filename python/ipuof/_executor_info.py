@@ -4,7 +4,7 @@ and cycle count (_introspect.py), the generators' state, and the buffers
 copyNamedBuffersToDevice updates, and saving and loading the compiled model (_persist.py)."""
 import torch
 
-from . import _anchors, _introspect, _optim_state, _persist, capture
+from . import _anchors, _introspect, _optim_state, _persist, _popart_ir, capture
 from .errors import Error
 
 
@@ -44,6 +44,16 @@ class ExecutorInfo:
         when training, UpdatedVar___<weight>); Options.anchorTensor takes them."""
         assert self._onnx is not None, "the model must be compiled first"
         return _anchors.tensor_names(self._onnx, self._training, self._trainable())
+
+    def _debugGetPopartIR(self):
+        """The compiled graph as PopART's IR JSON ({"maingraph": [op, ...]}): its ops with
+        their PopART names, inputs, outputs and attributes (IPU, pipeline stage or phase,
+        checkpoints, partials type), and the optimizer's update ops per trained weight
+        (_popart_ir)."""
+        if self._onnx is None:
+            raise Error("_debugGetPopartIR: compile the model first (model.compile(...) or "
+                        "a first call)")
+        return _popart_ir.ir_json(self)
 
     def getAnchoredTensor(self, short_name):
         """The last run's value of the tensor anchored as short_name."""

@@ -7,13 +7,23 @@ import sys
 
 logger = logging.getLogger("poptorch::python")
 
+TRACE = 5   # below logging.DEBUG: PopTorch's trace level
+logging.addLevelName(TRACE, "TRACE")
+
 # name -> (PopTorch's integer, Python's level)
-_LEVELS = {"TRACE": (0, logging.DEBUG), "TRACE_ALL": (0, logging.DEBUG),
+_LEVELS = {"TRACE": (0, TRACE), "TRACE_ALL": (0, TRACE),
            "DEBUG": (1, logging.DEBUG), "DEBUG_IR": (1, logging.DEBUG),
            "INFO": (2, logging.INFO), "WARN": (3, logging.WARN),
            "ERR": (4, logging.ERROR), "OFF": (6, logging.CRITICAL)}
 _PUBLIC = ("DEBUG", "ERR", "INFO", "OFF", "TRACE", "WARN")
 popart_level = ["WARN"]
+_ir = [False]   # TRACE, TRACE_ALL or DEBUG_IR: the compile logs PopART's IR
+
+
+def output_popart_ir():
+    """True when a compile logs "Popart IR: ..." (PopTorch's logging::outputPopartIR():
+    the levels TRACE, TRACE_ALL and DEBUG_IR)."""
+    return _ir[0] and logger.isEnabledFor(logging.DEBUG)
 
 
 def _check(level):
@@ -32,6 +42,7 @@ def setLogLevel(level):
         raise ValueError("Invalid log level integer")
     _check(level)
     logger.setLevel(_LEVELS[level][1])
+    _ir[0] = level in ("TRACE", "TRACE_ALL", "DEBUG_IR")
     return None
 
 

@@ -23,6 +23,14 @@ def placement(o, training, rec):
     elif rec.order and all(rec.blocks[b]["ipu"] is not None for b in rec.order):
         # Blocks with IPUs and no strategy: PopTorch pipelines them, a stage per IPU.
         blocks_list = blocks.PipelinedExecution().placement(rec.blocks, rec.order)
+    defaults = getattr(rec, "defaults", [])
+    if blocks_list and defaults and (strategy is None or (
+            isinstance(strategy, blocks.PipelinedExecution) or
+            isinstance(strategy, blocks.ShardedExecution)) and not strategy.stages):
+        # The modules run before the first block: PopTorch's default block, IPU 0 and
+        # stage 0 (not the first block's IPU, where the daemon puts a node no block
+        # holds and no producer places).
+        blocks_list = [(p, 0, 0) for p in defaults] + blocks_list
     ipus = max(p[2] for p in blocks_list) + 1 if blocks_list else 1
     if strategy is None or isinstance(strategy, blocks.PipelinedExecution):
         _check_pipeline_depth(o, training, len({p[1] for p in blocks_list}))

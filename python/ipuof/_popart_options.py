@@ -75,7 +75,8 @@ _SPECIAL_DICTS = ("available_memory_proportion", "patterns", "location_activatio
                   "location_weight", "location_optimizer", "location_accumulator")
 
 # Keys handled in Python only (PopTorch skips them too).
-_SKIPPED = ("anchored_tensors", "compilation_progress_bar_fn", "patterns_level")
+_SKIPPED = ("anchored_tensors", "compilation_progress_bar_fn", "patterns_level",
+            "module_namescope_disabled")
 
 KNOWN = set(_BOOL) | set(_UINT64) | set(_DOUBLE) | set(_STRING) | set(_CONTAINER)
 

@@ -62,12 +62,37 @@ class _NoBlockCheck(torch.overrides.TorchFunctionMode):
         return out
 
 
+class _StartedBlockScope(torch.overrides.TorchFunctionMode):
+    """The tracing scope of a block opened by Block.start (no context closes it): while
+    the exporter traces, each op (a torch function) run outside any `with Block` is
+    traced under the scope "ipuof_block_N", pushed and popped around the op alone, so
+    the module scopes around it stay balanced; inline ops get the block's prefix as in
+    a context. Active until the next Block.start or BeginBlock layer, or the end of
+    forward()."""
+
+    def __init__(self, rec, name):
+        super().__init__()
+        self.rec = rec
+        self.name = name
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        state = torch._C._get_tracing_state()
+        if state is None or self.rec.stack:
+            return func(*args, **(kwargs or {}))
+        state.push_scope(f"poptorch.Block::{self.name}")
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            state.pop_scope()
+
+
 def forward_returned():
     """The model's forward() has returned: what the capture computes after it (a hidden
     loss's sum) belongs to the last block."""
     rec = _recording()
     if rec is not None:
         rec.ended = False
+        rec.stop_started()
 
 
 class _Recorder:
@@ -81,9 +106,12 @@ class _Recorder:
         self.begun = None         # the block a BeginBlock layer started
         self.blocks = {}          # user_id -> {"ipu": id or None, "prefixes": [...]}
         self.order = []           # user ids in the order they were first seen
+        self.before = []          # prefixes of the modules called before any block
+        self.defaults = []        # those the default block holds (default_prefixes)
         self.handle = None
         self.scoped = 0           # Block contexts open with a tracing scope
         self.scopes = 0           # tracing scopes made (their names are numbered)
+        self.started = None       # the _StartedBlockScope of a Block.start block
 
     def __enter__(self):
         _state.recorder = self
@@ -107,8 +135,29 @@ class _Recorder:
             mode, self.mode = self.mode, None
             mode.__exit__(None, None, None)
 
+    def stop_started(self):
+        """Ends the tracing scope of the block Block.start opened, if any."""
+        if self.started is not None:
+            mode, self.started = self.started, None
+            mode.__exit__(None, None, None)
+
+    def start_block(self, user_id, ipu_id):
+        """Block.start during a capture: the block begins (as a BeginBlock layer's), and
+        while the exporter traces, the ops run from here get its own scope."""
+        self.begun = (user_id, ipu_id)
+        self.ended = False
+        self.stop_started()
+        b = self._block(user_id, ipu_id)
+        if torch._C._get_tracing_state() is not None:
+            name = f"ipuof_block_{self.scopes}"
+            self.scopes += 1
+            b["prefixes"].append(f"/{name}/")
+            self.started = _StartedBlockScope(self, name)
+            self.started.__enter__()
+
     def __exit__(self, *exc):
         self.ended = False
+        self.stop_started()
         self.handle.remove()
         self.post_handle.remove()
         _state.recorder = None
@@ -140,6 +189,20 @@ class _Recorder:
                     found = set()
                 out += sorted(f for f in found if f not in out)
             b["prefixes"] = out
+        self.default_prefixes(node_names)
+
+    def default_prefixes(self, node_names):
+        """The prefixes of the modules run before the first block that hold no block
+        (outermost first), into self.defaults: PopTorch runs them in its default block,
+        IPU 0 and stage 0, ahead of the first block (_placement puts them there)."""
+        taken = [p for b in self.blocks.values() for p in b["prefixes"]]
+        out = []
+        for m in self.before:
+            if any(q.startswith(m) for q in taken) or any(m.startswith(p) for p in out):
+                continue
+            if any(n.startswith(m) for n in node_names):
+                out.append(m)
+        self.defaults = out
 
     def _post(self, module, args, out):
         """Leaves module's call (its scope)."""
@@ -156,10 +219,14 @@ class _Recorder:
         if begin is not None:
             self.begun = begin
             self.ended = False
+            self.stop_started()
             self._block(*begin)
-        if self.scoped:
-            return  # inside a Block context: its tracing scope names the module's nodes
+        if self.scoped or self.started is not None:
+            return  # inside a Block context or after Block.start: its tracing scope names
+            #         the module's nodes
         current = self.stack[-1] if self.stack else self.begun
+        if current is None and name and not self.order:
+            self.before.append("/" + "/".join(n for n in self.calls if n) + "/")
         if current is None or not name:
             return
         prefix = "/" + "/".join(n for n in self.calls if n) + "/"
@@ -222,9 +289,7 @@ class Block:
         b = Block(user_id, ipu_id)
         rec = _recording()
         if rec is not None:
-            rec.begun = (b.user_id, b.ipu_id)
-            rec.ended = False
-            rec._block(b.user_id, b.ipu_id)
+            rec.start_block(b.user_id, b.ipu_id)
         return b
 
     def __enter__(self):
@@ -298,6 +363,8 @@ def BeginBlock(layer, user_id=None, ipu_id=None):
             return _BeginBlockFn(layer, user_id, ipu_id)
         raise ValueError("BeginBlock expects a torch.nn.Module or a function, not "
                          f"{type(layer).__name__}")
+    if hasattr(layer, "_ipuof_begin_block"):
+        raise Error("module has already been assigned to a block.")
     layer._ipuof_begin_block_args = (user_id, ipu_id)  # as given, for module_repr
     if user_id is None:
         user_id = str(id(layer))
@@ -394,7 +461,10 @@ class _Strategy:
             if b not in known:
                 stages.append(Stage(b))
         out = []
-        next_stage = 0
+        # PopTorch's AutoIncrement numbers the blocks' stages from 1: stage 0 is its
+        # default block, the ops run before the first block (_DefaultStageManager).
+        next_stage = 1 if not self.stages and self.auto == enums.AutoStage.AutoIncrement \
+            else 0
         for s in stages:
             stage_id = next_stage
             next_stage += 1

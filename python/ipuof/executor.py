@@ -23,8 +23,8 @@ import weakref
 import torch
 
 from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _persist, _placement, _popart_options, _recompute, blocks, capture,
-               enums, optim, profiling, symbolics_extra)
+               _introspect, _lib, _persist, _placement, _popart_ir, _popart_options, _recompute,
+               blocks, capture, enums, optim, profiling, symbolics_extra)
 from ._logging import logger
 from .errors import Error, RecoverableError
 from .options import Options
@@ -247,6 +247,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
         if self._training:
             o.Training._default_strategy(self._optimizer)
         ipus, self._placement_opts = _placement.placement(o, self._training, rec)
+        self._blocks_record = rec.blocks
         self._out_names = [f"output{i}" for i in range(record.n_graph())]
         self._loss = record.loss
         kind = _OUTPUT_KINDS[o.output_mode]
@@ -269,6 +270,7 @@ class PoplarExecutor(_executor_info.ExecutorInfo, _executor_weights.ExecutorWeig
                     (a.long, k, a.period if a.mode == enums.OutputMode.EveryN else 0))
         self._ipus = ipus
         o._freeze()
+        _popart_ir.log_lowering(self)   # PopTorch's DEBUG lines of the graph and placement
         if o.connection_type == enums.ConnectionType.Always and record.n_graph() > 0:
             self._compile_on_device()
 

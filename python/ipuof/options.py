@@ -27,8 +27,7 @@ from .errors import Error
 # (_install_ignored, at the end of this file), so an option is always a method, found by
 # ordinary attribute lookup, and __getattr__ reads values only.
 _IGNORED = {
-    "Options": ("showCompilationProgressBar", "disableModuleNamescope",
-                "sourceLocationExcludes",
+    "Options": ("showCompilationProgressBar", "sourceLocationExcludes",
                 "appendToLocationExcludes"),
     "_PrecisionOptions": ("halfFloatCasting", "runningStatisticsAlwaysFloat"),
     "_JitOptions": ("traceModel",),
@@ -602,6 +601,11 @@ class Options(_OptionsDict):
         self._Popart._record("syntheticDataMode", 2 if enabled else 0)
         return self
 
+    def disableModuleNamescope(self):
+        """The compiled graph's names (the lowering's DEBUG lines, _debugGetPopartIR)
+        without the module path ("Conv:0", not "layer1/0/Conv:0"), as PopTorch's."""
+        return self.set(module_namescope_disabled=True)
+
     def useOfflineIpuTarget(self, ipu_version=2):
         """Compile only (ConnectionType.Never): running the model raises. ipu_version (1,
         2 or 21) is kept; the simulated IPUs are Mk2 whatever it is."""
@@ -659,8 +663,15 @@ class Options(_OptionsDict):
         """One flat dictionary, as PopTorch's: the strategy's execution_mode, the _Popart
         options, these options and those of Training, Distributed and TensorLocations
         (unset values, None, left out)."""
-        d = {"execution_mode":
-             self._EXECUTION_MODES.get(type(self._execution_strategy).__name__, 0)}
+        strategy = self._execution_strategy
+        d = {"execution_mode": self._EXECUTION_MODES.get(type(strategy).__name__, 0)}
+        if d["execution_mode"] == 2:    # PopTorch's phased strategies' backendOptions
+            d["separate_backward_phase"] = bool(getattr(strategy, "separate_backward",
+                                                        False))
+            d["tensors_liveness"] = int(getattr(strategy, "liveness",
+                                                enums.Liveness.AlwaysLive).value)
+            d["serial_phases_execution"] = type(strategy).__name__ == \
+                "SerialPhasedExecution"
         d.update(self._Popart.options)
         for group in (self, self.Training, self.Distributed, self.TensorLocations):
             for k, v in group._values.items():

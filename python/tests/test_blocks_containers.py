@@ -198,8 +198,9 @@ def _three_blocks():
 
 
 def test_autoincrement_gives_a_later_block_on_ipu0_its_own_stage(daemon):
-    """AutoIncrement numbers the stages 0, 1, 2 in the order the blocks are made, the
-    third back on IPU 0; the 3-stage pipeline runs and equals torch."""
+    """AutoIncrement numbers the stages 1, 2, 3 in the order the blocks are made (as
+    PopTorch's _DefaultStageManager: stage 0 is its default block, the ops before the
+    first block), the third back on IPU 0; the 3-stage pipeline runs and equals torch."""
     model = _three_blocks()
     x = torch.randn(6, 3)
     opts = poptorch.Options().deviceIterations(3)
@@ -207,7 +208,7 @@ def test_autoincrement_gives_a_later_block_on_ipu0_its_own_stage(daemon):
     pm = _infer(copy.deepcopy(model), opts)
     assert torch.allclose(pm(x), model(x), atol=1e-5)
     stages = {p: (s, ipu) for p, s, ipu in _blocks(pm)}
-    assert [stages[f"/layers.{i}/"] for i in range(3)] == [(0, 0), (1, 1), (2, 0)]
+    assert [stages[f"/layers.{i}/"] for i in range(3)] == [(1, 0), (2, 1), (3, 0)]
 
 
 def test_sameasipu_puts_a_later_block_on_ipu0_in_stage0(daemon):
@@ -264,4 +265,4 @@ def test_beginblock_layers_inside_a_container_called_in_an_earlier_block(daemon)
     assert _ipu_of(pm, "/embeddings/") == 0
     assert _ipu_of(pm, "/encoder/layer.0/") == 1
     assert _ipu_of(pm, "/encoder/layer.1/") == 1
-    assert sorted({s for _, s, _ in _blocks(pm)}) == [0, 1, 2]
+    assert sorted({s for _, s, _ in _blocks(pm)}) == [1, 2, 3]
