@@ -349,7 +349,7 @@ install: all
 	    $(DESTDIR)$(UNITDIR)/ipuofd.service
 	install -Dm0644 systemd/ipuofd.conf $(DESTDIR)$(SYSCONFDIR)/ipuofd/ipuofd.conf
 	for m in man/*.[0-9]; do s=$${m##*.}; install -Dm0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m); done
-	for f in python/ipuof/*.py python/poptorch/*.py python/popdist/*.py; do install -Dm0644 $$f $(DESTDIR)$(PYTHONDIR)/$${f#python/}; done
+	for f in python/ipuof/*.py python/ipuof/*/*.py python/poptorch/*.py python/popdist/*.py; do install -Dm0644 $$f $(DESTDIR)$(PYTHONDIR)/$${f#python/}; done
 	install -Dm0644 $(PY_CDEF) $(DESTDIR)$(PYTHONDIR)/ipuof/ipuof-client.cdef
 
 uninstall:

@@ -3,7 +3,7 @@ same module, so PopTorch programs run against ipuofd (IPUOF_SERVER, or 127.0.0.1
 unchanged."""
 import sys as _sys
 
-from . import _symbolics_all, optim
+from . import export, optim
 from ._lib import path as library_path
 from . import _impl, _logging, ops, poptorch_core
 from ._logging import logger, setLogLevel
@@ -26,20 +26,20 @@ from . import options as _options
 
 __version__ = "0.1.0"
 _options._package = _sys.modules[__name__]
-_symbolics_all.register()
+export.register()
 
 
 def ipuHardwareIsAvailable(num_ipus=1):
     """True when an ipuofd answers at IPUOF_SERVER (or 127.0.0.1:50052) and serves at
     least num_ipus IPUs: its simulated IPUs are the hardware PopTorch programs run on, so
     programs (and Lightning) that use the IPU only when this is True use them."""
-    from ._introspect import hardware_available
+    from .executor._introspect import hardware_available
     return hardware_available(num_ipus)
 
 
 def ipuHardwareVersion():
     """2: ipuofd simulates Mk2 IPUs (GC200); Error when no daemon serves IPUs."""
-    from ._introspect import hardware_available
+    from .executor._introspect import hardware_available
     if not hardware_available(1):
         raise Error("ipuHardwareVersion: no ipuofd serving IPUs answers at IPUOF_SERVER")
     return 2

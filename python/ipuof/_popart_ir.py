@@ -24,7 +24,8 @@ import re
 
 import torch
 
-from . import _lib, _logging, _optim_log, _recompute, blocks, enums, optim
+from . import _lib, _logging, _recompute, blocks, enums, optim
+from .optim import _log as _optim_log
 
 logger = _logging.logger
 

@@ -407,7 +407,7 @@ class Options(_OptionsDict):
 
     def relaxOptimizerAttributesChecks(self, relaxed=True):
         """PopTorch's: attributes added to an optimizer after the model first took it are
-        reported at DEBUG rather than WARN (poptorch.optim's log, _optim_log.py)."""
+        reported at DEBUG rather than WARN (poptorch.optim's log, optim/_log.py)."""
         self._check_frozen()
         self._relax_optimizer_checks = bool(relaxed)
         return self

@@ -1,5 +1,5 @@
 """nn.EmbeddingBag and F.embedding_bag against PyTorch: the package's symbolic
-(ipuof/symbolics_bag.py) replaces the exporter's Loop, whose trip count is computed at run
+(ipuof/export/bag.py) replaces the exporter's Loop, whose trip count is computed at run
 time and which the daemon refused. Every mode (sum, mean, max), per_sample_weights,
 include_last_offset, padding_idx, offsets given as data (a graph input, with an empty bag),
 inference and 3 SGD steps of training compared with the same model in plain PyTorch."""

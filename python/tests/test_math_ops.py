@@ -1,4 +1,4 @@
-"""PyTorch's math ops the exporter lacks or exports wrongly (python/ipuof/symbolics_math.py)
+"""PyTorch's math ops the exporter lacks or exports wrongly (python/ipuof/export/maths.py)
 and the daemon's ops they need (sim/ops/op_math.c): each forward against torch, and one SGD
 step against torch's where the op has a gradient."""
 import copy

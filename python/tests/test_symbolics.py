@@ -1,5 +1,5 @@
 """Ops PyTorch's exporter lacks, or exports as ONNX ops the daemon lacks, captured through
-the package's symbolics (python/ipuof/symbolics.py): forward against torch, and one SGD step
+the package's symbolics (python/ipuof/export/symbolics.py): forward against torch, and one SGD step
 where the op has gradients."""
 import copy
 
@@ -64,7 +64,7 @@ CASES = {
                 [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
     "triplet_swap_p1": (lambda y, p, n: F.triplet_margin_loss(y, p, n, p=1.0, swap=True),
                         [torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)]),
-    # symbolics_extra.py
+    # export/extra.py
     "cumprod": (lambda y: torch.cumprod(y, dim=1), [torch.randn(4, 6)]),
     "cumprod_dim0": (lambda y: torch.cumprod(y.reshape(2, 2, 6), dim=0), [torch.randn(4, 6)]),
     "fold": (lambda y: F.fold(y.reshape(1, 4, 6), (3, 4), (2, 2)), [torch.randn(4, 6)]),
@@ -82,7 +82,7 @@ CASES = {
     "group_norm_2d_input": (nn.GroupNorm(3, 6), [torch.randn(4, 6)]),
     "hinge_embedding": (lambda y, t: F.hinge_embedding_loss(y, t, margin=0.5),
                         [torch.randn(4, 6), torch.randint(0, 2, (4, 6)).float() * 2 - 1]),
-    # symbolics_ops.py
+    # export/more.py
     "bilinear": (nn.Bilinear(6, 5, 3), [torch.randn(4, 6), torch.randn(4, 5)]),
     "bilinear_3d_no_bias": (lambda y, z, w: nn.functional.bilinear(y.reshape(2, 2, 6), z, w),
                             [torch.randn(4, 6), torch.randn(2, 2, 5), torch.randn(3, 6, 5)]),

@@ -1,10 +1,11 @@
-"""Every symbolic the package registers with torch.onnx: symbolics.py's and those of the
+"""Every symbolic the package registers with torch.onnx: export/symbolics.py's and those of the
 extension modules built on its helpers (symbolics_extra, symbolics_ops, symbolics_bag,
-symbolics_math). Apart from symbolics.py so that the extensions import it and it imports
+symbolics_math). Apart from export/symbolics.py so that the extensions import it and it imports
 none of them (no import circle: tools/py_cycles.py)."""
 import torch
 
-from . import symbolics, symbolics_bag, symbolics_extra, symbolics_math, symbolics_ops
+from . import (symbolics, bag as symbolics_bag, extra as symbolics_extra,
+               maths as symbolics_math, more as symbolics_ops)
 
 
 def register():

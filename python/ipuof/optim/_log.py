@@ -20,8 +20,9 @@ Used by optim.plan: configured(optimizer, executor, names); by _optim_state.bind
 given(optimizer, executor)."""
 import torch
 
-from . import _lib, _optim_kind
-from ._logging import logger
+from .. import _lib
+from . import _kind as _optim_kind
+from .._logging import logger
 
 # PopTorch's names: (model-wide, per group), python attribute -> PopART name.
 _GROUP = {"SGD": ("lr", "weight_decay", "momentum", "dampening", "velocity_scaling",

@@ -22,12 +22,14 @@ import weakref
 
 import torch
 
-from . import (_anchors, _device, _executor_info, _executor_weights, _graph, _hostsync,
-               _introspect, _lib, _persist, _placement, _popart_ir, _popart_options, _recompute,
-               blocks, capture, enums, optim, profiling, symbolics_extra)
-from ._logging import logger
-from .errors import Error, RecoverableError
-from .options import Options
+from . import (_anchors, _info as _executor_info, _weights as _executor_weights, _hostsync,
+               _introspect, _persist)
+from .. import (_device, _graph, _lib, _placement, _popart_ir, _popart_options, _recompute,
+                blocks, capture, enums, optim, profiling)
+from ..export import extra as symbolics_extra
+from .._logging import logger
+from ..errors import Error, RecoverableError
+from ..options import Options
 
 ffi = _lib.ffi
 

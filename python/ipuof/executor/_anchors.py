@@ -11,8 +11,8 @@ over accumulation steps and replicas), read from the device
 """
 import collections
 
-from . import enums
-from .errors import Error
+from .. import enums
+from ..errors import Error
 
 UPDATED = "UpdatedVar___"
 GRADIENT = "Gradient___"

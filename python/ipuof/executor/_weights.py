@@ -5,7 +5,8 @@ import warnings
 
 import torch
 
-from . import _hostsync, capture
+from . import _hostsync
+from .. import capture
 
 
 class ExecutorWeights:

@@ -1,11 +1,13 @@
 """The part of PoplarExecutor that tells what the compiled model holds and did: tensor
-names and anchored tensors (_anchors.py), the simulated clock's perf counters, latencies
-and cycle count (_introspect.py), the generators' state, and the buffers
-copyNamedBuffersToDevice updates, and saving and loading the compiled model (_persist.py)."""
+names and anchored tensors (executor/_anchors.py), the simulated clock's perf counters, latencies
+and cycle count (executor/_introspect.py), the generators' state, and the buffers
+copyNamedBuffersToDevice updates, and saving and loading the compiled model (executor/_persist.py)."""
 import torch
 
-from . import _anchors, _introspect, _optim_state, _persist, _popart_ir, capture
-from .errors import Error
+from . import _anchors, _introspect, _persist
+from ..optim import _state as _optim_state
+from .. import _popart_ir, capture
+from ..errors import Error
 
 
 class ExecutorInfo:

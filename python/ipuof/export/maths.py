@@ -35,7 +35,7 @@ from torch.onnx import symbolic_opset9 as _opset9
 from torch.onnx import symbolic_opset11 as _opset11
 
 from . import symbolics as _s
-from .errors import Error
+from ..errors import Error
 
 _BOOL = 9  # TensorProto.BOOL
 _INT64 = 7

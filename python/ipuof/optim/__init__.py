@@ -27,14 +27,15 @@ import warnings
 
 import torch
 
-from . import _lib, _optim_log
-from ._logging import logger
-from ._optim_kind import auto_loss_scaling, base_key as _base_key, kind as _kind
-from ._optim_kind import names as _names
-# The state (state_dict, load_state_dict, what the executor calls) is _optim_state.py's;
-# it and this module share _optim_kind.py's helpers, and it imports none of the classes.
-from ._optim_state import _load_state_dict, _state_dict, attached, bind, overrides, pull
-from .errors import Error
+from .. import _lib
+from . import _log as _optim_log
+from .._logging import logger
+from ._kind import auto_loss_scaling, base_key as _base_key, kind as _kind
+from ._kind import names as _names
+# The state (state_dict, load_state_dict, what the executor calls) is optim/_state.py's;
+# it and this module share optim/_kind.py's helpers, and it imports none of the classes.
+from ._state import _load_state_dict, _state_dict, attached, bind, overrides, pull
+from ..errors import Error
 
 
 # ---- the classes -----------------------------------------------------------------------

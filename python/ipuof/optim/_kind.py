@@ -1,14 +1,14 @@
 """What the optimizer code reads of an optimizer and an executor without the classes of
-optim.py: its kind (IPUOF_OPTIMIZER_*), whether it is one of poptorch.optim's, the key of
-its settings, the executor's weight names and automatic loss scaling. Below optim.py,
-_optim_state.py and _optim_log.py, so they need not import one another in a circle
+optim/__init__.py: its kind (IPUOF_OPTIMIZER_*), whether it is one of poptorch.optim's, the key of
+its settings, the executor's weight names and automatic loss scaling. Below optim/__init__.py,
+optim/_state.py and optim/_log.py, so they need not import one another in a circle
 (tools/py_cycles.py). poptorch.optim's classes say what they are with class attributes:
 `_ipuof_kind` (LAMB: torch has no class of its own for it) and `_ipuof_optimizer_base` on
 the base class itself."""
 import torch
 
-from . import _lib
-from .errors import Error
+from .. import _lib
+from ..errors import Error
 
 
 def kind(optimizer):

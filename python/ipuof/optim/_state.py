@@ -10,11 +10,12 @@ import weakref
 
 import torch
 
-from . import _lib, _optim_log
-from ._logging import logger
-from .errors import Error
-from ._optim_kind import auto_loss_scaling, base_key as _base_key, is_poptorch
-from ._optim_kind import kind as _kind, names as _names
+from .. import _lib
+from . import _log as _optim_log
+from .._logging import logger
+from ..errors import Error
+from ._kind import auto_loss_scaling, base_key as _base_key, is_poptorch
+from ._kind import kind as _kind, names as _names
 
 ffi = _lib.ffi
 

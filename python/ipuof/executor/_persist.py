@@ -11,7 +11,7 @@ weights change), and a training model gets the module's weights written to the d
 import torch
 
 from . import _hostsync
-from .errors import Error
+from ..errors import Error
 
 FORMAT = "ipuof-poptorch-executable"
 VERSION = 1
@@ -53,7 +53,7 @@ def _read(filename):
 def install(ex, d):
     """Gives executor ex the compiled state of d (from _read) and, with a connection
     type of Always, compiles it on the device with the module's weights."""
-    from . import enums
+    from .. import enums
     if d["training"] != ex._training:
         kind = "training" if d["training"] else "inference"
         raise Error(f"loadExecutable: the file holds a {kind} model; load it into a "

@@ -12,8 +12,8 @@ IPU-to-host latencies are 0 and the compute latency is the step's share).
 """
 import time
 
-from . import _lib, enums
-from .errors import Error
+from .. import _lib, enums
+from ..errors import Error
 
 ffi, lib = _lib.ffi, _lib.lib
 
@@ -24,7 +24,7 @@ def hardware_available(num_ipus=1):
     """True when a daemon answers at IPUOF_SERVER (or the default address) and serves at
     least num_ipus IPUs; False when none answers. The connect is bounded by
     IPUOF_CONNECT_TIMEOUT_MS (default 5000 ms), 2000 ms at most here."""
-    from . import _device
+    from .. import _device
     if not _lib.has("ipuof_status"):
         return False
     c = lib.ipuof_client_new()
