@@ -127,12 +127,13 @@ static void
 render_cache_attach(struct evbuffer *b, struct srv *s, const struct metrics *m)
 {
     struct cache *k = &s->cache;
-    uint64_t hits, inserted, evictions, bytes, max_bytes;
+    uint64_t hits, inserted, evictions, bytes, max_bytes, arena, max_arena;
     unsigned n;
 
     pthread_mutex_lock(&k->mu);
     hits = k->hits, inserted = k->inserted, evictions = k->evictions;
     bytes = k->bytes, max_bytes = k->max_bytes, n = k->n;
+    arena = k->arena, max_arena = k->max_arena;
     pthread_mutex_unlock(&k->mu);
     family(b, "ipuofd_compiles_total", "counter",
            "executables compiled (compile requests the cache did not serve)");
@@ -150,6 +151,13 @@ render_cache_attach(struct evbuffer *b, struct srv *s, const struct metrics *m)
     family(b, "ipuofd_compile_cache_limit_bytes", "gauge", "what they may hold (cache_bytes)");
     evbuffer_add_printf(b, "ipuofd_compile_cache_limit_bytes %llu\n",
                         (unsigned long long)max_bytes);
+    family(b, "ipuofd_compile_cache_arena_bytes", "gauge",
+           "host memory the cache's executables' arenas may take");
+    evbuffer_add_printf(b, "ipuofd_compile_cache_arena_bytes %llu\n", (unsigned long long)arena);
+    family(b, "ipuofd_compile_cache_arena_limit_bytes", "gauge",
+           "what they may take (arena_memory)");
+    evbuffer_add_printf(b, "ipuofd_compile_cache_arena_limit_bytes %llu\n",
+                        (unsigned long long)max_arena);
     family(b, "ipuofd_attach_queue_length", "gauge", "attach requests waiting for IPUs");
     evbuffer_add_printf(b, "ipuofd_attach_queue_length %u\n", s->nwaiting);
     family(b, "ipuofd_attach_wait_seconds", "histogram",

@@ -94,7 +94,7 @@ print_vipu_table(size_t n)
 
 /* The simulator's level and the executable cache against its budget, as JSON members each
  * followed by a comma: "sim_isa" (null from a daemon that does not say), "cache_bytes",
- * "cache_budget_bytes". */
+ * "cache_budget_bytes", "arena_bytes", "arena_budget_bytes". */
 static void
 print_engine_json(const ipuof_status_report *r)
 {
@@ -103,6 +103,8 @@ print_engine_json(const ipuof_status_report *r)
     fputs("\"sim_isa\":", stdout);
     json_string_or_null(stdout, ipuof_status_report_sim_isa(r));
     printf(",\"cache_bytes\":%" PRIu64 ",\"cache_budget_bytes\":%" PRIu64 ",", used, budget);
+    used = ipuof_status_report_arena_bytes(r, &budget);
+    printf("\"arena_bytes\":%" PRIu64 ",\"arena_budget_bytes\":%" PRIu64 ",", used, budget);
     {
         double hz;
         const char *t = ipuof_status_report_ipu_type(r, &hz);
@@ -113,7 +115,7 @@ print_engine_json(const ipuof_status_report *r)
 }
 
 /* The same as a line of the summary: "simulator kernels avx2, executable cache 12.0 MiB
- * of 1.0 GiB" (nothing from a daemon that says neither). */
+ * of 1.0 GiB, arenas 4.0 MiB of 17.7 GiB" (nothing from a daemon that says neither). */
 static void
 print_engine_line(const ipuof_status_report *r)
 {
@@ -125,7 +127,14 @@ print_engine_line(const ipuof_status_report *r)
     human_sanitize(isa, sizeof isa, ipuof_status_report_sim_isa(r));
     human_bytes(u, sizeof u, used);
     human_bytes(b, sizeof b, budget);
-    printf("simulator kernels %s, executable cache %s of %s\n", isa[0] ? isa : "?", u, b);
+    printf("simulator kernels %s, executable cache %s of %s", isa[0] ? isa : "?", u, b);
+    used = ipuof_status_report_arena_bytes(r, &budget);
+    if (budget != 0) {
+        human_bytes(u, sizeof u, used);
+        human_bytes(b, sizeof b, budget);
+        printf(", arenas %s of %s", u, b);
+    }
+    putchar('\n');
     {
         double hz;
         char t[32];

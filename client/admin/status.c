@@ -33,6 +33,7 @@ struct ipuof_status_report {
     char ipu_type[16];               /* the clock's device type; "" when not said */
     double clock_hz;
     uint64_t cache_used, cache_max;
+    uint64_t arena_used, arena_max;
     char *strings;                   /* owned: every string of the report, NUL-separated */
 };
 
@@ -123,6 +124,8 @@ copy_daemon(ipuof_status_report *r, const Ipuof__StatusReply *sr, char **cursor)
     }
     r->cache_used = sr->cache_used_bytes;
     r->cache_max = sr->cache_bytes;
+    r->arena_used = sr->arena_used_bytes;
+    r->arena_max = sr->arena_bytes;
 }
 
 /* The IPUs of sr into r (its ipus, recovery and busy arrays); strings into the block. */
@@ -418,6 +421,14 @@ ipuof_status_report_cache_bytes(const ipuof_status_report *r, uint64_t *budget)
     if (budget != NULL)
         *budget = r != NULL ? r->cache_max : 0;
     return r != NULL ? r->cache_used : 0;
+}
+
+uint64_t
+ipuof_status_report_arena_bytes(const ipuof_status_report *r, uint64_t *budget)
+{
+    if (budget != NULL)
+        *budget = r != NULL ? r->arena_max : 0;
+    return r != NULL ? r->arena_used : 0;
 }
 
 const char *

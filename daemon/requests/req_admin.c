@@ -118,6 +118,8 @@ req_status(struct conn *c, uint64_t req_id, const Ipuof__Header *h, uint32_t pay
     pthread_mutex_lock(&s->cache.mu);
     sr.cache_used_bytes = s->cache.bytes;
     sr.cache_bytes = s->cache.max_bytes;
+    sr.arena_used_bytes = s->cache.arena;
+    sr.arena_bytes = s->cache.max_arena;
     pthread_mutex_unlock(&s->cache.mu);
     if (job_status(s, &sr.job_processes, &sr.n_job_processes) < 0) {
         conn_send_error(c, req_id, IPUOF_E_NOMEM, 0, 0, "daemon", "out of memory");

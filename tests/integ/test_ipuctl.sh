@@ -46,13 +46,15 @@ grep -q "free" "$D/table" && ok "status table shows free IPUs" || no "status tab
 # The simulator kernels' level (as the daemon logged it) and the executable cache against
 # its budget (cache_bytes, 1 GiB by default): empty, then holding a compiled model.
 isa=$(sed -n 's/.*simulator kernels: \([a-z0-9]*\) .*/\1/p' "$D/log" | head -n 1)
-python3 - "$D/status.json" "$isa" <<'PY' && ok "status --json gives the kernels' level ($isa) and an empty cache of 1 GiB" || no "status --json: sim_isa and the cache"
-import json, sys
+python3 - "$D/status.json" "$isa" <<'PY' && ok "status --json gives the kernels' level ($isa), an empty cache of 1 GiB and no arenas of 3/4 of the host's memory" || no "status --json: sim_isa, the cache and the arenas"
+import json, os, sys
 d = json.load(open(sys.argv[1]))
 assert sys.argv[2] in ("baseline", "avx2", "avx512") and d["sim_isa"] == sys.argv[2], d["sim_isa"]
 assert d["cache_bytes"] == 0 and d["cache_budget_bytes"] == 1 << 30, d
+phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+assert d["arena_bytes"] == 0 and d["arena_budget_bytes"] == phys // 4 * 3, (d, phys)
 PY
-grep -qx "simulator kernels $isa, executable cache 0 B of 1 GiB" "$D/table" &&
+grep -qE "^simulator kernels $isa, executable cache 0 B of 1 GiB, arenas 0 B of [0-9.]+ [KMGT]iB$" "$D/table" &&
     ok "  ... and the table's summary says so" || no "  ... table summary: $(sed -n 2p "$D/table")"
 # The simulated clock's device type (issue 28): the daemon's default, gc200 at 1.33 GHz.
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
@@ -78,8 +80,10 @@ assert p["device_iterations"] == 10 and p["ipu_type"] == "gc200", p' "$D/pred.js
 check "ipuof-run --predict=xml is refused (64)" 64 $? "$D/pred.err"
 "$CTL" --server "$S" status --json | python3 -c '
 import json,sys; d=json.load(sys.stdin)
-assert 0 < d["cache_bytes"] <= d["cache_budget_bytes"], d' \
-    && ok "  ... after which the cache holds its executable" || no "  ... the cache holds it"
+assert 0 < d["cache_bytes"] <= d["cache_budget_bytes"], d
+assert d["arena_bytes"] == 0, d   # test_relu has no value but its input and output
+' \
+    && ok "  ... after which the cache holds its executable (test_relu: no arena)" || no "  ... the cache holds it"
 
 # Garbage and an oversized frame do not stop the daemon.
 python3 - "$PORT" <<'PY'

@@ -113,6 +113,8 @@ def checks():
     eq("queue", one("ipuofd_attach_queue_length"), st["waiting"])
     eq("cache bytes", one("ipuofd_compile_cache_bytes"), st["cache_bytes"])
     eq("cache limit", one("ipuofd_compile_cache_limit_bytes"), st["cache_budget_bytes"])
+    eq("arena bytes", one("ipuofd_compile_cache_arena_bytes"), st["arena_bytes"])
+    eq("arena limit", one("ipuofd_compile_cache_arena_limit_bytes"), st["arena_budget_bytes"])
     steps0 = st["ipus"][0]["steps_run"]
     if steps0 <= 0:
         bad.append("status shows no steps on IPU 0")

@@ -305,6 +305,11 @@ IPUOF_API const char *ipuof_status_report_sim_isa(const ipuof_status_report *r);
  * budget is NULL. 0 from a daemon that does not say. */
 IPUOF_API uint64_t ipuof_status_report_cache_bytes(const ipuof_status_report *r,
                                                    uint64_t *budget);
+/* Host memory the cached executables' arenas may take (their bound, counted when each is
+ * compiled); what they may take in all (arena_memory) in *budget unless budget is NULL.
+ * 0 from a daemon that does not say. */
+IPUOF_API uint64_t ipuof_status_report_arena_bytes(const ipuof_status_report *r,
+                                                   uint64_t *budget);
 /* The device type the daemon's simulated clock models ("gc200", "bow"; "" from a daemon
  * that does not say), its clock in *clock_hz unless NULL (0 when not said). Borrowed. */
 IPUOF_API const char *ipuof_status_report_ipu_type(const ipuof_status_report *r,
