@@ -56,15 +56,7 @@ make_inputs(struct sim_exe *e, uint8_t **inputs)
         assert_int_equal(sim_exe_input_info(e, i, &in), 0);
         inputs[i] = malloc(in.run_bytes + 1);
         assert_non_null(inputs[i]);
-        if (in.dtype == SIM_DTYPE_FLOAT) {
-            float *x = (float *)inputs[i];
-            for (size_t k = 0; k < in.run_bytes / 4; k++)
-                x[k] = (float)(mnist_splitmix64(&s) >> 40) / (float)(1 << 24);
-        } else {
-            int64_t *y = (int64_t *)inputs[i];
-            for (size_t k = 0; k < in.run_bytes / 8; k++)
-                y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
-        }
+        mnist_fake_data(&s, in.dtype == SIM_DTYPE_FLOAT, inputs[i], in.run_bytes);
     }
 }
 

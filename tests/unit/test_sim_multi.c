@@ -77,26 +77,7 @@ train_opts(struct sim_compile_opts *o, unsigned B, unsigned A, unsigned D)
     o->optimizer.lr = 0.001f;
 }
 
-/* Deterministic data: images in [0, 1), labels 0..9. */
-static void
-fill_inputs(struct sim_exe *e)
-{
-    struct sim_io_info in;
-    uint64_t s = 12345;
-
-    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
-        assert_int_equal(sim_exe_input_info(e, i, &in), 0);
-        if (in.dtype == F32) {
-            float *x = sim_exe_input_buffer(e, i);
-            for (size_t k = 0; k < in.run_bytes / 4; k++)
-                x[k] = (float)(mnist_splitmix64(&s) >> 40) / (float)(1 << 24);
-        } else {
-            int64_t *y = sim_exe_input_buffer(e, i);
-            for (size_t k = 0; k < in.run_bytes / 8; k++)
-                y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
-        }
-    }
-}
+/* Deterministic data (images in [0, 1), labels 0..9): mnist_fill_inputs, mnist_model.h. */
 
 static struct sim_exe *
 compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
@@ -114,7 +95,7 @@ run_ok(struct sim_exe *e)
 {
     struct sim_err err;
 
-    fill_inputs(e);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     if (sim_exe_run(e, &err) != 0)
         fail_msg("run: %s", err.msg);
 }
@@ -688,7 +669,7 @@ test_replica_threads(void **state)
      * its first step logged; a cancel before a run is not the run's) */
     o.device_iterations = 500;
     e = compile_ok(m, &o);
-    fill_inputs(e);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     sim_exe_log_steps(e, steps, sizeof(steps) / sizeof(steps[0]));
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
@@ -740,7 +721,7 @@ test_ipu_threads(void **state)
     o.device_iterations = 500;
     o.strategy = SIM_STRATEGY_PIPELINED;
     e = compile_ok(m, &o);
-    fill_inputs(e);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
     /* until the run has started its threads, however slowly a loaded machine starts them */
@@ -1064,7 +1045,7 @@ test_pipeline_failure(void **state)
     o.n_blocks = 6;
     o.strategy = SIM_STRATEGY_PIPELINED;
     e = compile_ok(m, &o);
-    fill_inputs(e);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     for (size_t i = 0; i < sim_exe_input_count(e); i++) {
         assert_int_equal(sim_exe_input_info(e, i, &in), 0);
         if (in.dtype != F32)
