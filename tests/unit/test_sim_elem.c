@@ -65,13 +65,8 @@ rand_vec(int64_t n, float lo, float hi)
 static struct sim_exe *
 compile(struct sim_ob *b, const struct sim_compile_opts *o, struct sim_model **m)
 {
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
     *m = test_ob_load(b);
-    if (sim_compile(*m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
+    return test_compile_ok(*m, o);
 }
 
 /* Appends loss = ReduceSum(y * r) (r: a frozen weight the caller declares). */

@@ -22,6 +22,7 @@
 
 #include "ipuof/status.h"
 #include "mnist_model.h"
+#include "obload.h"
 #include "sim.h"
 
 static const struct sim_block_opt tutorial_stages[] = {
@@ -137,17 +138,6 @@ fed_run(void *p)
     return NULL;
 }
 
-static struct sim_exe *
-compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
-{
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
-    if (sim_compile(m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
-}
-
 /* One configuration: a run with all its input there, then the same run fed step by step
  * on a fresh executable. At least the first D x A - lag steps finish (every output row
  * written) before the last step's input is written, and not the last (lag 1; a pipeline of
@@ -157,7 +147,7 @@ static void
 check_fed(const struct sim_model *m, const struct sim_compile_opts *o, unsigned lag,
           const char *name)
 {
-    struct sim_exe *e = compile_ok(m, o), *g = compile_ok(m, o);
+    struct sim_exe *e = test_compile_ok(m, o), *g = test_compile_ok(m, o);
     uint8_t *inputs[8] = { 0 };
     struct fed_run b = { 0 };
     struct told told = { 0 };
@@ -263,7 +253,7 @@ test_fed_closed_and_cancelled(void **state)
     sim_compile_opts_init(&o);
     o.micro_batch = 8;
     o.device_iterations = 10;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     make_inputs(e, inputs);
     b.e = e;
 

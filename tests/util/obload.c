@@ -44,6 +44,31 @@ test_ob_compile(struct sim_ob *b, struct sim_err *err)
     return r;
 }
 
+struct sim_exe *
+test_compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
+{
+    struct sim_compile_opts def;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+
+    if (o == NULL) {
+        sim_compile_opts_init(&def);
+        o = &def;
+    }
+    if (sim_compile(m, o, &e, &err) != 0)
+        fail_msg("compile: %s", err.msg);
+    return e;
+}
+
+void
+test_run_ok(struct sim_exe *e)
+{
+    struct sim_err err;
+
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
+}
+
 struct test_ob_run
 test_ob_run_ok(struct sim_ob *b)
 {
