@@ -26,7 +26,9 @@ testd_sh_start() {
 # testd_sh_init NAME: what every shell test that starts a daemon sets up first. D, a new
 # directory /tmp/ipuof-NAME-XXXXXX; PID (the daemon, set by testd_sh_start) and KIDS (other
 # processes the test starts: it adds their pids) empty; a trap on EXIT, INT and TERM that
-# kills KIDS and PID (SIGKILL) and removes D; the counters pass, fail and skip at 0.
+# runs testd_sh_undo when the test defines it (what else it has to undo, e.g. a tmux
+# server), kills KIDS and PID (SIGKILL) and removes D (kept when KEEP is set, for a look
+# afterwards); the counters pass, fail and skip at 0.
 testd_sh_init() {
     D=$(mktemp -d "/tmp/ipuof-$1-XXXXXX") || { echo "not ok - mktemp failed"; exit 1; }
     PID="" KIDS=""
@@ -35,8 +37,9 @@ testd_sh_init() {
 }
 
 testd_sh_cleanup() {
+    command -v testd_sh_undo >/dev/null 2>&1 && testd_sh_undo
     for _k in $KIDS $PID; do kill -9 "$_k" 2>/dev/null; done
-    rm -rf "$D"
+    [ -n "${KEEP:-}" ] || rm -rf "$D"
 }
 
 # TAP lines and the counters: ok WHAT, not_ok WHAT, check WHAT COMMAND... (the command's
