@@ -68,6 +68,22 @@ testd_sh_must_start() {
     exit 1
 }
 
+# testd_sh_add LOG [RC WHAT]: a sub-program's output LOG (a driver's, a script's) counted
+# into this test's: its lines echoed but its "N passed, M failed" summary, whose counts are
+# added; no summary is one failure, and so is RC non-zero when no failure was counted
+# ("not ok - WHAT exited with RC").
+testd_sh_add() {
+    grep -v -E '^[0-9]+ passed, [0-9]+ failed' "$1"
+    _line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    _p=$(echo "$_line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+    _f=$(echo "$_line" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
+    pass=$((pass + ${_p:-0}))
+    fail=$((fail + ${_f:-1}))
+    if [ "${2:-0}" -ne 0 ] && [ "${_f:-1}" -eq 0 ]; then
+        not_ok "${3:-the program} exited with $2"
+    fi
+}
+
 # testd_sh_stop: SIGTERM to the daemon PID, then checks that it exits 0.
 testd_sh_stop() {
     kill -TERM "$PID"
