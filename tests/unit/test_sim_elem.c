@@ -44,10 +44,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float
 urand(float lo, float hi)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+    return lo + (hi - lo) * test_urand01(&rng_state);
 }
 
 static float *
