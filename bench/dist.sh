@@ -68,7 +68,9 @@ if [ "$CALLGRIND" = 1 ]; then
                     >/dev/null 2>"$D/e$p.$mode" &
                 eval "k$p=\$!"
             done
+            # shellcheck disable=SC2154
             wait "$k0" || die "2 x 1: process 0 failed"
+            # shellcheck disable=SC2154
             wait "$k1" || die "2 x 1: process 1 failed"
         fi
         kill -TERM "$V"
@@ -83,30 +85,17 @@ if [ "$CALLGRIND" = 1 ]; then
         'BEGIN { printf "dist: daemon instructions, two processes / one = %.4f\n", b / a }'
     exit 0
 fi
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || die "ipuofd did not start: $(cat "$D/log")"
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+pair_daemon "$D/port" "$D/log"
+PID=$STARTED
+pair_port "$D/port" "$D/log" ipuofd
+export IPUOF_SERVER="$ADDR"
 
-one() { # run number -> samples/s of 1 process x 2 replicas
-    "$B/bin/ipuof-mnist" $COMMON --replicas 2 >"$D/one$1" 2>&1 ||
-        die "1 process x 2 replicas failed: $(tail -c 400 "$D/one$1")"
-    pair_rate "$D/one$1"
+two_proc() { # process, run: process $1 of 2 processes x 1 replica
+    IPUOF_PROCESS_ID=$1 IPUOF_NUM_PROCESSES=2 IPUOF_PARTITION=bench \
+        "$B/bin/ipuof-mnist" $COMMON --replicas 1
 }
-
-two() { # run number -> samples/s of 2 processes x 1 replica
-    for p in 0 1; do
-        IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 IPUOF_PARTITION=bench \
-            "$B/bin/ipuof-mnist" $COMMON --replicas 1 >"$D/two$1.$p" 2>&1 &
-        eval "k$p=\$!"
-    done
-    # shellcheck disable=SC2154
-    wait "$k0" || die "2 processes: process 0 failed: $(tail -c 400 "$D/two$1.0")"
-    wait "$k1" || die "2 processes: process 1 failed: $(tail -c 400 "$D/two$1.1")"
-    pair_rate2 "$D/two$1.0" "$D/two$1.1"
-}
+one() { pair_one "$1" "1 process x 2 replicas"; }   # run number -> samples/s
+two() { pair_two "$1" "2 processes"; }
 
 echo "distributed training benchmark: $SAMPLES samples per run, ipuof-mnist $ARGS"
 pair_rounds "1 process x 2 replicas" "2 processes x 1 replica"

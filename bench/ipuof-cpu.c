@@ -34,15 +34,7 @@
 
 #include "half.h"
 #include "sim.h"
-
-static double
-now_s(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "sim_int.h"
 
 /* The whole file into a malloc'd buffer (*len bytes), or NULL. */
 static void *
@@ -144,17 +136,17 @@ main(int argc, char **argv)
         fprintf(stderr, "ipuof-cpu: cannot read %s\n", argv[1]);
         return 1;
     }
-    t0 = now_s(CLOCK_MONOTONIC);
+    t0 = sim_now_s(CLOCK_MONOTONIC);
     if (sim_model_load(bytes, len, &m, &err) != 0)
         goto fail;
-    t1 = now_s(CLOCK_MONOTONIC);
+    t1 = sim_now_s(CLOCK_MONOTONIC);
     sim_compile_opts_init(&o);
     o.micro_batch = (unsigned)atoi(argv[2]);
     if (argc == 5)
         o.loss = argv[4];
     if (sim_compile(m, &o, &e, &err) != 0)
         goto fail;
-    t2 = now_s(CLOCK_MONOTONIC);
+    t2 = sim_now_s(CLOCK_MONOTONIC);
     for (size_t i = 0; i < sim_exe_input_count(e); i++) {
         struct sim_io_info info;
         char *in = sim_exe_input_buffer(e, i);
@@ -170,11 +162,11 @@ main(int argc, char **argv)
                     (float)((k * 2654435761u) % 1000u) / 1000.0f - 0.5f);
     }
     for (int r = 0; r < rounds; r++) {
-        double w = now_s(CLOCK_MONOTONIC), c = now_s(CLOCK_PROCESS_CPUTIME_ID);
+        double w = sim_now_s(CLOCK_MONOTONIC), c = sim_now_s(CLOCK_PROCESS_CPUTIME_ID);
         if (sim_exe_run(e, &err) != 0)
             goto fail;
-        c = now_s(CLOCK_PROCESS_CPUTIME_ID) - c;
-        w = now_s(CLOCK_MONOTONIC) - w;
+        c = sim_now_s(CLOCK_PROCESS_CPUTIME_ID) - c;
+        w = sim_now_s(CLOCK_MONOTONIC) - w;
         best_cpu = c < best_cpu ? c : best_cpu;
         best_wall = w < best_wall ? w : best_wall;
         rest_wall += r > 0 ? w : 0.0;

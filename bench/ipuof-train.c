@@ -25,7 +25,7 @@
  *
  * Built by hand against a build's simulator library (see bench/README.md):
  *   cc -std=c11 -O2 -D_GNU_SOURCE -Isim -Isim/kernels -Itools/util -Ibuild/gen -Iclient/include \
- *      bench/ipuof-train.c tools/util/mnist_model.c build/lib/libipuofsim.a \
+ *      bench/ipuof-train.c tools/util/mnist_model.c tools/util/mnist_feed.c build/lib/libipuofsim.a \
  *      -lprotobuf-c -lz -lopenblas -ldnnl -lgomp -lm -pthread -o build/bench/ipuof-train
  * Exit status 0, or 1 with a sentence on stderr.
  */
@@ -37,37 +37,7 @@
 #include "mnist_model.h"
 #include "pool.h"
 #include "sim.h"
-
-static double
-now_s(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Images in [0, 1) and labels 0..9 from splitmix64, the same every call. */
-static void
-fill_inputs(struct sim_exe *e)
-{
-    struct sim_io_info in;
-    uint64_t s = 12345;
-
-    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
-        if (sim_exe_input_info(e, i, &in) != 0)
-            continue;
-        if (in.dtype == SIM_DTYPE_FLOAT) {
-            float *x = sim_exe_input_buffer(e, i);
-            for (size_t k = 0; k < in.run_bytes / 4; k++)
-                x[k] = (float)(mnist_splitmix64(&s) >> 40) / (float)(1 << 24);
-        } else {
-            int64_t *y = sim_exe_input_buffer(e, i);
-            for (size_t k = 0; k < in.run_bytes / 8; k++)
-                y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
-        }
-    }
-}
+#include "sim_int.h"
 
 /* The tutorial's blocks B1..B4, one stage and IPU each (as ipuof-mnist and test_sim_multi
  * give them; mnist_model.c's node names). */
@@ -187,20 +157,20 @@ main(int argc, char **argv)
         fprintf(stderr, "ipuof-train: compile: %s\n", err.msg);
         return 1;
     }
-    fill_inputs(e);
+    mnist_fill_inputs(e);      /* images in [0, 1), labels 0..9 */
     if (sim_exe_run(e, &err) != 0) {
         fprintf(stderr, "ipuof-train: run: %s\n", err.msg);
         return 1;
     }
-    w0 = now_s(CLOCK_MONOTONIC);
-    c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    w0 = sim_now_s(CLOCK_MONOTONIC);
+    c0 = sim_now_s(CLOCK_PROCESS_CPUTIME_ID);
     for (int i = 0; i < calls; i++)
         if (sim_exe_run(e, &err) != 0) {
             fprintf(stderr, "ipuof-train: run: %s\n", err.msg);
             return 1;
         }
-    c1 = now_s(CLOCK_PROCESS_CPUTIME_ID);
-    w1 = now_s(CLOCK_MONOTONIC);
+    c1 = sim_now_s(CLOCK_PROCESS_CPUTIME_ID);
+    w1 = sim_now_s(CLOCK_MONOTONIC);
     if (sim_exe_memory(e, 0, &mem) != 0)
         mem.total = 0;
     printf("calls=%d samples_s=%.0f cpu_s=%.5f wall_s=%.5f threads=%d isa=%s "

@@ -50,36 +50,21 @@ printf '[pod]\nname = host-a\nlisten = 127.0.0.1:%s\npeers = host-b=127.0.0.1:%s
 printf '[pod]\nname = host-b\nlisten = 127.0.0.1:%s\npeers = host-a=127.0.0.1:%s\n' "$QB" "$QA" \
     >"$D/b.conf"
 for h in a b; do
-    "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/$h.port" --foreground \
-        --config "$D/$h.conf" --admin-socket "$D/$h.sock" >"$D/$h.log" 2>&1 &
-    if [ $h = a ]; then PA=$!; else PB=$!; fi
+    pair_daemon "$D/$h.port" "$D/$h.log" --config "$D/$h.conf" --admin-socket "$D/$h.sock"
+    if [ $h = a ]; then PA=$STARTED; else PB=$STARTED; fi
 done
-for h in a b; do
-    i=0
-    while [ ! -s "$D/$h.port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-    [ -s "$D/$h.port" ] || die "ipuofd $h did not start: $(cat "$D/$h.log")"
-done
-SA="127.0.0.1:$(cat "$D/a.port")" SB="127.0.0.1:$(cat "$D/b.port")"
+pair_port "$D/a.port" "$D/a.log" "ipuofd a"
+SA=$ADDR
+pair_port "$D/b.port" "$D/b.log" "ipuofd b"
+SB=$ADDR
 
-one() { # run number -> samples/s of 1 daemon x 2 replicas
-    IPUOF_SERVER=$SA "$B/bin/ipuof-mnist" $COMMON --replicas 2 >"$D/one$1" 2>&1 ||
-        die "1 daemon x 2 replicas failed: $(tail -c 400 "$D/one$1")"
-    pair_rate "$D/one$1"
+two_proc() { # process, run: process $1 of 2 daemons x 1 replica, attached to daemon a or b
+    if [ "$1" = 0 ]; then s=$SA; else s=$SB; fi
+    IPUOF_SERVER=$s IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=pod-bench-$$-$2 \
+        IPUOF_PROCESS_ID=$1 IPUOF_NUM_PROCESSES=2 "$B/bin/ipuof-mnist" $COMMON --replicas 1
 }
-
-two() { # run number -> samples/s of 2 daemons x 1 replica
-    for p in 0 1; do
-        if [ $p = 0 ]; then s=$SA; else s=$SB; fi
-        IPUOF_SERVER=$s IPUOF_POD_HOSTS=host-a,host-b IPUOF_JOB_KEY=pod-bench-$$-$1 \
-            IPUOF_PROCESS_ID=$p IPUOF_NUM_PROCESSES=2 \
-            "$B/bin/ipuof-mnist" $COMMON --replicas 1 >"$D/two$1.$p" 2>&1 &
-        eval "k$p=\$!"
-    done
-    # shellcheck disable=SC2154
-    wait "$k0" || die "2 daemons: process 0 failed: $(tail -c 400 "$D/two$1.0")"
-    wait "$k1" || die "2 daemons: process 1 failed: $(tail -c 400 "$D/two$1.1")"
-    pair_rate2 "$D/two$1.0" "$D/two$1.1"
-}
+one() { pair_one "$1" "1 daemon x 2 replicas" IPUOF_SERVER="$SA"; }   # run -> samples/s
+two() { pair_two "$1" "2 daemons"; }
 
 echo "Pod training benchmark: $SAMPLES samples per run, ipuof-mnist $ARGS, $(nproc) CPUs"
 pair_rounds "1 daemon x 2 replicas" "2 daemons x 1 replica"

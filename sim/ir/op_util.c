@@ -268,17 +268,44 @@ sim_window_infer(struct sim_infer *c, int nsp, const int64_t *in, const int64_t 
     return 0;
 }
 
+/* Elements of the dense side of a strided walk: the product of dims[0..rank). */
+static inline int64_t
+strided_numel(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    return n;
+}
+
+/*
+ * The walk sim_strided_copy and sim_strided_add_f32 share: the source offset of the next
+ * row (the dims before `last`, row-major, counted in idx) after the one at off.
+ */
+static inline int64_t
+strided_next(int64_t *idx, const int64_t *dims, const int64_t *str, int last, int64_t off)
+{
+    for (int d = last - 1; d >= 0; d--) {
+        idx[d]++;
+        off += str[d];
+        if (idx[d] < dims[d])
+            break;
+        off -= str[d] * dims[d];
+        idx[d] = 0;
+    }
+    return off;
+}
+
 void
 sim_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
                  const int64_t *str, int64_t off)
 {
     const char *x = src;
     char *y = dst;
-    int64_t idx[SIM_MAX_RANK] = { 0 }, n = 1;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, n = strided_numel(rank, dims);
     int last = rank - 1;
 
-    for (int d = 0; d < rank; d++)
-        n *= dims[d];
     if (n == 0)
         return;
     if (rank == 0) {
@@ -299,14 +326,7 @@ sim_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t 
             for (int64_t i = 0; i < dims[last]; i++)
                 memcpy(y + (o + i) * (int64_t)es, x + (off + i * s) * (int64_t)es, es);
         }
-        for (int d = last - 1; d >= 0; d--) {
-            idx[d]++;
-            off += str[d];
-            if (idx[d] < dims[d])
-                break;
-            off -= str[d] * dims[d];
-            idx[d] = 0;
-        }
+        off = strided_next(idx, dims, str, last, off);
     }
 }
 
@@ -314,11 +334,9 @@ void
 sim_strided_add_f32(float *dst, const float *src, int rank, const int64_t *dims,
                     const int64_t *str, int64_t off)
 {
-    int64_t idx[SIM_MAX_RANK] = { 0 }, n = 1;
+    int64_t idx[SIM_MAX_RANK] = { 0 }, n = strided_numel(rank, dims);
     int last = rank - 1;
 
-    for (int d = 0; d < rank; d++)
-        n *= dims[d];
     if (n == 0)
         return;
     if (rank == 0) {
@@ -330,13 +348,6 @@ sim_strided_add_f32(float *dst, const float *src, int rank, const int64_t *dims,
 
         for (int64_t i = 0; i < dims[last]; i++)
             dst[off + i * s] += src[o + i];
-        for (int d = last - 1; d >= 0; d--) {
-            idx[d]++;
-            off += str[d];
-            if (idx[d] < dims[d])
-                break;
-            off -= str[d] * dims[d];
-            idx[d] = 0;
-        }
+        off = strided_next(idx, dims, str, last, off);
     }
 }

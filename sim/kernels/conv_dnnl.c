@@ -1,7 +1,7 @@
 /*
  * conv_dnnl.c — 2-D convolution forward through oneDNN's C API (see conv_dnnl.h), and the
- * engine, streams, reorders and memory-object sets it shares with conv_dnnl_bwd.c
- * (conv_dnnl_int.h).
+ * engine, streams, reorders, memory-object sets and cache of primitives per shape it
+ * shares with conv_dnnl_bwd.c (conv_dnnl_int.h).
  *
  * Threads: Debian's libdnnl 2.6 is built with the OpenMP runtime, and a primitive fixes the
  * split of its work for the OpenMP team size it sees when it is made. Measured on the
@@ -34,30 +34,23 @@ enum { M_X, M_W, M_B, M_Y, M_BX, M_BW, M_BY, M_PAD, M_COUNT };
 _Static_assert(M_COUNT <= SIM_DNNL_SET_MAX, "a set holds every memory object of a piece");
 
 
-/* The primitives for one sub-batch size. */
+/* The forward's primitives for one sub-batch size. */
 struct part {
-    int64_t nb;
+    struct sim_dnnl_part base;          /* nb, its slice's bytes, its sets */
     dnnl_primitive_t conv, rx, ry;      /* rx, ry: reorders, NULL where the layout is plain
                                          * or the neighbour takes the blocked one */
     dnnl_memory_desc_t bx, by;          /* the layouts conv reads and writes */
-    size_t off_bx, off_by, off_pad, bytes;  /* within the piece's slice of scratch */
-    struct sim_dnnl_set sets[NSETS];
+    size_t off_bx, off_by, off_pad;     /* within the piece's slice of scratch */
 };
 
-struct entry {
-    struct sim_dnnl_conv key;
-    int cut;                        /* the pieces asked for (SIM_DNNL_PIECES) */
-    int64_t pieces;
-    dnnl_primitive_t rw;                /* weights to the layout conv wants; NULL: plain */
-    struct sim_dnnl_set wsets[NSETS];   /* rw's arguments: m[M_W] plain, m[M_BW] blocked */
-    size_t off_slices;                  /* the pieces' slices start here; bw at 0 */
-    struct part part[2];                /* [0]: nb images; [1]: the last piece's, if fewer */
-};
+static int part_make(const struct sim_dnnl_conv *d, int64_t nb, struct sim_dnnl_part *base,
+                     dnnl_memory_desc_t *bw_out);
+static void part_free(struct sim_dnnl_part *base);
+
+static struct sim_dnnl_kind fwd = { sizeof(struct part), part_make, part_free, { NULL }, 0 };
 
 pthread_mutex_t sim_dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
 dnnl_engine_t sim_dnnl_engine;
-static struct entry *table[SIM_DNNL_MAX_SHAPES];
-static int table_n;
 static pthread_key_t stream_key;
 static int engine_ok = -1;          /* -1: not tried; 0: failed; 1: ready */
 
@@ -108,35 +101,31 @@ sim_dnnl_engine_get(void)
     return engine_ok ? 0 : -1;
 }
 
+/* Destroys the memory objects of sets[NSETS] (NULL ones skipped). */
 static void
-part_free(struct part *pt)
+sets_free(struct sim_dnnl_set *sets)
 {
     for (int s = 0; s < NSETS; s++)
-        for (int i = 0; i < M_COUNT; i++)
-            if (pt->sets[s].m[i] != NULL)
-                dnnl_memory_destroy(pt->sets[s].m[i]);
-    if (pt->conv != NULL)
-        dnnl_primitive_destroy(pt->conv);
-    if (pt->rx != NULL)
-        dnnl_primitive_destroy(pt->rx);
-    if (pt->ry != NULL)
-        dnnl_primitive_destroy(pt->ry);
+        for (int i = 0; i < SIM_DNNL_SET_MAX; i++)
+            if (sets[s].m[i] != NULL)
+                dnnl_memory_destroy(sets[s].m[i]);
 }
 
 /* Frees what e holds (e itself too); NULL members are skipped. */
 static void
-entry_free(struct entry *e)
+entry_free(const struct sim_dnnl_kind *k, struct sim_dnnl_entry *e)
 {
     if (e == NULL)
         return;
-    part_free(&e->part[0]);
-    part_free(&e->part[1]);
+    for (int i = 0; i < 2; i++)
+        if (e->part[i] != NULL) {
+            sets_free(e->part[i]->sets);
+            k->part_free(e->part[i]);
+            free(e->part[i]);
+        }
     if (e->rw != NULL)
         dnnl_primitive_destroy(e->rw);
-    for (int s = 0; s < NSETS; s++)
-        for (int i = 0; i < M_COUNT; i++)
-            if (e->wsets[s].m[i] != NULL)
-                dnnl_memory_destroy(e->wsets[s].m[i]);
+    sets_free(e->wsets);
     free(e);
 }
 
@@ -189,13 +178,127 @@ sim_dnnl_weight_mds(const struct sim_dnnl_conv *d, dnnl_memory_desc_t *w_md,
                : -1;
 }
 
+/* Builds k's entry for d split into up to `cut` pieces (sim_dnnl_lock held), or NULL. */
+static struct sim_dnnl_entry *
+entry_make(const struct sim_dnnl_kind *k, const struct sim_dnnl_conv *d, int cut)
+{
+    struct sim_dnnl_entry *e = calloc(1, sizeof(*e));
+    dnnl_memory_desc_t w_md, b_md, bw0, bw1;
+    int64_t nb, last;
+    int omp_was = omp_get_max_threads();
+    bool ok = false;
+
+    if (e == NULL)
+        return NULL;
+    e->key = *d;
+    e->cut = cut;
+    sim_dnnl_split(d->n, cut, &nb, &e->pieces, &last);
+    omp_set_num_threads(1);
+    e->part[0] = calloc(1, k->part_size);
+    e->part[1] = calloc(1, k->part_size);
+    if (e->part[0] == NULL || e->part[1] == NULL ||
+        k->part_make(d, nb, e->part[0], &bw0) != 0 ||
+        (last != nb && (k->part_make(d, last, e->part[1], &bw1) != 0 ||
+                        !dnnl_memory_desc_equal(&bw0, &bw1))) ||
+        sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
+        sim_dnnl_reorder(&w_md, &bw0, false, &e->rw) != 0)
+        goto out;
+    for (int s = 0; e->rw != NULL && s < NSETS; s++)
+        if (dnnl_memory_create(&e->wsets[s].m[SIM_DNNL_W], &w_md, sim_dnnl_engine,
+                               DNNL_MEMORY_NONE) != dnnl_success ||
+            dnnl_memory_create(&e->wsets[s].m[SIM_DNNL_BW], &bw0, sim_dnnl_engine,
+                               DNNL_MEMORY_NONE) != dnnl_success)
+            goto out;
+    e->off_slices = e->rw != NULL ? sim_dnnl_md_bytes(&bw0) : 0;
+    e->slice = e->part[0]->bytes > e->part[1]->bytes ? e->part[0]->bytes : e->part[1]->bytes;
+    ok = true;
+out:
+    omp_set_num_threads(omp_was);
+    if (!ok) {
+        entry_free(k, e);
+        return NULL;
+    }
+    return e;
+}
+
+int
+sim_dnnl_prepare(struct sim_dnnl_kind *k, const struct sim_dnnl_conv *d, int cut, int *id,
+                 size_t *scratch)
+{
+    struct sim_dnnl_entry *e = NULL;
+    int rc = -1;
+
+    cut = cut < 1 ? 1 : cut > NSETS ? NSETS : cut;
+    pthread_mutex_lock(&sim_dnnl_lock);
+    if (sim_dnnl_engine_get() != 0)
+        goto out;
+    for (int i = 0; i < k->n; i++)
+        if (sim_dnnl_key_equal(&k->table[i]->key, d) && k->table[i]->cut == cut) {
+            e = k->table[i];
+            *id = i;
+            goto found;
+        }
+    if (k->n >= SIM_DNNL_MAX_SHAPES)
+        goto out;
+    e = entry_make(k, d, cut);
+    if (e == NULL)
+        goto out;
+    k->table[k->n] = e;
+    *id = k->n++;
+found:
+    *scratch = e->off_slices + e->slice * (size_t)e->pieces;
+    rc = 0;
+out:
+    pthread_mutex_unlock(&sim_dnnl_lock);
+    return rc;
+}
+
+struct sim_dnnl_part *
+sim_dnnl_part_of(const struct sim_dnnl_entry *e, int64_t i)
+{
+    return e->part[i == e->pieces - 1 && e->part[1]->nb > 0];
+}
+
+int
+sim_dnnl_weights_reorder(const struct sim_dnnl_entry *e, dnnl_stream_t s, const float *w,
+                         void *bw)
+{
+    struct sim_dnnl_set *ws = sim_dnnl_set_take((struct sim_dnnl_set *)e->wsets);
+    int rc;
+
+    dnnl_memory_set_data_handle(ws->m[SIM_DNNL_W], (void *)w);
+    dnnl_memory_set_data_handle(ws->m[SIM_DNNL_BW], bw);
+    rc = sim_dnnl_exec2(e->rw, s, ws->m[SIM_DNNL_W], ws->m[SIM_DNNL_BW]);
+    if (rc == 0)
+        rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
+    atomic_store(&ws->busy, 0);
+    return rc;
+}
+
+/* The forward's primitives (conv, rx, ry) of a part. */
+static void
+part_free(struct sim_dnnl_part *base)
+{
+    struct part *pt = (struct part *)base;
+
+    if (pt->conv != NULL)
+        dnnl_primitive_destroy(pt->conv);
+    if (pt->rx != NULL)
+        dnnl_primitive_destroy(pt->rx);
+    if (pt->ry != NULL)
+        dnnl_primitive_destroy(pt->ry);
+}
+
 /*
- * Makes pt's primitives for nb images of d, on one thread. *bw gets the weights' layout the
- * convolution wants (the caller checks both parts agree). Returns 0 or -1.
+ * Makes the forward's primitives for nb images of d, on one thread (fwd.part_make). *bw gets
+ * the weights' layout the convolution wants (the caller checks both parts agree). Returns 0
+ * or -1.
  */
 static int
-part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memory_desc_t *bw_out)
+part_make(const struct sim_dnnl_conv *d, int64_t nb, struct sim_dnnl_part *base,
+          dnnl_memory_desc_t *bw_out)
 {
+    struct part *pt = (struct part *)base;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_convolution_desc_t cd;
@@ -206,7 +309,7 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     dnnl_dims_t pl = { d->ph, d->pw }, pr;
     int rc = -1;
 
-    pt->nb = nb;
+    base->nb = nb;
     /* the end padding that gives exactly (oh, ow) */
     pr[0] = (d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph;
     pr[1] = (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1 - d->w - d->pw;
@@ -249,9 +352,9 @@ part_make(const struct sim_dnnl_conv *d, int64_t nb, struct part *pt, dnnl_memor
     pt->off_bx = 0;
     pt->off_by = pt->rx != NULL ? sim_dnnl_md_bytes(bx) : 0;
     pt->off_pad = pt->off_by + (pt->ry != NULL ? sim_dnnl_md_bytes(by) : 0);
-    pt->bytes = pt->off_pad + sim_dnnl_md_bytes(pad);
+    base->bytes = pt->off_pad + sim_dnnl_md_bytes(pad);
     for (int s = 0; s < NSETS; s++) {
-        dnnl_memory_t *m = pt->sets[s].m;
+        dnnl_memory_t *m = base->sets[s].m;
         if (dnnl_memory_create(&m[M_X], &x_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
             dnnl_memory_create(&m[M_B], &b_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
             dnnl_memory_create(&m[M_Y], &y_md, sim_dnnl_engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -271,82 +374,10 @@ out:
     return rc;
 }
 
-/* Builds the entry for d split into up to `cut` pieces (sim_dnnl_lock held), or NULL. */
-static struct entry *
-entry_make(const struct sim_dnnl_conv *d, int cut)
-{
-    struct entry *e = calloc(1, sizeof(*e));
-    dnnl_memory_desc_t w_md, b_md, bw0, bw1;
-    int64_t nb, last;
-    int omp_was = omp_get_max_threads();
-    bool ok = false;
-
-    if (e == NULL)
-        return NULL;
-    e->key = *d;
-    e->cut = cut;
-    sim_dnnl_split(d->n, cut, &nb, &e->pieces, &last);
-    omp_set_num_threads(1);
-    if (part_make(d, nb, &e->part[0], &bw0) != 0 ||
-        (last != nb && (part_make(d, last, &e->part[1], &bw1) != 0 ||
-                        !dnnl_memory_desc_equal(&bw0, &bw1))) ||
-        sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
-        sim_dnnl_reorder(&w_md, &bw0, false, &e->rw) != 0)
-        goto out;
-    for (int s = 0; e->rw != NULL && s < NSETS; s++)
-        if (dnnl_memory_create(&e->wsets[s].m[M_W], &w_md, sim_dnnl_engine, DNNL_MEMORY_NONE) !=
-                dnnl_success ||
-            dnnl_memory_create(&e->wsets[s].m[M_BW], &bw0, sim_dnnl_engine, DNNL_MEMORY_NONE) !=
-                dnnl_success)
-            goto out;
-    e->off_slices = e->rw != NULL ? sim_dnnl_md_bytes(&bw0) : 0;
-    ok = true;
-out:
-    omp_set_num_threads(omp_was);
-    if (!ok) {
-        entry_free(e);
-        return NULL;
-    }
-    return e;
-}
-
-static size_t
-entry_scratch(const struct entry *e)
-{
-    size_t slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
-
-    return e->off_slices + slice * (size_t)e->pieces;
-}
-
 int
 sim_dnnl_conv_prepare(const struct sim_dnnl_conv *d, int cut, int *id, size_t *scratch)
 {
-    struct entry *e = NULL;
-    int rc = -1;
-
-    cut = cut < 1 ? 1 : cut > NSETS ? NSETS : cut;
-    pthread_mutex_lock(&sim_dnnl_lock);
-    if (sim_dnnl_engine_get() != 0)
-        goto out;
-    for (int i = 0; i < table_n; i++)
-        if (sim_dnnl_key_equal(&table[i]->key, d) && table[i]->cut == cut) {
-            *id = i;
-            *scratch = entry_scratch(table[i]);
-            rc = 0;
-            goto out;
-        }
-    if (table_n >= SIM_DNNL_MAX_SHAPES)
-        goto out;
-    e = entry_make(d, cut);
-    if (e == NULL)
-        goto out;
-    table[table_n] = e;
-    *id = table_n++;
-    *scratch = entry_scratch(e);
-    rc = 0;
-out:
-    pthread_mutex_unlock(&sim_dnnl_lock);
-    return rc;
+    return sim_dnnl_prepare(&fwd, d, cut, id, scratch);
 }
 
 bool
@@ -355,16 +386,18 @@ sim_dnnl_conv_chains(int from, int to)
     bool ok = false;
 
     pthread_mutex_lock(&sim_dnnl_lock);
-    if (from >= 0 && from < table_n && to >= 0 && to < table_n) {
-        const struct entry *a = table[from], *b = table[to];
+    if (from >= 0 && from < fwd.n && to >= 0 && to < fwd.n) {
+        const struct sim_dnnl_entry *a = fwd.table[from], *b = fwd.table[to];
         ok = a->cut == b->cut && a->pieces == b->pieces &&
              a->key.n == b->key.n && a->key.m == b->key.c && a->key.oh == b->key.h &&
              a->key.ow == b->key.w;
         for (int i = 0; ok && i < 2; i++) {
-            const struct part *pa = &a->part[i], *pb = &b->part[i];
-            size_t plain = (size_t)(pa->nb * a->key.m * a->key.oh * a->key.ow) * sizeof(float);
-            ok = pa->nb == pb->nb &&
-                 (pa->nb == 0 || (dnnl_memory_desc_equal(&pa->by, &pb->bx) &&
+            const struct part *pa = (const struct part *)a->part[i];
+            const struct part *pb = (const struct part *)b->part[i];
+            size_t plain =
+                (size_t)(pa->base.nb * a->key.m * a->key.oh * a->key.ow) * sizeof(float);
+            ok = pa->base.nb == pb->base.nb &&
+                 (pa->base.nb == 0 || (dnnl_memory_desc_equal(&pa->by, &pb->bx) &&
                                   dnnl_memory_desc_get_size(&pa->by) == plain));
         }
     }
@@ -398,7 +431,7 @@ sim_dnnl_exec2(dnnl_primitive_t p, dnnl_stream_t s, dnnl_memory_t from, dnnl_mem
 
 /* What the pieces of one run share. */
 struct run {
-    const struct entry *e;
+    const struct sim_dnnl_entry *e;
     const float *x, *bw, *bias;         /* bw: the weights in the layout conv wants */
     float *y;
     const struct sim_act *act;          /* applied to each piece's y, or NULL */
@@ -420,22 +453,21 @@ sim_dnnl_set_take(struct sim_dnnl_set *sets)
 static int
 piece_run(const struct run *r, int64_t i)
 {
-    const struct entry *e = r->e;
-    struct part *pt = (struct part *)&e->part[i == e->pieces - 1 && e->part[1].nb > 0];
+    const struct sim_dnnl_entry *e = r->e;
+    struct part *pt = (struct part *)sim_dnnl_part_of(e, i);
     struct sim_dnnl_set *set;
     dnnl_stream_t s = sim_dnnl_stream();
     const struct sim_dnnl_conv *d = &e->key;
-    size_t slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
-    char *sc = r->scratch + e->off_slices + slice * (size_t)i;
-    const float *x = r->x + i * e->part[0].nb * d->c * d->h * d->w;
-    float *y = r->y + i * e->part[0].nb * d->m * d->oh * d->ow;
+    char *sc = r->scratch + e->off_slices + e->slice * (size_t)i;
+    const float *x = r->x + i * e->part[0]->nb * d->c * d->h * d->w;
+    float *y = r->y + i * e->part[0]->nb * d->m * d->oh * d->ow;
     dnnl_exec_arg_t a[5];
     dnnl_memory_t *m;
     int na = 0, rc = -1;
 
     if (s == NULL)
         return -1;
-    set = sim_dnnl_set_take(pt->sets);
+    set = sim_dnnl_set_take(pt->base.sets);
     m = set->m;
     dnnl_memory_set_data_handle(m[M_X], (void *)x);
     dnnl_memory_set_data_handle(m[M_Y], y);
@@ -460,7 +492,7 @@ piece_run(const struct run *r, int64_t i)
         goto out;
     rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
     if (rc == 0 && r->act != NULL)     /* the piece's images, while they are in cache */
-        sim_act_range(r->act, y, y, 0, pt->nb * d->m * d->oh * d->ow);
+        sim_act_range(r->act, y, y, 0, pt->base.nb * d->m * d->oh * d->ow);
 out:
     atomic_store(&set->busy, 0);
     return rc;
@@ -479,28 +511,17 @@ pieces_fn(void *ctx, int64_t lo, int64_t hi)
 /* bw = w in the layout the convolution of e wants, on the calling thread (e->rw != NULL).
  * Returns 0 or -1. */
 static int
-weights_reorder(struct entry *e, const float *w, void *bw)
+weights_reorder(const struct sim_dnnl_entry *e, const float *w, void *bw)
 {
     dnnl_stream_t s = sim_dnnl_stream();
-    struct sim_dnnl_set *ws;
-    int rc;
 
-    if (s == NULL)
-        return -1;
-    ws = sim_dnnl_set_take(e->wsets);
-    dnnl_memory_set_data_handle(ws->m[M_W], (void *)w);
-    dnnl_memory_set_data_handle(ws->m[M_BW], bw);
-    rc = sim_dnnl_exec2(e->rw, s, ws->m[M_W], ws->m[M_BW]);
-    if (rc == 0)
-        rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
-    atomic_store(&ws->busy, 0);
-    return rc;
+    return s != NULL ? sim_dnnl_weights_reorder(e, s, w, bw) : -1;
 }
 
 int
 sim_dnnl_conv_weights(int id, const float *w, float **bw, size_t *bytes)
 {
-    struct entry *e = table[id];
+    const struct sim_dnnl_entry *e = fwd.table[id];
     void *p;
 
     *bw = NULL;
@@ -523,7 +544,7 @@ int
 sim_dnnl_conv_run(int id, const float *x, const float *w, bool w_blocked, const float *bias,
                   float *y, const struct sim_act *act, void *scratch)
 {
-    struct entry *e = table[id];
+    const struct sim_dnnl_entry *e = fwd.table[id];
     struct run r = { .e = e, .x = x, .bw = w, .bias = bias, .y = y, .act = act,
                      .scratch = scratch };
 

@@ -29,60 +29,34 @@ enum { B_X, B_DY, B_DX, B_W, B_DW, B_BX, B_BDYD, B_BDYW, B_BDX, B_BW, B_BDW, B_P
        B_COUNT };
 _Static_assert(B_COUNT <= SIM_DNNL_SET_MAX, "a set holds every memory object of a piece");
 
-/* The primitives for one sub-batch size. */
+/* The backward's primitives for one sub-batch size. */
 struct bpart {
-    int64_t nb;
+    struct sim_dnnl_part base;      /* nb, its slice's bytes, its sets */
     dnnl_primitive_t data, wts;     /* backward data, backward weights */
     dnnl_primitive_t rx, rdyd, rdyw;    /* plain x, dY to the layouts they want; NULL: plain */
     dnnl_primitive_t rdx, rdw;      /* blocked dX, dW added into plain ones (sum post-op) */
     bool dy_shared;                 /* both primitives want dY in the same layout */
-    size_t off_bx, off_bdyd, off_bdyw, off_bdx, off_bdw, off_pad, bytes;
-    struct sim_dnnl_set sets[NSETS];
+    size_t off_bx, off_bdyd, off_bdyw, off_bdx, off_bdw, off_pad;
 };
 
-struct bentry {
-    struct sim_dnnl_conv key;
-    int cut;                        /* the pieces asked for (SIM_DNNL_PIECES) */
-    int64_t pieces;
-    dnnl_primitive_t rw;            /* weights to the layout backward data wants; NULL: plain */
-    struct sim_dnnl_set wsets[NSETS];   /* rw's arguments: m[B_W] plain, m[B_BW] blocked */
-    size_t off_slices, slice;       /* the pieces' slices start here, each slice bytes */
-    struct bpart part[2];           /* [0]: nb images; [1]: the last piece's, if fewer */
-};
+static int bpart_make(const struct sim_dnnl_conv *d, int64_t nb, struct sim_dnnl_part *base,
+                      dnnl_memory_desc_t *bw_out);
+static void bpart_free(struct sim_dnnl_part *base);
 
-static struct bentry *btable[SIM_DNNL_MAX_SHAPES];
-static int btable_n;
+/* the entries' rw: the weights to the layout backward data wants */
+static struct sim_dnnl_kind bwd = { sizeof(struct bpart), bpart_make, bpart_free, { NULL }, 0 };
 
+/* The backward's primitives of a part. */
 static void
-bpart_free(struct bpart *pt)
+bpart_free(struct sim_dnnl_part *base)
 {
+    struct bpart *pt = (struct bpart *)base;
     dnnl_primitive_t *ps[] = { &pt->data, &pt->wts, &pt->rx, &pt->rdyd, &pt->rdyw, &pt->rdx,
                                &pt->rdw };
 
-    for (int s = 0; s < NSETS; s++)
-        for (int i = 0; i < B_COUNT; i++)
-            if (pt->sets[s].m[i] != NULL)
-                dnnl_memory_destroy(pt->sets[s].m[i]);
     for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
         if (*ps[i] != NULL)
             dnnl_primitive_destroy(*ps[i]);
-}
-
-/* Frees what e holds (e itself too); NULL members are skipped. */
-static void
-bentry_free(struct bentry *e)
-{
-    if (e == NULL)
-        return;
-    bpart_free(&e->part[0]);
-    bpart_free(&e->part[1]);
-    if (e->rw != NULL)
-        dnnl_primitive_destroy(e->rw);
-    for (int s = 0; s < NSETS; s++)
-        for (int i = 0; i < B_COUNT; i++)
-            if (e->wsets[s].m[i] != NULL)
-                dnnl_memory_destroy(e->wsets[s].m[i]);
-    free(e);
 }
 
 /* The three descriptors (forward hint, backward data, backward weights) of nb images of d
@@ -134,20 +108,22 @@ bpart_sets(struct bpart *pt, const dnnl_memory_desc_t *const md[B_COUNT])
     for (int s = 0; s < NSETS; s++)
         for (int i = 0; i < B_COUNT; i++)
             if (md[i] != NULL && dnnl_memory_desc_get_size(md[i]) > 0 &&
-                dnnl_memory_create(&pt->sets[s].m[i], md[i], sim_dnnl_engine,
+                dnnl_memory_create(&pt->base.sets[s].m[i], md[i], sim_dnnl_engine,
                                    DNNL_MEMORY_NONE) != dnnl_success)
                 return -1;
     return 0;
 }
 
 /*
- * Makes pt's primitives for nb images of d, on one thread. *bw_out gets the weights' layout
- * backward data wants (the caller checks both parts agree). Returns 0 or -1.
+ * Makes the backward's primitives for nb images of d, on one thread (bwd.part_make).
+ * *bw_out gets the weights' layout backward data wants (the caller checks both parts
+ * agree). Returns 0 or -1.
  */
 static int
-bpart_make(const struct sim_dnnl_conv *d, int64_t nb, struct bpart *pt,
+bpart_make(const struct sim_dnnl_conv *d, int64_t nb, struct sim_dnnl_part *base,
            dnnl_memory_desc_t *bw_out)
 {
+    struct bpart *pt = (struct bpart *)base;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
     dnnl_memory_desc_t x_md, y_md, w_md, b_md;
@@ -157,7 +133,7 @@ bpart_make(const struct sim_dnnl_conv *d, int64_t nb, struct bpart *pt,
     size_t pad;
     int rc = -1;
 
-    pt->nb = nb;
+    base->nb = nb;
     if (sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
         dnnl_memory_desc_init_by_tag(&x_md, 4, xd, dnnl_f32, dnnl_nchw) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&y_md, 4, yd, dnnl_f32, dnnl_nchw) != dnnl_success ||
@@ -195,7 +171,7 @@ bpart_make(const struct sim_dnnl_conv *d, int64_t nb, struct bpart *pt,
     pad = sim_dnnl_md_bytes(padd);
     if (sim_dnnl_md_bytes(padw) > pad)
         pad = sim_dnnl_md_bytes(padw);
-    pt->bytes = pt->off_pad + pad;
+    base->bytes = pt->off_pad + pad;
     md[B_X] = &x_md;
     md[B_DY] = &y_md;
     md[B_DX] = &x_md;
@@ -225,80 +201,15 @@ out:
     return rc;
 }
 
-/* Builds the entry for d split into up to `cut` pieces (sim_dnnl_lock held), or NULL. */
-static struct bentry *
-bentry_make(const struct sim_dnnl_conv *d, int cut)
-{
-    struct bentry *e = calloc(1, sizeof(*e));
-    dnnl_memory_desc_t w_md, b_md, bw0, bw1;
-    int64_t nb, last;
-    int omp_was = omp_get_max_threads();
-    bool ok = false;
-
-    if (e == NULL)
-        return NULL;
-    e->key = *d;
-    e->cut = cut;
-    sim_dnnl_split(d->n, cut, &nb, &e->pieces, &last);
-    omp_set_num_threads(1);
-    if (bpart_make(d, nb, &e->part[0], &bw0) != 0 ||
-        (last != nb && (bpart_make(d, last, &e->part[1], &bw1) != 0 ||
-                        !dnnl_memory_desc_equal(&bw0, &bw1))) ||
-        sim_dnnl_weight_mds(d, &w_md, &b_md, dnnl_oihw) != 0 ||
-        sim_dnnl_reorder(&w_md, &bw0, false, &e->rw) != 0)
-        goto out;
-    for (int s = 0; e->rw != NULL && s < NSETS; s++)
-        if (dnnl_memory_create(&e->wsets[s].m[B_W], &w_md, sim_dnnl_engine,
-                               DNNL_MEMORY_NONE) != dnnl_success ||
-            dnnl_memory_create(&e->wsets[s].m[B_BW], &bw0, sim_dnnl_engine,
-                               DNNL_MEMORY_NONE) != dnnl_success)
-            goto out;
-    e->off_slices = e->rw != NULL ? sim_dnnl_md_bytes(&bw0) : 0;
-    e->slice = e->part[0].bytes > e->part[1].bytes ? e->part[0].bytes : e->part[1].bytes;
-    ok = true;
-out:
-    omp_set_num_threads(omp_was);
-    if (!ok) {
-        bentry_free(e);
-        return NULL;
-    }
-    return e;
-}
-
 int
 sim_dnnl_conv_bwd_prepare(const struct sim_dnnl_conv *d, int cut, int *id, size_t *scratch)
 {
-    struct bentry *e = NULL;
-    int rc = -1;
-
-    cut = cut < 1 ? 1 : cut > NSETS ? NSETS : cut;
-    pthread_mutex_lock(&sim_dnnl_lock);
-    if (sim_dnnl_engine_get() != 0)
-        goto out;
-    for (int i = 0; i < btable_n; i++)
-        if (sim_dnnl_key_equal(&btable[i]->key, d) && btable[i]->cut == cut) {
-            e = btable[i];
-            *id = i;
-            goto found;
-        }
-    if (btable_n >= SIM_DNNL_MAX_SHAPES)
-        goto out;
-    e = bentry_make(d, cut);
-    if (e == NULL)
-        goto out;
-    btable[btable_n] = e;
-    *id = btable_n++;
-found:
-    *scratch = e->off_slices + e->slice * (size_t)e->pieces;
-    rc = 0;
-out:
-    pthread_mutex_unlock(&sim_dnnl_lock);
-    return rc;
+    return sim_dnnl_prepare(&bwd, d, cut, id, scratch);
 }
 
 /* What the pieces of one run share. */
 struct brun {
-    const struct bentry *e;
+    const struct sim_dnnl_entry *e;
     const float *x, *bw, *dy;       /* bw: the weights in the layout backward data wants */
     float *dx;
     bool want_dw;
@@ -308,9 +219,9 @@ struct brun {
 
 /* The part piece i uses. */
 static struct bpart *
-part_of(const struct bentry *e, int64_t i)
+part_of(const struct sim_dnnl_entry *e, int64_t i)
 {
-    return (struct bpart *)&e->part[i == e->pieces - 1 && e->part[1].nb > 0];
+    return (struct bpart *)sim_dnnl_part_of(e, i);
 }
 
 /* A primitive with its arguments, all of them bound. Returns 0 or -1. */
@@ -325,20 +236,20 @@ run_prim(dnnl_primitive_t p, dnnl_stream_t s, int n, const dnnl_exec_arg_t *a)
 static int
 bpiece_run(const struct brun *r, int64_t i)
 {
-    const struct bentry *e = r->e;
+    const struct sim_dnnl_entry *e = r->e;
     struct bpart *pt = part_of(e, i);
     const struct sim_dnnl_conv *d = &e->key;
     dnnl_stream_t s = sim_dnnl_stream();
     char *sc = r->scratch + e->off_slices + e->slice * (size_t)i;
-    const float *x = r->x + i * e->part[0].nb * d->c * d->h * d->w;
-    const float *dy = r->dy + i * e->part[0].nb * d->m * d->oh * d->ow;
+    const float *x = r->x + i * e->part[0]->nb * d->c * d->h * d->w;
+    const float *dy = r->dy + i * e->part[0]->nb * d->m * d->oh * d->ow;
     struct sim_dnnl_set *set;
     dnnl_memory_t *m;
     int rc = -1;
 
     if (s == NULL)
         return -1;
-    set = sim_dnnl_set_take(pt->sets);
+    set = sim_dnnl_set_take(pt->base.sets);
     m = set->m;
     dnnl_memory_set_data_handle(m[B_DY], (void *)dy);
     if (m[B_PAD] != NULL)
@@ -366,7 +277,7 @@ bpiece_run(const struct brun *r, int64_t i)
             goto out;
     }
     if (r->dx != NULL) {
-        float *dx = r->dx + i * e->part[0].nb * d->c * d->h * d->w;
+        float *dx = r->dx + i * e->part[0]->nb * d->c * d->h * d->w;
         dnnl_exec_arg_t a[4];
         int na = 0;
         dnnl_memory_set_data_handle(m[B_BW], (void *)r->bw);
@@ -407,12 +318,12 @@ bpieces_fn(void *ctx, int64_t lo, int64_t hi)
 static int
 dw_add(const struct brun *r, dnnl_stream_t s, float *dw)
 {
-    const struct bentry *e = r->e;
+    const struct sim_dnnl_entry *e = r->e;
     int rc = 0;
 
     for (int64_t i = 0; i < e->pieces && rc == 0; i++) {
         struct bpart *pt = part_of(e, i);
-        struct sim_dnnl_set *set = sim_dnnl_set_take(pt->sets);
+        struct sim_dnnl_set *set = sim_dnnl_set_take(pt->base.sets);
         char *sc = r->scratch + e->off_slices + e->slice * (size_t)i;
         dnnl_memory_set_data_handle(set->m[B_BDW], sc + pt->off_bdw);
         dnnl_memory_set_data_handle(set->m[B_DW], dw);
@@ -428,7 +339,7 @@ int
 sim_dnnl_conv_bwd_run(int id, const float *x, const float *w, const float *dy, float *dx,
                       float *dw, void *scratch)
 {
-    struct bentry *e = btable[id];
+    const struct sim_dnnl_entry *e = bwd.table[id];
     struct brun r = { .e = e, .x = x, .bw = w, .dy = dy, .dx = dx, .want_dw = dw != NULL,
                       .scratch = scratch };
     dnnl_stream_t s = sim_dnnl_stream();
@@ -437,15 +348,7 @@ sim_dnnl_conv_bwd_run(int id, const float *x, const float *w, const float *dy, f
         return -1;
     atomic_init(&r.failed, 0);
     if (dx != NULL && e->rw != NULL) {
-        struct sim_dnnl_set *ws = sim_dnnl_set_take(e->wsets);
-        int rc;
-        dnnl_memory_set_data_handle(ws->m[B_W], (void *)w);
-        dnnl_memory_set_data_handle(ws->m[B_BW], scratch);
-        rc = sim_dnnl_exec2(e->rw, s, ws->m[B_W], ws->m[B_BW]);
-        if (rc == 0)
-            rc = dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
-        atomic_store(&ws->busy, 0);
-        if (rc != 0)
+        if (sim_dnnl_weights_reorder(e, s, w, scratch) != 0)
             return -1;
         r.bw = scratch;
     }

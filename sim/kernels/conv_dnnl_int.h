@@ -1,7 +1,8 @@
 /*
  * conv_dnnl_int.h — what conv_dnnl.c (forward) shares with conv_dnnl_bwd.c (backward): the
- * engine, the per-thread streams, reorders and the memory-object sets concurrent pieces take
- * in turn. Private to those two files.
+ * engine, the per-thread streams, reorders, the memory-object sets concurrent pieces take
+ * in turn, and the cache of primitives per shape (struct sim_dnnl_kind: one per direction,
+ * the direction giving how a part is made). Private to those two files.
  */
 #ifndef SIM_CONV_DNNL_INT_H
 #define SIM_CONV_DNNL_INT_H
@@ -12,7 +13,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-struct sim_dnnl_conv;           /* defined in conv_dnnl.h (its users include both) */
+/* struct sim_dnnl_conv and SIM_DNNL_MAX_SHAPES: conv_dnnl.h, which its two users include
+ * first (including it here would make a header circle with conv_dnnl.c, tools/dep_cycles.sh) */
 
 #define SIM_DNNL_ALIGN 64
 #define SIM_DNNL_NSETS 8        /* memory-object sets per primitive: pieces running at once */
@@ -23,6 +25,61 @@ struct sim_dnnl_set {
     atomic_int busy;
     dnnl_memory_t m[SIM_DNNL_SET_MAX];
 };
+
+/* What a direction's part (the primitives for one sub-batch size) starts with. */
+struct sim_dnnl_part {
+    int64_t nb;                     /* images; 0: the entry's second part is not used */
+    size_t bytes;                   /* its slice of a run's scratch */
+    struct sim_dnnl_set sets[SIM_DNNL_NSETS];
+};
+
+/*
+ * One shape's primitives in a direction, split into up to `cut` pieces: part[0] for nb
+ * images, part[1] for the last piece's when it has fewer (else its nb is 0); the weights'
+ * reorder rw into the layout the direction's primitive reads (NULL: plain) with its sets
+ * (m[SIM_DNNL_W] plain, m[SIM_DNNL_BW] blocked). A run's scratch: [the reordered weights,
+ * off_slices bytes][one slice of `slice` bytes per piece].
+ */
+struct sim_dnnl_entry {
+    struct sim_dnnl_conv key;
+    int cut;                        /* the pieces asked for (SIM_DNNL_PIECES) */
+    int64_t pieces;
+    dnnl_primitive_t rw;
+    struct sim_dnnl_set wsets[SIM_DNNL_NSETS];
+    size_t off_slices, slice;
+    struct sim_dnnl_part *part[2];
+};
+
+enum { SIM_DNNL_W, SIM_DNNL_BW };   /* rw's memory objects in an entry's wsets */
+
+/* A direction's cache of entries, keyed by (shape, cut); entries live for the process. */
+struct sim_dnnl_kind {
+    size_t part_size;               /* of the direction's part, which starts with the above */
+    /* Makes pt's primitives and sets for nb images of d, on one thread; *bw gets the
+     * weights' layout its primitive reads. Returns 0 or -1 (what it made is freed by
+     * part_free and the sets' clean-up). */
+    int (*part_make)(const struct sim_dnnl_conv *d, int64_t nb, struct sim_dnnl_part *pt,
+                     dnnl_memory_desc_t *bw);
+    void (*part_free)(struct sim_dnnl_part *pt);  /* its primitives (NULL ones skipped) */
+    struct sim_dnnl_entry *table[SIM_DNNL_MAX_SHAPES];
+    int n;
+};
+
+/*
+ * Finds or builds k's entry for d cut into up to `cut` pieces (clamped to 1..NSETS): *id
+ * gets its index in k->table, *scratch the bytes a run needs. Returns 0, or -1 when oneDNN
+ * cannot serve the shape or the table is full. Thread-safe (takes sim_dnnl_lock).
+ */
+int sim_dnnl_prepare(struct sim_dnnl_kind *k, const struct sim_dnnl_conv *d, int cut, int *id,
+                     size_t *scratch);
+
+/* The part piece i of e runs. */
+struct sim_dnnl_part *sim_dnnl_part_of(const struct sim_dnnl_entry *e, int64_t i);
+
+/* bw = w (plain) in the layout e's primitive reads, on s (e->rw != NULL), waited for.
+ * Returns 0 or -1. */
+int sim_dnnl_weights_reorder(const struct sim_dnnl_entry *e, dnnl_stream_t s, const float *w,
+                             void *bw);
 
 extern pthread_mutex_t sim_dnnl_lock;   /* guards the tables and the engine's creation */
 extern dnnl_engine_t sim_dnnl_engine;   /* valid once sim_dnnl_engine_get returned 0 */

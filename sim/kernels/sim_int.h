@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sim.h"
 
@@ -18,6 +19,11 @@
 #else
 #define SIM_PRINTF(a, b)
 #endif
+
+/* Seconds on clock clk (clock_gettime: CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...): the
+ * step log's host times (ipus.c) and the in-process benches' (bench/ipuof-train.c,
+ * bench/ipuof-cpu.c). */
+double sim_now_s(clockid_t clk);
 
 /* Byte alignment of every arena block and every run buffer. */
 #define SIM_ALIGN 64

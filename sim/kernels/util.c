@@ -248,6 +248,15 @@ sim_put_i64(int dtype, void *data, int64_t i, int64_t v)
     }
 }
 
+double
+sim_now_s(clockid_t clk)
+{
+    struct timespec ts;
+
+    clock_gettime(clk, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 void *
 sim_aligned_alloc(size_t n)
 {

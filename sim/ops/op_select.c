@@ -184,18 +184,28 @@ infer_slice(struct sim_infer *c)
     return sim_set_out(c, 0, x->dtype, &o);
 }
 
+/* The selection as a strided view of x (sim_strided_copy): str[d] = step x x's stride;
+ * returns the offset of the first selected element. */
+static int64_t
+slice_view(const struct slice_params *p, int64_t *str)
+{
+    int64_t off = 0;
+
+    for (int d = 0; d < p->rank; d++) {
+        off += p->start[d] * p->istr[d];
+        str[d] = p->step[d] * p->istr[d];
+    }
+    return off;
+}
+
 /* x: any shape; y: the selected elements */
 static int
 fwd_slice(const struct sim_kern *k, struct sim_err *err)
 {
     const struct slice_params *p = k->params;
-    int64_t str[SIM_MAX_RANK], off = 0;
+    int64_t str[SIM_MAX_RANK], off = slice_view(p, str);
 
     (void)err;
-    for (int d = 0; d < p->rank; d++) {
-        off += p->start[d] * p->istr[d];
-        str[d] = p->step[d] * p->istr[d];
-    }
     sim_strided_copy(k->out[0].data, k->in[0].data, sim_dtype_size(k->in[0].dtype), p->rank,
                      p->len, str, off);
     return 0;
@@ -302,15 +312,12 @@ bwd_slice(const struct sim_kern *k, const struct sim_tensor *dout, struct sim_te
           struct sim_err *err)
 {
     const struct slice_params *p = k->params;
-    int64_t str[SIM_MAX_RANK], off = 0;
+    int64_t str[SIM_MAX_RANK], off;
 
     (void)err;
     if (dout[0].data == NULL || din[0].data == NULL)
         return 0;
-    for (int d = 0; d < p->rank; d++) {
-        off += p->start[d] * p->istr[d];
-        str[d] = p->step[d] * p->istr[d];
-    }
+    off = slice_view(p, str);
     sim_strided_add_f32(din[0].data, dout[0].data, p->rank, p->len, str, off);
     return 0;
 }

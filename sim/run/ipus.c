@@ -69,15 +69,6 @@ struct item {
     long long t;                /* the logged schedule step (program.h) */
 };
 
-static double
-now_s(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Appends an item to the step log (tests), when one is set. */
 static void
 log_item(struct sim_exe *e, const struct item *it, bool bwd, double t0, double c0)
@@ -97,8 +88,8 @@ log_item(struct sim_exe *e, const struct item *it, bool bwd, double t0, double c
     rec->step = it->t;
     rec->thread = (unsigned long)pthread_self();
     rec->t0 = t0;
-    rec->t1 = now_s(CLOCK_MONOTONIC);
-    rec->cpu = now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    rec->t1 = sim_now_s(CLOCK_MONOTONIC);
+    rec->cpu = sim_now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
 /* The lane of IPU p for micro-batch m of replica r. */
@@ -480,8 +471,8 @@ run_step(struct ipu_thread *th, const struct sim_seg *sg, const struct sim_step 
     if (st->kind == SIM_STEP_RECV || st->kind == SIM_STEP_GRECV) {     /* a work begins */
         th->last = it;
         if (e->log != NULL) {
-            th->t0 = now_s(CLOCK_MONOTONIC);
-            th->c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+            th->t0 = sim_now_s(CLOCK_MONOTONIC);
+            th->c0 = sim_now_s(CLOCK_THREAD_CPUTIME_ID);
         }
     }
     th->rc = st->kind >= SIM_STEP_GRECV ? bwd_step(th, st, &it, L) : fwd_step(th, st, &it, L);

@@ -13,17 +13,10 @@ set -u
 B=$1 SCRIPT=$2 DRIVER=$3 WHAT=$4
 PY=/usr/bin/python3
 HERE=$(dirname "$0")
-D=$(mktemp -d "/tmp/ipuof-${DRIVER}-XXXXXX")
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
+testd_sh_init "$DRIVER"
 "$PY" -c "import torch, torch.onnx, onnx.numpy_helper" 2>/dev/null ||
-    { echo "not ok - $PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; echo "0 passed, 1 failed"; exit 1; }
+    { not_ok "$PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; testd_sh_end; exit 1; }
 
-pass=0 fail=0
 if "$PY" "$HERE/$SCRIPT" "$D/step" >"$D/py.out" 2>&1; then
     pass=$((pass + 1))
     echo "ok - PyTorch $WHAT: $(tail -n 1 "$D/py.out")"
@@ -32,29 +25,12 @@ else
     echo "not ok - $SCRIPT failed: $(tail -n 5 "$D/py.out")"
 fi
 
-testd_sh_start "$B" "$D" ||
-    { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
+testd_sh_must_start "$B" "$D"
 
 if [ "$fail" -eq 0 ]; then
     "$B/tests/integ/$DRIVER" "$D/step" >"$D/c.out" 2>&1
-    rc=$?
-    grep -v -E '^[0-9]+ passed, [0-9]+ failed' "$D/c.out"
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$D/c.out" | tail -n 1)
-    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-    f=$(echo "$line" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
-    pass=$((pass + ${p:-0}))
-    fail=$((fail + ${f:-0}))
-    if [ "$rc" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then
-        fail=$((fail + 1))
-        echo "not ok - $DRIVER exited with $rc"
-    fi
+    testd_sh_add "$D/c.out" $? "$DRIVER"
 fi
 
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=""
-if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); echo "ok - ipuofd exits 0 on SIGTERM";
-else fail=$((fail + 1)); echo "not ok - ipuofd exited with $rc"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

@@ -347,22 +347,6 @@ train_process(void *arg)
     return NULL;
 }
 
-/* A TCP port nobody listens on now (bound and released). */
-static int
-free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* Starts daemon t as Pod host name (Pod port pport, one peer) with 2 IPUs. 0 or -1. */
 static int
 start_pod_daemon(struct testd *t, const char *name, int pport, const char *peer, int peer_port)
@@ -393,7 +377,7 @@ stop_both(void **state)
 static void
 test_groups_across_a_pod(void **state)
 {
-    int pa = free_port(), pb = free_port();
+    int pa = testd_free_port(), pb = testd_free_port();
 
     (void)state;
     assert_int_equal(start_pod_daemon(&d, "host-a", pa, "host-b", pb), 0);

@@ -13,28 +13,11 @@ set -u
 B=${1:-build}
 PY=/usr/bin/python3
 HERE=$(dirname "$0")
-D=$(mktemp -d /tmp/ipuof-eval-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
+testd_sh_init eval
 "$PY" -c "import torch, torch.onnx, onnx.numpy_helper" 2>/dev/null ||
-    { echo "not ok - $PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; echo "0 passed, 1 failed"; exit 1; }
+    { not_ok "$PY cannot import torch and onnx.numpy_helper: install python3-torch and python3-onnx (make deps does)"; testd_sh_end; exit 1; }
 
-testd_sh_start "$B" "$D" ||
-    { echo "not ok - ipuofd did not start: $(tail -n 3 "$D/log")"; echo "0 passed, 1 failed"; exit 1; }
-
-pass=0 fail=0
-add() { # log: adds its "N passed, M failed" line and echoes its checks
-    grep -E '^(ok|not ok) - ' "$1"
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
-    p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-    f=$(echo "$line" | sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p')
-    pass=$((pass + ${p:-0}))
-    fail=$((fail + ${f:-1}))
-}
+testd_sh_must_start "$B" "$D"
 set --
 for opset in 14 13; do
     for drop in 1 0; do
@@ -50,7 +33,7 @@ for W in "$D"/o*; do
     [ -f "$W/model.onnx" ] || continue
     echo "# $W"
     "$B/tests/integ/drv_interop_eval" "$W" >"$D/c.out" 2>&1
-    add "$D/c.out"
+    testd_sh_add "$D/c.out"
     grep -q '^not ok' "$D/c.out" || dirs="$dirs $W"
 done
 if [ -n "$dirs" ]; then
@@ -66,11 +49,5 @@ if [ -n "$dirs" ]; then
 fi
 [ "$(ls -d "$D"/o* 2>/dev/null | wc -l)" -eq 4 ] || { fail=$((fail + 1)); echo "not ok - four exports expected"; }
 
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=""
-if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); echo "ok - ipuofd exits 0 on SIGTERM";
-else fail=$((fail + 1)); echo "not ok - ipuofd exited with $rc"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

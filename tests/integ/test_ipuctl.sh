@@ -2,26 +2,16 @@
 # The operator's view end to end: a real ipuofd on an ephemeral loopback port, driven with
 # ipuctl and ipuof-hello; exit codes and JSON checked. Usage: sh tests/integ/test_ipuctl.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
-D=$(mktemp -d /tmp/ipuctl-test-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
+testd_sh_init ipuctl-test
 no() { fail=$((fail + 1)); echo "not ok - $1"; }
 check() { # description expected-rc actual-rc
     if [ "$2" = "$3" ]; then ok "$1"; else no "$1 (exit $3, expected $2)"; fi
 }
 
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --ipus 4 \
-    --admin-socket "$D/admin.sock" --foreground 2>"$D/log" &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+testd_sh_must_start "$B" "$D" --ipus 4 --admin-socket "$D/admin.sock"
 PORT=$(cat "$D/port")
 S="127.0.0.1:$PORT"
 CTL="$B/bin/ipuctl"
@@ -200,5 +190,4 @@ kill -TERM "$P2" 2>/dev/null; wait "$P2" 2>/dev/null
 [ -f "$D/p2" ] && [ ! -L "$D/p2" ] && grep -q '^[0-9][0-9]*$' "$D/p2" \
     && ok "the port file replaces the link" || no "the port file replaces the link"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_end

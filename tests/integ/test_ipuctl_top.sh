@@ -5,20 +5,14 @@
 # prints one frame for scripts. tmux missing is a failure (make deps installs it).
 # Usage: sh tests/integ/test_ipuctl_top.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
-D=$(mktemp -d /tmp/top-test-XXXXXX)
-PID="" MPID=""
+testd_sh_init top-test
+MPID=""
 TM="tmux -S $D/tmux.sock"
-cleanup() {
-    $TM kill-server 2>/dev/null
-    [ -n "$MPID" ] && kill -9 "$MPID" 2>/dev/null
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-no() { fail=$((fail + 1)); echo "not ok - $1"; }
+testd_sh_undo() { $TM kill-server 2>/dev/null; }
+no() { not_ok "$1"; }
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 command -v tmux >/dev/null 2>&1 || {
     echo "not ok - tmux is not installed: run make deps"
@@ -26,12 +20,8 @@ command -v tmux >/dev/null 2>&1 || {
     exit 1
 }
 
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground 2>"$D/log" &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
-S="127.0.0.1:$(cat "$D/port")"
+testd_sh_must_start "$B" "$D"
+S=$IPUOF_SERVER
 CTL=$(cd "$(dirname "$B/bin/ipuctl")" && pwd)/ipuctl
 
 # Waits up to $2 seconds for the pane to show a line matching the ERE $1; 0 when it did.
@@ -61,6 +51,7 @@ grep -Eq '^3 +free ' "$D/pane" && ok "  ... with the 4 IPUs free" || no "  ... I
     --limit-test 80 --batch-size 8 --device-iterations 5 --gradient-accumulation 2 \
     --quiet >"$D/mnist.out" 2>&1 &
 MPID=$!
+KIDS=$MPID
 # IPU 0's line: fields 4 holder, 5 host %, 6 simulated %, NF-1 steps/s. (The simulated
 # share rounds to 0.0 on a slow host, e.g. under ASan: test_metrics checks that clock.)
 n=0 seen=""
@@ -81,7 +72,7 @@ f2=$(grep -E '^0 ' "$D/pane2")
     no "no refresh: $f1"
 wait "$MPID"
 rc=$?
-MPID=""
+MPID="" KIDS=""
 [ $rc -eq 0 ] && ok "ipuof-mnist trained" || no "ipuof-mnist exit $rc: $(tail -c 300 "$D/mnist.out")"
 wait_pane '^0 +free +- +- +0\.0 +0\.0 .* 0\.0 +[1-9][0-9]*$' 15 &&
     ok "after training, IPU 0 is free, idle, with its steps counted" ||
@@ -102,5 +93,4 @@ PID=""
 "$CTL" --server "$S" top --once >/dev/null 2>"$D/err"
 [ $? -eq 69 ] && ok "a daemon gone: exit 69 ($(head -c 100 "$D/err"))" || no "no daemon: $(cat "$D/err")"
 
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+testd_sh_end

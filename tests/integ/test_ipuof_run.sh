@@ -3,24 +3,14 @@
 # against a real ipuofd: each test's model, its inputs, and --expect on its outputs.
 # Usage: sh tests/integ/test_ipuof_run.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 NODE=/usr/share/libonnx-testdata/data/node
-D=$(mktemp -d /tmp/ipuof-run-test-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
+testd_sh_init run-test
 [ -d "$NODE" ] || { echo "skip: $NODE missing (libonnx-testdata)"; exit 77; }
 
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground 2>"$D/log" &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
-
-pass=0 fail=0
+testd_sh_must_start "$B" "$D"
 while read -r t _; do
     case "$t" in ''|'#'*) continue ;; esac
     set -- --model "$NODE/$t/model.onnx" --quiet --output-dir "$D/out"
@@ -84,7 +74,5 @@ else
     pass=$((pass + 1))
 fi
 
-kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
-[ "$rc" -eq 0 ] || { fail=$((fail + 1)); echo "not ok - ipuofd exited with $rc"; }
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

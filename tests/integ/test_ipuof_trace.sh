@@ -5,13 +5,11 @@
 # the micro-batch number counted from 1, spans placed left to right in time, a time axis.
 # Usage: sh tests/integ/test_ipuof_trace.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
-D=$(mktemp -d /tmp/ipuof-trace-test-XXXXXX)
-trap 'rm -rf "$D"' EXIT INT TERM
+testd_sh_init trace-test     # no daemon: the directory, the trap and the checks
 T="$B/bin/ipuof-trace"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-notok() { fail=$((fail + 1)); echo "not ok - $1"; }
 
 # The synthetic pipeline: stage i runs forward of micro-batch m at step m+i and its backward
 # at step m+2N-1-i (steps of 10 us), as the tutorial's figure schedules them.
@@ -37,7 +35,7 @@ PY
 if "$T" -o "$D/pipe.svg" --title "pipeline \"test\" <4 IPUs>" "$D/pipe.json" 2>"$D/err"; then
     ok "renders the pipeline trace"
 else
-    notok "renders the pipeline trace: $(cat "$D/err")"
+    not_ok "renders the pipeline trace: $(cat "$D/err")"
 fi
 if python3 - "$D/pipe.svg" <<'PY'
 import sys, xml.etree.ElementTree as ET
@@ -75,12 +73,12 @@ assert "forward" in legend and "backward" in legend and "weight update" in legen
 PY
 then ok "the SVG has 4 IPU rows, 8 F and 8 B spans per row in order, labels F1..F8/B1..B8, the ramp-up, an axis"
 else
-    notok "SVG structure"
+    not_ok "SVG structure"
 fi
 
 # A window: only spans inside it (here the first three steps: F1 on IPUs 0-2, F2 on 0-1, F3 on 0).
 "$T" --start 0 --end 29 -o "$D/win.svg" "$D/pipe.json" 2>"$D/err" &&
-python3 - "$D/win.svg" <<'PY' && ok "--start/--end keep the spans of the window" || notok "--start/--end: $(cat "$D/err")"
+python3 - "$D/win.svg" <<'PY' && ok "--start/--end keep the spans of the window" || not_ok "--start/--end: $(cat "$D/err")"
 import sys, xml.etree.ElementTree as ET
 ns = {"s": "http://www.w3.org/2000/svg"}
 root = ET.parse(sys.argv[1]).getroot()
@@ -92,26 +90,26 @@ PY
 # Bad input: a clear message and exit status 1; bad usage 64.
 printf '{"traceEvents": [ {"ph":"X", "ts": 1, }' > "$D/bad.json"
 "$T" "$D/bad.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "line 1, column 39: expected a member name" "$D/err" && ok "broken JSON: $(cat "$D/err")" || notok "broken JSON ($rc): $(cat "$D/err")"
+[ $rc -eq 1 ] && grep -q "line 1, column 39: expected a member name" "$D/err" && ok "broken JSON: $(cat "$D/err")" || not_ok "broken JSON ($rc): $(cat "$D/err")"
 printf '{"events": []}' > "$D/none.json"
 "$T" "$D/none.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "traceEvents" "$D/err" && ok "no traceEvents: $(cat "$D/err")" || notok "no traceEvents ($rc)"
+[ $rc -eq 1 ] && grep -q "traceEvents" "$D/err" && ok "no traceEvents: $(cat "$D/err")" || not_ok "no traceEvents ($rc)"
 printf '{"traceEvents": [{"ph":"X","name":"F0.0","tid":0,"ts":"soon","dur":1}]}' > "$D/ts.json"
 "$T" "$D/ts.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "F0.0" "$D/err" && ok "event without a numeric ts: $(cat "$D/err")" || notok "ts ($rc)"
+[ $rc -eq 1 ] && grep -q "F0.0" "$D/err" && ok "event without a numeric ts: $(cat "$D/err")" || not_ok "ts ($rc)"
 python3 -c 'print("[" * 100 + "]" * 100)' > "$D/deep.json"
 "$T" "$D/deep.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "nested more than 64 deep" "$D/err" && ok "nesting limit: $(cat "$D/err")" || notok "nesting ($rc): $(cat "$D/err")"
+[ $rc -eq 1 ] && grep -q "nested more than 64 deep" "$D/err" && ok "nesting limit: $(cat "$D/err")" || not_ok "nesting ($rc): $(cat "$D/err")"
 "$T" --width 10 "$D/pipe.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 64 ] && ok "--width 10 refused: $(cat "$D/err")" || notok "--width ($rc)"
+[ $rc -eq 64 ] && ok "--width 10 refused: $(cat "$D/err")" || not_ok "--width ($rc)"
 "$T" --start 500 "$D/pipe.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 64 ] && grep -q "empty" "$D/err" && ok "an empty window refused" || notok "window ($rc)"
+[ $rc -eq 64 ] && grep -q "empty" "$D/err" && ok "an empty window refused" || not_ok "window ($rc)"
 # Times so large that adding a tick step no longer changes them: the axis still ends.
 printf '{"traceEvents":[{"ph":"X","ts":5e15,"dur":1,"tid":0,"name":"F0.0"}]}' >"$D/late.json"
 timeout 20 "$T" -o "$D/late.svg" "$D/late.json" 2>"$D/err"; rc=$?
-[ $rc -eq 0 ] && ok "a trace at 5e15 us renders (the axis loop ends)" || notok "late trace ($rc)"
+[ $rc -eq 0 ] && ok "a trace at 5e15 us renders (the axis loop ends)" || not_ok "late trace ($rc)"
 "$T" "$D/missing.json" >/dev/null 2>"$D/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "cannot open" "$D/err" && ok "a missing file" || notok "missing ($rc)"
+[ $rc -eq 1 ] && grep -q "cannot open" "$D/err" && ok "a missing file" || not_ok "missing ($rc)"
 # -o through a planted symlink (issue 17, defect 6): the link is replaced by the SVG, its
 # target keeps its bytes; a drawing that fails leaves neither the output nor a temporary.
 printf 'precious' >"$D/victim"
@@ -121,10 +119,9 @@ if [ $rc -eq 0 ] && [ ! -L "$D/link.svg" ] && grep -q "<svg" "$D/link.svg" &&
     [ "$(cat "$D/victim")" = precious ]; then
     ok "-o replaces a symlink, its target untouched"
 else
-    notok "-o through a symlink ($rc): victim now $(head -c 40 "$D/victim")"
+    not_ok "-o through a symlink ($rc): victim now $(head -c 40 "$D/victim")"
 fi
 mkdir "$D/fail"
 "$T" --start 500 -o "$D/fail/out.svg" "$D/pipe.json" 2>/dev/null
-[ -z "$(ls -A "$D/fail")" ] && ok "a failed drawing leaves no file" || notok "left: $(ls -A "$D/fail")"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+[ -z "$(ls -A "$D/fail")" ] && ok "a failed drawing leaves no file" || not_ok "left: $(ls -A "$D/fail")"
+testd_sh_end

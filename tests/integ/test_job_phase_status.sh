@@ -12,24 +12,11 @@ set -u
 . "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
-D=$(mktemp -d /tmp/ipuof-job-phase-test-XXXXXX)
-PID="" h0="" h1=""
-cleanup() {
-    for k in $h0 $h1 $PID; do kill -9 "$k" 2>/dev/null; done
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-check() { # description, then a command whose status decides
-    what=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); echo "ok - $what"
-    else fail=$((fail + 1)); echo "not ok - $what"; fi
-}
+testd_sh_init job-phase-test
+h0="" h1=""
 
 printf '[server]\njob_timeout = 60\n' >"$D/conf"
-testd_sh_start "$B" "$D" --config "$D/conf" ||
-    { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
+testd_sh_must_start "$B" "$D" --config "$D/conf"
 
 # status_until PATTERN: ipuctl status into $D/st (and --json into $D/st.json) until its
 # table has a line matching PATTERN (grep -E), for up to 30 s. Status 0 when it did.
@@ -55,6 +42,7 @@ for p in json.load(open(sys.argv[1]))["job_processes"]:
 IPUOF_PROCESS_ID=0 IPUOF_NUM_PROCESSES=2 IPUOF_PARTITION=phased \
     "$B/bin/ipuof-hello" --ipus 2 --hold 60000 >"$D/h0" 2>&1 &
 h0=$!
+KIDS=$h0
 status_until '^\| phased +\| +0 of 2 \| attaching '
 check "process 0 of 2 attaching: the table says gather-attach for both processes
 $(sed -n "/^jobs of/,\$p" "$D/st")" \
@@ -68,6 +56,7 @@ check "process 0 of 2 attaching: --json job_phase is gather-attach ($(cat "$D/go
 IPUOF_PROCESS_ID=1 IPUOF_NUM_PROCESSES=2 IPUOF_PARTITION=phased \
     "$B/bin/ipuof-hello" --ipus 2 --hold 60000 >"$D/h1" 2>&1 &
 h1=$!
+KIDS="$h0 $h1"
 status_until '^\| phased +\| +1 of 2 \| attached '
 check "both processes attached: the table says ready for both
 $(sed -n "/^jobs of/,\$p" "$D/st")" \
@@ -80,7 +69,7 @@ check "both processes attached: --json job_phase is ready ($(cat "$D/got"))" \
 # Both processes go (killed: their connections close); the job ends and leaves the status.
 kill "$h0" "$h1" 2>/dev/null
 wait "$h0" "$h1" 2>/dev/null
-h0="" h1=""
+h0="" h1="" KIDS=""
 i=0
 while [ $i -lt 300 ]; do
     "$B/bin/ipuctl" status --json >"$D/st.json" 2>&1
@@ -89,10 +78,5 @@ while [ $i -lt 300 ]; do
 done
 check "both processes gone: no job process is left ($(phases 2>&1))" [ -z "$(phases 2>&1)" ]
 
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=""
-check "ipuofd exits 0 on SIGTERM ($rc)" [ "$rc" -eq 0 ]
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

@@ -18,30 +18,11 @@ set -u
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
-D=$(mktemp -d /tmp/ipuof-jobs-test-XXXXXX)
-PID=""
-KIDS=""
-cleanup() {
-    for k in $KIDS; do kill -9 "$k" 2>/dev/null; done
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
-    { echo "skip: no Fashion-MNIST in $DATA (Debian package dataset-fashion-mnist)"; exit 77; }
-
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
-check() { # description, then a command whose status decides
-    what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+testd_sh_init jobs-test
+testd_sh_need_mnist "$DATA"
 
 printf '[server]\njob_timeout = 2\n' >"$D/conf"
-testd_sh_start "$B" "$D" --config "$D/conf" ||
-    { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
+testd_sh_must_start "$B" "$D" --config "$D/conf"
 MNIST="$B/bin/ipuof-mnist"
 # 10 optimizer steps: 2 calls of 5 device iterations; 320 samples = 2 x (8 x 5 x 2 x 2).
 ARGS="--data $DATA --epochs 1 --limit-train 320 --limit-test 80 --device-iterations 5
@@ -195,10 +176,5 @@ check "different seeds are refused ($rc0, $rc1: $(tail -c 300 "$D/seed1.out"))" 
 check "every IPU is free again with no memory used ($(cat "$D/status"))" \
     sh -c "[ \$(grep -c '| free  | -         | -      | 0 B / ' '$D/status') -eq 4 ]"
 
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=""
-check "ipuofd exits 0 on SIGTERM (got $rc)" [ "$rc" -eq 0 ]
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

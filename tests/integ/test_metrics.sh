@@ -6,18 +6,11 @@
 # Prometheus missing is a failure, not a skip (run make deps).
 # Usage: sh tests/integ/test_metrics.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
-D=$(mktemp -d /tmp/metrics-test-XXXXXX)
-PID="" PPID_PROM=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    [ -n "$PPID_PROM" ] && kill -9 "$PPID_PROM" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-no() { fail=$((fail + 1)); echo "not ok - $1"; }
+testd_sh_init metrics-test
+no() { not_ok "$1"; }
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 
 for p in prometheus promtool curl; do
@@ -29,13 +22,8 @@ for p in prometheus promtool curl; do
 done
 
 printf '[server]\nmetrics_listen = 127.0.0.1:0\n' >"$D/conf"
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --config "$D/conf" \
-    --admin-socket "$D/admin.sock" --foreground 2>"$D/log" &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
-S="127.0.0.1:$(cat "$D/port")"
+testd_sh_must_start "$B" "$D" --config "$D/conf" --admin-socket "$D/admin.sock"
+S=$IPUOF_SERVER
 M=$(sed -n 's|.*serving /metrics on http://\([^/]*\)/metrics.*|\1|p' "$D/log" | head -n 1)
 [ -n "$M" ] && ok "ipuofd logs its metrics address ($M)" || no "no metrics address in the log"
 
@@ -63,7 +51,7 @@ scrape_configs:
 EOF
 prometheus --config.file="$D/prom.yml" --storage.tsdb.path="$D/tsdb" \
     --web.listen-address="127.0.0.1:$PP" >"$D/prom.log" 2>&1 &
-PPID_PROM=$!
+KIDS=$!     # prometheus
 
 # Training (10 optimizer steps), an error (a reset without admin rights), then the values.
 "$B/bin/ipuof-mnist" --server "$S" --data "$DATA" --epochs 1 --limit-train 320 \
@@ -162,5 +150,4 @@ while True:
     time.sleep(0.5)
 PY
 
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+testd_sh_end

@@ -13,26 +13,10 @@ set -u
 . "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
-D=$(mktemp -d /tmp/ipuof-mnist-test-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
-    { echo "skip: no Fashion-MNIST in $DATA (Debian package dataset-fashion-mnist)"; exit 77; }
+testd_sh_init mnist-test
+testd_sh_need_mnist "$DATA"
 
-pass=0 fail=0 skip=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
-check() { # description, then a command whose status decides
-    what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
-
-testd_sh_start "$B" "$D" || true # as before: a daemon that did not start fails the checks
+testd_sh_must_start "$B" "$D"
 MNIST="$B/bin/ipuof-mnist"
 
 # Train one epoch on 4000 samples, test on 1000, save.
@@ -96,10 +80,5 @@ rc=$?
 check "too few samples for one call exits 64 before any work, naming the value that works (got $rc)" \
     sh -c "[ $rc -eq 64 ] && grep -q 'use --limit-train 4000 or more' '$D/err6'"
 
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=""
-check "ipuofd exits 0 on SIGTERM (got $rc)" [ "$rc" -eq 0 ]
-echo "$pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

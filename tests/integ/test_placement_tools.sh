@@ -11,26 +11,13 @@
 # and the predicted samples/s, and --profile writes a four-row timeline.
 # Usage: sh tests/integ/test_placement_tools.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
-D=$(mktemp -d /tmp/ipuof-placement-test-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
-
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+testd_sh_init placement-test
+testd_sh_must_start "$B" "$D"
 RUN="$B/bin/ipuof-run"
 
 # y = Relu(Relu(x W1) W2), nodes /b1/... and /b2/...; 4 device iterations of a [4, 8] x.
@@ -138,8 +125,5 @@ if [ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ub
 else
     not_ok "no Fashion-MNIST in $DATA (Debian package dataset-fashion-mnist)"
 fi
-kill "$PID"
-wait "$PID" 2>/dev/null
-PID=""
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

@@ -7,19 +7,12 @@
 # (0.0.0.0:7777) is listed by vipu list allocations at the host of its [pod] address.
 # Usage: sh tests/integ/test_pod_hello_check.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
-D=$(mktemp -d /tmp/ipuof-pod-hello-test-XXXXXX)
-PID="" FAKE=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    [ -n "$FAKE" ] && kill -9 "$FAKE" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+testd_sh_init pod-hello-test
+FAKE=""
 
 # run FREE: a daemon whose peer host-b is the stand-in saying FREE of 4 IPUs are free;
 # prints host-b's "state free error" from ipuctl status --json once it has an answer
@@ -68,5 +61,4 @@ grep -qF '{"id":"127.0.0.1:7777","name":"host-b","ipus":4,"reachable":true}' "$D
     ok "vipu list allocations lists the peer at its client address, the wildcard host replaced" ||
     not_ok "list allocations: $(cat "$D/alloc.3")"
 grep -h -E "runtime error|Sanitizer" "$D/log" && not_ok "sanitizer report in the daemon's log"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_end

@@ -38,6 +38,8 @@
 # ("mount --make-rslave / failed: Invalid argument"), where the fresh-root check runs make test.
 # Usage: sh tests/integ/test_pod_netns.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
@@ -46,15 +48,15 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 77
 fi
 command -v ip >/dev/null || { echo "not ok - ip is missing (Debian package iproute2)"; exit 1; }
-D=$(mktemp -d /tmp/ipuof-pod-test-XXXXXX)
+testd_sh_init pod-test
 N=$$
 NA=ipuof-pa-$N NB=ipuof-pb-$N
 NET=10.$((200 + N % 50)).$((N / 50 % 250)).
-PA="" PB="" KIDS=""
+PA="" PB=""
 NETNS_MOUNTED=no
 mountpoint -q /run/netns 2>/dev/null && NETNS_MOUNTED=yes
-cleanup() {
-    for k in $KIDS; do kill -9 "$k" 2>/dev/null; done
+# testd.sh's trap: this, then KIDS killed and D removed
+testd_sh_undo() {
     [ -n "$PA" ] && kill -9 "$PA" 2>/dev/null
     [ -n "$PB" ] && kill -9 "$PB" 2>/dev/null
     ip netns del "$NA" 2>/dev/null
@@ -65,16 +67,6 @@ cleanup() {
     if [ "$NETNS_MOUNTED" = no ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
         umount /run/netns 2>/dev/null
     fi
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
-check() {
-    what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 
 # all_zero RC...: every exit status given is 0 (one command, so `check` sees all of them:
@@ -587,5 +579,4 @@ for h in a b; do
 done
 grep -h -E "ERROR|runtime error|Sanitizer" "$D/a.log" "$D/b.log" && not_ok "sanitizer or error in the daemons' logs"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_end

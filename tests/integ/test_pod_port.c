@@ -40,22 +40,6 @@ teardown(void **state)
     return testd_reset(&d);
 }
 
-/* A TCP port nobody listens on now. */
-static int
-free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* Starts d as Pod host "host-a" (token "pod-secret", peer host-b never started) with the
  * extra config lines (the [pod] section is open: start them with [server] for that one). */
 static void
@@ -63,11 +47,11 @@ start_pod(const char *pod_extra, const char *server_extra)
 {
     char cfg[2048];
 
-    pod_port = free_port();
+    pod_port = testd_free_port();
     snprintf(cfg, sizeof cfg,
              "[server]\n%s\n[pod]\nname = host-a\nlisten = 127.0.0.1:%d\n"
              "peers = host-b=127.0.0.1:%d\ntoken = pod-secret\nhello_interval = 60\n%s\n",
-             server_extra ? server_extra : "", pod_port, free_port(),
+             server_extra ? server_extra : "", pod_port, testd_free_port(),
              pod_extra ? pod_extra : "");
     if (testd_start(&d, cfg, NULL) != 0)
         fail_msg("the daemon did not start with:\n%s", cfg);

@@ -9,22 +9,13 @@
 # with 4 replicas.
 # Usage: sh tests/integ/test_poprun.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
 POPRUN="$B/bin/poprun"
-D=$(mktemp -d /tmp/ipuof-poprun-test-XXXXXX)
-PID="" PIDA="" PIDB=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    [ -n "$PIDA" ] && kill -9 "$PIDA" 2>/dev/null
-    [ -n "$PIDB" ] && kill -9 "$PIDB" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
+testd_sh_init poprun-test
+PIDA="" PIDB=""
 
 # refuses "WHAT" STATUS "SENTENCE" ARGS...: poprun ARGS exits STATUS printing SENTENCE and
 # starts nothing.
@@ -207,16 +198,11 @@ fi
 # Against a real ipuofd: the partition service, then end to end.
 if ! "$PY" -c 'import torch, onnx, cffi' 2>/dev/null; then
     not_ok "Debian's python3 lacks torch/onnx/cffi (make deps installs them)"
-    echo "$pass passed, $fail failed"
+    testd_sh_end
     exit 1
 fi
 printf '[server]\nadmin_token = op-secret\n' >"$D/conf"
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --foreground --config "$D/conf" \
-    --admin-socket "$D/admin.sock" --ipus 8 >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { echo "not ok - ipuofd did not start: $(cat "$D/log")"; exit 1; }
+testd_sh_must_start "$B" "$D" --config "$D/conf" --admin-socket "$D/admin.sock" --ipus 8
 PORT=$(cat "$D/port")
 VIPU="$B/bin/vipu"
 SRV="--vipu-server-host 127.0.0.1 --vipu-server-port $PORT"
@@ -354,11 +340,7 @@ fi
 "$VIPU" --server "127.0.0.1:$PORT" get partition pt >"$D/pt" 2>&1 &&
     grep -q '| pt | ipuofd     |    4 |    1 | false    | ACTIVE | -       |' "$D/pt" &&
     ok "the operator's partition stays after the run, free" || not_ok "after the run: $(cat "$D/pt")"
-kill "$PID"
-wait "$PID"
-rc=$?
-PID=""
-[ "$rc" -eq 0 ] && ok "ipuofd exits 0 on SIGTERM" || not_ok "ipuofd exit status $rc"
+testd_sh_stop
 # A Pod: -H names two hosts, 127.0.0.1 and 127.0.0.2 (both this machine's loopback), each
 # with an ipuofd of 4 IPUs at the same port, in one Pod (host-a, host-b). poprun gives
 # each daemon a 2-IPU share of the partition and each instance IPUOF_POD_HOSTS and its own
@@ -420,12 +402,14 @@ done
 "$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/podport" --foreground \
     --config "$D/poda.conf" --admin-socket "$D/poda.sock" >"$D/poda.log" 2>&1 &
 PIDA=$!
+KIDS=$PIDA
 i=0
 while [ ! -s "$D/podport" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
 PODPORT=$(cat "$D/podport")
 "$B/bin/ipuofd" --listen "127.0.0.2:$PODPORT" --foreground --config "$D/podb.conf" \
     --admin-socket "$D/podb.sock" >"$D/podb.log" 2>&1 &
 PIDB=$!
+KIDS="$PIDA $PIDB"
 i=0
 while ! IPUOF_SERVER="127.0.0.2:$PODPORT" "$B/bin/ipuctl" status >/dev/null 2>&1 &&
     [ $i -lt 250 ]; do sleep 0.02; i=$((i + 1)); done
@@ -478,6 +462,5 @@ else
 fi
 kill "$PIDA" "$PIDB"
 wait "$PIDA" "$PIDB"
-PIDA="" PIDB=""
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+PIDA="" PIDB="" KIDS=""
+testd_sh_end

@@ -10,17 +10,11 @@
 # the first payload, so the test cannot pass without that path running.
 # Usage: sh tests/integ/test_tls_pipeline.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
-D=$(mktemp -d /tmp/ipuof-tls-pipeline-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    [ -n "${KEEP:-}" ] || rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-no() { fail=$((fail + 1)); echo "not ok - $1"; }
+testd_sh_init tls-pipeline
+no() { not_ok "$1"; }
 
 (
 cd "$D" || exit 1
@@ -32,16 +26,11 @@ printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >san.ext &&
 openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem \
     -days 2 -extfile san.ext 2>/dev/null
 ) && [ -s "$D/srv.pem" ] && ok "openssl made a CA and the daemon's certificate" ||
-    { no "openssl could not make the certificates"; echo "$pass passed, $fail failed, 0 skipped"; exit 1; }
+    { no "openssl could not make the certificates"; testd_sh_end; exit 1; }
 
 printf '[server]\ntls_cert_file = %s\ntls_key_file = %s\n[log]\nlevel = debug\n' \
     "$D/srv.pem" "$D/srv.key" >"$D/conf"
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --config "$D/conf" \
-    --foreground >"$D/log" 2>&1 &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { no "ipuofd did not start: $(cat "$D/log")"; echo "$pass passed, $fail failed, 0 skipped"; exit 1; }
+testd_sh_must_start "$B" "$D" --config "$D/conf"
 
 timeout 300 "$B/tests/integ/drv_tls_pipeline" 127.0.0.1 "$(cat "$D/port")" "$D/ca.pem" \
     >"$D/drv" 2>&1
@@ -54,10 +43,5 @@ moved=$(grep -c 'bytes decrypted past a payload moved to the input' "$D/log")
     ok "tls_pending_to_input ran ($moved times): $(grep -m1 'decrypted past a payload' "$D/log" | sed 's/.*client/client/')" ||
     no "tls_pending_to_input never moved bytes (the daemon's log: $(tail -c 600 "$D/log"))"
 
-kill -TERM "$PID"
-wait "$PID"
-rc=$?
-PID=""
-[ "$rc" -eq 0 ] && ok "ipuofd exits 0 on SIGTERM" || no "ipuofd exited $rc on SIGTERM"
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+testd_sh_stop
+testd_sh_end

@@ -8,18 +8,12 @@
 # level refused at start (78, naming the levels).
 # Usage: sh tests/integ/test_tools_errors.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 PY=/usr/bin/python3
-D=$(mktemp -d /tmp/ipuof-tools-test-XXXXXX)
-PID="" HOLD=""
-cleanup() {
-    [ -n "$HOLD" ] && kill -9 "$HOLD" 2>/dev/null
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
+testd_sh_init tools-test
+HOLD=""
 no() { fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/#   /' "$2"; }
 check() { # description expected-rc actual-rc [file to show on failure]
     if [ "$2" = "$3" ]; then ok "$1"; else no "$1 (exit $3, expected $2)" "${4:-}"; fi
@@ -29,13 +23,7 @@ has() { # description file text
 }
 
 chmod 0755 "$D"
-"$B/bin/ipuofd" --listen 127.0.0.1:0 --port-file "$D/port" --ipus 4 \
-    --admin-socket "$D/admin.sock" --foreground 2>"$D/log" &
-PID=$!
-i=0
-while [ ! -s "$D/port" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ -s "$D/port" ] || { no "ipuofd started" "$D/log"; echo "$pass passed, $fail failed"; exit 1; }
-export IPUOF_SERVER="127.0.0.1:$(cat "$D/port")"
+testd_sh_must_start "$B" "$D" --ipus 4 --admin-socket "$D/admin.sock"
 
 # A Relu with a dynamic batch axis, as torch.onnx.export(dynamic_axes=...) writes it, and a
 # batch-5 input.
@@ -75,6 +63,7 @@ has "  ... naming the file" "$D/err" "$D/notes.onnx is not an ONNX model"
 # Exit codes the man pages give.
 "$B/bin/ipuof-hello" --ipus 4 --hold 5000 >"$D/hold" 2>&1 &
 HOLD=$!
+KIDS=$HOLD
 i=0
 while ! grep -q attached "$D/hold" && [ $i -lt 250 ]; do sleep 0.02; i=$((i + 1)); done
 "$B/bin/ipuof-hello" --ipus 4 --wait 200 >"$D/out" 2>"$D/err"
@@ -85,7 +74,7 @@ has "  ... and the advice names a way to wait" "$D/err" "wait"
 "$RUN" --model "$D/dyn.onnx" --micro-batch 5 --input "$D/x5.pb" --wait=1 >"$D/out" 2>"$D/err"
 check "ipuof-run --wait=1 queues, then gives up" 1 $? "$D/err"
 has "  ... after waiting" "$D/err" "TIMEOUT"
-kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null; HOLD=""
+kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null; HOLD="" KIDS=""
 
 if command -v setpriv >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
     chmod 0755 "$D"
@@ -116,5 +105,4 @@ has "  ... naming the levels" "$D/err" "use baseline, avx2 or avx512"
 
 kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
 check "ipuofd exits 0 on SIGTERM" 0 "$rc" "$D/log"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_end

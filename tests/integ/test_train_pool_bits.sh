@@ -12,24 +12,8 @@ set -u
 . "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
-D=$(mktemp -d /tmp/ipuof-poolbits-XXXXXX)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-[ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ubyte" ] ||
-    { echo "skip: no Fashion-MNIST in $DATA (Debian package dataset-fashion-mnist)"; exit 77; }
-
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
-check() { # description, then a command whose status decides
-    what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+testd_sh_init poolbits
+testd_sh_need_mnist "$DATA"
 
 # train THREADS NAME [ipuof-mnist args...]: one daemon with a pool of THREADS, one run
 # saved to $D/NAME-THREADS.onnx, its epoch and test lines (timings cut) in .../NAME-THREADS.txt
@@ -70,5 +54,4 @@ for case in single replicas; do
             cmp -s "$D/$case-1.onnx" "$D/$case-$t.onnx"
     done
 done
-echo "$pass passed, $fail failed, 0 skipped"
-[ "$fail" -eq 0 ]
+testd_sh_end

@@ -7,19 +7,11 @@
 # (the holder told), and partitions gone after a restart (they live in the daemon's memory).
 # Usage: sh tests/integ/test_vipu.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
-D=$(mktemp -d /tmp/ipuof-vipu-test-XXXXXX)
-PID=""
+testd_sh_init vipu-test
 HOLD=""
-cleanup() {
-    [ -n "$HOLD" ] && kill -9 "$HOLD" 2>/dev/null
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
 
 start_daemon() {
     rm -f "$D/port"
@@ -148,6 +140,7 @@ expect "an attach without the name never takes reserved IPUs" 75 \
 # A program holds pt: status shows it; reset and remove need admin rights and --force.
 "$B/bin/ipuof-hello" --partition pt --ipus 4 --hold 20000 >"$D/hold" 2>&1 &
 HOLD=$!
+KIDS=$HOLD
 i=0
 until $V list partitions 2>/dev/null | grep -q 'ipuof-hello\['; do
     sleep 0.05; i=$((i + 1)); [ $i -lt 200 ] || break
@@ -174,7 +167,7 @@ expect "remove needs admin rights" 77 "remove partition needs admin rights" $V r
 expect "remove partition pt --force" 0 "remove partition (pt): success." $A remove partition pt --force
 wait "$HOLD"
 rc=$?
-HOLD=""
+HOLD="" KIDS=""
 if [ "$rc" -ne 0 ] && grep -q "partition 'pt' (IPUs 0-3) was reset by an administrator" "$D/hold"; then
     ok "the holder is told its partition was reset ($rc)"
 else
@@ -194,5 +187,4 @@ wait "$PID"
 rc=$?
 PID=""
 [ "$rc" -eq 0 ] && ok "ipuofd exits 0 on SIGTERM" || not_ok "ipuofd exit status $rc"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_end

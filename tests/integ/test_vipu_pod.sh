@@ -18,6 +18,8 @@
 # test_pod_netns.sh, which says why).
 # Usage: sh tests/integ/test_vipu_pod.sh [BUILD]
 set -u
+# shellcheck source=tests/util/testd.sh
+. "$(dirname "$0")/../util/testd.sh"
 B=${1:-build}
 DATA=${IPUOF_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 PY=${IPUOF_PYTHON:-/usr/bin/python3}
@@ -26,15 +28,15 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 77
 fi
 command -v ip >/dev/null || { echo "not ok - ip is missing (Debian package iproute2)"; exit 1; }
-D=$(mktemp -d /tmp/ipuof-vipu-pod-test-XXXXXX)
+testd_sh_init vipu-pod-test
 N=$$
 NA=ipuof-va-$N NB=ipuof-vb-$N
 NET=10.$((200 + N % 50)).$((N / 50 % 250 + 1)).
-PA="" PB="" KIDS=""
+PA="" PB=""
 NETNS_MOUNTED=no
 mountpoint -q /run/netns 2>/dev/null && NETNS_MOUNTED=yes
-cleanup() {
-    for k in $KIDS; do kill -9 "$k" 2>/dev/null; done
+# testd.sh's trap: this, then KIDS killed and D removed
+testd_sh_undo() {
     [ -n "$PA" ] && kill -9 "$PA" 2>/dev/null
     [ -n "$PB" ] && kill -9 "$PB" 2>/dev/null
     ip netns del "$NA" 2>/dev/null
@@ -42,12 +44,7 @@ cleanup() {
     if [ "$NETNS_MOUNTED" = no ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
         umount /run/netns 2>/dev/null
     fi
-    rm -rf "$D"
 }
-trap cleanup EXIT INT TERM
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-not_ok() { fail=$((fail + 1)); echo "not ok - $1"; }
 
 ip netns add "$NA" && ip netns add "$NB" &&
     ip link add "vva$N" type veth peer name "vvb$N" &&
@@ -243,5 +240,4 @@ rc=$?
 PA=""
 [ "$rc" -eq 0 ] && ok "ipuofd host-a exits 0 on SIGTERM" || not_ok "host-a exit $rc"
 grep -h -E "ERROR|runtime error|Sanitizer" "$D/a.log" "$D/b.log" && not_ok "sanitizer or error in the daemons' logs"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+testd_sh_end

@@ -45,23 +45,6 @@ teardown(void **state)
     return testd_reset(&da);
 }
 
-/* A TCP port nobody listens on now (bound and released; below the ephemeral range the
- * kernel hands out for outgoing connections is not guaranteed, so retry on a clash). */
-static int
-free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
-}
-
 /* ---- configuration ---- */
 
 static void
@@ -322,7 +305,7 @@ wait_state(const struct testd *d, const char *name, int want, unsigned *ipus, ch
 static void
 test_pod_two_daemons(void **state)
 {
-    int pa = free_port(), pb = free_port();
+    int pa = testd_free_port(), pb = testd_free_port();
     unsigned ipus = 0;
     char err[512];
     int fd;
@@ -381,7 +364,7 @@ get_later(void *arg)
 static void
 test_pod_store(void **state)
 {
-    int pa = free_port(), pb = free_port();
+    int pa = testd_free_port(), pb = testd_free_port();
     char addr[64], err[512], big[2048];
     struct pod_kvc *k = NULL, *bad = NULL;
     struct getter g = {0};
@@ -457,7 +440,7 @@ test_pod_store(void **state)
 static void
 test_pod_ports_apart(void **state)
 {
-    int pa = free_port(), pb = free_port();
+    int pa = testd_free_port(), pb = testd_free_port();
     Ipuof__Header h = IPUOF__HEADER__INIT, *r;
     Ipuof__KvGetRequest q = IPUOF__KV_GET_REQUEST__INIT;
     Ipuof__PodHello ph = IPUOF__POD_HELLO__INIT;
@@ -571,7 +554,7 @@ expect_attach_error(const struct testd *d, unsigned id, unsigned n, unsigned ipu
 static void
 test_pod_attach_plan(void **state)
 {
-    int pa = free_port(), pb = free_port();
+    int pa = testd_free_port(), pb = testd_free_port();
     const char *ab[] = {"host-a", "host-b"}, *ba[] = {"host-b", "host-a"};
     const char *az[] = {"host-a", "host-z"}, *bb[] = {"host-b"};
     const char *aa[] = {"host-a", "host-a"};
@@ -673,7 +656,7 @@ test_pod_attach_plan(void **state)
 static void
 test_pod_rendezvous_cancelled(void **state)
 {
-    int pa = free_port(), pb = free_port(), fd, status;
+    int pa = testd_free_port(), pb = testd_free_port(), fd, status;
     const char *ab[] = {"host-a", "host-b"};
     char cfgtext[512];
     const char *extra[] = {"--ipus", "4", NULL};
@@ -731,7 +714,7 @@ test_pod_rendezvous_cancelled(void **state)
 static void
 test_pod_peer_never_joins(void **state)
 {
-    int pa = free_port(), pb = free_port(), fd;
+    int pa = testd_free_port(), pb = testd_free_port(), fd;
     const char *ab[] = {"host-a", "host-b"};
     char cfgtext[512];
     const char *extra[] = {"--ipus", "4", NULL};
@@ -795,7 +778,7 @@ arm(const struct testd *d, const char *kind, unsigned *id, char *err, size_t len
 static void
 test_pod_link_partition(void **state)
 {
-    int pa = free_port(), pb = free_port();
+    int pa = testd_free_port(), pb = testd_free_port();
     unsigned ipus = 0, id = 0;
     char err[512];
     int fd;

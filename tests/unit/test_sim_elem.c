@@ -44,10 +44,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float
 urand(float lo, float hi)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+    return lo + (hi - lo) * test_urand01(&rng_state);
 }
 
 static float *
@@ -65,13 +62,8 @@ rand_vec(int64_t n, float lo, float hi)
 static struct sim_exe *
 compile(struct sim_ob *b, const struct sim_compile_opts *o, struct sim_model **m)
 {
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
     *m = test_ob_load(b);
-    if (sim_compile(*m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
+    return test_compile_ok(*m, o);
 }
 
 /* Appends loss = ReduceSum(y * r) (r: a frozen weight the caller declares). */

@@ -22,6 +22,7 @@
 
 #include "ipuof/status.h"
 #include "mnist_model.h"
+#include "obload.h"
 #include "sim.h"
 
 static const struct sim_block_opt tutorial_stages[] = {
@@ -56,15 +57,7 @@ make_inputs(struct sim_exe *e, uint8_t **inputs)
         assert_int_equal(sim_exe_input_info(e, i, &in), 0);
         inputs[i] = malloc(in.run_bytes + 1);
         assert_non_null(inputs[i]);
-        if (in.dtype == SIM_DTYPE_FLOAT) {
-            float *x = (float *)inputs[i];
-            for (size_t k = 0; k < in.run_bytes / 4; k++)
-                x[k] = (float)(mnist_splitmix64(&s) >> 40) / (float)(1 << 24);
-        } else {
-            int64_t *y = (int64_t *)inputs[i];
-            for (size_t k = 0; k < in.run_bytes / 8; k++)
-                y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
-        }
+        mnist_fake_data(&s, in.dtype == SIM_DTYPE_FLOAT, inputs[i], in.run_bytes);
     }
 }
 
@@ -145,17 +138,6 @@ fed_run(void *p)
     return NULL;
 }
 
-static struct sim_exe *
-compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
-{
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
-    if (sim_compile(m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
-}
-
 /* One configuration: a run with all its input there, then the same run fed step by step
  * on a fresh executable. At least the first D x A - lag steps finish (every output row
  * written) before the last step's input is written, and not the last (lag 1; a pipeline of
@@ -165,7 +147,7 @@ static void
 check_fed(const struct sim_model *m, const struct sim_compile_opts *o, unsigned lag,
           const char *name)
 {
-    struct sim_exe *e = compile_ok(m, o), *g = compile_ok(m, o);
+    struct sim_exe *e = test_compile_ok(m, o), *g = test_compile_ok(m, o);
     uint8_t *inputs[8] = { 0 };
     struct fed_run b = { 0 };
     struct told told = { 0 };
@@ -271,7 +253,7 @@ test_fed_closed_and_cancelled(void **state)
     sim_compile_opts_init(&o);
     o.micro_batch = 8;
     o.device_iterations = 10;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     make_inputs(e, inputs);
     b.e = e;
 

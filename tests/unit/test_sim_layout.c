@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -45,29 +46,18 @@
 
 static uint64_t rng_state;
 
+/* In [-1, 1) (test_urand01, obload.h). */
 static float
 urand(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    return test_urand01(&rng_state) * 2.0f - 1.0f;
 }
 
+/* An initializer of urand() values x 0.3 (test_ob_init_rand, obload.h). */
 static void
 init_rand(struct sim_ob *b, const char *name, int rank, const int64_t *d)
 {
-    int64_t n = 1;
-    float *v;
-
-    for (int i = 0; i < rank; i++)
-        n *= d[i];
-    v = malloc((size_t)n * sizeof(float));
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = urand() * 0.3f;
-    assert_int_equal(sim_ob_initializer(b, name, F32, rank, d, v), 0);
-    free(v);
+    test_ob_init_rand(b, name, rank, d, &rng_state, 0.3f);
 }
 
 /* Conv node `name` reading `in` with weights name_w and bias name_b, k x k, pad k / 2. */

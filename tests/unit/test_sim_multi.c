@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "mnist_model.h"
+#include "obload.h"
 #include "onnx_build.h"
 #include "sim.h"
 
@@ -77,46 +78,13 @@ train_opts(struct sim_compile_opts *o, unsigned B, unsigned A, unsigned D)
     o->optimizer.lr = 0.001f;
 }
 
-/* Deterministic data: images in [0, 1), labels 0..9. */
-static void
-fill_inputs(struct sim_exe *e)
-{
-    struct sim_io_info in;
-    uint64_t s = 12345;
-
-    for (size_t i = 0; i < sim_exe_input_count(e); i++) {
-        assert_int_equal(sim_exe_input_info(e, i, &in), 0);
-        if (in.dtype == F32) {
-            float *x = sim_exe_input_buffer(e, i);
-            for (size_t k = 0; k < in.run_bytes / 4; k++)
-                x[k] = (float)(mnist_splitmix64(&s) >> 40) / (float)(1 << 24);
-        } else {
-            int64_t *y = sim_exe_input_buffer(e, i);
-            for (size_t k = 0; k < in.run_bytes / 8; k++)
-                y[k] = (int64_t)(mnist_splitmix64(&s) % 10);
-        }
-    }
-}
-
-static struct sim_exe *
-compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
-{
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
-    if (sim_compile(m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
-}
-
+/* Fills e's inputs with the tutorial's stand-in data (images in [0, 1), labels 0..9:
+ * mnist_fill_inputs) and runs it once. */
 static void
 run_ok(struct sim_exe *e)
 {
-    struct sim_err err;
-
-    fill_inputs(e);
-    if (sim_exe_run(e, &err) != 0)
-        fail_msg("run: %s", err.msg);
+    assert_int_equal(mnist_fill_inputs(e), 0);
+    test_run_ok(e);
 }
 
 /* Compiles and expects an error whose message contains want. */
@@ -150,7 +118,7 @@ test_placement_errors(void **state)
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     o.partition_ipus = 4;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_ipu_count(e), 4);
     assert_int_equal(sim_exe_cost(e, &rep), IPUOF_E_INVAL);    /* before the first run */
     sim_exe_free(e);
@@ -184,7 +152,7 @@ test_placement_errors(void **state)
     o.gradient_accumulation = 3;
     compile_fails(m, &o, IPUOF_E_INVAL, "gradient_accumulation is 3; raise it to 4");
     o.strategy = SIM_STRATEGY_SHARDED;      /* sharding has no such constraint */
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     sim_exe_free(e);
     o.strategy = SIM_STRATEGY_DEFAULT;
     o.gradient_accumulation = 4;
@@ -202,14 +170,14 @@ test_placement_errors(void **state)
     o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
     compile_fails(m, &o, IPUOF_E_INVAL, "inference model");
     o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     sim_exe_free(e);
 
     /* auto-staging: one stage per block, consecutive stages on one IPU */
     train_opts(&o, 8, 6, 1);
     o.blocks = tutorial_blocks;
     o.n_blocks = 6;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_ipu_count(e), 4);
     sim_exe_free(e);
     o.gradient_accumulation = 5;            /* six stages */
@@ -323,7 +291,7 @@ test_pipeline_schedule(void **state)
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     o.profile = 1;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), IPUOF_E_INVAL);
     run_ok(e);
     assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), 0);
@@ -382,7 +350,7 @@ test_pipeline_schedule(void **state)
 
     /* sharded: never two IPUs at once */
     o.strategy = SIM_STRATEGY_SHARDED;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     run_ok(e);
     assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), 0);
     s = parse_trace(json, &n);
@@ -395,7 +363,7 @@ test_pipeline_schedule(void **state)
 
     /* without profiling there is no trace */
     o.profile = 0;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     run_ok(e);
     assert_int_equal(sim_exe_trace_json(e, &json, &len, &err), IPUOF_E_INVAL);
     sim_exe_free(e);
@@ -407,7 +375,7 @@ test_pipeline_schedule(void **state)
 static void
 cost_of(const struct sim_model *m, struct sim_compile_opts *o, struct sim_cost_report *rep)
 {
-    struct sim_exe *e = compile_ok(m, o);
+    struct sim_exe *e = test_compile_ok(m, o);
 
     run_ok(e);
     assert_int_equal(sim_exe_cost(e, rep), 0);
@@ -508,7 +476,7 @@ same_weights(const struct sim_model *m, struct sim_compile_opts *o,
     o->blocks = NULL;
     o->n_blocks = 0;
     o->strategy = SIM_STRATEGY_DEFAULT;
-    one = compile_ok(m, o);
+    one = test_compile_ok(m, o);
     run_ok(one);
     assert_int_equal(sim_exe_optimizer_steps(one), 10);
     o->blocks = blocks;
@@ -516,7 +484,7 @@ same_weights(const struct sim_model *m, struct sim_compile_opts *o,
     for (int i = 0; i < 3; i++) {
         float d;
         o->strategy = strategies[i];
-        e = compile_ok(m, o);
+        e = test_compile_ok(m, o);
         assert_int_equal(sim_exe_ipu_count(e), n_blocks > 2 ? 4 : 2);
         run_ok(e);
         d = max_weight_diff(one, e);
@@ -672,7 +640,7 @@ test_replica_threads(void **state)
     (void)state;
     train_opts(&o, 8, 2, 2);
     o.replicas = 4;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     before = thread_count();
     run_ok(e);
     after = thread_count();
@@ -687,8 +655,8 @@ test_replica_threads(void **state)
     /* a long run over four replica threads stops when cancelled (once it has started:
      * its first step logged; a cancel before a run is not the run's) */
     o.device_iterations = 500;
-    e = compile_ok(m, &o);
-    fill_inputs(e);
+    e = test_compile_ok(m, &o);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     sim_exe_log_steps(e, steps, sizeof(steps) / sizeof(steps[0]));
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
@@ -724,7 +692,7 @@ test_ipu_threads(void **state)
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     o.strategy = SIM_STRATEGY_SHARDED;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     before = thread_count();
     run_ok(e);
     after = thread_count();
@@ -739,8 +707,8 @@ test_ipu_threads(void **state)
     o.replicas = 2;
     o.device_iterations = 500;
     o.strategy = SIM_STRATEGY_PIPELINED;
-    e = compile_ok(m, &o);
-    fill_inputs(e);
+    e = test_compile_ok(m, &o);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     b.e = e;
     assert_int_equal(pthread_create(&th, NULL, bg_run, &b), 0);
     /* until the run has started its threads, however slowly a loaded machine starts them */
@@ -760,7 +728,7 @@ test_ipu_threads(void **state)
     o.device_iterations = 2;
     sim_exe_free(e);
     assert_int_equal(thread_count_settled(before), before);
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     run_ok(e);
     assert_int_equal(sim_exe_optimizer_steps(e), 2);
     sim_exe_free(e);
@@ -796,7 +764,7 @@ test_one_ipu_threads(void **state)
                 o.device_iterations = D * A;
             }
             o.replicas = R;
-            e = compile_ok(m, &o);
+            e = test_compile_ok(m, &o);
             sim_exe_log_steps(e, log, CAP);
             before = thread_count();
             run_ok(e);
@@ -851,7 +819,7 @@ test_idle_stops_threads(void **state)
             o.device_iterations = 4;
             o.replicas = 2;
         }
-        e = compile_ok(m, &o);
+        e = test_compile_ok(m, &o);
         sim_exe_idle(e);                    /* before any run: nothing to stop */
         before = thread_count();
         run_ok(e);
@@ -899,12 +867,12 @@ test_pipeline_concurrency(void **state)
     (void)state;
     assert_non_null(log);
     train_opts(&o, 8, A, 2);
-    one = compile_ok(m, &o);
+    one = test_compile_ok(m, &o);
     run_ok(one);
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     o.strategy = SIM_STRATEGY_PIPELINED;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     sim_exe_log_steps(e, log, CAP);
     run_ok(e);
     n = sim_exe_logged_steps(e);
@@ -986,7 +954,7 @@ test_clock_replays_run(void **state)
         o.n_blocks = 6;
         o.strategy = strategies[si];
         o.profile = 1;
-        e = compile_ok(m, &o);
+        e = test_compile_ok(m, &o);
         sim_exe_log_steps(e, log, CAP);
         run_ok(e);
         n = sim_exe_logged_steps(e);
@@ -1063,8 +1031,8 @@ test_pipeline_failure(void **state)
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     o.strategy = SIM_STRATEGY_PIPELINED;
-    e = compile_ok(m, &o);
-    fill_inputs(e);
+    e = test_compile_ok(m, &o);
+    assert_int_equal(mnist_fill_inputs(e), 0);
     for (size_t i = 0; i < sim_exe_input_count(e); i++) {
         assert_int_equal(sim_exe_input_info(e, i, &in), 0);
         if (in.dtype != F32)
@@ -1100,13 +1068,13 @@ test_pipelined_inference(void **state)
     o.micro_batch = 8;
     o.device_iterations = 7;
     o.replicas = 2;
-    one = compile_ok(m, &o);
+    one = test_compile_ok(m, &o);
     run_ok(one);
     o.blocks = tutorial_stages;
     o.n_blocks = 6;
     for (int i = 0; i < 2; i++) {
         o.strategy = strategies[i];
-        e = compile_ok(m, &o);
+        e = test_compile_ok(m, &o);
         run_ok(e);
         assert_int_equal(sim_exe_output_count(e), sim_exe_output_count(one));
         for (size_t j = 0; j < sim_exe_output_count(e); j++) {
@@ -1192,7 +1160,7 @@ test_memory_fit(void **state)
 
     /* the optimizer state off chip: fits, and the report says where it went */
     o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_memory(e, 0, &r), 0);
     printf("  optimizer off chip: IPU 0 total %llu MiB, off chip %llu MiB\n",
            (unsigned long long)(r.total / MIB), (unsigned long long)(r.offchip / MIB));
@@ -1205,7 +1173,7 @@ test_memory_fit(void **state)
     o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_ON_CHIP;
     o.blocks = blocks;
     o.n_blocks = 4;
-    e = compile_ok(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_ipu_count(e), 4);
     for (size_t i = 0; i < 4; i++) {
         assert_int_equal(sim_exe_memory(e, i, &r), 0);
@@ -1235,7 +1203,7 @@ test_memory_fit(void **state)
         compile_fails(m, &o, IPUOF_E_DEVICE_OOM, "IPU 0 (replica 0) needs");
         o.location[SIM_LOC_OPTIMIZER] = SIM_LOC_OFF_CHIP;
         o.location[SIM_LOC_ACCUMULATORS] = SIM_LOC_OFF_CHIP;
-        e = compile_ok(m, &o);
+        e = test_compile_ok(m, &o);
         assert_int_equal(sim_exe_ipu_count(e), 1);
         assert_int_equal(sim_exe_memory(e, 0, &r), 0);
         printf("  phased on one IPU: weights on chip %llu MiB, off chip %llu MiB\n",
@@ -1276,7 +1244,7 @@ test_thread_wakes(void **state)
             o.strategy = strategies[i];
             o.blocks = i > 0 ? tutorial_stages : NULL;
             o.n_blocks = i > 0 ? 6 : 0;
-            e = compile_ok(m, &o);
+            e = test_compile_ok(m, &o);
             sim_exe_log_steps(e, log, CAP);
             run_ok(e);
             works = sim_exe_logged_steps(e);

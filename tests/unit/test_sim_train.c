@@ -118,26 +118,6 @@ G(const char *fmt, const char *tag)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static struct sim_exe *
-compile(const struct sim_model *m, const struct sim_compile_opts *o)
-{
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
-    if (sim_compile(m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
-}
-
-static void
-run(struct sim_exe *e)
-{
-    struct sim_err err;
-
-    if (sim_exe_run(e, &err) != 0)
-        fail_msg("run: %s", err.msg);
-}
-
 static void
 set_input_f(struct sim_exe *e, const char *name, const float *v, size_t n)
 {
@@ -246,10 +226,10 @@ golden_mlp(const char *tag, const struct sim_optimizer *opt)
     o.micro_batch = 8;
     o.output_modes = &mode;
     o.n_output_modes = 1;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     set_input_f(e, "x", G("%s.x", tag)->v, 144);
     set_input_labels(e, "y", G("%s.y", tag)->v, 24);
-    run(e);
+    test_run_ok(e);
     dl = max_diff(sim_exe_output_buffer(e, (size_t)sim_exe_output_index(e, "loss")),
                   G("%s.loss", tag)->v, 3);
     for (int i = 0; i < 4; i++) {
@@ -291,11 +271,11 @@ test_node_times(void **state)
     for (int i = 0; i < 2; i++) {
         if (i == 1)
             setenv("IPUOF_SIM_PROFILE", "1", 1);
-        e[i] = compile(m, &o);
+        e[i] = test_compile_ok(m, &o);
         unsetenv("IPUOF_SIM_PROFILE");
         set_input_f(e[i], "x", G("%s.x", "mlp_sgd")->v, 144);
         set_input_labels(e[i], "y", G("%s.y", "mlp_sgd")->v, 24);
-        run(e[i]);
+        test_run_ok(e[i]);
     }
     assert_int_equal(sim_exe_node_times(e[0], rows, 8), 0);
     n = sim_exe_node_times(e[1], rows, 8);
@@ -414,13 +394,13 @@ test_golden_cnn_bn(void **state)
     o.micro_batch = 4;
     o.output_modes = &mode;
     o.n_output_modes = 1;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_weight_info(e, (size_t)sim_exe_weight_index(e, "1.running_var"),
                                          &wi), 0);
     assert_int_equal(wi.kind, SIM_WEIGHT_BUFFER);
     set_input_f(e, "x", G("cnn.x", "")->v, 2 * 4 * 36);
     set_input_labels(e, "y", G("cnn.y", "")->v, 8);
-    run(e);
+    test_run_ok(e);
     dl = max_diff(sim_exe_output_buffer(e, 1), G("cnn.loss", "")->v, 2);
     for (int i = 0; i < 8; i++) {
         double d;
@@ -439,15 +419,15 @@ test_golden_cnn_bn(void **state)
     if (sim_compile_inference_from(mi, &o, e, &inf, &err) != 0)
         fail_msg("%s", err.msg);
     set_input_f(inf, "x", G("cnn.x", "")->v, 4 * 36);
-    run(inf);
+    test_run_ok(inf);
     de = max_diff(sim_exe_output_buffer(inf, 0), G("cnn.eval", "")->v, 12);
     /* the same through an inference executable compiled first, then updated */
     o.updatable_weights = 1;
-    inf2 = compile(mi, &o);
+    inf2 = test_compile_ok(mi, &o);
     if (sim_exe_copy_weights(inf2, e, &err) != 0)
         fail_msg("%s", err.msg);
     set_input_f(inf2, "x", G("cnn.x", "")->v, 4 * 36);
-    run(inf2);
+    test_run_ok(inf2);
     de2 = max_diff(sim_exe_output_buffer(inf2, 0), G("cnn.eval", "")->v, 12);
     printf("inference (running statistics) after training vs torch eval(): %.2e (new "
            "executable), %.2e (updated executable)\n", de, de2);
@@ -493,10 +473,10 @@ test_golden_mse(void **state)
     o.micro_batch = 5;
     o.output_modes = &mode;
     o.n_output_modes = 1;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     set_input_f(e, "x", G("mse.%s", "x")->v, 40);
     set_input_f(e, "t", G("mse.%s", "t")->v, 20);
-    run(e);
+    test_run_ok(e);
     dl = max_diff(sim_exe_output_buffer(e, 0), G("mse.%s", "loss")->v, 2);
     dw = weight_diff(e, "weight", G("mse.final.%s", "weight")->v, 8);
     dw = fmax(dw, weight_diff(e, "bias", G("mse.final.%s", "bias")->v, 2));
@@ -577,12 +557,12 @@ check_formula(const char *what, struct sim_optimizer opt)
     o.loss = "loss";
     o.optimizer = opt;
     o.device_iterations = 3;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     for (int run_i = 0; run_i < 2; run_i++) {
         for (int i = 0; i < 3 * NW; i++)
             x[i] = (float)((i * 7 + run_i * 3) % 11) * 0.3f - 1.4f;
         set_input_f(e, "x", x, 3 * NW);
-        run(e);
+        test_run_ok(e);
         for (int s = 0; s < 3; s++)
             ref_step(&r, &opt, x + s * NW);
         assert_int_equal(sim_exe_read_weight(e, "w", w, sizeof(w), &err), 0);
@@ -652,12 +632,12 @@ train_mlp(unsigned A, unsigned R, unsigned B, const struct sim_optimizer *opt, i
     o.replicas = R;
     o.micro_batch = B;
     o.accumulation_reduction = reduction;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(A * R * B, 8);
     for (int r = 0; r < 2; r++) {
         set_input_f(e, "x", G("%s.x", "mlp_adamw")->v, 144);
         set_input_labels(e, "y", G("%s.y", "mlp_adamw")->v, 24);
-        run(e);
+        test_run_ok(e);
     }
     for (int i = 0; i < 4; i++) {
         assert_int_equal(sim_exe_read_weight(e, mlp_weights[i], out + off,
@@ -763,12 +743,12 @@ test_sharded_training(void **state)
     o.optimizer = opt;
     o.device_iterations = 3;
     o.micro_batch = 8;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_ipu_count(e), 2);
     for (int r = 0; r < 2; r++) {
         set_input_f(e, "x", G("%s.x", "mlp_adamw")->v, 144);
         set_input_labels(e, "y", G("%s.y", "mlp_adamw")->v, 24);
-        run(e);
+        test_run_ok(e);
     }
     for (int i = 0; i < 4; i++) {
         struct sim_err err;
@@ -836,9 +816,9 @@ test_bn_running_stats(void **state)
     o.gradient_accumulation = 3;
     o.replicas = 2;
     o.micro_batch = 2;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     set_input_f(e, "x", x, 24);
-    run(e);
+    test_run_ok(e);
     for (int a = 0; a < 3; a++) {
         const float *mb = x + (a * 2 + 0) * 4;     /* [a][r = 0][B = 2][C = 2] */
         for (int c = 0; c < 2; c++) {
@@ -891,14 +871,14 @@ dropout_train(uint64_t seed, float *w, bool reset)
     o.replicas = 2;
     o.micro_batch = 4;
     o.seed = seed;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     for (int i = 0; i < 24; i++)
         x[i] = (float)(i % 5) * 0.25f;
     set_input_f(e, "x", x, 24);
-    run(e);
+    test_run_ok(e);
     if (reset)
         assert_int_equal(sim_exe_set_seed(e, seed, &err), 0);
-    run(e);
+    test_run_ok(e);
     assert_int_equal(sim_exe_read_weight(e, "w", w, 48, &err), 0);
     sim_exe_free(e);
     sim_model_free(m);
@@ -956,14 +936,14 @@ modes_exe(struct sim_model **m, int kind, unsigned n)
         o.output_modes = &mode;
         o.n_output_modes = 1;
     }
-    e = compile(*m, &o);
+    e = test_compile_ok(*m, &o);
     x = sim_exe_input_buffer(e, 0);
     for (unsigned d = 0; d < 4; d++)
         for (unsigned a = 0; a < 3; a++)
             for (unsigned r = 0; r < 2; r++)
                 for (unsigned i = 0; i < 10; i++)
                     x[((d * 3 + a) * 2 + r) * 10 + i] = (float)(100 * d + 10 * a + r);
-    run(e);
+    test_run_ok(e);
     return e;
 }
 
@@ -1096,16 +1076,16 @@ test_mnist_cnn_speed(void **state)
     sim_optimizer_init(&o.optimizer, SIM_OPT_ADAMW);
     o.device_iterations = D;
     o.micro_batch = 40;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     x = sim_exe_input_buffer(e, 0);
     y = sim_exe_input_buffer(e, 1);
     random_fill(x, (size_t)D * 40 * 784, 1.0f, &seed);
     for (unsigned i = 0; i < D * 40; i++)
         y[i] = (int64_t)((i * 7) % 10);
-    run(e);
+    test_run_ok(e);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned r = 0; r < runs; r++)
-        run(e);
+        test_run_ok(e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) /
          (runs * D);
@@ -1161,13 +1141,13 @@ test_bwd_reads_per_gradient(void **state)
     o.optimizer.lr = 0.0f;
     o.frozen_weights = (const char *const[]){ "one" };
     o.n_frozen_weights = 1;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     x = sim_exe_input_buffer(e, 0);
     for (int i = 0; i < 6; i++) {
         x[i] = (float)i - 2.5f;
         h[i] = (x[i] > 0.0f ? x[i] : 0.0f) + 1.0f;
     }
-    run(e);
+    test_run_ok(e);
     assert_int_equal(sim_exe_read_gradient(e, "w1", g1, sizeof(g1), &err), 0);
     assert_int_equal(sim_exe_read_gradient(e, "w2", g2, sizeof(g2), &err), 0);
     assert_int_equal(sim_exe_read_gradient(e, "w3", g3, sizeof(g3), &err), 0);

@@ -34,26 +34,6 @@
 #define DIMS(...) (const int64_t[]){ __VA_ARGS__ }
 #define FLOATS(...) (const float[]){ __VA_ARGS__ }
 
-static struct sim_exe *
-compile(const struct sim_model *m, const struct sim_compile_opts *o)
-{
-    struct sim_exe *e = NULL;
-    struct sim_err err;
-
-    if (sim_compile(m, o, &e, &err) != 0)
-        fail_msg("compile: %s", err.msg);
-    return e;
-}
-
-static void
-run(struct sim_exe *e)
-{
-    struct sim_err err;
-
-    if (sim_exe_run(e, &err) != 0)
-        fail_msg("run: %s", err.msg);
-}
-
 /* Compiles for inference, runs and returns output i (borrowed from *e). */
 static const float *
 infer(struct sim_model *m, struct sim_exe **e, size_t out)
@@ -61,8 +41,8 @@ infer(struct sim_model *m, struct sim_exe **e, size_t out)
     struct sim_compile_opts o;
 
     sim_compile_opts_init(&o);
-    *e = compile(m, &o);
-    run(*e);
+    *e = test_compile_ok(m, &o);
+    test_run_ok(*e);
     return sim_exe_output_buffer(*e, out);
 }
 
@@ -333,7 +313,7 @@ test_weights_api(void **state)
 
     (void)state;
     train_opts(&o, SIM_OPT_SGD);
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     assert_true(sim_exe_is_training(e));
     assert_int_equal(sim_exe_weight_count(e), 8);
     for (size_t i = 0; i < 8; i++) {
@@ -357,7 +337,7 @@ test_weights_api(void **state)
     assert_int_equal(sim_exe_read_gradient(e, "fc.w", g, sizeof(g), &err), 0);
     assert_true(g[0] == 0.0f && g[5] == 0.0f);
     fill_small(e, -1);
-    run(e);
+    test_run_ok(e);
     assert_int_equal(sim_exe_read_gradient(e, "fc.w", g, sizeof(g), &err), 0);
     assert_true(g[0] != 0.0f);
     assert_int_equal(sim_exe_read_gradient(e, "frozen", &two, 4, &err), IPUOF_E_INVAL);
@@ -374,7 +354,7 @@ test_weights_api(void **state)
     assert_memory_equal(w, g, sizeof(w));
     sim_compile_opts_init(&o);
     o.micro_batch = 4;
-    plain = compile(mi, &o);
+    plain = test_compile_ok(mi, &o);
     assert_int_equal(sim_exe_weight_count(plain), 0);
     assert_int_equal(sim_exe_copy_weights(plain, e, &err), IPUOF_E_INVAL);
     assert_non_null(strstr(err.msg, "updatable_weights"));
@@ -428,12 +408,12 @@ test_show_buffer(void **state)
     (void)state;
     train_opts(&o, SIM_OPT_SGD);
     o.replicas = 2;
-    e = compile(m, &o);
-    twin = compile(m, &o);
+    e = test_compile_ok(m, &o);
+    twin = test_compile_ok(m, &o);
     fill_replicas(e, 2);
     fill_replicas(twin, 2);
-    run(e);
-    run(twin);
+    test_run_ok(e);
+    test_run_ok(twin);
     assert_int_equal(sim_exe_read_weight(e, "bn.mean", own, sizeof(own), &err), 0);
     assert_true(own[0] != 0.0f);
     assert_int_equal(sim_exe_show_buffer(e, "bn.mean", shown, sizeof(shown), &err), 0);
@@ -453,7 +433,7 @@ test_show_buffer(void **state)
         fail_msg("%s", err.msg);
     if (sim_model_load(bytes, len, &back, &err) != 0)
         fail_msg("reloading the saved model: %s", err.msg);
-    again = compile(back, &o);
+    again = test_compile_ok(back, &o);
     assert_int_equal(sim_exe_read_weight(again, "bn.mean", got, sizeof(got), &err), 0);
     assert_memory_equal(got, shown, sizeof(got));
     /* refusals */
@@ -463,8 +443,8 @@ test_show_buffer(void **state)
     assert_int_equal(sim_exe_show_buffer(e, "nope", shown, 8, &err), IPUOF_E_NOTFOUND);
     /* the replicas kept their own copies: the next run gives the twin's bits, and the
      * host sees replica 0's again */
-    run(e);
-    run(twin);
+    test_run_ok(e);
+    test_run_ok(twin);
     assert_int_equal(sim_exe_read_weight(e, "bn.mean", got, sizeof(got), &err), 0);
     assert_int_equal(sim_exe_read_weight(twin, "bn.mean", own, sizeof(own), &err), 0);
     assert_memory_equal(got, own, sizeof(got));
@@ -498,7 +478,7 @@ test_show_buffer(void **state)
         s3 = sim_exe_weight_written(twin, (size_t)fc);
         assert_true(s3 > 0 && sim_exe_weight_written(twin, (size_t)mean) > 0);
         assert_int_equal(sim_exe_weight_written(twin, (size_t)step), 0);  /* not copied */
-        run(e);
+        test_run_ok(e);
         assert_int_equal(sim_exe_weight_written(e, (size_t)fc), 0);
         assert_int_equal(sim_exe_weight_written(e, (size_t)mean), s1);
     }
@@ -549,16 +529,16 @@ test_save_onnx(void **state)
 
     (void)state;
     train_opts(&o, SIM_OPT_ADAMW);
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     fill_small(e, -1);
     for (int i = 0; i < 3; i++)
-        run(e);
+        test_run_ok(e);
     if (sim_exe_save_onnx(e, &bytes, &len, &err) != 0)
         fail_msg("%s", err.msg);
     if (sim_model_load(bytes, len, &back, &err) != 0)
         fail_msg("reloading the saved model: %s", err.msg);
     /* the saved model trains on from the trained weights: same next loss */
-    again = compile(back, &o);
+    again = test_compile_ok(back, &o);
     assert_int_equal(sim_exe_read_weight(e, "fc.w", w1, sizeof(w1), &err), 0);
     assert_int_equal(sim_exe_read_weight(again, "fc.w", w2, sizeof(w2), &err), 0);
     assert_memory_equal(w1, w2, sizeof(w1));
@@ -570,8 +550,8 @@ test_save_onnx(void **state)
     sim_exe_set_optimizer(e, &o.optimizer, &err);
     fill_small(e, -1);
     fill_small(again, -1);
-    run(e);
-    run(again);
+    test_run_ok(e);
+    test_run_ok(again);
     l1 = ((const float *)sim_exe_output_buffer(e, 1))[0];
     l2 = ((const float *)sim_exe_output_buffer(again, 1))[0];
     printf("saved ONNX (%zu bytes) reloaded: loss %.7g, trained executable %.7g\n", len, l2,
@@ -623,14 +603,14 @@ test_memory_report(void **state)
     (void)state;
     train_opts(&o, SIM_OPT_ADAM);
     o.replicas = 2;
-    adam = compile(m, &o);
+    adam = test_compile_ok(m, &o);
     train_opts(&o, SIM_OPT_SGD);
-    sgd = compile(m, &o);
+    sgd = test_compile_ok(m, &o);
     o.optimizer.momentum = 0.9f;
-    mom = compile(m, &o);
+    mom = test_compile_ok(m, &o);
     sim_compile_opts_init(&o);
     o.micro_batch = 4;
-    inf = compile(m, &o);
+    inf = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_ipu_count(adam), 2);
     sim_exe_memory(adam, 1, &ra);
     sim_exe_memory(sgd, 0, &rs);
@@ -706,7 +686,7 @@ test_option_errors(void **state)
         o.frozen_weights = all;
         o.n_frozen_weights = 6;
         {   /* every weight frozen: compiled, as PopTorch does, with an empty backward */
-            struct sim_exe *e = compile(m, &o);
+            struct sim_exe *e = test_compile_ok(m, &o);
             assert_true(sim_exe_is_training(e));
             sim_exe_free(e);
         }
@@ -747,7 +727,7 @@ test_option_errors(void **state)
     {
         struct sim_exe *e, *inf;
         train_opts(&o, SIM_OPT_SGD);
-        e = compile(m, &o);
+        e = test_compile_ok(m, &o);
         sim_optimizer_init(&bad, SIM_OPT_ADAM);
         assert_int_equal(sim_exe_set_optimizer(e, &bad, &err), IPUOF_E_INVAL);
         assert_non_null(strstr(err.msg, "compiled for SGD"));
@@ -764,7 +744,7 @@ test_option_errors(void **state)
         assert_true(bad.lr == 0.5f);
         sim_compile_opts_init(&o);
         o.micro_batch = 4;
-        inf = compile(m, &o);
+        inf = test_compile_ok(m, &o);
         assert_int_equal(sim_exe_set_optimizer(inf, &bad, &err), IPUOF_E_INVAL);
         assert_int_equal(sim_exe_get_optimizer(inf, &bad), IPUOF_E_INVAL);
         assert_false(sim_exe_is_training(inf));
@@ -792,12 +772,12 @@ test_graph_errors(void **state)
     sim_compile_opts_init(&o);
     o.loss = "loss";
     {   /* trains nothing, as PopTorch's TrainingSession: the forward runs, loss = sum */
-        struct sim_exe *e = compile(m, &o);
+        struct sim_exe *e = test_compile_ok(m, &o);
         float *x = sim_exe_input_buffer(e, (size_t)sim_exe_input_index(e, "x"));
         x[0] = 1.0f;
         x[1] = 2.0f;
         x[2] = 4.5f;
-        run(e);
+        test_run_ok(e);
         check("loss of the input alone (no trainable weight)",
               sim_exe_output_buffer(e, 0), (const double[]){ 7.5 }, 1);
         sim_exe_free(e);
@@ -843,7 +823,7 @@ test_label_out_of_range(void **state)
     (void)state;
     train_opts(&o, SIM_OPT_SGD);
     o.device_iterations = 1;
-    e = compile(m, &o);
+    e = test_compile_ok(m, &o);
     assert_int_equal(sim_exe_read_weight(e, "fc.w", w0, sizeof(w0), &err), 0);
     fill_small(e, 7);
     assert_int_equal(sim_exe_run(e, &err), IPUOF_E_INVAL);
@@ -856,7 +836,7 @@ test_label_out_of_range(void **state)
     assert_int_equal(sim_exe_read_weight(e, "fc.w", w1, sizeof(w1), &err), 0);
     assert_memory_equal(w0, w1, sizeof(w0));
     fill_small(e, -1);
-    run(e);
+    test_run_ok(e);
     assert_int_equal(sim_exe_optimizer_steps(e), 1);
     sim_exe_free(e);
     sim_model_free(m);

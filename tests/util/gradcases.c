@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "gradcases.h"
+#include "obload.h"
 
 static const char *params[GC_MAX_PARAMS];
 static int n_params;
@@ -58,10 +59,7 @@ gc_params(int *n)
 static float
 urand(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+    return test_urand01(&rng_state);     /* obload.h */
 }
 
 static int64_t

@@ -31,6 +31,32 @@ test_ob_load(struct sim_ob *b)
     return m;
 }
 
+float
+test_urand01(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return (float)((*state >> 11) * (1.0 / 9007199254740992.0));
+}
+
+void
+test_ob_init_rand(struct sim_ob *b, const char *name, int rank, const int64_t *d,
+                  uint64_t *state, float scale)
+{
+    int64_t n = 1;
+    float *v;
+
+    for (int i = 0; i < rank; i++)
+        n *= d[i];
+    v = malloc((size_t)n * sizeof(float));
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (test_urand01(state) * 2.0f - 1.0f) * scale;
+    assert_int_equal(sim_ob_initializer(b, name, SIM_DTYPE_FLOAT, rank, d, v), 0);
+    free(v);
+}
+
 struct test_ob_run
 test_ob_compile(struct sim_ob *b, struct sim_err *err)
 {
@@ -42,6 +68,31 @@ test_ob_compile(struct sim_ob *b, struct sim_err *err)
     if (sim_compile(r.m, &o, &r.e, err) != 0)
         r.e = NULL;
     return r;
+}
+
+struct sim_exe *
+test_compile_ok(const struct sim_model *m, const struct sim_compile_opts *o)
+{
+    struct sim_compile_opts def;
+    struct sim_exe *e = NULL;
+    struct sim_err err;
+
+    if (o == NULL) {
+        sim_compile_opts_init(&def);
+        o = &def;
+    }
+    if (sim_compile(m, o, &e, &err) != 0)
+        fail_msg("compile: %s", err.msg);
+    return e;
+}
+
+void
+test_run_ok(struct sim_exe *e)
+{
+    struct sim_err err;
+
+    if (sim_exe_run(e, &err) != 0)
+        fail_msg("run: %s", err.msg);
 }
 
 struct test_ob_run

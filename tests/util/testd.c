@@ -192,6 +192,26 @@ testd_log_contains(const struct testd *d, const char *needle)
 }
 
 int
+testd_free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    if (fd < 0) {
+        fprintf(stderr, "testd_free_port: socket: %s\n", strerror(errno));
+        return -1;
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
+        fprintf(stderr, "testd_free_port: bind/getsockname: %s\n", strerror(errno));
+    else
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+int
 raw_connect(int port)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),

@@ -65,6 +65,12 @@ int testd_reset(struct testd *d);
 /* True when the daemon's log contains needle. */
 int testd_log_contains(const struct testd *d, const char *needle);
 
+/* A TCP port on loopback that nobody listens on now (bound and released), for a config
+ * that needs a fixed port (a Pod's); a clash with a later bind is possible, so a test
+ * retries where it matters. Returns the port, or -1 with the failing call on stderr (the
+ * daemon given it then refuses to start, and the test fails there). */
+int testd_free_port(void);
+
 /* ---- raw frames ---- */
 
 /* A blocking TCP connection to 127.0.0.1:port, or -1. */

@@ -143,6 +143,20 @@ mnist_splitmix64(uint64_t *state)
 }
 
 void
+mnist_fake_data(uint64_t *state, bool images, void *dst, size_t bytes)
+{
+    if (images) {
+        float *x = dst;
+        for (size_t k = 0; k < bytes / 4; k++)
+            x[k] = (float)(mnist_splitmix64(state) >> 40) / (float)(1 << 24);
+    } else {
+        int64_t *y = dst;
+        for (size_t k = 0; k < bytes / 8; k++)
+            y[k] = (int64_t)(mnist_splitmix64(state) % 10);
+    }
+}
+
+void
 mnist_uniform(uint64_t *state, float *dst, size_t n, float bound)
 {
     for (size_t i = 0; i < n; i++) {

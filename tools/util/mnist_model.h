@@ -31,6 +31,7 @@
 #ifndef IPUOF_TOOLS_MNIST_MODEL_H
 #define IPUOF_TOOLS_MNIST_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,5 +54,22 @@ uint64_t mnist_splitmix64(uint64_t *state);
 
 /* Fills dst[0..n) with U(-bound, bound) values drawn from *state as described above. */
 void mnist_uniform(uint64_t *state, float *dst, size_t n, float bound);
+
+/*
+ * Stand-in data for the benches and tests that run the model without a data set, drawn
+ * from *state (advanced): images (float) r -> (r >> 40) * 2^-24 in [0, 1), one output r a
+ * value; labels (int64) r % 10. dst holds `bytes` bytes (whole values).
+ */
+void mnist_fake_data(uint64_t *state, bool images, void *dst, size_t bytes);
+
+struct sim_exe;     /* sim.h */
+
+/*
+ * Fills every input buffer of e (an executable compiled from this model: float images,
+ * int64 labels) with mnist_fake_data from one generator seeded 12345, in input order: the
+ * same values every call. Returns 0, or -1 when an input's info could not be read (that
+ * input is left as it was, the others filled). In mnist_feed.c: it links the simulator.
+ */
+int mnist_fill_inputs(struct sim_exe *e);
 
 #endif /* IPUOF_TOOLS_MNIST_MODEL_H */
