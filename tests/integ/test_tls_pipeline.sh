@@ -32,13 +32,21 @@ printf '[server]\ntls_cert_file = %s\ntls_key_file = %s\n[log]\nlevel = debug\n'
     "$D/srv.pem" "$D/srv.key" >"$D/conf"
 testd_sh_must_start "$B" "$D" --config "$D/conf"
 
-timeout 300 "$B/tests/integ/drv_tls_pipeline" 127.0.0.1 "$(cat "$D/port")" "$D/ca.pem" \
-    >"$D/drv" 2>&1
-rc=$?
+# Whether the daemon's first read finds bytes past the first payload depends on how the
+# kernel delivers the one SSL_write's segments: on a loaded machine the daemon can read the
+# first record before the rest has arrived (a make check here at 0bcb44a, beside four helpers: moved 0).
+# Every attempt must be answered right; the path must have run in one of five.
+rc=0 moved=0 n=0
+while [ "$rc" -eq 0 ] && [ "$moved" -eq 0 ] && [ "$n" -lt 5 ]; do
+    n=$((n + 1))
+    timeout 300 "$B/tests/integ/drv_tls_pipeline" 127.0.0.1 "$(cat "$D/port")" "$D/ca.pem" \
+        >"$D/drv" 2>&1
+    rc=$?
+    moved=$(grep -c 'bytes decrypted past a payload moved to the input' "$D/log")
+done
 sed 's/^/    /' "$D/drv"
-[ "$rc" -eq 0 ] && ok "the pipelined requests are each answered, in order, from their own bytes" ||
-    no "drv_tls_pipeline exited $rc"
-moved=$(grep -c 'bytes decrypted past a payload moved to the input' "$D/log")
+[ "$rc" -eq 0 ] && ok "the pipelined requests are each answered, in order, from their own bytes ($n attempts)" ||
+    no "drv_tls_pipeline exited $rc (attempt $n)"
 [ "$moved" -ge 1 ] &&
     ok "tls_pending_to_input ran ($moved times): $(grep -m1 'decrypted past a payload' "$D/log" | sed 's/.*client/client/')" ||
     no "tls_pending_to_input never moved bytes (the daemon's log: $(tail -c 600 "$D/log"))"
