@@ -34,7 +34,8 @@ testd_sh_must_start "$B" "$D" --config "$D/conf"
 
 # Whether the daemon's first read finds bytes past the first payload depends on how the
 # kernel delivers the one SSL_write's segments: on a loaded machine the daemon can read the
-# first record before the rest has arrived (a make check here at 0bcb44a, beside four helpers: moved 0).
+# first record before the rest has arrived (a make check here at 0bcb44a, beside four
+# helpers: moved 0).
 # Every attempt must be answered right; the path must have run in one of five.
 rc=0 moved=0 n=0
 while [ "$rc" -eq 0 ] && [ "$moved" -eq 0 ] && [ "$n" -lt 5 ]; do
