@@ -272,8 +272,51 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
  * window with a NaN gives NaN (the index: its last NaN). */
 #define MAX_TAP(m, v) ((v) > (m) || (v) != (v) ? (v) : (m))
 
-/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
- * planes [lo, hi) (ctx: the kernel). */
+/* The vector types of a block of L windows (L = 8 or 4): floats, unaligned floats, the
+ * compares' masks (-1 or 0 per lane); the even and odd columns of two L-float halves of an
+ * input row; the two halves of two L-lane vectors interleaved (lane i of one, then of the
+ * other). */
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float mp2_v4f __attribute__((vector_size(16)));
+typedef float mp2_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+#define MP2_F8 sim_v8f
+#define MP2_FU8 sim_v8f_u
+#define MP2_I8 sim_v8i
+#define MP2_F4 mp2_v4f
+#define MP2_FU4 mp2_v4f_u
+#define MP2_I4 v4i
+#define MP2_EVEN8 0, 2, 4, 6, 8, 10, 12, 14
+#define MP2_ODD8 1, 3, 5, 7, 9, 11, 13, 15
+#define MP2_ZIPLO8 0, 8, 1, 9, 2, 10, 3, 11
+#define MP2_ZIPHI8 4, 12, 5, 13, 6, 14, 7, 15
+#define MP2_EVEN4 0, 2, 4, 6
+#define MP2_ODD4 1, 3, 5, 7
+#define MP2_ZIPLO4 0, 4, 1, 5
+#define MP2_ZIPHI4 2, 6, 3, 7
+
+/* MAX_TAP over L lanes: v where v > m or v is NaN, else m. */
+#define MP2_VMAX(L, m, v)                                                                  \
+    ((MP2_F##L)(((((v) > (m)) | ((v) != (v))) & (MP2_I##L)(v)) |                           \
+                (~(((v) > (m)) | ((v) != (v))) & (MP2_I##L)(m))))
+
+/* L windows of the 2x2 forward (L = 8 or 4) from output column ox of output row yr, the
+ * input rows r0 and r1 read 2L wide as two halves and split into even and odd columns:
+ * the taps in max2x2_planes' order. */
+#define MP2_MAX_WINDOWS(L)                                                                 \
+    do {                                                                                   \
+        const float *a_ = r0 + 2 * ox, *b_ = r1 + 2 * ox;                                  \
+        MP2_F##L a0_ = *(const MP2_FU##L *)a_, a1_ = *(const MP2_FU##L *)(a_ + L);         \
+        MP2_F##L b0_ = *(const MP2_FU##L *)b_, b1_ = *(const MP2_FU##L *)(b_ + L);         \
+        MP2_F##L x00_ = __builtin_shufflevector(a0_, a1_, MP2_EVEN##L);                    \
+        MP2_F##L x01_ = __builtin_shufflevector(a0_, a1_, MP2_ODD##L);                     \
+        MP2_F##L x10_ = __builtin_shufflevector(b0_, b1_, MP2_EVEN##L);                    \
+        MP2_F##L x11_ = __builtin_shufflevector(b0_, b1_, MP2_ODD##L);                     \
+        MP2_F##L u_ = MP2_VMAX(L, x00_, x01_), w_ = MP2_VMAX(L, x10_, x11_);               \
+        *(MP2_FU##L *)(yr + ox) = MP2_VMAX(L, u_, w_);                                     \
+    } while (0)
+
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, eight windows
+ * at a time, then four, the row's last ones one by one; planes [lo, hi) (ctx: the kernel). */
 SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct sim_kern *k = ctx;
@@ -287,16 +330,23 @@ SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
         float *yp = y + pl * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++) {
             const float *r0 = xp + 2 * oy * W, *r1 = r0 + W;
-            for (int64_t ox = 0; ox < OW; ox++) {
+            float *yr = yp + oy * OW;
+            int64_t ox = 0;
+            for (; ox + 8 <= OW; ox += 8)
+                MP2_MAX_WINDOWS(8);
+            if (ox + 4 <= OW) {
+                MP2_MAX_WINDOWS(4);
+                ox += 4;
+            }
+            for (; ox < OW; ox++) {
                 float a = MAX_TAP(r0[2 * ox], r0[2 * ox + 1]);
                 float b = MAX_TAP(r1[2 * ox], r1[2 * ox + 1]);
-                yp[oy * OW + ox] = MAX_TAP(a, b);
+                yr[ox] = MAX_TAP(a, b);
             }
         }
     }
 }
 
-typedef int32_t v4i __attribute__((vector_size(16)));
 typedef int64_t v4l __attribute__((vector_size(32)));
 typedef int64_t v4l_u __attribute__((vector_size(32), aligned(8), may_alias)); /* unaligned */
 
@@ -474,27 +524,6 @@ struct mp2_run {
     } while (0)
 #define MP2_NOT_V(a) (~(a))
 #define MP2_NOT_S(a) (!(a))
-
-/* The vector types of a block of L windows (L = 8 or 4): floats, unaligned floats, the
- * compares' masks (-1 or 0 per lane); the even and odd columns of two L-float halves of an
- * input row; the two halves of two L-lane vectors interleaved (lane i of one, then of the
- * other). */
-typedef float mp2_v4f __attribute__((vector_size(16)));
-typedef float mp2_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-#define MP2_F8 sim_v8f
-#define MP2_FU8 sim_v8f_u
-#define MP2_I8 sim_v8i
-#define MP2_F4 mp2_v4f
-#define MP2_FU4 mp2_v4f_u
-#define MP2_I4 v4i
-#define MP2_EVEN8 0, 2, 4, 6, 8, 10, 12, 14
-#define MP2_ODD8 1, 3, 5, 7, 9, 11, 13, 15
-#define MP2_ZIPLO8 0, 8, 1, 9, 2, 10, 3, 11
-#define MP2_ZIPHI8 4, 12, 5, 13, 6, 14, 7, 15
-#define MP2_EVEN4 0, 2, 4, 6
-#define MP2_ODD4 1, 3, 5, 7
-#define MP2_ZIPLO4 0, 4, 1, 5
-#define MP2_ZIPHI4 2, 6, 3, 7
 
 /*
  * L windows of the 2x2 backward (L = 8 or 4, the expansions of MP2_*L above), from output
