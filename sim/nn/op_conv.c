@@ -436,9 +436,8 @@ SIM_HOT_FN(im2col,
                 float *row = cols + ((ci * p->kh + ki) * p->kw + kj) * ld;
                 int64_t off = kj * p->dw - p->pw, lo, hi;
                 ox_range(p, kj, &lo, &hi);
-                /* r = n x OH + oy, counted along rather than divided per row */
-                for (int64_t r = r0, n = r0 / p->oh, oy = r0 % p->oh; r < r1;
-                     r++, oy = oy + 1 < p->oh ? oy + 1 : 0, n += oy == 0) {
+                for (int64_t r = r0; r < r1; r++) {
+                    int64_t n = r / p->oh, oy = r % p->oh;
                     int64_t iy = oy * p->sh - p->ph + ki * p->dh;
                     const float *xr;
                     float *dst = row + r * p->ow;
