@@ -352,6 +352,13 @@ sim_pool_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         return;
     j.unit = j.split_n ? 16 : 4;   /* whole register blocks per piece */
     units = (len + j.unit - 1) / j.unit;
+    if (units < 4 * (int64_t)threads) {
+        /* too few blocks to share evenly (the tutorial's first weight gradient, 25 columns:
+         * 16 + 9 in whole blocks, 12 + 13 column by column); each element's sum over k is
+         * the same whichever piece computes it */
+        j.unit = 1;
+        units = len;
+    }
     if (threads == 1 || in_pool || (double)m * (double)n * (double)k < SGEMM_MIN_FLOPS ||
         units < 2) {
         sgemm_piece(&j, 0, units);

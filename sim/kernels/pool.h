@@ -43,7 +43,9 @@ void sim_pool_zero(void *p, size_t bytes);
 
 /*
  * C (m x n, leading dim ldc) = alpha op(A) op(B) + beta C, row-major, as cblas_sgemm, split
- * over the pool along the larger of m and n when the product is large enough to gain.
+ * over the pool along the larger of m and n when the product is large enough to gain: in
+ * whole register blocks (16 columns, 4 rows), or row by row (column by column) when there
+ * are fewer than 4 blocks per thread, so the pieces stay even.
  * Dimensions must fit int (the callers check).
  */
 void sim_pool_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

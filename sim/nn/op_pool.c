@@ -272,8 +272,51 @@ fwd_pool(const struct sim_kern *k, struct sim_err *err)
  * window with a NaN gives NaN (the index: its last NaN). */
 #define MAX_TAP(m, v) ((v) > (m) || (v) != (v) ? (v) : (m))
 
-/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, unrolled;
- * planes [lo, hi) (ctx: the kernel). */
+/* The vector types of a block of L windows (L = 8 or 4): floats, unaligned floats, the
+ * compares' masks (-1 or 0 per lane); the even and odd columns of two L-float halves of an
+ * input row; the two halves of two L-lane vectors interleaved (lane i of one, then of the
+ * other). */
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float mp2_v4f __attribute__((vector_size(16)));
+typedef float mp2_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+#define MP2_F8 sim_v8f
+#define MP2_FU8 sim_v8f_u
+#define MP2_I8 sim_v8i
+#define MP2_F4 mp2_v4f
+#define MP2_FU4 mp2_v4f_u
+#define MP2_I4 v4i
+#define MP2_EVEN8 0, 2, 4, 6, 8, 10, 12, 14
+#define MP2_ODD8 1, 3, 5, 7, 9, 11, 13, 15
+#define MP2_ZIPLO8 0, 8, 1, 9, 2, 10, 3, 11
+#define MP2_ZIPHI8 4, 12, 5, 13, 6, 14, 7, 15
+#define MP2_EVEN4 0, 2, 4, 6
+#define MP2_ODD4 1, 3, 5, 7
+#define MP2_ZIPLO4 0, 4, 1, 5
+#define MP2_ZIPHI4 2, 6, 3, 7
+
+/* MAX_TAP over L lanes: v where v > m or v is NaN, else m. */
+#define MP2_VMAX(L, m, v)                                                                  \
+    ((MP2_F##L)(((((v) > (m)) | ((v) != (v))) & (MP2_I##L)(v)) |                           \
+                (~(((v) > (m)) | ((v) != (v))) & (MP2_I##L)(m))))
+
+/* L windows of the 2x2 forward (L = 8 or 4) from output column ox of output row yr, the
+ * input rows r0 and r1 read 2L wide as two halves and split into even and odd columns:
+ * the taps in max2x2_planes' order. */
+#define MP2_MAX_WINDOWS(L)                                                                 \
+    do {                                                                                   \
+        const float *a_ = r0 + 2 * ox, *b_ = r1 + 2 * ox;                                  \
+        MP2_F##L a0_ = *(const MP2_FU##L *)a_, a1_ = *(const MP2_FU##L *)(a_ + L);         \
+        MP2_F##L b0_ = *(const MP2_FU##L *)b_, b1_ = *(const MP2_FU##L *)(b_ + L);         \
+        MP2_F##L x00_ = __builtin_shufflevector(a0_, a1_, MP2_EVEN##L);                    \
+        MP2_F##L x01_ = __builtin_shufflevector(a0_, a1_, MP2_ODD##L);                     \
+        MP2_F##L x10_ = __builtin_shufflevector(b0_, b1_, MP2_EVEN##L);                    \
+        MP2_F##L x11_ = __builtin_shufflevector(b0_, b1_, MP2_ODD##L);                     \
+        MP2_F##L u_ = MP2_VMAX(L, x00_, x01_), w_ = MP2_VMAX(L, x10_, x11_);               \
+        *(MP2_FU##L *)(yr + ox) = MP2_VMAX(L, u_, w_);                                     \
+    } while (0)
+
+/* x: (N, C, H, W) float; 2x2 windows, stride 2, no padding: the CNN case, eight windows
+ * at a time, then four, the row's last ones one by one; planes [lo, hi) (ctx: the kernel). */
 SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
     const struct sim_kern *k = ctx;
@@ -287,16 +330,23 @@ SIM_HOT_FN(max2x2_planes, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
         float *yp = y + pl * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++) {
             const float *r0 = xp + 2 * oy * W, *r1 = r0 + W;
-            for (int64_t ox = 0; ox < OW; ox++) {
+            float *yr = yp + oy * OW;
+            int64_t ox = 0;
+            for (; ox + 8 <= OW; ox += 8)
+                MP2_MAX_WINDOWS(8);
+            if (ox + 4 <= OW) {
+                MP2_MAX_WINDOWS(4);
+                ox += 4;
+            }
+            for (; ox < OW; ox++) {
                 float a = MAX_TAP(r0[2 * ox], r0[2 * ox + 1]);
                 float b = MAX_TAP(r1[2 * ox], r1[2 * ox + 1]);
-                yp[oy * OW + ox] = MAX_TAP(a, b);
+                yr[ox] = MAX_TAP(a, b);
             }
         }
     }
 }
 
-typedef int32_t v4i __attribute__((vector_size(16)));
 typedef int64_t v4l __attribute__((vector_size(32)));
 typedef int64_t v4l_u __attribute__((vector_size(32), aligned(8), may_alias)); /* unaligned */
 
@@ -475,18 +525,43 @@ struct mp2_run {
 #define MP2_NOT_V(a) (~(a))
 #define MP2_NOT_S(a) (!(a))
 
-/* 0.0f or 1.0f per lane of a compare's mask (-1 or 0). */
-#define MP2_ONE(m) ((sim_v8f)((m) & (sim_v8i)SIM_V8(1.0f)))
-typedef float mp2_v4f __attribute__((vector_size(16)));
-typedef float mp2_v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
-#define MP2_ONE4(m) ((mp2_v4f)((m) & (v4i)(mp2_v4f){ 1.0f, 1.0f, 1.0f, 1.0f }))
+/*
+ * L windows of the 2x2 backward (L = 8 or 4, the expansions of MP2_*L above), from output
+ * column ox of the output row at o, the input rows at r0 and r0 + W: each row read 2L wide
+ * as two halves and split into even and odd columns, the masks of MP2_MASKS, then every
+ * input gets gv * 1.0f or gv * 0.0f added, written back interleaved, half by half. The
+ * float operations are those of the scalar windows, lane by lane.
+ */
+#define MP2_WINDOWS(L)                                                                     \
+    do {                                                                                   \
+        const float *a_ = x + r0 + 2 * ox, *b_ = a_ + W;                                   \
+        float *da_ = dx + r0 + 2 * ox, *db_ = da_ + W;                                     \
+        MP2_F##L a0_ = *(const MP2_FU##L *)a_, a1_ = *(const MP2_FU##L *)(a_ + L);         \
+        MP2_F##L b0_ = *(const MP2_FU##L *)b_, b1_ = *(const MP2_FU##L *)(b_ + L);         \
+        MP2_F##L x00_ = __builtin_shufflevector(a0_, a1_, MP2_EVEN##L);                    \
+        MP2_F##L x01_ = __builtin_shufflevector(a0_, a1_, MP2_ODD##L);                     \
+        MP2_F##L x10_ = __builtin_shufflevector(b0_, b1_, MP2_EVEN##L);                    \
+        MP2_F##L x11_ = __builtin_shufflevector(b0_, b1_, MP2_ODD##L);                     \
+        MP2_F##L v_ = *(const MP2_FU##L *)(y + o + ox);                                    \
+        MP2_F##L gv_ = *(const MP2_FU##L *)(g + o + ox), one_ = (MP2_F##L){ 0.0f } + 1.0f; \
+        MP2_I##L e0_, m1_, m2_, m3_;                                                       \
+        MP2_F##L c0_, c1_, c2_, c3_;                                                       \
+        MP2_MASKS(MP2_I##L, MP2_NOT_V, x00_, x01_, x10_, x11_, v_, e0_, m1_, m2_, m3_);     \
+        c0_ = gv_ * (MP2_F##L)(e0_ & (MP2_I##L)one_);                                      \
+        c1_ = gv_ * (MP2_F##L)(m1_ & (MP2_I##L)one_);                                      \
+        c2_ = gv_ * (MP2_F##L)(m2_ & (MP2_I##L)one_);                                      \
+        c3_ = gv_ * (MP2_F##L)(m3_ & (MP2_I##L)one_);                                      \
+        *(MP2_FU##L *)da_ += __builtin_shufflevector(c0_, c1_, MP2_ZIPLO##L);              \
+        *(MP2_FU##L *)(da_ + L) += __builtin_shufflevector(c0_, c1_, MP2_ZIPHI##L);        \
+        *(MP2_FU##L *)db_ += __builtin_shufflevector(c2_, c3_, MP2_ZIPLO##L);              \
+        *(MP2_FU##L *)(db_ + L) += __builtin_shufflevector(c2_, c3_, MP2_ZIPHI##L);        \
+    } while (0)
 
 /*
  * The 2x2 stride-2 backward of planes [lo, hi): every input of a window gets gv * 1.0f or
  * gv * 0.0f added (masks, not branches: the position of a maximum is unpredictable), eight
- * windows at a time (the two input rows read sixteen wide and split into even and odd
- * columns), then four, the row's last windows one by one, the same float operations
- * every way.
+ * windows at a time, then four (a 12-wide row's last ones, 4-wide rows), the row's last
+ * windows one by one, the same float operations every way.
  */
 SIM_HOT_FN(mp2_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
 {
@@ -498,48 +573,10 @@ SIM_HOT_FN(mp2_bwd_piece, (void *ctx, int64_t lo, int64_t hi), (ctx, lo, hi))
     for (int64_t pl = lo; pl < hi; pl++)
         for (int64_t oy = 0; oy < OH; oy++) {
             int64_t r0 = pl * H * W + 2 * oy * W, o = (pl * OH + oy) * OW, ox = 0;
-            for (; ox + 8 <= OW; ox += 8) {
-                const float *a = x + r0 + 2 * ox, *b = a + W;
-                sim_v8f a0 = *(const sim_v8f_u *)a, a1 = *(const sim_v8f_u *)(a + 8);
-                sim_v8f b0 = *(const sim_v8f_u *)b, b1 = *(const sim_v8f_u *)(b + 8);
-                sim_v8f x00 = __builtin_shufflevector(a0, a1, 0, 2, 4, 6, 8, 10, 12, 14);
-                sim_v8f x01 = __builtin_shufflevector(a0, a1, 1, 3, 5, 7, 9, 11, 13, 15);
-                sim_v8f x10 = __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14);
-                sim_v8f x11 = __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15);
-                sim_v8f v = *(const sim_v8f_u *)(y + o + ox), gv = *(const sim_v8f_u *)(g + o + ox);
-                sim_v8i e0, m1, m2, m3;
-                sim_v8f c0, c1, c2, c3;
-                float *da = dx + r0 + 2 * ox, *db = da + W;
-                MP2_MASKS(sim_v8i, MP2_NOT_V, x00, x01, x10, x11, v, e0, m1, m2, m3);
-                c0 = gv * MP2_ONE(e0);
-                c1 = gv * MP2_ONE(m1);
-                c2 = gv * MP2_ONE(m2);
-                c3 = gv * MP2_ONE(m3);
-                *(sim_v8f_u *)da += __builtin_shufflevector(c0, c1, 0, 8, 1, 9, 2, 10, 3, 11);
-                *(sim_v8f_u *)(da + 8) +=
-                    __builtin_shufflevector(c0, c1, 4, 12, 5, 13, 6, 14, 7, 15);
-                *(sim_v8f_u *)db += __builtin_shufflevector(c2, c3, 0, 8, 1, 9, 2, 10, 3, 11);
-                *(sim_v8f_u *)(db + 8) +=
-                    __builtin_shufflevector(c2, c3, 4, 12, 5, 13, 6, 14, 7, 15);
-            }
-            if (ox + 4 <= OW) {     /* four windows: a 12-wide row's last ones, 4-wide rows */
-                const float *a = x + r0 + 2 * ox, *b = a + W;
-                sim_v8f ra = *(const sim_v8f_u *)a, rb = *(const sim_v8f_u *)b;
-                mp2_v4f x00 = __builtin_shufflevector(ra, ra, 0, 2, 4, 6);
-                mp2_v4f x01 = __builtin_shufflevector(ra, ra, 1, 3, 5, 7);
-                mp2_v4f x10 = __builtin_shufflevector(rb, rb, 0, 2, 4, 6);
-                mp2_v4f x11 = __builtin_shufflevector(rb, rb, 1, 3, 5, 7);
-                mp2_v4f v = *(const mp2_v4f_u *)(y + o + ox), gv = *(const mp2_v4f_u *)(g + o + ox);
-                v4i e0, m1, m2, m3;
-                mp2_v4f c0, c1, c2, c3;
-                float *da = dx + r0 + 2 * ox, *db = da + W;
-                MP2_MASKS(v4i, MP2_NOT_V, x00, x01, x10, x11, v, e0, m1, m2, m3);
-                c0 = gv * MP2_ONE4(e0);
-                c1 = gv * MP2_ONE4(m1);
-                c2 = gv * MP2_ONE4(m2);
-                c3 = gv * MP2_ONE4(m3);
-                *(sim_v8f_u *)da += __builtin_shufflevector(c0, c1, 0, 4, 1, 5, 2, 6, 3, 7);
-                *(sim_v8f_u *)db += __builtin_shufflevector(c2, c3, 0, 4, 1, 5, 2, 6, 3, 7);
+            for (; ox + 8 <= OW; ox += 8)
+                MP2_WINDOWS(8);
+            if (ox + 4 <= OW) {
+                MP2_WINDOWS(4);
                 ox += 4;
             }
             for (; ox < OW; ox++) {

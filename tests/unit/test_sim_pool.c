@@ -124,8 +124,11 @@ sgemm_ref(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, in
 static void
 test_sgemm(void **state)
 {
-    /* shapes that split along n (wide) and along m (tall), and one too small to split */
-    static const int shapes[][3] = { { 37, 301, 129 }, { 290, 23, 200 }, { 5, 7, 3 } };
+    /* shapes that split along n (wide) and along m (tall), one too narrow for whole
+     * register blocks (cut column by column: the tutorial's first weight gradient), and
+     * one too small to split */
+    static const int shapes[][3] = { { 37, 301, 129 }, { 290, 23, 200 }, { 10, 25, 4100 },
+                                     { 5, 7, 3 } };
     double worst = 0.0;
 
     (void)state;
@@ -157,6 +160,8 @@ test_sgemm(void **state)
                     double d = fabs((double)c[i * ldc + j] - want[i * ldc + j]);
                     if (j >= n)      /* padding columns are never written */
                         assert_true(d == 0.0);
+                    /* the float sums' error grows with k: 1e-4 per 200 terms */
+                    assert_true(d < 1e-4 * (k > 200 ? k / 200.0 : 1.0));
                     worst = d > worst ? d : worst;
                 }
             free(a);
@@ -165,7 +170,6 @@ test_sgemm(void **state)
             free(want);
         }
     printf("  split sgemm vs naive: max |diff| = %.3g\n", worst);
-    assert_true(worst < 1e-4);
 }
 
 /* sim_pool_zero clears exactly its bytes, whatever the size: below one piece, whole pieces,
