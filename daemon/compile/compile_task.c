@@ -56,7 +56,6 @@ compile_task_progress(int done, int total, void *ud)
     event_active(ct->prog_ev, 0, 0);
 }
 
-/* Worker thread: find the model in the cache or compile it. */
 /* Refuses (ct->rc) an executable whose arenas could take more host memory than
  * arena_memory leaves beside the cached executables' (the cache evicts unused ones first):
  * the daemon says so rather than let the kernel's OOM killer end it and every client. */
@@ -64,7 +63,6 @@ static void
 arena_check(struct compile_task *ct, struct cache *k, const struct sim_exe *x)
 {
     uint64_t need = sim_exe_host_arena_bytes(x), held, limit;
-
     int fits = cache_arena_room(k, need, &held, &limit);
 
     log_debug("model '%s': its arenas may take %" PRIu64 " bytes of host memory; the cached "
@@ -82,6 +80,7 @@ arena_check(struct compile_task *ct, struct cache *k, const struct sim_exe *x)
              limit);
 }
 
+/* Worker thread: find the model in the cache or compile it. */
 static void
 compile_run(struct work_item *j)
 {

@@ -13,6 +13,7 @@
  */
 #include "models.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -93,6 +94,20 @@ unlink_free_locked(struct cache *k, struct cache_entry **pp)
     entry_free(e);
 }
 
+/* The link to the least recently used entry nothing uses or borrows from (with arena, only
+ * among those whose arenas take something), or NULL. Caller holds mu. */
+static struct cache_entry **
+lru_unused_locked(struct cache *k, bool arena)
+{
+    struct cache_entry **victim = NULL;
+
+    for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
+        if (!(*pp)->in_use && (*pp)->refs == 0 && (!arena || (*pp)->arena > 0) &&
+            (victim == NULL || (*pp)->last_use < (*victim)->last_use))
+            victim = pp;
+    return victim;
+}
+
 /* Evicts unused entries, oldest first, while there are more than max, their run buffers
  * take more than max_idle_host bytes, all entries hold more than max_bytes or their arenas
  * may take more than max_arena. Caller holds mu. */
@@ -101,10 +116,7 @@ trim_locked(struct cache *k)
 {
     while (k->n > k->max || idle_host_locked(k) > k->max_idle_host || k->bytes > k->max_bytes ||
            k->arena > k->max_arena) {
-        struct cache_entry **victim = NULL;
-        for (struct cache_entry **pp = &k->head; *pp != NULL; pp = &(*pp)->next)
-            if (!(*pp)->in_use && (*pp)->refs == 0 && (victim == NULL || (*pp)->last_use < (*victim)->last_use))
-                victim = pp;
+        struct cache_entry **victim = lru_unused_locked(k, false);
         if (victim == NULL)
             return;
         k->evictions++;
@@ -186,13 +198,8 @@ cache_arena_room(struct cache *k, uint64_t need, uint64_t *held, uint64_t *limit
     pthread_mutex_lock(&k->mu);
     for (;;) {
         fits = need <= k->max_arena && k->arena <= k->max_arena - need;
-        struct cache_entry **victim = NULL;
-        for (struct cache_entry **pp = &k->head; !fits && pp != NULL && *pp != NULL;
-             pp = &(*pp)->next)
-            if (!(*pp)->in_use && (*pp)->refs == 0 && (*pp)->arena > 0 &&
-                (victim == NULL || (*pp)->last_use < (*victim)->last_use))
-                victim = pp;
-        if (fits || victim == NULL)
+        struct cache_entry **victim = fits ? NULL : lru_unused_locked(k, true);
+        if (victim == NULL)
             break;
         k->evictions++;
         log_info("executable cache: evicted '%s' (its arenas may take %llu bytes; a compile "

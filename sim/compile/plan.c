@@ -668,8 +668,7 @@ release_plan(struct sim_exe *e, const struct block *b, size_t nb, struct sim_err
     struct span *sp = calloc(nb + 1, sizeof(*sp));
     size_t nrel = 0, cap = 0;
     bool any = false;
-
-    uint64_t extra = 0;
+    uint64_t extra = 0;     /* bytes the slots past each IPU's first map */
 
     e->rel_poison = env != NULL && strcmp(env, "poison") == 0;
     for (unsigned p = 0; e->tr != NULL && p < e->ipr && !(env && strcmp(env, "0") == 0); p++) {
